@@ -1,0 +1,58 @@
+# Thin wrapper around CMake. Fresh machine: `make run` and `make test` (both install
+# missing Debian packages first). Build folders: build/ (normal), build-asan/ (ASan+UBSan).
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+SPARSECP   := $(BUILD)/tools/sparsecp
+
+# Debian packages the build and tests need (checked one by one, installed if missing).
+DEB_PACKAGES := cmake make gcc pkg-config clang libclang-rt-14-dev \
+                libzmq3-dev libmsgpack-dev libuv1-dev libcriterion-dev \
+                libopenblas-dev libjansson-dev
+
+.PHONY: all deps configure build run test test-asan bench-plan clean
+
+all: build
+
+# Installs only what is missing; runs `apt-get update` first when the package lists are
+# absent, and once more if an install fails on stale lists. Idempotent.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+	  echo "make deps: installing$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1 || $$sudo apt-get update -qq; \
+	  $$sudo apt-get install -y -qq $$missing || { $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing; }; \
+	fi
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+configure: deps $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job. Until the end-to-end pipeline exists it plans an example batch.
+run: build
+	$(SPARSECP) plan < examples/batch-pcp2-dcp2.json
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j 1
+	$(MAKE) --no-print-directory test-asan
+
+# Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSC_SANITIZE=ON -DSC_CUDA=OFF
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -L unit
+
+bench-plan: build
+	$(SPARSECP) bench plan
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,30 @@
+/* dcp.h - DCP ownership of KV positions (SPEC.md §4), as inline pure functions.
+ *
+ * Position p of a request lives on DCP rank owner(p) = (p / I) % N at local index
+ * j(p) = (p / (N*I)) * I + p % I. All arguments are non-negative; n, il >= 1.
+ * Any thread.
+ */
+#ifndef SC_DCP_H
+#define SC_DCP_H
+
+#include <stdint.h>
+
+static inline int32_t sc_dcp_owner(int64_t p, int32_t n, int32_t il) {
+  return (int32_t)((p / il) % n);
+}
+
+static inline int64_t sc_dcp_local_index(int64_t p, int32_t n, int32_t il) {
+  return (p / ((int64_t)n * il)) * il + p % il;
+}
+
+/* Tokens of a request of extent len held by DCP rank r. Rank 0 always holds the most,
+ * so local_len(len, 0) is the per-rank upper bound. */
+static inline int64_t sc_dcp_local_len(int64_t len, int32_t r, int32_t n, int32_t il) {
+  int64_t span = (int64_t)n * il;
+  int64_t rem = len % span - (int64_t)r * il;
+  if (rem < 0) rem = 0;
+  if (rem > il) rem = il;
+  return (len / span) * il + rem;
+}
+
+#endif

@@ -1,0 +1,16 @@
+/* sc_time.h - monotonic and wall clocks. Any thread. */
+#ifndef SC_TIME_H
+#define SC_TIME_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t sc_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline double sc_now_s(void) { return (double)sc_now_ns() * 1e-9; }
+
+#endif

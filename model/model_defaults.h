@@ -1,0 +1,20 @@
+/* model_defaults.h - default dimensions of the embedded synthetic model.
+ *
+ * Small enough for a 2-core CPU, but with the real DeepSeek-V3.2 KV row (kv_lora_rank 512
+ * + rope_dim 64 = 576 values per token) and a realistic vocabulary. The planner's
+ * configuration falls back to these when a dimension is not given, so that
+ * `sparsecp plan` describes the collectives of the model `sparsecp run` serves.
+ */
+#ifndef SC_MODEL_DEFAULTS_H
+#define SC_MODEL_DEFAULTS_H
+
+#define SC_MODEL_DEFAULT_LAYERS 2
+#define SC_MODEL_DEFAULT_HIDDEN 512
+#define SC_MODEL_DEFAULT_HEADS 8
+#define SC_MODEL_DEFAULT_KV_LORA_RANK 512
+#define SC_MODEL_DEFAULT_ROPE_DIM 64
+#define SC_MODEL_DEFAULT_INDEX_DIM 64
+#define SC_MODEL_DEFAULT_TOPK 64
+#define SC_MODEL_DEFAULT_VOCAB 32768
+
+#endif

@@ -1,0 +1,102 @@
+#include "tools/bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "actors/runtime/sc_time.h"
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double sc_bench_median(const double *samples, int n) {
+  if (n <= 0) return 0;
+  double *tmp = malloc(sizeof *tmp * (size_t)n);
+  if (tmp == NULL) return samples[0];
+  memcpy(tmp, samples, sizeof *tmp * (size_t)n);
+  qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+  const double m = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+  free(tmp);
+  return m;
+}
+
+void sc_bench_add(sc_bench *b, const char *name, const char *params, const char *unit,
+                  const double *samples, int n, const char *extra) {
+  double lo = samples[0], hi = samples[0];
+  for (int i = 1; i < n; i++) {
+    if (samples[i] < lo) lo = samples[i];
+    if (samples[i] > hi) hi = samples[i];
+  }
+  const double med = sc_bench_median(samples, n);
+  sc_jsonw *w = &b->results;
+  sc_jsonw_obj_begin(w);
+  sc_jsonw_kv_str(w, "name", name);
+  sc_jsonw_key(w, "params");
+  char obj[1024];
+  int len = snprintf(obj, sizeof obj, "{%s}", params ? params : "");
+  sc_jsonw_raw(w, obj, (size_t)len);
+  sc_jsonw_kv_str(w, "unit", unit);
+  sc_jsonw_kv_double(w, "median", med);
+  sc_jsonw_kv_double(w, "min", lo);
+  sc_jsonw_kv_double(w, "max", hi);
+  sc_jsonw_kv_int(w, "runs", n);
+  if (extra && extra[0]) {
+    /* extra members are spliced in as raw text after a comma */
+    sc_jsonw_raw(w, extra, strlen(extra));
+  }
+  sc_jsonw_obj_end(w);
+  b->num_results++;
+  if (!b->json) {
+    printf("%-28s %-58s %12.4g %-8s (min %.4g, max %.4g, %d runs)%s%s\n", name,
+           params ? params : "", med, unit, lo, hi, n, extra && extra[0] ? " " : "",
+           extra ? extra : "");
+    fflush(stdout);
+  }
+}
+
+void sc_bench_time(void (*fn)(void *ctx), void *ctx, int runs, double min_seconds,
+                   double *samples) {
+  /* Calibrate the inner repetition count so one sample lasts about min_seconds. */
+  int64_t reps = 1;
+  for (;;) {
+    const uint64_t t0 = sc_now_ns();
+    for (int64_t i = 0; i < reps; i++) fn(ctx);
+    const double dt = (double)(sc_now_ns() - t0) * 1e-9;
+    if (dt >= min_seconds || reps >= (1ll << 30)) break;
+    reps = dt <= 0 ? reps * 10 : (int64_t)(reps * (min_seconds * 1.2 / dt)) + 1;
+  }
+  for (int r = 0; r < runs; r++) {
+    const uint64_t t0 = sc_now_ns();
+    for (int64_t i = 0; i < reps; i++) fn(ctx);
+    samples[r] = (double)(sc_now_ns() - t0) * 1e-9 / (double)reps;
+  }
+}
+
+void sc_bench_machine(char *buf, int len) {
+  char model[256] = "unknown cpu";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      if (strncmp(line, "model name", 10) == 0) {
+        const char *p = strchr(line, ':');
+        if (p) {
+          p++;
+          while (*p == ' ') p++;
+          snprintf(model, sizeof model, "%s", p);
+          model[strcspn(model, "\n")] = '\0';
+        }
+        break;
+      }
+    }
+    fclose(f);
+  }
+  struct utsname u;
+  uname(&u);
+  snprintf(buf, (size_t)len, "%s, %ld cores, %s %s %s", model, sysconf(_SC_NPROCESSORS_ONLN),
+           u.sysname, u.release, u.machine);
+}

@@ -1,0 +1,43 @@
+/* bench.h - the benchmark harness behind `sparsecp bench KIND [--json]`.
+ *
+ * A report collects results and prints them at the end, either as the JSON document of
+ * DESIGN.md §7 ({"bench", "machine", "date", "results": [...]}) or as a table. Each
+ * result is a set of samples reduced to median, min and max. Kinds register in
+ * k_bench_kinds (cmd_bench.c).
+ */
+#ifndef SC_BENCH_H
+#define SC_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "actors/runtime/sc_jsonw.h"
+
+typedef struct sc_bench {
+  const char *kind;
+  bool json;
+  bool quick;      /* --quick: fewer and shorter runs, for smoke tests */
+  sc_jsonw results; /* the JSON array of results, built incrementally */
+  int num_results;
+} sc_bench;
+
+/* One measured case. params and extra are JSON object *members* without braces
+ * (e.g. "\"pcp\":2,\"dcp\":2"), extra may be NULL. samples are in `unit`. */
+void sc_bench_add(sc_bench *b, const char *name, const char *params, const char *unit,
+                  const double *samples, int n, const char *extra);
+
+/* Median of n samples (sorts a copy). */
+double sc_bench_median(const double *samples, int n);
+
+/* Calls fn(ctx) repeatedly for at least min_seconds per sample and returns seconds per
+ * call in samples[0..runs). A warm-up sample is taken first and discarded. */
+void sc_bench_time(void (*fn)(void *ctx), void *ctx, int runs, double min_seconds,
+                   double *samples);
+
+/* Machine description ("cpu model, N cores, kernel") into buf. */
+void sc_bench_machine(char *buf, int len);
+
+typedef int (*sc_bench_fn)(sc_bench *b);
+int sc_bench_plan(sc_bench *b);
+
+#endif

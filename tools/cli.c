@@ -1,0 +1,78 @@
+#include "tools/cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "actors/runtime/sc_error.h"
+#include "actors/runtime/sc_log.h"
+
+bool sc_cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+                int64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') {
+    sc_cli_error(cmd, "%s: '%s' is not an integer", opt, text);
+    return false;
+  }
+  if (v < lo || v > hi) {
+    sc_cli_error(cmd, "%s: %lld is out of range [%lld, %lld]", opt, v, (long long)lo,
+                 (long long)hi);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+int sc_cli_read_all(FILE *f, size_t max, char **out, size_t *len) {
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  if (buf == NULL) return SC_ENOMEM;
+  for (;;) {
+    if (n + 1 >= cap) {
+      if (cap >= max + 1) {
+        free(buf);
+        return SC_ETOOBIG;
+      }
+      cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+      char *nb = realloc(buf, cap);
+      if (nb == NULL) {
+        free(buf);
+        return SC_ENOMEM;
+      }
+      buf = nb;
+    }
+    size_t got = fread(buf + n, 1, cap - 1 - n, f);
+    n += got;
+    if (got == 0) break;
+  }
+  if (ferror(f)) {
+    free(buf);
+    return SC_EIO;
+  }
+  if (n > max) {
+    free(buf);
+    return SC_ETOOBIG;
+  }
+  buf[n] = '\0';
+  *out = buf;
+  *len = n;
+  return 0;
+}
+
+void sc_cli_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "sparsecp %s: error: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+void sc_cli_setup_logging(void) {
+  const char *lv = getenv("SPARSECP_LOG");
+  int level = lv ? sc_log_level_parse(lv) : SC_LOG_WARN;
+  sc_log_set_level(level >= 0 ? (sc_log_level)level : SC_LOG_WARN);
+  sc_log_set_sink(sc_log_stderr_sink, NULL);
+}

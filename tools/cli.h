@@ -1,0 +1,38 @@
+/* cli.h - shared pieces of the sparsecp command-line program: the subcommand table,
+ * option value parsing, and whole-stream reading. Exit codes follow DESIGN.md §7:
+ * 0 success, 1 runtime failure, 2 bad usage or input. */
+#ifndef SC_CLI_H
+#define SC_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum { SC_EXIT_OK = 0, SC_EXIT_FAILURE = 1, SC_EXIT_USAGE = 2 };
+
+typedef struct sc_cmd {
+  const char *name;
+  const char *summary;
+  int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+} sc_cmd;
+
+/* Parses an integer option value in [lo, hi]; on failure prints
+ * "sparsecp CMD: OPT: ..." to stderr and returns false. */
+bool sc_cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+                int64_t *out);
+
+/* Reads a whole stream into a NUL-terminated malloc'd buffer (at most max bytes).
+ * Returns 0, SC_ETOOBIG or SC_EIO / SC_ENOMEM. */
+int sc_cli_read_all(FILE *f, size_t max, char **out, size_t *len);
+
+/* Prints "sparsecp CMD: error: MSG" to stderr (printf-style). */
+void sc_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Installs the stderr log sink at the level given by SPARSECP_LOG (default warn). */
+void sc_cli_setup_logging(void);
+
+int sc_cmd_plan(int argc, char **argv);
+int sc_cmd_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,85 @@
+/* cmd_bench.c - `sparsecp bench KIND [--json] [--quick]`. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "tools/bench.h"
+#include "tools/cli.h"
+
+static const struct {
+  const char *kind;
+  sc_bench_fn fn;
+  const char *what;
+} k_bench_kinds[] = {
+    {"plan", sc_bench_plan, "time to plan one step: compact plan and index arrays"},
+};
+#define NUM_KINDS (sizeof k_bench_kinds / sizeof k_bench_kinds[0])
+
+static void help(FILE *f) {
+  fprintf(f, "usage: sparsecp bench KIND [--json] [--quick]\n\nKinds:\n");
+  for (size_t i = 0; i < NUM_KINDS; i++)
+    fprintf(f, "  %-10s %s\n", k_bench_kinds[i].kind, k_bench_kinds[i].what);
+  fprintf(f,
+          "\n  --json   print {\"bench\", \"machine\", \"date\", \"results\": [...]} "
+          "(DESIGN.md §7)\n"
+          "  --quick  fewer, shorter runs (a smoke test, not a measurement)\n");
+}
+
+int sc_cmd_bench(int argc, char **argv) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                       {"quick", no_argument, NULL, 'q'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  sc_bench b = {0};
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'j': b.json = true; break;
+    case 'q': b.quick = true; break;
+    case 'h': help(stdout); return SC_EXIT_OK;
+    default: help(stderr); return SC_EXIT_USAGE;
+    }
+  }
+  if (optind != argc - 1) {
+    help(stderr);
+    return SC_EXIT_USAGE;
+  }
+  const char *kind = argv[optind];
+  sc_bench_fn fn = NULL;
+  for (size_t i = 0; i < NUM_KINDS; i++)
+    if (strcmp(kind, k_bench_kinds[i].kind) == 0) fn = k_bench_kinds[i].fn;
+  if (fn == NULL) {
+    sc_cli_error("bench", "unknown benchmark '%s'", kind);
+    help(stderr);
+    return SC_EXIT_USAGE;
+  }
+  b.kind = kind;
+  char machine[512], date[32];
+  sc_bench_machine(machine, sizeof machine);
+  const time_t now = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  if (!b.json) printf("bench %s on %s, %s\n", kind, machine, date);
+
+  sc_jsonw_init(&b.results);
+  sc_jsonw_arr_begin(&b.results);
+  const int rc = fn(&b);
+  sc_jsonw_arr_end(&b.results);
+  if (rc == 0 && b.json) {
+    sc_jsonw w;
+    sc_jsonw_init(&w);
+    sc_jsonw_obj_begin(&w);
+    sc_jsonw_kv_str(&w, "bench", kind);
+    sc_jsonw_kv_str(&w, "machine", machine);
+    sc_jsonw_kv_str(&w, "date", date);
+    sc_jsonw_key(&w, "results");
+    sc_jsonw_raw(&w, sc_jsonw_str(&b.results), b.results.len);
+    sc_jsonw_obj_end(&w);
+    puts(sc_jsonw_str(&w));
+    sc_jsonw_free(&w);
+  }
+  sc_jsonw_free(&b.results);
+  if (rc != 0) sc_cli_error("bench", "%s failed (%d)", kind, rc);
+  return rc == 0 ? SC_EXIT_OK : SC_EXIT_FAILURE;
+}
