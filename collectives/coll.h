@@ -1,0 +1,87 @@
+/* coll.h - the collective API every backend implements, and the plan-checked session
+ * through which executors reach it.
+ *
+ * Backends (in-memory threads for the test harness, host over ZeroMQ between node
+ * processes, NCCL on GPUs) implement sc_coll_ops. Nothing calls a backend directly except
+ * sc_coll_session_run(): it compares each request with the next entry of the step's
+ * collective plan and refuses a mismatch *before* anything is launched (DESIGN.md §4).
+ *
+ * Semantics, for a group of G ranks with this rank at index r (sc_comm.group_rank):
+ *   all_gather:     send holds rows*width elements; recv receives G*rows*width,
+ *                   rank-major (rank k's block at offset k*rows*width).
+ *   all_reduce:     sum over the group of rows*width elements; recv may equal send.
+ *   reduce_scatter: send holds rows*width elements viewed as G equal contiguous blocks;
+ *                   recv receives the element-wise sum of block r over the group
+ *                   (rows*width/G elements). rows*width must be divisible by G.
+ * Reductions exist for f32 (and bf16 on GPU backends); W32 words are only gathered.
+ *
+ * Threads: a comm and its sessions belong to one thread (the rank's comm actor or the
+ * harness thread of that rank).
+ */
+#ifndef SC_COLL_H
+#define SC_COLL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "actors/partitioner/plan.h"
+#include "actors/runtime/sc_error.h"
+#include "collectives/coll_types.h"
+
+typedef struct sc_coll_ops {
+  /* Each returns 0 or a negative SC_E* code (SC_ETIMEDOUT past the deadline,
+   * SC_EABORTED when the group was aborted). `count` is in elements. */
+  int (*all_gather)(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
+                    size_t count);
+  int (*all_reduce)(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
+                    size_t count);
+  int (*reduce_scatter)(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
+                        size_t count);
+  /* Wakes every rank blocked in a collective of this comm with SC_EABORTED; later calls
+   * fail the same way. May be called from another thread. May be NULL. */
+  void (*abort)(void *self);
+} sc_coll_ops;
+
+typedef struct sc_comm {
+  const sc_coll_ops *ops;
+  void *self;                          /* backend state */
+  sc_rank_coords coords;
+  int32_t group_size[SC_GROUP_COUNT];  /* tp = T, pcp = P, dcp = N */
+  int32_t group_rank[SC_GROUP_COUNT];
+  int64_t deadline_ms;                 /* per collective; <= 0: none */
+} sc_comm;
+
+/* Fills sizes and ranks of the three groups of global rank g (SPEC.md §1). */
+void sc_comm_init_groups(sc_comm *comm, const sc_plan_config *cfg, int32_t global_rank);
+
+/* One step's walk through the collective plan. The plan entries are borrowed for the
+ * session's lifetime. */
+typedef struct sc_coll_session {
+  sc_comm *comm;
+  const sc_coll *plan;
+  int32_t num;
+  int32_t next;    /* index of the next planned entry */
+  uint64_t step;
+  int failed;      /* first error of the session (sticky), 0 if none */
+  sc_diag diag;    /* its message */
+} sc_coll_session;
+
+void sc_coll_session_begin(sc_coll_session *s, sc_comm *comm, const sc_coll *plan,
+                           int32_t num, uint64_t step);
+
+/* Checks `req` (layer, group, op, dtype, purpose, rows, width; seq and chunk ignored)
+ * against the next planned entry. On a match launches it on the backend and advances;
+ * on a mismatch launches nothing and returns SC_EDESYNC with a message naming rank,
+ * step, sequence number, expected and actual shapes. After any failure every later call
+ * fails with the same code (the step is dead). */
+int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send,
+                        void *recv);
+
+/* Checks that every planned entry was run; SC_EDESYNC otherwise. */
+int sc_coll_session_end(sc_coll_session *s);
+
+/* "all_gather dcp f32 rows=13 width=640 (context_kv, layer 0)" */
+void sc_coll_describe(const sc_coll *c, char *buf, size_t len);
+
+#endif

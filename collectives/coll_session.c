@@ -1,0 +1,86 @@
+/* coll_session.c - the plan check in front of every collective (DESIGN.md §4). */
+#include <stdio.h>
+
+#include "collectives/coll.h"
+
+void sc_comm_init_groups(sc_comm *comm, const sc_plan_config *cfg, int32_t g) {
+  const sc_rank_coords rc = sc_plan_rank_coords(cfg, g);
+  comm->coords = rc;
+  comm->group_size[SC_GROUP_TP] = cfg->tp;
+  comm->group_rank[SC_GROUP_TP] = rc.tp_rank;
+  comm->group_size[SC_GROUP_PCP] = cfg->pcp;
+  comm->group_rank[SC_GROUP_PCP] = rc.pcp_rank;
+  comm->group_size[SC_GROUP_DCP] = cfg->dcp;
+  comm->group_rank[SC_GROUP_DCP] = rc.dcp_rank;
+}
+
+void sc_coll_describe(const sc_coll *c, char *buf, size_t len) {
+  snprintf(buf, len, "%s %s %s rows=%lld width=%lld (%s, layer %d)", sc_coll_op_name(c->op),
+           sc_group_name(c->group), sc_dtype_name(c->dtype), (long long)c->rows,
+           (long long)c->width, sc_coll_purpose_name(c->purpose), c->layer);
+}
+
+void sc_coll_session_begin(sc_coll_session *s, sc_comm *comm, const sc_coll *plan,
+                           int32_t num, uint64_t step) {
+  *s = (sc_coll_session){.comm = comm, .plan = plan, .num = num, .step = step};
+}
+
+static int refuse(sc_coll_session *s, const char *expected, const char *actual) {
+  s->failed = sc_fail(&s->diag, SC_EDESYNC,
+                      "desync on rank %d, step %llu, seq %d: expected %s, requested %s",
+                      s->comm->coords.global, (unsigned long long)s->step, s->next, expected,
+                      actual);
+  return s->failed;
+}
+
+int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send,
+                        void *recv) {
+  if (s->failed) return s->failed;
+  char want[160], got[160];
+  if (s->next >= s->num) {
+    sc_coll_describe(req, got, sizeof got);
+    return refuse(s, "no further collective", got);
+  }
+  const sc_coll *p = &s->plan[s->next];
+  if (!sc_coll_matches(p, req)) {
+    sc_coll_describe(p, want, sizeof want);
+    sc_coll_describe(req, got, sizeof got);
+    return refuse(s, want, got);
+  }
+  const size_t count = (size_t)p->rows * (size_t)p->width;
+  const sc_coll_ops *ops = s->comm->ops;
+  int rc;
+  switch (p->op) {
+  case SC_OP_ALL_GATHER:
+    rc = ops->all_gather(s->comm->self, p->group, p->dtype, send, recv, count);
+    break;
+  case SC_OP_ALL_REDUCE:
+    rc = ops->all_reduce(s->comm->self, p->group, p->dtype, send, recv, count);
+    break;
+  default:
+    rc = ops->reduce_scatter(s->comm->self, p->group, p->dtype, send, recv, count);
+    break;
+  }
+  if (rc != 0) {
+    sc_coll_describe(p, want, sizeof want);
+    s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed: %s",
+                        s->comm->coords.global, (unsigned long long)s->step, s->next, want,
+                        sc_strerror(rc));
+    return rc;
+  }
+  s->next++;
+  return 0;
+}
+
+int sc_coll_session_end(sc_coll_session *s) {
+  if (s->failed) return s->failed;
+  if (s->next != s->num) {
+    char want[160];
+    sc_coll_describe(&s->plan[s->next], want, sizeof want);
+    return s->failed = sc_fail(&s->diag, SC_EDESYNC,
+                               "desync on rank %d, step %llu: step ended before seq %d (%s)",
+                               s->comm->coords.global, (unsigned long long)s->step, s->next,
+                               want);
+  }
+  return 0;
+}
