@@ -1,0 +1,254 @@
+/* kernels.h - the one compute API of sparsecp: an ops table plus a context.
+ *
+ * Model code calls every kernel through `k->ops->NAME(k, ...)`, so the same model runs on
+ * the CPU reference backend (kernels/cpu/, sc_kernels_cpu_create) and on the CUDA backend
+ * (kernels/cuda/, issue 7) without knowing which. The math of every op is normative in
+ * SPEC.md §7; docs/kernels.md gives the conventions with examples.
+ *
+ * Buffers. Every tensor argument is a *buffer pointer*: memory obtained from
+ * k->ops->alloc (device memory on CUDA, host memory on the CPU backend), possibly offset
+ * by pointer arithmetic in elements (`buf + row * ld + col` is fine; dereferencing is
+ * not). Callers never read or write buffer contents directly: they move data with
+ * k->ops->copy (host <-> buffer, buffer <-> buffer) and k->ops->memset. Index arrays
+ * (int32) are buffers too. Scalars and shapes are passed by value from the host. Ops
+ * never read buffer contents on the host to decide what to do, so a CUDA backend can
+ * queue them asynchronously; per-op scratch memory belongs to the context.
+ *
+ * Layout. Row-major everywhere. `ld*` arguments are the distance in *elements* between
+ * consecutive rows (tokens); within a row, heads are contiguous and exactly one head
+ * width apart. Row sets of KV or index keys (sc_krows) carry their element format.
+ *
+ * Errors. Every op returns 0 or a negative SC_E* code (actors/runtime/sc_error.h):
+ * SC_EINVAL for impossible shapes or NULL required pointers, SC_ENOTSUP for a format the
+ * backend lacks, SC_ERANGE when an index array points outside its row set (the CPU
+ * backend checks every index; a GPU backend may report it at the next sync), SC_ENOMEM
+ * when scratch cannot grow.
+ *
+ * Ordering. Ops run in call order on the context's queue (a CUDA stream; on the CPU
+ * backend every op has finished when it returns). copy to host returns once the host
+ * memory holds the data; sync waits for everything queued.
+ *
+ * Threads. A context is used by one thread at a time (the executor that owns it). Several
+ * contexts may run concurrently in one process (the threaded test harness runs one per
+ * rank). The CPU backend's worker threads are private to its context.
+ *
+ * Ownership. The context owns its scratch and worker threads; buffers from alloc belong
+ * to the caller until passed to free; destroy frees the context but not live buffers.
+ *
+ * Extension. Argument structs may gain fields at the end; initialise them with designated
+ * initialisers so new fields start at 0 (their neutral value).
+ */
+#ifndef SC_KERNELS_H
+#define SC_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Element format of KV / index-key rows. Values equal sc_dtype's (coll_types.h) for the
+ * formats they share, so a row set can travel through a collective unchanged. The CUDA
+ * backend appends its fp8_ds_mla layout here. */
+typedef enum sc_kfmt {
+  SC_KFMT_F32 = 0,
+  SC_KFMT_BF16 = 1, /* upper 16 bits of an IEEE f32; conversion rounds to nearest even */
+} sc_kfmt;
+
+/* Bytes per element of a format (0 for an unknown one). */
+static inline size_t sc_kfmt_size(sc_kfmt fmt) {
+  return fmt == SC_KFMT_F32 ? 4 : fmt == SC_KFMT_BF16 ? 2 : 0;
+}
+
+/* A set of rows in a buffer: row r starts at element r * ld of data. */
+typedef struct sc_krows {
+  void *data;    /* buffer pointer to element 0 of row 0 */
+  sc_kfmt fmt;
+  int64_t ld;    /* elements between consecutive rows */
+  int64_t rows;  /* number of valid rows: every index into the set must be < rows */
+} sc_krows;
+
+/* The same rows starting `col` elements further into each row (a column slice, e.g.
+ * the index keys stored after the 576 KV values of a workspace row). */
+static inline sc_krows sc_krows_col(sc_krows r, int64_t col) {
+  r.data = (char *)r.data + col * (int64_t)sc_kfmt_size(r.fmt);
+  return r;
+}
+
+/* One top-K candidate: what the topk_candidates all-gather carries (SPEC.md §6 entry 4,
+ * two 32-bit words per candidate). Padding candidates have pos = -1, score = -inf. */
+typedef struct sc_kcand {
+  float score;
+  int32_t pos;
+} sc_kcand;
+
+typedef enum sc_kcopy {
+  SC_KCOPY_H2D = 0, /* host memory -> buffer */
+  SC_KCOPY_D2H = 1, /* buffer -> host memory */
+  SC_KCOPY_D2D = 2, /* buffer -> buffer (ranges must not overlap) */
+} sc_kcopy;
+
+/* Dense product C = alpha * op(A) * op(B) + beta * C, row-major, op(X) = X or X^T;
+ * op(A) is m x k, op(B) is k x n, C is m x n. With batch > 1 it is repeated for
+ * b = 0..batch-1 on a + b*stride_a, b + b*stride_b, c + b*stride_c (the per-head W_UK
+ * absorption and W_UV projection). CPU: cblas_sgemm; CUDA: cuBLAS. */
+typedef struct sc_gemm {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  float alpha, beta;
+  const float *a;
+  int64_t lda, stride_a;
+  const float *b;
+  int64_t ldb, stride_b;
+  float *c;
+  int64_t ldc, stride_c;
+  int64_t batch; /* 0 or 1: a single product */
+} sc_gemm;
+
+/* Lightning indexer scores and top-K (SPEC.md §7), one query token per row:
+ *   score(t, s) = Σ_h w[t,h] * ReLU(<q[t,h], key(s)>)
+ * over the keys of token t that satisfy key_pos <= q_pos[t]; the top-K by score, ties to
+ * the lower position, fewer candidates than topk -> the rest padded (pos -1, score -inf).
+ * Output is sorted by (score desc, pos asc).
+ *
+ * The keys of token t are the key-list entries e in [key_begin[t], key_end[t]): row
+ * key_rows[e] of `keys` (or row e itself when key_rows is NULL) at position key_pos[e].
+ * So the same op serves prefill rows over a gathered, deinterleaved workspace (one range
+ * per request, identity rows) and decode rows over a rank's local shard (rows = cache
+ * slots, positions = global token positions). Positions in one token's range must be
+ * distinct. The score of a (t, s) pair does not depend on which other keys are in the
+ * list, so shards and the single-rank run rank the same pairs identically. */
+typedef struct sc_indexer_args {
+  int32_t n_tok, n_heads, dim, topk;
+  const float *q;          /* [n_tok][n_heads][dim] index queries, ld_q between tokens */
+  int64_t ld_q;
+  const float *w;          /* [n_tok][n_heads] head weights (already scaled), ld_w */
+  int64_t ld_w;
+  const int32_t *q_pos;    /* [n_tok] position of each query token */
+  sc_krows keys;           /* index-key rows, dim wide (f32 or bf16) */
+  const int32_t *key_rows; /* [key list] row of each entry, or NULL for identity */
+  const int32_t *key_pos;  /* [key list] position of each entry */
+  const int32_t *key_begin, *key_end; /* [n_tok] range of the key list per token */
+  int32_t *out_pos;        /* [n_tok][topk] selected positions, or NULL */
+  sc_kcand *out_cand;      /* [n_tok][topk] (score, position), or NULL */
+} sc_indexer_args;
+
+/* Sparse MLA attention with absorbed weights (SPEC.md §7), per token t and head h:
+ *   s_j = scale * <q[t,h], kv_j> over the selected rows j = sel[t][0..topk) != -1,
+ *   out[t,h] = Σ_j softmax(s)_j * c_kv_j   (the first dc values of the row),
+ *   lse[t,h] = ln Σ_j exp(s_j)             (natural log)
+ * q and KV rows are dc + dr wide ([c_kv ; k_rope]). No selected row: out 0, lse -inf.
+ * Prefill (rows of a gathered workspace) and decode (slots of a local KV shard) are the
+ * same op; a backend may pick different kernels by shape. */
+typedef struct sc_attn_args {
+  int32_t n_tok, n_heads, dc, dr, topk;
+  float scale;
+  const float *q;      /* [n_tok][n_heads][dc + dr], ld_q between tokens */
+  int64_t ld_q;
+  sc_krows kv;         /* KV rows, at least dc + dr wide (f32 or bf16) */
+  const int32_t *sel;  /* [n_tok][topk] rows of kv, -1 = skip, ld_sel between tokens */
+  int64_t ld_sel;
+  float *out;          /* [n_tok][n_heads][dc], ld_out between tokens */
+  int64_t ld_out;
+  float *lse;          /* [n_tok][n_heads], ld_lse between tokens */
+  int64_t ld_lse;
+} sc_attn_args;
+
+typedef struct sc_kernels sc_kernels;
+
+typedef struct sc_kernels_ops {
+  /* ---- context and memory ---- */
+  void (*destroy)(sc_kernels *k);
+  /* A buffer of `bytes` (aligned to 256 bytes; contents undefined). bytes 0 is allowed
+   * and gives a non-NULL pointer that must still be freed. */
+  int (*alloc)(sc_kernels *k, size_t bytes, void **out);
+  void (*free)(sc_kernels *k, void *buf);
+  int (*memset)(sc_kernels *k, void *buf, int value, size_t bytes);
+  int (*copy)(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_kcopy kind);
+  int (*sync)(sc_kernels *k);
+
+  /* ---- dense ---- */
+  int (*gemm)(sc_kernels *k, const sc_gemm *g);
+
+  /* ---- elementwise (out may equal the input for in-place use) ---- */
+  /* out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w   (w: [dim] buffer, NULL = ones) */
+  int (*rmsnorm)(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x, int64_t ld_x,
+                 const float *w, float eps, float *out, int64_t ld_out);
+  /* Rotary embedding in place on x[t, h, 0..rot_dim), interleaved pairs: pair i is
+   * (x[2i], x[2i+1]), rotated by angle pos[t] * theta^(-2i/rot_dim) (DeepSeek's rope
+   * layout). Head h of token t starts at x + t*ld_tok + h*ld_head; rot_dim even. */
+  int (*rope)(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
+              int64_t ld_tok, int64_t ld_head, const int32_t *pos, float theta);
+  /* out[r][i] = silu(gate[r][i]) * up[r][i], silu(x) = x / (1 + exp(-x)), i < inter. */
+  int (*swiglu)(sc_kernels *k, int64_t n_rows, int64_t inter, const float *gate,
+                int64_t ld_gate, const float *up, int64_t ld_up, float *out,
+                int64_t ld_out);
+  /* y[r] += x[r] (the residual add). */
+  int (*add)(sc_kernels *k, int64_t n_rows, int64_t width, const float *x, int64_t ld_x,
+             float *y, int64_t ld_y);
+
+  /* ---- rows: gather, KV write ---- */
+  /* dst row i = src row idx[i] (width elements), converting between formats; idx NULL =
+   * identity (a strided 2-D copy); idx[i] = -1 gives a zero row. Serves embedding lookup
+   * (token ids into the f32 table), shard packing, and the workspace deinterleave
+   * (idx = sc_plan_fill_deinterleave's output). dst.rows >= n. */
+  int (*gather_rows)(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
+                     const int32_t *idx, sc_krows dst);
+  /* KV write by slot mapping: cache row slots[i] = src row i (f32, converted to the
+   * cache's format), slots[i] = -1 skips the row (a token this DCP rank does not own, or
+   * a non-owner PCP copy). */
+  int (*kv_write)(sc_kernels *k, int64_t n, int64_t width, const float *src,
+                  int64_t ld_src, const int32_t *slots, sc_krows cache);
+
+  /* ---- sparse attention path ---- */
+  int (*indexer_topk)(sc_kernels *k, const sc_indexer_args *a);
+  /* Global top-K from the candidates of n_shards DCP ranks, gathered rank-major:
+   * cand[(r * n_tok + t) * topk + i]. Same order and tie rule as indexer_topk; padding
+   * (pos -1) is ignored. Writes out_pos and/or out_cand ([n_tok][topk]; either NULL). */
+  int (*topk_merge)(sc_kernels *k, int32_t n_tok, int32_t n_shards, int32_t topk,
+                    const sc_kcand *cand, int32_t *out_pos, sc_kcand *out_cand);
+  /* Top-K positions -> rows of a chunk's context_kv workspace (SPEC.md §5 step 5):
+   * out = owner(p) * shard_rows_total + base[t] + j(p), -1 stays -1, with DCP size n and
+   * interleave il. With n = 1 this is base[t] + p, the row in a deinterleaved context.
+   * out may equal pos. */
+  int (*topk_to_workspace)(sc_kernels *k, int32_t n_tok, int32_t topk, const int32_t *pos,
+                           const int32_t *base, int32_t shard_rows_total, int32_t n,
+                           int32_t il, int32_t *out);
+  /* Top-K positions -> local KV cache slots of DCP rank dcp_rank (SPEC.md §4): for token t
+   * of request req[t] with block table row bt[req[t] * max_blocks ...], a position p owned
+   * by this rank maps to bt[p / (B*n)] * B + j(p) - (p / (B*n)) * B; positions owned
+   * elsewhere and -1 map to -1. out may equal pos. */
+  int (*topk_to_slots)(sc_kernels *k, int32_t n_tok, int32_t topk, const int32_t *pos,
+                       const int32_t *req, const int32_t *bt, int32_t max_blocks,
+                       int32_t block_size, int32_t n, int32_t il, int32_t dcp_rank,
+                       int32_t *out);
+  int (*sparse_attn)(sc_kernels *k, const sc_attn_args *a);
+  /* LSE merge over n_shards partial results gathered rank-major (SPEC.md §7):
+   * lse[r * n_rows + i], out_in[(r * n_rows + i) * width ...]. NaN/+inf lse count as
+   * -inf; m = max (0 if all -inf); L = m + ln Σ exp(lse_r - m);
+   * out[i] = Σ_r exp(lse_r - L) * out_r[i], a -inf shard contributing exactly 0 (all
+   * -inf: out 0, L -inf). lse_out ([n_rows]) may be NULL. A "row" is one (token, head). */
+  int (*lse_merge)(sc_kernels *k, int32_t n_shards, int64_t n_rows, int64_t width,
+                   const float *lse, const float *out_in, float *out, float *lse_out);
+  /* The all-reduce form: scales this shard's own partial output in place by
+   * exp(lse[shard * n_rows + i] - L_i) (0 for a -inf shard), so that a sum over shards
+   * (decode_out all-reduce or reduce-scatter) gives the merged output. */
+  int (*lse_scale)(sc_kernels *k, int32_t n_shards, int32_t shard, int64_t n_rows,
+                   int64_t width, const float *lse, float *out, float *lse_out);
+} sc_kernels_ops;
+
+struct sc_kernels {
+  const sc_kernels_ops *ops;
+  const char *device; /* "cpu" or "cuda" */
+  void *impl;         /* backend state */
+};
+
+/* The CPU reference backend: plain C11, fp32 math, dense products through OpenBLAS.
+ * `threads` worker threads (>= 1; 1 = run on the caller's thread) split the indexer,
+ * attention and row ops; OpenBLAS keeps its own global thread setting. Any thread. */
+int sc_kernels_cpu_create(sc_kernels **out, int threads);
+
+/* Destroys any backend's context (NULL is a no-op). */
+static inline void sc_kernels_destroy(sc_kernels *k) {
+  if (k != NULL) k->ops->destroy(k);
+}
+
+#endif
