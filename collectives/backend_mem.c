@@ -1,0 +1,346 @@
+/* backend_mem.c - in-memory collectives for ranks as threads (see backend_mem.h). */
+#include "collectives/backend_mem.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* One group instance: the members' published arguments and the barrier state. */
+typedef struct mem_group {
+  int32_t size;
+  int32_t arrived, departed;
+  uint64_t gen;  /* round number; advances when the last member departs */
+  bool ready;    /* all members arrived: buffers may be read */
+  int err;       /* error of the current round, seen by every member */
+  const void **send;
+  size_t *count;
+  int *dtype, *op;
+} mem_group;
+
+typedef struct mem_rank {
+  sc_mem_world *w;
+  int32_t global;
+  mem_group *grp[SC_GROUP_COUNT];
+  int32_t member[SC_GROUP_COUNT];
+  int64_t deadline_ms;
+  float *scratch;  /* reduction results, written to recv after the second barrier */
+  size_t scratch_cap;
+} mem_rank;
+
+struct sc_mem_world {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* one condition for all groups: worlds are small */
+  int poison;        /* 0, or the code every collective now fails with */
+  sc_plan_config cfg;
+  int32_t world_size;
+  int32_t num_groups;
+  mem_group *groups;
+  mem_rank *ranks;
+};
+
+static float bf16_to_f32(uint16_t v) {
+  uint32_t u = (uint32_t)v << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) return (uint16_t)(u >> 16 | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+  return (uint16_t)(u >> 16);
+}
+
+static int group_alloc(mem_group *g, int32_t size) {
+  g->size = size;
+  g->send = calloc((size_t)size, sizeof *g->send);
+  g->count = calloc((size_t)size, sizeof *g->count);
+  g->dtype = calloc((size_t)size, sizeof *g->dtype);
+  g->op = calloc((size_t)size, sizeof *g->op);
+  return g->send && g->count && g->dtype && g->op ? 0 : SC_ENOMEM;
+}
+
+int sc_mem_world_create(const sc_plan_config *cfg, sc_mem_world **out) {
+  const int32_t P = cfg->pcp, T = cfg->tp, N = cfg->dcp;
+  const int32_t W = P * T;
+  /* Instances: P TP groups, T PCP groups, DCP groups (T of them when P > 1 and N = P,
+   * T / N when P = 1, none when N = 1: a group of one needs no rendezvous). */
+  const int32_t n_dcp = N == 1 ? 0 : (P > 1 ? T : T / N);
+  int rc = SC_ENOMEM;
+  sc_mem_world *w = calloc(1, sizeof *w);
+  if (w == NULL) goto fail;
+  w->world_size = W;
+  w->cfg = *cfg;
+  w->num_groups = P + T + n_dcp;
+  w->groups = calloc((size_t)w->num_groups, sizeof *w->groups);
+  w->ranks = calloc((size_t)W, sizeof *w->ranks);
+  if (w->groups == NULL || w->ranks == NULL) goto fail_free;
+  for (int32_t i = 0; i < w->num_groups; i++) {
+    const int32_t size = i < P ? T : i < P + T ? P : N;
+    if ((rc = group_alloc(&w->groups[i], size))) goto fail_free;
+  }
+  for (int32_t g = 0; g < W; g++) {
+    const sc_rank_coords c = sc_plan_rank_coords(cfg, g);
+    mem_rank *r = &w->ranks[g];
+    r->w = w;
+    r->global = g;
+    r->grp[SC_GROUP_TP] = &w->groups[c.pcp_rank];
+    r->member[SC_GROUP_TP] = c.tp_rank;
+    r->grp[SC_GROUP_PCP] = &w->groups[P + c.tp_rank];
+    r->member[SC_GROUP_PCP] = c.pcp_rank;
+    if (N > 1) {
+      const int32_t inst = P > 1 ? c.tp_rank : c.tp_rank / N;
+      r->grp[SC_GROUP_DCP] = &w->groups[P + T + inst];
+    }
+    r->member[SC_GROUP_DCP] = c.dcp_rank;
+  }
+  if (pthread_mutex_init(&w->mu, NULL) != 0) goto fail_free;
+  pthread_condattr_t ca;
+  if (pthread_condattr_init(&ca) != 0) goto fail_mutex;
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  const int crc = pthread_cond_init(&w->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (crc != 0) goto fail_mutex;
+  *out = w;
+  return 0;
+
+fail_mutex:
+  pthread_mutex_destroy(&w->mu);
+  rc = SC_ESYS;
+fail_free:
+  for (int32_t i = 0; w->groups && i < w->num_groups; i++) {
+    free(w->groups[i].send);
+    free(w->groups[i].count);
+    free(w->groups[i].dtype);
+    free(w->groups[i].op);
+  }
+  free(w->groups);
+  free(w->ranks);
+  free(w);
+fail:
+  return rc;
+}
+
+void sc_mem_world_destroy(sc_mem_world *w) {
+  if (w == NULL) return;
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+  for (int32_t i = 0; i < w->num_groups; i++) {
+    free(w->groups[i].send);
+    free(w->groups[i].count);
+    free(w->groups[i].dtype);
+    free(w->groups[i].op);
+  }
+  for (int32_t g = 0; g < w->world_size; g++) free(w->ranks[g].scratch);
+  free(w->groups);
+  free(w->ranks);
+  free(w);
+}
+
+void sc_mem_world_abort(sc_mem_world *w) {
+  pthread_mutex_lock(&w->mu);
+  if (!w->poison) w->poison = SC_EABORTED;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+void sc_mem_world_reset(sc_mem_world *w) {
+  pthread_mutex_lock(&w->mu);
+  w->poison = 0;
+  for (int32_t i = 0; i < w->num_groups; i++) {
+    mem_group *g = &w->groups[i];
+    g->arrived = g->departed = 0;
+    g->ready = false;
+    g->err = 0;
+  }
+  pthread_mutex_unlock(&w->mu);
+}
+
+int sc_mem_comm_init(sc_mem_world *w, int32_t global_rank, int64_t deadline_ms,
+                     sc_comm *comm) {
+  if (global_rank < 0 || global_rank >= w->world_size) return SC_EINVAL;
+  mem_rank *r = &w->ranks[global_rank];
+  r->deadline_ms = deadline_ms;
+  memset(comm, 0, sizeof *comm);
+  sc_comm_init_groups(comm, &w->cfg, global_rank);
+  comm->ops = &sc_mem_coll_ops;
+  comm->self = r;
+  comm->deadline_ms = deadline_ms;
+  return 0;
+}
+
+static int ensure_scratch(mem_rank *r, size_t n) {
+  if (n <= r->scratch_cap) return 0;
+  float *p = realloc(r->scratch, n * sizeof *p);
+  if (p == NULL) return SC_ENOMEM;
+  r->scratch = p;
+  r->scratch_cap = n;
+  return 0;
+}
+
+/* Phase 1: publish and wait for all members. Returns 0 with *gen set, or an error (the
+ * member then did not join the round). Called with the mutex held. */
+static int arrive(sc_mem_world *w, mem_group *g, int32_t m, int op, int dt, const void *send,
+                  size_t count, int64_t deadline_ms, uint64_t *gen) {
+  struct timespec until;
+  if (deadline_ms > 0) {
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += deadline_ms / 1000;
+    until.tv_nsec += (long)(deadline_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+  }
+  /* The previous round may still be reading: wait for its last member to depart. The
+   * reading phase never blocks, so this wait is short and needs no deadline. */
+  while (g->ready && !w->poison) pthread_cond_wait(&w->cv, &w->mu);
+  if (w->poison) return SC_EABORTED;
+  g->send[m] = send;
+  g->count[m] = count;
+  g->dtype[m] = dt;
+  g->op[m] = op;
+  *gen = g->gen;
+  if (++g->arrived == g->size) {
+    g->ready = true;
+    g->err = 0;
+    for (int32_t k = 1; k < g->size; k++)
+      if (g->count[k] != g->count[0] || g->dtype[k] != g->dtype[0] || g->op[k] != g->op[0])
+        g->err = SC_EDESYNC;
+    pthread_cond_broadcast(&w->cv);
+    return 0;
+  }
+  while (!g->ready && !w->poison) {
+    if (deadline_ms > 0) {
+      if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT && !g->ready) {
+        g->arrived--;
+        w->poison = SC_EABORTED;
+        pthread_cond_broadcast(&w->cv);
+        return SC_ETIMEDOUT;
+      }
+    } else {
+      pthread_cond_wait(&w->cv, &w->mu);
+    }
+  }
+  if (!g->ready) { /* poisoned before the round completed: leave it */
+    g->arrived--;
+    return SC_EABORTED;
+  }
+  return 0;
+}
+
+/* Phase 2 end: the second barrier. Called with the mutex held. */
+static void depart(sc_mem_world *w, mem_group *g, uint64_t gen) {
+  if (++g->departed == g->size) {
+    g->arrived = g->departed = 0;
+    g->ready = false;
+    g->gen++;
+    pthread_cond_broadcast(&w->cv);
+    return;
+  }
+  while (g->gen == gen) pthread_cond_wait(&w->cv, &w->mu);
+}
+
+static void reduce_block(const mem_group *g, int dt, size_t off, size_t n, float *acc) {
+  for (int32_t k = 0; k < g->size; k++) {
+    if (dt == SC_DT_F32) {
+      const float *s = (const float *)g->send[k] + off;
+      if (k == 0) memcpy(acc, s, n * sizeof *acc);
+      else
+        for (size_t i = 0; i < n; i++) acc[i] += s[i];
+    } else {
+      const uint16_t *s = (const uint16_t *)g->send[k] + off;
+      for (size_t i = 0; i < n; i++) acc[i] = (k == 0 ? 0.0f : acc[i]) + bf16_to_f32(s[i]);
+    }
+  }
+}
+
+static void store(int dt, const float *acc, void *recv, size_t n) {
+  if (dt == SC_DT_F32) {
+    memcpy(recv, acc, n * sizeof *acc);
+  } else {
+    uint16_t *o = recv;
+    for (size_t i = 0; i < n; i++) o[i] = f32_to_bf16(acc[i]);
+  }
+}
+
+static int run(void *self, sc_group grp, sc_dtype dt, int op, const void *send, void *recv,
+               size_t count) {
+  mem_rank *r = self;
+  sc_mem_world *w = r->w;
+  if ((unsigned)grp >= SC_GROUP_COUNT || (unsigned)dt >= SC_DT_COUNT) return SC_EINVAL;
+  const size_t esz = sc_dtype_size(dt);
+  mem_group *g = r->grp[grp];
+  const int32_t m = r->member[grp];
+  const int32_t size = g ? g->size : 1;
+  if (op != SC_OP_ALL_GATHER && dt == SC_DT_W32) return SC_EINVAL;
+  if (op == SC_OP_REDUCE_SCATTER && count % (size_t)size != 0) return SC_EINVAL;
+  const size_t out_n = op == SC_OP_REDUCE_SCATTER ? count / (size_t)size : count;
+  int rc = 0;
+  if (op != SC_OP_ALL_GATHER && dt != SC_DT_F32 && dt != SC_DT_BF16) return SC_EINVAL;
+  if (op != SC_OP_ALL_GATHER && (rc = ensure_scratch(r, out_n))) return rc;
+
+  pthread_mutex_lock(&w->mu);
+  if (w->poison) {
+    pthread_mutex_unlock(&w->mu);
+    return SC_EABORTED;
+  }
+  if (g == NULL) { /* a group of one */
+    pthread_mutex_unlock(&w->mu);
+    if (count > 0 && recv != send) memmove(recv, send, count * esz);
+    return 0;
+  }
+  uint64_t gen = 0;
+  rc = arrive(w, g, m, op, dt, send, count, r->deadline_ms, &gen);
+  if (rc) {
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+  }
+  rc = g->err;
+  pthread_mutex_unlock(&w->mu);
+
+  if (rc == 0 && count > 0) {
+    if (op == SC_OP_ALL_GATHER) {
+      for (int32_t k = 0; k < size; k++) {
+        char *dst = (char *)recv + (size_t)k * count * esz;
+        if (dst != g->send[k]) memmove(dst, g->send[k], count * esz);
+      }
+    } else {
+      const size_t off = op == SC_OP_REDUCE_SCATTER ? (size_t)m * out_n : 0;
+      reduce_block(g, dt, off, out_n, r->scratch);
+    }
+  }
+
+  pthread_mutex_lock(&w->mu);
+  depart(w, g, gen);
+  pthread_mutex_unlock(&w->mu);
+  /* Reductions write recv only now: recv may be some member's send buffer. */
+  if (rc == 0 && op != SC_OP_ALL_GATHER && out_n > 0) store(dt, r->scratch, recv, out_n);
+  return rc;
+}
+
+static int mem_all_gather(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
+                          size_t count) {
+  return run(self, g, dt, SC_OP_ALL_GATHER, send, recv, count);
+}
+static int mem_all_reduce(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
+                          size_t count) {
+  return run(self, g, dt, SC_OP_ALL_REDUCE, send, recv, count);
+}
+static int mem_reduce_scatter(void *self, sc_group g, sc_dtype dt, const void *send,
+                              void *recv, size_t count) {
+  return run(self, g, dt, SC_OP_REDUCE_SCATTER, send, recv, count);
+}
+static void mem_abort(void *self) { sc_mem_world_abort(((mem_rank *)self)->w); }
+
+const sc_coll_ops sc_mem_coll_ops = {
+    .all_gather = mem_all_gather,
+    .all_reduce = mem_all_reduce,
+    .reduce_scatter = mem_reduce_scatter,
+    .abort = mem_abort,
+};
