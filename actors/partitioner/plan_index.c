@@ -5,33 +5,53 @@
 #include "actors/partitioner/dcp.h"
 #include "actors/partitioner/plan.h"
 
+/* Writes one row of `len` tokens starting at global token `base` into slot `slot`. */
+static inline void put_row(int32_t *gather, int32_t *restore, uint8_t *mask, int32_t slot,
+                           int32_t base, int32_t len, bool owner) {
+  if (len == 1) { /* decode rows: skip the loop and memset call overhead */
+    if (gather) gather[slot] = base;
+    if (owner && restore) restore[base] = slot;
+    if (mask) mask[slot] = owner;
+    return;
+  }
+  if (gather)
+    for (int32_t t = 0; t < len; t++) gather[slot + t] = base + t;
+  if (owner) {
+    if (restore)
+      for (int32_t t = 0; t < len; t++) restore[base + t] = slot + t;
+    if (mask) memset(mask + slot, 1, (size_t)len);
+  } else if (mask) {
+    memset(mask + slot, 0, (size_t)len);
+  }
+}
+
 void sc_plan_fill_gather(const sc_plan *plan, int32_t *gather, int32_t *restore,
                          uint8_t *mask) {
-  const int32_t P = plan->cfg.pcp, t_pad = plan->t_pad;
-  const size_t slots = (size_t)P * (size_t)t_pad;
-  if (gather) memset(gather, 0, slots * sizeof *gather);
-  if (mask) memset(mask, 0, slots);
+  const int32_t P = plan->cfg.pcp, C = 2 * P, t_pad = plan->t_pad;
   for (int32_t r = 0; r < P; r++) {
     int32_t slot = r * t_pad;
+    /* The row walk of sc_plan_req_rows, inlined: this loop runs once per row and rank,
+     * and decode-heavy steps have one-token rows, so call overhead would dominate. */
     for (int32_t k = 0; k < plan->num_ordered; k++) {
-      const int32_t req = plan->order[k];
-      sc_plan_row rows[2];
-      const int nrows = sc_plan_req_rows(plan, req, r, rows);
-      for (int i = 0; i < nrows; i++) {
-        const int32_t base = plan->reqs[req].start + rows[i].offset;
-        const int32_t len = rows[i].len;
-        /* The owner copy: the unique copy of a split row, rank 0's of a replicated one. */
-        const bool owner = rows[i].split || r == 0;
-        if (gather)
-          for (int32_t t = 0; t < len; t++) gather[slot + t] = base + t;
-        if (owner) {
-          if (restore)
-            for (int32_t t = 0; t < len; t++) restore[base + t] = slot + t;
-          if (mask) memset(mask + slot, 1, (size_t)len);
-        }
+      const sc_plan_req *q = &plan->reqs[plan->order[k]];
+      if (!(q->flags & SC_REQ_SPLIT)) {
+        /* Replicated: rank 0 holds the owner copy. */
+        put_row(gather, restore, mask, slot, q->start, q->q, r == 0);
+        slot += q->q;
+        continue;
+      }
+      const int32_t ks[2] = {r, C - 1 - r};
+      for (int i = 0; i < 2; i++) {
+        const int64_t lo = (int64_t)ks[i] * q->cs;
+        if (lo >= q->q) continue; /* empty chunk, only without DCP */
+        const int32_t len = (int32_t)(lo + q->cs <= q->q ? q->cs : q->q - lo);
+        put_row(gather, restore, mask, slot, q->start + (int32_t)lo, len, true);
         slot += len;
       }
     }
+    const int32_t pad = (r + 1) * t_pad - slot;
+    if (gather) memset(gather + slot, 0, (size_t)pad * sizeof *gather);
+    if (mask) memset(mask + slot, 0, (size_t)pad);
   }
 }
 
@@ -56,10 +76,18 @@ void sc_plan_fill_deinterleave(const sc_plan *plan, int32_t chunk, int32_t *out)
 }
 
 void sc_plan_fill_dcp_local_lens(const sc_plan *plan, int32_t *out) {
-  const int32_t N = plan->cfg.dcp, I = plan->cfg.interleave;
-  for (int32_t i = 0; i < plan->num_reqs; i++)
-    for (int32_t r = 0; r < N; r++)
-      out[(size_t)i * N + r] = (int32_t)sc_dcp_local_len(plan->reqs[i].extent, r, N, I);
+  const int32_t N = plan->cfg.dcp, I = plan->cfg.interleave, span = N * I;
+  for (int32_t i = 0; i < plan->num_reqs; i++) {
+    /* local_len(L, r) = full rounds * I + clamp(rem - r*I, 0, I), with the division
+     * done once per request rather than once per (request, rank). */
+    const int32_t extent = plan->reqs[i].extent;
+    const int32_t base = extent / span * I, rem = extent % span;
+    int32_t *o = out + (size_t)i * N;
+    for (int32_t r = 0; r < N; r++) {
+      const int32_t extra = rem - r * I;
+      o[r] = base + (extra < 0 ? 0 : extra > I ? I : extra);
+    }
+  }
 }
 
 /* FNV-1a over 64-bit words (one multiply per word rather than per byte), then a final
