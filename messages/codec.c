@@ -1,0 +1,431 @@
+/* codec.c - the one generic msgpack encoder and decoder. Both walk the field
+ * descriptors of schema_desc.c; nothing here knows a particular message type.
+ *
+ * Decoding order (messages.h): size limit (untrusted only), sc_msg_prewalk on the raw
+ * bytes, the envelope, then msgpack-c parses the (now proven well-formed and bounded)
+ * bytes into an object tree from which the body is filled field by field with type,
+ * width, range and length checks, and finally the type's own check function. */
+#include <assert.h>
+#include <msgpack.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "messages/messages.h"
+#include "messages/schema_desc.h"
+
+/* ---- encoding ---- */
+
+static int buf_write(void *data, const char *buf, size_t len) {
+  return sc_buf_append(data, buf, len) == 0 ? 0 : -1;
+}
+
+static int enc_scalar(msgpack_packer *pk, int k, const void *p) {
+  switch (k) {
+  case SC_FK_BOOL: return *(const bool *)p ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+  case SC_FK_F32: { float v; memcpy(&v, p, 4); return msgpack_pack_float(pk, v); }
+  case SC_FK_F64: { double v; memcpy(&v, p, 8); return msgpack_pack_double(pk, v); }
+  default:
+    if (sc_msg_kind_is_signed(k)) return msgpack_pack_int64(pk, (int64_t)sc_msg_load_int(k, p));
+    return msgpack_pack_uint64(pk, sc_msg_load_int(k, p));
+  }
+}
+
+static int enc_struct(msgpack_packer *pk, const sc_msg_desc *desc, const uint8_t *base);
+
+static int enc_field(msgpack_packer *pk, const sc_msg_field *f, const uint8_t *base) {
+  const uint8_t *at = base + f->offset;
+  int rc = 0;
+  switch (f->kind) {
+  case SC_FK_STR: {
+    const char *s;
+    memcpy(&s, at, sizeof s);
+    const size_t len = s ? strlen(s) : 0;
+    rc = msgpack_pack_str(pk, len);
+    if (rc == 0 && len) rc = msgpack_pack_str_body(pk, s, len);
+    return rc;
+  }
+  case SC_FK_BIN: {
+    const sc_msg_bin *b = (const sc_msg_bin *)at;
+    assert(b->len == 0 || b->data != NULL);
+    rc = msgpack_pack_bin(pk, b->len);
+    if (rc == 0 && b->len) rc = msgpack_pack_bin_body(pk, b->data, b->len);
+    return rc;
+  }
+  case SC_FK_ACTOR: {
+    const sc_actor_id *a = (const sc_actor_id *)at;
+    return msgpack_pack_array(pk, 3) | msgpack_pack_uint16(pk, a->node) |
+           msgpack_pack_uint16(pk, a->slot) | msgpack_pack_uint32(pk, a->gen);
+  }
+  case SC_FK_ARRAY: {
+    sc_msg_arr_any arr;
+    memcpy(&arr, at, sizeof arr);
+    assert(arr.n == 0 || arr.v != NULL);
+    const size_t es = sc_msg_kind_size(f->elem);
+    rc = msgpack_pack_array(pk, arr.n);
+    for (uint32_t i = 0; i < arr.n && rc == 0; i++)
+      rc = enc_scalar(pk, f->elem, (const uint8_t *)arr.v + (size_t)i * es);
+    return rc;
+  }
+  case SC_FK_STRUCT: return enc_struct(pk, f->sub, at);
+  case SC_FK_SARRAY: {
+    sc_msg_arr_any arr;
+    memcpy(&arr, at, sizeof arr);
+    assert(arr.n == 0 || arr.v != NULL);
+    rc = msgpack_pack_array(pk, arr.n);
+    for (uint32_t i = 0; i < arr.n && rc == 0; i++)
+      rc = enc_struct(pk, f->sub, (const uint8_t *)arr.v + (size_t)i * f->sub->size);
+    return rc;
+  }
+  default: return enc_scalar(pk, f->kind, at);
+  }
+}
+
+static int enc_struct(msgpack_packer *pk, const sc_msg_desc *desc, const uint8_t *base) {
+  int rc = msgpack_pack_array(pk, desc->num_fields);
+  for (uint32_t i = 0; i < desc->num_fields && rc == 0; i++)
+    rc = enc_field(pk, &desc->fields[i], base);
+  return rc;
+}
+
+int sc_msg_encode(const sc_envelope *env, const void *body, sc_buf *out) {
+  const sc_msg_desc *desc = sc_msg_desc_of(env->type);
+  if (desc == NULL || body == NULL) return SC_EINVAL;
+  sc_buf_reset(out);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, out, buf_write);
+  int rc = msgpack_pack_array(&pk, 9) | msgpack_pack_uint8(&pk, SC_MSG_MAJOR) |
+           msgpack_pack_uint8(&pk, SC_MSG_MINOR) | msgpack_pack_uint16(&pk, env->type) |
+           msgpack_pack_uint64(&pk, env->step) | msgpack_pack_uint64(&pk, env->seq);
+  const sc_actor_id *ids[2] = {&env->src, &env->dst};
+  for (int i = 0; i < 2; i++)
+    rc |= msgpack_pack_array(&pk, 3) | msgpack_pack_uint16(&pk, ids[i]->node) |
+          msgpack_pack_uint16(&pk, ids[i]->slot) | msgpack_pack_uint32(&pk, ids[i]->gen);
+  rc |= msgpack_pack_uint64(&pk, env->trace_id);
+  if (rc == 0) rc = enc_struct(&pk, desc, body);
+  if (rc != 0) {
+    sc_buf_reset(out);
+    return SC_ENOMEM;
+  }
+  return 0;
+}
+
+/* ---- decoding ---- */
+
+typedef struct {
+  const sc_msg_limits *lim; /* NULL on the trusted path */
+  bool lenient;             /* sender has a newer minor: extra trailing fields allowed */
+  sc_diag *d;
+  int depth;
+  struct {
+    const char *name;
+    int64_t index; /* array element, or -1 */
+  } path[SC_MSG_MAX_DEPTH + 4];
+} dctx;
+
+static const char *obj_type_name(const msgpack_object *o) {
+  switch (o->type) {
+  case MSGPACK_OBJECT_NIL: return "nil";
+  case MSGPACK_OBJECT_BOOLEAN: return "a boolean";
+  case MSGPACK_OBJECT_POSITIVE_INTEGER:
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "an integer";
+  case MSGPACK_OBJECT_FLOAT32:
+  case MSGPACK_OBJECT_FLOAT64: return "a float";
+  case MSGPACK_OBJECT_STR: return "a string";
+  case MSGPACK_OBJECT_BIN: return "binary data";
+  case MSGPACK_OBJECT_ARRAY: return "an array";
+  case MSGPACK_OBJECT_MAP: return "a map";
+  case MSGPACK_OBJECT_EXT: return "an ext value";
+  }
+  return "an unknown object";
+}
+
+/* Records "type.field[3].sub: reason" in the diag; returns code. */
+static int dfail(dctx *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int dfail(dctx *c, int code, const char *fmt, ...) {
+  if (c->d == NULL) return code;
+  char reason[224], path[160];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  size_t len = 0;
+  path[0] = '\0';
+  for (int i = 0; i <= c->depth && len < sizeof path; i++) {
+    int w = snprintf(path + len, sizeof path - len, "%s%s", i ? "." : "", c->path[i].name);
+    if (w > 0) len += (size_t)w;
+    if (c->path[i].index >= 0 && len < sizeof path) {
+      w = snprintf(path + len, sizeof path - len, "[%lld]", (long long)c->path[i].index);
+      if (w > 0) len += (size_t)w;
+    }
+  }
+  return sc_fail(c->d, code, "%s: %s", path, reason);
+}
+
+static const int64_t k_smin[] = {[SC_FK_I8] = INT8_MIN, [SC_FK_I16] = INT16_MIN,
+                                 [SC_FK_I32] = INT32_MIN, [SC_FK_I64] = INT64_MIN};
+static const uint64_t k_max[] = {[SC_FK_U8] = UINT8_MAX,  [SC_FK_U16] = UINT16_MAX,
+                                 [SC_FK_U32] = UINT32_MAX, [SC_FK_U64] = UINT64_MAX,
+                                 [SC_FK_I8] = INT8_MAX,   [SC_FK_I16] = INT16_MAX,
+                                 [SC_FK_I32] = INT32_MAX, [SC_FK_I64] = INT64_MAX};
+
+/* One scalar of kind k from o into at; f supplies the declared range (may be NULL). */
+static int dec_scalar(dctx *c, int k, const sc_msg_field *f, const msgpack_object *o,
+                      void *at) {
+  if (k == SC_FK_BOOL) {
+    if (o->type != MSGPACK_OBJECT_BOOLEAN)
+      return dfail(c, SC_EPROTO, "expected a boolean, got %s", obj_type_name(o));
+    *(bool *)at = o->via.boolean;
+    return 0;
+  }
+  if (k == SC_FK_F32 || k == SC_FK_F64) {
+    double v;
+    /* Clients may write floats as float32, float64 or (for whole numbers) integers. */
+    if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
+      v = o->via.f64;
+    else if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+      v = (double)o->via.u64;
+    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+      v = (double)o->via.i64;
+    else
+      return dfail(c, SC_EPROTO, "expected a number, got %s", obj_type_name(o));
+    if (k == SC_FK_F32) {
+      float x = (float)v;
+      memcpy(at, &x, 4);
+    } else {
+      memcpy(at, &v, 8);
+    }
+    return 0;
+  }
+  bool neg;
+  uint64_t u;
+  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+    neg = false;
+    u = o->via.u64;
+  } else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+    neg = o->via.i64 < 0; /* msgpack-c may hand a non-negative value here */
+    u = (uint64_t)o->via.i64;
+  } else {
+    return dfail(c, SC_EPROTO, "expected an integer, got %s", obj_type_name(o));
+  }
+  if (sc_msg_kind_is_signed(k)) {
+    if ((!neg && u > k_max[k]) || (neg && (int64_t)u < k_smin[k]))
+      return dfail(c, SC_ERANGE, "%s%llu does not fit %s", neg ? "-" : "",
+                   neg ? 0ull - (unsigned long long)u : (unsigned long long)u,
+                   sc_msg_kind_name(k));
+  } else if (neg) {
+    return dfail(c, SC_ERANGE, "negative value %lld for an unsigned %s field",
+                 (long long)(int64_t)u, sc_msg_kind_name(k));
+  } else if (u > k_max[k]) {
+    return dfail(c, SC_ERANGE, "%llu does not fit %s", (unsigned long long)u,
+                 sc_msg_kind_name(k));
+  }
+  if (f != NULL && f->has_range) {
+    const bool below = sc_msg_kind_is_signed(k) ? (int64_t)u < f->lo
+                                                : (f->lo > 0 && u < (uint64_t)f->lo);
+    const bool above = sc_msg_kind_is_signed(k) ? (int64_t)u > f->hi
+                                                : (f->hi < 0 || u > (uint64_t)f->hi);
+    if (below || above) {
+      if (sc_msg_kind_is_signed(k))
+        return dfail(c, SC_ERANGE, "%lld is outside the allowed range [%lld, %lld]",
+                     (long long)(int64_t)u, (long long)f->lo, (long long)f->hi);
+      return dfail(c, SC_ERANGE, "%llu is outside the allowed range [%lld, %lld]",
+                   (unsigned long long)u, (long long)f->lo, (long long)f->hi);
+    }
+  }
+  sc_msg_store_int(k, at, u);
+  return 0;
+}
+
+static int dec_struct(dctx *c, const sc_msg_desc *desc, const msgpack_object *o,
+                      uint8_t *base);
+
+static int check_count(dctx *c, uint32_t n, uint32_t limit, const char *what) {
+  if (c->lim != NULL && n > limit)
+    return dfail(c, SC_ETOOBIG, "%u %s exceed the limit of %u", n, what, limit);
+  return 0;
+}
+
+static int dec_field(dctx *c, const sc_msg_field *f, const msgpack_object *o,
+                     uint8_t *base) {
+  uint8_t *at = base + f->offset;
+  int rc;
+  switch (f->kind) {
+  case SC_FK_STR: {
+    if (o->type != MSGPACK_OBJECT_STR)
+      return dfail(c, SC_EPROTO, "expected a string, got %s", obj_type_name(o));
+    const uint32_t len = o->via.str.size;
+    if ((rc = check_count(c, len, c->lim ? c->lim->max_str : 0, "string bytes"))) return rc;
+    if (len && memchr(o->via.str.ptr, '\0', len) != NULL)
+      return dfail(c, SC_EPROTO, "string contains a NUL byte");
+    char *s = malloc((size_t)len + 1);
+    if (s == NULL) return dfail(c, SC_ENOMEM, "out of memory");
+    if (len) memcpy(s, o->via.str.ptr, len);
+    s[len] = '\0';
+    memcpy(at, &s, sizeof s);
+    return 0;
+  }
+  case SC_FK_BIN: {
+    if (o->type != MSGPACK_OBJECT_BIN)
+      return dfail(c, SC_EPROTO, "expected binary data, got %s", obj_type_name(o));
+    const uint32_t len = o->via.bin.size;
+    if ((rc = check_count(c, len, c->lim ? c->lim->max_bin : 0, "binary bytes"))) return rc;
+    sc_msg_bin *b = (sc_msg_bin *)at;
+    if (len) {
+      if ((b->data = malloc(len)) == NULL) return dfail(c, SC_ENOMEM, "out of memory");
+      memcpy(b->data, o->via.bin.ptr, len);
+    }
+    b->len = len;
+    return 0;
+  }
+  case SC_FK_ACTOR: {
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 3)
+      return dfail(c, SC_EPROTO, "expected an actor id [node, slot, gen], got %s",
+                   obj_type_name(o));
+    sc_actor_id *a = (sc_actor_id *)at;
+    const msgpack_object *e = o->via.array.ptr;
+    if ((rc = dec_scalar(c, SC_FK_U16, NULL, &e[0], &a->node)) ||
+        (rc = dec_scalar(c, SC_FK_U16, NULL, &e[1], &a->slot)) ||
+        (rc = dec_scalar(c, SC_FK_U32, NULL, &e[2], &a->gen)))
+      return rc;
+    return 0;
+  }
+  case SC_FK_ARRAY:
+  case SC_FK_SARRAY: {
+    if (o->type != MSGPACK_OBJECT_ARRAY)
+      return dfail(c, SC_EPROTO, "expected an array, got %s", obj_type_name(o));
+    const uint32_t n = o->via.array.size;
+    if ((rc = check_count(c, n, c->lim ? c->lim->max_array : 0, "array elements"))) return rc;
+    const size_t es = f->kind == SC_FK_ARRAY ? sc_msg_kind_size(f->elem) : f->sub->size;
+    sc_msg_arr_any arr = {NULL, 0};
+    if (n) {
+      /* Bounded: the pre-walk proved n <= bytes of input remaining. */
+      if ((arr.v = calloc(n, es)) == NULL) return dfail(c, SC_ENOMEM, "out of memory");
+      arr.n = n;
+    }
+    memcpy(at, &arr, sizeof arr); /* owned by the body from here on, even on failure */
+    for (uint32_t i = 0; i < n; i++) {
+      c->path[c->depth].index = i;
+      uint8_t *el = (uint8_t *)arr.v + (size_t)i * es;
+      rc = f->kind == SC_FK_ARRAY ? dec_scalar(c, f->elem, f, &o->via.array.ptr[i], el)
+                                  : dec_struct(c, f->sub, &o->via.array.ptr[i], el);
+      if (rc) return rc;
+    }
+    c->path[c->depth].index = -1;
+    return 0;
+  }
+  case SC_FK_STRUCT: return dec_struct(c, f->sub, o, at);
+  default: return dec_scalar(c, f->kind, f, o, at);
+  }
+}
+
+static int dec_struct(dctx *c, const sc_msg_desc *desc, const msgpack_object *o,
+                      uint8_t *base) {
+  if (o->type != MSGPACK_OBJECT_ARRAY)
+    return dfail(c, SC_EPROTO, "expected %s as an array of %u fields, got %s", desc->name,
+                 desc->num_fields, obj_type_name(o));
+  const uint32_t n = o->via.array.size;
+  if (n < desc->num_fields || (n > desc->num_fields && !c->lenient))
+    return dfail(c, SC_EPROTO, "%s has %u fields, expected %u (schema %d.%d)", desc->name,
+                 n, desc->num_fields, SC_MSG_MAJOR, SC_MSG_MINOR);
+  if (c->depth + 1 >= (int)(sizeof c->path / sizeof c->path[0]))
+    return dfail(c, SC_EPROTO, "nesting too deep");
+  c->depth++;
+  int rc = 0;
+  for (uint32_t i = 0; i < desc->num_fields && rc == 0; i++) {
+    c->path[c->depth].name = desc->fields[i].name;
+    c->path[c->depth].index = -1;
+    rc = dec_field(c, &desc->fields[i], &o->via.array.ptr[i], base);
+  }
+  c->depth--;
+  if (rc == 0 && desc->check != NULL) rc = desc->check(base, c->lim, c->d);
+  return rc;
+}
+
+static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_depth,
+                  sc_envelope *env, void **body, sc_diag *d) {
+  *body = NULL;
+  int rc = sc_msg_prewalk(p, n, max_depth, d);
+  if (rc != 0) return rc;
+  rc = sc_msg_peek_envelope(p, n, env);
+  if (rc == SC_EVERSION)
+    return sc_fail(d, rc, "schema version %u.%u is not supported (this build speaks %d.x)",
+                   env->major, env->minor, SC_MSG_MAJOR);
+  if (rc != 0)
+    return sc_fail(d, rc,
+                   "not a sparsecp message: expected [major, minor, type, step, seq, src, "
+                   "dst, trace_id, body]");
+  const sc_msg_desc *desc = sc_msg_desc_of(env->type);
+  if (desc == NULL)
+    return sc_fail(d, SC_ENOTSUP,
+                   "unknown message type id %u (this build knows %d types, schema %d.%d; is "
+                   "the sender newer?)",
+                   env->type, SC_MSG_COUNT, SC_MSG_MAJOR, SC_MSG_MINOR);
+  msgpack_unpacked u;
+  msgpack_unpacked_init(&u);
+  size_t off = 0;
+  const msgpack_unpack_return ur = msgpack_unpack_next(&u, (const char *)p, n, &off);
+  void *b = NULL;
+  if (ur == MSGPACK_UNPACK_NOMEM_ERROR) {
+    rc = sc_fail(d, SC_ENOMEM, "out of memory while parsing a %zu-byte message", n);
+    goto out;
+  }
+  if (ur != MSGPACK_UNPACK_SUCCESS || off != n) {
+    rc = sc_fail(d, SC_EPROTO, "malformed msgpack (parser status %d)", (int)ur);
+    goto out;
+  }
+  const msgpack_object *top = &u.data;
+  const bool lenient = env->minor > SC_MSG_MINOR;
+  if (top->via.array.size != 9 && !lenient) {
+    rc = sc_fail(d, SC_EPROTO, "message has %u top-level elements, expected 9",
+                 top->via.array.size);
+    goto out;
+  }
+  if ((b = sc_msg_body_new(env->type)) == NULL) {
+    rc = sc_fail(d, SC_ENOMEM, "out of memory");
+    goto out;
+  }
+  dctx c = {.lim = lim, .lenient = lenient, .d = d, .depth = 0};
+  c.path[0].name = desc->name;
+  c.path[0].index = -1;
+  rc = dec_struct(&c, desc, &top->via.array.ptr[8], b);
+  if (rc == 0) {
+    *body = b;
+    b = NULL;
+  }
+out:
+  sc_msg_body_destroy(env->type, b);
+  msgpack_unpacked_destroy(&u);
+  return rc;
+}
+
+int sc_msg_decode(const uint8_t *p, size_t n, sc_envelope *env, void **body, sc_diag *d) {
+  return decode(p, n, NULL, SC_MSG_MAX_DEPTH, env, body, d);
+}
+
+void sc_msg_limits_default(sc_msg_limits *lim) {
+  *lim = (sc_msg_limits){.max_bytes = 16u << 20,
+                         .max_depth = 8,
+                         .max_array = 1u << 20,
+                         .max_str = 4096,
+                         .max_bin = 1u << 20,
+                         .vocab_size = 32768,
+                         .max_prompt_len = 131072,
+                         .max_new_tokens = 16384};
+}
+
+int sc_msg_decode_untrusted(const uint8_t *p, size_t n, const sc_msg_limits *lim,
+                            sc_envelope *env, void **body, sc_diag *d) {
+  sc_msg_limits def;
+  if (lim == NULL) {
+    sc_msg_limits_default(&def);
+    lim = &def;
+  }
+  *body = NULL;
+  if (n > lim->max_bytes)
+    return sc_fail(d, SC_ETOOBIG, "message of %zu bytes exceeds the limit of %zu bytes", n,
+                   lim->max_bytes);
+  return decode(p, n, lim, lim->max_depth, env, body, d);
+}
