@@ -1,0 +1,149 @@
+/* cpu_attn.c - sparse MLA attention over selected KV rows, and the exact LSE merge of
+ * partial results from DCP shards (SPEC.md §7).
+ *
+ * Per token: the selected rows are gathered (converted to f32) into a dense block, the
+ * scores of all heads come from one sgemm (n_heads x n_sel x (dc + dr)), the softmax
+ * runs per head with the max subtracted and the normaliser summed in double, and the
+ * latent output is a second sgemm (n_heads x dc x n_sel) against the block's first dc
+ * columns. LSE is the natural log of the normaliser: lse = m + ln Σ exp(s_j - m). */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+typedef struct {
+  const sc_attn_args *a;
+  sc_kcpu *c;
+} attn_job;
+
+static int attn_tokens(void *p, int64_t b, int64_t e, int worker) {
+  const attn_job *j = p;
+  const sc_attn_args *a = j->a;
+  const int64_t width = (int64_t)a->dc + a->dr, nh = a->n_heads;
+  const size_t bytes = sizeof(float) * (size_t)((int64_t)a->topk * width + nh * a->topk);
+  float *kv = sc_kcpu_scratch(j->c, worker, bytes);
+  if (kv == NULL) return SC_ENOMEM;
+  float *s = kv + (int64_t)a->topk * width;
+
+  for (int64_t t = b; t < e; t++) {
+    const int32_t *sel = a->sel + t * a->ld_sel;
+    float *out = a->out + t * a->ld_out, *lse = a->lse + t * a->ld_lse;
+    int32_t n = 0;
+    for (int32_t i = 0; i < a->topk; i++) {
+      const int32_t r = sel[i];
+      if (r == -1) continue;
+      if (r < 0 || r >= a->kv.rows) return SC_ERANGE;
+      sc_kcpu_row_to_f32(sc_kcpu_row(&a->kv, r), a->kv.fmt, width, kv + n * width);
+      n++;
+    }
+    if (n == 0) { /* an empty shard: contributes nothing to the merge */
+      for (int64_t h = 0; h < nh; h++) {
+        memset(out + h * a->dc, 0, sizeof(float) * (size_t)a->dc);
+        lse[h] = -INFINITY;
+      }
+      continue;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)nh, n, (blasint)width,
+                a->scale, a->q + t * a->ld_q, (blasint)width, kv, (blasint)width, 0.0f, s,
+                n);
+    for (int64_t h = 0; h < nh; h++) {
+      float *sh = s + h * n;
+      float m = sh[0];
+      for (int32_t i = 1; i < n; i++) m = sh[i] > m ? sh[i] : m;
+      double sum = 0;
+      for (int32_t i = 0; i < n; i++) {
+        sh[i] = expf(sh[i] - m);
+        sum += sh[i];
+      }
+      const float inv = (float)(1.0 / sum);
+      for (int32_t i = 0; i < n; i++) sh[i] *= inv;
+      lse[h] = (float)((double)m + log(sum));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)nh, a->dc, n, 1.0f, s,
+                n, kv, (blasint)width, 0.0f, out, a->dc);
+  }
+  return 0;
+}
+
+int sc_kcpu_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
+  int rc;
+  if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dc < 1 || a->dr < 0 || a->topk < 0)
+    return SC_EINVAL;
+  const int64_t width = (int64_t)a->dc + a->dr;
+  if ((rc = sc_kcpu_check_rows(&a->kv, width))) return rc;
+  if (a->n_tok == 0) return 0;
+  if (a->q == NULL || a->out == NULL || a->lse == NULL || (a->topk > 0 && a->sel == NULL))
+    return SC_EINVAL;
+  if (a->n_tok > 1 && (a->ld_q < a->n_heads * width || a->ld_out < (int64_t)a->n_heads * a->dc ||
+                       a->ld_lse < a->n_heads || a->ld_sel < a->topk))
+    return SC_EINVAL;
+  attn_job j = {a, sc_kcpu_of(k)};
+  return sc_kcpu_parallel(j.c, a->n_tok, 1, attn_tokens, &j);
+}
+
+/* ---- LSE merge ---- */
+
+/* SPEC.md §7: NaN and +inf count as -inf. */
+static inline float clean_lse(float l) { return l < INFINITY ? l : -INFINITY; }
+
+/* The merged L of row i over all shards (-inf when every shard is -inf). */
+static double merged_lse(const float *lse, int32_t n_shards, int64_t n_rows, int64_t i) {
+  float m = -INFINITY;
+  for (int32_t r = 0; r < n_shards; r++) {
+    const float l = clean_lse(lse[r * n_rows + i]);
+    m = l > m ? l : m;
+  }
+  if (m == -INFINITY) m = 0.0f; /* all empty: ln Σ 0 = -inf below */
+  double sum = 0;
+  for (int32_t r = 0; r < n_shards; r++) {
+    const float l = clean_lse(lse[r * n_rows + i]);
+    if (l != -INFINITY) sum += exp((double)l - m);
+  }
+  return sum > 0 ? (double)m + log(sum) : -INFINITY;
+}
+
+/* The weight exp(lse_r - L) of a shard; exactly 0 for an empty (-inf) shard. */
+static inline float shard_factor(float lse_r, double big_l) {
+  const float l = clean_lse(lse_r);
+  return l == -INFINITY ? 0.0f : (float)exp((double)l - big_l);
+}
+
+int sc_kcpu_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_rows, int64_t width,
+                      const float *lse, const float *out_in, float *out, float *lse_out) {
+  (void)k;
+  if (n_shards < 1 || n_rows < 0 || width < 0) return SC_EINVAL;
+  if (n_rows == 0) return 0;
+  if (lse == NULL || out == NULL || (width > 0 && out_in == NULL)) return SC_EINVAL;
+  for (int64_t i = 0; i < n_rows; i++) {
+    const double big_l = merged_lse(lse, n_shards, n_rows, i);
+    float *o = out + i * width;
+    for (int64_t x = 0; x < width; x++) o[x] = 0.0f;
+    for (int32_t r = 0; r < n_shards; r++) {
+      const float f = shard_factor(lse[r * n_rows + i], big_l);
+      if (f == 0.0f) continue;
+      const float *src = out_in + (r * n_rows + i) * width;
+      for (int64_t x = 0; x < width; x++) o[x] += f * src[x];
+    }
+    if (lse_out) lse_out[i] = (float)big_l;
+  }
+  return 0;
+}
+
+int sc_kcpu_lse_scale(sc_kernels *k, int32_t n_shards, int32_t shard, int64_t n_rows,
+                      int64_t width, const float *lse, float *out, float *lse_out) {
+  (void)k;
+  if (n_shards < 1 || shard < 0 || shard >= n_shards || n_rows < 0 || width < 0)
+    return SC_EINVAL;
+  if (n_rows == 0) return 0;
+  if (lse == NULL || (width > 0 && out == NULL)) return SC_EINVAL;
+  for (int64_t i = 0; i < n_rows; i++) {
+    const double big_l = merged_lse(lse, n_shards, n_rows, i);
+    const float f = shard_factor(lse[shard * n_rows + i], big_l);
+    float *o = out + i * width;
+    /* a zero factor writes zeros, so a NaN in an empty shard's output cannot leak */
+    for (int64_t x = 0; x < width; x++) o[x] = f == 0.0f ? 0.0f : f * o[x];
+    if (lse_out) lse_out[i] = (float)big_l;
+  }
+  return 0;
+}

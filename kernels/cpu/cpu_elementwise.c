@@ -1,0 +1,131 @@
+/* cpu_elementwise.c - RMSNorm, RoPE (interleaved pairs), SwiGLU and the residual add.
+ * Row loops split over the worker pool; sums of squares in double so the reference is
+ * insensitive to the dimension. */
+#include <math.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+typedef struct {
+  int64_t dim;
+  const float *x, *w;
+  int64_t ld_x, ld_out;
+  float eps;
+  float *out;
+} rms_job;
+
+static int rms_rows(void *p, int64_t b, int64_t e, int worker) {
+  (void)worker;
+  const rms_job *j = p;
+  for (int64_t r = b; r < e; r++) {
+    const float *x = j->x + r * j->ld_x;
+    float *o = j->out + r * j->ld_out;
+    double ss = 0;
+    for (int64_t i = 0; i < j->dim; i++) ss += (double)x[i] * x[i];
+    const float inv = (float)(1.0 / sqrt(ss / (double)j->dim + (double)j->eps));
+    for (int64_t i = 0; i < j->dim; i++) o[i] = x[i] * inv * (j->w ? j->w[i] : 1.0f);
+  }
+  return 0;
+}
+
+int sc_kcpu_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
+                    int64_t ld_x, const float *w, float eps, float *out, int64_t ld_out) {
+  if (n_rows < 0 || dim < 1 || eps < 0) return SC_EINVAL;
+  if (n_rows == 0) return 0;
+  if (x == NULL || out == NULL || (n_rows > 1 && (ld_x < dim || ld_out < dim)))
+    return SC_EINVAL;
+  rms_job j = {dim, x, w, ld_x, ld_out, eps, out};
+  return sc_kcpu_parallel(sc_kcpu_of(k), n_rows, 64, rms_rows, &j);
+}
+
+typedef struct {
+  int32_t n_heads, rot_dim;
+  float *x;
+  int64_t ld_tok, ld_head;
+  const int32_t *pos;
+  double theta;
+} rope_job;
+
+static int rope_rows(void *p, int64_t b, int64_t e, int worker) {
+  (void)worker;
+  const rope_job *j = p;
+  for (int64_t t = b; t < e; t++) {
+    const double pos = (double)j->pos[t];
+    for (int32_t i = 0; i < j->rot_dim / 2; i++) {
+      /* angle in double: positions reach 1e5+, where float phase error would show */
+      const double ang = pos * pow(j->theta, -2.0 * i / (double)j->rot_dim);
+      const float cs = (float)cos(ang), sn = (float)sin(ang);
+      for (int32_t h = 0; h < j->n_heads; h++) {
+        float *v = j->x + t * j->ld_tok + h * j->ld_head + 2 * i;
+        const float a = v[0], c = v[1];
+        v[0] = a * cs - c * sn;
+        v[1] = a * sn + c * cs;
+      }
+    }
+  }
+  return 0;
+}
+
+int sc_kcpu_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
+                 int64_t ld_tok, int64_t ld_head, const int32_t *pos, float theta) {
+  if (n_tok < 0 || n_heads < 0 || rot_dim < 0 || rot_dim % 2 != 0 || !(theta > 0))
+    return SC_EINVAL;
+  if (n_tok == 0 || n_heads == 0 || rot_dim == 0) return 0;
+  if (x == NULL || pos == NULL || (n_heads > 1 && ld_head < rot_dim)) return SC_EINVAL;
+  rope_job j = {n_heads, rot_dim, x, ld_tok, ld_head, pos, theta};
+  return sc_kcpu_parallel(sc_kcpu_of(k), n_tok, 16, rope_rows, &j);
+}
+
+typedef struct {
+  int64_t inter;
+  const float *gate, *up;
+  int64_t ld_gate, ld_up, ld_out;
+  float *out;
+} swiglu_job;
+
+static int swiglu_rows(void *p, int64_t b, int64_t e, int worker) {
+  (void)worker;
+  const swiglu_job *j = p;
+  for (int64_t r = b; r < e; r++) {
+    const float *g = j->gate + r * j->ld_gate, *u = j->up + r * j->ld_up;
+    float *o = j->out + r * j->ld_out;
+    for (int64_t i = 0; i < j->inter; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+  }
+  return 0;
+}
+
+int sc_kcpu_swiglu(sc_kernels *k, int64_t n_rows, int64_t inter, const float *gate,
+                   int64_t ld_gate, const float *up, int64_t ld_up, float *out,
+                   int64_t ld_out) {
+  if (n_rows < 0 || inter < 0) return SC_EINVAL;
+  if (n_rows == 0 || inter == 0) return 0;
+  if (gate == NULL || up == NULL || out == NULL) return SC_EINVAL;
+  swiglu_job j = {inter, gate, up, ld_gate, ld_up, ld_out, out};
+  return sc_kcpu_parallel(sc_kcpu_of(k), n_rows, 16, swiglu_rows, &j);
+}
+
+typedef struct {
+  int64_t width;
+  const float *x;
+  int64_t ld_x, ld_y;
+  float *y;
+} add_job;
+
+static int add_rows(void *p, int64_t b, int64_t e, int worker) {
+  (void)worker;
+  const add_job *j = p;
+  for (int64_t r = b; r < e; r++) {
+    const float *x = j->x + r * j->ld_x;
+    float *y = j->y + r * j->ld_y;
+    for (int64_t i = 0; i < j->width; i++) y[i] += x[i];
+  }
+  return 0;
+}
+
+int sc_kcpu_add(sc_kernels *k, int64_t n_rows, int64_t width, const float *x,
+                int64_t ld_x, float *y, int64_t ld_y) {
+  if (n_rows < 0 || width < 0) return SC_EINVAL;
+  if (n_rows == 0 || width == 0) return 0;
+  if (x == NULL || y == NULL) return SC_EINVAL;
+  add_job j = {width, x, ld_x, ld_y, y};
+  return sc_kcpu_parallel(sc_kcpu_of(k), n_rows, 64, add_rows, &j);
+}

@@ -1,0 +1,145 @@
+/* cpu_rows.c - row movement: gather (with format conversion), KV write by slot mapping,
+ * and the maps from top-K positions to workspace rows and to local KV cache slots.
+ * Every index is checked against its row set (SC_ERANGE), because on the CPU an
+ * out-of-range index would silently corrupt memory. */
+#include <string.h>
+
+#include "actors/partitioner/dcp.h"
+#include "kernels/cpu/cpu_internal.h"
+
+/* dst[0..width) = src row in src_fmt, converted to dst_fmt. */
+static void convert_row(const void *src, sc_kfmt sf, void *dst, sc_kfmt df, int64_t width) {
+  if (sf == df) {
+    memcpy(dst, src, (size_t)width * sc_kfmt_size(sf));
+  } else if (df == SC_KFMT_F32) {
+    sc_kcpu_row_to_f32(src, sf, width, dst);
+  } else { /* f32 -> bf16 */
+    const float *s = src;
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < width; i++) d[i] = sc_f32_to_bf16(s[i]);
+  }
+}
+
+typedef struct {
+  int64_t width;
+  sc_krows src, dst;
+  const int32_t *idx;
+} gather_job;
+
+static int gather_part(void *p, int64_t b, int64_t e, int worker) {
+  (void)worker;
+  const gather_job *j = p;
+  const size_t dsz = sc_kfmt_size(j->dst.fmt);
+  for (int64_t i = b; i < e; i++) {
+    void *d = (char *)j->dst.data + i * j->dst.ld * (int64_t)dsz;
+    const int64_t r = j->idx ? j->idx[i] : i;
+    if (r == -1) {
+      memset(d, 0, (size_t)j->width * dsz);
+      continue;
+    }
+    if (r < 0 || r >= j->src.rows) return SC_ERANGE;
+    convert_row(sc_kcpu_row(&j->src, r), j->src.fmt, d, j->dst.fmt, j->width);
+  }
+  return 0;
+}
+
+int sc_kcpu_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
+                        const int32_t *idx, sc_krows dst) {
+  int rc;
+  if (n < 0) return SC_EINVAL;
+  if ((rc = sc_kcpu_check_rows(&src, width)) || (rc = sc_kcpu_check_rows(&dst, width)))
+    return rc;
+  if (n == 0 || width == 0) return 0;
+  if (dst.rows < n) return SC_ERANGE;
+  gather_job j = {width, src, dst, idx};
+  return sc_kcpu_parallel(sc_kcpu_of(k), n, 256, gather_part, &j);
+}
+
+typedef struct {
+  int64_t width;
+  const float *src;
+  int64_t ld_src;
+  const int32_t *slots;
+  sc_krows cache;
+} kvw_job;
+
+static int kvw_part(void *p, int64_t b, int64_t e, int worker) {
+  (void)worker;
+  const kvw_job *j = p;
+  const size_t csz = sc_kfmt_size(j->cache.fmt);
+  for (int64_t i = b; i < e; i++) {
+    const int64_t s = j->slots[i];
+    if (s == -1) continue;
+    if (s < 0 || s >= j->cache.rows) return SC_ERANGE;
+    convert_row(j->src + i * j->ld_src, SC_KFMT_F32,
+                (char *)j->cache.data + s * j->cache.ld * (int64_t)csz, j->cache.fmt,
+                j->width);
+  }
+  return 0;
+}
+
+int sc_kcpu_kv_write(sc_kernels *k, int64_t n, int64_t width, const float *src,
+                     int64_t ld_src, const int32_t *slots, sc_krows cache) {
+  int rc;
+  if (n < 0) return SC_EINVAL;
+  if ((rc = sc_kcpu_check_rows(&cache, width))) return rc;
+  if (n == 0 || width == 0) return 0;
+  if (src == NULL || slots == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
+  kvw_job j = {width, src, ld_src, slots, cache};
+  /* Slots are distinct by construction (one owner per token); the parallel split
+   * relies on it only for speed, not correctness of distinct rows. */
+  return sc_kcpu_parallel(sc_kcpu_of(k), n, 256, kvw_part, &j);
+}
+
+int sc_kcpu_topk_to_workspace(sc_kernels *k, int32_t n_tok, int32_t topk,
+                              const int32_t *pos, const int32_t *base,
+                              int32_t shard_rows_total, int32_t n, int32_t il,
+                              int32_t *out) {
+  (void)k;
+  if (n_tok < 0 || topk < 0 || n < 1 || il < 1 || shard_rows_total < 0) return SC_EINVAL;
+  if (n_tok == 0 || topk == 0) return 0;
+  if (pos == NULL || base == NULL || out == NULL) return SC_EINVAL;
+  for (int64_t t = 0; t < n_tok; t++)
+    for (int64_t i = 0; i < topk; i++) {
+      const int32_t p = pos[t * topk + i];
+      if (p < 0) {
+        out[t * topk + i] = -1;
+        continue;
+      }
+      const int64_t row = (int64_t)sc_dcp_owner(p, n, il) * shard_rows_total + base[t] +
+                          sc_dcp_local_index(p, n, il);
+      if (row > INT32_MAX) return SC_ERANGE;
+      out[t * topk + i] = (int32_t)row;
+    }
+  return 0;
+}
+
+int sc_kcpu_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk, const int32_t *pos,
+                          const int32_t *req, const int32_t *bt, int32_t max_blocks,
+                          int32_t block_size, int32_t n, int32_t il, int32_t dcp_rank,
+                          int32_t *out) {
+  (void)k;
+  if (n_tok < 0 || topk < 0 || n < 1 || il < 1 || block_size < 1 || max_blocks < 0 ||
+      dcp_rank < 0 || dcp_rank >= n || block_size % il != 0)
+    return SC_EINVAL;
+  if (n_tok == 0 || topk == 0) return 0;
+  if (pos == NULL || req == NULL || bt == NULL || out == NULL) return SC_EINVAL;
+  const int64_t vblock = (int64_t)block_size * n;
+  for (int64_t t = 0; t < n_tok; t++) {
+    const int32_t *row = bt + (int64_t)req[t] * max_blocks;
+    for (int64_t i = 0; i < topk; i++) {
+      const int32_t p = pos[t * topk + i];
+      if (p < 0 || sc_dcp_owner(p, n, il) != dcp_rank) {
+        out[t * topk + i] = -1;
+        continue;
+      }
+      const int64_t v = p / vblock;
+      if (v >= max_blocks || row[v] < 0) return SC_ERANGE;
+      const int64_t slot =
+          (int64_t)row[v] * block_size + sc_dcp_local_index(p, n, il) - v * block_size;
+      if (slot > INT32_MAX) return SC_ERANGE;
+      out[t * topk + i] = (int32_t)slot;
+    }
+  }
+  return 0;
+}

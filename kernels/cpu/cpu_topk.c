@@ -1,0 +1,188 @@
+/* cpu_topk.c - the lightning indexer with top-K selection, and the merge of top-K
+ * candidates gathered from DCP shards (SPEC.md §7).
+ *
+ * Determinism matters more than speed here: the distributed run must select exactly the
+ * single-rank run's top-K sets, so the score of a (token, key) pair must not depend on
+ * which other keys share its sgemm call. Keys are therefore scored in blocks of exactly
+ * SC_KIDX_BLOCK rows (the last block zero-padded), so every logits product has the same
+ * shape (n_heads x SC_KIDX_BLOCK x dim) and each logit comes from the same micro-kernel
+ * path; the head sum runs in a fixed order. Selection is a bounded heap under the total
+ * order (score desc, position asc). */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#define SC_KIDX_BLOCK 256
+
+/* ---- bounded top-K heap: the worst kept candidate at the root ---- */
+
+static void sift_down(sc_kcand *h, int32_t n, int32_t i) {
+  for (;;) {
+    int32_t l = 2 * i + 1, w = i;
+    if (l < n && sc_kcand_better(h[w], h[l])) w = l;
+    if (l + 1 < n && sc_kcand_better(h[w], h[l + 1])) w = l + 1;
+    if (w == i) return;
+    const sc_kcand t = h[i];
+    h[i] = h[w];
+    h[w] = t;
+    i = w;
+  }
+}
+
+void sc_ktopk_push(sc_ktopk *h, sc_kcand c) {
+  if (h->k == 0) return;
+  if (h->n < h->k) {
+    int32_t i = h->n++;
+    h->heap[i] = c;
+    while (i > 0) { /* sift up: the parent must be worse than (or equal to) the child */
+      const int32_t p = (i - 1) / 2;
+      if (!sc_kcand_better(h->heap[p], h->heap[i])) break;
+      const sc_kcand t = h->heap[p];
+      h->heap[p] = h->heap[i];
+      h->heap[i] = t;
+      i = p;
+    }
+  } else if (sc_kcand_better(c, h->heap[0])) {
+    h->heap[0] = c;
+    sift_down(h->heap, h->n, 0);
+  }
+}
+
+void sc_ktopk_finish(sc_ktopk *h, int32_t *out_pos, sc_kcand *out_cand) {
+  /* heap sort: popping the worst to the end leaves the array best-first */
+  for (int32_t i = h->n - 1; i > 0; i--) {
+    const sc_kcand t = h->heap[0];
+    h->heap[0] = h->heap[i];
+    h->heap[i] = t;
+    sift_down(h->heap, i, 0);
+  }
+  for (int32_t i = 0; i < h->k; i++) {
+    const sc_kcand c = i < h->n ? h->heap[i] : (sc_kcand){-INFINITY, -1};
+    if (out_pos) out_pos[i] = c.pos;
+    if (out_cand) out_cand[i] = c;
+  }
+}
+
+/* ---- indexer ---- */
+
+typedef struct {
+  const sc_indexer_args *a;
+  sc_kcpu *c;
+} idx_job;
+
+/* Scores the `nb` keys in kblk (rows beyond nb are zero) and feeds them to the heap. */
+static void score_block(const sc_indexer_args *a, const float *qt, const float *wt,
+                        const float *kblk, const int32_t *pblk, int32_t nb, float *logits,
+                        float *score, sc_ktopk *heap) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_heads, SC_KIDX_BLOCK, a->dim,
+              1.0f, qt, a->dim, kblk, a->dim, 0.0f, logits, SC_KIDX_BLOCK);
+  for (int32_t s = 0; s < nb; s++) score[s] = 0.0f;
+  for (int32_t h = 0; h < a->n_heads; h++) {
+    const float *l = logits + (int64_t)h * SC_KIDX_BLOCK;
+    const float wh = wt[h];
+    for (int32_t s = 0; s < nb; s++) score[s] += wh * (l[s] > 0.0f ? l[s] : 0.0f);
+  }
+  for (int32_t s = 0; s < nb; s++)
+    sc_ktopk_push(heap, (sc_kcand){isnan(score[s]) ? -INFINITY : score[s], pblk[s]});
+}
+
+static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
+  const idx_job *j = p;
+  const sc_indexer_args *a = j->a;
+  const int64_t kb = SC_KIDX_BLOCK;
+  const size_t bytes = sizeof(float) * (size_t)(kb * a->dim + (int64_t)a->n_heads * kb + kb) +
+                       sizeof(int32_t) * (size_t)kb + sizeof(sc_kcand) * (size_t)a->topk;
+  char *mem = sc_kcpu_scratch(j->c, worker, bytes);
+  if (mem == NULL) return SC_ENOMEM;
+  float *kblk = (float *)mem;
+  float *logits = kblk + kb * a->dim;
+  float *score = logits + (int64_t)a->n_heads * kb;
+  int32_t *pblk = (int32_t *)(score + kb);
+  sc_kcand *heapbuf = (sc_kcand *)(pblk + kb);
+
+  for (int64_t t = b; t < e; t++) {
+    const float *qt = a->q + t * a->ld_q, *wt = a->w + t * a->ld_w;
+    const int32_t qpos = a->q_pos[t];
+    sc_ktopk heap;
+    sc_ktopk_init(&heap, heapbuf, a->topk);
+    int32_t nb = 0;
+    for (int64_t en = a->key_begin[t]; en < a->key_end[t]; en++) {
+      const int32_t kp = a->key_pos[en];
+      if (kp > qpos) continue; /* causality by position */
+      const int64_t row = a->key_rows ? a->key_rows[en] : en;
+      if (row < 0 || row >= a->keys.rows) return SC_ERANGE;
+      sc_kcpu_row_to_f32(sc_kcpu_row(&a->keys, row), a->keys.fmt, a->dim,
+                         kblk + (int64_t)nb * a->dim);
+      pblk[nb++] = kp;
+      if (nb == kb) {
+        score_block(a, qt, wt, kblk, pblk, nb, logits, score, &heap);
+        nb = 0;
+      }
+    }
+    if (nb > 0) {
+      memset(kblk + (int64_t)nb * a->dim, 0, sizeof(float) * (size_t)((kb - nb) * a->dim));
+      score_block(a, qt, wt, kblk, pblk, nb, logits, score, &heap);
+    }
+    sc_ktopk_finish(&heap, a->out_pos ? a->out_pos + t * a->topk : NULL,
+                    a->out_cand ? a->out_cand + t * a->topk : NULL);
+  }
+  return 0;
+}
+
+int sc_kcpu_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
+  int rc;
+  if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dim < 1 || a->topk < 0)
+    return SC_EINVAL;
+  if ((rc = sc_kcpu_check_rows(&a->keys, a->dim))) return rc;
+  if (a->n_tok == 0 || a->topk == 0) return 0;
+  if (a->q == NULL || a->w == NULL || a->q_pos == NULL || a->key_pos == NULL ||
+      a->key_begin == NULL || a->key_end == NULL ||
+      (a->out_pos == NULL && a->out_cand == NULL) ||
+      (a->n_tok > 1 && (a->ld_q < (int64_t)a->n_heads * a->dim || a->ld_w < a->n_heads)))
+    return SC_EINVAL;
+  idx_job j = {a, sc_kcpu_of(k)};
+  return sc_kcpu_parallel(j.c, a->n_tok, 1, idx_tokens, &j);
+}
+
+/* ---- candidate merge ---- */
+
+typedef struct {
+  int32_t n_tok, n_shards, topk;
+  const sc_kcand *cand;
+  int32_t *out_pos;
+  sc_kcand *out_cand;
+  sc_kcpu *c;
+} merge_job;
+
+static int merge_tokens(void *p, int64_t b, int64_t e, int worker) {
+  const merge_job *j = p;
+  sc_kcand *heapbuf = sc_kcpu_scratch(j->c, worker, sizeof(sc_kcand) * (size_t)j->topk);
+  if (heapbuf == NULL) return SC_ENOMEM;
+  for (int64_t t = b; t < e; t++) {
+    sc_ktopk heap;
+    sc_ktopk_init(&heap, heapbuf, j->topk);
+    for (int64_t r = 0; r < j->n_shards; r++) {
+      const sc_kcand *src = j->cand + (r * j->n_tok + t) * j->topk;
+      for (int32_t i = 0; i < j->topk; i++) {
+        sc_kcand c = src[i];
+        if (c.pos < 0) continue; /* padding */
+        if (isnan(c.score)) c.score = -INFINITY;
+        sc_ktopk_push(&heap, c);
+      }
+    }
+    sc_ktopk_finish(&heap, j->out_pos ? j->out_pos + t * j->topk : NULL,
+                    j->out_cand ? j->out_cand + t * j->topk : NULL);
+  }
+  return 0;
+}
+
+int sc_kcpu_topk_merge(sc_kernels *k, int32_t n_tok, int32_t n_shards, int32_t topk,
+                       const sc_kcand *cand, int32_t *out_pos, sc_kcand *out_cand) {
+  if (n_tok < 0 || n_shards < 1 || topk < 0) return SC_EINVAL;
+  if (n_tok == 0 || topk == 0) return 0;
+  if (cand == NULL || (out_pos == NULL && out_cand == NULL)) return SC_EINVAL;
+  merge_job j = {n_tok, n_shards, topk, cand, out_pos, out_cand, sc_kcpu_of(k)};
+  return sc_kcpu_parallel(j.c, n_tok, 4, merge_tokens, &j);
+}
