@@ -1,0 +1,326 @@
+/* sched.c - continuous batching, chunked prefill and virtual KV block allocation. */
+#include "actors/scheduler/sched.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SLOT_FREE = 0, SLOT_WAITING, SLOT_RUNNING };
+
+typedef struct req {
+  int64_t id;
+  int32_t *tokens;     /* prompt, then generated tokens */
+  int32_t cap_tokens;
+  int32_t prompt_len, generated, computed;
+  sc_sched_params params;
+  int32_t *blocks;     /* reserved virtual blocks (whole extent) */
+  int32_t num_blocks;
+  uint8_t state;
+  bool canceled;       /* canceled while in the step in flight */
+} req_t;
+
+struct sc_sched {
+  sc_sched_config cfg;
+  req_t *slots;
+  int32_t num_slots;
+  int32_t *waiting, num_waiting;   /* FIFO of slot indices */
+  int32_t *running, num_running;   /* admission order */
+  int32_t *free_blocks, num_free;  /* stack of free virtual block ids */
+
+  /* the step in flight and its reusable buffers */
+  bool in_flight;
+  sc_sched_step step;
+  int32_t *step_slot;              /* slot of each entry */
+  int32_t cap_entries, cap_tokens, cap_blocks;
+  sc_sched_stats stats;
+};
+
+int32_t sc_sched_blocks_for(const sc_sched_config *cfg, int64_t tokens) {
+  const int64_t per_block = (int64_t)cfg->block_size * cfg->dcp;
+  return (int32_t)((tokens + per_block - 1) / per_block);
+}
+
+int sc_sched_create(sc_sched **out, const sc_sched_config *cfg, sc_diag *d) {
+  *out = NULL;
+  if (cfg->token_budget < 1 || cfg->max_running < 1 || cfg->block_size < 1 || cfg->dcp < 1 ||
+      cfg->num_blocks < 1 || cfg->max_model_len < 2)
+    return sc_fail(d, SC_EINVAL,
+                   "scheduler: token_budget, max_running, block_size, dcp and num_blocks must "
+                   "be >= 1 and max_model_len >= 2");
+  sc_sched *s = calloc(1, sizeof *s);
+  if (s == NULL) return sc_fail(d, SC_ENOMEM, "scheduler: out of memory");
+  s->cfg = *cfg;
+  s->free_blocks = malloc(sizeof *s->free_blocks * (size_t)cfg->num_blocks);
+  if (s->free_blocks == NULL) {
+    free(s);
+    return sc_fail(d, SC_ENOMEM, "scheduler: out of memory for %d blocks", cfg->num_blocks);
+  }
+  /* Pop order hands out low block ids first (readable block tables in logs). */
+  for (int32_t b = 0; b < cfg->num_blocks; b++) s->free_blocks[b] = cfg->num_blocks - 1 - b;
+  s->num_free = cfg->num_blocks;
+  *out = s;
+  return 0;
+}
+
+static void release(sc_sched *s, int32_t slot) {
+  req_t *r = &s->slots[slot];
+  for (int32_t b = r->num_blocks - 1; b >= 0; b--) s->free_blocks[s->num_free++] = r->blocks[b];
+  free(r->tokens);
+  free(r->blocks);
+  memset(r, 0, sizeof *r);
+}
+
+void sc_sched_destroy(sc_sched *s) {
+  if (s == NULL) return;
+  for (int32_t i = 0; i < s->num_slots; i++)
+    if (s->slots[i].state != SLOT_FREE) release(s, i);
+  free(s->slots);
+  free(s->waiting);
+  free(s->running);
+  free(s->free_blocks);
+  free(s->step.reqs);
+  free(s->step.tokens);
+  free(s->step.sample);
+  free(s->step.params);
+  free(s->step.block_start);
+  free(s->step.blocks);
+  free(s->step_slot);
+  free(s);
+}
+
+static int32_t find(const sc_sched *s, int64_t id) {
+  for (int32_t i = 0; i < s->num_slots; i++)
+    if (s->slots[i].state != SLOT_FREE && s->slots[i].id == id) return i;
+  return -1;
+}
+
+static void remove_index(int32_t *arr, int32_t *n, int32_t value) {
+  for (int32_t i = 0; i < *n; i++)
+    if (arr[i] == value) {
+      memmove(arr + i, arr + i + 1, sizeof *arr * (size_t)(*n - i - 1));
+      (*n)--;
+      return;
+    }
+}
+
+int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prompt_len,
+                    const sc_sched_params *p, sc_diag *d) {
+  if (prompt_len < 1 || prompt == NULL)
+    return sc_fail(d, SC_EINVAL, "request %lld: the prompt is empty", (long long)id);
+  if (p->max_new_tokens < 1)
+    return sc_fail(d, SC_EINVAL, "request %lld: max_tokens must be >= 1", (long long)id);
+  if (!(p->temperature >= 0.0f) || !isfinite(p->temperature))
+    return sc_fail(d, SC_EINVAL, "request %lld: temperature must be finite and >= 0",
+                   (long long)id);
+  const int64_t extent = (int64_t)prompt_len + p->max_new_tokens;
+  if (extent > s->cfg.max_model_len)
+    return sc_fail(d, SC_ETOOBIG,
+                   "request %lld: prompt of %d tokens + max_tokens %d exceeds the model "
+                   "length limit of %d",
+                   (long long)id, prompt_len, p->max_new_tokens, s->cfg.max_model_len);
+  const int32_t need = sc_sched_blocks_for(&s->cfg, extent);
+  if (need > s->cfg.num_blocks)
+    return sc_fail(d, SC_ETOOBIG,
+                   "request %lld needs %d KV blocks of %d tokens; the cache has %d",
+                   (long long)id, need, s->cfg.block_size * s->cfg.dcp, s->cfg.num_blocks);
+  if (find(s, id) >= 0)
+    return sc_fail(d, SC_EINVAL, "request %lld: the id is already in use", (long long)id);
+
+  int32_t slot = -1;
+  for (int32_t i = 0; i < s->num_slots && slot < 0; i++)
+    if (s->slots[i].state == SLOT_FREE) slot = i;
+  if (slot < 0) {
+    const int32_t n = s->num_slots ? 2 * s->num_slots : 16;
+    req_t *ns = realloc(s->slots, sizeof *ns * (size_t)n);
+    int32_t *nw = realloc(s->waiting, sizeof *nw * (size_t)n);
+    if (ns) s->slots = ns;
+    if (nw) s->waiting = nw;
+    int32_t *nr = ns && nw ? realloc(s->running, sizeof *nr * (size_t)n) : NULL;
+    if (nr == NULL) return sc_fail(d, SC_ENOMEM, "scheduler: out of memory");
+    s->running = nr;
+    memset(s->slots + s->num_slots, 0, sizeof *ns * (size_t)(n - s->num_slots));
+    slot = s->num_slots;
+    s->num_slots = n;
+  }
+  req_t *r = &s->slots[slot];
+  r->tokens = malloc(sizeof *r->tokens * (size_t)extent);
+  r->blocks = malloc(sizeof *r->blocks * (size_t)need);
+  if (r->tokens == NULL || r->blocks == NULL) {
+    free(r->tokens);
+    free(r->blocks);
+    memset(r, 0, sizeof *r);
+    return sc_fail(d, SC_ENOMEM, "scheduler: out of memory for request %lld", (long long)id);
+  }
+  memcpy(r->tokens, prompt, sizeof *prompt * (size_t)prompt_len);
+  r->cap_tokens = (int32_t)extent;
+  r->id = id;
+  r->prompt_len = prompt_len;
+  r->params = *p;
+  r->state = SLOT_WAITING;
+  s->waiting[s->num_waiting++] = slot;
+  return 0;
+}
+
+int sc_sched_cancel(sc_sched *s, int64_t id) {
+  const int32_t slot = find(s, id);
+  if (slot < 0) return SC_ENOENT;
+  if (s->in_flight)
+    for (int32_t i = 0; i < s->step.num_reqs; i++)
+      if (s->step_slot[i] == slot) {
+        s->slots[slot].canceled = true; /* removed when the step is advanced */
+        return 0;
+      }
+  if (s->slots[slot].state == SLOT_WAITING) remove_index(s->waiting, &s->num_waiting, slot);
+  else remove_index(s->running, &s->num_running, slot);
+  release(s, slot);
+  s->stats.canceled++;
+  return 0;
+}
+
+static int reserve_step(sc_sched *s, int32_t entries, int32_t tokens, int32_t blocks) {
+#define RESERVE(ptr, cap, n)                                        \
+  if ((n) > (cap)) {                                                \
+    void *p_ = realloc((ptr), sizeof *(ptr) * (size_t)(n));         \
+    if (p_ == NULL) return SC_ENOMEM;                               \
+    (ptr) = p_;                                                     \
+  }
+  /* the per-entry arrays share one capacity; block_start needs one more slot */
+  RESERVE(s->step.reqs, s->cap_entries, entries + 1);
+  RESERVE(s->step.sample, s->cap_entries, entries + 1);
+  RESERVE(s->step.params, s->cap_entries, entries + 1);
+  RESERVE(s->step_slot, s->cap_entries, entries + 1);
+  RESERVE(s->step.block_start, s->cap_entries, entries + 1);
+  if (entries + 1 > s->cap_entries) s->cap_entries = entries + 1;
+  RESERVE(s->step.tokens, s->cap_tokens, tokens);
+  if (tokens > s->cap_tokens) s->cap_tokens = tokens;
+  RESERVE(s->step.blocks, s->cap_blocks, blocks);
+  if (blocks > s->cap_blocks) s->cap_blocks = blocks;
+#undef RESERVE
+  return 0;
+}
+
+/* Appends one batch entry for request `slot` scheduling q tokens. */
+static void add_entry(sc_sched *s, int32_t slot, int32_t q) {
+  req_t *r = &s->slots[slot];
+  sc_sched_step *st = &s->step;
+  const int32_t i = st->num_reqs++;
+  const bool prefill = r->computed < r->prompt_len;
+  st->reqs[i] = (sc_batch_req){.id = r->id, .computed = r->computed, .scheduled = q,
+                               .prefill = prefill};
+  memcpy(st->tokens + st->num_tokens, r->tokens + r->computed, sizeof(int32_t) * (size_t)q);
+  st->num_tokens += q;
+  st->sample[i] = (uint8_t)(r->computed + q >= r->prompt_len);
+  st->params[i] = r->params;
+  const int32_t nb = sc_sched_blocks_for(&s->cfg, (int64_t)r->computed + q);
+  memcpy(st->blocks + st->block_start[i], r->blocks, sizeof(int32_t) * (size_t)nb);
+  st->block_start[i + 1] = st->block_start[i] + nb;
+  s->step_slot[i] = slot;
+}
+
+int sc_sched_next(sc_sched *s, sc_sched_step **out) {
+  *out = NULL;
+  if (s->in_flight) return SC_EAGAIN;
+  /* Worst case sizes: every running and admissible request scheduled. */
+  int32_t max_entries = s->num_running + s->num_waiting;
+  int64_t max_blocks = 0;
+  for (int32_t i = 0; i < s->num_running; i++) max_blocks += s->slots[s->running[i]].num_blocks;
+  max_blocks += s->cfg.num_blocks; /* admissions cannot take more than the pool */
+  int rc = reserve_step(s, max_entries, s->cfg.token_budget, (int32_t)max_blocks);
+  if (rc) return rc;
+
+  sc_sched_step *st = &s->step;
+  st->num_reqs = 0;
+  st->num_tokens = 0;
+  st->block_start[0] = 0;
+  int32_t budget = s->cfg.token_budget;
+  /* 1. decodes: one token each; they are latency-critical, so they go first */
+  for (int32_t k = 0; k < s->num_running && budget > 0; k++) {
+    const req_t *r = &s->slots[s->running[k]];
+    if (r->computed >= r->prompt_len) {
+      add_entry(s, s->running[k], 1);
+      budget--;
+    }
+  }
+  /* 2. running prefills continue their prompt, cut to the budget (chunked prefill) */
+  for (int32_t k = 0; k < s->num_running && budget > 0; k++) {
+    const req_t *r = &s->slots[s->running[k]];
+    if (r->computed < r->prompt_len) {
+      const int32_t q = r->prompt_len - r->computed < budget ? r->prompt_len - r->computed : budget;
+      add_entry(s, s->running[k], q);
+      budget -= q;
+    }
+  }
+  /* 3. admissions, in arrival order; the head waits for blocks rather than being
+   *    overtaken, so a long prompt cannot starve */
+  while (s->num_waiting > 0 && s->num_running < s->cfg.max_running && budget > 0) {
+    const int32_t slot = s->waiting[0];
+    req_t *r = &s->slots[slot];
+    const int32_t need = sc_sched_blocks_for(&s->cfg, r->cap_tokens);
+    if (need > s->num_free) break;
+    for (int32_t b = 0; b < need; b++) r->blocks[b] = s->free_blocks[--s->num_free];
+    r->num_blocks = need;
+    r->state = SLOT_RUNNING;
+    remove_index(s->waiting, &s->num_waiting, slot);
+    s->running[s->num_running++] = slot;
+    s->stats.admitted++;
+    const int32_t q = r->prompt_len < budget ? r->prompt_len : budget;
+    add_entry(s, slot, q);
+    budget -= q;
+  }
+  if (st->num_reqs == 0) return 0;
+  st->step++;
+  s->in_flight = true;
+  *out = st;
+  return 0;
+}
+
+static void finish(sc_sched *s, int32_t slot) {
+  remove_index(s->running, &s->num_running, slot);
+  release(s, slot);
+}
+
+int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events) {
+  if (!s->in_flight) return SC_EINVAL;
+  int n = 0;
+  for (int32_t i = 0; i < s->step.num_reqs; i++) {
+    const int32_t slot = s->step_slot[i];
+    req_t *r = &s->slots[slot];
+    r->computed += s->step.reqs[i].scheduled;
+    if (r->canceled) {
+      finish(s, slot);
+      s->stats.canceled++;
+      continue;
+    }
+    if (!s->step.sample[i]) continue;
+    r->tokens[r->prompt_len + r->generated] = sampled[i];
+    r->generated++;
+    const bool done = r->generated >= r->params.max_new_tokens;
+    events[n++] = (sc_sched_event){.id = r->id, .token = sampled[i],
+                                   .index = r->generated - 1, .finished = done};
+    if (done) {
+      finish(s, slot);
+      s->stats.finished++;
+    }
+  }
+  s->in_flight = false;
+  return n;
+}
+
+int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids) {
+  if (!s->in_flight) return SC_EINVAL;
+  int n = 0;
+  for (int32_t i = 0; i < s->step.num_reqs; i++) {
+    failed_ids[n++] = s->slots[s->step_slot[i]].id;
+    finish(s, s->step_slot[i]);
+    s->stats.failed++;
+  }
+  s->in_flight = false;
+  return n;
+}
+
+void sc_sched_get_stats(const sc_sched *s, sc_sched_stats *st) {
+  *st = s->stats;
+  st->waiting = s->num_waiting;
+  st->running = s->num_running;
+  st->free_blocks = s->num_free;
+}

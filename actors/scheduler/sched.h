@@ -1,0 +1,107 @@
+/* sched.h - the scheduler core: continuous batching with chunked prefill and KV block
+ * allocation (DESIGN.md §3 step 2). Pure logic, no I/O, no threads; the scheduler actor
+ * and the threaded test harness both drive it.
+ *
+ * Each step, sc_sched_next() picks the global batch: running decodes first (one token
+ * each), then running prefills continue their prompt in chunks, then waiting requests
+ * are admitted in arrival order, all within a token budget and a running-request limit.
+ * After the ranks ran the step, sc_sched_advance() takes the sampled tokens and reports
+ * what to stream to clients.
+ *
+ * KV blocks. Under DCP every rank holds 1/N of each block's tokens, so the scheduler
+ * allocates *virtual* blocks of B*N tokens (SPEC.md §4) from one pool; the block tables
+ * it emits are identical on all ranks. A request reserves the blocks for its whole
+ * extent (prompt + max new tokens) when it is admitted. That is conservative, but it
+ * means an admitted request can never run out of cache, so nothing is preempted and no
+ * accepted request is lost: it waits in the queue until its blocks are free. A request
+ * that could never fit (more blocks than the pool) is rejected at submission.
+ *
+ * Ownership: the scheduler owns the arrays of the sc_sched_step it returns; they stay
+ * valid until the next sc_sched_next() or sc_sched_free(). Threads: one thread.
+ */
+#ifndef SC_SCHED_H
+#define SC_SCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "actors/partitioner/plan.h"
+#include "actors/runtime/sc_error.h"
+
+typedef struct sc_sched_config {
+  int32_t token_budget;   /* max Σq per step (chunked prefill cuts prompts to fit) */
+  int32_t max_running;    /* max requests admitted at once */
+  int32_t block_size;     /* B, tokens per physical block */
+  int32_t dcp;            /* N: a virtual block holds B*N tokens */
+  int32_t num_blocks;     /* virtual blocks in the pool (= physical blocks per rank) */
+  int32_t max_model_len;  /* prompt + max new tokens limit */
+} sc_sched_config;
+
+typedef struct sc_sched_params {
+  int32_t max_new_tokens; /* >= 1 */
+  float temperature;      /* 0 = greedy */
+  uint64_t seed;          /* for temperature sampling */
+} sc_sched_params;
+
+/* One step's input for the planner and the executors. Entry i of every per-entry array
+ * describes batch request i. */
+typedef struct sc_sched_step {
+  uint64_t step;
+  int32_t num_reqs;
+  sc_batch_req *reqs;     /* planner input; reqs[i].id is the request id */
+  int32_t num_tokens;     /* Σq */
+  int32_t *tokens;        /* input token ids, batch order, Σq of them */
+  uint8_t *sample;        /* 1 if entry i produces a token this step */
+  sc_sched_params *params;
+  int32_t *block_start;   /* entry i's virtual blocks: blocks[block_start[i] .. [i+1]) */
+  int32_t *blocks;
+} sc_sched_step;
+
+/* What sc_sched_advance() reports per sampled entry. */
+typedef struct sc_sched_event {
+  int64_t id;
+  int32_t token;          /* the sampled token */
+  int32_t index;          /* 0-based index of this token in the request's output */
+  bool finished;          /* the request is complete (max_new_tokens reached) */
+} sc_sched_event;
+
+typedef struct sc_sched_stats {
+  int32_t waiting, running, free_blocks;
+  uint64_t admitted, finished, canceled, failed;
+} sc_sched_stats;
+
+typedef struct sc_sched sc_sched;
+
+int sc_sched_create(sc_sched **out, const sc_sched_config *cfg, sc_diag *d);
+void sc_sched_destroy(sc_sched *s);
+
+/* Queues a request (the prompt is copied). Fails with SC_EINVAL (bad lengths, duplicate
+ * id) or SC_ETOOBIG (can never fit the cache or max_model_len), with a message. */
+int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prompt_len,
+                    const sc_sched_params *params, sc_diag *d);
+
+/* Cancels a request. Waiting or running between steps: removed at once, blocks freed.
+ * In the step in flight: removed when that step is advanced (its token is dropped).
+ * Returns SC_ENOENT for an unknown id. */
+int sc_sched_cancel(sc_sched *s, int64_t id);
+
+/* Builds the next step. Returns 0 with step->num_reqs == 0 when nothing can run (idle).
+ * SC_EAGAIN if the previous step was neither advanced nor failed. */
+int sc_sched_next(sc_sched *s, sc_sched_step **step);
+
+/* Completes the step in flight: sampled[i] is entry i's token (ignored unless
+ * step->sample[i]). Writes one event per sampled, not canceled entry into events
+ * (room for num_reqs) and returns how many, or a negative code. */
+int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events);
+
+/* The step in flight failed (aborted on the ranks): its requests are removed and their
+ * blocks freed; their ids are written to failed_ids (room for num_reqs); returns how
+ * many. The caller sends each of their clients an error. Other requests continue. */
+int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids);
+
+void sc_sched_get_stats(const sc_sched *s, sc_sched_stats *st);
+
+/* Virtual blocks a request of `tokens` total extent needs. */
+int32_t sc_sched_blocks_for(const sc_sched_config *cfg, int64_t tokens);
+
+#endif

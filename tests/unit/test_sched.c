@@ -1,0 +1,212 @@
+/* The scheduler core: budgets, chunked prefill, decode-first ordering, block
+ * reservation and queueing, cancel and failure, and a random-stream simulation in which
+ * no accepted request is lost. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/scheduler/sched.h"
+
+static sc_sched_config small_cfg(void) {
+  return (sc_sched_config){.token_budget = 16, .max_running = 4, .block_size = 4, .dcp = 2,
+                           .num_blocks = 16, .max_model_len = 256};
+}
+
+static sc_sched *make(sc_sched_config c) {
+  sc_sched *s = NULL;
+  sc_diag d = {0};
+  cr_assert_eq(sc_sched_create(&s, &c, &d), 0, "%s", d.msg);
+  return s;
+}
+
+static void submit(sc_sched *s, int64_t id, int32_t len, int32_t max_new) {
+  int32_t prompt[512];
+  for (int32_t i = 0; i < len; i++) prompt[i] = (int32_t)(id * 1000 + i);
+  const sc_sched_params p = {.max_new_tokens = max_new};
+  sc_diag d = {0};
+  cr_assert_eq(sc_sched_submit(s, id, prompt, len, &p, &d), 0, "%s", d.msg);
+}
+
+Test(sched, chunked_prefill_then_decodes_first) {
+  sc_sched *s = make(small_cfg());
+  submit(s, 1, 20, 3); /* 20 tokens > budget 16: two chunks */
+  sc_sched_step *st;
+  sc_sched_event ev[8];
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(st->num_reqs, 1);
+  cr_assert(st->reqs[0].prefill && st->reqs[0].computed == 0 && st->reqs[0].scheduled == 16);
+  cr_assert_eq(st->tokens[15], 1015);
+  cr_assert_eq(st->sample[0], 0);
+  cr_assert_eq(sc_sched_next(s, &st), SC_EAGAIN); /* previous step not advanced */
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){-1}, ev), 0);
+
+  submit(s, 2, 3, 2);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  /* request 1 finishes its prompt (4 tokens) and request 2 is admitted */
+  cr_assert_eq(st->num_reqs, 2);
+  cr_assert(st->reqs[0].id == 1 && st->reqs[0].computed == 16 && st->reqs[0].scheduled == 4);
+  cr_assert(st->reqs[1].id == 2 && st->reqs[1].scheduled == 3);
+  cr_assert(st->sample[0] && st->sample[1]);
+  /* extent 20 of request 1 spans ceil(20 / 8) = 3 virtual blocks */
+  cr_assert_eq(st->block_start[1] - st->block_start[0], 3);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){77, 88}, ev), 2);
+  cr_assert(ev[0].id == 1 && ev[0].token == 77 && ev[0].index == 0 && !ev[0].finished);
+
+  submit(s, 3, 30, 1);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  /* decodes first (1 and 2, one token each, input = their last sampled token) */
+  cr_assert(!st->reqs[0].prefill && st->reqs[0].id == 1 && st->reqs[0].computed == 20);
+  cr_assert_eq(st->tokens[0], 77);
+  cr_assert(!st->reqs[1].prefill && st->reqs[1].id == 2 && st->tokens[1] == 88);
+  cr_assert(st->reqs[2].id == 3 && st->reqs[2].scheduled == 14); /* 16 - 2 decodes */
+  cr_assert_eq(st->num_tokens, 16);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){78, 89, -1}, ev), 2);
+  cr_assert(ev[1].id == 2 && ev[1].finished); /* max_new 2 reached */
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.running, 2);
+  cr_assert_eq(stats.finished, 1);
+  sc_sched_destroy(s);
+}
+
+Test(sched, admission_waits_for_blocks_in_order) {
+  sc_sched_config c = small_cfg();
+  c.num_blocks = 4; /* 32 tokens of cache */
+  sc_sched *s = make(c);
+  submit(s, 1, 10, 10); /* 20 tokens: 3 blocks */
+  submit(s, 2, 6, 4);   /* 10 tokens: 2 blocks: must wait */
+  submit(s, 3, 2, 1);   /* 1 block: would fit, but does not overtake 2 */
+  sc_sched_step *st;
+  sc_sched_event ev[8];
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(st->num_reqs, 1);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.waiting, 2);
+  cr_assert_eq(stats.free_blocks, 1);
+  int32_t guard = 0;
+  while (stats.waiting > 0 && guard++ < 100) {
+    int32_t sampled[8] = {5, 5, 5, 5, 5, 5, 5, 5};
+    sc_sched_advance(s, sampled, ev);
+    cr_assert_eq(sc_sched_next(s, &st), 0);
+    sc_sched_get_stats(s, &stats);
+  }
+  cr_assert_lt(guard, 100);
+  cr_assert_eq(st->reqs[st->num_reqs - 1].id, 3); /* 2 was admitted before 3 */
+  sc_sched_destroy(s);
+}
+
+Test(sched, rejections_name_the_limit) {
+  sc_sched *s = make(small_cfg());
+  sc_diag d = {0};
+  const sc_sched_params p = {.max_new_tokens = 8};
+  int32_t prompt[300] = {0};
+  cr_assert_eq(sc_sched_submit(s, 1, prompt, 0, &p, &d), SC_EINVAL);
+  cr_assert_eq(sc_sched_submit(s, 1, prompt, 250, &p, &d), SC_ETOOBIG);
+  cr_assert_not_null(strstr(d.msg, "model length limit of 256"), "%s", d.msg);
+  cr_assert_eq(sc_sched_submit(s, 1, prompt, 130, &p, &d), SC_ETOOBIG); /* 18 blocks > 16 */
+  cr_assert_not_null(strstr(d.msg, "the cache has 16"), "%s", d.msg);
+  const sc_sched_params bad = {.max_new_tokens = 0};
+  cr_assert_eq(sc_sched_submit(s, 1, prompt, 4, &bad, &d), SC_EINVAL);
+  const sc_sched_params hot = {.max_new_tokens = 1, .temperature = -1};
+  cr_assert_eq(sc_sched_submit(s, 1, prompt, 4, &hot, &d), SC_EINVAL);
+  cr_assert_eq(sc_sched_submit(s, 1, prompt, 4, &p, &d), 0);
+  cr_assert_eq(sc_sched_submit(s, 1, prompt, 4, &p, &d), SC_EINVAL); /* duplicate id */
+  sc_sched_destroy(s);
+}
+
+Test(sched, cancel_and_failed_steps_free_everything) {
+  sc_sched *s = make(small_cfg());
+  submit(s, 1, 5, 4);
+  submit(s, 2, 5, 4);
+  submit(s, 3, 5, 4);
+  cr_assert_eq(sc_sched_cancel(s, 3), 0); /* waiting: removed now */
+  cr_assert_eq(sc_sched_cancel(s, 3), SC_ENOENT);
+  sc_sched_step *st;
+  sc_sched_event ev[8];
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(st->num_reqs, 2);
+  cr_assert_eq(sc_sched_cancel(s, 2), 0); /* in flight: dropped at advance */
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){9, 9}, ev), 1);
+  cr_assert_eq(ev[0].id, 1);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  int64_t failed[4];
+  cr_assert_eq(sc_sched_fail_step(s, failed), 1);
+  cr_assert_eq(failed[0], 1);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.running + stats.waiting, 0);
+  cr_assert_eq(stats.free_blocks, 16);
+  cr_assert_eq(stats.canceled, 2);
+  cr_assert_eq(stats.failed, 1);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_null(st); /* idle */
+  sc_sched_destroy(s);
+}
+
+/* Random streams: every accepted request produces exactly max_new tokens, each step
+ * respects the budget and the running limit, inputs replay the prompt then the sampled
+ * tokens, concurrently running requests never share a block, and all blocks return. */
+Test(sched, random_streams_lose_nothing, .timeout = 60) {
+  srand(7);
+  for (int trial = 0; trial < 40; trial++) {
+    sc_sched_config c = {.token_budget = 1 + rand() % 40, .max_running = 1 + rand() % 6,
+                         .block_size = 1 + rand() % 8, .dcp = 1 + rand() % 4,
+                         .num_blocks = 8 + rand() % 40, .max_model_len = 200};
+    sc_sched *s = make(c);
+    enum { NREQ = 30 };
+    int32_t want_new[NREQ], got[NREQ], plen[NREQ];
+    int accepted = 0, submitted = 0;
+    memset(got, 0, sizeof got);
+    sc_sched_step *st;
+    sc_sched_event ev[64];
+    for (int step = 0; step < 5000; step++) {
+      if (submitted < NREQ && rand() % 3 == 0) {
+        const int id = submitted++;
+        plen[id] = 1 + rand() % 60;
+        want_new[id] = 1 + rand() % 10;
+        int32_t prompt[64];
+        for (int i = 0; i < plen[id]; i++) prompt[i] = id * 1000 + i;
+        const sc_sched_params p = {.max_new_tokens = want_new[id]};
+        if (sc_sched_submit(s, id, prompt, plen[id], &p, NULL) == 0) accepted++;
+        else want_new[id] = -1;
+      }
+      cr_assert_eq(sc_sched_next(s, &st), 0);
+      if (st == NULL) {
+        if (submitted == NREQ) break;
+        continue;
+      }
+      cr_assert_leq(st->num_tokens, c.token_budget);
+      cr_assert_leq(st->num_reqs, c.max_running);
+      int32_t sampled[64], off = 0;
+      for (int32_t i = 0; i < st->num_reqs; i++) {
+        const sc_batch_req *r = &st->reqs[i];
+        const int id = (int)r->id;
+        for (int32_t t = 0; t < r->scheduled; t++) {
+          const int32_t pos = r->computed + t;
+          const int32_t want = pos < plen[id] ? id * 1000 + pos : 500000 + id * 100 + (pos - plen[id]);
+          cr_assert_eq(st->tokens[off + t], want, "request %d position %d", id, pos);
+        }
+        off += r->scheduled;
+        sampled[i] = 500000 + id * 100 + got[id];
+        for (int32_t j = 0; j < i; j++)
+          for (int32_t a = st->block_start[i]; a < st->block_start[i + 1]; a++)
+            for (int32_t b = st->block_start[j]; b < st->block_start[j + 1]; b++)
+              cr_assert_neq(st->blocks[a], st->blocks[b], "block shared");
+      }
+      const int n = sc_sched_advance(s, sampled, ev);
+      for (int k = 0; k < n; k++) {
+        cr_assert_eq(ev[k].index, got[ev[k].id]);
+        got[ev[k].id]++;
+        cr_assert_eq(ev[k].finished, got[ev[k].id] == want_new[ev[k].id]);
+      }
+    }
+    for (int id = 0; id < submitted; id++)
+      if (want_new[id] > 0) cr_assert_eq(got[id], want_new[id], "trial %d request %d", trial, id);
+    sc_sched_stats stats;
+    sc_sched_get_stats(s, &stats);
+    cr_assert_eq(stats.free_blocks, c.num_blocks);
+    cr_assert_eq((int)stats.finished, accepted);
+    sc_sched_destroy(s);
+  }
+}
