@@ -242,6 +242,34 @@ static int dec_scalar(dctx *c, int k, const sc_msg_field *f, const msgpack_objec
 static int dec_struct(dctx *c, const sc_msg_desc *desc, const msgpack_object *o,
                       uint8_t *base);
 
+/* Offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF), or len if all are. msgpack
+ * strings are UTF-8 by definition, and taps render them into JSON. */
+static size_t utf8_bad(const uint8_t *s, size_t len) {
+  size_t i = 0;
+  while (i < len) {
+    const uint8_t b = s[i];
+    if (b < 0x80) {
+      i++;
+      continue;
+    }
+    size_t n;
+    uint32_t cp, min;
+    if ((b & 0xe0) == 0xc0) n = 2, cp = b & 0x1f, min = 0x80;
+    else if ((b & 0xf0) == 0xe0) n = 3, cp = b & 0x0f, min = 0x800;
+    else if ((b & 0xf8) == 0xf0) n = 4, cp = b & 0x07, min = 0x10000;
+    else return i;
+    if (n > len - i) return i;
+    for (size_t k = 1; k < n; k++) {
+      if ((s[i + k] & 0xc0) != 0x80) return i;
+      cp = cp << 6 | (s[i + k] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += n;
+  }
+  return len;
+}
+
 static int check_count(dctx *c, uint32_t n, uint32_t limit, const char *what) {
   if (c->lim != NULL && n > limit)
     return dfail(c, SC_ETOOBIG, "%u %s exceed the limit of %u", n, what, limit);
@@ -260,6 +288,8 @@ static int dec_field(dctx *c, const sc_msg_field *f, const msgpack_object *o,
     if ((rc = check_count(c, len, c->lim ? c->lim->max_str : 0, "string bytes"))) return rc;
     if (len && memchr(o->via.str.ptr, '\0', len) != NULL)
       return dfail(c, SC_EPROTO, "string contains a NUL byte");
+    const size_t bad = utf8_bad((const uint8_t *)o->via.str.ptr, len);
+    if (bad != len) return dfail(c, SC_EPROTO, "string is not valid UTF-8 (byte %zu)", bad);
     char *s = malloc((size_t)len + 1);
     if (s == NULL) return dfail(c, SC_ENOMEM, "out of memory");
     if (len) memcpy(s, o->via.str.ptr, len);

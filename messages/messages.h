@@ -96,7 +96,8 @@ SC_MSG_ARRAY_TYPES(SC_MSG_ARR_TYPEDEF)
 #undef SC_MSG_ARR_TYPEDEF
 
 /* C types of the schema kinds (scalar and array). Strings are NUL-terminated, owned,
- * and never contain a NUL byte; a NULL string encodes as "". */
+ * valid UTF-8 (the decoders reject anything else) and never contain a NUL byte; a NULL
+ * string encodes as "". */
 #define SC_MSG_CT_U8 uint8_t
 #define SC_MSG_CT_U16 uint16_t
 #define SC_MSG_CT_U32 uint32_t

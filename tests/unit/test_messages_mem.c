@@ -1,0 +1,139 @@
+/* The memory bound of the untrusted decoder (issue 3 acceptance): the 5-byte input
+ * `dd 04 00 00 00` (an array declaring 67 million elements) must be rejected with memory
+ * growth under 1 MiB. This binary replaces malloc/calloc/realloc/free with counting
+ * wrappers around glibc's, so every allocation (msgpack-c's included, through ELF symbol
+ * interposition) is seen and the *peak* growth is measured, not just what is left over.
+ * A control case feeds the same bytes straight to msgpack-c and shows that the counter
+ * does see the gigabyte-sized reservation the pre-walk prevents. Under AddressSanitizer
+ * (which owns malloc) the tests are skipped. */
+#include <criterion/criterion.h>
+#include <msgpack.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "messages/messages.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define COUNTING 0
+#else
+#define COUNTING 1
+#include <malloc.h>
+
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t m);
+extern void *__libc_realloc(void *p, size_t n);
+extern void __libc_free(void *p);
+
+static _Atomic long long g_cur, g_peak;
+static _Atomic size_t g_largest_request;
+
+static void note_request(size_t n) {
+  size_t cur = atomic_load(&g_largest_request);
+  while (n > cur && !atomic_compare_exchange_weak(&g_largest_request, &cur, n)) {
+  }
+}
+static void add(long long n) {
+  long long now = atomic_fetch_add(&g_cur, n) + n;
+  long long peak = atomic_load(&g_peak);
+  while (now > peak && !atomic_compare_exchange_weak(&g_peak, &peak, now)) {
+  }
+}
+void *malloc(size_t n) {
+  note_request(n);
+  void *p = __libc_malloc(n);
+  if (p) add((long long)malloc_usable_size(p));
+  return p;
+}
+void *calloc(size_t n, size_t m) {
+  note_request(m && n > SIZE_MAX / m ? SIZE_MAX : n * m);
+  void *p = __libc_calloc(n, m);
+  if (p) add((long long)malloc_usable_size(p));
+  return p;
+}
+void *realloc(void *q, size_t n) {
+  note_request(n);
+  const long long old = q ? (long long)malloc_usable_size(q) : 0;
+  void *p = __libc_realloc(q, n);
+  if (p) add((long long)malloc_usable_size(p) - old);
+  return p;
+}
+void free(void *p) {
+  if (p) add(-(long long)malloc_usable_size(p));
+  __libc_free(p);
+}
+
+static void reset_peak(void) {
+  atomic_store(&g_peak, atomic_load(&g_cur));
+  atomic_store(&g_largest_request, 0);
+}
+#endif
+
+static const uint8_t k_bomb[] = {0xdd, 0x04, 0x00, 0x00, 0x00};
+
+Test(messages_mem, forged_array_is_rejected_with_under_1_MiB_growth) {
+#if COUNTING
+  const long long before = atomic_load(&g_cur);
+  reset_peak();
+  sc_envelope env;
+  void *body = NULL;
+  sc_diag d = {0};
+  const int rc = sc_msg_decode_untrusted(k_bomb, sizeof k_bomb, NULL, &env, &body, &d);
+  const long long growth = atomic_load(&g_peak) - before;
+  cr_assert_eq(rc, SC_EPROTO);
+  cr_assert_null(body);
+  cr_assert_lt(growth, 1 << 20, "peak growth %lld bytes", growth);
+  cr_assert_lt(atomic_load(&g_largest_request), (size_t)1 << 20);
+  /* The same for the trusted path, and for the forgery wrapped in a valid envelope. */
+  reset_peak();
+  cr_assert_eq(sc_msg_decode(k_bomb, sizeof k_bomb, &env, &body, &d), SC_EPROTO);
+  static const uint8_t wrapped[] = {0x99, 1, 0, 0, 0, 0, 0x93, 0, 0, 0, 0x93, 0, 0, 0, 0,
+                                    0xdd, 0x04, 0x00, 0x00, 0x00};
+  cr_assert_eq(sc_msg_decode_untrusted(wrapped, sizeof wrapped, NULL, &env, &body, &d),
+               SC_EPROTO);
+  cr_assert_lt(atomic_load(&g_peak) - before, 1 << 20);
+#else
+  cr_skip_test("the counting allocator cannot run under AddressSanitizer");
+#endif
+}
+
+Test(messages_mem, control_msgpack_c_alone_reserves_gigabytes) {
+#if COUNTING
+  reset_peak();
+  msgpack_unpacked u;
+  msgpack_unpacked_init(&u);
+  size_t off = 0;
+  (void)msgpack_unpack_next(&u, (const char *)k_bomb, sizeof k_bomb, &off);
+  msgpack_unpacked_destroy(&u);
+  /* 67108864 elements * sizeof(msgpack_object): the measurement above can see this. */
+  cr_assert_geq(atomic_load(&g_largest_request), (size_t)67108864 * sizeof(msgpack_object),
+                "largest request %zu", atomic_load(&g_largest_request));
+#else
+  cr_skip_test("the counting allocator cannot run under AddressSanitizer");
+#endif
+}
+
+Test(messages_mem, valid_message_decodes_within_a_small_multiple_of_its_size) {
+#if COUNTING
+  /* A 1000-token submit: bounded decoding allocates O(input), not O(declared). */
+  int32_t toks[1000];
+  for (int i = 0; i < 1000; i++) toks[i] = i;
+  sc_msg_client_submit m = {.request_id = 1, .prompt = {toks, 1000}, .max_tokens = 8};
+  sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
+  sc_buf buf;
+  sc_buf_init(&buf);
+  cr_assert_eq(sc_msg_encode(&env, &m, &buf), 0);
+  const long long before = atomic_load(&g_cur);
+  reset_peak();
+  void *body;
+  sc_diag d = {0};
+  cr_assert_eq(sc_msg_decode_untrusted(buf.data, buf.len, NULL, &env, &body, &d), 0, "%s",
+               d.msg);
+  const long long growth = atomic_load(&g_peak) - before;
+  sc_msg_body_destroy(SC_MSG_CLIENT_SUBMIT, body);
+  cr_assert_lt(growth, 64 * 1024, "peak growth %lld bytes for a %zu-byte message", growth,
+               buf.len);
+  sc_buf_free(&buf);
+#else
+  cr_skip_test("the counting allocator cannot run under AddressSanitizer");
+#endif
+}
