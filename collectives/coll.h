@@ -55,6 +55,11 @@ typedef struct sc_comm {
 /* Fills sizes and ranks of the three groups of global rank g (SPEC.md §1). */
 void sc_comm_init_groups(sc_comm *comm, const sc_plan_config *cfg, int32_t global_rank);
 
+/* Global ranks of the members of `group` containing global rank g, in group-rank order
+ * (SPEC.md §1); writes group_size(group) entries into out and returns that count. */
+int32_t sc_comm_group_members(const sc_plan_config *cfg, int32_t g, sc_group group,
+                              int32_t *out);
+
 /* One step's walk through the collective plan. The plan entries are borrowed for the
  * session's lifetime. */
 typedef struct sc_coll_session {

@@ -14,6 +14,31 @@ void sc_comm_init_groups(sc_comm *comm, const sc_plan_config *cfg, int32_t g) {
   comm->group_rank[SC_GROUP_DCP] = rc.dcp_rank;
 }
 
+int32_t sc_comm_group_members(const sc_plan_config *cfg, int32_t g, sc_group group,
+                              int32_t *out) {
+  const sc_rank_coords c = sc_plan_rank_coords(cfg, g);
+  const int32_t T = cfg->tp;
+  switch (group) {
+  case SC_GROUP_TP:
+    for (int32_t t = 0; t < T; t++) out[t] = c.pcp_rank * T + t;
+    return T;
+  case SC_GROUP_PCP:
+    for (int32_t p = 0; p < cfg->pcp; p++) out[p] = p * T + c.tp_rank;
+    return cfg->pcp;
+  default:
+    if (cfg->dcp == 1) {
+      out[0] = g;
+      return 1;
+    }
+    if (cfg->pcp > 1) /* N = P: the DCP group is the PCP group */
+      return sc_comm_group_members(cfg, g, SC_GROUP_PCP, out);
+    /* P = 1: runs of N consecutive TP ranks */
+    const int32_t base = c.tp_rank / cfg->dcp * cfg->dcp;
+    for (int32_t k = 0; k < cfg->dcp; k++) out[k] = base + k;
+    return cfg->dcp;
+  }
+}
+
 void sc_coll_describe(const sc_coll *c, char *buf, size_t len) {
   snprintf(buf, len, "%s %s %s rows=%lld width=%lld (%s, layer %d)", sc_coll_op_name(c->op),
            sc_group_name(c->group), sc_dtype_name(c->dtype), (long long)c->rows,
