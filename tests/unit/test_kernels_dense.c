@@ -1,0 +1,206 @@
+/* Kernel tests: dense products against a naive float64 product, RMSNorm, RoPE, SwiGLU
+ * and the residual add against their direct formulas, memory ops, argument checks. */
+#include <math.h>
+#include <string.h>
+
+#include "test_kernels.h"
+
+static double rel_err(const float *got, const double *want, int64_t n) {
+  double e = 0, m = 0;
+  for (int64_t i = 0; i < n; i++) {
+    e = fmax(e, fabs(got[i] - want[i]));
+    m = fmax(m, fabs(want[i]));
+  }
+  return m > 0 ? e / m : e;
+}
+
+static void check_gemm(bool ta, bool tb, int64_t batch, uint64_t seed) {
+  sc_kernels *k = tk_ctx(1);
+  const int64_t m = 7, n = 5, kk = 9;
+  const int64_t lda = (ta ? m : kk) + 2, ldb = (tb ? kk : n) + 3, ldc = n + 1;
+  const int64_t ra = ta ? kk : m, rb = tb ? n : kk;
+  const int64_t sa = ra * lda + 5, sb = rb * ldb + 1, sc = m * ldc + 2;
+  const int64_t nb = batch > 1 ? batch : 1;
+  float *a = tk_rand_f32(&seed, (size_t)(sa * nb), -1, 1);
+  float *b = tk_rand_f32(&seed, (size_t)(sb * nb), -1, 1);
+  float *c = tk_rand_f32(&seed, (size_t)(sc * nb), -1, 1);
+  double *want = malloc(sizeof(double) * (size_t)(sc * nb));
+  const float alpha = 0.75f, beta = -0.5f;
+  for (int64_t bi = 0; bi < nb; bi++)
+    for (int64_t i = 0; i < sc; i++) want[bi * sc + i] = c[bi * sc + i];
+  for (int64_t bi = 0; bi < nb; bi++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double s = 0;
+        for (int64_t x = 0; x < kk; x++) {
+          const double av = ta ? a[bi * sa + x * lda + i] : a[bi * sa + i * lda + x];
+          const double bv = tb ? b[bi * sb + j * ldb + x] : b[bi * sb + x * ldb + j];
+          s += av * bv;
+        }
+        want[bi * sc + i * ldc + j] = alpha * s + beta * c[bi * sc + i * ldc + j];
+      }
+  float *da = tk_up(k, a, sizeof(float) * (size_t)(sa * nb));
+  float *db = tk_up(k, b, sizeof(float) * (size_t)(sb * nb));
+  float *dc = tk_up(k, c, sizeof(float) * (size_t)(sc * nb));
+  const sc_gemm g = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = kk, .alpha = alpha,
+                     .beta = beta, .a = da, .lda = lda, .stride_a = sa, .b = db, .ldb = ldb,
+                     .stride_b = sb, .c = dc, .ldc = ldc, .stride_c = sc, .batch = batch};
+  cr_assert_eq(k->ops->gemm(k, &g), 0);
+  tk_down(k, c, dc, sizeof(float) * (size_t)(sc * nb));
+  cr_assert_lt(rel_err(c, want, sc * nb), 1e-6, "ta=%d tb=%d", ta, tb);
+  free(a);
+  free(b);
+  free(c);
+  free(want);
+  k->ops->free(k, da);
+  k->ops->free(k, db);
+  k->ops->free(k, dc);
+  sc_kernels_destroy(k);
+}
+
+Test(kernels_dense, gemm_nn) { check_gemm(false, false, 1, 1); }
+Test(kernels_dense, gemm_nt) { check_gemm(false, true, 0, 2); }
+Test(kernels_dense, gemm_tn) { check_gemm(true, false, 1, 3); }
+Test(kernels_dense, gemm_tt_batched) { check_gemm(true, true, 3, 4); }
+Test(kernels_dense, gemm_nt_batched) { check_gemm(false, true, 4, 5); }
+
+Test(kernels_dense, gemm_rejects_short_leading_dimensions) {
+  sc_kernels *k = tk_ctx(1);
+  float *x = tk_zeros(k, 64 * sizeof(float));
+  sc_gemm g = {.m = 2, .n = 3, .k = 4, .alpha = 1, .a = x, .lda = 3, .b = x, .ldb = 3,
+               .c = x, .ldc = 3};
+  cr_assert_eq(k->ops->gemm(k, &g), SC_EINVAL, "lda 3 < k 4");
+  g.lda = 4;
+  g.ldc = 2;
+  cr_assert_eq(k->ops->gemm(k, &g), SC_EINVAL, "ldc 2 < n 3");
+  g.ldc = 3;
+  cr_assert_eq(k->ops->gemm(k, &g), 0);
+  k->ops->free(k, x);
+  sc_kernels_destroy(k);
+}
+
+Test(kernels_dense, rmsnorm_matches_formula_in_place_and_without_weight) {
+  sc_kernels *k = tk_ctx(2);
+  uint64_t seed = 9;
+  const int64_t rows = 130, dim = 48, ld = 50;
+  float *x = tk_rand_f32(&seed, (size_t)(rows * ld), -4, 4);
+  float *w = tk_rand_f32(&seed, (size_t)dim, 0.5, 1.5);
+  float *dx = tk_up(k, x, sizeof(float) * (size_t)(rows * ld));
+  float *dw = tk_up(k, w, sizeof(float) * (size_t)dim);
+  float *dout = tk_zeros(k, sizeof(float) * (size_t)(rows * dim));
+  const float eps = 1e-6f;
+  cr_assert_eq(k->ops->rmsnorm(k, rows, dim, dx, ld, dw, eps, dout, dim), 0);
+  cr_assert_eq(k->ops->rmsnorm(k, rows, dim, dx, ld, NULL, eps, dx, ld), 0); /* in place */
+  float *o = malloc(sizeof(float) * (size_t)(rows * dim)), *xi = malloc(sizeof(float) * (size_t)(rows * ld));
+  tk_down(k, o, dout, sizeof(float) * (size_t)(rows * dim));
+  tk_down(k, xi, dx, sizeof(float) * (size_t)(rows * ld));
+  for (int64_t r = 0; r < rows; r++) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; i++) ss += (double)x[r * ld + i] * x[r * ld + i];
+    const double inv = 1.0 / sqrt(ss / dim + eps);
+    for (int64_t i = 0; i < dim; i++) {
+      const double v = x[r * ld + i] * inv;
+      cr_assert(fabs(o[r * dim + i] - v * w[i]) <= 1e-6 * fmax(1, fabs(v * w[i])));
+      cr_assert(fabs(xi[r * ld + i] - v) <= 1e-6 * fmax(1, fabs(v)));
+    }
+    for (int64_t i = dim; i < ld; i++) cr_assert_eq(xi[r * ld + i], x[r * ld + i], "padding kept");
+  }
+  free(x);
+  free(w);
+  free(o);
+  free(xi);
+  k->ops->free(k, dx);
+  k->ops->free(k, dw);
+  k->ops->free(k, dout);
+  sc_kernels_destroy(k);
+}
+
+Test(kernels_dense, rope_rotates_interleaved_pairs) {
+  sc_kernels *k = tk_ctx(2);
+  uint64_t seed = 10;
+  const int64_t n_tok = 40, ld_tok = 3 * 24 + 5, ld_head = 24;
+  const int32_t nh = 3, rot = 16;
+  const float theta = 10000.0f;
+  float *x = tk_rand_f32(&seed, (size_t)(n_tok * ld_tok), -1, 1);
+  int32_t pos[40];
+  for (int i = 0; i < 40; i++) pos[i] = i == 0 ? 0 : (int32_t)tk_int(&seed, 1, 200000);
+  float *dx = tk_up(k, x, sizeof(float) * (size_t)(n_tok * ld_tok));
+  int32_t *dpos = tk_up(k, pos, sizeof pos);
+  cr_assert_eq(k->ops->rope(k, n_tok, nh, rot, dx, ld_tok, ld_head, dpos, theta), 0);
+  float *y = malloc(sizeof(float) * (size_t)(n_tok * ld_tok));
+  tk_down(k, y, dx, sizeof(float) * (size_t)(n_tok * ld_tok));
+  for (int64_t t = 0; t < n_tok; t++)
+    for (int64_t c = 0; c < ld_tok; c++) {
+      const int64_t h = c / ld_head, i = c % ld_head;
+      const int64_t at = t * ld_tok + c;
+      if (h >= nh || i >= rot) {
+        cr_assert_eq(y[at], x[at], "outside the rotary part: unchanged");
+        continue;
+      }
+      const int64_t pair = i / 2;
+      const double ang = pos[t] * pow(theta, -2.0 * (double)pair / rot);
+      const double a = x[at - (i % 2)], b = x[at - (i % 2) + 1];
+      const double want = i % 2 == 0 ? a * cos(ang) - b * sin(ang) : a * sin(ang) + b * cos(ang);
+      cr_assert(fabs(y[at] - want) < 2e-6, "t=%ld c=%ld: %g vs %g", (long)t, (long)c, y[at], want);
+    }
+  free(x);
+  free(y);
+  k->ops->free(k, dx);
+  k->ops->free(k, dpos);
+  sc_kernels_destroy(k);
+}
+
+Test(kernels_dense, swiglu_and_add_match_formula) {
+  sc_kernels *k = tk_ctx(2);
+  uint64_t seed = 11;
+  const int64_t rows = 70, inter = 33, ld = 2 * inter; /* fused [gate | up] rows */
+  float *gu = tk_rand_f32(&seed, (size_t)(rows * ld), -6, 6);
+  float *dgu = tk_up(k, gu, sizeof(float) * (size_t)(rows * ld));
+  float *dout = tk_zeros(k, sizeof(float) * (size_t)(rows * inter));
+  cr_assert_eq(k->ops->swiglu(k, rows, inter, dgu, ld, dgu + inter, ld, dout, inter), 0);
+  float *o = malloc(sizeof(float) * (size_t)(rows * inter));
+  tk_down(k, o, dout, sizeof(float) * (size_t)(rows * inter));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t i = 0; i < inter; i++) {
+      const double g = gu[r * ld + i], u = gu[r * ld + inter + i];
+      const double want = g / (1 + exp(-g)) * u;
+      cr_assert(fabs(o[r * inter + i] - want) <= 1e-6 * fmax(1, fabs(want)));
+    }
+  /* residual: out += first inter columns of gu */
+  cr_assert_eq(k->ops->add(k, rows, inter, dgu, ld, dout, inter), 0);
+  float *o2 = malloc(sizeof(float) * (size_t)(rows * inter));
+  tk_down(k, o2, dout, sizeof(float) * (size_t)(rows * inter));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t i = 0; i < inter; i++)
+      cr_assert_eq(o2[r * inter + i], o[r * inter + i] + gu[r * ld + i]);
+  free(gu);
+  free(o);
+  free(o2);
+  k->ops->free(k, dgu);
+  k->ops->free(k, dout);
+  sc_kernels_destroy(k);
+}
+
+Test(kernels_dense, memory_ops_and_context) {
+  cr_assert_eq(sc_kernels_cpu_create(&(sc_kernels *){NULL}, 0), SC_EINVAL);
+  sc_kernels *k = tk_ctx(4);
+  cr_assert_str_eq(k->device, "cpu");
+  void *z = NULL;
+  cr_assert_eq(k->ops->alloc(k, 0, &z), 0);
+  cr_assert_not_null(z);
+  k->ops->free(k, z);
+  const char msg[] = "sparse attention";
+  char *a = tk_up(k, msg, sizeof msg), *b = tk_zeros(k, sizeof msg);
+  cr_assert_eq(k->ops->copy(k, b, a, sizeof msg, SC_KCOPY_D2D), 0);
+  cr_assert_eq(k->ops->memset(k, a, 'x', 6), 0);
+  char back[sizeof msg];
+  tk_down(k, back, b, sizeof msg);
+  cr_assert_str_eq(back, msg);
+  tk_down(k, back, a, sizeof msg);
+  cr_assert_eq(memcmp(back, "xxxxxx attention", sizeof msg), 0);
+  cr_assert_eq(k->ops->copy(k, b, a, 1, (sc_kcopy)9), SC_EINVAL);
+  k->ops->free(k, a);
+  k->ops->free(k, b);
+  sc_kernels_destroy(k);
+  sc_kernels_destroy(NULL);
+}

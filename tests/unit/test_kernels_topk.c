@@ -1,0 +1,250 @@
+/* Kernel tests: the lightning indexer's top-K against brute force (with ties), and the
+ * DCP candidate merge against the single-shard top-K (SPEC.md §7). */
+#include <math.h>
+#include <string.h>
+
+#include "actors/partitioner/dcp.h"
+#include "kernels/bf16.h"
+#include "test_kernels.h"
+
+typedef struct {
+  double score;
+  int32_t pos;
+} bf_cand;
+
+static int bf_cmp(const void *pa, const void *pb) {
+  const bf_cand *a = pa, *b = pb;
+  if (a->score != b->score) return a->score > b->score ? -1 : 1;
+  return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* Small-integer inputs make every f32 product and sum exact, so brute force in double
+ * computes exactly the kernel's scores, and ties (many, with values in [-2, 2]) must be
+ * broken exactly as SPEC.md says: higher score, then lower position. */
+static void check_indexer_exact(sc_kfmt fmt, int threads, uint64_t seed) {
+  sc_kernels *k = tk_ctx(threads);
+  const int32_t n_tok = 12, nh = 4, dim = 8, topk = 16, nkeys = 600, rows = 700;
+  const int64_t ldk = dim + 3;
+  float *qh = malloc(sizeof(float) * (size_t)(n_tok * nh * dim));
+  float *wh = malloc(sizeof(float) * (size_t)(n_tok * nh));
+  float *kh = calloc((size_t)(rows * ldk), sizeof(float));
+  for (int32_t i = 0; i < n_tok * nh * dim; i++) qh[i] = (float)tk_int(&seed, -2, 2);
+  for (int32_t i = 0; i < n_tok * nh; i++) wh[i] = (float)tk_int(&seed, -1, 2);
+  for (int64_t i = 0; i < rows * ldk; i++) kh[i] = (float)tk_int(&seed, -2, 2);
+  int32_t key_pos[600], key_rows[600], row_perm[700];
+  for (int32_t i = 0; i < nkeys; i++) key_pos[i] = i;
+  tk_shuffle_i32(&seed, key_pos, nkeys);
+  for (int32_t i = 0; i < rows; i++) row_perm[i] = i;
+  tk_shuffle_i32(&seed, row_perm, rows);
+  memcpy(key_rows, row_perm, sizeof key_rows);
+  int32_t qpos[12], kb[12], ke[12];
+  for (int32_t t = 0; t < n_tok; t++) {
+    qpos[t] = t < 3 ? (int32_t)tk_int(&seed, 0, 12) : (int32_t)tk_int(&seed, 0, nkeys - 1);
+    kb[t] = t % 2 ? (int32_t)tk_int(&seed, 0, 200) : 0;
+    ke[t] = t % 2 ? (int32_t)tk_int(&seed, kb[t], nkeys) : nkeys;
+  }
+  ke[5] = kb[5]; /* an empty key range: all padding */
+
+  void *keys;
+  if (fmt == SC_KFMT_BF16) {
+    uint16_t *b = malloc(sizeof(uint16_t) * (size_t)(rows * ldk));
+    for (int64_t i = 0; i < rows * ldk; i++) b[i] = sc_f32_to_bf16(kh[i]);
+    keys = tk_up(k, b, sizeof(uint16_t) * (size_t)(rows * ldk));
+    free(b);
+  } else {
+    keys = tk_up(k, kh, sizeof(float) * (size_t)(rows * ldk));
+  }
+  float *q = tk_up(k, qh, sizeof(float) * (size_t)(n_tok * nh * dim));
+  float *w = tk_up(k, wh, sizeof(float) * (size_t)(n_tok * nh));
+  int32_t *dqpos = tk_up(k, qpos, sizeof qpos), *dkb = tk_up(k, kb, sizeof kb),
+          *dke = tk_up(k, ke, sizeof ke), *dkp = tk_up(k, key_pos, sizeof key_pos),
+          *dkr = tk_up(k, key_rows, sizeof key_rows);
+  int32_t *opos = tk_zeros(k, sizeof(int32_t) * (size_t)(n_tok * topk));
+  sc_kcand *ocand = tk_zeros(k, sizeof(sc_kcand) * (size_t)(n_tok * topk));
+  const sc_indexer_args a = {.n_tok = n_tok, .n_heads = nh, .dim = dim, .topk = topk,
+                             .q = q, .ld_q = nh * dim, .w = w, .ld_w = nh, .q_pos = dqpos,
+                             .keys = {keys, fmt, ldk, rows}, .key_rows = dkr,
+                             .key_pos = dkp, .key_begin = dkb, .key_end = dke,
+                             .out_pos = opos, .out_cand = ocand};
+  cr_assert_eq(k->ops->indexer_topk(k, &a), 0);
+  int32_t got_pos[12 * 16];
+  sc_kcand got[12 * 16];
+  tk_down(k, got_pos, opos, sizeof got_pos);
+  tk_down(k, got, ocand, sizeof got);
+
+  bf_cand all[600];
+  int ties = 0;
+  for (int32_t t = 0; t < n_tok; t++) {
+    int32_t n = 0;
+    for (int32_t e = kb[t]; e < ke[t]; e++) {
+      if (key_pos[e] > qpos[t]) continue;
+      double s = 0;
+      for (int32_t h = 0; h < nh; h++) {
+        double d = 0;
+        for (int32_t x = 0; x < dim; x++)
+          d += (double)qh[(t * nh + h) * dim + x] * kh[key_rows[e] * ldk + x];
+        s += wh[t * nh + h] * (d > 0 ? d : 0);
+      }
+      all[n++] = (bf_cand){s, key_pos[e]};
+    }
+    qsort(all, (size_t)n, sizeof all[0], bf_cmp);
+    for (int32_t i = 0; i < topk; i++) {
+      const sc_kcand c = got[t * topk + i];
+      cr_assert_eq(got_pos[t * topk + i], c.pos);
+      if (i < n) {
+        cr_assert_eq(c.pos, all[i].pos, "t=%d i=%d: pos %d, want %d (score %g vs %g)", t, i,
+                     c.pos, all[i].pos, c.score, all[i].score);
+        cr_assert_eq((double)c.score, all[i].score);
+        if (i + 1 < n && all[i + 1].score == all[i].score) ties++;
+      } else {
+        cr_assert_eq(c.pos, -1, "t=%d i=%d must be padding", t, i);
+        cr_assert(isinf(c.score) && c.score < 0);
+      }
+    }
+  }
+  cr_assert_gt(ties, 10, "the inputs must exercise the tie rule (%d ties)", ties);
+  free(qh);
+  free(wh);
+  free(kh);
+  void *bufs[] = {keys, q, w, dqpos, dkb, dke, dkp, dkr, opos, ocand};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->ops->free(k, bufs[i]);
+  sc_kernels_destroy(k);
+}
+
+Test(kernels_topk, indexer_f32_matches_brute_force_with_ties) {
+  check_indexer_exact(SC_KFMT_F32, 1, 11);
+}
+
+Test(kernels_topk, indexer_bf16_matches_brute_force_threads) {
+  check_indexer_exact(SC_KFMT_BF16, 2, 12);
+}
+
+Test(kernels_topk, merge_orders_by_score_then_position) {
+  sc_kernels *k = tk_ctx(1);
+  /* 2 shards x 1 token x K = 3, rank-major */
+  const sc_kcand c[6] = {{5, 10}, {3, 2}, {-INFINITY, -1}, {5, 4}, {3, 1}, {NAN, 7}};
+  sc_kcand *dc = tk_up(k, c, sizeof c);
+  int32_t *op = tk_zeros(k, 3 * sizeof(int32_t));
+  cr_assert_eq(k->ops->topk_merge(k, 1, 2, 3, dc, op, NULL), 0);
+  int32_t got[3];
+  tk_down(k, got, op, sizeof got);
+  cr_assert(got[0] == 4 && got[1] == 10 && got[2] == 1, "%d %d %d", got[0], got[1], got[2]);
+  /* K larger than the real candidates: NaN ranks last, then padding */
+  const sc_kcand c2[4] = {{NAN, 7}, {1, 3}, {-INFINITY, -1}, {-INFINITY, -1}};
+  sc_kcand *dc2 = tk_up(k, c2, sizeof c2);
+  int32_t *op4 = tk_zeros(k, 4 * sizeof(int32_t));
+  cr_assert_eq(k->ops->topk_merge(k, 1, 1, 4, dc2, op4, NULL), 0);
+  int32_t got4[4];
+  tk_down(k, got4, op4, sizeof got4);
+  cr_assert(got4[0] == 3 && got4[1] == 7 && got4[2] == -1 && got4[3] == -1);
+  k->ops->free(k, dc);
+  k->ops->free(k, op);
+  k->ops->free(k, dc2);
+  k->ops->free(k, op4);
+  sc_kernels_destroy(k);
+}
+
+/* DCP decode: every shard scores only the keys it owns (SPEC.md §4 ownership), keeps its
+ * local top-K candidates, and the merge of the gathered candidates must be exactly the
+ * single-rank top-K (same positions, bitwise-equal scores) on random float inputs. */
+static void check_merge_vs_single(int32_t n, int32_t il, int32_t topk, uint64_t seed) {
+  sc_kernels *k = tk_ctx(2);
+  const int32_t n_tok = 8, nh = 6, dim = 32, len = 900;
+  float *qh = tk_rand_f32(&seed, (size_t)(n_tok * nh * dim), -1, 1);
+  float *wh = tk_rand_f32(&seed, (size_t)(n_tok * nh), -0.2, 1);
+  float *kh = tk_rand_f32(&seed, (size_t)(len * dim), -1, 1);
+  int32_t qpos[8], kb[8], ke[8];
+  for (int32_t t = 0; t < n_tok; t++) {
+    qpos[t] = t == 0 ? 3 : (int32_t)tk_int(&seed, topk / 2, len - 1);
+    kb[t] = 0;
+    ke[t] = len;
+  }
+  int32_t *all_pos = malloc(sizeof(int32_t) * len);
+  for (int32_t p = 0; p < len; p++) all_pos[p] = p;
+  float *q = tk_up(k, qh, sizeof(float) * (size_t)(n_tok * nh * dim));
+  float *w = tk_up(k, wh, sizeof(float) * (size_t)(n_tok * nh));
+  float *keys = tk_up(k, kh, sizeof(float) * (size_t)(len * dim));
+  int32_t *dqpos = tk_up(k, qpos, sizeof qpos), *dkb = tk_up(k, kb, sizeof kb),
+          *dke = tk_up(k, ke, sizeof ke), *dall = tk_up(k, all_pos, sizeof(int32_t) * len);
+  const size_t ncand = (size_t)n_tok * topk;
+  sc_kcand *single = tk_zeros(k, sizeof(sc_kcand) * ncand);
+  sc_indexer_args a = {.n_tok = n_tok, .n_heads = nh, .dim = dim, .topk = topk, .q = q,
+                       .ld_q = nh * dim, .w = w, .ld_w = nh, .q_pos = dqpos,
+                       .keys = {keys, SC_KFMT_F32, dim, len}, .key_rows = NULL,
+                       .key_pos = dall, .key_begin = dkb, .key_end = dke,
+                       .out_cand = single};
+  cr_assert_eq(k->ops->indexer_topk(k, &a), 0);
+
+  /* per shard: the owned positions, read through key_rows (as from a local cache) */
+  sc_kcand *gathered = tk_zeros(k, sizeof(sc_kcand) * ncand * (size_t)n);
+  int32_t *own = malloc(sizeof(int32_t) * len);
+  for (int32_t r = 0; r < n; r++) {
+    int32_t m = 0;
+    for (int32_t p = 0; p < len; p++)
+      if (sc_dcp_owner(p, n, il) == r) own[m++] = p;
+    cr_assert_eq(m, sc_dcp_local_len(len, r, n, il));
+    int32_t ends[8] = {0}, begins[8] = {0};
+    for (int32_t t = 0; t < n_tok; t++) ends[t] = m;
+    int32_t *downs = tk_up(k, own, sizeof(int32_t) * (size_t)m);
+    int32_t *db = tk_up(k, begins, sizeof begins), *de = tk_up(k, ends, sizeof ends);
+    sc_indexer_args s = a;
+    s.key_rows = downs; /* rows of the full key matrix = the positions themselves */
+    s.key_pos = downs;
+    s.key_begin = db;
+    s.key_end = de;
+    s.out_cand = gathered + (size_t)r * ncand;
+    cr_assert_eq(k->ops->indexer_topk(k, &s), 0);
+    k->ops->free(k, downs);
+    k->ops->free(k, db);
+    k->ops->free(k, de);
+  }
+  sc_kcand *merged = tk_zeros(k, sizeof(sc_kcand) * ncand);
+  int32_t *mpos = tk_zeros(k, sizeof(int32_t) * ncand);
+  cr_assert_eq(k->ops->topk_merge(k, n_tok, n, topk, gathered, mpos, merged), 0);
+  sc_kcand *x = malloc(sizeof(sc_kcand) * ncand), *y = malloc(sizeof(sc_kcand) * ncand);
+  int32_t *yp = malloc(sizeof(int32_t) * ncand);
+  tk_down(k, x, single, sizeof(sc_kcand) * ncand);
+  tk_down(k, y, merged, sizeof(sc_kcand) * ncand);
+  tk_down(k, yp, mpos, sizeof(int32_t) * ncand);
+  for (size_t i = 0; i < ncand; i++) {
+    cr_assert_eq(x[i].pos, y[i].pos, "entry %zu: single %d, merged %d", i, x[i].pos, y[i].pos);
+    cr_assert_eq(yp[i], y[i].pos);
+    cr_assert(memcmp(&x[i].score, &y[i].score, sizeof(float)) == 0, "score bits differ");
+  }
+  cr_assert_eq(x[4].pos, -1, "token 0 has 4 causal keys, the rest is padding");
+  free(qh);
+  free(wh);
+  free(kh);
+  free(all_pos);
+  free(own);
+  free(x);
+  free(y);
+  free(yp);
+  void *bufs[] = {q, w, keys, dqpos, dkb, dke, dall, single, gathered, merged, mpos};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->ops->free(k, bufs[i]);
+  sc_kernels_destroy(k);
+}
+
+Test(kernels_topk, merge_equals_single_shard_n2_i1) { check_merge_vs_single(2, 1, 64, 21); }
+Test(kernels_topk, merge_equals_single_shard_n4_i2) { check_merge_vs_single(4, 2, 100, 22); }
+Test(kernels_topk, merge_equals_single_shard_n3_i4_k300) {
+  check_merge_vs_single(3, 4, 300, 23);
+}
+
+Test(kernels_topk, rejects_rows_outside_the_key_set) {
+  sc_kernels *k = tk_ctx(1);
+  float *q = tk_zeros(k, 4 * sizeof(float)), *w = tk_zeros(k, sizeof(float));
+  float *keys = tk_zeros(k, 8 * sizeof(float));
+  int32_t *z = tk_zeros(k, sizeof(int32_t)), *one = tk_up(k, (int32_t[]){1}, sizeof(int32_t));
+  int32_t *rows = tk_up(k, (int32_t[]){2}, sizeof(int32_t)), *out = tk_zeros(k, 8);
+  sc_indexer_args a = {.n_tok = 1, .n_heads = 1, .dim = 4, .topk = 2, .q = q, .ld_q = 4,
+                       .w = w, .ld_w = 1, .q_pos = z, .keys = {keys, SC_KFMT_F32, 4, 2},
+                       .key_rows = rows, .key_pos = z, .key_begin = z, .key_end = one,
+                       .out_pos = out};
+  cr_assert_eq(k->ops->indexer_topk(k, &a), SC_ERANGE);
+  a.out_pos = NULL;
+  cr_assert_eq(k->ops->indexer_topk(k, &a), SC_EINVAL, "no output at all");
+  void *bufs[] = {q, w, keys, z, one, rows, out};
+  for (size_t i = 0; i < 7; i++) k->ops->free(k, bufs[i]);
+  sc_kernels_destroy(k);
+}
