@@ -11,7 +11,7 @@ DEB_PACKAGES := cmake make gcc pkg-config clang libclang-rt-14-dev \
                 libzmq3-dev libmsgpack-dev libuv1-dev libcriterion-dev \
                 libopenblas-dev libjansson-dev
 
-.PHONY: all deps configure build run test test-asan bench-plan clean
+.PHONY: all deps configure build run test test-asan bench-plan clean fuzz
 
 all: build
 
@@ -53,6 +53,13 @@ test-asan: deps
 
 bench-plan: build
 	$(SPARSECP) bench plan
+
+# libFuzzer over the untrusted message decoder: clang build in build-fuzz/, runs
+# FUZZ_SECONDS (default 60) over tests/fuzz/corpus, new inputs go to build-fuzz/corpus.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	tests/fuzz/run_fuzz.sh $(CURDIR) $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
