@@ -1,0 +1,656 @@
+/* sc_actor.c - actor slots, mailboxes, loop threads and dispatch (see sc_node_impl.h for
+ * the scheduling protocol). */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/runtime/sc_log.h"
+#include "actors/runtime/sc_node_impl.h"
+
+#define LOG "actor"
+
+static void loop_wake(sc_loop *l) {
+  /* Coalesce: only the idle->pending transition costs a uv_async_send (a syscall). */
+  if (atomic_exchange_explicit(&l->wake_pending, 1, memory_order_acq_rel) == 0)
+    uv_async_send(&l->wake);
+}
+
+static void slot_schedule(sc_slot *s) {
+  if (atomic_exchange_explicit(&s->scheduled, 1, memory_order_acq_rel) == 0) {
+    sc_mpsc_push(&s->loop->runq, &s->run_link);
+    loop_wake(s->loop);
+  }
+}
+
+void sc_letter_body_free(int type, void *body) {
+  if (body == NULL) return;
+  if (type >= SC_SYS_BASE)
+    free(body);
+  else
+    sc_msg_body_destroy(type, body);
+}
+
+/* Pushes a letter into a live slot. force: system letters ignore the capacity. */
+static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
+                     bool force) {
+  if (!atomic_load_explicit(&s->live, memory_order_acquire) ||
+      atomic_load_explicit(&s->gen, memory_order_acquire) != env->dst.gen)
+    return SC_ENOENT;
+  const uint32_t c = atomic_fetch_add_explicit(&s->count, 1, memory_order_acq_rel);
+  if (!force && c >= s->cap) {
+    atomic_fetch_sub_explicit(&s->count, 1, memory_order_acq_rel);
+    if (s->overflow == SC_OVERFLOW_DROP) {
+      atomic_fetch_add_explicit(&n->mailbox_dropped, 1, memory_order_relaxed);
+      sc_letter_body_free(env->type, body);
+      return 0;
+    }
+    return SC_EFULL;
+  }
+  sc_letter *l = malloc(sizeof *l);
+  if (l == NULL) {
+    atomic_fetch_sub_explicit(&s->count, 1, memory_order_acq_rel);
+    return SC_ENOMEM;
+  }
+  l->env = *env;
+  l->body = body;
+  sc_mpsc_push(&s->mbox, &l->link);
+  slot_schedule(s);
+  return 0;
+}
+
+int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body) {
+  if (env->dst.slot >= SC_MAX_SLOTS || env->dst.node != (uint16_t)n->rank) return SC_ENOENT;
+  if (atomic_load_explicit(&n->stopping, memory_order_acquire)) return SC_ECLOSED;
+  return slot_push(n, &n->slots[env->dst.slot], env, body, env->type >= SC_SYS_BASE);
+}
+
+const char *sc_slot_name(sc_node *n, uint16_t slot) {
+  if (slot >= SC_MAX_SLOTS) return NULL;
+  sc_slot *s = &n->slots[slot];
+  return atomic_load_explicit(&s->live, memory_order_acquire) ? s->name : NULL;
+}
+
+/* ---- loops ---- */
+
+static void on_wake(uv_async_t *h);
+
+int sc_loop_create(sc_node *n, int index, bool own, sc_loop **out) {
+  sc_loop *l = calloc(1, sizeof *l);
+  if (l == NULL) return SC_ENOMEM;
+  int rc = uv_loop_init(&l->uv);
+  if (rc != 0) goto fail_free;
+  rc = uv_async_init(&l->uv, &l->wake, on_wake);
+  if (rc != 0) goto fail_loop;
+  l->wake.data = l;
+  sc_mpsc_init(&l->runq);
+  l->node = n;
+  l->index = index;
+  l->own = own;
+  *out = l;
+  return 0;
+fail_loop:
+  uv_loop_close(&l->uv);
+fail_free:
+  free(l);
+  return SC_ESYS;
+}
+
+static void loop_main(void *arg) {
+  sc_loop *l = arg;
+  uv_run(&l->uv, UV_RUN_DEFAULT);
+}
+
+int sc_loop_start(sc_loop *l) {
+  if (uv_thread_create(&l->thread, loop_main, l) != 0) return SC_ESYS;
+  l->started = true;
+  return 0;
+}
+
+/* ---- dispatch ---- */
+
+static void actor_finalize(sc_loop *l, sc_actor *a);
+
+static void ctx_init(sc_ctx *c, sc_loop *l, sc_actor *a, const sc_envelope *env) {
+  c->node = l->node;
+  c->actor = a;
+  c->loop = l;
+  c->env = env;
+}
+
+static char *dup_str(const char *s) {
+  const size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+/* Sends a DOWN body to watcher (best effort: the watcher may be gone). */
+static void send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reason,
+                      const char *why) {
+  sc_msg_down *d = sc_msg_body_new(SC_MSG_DOWN);
+  if (d == NULL) return;
+  d->who = who;
+  d->node = who.node;
+  d->reason = reason > 0 ? SC_EINVAL : reason;
+  d->message = dup_str(why ? why : sc_strerror(reason));
+  sc_envelope env = {.type = SC_MSG_DOWN, .src = who, .dst = watcher};
+  if (sc_route(n, &env, d) != 0) sc_msg_body_destroy(SC_MSG_DOWN, d);
+}
+
+static void send_sys(sc_node *n, int type, sc_actor_id from, sc_actor_id to, int reason) {
+  sc_sys_watch *w = malloc(sizeof *w);
+  if (w == NULL) return;
+  w->who = from;
+  w->reason = reason;
+  sc_envelope env = {.type = (uint16_t)type, .src = from, .dst = to};
+  if (sc_deliver_local(n, &env, w) != 0) free(w);
+}
+
+/* A letter for an actor that is gone: free it; a request gets an error reply. */
+static void reject_letter(sc_node *n, sc_letter *l, int code) {
+  if ((l->env.seq & SC_SEQ_REQUEST) && !sc_actor_id_is_null(l->env.src)) {
+    sc_msg_error_reply *e = sc_msg_body_new(SC_MSG_ERROR_REPLY);
+    if (e) {
+      e->code = code;
+      e->message = dup_str("the destination actor does not exist");
+      sc_envelope env = {.type = SC_MSG_ERROR_REPLY, .step = l->env.step,
+                         .seq = (l->env.seq & SC_SEQ_ID_MASK) | SC_SEQ_REPLY,
+                         .src = l->env.dst, .dst = l->env.src,
+                         .trace_id = l->env.trace_id};
+      if (sc_route(n, &env, e) != 0) sc_msg_body_destroy(SC_MSG_ERROR_REPLY, e);
+    }
+  }
+  sc_letter_body_free(l->env.type, l->body);
+  l->body = NULL;
+}
+
+static void actor_stop_req(sc_actor *a, int reason) {
+  if (!a->stopping) {
+    a->stopping = true;
+    a->stop_reason = reason;
+  }
+}
+
+static void pending_remove(sc_actor *a, sc_pending *p) {
+  for (sc_pending **pp = &a->pending; *pp; pp = &(*pp)->next)
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+}
+
+static void on_timer_closed(uv_handle_t *h) { free(h); }
+
+static void pending_free(sc_pending *p) {
+  if (p->timer) {
+    uv_timer_stop(p->timer);
+    uv_close((uv_handle_t *)p->timer, on_timer_closed);
+  }
+  free(p);
+}
+
+static void handle_reply(sc_loop *l, sc_actor *a, sc_letter *lt) {
+  const uint64_t id = lt->env.seq & SC_SEQ_ID_MASK;
+  sc_pending *p = a->pending;
+  while (p && p->id != id) p = p->next;
+  if (p == NULL) {
+    atomic_fetch_add_explicit(&l->node->late_replies, 1, memory_order_relaxed);
+    return;
+  }
+  pending_remove(a, p);
+  int rc = 0;
+  if (lt->env.type == SC_MSG_ERROR_REPLY) rc = ((const sc_msg_error_reply *)lt->body)->code;
+  if (rc >= 0 && lt->env.type == SC_MSG_ERROR_REPLY) rc = SC_EIO;
+  sc_ctx c;
+  ctx_init(&c, l, a, &lt->env);
+  p->cb(&c, p->ud, rc, &lt->env, lt->body);
+  pending_free(p);
+}
+
+static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt) {
+  sc_node *n = l->node;
+  const uint32_t gen = atomic_load_explicit(&s->gen, memory_order_acquire);
+  const int type = lt->env.type;
+  if (type == SC_SYS_START && lt->env.dst.gen == gen) {
+    sc_actor *a = *(sc_actor **)lt->body;
+    s->actor = a;
+    if (a->spec->init) {
+      sc_ctx c;
+      ctx_init(&c, l, a, NULL);
+      const int rc = a->spec->init(&c, a->state, (char *)lt->body + sizeof(sc_actor *));
+      if (rc != 0) actor_stop_req(a, rc < 0 ? rc : SC_EINVAL);
+    }
+    goto after;
+  }
+  sc_actor *a = s->actor;
+  if (a == NULL || lt->env.dst.gen != gen || a->stopping) {
+    reject_letter(n, lt, SC_ENOENT);
+    return;
+  }
+  sc_ctx c;
+  ctx_init(&c, l, a, &lt->env);
+  switch (type) {
+  case SC_SYS_MONITOR:
+  case SC_SYS_LINK: {
+    sc_watch *w = malloc(sizeof *w);
+    if (w) {
+      w->who = ((sc_sys_watch *)lt->body)->who;
+      w->link = type == SC_SYS_LINK;
+      w->next = a->watchers;
+      a->watchers = w;
+    }
+    break;
+  }
+  case SC_SYS_EXIT: {
+    const sc_sys_watch *w = lt->body;
+    bool linked = false;
+    for (sc_watch **pp = &a->watchers; *pp; pp = &(*pp)->next)
+      if ((*pp)->link && sc_actor_id_eq((*pp)->who, w->who)) {
+        sc_watch *dead = *pp;
+        *pp = dead->next;
+        free(dead);
+        linked = true;
+        break;
+      }
+    if (linked && a->spec->trap_exit) {
+      send_down(n, a->id, w->who, w->reason, "linked actor exited");
+    } else {
+      actor_stop_req(a, w->reason);
+    }
+    break;
+  }
+  default:
+    if (lt->env.seq & SC_SEQ_REPLY) {
+      handle_reply(l, a, lt);
+      break;
+    }
+    sc_handler_fn h = type < SC_MSG_COUNT ? a->spec->handlers[type] : NULL;
+    if (h == NULL) h = a->spec->fallback;
+    if (h == NULL) {
+      SC_DEBUG(LOG, "%s: no handler for %s", s->name, sc_msg_type_name(type));
+      break;
+    }
+    const int rc = h(&c, &lt->env, lt->body);
+    if (rc < 0) actor_stop_req(a, rc);
+  }
+after:
+  sc_letter_body_free(type, lt->body);
+  lt->body = NULL;
+  if (s->actor && s->actor->stopping) actor_finalize(l, s->actor);
+}
+
+static void run_slot(sc_loop *l, sc_slot *s) {
+  for (int i = 0; i < SC_ACTOR_BATCH; i++) {
+    sc_mpsc_node *nd = sc_mpsc_pop(&s->mbox);
+    if (nd == NULL) break;
+    atomic_fetch_sub_explicit(&s->count, 1, memory_order_acq_rel);
+    sc_letter *lt = SC_CONTAINER_OF(nd, sc_letter, link);
+    dispatch(l, s, lt);
+    free(lt);
+  }
+  atomic_store_explicit(&s->scheduled, 0, memory_order_release);
+  /* A producer that found scheduled=1 before the store relies on this re-check. */
+  if (atomic_load_explicit(&s->count, memory_order_acquire) > 0 &&
+      atomic_exchange_explicit(&s->scheduled, 1, memory_order_acq_rel) == 0)
+    sc_mpsc_push(&l->runq, &s->run_link);
+}
+
+static void loop_shutdown(sc_loop *l);
+
+static void on_wake(uv_async_t *h) {
+  sc_loop *l = h->data;
+  atomic_store_explicit(&l->wake_pending, 0, memory_order_release);
+  if (atomic_load_explicit(&l->stop, memory_order_acquire)) {
+    loop_shutdown(l);
+    return;
+  }
+  for (int turn = 0; turn < SC_LOOP_TURNS; turn++) {
+    sc_mpsc_node *nd = sc_mpsc_pop(&l->runq);
+    if (nd == NULL) return;
+    run_slot(l, SC_CONTAINER_OF(nd, sc_slot, run_link));
+  }
+  loop_wake(l); /* fairness: let timers and other handles run, then continue */
+}
+
+/* ---- spawn / stop ---- */
+
+static sc_loop *pick_loop(sc_node *n, const sc_actor_spec *spec, int *err) {
+  *err = 0;
+  if (spec->loop >= 0) return n->loops[spec->loop % n->num_shared_loops];
+  if (spec->loop == SC_LOOP_ANY) {
+    const uint32_t k = atomic_fetch_add_explicit(&n->rr, 1, memory_order_relaxed);
+    return n->loops[k % (uint32_t)n->num_shared_loops];
+  }
+  /* SC_LOOP_OWN: a dedicated thread (created under n->mu by the caller) */
+  if (n->num_loops >= SC_MAX_LOOPS) {
+    *err = SC_EFULL;
+    return NULL;
+  }
+  sc_loop *l = NULL;
+  *err = sc_loop_create(n, n->num_loops, true, &l);
+  if (*err) return NULL;
+  if (n->started && (*err = sc_loop_start(l)) != 0) {
+    sc_loop_destroy(l);
+    return NULL;
+  }
+  n->loops[n->num_loops++] = l;
+  return l;
+}
+
+int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const void *arg,
+                size_t arg_size, int slot_index, sc_actor_id *out) {
+  if (spec == NULL || out == NULL || (arg_size && arg == NULL)) return SC_EINVAL;
+  if (atomic_load(&n->stopping)) return SC_ECLOSED;
+  int rc = 0;
+  sc_actor *a = calloc(1, sizeof *a);
+  void *state = spec->state_size ? calloc(1, spec->state_size) : NULL;
+  char *start = malloc(sizeof(sc_actor *) + (arg_size ? arg_size : 1));
+  if (a == NULL || start == NULL || (spec->state_size && state == NULL)) {
+    rc = SC_ENOMEM;
+    goto fail;
+  }
+  pthread_mutex_lock(&n->mu);
+  sc_slot *s = NULL;
+  if (slot_index >= 0) {
+    s = &n->slots[slot_index];
+    if (s->loop == NULL) {
+      sc_loop *l = pick_loop(n, spec, &rc);
+      if (l == NULL) goto fail_unlock;
+      s->loop = l;
+    } else if (atomic_load(&s->live)) {
+      rc = SC_EINVAL;
+      goto fail_unlock;
+    }
+  } else {
+    sc_loop *l = pick_loop(n, spec, &rc);
+    if (l == NULL) goto fail_unlock;
+    if (l->free_slots) {
+      s = l->free_slots;
+      l->free_slots = s->free_next;
+    } else {
+      const uint32_t idx = atomic_fetch_add(&n->next_slot, 1);
+      if (idx >= SC_MAX_SLOTS) {
+        rc = SC_EFULL;
+        goto fail_unlock;
+      }
+      s = &n->slots[idx];
+      s->loop = l;
+    }
+  }
+  pthread_mutex_unlock(&n->mu);
+
+  const uint32_t gen = atomic_load(&s->gen) + 1;
+  s->cap = spec->mailbox_cap ? spec->mailbox_cap : SC_MAILBOX_DEFAULT_CAP;
+  s->overflow = spec->overflow;
+  snprintf(s->name, sizeof s->name, "%s", name ? name : (spec->name ? spec->name : "actor"));
+  a->spec = spec;
+  a->slot = s;
+  a->state = state;
+  a->id = (sc_actor_id){.node = (uint16_t)n->rank, .slot = s->index, .gen = gen};
+  memcpy(start, &a, sizeof a);
+  if (arg_size) memcpy(start + sizeof a, arg, arg_size);
+  atomic_store(&s->gen, gen);
+  atomic_store(&s->live, 1);
+  sc_envelope env = {.type = SC_SYS_START, .src = a->id, .dst = a->id};
+  rc = slot_push(n, s, &env, start, true);
+  if (rc != 0) { /* only ENOMEM: undo */
+    atomic_store(&s->live, 0);
+    pthread_mutex_lock(&n->mu);
+    s->free_next = s->loop->free_slots;
+    s->loop->free_slots = s;
+    pthread_mutex_unlock(&n->mu);
+    goto fail;
+  }
+  *out = a->id;
+  return 0;
+fail_unlock:
+  pthread_mutex_unlock(&n->mu);
+fail:
+  free(a);
+  free(state);
+  free(start);
+  return rc;
+}
+
+int sc_spawn(sc_node *n, const sc_actor_spec *spec, const void *arg, size_t arg_size,
+             sc_actor_id *out) {
+  return sc_spawn_at(n, spec, NULL, arg, arg_size, -1, out);
+}
+
+/* Runs on the loop thread: terminate, notify watchers, release the slot. */
+static void actor_finalize(sc_loop *l, sc_actor *a) {
+  sc_node *n = l->node;
+  sc_slot *s = a->slot;
+  const int reason = a->stop_reason;
+  atomic_store_explicit(&s->live, 0, memory_order_release);
+  if (a->spec->terminate) {
+    sc_ctx c;
+    ctx_init(&c, l, a, NULL);
+    a->spec->terminate(&c, a->state, reason);
+  }
+  while (a->pending) {
+    sc_pending *p = a->pending;
+    a->pending = p->next;
+    pending_free(p);
+  }
+  const bool notify = !atomic_load(&n->stopping);
+  while (a->watchers) {
+    sc_watch *w = a->watchers;
+    a->watchers = w->next;
+    if (notify) {
+      if (!w->link)
+        send_down(n, w->who, a->id, reason, reason == 0 ? "stopped" : sc_strerror(reason));
+      else if (reason != 0)
+        send_sys(n, SC_SYS_EXIT, a->id, w->who, reason);
+    }
+    free(w);
+  }
+  SC_DEBUG(LOG, "%s (%u.%u.%u) stopped: %d", s->name, a->id.node, a->id.slot, a->id.gen,
+           reason);
+  s->actor = NULL;
+  free(a->state);
+  free(a);
+  pthread_mutex_lock(&n->mu);
+  s->free_next = l->free_slots;
+  l->free_slots = s;
+  pthread_mutex_unlock(&n->mu);
+}
+
+static void close_any(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void loop_shutdown(sc_loop *l) {
+  sc_node *n = l->node;
+  for (uint32_t i = 0; i < SC_MAX_SLOTS && i < atomic_load(&n->next_slot); i++) {
+    sc_slot *s = &n->slots[i];
+    if (s->loop == l && s->actor) {
+      actor_stop_req(s->actor, SC_ECLOSED);
+      s->actor->stop_reason = SC_ECLOSED;
+      actor_finalize(l, s->actor);
+    }
+  }
+  uv_walk(&l->uv, close_any, NULL);
+}
+
+void sc_loop_stop_join(sc_loop *l) {
+  if (!l->started) return;
+  atomic_store(&l->stop, 1);
+  uv_async_send(&l->wake);
+  uv_thread_join(&l->thread);
+  l->started = false;
+}
+
+void sc_loop_destroy(sc_loop *l) {
+  if (l == NULL) return;
+  if (!uv_is_closing((uv_handle_t *)&l->wake)) {
+    /* never started: run the loop once so the handle closes */
+    uv_walk(&l->uv, close_any, NULL);
+  }
+  uv_run(&l->uv, UV_RUN_DEFAULT);
+  uv_loop_close(&l->uv);
+  free(l);
+}
+
+/* ---- the actor-side API ---- */
+
+sc_actor_id sc_self(const sc_ctx *ctx) { return ctx->actor->id; }
+void *sc_state(const sc_ctx *ctx) { return ctx->actor->state; }
+sc_node *sc_ctx_node(const sc_ctx *ctx) { return ctx->node; }
+struct uv_loop_s *sc_ctx_uv_loop(const sc_ctx *ctx) { return &ctx->loop->uv; }
+const sc_envelope *sc_ctx_env(const sc_ctx *ctx) { return ctx->env; }
+
+int sc_send_step(sc_ctx *ctx, sc_actor_id dst, int type, uint64_t step, void *body) {
+  if (type < 0 || type >= SC_MSG_COUNT) return SC_EINVAL;
+  sc_envelope env = {.type = (uint16_t)type, .step = step, .src = ctx->actor->id,
+                     .dst = dst, .trace_id = ctx->env ? ctx->env->trace_id : 0};
+  return sc_route(ctx->node, &env, body);
+}
+
+int sc_send(sc_ctx *ctx, sc_actor_id dst, int type, void *body) {
+  return sc_send_step(ctx, dst, type, ctx->env ? ctx->env->step : 0, body);
+}
+
+static void on_request_timeout(uv_timer_t *t) {
+  sc_pending *p = t->data;
+  sc_actor *a = p->owner;
+  pending_remove(a, p);
+  sc_ctx c;
+  sc_loop *l = a->slot->loop;
+  ctx_init(&c, l, a, NULL);
+  p->cb(&c, p->ud, SC_ETIMEDOUT, NULL, NULL);
+  pending_free(p);
+  if (a->stopping && a->slot->actor == a) actor_finalize(l, a);
+}
+
+int sc_request(sc_ctx *ctx, sc_actor_id dst, int type, void *body, int64_t timeout_ms,
+               sc_reply_fn cb, void *ud) {
+  if (cb == NULL || type < 0 || type >= SC_MSG_COUNT) return SC_EINVAL;
+  sc_actor *a = ctx->actor;
+  sc_pending *p = calloc(1, sizeof *p);
+  if (p == NULL) return SC_ENOMEM;
+  if (timeout_ms > 0) {
+    p->timer = malloc(sizeof *p->timer);
+    if (p->timer == NULL) {
+      free(p);
+      return SC_ENOMEM;
+    }
+    uv_timer_init(&ctx->loop->uv, p->timer);
+    p->timer->data = p;
+  }
+  p->id = (++a->next_req) & SC_SEQ_ID_MASK;
+  p->dst = dst;
+  p->cb = cb;
+  p->ud = ud;
+  p->owner = a;
+  sc_envelope env = {.type = (uint16_t)type, .step = ctx->env ? ctx->env->step : 0,
+                     .seq = p->id | SC_SEQ_REQUEST, .src = a->id, .dst = dst,
+                     .trace_id = ctx->env ? ctx->env->trace_id : 0};
+  const int rc = sc_route(ctx->node, &env, body);
+  if (rc != 0) {
+    if (p->timer) uv_close((uv_handle_t *)p->timer, on_timer_closed);
+    free(p);
+    return rc;
+  }
+  if (p->timer) uv_timer_start(p->timer, on_request_timeout, (uint64_t)timeout_ms, 0);
+  p->next = a->pending;
+  a->pending = p;
+  return 0;
+}
+
+int sc_reply(sc_ctx *ctx, int type, void *body) {
+  const sc_envelope *req = ctx->env;
+  if (req == NULL || !(req->seq & SC_SEQ_REQUEST) || type < 0 || type >= SC_MSG_COUNT)
+    return SC_EINVAL;
+  sc_envelope env = {.type = (uint16_t)type, .step = req->step,
+                     .seq = (req->seq & SC_SEQ_ID_MASK) | SC_SEQ_REPLY,
+                     .src = ctx->actor->id, .dst = req->src, .trace_id = req->trace_id};
+  return sc_route(ctx->node, &env, body);
+}
+
+int sc_reply_error(sc_ctx *ctx, int code, const char *message) {
+  sc_msg_error_reply *e = sc_msg_body_new(SC_MSG_ERROR_REPLY);
+  if (e == NULL) return SC_ENOMEM;
+  e->code = code;
+  e->message = dup_str(message ? message : sc_strerror(code));
+  const int rc = sc_reply(ctx, SC_MSG_ERROR_REPLY, e);
+  if (rc != 0) sc_msg_body_destroy(SC_MSG_ERROR_REPLY, e);
+  return rc;
+}
+
+int sc_monitor(sc_ctx *ctx, sc_actor_id target) {
+  sc_node *n = ctx->node;
+  if (target.node != (uint16_t)n->rank) {
+    if (target.node >= (uint32_t)n->cluster.num_nodes) return SC_EINVAL;
+    sc_remote_watch *w = malloc(sizeof *w);
+    if (w == NULL) return SC_ENOMEM;
+    w->watcher = ctx->actor->id;
+    w->who = target;
+    w->rank = target.node;
+    pthread_mutex_lock(&n->mu);
+    w->next = n->remote_watches;
+    n->remote_watches = w;
+    pthread_mutex_unlock(&n->mu);
+    if (sc_node_peer_down(n, target.node))
+      send_down(n, ctx->actor->id, target, SC_EDOWN, "node is down");
+    return 0;
+  }
+  sc_sys_watch *w = malloc(sizeof *w);
+  if (w == NULL) return SC_ENOMEM;
+  w->who = ctx->actor->id;
+  w->reason = 0;
+  sc_envelope env = {.type = SC_SYS_MONITOR, .src = ctx->actor->id, .dst = target};
+  const int rc = sc_deliver_local(n, &env, w);
+  if (rc != 0) {
+    free(w);
+    if (rc != SC_ENOENT) return rc;
+    send_down(n, ctx->actor->id, target, SC_ENOENT, "no such actor");
+  }
+  return 0;
+}
+
+int sc_monitor_node(sc_ctx *ctx, int rank) {
+  sc_node *n = ctx->node;
+  if (rank < 0 || rank >= n->cluster.num_nodes || rank == n->rank) return SC_EINVAL;
+  return sc_monitor(ctx, (sc_actor_id){.node = (uint16_t)rank, .slot = 0, .gen = 0}) ;
+}
+
+int sc_link(sc_ctx *ctx, sc_actor_id target) {
+  sc_node *n = ctx->node;
+  if (target.node != (uint16_t)n->rank) return SC_ENOTSUP;
+  sc_sys_watch *w = malloc(sizeof *w);
+  sc_watch *mine = malloc(sizeof *mine);
+  if (w == NULL || mine == NULL) {
+    free(w);
+    free(mine);
+    return SC_ENOMEM;
+  }
+  w->who = ctx->actor->id;
+  w->reason = 0;
+  sc_envelope env = {.type = SC_SYS_LINK, .src = ctx->actor->id, .dst = target};
+  const int rc = sc_deliver_local(n, &env, w);
+  if (rc != 0) {
+    free(w);
+    free(mine);
+    return rc;
+  }
+  mine->who = target;
+  mine->link = true;
+  mine->next = ctx->actor->watchers;
+  ctx->actor->watchers = mine;
+  return 0;
+}
+
+void sc_stop(sc_ctx *ctx, int reason) { actor_stop_req(ctx->actor, reason); }
+
+int sc_node_stop_actor(sc_node *n, sc_actor_id id, int reason) {
+  sc_sys_watch *w = malloc(sizeof *w);
+  if (w == NULL) return SC_ENOMEM;
+  w->who = (sc_actor_id){0};
+  w->reason = reason;
+  sc_envelope env = {.type = SC_SYS_EXIT, .dst = id};
+  const int rc = sc_deliver_local(n, &env, w);
+  if (rc != 0) free(w);
+  return rc;
+}

@@ -1,0 +1,202 @@
+/* sc_cluster.c - cluster file parsing and generation (see sc_cluster.h). */
+#include "actors/runtime/sc_cluster.h"
+
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int get_int(json_t *root, const char *key, int32_t def, int32_t lo, int32_t hi,
+                   int32_t *out, sc_diag *d) {
+  json_t *v = json_object_get(root, key);
+  if (v == NULL) {
+    *out = def;
+    return 0;
+  }
+  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+    return sc_fail(d, SC_EINVAL, "cluster: \"%s\" must be an integer in [%d, %d]", key, lo,
+                   hi);
+  *out = (int32_t)json_integer_value(v);
+  return 0;
+}
+
+int sc_cluster_parse(const char *text, sc_cluster *out, sc_diag *d) {
+  memset(out, 0, sizeof *out);
+  json_error_t err;
+  json_t *root = json_loads(text, 0, &err);
+  if (root == NULL)
+    return sc_fail(d, SC_EINVAL, "cluster: invalid JSON at line %d: %s", err.line, err.text);
+  int rc = 0;
+  if (!json_is_object(root)) {
+    rc = sc_fail(d, SC_EINVAL, "cluster: the top level must be an object");
+    goto done;
+  }
+  if ((rc = get_int(root, "pcp", 1, 1, 1024, &out->pcp, d)) ||
+      (rc = get_int(root, "dcp", 1, 1, 1024, &out->dcp, d)) ||
+      (rc = get_int(root, "tp", 1, 1, 1024, &out->tp, d)) ||
+      (rc = get_int(root, "heartbeat_ms", 200, 10, 600000, &out->heartbeat_ms, d)) ||
+      (rc = get_int(root, "heartbeat_timeout_ms", 1000, 20, 3600000,
+                    &out->heartbeat_timeout_ms, d)) ||
+      (rc = get_int(root, "loops", 1, 1, 32, &out->loops, d)))
+    goto done;
+  json_t *nodes = json_object_get(root, "nodes");
+  if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||
+      json_array_size(nodes) > SC_CLUSTER_MAX_NODES) {
+    rc = sc_fail(d, SC_EINVAL, "cluster: \"nodes\" must be a list of 1..%d nodes",
+                 SC_CLUSTER_MAX_NODES);
+    goto done;
+  }
+  out->num_nodes = (int32_t)json_array_size(nodes);
+  out->nodes = calloc((size_t)out->num_nodes, sizeof *out->nodes);
+  if (out->nodes == NULL) {
+    rc = SC_ENOMEM;
+    goto done;
+  }
+  for (int32_t i = 0; i < out->num_nodes; i++) out->nodes[i].rank = -1;
+  for (size_t i = 0; i < json_array_size(nodes); i++) {
+    json_t *nd = json_array_get(nodes, i);
+    json_t *r = json_object_get(nd, "rank"), *e = json_object_get(nd, "endpoint"),
+           *t = json_object_get(nd, "tap");
+    if (!json_is_integer(r) || json_integer_value(r) < 0 ||
+        json_integer_value(r) >= out->num_nodes) {
+      rc = sc_fail(d, SC_EINVAL, "cluster: nodes[%zu].rank must be in [0, %d]", i,
+                   (int)out->num_nodes - 1);
+      goto done;
+    }
+    const int32_t rank = (int32_t)json_integer_value(r);
+    sc_cluster_node *cn = &out->nodes[rank];
+    if (cn->rank >= 0) {
+      rc = sc_fail(d, SC_EINVAL, "cluster: rank %d is listed twice", (int)rank);
+      goto done;
+    }
+    if (!json_is_string(e) || json_string_length(e) == 0 ||
+        json_string_length(e) >= SC_ENDPOINT_MAX || (t && !json_is_string(t)) ||
+        (t && json_string_length(t) >= SC_ENDPOINT_MAX)) {
+      rc = sc_fail(d, SC_EINVAL,
+                   "cluster: nodes[%zu] needs \"endpoint\" (and optional \"tap\") strings "
+                   "shorter than %d bytes", i, SC_ENDPOINT_MAX);
+      goto done;
+    }
+    cn->rank = rank;
+    snprintf(cn->endpoint, sizeof cn->endpoint, "%s", json_string_value(e));
+    snprintf(cn->tap, sizeof cn->tap, "%s", t ? json_string_value(t) : "");
+  }
+  if (out->heartbeat_timeout_ms <= out->heartbeat_ms) {
+    rc = sc_fail(d, SC_EINVAL, "cluster: heartbeat_timeout_ms (%d) must exceed heartbeat_ms (%d)",
+                 (int)out->heartbeat_timeout_ms, (int)out->heartbeat_ms);
+    goto done;
+  }
+done:
+  json_decref(root);
+  if (rc != 0) sc_cluster_free(out);
+  return rc;
+}
+
+int sc_cluster_load(const char *path, sc_cluster *out, sc_diag *d) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return sc_fail(d, SC_EIO, "cannot open cluster file %s", path);
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  int rc = 0;
+  for (;;) {
+    if (cap - len < 4096) {
+      if (cap > (1u << 24)) {
+        rc = sc_fail(d, SC_ETOOBIG, "cluster file %s is larger than 16 MiB", path);
+        break;
+      }
+      char *p = realloc(buf, cap = cap * 2 + 8192);
+      if (p == NULL) {
+        rc = SC_ENOMEM;
+        break;
+      }
+      buf = p;
+    }
+    const size_t got = fread(buf + len, 1, cap - len - 1, f);
+    len += got;
+    if (got == 0) break;
+  }
+  fclose(f);
+  if (rc == 0) {
+    buf[len] = '\0';
+    rc = sc_cluster_parse(buf, out, d);
+  }
+  free(buf);
+  return rc;
+}
+
+int sc_cluster_to_json(const sc_cluster *c, char **out) {
+  json_t *root = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i}", "pcp", c->pcp, "dcp", c->dcp,
+                           "tp", c->tp, "heartbeat_ms", c->heartbeat_ms,
+                           "heartbeat_timeout_ms", c->heartbeat_timeout_ms, "loops", c->loops);
+  json_t *nodes = json_array();
+  if (root == NULL || nodes == NULL) {
+    json_decref(root);
+    json_decref(nodes);
+    return SC_ENOMEM;
+  }
+  for (int32_t i = 0; i < c->num_nodes; i++)
+    json_array_append_new(nodes, json_pack("{s:i, s:s, s:s}", "rank", c->nodes[i].rank,
+                                           "endpoint", c->nodes[i].endpoint, "tap",
+                                           c->nodes[i].tap));
+  json_object_set_new(root, "nodes", nodes);
+  *out = json_dumps(root, JSON_INDENT(2));
+  json_decref(root);
+  return *out ? 0 : SC_ENOMEM;
+}
+
+/* A free loopback port: bind port 0 and read it back. Another process may take it
+ * before the node binds; tests prefer ipc for that reason. */
+static int free_port(void) {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) return -1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(s, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(s, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(s);
+  return port;
+}
+
+int sc_cluster_local(int32_t n, const char *dir, sc_cluster *out, sc_diag *d) {
+  memset(out, 0, sizeof *out);
+  if (n < 1 || n > SC_CLUSTER_MAX_NODES)
+    return sc_fail(d, SC_EINVAL, "a cluster has 1..%d nodes", SC_CLUSTER_MAX_NODES);
+  out->pcp = n;
+  out->dcp = out->tp = 1;
+  out->heartbeat_ms = 200;
+  out->heartbeat_timeout_ms = 1000;
+  out->loops = 1;
+  out->num_nodes = n;
+  out->nodes = calloc((size_t)n, sizeof *out->nodes);
+  if (out->nodes == NULL) return SC_ENOMEM;
+  for (int32_t r = 0; r < n; r++) {
+    sc_cluster_node *cn = &out->nodes[r];
+    cn->rank = r;
+    if (dir) {
+      snprintf(cn->endpoint, sizeof cn->endpoint, "ipc://%s/node-%d", dir, (int)r);
+      snprintf(cn->tap, sizeof cn->tap, "ipc://%s/tap-%d", dir, (int)r);
+    } else {
+      const int p1 = free_port(), p2 = free_port();
+      if (p1 < 0 || p2 < 0) {
+        sc_cluster_free(out);
+        return sc_fail(d, SC_ESYS, "no free loopback port");
+      }
+      snprintf(cn->endpoint, sizeof cn->endpoint, "tcp://127.0.0.1:%d", p1);
+      snprintf(cn->tap, sizeof cn->tap, "tcp://127.0.0.1:%d", p2);
+    }
+  }
+  return 0;
+}
+
+void sc_cluster_free(sc_cluster *c) {
+  if (c == NULL) return;
+  free(c->nodes);
+  c->nodes = NULL;
+  c->num_nodes = 0;
+}

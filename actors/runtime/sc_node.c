@@ -1,0 +1,468 @@
+/* sc_node.c - node lifecycle, routing, names, and the "node" system actor (hello/ready
+ * handshake, ping echo, shutdown, DOWN fan-out). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actors/runtime/sc_log.h"
+#include "actors/runtime/sc_node_impl.h"
+#include "actors/runtime/sc_time.h"
+
+#define LOG "node"
+
+static char *dup_str(const char *s) {
+  const size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+static sc_actor_id node_actor_of(int32_t rank) {
+  return (sc_actor_id){.node = (uint16_t)rank, .slot = 0, .gen = 1};
+}
+
+void sc_node_emit(sc_node *n, const char *event, int32_t rank, int code, const char *d) {
+  if (n->event_fn) n->event_fn(n->event_ud, event, rank, code, d ? d : "");
+}
+
+int sc_route(sc_node *n, sc_envelope *env, void *body) {
+  env->major = SC_MSG_MAJOR;
+  env->minor = SC_MSG_MINOR;
+  if (env->dst.node == (uint16_t)n->rank) {
+    if (n->tr && env->type < SC_MSG_COUNT) sc_tap_local(n->tr, env, body);
+    return sc_deliver_local(n, env, body);
+  }
+  if (env->dst.node >= (uint32_t)n->cluster.num_nodes || env->type >= SC_MSG_COUNT)
+    return SC_EINVAL;
+  if (atomic_load_explicit(&n->peer_down[env->dst.node], memory_order_acquire))
+    return SC_EDOWN;
+  if (n->tr == NULL) return SC_ECLOSED;
+  return sc_transport_send(n->tr, env, body);
+}
+
+int sc_node_send(sc_node *n, sc_envelope *env, void *body) {
+  if (n == NULL || env == NULL || env->type >= SC_MSG_COUNT) return SC_EINVAL;
+  return sc_route(n, env, body);
+}
+
+/* ---- the system actor ---- */
+
+static void request_stop(sc_node *n, int reason) {
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&n->shutdown, &expected, 1)) {
+    n->shutdown_reason = reason;
+    const char c = 1;
+    ssize_t w = write(n->stop_pipe[1], &c, 1);
+    (void)w;
+  }
+}
+
+void sc_node_request_stop(sc_node *n, int reason) { request_stop(n, reason); }
+
+static int on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  const sc_msg_ping *p = body;
+  sc_msg_pong *q = sc_msg_body_new(SC_MSG_PONG);
+  if (q == NULL) return 0;
+  q->seq = p->seq;
+  q->sent_ns = p->sent_ns;
+  if (p->payload.len) {
+    q->payload.data = malloc(p->payload.len);
+    if (q->payload.data) {
+      memcpy(q->payload.data, p->payload.data, p->payload.len);
+      q->payload.len = p->payload.len;
+    }
+  }
+  const int rc = (env->seq & SC_SEQ_REQUEST) ? sc_reply(ctx, SC_MSG_PONG, q)
+                                              : sc_send(ctx, env->src, SC_MSG_PONG, q);
+  if (rc != 0) sc_msg_body_destroy(SC_MSG_PONG, q);
+  return 0;
+}
+
+static void send_ready_all(sc_ctx *ctx) {
+  sc_node *n = sc_ctx_node(ctx);
+  for (int32_t r = 0; r < n->cluster.num_nodes; r++) {
+    sc_msg_node_ready *m = sc_msg_body_new(SC_MSG_NODE_READY);
+    if (m == NULL) continue;
+    m->rank = r;
+    if (sc_send(ctx, node_actor_of(r), SC_MSG_NODE_READY, m) != 0)
+      sc_msg_body_destroy(SC_MSG_NODE_READY, m);
+  }
+}
+
+static int on_hello(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  sc_node *n = sc_ctx_node(ctx);
+  const sc_msg_node_hello *h = body;
+  if (n->rank != 0 || h->rank < 0 || h->rank >= n->cluster.num_nodes) return 0;
+  SC_INFO(LOG, "head: hello from node %d (pid %u, %s)", h->rank, h->pid,
+          h->endpoint ? h->endpoint : "");
+  bool all = false;
+  pthread_mutex_lock(&n->mu);
+  if (!n->hello_seen[h->rank]) {
+    n->hello_seen[h->rank] = true;
+    n->hellos++;
+    all = n->hellos == n->cluster.num_nodes;
+  }
+  pthread_mutex_unlock(&n->mu);
+  if (all || !n->wait_all_hello) send_ready_all(ctx);
+  return 0;
+}
+
+static int on_ready(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  sc_node *n = sc_ctx_node(ctx);
+  pthread_mutex_lock(&n->mu);
+  const bool first = !n->ready;
+  n->ready = true;
+  pthread_cond_broadcast(&n->cv);
+  pthread_mutex_unlock(&n->mu);
+  if (first) sc_node_emit(n, "ready", n->rank, 0, NULL);
+  return 0;
+}
+
+static int on_shutdown(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  sc_node *n = sc_ctx_node(ctx);
+  const sc_msg_node_shutdown *s = body;
+  SC_INFO(LOG, "node %d: shutdown requested: %s", n->rank, s->reason ? s->reason : "");
+  sc_node_emit(n, "shutdown", n->rank, 0, s->reason);
+  request_stop(n, 0);
+  return 0;
+}
+
+static int on_down(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  sc_node *n = sc_ctx_node(ctx);
+  const sc_msg_down *d = body;
+  SC_WARN(LOG, "node %d: node %d is DOWN: %s", n->rank, d->node, d->message ? d->message : "");
+  if (d->node == 0 && n->rank != 0) request_stop(n, SC_EDOWN); /* lost the head */
+  return 0;
+}
+
+static int on_heartbeat(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  return 0; /* liveness is ZeroMQ's heartbeat; the message is accepted for tools */
+}
+
+static sc_actor_spec k_node_spec = {
+    .name = "node",
+    .handlers = {[SC_MSG_PING] = on_ping,
+                 [SC_MSG_NODE_HELLO] = on_hello,
+                 [SC_MSG_NODE_READY] = on_ready,
+                 [SC_MSG_NODE_SHUTDOWN] = on_shutdown,
+                 [SC_MSG_DOWN] = on_down,
+                 [SC_MSG_NODE_HEARTBEAT] = on_heartbeat},
+    .loop = 0,
+};
+
+/* io thread: a peer disconnected or missed its heartbeats. */
+void sc_node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
+  if (atomic_exchange(&n->peer_down[rank], 1)) return;
+  SC_WARN(LOG, "node %d: peer node %d down: %s", n->rank, rank, why);
+  sc_node_emit(n, "down", rank, code, why);
+  sc_actor_id targets[SC_MAX_SLOTS / 4];
+  sc_actor_id whos[SC_MAX_SLOTS / 4];
+  int k = 0;
+  pthread_mutex_lock(&n->mu);
+  for (sc_remote_watch *w = n->remote_watches; w; w = w->next)
+    if (w->rank == rank && k < (int)(sizeof targets / sizeof targets[0])) {
+      targets[k] = w->watcher;
+      whos[k++] = w->who;
+    }
+  pthread_mutex_unlock(&n->mu);
+  targets[k] = node_actor_of(n->rank);
+  whos[k++] = (sc_actor_id){.node = (uint16_t)rank};
+  for (int i = 0; i < k; i++) {
+    sc_msg_down *d = sc_msg_body_new(SC_MSG_DOWN);
+    if (d == NULL) continue;
+    d->who = whos[i];
+    d->node = rank;
+    d->reason = code;
+    d->message = dup_str(why);
+    sc_envelope env = {.type = SC_MSG_DOWN, .src = whos[i], .dst = targets[i]};
+    if (sc_route(n, &env, d) != 0) sc_msg_body_destroy(SC_MSG_DOWN, d);
+  }
+}
+
+/* ---- lifecycle ---- */
+
+void sc_node_opts_default(sc_node_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->wait_all_hello = true;
+}
+
+static int copy_cluster(const sc_cluster *src, sc_cluster *dst) {
+  *dst = *src;
+  dst->nodes = calloc((size_t)src->num_nodes, sizeof *dst->nodes);
+  if (dst->nodes == NULL) return SC_ENOMEM;
+  memcpy(dst->nodes, src->nodes, (size_t)src->num_nodes * sizeof *dst->nodes);
+  return 0;
+}
+
+int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d) {
+  if (o == NULL || o->cluster == NULL || out == NULL)
+    return sc_fail(d, SC_EINVAL, "node options, cluster and output are required");
+  if (o->rank < 0 || o->rank >= o->cluster->num_nodes)
+    return sc_fail(d, SC_EINVAL, "rank %d is not in the cluster (0..%d)", (int)o->rank,
+                   (int)o->cluster->num_nodes - 1);
+  if (o->num_startup < 0 || o->num_startup > SC_NODE_MAX_STARTUP)
+    return sc_fail(d, SC_EINVAL, "at most %d startup actors", SC_NODE_MAX_STARTUP);
+  int rc = 0;
+  sc_node *n = calloc(1, sizeof *n);
+  if (n == NULL) return SC_ENOMEM;
+  n->stop_pipe[0] = n->stop_pipe[1] = -1;
+  pthread_mutex_init(&n->mu, NULL);
+  pthread_cond_init(&n->cv, NULL);
+  if ((rc = copy_cluster(o->cluster, &n->cluster)) != 0) goto fail;
+  n->rank = o->rank;
+  n->wait_all_hello = o->wait_all_hello;
+  for (int32_t i = 0; i < o->num_startup; i++) {
+    n->startup[i] = o->startup[i];
+    if (o->startup[i].name == NULL || o->startup[i].spec == NULL) {
+      rc = sc_fail(d, SC_EINVAL, "startup actor %d needs a name and a spec", (int)i);
+      goto fail;
+    }
+  }
+  n->num_startup = o->num_startup;
+  n->slots = calloc(SC_MAX_SLOTS, sizeof *n->slots);
+  n->peer_down = calloc((size_t)n->cluster.num_nodes, sizeof *n->peer_down);
+  n->hello_seen = calloc((size_t)n->cluster.num_nodes, sizeof *n->hello_seen);
+  if (n->slots == NULL || n->peer_down == NULL || n->hello_seen == NULL) {
+    rc = SC_ENOMEM;
+    goto fail;
+  }
+  for (uint32_t i = 0; i < SC_MAX_SLOTS; i++) {
+    n->slots[i].index = (uint16_t)i;
+    sc_mpsc_init(&n->slots[i].mbox);
+  }
+  atomic_store(&n->next_slot, 1u + (uint32_t)n->num_startup);
+  if (pipe(n->stop_pipe) != 0) {
+    rc = sc_fail(d, SC_ESYS, "pipe: %s", strerror(errno));
+    goto fail;
+  }
+  fcntl(n->stop_pipe[1], F_SETFL, O_NONBLOCK);
+  int loops = o->loops > 0 ? o->loops : n->cluster.loops;
+  if (loops < 1) loops = 1;
+  if (loops > SC_MAX_LOOPS / 2) loops = SC_MAX_LOOPS / 2;
+  for (int i = 0; i < loops; i++) {
+    if ((rc = sc_loop_create(n, i, false, &n->loops[i])) != 0) goto fail;
+    n->num_loops = n->num_shared_loops = i + 1;
+  }
+  if ((rc = sc_transport_create(n, &n->tr, d)) != 0) goto fail;
+  *out = n;
+  return 0;
+fail:
+  sc_node_destroy(n);
+  return rc;
+}
+
+void sc_node_set_event_cb(sc_node *n, sc_node_event_fn fn, void *ud) {
+  n->event_fn = fn;
+  n->event_ud = ud;
+}
+
+int sc_node_start(sc_node *n, sc_diag *d) {
+  int rc = sc_transport_start(n->tr, d);
+  if (rc != 0) return rc;
+  pthread_mutex_lock(&n->mu);
+  for (int i = 0; i < n->num_loops; i++)
+    if ((rc = sc_loop_start(n->loops[i])) != 0) break;
+  n->started = true;
+  pthread_mutex_unlock(&n->mu);
+  if (rc != 0) return sc_fail(d, rc, "cannot start loop threads");
+  sc_actor_id id;
+  if ((rc = sc_spawn_at(n, &k_node_spec, "node", NULL, 0, 0, &id)) != 0)
+    return sc_fail(d, rc, "cannot spawn the node actor");
+  for (int32_t k = 0; k < n->num_startup; k++) {
+    const sc_startup_actor *a = &n->startup[k];
+    if (a->where == SC_ON_HEAD && n->rank != 0) continue;
+    rc = sc_spawn_at(n, a->spec, a->name, a->arg, a->arg_size, k + 1, &id);
+    if (rc != 0) return sc_fail(d, rc, "cannot spawn startup actor %s", a->name);
+  }
+  sc_msg_node_hello *h = sc_msg_body_new(SC_MSG_NODE_HELLO);
+  if (h == NULL) return SC_ENOMEM;
+  h->rank = n->rank;
+  h->pid = (uint32_t)getpid();
+  h->endpoint = dup_str(n->cluster.nodes[n->rank].endpoint);
+  h->tap_endpoint = dup_str(n->cluster.nodes[n->rank].tap);
+  sc_envelope env = {.type = SC_MSG_NODE_HELLO, .src = node_actor_of(n->rank),
+                     .dst = node_actor_of(0)};
+  rc = sc_route(n, &env, h);
+  if (rc != 0) {
+    sc_msg_body_destroy(SC_MSG_NODE_HELLO, h);
+    return sc_fail(d, rc, "cannot send hello to the head");
+  }
+  return 0;
+}
+
+int sc_node_wait_ready(sc_node *n, int64_t timeout_ms) {
+  const uint64_t deadline = sc_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ull;
+  int rc = 0;
+  pthread_mutex_lock(&n->mu);
+  while (!n->ready) {
+    if (timeout_ms >= 0 && sc_now_ns() >= deadline) {
+      rc = SC_ETIMEDOUT;
+      break;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 20 * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+  }
+  pthread_mutex_unlock(&n->mu);
+  return rc;
+}
+
+int sc_node_wait_shutdown(sc_node *n, int64_t timeout_ms) {
+  const uint64_t start = sc_now_ns();
+  while (!atomic_load(&n->shutdown)) {
+    int wait = 100;
+    if (timeout_ms >= 0) {
+      const int64_t left = timeout_ms - (int64_t)((sc_now_ns() - start) / 1000000ull);
+      if (left <= 0) return SC_ETIMEDOUT;
+      if (left < wait) wait = (int)left;
+    }
+    struct pollfd p = {.fd = n->stop_pipe[0], .events = POLLIN};
+    poll(&p, 1, wait);
+  }
+  return n->shutdown_reason;
+}
+
+int sc_node_broadcast_shutdown(sc_node *n, const char *reason) {
+  int first_err = 0;
+  for (int32_t r = 0; r < n->cluster.num_nodes; r++) {
+    if (r == n->rank || atomic_load(&n->peer_down[r])) continue;
+    sc_msg_node_shutdown *m = sc_msg_body_new(SC_MSG_NODE_SHUTDOWN);
+    if (m == NULL) return SC_ENOMEM;
+    m->reason = dup_str(reason ? reason : "shutdown");
+    sc_envelope env = {.type = SC_MSG_NODE_SHUTDOWN, .src = node_actor_of(n->rank),
+                       .dst = node_actor_of(r)};
+    const int rc = sc_route(n, &env, m);
+    if (rc != 0) {
+      sc_msg_body_destroy(SC_MSG_NODE_SHUTDOWN, m);
+      if (first_err == 0) first_err = rc;
+    }
+  }
+  return first_err;
+}
+
+void sc_node_stop(sc_node *n) {
+  if (n == NULL || n->stopped) return;
+  n->stopped = true;
+  atomic_store(&n->stopping, 1);
+  for (int i = 0; i < n->num_loops; i++) sc_loop_stop_join(n->loops[i]);
+  sc_transport_stop(n->tr);
+}
+
+void sc_node_destroy(sc_node *n) {
+  if (n == NULL) return;
+  sc_node_stop(n);
+  sc_transport_destroy(n->tr);
+  n->tr = NULL;
+  for (int i = 0; i < n->num_loops; i++) sc_loop_destroy(n->loops[i]);
+  if (n->slots) {
+    for (uint32_t i = 0; i < SC_MAX_SLOTS; i++) {
+      sc_mpsc_node *nd;
+      while ((nd = sc_mpsc_pop(&n->slots[i].mbox)) != NULL) {
+        sc_letter *l = SC_CONTAINER_OF(nd, sc_letter, link);
+        if (l->env.type == SC_SYS_START) {
+          sc_actor *a = *(sc_actor **)l->body;
+          free(a->state);
+          free(a);
+        }
+        sc_letter_body_free(l->env.type, l->body);
+        free(l);
+      }
+    }
+  }
+  while (n->remote_watches) {
+    sc_remote_watch *w = n->remote_watches;
+    n->remote_watches = w->next;
+    free(w);
+  }
+  if (n->stop_pipe[0] >= 0) close(n->stop_pipe[0]);
+  if (n->stop_pipe[1] >= 0) close(n->stop_pipe[1]);
+  pthread_mutex_destroy(&n->mu);
+  pthread_cond_destroy(&n->cv);
+  free(n->slots);
+  free((void *)n->peer_down);
+  free(n->hello_seen);
+  free(n->cluster.nodes);
+  free(n);
+}
+
+int32_t sc_node_rank(const sc_node *n) { return n->rank; }
+int32_t sc_node_size(const sc_node *n) { return n->cluster.num_nodes; }
+const sc_cluster *sc_node_cluster(const sc_node *n) { return &n->cluster; }
+bool sc_node_peer_down(const sc_node *n, int32_t rank) {
+  if (rank < 0 || rank >= n->cluster.num_nodes) return true;
+  return atomic_load(&((sc_node *)n)->peer_down[rank]) != 0;
+}
+
+void sc_node_get_stats(sc_node *n, sc_node_stats *s) {
+  memset(s, 0, sizeof *s);
+  sc_transport_stats(n->tr, s);
+  s->mailbox_dropped = atomic_load(&n->mailbox_dropped);
+  s->undeliverable = atomic_load(&n->undeliverable);
+  s->late_replies = atomic_load(&n->late_replies);
+}
+
+/* ---- names ---- */
+
+int sc_node_register(sc_node *n, const char *name, sc_actor_id id) {
+  if (name == NULL || name[0] == '\0' || strlen(name) >= SC_NODE_NAME_MAX ||
+      strchr(name, '@'))
+    return SC_EINVAL;
+  int rc = 0;
+  pthread_mutex_lock(&n->mu);
+  for (int i = 0; i < n->num_names; i++)
+    if (strcmp(n->names[i].name, name) == 0) rc = SC_EINVAL;
+  if (rc == 0 && n->num_names >= (int)(sizeof n->names / sizeof n->names[0])) rc = SC_EFULL;
+  if (rc == 0) {
+    snprintf(n->names[n->num_names].name, SC_NODE_NAME_MAX, "%s", name);
+    n->names[n->num_names++].id = id;
+  }
+  pthread_mutex_unlock(&n->mu);
+  return rc;
+}
+
+int sc_node_resolve(sc_node *n, const char *name_at_rank, sc_actor_id *out) {
+  if (name_at_rank == NULL || out == NULL) return SC_EINVAL;
+  char name[SC_NODE_NAME_MAX];
+  const char *at = strchr(name_at_rank, '@');
+  const size_t len = at ? (size_t)(at - name_at_rank) : strlen(name_at_rank);
+  if (len == 0 || len >= sizeof name) return SC_EINVAL;
+  memcpy(name, name_at_rank, len);
+  name[len] = '\0';
+  long rank = n->rank;
+  if (at) {
+    char *end;
+    rank = strtol(at + 1, &end, 10);
+    if (*end != '\0' || end == at + 1 || rank < 0 || rank >= n->cluster.num_nodes)
+      return SC_EINVAL;
+  }
+  if (strcmp(name, "node") == 0) {
+    *out = node_actor_of((int32_t)rank);
+    return 0;
+  }
+  for (int32_t k = 0; k < n->num_startup; k++) {
+    const sc_startup_actor *a = &n->startup[k];
+    if (strcmp(a->name, name) != 0) continue;
+    if (a->where == SC_ON_HEAD && rank != 0) return SC_ENOENT;
+    *out = (sc_actor_id){.node = (uint16_t)rank, .slot = (uint16_t)(k + 1), .gen = 1};
+    return 0;
+  }
+  if (rank != n->rank) return SC_ENOENT;
+  int rc = SC_ENOENT;
+  pthread_mutex_lock(&n->mu);
+  for (int i = 0; i < n->num_names; i++)
+    if (strcmp(n->names[i].name, name) == 0) {
+      *out = n->names[i].id;
+      rc = 0;
+    }
+  pthread_mutex_unlock(&n->mu);
+  return rc;
+}

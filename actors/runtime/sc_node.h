@@ -1,0 +1,100 @@
+/* sc_node.h - a node: one process hosting actors on libuv loop threads, connected to the
+ * other nodes of its cluster over ZeroMQ, publishing a tap (DESIGN.md §3, §6).
+ *
+ * Lifecycle: sc_node_create (options, startup actors) -> sc_node_start (binds, starts
+ * threads, spawns the startup actors, says hello to the head) -> sc_node_wait_ready
+ * (the head has heard from every rank) -> ... -> sc_node_stop -> sc_node_destroy.
+ *
+ * Every node runs a system actor "node" in slot 0 that answers ping with pong, runs the
+ * hello/ready handshake and turns node_shutdown into an orderly stop.
+ *
+ * Well-known names: startup actors are listed once, identically in every process of the
+ * cluster; entry k gets slot k+1 (generation 1) on every rank where it runs, so
+ * "scheduler@0" or "comm@3" resolves to an id without any message. Actors spawned later
+ * can be named on their own node with sc_node_register.
+ *
+ * Ownership: the node owns its threads, sockets and actors; sc_node_destroy frees them.
+ * Threads: every function may be called from any thread except sc_node_destroy (not
+ * from one of the node's own threads).
+ */
+#ifndef SC_NODE_H
+#define SC_NODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "actors/runtime/sc_actor.h"
+#include "actors/runtime/sc_cluster.h"
+
+#define SC_NODE_MAX_STARTUP 64
+#define SC_NODE_NAME_MAX 32
+
+typedef enum sc_where {
+  SC_ON_ALL = 0,   /* one instance on every rank */
+  SC_ON_HEAD = 1,  /* only on rank 0 */
+} sc_where;
+
+typedef struct sc_startup_actor {
+  const char *name;            /* well-known name, resolved as "name@rank" */
+  const sc_actor_spec *spec;   /* borrowed; must outlive the node */
+  sc_where where;
+  const void *arg;             /* copied at spawn; may depend on nothing rank-specific:
+                                  init reads the rank from sc_node_rank */
+  size_t arg_size;
+} sc_startup_actor;
+
+typedef struct sc_node_opts {
+  const sc_cluster *cluster;   /* borrowed during sc_node_create (copied) */
+  int32_t rank;
+  const sc_startup_actor *startup; /* copied; NULL when none */
+  int32_t num_startup;
+  int32_t loops;               /* 0: cluster->loops */
+  bool wait_all_hello;         /* head: ready only when every rank said hello (default
+                                  true via sc_node_opts_default) */
+} sc_node_opts;
+
+typedef struct sc_node_stats {
+  uint64_t local_sent, remote_sent, remote_recv;
+  uint64_t mailbox_dropped;    /* DROP policy, or remote arrivals at a full mailbox */
+  uint64_t undeliverable;      /* remote arrivals for unknown actors */
+  uint64_t tap_published, tap_dropped;
+  uint64_t late_replies;
+  int32_t tap_subscriptions;
+} sc_node_stats;
+
+typedef void (*sc_node_event_fn)(void *ud, const char *event, int32_t rank, int code,
+                                 const char *detail);
+
+void sc_node_opts_default(sc_node_opts *o);
+int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d);
+/* Optional: called (from a node thread) on "ready", "down", "shutdown" events. Set
+ * before sc_node_start. */
+void sc_node_set_event_cb(sc_node *n, sc_node_event_fn fn, void *ud);
+int sc_node_start(sc_node *n, sc_diag *d);
+/* Blocks until the head has heard from every rank (or timeout: SC_ETIMEDOUT). */
+int sc_node_wait_ready(sc_node *n, int64_t timeout_ms);
+/* Blocks until a shutdown is requested (node_shutdown received, sc_node_request_stop,
+ * or, for a non-head node, the head going down). Returns the reason code
+ * (0 for an orderly shutdown). timeout_ms < 0 waits forever; SC_ETIMEDOUT otherwise. */
+int sc_node_wait_shutdown(sc_node *n, int64_t timeout_ms);
+/* Wakes sc_node_wait_shutdown (async-signal-safe: one atomic store and a write). */
+void sc_node_request_stop(sc_node *n, int reason);
+/* Sends node_shutdown to every other node (head use). */
+int sc_node_broadcast_shutdown(sc_node *n, const char *reason);
+/* Stops actors (terminate with SC_ECLOSED), joins threads, closes sockets (linger 0). */
+void sc_node_stop(sc_node *n);
+void sc_node_destroy(sc_node *n);
+
+int32_t sc_node_rank(const sc_node *n);
+int32_t sc_node_size(const sc_node *n);
+const sc_cluster *sc_node_cluster(const sc_node *n);
+bool sc_node_peer_down(const sc_node *n, int32_t rank);
+void sc_node_get_stats(sc_node *n, sc_node_stats *s);
+
+/* "name@rank" (or "name" for this node) -> id. Startup names resolve for any rank;
+ * registered names only on their own node. SC_ENOENT when unknown. */
+int sc_node_resolve(sc_node *n, const char *name_at_rank, sc_actor_id *out);
+/* Names a local actor (copied, at most SC_NODE_NAME_MAX-1 bytes). SC_EINVAL if taken. */
+int sc_node_register(sc_node *n, const char *name, sc_actor_id id);
+
+#endif

@@ -1,0 +1,197 @@
+/* sc_node_impl.h - internals shared by the runtime's files (not a public header).
+ *
+ * Structure: a node has a table of actor slots, N shared loop threads (plus one per
+ * SC_LOOP_OWN actor) and one io thread that owns every ZeroMQ socket.
+ *
+ * A slot keeps its mailbox (lock-free MPSC of letters) for the node's lifetime and stays
+ * on the loop it was first given, so a sender racing with a stop/respawn can only reach
+ * that one loop; the loop discards letters whose generation is not the live one.
+ * Scheduling: a sender reserves mailbox capacity (count), pushes the letter, and if the
+ * slot was not scheduled puts it on its loop's run queue and wakes the loop (one
+ * uv_async_send per idle->busy transition). The loop runs each scheduled actor for at
+ * most SC_ACTOR_BATCH messages, and at most SC_LOOP_TURNS actor turns per wake-up.
+ */
+#ifndef SC_NODE_IMPL_H
+#define SC_NODE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <uv.h>
+
+#include "actors/runtime/sc_mpsc.h"
+#include "actors/runtime/sc_node.h"
+#include "messages/buf.h"
+
+#define SC_MAX_SLOTS 4096
+#define SC_ACTOR_BATCH 64
+#define SC_LOOP_TURNS 256
+#define SC_MAX_LOOPS 64
+/* Runtime-internal letter types (never encoded, never leave the process). */
+enum {
+  SC_SYS_BASE = 0xF000,
+  SC_SYS_START = SC_SYS_BASE, /* body: spawn argument copy (malloc'd) */
+  SC_SYS_MONITOR,             /* body: sc_sys_watch */
+  SC_SYS_LINK,                /* body: sc_sys_watch */
+  SC_SYS_EXIT,                /* body: sc_sys_watch (linked actor exited / stop request) */
+};
+
+typedef struct sc_sys_watch {
+  sc_actor_id who;
+  int reason;
+} sc_sys_watch;
+
+typedef struct sc_letter {
+  sc_mpsc_node link;
+  sc_envelope env;
+  void *body;
+} sc_letter;
+
+typedef struct sc_loop sc_loop;
+typedef struct sc_actor sc_actor;
+
+typedef struct sc_slot {
+  sc_mpsc mbox;
+  _Atomic uint32_t gen;       /* live generation; 0 before first spawn */
+  _Atomic int live;           /* 1 while the actor of `gen` accepts letters */
+  _Atomic uint32_t count;     /* letters reserved/queued */
+  _Atomic int scheduled;
+  sc_mpsc_node run_link;
+  sc_loop *loop;              /* fixed at first allocation */
+  uint32_t cap;               /* written before live=1 */
+  int overflow;
+  char name[SC_NODE_NAME_MAX];
+  sc_actor *actor;            /* loop thread only */
+  uint16_t index;
+  struct sc_slot *free_next;  /* per-loop free list (node mutex) */
+} sc_slot;
+
+typedef struct sc_watch {
+  sc_actor_id who;
+  bool link;
+  struct sc_watch *next;
+} sc_watch;
+
+typedef struct sc_pending {
+  uint64_t id;
+  sc_actor_id dst;
+  sc_reply_fn cb;
+  void *ud;
+  uv_timer_t *timer;          /* NULL without timeout */
+  struct sc_pending *next;
+  sc_actor *owner;
+} sc_pending;
+
+struct sc_actor {
+  const sc_actor_spec *spec;
+  sc_slot *slot;
+  sc_actor_id id;
+  void *state;
+  sc_watch *watchers;         /* who to tell when we stop */
+  sc_pending *pending;
+  uint64_t next_req;
+  bool stopping;
+  int stop_reason;
+};
+
+struct sc_ctx {
+  sc_node *node;
+  sc_actor *actor;
+  sc_loop *loop;
+  const sc_envelope *env;
+};
+
+struct sc_loop {
+  uv_loop_t uv;
+  uv_async_t wake;
+  sc_mpsc runq;
+  _Atomic int wake_pending;
+  _Atomic int stop;
+  uv_thread_t thread;
+  bool started;
+  sc_node *node;
+  int index;
+  bool own;                   /* dedicated to one SC_LOOP_OWN actor */
+  sc_slot *free_slots;        /* node mutex */
+};
+
+typedef struct sc_name {
+  char name[SC_NODE_NAME_MAX];
+  sc_actor_id id;
+} sc_name;
+
+typedef struct sc_remote_watch {
+  sc_actor_id watcher, who;
+  int32_t rank;
+  struct sc_remote_watch *next;
+} sc_remote_watch;
+
+typedef struct sc_transport sc_transport;
+
+struct sc_node {
+  sc_cluster cluster;
+  int32_t rank;
+  sc_startup_actor startup[SC_NODE_MAX_STARTUP];
+  int32_t num_startup;
+  sc_slot *slots;             /* SC_MAX_SLOTS */
+  _Atomic uint32_t next_slot; /* first never-used slot */
+  sc_loop *loops[SC_MAX_LOOPS];
+  int num_shared_loops, num_loops;
+  _Atomic uint32_t rr;
+  pthread_mutex_t mu;         /* slot free lists, names, remote watches, ready state */
+  pthread_cond_t cv;
+  sc_name names[SC_MAX_SLOTS / 8];
+  int num_names;
+  sc_remote_watch *remote_watches;
+  bool ready;
+  bool *hello_seen;           /* head: ranks heard from */
+  int hellos;
+  bool wait_all_hello;
+  _Atomic int shutdown;       /* 1 once a stop was requested */
+  int shutdown_reason;
+  int stop_pipe[2];           /* wakes sc_node_wait_shutdown from signal handlers */
+  _Atomic int stopping;
+  bool started, stopped;
+  sc_transport *tr;
+  _Atomic(uint8_t) *peer_down; /* by rank */
+  sc_node_event_fn event_fn;
+  void *event_ud;
+  /* stats */
+  _Atomic uint64_t local_sent, remote_sent, remote_recv, mailbox_dropped, undeliverable;
+  _Atomic uint64_t late_replies;
+};
+
+/* sc_actor.c */
+int sc_loop_create(sc_node *n, int index, bool own, sc_loop **out);
+int sc_loop_start(sc_loop *l);
+void sc_loop_stop_join(sc_loop *l); /* stops actors, joins the thread */
+void sc_loop_destroy(sc_loop *l);
+/* Spawn into a specific slot index (startup actors) or any (slot_index < 0). */
+int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const void *arg,
+                size_t arg_size, int slot_index, sc_actor_id *out);
+/* Delivers a letter's content to a local actor: consumes body on success. Does not tap.
+ * from_remote: on failure the caller handles the body. */
+int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body);
+/* The name of a live local slot (for tap topics), or NULL. */
+const char *sc_slot_name(sc_node *n, uint16_t slot);
+/* Frees a letter body of any type (runtime-internal types included). */
+void sc_letter_body_free(int type, void *body);
+
+/* sc_transport.c */
+int sc_transport_create(sc_node *n, sc_transport **out, sc_diag *d);
+int sc_transport_start(sc_transport *t, sc_diag *d);
+void sc_transport_stop(sc_transport *t); /* joins the io thread, closes sockets */
+void sc_transport_destroy(sc_transport *t);
+/* Encodes on the caller's thread and queues for the io thread. Consumes body on
+ * success. */
+int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body);
+/* Tap hook for locally routed messages (any thread): encodes and queues only when a
+ * subscriber's prefix matches. */
+void sc_tap_local(sc_transport *t, const sc_envelope *env, const void *body);
+void sc_transport_stats(sc_transport *t, sc_node_stats *s);
+
+/* sc_node.c */
+void sc_node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why);
+void sc_node_emit(sc_node *n, const char *event, int32_t rank, int code, const char *d);
+int sc_route(sc_node *n, sc_envelope *env, void *body);
+
+#endif

@@ -1,0 +1,523 @@
+/* test_runtime.c - the actor runtime in one process: the MPSC queue, ping-pong, FIFO per
+ * sender, mailbox overflow policies, request timeouts, monitors and links, names, and
+ * the cluster file parser. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actors/runtime/sc_mpsc.h"
+#include "actors/runtime/sc_node.h"
+#include "actors/runtime/sc_time.h"
+
+/* ---- MPSC queue ---- */
+
+typedef struct item {
+  sc_mpsc_node link;
+  int producer, seq;
+} item;
+
+typedef struct prod_arg {
+  sc_mpsc *q;
+  int id, n;
+  item *items;
+} prod_arg;
+
+static void *producer(void *p) {
+  prod_arg *a = p;
+  for (int i = 0; i < a->n; i++) {
+    a->items[i].producer = a->id;
+    a->items[i].seq = i;
+    sc_mpsc_push(a->q, &a->items[i].link);
+  }
+  return NULL;
+}
+
+Test(mpsc, four_producers_fifo_per_producer_nothing_lost) {
+  enum { P = 4, N = 200000 };
+  static sc_mpsc q;
+  sc_mpsc_init(&q);
+  pthread_t th[P];
+  prod_arg args[P];
+  for (int p = 0; p < P; p++) {
+    args[p] = (prod_arg){&q, p, N, calloc(N, sizeof(item))};
+    pthread_create(&th[p], NULL, producer, &args[p]);
+  }
+  int next[P] = {0};
+  long got = 0;
+  const uint64_t deadline = sc_now_ns() + 20000000000ull;
+  while (got < (long)P * N && sc_now_ns() < deadline) {
+    sc_mpsc_node *nd = sc_mpsc_pop(&q);
+    if (nd == NULL) continue;
+    item *it = SC_CONTAINER_OF(nd, item, link);
+    cr_assert_eq(it->seq, next[it->producer], "producer %d: got %d, expected %d",
+                 it->producer, it->seq, next[it->producer]);
+    next[it->producer]++;
+    got++;
+  }
+  for (int p = 0; p < P; p++) pthread_join(th[p], NULL);
+  cr_assert_eq(got, (long)P * N);
+  cr_assert_null(sc_mpsc_pop(&q));
+  for (int p = 0; p < P; p++) free(args[p].items);
+}
+
+/* ---- a one-node cluster for the actor tests ---- */
+
+static char g_dir[64];
+static sc_cluster g_cluster;
+
+static sc_node *start_node(int loops, const sc_startup_actor *startup, int nstartup) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/sc-rt-XXXXXX");
+  cr_assert_not_null(mkdtemp(g_dir));
+  sc_diag d = {0};
+  cr_assert_eq(sc_cluster_local(1, g_dir, &g_cluster, &d), 0);
+  sc_node_opts o;
+  sc_node_opts_default(&o);
+  o.cluster = &g_cluster;
+  o.rank = 0;
+  o.loops = loops;
+  o.startup = startup;
+  o.num_startup = nstartup;
+  sc_node *n = NULL;
+  cr_assert_eq(sc_node_create(&o, &n, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert_eq(sc_node_start(n, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert_eq(sc_node_wait_ready(n, 5000), 0);
+  return n;
+}
+
+static void stop_node(sc_node *n) {
+  sc_node_destroy(n);
+  sc_cluster_free(&g_cluster);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+static bool wait_until(_Atomic int *flag, int want, int ms) {
+  const uint64_t deadline = sc_now_ns() + (uint64_t)ms * 1000000ull;
+  while (atomic_load(flag) < want) {
+    if (sc_now_ns() > deadline) return false;
+    usleep(1000);
+  }
+  return true;
+}
+
+static sc_msg_ping *new_ping(uint64_t seq) {
+  sc_msg_ping *p = sc_msg_body_new(SC_MSG_PING);
+  p->seq = seq;
+  return p;
+}
+
+static int kick(sc_node *n, sc_actor_id dst, uint64_t seq) {
+  sc_envelope env = {.type = SC_MSG_PING, .dst = dst};
+  sc_msg_ping *p = new_ping(seq);
+  const int rc = sc_node_send(n, &env, p);
+  if (rc != 0) sc_msg_body_destroy(SC_MSG_PING, p);
+  return rc;
+}
+
+/* ---- ping-pong and FIFO ---- */
+
+typedef struct shared {
+  _Atomic int done;
+  _Atomic int errors;
+  _Atomic int count;
+  int n;                 /* messages per sender */
+  sc_actor_id peer;
+  _Atomic int last_rc;
+  _Atomic int down_reason;
+  sc_actor_id down_who;
+} shared;
+
+typedef struct pinger {
+  shared *sh;
+  uint64_t next_expected;
+} pinger;
+
+static int pinger_init(sc_ctx *ctx, void *st, const void *arg) {
+  ((pinger *)st)->sh = *(shared *const *)arg;
+  return 0;
+}
+/* ping from outside starts the game: send ping 0 to the peer */
+static int pinger_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  pinger *s = sc_state(ctx);
+  return sc_send(ctx, s->sh->peer, SC_MSG_PING, new_ping(0));
+}
+static int pinger_on_pong(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  pinger *s = sc_state(ctx);
+  const sc_msg_pong *p = body;
+  if (p->seq != s->next_expected) atomic_fetch_add(&s->sh->errors, 1);
+  s->next_expected = p->seq + 1;
+  if ((int)s->next_expected == s->sh->n) {
+    atomic_store(&s->sh->done, 1);
+    return 0;
+  }
+  return sc_send(ctx, env->src, SC_MSG_PING, new_ping(s->next_expected));
+}
+static const sc_actor_spec k_pinger = {
+    .name = "pinger", .state_size = sizeof(pinger), .init = pinger_init,
+    .handlers = {[SC_MSG_PING] = pinger_on_ping, [SC_MSG_PONG] = pinger_on_pong},
+    .loop = SC_LOOP_ANY};
+
+Test(runtime, inprocess_ping_pong_with_the_node_actor) {
+  sc_node *n = start_node(2, NULL, 0);
+  shared sh = {.n = 20000};
+  cr_assert_eq(sc_node_resolve(n, "node@0", &sh.peer), 0);
+  shared *psh = &sh;
+  sc_actor_id a;
+  cr_assert_eq(sc_spawn(n, &k_pinger, &psh, sizeof psh, &a), 0);
+  cr_assert_eq(kick(n, a, 0), 0);
+  cr_assert(wait_until(&sh.done, 1, 10000), "ping-pong did not finish");
+  cr_assert_eq(atomic_load(&sh.errors), 0);
+  stop_node(n);
+}
+
+/* receiver checks that each sender's sequence numbers arrive in order */
+typedef struct fifo_rx {
+  shared *sh;
+  uint64_t next[4096];
+} fifo_rx;
+static int fifo_rx_init(sc_ctx *ctx, void *st, const void *arg) {
+  ((fifo_rx *)st)->sh = *(shared *const *)arg;
+  return 0;
+}
+static int fifo_rx_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  fifo_rx *s = sc_state(ctx);
+  const sc_msg_ping *p = body;
+  if (p->seq != s->next[env->src.slot]) atomic_fetch_add(&s->sh->errors, 1);
+  s->next[env->src.slot] = p->seq + 1;
+  atomic_fetch_add(&s->sh->count, 1);
+  return 0;
+}
+static const sc_actor_spec k_fifo_rx = {
+    .name = "fifo_rx", .state_size = sizeof(fifo_rx), .init = fifo_rx_init,
+    .handlers = {[SC_MSG_PING] = fifo_rx_on_ping}, .loop = 0};
+
+/* a sender: on ping from outside, sends n numbered pings, retrying on SC_EFULL by
+ * re-sending itself a continuation (never blocks its loop). */
+typedef struct fifo_tx {
+  shared *sh;
+  uint64_t sent;
+} fifo_tx;
+static int fifo_tx_init(sc_ctx *ctx, void *st, const void *arg) {
+  ((fifo_tx *)st)->sh = *(shared *const *)arg;
+  return 0;
+}
+static int fifo_tx_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  fifo_tx *s = sc_state(ctx);
+  for (int burst = 0; burst < 1000 && (int)s->sent < s->sh->n; burst++) {
+    sc_msg_ping *p = new_ping(s->sent);
+    const int rc = sc_send(ctx, s->sh->peer, SC_MSG_PING, p);
+    if (rc == SC_EFULL) {
+      sc_msg_body_destroy(SC_MSG_PING, p);
+      break;
+    }
+    if (rc != 0) return rc;
+    s->sent++;
+  }
+  if ((int)s->sent < s->sh->n) return sc_send(ctx, sc_self(ctx), SC_MSG_PING, new_ping(0));
+  return 0;
+}
+static const sc_actor_spec k_fifo_tx = {
+    .name = "fifo_tx", .state_size = sizeof(fifo_tx), .init = fifo_tx_init,
+    .handlers = {[SC_MSG_PING] = fifo_tx_on_ping}, .loop = SC_LOOP_ANY};
+
+Test(runtime, fifo_per_sender_across_loops) {
+  sc_node *n = start_node(3, NULL, 0);
+  shared sh = {.n = 50000};
+  shared *psh = &sh;
+  cr_assert_eq(sc_spawn(n, &k_fifo_rx, &psh, sizeof psh, &sh.peer), 0);
+  enum { S = 4 };
+  sc_actor_id tx[S];
+  for (int i = 0; i < S; i++) cr_assert_eq(sc_spawn(n, &k_fifo_tx, &psh, sizeof psh, &tx[i]), 0);
+  for (int i = 0; i < S; i++) cr_assert_eq(kick(n, tx[i], 0), 0);
+  cr_assert(wait_until(&sh.count, S * sh.n, 20000), "only %d of %d arrived",
+            atomic_load(&sh.count), S * sh.n);
+  cr_assert_eq(atomic_load(&sh.errors), 0);
+  usleep(20000);
+  cr_assert_eq(atomic_load(&sh.count), S * sh.n, "duplicates arrived");
+  stop_node(n);
+}
+
+/* ---- mailbox overflow ---- */
+
+typedef struct burst {
+  shared *sh;
+} burst;
+static int burst_init(sc_ctx *ctx, void *st, const void *arg) {
+  ((burst *)st)->sh = *(shared *const *)arg;
+  return 0;
+}
+/* Sends 10 pings to the peer within one handler: the peer (same loop) cannot drain in
+ * between, so its capacity of 4 is what decides. */
+static int burst_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  burst *s = sc_state(ctx);
+  int ok = 0, full = 0;
+  for (int i = 0; i < 10; i++) {
+    sc_msg_ping *p = new_ping((uint64_t)i);
+    const int rc = sc_send(ctx, s->sh->peer, SC_MSG_PING, p);
+    if (rc == 0) ok++;
+    else {
+      sc_msg_body_destroy(SC_MSG_PING, p);
+      if (rc == SC_EFULL) full++;
+    }
+  }
+  atomic_store(&s->sh->last_rc, ok * 100 + full);
+  atomic_store(&s->sh->done, 1);
+  return 0;
+}
+static const sc_actor_spec k_burst = {
+    .name = "burst", .state_size = sizeof(burst), .init = burst_init,
+    .handlers = {[SC_MSG_PING] = burst_on_ping}, .loop = 0};
+
+static void overflow_case(sc_overflow policy, int want_rc, int want_count) {
+  sc_node *n = start_node(1, NULL, 0);
+  shared sh = {0};
+  shared *psh = &sh;
+  sc_actor_spec rx = k_fifo_rx;
+  rx.mailbox_cap = 4;
+  rx.overflow = policy;
+  cr_assert_eq(sc_spawn(n, &rx, &psh, sizeof psh, &sh.peer), 0);
+  sc_actor_id b;
+  cr_assert_eq(sc_spawn(n, &k_burst, &psh, sizeof psh, &b), 0);
+  cr_assert_eq(kick(n, b, 0), 0);
+  cr_assert(wait_until(&sh.done, 1, 5000));
+  cr_assert(wait_until(&sh.count, want_count, 5000));
+  usleep(20000);
+  cr_assert_eq(atomic_load(&sh.last_rc), want_rc);
+  cr_assert_eq(atomic_load(&sh.count), want_count);
+  cr_assert_eq(atomic_load(&sh.errors), 0); /* the accepted ones arrive in order */
+  sc_node_stats st;
+  sc_node_get_stats(n, &st);
+  cr_assert_eq(st.mailbox_dropped, policy == SC_OVERFLOW_DROP ? 6u : 0u);
+  stop_node(n);
+}
+
+Test(runtime, overflow_reject_returns_efull_and_keeps_the_body) {
+  overflow_case(SC_OVERFLOW_REJECT, 4 * 100 + 6, 4);
+}
+Test(runtime, overflow_drop_accepts_and_counts) { overflow_case(SC_OVERFLOW_DROP, 1000, 4); }
+
+/* ---- requests ---- */
+
+typedef struct requester {
+  shared *sh;
+} requester;
+static int req_init(sc_ctx *ctx, void *st, const void *arg) {
+  ((requester *)st)->sh = *(shared *const *)arg;
+  return 0;
+}
+static void req_done(sc_ctx *ctx, void *ud, int rc, const sc_envelope *env, const void *body) {
+  requester *s = sc_state(ctx);
+  atomic_store(&s->sh->last_rc, rc);
+  if (rc == 0 && (env == NULL || env->type != SC_MSG_PONG || ((const sc_msg_pong *)body)->seq != 77))
+    atomic_fetch_add(&s->sh->errors, 1);
+  atomic_store(&s->sh->done, 1);
+}
+static int req_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  requester *s = sc_state(ctx);
+  sc_msg_ping *p = new_ping(77);
+  const int rc = sc_request(ctx, s->sh->peer, SC_MSG_PING, p, 150, req_done, NULL);
+  if (rc != 0) {
+    sc_msg_body_destroy(SC_MSG_PING, p);
+    atomic_store(&s->sh->last_rc, rc);
+    atomic_store(&s->sh->done, 1);
+  }
+  return 0;
+}
+static const sc_actor_spec k_requester = {
+    .name = "requester", .state_size = sizeof(requester), .init = req_init,
+    .handlers = {[SC_MSG_PING] = req_on_ping}, .loop = SC_LOOP_ANY};
+static int silent_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) { return 0; }
+static const sc_actor_spec k_silent = {.name = "silent",
+                                       .handlers = {[SC_MSG_PING] = silent_on_ping}};
+
+Test(runtime, request_gets_reply) {
+  sc_node *n = start_node(2, NULL, 0);
+  shared sh = {.last_rc = 1};
+  shared *psh = &sh;
+  cr_assert_eq(sc_node_resolve(n, "node", &sh.peer), 0);
+  sc_actor_id r;
+  cr_assert_eq(sc_spawn(n, &k_requester, &psh, sizeof psh, &r), 0);
+  cr_assert_eq(kick(n, r, 0), 0);
+  cr_assert(wait_until(&sh.done, 1, 5000));
+  cr_assert_eq(atomic_load(&sh.last_rc), 0);
+  cr_assert_eq(atomic_load(&sh.errors), 0);
+  stop_node(n);
+}
+
+Test(runtime, request_times_out_when_the_peer_never_answers) {
+  sc_node *n = start_node(2, NULL, 0);
+  shared sh = {.last_rc = 1};
+  shared *psh = &sh;
+  cr_assert_eq(sc_spawn(n, &k_silent, NULL, 0, &sh.peer), 0);
+  sc_actor_id r;
+  cr_assert_eq(sc_spawn(n, &k_requester, &psh, sizeof psh, &r), 0);
+  const uint64_t t0 = sc_now_ns();
+  cr_assert_eq(kick(n, r, 0), 0);
+  cr_assert(wait_until(&sh.done, 1, 5000));
+  const double ms = (double)(sc_now_ns() - t0) / 1e6;
+  cr_assert_eq(atomic_load(&sh.last_rc), SC_ETIMEDOUT);
+  cr_assert(ms >= 140 && ms < 2000, "timed out after %.1f ms (deadline 150)", ms);
+  stop_node(n);
+}
+
+Test(runtime, request_to_a_stopped_actor_fails) {
+  sc_node *n = start_node(1, NULL, 0);
+  shared sh = {.last_rc = 1};
+  shared *psh = &sh;
+  cr_assert_eq(sc_spawn(n, &k_silent, NULL, 0, &sh.peer), 0);
+  cr_assert_eq(sc_node_stop_actor(n, sh.peer, 0), 0);
+  /* wait until the stop is processed: sends to the old id fail */
+  for (int i = 0; i < 1000 && kick(n, sh.peer, 0) == 0; i++) usleep(1000);
+  cr_assert_eq(kick(n, sh.peer, 0), SC_ENOENT);
+  sc_actor_id r;
+  cr_assert_eq(sc_spawn(n, &k_requester, &psh, sizeof psh, &r), 0);
+  cr_assert_eq(kick(n, r, 0), 0);
+  cr_assert(wait_until(&sh.done, 1, 5000));
+  cr_assert_eq(atomic_load(&sh.last_rc), SC_ENOENT);
+  /* the slot is reused with a new generation; the stale id stays dead */
+  sc_actor_id again;
+  cr_assert_eq(sc_spawn(n, &k_silent, NULL, 0, &again), 0);
+  cr_assert_eq(kick(n, sh.peer, 0), SC_ENOENT);
+  stop_node(n);
+}
+
+/* ---- monitors and links ---- */
+
+typedef struct watcher {
+  shared *sh;
+} watcher;
+static int watcher_init(sc_ctx *ctx, void *st, const void *arg) {
+  ((watcher *)st)->sh = *(shared *const *)arg;
+  return sc_monitor(ctx, ((watcher *)st)->sh->peer);
+}
+static int watcher_on_down(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  watcher *s = sc_state(ctx);
+  const sc_msg_down *d = body;
+  s->sh->down_who = d->who;
+  atomic_store(&s->sh->down_reason, d->reason);
+  atomic_store(&s->sh->done, 1);
+  return 0;
+}
+static const sc_actor_spec k_watcher = {
+    .name = "watcher", .state_size = sizeof(watcher), .init = watcher_init,
+    .handlers = {[SC_MSG_DOWN] = watcher_on_down}, .loop = SC_LOOP_ANY};
+static int crash_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  return SC_EIO;
+}
+static int linker_init(sc_ctx *ctx, void *st, const void *arg) {
+  return sc_link(ctx, *(const sc_actor_id *)arg);
+}
+static const sc_actor_spec k_crasher = {.name = "crasher",
+                                        .handlers = {[SC_MSG_PING] = crash_on_ping},
+                                        .loop = SC_LOOP_ANY};
+static const sc_actor_spec k_linker = {.name = "linker", .init = linker_init,
+                                       .loop = SC_LOOP_ANY};
+
+Test(runtime, monitor_gets_down_with_reason) {
+  sc_node *n = start_node(2, NULL, 0);
+  shared sh = {0};
+  shared *psh = &sh;
+  cr_assert_eq(sc_spawn(n, &k_crasher, NULL, 0, &sh.peer), 0);
+  sc_actor_id w;
+  cr_assert_eq(sc_spawn(n, &k_watcher, &psh, sizeof psh, &w), 0);
+  usleep(20000); /* the monitor is registered in the watcher's init */
+  cr_assert_eq(kick(n, sh.peer, 0), 0);
+  cr_assert(wait_until(&sh.done, 1, 5000));
+  cr_assert_eq(atomic_load(&sh.down_reason), SC_EIO);
+  cr_assert(sc_actor_id_eq(sh.down_who, sh.peer));
+  stop_node(n);
+}
+
+Test(runtime, monitor_of_a_dead_id_fires_at_once) {
+  sc_node *n = start_node(1, NULL, 0);
+  shared sh = {0};
+  shared *psh = &sh;
+  sh.peer = (sc_actor_id){.node = 0, .slot = 999, .gen = 5};
+  sc_actor_id w;
+  cr_assert_eq(sc_spawn(n, &k_watcher, &psh, sizeof psh, &w), 0);
+  cr_assert(wait_until(&sh.done, 1, 5000));
+  cr_assert_eq(atomic_load(&sh.down_reason), SC_ENOENT);
+  stop_node(n);
+}
+
+Test(runtime, link_propagates_abnormal_exit) {
+  sc_node *n = start_node(2, NULL, 0);
+  shared sh = {0};
+  shared *psh = &sh;
+  sc_actor_id crasher, linker, w;
+  cr_assert_eq(sc_spawn(n, &k_crasher, NULL, 0, &crasher), 0);
+  cr_assert_eq(sc_spawn(n, &k_linker, &crasher, sizeof crasher, &linker), 0);
+  sh.peer = linker;
+  cr_assert_eq(sc_spawn(n, &k_watcher, &psh, sizeof psh, &w), 0);
+  usleep(30000);
+  cr_assert_eq(kick(n, crasher, 0), 0);
+  cr_assert(wait_until(&sh.done, 1, 5000), "the linked actor did not stop");
+  cr_assert_eq(atomic_load(&sh.down_reason), SC_EIO);
+  cr_assert(sc_actor_id_eq(sh.down_who, linker));
+  stop_node(n);
+}
+
+/* ---- names ---- */
+
+Test(runtime, startup_names_resolve_deterministically) {
+  static const sc_actor_spec spec = {.name = "x"};
+  const sc_startup_actor st[] = {{.name = "scheduler", .spec = &spec, .where = SC_ON_HEAD},
+                                 {.name = "comm", .spec = &spec, .where = SC_ON_ALL}};
+  sc_node *n = start_node(1, st, 2);
+  sc_actor_id id;
+  cr_assert_eq(sc_node_resolve(n, "scheduler@0", &id), 0);
+  cr_assert(id.node == 0 && id.slot == 1 && id.gen == 1);
+  cr_assert_eq(sc_node_resolve(n, "comm", &id), 0);
+  cr_assert(id.slot == 2 && id.gen == 1);
+  cr_assert_eq(kick(n, id, 0), 0); /* it is live (the ping is unhandled and dropped) */
+  cr_assert_eq(sc_node_resolve(n, "nobody", &id), SC_ENOENT);
+  cr_assert_eq(sc_node_resolve(n, "comm@7", &id), SC_EINVAL); /* no rank 7 */
+  sc_actor_id mine;
+  cr_assert_eq(sc_spawn(n, &k_silent, NULL, 0, &mine), 0);
+  cr_assert_eq(sc_node_register(n, "mine", mine), 0);
+  cr_assert_eq(sc_node_register(n, "mine", mine), SC_EINVAL);
+  cr_assert_eq(sc_node_resolve(n, "mine@0", &id), 0);
+  cr_assert(sc_actor_id_eq(id, mine));
+  stop_node(n);
+}
+
+/* ---- cluster files ---- */
+
+Test(cluster, parse_and_reject) {
+  sc_cluster c;
+  sc_diag d = {0};
+  cr_assert_eq(sc_cluster_parse("{\"pcp\":2,\"nodes\":[{\"rank\":1,\"endpoint\":\"ipc://b\"},"
+                                "{\"rank\":0,\"endpoint\":\"ipc://a\",\"tap\":\"ipc://t\"}]}",
+                                &c, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert_eq(c.num_nodes, 2);
+  cr_assert_str_eq(c.nodes[0].endpoint, "ipc://a");
+  cr_assert_str_eq(c.nodes[0].tap, "ipc://t");
+  cr_assert_str_eq(c.nodes[1].tap, "");
+  cr_assert_eq(c.heartbeat_timeout_ms, 1000);
+  sc_cluster_free(&c);
+  cr_assert_eq(sc_cluster_parse("{\"nodes\":[{\"rank\":0,\"endpoint\":\"a\"},"
+                                "{\"rank\":0,\"endpoint\":\"b\"}]}", &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "twice"), "%s", d.msg);
+  cr_assert_eq(sc_cluster_parse("{\"nodes\":[]}", &c, &d), SC_EINVAL);
+  cr_assert_eq(sc_cluster_parse("{\"nodes\":[{\"rank\":0}]}", &c, &d), SC_EINVAL);
+  cr_assert_eq(sc_cluster_parse("[", &c, &d), SC_EINVAL);
+  cr_assert_eq(sc_cluster_parse("{\"heartbeat_ms\":500,\"heartbeat_timeout_ms\":100,"
+                                "\"nodes\":[{\"rank\":0,\"endpoint\":\"a\"}]}", &c, &d),
+               SC_EINVAL);
+  /* round trip through sc_cluster_to_json */
+  cr_assert_eq(sc_cluster_local(3, "/tmp/x", &c, &d), 0);
+  char *json = NULL;
+  cr_assert_eq(sc_cluster_to_json(&c, &json), 0);
+  sc_cluster c2;
+  cr_assert_eq(sc_cluster_parse(json, &c2, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert_eq(c2.num_nodes, 3);
+  cr_assert_str_eq(c2.nodes[2].endpoint, "ipc:///tmp/x/node-2");
+  free(json);
+  sc_cluster_free(&c);
+  sc_cluster_free(&c2);
+}
