@@ -39,5 +39,6 @@ void sc_bench_machine(char *buf, int len);
 
 typedef int (*sc_bench_fn)(sc_bench *b);
 int sc_bench_plan(sc_bench *b);
+int sc_bench_codec(sc_bench *b);
 
 #endif

@@ -13,6 +13,7 @@ static const struct {
   const char *what;
 } k_bench_kinds[] = {
     {"plan", sc_bench_plan, "time to plan one step: compact plan and index arrays"},
+    {"codec", sc_bench_codec, "message encode/decode rates: a small message, a step plan"},
 };
 #define NUM_KINDS (sizeof k_bench_kinds / sizeof k_bench_kinds[0])
 
