@@ -4,6 +4,7 @@
  * + rope_dim 64 = 576 values per token) and a realistic vocabulary. The planner's
  * configuration falls back to these when a dimension is not given, so that
  * `sparsecp plan` describes the collectives of the model `sparsecp run` serves.
+ * model_config.c fills sc_model_config from the same macros (docs/model.md).
  */
 #ifndef SC_MODEL_DEFAULTS_H
 #define SC_MODEL_DEFAULTS_H
@@ -16,5 +17,17 @@
 #define SC_MODEL_DEFAULT_INDEX_DIM 64
 #define SC_MODEL_DEFAULT_TOPK 64
 #define SC_MODEL_DEFAULT_VOCAB 32768
+
+/* The rest of the model (not needed by the planner). */
+#define SC_MODEL_DEFAULT_Q_LORA_RANK 256
+#define SC_MODEL_DEFAULT_QK_NOPE_DIM 64
+#define SC_MODEL_DEFAULT_V_HEAD_DIM 64
+#define SC_MODEL_DEFAULT_INDEX_HEADS 4
+#define SC_MODEL_DEFAULT_FFN_HIDDEN 1024
+#define SC_MODEL_DEFAULT_RMS_EPS 1e-6
+#define SC_MODEL_DEFAULT_ROPE_THETA 10000.0
+#define SC_MODEL_DEFAULT_MAX_POSITION 65536
+#define SC_MODEL_DEFAULT_SEED 1234
+#define SC_MODEL_DEFAULT_INIT_SCALE 1.0
 
 #endif

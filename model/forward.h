@@ -1,0 +1,67 @@
+/* forward.h - one rank's forward pass of one step of the synthetic DeepSeek-V3.2-shaped
+ * model (SPEC.md §3-7; docs/model.md has the layer math).
+ *
+ * Per layer: RMSNorm; MLA projections with q LoRA (wq_a, q_norm, wq_b) and kv LoRA
+ * (wkv_a -> [c_kv ; k_rope], kv_norm); the lightning indexer (index queries from the q
+ * latent, index keys and per-token head weights from the normed hidden); top-K; sparse
+ * MLA attention with W_UK absorbed into the query and W_UV applied to the latent output;
+ * o_proj; residual; RMSNorm; SwiGLU MLP; residual. Then the final norm and the LM head
+ * on the last token of every request, on every rank.
+ *
+ * Every collective goes through sc_coll_session_run in the planned order (SPEC.md §6);
+ * the shapes requested are derived here from the rank's metadata and the model, never
+ * copied from the plan, so a divergence is caught by the session instead of hanging.
+ * A rank with no real rows for an entry still takes part with padding.
+ *
+ * Compute goes through the kernel API only (kernels/kernels.h). Collective buffers are
+ * kernel buffers handed to the collective backend directly: correct for the CPU backend
+ * and for device-aware backends; a host backend driving device memory must stage.
+ *
+ * Ownership: sc_forward borrows the kernels context, weights, cache and comm (all must
+ * outlive it) and owns its scratch buffers, which grow to the largest step and are
+ * reused. One thread: the rank's executor (the harness thread of the rank).
+ */
+#ifndef SC_FORWARD_H
+#define SC_FORWARD_H
+
+#include <stdint.h>
+
+#include "actors/metadata/metadata.h"
+#include "collectives/coll.h"
+#include "kernels/kernels.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+typedef struct sc_forward sc_forward;
+
+/* cfg: the parallel configuration the plans are built with (its model dimensions must
+ * equal the weights' model). The cache must have width kv_lora_rank + rope_dim +
+ * index_dim and w->cfg.layers layers. */
+int sc_forward_create(sc_kernels *k, const sc_model_weights *w, sc_kv_cache *cache,
+                      sc_comm *comm, const sc_plan_config *cfg, sc_forward **out,
+                      sc_diag *d);
+void sc_forward_destroy(sc_forward *f);
+
+/* Inputs of one step. */
+typedef struct sc_forward_in {
+  uint64_t step;
+  const sc_plan *plan;
+  const sc_meta *meta;        /* this rank's metadata of plan */
+  const int32_t *tokens;      /* [plan->num_tokens] input ids, global batch order */
+  const int32_t *block_table; /* dense [num_reqs][max_blocks] (sc_meta_blocks.table) */
+  int32_t max_blocks;
+} sc_forward_in;
+
+/* Outputs (host memory owned by the caller; any pointer may be NULL). */
+typedef struct sc_forward_out {
+  float *logits;     /* [num_reqs][vocab]: last token of each request with q > 0 */
+  sc_kcand *topk;    /* [layers][plan num_tokens][topk]: the (score, position) top-K of
+                        every global token this rank holds, as selected (merged over DCP
+                        for decode rows); entries of other tokens are left untouched */
+} sc_forward_out;
+
+/* Runs the step. On failure returns the code (SC_EDESYNC, SC_ETIMEDOUT, SC_EABORTED from
+ * collectives; kernel errors) with a message in d; the caller aborts the other ranks. */
+int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out, sc_diag *d);
+
+#endif

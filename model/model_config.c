@@ -1,0 +1,210 @@
+/* model_config.c - defaults, JSON parsing and validation of the model configuration. */
+#include "model/model_config.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_defaults.h"
+
+void sc_model_config_default(sc_model_config *c) {
+  *c = (sc_model_config){
+      .vocab = SC_MODEL_DEFAULT_VOCAB,
+      .hidden = SC_MODEL_DEFAULT_HIDDEN,
+      .layers = SC_MODEL_DEFAULT_LAYERS,
+      .heads = SC_MODEL_DEFAULT_HEADS,
+      .q_lora_rank = SC_MODEL_DEFAULT_Q_LORA_RANK,
+      .kv_lora_rank = SC_MODEL_DEFAULT_KV_LORA_RANK,
+      .qk_nope_dim = SC_MODEL_DEFAULT_QK_NOPE_DIM,
+      .rope_dim = SC_MODEL_DEFAULT_ROPE_DIM,
+      .v_head_dim = SC_MODEL_DEFAULT_V_HEAD_DIM,
+      .index_heads = SC_MODEL_DEFAULT_INDEX_HEADS,
+      .index_dim = SC_MODEL_DEFAULT_INDEX_DIM,
+      .topk = SC_MODEL_DEFAULT_TOPK,
+      .ffn_hidden = SC_MODEL_DEFAULT_FFN_HIDDEN,
+      .max_position = SC_MODEL_DEFAULT_MAX_POSITION,
+      .rms_eps = (float)SC_MODEL_DEFAULT_RMS_EPS,
+      .rope_theta = (float)SC_MODEL_DEFAULT_ROPE_THETA,
+      .seed = SC_MODEL_DEFAULT_SEED,
+      .init_scale = (float)SC_MODEL_DEFAULT_INIT_SCALE,
+  };
+}
+
+/* The integer keys, their fields and ranges: one table drives parsing and validation. */
+typedef struct int_key {
+  const char *name;
+  size_t off;
+  int64_t lo, hi;
+} int_key;
+
+#define K(name, lo, hi) {#name, offsetof(sc_model_config, name), lo, hi}
+static const int_key INT_KEYS[] = {
+    K(vocab, 2, SC_MODEL_MAX_VOCAB),
+    K(hidden, 1, SC_MODEL_MAX_DIM),
+    K(layers, 1, 1024),
+    K(heads, 1, 1024),
+    K(q_lora_rank, 1, SC_MODEL_MAX_DIM),
+    K(kv_lora_rank, 1, SC_MODEL_MAX_DIM),
+    K(qk_nope_dim, 1, SC_MODEL_MAX_DIM),
+    K(rope_dim, 0, SC_MODEL_MAX_DIM),
+    K(v_head_dim, 1, SC_MODEL_MAX_DIM),
+    K(index_heads, 1, 1024),
+    K(index_dim, 1, SC_MODEL_MAX_DIM),
+    K(topk, 1, SC_MODEL_MAX_DIM),
+    K(ffn_hidden, 1, 1 << 20),
+    K(max_position, 1, SC_PLAN_MAX_TOKENS),
+};
+#undef K
+
+static int32_t *int_field(sc_model_config *c, const int_key *k) {
+  return (int32_t *)((char *)c + k->off);
+}
+
+int sc_model_config_validate(const sc_model_config *c, sc_diag *d) {
+  for (size_t i = 0; i < sizeof INT_KEYS / sizeof INT_KEYS[0]; i++) {
+    const int_key *k = &INT_KEYS[i];
+    const int64_t v = *int_field((sc_model_config *)c, k);
+    if (v < k->lo || v > k->hi)
+      return sc_fail(d, SC_EINVAL, "model %s = %lld is out of range: it must be in [%lld, %lld]",
+                     k->name, (long long)v, (long long)k->lo, (long long)k->hi);
+  }
+  if (c->rope_dim % 2 != 0)
+    return sc_fail(d, SC_EINVAL,
+                   "model rope_dim = %d must be even (rotary pairs of two values)", c->rope_dim);
+  if (!(c->rms_eps > 0.0f) || !isfinite(c->rms_eps))
+    return sc_fail(d, SC_EINVAL, "model rms_eps = %g must be a finite number > 0",
+                   (double)c->rms_eps);
+  if (!(c->rope_theta > 1.0f) || !isfinite(c->rope_theta))
+    return sc_fail(d, SC_EINVAL, "model rope_theta = %g must be a finite number > 1",
+                   (double)c->rope_theta);
+  if (!(c->init_scale > 0.0f) || !isfinite(c->init_scale))
+    return sc_fail(d, SC_EINVAL, "model init_scale = %g must be a finite number > 0",
+                   (double)c->init_scale);
+  /* The largest weight matrix must stay addressable with 32-bit row counts. */
+  if ((int64_t)c->vocab * c->hidden > ((int64_t)1 << 31))
+    return sc_fail(d, SC_EINVAL, "model vocab * hidden = %lld exceeds 2^31 elements",
+                   (long long)c->vocab * c->hidden);
+  return 0;
+}
+
+int sc_model_config_check_tp(const sc_model_config *c, int32_t tp, sc_diag *d) {
+  if (tp < 1) return sc_fail(d, SC_EINVAL, "tp = %d must be >= 1", tp);
+  if (c->heads % tp != 0)
+    return sc_fail(d, SC_EINVAL,
+                   "model heads = %d is not divisible by tp = %d (TP splits attention heads)",
+                   c->heads, tp);
+  if (c->ffn_hidden % tp != 0)
+    return sc_fail(d, SC_EINVAL,
+                   "model ffn_hidden = %d is not divisible by tp = %d (TP splits the MLP)",
+                   c->ffn_hidden, tp);
+  return 0;
+}
+
+static int apply_float(const char *key, json_t *val, double lo_excl, float *out, sc_diag *d) {
+  if (!json_is_number(val))
+    return sc_fail(d, SC_EINVAL, "model config key \"%s\" must be a number", key);
+  const double v = json_number_value(val);
+  if (!(v > lo_excl) || !isfinite(v) || v > 1e30)
+    return sc_fail(d, SC_EINVAL, "model config key \"%s\" = %g must be a finite number > %g",
+                   key, v, lo_excl);
+  *out = (float)v;
+  return 0;
+}
+
+int sc_model_config_apply_json(sc_model_config *c, const void *json_object, sc_diag *d) {
+  json_t *obj = (json_t *)json_object;
+  if (!json_is_object(obj)) return sc_fail(d, SC_EINVAL, "the model config must be a JSON object");
+  const char *key;
+  json_t *val;
+  int rc;
+  json_object_foreach(obj, key, val) {
+    if (!strcmp(key, "rms_eps")) {
+      if ((rc = apply_float(key, val, 0.0, &c->rms_eps, d))) return rc;
+      continue;
+    }
+    if (!strcmp(key, "rope_theta")) {
+      if ((rc = apply_float(key, val, 1.0, &c->rope_theta, d))) return rc;
+      continue;
+    }
+    if (!strcmp(key, "init_scale")) {
+      if ((rc = apply_float(key, val, 0.0, &c->init_scale, d))) return rc;
+      continue;
+    }
+    if (!strcmp(key, "seed")) {
+      if (!json_is_integer(val) || json_integer_value(val) < 0)
+        return sc_fail(d, SC_EINVAL, "model config key \"seed\" must be an integer >= 0");
+      c->seed = (uint64_t)json_integer_value(val);
+      continue;
+    }
+    const int_key *k = NULL;
+    for (size_t i = 0; i < sizeof INT_KEYS / sizeof INT_KEYS[0]; i++)
+      if (!strcmp(key, INT_KEYS[i].name)) k = &INT_KEYS[i];
+    if (k == NULL)
+      return sc_fail(d, SC_EINVAL,
+                     "unknown model config key \"%s\" (docs/model.md lists the keys)", key);
+    if (!json_is_integer(val))
+      return sc_fail(d, SC_EINVAL, "model config key \"%s\" must be an integer", key);
+    const json_int_t v = json_integer_value(val);
+    if (v < k->lo || v > k->hi)
+      return sc_fail(d, SC_EINVAL,
+                     "model config key \"%s\" = %lld is out of range: it must be in [%lld, %lld]",
+                     key, (long long)v, (long long)k->lo, (long long)k->hi);
+    *int_field(c, k) = (int32_t)v;
+  }
+  return 0;
+}
+
+int sc_model_config_parse(const char *text, size_t len, sc_model_config *c, sc_diag *d) {
+  sc_model_config tmp;
+  sc_model_config_default(&tmp);
+  json_error_t jerr;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (root == NULL)
+    return sc_fail(d, SC_EINVAL, "model config: invalid JSON at line %d column %d: %s",
+                   jerr.line, jerr.column, jerr.text);
+  int rc = sc_model_config_apply_json(&tmp, root, d);
+  json_decref(root);
+  if (rc == 0) rc = sc_model_config_validate(&tmp, d);
+  if (rc == 0) *c = tmp;
+  return rc;
+}
+
+int sc_model_config_load(const char *path, sc_model_config *c, sc_diag *d) {
+  enum { LIMIT = 1 << 20 };
+  int rc = 0;
+  char *buf = NULL;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return sc_fail(d, SC_ENOENT, "cannot open model config %s", path);
+  buf = malloc(LIMIT + 1);
+  if (buf == NULL) {
+    rc = sc_fail(d, SC_ENOMEM, "out of memory reading %s", path);
+    goto out_close;
+  }
+  const size_t n = fread(buf, 1, LIMIT + 1, f);
+  if (ferror(f)) {
+    rc = sc_fail(d, SC_EIO, "cannot read model config %s", path);
+    goto out_free;
+  }
+  if (n > LIMIT) {
+    rc = sc_fail(d, SC_ETOOBIG, "model config %s is larger than %d bytes", path, LIMIT);
+    goto out_free;
+  }
+  rc = sc_model_config_parse(buf, n, c, d);
+out_free:
+  free(buf);
+out_close:
+  fclose(f);
+  return rc;
+}
+
+void sc_model_config_to_plan(const sc_model_config *m, sc_plan_config *p) {
+  p->layers = m->layers;
+  p->heads = m->heads;
+  p->kv_lora_rank = m->kv_lora_rank;
+  p->rope_dim = m->rope_dim;
+  p->index_dim = m->index_dim;
+  p->topk = m->topk;
+  p->hidden = m->hidden;
+}

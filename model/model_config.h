@@ -1,0 +1,75 @@
+/* model_config.h - the configuration of the synthetic DeepSeek-V3.2-shaped model
+ * (docs/model.md lists every key with its meaning and default).
+ *
+ * Pure: parsing takes text, loading a file is a thin wrapper. Defaults come from
+ * model_defaults.h, which the planner shares, so `sparsecp plan` and the model agree.
+ * Any thread; no global state.
+ */
+#ifndef SC_MODEL_CONFIG_H
+#define SC_MODEL_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "actors/partitioner/plan.h"
+#include "actors/runtime/sc_error.h"
+
+typedef struct sc_model_config {
+  int32_t vocab;
+  int32_t hidden;
+  int32_t layers;
+  int32_t heads;        /* attention heads of the whole model (split over TP) */
+  int32_t q_lora_rank;  /* query low-rank latent */
+  int32_t kv_lora_rank; /* compressed KV latent c_kv (dc) */
+  int32_t qk_nope_dim;  /* per-head non-rotary query/key width */
+  int32_t rope_dim;     /* rotary width (dr): k_rope is shared by all heads */
+  int32_t v_head_dim;
+  int32_t index_heads;  /* lightning indexer heads H_I (not split over TP) */
+  int32_t index_dim;    /* indexer head width d_I (also the stored index-key width) */
+  int32_t topk;         /* K: context tokens each query attends to */
+  int32_t ffn_hidden;   /* SwiGLU intermediate width (split over TP) */
+  int32_t max_position; /* largest request extent the model accepts */
+  float rms_eps;
+  float rope_theta;
+  uint64_t seed;        /* synthetic weights */
+  float init_scale;     /* synthetic weights: uniform(+-init_scale / sqrt(fan_in)) */
+} sc_model_config;
+
+#define SC_MODEL_MAX_DIM (1 << 16)
+#define SC_MODEL_MAX_VOCAB (1 << 22)
+
+void sc_model_config_default(sc_model_config *c);
+
+/* Checks ranges and the structural rules (rope_dim even, ...). SC_EINVAL + message. */
+int sc_model_config_validate(const sc_model_config *c, sc_diag *d);
+
+/* Checks that the model can be split over tp ranks (heads and ffn_hidden divisible). */
+int sc_model_config_check_tp(const sc_model_config *c, int32_t tp, sc_diag *d);
+
+/* Parses a JSON object of config keys onto the defaults; unknown keys, wrong types and
+ * invalid values are errors naming the key. The result is validated. */
+int sc_model_config_parse(const char *text, size_t len, sc_model_config *c, sc_diag *d);
+
+/* Applies the keys of a jansson object (json_t *) onto c, without validating. */
+int sc_model_config_apply_json(sc_model_config *c, const void *json_object, sc_diag *d);
+
+/* Reads and parses a JSON file (at most 1 MiB). */
+int sc_model_config_load(const char *path, sc_model_config *c, sc_diag *d);
+
+/* Copies the model dimensions the planner needs into a parallel configuration. */
+void sc_model_config_to_plan(const sc_model_config *m, sc_plan_config *p);
+
+/* Derived widths. */
+static inline int32_t sc_model_kv_width(const sc_model_config *c) {
+  return c->kv_lora_rank + c->rope_dim; /* one KV row: [c_kv ; k_rope] */
+}
+static inline int32_t sc_model_q_head_dim(const sc_model_config *c) {
+  return c->qk_nope_dim + c->rope_dim;
+}
+/* Rotary width of the indexer: the first min(rope_dim, index_dim) values, made even. */
+static inline int32_t sc_model_index_rope_dim(const sc_model_config *c) {
+  const int32_t r = c->rope_dim < c->index_dim ? c->rope_dim : c->index_dim;
+  return r & ~1;
+}
+
+#endif

@@ -1,0 +1,107 @@
+/* weights.h - the tensors of the model, for one TP rank.
+ *
+ * The tensor table (sc_model_tensor_info) names every tensor of the full model with its
+ * shape ([out, in] for linear layers, as in PyTorch checkpoints) and how TP splits it:
+ * head-split and MLP-up tensors by rows, o_proj and MLP-down by columns; everything else
+ * (embedding, norms, the latent projections, the indexer, the LM head) is replicated.
+ * Synthetic weights, the safetensors loader and the writer all walk this one table.
+ *
+ * Synthetic values are a counter-based hash of (seed, tensor name, element index of the
+ * *full* tensor), so every rank computes identical values and a TP rank's slice is
+ * exactly the slice of the full tensor, without generating the rest.
+ *
+ * Ownership: sc_model_weights owns its kernel buffers (allocated from the sc_kernels
+ * context passed in; free with the same context). One thread at a time; the buffers
+ * are read-only after construction and may be shared by ranks of one process that use
+ * the same kernel context kind (the CPU backend's buffers are host memory).
+ */
+#ifndef SC_MODEL_WEIGHTS_H
+#define SC_MODEL_WEIGHTS_H
+
+#include <stdint.h>
+
+#include "actors/runtime/sc_error.h"
+#include "kernels/kernels.h"
+#include "model/model_config.h"
+
+/* Per-layer tensors, in table order. */
+typedef enum sc_wkind {
+  SC_W_ATTN_NORM = 0, /* [hidden] */
+  SC_W_WQ_A,          /* [q_lora_rank, hidden] */
+  SC_W_Q_NORM,        /* [q_lora_rank] */
+  SC_W_WQ_B,          /* [heads*(qk_nope+rope), q_lora_rank], rows split by head */
+  SC_W_WKV_A,         /* [kv_lora_rank+rope, hidden] */
+  SC_W_KV_NORM,       /* [kv_lora_rank] */
+  SC_W_WKV_B,         /* [heads*(qk_nope+v_head), kv_lora_rank]: per head W_UK then W_UV */
+  SC_W_WO,            /* [hidden, heads*v_head], columns split by head */
+  SC_W_IDX_WQ,        /* [index_heads*index_dim, q_lora_rank] */
+  SC_W_IDX_WK,        /* [index_dim, hidden] */
+  SC_W_IDX_WW,        /* [index_heads, hidden]: per-token head weights */
+  SC_W_FFN_NORM,      /* [hidden] */
+  SC_W_W1,            /* [ffn_hidden, hidden] gate, rows split */
+  SC_W_W3,            /* [ffn_hidden, hidden] up, rows split */
+  SC_W_W2,            /* [hidden, ffn_hidden] down, columns split */
+  SC_W_LAYER_COUNT
+} sc_wkind;
+
+/* Whole-model tensors: embed [vocab, hidden], norm [hidden], head [vocab, hidden]. */
+enum { SC_W_EMBED = 0, SC_W_NORM = 1, SC_W_HEAD = 2, SC_W_GLOBAL_COUNT = 3 };
+
+typedef enum sc_wsplit { SC_SPLIT_NONE = 0, SC_SPLIT_ROWS = 1, SC_SPLIT_COLS = 2 } sc_wsplit;
+typedef enum sc_winit { SC_INIT_LINEAR = 0, SC_INIT_NORM = 1, SC_INIT_EMBED = 2 } sc_winit;
+
+typedef struct sc_tensor_info {
+  char name[64];
+  int ndim;        /* 1 or 2 */
+  int64_t rows, cols; /* full shape; ndim 1: rows = 1, cols = length */
+  sc_wsplit split;
+  sc_winit init;
+} sc_tensor_info;
+
+static inline int32_t sc_model_tensor_count(const sc_model_config *c) {
+  return SC_W_GLOBAL_COUNT + c->layers * SC_W_LAYER_COUNT;
+}
+static inline int32_t sc_model_tensor_index(int32_t layer, sc_wkind kind) {
+  return SC_W_GLOBAL_COUNT + layer * SC_W_LAYER_COUNT + (int32_t)kind;
+}
+/* Name, full shape and split of tensor `index` (0 <= index < count). */
+void sc_model_tensor_info(const sc_model_config *c, int32_t index, sc_tensor_info *out);
+
+/* The block of the full tensor held by TP rank `rank` of `tp`. */
+void sc_model_tensor_slice(const sc_tensor_info *t, int32_t tp, int32_t rank, int64_t *row0,
+                           int64_t *rows, int64_t *col0, int64_t *cols);
+
+/* Synthetic value of element (r, c) of a tensor of the full model. */
+float sc_model_synthetic_value(const sc_model_config *c, const sc_tensor_info *t, int64_t r,
+                               int64_t col);
+
+typedef struct sc_model_weights {
+  sc_model_config cfg;
+  int32_t tp, tp_rank;
+  int32_t num;
+  float **t; /* [num] kernel buffers, each the rank's slice, row-major */
+} sc_model_weights;
+
+static inline float *sc_w(const sc_model_weights *w, int32_t layer, sc_wkind kind) {
+  return w->t[sc_model_tensor_index(layer, kind)];
+}
+
+/* Synthetic weights of TP rank tp_rank (cfg valid, sc_model_config_check_tp passed). */
+int sc_model_weights_synthetic(sc_kernels *k, const sc_model_config *cfg, int32_t tp,
+                               int32_t tp_rank, sc_model_weights *w, sc_diag *d);
+
+/* Weights of TP rank tp_rank from a safetensors file holding the full model: every
+ * tensor of the table must be present with its full shape and dtype F32 or BF16, and no
+ * other tensor may be (a misnamed tensor is an error, not silently ignored). */
+int sc_model_weights_load(sc_kernels *k, const sc_model_config *cfg, int32_t tp,
+                          int32_t tp_rank, const char *path, sc_model_weights *w,
+                          sc_diag *d);
+
+void sc_model_weights_free(sc_kernels *k, sc_model_weights *w);
+
+/* Writes the full synthetic model of cfg as a safetensors file (dtype SC_DT_F32 or
+ * SC_DT_BF16). */
+int sc_model_write_synthetic(const sc_model_config *cfg, int dtype, const char *path,
+                             sc_diag *d);
+
+#endif
