@@ -17,6 +17,7 @@ typedef struct sc_bench {
   const char *kind;
   bool json;
   bool quick;      /* --quick: fewer and shorter runs, for smoke tests */
+  const char *device; /* --device: kernel backend of `bench kernels` (NULL = cpu) */
   sc_jsonw results; /* the JSON array of results, built incrementally */
   int num_results;
 } sc_bench;
@@ -39,6 +40,7 @@ void sc_bench_machine(char *buf, int len);
 
 typedef int (*sc_bench_fn)(sc_bench *b);
 int sc_bench_plan(sc_bench *b);
+int sc_bench_kernels(sc_bench *b);
 int sc_bench_codec(sc_bench *b);
 
 #endif

@@ -13,6 +13,7 @@ static const struct {
   const char *what;
 } k_bench_kinds[] = {
     {"plan", sc_bench_plan, "time to plan one step: compact plan and index arrays"},
+    {"kernels", sc_bench_kernels, "GFLOP/s of indexer, top-K, sparse attention, BLAS vs peak"},
     {"codec", sc_bench_codec, "message encode/decode rates: a small message, a step plan"},
 };
 #define NUM_KINDS (sizeof k_bench_kinds / sizeof k_bench_kinds[0])
@@ -24,12 +25,14 @@ static void help(FILE *f) {
   fprintf(f,
           "\n  --json   print {\"bench\", \"machine\", \"date\", \"results\": [...]} "
           "(DESIGN.md §7)\n"
-          "  --quick  fewer, shorter runs (a smoke test, not a measurement)\n");
+          "  --quick  fewer, shorter runs (a smoke test, not a measurement)\n"
+          "  --device cpu|cuda  kernel backend of `bench kernels` (default cpu)\n");
 }
 
 int sc_cmd_bench(int argc, char **argv) {
   static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
                                        {"quick", no_argument, NULL, 'q'},
+                                       {"device", required_argument, NULL, 'd'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   sc_bench b = {0};
@@ -39,6 +42,7 @@ int sc_cmd_bench(int argc, char **argv) {
     switch (ch) {
     case 'j': b.json = true; break;
     case 'q': b.quick = true; break;
+    case 'd': b.device = optarg; break;
     case 'h': help(stdout); return SC_EXIT_OK;
     default: help(stderr); return SC_EXIT_USAGE;
     }
