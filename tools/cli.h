@@ -34,5 +34,6 @@ void sc_cli_setup_logging(void);
 
 int sc_cmd_plan(int argc, char **argv);
 int sc_cmd_bench(int argc, char **argv);
+int sc_cmd_submit(int argc, char **argv);
 
 #endif

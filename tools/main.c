@@ -6,7 +6,8 @@
 
 static const sc_cmd k_cmds[] = {
     {"plan", "plan one step of a global batch (SPEC.md §3-6) and print it", sc_cmd_plan},
-    {"bench", "run a benchmark (plan) and print or record its results", sc_cmd_bench},
+    {"bench", "run a benchmark and print or record its results", sc_cmd_bench},
+    {"submit", "send a request to a running cluster and stream its tokens", sc_cmd_submit},
 };
 #define NUM_CMDS (sizeof k_cmds / sizeof k_cmds[0])
 

@@ -1,0 +1,139 @@
+/* client.c - the client side of the gateway protocol over a ZeroMQ DEALER. */
+#include "actors/gateway/client.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "messages/messages.h"
+
+struct sc_client {
+  void *ctx, *sock;
+  uint64_t next_id;
+  sc_buf out;
+  /* the last decoded reply: the event points into it */
+  int last_type;
+  void *last_body;
+};
+
+int sc_client_connect(sc_client **out, const char *endpoint, sc_diag *d) {
+  *out = NULL;
+  sc_client *c = calloc(1, sizeof *c);
+  if (c == NULL) return sc_fail(d, SC_ENOMEM, "client: out of memory");
+  c->ctx = zmq_ctx_new();
+  c->sock = c->ctx ? zmq_socket(c->ctx, ZMQ_DEALER) : NULL;
+  if (c->sock == NULL) {
+    sc_fail(d, SC_EIO, "client: %s", zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  const int zero = 0;
+  zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
+  if (zmq_connect(c->sock, endpoint) != 0) {
+    sc_fail(d, SC_EIO, "client: cannot connect to %s: %s", endpoint, zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  sc_buf_init(&c->out);
+  /* ids start at a random-ish point so that two clients' logs are easy to tell apart */
+  c->next_id = ((uint64_t)(uintptr_t)c >> 4) % 1000000 * 1000 + 1;
+  *out = c;
+  return 0;
+fail:
+  if (c->sock) zmq_close(c->sock);
+  if (c->ctx) zmq_ctx_term(c->ctx);
+  free(c);
+  return SC_EIO;
+}
+
+void sc_client_close(sc_client *c) {
+  if (c == NULL) return;
+  sc_msg_body_destroy(c->last_type, c->last_body);
+  zmq_close(c->sock);
+  zmq_ctx_term(c->ctx);
+  sc_buf_free(&c->out);
+  free(c);
+}
+
+static int send_msg(sc_client *c, int type, const void *body) {
+  sc_envelope env = {.type = (uint16_t)type};
+  int rc = sc_msg_encode(&env, body, &c->out);
+  if (rc) return rc;
+  return zmq_send(c->sock, c->out.data, c->out.len, 0) < 0 ? SC_EIO : 0;
+}
+
+int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *request_id) {
+  if (req->prompt_len < 1 || req->prompt == NULL || req->max_tokens < 1) return SC_EINVAL;
+  const uint64_t id = c->next_id++;
+  sc_msg_client_submit m = {
+      .request_id = id,
+      .prompt = {.v = (int32_t *)req->prompt, .n = (uint32_t)req->prompt_len},
+      .max_tokens = req->max_tokens,
+      .temperature = req->temperature,
+      .top_k = req->top_k,
+      .seed = req->seed,
+  };
+  const int rc = send_msg(c, SC_MSG_CLIENT_SUBMIT, &m);
+  if (rc == 0) *request_id = id;
+  return rc;
+}
+
+int sc_client_cancel(sc_client *c, uint64_t request_id) {
+  sc_msg_client_cancel m = {.request_id = request_id};
+  return send_msg(c, SC_MSG_CLIENT_CANCEL, &m);
+}
+
+int sc_client_send_raw(sc_client *c, const void *data, size_t len) {
+  return zmq_send(c->sock, data, len, 0) < 0 ? SC_EIO : 0;
+}
+
+int sc_client_next(sc_client *c, int timeout_ms, sc_client_event *ev) {
+  sc_msg_body_destroy(c->last_type, c->last_body);
+  c->last_body = NULL;
+  zmq_pollitem_t it = {.socket = c->sock, .events = ZMQ_POLLIN};
+  const int n = zmq_poll(&it, 1, timeout_ms);
+  if (n < 0) return SC_EIO;
+  if (n == 0) return SC_ETIMEDOUT;
+  zmq_msg_t msg;
+  zmq_msg_init(&msg);
+  if (zmq_msg_recv(&msg, c->sock, 0) < 0) {
+    zmq_msg_close(&msg);
+    return SC_EIO;
+  }
+  sc_envelope env;
+  void *body = NULL;
+  const int rc = sc_msg_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), &env, &body, NULL);
+  zmq_msg_close(&msg);
+  if (rc) return SC_EPROTO;
+  c->last_type = env.type;
+  c->last_body = body;
+  memset(ev, 0, sizeof *ev);
+  switch (env.type) {
+  case SC_MSG_CLIENT_TOKEN: {
+    const sc_msg_client_token *t = body;
+    ev->kind = SC_CLIENT_TOKENS;
+    ev->request_id = t->request_id;
+    ev->index = t->index;
+    ev->tokens = t->tokens.v;
+    ev->n = (int32_t)t->tokens.n;
+    return 0;
+  }
+  case SC_MSG_CLIENT_DONE: {
+    const sc_msg_client_done *t = body;
+    ev->kind = SC_CLIENT_DONE;
+    ev->request_id = t->request_id;
+    ev->num_tokens = t->num_tokens;
+    ev->prompt_tokens = t->prompt_tokens;
+    ev->finish_reason = t->finish_reason ? t->finish_reason : "";
+    return 0;
+  }
+  case SC_MSG_CLIENT_ERROR: {
+    const sc_msg_client_error *t = body;
+    ev->kind = SC_CLIENT_ERROR;
+    ev->request_id = t->request_id;
+    ev->code = t->code;
+    ev->message = t->message ? t->message : "";
+    return 0;
+  }
+  default:
+    return SC_EPROTO;
+  }
+}

@@ -1,0 +1,223 @@
+/* cmd_submit.c - `sparsecp submit`: send one request to a running cluster and stream its
+ * tokens as they arrive (DESIGN.md §7). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/gateway/client.h"
+#include "actors/runtime/sc_jsonw.h"
+#include "model/model_defaults.h"
+#include "tools/cli.h"
+
+#define MAX_PROMPT_FILE (64u << 20)
+
+static void help(FILE *f) {
+  fprintf(f,
+          "usage: sparsecp submit --connect ENDPOINT (--prompt-len L | --prompt-file F)\n"
+          "                       --max-tokens M [--temperature T] [--seed S] [--json]\n"
+          "                       [--timeout SECONDS]\n"
+          "\n"
+          "Sends one request to the gateway at ENDPOINT and prints the generated tokens as\n"
+          "they arrive. --prompt-file holds token ids (a JSON array, or integers separated\n"
+          "by white space); --prompt-len L sends L pseudo-random token ids (seeded by\n"
+          "--seed). Sampling is greedy unless --temperature is given. --json prints one\n"
+          "JSON object {\"tokens\": [...], ...} at the end, with \"error\" when it failed.\n"
+          "Exit status 1 when the cluster answered with an error or did not answer within\n"
+          "--timeout (default 120 s).\n");
+}
+
+/* Token ids from a file: a JSON array or white-space separated integers. */
+static int read_prompt_file(const char *path, int32_t **out, int32_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    sc_cli_error("submit", "cannot open %s: %s", path, strerror(errno));
+    return SC_EXIT_USAGE;
+  }
+  char *text = NULL;
+  size_t len = 0;
+  const int rc = sc_cli_read_all(f, MAX_PROMPT_FILE, &text, &len);
+  fclose(f);
+  if (rc) {
+    sc_cli_error("submit", "cannot read %s: %s", path, sc_strerror(rc));
+    return SC_EXIT_USAGE;
+  }
+  int32_t cap = 256, cnt = 0;
+  int32_t *v = malloc(sizeof *v * (size_t)cap);
+  char *p = text;
+  while (v != NULL) {
+    while (*p == '[' || *p == ']' || *p == ',' || *p == ' ' || *p == '\n' || *p == '\t' ||
+           *p == '\r')
+      p++;
+    if (*p == '\0') break;
+    char *end;
+    errno = 0;
+    const long t = strtol(p, &end, 10);
+    if (end == p || errno || t < 0 || t > INT32_MAX) {
+      sc_cli_error("submit", "%s: '%.20s' is not a token id", path, p);
+      free(v);
+      free(text);
+      return SC_EXIT_USAGE;
+    }
+    if (cnt == cap) {
+      cap *= 2;
+      int32_t *nv = realloc(v, sizeof *v * (size_t)cap);
+      if (nv == NULL) free(v);
+      v = nv;
+      if (v == NULL) break;
+    }
+    v[cnt++] = (int32_t)t;
+    p = end;
+  }
+  free(text);
+  if (v == NULL) {
+    sc_cli_error("submit", "out of memory reading %s", path);
+    return SC_EXIT_FAILURE;
+  }
+  if (cnt == 0) {
+    sc_cli_error("submit", "%s holds no token ids", path);
+    free(v);
+    return SC_EXIT_USAGE;
+  }
+  *out = v;
+  *n = cnt;
+  return SC_EXIT_OK;
+}
+
+int sc_cmd_submit(int argc, char **argv) {
+  static const struct option opts[] = {{"connect", required_argument, NULL, 'c'},
+                                       {"prompt-len", required_argument, NULL, 'l'},
+                                       {"prompt-file", required_argument, NULL, 'f'},
+                                       {"max-tokens", required_argument, NULL, 'm'},
+                                       {"temperature", required_argument, NULL, 't'},
+                                       {"seed", required_argument, NULL, 's'},
+                                       {"timeout", required_argument, NULL, 'T'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  const char *endpoint = NULL, *prompt_file = NULL;
+  int64_t prompt_len = 0, max_tokens = 0, seed = 1, timeout_s = 120;
+  double temperature = 0;
+  bool json = false;
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'c': endpoint = optarg; break;
+    case 'f': prompt_file = optarg; break;
+    case 'l':
+      if (!sc_cli_int("submit", "--prompt-len", optarg, 1, 1 << 27, &prompt_len))
+        return SC_EXIT_USAGE;
+      break;
+    case 'm':
+      if (!sc_cli_int("submit", "--max-tokens", optarg, 1, 1 << 27, &max_tokens))
+        return SC_EXIT_USAGE;
+      break;
+    case 's':
+      if (!sc_cli_int("submit", "--seed", optarg, 0, INT64_MAX, &seed)) return SC_EXIT_USAGE;
+      break;
+    case 'T':
+      if (!sc_cli_int("submit", "--timeout", optarg, 1, 86400, &timeout_s)) return SC_EXIT_USAGE;
+      break;
+    case 't': {
+      char *end;
+      temperature = strtod(optarg, &end);
+      if (*end != '\0' || !(temperature >= 0)) {
+        sc_cli_error("submit", "--temperature: '%s' is not a number >= 0", optarg);
+        return SC_EXIT_USAGE;
+      }
+      break;
+    }
+    case 'j': json = true; break;
+    case 'h': help(stdout); return SC_EXIT_OK;
+    default: help(stderr); return SC_EXIT_USAGE;
+    }
+  }
+  if (endpoint == NULL || max_tokens == 0 || (prompt_len == 0) == (prompt_file == NULL)) {
+    sc_cli_error("submit", "--connect, --max-tokens and one of --prompt-len or --prompt-file "
+                           "are required");
+    help(stderr);
+    return SC_EXIT_USAGE;
+  }
+
+  int32_t *prompt = NULL, n = 0;
+  if (prompt_file) {
+    const int rc = read_prompt_file(prompt_file, &prompt, &n);
+    if (rc) return rc;
+  } else {
+    n = (int32_t)prompt_len;
+    prompt = malloc(sizeof *prompt * (size_t)n);
+    if (prompt == NULL) return SC_EXIT_FAILURE;
+    uint64_t x = (uint64_t)seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int32_t i = 0; i < n; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      prompt[i] = (int32_t)(x % SC_MODEL_DEFAULT_VOCAB);
+    }
+  }
+
+  sc_client *c = NULL;
+  sc_diag d = {0};
+  int exit_code = SC_EXIT_OK;
+  int32_t *tokens = NULL, ntok = 0;
+  char error[512] = "";
+  if (sc_client_connect(&c, endpoint, &d) != 0) {
+    sc_cli_error("submit", "%s", d.msg);
+    free(prompt);
+    return SC_EXIT_FAILURE;
+  }
+  const sc_client_request req = {.prompt = prompt, .prompt_len = n, .max_tokens = (int32_t)max_tokens,
+                                 .temperature = (float)temperature, .seed = (uint64_t)seed};
+  uint64_t id = 0;
+  tokens = malloc(sizeof *tokens * (size_t)max_tokens);
+  if (tokens == NULL || sc_client_submit(c, &req, &id) != 0) {
+    snprintf(error, sizeof error, "cannot send the request");
+    goto done;
+  }
+  const char *finish = "";
+  for (;;) {
+    sc_client_event ev;
+    const int rc = sc_client_next(c, (int)timeout_s * 1000, &ev);
+    if (rc == SC_ETIMEDOUT) {
+      snprintf(error, sizeof error, "no answer within %lld s", (long long)timeout_s);
+      break;
+    }
+    if (rc != 0 || ev.request_id != id) continue;
+    if (ev.kind == SC_CLIENT_TOKENS) {
+      for (int32_t i = 0; i < ev.n && ntok < max_tokens; i++) {
+        tokens[ntok++] = ev.tokens[i];
+        if (!json) printf("%d ", ev.tokens[i]);
+      }
+      if (!json) fflush(stdout);
+    } else if (ev.kind == SC_CLIENT_DONE) {
+      finish = ev.finish_reason;
+      if (!json) printf("\n[done: %d tokens, %s]\n", ev.num_tokens, finish);
+      break;
+    } else {
+      snprintf(error, sizeof error, "%s (%s)", ev.message, sc_errname(ev.code));
+      break;
+    }
+  }
+  if (json) {
+    sc_jsonw w;
+    sc_jsonw_init(&w);
+    sc_jsonw_obj_begin(&w);
+    sc_jsonw_kv_int(&w, "request_id", (int64_t)id);
+    sc_jsonw_kv_int(&w, "prompt_tokens", n);
+    sc_jsonw_key(&w, "tokens");
+    sc_jsonw_int32_array(&w, tokens, (size_t)ntok);
+    if (error[0]) sc_jsonw_kv_str(&w, "error", error);
+    else sc_jsonw_kv_str(&w, "finish_reason", finish);
+    sc_jsonw_obj_end(&w);
+    puts(sc_jsonw_str(&w));
+    sc_jsonw_free(&w);
+  }
+done:
+  if (error[0]) {
+    if (!json) sc_cli_error("submit", "%s", error);
+    exit_code = SC_EXIT_FAILURE;
+  }
+  sc_client_close(c);
+  free(tokens);
+  free(prompt);
+  return exit_code;
+}
