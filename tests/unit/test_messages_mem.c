@@ -68,7 +68,9 @@ static void reset_peak(void) {
 }
 #endif
 
+#if COUNTING
 static const uint8_t k_bomb[] = {0xdd, 0x04, 0x00, 0x00, 0x00};
+#endif
 
 Test(messages_mem, forged_array_is_rejected_with_under_1_MiB_growth) {
 #if COUNTING
