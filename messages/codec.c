@@ -524,11 +524,14 @@ int sc_msg_decode(const uint8_t *p, size_t n, sc_envelope *env, void **body, sc_
 }
 
 void sc_msg_limits_default(sc_msg_limits *lim) {
-  *lim = (sc_msg_limits){.max_bytes = 16u << 20,
+  /* 1 MiB holds the longest allowed prompt (131072 ids of at most 5 bytes) and bounds
+   * msgpack-c's object tree (24 bytes per object, at most one object per input byte, in
+   * zone chunks rounded up to powers of two) to 32 MiB per message. */
+  *lim = (sc_msg_limits){.max_bytes = 1u << 20,
                          .max_depth = 8,
                          .max_array = 1u << 20,
                          .max_str = 4096,
-                         .max_bin = 1u << 20,
+                         .max_bin = 256u << 10,
                          .vocab_size = 32768,
                          .max_prompt_len = 131072,
                          .max_new_tokens = 16384};

@@ -67,11 +67,12 @@ typedef struct sc_envelope {
 
 /* Limits of the untrusted path (sc_msg_limits_default gives the defaults in brackets). */
 typedef struct sc_msg_limits {
-  size_t max_bytes;       /* whole encoded message [16 MiB] */
+  size_t max_bytes;       /* whole encoded message [1 MiB]; transient memory of one
+                           * decode stays under 32x this plus the body */
   int32_t max_depth;      /* msgpack nesting, top-level array = 1 [8]; <= SC_MSG_MAX_DEPTH */
   uint32_t max_array;     /* elements of any one array [1 Mi] */
   uint32_t max_str;       /* bytes of any one string [4096] */
-  uint32_t max_bin;       /* bytes of any one binary [1 MiB] */
+  uint32_t max_bin;       /* bytes of any one binary [256 KiB] */
   int32_t vocab_size;     /* token ids must be below this [SC_MODEL_DEFAULT_VOCAB] */
   int32_t max_prompt_len; /* client_submit prompt tokens [131072] */
   int32_t max_new_tokens; /* client_submit max_tokens [16384] */

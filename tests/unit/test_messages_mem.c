@@ -10,6 +10,7 @@
 #include <msgpack.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "messages/messages.h"
 
@@ -109,6 +110,39 @@ Test(messages_mem, control_msgpack_c_alone_reserves_gigabytes) {
   /* 67108864 elements * sizeof(msgpack_object): the measurement above can see this. */
   cr_assert_geq(atomic_load(&g_largest_request), (size_t)67108864 * sizeof(msgpack_object),
                 "largest request %zu", atomic_load(&g_largest_request));
+#else
+  cr_skip_test("the counting allocator cannot run under AddressSanitizer");
+#endif
+}
+
+Test(messages_mem, largest_untrusted_input_stays_within_the_documented_bound) {
+#if COUNTING
+  /* A client_submit of max_bytes with a prompt of ~1M one-byte token ids: the worst
+   * object density. It is rejected (prompt too long), after at most 32 x max_bytes of
+   * parser memory (24-byte objects, one per input byte, in a zone chunk that msgpack-c
+   * rounds up to a power of two) plus the 4-byte-per-id body array. */
+  sc_msg_limits lim;
+  sc_msg_limits_default(&lim);
+  const uint32_t n = (uint32_t)lim.max_bytes - 64;
+  int32_t *toks = calloc(n, sizeof *toks);
+  cr_assert_not_null(toks);
+  sc_msg_client_submit m = {.request_id = 1, .prompt = {toks, n}, .max_tokens = 8};
+  sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
+  sc_buf buf;
+  sc_buf_init(&buf);
+  cr_assert_eq(sc_msg_encode(&env, &m, &buf), 0);
+  free(toks);
+  cr_assert_leq(buf.len, lim.max_bytes);
+  const long long before = atomic_load(&g_cur);
+  reset_peak();
+  void *body = NULL;
+  sc_diag d = {0};
+  cr_assert_eq(sc_msg_decode_untrusted(buf.data, buf.len, &lim, &env, &body, &d), SC_ETOOBIG);
+  cr_assert(strstr(d.msg, "exceed the limit of 131072") != NULL, "%s", d.msg);
+  const long long growth = atomic_load(&g_peak) - before;
+  cr_assert_lt(growth, 32ll * (long long)lim.max_bytes + 4ll * n + (1 << 20),
+               "peak growth %lld bytes for %zu input bytes", growth, buf.len);
+  sc_buf_free(&buf);
 #else
   cr_skip_test("the counting allocator cannot run under AddressSanitizer");
 #endif
