@@ -42,5 +42,6 @@ typedef int (*sc_bench_fn)(sc_bench *b);
 int sc_bench_plan(sc_bench *b);
 int sc_bench_kernels(sc_bench *b);
 int sc_bench_codec(sc_bench *b);
+int sc_bench_messages(sc_bench *b);
 
 #endif

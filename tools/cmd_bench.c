@@ -15,6 +15,7 @@ static const struct {
     {"plan", sc_bench_plan, "time to plan one step: compact plan and index arrays"},
     {"kernels", sc_bench_kernels, "GFLOP/s of indexer, top-K, sparse attention, BLAS vs peak"},
     {"codec", sc_bench_codec, "message encode/decode rates: a small message, a step plan"},
+    {"messages", sc_bench_messages, "actor message rate and round trip: inproc, ipc, tcp, tap"},
 };
 #define NUM_KINDS (sizeof k_bench_kinds / sizeof k_bench_kinds[0])
 

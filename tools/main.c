@@ -8,6 +8,9 @@ static const sc_cmd k_cmds[] = {
     {"plan", "plan one step of a global batch (SPEC.md §3-6) and print it", sc_cmd_plan},
     {"bench", "run a benchmark and print or record its results", sc_cmd_bench},
     {"submit", "send a request to a running cluster and stream its tokens", sc_cmd_submit},
+    {"node", "run one node of a cluster (--cluster FILE --rank R)", sc_cmd_node},
+    {"launch", "start a local cluster as child processes and supervise it", sc_cmd_launch},
+    {"tap", "watch, filter, record or trace the messages of a running cluster", sc_cmd_tap},
 };
 #define NUM_CMDS (sizeof k_cmds / sizeof k_cmds[0])
 

@@ -43,6 +43,12 @@ int sc_cluster_parse(const char *text, sc_cluster *out, sc_diag *d) {
                     &out->heartbeat_timeout_ms, d)) ||
       (rc = get_int(root, "loops", 1, 1, 32, &out->loops, d)))
     goto done;
+  json_t *listen = json_object_get(root, "listen");
+  if (listen && (!json_is_string(listen) || json_string_length(listen) >= SC_ENDPOINT_MAX)) {
+    rc = sc_fail(d, SC_EINVAL, "cluster: \"listen\" must be an endpoint string");
+    goto done;
+  }
+  if (listen) snprintf(out->listen, sizeof out->listen, "%s", json_string_value(listen));
   json_t *nodes = json_object_get(root, "nodes");
   if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||
       json_array_size(nodes) > SC_CLUSTER_MAX_NODES) {
@@ -142,6 +148,7 @@ int sc_cluster_to_json(const sc_cluster *c, char **out) {
     json_array_append_new(nodes, json_pack("{s:i, s:s, s:s}", "rank", c->nodes[i].rank,
                                            "endpoint", c->nodes[i].endpoint, "tap",
                                            c->nodes[i].tap));
+  if (c->listen[0]) json_object_set_new(root, "listen", json_string(c->listen));
   json_object_set_new(root, "nodes", nodes);
   *out = json_dumps(root, JSON_INDENT(2));
   json_decref(root);

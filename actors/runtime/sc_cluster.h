@@ -3,6 +3,7 @@
  *
  *   {"pcp": 2, "dcp": 2, "tp": 1,
  *    "heartbeat_ms": 200, "heartbeat_timeout_ms": 1000, "loops": 1,
+ *    "listen": "tcp://0.0.0.0:5555",                       (optional, head's clients)
  *    "nodes": [{"rank": 0, "endpoint": "ipc:///tmp/sc/0", "tap": "ipc:///tmp/sc/0.tap"},
  *              ...]}
  *
@@ -30,6 +31,7 @@ typedef struct sc_cluster {
   int32_t heartbeat_ms;              /* ZeroMQ heartbeat interval (default 200) */
   int32_t heartbeat_timeout_ms;      /* peer declared DOWN after this (default 1000) */
   int32_t loops;                     /* actor loop threads per node (default 1) */
+  char listen[SC_ENDPOINT_MAX];      /* the head's client endpoint ("" = none) */
   int32_t num_nodes;
   sc_cluster_node *nodes;            /* indexed by rank */
 } sc_cluster;

@@ -1,0 +1,555 @@
+/* bench_messages.c - `sparsecp bench messages`: actor-to-actor message rate and round
+ * trip latency, in process and across processes (ipc, tcp loopback), with and without a
+ * tap subscriber, next to raw ZeroMQ moving messages of the same size.
+ *
+ * Rate: a driver actor streams pings to a sink actor with a credit window (the sink
+ * acknowledges every SINK_ACK messages and checks order); the time from the first send
+ * to the last acknowledgement gives msg/s. Round trip: one ping in flight, echoed as a
+ * pong; p50 is the median, p99 a field. In process the two actors run on two loop
+ * threads; across processes the sink's node is a forked child of the bench process.
+ * The zmq baseline moves the encoded size of the same ping between two threads over
+ * DEALER -> ROUTER (rate) and DEALER <-> ROUTER echo (rtt).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "actors/runtime/sc_node.h"
+#include "actors/runtime/sc_time.h"
+#include "tools/bench.h"
+
+#define SINK_ACK 1024
+#define WINDOW 32768
+#define STEP_RATE 1
+#define STEP_ECHO 2
+
+typedef struct run {
+  _Atomic int done;
+  _Atomic int errors;
+  uint64_t t0, t1;
+  sc_actor_id target;
+  uint64_t total;     /* rate: messages; rtt: round trips */
+  uint32_t payload;
+  double *rtt_us;     /* rtt samples */
+} run;
+
+/* ---- sink (every rank, slot 1): counts in-order pings, acks, echoes ---- */
+
+typedef struct sink {
+  uint64_t expected, count;
+  bool bad;
+} sink;
+
+static int sink_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  const sc_msg_ping *p = body;
+  sc_msg_pong *q = NULL;
+  if (env->step == STEP_ECHO) {
+    q = sc_msg_body_new(SC_MSG_PONG);
+    if (q == NULL) return SC_ENOMEM;
+    q->seq = p->seq;
+    q->sent_ns = p->sent_ns;
+  } else {
+    sink *s = sc_state(ctx);
+    if (p->seq == 0) *s = (sink){0};
+    if (p->seq != s->expected) s->bad = true;
+    s->expected = p->seq + 1;
+    s->count++;
+    if (s->count % SINK_ACK != 0 && s->count != p->sent_ns) return 0;
+    q = sc_msg_body_new(SC_MSG_PONG);
+    if (q == NULL) return SC_ENOMEM;
+    q->seq = s->count;
+    q->sent_ns = s->bad;
+  }
+  const int rc = sc_send(ctx, env->src, SC_MSG_PONG, q);
+  if (rc != 0) sc_msg_body_destroy(SC_MSG_PONG, q);
+  return 0;
+}
+
+static const sc_actor_spec k_sink = {.name = "sink", .state_size = sizeof(sink),
+                                     .handlers = {[SC_MSG_PING] = sink_on_ping},
+                                     .mailbox_cap = 1u << 20, .loop = 1};
+static const sc_startup_actor k_startup[] = {{.name = "sink", .spec = &k_sink}};
+
+/* ---- driver (bench process) ---- */
+
+typedef struct driver {
+  run *r;
+  uint64_t sent, acked, rtts;
+} driver;
+
+static int driver_init(sc_ctx *ctx, void *st, const void *arg) {
+  ((driver *)st)->r = *(run *const *)arg;
+  return 0;
+}
+
+static sc_msg_ping *make_ping(uint64_t seq, uint64_t aux, uint32_t payload) {
+  sc_msg_ping *p = sc_msg_body_new(SC_MSG_PING);
+  if (p == NULL) return NULL;
+  p->seq = seq;
+  p->sent_ns = aux;
+  if (payload) {
+    p->payload.data = malloc(payload);
+    if (p->payload.data == NULL) {
+      sc_msg_body_destroy(SC_MSG_PING, p);
+      return NULL;
+    }
+    memset(p->payload.data, 0x5a, payload);
+    p->payload.len = payload;
+  }
+  return p;
+}
+
+static int pump(sc_ctx *ctx, driver *d) {
+  run *r = d->r;
+  while (d->sent < r->total && d->sent - d->acked < WINDOW) {
+    sc_msg_ping *p = make_ping(d->sent, r->total, r->payload);
+    if (p == NULL) return SC_ENOMEM;
+    const int rc = sc_send_step(ctx, r->target, SC_MSG_PING, STEP_RATE, p);
+    if (rc != 0) {
+      sc_msg_body_destroy(SC_MSG_PING, p);
+      if (rc != SC_EFULL) return rc;
+      if (d->sent == d->acked) { /* nothing in flight will wake us: retry later */
+        sc_msg_ping *k = make_ping(0, 0, 0);
+        if (k && sc_send_step(ctx, sc_self(ctx), SC_MSG_PING, 0, k) != 0)
+          sc_msg_body_destroy(SC_MSG_PING, k);
+      }
+      return 0;
+    }
+    d->sent++;
+  }
+  return 0;
+}
+
+static int driver_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  driver *d = sc_state(ctx);
+  run *r = d->r;
+  if (env->step == STEP_RATE) { /* start */
+    d->sent = d->acked = 0;
+    r->t0 = sc_now_ns();
+    return pump(ctx, d);
+  }
+  if (env->step == STEP_ECHO) { /* start rtt */
+    d->rtts = 0;
+    sc_msg_ping *p = make_ping(0, sc_now_ns(), r->payload);
+    if (p == NULL) return SC_ENOMEM;
+    const int rc = sc_send_step(ctx, r->target, SC_MSG_PING, STEP_ECHO, p);
+    if (rc != 0) sc_msg_body_destroy(SC_MSG_PING, p);
+    return rc;
+  }
+  return pump(ctx, d); /* retry continuation */
+}
+
+static int driver_on_pong(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  driver *d = sc_state(ctx);
+  run *r = d->r;
+  const sc_msg_pong *q = body;
+  if (env->step == STEP_ECHO) {
+    r->rtt_us[d->rtts++] = (double)(sc_now_ns() - q->sent_ns) / 1e3;
+    if (d->rtts == r->total) {
+      atomic_store(&r->done, 1);
+      return 0;
+    }
+    sc_msg_ping *p = make_ping(d->rtts, sc_now_ns(), r->payload);
+    if (p == NULL) return SC_ENOMEM;
+    const int rc = sc_send_step(ctx, r->target, SC_MSG_PING, STEP_ECHO, p);
+    if (rc != 0) sc_msg_body_destroy(SC_MSG_PING, p);
+    return rc;
+  }
+  if (q->sent_ns != 0) atomic_fetch_add(&r->errors, 1);
+  if (q->seq > d->acked) d->acked = q->seq;
+  if (d->acked >= r->total) {
+    r->t1 = sc_now_ns();
+    atomic_store(&r->done, 1);
+    return 0;
+  }
+  return pump(ctx, d);
+}
+
+static const sc_actor_spec k_driver = {
+    .name = "driver", .state_size = sizeof(driver), .init = driver_init,
+    .handlers = {[SC_MSG_PING] = driver_on_ping, [SC_MSG_PONG] = driver_on_pong},
+    .mailbox_cap = 1u << 20, .loop = 0};
+
+/* ---- tap subscriber thread ---- */
+
+typedef struct tapsub {
+  void *ctx, *sub;
+  pthread_t th;
+  _Atomic int stop;
+  _Atomic uint64_t seen;
+} tapsub;
+
+static void *tapsub_main(void *arg) {
+  tapsub *t = arg;
+  const int timeo = 50;
+  zmq_setsockopt(t->sub, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
+  while (!atomic_load(&t->stop)) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, t->sub, 0) >= 0 && !zmq_msg_more(&m)) atomic_fetch_add(&t->seen, 1);
+    zmq_msg_close(&m);
+  }
+  return NULL;
+}
+
+static int tapsub_start(tapsub *t, const sc_cluster *c) {
+  const int zero = 0;
+  t->ctx = zmq_ctx_new();
+  t->sub = zmq_socket(t->ctx, ZMQ_SUB);
+  zmq_setsockopt(t->sub, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(t->sub, ZMQ_SUBSCRIBE, "", 0);
+  for (int32_t r = 0; r < c->num_nodes; r++) zmq_connect(t->sub, c->nodes[r].tap);
+  return pthread_create(&t->th, NULL, tapsub_main, t) == 0 ? 0 : SC_ESYS;
+}
+
+static void tapsub_stop(tapsub *t) {
+  atomic_store(&t->stop, 1);
+  pthread_join(t->th, NULL);
+  zmq_close(t->sub);
+  zmq_ctx_term(t->ctx);
+}
+
+/* ---- one cluster: 1 node (inproc) or 2 (ipc/tcp, rank 1 forked) ---- */
+
+typedef struct cluster_run {
+  sc_cluster c;
+  sc_node *node;
+  pid_t child;
+  char dir[64];
+  bool tapped;
+  tapsub tap;
+} cluster_run;
+
+static void child_node(const sc_cluster *c) {
+  sc_node_opts o;
+  sc_node_opts_default(&o);
+  o.cluster = c;
+  o.rank = 1;
+  o.loops = 2;
+  o.startup = k_startup;
+  o.num_startup = 1;
+  sc_node *n = NULL;
+  int rc = sc_node_create(&o, &n, NULL);
+  if (rc == 0) rc = sc_node_start(n, NULL);
+  if (rc == 0) rc = sc_node_wait_shutdown(n, 600000);
+  sc_node_destroy(n);
+  _exit(rc == 0 ? 0 : 1);
+}
+
+static int wait_done(run *r, int64_t timeout_ms) {
+  const uint64_t until = sc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  while (!atomic_load(&r->done)) {
+    if (sc_now_ns() > until) return SC_ETIMEDOUT;
+    usleep(200);
+  }
+  return 0;
+}
+
+static int cluster_up(cluster_run *cr, const char *transport, bool tap) {
+  memset(cr, 0, sizeof *cr);
+  const bool inproc = strcmp(transport, "inproc") == 0;
+  const int32_t nodes = inproc ? 1 : 2;
+  snprintf(cr->dir, sizeof cr->dir, "/tmp/sc-bench-XXXXXX");
+  if (mkdtemp(cr->dir) == NULL) return SC_ESYS;
+  int rc = sc_cluster_local(nodes, strcmp(transport, "tcp") == 0 ? NULL : cr->dir, &cr->c, NULL);
+  if (rc != 0) return rc;
+  cr->c.heartbeat_ms = 500;
+  cr->c.heartbeat_timeout_ms = 5000;
+  if (!inproc) {
+    const pid_t parent = getpid();
+    cr->child = fork();
+    if (cr->child < 0) return SC_ESYS;
+    if (cr->child == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
+      child_node(&cr->c);
+    }
+  }
+  sc_node_opts o;
+  sc_node_opts_default(&o);
+  o.cluster = &cr->c;
+  o.rank = 0;
+  o.loops = 2;
+  o.startup = k_startup;
+  o.num_startup = 1;
+  if ((rc = sc_node_create(&o, &cr->node, NULL)) != 0) return rc;
+  if ((rc = sc_node_start(cr->node, NULL)) != 0) return rc;
+  if ((rc = sc_node_wait_ready(cr->node, 20000)) != 0) return rc;
+  if (tap) {
+    if ((rc = tapsub_start(&cr->tap, &cr->c)) != 0) return rc;
+    cr->tapped = true;
+    /* wait until every node has seen the subscription (nothing is published before) */
+    sc_node_stats st;
+    for (int i = 0; i < 2000; i++) {
+      sc_node_get_stats(cr->node, &st);
+      if (st.tap_subscriptions > 0) break;
+      usleep(1000);
+    }
+    usleep(100000); /* the child's XPUB, which we cannot query */
+  }
+  return 0;
+}
+
+static void cluster_down(cluster_run *cr) {
+  if (cr->tapped) tapsub_stop(&cr->tap);
+  if (cr->node) {
+    sc_node_broadcast_shutdown(cr->node, "bench done");
+    if (cr->child > 0) {
+      int status;
+      for (int i = 0; i < 3000 && waitpid(cr->child, &status, WNOHANG) == 0; i++) usleep(1000);
+      if (waitpid(cr->child, &status, WNOHANG) == 0) {
+        kill(cr->child, SIGKILL);
+        waitpid(cr->child, &status, 0);
+      }
+    }
+    sc_node_destroy(cr->node);
+  } else if (cr->child > 0) {
+    kill(cr->child, SIGKILL);
+    waitpid(cr->child, NULL, 0);
+  }
+  sc_cluster_free(&cr->c);
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", cr->dir);
+  if (system(cmd) != 0) return;
+}
+
+/* ---- zmq baseline ---- */
+
+typedef struct zpeer {
+  void *ctx;
+  const char *ep;
+  size_t size;
+  uint64_t n;
+  int mode; /* 0 sink, 1 echo */
+  _Atomic int ready;
+} zpeer;
+
+static void *zmq_server(void *arg) {
+  zpeer *z = arg;
+  void *s = zmq_socket(z->ctx, ZMQ_ROUTER);
+  const int zero = 0, hwm = 100000;
+  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_bind(s, z->ep);
+  atomic_store(&z->ready, 1);
+  char *buf = malloc(z->size + 64);
+  char id[256];
+  for (uint64_t i = 0; i < z->n; i++) {
+    const int il = zmq_recv(s, id, sizeof id, 0);
+    const int l = zmq_recv(s, buf, z->size + 64, 0);
+    if (il < 0 || l < 0) break;
+    if (z->mode == 1) {
+      zmq_send(s, id, (size_t)il, ZMQ_SNDMORE);
+      zmq_send(s, buf, (size_t)l, 0);
+    }
+  }
+  if (z->mode == 0) { /* final ack */
+    zmq_recv(s, id, sizeof id, 0);
+    zmq_recv(s, buf, z->size + 64, 0);
+  }
+  free(buf);
+  zmq_close(s);
+  return NULL;
+}
+
+static double zmq_rate(const char *ep, size_t size, uint64_t n) {
+  zpeer z = {.ctx = zmq_ctx_new(), .ep = ep, .size = size, .n = n, .mode = 0};
+  pthread_t th;
+  pthread_create(&th, NULL, zmq_server, &z);
+  while (!atomic_load(&z.ready)) usleep(100);
+  void *c = zmq_socket(z.ctx, ZMQ_DEALER);
+  const int zero = 0, hwm = 100000;
+  zmq_setsockopt(c, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(c, ZMQ_SNDHWM, &hwm, sizeof hwm);
+  zmq_connect(c, ep);
+  char *buf = calloc(1, size);
+  zmq_send(c, buf, size, 0); /* connection warm-up is not measured: counted in n */
+  const uint64_t t0 = sc_now_ns();
+  for (uint64_t i = 1; i < n; i++) zmq_send(c, buf, size, 0);
+  zmq_send(c, buf, 1, 0);
+  pthread_join(th, NULL);
+  const double secs = (double)(sc_now_ns() - t0) * 1e-9;
+  free(buf);
+  zmq_close(c);
+  zmq_ctx_term(z.ctx);
+  return (double)(n - 1) / secs;
+}
+
+static void zmq_rtt(const char *ep, size_t size, uint64_t n, double *us) {
+  zpeer z = {.ctx = zmq_ctx_new(), .ep = ep, .size = size, .n = n + 1, .mode = 1};
+  pthread_t th;
+  pthread_create(&th, NULL, zmq_server, &z);
+  while (!atomic_load(&z.ready)) usleep(100);
+  void *c = zmq_socket(z.ctx, ZMQ_DEALER);
+  const int zero = 0;
+  zmq_setsockopt(c, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_connect(c, ep);
+  char *buf = calloc(1, size + 64);
+  zmq_send(c, buf, size, 0);
+  zmq_recv(c, buf, size + 64, 0);
+  for (uint64_t i = 0; i < n; i++) {
+    const uint64_t t0 = sc_now_ns();
+    zmq_send(c, buf, size, 0);
+    zmq_recv(c, buf, size + 64, 0);
+    us[i] = (double)(sc_now_ns() - t0) / 1e3;
+  }
+  pthread_join(th, NULL);
+  free(buf);
+  zmq_close(c);
+  zmq_ctx_term(z.ctx);
+}
+
+static double percentile(double *v, int n, double q) {
+  /* v sorted ascending by the caller */
+  int k = (int)(q * (n - 1) + 0.5);
+  if (k < 0) k = 0;
+  if (k >= n) k = n - 1;
+  return v[k];
+}
+
+static int cmp_d(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* ---- the benchmark ---- */
+
+static const char *k_transports[] = {"inproc", "ipc", "tcp"};
+static const uint32_t k_payloads[] = {16, 1024};
+#define NT 3
+#define NP 2
+
+static size_t encoded_ping_size(uint32_t payload) {
+  sc_msg_ping *p = make_ping(123456, sc_now_ns(), payload);
+  sc_envelope env = {.type = SC_MSG_PING, .step = 1, .src = {0, 2, 1}, .dst = {1, 1, 1}};
+  sc_buf b;
+  sc_buf_init(&b);
+  size_t n = 0;
+  if (p && sc_msg_encode(&env, p, &b) == 0) n = b.len;
+  sc_buf_free(&b);
+  sc_msg_body_destroy(SC_MSG_PING, p);
+  return n;
+}
+
+int sc_bench_messages(sc_bench *b) {
+  const int runs = b->quick ? 1 : 5;
+  const int rtts = b->quick ? 2000 : 20000;
+  double zrate[NT][NP], zp50[NT][NP], rate_notap[NT][NP];
+  double *samples = malloc(sizeof(double) * (size_t)(rtts > runs ? rtts : runs));
+  if (samples == NULL) return SC_ENOMEM;
+  char params[256], extra[256];
+  int rc = 0;
+  signal(SIGPIPE, SIG_IGN);
+
+  /* raw ZeroMQ first, same sizes */
+  for (int t = 0; t < NT; t++) {
+    for (int p = 0; p < NP; p++) {
+      const size_t size = encoded_ping_size(k_payloads[p]);
+      char ep[SC_ENDPOINT_MAX], dir[] = "/tmp/sc-zb-XXXXXX";
+      if (t == 0) snprintf(ep, sizeof ep, "inproc://zb");
+      else if (t == 1) {
+        if (mkdtemp(dir) == NULL) return SC_ESYS;
+        snprintf(ep, sizeof ep, "ipc://%s/s", dir);
+      } else {
+        sc_cluster tmp;
+        if (sc_cluster_local(1, NULL, &tmp, NULL) != 0) return SC_ESYS;
+        snprintf(ep, sizeof ep, "%s", tmp.nodes[0].endpoint);
+        sc_cluster_free(&tmp);
+      }
+      const uint64_t n = b->quick ? 100000 : (t == 0 ? 4000000 : 1000000);
+      for (int r = 0; r < runs; r++) samples[r] = zmq_rate(ep, size, n);
+      zrate[t][p] = sc_bench_median(samples, runs);
+      snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":false,\"payload\":%u",
+               k_transports[t], k_payloads[p]);
+      snprintf(extra, sizeof extra, "\"bytes\":%zu", size);
+      sc_bench_add(b, "zmq.rate", params, "msg/s", samples, runs, extra);
+      zmq_rtt(ep, size, (uint64_t)rtts, samples);
+      qsort(samples, (size_t)rtts, sizeof *samples, cmp_d);
+      zp50[t][p] = percentile(samples, rtts, 0.5);
+      snprintf(extra, sizeof extra, "\"p99\":%.3f,\"bytes\":%zu", percentile(samples, rtts, 0.99),
+               size);
+      sc_bench_add(b, "zmq.rtt", params, "us", samples, rtts, extra);
+      if (t == 1) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd) != 0) rc = SC_EIO;
+      }
+    }
+  }
+
+  for (int t = 0; t < NT && rc == 0; t++) {
+    for (int tap = 0; tap < 2 && rc == 0; tap++) {
+      cluster_run cr;
+      rc = cluster_up(&cr, k_transports[t], tap);
+      if (rc != 0) {
+        fprintf(stderr, "bench messages: cannot start the %s cluster: %s\n", k_transports[t],
+                sc_strerror(rc));
+        cluster_down(&cr);
+        break;
+      }
+      const int32_t sink_rank = t == 0 ? 0 : 1;
+      for (int p = 0; p < NP && rc == 0; p++) {
+        run r = {.payload = k_payloads[p]};
+        char who[32];
+        snprintf(who, sizeof who, "sink@%d", (int)sink_rank);
+        sc_node_resolve(cr.node, who, &r.target);
+        run *pr = &r;
+        sc_actor_id drv;
+        if ((rc = sc_spawn(cr.node, &k_driver, &pr, sizeof pr, &drv)) != 0) break;
+        const uint64_t n = b->quick ? 100000 : (t == 0 ? 2000000 : 1000000);
+        for (int k = 0; k < runs && rc == 0; k++) {
+          atomic_store(&r.done, 0);
+          r.total = n;
+          sc_envelope env = {.type = SC_MSG_PING, .step = STEP_RATE, .dst = drv};
+          sc_msg_ping *kick = make_ping(0, 0, 0);
+          if ((rc = sc_node_send(cr.node, &env, kick)) != 0) break;
+          if ((rc = wait_done(&r, 120000)) != 0) break;
+          samples[k] = (double)n / ((double)(r.t1 - r.t0) * 1e-9);
+        }
+        if (rc != 0) break;
+        if (atomic_load(&r.errors)) {
+          fprintf(stderr, "bench messages: the sink saw messages out of order\n");
+          rc = SC_EPROTO;
+          break;
+        }
+        const double med = sc_bench_median(samples, runs);
+        if (!tap) rate_notap[t][p] = med;
+        snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u",
+                 k_transports[t], tap ? "true" : "false", k_payloads[p]);
+        int el = snprintf(extra, sizeof extra, "\"vs_zmq\":%.3f", med / zrate[t][p]);
+        if (tap)
+          snprintf(extra + el, sizeof extra - (size_t)el, ",\"tap_cost\":%.4f,\"tap_seen\":%llu",
+                   1.0 - med / rate_notap[t][p],
+                   (unsigned long long)atomic_load(&cr.tap.seen));
+        sc_bench_add(b, "messages.rate", params, "msg/s", samples, runs, extra);
+
+        /* round trips */
+        r.rtt_us = samples;
+        r.total = (uint64_t)rtts;
+        atomic_store(&r.done, 0);
+        sc_envelope env = {.type = SC_MSG_PING, .step = STEP_ECHO, .dst = drv};
+        sc_msg_ping *kick = make_ping(0, 0, 0);
+        if ((rc = sc_node_send(cr.node, &env, kick)) != 0) break;
+        if ((rc = wait_done(&r, 120000)) != 0) break;
+        qsort(samples, (size_t)rtts, sizeof *samples, cmp_d);
+        const double p50 = percentile(samples, rtts, 0.5);
+        snprintf(extra, sizeof extra, "\"p99\":%.3f,\"vs_zmq\":%.3f",
+                 percentile(samples, rtts, 0.99), p50 / zp50[t][p]);
+        sc_bench_add(b, "messages.rtt", params, "us", samples, rtts, extra);
+        sc_node_stop_actor(cr.node, drv, 0);
+        usleep(10000);
+      }
+      cluster_down(&cr);
+    }
+  }
+  free(samples);
+  return rc;
+}

@@ -1,0 +1,154 @@
+/* cmd_node.c - `sparsecp node --cluster FILE --rank R`: runs one node of a cluster until
+ * it is told to stop (node_shutdown from the head, SIGINT/SIGTERM, or losing the head).
+ *
+ * --events prints one JSON line per node event on stdout ({"event": "ready" | "down" |
+ * "shutdown" | "stopped", "rank", "code", "detail", "time_ms"}), which `launch` and the
+ * integration tests read. Pipeline actors (issue 6) are added to k_startup below; the
+ * list must be identical in every process of a cluster (see sc_node.h). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actors/runtime/sc_node.h"
+#include "actors/runtime/sc_time.h"
+#include "tools/cli.h"
+
+/* The actors every `sparsecp node` starts besides the "node" system actor. The pipeline
+ * (issue 6) registers gateway/scheduler/partitioner (SC_ON_HEAD) and metadata/comm/
+ * executor (SC_ON_ALL) here; the order fixes their slots and so their ids. */
+static const sc_startup_actor *const k_startup = NULL;
+static const int32_t k_num_startup = 0;
+
+static sc_node *g_node;
+
+static void on_signal(int sig) {
+  (void)sig;
+  if (g_node) sc_node_request_stop(g_node, 0);
+}
+
+static void print_event(void *ud, const char *event, int32_t rank, int code,
+                        const char *detail) {
+  (void)ud;
+  /* detail comes from the runtime (fixed sentences without quotes or backslashes) */
+  printf("{\"event\":\"%s\",\"rank\":%d,\"code\":%d,\"detail\":\"%s\",\"time_ms\":%.3f}\n",
+         event, (int)rank, code, detail, (double)sc_now_ns() / 1e6);
+  fflush(stdout);
+}
+
+static void help(FILE *f) {
+  fprintf(f,
+          "usage: sparsecp node --cluster FILE.json --rank R [--events] [--loops K]\n"
+          "                     [--ready-timeout MS]\n\n"
+          "Runs node R of the cluster described by FILE (docs/cluster-file.md) until the\n"
+          "head shuts the cluster down, the head is lost, or SIGINT/SIGTERM arrives.\n"
+          "  --events          print node events as JSON lines on stdout\n"
+          "  --loops K         actor loop threads (default: the cluster file's \"loops\")\n"
+          "  --ready-timeout   give up when the cluster is not ready after MS (default 30000)\n");
+}
+
+int sc_cmd_node(int argc, char **argv) {
+  static const struct option opts[] = {{"cluster", required_argument, NULL, 'c'},
+                                       {"rank", required_argument, NULL, 'r'},
+                                       {"events", no_argument, NULL, 'e'},
+                                       {"loops", required_argument, NULL, 'l'},
+                                       {"ready-timeout", required_argument, NULL, 't'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  const char *cluster_path = NULL;
+  int64_t rank = -1, loops = 0, ready_ms = 30000;
+  bool events = false;
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'c': cluster_path = optarg; break;
+    case 'r':
+      if (!sc_cli_int("node", "--rank", optarg, 0, SC_CLUSTER_MAX_NODES - 1, &rank))
+        return SC_EXIT_USAGE;
+      break;
+    case 'l':
+      if (!sc_cli_int("node", "--loops", optarg, 1, 32, &loops)) return SC_EXIT_USAGE;
+      break;
+    case 't':
+      if (!sc_cli_int("node", "--ready-timeout", optarg, 1, 3600000, &ready_ms))
+        return SC_EXIT_USAGE;
+      break;
+    case 'e': events = true; break;
+    case 'h': help(stdout); return SC_EXIT_OK;
+    default: help(stderr); return SC_EXIT_USAGE;
+    }
+  }
+  if (cluster_path == NULL || rank < 0 || optind != argc) {
+    help(stderr);
+    return SC_EXIT_USAGE;
+  }
+  sc_diag d = {0};
+  sc_cluster cluster;
+  int rc = sc_cluster_load(cluster_path, &cluster, &d);
+  if (rc != 0) {
+    sc_cli_error("node", "%s", sc_diag_message(&d));
+    return SC_EXIT_USAGE;
+  }
+  if (rank >= cluster.num_nodes) {
+    sc_cli_error("node", "--rank %lld: the cluster has ranks 0..%d", (long long)rank,
+                 (int)cluster.num_nodes - 1);
+    sc_cluster_free(&cluster);
+    return SC_EXIT_USAGE;
+  }
+  sc_node_opts o;
+  sc_node_opts_default(&o);
+  o.cluster = &cluster;
+  o.rank = (int32_t)rank;
+  o.loops = (int32_t)loops;
+  o.startup = k_startup;
+  o.num_startup = k_num_startup;
+  int exit_code = SC_EXIT_FAILURE;
+  rc = sc_node_create(&o, &g_node, &d);
+  if (rc != 0) {
+    sc_cli_error("node", "rank %lld: %s", (long long)rank, sc_diag_message(&d));
+    goto out;
+  }
+  if (events) sc_node_set_event_cb(g_node, print_event, NULL);
+  struct sigaction sa = {.sa_handler = on_signal};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  rc = sc_node_start(g_node, &d);
+  if (rc != 0) {
+    sc_cli_error("node", "rank %lld: %s", (long long)rank, sc_diag_message(&d));
+    goto out;
+  }
+  rc = sc_node_wait_ready(g_node, ready_ms);
+  if (rc != 0) {
+    sc_cli_error("node", "rank %lld: the cluster was not ready within %lld ms", (long long)rank,
+                 (long long)ready_ms);
+    goto out;
+  }
+  rc = sc_node_wait_shutdown(g_node, -1);
+  if (rank == 0) {
+    /* the head takes the others down with it, then gives them a moment to leave */
+    sc_node_broadcast_shutdown(g_node, rc == 0 ? "head stopping" : sc_strerror(rc));
+    const uint64_t until = sc_now_ns() + 500000000ull;
+    for (;;) {
+      bool all_down = true;
+      for (int32_t r = 1; r < cluster.num_nodes; r++)
+        if (!sc_node_peer_down(g_node, r)) all_down = false;
+      if (all_down || sc_now_ns() > until) break;
+      usleep(5000);
+    }
+  }
+  if (events) print_event(NULL, "stopped", (int32_t)rank, rc, rc == 0 ? "" : sc_strerror(rc));
+  exit_code = rc == 0 ? SC_EXIT_OK : SC_EXIT_FAILURE;
+  if (rc != 0) sc_cli_error("node", "rank %lld stopped: %s", (long long)rank, sc_strerror(rc));
+out:
+  {
+    sc_node *n = g_node;
+    g_node = NULL;
+    sc_node_destroy(n);
+  }
+  sc_cluster_free(&cluster);
+  return exit_code;
+}
