@@ -465,6 +465,7 @@ static int dec_struct(dctx *c, const sc_msg_desc *desc, const msgpack_object *o,
 static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_depth,
                   sc_envelope *env, void **body, sc_diag *d) {
   *body = NULL;
+  memset(env, 0, sizeof *env);
   int rc = sc_msg_prewalk(p, n, max_depth, d);
   if (rc != 0) return rc;
   rc = sc_msg_peek_envelope(p, n, env);
@@ -540,6 +541,7 @@ void sc_msg_limits_default(sc_msg_limits *lim) {
 int sc_msg_decode_untrusted(const uint8_t *p, size_t n, const sc_msg_limits *lim,
                             sc_envelope *env, void **body, sc_diag *d) {
   sc_msg_limits def;
+  memset(env, 0, sizeof *env);
   if (lim == NULL) {
     sc_msg_limits_default(&def);
     lim = &def;

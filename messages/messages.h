@@ -212,8 +212,9 @@ bool sc_msg_body_equal(int type, const void *a, const void *b);
 int sc_msg_encode(const sc_envelope *env, const void *body, sc_buf *out);
 
 /* Decodes a message from inside the cluster. On success fills env, sets *body to a new
- * body of env->type (caller destroys it) and returns 0. On failure *body is NULL, d (if
- * given) says why, and the code is SC_EPROTO (malformed, or not this schema),
+ * body of env->type (caller destroys it) and returns 0. On failure *body is NULL, env is
+ * zeroed or holds what was read of the envelope, d (if given) says why, and the code is
+ * SC_EPROTO (malformed, or not this schema),
  * SC_EVERSION (other major version), SC_ENOTSUP (unknown type id: a newer sender),
  * SC_ERANGE (a field outside its declared range) or SC_ENOMEM. */
 int sc_msg_decode(const uint8_t *p, size_t n, sc_envelope *env, void **body, sc_diag *d);
