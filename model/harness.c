@@ -1,0 +1,232 @@
+/* harness.c - ranks as threads over the in-memory backend (harness.h). */
+#include "model/harness.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/metadata/metadata.h"
+#include "collectives/backend_mem.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+typedef struct rank {
+  sc_harness *h;
+  int32_t g;
+  sc_kernels *k;
+  sc_model_weights w;
+  sc_kv_cache cache;
+  sc_comm comm;
+  sc_forward *fwd;
+  /* per step */
+  sc_meta meta;
+  sc_kcand *topk;
+  float *logits;
+  int rc;
+  sc_diag diag;
+} rank;
+
+struct sc_harness {
+  sc_harness_config cfg;
+  sc_plan_config pc;
+  int32_t world;
+  sc_mem_world *mem;
+  rank *ranks;
+  sc_plan plan;
+  /* per step */
+  const sc_harness_batch *batch;
+  int32_t *bt;
+  int32_t max_blocks;
+};
+
+int32_t sc_harness_world_size(const sc_harness *h) { return h->world; }
+
+void sc_harness_destroy(sc_harness *h) {
+  if (h == NULL) return;
+  for (int32_t g = 0; h->ranks && g < h->world; g++) {
+    rank *r = &h->ranks[g];
+    sc_forward_destroy(r->fwd);
+    if (r->k) {
+      sc_kv_cache_free(r->k, &r->cache);
+      sc_model_weights_free(r->k, &r->w);
+      sc_kernels_destroy(r->k);
+    }
+  }
+  free(h->ranks);
+  sc_mem_world_destroy(h->mem);
+  sc_plan_free(&h->plan);
+  free(h->bt);
+  free(h);
+}
+
+int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d) {
+  *out = NULL;
+  int rc;
+  sc_harness *h = calloc(1, sizeof *h);
+  if (h == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
+  h->cfg = *cfg;
+  h->pc = cfg->plan;
+  sc_model_config_to_plan(&cfg->model, &h->pc);
+  sc_plan_init(&h->plan);
+  if ((rc = sc_model_config_validate(&cfg->model, d)) ||
+      (rc = sc_plan_config_validate(&h->pc, d)) ||
+      (rc = sc_model_config_check_tp(&cfg->model, h->pc.tp, d)))
+    goto fail;
+  h->world = sc_plan_world_size(&h->pc);
+  if ((rc = sc_mem_world_create(&h->pc, &h->mem))) {
+    sc_fail(d, rc, "cannot create the in-memory world");
+    goto fail;
+  }
+  if ((h->ranks = calloc((size_t)h->world, sizeof *h->ranks)) == NULL) {
+    rc = sc_fail(d, SC_ENOMEM, "out of memory");
+    goto fail;
+  }
+  const int32_t width = sc_model_kv_width(&cfg->model) + cfg->model.index_dim;
+  for (int32_t g = 0; g < h->world; g++) {
+    rank *r = &h->ranks[g];
+    r->h = h;
+    r->g = g;
+    if ((rc = sc_kernels_cpu_create(&r->k, cfg->kernel_threads > 0 ? cfg->kernel_threads : 1))) {
+      sc_fail(d, rc, "rank %d: cannot create the CPU kernel context", g);
+      goto fail;
+    }
+    if ((rc = sc_mem_comm_init(h->mem, g, cfg->deadline_ms, &r->comm))) goto fail;
+    const int32_t tp_rank = r->comm.group_rank[SC_GROUP_TP];
+    rc = cfg->weights ? sc_model_weights_load(r->k, &cfg->model, h->pc.tp, tp_rank, cfg->weights,
+                                              &r->w, d)
+                      : sc_model_weights_synthetic(r->k, &cfg->model, h->pc.tp, tp_rank, &r->w, d);
+    if (rc) goto fail;
+    if ((rc = sc_kv_cache_create(r->k, cfg->model.layers, cfg->num_blocks, h->pc.block_size,
+                                 width, cfg->kv_fmt, &r->cache, d)) ||
+        (rc = sc_forward_create(r->k, &r->w, &r->cache, &r->comm, &h->pc, &r->fwd, d)))
+      goto fail;
+  }
+  *out = h;
+  return 0;
+fail:
+  sc_harness_destroy(h);
+  return rc;
+}
+
+static void *rank_main(void *arg) {
+  rank *r = arg;
+  sc_harness *h = r->h;
+  const sc_harness_batch *b = h->batch;
+  const sc_forward_in in = {.step = b->step, .plan = &h->plan, .meta = &r->meta,
+                            .tokens = b->tokens, .block_table = h->bt,
+                            .max_blocks = h->max_blocks};
+  sc_forward_out fo = {.logits = r->logits, .topk = r->topk};
+  r->rc = sc_forward_step(r->fwd, &in, &fo, &r->diag);
+  if (r->rc) sc_mem_world_abort(h->mem); /* wake the others: the step is dead */
+  return NULL;
+}
+
+static bool same_set(const sc_kcand *a, const sc_kcand *b, int32_t k) {
+  for (int32_t i = 0; i < k; i++)
+    if (a[i].pos != b[i].pos) return false;
+  return true;
+}
+
+int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result *res,
+                    sc_diag *d) {
+  const sc_model_config *mc = &h->cfg.model;
+  int rc = sc_plan_build(&h->plan, &h->pc, b->reqs, b->num_reqs, d);
+  if (rc) return rc;
+  const sc_plan *plan = &h->plan;
+  const size_t nt = (size_t)plan->num_tokens, K = (size_t)mc->topk;
+  const size_t topk_n = (size_t)mc->layers * nt * K;
+  pthread_t *th = NULL;
+  bool *started = NULL;
+
+  /* dense block table */
+  h->max_blocks = 1;
+  for (int32_t i = 0; i < b->num_reqs; i++) {
+    const int32_t nb = b->block_start[i + 1] - b->block_start[i];
+    if (nb > h->max_blocks) h->max_blocks = nb;
+  }
+  free(h->bt);
+  h->bt = malloc((size_t)b->num_reqs * (size_t)h->max_blocks * sizeof *h->bt);
+  th = calloc((size_t)h->world, sizeof *th);
+  started = calloc((size_t)h->world, sizeof *started);
+  if (h->bt == NULL || th == NULL || started == NULL) {
+    rc = sc_fail(d, SC_ENOMEM, "out of memory");
+    goto out;
+  }
+  for (int32_t i = 0; i < b->num_reqs; i++)
+    for (int32_t v = 0; v < h->max_blocks; v++) {
+      const int32_t nb = b->block_start[i + 1] - b->block_start[i];
+      h->bt[(size_t)i * h->max_blocks + v] = v < nb ? b->blocks[b->block_start[i] + v] : -1;
+    }
+  const sc_meta_blocks mb = {.table = h->bt, .max_blocks = h->max_blocks,
+                             .num_blocks = h->cfg.num_blocks};
+  h->batch = b;
+  for (int32_t g = 0; g < h->world; g++) {
+    rank *r = &h->ranks[g];
+    r->rc = 0;
+    r->diag = (sc_diag){0};
+    if ((rc = sc_meta_build(plan, g, &mb, &r->meta, d))) goto out;
+    r->topk = res && res->topk ? malloc(topk_n * sizeof *r->topk + 1) : NULL;
+    r->logits = g == 0 && res && res->logits ? res->logits : NULL;
+    if (res && res->topk && r->topk == NULL) {
+      rc = sc_fail(d, SC_ENOMEM, "out of memory");
+      goto out;
+    }
+    for (size_t i = 0; r->topk && i < topk_n; i++) r->topk[i] = (sc_kcand){0, INT32_MIN};
+  }
+  for (int32_t g = 0; g < h->world; g++) {
+    if (pthread_create(&th[g], NULL, rank_main, &h->ranks[g]) != 0) {
+      sc_mem_world_abort(h->mem);
+      rc = sc_fail(d, SC_ESYS, "cannot start the thread of rank %d", g);
+      break;
+    }
+    started[g] = true;
+  }
+  for (int32_t g = 0; g < h->world; g++)
+    if (started[g]) pthread_join(th[g], NULL);
+  if (rc) goto out;
+  /* The root cause: the first failure that is not the abort it triggered. */
+  for (int32_t pass = 0; pass < 2 && rc == 0; pass++)
+    for (int32_t g = 0; g < h->world && rc == 0; g++) {
+      const rank *r = &h->ranks[g];
+      if (r->rc && (pass == 1 || r->rc != SC_EABORTED)) {
+        rc = r->rc;
+        if (d) *d = r->diag;
+      }
+    }
+  if (rc) goto out;
+
+  if (res) {
+    res->fingerprint = plan->fingerprint;
+    res->num_colls = plan->num_colls;
+    res->num_chunks = plan->num_chunks;
+    res->topk_disagreements = 0;
+    if (res->topk) {
+      for (size_t e = 0; e < (size_t)mc->layers * nt; e++) {
+        const sc_kcand *first = NULL;
+        bool differ = false;
+        for (int32_t g = 0; g < h->world; g++) {
+          const sc_kcand *c = h->ranks[g].topk + e * K;
+          if (c[0].pos == INT32_MIN) continue; /* this rank holds no copy */
+          if (first == NULL) first = c;
+          else if (!same_set(first, c, (int32_t)K)) differ = true;
+        }
+        res->topk_disagreements += differ;
+        if (first) memcpy(res->topk + e * K, first, K * sizeof *first);
+        else
+          for (size_t i = 0; i < K; i++) res->topk[e * K + i] = (sc_kcand){0, INT32_MIN};
+      }
+    }
+  }
+out:
+  if (rc) sc_mem_world_reset(h->mem);
+  for (int32_t g = 0; g < h->world; g++) {
+    sc_meta_free(&h->ranks[g].meta);
+    free(h->ranks[g].topk);
+    h->ranks[g].topk = NULL;
+  }
+  free(th);
+  free(started);
+  return rc;
+}
