@@ -1,0 +1,403 @@
+/* test_model.c - model configuration, safetensors (round trip and every rejection),
+ * synthetic weights and their TP slices, KV slot arithmetic, sampling, and the forward
+ * pass refusing a collective that does not match the plan. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actors/metadata/metadata.h"
+#include "collectives/backend_mem.h"
+#include "kernels/bf16.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/model_defaults.h"
+#include "model/safetensors.h"
+#include "model/sampling.h"
+#include "model/weights.h"
+
+static sc_model_config tiny(void) {
+  sc_model_config m;
+  sc_model_config_default(&m);
+  m.vocab = 64, m.hidden = 16, m.layers = 2, m.heads = 2, m.q_lora_rank = 8;
+  m.kv_lora_rank = 8, m.qk_nope_dim = 4, m.rope_dim = 4, m.v_head_dim = 4;
+  m.index_heads = 2, m.index_dim = 4, m.topk = 4, m.ffn_hidden = 8;
+  return m;
+}
+
+static char *tmp_path(const char *tag) {
+  static char buf[8][128];
+  static int n;
+  char *p = buf[n++ % 8];
+  snprintf(p, 128, "/tmp/sc_test_model_%d_%s.safetensors", (int)getpid(), tag);
+  return p;
+}
+
+/* ---- configuration ---- */
+
+Test(model_config, defaults_are_the_shared_macros_and_valid) {
+  sc_model_config m;
+  sc_model_config_default(&m);
+  cr_assert_eq(sc_model_config_validate(&m, NULL), 0);
+  cr_assert_eq(m.kv_lora_rank, SC_MODEL_DEFAULT_KV_LORA_RANK);
+  cr_assert_eq(m.rope_dim, SC_MODEL_DEFAULT_ROPE_DIM);
+  cr_assert_eq(m.vocab, 32768);
+  cr_assert_eq(sc_model_kv_width(&m), 576);
+  sc_plan_config p, q;
+  sc_plan_config_default(&p);
+  q = p;
+  sc_model_config_to_plan(&m, &q);
+  q.layers = p.layers; /* the planner defaults to 1 layer (DESIGN.md §7), the model to 2 */
+  cr_assert_eq(memcmp(&p, &q, sizeof p), 0, "planner defaults and model defaults disagree");
+}
+
+Test(model_config, example_file_parses) {
+  sc_model_config m;
+  sc_diag d = {0};
+  const int rc = sc_model_config_load(SC_SOURCE_DIR "/examples/model-small.json", &m, &d);
+  cr_assert_eq(rc, 0, "%s", d.msg);
+  cr_assert_eq(m.hidden, 128);
+  cr_assert_eq(m.kv_lora_rank, 512);
+  cr_assert_eq(m.topk, 32);
+  cr_assert_float_eq(m.rms_eps, 1e-6f, 1e-12f);
+}
+
+Test(model_config, rejections_name_the_key) {
+  const struct {
+    const char *json, *needle;
+  } cases[] = {
+      {"{\"hiden\": 3}", "unknown model config key \"hiden\""},
+      {"{\"hidden\": \"64\"}", "\"hidden\" must be an integer"},
+      {"{\"hidden\": 0}", "\"hidden\" = 0 is out of range"},
+      {"{\"rope_dim\": 3}", "rope_dim = 3 must be even"},
+      {"{\"rms_eps\": -1}", "\"rms_eps\""},
+      {"{\"rope_theta\": 0.5}", "\"rope_theta\""},
+      {"{\"seed\": -4}", "\"seed\""},
+      {"[1, 2]", "must be a JSON object"},
+      {"{\"layers\": 2,", "invalid JSON"},
+      {"{\"layers\": 2, \"layers\": 3}", "invalid JSON"},
+      {"{\"vocab\": 4194304, \"hidden\": 65536}", "exceeds 2^31"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sc_model_config m;
+    sc_model_config_default(&m);
+    const sc_model_config before = m;
+    sc_diag d = {0};
+    const int rc = sc_model_config_parse(cases[i].json, strlen(cases[i].json), &m, &d);
+    cr_assert_eq(rc, SC_EINVAL, "case %zu: rc %d", i, rc);
+    cr_assert(strstr(d.msg, cases[i].needle), "case %zu: message \"%s\" lacks \"%s\"", i, d.msg,
+              cases[i].needle);
+    cr_assert_eq(memcmp(&m, &before, sizeof m), 0, "case %zu: output modified on failure", i);
+  }
+  sc_model_config m = tiny();
+  sc_diag d = {0};
+  cr_assert_eq(sc_model_config_check_tp(&m, 2, &d), 0);
+  cr_assert_eq(sc_model_config_check_tp(&m, 4, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "heads = 2 is not divisible by tp = 4"));
+  cr_assert_eq(sc_model_config_load("/nonexistent/model.json", &m, &d), SC_ENOENT);
+}
+
+/* ---- weights ---- */
+
+static float *download(sc_kernels *k, const float *buf, size_t n) {
+  float *h = malloc(n * sizeof *h);
+  cr_assert_eq(k->ops->copy(k, h, buf, n * sizeof *h, SC_KCOPY_D2H), 0);
+  return h;
+}
+
+Test(weights, tp_slices_tile_the_full_tensors) {
+  sc_kernels *k;
+  cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
+  const sc_model_config m = tiny();
+  sc_model_weights full, half[2];
+  sc_diag d = {0};
+  cr_assert_eq(sc_model_weights_synthetic(k, &m, 1, 0, &full, &d), 0, "%s", d.msg);
+  for (int r = 0; r < 2; r++)
+    cr_assert_eq(sc_model_weights_synthetic(k, &m, 2, r, &half[r], &d), 0, "%s", d.msg);
+  int split_seen = 0;
+  for (int32_t i = 0; i < full.num; i++) {
+    sc_tensor_info t;
+    sc_model_tensor_info(&m, i, &t);
+    float *f = download(k, full.t[i], (size_t)(t.rows * t.cols));
+    for (int r = 0; r < 2; r++) {
+      int64_t r0, nr, c0, nc;
+      sc_model_tensor_slice(&t, 2, r, &r0, &nr, &c0, &nc);
+      float *hpart = download(k, half[r].t[i], (size_t)(nr * nc));
+      for (int64_t a = 0; a < nr; a++)
+        for (int64_t b = 0; b < nc; b++)
+          cr_assert_eq(hpart[a * nc + b], f[(r0 + a) * t.cols + c0 + b], "%s (%lld, %lld)",
+                       t.name, (long long)a, (long long)b);
+      split_seen += t.split != SC_SPLIT_NONE && r == 1;
+      free(hpart);
+    }
+    /* values are synthetic, not zeros */
+    double sum = 0;
+    for (int64_t e = 0; e < t.rows * t.cols; e++) sum += fabs(f[e]);
+    cr_assert_gt(sum, 0.0, "%s is all zeros", t.name);
+    free(f);
+  }
+  cr_assert_eq(split_seen, 6 * m.layers); /* wq_b, wkv_b, wo, w1, w3, w2 */
+  sc_model_weights_free(k, &full);
+  sc_model_weights_free(k, &half[0]);
+  sc_model_weights_free(k, &half[1]);
+  sc_kernels_destroy(k);
+}
+
+static void roundtrip(int dtype) {
+  sc_kernels *k;
+  cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
+  const sc_model_config m = tiny();
+  const char *path = tmp_path(dtype == SC_DT_F32 ? "f32" : "bf16");
+  sc_diag d = {0};
+  cr_assert_eq(sc_model_write_synthetic(&m, dtype, path, &d), 0, "%s", d.msg);
+  for (int r = 0; r < 2; r++) {
+    sc_model_weights w, s;
+    cr_assert_eq(sc_model_weights_load(k, &m, 2, r, path, &w, &d), 0, "%s", d.msg);
+    cr_assert_eq(sc_model_weights_synthetic(k, &m, 2, r, &s, &d), 0);
+    for (int32_t i = 0; i < w.num; i++) {
+      sc_tensor_info t;
+      sc_model_tensor_info(&m, i, &t);
+      int64_t r0, nr, c0, nc;
+      sc_model_tensor_slice(&t, 2, r, &r0, &nr, &c0, &nc);
+      float *a = download(k, w.t[i], (size_t)(nr * nc)), *b = download(k, s.t[i], (size_t)(nr * nc));
+      for (int64_t e = 0; e < nr * nc; e++) {
+        const float want = dtype == SC_DT_F32 ? b[e] : sc_bf16_to_f32(sc_f32_to_bf16(b[e]));
+        cr_assert_eq(a[e], want, "%s element %lld: %g != %g", t.name, (long long)e, (double)a[e],
+                     (double)want);
+      }
+      free(a);
+      free(b);
+    }
+    sc_model_weights_free(k, &w);
+    sc_model_weights_free(k, &s);
+  }
+  unlink(path);
+  sc_kernels_destroy(k);
+}
+
+Test(weights, safetensors_roundtrip_f32) { roundtrip(SC_DT_F32); }
+Test(weights, safetensors_roundtrip_bf16) { roundtrip(SC_DT_BF16); }
+
+/* ---- safetensors rejections ---- */
+
+static size_t image(uint8_t *buf, const char *hdr, size_t data_bytes, uint64_t claimed) {
+  const size_t n = strlen(hdr);
+  const uint64_t len = claimed ? claimed : n;
+  for (int i = 0; i < 8; i++) buf[i] = (uint8_t)(len >> (8 * i));
+  memcpy(buf + 8, hdr, n);
+  memset(buf + 8 + n, 0, data_bytes);
+  return 8 + n + data_bytes;
+}
+
+Test(safetensors, rejections) {
+  static uint8_t buf[4096];
+  const struct {
+    const char *hdr;
+    size_t data;
+    uint64_t claimed;
+    int code;
+    const char *needle;
+  } cases[] = {
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, 0, 0, NULL},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, 1ull << 40,
+       SC_ETOOBIG, "exceeds the limit"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, 4000, SC_EINVAL,
+       "runs past the end"},
+      {"[1,2]", 0, 0, SC_EINVAL, "must be a JSON object"},
+      {"{\"a\":", 0, 0, SC_EINVAL, "header JSON invalid"},
+      {"{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, 0, SC_ENOTSUP,
+       "dtype F16"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, 0, SC_EINVAL,
+       "needs 12 bytes"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}}", 8, 0, SC_EINVAL,
+       "outside the data section"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+       "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+       12, 0, SC_EINVAL, "overlap"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+       "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+       16, 0, SC_EINVAL, "header JSON invalid"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, 0, SC_EINVAL,
+       "shape[0]"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8, 0,
+       SC_EINVAL, "unknown field"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, 0, SC_EINVAL, "needs \"dtype\""},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, 0, SC_EINVAL,
+       "outside the data section"},
+      {"{\"__metadata__\":{\"k\":3}}", 0, 0, SC_EINVAL, "__metadata__"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const size_t n = image(buf, cases[i].hdr, cases[i].data, cases[i].claimed);
+    sc_st_file f;
+    sc_diag d = {0};
+    const int rc = sc_st_parse(buf, n, &f, &d);
+    cr_assert_eq(rc, cases[i].code, "case %zu: rc %d (%s)", i, rc, d.msg);
+    if (rc == 0) {
+      cr_assert_eq(f.num, 1);
+      sc_st_close(&f);
+    } else {
+      cr_assert(strstr(d.msg, cases[i].needle), "case %zu: \"%s\" lacks \"%s\"", i, d.msg,
+                cases[i].needle);
+    }
+  }
+  sc_st_file f;
+  sc_diag d = {0};
+  cr_assert_eq(sc_st_parse(buf, 5, &f, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "shorter than the 8-byte"));
+  cr_assert_eq(sc_st_open("/nonexistent.safetensors", &f, &d), SC_ENOENT);
+}
+
+/* The weight loader checks names and shapes against the model configuration. */
+Test(safetensors, loader_rejects_wrong_model) {
+  sc_kernels *k;
+  cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
+  sc_model_config m = tiny();
+  const char *path = tmp_path("wrong");
+  sc_diag d = {0};
+  cr_assert_eq(sc_model_write_synthetic(&m, SC_DT_F32, path, &d), 0);
+  sc_model_weights w;
+  sc_model_config other = m;
+  other.layers = 3; /* layer 2 is missing from the file */
+  cr_assert_eq(sc_model_weights_load(k, &other, 1, 0, path, &w, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "\"layers.2.attn_norm.weight\" is missing"), "%s", d.msg);
+  other = m;
+  other.layers = 1; /* layer 1 is a stranger */
+  cr_assert_eq(sc_model_weights_load(k, &other, 1, 0, path, &w, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "layers.1."), "%s", d.msg);
+  other = m;
+  other.hidden = 32;
+  cr_assert_eq(sc_model_weights_load(k, &other, 1, 0, path, &w, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "has shape [64, 16]; the model config needs [64, 32]"), "%s", d.msg);
+  unlink(path);
+  sc_kernels_destroy(k);
+}
+
+/* ---- KV slots ---- */
+
+Test(kv_cache, slots_are_unique_and_inside_the_rank_blocks) {
+  const int32_t B = 4;
+  const int32_t bt[] = {5, 2, 7, 0};
+  for (int32_t N = 1; N <= 4; N++)
+    for (int32_t I = 1; I <= 4; I *= 2) {
+      const int32_t L = 4 * B * N;
+      static int8_t used[4][64];
+      memset(used, 0, sizeof used);
+      for (int32_t p = 0; p < L; p++) {
+        int owners = 0;
+        for (int32_t r = 0; r < N; r++) {
+          const int64_t s = sc_kv_slot(bt, 4, p, B, N, I, r);
+          if (s < 0) continue;
+          owners++;
+          const int64_t blk = s / B;
+          cr_assert(blk == 5 || blk == 2 || blk == 7 || blk == 0);
+          cr_assert_eq(blk, bt[p / (B * N)], "p %d: block %lld", p, (long long)blk);
+          cr_assert_eq(used[r][s], 0, "slot %lld of rank %d used twice", (long long)s, r);
+          used[r][s] = 1;
+          cr_assert_eq(s, sc_kv_slot_local(bt, 4, sc_dcp_local_index(p, N, I), B));
+        }
+        cr_assert_eq(owners, 1, "position %d has %d owners", p, owners);
+      }
+    }
+  const int32_t missing[] = {3, -1};
+  cr_assert_eq(sc_kv_slot(missing, 2, 9, 4, 1, 1, 0), -1);
+  cr_assert_eq(sc_kv_blocks_needed(17, 4, 2), 3);
+}
+
+/* ---- sampling ---- */
+
+Test(sampling, greedy_temperature_margin) {
+  const float l[] = {1.0f, 3.0f, NAN, 3.0f, -2.0f};
+  cr_assert_eq(sc_sample_greedy(l, 5), 1);
+  cr_assert_float_eq(sc_logits_top2_margin(l, 5), 0.0f, 0.0f);
+  const float l2[] = {0.5f, 2.0f, 1.0f};
+  cr_assert_float_eq(sc_logits_top2_margin(l2, 3), 1.0f, 1e-7f);
+  cr_assert_eq(sc_sample_temperature(l2, 3, 0.0f, 1, 1, 0), 1);
+  /* deterministic per (seed, request, index); frequencies follow softmax(l / t) */
+  int counts[3] = {0};
+  for (int i = 0; i < 20000; i++) {
+    const int32_t a = sc_sample_temperature(l2, 3, 1.0f, 42, 7, i);
+    cr_assert_eq(a, sc_sample_temperature(l2, 3, 1.0f, 42, 7, i));
+    counts[a]++;
+  }
+  const double z = exp(0.5) + exp(2.0) + exp(1.0);
+  cr_assert(fabs(counts[1] / 20000.0 - exp(2.0) / z) < 0.02, "%d", counts[1]);
+  cr_assert(fabs(counts[0] / 20000.0 - exp(0.5) / z) < 0.02, "%d", counts[0]);
+}
+
+/* ---- the forward pass refuses a desynchronised collective ---- */
+
+typedef struct desync_rank {
+  sc_mem_world *w;
+  const sc_plan *plan, *meta_plan;
+  const sc_plan_config *pc;
+  const sc_model_config *m;
+  int32_t g;
+  int rc;
+  sc_diag d;
+} desync_rank;
+
+static void *desync_main(void *arg) {
+  desync_rank *r = arg;
+  sc_kernels *k;
+  sc_kernels_cpu_create(&k, 1);
+  sc_comm comm;
+  sc_mem_comm_init(r->w, r->g, 10000, &comm);
+  sc_model_weights wt;
+  sc_kv_cache cache;
+  sc_forward *f;
+  sc_model_weights_synthetic(k, r->m, r->pc->tp, comm.group_rank[SC_GROUP_TP], &wt, NULL);
+  sc_kv_cache_create(k, r->m->layers, 16, r->pc->block_size,
+                     sc_model_kv_width(r->m) + r->m->index_dim, SC_KFMT_F32, &cache, NULL);
+  sc_forward_create(k, &wt, &cache, &comm, r->pc, &f, NULL);
+  const int32_t bt[2 * 4] = {0, 1, 2, 3, 4, 5, 6, 7};
+  const sc_meta_blocks mb = {.table = bt, .max_blocks = 4, .num_blocks = 16};
+  sc_meta meta;
+  cr_assert_eq(sc_meta_build(r->meta_plan, r->g, &mb, &meta, NULL), 0);
+  const int32_t tokens[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  const sc_forward_in in = {.step = 3, .plan = r->plan, .meta = &meta, .tokens = tokens,
+                            .block_table = bt, .max_blocks = 4};
+  r->rc = sc_forward_step(f, &in, NULL, &r->d);
+  if (r->rc) sc_mem_world_abort(r->w);
+  sc_meta_free(&meta);
+  sc_forward_destroy(f);
+  sc_kv_cache_free(k, &cache);
+  sc_model_weights_free(k, &wt);
+  sc_kernels_destroy(k);
+  return NULL;
+}
+
+Test(forward, rank_with_wrong_local_view_is_refused_not_hung) {
+  const sc_model_config m = tiny();
+  sc_plan_config pc;
+  sc_plan_config_default(&pc);
+  sc_model_config_to_plan(&m, &pc);
+  pc.tp = 2;
+  pc.block_size = 4;
+  const sc_batch_req a[2] = {{.id = 0, .computed = 0, .scheduled = 5, .prefill = true},
+                             {.id = 1, .computed = 0, .scheduled = 3, .prefill = true}};
+  const sc_batch_req b[2] = {{.id = 0, .computed = 0, .scheduled = 5, .prefill = true},
+                             {.id = 1, .computed = 0, .scheduled = 4, .prefill = true}};
+  sc_plan pa, pb;
+  sc_plan_init(&pa);
+  sc_plan_init(&pb);
+  cr_assert_eq(sc_plan_build(&pa, &pc, a, 2, NULL), 0);
+  cr_assert_eq(sc_plan_build(&pb, &pc, b, 2, NULL), 0);
+  sc_mem_world *w;
+  cr_assert_eq(sc_mem_world_create(&pc, &w), 0);
+  /* rank 1 derived its local inputs from another batch than the plan it was sent */
+  desync_rank r[2] = {{w, &pa, &pa, &pc, &m, 0, 0, {0}}, {w, &pa, &pb, &pc, &m, 1, 0, {0}}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, desync_main, &r[i]);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  cr_assert_eq(r[1].rc, SC_EDESYNC, "rank 1: %s", r[1].d.msg);
+  cr_assert(strstr(r[1].d.msg, "desync on rank 1, step 3, seq 0"), "%s", r[1].d.msg);
+  cr_assert(strstr(r[1].d.msg, "rows=8") && strstr(r[1].d.msg, "rows=9"), "%s", r[1].d.msg);
+  cr_assert_eq(r[0].rc, SC_EABORTED, "rank 0: %s", r[0].d.msg);
+  sc_mem_world_destroy(w);
+  sc_plan_free(&pa);
+  sc_plan_free(&pb);
+}
