@@ -155,19 +155,21 @@ int sc_cluster_to_json(const sc_cluster *c, char **out) {
   return *out ? 0 : SC_ENOMEM;
 }
 
-/* A free loopback port: bind port 0 and read it back. Another process may take it
- * before the node binds; tests prefer ipc for that reason. */
-static int free_port(void) {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  if (s < 0) return -1;
+/* A free loopback port: bind port 0 and read it back. The socket stays open until every
+ * port of the cluster is chosen (closing it earlier could hand the same port out twice);
+ * another process may still take it before the node binds, which is why tests prefer
+ * ipc. Returns the port, or -1 (then *fd is -1). */
+static int free_port(int *fd) {
+  *fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (*fd < 0) return -1;
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof a;
-  int port = -1;
-  if (bind(s, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(s, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(s);
-  return port;
+  if (bind(*fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(*fd, (struct sockaddr *)&a, &len) == 0)
+    return ntohs(a.sin_port);
+  close(*fd);
+  *fd = -1;
+  return -1;
 }
 
 int sc_cluster_local(int32_t n, const char *dir, sc_cluster *out, sc_diag *d) {
@@ -182,23 +184,35 @@ int sc_cluster_local(int32_t n, const char *dir, sc_cluster *out, sc_diag *d) {
   out->num_nodes = n;
   out->nodes = calloc((size_t)n, sizeof *out->nodes);
   if (out->nodes == NULL) return SC_ENOMEM;
-  for (int32_t r = 0; r < n; r++) {
+  int *fds = dir ? NULL : malloc(sizeof(int) * 2 * (size_t)n);
+  if (dir == NULL && fds == NULL) {
+    sc_cluster_free(out);
+    return SC_ENOMEM;
+  }
+  int nfds = 0, rc = 0;
+  for (int32_t r = 0; r < n && rc == 0; r++) {
     sc_cluster_node *cn = &out->nodes[r];
     cn->rank = r;
     if (dir) {
       snprintf(cn->endpoint, sizeof cn->endpoint, "ipc://%s/node-%d", dir, (int)r);
       snprintf(cn->tap, sizeof cn->tap, "ipc://%s/tap-%d", dir, (int)r);
     } else {
-      const int p1 = free_port(), p2 = free_port();
+      const int p1 = free_port(&fds[nfds]);
+      if (p1 >= 0) nfds++;
+      const int p2 = p1 < 0 ? -1 : free_port(&fds[nfds]);
+      if (p2 >= 0) nfds++;
       if (p1 < 0 || p2 < 0) {
-        sc_cluster_free(out);
-        return sc_fail(d, SC_ESYS, "no free loopback port");
+        rc = sc_fail(d, SC_ESYS, "no free loopback port");
+        break;
       }
       snprintf(cn->endpoint, sizeof cn->endpoint, "tcp://127.0.0.1:%d", p1);
       snprintf(cn->tap, sizeof cn->tap, "tcp://127.0.0.1:%d", p2);
     }
   }
-  return 0;
+  for (int i = 0; i < nfds; i++) close(fds[i]);
+  free(fds);
+  if (rc != 0) sc_cluster_free(out);
+  return rc;
 }
 
 void sc_cluster_free(sc_cluster *c) {

@@ -1,0 +1,451 @@
+/* test_runtime_procs.c - the runtime's acceptance tests with real processes: this test
+ * process is node 0 of a cluster whose other ranks are `sparsecp node` children (or the
+ * nodes of `sparsecp launch`). Every test kills and reaps every process it starts. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "actors/runtime/sc_node.h"
+#include "actors/runtime/sc_time.h"
+
+/* ---- child processes with a readable stdout ---- */
+
+typedef struct proc {
+  pid_t pid;
+  int out;          /* read end of its stdout */
+  char buf[65536];
+  size_t len;
+} proc;
+
+static void proc_start(proc *p, char *const argv[]) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  const pid_t parent = getpid();
+  p->pid = fork();
+  cr_assert(p->pid >= 0);
+  if (p->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    execv(SPARSECP_BIN, argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  p->out = fds[0];
+  p->len = 0;
+}
+
+/* Reads until a line containing all of the needles arrives; returns that line (in a
+ * static buffer) or NULL on timeout/EOF. */
+static const char *proc_expect(proc *p, const char *n1, const char *n2, int timeout_ms) {
+  static char line[4096];
+  const uint64_t until = sc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  for (;;) {
+    char *nl;
+    while ((nl = memchr(p->buf, '\n', p->len)) != NULL) {
+      const size_t l = (size_t)(nl - p->buf);
+      snprintf(line, sizeof line, "%.*s", (int)(l < sizeof line - 1 ? l : sizeof line - 1), p->buf);
+      memmove(p->buf, nl + 1, p->len - l - 1);
+      p->len -= l + 1;
+      if (strstr(line, n1) && (n2 == NULL || strstr(line, n2))) return line;
+    }
+    const int64_t left = (int64_t)(until - sc_now_ns()) / 1000000;
+    if (sc_now_ns() >= until) return NULL;
+    struct pollfd pf = {.fd = p->out, .events = POLLIN};
+    if (poll(&pf, 1, (int)(left > 0 ? left : 1)) <= 0) continue;
+    const ssize_t got = read(p->out, p->buf + p->len, sizeof p->buf - p->len - 1);
+    if (got <= 0) return NULL;
+    p->len += (size_t)got;
+  }
+}
+
+/* Waits for exit up to timeout_ms; then SIGKILL. Returns the wait status. */
+static int proc_reap(proc *p, int timeout_ms) {
+  int status = 0;
+  const uint64_t until = sc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  while (waitpid(p->pid, &status, WNOHANG) == 0) {
+    if (sc_now_ns() > until) {
+      kill(p->pid, SIGKILL);
+      waitpid(p->pid, &status, 0);
+      status = -1;
+      break;
+    }
+    usleep(2000);
+  }
+  if (p->out >= 0) close(p->out);
+  p->out = -1;
+  p->pid = 0;
+  return status;
+}
+
+/* ---- a cluster: this process = rank 0, children = ranks 1..n-1 ---- */
+
+typedef struct cluster {
+  char dir[64], path[128];
+  sc_cluster c;
+  sc_node *node;
+  proc kids[4];
+  int n;
+} cluster;
+
+static void cluster_up(cluster *cl, int n, bool tcp, int hb_ms, int hb_timeout_ms) {
+  memset(cl, 0, sizeof *cl);
+  cl->n = n;
+  snprintf(cl->dir, sizeof cl->dir, "/tmp/sc-it-XXXXXX");
+  cr_assert_not_null(mkdtemp(cl->dir));
+  sc_diag d = {0};
+  cr_assert_eq(sc_cluster_local(n, tcp ? NULL : cl->dir, &cl->c, &d), 0);
+  cl->c.heartbeat_ms = hb_ms;
+  cl->c.heartbeat_timeout_ms = hb_timeout_ms;
+  snprintf(cl->path, sizeof cl->path, "%s/cluster.json", cl->dir);
+  char *json = NULL;
+  cr_assert_eq(sc_cluster_to_json(&cl->c, &json), 0);
+  FILE *f = fopen(cl->path, "w");
+  cr_assert_not_null(f);
+  fputs(json, f);
+  fclose(f);
+  free(json);
+  for (int r = 1; r < n; r++) {
+    char rank[8];
+    snprintf(rank, sizeof rank, "%d", r);
+    char *argv[] = {"sparsecp", "node", "--cluster", cl->path, "--rank", rank, "--events", NULL};
+    proc_start(&cl->kids[r], argv);
+  }
+  sc_node_opts o;
+  sc_node_opts_default(&o);
+  o.cluster = &cl->c;
+  o.rank = 0;
+  o.loops = 2;
+  cr_assert_eq(sc_node_create(&o, &cl->node, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert_eq(sc_node_start(cl->node, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert_eq(sc_node_wait_ready(cl->node, 15000), 0, "the cluster did not become ready");
+  for (int r = 1; r < n; r++)
+    cr_assert_not_null(proc_expect(&cl->kids[r], "\"ready\"", NULL, 5000), "rank %d not ready", r);
+}
+
+static void cluster_down(cluster *cl) {
+  if (cl->node) sc_node_broadcast_shutdown(cl->node, "test done");
+  for (int r = 1; r < cl->n; r++)
+    if (cl->kids[r].pid > 0) proc_reap(&cl->kids[r], 5000);
+  sc_node_destroy(cl->node);
+  sc_cluster_free(&cl->c);
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", cl->dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* ---- a driver actor: streams pings to a target with a window, checks the pongs ---- */
+
+typedef struct job {
+  sc_actor_id target;
+  uint64_t total, window;
+  _Atomic int done;
+  _Atomic int errors;
+  _Atomic int rc;
+  _Atomic uint64_t received;
+  _Atomic int down_node;
+  _Atomic int64_t down_at_ms;
+} job;
+
+typedef struct driver {
+  job *j;
+  uint64_t sent, next_pong;
+} driver;
+
+static int drv_init(sc_ctx *ctx, void *st, const void *arg) {
+  ((driver *)st)->j = *(job *const *)arg;
+  return 0;
+}
+
+static int drv_pump(sc_ctx *ctx, driver *d) {
+  job *j = d->j;
+  while (d->sent < j->total && d->sent - d->next_pong < j->window) {
+    sc_msg_ping *p = sc_msg_body_new(SC_MSG_PING);
+    p->seq = d->sent;
+    const int rc = sc_send(ctx, j->target, SC_MSG_PING, p);
+    if (rc != 0) {
+      sc_msg_body_destroy(SC_MSG_PING, p);
+      if (rc == SC_EFULL && d->sent > d->next_pong) return 0; /* pongs will resume us */
+      atomic_store(&j->rc, rc);
+      atomic_store(&j->done, 1);
+      return 0;
+    }
+    d->sent++;
+  }
+  return 0;
+}
+
+static int drv_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  return drv_pump(ctx, sc_state(ctx));
+}
+
+static int drv_on_pong(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  driver *d = sc_state(ctx);
+  const sc_msg_pong *q = body;
+  if (q->seq != d->next_pong) atomic_fetch_add(&d->j->errors, 1);
+  d->next_pong = q->seq + 1;
+  atomic_fetch_add(&d->j->received, 1);
+  if (d->next_pong == d->j->total) {
+    atomic_store(&d->j->done, 1);
+    return 0;
+  }
+  return drv_pump(ctx, d);
+}
+
+static int drv_on_down(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  driver *d = sc_state(ctx);
+  const sc_msg_down *m = body;
+  atomic_store(&d->j->down_at_ms, (int64_t)(sc_now_ns() / 1000000));
+  atomic_store(&d->j->down_node, m->node);
+  return 0;
+}
+
+static const sc_actor_spec k_driver = {
+    .name = "driver", .state_size = sizeof(driver), .init = drv_init,
+    .handlers = {[SC_MSG_PING] = drv_on_ping, [SC_MSG_PONG] = drv_on_pong,
+                 [SC_MSG_DOWN] = drv_on_down},
+    .mailbox_cap = 1u << 20, .loop = 1};
+
+static bool wait_flag(_Atomic int *f, int ms) {
+  const uint64_t until = sc_now_ns() + (uint64_t)ms * 1000000ull;
+  while (!atomic_load(f)) {
+    if (sc_now_ns() > until) return false;
+    usleep(1000);
+  }
+  return true;
+}
+
+static sc_actor_id start_driver(cluster *cl, job *j) {
+  job *pj = j;
+  sc_actor_id id;
+  cr_assert_eq(sc_spawn(cl->node, &k_driver, &pj, sizeof pj, &id), 0);
+  sc_envelope env = {.type = SC_MSG_PING, .dst = id};
+  sc_msg_ping *p = sc_msg_body_new(SC_MSG_PING);
+  cr_assert_eq(sc_node_send(cl->node, &env, p), 0);
+  return id;
+}
+
+/* ---- tests ---- */
+
+Test(procs, cross_process_ping_pong_fifo_one_million_messages, .timeout = 120) {
+  cluster cl;
+  cluster_up(&cl, 2, false, 200, 2000);
+  job j = {.total = 1000000, .window = 20000};
+  cr_assert_eq(sc_node_resolve(cl.node, "node@1", &j.target), 0);
+  const uint64_t t0 = sc_now_ns();
+  start_driver(&cl, &j);
+  cr_assert(wait_flag(&j.done, 90000), "only %llu of 1000000 pongs arrived",
+            (unsigned long long)atomic_load(&j.received));
+  const double secs = (double)(sc_now_ns() - t0) * 1e-9;
+  cr_assert_eq(atomic_load(&j.rc), 0, "send failed: %s", sc_strerror(atomic_load(&j.rc)));
+  cr_assert_eq(atomic_load(&j.errors), 0, "pongs out of order, lost or duplicated");
+  usleep(50000);
+  cr_assert_eq(atomic_load(&j.received), 1000000u, "duplicates arrived");
+  sc_node_stats st;
+  sc_node_get_stats(cl.node, &st);
+  cr_assert_eq(st.mailbox_dropped, 0u);
+  cr_assert_eq(st.undeliverable, 0u);
+  cr_log_info("1M pings + 1M pongs across processes in %.2f s", secs);
+  cluster_down(&cl);
+}
+
+Test(procs, cross_process_ping_pong_over_tcp, .timeout = 60) {
+  cluster cl;
+  cluster_up(&cl, 2, true, 200, 2000);
+  job j = {.total = 5000, .window = 1};
+  cr_assert_eq(sc_node_resolve(cl.node, "node@1", &j.target), 0);
+  start_driver(&cl, &j);
+  cr_assert(wait_flag(&j.done, 30000));
+  cr_assert_eq(atomic_load(&j.errors), 0);
+  cr_assert_eq(atomic_load(&j.received), 5000u);
+  cluster_down(&cl);
+}
+
+/* request / reply across processes, and a timeout when the peer never answers */
+typedef struct req_state {
+  _Atomic int done, rc;
+  job *j;
+} req_state;
+static req_state g_req;
+static void on_reply(sc_ctx *ctx, void *ud, int rc, const sc_envelope *env, const void *body) {
+  atomic_store(&g_req.rc, rc == 0 && env->type == SC_MSG_PONG ? 0 : (rc ? rc : SC_EPROTO));
+  atomic_store(&g_req.done, 1);
+}
+static int requester_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  const sc_msg_ping *p = body;
+  sc_actor_id node1;
+  sc_node_resolve(sc_ctx_node(ctx), "node@1", &node1);
+  /* seq 1: a ping (answered); seq 2: client_cancel, which the node actor ignores */
+  const int type = p->seq == 1 ? SC_MSG_PING : SC_MSG_CLIENT_CANCEL;
+  void *b = sc_msg_body_new(type);
+  const int rc = sc_request(ctx, node1, type, b, 300, on_reply, NULL);
+  if (rc != 0) {
+    sc_msg_body_destroy(type, b);
+    atomic_store(&g_req.rc, rc);
+    atomic_store(&g_req.done, 1);
+  }
+  return 0;
+}
+static const sc_actor_spec k_requester = {.name = "requester",
+                                          .handlers = {[SC_MSG_PING] = requester_on_ping}};
+
+Test(procs, request_reply_and_timeout_across_processes, .timeout = 60) {
+  cluster cl;
+  cluster_up(&cl, 2, false, 200, 2000);
+  sc_actor_id r;
+  cr_assert_eq(sc_spawn(cl.node, &k_requester, NULL, 0, &r), 0);
+  for (uint64_t seq = 1; seq <= 2; seq++) {
+    atomic_store(&g_req.done, 0);
+    atomic_store(&g_req.rc, 1);
+    sc_envelope env = {.type = SC_MSG_PING, .dst = r};
+    sc_msg_ping *p = sc_msg_body_new(SC_MSG_PING);
+    p->seq = seq;
+    const uint64_t t0 = sc_now_ns();
+    cr_assert_eq(sc_node_send(cl.node, &env, p), 0);
+    cr_assert(wait_flag(&g_req.done, 5000));
+    const double ms = (double)(sc_now_ns() - t0) / 1e6;
+    if (seq == 1) {
+      cr_assert_eq(atomic_load(&g_req.rc), 0, "rc %d", atomic_load(&g_req.rc));
+    } else {
+      cr_assert_eq(atomic_load(&g_req.rc), SC_ETIMEDOUT);
+      cr_assert(ms >= 290 && ms < 3000, "timed out after %.0f ms (deadline 300)", ms);
+    }
+  }
+  cluster_down(&cl);
+}
+
+static int monitor_init(sc_ctx *ctx, void *st, const void *arg) {
+  *(job **)st = *(job *const *)arg;
+  return sc_monitor_node(ctx, 2);
+}
+static int monitor_on_down(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  job *j = *(job **)sc_state(ctx);
+  atomic_store(&j->down_at_ms, (int64_t)(sc_now_ns() / 1000000));
+  atomic_store(&j->down_node, ((const sc_msg_down *)body)->node);
+  atomic_store(&j->done, 1);
+  return 0;
+}
+static const sc_actor_spec k_monitor = {.name = "monitor", .state_size = sizeof(job *),
+                                        .init = monitor_init,
+                                        .handlers = {[SC_MSG_DOWN] = monitor_on_down}};
+
+static void down_case(int sig, int hb_timeout_ms, int max_ms) {
+  cluster cl;
+  cluster_up(&cl, 3, false, 100, hb_timeout_ms);
+  job j = {.down_node = -1};
+  job *pj = &j;
+  sc_actor_id m;
+  cr_assert_eq(sc_spawn(cl.node, &k_monitor, &pj, sizeof pj, &m), 0);
+  usleep(50000);
+  const uint64_t t0 = sc_now_ns();
+  kill(cl.kids[2].pid, sig);
+  cr_assert(wait_flag(&j.done, max_ms + 2000), "no DOWN for node 2 after %d ms", max_ms + 2000);
+  const double ms = (double)(atomic_load(&j.down_at_ms) - (int64_t)(t0 / 1000000));
+  cr_assert_eq(atomic_load(&j.down_node), 2);
+  cr_assert(ms <= max_ms, "DOWN after %.0f ms (limit %d)", ms, max_ms);
+  cr_log_info("signal %d: DOWN after %.0f ms", sig, ms);
+  /* the other child saw it too */
+  cr_assert_not_null(proc_expect(&cl.kids[1], "\"down\"", "\"rank\":2", max_ms + 2000),
+                     "rank 1 did not report node 2 down");
+  kill(cl.kids[2].pid, SIGKILL);
+  proc_reap(&cl.kids[2], 2000);
+  cluster_down(&cl);
+}
+
+Test(procs, sigkill_gives_down_on_the_others, .timeout = 60) { down_case(SIGKILL, 1000, 1000); }
+
+/* A stopped process keeps its sockets open: only the heartbeats can find it. */
+Test(procs, a_hung_node_is_down_after_the_heartbeat_timeout, .timeout = 60) {
+  down_case(SIGSTOP, 600, 600 + 900);
+}
+
+static bool pid_gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+static int parse_pids(const char *line, pid_t *pids, int max) {
+  const char *p = strstr(line, "\"pids\":[");
+  if (p == NULL) return 0;
+  p += 8;
+  int n = 0;
+  while (n < max && *p && *p != ']') {
+    pids[n++] = (pid_t)strtol(p, (char **)&p, 10);
+    if (*p == ',') p++;
+  }
+  return n;
+}
+
+Test(procs, launch_reports_a_dead_node_and_leaves_nothing, .timeout = 60) {
+  proc l;
+  char *argv[] = {"sparsecp", "launch", "--pcp", "3", "--dcp", "1", "--events",
+                  "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "500", "--grace-ms", "800", NULL};
+  proc_start(&l, argv);
+  const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
+  cr_assert_not_null(line);
+  pid_t pids[3];
+  cr_assert_eq(parse_pids(line, pids, 3), 3);
+  for (int r = 0; r < 3; r++) cr_assert_not_null(proc_expect(&l, "\"ready\"", NULL, 10000));
+  kill(pids[2], SIGKILL);
+  cr_assert_not_null(proc_expect(&l, "\"down\"", "\"rank\":2", 3000), "no node reported DOWN");
+  /* launch's own report (may come before or after the nodes' lines) */
+  const int status = proc_reap(&l, 10000);
+  cr_assert(status != -1, "launch did not exit by itself");
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "launch status %d", status);
+  for (int r = 0; r < 3; r++) cr_assert(pid_gone(pids[r]), "node %d (pid %d) left behind", r, pids[r]);
+}
+
+Test(procs, launch_stops_everything_on_sigterm, .timeout = 60) {
+  proc l;
+  char *argv[] = {"sparsecp", "launch", "--pcp", "2", "--dcp", "2", "--events", NULL};
+  proc_start(&l, argv);
+  const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
+  cr_assert_not_null(line);
+  pid_t pids[4];
+  cr_assert_eq(parse_pids(line, pids, 4), 4);
+  for (int r = 0; r < 4; r++) cr_assert_not_null(proc_expect(&l, "\"ready\"", NULL, 10000));
+  kill(l.pid, SIGTERM);
+  const int status = proc_reap(&l, 10000);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
+  for (int r = 0; r < 4; r++) cr_assert(pid_gone(pids[r]), "node %d (pid %d) left behind", r, pids[r]);
+}
+
+Test(procs, tap_sees_filtered_messages_in_order, .timeout = 60) {
+  cluster cl;
+  cluster_up(&cl, 2, false, 200, 2000);
+  char filter[] = "1/node/ping";
+  char *argv[] = {"sparsecp", "tap", "--connect", cl.c.nodes[1].tap, "--filter", filter,
+                  "--json", "--count", "200", NULL};
+  proc t;
+  proc_start(&t, argv);
+  /* stream pings (one in flight at a time) until the tap has what it asked for */
+  job j = {.total = 1u << 30, .window = 1};
+  cr_assert_eq(sc_node_resolve(cl.node, "node@1", &j.target), 0);
+  sc_actor_id drv = start_driver(&cl, &j);
+  int64_t prev = -1;
+  int lines = 0;
+  for (; lines < 200; lines++) {
+    const char *line = proc_expect(&t, "\"topic\":\"1/node/ping\"", NULL, 10000);
+    cr_assert_not_null(line, "the tap printed %d of 200 lines", lines);
+    cr_assert(strstr(line, "\"type\":\"ping\""), "%s", line);
+    const char *s = strstr(line, "\"seq\":");
+    cr_assert_not_null(s);
+    /* body.seq is the driver's counter; the envelope seq is 0 */
+    const char *b = strstr(line, "\"body\":{\"seq\":");
+    cr_assert_not_null(b, "%s", line);
+    const int64_t seq = strtoll(b + 14, NULL, 10);
+    if (prev >= 0) cr_assert_eq(seq, prev + 1, "tap out of order: %lld after %lld", (long long)seq, (long long)prev);
+    prev = seq;
+  }
+  const int status = proc_reap(&t, 5000);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  sc_node_stop_actor(cl.node, drv, 0);
+  cluster_down(&cl);
+}
