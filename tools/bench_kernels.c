@@ -78,13 +78,14 @@ static void release(kb_ctx *c, void **bufs, int n) {
  * call; returns the median rate. */
 static double measure(kb_ctx *c, void (*fn)(void *), void *arg, double work,
                       const char *name, const char *params, const char *unit,
-                      const char *extra_fmt_gbps, double bytes) {
+                      const char *extra_fmt_gbps, double bytes, bool sets_peak) {
   double samples[16];
   const int runs = c->runs;
   c->rc = 0;
   sc_bench_time(fn, arg, runs, c->min_s, samples);
   for (int i = 0; i < runs; i++) samples[i] = work / samples[i] * 1e-9;
   const double med = sc_bench_median(samples, runs);
+  if (sets_peak) c->peak = med;
   char extra[256];
   int len = snprintf(extra, sizeof extra, "\"peak_gflops\":%.3f", c->peak);
   if (strcmp(unit, "gflop/s") == 0 && c->peak > 0)
@@ -127,14 +128,8 @@ static int bench_gemm(kb_ctx *c, int64_t m, int64_t n, int64_t kk, bool trans_b,
            c->k->device, (long long)m, (long long)n, (long long)kk, trans_b ? "A*B^T" : "A*B",
            is_peak ? "peak" : "model");
   const double flops = 2.0 * (double)m * (double)n * (double)kk;
-  if (is_peak) {
-    /* the peak is measured first so every later result can be set beside it */
-    double samples[16];
-    sc_bench_time(run_gemm, &gc, c->runs, c->min_s, samples);
-    for (int i = 0; i < c->runs; i++) samples[i] = flops / samples[i] * 1e-9;
-    c->peak = sc_bench_median(samples, c->runs);
-  }
-  measure(c, run_gemm, &gc, flops, "kernel.gemm", params, "gflop/s", NULL, 0);
+  /* the peak is measured first, so every later result can be set beside it */
+  measure(c, run_gemm, &gc, flops, "kernel.gemm", params, "gflop/s", NULL, 0, is_peak);
   release(c, bufs, 3);
   return c->rc;
 }
@@ -191,7 +186,7 @@ static int bench_indexer(kb_ctx *c, int32_t n_tok, int32_t heads, int32_t dim,
            "\"keys\":%d,\"topk\":%d,\"threads\":%d",
            c->k->device, n_tok, heads, dim, n_keys, topk, c->threads);
   measure(c, run_indexer, &ic, 2.0 * heads * dim * pairs, "kernel.indexer", params,
-          "gflop/s", NULL, 0);
+          "gflop/s", NULL, 0, false);
   rc = c->rc;
 out:
   release(c, bufs, 9);
@@ -228,8 +223,9 @@ static int bench_topk_merge(kb_ctx *c, int32_t n_tok, int32_t shards, int32_t to
     for (int32_t t = 0; t < n_tok; t++)
       for (int32_t i = 0; i < topk; i++) {
         seed = seed * 1664525u + 1013904223u;
-        h[((size_t)r * n_tok + t) * topk + i] =
-            (sc_kcand){(float)(seed >> 8) * (1.0f / 16777216.0f), i * shards + r};
+        /* best-first, as indexer_topk writes each shard's list */
+        const float u = (float)(seed >> 8) * (0.9f / 16777216.0f);
+        h[((size_t)r * n_tok + t) * topk + i] = (sc_kcand){(float)(topk - i) + u, i * shards + r};
       }
   bufs[0] = upload(c, h, n * sizeof *h);
   bufs[1] = zeros(c, sizeof(int32_t) * (size_t)n_tok * topk);
@@ -239,7 +235,7 @@ static int bench_topk_merge(kb_ctx *c, int32_t n_tok, int32_t shards, int32_t to
   snprintf(params, sizeof params,
            "\"device\":\"%s\",\"tokens\":%d,\"shards\":%d,\"topk\":%d,\"op\":\"merge\"",
            c->k->device, n_tok, shards, topk);
-  measure(c, run_merge, &mc, (double)n, "kernel.topk", params, "gcand/s", NULL, 0);
+  measure(c, run_merge, &mc, (double)n, "kernel.topk", params, "gcand/s", NULL, 0, false);
   rc = c->rc;
 out:
   release(c, bufs, 2);
@@ -301,7 +297,7 @@ static int bench_attn(kb_ctx *c, const char *name, int32_t n_tok, int32_t heads,
   const double pairs = (double)n_tok * topk;
   const double flops = pairs * heads * (2.0 * w + 2.0 * dc);
   const double bytes = pairs * w * (double)sc_kfmt_size(fmt); /* selected KV rows read */
-  measure(c, run_attn, &ac, flops, name, params, "gflop/s", "gbps", bytes);
+  measure(c, run_attn, &ac, flops, name, params, "gflop/s", "gbps", bytes, false);
   rc = c->rc;
 out:
   release(c, bufs, 5);

@@ -5,6 +5,7 @@
  * keeps threads-1 workers parked on a condition variable; an op publishes a job (a
  * generation number), everyone pulls blocks of items from an atomic counter, and the
  * caller waits until the last worker has left the job. */
+#include <cblas.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -100,6 +101,8 @@ int sc_kcpu_parallel(sc_kcpu *c, int64_t n, int64_t grain, sc_kcpu_fn fn, void *
   pthread_mutex_unlock(&c->mu);
   return atomic_load(&c->err);
 }
+
+int sc_kcpu_threads(const sc_kcpu *c) { return c->threads; }
 
 void *sc_kcpu_scratch(sc_kcpu *c, int worker, size_t bytes) {
   kcpu_scratch *s = &c->scratch[worker];
@@ -225,6 +228,10 @@ int sc_kernels_cpu_create(sc_kernels **out, int threads) {
   c->k.device = "cpu";
   c->k.impl = c;
   c->threads = threads;
+  /* All threading is the context's own: OpenBLAS's workers spin while they wait, and
+   * running them beside this pool oversubscribed the cores (sparse attention measured
+   * 8x slower on 2 cores). Process-wide, idempotent, and what every context wants. */
+  openblas_set_num_threads(1);
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->wake, NULL);
   pthread_cond_init(&c->done, NULL);

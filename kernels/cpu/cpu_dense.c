@@ -1,29 +1,60 @@
-/* cpu_dense.c - dense products through cblas_sgemm (OpenBLAS). Row-major; a batched
- * product is a loop of sgemm calls on strided operands. OpenBLAS uses its own threads. */
+/* cpu_dense.c - dense products through cblas_sgemm (OpenBLAS). Row-major. OpenBLAS runs
+ * single-threaded (cpu_ctx.c says why); a product is split over the context's workers by
+ * blocks of C rows, or by batch entries for a batched product, each block one sgemm. */
 #include <cblas.h>
 
 #include "kernels/cpu/cpu_internal.h"
 
+/* Rows of C per block: enough that each sgemm keeps its micro-kernels busy. */
+#define SC_KGEMM_MIN_ROWS 32
+
+typedef struct {
+  const sc_gemm *g;
+  int64_t rows_per_block; /* > 0: split C rows of a single product; 0: split batches */
+} gemm_job;
+
+static void one_sgemm(const sc_gemm *g, int64_t batch, int64_t r0, int64_t r1) {
+  const float *a = g->a + batch * g->stride_a + (g->trans_a ? r0 : r0 * g->lda);
+  cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+              g->trans_b ? CblasTrans : CblasNoTrans, (blasint)(r1 - r0), (blasint)g->n,
+              (blasint)g->k, g->alpha, a, (blasint)g->lda, g->b + batch * g->stride_b,
+              (blasint)g->ldb, g->beta, g->c + batch * g->stride_c + r0 * g->ldc,
+              (blasint)g->ldc);
+}
+
+static int gemm_part(void *p, int64_t b, int64_t e, int worker) {
+  (void)worker;
+  const gemm_job *j = p;
+  if (j->rows_per_block == 0) {
+    for (int64_t i = b; i < e; i++) one_sgemm(j->g, i, 0, j->g->m);
+    return 0;
+  }
+  for (int64_t blk = b; blk < e; blk++) {
+    const int64_t r0 = blk * j->rows_per_block;
+    const int64_t r1 = r0 + j->rows_per_block < j->g->m ? r0 + j->rows_per_block : j->g->m;
+    one_sgemm(j->g, 0, r0, r1);
+  }
+  return 0;
+}
+
 int sc_kcpu_gemm(sc_kernels *k, const sc_gemm *g) {
-  (void)k;
   if (g == NULL || g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 0) return SC_EINVAL;
   if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX) return SC_ERANGE;
-  const int64_t rows_a = g->trans_a ? g->k : g->m, cols_a = g->trans_a ? g->m : g->k;
-  const int64_t rows_b = g->trans_b ? g->n : g->k, cols_b = g->trans_b ? g->k : g->n;
-  (void)rows_a;
-  (void)rows_b;
+  const int64_t cols_a = g->trans_a ? g->m : g->k, cols_b = g->trans_b ? g->k : g->n;
   if (g->lda < (cols_a > 1 ? cols_a : 1) || g->ldb < (cols_b > 1 ? cols_b : 1) ||
       g->ldc < (g->n > 1 ? g->n : 1) || g->lda > INT32_MAX || g->ldb > INT32_MAX ||
       g->ldc > INT32_MAX)
     return SC_EINVAL;
   if (g->m == 0 || g->n == 0) return 0;
   if (g->c == NULL || (g->k > 0 && (g->a == NULL || g->b == NULL))) return SC_EINVAL;
-  const int64_t batch = g->batch > 1 ? g->batch : 1;
-  for (int64_t i = 0; i < batch; i++)
-    cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-                g->trans_b ? CblasTrans : CblasNoTrans, (blasint)g->m, (blasint)g->n,
-                (blasint)g->k, g->alpha, g->a + i * g->stride_a, (blasint)g->lda,
-                g->b + i * g->stride_b, (blasint)g->ldb, g->beta, g->c + i * g->stride_c,
-                (blasint)g->ldc);
-  return 0;
+  sc_kcpu *c = sc_kcpu_of(k);
+  const int threads = sc_kcpu_threads(c);
+  if (g->batch > 1) {
+    gemm_job j = {g, 0};
+    return sc_kcpu_parallel(c, g->batch, 1, gemm_part, &j);
+  }
+  int64_t rows = (g->m + threads - 1) / threads;
+  if (rows < SC_KGEMM_MIN_ROWS) rows = SC_KGEMM_MIN_ROWS;
+  gemm_job j = {g, rows};
+  return sc_kcpu_parallel(c, (g->m + rows - 1) / rows, 1, gemm_part, &j);
 }

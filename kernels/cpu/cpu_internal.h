@@ -29,6 +29,9 @@ static inline sc_kcpu *sc_kcpu_of(sc_kernels *k) { return (sc_kcpu *)k->impl; }
 typedef int (*sc_kcpu_fn)(void *arg, int64_t begin, int64_t end, int worker);
 int sc_kcpu_parallel(sc_kcpu *c, int64_t n, int64_t grain, sc_kcpu_fn fn, void *arg);
 
+/* Number of threads of the context (the caller plus its workers). */
+int sc_kcpu_threads(const sc_kcpu *c);
+
 /* Scratch of at least `bytes` (64-byte aligned) private to `worker`, valid until the
  * next call for the same worker; NULL when it cannot grow. */
 void *sc_kcpu_scratch(sc_kcpu *c, int worker, size_t bytes);

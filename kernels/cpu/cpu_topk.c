@@ -10,6 +10,7 @@
  * order (score desc, position asc). */
 #include <cblas.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
@@ -156,11 +157,56 @@ typedef struct {
   sc_kcpu *c;
 } merge_job;
 
+/* Whether a shard's list is what indexer_topk writes: best-first under the selection
+ * order, no NaN, padding only at the end. Then a k-way merge of the heads is exact. */
+static bool list_sorted(const sc_kcand *l, int32_t k) {
+  for (int32_t i = 0; i < k; i++) {
+    if (isnan(l[i].score)) return false;
+    if (i == 0) continue;
+    if (l[i - 1].pos < 0) {
+      if (l[i].pos >= 0) return false;
+    } else if (l[i].pos >= 0 && !sc_kcand_better(l[i - 1], l[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* k-way merge of sorted lists: O(topk * n_shards), against O(n_shards * topk * log topk)
+ * for the heap. Positions are distinct across shards, so the order is strict. */
+static void merge_sorted(const merge_job *j, int64_t t, int32_t *head) {
+  for (int32_t r = 0; r < j->n_shards; r++) head[r] = 0;
+  for (int32_t i = 0; i < j->topk; i++) {
+    int32_t best = -1;
+    sc_kcand bc = {-INFINITY, -1};
+    for (int32_t r = 0; r < j->n_shards; r++) {
+      if (head[r] >= j->topk) continue;
+      const sc_kcand c = j->cand[((int64_t)r * j->n_tok + t) * j->topk + head[r]];
+      if (c.pos < 0) continue;
+      if (best < 0 || sc_kcand_better(c, bc)) {
+        best = r;
+        bc = c;
+      }
+    }
+    if (best >= 0) head[best]++;
+    if (j->out_pos) j->out_pos[t * j->topk + i] = bc.pos;
+    if (j->out_cand) j->out_cand[t * j->topk + i] = bc;
+  }
+}
+
 static int merge_tokens(void *p, int64_t b, int64_t e, int worker) {
   const merge_job *j = p;
-  sc_kcand *heapbuf = sc_kcpu_scratch(j->c, worker, sizeof(sc_kcand) * (size_t)j->topk);
+  sc_kcand *heapbuf = sc_kcpu_scratch(
+      j->c, worker, sizeof(sc_kcand) * (size_t)j->topk + sizeof(int32_t) * (size_t)j->n_shards);
   if (heapbuf == NULL) return SC_ENOMEM;
   for (int64_t t = b; t < e; t++) {
+    bool sorted = true;
+    for (int32_t r = 0; r < j->n_shards && sorted; r++)
+      sorted = list_sorted(j->cand + ((int64_t)r * j->n_tok + t) * j->topk, j->topk);
+    if (sorted) {
+      merge_sorted(j, t, (int32_t *)(heapbuf + j->topk));
+      continue;
+    }
     sc_ktopk heap;
     sc_ktopk_init(&heap, heapbuf, j->topk);
     for (int64_t r = 0; r < j->n_shards; r++) {

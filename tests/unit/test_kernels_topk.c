@@ -212,6 +212,24 @@ static void check_merge_vs_single(int32_t n, int32_t il, int32_t topk, uint64_t 
     cr_assert(memcmp(&x[i].score, &y[i].score, sizeof(float)) == 0, "score bits differ");
   }
   cr_assert_eq(x[4].pos, -1, "token 0 has 4 causal keys, the rest is padding");
+
+  /* the same candidates in arbitrary order (not as indexer_topk writes them) take the
+   * general path of the merge and must give the same answer */
+  sc_kcand *sh = malloc(sizeof(sc_kcand) * ncand * (size_t)n);
+  tk_down(k, sh, gathered, sizeof(sc_kcand) * ncand * (size_t)n);
+  for (size_t l = 0; l < (size_t)n * n_tok; l++)
+    for (int32_t i = topk - 1; i > 0; i--) {
+      const int32_t o = (int32_t)tk_int(&seed, 0, i);
+      const sc_kcand tmp = sh[l * topk + i];
+      sh[l * topk + i] = sh[l * topk + o];
+      sh[l * topk + o] = tmp;
+    }
+  sc_kcand *dsh = tk_up(k, sh, sizeof(sc_kcand) * ncand * (size_t)n);
+  cr_assert_eq(k->ops->topk_merge(k, n_tok, n, topk, dsh, mpos, NULL), 0);
+  tk_down(k, yp, mpos, sizeof(int32_t) * ncand);
+  for (size_t i = 0; i < ncand; i++) cr_assert_eq(x[i].pos, yp[i], "shuffled entry %zu", i);
+  free(sh);
+  k->ops->free(k, dsh);
   free(qh);
   free(wh);
   free(kh);
