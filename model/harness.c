@@ -201,6 +201,8 @@ int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result 
     res->fingerprint = plan->fingerprint;
     res->num_colls = plan->num_colls;
     res->num_chunks = plan->num_chunks;
+    res->empty_ranks = 0;
+    for (int32_t g = 0; g < h->world; g++) res->empty_ranks += h->ranks[g].meta.num_tokens == 0;
     res->topk_disagreements = 0;
     if (res->topk) {
       for (size_t e = 0; e < (size_t)mc->layers * nt; e++) {

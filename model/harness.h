@@ -57,6 +57,7 @@ typedef struct sc_harness_result {
   uint64_t fingerprint;       /* of the step's collective plan */
   int32_t num_colls;
   int32_t num_chunks;         /* context_kv chunks of the step (SPEC.md §5) */
+  int32_t empty_ranks;        /* ranks that had no real rows (they ran on padding) */
 } sc_harness_result;
 
 int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result *res,

@@ -69,7 +69,7 @@ static int32_t make_stream(uint64_t seed, int32_t P, int32_t vocab, arrival *a, 
 }
 
 typedef struct stats {
-  int steps, colls, tokens_compared, topk_compared, topk_ties, greedy_ties, logit_rows, multi_chunk;
+  int steps, colls, empty_rank_steps, tokens_compared, topk_compared, topk_ties, greedy_ties, logit_rows, multi_chunk;
   double max_rel;
 } stats;
 
@@ -184,6 +184,7 @@ static void run_equivalence(const sc_model_config *m, int P, int N, int T, int I
                  P, N, T, I, step);
     st->steps++;
     st->multi_chunk += rb.num_chunks > 1;
+    st->empty_rank_steps += rb.empty_ranks > 0;
     st->colls += rb.num_colls;
 
     /* top-K sets per layer and token; a near tie taints that request's logits */
@@ -270,13 +271,14 @@ static void equivalence_all(const sc_model_config *m, int seeds) {
         }
   fprintf(stderr,
           "equivalence: %d configs x %d streams, %d steps (%d with several context chunks, %d "
-          "collectives), %d top-K sets compared (%d near ties), %d logit rows (max rel %.3g), "
+          "with a rank holding no rows, %d collectives), %d top-K sets compared (%d near ties), %d logit rows (max rel %.3g), "
           "%d greedy tokens (%d ties)\n",
-          configs, seeds, st.steps, st.multi_chunk, st.colls, st.topk_compared, st.topk_ties, st.logit_rows, st.max_rel,
+          configs, seeds, st.steps, st.multi_chunk, st.empty_rank_steps, st.colls, st.topk_compared, st.topk_ties, st.logit_rows, st.max_rel,
           st.tokens_compared, st.greedy_ties);
   cr_assert_eq(configs, 22);
   cr_assert_gt(st.tokens_compared, 0);
   cr_assert_gt(st.multi_chunk, 0, "no step exercised several context_kv chunks");
+  cr_assert_gt(st.empty_rank_steps, 0, "no step had a rank without rows");
 }
 
 Test(harness, equivalence_every_layout, .timeout = 300) {
