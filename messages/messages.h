@@ -46,7 +46,7 @@
  * SC_EVERSION). Minor: fields appended; a decoder accepts a newer minor and ignores the
  * trailing fields it does not know. */
 #define SC_MSG_MAJOR 1
-#define SC_MSG_MINOR 0
+#define SC_MSG_MINOR 1
 
 /* Hard bound on msgpack nesting accepted anywhere (msgpack-c's own parser stack is 32). */
 #define SC_MSG_MAX_DEPTH 32
