@@ -466,6 +466,10 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
     f->host_cap = Tp + (size_t)plan->num_reqs;
   }
   int32_t *ids = f->host_ids;
+  for (int32_t i = 0; i < plan->num_reqs; i++)
+    if (plan->reqs[i].extent > mc->max_position)
+      CK(SC_ERANGE, "request %d reaches extent %d; the model's max_position is %d", i,
+         plan->reqs[i].extent, mc->max_position);
   for (size_t t = 0; t < Tp; t++) {
     const int32_t g = m->tok_global[t];
     ids[t] = g < 0 ? -1 : in->tokens[g];

@@ -310,3 +310,27 @@ Test(harness, equivalence_real_kv_row, .timeout = 300) {
   cr_assert_gt(sb.tokens_compared, 0);
   cr_assert_gt(st.tokens_compared, 0);
 }
+
+/* One rank fails (a token id only it holds is outside the vocabulary): it reports the
+ * cause, the others are woken by the abort instead of hanging in their collective, and
+ * the next step runs normally. */
+Test(harness, failing_rank_aborts_the_step_cleanly, .timeout = 60) {
+  openblas_set_num_threads(1);
+  const sc_model_config m = small_model();
+  sc_harness *h = make_harness(&m, 2, 1, 1, 1, 4, 1 << 20, SC_KFMT_F32);
+  const sc_batch_req reqs[1] = {{.id = 9, .computed = 0, .scheduled = 4, .prefill = true}};
+  int32_t tokens[4] = {1, m.vocab + 5, 3, 4}; /* token 1 lives on PCP rank 1 only */
+  const int32_t bstart[2] = {0, 1}, blocks[1] = {3};
+  sc_harness_batch b = {.step = 1, .num_reqs = 1, .reqs = reqs, .tokens = tokens,
+                        .block_start = bstart, .blocks = blocks};
+  float logits[256];
+  sc_harness_result r = {.logits = logits};
+  sc_diag d = {0};
+  cr_assert_eq(sc_harness_step(h, &b, &r, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "outside the vocabulary"), "%s", d.msg);
+  tokens[1] = 2;
+  b.step = 2;
+  cr_assert_eq(sc_harness_step(h, &b, &r, &d), 0, "%s", d.msg);
+  cr_assert(isfinite(logits[0]) && logits[0] != 0.0f);
+  sc_harness_destroy(h);
+}
