@@ -43,6 +43,15 @@ typedef struct sc_coll_ops {
   void (*abort)(void *self);
 } sc_coll_ops;
 
+/* What the comm remembers about its last failed collective, for the step_abort report. */
+typedef struct sc_coll_failure {
+  uint64_t step;
+  int code;         /* 0: no failure recorded */
+  int32_t seq;      /* plan position */
+  sc_coll expected; /* SC_EDESYNC: the planned entry (zeros if the plan had ended) */
+  sc_coll actual;   /*             and what was requested */
+} sc_coll_failure;
+
 typedef struct sc_comm {
   const sc_coll_ops *ops;
   void *self;                          /* backend state */
@@ -50,6 +59,11 @@ typedef struct sc_comm {
   int32_t group_size[SC_GROUP_COUNT];  /* tp = T, pcp = P, dcp = N */
   int32_t group_rank[SC_GROUP_COUNT];
   int64_t deadline_ms;                 /* per collective; <= 0: none */
+  /* Fault injection (`--inject desync:RANK:STEP`): in the session of this step, the
+   * first request is asked with one row too many, as a buggy executor would; the plan
+   * check must refuse it before anything is launched. 0: off. */
+  uint64_t inject_desync_step;
+  sc_coll_failure last_failure; /* written by the session on failure */
 } sc_comm;
 
 /* Fills sizes and ranks of the three groups of global rank g (SPEC.md §1). */
@@ -70,6 +84,10 @@ typedef struct sc_coll_session {
   uint64_t step;
   int failed;      /* first error of the session (sticky), 0 if none */
   sc_diag diag;    /* its message */
+  int32_t failed_seq;  /* plan position of the failure, -1 if none */
+  sc_coll expected;    /* on SC_EDESYNC: the planned entry (zeros if the plan had ended) */
+  sc_coll actual;      /*               and what was requested */
+  bool inject_desync;  /* see sc_comm.inject_desync_step */
 } sc_coll_session;
 
 void sc_coll_session_begin(sc_coll_session *s, sc_comm *comm, const sc_coll *plan,

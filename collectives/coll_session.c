@@ -47,31 +47,43 @@ void sc_coll_describe(const sc_coll *c, char *buf, size_t len) {
 
 void sc_coll_session_begin(sc_coll_session *s, sc_comm *comm, const sc_coll *plan,
                            int32_t num, uint64_t step) {
-  *s = (sc_coll_session){.comm = comm, .plan = plan, .num = num, .step = step};
+  *s = (sc_coll_session){.comm = comm, .plan = plan, .num = num, .step = step,
+                         .failed_seq = -1,
+                         .inject_desync = step != 0 && comm->inject_desync_step == step};
 }
 
-static int refuse(sc_coll_session *s, const char *expected, const char *actual) {
+static int refuse(sc_coll_session *s, const sc_coll *planned, const sc_coll *req) {
+  char expected[160] = "no further collective", actual[160];
+  if (planned) {
+    sc_coll_describe(planned, expected, sizeof expected);
+    s->expected = *planned;
+  }
+  sc_coll_describe(req, actual, sizeof actual);
+  s->actual = *req;
+  s->actual.seq = s->next;
+  s->failed_seq = s->next;
   s->failed = sc_fail(&s->diag, SC_EDESYNC,
                       "desync on rank %d, step %llu, seq %d: expected %s, requested %s",
                       s->comm->coords.global, (unsigned long long)s->step, s->next, expected,
                       actual);
+  s->comm->last_failure = (sc_coll_failure){.step = s->step, .code = s->failed,
+                                            .seq = s->next, .expected = s->expected,
+                                            .actual = s->actual};
   return s->failed;
 }
 
 int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send,
                         void *recv) {
   if (s->failed) return s->failed;
-  char want[160], got[160];
-  if (s->next >= s->num) {
-    sc_coll_describe(req, got, sizeof got);
-    return refuse(s, "no further collective", got);
+  sc_coll asked = *req;
+  if (s->inject_desync) {
+    s->inject_desync = false;
+    asked.rows += 1;
   }
+  if (s->next >= s->num) return refuse(s, NULL, &asked);
   const sc_coll *p = &s->plan[s->next];
-  if (!sc_coll_matches(p, req)) {
-    sc_coll_describe(p, want, sizeof want);
-    sc_coll_describe(req, got, sizeof got);
-    return refuse(s, want, got);
-  }
+  if (!sc_coll_matches(p, &asked)) return refuse(s, p, &asked);
+  char want[160];
   const size_t count = (size_t)p->rows * (size_t)p->width;
   const sc_coll_ops *ops = s->comm->ops;
   int rc;
@@ -88,9 +100,12 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
   }
   if (rc != 0) {
     sc_coll_describe(p, want, sizeof want);
+    s->failed_seq = s->next;
     s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed: %s",
                         s->comm->coords.global, (unsigned long long)s->step, s->next, want,
                         sc_strerror(rc));
+    s->comm->last_failure = (sc_coll_failure){.step = s->step, .code = rc, .seq = s->next,
+                                              .expected = *p, .actual = asked};
     return rc;
   }
   s->next++;
@@ -102,6 +117,8 @@ int sc_coll_session_end(sc_coll_session *s) {
   if (s->next != s->num) {
     char want[160];
     sc_coll_describe(&s->plan[s->next], want, sizeof want);
+    s->failed_seq = s->next;
+    s->expected = s->plan[s->next];
     return s->failed = sc_fail(&s->diag, SC_EDESYNC,
                                "desync on rank %d, step %llu: step ended before seq %d (%s)",
                                s->comm->coords.global, (unsigned long long)s->step, s->next,

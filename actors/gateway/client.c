@@ -114,6 +114,7 @@ int sc_client_next(sc_client *c, int timeout_ms, sc_client_event *ev) {
     ev->index = t->index;
     ev->tokens = t->tokens.v;
     ev->n = (int32_t)t->tokens.n;
+    ev->margins = t->margins.n == t->tokens.n ? t->margins.v : NULL;
     return 0;
   }
   case SC_MSG_CLIENT_DONE: {

@@ -43,6 +43,7 @@ typedef struct sc_client_event {
   uint64_t request_id;
   int32_t index;
   const int32_t *tokens;
+  const float *margins;  /* [n] top-2 logit margin of each token, or NULL */
   int32_t n;
   int32_t num_tokens, prompt_tokens;
   const char *finish_reason;

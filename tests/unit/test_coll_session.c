@@ -1,0 +1,90 @@
+/* The plan check in front of every collective: matching requests are launched in order,
+ * a mismatch is refused before the backend sees it, the failure is remembered for the
+ * step_abort report, and the desync fault injection trips the check. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "collectives/coll.h"
+
+static int launched;
+static int count_op(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
+                    size_t count) {
+  (void)self, (void)g, (void)dt, (void)send, (void)recv, (void)count;
+  launched++;
+  return 0;
+}
+static const sc_coll_ops k_counting = {count_op, count_op, count_op, NULL};
+
+static void make(sc_plan *plan, sc_comm *comm) {
+  sc_plan_config c;
+  sc_plan_config_default(&c);
+  c.pcp = c.dcp = 2;
+  c.layers = 2;
+  const sc_batch_req reqs[] = {{.computed = 9, .scheduled = 1, .prefill = false},
+                               {.computed = 0, .scheduled = 12, .prefill = true}};
+  sc_plan_init(plan);
+  cr_assert_eq(sc_plan_build(plan, &c, reqs, 2, NULL), 0);
+  memset(comm, 0, sizeof *comm);
+  sc_comm_init_groups(comm, &c, 1);
+  comm->ops = &k_counting;
+}
+
+Test(coll_session, runs_the_plan_in_order_and_refuses_a_mismatch) {
+  sc_plan plan;
+  sc_comm comm;
+  make(&plan, &comm);
+  cr_assert_gt(plan.num_colls, 4);
+  sc_coll_session s;
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 7);
+  launched = 0;
+  for (int k = 0; k < 3; k++) cr_assert_eq(sc_coll_session_run(&s, &plan.colls[k], NULL, NULL), 0);
+  cr_assert_eq(launched, 3);
+  sc_coll bad = plan.colls[3];
+  bad.width += 8;
+  cr_assert_eq(sc_coll_session_run(&s, &bad, NULL, NULL), SC_EDESYNC);
+  cr_assert_eq(launched, 3, "a mismatching collective was launched");
+  cr_assert_not_null(strstr(s.diag.msg, "desync on rank 1, step 7, seq 3"), "%s", s.diag.msg);
+  cr_assert_eq(comm.last_failure.code, SC_EDESYNC);
+  cr_assert_eq(comm.last_failure.seq, 3);
+  cr_assert_eq(comm.last_failure.step, 7);
+  cr_assert_eq(comm.last_failure.expected.width, plan.colls[3].width);
+  cr_assert_eq(comm.last_failure.actual.width, plan.colls[3].width + 8);
+  /* the step is dead: even the right request is refused now */
+  cr_assert_eq(sc_coll_session_run(&s, &plan.colls[3], NULL, NULL), SC_EDESYNC);
+  cr_assert_eq(launched, 3);
+  sc_plan_free(&plan);
+}
+
+Test(coll_session, extra_and_missing_collectives_are_desyncs) {
+  sc_plan plan;
+  sc_comm comm;
+  make(&plan, &comm);
+  sc_coll_session s;
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 1);
+  for (int k = 0; k < plan.num_colls; k++) cr_assert_eq(sc_coll_session_run(&s, &plan.colls[k], NULL, NULL), 0);
+  cr_assert_eq(sc_coll_session_end(&s), 0);
+  cr_assert_eq(sc_coll_session_run(&s, &plan.colls[0], NULL, NULL), SC_EDESYNC); /* one too many */
+  cr_assert_not_null(strstr(s.diag.msg, "no further collective"));
+
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 2);
+  cr_assert_eq(sc_coll_session_run(&s, &plan.colls[0], NULL, NULL), 0);
+  cr_assert_eq(sc_coll_session_end(&s), SC_EDESYNC); /* the rest never ran */
+  cr_assert_not_null(strstr(s.diag.msg, "step ended before seq 1"), "%s", s.diag.msg);
+  sc_plan_free(&plan);
+}
+
+Test(coll_session, injected_desync_is_refused_only_at_its_step) {
+  sc_plan plan;
+  sc_comm comm;
+  make(&plan, &comm);
+  comm.inject_desync_step = 3;
+  sc_coll_session s;
+  launched = 0;
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 2);
+  cr_assert_eq(sc_coll_session_run(&s, &plan.colls[0], NULL, NULL), 0);
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 3);
+  cr_assert_eq(sc_coll_session_run(&s, &plan.colls[0], NULL, NULL), SC_EDESYNC);
+  cr_assert_eq(launched, 1);
+  cr_assert_eq(comm.last_failure.actual.rows, plan.colls[0].rows + 1);
+  sc_plan_free(&plan);
+}
