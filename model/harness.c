@@ -137,6 +137,7 @@ int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result 
   const sc_plan *plan = &h->plan;
   const size_t nt = (size_t)plan->num_tokens, K = (size_t)mc->topk;
   const size_t topk_n = (size_t)mc->layers * nt * K;
+  const size_t logit_n = (size_t)b->num_reqs * (size_t)mc->vocab;
   pthread_t *th = NULL;
   bool *started = NULL;
 
@@ -168,7 +169,14 @@ int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result 
     r->diag = (sc_diag){0};
     if ((rc = sc_meta_build(plan, g, &mb, &r->meta, d))) goto out;
     r->topk = res && res->topk ? malloc(topk_n * sizeof *r->topk + 1) : NULL;
-    r->logits = g == 0 && res && res->logits ? res->logits : NULL;
+    r->logits = NULL;
+    if (res && res->logits) {
+      r->logits = g == 0 ? res->logits : malloc(logit_n * sizeof *r->logits + 1);
+      if (r->logits == NULL) {
+        rc = sc_fail(d, SC_ENOMEM, "out of memory");
+        goto out;
+      }
+    }
     if (res && res->topk && r->topk == NULL) {
       rc = sc_fail(d, SC_ENOMEM, "out of memory");
       goto out;
@@ -204,6 +212,10 @@ int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result 
     res->empty_ranks = 0;
     for (int32_t g = 0; g < h->world; g++) res->empty_ranks += h->ranks[g].meta.num_tokens == 0;
     res->topk_disagreements = 0;
+    res->logit_disagreements = 0;
+    for (int32_t g = 1; res->logits && g < h->world; g++)
+      res->logit_disagreements +=
+          memcmp(h->ranks[g].logits, res->logits, logit_n * sizeof *res->logits) != 0;
     if (res->topk) {
       for (size_t e = 0; e < (size_t)mc->layers * nt; e++) {
         const sc_kcand *first = NULL;
@@ -227,6 +239,8 @@ out:
     sc_meta_free(&h->ranks[g].meta);
     free(h->ranks[g].topk);
     h->ranks[g].topk = NULL;
+    if (g > 0) free(h->ranks[g].logits);
+    h->ranks[g].logits = NULL;
   }
   free(th);
   free(started);

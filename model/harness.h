@@ -54,6 +54,7 @@ typedef struct sc_harness_result {
                        token (zeros for q = 0) */
   sc_kcand *topk;   /* [layers][Σq][topk] or NULL */
   int32_t topk_disagreements; /* (layer, token) pairs where two ranks' copies differ */
+  int32_t logit_disagreements;/* ranks whose logits are not bit-identical to rank 0's */
   uint64_t fingerprint;       /* of the step's collective plan */
   int32_t num_colls;
   int32_t num_chunks;         /* context_kv chunks of the step (SPEC.md §5) */

@@ -83,7 +83,7 @@ static sc_sched *make_sched(int32_t B, int32_t N) {
 }
 
 static sc_harness *make_harness(const sc_model_config *m, int P, int N, int T, int I, int B,
-                                int64_t max_rows, sc_kfmt fmt) {
+                                int64_t max_rows, sc_kfmt fmt, int pad) {
   sc_harness_config hc = {.model = *m, .num_blocks = 128, .kv_fmt = fmt,
                           .kernel_threads = 1, .deadline_ms = 20000};
   sc_plan_config_default(&hc.plan);
@@ -93,6 +93,7 @@ static sc_harness *make_harness(const sc_model_config *m, int P, int N, int T, i
   hc.plan.interleave = I;
   hc.plan.block_size = B;
   hc.plan.max_gathered_rows = max_rows;
+  hc.plan.pad_multiple = pad;
   sc_harness *h;
   sc_diag d = {0};
   const int rc = sc_harness_create(&hc, &h, &d);
@@ -128,8 +129,9 @@ static void run_equivalence(const sc_model_config *m, int P, int N, int T, int I
   REL_TOL = fmt == SC_KFMT_BF16 ? REL_TOL_BF16 : REL_TOL_F32;
   const int B = 4;
   const int64_t max_rows = 40; /* small: long prompts spill into several context chunks */
-  sc_harness *ref = make_harness(m, 1, 1, 1, 1, B, max_rows, fmt);
-  sc_harness *dist = make_harness(m, P, N, T, I, B, max_rows, fmt);
+  sc_harness *ref = make_harness(m, 1, 1, 1, 1, B, max_rows, fmt, 1);
+  /* odd seeds pad T_pad to a multiple of 8: more rows that are padding on every rank */
+  sc_harness *dist = make_harness(m, P, N, T, I, B, max_rows, fmt, seed % 2 ? 8 : 1);
   sc_sched *sr = make_sched(B, 1), *sd = make_sched(B, N);
   arrival arr[8];
   const int32_t na = make_stream(seed, P, m->vocab, arr, 8);
@@ -181,6 +183,8 @@ static void run_equivalence(const sc_model_config *m, int P, int N, int T, int I
     rc = sc_harness_step(dist, &bb, &rb, &d);
     cr_assert_eq(rc, 0, "P%d N%d T%d I%d step %d: %s", P, N, T, I, step, sc_diag_message(&d));
     cr_assert_eq(rb.topk_disagreements, 0, "P%d N%d T%d I%d step %d: ranks disagree on top-K",
+                 P, N, T, I, step);
+    cr_assert_eq(rb.logit_disagreements, 0, "P%d N%d T%d I%d step %d: ranks disagree on logits",
                  P, N, T, I, step);
     st->steps++;
     st->multi_chunk += rb.num_chunks > 1;
@@ -317,7 +321,7 @@ Test(harness, equivalence_real_kv_row, .timeout = 300) {
 Test(harness, failing_rank_aborts_the_step_cleanly, .timeout = 60) {
   openblas_set_num_threads(1);
   const sc_model_config m = small_model();
-  sc_harness *h = make_harness(&m, 2, 1, 1, 1, 4, 1 << 20, SC_KFMT_F32);
+  sc_harness *h = make_harness(&m, 2, 1, 1, 1, 4, 1 << 20, SC_KFMT_F32, 1);
   const sc_batch_req reqs[1] = {{.id = 9, .computed = 0, .scheduled = 4, .prefill = true}};
   int32_t tokens[4] = {1, m.vocab + 5, 3, 4}; /* token 1 lives on PCP rank 1 only */
   const int32_t bstart[2] = {0, 1}, blocks[1] = {3};
