@@ -79,11 +79,13 @@ static void score_block(const sc_indexer_args *a, const float *qt, const float *
                         float *score, sc_ktopk *heap) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_heads, SC_KIDX_BLOCK, a->dim,
               1.0f, qt, a->dim, kblk, a->dim, 0.0f, logits, SC_KIDX_BLOCK);
-  for (int32_t s = 0; s < nb; s++) score[s] = 0.0f;
+  /* over the whole block (padding rows score 0 and are not pushed): a constant trip
+   * count lets the compiler vectorise; the head order is fixed either way */
+  for (int32_t s = 0; s < SC_KIDX_BLOCK; s++) score[s] = 0.0f;
   for (int32_t h = 0; h < a->n_heads; h++) {
     const float *l = logits + (int64_t)h * SC_KIDX_BLOCK;
     const float wh = wt[h];
-    for (int32_t s = 0; s < nb; s++) score[s] += wh * (l[s] > 0.0f ? l[s] : 0.0f);
+    for (int32_t s = 0; s < SC_KIDX_BLOCK; s++) score[s] += wh * (l[s] > 0.0f ? l[s] : 0.0f);
   }
   for (int32_t s = 0; s < nb; s++)
     sc_ktopk_push(heap, (sc_kcand){isnan(score[s]) ? -INFINITY : score[s], pblk[s]});
