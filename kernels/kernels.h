@@ -189,12 +189,13 @@ typedef struct sc_kernels_ops {
   /* dst row i = src row idx[i] (width elements), converting between formats; idx NULL =
    * identity (a strided 2-D copy); idx[i] = -1 gives a zero row. Serves embedding lookup
    * (token ids into the f32 table), shard packing, and the workspace deinterleave
-   * (idx = sc_plan_fill_deinterleave's output). dst.rows >= n. */
+   * (idx = sc_plan_fill_deinterleave's output). dst.rows >= n; dst must not overlap
+   * src. */
   int (*gather_rows)(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
                      const int32_t *idx, sc_krows dst);
   /* KV write by slot mapping: cache row slots[i] = src row i (f32, converted to the
    * cache's format), slots[i] = -1 skips the row (a token this DCP rank does not own, or
-   * a non-owner PCP copy). */
+   * a non-owner PCP copy). Slots other than -1 must be distinct (rows run in parallel). */
   int (*kv_write)(sc_kernels *k, int64_t n, int64_t width, const float *src,
                   int64_t ld_src, const int32_t *slots, sc_krows cache);
 
@@ -225,7 +226,8 @@ typedef struct sc_kernels_ops {
    * lse[r * n_rows + i], out_in[(r * n_rows + i) * width ...]. NaN/+inf lse count as
    * -inf; m = max (0 if all -inf); L = m + ln Σ exp(lse_r - m);
    * out[i] = Σ_r exp(lse_r - L) * out_r[i], a -inf shard contributing exactly 0 (all
-   * -inf: out 0, L -inf). lse_out ([n_rows]) may be NULL. A "row" is one (token, head). */
+   * -inf: out 0, L -inf). lse_out ([n_rows]) may be NULL. A "row" is one (token, head).
+   * out must not overlap out_in. */
   int (*lse_merge)(sc_kernels *k, int32_t n_shards, int64_t n_rows, int64_t width,
                    const float *lse, const float *out_in, float *out, float *lse_out);
   /* The all-reduce form: scales this shard's own partial output in place by

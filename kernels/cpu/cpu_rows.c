@@ -86,8 +86,7 @@ int sc_kcpu_kv_write(sc_kernels *k, int64_t n, int64_t width, const float *src,
   if (n == 0 || width == 0) return 0;
   if (src == NULL || slots == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
   kvw_job j = {width, src, ld_src, slots, cache};
-  /* Slots are distinct by construction (one owner per token); the parallel split
-   * relies on it only for speed, not correctness of distinct rows. */
+  /* rows run in parallel: the API requires distinct slots (one owner copy per token) */
   return sc_kcpu_parallel(sc_kcpu_of(k), n, 256, kvw_part, &j);
 }
 
