@@ -244,8 +244,11 @@ struct sc_kernels {
 };
 
 /* The CPU reference backend: plain C11, fp32 math, dense products through OpenBLAS.
- * `threads` worker threads (>= 1; 1 = run on the caller's thread) split the indexer,
- * attention and row ops; OpenBLAS keeps its own global thread setting. Any thread. */
+ * `threads` threads (>= 1, the caller included; 1 = the caller alone) split every op by
+ * rows, gemm included. The first call sets OpenBLAS to one thread, process-wide
+ * (openblas_set_num_threads(1)): its spinning workers beside this pool oversubscribe the
+ * cores. Several contexts (one per rank) together should not exceed the cores. Any
+ * thread. */
 int sc_kernels_cpu_create(sc_kernels **out, int threads);
 
 /* Destroys any backend's context (NULL is a no-op). */

@@ -225,6 +225,9 @@ static const sc_kernels_ops k_cpu_ops = {
     .lse_scale = sc_kcpu_lse_scale,
 };
 
+static pthread_once_t k_blas_once = PTHREAD_ONCE_INIT;
+static void blas_single_thread(void) { openblas_set_num_threads(1); }
+
 int sc_kernels_cpu_create(sc_kernels **out, int threads) {
   *out = NULL;
   if (threads < 1 || threads > SC_KCPU_MAX_THREADS) return SC_EINVAL;
@@ -237,8 +240,9 @@ int sc_kernels_cpu_create(sc_kernels **out, int threads) {
   c->threads = threads;
   /* All threading is the context's own: OpenBLAS's workers spin while they wait, and
    * running them beside this pool oversubscribed the cores (sparse attention measured
-   * 8x slower on 2 cores). Process-wide, idempotent, and what every context wants. */
-  openblas_set_num_threads(1);
+   * 8x slower on 2 cores). Process-wide; done once, so a context created while another
+   * one is inside sgemm does not reconfigure OpenBLAS under it. */
+  pthread_once(&k_blas_once, blas_single_thread);
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->wake, NULL);
   pthread_cond_init(&c->done, NULL);
