@@ -285,7 +285,7 @@ static void equivalence_all(const sc_model_config *m, int seeds) {
   cr_assert_gt(st.empty_rank_steps, 0, "no step had a rank without rows");
 }
 
-Test(harness, equivalence_every_layout, .timeout = 300) {
+Test(harness, equivalence_every_layout) {
   const sc_model_config m = small_model();
   equivalence_all(&m, 4);
 }
@@ -293,7 +293,7 @@ Test(harness, equivalence_every_layout, .timeout = 300) {
 /* The real KV row (kv_lora_rank 512 + rope_dim 64) and index width 64, on the layouts
  * that move it the most ways: PCP x DCP with TP, and DCP inside TP (decode_q gather,
  * reduce-scatter). Both runs also with bf16 KV caches (rows round identically). */
-Test(harness, equivalence_real_kv_row, .timeout = 300) {
+Test(harness, equivalence_real_kv_row) {
   openblas_set_num_threads(1);
   sc_model_config m = small_model();
   m.kv_lora_rank = 512;
@@ -318,7 +318,7 @@ Test(harness, equivalence_real_kv_row, .timeout = 300) {
 /* One rank fails (a token id only it holds is outside the vocabulary): it reports the
  * cause, the others are woken by the abort instead of hanging in their collective, and
  * the next step runs normally. */
-Test(harness, failing_rank_aborts_the_step_cleanly, .timeout = 60) {
+Test(harness, failing_rank_aborts_the_step_cleanly) {
   openblas_set_num_threads(1);
   const sc_model_config m = small_model();
   sc_harness *h = make_harness(&m, 2, 1, 1, 1, 4, 1 << 20, SC_KFMT_F32, 1);
