@@ -1,5 +1,6 @@
 /* Kernel tests: sparse MLA attention and the LSE merge (SPEC.md §7). */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "kernels/bf16.h"
@@ -329,4 +330,79 @@ Test(kernels_attn, rejects_out_of_range_rows_and_bad_shapes) {
   void *bufs[] = {q, kv, o, l, sel};
   for (size_t i = 0; i < 5; i++) k->ops->free(k, bufs[i]);
   sc_kernels_destroy(k);
+}
+
+/* Several contexts driven by several threads at once (the threaded harness runs one per
+ * rank): every thread must get exactly the single-threaded result. */
+typedef struct {
+  const float *q, *kv;
+  const int32_t *sel;
+  int32_t n_tok, nh, topk, rows;
+  float *out; /* host result */
+  int rc;
+} conc_job;
+
+enum { CONC_DC = 128, CONC_DR = 32 };
+
+static void *conc_run(void *p) {
+  conc_job *j = p;
+  sc_kernels *k = NULL;
+  j->rc = sc_kernels_cpu_create(&k, 2);
+  if (j->rc != 0) return NULL;
+  const int64_t w = CONC_DC + CONC_DR;
+  const size_t nq = (size_t)j->n_tok * j->nh * w, nkv = (size_t)j->rows * w;
+  const size_t nsel = (size_t)j->n_tok * j->topk, nout = (size_t)j->n_tok * j->nh * CONC_DC;
+  void *q = NULL, *kv = NULL, *sel = NULL, *o = NULL, *l = NULL;
+  if ((j->rc = k->ops->alloc(k, nq * 4, &q)) || (j->rc = k->ops->alloc(k, nkv * 4, &kv)) ||
+      (j->rc = k->ops->alloc(k, nsel * 4, &sel)) || (j->rc = k->ops->alloc(k, nout * 4, &o)) ||
+      (j->rc = k->ops->alloc(k, (size_t)j->n_tok * j->nh * 4, &l)) ||
+      (j->rc = k->ops->copy(k, q, j->q, nq * 4, SC_KCOPY_H2D)) ||
+      (j->rc = k->ops->copy(k, kv, j->kv, nkv * 4, SC_KCOPY_H2D)) ||
+      (j->rc = k->ops->copy(k, sel, j->sel, nsel * 4, SC_KCOPY_H2D)))
+    goto out;
+  const sc_attn_args a = {.n_tok = j->n_tok, .n_heads = j->nh, .dc = CONC_DC, .dr = CONC_DR,
+                          .topk = j->topk, .scale = 0.1f, .q = q, .ld_q = j->nh * w,
+                          .kv = {kv, SC_KFMT_F32, w, j->rows}, .sel = sel, .ld_sel = j->topk,
+                          .out = o, .ld_out = (int64_t)j->nh * CONC_DC, .lse = l,
+                          .ld_lse = j->nh};
+  for (int rep = 0; rep < 5 && j->rc == 0; rep++) j->rc = k->ops->sparse_attn(k, &a);
+  if (j->rc == 0) j->rc = k->ops->copy(k, j->out, o, nout * 4, SC_KCOPY_D2H);
+out:
+  k->ops->free(k, q);
+  k->ops->free(k, kv);
+  k->ops->free(k, sel);
+  k->ops->free(k, o);
+  k->ops->free(k, l);
+  sc_kernels_destroy(k);
+  return NULL;
+}
+
+Test(kernels_attn, concurrent_contexts_agree) {
+  uint64_t seed = 99;
+  const int32_t n_tok = 24, nh = 8, topk = 96, rows = 400;
+  const int64_t w = CONC_DC + CONC_DR;
+  float *q = tk_rand_f32(&seed, (size_t)(n_tok * nh * w), -1, 1);
+  float *kv = tk_rand_f32(&seed, (size_t)(rows * w), -1, 1);
+  int32_t *sel = malloc(sizeof(int32_t) * (size_t)(n_tok * topk));
+  for (int32_t i = 0; i < n_tok * topk; i++) sel[i] = (int32_t)tk_int(&seed, -1, rows - 1);
+  const size_t nout = (size_t)n_tok * nh * CONC_DC;
+  enum { NT = 4 };
+  conc_job jobs[NT + 1];
+  pthread_t th[NT];
+  for (int i = 0; i <= NT; i++) {
+    jobs[i] = (conc_job){q, kv, sel, n_tok, nh, topk, rows, calloc(nout, sizeof(float)), 0};
+    cr_assert_not_null(jobs[i].out);
+  }
+  conc_run(&jobs[NT]); /* the reference, alone */
+  cr_assert_eq(jobs[NT].rc, 0);
+  for (int i = 0; i < NT; i++) cr_assert_eq(pthread_create(&th[i], NULL, conc_run, &jobs[i]), 0);
+  for (int i = 0; i < NT; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < NT; i++) {
+    cr_assert_eq(jobs[i].rc, 0, "thread %d: %d", i, jobs[i].rc);
+    cr_assert(memcmp(jobs[i].out, jobs[NT].out, nout * sizeof(float)) == 0, "thread %d differs", i);
+  }
+  for (int i = 0; i <= NT; i++) free(jobs[i].out);
+  free(q);
+  free(kv);
+  free(sel);
 }
