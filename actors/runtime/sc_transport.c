@@ -44,9 +44,19 @@ typedef struct frame {
   sc_mpsc_node link;
   struct frame *next; /* backlog */
   int32_t rank;
+  bool wrapped;       /* msg owns data (zmq frees it once sent) */
   uint8_t *data;
   size_t len;
+  zmq_msg_t msg;
 } frame;
+
+static void frame_free(frame *f) {
+  if (f->wrapped)
+    zmq_msg_close(&f->msg);
+  else
+    free(f->data);
+  free(f);
+}
 
 typedef struct tap_item {
   sc_mpsc_node link;
@@ -303,19 +313,20 @@ static void free_data(void *data, void *hint) {
 }
 
 /* Tries to send f; returns true when ZeroMQ took it (or it was dropped for a down peer). */
+/* Tries to send f; true when ZeroMQ took it (or it was dropped for a down peer): then
+ * the caller frees only the frame struct. On EAGAIN the wrapped message stays in f. */
 static bool send_frame(sc_transport *t, frame *f) {
   peer *p = &t->peers[f->rank];
   if (p->down) {
-    free(f->data);
+    if (f->wrapped) zmq_msg_close(&f->msg);
+    else free(f->data);
     return true;
   }
-  zmq_msg_t m;
-  if (zmq_msg_init_data(&m, f->data, f->len, free_data, NULL) != 0) return false;
-  if (zmq_msg_send(&m, p->dealer, ZMQ_DONTWAIT) < 0) {
-    /* ownership of data stays with us when the send fails */
-    zmq_msg_init(&m);
-    return false;
+  if (!f->wrapped) {
+    if (zmq_msg_init_data(&f->msg, f->data, f->len, free_data, NULL) != 0) return false;
+    f->wrapped = true;
   }
+  if (zmq_msg_send(&f->msg, p->dealer, ZMQ_DONTWAIT) < 0) return false;
   atomic_fetch_add_explicit(&t->remote_sent, 1, memory_order_relaxed);
   return true;
 }
@@ -375,6 +386,7 @@ int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body) {
     return rc;
   }
   f->rank = rank;
+  f->wrapped = false;
   f->data = b.data;
   f->len = b.len;
   sc_mpsc_push(&t->outbox, &f->link);
@@ -409,8 +421,7 @@ static void drain_monitor(sc_transport *t, int32_t rank) {
       while (p->backlog) {
         frame *f = p->backlog;
         p->backlog = f->next;
-        free(f->data);
-        free(f);
+        frame_free(f);
       }
       p->backlog_tail = NULL;
       sc_node_peer_is_down(t->node, rank, SC_EDOWN,
@@ -643,8 +654,7 @@ void sc_transport_destroy(sc_transport *t) {
     while (p->backlog) {
       frame *f = p->backlog;
       p->backlog = f->next;
-      free(f->data);
-      free(f);
+      frame_free(f);
     }
     if (p->dealer) zmq_socket_monitor(p->dealer, NULL, 0);
     close_sock(&p->dealer);
@@ -653,9 +663,7 @@ void sc_transport_destroy(sc_transport *t) {
   close_sock(&t->router);
   close_sock(&t->xpub);
   for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->outbox)) != NULL;) {
-    frame *f = SC_CONTAINER_OF(nd, frame, link);
-    free(f->data);
-    free(f);
+    frame_free(SC_CONTAINER_OF(nd, frame, link));
   }
   for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;) {
     tap_item *it = SC_CONTAINER_OF(nd, tap_item, link);
