@@ -73,12 +73,13 @@ typedef struct {
   sc_kcpu *c;
 } idx_job;
 
-/* Scores the `nb` keys in kblk (rows beyond nb are zero) and feeds them to the heap. */
+/* Scores the `nb` keys of a block of SC_KIDX_BLOCK key rows, ldk apart (rows beyond nb
+ * are zero), and feeds them to the heap. */
 static void score_block(const sc_indexer_args *a, const float *qt, const float *wt,
-                        const float *kblk, const int32_t *pblk, int32_t nb, float *logits,
-                        float *score, sc_ktopk *heap) {
+                        const float *kblk, int64_t ldk, const int32_t *pblk, int32_t nb,
+                        float *logits, float *score, sc_ktopk *heap) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_heads, SC_KIDX_BLOCK, a->dim,
-              1.0f, qt, a->dim, kblk, a->dim, 0.0f, logits, SC_KIDX_BLOCK);
+              1.0f, qt, a->dim, kblk, (blasint)ldk, 0.0f, logits, SC_KIDX_BLOCK);
   /* over the whole block (padding rows score 0 and are not pushed): a constant trip
    * count lets the compiler vectorise; the head order is fixed either way */
   for (int32_t s = 0; s < SC_KIDX_BLOCK; s++) score[s] = 0.0f;
@@ -104,6 +105,7 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
   float *score = logits + (int64_t)a->n_heads * kb;
   int32_t *pblk = (int32_t *)(score + kb);
   sc_kcand *heapbuf = (sc_kcand *)(pblk + kb);
+  const bool direct = a->key_rows == NULL && a->keys.fmt == SC_KFMT_F32;
 
   for (int64_t t = b; t < e; t++) {
     const float *qt = a->q + t * a->ld_q, *wt = a->w + t * a->ld_w;
@@ -111,7 +113,21 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
     sc_ktopk heap;
     sc_ktopk_init(&heap, heapbuf, a->topk);
     int32_t nb = 0;
-    for (int64_t en = a->key_begin[t]; en < a->key_end[t]; en++) {
+    const int64_t end = a->key_end[t];
+    for (int64_t en = a->key_begin[t]; en < end; en++) {
+      /* A whole block of consecutive f32 rows, all causal (a prefill context): score it
+       * in place. sgemm packs its operands, so the row stride does not change a bit. */
+      if (direct && nb == 0 && en + kb <= end && en >= 0 && en + kb <= a->keys.rows &&
+          a->key_pos[en + kb - 1] <= qpos) {
+        bool causal = true;
+        for (int64_t x = en; x < en + kb && causal; x++) causal = a->key_pos[x] <= qpos;
+        if (causal) {
+          score_block(a, qt, wt, (const float *)sc_kcpu_row(&a->keys, en), a->keys.ld,
+                      a->key_pos + en, (int32_t)kb, logits, score, &heap);
+          en += kb - 1;
+          continue;
+        }
+      }
       const int32_t kp = a->key_pos[en];
       if (kp > qpos) continue; /* causality by position */
       const int64_t row = a->key_rows ? a->key_rows[en] : en;
@@ -120,13 +136,13 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
                          kblk + (int64_t)nb * a->dim);
       pblk[nb++] = kp;
       if (nb == kb) {
-        score_block(a, qt, wt, kblk, pblk, nb, logits, score, &heap);
+        score_block(a, qt, wt, kblk, a->dim, pblk, nb, logits, score, &heap);
         nb = 0;
       }
     }
     if (nb > 0) {
       memset(kblk + (int64_t)nb * a->dim, 0, sizeof(float) * (size_t)((kb - nb) * a->dim));
-      score_block(a, qt, wt, kblk, pblk, nb, logits, score, &heap);
+      score_block(a, qt, wt, kblk, a->dim, pblk, nb, logits, score, &heap);
     }
     sc_ktopk_finish(&heap, a->out_pos ? a->out_pos + t * a->topk : NULL,
                     a->out_cand ? a->out_cand + t * a->topk : NULL);

@@ -152,7 +152,8 @@ static void check_merge_vs_single(int32_t n, int32_t il, int32_t topk, uint64_t 
   const int32_t n_tok = 8, nh = 6, dim = 32, len = 900;
   float *qh = tk_rand_f32(&seed, (size_t)(n_tok * nh * dim), -1, 1);
   float *wh = tk_rand_f32(&seed, (size_t)(n_tok * nh), -0.2, 1);
-  float *kh = tk_rand_f32(&seed, (size_t)(len * dim), -1, 1);
+  const int64_t ldk = dim + 3; /* the single-rank run reads rows in place at this stride */
+  float *kh = tk_rand_f32(&seed, (size_t)(len * ldk), -1, 1);
   int32_t qpos[8], kb[8], ke[8];
   for (int32_t t = 0; t < n_tok; t++) {
     qpos[t] = t == 0 ? 3 : (int32_t)tk_int(&seed, topk / 2, len - 1);
@@ -163,14 +164,14 @@ static void check_merge_vs_single(int32_t n, int32_t il, int32_t topk, uint64_t 
   for (int32_t p = 0; p < len; p++) all_pos[p] = p;
   float *q = tk_up(k, qh, sizeof(float) * (size_t)(n_tok * nh * dim));
   float *w = tk_up(k, wh, sizeof(float) * (size_t)(n_tok * nh));
-  float *keys = tk_up(k, kh, sizeof(float) * (size_t)(len * dim));
+  float *keys = tk_up(k, kh, sizeof(float) * (size_t)(len * ldk));
   int32_t *dqpos = tk_up(k, qpos, sizeof qpos), *dkb = tk_up(k, kb, sizeof kb),
           *dke = tk_up(k, ke, sizeof ke), *dall = tk_up(k, all_pos, sizeof(int32_t) * len);
   const size_t ncand = (size_t)n_tok * topk;
   sc_kcand *single = tk_zeros(k, sizeof(sc_kcand) * ncand);
   sc_indexer_args a = {.n_tok = n_tok, .n_heads = nh, .dim = dim, .topk = topk, .q = q,
                        .ld_q = nh * dim, .w = w, .ld_w = nh, .q_pos = dqpos,
-                       .keys = {keys, SC_KFMT_F32, dim, len}, .key_rows = NULL,
+                       .keys = {keys, SC_KFMT_F32, ldk, len}, .key_rows = NULL,
                        .key_pos = dall, .key_begin = dkb, .key_end = dke,
                        .out_cand = single};
   cr_assert_eq(k->ops->indexer_topk(k, &a), 0);
