@@ -533,7 +533,8 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
     int32_t *last = ids; /* reuse the staging array: rows of the last tokens */
     int32_t nl = 0;
     for (int32_t i = 0; i < plan->num_reqs; i++)
-      if (m->last_token[i] >= 0) last[nl++] = m->hidden_restore[m->last_token[i]];
+      if (m->last_token[i] >= 0 && (in->sample == NULL || in->sample[i]))
+        last[nl++] = m->hidden_restore[m->last_token[i]];
     const int32_t *dlast = upload(f, I_LAST, last, (size_t)nl, &rc);
     CK(rc, "forward: upload");
     float *xl = f->buf[B_XL], *logits = f->buf[B_LOGITS];
@@ -550,7 +551,7 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
     int32_t r = 0;
     for (int32_t i = 0; i < plan->num_reqs; i++) {
       float *dst = out->logits + (size_t)i * mc->vocab;
-      if (m->last_token[i] < 0) {
+      if (m->last_token[i] < 0 || (in->sample != NULL && !in->sample[i])) {
         memset(dst, 0, (size_t)mc->vocab * fl);
         continue;
       }

@@ -50,11 +50,14 @@ typedef struct sc_forward_in {
   const int32_t *tokens;      /* [plan->num_tokens] input ids, global batch order */
   const int32_t *block_table; /* dense [num_reqs][max_blocks] (sc_meta_blocks.table) */
   int32_t max_blocks;
+  const uint8_t *sample;      /* [num_reqs] 1 = compute this request's logits (the
+                                 scheduler's sample[]); NULL = every request with q > 0 */
 } sc_forward_in;
 
 /* Outputs (host memory owned by the caller; any pointer may be NULL). */
 typedef struct sc_forward_out {
-  float *logits;     /* [num_reqs][vocab]: last token of each request with q > 0 */
+  float *logits;     /* [num_reqs][vocab]: last token of each selected request (see
+                        sample; rows of the others are zeros) */
   sc_kcand *topk;    /* [layers][plan num_tokens][topk]: the (score, position) top-K of
                         every global token this rank holds, as selected (merged over DCP
                         for decode rows); entries of other tokens are left untouched */

@@ -116,7 +116,7 @@ static void *rank_main(void *arg) {
   const sc_harness_batch *b = h->batch;
   const sc_forward_in in = {.step = b->step, .plan = &h->plan, .meta = &r->meta,
                             .tokens = b->tokens, .block_table = h->bt,
-                            .max_blocks = h->max_blocks};
+                            .max_blocks = h->max_blocks, .sample = b->sample};
   sc_forward_out fo = {.logits = r->logits, .topk = r->topk};
   r->rc = sc_forward_step(r->fwd, &in, &fo, &r->diag);
   if (r->rc) sc_mem_world_abort(h->mem); /* wake the others: the step is dead */

@@ -47,11 +47,12 @@ typedef struct sc_harness_batch {
   const sc_batch_req *reqs;
   const int32_t *tokens;
   const int32_t *block_start, *blocks;
+  const uint8_t *sample; /* [num_reqs] requests whose logits are wanted, or NULL: all */
 } sc_harness_batch;
 
 typedef struct sc_harness_result {
   float *logits;    /* [num_reqs][vocab] or NULL: rank 0's logits of each request's last
-                       token (zeros for q = 0) */
+                       token (zeros for q = 0 and for requests not in sample) */
   sc_kcand *topk;   /* [layers][Σq][topk] or NULL */
   int32_t topk_disagreements; /* (layer, token) pairs where two ranks' copies differ */
   int32_t logit_disagreements;/* ranks whose logits are not bit-identical to rank 0's */

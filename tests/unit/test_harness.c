@@ -172,7 +172,7 @@ static void run_equivalence(const sc_model_config *m, int P, int N, int T, int I
     sc_harness_result ra = {.logits = la, .topk = ka}, rb = {.logits = lb, .topk = kb};
     const sc_harness_batch ba = {.step = a->step, .num_reqs = a->num_reqs, .reqs = a->reqs,
                                  .tokens = a->tokens, .block_start = a->block_start,
-                                 .blocks = a->blocks};
+                                 .blocks = a->blocks, .sample = a->sample};
     sc_harness_batch bb = ba;
     bb.reqs = b->reqs;
     bb.block_start = b->block_start;
