@@ -22,7 +22,7 @@ static int attn_tokens(void *p, int64_t b, int64_t e, int worker) {
   const sc_attn_args *a = j->a;
   const int64_t width = (int64_t)a->dc + a->dr, nh = a->n_heads;
   const size_t bytes = sizeof(float) * (size_t)((int64_t)a->topk * width + nh * a->topk);
-  float *kv = sc_kcpu_scratch(j->c, worker, bytes);
+  float *kv = sc_kcpu_scratch(j->c, worker, 0, bytes);
   if (kv == NULL) return SC_ENOMEM;
   float *s = kv + (int64_t)a->topk * width;
 

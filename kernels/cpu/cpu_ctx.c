@@ -24,7 +24,7 @@ typedef struct {
 struct sc_kcpu {
   sc_kernels k;
   int threads;
-  kcpu_scratch *scratch; /* [threads] */
+  kcpu_scratch *scratch; /* [threads * SC_KCPU_SCRATCH_SLOTS] */
 
   pthread_t *workers;    /* [threads - 1] */
   int started;           /* workers successfully started */
@@ -104,8 +104,8 @@ int sc_kcpu_parallel(sc_kcpu *c, int64_t n, int64_t grain, sc_kcpu_fn fn, void *
 
 int sc_kcpu_threads(const sc_kcpu *c) { return c->threads; }
 
-void *sc_kcpu_scratch(sc_kcpu *c, int worker, size_t bytes) {
-  kcpu_scratch *s = &c->scratch[worker];
+void *sc_kcpu_scratch(sc_kcpu *c, int worker, int slot, size_t bytes) {
+  kcpu_scratch *s = &c->scratch[worker * SC_KCPU_SCRATCH_SLOTS + slot];
   if (bytes <= s->cap && s->p != NULL) return s->p;
   size_t cap = s->cap ? s->cap : 4096;
   while (cap < bytes) cap *= 2;
@@ -196,7 +196,7 @@ static void cpu_destroy(sc_kernels *k) {
   pthread_cond_destroy(&c->wake);
   pthread_mutex_destroy(&c->mu);
   if (c->scratch != NULL)
-    for (int i = 0; i < c->threads; i++) free(c->scratch[i].p);
+    for (int i = 0; i < c->threads * SC_KCPU_SCRATCH_SLOTS; i++) free(c->scratch[i].p);
   free(c->scratch);
   free(c->workers);
   free(c);
@@ -246,7 +246,7 @@ int sc_kernels_cpu_create(sc_kernels **out, int threads) {
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->wake, NULL);
   pthread_cond_init(&c->done, NULL);
-  c->scratch = calloc((size_t)threads, sizeof *c->scratch);
+  c->scratch = calloc((size_t)threads * SC_KCPU_SCRATCH_SLOTS, sizeof *c->scratch);
   if (c->scratch == NULL) goto fail;
   if (threads > 1) {
     c->workers = calloc((size_t)threads - 1, sizeof *c->workers);

@@ -32,9 +32,11 @@ int sc_kcpu_parallel(sc_kcpu *c, int64_t n, int64_t grain, sc_kcpu_fn fn, void *
 /* Number of threads of the context (the caller plus its workers). */
 int sc_kcpu_threads(const sc_kcpu *c);
 
-/* Scratch of at least `bytes` (64-byte aligned) private to `worker`, valid until the
- * next call for the same worker; NULL when it cannot grow. */
-void *sc_kcpu_scratch(sc_kcpu *c, int worker, size_t bytes);
+/* Scratch area `slot` (< SC_KCPU_SCRATCH_SLOTS) of at least `bytes` (64-byte aligned),
+ * private to `worker`, valid until the next call for the same worker and slot; NULL
+ * when it cannot grow. */
+#define SC_KCPU_SCRATCH_SLOTS 2
+void *sc_kcpu_scratch(sc_kcpu *c, int worker, int slot, size_t bytes);
 
 /* Element i of a row of format fmt, as f32. */
 static inline float sc_kcpu_load(const void *row, sc_kfmt fmt, int64_t i) {

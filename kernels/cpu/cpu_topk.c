@@ -6,8 +6,12 @@
  * which other keys share its sgemm call. Keys are therefore scored in blocks of exactly
  * SC_KIDX_BLOCK rows (the last block zero-padded), so every logits product has the same
  * shape (n_heads x SC_KIDX_BLOCK x dim) and each logit comes from the same micro-kernel
- * path; the head sum runs in a fixed order. Selection is a bounded heap under the total
- * order (score desc, position asc). */
+ * path; the head sum runs in a fixed order.
+ *
+ * Selection is under the total order (score desc, position asc). The indexer collects
+ * every causal candidate of a token, moves the K best to the front with a quickselect
+ * (O(n) whatever the score trend: a bounded heap degrades to O(n log K) when later keys
+ * score higher, as recent context often does) and sorts those K with a heap sort. */
 #include <cblas.h>
 #include <math.h>
 #include <stdbool.h>
@@ -73,23 +77,73 @@ typedef struct {
   sc_kcpu *c;
 } idx_job;
 
+/* Moves the k best of v[0..n) (0 < k < n) to v[0..k), in no particular order: a
+ * quickselect for the k-th best with a median-of-three pivot and Hoare partitions. */
+static void select_best(sc_kcand *v, int64_t n, int64_t k) {
+  int64_t lo = 0, hi = n - 1;
+  const int64_t target = k - 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    sc_kcand a = v[lo], b = v[mid], c = v[hi], pivot;
+    if (sc_kcand_better(a, b)) {
+      const sc_kcand t = a;
+      a = b;
+      b = t;
+    } /* now b better than a (or equal) */
+    pivot = sc_kcand_better(c, b) ? b : (sc_kcand_better(c, a) ? c : a);
+    int64_t i = lo, j = hi;
+    while (i <= j) {
+      while (sc_kcand_better(v[i], pivot)) i++;
+      while (sc_kcand_better(pivot, v[j])) j--;
+      if (i <= j) {
+        const sc_kcand t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+        i++;
+        j--;
+      }
+    }
+    if (target <= j) {
+      hi = j;
+    } else if (target >= i) {
+      lo = i;
+    } else {
+      return; /* v[target] sits between the parts: everything before it is at least as good */
+    }
+  }
+}
+
+/* Writes the best min(n, k) of v[0..n) in order, padded to k (destroys v). */
+static void emit_topk(sc_kcand *v, int64_t n, int32_t k, int32_t *out_pos,
+                      sc_kcand *out_cand) {
+  if (n > k) select_best(v, n, k);
+  const int32_t m = n < k ? (int32_t)n : k;
+  for (int32_t i = m / 2 - 1; i >= 0; i--) sift_down(v, m, i); /* heapify: worst on top */
+  sc_ktopk h = {v, m, k};
+  sc_ktopk_finish(&h, out_pos, out_cand);
+}
+
 /* Scores the `nb` keys of a block of SC_KIDX_BLOCK key rows, ldk apart (rows beyond nb
- * are zero), and feeds them to the heap. */
+ * are zero), and appends them to cands. */
 static void score_block(const sc_indexer_args *a, const float *qt, const float *wt,
                         const float *kblk, int64_t ldk, const int32_t *pblk, int32_t nb,
-                        float *logits, float *score, sc_ktopk *heap) {
+                        float *logits, float *score, sc_kcand *cands) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_heads, SC_KIDX_BLOCK, a->dim,
               1.0f, qt, a->dim, kblk, (blasint)ldk, 0.0f, logits, SC_KIDX_BLOCK);
   /* over the whole block (padding rows score 0 and are not pushed): a constant trip
    * count lets the compiler vectorise; the head order is fixed either way */
-  for (int32_t s = 0; s < SC_KIDX_BLOCK; s++) score[s] = 0.0f;
+  float *restrict acc = score;
+  for (int32_t s = 0; s < SC_KIDX_BLOCK; s++) acc[s] = 0.0f;
   for (int32_t h = 0; h < a->n_heads; h++) {
-    const float *l = logits + (int64_t)h * SC_KIDX_BLOCK;
+    const float *restrict l = logits + (int64_t)h * SC_KIDX_BLOCK;
     const float wh = wt[h];
-    for (int32_t s = 0; s < SC_KIDX_BLOCK; s++) score[s] += wh * (l[s] > 0.0f ? l[s] : 0.0f);
+    for (int32_t s = 0; s < SC_KIDX_BLOCK; s++) {
+      const float v = l[s] > 0.0f ? l[s] : 0.0f;
+      acc[s] += wh * v;
+    }
   }
   for (int32_t s = 0; s < nb; s++)
-    sc_ktopk_push(heap, (sc_kcand){isnan(score[s]) ? -INFINITY : score[s], pblk[s]});
+    cands[s] = (sc_kcand){isnan(score[s]) ? -INFINITY : score[s], pblk[s]};
 }
 
 static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
@@ -97,23 +151,25 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
   const sc_indexer_args *a = j->a;
   const int64_t kb = SC_KIDX_BLOCK;
   const size_t bytes = sizeof(float) * (size_t)(kb * a->dim + (int64_t)a->n_heads * kb + kb) +
-                       sizeof(int32_t) * (size_t)kb + sizeof(sc_kcand) * (size_t)a->topk;
-  char *mem = sc_kcpu_scratch(j->c, worker, bytes);
+                       sizeof(int32_t) * (size_t)kb;
+  char *mem = sc_kcpu_scratch(j->c, worker, 0, bytes);
   if (mem == NULL) return SC_ENOMEM;
   float *kblk = (float *)mem;
   float *logits = kblk + kb * a->dim;
   float *score = logits + (int64_t)a->n_heads * kb;
   int32_t *pblk = (int32_t *)(score + kb);
-  sc_kcand *heapbuf = (sc_kcand *)(pblk + kb);
   const bool direct = a->key_rows == NULL && a->keys.fmt == SC_KFMT_F32;
 
   for (int64_t t = b; t < e; t++) {
     const float *qt = a->q + t * a->ld_q, *wt = a->w + t * a->ld_w;
     const int32_t qpos = a->q_pos[t];
-    sc_ktopk heap;
-    sc_ktopk_init(&heap, heapbuf, a->topk);
+    const int64_t end = a->key_end[t], len = end - a->key_begin[t];
+    /* every candidate of the token (at most len), plus room for one padded block */
+    sc_kcand *cands =
+        sc_kcpu_scratch(j->c, worker, 1, sizeof(sc_kcand) * (size_t)((len > 0 ? len : 0) + kb));
+    if (cands == NULL) return SC_ENOMEM;
+    int64_t nc = 0;
     int32_t nb = 0;
-    const int64_t end = a->key_end[t];
     for (int64_t en = a->key_begin[t]; en < end; en++) {
       /* A whole block of consecutive f32 rows, all causal (a prefill context): score it
        * in place. sgemm packs its operands, so the row stride does not change a bit. */
@@ -123,7 +179,8 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
         for (int64_t x = en; x < en + kb && causal; x++) causal = a->key_pos[x] <= qpos;
         if (causal) {
           score_block(a, qt, wt, (const float *)sc_kcpu_row(&a->keys, en), a->keys.ld,
-                      a->key_pos + en, (int32_t)kb, logits, score, &heap);
+                      a->key_pos + en, (int32_t)kb, logits, score, cands + nc);
+          nc += kb;
           en += kb - 1;
           continue;
         }
@@ -136,16 +193,18 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
                          kblk + (int64_t)nb * a->dim);
       pblk[nb++] = kp;
       if (nb == kb) {
-        score_block(a, qt, wt, kblk, a->dim, pblk, nb, logits, score, &heap);
+        score_block(a, qt, wt, kblk, a->dim, pblk, nb, logits, score, cands + nc);
+        nc += nb;
         nb = 0;
       }
     }
     if (nb > 0) {
       memset(kblk + (int64_t)nb * a->dim, 0, sizeof(float) * (size_t)((kb - nb) * a->dim));
-      score_block(a, qt, wt, kblk, a->dim, pblk, nb, logits, score, &heap);
+      score_block(a, qt, wt, kblk, a->dim, pblk, nb, logits, score, cands + nc);
+      nc += nb;
     }
-    sc_ktopk_finish(&heap, a->out_pos ? a->out_pos + t * a->topk : NULL,
-                    a->out_cand ? a->out_cand + t * a->topk : NULL);
+    emit_topk(cands, nc, a->topk, a->out_pos ? a->out_pos + t * a->topk : NULL,
+              a->out_cand ? a->out_cand + t * a->topk : NULL);
   }
   return 0;
 }
@@ -215,7 +274,7 @@ static void merge_sorted(const merge_job *j, int64_t t, int32_t *head) {
 static int merge_tokens(void *p, int64_t b, int64_t e, int worker) {
   const merge_job *j = p;
   sc_kcand *heapbuf = sc_kcpu_scratch(
-      j->c, worker, sizeof(sc_kcand) * (size_t)j->topk + sizeof(int32_t) * (size_t)j->n_shards);
+      j->c, worker, 0, sizeof(sc_kcand) * (size_t)j->topk + sizeof(int32_t) * (size_t)j->n_shards);
   if (heapbuf == NULL) return SC_ENOMEM;
   for (int64_t t = b; t < e; t++) {
     bool sorted = true;
