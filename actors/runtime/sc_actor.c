@@ -1,11 +1,13 @@
 /* sc_actor.c - actor slots, mailboxes, loop threads and dispatch (see sc_node_impl.h for
  * the scheduling protocol). */
 #include <assert.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "actors/runtime/sc_log.h"
 #include "actors/runtime/sc_node_impl.h"
+#include "actors/runtime/sc_time.h"
 
 #define LOG "actor"
 
@@ -73,6 +75,7 @@ const char *sc_slot_name(sc_node *n, uint16_t slot) {
 /* ---- loops ---- */
 
 static void on_wake(uv_async_t *h);
+static void on_prepare(uv_prepare_t *h);
 
 int sc_loop_create(sc_node *n, int index, bool own, sc_loop **out) {
   sc_loop *l = calloc(1, sizeof *l);
@@ -82,6 +85,10 @@ int sc_loop_create(sc_node *n, int index, bool own, sc_loop **out) {
   rc = uv_async_init(&l->uv, &l->wake, on_wake);
   if (rc != 0) goto fail_loop;
   l->wake.data = l;
+  uv_prepare_init(&l->uv, &l->prep);
+  l->prep.data = l;
+  uv_prepare_start(&l->prep, on_prepare);
+  uv_unref((uv_handle_t *)&l->prep);
   sc_mpsc_init(&l->runq);
   l->node = n;
   l->index = index;
@@ -297,6 +304,17 @@ static void run_slot(sc_loop *l, sc_slot *s) {
 
 static void loop_shutdown(sc_loop *l);
 
+/* Runs queued actors; true when the turn cap was hit (more work may be queued). */
+static bool drain_runq(sc_loop *l) {
+  for (int turn = 0; turn < SC_LOOP_TURNS; turn++) {
+    sc_mpsc_node *nd = sc_mpsc_pop(&l->runq);
+    if (nd == NULL) return false;
+    l->hot = true;
+    run_slot(l, SC_CONTAINER_OF(nd, sc_slot, run_link));
+  }
+  return true;
+}
+
 static void on_wake(uv_async_t *h) {
   sc_loop *l = h->data;
   atomic_store_explicit(&l->wake_pending, 0, memory_order_release);
@@ -304,12 +322,30 @@ static void on_wake(uv_async_t *h) {
     loop_shutdown(l);
     return;
   }
-  for (int turn = 0; turn < SC_LOOP_TURNS; turn++) {
-    sc_mpsc_node *nd = sc_mpsc_pop(&l->runq);
-    if (nd == NULL) return;
-    run_slot(l, SC_CONTAINER_OF(nd, sc_slot, run_link));
+  if (drain_runq(l)) loop_wake(l); /* fairness: let timers and sockets run, then go on */
+}
+
+/* Before blocking: spin briefly while work keeps arriving (see SC_SPIN_NS). */
+static void on_prepare(uv_prepare_t *h) {
+  sc_loop *l = h->data;
+  if (!l->hot || atomic_load_explicit(&l->stop, memory_order_acquire)) return;
+  l->hot = false;
+  atomic_store_explicit(&l->wake_pending, 1, memory_order_release);
+  const uint64_t start = sc_now_ns();
+  uint64_t until = start + SC_SPIN_NS, now = start;
+  while (now < until && now < start + SC_SPIN_MAX_NS) {
+    if (sc_mpsc_maybe_nonempty(&l->runq)) {
+      drain_runq(l);
+      now = sc_now_ns();
+      until = now + SC_SPIN_NS;
+      continue;
+    }
+    sched_yield();
+    now = sc_now_ns();
   }
-  loop_wake(l); /* fairness: let timers and other handles run, then continue */
+  atomic_store_explicit(&l->wake_pending, 0, memory_order_seq_cst);
+  /* a producer that saw wake_pending=1 did not signal: look once more */
+  if (sc_mpsc_maybe_nonempty(&l->runq)) loop_wake(l);
 }
 
 /* ---- spawn / stop ---- */

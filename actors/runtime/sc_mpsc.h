@@ -63,6 +63,12 @@ static inline sc_mpsc_node *sc_mpsc_pop(sc_mpsc *q) {
   return NULL;
 }
 
+/* True when an item may be waiting (consumer thread only; a push in progress counts). */
+static inline int sc_mpsc_maybe_nonempty(sc_mpsc *q) {
+  return q->head != &q->stub ||
+         atomic_load_explicit(&q->tail, memory_order_acquire) != &q->stub;
+}
+
 /* Containing struct of an embedded node. */
 #define SC_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 

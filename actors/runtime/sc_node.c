@@ -261,8 +261,7 @@ void sc_node_set_event_cb(sc_node *n, sc_node_event_fn fn, void *ud) {
 }
 
 int sc_node_start(sc_node *n, sc_diag *d) {
-  int rc = sc_transport_start(n->tr, d);
-  if (rc != 0) return rc;
+  int rc = 0;
   pthread_mutex_lock(&n->mu);
   for (int i = 0; i < n->num_loops; i++)
     if ((rc = sc_loop_start(n->loops[i])) != 0) break;
@@ -278,6 +277,9 @@ int sc_node_start(sc_node *n, sc_diag *d) {
     rc = sc_spawn_at(n, a->spec, a->name, a->arg, a->arg_size, k + 1, &id);
     if (rc != 0) return sc_fail(d, rc, "cannot spawn startup actor %s", a->name);
   }
+  /* Only now accept messages from peers: the actors they address exist (a hello that
+   * arrived before the node actor would otherwise be dropped). */
+  if ((rc = sc_transport_start(n->tr, d)) != 0) return rc;
   sc_msg_node_hello *h = sc_msg_body_new(SC_MSG_NODE_HELLO);
   if (h == NULL) return SC_ENOMEM;
   h->rank = n->rank;

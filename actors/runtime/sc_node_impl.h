@@ -26,6 +26,12 @@
 #define SC_ACTOR_BATCH 64
 #define SC_LOOP_TURNS 256
 #define SC_MAX_LOOPS 64
+/* Before a busy loop thread blocks, it polls its queue this long (yielding the CPU
+ * between polls): waking a blocked thread costs tens of microseconds on virtual
+ * machines, more than a whole round trip should. Producers skip uv_async_send while
+ * the consumer spins. */
+#define SC_SPIN_NS 50000ull
+#define SC_SPIN_MAX_NS 2000000ull
 /* Runtime-internal letter types (never encoded, never leave the process). */
 enum {
   SC_SYS_BASE = 0xF000,
@@ -103,6 +109,8 @@ struct sc_ctx {
 struct sc_loop {
   uv_loop_t uv;
   uv_async_t wake;
+  uv_prepare_t prep;
+  bool hot;                   /* did work since the loop last blocked */
   sc_mpsc runq;
   _Atomic int wake_pending;
   _Atomic int stop;

@@ -24,6 +24,7 @@
  * slow subscriber shows up as counted drops, never as a blocked actor.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 
 #include "actors/runtime/sc_log.h"
 #include "actors/runtime/sc_node_impl.h"
+#include "actors/runtime/sc_time.h"
 
 #define LOG "transport"
 #define SC_DRAIN_CAP 1024
@@ -92,6 +94,7 @@ struct sc_transport {
   uv_poll_t poll_r, poll_x;
   uv_thread_t thread;
   bool thread_started, uv_inited;
+  bool hot; /* did work since the io loop last blocked */
   _Atomic int wake_pending, stop;
   sc_mpsc outbox, tapq;
   _Atomic uint32_t outbox_count, tapq_count;
@@ -442,8 +445,10 @@ static bool has_events(void *sock, short want) {
 /* One pass over everything; returns true if some drain hit its cap (more work now). */
 static bool service_all(sc_transport *t) {
   bool more = false;
-  if (drain_outbox(t) >= SC_DRAIN_CAP * 4) more = true;
-  if (drain_router(t) >= SC_DRAIN_CAP) more = true;
+  const int out = drain_outbox(t), in = drain_router(t);
+  if (out + in > 0) t->hot = true;
+  if (out >= SC_DRAIN_CAP * 4) more = true;
+  if (in >= SC_DRAIN_CAP) more = true;
   for (int32_t r = 0; r < t->node->cluster.num_nodes; r++) {
     peer *p = &t->peers[r];
     if (p->dealer == NULL) continue;
@@ -492,6 +497,23 @@ static void on_prepare(uv_prepare_t *h) {
       if (p->dealer && p->backlog && has_events(p->dealer, ZMQ_POLLOUT)) pending = true;
       if (p->mon && has_events(p->mon, ZMQ_POLLIN)) pending = true;
     }
+  }
+  if (!pending && t->hot) {
+    /* Spin briefly before blocking while traffic flows (see SC_SPIN_NS): producers skip
+     * uv_async_send while wake_pending is 1. */
+    t->hot = false;
+    atomic_store_explicit(&t->wake_pending, 1, memory_order_release);
+    const uint64_t start = sc_now_ns();
+    uint64_t now = start;
+    while (!pending && now < start + SC_SPIN_NS) {
+      pending = sc_mpsc_maybe_nonempty(&t->outbox) || sc_mpsc_maybe_nonempty(&t->tapq) ||
+                has_events(t->router, ZMQ_POLLIN);
+      if (!pending) sched_yield();
+      now = sc_now_ns();
+    }
+    atomic_store_explicit(&t->wake_pending, 0, memory_order_seq_cst);
+    if (!pending)
+      pending = sc_mpsc_maybe_nonempty(&t->outbox) || sc_mpsc_maybe_nonempty(&t->tapq);
   }
   if (pending)
     uv_idle_start(&t->idle, on_idle); /* poll with a zero timeout, come back here */
@@ -545,6 +567,22 @@ int sc_transport_create(sc_node *n, sc_transport **out, sc_diag *d) {
   }
   sc_mpsc_init(&t->outbox);
   sc_mpsc_init(&t->tapq);
+  /* The loop and its wake-up exist from here on, so actors may queue remote sends
+   * before the sockets are up (the io thread drains them once it runs). */
+  if (uv_loop_init(&t->uv) != 0) {
+    zmq_ctx_term(t->zctx);
+    free(t->peers);
+    free(t);
+    return SC_ESYS;
+  }
+  t->uv_inited = true;
+  uv_async_init(&t->uv, &t->wake, on_async);
+  t->wake.data = t;
+  uv_prepare_init(&t->uv, &t->prepare);
+  t->prepare.data = t;
+  uv_prepare_start(&t->prepare, on_prepare);
+  uv_idle_init(&t->uv, &t->idle);
+  t->idle.data = t;
   *out = t;
   (void)d;
   return 0;
@@ -604,15 +642,6 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
       return sc_fail(d, SC_EIO, "node %d: cannot connect to node %d at %s: %s",
                      (int)n->rank, (int)r, c->nodes[r].endpoint, zmq_strerror(errno));
   }
-  if (uv_loop_init(&t->uv) != 0) return sc_fail(d, SC_ESYS, "uv_loop_init failed");
-  t->uv_inited = true;
-  uv_async_init(&t->uv, &t->wake, on_async);
-  t->wake.data = t;
-  uv_prepare_init(&t->uv, &t->prepare);
-  t->prepare.data = t;
-  uv_prepare_start(&t->prepare, on_prepare);
-  uv_idle_init(&t->uv, &t->idle);
-  t->idle.data = t;
   if ((rc = poll_socket(t, t->router, &t->poll_r)) != 0) goto fail;
   if (t->xpub && (rc = poll_socket(t, t->xpub, &t->poll_x)) != 0) goto fail;
   for (int32_t r = 0; r < c->num_nodes; r++) {
