@@ -466,7 +466,8 @@ static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_
                   sc_envelope *env, void **body, sc_diag *d) {
   *body = NULL;
   memset(env, 0, sizeof *env);
-  int rc = sc_msg_prewalk(p, n, max_depth, d);
+  size_t objects = 0;
+  int rc = sc_msg_prewalk_count(p, n, max_depth, &objects, d);
   if (rc != 0) return rc;
   rc = sc_msg_peek_envelope(p, n, env);
   if (rc == SC_EVERSION)
@@ -482,11 +483,19 @@ static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_
                    "unknown message type id %u (this build knows %d types, schema %d.%d; is "
                    "the sender newer?)",
                    env->type, SC_MSG_COUNT, SC_MSG_MAJOR, SC_MSG_MINOR);
-  msgpack_unpacked u;
-  msgpack_unpacked_init(&u);
-  size_t off = 0;
-  const msgpack_unpack_return ur = msgpack_unpack_next(&u, (const char *)p, n, &off);
+  /* One zone chunk that holds the whole object tree (counted by the pre-walk, so
+   * proportional to the input): msgpack-c's default 8 KiB chunks cost a malloc per chunk
+   * and round big ones up to powers of two. msgpack_unpack (unlike msgpack_unpack_next,
+   * which replaces the zone it is given) parses into the caller's zone. */
   void *b = NULL;
+  size_t off = 0;
+  msgpack_object root;
+  msgpack_zone *zone = msgpack_zone_new(objects * sizeof(msgpack_object) + 256);
+  if (zone == NULL) {
+    rc = sc_fail(d, SC_ENOMEM, "out of memory while parsing a %zu-byte message", n);
+    goto out;
+  }
+  const msgpack_unpack_return ur = msgpack_unpack((const char *)p, n, &off, zone, &root);
   if (ur == MSGPACK_UNPACK_NOMEM_ERROR) {
     rc = sc_fail(d, SC_ENOMEM, "out of memory while parsing a %zu-byte message", n);
     goto out;
@@ -495,7 +504,7 @@ static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_
     rc = sc_fail(d, SC_EPROTO, "malformed msgpack (parser status %d)", (int)ur);
     goto out;
   }
-  const msgpack_object *top = &u.data;
+  const msgpack_object *top = &root;
   const bool lenient = env->minor > SC_MSG_MINOR;
   if (top->via.array.size != 9 && !lenient) {
     rc = sc_fail(d, SC_EPROTO, "message has %u top-level elements, expected 9",
@@ -516,7 +525,7 @@ static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_
   }
 out:
   sc_msg_body_destroy(env->type, b);
-  msgpack_unpacked_destroy(&u);
+  if (zone != NULL) msgpack_zone_free(zone);
   return rc;
 }
 
@@ -527,7 +536,7 @@ int sc_msg_decode(const uint8_t *p, size_t n, sc_envelope *env, void **body, sc_
 void sc_msg_limits_default(sc_msg_limits *lim) {
   /* 1 MiB holds the longest allowed prompt (131072 ids of at most 5 bytes) and bounds
    * msgpack-c's object tree (24 bytes per object, at most one object per input byte, in
-   * zone chunks rounded up to powers of two) to 32 MiB per message. */
+   * one zone chunk sized by the pre-walk) to 24 MiB per message. */
   *lim = (sc_msg_limits){.max_bytes = 1u << 20,
                          .max_depth = 8,
                          .max_array = 1u << 20,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "messages/messages.h"
+#include "messages/schema_desc.h"
 
 static inline uint64_t be(const uint8_t *p, int n) {
   uint64_t v = 0;
@@ -70,7 +71,9 @@ static const char *kind_word(int kind) {
   return kind == HK_ARRAY ? "an array" : kind == HK_MAP ? "a map" : "a string/binary";
 }
 
-int sc_msg_prewalk(const uint8_t *p, size_t n, int max_depth, sc_diag *d) {
+int sc_msg_prewalk_count(const uint8_t *p, size_t n, int max_depth, size_t *objects,
+                         sc_diag *d) {
+  size_t count = 0;
   if (max_depth < 1 || max_depth > SC_MSG_MAX_DEPTH) max_depth = SC_MSG_MAX_DEPTH;
   /* left[k]: objects still to read at depth k (depth 0 = the one top-level object). */
   uint64_t left[SC_MSG_MAX_DEPTH + 1];
@@ -85,6 +88,7 @@ int sc_msg_prewalk(const uint8_t *p, size_t n, int max_depth, sc_diag *d) {
       continue;
     }
     left[depth]--;
+    count++;
     hdr h;
     if (!read_hdr(p + pos, n - pos, &h))
       return sc_fail(d, SC_EPROTO, "message truncated at byte %zu of %zu (inside a header)",
@@ -128,7 +132,12 @@ int sc_msg_prewalk(const uint8_t *p, size_t n, int max_depth, sc_diag *d) {
   if (pos != n)
     return sc_fail(d, SC_EPROTO, "%zu trailing bytes after the message (at byte %zu)",
                    n - pos, pos);
+  if (objects != NULL) *objects = count;
   return 0;
+}
+
+int sc_msg_prewalk(const uint8_t *p, size_t n, int max_depth, sc_diag *d) {
+  return sc_msg_prewalk_count(p, n, max_depth, NULL, d);
 }
 
 /* ---- the envelope peek: a minimal reader of unsigned integers and array headers ---- */

@@ -93,6 +93,11 @@ static inline void sc_msg_store_int(int k, void *p, uint64_t v) {
   }
 }
 
+/* sc_msg_prewalk that also counts the msgpack objects (for sizing the parser's zone in
+ * one allocation: msgpack-c stores each object in sizeof(msgpack_object) bytes). */
+int sc_msg_prewalk_count(const uint8_t *p, size_t n, int max_depth, size_t *objects,
+                         sc_diag *d);
+
 /* Type-specific checks named in schema.def (check.c). */
 int sc_msg_check_client_submit(const void *body, const sc_msg_limits *lim, sc_diag *d);
 int sc_msg_check_client_token(const void *body, const sc_msg_limits *lim, sc_diag *d);
