@@ -3,25 +3,23 @@
  *
  * --events prints one JSON line per node event on stdout ({"event": "ready" | "down" |
  * "shutdown" | "stopped", "rank", "code", "detail", "time_ms"}), which `launch` and the
- * integration tests read. Pipeline actors (issue 6) are added to k_startup below; the
- * list must be identical in every process of a cluster (see sc_node.h). */
+ * integration tests read. When the cluster file has a "pipeline" section, the node also
+ * runs the inference pipeline's actors (actors/pipeline.h): the list is identical in
+ * every process of the cluster (see sc_node.h). */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "actors/pipeline.h"
 #include "actors/runtime/sc_node.h"
 #include "actors/runtime/sc_time.h"
 #include "tools/cli.h"
 
-/* The actors every `sparsecp node` starts besides the "node" system actor. The pipeline
- * (issue 6) registers gateway/scheduler/partitioner (SC_ON_HEAD) and metadata/comm/
- * executor (SC_ON_ALL) here; the order fixes their slots and so their ids. */
-static const sc_startup_actor *const k_startup = NULL;
-static const int32_t k_num_startup = 0;
-
 static sc_node *g_node;
+/* The pipeline's per-process state; the startup arguments point at this slot. */
+static sc_rank_ctx *g_rank_ctx;
 
 static void on_signal(int sig) {
   (void)sig;
@@ -102,8 +100,17 @@ int sc_cmd_node(int argc, char **argv) {
   o.cluster = &cluster;
   o.rank = (int32_t)rank;
   o.loops = (int32_t)loops;
-  o.startup = k_startup;
-  o.num_startup = k_num_startup;
+  sc_startup_actor startup[SC_PIPELINE_NUM_ACTORS];
+  int32_t num_startup = 0;
+  rc = sc_pipeline_node_setup(cluster_path, &cluster, (int32_t)rank, &g_rank_ctx, startup,
+                              &num_startup, &d);
+  if (rc != 0) {
+    sc_cli_error("node", "rank %lld: %s", (long long)rank, sc_diag_message(&d));
+    sc_cluster_free(&cluster);
+    return rc == SC_EINVAL ? SC_EXIT_USAGE : SC_EXIT_FAILURE;
+  }
+  o.startup = startup;
+  o.num_startup = num_startup;
   int exit_code = SC_EXIT_FAILURE;
   rc = sc_node_create(&o, &g_node, &d);
   if (rc != 0) {
@@ -148,6 +155,8 @@ out:
     sc_node *n = g_node;
     g_node = NULL;
     sc_node_destroy(n);
+    sc_rank_ctx_destroy(g_rank_ctx); /* after the actors that used it have stopped */
+    g_rank_ctx = NULL;
   }
   sc_cluster_free(&cluster);
   return exit_code;

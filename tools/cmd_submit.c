@@ -16,12 +16,12 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp submit --connect ENDPOINT (--prompt-len L | --prompt-file F)\n"
           "                       --max-tokens M [--temperature T] [--seed S] [--json]\n"
-          "                       [--timeout SECONDS]\n"
+          "                       [--timeout SECONDS] [--vocab V]\n"
           "\n"
           "Sends one request to the gateway at ENDPOINT and prints the generated tokens as\n"
           "they arrive. --prompt-file holds token ids (a JSON array, or integers separated\n"
           "by white space); --prompt-len L sends L pseudo-random token ids (seeded by\n"
-          "--seed). Sampling is greedy unless --temperature is given. --json prints one\n"
+          "--seed) below --vocab (default 32768, the embedded model's). Sampling is greedy unless --temperature is given. --json prints one\n"
           "JSON object {\"tokens\": [...], ...} at the end, with \"error\" when it failed.\n"
           "Exit status 1 when the cluster answered with an error or did not answer within\n"
           "--timeout (default 120 s).\n");
@@ -93,10 +93,12 @@ int sc_cmd_submit(int argc, char **argv) {
                                        {"seed", required_argument, NULL, 's'},
                                        {"timeout", required_argument, NULL, 'T'},
                                        {"json", no_argument, NULL, 'j'},
+                                       {"vocab", required_argument, NULL, 'v'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   const char *endpoint = NULL, *prompt_file = NULL;
-  int64_t prompt_len = 0, max_tokens = 0, seed = 1, timeout_s = 120;
+  int64_t prompt_len = 0, max_tokens = 0, seed = 1, timeout_s = 120,
+          vocab = SC_MODEL_DEFAULT_VOCAB;
   double temperature = 0;
   bool json = false;
   int ch;
@@ -129,6 +131,9 @@ int sc_cmd_submit(int argc, char **argv) {
       break;
     }
     case 'j': json = true; break;
+    case 'v':
+      if (!sc_cli_int("submit", "--vocab", optarg, 1, INT32_MAX, &vocab)) return SC_EXIT_USAGE;
+      break;
     case 'h': help(stdout); return SC_EXIT_OK;
     default: help(stderr); return SC_EXIT_USAGE;
     }
@@ -151,7 +156,7 @@ int sc_cmd_submit(int argc, char **argv) {
     uint64_t x = (uint64_t)seed * 0x9e3779b97f4a7c15ull + 1;
     for (int32_t i = 0; i < n; i++) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      prompt[i] = (int32_t)(x % SC_MODEL_DEFAULT_VOCAB);
+      prompt[i] = (int32_t)(x % (uint64_t)vocab);
     }
   }
 
@@ -181,7 +186,9 @@ int sc_cmd_submit(int argc, char **argv) {
       snprintf(error, sizeof error, "no answer within %lld s", (long long)timeout_s);
       break;
     }
-    if (rc != 0 || ev.request_id != id) continue;
+    /* id 0: the gateway could not read which request a rejected message was */
+    if (rc != 0 || (ev.request_id != id && !(ev.kind == SC_CLIENT_ERROR && ev.request_id == 0)))
+      continue;
     if (ev.kind == SC_CLIENT_TOKENS) {
       for (int32_t i = 0; i < ev.n && ntok < max_tokens; i++) {
         tokens[ntok++] = ev.tokens[i];

@@ -82,6 +82,7 @@ void sc_sched_destroy(sc_sched *s) {
   free(s->step.tokens);
   free(s->step.sample);
   free(s->step.params);
+  free(s->step.out_index);
   free(s->step.block_start);
   free(s->step.blocks);
   free(s->step_slot);
@@ -188,6 +189,7 @@ static int reserve_step(sc_sched *s, int32_t entries, int32_t tokens, int32_t bl
   RESERVE(s->step.reqs, s->cap_entries, entries + 1);
   RESERVE(s->step.sample, s->cap_entries, entries + 1);
   RESERVE(s->step.params, s->cap_entries, entries + 1);
+  RESERVE(s->step.out_index, s->cap_entries, entries + 1);
   RESERVE(s->step_slot, s->cap_entries, entries + 1);
   RESERVE(s->step.block_start, s->cap_entries, entries + 1);
   if (entries + 1 > s->cap_entries) s->cap_entries = entries + 1;
@@ -211,6 +213,7 @@ static void add_entry(sc_sched *s, int32_t slot, int32_t q) {
   st->num_tokens += q;
   st->sample[i] = (uint8_t)(r->computed + q >= r->prompt_len);
   st->params[i] = r->params;
+  st->out_index[i] = r->generated;
   const int32_t nb = sc_sched_blocks_for(&s->cfg, (int64_t)r->computed + q);
   memcpy(st->blocks + st->block_start[i], r->blocks, sizeof(int32_t) * (size_t)nb);
   st->block_start[i + 1] = st->block_start[i] + nb;
@@ -295,7 +298,8 @@ int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events
     r->tokens[r->prompt_len + r->generated] = sampled[i];
     r->generated++;
     const bool done = r->generated >= r->params.max_new_tokens;
-    events[n++] = (sc_sched_event){.id = r->id, .token = sampled[i],
+    events[n++] = (sc_sched_event){.id = r->id, .entry = i, .prompt_len = r->prompt_len,
+                                   .token = sampled[i],
                                    .index = r->generated - 1, .finished = done};
     if (done) {
       finish(s, slot);
@@ -315,6 +319,23 @@ int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids) {
     s->stats.failed++;
   }
   s->in_flight = false;
+  return n;
+}
+
+int sc_sched_fail_all(sc_sched *s, int64_t *ids) {
+  int n = s->in_flight ? sc_sched_fail_step(s, ids) : 0;
+  while (s->num_running > 0) {
+    ids[n++] = s->slots[s->running[0]].id;
+    finish(s, s->running[0]);
+    s->stats.failed++;
+  }
+  while (s->num_waiting > 0) {
+    const int32_t slot = s->waiting[0];
+    ids[n++] = s->slots[slot].id;
+    remove_index(s->waiting, &s->num_waiting, slot);
+    release(s, slot);
+    s->stats.failed++;
+  }
   return n;
 }
 

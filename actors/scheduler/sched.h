@@ -53,6 +53,7 @@ typedef struct sc_sched_step {
   int32_t *tokens;        /* input token ids, batch order, Σq of them */
   uint8_t *sample;        /* 1 if entry i produces a token this step */
   sc_sched_params *params;
+  int32_t *out_index;     /* index of the token entry i produces (if it samples) */
   int32_t *block_start;   /* entry i's virtual blocks: blocks[block_start[i] .. [i+1]) */
   int32_t *blocks;
 } sc_sched_step;
@@ -60,6 +61,8 @@ typedef struct sc_sched_step {
 /* What sc_sched_advance() reports per sampled entry. */
 typedef struct sc_sched_event {
   int64_t id;
+  int32_t entry;          /* batch entry of the step that produced it */
+  int32_t prompt_len;
   int32_t token;          /* the sampled token */
   int32_t index;          /* 0-based index of this token in the request's output */
   bool finished;          /* the request is complete (max_new_tokens reached) */
@@ -98,6 +101,11 @@ int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events
  * blocks freed; their ids are written to failed_ids (room for num_reqs); returns how
  * many. The caller sends each of their clients an error. Other requests continue. */
 int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids);
+
+/* Removes every request (waiting and running; the step in flight, if any, is failed
+ * first) and writes their ids into ids (room for waiting + running); returns how many.
+ * Used when the cluster shuts down: each client gets an error. */
+int sc_sched_fail_all(sc_sched *s, int64_t *ids);
 
 void sc_sched_get_stats(const sc_sched *s, sc_sched_stats *st);
 

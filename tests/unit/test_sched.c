@@ -51,6 +51,7 @@ Test(sched, chunked_prefill_then_decodes_first) {
   cr_assert_eq(st->block_start[1] - st->block_start[0], 3);
   cr_assert_eq(sc_sched_advance(s, (int32_t[]){77, 88}, ev), 2);
   cr_assert(ev[0].id == 1 && ev[0].token == 77 && ev[0].index == 0 && !ev[0].finished);
+  cr_assert(ev[0].entry == 0 && ev[1].entry == 1 && ev[0].prompt_len == 20);
 
   submit(s, 3, 30, 1);
   cr_assert_eq(sc_sched_next(s, &st), 0);
@@ -141,6 +142,17 @@ Test(sched, cancel_and_failed_steps_free_everything) {
   cr_assert_eq(stats.failed, 1);
   cr_assert_eq(sc_sched_next(s, &st), 0);
   cr_assert_null(st); /* idle */
+
+  /* shutting down: everything, in flight or not, is handed back for an error reply */
+  submit(s, 4, 5, 4);
+  submit(s, 5, 5, 4);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  submit(s, 6, 5, 4);
+  int64_t all[8];
+  cr_assert_eq(sc_sched_fail_all(s, all), 3);
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.running + stats.waiting, 0);
+  cr_assert_eq(stats.free_blocks, 16);
   sc_sched_destroy(s);
 }
 

@@ -1,0 +1,110 @@
+/* engine.c - one rank's compute state and its step (engine.h). */
+#include "actors/executor/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/metadata/metadata.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+struct sc_engine {
+  sc_engine_config cfg;
+  sc_plan_config pc;
+  int32_t rank;
+  sc_kernels *k;
+  sc_model_weights w;
+  sc_kv_cache cache;
+  bool have_weights, have_cache;
+  sc_forward *fwd;
+  sc_meta meta;
+  int32_t *bt;      /* dense block table [num_reqs][max_blocks] */
+  size_t bt_cap;
+};
+
+void sc_engine_destroy(sc_engine *e) {
+  if (e == NULL) return;
+  sc_forward_destroy(e->fwd);
+  sc_meta_free(&e->meta);
+  if (e->have_cache) sc_kv_cache_free(e->k, &e->cache);
+  if (e->have_weights) sc_model_weights_free(e->k, &e->w);
+  sc_kernels_destroy(e->k);
+  free(e->bt);
+  free(e);
+}
+
+int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *comm,
+                     sc_engine **out, sc_diag *d) {
+  *out = NULL;
+  sc_engine *e = calloc(1, sizeof *e);
+  if (e == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
+  e->cfg = *cfg;
+  e->cfg.weights = NULL; /* borrowed only during create */
+  e->rank = global_rank;
+  e->pc = cfg->plan;
+  sc_model_config_to_plan(&cfg->model, &e->pc);
+  int rc;
+  if ((rc = sc_model_config_validate(&cfg->model, d)) ||
+      (rc = sc_plan_config_validate(&e->pc, d)) ||
+      (rc = sc_model_config_check_tp(&cfg->model, e->pc.tp, d)))
+    goto fail;
+  if (cfg->num_blocks < 1) {
+    rc = sc_fail(d, SC_EINVAL, "num_blocks must be >= 1");
+    goto fail;
+  }
+  if ((rc = sc_kernels_cpu_create(&e->k, cfg->kernel_threads > 0 ? cfg->kernel_threads : 1))) {
+    sc_fail(d, rc, "rank %d: cannot create the CPU kernel context", global_rank);
+    goto fail;
+  }
+  const int32_t tp_rank = comm->group_rank[SC_GROUP_TP];
+  rc = cfg->weights
+           ? sc_model_weights_load(e->k, &cfg->model, e->pc.tp, tp_rank, cfg->weights, &e->w, d)
+           : sc_model_weights_synthetic(e->k, &cfg->model, e->pc.tp, tp_rank, &e->w, d);
+  if (rc) goto fail;
+  e->have_weights = true;
+  const int32_t width = sc_model_kv_width(&cfg->model) + cfg->model.index_dim;
+  if ((rc = sc_kv_cache_create(e->k, cfg->model.layers, cfg->num_blocks, e->pc.block_size,
+                               width, cfg->kv_fmt, &e->cache, d)))
+    goto fail;
+  e->have_cache = true;
+  if ((rc = sc_forward_create(e->k, &e->w, &e->cache, comm, &e->pc, &e->fwd, d))) goto fail;
+  *out = e;
+  return 0;
+fail:
+  sc_engine_destroy(e);
+  return rc;
+}
+
+const sc_plan_config *sc_engine_plan_config(const sc_engine *e) { return &e->pc; }
+const sc_model_config *sc_engine_model(const sc_engine *e) { return &e->cfg.model; }
+
+int sc_engine_step(sc_engine *e, const sc_engine_batch *b, sc_forward_out *out, sc_diag *d) {
+  const sc_plan *plan = b->plan;
+  int32_t max_blocks = 1;
+  for (int32_t i = 0; i < plan->num_reqs; i++) {
+    const int32_t nb = b->block_start[i + 1] - b->block_start[i];
+    if (nb < 0) return sc_fail(d, SC_EINVAL, "block table of entry %d is malformed", i);
+    if (nb > max_blocks) max_blocks = nb;
+  }
+  const size_t need = (size_t)plan->num_reqs * (size_t)max_blocks;
+  if (need > e->bt_cap) {
+    int32_t *bt = realloc(e->bt, need * sizeof *bt);
+    if (bt == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
+    e->bt = bt;
+    e->bt_cap = need;
+  }
+  for (int32_t i = 0; i < plan->num_reqs; i++) {
+    const int32_t nb = b->block_start[i + 1] - b->block_start[i];
+    for (int32_t v = 0; v < max_blocks; v++)
+      e->bt[(size_t)i * max_blocks + v] = v < nb ? b->blocks[b->block_start[i] + v] : -1;
+  }
+  const sc_meta_blocks mb = {.table = e->bt, .max_blocks = max_blocks,
+                             .num_blocks = e->cfg.num_blocks};
+  sc_meta_free(&e->meta);
+  int rc = sc_meta_build(plan, e->rank, &mb, &e->meta, d);
+  if (rc) return rc;
+  const sc_forward_in in = {.step = b->step, .plan = plan, .meta = &e->meta,
+                            .tokens = b->tokens, .block_table = e->bt,
+                            .max_blocks = max_blocks};
+  return sc_forward_step(e->fwd, &in, out, d);
+}

@@ -1,0 +1,57 @@
+/* engine.h - one rank's compute: a kernel context, the rank's slice of the weights, its
+ * KV cache shard and the forward pass, fed one step at a time with the step plan (SPEC.md
+ * §3-7). The executor actor drives one engine per node process; the threaded test
+ * harness drives one per thread. Everything a step needs besides the plan (metadata,
+ * the dense block table) is derived here.
+ *
+ * Ownership: the engine owns its kernel context, weights, cache and scratch, and borrows
+ * the comm (which must outlive it). Threads: one thread at a time (the executor's).
+ */
+#ifndef SC_ENGINE_H
+#define SC_ENGINE_H
+
+#include <stdint.h>
+
+#include "actors/partitioner/plan.h"
+#include "collectives/coll.h"
+#include "kernels/kernels.h"
+#include "model/forward.h"
+#include "model/model_config.h"
+
+typedef struct sc_engine_config {
+  sc_plan_config plan;    /* parallel layout; its model dimensions are set from model */
+  sc_model_config model;
+  const char *weights;    /* safetensors file, or NULL for synthetic weights (seeded) */
+  int32_t num_blocks;     /* physical KV blocks of this rank (= the scheduler's pool) */
+  sc_kfmt kv_fmt;         /* SC_KFMT_F32 or SC_KFMT_BF16 */
+  int kernel_threads;     /* CPU kernel worker threads (>= 1) */
+} sc_engine_config;
+
+typedef struct sc_engine sc_engine;
+
+/* Validates the configuration (model, layout, TP split) and builds the rank's state.
+ * comm must already describe global_rank's groups (any backend). */
+int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *comm,
+                     sc_engine **out, sc_diag *d);
+void sc_engine_destroy(sc_engine *e);
+
+/* The plan configuration with the model's dimensions filled in: what the partitioner
+ * must plan with for this engine. */
+const sc_plan_config *sc_engine_plan_config(const sc_engine *e);
+const sc_model_config *sc_engine_model(const sc_engine *e);
+
+/* One step's inputs: the plan, the input token ids (Σq, batch order) and the block
+ * tables in CSR form (entry i's virtual blocks: blocks[block_start[i] .. [i+1])). */
+typedef struct sc_engine_batch {
+  uint64_t step;
+  const sc_plan *plan;
+  const int32_t *tokens;
+  const int32_t *block_start, *blocks;
+} sc_engine_batch;
+
+/* Runs the step (every collective through comm, in plan order). Failures: the
+ * collective codes of sc_forward_step (SC_EDESYNC, SC_ETIMEDOUT, SC_EABORTED) or
+ * SC_EINVAL for inconsistent inputs, with d saying why. */
+int sc_engine_step(sc_engine *e, const sc_engine_batch *b, sc_forward_out *out, sc_diag *d);
+
+#endif

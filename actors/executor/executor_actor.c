@@ -1,0 +1,225 @@
+/* executor_actor.c - the executor of every rank (DESIGN.md §3 steps 4-6): it joins each
+ * step's plan (from the partitioner) with its inputs (from the scheduler), derives the
+ * rank's metadata and runs the forward pass on the rank's engine, every collective
+ * checked against the plan. Rank 0 samples the next tokens and returns them to the
+ * scheduler. A failed step is reported with the failing collective's shapes.
+ *
+ * It runs on a loop thread of its own (SC_LOOP_OWN): a step blocks that thread in
+ * compute and collectives for its whole duration, and must not hold up other actors. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/pipeline.h"
+#include "actors/runtime/sc_log.h"
+#include "actors/runtime/sc_time.h"
+#include "collectives/backend_host.h"
+#include "model/sampling.h"
+
+#define LOG "executor"
+
+/* One step's halves; a step runs once both are here. */
+typedef struct pending {
+  uint64_t step;
+  bool have_plan, have_inputs;
+  sc_plan plan;
+  int64_t *req_ids;
+  uint32_t num_ids;
+  sc_msg_step_inputs in; /* owned copy of the arrays */
+} pending;
+
+typedef struct executor {
+  sc_rank_ctx *ctx;
+  sc_actor_id scheduler;
+  pending p;
+  uint64_t last_step;
+  float *logits;
+  size_t logits_cap;
+} executor;
+
+static int init(sc_ctx *c, void *state, const void *arg) {
+  executor *e = state;
+  e->ctx = *(sc_rank_ctx *const *)arg;
+  sc_plan_init(&e->p.plan);
+  return sc_node_resolve(sc_ctx_node(c), "scheduler@0", &e->scheduler);
+}
+
+static void clear_inputs(pending *p) {
+  sc_msg_body_clear(SC_MSG_STEP_INPUTS, &p->in);
+  free(p->req_ids);
+  p->req_ids = NULL;
+  p->num_ids = 0;
+  p->have_plan = p->have_inputs = false;
+}
+
+static void terminate(sc_ctx *c, void *state, int reason) {
+  (void)c, (void)reason;
+  executor *e = state;
+  clear_inputs(&e->p);
+  sc_plan_free(&e->p.plan);
+  free(e->logits);
+}
+
+/* Makes the pending slot hold `step`, dropping halves of an older step that never
+ * completed (its plan could not be built, or it was aborted). Returns false for a stale
+ * message of a step that is already past. */
+static bool slot_for(executor *e, uint64_t step) {
+  if (step <= e->last_step) return false;
+  if (e->p.step != step) {
+    clear_inputs(&e->p);
+    e->p.step = step;
+  }
+  return true;
+}
+
+static void report_abort(sc_ctx *c, executor *e, uint64_t step, int code, const char *msg) {
+  sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
+  if (a == NULL) return;
+  const sc_coll_failure *f = &e->ctx->comm.last_failure;
+  a->reason = code;
+  a->rank = e->ctx->rank;
+  a->step = step;
+  a->seq = -1;
+  if (f->step == step && f->code != 0) {
+    a->seq = f->seq;
+    a->expected = f->expected;
+    a->actual = f->actual;
+  }
+  a->message = strdup(msg);
+  if (sc_send_step(c, e->scheduler, SC_MSG_STEP_ABORT, step, a))
+    sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
+}
+
+static int sample_and_report(sc_ctx *c, executor *e, uint64_t step, uint64_t compute_ns) {
+  const sc_model_config *m = sc_engine_model(e->ctx->engine);
+  const pending *p = &e->p;
+  const uint32_t n = p->in.sample.n;
+  sc_msg_step_result *r = sc_msg_body_new(SC_MSG_STEP_RESULT);
+  if (r == NULL) return SC_ENOMEM;
+  r->sampled.v = malloc(sizeof *r->sampled.v * (n + 1));
+  r->margin.v = malloc(sizeof *r->margin.v * (n + 1));
+  if (r->sampled.v == NULL || r->margin.v == NULL) {
+    sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
+    return SC_ENOMEM;
+  }
+  r->sampled.n = r->margin.n = n;
+  for (uint32_t i = 0; i < n; i++) {
+    r->sampled.v[i] = -1;
+    r->margin.v[i] = 0;
+    if (!p->in.sample.v[i]) continue;
+    const float *lg = e->logits + (size_t)i * (size_t)m->vocab;
+    const float t = p->in.temperature.v[i];
+    r->sampled.v[i] = t > 0 ? sc_sample_temperature(lg, m->vocab, t, p->in.seed.v[i],
+                                                    p->req_ids[i], p->in.out_index.v[i])
+                            : sc_sample_greedy(lg, m->vocab);
+    r->margin.v[i] = sc_logits_top2_margin(lg, m->vocab);
+  }
+  r->compute_ns = compute_ns;
+  const int rc = sc_send_step(c, e->scheduler, SC_MSG_STEP_RESULT, step, r);
+  if (rc) sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
+  return rc;
+}
+
+static int run_step(sc_ctx *c, executor *e) {
+  sc_rank_ctx *x = e->ctx;
+  pending *p = &e->p;
+  const uint64_t step = p->step;
+  e->last_step = step;
+  if (x->cfg.inject_kill_step == step && x->cfg.inject_kill_rank == x->rank) {
+    SC_ERROR(LOG, "rank %d: injected fault: the node dies at step %llu", x->rank,
+             (unsigned long long)step);
+    raise(SIGKILL);
+  }
+  const uint32_t n = p->in.sample.n;
+  if (n != (uint32_t)p->plan.num_reqs || p->in.block_start.n != n + 1 ||
+      p->in.tokens.n != (uint32_t)p->plan.num_tokens || p->in.temperature.n != n ||
+      p->in.seed.n != n || p->in.out_index.n != n || p->num_ids != n) {
+    report_abort(c, e, step, SC_EPROTO, "step inputs do not match the step plan");
+    return 0;
+  }
+  const sc_model_config *m = sc_engine_model(x->engine);
+  const bool want_logits = x->rank == 0;
+  if (want_logits) {
+    const size_t need = (size_t)n * (size_t)m->vocab;
+    if (need > e->logits_cap) {
+      float *l = realloc(e->logits, need * sizeof *l);
+      if (l == NULL) return SC_ENOMEM;
+      e->logits = l;
+      e->logits_cap = need;
+    }
+  }
+  /* Enter the step, then look for an abort that came first (see sc_rank_ctx). */
+  atomic_store(&x->executing, step);
+  sc_host_coll_reset(&x->comm, step); /* blocks of aborted earlier steps are dropped */
+  sc_diag d = {0};
+  int rc = atomic_load(&x->aborted) >= step ? SC_EABORTED : 0;
+  const uint64_t t0 = sc_now_ns();
+  if (rc == 0) {
+    const sc_engine_batch b = {.step = step, .plan = &p->plan, .tokens = p->in.tokens.v,
+                               .block_start = p->in.block_start.v, .blocks = p->in.blocks.v};
+    sc_forward_out out = {.logits = want_logits ? e->logits : NULL};
+    rc = sc_engine_step(x->engine, &b, &out, &d);
+  } else {
+    sc_fail(&d, rc, "rank %d: step %llu was aborted before it started", x->rank,
+            (unsigned long long)step);
+  }
+  atomic_store(&x->executing, 0);
+  if (rc) {
+    if (rc != SC_EABORTED) SC_ERROR(LOG, "rank %d: step %llu failed: %s", x->rank,
+                                    (unsigned long long)step, d.msg);
+    report_abort(c, e, step, rc, d.msg);
+  } else if (want_logits) {
+    rc = sample_and_report(c, e, step, sc_now_ns() - t0);
+    if (rc) SC_ERROR(LOG, "step %llu: cannot report the result: %s", (unsigned long long)step,
+                     sc_strerror(rc));
+  }
+  clear_inputs(p);
+  return 0;
+}
+
+static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
+  executor *e = sc_state(c);
+  if (!slot_for(e, env->step)) return 0;
+  const sc_msg_step_plan *m = body;
+  sc_diag d = {0};
+  int rc = sc_msg_step_plan_to_plan(m, &e->p.plan, &d);
+  if (rc == 0) {
+    e->p.req_ids = malloc(sizeof *e->p.req_ids * (m->req_ids.n + 1));
+    if (e->p.req_ids == NULL) return SC_ENOMEM;
+    memcpy(e->p.req_ids, m->req_ids.v, sizeof *e->p.req_ids * m->req_ids.n);
+    e->p.num_ids = m->req_ids.n;
+    e->p.have_plan = true;
+  } else {
+    /* the comm actor reports the broken plan; this half is simply dropped */
+    SC_ERROR(LOG, "rank %d: step %llu: %s", e->ctx->rank, (unsigned long long)env->step, d.msg);
+  }
+  return e->p.have_plan && e->p.have_inputs ? run_step(c, e) : 0;
+}
+
+static int on_step_inputs(sc_ctx *c, const sc_envelope *env, const void *body) {
+  executor *e = sc_state(c);
+  if (!slot_for(e, env->step)) return 0;
+  /* Take a deep copy: the handler only borrows the body. */
+  sc_buf b;
+  sc_buf_init(&b);
+  sc_envelope copy_env = *env;
+  void *copy = NULL;
+  int rc = sc_msg_encode(&copy_env, body, &b);
+  if (rc == 0) rc = sc_msg_decode(b.data, b.len, &copy_env, &copy, NULL);
+  sc_buf_free(&b);
+  if (rc) return rc;
+  sc_msg_body_clear(SC_MSG_STEP_INPUTS, &e->p.in);
+  e->p.in = *(sc_msg_step_inputs *)copy;
+  free(copy); /* the arrays now belong to e->p.in */
+  e->p.have_inputs = true;
+  return e->p.have_plan ? run_step(c, e) : 0;
+}
+
+const sc_actor_spec sc_executor_spec = {
+    .name = "executor",
+    .state_size = sizeof(executor),
+    .init = init,
+    .terminate = terminate,
+    .handlers = {[SC_MSG_STEP_PLAN] = on_step_plan, [SC_MSG_STEP_INPUTS] = on_step_inputs},
+    .loop = SC_LOOP_OWN,
+};

@@ -1,0 +1,280 @@
+/* gateway_actor.c - the gateway (head): the cluster's client socket (DESIGN.md §3 step 1,
+ * §5). A ZeroMQ ROUTER on the listen endpoint receives client messages, which are
+ * untrusted: ZMQ_MAXMSGSIZE and the size limit first, then the messages module's
+ * pre-walk, bounded decoding and field validation (token ids below the vocabulary,
+ * prompt and generation limits). Every rejection is answered with client_error and the
+ * gateway keeps serving. Accepted requests get an internal id (clients choose their own
+ * ids, which may collide between clients) and go to the scheduler; replies come back by
+ * internal id and are routed to the client that asked.
+ *
+ * A client that has gone away (ROUTER_MANDATORY reports the peer unroutable) gets its
+ * requests canceled so they stop using the cluster. */
+#include <errno.h>
+#include <msgpack.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "actors/gateway/zmq_watch.h"
+#include "actors/pipeline.h"
+#include "actors/runtime/sc_log.h"
+
+#define LOG "gateway"
+#define DRAIN_CAP 256
+#define IDENT_MAX 256
+
+typedef struct route {
+  uint64_t internal;   /* 0: free */
+  uint64_t client_id;
+  uint8_t ident[IDENT_MAX];
+  size_t ident_len;
+} route;
+
+typedef struct gateway {
+  sc_rank_ctx *ctx;
+  sc_node *node;
+  sc_actor_id self;
+  void *zctx, *sock;
+  sc_zmq_watch *watch;
+  sc_actor_id scheduler;
+  uint64_t next_internal;
+  route *routes;
+  int32_t num_routes, cap_routes;
+  sc_buf out;
+  uint64_t rejected;
+} gateway;
+
+static route *find_internal(gateway *g, uint64_t id) {
+  for (int32_t i = 0; i < g->num_routes; i++)
+    if (g->routes[i].internal == id) return &g->routes[i];
+  return NULL;
+}
+
+static route *find_client(gateway *g, const void *ident, size_t len, uint64_t client_id) {
+  for (int32_t i = 0; i < g->num_routes; i++) {
+    route *r = &g->routes[i];
+    if (r->internal && r->client_id == client_id && r->ident_len == len &&
+        memcmp(r->ident, ident, len) == 0)
+      return r;
+  }
+  return NULL;
+}
+
+static route *add_route(gateway *g) {
+  for (int32_t i = 0; i < g->num_routes; i++)
+    if (g->routes[i].internal == 0) return &g->routes[i];
+  if (g->num_routes == g->cap_routes) {
+    const int32_t cap = g->cap_routes ? 2 * g->cap_routes : 64;
+    route *r = realloc(g->routes, sizeof *r * (size_t)cap);
+    if (r == NULL) return NULL;
+    g->routes = r;
+    g->cap_routes = cap;
+  }
+  return &g->routes[g->num_routes++];
+}
+
+/* Sends an encoded client message to one client; false if the client is unreachable. */
+static bool send_to(gateway *g, const void *ident, size_t ident_len, int type, const void *body) {
+  sc_envelope env = {.type = (uint16_t)type};
+  if (sc_msg_encode(&env, body, &g->out)) return false;
+  if (zmq_send(g->sock, ident, ident_len, ZMQ_SNDMORE) < 0) return false;
+  return zmq_send(g->sock, g->out.data, g->out.len, 0) >= 0;
+}
+
+/* Sends to the scheduler from the socket callback (outside any handler, so through the
+ * node with an explicit envelope). Consumes body on success. */
+static int to_scheduler(gateway *g, int type, void *body) {
+  sc_envelope env = {.type = (uint16_t)type, .src = g->self, .dst = g->scheduler};
+  return sc_node_send(g->node, &env, body);
+}
+
+static void reject(gateway *g, const void *ident, size_t len, uint64_t client_id, int code,
+                   const char *msg) {
+  g->rejected++;
+  sc_msg_client_error e = {.request_id = client_id, .code = code, .message = (char *)msg};
+  send_to(g, ident, len, SC_MSG_CLIENT_ERROR, &e);
+}
+
+/* The client's request id of a message that failed validation, so the error can name
+ * the request: only when the bytes are structurally sound (the pre-walk passed, so
+ * msgpack-c's allocation is bounded by the size limit), the envelope says client_submit
+ * or client_cancel, and the body's first field is an unsigned integer. 0 otherwise. */
+static uint64_t recover_request_id(const gateway *g, const uint8_t *data, size_t len) {
+  if (len > g->ctx->cfg.limits.max_bytes ||
+      sc_msg_prewalk(data, len, g->ctx->cfg.limits.max_depth, NULL) != 0)
+    return 0;
+  uint64_t id = 0;
+  msgpack_unpacked u;
+  msgpack_unpacked_init(&u);
+  if (msgpack_unpack_next(&u, (const char *)data, len, NULL) == MSGPACK_UNPACK_SUCCESS) {
+    const msgpack_object *o = &u.data;
+    if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 9) {
+      const msgpack_object *type = &o->via.array.ptr[2], *body = &o->via.array.ptr[8];
+      const bool client = type->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+                          (type->via.u64 == SC_MSG_CLIENT_SUBMIT ||
+                           type->via.u64 == SC_MSG_CLIENT_CANCEL);
+      if (client && body->type == MSGPACK_OBJECT_ARRAY && body->via.array.size > 0 &&
+          body->via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        id = body->via.array.ptr[0].via.u64;
+    }
+  }
+  msgpack_unpacked_destroy(&u);
+  return id;
+}
+
+static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
+                          const uint8_t *data, size_t len) {
+  sc_envelope env;
+  void *body = NULL;
+  sc_diag d = {0};
+  int rc = sc_msg_decode_untrusted(data, len, &g->ctx->cfg.limits, &env, &body, &d);
+  if (rc) {
+    SC_INFO(LOG, "rejected a client message: %s", d.msg);
+    reject(g, ident, ident_len, recover_request_id(g, data, len), rc,
+           d.msg[0] ? d.msg : sc_strerror(rc));
+    return;
+  }
+  if (env.type == SC_MSG_CLIENT_SUBMIT) {
+    sc_msg_client_submit *m = body;
+    if (find_client(g, ident, ident_len, m->request_id)) {
+      reject(g, ident, ident_len, m->request_id, SC_EINVAL,
+             "request id already in use by this client");
+    } else {
+      route *r = add_route(g);
+      if (r == NULL) {
+        reject(g, ident, ident_len, m->request_id, SC_ENOMEM, "the gateway is out of memory");
+      } else {
+        *r = (route){.internal = ++g->next_internal, .client_id = m->request_id,
+                     .ident_len = ident_len};
+        memcpy(r->ident, ident, ident_len);
+        m->request_id = r->internal;
+        if ((rc = to_scheduler(g, SC_MSG_CLIENT_SUBMIT, m)) == 0) {
+          body = NULL; /* consumed */
+        } else {
+          reject(g, ident, ident_len, r->client_id, rc, "the scheduler is not accepting requests");
+          r->internal = 0;
+        }
+      }
+    }
+  } else if (env.type == SC_MSG_CLIENT_CANCEL) {
+    sc_msg_client_cancel *m = body;
+    route *r = find_client(g, ident, ident_len, m->request_id);
+    if (r == NULL) {
+      reject(g, ident, ident_len, m->request_id, SC_ENOENT, "no such request");
+    } else {
+      m->request_id = r->internal;
+      if (to_scheduler(g, SC_MSG_CLIENT_CANCEL, m) == 0) body = NULL;
+    }
+  } else {
+    reject(g, ident, ident_len, 0, SC_EPROTO,
+           "clients may send only client_submit and client_cancel");
+  }
+  sc_msg_body_destroy(env.type, body);
+}
+
+static bool service(void *ud) {
+  gateway *g = ud;
+  for (int k = 0; k < DRAIN_CAP; k++) {
+    uint8_t ident[IDENT_MAX];
+    const int n = zmq_recv(g->sock, ident, sizeof ident, ZMQ_DONTWAIT);
+    if (n < 0) return false; /* EAGAIN: drained */
+    zmq_msg_t data;
+    zmq_msg_init(&data);
+    int more = 0;
+    size_t sz = sizeof more;
+    zmq_getsockopt(g->sock, ZMQ_RCVMORE, &more, &sz);
+    if (more && zmq_msg_recv(&data, g->sock, 0) >= 0 && n <= IDENT_MAX)
+      handle_client(g, ident, (size_t)n, zmq_msg_data(&data), zmq_msg_size(&data));
+    zmq_msg_close(&data);
+    /* a client that sent more frames than one message: drop the rest */
+    for (zmq_getsockopt(g->sock, ZMQ_RCVMORE, &more, &sz); more;
+         zmq_getsockopt(g->sock, ZMQ_RCVMORE, &more, &sz)) {
+      zmq_msg_t junk;
+      zmq_msg_init(&junk);
+      zmq_msg_recv(&junk, g->sock, 0);
+      zmq_msg_close(&junk);
+    }
+  }
+  return true;
+}
+
+static int init(sc_ctx *c, void *state, const void *arg) {
+  gateway *g = state;
+  g->ctx = *(sc_rank_ctx *const *)arg;
+  g->node = sc_ctx_node(c);
+  g->self = sc_self(c);
+  sc_buf_init(&g->out);
+  int rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &g->scheduler);
+  if (rc) return rc;
+  if (g->ctx->cfg.listen[0] == '\0') {
+    SC_ERROR(LOG, "the cluster file has no \"listen\" endpoint for clients");
+    return SC_EINVAL;
+  }
+  g->zctx = zmq_ctx_new();
+  g->sock = g->zctx ? zmq_socket(g->zctx, ZMQ_ROUTER) : NULL;
+  if (g->sock == NULL) return SC_EIO;
+  const int one = 1, linger = 500;
+  const int64_t maxsize = (int64_t)g->ctx->cfg.limits.max_bytes;
+  zmq_setsockopt(g->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+  zmq_setsockopt(g->sock, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
+  /* a short linger: replies already queued (errors before a shutdown) still leave */
+  zmq_setsockopt(g->sock, ZMQ_LINGER, &linger, sizeof linger);
+  if (zmq_bind(g->sock, g->ctx->cfg.listen) != 0) {
+    SC_ERROR(LOG, "cannot listen on %s: %s", g->ctx->cfg.listen, zmq_strerror(zmq_errno()));
+    return SC_EIO;
+  }
+  rc = sc_zmq_watch_start(sc_ctx_uv_loop(c), g->sock, service, g, &g->watch);
+  if (rc) return rc;
+  SC_INFO(LOG, "accepting clients on %s", g->ctx->cfg.listen);
+  return 0;
+}
+
+static void terminate(sc_ctx *c, void *state, int reason) {
+  (void)c, (void)reason;
+  gateway *g = state;
+  sc_zmq_watch_close(g->watch);
+  if (g->sock) zmq_close(g->sock);
+  if (g->zctx) zmq_ctx_term(g->zctx);
+  free(g->routes);
+  sc_buf_free(&g->out);
+}
+
+/* Replies from the scheduler: route by internal id, restore the client's id. */
+static int on_reply(sc_ctx *c, const sc_envelope *env, const void *body) {
+  gateway *g = sc_state(c);
+  uint64_t *id_field = NULL;
+  switch (env->type) {
+  case SC_MSG_CLIENT_TOKEN: id_field = &((sc_msg_client_token *)body)->request_id; break;
+  case SC_MSG_CLIENT_DONE: id_field = &((sc_msg_client_done *)body)->request_id; break;
+  default: id_field = &((sc_msg_client_error *)body)->request_id; break;
+  }
+  route *r = find_internal(g, *id_field);
+  if (r == NULL) return 0; /* canceled or already finished */
+  const uint64_t internal = r->internal;
+  *id_field = r->client_id;
+  const bool ok = send_to(g, r->ident, r->ident_len, env->type, body);
+  *id_field = internal;
+  const bool last = env->type != SC_MSG_CLIENT_TOKEN;
+  if (!ok && errno == EHOSTUNREACH && !last) {
+    SC_INFO(LOG, "client of request %llu is gone: canceling it", (unsigned long long)internal);
+    sc_msg_client_cancel *m = sc_msg_body_new(SC_MSG_CLIENT_CANCEL);
+    if (m) {
+      m->request_id = internal;
+      if (sc_send(c, g->scheduler, SC_MSG_CLIENT_CANCEL, m)) sc_msg_body_destroy(SC_MSG_CLIENT_CANCEL, m);
+    }
+    r->internal = 0;
+  } else if (last) {
+    r->internal = 0;
+  }
+  return 0;
+}
+
+const sc_actor_spec sc_gateway_spec = {
+    .name = "gateway",
+    .state_size = sizeof(gateway),
+    .init = init,
+    .terminate = terminate,
+    .handlers = {[SC_MSG_CLIENT_TOKEN] = on_reply,
+                 [SC_MSG_CLIENT_DONE] = on_reply,
+                 [SC_MSG_CLIENT_ERROR] = on_reply},
+};

@@ -1,0 +1,106 @@
+/* partitioner_actor.c - the partitioner (head): turns each global batch into the step
+ * plan and sends the same plan to every rank's comm and executor (DESIGN.md §3 step 3).
+ * The planning itself is the pure planner (plan.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/pipeline.h"
+#include "actors/runtime/sc_log.h"
+
+#define LOG "partitioner"
+
+typedef struct partitioner {
+  sc_rank_ctx *ctx;
+  sc_plan plan;
+  sc_actor_id scheduler;
+  sc_actor_id *targets; /* comm@r and executor@r for every rank */
+  int32_t num_targets;
+} partitioner;
+
+static int init(sc_ctx *c, void *state, const void *arg) {
+  partitioner *p = state;
+  p->ctx = *(sc_rank_ctx *const *)arg;
+  sc_plan_init(&p->plan);
+  sc_node *n = sc_ctx_node(c);
+  const int32_t W = sc_node_size(n);
+  p->targets = calloc((size_t)W * 2, sizeof *p->targets);
+  if (p->targets == NULL) return SC_ENOMEM;
+  char name[48];
+  for (int32_t r = 0; r < W; r++) {
+    snprintf(name, sizeof name, "comm@%d", r);
+    if (sc_node_resolve(n, name, &p->targets[p->num_targets++])) return SC_ENOENT;
+    snprintf(name, sizeof name, "executor@%d", r);
+    if (sc_node_resolve(n, name, &p->targets[p->num_targets++])) return SC_ENOENT;
+  }
+  return sc_node_resolve(n, "scheduler@0", &p->scheduler);
+}
+
+static void terminate(sc_ctx *c, void *state, int reason) {
+  (void)c, (void)reason;
+  partitioner *p = state;
+  sc_plan_free(&p->plan);
+  free(p->targets);
+}
+
+static void report_failure(sc_ctx *c, partitioner *p, uint64_t step, int code, const char *why) {
+  sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
+  if (a == NULL) return;
+  a->reason = code;
+  a->rank = 0;
+  a->step = step;
+  a->seq = -1;
+  a->message = strdup(why);
+  if (sc_send_step(c, p->scheduler, SC_MSG_STEP_ABORT, step, a)) sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
+}
+
+static int on_global_batch(sc_ctx *c, const sc_envelope *env, const void *body) {
+  partitioner *p = sc_state(c);
+  const sc_msg_global_batch *b = body;
+  sc_diag d = {0};
+  int rc = sc_plan_build(&p->plan, &p->ctx->plan_cfg, b->reqs.v, (int32_t)b->reqs.n, &d);
+  if (rc) {
+    SC_WARN(LOG, "step %llu cannot be planned: %s", (unsigned long long)env->step, d.msg);
+    report_failure(c, p, env->step, rc, d.msg);
+    return 0;
+  }
+  int64_t *ids = malloc(sizeof *ids * (b->reqs.n + 1));
+  if (ids == NULL) return SC_ENOMEM;
+  for (uint32_t i = 0; i < b->reqs.n; i++) ids[i] = b->reqs.v[i].id;
+  /* One body per destination: a send consumes its body (a local destination keeps the
+   * pointer, a remote one is encoded). The compact plan is O(requests), so copies are
+   * cheap next to the step they describe. */
+  for (int32_t t = 0; t < p->num_targets && rc == 0; t++) {
+    sc_msg_step_plan *m = sc_msg_body_new(SC_MSG_STEP_PLAN);
+    if (m == NULL || sc_msg_step_plan_from_plan(&p->plan, ids, m)) {
+      sc_msg_body_destroy(SC_MSG_STEP_PLAN, m);
+      rc = SC_ENOMEM;
+      break;
+    }
+    if ((rc = sc_send_step(c, p->targets[t], SC_MSG_STEP_PLAN, env->step, m))) {
+      sc_msg_body_destroy(SC_MSG_STEP_PLAN, m);
+      SC_ERROR(LOG, "step %llu: cannot send the plan: %s", (unsigned long long)env->step,
+               sc_strerror(rc));
+    }
+  }
+  free(ids);
+  if (rc) {
+    report_failure(c, p, env->step, rc, "the step plan could not be sent to every rank");
+    return 0;
+  }
+  sc_msg_step_planned *sp = sc_msg_body_new(SC_MSG_STEP_PLANNED);
+  if (sp == NULL) return SC_ENOMEM;
+  sp->fingerprint = p->plan.fingerprint;
+  sp->num_colls = p->plan.num_colls;
+  if (sc_send_step(c, p->scheduler, SC_MSG_STEP_PLANNED, env->step, sp))
+    sc_msg_body_destroy(SC_MSG_STEP_PLANNED, sp);
+  return 0;
+}
+
+const sc_actor_spec sc_partitioner_spec = {
+    .name = "partitioner",
+    .state_size = sizeof(partitioner),
+    .init = init,
+    .terminate = terminate,
+    .handlers = {[SC_MSG_GLOBAL_BATCH] = on_global_batch},
+};

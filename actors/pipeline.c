@@ -1,0 +1,258 @@
+/* pipeline.c - pipeline configuration, the rank context, and the startup list. */
+#include "actors/pipeline.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/backend_host.h"
+
+static int get_i32(json_t *o, const char *key, int32_t lo, int32_t hi, int32_t *out,
+                   sc_diag *d) {
+  json_t *v = json_object_get(o, key);
+  if (v == NULL) return 0;
+  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+    return sc_fail(d, SC_EINVAL, "pipeline.%s must be an integer in [%d, %d]", key, lo, hi);
+  *out = (int32_t)json_integer_value(v);
+  return 0;
+}
+
+int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d) {
+  char kind[16];
+  int rank = -1;
+  unsigned long long step = 0;
+  int used = 0;
+  if (sscanf(spec, "%15[a-z]:%d:%llu%n", kind, &rank, &step, &used) != 3 ||
+      spec[used] != '\0' || rank < 0 || rank >= c->num_ranks || step < 1)
+    return sc_fail(d, SC_EINVAL,
+                   "--inject '%s': expected desync:RANK:STEP or kill:RANK:STEP with RANK in "
+                   "[0, %d] and STEP >= 1",
+                   spec, c->num_ranks - 1);
+  if (strcmp(kind, "desync") == 0) {
+    c->inject_desync_rank = rank;
+    c->inject_desync_step = step;
+  } else if (strcmp(kind, "kill") == 0) {
+    c->inject_kill_rank = rank;
+    c->inject_kill_step = step;
+  } else {
+    return sc_fail(d, SC_EINVAL, "--inject '%s': the fault is desync or kill", spec);
+  }
+  return 0;
+}
+
+static int parse_section(json_t *p, sc_pipeline_config *c, sc_diag *d) {
+  const char *key;
+  json_t *v;
+  static const char *const known[] = {
+      "model", "model_file", "weights", "interleave", "block_size", "pad_multiple",
+      "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
+      "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len"};
+  json_object_foreach(p, key, v) {
+    bool ok = false;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
+    if (!ok) return sc_fail(d, SC_EINVAL, "pipeline: unknown key \"%s\"", key);
+  }
+  int rc;
+  sc_engine_config *e = &c->engine;
+  json_t *mf = json_object_get(p, "model_file"), *m = json_object_get(p, "model");
+  if (mf && (!json_is_string(mf) || (rc = sc_model_config_load(json_string_value(mf), &e->model, d))))
+    return mf && !json_is_string(mf) ? sc_fail(d, SC_EINVAL, "pipeline.model_file must be a path") : rc;
+  if (m && (rc = sc_model_config_apply_json(&e->model, m, d))) return rc;
+  json_t *w = json_object_get(p, "weights");
+  if (w) {
+    if (!json_is_string(w)) return sc_fail(d, SC_EINVAL, "pipeline.weights must be a path");
+    snprintf(c->weights_path, sizeof c->weights_path, "%s", json_string_value(w));
+  }
+  int32_t deadline = (int32_t)c->deadline_ms, max_prompt = c->limits.max_prompt_len;
+  if ((rc = get_i32(p, "interleave", 1, SC_PLAN_MAX_DIM, &e->plan.interleave, d)) ||
+      (rc = get_i32(p, "block_size", 1, SC_PLAN_MAX_DIM, &e->plan.block_size, d)) ||
+      (rc = get_i32(p, "pad_multiple", 1, SC_PLAN_MAX_DIM, &e->plan.pad_multiple, d)) ||
+      (rc = get_i32(p, "num_blocks", 1, 1 << 24, &e->num_blocks, d)) ||
+      (rc = get_i32(p, "token_budget", 1, 1 << 24, &c->sched.token_budget, d)) ||
+      (rc = get_i32(p, "max_running", 1, 1 << 20, &c->sched.max_running, d)) ||
+      (rc = get_i32(p, "max_model_len", 2, SC_PLAN_MAX_TOKENS, &c->sched.max_model_len, d)) ||
+      (rc = get_i32(p, "deadline_ms", 1, 3600000, &deadline, d)) ||
+      (rc = get_i32(p, "kernel_threads", 1, 64, &e->kernel_threads, d)) ||
+      (rc = get_i32(p, "max_prompt_len", 1, SC_PLAN_MAX_TOKENS, &max_prompt, d)))
+    return rc;
+  c->deadline_ms = deadline;
+  c->limits.max_prompt_len = max_prompt;
+  json_t *mg = json_object_get(p, "max_gathered_rows");
+  if (mg) {
+    if (!json_is_integer(mg) || json_integer_value(mg) < 1)
+      return sc_fail(d, SC_EINVAL, "pipeline.max_gathered_rows must be a positive integer");
+    e->plan.max_gathered_rows = json_integer_value(mg);
+  }
+  json_t *kf = json_object_get(p, "kv_format");
+  if (kf) {
+    const char *s = json_string_value(kf);
+    if (s && strcmp(s, "f32") == 0) e->kv_fmt = SC_KFMT_F32;
+    else if (s && strcmp(s, "bf16") == 0) e->kv_fmt = SC_KFMT_BF16;
+    else return sc_fail(d, SC_EINVAL, "pipeline.kv_format must be \"f32\" or \"bf16\"");
+  }
+  json_t *inj = json_object_get(p, "inject");
+  if (inj) {
+    if (!json_is_array(inj)) return sc_fail(d, SC_EINVAL, "pipeline.inject must be a list");
+    size_t i;
+    json_t *s;
+    json_array_foreach(inj, i, s) {
+      if (!json_is_string(s)) return sc_fail(d, SC_EINVAL, "pipeline.inject[%zu] must be a string", i);
+      if ((rc = sc_pipeline_parse_inject(c, json_string_value(s), d))) return rc;
+    }
+  }
+  return 0;
+}
+
+int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
+                            sc_pipeline_config *c, sc_diag *d) {
+  memset(c, 0, sizeof *c);
+  sc_engine_config *e = &c->engine;
+  sc_plan_config_default(&e->plan);
+  e->plan.pcp = cluster->pcp;
+  e->plan.dcp = cluster->dcp;
+  e->plan.tp = cluster->tp;
+  e->plan.block_size = 16;
+  sc_model_config_default(&e->model);
+  e->num_blocks = 256;
+  e->kv_fmt = SC_KFMT_F32;
+  e->kernel_threads = 1;
+  c->sched = (sc_sched_config){.token_budget = 256, .max_running = 32, .block_size = 16,
+                               .dcp = cluster->dcp, .num_blocks = 256,
+                               .max_model_len = 4096};
+  sc_msg_limits_default(&c->limits);
+  c->deadline_ms = 10000;
+  c->num_ranks = cluster->num_nodes;
+  snprintf(c->listen, sizeof c->listen, "%s", cluster->listen);
+  if (cluster->num_nodes != cluster->pcp * cluster->tp)
+    return sc_fail(d, SC_EINVAL,
+                   "cluster: a pipeline needs pcp * tp = %d nodes (the DCP groups reuse PCP "
+                   "or TP ranks), the file lists %d",
+                   cluster->pcp * cluster->tp, cluster->num_nodes);
+
+  json_error_t err;
+  json_t *root = json_load_file(cluster_path, 0, &err);
+  if (root == NULL)
+    return sc_fail(d, SC_EINVAL, "%s: invalid JSON at line %d: %s", cluster_path, err.line,
+                   err.text);
+  int rc = 0;
+  c->coll_endpoints = calloc((size_t)c->num_ranks, sizeof *c->coll_endpoints);
+  if (c->coll_endpoints == NULL) {
+    rc = sc_fail(d, SC_ENOMEM, "out of memory");
+    goto out;
+  }
+  json_t *nodes = json_object_get(root, "nodes");
+  for (size_t i = 0; i < json_array_size(nodes); i++) {
+    json_t *nd = json_array_get(nodes, i);
+    const int32_t r = (int32_t)json_integer_value(json_object_get(nd, "rank"));
+    json_t *ce = json_object_get(nd, "coll");
+    if (!json_is_string(ce) || json_string_length(ce) == 0 || json_string_length(ce) >= 256) {
+      rc = sc_fail(d, SC_EINVAL, "cluster: nodes[%zu] needs a \"coll\" endpoint (the rank's "
+                                 "collective traffic)", i);
+      goto out;
+    }
+    snprintf(c->coll_endpoints[r], sizeof c->coll_endpoints[r], "%s", json_string_value(ce));
+  }
+  json_t *p = json_object_get(root, "pipeline");
+  if (p && !json_is_object(p)) {
+    rc = sc_fail(d, SC_EINVAL, "cluster: \"pipeline\" must be an object");
+    goto out;
+  }
+  if (p && (rc = parse_section(p, c, d))) goto out;
+  if (c->weights_path[0]) e->weights = c->weights_path;
+  /* the scheduler's pool is the engines' cache: one virtual block per physical block */
+  c->sched.block_size = e->plan.block_size;
+  c->sched.num_blocks = e->num_blocks;
+  c->sched.dcp = e->plan.dcp;
+  if (c->sched.max_model_len > e->model.max_position) c->sched.max_model_len = e->model.max_position;
+  c->limits.vocab_size = e->model.vocab;
+  if (c->limits.max_prompt_len > c->sched.max_model_len - 1)
+    c->limits.max_prompt_len = c->sched.max_model_len - 1;
+  sc_plan_config pc = e->plan;
+  sc_model_config_to_plan(&e->model, &pc);
+  if ((rc = sc_model_config_validate(&e->model, d)) || (rc = sc_plan_config_validate(&pc, d)) ||
+      (rc = sc_model_config_check_tp(&e->model, pc.tp, d)))
+    goto out;
+out:
+  json_decref(root);
+  if (rc) sc_pipeline_config_free(c);
+  return rc;
+}
+
+void sc_pipeline_config_free(sc_pipeline_config *c) {
+  free(c->coll_endpoints);
+  c->coll_endpoints = NULL;
+}
+
+int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx **out,
+                       sc_diag *d) {
+  *out = NULL;
+  sc_rank_ctx *x = calloc(1, sizeof *x);
+  const char **eps = calloc((size_t)cfg->num_ranks, sizeof *eps);
+  if (x == NULL || eps == NULL) {
+    free(x);
+    free(eps);
+    return sc_fail(d, SC_ENOMEM, "out of memory");
+  }
+  x->cfg = *cfg;
+  x->cfg.coll_endpoints = NULL; /* the caller keeps the endpoints; copied below as needed */
+  x->rank = rank;
+  for (int32_t r = 0; r < cfg->num_ranks; r++) eps[r] = cfg->coll_endpoints[r];
+  x->plan_cfg = cfg->engine.plan;
+  sc_model_config_to_plan(&cfg->engine.model, &x->plan_cfg);
+  const sc_host_coll_config hc = {.rank = rank, .endpoints = eps, .deadline_ms = cfg->deadline_ms};
+  int rc = sc_host_coll_create(&x->comm, &x->plan_cfg, &hc, d);
+  free(eps);
+  if (rc) {
+    free(x);
+    return rc;
+  }
+  if (cfg->inject_desync_step && cfg->inject_desync_rank == rank)
+    x->comm.inject_desync_step = cfg->inject_desync_step;
+  if ((rc = sc_engine_create(&cfg->engine, rank, &x->comm, &x->engine, d))) {
+    sc_host_coll_destroy(&x->comm);
+    free(x);
+    return rc;
+  }
+  *out = x;
+  return 0;
+}
+
+void sc_rank_ctx_destroy(sc_rank_ctx *x) {
+  if (x == NULL) return;
+  sc_engine_destroy(x->engine);
+  sc_host_coll_destroy(&x->comm);
+  free(x);
+}
+
+void sc_pipeline_startup(sc_rank_ctx **ctx_slot, sc_startup_actor *out) {
+  const sc_startup_actor list[SC_PIPELINE_NUM_ACTORS] = {
+      {"gateway", &sc_gateway_spec, SC_ON_HEAD, ctx_slot, sizeof *ctx_slot},
+      {"scheduler", &sc_scheduler_spec, SC_ON_HEAD, ctx_slot, sizeof *ctx_slot},
+      {"partitioner", &sc_partitioner_spec, SC_ON_HEAD, ctx_slot, sizeof *ctx_slot},
+      {"comm", &sc_comm_spec, SC_ON_ALL, ctx_slot, sizeof *ctx_slot},
+      {"executor", &sc_executor_spec, SC_ON_ALL, ctx_slot, sizeof *ctx_slot},
+  };
+  memcpy(out, list, sizeof list);
+}
+
+int sc_pipeline_node_setup(const char *cluster_path, const sc_cluster *cluster, int32_t rank,
+                           sc_rank_ctx **ctx_slot, sc_startup_actor *startup, int32_t *num,
+                           sc_diag *d) {
+  *ctx_slot = NULL;
+  *num = 0;
+  json_error_t err;
+  json_t *root = json_load_file(cluster_path, 0, &err);
+  const bool has_pipeline = root && json_object_get(root, "pipeline") != NULL;
+  json_decref(root);
+  if (!has_pipeline) return 0;
+  sc_pipeline_config cfg;
+  int rc = sc_pipeline_config_load(cluster_path, cluster, &cfg, d);
+  if (rc) return rc;
+  rc = sc_rank_ctx_create(&cfg, rank, ctx_slot, d);
+  sc_pipeline_config_free(&cfg);
+  if (rc) return rc;
+  sc_pipeline_startup(ctx_slot, startup);
+  *num = SC_PIPELINE_NUM_ACTORS;
+  return 0;
+}

@@ -1,0 +1,103 @@
+/* pipeline.h - the inference pipeline of a cluster: its configuration, the per-process
+ * rank context shared by the actors of one node, and the startup list that puts the
+ * pipeline actors on every node (DESIGN.md §3).
+ *
+ * Actors, by well-known name (sc_node_resolve "name@rank"):
+ *   gateway@0      client socket (untrusted input), token streaming      actors/gateway
+ *   scheduler@0    continuous batching, KV blocks, step results          actors/scheduler
+ *   partitioner@0  global batch -> step plan, sent to every rank         actors/partitioner
+ *   comm@r         plan verification + ack, step aborts, the rank's      actors/comm
+ *                  collective communicator
+ *   executor@r     metadata + forward pass of the rank (own thread)      actors/executor
+ *
+ * One step: the scheduler picks a batch and sends it to the partitioner and the step
+ * inputs (tokens, block tables, sampling) to every executor; the partitioner plans it and
+ * sends the same plan to every comm and executor; comms verify it and acknowledge its
+ * fingerprint to the scheduler (asynchronously: nothing waits for the acks); executors
+ * run the step, every collective checked against the plan; rank 0's executor returns
+ * the sampled tokens; the scheduler streams them to clients through the gateway.
+ *
+ * Failure (docs/pipeline.md): any rank whose step fails reports step_abort to the
+ * scheduler, which fails the step's requests (their clients get errors; they are not
+ * re-run) and broadcasts the abort to every comm, which aborts its communicator so no
+ * rank stays blocked. A desync or a timeout lets the cluster continue with the next
+ * step; a node going down shuts the cluster down.
+ *
+ * Ownership: the rank context is created by the node's process before its actors start
+ * and destroyed after they stopped. Threads: see each member.
+ */
+#ifndef SC_PIPELINE_H
+#define SC_PIPELINE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "actors/executor/engine.h"
+#include "actors/runtime/sc_node.h"
+#include "actors/scheduler/sched.h"
+#include "messages/messages.h"
+
+#define SC_PIPELINE_NUM_ACTORS 5
+
+typedef struct sc_pipeline_config {
+  sc_engine_config engine;        /* plan layout (pcp, dcp, tp, interleave, ...), model,
+                                     weights, KV pool, kernel threads */
+  char weights_path[1024];        /* storage for engine.weights ("" = synthetic) */
+  sc_sched_config sched;          /* token budget, running limit, pool, max length */
+  sc_msg_limits limits;           /* the gateway's untrusted-input limits */
+  int64_t deadline_ms;            /* per collective */
+  uint64_t inject_desync_step;    /* `--inject desync:RANK:STEP` (0: none) */
+  int32_t inject_desync_rank;
+  uint64_t inject_kill_step;      /* `--inject kill:RANK:STEP` (0: none) */
+  int32_t inject_kill_rank;
+  int32_t num_ranks;
+  char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
+  char listen[256];               /* the gateway's client endpoint */
+} sc_pipeline_config;
+
+/* Reads the "pipeline" section and the nodes' "coll" endpoints of a cluster file
+ * (docs/cluster-file.md), with the parallel layout of `cluster`. */
+int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
+                            sc_pipeline_config *out, sc_diag *d);
+void sc_pipeline_config_free(sc_pipeline_config *c);
+/* Parses "desync:RANK:STEP" or "kill:RANK:STEP" into c. */
+int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d);
+
+/* Everything one node process shares among its pipeline actors. */
+typedef struct sc_rank_ctx {
+  sc_pipeline_config cfg;
+  int32_t rank;
+  sc_comm comm;                   /* host collectives of this rank */
+  sc_engine *engine;              /* owned; used by the executor's thread only */
+  sc_plan_config plan_cfg;        /* what the partitioner plans with */
+  _Atomic uint64_t executing;     /* step the executor is inside, 0 when idle */
+  _Atomic uint64_t aborted;       /* highest step the comm was told to abort */
+} sc_rank_ctx;
+
+/* Creates the rank context: host collectives (binds this rank's coll endpoint) and the
+ * engine (weights, KV cache). The config is copied. */
+int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx **out,
+                       sc_diag *d);
+void sc_rank_ctx_destroy(sc_rank_ctx *ctx);
+
+/* Fills out[SC_PIPELINE_NUM_ACTORS] with the pipeline's startup actors for a node whose
+ * process owns ctx (the list is identical on every node; only the argument differs). */
+void sc_pipeline_startup(sc_rank_ctx **ctx_slot, sc_startup_actor *out);
+
+/* For `sparsecp node`: when the cluster file has a "pipeline" section, loads it, creates
+ * this rank's context into *ctx_slot and fills startup (room for SC_PIPELINE_NUM_ACTORS)
+ * with *num entries. A cluster without a pipeline leaves *ctx_slot NULL and *num 0.
+ * *ctx_slot must stay where it is until the node has started (the startup arguments
+ * point at it). */
+int sc_pipeline_node_setup(const char *cluster_path, const sc_cluster *cluster, int32_t rank,
+                           sc_rank_ctx **ctx_slot, sc_startup_actor *startup, int32_t *num,
+                           sc_diag *d);
+
+/* The actor specs (defined in each actor's folder). */
+extern const sc_actor_spec sc_gateway_spec;
+extern const sc_actor_spec sc_scheduler_spec;
+extern const sc_actor_spec sc_partitioner_spec;
+extern const sc_actor_spec sc_comm_spec;
+extern const sc_actor_spec sc_executor_spec;
+
+#endif

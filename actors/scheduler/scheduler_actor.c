@@ -1,0 +1,380 @@
+/* scheduler_actor.c - the scheduler (head): admits requests from the gateway, runs one
+ * step at a time through the pipeline, streams the sampled tokens back, and handles
+ * failed steps and lost nodes (DESIGN.md §3 step 2, §4). The batching and block logic is
+ * the pure scheduler core (sched.h).
+ *
+ * Plan acknowledgements arrive asynchronously from every rank's comm; they are compared
+ * with the fingerprint the partitioner planned, and a mismatch fails the step, but no
+ * step ever waits for them: verification is off the data path. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "actors/pipeline.h"
+#include "actors/runtime/sc_log.h"
+#include "actors/runtime/sc_time.h"
+
+#define LOG "scheduler"
+
+typedef struct scheduler {
+  sc_rank_ctx *ctx;
+  sc_sched *sched;
+  int32_t world;
+  sc_actor_id gateway, partitioner;
+  sc_actor_id *comms, *executors;
+  uint64_t in_flight;      /* step being run, 0 when idle */
+  /* fingerprint checks of the step in flight */
+  uint64_t planned_fp;
+  bool have_planned;
+  uint64_t *ack_fp;        /* [world] */
+  bool *acked;             /* [world] */
+  bool shutting_down;
+  sc_sched_event *events;
+  int64_t *ids;
+  int32_t cap;
+} scheduler;
+
+static int ensure_cap(scheduler *s, int32_t n) {
+  if (n <= s->cap) return 0;
+  sc_sched_event *ev = realloc(s->events, sizeof *ev * (size_t)n);
+  if (ev) s->events = ev;
+  int64_t *ids = ev ? realloc(s->ids, sizeof *ids * (size_t)n) : NULL;
+  if (ids == NULL) return SC_ENOMEM;
+  s->ids = ids;
+  s->cap = n;
+  return 0;
+}
+
+static int init(sc_ctx *c, void *state, const void *arg) {
+  scheduler *s = state;
+  s->ctx = *(sc_rank_ctx *const *)arg;
+  sc_node *n = sc_ctx_node(c);
+  s->world = sc_node_size(n);
+  sc_diag d = {0};
+  int rc = sc_sched_create(&s->sched, &s->ctx->cfg.sched, &d);
+  if (rc) {
+    SC_ERROR(LOG, "%s", d.msg);
+    return rc;
+  }
+  s->comms = calloc((size_t)s->world, sizeof *s->comms);
+  s->executors = calloc((size_t)s->world, sizeof *s->executors);
+  s->ack_fp = calloc((size_t)s->world, sizeof *s->ack_fp);
+  s->acked = calloc((size_t)s->world, sizeof *s->acked);
+  if (!s->comms || !s->executors || !s->ack_fp || !s->acked || ensure_cap(s, 64)) return SC_ENOMEM;
+  char name[48];
+  for (int32_t r = 0; r < s->world; r++) {
+    snprintf(name, sizeof name, "comm@%d", r);
+    if ((rc = sc_node_resolve(n, name, &s->comms[r]))) return rc;
+    snprintf(name, sizeof name, "executor@%d", r);
+    if ((rc = sc_node_resolve(n, name, &s->executors[r]))) return rc;
+    if (r > 0 && (rc = sc_monitor_node(c, r))) return rc;
+  }
+  if ((rc = sc_node_resolve(n, "gateway@0", &s->gateway)) ||
+      (rc = sc_node_resolve(n, "partitioner@0", &s->partitioner)))
+    return rc;
+  return 0;
+}
+
+static void terminate(sc_ctx *c, void *state, int reason) {
+  (void)c, (void)reason;
+  scheduler *s = state;
+  sc_sched_destroy(s->sched);
+  free(s->comms);
+  free(s->executors);
+  free(s->ack_fp);
+  free(s->acked);
+  free(s->events);
+  free(s->ids);
+}
+
+/* ---- replies to clients (through the gateway, by internal request id) ---- */
+
+static void client_error(sc_ctx *c, scheduler *s, int64_t id, int code, const char *msg) {
+  sc_msg_client_error *e = sc_msg_body_new(SC_MSG_CLIENT_ERROR);
+  if (e == NULL) return;
+  e->request_id = (uint64_t)id;
+  e->code = code;
+  e->message = strdup(msg);
+  if (sc_send(c, s->gateway, SC_MSG_CLIENT_ERROR, e)) sc_msg_body_destroy(SC_MSG_CLIENT_ERROR, e);
+}
+
+static void client_token(sc_ctx *c, scheduler *s, const sc_sched_event *ev, float margin) {
+  sc_msg_client_token *t = sc_msg_body_new(SC_MSG_CLIENT_TOKEN);
+  if (t == NULL) return;
+  t->request_id = (uint64_t)ev->id;
+  t->index = ev->index;
+  t->tokens.v = malloc(sizeof(int32_t));
+  t->margins.v = malloc(sizeof(float));
+  if (t->tokens.v && t->margins.v) {
+    t->tokens.v[0] = ev->token;
+    t->margins.v[0] = margin;
+    t->tokens.n = t->margins.n = 1;
+    if (sc_send(c, s->gateway, SC_MSG_CLIENT_TOKEN, t) == 0) t = NULL;
+  }
+  sc_msg_body_destroy(SC_MSG_CLIENT_TOKEN, t);
+  if (!ev->finished) return;
+  sc_msg_client_done *d = sc_msg_body_new(SC_MSG_CLIENT_DONE);
+  if (d == NULL) return;
+  d->request_id = (uint64_t)ev->id;
+  d->num_tokens = ev->index + 1;
+  d->prompt_tokens = ev->prompt_len;
+  d->finish_reason = strdup("length");
+  if (sc_send(c, s->gateway, SC_MSG_CLIENT_DONE, d)) sc_msg_body_destroy(SC_MSG_CLIENT_DONE, d);
+}
+
+/* ---- steps ---- */
+
+static void *copy_array(const void *src, size_t bytes) {
+  void *p = malloc(bytes + 1);
+  if (p) memcpy(p, src, bytes);
+  return p;
+}
+
+static int send_step(sc_ctx *c, scheduler *s, const sc_sched_step *st) {
+  const uint32_t n = (uint32_t)st->num_reqs, nt = (uint32_t)st->num_tokens;
+  const uint32_t nb = (uint32_t)st->block_start[n];
+  sc_msg_global_batch *gb = sc_msg_body_new(SC_MSG_GLOBAL_BATCH);
+  if (gb == NULL) return SC_ENOMEM;
+  gb->reqs.v = copy_array(st->reqs, sizeof *st->reqs * n);
+  gb->reqs.n = n;
+  gb->tokens.v = copy_array(st->tokens, sizeof *st->tokens * nt);
+  gb->tokens.n = nt;
+  int rc = gb->reqs.v && gb->tokens.v ? sc_send_step(c, s->partitioner, SC_MSG_GLOBAL_BATCH, st->step, gb)
+                                      : SC_ENOMEM;
+  if (rc) {
+    sc_msg_body_destroy(SC_MSG_GLOBAL_BATCH, gb);
+    return rc;
+  }
+  for (int32_t r = 0; r < s->world; r++) {
+    sc_msg_step_inputs *in = sc_msg_body_new(SC_MSG_STEP_INPUTS);
+    if (in == NULL) return SC_ENOMEM;
+    in->tokens.v = copy_array(st->tokens, sizeof *st->tokens * nt);
+    in->tokens.n = nt;
+    in->block_start.v = copy_array(st->block_start, sizeof *st->block_start * (n + 1));
+    in->block_start.n = n + 1;
+    in->blocks.v = copy_array(st->blocks, sizeof *st->blocks * nb);
+    in->blocks.n = nb;
+    in->sample.v = copy_array(st->sample, n);
+    in->sample.n = n;
+    in->temperature.v = malloc(sizeof(float) * (n + 1));
+    in->seed.v = malloc(sizeof(uint64_t) * (n + 1));
+    in->out_index.v = malloc(sizeof(int32_t) * (n + 1));
+    in->temperature.n = in->seed.n = in->out_index.n = n;
+    if (!in->tokens.v || !in->block_start.v || !in->blocks.v || !in->sample.v ||
+        !in->temperature.v || !in->seed.v || !in->out_index.v) {
+      sc_msg_body_destroy(SC_MSG_STEP_INPUTS, in);
+      return SC_ENOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+      in->temperature.v[i] = st->params[i].temperature;
+      in->seed.v[i] = st->params[i].seed;
+      in->out_index.v[i] = st->out_index[i];
+    }
+    if ((rc = sc_send_step(c, s->executors[r], SC_MSG_STEP_INPUTS, st->step, in))) {
+      sc_msg_body_destroy(SC_MSG_STEP_INPUTS, in);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+/* Starts the next step if none is running and there is work. */
+static void try_start(sc_ctx *c, scheduler *s) {
+  if (s->in_flight || s->shutting_down) return;
+  sc_sched_step *st = NULL;
+  if (sc_sched_next(s->sched, &st) != 0 || st == NULL) return;
+  s->in_flight = st->step;
+  s->have_planned = false;
+  memset(s->acked, 0, sizeof *s->acked * (size_t)s->world);
+  const int rc = send_step(c, s, st);
+  if (rc) {
+    SC_ERROR(LOG, "step %llu could not be started: %s", (unsigned long long)st->step,
+             sc_strerror(rc));
+    const int n = sc_sched_fail_step(s->sched, s->ids);
+    for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], rc, "the step could not be started");
+    s->in_flight = 0;
+  }
+}
+
+/* Fails the step in flight on every rank: clients get errors, every comm aborts its
+ * communicator so blocked collectives return. */
+static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
+  const uint64_t step = s->in_flight;
+  if (step == 0) return;
+  SC_ERROR(LOG, "step %llu failed: %s", (unsigned long long)step, why);
+  if (ensure_cap(s, s->cap + 1) == 0) {
+    const int n = sc_sched_fail_step(s->sched, s->ids);
+    char msg[640];
+    snprintf(msg, sizeof msg, "step %llu failed: %s", (unsigned long long)step, why);
+    for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, msg);
+  }
+  for (int32_t r = 0; r < s->world; r++) {
+    sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
+    if (a == NULL) break;
+    a->reason = code;
+    a->step = step;
+    a->seq = -1;
+    a->message = strdup(why);
+    if (sc_send_step(c, s->comms[r], SC_MSG_STEP_ABORT, step, a))
+      sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
+  }
+  s->in_flight = 0;
+}
+
+static void check_acks(sc_ctx *c, scheduler *s) {
+  if (!s->have_planned) return;
+  for (int32_t r = 0; r < s->world; r++)
+    if (s->acked[r] && s->ack_fp[r] != s->planned_fp) {
+      char why[256];
+      snprintf(why, sizeof why,
+               "rank %d acknowledged plan fingerprint %016llx, the partitioner planned %016llx",
+               r, (unsigned long long)s->ack_fp[r], (unsigned long long)s->planned_fp);
+      s->acked[r] = false;
+      fail_step(c, s, SC_EDESYNC, why);
+      return;
+    }
+}
+
+/* ---- handlers ---- */
+
+static int on_submit(sc_ctx *c, const sc_envelope *env, const void *body) {
+  (void)env;
+  scheduler *s = sc_state(c);
+  const sc_msg_client_submit *m = body;
+  if (s->shutting_down) {
+    client_error(c, s, (int64_t)m->request_id, SC_ECLOSED, "the cluster is shutting down");
+    return 0;
+  }
+  const sc_sched_params p = {.max_new_tokens = m->max_tokens, .temperature = m->temperature,
+                             .seed = m->seed};
+  sc_diag d = {0};
+  const int rc = sc_sched_submit(s->sched, (int64_t)m->request_id, m->prompt.v,
+                                 (int32_t)m->prompt.n, &p, &d);
+  if (rc) client_error(c, s, (int64_t)m->request_id, rc, d.msg);
+  sc_sched_stats st;
+  sc_sched_get_stats(s->sched, &st);
+  if (ensure_cap(s, st.running + st.waiting + 1)) return SC_ENOMEM;
+  try_start(c, s);
+  return 0;
+}
+
+static int on_cancel(sc_ctx *c, const sc_envelope *env, const void *body) {
+  (void)env;
+  scheduler *s = sc_state(c);
+  const sc_msg_client_cancel *m = body;
+  if (sc_sched_cancel(s->sched, (int64_t)m->request_id) != 0) return 0; /* already over */
+  sc_msg_client_done *d = sc_msg_body_new(SC_MSG_CLIENT_DONE);
+  if (d == NULL) return SC_ENOMEM;
+  d->request_id = m->request_id;
+  d->finish_reason = strdup("canceled");
+  if (sc_send(c, s->gateway, SC_MSG_CLIENT_DONE, d)) sc_msg_body_destroy(SC_MSG_CLIENT_DONE, d);
+  return 0;
+}
+
+static int on_result(sc_ctx *c, const sc_envelope *env, const void *body) {
+  scheduler *s = sc_state(c);
+  if (env->step != s->in_flight) return 0; /* a step that was already failed */
+  const sc_msg_step_result *r = body;
+  const int n = sc_sched_advance(s->sched, r->sampled.v, s->events);
+  s->in_flight = 0;
+  for (int i = 0; i < n; i++) {
+    const sc_sched_event *ev = &s->events[i];
+    const float margin = (uint32_t)ev->entry < r->margin.n ? r->margin.v[ev->entry] : 0.0f;
+    client_token(c, s, ev, margin);
+  }
+  try_start(c, s);
+  return 0;
+}
+
+static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
+  (void)env;
+  scheduler *s = sc_state(c);
+  const sc_msg_step_abort *a = body;
+  if (a->step != s->in_flight) return 0; /* a consequence of an abort already handled */
+  char why[600];
+  if (a->reason == SC_EDESYNC && a->seq >= 0) {
+    char want[160], got[160];
+    sc_coll_describe(&a->expected, want, sizeof want);
+    sc_coll_describe(&a->actual, got, sizeof got);
+    snprintf(why, sizeof why, "rank %d refused collective seq %d of step %llu: expected %s, "
+             "requested %s", a->rank, a->seq, (unsigned long long)a->step, want, got);
+  } else {
+    snprintf(why, sizeof why, "rank %d: %s", a->rank, a->message ? a->message : sc_strerror(a->reason));
+  }
+  fail_step(c, s, a->reason, why);
+  try_start(c, s);
+  return 0;
+}
+
+static int on_planned(sc_ctx *c, const sc_envelope *env, const void *body) {
+  scheduler *s = sc_state(c);
+  if (env->step != s->in_flight) return 0;
+  s->planned_fp = ((const sc_msg_step_planned *)body)->fingerprint;
+  s->have_planned = true;
+  check_acks(c, s);
+  return 0;
+}
+
+static int on_ack(sc_ctx *c, const sc_envelope *env, const void *body) {
+  scheduler *s = sc_state(c);
+  const sc_msg_plan_ack *a = body;
+  if (env->step != s->in_flight || a->rank < 0 || a->rank >= s->world) return 0;
+  s->acked[a->rank] = true;
+  s->ack_fp[a->rank] = a->fingerprint;
+  check_acks(c, s);
+  return 0;
+}
+
+#define SC_STOP_DELAY_MS 300
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+static void stop_node_later(uv_timer_t *t) {
+  sc_node_request_stop(t->data, SC_EDOWN);
+  uv_close((uv_handle_t *)t, free_handle);
+}
+
+/* A node is gone: its ranks' shards of the KV cache are gone too, so the cluster cannot
+ * go on. Every request gets an error and the head shuts the cluster down. */
+static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
+  (void)env;
+  scheduler *s = sc_state(c);
+  const sc_msg_down *dn = body;
+  if (s->shutting_down) return 0;
+  char why[256];
+  snprintf(why, sizeof why, "node %d is down (%s)", dn->node, sc_strerror(dn->reason));
+  fail_step(c, s, SC_EDOWN, why);
+  s->shutting_down = true;
+  sc_sched_stats st;
+  sc_sched_get_stats(s->sched, &st);
+  if (ensure_cap(s, st.running + st.waiting + 1) == 0) {
+    const int n = sc_sched_fail_all(s->sched, s->ids);
+    for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], SC_EDOWN, why);
+  }
+  SC_ERROR(LOG, "%s: shutting the cluster down", why);
+  /* Stop a moment later, so the gateway can deliver the errors first. */
+  uv_timer_t *t = malloc(sizeof *t);
+  if (t == NULL || uv_timer_init(sc_ctx_uv_loop(c), t) != 0) {
+    free(t);
+    sc_node_request_stop(sc_ctx_node(c), SC_EDOWN);
+    return 0;
+  }
+  t->data = sc_ctx_node(c);
+  uv_timer_start(t, stop_node_later, SC_STOP_DELAY_MS, 0);
+  return 0;
+}
+
+const sc_actor_spec sc_scheduler_spec = {
+    .name = "scheduler",
+    .state_size = sizeof(scheduler),
+    .init = init,
+    .terminate = terminate,
+    .handlers = {[SC_MSG_CLIENT_SUBMIT] = on_submit,
+                 [SC_MSG_CLIENT_CANCEL] = on_cancel,
+                 [SC_MSG_STEP_RESULT] = on_result,
+                 [SC_MSG_STEP_ABORT] = on_abort,
+                 [SC_MSG_STEP_PLANNED] = on_planned,
+                 [SC_MSG_PLAN_ACK] = on_ack,
+                 [SC_MSG_DOWN] = on_down},
+};
