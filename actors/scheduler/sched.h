@@ -88,7 +88,7 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
  * Returns SC_ENOENT for an unknown id. */
 int sc_sched_cancel(sc_sched *s, int64_t id);
 
-/* Builds the next step. Returns 0 with step->num_reqs == 0 when nothing can run (idle).
+/* Builds the next step. Returns 0 with *step NULL when nothing can run (idle).
  * SC_EAGAIN if the previous step was neither advanced nor failed. */
 int sc_sched_next(sc_sched *s, sc_sched_step **step);
 

@@ -131,7 +131,7 @@ static int every_op(rank_arg *a, sc_comm *comm) {
   return 0;
 }
 
-Test(backend_host, every_op_on_every_group, .timeout = 60) {
+Test(backend_host, every_op_on_every_group) {
   const int layouts[][3] = {{2, 2, 2}, {4, 4, 1}, {1, 2, 2}, {2, 1, 2}};
   for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
     world w;
@@ -184,7 +184,7 @@ static int planned_step(rank_arg *a, sc_comm *comm) {
   return 0;
 }
 
-Test(backend_host, planned_steps_through_the_session, .timeout = 60) {
+Test(backend_host, planned_steps_through_the_session) {
   world w;
   world_init(&w, 2, 2, 2, 10000);
   rank_arg args[WORLD_MAX];
@@ -215,7 +215,7 @@ static int skip_one(rank_arg *a, sc_comm *comm) {
   return 0;
 }
 
-Test(backend_host, deadline_then_recovery_by_epoch, .timeout = 30) {
+Test(backend_host, deadline_then_recovery_by_epoch) {
   world w;
   world_init(&w, 2, 2, 2, 300);
   rank_arg args[WORLD_MAX];
@@ -239,7 +239,7 @@ static void *blocked(void *p) {
   return NULL;
 }
 
-Test(backend_host, abort_wakes_a_blocked_collective, .timeout = 30) {
+Test(backend_host, abort_wakes_a_blocked_collective) {
   world w;
   world_init(&w, 2, 1, 1, 0); /* no deadline: only abort can end the wait */
   sc_comm comm;

@@ -76,7 +76,7 @@ static void *gateway_peer(void *p) {
   return NULL;
 }
 
-Test(client, submit_stream_cancel_and_garbage, .timeout = 20) {
+Test(client, submit_stream_cancel_and_garbage) {
   char dir[] = "/tmp/sc-client-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
   peer_t pe = {.ctx = zmq_ctx_new()};

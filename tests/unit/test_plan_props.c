@@ -81,7 +81,7 @@ static int valid_configs(pnt_t *out) {
   return k;
 }
 
-Test(plan_props, every_property_holds_on_random_batches, .timeout = 300) {
+Test(plan_props, every_property_holds_on_random_batches) {
   pnt_t cfgs[64];
   const int ncfg = valid_configs(cfgs);
   cr_assert_eq(ncfg, 15, "valid (P, N, T) combinations: %d", ncfg);
@@ -122,7 +122,7 @@ Test(plan_props, every_property_holds_on_random_batches, .timeout = 300) {
 /* Every rank plans the step itself, with its own plan object that earlier planned other
  * batches (buffer reuse must not leak state): all ranks get the same collective plan
  * and fingerprint, and the rank coordinates do not enter it. */
-Test(plan_props, every_rank_computes_the_same_collective_plan, .timeout = 120) {
+Test(plan_props, every_rank_computes_the_same_collective_plan) {
   pnt_t cfgs[64];
   const int ncfg = valid_configs(cfgs);
   sc_batch_req reqs[MAX_REQS];

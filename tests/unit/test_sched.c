@@ -159,7 +159,7 @@ Test(sched, cancel_and_failed_steps_free_everything) {
 /* Random streams: every accepted request produces exactly max_new tokens, each step
  * respects the budget and the running limit, inputs replay the prompt then the sampled
  * tokens, concurrently running requests never share a block, and all blocks return. */
-Test(sched, random_streams_lose_nothing, .timeout = 60) {
+Test(sched, random_streams_lose_nothing) {
   srand(7);
   for (int trial = 0; trial < 40; trial++) {
     sc_sched_config c = {.token_budget = 1 + rand() % 40, .max_running = 1 + rand() % 6,
