@@ -26,7 +26,7 @@ typedef struct {
 } hdr;
 
 /* Returns false when the header itself is truncated. */
-static bool read_hdr(const uint8_t *p, size_t n, hdr *h) {
+static inline bool read_hdr(const uint8_t *p, size_t n, hdr *h) {
   if (n == 0) return false;
   const uint8_t b = p[0];
   h->kind = HK_SCALAR;
@@ -89,6 +89,11 @@ int sc_msg_prewalk_count(const uint8_t *p, size_t n, int max_depth, size_t *obje
     }
     left[depth]--;
     count++;
+    /* Fast path: fixints (most bytes of a step plan) are one byte and need no header. */
+    if (pos < n && (p[pos] < 0x80 || p[pos] >= 0xe0)) {
+      pos++;
+      continue;
+    }
     hdr h;
     if (!read_hdr(p + pos, n - pos, &h))
       return sc_fail(d, SC_EPROTO, "message truncated at byte %zu of %zu (inside a header)",
