@@ -1,8 +1,9 @@
 /* cmd_tap.c - `sparsecp tap --connect E [--filter PREFIX] [--json|--record F|--perfetto F]`.
  *
- * Subscribes to a node's (or launch's forwarding) tap. Each tap message is three frames:
- * topic "<node>/<actor>/<type>", 12 bytes of metadata (wall-clock ns u64, node i32, both
- * little-endian), and the routed message exactly as encoded.
+ * Subscribes to a node's (or launch's forwarding) tap. Each tap message is two frames:
+ * the topic "<node>/<actor>/<type>" and one or more records, each a 16-byte header
+ * (wall-clock ns u64, node i32, length u32; little-endian) followed by the routed
+ * message exactly as encoded.
  *   default     one human-readable line per message
  *   --json      one JSON object per line: time_ns, node, topic, type, step, seq, src,
  *               dst, trace_id, body
@@ -172,6 +173,75 @@ static int perfetto_write(perfetto *p, const char *path) {
   return rc;
 }
 
+typedef struct tap_out {
+  FILE *rec;
+  const char *record;
+  bool json;
+  const char *perf;
+  perfetto *pf;
+  sc_jsonw line;
+  sc_buf rb;
+} tap_out;
+
+/* One tap record: write it as the chosen output. Returns 0 or SC_EIO. */
+static int handle_record(tap_out *o, const char *topic, uint64_t ns, int32_t node,
+                         const uint8_t *raw, size_t rawlen) {
+  if (o->rec) {
+    sc_msg_tap_record tr = {.time_ns = ns, .node = node, .topic = (char *)topic,
+                            .raw = {.data = (uint8_t *)raw, .len = (uint32_t)rawlen}};
+    sc_envelope te = {.type = SC_MSG_TAP_RECORD};
+    if (sc_msg_encode(&te, &tr, &o->rb) != 0) return 0;
+    const uint32_t len = (uint32_t)o->rb.len;
+    if (fwrite(&len, 4, 1, o->rec) != 1 || fwrite(o->rb.data, 1, o->rb.len, o->rec) != o->rb.len) {
+      sc_cli_error("tap", "cannot write %s", o->record);
+      return SC_EIO;
+    }
+    return 0;
+  }
+  sc_envelope env;
+  void *body = NULL;
+  sc_diag d = {0};
+  if (sc_msg_decode(raw, rawlen, &env, &body, &d) != 0) {
+    fprintf(stderr, "sparsecp tap: %s: undecodable message: %s\n", topic, sc_diag_message(&d));
+    return 0;
+  }
+  if (o->perf) {
+    perfetto_add(o->pf, topic, ns, node, &env, body);
+  } else if (o->json) {
+    sc_jsonw *w = &o->line;
+    sc_jsonw_reset(w);
+    sc_jsonw_obj_begin(w);
+    sc_jsonw_kv_int(w, "time_ns", (int64_t)ns);
+    sc_jsonw_kv_int(w, "node", node);
+    sc_jsonw_kv_str(w, "topic", topic);
+    const char *tn = sc_msg_type_name(env.type);
+    sc_jsonw_kv_str(w, "type", tn ? tn : "unknown");
+    sc_jsonw_kv_int(w, "step", (int64_t)env.step);
+    sc_jsonw_key(w, "seq");
+    sc_jsonw_uint(w, env.seq);
+    char id[48];
+    snprintf(id, sizeof id, "%u.%u.%u", env.src.node, env.src.slot, env.src.gen);
+    sc_jsonw_kv_str(w, "src", id);
+    snprintf(id, sizeof id, "%u.%u.%u", env.dst.node, env.dst.slot, env.dst.gen);
+    sc_jsonw_kv_str(w, "dst", id);
+    sc_jsonw_key(w, "trace_id");
+    sc_jsonw_uint(w, env.trace_id);
+    sc_jsonw_key(w, "body");
+    sc_msg_render_body_json(env.type, body, w);
+    sc_jsonw_obj_end(w);
+    puts(sc_jsonw_str(w));
+    fflush(stdout);
+  } else {
+    const char *tn = sc_msg_type_name(env.type);
+    printf("%.6f node %d %-28s %u.%u.%u -> %u.%u.%u step %llu %s\n", (double)ns / 1e9,
+           (int)node, topic, env.src.node, env.src.slot, env.src.gen, env.dst.node,
+           env.dst.slot, env.dst.gen, (unsigned long long)env.step, tn ? tn : "?");
+    fflush(stdout);
+  }
+  sc_msg_body_destroy(env.type, body);
+  return 0;
+}
+
 static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp tap --connect ENDPOINT [--filter PREFIX]\n"
@@ -240,92 +310,56 @@ int sc_cmd_tap(int argc, char **argv) {
   perfetto pf = {0};
   sc_jsonw_init(&pf.events);
   sc_jsonw_arr_begin(&pf.events);
-  sc_jsonw line;
-  sc_jsonw_init(&line);
-  sc_buf rb;
-  sc_buf_init(&rb);
+  tap_out out = {.rec = rec, .record = record, .json = json, .perf = perf, .pf = &pf};
+  sc_jsonw_init(&out.line);
+  sc_buf_init(&out.rb);
   const uint64_t end = duration ? sc_now_ns() + (uint64_t)duration * 1000000000ull : 0;
   int64_t seen = 0;
   exit_code = SC_EXIT_OK;
   while (!g_stop && (count == 0 || seen < count) && (end == 0 || sc_now_ns() < end)) {
-    zmq_msg_t parts[3];
+    zmq_msg_t parts[2];
     int inited = 0, got = 0;
     bool more = true;
-    while (got < 3 && more) {
+    while (got < 2 && more) {
       zmq_msg_init(&parts[inited++]);
       if (zmq_msg_recv(&parts[got], sub, 0) < 0) break;
       more = zmq_msg_more(&parts[got]);
       got++;
     }
-    while (got == 3 && more) { /* a foreign publisher's extra parts: skip them */
+    while (got == 2 && more) { /* a foreign publisher's extra parts: skip them */
       zmq_msg_t x;
       zmq_msg_init(&x);
       const int rc = zmq_msg_recv(&x, sub, 0);
       more = rc >= 0 && zmq_msg_more(&x);
       zmq_msg_close(&x);
     }
-    if (got == 3 && zmq_msg_size(&parts[1]) == 12) {
+    if (got == 2) {
       char topic[128];
       const size_t tl = zmq_msg_size(&parts[0]) < sizeof topic - 1 ? zmq_msg_size(&parts[0]) : sizeof topic - 1;
       memcpy(topic, zmq_msg_data(&parts[0]), tl);
       topic[tl] = '\0';
-      uint64_t ns;
-      int32_t node;
-      memcpy(&ns, zmq_msg_data(&parts[1]), 8);
-      memcpy(&node, (char *)zmq_msg_data(&parts[1]) + 8, 4);
-      const uint8_t *raw = zmq_msg_data(&parts[2]);
-      const size_t rawlen = zmq_msg_size(&parts[2]);
-      sc_envelope env;
-      void *body = NULL;
-      sc_diag d = {0};
-      seen++;
-      if (rec) {
-        sc_msg_tap_record tr = {.time_ns = ns, .node = node, .topic = topic,
-                                .raw = {.data = (uint8_t *)raw, .len = (uint32_t)rawlen}};
-        sc_envelope te = {.type = SC_MSG_TAP_RECORD};
-        if (sc_msg_encode(&te, &tr, &rb) == 0) {
-          const uint32_t len = (uint32_t)rb.len;
-          if (fwrite(&len, 4, 1, rec) != 1 || fwrite(rb.data, 1, rb.len, rec) != rb.len) {
-            sc_cli_error("tap", "cannot write %s", record);
-            exit_code = SC_EXIT_FAILURE;
-            g_stop = 1;
-          }
+      const uint8_t *p = zmq_msg_data(&parts[1]);
+      size_t left = zmq_msg_size(&parts[1]);
+      while (left >= 16 && !g_stop && (count == 0 || seen < count)) {
+        uint64_t ns;
+        int32_t node;
+        uint32_t rawlen;
+        memcpy(&ns, p, 8);
+        memcpy(&node, p + 8, 4);
+        memcpy(&rawlen, p + 12, 4);
+        if (rawlen > left - 16) {
+          fprintf(stderr, "sparsecp tap: %s: truncated tap record\n", topic);
+          break;
         }
-      } else if (sc_msg_decode(raw, rawlen, &env, &body, &d) != 0) {
-        fprintf(stderr, "sparsecp tap: %s: undecodable message: %s\n", topic, sc_diag_message(&d));
-      } else if (perf) {
-        perfetto_add(&pf, topic, ns, node, &env, body);
-      } else if (json) {
-        sc_jsonw_reset(&line);
-        sc_jsonw_obj_begin(&line);
-        sc_jsonw_kv_int(&line, "time_ns", (int64_t)ns);
-        sc_jsonw_kv_int(&line, "node", node);
-        sc_jsonw_kv_str(&line, "topic", topic);
-        const char *tn = sc_msg_type_name(env.type);
-        sc_jsonw_kv_str(&line, "type", tn ? tn : "unknown");
-        sc_jsonw_kv_int(&line, "step", (int64_t)env.step);
-        sc_jsonw_key(&line, "seq");
-        sc_jsonw_uint(&line, env.seq);
-        char id[48];
-        snprintf(id, sizeof id, "%u.%u.%u", env.src.node, env.src.slot, env.src.gen);
-        sc_jsonw_kv_str(&line, "src", id);
-        snprintf(id, sizeof id, "%u.%u.%u", env.dst.node, env.dst.slot, env.dst.gen);
-        sc_jsonw_kv_str(&line, "dst", id);
-        sc_jsonw_key(&line, "trace_id");
-        sc_jsonw_uint(&line, env.trace_id);
-        sc_jsonw_key(&line, "body");
-        sc_msg_render_body_json(env.type, body, &line);
-        sc_jsonw_obj_end(&line);
-        puts(sc_jsonw_str(&line));
-        fflush(stdout);
-      } else {
-        const char *tn = sc_msg_type_name(env.type);
-        printf("%.6f node %d %-28s %u.%u.%u -> %u.%u.%u step %llu %s\n", (double)ns / 1e9,
-               (int)node, topic, env.src.node, env.src.slot, env.src.gen, env.dst.node,
-               env.dst.slot, env.dst.gen, (unsigned long long)env.step, tn ? tn : "?");
-        fflush(stdout);
+        const uint8_t *raw = p + 16;
+        p += 16 + rawlen;
+        left -= 16 + rawlen;
+        if (handle_record(&out, topic, ns, node, raw, rawlen) != 0) {
+          exit_code = SC_EXIT_FAILURE;
+          g_stop = 1;
+        }
+        seen++;
       }
-      if (body) sc_msg_body_destroy(env.type, body);
     }
     for (int i = 0; i < inited; i++) zmq_msg_close(&parts[i]);
   }
@@ -342,8 +376,8 @@ int sc_cmd_tap(int argc, char **argv) {
   sc_jsonw_free(&pf.events);
   free(pf.tracks);
   free(pf.spans);
-  sc_jsonw_free(&line);
-  sc_buf_free(&rb);
+  sc_jsonw_free(&out.line);
+  sc_buf_free(&out.rb);
 out_zmq:
   zmq_close(sub);
   zmq_ctx_term(zctx);
