@@ -32,7 +32,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "actors/executor/engine.h"
+#include "model/engine.h"
 #include "actors/runtime/sc_node.h"
 #include "actors/scheduler/sched.h"
 #include "messages/messages.h"

@@ -6,22 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/metadata/metadata.h"
 #include "collectives/backend_mem.h"
-#include "model/forward.h"
-#include "model/kv_cache.h"
-#include "model/weights.h"
+#include "model/engine.h"
 
 typedef struct rank {
   sc_harness *h;
   int32_t g;
-  sc_kernels *k;
-  sc_model_weights w;
-  sc_kv_cache cache;
   sc_comm comm;
-  sc_forward *fwd;
+  sc_engine *engine;
   /* per step */
-  sc_meta meta;
   sc_kcand *topk;
   float *logits;
   int rc;
@@ -35,29 +28,17 @@ struct sc_harness {
   sc_mem_world *mem;
   rank *ranks;
   sc_plan plan;
-  /* per step */
-  const sc_harness_batch *batch;
-  int32_t *bt;
-  int32_t max_blocks;
+  const sc_harness_batch *batch; /* the step being run */
 };
 
 int32_t sc_harness_world_size(const sc_harness *h) { return h->world; }
 
 void sc_harness_destroy(sc_harness *h) {
   if (h == NULL) return;
-  for (int32_t g = 0; h->ranks && g < h->world; g++) {
-    rank *r = &h->ranks[g];
-    sc_forward_destroy(r->fwd);
-    if (r->k) {
-      sc_kv_cache_free(r->k, &r->cache);
-      sc_model_weights_free(r->k, &r->w);
-      sc_kernels_destroy(r->k);
-    }
-  }
+  for (int32_t g = 0; h->ranks && g < h->world; g++) sc_engine_destroy(h->ranks[g].engine);
   free(h->ranks);
   sc_mem_world_destroy(h->mem);
   sc_plan_free(&h->plan);
-  free(h->bt);
   free(h);
 }
 
@@ -71,8 +52,7 @@ int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d
   sc_model_config_to_plan(&cfg->model, &h->pc);
   sc_plan_init(&h->plan);
   if ((rc = sc_model_config_validate(&cfg->model, d)) ||
-      (rc = sc_plan_config_validate(&h->pc, d)) ||
-      (rc = sc_model_config_check_tp(&cfg->model, h->pc.tp, d)))
+      (rc = sc_plan_config_validate(&h->pc, d)))
     goto fail;
   h->world = sc_plan_world_size(&h->pc);
   if ((rc = sc_mem_world_create(&h->pc, &h->mem))) {
@@ -83,24 +63,15 @@ int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d
     rc = sc_fail(d, SC_ENOMEM, "out of memory");
     goto fail;
   }
-  const int32_t width = sc_model_kv_width(&cfg->model) + cfg->model.index_dim;
+  const sc_engine_config ec = {.plan = cfg->plan, .model = cfg->model, .weights = cfg->weights,
+                               .num_blocks = cfg->num_blocks, .kv_fmt = cfg->kv_fmt,
+                               .kernel_threads = cfg->kernel_threads};
   for (int32_t g = 0; g < h->world; g++) {
     rank *r = &h->ranks[g];
     r->h = h;
     r->g = g;
-    if ((rc = sc_kernels_cpu_create(&r->k, cfg->kernel_threads > 0 ? cfg->kernel_threads : 1))) {
-      sc_fail(d, rc, "rank %d: cannot create the CPU kernel context", g);
-      goto fail;
-    }
-    if ((rc = sc_mem_comm_init(h->mem, g, cfg->deadline_ms, &r->comm))) goto fail;
-    const int32_t tp_rank = r->comm.group_rank[SC_GROUP_TP];
-    rc = cfg->weights ? sc_model_weights_load(r->k, &cfg->model, h->pc.tp, tp_rank, cfg->weights,
-                                              &r->w, d)
-                      : sc_model_weights_synthetic(r->k, &cfg->model, h->pc.tp, tp_rank, &r->w, d);
-    if (rc) goto fail;
-    if ((rc = sc_kv_cache_create(r->k, cfg->model.layers, cfg->num_blocks, h->pc.block_size,
-                                 width, cfg->kv_fmt, &r->cache, d)) ||
-        (rc = sc_forward_create(r->k, &r->w, &r->cache, &r->comm, &h->pc, &r->fwd, d)))
+    if ((rc = sc_mem_comm_init(h->mem, g, cfg->deadline_ms, &r->comm)) ||
+        (rc = sc_engine_create(&ec, g, &r->comm, &r->engine, d)))
       goto fail;
   }
   *out = h;
@@ -114,11 +85,11 @@ static void *rank_main(void *arg) {
   rank *r = arg;
   sc_harness *h = r->h;
   const sc_harness_batch *b = h->batch;
-  const sc_forward_in in = {.step = b->step, .plan = &h->plan, .meta = &r->meta,
-                            .tokens = b->tokens, .block_table = h->bt,
-                            .max_blocks = h->max_blocks, .sample = b->sample};
+  const sc_engine_batch eb = {.step = b->step, .plan = &h->plan, .tokens = b->tokens,
+                              .block_start = b->block_start, .blocks = b->blocks,
+                              .sample = b->sample};
   sc_forward_out fo = {.logits = r->logits, .topk = r->topk};
-  r->rc = sc_forward_step(r->fwd, &in, &fo, &r->diag);
+  r->rc = sc_engine_step(r->engine, &eb, &fo, &r->diag);
   if (r->rc) sc_mem_world_abort(h->mem); /* wake the others: the step is dead */
   return NULL;
 }
@@ -141,33 +112,17 @@ int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result 
   pthread_t *th = NULL;
   bool *started = NULL;
 
-  /* dense block table */
-  h->max_blocks = 1;
-  for (int32_t i = 0; i < b->num_reqs; i++) {
-    const int32_t nb = b->block_start[i + 1] - b->block_start[i];
-    if (nb > h->max_blocks) h->max_blocks = nb;
-  }
-  free(h->bt);
-  h->bt = malloc((size_t)b->num_reqs * (size_t)h->max_blocks * sizeof *h->bt);
   th = calloc((size_t)h->world, sizeof *th);
   started = calloc((size_t)h->world, sizeof *started);
-  if (h->bt == NULL || th == NULL || started == NULL) {
+  if (th == NULL || started == NULL) {
     rc = sc_fail(d, SC_ENOMEM, "out of memory");
     goto out;
   }
-  for (int32_t i = 0; i < b->num_reqs; i++)
-    for (int32_t v = 0; v < h->max_blocks; v++) {
-      const int32_t nb = b->block_start[i + 1] - b->block_start[i];
-      h->bt[(size_t)i * h->max_blocks + v] = v < nb ? b->blocks[b->block_start[i] + v] : -1;
-    }
-  const sc_meta_blocks mb = {.table = h->bt, .max_blocks = h->max_blocks,
-                             .num_blocks = h->cfg.num_blocks};
   h->batch = b;
   for (int32_t g = 0; g < h->world; g++) {
     rank *r = &h->ranks[g];
     r->rc = 0;
     r->diag = (sc_diag){0};
-    if ((rc = sc_meta_build(plan, g, &mb, &r->meta, d))) goto out;
     r->topk = res && res->topk ? malloc(topk_n * sizeof *r->topk + 1) : NULL;
     r->logits = NULL;
     if (res && res->logits) {
@@ -210,7 +165,11 @@ int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result 
     res->num_colls = plan->num_colls;
     res->num_chunks = plan->num_chunks;
     res->empty_ranks = 0;
-    for (int32_t g = 0; g < h->world; g++) res->empty_ranks += h->ranks[g].meta.num_tokens == 0;
+    for (int32_t g = 0; g < h->world; g++) {
+      sc_rank_view v;
+      sc_plan_rank_view(plan, g, &v);
+      res->empty_ranks += v.num_tokens == 0;
+    }
     res->topk_disagreements = 0;
     res->logit_disagreements = 0;
     for (int32_t g = 1; res->logits && g < h->world; g++)
@@ -236,7 +195,6 @@ int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result 
 out:
   if (rc) sc_mem_world_reset(h->mem);
   for (int32_t g = 0; g < h->world; g++) {
-    sc_meta_free(&h->ranks[g].meta);
     free(h->ranks[g].topk);
     h->ranks[g].topk = NULL;
     if (g > 0) free(h->ranks[g].logits);

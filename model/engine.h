@@ -1,7 +1,7 @@
 /* engine.h - one rank's compute: a kernel context, the rank's slice of the weights, its
  * KV cache shard and the forward pass, fed one step at a time with the step plan (SPEC.md
- * §3-7). The executor actor drives one engine per node process; the threaded test
- * harness drives one per thread. Everything a step needs besides the plan (metadata,
+ * §3-7). The executor actor (actors/executor) drives one engine per node process; the
+ * threaded test harness (harness.h) drives one per thread. Everything a step needs besides the plan (metadata,
  * the dense block table) is derived here.
  *
  * Ownership: the engine owns its kernel context, weights, cache and scratch, and borrows
@@ -47,6 +47,7 @@ typedef struct sc_engine_batch {
   const sc_plan *plan;
   const int32_t *tokens;
   const int32_t *block_start, *blocks;
+  const uint8_t *sample;  /* [num_reqs] 1 = compute this entry's logits; NULL = all */
 } sc_engine_batch;
 
 /* Runs the step (every collective through comm, in plan order). Failures: the

@@ -1,5 +1,5 @@
 /* engine.c - one rank's compute state and its step (engine.h). */
-#include "actors/executor/engine.h"
+#include "model/engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +105,6 @@ int sc_engine_step(sc_engine *e, const sc_engine_batch *b, sc_forward_out *out, 
   if (rc) return rc;
   const sc_forward_in in = {.step = b->step, .plan = plan, .meta = &e->meta,
                             .tokens = b->tokens, .block_table = e->bt,
-                            .max_blocks = max_blocks};
+                            .max_blocks = max_blocks, .sample = b->sample};
   return sc_forward_step(e->fwd, &in, out, d);
 }
