@@ -126,7 +126,8 @@ typedef struct sc_indexer_args {
   sc_krows keys;           /* index-key rows, dim wide (f32 or bf16) */
   const int32_t *key_rows; /* [key list] row of each entry, or NULL for identity */
   const int32_t *key_pos;  /* [key list] position of each entry */
-  const int32_t *key_begin, *key_end; /* [n_tok] range of the key list per token */
+  const int32_t *key_begin, *key_end; /* [n_tok] range of the key list per token
+                                       * (0 <= begin; an empty range if end <= begin) */
   int32_t *out_pos;        /* [n_tok][topk] selected positions, or NULL */
   sc_kcand *out_cand;      /* [n_tok][topk] (score, position), or NULL */
 } sc_indexer_args;

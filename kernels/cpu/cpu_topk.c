@@ -164,6 +164,7 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
     const float *qt = a->q + t * a->ld_q, *wt = a->w + t * a->ld_w;
     const int32_t qpos = a->q_pos[t];
     const int64_t end = a->key_end[t], len = end - a->key_begin[t];
+    if (a->key_begin[t] < 0) return SC_ERANGE;
     /* every candidate of the token (at most len), plus room for one padded block */
     sc_kcand *cands =
         sc_kcpu_scratch(j->c, worker, 1, sizeof(sc_kcand) * (size_t)((len > 0 ? len : 0) + kb));
