@@ -148,6 +148,13 @@ static int check_plan(const sc_msg_step_plan *m, sc_diag *d) {
                      ch->first_region, ch->num_regions);
     if ((int64_t)cfg->dcp * ch->shard_rows_total > INT32_MAX)
       return sc_fail(d, SC_EPROTO, "step_plan.chunks[%u]: workspace too large", c);
+    /* The regions a chunk lists must say they belong to it: their offsets are checked
+     * against their own chunk's totals below, and sc_plan_fill_deinterleave writes them
+     * into a buffer sized by this chunk's extent_total. */
+    for (int32_t g = ch->first_region; g < ch->first_region + ch->num_regions; g++)
+      if (m->regions.v[g].chunk != (int32_t)c)
+        return sc_fail(d, SC_EPROTO, "step_plan.chunks[%u] lists region %d of chunk %d", c, g,
+                       m->regions.v[g].chunk);
   }
   for (uint32_t g = 0; g < m->regions.n; g++) {
     const sc_plan_region *rg = &m->regions.v[g];

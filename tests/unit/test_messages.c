@@ -619,3 +619,30 @@ Test(messages, inconsistent_step_plans_are_refused) {
   sc_plan_free(&a);
   sc_plan_free(&b);
 }
+
+Test(messages, chunk_listing_a_foreign_region_is_refused) {
+  /* Three prefills in three chunks (the workspace holds one region at a time); then
+   * chunk 0 claims region 1 as well. */
+  sc_plan_config cfg;
+  sc_plan_config_default(&cfg);
+  cfg.pcp = cfg.dcp = 2;
+  cfg.max_gathered_rows = 1200;
+  sc_batch_req reqs[3];
+  for (int i = 0; i < 3; i++)
+    reqs[i] = (sc_batch_req){.id = i, .computed = 0, .scheduled = 1000 + i, .prefill = true};
+  sc_plan a, b;
+  sc_plan_init(&a);
+  sc_plan_init(&b);
+  sc_diag d = {0};
+  cr_assert_eq(sc_plan_build(&a, &cfg, reqs, 3, &d), 0, "%s", d.msg);
+  cr_assert_eq(a.num_chunks, 3);
+  sc_msg_step_plan *m = sc_msg_body_new(SC_MSG_STEP_PLAN);
+  cr_assert_eq(sc_msg_step_plan_from_plan(&a, NULL, m), 0);
+  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), 0, "%s", d.msg);
+  m->chunks.v[0].num_regions = 2;
+  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_str_eq(d.msg, "step_plan.chunks[0] lists region 1 of chunk 1");
+  sc_msg_body_destroy(SC_MSG_STEP_PLAN, m);
+  sc_plan_free(&a);
+  sc_plan_free(&b);
+}
