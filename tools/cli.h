@@ -35,6 +35,7 @@ void sc_cli_setup_logging(void);
 int sc_cmd_plan(int argc, char **argv);
 int sc_cmd_bench(int argc, char **argv);
 int sc_cmd_submit(int argc, char **argv);
+int sc_cmd_run(int argc, char **argv);
 int sc_cmd_node(int argc, char **argv);
 int sc_cmd_launch(int argc, char **argv);
 int sc_cmd_tap(int argc, char **argv);

@@ -5,6 +5,7 @@
 #include "tools/cli.h"
 
 static const sc_cmd k_cmds[] = {
+    {"run", "run a request stream on a local cluster and summarize (the main job)", sc_cmd_run},
     {"plan", "plan one step of a global batch (SPEC.md §3-6) and print it", sc_cmd_plan},
     {"bench", "run a benchmark and print or record its results", sc_cmd_bench},
     {"submit", "send a request to a running cluster and stream its tokens", sc_cmd_submit},

@@ -1,0 +1,521 @@
+/* cmd_run.c - `sparsecp run`: the main job (DESIGN.md §7). Starts a local cluster
+ * (default PCP2 x DCP2 on the CPU), submits a request stream through the client API,
+ * shows progress, and ends with a summary: requests, prompt and generated tokens, time to
+ * first token and time per output token (p50, p99), tokens per second. --verify runs the
+ * same requests on a single-rank cluster and checks SPEC.md §8 equivalence of the
+ * generated tokens (exit 1 on a mismatch); --inject demonstrates the protection against
+ * desynchronised collectives and lost nodes. */
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actors/gateway/client.h"
+#include "actors/runtime/sc_jsonw.h"
+#include "actors/runtime/sc_time.h"
+#include "model/model_config.h"
+#include "tools/cli.h"
+#include "tools/local_cluster.h"
+#include "tools/requests_file.h"
+
+#ifndef SC_EXAMPLES_DIR
+#define SC_EXAMPLES_DIR "examples"
+#endif
+#define MAX_INJECT 4
+/* A greedy token may differ from the reference only where the reference's top-2 margin
+ * is within what fp32 reordering can move a logit (SPEC.md §8: relative 1e-4 on logits
+ * of magnitude O(10) for the synthetic model); such positions are reported as ties. */
+#define TIE_MARGIN 1e-3f
+
+static volatile sig_atomic_t g_interrupted;
+static void on_sigint(int sig) {
+  (void)sig;
+  g_interrupted = 1;
+}
+
+typedef struct req_result {
+  uint64_t id;
+  int32_t *tokens;
+  float *margins;
+  int32_t n;
+  double t_submit, t_first, t_last;
+  bool done, submitted;
+  char error[512];
+} req_result;
+
+typedef struct run_opts {
+  sc_local_cluster_opts cluster;
+  int64_t timeout_s;
+  bool json, verify, progress;
+  int32_t vocab;
+} run_opts;
+
+static void free_results(req_result *r, int32_t n) {
+  for (int32_t i = 0; r && i < n; i++) {
+    free(r[i].tokens);
+    free(r[i].margins);
+  }
+  free(r);
+}
+
+/* Runs one request stream on one cluster; fills res[] and wall time. Returns 0 when every
+ * request finished, else 1 with the first failure in why (the run stops at the first
+ * failure: a clear error beats a half-finished summary). */
+static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const sc_requests *rq,
+                      req_result *res, double *wall_s, char *why, size_t why_len,
+                      const char *label) {
+  sc_local_cluster *lc = NULL;
+  sc_client *cl = NULL;
+  sc_diag d = {0};
+  int failed = 1;
+  if (sc_local_cluster_start(co, &lc, &d) != 0) {
+    snprintf(why, why_len, "cannot start the %s cluster: %s", label, sc_diag_message(&d));
+    return 1;
+  }
+  if (sc_client_connect(&cl, sc_local_cluster_listen(lc), &d) != 0) {
+    snprintf(why, why_len, "%s", sc_diag_message(&d));
+    goto out;
+  }
+  /* Warm-up: one tiny request proves the whole pipeline is up before the clock starts. */
+  const double t_ready_limit = sc_now_s() + 60;
+  {
+    const int32_t one = 1;
+    const sc_client_request w = {.prompt = &one, .prompt_len = 1, .max_tokens = 1};
+    uint64_t wid;
+    sc_client_event ev;
+    bool ready = false;
+    if (sc_client_submit(cl, &w, &wid) == 0)
+      while (!ready && sc_now_s() < t_ready_limit && !g_interrupted) {
+        if (sc_local_cluster_poll(lc, why, why_len) > 0) goto out;
+        if (sc_client_next(cl, 200, &ev) != 0 || ev.request_id != wid) continue;
+        if (ev.kind == SC_CLIENT_ERROR) {
+          snprintf(why, why_len, "the %s cluster failed its warm-up request: %s", label, ev.message);
+          goto out;
+        }
+        ready = ev.kind == SC_CLIENT_DONE;
+      }
+    if (!ready) {
+      snprintf(why, why_len, "the %s cluster did not become ready within 60 s", label);
+      goto out;
+    }
+  }
+  const double t0 = sc_now_s(), deadline = t0 + (double)o->timeout_s;
+  int32_t next = 0, finished = 0;
+  double last_progress = 0;
+  int64_t generated = 0;
+  while (finished < rq->n) {
+    const double now = sc_now_s();
+    if (g_interrupted) {
+      snprintf(why, why_len, "interrupted");
+      goto out;
+    }
+    if (now > deadline) {
+      snprintf(why, why_len, "%d of %d requests unfinished after %lld s", rq->n - finished,
+               rq->n, (long long)o->timeout_s);
+      goto out;
+    }
+    if (sc_local_cluster_poll(lc, why, why_len) > 0) {
+      /* a node died: give the cluster a moment to report errors to us first */
+      sc_client_event ev;
+      const double until = sc_now_s() + 5;
+      while (sc_now_s() < until && sc_client_next(cl, 100, &ev) != SC_ETIMEDOUT)
+        if (ev.kind == SC_CLIENT_ERROR) {
+          char died[256];
+          snprintf(died, sizeof died, "%s", why);
+          snprintf(why, why_len, "%s; the cluster reported: %s", died, ev.message);
+          break;
+        }
+      goto out;
+    }
+    while (next < rq->n && now - t0 >= (double)rq->v[next].arrive_ms / 1000.0) {
+      const sc_run_request *q = &rq->v[next];
+      const sc_client_request cr = {.prompt = q->prompt, .prompt_len = q->prompt_len,
+                                    .max_tokens = q->max_tokens, .temperature = q->temperature,
+                                    .seed = q->seed};
+      res[next].tokens = malloc(sizeof(int32_t) * (size_t)q->max_tokens);
+      res[next].margins = malloc(sizeof(float) * (size_t)q->max_tokens);
+      if (!res[next].tokens || !res[next].margins || sc_client_submit(cl, &cr, &res[next].id)) {
+        snprintf(why, why_len, "cannot submit request %d", next);
+        goto out;
+      }
+      res[next].submitted = true;
+      res[next].t_submit = sc_now_s();
+      next++;
+    }
+    sc_client_event ev;
+    const int rc = sc_client_next(cl, 20, &ev);
+    if (rc == 0) {
+      int32_t k = -1;
+      for (int32_t i = 0; i < next; i++)
+        if (res[i].submitted && res[i].id == ev.request_id) k = i;
+      if (k < 0) {
+        if (ev.kind == SC_CLIENT_ERROR) {
+          snprintf(why, why_len, "%s", ev.message);
+          goto out;
+        }
+        continue;
+      }
+      req_result *r = &res[k];
+      const double t = sc_now_s();
+      if (ev.kind == SC_CLIENT_TOKENS) {
+        for (int32_t i = 0; i < ev.n && r->n < rq->v[k].max_tokens; i++) {
+          r->tokens[r->n] = ev.tokens[i];
+          r->margins[r->n] = ev.margins ? ev.margins[i] : INFINITY;
+          r->n++;
+          generated++;
+        }
+        if (r->t_first == 0) r->t_first = t;
+        r->t_last = t;
+      } else if (ev.kind == SC_CLIENT_DONE) {
+        r->done = true;
+        finished++;
+        if (o->progress && !isatty(2))
+          fprintf(stderr, "[%s] request %d done: %d prompt + %d generated tokens (%d/%d)\n",
+                  label, k, rq->v[k].prompt_len, r->n, finished, rq->n);
+      } else {
+        snprintf(r->error, sizeof r->error, "%s (%s)", ev.message, sc_errname(ev.code));
+        snprintf(why, why_len, "request %d failed: %s", k, r->error);
+        goto out;
+      }
+    }
+    if (o->progress && isatty(2) && sc_now_s() - last_progress > 0.25) {
+      last_progress = sc_now_s();
+      fprintf(stderr, "\r[%s] %d/%d requests done, %lld tokens generated, %.1f s   ", label,
+              finished, rq->n, (long long)generated, last_progress - t0);
+    }
+  }
+  if (o->progress && isatty(2)) fprintf(stderr, "\n");
+  *wall_s = sc_now_s() - t0;
+  failed = 0;
+out:
+  sc_client_close(cl);
+  sc_local_cluster_stop(lc);
+  return failed;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of v[0..n) (sorts v). */
+static double percentile(double *v, int n, double p) {
+  if (n == 0) return NAN;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  int k = (int)ceil(p / 100.0 * n) - 1;
+  return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+typedef struct summary {
+  int32_t requests;
+  int64_t prompt_tokens, generated;
+  double ttft_p50, ttft_p99, tpot_p50, tpot_p99, tok_per_s, wall_s;
+} summary;
+
+static void summarize(const sc_requests *rq, const req_result *res, double wall, summary *s) {
+  memset(s, 0, sizeof *s);
+  double *ttft = calloc((size_t)rq->n + 1, sizeof *ttft), *tpot = calloc((size_t)rq->n + 1, sizeof *tpot);
+  int nt = 0, np = 0;
+  for (int32_t i = 0; i < rq->n; i++) {
+    s->requests++;
+    s->prompt_tokens += rq->v[i].prompt_len;
+    s->generated += res[i].n;
+    if (ttft && res[i].n > 0) ttft[nt++] = (res[i].t_first - res[i].t_submit) * 1e3;
+    if (tpot && res[i].n > 1) tpot[np++] = (res[i].t_last - res[i].t_first) * 1e3 / (res[i].n - 1);
+  }
+  s->ttft_p50 = ttft ? percentile(ttft, nt, 50) : NAN;
+  s->ttft_p99 = ttft ? percentile(ttft, nt, 99) : NAN;
+  s->tpot_p50 = tpot ? percentile(tpot, np, 50) : NAN;
+  s->tpot_p99 = tpot ? percentile(tpot, np, 99) : NAN;
+  s->wall_s = wall;
+  s->tok_per_s = wall > 0 ? (double)s->generated / wall : 0;
+  free(ttft);
+  free(tpot);
+}
+
+typedef struct verdict {
+  int32_t checked, identical, ties, mismatches, sampled, sampled_differ;
+  char first_mismatch[256];
+} verdict;
+
+/* SPEC.md §8 on tokens: greedy requests must match the single-rank reference token for
+ * token, except after a position where the reference's top-2 margin is a tie (reported,
+ * never counted as a pass or a failure). Sampled requests are compared and reported. */
+static void verify(const sc_requests *rq, const req_result *a, const req_result *ref, verdict *v) {
+  memset(v, 0, sizeof *v);
+  for (int32_t i = 0; i < rq->n; i++) {
+    const bool greedy = rq->v[i].temperature == 0;
+    int32_t k = 0;
+    while (k < a[i].n && k < ref[i].n && a[i].tokens[k] == ref[i].tokens[k]) k++;
+    const bool same = k == a[i].n && k == ref[i].n;
+    if (!greedy) {
+      v->sampled++;
+      v->sampled_differ += !same;
+      continue;
+    }
+    v->checked++;
+    if (same) {
+      v->identical++;
+    } else if (k < ref[i].n && ref[i].margins[k] <= TIE_MARGIN) {
+      v->ties++;
+    } else {
+      if (v->mismatches++ == 0)
+        snprintf(v->first_mismatch, sizeof v->first_mismatch,
+                 "request %d token %d: %d, the single-rank reference has %d (margin %.3g)", i, k,
+                 k < a[i].n ? a[i].tokens[k] : -1, k < ref[i].n ? ref[i].tokens[k] : -1,
+                 k < ref[i].n ? (double)ref[i].margins[k] : 0.0);
+    }
+  }
+}
+
+static void help(FILE *f) {
+  fprintf(f,
+          "usage: sparsecp run [--pcp P] [--dcp N] [--tp T] [--device cpu] [--model FILE]\n"
+          "                    [--requests FILE.jsonl | --num-requests K] [--verify] [--json]\n"
+          "                    [--inject desync:RANK:STEP | kill:RANK:STEP] [--transport ipc|tcp]\n"
+          "                    [--token-budget N] [--seed S] [--timeout SECONDS] [--quiet]\n"
+          "\n"
+          "Starts a local cluster (default P = 2, N = 2, T = 1 on the CPU), submits the\n"
+          "requests of FILE (default examples/requests.jsonl) or K random ones, shows\n"
+          "progress, and prints a summary: requests, prompt and generated tokens, time to\n"
+          "first token and time per output token (p50, p99), tokens per second.\n"
+          "  --verify      also run a single-rank cluster on the same requests and check\n"
+          "                that the generated tokens are the same (SPEC.md §8); exit 1 on a\n"
+          "                mismatch; ties (top-2 logit margin <= %g) are reported\n"
+          "  --inject F    fault injection: desync:RANK:STEP makes that rank's executor ask\n"
+          "                for a wrongly shaped collective; kill:RANK:STEP kills that node\n"
+          "  --json        print the summary as one JSON object\n"
+          "  --quiet       no progress, and the nodes' logs are discarded\n"
+          "Exit status: 0 all requests finished (and verified), 1 a failure, 2 bad usage.\n",
+          (double)TIE_MARGIN);
+}
+
+int sc_cmd_run(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"pcp", required_argument, NULL, 'p'},        {"dcp", required_argument, NULL, 'd'},
+      {"tp", required_argument, NULL, 't'},         {"device", required_argument, NULL, 'D'},
+      {"model", required_argument, NULL, 'm'},      {"requests", required_argument, NULL, 'r'},
+      {"num-requests", required_argument, NULL, 'k'}, {"verify", no_argument, NULL, 'v'},
+      {"json", no_argument, NULL, 'j'},             {"inject", required_argument, NULL, 'i'},
+      {"transport", required_argument, NULL, 'x'},  {"token-budget", required_argument, NULL, 'b'},
+      {"seed", required_argument, NULL, 's'},       {"timeout", required_argument, NULL, 'T'},
+      {"quiet", no_argument, NULL, 'q'},            {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  run_opts o = {.timeout_s = 600, .progress = true};
+  sc_local_cluster_opts *co = &o.cluster;
+  *co = (sc_local_cluster_opts){.pcp = 2, .dcp = 2, .tp = 1, .log_level = "warn"};
+  const char *requests_path = NULL, *inject[MAX_INJECT];
+  int64_t v, num_random = 0, seed = 1;
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'p': if (!sc_cli_int("run", "--pcp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; co->pcp = (int32_t)v; break;
+    case 'd': if (!sc_cli_int("run", "--dcp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; co->dcp = (int32_t)v; break;
+    case 't': if (!sc_cli_int("run", "--tp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; co->tp = (int32_t)v; break;
+    case 'b': if (!sc_cli_int("run", "--token-budget", optarg, 1, 1 << 24, &v)) return SC_EXIT_USAGE; co->token_budget = (int32_t)v; break;
+    case 'k': if (!sc_cli_int("run", "--num-requests", optarg, 1, 100000, &num_random)) return SC_EXIT_USAGE; break;
+    case 's': if (!sc_cli_int("run", "--seed", optarg, 0, INT64_MAX, &seed)) return SC_EXIT_USAGE; break;
+    case 'T': if (!sc_cli_int("run", "--timeout", optarg, 1, 86400, &o.timeout_s)) return SC_EXIT_USAGE; break;
+    case 'D':
+      if (strcmp(optarg, "cpu") != 0) {
+        sc_cli_error("run", "--device %s: only the cpu backend runs the pipeline so far", optarg);
+        return SC_EXIT_USAGE;
+      }
+      break;
+    case 'm': co->model_file = optarg; break;
+    case 'r': requests_path = optarg; break;
+    case 'v': o.verify = true; break;
+    case 'j': o.json = true; break;
+    case 'q': o.progress = false; co->quiet = true; break;
+    case 'i':
+      if (co->num_inject == MAX_INJECT) {
+        sc_cli_error("run", "at most %d --inject options", MAX_INJECT);
+        return SC_EXIT_USAGE;
+      }
+      inject[co->num_inject++] = optarg;
+      break;
+    case 'x':
+      if (strcmp(optarg, "tcp") == 0) co->tcp = true;
+      else if (strcmp(optarg, "ipc") != 0) {
+        sc_cli_error("run", "--transport must be ipc or tcp");
+        return SC_EXIT_USAGE;
+      }
+      break;
+    case 'h': help(stdout); return SC_EXIT_OK;
+    default: help(stderr); return SC_EXIT_USAGE;
+    }
+  }
+  co->inject = inject;
+  if (optind != argc || (requests_path && num_random)) {
+    sc_cli_error("run", optind != argc ? "unexpected argument '%s'" : "give --requests or --num-requests, not both",
+                 optind != argc ? argv[optind] : "");
+    return SC_EXIT_USAGE;
+  }
+  /* The configuration is checked here, before any process starts. */
+  sc_model_config model;
+  sc_model_config_default(&model);
+  sc_diag d = {0};
+  if (co->model_file && sc_model_config_load(co->model_file, &model, &d)) {
+    sc_cli_error("run", "%s", sc_diag_message(&d));
+    return SC_EXIT_USAGE;
+  }
+  sc_plan_config pc;
+  sc_plan_config_default(&pc);
+  pc.pcp = co->pcp, pc.dcp = co->dcp, pc.tp = co->tp;
+  sc_model_config_to_plan(&model, &pc);
+  if (sc_plan_config_validate(&pc, &d) || sc_model_config_check_tp(&model, pc.tp, &d)) {
+    sc_cli_error("run", "%s", sc_diag_message(&d));
+    return SC_EXIT_USAGE;
+  }
+  for (int32_t i = 0; i < co->num_inject; i++) {
+    int rank = -1;
+    unsigned long long step = 0;
+    char kind[16];
+    if (sscanf(inject[i], "%15[a-z]:%d:%llu", kind, &rank, &step) != 3 ||
+        (strcmp(kind, "desync") && strcmp(kind, "kill")) || rank < 0 ||
+        rank >= co->pcp * co->tp || step < 1) {
+      sc_cli_error("run", "--inject %s: expected desync:RANK:STEP or kill:RANK:STEP with RANK "
+                          "in [0, %d]", inject[i], co->pcp * co->tp - 1);
+      return SC_EXIT_USAGE;
+    }
+  }
+
+  sc_requests rq = {0};
+  int rc;
+  if (num_random) {
+    rc = sc_requests_random((int32_t)num_random, 256, 16, model.vocab, (uint64_t)seed, &rq);
+  } else {
+    char fallback[4096];
+    if (requests_path == NULL) {
+      requests_path = "examples/requests.jsonl";
+      if (access(requests_path, R_OK) != 0) {
+        snprintf(fallback, sizeof fallback, "%s/requests.jsonl", SC_EXAMPLES_DIR);
+        requests_path = fallback;
+      }
+    }
+    FILE *f = fopen(requests_path, "rb");
+    char *text = NULL;
+    size_t len = 0;
+    if (f == NULL || sc_cli_read_all(f, 64u << 20, &text, &len) != 0) {
+      sc_cli_error("run", "cannot read %s", requests_path);
+      if (f) fclose(f);
+      return SC_EXIT_USAGE;
+    }
+    fclose(f);
+    rc = sc_requests_parse(text, model.vocab, &rq, &d);
+    free(text);
+    if (rc) {
+      sc_cli_error("run", "%s: %s", requests_path, sc_diag_message(&d));
+      return SC_EXIT_USAGE;
+    }
+  }
+  if (rc) {
+    sc_cli_error("run", "out of memory");
+    return SC_EXIT_FAILURE;
+  }
+
+  struct sigaction sa = {.sa_handler = on_sigint};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  req_result *res = calloc((size_t)rq.n, sizeof *res), *ref = NULL;
+  char why[1024] = "", label[64];
+  double wall = 0, ref_wall = 0;
+  snprintf(label, sizeof label, "P%d N%d T%d", co->pcp, co->dcp, co->tp);
+  if (!o.json && o.progress)
+    fprintf(stderr, "sparsecp run: %d requests on a local %s cluster (%d nodes, cpu)\n", rq.n,
+            label, co->pcp * co->tp);
+  int failed = res ? run_stream(&o, co, &rq, res, &wall, why, sizeof why, label) : 1;
+  verdict vd = {0};
+  bool verified = false;
+  if (!failed && o.verify) {
+    sc_local_cluster_opts single = *co;
+    single.pcp = single.dcp = single.tp = 1;
+    single.num_inject = 0;
+    ref = calloc((size_t)rq.n, sizeof *ref);
+    if (!o.json && o.progress) fprintf(stderr, "sparsecp run: the single-rank reference run\n");
+    failed = ref ? run_stream(&o, &single, &rq, ref, &ref_wall, why, sizeof why, "reference") : 1;
+    if (!failed) {
+      verify(&rq, res, ref, &vd);
+      verified = true;
+    }
+  }
+  summary s;
+  summarize(&rq, res, wall, &s);
+  const bool ok = !failed && (!verified || vd.mismatches == 0);
+
+  if (o.json) {
+    sc_jsonw w;
+    sc_jsonw_init(&w);
+    sc_jsonw_obj_begin(&w);
+    sc_jsonw_kv_bool(&w, "ok", ok);
+    sc_jsonw_key(&w, "config");
+    sc_jsonw_obj_begin(&w);
+    sc_jsonw_kv_int(&w, "pcp", co->pcp);
+    sc_jsonw_kv_int(&w, "dcp", co->dcp);
+    sc_jsonw_kv_int(&w, "tp", co->tp);
+    sc_jsonw_kv_str(&w, "device", "cpu");
+    sc_jsonw_obj_end(&w);
+    sc_jsonw_kv_int(&w, "requests", s.requests);
+    sc_jsonw_kv_int(&w, "prompt_tokens", s.prompt_tokens);
+    sc_jsonw_kv_int(&w, "generated_tokens", s.generated);
+    sc_jsonw_kv_double(&w, "ttft_ms_p50", s.ttft_p50);
+    sc_jsonw_kv_double(&w, "ttft_ms_p99", s.ttft_p99);
+    sc_jsonw_kv_double(&w, "tpot_ms_p50", s.tpot_p50);
+    sc_jsonw_kv_double(&w, "tpot_ms_p99", s.tpot_p99);
+    sc_jsonw_kv_double(&w, "tokens_per_s", s.tok_per_s);
+    sc_jsonw_kv_double(&w, "wall_s", s.wall_s);
+    if (why[0]) sc_jsonw_kv_str(&w, "error", why);
+    if (verified) {
+      sc_jsonw_key(&w, "verify");
+      sc_jsonw_obj_begin(&w);
+      sc_jsonw_kv_int(&w, "checked", vd.checked);
+      sc_jsonw_kv_int(&w, "identical", vd.identical);
+      sc_jsonw_kv_int(&w, "ties", vd.ties);
+      sc_jsonw_kv_int(&w, "mismatches", vd.mismatches);
+      sc_jsonw_kv_int(&w, "sampled", vd.sampled);
+      sc_jsonw_kv_int(&w, "sampled_differ", vd.sampled_differ);
+      if (vd.mismatches) sc_jsonw_kv_str(&w, "first_mismatch", vd.first_mismatch);
+      sc_jsonw_obj_end(&w);
+    }
+    sc_jsonw_key(&w, "results");
+    sc_jsonw_arr_begin(&w);
+    for (int32_t i = 0; res && i < rq.n; i++) {
+      sc_jsonw_obj_begin(&w);
+      sc_jsonw_key(&w, "tokens");
+      sc_jsonw_int32_array(&w, res[i].tokens, (size_t)res[i].n);
+      if (res[i].error[0]) sc_jsonw_kv_str(&w, "error", res[i].error);
+      sc_jsonw_obj_end(&w);
+    }
+    sc_jsonw_arr_end(&w);
+    sc_jsonw_obj_end(&w);
+    puts(sc_jsonw_str(&w));
+    sc_jsonw_free(&w);
+  } else {
+    printf("\n%-24s %s (%d nodes, cpu)\n", "cluster", label, co->pcp * co->tp);
+    printf("%-24s %d\n", "requests", s.requests);
+    printf("%-24s %lld\n", "prompt tokens", (long long)s.prompt_tokens);
+    printf("%-24s %lld\n", "generated tokens", (long long)s.generated);
+    printf("%-24s p50 %.1f ms, p99 %.1f ms\n", "time to first token", s.ttft_p50, s.ttft_p99);
+    printf("%-24s p50 %.1f ms, p99 %.1f ms\n", "time per output token", s.tpot_p50, s.tpot_p99);
+    printf("%-24s %.1f tok/s over %.2f s\n", "throughput", s.tok_per_s, s.wall_s);
+    if (verified) {
+      printf("%-24s %d greedy requests: %d identical, %d ties, %d mismatches", "verify (single rank)",
+             vd.checked, vd.identical, vd.ties, vd.mismatches);
+      if (vd.sampled) printf("; %d sampled (%d differ)", vd.sampled, vd.sampled_differ);
+      printf("\n");
+      if (vd.mismatches) printf("%-24s %s\n", "first mismatch", vd.first_mismatch);
+    }
+    if (why[0]) printf("%-24s %s\n", "error", why);
+    printf("%-24s %s\n", "result", ok ? "ok" : "FAILED");
+  }
+  free_results(res, rq.n);
+  free_results(ref, rq.n);
+  sc_requests_free(&rq);
+  return ok ? SC_EXIT_OK : SC_EXIT_FAILURE;
+}

@@ -1,0 +1,198 @@
+/* local_cluster.c - child `sparsecp node` processes of a local pipeline cluster. */
+#include "tools/local_cluster.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "actors/runtime/sc_cluster.h"
+#include "actors/runtime/sc_time.h"
+
+typedef struct child {
+  pid_t pid;
+  bool alive;
+} child;
+
+struct sc_local_cluster {
+  int32_t n;
+  child *ch;
+  char dir[64];
+  char path[PATH_MAX];
+  char listen[SC_ENDPOINT_MAX];
+};
+
+const char *sc_local_cluster_listen(const sc_local_cluster *c) { return c->listen; }
+const char *sc_local_cluster_file(const sc_local_cluster *c) { return c->path; }
+int32_t sc_local_cluster_size(const sc_local_cluster *c) { return c->n; }
+
+static void rm_dir(const char *dir) {
+  char cmd[PATH_MAX + 16];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) { /* nothing more to do: the folder is in /tmp */
+  }
+}
+
+/* The cluster file: the runtime's part from sc_cluster_to_json, plus each node's "coll"
+ * endpoint and the "pipeline" section. Endpoints come from one sc_cluster_local call of
+ * 2n+1 entries (free tcp ports, or ipc paths in the folder): n node endpoints, n
+ * collective endpoints, and the client endpoint. */
+static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts *o, sc_diag *d) {
+  sc_cluster c = {0};
+  int rc = sc_cluster_local(2 * lc->n + 1, o->tcp ? NULL : lc->dir, &c, d);
+  if (rc) return rc;
+  snprintf(lc->listen, sizeof lc->listen, "%s", c.nodes[2 * lc->n].endpoint);
+  json_t *coll = json_array();
+  for (int32_t r = 0; r < lc->n; r++) json_array_append_new(coll, json_string(c.nodes[lc->n + r].endpoint));
+  c.num_nodes = lc->n;
+  c.pcp = o->pcp;
+  c.dcp = o->dcp;
+  c.tp = o->tp;
+  if (o->heartbeat_ms) c.heartbeat_ms = o->heartbeat_ms;
+  if (o->heartbeat_timeout_ms) c.heartbeat_timeout_ms = o->heartbeat_timeout_ms;
+  snprintf(c.listen, sizeof c.listen, "%s", lc->listen);
+  char *text = NULL;
+  rc = sc_cluster_to_json(&c, &text);
+  sc_cluster_free(&c);
+  json_t *root = rc == 0 ? json_loads(text, 0, NULL) : NULL;
+  free(text);
+  if (root == NULL) {
+    json_decref(coll);
+    return sc_fail(d, SC_ENOMEM, "cannot build the cluster file");
+  }
+  json_t *nodes = json_object_get(root, "nodes");
+  for (size_t i = 0; i < json_array_size(nodes); i++) {
+    json_t *nd = json_array_get(nodes, i);
+    const json_int_t r = json_integer_value(json_object_get(nd, "rank"));
+    json_object_set(nd, "coll", json_array_get(coll, (size_t)r));
+  }
+  json_decref(coll);
+  json_t *p = json_object();
+  if (o->model_file) json_object_set_new(p, "model_file", json_string(o->model_file));
+  if (o->token_budget) json_object_set_new(p, "token_budget", json_integer(o->token_budget));
+  if (o->num_blocks) json_object_set_new(p, "num_blocks", json_integer(o->num_blocks));
+  if (o->block_size) json_object_set_new(p, "block_size", json_integer(o->block_size));
+  if (o->deadline_ms) json_object_set_new(p, "deadline_ms", json_integer(o->deadline_ms));
+  if (o->num_inject) {
+    json_t *inj = json_array();
+    for (int32_t i = 0; i < o->num_inject; i++) json_array_append_new(inj, json_string(o->inject[i]));
+    json_object_set_new(p, "inject", inj);
+  }
+  json_object_set_new(root, "pipeline", p);
+  snprintf(lc->path, sizeof lc->path, "%s/cluster.json", lc->dir);
+  rc = json_dump_file(root, lc->path, JSON_INDENT(1)) == 0
+           ? 0
+           : sc_fail(d, SC_EIO, "cannot write %s", lc->path);
+  json_decref(root);
+  return rc;
+}
+
+int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **out,
+                           sc_diag *d) {
+  *out = NULL;
+  sc_local_cluster *lc = calloc(1, sizeof *lc);
+  if (lc == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
+  lc->n = o->pcp * o->tp;
+  snprintf(lc->dir, sizeof lc->dir, "/tmp/sparsecp-run-XXXXXX");
+  lc->ch = calloc((size_t)lc->n, sizeof *lc->ch);
+  if (lc->ch == NULL || mkdtemp(lc->dir) == NULL) {
+    free(lc->ch);
+    free(lc);
+    return sc_fail(d, SC_EIO, "cannot create a temporary folder: %s", strerror(errno));
+  }
+  int rc = write_cluster_file(lc, o, d);
+  char exe[PATH_MAX];
+  const ssize_t el = rc ? -1 : readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (rc == 0 && el <= 0) rc = sc_fail(d, SC_EIO, "cannot find the sparsecp executable");
+  if (rc) {
+    rm_dir(lc->dir);
+    free(lc->ch);
+    free(lc);
+    return rc;
+  }
+  exe[el] = '\0';
+  const pid_t parent = getpid();
+  for (int32_t r = 0; r < lc->n; r++) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      rc = sc_fail(d, SC_ESYS, "fork: %s", strerror(errno));
+      break;
+    }
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
+      if (o->log_level) setenv("SPARSECP_LOG", o->log_level, 1);
+      if (o->quiet) {
+        const int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, 2);
+      }
+      const int devnull = open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, 0);
+      char rank[16];
+      snprintf(rank, sizeof rank, "%d", (int)r);
+      char *args[] = {"sparsecp", "node", "--cluster", lc->path, "--rank", rank, NULL};
+      execv(exe, args);
+      _exit(127);
+    }
+    lc->ch[r] = (child){.pid = pid, .alive = true};
+  }
+  if (rc) {
+    sc_local_cluster_stop(lc);
+    return rc;
+  }
+  *out = lc;
+  return 0;
+}
+
+int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len) {
+  int died = 0;
+  int status;
+  for (int32_t r = 0; r < c->n; r++) {
+    if (!c->ch[r].alive || waitpid(c->ch[r].pid, &status, WNOHANG) != c->ch[r].pid) continue;
+    c->ch[r].alive = false;
+    if (died++ == 0 && msg)
+      snprintf(msg, len, "node %d (pid %d) %s %d", (int)r, (int)c->ch[r].pid,
+               WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
+               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  }
+  return died;
+}
+
+static int32_t reap(sc_local_cluster *c) {
+  int32_t alive = 0;
+  for (int32_t r = 0; r < c->n; r++) {
+    if (!c->ch[r].alive) continue;
+    if (waitpid(c->ch[r].pid, NULL, WNOHANG) == c->ch[r].pid) c->ch[r].alive = false;
+    else alive++;
+  }
+  return alive;
+}
+
+void sc_local_cluster_stop(sc_local_cluster *c) {
+  if (c == NULL) return;
+  /* The head first: it tells the others to shut down, so they leave in order instead of
+   * reporting each other DOWN. Whatever is still running a second later gets SIGTERM. */
+  if (c->ch[0].alive) kill(c->ch[0].pid, SIGTERM);
+  const uint64_t term_at = sc_now_ns() + 1000000000ull;
+  while (reap(c) > 0 && sc_now_ns() < term_at) usleep(10000);
+  for (int32_t r = 0; r < c->n; r++)
+    if (c->ch[r].alive) kill(c->ch[r].pid, SIGTERM);
+  const uint64_t kill_at = sc_now_ns() + 3000000000ull;
+  for (;;) {
+    if (reap(c) == 0) break;
+    if (sc_now_ns() >= kill_at)
+      for (int32_t r = 0; r < c->n; r++)
+        if (c->ch[r].alive) kill(c->ch[r].pid, SIGKILL);
+    usleep(10000);
+  }
+  rm_dir(c->dir);
+  free(c->ch);
+  free(c);
+}

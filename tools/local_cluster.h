@@ -1,0 +1,52 @@
+/* local_cluster.h - a cluster of `sparsecp node` child processes on this machine, for
+ * `sparsecp run` (and the pipeline's integration tests through it).
+ *
+ * Start writes a cluster file (ipc endpoints in a private temporary folder, or tcp
+ * loopback ports) with a "pipeline" section built from the options, and starts one
+ * node per rank (P x T ranks, SPEC.md §1). Children carry PR_SET_PDEATHSIG, so even a
+ * SIGKILLed parent leaves none behind. Poll reports children that died. Stop sends
+ * SIGTERM, waits up to 3 s, then SIGKILLs what is left, reaps everything and removes the
+ * folder.
+ *
+ * Ownership: the cluster owns its children and folder. Threads: one thread; the caller
+ * must not reap children itself.
+ */
+#ifndef SC_LOCAL_CLUSTER_H
+#define SC_LOCAL_CLUSTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "actors/runtime/sc_error.h"
+
+typedef struct sc_local_cluster_opts {
+  int32_t pcp, dcp, tp;
+  bool tcp;                     /* tcp loopback instead of ipc */
+  const char *model_file;       /* NULL: the embedded default model */
+  int32_t token_budget;         /* 0: the pipeline default */
+  int32_t num_blocks;           /* 0: the pipeline default */
+  int32_t block_size;           /* 0: the pipeline default */
+  int32_t deadline_ms;          /* 0: the pipeline default */
+  int32_t heartbeat_ms, heartbeat_timeout_ms; /* 0: the cluster defaults */
+  const char *const *inject;    /* "desync:R:S" / "kill:R:S", num_inject of them */
+  int32_t num_inject;
+  const char *log_level;        /* SPARSECP_LOG of the children, NULL: inherited */
+  bool quiet;                   /* children's stderr to /dev/null */
+} sc_local_cluster_opts;
+
+typedef struct sc_local_cluster sc_local_cluster;
+
+int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **out,
+                           sc_diag *d);
+/* The client endpoint of the head's gateway. */
+const char *sc_local_cluster_listen(const sc_local_cluster *c);
+const char *sc_local_cluster_file(const sc_local_cluster *c);
+int32_t sc_local_cluster_size(const sc_local_cluster *c);
+/* Reaps children without blocking; returns the number that died since the last call
+ * and describes the first in msg ("node 1 (pid 123) was killed by signal 9"). */
+int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len);
+/* Stops and reaps every child, removes the folder, frees c. NULL is a no-op. */
+void sc_local_cluster_stop(sc_local_cluster *c);
+
+#endif
