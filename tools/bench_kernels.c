@@ -9,6 +9,7 @@
  *                   head sum and selection are extra work, not counted)
  *   sparse_attn     2 H (dc + dr) + 2 H dc per (token, selected row)
  *   topk (merge)    no FLOPs: reported as candidates per second (unit gcand/s)
+ *   gather          the deinterleave of a context_kv workspace, unit gb/s (read+write)
  * Each result carries peak_gflops (the large sgemm of this run) and fraction_of_peak,
  * plus per_cpu_second (the same rate per CPU-second of this process: robust to other
  * load on a shared machine), cores_used (CPU time over wall time) and
@@ -273,6 +274,54 @@ out:
   return rc;
 }
 
+/* ---- workspace deinterleave gather ---- */
+
+typedef struct {
+  kb_ctx *c;
+  int64_t n, width;
+  sc_krows src, dst;
+  const int32_t *idx;
+} gather_case;
+
+static void run_gather(void *p) {
+  gather_case *gc = p;
+  const int rc = gc->c->k->ops->gather_rows(gc->c->k, gc->n, gc->width, gc->src, gc->idx,
+                                            gc->dst);
+  gc->c->calls++;
+  if (rc != 0) gc->c->rc = rc;
+}
+
+/* One request of `extent` tokens gathered over n DCP ranks (interleave 1) and put back in
+ * token order: idx[p] = owner(p) * S + j(p), SPEC.md §5. Rows are kv_width + index_dim
+ * wide, as in the context_kv all-gather. GB/s counts bytes read plus written. */
+static int bench_gather(kb_ctx *c, int32_t extent, int32_t n, int32_t width, sc_kfmt fmt) {
+  const int32_t shard = (extent + n - 1) / n;
+  int32_t *idx = malloc(sizeof(int32_t) * (size_t)extent);
+  void *bufs[3] = {0};
+  int rc = SC_ENOMEM;
+  if (idx == NULL) goto out;
+  for (int32_t p = 0; p < extent; p++) idx[p] = (p % n) * shard + p / n;
+  const size_t rowb = (size_t)width * sc_kfmt_size(fmt);
+  bufs[0] = zeros(c, rowb * (size_t)shard * (size_t)n);
+  bufs[1] = zeros(c, rowb * (size_t)extent);
+  bufs[2] = upload(c, idx, sizeof(int32_t) * (size_t)extent);
+  if (!bufs[0] || !bufs[1] || !bufs[2]) goto out;
+  gather_case gc = {c, extent, width, {bufs[0], fmt, width, (int64_t)shard * n},
+                    {bufs[1], fmt, width, extent}, bufs[2]};
+  char params[192];
+  snprintf(params, sizeof params,
+           "\"device\":\"%s\",\"op\":\"deinterleave\",\"rows\":%d,\"dcp\":%d,"
+           "\"width\":%d,\"dtype\":\"%s\",\"threads\":%d",
+           c->k->device, extent, n, width, fmt == SC_KFMT_F32 ? "f32" : "bf16", c->threads);
+  measure(c, run_gather, &gc, 2.0 * (double)rowb * extent, "kernel.gather", params, "gb/s",
+          NULL, 0, false);
+  rc = c->rc;
+out:
+  release(c, bufs, 3);
+  free(idx);
+  return rc;
+}
+
 /* ---- sparse attention ---- */
 
 typedef struct {
@@ -357,6 +406,7 @@ int sc_bench_kernels(sc_bench *b) {
                           q ? 64 : 2048)))
     goto out;
   if ((rc = bench_topk_merge(&c, q ? 8 : 128, 4, q ? 64 : 2048))) goto out;
+  if ((rc = bench_gather(&c, q ? 4096 : 65536, 4, 576 + 128, SC_KFMT_BF16))) goto out;
   if ((rc = bench_attn(&c, "kernel.sparse_attn.decode", q ? 4 : 64, q ? 4 : 16,
                        q ? 64 : 2048, q ? 1024 : 32768, SC_KFMT_F32)) ||
       (rc = bench_attn(&c, "kernel.sparse_attn.decode", q ? 4 : 64, q ? 4 : 16,
