@@ -521,3 +521,100 @@ Test(cluster, parse_and_reject) {
   sc_cluster_free(&c);
   sc_cluster_free(&c2);
 }
+
+/* ---- a GPU-style actor on a thread of its own ---- */
+
+Test(runtime, own_loop_actor_ping_pong) {
+  sc_node *n = start_node(1, NULL, 0);
+  shared sh = {.n = 2000};
+  cr_assert_eq(sc_node_resolve(n, "node", &sh.peer), 0);
+  shared *psh = &sh;
+  sc_actor_spec own = k_pinger;
+  own.loop = SC_LOOP_OWN;
+  sc_actor_id a;
+  cr_assert_eq(sc_spawn(n, &own, &psh, sizeof psh, &a), 0);
+  cr_assert_eq(kick(n, a, 0), 0);
+  cr_assert(wait_until(&sh.done, 1, 10000));
+  cr_assert_eq(atomic_load(&sh.errors), 0);
+  stop_node(n);
+}
+
+/* ---- taps in process: nothing is published for a prefix nobody wants ---- */
+
+#include <zmq.h>
+
+static int tap_records(void *sub, int timeout_ms, uint64_t *first_seq, uint64_t *last_seq) {
+  int n = 0;
+  zmq_setsockopt(sub, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
+  for (;;) {
+    zmq_msg_t t, b;
+    zmq_msg_init(&t);
+    zmq_msg_init(&b);
+    if (zmq_msg_recv(&t, sub, 0) < 0 || zmq_msg_recv(&b, sub, 0) < 0) {
+      zmq_msg_close(&t);
+      zmq_msg_close(&b);
+      return n;
+    }
+    const uint8_t *p = zmq_msg_data(&b);
+    size_t left = zmq_msg_size(&b);
+    while (left >= 16) {
+      uint32_t len;
+      memcpy(&len, p + 12, 4);
+      sc_envelope env;
+      void *body = NULL;
+      cr_assert_eq(sc_msg_decode(p + 16, len, &env, &body, NULL), 0);
+      cr_assert_eq(env.type, SC_MSG_PING);
+      const uint64_t seq = ((sc_msg_ping *)body)->seq;
+      if (n == 0) *first_seq = seq;
+      else cr_assert_eq(seq, *last_seq + 1, "tap out of order");
+      *last_seq = seq;
+      sc_msg_body_destroy(env.type, body);
+      p += 16 + len;
+      left -= 16 + len;
+      n++;
+    }
+    zmq_msg_close(&t);
+    zmq_msg_close(&b);
+  }
+}
+
+Test(runtime, tap_publishes_only_what_is_subscribed) {
+  sc_node *n = start_node(1, NULL, 0);
+  sc_actor_id silent;
+  cr_assert_eq(sc_spawn(n, &k_silent, NULL, 0, &silent), 0);
+  cr_assert_eq(sc_node_register(n, "quiet", silent), 0);
+  void *ctx = zmq_ctx_new(), *sub = zmq_socket(ctx, ZMQ_SUB);
+  const int zero = 0;
+  zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/nobody/", 9);
+  cr_assert_eq(zmq_connect(sub, g_cluster.nodes[0].tap), 0);
+  sc_node_stats st;
+  for (int i = 0; i < 2000; i++) {
+    sc_node_get_stats(n, &st);
+    if (st.tap_subscriptions == 1) break;
+    usleep(1000);
+  }
+  cr_assert_eq(st.tap_subscriptions, 1);
+  for (int i = 0; i < 100; i++) cr_assert_eq(kick(n, silent, (uint64_t)i), 0);
+  usleep(50000);
+  sc_node_get_stats(n, &st);
+  cr_assert_eq(st.tap_published, 0u, "published for a prefix nobody subscribed to");
+  /* now subscribe to the actor's pings: they come, in order */
+  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/", 2); /* the actor's name is its spec name */
+  for (int i = 0; i < 2000; i++) {
+    sc_node_get_stats(n, &st);
+    if (st.tap_subscriptions == 2) break;
+    usleep(1000);
+  }
+  for (int i = 0; i < 100; i++) cr_assert_eq(kick(n, silent, (uint64_t)(1000 + i)), 0);
+  uint64_t first = 0, last = 0;
+  const int got = tap_records(sub, 500, &first, &last);
+  cr_assert_eq(got, 100, "the tap saw %d of 100", got);
+  cr_assert_eq(first, 1000u);
+  cr_assert_eq(last, 1099u);
+  sc_node_get_stats(n, &st);
+  cr_assert_eq(st.tap_published, 100u);
+  zmq_close(sub);
+  zmq_ctx_term(ctx);
+  stop_node(n);
+}
