@@ -27,11 +27,15 @@ struct sc_local_cluster {
   char dir[64];
   char path[PATH_MAX];
   char listen[SC_ENDPOINT_MAX];
+  char (*taps)[SC_ENDPOINT_MAX];
 };
 
 const char *sc_local_cluster_listen(const sc_local_cluster *c) { return c->listen; }
 const char *sc_local_cluster_file(const sc_local_cluster *c) { return c->path; }
 int32_t sc_local_cluster_size(const sc_local_cluster *c) { return c->n; }
+const char *sc_local_cluster_tap(const sc_local_cluster *c, int32_t rank) {
+  return rank >= 0 && rank < c->n ? c->taps[rank] : "";
+}
 
 static void rm_dir(const char *dir) {
   char cmd[PATH_MAX + 16];
@@ -49,6 +53,7 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   int rc = sc_cluster_local(2 * lc->n + 1, o->tcp ? NULL : lc->dir, &c, d);
   if (rc) return rc;
   snprintf(lc->listen, sizeof lc->listen, "%s", c.nodes[2 * lc->n].endpoint);
+  for (int32_t r = 0; r < lc->n; r++) snprintf(lc->taps[r], sizeof lc->taps[r], "%s", c.nodes[r].tap);
   json_t *coll = json_array();
   for (int32_t r = 0; r < lc->n; r++) json_array_append_new(coll, json_string(c.nodes[lc->n + r].endpoint));
   c.num_nodes = lc->n;
@@ -102,18 +107,24 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
   lc->n = o->pcp * o->tp;
   snprintf(lc->dir, sizeof lc->dir, "/tmp/sparsecp-run-XXXXXX");
   lc->ch = calloc((size_t)lc->n, sizeof *lc->ch);
-  if (lc->ch == NULL || mkdtemp(lc->dir) == NULL) {
+  lc->taps = calloc((size_t)lc->n, sizeof *lc->taps);
+  if (lc->ch == NULL || lc->taps == NULL || mkdtemp(lc->dir) == NULL) {
     free(lc->ch);
+    free(lc->taps);
     free(lc);
     return sc_fail(d, SC_EIO, "cannot create a temporary folder: %s", strerror(errno));
   }
   int rc = write_cluster_file(lc, o, d);
   char exe[PATH_MAX];
-  const ssize_t el = rc ? -1 : readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (rc == 0 && el <= 0) rc = sc_fail(d, SC_EIO, "cannot find the sparsecp executable");
+  ssize_t el = -1;
+  if (rc == 0 && o->exe) el = snprintf(exe, sizeof exe, "%s", o->exe);
+  else if (rc == 0) el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (rc == 0 && (el <= 0 || el >= (ssize_t)sizeof exe - 1))
+    rc = sc_fail(d, SC_EIO, "cannot find the sparsecp executable");
   if (rc) {
     rm_dir(lc->dir);
     free(lc->ch);
+    free(lc->taps);
     free(lc);
     return rc;
   }
@@ -194,5 +205,6 @@ void sc_local_cluster_stop(sc_local_cluster *c) {
   }
   rm_dir(c->dir);
   free(c->ch);
+  free(c->taps);
   free(c);
 }

@@ -33,13 +33,15 @@ typedef struct sc_local_cluster_opts {
   int32_t num_inject;
   const char *log_level;        /* SPARSECP_LOG of the children, NULL: inherited */
   bool quiet;                   /* children's stderr to /dev/null */
+  const char *exe;              /* the sparsecp binary; NULL: this process's own */
 } sc_local_cluster_opts;
 
 typedef struct sc_local_cluster sc_local_cluster;
 
 int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **out,
                            sc_diag *d);
-/* The client endpoint of the head's gateway. */
+/* The client endpoint of the head's gateway, and the tap endpoint of node `rank`. */
+const char *sc_local_cluster_tap(const sc_local_cluster *c, int32_t rank);
 const char *sc_local_cluster_listen(const sc_local_cluster *c);
 const char *sc_local_cluster_file(const sc_local_cluster *c);
 int32_t sc_local_cluster_size(const sc_local_cluster *c);
