@@ -457,3 +457,155 @@ Test(procs, tap_sees_filtered_messages_in_order, .timeout = 60) {
   sc_node_stop_actor(cl.node, drv, 0);
   cluster_down(&cl);
 }
+
+/* ---- tap outputs: --record and --perfetto files are usable ---- */
+
+#include <jansson.h>
+
+static void stream_pings_until_exit(cluster *cl, proc *t, job *j) {
+  cr_assert_eq(sc_node_resolve(cl->node, "node@1", &j->target), 0);
+  sc_actor_id drv = start_driver(cl, j);
+  const int status = proc_reap(t, 15000);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tap status %d", status);
+  sc_node_stop_actor(cl->node, drv, 0);
+}
+
+Test(procs, tap_record_and_perfetto_files, .timeout = 60) {
+  cluster cl;
+  cluster_up(&cl, 2, false, 200, 2000);
+  char rec[160], trace[160];
+  snprintf(rec, sizeof rec, "%s/rec.bin", cl.dir);
+  snprintf(trace, sizeof trace, "%s/trace.json", cl.dir);
+  {
+    char *argv[] = {"sparsecp", "tap", "--connect", cl.c.nodes[1].tap, "--record", rec,
+                    "--count", "300", NULL};
+    proc t;
+    proc_start(&t, argv);
+    job j = {.total = 1u << 30, .window = 1};
+    stream_pings_until_exit(&cl, &t, &j);
+  }
+  /* the record file: [u32 len][tap_record]..., each holding an encoded ping or pong */
+  FILE *f = fopen(rec, "rb");
+  cr_assert_not_null(f);
+  int n = 0;
+  uint32_t len;
+  while (fread(&len, 4, 1, f) == 1) {
+    uint8_t *buf = malloc(len);
+    cr_assert_eq(fread(buf, 1, len, f), len);
+    sc_envelope env, inner;
+    void *body = NULL, *ib = NULL;
+    cr_assert_eq(sc_msg_decode(buf, len, &env, &body, NULL), 0);
+    cr_assert_eq(env.type, SC_MSG_TAP_RECORD);
+    const sc_msg_tap_record *tr = body;
+    cr_assert_eq(tr->node, 1);
+    cr_assert(strncmp(tr->topic, "1/", 2) == 0, "%s", tr->topic);
+    cr_assert_eq(sc_msg_decode(tr->raw.data, tr->raw.len, &inner, &ib, NULL), 0);
+    cr_assert(inner.type == SC_MSG_PING || inner.type == SC_MSG_NODE_READY, "type %d", inner.type);
+    sc_msg_body_destroy(inner.type, ib);
+    sc_msg_body_destroy(env.type, body);
+    free(buf);
+    n++;
+  }
+  fclose(f);
+  cr_assert_eq(n, 300);
+  {
+    char *argv[] = {"sparsecp", "tap", "--connect", cl.c.nodes[1].tap, "--perfetto", trace,
+                    "--count", "100", NULL};
+    proc t;
+    proc_start(&t, argv);
+    job j = {.total = 1u << 30, .window = 1};
+    stream_pings_until_exit(&cl, &t, &j);
+  }
+  json_error_t err;
+  json_t *root = json_load_file(trace, 0, &err);
+  cr_assert_not_null(root, "trace is not JSON: %s", err.text);
+  json_t *ev = json_object_get(root, "traceEvents");
+  cr_assert(json_is_array(ev));
+  int instants = 0, names = 0;
+  for (size_t i = 0; i < json_array_size(ev); i++) {
+    json_t *e = json_array_get(ev, i);
+    const char *ph = json_string_value(json_object_get(e, "ph"));
+    const char *name = json_string_value(json_object_get(e, "name"));
+    if (ph && strcmp(ph, "i") == 0 && name && strcmp(name, "ping") == 0) instants++;
+    if (ph && strcmp(ph, "M") == 0 && name && strcmp(name, "thread_name") == 0) names++;
+  }
+  cr_assert_eq(instants, 100);
+  cr_assert_geq(names, 1); /* one track per actor: node@1 */
+  json_decref(root);
+  cluster_down(&cl);
+}
+
+/* ---- launch --tap forwards the taps of all nodes ---- */
+
+#include <zmq.h>
+
+Test(procs, launch_tap_forwards_every_node, .timeout = 60) {
+  char dir[] = "/tmp/sc-lt-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char tap[96];
+  snprintf(tap, sizeof tap, "ipc://%s/tap", dir);
+  proc l;
+  char *argv[] = {"sparsecp", "launch", "--pcp", "2", "--dcp", "1", "--events", "--tap", tap, NULL};
+  proc_start(&l, argv);
+  const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
+  cr_assert_not_null(line);
+  char path[256];
+  const char *c = strstr(line, "\"cluster\":\"");
+  cr_assert_not_null(c);
+  c += 11;
+  snprintf(path, sizeof path, "%.*s", (int)(strchr(c, '"') - c), c);
+  for (int r = 0; r < 2; r++) cr_assert_not_null(proc_expect(&l, "\"ready\"", NULL, 10000));
+  sc_cluster cfg;
+  cr_assert_eq(sc_cluster_load(path, &cfg, NULL), 0);
+  /* subscribe through launch's forwarder to both nodes' pings */
+  void *ctx = zmq_ctx_new(), *sub = zmq_socket(ctx, ZMQ_SUB);
+  const int zero = 0, timeo = 200;
+  zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(sub, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
+  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/node/ping", 11);
+  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "1/node/ping", 11);
+  cr_assert_eq(zmq_connect(sub, tap), 0);
+  /* inject pings from outside the cluster: a DEALER into each node's ROUTER; the node
+   * actor answers toward node@0 (src), which drops the pong */
+  void *dl[2];
+  for (int r = 0; r < 2; r++) {
+    dl[r] = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_setsockopt(dl[r], ZMQ_LINGER, &zero, sizeof zero);
+    cr_assert_eq(zmq_connect(dl[r], cfg.nodes[r].endpoint), 0);
+  }
+  bool seen[2] = {false, false};
+  sc_buf b;
+  sc_buf_init(&b);
+  for (int round = 0; round < 100 && !(seen[0] && seen[1]); round++) {
+    for (int r = 0; r < 2; r++) {
+      sc_msg_ping p = {.seq = (uint64_t)round};
+      sc_envelope env = {.type = SC_MSG_PING, .src = {0, 0, 1}, .dst = {(uint16_t)r, 0, 1}};
+      cr_assert_eq(sc_msg_encode(&env, &p, &b), 0);
+      zmq_send(dl[r], b.data, b.len, 0);
+    }
+    char topic[64];
+    zmq_msg_t m;
+    for (;;) {
+      const int tl = zmq_recv(sub, topic, sizeof topic - 1, 0);
+      if (tl < 0) break;
+      topic[tl] = '\0';
+      zmq_msg_init(&m);
+      zmq_msg_recv(&m, sub, 0);
+      zmq_msg_close(&m);
+      if (strcmp(topic, "0/node/ping") == 0) seen[0] = true;
+      if (strcmp(topic, "1/node/ping") == 0) seen[1] = true;
+    }
+  }
+  sc_buf_free(&b);
+  for (int r = 0; r < 2; r++) zmq_close(dl[r]);
+  zmq_close(sub);
+  zmq_ctx_term(ctx);
+  sc_cluster_free(&cfg);
+  kill(l.pid, SIGTERM);
+  const int status = proc_reap(&l, 10000);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
+  cr_assert(seen[0] && seen[1], "forwarded taps: node 0 %d, node 1 %d", seen[0], seen[1]);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
