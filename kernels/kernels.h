@@ -51,7 +51,16 @@
 typedef enum sc_kfmt {
   SC_KFMT_F32 = 0,
   SC_KFMT_BF16 = 1, /* upper 16 bits of an IEEE f32; conversion rounds to nearest even */
+  /* CUDA backend only (SPEC.md §7): a 576-wide MLA row (dc 512 + dr 64) packed into
+   * SC_KFP8_DS_MLA_ROW_BYTES bytes: 512 e4m3 values, 4 f32 scales (one per 128 values,
+   * value = e4m3 * scale), then the 64 rope values as bf16. Not a per-element format:
+   * sc_kfmt_size is 0 (so the CPU backend answers SC_ENOTSUP) and an sc_krows of this
+   * format counts ld in bytes. kv_write quantizes into it, sparse_attn and gather_rows
+   * (to f32/bf16) read it. Value 3: 2 is sc_dtype's W32. */
+  SC_KFMT_FP8_DS_MLA = 3,
 } sc_kfmt;
+
+#define SC_KFP8_DS_MLA_ROW_BYTES 656 /* 512 + 4*4 + 64*2 */
 
 /* Bytes per element of a format (0 for an unknown one). */
 static inline size_t sc_kfmt_size(sc_kfmt fmt) {

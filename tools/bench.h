@@ -41,6 +41,10 @@ void sc_bench_machine(char *buf, int len);
 typedef int (*sc_bench_fn)(sc_bench *b);
 int sc_bench_plan(sc_bench *b);
 int sc_bench_kernels(sc_bench *b);
+/* The CUDA kernels (tools/bench_kernels_cuda.c, built only with CUDA): achieved TFLOP/s
+ * and GB/s beside the roofline floor measured in the same run (cuBLAS bf16 gemm, device
+ * copy) and FlashMLA's published figures. SC_ENOTSUP without a GPU. */
+int sc_bench_kernels_cuda(sc_bench *b);
 int sc_bench_codec(sc_bench *b);
 int sc_bench_messages(sc_bench *b);
 

@@ -1,0 +1,278 @@
+/* cuda_ctx.c - the CUDA backend's context: device and stream, memory ops through the
+ * stream-ordered allocator, pinned staging for host copies, the device error flag,
+ * dense products through cuBLAS, and the ops table.
+ *
+ * Host copies. H2D copies the caller's bytes into one of two pinned staging buffers and
+ * queues an async copy from there, so copy returns at once and the caller may reuse its
+ * memory; before a staging buffer is refilled its event (recorded after the copy that
+ * read it) is waited on, which overlaps one chunk's transfer with the next chunk's fill.
+ * D2H queues the copy into staging, waits for that event and memcpys out. */
+#include <cublas_v2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/runtime/sc_log.h"
+#include "kernels/cuda/cuda_internal.h"
+
+#define SC_KCUDA_STAGE_BYTES ((size_t)8 << 20)
+
+int sc_kcuda_err(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return 0;
+  SC_ERROR("kernels.cuda", "%s: %s", what, cudaGetErrorString(e));
+  return e == cudaErrorMemoryAllocation ? SC_ENOMEM : SC_ESYS;
+}
+
+int sc_kcuda_launched(const char *what) { return sc_kcuda_err(cudaGetLastError(), what); }
+
+static int blas_err(cublasStatus_t s, const char *what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return 0;
+  SC_ERROR("kernels.cuda", "%s: cuBLAS status %d", what, (int)s);
+  return s == CUBLAS_STATUS_ALLOC_FAILED ? SC_ENOMEM
+         : s == CUBLAS_STATUS_INVALID_VALUE ? SC_EINVAL
+         : s == CUBLAS_STATUS_NOT_SUPPORTED ? SC_ENOTSUP
+                                            : SC_ESYS;
+}
+
+int sc_cuda_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear the sticky "no device" error */
+    return 0;
+  }
+  return n;
+}
+
+void *sc_kcuda_scratch(sc_kcuda *c, size_t bytes) {
+  if (bytes <= c->scratch_cap && c->scratch != NULL) return c->scratch;
+  size_t cap = c->scratch_cap ? c->scratch_cap : ((size_t)1 << 20);
+  while (cap < bytes) cap *= 2;
+  if (c->scratch != NULL &&
+      sc_kcuda_err(cudaFreeAsync(c->scratch, c->stream), "scratch free") != 0)
+    return NULL;
+  c->scratch = NULL;
+  c->scratch_cap = 0;
+  if (sc_kcuda_err(cudaMallocAsync(&c->scratch, cap, c->stream), "scratch alloc") != 0)
+    return NULL;
+  c->scratch_cap = cap;
+  return c->scratch;
+}
+
+int sc_kcuda_check_rows(const sc_krows *r, int64_t width) {
+  if (r->fmt == SC_KFMT_FP8_DS_MLA) {
+    if (r->rows < 0 || (r->rows > 0 && width != 576) ||
+        (r->rows > 1 && r->ld < SC_KFP8_DS_MLA_ROW_BYTES))
+      return width != 576 && r->rows > 0 ? SC_ENOTSUP : SC_EINVAL;
+  } else {
+    if (sc_kfmt_size(r->fmt) == 0) return SC_ENOTSUP;
+    if (width < 0 || r->rows < 0 || (r->rows > 1 && r->ld < width)) return SC_EINVAL;
+  }
+  if (r->rows > 0 && r->data == NULL) return SC_EINVAL;
+  return 0;
+}
+
+/* The kernels' error flag: read and clear it (after the stream is idle). */
+static int take_flag(sc_kcuda *c) {
+  int v = 0;
+  int rc = sc_kcuda_err(cudaMemcpy(&v, c->err_flag, sizeof v, cudaMemcpyDeviceToHost),
+                        "error flag read");
+  if (rc) return rc;
+  if (v != 0 && (rc = sc_kcuda_err(cudaMemset(c->err_flag, 0, sizeof v), "flag clear")))
+    return rc;
+  return v;
+}
+
+/* ---- memory ---- */
+
+static int cu_alloc(sc_kernels *k, size_t bytes, void **out) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  *out = NULL;
+  const size_t rounded = (bytes + 255) / 256 * 256;
+  if (rounded < bytes) return SC_ENOMEM;
+  void *p = NULL;
+  int rc = sc_kcuda_err(cudaMallocAsync(&p, rounded ? rounded : 256, c->stream), "alloc");
+  if (rc) return rc;
+  *out = p;
+  return 0;
+}
+
+static void cu_free(sc_kernels *k, void *buf) {
+  if (buf == NULL) return;
+  (void)sc_kcuda_err(cudaFreeAsync(buf, sc_kcuda_of(k)->stream), "free");
+}
+
+static int cu_memset(sc_kernels *k, void *buf, int value, size_t bytes) {
+  if (bytes == 0) return 0;
+  if (buf == NULL) return SC_EINVAL;
+  return sc_kcuda_err(cudaMemsetAsync(buf, value, bytes, sc_kcuda_of(k)->stream), "memset");
+}
+
+/* Claims the next staging buffer once the copy that last used it has finished. */
+static int stage_claim(sc_kcuda *c, int *which) {
+  const int s = c->stage_next;
+  c->stage_next ^= 1;
+  *which = s;
+  return sc_kcuda_err(cudaEventSynchronize(c->stage_ev[s]), "staging wait");
+}
+
+static int cu_copy(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_kcopy kind) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (kind != SC_KCOPY_H2D && kind != SC_KCOPY_D2H && kind != SC_KCOPY_D2D) return SC_EINVAL;
+  if (bytes == 0) return 0;
+  if (dst == NULL || src == NULL) return SC_EINVAL;
+  int rc = 0;
+  if (kind == SC_KCOPY_D2D)
+    return sc_kcuda_err(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream), "copy d2d");
+  for (size_t off = 0; off < bytes; off += SC_KCUDA_STAGE_BYTES) {
+    const size_t n = bytes - off < SC_KCUDA_STAGE_BYTES ? bytes - off : SC_KCUDA_STAGE_BYTES;
+    int s;
+    if ((rc = stage_claim(c, &s))) return rc;
+    if (kind == SC_KCOPY_H2D) {
+      memcpy(c->stage[s], (const char *)src + off, n);
+      if ((rc = sc_kcuda_err(cudaMemcpyAsync((char *)dst + off, c->stage[s], n,
+                                             cudaMemcpyHostToDevice, c->stream),
+                             "copy h2d")))
+        return rc;
+      if ((rc = sc_kcuda_err(cudaEventRecord(c->stage_ev[s], c->stream), "staging event")))
+        return rc;
+    } else {
+      if ((rc = sc_kcuda_err(cudaMemcpyAsync(c->stage[s], (const char *)src + off, n,
+                                             cudaMemcpyDeviceToHost, c->stream),
+                             "copy d2h")) ||
+          (rc = sc_kcuda_err(cudaEventRecord(c->stage_ev[s], c->stream), "staging event")) ||
+          (rc = sc_kcuda_err(cudaEventSynchronize(c->stage_ev[s]), "copy d2h wait")))
+        return rc;
+      memcpy((char *)dst + off, c->stage[s], n);
+    }
+  }
+  /* the data the caller now holds may be wrong if a kernel before it hit a bad index */
+  return kind == SC_KCOPY_D2H ? take_flag(c) : 0;
+}
+
+static int cu_sync(sc_kernels *k) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  const int rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "sync");
+  return rc ? rc : take_flag(c);
+}
+
+/* ---- dense ---- */
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. */
+static int cu_gemm(sc_kernels *k, const sc_gemm *g) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (g == NULL || g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 0) return SC_EINVAL;
+  if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX) return SC_ERANGE;
+  const int64_t cols_a = g->trans_a ? g->m : g->k, cols_b = g->trans_b ? g->k : g->n;
+  if (g->lda < (cols_a > 1 ? cols_a : 1) || g->ldb < (cols_b > 1 ? cols_b : 1) ||
+      g->ldc < (g->n > 1 ? g->n : 1) || g->lda > INT32_MAX || g->ldb > INT32_MAX ||
+      g->ldc > INT32_MAX)
+    return SC_EINVAL;
+  if (g->m == 0 || g->n == 0) return 0;
+  if (g->c == NULL || (g->k > 0 && (g->a == NULL || g->b == NULL))) return SC_EINVAL;
+  cublasHandle_t h = c->blas;
+  int rc = blas_err(cublasSetMathMode(h, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                 : CUBLAS_PEDANTIC_MATH),
+                    "math mode");
+  if (rc) return rc;
+  const cublasOperation_t ob = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t oa = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (g->batch > 1)
+    return blas_err(cublasSgemmStridedBatched(
+                        h, ob, oa, (int)g->n, (int)g->m, (int)g->k, &g->alpha, g->b,
+                        (int)g->ldb, g->stride_b, g->a, (int)g->lda, g->stride_a, &g->beta,
+                        g->c, (int)g->ldc, g->stride_c, (int)g->batch),
+                    "sgemm batched");
+  return blas_err(cublasSgemm(h, ob, oa, (int)g->n, (int)g->m, (int)g->k, &g->alpha, g->b,
+                              (int)g->ldb, g->a, (int)g->lda, &g->beta, g->c, (int)g->ldc),
+                  "sgemm");
+}
+
+/* ---- context ---- */
+
+static void cu_destroy(sc_kernels *k) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
+  if (c->scratch) (void)cudaFreeAsync(c->scratch, c->stream);
+  if (c->err_flag) (void)cudaFreeAsync(c->err_flag, c->stream);
+  if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
+  for (int i = 0; i < 2; i++) {
+    if (c->stage[i]) (void)cudaFreeHost(c->stage[i]);
+    if (c->stage_ev[i]) (void)cudaEventDestroy(c->stage_ev[i]);
+  }
+  if (c->blas) (void)cublasDestroy((cublasHandle_t)c->blas);
+  if (c->own_stream && c->stream) (void)cudaStreamDestroy(c->stream);
+  free(c);
+}
+
+static const sc_kernels_ops k_cuda_ops = {
+    .destroy = cu_destroy,
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .memset = cu_memset,
+    .copy = cu_copy,
+    .sync = cu_sync,
+    .gemm = cu_gemm,
+    .rmsnorm = sc_kcuda_rmsnorm,
+    .rope = sc_kcuda_rope,
+    .swiglu = sc_kcuda_swiglu,
+    .add = sc_kcuda_add,
+    .gather_rows = sc_kcuda_gather_rows,
+    .kv_write = sc_kcuda_kv_write,
+    .indexer_topk = sc_kcuda_indexer_topk,
+    .topk_merge = sc_kcuda_topk_merge,
+    .topk_to_workspace = sc_kcuda_topk_to_workspace,
+    .topk_to_slots = sc_kcuda_topk_to_slots,
+    .sparse_attn = sc_kcuda_sparse_attn,
+    .lse_merge = sc_kcuda_lse_merge,
+    .lse_scale = sc_kcuda_lse_scale,
+};
+
+int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
+  *out = NULL;
+  if (device < 0) return SC_EINVAL;
+  if (device >= sc_cuda_device_count()) return SC_ENOTSUP;
+  sc_kcuda *c = calloc(1, sizeof *c);
+  if (c == NULL) return SC_ENOMEM;
+  c->k.ops = &k_cuda_ops;
+  c->k.device = "cuda";
+  c->k.impl = c;
+  c->device = device;
+  int rc;
+  if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
+      (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,
+                                                device),
+                         "device attribute")))
+    goto fail;
+  if (stream != NULL) {
+    c->stream = (cudaStream_t)stream;
+  } else {
+    if ((rc = sc_kcuda_err(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
+                           "stream create")))
+      goto fail;
+    c->own_stream = 1;
+  }
+  cublasHandle_t h = NULL;
+  if ((rc = blas_err(cublasCreate(&h), "cublas create"))) goto fail;
+  c->blas = h;
+  if ((rc = blas_err(cublasSetStream(h, c->stream), "cublas stream"))) goto fail;
+  for (int i = 0; i < 2; i++) {
+    if ((rc = sc_kcuda_err(cudaMallocHost(&c->stage[i], SC_KCUDA_STAGE_BYTES), "pinned")) ||
+        (rc = sc_kcuda_err(cudaEventCreateWithFlags(&c->stage_ev[i], cudaEventDisableTiming),
+                           "event create")))
+      goto fail;
+  }
+  if ((rc = sc_kcuda_err(cudaMallocAsync((void **)&c->err_flag, sizeof(int), c->stream),
+                         "flag alloc")) ||
+      (rc = sc_kcuda_err(cudaMemsetAsync(c->err_flag, 0, sizeof(int), c->stream),
+                         "flag clear")))
+    goto fail;
+  *out = &c->k;
+  return 0;
+fail:
+  cu_destroy(&c->k);
+  return rc;
+}
+
+void *sc_kernels_cuda_stream(sc_kernels *k) { return sc_kcuda_of(k)->stream; }
+
+void sc_kernels_cuda_set_tf32(sc_kernels *k, bool on) { sc_kcuda_of(k)->tf32 = on; }

@@ -1,0 +1,195 @@
+/* cuda_elementwise.cu - RMSNorm, RoPE (interleaved pairs), SwiGLU, the residual add and
+ * the LSE merge / scale of DCP partial results (SPEC.md §7). All f32 on CUDA cores;
+ * rows map to blocks (or a 2-D grid), so there is no cross-block dependency. The RoPE
+ * angle and the LSE combination are computed in double, as the CPU reference does, so
+ * large positions and extreme LSE gaps agree with it. */
+#include <math.h>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+/* ---- RMSNorm: one block per row, sum of squares reduced in f32 over 256 threads ---- */
+__global__ void k_rmsnorm(int64_t dim, const float *x, int64_t ld_x, const float *w,
+                          float eps, float *out, int64_t ld_out) {
+  const int64_t r = blockIdx.x;
+  const float *xr = x + r * ld_x;
+  float *o = out + r * ld_out;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  __shared__ float part[32];
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float v = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (threadIdx.x == 0) part[0] = v;
+  }
+  __syncthreads();
+  const float inv = rsqrtf(part[0] / (float)dim + eps);
+  /* in place is allowed: every thread reads its own elements before writing them */
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    o[i] = xr[i] * inv * (w ? w[i] : 1.0f);
+}
+
+extern "C" int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
+                                int64_t ld_x, const float *w, float eps, float *out,
+                                int64_t ld_out) {
+  if (n_rows < 0 || dim < 1 || eps < 0) return SC_EINVAL;
+  if (n_rows == 0) return 0;
+  if (x == NULL || out == NULL || (n_rows > 1 && (ld_x < dim || ld_out < dim)))
+    return SC_EINVAL;
+  if (n_rows > INT32_MAX) return SC_ERANGE;
+  k_rmsnorm<<<(unsigned)n_rows, 256, 0, sc_kcuda_of(k)->stream>>>(dim, x, ld_x, w, eps, out,
+                                                                    ld_out);
+  return SC_CUDA_CHECK_LAUNCH("rmsnorm");
+}
+
+/* ---- RoPE: one thread per (token, pair), looping over heads ---- */
+__global__ void k_rope(int64_t n_tok, int32_t n_heads, int32_t half, float *x, int64_t ld_tok,
+                       int64_t ld_head, const int32_t *pos, double theta, int32_t rot_dim) {
+  const int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (id >= n_tok * half) return;
+  const int64_t t = id / half;
+  const int32_t i = (int32_t)(id % half);
+  const double ang = (double)pos[t] * pow(theta, -2.0 * i / (double)rot_dim);
+  double sd, cd;
+  sincos(ang, &sd, &cd);
+  const float cs = (float)cd, sn = (float)sd;
+  for (int32_t h = 0; h < n_heads; h++) {
+    float *v = x + t * ld_tok + h * ld_head + 2 * i;
+    const float a = v[0], c = v[1];
+    v[0] = a * cs - c * sn;
+    v[1] = a * sn + c * cs;
+  }
+}
+
+extern "C" int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
+                             float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
+                             float theta) {
+  if (n_tok < 0 || n_heads < 0 || rot_dim < 0 || rot_dim % 2 != 0 || !(theta > 0))
+    return SC_EINVAL;
+  if (n_tok == 0 || n_heads == 0 || rot_dim == 0) return 0;
+  if (x == NULL || pos == NULL || (n_heads > 1 && ld_head < rot_dim)) return SC_EINVAL;
+  const int64_t n = n_tok * (rot_dim / 2);
+  k_rope<<<(unsigned)sc_cdiv(n, 256), 256, 0, sc_kcuda_of(k)->stream>>>(
+      n_tok, n_heads, rot_dim / 2, x, ld_tok, ld_head, pos, (double)theta, rot_dim);
+  return SC_CUDA_CHECK_LAUNCH("rope");
+}
+
+/* ---- SwiGLU and add: 2-D grid, x over the row, y over rows ---- */
+__global__ void k_swiglu(int64_t n_rows, int64_t inter, const float *gate, int64_t ld_gate,
+                         const float *up, int64_t ld_up, float *out, int64_t ld_out) {
+  for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y)
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < inter;
+         i += (int64_t)gridDim.x * blockDim.x) {
+      const float g = gate[r * ld_gate + i];
+      out[r * ld_out + i] = g / (1.0f + expf(-g)) * up[r * ld_up + i];
+    }
+}
+
+__global__ void k_add(int64_t n_rows, int64_t width, const float *x, int64_t ld_x, float *y,
+                      int64_t ld_y) {
+  for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y)
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < width;
+         i += (int64_t)gridDim.x * blockDim.x)
+      y[r * ld_y + i] += x[r * ld_x + i];
+}
+
+static dim3 grid2d(int64_t rows, int64_t width) {
+  const int64_t gx = sc_cdiv(width, 256) < 64 ? sc_cdiv(width, 256) : 64;
+  return dim3((unsigned)gx, (unsigned)(rows < 65535 ? rows : 65535));
+}
+
+extern "C" int sc_kcuda_swiglu(sc_kernels *k, int64_t n_rows, int64_t inter,
+                               const float *gate, int64_t ld_gate, const float *up,
+                               int64_t ld_up, float *out, int64_t ld_out) {
+  if (n_rows < 0 || inter < 0) return SC_EINVAL;
+  if (n_rows == 0 || inter == 0) return 0;
+  if (gate == NULL || up == NULL || out == NULL) return SC_EINVAL;
+  k_swiglu<<<grid2d(n_rows, inter), 256, 0, sc_kcuda_of(k)->stream>>>(
+      n_rows, inter, gate, ld_gate, up, ld_up, out, ld_out);
+  return SC_CUDA_CHECK_LAUNCH("swiglu");
+}
+
+extern "C" int sc_kcuda_add(sc_kernels *k, int64_t n_rows, int64_t width, const float *x,
+                            int64_t ld_x, float *y, int64_t ld_y) {
+  if (n_rows < 0 || width < 0) return SC_EINVAL;
+  if (n_rows == 0 || width == 0) return 0;
+  if (x == NULL || y == NULL) return SC_EINVAL;
+  k_add<<<grid2d(n_rows, width), 256, 0, sc_kcuda_of(k)->stream>>>(n_rows, width, x, ld_x,
+                                                                     y, ld_y);
+  return SC_CUDA_CHECK_LAUNCH("add");
+}
+
+/* ---- LSE merge: one block per (token, head) row ---- */
+
+__device__ inline float clean_lse(float l) { return l < INFINITY ? l : -INFINITY; }
+
+__device__ double merged_lse(const float *lse, int32_t n_shards, int64_t n_rows, int64_t i) {
+  float m = -INFINITY;
+  for (int32_t r = 0; r < n_shards; r++) m = fmaxf(m, clean_lse(lse[r * n_rows + i]));
+  if (m == -INFINITY) m = 0.0f;
+  double sum = 0;
+  for (int32_t r = 0; r < n_shards; r++) {
+    const float l = clean_lse(lse[r * n_rows + i]);
+    if (l != -INFINITY) sum += exp((double)l - m);
+  }
+  return sum > 0 ? (double)m + log(sum) : -INFINITY;
+}
+
+__device__ inline float shard_factor(float lse_r, double big_l) {
+  const float l = clean_lse(lse_r);
+  return l == -INFINITY ? 0.0f : (float)exp((double)l - big_l);
+}
+
+__global__ void k_lse_merge(int32_t n_shards, int64_t n_rows, int64_t width, const float *lse,
+                            const float *out_in, float *out, float *lse_out) {
+  const int64_t i = blockIdx.x;
+  const double big_l = merged_lse(lse, n_shards, n_rows, i);
+  for (int64_t x = threadIdx.x; x < width; x += blockDim.x) {
+    float acc = 0.0f;
+    for (int32_t r = 0; r < n_shards; r++) {
+      const float f = shard_factor(lse[r * n_rows + i], big_l);
+      if (f != 0.0f) acc += f * out_in[(r * n_rows + i) * width + x];
+    }
+    out[i * width + x] = acc;
+  }
+  if (lse_out && threadIdx.x == 0) lse_out[i] = (float)big_l;
+}
+
+__global__ void k_lse_scale(int32_t n_shards, int32_t shard, int64_t n_rows, int64_t width,
+                            const float *lse, float *out, float *lse_out) {
+  const int64_t i = blockIdx.x;
+  const double big_l = merged_lse(lse, n_shards, n_rows, i);
+  const float f = shard_factor(lse[shard * n_rows + i], big_l);
+  for (int64_t x = threadIdx.x; x < width; x += blockDim.x) {
+    float *o = out + i * width + x;
+    *o = f == 0.0f ? 0.0f : f * *o; /* an empty shard's NaN cannot leak */
+  }
+  if (lse_out && threadIdx.x == 0) lse_out[i] = (float)big_l;
+}
+
+extern "C" int sc_kcuda_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_rows,
+                                  int64_t width, const float *lse, const float *out_in,
+                                  float *out, float *lse_out) {
+  if (n_shards < 1 || n_rows < 0 || width < 0) return SC_EINVAL;
+  if (n_rows == 0) return 0;
+  if (lse == NULL || out == NULL || (width > 0 && out_in == NULL)) return SC_EINVAL;
+  if (n_rows > INT32_MAX) return SC_ERANGE;
+  k_lse_merge<<<(unsigned)n_rows, 128, 0, sc_kcuda_of(k)->stream>>>(n_shards, n_rows, width,
+                                                                      lse, out_in, out, lse_out);
+  return SC_CUDA_CHECK_LAUNCH("lse_merge");
+}
+
+extern "C" int sc_kcuda_lse_scale(sc_kernels *k, int32_t n_shards, int32_t shard,
+                                  int64_t n_rows, int64_t width, const float *lse, float *out,
+                                  float *lse_out) {
+  if (n_shards < 1 || shard < 0 || shard >= n_shards || n_rows < 0 || width < 0)
+    return SC_EINVAL;
+  if (n_rows == 0) return 0;
+  if (lse == NULL || (width > 0 && out == NULL)) return SC_EINVAL;
+  if (n_rows > INT32_MAX) return SC_ERANGE;
+  k_lse_scale<<<(unsigned)n_rows, 128, 0, sc_kcuda_of(k)->stream>>>(n_shards, shard, n_rows,
+                                                                      width, lse, out, lse_out);
+  return SC_CUDA_CHECK_LAUNCH("lse_scale");
+}

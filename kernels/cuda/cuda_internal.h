@@ -1,0 +1,96 @@
+/* cuda_internal.h - shared state of the CUDA backend (not a public header).
+ *
+ * sc_kcuda sits behind sc_kernels.impl. The op entry points live in the cuda_*.cu files
+ * (one job each) and are collected into the ops table by cuda_ctx.c. Launchers validate
+ * arguments on the host, queue kernels on c->stream and return the launch status; they
+ * never wait for the device.
+ *
+ * Scratch: sc_kcuda_scratch gives a stream-ordered device area that grows by
+ * cudaFreeAsync + cudaMallocAsync, so a later op may reuse it as soon as the earlier one
+ * is queued (both run in stream order). Threads: the context's driving thread only.
+ */
+#ifndef SC_KERNELS_CUDA_INTERNAL_H
+#define SC_KERNELS_CUDA_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "actors/runtime/sc_error.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sc_kcuda {
+  sc_kernels k;
+  int device;
+  int num_sms;
+  cudaStream_t stream;
+  int own_stream;
+  void *blas;            /* cublasHandle_t */
+  int tf32;
+  int *err_flag;         /* device int: first SC_E* code raised by a kernel, else 0 */
+  void *scratch;         /* device scratch, stream ordered */
+  size_t scratch_cap;
+  void *stage[2];        /* pinned host staging buffers for H2D / D2H */
+  cudaEvent_t stage_ev[2];
+  int stage_next;
+} sc_kcuda;
+
+static inline sc_kcuda *sc_kcuda_of(sc_kernels *k) { return (sc_kcuda *)k->impl; }
+
+/* Maps a CUDA error to an SC_E* code (and logs it). */
+int sc_kcuda_err(cudaError_t e, const char *what);
+/* The status of the last launch on this thread (cudaGetLastError), as an SC_E* code. */
+int sc_kcuda_launched(const char *what);
+/* Device scratch of at least `bytes`, valid for ops queued after this call until the
+ * next call; NULL when it cannot grow. */
+void *sc_kcuda_scratch(sc_kcuda *c, size_t bytes);
+
+/* Row-set check: known format (f32, bf16, fp8_ds_mla), rows >= 0, data when rows > 0,
+ * ld >= width (fp8: width must be 576 and ld >= 656 bytes). */
+int sc_kcuda_check_rows(const sc_krows *r, int64_t width);
+/* Bytes per row step of a row set (ld * element size; fp8: ld is already bytes). */
+static inline int64_t sc_kcuda_row_step(const sc_krows *r) {
+  return r->fmt == SC_KFMT_FP8_DS_MLA ? r->ld : r->ld * (int64_t)sc_kfmt_size(r->fmt);
+}
+
+/* Op entry points. */
+int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
+                     int64_t ld_x, const float *w, float eps, float *out, int64_t ld_out);
+int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
+                  int64_t ld_tok, int64_t ld_head, const int32_t *pos, float theta);
+int sc_kcuda_swiglu(sc_kernels *k, int64_t n_rows, int64_t inter, const float *gate,
+                    int64_t ld_gate, const float *up, int64_t ld_up, float *out,
+                    int64_t ld_out);
+int sc_kcuda_add(sc_kernels *k, int64_t n_rows, int64_t width, const float *x,
+                 int64_t ld_x, float *y, int64_t ld_y);
+int sc_kcuda_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_rows, int64_t width,
+                       const float *lse, const float *out_in, float *out, float *lse_out);
+int sc_kcuda_lse_scale(sc_kernels *k, int32_t n_shards, int32_t shard, int64_t n_rows,
+                       int64_t width, const float *lse, float *out, float *lse_out);
+int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
+                         const int32_t *idx, sc_krows dst);
+int sc_kcuda_kv_write(sc_kernels *k, int64_t n, int64_t width, const float *src,
+                      int64_t ld_src, const int32_t *slots, sc_krows cache);
+int sc_kcuda_topk_to_workspace(sc_kernels *k, int32_t n_tok, int32_t topk,
+                               const int32_t *pos, const int32_t *base,
+                               int32_t shard_rows_total, int32_t n, int32_t il,
+                               int32_t *out);
+int sc_kcuda_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk, const int32_t *pos,
+                           const int32_t *req, const int32_t *bt, int32_t max_blocks,
+                           int32_t block_size, int32_t n, int32_t il, int32_t dcp_rank,
+                           int32_t *out);
+int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a);
+int sc_kcuda_topk_merge(sc_kernels *k, int32_t n_tok, int32_t n_shards, int32_t topk,
+                        const sc_kcand *cand, int32_t *out_pos, sc_kcand *out_cand);
+int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

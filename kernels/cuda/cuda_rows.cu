@@ -1,0 +1,252 @@
+/* cuda_rows.cu - row movement: gather with format conversion (the workspace deinterleave,
+ * shard packing, embedding lookup), KV write by slot mapping (f32, bf16 and the
+ * fp8_ds_mla quantization), and the maps from top-K positions to workspace rows and to
+ * local KV slots. One warp per row; a row whose bytes, base and strides are 16-byte
+ * aligned and needs no conversion moves as 16-byte vectors (the deinterleave case, which
+ * is a pure bandwidth problem). Bad indices raise SC_ERANGE through the error flag. */
+#include "kernels/cuda/cuda_common.cuh"
+
+/* SPEC.md §4 ownership, as actors/partitioner/dcp.h (host-only there). */
+__device__ inline int32_t sc_dcp_owner_d(int64_t p, int32_t n, int32_t il) {
+  return (int32_t)((p / il) % n);
+}
+__device__ inline int64_t sc_dcp_local_index_d(int64_t p, int32_t n, int32_t il) {
+  return (p / ((int64_t)n * il)) * il + p % il;
+}
+
+#define ROWS_PER_BLOCK 8
+
+/* dst row i = src row idx[i], same format, `words` units of T per row. */
+template <typename T>
+__global__ void k_gather_same(int64_t n, int64_t words, const char *src, int64_t src_step,
+                              int64_t src_rows, const int32_t *idx, char *dst,
+                              int64_t dst_step, int *flag) {
+  const int64_t i = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (i >= n) return;
+  T *d = (T *)(dst + i * dst_step);
+  const int64_t r = idx ? idx[i] : i;
+  if (r == -1) {
+    for (int64_t w = lane; w < words; w += 32) d[w] = T{};
+    return;
+  }
+  if (r < 0 || r >= src_rows) {
+    if (lane == 0) sc_dev_raise(flag, SC_ERANGE);
+    return;
+  }
+  const T *s = (const T *)(src + r * src_step);
+  /* four independent 16-byte loads in flight per lane before the first store */
+  int64_t w = lane;
+  for (; w + 96 < words; w += 128) {
+    const T a = s[w], b = s[w + 32], c = s[w + 64], e = s[w + 96];
+    d[w] = a;
+    d[w + 32] = b;
+    d[w + 64] = c;
+    d[w + 96] = e;
+  }
+  for (; w < words; w += 32) d[w] = s[w];
+}
+
+/* Converting gather: dst f32 or bf16 from f32, bf16 or fp8_ds_mla. */
+__global__ void k_gather_conv(int64_t n, int64_t width, const char *src, int sfmt,
+                              int64_t src_step, int64_t src_rows, const int32_t *idx, char *dst,
+                              int dfmt, int64_t dst_step, int *flag) {
+  const int64_t i = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (i >= n) return;
+  char *d = dst + i * dst_step;
+  const int64_t r = idx ? idx[i] : i;
+  if (r != -1 && (r < 0 || r >= src_rows)) {
+    if (lane == 0) sc_dev_raise(flag, SC_ERANGE);
+    return;
+  }
+  const char *s = r == -1 ? NULL : src + r * src_step;
+  for (int64_t x = lane; x < width; x += 32) {
+    const float v = s ? sc_dev_load(s, sfmt, x) : 0.0f;
+    if (dfmt == SC_KFMT_F32) ((float *)d)[x] = v;
+    else ((uint16_t *)d)[x] = sc_dev_to_bf16(v);
+  }
+}
+
+static bool aligned(const void *p, int64_t a) { return ((uintptr_t)p % (uintptr_t)a) == 0; }
+
+extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
+                                    const int32_t *idx, sc_krows dst) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  int rc;
+  if (n < 0) return SC_EINVAL;
+  if ((rc = sc_kcuda_check_rows(&src, width)) || (rc = sc_kcuda_check_rows(&dst, width)))
+    return rc;
+  if (n == 0 || width == 0) return 0;
+  if (dst.rows < n) return SC_ERANGE;
+  const int64_t ss = sc_kcuda_row_step(&src), ds = sc_kcuda_row_step(&dst);
+  const unsigned grid = (unsigned)sc_cdiv(n, ROWS_PER_BLOCK);
+  if (src.fmt == dst.fmt) {
+    const int64_t bytes = src.fmt == SC_KFMT_FP8_DS_MLA ? SC_KFP8_DS_MLA_ROW_BYTES
+                                                        : width * (int64_t)sc_kfmt_size(src.fmt);
+    const int64_t a = (bytes % 16 == 0 && ss % 16 == 0 && ds % 16 == 0 &&
+                       aligned(src.data, 16) && aligned(dst.data, 16))  ? 16
+                      : (bytes % 4 == 0 && ss % 4 == 0 && ds % 4 == 0 &&
+                         aligned(src.data, 4) && aligned(dst.data, 4)) ? 4
+                      : (bytes % 2 == 0 && ss % 2 == 0 && ds % 2 == 0)  ? 2
+                                                                        : 1;
+    const char *sp = (const char *)src.data;
+    char *dp = (char *)dst.data;
+    if (a == 16)
+      k_gather_same<uint4><<<grid, 256, 0, c->stream>>>(n, bytes / 16, sp, ss, src.rows, idx, dp,
+                                                        ds, c->err_flag);
+    else if (a == 4)
+      k_gather_same<uint32_t><<<grid, 256, 0, c->stream>>>(n, bytes / 4, sp, ss, src.rows, idx,
+                                                           dp, ds, c->err_flag);
+    else if (a == 2)
+      k_gather_same<uint16_t><<<grid, 256, 0, c->stream>>>(n, bytes / 2, sp, ss, src.rows, idx,
+                                                           dp, ds, c->err_flag);
+    else
+      k_gather_same<uint8_t><<<grid, 256, 0, c->stream>>>(n, bytes, sp, ss, src.rows, idx, dp,
+                                                          ds, c->err_flag);
+    return SC_CUDA_CHECK_LAUNCH("gather_rows");
+  }
+  if (dst.fmt == SC_KFMT_FP8_DS_MLA) return SC_ENOTSUP; /* quantize with kv_write */
+  k_gather_conv<<<grid, 256, 0, c->stream>>>(n, width, (const char *)src.data, src.fmt, ss,
+                                             src.rows, idx, (char *)dst.data, dst.fmt, ds,
+                                             c->err_flag);
+  return SC_CUDA_CHECK_LAUNCH("gather_rows");
+}
+
+/* ---- KV write ---- */
+
+__global__ void k_kv_write(int64_t n, int64_t width, const float *src, int64_t ld_src,
+                           const int32_t *slots, char *cache, int fmt, int64_t step,
+                           int64_t rows, int *flag) {
+  const int64_t i = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (i >= n) return;
+  const int64_t s = slots[i];
+  if (s == -1) return;
+  if (s < 0 || s >= rows) {
+    if (lane == 0) sc_dev_raise(flag, SC_ERANGE);
+    return;
+  }
+  const float *x = src + i * ld_src;
+  char *d = cache + s * step;
+  if (fmt == SC_KFMT_F32) {
+    for (int64_t e = lane; e < width; e += 32) ((float *)d)[e] = x[e];
+  } else if (fmt == SC_KFMT_BF16) {
+    for (int64_t e = lane; e < width; e += 32) ((uint16_t *)d)[e] = sc_dev_to_bf16(x[e]);
+  } else {
+    /* fp8_ds_mla: per 128-value tile, scale = amax / 448 (1 for an all-zero tile), each
+     * value x / scale rounded to nearest-even e4m3 with saturation */
+    for (int tile = 0; tile < 4; tile++) {
+      float v[4], amax = 0.0f;
+      for (int j = 0; j < 4; j++) {
+        v[j] = x[tile * SC_FP8_TILE + lane * 4 + j];
+        amax = fmaxf(amax, fabsf(v[j]));
+      }
+      for (int off = 16; off > 0; off >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+      uint32_t packed = 0;
+      for (int j = 0; j < 4; j++) {
+        const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(v[j] / scale, __NV_SATFINITE,
+                                                           __NV_E4M3);
+        packed |= (uint32_t)q << (8 * j);
+      }
+      *(uint32_t *)(d + tile * SC_FP8_TILE + lane * 4) = packed;
+      if (lane == 0) *(float *)(d + SC_FP8_SCALE_OFF + 4 * tile) = scale;
+    }
+    uint16_t *rope = (uint16_t *)(d + SC_FP8_ROPE_OFF);
+    for (int e = lane; e < SC_FP8_ROPE; e += 32) rope[e] = sc_dev_to_bf16(x[SC_FP8_NOPE + e]);
+  }
+}
+
+extern "C" int sc_kcuda_kv_write(sc_kernels *k, int64_t n, int64_t width, const float *src,
+                                 int64_t ld_src, const int32_t *slots, sc_krows cache) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  int rc;
+  if (n < 0) return SC_EINVAL;
+  if ((rc = sc_kcuda_check_rows(&cache, width))) return rc;
+  if (n == 0 || width == 0) return 0;
+  if (src == NULL || slots == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
+  if (cache.fmt == SC_KFMT_FP8_DS_MLA && (cache.ld % 4 != 0 || !aligned(cache.data, 4)))
+    return SC_EINVAL; /* scales are f32 words */
+  k_kv_write<<<(unsigned)sc_cdiv(n, ROWS_PER_BLOCK), 256, 0, c->stream>>>(
+      n, width, src, ld_src, slots, (char *)cache.data, cache.fmt, sc_kcuda_row_step(&cache),
+      cache.rows, c->err_flag);
+  return SC_CUDA_CHECK_LAUNCH("kv_write");
+}
+
+/* ---- top-K position maps ---- */
+
+__global__ void k_topk_to_ws(int64_t total, int32_t topk, const int32_t *pos,
+                             const int32_t *base, int32_t srt, int32_t n, int32_t il,
+                             int32_t *out, int *flag) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= total) return;
+  const int32_t p = pos[e];
+  if (p < 0) {
+    out[e] = -1;
+    return;
+  }
+  const int64_t row = (int64_t)sc_dcp_owner_d(p, n, il) * srt + base[e / topk] +
+                      sc_dcp_local_index_d(p, n, il);
+  if (row > INT32_MAX) {
+    sc_dev_raise(flag, SC_ERANGE);
+    return;
+  }
+  out[e] = (int32_t)row;
+}
+
+extern "C" int sc_kcuda_topk_to_workspace(sc_kernels *k, int32_t n_tok, int32_t topk,
+                                          const int32_t *pos, const int32_t *base,
+                                          int32_t shard_rows_total, int32_t n, int32_t il,
+                                          int32_t *out) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (n_tok < 0 || topk < 0 || n < 1 || il < 1 || shard_rows_total < 0) return SC_EINVAL;
+  if (n_tok == 0 || topk == 0) return 0;
+  if (pos == NULL || base == NULL || out == NULL) return SC_EINVAL;
+  const int64_t total = (int64_t)n_tok * topk;
+  k_topk_to_ws<<<(unsigned)sc_cdiv(total, 256), 256, 0, c->stream>>>(
+      total, topk, pos, base, shard_rows_total, n, il, out, c->err_flag);
+  return SC_CUDA_CHECK_LAUNCH("topk_to_workspace");
+}
+
+__global__ void k_topk_to_slots(int64_t total, int32_t topk, const int32_t *pos,
+                                const int32_t *req, const int32_t *bt, int32_t max_blocks,
+                                int32_t bs, int32_t n, int32_t il, int32_t rank, int32_t *out,
+                                int *flag) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= total) return;
+  const int32_t p = pos[e];
+  if (p < 0 || sc_dcp_owner_d(p, n, il) != rank) {
+    out[e] = -1;
+    return;
+  }
+  const int32_t *row = bt + (int64_t)req[e / topk] * max_blocks;
+  const int64_t v = p / ((int64_t)bs * n);
+  if (v >= max_blocks || row[v] < 0) {
+    sc_dev_raise(flag, SC_ERANGE);
+    return;
+  }
+  const int64_t slot = (int64_t)row[v] * bs + sc_dcp_local_index_d(p, n, il) - v * bs;
+  if (slot > INT32_MAX) {
+    sc_dev_raise(flag, SC_ERANGE);
+    return;
+  }
+  out[e] = (int32_t)slot;
+}
+
+extern "C" int sc_kcuda_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk,
+                                      const int32_t *pos, const int32_t *req,
+                                      const int32_t *bt, int32_t max_blocks, int32_t block_size,
+                                      int32_t n, int32_t il, int32_t dcp_rank, int32_t *out) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (n_tok < 0 || topk < 0 || n < 1 || il < 1 || block_size < 1 || max_blocks < 0 ||
+      dcp_rank < 0 || dcp_rank >= n || block_size % il != 0)
+    return SC_EINVAL;
+  if (n_tok == 0 || topk == 0) return 0;
+  if (pos == NULL || req == NULL || bt == NULL || out == NULL) return SC_EINVAL;
+  const int64_t total = (int64_t)n_tok * topk;
+  k_topk_to_slots<<<(unsigned)sc_cdiv(total, 256), 256, 0, c->stream>>>(
+      total, topk, pos, req, bt, max_blocks, block_size, n, il, dcp_rank, out, c->err_flag);
+  return SC_CUDA_CHECK_LAUNCH("topk_to_slots");
+}

@@ -1,0 +1,50 @@
+/* kernels_cuda.h - the CUDA backend of the kernel API (kernels/kernels.h) for sm_90.
+ *
+ * A context binds one device and one stream: every op is queued on that stream in call
+ * order and returns without waiting, except copy to host (returns once the host memory
+ * holds the data) and sync. Buffers come from cudaMallocAsync on the stream; host copies
+ * go through pinned staging buffers, so a host source may be reused as soon as copy
+ * returns. Index errors found by kernels (SC_ERANGE) are recorded in a device flag and
+ * reported by the next sync or copy to host, as kernels.h allows.
+ *
+ * Precision: gemm is f32 through cuBLAS with TF32 off unless sc_kernels_cuda_set_tf32
+ * turns it on; the indexer, elementwise ops, LSE merge and f32-KV attention compute in
+ * f32 on CUDA cores; attention over bf16 and fp8_ds_mla KV runs on the tensor cores with
+ * bf16 operands (q rounded to bf16, softmax in f32, f32 accumulation).
+ *
+ * Threads: as kernels.h; the context's stream and cuBLAS handle are used only by the
+ * thread driving the context. Ownership: a stream passed in stays the caller's; a NULL
+ * stream makes the context create (and destroy) its own non-blocking stream.
+ */
+#ifndef SC_KERNELS_CUDA_H
+#define SC_KERNELS_CUDA_H
+
+#include <stdbool.h>
+
+#include "kernels/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Creates a context on CUDA device `device` (ordinal) queueing on `stream` (a
+ * cudaStream_t, or NULL for a stream of its own). k->device is "cuda". Returns SC_ENOTSUP
+ * when there is no usable device (the caller's cue to skip), SC_ENOMEM, SC_ESYS. */
+int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream);
+
+/* The context's stream (a cudaStream_t), for callers that order their own work (events,
+ * NCCL) against the ops. */
+void *sc_kernels_cuda_stream(sc_kernels *k);
+
+/* Lets gemm use TF32 tensor cores (about 1e-3 relative error instead of f32 rounding).
+ * Off by default: the reference-check path must stay f32. */
+void sc_kernels_cuda_set_tf32(sc_kernels *k, bool on);
+
+/* Number of CUDA devices usable by this process (0 when there is no driver or device). */
+int sc_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

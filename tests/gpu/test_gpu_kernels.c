@@ -1,0 +1,660 @@
+/* test_gpu_kernels.c - every op of the CUDA backend against the CPU reference backend
+ * (sc_kernels_cpu_create) on fresh random inputs (never zeros), plus the fp8_ds_mla
+ * layout against the CPU reference in fp8_ref.c.
+ *
+ * Outputs are poisoned (0xff bytes: NaN for floats, -1 for indices) before every op, so
+ * an element the kernel fails to write shows up as NaN or a mismatch. Tolerances:
+ * row movement, KV write (f32, bf16, fp8 bytes), top-K merge and position maps must match
+ * exactly; f32 math within 1e-5 relative (norm-wise); attention over bf16 / fp8 KV on the
+ * tensor cores within 1e-2; the indexer must select the same sets except where the
+ * exact (double) scores of the differing positions tie with the K-th score within 1e-4
+ * relative, which the test counts and prints as "ties". */
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "actors/runtime/sc_error.h"
+#include "kernels/bf16.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/kernels.h"
+#include "tests/gpu/fp8_ref.h"
+#include "tests/gpu/gpu_test.h"
+
+GPU_TEST_GLOBALS
+
+static sc_kernels *G, *C; /* the CUDA backend under test, the CPU reference */
+
+typedef struct {
+  void *g, *c;
+} pbuf;
+
+static void *up(sc_kernels *k, const void *h, size_t bytes) {
+  void *b = NULL;
+  if (k->ops->alloc(k, bytes, &b) != 0) abort();
+  if (bytes && k->ops->copy(k, b, h, bytes, SC_KCOPY_H2D) != 0) abort();
+  return b;
+}
+static pbuf both(const void *h, size_t bytes) { return (pbuf){up(G, h, bytes), up(C, h, bytes)}; }
+static pbuf both_poison(size_t bytes) {
+  pbuf p = {NULL, NULL};
+  if (G->ops->alloc(G, bytes, &p.g) || C->ops->alloc(C, bytes, &p.c)) abort();
+  if (G->ops->memset(G, p.g, 0xff, bytes) || C->ops->memset(C, p.c, 0xff, bytes)) abort();
+  return p;
+}
+static void pfree(pbuf p) {
+  G->ops->free(G, p.g);
+  C->ops->free(C, p.c);
+}
+/* Both results to host; returns the first error of the GPU side (copy or sync). */
+static int down(pbuf p, void *hg, void *hc, size_t bytes) {
+  int rc = G->ops->copy(G, hg, p.g, bytes, SC_KCOPY_D2H);
+  const int rs = G->ops->sync(G);
+  if (hc && C->ops->copy(C, hc, p.c, bytes, SC_KCOPY_D2H) != 0) abort();
+  return rc ? rc : rs;
+}
+
+/* ---- memory ---- */
+
+static void case_memory(void) {
+  const size_t n = (20u << 20) + 12345; /* larger than the pinned staging buffers */
+  uint8_t *h = malloc(n), *back = malloc(n);
+  for (size_t i = 0; i < n; i++) h[i] = (uint8_t)gt_next();
+  void *a = up(G, h, n), *b = NULL;
+  REQUIRE(G->ops->alloc(G, n, &b) == 0, "alloc");
+  CHECK(G->ops->copy(G, b, a, n, SC_KCOPY_D2D) == 0, "d2d");
+  CHECK(G->ops->memset(G, (char *)b + 1000, 0x5a, 777) == 0, "memset");
+  CHECK(G->ops->copy(G, back, b, n, SC_KCOPY_D2H) == 0, "d2h");
+  CHECK(G->ops->sync(G) == 0, "sync");
+  memset(h + 1000, 0x5a, 777);
+  CHECK(memcmp(h, back, n) == 0, "round trip differs");
+  void *z = NULL;
+  CHECK(G->ops->alloc(G, 0, &z) == 0 && z != NULL, "alloc of 0 bytes");
+  G->ops->free(G, z);
+  G->ops->free(G, a);
+  G->ops->free(G, b);
+  free(h);
+  free(back);
+}
+
+/* ---- gemm ---- */
+
+static void gemm_case(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldc = n + 5;
+  const int64_t ra = ta ? k : m, rb = tb ? n : k;
+  const int64_t bt = batch > 1 ? batch : 1;
+  const int64_t sa = ra * lda + 7, sb = rb * ldb + 1, sc = m * ldc + 3;
+  float *a = gt_rand_f32((size_t)(sa * bt), -1, 1), *b = gt_rand_f32((size_t)(sb * bt), -1, 1);
+  float *c0 = gt_rand_f32((size_t)(sc * bt), -1, 1);
+  pbuf A = both(a, sizeof(float) * (size_t)(sa * bt)), B = both(b, sizeof(float) * (size_t)(sb * bt));
+  pbuf Cc = both(c0, sizeof(float) * (size_t)(sc * bt));
+  sc_gemm g = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .alpha = 0.7f,
+               .beta = 0.3f, .lda = lda, .stride_a = sa, .ldb = ldb, .stride_b = sb,
+               .ldc = ldc, .stride_c = sc, .batch = batch};
+  g.a = A.g, g.b = B.g, g.c = Cc.g;
+  CHECK(G->ops->gemm(G, &g) == 0, "gpu gemm");
+  g.a = A.c, g.b = B.c, g.c = Cc.c;
+  CHECK(C->ops->gemm(C, &g) == 0, "cpu gemm");
+  const size_t bytes = sizeof(float) * (size_t)(sc * bt);
+  float *hg = malloc(bytes), *hc = malloc(bytes);
+  CHECK(down(Cc, hg, hc, bytes) == 0, "gpu sync");
+  const double e = gt_rel_err(hg, hc, (size_t)(sc * bt));
+  CHECK(e < 1e-5, "gemm ta=%d tb=%d batch=%lld rel err %.3g", ta, tb, (long long)batch, e);
+  pfree(A), pfree(B), pfree(Cc);
+  free(a), free(b), free(c0), free(hg), free(hc);
+}
+
+static void case_gemm(void) {
+  gemm_case(false, false, 67, 45, 33, 0);
+  gemm_case(true, false, 31, 70, 129, 0);
+  gemm_case(false, true, 128, 96, 200, 0);
+  gemm_case(true, true, 9, 17, 65, 0);
+  gemm_case(false, true, 16, 24, 40, 3);
+}
+
+/* ---- elementwise ---- */
+
+static void case_elementwise(void) {
+  const int64_t rows = 37, dim = 300, ld = 310;
+  const size_t nx = (size_t)(rows * ld);
+  float *x = gt_rand_f32(nx, -2, 2), *w = gt_rand_f32((size_t)dim, 0.5, 1.5);
+  float *hg = malloc(sizeof(float) * nx), *hc = malloc(sizeof(float) * nx);
+  pbuf X = both(x, sizeof(float) * nx), W = both(w, sizeof(float) * (size_t)dim);
+  pbuf O = both_poison(sizeof(float) * nx);
+  CHECK(G->ops->rmsnorm(G, rows, dim, X.g, ld, W.g, 1e-6f, O.g, ld) == 0, "rmsnorm");
+  CHECK(C->ops->rmsnorm(C, rows, dim, X.c, ld, W.c, 1e-6f, O.c, ld) == 0, "rmsnorm cpu");
+  CHECK(down(O, hg, hc, sizeof(float) * nx) == 0, "sync");
+  for (int64_t r = 0; r < rows; r++) /* compare the written columns only */
+    CHECK(gt_rel_err(hg + r * ld, hc + r * ld, (size_t)dim) < 1e-5, "rmsnorm row %lld",
+          (long long)r);
+  /* in place, no weight */
+  CHECK(G->ops->rmsnorm(G, rows, dim, X.g, ld, NULL, 1e-5f, X.g, ld) == 0, "rmsnorm in place");
+  CHECK(C->ops->rmsnorm(C, rows, dim, X.c, ld, NULL, 1e-5f, X.c, ld) == 0, "rmsnorm cpu");
+  CHECK(down(X, hg, hc, sizeof(float) * nx) == 0, "sync");
+  CHECK(gt_rel_err(hg, hc, nx) < 1e-5, "rmsnorm in place: %.3g", gt_rel_err(hg, hc, nx));
+
+  /* rope on a [tok][head] layout with padding */
+  const int64_t nt = 9, ldh = 80, ldt = 5 * 80 + 3;
+  const int32_t heads = 5, rot = 64;
+  float *q = gt_rand_f32((size_t)(nt * ldt), -1, 1);
+  int32_t pos[9];
+  for (int i = 0; i < 9; i++) pos[i] = (int32_t)gt_int(0, 150000);
+  pbuf Q = both(q, sizeof(float) * (size_t)(nt * ldt)), P = both(pos, sizeof pos);
+  CHECK(G->ops->rope(G, nt, heads, rot, Q.g, ldt, ldh, P.g, 10000.0f) == 0, "rope");
+  CHECK(C->ops->rope(C, nt, heads, rot, Q.c, ldt, ldh, P.c, 10000.0f) == 0, "rope cpu");
+  float *qg = malloc(sizeof(float) * (size_t)(nt * ldt)), *qc = malloc(sizeof(float) * (size_t)(nt * ldt));
+  CHECK(down(Q, qg, qc, sizeof(float) * (size_t)(nt * ldt)) == 0, "sync");
+  CHECK(gt_rel_err(qg, qc, (size_t)(nt * ldt)) < 1e-5, "rope %.3g",
+        gt_rel_err(qg, qc, (size_t)(nt * ldt)));
+
+  /* swiglu and add */
+  float *gate = gt_rand_f32(nx, -4, 4), *upv = gt_rand_f32(nx, -2, 2);
+  pbuf Gt = both(gate, sizeof(float) * nx), U = both(upv, sizeof(float) * nx);
+  pbuf S = both_poison(sizeof(float) * nx);
+  CHECK(G->ops->swiglu(G, rows, dim, Gt.g, ld, U.g, ld, S.g, ld) == 0, "swiglu");
+  CHECK(C->ops->swiglu(C, rows, dim, Gt.c, ld, U.c, ld, S.c, ld) == 0, "swiglu cpu");
+  CHECK(down(S, hg, hc, sizeof(float) * nx) == 0, "sync");
+  for (int64_t r = 0; r < rows; r++)
+    CHECK(gt_rel_err(hg + r * ld, hc + r * ld, (size_t)dim) < 1e-5, "swiglu row %lld",
+          (long long)r);
+  CHECK(G->ops->add(G, rows, dim, Gt.g, ld, U.g, ld) == 0, "add");
+  CHECK(C->ops->add(C, rows, dim, Gt.c, ld, U.c, ld) == 0, "add cpu");
+  CHECK(down(U, hg, hc, sizeof(float) * nx) == 0, "sync");
+  CHECK(memcmp(hg, hc, sizeof(float) * nx) == 0, "add differs");
+  pfree(X), pfree(W), pfree(O), pfree(Q), pfree(P), pfree(Gt), pfree(U), pfree(S);
+  free(x), free(w), free(hg), free(hc), free(q), free(qg), free(qc), free(gate), free(upv);
+}
+
+/* ---- gather and KV write ---- */
+
+static void gather_case(sc_kfmt sf, sc_kfmt df, int64_t width, int64_t sld, int64_t dld,
+                        bool with_idx) {
+  const int64_t srows = 500, n = 300;
+  const size_t ssz = sc_kfmt_size(sf), dsz = sc_kfmt_size(df);
+  const size_t sbytes = (size_t)(srows * sld) * ssz, dbytes = (size_t)(n * dld) * dsz;
+  uint8_t *src = malloc(sbytes);
+  for (int64_t i = 0; i < srows * sld; i++) {
+    const float v = (float)gt_unif(-3, 3);
+    if (sf == SC_KFMT_F32) ((float *)src)[i] = v;
+    else ((uint16_t *)src)[i] = sc_f32_to_bf16(v);
+  }
+  int32_t *idx = malloc(sizeof(int32_t) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)gt_int(-1, srows - 1);
+  pbuf S = both(src, sbytes), I = both(idx, sizeof(int32_t) * (size_t)n), D = both_poison(dbytes);
+  CHECK(G->ops->gather_rows(G, n, width, (sc_krows){S.g, sf, sld, srows}, with_idx ? I.g : NULL,
+                            (sc_krows){D.g, df, dld, n}) == 0,
+        "gather");
+  CHECK(C->ops->gather_rows(C, n, width, (sc_krows){S.c, sf, sld, srows}, with_idx ? I.c : NULL,
+                            (sc_krows){D.c, df, dld, n}) == 0,
+        "gather cpu");
+  uint8_t *hg = malloc(dbytes), *hc = malloc(dbytes);
+  CHECK(down(D, hg, hc, dbytes) == 0, "sync");
+  int bad = 0;
+  for (int64_t r = 0; r < n; r++)
+    bad += memcmp(hg + (size_t)(r * dld) * dsz, hc + (size_t)(r * dld) * dsz, (size_t)width * dsz) != 0;
+  CHECK(bad == 0, "gather %d->%d width %lld: %d rows differ", sf, df, (long long)width, bad);
+  pfree(S), pfree(I), pfree(D);
+  free(src), free(idx), free(hg), free(hc);
+}
+
+static void case_gather(void) {
+  gather_case(SC_KFMT_F32, SC_KFMT_F32, 70, 75, 70, true);
+  gather_case(SC_KFMT_BF16, SC_KFMT_BF16, 704, 704, 704, true); /* 16-byte path */
+  gather_case(SC_KFMT_BF16, SC_KFMT_BF16, 33, 35, 33, true);    /* 2-byte path */
+  gather_case(SC_KFMT_F32, SC_KFMT_BF16, 64, 64, 72, true);
+  gather_case(SC_KFMT_BF16, SC_KFMT_F32, 64, 80, 64, false);
+  gather_case(SC_KFMT_F32, SC_KFMT_F32, 128, 128, 128, false);  /* 16-byte identity */
+}
+
+static void case_kv_write(void) {
+  const int64_t n = 200, width = 576, rows = 400;
+  float *src = gt_rand_f32((size_t)(n * width), -2, 2);
+  for (int64_t i = 0; i < width; i++) src[5 * width + i] *= (i < 128) ? 0.0f : 1.0f; /* a zero tile */
+  for (int64_t i = 0; i < 128; i++) src[7 * width + 256 + i] *= 1e-6f; /* a tiny tile */
+  int32_t *slots = malloc(sizeof(int32_t) * (size_t)n), *perm = malloc(sizeof(int32_t) * (size_t)rows);
+  for (int32_t i = 0; i < rows; i++) perm[i] = i;
+  gt_shuffle_i32(perm, rows);
+  for (int64_t i = 0; i < n; i++) slots[i] = gt_int(0, 9) == 0 ? -1 : perm[i];
+  pbuf X = both(src, sizeof(float) * (size_t)(n * width)), Sl = both(slots, sizeof(int32_t) * (size_t)n);
+  /* f32 and bf16 caches against the CPU backend, bit for bit (untouched rows included) */
+  for (int f = 0; f < 2; f++) {
+    const sc_kfmt fmt = f ? SC_KFMT_BF16 : SC_KFMT_F32;
+    const size_t bytes = (size_t)(rows * width) * sc_kfmt_size(fmt);
+    uint8_t *init = malloc(bytes);
+    for (size_t i = 0; i < bytes; i++) init[i] = (uint8_t)gt_next();
+    pbuf K = both(init, bytes);
+    CHECK(G->ops->kv_write(G, n, width, X.g, width, Sl.g, (sc_krows){K.g, fmt, width, rows}) == 0,
+          "kv_write");
+    CHECK(C->ops->kv_write(C, n, width, X.c, width, Sl.c, (sc_krows){K.c, fmt, width, rows}) == 0,
+          "kv_write cpu");
+    uint8_t *hg = malloc(bytes), *hc = malloc(bytes);
+    CHECK(down(K, hg, hc, bytes) == 0, "sync");
+    CHECK(memcmp(hg, hc, bytes) == 0, "kv_write fmt %d differs", fmt);
+    pfree(K);
+    free(init), free(hg), free(hc);
+  }
+  /* fp8_ds_mla against the CPU reference quantizer */
+  const int64_t rb = SC_KFP8_DS_MLA_ROW_BYTES;
+  const size_t bytes = (size_t)(rows * rb);
+  void *cache = NULL;
+  REQUIRE(G->ops->alloc(G, bytes, &cache) == 0, "alloc");
+  CHECK(G->ops->memset(G, cache, 0xff, bytes) == 0, "memset");
+  CHECK(G->ops->kv_write(G, n, width, X.g, width, Sl.g,
+                         (sc_krows){cache, SC_KFMT_FP8_DS_MLA, rb, rows}) == 0,
+        "kv_write fp8");
+  uint8_t *hg = malloc(bytes), ref[SC_KFP8_DS_MLA_ROW_BYTES];
+  CHECK(G->ops->copy(G, hg, cache, bytes, SC_KCOPY_D2H) == 0, "copy");
+  CHECK(G->ops->sync(G) == 0, "sync");
+  int bad_rows = 0, bad_bytes = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (slots[i] < 0) continue;
+    sc_ref_fp8_quantize_row(src + i * width, ref);
+    const uint8_t *got = hg + (size_t)slots[i] * (size_t)rb;
+    int diff = 0;
+    for (int b = 0; b < rb; b++) diff += got[b] != ref[b];
+    bad_rows += diff != 0;
+    bad_bytes += diff;
+  }
+  CHECK(bad_rows == 0, "fp8 quantization differs from the reference: %d rows, %d bytes",
+        bad_rows, bad_bytes);
+  /* the CPU backend refuses the GPU-only layout */
+  CHECK(C->ops->kv_write(C, 1, width, X.c, width, Sl.c,
+                         (sc_krows){X.c, SC_KFMT_FP8_DS_MLA, rb, 1}) == SC_ENOTSUP,
+        "cpu backend should answer ENOTSUP for fp8_ds_mla");
+  /* fp8 -> f32 / bf16 dequantizing gather, and fp8 -> fp8 copy */
+  const int64_t ng = 150;
+  int32_t *gidx = malloc(sizeof(int32_t) * (size_t)ng);
+  for (int64_t i = 0; i < ng; i++) gidx[i] = i % 11 == 0 ? -1 : slots[gt_int(0, n - 1)];
+  for (int64_t i = 0; i < ng; i++)
+    if (gidx[i] < -1) gidx[i] = -1;
+  void *gi = up(G, gidx, sizeof(int32_t) * (size_t)ng), *df = NULL, *d8 = NULL;
+  REQUIRE(G->ops->alloc(G, sizeof(float) * (size_t)(ng * width), &df) == 0 &&
+              G->ops->alloc(G, (size_t)(ng * rb), &d8) == 0,
+          "alloc");
+  G->ops->memset(G, df, 0xff, sizeof(float) * (size_t)(ng * width));
+  CHECK(G->ops->gather_rows(G, ng, width, (sc_krows){cache, SC_KFMT_FP8_DS_MLA, rb, rows}, gi,
+                            (sc_krows){df, SC_KFMT_F32, width, ng}) == 0,
+        "gather fp8->f32");
+  CHECK(G->ops->gather_rows(G, ng, width, (sc_krows){cache, SC_KFMT_FP8_DS_MLA, rb, rows}, gi,
+                            (sc_krows){d8, SC_KFMT_FP8_DS_MLA, rb, ng}) == 0,
+        "gather fp8->fp8");
+  float *hf = malloc(sizeof(float) * (size_t)(ng * width)), deq[576];
+  uint8_t *h8 = malloc((size_t)(ng * rb));
+  CHECK(G->ops->copy(G, hf, df, sizeof(float) * (size_t)(ng * width), SC_KCOPY_D2H) == 0 &&
+            G->ops->copy(G, h8, d8, (size_t)(ng * rb), SC_KCOPY_D2H) == 0 && G->ops->sync(G) == 0,
+        "copy");
+  int bad = 0;
+  for (int64_t i = 0; i < ng; i++) {
+    if (gidx[i] < 0) {
+      for (int64_t x = 0; x < width; x++) bad += hf[i * width + x] != 0.0f;
+      continue;
+    }
+    const uint8_t *row = hg + (size_t)gidx[i] * (size_t)rb;
+    sc_ref_fp8_dequantize_row(row, deq);
+    bad += memcmp(hf + i * width, deq, sizeof deq) != 0;
+    bad += memcmp(h8 + i * rb, row, (size_t)rb) != 0;
+  }
+  CHECK(bad == 0, "fp8 gather: %d mismatches", bad);
+  G->ops->free(G, gi), G->ops->free(G, df), G->ops->free(G, d8), G->ops->free(G, cache);
+  pfree(X), pfree(Sl);
+  free(src), free(slots), free(perm), free(hg), free(gidx), free(hf), free(h8);
+}
+
+/* ---- indexer ---- */
+
+/* exact score of token t against key row `row` (double) */
+static double exact_score(const float *q, const float *w, int32_t heads, int32_t dim,
+                          const float *keys_f32, int64_t row) {
+  double s = 0;
+  for (int32_t h = 0; h < heads; h++) {
+    double d = 0;
+    for (int32_t x = 0; x < dim; x++) d += (double)q[h * dim + x] * keys_f32[row * dim + x];
+    s += (double)w[h] * (d > 0 ? d : 0);
+  }
+  return s;
+}
+
+static void indexer_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, int32_t n_tok) {
+  /* two requests sharing one key list: tokens of the first see entries [0, L0), of the
+   * second [L0, L), rows permuted, positions 0.. within each range */
+  const int32_t L0 = 4000, L = 6000, R = 7000;
+  float *q = gt_rand_f32((size_t)n_tok * heads * dim, -1, 1);
+  float *w = gt_rand_f32((size_t)n_tok * heads, 0.01, 0.1);
+  float *kf = gt_rand_f32((size_t)R * dim, -1, 1);
+  uint16_t *kb = malloc(sizeof(uint16_t) * (size_t)R * dim);
+  for (int64_t i = 0; i < (int64_t)R * dim; i++) {
+    kb[i] = sc_f32_to_bf16(kf[i]);
+    if (fmt == SC_KFMT_BF16) kf[i] = sc_bf16_to_f32(kb[i]); /* the values actually scored */
+  }
+  int32_t *rows = malloc(sizeof(int32_t) * R), *kpos = malloc(sizeof(int32_t) * L);
+  for (int32_t i = 0; i < R; i++) rows[i] = i;
+  gt_shuffle_i32(rows, R);
+  for (int32_t e = 0; e < L; e++) kpos[e] = e < L0 ? e : e - L0;
+  int32_t *qpos = malloc(sizeof(int32_t) * (size_t)n_tok), *kbeg = malloc(sizeof(int32_t) * (size_t)n_tok),
+          *kend = malloc(sizeof(int32_t) * (size_t)n_tok);
+  for (int32_t t = 0; t < n_tok; t++) {
+    const bool first = t < n_tok / 2;
+    kbeg[t] = first ? 0 : L0;
+    kend[t] = first ? L0 : L;
+    /* some tokens see fewer than topk keys (padding), most see many more */
+    const int32_t last = kend[t] - kbeg[t] - 1;
+    qpos[t] = t % 5 == 0 ? (int32_t)gt_int(0, topk / 2)
+                         : (int32_t)gt_int(topk < last ? topk : last, last);
+  }
+  pbuf Q = both(q, sizeof(float) * (size_t)n_tok * heads * dim);
+  pbuf W = both(w, sizeof(float) * (size_t)n_tok * heads);
+  pbuf K = fmt == SC_KFMT_F32 ? both(kf, sizeof(float) * (size_t)R * dim)
+                              : both(kb, sizeof(uint16_t) * (size_t)R * dim);
+  pbuf Rw = both(rows, sizeof(int32_t) * R), Kp = both(kpos, sizeof(int32_t) * L);
+  pbuf Qp = both(qpos, sizeof(int32_t) * (size_t)n_tok), Kb = both(kbeg, sizeof(int32_t) * (size_t)n_tok),
+       Ke = both(kend, sizeof(int32_t) * (size_t)n_tok);
+  const size_t ncand = (size_t)n_tok * topk;
+  pbuf Oc = both_poison(sizeof(sc_kcand) * ncand), Op = both_poison(sizeof(int32_t) * ncand);
+  sc_indexer_args a = {.n_tok = n_tok, .n_heads = heads, .dim = dim, .topk = topk,
+                       .ld_q = (int64_t)heads * dim, .ld_w = heads};
+  a.q = Q.g, a.w = W.g, a.q_pos = Qp.g, a.keys = (sc_krows){K.g, fmt, dim, R};
+  a.key_rows = Rw.g, a.key_pos = Kp.g, a.key_begin = Kb.g, a.key_end = Ke.g;
+  a.out_pos = Op.g, a.out_cand = Oc.g;
+  CHECK(G->ops->indexer_topk(G, &a) == 0, "indexer");
+  a.q = Q.c, a.w = W.c, a.q_pos = Qp.c, a.keys = (sc_krows){K.c, fmt, dim, R};
+  a.key_rows = Rw.c, a.key_pos = Kp.c, a.key_begin = Kb.c, a.key_end = Ke.c;
+  a.out_pos = Op.c, a.out_cand = Oc.c;
+  CHECK(C->ops->indexer_topk(C, &a) == 0, "indexer cpu");
+  sc_kcand *cg = malloc(sizeof(sc_kcand) * ncand), *cc = malloc(sizeof(sc_kcand) * ncand);
+  int32_t *pg = malloc(sizeof(int32_t) * ncand);
+  CHECK(down(Oc, cg, cc, sizeof(sc_kcand) * ncand) == 0, "sync");
+  CHECK(down(Op, pg, NULL, sizeof(int32_t) * ncand) == 0, "sync");
+  int ties = 0, bad = 0;
+  for (int32_t t = 0; t < n_tok; t++) {
+    const sc_kcand *g = cg + (size_t)t * topk, *c = cc + (size_t)t * topk;
+    int ng = 0, nc = 0;
+    for (int32_t i = 0; i < topk; i++) {
+      ng += g[i].pos >= 0;
+      nc += c[i].pos >= 0;
+      if (pg[(size_t)t * topk + i] != g[i].pos) bad++;
+      /* GPU order: (score desc, pos asc), padding last */
+      if (i > 0 && g[i].pos >= 0 &&
+          !(g[i - 1].score > g[i].score || (g[i - 1].score == g[i].score && g[i - 1].pos < g[i].pos)))
+        bad++;
+    }
+    const int expect = qpos[t] + 1 < topk ? qpos[t] + 1 : topk;
+    if (ng != expect || nc != expect) {
+      bad++;
+      continue;
+    }
+    const float *qt = q + (size_t)t * heads * dim, *wt = w + (size_t)t * heads;
+    const int32_t base = kbeg[t];
+    const double kth = exact_score(qt, wt, heads, dim, kf, rows[base + c[nc - 1].pos]);
+    const double tol = 1e-4 * (1.0 + fabs(kth));
+    for (int32_t i = 0; i < ng; i++) {
+      bool in_c = false;
+      for (int32_t j = 0; j < nc && !in_c; j++) in_c = c[j].pos == g[i].pos;
+      const double ex = exact_score(qt, wt, heads, dim, kf, rows[base + g[i].pos]);
+      if (fabs(ex - g[i].score) > tol) bad++; /* GPU score itself must be right */
+      if (!in_c) {
+        if (fabs(ex - kth) <= tol) ties++;
+        else bad++;
+      }
+    }
+  }
+  CHECK(bad == 0, "indexer fmt %d heads %d dim %d topk %d: %d mismatches (%d ties)", fmt,
+        heads, dim, topk, bad, ties);
+  printf("     indexer fmt=%d heads=%d dim=%d topk=%d: %d score ties at the K-th place\n", fmt,
+         heads, dim, topk, ties);
+  pfree(Q), pfree(W), pfree(K), pfree(Rw), pfree(Kp), pfree(Qp), pfree(Kb), pfree(Ke),
+      pfree(Oc), pfree(Op);
+  free(q), free(w), free(kf), free(kb), free(rows), free(kpos), free(qpos), free(kbeg),
+      free(kend), free(cg), free(cc), free(pg);
+}
+
+static void case_indexer(void) {
+  indexer_case(SC_KFMT_F32, 16, 64, 300, 24);
+  indexer_case(SC_KFMT_BF16, 8, 128, 2048, 10);
+  indexer_case(SC_KFMT_F32, 4, 40, 17, 12);
+}
+
+/* ---- top-K merge and position maps ---- */
+
+static void case_topk_merge(void) {
+  const int32_t n_tok = 10, shards = 4, topk = 100;
+  const size_t n = (size_t)n_tok * shards * topk;
+  sc_kcand *cand = malloc(sizeof(sc_kcand) * n);
+  for (int32_t r = 0; r < shards; r++)
+    for (int32_t t = 0; t < n_tok; t++)
+      for (int32_t i = 0; i < topk; i++) {
+        sc_kcand *c = cand + ((size_t)r * n_tok + t) * topk + i;
+        c->pos = i * shards + r; /* distinct across shards */
+        c->score = (float)gt_int(-20, 20) * 0.25f; /* many exact ties */
+        const int64_t u = gt_int(0, 99);
+        if (u < 8) *c = (sc_kcand){-INFINITY, -1};       /* padding */
+        else if (u < 10) c->score = NAN;                  /* counts as -inf */
+        else if (u < 12) c->score = -INFINITY;
+      }
+  pbuf Cd = both(cand, sizeof(sc_kcand) * n);
+  pbuf Oc = both_poison(sizeof(sc_kcand) * (size_t)n_tok * topk), Op = both_poison(sizeof(int32_t) * (size_t)n_tok * topk);
+  CHECK(G->ops->topk_merge(G, n_tok, shards, topk, Cd.g, Op.g, Oc.g) == 0, "merge");
+  CHECK(C->ops->topk_merge(C, n_tok, shards, topk, Cd.c, Op.c, Oc.c) == 0, "merge cpu");
+  const size_t bytes = sizeof(sc_kcand) * (size_t)n_tok * topk;
+  sc_kcand *hg = malloc(bytes), *hc = malloc(bytes);
+  int32_t *pg = malloc(bytes), *pc = malloc(bytes);
+  CHECK(down(Oc, hg, hc, bytes) == 0 && down(Op, pg, pc, sizeof(int32_t) * (size_t)n_tok * topk) == 0,
+        "sync");
+  CHECK(memcmp(hg, hc, bytes) == 0, "merged candidates differ");
+  CHECK(memcmp(pg, pc, sizeof(int32_t) * (size_t)n_tok * topk) == 0, "merged positions differ");
+  pfree(Cd), pfree(Oc), pfree(Op);
+  free(cand), free(hg), free(hc), free(pg), free(pc);
+}
+
+static void case_topk_maps(void) {
+  const int32_t n_tok = 20, topk = 64, n = 4, il = 2, bs = 8, maxb = 10, rank = 1;
+  const size_t m = (size_t)n_tok * topk;
+  int32_t *pos = malloc(sizeof(int32_t) * m), base[20], req[20], bt[3 * 10];
+  for (size_t i = 0; i < m; i++) pos[i] = (int32_t)gt_int(-1, maxb * bs * n - 1);
+  for (int i = 0; i < n_tok; i++) base[i] = (int32_t)gt_int(0, 1000), req[i] = (int32_t)gt_int(0, 2);
+  for (int i = 0; i < 30; i++) bt[i] = (int32_t)gt_int(0, 500);
+  pbuf P = both(pos, sizeof(int32_t) * m), B = both(base, sizeof base), Rq = both(req, sizeof req),
+       Bt = both(bt, sizeof bt);
+  pbuf O1 = both_poison(sizeof(int32_t) * m), O2 = both_poison(sizeof(int32_t) * m);
+  CHECK(G->ops->topk_to_workspace(G, n_tok, topk, P.g, B.g, 777, n, il, O1.g) == 0, "ws");
+  CHECK(C->ops->topk_to_workspace(C, n_tok, topk, P.c, B.c, 777, n, il, O1.c) == 0, "ws cpu");
+  CHECK(G->ops->topk_to_slots(G, n_tok, topk, P.g, Rq.g, Bt.g, maxb, bs, n, il, rank, O2.g) == 0,
+        "slots");
+  CHECK(C->ops->topk_to_slots(C, n_tok, topk, P.c, Rq.c, Bt.c, maxb, bs, n, il, rank, O2.c) == 0,
+        "slots cpu");
+  int32_t *hg = malloc(sizeof(int32_t) * m), *hc = malloc(sizeof(int32_t) * m);
+  CHECK(down(O1, hg, hc, sizeof(int32_t) * m) == 0, "sync");
+  CHECK(memcmp(hg, hc, sizeof(int32_t) * m) == 0, "topk_to_workspace differs");
+  CHECK(down(O2, hg, hc, sizeof(int32_t) * m) == 0, "sync");
+  CHECK(memcmp(hg, hc, sizeof(int32_t) * m) == 0, "topk_to_slots differs");
+  pfree(P), pfree(B), pfree(Rq), pfree(Bt), pfree(O1), pfree(O2);
+  free(pos), free(hg), free(hc);
+}
+
+/* ---- sparse attention ---- */
+
+/* kvfmt: the format given to the GPU; the CPU gets f32 rows holding the values the GPU
+ * reads (bf16-rounded, or fp8-dequantized through the reference). */
+static void attn_case(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, int32_t dr,
+                      int32_t topk, float scale, double tol) {
+  const int64_t rows = 3000, width = dc + dr;
+  float *q = gt_rand_f32((size_t)n_tok * heads * width, -1, 1);
+  float *kv = gt_rand_f32((size_t)(rows * width), -1, 1);
+  int32_t *sel = malloc(sizeof(int32_t) * (size_t)n_tok * topk);
+  for (int64_t i = 0; i < (int64_t)n_tok * topk; i++)
+    sel[i] = gt_int(0, 9) == 0 ? -1 : (int32_t)gt_int(0, rows - 1);
+  for (int32_t i = 0; i < topk; i++) sel[(n_tok - 1) * topk + i] = -1; /* an empty shard */
+  void *gkv = NULL;
+  int64_t gld = width;
+  if (kvfmt == SC_KFMT_F32) {
+    gkv = up(G, kv, sizeof(float) * (size_t)(rows * width));
+  } else if (kvfmt == SC_KFMT_BF16) {
+    uint16_t *h = malloc(sizeof(uint16_t) * (size_t)(rows * width));
+    for (int64_t i = 0; i < rows * width; i++) {
+      h[i] = sc_f32_to_bf16(kv[i]);
+      kv[i] = sc_bf16_to_f32(h[i]);
+    }
+    gkv = up(G, h, sizeof(uint16_t) * (size_t)(rows * width));
+    free(h);
+  } else { /* fp8: the GPU quantizes with kv_write; the CPU reads the reference's values */
+    gld = SC_KFP8_DS_MLA_ROW_BYTES;
+    void *src = up(G, kv, sizeof(float) * (size_t)(rows * width));
+    int32_t *slots = malloc(sizeof(int32_t) * (size_t)rows);
+    for (int32_t i = 0; i < rows; i++) slots[i] = i;
+    void *sl = up(G, slots, sizeof(int32_t) * (size_t)rows);
+    if (G->ops->alloc(G, (size_t)(rows * gld), &gkv)) abort();
+    CHECK(G->ops->kv_write(G, rows, width, src, width, sl,
+                           (sc_krows){gkv, SC_KFMT_FP8_DS_MLA, gld, rows}) == 0,
+          "kv_write fp8");
+    uint8_t row[SC_KFP8_DS_MLA_ROW_BYTES];
+    for (int64_t r = 0; r < rows; r++) {
+      sc_ref_fp8_quantize_row(kv + r * width, row);
+      sc_ref_fp8_dequantize_row(row, kv + r * width);
+    }
+    G->ops->free(G, src), G->ops->free(G, sl);
+    free(slots);
+  }
+  void *ckv = up(C, kv, sizeof(float) * (size_t)(rows * width));
+  pbuf Q = both(q, sizeof(float) * (size_t)n_tok * heads * width);
+  pbuf S = both(sel, sizeof(int32_t) * (size_t)n_tok * topk);
+  const size_t no = (size_t)n_tok * heads * dc, nl = (size_t)n_tok * heads;
+  pbuf O = both_poison(sizeof(float) * no), Ls = both_poison(sizeof(float) * nl);
+  sc_attn_args a = {.n_tok = n_tok, .n_heads = heads, .dc = dc, .dr = dr, .topk = topk,
+                    .scale = scale, .ld_q = heads * width, .ld_sel = topk,
+                    .ld_out = (int64_t)heads * dc, .ld_lse = heads};
+  a.q = Q.g, a.kv = (sc_krows){gkv, kvfmt, gld, rows}, a.sel = S.g, a.out = O.g, a.lse = Ls.g;
+  CHECK(G->ops->sparse_attn(G, &a) == 0, "attn");
+  a.q = Q.c, a.kv = (sc_krows){ckv, SC_KFMT_F32, width, rows}, a.sel = S.c, a.out = O.c,
+  a.lse = Ls.c;
+  CHECK(C->ops->sparse_attn(C, &a) == 0, "attn cpu");
+  float *og = malloc(sizeof(float) * no), *oc = malloc(sizeof(float) * no);
+  float *lg = malloc(sizeof(float) * nl), *lc = malloc(sizeof(float) * nl);
+  CHECK(down(O, og, oc, sizeof(float) * no) == 0 && down(Ls, lg, lc, sizeof(float) * nl) == 0,
+        "sync");
+  const double e = gt_rel_err(og, oc, no);
+  double lmax = 0;
+  int empty_bad = 0;
+  for (size_t i = 0; i < nl; i++) {
+    if (i >= (size_t)(n_tok - 1) * heads) { /* the empty shard */
+      empty_bad += !(lg[i] == -INFINITY);
+      continue;
+    }
+    const double d = fabs((double)lg[i] - lc[i]);
+    lmax = isnan(d) ? INFINITY : d > lmax ? d : lmax;
+  }
+  for (size_t i = (size_t)(n_tok - 1) * heads * dc; i < no; i++) empty_bad += og[i] != 0.0f;
+  CHECK(e < tol && lmax < 10 * tol, "attn fmt %d heads %d dc %d: out rel err %.3g, lse max diff %.3g",
+        kvfmt, heads, dc, e, lmax);
+  CHECK(empty_bad == 0, "empty selection must give out 0 and lse -inf (%d bad)", empty_bad);
+  printf("     attn fmt=%d tok=%d heads=%d dc=%d dr=%d topk=%d scale=%.3f: rel err %.3g, lse diff %.3g\n",
+         kvfmt, n_tok, heads, dc, dr, topk, scale, e, lmax);
+  G->ops->free(G, gkv), C->ops->free(C, ckv);
+  pfree(Q), pfree(S), pfree(O), pfree(Ls);
+  free(q), free(kv), free(sel), free(og), free(oc), free(lg), free(lc);
+}
+
+static void case_attention(void) {
+  attn_case(SC_KFMT_F32, 7, 5, 64, 16, 50, 0.125f, 1e-5);     /* warp kernel, f32 */
+  attn_case(SC_KFMT_BF16, 5, 6, 64, 16, 70, 0.125f, 1e-5);    /* warp kernel, bf16 */
+  attn_case(SC_KFMT_F32, 3, 16, 512, 64, 100, 0.0417f, 1e-5); /* f32 at the model width */
+  attn_case(SC_KFMT_BF16, 5, 128, 512, 64, 200, 0.0417f, 1e-2); /* tensor cores */
+  attn_case(SC_KFMT_BF16, 4, 72, 512, 64, 77, 0.15f, 1e-2);     /* partial head group */
+  attn_case(SC_KFMT_FP8_DS_MLA, 5, 128, 512, 64, 200, 0.0417f, 1e-2);
+  attn_case(SC_KFMT_FP8_DS_MLA, 3, 64, 512, 64, 2048, 0.1f, 1e-2);
+}
+
+/* ---- LSE merge and scale ---- */
+
+static void case_lse(void) {
+  const int32_t shards = 3;
+  const int64_t nr = 50, width = 40;
+  float *lse = gt_rand_f32((size_t)(shards * nr), -5, 5);
+  float *out = gt_rand_f32((size_t)(shards * nr * width), -1, 1);
+  for (int64_t i = 0; i < shards * nr; i++) {
+    const int64_t u = gt_int(0, 19);
+    if (u == 0) lse[i] = -INFINITY;
+    else if (u == 1) lse[i] = NAN;
+    else if (u == 2) lse[i] = INFINITY;
+  }
+  for (int32_t r = 0; r < shards; r++) lse[r * nr + 7] = -INFINITY; /* all empty */
+  pbuf L = both(lse, sizeof(float) * (size_t)(shards * nr));
+  pbuf In = both(out, sizeof(float) * (size_t)(shards * nr * width));
+  pbuf O = both_poison(sizeof(float) * (size_t)(nr * width)), Lo = both_poison(sizeof(float) * (size_t)nr);
+  CHECK(G->ops->lse_merge(G, shards, nr, width, L.g, In.g, O.g, Lo.g) == 0, "merge");
+  CHECK(C->ops->lse_merge(C, shards, nr, width, L.c, In.c, O.c, Lo.c) == 0, "merge cpu");
+  float *hg = malloc(sizeof(float) * (size_t)(nr * width)), *hc = malloc(sizeof(float) * (size_t)(nr * width));
+  float lg[50], lc[50];
+  CHECK(down(O, hg, hc, sizeof(float) * (size_t)(nr * width)) == 0 && down(Lo, lg, lc, sizeof lg) == 0,
+        "sync");
+  CHECK(gt_rel_err(hg, hc, (size_t)(nr * width)) < 1e-5, "lse_merge out %.3g",
+        gt_rel_err(hg, hc, (size_t)(nr * width)));
+  int bad = 0;
+  for (int i = 0; i < nr; i++)
+    bad += !(lg[i] == lc[i] || fabsf(lg[i] - lc[i]) < 1e-5f * (1 + fabsf(lc[i])));
+  CHECK(bad == 0, "lse_merge lse: %d differ", bad);
+  /* scale shard 1's own output in place */
+  pbuf Own = both(out + nr * width, sizeof(float) * (size_t)(nr * width));
+  CHECK(G->ops->lse_scale(G, shards, 1, nr, width, L.g, Own.g, Lo.g) == 0, "scale");
+  CHECK(C->ops->lse_scale(C, shards, 1, nr, width, L.c, Own.c, Lo.c) == 0, "scale cpu");
+  CHECK(down(Own, hg, hc, sizeof(float) * (size_t)(nr * width)) == 0, "sync");
+  CHECK(gt_rel_err(hg, hc, (size_t)(nr * width)) < 1e-5, "lse_scale %.3g",
+        gt_rel_err(hg, hc, (size_t)(nr * width)));
+  pfree(L), pfree(In), pfree(O), pfree(Lo), pfree(Own);
+  free(lse), free(out), free(hg), free(hc);
+}
+
+/* ---- errors reported at the next sync ---- */
+
+static void case_errors(void) {
+  const int32_t topk = 8, width = 80;
+  float *q = gt_rand_f32((size_t)4 * width, -1, 1), *kv = gt_rand_f32((size_t)10 * width, -1, 1);
+  int32_t sel[8] = {0, 1, 2, 10, -1, 3, 4, 5}; /* 10 is out of range for 10 rows */
+  void *Q = up(G, q, sizeof(float) * 4 * width), *K = up(G, kv, sizeof(float) * 10 * width);
+  void *S = up(G, sel, sizeof sel), *O = NULL, *L = NULL;
+  G->ops->alloc(G, sizeof(float) * 4 * 64, &O);
+  G->ops->alloc(G, sizeof(float) * 4, &L);
+  sc_attn_args a = {.n_tok = 1, .n_heads = 4, .dc = 64, .dr = 16, .topk = topk, .scale = 0.1f,
+                    .q = Q, .ld_q = 4 * width, .kv = {K, SC_KFMT_F32, width, 10}, .sel = S,
+                    .ld_sel = topk, .out = O, .ld_out = 4 * 64, .lse = L, .ld_lse = 4};
+  CHECK(G->ops->sparse_attn(G, &a) == 0, "launch");
+  CHECK(G->ops->sync(G) == SC_ERANGE, "bad row must surface as SC_ERANGE at sync");
+  CHECK(G->ops->sync(G) == 0, "the flag is cleared once reported");
+  int32_t idx[2] = {3, -7};
+  void *I = up(G, idx, sizeof idx), *D = NULL;
+  G->ops->alloc(G, sizeof(float) * 2 * width, &D);
+  CHECK(G->ops->gather_rows(G, 2, width, (sc_krows){K, SC_KFMT_F32, width, 10}, I,
+                            (sc_krows){D, SC_KFMT_F32, width, 2}) == 0,
+        "launch");
+  CHECK(G->ops->sync(G) == SC_ERANGE, "bad gather index must surface as SC_ERANGE");
+  CHECK(G->ops->gather_rows(G, 2, 576, (sc_krows){K, SC_KFMT_FP8_DS_MLA, 100, 10}, I,
+                            (sc_krows){D, SC_KFMT_F32, 576, 2}) == SC_EINVAL,
+        "fp8 rows shorter than 656 bytes are refused");
+  void *ps[] = {Q, K, S, O, L, I, D};
+  for (int i = 0; i < 7; i++) G->ops->free(G, ps[i]);
+  free(q), free(kv);
+}
+
+int main(void) {
+  if (sc_cuda_device_count() == 0) {
+    printf("no CUDA device: GPU kernel tests skipped\n");
+    return GPU_TEST_SKIP;
+  }
+  gt_init_seed();
+  if (sc_kernels_cuda_create(&G, 0, NULL) != 0 || sc_kernels_cpu_create(&C, 8) != 0) {
+    fprintf(stderr, "cannot create the kernel contexts\n");
+    return 1;
+  }
+  RUN_CASE(case_memory);
+  RUN_CASE(case_gemm);
+  RUN_CASE(case_elementwise);
+  RUN_CASE(case_gather);
+  RUN_CASE(case_kv_write);
+  RUN_CASE(case_indexer);
+  RUN_CASE(case_topk_merge);
+  RUN_CASE(case_topk_maps);
+  RUN_CASE(case_attention);
+  RUN_CASE(case_lse);
+  RUN_CASE(case_errors);
+  sc_kernels_destroy(G);
+  sc_kernels_destroy(C);
+  printf("%s: %d failure(s)\n", gt_failures ? "FAILED" : "PASSED", gt_failures);
+  return gt_failures ? 1 : 0;
+}
