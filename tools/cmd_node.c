@@ -105,7 +105,7 @@ int sc_cmd_node(int argc, char **argv) {
   rc = sc_pipeline_node_setup(cluster_path, &cluster, (int32_t)rank, &g_rank_ctx, startup,
                               &num_startup, &d);
   if (rc != 0) {
-    sc_cli_error("node", "rank %lld: %s", (long long)rank, sc_diag_message(&d));
+    sc_cli_error("node", "%s", sc_diag_message(&d));
     sc_cluster_free(&cluster);
     return rc == SC_EINVAL ? SC_EXIT_USAGE : SC_EXIT_FAILURE;
   }
@@ -114,7 +114,7 @@ int sc_cmd_node(int argc, char **argv) {
   int exit_code = SC_EXIT_FAILURE;
   rc = sc_node_create(&o, &g_node, &d);
   if (rc != 0) {
-    sc_cli_error("node", "rank %lld: %s", (long long)rank, sc_diag_message(&d));
+    sc_cli_error("node", "%s", sc_diag_message(&d));
     goto out;
   }
   if (events) sc_node_set_event_cb(g_node, print_event, NULL);
@@ -125,7 +125,7 @@ int sc_cmd_node(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   rc = sc_node_start(g_node, &d);
   if (rc != 0) {
-    sc_cli_error("node", "rank %lld: %s", (long long)rank, sc_diag_message(&d));
+    sc_cli_error("node", "%s", sc_diag_message(&d));
     goto out;
   }
   rc = sc_node_wait_ready(g_node, ready_ms);
