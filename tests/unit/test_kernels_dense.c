@@ -2,7 +2,9 @@
  * and the residual add against their direct formulas, memory ops, argument checks. */
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "kernels/cpu/cpu_internal.h"
 #include "test_kernels.h"
 
 static double rel_err(const float *got, const double *want, int64_t n) {
@@ -203,4 +205,37 @@ Test(kernels_dense, memory_ops_and_context) {
   k->ops->free(k, b);
   sc_kernels_destroy(k);
   sc_kernels_destroy(NULL);
+}
+
+/* The worker pool really spreads items over its threads (every op relies on it): items
+ * that sleep leave room for every worker to be scheduled even on a busy machine. */
+typedef struct {
+  int hits[4];
+  int items;
+} pool_probe;
+
+static int probe_items(void *p, int64_t b, int64_t e, int worker) {
+  pool_probe *pp = p;
+  for (int64_t i = b; i < e; i++) {
+    usleep(2000);
+    __atomic_fetch_add(&pp->hits[worker], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&pp->items, 1, __ATOMIC_RELAXED);
+  }
+  return b == 40 ? SC_EIO : 0; /* one failing block (never reached with n <= 40) */
+}
+
+Test(kernels_dense, worker_pool_uses_every_thread_and_reports_failures) {
+  sc_kernels *k = tk_ctx(3);
+  pool_probe pp = {{0}, 0};
+  const int rc = sc_kcpu_parallel(sc_kcpu_of(k), 48, 1, probe_items, &pp);
+  int used = 0;
+  for (int w = 0; w < 3; w++) used += pp.hits[w] > 0;
+  cr_assert_geq(used, 2, "items ran on %d thread(s): %d %d %d", used, pp.hits[0], pp.hits[1],
+                pp.hits[2]);
+  cr_assert_eq(rc, SC_EIO, "the failing block's code comes back");
+  /* without the failing block everything runs exactly once */
+  pool_probe ok = {{0}, 0};
+  cr_assert_eq(sc_kcpu_parallel(sc_kcpu_of(k), 30, 4, probe_items, &ok), 0);
+  cr_assert_eq(ok.items, 30);
+  sc_kernels_destroy(k);
 }
