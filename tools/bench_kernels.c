@@ -153,9 +153,10 @@ static int bench_gemm(kb_ctx *c, int64_t m, int64_t n, int64_t kk, bool trans_b,
                       .c = bufs[2], .ldc = n}};
   char params[192];
   snprintf(params, sizeof params,
-           "\"device\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"op\":\"%s\",\"role\":\"%s\"",
+           "\"device\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"op\":\"%s\",\"role\":\"%s\","
+           "\"threads\":%d",
            c->k->device, (long long)m, (long long)n, (long long)kk, trans_b ? "A*B^T" : "A*B",
-           is_peak ? "peak" : "model");
+           is_peak ? "peak" : "model", c->threads);
   const double flops = 2.0 * (double)m * (double)n * (double)kk;
   /* the peak is measured first, so every later result can be set beside it */
   measure(c, run_gemm, &gc, flops, "kernel.gemm", params, "gflop/s", NULL, 0, is_peak);
@@ -264,8 +265,9 @@ static int bench_topk_merge(kb_ctx *c, int32_t n_tok, int32_t shards, int32_t to
   merge_case mc = {c, n_tok, shards, topk, bufs[0], bufs[1]};
   char params[160];
   snprintf(params, sizeof params,
-           "\"device\":\"%s\",\"tokens\":%d,\"shards\":%d,\"topk\":%d,\"op\":\"merge\"",
-           c->k->device, n_tok, shards, topk);
+           "\"device\":\"%s\",\"tokens\":%d,\"shards\":%d,\"topk\":%d,\"op\":\"merge\","
+           "\"threads\":%d",
+           c->k->device, n_tok, shards, topk, c->threads);
   measure(c, run_merge, &mc, (double)n, "kernel.topk", params, "gcand/s", NULL, 0, false);
   rc = c->rc;
 out:
@@ -392,8 +394,11 @@ int sc_bench_kernels(sc_bench *b) {
     return SC_ENOTSUP;
   }
   kb_ctx c = {.b = b, .runs = b->quick ? 2 : 5, .min_s = b->quick ? 0.001 : 0.3};
+  /* one context thread per core, or SPARSECP_KERNEL_THREADS (to measure scaling) */
   const long nproc = sysconf(_SC_NPROCESSORS_ONLN);
   c.threads = (int)(nproc > 0 ? nproc : 1);
+  const char *env = getenv("SPARSECP_KERNEL_THREADS");
+  if (env != NULL && atoi(env) >= 1 && atoi(env) <= 256) c.threads = atoi(env);
   int rc = sc_kernels_cpu_create(&c.k, c.threads);
   if (rc != 0) return rc;
   const bool q = b->quick;
