@@ -325,19 +325,20 @@ static void on_wake(uv_async_t *h) {
   if (drain_runq(l)) loop_wake(l); /* fairness: let timers and sockets run, then go on */
 }
 
-/* Before blocking: spin briefly while work keeps arriving (see SC_SPIN_NS). */
+/* Before blocking: spin briefly while work keeps arriving (cluster spin_us). */
 static void on_prepare(uv_prepare_t *h) {
   sc_loop *l = h->data;
-  if (!l->hot || atomic_load_explicit(&l->stop, memory_order_acquire)) return;
+  const uint64_t spin = l->node->spin_ns;
+  if (!l->hot || spin == 0 || atomic_load_explicit(&l->stop, memory_order_acquire)) return;
   l->hot = false;
   atomic_store_explicit(&l->wake_pending, 1, memory_order_release);
   const uint64_t start = sc_now_ns();
-  uint64_t until = start + SC_SPIN_NS, now = start;
+  uint64_t until = start + spin, now = start;
   while (now < until && now < start + SC_SPIN_MAX_NS) {
     if (sc_mpsc_maybe_nonempty(&l->runq)) {
       drain_runq(l);
       now = sc_now_ns();
-      until = now + SC_SPIN_NS;
+      until = now + spin;
       continue;
     }
     sched_yield();

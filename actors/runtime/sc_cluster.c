@@ -41,7 +41,8 @@ int sc_cluster_parse(const char *text, sc_cluster *out, sc_diag *d) {
       (rc = get_int(root, "heartbeat_ms", 200, 10, 600000, &out->heartbeat_ms, d)) ||
       (rc = get_int(root, "heartbeat_timeout_ms", 1000, 20, 3600000,
                     &out->heartbeat_timeout_ms, d)) ||
-      (rc = get_int(root, "loops", 1, 1, 32, &out->loops, d)))
+      (rc = get_int(root, "loops", 1, 1, 32, &out->loops, d)) ||
+      (rc = get_int(root, "spin_us", 50, 0, 100000, &out->spin_us, d)))
     goto done;
   json_t *listen = json_object_get(root, "listen");
   if (listen && (!json_is_string(listen) || json_string_length(listen) >= SC_ENDPOINT_MAX)) {
@@ -135,9 +136,10 @@ int sc_cluster_load(const char *path, sc_cluster *out, sc_diag *d) {
 }
 
 int sc_cluster_to_json(const sc_cluster *c, char **out) {
-  json_t *root = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i}", "pcp", c->pcp, "dcp", c->dcp,
-                           "tp", c->tp, "heartbeat_ms", c->heartbeat_ms,
-                           "heartbeat_timeout_ms", c->heartbeat_timeout_ms, "loops", c->loops);
+  json_t *root = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "pcp", c->pcp, "dcp",
+                           c->dcp, "tp", c->tp, "heartbeat_ms", c->heartbeat_ms,
+                           "heartbeat_timeout_ms", c->heartbeat_timeout_ms, "loops", c->loops,
+                           "spin_us", c->spin_us);
   json_t *nodes = json_array();
   if (root == NULL || nodes == NULL) {
     json_decref(root);
@@ -181,6 +183,7 @@ int sc_cluster_local(int32_t n, const char *dir, sc_cluster *out, sc_diag *d) {
   out->heartbeat_ms = 200;
   out->heartbeat_timeout_ms = 1000;
   out->loops = 1;
+  out->spin_us = 50;
   out->num_nodes = n;
   out->nodes = calloc((size_t)n, sizeof *out->nodes);
   if (out->nodes == NULL) return SC_ENOMEM;

@@ -31,6 +31,8 @@ typedef struct sc_cluster {
   int32_t heartbeat_ms;              /* ZeroMQ heartbeat interval (default 200) */
   int32_t heartbeat_timeout_ms;      /* peer declared DOWN after this (default 1000) */
   int32_t loops;                     /* actor loop threads per node (default 1) */
+  int32_t spin_us;                   /* busy loops poll this long before blocking
+                                        (default 50; 0 = never spin) */
   char listen[SC_ENDPOINT_MAX];      /* the head's client endpoint ("" = none) */
   int32_t num_nodes;
   sc_cluster_node *nodes;            /* indexed by rank */

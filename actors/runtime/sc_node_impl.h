@@ -26,11 +26,10 @@
 #define SC_ACTOR_BATCH 64
 #define SC_LOOP_TURNS 256
 #define SC_MAX_LOOPS 64
-/* Before a busy loop thread blocks, it polls its queue this long (yielding the CPU
- * between polls): waking a blocked thread costs tens of microseconds on virtual
+/* Before a busy loop thread blocks, it polls its queue for cluster.spin_us (yielding
+ * the CPU between polls): waking a blocked thread costs tens of microseconds on virtual
  * machines, more than a whole round trip should. Producers skip uv_async_send while
- * the consumer spins. */
-#define SC_SPIN_NS 50000ull
+ * the consumer spins. A spin never lasts longer than SC_SPIN_MAX_NS in total. */
 #define SC_SPIN_MAX_NS 2000000ull
 /* Runtime-internal letter types (never encoded, never leave the process). */
 enum {
@@ -159,6 +158,7 @@ struct sc_node {
   int stop_pipe[2];           /* wakes sc_node_wait_shutdown from signal handlers */
   _Atomic int stopping;
   bool started, stopped;
+  uint64_t spin_ns;           /* cluster.spin_us in ns */
   sc_transport *tr;
   _Atomic(uint8_t) *peer_down; /* by rank */
   sc_node_event_fn event_fn;

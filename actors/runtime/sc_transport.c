@@ -537,14 +537,14 @@ static void on_prepare(uv_prepare_t *h) {
       if (p->mon && has_events(p->mon, ZMQ_POLLIN)) pending = true;
     }
   }
-  if (!pending && t->hot) {
-    /* Spin briefly before blocking while traffic flows (see SC_SPIN_NS): producers skip
+  if (!pending && t->hot && t->node->spin_ns > 0) {
+    /* Spin briefly before blocking while traffic flows (cluster spin_us): producers skip
      * uv_async_send while wake_pending is 1. */
     t->hot = false;
     atomic_store_explicit(&t->wake_pending, 1, memory_order_release);
     const uint64_t start = sc_now_ns();
     uint64_t now = start;
-    while (!pending && now < start + SC_SPIN_NS) {
+    while (!pending && now < start + t->node->spin_ns) {
       pending = sc_mpsc_maybe_nonempty(&t->outbox) || sc_mpsc_maybe_nonempty(&t->tapq) ||
                 has_events(t->router, ZMQ_POLLIN);
       if (!pending) sched_yield();
