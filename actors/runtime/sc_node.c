@@ -419,10 +419,25 @@ int sc_node_register(sc_node *n, const char *name, sc_actor_id id) {
   if (name == NULL || name[0] == '\0' || strlen(name) >= SC_NODE_NAME_MAX ||
       strchr(name, '@'))
     return SC_EINVAL;
+  if (id.node != (uint16_t)n->rank || id.slot >= SC_MAX_SLOTS) return SC_EINVAL;
   int rc = 0;
   pthread_mutex_lock(&n->mu);
-  for (int i = 0; i < n->num_names; i++)
-    if (strcmp(n->names[i].name, name) == 0) rc = SC_EINVAL;
+  for (int i = 0; i < n->num_names; i++) {
+    if (strcmp(n->names[i].name, name) != 0) continue;
+    /* a name whose actor has stopped may be taken over (a restarted actor) */
+    const sc_slot *old = &n->slots[n->names[i].id.slot];
+    if (atomic_load(&old->live) && atomic_load(&old->gen) == n->names[i].id.gen) {
+      rc = SC_EINVAL;
+    } else {
+      n->names[i].id = id;
+      rc = 1;
+    }
+    break;
+  }
+  if (rc == 1) {
+    pthread_mutex_unlock(&n->mu);
+    return 0;
+  }
   if (rc == 0 && n->num_names >= (int)(sizeof n->names / sizeof n->names[0])) rc = SC_EFULL;
   if (rc == 0) {
     snprintf(n->names[n->num_names].name, SC_NODE_NAME_MAX, "%s", name);

@@ -94,7 +94,8 @@ void sc_node_get_stats(sc_node *n, sc_node_stats *s);
 /* "name@rank" (or "name" for this node) -> id. Startup names resolve for any rank;
  * registered names only on their own node. SC_ENOENT when unknown. */
 int sc_node_resolve(sc_node *n, const char *name_at_rank, sc_actor_id *out);
-/* Names a local actor (copied, at most SC_NODE_NAME_MAX-1 bytes). SC_EINVAL if taken. */
+/* Names a local actor (copied, at most SC_NODE_NAME_MAX-1 bytes, no '@'). SC_EINVAL if
+ * a live actor holds the name; the name of a stopped actor is taken over. */
 int sc_node_register(sc_node *n, const char *name, sc_actor_id id);
 
 #endif

@@ -483,6 +483,15 @@ Test(runtime, startup_names_resolve_deterministically) {
   cr_assert_eq(sc_node_register(n, "mine", mine), SC_EINVAL);
   cr_assert_eq(sc_node_resolve(n, "mine@0", &id), 0);
   cr_assert(sc_actor_id_eq(id, mine));
+  /* once the actor stopped, a successor may take the name */
+  cr_assert_eq(sc_node_stop_actor(n, mine, 0), 0);
+  sc_actor_id next;
+  cr_assert_eq(sc_spawn(n, &k_silent, NULL, 0, &next), 0);
+  int rc = SC_EINVAL;
+  for (int i = 0; i < 1000 && (rc = sc_node_register(n, "mine", next)) != 0; i++) usleep(1000);
+  cr_assert_eq(rc, 0);
+  cr_assert_eq(sc_node_resolve(n, "mine", &id), 0);
+  cr_assert(sc_actor_id_eq(id, next));
   stop_node(n);
 }
 
