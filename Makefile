@@ -37,9 +37,10 @@ configure: deps $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job. Until the end-to-end pipeline exists it plans an example batch.
+# The main job: a local PCP2 x DCP2 CPU cluster serves examples/requests.jsonl, then a
+# single-rank cluster serves it again and the generated tokens are compared.
 run: build
-	$(SPARSECP) plan < examples/batch-pcp2-dcp2.json
+	$(SPARSECP) run --verify
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1

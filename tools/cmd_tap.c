@@ -267,6 +267,9 @@ int sc_cmd_tap(int argc, char **argv) {
   bool json = false;
   int64_t count = 0, duration = 0;
   int ch, exit_code = SC_EXIT_USAGE;
+  /* JSON lines stream to pipes as they arrive (a consumer should not wait for a full
+   * stdio buffer) */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   optind = 1;
   while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (ch) {

@@ -1,0 +1,264 @@
+/* End-to-end tests of the inference pipeline with real node processes, real sockets and
+ * real msgpack (issue 6): SPEC.md §8 equivalence with a single-rank cluster for five
+ * layouts, desync and kill faults, hostile clients next to well-behaved ones, and a tap
+ * watching step plans. The clusters use the small model (examples/model-small.json) so
+ * that the suite stays fast on two cores. Every process a test starts is stopped by it
+ * (sc_local_cluster_stop, or the run command's own cleanup), and each test checks that
+ * no node of its clusters is left behind. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "actors/gateway/client.h"
+#include "actors/runtime/sc_time.h"
+#include "messages/messages.h"
+#include "tools/local_cluster.h"
+
+#define EXE SC_SPARSECP_EXE
+#define SRC SC_SOURCE_DIR
+#define SMALL_VOCAB 4096
+
+/* Runs `sparsecp run ...` and parses its --json output; returns the exit status. */
+static int run_json(const char *args, json_t **out) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "%s run --model %s/examples/model-small.json --json --quiet %s", EXE, SRC, args);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  static char buf[1 << 20];
+  const size_t n = fread(buf, 1, sizeof buf - 1, p);
+  buf[n] = '\0';
+  const int st = pclose(p);
+  json_error_t err;
+  *out = json_loads(buf, 0, &err);
+  cr_assert_not_null(*out, "`%s` printed no JSON: %s", cmd, buf);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* No `sparsecp node` of a run's temporary cluster is alive. */
+static void assert_no_nodes_left(void) {
+  /* [s]: the pattern must not match the shell that runs pgrep */
+  const int rc = system("pgrep -f '[s]parsecp-run-.*/cluster.json' > /dev/null");
+  cr_assert_neq(WEXITSTATUS(rc), 0, "a node process was left behind");
+}
+
+static void equivalence(int p, int n, int t) {
+  char args[512];
+  snprintf(args, sizeof args,
+           "--pcp %d --dcp %d --tp %d --requests %s/tests/pipeline/stream.jsonl "
+           "--token-budget 24 --clients 3 --verify --timeout 120",
+           p, n, t, SRC);
+  json_t *j;
+  const int rc = run_json(args, &j);
+  json_t *v = json_object_get(j, "verify");
+  cr_assert_eq(rc, 0, "P%d N%d T%d: exit %d, error: %s", p, n, t, rc,
+               json_string_value(json_object_get(j, "error")));
+  cr_assert(json_is_true(json_object_get(j, "ok")));
+  cr_assert_eq(json_integer_value(json_object_get(j, "requests")), 12);
+  cr_assert_eq(json_integer_value(json_object_get(j, "generated_tokens")), 65);
+  const json_int_t checked = json_integer_value(json_object_get(v, "checked"));
+  const json_int_t same = json_integer_value(json_object_get(v, "identical"));
+  const json_int_t ties = json_integer_value(json_object_get(v, "ties"));
+  cr_assert_eq(checked, 12);
+  cr_assert_eq(json_integer_value(json_object_get(v, "mismatches")), 0);
+  cr_assert_eq(same + ties, checked, "P%d N%d T%d: %lld identical, %lld ties", p, n, t,
+               (long long)same, (long long)ties);
+  json_decref(j);
+  assert_no_nodes_left();
+}
+
+Test(pipeline, equivalence_p2_n1_t1) { equivalence(2, 1, 1); }
+Test(pipeline, equivalence_p2_n2_t1) { equivalence(2, 2, 1); }
+Test(pipeline, equivalence_p4_n4_t1) { equivalence(4, 4, 1); }
+Test(pipeline, equivalence_p1_n2_t2) { equivalence(1, 2, 2); }
+Test(pipeline, equivalence_p2_n2_t2) { equivalence(2, 2, 2); }
+
+Test(pipeline, desync_is_refused_and_named) {
+  json_t *j;
+  const int rc = run_json("--inject desync:1:3 --requests " SRC "/tests/pipeline/stream.jsonl", &j);
+  cr_assert_eq(rc, 1);
+  const char *err = json_string_value(json_object_get(j, "error"));
+  cr_assert_not_null(err);
+  /* rank, step, sequence number and both shapes */
+  cr_assert_not_null(strstr(err, "rank 1 refused collective seq 0 of step 3"), "%s", err);
+  cr_assert_not_null(strstr(err, "expected all_gather pcp f32 rows="), "%s", err);
+  cr_assert_not_null(strstr(err, "requested all_gather pcp f32 rows="), "%s", err);
+  cr_assert_not_null(strstr(err, "EDESYNC"), "%s", err);
+  /* from the first request to every node gone, the fault included */
+  cr_assert_lt(json_real_value(json_object_get(j, "elapsed_s")), 2.0);
+  json_decref(j);
+  assert_no_nodes_left();
+}
+
+Test(pipeline, killed_node_gives_errors_not_a_hang) {
+  json_t *j;
+  const uint64_t t0 = sc_now_ns();
+  const int rc = run_json("--inject kill:1:3 --requests " SRC "/tests/pipeline/stream.jsonl", &j);
+  cr_assert_eq(rc, 1);
+  const char *err = json_string_value(json_object_get(j, "error"));
+  cr_assert_not_null(err);
+  cr_assert_not_null(strstr(err, "node 1"), "%s", err);
+  cr_assert_lt(json_real_value(json_object_get(j, "elapsed_s")), 5.0);
+  cr_assert_lt((double)(sc_now_ns() - t0) / 1e9, 20.0);
+  json_decref(j);
+  assert_no_nodes_left();
+}
+
+static sc_local_cluster *start_small(int p, int n) {
+  const sc_local_cluster_opts o = {.pcp = p, .dcp = n, .tp = 1, .exe = EXE,
+                                   .model_file = SRC "/examples/model-small.json",
+                                   .quiet = true, .log_level = "error"};
+  sc_local_cluster *lc = NULL;
+  sc_diag d = {0};
+  cr_assert_eq(sc_local_cluster_start(&o, &lc, &d), 0, "%s", d.msg);
+  return lc;
+}
+
+/* Waits for the end of request id on client c; returns the number of tokens, or -1 with
+ * the error message in err. */
+static int finish(sc_client *c, uint64_t id, char *err, size_t len) {
+  int ntok = 0;
+  const uint64_t until = sc_now_ns() + 60ull * 1000000000ull;
+  while (sc_now_ns() < until) {
+    sc_client_event ev;
+    if (sc_client_next(c, 200, &ev) != 0 || ev.request_id != id) continue;
+    if (ev.kind == SC_CLIENT_TOKENS) ntok += ev.n;
+    else if (ev.kind == SC_CLIENT_DONE) return ntok;
+    else {
+      snprintf(err, len, "%s", ev.message);
+      return -1;
+    }
+  }
+  snprintf(err, len, "no answer within 60 s");
+  return -1;
+}
+
+/* The next error reply on c (any id); its code, with the message in msg. */
+static int next_error(sc_client *c, char *msg, size_t len) {
+  sc_client_event ev;
+  for (int k = 0; k < 100; k++) {
+    if (sc_client_next(c, 100, &ev) != 0) continue;
+    if (ev.kind == SC_CLIENT_ERROR) {
+      snprintf(msg, len, "%s", ev.message);
+      return ev.code;
+    }
+  }
+  return 0;
+}
+
+Test(pipeline, hostile_clients_get_errors_others_are_served) {
+  sc_local_cluster *lc = start_small(2, 2);
+  sc_client *good, *bad;
+  cr_assert_eq(sc_client_connect(&good, sc_local_cluster_listen(lc), NULL), 0);
+  cr_assert_eq(sc_client_connect(&bad, sc_local_cluster_listen(lc), NULL), 0);
+  int32_t prompt[40];
+  for (int i = 0; i < 40; i++) prompt[i] = (i * 97) % SMALL_VOCAB;
+  const sc_client_request ok_req = {.prompt = prompt, .prompt_len = 40, .max_tokens = 6};
+  uint64_t good_id;
+  cr_assert_eq(sc_client_submit(good, &ok_req, &good_id), 0);
+
+  char msg[512];
+  /* garbage bytes */
+  const uint8_t garbage[] = {0x93, 0xc1, 0xff, 0x00, 0x12};
+  cr_assert_eq(sc_client_send_raw(bad, garbage, sizeof garbage), 0);
+  cr_assert_eq(next_error(bad, msg, sizeof msg), SC_EPROTO, "%s", msg);
+  /* the 5-byte array that declares 67 million elements */
+  const uint8_t huge_array[] = {0xdd, 0x04, 0x00, 0x00, 0x00};
+  cr_assert_eq(sc_client_send_raw(bad, huge_array, sizeof huge_array), 0);
+  cr_assert_lt(next_error(bad, msg, sizeof msg), 0);
+  /* a truncated valid message */
+  sc_buf b;
+  sc_buf_init(&b);
+  sc_msg_client_submit sub = {.request_id = 77, .prompt = {prompt, 8}, .max_tokens = 2};
+  sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
+  cr_assert_eq(sc_msg_encode(&env, &sub, &b), 0);
+  cr_assert_eq(sc_client_send_raw(bad, b.data, b.len - 3), 0);
+  cr_assert_eq(next_error(bad, msg, sizeof msg), SC_EPROTO, "%s", msg);
+  /* oversized: 1.5 MiB of bin payload */
+  const size_t big = 3u << 19;
+  uint8_t *blob = calloc(big, 1);
+  blob[0] = 0xc6; /* bin32 */
+  blob[1] = 0x00, blob[2] = 0x17, blob[3] = 0xff, blob[4] = 0xfa;
+  cr_assert_eq(sc_client_send_raw(bad, blob, big), 0);
+  cr_assert_eq(next_error(bad, msg, sizeof msg), SC_ETOOBIG, "%s", msg);
+  free(blob);
+  /* absurd field values: a token id past the vocabulary, max_tokens 0 */
+  prompt[3] = 1 << 30;
+  const sc_client_request absurd = {.prompt = prompt, .prompt_len = 8, .max_tokens = 3};
+  uint64_t id;
+  cr_assert_eq(sc_client_submit(bad, &absurd, &id), 0);
+  cr_assert_eq(next_error(bad, msg, sizeof msg), SC_EINVAL, "%s", msg);
+  cr_assert_not_null(strstr(msg, "vocabulary"), "%s", msg);
+  prompt[3] = 5;
+  sub.max_tokens = 0;
+  cr_assert_eq(sc_msg_encode(&env, &sub, &b), 0);
+  cr_assert_eq(sc_client_send_raw(bad, b.data, b.len), 0);
+  cr_assert_lt(next_error(bad, msg, sizeof msg), 0);
+  /* a message type clients may not send */
+  sc_msg_ping ping = {.seq = 1};
+  env.type = SC_MSG_PING;
+  cr_assert_eq(sc_msg_encode(&env, &ping, &b), 0);
+  cr_assert_eq(sc_client_send_raw(bad, b.data, b.len), 0);
+  cr_assert_eq(next_error(bad, msg, sizeof msg), SC_EPROTO, "%s", msg);
+  sc_buf_free(&b);
+
+  /* the well-behaved client was served throughout, and the cluster still serves */
+  cr_assert_eq(finish(good, good_id, msg, sizeof msg), 6, "%s", msg);
+  cr_assert_eq(sc_client_submit(bad, &ok_req, &id), 0);
+  cr_assert_eq(finish(bad, id, msg, sizeof msg), 6, "%s", msg);
+  char died[256];
+  cr_assert_eq(sc_local_cluster_poll(lc, died, sizeof died), 0, "%s", died);
+  sc_client_close(good);
+  sc_client_close(bad);
+  sc_local_cluster_stop(lc);
+  assert_no_nodes_left();
+}
+
+Test(pipeline, tap_shows_step_plans_and_their_collectives) {
+  sc_local_cluster *lc = start_small(2, 2);
+  sc_client *c;
+  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  int32_t prompt[30];
+  for (int i = 0; i < 30; i++) prompt[i] = i + 1;
+  const sc_client_request req = {.prompt = prompt, .prompt_len = 30, .max_tokens = 3};
+  uint64_t id;
+  char msg[256];
+  /* the cluster is up and serving before the tap attaches */
+  cr_assert_eq(sc_client_submit(c, &req, &id), 0);
+  cr_assert_eq(finish(c, id, msg, sizeof msg), 3, "%s", msg);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "exec timeout 30 %s tap --connect %s --filter 0/executor/step_plan --json --count 3",
+           EXE, sc_local_cluster_tap(lc, 0));
+  FILE *tap = popen(cmd, "r");
+  cr_assert_not_null(tap);
+  usleep(1000 * 1000); /* the subscription reaches the node */
+  /* three requests one after the other: at least three steps, each planned */
+  for (int k = 0; k < 3; k++) {
+    cr_assert_eq(sc_client_submit(c, &req, &id), 0);
+    cr_assert_eq(finish(c, id, msg, sizeof msg), 3, "%s", msg);
+  }
+  /* the tap stops after three step plans (--count 3); each carries its collectives */
+  int plans = 0, with_colls = 0;
+  char line[1 << 16];
+  while (plans < 3 && fgets(line, sizeof line, tap)) {
+    /* fingerprints are u64 and may exceed jansson's int64: read numbers as reals */
+    json_error_t jerr;
+    json_t *j = json_loads(line, JSON_DECODE_INT_AS_REAL, &jerr);
+    cr_assert_not_null(j, "the tap printed invalid JSON (%s): %.200s", jerr.text, line);
+    const char *type = json_string_value(json_object_get(j, "type"));
+    if (type && strcmp(type, "step_plan") == 0) plans++;
+    if (json_array_size(json_object_get(json_object_get(j, "body"), "colls")) > 0) with_colls++;
+    json_decref(j);
+  }
+  cr_assert_eq(plans, 3);
+  cr_assert_eq(with_colls, 3, "step plans without their collective plan");
+  sc_client_close(c);
+  sc_local_cluster_stop(lc);
+  pclose(tap);
+  assert_no_nodes_left();
+}
