@@ -1,5 +1,6 @@
 /* backend_mem.c - in-memory collectives for ranks as threads (see backend_mem.h). */
 #include "collectives/backend_mem.h"
+#include "collectives/coll_reduce.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -40,21 +41,6 @@ struct sc_mem_world {
   mem_group *groups;
   mem_rank *ranks;
 };
-
-static float bf16_to_f32(uint16_t v) {
-  uint32_t u = (uint32_t)v << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-static uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) return (uint16_t)(u >> 16 | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-  return (uint16_t)(u >> 16);
-}
 
 static int group_alloc(mem_group *g, int32_t size) {
   g->size = size;
@@ -246,27 +232,11 @@ static void depart(sc_mem_world *w, mem_group *g, uint64_t gen) {
   while (g->gen == gen) pthread_cond_wait(&w->cv, &w->mu);
 }
 
+/* Sums block `off` of every member's send buffer, in member order (coll_reduce.h). */
 static void reduce_block(const mem_group *g, int dt, size_t off, size_t n, float *acc) {
-  for (int32_t k = 0; k < g->size; k++) {
-    if (dt == SC_DT_F32) {
-      const float *s = (const float *)g->send[k] + off;
-      if (k == 0) memcpy(acc, s, n * sizeof *acc);
-      else
-        for (size_t i = 0; i < n; i++) acc[i] += s[i];
-    } else {
-      const uint16_t *s = (const uint16_t *)g->send[k] + off;
-      for (size_t i = 0; i < n; i++) acc[i] = (k == 0 ? 0.0f : acc[i]) + bf16_to_f32(s[i]);
-    }
-  }
-}
-
-static void store(int dt, const float *acc, void *recv, size_t n) {
-  if (dt == SC_DT_F32) {
-    memcpy(recv, acc, n * sizeof *acc);
-  } else {
-    uint16_t *o = recv;
-    for (size_t i = 0; i < n; i++) o[i] = f32_to_bf16(acc[i]);
-  }
+  const size_t esz = sc_dtype_size(dt);
+  for (int32_t k = 0; k < g->size; k++)
+    sc_coll_accumulate((sc_dtype)dt, acc, (const char *)g->send[k] + off * esz, n, k == 0);
 }
 
 static int run(void *self, sc_group grp, sc_dtype dt, int op, const void *send, void *recv,
@@ -320,7 +290,7 @@ static int run(void *self, sc_group grp, sc_dtype dt, int op, const void *send, 
   depart(w, g, gen);
   pthread_mutex_unlock(&w->mu);
   /* Reductions write recv only now: recv may be some member's send buffer. */
-  if (rc == 0 && op != SC_OP_ALL_GATHER && out_n > 0) store(dt, r->scratch, recv, out_n);
+  if (rc == 0 && op != SC_OP_ALL_GATHER && out_n > 0) sc_coll_store((sc_dtype)dt, r->scratch, recv, out_n);
   return rc;
 }
 
