@@ -242,7 +242,9 @@ static void terminate(sc_ctx *c, void *state, int reason) {
   sc_buf_free(&g->out);
 }
 
-/* Replies from the scheduler: route by internal id, restore the client's id. */
+/* Replies from the scheduler: route by internal id. The client's own id is written into
+ * the borrowed body for the encoding and put back right after, on this thread, so the
+ * body is unchanged when the handler returns (no copy of a token list per reply). */
 static int on_reply(sc_ctx *c, const sc_envelope *env, const void *body) {
   gateway *g = sc_state(c);
   uint64_t *id_field = NULL;
