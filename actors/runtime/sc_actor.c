@@ -331,8 +331,9 @@ static void on_prepare(uv_prepare_t *h) {
   const uint64_t spin = l->node->spin_ns;
   if (!l->hot || spin == 0 || atomic_load_explicit(&l->stop, memory_order_acquire)) return;
   l->hot = false;
-  atomic_store_explicit(&l->wake_pending, 1, memory_order_release);
   const uint64_t start = sc_now_ns();
+  if (start < l->spin_off_until) return;
+  atomic_store_explicit(&l->wake_pending, 1, memory_order_release);
   uint64_t until = start + spin, now = start;
   while (now < until && now < start + SC_SPIN_MAX_NS) {
     if (sc_mpsc_maybe_nonempty(&l->runq)) {
@@ -342,7 +343,12 @@ static void on_prepare(uv_prepare_t *h) {
       continue;
     }
     sched_yield();
+    const uint64_t before = now;
     now = sc_now_ns();
+    if (now - before > SC_SPIN_CONTENDED_NS) {
+      l->spin_off_until = now + SC_SPIN_BACKOFF_NS;
+      break;
+    }
   }
   atomic_store_explicit(&l->wake_pending, 0, memory_order_seq_cst);
   /* a producer that saw wake_pending=1 did not signal: look once more */

@@ -31,6 +31,12 @@
  * machines, more than a whole round trip should. Producers skip uv_async_send while
  * the consumer spins. A spin never lasts longer than SC_SPIN_MAX_NS in total. */
 #define SC_SPIN_MAX_NS 2000000ull
+/* A sched_yield that takes longer than this means other threads wanted the CPU: the
+ * machine is oversubscribed, where a spinning thread waits a whole time slice for its
+ * turn while a blocked one is woken with priority. Spinning then pauses for
+ * SC_SPIN_BACKOFF_NS. */
+#define SC_SPIN_CONTENDED_NS 1000000ull
+#define SC_SPIN_BACKOFF_NS 200000000ull
 /* Runtime-internal letter types (never encoded, never leave the process). */
 enum {
   SC_SYS_BASE = 0xF000,
@@ -110,6 +116,7 @@ struct sc_loop {
   uv_async_t wake;
   uv_prepare_t prep;
   bool hot;                   /* did work since the loop last blocked */
+  uint64_t spin_off_until;    /* no spinning before this (oversubscribed CPU) */
   sc_mpsc runq;
   _Atomic int wake_pending;
   _Atomic int stop;

@@ -97,6 +97,7 @@ struct sc_transport {
   uv_thread_t thread;
   bool thread_started, uv_inited;
   bool hot; /* did work since the io loop last blocked */
+  uint64_t spin_off_until; /* no spinning before this (oversubscribed CPU) */
   _Atomic int wake_pending, stop;
   sc_mpsc outbox, tapq;
   _Atomic uint32_t outbox_count, tapq_count;
@@ -537,18 +538,25 @@ static void on_prepare(uv_prepare_t *h) {
       if (p->mon && has_events(p->mon, ZMQ_POLLIN)) pending = true;
     }
   }
-  if (!pending && t->hot && t->node->spin_ns > 0) {
+  const uint64_t start = sc_now_ns();
+  if (!pending && t->hot && t->node->spin_ns > 0 && start >= t->spin_off_until) {
     /* Spin briefly before blocking while traffic flows (cluster spin_us): producers skip
-     * uv_async_send while wake_pending is 1. */
+     * uv_async_send while wake_pending is 1. Backs off on an oversubscribed CPU (see
+     * SC_SPIN_CONTENDED_NS). */
     t->hot = false;
     atomic_store_explicit(&t->wake_pending, 1, memory_order_release);
-    const uint64_t start = sc_now_ns();
     uint64_t now = start;
     while (!pending && now < start + t->node->spin_ns) {
       pending = sc_mpsc_maybe_nonempty(&t->outbox) || sc_mpsc_maybe_nonempty(&t->tapq) ||
                 has_events(t->router, ZMQ_POLLIN);
-      if (!pending) sched_yield();
+      if (pending) break;
+      sched_yield();
+      const uint64_t before = now;
       now = sc_now_ns();
+      if (now - before > SC_SPIN_CONTENDED_NS) {
+        t->spin_off_until = now + SC_SPIN_BACKOFF_NS;
+        break;
+      }
     }
     atomic_store_explicit(&t->wake_pending, 0, memory_order_seq_cst);
     if (!pending)
