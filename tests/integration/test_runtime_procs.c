@@ -473,6 +473,8 @@ static void stream_pings_until_exit(cluster *cl, proc *t, job *j) {
 Test(procs, tap_record_and_perfetto_files, .timeout = 60) {
   cluster cl;
   cluster_up(&cl, 2, false, 200, 2000);
+  /* the drivers read their job until the node stops: keep both alive until then */
+  job j1 = {.total = 1u << 30, .window = 1}, j2 = {.total = 1u << 30, .window = 1};
   char rec[160], trace[160];
   snprintf(rec, sizeof rec, "%s/rec.bin", cl.dir);
   snprintf(trace, sizeof trace, "%s/trace.json", cl.dir);
@@ -481,8 +483,7 @@ Test(procs, tap_record_and_perfetto_files, .timeout = 60) {
                     "--count", "300", NULL};
     proc t;
     proc_start(&t, argv);
-    job j = {.total = 1u << 30, .window = 1};
-    stream_pings_until_exit(&cl, &t, &j);
+    stream_pings_until_exit(&cl, &t, &j1);
   }
   /* the record file: [u32 len][tap_record]..., each holding an encoded ping or pong */
   FILE *f = fopen(rec, "rb");
@@ -513,8 +514,7 @@ Test(procs, tap_record_and_perfetto_files, .timeout = 60) {
                     "--count", "100", NULL};
     proc t;
     proc_start(&t, argv);
-    job j = {.total = 1u << 30, .window = 1};
-    stream_pings_until_exit(&cl, &t, &j);
+    stream_pings_until_exit(&cl, &t, &j2);
   }
   json_error_t err;
   json_t *root = json_load_file(trace, 0, &err);
