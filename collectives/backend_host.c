@@ -258,11 +258,14 @@ static void host_abort(void *self) {
   pthread_mutex_unlock(&be->wake_mu);
 }
 
+static void host_reset(void *self, uint64_t epoch);
+
 static const sc_coll_ops k_host_ops = {
     .all_gather = host_all_gather,
     .all_reduce = host_all_reduce,
     .reduce_scatter = host_reduce_scatter,
     .abort = host_abort,
+    .reset = host_reset,
 };
 
 static void destroy_be(host_be *be) {
@@ -368,8 +371,10 @@ fail:
   return rc == SC_ENOMEM ? sc_fail(d, rc, "host collectives: out of memory") : rc;
 }
 
-void sc_host_coll_reset(sc_comm *comm, uint64_t epoch) {
-  host_be *be = comm->self;
+void sc_host_coll_reset(sc_comm *comm, uint64_t epoch) { host_reset(comm->self, epoch); }
+
+static void host_reset(void *self, uint64_t epoch) {
+  host_be *be = self;
   be->epoch = epoch;
   memset(be->seq, 0, sizeof be->seq);
   for (stashed **pp = &be->stash; *pp;) {

@@ -41,6 +41,10 @@ typedef struct sc_coll_ops {
   /* Wakes every rank blocked in a collective of this comm with SC_EABORTED; later calls
    * fail the same way. May be called from another thread. May be NULL. */
   void (*abort)(void *self);
+  /* Starts a new step (epoch, increasing): clears an earlier abort and forgets anything
+   * left over from a failed step. Called by the executor's thread between steps, when no
+   * collective is running. May be NULL (nothing to reset). */
+  void (*reset)(void *self, uint64_t epoch);
 } sc_coll_ops;
 
 /* What the comm remembers about its last failed collective, for the step_abort report. */

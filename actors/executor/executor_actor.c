@@ -13,7 +13,6 @@
 #include "actors/pipeline.h"
 #include "actors/runtime/sc_log.h"
 #include "actors/runtime/sc_time.h"
-#include "collectives/backend_host.h"
 #include "model/sampling.h"
 
 #define LOG "executor"
@@ -150,7 +149,8 @@ static int run_step(sc_ctx *c, executor *e) {
   }
   /* Enter the step, then look for an abort that came first (see sc_rank_ctx). */
   atomic_store(&x->executing, step);
-  sc_host_coll_reset(&x->comm, step); /* blocks of aborted earlier steps are dropped */
+  /* a new epoch: leftovers of an aborted earlier step are dropped */
+  if (x->comm.ops->reset) x->comm.ops->reset(x->comm.self, step);
   sc_diag d = {0};
   int rc = atomic_load(&x->aborted) >= step ? SC_EABORTED : 0;
   const uint64_t t0 = sc_now_ns();

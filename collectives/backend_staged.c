@@ -1,0 +1,84 @@
+#include "collectives/backend_staged.h"
+
+#include <stdlib.h>
+
+typedef struct staged {
+  sc_comm inner;       /* the comm as it was before the wrap */
+  sc_kernels *k;
+  void *send_h, *recv_h;
+  size_t cap_send, cap_recv;
+} staged;
+
+static int grow(void **buf, size_t *cap, size_t bytes) {
+  if (bytes <= *cap) return 0;
+  void *p = realloc(*buf, bytes);
+  if (p == NULL) return SC_ENOMEM;
+  *buf = p;
+  *cap = bytes;
+  return 0;
+}
+
+static int run(staged *s, sc_coll_op op, sc_group g, sc_dtype dt, const void *send, void *recv,
+               size_t count) {
+  const size_t esz = sc_dtype_size(dt), G = (size_t)s->inner.group_size[g];
+  const size_t in = count * esz;
+  const size_t out = op == SC_OP_ALL_GATHER ? G * in : op == SC_OP_REDUCE_SCATTER ? in / G : in;
+  int rc;
+  if ((rc = grow(&s->send_h, &s->cap_send, in + 1)) || (rc = grow(&s->recv_h, &s->cap_recv, out + 1)))
+    return rc;
+  if (in && (rc = s->k->ops->copy(s->k, s->send_h, send, in, SC_KCOPY_D2H))) return rc;
+  const sc_coll_ops *o = s->inner.ops;
+  switch (op) {
+  case SC_OP_ALL_GATHER: rc = o->all_gather(s->inner.self, g, dt, s->send_h, s->recv_h, count); break;
+  case SC_OP_ALL_REDUCE: rc = o->all_reduce(s->inner.self, g, dt, s->send_h, s->recv_h, count); break;
+  default: rc = o->reduce_scatter(s->inner.self, g, dt, s->send_h, s->recv_h, count); break;
+  }
+  if (rc == 0 && out) rc = s->k->ops->copy(s->k, recv, s->recv_h, out, SC_KCOPY_H2D);
+  return rc;
+}
+
+static int st_all_gather(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
+                         size_t count) {
+  return run(self, SC_OP_ALL_GATHER, g, dt, send, recv, count);
+}
+static int st_all_reduce(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
+                         size_t count) {
+  return run(self, SC_OP_ALL_REDUCE, g, dt, send, recv, count);
+}
+static int st_reduce_scatter(void *self, sc_group g, sc_dtype dt, const void *send,
+                             void *recv, size_t count) {
+  return run(self, SC_OP_REDUCE_SCATTER, g, dt, send, recv, count);
+}
+static void st_abort(void *self) {
+  staged *s = self;
+  if (s->inner.ops->abort) s->inner.ops->abort(s->inner.self);
+}
+static void st_reset(void *self, uint64_t epoch) {
+  staged *s = self;
+  if (s->inner.ops->reset) s->inner.ops->reset(s->inner.self, epoch);
+}
+
+static const sc_coll_ops k_staged_ops = {st_all_gather, st_all_reduce, st_reduce_scatter,
+                                         st_abort, st_reset};
+
+int sc_coll_staged_wrap(sc_comm *comm, sc_kernels *k, sc_diag *d) {
+  staged *s = calloc(1, sizeof *s);
+  if (s == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
+  s->inner = *comm;
+  s->k = k;
+  comm->ops = &k_staged_ops;
+  comm->self = s;
+  return 0;
+}
+
+void sc_coll_staged_unwrap(sc_comm *comm) {
+  if (comm->ops != &k_staged_ops) return;
+  staged *s = comm->self;
+  /* the session bookkeeping written while wrapped belongs to the comm, keep it */
+  s->inner.last_failure = comm->last_failure;
+  s->inner.inject_desync_step = comm->inject_desync_step;
+  *comm = s->inner;
+  free(s->send_h);
+  free(s->recv_h);
+  free(s);
+}
