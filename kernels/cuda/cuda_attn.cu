@@ -2,13 +2,14 @@
  *
  * Two kernels:
  *  - k_attn_mma (bf16 and fp8_ds_mla KV, dc = 512, dr = 64, the real model): one block
- *    per (token, group of 64 heads), 8 warps. All heads of a token share the selected
+ *    per (token, group of 64 heads), 16 warps. All heads of a token share the selected
  *    rows (MLA's latent KV), so a block streams the token's rows in tiles of 32 through
- *    shared memory (cp.async, double buffered; fp8 rows are staged raw and dequantized to
- *    bf16 in shared memory) and runs both products on the tensor cores with mma.sync
- *    m16n8k16 bf16: S = Q K^T (64 x 32, k = 576), an online softmax in f32 over S, then
- *    O += P V (64 x 512, k = 32) with O in registers (128 floats per thread). q is
- *    rounded to bf16 once when the block loads it.
+ *    shared memory (cp.async, double buffered) and runs both products on the tensor cores
+ *    with mma.sync m16n8k16 bf16: S = Q K^T (64 x 32, k = 576, split over two warps per
+ *    output block), an online softmax in f32 over S, then O += P V (64 x 512, k = 32) with
+ *    O in registers (64 floats per thread). q is rounded to bf16 once when the block
+ *    loads it. fp8 rows are staged raw and dequantized to bf16 in shared memory during
+ *    the softmax phase of the tile before. Three block barriers per tile.
  *  - k_attn_warp (f32 KV, other widths, unaligned rows): one warp per (token, head),
  *    f32 on CUDA cores, online softmax. The precise path; also the fallback.
  * Both keep the log-sum-exp in natural log: lse = ln Σ exp(s_j); no selected row gives
@@ -107,6 +108,13 @@ struct mma_smem {
   alignas(16) uint8_t raw[MMA_BN * SC_KFP8_DS_MLA_ROW_BYTES]; /* fp8 staging */
 };
 
+/* Two floats -> packed bf16x2 (low half = a), one cvt.rn.bf16x2.f32: round to nearest
+ * even, the same bits as sc_dev_to_bf16 for every non-NaN value (NaN stays NaN). */
+__device__ inline uint32_t pack_bf16x2(float a, float b) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *(const uint32_t *)&v;
+}
+
 __device__ inline uint32_t smem_u32(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
 }
@@ -182,10 +190,8 @@ __device__ inline void convert_fp8(mma_smem &sm, int st) {
                                                           __NV_E4M3);
         const float2 flo = __half22float2(*(const __half2 *)&lo);
         const float2 fhi = __half22float2(*(const __half2 *)&hi);
-        outw[2 * i] = (uint32_t)sc_dev_to_bf16(flo.x * scale) |
-                      ((uint32_t)sc_dev_to_bf16(flo.y * scale) << 16);
-        outw[2 * i + 1] = (uint32_t)sc_dev_to_bf16(fhi.x * scale) |
-                          ((uint32_t)sc_dev_to_bf16(fhi.y * scale) << 16);
+        outw[2 * i] = pack_bf16x2(flo.x * scale, flo.y * scale);
+        outw[2 * i + 1] = pack_bf16x2(fhi.x * scale, fhi.y * scale);
       }
       *(uint4 *)dst = make_uint4(outw[0], outw[1], outw[2], outw[3]);
     } else {
@@ -271,6 +277,9 @@ __global__ void __launch_bounds__(MMA_THREADS, 1)
         *(float2 *)r1 = make_float2(s[nb][2], s[nb][3]);
       }
     }
+    /* fp8: the raw rows of the next tile (queued at the top of this iteration) must have
+     * landed before the softmax phase dequantizes them */
+    if (FP8) cp_async_wait_all();
     __syncthreads();
 
     /* online softmax: MMA_TPR threads per row, MMA_CPT columns each; scores in log2
@@ -299,7 +308,7 @@ __global__ void __launch_bounds__(MMA_THREADS, 1)
         const float p0 = m_new == -INFINITY ? 0.0f : exp2f(v[i] - m_new);
         const float p1 = m_new == -INFINITY ? 0.0f : exp2f(v[i + 1] - m_new);
         sum += p0 + p1;
-        pk[i / 2] = (uint32_t)sc_dev_to_bf16(p0) | ((uint32_t)sc_dev_to_bf16(p1) << 16);
+        pk[i / 2] = pack_bf16x2(p0, p1);
       }
 #if MMA_CPT == 8
       *(uint4 *)(sm.p + row * MMA_PLD + c0) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
@@ -316,6 +325,9 @@ __global__ void __launch_bounds__(MMA_THREADS, 1)
         sm.m[row] = m_new;
       }
     }
+    /* fp8: dequantize the next tile beside the softmax (kv[st ^ 1] was last read by the
+     * previous tile's P V, before the end-of-tile barrier), saving a barrier round */
+    if (FP8 && tile + 1 < n_tiles) convert_fp8(sm, st ^ 1);
     __syncthreads();
 
     /* O = O * alpha + P V for this warp's 32 rows x MMA_PV_COLS columns */
@@ -356,10 +368,6 @@ __global__ void __launch_bounds__(MMA_THREADS, 1)
     }
     cp_async_wait_all();
     __syncthreads();
-    if (FP8 && tile + 1 < n_tiles) {
-      convert_fp8(sm, st ^ 1);
-      __syncthreads();
-    }
   }
 
   /* out = O / l; lse = (m + log2 l) ln 2 */

@@ -42,6 +42,10 @@ PY
 }
 # optional: a variant build of the benchmark (attention only) and a profile of one
 # attention launch
+if [ -x .devrun/test_gpu_kernels_exp ]; then
+  echo "== test_gpu_kernels variant"; timeout 120 .devrun/test_gpu_kernels_exp > "$OUT/test_kernels_exp.log" 2>&1; echo "rc=$?"
+  grep -E "attn fmt|PASSED|FAILED|FAIL" "$OUT/test_kernels_exp.log" | head -12
+fi
 if [ -x .devrun/gpu_bench_kernels_exp ]; then
   echo "== bench variant (${SC_VARIANT:-exp})"
   SC_BENCH_KERNELS_ONLY=sparse_attn timeout 120 .devrun/gpu_bench_kernels_exp --json > "$OUT/bench_exp.json" 2>&1; echo "rc=$?"
