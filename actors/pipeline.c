@@ -7,6 +7,11 @@
 #include <string.h>
 
 #include "collectives/backend_host.h"
+#include "collectives/backend_staged.h"
+#ifdef SC_HAVE_CUDA
+#include "collectives/backend_nccl.h"
+#include "kernels/cuda/kernels_cuda.h"
+#endif
 
 static int get_i32(json_t *o, const char *key, int32_t lo, int32_t hi, int32_t *out,
                    sc_diag *d) {
@@ -47,7 +52,8 @@ static int parse_section(json_t *p, sc_pipeline_config *c, sc_diag *d) {
   static const char *const known[] = {
       "model", "model_file", "weights", "interleave", "block_size", "pad_multiple",
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
-      "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len"};
+      "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len", "device",
+      "cuda_device", "collectives"};
   json_object_foreach(p, key, v) {
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
@@ -83,6 +89,21 @@ static int parse_section(json_t *p, sc_pipeline_config *c, sc_diag *d) {
     if (!json_is_integer(mg) || json_integer_value(mg) < 1)
       return sc_fail(d, SC_EINVAL, "pipeline.max_gathered_rows must be a positive integer");
     e->plan.max_gathered_rows = json_integer_value(mg);
+  }
+  json_t *dev = json_object_get(p, "device");
+  if (dev) {
+    const char *name = json_string_value(dev);
+    if (name == NULL || (strcmp(name, "cpu") && strcmp(name, "cuda")))
+      return sc_fail(d, SC_EINVAL, "pipeline.device must be \"cpu\" or \"cuda\"");
+    e->cuda = strcmp(name, "cuda") == 0;
+  }
+  if ((rc = get_i32(p, "cuda_device", 0, 1024, &e->cuda_device, d))) return rc;
+  json_t *coll = json_object_get(p, "collectives");
+  if (coll) {
+    const char *name = json_string_value(coll);
+    if (name == NULL || (strcmp(name, "host") && strcmp(name, "nccl")))
+      return sc_fail(d, SC_EINVAL, "pipeline.collectives must be \"host\" or \"nccl\"");
+    c->nccl = strcmp(name, "nccl") == 0;
   }
   json_t *kf = json_object_get(p, "kv_format");
   if (kf) {
@@ -184,44 +205,92 @@ void sc_pipeline_config_free(sc_pipeline_config *c) {
   c->coll_endpoints = NULL;
 }
 
+/* NCCL communicators for this rank. Only a world of one rank for now: larger worlds need
+ * each group's unique id created by its member 0 and sent to the others over the control
+ * plane before the communicators exist (not built yet), so they are refused clearly. */
+static int nccl_comm_create(sc_rank_ctx *x, sc_diag *d) {
+#ifdef SC_HAVE_CUDA
+  if (x->cfg.num_ranks != 1)
+    return sc_fail(d, SC_ENOTSUP,
+                   "NCCL collectives across %d ranks need the control-plane exchange of "
+                   "NCCL unique ids, which is not built yet; use \"collectives\": \"host\"",
+                   x->cfg.num_ranks);
+  sc_nccl_id ids[SC_GROUP_COUNT] = {0};
+  for (int g = 0; g < SC_GROUP_COUNT; g++)
+    if (sc_nccl_id_needed(&x->plan_cfg, (sc_group)g) && sc_nccl_get_unique_id(&ids[g]))
+      return sc_fail(d, SC_ESYS, "cannot create an NCCL unique id");
+  void *stream = sc_kernels_cuda_stream(sc_engine_kernels(x->engine));
+  const int rc = sc_nccl_comm_init(&x->plan_cfg, x->rank, x->cfg.engine.cuda_device, ids,
+                                   stream, x->cfg.deadline_ms, &x->comm);
+  return rc ? sc_fail(d, rc, "cannot create the NCCL communicators: %s", sc_strerror(rc)) : 0;
+#else
+  (void)x;
+  return sc_fail(d, SC_ENOTSUP, "this sparsecp was built without CUDA and NCCL");
+#endif
+}
+
 int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx **out,
                        sc_diag *d) {
   *out = NULL;
   sc_rank_ctx *x = calloc(1, sizeof *x);
   const char **eps = calloc((size_t)cfg->num_ranks, sizeof *eps);
+  int rc = SC_ENOMEM;
   if (x == NULL || eps == NULL) {
     free(x);
     free(eps);
     return sc_fail(d, SC_ENOMEM, "out of memory");
   }
   x->cfg = *cfg;
-  x->cfg.coll_endpoints = NULL; /* the caller keeps the endpoints; copied below as needed */
+  x->cfg.coll_endpoints = NULL; /* borrowed only here */
   x->rank = rank;
-  for (int32_t r = 0; r < cfg->num_ranks; r++) eps[r] = cfg->coll_endpoints[r];
   x->plan_cfg = cfg->engine.plan;
   sc_model_config_to_plan(&cfg->engine.model, &x->plan_cfg);
-  const sc_host_coll_config hc = {.rank = rank, .endpoints = eps, .deadline_ms = cfg->deadline_ms};
-  int rc = sc_host_coll_create(&x->comm, &x->plan_cfg, &hc, d);
-  free(eps);
-  if (rc) {
-    free(x);
-    return rc;
+  if (cfg->nccl && !cfg->engine.cuda) {
+    rc = sc_fail(d, SC_EINVAL, "NCCL collectives need \"device\": \"cuda\"");
+    goto fail;
+  }
+  /* 1. the comm's groups (the engine takes its TP slice from them), and for host
+   *    collectives the backend itself */
+  if (cfg->nccl) {
+    sc_comm_init_groups(&x->comm, &x->plan_cfg, rank);
+  } else {
+    for (int32_t r = 0; r < cfg->num_ranks; r++) eps[r] = cfg->coll_endpoints[r];
+    const sc_host_coll_config hc = {.rank = rank, .endpoints = eps,
+                                    .deadline_ms = cfg->deadline_ms};
+    if ((rc = sc_host_coll_create(&x->comm, &x->plan_cfg, &hc, d))) goto fail;
+    x->host_comm = true;
+  }
+  /* 2. the engine (weights, cache, forward) */
+  if ((rc = sc_engine_create(&cfg->engine, rank, &x->comm, &x->engine, d))) goto fail;
+  /* 3. device buffers: staged through host memory for the host backend, or NCCL */
+  if (cfg->engine.cuda && !cfg->nccl) {
+    if ((rc = sc_coll_staged_wrap(&x->comm, sc_engine_kernels(x->engine), d))) goto fail;
+    x->staged = true;
+  }
+  if (cfg->nccl) {
+    if ((rc = nccl_comm_create(x, d))) goto fail;
+    x->nccl_comm = true;
   }
   if (cfg->inject_desync_step && cfg->inject_desync_rank == rank)
     x->comm.inject_desync_step = cfg->inject_desync_step;
-  if ((rc = sc_engine_create(&cfg->engine, rank, &x->comm, &x->engine, d))) {
-    sc_host_coll_destroy(&x->comm);
-    free(x);
-    return rc;
-  }
+  free(eps);
   *out = x;
   return 0;
+fail:
+  free(eps);
+  sc_rank_ctx_destroy(x);
+  return rc;
 }
 
 void sc_rank_ctx_destroy(sc_rank_ctx *x) {
   if (x == NULL) return;
+  if (x->staged) sc_coll_staged_unwrap(&x->comm);
+  /* the communicators before the engine: NCCL's work runs on the engine's stream */
+#ifdef SC_HAVE_CUDA
+  if (x->nccl_comm) sc_nccl_comm_destroy(&x->comm);
+#endif
+  if (x->host_comm) sc_host_coll_destroy(&x->comm);
   sc_engine_destroy(x->engine);
-  sc_host_coll_destroy(&x->comm);
   free(x);
 }
 

@@ -46,6 +46,9 @@ typedef struct sc_pipeline_config {
   sc_sched_config sched;          /* token budget, running limit, pool, max length */
   sc_msg_limits limits;           /* the gateway's untrusted-input limits */
   int64_t deadline_ms;            /* per collective */
+  bool nccl;                      /* NCCL collectives (one GPU per rank) instead of the
+                                     host backend (CPU ranks, or ranks sharing a GPU,
+                                     their device buffers staged through host memory) */
   uint64_t inject_desync_step;    /* `--inject desync:RANK:STEP` (0: none) */
   int32_t inject_desync_rank;
   uint64_t inject_kill_step;      /* `--inject kill:RANK:STEP` (0: none) */
@@ -67,7 +70,8 @@ int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d
 typedef struct sc_rank_ctx {
   sc_pipeline_config cfg;
   int32_t rank;
-  sc_comm comm;                   /* host collectives of this rank */
+  sc_comm comm;                   /* the collectives of this rank (host or NCCL) */
+  bool host_comm, nccl_comm, staged; /* which backend comm holds, and whether it is staged */
   sc_engine *engine;              /* owned; used by the executor's thread only */
   sc_plan_config plan_cfg;        /* what the partitioner plans with */
   _Atomic uint64_t executing;     /* step the executor is inside, 0 when idle */

@@ -7,6 +7,9 @@
 #include "actors/metadata/metadata.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#ifdef SC_HAVE_CUDA
+#include "kernels/cuda/kernels_cuda.h"
+#endif
 
 struct sc_engine {
   sc_engine_config cfg;
@@ -52,7 +55,18 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
     rc = sc_fail(d, SC_EINVAL, "num_blocks must be >= 1");
     goto fail;
   }
-  if ((rc = sc_kernels_cpu_create(&e->k, cfg->kernel_threads > 0 ? cfg->kernel_threads : 1))) {
+  if (cfg->cuda) {
+#ifdef SC_HAVE_CUDA
+    if ((rc = sc_kernels_cuda_create(&e->k, cfg->cuda_device, NULL))) {
+      sc_fail(d, rc, "rank %d: cannot create a CUDA kernel context on device %d: %s",
+              global_rank, cfg->cuda_device, sc_strerror(rc));
+      goto fail;
+    }
+#else
+    rc = sc_fail(d, SC_ENOTSUP, "this sparsecp was built without CUDA (no nvcc at build time)");
+    goto fail;
+#endif
+  } else if ((rc = sc_kernels_cpu_create(&e->k, cfg->kernel_threads > 0 ? cfg->kernel_threads : 1))) {
     sc_fail(d, rc, "rank %d: cannot create the CPU kernel context", global_rank);
     goto fail;
   }
@@ -77,6 +91,7 @@ fail:
 
 const sc_plan_config *sc_engine_plan_config(const sc_engine *e) { return &e->pc; }
 const sc_model_config *sc_engine_model(const sc_engine *e) { return &e->cfg.model; }
+sc_kernels *sc_engine_kernels(const sc_engine *e) { return e->k; }
 
 int sc_engine_step(sc_engine *e, const sc_engine_batch *b, sc_forward_out *out, sc_diag *d) {
   const sc_plan *plan = b->plan;

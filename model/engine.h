@@ -25,6 +25,8 @@ typedef struct sc_engine_config {
   int32_t num_blocks;     /* physical KV blocks of this rank (= the scheduler's pool) */
   sc_kfmt kv_fmt;         /* SC_KFMT_F32 or SC_KFMT_BF16 */
   int kernel_threads;     /* CPU kernel worker threads (>= 1) */
+  bool cuda;              /* kernels on a CUDA device instead of the CPU */
+  int cuda_device;        /* which device */
 } sc_engine_config;
 
 typedef struct sc_engine sc_engine;
@@ -39,6 +41,8 @@ void sc_engine_destroy(sc_engine *e);
  * must plan with for this engine. */
 const sc_plan_config *sc_engine_plan_config(const sc_engine *e);
 const sc_model_config *sc_engine_model(const sc_engine *e);
+/* The engine's kernel context (the buffers its collectives see live there). */
+sc_kernels *sc_engine_kernels(const sc_engine *e);
 
 /* One step's inputs: the plan, the input token ids (Σq, batch order) and the block
  * tables in CSR form (entry i's virtual blocks: blocks[block_start[i] .. [i+1])). */

@@ -26,9 +26,11 @@
 #define MAX_INJECT 4
 #define MAX_CLIENTS 64
 /* A greedy token may differ from the reference only where the reference's top-2 margin
- * is within what fp32 reordering can move a logit (SPEC.md §8: relative 1e-4 on logits
- * of magnitude O(10) for the synthetic model); such positions are reported as ties. */
-#define TIE_MARGIN 1e-3f
+ * is within what the arithmetic can move a logit: fp32 reordering on the CPU (SPEC.md
+ * §8: relative 1e-4 on logits of magnitude O(10) for the synthetic model), bf16 tensor
+ * core attention on a GPU (relative 1e-2). Such positions are reported as ties. */
+#define TIE_MARGIN_CPU 1e-3f
+#define TIE_MARGIN_CUDA 1e-1f
 
 static volatile sig_atomic_t g_interrupted;
 static void on_sigint(int sig) {
@@ -259,7 +261,8 @@ typedef struct verdict {
 /* SPEC.md §8 on tokens: greedy requests must match the single-rank reference token for
  * token, except after a position where the reference's top-2 margin is a tie (reported,
  * never counted as a pass or a failure). Sampled requests are compared and reported. */
-static void verify(const sc_requests *rq, const req_result *a, const req_result *ref, verdict *v) {
+static void verify(const sc_requests *rq, const req_result *a, const req_result *ref,
+                   float tie_margin, verdict *v) {
   memset(v, 0, sizeof *v);
   for (int32_t i = 0; i < rq->n; i++) {
     const bool greedy = rq->v[i].temperature == 0;
@@ -274,7 +277,7 @@ static void verify(const sc_requests *rq, const req_result *a, const req_result 
     v->checked++;
     if (same) {
       v->identical++;
-    } else if (k < ref[i].n && ref[i].margins[k] <= TIE_MARGIN) {
+    } else if (k < ref[i].n && ref[i].margins[k] <= tie_margin) {
       v->ties++;
     } else {
       if (v->mismatches++ == 0)
@@ -288,7 +291,8 @@ static void verify(const sc_requests *rq, const req_result *a, const req_result 
 
 static void help(FILE *f) {
   fprintf(f,
-          "usage: sparsecp run [--pcp P] [--dcp N] [--tp T] [--device cpu] [--model FILE]\n"
+          "usage: sparsecp run [--pcp P] [--dcp N] [--tp T] [--device cpu|cuda]\n"
+          "                    [--collectives host|nccl] [--model FILE]\n"
           "                    [--requests FILE.jsonl | --num-requests K] [--verify] [--json]\n"
           "                    [--inject desync:RANK:STEP | kill:RANK:STEP] [--transport ipc|tcp]\n"
           "                    [--token-budget N] [--seed S] [--timeout SECONDS] [--quiet]\n"
@@ -300,14 +304,18 @@ static void help(FILE *f) {
           "first token and time per output token (p50, p99), tokens per second.\n"
           "  --verify      also run a single-rank cluster on the same requests and check\n"
           "                that the generated tokens are the same (SPEC.md §8); exit 1 on a\n"
-          "                mismatch; ties (top-2 logit margin <= %g) are reported\n"
+          "                mismatch; ties (top-2 logit margin <= %g, %g with --device\n"
+          "                cuda) are reported; the reference always runs on the CPU\n"
+          "  --collectives host (default; device buffers staged through host memory) or\n"
+          "                nccl (one rank per GPU; NCCL ids are exchanged locally, so only\n"
+          "                a one-rank cluster for now)\n"
           "  --inject F    fault injection: desync:RANK:STEP makes that rank's executor ask\n"
           "                for a wrongly shaped collective; kill:RANK:STEP kills that node\n"
           "  --json        print the summary as one JSON object\n"
           "  --clients K   spread the requests over K client connections (default 4)\n"
           "  --quiet       no progress, and the nodes' logs are discarded\n"
           "Exit status: 0 all requests finished (and verified), 1 a failure, 2 bad usage.\n",
-          (double)TIE_MARGIN);
+          (double)TIE_MARGIN_CPU, (double)TIE_MARGIN_CUDA);
 }
 
 int sc_cmd_run(int argc, char **argv) {
@@ -320,6 +328,7 @@ int sc_cmd_run(int argc, char **argv) {
       {"transport", required_argument, NULL, 'x'},  {"token-budget", required_argument, NULL, 'b'},
       {"seed", required_argument, NULL, 's'},       {"timeout", required_argument, NULL, 'T'},
       {"quiet", no_argument, NULL, 'q'},            {"clients", required_argument, NULL, 'c'},
+      {"collectives", required_argument, NULL, 'C'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   run_opts o = {.timeout_s = 600, .progress = true, .clients = 4};
@@ -340,8 +349,22 @@ int sc_cmd_run(int argc, char **argv) {
     case 'T': if (!sc_cli_int("run", "--timeout", optarg, 1, 86400, &o.timeout_s)) return SC_EXIT_USAGE; break;
     case 'c': if (!sc_cli_int("run", "--clients", optarg, 1, MAX_CLIENTS, &o.clients)) return SC_EXIT_USAGE; break;
     case 'D':
-      if (strcmp(optarg, "cpu") != 0) {
-        sc_cli_error("run", "--device %s: only the cpu backend runs the pipeline so far", optarg);
+      if (strcmp(optarg, "cuda") == 0) {
+#ifdef SC_HAVE_CUDA
+        co->cuda = true;
+#else
+        sc_cli_error("run", "--device cuda: this sparsecp was built without CUDA");
+        return SC_EXIT_USAGE;
+#endif
+      } else if (strcmp(optarg, "cpu") != 0) {
+        sc_cli_error("run", "--device must be cpu or cuda");
+        return SC_EXIT_USAGE;
+      }
+      break;
+    case 'C':
+      if (strcmp(optarg, "nccl") == 0) co->nccl = true;
+      else if (strcmp(optarg, "host") != 0) {
+        sc_cli_error("run", "--collectives must be host or nccl");
         return SC_EXIT_USAGE;
       }
       break;
@@ -448,8 +471,8 @@ int sc_cmd_run(int argc, char **argv) {
   double wall = 0, ref_wall = 0, elapsed = 0, ref_elapsed = 0;
   snprintf(label, sizeof label, "P%d N%d T%d", co->pcp, co->dcp, co->tp);
   if (!o.json && o.progress)
-    fprintf(stderr, "sparsecp run: %d requests on a local %s cluster (%d nodes, cpu)\n", rq.n,
-            label, co->pcp * co->tp);
+    fprintf(stderr, "sparsecp run: %d requests on a local %s cluster (%d nodes, %s)\n", rq.n,
+            label, co->pcp * co->tp, co->cuda ? "cuda" : "cpu");
   int failed = res ? run_stream(&o, co, &rq, res, &wall, &elapsed, why, sizeof why, label) : 1;
   verdict vd = {0};
   bool verified = false;
@@ -457,11 +480,12 @@ int sc_cmd_run(int argc, char **argv) {
     sc_local_cluster_opts single = *co;
     single.pcp = single.dcp = single.tp = 1;
     single.num_inject = 0;
+    single.cuda = single.nccl = false; /* the reference is the CPU's fp32 */
     ref = calloc((size_t)rq.n, sizeof *ref);
     if (!o.json && o.progress) fprintf(stderr, "sparsecp run: the single-rank reference run\n");
     failed = ref ? run_stream(&o, &single, &rq, ref, &ref_wall, &ref_elapsed, why, sizeof why, "reference") : 1;
     if (!failed) {
-      verify(&rq, res, ref, &vd);
+      verify(&rq, res, ref, co->cuda ? TIE_MARGIN_CUDA : TIE_MARGIN_CPU, &vd);
       verified = true;
     }
   }
@@ -479,7 +503,8 @@ int sc_cmd_run(int argc, char **argv) {
     sc_jsonw_kv_int(&w, "pcp", co->pcp);
     sc_jsonw_kv_int(&w, "dcp", co->dcp);
     sc_jsonw_kv_int(&w, "tp", co->tp);
-    sc_jsonw_kv_str(&w, "device", "cpu");
+    sc_jsonw_kv_str(&w, "device", co->cuda ? "cuda" : "cpu");
+    sc_jsonw_kv_str(&w, "collectives", co->nccl ? "nccl" : "host");
     sc_jsonw_obj_end(&w);
     sc_jsonw_kv_int(&w, "requests", s.requests);
     sc_jsonw_kv_int(&w, "prompt_tokens", s.prompt_tokens);
@@ -518,7 +543,8 @@ int sc_cmd_run(int argc, char **argv) {
     puts(sc_jsonw_str(&w));
     sc_jsonw_free(&w);
   } else {
-    printf("\n%-24s %s (%d nodes, cpu)\n", "cluster", label, co->pcp * co->tp);
+    printf("\n%-24s %s (%d nodes, %s, %s collectives)\n", "cluster", label, co->pcp * co->tp,
+           co->cuda ? "cuda" : "cpu", co->nccl ? "nccl" : "host");
     printf("%-24s %d\n", "requests", s.requests);
     printf("%-24s %lld\n", "prompt tokens", (long long)s.prompt_tokens);
     printf("%-24s %lld\n", "generated tokens", (long long)s.generated);

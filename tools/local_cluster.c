@@ -85,6 +85,8 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->num_blocks) json_object_set_new(p, "num_blocks", json_integer(o->num_blocks));
   if (o->block_size) json_object_set_new(p, "block_size", json_integer(o->block_size));
   if (o->deadline_ms) json_object_set_new(p, "deadline_ms", json_integer(o->deadline_ms));
+  if (o->cuda) json_object_set_new(p, "device", json_string("cuda"));
+  if (o->nccl) json_object_set_new(p, "collectives", json_string("nccl"));
   if (o->num_inject) {
     json_t *inj = json_array();
     for (int32_t i = 0; i < o->num_inject; i++) json_array_append_new(inj, json_string(o->inject[i]));

@@ -34,6 +34,8 @@ typedef struct sc_local_cluster_opts {
   const char *log_level;        /* SPARSECP_LOG of the children, NULL: inherited */
   bool quiet;                   /* children's stderr to /dev/null */
   const char *exe;              /* the sparsecp binary; NULL: this process's own */
+  bool cuda;                    /* ranks compute on the GPU (all on device 0) */
+  bool nccl;                    /* NCCL collectives instead of the host backend */
 } sc_local_cluster_opts;
 
 typedef struct sc_local_cluster sc_local_cluster;
