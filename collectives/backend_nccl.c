@@ -277,9 +277,19 @@ static int nccl_reduce_scatter(void *self, sc_group g, sc_dtype dt, const void *
 }
 static void nccl_abort_op(void *self) { atomic_store(&((nccl_rank *)self)->abort_req, 1); }
 
+/* A new step: forgets an abort request that no collective acted on. Communicators that
+ * were aborted cannot be revived (NCCL needs fresh unique ids), so a dead comm stays
+ * dead: the owner destroys it and initialises a new one through the control plane. */
+static void nccl_reset_op(void *self, uint64_t epoch) {
+  (void)epoch;
+  nccl_rank *r = self;
+  if (!r->dead) atomic_store(&r->abort_req, 0);
+}
+
 const sc_coll_ops sc_nccl_coll_ops = {
     .all_gather = nccl_all_gather,
     .all_reduce = nccl_all_reduce,
     .reduce_scatter = nccl_reduce_scatter,
     .abort = nccl_abort_op,
+    .reset = nccl_reset_op,
 };

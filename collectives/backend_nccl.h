@@ -16,6 +16,10 @@
  * SC_ETIMEDOUT, and every later call returns SC_EABORTED. Initialisation has the same
  * deadline. Work queued on the stream before the collective counts against its deadline.
  *
+ * reset (between steps) clears an abort request no collective acted on; communicators
+ * that were aborted stay dead (NCCL cannot revive them): destroy and re-initialise with
+ * fresh ids.
+ *
  * Threads: the comm belongs to one thread (its rank's comm actor), except
  * sc_nccl_abort, which any thread may call: it raises a flag that the polling thread
  * acts on (ncclCommAbort is called by the owning thread, or by destroy).

@@ -18,6 +18,7 @@ date -u | tee -a "$OUT/gpu.txt"
 cuobjdump -sass .devrun/test_gpu_kernels 2>/dev/null | grep -c "HMMA" | sed 's/^/HMMA instructions: /' | tee -a "$OUT/gpu.txt"
 echo "== test_gpu_kernels"; timeout 240 .devrun/test_gpu_kernels 2>&1 | tee "$OUT/test_kernels.log"; echo "rc=${PIPESTATUS[0]}"
 echo "== test_gpu_nccl"; timeout 60 .devrun/test_gpu_nccl 2>&1 | tee "$OUT/test_nccl.log"; echo "rc=${PIPESTATUS[0]}"
+[ "${SC_BENCH:-1}" = 1 ] || { echo "(benchmark skipped)"; exit 0; }
 echo "== bench"; timeout 240 .devrun/gpu_bench_kernels --json > "$OUT/bench.json" 2> "$OUT/bench.err"; echo "rc=$?"
 tail -3 "$OUT/bench.err"
 python3 - "$OUT/bench.json" <<'PY' || true

@@ -68,6 +68,20 @@ static void case_one_rank_session(void) {
   }
   CHECK(sc_coll_session_end(&s) == 0, "session end");
 
+  /* an abort request no collective acted on is forgotten by reset (a new step) */
+  sc_nccl_abort(&comm);
+  comm.ops->reset(comm.self, 1);
+  float *one = dev_alloc(sizeof(float) * 64);
+  CHECK(comm.ops->all_reduce(comm.self, SC_GROUP_TP, SC_DT_F32, one, one, 64) == 0,
+        "reset clears a pending abort request");
+  sc_nccl_abort(&comm);
+  CHECK(comm.ops->all_reduce(comm.self, SC_GROUP_TP, SC_DT_F32, one, one, 64) == SC_EABORTED,
+        "an abort request fails the next collective");
+  comm.ops->reset(comm.self, 2);
+  CHECK(comm.ops->all_reduce(comm.self, SC_GROUP_TP, SC_DT_F32, one, one, 64) == SC_EABORTED,
+        "aborted communicators stay dead after reset");
+  cudaFree(one);
+
   /* a request that does not match the plan is refused before anything runs */
   sc_coll_session_begin(&s, &comm, plan, n, 43);
   sc_coll wrong = plan[0];
