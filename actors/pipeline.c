@@ -205,26 +205,47 @@ void sc_pipeline_config_free(sc_pipeline_config *c) {
   c->coll_endpoints = NULL;
 }
 
-/* NCCL communicators for this rank. Only a world of one rank for now: larger worlds need
- * each group's unique id created by its member 0 and sent to the others over the control
- * plane before the communicators exist (not built yet), so they are refused clearly. */
-static int nccl_comm_create(sc_rank_ctx *x, sc_diag *d) {
+void sc_rank_ctx_comm_done(sc_rank_ctx *x, int state) {
+  pthread_mutex_lock(&x->comm_mu);
+  atomic_store(&x->comm_state, state);
+  pthread_cond_broadcast(&x->comm_cv);
+  pthread_mutex_unlock(&x->comm_mu);
+}
+
+int sc_rank_ctx_comm_wait(sc_rank_ctx *x, int64_t timeout_ms) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += timeout_ms / 1000;
+  until.tv_nsec += (timeout_ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&x->comm_mu);
+  while (atomic_load(&x->comm_state) == 0)
+    if (pthread_cond_timedwait(&x->comm_cv, &x->comm_mu, &until) != 0) break;
+  const int st = atomic_load(&x->comm_state);
+  pthread_mutex_unlock(&x->comm_mu);
+  return st == 1 ? 0 : st < 0 ? st : SC_ETIMEDOUT;
+}
+
+int sc_rank_ctx_nccl_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT][128],
+                          sc_diag *d) {
 #ifdef SC_HAVE_CUDA
-  if (x->cfg.num_ranks != 1)
-    return sc_fail(d, SC_ENOTSUP,
-                   "NCCL collectives across %d ranks need the control-plane exchange of "
-                   "NCCL unique ids, which is not built yet; use \"collectives\": \"host\"",
-                   x->cfg.num_ranks);
-  sc_nccl_id ids[SC_GROUP_COUNT] = {0};
-  for (int g = 0; g < SC_GROUP_COUNT; g++)
-    if (sc_nccl_id_needed(&x->plan_cfg, (sc_group)g) && sc_nccl_get_unique_id(&ids[g]))
-      return sc_fail(d, SC_ESYS, "cannot create an NCCL unique id");
+  sc_nccl_id nid[SC_GROUP_COUNT];
+  for (int g = 0; g < SC_GROUP_COUNT; g++) memcpy(nid[g].bytes, ids[g], SC_NCCL_ID_BYTES);
   void *stream = sc_kernels_cuda_stream(sc_engine_kernels(x->engine));
-  const int rc = sc_nccl_comm_init(&x->plan_cfg, x->rank, x->cfg.engine.cuda_device, ids,
-                                   stream, x->cfg.deadline_ms, &x->comm);
-  return rc ? sc_fail(d, rc, "cannot create the NCCL communicators: %s", sc_strerror(rc)) : 0;
+  const uint64_t inject = x->comm.inject_desync_step;
+  /* every process sees its one GPU as device 0 (CUDA_VISIBLE_DEVICES, docs/pipeline.md) */
+  const int rc = sc_nccl_comm_init(&x->plan_cfg, x->rank, 0, nid, stream, x->cfg.deadline_ms,
+                                   &x->comm);
+  x->comm.inject_desync_step = inject;
+  if (rc) return sc_fail(d, rc, "rank %d: cannot create the NCCL communicators: %s", x->rank,
+                         sc_strerror(rc));
+  x->nccl_comm = true;
+  return 0;
 #else
-  (void)x;
+  (void)x, (void)ids;
   return sc_fail(d, SC_ENOTSUP, "this sparsecp was built without CUDA and NCCL");
 #endif
 }
@@ -242,6 +263,8 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
   }
   x->cfg = *cfg;
   x->cfg.coll_endpoints = NULL; /* borrowed only here */
+  pthread_mutex_init(&x->comm_mu, NULL);
+  pthread_cond_init(&x->comm_cv, NULL);
   x->rank = rank;
   x->plan_cfg = cfg->engine.plan;
   sc_model_config_to_plan(&cfg->engine.model, &x->plan_cfg);
@@ -267,10 +290,9 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
     if ((rc = sc_coll_staged_wrap(&x->comm, sc_engine_kernels(x->engine), d))) goto fail;
     x->staged = true;
   }
-  if (cfg->nccl) {
-    if ((rc = nccl_comm_create(x, d))) goto fail;
-    x->nccl_comm = true;
-  }
+  /* NCCL: the comm actor exchanges the unique ids and creates the communicators */
+  x->nccl_pending = cfg->nccl;
+  atomic_store(&x->comm_state, cfg->nccl ? 0 : 1);
   if (cfg->inject_desync_step && cfg->inject_desync_rank == rank)
     x->comm.inject_desync_step = cfg->inject_desync_step;
   free(eps);
@@ -291,6 +313,8 @@ void sc_rank_ctx_destroy(sc_rank_ctx *x) {
 #endif
   if (x->host_comm) sc_host_coll_destroy(&x->comm);
   sc_engine_destroy(x->engine);
+  pthread_mutex_destroy(&x->comm_mu);
+  pthread_cond_destroy(&x->comm_cv);
   free(x);
 }
 

@@ -29,6 +29,7 @@
 #ifndef SC_PIPELINE_H
 #define SC_PIPELINE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -74,6 +75,13 @@ typedef struct sc_rank_ctx {
   bool host_comm, nccl_comm, staged; /* which backend comm holds, and whether it is staged */
   sc_engine *engine;              /* owned; used by the executor's thread only */
   sc_plan_config plan_cfg;        /* what the partitioner plans with */
+  /* NCCL communicators are created by the comm actor once the unique ids have been
+   * exchanged with the other ranks; the executor waits for them before its first step.
+   * comm_state: 0 pending, 1 ready, < 0 failed (an SC_E* code). */
+  bool nccl_pending;
+  _Atomic int comm_state;
+  pthread_mutex_t comm_mu;
+  pthread_cond_t comm_cv;
   _Atomic uint64_t executing;     /* step the executor is inside, 0 when idle */
   _Atomic uint64_t aborted;       /* highest step the comm was told to abort */
 } sc_rank_ctx;
@@ -83,6 +91,14 @@ typedef struct sc_rank_ctx {
 int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx **out,
                        sc_diag *d);
 void sc_rank_ctx_destroy(sc_rank_ctx *ctx);
+
+/* Publishes the communicator state (1 ready, or a negative code) and wakes waiters. */
+void sc_rank_ctx_comm_done(sc_rank_ctx *ctx, int state);
+/* Waits up to timeout_ms for the communicators; returns 0 or the failure code. */
+int sc_rank_ctx_comm_wait(sc_rank_ctx *ctx, int64_t timeout_ms);
+/* Creates this rank's NCCL communicators from the exchanged ids (comm actor's thread). */
+int sc_rank_ctx_nccl_init(sc_rank_ctx *ctx, const unsigned char ids[SC_GROUP_COUNT][128],
+                          sc_diag *d);
 
 /* Fills out[SC_PIPELINE_NUM_ACTORS] with the pipeline's startup actors for a node whose
  * process owns ctx (the list is identical on every node; only the argument differs). */

@@ -296,7 +296,7 @@ static void help(FILE *f) {
           "                    [--requests FILE.jsonl | --num-requests K] [--verify] [--json]\n"
           "                    [--inject desync:RANK:STEP | kill:RANK:STEP] [--transport ipc|tcp]\n"
           "                    [--token-budget N] [--seed S] [--timeout SECONDS] [--quiet]\n"
-          "                    [--clients K]\n"
+          "                    [--clients K] [--gpus K]\n"
           "\n"
           "Starts a local cluster (default P = 2, N = 2, T = 1 on the CPU), submits the\n"
           "requests of FILE (default examples/requests.jsonl) or K random ones, shows\n"
@@ -307,8 +307,10 @@ static void help(FILE *f) {
           "                mismatch; ties (top-2 logit margin <= %g, %g with --device\n"
           "                cuda) are reported; the reference always runs on the CPU\n"
           "  --collectives host (default; device buffers staged through host memory) or\n"
-          "                nccl (one rank per GPU; NCCL ids are exchanged locally, so only\n"
-          "                a one-rank cluster for now)\n"
+          "                nccl (one rank per GPU, unique ids exchanged between the comm\n"
+          "                actors; NCCL_NVLS_ENABLE=0 is set for the nodes)\n"
+          "  --gpus K      with --device cuda: rank r runs on GPU r %% K (default 1: all\n"
+          "                ranks share GPU 0, which needs --collectives host)\n"
           "  --inject F    fault injection: desync:RANK:STEP makes that rank's executor ask\n"
           "                for a wrongly shaped collective; kill:RANK:STEP kills that node\n"
           "  --json        print the summary as one JSON object\n"
@@ -328,7 +330,7 @@ int sc_cmd_run(int argc, char **argv) {
       {"transport", required_argument, NULL, 'x'},  {"token-budget", required_argument, NULL, 'b'},
       {"seed", required_argument, NULL, 's'},       {"timeout", required_argument, NULL, 'T'},
       {"quiet", no_argument, NULL, 'q'},            {"clients", required_argument, NULL, 'c'},
-      {"collectives", required_argument, NULL, 'C'},
+      {"collectives", required_argument, NULL, 'C'},  {"gpus", required_argument, NULL, 'G'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   run_opts o = {.timeout_s = 600, .progress = true, .clients = 4};
@@ -348,6 +350,7 @@ int sc_cmd_run(int argc, char **argv) {
     case 's': if (!sc_cli_int("run", "--seed", optarg, 0, INT64_MAX, &seed)) return SC_EXIT_USAGE; break;
     case 'T': if (!sc_cli_int("run", "--timeout", optarg, 1, 86400, &o.timeout_s)) return SC_EXIT_USAGE; break;
     case 'c': if (!sc_cli_int("run", "--clients", optarg, 1, MAX_CLIENTS, &o.clients)) return SC_EXIT_USAGE; break;
+    case 'G': if (!sc_cli_int("run", "--gpus", optarg, 1, 64, &v)) return SC_EXIT_USAGE; co->gpus = (int32_t)v; break;
     case 'D':
       if (strcmp(optarg, "cuda") == 0) {
 #ifdef SC_HAVE_CUDA
@@ -411,6 +414,12 @@ int sc_cmd_run(int argc, char **argv) {
   sc_model_config_to_plan(&model, &pc);
   if (sc_plan_config_validate(&pc, &d) || sc_model_config_check_tp(&model, pc.tp, &d)) {
     sc_cli_error("run", "%s", sc_diag_message(&d));
+    return SC_EXIT_USAGE;
+  }
+  if (co->nccl && (!co->cuda || co->gpus < co->pcp * co->tp)) {
+    sc_cli_error("run", "--collectives nccl needs --device cuda and one GPU per rank "
+                        "(--gpus >= %d): NCCL refuses two ranks on one GPU",
+                 co->pcp * co->tp);
     return SC_EXIT_USAGE;
   }
   for (int32_t i = 0; i < co->num_inject; i++) {

@@ -142,6 +142,13 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);
       if (o->log_level) setenv("SPARSECP_LOG", o->log_level, 1);
+      if (o->cuda) {
+        char dev[16];
+        snprintf(dev, sizeof dev, "%d", (int)(r % (o->gpus > 0 ? o->gpus : 1)));
+        setenv("CUDA_VISIBLE_DEVICES", dev, 1);
+        /* NVLink multicast stays off on these hosts (shared/GPU.md) */
+        if (o->nccl) setenv("NCCL_NVLS_ENABLE", "0", 1);
+      }
       if (o->quiet) {
         const int fd = open("/dev/null", O_WRONLY);
         if (fd >= 0) dup2(fd, 2);

@@ -34,7 +34,9 @@ typedef struct sc_local_cluster_opts {
   const char *log_level;        /* SPARSECP_LOG of the children, NULL: inherited */
   bool quiet;                   /* children's stderr to /dev/null */
   const char *exe;              /* the sparsecp binary; NULL: this process's own */
-  bool cuda;                    /* ranks compute on the GPU (all on device 0) */
+  bool cuda;                    /* ranks compute on GPUs */
+  int32_t gpus;                 /* with cuda: rank r uses GPU r % gpus (each process sees
+                                   only that one, through CUDA_VISIBLE_DEVICES); 0 = 1 */
   bool nccl;                    /* NCCL collectives instead of the host backend */
 } sc_local_cluster_opts;
 

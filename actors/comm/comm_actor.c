@@ -8,10 +8,14 @@
  * plan-checked session (collectives/coll.h), which refuses any request that is not the
  * next planned entry before launching it. The comm actor runs on a shared loop and so
  * stays responsive while the executor is blocked inside a collective. */
+#include <stdio.h>
 #include <string.h>
 
 #include "actors/pipeline.h"
 #include "actors/runtime/sc_log.h"
+#ifdef SC_HAVE_CUDA
+#include "collectives/backend_nccl.h"
+#endif
 
 #define LOG "comm"
 
@@ -19,13 +23,92 @@ typedef struct comm_state {
   sc_rank_ctx *ctx;
   sc_plan plan;
   sc_actor_id scheduler;
+  /* NCCL start-up: the unique id of each of this rank's group instances */
+  unsigned char ids[SC_GROUP_COUNT][128];
+  bool have_id[SC_GROUP_COUNT], need_id[SC_GROUP_COUNT];
 } comm_state;
+
+/* Once every needed id is here, creates the communicators (this blocks the loop until
+ * every member of every group has joined, bounded by the collective deadline: a one-off
+ * cost at start-up) and wakes the executor. */
+static void maybe_init_nccl(comm_state *s) {
+  for (int g = 0; g < SC_GROUP_COUNT; g++)
+    if (s->need_id[g] && !s->have_id[g]) return;
+  sc_diag d = {0};
+  const int rc = sc_rank_ctx_nccl_init(s->ctx, (const unsigned char(*)[128])s->ids, &d);
+  if (rc) SC_ERROR(LOG, "%s", d.msg);
+  else SC_INFO(LOG, "rank %d: NCCL communicators ready", s->ctx->rank);
+  s->ctx->nccl_pending = false;
+  sc_rank_ctx_comm_done(s->ctx, rc ? rc : 1);
+}
+
+/* The owner (member 0) of each group instance creates its id and sends it to the other
+ * members' comm actors (DESIGN.md §8: ids travel over the control plane). */
+static int start_nccl(sc_ctx *c, comm_state *s) {
+#ifdef SC_HAVE_CUDA
+  const sc_plan_config *pc = &s->ctx->plan_cfg;
+  const int32_t me = s->ctx->rank;
+  for (int g = 0; g < SC_GROUP_COUNT; g++) {
+    s->need_id[g] = sc_nccl_id_needed(pc, (sc_group)g);
+    if (!s->need_id[g] || !sc_nccl_id_owner(pc, me, (sc_group)g)) continue;
+    sc_nccl_id id;
+    if (sc_nccl_get_unique_id(&id)) return SC_ESYS;
+    memcpy(s->ids[g], id.bytes, sizeof s->ids[g]);
+    s->have_id[g] = true;
+    int32_t members[SC_PLAN_MAX_PARALLEL];
+    const int32_t n = sc_comm_group_members(pc, me, (sc_group)g, members);
+    for (int32_t k = 0; k < n; k++) {
+      if (members[k] == me) continue;
+      char name[32];
+      sc_actor_id dst;
+      snprintf(name, sizeof name, "comm@%d", members[k]);
+      int rc = sc_node_resolve(sc_ctx_node(c), name, &dst);
+      sc_msg_nccl_id *m = rc ? NULL : sc_msg_body_new(SC_MSG_NCCL_ID);
+      if (m == NULL) return rc ? rc : SC_ENOMEM;
+      m->group = (uint8_t)g;
+      m->owner = me;
+      m->id.data = malloc(sizeof s->ids[g]);
+      if (m->id.data == NULL) {
+        sc_msg_body_destroy(SC_MSG_NCCL_ID, m);
+        return SC_ENOMEM;
+      }
+      memcpy(m->id.data, s->ids[g], sizeof s->ids[g]);
+      m->id.len = sizeof s->ids[g];
+      if ((rc = sc_send(c, dst, SC_MSG_NCCL_ID, m))) {
+        sc_msg_body_destroy(SC_MSG_NCCL_ID, m);
+        return rc;
+      }
+    }
+  }
+  maybe_init_nccl(s);
+  return 0;
+#else
+  (void)c, (void)s;
+  return SC_ENOTSUP;
+#endif
+}
+
+static int on_nccl_id(sc_ctx *c, const sc_envelope *env, const void *body) {
+  (void)env;
+  comm_state *s = sc_state(c);
+  const sc_msg_nccl_id *m = body;
+  if (!s->ctx->nccl_pending || m->id.len != sizeof s->ids[0]) return 0;
+  memcpy(s->ids[m->group], m->id.data, sizeof s->ids[0]);
+  s->have_id[m->group] = true;
+  maybe_init_nccl(s);
+  return 0;
+}
 
 static int init(sc_ctx *c, void *state, const void *arg) {
   comm_state *s = state;
   s->ctx = *(sc_rank_ctx *const *)arg;
   sc_plan_init(&s->plan);
-  return sc_node_resolve(sc_ctx_node(c), "scheduler@0", &s->scheduler);
+  int rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &s->scheduler);
+  if (rc == 0 && s->ctx->nccl_pending && (rc = start_nccl(c, s))) {
+    SC_ERROR(LOG, "rank %d: cannot start the NCCL id exchange: %s", s->ctx->rank, sc_strerror(rc));
+    sc_rank_ctx_comm_done(s->ctx, rc);
+  }
+  return rc;
 }
 
 static void terminate(sc_ctx *c, void *state, int reason) {
@@ -71,7 +154,7 @@ static int on_step_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   uint64_t prev = atomic_load(&s->ctx->aborted);
   while (prev < a->step && !atomic_compare_exchange_weak(&s->ctx->aborted, &prev, a->step)) {
   }
-  if (atomic_load(&s->ctx->executing) == a->step && s->ctx->comm.ops->abort) {
+  if (atomic_load(&s->ctx->executing) == a->step && s->ctx->comm.ops && s->ctx->comm.ops->abort) {
     SC_INFO(LOG, "rank %d: aborting the collectives of step %llu", s->ctx->rank,
             (unsigned long long)a->step);
     s->ctx->comm.ops->abort(s->ctx->comm.self);
@@ -84,5 +167,7 @@ const sc_actor_spec sc_comm_spec = {
     .state_size = sizeof(comm_state),
     .init = init,
     .terminate = terminate,
-    .handlers = {[SC_MSG_STEP_PLAN] = on_step_plan, [SC_MSG_STEP_ABORT] = on_step_abort},
+    .handlers = {[SC_MSG_STEP_PLAN] = on_step_plan,
+                 [SC_MSG_STEP_ABORT] = on_step_abort,
+                 [SC_MSG_NCCL_ID] = on_nccl_id},
 };

@@ -7,6 +7,7 @@
  * It runs on a loop thread of its own (SC_LOOP_OWN): a step blocks that thread in
  * compute and collectives for its whole duration, and must not hold up other actors. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,6 +146,18 @@ static int run_step(sc_ctx *c, executor *e) {
       if (l == NULL) return SC_ENOMEM;
       e->logits = l;
       e->logits_cap = need;
+    }
+  }
+  /* NCCL communicators come up after the id exchange; the first step may have to wait */
+  if (atomic_load(&x->comm_state) != 1) {
+    const int crc = sc_rank_ctx_comm_wait(x, x->cfg.deadline_ms);
+    if (crc) {
+      char why[160];
+      snprintf(why, sizeof why, "rank %d: the collectives are not ready: %s", x->rank,
+               sc_strerror(crc));
+      report_abort(c, e, step, crc, why);
+      clear_inputs(p);
+      return 0;
     }
   }
   /* Enter the step, then look for an abort that came first (see sc_rank_ctx). */
