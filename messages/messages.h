@@ -69,7 +69,8 @@ typedef struct sc_envelope {
 typedef struct sc_msg_limits {
   size_t max_bytes;       /* whole encoded message [1 MiB]; transient memory of one
                            * decode stays under 24x this plus the body */
-  int32_t max_depth;      /* msgpack nesting, top-level array = 1 [8]; <= SC_MSG_MAX_DEPTH */
+  int32_t max_depth;      /* msgpack nesting, top-level array = 1 [8]; values outside
+                           * [1, SC_MSG_MAX_DEPTH] mean SC_MSG_MAX_DEPTH */
   uint32_t max_array;     /* elements of any one array [1 Mi] */
   uint32_t max_str;       /* bytes of any one string [4096] */
   uint32_t max_bin;       /* bytes of any one binary [256 KiB] */
