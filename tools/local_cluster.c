@@ -24,8 +24,8 @@ typedef struct child {
 struct sc_local_cluster {
   int32_t n;
   child *ch;
-  char dir[64];
-  char path[PATH_MAX];
+  char dir[PATH_MAX];
+  char path[PATH_MAX + 32];
   char listen[SC_ENDPOINT_MAX];
   char (*taps)[SC_ENDPOINT_MAX];
 };
@@ -107,7 +107,8 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
   sc_local_cluster *lc = calloc(1, sizeof *lc);
   if (lc == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
   lc->n = o->pcp * o->tp;
-  snprintf(lc->dir, sizeof lc->dir, "/tmp/sparsecp-run-XXXXXX");
+  const char *tmp = getenv("TMPDIR");
+  snprintf(lc->dir, sizeof lc->dir, "%s/sparsecp-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   lc->ch = calloc((size_t)lc->n, sizeof *lc->ch);
   lc->taps = calloc((size_t)lc->n, sizeof *lc->taps);
   if (lc->ch == NULL || lc->taps == NULL || mkdtemp(lc->dir) == NULL) {

@@ -1,7 +1,8 @@
 /* local_cluster.h - a cluster of `sparsecp node` child processes on this machine, for
  * `sparsecp run` (and the pipeline's integration tests through it).
  *
- * Start writes a cluster file (ipc endpoints in a private temporary folder, or tcp
+ * Start writes a cluster file (ipc endpoints in a private temporary folder under $TMPDIR
+ * or /tmp, or tcp
  * loopback ports) with a "pipeline" section built from the options, and starts one
  * node per rank (P x T ranks, SPEC.md §1). Children carry PR_SET_PDEATHSIG, so even a
  * SIGKILLed parent leaves none behind. Poll reports children that died. Stop sends

@@ -13,7 +13,8 @@ static int count_op(void *self, sc_group g, sc_dtype dt, const void *send, void 
   launched++;
   return 0;
 }
-static const sc_coll_ops k_counting = {count_op, count_op, count_op, NULL};
+static const sc_coll_ops k_counting = {
+    .all_gather = count_op, .all_reduce = count_op, .reduce_scatter = count_op};
 
 static void make(sc_plan *plan, sc_comm *comm) {
   sc_plan_config c;
