@@ -248,6 +248,21 @@ static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt) {
     }
     break;
   }
+  case SC_SYS_NODE_DOWN: {
+    /* fail the requests that wait for an answer from the dead node, at once */
+    const uint16_t rank = ((sc_sys_watch *)lt->body)->who.node;
+    for (sc_pending **pp = &a->pending; *pp;) {
+      sc_pending *p = *pp;
+      if (p->dst.node != rank) {
+        pp = &p->next;
+        continue;
+      }
+      *pp = p->next;
+      p->cb(&c, p->ud, SC_EDOWN, NULL, NULL);
+      pending_free(p);
+    }
+    break;
+  }
   case SC_SYS_EXIT: {
     const sc_sys_watch *w = lt->body;
     bool linked = false;
@@ -686,6 +701,22 @@ int sc_link(sc_ctx *ctx, sc_actor_id target) {
 }
 
 void sc_stop(sc_ctx *ctx, int reason) { actor_stop_req(ctx->actor, reason); }
+
+void sc_broadcast_node_down(sc_node *n, int32_t rank) {
+  const uint32_t used = atomic_load(&n->next_slot);
+  for (uint32_t i = 0; i < used && i < SC_MAX_SLOTS; i++) {
+    sc_slot *s = &n->slots[i];
+    if (!atomic_load_explicit(&s->live, memory_order_acquire)) continue;
+    sc_sys_watch *w = malloc(sizeof *w);
+    if (w == NULL) return;
+    w->who = (sc_actor_id){.node = (uint16_t)rank};
+    w->reason = SC_EDOWN;
+    sc_envelope env = {.type = SC_SYS_NODE_DOWN,
+                       .dst = {.node = (uint16_t)n->rank, .slot = (uint16_t)i,
+                               .gen = atomic_load(&s->gen)}};
+    if (sc_deliver_local(n, &env, w) != 0) free(w);
+  }
+}
 
 int sc_node_stop_actor(sc_node *n, sc_actor_id id, int reason) {
   sc_sys_watch *w = malloc(sizeof *w);

@@ -115,10 +115,10 @@ int sc_send(sc_ctx *ctx, sc_actor_id dst, int type, void *body);
 /* As sc_send with an explicit step number. */
 int sc_send_step(sc_ctx *ctx, sc_actor_id dst, int type, uint64_t step, void *body);
 
-/* Reply callback: rc is 0 with the reply's env/body (borrowed), SC_ETIMEDOUT with
- * env/body NULL, or the code of an error_reply (env/body = that error_reply). A request
- * to a node that goes down while it waits ends with SC_ETIMEDOUT; one to a node already
- * known down fails at once (sc_request returns SC_EDOWN). */
+/* Reply callback: rc is 0 with the reply's env/body (borrowed), SC_ETIMEDOUT or SC_EDOWN
+ * (the peer's node went down while the request waited) with env/body NULL, or the code
+ * of an error_reply (env/body = that error_reply). A request to a node already known
+ * down fails at once (sc_request returns SC_EDOWN). */
 typedef void (*sc_reply_fn)(sc_ctx *ctx, void *ud, int rc, const sc_envelope *env,
                             const void *body);
 /* Sends a request; exactly one call of cb follows (unless this actor stops first).

@@ -159,6 +159,7 @@ void sc_node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
   if (atomic_exchange(&n->peer_down[rank], 1)) return;
   SC_WARN(LOG, "node %d: peer node %d down: %s", n->rank, rank, why);
   sc_node_emit(n, "down", rank, code, why);
+  sc_broadcast_node_down(n, rank);
   sc_actor_id targets[SC_MAX_SLOTS / 4];
   sc_actor_id whos[SC_MAX_SLOTS / 4];
   int k = 0;

@@ -44,6 +44,8 @@ enum {
   SC_SYS_MONITOR,             /* body: sc_sys_watch */
   SC_SYS_LINK,                /* body: sc_sys_watch */
   SC_SYS_EXIT,                /* body: sc_sys_watch (linked actor exited / stop request) */
+  SC_SYS_NODE_DOWN,           /* body: sc_sys_watch (who.node = the rank that went down):
+                                 pending requests to that node fail with SC_EDOWN */
 };
 
 typedef struct sc_sys_watch {
@@ -188,6 +190,8 @@ int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const v
 int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body);
 /* The name of a live local slot (for tap topics), or NULL. */
 const char *sc_slot_name(sc_node *n, uint16_t slot);
+/* Tells every live local actor that node `rank` is down (io thread). */
+void sc_broadcast_node_down(sc_node *n, int32_t rank);
 /* Frees a letter body of any type (runtime-internal types included). */
 void sc_letter_body_free(int type, void *body);
 

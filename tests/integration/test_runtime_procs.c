@@ -609,3 +609,46 @@ Test(procs, launch_tap_forwards_every_node, .timeout = 60) {
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   cr_assert_eq(system(cmd), 0);
 }
+
+/* ---- a request waiting on a node that dies ends with SC_EDOWN, not the timeout ---- */
+
+static void on_reply_down(sc_ctx *ctx, void *ud, int rc, const sc_envelope *env,
+                          const void *body) {
+  atomic_store(&g_req.rc, rc);
+  atomic_store(&g_req.done, 1);
+}
+static int waiter_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  sc_actor_id node2;
+  sc_node_resolve(sc_ctx_node(ctx), "node@2", &node2);
+  void *b = sc_msg_body_new(SC_MSG_CLIENT_CANCEL); /* the node actor never answers it */
+  const int rc = sc_request(ctx, node2, SC_MSG_CLIENT_CANCEL, b, 20000, on_reply_down, NULL);
+  if (rc != 0) {
+    sc_msg_body_destroy(SC_MSG_CLIENT_CANCEL, b);
+    atomic_store(&g_req.rc, rc);
+    atomic_store(&g_req.done, 1);
+  }
+  return 0;
+}
+static const sc_actor_spec k_waiter = {.name = "waiter",
+                                       .handlers = {[SC_MSG_PING] = waiter_on_ping}};
+
+Test(procs, pending_request_fails_when_its_node_dies, .timeout = 60) {
+  cluster cl;
+  cluster_up(&cl, 3, false, 100, 1000);
+  atomic_store(&g_req.done, 0);
+  atomic_store(&g_req.rc, 1);
+  sc_actor_id w;
+  cr_assert_eq(sc_spawn(cl.node, &k_waiter, NULL, 0, &w), 0);
+  sc_envelope env = {.type = SC_MSG_PING, .dst = w};
+  cr_assert_eq(sc_node_send(cl.node, &env, sc_msg_body_new(SC_MSG_PING)), 0);
+  usleep(100000);
+  cr_assert_eq(atomic_load(&g_req.done), 0, "the request ended early: %d", atomic_load(&g_req.rc));
+  const uint64_t t0 = sc_now_ns();
+  kill(cl.kids[2].pid, SIGKILL);
+  cr_assert(wait_flag(&g_req.done, 5000), "no answer 5 s after the node died");
+  const double ms = (double)(sc_now_ns() - t0) / 1e6;
+  cr_assert_eq(atomic_load(&g_req.rc), SC_EDOWN);
+  cr_assert(ms < 2000, "SC_EDOWN after %.0f ms", ms);
+  proc_reap(&cl.kids[2], 2000);
+  cluster_down(&cl);
+}
