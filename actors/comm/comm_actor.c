@@ -9,6 +9,7 @@
  * next planned entry before launching it. The comm actor runs on a shared loop and so
  * stays responsive while the executor is blocked inside a collective. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "actors/pipeline.h"
