@@ -296,7 +296,7 @@ static void help(FILE *f) {
           "                    [--requests FILE.jsonl | --num-requests K] [--verify] [--json]\n"
           "                    [--inject desync:RANK:STEP | kill:RANK:STEP] [--transport ipc|tcp]\n"
           "                    [--token-budget N] [--seed S] [--timeout SECONDS] [--quiet]\n"
-          "                    [--clients K] [--gpus K]\n"
+          "                    [--clients K] [--gpus K] [--num-blocks B] [--max-model-len L]\n"
           "\n"
           "Starts a local cluster (default P = 2, N = 2, T = 1 on the CPU), submits the\n"
           "requests of FILE (default examples/requests.jsonl) or K random ones, shows\n"
@@ -314,6 +314,8 @@ static void help(FILE *f) {
           "  --inject F    fault injection: desync:RANK:STEP makes that rank's executor ask\n"
           "                for a wrongly shaped collective; kill:RANK:STEP kills that node\n"
           "  --json        print the summary as one JSON object\n"
+          "  --num-blocks B, --max-model-len L   KV blocks per rank and the longest request\n"
+          "                (prompt + output) for long-context runs\n"
           "  --clients K   spread the requests over K client connections (default 4)\n"
           "  --quiet       no progress, and the nodes' logs are discarded\n"
           "Exit status: 0 all requests finished (and verified), 1 a failure, 2 bad usage.\n",
@@ -331,6 +333,7 @@ int sc_cmd_run(int argc, char **argv) {
       {"seed", required_argument, NULL, 's'},       {"timeout", required_argument, NULL, 'T'},
       {"quiet", no_argument, NULL, 'q'},            {"clients", required_argument, NULL, 'c'},
       {"collectives", required_argument, NULL, 'C'},  {"gpus", required_argument, NULL, 'G'},
+      {"num-blocks", required_argument, NULL, 'N'},   {"max-model-len", required_argument, NULL, 'M'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   run_opts o = {.timeout_s = 600, .progress = true, .clients = 4};
@@ -351,6 +354,8 @@ int sc_cmd_run(int argc, char **argv) {
     case 'T': if (!sc_cli_int("run", "--timeout", optarg, 1, 86400, &o.timeout_s)) return SC_EXIT_USAGE; break;
     case 'c': if (!sc_cli_int("run", "--clients", optarg, 1, MAX_CLIENTS, &o.clients)) return SC_EXIT_USAGE; break;
     case 'G': if (!sc_cli_int("run", "--gpus", optarg, 1, 64, &v)) return SC_EXIT_USAGE; co->gpus = (int32_t)v; break;
+    case 'N': if (!sc_cli_int("run", "--num-blocks", optarg, 1, 1 << 24, &v)) return SC_EXIT_USAGE; co->num_blocks = (int32_t)v; break;
+    case 'M': if (!sc_cli_int("run", "--max-model-len", optarg, 2, 1 << 27, &v)) return SC_EXIT_USAGE; co->max_model_len = (int32_t)v; break;
     case 'D':
       if (strcmp(optarg, "cuda") == 0) {
 #ifdef SC_HAVE_CUDA

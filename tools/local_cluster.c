@@ -85,6 +85,7 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->num_blocks) json_object_set_new(p, "num_blocks", json_integer(o->num_blocks));
   if (o->block_size) json_object_set_new(p, "block_size", json_integer(o->block_size));
   if (o->deadline_ms) json_object_set_new(p, "deadline_ms", json_integer(o->deadline_ms));
+  if (o->max_model_len) json_object_set_new(p, "max_model_len", json_integer(o->max_model_len));
   if (o->cuda) json_object_set_new(p, "device", json_string("cuda"));
   if (o->nccl) json_object_set_new(p, "collectives", json_string("nccl"));
   if (o->num_inject) {

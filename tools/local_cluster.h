@@ -29,6 +29,7 @@ typedef struct sc_local_cluster_opts {
   int32_t num_blocks;           /* 0: the pipeline default */
   int32_t block_size;           /* 0: the pipeline default */
   int32_t deadline_ms;          /* 0: the pipeline default */
+  int32_t max_model_len;        /* 0: the pipeline default */
   int32_t heartbeat_ms, heartbeat_timeout_ms; /* 0: the cluster defaults */
   const char *const *inject;    /* "desync:R:S" / "kill:R:S", num_inject of them */
   int32_t num_inject;
