@@ -338,7 +338,9 @@ int sc_cmd_run(int argc, char **argv) {
       {NULL, 0, NULL, 0}};
   run_opts o = {.timeout_s = 600, .progress = true, .clients = 4};
   sc_local_cluster_opts *co = &o.cluster;
-  *co = (sc_local_cluster_opts){.pcp = 2, .dcp = 2, .tp = 1, .log_level = "warn"};
+  /* the nodes log warnings and errors unless SPARSECP_LOG asks for more */
+  *co = (sc_local_cluster_opts){.pcp = 2, .dcp = 2, .tp = 1,
+                                .log_level = getenv("SPARSECP_LOG") ? NULL : "warn"};
   const char *requests_path = NULL, *inject[MAX_INJECT];
   int64_t v, num_random = 0, seed = 1;
   int ch;
