@@ -14,7 +14,9 @@
  *     (block radix select, 8 bits per pass from the top, stopping as soon as the
  *     threshold bucket is taken whole). Its survivors go to scratch.
  *  2. k_topk_final: one block per token streams the chunks' survivors through the same
- *     select, bitonic-sorts the K winners and writes positions and/or (score, position).
+ *     select (as many lists per round as fit in ~200 KB of shared memory, so a DCP merge
+ *     of 4 x 2048 candidates is one select), bitonic-sorts the K winners and writes
+ *     positions and/or (score, position).
  * The score of a (token, key) pair depends only on that pair, so shards and the
  * single-rank run score identically (the property the CPU reference also keeps). The
  * number of chunks is chosen on the host from the token count alone (ops never read
@@ -222,16 +224,19 @@ __global__ void __launch_bounds__(IDX_THREADS)
 
 template <bool FROM_CAND>
 __global__ void __launch_bounds__(IDX_THREADS)
-    k_topk_final(int n_tok, int n_lists, int K, int M, const uint64_t *keys,
+    k_topk_final(int n_tok, int n_lists, int K, int M, int per_round, const uint64_t *keys,
                  const sc_kcand *cand, int32_t *out_pos, sc_kcand *out_cand) {
   extern __shared__ __align__(16) unsigned char smem[];
-  uint64_t *buf = (uint64_t *)smem; /* [K + M], M = pow2 >= K */
-  uint64_t *tmp = buf + K + M;      /* [K] */
+  uint64_t *buf = (uint64_t *)smem;        /* [K * (1 + per_round)] >= K + M */
+  uint64_t *tmp = buf + K * (1 + per_round); /* [K] */
   int *sh = (int *)(tmp + K);
   const int64_t t = blockIdx.x;
   int n = 0;
-  for (int l = 0; l < n_lists; l++) {
-    for (int i = threadIdx.x; i < K; i += blockDim.x) {
+  /* per_round lists join the survivors before each select: fewer select rounds */
+  for (int l0 = 0; l0 < n_lists; l0 += per_round) {
+    const int take = n_lists - l0 < per_round ? n_lists - l0 : per_round;
+    for (int j = threadIdx.x; j < take * K; j += blockDim.x) {
+      const int l = l0 + j / K, i = j % K;
       uint64_t key;
       if (FROM_CAND) {
         const sc_kcand c = cand[((int64_t)l * n_tok + t) * K + i];
@@ -239,10 +244,10 @@ __global__ void __launch_bounds__(IDX_THREADS)
       } else {
         key = keys[((int64_t)t * n_lists + l) * K + i];
       }
-      buf[n + i] = key;
+      buf[n + j] = key;
     }
     __syncthreads();
-    n = block_keep_topk(buf, n + K, K, tmp, sh);
+    n = block_keep_topk(buf, n + take * K, K, tmp, sh);
   }
   for (int i = n + threadIdx.x; i < M; i += blockDim.x) buf[i] = 0;
   __syncthreads();
@@ -254,21 +259,30 @@ __global__ void __launch_bounds__(IDX_THREADS)
   }
 }
 
-static size_t final_smem(int K) {
-  return sizeof(uint64_t) * (size_t)(2 * K + pow2_at_least(K)) + sizeof(int) * SH_WORDS;
+/* Lists merged per select round: as many as fit in about 200 KB of shared memory. */
+static int final_per_round(int K, int n_lists) {
+  const int avail = 200 * 1024 / 8;
+  int r = (avail - 2 * K) / K;
+  r = r < 1 ? 1 : r;
+  return r < n_lists ? r : n_lists;
+}
+
+static size_t final_smem(int K, int per_round) {
+  return sizeof(uint64_t) * (size_t)K * (size_t)(2 + per_round) + sizeof(int) * SH_WORDS;
 }
 
 template <bool FROM_CAND>
 static int launch_final(sc_kcuda *c, int n_tok, int n_lists, int K, const uint64_t *keys,
                         const sc_kcand *cand, int32_t *out_pos, sc_kcand *out_cand) {
-  const size_t smem = final_smem(K);
+  const int per_round = final_per_round(K, n_lists);
+  const size_t smem = final_smem(K, per_round);
   int rc = sc_kcuda_err(cudaFuncSetAttribute(k_topk_final<FROM_CAND>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem),
                         "topk smem");
   if (rc) return rc;
   k_topk_final<FROM_CAND><<<(unsigned)n_tok, IDX_THREADS, smem, c->stream>>>(
-      n_tok, n_lists, K, pow2_at_least(K), keys, cand, out_pos, out_cand);
+      n_tok, n_lists, K, pow2_at_least(K), per_round, keys, cand, out_pos, out_cand);
   return SC_CUDA_CHECK_LAUNCH("topk final");
 }
 
