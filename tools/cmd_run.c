@@ -297,6 +297,7 @@ static void help(FILE *f) {
           "                    [--inject desync:RANK:STEP | kill:RANK:STEP] [--transport ipc|tcp]\n"
           "                    [--token-budget N] [--seed S] [--timeout SECONDS] [--quiet]\n"
           "                    [--clients K] [--gpus K] [--num-blocks B] [--max-model-len L]\n"
+          "                    [--deadline-ms MS]\n"
           "\n"
           "Starts a local cluster (default P = 2, N = 2, T = 1 on the CPU), submits the\n"
           "requests of FILE (default examples/requests.jsonl) or K random ones, shows\n"
@@ -316,6 +317,7 @@ static void help(FILE *f) {
           "  --json        print the summary as one JSON object\n"
           "  --num-blocks B, --max-model-len L   KV blocks per rank and the longest request\n"
           "                (prompt + output) for long-context runs\n"
+          "  --deadline-ms MS  per-collective deadline (default 10000)\n"
           "  --clients K   spread the requests over K client connections (default 4)\n"
           "  --quiet       no progress, and the nodes' logs are discarded\n"
           "Exit status: 0 all requests finished (and verified), 1 a failure, 2 bad usage.\n",
@@ -334,6 +336,7 @@ int sc_cmd_run(int argc, char **argv) {
       {"quiet", no_argument, NULL, 'q'},            {"clients", required_argument, NULL, 'c'},
       {"collectives", required_argument, NULL, 'C'},  {"gpus", required_argument, NULL, 'G'},
       {"num-blocks", required_argument, NULL, 'N'},   {"max-model-len", required_argument, NULL, 'M'},
+      {"deadline-ms", required_argument, NULL, 'L'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   run_opts o = {.timeout_s = 600, .progress = true, .clients = 4};
@@ -358,6 +361,7 @@ int sc_cmd_run(int argc, char **argv) {
     case 'G': if (!sc_cli_int("run", "--gpus", optarg, 1, 64, &v)) return SC_EXIT_USAGE; co->gpus = (int32_t)v; break;
     case 'N': if (!sc_cli_int("run", "--num-blocks", optarg, 1, 1 << 24, &v)) return SC_EXIT_USAGE; co->num_blocks = (int32_t)v; break;
     case 'M': if (!sc_cli_int("run", "--max-model-len", optarg, 2, 1 << 27, &v)) return SC_EXIT_USAGE; co->max_model_len = (int32_t)v; break;
+    case 'L': if (!sc_cli_int("run", "--deadline-ms", optarg, 1, 3600000, &v)) return SC_EXIT_USAGE; co->deadline_ms = (int32_t)v; break;
     case 'D':
       if (strcmp(optarg, "cuda") == 0) {
 #ifdef SC_HAVE_CUDA

@@ -1,0 +1,87 @@
+#!/bin/bash
+# gpu_e2e.sh - the pipeline on H200 GPUs (issues 7 and 8), run on the GPU machine from the
+# repository root with the CUDA build of sparsecp and its libraries in .devrun/ (cuBLAS
+# and NCCL come from the machine). Writes one JSON per run under $OUT and prints a summary.
+#   - four ranks sharing GPU 0 (host collectives, device buffers staged through host
+#     memory) and one rank with a one-rank NCCL communicator, each --verify'd against the
+#     single-rank CPU reference;
+#   - with two or more GPUs: P = N = 2 on two GPUs with NCCL (verified), desync and kill
+#     faults on NCCL, time to first token / per output token of one long prompt at
+#     P = N = 1 versus P = N = 2, and a bare NCCL all-gather for the bandwidth reference.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+cublas=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+  /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
+  /opt/torch/.venv/lib/python3*/site-packages/nvidia/cublas/lib 2>/dev/null |
+  while read -r d; do [ -e "$d/libcublas.so.13" ] && echo "$d"; done | head -1)
+[ -z "$cublas" ] && cublas=$(dirname "$(find / -name 'libcublas.so.13' 2>/dev/null | head -1)")
+export LD_LIBRARY_PATH=$PWD/.devrun/lib:$cublas
+export NCCL_NVLS_ENABLE=0
+B=.devrun/sparsecp
+ngpu=$(nvidia-smi -L | wc -l)
+{ nvidia-smi -L; date -u; } | tee "$OUT/machine.txt"
+
+run() { # name, then sparsecp run arguments
+  local name=$1
+  shift
+  local t0=$(date +%s.%N)
+  timeout "${LIMIT:-240}" $B run --json --quiet "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
+  local rc=$?
+  python3 - "$OUT/$name.json" "$name" "$rc" "$t0" <<'PY'
+import json, sys, time
+path, name, rc, t0 = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+try:
+    d = json.load(open(path))
+except Exception as e:
+    print(f"{name:22s} rc={rc} no JSON ({e})"); sys.exit(0)
+v = d.get("verify", {})
+print(f"{name:22s} rc={rc} ok={d.get('ok')} gen={d.get('generated_tokens')} "
+      f"ttft_p50={d.get('ttft_ms_p50')} tpot_p50={d.get('tpot_ms_p50')} tok/s={d.get('tokens_per_s')} "
+      f"verify={v} elapsed={d.get('elapsed_s')} wall={time.time()-t0:.1f}s err={str(d.get('error',''))[:300]}")
+PY
+}
+
+S=tests/pipeline/stream.jsonl
+M=examples/model-small.json
+run cuda_p4n4_sharing_gpu0 --pcp 4 --dcp 4 --device cuda --gpus 1 --model $M --requests $S --token-budget 24 --verify
+run cuda_p1_nccl_one_rank --pcp 1 --dcp 1 --device cuda --collectives nccl --gpus 1 --model $M --requests $S --verify
+run cuda_p2n2_default_model --pcp 2 --dcp 2 --device cuda --gpus 1 --verify
+if [ "$ngpu" -ge 2 ]; then
+  run nccl_p2n2_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --token-budget 24 --verify
+  run nccl_p2n1_2gpu --pcp 2 --dcp 1 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --token-budget 24 --verify
+  run nccl_desync_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject desync:1:3
+  run nccl_kill_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject kill:1:3
+  for L in 32768 131072; do
+    printf '{"prompt_len": %d, "max_tokens": 32}\n' $L > /tmp/long$L.jsonl
+    common="--device cuda --collectives nccl --model examples/model-long.json --requests /tmp/long$L.jsonl --token-budget $L --max-model-len $((L + 64)) --clients 1 --deadline-ms 60000"
+    LIMIT=280 run long${L}_p1n1 --pcp 1 --dcp 1 --gpus 1 --num-blocks $((L / 16 + 64)) $common
+    LIMIT=280 run long${L}_p2n2 --pcp 2 --dcp 2 --gpus 2 --num-blocks $((L / 32 + 64)) $common
+  done
+  # bare NCCL all-gather between the two GPUs (the bandwidth reference)
+  python3 - "$OUT/nccl_allgather.json" <<'PY' 2>&1 | tail -8
+import json, os, sys, time
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+def work(rank, world, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29517", NCCL_NVLS_ENABLE="0")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    rows = []
+    for mib in (1, 8, 42, 128):
+        n = mib * (1 << 20) // 4
+        x = torch.ones(n, device="cuda"); y = torch.empty(n * world, device="cuda")
+        for _ in range(5): dist.all_gather_into_tensor(y, x)
+        torch.cuda.synchronize(); t = time.perf_counter(); it = 30
+        for _ in range(it): dist.all_gather_into_tensor(y, x)
+        torch.cuda.synchronize(); dt = (time.perf_counter() - t) / it
+        algbw = n * 4 * world / dt / 1e9
+        rows.append({"per_rank_mib": mib, "seconds": dt, "algbw_gbs": algbw, "busbw_gbs": algbw * (world - 1) / world})
+    if rank == 0:
+        json.dump({"world": world, "results": rows}, open(out, "w"), indent=1)
+        for r in rows: print(r)
+    dist.destroy_process_group()
+if __name__ == "__main__":
+    mp.spawn(work, args=(2, sys.argv[1]), nprocs=2)
+PY
+fi
+echo done
