@@ -33,8 +33,12 @@ void sc_letter_body_free(int type, void *body) {
 }
 
 /* Pushes a letter into a live slot. force: system letters ignore the capacity. */
+/* Pushes a letter into a live slot. force: system letters ignore the capacity. tap:
+ * the transport to publish a copy on, once the mailbox has room (so the tap shows only
+ * messages that are delivered) and before the letter is visible to the receiver (which
+ * may free the body at once). */
 static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
-                     bool force) {
+                     bool force, sc_transport *tap) {
   if (!atomic_load_explicit(&s->live, memory_order_acquire) ||
       atomic_load_explicit(&s->gen, memory_order_acquire) != env->dst.gen)
     return SC_ENOENT;
@@ -55,6 +59,7 @@ static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
   }
   l->env = *env;
   l->body = body;
+  if (tap) sc_tap_local(tap, env, body);
   sc_mpsc_push(&s->mbox, &l->link);
   slot_schedule(s);
   return 0;
@@ -63,7 +68,14 @@ static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
 int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body) {
   if (env->dst.slot >= SC_MAX_SLOTS || env->dst.node != (uint16_t)n->rank) return SC_ENOENT;
   if (atomic_load_explicit(&n->stopping, memory_order_acquire)) return SC_ECLOSED;
-  return slot_push(n, &n->slots[env->dst.slot], env, body, env->type >= SC_SYS_BASE);
+  return slot_push(n, &n->slots[env->dst.slot], env, body, env->type >= SC_SYS_BASE, NULL);
+}
+
+int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body) {
+  if (env->dst.slot >= SC_MAX_SLOTS || env->dst.node != (uint16_t)n->rank) return SC_ENOENT;
+  if (atomic_load_explicit(&n->stopping, memory_order_acquire)) return SC_ECLOSED;
+  const bool sys = env->type >= SC_SYS_BASE;
+  return slot_push(n, &n->slots[env->dst.slot], env, body, sys, sys ? NULL : n->tr);
 }
 
 const char *sc_slot_name(sc_node *n, uint16_t slot) {
@@ -450,7 +462,7 @@ int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const v
   atomic_store(&s->gen, gen);
   atomic_store(&s->live, 1);
   sc_envelope env = {.type = SC_SYS_START, .src = a->id, .dst = a->id};
-  rc = slot_push(n, s, &env, start, true);
+  rc = slot_push(n, s, &env, start, true, NULL);
   if (rc != 0) { /* only ENOMEM: undo */
     atomic_store(&s->live, 0);
     pthread_mutex_lock(&n->mu);

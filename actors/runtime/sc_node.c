@@ -32,10 +32,7 @@ void sc_node_emit(sc_node *n, const char *event, int32_t rank, int code, const c
 int sc_route(sc_node *n, sc_envelope *env, void *body) {
   env->major = SC_MSG_MAJOR;
   env->minor = SC_MSG_MINOR;
-  if (env->dst.node == (uint16_t)n->rank) {
-    if (n->tr && env->type < SC_MSG_COUNT) sc_tap_local(n->tr, env, body);
-    return sc_deliver_local(n, env, body);
-  }
+  if (env->dst.node == (uint16_t)n->rank) return sc_deliver_local_tapped(n, env, body);
   if (env->dst.node >= (uint32_t)n->cluster.num_nodes || env->type >= SC_MSG_COUNT)
     return SC_EINVAL;
   if (atomic_load_explicit(&n->peer_down[env->dst.node], memory_order_acquire))

@@ -188,6 +188,8 @@ int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const v
 /* Delivers a letter's content to a local actor: consumes body on success. Does not tap.
  * from_remote: on failure the caller handles the body. */
 int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body);
+/* As sc_deliver_local, and publishes a tap copy when it is accepted (local sends). */
+int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body);
 /* The name of a live local slot (for tap topics), or NULL. */
 const char *sc_slot_name(sc_node *n, uint16_t slot);
 /* Tells every live local actor that node `rank` is down (io thread). */

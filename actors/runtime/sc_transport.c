@@ -285,14 +285,6 @@ static int drain_tapq(sc_transport *t) {
 
 static void deliver_remote(sc_transport *t, const uint8_t *p, size_t len) {
   sc_node *n = t->node;
-  if (tap_active(t)) {
-    sc_envelope pe;
-    if (sc_msg_peek_envelope(p, len, &pe) == 0) {
-      char topic[SC_TOPIC_MAX];
-      make_topic(n, &pe, topic);
-      if (subs_match(t, topic)) xpub_publish(t, topic, wall_ns(), p, len);
-    }
-  }
   sc_envelope env;
   void *body = NULL;
   sc_diag d = {0};
@@ -303,8 +295,14 @@ static void deliver_remote(sc_transport *t, const uint8_t *p, size_t len) {
     atomic_fetch_add_explicit(&n->undeliverable, 1, memory_order_relaxed);
     return;
   }
+  /* the topic names the receiving actor; compute it before the body is handed over */
+  char topic[SC_TOPIC_MAX];
+  const bool tapped = tap_active(t) && (make_topic(n, &env, topic), subs_match(t, topic));
   rc = sc_deliver_local(n, &env, body);
-  if (rc == 0) return;
+  if (rc == 0) {
+    if (tapped) xpub_publish(t, topic, wall_ns(), p, len); /* the bytes as received */
+    return;
+  }
   if (rc == SC_EFULL)
     atomic_fetch_add_explicit(&n->mailbox_dropped, 1, memory_order_relaxed);
   else
@@ -660,7 +658,9 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
     if (t->xpub == NULL) return sc_fail(d, SC_ESYS, "zmq_socket: %s", zmq_strerror(errno));
     set_int(t->xpub, ZMQ_LINGER, 0);
     set_int(t->xpub, ZMQ_XPUB_NODROP, 1);
-    set_int(t->xpub, ZMQ_SNDHWM, 100000);
+    /* in tap batches (up to 256 records each): a subscriber may lag this far behind
+     * before records are dropped and counted */
+    set_int(t->xpub, ZMQ_SNDHWM, 1000);
     if (zmq_bind(t->xpub, me->tap) != 0)
       return sc_fail(d, SC_EIO, "node %d: cannot bind tap %s: %s", (int)n->rank, me->tap,
                      zmq_strerror(errno));

@@ -627,3 +627,39 @@ Test(runtime, tap_publishes_only_what_is_subscribed) {
   zmq_ctx_term(ctx);
   stop_node(n);
 }
+
+/* ---- a subscriber that never reads: actors are not slowed down, drops are counted ---- */
+
+Test(runtime, a_stuck_tap_drops_and_never_blocks) {
+  sc_node *n = start_node(2, NULL, 0);
+  shared sh = {.n = 600000}; /* > 1000 batches of 256: past the XPUB high-water mark */
+  shared *psh = &sh;
+  cr_assert_eq(sc_spawn(n, &k_fifo_rx, &psh, sizeof psh, &sh.peer), 0);
+  void *ctx = zmq_ctx_new(), *sub = zmq_socket(ctx, ZMQ_SUB);
+  const int zero = 0, hwm = 4;
+  zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(sub, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+  cr_assert_eq(zmq_connect(sub, g_cluster.nodes[0].tap), 0);
+  sc_node_stats st;
+  for (int i = 0; i < 2000; i++) {
+    sc_node_get_stats(n, &st);
+    if (st.tap_subscriptions == 1) break;
+    usleep(1000);
+  }
+  cr_assert_eq(st.tap_subscriptions, 1);
+  sc_actor_id tx;
+  cr_assert_eq(sc_spawn(n, &k_fifo_tx, &psh, sizeof psh, &tx), 0);
+  cr_assert_eq(kick(n, tx, 0), 0);
+  cr_assert(wait_until(&sh.count, sh.n, 20000), "only %d of %d delivered with a stuck tap",
+            atomic_load(&sh.count), sh.n);
+  cr_assert_eq(atomic_load(&sh.errors), 0);
+  usleep(100000);
+  sc_node_get_stats(n, &st);
+  cr_assert_gt(st.tap_dropped, 0u, "nothing was dropped for a subscriber that never reads");
+  cr_log_info("stuck tap: published %llu, dropped %llu", (unsigned long long)st.tap_published,
+              (unsigned long long)st.tap_dropped);
+  zmq_close(sub);
+  zmq_ctx_term(ctx);
+  stop_node(n);
+}
