@@ -68,8 +68,8 @@ static void free_results(req_result *r, int32_t n) {
  * request finished, else 1 with the first failure in why (the run stops at the first
  * failure: a clear error beats a half-finished summary). */
 static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const sc_requests *rq,
-                      req_result *res, double *wall_s, double *elapsed_s, char *why,
-                      size_t why_len, const char *label) {
+                      req_result *res, double *wall_s, double *elapsed_s, double *failed_at_s,
+                      char *why, size_t why_len, const char *label) {
   sc_local_cluster *lc = NULL;
   sc_client *cls[MAX_CLIENTS] = {0}, *cl = NULL;
   const int32_t ncl = (int32_t)o->clients;
@@ -206,6 +206,9 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
   *wall_s = sc_now_s() - t0;
   failed = 0;
 out:
+  /* when the first failure reached us, from the first submission (the fault tests'
+   * bound on how fast a broken step ends); before the cluster is stopped */
+  *failed_at_s = failed && t_stream > 0 ? sc_now_s() - t_stream : 0;
   for (int32_t k = 0; k < ncl; k++) sc_client_close(cls[k]);
   sc_local_cluster_stop(lc);
   /* from the first submission until every node is gone: the bound the fault tests check */
@@ -488,12 +491,12 @@ int sc_cmd_run(int argc, char **argv) {
 
   req_result *res = calloc((size_t)rq.n, sizeof *res), *ref = NULL;
   char why[1024] = "", label[64];
-  double wall = 0, ref_wall = 0, elapsed = 0, ref_elapsed = 0;
+  double wall = 0, ref_wall = 0, elapsed = 0, ref_elapsed = 0, failed_at = 0, ref_failed_at = 0;
   snprintf(label, sizeof label, "P%d N%d T%d", co->pcp, co->dcp, co->tp);
   if (!o.json && o.progress)
     fprintf(stderr, "sparsecp run: %d requests on a local %s cluster (%d nodes, %s)\n", rq.n,
             label, co->pcp * co->tp, co->cuda ? "cuda" : "cpu");
-  int failed = res ? run_stream(&o, co, &rq, res, &wall, &elapsed, why, sizeof why, label) : 1;
+  int failed = res ? run_stream(&o, co, &rq, res, &wall, &elapsed, &failed_at, why, sizeof why, label) : 1;
   verdict vd = {0};
   bool verified = false;
   if (!failed && o.verify) {
@@ -503,7 +506,8 @@ int sc_cmd_run(int argc, char **argv) {
     single.cuda = single.nccl = false; /* the reference is the CPU's fp32 */
     ref = calloc((size_t)rq.n, sizeof *ref);
     if (!o.json && o.progress) fprintf(stderr, "sparsecp run: the single-rank reference run\n");
-    failed = ref ? run_stream(&o, &single, &rq, ref, &ref_wall, &ref_elapsed, why, sizeof why, "reference") : 1;
+    failed = ref ? run_stream(&o, &single, &rq, ref, &ref_wall, &ref_elapsed, &ref_failed_at, why, sizeof why,
+                            "reference") : 1;
     if (!failed) {
       verify(&rq, res, ref, co->cuda ? TIE_MARGIN_CUDA : TIE_MARGIN_CPU, &vd);
       verified = true;
@@ -536,6 +540,7 @@ int sc_cmd_run(int argc, char **argv) {
     sc_jsonw_kv_double(&w, "tokens_per_s", s.tok_per_s);
     sc_jsonw_kv_double(&w, "wall_s", s.wall_s);
     sc_jsonw_kv_double(&w, "elapsed_s", elapsed);
+    if (failed_at > 0) sc_jsonw_kv_double(&w, "failed_at_s", failed_at);
     if (why[0]) sc_jsonw_kv_str(&w, "error", why);
     if (verified) {
       sc_jsonw_key(&w, "verify");

@@ -38,28 +38,38 @@ except Exception as e:
 v = d.get("verify", {})
 print(f"{name:22s} rc={rc} ok={d.get('ok')} gen={d.get('generated_tokens')} "
       f"ttft_p50={d.get('ttft_ms_p50')} tpot_p50={d.get('tpot_ms_p50')} tok/s={d.get('tokens_per_s')} "
-      f"verify={v} elapsed={d.get('elapsed_s')} wall={time.time()-t0:.1f}s err={str(d.get('error',''))[:300]}")
+      f"verify={v} failed_at={d.get('failed_at_s')} elapsed={d.get('elapsed_s')} wall={time.time()-t0:.1f}s "
+      f"err={str(d.get('error',''))[:300]}")
 PY
 }
 
 S=tests/pipeline/stream.jsonl
 M=examples/model-small.json
+PARTS=${PARTS:-verify,faults,long,bandwidth} # a subset reruns part of the work
+has() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
+has verify && {
 run cuda_p4n4_sharing_gpu0 --pcp 4 --dcp 4 --device cuda --gpus 1 --model $M --requests $S --token-budget 24 --verify
 run cuda_p1_nccl_one_rank --pcp 1 --dcp 1 --device cuda --collectives nccl --gpus 1 --model $M --requests $S --verify
 run cuda_p2n2_default_model --pcp 2 --dcp 2 --device cuda --gpus 1 --verify
+}
 if [ "$ngpu" -ge 2 ]; then
+  has verify && {
   run nccl_p2n2_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --token-budget 24 --verify
   run nccl_p2n1_2gpu --pcp 2 --dcp 1 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --token-budget 24 --verify
+  }
+  has faults && {
   run nccl_desync_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject desync:1:3
   run nccl_kill_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject kill:1:3
-  for L in 32768 131072; do
+  }
+  has long && for L in 32768 131072; do
     printf '{"prompt_len": %d, "max_tokens": 32}\n' $L > /tmp/long$L.jsonl
     common="--device cuda --collectives nccl --model examples/model-long.json --requests /tmp/long$L.jsonl --token-budget $L --max-model-len $((L + 64)) --clients 1 --deadline-ms 60000"
     LIMIT=280 run long${L}_p1n1 --pcp 1 --dcp 1 --gpus 1 --num-blocks $((L / 16 + 64)) $common
     LIMIT=280 run long${L}_p2n2 --pcp 2 --dcp 2 --gpus 2 --num-blocks $((L / 32 + 64)) $common
   done
-  # bare NCCL all-gather between the two GPUs (the bandwidth reference)
-  python3 - "$OUT/nccl_allgather.json" <<'PY' 2>&1 | tail -8
+  # bare NCCL all-gather between the two GPUs (the bandwidth reference), with PyTorch's
+  # own CUDA and NCCL libraries (not ours on LD_LIBRARY_PATH)
+  has bandwidth && env -u LD_LIBRARY_PATH python3 - "$OUT/nccl_allgather.json" <<'PY' 2>&1 | tail -30
 import json, os, sys, time
 import torch, torch.distributed as dist, torch.multiprocessing as mp
 def work(rank, world, out):
