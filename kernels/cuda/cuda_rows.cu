@@ -117,7 +117,7 @@ extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_
 
 __global__ void k_kv_write(int64_t n, int64_t width, const float *src, int64_t ld_src,
                            const int32_t *slots, char *cache, int fmt, int64_t step,
-                           int64_t rows, int *flag) {
+                           int64_t rows, bool vec4, int *flag) {
   const int64_t i = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (i >= n) return;
@@ -129,7 +129,20 @@ __global__ void k_kv_write(int64_t n, int64_t width, const float *src, int64_t l
   }
   const float *x = src + i * ld_src;
   char *d = cache + s * step;
-  if (fmt == SC_KFMT_F32) {
+  if (vec4) { /* 16-byte loads; 16-byte (f32) or 8-byte (bf16) stores */
+    const float4 *x4 = (const float4 *)x;
+    for (int64_t e = lane; e < width / 4; e += 32) {
+      const float4 v = x4[e];
+      if (fmt == SC_KFMT_F32) {
+        ((float4 *)d)[e] = v;
+      } else {
+        uint2 w;
+        w.x = (uint32_t)sc_dev_to_bf16(v.x) | ((uint32_t)sc_dev_to_bf16(v.y) << 16);
+        w.y = (uint32_t)sc_dev_to_bf16(v.z) | ((uint32_t)sc_dev_to_bf16(v.w) << 16);
+        ((uint2 *)d)[e] = w;
+      }
+    }
+  } else if (fmt == SC_KFMT_F32) {
     for (int64_t e = lane; e < width; e += 32) ((float *)d)[e] = x[e];
   } else if (fmt == SC_KFMT_BF16) {
     for (int64_t e = lane; e < width; e += 32) ((uint16_t *)d)[e] = sc_dev_to_bf16(x[e]);
@@ -169,9 +182,12 @@ extern "C" int sc_kcuda_kv_write(sc_kernels *k, int64_t n, int64_t width, const 
   if (src == NULL || slots == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
   if (cache.fmt == SC_KFMT_FP8_DS_MLA && (cache.ld % 4 != 0 || !aligned(cache.data, 4)))
     return SC_EINVAL; /* scales are f32 words */
+  const int64_t step = sc_kcuda_row_step(&cache);
+  const bool vec4 = cache.fmt != SC_KFMT_FP8_DS_MLA && width % 4 == 0 && aligned(src, 16) &&
+                    (n == 1 || ld_src % 4 == 0) && aligned(cache.data, 16) && step % 16 == 0;
   k_kv_write<<<(unsigned)sc_cdiv(n, ROWS_PER_BLOCK), 256, 0, c->stream>>>(
-      n, width, src, ld_src, slots, (char *)cache.data, cache.fmt, sc_kcuda_row_step(&cache),
-      cache.rows, c->err_flag);
+      n, width, src, ld_src, slots, (char *)cache.data, cache.fmt, step, cache.rows, vec4,
+      c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("kv_write");
 }
 

@@ -6,7 +6,7 @@
  * no special case. Keys are distinct because positions within a token's list are.
  *
  * Indexer, two launches:
- *  1. k_idx_chunk: grid (chunks, tokens). A block scores a contiguous segment of its
+ *  1. k_idx_chunk: grid (tokens, chunks). A block scores a contiguous segment of its
  *     token's key range in pieces of IDX_PIECE keys (one thread per key: the key row in
  *     registers, the token's queries and weights in shared memory, heads summed in a
  *     fixed order with four interleaved partial dot products), appends the keys to a
@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(IDX_THREADS)
   uint64_t *tmp = buf + K + IDX_PIECE;               /* [K] */
   int *sh = (int *)(tmp + K);                        /* [SH_WORDS] */
 
-  const int64_t t = blockIdx.y;
-  const int chunk = blockIdx.x;
+  const int64_t t = blockIdx.x; /* tokens on x: prefill chunks exceed 65535 tokens */
+  const int chunk = blockIdx.y;
   const float *qt = a.q + t * a.ld_q;
   for (int i = threadIdx.x; i < H * DIMP; i += blockDim.x) {
     const int h = i / DIMP, d = i % DIMP;
@@ -297,7 +297,7 @@ static int launch_chunks(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, ui
                                              (int)smem),
                         "indexer smem");
   if (rc) return rc;
-  k_idx_chunk<DIMP, FMT><<<dim3((unsigned)n_chunks, (unsigned)a->n_tok), IDX_THREADS, smem,
+  k_idx_chunk<DIMP, FMT><<<dim3((unsigned)a->n_tok, (unsigned)n_chunks), IDX_THREADS, smem,
                            c->stream>>>(*a, n_chunks, keys, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("indexer");
 }
@@ -322,8 +322,7 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
       (a->out_pos == NULL && a->out_cand == NULL) ||
       (a->n_tok > 1 && (a->ld_q < (int64_t)a->n_heads * a->dim || a->ld_w < a->n_heads)))
     return SC_EINVAL;
-  if (a->dim > IDX_MAX_DIM || a->topk > TOPK_MAX || a->keys.fmt == SC_KFMT_FP8_DS_MLA ||
-      a->n_tok > 65535)
+  if (a->dim > IDX_MAX_DIM || a->topk > TOPK_MAX || a->keys.fmt == SC_KFMT_FP8_DS_MLA)
     return SC_ENOTSUP;
   /* enough blocks to cover the GPU about four times over, from the token count alone */
   int n_chunks = (int)sc_cdiv(4 * (int64_t)c->num_sms, a->n_tok);

@@ -61,6 +61,10 @@ if [ "${SC_NCU:-0}" = 1 ]; then
     --log-file "$OUT/ncu.txt" .devrun/gpu_bench_kernels > /dev/null 2>&1; echo "rc=$?"
   grep -E "Duration|Throughput|Stall|Issue|Warp Cycles|Eligible|Pipe|Bank|Achieved|Compute \(SM\)|Memory \[" "$OUT/ncu.txt" | head -60
 fi
+if [ "${SC_RACECHECK_EXP:-0}" = 1 ] && [ -x .devrun/test_gpu_kernels_exp ]; then
+  echo "== racecheck (variant)"; timeout 240 compute-sanitizer --tool racecheck --print-limit 20 .devrun/test_gpu_kernels_exp > "$OUT/racecheck_exp.log" 2>&1; echo "rc=$?"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED|hazard" "$OUT/racecheck_exp.log" | tail -4
+fi
 if [ "${SC_MEMCHECK:-1}" = 1 ]; then
   echo "== memcheck"; timeout 200 compute-sanitizer --tool memcheck --print-limit 20 .devrun/test_gpu_kernels > "$OUT/memcheck.log" 2>&1; echo "rc=$?"
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | tail -3

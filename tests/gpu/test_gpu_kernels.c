@@ -215,20 +215,22 @@ static void case_kv_write(void) {
   gt_shuffle_i32(perm, rows);
   for (int64_t i = 0; i < n; i++) slots[i] = gt_int(0, 9) == 0 ? -1 : perm[i];
   pbuf X = both(src, sizeof(float) * (size_t)(n * width)), Sl = both(slots, sizeof(int32_t) * (size_t)n);
-  /* f32 and bf16 caches against the CPU backend, bit for bit (untouched rows included) */
-  for (int f = 0; f < 2; f++) {
-    const sc_kfmt fmt = f ? SC_KFMT_BF16 : SC_KFMT_F32;
-    const size_t bytes = (size_t)(rows * width) * sc_kfmt_size(fmt);
+  /* f32 and bf16 caches against the CPU backend, bit for bit (untouched rows included);
+   * 576 wide takes the vectorized path, 70 wide in 75-element rows the scalar one */
+  for (int f = 0; f < 4; f++) {
+    const sc_kfmt fmt = f & 1 ? SC_KFMT_BF16 : SC_KFMT_F32;
+    const int64_t kw = f < 2 ? width : 70, kld = f < 2 ? width : 75;
+    const size_t bytes = (size_t)(rows * kld) * sc_kfmt_size(fmt);
     uint8_t *init = malloc(bytes);
     for (size_t i = 0; i < bytes; i++) init[i] = (uint8_t)gt_next();
     pbuf K = both(init, bytes);
-    CHECK(G->ops->kv_write(G, n, width, X.g, width, Sl.g, (sc_krows){K.g, fmt, width, rows}) == 0,
+    CHECK(G->ops->kv_write(G, n, kw, X.g, width, Sl.g, (sc_krows){K.g, fmt, kld, rows}) == 0,
           "kv_write");
-    CHECK(C->ops->kv_write(C, n, width, X.c, width, Sl.c, (sc_krows){K.c, fmt, width, rows}) == 0,
+    CHECK(C->ops->kv_write(C, n, kw, X.c, width, Sl.c, (sc_krows){K.c, fmt, kld, rows}) == 0,
           "kv_write cpu");
     uint8_t *hg = malloc(bytes), *hc = malloc(bytes);
     CHECK(down(K, hg, hc, bytes) == 0, "sync");
-    CHECK(memcmp(hg, hc, bytes) == 0, "kv_write fmt %d differs", fmt);
+    CHECK(memcmp(hg, hc, bytes) == 0, "kv_write fmt %d width %lld differs", fmt, (long long)kw);
     pfree(K);
     free(init), free(hg), free(hc);
   }
