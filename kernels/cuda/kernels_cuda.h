@@ -13,7 +13,8 @@
  * bf16 operands (q rounded to bf16, softmax in f32, f32 accumulation).
  *
  * Threads: as kernels.h; the context's stream and cuBLAS handle are used only by the
- * thread driving the context. Ownership: a stream passed in stays the caller's; a NULL
+ * thread driving the context. create makes `device` current on the calling thread and
+ * the ops rely on it staying current there (sparsecp drives one GPU per process). Ownership: a stream passed in stays the caller's; a NULL
  * stream makes the context create (and destroy) its own non-blocking stream.
  */
 #ifndef SC_KERNELS_CUDA_H
