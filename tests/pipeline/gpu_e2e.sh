@@ -1,6 +1,6 @@
 #!/bin/bash
 # gpu_e2e.sh - the pipeline on H200 GPUs (issues 7 and 8), run on the GPU machine from the
-# repository root with the CUDA build of sparsecp and its libraries in .devrun/ (cuBLAS
+# repository root with the CUDA build of sparsecp and its libraries in .devrun-e2e/ (cuBLAS
 # and NCCL come from the machine). Writes one JSON per run under $OUT and prints a summary.
 #   - four ranks sharing GPU 0 (host collectives, device buffers staged through host
 #     memory) and one rank with a one-rank NCCL communicator, each --verify'd against the
@@ -16,9 +16,9 @@ cublas=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
   /opt/torch/.venv/lib/python3*/site-packages/nvidia/cublas/lib 2>/dev/null |
   while read -r d; do [ -e "$d/libcublas.so.13" ] && echo "$d"; done | head -1)
 [ -z "$cublas" ] && cublas=$(dirname "$(find / -name 'libcublas.so.13' 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH=$PWD/.devrun/lib:$cublas
+export LD_LIBRARY_PATH=$PWD/.devrun-e2e/lib:$cublas
 export NCCL_NVLS_ENABLE=0
-B=.devrun/sparsecp
+B=.devrun-e2e/sparsecp
 ngpu=$(nvidia-smi -L | wc -l)
 { nvidia-smi -L; date -u; } | tee "$OUT/machine.txt"
 
@@ -69,7 +69,9 @@ if [ "$ngpu" -ge 2 ]; then
   done
   # bare NCCL all-gather between the two GPUs (the bandwidth reference), with PyTorch's
   # own CUDA and NCCL libraries (not ours on LD_LIBRARY_PATH)
-  has bandwidth && env -u LD_LIBRARY_PATH python3 - "$OUT/nccl_allgather.json" <<'PY' 2>&1 | tail -30
+  # (torch's spawn re-imports the main module, so the script must be a file)
+  has bandwidth && cat > /tmp/sc_nccl_allgather.py <<'PY'
+
 import json, os, sys, time
 import torch, torch.distributed as dist, torch.multiprocessing as mp
 def work(rank, world, out):
@@ -93,5 +95,6 @@ def work(rank, world, out):
 if __name__ == "__main__":
     mp.spawn(work, args=(2, sys.argv[1]), nprocs=2)
 PY
+  has bandwidth && env -u LD_LIBRARY_PATH python3 /tmp/sc_nccl_allgather.py "$OUT/nccl_allgather.json" 2>&1 | tail -30
 fi
 echo done
