@@ -47,5 +47,7 @@ int sc_bench_kernels(sc_bench *b);
 int sc_bench_kernels_cuda(sc_bench *b);
 int sc_bench_codec(sc_bench *b);
 int sc_bench_messages(sc_bench *b);
+/* End-to-end prefill/decode tok/s and runtime overhead on local CPU clusters (bench_e2e.c). */
+int sc_bench_e2e(sc_bench *b);
 
 #endif

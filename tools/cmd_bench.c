@@ -16,6 +16,7 @@ static const struct {
     {"kernels", sc_bench_kernels, "GFLOP/s of indexer, top-K, sparse attention, BLAS vs peak"},
     {"codec", sc_bench_codec, "message encode/decode rates: a small message, a step plan"},
     {"messages", sc_bench_messages, "actor message rate and round trip: inproc, ipc, tcp, tap"},
+    {"e2e", sc_bench_e2e, "prefill/decode tok/s of local CPU clusters P1N1..P4N4, step overhead"},
 };
 #define NUM_KINDS (sizeof k_bench_kinds / sizeof k_bench_kinds[0])
 
