@@ -1,35 +1,28 @@
-/* cmd_launch.c - `sparsecp launch`: a whole local cluster as child processes.
+/* cmd_launch.c - `sparsecp launch`: a whole local pipeline cluster as child processes,
+ * kept up until stopped.
  *
- * Writes a cluster file (ipc endpoints in a private temp folder, or tcp loopback ports),
- * starts one `sparsecp node` per rank, optionally forwards all node taps on one endpoint
- * (XSUB -> XPUB proxy), and supervises: a child that dies while the cluster runs is
- * reported (stderr, and a JSON event on stdout), the others get --grace-ms to notice
- * (they see DOWN) before they are stopped, and launch exits 1. SIGINT/SIGTERM stop all
- * children (SIGTERM, then SIGKILL after 3 s). Children carry PR_SET_PDEATHSIG, so even a
+ * The cluster itself (cluster file, one `sparsecp node` per rank, orderly stop) is
+ * tools/local_cluster.c, shared with `sparsecp run`. Launch adds: one tap endpoint
+ * forwarding the taps of all nodes (XSUB -> XPUB proxy), and supervision: a child that
+ * dies while the cluster runs is reported (stderr, and a JSON event on stdout), the others
+ * get --grace-ms to notice (they see DOWN) before they are stopped, and launch exits 1.
+ * SIGINT/SIGTERM stop all children. Children carry PR_SET_PDEATHSIG, so even a
  * SIGKILLed launch leaves no process behind. */
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
-#include "actors/runtime/sc_cluster.h"
+#include "actors/partitioner/plan.h"
 #include "actors/runtime/sc_time.h"
 #include "tools/cli.h"
-
-typedef struct child {
-  pid_t pid;
-  int32_t rank;
-  bool alive;
-} child;
+#include "tools/local_cluster.h"
 
 typedef struct proxy {
   void *ctx, *xsub, *xpub, *ctl;
@@ -46,7 +39,7 @@ static void *proxy_main(void *arg) {
   return NULL;
 }
 
-static int proxy_start(proxy *p, const sc_cluster *c, const char *endpoint) {
+static int proxy_start(proxy *p, const sc_local_cluster *c, const char *endpoint) {
   const int zero = 0;
   p->ctx = zmq_ctx_new();
   p->xsub = zmq_socket(p->ctx, ZMQ_XSUB);
@@ -61,8 +54,10 @@ static int proxy_start(proxy *p, const sc_cluster *c, const char *endpoint) {
                  zmq_strerror(errno));
     return SC_EIO;
   }
-  for (int32_t r = 0; r < c->num_nodes; r++)
-    if (c->nodes[r].tap[0] && zmq_connect(p->xsub, c->nodes[r].tap) != 0) return SC_EIO;
+  for (int32_t r = 0; r < sc_local_cluster_size(c); r++) {
+    const char *t = sc_local_cluster_tap(c, r);
+    if (t[0] && zmq_connect(p->xsub, t) != 0) return SC_EIO;
+  }
   if (pthread_create(&p->thread, NULL, proxy_main, p) != 0) return SC_ESYS;
   p->running = true;
   return 0;
@@ -82,29 +77,31 @@ static void proxy_stop(proxy *p) {
 
 static void help(FILE *f) {
   fprintf(f,
-          "usage: sparsecp launch --pcp P --dcp N [--tp T] [--device cpu|cuda]\n"
+          "usage: sparsecp launch [--pcp P] [--dcp N] [--tp T] [--device cpu|cuda]\n"
+          "                       [--collectives host|nccl] [--gpus K] [--model FILE]\n"
           "                       [--listen ENDPOINT] [--tap ENDPOINT] [--transport ipc|tcp]\n"
           "                       [--events] [--heartbeat-ms MS] [--heartbeat-timeout-ms MS]\n"
-          "                       [--grace-ms MS]\n\n"
-          "Starts P*N*T local nodes as child processes and keeps them running until\n"
-          "Ctrl-C/SIGTERM (exit 0) or until a node dies (reported; exit 1).\n"
-          "  --listen E     client endpoint of the head (written to the cluster file)\n"
+          "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
+          "                       [--inject desync:RANK:STEP | kill:RANK:STEP]\n\n"
+          "Starts a local cluster of P*T node processes running the inference pipeline\n"
+          "(docs/pipeline.md) and keeps it up until Ctrl-C/SIGTERM (exit 0) or until a node\n"
+          "dies (reported; exit 1). Clients connect to the head's endpoint (printed in the\n"
+          "\"launched\" line; `sparsecp submit --connect ...`).\n"
+          "  --listen E     the head's client endpoint (default: an ipc socket in the\n"
+          "                 cluster's folder, or a free tcp port with --transport tcp)\n"
           "  --tap E        one tap endpoint forwarding the taps of all nodes\n"
           "  --transport    ipc (default: sockets in a private temp folder) or tcp loopback\n"
           "  --events       nodes print JSON event lines; launch adds its own\n"
           "  --grace-ms     after a node died, time the others get before being stopped\n"
-          "                 (default 2000)\n");
+          "                 (default 2000)\n"
+          "  --device, --collectives, --gpus, --model, --token-budget, --num-blocks,\n"
+          "  --inject       as for `sparsecp run`\n");
 }
 
-static void rm_tree(const char *dir) {
-  char cmd[PATH_MAX + 16];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "sparsecp launch: could not remove %s\n", dir);
-}
-
-static void signal_all(child *ch, int n, int sig) {
-  for (int i = 0; i < n; i++)
-    if (ch[i].alive) kill(ch[i].pid, sig);
+static volatile sig_atomic_t g_stop;
+static void on_stop_signal(int sig) {
+  (void)sig;
+  g_stop = 1;
 }
 
 int sc_cmd_launch(int argc, char **argv) {
@@ -112,6 +109,9 @@ int sc_cmd_launch(int argc, char **argv) {
                                        {"dcp", required_argument, NULL, 'd'},
                                        {"tp", required_argument, NULL, 't'},
                                        {"device", required_argument, NULL, 'D'},
+                                       {"collectives", required_argument, NULL, 'C'},
+                                       {"gpus", required_argument, NULL, 'G'},
+                                       {"model", required_argument, NULL, 'm'},
                                        {"listen", required_argument, NULL, 'L'},
                                        {"tap", required_argument, NULL, 'T'},
                                        {"transport", required_argument, NULL, 'x'},
@@ -119,32 +119,59 @@ int sc_cmd_launch(int argc, char **argv) {
                                        {"heartbeat-ms", required_argument, NULL, 'b'},
                                        {"heartbeat-timeout-ms", required_argument, NULL, 'B'},
                                        {"grace-ms", required_argument, NULL, 'g'},
+                                       {"token-budget", required_argument, NULL, 'k'},
+                                       {"num-blocks", required_argument, NULL, 'n'},
+                                       {"inject", required_argument, NULL, 'i'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  int64_t pcp = 1, dcp = 1, tp = 1, hb = 200, hbt = 1000, grace = 2000;
-  const char *listen = NULL, *tap = NULL, *device = "cpu";
-  bool tcp = false, events = false;
+  sc_local_cluster_opts o = {.pcp = 1, .dcp = 1, .tp = 1};
+  int64_t v, hb = 200, hbt = 1000, grace = 2000;
+  const char *tap = NULL, *inject[4];
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (opt) {
-    case 'p': if (!sc_cli_int("launch", "--pcp", optarg, 1, 64, &pcp)) return SC_EXIT_USAGE; break;
-    case 'd': if (!sc_cli_int("launch", "--dcp", optarg, 1, 64, &dcp)) return SC_EXIT_USAGE; break;
-    case 't': if (!sc_cli_int("launch", "--tp", optarg, 1, 64, &tp)) return SC_EXIT_USAGE; break;
+    case 'p': if (!sc_cli_int("launch", "--pcp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; o.pcp = (int32_t)v; break;
+    case 'd': if (!sc_cli_int("launch", "--dcp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; o.dcp = (int32_t)v; break;
+    case 't': if (!sc_cli_int("launch", "--tp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; o.tp = (int32_t)v; break;
+    case 'G': if (!sc_cli_int("launch", "--gpus", optarg, 1, 64, &v)) return SC_EXIT_USAGE; o.gpus = (int32_t)v; break;
+    case 'k': if (!sc_cli_int("launch", "--token-budget", optarg, 1, 1 << 24, &v)) return SC_EXIT_USAGE; o.token_budget = (int32_t)v; break;
+    case 'n': if (!sc_cli_int("launch", "--num-blocks", optarg, 1, 1 << 24, &v)) return SC_EXIT_USAGE; o.num_blocks = (int32_t)v; break;
     case 'b': if (!sc_cli_int("launch", "--heartbeat-ms", optarg, 10, 600000, &hb)) return SC_EXIT_USAGE; break;
     case 'B': if (!sc_cli_int("launch", "--heartbeat-timeout-ms", optarg, 20, 3600000, &hbt)) return SC_EXIT_USAGE; break;
     case 'g': if (!sc_cli_int("launch", "--grace-ms", optarg, 0, 600000, &grace)) return SC_EXIT_USAGE; break;
-    case 'D': device = optarg; break;
-    case 'L': listen = optarg; break;
+    case 'D':
+      if (strcmp(optarg, "cuda") == 0) o.cuda = true;
+      else if (strcmp(optarg, "cpu") != 0) {
+        sc_cli_error("launch", "--device must be cpu or cuda");
+        return SC_EXIT_USAGE;
+      }
+      break;
+    case 'C':
+      if (strcmp(optarg, "nccl") == 0) o.nccl = true;
+      else if (strcmp(optarg, "host") != 0) {
+        sc_cli_error("launch", "--collectives must be host or nccl");
+        return SC_EXIT_USAGE;
+      }
+      break;
+    case 'm': o.model_file = optarg; break;
+    case 'L': o.listen = optarg; break;
     case 'T': tap = optarg; break;
+    case 'i':
+      if (o.num_inject == 4) {
+        sc_cli_error("launch", "at most 4 --inject options");
+        return SC_EXIT_USAGE;
+      }
+      inject[o.num_inject++] = optarg;
+      break;
     case 'x':
-      if (strcmp(optarg, "tcp") == 0) tcp = true;
+      if (strcmp(optarg, "tcp") == 0) o.tcp = true;
       else if (strcmp(optarg, "ipc") != 0) {
         sc_cli_error("launch", "--transport must be ipc or tcp");
         return SC_EXIT_USAGE;
       }
       break;
-    case 'e': events = true; break;
+    case 'e': o.events = true; break;
     case 'h': help(stdout); return SC_EXIT_OK;
     default: help(stderr); return SC_EXIT_USAGE;
     }
@@ -153,147 +180,69 @@ int sc_cmd_launch(int argc, char **argv) {
     help(stderr);
     return SC_EXIT_USAGE;
   }
-  if (strcmp(device, "cpu") != 0) {
-    sc_cli_error("launch", "--device %s: only cpu nodes exist so far", device);
-    return SC_EXIT_USAGE;
-  }
   if (hbt <= hb) {
     sc_cli_error("launch", "--heartbeat-timeout-ms must exceed --heartbeat-ms");
     return SC_EXIT_USAGE;
   }
-  if (pcp * dcp * tp > SC_CLUSTER_MAX_NODES) {
-    sc_cli_error("launch", "at most %d nodes", SC_CLUSTER_MAX_NODES);
+  o.heartbeat_ms = (int32_t)hb;
+  o.heartbeat_timeout_ms = (int32_t)hbt;
+  o.inject = inject;
+  sc_plan_config pc;
+  sc_plan_config_default(&pc);
+  pc.pcp = o.pcp, pc.dcp = o.dcp, pc.tp = o.tp;
+  sc_diag d = {0};
+  if (sc_plan_config_validate(&pc, &d)) {
+    sc_cli_error("launch", "%s", sc_diag_message(&d));
     return SC_EXIT_USAGE;
   }
-  const int n = (int)(pcp * dcp * tp);
-  char dir[] = "/tmp/sparsecp-launch-XXXXXX";
-  if (mkdtemp(dir) == NULL) {
-    sc_cli_error("launch", "mkdtemp: %s", strerror(errno));
+
+  /* SIGINT/SIGTERM end the wait below; the children are then stopped in order */
+  struct sigaction sa = {.sa_handler = on_stop_signal};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  sc_local_cluster *lc = NULL;
+  if (sc_local_cluster_start(&o, &lc, &d) != 0) {
+    sc_cli_error("launch", "%s", sc_diag_message(&d));
     return SC_EXIT_FAILURE;
   }
-  int exit_code = SC_EXIT_FAILURE;
-  child *ch = calloc((size_t)n, sizeof *ch);
+  const int32_t n = sc_local_cluster_size(lc);
   proxy px = {0};
-  sc_cluster c = {0};
-  char path[PATH_MAX], exe[PATH_MAX];
-  sc_diag d = {0};
-  sigset_t set, old;
-  sigemptyset(&set);
-  sigaddset(&set, SIGCHLD);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigprocmask(SIG_BLOCK, &set, &old);
-  if (ch == NULL || sc_cluster_local(n, tcp ? NULL : dir, &c, &d) != 0) {
-    sc_cli_error("launch", "%s", d.msg[0] ? d.msg : "out of memory");
+  int exit_code = SC_EXIT_OK;
+  if (tap && proxy_start(&px, lc, tap) != 0) {
+    exit_code = SC_EXIT_FAILURE;
     goto out;
   }
-  c.pcp = (int32_t)pcp;
-  c.dcp = (int32_t)dcp;
-  c.tp = (int32_t)tp;
-  c.heartbeat_ms = (int32_t)hb;
-  c.heartbeat_timeout_ms = (int32_t)hbt;
-  if (listen) snprintf(c.listen, sizeof c.listen, "%s", listen);
-  snprintf(path, sizeof path, "%s/cluster.json", dir);
-  {
-    char *json = NULL;
-    FILE *f = fopen(path, "w");
-    if (f == NULL || sc_cluster_to_json(&c, &json) != 0 || fputs(json, f) < 0) {
-      sc_cli_error("launch", "cannot write %s", path);
-      if (f) fclose(f);
-      free(json);
-      goto out;
-    }
-    fclose(f);
-    free(json);
-  }
-  const ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (el <= 0) {
-    sc_cli_error("launch", "cannot find my own executable");
-    goto out;
-  }
-  exe[el] = '\0';
-  const pid_t me = getpid();
-  for (int r = 0; r < n; r++) {
-    const pid_t pid = fork();
-    if (pid < 0) {
-      sc_cli_error("launch", "fork: %s", strerror(errno));
-      signal_all(ch, r, SIGKILL);
-      goto reap;
-    }
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != me) _exit(1);
-      sigprocmask(SIG_SETMASK, &old, NULL);
-      char rank[16];
-      snprintf(rank, sizeof rank, "%d", r);
-      char *args[] = {"sparsecp", "node", "--cluster", path, "--rank", rank,
-                      events ? "--events" : NULL, NULL};
-      execv(exe, args);
-      _exit(127);
-    }
-    ch[r] = (child){.pid = pid, .rank = r, .alive = true};
-  }
-  if (tap && proxy_start(&px, &c, tap) != 0) {
-    signal_all(ch, n, SIGTERM);
-    goto reap;
-  }
-  printf("{\"event\":\"launched\",\"nodes\":%d,\"cluster\":\"%s\",\"tap\":\"%s\",\"pids\":[", n,
-         path, tap ? tap : "");
-  for (int r = 0; r < n; r++) printf("%s%d", r ? "," : "", (int)ch[r].pid);
+  printf("{\"event\":\"launched\",\"nodes\":%d,\"cluster\":\"%s\",\"listen\":\"%s\","
+         "\"tap\":\"%s\",\"pids\":[",
+         (int)n, sc_local_cluster_file(lc), sc_local_cluster_listen(lc), tap ? tap : "");
+  for (int32_t r = 0; r < n; r++) printf("%s%d", r ? "," : "", (int)sc_local_cluster_pid(lc, r));
   printf("]}\n");
   fflush(stdout);
-  exit_code = SC_EXIT_OK;
-reap:;
-  int alive = 0;
-  for (int r = 0; r < n; r++) alive += ch[r].alive;
-  bool stopping = exit_code != SC_EXIT_OK;
-  uint64_t stop_at = 0, kill_at = stopping ? sc_now_ns() + 3000000000ull : 0;
-  while (alive > 0) {
-    struct timespec ts = {0, 100 * 1000000};
-    const int sig = sigtimedwait(&set, NULL, &ts);
-    if (sig == SIGINT || sig == SIGTERM) {
-      if (!stopping) {
-        stopping = true;
-        signal_all(ch, n, SIGTERM);
-        kill_at = sc_now_ns() + 3000000000ull;
-      }
+
+  /* Supervise: a node that dies is reported; the others get the grace period to notice
+   * (they see DOWN), then everything is stopped and launch exits 1. */
+  uint64_t stop_at = 0;
+  int32_t alive = n;
+  while (!g_stop && alive > 0 && (stop_at == 0 || sc_now_ns() < stop_at)) {
+    sc_local_exit ex[16];
+    const int k = sc_local_cluster_reap(lc, ex, 16);
+    for (int i = 0; i < k; i++) {
+      alive--;
+      fprintf(stderr, "sparsecp launch: node %d (pid %d) %s %d\n", (int)ex[i].rank,
+              (int)ex[i].pid, ex[i].signaled ? "was killed by signal" : "exited with status",
+              ex[i].value);
+      printf("{\"event\":\"exited\",\"rank\":%d,\"pid\":%d,\"%s\":%d}\n", (int)ex[i].rank,
+             (int)ex[i].pid, ex[i].signaled ? "signal" : "status", ex[i].value);
+      fflush(stdout);
+      exit_code = SC_EXIT_FAILURE;
+      if (stop_at == 0) stop_at = sc_now_ns() + (uint64_t)grace * 1000000ull;
     }
-    int status;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-      for (int r = 0; r < n; r++) {
-        if (ch[r].pid != pid || !ch[r].alive) continue;
-        ch[r].alive = false;
-        alive--;
-        const bool sigd = WIFSIGNALED(status);
-        const int val = sigd ? WTERMSIG(status) : WEXITSTATUS(status);
-        if (!stopping || (!sigd && val != 0) || (sigd && val != SIGTERM && val != SIGKILL)) {
-          fprintf(stderr, "sparsecp launch: node %d (pid %d) %s %d\n", r, (int)pid,
-                  sigd ? "was killed by signal" : "exited with status", val);
-          printf("{\"event\":\"exited\",\"rank\":%d,\"pid\":%d,\"%s\":%d}\n", r, (int)pid,
-                 sigd ? "signal" : "status", val);
-          fflush(stdout);
-          exit_code = SC_EXIT_FAILURE;
-          if (!stopping && stop_at == 0) stop_at = sc_now_ns() + (uint64_t)grace * 1000000ull;
-        }
-      }
-    }
-    const uint64_t now = sc_now_ns();
-    if (!stopping && stop_at && now >= stop_at) {
-      stopping = true;
-      signal_all(ch, n, SIGTERM);
-      kill_at = now + 3000000000ull;
-    }
-    if (stopping && kill_at && now >= kill_at) {
-      signal_all(ch, n, SIGKILL);
-      kill_at = 0;
-    }
+    if (k == 0) usleep(20000);
   }
 out:
   proxy_stop(&px);
-  sigprocmask(SIG_SETMASK, &old, NULL);
-  sc_cluster_free(&c);
-  free(ch);
-  rm_tree(dir);
+  sc_local_cluster_stop(lc);
   return exit_code;
 }

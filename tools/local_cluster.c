@@ -52,7 +52,7 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   sc_cluster c = {0};
   int rc = sc_cluster_local(2 * lc->n + 1, o->tcp ? NULL : lc->dir, &c, d);
   if (rc) return rc;
-  snprintf(lc->listen, sizeof lc->listen, "%s", c.nodes[2 * lc->n].endpoint);
+  snprintf(lc->listen, sizeof lc->listen, "%s", o->listen ? o->listen : c.nodes[2 * lc->n].endpoint);
   for (int32_t r = 0; r < lc->n; r++) snprintf(lc->taps[r], sizeof lc->taps[r], "%s", c.nodes[r].tap);
   json_t *coll = json_array();
   for (int32_t r = 0; r < lc->n; r++) json_array_append_new(coll, json_string(c.nodes[lc->n + r].endpoint));
@@ -159,7 +159,8 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
       if (devnull >= 0) dup2(devnull, 0);
       char rank[16];
       snprintf(rank, sizeof rank, "%d", (int)r);
-      char *args[] = {"sparsecp", "node", "--cluster", lc->path, "--rank", rank, NULL};
+      char *args[] = {"sparsecp", "node", "--cluster", lc->path, "--rank", rank,
+                      o->events ? "--events" : NULL, NULL};
       execv(exe, args);
       _exit(127);
     }
@@ -173,18 +174,33 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
   return 0;
 }
 
-int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len) {
-  int died = 0;
+pid_t sc_local_cluster_pid(const sc_local_cluster *c, int32_t rank) {
+  return rank >= 0 && rank < c->n ? c->ch[rank].pid : -1;
+}
+
+int sc_local_cluster_reap(sc_local_cluster *c, sc_local_exit *out, int max) {
+  int n = 0;
   int status;
-  for (int32_t r = 0; r < c->n; r++) {
+  for (int32_t r = 0; r < c->n && n < max; r++) {
     if (!c->ch[r].alive || waitpid(c->ch[r].pid, &status, WNOHANG) != c->ch[r].pid) continue;
     c->ch[r].alive = false;
-    if (died++ == 0 && msg)
-      snprintf(msg, len, "node %d (pid %d) %s %d", (int)r, (int)c->ch[r].pid,
-               WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
-               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    out[n++] = (sc_local_exit){.rank = r, .pid = c->ch[r].pid,
+                               .signaled = WIFSIGNALED(status),
+                               .value = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
   }
-  return died;
+  return n;
+}
+
+int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len) {
+  sc_local_exit ex[8];
+  int total = 0, n;
+  while ((n = sc_local_cluster_reap(c, ex, 8)) > 0) {
+    if (total == 0 && msg)
+      snprintf(msg, len, "node %d (pid %d) %s %d", (int)ex[0].rank, (int)ex[0].pid,
+               ex[0].signaled ? "was killed by signal" : "exited with status", ex[0].value);
+    total += n;
+  }
+  return total;
 }
 
 static int32_t reap(sc_local_cluster *c) {

@@ -40,6 +40,8 @@ typedef struct sc_local_cluster_opts {
   int32_t gpus;                 /* with cuda: rank r uses GPU r % gpus (each process sees
                                    only that one, through CUDA_VISIBLE_DEVICES); 0 = 1 */
   bool nccl;                    /* NCCL collectives instead of the host backend */
+  const char *listen;           /* the head's client endpoint; NULL: one in the folder */
+  bool events;                  /* nodes print their events as JSON lines on stdout */
 } sc_local_cluster_opts;
 
 typedef struct sc_local_cluster sc_local_cluster;
@@ -51,8 +53,20 @@ const char *sc_local_cluster_tap(const sc_local_cluster *c, int32_t rank);
 const char *sc_local_cluster_listen(const sc_local_cluster *c);
 const char *sc_local_cluster_file(const sc_local_cluster *c);
 int32_t sc_local_cluster_size(const sc_local_cluster *c);
-/* Reaps children without blocking; returns the number that died since the last call
- * and describes the first in msg ("node 1 (pid 123) was killed by signal 9"). */
+pid_t sc_local_cluster_pid(const sc_local_cluster *c, int32_t rank);
+
+/* A child that ended. */
+typedef struct sc_local_exit {
+  int32_t rank;
+  pid_t pid;
+  bool signaled;  /* value is the signal, else the exit status */
+  int value;
+} sc_local_exit;
+
+/* Reaps children without blocking: writes up to max exits and returns how many. */
+int sc_local_cluster_reap(sc_local_cluster *c, sc_local_exit *out, int max);
+/* As reap, describing the first exit in msg ("node 1 (pid 123) was killed by signal
+ * 9"); returns the number of children that ended. */
 int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len);
 /* Stops and reaps every child, removes the folder, frees c. NULL is a no-op. */
 void sc_local_cluster_stop(sc_local_cluster *c);

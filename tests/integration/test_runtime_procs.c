@@ -16,6 +16,9 @@
 #include "actors/runtime/sc_node.h"
 #include "actors/runtime/sc_time.h"
 
+/* launch starts pipeline nodes; the small model keeps their start-up quick */
+#define SMALL_MODEL SC_SOURCE_DIR "/examples/model-small.json"
+
 /* ---- child processes with a readable stdout ---- */
 
 typedef struct proc {
@@ -393,7 +396,7 @@ static int parse_pids(const char *line, pid_t *pids, int max) {
 
 Test(procs, launch_reports_a_dead_node_and_leaves_nothing, .timeout = 60) {
   proc l;
-  char *argv[] = {"sparsecp", "launch", "--pcp", "3", "--dcp", "1", "--events",
+  char *argv[] = {"sparsecp", "launch", "--pcp", "3", "--dcp", "1", "--events", "--model", SMALL_MODEL,
                   "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "500", "--grace-ms", "800", NULL};
   proc_start(&l, argv);
   const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
@@ -412,7 +415,9 @@ Test(procs, launch_reports_a_dead_node_and_leaves_nothing, .timeout = 60) {
 
 Test(procs, launch_stops_everything_on_sigterm, .timeout = 60) {
   proc l;
-  char *argv[] = {"sparsecp", "launch", "--pcp", "2", "--dcp", "2", "--events", NULL};
+  /* P x T = 4 nodes (DCP reuses the PCP ranks) */
+  char *argv[] = {"sparsecp", "launch", "--pcp", "2", "--dcp", "2", "--tp", "2", "--events",
+                  "--model", SMALL_MODEL, NULL};
   proc_start(&l, argv);
   const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
   cr_assert_not_null(line);
@@ -545,7 +550,8 @@ Test(procs, launch_tap_forwards_every_node, .timeout = 60) {
   char tap[96];
   snprintf(tap, sizeof tap, "ipc://%s/tap", dir);
   proc l;
-  char *argv[] = {"sparsecp", "launch", "--pcp", "2", "--dcp", "1", "--events", "--tap", tap, NULL};
+  char *argv[] = {"sparsecp", "launch", "--pcp", "2", "--dcp", "1", "--events", "--tap", tap,
+                  "--model", SMALL_MODEL, NULL};
   proc_start(&l, argv);
   const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
   cr_assert_not_null(line);
