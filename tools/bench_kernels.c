@@ -389,10 +389,19 @@ out:
 
 int sc_bench_kernels(sc_bench *b) {
   const char *device = b->device ? b->device : "cpu";
-  if (strcmp(device, "cpu") != 0) {
-    fprintf(stderr, "sparsecp bench kernels: device '%s' is not built (only cpu)\n", device);
+  if (strcmp(device, "cuda") == 0) {
+#ifdef SC_HAVE_CUDA
+    return sc_bench_kernels_cuda(b); /* tools/bench_kernels_cuda.c */
+#else
+    fprintf(stderr, "sparsecp bench kernels: this sparsecp was built without CUDA\n");
     return SC_ENOTSUP;
+#endif
   }
+  if (strcmp(device, "cpu") != 0) {
+    fprintf(stderr, "sparsecp bench kernels: --device must be cpu or cuda\n");
+    return SC_EINVAL;
+  }
+
   kb_ctx c = {.b = b, .runs = b->quick ? 2 : 5, .min_s = b->quick ? 0.001 : 0.3};
   /* one context thread per core, or SPARSECP_KERNEL_THREADS (to measure scaling) */
   const long nproc = sysconf(_SC_NPROCESSORS_ONLN);

@@ -6,13 +6,7 @@
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-cublas=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-  /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
-  /opt/torch/.venv/lib/python3*/site-packages/nvidia/cublas/lib 2>/dev/null |
-  while read -r d; do [ -e "$d/libcublas.so.13" ] && echo "$d"; done | head -1)
-[ -z "$cublas" ] && cublas=$(dirname "$(find / -name 'libcublas.so.13' 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH=$PWD/.devrun/lib:$cublas
-echo "cublas from: $cublas"
+. tests/gpu/cuda_env.sh "$PWD/.devrun/lib"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 date -u | tee -a "$OUT/gpu.txt"
 cuobjdump -sass .devrun/test_gpu_kernels 2>/dev/null | grep -c "HMMA" | sed 's/^/HMMA instructions: /' | tee -a "$OUT/gpu.txt"

@@ -11,12 +11,7 @@
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-cublas=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-  /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
-  /opt/torch/.venv/lib/python3*/site-packages/nvidia/cublas/lib 2>/dev/null |
-  while read -r d; do [ -e "$d/libcublas.so.13" ] && echo "$d"; done | head -1)
-[ -z "$cublas" ] && cublas=$(dirname "$(find / -name 'libcublas.so.13' 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH=$PWD/.devrun-e2e/lib:$cublas
+. tests/gpu/cuda_env.sh "$PWD/.devrun-e2e/lib"
 export NCCL_NVLS_ENABLE=0
 B=.devrun-e2e/sparsecp
 ngpu=$(nvidia-smi -L | wc -l)
