@@ -22,6 +22,8 @@ typedef struct nccl_rank {
   int64_t deadline_ms;
   atomic_int abort_req;            /* set by sc_nccl_abort, any thread */
   int dead;                        /* 0, or the code every call now fails with */
+  cudaEvent_t ev_start, ev_end; /* around the last collective (its device time) */
+  double last_s;
 } nccl_rank;
 
 static int nccl_err(ncclResult_t r, const char *what) {
@@ -134,6 +136,9 @@ int sc_nccl_comm_init(const sc_plan_config *cfg, int32_t global_rank, int device
       goto fail;
     r->own_stream = 1;
   }
+  if ((rc = cuda_err(cudaEventCreate(&r->ev_start), "event create")) ||
+      (rc = cuda_err(cudaEventCreate(&r->ev_end), "event create")))
+    goto fail;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   if ((rc = nccl_err(ncclGroupStart(), "ncclGroupStart"))) goto fail;
@@ -160,6 +165,8 @@ int sc_nccl_comm_init(const sc_plan_config *cfg, int32_t global_rank, int device
   comm->deadline_ms = deadline_ms;
   return 0;
 fail:
+  if (r->ev_start) (void)cudaEventDestroy(r->ev_start);
+  if (r->ev_end) (void)cudaEventDestroy(r->ev_end);
   if (r->own_stream && r->stream) (void)cudaStreamDestroy(r->stream);
   free(r);
   memset(comm, 0, sizeof *comm);
@@ -183,6 +190,8 @@ void sc_nccl_comm_destroy(sc_comm *comm) {
     }
   }
   abort_all(r, SC_EABORTED); /* no-op when already destroyed */
+  (void)cudaEventDestroy(r->ev_start);
+  (void)cudaEventDestroy(r->ev_end);
   if (r->own_stream) (void)cudaStreamDestroy(r->stream);
   free(r);
   comm->self = NULL;
@@ -215,6 +224,7 @@ static int run(void *self, sc_group grp, sc_dtype dt, int op, const void *send, 
   ncclComm_t c = r->comm[grp];
   const ncclDataType_t t = nccl_type(dt);
   ncclResult_t res;
+  (void)cudaEventRecord(r->ev_start, r->stream);
   switch (op) {
   case SC_OP_ALL_GATHER:
     res = ncclAllGather(send, recv, count, t, c, r->stream);
@@ -231,12 +241,17 @@ static int run(void *self, sc_group grp, sc_dtype dt, int op, const void *send, 
     abort_all(r, SC_EABORTED);
     return rc;
   }
+  (void)cudaEventRecord(r->ev_end, r->stream);
   if ((rc = wait_ready(r, until, sc_coll_op_name(op)))) return rc;
   /* completion: the stream drains, unless NCCL reports an error, an abort is requested or
    * the deadline passes */
   for (;;) {
     const cudaError_t q = cudaStreamQuery(r->stream);
-    if (q == cudaSuccess) return 0;
+    if (q == cudaSuccess) {
+      float ms = 0;
+      r->last_s = cudaEventElapsedTime(&ms, r->ev_start, r->ev_end) == cudaSuccess ? ms * 1e-3 : -1;
+      return 0;
+    }
     if (q != cudaErrorNotReady) {
       rc = cuda_err(q, "collective stream");
       abort_all(r, SC_EABORTED);
@@ -286,10 +301,13 @@ static void nccl_reset_op(void *self, uint64_t epoch) {
   if (!r->dead) atomic_store(&r->abort_req, 0);
 }
 
+static double nccl_last_seconds(void *self) { return ((nccl_rank *)self)->last_s; }
+
 const sc_coll_ops sc_nccl_coll_ops = {
     .all_gather = nccl_all_gather,
     .all_reduce = nccl_all_reduce,
     .reduce_scatter = nccl_reduce_scatter,
     .abort = nccl_abort_op,
     .reset = nccl_reset_op,
+    .last_seconds = nccl_last_seconds,
 };

@@ -45,7 +45,20 @@ typedef struct sc_coll_ops {
    * left over from a failed step. Called by the executor's thread between steps, when no
    * collective is running. May be NULL (nothing to reset). */
   void (*reset)(void *self, uint64_t epoch);
+  /* Seconds the last successful collective took on its device (NCCL: CUDA events around
+   * the call, so work queued before it is not counted). May be NULL: the session then
+   * uses the wall time of the call, which is exact for host backends. */
+  double (*last_seconds)(void *self);
 } sc_coll_ops;
+
+/* Per-purpose totals the session keeps (for logs and benchmarks). bus_bytes follows the
+ * usual bus-bandwidth convention: an all_gather of S bytes per rank over G ranks moves
+ * (G-1)*S, a reduce_scatter of S bytes (G-1)/G*S, an all_reduce 2(G-1)/G*S. */
+typedef struct sc_coll_stat {
+  uint64_t calls;
+  double bus_bytes;
+  double seconds;
+} sc_coll_stat;
 
 /* What the comm remembers about its last failed collective, for the step_abort report. */
 typedef struct sc_coll_failure {
@@ -68,6 +81,7 @@ typedef struct sc_comm {
    * check must refuse it before anything is launched. 0: off. */
   uint64_t inject_desync_step;
   sc_coll_failure last_failure; /* written by the session on failure */
+  sc_coll_stat stats[SC_PURPOSE_COUNT];
 } sc_comm;
 
 /* Fills sizes and ranks of the three groups of global rank g (SPEC.md §1). */

@@ -1,6 +1,8 @@
 /* coll_session.c - the plan check in front of every collective (DESIGN.md §4). */
 #include <stdio.h>
 
+#include "actors/runtime/sc_time.h"
+
 #include "collectives/coll.h"
 
 void sc_comm_init_groups(sc_comm *comm, const sc_plan_config *cfg, int32_t g) {
@@ -86,6 +88,7 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
   char want[160];
   const size_t count = (size_t)p->rows * (size_t)p->width;
   const sc_coll_ops *ops = s->comm->ops;
+  const uint64_t t0 = sc_now_ns();
   int rc;
   switch (p->op) {
   case SC_OP_ALL_GATHER:
@@ -108,6 +111,17 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
                                               .expected = *p, .actual = asked};
     return rc;
   }
+  /* bus bytes of the entry, for the per-purpose totals */
+  const double bytes = (double)count * (double)sc_dtype_size(p->dtype);
+  const double G = (double)s->comm->group_size[p->group];
+  const double bus = p->op == SC_OP_ALL_GATHER   ? (G - 1) * bytes
+                     : p->op == SC_OP_ALL_REDUCE ? 2 * (G - 1) / G * bytes
+                                                 : (G - 1) / G * bytes;
+  sc_coll_stat *st = &s->comm->stats[p->purpose];
+  st->calls++;
+  st->bus_bytes += bus;
+  st->seconds += ops->last_seconds ? ops->last_seconds(s->comm->self)
+                                   : (double)(sc_now_ns() - t0) * 1e-9;
   s->next++;
   return 0;
 }

@@ -55,6 +55,14 @@ static void clear_inputs(pending *p) {
 static void terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   executor *e = state;
+  /* the collectives this rank ran, per purpose (SPARSECP_LOG=info shows them) */
+  for (int k = 0; k < SC_PURPOSE_COUNT; k++) {
+    const sc_coll_stat *st = &e->ctx->comm.stats[k];
+    if (st->calls == 0) continue;
+    SC_INFO(LOG, "rank %d collectives %s: %llu calls, %.1f MB on the bus, %.6f s, %.1f GB/s",
+            e->ctx->rank, sc_coll_purpose_name(k), (unsigned long long)st->calls,
+            st->bus_bytes / 1e6, st->seconds, st->seconds > 0 ? st->bus_bytes / st->seconds / 1e9 : 0.0);
+  }
   clear_inputs(&e->p);
   sc_plan_free(&e->p.plan);
   free(e->logits);

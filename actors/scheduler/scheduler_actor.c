@@ -287,6 +287,8 @@ static int on_result(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
+static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why);
+
 static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   scheduler *s = sc_state(c);
@@ -301,6 +303,14 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
              "requested %s", a->rank, a->seq, (unsigned long long)a->step, want, got);
   } else {
     snprintf(why, sizeof why, "rank %d: %s", a->rank, a->message ? a->message : sc_strerror(a->reason));
+  }
+  if (s->ctx->cfg.nccl) {
+    /* Aborted NCCL communicators cannot be revived (new ones need fresh unique ids from
+     * the control plane, which is not built), so an aborted step ends an NCCL cluster. */
+    char end[700];
+    snprintf(end, sizeof end, "%s; the NCCL communicators were aborted", why);
+    shut_down(c, s, a->reason, end);
+    return 0;
   }
   fail_step(c, s, a->reason, why);
   try_start(c, s);
@@ -331,12 +341,33 @@ static int on_ack(sc_ctx *c, const sc_envelope *env, const void *body) {
 static void free_handle(uv_handle_t *h) { free(h); }
 
 static void stop_node_later(uv_timer_t *t) {
-  sc_node_request_stop(t->data, SC_EDOWN);
+  sc_node_request_stop(t->data, SC_EABORTED);
   uv_close((uv_handle_t *)t, free_handle);
 }
 
-/* A node is gone: its ranks' shards of the KV cache are gone too, so the cluster cannot
- * go on. Every request gets an error and the head shuts the cluster down. */
+/* The cluster cannot go on: every request gets an error and the head shuts the cluster
+ * down (a moment later, so the gateway can deliver the errors first). */
+static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why) {
+  fail_step(c, s, code, why);
+  s->shutting_down = true;
+  sc_sched_stats st;
+  sc_sched_get_stats(s->sched, &st);
+  if (ensure_cap(s, st.running + st.waiting + 1) == 0) {
+    const int n = sc_sched_fail_all(s->sched, s->ids);
+    for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, why);
+  }
+  SC_ERROR(LOG, "%s: shutting the cluster down", why);
+  uv_timer_t *t = malloc(sizeof *t);
+  if (t == NULL || uv_timer_init(sc_ctx_uv_loop(c), t) != 0) {
+    free(t);
+    sc_node_request_stop(sc_ctx_node(c), code);
+    return;
+  }
+  t->data = sc_ctx_node(c);
+  uv_timer_start(t, stop_node_later, SC_STOP_DELAY_MS, 0);
+}
+
+/* A node is gone: its ranks' shards of the KV cache are gone too. */
 static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   scheduler *s = sc_state(c);
@@ -344,24 +375,7 @@ static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (s->shutting_down) return 0;
   char why[256];
   snprintf(why, sizeof why, "node %d is down (%s)", dn->node, sc_strerror(dn->reason));
-  fail_step(c, s, SC_EDOWN, why);
-  s->shutting_down = true;
-  sc_sched_stats st;
-  sc_sched_get_stats(s->sched, &st);
-  if (ensure_cap(s, st.running + st.waiting + 1) == 0) {
-    const int n = sc_sched_fail_all(s->sched, s->ids);
-    for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], SC_EDOWN, why);
-  }
-  SC_ERROR(LOG, "%s: shutting the cluster down", why);
-  /* Stop a moment later, so the gateway can deliver the errors first. */
-  uv_timer_t *t = malloc(sizeof *t);
-  if (t == NULL || uv_timer_init(sc_ctx_uv_loop(c), t) != 0) {
-    free(t);
-    sc_node_request_stop(sc_ctx_node(c), SC_EDOWN);
-    return 0;
-  }
-  t->data = sc_ctx_node(c);
-  uv_timer_start(t, stop_node_later, SC_STOP_DELAY_MS, 0);
+  shut_down(c, s, SC_EDOWN, why);
   return 0;
 }
 

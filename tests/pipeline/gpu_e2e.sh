@@ -21,7 +21,7 @@ run() { # name, then sparsecp run arguments
   local name=$1
   shift
   local t0=$(date +%s.%N)
-  timeout "${LIMIT:-240}" $B run --json --quiet "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
+  timeout "${LIMIT:-240}" $B run --json ${QUIET---quiet} "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
   local rc=$?
   python3 - "$OUT/$name.json" "$name" "$rc" "$t0" <<'PY'
 import json, sys, time
@@ -40,7 +40,7 @@ PY
 
 S=tests/pipeline/stream.jsonl
 M=examples/model-small.json
-PARTS=${PARTS:-verify,faults,long,bandwidth} # a subset reruns part of the work
+PARTS=${PARTS:-verify,faults,long,collbw,bandwidth} # a subset reruns part of the work
 has() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
 has verify && {
 run cuda_p4n4_sharing_gpu0 --pcp 4 --dcp 4 --device cuda --gpus 1 --model $M --requests $S --token-budget 24 --verify
@@ -62,6 +62,15 @@ if [ "$ngpu" -ge 2 ]; then
     LIMIT=280 run long${L}_p1n1 --pcp 1 --dcp 1 --gpus 1 --num-blocks $((L / 16 + 64)) $common
     LIMIT=280 run long${L}_p2n2 --pcp 2 --dcp 2 --gpus 2 --num-blocks $((L / 32 + 64)) $common
   done
+  # the pipeline's own collectives on a 32k prompt: per-purpose device time and bus
+  # bandwidth (CUDA events around each NCCL call), from the nodes' info logs
+  has collbw && {
+    printf '{"prompt_len": 32768, "max_tokens": 32}\n' > /tmp/collbw.jsonl
+    SPARSECP_LOG=info QUIET= LIMIT=280 run collbw_32k_p2n2 --pcp 2 --dcp 2 --gpus 2 --device cuda \
+      --collectives nccl --model examples/model-long.json --requests /tmp/collbw.jsonl \
+      --token-budget 32768 --max-model-len 32832 --num-blocks 1088 --clients 1 --deadline-ms 60000
+    grep "collectives" "$OUT/collbw_32k_p2n2.err" | sed 's/^ *[0-9.]* //' | tee "$OUT/collbw.txt"
+  }
   # bare NCCL all-gather between the two GPUs (the bandwidth reference), with PyTorch's
   # own CUDA and NCCL libraries (not ours on LD_LIBRARY_PATH)
   # (torch's spawn re-imports the main module, so the script must be a file)
