@@ -46,7 +46,18 @@ int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d
   return 0;
 }
 
-static int parse_section(json_t *p, sc_pipeline_config *c, sc_diag *d) {
+/* A path from the cluster file: relative paths are relative to the file's folder, so a
+ * cluster file and its model can be moved (or started from anywhere) together. */
+static void resolve_path(const char *cluster_path, const char *path, char *out, size_t len) {
+  const char *slash = strrchr(cluster_path, '/');
+  if (path[0] == '/' || slash == NULL)
+    snprintf(out, len, "%s", path);
+  else
+    snprintf(out, len, "%.*s/%s", (int)(slash - cluster_path), cluster_path, path);
+}
+
+static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config *c,
+                         sc_diag *d) {
   const char *key;
   json_t *v;
   static const char *const known[] = {
@@ -62,13 +73,17 @@ static int parse_section(json_t *p, sc_pipeline_config *c, sc_diag *d) {
   int rc;
   sc_engine_config *e = &c->engine;
   json_t *mf = json_object_get(p, "model_file"), *m = json_object_get(p, "model");
-  if (mf && (!json_is_string(mf) || (rc = sc_model_config_load(json_string_value(mf), &e->model, d))))
-    return mf && !json_is_string(mf) ? sc_fail(d, SC_EINVAL, "pipeline.model_file must be a path") : rc;
+  if (mf) {
+    if (!json_is_string(mf)) return sc_fail(d, SC_EINVAL, "pipeline.model_file must be a path");
+    char path[1024];
+    resolve_path(cluster_path, json_string_value(mf), path, sizeof path);
+    if ((rc = sc_model_config_load(path, &e->model, d))) return rc;
+  }
   if (m && (rc = sc_model_config_apply_json(&e->model, m, d))) return rc;
   json_t *w = json_object_get(p, "weights");
   if (w) {
     if (!json_is_string(w)) return sc_fail(d, SC_EINVAL, "pipeline.weights must be a path");
-    snprintf(c->weights_path, sizeof c->weights_path, "%s", json_string_value(w));
+    resolve_path(cluster_path, json_string_value(w), c->weights_path, sizeof c->weights_path);
   }
   int32_t deadline = (int32_t)c->deadline_ms, max_prompt = c->limits.max_prompt_len;
   if ((rc = get_i32(p, "interleave", 1, SC_PLAN_MAX_DIM, &e->plan.interleave, d)) ||
@@ -179,7 +194,7 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
     rc = sc_fail(d, SC_EINVAL, "cluster: \"pipeline\" must be an object");
     goto out;
   }
-  if (p && (rc = parse_section(p, c, d))) goto out;
+  if (p && (rc = parse_section(cluster_path, p, c, d))) goto out;
   if (c->weights_path[0]) e->weights = c->weights_path;
   /* the scheduler's pool is the engines' cache: one virtual block per physical block */
   c->sched.block_size = e->plan.block_size;

@@ -80,7 +80,12 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   }
   json_decref(coll);
   json_t *p = json_object();
-  if (o->model_file) json_object_set_new(p, "model_file", json_string(o->model_file));
+  if (o->model_file) {
+    /* absolute: the cluster file's folder is not the caller's working directory */
+    char abs[PATH_MAX];
+    json_object_set_new(p, "model_file",
+                        json_string(realpath(o->model_file, abs) ? abs : o->model_file));
+  }
   if (o->token_budget) json_object_set_new(p, "token_budget", json_integer(o->token_budget));
   if (o->num_blocks) json_object_set_new(p, "num_blocks", json_integer(o->num_blocks));
   if (o->block_size) json_object_set_new(p, "block_size", json_integer(o->block_size));
