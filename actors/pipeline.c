@@ -333,6 +333,27 @@ void sc_rank_ctx_destroy(sc_rank_ctx *x) {
   free(x);
 }
 
+int sc_pipeline_send_abort(sc_ctx *c, sc_actor_id dst, uint64_t step, int32_t rank, int code,
+                           const char *message, const sc_coll_failure *f) {
+  sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
+  if (a == NULL || (a->message = strdup(message)) == NULL) {
+    sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
+    return SC_ENOMEM;
+  }
+  a->reason = code;
+  a->rank = rank;
+  a->step = step;
+  a->seq = -1;
+  if (f && f->step == step && f->code != 0) {
+    a->seq = f->seq;
+    a->expected = f->expected;
+    a->actual = f->actual;
+  }
+  const int rc = sc_send_step(c, dst, SC_MSG_STEP_ABORT, step, a);
+  if (rc) sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
+  return rc;
+}
+
 void sc_pipeline_startup(sc_rank_ctx **ctx_slot, sc_startup_actor *out) {
   const sc_startup_actor list[SC_PIPELINE_NUM_ACTORS] = {
       {"gateway", &sc_gateway_spec, SC_ON_HEAD, ctx_slot, sizeof *ctx_slot},

@@ -113,6 +113,12 @@ int sc_pipeline_node_setup(const char *cluster_path, const sc_cluster *cluster, 
                            sc_rank_ctx **ctx_slot, sc_startup_actor *startup, int32_t *num,
                            sc_diag *d);
 
+/* Sends step_abort {code, rank, step, message} to dst from inside an actor; with a
+ * failure record of that step (the comm's last_failure) also its sequence number and the
+ * expected and requested collectives. Returns 0 or the send's code. */
+int sc_pipeline_send_abort(sc_ctx *c, sc_actor_id dst, uint64_t step, int32_t rank, int code,
+                           const char *message, const sc_coll_failure *failure);
+
 /* The actor specs (defined in each actor's folder). */
 extern const sc_actor_spec sc_gateway_spec;
 extern const sc_actor_spec sc_scheduler_spec;

@@ -126,15 +126,7 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (rc) {
     SC_ERROR(LOG, "rank %d: step %llu plan rejected: %s", s->ctx->rank,
              (unsigned long long)env->step, d.msg);
-    sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
-    if (a == NULL) return SC_ENOMEM;
-    a->reason = rc;
-    a->rank = s->ctx->rank;
-    a->step = env->step;
-    a->seq = -1;
-    a->message = strdup(d.msg);
-    if (sc_send_step(c, s->scheduler, SC_MSG_STEP_ABORT, env->step, a))
-      sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
+    sc_pipeline_send_abort(c, s->scheduler, env->step, s->ctx->rank, rc, d.msg, NULL);
     return 0;
   }
   sc_msg_plan_ack *ack = sc_msg_body_new(SC_MSG_PLAN_ACK);

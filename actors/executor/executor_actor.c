@@ -81,21 +81,8 @@ static bool slot_for(executor *e, uint64_t step) {
 }
 
 static void report_abort(sc_ctx *c, executor *e, uint64_t step, int code, const char *msg) {
-  sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
-  if (a == NULL) return;
-  const sc_coll_failure *f = &e->ctx->comm.last_failure;
-  a->reason = code;
-  a->rank = e->ctx->rank;
-  a->step = step;
-  a->seq = -1;
-  if (f->step == step && f->code != 0) {
-    a->seq = f->seq;
-    a->expected = f->expected;
-    a->actual = f->actual;
-  }
-  a->message = strdup(msg);
-  if (sc_send_step(c, e->scheduler, SC_MSG_STEP_ABORT, step, a))
-    sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
+  sc_pipeline_send_abort(c, e->scheduler, step, e->ctx->rank, code, msg,
+                         &e->ctx->comm.last_failure);
 }
 
 static int sample_and_report(sc_ctx *c, executor *e, uint64_t step, uint64_t compute_ns) {

@@ -44,14 +44,7 @@ static void terminate(sc_ctx *c, void *state, int reason) {
 }
 
 static void report_failure(sc_ctx *c, partitioner *p, uint64_t step, int code, const char *why) {
-  sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
-  if (a == NULL) return;
-  a->reason = code;
-  a->rank = 0;
-  a->step = step;
-  a->seq = -1;
-  a->message = strdup(why);
-  if (sc_send_step(c, p->scheduler, SC_MSG_STEP_ABORT, step, a)) sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
+  sc_pipeline_send_abort(c, p->scheduler, step, 0, code, why, NULL);
 }
 
 static int on_global_batch(sc_ctx *c, const sc_envelope *env, const void *body) {

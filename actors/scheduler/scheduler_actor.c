@@ -209,16 +209,8 @@ static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
     snprintf(msg, sizeof msg, "step %llu failed: %s", (unsigned long long)step, why);
     for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, msg);
   }
-  for (int32_t r = 0; r < s->world; r++) {
-    sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
-    if (a == NULL) break;
-    a->reason = code;
-    a->step = step;
-    a->seq = -1;
-    a->message = strdup(why);
-    if (sc_send_step(c, s->comms[r], SC_MSG_STEP_ABORT, step, a))
-      sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
-  }
+  for (int32_t r = 0; r < s->world; r++)
+    sc_pipeline_send_abort(c, s->comms[r], step, 0, code, why, NULL);
   s->in_flight = 0;
 }
 
