@@ -360,6 +360,7 @@ void sc_pipeline_startup(sc_rank_ctx **ctx_slot, sc_startup_actor *out) {
       {"scheduler", &sc_scheduler_spec, SC_ON_HEAD, ctx_slot, sizeof *ctx_slot},
       {"partitioner", &sc_partitioner_spec, SC_ON_HEAD, ctx_slot, sizeof *ctx_slot},
       {"comm", &sc_comm_spec, SC_ON_ALL, ctx_slot, sizeof *ctx_slot},
+      {"metadata", &sc_metadata_spec, SC_ON_ALL, ctx_slot, sizeof *ctx_slot},
       {"executor", &sc_executor_spec, SC_ON_ALL, ctx_slot, sizeof *ctx_slot},
   };
   memcpy(out, list, sizeof list);

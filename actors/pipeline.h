@@ -8,14 +8,17 @@
  *   partitioner@0  global batch -> step plan, sent to every rank         actors/partitioner
  *   comm@r         plan verification + ack, step aborts, the rank's      actors/comm
  *                  collective communicator
- *   executor@r     metadata + forward pass of the rank (own thread)      actors/executor
+ *   metadata@r     joins a step's plan and inputs, derives the rank's    actors/metadata
+ *                  local inputs, hands the step to the executor
+ *   executor@r     forward pass of the rank (own thread)                 actors/executor
  *
  * One step: the scheduler picks a batch and sends it to the partitioner and the step
- * inputs (tokens, block tables, sampling) to every executor; the partitioner plans it and
- * sends the same plan to every comm and executor; comms verify it and acknowledge its
- * fingerprint to the scheduler (asynchronously: nothing waits for the acks); executors
- * run the step, every collective checked against the plan; rank 0's executor returns
- * the sampled tokens; the scheduler streams them to clients through the gateway.
+ * inputs (tokens, block tables, sampling) to every metadata actor; the partitioner plans
+ * it and sends the same plan to every comm and metadata actor; comms verify it and
+ * acknowledge its fingerprint to the scheduler (asynchronously: nothing waits for the
+ * acks); metadata actors derive their rank's inputs and hand the step to their
+ * executor, which runs it, every collective checked against the plan; rank 0's executor
+ * returns the sampled tokens; the scheduler streams them to clients via the gateway.
  *
  * Failure (docs/pipeline.md): any rank whose step fails reports step_abort to the
  * scheduler, which fails the step's requests (their clients get errors; they are not
@@ -38,7 +41,7 @@
 #include "actors/scheduler/sched.h"
 #include "messages/messages.h"
 
-#define SC_PIPELINE_NUM_ACTORS 5
+#define SC_PIPELINE_NUM_ACTORS 6
 
 typedef struct sc_pipeline_config {
   sc_engine_config engine;        /* plan layout (pcp, dcp, tp, interleave, ...), model,
@@ -124,6 +127,7 @@ extern const sc_actor_spec sc_gateway_spec;
 extern const sc_actor_spec sc_scheduler_spec;
 extern const sc_actor_spec sc_partitioner_spec;
 extern const sc_actor_spec sc_comm_spec;
+extern const sc_actor_spec sc_metadata_spec;
 extern const sc_actor_spec sc_executor_spec;
 
 #endif

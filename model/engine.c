@@ -96,30 +96,19 @@ sc_kernels *sc_engine_kernels(const sc_engine *e) { return e->k; }
 int sc_engine_step(sc_engine *e, const sc_engine_batch *b, sc_forward_out *out, sc_diag *d) {
   const sc_plan *plan = b->plan;
   int32_t max_blocks = 1;
-  for (int32_t i = 0; i < plan->num_reqs; i++) {
-    const int32_t nb = b->block_start[i + 1] - b->block_start[i];
-    if (nb < 0) return sc_fail(d, SC_EINVAL, "block table of entry %d is malformed", i);
-    if (nb > max_blocks) max_blocks = nb;
-  }
-  const size_t need = (size_t)plan->num_reqs * (size_t)max_blocks;
-  if (need > e->bt_cap) {
-    int32_t *bt = realloc(e->bt, need * sizeof *bt);
-    if (bt == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
-    e->bt = bt;
-    e->bt_cap = need;
-  }
-  for (int32_t i = 0; i < plan->num_reqs; i++) {
-    const int32_t nb = b->block_start[i + 1] - b->block_start[i];
-    for (int32_t v = 0; v < max_blocks; v++)
-      e->bt[(size_t)i * max_blocks + v] = v < nb ? b->blocks[b->block_start[i] + v] : -1;
-  }
+  int rc = sc_meta_dense_blocks(plan->num_reqs, b->block_start, b->blocks, &e->bt, &e->bt_cap,
+                                &max_blocks);
+  if (rc) return sc_fail(d, rc, "the block tables of the step are malformed");
   const sc_meta_blocks mb = {.table = e->bt, .max_blocks = max_blocks,
                              .num_blocks = e->cfg.num_blocks};
   sc_meta_free(&e->meta);
-  int rc = sc_meta_build(plan, e->rank, &mb, &e->meta, d);
-  if (rc) return rc;
+  if ((rc = sc_meta_build(plan, e->rank, &mb, &e->meta, d))) return rc;
   const sc_forward_in in = {.step = b->step, .plan = plan, .meta = &e->meta,
                             .tokens = b->tokens, .block_table = e->bt,
                             .max_blocks = max_blocks, .sample = b->sample};
-  return sc_forward_step(e->fwd, &in, out, d);
+  return sc_engine_run(e, &in, out, d);
+}
+
+int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {
+  return sc_forward_step(e->fwd, in, out, d);
 }

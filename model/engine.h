@@ -54,9 +54,14 @@ typedef struct sc_engine_batch {
   const uint8_t *sample;  /* [num_reqs] 1 = compute this entry's logits; NULL = all */
 } sc_engine_batch;
 
-/* Runs the step (every collective through comm, in plan order). Failures: the
- * collective codes of sc_forward_step (SC_EDESYNC, SC_ETIMEDOUT, SC_EABORTED) or
- * SC_EINVAL for inconsistent inputs, with d saying why. */
+/* Runs the step (every collective through comm, in plan order), deriving the rank's
+ * metadata and dense block table first. Failures: the collective codes of
+ * sc_forward_step (SC_EDESYNC, SC_ETIMEDOUT, SC_EABORTED) or SC_EINVAL for inconsistent
+ * inputs, with d saying why. */
 int sc_engine_step(sc_engine *e, const sc_engine_batch *b, sc_forward_out *out, sc_diag *d);
+
+/* The same with the metadata already derived (the pipeline's metadata actor does that
+ * on its own thread): in.meta and in.block_table must be this rank's. */
+int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d);
 
 #endif

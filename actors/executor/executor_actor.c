@@ -1,8 +1,8 @@
-/* executor_actor.c - the executor of every rank (DESIGN.md §3 steps 4-6): it joins each
- * step's plan (from the partitioner) with its inputs (from the scheduler), derives the
- * rank's metadata and runs the forward pass on the rank's engine, every collective
- * checked against the plan. Rank 0 samples the next tokens and returns them to the
- * scheduler. A failed step is reported with the failing collective's shapes.
+/* executor_actor.c - the executor of every rank (DESIGN.md §3 steps 5-6): it takes each
+ * step prepared by its node's metadata actor (plan, inputs, the rank's metadata) and
+ * runs the forward pass on the rank's engine, every collective checked against the plan.
+ * Rank 0 samples the next tokens and returns them to the scheduler. A failed step is
+ * reported with the failing collective's shapes.
  *
  * It runs on a loop thread of its own (SC_LOOP_OWN): a step blocks that thread in
  * compute and collectives for its whole duration, and must not hold up other actors. */
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/metadata/step_local.h"
 #include "actors/pipeline.h"
 #include "actors/runtime/sc_log.h"
 #include "actors/runtime/sc_time.h"
@@ -18,21 +19,9 @@
 
 #define LOG "executor"
 
-/* One step's halves; a step runs once both are here. */
-typedef struct pending {
-  uint64_t step;
-  bool have_plan, have_inputs;
-  sc_plan plan;
-  int64_t *req_ids;
-  uint32_t num_ids;
-  sc_msg_step_inputs in; /* owned copy of the arrays */
-} pending;
-
 typedef struct executor {
   sc_rank_ctx *ctx;
   sc_actor_id scheduler;
-  pending p;
-  uint64_t last_step;
   float *logits;
   size_t logits_cap;
 } executor;
@@ -40,16 +29,7 @@ typedef struct executor {
 static int init(sc_ctx *c, void *state, const void *arg) {
   executor *e = state;
   e->ctx = *(sc_rank_ctx *const *)arg;
-  sc_plan_init(&e->p.plan);
   return sc_node_resolve(sc_ctx_node(c), "scheduler@0", &e->scheduler);
-}
-
-static void clear_inputs(pending *p) {
-  sc_msg_body_clear(SC_MSG_STEP_INPUTS, &p->in);
-  free(p->req_ids);
-  p->req_ids = NULL;
-  p->num_ids = 0;
-  p->have_plan = p->have_inputs = false;
 }
 
 static void terminate(sc_ctx *c, void *state, int reason) {
@@ -63,21 +43,7 @@ static void terminate(sc_ctx *c, void *state, int reason) {
             e->ctx->rank, sc_coll_purpose_name(k), (unsigned long long)st->calls,
             st->bus_bytes / 1e6, st->seconds, st->seconds > 0 ? st->bus_bytes / st->seconds / 1e9 : 0.0);
   }
-  clear_inputs(&e->p);
-  sc_plan_free(&e->p.plan);
   free(e->logits);
-}
-
-/* Makes the pending slot hold `step`, dropping halves of an older step that never
- * completed (its plan could not be built, or it was aborted). Returns false for a stale
- * message of a step that is already past. */
-static bool slot_for(executor *e, uint64_t step) {
-  if (step <= e->last_step) return false;
-  if (e->p.step != step) {
-    clear_inputs(&e->p);
-    e->p.step = step;
-  }
-  return true;
 }
 
 static void report_abort(sc_ctx *c, executor *e, uint64_t step, int code, const char *msg) {
@@ -85,9 +51,10 @@ static void report_abort(sc_ctx *c, executor *e, uint64_t step, int code, const 
                          &e->ctx->comm.last_failure);
 }
 
-static int sample_and_report(sc_ctx *c, executor *e, uint64_t step, uint64_t compute_ns) {
+static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
+                             uint64_t compute_ns) {
   const sc_model_config *m = sc_engine_model(e->ctx->engine);
-  const pending *p = &e->p;
+  const uint64_t step = p->step;
   const uint32_t n = p->in.sample.n;
   sc_msg_step_result *r = sc_msg_body_new(SC_MSG_STEP_RESULT);
   if (r == NULL) return SC_ENOMEM;
@@ -115,23 +82,15 @@ static int sample_and_report(sc_ctx *c, executor *e, uint64_t step, uint64_t com
   return rc;
 }
 
-static int run_step(sc_ctx *c, executor *e) {
+static int run_step(sc_ctx *c, executor *e, sc_step_local *p) {
   sc_rank_ctx *x = e->ctx;
-  pending *p = &e->p;
   const uint64_t step = p->step;
-  e->last_step = step;
   if (x->cfg.inject_kill_step == step && x->cfg.inject_kill_rank == x->rank) {
     SC_ERROR(LOG, "rank %d: injected fault: the node dies at step %llu", x->rank,
              (unsigned long long)step);
     raise(SIGKILL);
   }
-  const uint32_t n = p->in.sample.n;
-  if (n != (uint32_t)p->plan.num_reqs || p->in.block_start.n != n + 1 ||
-      p->in.tokens.n != (uint32_t)p->plan.num_tokens || p->in.temperature.n != n ||
-      p->in.seed.n != n || p->in.out_index.n != n || p->num_ids != n) {
-    report_abort(c, e, step, SC_EPROTO, "step inputs do not match the step plan");
-    return 0;
-  }
+  const uint32_t n = (uint32_t)p->plan.num_reqs;
   const sc_model_config *m = sc_engine_model(x->engine);
   const bool want_logits = x->rank == 0;
   if (want_logits) {
@@ -151,7 +110,6 @@ static int run_step(sc_ctx *c, executor *e) {
       snprintf(why, sizeof why, "rank %d: the collectives are not ready: %s", x->rank,
                sc_strerror(crc));
       report_abort(c, e, step, crc, why);
-      clear_inputs(p);
       return 0;
     }
   }
@@ -163,10 +121,11 @@ static int run_step(sc_ctx *c, executor *e) {
   int rc = atomic_load(&x->aborted) >= step ? SC_EABORTED : 0;
   const uint64_t t0 = sc_now_ns();
   if (rc == 0) {
-    const sc_engine_batch b = {.step = step, .plan = &p->plan, .tokens = p->in.tokens.v,
-                               .block_start = p->in.block_start.v, .blocks = p->in.blocks.v};
+    const sc_forward_in in = {.step = step, .plan = &p->plan, .meta = &p->meta,
+                              .tokens = p->in.tokens.v, .block_table = p->block_table,
+                              .max_blocks = p->max_blocks, .sample = p->in.sample.v};
     sc_forward_out out = {.logits = want_logits ? e->logits : NULL};
-    rc = sc_engine_step(x->engine, &b, &out, &d);
+    rc = sc_engine_run(x->engine, &in, &out, &d);
   } else {
     sc_fail(&d, rc, "rank %d: step %llu was aborted before it started", x->rank,
             (unsigned long long)step);
@@ -177,50 +136,20 @@ static int run_step(sc_ctx *c, executor *e) {
                                     (unsigned long long)step, d.msg);
     report_abort(c, e, step, rc, d.msg);
   } else if (want_logits) {
-    rc = sample_and_report(c, e, step, sc_now_ns() - t0);
+    rc = sample_and_report(c, e, p, sc_now_ns() - t0);
     if (rc) SC_ERROR(LOG, "step %llu: cannot report the result: %s", (unsigned long long)step,
                      sc_strerror(rc));
   }
-  clear_inputs(p);
   return 0;
 }
 
-static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
-  executor *e = sc_state(c);
-  if (!slot_for(e, env->step)) return 0;
-  const sc_msg_step_plan *m = body;
-  sc_diag d = {0};
-  int rc = sc_msg_step_plan_to_plan(m, &e->p.plan, &d);
-  if (rc == 0) {
-    e->p.req_ids = malloc(sizeof *e->p.req_ids * (m->req_ids.n + 1));
-    if (e->p.req_ids == NULL) return SC_ENOMEM;
-    memcpy(e->p.req_ids, m->req_ids.v, sizeof *e->p.req_ids * m->req_ids.n);
-    e->p.num_ids = m->req_ids.n;
-    e->p.have_plan = true;
-  } else {
-    /* the comm actor reports the broken plan; this half is simply dropped */
-    SC_ERROR(LOG, "rank %d: step %llu: %s", e->ctx->rank, (unsigned long long)env->step, d.msg);
-  }
-  return e->p.have_plan && e->p.have_inputs ? run_step(c, e) : 0;
-}
-
-static int on_step_inputs(sc_ctx *c, const sc_envelope *env, const void *body) {
-  executor *e = sc_state(c);
-  if (!slot_for(e, env->step)) return 0;
-  /* Take a deep copy: the handler only borrows the body. */
-  sc_buf b;
-  sc_buf_init(&b);
-  sc_envelope copy_env = *env;
-  void *copy = NULL;
-  int rc = sc_msg_encode(&copy_env, body, &b);
-  if (rc == 0) rc = sc_msg_decode(b.data, b.len, &copy_env, &copy, NULL);
-  sc_buf_free(&b);
-  if (rc) return rc;
-  sc_msg_body_clear(SC_MSG_STEP_INPUTS, &e->p.in);
-  e->p.in = *(sc_msg_step_inputs *)copy;
-  free(copy); /* the arrays now belong to e->p.in */
-  e->p.have_inputs = true;
-  return e->p.have_plan ? run_step(c, e) : 0;
+/* A step prepared by this node's metadata actor: the executor takes the bundle over. */
+static int on_step_local(sc_ctx *c, const sc_envelope *env, const void *body) {
+  (void)env;
+  sc_step_local *p = (sc_step_local *)(uintptr_t)((const sc_msg_step_local *)body)->handle;
+  const int rc = run_step(c, sc_state(c), p);
+  sc_step_local_free(p);
+  return rc;
 }
 
 const sc_actor_spec sc_executor_spec = {
@@ -228,6 +157,6 @@ const sc_actor_spec sc_executor_spec = {
     .state_size = sizeof(executor),
     .init = init,
     .terminate = terminate,
-    .handlers = {[SC_MSG_STEP_PLAN] = on_step_plan, [SC_MSG_STEP_INPUTS] = on_step_inputs},
+    .handlers = {[SC_MSG_STEP_LOCAL] = on_step_local},
     .loop = SC_LOOP_OWN,
 };

@@ -271,3 +271,27 @@ void sc_meta_topk_to_slots(const sc_plan *plan, const sc_meta_blocks *bt, int32_
   for (int32_t i = 0; i < n; i++)
     slots[i] = pos[i] < 0 ? -1 : slot_of(plan, bt, req, pos[i], dcp_rank);
 }
+
+int sc_meta_dense_blocks(int32_t n, const int32_t *block_start, const int32_t *blocks,
+                         int32_t **table, size_t *cap, int32_t *max_blocks) {
+  int32_t mb = 1;
+  for (int32_t i = 0; i < n; i++) {
+    const int32_t nb = block_start[i + 1] - block_start[i];
+    if (nb < 0 || block_start[i] < 0) return SC_EINVAL;
+    if (nb > mb) mb = nb;
+  }
+  const size_t need = (size_t)n * (size_t)mb + 1;
+  if (need > *cap) {
+    int32_t *t = realloc(*table, need * sizeof *t);
+    if (t == NULL) return SC_ENOMEM;
+    *table = t;
+    *cap = need;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    const int32_t nb = block_start[i + 1] - block_start[i];
+    for (int32_t v = 0; v < mb; v++)
+      (*table)[(size_t)i * mb + v] = v < nb ? blocks[block_start[i] + v] : -1;
+  }
+  *max_blocks = mb;
+  return 0;
+}

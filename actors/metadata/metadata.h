@@ -87,6 +87,13 @@ int sc_meta_build(const sc_plan *plan, int32_t global_rank, const sc_meta_blocks
                   sc_meta *m, sc_diag *d);
 void sc_meta_free(sc_meta *m);
 
+/* The dense block table [n][*max_blocks] (-1 where none) of the scheduler's CSR form
+ * (entry i's virtual blocks are blocks[block_start[i] .. block_start[i+1])), into *table,
+ * grown with realloc (*cap elements). Returns 0, SC_EINVAL (malformed CSR) or
+ * SC_ENOMEM. */
+int sc_meta_dense_blocks(int32_t n, const int32_t *block_start, const int32_t *blocks,
+                         int32_t **table, size_t *cap, int32_t *max_blocks);
+
 /* Top-K positions of a workspace-path row -> workspace rows (SPEC.md §5 step 5); -1 stays
  * -1. The host form of the kernels' topk_to_workspace, for tests and checks. */
 void sc_meta_topk_to_workspace(const sc_plan *plan, int32_t region, const int32_t *pos,

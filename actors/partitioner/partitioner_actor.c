@@ -14,7 +14,7 @@ typedef struct partitioner {
   sc_rank_ctx *ctx;
   sc_plan plan;
   sc_actor_id scheduler;
-  sc_actor_id *targets; /* comm@r and executor@r for every rank */
+  sc_actor_id *targets; /* comm@r and metadata@r for every rank */
   int32_t num_targets;
 } partitioner;
 
@@ -30,7 +30,7 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   for (int32_t r = 0; r < W; r++) {
     snprintf(name, sizeof name, "comm@%d", r);
     if (sc_node_resolve(n, name, &p->targets[p->num_targets++])) return SC_ENOENT;
-    snprintf(name, sizeof name, "executor@%d", r);
+    snprintf(name, sizeof name, "metadata@%d", r);
     if (sc_node_resolve(n, name, &p->targets[p->num_targets++])) return SC_ENOENT;
   }
   return sc_node_resolve(n, "scheduler@0", &p->scheduler);

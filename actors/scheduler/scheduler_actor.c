@@ -22,7 +22,7 @@ typedef struct scheduler {
   sc_sched *sched;
   int32_t world;
   sc_actor_id gateway, partitioner;
-  sc_actor_id *comms, *executors;
+  sc_actor_id *comms, *metadata; /* every rank's comm and metadata actors */
   uint64_t in_flight;      /* step being run, 0 when idle */
   /* fingerprint checks of the step in flight */
   uint64_t planned_fp;
@@ -58,16 +58,16 @@ static int init(sc_ctx *c, void *state, const void *arg) {
     return rc;
   }
   s->comms = calloc((size_t)s->world, sizeof *s->comms);
-  s->executors = calloc((size_t)s->world, sizeof *s->executors);
+  s->metadata = calloc((size_t)s->world, sizeof *s->metadata);
   s->ack_fp = calloc((size_t)s->world, sizeof *s->ack_fp);
   s->acked = calloc((size_t)s->world, sizeof *s->acked);
-  if (!s->comms || !s->executors || !s->ack_fp || !s->acked || ensure_cap(s, 64)) return SC_ENOMEM;
+  if (!s->comms || !s->metadata || !s->ack_fp || !s->acked || ensure_cap(s, 64)) return SC_ENOMEM;
   char name[48];
   for (int32_t r = 0; r < s->world; r++) {
     snprintf(name, sizeof name, "comm@%d", r);
     if ((rc = sc_node_resolve(n, name, &s->comms[r]))) return rc;
-    snprintf(name, sizeof name, "executor@%d", r);
-    if ((rc = sc_node_resolve(n, name, &s->executors[r]))) return rc;
+    snprintf(name, sizeof name, "metadata@%d", r);
+    if ((rc = sc_node_resolve(n, name, &s->metadata[r]))) return rc;
     if (r > 0 && (rc = sc_monitor_node(c, r))) return rc;
   }
   if ((rc = sc_node_resolve(n, "gateway@0", &s->gateway)) ||
@@ -81,7 +81,7 @@ static void terminate(sc_ctx *c, void *state, int reason) {
   scheduler *s = state;
   sc_sched_destroy(s->sched);
   free(s->comms);
-  free(s->executors);
+  free(s->metadata);
   free(s->ack_fp);
   free(s->acked);
   free(s->events);
@@ -171,7 +171,7 @@ static int send_step(sc_ctx *c, scheduler *s, const sc_sched_step *st) {
       in->seed.v[i] = st->params[i].seed;
       in->out_index.v[i] = st->out_index[i];
     }
-    if ((rc = sc_send_step(c, s->executors[r], SC_MSG_STEP_INPUTS, st->step, in))) {
+    if ((rc = sc_send_step(c, s->metadata[r], SC_MSG_STEP_INPUTS, st->step, in))) {
       sc_msg_body_destroy(SC_MSG_STEP_INPUTS, in);
       return rc;
     }

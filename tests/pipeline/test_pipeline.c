@@ -252,7 +252,7 @@ Test(pipeline, tap_shows_step_plans_and_their_collectives) {
   cr_assert_eq(sc_client_submit(c, &req, &id), 0);
   cr_assert_eq(finish(c, id, msg, sizeof msg), 3, "%s", msg);
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "exec timeout 30 %s tap --connect %s --filter 0/executor/step_plan --json --count 3",
+  snprintf(cmd, sizeof cmd, "exec timeout 30 %s tap --connect %s --filter 0/metadata/step_plan --json --count 3",
            EXE, sc_local_cluster_tap(lc, 0));
   FILE *tap = popen(cmd, "r");
   cr_assert_not_null(tap);

@@ -1,0 +1,138 @@
+/* metadata_actor.c - the metadata actor of every rank (DESIGN.md §3 step 4): it joins
+ * each step's plan (from the partitioner) with its inputs (from the scheduler), derives
+ * the rank's local inputs (positions, KV slot mappings, DCP lengths, top-K maps: the pure
+ * actors/metadata/metadata.c) and hands the finished step to the executor of its node by
+ * address. It runs on a shared loop, so while the executor is busy with one step the next
+ * step's halves are already being joined and prepared. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/metadata/step_local.h"
+#include "actors/pipeline.h"
+#include "actors/runtime/sc_log.h"
+
+#define LOG "metadata"
+
+typedef struct metadata {
+  sc_rank_ctx *ctx;
+  sc_actor_id scheduler, executor;
+  sc_step_local *pending;     /* the step being joined */
+  bool have_plan, have_inputs;
+  uint64_t last_step;         /* the newest step handed over (or dropped) */
+} metadata;
+
+static int init(sc_ctx *c, void *state, const void *arg) {
+  metadata *m = state;
+  m->ctx = *(sc_rank_ctx *const *)arg;
+  char name[32];
+  snprintf(name, sizeof name, "executor@%d", m->ctx->rank);
+  int rc = sc_node_resolve(sc_ctx_node(c), name, &m->executor);
+  if (rc == 0) rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &m->scheduler);
+  return rc;
+}
+
+static void terminate(sc_ctx *c, void *state, int reason) {
+  (void)c, (void)reason;
+  sc_step_local_free(((metadata *)state)->pending);
+}
+
+/* The bundle of `step` into *out, dropping the halves of an older step that never
+ * completed (its plan could not be built, or it was aborted). *out stays NULL for a stale
+ * message (returns 0) or when out of memory (SC_ENOMEM). */
+static int slot_for(metadata *m, uint64_t step, sc_step_local **out) {
+  *out = NULL;
+  if (step <= m->last_step) return 0;
+  if (m->pending && m->pending->step != step) {
+    sc_step_local_free(m->pending);
+    m->pending = NULL;
+  }
+  if (m->pending == NULL) {
+    if ((m->pending = sc_step_local_new(step)) == NULL) return SC_ENOMEM;
+    m->have_plan = m->have_inputs = false;
+  }
+  *out = m->pending;
+  return 0;
+}
+
+static int maybe_hand_over(sc_ctx *c, metadata *m) {
+  if (!m->have_plan || !m->have_inputs) return 0;
+  sc_step_local *sl = m->pending;
+  m->pending = NULL;
+  m->last_step = sl->step;
+  sc_diag d = {0};
+  int rc = sc_step_local_finish(sl, m->ctx->rank, m->ctx->cfg.engine.num_blocks, &d);
+  if (rc) {
+    SC_ERROR(LOG, "rank %d: %s", m->ctx->rank, d.msg);
+    sc_pipeline_send_abort(c, m->scheduler, sl->step, m->ctx->rank, rc, d.msg, NULL);
+    sc_step_local_free(sl);
+    return 0;
+  }
+  sc_msg_step_local *msg = sc_msg_body_new(SC_MSG_STEP_LOCAL);
+  if (msg == NULL) {
+    sc_step_local_free(sl);
+    return SC_ENOMEM;
+  }
+  msg->handle = (uint64_t)(uintptr_t)sl;
+  if ((rc = sc_send_step(c, m->executor, SC_MSG_STEP_LOCAL, sl->step, msg))) {
+    sc_msg_body_destroy(SC_MSG_STEP_LOCAL, msg);
+    sc_step_local_free(sl);
+    SC_ERROR(LOG, "rank %d: step %llu cannot reach the executor: %s", m->ctx->rank,
+             (unsigned long long)sl->step, sc_strerror(rc));
+  }
+  return 0;
+}
+
+static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
+  metadata *m = sc_state(c);
+  sc_step_local *sl;
+  const int src = slot_for(m, env->step, &sl);
+  if (sl == NULL) return src;
+  const sc_msg_step_plan *p = body;
+  sc_diag d = {0};
+  if (sc_msg_step_plan_to_plan(p, &sl->plan, &d) != 0) {
+    /* the comm actor reports the broken plan; this half is dropped */
+    SC_ERROR(LOG, "rank %d: step %llu: %s", m->ctx->rank, (unsigned long long)env->step, d.msg);
+    return 0;
+  }
+  sl->req_ids = malloc(sizeof *sl->req_ids * (p->req_ids.n + 1));
+  if (sl->req_ids == NULL) return SC_ENOMEM;
+  memcpy(sl->req_ids, p->req_ids.v, sizeof *sl->req_ids * p->req_ids.n);
+  if (p->req_ids.n != (uint32_t)sl->plan.num_reqs) {
+    SC_ERROR(LOG, "rank %d: step %llu: the plan lists %u request ids for %d requests",
+             m->ctx->rank, (unsigned long long)env->step, p->req_ids.n, sl->plan.num_reqs);
+    return 0;
+  }
+  m->have_plan = true;
+  return maybe_hand_over(c, m);
+}
+
+static int on_step_inputs(sc_ctx *c, const sc_envelope *env, const void *body) {
+  metadata *m = sc_state(c);
+  sc_step_local *sl;
+  int rc = slot_for(m, env->step, &sl);
+  if (sl == NULL) return rc;
+  /* A deep copy (the handler only borrows the body): through the codec, the one place
+   * that knows every field of the type. */
+  sc_buf b;
+  sc_buf_init(&b);
+  sc_envelope copy_env = *env;
+  void *copy = NULL;
+  rc = sc_msg_encode(&copy_env, body, &b);
+  if (rc == 0) rc = sc_msg_decode(b.data, b.len, &copy_env, &copy, NULL);
+  sc_buf_free(&b);
+  if (rc) return rc;
+  sc_msg_body_clear(SC_MSG_STEP_INPUTS, &sl->in);
+  sl->in = *(sc_msg_step_inputs *)copy;
+  free(copy); /* the arrays now belong to the bundle */
+  m->have_inputs = true;
+  return maybe_hand_over(c, m);
+}
+
+const sc_actor_spec sc_metadata_spec = {
+    .name = "metadata",
+    .state_size = sizeof(metadata),
+    .init = init,
+    .terminate = terminate,
+    .handlers = {[SC_MSG_STEP_PLAN] = on_step_plan, [SC_MSG_STEP_INPUTS] = on_step_inputs},
+};
