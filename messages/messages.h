@@ -143,19 +143,7 @@ SC_MSG_ARRAY_TYPES(SC_MSG_ARR_TYPEDEF)
 #define SC_FAR(owner, K, f, lo, hi) SC_MSG_AT_##K f;
 #define SC_FS(owner, sname, f) sc_msgt_##sname f;
 #define SC_FSA(owner, sname, f) struct { sc_msgt_##sname *v; uint32_t n; } f;
-#include "messages/schema.def"
-#undef SC_XSTRUCT
-#undef SC_END
-#undef SC_MSG
-#undef SC_MSG_END
-#undef SC_XF
-#undef SC_XFR
-#undef SC_F
-#undef SC_FR
-#undef SC_FA
-#undef SC_FAR
-#undef SC_FS
-#undef SC_FSA
+#include "messages/schema.def" /* (it #undefs the SC_* macros) */
 
 /* ---- generated: type ids (position in schema.def) ---- */
 
@@ -172,19 +160,7 @@ typedef enum sc_msg_type {
 #define SC_FAR(owner, K, f, lo, hi)
 #define SC_FS(owner, sname, f)
 #define SC_FSA(owner, sname, f)
-#include "messages/schema.def"
-#undef SC_XSTRUCT
-#undef SC_END
-#undef SC_MSG
-#undef SC_MSG_END
-#undef SC_XF
-#undef SC_XFR
-#undef SC_F
-#undef SC_FR
-#undef SC_FA
-#undef SC_FAR
-#undef SC_FS
-#undef SC_FSA
+#include "messages/schema.def" /* (it #undefs the SC_* macros) */
   SC_MSG_COUNT
 } sc_msg_type;
 

@@ -21,19 +21,7 @@
 #define SC_FAR(owner, K, f, lo, hi)
 #define SC_FS(owner, sname, f)
 #define SC_FSA(owner, sname, f)
-#include "messages/schema.def"
-#undef SC_XSTRUCT
-#undef SC_END
-#undef SC_MSG
-#undef SC_MSG_END
-#undef SC_XF
-#undef SC_XFR
-#undef SC_F
-#undef SC_FR
-#undef SC_FA
-#undef SC_FAR
-#undef SC_FS
-#undef SC_FSA
+#include "messages/schema.def" /* (it #undefs the SC_* macros) */
 
 /* Pass 2: one field table and one descriptor per struct and message. */
 #define FIELD(owner, K, ELEM, f, has, lo_, hi_, sub_)                              \
@@ -57,24 +45,12 @@
 #define SC_FS(owner, sname, f) FIELD(owner, SC_FK_STRUCT, 0, f, false, 0, 0, &k_desc_##sname)
 #define SC_FSA(owner, sname, f) FIELD(owner, SC_FK_SARRAY, 0, f, false, 0, 0, &k_desc_##sname)
 #include "messages/schema.def"
-#undef SC_XSTRUCT
-#undef SC_END
-#undef SC_MSG
-#undef SC_MSG_END
 
 /* Pass 3: the message table, indexed by type id. */
 #define SC_XSTRUCT(name, ctype)
 #define SC_END(name, check)
 #define SC_MSG(NAME, name) [SC_MSG_##NAME] = &k_desc_##name,
 #define SC_MSG_END(name, check)
-#undef SC_XF
-#undef SC_XFR
-#undef SC_F
-#undef SC_FR
-#undef SC_FA
-#undef SC_FAR
-#undef SC_FS
-#undef SC_FSA
 #define SC_XF(owner, K, f)
 #define SC_XFR(owner, K, f, lo, hi)
 #define SC_F(owner, K, f)
