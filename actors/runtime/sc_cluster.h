@@ -27,7 +27,7 @@ typedef struct sc_cluster_node {
 } sc_cluster_node;
 
 typedef struct sc_cluster {
-  int32_t pcp, dcp, tp;              /* nodes = pcp * dcp * tp unless "nodes" says so */
+  int32_t pcp, dcp, tp;              /* the parallel layout; a pipeline needs pcp * tp nodes */
   int32_t heartbeat_ms;              /* ZeroMQ heartbeat interval (default 200) */
   int32_t heartbeat_timeout_ms;      /* peer declared DOWN after this (default 1000) */
   int32_t loops;                     /* actor loop threads per node (default 1) */
