@@ -60,6 +60,10 @@ static void request_stop(sc_node *n, int reason) {
 
 void sc_node_request_stop(sc_node *n, int reason) { request_stop(n, reason); }
 
+bool sc_node_shutting_down(const sc_node *n) {
+  return atomic_load(&((sc_node *)n)->shutdown) || atomic_load(&((sc_node *)n)->stopping);
+}
+
 static int on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   const sc_msg_ping *p = body;
   sc_msg_pong *q = sc_msg_body_new(SC_MSG_PONG);

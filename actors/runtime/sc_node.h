@@ -89,6 +89,9 @@ int32_t sc_node_rank(const sc_node *n);
 int32_t sc_node_size(const sc_node *n);
 const sc_cluster *sc_node_cluster(const sc_node *n);
 bool sc_node_peer_down(const sc_node *n, int32_t rank);
+/* Whether a stop of this node was requested or has begun (peers leaving is then part of
+ * an orderly shutdown, not a failure). Any thread. */
+bool sc_node_shutting_down(const sc_node *n);
 void sc_node_get_stats(sc_node *n, sc_node_stats *s);
 
 /* "name@rank" (or "name" for this node) -> id. Startup names resolve for any rank;

@@ -30,6 +30,8 @@ typedef struct scheduler {
   uint64_t *ack_fp;        /* [world] */
   bool *acked;             /* [world] */
   bool shutting_down;
+  sc_node *node;
+  uv_timer_t *stop_timer;  /* pending delayed stop (closed in terminate if still armed) */
   sc_sched_event *events;
   int64_t *ids;
   int32_t cap;
@@ -50,6 +52,7 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   scheduler *s = state;
   s->ctx = *(sc_rank_ctx *const *)arg;
   sc_node *n = sc_ctx_node(c);
+  s->node = n;
   s->world = sc_node_size(n);
   sc_diag d = {0};
   int rc = sc_sched_create(&s->sched, &s->ctx->cfg.sched, &d);
@@ -76,9 +79,15 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   return 0;
 }
 
+static void free_handle(uv_handle_t *h) { free(h); }
+
 static void terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   scheduler *s = state;
+  if (s->stop_timer) { /* the node stopped before the delayed stop fired */
+    uv_timer_stop(s->stop_timer);
+    uv_close((uv_handle_t *)s->stop_timer, free_handle);
+  }
   sc_sched_destroy(s->sched);
   free(s->comms);
   free(s->metadata);
@@ -330,10 +339,10 @@ static int on_ack(sc_ctx *c, const sc_envelope *env, const void *body) {
 
 #define SC_STOP_DELAY_MS 300
 
-static void free_handle(uv_handle_t *h) { free(h); }
-
 static void stop_node_later(uv_timer_t *t) {
-  sc_node_request_stop(t->data, SC_EABORTED);
+  scheduler *s = t->data;
+  s->stop_timer = NULL;
+  sc_node_request_stop(s->node, SC_EABORTED);
   uv_close((uv_handle_t *)t, free_handle);
 }
 
@@ -355,7 +364,8 @@ static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why) {
     sc_node_request_stop(sc_ctx_node(c), code);
     return;
   }
-  t->data = sc_ctx_node(c);
+  t->data = s;
+  s->stop_timer = t;
   uv_timer_start(t, stop_node_later, SC_STOP_DELAY_MS, 0);
 }
 
@@ -365,6 +375,18 @@ static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
   scheduler *s = sc_state(c);
   const sc_msg_down *dn = body;
   if (s->shutting_down) return 0;
+  if (sc_node_shutting_down(s->node)) {
+    /* peers leaving an orderly shutdown: whatever is left gets a plain answer */
+    s->shutting_down = true;
+    sc_sched_stats st;
+    sc_sched_get_stats(s->sched, &st);
+    if (ensure_cap(s, st.running + st.waiting + 1) == 0) {
+      const int n = sc_sched_fail_all(s->sched, s->ids);
+      for (int i = 0; i < n; i++)
+        client_error(c, s, s->ids[i], SC_ECLOSED, "the cluster is shutting down");
+    }
+    return 0;
+  }
   char why[256];
   snprintf(why, sizeof why, "node %d is down (%s)", dn->node, sc_strerror(dn->reason));
   shut_down(c, s, SC_EDOWN, why);
