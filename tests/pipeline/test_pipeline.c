@@ -282,3 +282,36 @@ Test(pipeline, tap_shows_step_plans_and_their_collectives) {
   pclose(tap);
   assert_no_nodes_left();
 }
+
+/* A client that goes away mid-request: the gateway's next reply finds it unreachable and
+ * cancels its request at the scheduler (seen on the tap), instead of generating on. */
+Test(pipeline, a_vanished_client_has_its_request_canceled) {
+  private_tmp();
+  sc_local_cluster *lc = start_small(2, 2);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "exec timeout 30 %s tap --connect %s --filter 0/scheduler/client_cancel --json --count 1",
+           EXE, sc_local_cluster_tap(lc, 0));
+  FILE *tap = popen(cmd, "r");
+  cr_assert_not_null(tap);
+  usleep(1000 * 1000); /* the subscription reaches the node */
+  sc_client *c;
+  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  int32_t prompt[10];
+  for (int i = 0; i < 10; i++) prompt[i] = i + 3;
+  const sc_client_request req = {.prompt = prompt, .prompt_len = 10, .max_tokens = 3000};
+  uint64_t id;
+  cr_assert_eq(sc_client_submit(c, &req, &id), 0);
+  sc_client_event ev;
+  bool got_token = false;
+  for (int k = 0; k < 100 && !got_token; k++)
+    got_token = sc_client_next(c, 100, &ev) == 0 && ev.kind == SC_CLIENT_TOKENS;
+  cr_assert(got_token, "no token arrived");
+  sc_client_close(c); /* gone, with 2999 tokens still to come */
+  char line[4096];
+  cr_assert_not_null(fgets(line, sizeof line, tap), "no client_cancel reached the scheduler");
+  cr_assert_not_null(strstr(line, "\"type\":\"client_cancel\""), "%s", line);
+  sc_local_cluster_stop(lc);
+  pclose(tap);
+  assert_no_nodes_left();
+}
