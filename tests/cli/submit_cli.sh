@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The command-line contract of `sparsecp launch` + `sparsecp submit` (DESIGN.md §7):
+# launch prints a "launched" line with the client endpoint and stays up; submit --json
+# prints one object with the generated "tokens" (exit 0), or with "error" (exit 1); a
+# SIGTERM stops launch with status 0 and no node left behind.
+set -u
+bin=$1
+src=$2
+fail() { echo "FAIL: $*" >&2; [ -n "${lpid:-}" ] && kill "$lpid" 2>/dev/null; exit 1; }
+out=$(mktemp)
+"$bin" launch --pcp 2 --dcp 2 --model "$src/examples/model-small.json" > "$out" 2>/dev/null &
+lpid=$!
+for _ in $(seq 100); do grep -q '"launched"' "$out" && break; sleep 0.1; done
+line=$(grep '"launched"' "$out") || fail "launch printed no launched line"
+listen=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["listen"])' "$line")
+pids=$(python3 -c 'import json,sys; print(" ".join(map(str, json.loads(sys.argv[1])["pids"])))' "$line")
+
+res=$("$bin" submit --connect "$listen" --prompt-len 9 --max-tokens 4 --vocab 4096 --json --timeout 60) \
+  || fail "submit exited $? ($res)"
+python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert len(d["tokens"]) == 4 and "error" not in d, d
+assert all(0 <= t < 4096 for t in d["tokens"]), d
+' "$res" || fail "submit --json printed '$res'"
+
+printf '[1, 2, 99999]' > "$out.prompt"
+res=$("$bin" submit --connect "$listen" --prompt-file "$out.prompt" --max-tokens 2 --json --timeout 60)
+rc=$?
+[ $rc -eq 1 ] || fail "a rejected request exited $rc, expected 1"
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["tokens"] == [] and "vocabulary" in d["error"], d' "$res" \
+  || fail "rejected request printed '$res'"
+
+kill -TERM "$lpid"
+wait "$lpid"
+rc=$?
+[ $rc -eq 0 ] || fail "launch exited $rc after SIGTERM"
+for p in $pids; do kill -0 "$p" 2>/dev/null && fail "node pid $p left behind"; done
+rm -f "$out" "$out.prompt"
+echo "submit_cli: all checks passed"
