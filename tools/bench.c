@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "actors/runtime/sc_time.h"
@@ -99,4 +100,32 @@ void sc_bench_machine(char *buf, int len) {
   uname(&u);
   snprintf(buf, (size_t)len, "%s, %ld cores, %s %s %s", model, sysconf(_SC_NPROCESSORS_ONLN),
            u.sysname, u.release, u.machine);
+}
+
+int sc_bench_run(sc_bench *b, const char *label, sc_bench_fn fn) {
+  char machine[512], date[32];
+  sc_bench_machine(machine, sizeof machine);
+  const time_t now = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  if (!b->json) printf("bench %s on %s, %s\n", label, machine, date);
+
+  sc_jsonw_init(&b->results);
+  sc_jsonw_arr_begin(&b->results);
+  const int rc = fn(b);
+  sc_jsonw_arr_end(&b->results);
+  if (rc == 0 && b->json) {
+    sc_jsonw w;
+    sc_jsonw_init(&w);
+    sc_jsonw_obj_begin(&w);
+    sc_jsonw_kv_str(&w, "bench", b->kind);
+    sc_jsonw_kv_str(&w, "machine", machine);
+    sc_jsonw_kv_str(&w, "date", date);
+    sc_jsonw_key(&w, "results");
+    sc_jsonw_raw(&w, sc_jsonw_str(&b->results), b->results.len);
+    sc_jsonw_obj_end(&w);
+    puts(sc_jsonw_str(&w));
+    sc_jsonw_free(&w);
+  }
+  sc_jsonw_free(&b->results);
+  return rc;
 }

@@ -39,6 +39,12 @@ void sc_bench_time(void (*fn)(void *ctx), void *ctx, int runs, double min_second
 void sc_bench_machine(char *buf, int len);
 
 typedef int (*sc_bench_fn)(sc_bench *b);
+
+/* Runs one benchmark kind: prints the table header ("bench LABEL on MACHINE, DATE")
+ * unless b->json, collects fn's results and, when fn succeeds and b->json, prints the
+ * DESIGN.md §7 document with "bench": b->kind. Returns fn's status. */
+int sc_bench_run(sc_bench *b, const char *label, sc_bench_fn fn);
+
 int sc_bench_plan(sc_bench *b);
 int sc_bench_kernels(sc_bench *b);
 /* The CUDA kernels (tools/bench_kernels_cuda.c, built only with CUDA): achieved TFLOP/s

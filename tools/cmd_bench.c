@@ -2,7 +2,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "tools/bench.h"
 #include "tools/cli.h"
@@ -63,30 +62,7 @@ int sc_cmd_bench(int argc, char **argv) {
     return SC_EXIT_USAGE;
   }
   b.kind = kind;
-  char machine[512], date[32];
-  sc_bench_machine(machine, sizeof machine);
-  const time_t now = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-  if (!b.json) printf("bench %s on %s, %s\n", kind, machine, date);
-
-  sc_jsonw_init(&b.results);
-  sc_jsonw_arr_begin(&b.results);
-  const int rc = fn(&b);
-  sc_jsonw_arr_end(&b.results);
-  if (rc == 0 && b.json) {
-    sc_jsonw w;
-    sc_jsonw_init(&w);
-    sc_jsonw_obj_begin(&w);
-    sc_jsonw_kv_str(&w, "bench", kind);
-    sc_jsonw_kv_str(&w, "machine", machine);
-    sc_jsonw_kv_str(&w, "date", date);
-    sc_jsonw_key(&w, "results");
-    sc_jsonw_raw(&w, sc_jsonw_str(&b.results), b.results.len);
-    sc_jsonw_obj_end(&w);
-    puts(sc_jsonw_str(&w));
-    sc_jsonw_free(&w);
-  }
-  sc_jsonw_free(&b.results);
+  const int rc = sc_bench_run(&b, kind, fn);
   if (rc != 0) sc_cli_error("bench", "%s failed (%d)", kind, rc);
   return rc == 0 ? SC_EXIT_OK : SC_EXIT_FAILURE;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/lse_math.h"
 
 /* Rows prefetched ahead of the one being gathered. */
 #define SC_KATTN_PREFETCH 4
@@ -80,47 +81,15 @@ static int attn_tokens(void *p, int64_t b, int64_t e, int worker) {
 }
 
 int sc_kcpu_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
-  int rc;
-  if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dc < 1 || a->dr < 0 || a->topk < 0)
-    return SC_EINVAL;
-  const int64_t width = (int64_t)a->dc + a->dr;
-  if ((rc = sc_kcpu_check_rows(&a->kv, width))) return rc;
-  if (a->n_tok == 0) return 0;
-  if (a->q == NULL || a->out == NULL || a->lse == NULL || (a->topk > 0 && a->sel == NULL))
-    return SC_EINVAL;
-  if (a->n_tok > 1 && (a->ld_q < a->n_heads * width || a->ld_out < (int64_t)a->n_heads * a->dc ||
-                       a->ld_lse < a->n_heads || a->ld_sel < a->topk))
-    return SC_EINVAL;
+  const int rc = sc_kcheck_attn(a, sc_kcpu_check_rows);
+  if (rc) return rc < 0 ? rc : 0;
   attn_job j = {a, sc_kcpu_of(k)};
   return sc_kcpu_parallel(j.c, a->n_tok, 1, attn_tokens, &j);
 }
 
 /* ---- LSE merge ---- */
 
-/* SPEC.md §7: NaN and +inf count as -inf. */
-static inline float clean_lse(float l) { return l < INFINITY ? l : -INFINITY; }
-
-/* The merged L of row i over all shards (-inf when every shard is -inf). */
-static double merged_lse(const float *lse, int32_t n_shards, int64_t n_rows, int64_t i) {
-  float m = -INFINITY;
-  for (int32_t r = 0; r < n_shards; r++) {
-    const float l = clean_lse(lse[r * n_rows + i]);
-    m = l > m ? l : m;
-  }
-  if (m == -INFINITY) m = 0.0f; /* all empty: ln Σ 0 = -inf below */
-  double sum = 0;
-  for (int32_t r = 0; r < n_shards; r++) {
-    const float l = clean_lse(lse[r * n_rows + i]);
-    if (l != -INFINITY) sum += exp((double)l - m);
-  }
-  return sum > 0 ? (double)m + log(sum) : -INFINITY;
-}
-
-/* The weight exp(lse_r - L) of a shard; exactly 0 for an empty (-inf) shard. */
-static inline float shard_factor(float lse_r, double big_l) {
-  const float l = clean_lse(lse_r);
-  return l == -INFINITY ? 0.0f : (float)exp((double)l - big_l);
-}
+/* The merge rule itself is kernels/lse_math.h, shared with the CUDA backend. */
 
 int sc_kcpu_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_rows, int64_t width,
                       const float *lse, const float *out_in, float *out, float *lse_out) {
@@ -129,11 +98,11 @@ int sc_kcpu_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_rows, int64_t w
   if (n_rows == 0) return 0;
   if (lse == NULL || out == NULL || (width > 0 && out_in == NULL)) return SC_EINVAL;
   for (int64_t i = 0; i < n_rows; i++) {
-    const double big_l = merged_lse(lse, n_shards, n_rows, i);
+    const double big_l = sc_lse_merged(lse, n_shards, n_rows, i);
     float *o = out + i * width;
     for (int64_t x = 0; x < width; x++) o[x] = 0.0f;
     for (int32_t r = 0; r < n_shards; r++) {
-      const float f = shard_factor(lse[r * n_rows + i], big_l);
+      const float f = sc_lse_weight(lse[r * n_rows + i], big_l);
       if (f == 0.0f) continue;
       const float *src = out_in + (r * n_rows + i) * width;
       for (int64_t x = 0; x < width; x++) o[x] += f * src[x];
@@ -151,8 +120,8 @@ int sc_kcpu_lse_scale(sc_kernels *k, int32_t n_shards, int32_t shard, int64_t n_
   if (n_rows == 0) return 0;
   if (lse == NULL || (width > 0 && out == NULL)) return SC_EINVAL;
   for (int64_t i = 0; i < n_rows; i++) {
-    const double big_l = merged_lse(lse, n_shards, n_rows, i);
-    const float f = shard_factor(lse[shard * n_rows + i], big_l);
+    const double big_l = sc_lse_merged(lse, n_shards, n_rows, i);
+    const float f = sc_lse_weight(lse[shard * n_rows + i], big_l);
     float *o = out + i * width;
     /* a zero factor writes zeros, so a NaN in an empty shard's output cannot leak */
     for (int64_t x = 0; x < width; x++) o[x] = f == 0.0f ? 0.0f : f * o[x];

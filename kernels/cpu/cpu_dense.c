@@ -38,15 +38,8 @@ static int gemm_part(void *p, int64_t b, int64_t e, int worker) {
 }
 
 int sc_kcpu_gemm(sc_kernels *k, const sc_gemm *g) {
-  if (g == NULL || g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 0) return SC_EINVAL;
-  if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX) return SC_ERANGE;
-  const int64_t cols_a = g->trans_a ? g->m : g->k, cols_b = g->trans_b ? g->k : g->n;
-  if (g->lda < (cols_a > 1 ? cols_a : 1) || g->ldb < (cols_b > 1 ? cols_b : 1) ||
-      g->ldc < (g->n > 1 ? g->n : 1) || g->lda > INT32_MAX || g->ldb > INT32_MAX ||
-      g->ldc > INT32_MAX)
-    return SC_EINVAL;
-  if (g->m == 0 || g->n == 0) return 0;
-  if (g->c == NULL || (g->k > 0 && (g->a == NULL || g->b == NULL))) return SC_EINVAL;
+  const int rc = sc_kcheck_gemm(g);
+  if (rc) return rc < 0 ? rc : 0;
   sc_kcpu *c = sc_kcpu_of(k);
   const int threads = sc_kcpu_threads(c);
   if (g->batch > 1) {

@@ -18,6 +18,7 @@
 #include "actors/runtime/sc_error.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_check.h"
 
 typedef struct sc_kcpu sc_kcpu;
 

@@ -211,16 +211,8 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
 }
 
 int sc_kcpu_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
-  int rc;
-  if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dim < 1 || a->topk < 0)
-    return SC_EINVAL;
-  if ((rc = sc_kcpu_check_rows(&a->keys, a->dim))) return rc;
-  if (a->n_tok == 0 || a->topk == 0) return 0;
-  if (a->q == NULL || a->w == NULL || a->q_pos == NULL || a->key_pos == NULL ||
-      a->key_begin == NULL || a->key_end == NULL ||
-      (a->out_pos == NULL && a->out_cand == NULL) ||
-      (a->n_tok > 1 && (a->ld_q < (int64_t)a->n_heads * a->dim || a->ld_w < a->n_heads)))
-    return SC_EINVAL;
+  const int rc = sc_kcheck_indexer(a, sc_kcpu_check_rows);
+  if (rc) return rc < 0 ? rc : 0;
   idx_job j = {a, sc_kcpu_of(k)};
   return sc_kcpu_parallel(j.c, a->n_tok, 1, idx_tokens, &j);
 }

@@ -397,17 +397,9 @@ static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
-  int rc;
-  if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dc < 1 || a->dr < 0 || a->topk < 0)
-    return SC_EINVAL;
+  int rc = sc_kcheck_attn(a, sc_kcuda_check_rows);
+  if (rc) return rc < 0 ? rc : 0;
   const int64_t width = (int64_t)a->dc + a->dr;
-  if ((rc = sc_kcuda_check_rows(&a->kv, width))) return rc;
-  if (a->n_tok == 0) return 0;
-  if (a->q == NULL || a->out == NULL || a->lse == NULL || (a->topk > 0 && a->sel == NULL))
-    return SC_EINVAL;
-  if (a->n_tok > 1 && (a->ld_q < a->n_heads * width || a->ld_out < (int64_t)a->n_heads * a->dc ||
-                       a->ld_lse < a->n_heads || a->ld_sel < a->topk))
-    return SC_EINVAL;
   const int64_t kv_step = sc_kcuda_row_step(&a->kv);
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
   const bool mma_ok = a->kv.fmt != SC_KFMT_F32 && a->dc == MMA_DC && a->dr == MMA_D - MMA_DC &&

@@ -160,15 +160,8 @@ static int cu_sync(sc_kernels *k) {
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. */
 static int cu_gemm(sc_kernels *k, const sc_gemm *g) {
   sc_kcuda *c = sc_kcuda_of(k);
-  if (g == NULL || g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 0) return SC_EINVAL;
-  if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX) return SC_ERANGE;
-  const int64_t cols_a = g->trans_a ? g->m : g->k, cols_b = g->trans_b ? g->k : g->n;
-  if (g->lda < (cols_a > 1 ? cols_a : 1) || g->ldb < (cols_b > 1 ? cols_b : 1) ||
-      g->ldc < (g->n > 1 ? g->n : 1) || g->lda > INT32_MAX || g->ldb > INT32_MAX ||
-      g->ldc > INT32_MAX)
-    return SC_EINVAL;
-  if (g->m == 0 || g->n == 0) return 0;
-  if (g->c == NULL || (g->k > 0 && (g->a == NULL || g->b == NULL))) return SC_EINVAL;
+  const int chk = sc_kcheck_gemm(g);
+  if (chk) return chk < 0 ? chk : 0;
   cublasHandle_t h = c->blas;
   int rc = blas_err(cublasSetMathMode(h, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                  : CUBLAS_PEDANTIC_MATH),

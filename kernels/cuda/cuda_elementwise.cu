@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/lse_math.h"
 
 /* ---- RMSNorm: one block per row, sum of squares reduced in f32 over 256 threads ---- */
 __global__ void k_rmsnorm(int64_t dim, const float *x, int64_t ld_x, const float *w,
@@ -123,33 +124,16 @@ extern "C" int sc_kcuda_add(sc_kernels *k, int64_t n_rows, int64_t width, const 
 
 /* ---- LSE merge: one block per (token, head) row ---- */
 
-__device__ inline float clean_lse(float l) { return l < INFINITY ? l : -INFINITY; }
-
-__device__ double merged_lse(const float *lse, int32_t n_shards, int64_t n_rows, int64_t i) {
-  float m = -INFINITY;
-  for (int32_t r = 0; r < n_shards; r++) m = fmaxf(m, clean_lse(lse[r * n_rows + i]));
-  if (m == -INFINITY) m = 0.0f;
-  double sum = 0;
-  for (int32_t r = 0; r < n_shards; r++) {
-    const float l = clean_lse(lse[r * n_rows + i]);
-    if (l != -INFINITY) sum += exp((double)l - m);
-  }
-  return sum > 0 ? (double)m + log(sum) : -INFINITY;
-}
-
-__device__ inline float shard_factor(float lse_r, double big_l) {
-  const float l = clean_lse(lse_r);
-  return l == -INFINITY ? 0.0f : (float)exp((double)l - big_l);
-}
+/* The merge rule itself is kernels/lse_math.h, shared with the CPU backend. */
 
 __global__ void k_lse_merge(int32_t n_shards, int64_t n_rows, int64_t width, const float *lse,
                             const float *out_in, float *out, float *lse_out) {
   const int64_t i = blockIdx.x;
-  const double big_l = merged_lse(lse, n_shards, n_rows, i);
+  const double big_l = sc_lse_merged(lse, n_shards, n_rows, i);
   for (int64_t x = threadIdx.x; x < width; x += blockDim.x) {
     float acc = 0.0f;
     for (int32_t r = 0; r < n_shards; r++) {
-      const float f = shard_factor(lse[r * n_rows + i], big_l);
+      const float f = sc_lse_weight(lse[r * n_rows + i], big_l);
       if (f != 0.0f) acc += f * out_in[(r * n_rows + i) * width + x];
     }
     out[i * width + x] = acc;
@@ -160,8 +144,8 @@ __global__ void k_lse_merge(int32_t n_shards, int64_t n_rows, int64_t width, con
 __global__ void k_lse_scale(int32_t n_shards, int32_t shard, int64_t n_rows, int64_t width,
                             const float *lse, float *out, float *lse_out) {
   const int64_t i = blockIdx.x;
-  const double big_l = merged_lse(lse, n_shards, n_rows, i);
-  const float f = shard_factor(lse[shard * n_rows + i], big_l);
+  const double big_l = sc_lse_merged(lse, n_shards, n_rows, i);
+  const float f = sc_lse_weight(lse[shard * n_rows + i], big_l);
   for (int64_t x = threadIdx.x; x < width; x += blockDim.x) {
     float *o = out + i * width + x;
     *o = f == 0.0f ? 0.0f : f * *o; /* an empty shard's NaN cannot leak */

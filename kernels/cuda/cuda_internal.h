@@ -19,6 +19,7 @@
 #include "actors/runtime/sc_error.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_check.h"
 
 #ifdef __cplusplus
 extern "C" {

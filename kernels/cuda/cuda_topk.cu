@@ -312,16 +312,8 @@ static int launch_chunks_fmt(sc_kcuda *c, const sc_indexer_args *a, int n_chunks
 
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
-  int rc;
-  if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dim < 1 || a->topk < 0)
-    return SC_EINVAL;
-  if ((rc = sc_kcuda_check_rows(&a->keys, a->dim))) return rc;
-  if (a->n_tok == 0 || a->topk == 0) return 0;
-  if (a->q == NULL || a->w == NULL || a->q_pos == NULL || a->key_pos == NULL ||
-      a->key_begin == NULL || a->key_end == NULL ||
-      (a->out_pos == NULL && a->out_cand == NULL) ||
-      (a->n_tok > 1 && (a->ld_q < (int64_t)a->n_heads * a->dim || a->ld_w < a->n_heads)))
-    return SC_EINVAL;
+  int rc = sc_kcheck_indexer(a, sc_kcuda_check_rows);
+  if (rc) return rc < 0 ? rc : 0;
   if (a->dim > IDX_MAX_DIM || a->topk > TOPK_MAX || a->keys.fmt == SC_KFMT_FP8_DS_MLA)
     return SC_ENOTSUP;
   /* enough blocks to cover the GPU about four times over, from the token count alone */
