@@ -129,14 +129,11 @@ SC_MSG_ARRAY_TYPES(SC_MSG_ARR_TYPEDEF)
 /* ---- generated: body structs ---- */
 
 #define SC_XSTRUCT(name, ctype) typedef ctype sc_msgt_##name;
-#define SC_END(name, check)
 #define SC_MSG(NAME, name)                              \
   typedef struct sc_msg_##name sc_msg_##name;           \
   typedef struct sc_msg_##name sc_msgt_##name;          \
   struct sc_msg_##name {
 #define SC_MSG_END(name, check) };
-#define SC_XF(owner, K, f)
-#define SC_XFR(owner, K, f, lo, hi)
 #define SC_F(owner, K, f) SC_MSG_CT_##K f;
 #define SC_FR(owner, K, f, lo, hi) SC_MSG_CT_##K f;
 #define SC_FA(owner, K, f) SC_MSG_AT_##K f;
@@ -148,18 +145,7 @@ SC_MSG_ARRAY_TYPES(SC_MSG_ARR_TYPEDEF)
 /* ---- generated: type ids (position in schema.def) ---- */
 
 typedef enum sc_msg_type {
-#define SC_XSTRUCT(name, ctype)
-#define SC_END(name, check)
 #define SC_MSG(NAME, name) SC_MSG_##NAME,
-#define SC_MSG_END(name, check)
-#define SC_XF(owner, K, f)
-#define SC_XFR(owner, K, f, lo, hi)
-#define SC_F(owner, K, f)
-#define SC_FR(owner, K, f, lo, hi)
-#define SC_FA(owner, K, f)
-#define SC_FAR(owner, K, f, lo, hi)
-#define SC_FS(owner, sname, f)
-#define SC_FSA(owner, sname, f)
 #include "messages/schema.def" /* (it #undefs the SC_* macros) */
   SC_MSG_COUNT
 } sc_msg_type;

@@ -5,22 +5,11 @@
 
 #include <stddef.h>
 
-
 /* Pass 1: compile-time width checks of the fields of existing structs. */
-#define SC_XSTRUCT(name, ctype)
-#define SC_END(name, check)
-#define SC_MSG(NAME, name)
-#define SC_MSG_END(name, check)
 #define SC_XF(owner, K, f)                                                          \
   _Static_assert(sizeof(((sc_msgt_##owner *)0)->f) == sizeof(SC_MSG_CT_##K),         \
                  #owner "." #f " does not have the width of " #K);
 #define SC_XFR(owner, K, f, lo, hi) SC_XF(owner, K, f)
-#define SC_F(owner, K, f)
-#define SC_FR(owner, K, f, lo, hi)
-#define SC_FA(owner, K, f)
-#define SC_FAR(owner, K, f, lo, hi)
-#define SC_FS(owner, sname, f)
-#define SC_FSA(owner, sname, f)
 #include "messages/schema.def" /* (it #undefs the SC_* macros) */
 
 /* Pass 2: one field table and one descriptor per struct and message. */
@@ -47,18 +36,7 @@
 #include "messages/schema.def"
 
 /* Pass 3: the message table, indexed by type id. */
-#define SC_XSTRUCT(name, ctype)
-#define SC_END(name, check)
 #define SC_MSG(NAME, name) [SC_MSG_##NAME] = &k_desc_##name,
-#define SC_MSG_END(name, check)
-#define SC_XF(owner, K, f)
-#define SC_XFR(owner, K, f, lo, hi)
-#define SC_F(owner, K, f)
-#define SC_FR(owner, K, f, lo, hi)
-#define SC_FA(owner, K, f)
-#define SC_FAR(owner, K, f, lo, hi)
-#define SC_FS(owner, sname, f)
-#define SC_FSA(owner, sname, f)
 static const sc_msg_desc *const k_msgs[SC_MSG_COUNT] = {
 #include "messages/schema.def"
 };
