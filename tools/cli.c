@@ -1,6 +1,7 @@
 #include "tools/cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -75,4 +76,11 @@ void sc_cli_setup_logging(void) {
   int level = lv ? sc_log_level_parse(lv) : SC_LOG_WARN;
   sc_log_set_level(level >= 0 ? (sc_log_level)level : SC_LOG_WARN);
   sc_log_set_sink(sc_log_stderr_sink, NULL);
+}
+
+void sc_cli_catch_stop_signals(void (*handler)(int sig)) {
+  struct sigaction sa = {.sa_handler = handler};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 }

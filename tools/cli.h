@@ -32,6 +32,11 @@ void sc_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(p
 /* Installs the stderr log sink at the level given by SPARSECP_LOG (default warn). */
 void sc_cli_setup_logging(void);
 
+/* Routes SIGINT and SIGTERM to handler (no SA_RESTART, so a blocking wait returns EINTR
+ * and the command's loop sees its stop flag). Commands that talk to peers also ignore
+ * SIGPIPE themselves: a vanished peer is an error return, not a death. */
+void sc_cli_catch_stop_signals(void (*handler)(int sig));
+
 int sc_cmd_plan(int argc, char **argv);
 int sc_cmd_bench(int argc, char **argv);
 int sc_cmd_submit(int argc, char **argv);

@@ -197,10 +197,7 @@ int sc_cmd_launch(int argc, char **argv) {
   }
 
   /* SIGINT/SIGTERM end the wait below; the children are then stopped in order */
-  struct sigaction sa = {.sa_handler = on_stop_signal};
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  sc_cli_catch_stop_signals(on_stop_signal);
   signal(SIGPIPE, SIG_IGN);
   sc_local_cluster *lc = NULL;
   if (sc_local_cluster_start(&o, &lc, &d) != 0) {

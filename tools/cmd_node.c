@@ -118,10 +118,7 @@ int sc_cmd_node(int argc, char **argv) {
     goto out;
   }
   if (events) sc_node_set_event_cb(g_node, print_event, NULL);
-  struct sigaction sa = {.sa_handler = on_signal};
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  sc_cli_catch_stop_signals(on_signal);
   signal(SIGPIPE, SIG_IGN);
   rc = sc_node_start(g_node, &d);
   if (rc != 0) {

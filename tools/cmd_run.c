@@ -483,10 +483,7 @@ int sc_cmd_run(int argc, char **argv) {
     return SC_EXIT_FAILURE;
   }
 
-  struct sigaction sa = {.sa_handler = on_sigint};
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  sc_cli_catch_stop_signals(on_sigint);
   signal(SIGPIPE, SIG_IGN);
 
   req_result *res = calloc((size_t)rq.n, sizeof *res), *ref = NULL;

@@ -306,10 +306,7 @@ int sc_cmd_tap(int argc, char **argv) {
     exit_code = SC_EXIT_USAGE;
     goto out_zmq;
   }
-  struct sigaction sa = {.sa_handler = on_signal};
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  sc_cli_catch_stop_signals(on_signal);
   perfetto pf = {0};
   sc_jsonw_init(&pf.events);
   sc_jsonw_arr_begin(&pf.events);
