@@ -250,6 +250,16 @@ static int host_reduce_scatter(void *self, sc_group g, sc_dtype dt, const void *
   return exchange_and_reduce(be, g, dt, send, recv, block, block * sc_dtype_size(dt));
 }
 
+static int host_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
+                    void *recv, size_t count) {
+  switch (op) {
+  case SC_OP_ALL_GATHER: return host_all_gather(self, g, dt, send, recv, count);
+  case SC_OP_ALL_REDUCE: return host_all_reduce(self, g, dt, send, recv, count);
+  case SC_OP_REDUCE_SCATTER: return host_reduce_scatter(self, g, dt, send, recv, count);
+  default: return SC_EINVAL;
+  }
+}
+
 static void host_abort(void *self) {
   host_be *be = self;
   atomic_store(&be->aborted, 1);
@@ -261,9 +271,7 @@ static void host_abort(void *self) {
 static void host_reset(void *self, uint64_t epoch);
 
 static const sc_coll_ops k_host_ops = {
-    .all_gather = host_all_gather,
-    .all_reduce = host_all_reduce,
-    .reduce_scatter = host_reduce_scatter,
+    .run = host_run,
     .abort = host_abort,
     .reset = host_reset,
 };

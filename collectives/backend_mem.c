@@ -239,11 +239,13 @@ static void reduce_block(const mem_group *g, int dt, size_t off, size_t n, float
     sc_coll_accumulate((sc_dtype)dt, acc, (const char *)g->send[k] + off * esz, n, k == 0);
 }
 
-static int run(void *self, sc_group grp, sc_dtype dt, int op, const void *send, void *recv,
-               size_t count) {
+static int mem_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const void *send,
+                   void *recv, size_t count) {
   mem_rank *r = self;
   sc_mem_world *w = r->w;
-  if ((unsigned)grp >= SC_GROUP_COUNT || (unsigned)dt >= SC_DT_COUNT) return SC_EINVAL;
+  if ((unsigned)op >= SC_OP_COUNT || (unsigned)grp >= SC_GROUP_COUNT ||
+      (unsigned)dt >= SC_DT_COUNT)
+    return SC_EINVAL;
   const size_t esz = sc_dtype_size(dt);
   mem_group *g = r->grp[grp];
   const int32_t m = r->member[grp];
@@ -294,23 +296,9 @@ static int run(void *self, sc_group grp, sc_dtype dt, int op, const void *send, 
   return rc;
 }
 
-static int mem_all_gather(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                          size_t count) {
-  return run(self, g, dt, SC_OP_ALL_GATHER, send, recv, count);
-}
-static int mem_all_reduce(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                          size_t count) {
-  return run(self, g, dt, SC_OP_ALL_REDUCE, send, recv, count);
-}
-static int mem_reduce_scatter(void *self, sc_group g, sc_dtype dt, const void *send,
-                              void *recv, size_t count) {
-  return run(self, g, dt, SC_OP_REDUCE_SCATTER, send, recv, count);
-}
 static void mem_abort(void *self) { sc_mem_world_abort(((mem_rank *)self)->w); }
 
 const sc_coll_ops sc_mem_coll_ops = {
-    .all_gather = mem_all_gather,
-    .all_reduce = mem_all_reduce,
-    .reduce_scatter = mem_reduce_scatter,
+    .run = mem_run,
     .abort = mem_abort,
 };

@@ -210,10 +210,12 @@ static ncclDataType_t nccl_type(sc_dtype dt) {
   return dt == SC_DT_F32 ? ncclFloat32 : dt == SC_DT_BF16 ? ncclBfloat16 : ncclUint32;
 }
 
-static int run(void *self, sc_group grp, sc_dtype dt, int op, const void *send, void *recv,
-               size_t count) {
+static int nccl_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const void *send,
+                    void *recv, size_t count) {
   nccl_rank *r = self;
-  if ((unsigned)grp >= SC_GROUP_COUNT || (unsigned)dt >= SC_DT_COUNT) return SC_EINVAL;
+  if ((unsigned)op >= SC_OP_COUNT || (unsigned)grp >= SC_GROUP_COUNT ||
+      (unsigned)dt >= SC_DT_COUNT)
+    return SC_EINVAL;
   if (op != SC_OP_ALL_GATHER && dt == SC_DT_W32) return SC_EINVAL;
   if (op == SC_OP_REDUCE_SCATTER && count % (size_t)r->size[grp] != 0) return SC_EINVAL;
   if (atomic_load(&r->abort_req) && !r->dead) abort_all(r, SC_EABORTED);
@@ -278,18 +280,6 @@ static int run(void *self, sc_group grp, sc_dtype dt, int op, const void *send, 
   }
 }
 
-static int nccl_all_gather(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                           size_t count) {
-  return run(self, g, dt, SC_OP_ALL_GATHER, send, recv, count);
-}
-static int nccl_all_reduce(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                           size_t count) {
-  return run(self, g, dt, SC_OP_ALL_REDUCE, send, recv, count);
-}
-static int nccl_reduce_scatter(void *self, sc_group g, sc_dtype dt, const void *send,
-                               void *recv, size_t count) {
-  return run(self, g, dt, SC_OP_REDUCE_SCATTER, send, recv, count);
-}
 static void nccl_abort_op(void *self) { atomic_store(&((nccl_rank *)self)->abort_req, 1); }
 
 /* A new step: forgets an abort request that no collective acted on. Communicators that
@@ -304,9 +294,7 @@ static void nccl_reset_op(void *self, uint64_t epoch) {
 static double nccl_last_seconds(void *self) { return ((nccl_rank *)self)->last_s; }
 
 const sc_coll_ops sc_nccl_coll_ops = {
-    .all_gather = nccl_all_gather,
-    .all_reduce = nccl_all_reduce,
-    .reduce_scatter = nccl_reduce_scatter,
+    .run = nccl_run,
     .abort = nccl_abort_op,
     .reset = nccl_reset_op,
     .last_seconds = nccl_last_seconds,

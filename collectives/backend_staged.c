@@ -18,8 +18,9 @@ static int grow(void **buf, size_t *cap, size_t bytes) {
   return 0;
 }
 
-static int run(staged *s, sc_coll_op op, sc_group g, sc_dtype dt, const void *send, void *recv,
-               size_t count) {
+static int st_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
+                  void *recv, size_t count) {
+  staged *s = self;
   const size_t esz = sc_dtype_size(dt), G = (size_t)s->inner.group_size[g];
   const size_t in = count * esz;
   const size_t out = op == SC_OP_ALL_GATHER ? G * in : op == SC_OP_REDUCE_SCATTER ? in / G : in;
@@ -27,28 +28,11 @@ static int run(staged *s, sc_coll_op op, sc_group g, sc_dtype dt, const void *se
   if ((rc = grow(&s->send_h, &s->cap_send, in + 1)) || (rc = grow(&s->recv_h, &s->cap_recv, out + 1)))
     return rc;
   if (in && (rc = s->k->ops->copy(s->k, s->send_h, send, in, SC_KCOPY_D2H))) return rc;
-  const sc_coll_ops *o = s->inner.ops;
-  switch (op) {
-  case SC_OP_ALL_GATHER: rc = o->all_gather(s->inner.self, g, dt, s->send_h, s->recv_h, count); break;
-  case SC_OP_ALL_REDUCE: rc = o->all_reduce(s->inner.self, g, dt, s->send_h, s->recv_h, count); break;
-  default: rc = o->reduce_scatter(s->inner.self, g, dt, s->send_h, s->recv_h, count); break;
-  }
+  rc = s->inner.ops->run(s->inner.self, op, g, dt, s->send_h, s->recv_h, count);
   if (rc == 0 && out) rc = s->k->ops->copy(s->k, recv, s->recv_h, out, SC_KCOPY_H2D);
   return rc;
 }
 
-static int st_all_gather(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                         size_t count) {
-  return run(self, SC_OP_ALL_GATHER, g, dt, send, recv, count);
-}
-static int st_all_reduce(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                         size_t count) {
-  return run(self, SC_OP_ALL_REDUCE, g, dt, send, recv, count);
-}
-static int st_reduce_scatter(void *self, sc_group g, sc_dtype dt, const void *send,
-                             void *recv, size_t count) {
-  return run(self, SC_OP_REDUCE_SCATTER, g, dt, send, recv, count);
-}
 static void st_abort(void *self) {
   staged *s = self;
   if (s->inner.ops->abort) s->inner.ops->abort(s->inner.self);
@@ -60,11 +44,7 @@ static void st_reset(void *self, uint64_t epoch) {
 
 /* (no last_seconds: the session's wall time includes the staging copies, which is what
  * a staged collective costs) */
-static const sc_coll_ops k_staged_ops = {.all_gather = st_all_gather,
-                                         .all_reduce = st_all_reduce,
-                                         .reduce_scatter = st_reduce_scatter,
-                                         .abort = st_abort,
-                                         .reset = st_reset};
+static const sc_coll_ops k_staged_ops = {.run = st_run, .abort = st_abort, .reset = st_reset};
 
 int sc_coll_staged_wrap(sc_comm *comm, sc_kernels *k, sc_diag *d) {
   staged *s = calloc(1, sizeof *s);

@@ -30,14 +30,12 @@
 #include "collectives/coll_types.h"
 
 typedef struct sc_coll_ops {
-  /* Each returns 0 or a negative SC_E* code (SC_ETIMEDOUT past the deadline,
-   * SC_EABORTED when the group was aborted). `count` is in elements. */
-  int (*all_gather)(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                    size_t count);
-  int (*all_reduce)(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                    size_t count);
-  int (*reduce_scatter)(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                        size_t count);
+  /* Runs one collective `op` (semantics above) over group g. One entry point, not one
+   * per op: every backend shares its set-up, deadline and bookkeeping across the ops.
+   * Returns 0 or a negative SC_E* code (SC_ETIMEDOUT past the deadline, SC_EABORTED
+   * when the group was aborted). `count` is in elements of send. */
+  int (*run)(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
+             void *recv, size_t count);
   /* Wakes every rank blocked in a collective of this comm with SC_EABORTED; later calls
    * fail the same way. May be called from another thread. May be NULL. */
   void (*abort)(void *self);

@@ -89,18 +89,7 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
   const size_t count = (size_t)p->rows * (size_t)p->width;
   const sc_coll_ops *ops = s->comm->ops;
   const uint64_t t0 = sc_now_ns();
-  int rc;
-  switch (p->op) {
-  case SC_OP_ALL_GATHER:
-    rc = ops->all_gather(s->comm->self, p->group, p->dtype, send, recv, count);
-    break;
-  case SC_OP_ALL_REDUCE:
-    rc = ops->all_reduce(s->comm->self, p->group, p->dtype, send, recv, count);
-    break;
-  default:
-    rc = ops->reduce_scatter(s->comm->self, p->group, p->dtype, send, recv, count);
-    break;
-  }
+  const int rc = ops->run(s->comm->self, p->op, p->group, p->dtype, send, recv, count);
   if (rc != 0) {
     sc_coll_describe(p, want, sizeof want);
     s->failed_seq = s->next;

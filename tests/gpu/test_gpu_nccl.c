@@ -72,13 +72,15 @@ static void case_one_rank_session(void) {
   sc_nccl_abort(&comm);
   comm.ops->reset(comm.self, 1);
   float *one = dev_alloc(sizeof(float) * 64);
-  CHECK(comm.ops->all_reduce(comm.self, SC_GROUP_TP, SC_DT_F32, one, one, 64) == 0,
+  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64) == 0,
         "reset clears a pending abort request");
   sc_nccl_abort(&comm);
-  CHECK(comm.ops->all_reduce(comm.self, SC_GROUP_TP, SC_DT_F32, one, one, 64) == SC_EABORTED,
+  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64) ==
+            SC_EABORTED,
         "an abort request fails the next collective");
   comm.ops->reset(comm.self, 2);
-  CHECK(comm.ops->all_reduce(comm.self, SC_GROUP_TP, SC_DT_F32, one, one, 64) == SC_EABORTED,
+  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64) ==
+            SC_EABORTED,
         "aborted communicators stay dead after reset");
   cudaFree(one);
 
@@ -101,7 +103,7 @@ static void case_deadline(void) {
   float *buf = dev_alloc(sizeof(float) * 1024);
   REQUIRE(sc_test_gpu_spin(sc_nccl_comm_stream(&comm), 1500) == 0, "spin");
   const uint64_t t0 = sc_now_ns();
-  const int rc = comm.ops->all_reduce(comm.self, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024);
+  const int rc = comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024);
   const double waited = (double)(sc_now_ns() - t0) * 1e-9;
   CHECK(rc == SC_ETIMEDOUT, "expected SC_ETIMEDOUT, got %d", rc);
   /* detected at the deadline; ncclCommAbort then waits for the work queued ahead of the
@@ -109,7 +111,8 @@ static void case_deadline(void) {
    * 2026-11-29): bounded, never a hang */
   CHECK(waited >= 0.29 && waited < 8.0, "deadline of 0.3 s honoured (waited %.3f s)", waited);
   printf("     deadline 0.3 s, returned after %.3f s (abort included)\n", waited);
-  CHECK(comm.ops->all_gather(comm.self, SC_GROUP_DCP, SC_DT_F32, buf, buf, 16) == SC_EABORTED,
+  CHECK(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_DCP, SC_DT_F32, buf, buf, 16) ==
+            SC_EABORTED,
         "calls after the abort fail");
   sc_nccl_comm_destroy(&comm);
   cudaDeviceSynchronize();
@@ -140,7 +143,7 @@ static void case_abort_thread(void) {
   pthread_t th;
   REQUIRE(pthread_create(&th, NULL, abort_later, &aa) == 0, "thread");
   const uint64_t t0 = sc_now_ns();
-  const int rc = comm.ops->all_reduce(comm.self, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024);
+  const int rc = comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024);
   const double waited = (double)(sc_now_ns() - t0) * 1e-9;
   pthread_join(th, NULL);
   CHECK(rc == SC_EABORTED, "expected SC_EABORTED, got %d", rc);

@@ -95,13 +95,14 @@ static int every_op(rank_arg *a, sc_comm *comm) {
     float send[37 * WORLD_MAX], recv[37 * WORLD_MAX];
     for (size_t i = 0; i < count * (size_t)G; i++) send[i] = val(a->rank, i);
     /* all_gather: member k's block is k's send */
-    int rc = comm->ops->all_gather(comm->self, (sc_group)g, SC_DT_F32, send, recv, count);
+    int rc =
+        comm->ops->run(comm->self, SC_OP_ALL_GATHER, (sc_group)g, SC_DT_F32, send, recv, count);
     CHECK(a, rc == 0, "all_gather %s: %d", sc_group_name(g), rc);
     for (int32_t k = 0; k < G; k++)
       for (size_t i = 0; i < count; i++)
         CHECK(a, recv[k * count + i] == val(members[k], i), "all_gather %s value", sc_group_name(g));
     /* all_reduce, f32 */
-    rc = comm->ops->all_reduce(comm->self, (sc_group)g, SC_DT_F32, send, recv, count);
+    rc = comm->ops->run(comm->self, SC_OP_ALL_REDUCE, (sc_group)g, SC_DT_F32, send, recv, count);
     CHECK(a, rc == 0, "all_reduce: %d", rc);
     for (size_t i = 0; i < count; i++) {
       float want = 0;
@@ -109,7 +110,8 @@ static int every_op(rank_arg *a, sc_comm *comm) {
       CHECK(a, recv[i] == want, "all_reduce %s [%zu] %g != %g", sc_group_name(g), i, recv[i], want);
     }
     /* reduce_scatter: G blocks of `count`; I get the sum of block me */
-    rc = comm->ops->reduce_scatter(comm->self, (sc_group)g, SC_DT_F32, send, recv, count * (size_t)G);
+    rc = comm->ops->run(comm->self, SC_OP_REDUCE_SCATTER, (sc_group)g, SC_DT_F32, send, recv,
+                        count * (size_t)G);
     CHECK(a, rc == 0, "reduce_scatter: %d", rc);
     const int32_t me = comm->group_rank[g];
     for (size_t i = 0; i < count; i++) {
@@ -120,7 +122,7 @@ static int every_op(rank_arg *a, sc_comm *comm) {
     /* bf16 all_reduce of small integers is exact */
     uint16_t bs[37], br[37];
     for (size_t i = 0; i < count; i++) bs[i] = sc_f32_to_bf16((float)(a->rank + (int)i % 5));
-    rc = comm->ops->all_reduce(comm->self, (sc_group)g, SC_DT_BF16, bs, br, count);
+    rc = comm->ops->run(comm->self, SC_OP_ALL_REDUCE, (sc_group)g, SC_DT_BF16, bs, br, count);
     CHECK(a, rc == 0, "bf16 all_reduce: %d", rc);
     for (size_t i = 0; i < count; i++) {
       float want = 0;
@@ -201,7 +203,8 @@ static int skip_one(rank_arg *a, sc_comm *comm) {
   sc_host_coll_reset(comm, 1);
   if (a->rank != 3) {
     const uint64_t t0 = sc_now_ns();
-    const int rc = comm->ops->all_gather(comm->self, SC_GROUP_PCP, SC_DT_F32, send, recv, 4);
+    const int rc =
+        comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4);
     const double ms = (double)(sc_now_ns() - t0) / 1e6;
     if (a->rank == 1) CHECK(a, rc == SC_ETIMEDOUT && ms >= 290 && ms < 2000, "rank 1: rc %d after %.0f ms", rc, ms);
     if (a->rank == 0 || a->rank == 2) CHECK(a, rc == 0, "rank %d: %d", a->rank, rc);
@@ -210,7 +213,8 @@ static int skip_one(rank_arg *a, sc_comm *comm) {
   const uint64_t resume = start + 900ull * 1000000ull;
   while (sc_now_ns() < resume) usleep(10 * 1000);
   sc_host_coll_reset(comm, 2);
-  const int rc = comm->ops->all_gather(comm->self, SC_GROUP_PCP, SC_DT_F32, send, recv, 4);
+  const int rc =
+      comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4);
   CHECK(a, rc == 0, "after reset: %d", rc);
   return 0;
 }
@@ -234,7 +238,8 @@ static void *blocked(void *p) {
   blocked_arg *b = p;
   float send[2] = {0}, recv[4];
   const uint64_t t0 = sc_now_ns();
-  b->rc = b->comm->ops->all_gather(b->comm->self, SC_GROUP_PCP, SC_DT_F32, send, recv, 2);
+  b->rc =
+      b->comm->ops->run(b->comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 2);
   b->ms = (double)(sc_now_ns() - t0) / 1e6;
   return NULL;
 }
@@ -254,7 +259,8 @@ Test(backend_host, abort_wakes_a_blocked_collective) {
   cr_assert_eq(b.rc, SC_EABORTED);
   cr_assert_lt(b.ms, 1000);
   float x[2] = {0}, y[4];
-  cr_assert_eq(comm.ops->all_gather(comm.self, SC_GROUP_PCP, SC_DT_F32, x, y, 2), SC_EABORTED);
+  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
+               SC_EABORTED);
   sc_host_coll_destroy(&comm);
   world_done(&w);
 }

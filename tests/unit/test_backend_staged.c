@@ -31,11 +31,15 @@ static void *rank_main(void *p) {
   k->ops->alloc(k, sizeof host, &send);
   k->ops->alloc(k, 8 * sizeof(float), &recv);
   k->ops->copy(k, send, host, sizeof host, SC_KCOPY_H2D);
-  if ((r->rc = comm.ops->all_gather(comm.self, SC_GROUP_PCP, SC_DT_F32, send, recv, 4))) return NULL;
+  if ((r->rc = comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4)))
+    return NULL;
   k->ops->copy(k, r->gathered, recv, 8 * sizeof(float), SC_KCOPY_D2H);
-  if ((r->rc = comm.ops->all_reduce(comm.self, SC_GROUP_PCP, SC_DT_F32, send, recv, 4))) return NULL;
+  if ((r->rc = comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_PCP, SC_DT_F32, send, recv, 4)))
+    return NULL;
   k->ops->copy(k, r->reduced, recv, 4 * sizeof(float), SC_KCOPY_D2H);
-  if ((r->rc = comm.ops->reduce_scatter(comm.self, SC_GROUP_PCP, SC_DT_F32, send, recv, 4))) return NULL;
+  if ((r->rc =
+           comm.ops->run(comm.self, SC_OP_REDUCE_SCATTER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4)))
+    return NULL;
   k->ops->copy(k, r->scattered, recv, 2 * sizeof(float), SC_KCOPY_D2H);
   comm.ops->reset(comm.self, 2); /* reaches the inner backend (no effect on a clean world) */
   sc_coll_staged_unwrap(&comm);
