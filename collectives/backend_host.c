@@ -12,7 +12,6 @@
 #include "actors/runtime/sc_time.h"
 #include "collectives/coll_reduce.h"
 
-#define MAX_GROUP SC_PLAN_MAX_PARALLEL
 
 typedef struct header {
   uint64_t epoch;
@@ -370,7 +369,6 @@ int sc_host_coll_create(sc_comm *comm, const sc_plan_config *cfg,
   sc_comm_init_groups(comm, cfg, hc->rank);
   comm->ops = &k_host_ops;
   comm->self = be;
-  comm->deadline_ms = hc->deadline_ms;
   return 0;
 fail_zmq:
   rc = sc_fail(d, SC_EIO, "host collectives: %s", zmq_strerror(zmq_errno()));

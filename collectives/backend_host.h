@@ -17,7 +17,7 @@
  * member k. That is G-1 messages per member and suits the small groups (<= 8) and the
  * loopback/ipc transports of a CPU cluster; it is not bandwidth-optimal on a network.
  *
- * Deadlines and failure: each collective waits at most the comm's deadline_ms
+ * Deadlines and failure: each collective waits at most sc_host_coll_config.deadline_ms
  * (SC_ETIMEDOUT); sc_coll_ops.abort (any thread) wakes a blocked collective with
  * SC_EABORTED and fails later ones until sc_host_coll_reset. A failed step is left
  * behind by calling sc_host_coll_reset with a new epoch on every rank (the step number):

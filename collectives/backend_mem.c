@@ -23,7 +23,6 @@ typedef struct mem_group {
 
 typedef struct mem_rank {
   sc_mem_world *w;
-  int32_t global;
   mem_group *grp[SC_GROUP_COUNT];
   int32_t member[SC_GROUP_COUNT];
   int64_t deadline_ms;
@@ -74,7 +73,6 @@ int sc_mem_world_create(const sc_plan_config *cfg, sc_mem_world **out) {
     const sc_rank_coords c = sc_plan_rank_coords(cfg, g);
     mem_rank *r = &w->ranks[g];
     r->w = w;
-    r->global = g;
     r->grp[SC_GROUP_TP] = &w->groups[c.pcp_rank];
     r->member[SC_GROUP_TP] = c.tp_rank;
     r->grp[SC_GROUP_PCP] = &w->groups[P + c.tp_rank];
@@ -147,6 +145,8 @@ void sc_mem_world_reset(sc_mem_world *w) {
   pthread_mutex_unlock(&w->mu);
 }
 
+static const sc_coll_ops k_mem_ops; /* defined below its functions */
+
 int sc_mem_comm_init(sc_mem_world *w, int32_t global_rank, int64_t deadline_ms,
                      sc_comm *comm) {
   if (global_rank < 0 || global_rank >= w->world_size) return SC_EINVAL;
@@ -154,9 +154,8 @@ int sc_mem_comm_init(sc_mem_world *w, int32_t global_rank, int64_t deadline_ms,
   r->deadline_ms = deadline_ms;
   memset(comm, 0, sizeof *comm);
   sc_comm_init_groups(comm, &w->cfg, global_rank);
-  comm->ops = &sc_mem_coll_ops;
+  comm->ops = &k_mem_ops;
   comm->self = r;
-  comm->deadline_ms = deadline_ms;
   return 0;
 }
 
@@ -298,7 +297,7 @@ static int mem_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const v
 
 static void mem_abort(void *self) { sc_mem_world_abort(((mem_rank *)self)->w); }
 
-const sc_coll_ops sc_mem_coll_ops = {
+static const sc_coll_ops k_mem_ops = {
     .run = mem_run,
     .abort = mem_abort,
 };

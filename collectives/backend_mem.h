@@ -51,7 +51,4 @@ void sc_mem_world_abort(sc_mem_world *w);
 /* Clears the poison. Only when no rank is inside a collective. */
 void sc_mem_world_reset(sc_mem_world *w);
 
-/* The vtable (exposed for tests that build an sc_comm by hand). */
-extern const sc_coll_ops sc_mem_coll_ops;
-
 #endif

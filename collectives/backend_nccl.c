@@ -109,6 +109,8 @@ static uint64_t deadline_from_now(int64_t ms) {
   return ms > 0 ? sc_now_ns() + (uint64_t)ms * 1000000ull : 0;
 }
 
+static const sc_coll_ops k_nccl_ops; /* defined below its functions */
+
 int sc_nccl_comm_init(const sc_plan_config *cfg, int32_t global_rank, int device,
                       const sc_nccl_id ids[SC_GROUP_COUNT], void *stream, int64_t deadline_ms,
                       sc_comm *comm) {
@@ -160,9 +162,8 @@ int sc_nccl_comm_init(const sc_plan_config *cfg, int32_t global_rank, int device
     goto fail;
   }
   if ((rc = wait_ready(r, deadline_from_now(deadline_ms), "communicator init"))) goto fail;
-  comm->ops = &sc_nccl_coll_ops;
+  comm->ops = &k_nccl_ops;
   comm->self = r;
-  comm->deadline_ms = deadline_ms;
   return 0;
 fail:
   if (r->ev_start) (void)cudaEventDestroy(r->ev_start);
@@ -293,7 +294,7 @@ static void nccl_reset_op(void *self, uint64_t epoch) {
 
 static double nccl_last_seconds(void *self) { return ((nccl_rank *)self)->last_s; }
 
-const sc_coll_ops sc_nccl_coll_ops = {
+static const sc_coll_ops k_nccl_ops = {
     .run = nccl_run,
     .abort = nccl_abort_op,
     .reset = nccl_reset_op,

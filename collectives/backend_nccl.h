@@ -68,6 +68,4 @@ void *sc_nccl_comm_stream(const sc_comm *comm);
  * the communicators are aborted by the owning thread. Any thread. */
 void sc_nccl_abort(sc_comm *comm);
 
-extern const sc_coll_ops sc_nccl_coll_ops;
-
 #endif

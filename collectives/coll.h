@@ -13,7 +13,7 @@
  *   reduce_scatter: send holds rows*width elements viewed as G equal contiguous blocks;
  *                   recv receives the element-wise sum of block r over the group
  *                   (rows*width/G elements). rows*width must be divisible by G.
- * Reductions exist for f32 (and bf16 on GPU backends); W32 words are only gathered.
+ * Reductions exist for f32 and bf16; W32 words are only gathered.
  *
  * Threads: a comm and its sessions belong to one thread (the rank's comm actor or the
  * harness thread of that rank).
@@ -73,12 +73,11 @@ typedef struct sc_comm {
   sc_rank_coords coords;
   int32_t group_size[SC_GROUP_COUNT];  /* tp = T, pcp = P, dcp = N */
   int32_t group_rank[SC_GROUP_COUNT];
-  int64_t deadline_ms;                 /* per collective; <= 0: none */
   /* Fault injection (`--inject desync:RANK:STEP`): in the session of this step, the
    * first request is asked with one row too many, as a buggy executor would; the plan
    * check must refuse it before anything is launched. 0: off. */
   uint64_t inject_desync_step;
-  sc_coll_failure last_failure; /* written by the session on failure */
+  sc_coll_failure last_failure; /* written by the session on failure (the one record) */
   sc_coll_stat stats[SC_PURPOSE_COUNT];
 } sc_comm;
 
@@ -100,9 +99,6 @@ typedef struct sc_coll_session {
   uint64_t step;
   int failed;      /* first error of the session (sticky), 0 if none */
   sc_diag diag;    /* its message */
-  int32_t failed_seq;  /* plan position of the failure, -1 if none */
-  sc_coll expected;    /* on SC_EDESYNC: the planned entry (zeros if the plan had ended) */
-  sc_coll actual;      /*               and what was requested */
   bool inject_desync;  /* see sc_comm.inject_desync_step */
 } sc_coll_session;
 

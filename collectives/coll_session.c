@@ -50,27 +50,31 @@ void sc_coll_describe(const sc_coll *c, char *buf, size_t len) {
 void sc_coll_session_begin(sc_coll_session *s, sc_comm *comm, const sc_coll *plan,
                            int32_t num, uint64_t step) {
   *s = (sc_coll_session){.comm = comm, .plan = plan, .num = num, .step = step,
-                         .failed_seq = -1,
                          .inject_desync = step != 0 && comm->inject_desync_step == step};
+}
+
+/* Keeps the failure at plan position s->next for the step_abort report; planned and
+ * asked may be NULL (zeros: the plan had ended, or nothing was requested). */
+static void record_failure(sc_coll_session *s, int code, const sc_coll *planned,
+                           const sc_coll *asked) {
+  sc_coll_failure *f = &s->comm->last_failure;
+  *f = (sc_coll_failure){.step = s->step, .code = code, .seq = s->next};
+  if (planned) f->expected = *planned;
+  if (asked) {
+    f->actual = *asked;
+    f->actual.seq = s->next;
+  }
 }
 
 static int refuse(sc_coll_session *s, const sc_coll *planned, const sc_coll *req) {
   char expected[160] = "no further collective", actual[160];
-  if (planned) {
-    sc_coll_describe(planned, expected, sizeof expected);
-    s->expected = *planned;
-  }
+  if (planned) sc_coll_describe(planned, expected, sizeof expected);
   sc_coll_describe(req, actual, sizeof actual);
-  s->actual = *req;
-  s->actual.seq = s->next;
-  s->failed_seq = s->next;
   s->failed = sc_fail(&s->diag, SC_EDESYNC,
                       "desync on rank %d, step %llu, seq %d: expected %s, requested %s",
                       s->comm->coords.global, (unsigned long long)s->step, s->next, expected,
                       actual);
-  s->comm->last_failure = (sc_coll_failure){.step = s->step, .code = s->failed,
-                                            .seq = s->next, .expected = s->expected,
-                                            .actual = s->actual};
+  record_failure(s, SC_EDESYNC, planned, req);
   return s->failed;
 }
 
@@ -85,19 +89,17 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
   if (s->next >= s->num) return refuse(s, NULL, &asked);
   const sc_coll *p = &s->plan[s->next];
   if (!sc_coll_matches(p, &asked)) return refuse(s, p, &asked);
-  char want[160];
   const size_t count = (size_t)p->rows * (size_t)p->width;
   const sc_coll_ops *ops = s->comm->ops;
   const uint64_t t0 = sc_now_ns();
   const int rc = ops->run(s->comm->self, p->op, p->group, p->dtype, send, recv, count);
   if (rc != 0) {
+    char want[160];
     sc_coll_describe(p, want, sizeof want);
-    s->failed_seq = s->next;
     s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed: %s",
                         s->comm->coords.global, (unsigned long long)s->step, s->next, want,
                         sc_strerror(rc));
-    s->comm->last_failure = (sc_coll_failure){.step = s->step, .code = rc, .seq = s->next,
-                                              .expected = *p, .actual = asked};
+    record_failure(s, rc, p, &asked);
     return rc;
   }
   /* bus bytes of the entry, for the per-purpose totals */
@@ -120,12 +122,11 @@ int sc_coll_session_end(sc_coll_session *s) {
   if (s->next != s->num) {
     char want[160];
     sc_coll_describe(&s->plan[s->next], want, sizeof want);
-    s->failed_seq = s->next;
-    s->expected = s->plan[s->next];
-    return s->failed = sc_fail(&s->diag, SC_EDESYNC,
-                               "desync on rank %d, step %llu: step ended before seq %d (%s)",
-                               s->comm->coords.global, (unsigned long long)s->step, s->next,
-                               want);
+    s->failed = sc_fail(&s->diag, SC_EDESYNC,
+                        "desync on rank %d, step %llu: step ended before seq %d (%s)",
+                        s->comm->coords.global, (unsigned long long)s->step, s->next, want);
+    record_failure(s, SC_EDESYNC, &s->plan[s->next], NULL);
+    return s->failed;
   }
   return 0;
 }

@@ -89,7 +89,6 @@ fail:
   return rc;
 }
 
-const sc_plan_config *sc_engine_plan_config(const sc_engine *e) { return &e->pc; }
 const sc_model_config *sc_engine_model(const sc_engine *e) { return &e->cfg.model; }
 sc_kernels *sc_engine_kernels(const sc_engine *e) { return e->k; }
 

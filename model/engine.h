@@ -37,9 +37,6 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
                      sc_engine **out, sc_diag *d);
 void sc_engine_destroy(sc_engine *e);
 
-/* The plan configuration with the model's dimensions filled in: what the partitioner
- * must plan with for this engine. */
-const sc_plan_config *sc_engine_plan_config(const sc_engine *e);
 const sc_model_config *sc_engine_model(const sc_engine *e);
 /* The engine's kernel context (the buffers its collectives see live there). */
 sc_kernels *sc_engine_kernels(const sc_engine *e);

@@ -99,7 +99,7 @@ typedef struct step_ctx {
   sc_coll_session sess;
   sc_diag *d;
   /* dims */
-  int32_t Tp, D, nt, Hl, dn, dr, dc, dv, qd, kvw, iw, HI, dI, idr, K, hid, F, P, N, T, I, B;
+  int32_t Tp, D, Hl, dn, dr, dc, dv, qd, kvw, iw, HI, dI, idr, K, hid, F, P, N, T, I, B;
   int32_t layer;
   bool has_prefill;
 } step_ctx;
@@ -114,19 +114,17 @@ static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t 
   return rc;
 }
 
-#define CK(expr, ...)                                  \
-  do {                                                 \
-    if ((rc = (expr)) != 0) {                          \
-      if (!fail_noted) sc_fail(s->d, rc, __VA_ARGS__); \
-      goto out;                                        \
-    }                                                  \
+#define CK(expr, ...)                   \
+  do {                                  \
+    if ((rc = (expr)) != 0) {           \
+      sc_fail(s->d, rc, __VA_ARGS__);   \
+      goto out;                         \
+    }                                   \
   } while (0)
 /* A collective already wrote its message into d. */
-#define CC(expr)          \
-  do {                    \
-    if ((rc = (expr))) {  \
-      goto out;           \
-    }                     \
+#define CC(expr)                        \
+  do {                                  \
+    if ((rc = (expr)) != 0) goto out;   \
   } while (0)
 
 /* Captures the selected (score, position) sets of local rows [b, e) for this layer. */
@@ -160,7 +158,6 @@ static int attention_layer(step_ctx *s) {
   const sc_meta *m = s->in->meta;
   const int32_t l = s->layer, Tp = s->Tp, D = s->D;
   int rc = 0;
-  bool fail_noted = false;
   float *x = f->buf[B_X], *xn = f->buf[B_XN], *ql = f->buf[B_QL], *q = f->buf[B_Q],
         *qabs = f->buf[B_QABS], *kv = f->buf[B_KV], *iq = f->buf[B_IQ], *iwt = f->buf[B_IW],
         *olat = f->buf[B_OLAT], *ov = f->buf[B_OV], *ao = f->buf[B_AO];
@@ -229,10 +226,8 @@ static int attention_layer(step_ctx *s) {
     const float *src = kv + (size_t)D * s->iw;
     if (s->P > 1) {
       float *pg = f->buf[B_PG];
-      fail_noted = true;
       CC(coll(s, SC_GROUP_PCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_PREFILL_KV, prows, s->iw,
               src, pg));
-      fail_noted = false;
       src = pg;
     }
     CK(o->kv_write(k, m->num_prefill_src, s->iw, src, s->iw, f->buf[I_PSLOT], cache),
@@ -256,10 +251,8 @@ static int attention_layer(step_ctx *s) {
       deint_off += mc->extent_total;
       CK(o->gather_rows(k, S, s->iw, cache, ssrc, (sc_krows){shard, SC_KFMT_F32, s->iw, S}),
          "layer %d: shard pack", l);
-      fail_noted = true;
       CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_CONTEXT_KV, S, s->iw,
               shard, ws));
-      fail_noted = false;
       const int32_t tb = mc->tok_begin, n = mc->tok_end - mc->tok_begin;
       if (n <= 0) continue;
       sc_krows wsr = wsr_all;
@@ -291,9 +284,7 @@ static int attention_layer(step_ctx *s) {
   const bool dcp_decode = D > 0 && s->N > 1;
   float *qg = f->buf[B_QG];
   if (dcp_decode && s->P == 1) { /* gather the queries of every DCP rank's heads */
-    fail_noted = true;
     CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_DECODE_Q, D, qaw, qabs, qg));
-    fail_noted = false;
   }
   if (cte > 0) {
     const sc_indexer_args ia = {
@@ -305,10 +296,8 @@ static int attention_layer(step_ctx *s) {
   }
   if (dcp_decode) { /* every rank selects the same global top-K from all shards' picks */
     sc_kcand *candg = f->buf[B_CANDG];
-    fail_noted = true;
     CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_W32, SC_PURPOSE_TOPK_CANDIDATES, D,
             2 * (int64_t)s->K, cand, candg));
-    fail_noted = false;
     CK(o->topk_merge(k, D, s->N, s->K, candg, topk, cand), "layer %d: top-K merge", l);
   }
   CK(capture(s, cand, 0, cte), "layer %d: top-K capture", l);
@@ -337,20 +326,16 @@ static int attention_layer(step_ctx *s) {
       CK(o->sparse_attn(k, &aa), "layer %d: decode attention (shard)", l);
     }
     const int64_t h_att = (int64_t)nq * s->Hl;
-    fail_noted = true;
     CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_DECODE_LSE, D, h_att, lse,
             lseg));
-    fail_noted = false;
     CK(o->lse_scale(k, s->N, m->coords.dcp_rank, (int64_t)nq * D * s->Hl, s->dc, lseg, od, NULL),
        "layer %d: LSE scale", l);
-    fail_noted = true;
     if (s->P > 1)
       CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_REDUCE, SC_DT_F32, SC_PURPOSE_DECODE_OUT, D,
               h_att * s->dc, od, olat));
     else
       CC(coll(s, SC_GROUP_DCP, SC_OP_REDUCE_SCATTER, SC_DT_F32, SC_PURPOSE_DECODE_OUT, D,
               h_att * s->dc, od, olat));
-    fail_noted = false;
   }
 
   /* ---- W_UV, o_proj, TP reduce, residual ---- */
@@ -363,9 +348,7 @@ static int attention_layer(step_ctx *s) {
   CK(linear(k, Tp, s->hid, vw, ov, vw, sc_w(w, l, SC_W_WO), vw, ao, s->hid, 1.0f),
      "layer %d: o_proj", l);
   if (s->T > 1) {
-    fail_noted = true;
     CC(coll(s, SC_GROUP_TP, SC_OP_ALL_REDUCE, SC_DT_F32, SC_PURPOSE_ATTN_OUT, Tp, s->hid, ao, ao));
-    fail_noted = false;
   }
   CK(o->add(k, Tp, s->hid, ao, s->hid, x, s->hid), "layer %d: residual", l);
 out:
@@ -379,7 +362,6 @@ static int mlp_layer(step_ctx *s) {
   const sc_model_weights *w = f->w;
   const int32_t l = s->layer, Tp = s->Tp, F = s->F;
   int rc = 0;
-  bool fail_noted = false;
   float *x = f->buf[B_X], *xn = f->buf[B_XN], *g = f->buf[B_G], *u = f->buf[B_U],
         *h = f->buf[B_H], *ao = f->buf[B_AO];
   CK(o->rmsnorm(k, Tp, s->hid, x, s->hid, sc_w(w, l, SC_W_FFN_NORM), f->mc.rms_eps, xn, s->hid),
@@ -389,9 +371,7 @@ static int mlp_layer(step_ctx *s) {
   CK(o->swiglu(k, Tp, F, g, F, u, F, h, F), "layer %d: swiglu", l);
   CK(linear(k, Tp, s->hid, F, h, F, sc_w(w, l, SC_W_W2), F, ao, s->hid, 1.0f), "layer %d: w2", l);
   if (s->T > 1) {
-    fail_noted = true;
     CC(coll(s, SC_GROUP_TP, SC_OP_ALL_REDUCE, SC_DT_F32, SC_PURPOSE_MLP_OUT, Tp, s->hid, ao, ao));
-    fail_noted = false;
   }
   CK(o->add(k, Tp, s->hid, ao, s->hid, x, s->hid), "layer %d: residual", l);
 out:
@@ -405,10 +385,9 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   step_ctx sx = {.f = f, .in = in, .out = out, .d = d, .layer = -1};
   step_ctx *s = &sx;
   int rc = 0;
-  bool fail_noted = false;
-  s->Tp = m->t_pad, s->D = m->num_decode, s->nt = m->num_tokens;
+  s->Tp = m->t_pad, s->D = m->num_decode;
   s->Hl = mc->heads / f->pc.tp, s->dn = mc->qk_nope_dim, s->dr = mc->rope_dim;
-  s->dc = mc->kv_lora_rank, s->dv = mc->v_head_dim, s->qd = s->dn + s->dr;
+  s->dc = mc->kv_lora_rank, s->dv = mc->v_head_dim, s->qd = sc_model_q_head_dim(mc);
   s->kvw = s->dc + s->dr, s->iw = s->kvw + mc->index_dim, s->HI = mc->index_heads;
   s->dI = mc->index_dim, s->idr = sc_model_index_rope_dim(mc), s->K = mc->topk;
   s->hid = mc->hidden, s->F = mc->ffn_hidden / f->pc.tp;
@@ -523,10 +502,8 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   float *xg = x;
   if (s->P > 1) {
     xg = f->buf[B_XG];
-    fail_noted = true;
     CC(coll(s, SC_GROUP_PCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_HIDDEN_RESTORE, s->Tp, s->hid,
             x, xg));
-    fail_noted = false;
   }
   CK(sc_coll_session_end(&s->sess), "%s", s->sess.diag.msg);
   if (out != NULL && out->logits != NULL) {

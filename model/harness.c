@@ -31,7 +31,6 @@ struct sc_harness {
   const sc_harness_batch *batch; /* the step being run */
 };
 
-int32_t sc_harness_world_size(const sc_harness *h) { return h->world; }
 
 void sc_harness_destroy(sc_harness *h) {
   if (h == NULL) return;

@@ -65,6 +65,4 @@ typedef struct sc_harness_result {
 int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result *res,
                     sc_diag *d);
 
-int32_t sc_harness_world_size(const sc_harness *h);
-
 #endif

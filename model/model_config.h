@@ -50,7 +50,8 @@ int sc_model_config_check_tp(const sc_model_config *c, int32_t tp, sc_diag *d);
  * invalid values are errors naming the key. The result is validated. */
 int sc_model_config_parse(const char *text, size_t len, sc_model_config *c, sc_diag *d);
 
-/* Applies the keys of a jansson object (json_t *) onto c, without validating. */
+/* Applies the keys of a jansson object (json_t *) onto c, checking each key's range
+ * but not the rules across fields (sc_model_config_validate does those). */
 int sc_model_config_apply_json(sc_model_config *c, const void *json_object, sc_diag *d);
 
 /* Reads and parses a JSON file (at most 1 MiB). */

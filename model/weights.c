@@ -228,9 +228,9 @@ int sc_model_weights_load(sc_kernels *k, const sc_model_config *cfg, int32_t tp,
   int rc = sc_st_open(path, &f, d);
   if (rc) return rc;
   /* Every table tensor must be found (checked while filling); with unique names, equal
-   * counts then mean nothing else is there. Name the first stranger. */
+   * counts then mean nothing else is there. Otherwise name the first stranger. */
   const int32_t count = sc_model_tensor_count(cfg);
-  for (int32_t i = 0; i < f.num; i++) {
+  for (int32_t i = 0; f.num != count && i < f.num; i++) {
     bool known = false;
     for (int32_t j = 0; j < count && !known; j++) {
       sc_tensor_info t;

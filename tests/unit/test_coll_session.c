@@ -70,6 +70,10 @@ Test(coll_session, extra_and_missing_collectives_are_desyncs) {
   cr_assert_eq(sc_coll_session_run(&s, &plan.colls[0], NULL, NULL), 0);
   cr_assert_eq(sc_coll_session_end(&s), SC_EDESYNC); /* the rest never ran */
   cr_assert_not_null(strstr(s.diag.msg, "step ended before seq 1"), "%s", s.diag.msg);
+  /* the step_abort report names the entry that never ran */
+  cr_assert_eq(comm.last_failure.code, SC_EDESYNC);
+  cr_assert_eq(comm.last_failure.seq, 1);
+  cr_assert(sc_coll_matches(&comm.last_failure.expected, &plan.colls[1]));
   sc_plan_free(&plan);
 }
 
