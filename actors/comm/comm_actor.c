@@ -1,8 +1,8 @@
 /* comm_actor.c - the comm actor of every rank: it owns the rank's collective
- * communicator (created with the rank context), verifies each step plan and acknowledges
- * its fingerprint to the scheduler without holding anything up, and aborts the
- * communicator when the scheduler aborts a step, so that no rank stays blocked in a
- * collective whose peers have given up (DESIGN.md §4).
+ * communicator (created with the rank context; NCCL ids are exchanged here), and aborts
+ * the communicator when the scheduler aborts a step, so that no rank stays blocked in a
+ * collective whose peers have given up (DESIGN.md §4). The step plan itself is verified
+ * and acknowledged by the metadata actor, which hands that same plan to the executor.
  *
  * The collectives themselves are entered by the executor's thread through the
  * plan-checked session (collectives/coll.h), which refuses any request that is not the
@@ -22,8 +22,6 @@
 
 typedef struct comm_state {
   sc_rank_ctx *ctx;
-  sc_plan plan;
-  sc_actor_id scheduler;
   /* NCCL start-up: the unique id of each of this rank's group instances */
   unsigned char ids[SC_GROUP_COUNT][128];
   bool have_id[SC_GROUP_COUNT], need_id[SC_GROUP_COUNT];
@@ -103,39 +101,12 @@ static int on_nccl_id(sc_ctx *c, const sc_envelope *env, const void *body) {
 static int init(sc_ctx *c, void *state, const void *arg) {
   comm_state *s = state;
   s->ctx = *(sc_rank_ctx *const *)arg;
-  sc_plan_init(&s->plan);
-  int rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &s->scheduler);
-  if (rc == 0 && s->ctx->nccl_pending && (rc = start_nccl(c, s))) {
+  int rc = 0;
+  if (s->ctx->nccl_pending && (rc = start_nccl(c, s))) {
     SC_ERROR(LOG, "rank %d: cannot start the NCCL id exchange: %s", s->ctx->rank, sc_strerror(rc));
     sc_rank_ctx_comm_done(s->ctx, rc);
   }
   return rc;
-}
-
-static void terminate(sc_ctx *c, void *state, int reason) {
-  (void)c, (void)reason;
-  sc_plan_free(&((comm_state *)state)->plan);
-}
-
-static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
-  comm_state *s = sc_state(c);
-  sc_diag d = {0};
-  /* to_plan re-checks the plan's consistency and recomputes the fingerprint over the
-   * entries this rank will enforce: what is acknowledged is what will be checked. */
-  const int rc = sc_msg_step_plan_to_plan(body, &s->plan, &d);
-  if (rc) {
-    SC_ERROR(LOG, "rank %d: step %llu plan rejected: %s", s->ctx->rank,
-             (unsigned long long)env->step, d.msg);
-    sc_pipeline_send_abort(c, s->scheduler, env->step, s->ctx->rank, rc, d.msg, NULL);
-    return 0;
-  }
-  sc_msg_plan_ack *ack = sc_msg_body_new(SC_MSG_PLAN_ACK);
-  if (ack == NULL) return SC_ENOMEM;
-  ack->rank = s->ctx->rank;
-  ack->fingerprint = s->plan.fingerprint;
-  if (sc_send_step(c, s->scheduler, SC_MSG_PLAN_ACK, env->step, ack))
-    sc_msg_body_destroy(SC_MSG_PLAN_ACK, ack);
-  return 0;
 }
 
 static int on_step_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
@@ -159,8 +130,6 @@ const sc_actor_spec sc_comm_spec = {
     .name = "comm",
     .state_size = sizeof(comm_state),
     .init = init,
-    .terminate = terminate,
-    .handlers = {[SC_MSG_STEP_PLAN] = on_step_plan,
-                 [SC_MSG_STEP_ABORT] = on_step_abort,
+    .handlers = {[SC_MSG_STEP_ABORT] = on_step_abort,
                  [SC_MSG_NCCL_ID] = on_nccl_id},
 };

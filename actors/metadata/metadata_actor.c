@@ -1,5 +1,6 @@
-/* metadata_actor.c - the metadata actor of every rank (DESIGN.md §3 step 4): it joins
- * each step's plan (from the partitioner) with its inputs (from the scheduler), derives
+/* metadata_actor.c - the metadata actor of every rank (DESIGN.md §3 step 4): it rebuilds
+ * each step's plan from the partitioner's message, acknowledges the plan's fingerprint to
+ * the scheduler, joins the plan with the step's inputs (from the scheduler), derives
  * the rank's local inputs (positions, KV slot mappings, DCP lengths, top-K maps: the pure
  * actors/metadata/metadata.c) and hands the finished step to the executor of its node by
  * address. It runs on a shared loop, so while the executor is busy with one step the next
@@ -90,19 +91,25 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (sl == NULL) return src;
   const sc_msg_step_plan *p = body;
   sc_diag d = {0};
-  if (sc_msg_step_plan_to_plan(p, &sl->plan, &d) != 0) {
-    /* the comm actor reports the broken plan; this half is dropped */
-    SC_ERROR(LOG, "rank %d: step %llu: %s", m->ctx->rank, (unsigned long long)env->step, d.msg);
-    return 0;
+  /* to_plan re-checks the plan's consistency (request ids included) and recomputes the
+   * fingerprint over the entries this rank's executor will enforce: the acknowledged
+   * plan is the checked one, converted once. */
+  const int rc = sc_msg_step_plan_to_plan(p, &sl->plan, &d);
+  if (rc) {
+    SC_ERROR(LOG, "rank %d: step %llu plan rejected: %s", m->ctx->rank,
+             (unsigned long long)env->step, d.msg);
+    sc_pipeline_send_abort(c, m->scheduler, env->step, m->ctx->rank, rc, d.msg, NULL);
+    return 0; /* this half is dropped; the step's inputs go with it */
   }
+  sc_msg_plan_ack *ack = sc_msg_body_new(SC_MSG_PLAN_ACK);
+  if (ack == NULL) return SC_ENOMEM;
+  ack->rank = m->ctx->rank;
+  ack->fingerprint = sl->plan.fingerprint;
+  if (sc_send_step(c, m->scheduler, SC_MSG_PLAN_ACK, env->step, ack))
+    sc_msg_body_destroy(SC_MSG_PLAN_ACK, ack);
   sl->req_ids = malloc(sizeof *sl->req_ids * (p->req_ids.n + 1));
   if (sl->req_ids == NULL) return SC_ENOMEM;
   memcpy(sl->req_ids, p->req_ids.v, sizeof *sl->req_ids * p->req_ids.n);
-  if (p->req_ids.n != (uint32_t)sl->plan.num_reqs) {
-    SC_ERROR(LOG, "rank %d: step %llu: the plan lists %u request ids for %d requests",
-             m->ctx->rank, (unsigned long long)env->step, p->req_ids.n, sl->plan.num_reqs);
-    return 0;
-  }
   m->have_plan = true;
   return maybe_hand_over(c, m);
 }

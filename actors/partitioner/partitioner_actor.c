@@ -1,5 +1,5 @@
 /* partitioner_actor.c - the partitioner (head): turns each global batch into the step
- * plan and sends the same plan to every rank's comm and executor (DESIGN.md §3 step 3).
+ * plan and sends the same plan to every rank's metadata actor (DESIGN.md §3 step 3).
  * The planning itself is the pure planner (plan.h). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@ typedef struct partitioner {
   sc_rank_ctx *ctx;
   sc_plan plan;
   sc_actor_id scheduler;
-  sc_actor_id *targets; /* comm@r and metadata@r for every rank */
+  sc_actor_id *targets; /* metadata@r for every rank */
   int32_t num_targets;
 } partitioner;
 
@@ -24,12 +24,10 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   sc_plan_init(&p->plan);
   sc_node *n = sc_ctx_node(c);
   const int32_t W = sc_node_size(n);
-  p->targets = calloc((size_t)W * 2, sizeof *p->targets);
+  p->targets = calloc((size_t)W, sizeof *p->targets);
   if (p->targets == NULL) return SC_ENOMEM;
   char name[48];
   for (int32_t r = 0; r < W; r++) {
-    snprintf(name, sizeof name, "comm@%d", r);
-    if (sc_node_resolve(n, name, &p->targets[p->num_targets++])) return SC_ENOENT;
     snprintf(name, sizeof name, "metadata@%d", r);
     if (sc_node_resolve(n, name, &p->targets[p->num_targets++])) return SC_ENOENT;
   }
