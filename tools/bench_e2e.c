@@ -43,6 +43,7 @@
 #include "model/model_config.h"
 #include "tools/bench.h"
 #include "tools/local_cluster.h"
+#include "tools/requests_file.h"
 
 #define NUM_LAYOUTS 4
 #define MAX_ROUNDS 16
@@ -291,22 +292,14 @@ static int run_phase(sc_client *cl, sc_local_cluster *lc, tapwatch *tw, e2e_req 
   return 0;
 }
 
-/* Deterministic prompt tokens of round r, request i (the same for every layout). */
-static void fill_prompt(int32_t *p, int32_t len, int32_t vocab, uint64_t seed) {
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int32_t k = 0; k < len; k++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    p[k] = 1 + (int32_t)(x % (uint64_t)(vocab - 1));
-  }
-}
-
 static int make_reqs(e2e_req *v, int32_t n, int32_t len, int32_t max_tokens, int32_t vocab,
                      uint64_t seed) {
   for (int32_t i = 0; i < n; i++) {
     v[i] = (e2e_req){.len = len, .max_tokens = max_tokens};
     v[i].prompt = malloc(sizeof(int32_t) * (size_t)len);
     if (v[i].prompt == NULL) return SC_ENOMEM;
-    fill_prompt(v[i].prompt, len, vocab, seed * 1000 + (uint64_t)i);
+    /* deterministic: the same prompts for every layout */
+    sc_requests_fill_prompt(v[i].prompt, len, vocab, seed * 1000 + (uint64_t)i);
   }
   return 0;
 }

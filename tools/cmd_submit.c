@@ -9,6 +9,7 @@
 #include "actors/runtime/sc_jsonw.h"
 #include "model/model_defaults.h"
 #include "tools/cli.h"
+#include "tools/requests_file.h"
 
 #define MAX_PROMPT_FILE (64u << 20)
 
@@ -153,11 +154,7 @@ int sc_cmd_submit(int argc, char **argv) {
     n = (int32_t)prompt_len;
     prompt = malloc(sizeof *prompt * (size_t)n);
     if (prompt == NULL) return SC_EXIT_FAILURE;
-    uint64_t x = (uint64_t)seed * 0x9e3779b97f4a7c15ull + 1;
-    for (int32_t i = 0; i < n; i++) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      prompt[i] = (int32_t)(x % (uint64_t)vocab);
-    }
+    sc_requests_fill_prompt(prompt, n, (int32_t)vocab, (uint64_t)seed);
   }
 
   sc_client *c = NULL;
@@ -165,20 +162,19 @@ int sc_cmd_submit(int argc, char **argv) {
   int exit_code = SC_EXIT_OK;
   int32_t *tokens = NULL, ntok = 0;
   char error[512] = "";
+  const char *finish = "";
+  uint64_t id = 0;
   if (sc_client_connect(&c, endpoint, &d) != 0) {
-    sc_cli_error("submit", "%s", d.msg);
-    free(prompt);
-    return SC_EXIT_FAILURE;
+    snprintf(error, sizeof error, "%s", d.msg);
+    goto done;
   }
   const sc_client_request req = {.prompt = prompt, .prompt_len = n, .max_tokens = (int32_t)max_tokens,
                                  .temperature = (float)temperature, .seed = (uint64_t)seed};
-  uint64_t id = 0;
   tokens = malloc(sizeof *tokens * (size_t)max_tokens);
   if (tokens == NULL || sc_client_submit(c, &req, &id) != 0) {
     snprintf(error, sizeof error, "cannot send the request");
     goto done;
   }
-  const char *finish = "";
   for (;;) {
     sc_client_event ev;
     const int rc = sc_client_next(c, (int)timeout_s * 1000, &ev);
@@ -204,7 +200,8 @@ int sc_cmd_submit(int argc, char **argv) {
       break;
     }
   }
-  if (json) {
+done:
+  if (json) { /* one object, also on failure (DESIGN.md §7) */
     sc_jsonw w;
     sc_jsonw_init(&w);
     sc_jsonw_obj_begin(&w);
@@ -218,7 +215,6 @@ int sc_cmd_submit(int argc, char **argv) {
     puts(sc_jsonw_str(&w));
     sc_jsonw_free(&w);
   }
-done:
   if (error[0]) {
     if (!json) sc_cli_error("submit", "%s", error);
     exit_code = SC_EXIT_FAILURE;

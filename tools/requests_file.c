@@ -12,11 +12,15 @@ static uint64_t next(uint64_t *x) {
   return *x;
 }
 
+void sc_requests_fill_prompt(int32_t *dst, int32_t len, int32_t vocab, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int32_t i = 0; i < len; i++) dst[i] = (int32_t)(next(&x) % (uint64_t)vocab);
+}
+
 static int fill_random_prompt(sc_run_request *r, int32_t len, int32_t vocab, uint64_t seed) {
   r->prompt = malloc(sizeof *r->prompt * (size_t)len);
   if (r->prompt == NULL) return SC_ENOMEM;
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (int32_t i = 0; i < len; i++) r->prompt[i] = (int32_t)(next(&x) % (uint64_t)vocab);
+  sc_requests_fill_prompt(r->prompt, len, vocab, seed);
   r->prompt_len = len;
   return 0;
 }

@@ -40,4 +40,9 @@ int sc_requests_random(int32_t k, int32_t max_prompt, int32_t max_new, int32_t v
                        uint64_t seed, sc_requests *out);
 void sc_requests_free(sc_requests *r);
 
+/* The pseudo-random prompt of a seed: len ids below vocab (xorshift64 from
+ * seed * golden ratio + 1). `prompt_len` lines, `submit --prompt-len` and bench e2e all
+ * use it, so the same seed is the same prompt everywhere. */
+void sc_requests_fill_prompt(int32_t *dst, int32_t len, int32_t vocab, uint64_t seed);
+
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The command-line contract of `sparsecp launch` + `sparsecp submit` (DESIGN.md §7):
 # launch prints a "launched" line with the client endpoint and stays up; submit --json
-# prints one object with the generated "tokens" (exit 0), or with "error" (exit 1); a
+# prints one object with the generated "tokens" (exit 0), or with "error" (exit 1, also
+# when no connection or answer came); a
 # SIGTERM stops launch with status 0 and no node left behind.
 set -u
 bin=$1
@@ -31,10 +32,23 @@ rc=$?
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["tokens"] == [] and "vocabulary" in d["error"], d' "$res" \
   || fail "rejected request printed '$res'"
 
+# failures before any answer still print the one object: an unusable endpoint, and a
+# socket nobody serves (the timeout)
+res=$("$bin" submit --connect "bogus://x" --prompt-len 3 --max-tokens 2 --json)
+rc=$?
+[ $rc -eq 1 ] || fail "submit to a bad endpoint exited $rc, expected 1"
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["tokens"] == [] and "bogus" in d["error"], d' "$res" \
+  || fail "bad endpoint printed '$res'"
+res=$("$bin" submit --connect "ipc://$out.nobody" --prompt-len 3 --max-tokens 2 --json --timeout 1)
+rc=$?
+[ $rc -eq 1 ] || fail "submit with no answer exited $rc, expected 1"
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["tokens"] == [] and "no answer" in d["error"], d' "$res" \
+  || fail "unanswered submit printed '$res'"
+
 kill -TERM "$lpid"
 wait "$lpid"
 rc=$?
 [ $rc -eq 0 ] || fail "launch exited $rc after SIGTERM"
 for p in $pids; do kill -0 "$p" 2>/dev/null && fail "node pid $p left behind"; done
-rm -f "$out" "$out.prompt"
+rm -f "$out" "$out.prompt" "$out.nobody"
 echo "submit_cli: all checks passed"
