@@ -23,8 +23,9 @@
  * Failure (docs/pipeline.md): any rank whose step fails reports step_abort to the
  * scheduler, which fails the step's requests (their clients get errors; they are not
  * re-run) and broadcasts the abort to every comm, which aborts its communicator so no
- * rank stays blocked. A desync or a timeout lets the cluster continue with the next
- * step; a node going down shuts the cluster down.
+ * rank stays blocked. On host collectives a desync or a timeout lets the cluster
+ * continue with the next step; with NCCL (aborted communicators cannot be revived) and
+ * when a node goes down, the cluster shuts down.
  *
  * Ownership: the rank context is created by the node's process before its actors start
  * and destroyed after they stopped. Threads: see each member.

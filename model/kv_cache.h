@@ -43,11 +43,6 @@ static inline sc_krows sc_kv_cache_rows(const sc_kv_cache *c, int32_t layer) {
                     .rows = sc_kv_cache_slots(c)};
 }
 
-/* Virtual blocks a request of extent len needs under DCP size n. */
-static inline int32_t sc_kv_blocks_needed(int64_t len, int32_t block_size, int32_t n) {
-  const int64_t span = (int64_t)block_size * n;
-  return (int32_t)((len + span - 1) / span);
-}
 
 /* Slot of this rank's local index j of a request with block-table row bt ([nblocks]):
  * -1 when the block is missing. */

@@ -41,7 +41,6 @@ typedef struct gateway {
   route *routes;
   int32_t num_routes, cap_routes;
   sc_buf out;
-  uint64_t rejected;
 } gateway;
 
 static route *find_internal(gateway *g, uint64_t id) {
@@ -90,7 +89,6 @@ static int to_scheduler(gateway *g, int type, void *body) {
 
 static void reject(gateway *g, const void *ident, size_t len, uint64_t client_id, int code,
                    const char *msg) {
-  g->rejected++;
   sc_msg_client_error e = {.request_id = client_id, .code = code, .message = (char *)msg};
   send_to(g, ident, len, SC_MSG_CLIENT_ERROR, &e);
 }

@@ -27,4 +27,12 @@ static inline int64_t sc_dcp_local_len(int64_t len, int32_t r, int32_t n, int32_
   return (len / span) * il + rem;
 }
 
+/* Virtual KV blocks a request of extent len needs under DCP size n: a virtual block is
+ * block_size slots on each of the n ranks. The scheduler reserves with it and the
+ * metadata checks block tables with it, so the two cannot disagree. */
+static inline int32_t sc_kv_blocks_needed(int64_t len, int32_t block_size, int32_t n) {
+  const int64_t span = (int64_t)block_size * n;
+  return (int32_t)((len + span - 1) / span);
+}
+
 #endif

@@ -32,7 +32,6 @@ void sc_letter_body_free(int type, void *body) {
     sc_msg_body_destroy(type, body);
 }
 
-/* Pushes a letter into a live slot. force: system letters ignore the capacity. */
 /* Pushes a letter into a live slot. force: system letters ignore the capacity. tap:
  * the transport to publish a copy on, once the mailbox has room (so the tap shows only
  * messages that are delivered) and before the letter is visible to the receiver (which

@@ -173,7 +173,7 @@ struct sc_node {
   sc_node_event_fn event_fn;
   void *event_ud;
   /* stats */
-  _Atomic uint64_t local_sent, remote_sent, remote_recv, mailbox_dropped, undeliverable;
+  _Atomic uint64_t mailbox_dropped, undeliverable;
   _Atomic uint64_t late_replies;
 };
 
@@ -185,8 +185,8 @@ void sc_loop_destroy(sc_loop *l);
 /* Spawn into a specific slot index (startup actors) or any (slot_index < 0). */
 int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const void *arg,
                 size_t arg_size, int slot_index, sc_actor_id *out);
-/* Delivers a letter's content to a local actor: consumes body on success. Does not tap.
- * from_remote: on failure the caller handles the body. */
+/* Delivers a letter's content to a local actor: consumes body on success; on failure
+ * the caller still owns it. Does not tap. */
 int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body);
 /* As sc_deliver_local, and publishes a tap copy when it is accepted (local sends). */
 int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body);

@@ -352,7 +352,6 @@ static void free_data(void *data, void *hint) {
   free(data);
 }
 
-/* Tries to send f; returns true when ZeroMQ took it (or it was dropped for a down peer). */
 /* Tries to send f; true when ZeroMQ took it (or it was dropped for a down peer): then
  * the caller frees only the frame struct. On EAGAIN the wrapped message stays in f. */
 static bool send_frame(sc_transport *t, frame *f) {

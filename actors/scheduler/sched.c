@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/partitioner/dcp.h"
+
 enum { SLOT_FREE = 0, SLOT_WAITING, SLOT_RUNNING };
 
 typedef struct req {
@@ -36,8 +38,7 @@ struct sc_sched {
 };
 
 int32_t sc_sched_blocks_for(const sc_sched_config *cfg, int64_t tokens) {
-  const int64_t per_block = (int64_t)cfg->block_size * cfg->dcp;
-  return (int32_t)((tokens + per_block - 1) / per_block);
+  return sc_kv_blocks_needed(tokens, cfg->block_size, cfg->dcp);
 }
 
 int sc_sched_create(sc_sched **out, const sc_sched_config *cfg, sc_diag *d) {
