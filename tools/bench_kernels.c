@@ -1,9 +1,10 @@
 /* bench_kernels.c - `sparsecp bench kernels [--device cpu] [--json]`: achieved GFLOP/s of
- * the sparse-attention kernels beside the BLAS peak measured in the same run.
+ * the sparse-attention kernels beside the BLAS peak measured in the same run
+ * (`--device cuda` goes to bench_kernels_cuda.c, which measures against the GPU's
+ * roofline instead).
  *
  * Everything goes through the kernel API (kernels/kernels.h), with inputs moved by the
- * API's copy, so the same harness measures any backend; only the CPU backend exists
- * today. FLOP counts (documented in docs/kernels.md) count multiply-adds as 2:
+ * API's copy. FLOP counts (documented in docs/kernels.md) count multiply-adds as 2:
  *   gemm            2 m n k
  *   indexer         2 H_I d_I per (token, causal key)          (the scores; the ReLU,
  *                   head sum and selection are extra work, not counted)

@@ -53,7 +53,6 @@ typedef struct run_opts {
   sc_local_cluster_opts cluster;
   int64_t timeout_s, clients;
   bool json, verify, progress;
-  int32_t vocab;
 } run_opts;
 
 static void free_results(req_result *r, int32_t n) {
