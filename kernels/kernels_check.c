@@ -44,3 +44,103 @@ int sc_kcheck_indexer(const sc_indexer_args *a, sc_krows_check_fn check_rows) {
     return SC_EINVAL;
   return 0;
 }
+
+int sc_kcheck_rows(const sc_krows *r, int64_t width) {
+  if (sc_kfmt_size(r->fmt) == 0) return SC_ENOTSUP;
+  if (width < 0 || r->rows < 0 || (r->rows > 1 && r->ld < width)) return SC_EINVAL;
+  if (r->rows > 0 && r->data == NULL) return SC_EINVAL;
+  return 0;
+}
+
+int sc_kcheck_rmsnorm(int64_t n_rows, int64_t dim, const float *x, int64_t ld_x, float eps,
+                      const float *out, int64_t ld_out) {
+  if (n_rows < 0 || dim < 1 || eps < 0) return SC_EINVAL;
+  if (n_rows == 0) return 1;
+  if (x == NULL || out == NULL || (n_rows > 1 && (ld_x < dim || ld_out < dim)))
+    return SC_EINVAL;
+  return 0;
+}
+
+int sc_kcheck_rope(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const float *x,
+                   int64_t ld_head, const int32_t *pos, float theta) {
+  if (n_tok < 0 || n_heads < 0 || rot_dim < 0 || rot_dim % 2 != 0 || !(theta > 0))
+    return SC_EINVAL;
+  if (n_tok == 0 || n_heads == 0 || rot_dim == 0) return 1;
+  if (x == NULL || pos == NULL || (n_heads > 1 && ld_head < rot_dim)) return SC_EINVAL;
+  return 0;
+}
+
+int sc_kcheck_rows_op(int64_t n_rows, int64_t width, const void *a, const void *b,
+                      const void *c) {
+  if (n_rows < 0 || width < 0) return SC_EINVAL;
+  if (n_rows == 0 || width == 0) return 1;
+  if (a == NULL || b == NULL || c == NULL) return SC_EINVAL;
+  return 0;
+}
+
+int sc_kcheck_lse_merge(int32_t n_shards, int64_t n_rows, int64_t width, const float *lse,
+                        const float *out_in, const float *out) {
+  if (n_shards < 1 || n_rows < 0 || width < 0) return SC_EINVAL;
+  if (n_rows == 0) return 1;
+  if (lse == NULL || out == NULL || (width > 0 && out_in == NULL)) return SC_EINVAL;
+  return 0;
+}
+
+int sc_kcheck_lse_scale(int32_t n_shards, int32_t shard, int64_t n_rows, int64_t width,
+                        const float *lse, const float *out) {
+  if (n_shards < 1 || shard < 0 || shard >= n_shards || n_rows < 0 || width < 0)
+    return SC_EINVAL;
+  if (n_rows == 0) return 1;
+  if (lse == NULL || (width > 0 && out == NULL)) return SC_EINVAL;
+  return 0;
+}
+
+int sc_kcheck_gather_rows(int64_t n, int64_t width, const sc_krows *src, const sc_krows *dst,
+                          sc_krows_check_fn check_rows) {
+  int rc;
+  if (n < 0) return SC_EINVAL;
+  if ((rc = check_rows(src, width)) || (rc = check_rows(dst, width))) return rc;
+  if (n == 0 || width == 0) return 1;
+  if (dst->rows < n) return SC_ERANGE;
+  return 0;
+}
+
+int sc_kcheck_kv_write(int64_t n, int64_t width, const float *src, int64_t ld_src,
+                       const int32_t *slots, const sc_krows *cache,
+                       sc_krows_check_fn check_rows) {
+  int rc;
+  if (n < 0) return SC_EINVAL;
+  if ((rc = check_rows(cache, width))) return rc;
+  if (n == 0 || width == 0) return 1;
+  if (src == NULL || slots == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
+  return 0;
+}
+
+int sc_kcheck_topk_to_workspace(int32_t n_tok, int32_t topk, const int32_t *pos,
+                                const int32_t *base, int32_t shard_rows_total, int32_t n,
+                                int32_t il, const int32_t *out) {
+  if (n_tok < 0 || topk < 0 || n < 1 || il < 1 || shard_rows_total < 0) return SC_EINVAL;
+  if (n_tok == 0 || topk == 0) return 1;
+  if (pos == NULL || base == NULL || out == NULL) return SC_EINVAL;
+  return 0;
+}
+
+int sc_kcheck_topk_to_slots(int32_t n_tok, int32_t topk, const int32_t *pos,
+                            const int32_t *req, const int32_t *bt, int32_t max_blocks,
+                            int32_t block_size, int32_t n, int32_t il, int32_t dcp_rank,
+                            const int32_t *out) {
+  if (n_tok < 0 || topk < 0 || n < 1 || il < 1 || block_size < 1 || max_blocks < 0 ||
+      dcp_rank < 0 || dcp_rank >= n || block_size % il != 0)
+    return SC_EINVAL;
+  if (n_tok == 0 || topk == 0) return 1;
+  if (pos == NULL || req == NULL || bt == NULL || out == NULL) return SC_EINVAL;
+  return 0;
+}
+
+int sc_kcheck_topk_merge(int32_t n_tok, int32_t n_shards, int32_t topk, const sc_kcand *cand,
+                         const int32_t *out_pos, const sc_kcand *out_cand) {
+  if (n_tok < 0 || n_shards < 1 || topk < 0) return SC_EINVAL;
+  if (n_tok == 0 || topk == 0) return 1;
+  if (cand == NULL || (out_pos == NULL && out_cand == NULL)) return SC_EINVAL;
+  return 0;
+}

@@ -14,9 +14,45 @@ extern "C" {
 
 typedef int (*sc_krows_check_fn)(const sc_krows *rows, int64_t width);
 
+/* Returns from the calling op: with the error, or 0 when there is nothing to do. */
+#define SC_KCHECK(expr)                    \
+  do {                                     \
+    const int sc_kcheck_rc_ = (expr);      \
+    if (sc_kcheck_rc_)                     \
+      return sc_kcheck_rc_ < 0 ? sc_kcheck_rc_ : 0; \
+  } while (0)
+
+/* A row set of a plain format (f32, bf16); backends with more formats wrap it. */
+int sc_kcheck_rows(const sc_krows *r, int64_t width);
+
 int sc_kcheck_gemm(const sc_gemm *g);
 int sc_kcheck_attn(const sc_attn_args *a, sc_krows_check_fn check_rows);
 int sc_kcheck_indexer(const sc_indexer_args *a, sc_krows_check_fn check_rows);
+int sc_kcheck_rmsnorm(int64_t n_rows, int64_t dim, const float *x, int64_t ld_x, float eps,
+                      const float *out, int64_t ld_out);
+int sc_kcheck_rope(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const float *x,
+                   int64_t ld_head, const int32_t *pos, float theta);
+/* swiglu and add: n_rows x width over three buffers (add passes y twice). */
+int sc_kcheck_rows_op(int64_t n_rows, int64_t width, const void *a, const void *b,
+                      const void *c);
+int sc_kcheck_lse_merge(int32_t n_shards, int64_t n_rows, int64_t width, const float *lse,
+                        const float *out_in, const float *out);
+int sc_kcheck_lse_scale(int32_t n_shards, int32_t shard, int64_t n_rows, int64_t width,
+                        const float *lse, const float *out);
+int sc_kcheck_gather_rows(int64_t n, int64_t width, const sc_krows *src, const sc_krows *dst,
+                          sc_krows_check_fn check_rows);
+int sc_kcheck_kv_write(int64_t n, int64_t width, const float *src, int64_t ld_src,
+                       const int32_t *slots, const sc_krows *cache,
+                       sc_krows_check_fn check_rows);
+int sc_kcheck_topk_to_workspace(int32_t n_tok, int32_t topk, const int32_t *pos,
+                                const int32_t *base, int32_t shard_rows_total, int32_t n,
+                                int32_t il, const int32_t *out);
+int sc_kcheck_topk_to_slots(int32_t n_tok, int32_t topk, const int32_t *pos,
+                            const int32_t *req, const int32_t *bt, int32_t max_blocks,
+                            int32_t block_size, int32_t n, int32_t il, int32_t dcp_rank,
+                            const int32_t *out);
+int sc_kcheck_topk_merge(int32_t n_tok, int32_t n_shards, int32_t topk, const sc_kcand *cand,
+                         const int32_t *out_pos, const sc_kcand *out_cand);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /* lse_math.h - the LSE merge rule of SPEC.md §7, written once for every backend: the CPU
- * backend compiles it as C, the CUDA backend as device code (SC_KERNEL_FN). A merge
+ * backend compiles it as C, the CUDA backend as device code (SC_HOSTDEV). A merge
  * over shards r of a row i reads lse[r * n_rows + i]:
  *   NaN and +inf count as -inf; m = max over shards (0 if all are -inf);
  *   L = m + ln Σ exp(lse_r - m) (-inf when every shard is -inf);
@@ -11,15 +11,12 @@
 #include <math.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define SC_KERNEL_FN __host__ __device__ static inline
-#else
-#define SC_KERNEL_FN static inline
-#endif
+#include "actors/runtime/sc_hostdev.h"
 
-SC_KERNEL_FN float sc_lse_clean(float l) { return l < INFINITY ? l : -INFINITY; }
 
-SC_KERNEL_FN double sc_lse_merged(const float *lse, int32_t n_shards, int64_t n_rows,
+SC_HOSTDEV float sc_lse_clean(float l) { return l < INFINITY ? l : -INFINITY; }
+
+SC_HOSTDEV double sc_lse_merged(const float *lse, int32_t n_shards, int64_t n_rows,
                                   int64_t i) {
   float m = -INFINITY;
   for (int32_t r = 0; r < n_shards; r++) {
@@ -35,7 +32,7 @@ SC_KERNEL_FN double sc_lse_merged(const float *lse, int32_t n_shards, int64_t n_
   return sum > 0 ? (double)m + log(sum) : -INFINITY;
 }
 
-SC_KERNEL_FN float sc_lse_weight(float lse_r, double big_l) {
+SC_HOSTDEV float sc_lse_weight(float lse_r, double big_l) {
   const float l = sc_lse_clean(lse_r);
   return l == -INFINITY ? 0.0f : (float)exp((double)l - big_l);
 }

@@ -2,18 +2,20 @@
  *
  * Position p of a request lives on DCP rank owner(p) = (p / I) % N at local index
  * j(p) = (p / (N*I)) * I + p % I. All arguments are non-negative; n, il >= 1.
- * Any thread.
+ * Any thread; also device code (SC_HOSTDEV: the CUDA top-K maps use them).
  */
 #ifndef SC_DCP_H
 #define SC_DCP_H
 
 #include <stdint.h>
 
-static inline int32_t sc_dcp_owner(int64_t p, int32_t n, int32_t il) {
+#include "actors/runtime/sc_hostdev.h"
+
+SC_HOSTDEV int32_t sc_dcp_owner(int64_t p, int32_t n, int32_t il) {
   return (int32_t)((p / il) % n);
 }
 
-static inline int64_t sc_dcp_local_index(int64_t p, int32_t n, int32_t il) {
+SC_HOSTDEV int64_t sc_dcp_local_index(int64_t p, int32_t n, int32_t il) {
   return (p / ((int64_t)n * il)) * il + p % il;
 }
 

@@ -81,7 +81,7 @@ static int attn_tokens(void *p, int64_t b, int64_t e, int worker) {
 }
 
 int sc_kcpu_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
-  const int rc = sc_kcheck_attn(a, sc_kcpu_check_rows);
+  const int rc = sc_kcheck_attn(a, sc_kcheck_rows);
   if (rc) return rc < 0 ? rc : 0;
   attn_job j = {a, sc_kcpu_of(k)};
   return sc_kcpu_parallel(j.c, a->n_tok, 1, attn_tokens, &j);
@@ -94,9 +94,7 @@ int sc_kcpu_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
 int sc_kcpu_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_rows, int64_t width,
                       const float *lse, const float *out_in, float *out, float *lse_out) {
   (void)k;
-  if (n_shards < 1 || n_rows < 0 || width < 0) return SC_EINVAL;
-  if (n_rows == 0) return 0;
-  if (lse == NULL || out == NULL || (width > 0 && out_in == NULL)) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_lse_merge(n_shards, n_rows, width, lse, out_in, out));
   for (int64_t i = 0; i < n_rows; i++) {
     const double big_l = sc_lse_merged(lse, n_shards, n_rows, i);
     float *o = out + i * width;
@@ -115,10 +113,7 @@ int sc_kcpu_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_rows, int64_t w
 int sc_kcpu_lse_scale(sc_kernels *k, int32_t n_shards, int32_t shard, int64_t n_rows,
                       int64_t width, const float *lse, float *out, float *lse_out) {
   (void)k;
-  if (n_shards < 1 || shard < 0 || shard >= n_shards || n_rows < 0 || width < 0)
-    return SC_EINVAL;
-  if (n_rows == 0) return 0;
-  if (lse == NULL || (width > 0 && out == NULL)) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_lse_scale(n_shards, shard, n_rows, width, lse, out));
   for (int64_t i = 0; i < n_rows; i++) {
     const double big_l = sc_lse_merged(lse, n_shards, n_rows, i);
     const float f = sc_lse_weight(lse[shard * n_rows + i], big_l);

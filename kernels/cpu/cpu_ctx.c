@@ -133,12 +133,6 @@ void sc_kcpu_row_to_f32(const void *src, sc_kfmt fmt, int64_t width, float *dst)
   }
 }
 
-int sc_kcpu_check_rows(const sc_krows *r, int64_t width) {
-  if (sc_kfmt_size(r->fmt) == 0) return SC_ENOTSUP;
-  if (width < 0 || r->rows < 0 || (r->rows > 1 && r->ld < width)) return SC_EINVAL;
-  if (r->rows > 0 && r->data == NULL) return SC_EINVAL;
-  return 0;
-}
 
 /* ---- memory ---- */
 

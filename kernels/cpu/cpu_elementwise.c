@@ -29,10 +29,7 @@ static int rms_rows(void *p, int64_t b, int64_t e, int worker) {
 
 int sc_kcpu_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
                     int64_t ld_x, const float *w, float eps, float *out, int64_t ld_out) {
-  if (n_rows < 0 || dim < 1 || eps < 0) return SC_EINVAL;
-  if (n_rows == 0) return 0;
-  if (x == NULL || out == NULL || (n_rows > 1 && (ld_x < dim || ld_out < dim)))
-    return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_rmsnorm(n_rows, dim, x, ld_x, eps, out, ld_out));
   rms_job j = {dim, x, w, ld_x, ld_out, eps, out};
   return sc_kcpu_parallel(sc_kcpu_of(k), n_rows, 64, rms_rows, &j);
 }
@@ -67,10 +64,7 @@ static int rope_rows(void *p, int64_t b, int64_t e, int worker) {
 
 int sc_kcpu_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
                  int64_t ld_tok, int64_t ld_head, const int32_t *pos, float theta) {
-  if (n_tok < 0 || n_heads < 0 || rot_dim < 0 || rot_dim % 2 != 0 || !(theta > 0))
-    return SC_EINVAL;
-  if (n_tok == 0 || n_heads == 0 || rot_dim == 0) return 0;
-  if (x == NULL || pos == NULL || (n_heads > 1 && ld_head < rot_dim)) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_rope(n_tok, n_heads, rot_dim, x, ld_head, pos, theta));
   rope_job j = {n_heads, rot_dim, x, ld_tok, ld_head, pos, theta};
   return sc_kcpu_parallel(sc_kcpu_of(k), n_tok, 16, rope_rows, &j);
 }
@@ -96,9 +90,7 @@ static int swiglu_rows(void *p, int64_t b, int64_t e, int worker) {
 int sc_kcpu_swiglu(sc_kernels *k, int64_t n_rows, int64_t inter, const float *gate,
                    int64_t ld_gate, const float *up, int64_t ld_up, float *out,
                    int64_t ld_out) {
-  if (n_rows < 0 || inter < 0) return SC_EINVAL;
-  if (n_rows == 0 || inter == 0) return 0;
-  if (gate == NULL || up == NULL || out == NULL) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_rows_op(n_rows, inter, gate, up, out));
   swiglu_job j = {inter, gate, up, ld_gate, ld_up, ld_out, out};
   return sc_kcpu_parallel(sc_kcpu_of(k), n_rows, 16, swiglu_rows, &j);
 }
@@ -123,9 +115,7 @@ static int add_rows(void *p, int64_t b, int64_t e, int worker) {
 
 int sc_kcpu_add(sc_kernels *k, int64_t n_rows, int64_t width, const float *x,
                 int64_t ld_x, float *y, int64_t ld_y) {
-  if (n_rows < 0 || width < 0) return SC_EINVAL;
-  if (n_rows == 0 || width == 0) return 0;
-  if (x == NULL || y == NULL) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_rows_op(n_rows, width, x, y, y));
   add_job j = {width, x, ld_x, ld_y, y};
   return sc_kcpu_parallel(sc_kcpu_of(k), n_rows, 64, add_rows, &j);
 }

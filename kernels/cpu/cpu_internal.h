@@ -53,8 +53,7 @@ static inline const void *sc_kcpu_row(const sc_krows *r, int64_t row) {
 /* Converts `width` elements of a row to f32 (dst must not alias src). */
 void sc_kcpu_row_to_f32(const void *src, sc_kfmt fmt, int64_t width, float *dst);
 
-/* Checks a row set: known format, ld >= width, rows >= 0, data non-NULL if rows > 0. */
-int sc_kcpu_check_rows(const sc_krows *r, int64_t width);
+/* Row sets are checked with sc_kcheck_rows (kernels_check.h): the CPU has no extra format. */
 
 /* The total order of top-K selection: a ranks before b when its score is higher, or
  * equal with a lower position. NaN scores are stored as -inf before they get here. */

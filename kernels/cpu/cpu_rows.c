@@ -45,12 +45,7 @@ static int gather_part(void *p, int64_t b, int64_t e, int worker) {
 
 int sc_kcpu_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
                         const int32_t *idx, sc_krows dst) {
-  int rc;
-  if (n < 0) return SC_EINVAL;
-  if ((rc = sc_kcpu_check_rows(&src, width)) || (rc = sc_kcpu_check_rows(&dst, width)))
-    return rc;
-  if (n == 0 || width == 0) return 0;
-  if (dst.rows < n) return SC_ERANGE;
+  SC_KCHECK(sc_kcheck_gather_rows(n, width, &src, &dst, sc_kcheck_rows));
   gather_job j = {width, src, dst, idx};
   return sc_kcpu_parallel(sc_kcpu_of(k), n, 256, gather_part, &j);
 }
@@ -80,11 +75,7 @@ static int kvw_part(void *p, int64_t b, int64_t e, int worker) {
 
 int sc_kcpu_kv_write(sc_kernels *k, int64_t n, int64_t width, const float *src,
                      int64_t ld_src, const int32_t *slots, sc_krows cache) {
-  int rc;
-  if (n < 0) return SC_EINVAL;
-  if ((rc = sc_kcpu_check_rows(&cache, width))) return rc;
-  if (n == 0 || width == 0) return 0;
-  if (src == NULL || slots == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_kv_write(n, width, src, ld_src, slots, &cache, sc_kcheck_rows));
   kvw_job j = {width, src, ld_src, slots, cache};
   /* rows run in parallel: the API requires distinct slots (one owner copy per token) */
   return sc_kcpu_parallel(sc_kcpu_of(k), n, 256, kvw_part, &j);
@@ -95,9 +86,7 @@ int sc_kcpu_topk_to_workspace(sc_kernels *k, int32_t n_tok, int32_t topk,
                               int32_t shard_rows_total, int32_t n, int32_t il,
                               int32_t *out) {
   (void)k;
-  if (n_tok < 0 || topk < 0 || n < 1 || il < 1 || shard_rows_total < 0) return SC_EINVAL;
-  if (n_tok == 0 || topk == 0) return 0;
-  if (pos == NULL || base == NULL || out == NULL) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_topk_to_workspace(n_tok, topk, pos, base, shard_rows_total, n, il, out));
   for (int64_t t = 0; t < n_tok; t++)
     for (int64_t i = 0; i < topk; i++) {
       const int32_t p = pos[t * topk + i];
@@ -118,11 +107,8 @@ int sc_kcpu_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk, const int3
                           int32_t block_size, int32_t n, int32_t il, int32_t dcp_rank,
                           int32_t *out) {
   (void)k;
-  if (n_tok < 0 || topk < 0 || n < 1 || il < 1 || block_size < 1 || max_blocks < 0 ||
-      dcp_rank < 0 || dcp_rank >= n || block_size % il != 0)
-    return SC_EINVAL;
-  if (n_tok == 0 || topk == 0) return 0;
-  if (pos == NULL || req == NULL || bt == NULL || out == NULL) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_topk_to_slots(n_tok, topk, pos, req, bt, max_blocks, block_size, n, il,
+                                    dcp_rank, out));
   const int64_t vblock = (int64_t)block_size * n;
   for (int64_t t = 0; t < n_tok; t++) {
     const int32_t *row = bt + (int64_t)req[t] * max_blocks;

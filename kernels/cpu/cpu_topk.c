@@ -211,7 +211,7 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
 }
 
 int sc_kcpu_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
-  const int rc = sc_kcheck_indexer(a, sc_kcpu_check_rows);
+  const int rc = sc_kcheck_indexer(a, sc_kcheck_rows);
   if (rc) return rc < 0 ? rc : 0;
   idx_job j = {a, sc_kcpu_of(k)};
   return sc_kcpu_parallel(j.c, a->n_tok, 1, idx_tokens, &j);
@@ -296,9 +296,7 @@ static int merge_tokens(void *p, int64_t b, int64_t e, int worker) {
 
 int sc_kcpu_topk_merge(sc_kernels *k, int32_t n_tok, int32_t n_shards, int32_t topk,
                        const sc_kcand *cand, int32_t *out_pos, sc_kcand *out_cand) {
-  if (n_tok < 0 || n_shards < 1 || topk < 0) return SC_EINVAL;
-  if (n_tok == 0 || topk == 0) return 0;
-  if (cand == NULL || (out_pos == NULL && out_cand == NULL)) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_topk_merge(n_tok, n_shards, topk, cand, out_pos, out_cand));
   merge_job j = {n_tok, n_shards, topk, cand, out_pos, out_cand, sc_kcpu_of(k)};
   return sc_kcpu_parallel(j.c, n_tok, 4, merge_tokens, &j);
 }

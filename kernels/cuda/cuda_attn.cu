@@ -222,8 +222,8 @@ __global__ void __launch_bounds__(MMA_THREADS, 1)
     if (h0 + row < a.n_heads)
       v = *(const float4 *)(a.q + t * a.ld_q + (int64_t)(h0 + row) * MMA_D + c4 * 4);
     uint2 pk;
-    pk.x = (uint32_t)sc_dev_to_bf16(v.x) | ((uint32_t)sc_dev_to_bf16(v.y) << 16);
-    pk.y = (uint32_t)sc_dev_to_bf16(v.z) | ((uint32_t)sc_dev_to_bf16(v.w) << 16);
+    pk.x = (uint32_t)sc_f32_to_bf16(v.x) | ((uint32_t)sc_f32_to_bf16(v.y) << 16);
+    pk.y = (uint32_t)sc_f32_to_bf16(v.z) | ((uint32_t)sc_f32_to_bf16(v.w) << 16);
     *(uint2 *)(sm.q + row * MMA_LDS + c4 * 4) = pk;
   }
   if (threadIdx.x < MMA_BM) {
@@ -411,23 +411,12 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
     const int64_t blocks = (int64_t)a->n_tok * groups;
     if (blocks > INT32_MAX) return SC_ERANGE;
     const size_t smem = sizeof(mma_smem);
-    if (fp8) {
-      if ((rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_mma<true>,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  (int)smem),
-                             "attn smem")))
-        return rc;
-      k_attn_mma<true><<<(unsigned)blocks, MMA_THREADS, smem, c->stream>>>(*a, kv_step,
-                                                                          c->err_flag);
-    } else {
-      if ((rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_mma<false>,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  (int)smem),
-                             "attn smem")))
-        return rc;
-      k_attn_mma<false><<<(unsigned)blocks, MMA_THREADS, smem, c->stream>>>(*a, kv_step,
-                                                                           c->err_flag);
-    }
+    void (*const kern)(sc_attn_args, int64_t, int *) = fp8 ? k_attn_mma<true> : k_attn_mma<false>;
+    if ((rc = sc_kcuda_err(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)smem),
+                           "attn smem")))
+      return rc;
+    kern<<<(unsigned)blocks, MMA_THREADS, smem, c->stream>>>(*a, kv_step, c->err_flag);
     return SC_CUDA_CHECK_LAUNCH("sparse_attn (tensor cores)");
   }
   if (a->dc > WARP_DC_MAX || width > WARP_Q_MAX) return SC_ENOTSUP;

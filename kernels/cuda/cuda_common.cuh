@@ -8,6 +8,7 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include "kernels/bf16.h"
 #include "kernels/cuda/cuda_internal.h"
 
 #define SC_CUDA_CHECK_LAUNCH(what) sc_kcuda_launched(what)
@@ -15,16 +16,6 @@
 /* Records the first error code a kernel raises; the host sees it at the next sync. */
 __device__ inline void sc_dev_raise(int *flag, int code) { atomicCAS(flag, 0, code); }
 
-__device__ inline float sc_dev_bf16(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-/* f32 -> bf16, round to nearest even (NaN stays NaN), bit-identical to kernels/bf16.h. */
-__device__ inline uint16_t sc_dev_to_bf16(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)
-    return (uint16_t)((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
 
 /* ---- fp8_ds_mla (SPEC.md §7): [512 x e4m3][4 x f32 scale][64 x bf16] = 656 bytes ---- */
 #define SC_FP8_NOPE 512
@@ -45,13 +36,13 @@ __device__ inline float sc_dev_fp8_elem(const uint8_t *row, int64_t i) {
     const float s = *(const float *)(row + SC_FP8_SCALE_OFF + 4 * (i / SC_FP8_TILE));
     return sc_dev_e4m3(row[i]) * s;
   }
-  return sc_dev_bf16(((const uint16_t *)(row + SC_FP8_ROPE_OFF))[i - SC_FP8_NOPE]);
+  return sc_bf16_to_f32(((const uint16_t *)(row + SC_FP8_ROPE_OFF))[i - SC_FP8_NOPE]);
 }
 
 /* Element i of row `r` of a row set, as f32. */
 __device__ inline float sc_dev_load(const void *row, int fmt, int64_t i) {
   if (fmt == SC_KFMT_F32) return ((const float *)row)[i];
-  if (fmt == SC_KFMT_BF16) return sc_dev_bf16(((const uint16_t *)row)[i]);
+  if (fmt == SC_KFMT_BF16) return sc_bf16_to_f32(((const uint16_t *)row)[i]);
   return sc_dev_fp8_elem((const uint8_t *)row, i);
 }
 

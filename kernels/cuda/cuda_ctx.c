@@ -62,12 +62,10 @@ int sc_kcuda_check_rows(const sc_krows *r, int64_t width) {
     if (r->rows < 0 || (r->rows > 0 && width != 576) ||
         (r->rows > 1 && r->ld < SC_KFP8_DS_MLA_ROW_BYTES))
       return width != 576 && r->rows > 0 ? SC_ENOTSUP : SC_EINVAL;
-  } else {
-    if (sc_kfmt_size(r->fmt) == 0) return SC_ENOTSUP;
-    if (width < 0 || r->rows < 0 || (r->rows > 1 && r->ld < width)) return SC_EINVAL;
+    if (r->rows > 0 && r->data == NULL) return SC_EINVAL;
+    return 0;
   }
-  if (r->rows > 0 && r->data == NULL) return SC_EINVAL;
-  return 0;
+  return sc_kcheck_rows(r, width);
 }
 
 /* The kernels' error flag: read and clear it (after the stream is idle). */
@@ -163,10 +161,6 @@ static int cu_gemm(sc_kernels *k, const sc_gemm *g) {
   const int chk = sc_kcheck_gemm(g);
   if (chk) return chk < 0 ? chk : 0;
   cublasHandle_t h = c->blas;
-  int rc = blas_err(cublasSetMathMode(h, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                 : CUBLAS_PEDANTIC_MATH),
-                    "math mode");
-  if (rc) return rc;
   const cublasOperation_t ob = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t oa = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (g->batch > 1)
@@ -247,7 +241,9 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   cublasHandle_t h = NULL;
   if ((rc = blas_err(cublasCreate(&h), "cublas create"))) goto fail;
   c->blas = h;
-  if ((rc = blas_err(cublasSetStream(h, c->stream), "cublas stream"))) goto fail;
+  if ((rc = blas_err(cublasSetStream(h, c->stream), "cublas stream")) ||
+      (rc = blas_err(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "math mode")))
+    goto fail;
   for (int i = 0; i < 2; i++) {
     if ((rc = sc_kcuda_err(cudaMallocHost(&c->stage[i], SC_KCUDA_STAGE_BYTES), "pinned")) ||
         (rc = sc_kcuda_err(cudaEventCreateWithFlags(&c->stage_ev[i], cudaEventDisableTiming),
@@ -268,4 +264,8 @@ fail:
 
 void *sc_kernels_cuda_stream(sc_kernels *k) { return sc_kcuda_of(k)->stream; }
 
-void sc_kernels_cuda_set_tf32(sc_kernels *k, bool on) { sc_kcuda_of(k)->tf32 = on; }
+int sc_kernels_cuda_set_tf32(sc_kernels *k, bool on) {
+  return blas_err(cublasSetMathMode((cublasHandle_t)sc_kcuda_of(k)->blas,
+                                    on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH),
+                  "math mode");
+}

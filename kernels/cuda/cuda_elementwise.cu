@@ -35,10 +35,7 @@ __global__ void k_rmsnorm(int64_t dim, const float *x, int64_t ld_x, const float
 extern "C" int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
                                 int64_t ld_x, const float *w, float eps, float *out,
                                 int64_t ld_out) {
-  if (n_rows < 0 || dim < 1 || eps < 0) return SC_EINVAL;
-  if (n_rows == 0) return 0;
-  if (x == NULL || out == NULL || (n_rows > 1 && (ld_x < dim || ld_out < dim)))
-    return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_rmsnorm(n_rows, dim, x, ld_x, eps, out, ld_out));
   if (n_rows > INT32_MAX) return SC_ERANGE;
   k_rmsnorm<<<(unsigned)n_rows, 256, 0, sc_kcuda_of(k)->stream>>>(dim, x, ld_x, w, eps, out,
                                                                     ld_out);
@@ -67,10 +64,7 @@ __global__ void k_rope(int64_t n_tok, int32_t n_heads, int32_t half, float *x, i
 extern "C" int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
                              float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
                              float theta) {
-  if (n_tok < 0 || n_heads < 0 || rot_dim < 0 || rot_dim % 2 != 0 || !(theta > 0))
-    return SC_EINVAL;
-  if (n_tok == 0 || n_heads == 0 || rot_dim == 0) return 0;
-  if (x == NULL || pos == NULL || (n_heads > 1 && ld_head < rot_dim)) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_rope(n_tok, n_heads, rot_dim, x, ld_head, pos, theta));
   const int64_t n = n_tok * (rot_dim / 2);
   k_rope<<<(unsigned)sc_cdiv(n, 256), 256, 0, sc_kcuda_of(k)->stream>>>(
       n_tok, n_heads, rot_dim / 2, x, ld_tok, ld_head, pos, (double)theta, rot_dim);
@@ -104,9 +98,7 @@ static dim3 grid2d(int64_t rows, int64_t width) {
 extern "C" int sc_kcuda_swiglu(sc_kernels *k, int64_t n_rows, int64_t inter,
                                const float *gate, int64_t ld_gate, const float *up,
                                int64_t ld_up, float *out, int64_t ld_out) {
-  if (n_rows < 0 || inter < 0) return SC_EINVAL;
-  if (n_rows == 0 || inter == 0) return 0;
-  if (gate == NULL || up == NULL || out == NULL) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_rows_op(n_rows, inter, gate, up, out));
   k_swiglu<<<grid2d(n_rows, inter), 256, 0, sc_kcuda_of(k)->stream>>>(
       n_rows, inter, gate, ld_gate, up, ld_up, out, ld_out);
   return SC_CUDA_CHECK_LAUNCH("swiglu");
@@ -114,9 +106,7 @@ extern "C" int sc_kcuda_swiglu(sc_kernels *k, int64_t n_rows, int64_t inter,
 
 extern "C" int sc_kcuda_add(sc_kernels *k, int64_t n_rows, int64_t width, const float *x,
                             int64_t ld_x, float *y, int64_t ld_y) {
-  if (n_rows < 0 || width < 0) return SC_EINVAL;
-  if (n_rows == 0 || width == 0) return 0;
-  if (x == NULL || y == NULL) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_rows_op(n_rows, width, x, y, y));
   k_add<<<grid2d(n_rows, width), 256, 0, sc_kcuda_of(k)->stream>>>(n_rows, width, x, ld_x,
                                                                      y, ld_y);
   return SC_CUDA_CHECK_LAUNCH("add");
@@ -156,9 +146,7 @@ __global__ void k_lse_scale(int32_t n_shards, int32_t shard, int64_t n_rows, int
 extern "C" int sc_kcuda_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_rows,
                                   int64_t width, const float *lse, const float *out_in,
                                   float *out, float *lse_out) {
-  if (n_shards < 1 || n_rows < 0 || width < 0) return SC_EINVAL;
-  if (n_rows == 0) return 0;
-  if (lse == NULL || out == NULL || (width > 0 && out_in == NULL)) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_lse_merge(n_shards, n_rows, width, lse, out_in, out));
   if (n_rows > INT32_MAX) return SC_ERANGE;
   k_lse_merge<<<(unsigned)n_rows, 128, 0, sc_kcuda_of(k)->stream>>>(n_shards, n_rows, width,
                                                                       lse, out_in, out, lse_out);
@@ -168,10 +156,7 @@ extern "C" int sc_kcuda_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_row
 extern "C" int sc_kcuda_lse_scale(sc_kernels *k, int32_t n_shards, int32_t shard,
                                   int64_t n_rows, int64_t width, const float *lse, float *out,
                                   float *lse_out) {
-  if (n_shards < 1 || shard < 0 || shard >= n_shards || n_rows < 0 || width < 0)
-    return SC_EINVAL;
-  if (n_rows == 0) return 0;
-  if (lse == NULL || (width > 0 && out == NULL)) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_lse_scale(n_shards, shard, n_rows, width, lse, out));
   if (n_rows > INT32_MAX) return SC_ERANGE;
   k_lse_scale<<<(unsigned)n_rows, 128, 0, sc_kcuda_of(k)->stream>>>(n_shards, shard, n_rows,
                                                                       width, lse, out, lse_out);

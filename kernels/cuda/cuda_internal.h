@@ -31,8 +31,7 @@ typedef struct sc_kcuda {
   int num_sms;
   cudaStream_t stream;
   int own_stream;
-  void *blas;            /* cublasHandle_t */
-  int tf32;
+  void *blas;            /* cublasHandle_t; math mode set at create and by set_tf32 */
   int *err_flag;         /* device int: first SC_E* code raised by a kernel, else 0 */
   void *scratch;         /* device scratch, stream ordered */
   size_t scratch_cap;

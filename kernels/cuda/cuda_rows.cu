@@ -4,15 +4,9 @@
  * local KV slots. One warp per row; a row whose bytes, base and strides are 16-byte
  * aligned and needs no conversion moves as 16-byte vectors (the deinterleave case, which
  * is a pure bandwidth problem). Bad indices raise SC_ERANGE through the error flag. */
+#include "actors/partitioner/dcp.h"
 #include "kernels/cuda/cuda_common.cuh"
 
-/* SPEC.md §4 ownership, as actors/partitioner/dcp.h (host-only there). */
-__device__ inline int32_t sc_dcp_owner_d(int64_t p, int32_t n, int32_t il) {
-  return (int32_t)((p / il) % n);
-}
-__device__ inline int64_t sc_dcp_local_index_d(int64_t p, int32_t n, int32_t il) {
-  return (p / ((int64_t)n * il)) * il + p % il;
-}
 
 #define ROWS_PER_BLOCK 8
 
@@ -64,7 +58,7 @@ __global__ void k_gather_conv(int64_t n, int64_t width, const char *src, int sfm
   for (int64_t x = lane; x < width; x += 32) {
     const float v = s ? sc_dev_load(s, sfmt, x) : 0.0f;
     if (dfmt == SC_KFMT_F32) ((float *)d)[x] = v;
-    else ((uint16_t *)d)[x] = sc_dev_to_bf16(v);
+    else ((uint16_t *)d)[x] = sc_f32_to_bf16(v);
   }
 }
 
@@ -73,12 +67,7 @@ static bool aligned(const void *p, int64_t a) { return ((uintptr_t)p % (uintptr_
 extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
                                     const int32_t *idx, sc_krows dst) {
   sc_kcuda *c = sc_kcuda_of(k);
-  int rc;
-  if (n < 0) return SC_EINVAL;
-  if ((rc = sc_kcuda_check_rows(&src, width)) || (rc = sc_kcuda_check_rows(&dst, width)))
-    return rc;
-  if (n == 0 || width == 0) return 0;
-  if (dst.rows < n) return SC_ERANGE;
+  SC_KCHECK(sc_kcheck_gather_rows(n, width, &src, &dst, sc_kcuda_check_rows));
   const int64_t ss = sc_kcuda_row_step(&src), ds = sc_kcuda_row_step(&dst);
   const unsigned grid = (unsigned)sc_cdiv(n, ROWS_PER_BLOCK);
   if (src.fmt == dst.fmt) {
@@ -137,15 +126,15 @@ __global__ void k_kv_write(int64_t n, int64_t width, const float *src, int64_t l
         ((float4 *)d)[e] = v;
       } else {
         uint2 w;
-        w.x = (uint32_t)sc_dev_to_bf16(v.x) | ((uint32_t)sc_dev_to_bf16(v.y) << 16);
-        w.y = (uint32_t)sc_dev_to_bf16(v.z) | ((uint32_t)sc_dev_to_bf16(v.w) << 16);
+        w.x = (uint32_t)sc_f32_to_bf16(v.x) | ((uint32_t)sc_f32_to_bf16(v.y) << 16);
+        w.y = (uint32_t)sc_f32_to_bf16(v.z) | ((uint32_t)sc_f32_to_bf16(v.w) << 16);
         ((uint2 *)d)[e] = w;
       }
     }
   } else if (fmt == SC_KFMT_F32) {
     for (int64_t e = lane; e < width; e += 32) ((float *)d)[e] = x[e];
   } else if (fmt == SC_KFMT_BF16) {
-    for (int64_t e = lane; e < width; e += 32) ((uint16_t *)d)[e] = sc_dev_to_bf16(x[e]);
+    for (int64_t e = lane; e < width; e += 32) ((uint16_t *)d)[e] = sc_f32_to_bf16(x[e]);
   } else {
     /* fp8_ds_mla: per 128-value tile, scale = amax / 448 (1 for an all-zero tile), each
      * value x / scale rounded to nearest-even e4m3 with saturation */
@@ -168,18 +157,14 @@ __global__ void k_kv_write(int64_t n, int64_t width, const float *src, int64_t l
       if (lane == 0) *(float *)(d + SC_FP8_SCALE_OFF + 4 * tile) = scale;
     }
     uint16_t *rope = (uint16_t *)(d + SC_FP8_ROPE_OFF);
-    for (int e = lane; e < SC_FP8_ROPE; e += 32) rope[e] = sc_dev_to_bf16(x[SC_FP8_NOPE + e]);
+    for (int e = lane; e < SC_FP8_ROPE; e += 32) rope[e] = sc_f32_to_bf16(x[SC_FP8_NOPE + e]);
   }
 }
 
 extern "C" int sc_kcuda_kv_write(sc_kernels *k, int64_t n, int64_t width, const float *src,
                                  int64_t ld_src, const int32_t *slots, sc_krows cache) {
   sc_kcuda *c = sc_kcuda_of(k);
-  int rc;
-  if (n < 0) return SC_EINVAL;
-  if ((rc = sc_kcuda_check_rows(&cache, width))) return rc;
-  if (n == 0 || width == 0) return 0;
-  if (src == NULL || slots == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_kv_write(n, width, src, ld_src, slots, &cache, sc_kcuda_check_rows));
   if (cache.fmt == SC_KFMT_FP8_DS_MLA && (cache.ld % 4 != 0 || !aligned(cache.data, 4)))
     return SC_EINVAL; /* scales are f32 words */
   const int64_t step = sc_kcuda_row_step(&cache);
@@ -203,8 +188,8 @@ __global__ void k_topk_to_ws(int64_t total, int32_t topk, const int32_t *pos,
     out[e] = -1;
     return;
   }
-  const int64_t row = (int64_t)sc_dcp_owner_d(p, n, il) * srt + base[e / topk] +
-                      sc_dcp_local_index_d(p, n, il);
+  const int64_t row = (int64_t)sc_dcp_owner(p, n, il) * srt + base[e / topk] +
+                      sc_dcp_local_index(p, n, il);
   if (row > INT32_MAX) {
     sc_dev_raise(flag, SC_ERANGE);
     return;
@@ -217,9 +202,7 @@ extern "C" int sc_kcuda_topk_to_workspace(sc_kernels *k, int32_t n_tok, int32_t 
                                           int32_t shard_rows_total, int32_t n, int32_t il,
                                           int32_t *out) {
   sc_kcuda *c = sc_kcuda_of(k);
-  if (n_tok < 0 || topk < 0 || n < 1 || il < 1 || shard_rows_total < 0) return SC_EINVAL;
-  if (n_tok == 0 || topk == 0) return 0;
-  if (pos == NULL || base == NULL || out == NULL) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_topk_to_workspace(n_tok, topk, pos, base, shard_rows_total, n, il, out));
   const int64_t total = (int64_t)n_tok * topk;
   k_topk_to_ws<<<(unsigned)sc_cdiv(total, 256), 256, 0, c->stream>>>(
       total, topk, pos, base, shard_rows_total, n, il, out, c->err_flag);
@@ -233,7 +216,7 @@ __global__ void k_topk_to_slots(int64_t total, int32_t topk, const int32_t *pos,
   const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= total) return;
   const int32_t p = pos[e];
-  if (p < 0 || sc_dcp_owner_d(p, n, il) != rank) {
+  if (p < 0 || sc_dcp_owner(p, n, il) != rank) {
     out[e] = -1;
     return;
   }
@@ -243,7 +226,7 @@ __global__ void k_topk_to_slots(int64_t total, int32_t topk, const int32_t *pos,
     sc_dev_raise(flag, SC_ERANGE);
     return;
   }
-  const int64_t slot = (int64_t)row[v] * bs + sc_dcp_local_index_d(p, n, il) - v * bs;
+  const int64_t slot = (int64_t)row[v] * bs + sc_dcp_local_index(p, n, il) - v * bs;
   if (slot > INT32_MAX) {
     sc_dev_raise(flag, SC_ERANGE);
     return;
@@ -256,11 +239,8 @@ extern "C" int sc_kcuda_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk
                                       const int32_t *bt, int32_t max_blocks, int32_t block_size,
                                       int32_t n, int32_t il, int32_t dcp_rank, int32_t *out) {
   sc_kcuda *c = sc_kcuda_of(k);
-  if (n_tok < 0 || topk < 0 || n < 1 || il < 1 || block_size < 1 || max_blocks < 0 ||
-      dcp_rank < 0 || dcp_rank >= n || block_size % il != 0)
-    return SC_EINVAL;
-  if (n_tok == 0 || topk == 0) return 0;
-  if (pos == NULL || req == NULL || bt == NULL || out == NULL) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_topk_to_slots(n_tok, topk, pos, req, bt, max_blocks, block_size, n, il,
+                                    dcp_rank, out));
   const int64_t total = (int64_t)n_tok * topk;
   k_topk_to_slots<<<(unsigned)sc_cdiv(total, 256), 256, 0, c->stream>>>(
       total, topk, pos, req, bt, max_blocks, block_size, n, il, dcp_rank, out, c->err_flag);

@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(IDX_THREADS)
 #pragma unroll
           for (int d = 0; d < DIMP; d++)
             kv[d] = d < a.dim ? (FMT == SC_KFMT_F32 ? ((const float *)kr)[d]
-                                                    : sc_dev_bf16(((const uint16_t *)kr)[d]))
+                                                    : sc_bf16_to_f32(((const uint16_t *)kr)[d]))
                               : 0.0f;
           float score = 0.0f;
           for (int h = 0; h < H; h++) {
@@ -332,9 +332,7 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
 extern "C" int sc_kcuda_topk_merge(sc_kernels *k, int32_t n_tok, int32_t n_shards,
                                    int32_t topk, const sc_kcand *cand, int32_t *out_pos,
                                    sc_kcand *out_cand) {
-  if (n_tok < 0 || n_shards < 1 || topk < 0) return SC_EINVAL;
-  if (n_tok == 0 || topk == 0) return 0;
-  if (cand == NULL || (out_pos == NULL && out_cand == NULL)) return SC_EINVAL;
+  SC_KCHECK(sc_kcheck_topk_merge(n_tok, n_shards, topk, cand, out_pos, out_cand));
   if (topk > TOPK_MAX) return SC_ENOTSUP;
   return launch_final<true>(sc_kcuda_of(k), n_tok, n_shards, topk, NULL, cand, out_pos,
                             out_cand);

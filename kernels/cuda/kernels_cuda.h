@@ -38,8 +38,8 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream);
 void *sc_kernels_cuda_stream(sc_kernels *k);
 
 /* Lets gemm use TF32 tensor cores (about 1e-3 relative error instead of f32 rounding).
- * Off by default: the reference-check path must stay f32. */
-void sc_kernels_cuda_set_tf32(sc_kernels *k, bool on);
+ * Off by default: the reference-check path must stay f32. Returns 0 or an SC_E* code. */
+int sc_kernels_cuda_set_tf32(sc_kernels *k, bool on);
 
 /* Number of CUDA devices usable by this process (0 when there is no driver or device). */
 int sc_cuda_device_count(void);

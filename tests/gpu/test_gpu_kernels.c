@@ -78,7 +78,9 @@ static void case_memory(void) {
 
 /* ---- gemm ---- */
 
-static void gemm_case(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch) {
+/* Returns the relative error against the CPU reference, after checking it is below tol. */
+static double gemm_case(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch,
+                        double tol) {
   const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldc = n + 5;
   const int64_t ra = ta ? k : m, rb = tb ? n : k;
   const int64_t bt = batch > 1 ? batch : 1;
@@ -98,17 +100,25 @@ static void gemm_case(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t
   float *hg = malloc(bytes), *hc = malloc(bytes);
   CHECK(down(Cc, hg, hc, bytes) == 0, "gpu sync");
   const double e = gt_rel_err(hg, hc, (size_t)(sc * bt));
-  CHECK(e < 1e-5, "gemm ta=%d tb=%d batch=%lld rel err %.3g", ta, tb, (long long)batch, e);
+  CHECK(e < tol, "gemm ta=%d tb=%d batch=%lld rel err %.3g", ta, tb, (long long)batch, e);
   pfree(A), pfree(B), pfree(Cc);
   free(a), free(b), free(c0), free(hg), free(hc);
+  return e;
 }
 
 static void case_gemm(void) {
-  gemm_case(false, false, 67, 45, 33, 0);
-  gemm_case(true, false, 31, 70, 129, 0);
-  gemm_case(false, true, 128, 96, 200, 0);
-  gemm_case(true, true, 9, 17, 65, 0);
-  gemm_case(false, true, 16, 24, 40, 3);
+  gemm_case(false, false, 67, 45, 33, 0, 1e-5);
+  gemm_case(true, false, 31, 70, 129, 0, 1e-5);
+  gemm_case(false, true, 128, 96, 200, 0, 1e-5);
+  gemm_case(true, true, 9, 17, 65, 0, 1e-5);
+  gemm_case(false, true, 16, 24, 40, 3, 1e-5);
+  /* TF32 on: tensor-core rounding (10-bit mantissa) is visible but bounded; off again:
+   * back to f32 */
+  CHECK(sc_kernels_cuda_set_tf32(G, true) == 0, "tf32 on");
+  const double e_tf32 = gemm_case(false, true, 128, 96, 512, 0, 1e-2);
+  CHECK(e_tf32 > 1e-6, "tf32 on changed nothing (rel err %.3g)", e_tf32);
+  CHECK(sc_kernels_cuda_set_tf32(G, false) == 0, "tf32 off");
+  gemm_case(false, true, 128, 96, 512, 0, 1e-5);
 }
 
 /* ---- elementwise ---- */
