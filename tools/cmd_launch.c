@@ -19,7 +19,6 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "actors/partitioner/plan.h"
 #include "actors/runtime/sc_time.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
@@ -105,75 +104,39 @@ static void on_stop_signal(int sig) {
 }
 
 int sc_cmd_launch(int argc, char **argv) {
-  static const struct option opts[] = {{"pcp", required_argument, NULL, 'p'},
-                                       {"dcp", required_argument, NULL, 'd'},
-                                       {"tp", required_argument, NULL, 't'},
-                                       {"device", required_argument, NULL, 'D'},
-                                       {"collectives", required_argument, NULL, 'C'},
-                                       {"gpus", required_argument, NULL, 'G'},
-                                       {"model", required_argument, NULL, 'm'},
-                                       {"listen", required_argument, NULL, 'L'},
-                                       {"tap", required_argument, NULL, 'T'},
-                                       {"transport", required_argument, NULL, 'x'},
-                                       {"events", no_argument, NULL, 'e'},
-                                       {"heartbeat-ms", required_argument, NULL, 'b'},
-                                       {"heartbeat-timeout-ms", required_argument, NULL, 'B'},
-                                       {"grace-ms", required_argument, NULL, 'g'},
-                                       {"token-budget", required_argument, NULL, 'k'},
-                                       {"num-blocks", required_argument, NULL, 'n'},
-                                       {"inject", required_argument, NULL, 'i'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {
+      SC_LOCAL_CLUSTER_LONG_OPTIONS, /* --pcp --dcp --tp --device --collectives --gpus --model
+                                        --token-budget --num-blocks --inject --transport */
+      {"listen", required_argument, NULL, 'L'},
+      {"tap", required_argument, NULL, 'T'},
+      {"events", no_argument, NULL, 'e'},
+      {"heartbeat-ms", required_argument, NULL, 'b'},
+      {"heartbeat-timeout-ms", required_argument, NULL, 'B'},
+      {"grace-ms", required_argument, NULL, 'g'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
   sc_local_cluster_opts o = {.pcp = 1, .dcp = 1, .tp = 1};
-  int64_t v, hb = 200, hbt = 1000, grace = 2000;
-  const char *tap = NULL, *inject[4];
+  int64_t hb = 200, hbt = 1000, grace = 2000;
+  const char *tap = NULL;
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (opt) {
-    case 'p': if (!sc_cli_int("launch", "--pcp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; o.pcp = (int32_t)v; break;
-    case 'd': if (!sc_cli_int("launch", "--dcp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; o.dcp = (int32_t)v; break;
-    case 't': if (!sc_cli_int("launch", "--tp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; o.tp = (int32_t)v; break;
-    case 'G': if (!sc_cli_int("launch", "--gpus", optarg, 1, 64, &v)) return SC_EXIT_USAGE; o.gpus = (int32_t)v; break;
-    case 'k': if (!sc_cli_int("launch", "--token-budget", optarg, 1, 1 << 24, &v)) return SC_EXIT_USAGE; o.token_budget = (int32_t)v; break;
-    case 'n': if (!sc_cli_int("launch", "--num-blocks", optarg, 1, 1 << 24, &v)) return SC_EXIT_USAGE; o.num_blocks = (int32_t)v; break;
     case 'b': if (!sc_cli_int("launch", "--heartbeat-ms", optarg, 10, 600000, &hb)) return SC_EXIT_USAGE; break;
     case 'B': if (!sc_cli_int("launch", "--heartbeat-timeout-ms", optarg, 20, 3600000, &hbt)) return SC_EXIT_USAGE; break;
     case 'g': if (!sc_cli_int("launch", "--grace-ms", optarg, 0, 600000, &grace)) return SC_EXIT_USAGE; break;
-    case 'D':
-      if (strcmp(optarg, "cuda") == 0) o.cuda = true;
-      else if (strcmp(optarg, "cpu") != 0) {
-        sc_cli_error("launch", "--device must be cpu or cuda");
-        return SC_EXIT_USAGE;
-      }
-      break;
-    case 'C':
-      if (strcmp(optarg, "nccl") == 0) o.nccl = true;
-      else if (strcmp(optarg, "host") != 0) {
-        sc_cli_error("launch", "--collectives must be host or nccl");
-        return SC_EXIT_USAGE;
-      }
-      break;
-    case 'm': o.model_file = optarg; break;
     case 'L': o.listen = optarg; break;
     case 'T': tap = optarg; break;
-    case 'i':
-      if (o.num_inject == 4) {
-        sc_cli_error("launch", "at most 4 --inject options");
-        return SC_EXIT_USAGE;
-      }
-      inject[o.num_inject++] = optarg;
-      break;
-    case 'x':
-      if (strcmp(optarg, "tcp") == 0) o.tcp = true;
-      else if (strcmp(optarg, "ipc") != 0) {
-        sc_cli_error("launch", "--transport must be ipc or tcp");
-        return SC_EXIT_USAGE;
-      }
-      break;
     case 'e': o.events = true; break;
     case 'h': help(stdout); return SC_EXIT_OK;
-    default: help(stderr); return SC_EXIT_USAGE;
+    default: {
+      const int r = sc_local_cluster_parse_opt("launch", opt, optarg, &o);
+      if (r < 0) return SC_EXIT_USAGE;
+      if (r == 0) {
+        help(stderr);
+        return SC_EXIT_USAGE;
+      }
+    }
     }
   }
   if (optind != argc) {
@@ -186,15 +149,9 @@ int sc_cmd_launch(int argc, char **argv) {
   }
   o.heartbeat_ms = (int32_t)hb;
   o.heartbeat_timeout_ms = (int32_t)hbt;
-  o.inject = inject;
-  sc_plan_config pc;
-  sc_plan_config_default(&pc);
-  pc.pcp = o.pcp, pc.dcp = o.dcp, pc.tp = o.tp;
+  /* the same checks as `sparsecp run`, before any node starts */
+  if (sc_local_cluster_validate("launch", &o, NULL)) return SC_EXIT_USAGE;
   sc_diag d = {0};
-  if (sc_plan_config_validate(&pc, &d)) {
-    sc_cli_error("launch", "%s", sc_diag_message(&d));
-    return SC_EXIT_USAGE;
-  }
 
   /* SIGINT/SIGTERM end the wait below; the children are then stopped in order */
   sc_cli_catch_stop_signals(on_stop_signal);

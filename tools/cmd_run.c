@@ -23,7 +23,6 @@
 #ifndef SC_EXAMPLES_DIR
 #define SC_EXAMPLES_DIR "examples"
 #endif
-#define MAX_INJECT 4
 #define MAX_CLIENTS 64
 /* A greedy token may differ from the reference only where the reference's top-2 margin
  * is within what the arithmetic can move a logit: fp32 reordering on the CPU (SPEC.md
@@ -55,6 +54,44 @@ typedef struct run_opts {
   bool json, verify, progress;
 } run_opts;
 
+/* The result index of each submitted request, by (client, request id): open addressing
+ * over a power-of-two table of indices into res[] (-1: empty), at most half full, so
+ * that a token event finds its request in O(1) whatever --num-requests is. Request ids
+ * are per client (actors/gateway/client.c), hence the pair as the key. */
+typedef struct req_index {
+  int32_t *slot;
+  size_t mask;
+} req_index;
+
+static int req_index_init(req_index *x, int32_t n) {
+  size_t cap = 16;
+  while (cap < 2 * (size_t)n) cap <<= 1;
+  x->slot = malloc(sizeof *x->slot * cap);
+  if (x->slot == NULL) return SC_ENOMEM;
+  memset(x->slot, 0xff, sizeof *x->slot * cap); /* all -1 */
+  x->mask = cap - 1;
+  return 0;
+}
+
+static size_t req_hash(int32_t client, uint64_t id) {
+  const uint64_t h = (id ^ ((uint64_t)(uint32_t)client << 48)) * 0x9E3779B97F4A7C15ull;
+  return (size_t)(h >> 29);
+}
+
+static void req_index_put(req_index *x, const req_result *res, int32_t k) {
+  size_t i = req_hash(res[k].client, res[k].id) & x->mask;
+  while (x->slot[i] >= 0) i = (i + 1) & x->mask;
+  x->slot[i] = k;
+}
+
+/* The index of the request, or -1 (not ours: the warm-up, or an unknown id). */
+static int32_t req_index_get(const req_index *x, const req_result *res, int32_t client,
+                             uint64_t id) {
+  for (size_t i = req_hash(client, id) & x->mask; x->slot[i] >= 0; i = (i + 1) & x->mask)
+    if (res[x->slot[i]].client == client && res[x->slot[i]].id == id) return x->slot[i];
+  return -1;
+}
+
 static void free_results(req_result *r, int32_t n) {
   for (int32_t i = 0; r && i < n; i++) {
     free(r[i].tokens);
@@ -75,7 +112,13 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
   sc_diag d = {0};
   int failed = 1;
   double t_stream = 0;
+  req_index idx = {0};
+  if (req_index_init(&idx, rq->n) != 0) {
+    snprintf(why, why_len, "out of memory");
+    return 1;
+  }
   if (sc_local_cluster_start(co, &lc, &d) != 0) {
+    free(idx.slot);
     snprintf(why, why_len, "cannot start the %s cluster: %s", label, sc_diag_message(&d));
     return 1;
   }
@@ -152,6 +195,7 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
       }
       res[next].submitted = true;
       res[next].t_submit = sc_now_s();
+      req_index_put(&idx, res, next);
       next++;
     }
     /* every client in turn without waiting; a short sleep only when all were idle */
@@ -162,9 +206,7 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
       if ((rc = sc_client_next(cls[c], 0, &ev)) == 0) from = c;
     if (rc != 0) usleep(1000);
     if (rc == 0) {
-      int32_t k = -1;
-      for (int32_t i = 0; i < next; i++)
-        if (res[i].submitted && res[i].client == from && res[i].id == ev.request_id) k = i;
+      const int32_t k = req_index_get(&idx, res, from, ev.request_id);
       if (k < 0) {
         if (ev.kind == SC_CLIENT_ERROR) {
           snprintf(why, why_len, "%s", ev.message);
@@ -210,6 +252,7 @@ out:
   *failed_at_s = failed && t_stream > 0 ? sc_now_s() - t_stream : 0;
   for (int32_t k = 0; k < ncl; k++) sc_client_close(cls[k]);
   sc_local_cluster_stop(lc);
+  free(idx.slot);
   /* from the first submission until every node is gone: the bound the fault tests check */
   *elapsed_s = t_stream > 0 ? sc_now_s() - t_stream : 0;
   return failed;
@@ -328,86 +371,46 @@ static void help(FILE *f) {
 
 int sc_cmd_run(int argc, char **argv) {
   static const struct option opts[] = {
-      {"pcp", required_argument, NULL, 'p'},        {"dcp", required_argument, NULL, 'd'},
-      {"tp", required_argument, NULL, 't'},         {"device", required_argument, NULL, 'D'},
-      {"model", required_argument, NULL, 'm'},      {"requests", required_argument, NULL, 'r'},
-      {"num-requests", required_argument, NULL, 'k'}, {"verify", no_argument, NULL, 'v'},
-      {"json", no_argument, NULL, 'j'},             {"inject", required_argument, NULL, 'i'},
-      {"transport", required_argument, NULL, 'x'},  {"token-budget", required_argument, NULL, 'b'},
-      {"seed", required_argument, NULL, 's'},       {"timeout", required_argument, NULL, 'T'},
-      {"quiet", no_argument, NULL, 'q'},            {"clients", required_argument, NULL, 'c'},
-      {"collectives", required_argument, NULL, 'C'},  {"gpus", required_argument, NULL, 'G'},
-      {"num-blocks", required_argument, NULL, 'N'},   {"max-model-len", required_argument, NULL, 'M'},
-      {"deadline-ms", required_argument, NULL, 'L'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+      SC_LOCAL_CLUSTER_LONG_OPTIONS, /* --pcp --dcp --tp --device --collectives --gpus --model
+                                        --token-budget --num-blocks --inject --transport */
+      {"requests", required_argument, NULL, 'r'},      {"num-requests", required_argument, NULL, 'k'},
+      {"verify", no_argument, NULL, 'v'},              {"json", no_argument, NULL, 'j'},
+      {"seed", required_argument, NULL, 's'},          {"timeout", required_argument, NULL, 'T'},
+      {"quiet", no_argument, NULL, 'q'},               {"clients", required_argument, NULL, 'c'},
+      {"max-model-len", required_argument, NULL, 'M'}, {"deadline-ms", required_argument, NULL, 'L'},
+      {"help", no_argument, NULL, 'h'},                {NULL, 0, NULL, 0}};
   run_opts o = {.timeout_s = 600, .progress = true, .clients = 4};
   sc_local_cluster_opts *co = &o.cluster;
   /* the nodes log warnings and errors unless SPARSECP_LOG asks for more */
   *co = (sc_local_cluster_opts){.pcp = 2, .dcp = 2, .tp = 1,
                                 .log_level = getenv("SPARSECP_LOG") ? NULL : "warn"};
-  const char *requests_path = NULL, *inject[MAX_INJECT];
+  const char *requests_path = NULL;
   int64_t v, num_random = 0, seed = 1;
   int ch;
   optind = 1;
   while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (ch) {
-    case 'p': if (!sc_cli_int("run", "--pcp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; co->pcp = (int32_t)v; break;
-    case 'd': if (!sc_cli_int("run", "--dcp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; co->dcp = (int32_t)v; break;
-    case 't': if (!sc_cli_int("run", "--tp", optarg, 1, 64, &v)) return SC_EXIT_USAGE; co->tp = (int32_t)v; break;
-    case 'b': if (!sc_cli_int("run", "--token-budget", optarg, 1, 1 << 24, &v)) return SC_EXIT_USAGE; co->token_budget = (int32_t)v; break;
     case 'k': if (!sc_cli_int("run", "--num-requests", optarg, 1, 100000, &num_random)) return SC_EXIT_USAGE; break;
     case 's': if (!sc_cli_int("run", "--seed", optarg, 0, INT64_MAX, &seed)) return SC_EXIT_USAGE; break;
     case 'T': if (!sc_cli_int("run", "--timeout", optarg, 1, 86400, &o.timeout_s)) return SC_EXIT_USAGE; break;
     case 'c': if (!sc_cli_int("run", "--clients", optarg, 1, MAX_CLIENTS, &o.clients)) return SC_EXIT_USAGE; break;
-    case 'G': if (!sc_cli_int("run", "--gpus", optarg, 1, 64, &v)) return SC_EXIT_USAGE; co->gpus = (int32_t)v; break;
-    case 'N': if (!sc_cli_int("run", "--num-blocks", optarg, 1, 1 << 24, &v)) return SC_EXIT_USAGE; co->num_blocks = (int32_t)v; break;
     case 'M': if (!sc_cli_int("run", "--max-model-len", optarg, 2, 1 << 27, &v)) return SC_EXIT_USAGE; co->max_model_len = (int32_t)v; break;
     case 'L': if (!sc_cli_int("run", "--deadline-ms", optarg, 1, 3600000, &v)) return SC_EXIT_USAGE; co->deadline_ms = (int32_t)v; break;
-    case 'D':
-      if (strcmp(optarg, "cuda") == 0) {
-#ifdef SC_HAVE_CUDA
-        co->cuda = true;
-#else
-        sc_cli_error("run", "--device cuda: this sparsecp was built without CUDA");
-        return SC_EXIT_USAGE;
-#endif
-      } else if (strcmp(optarg, "cpu") != 0) {
-        sc_cli_error("run", "--device must be cpu or cuda");
-        return SC_EXIT_USAGE;
-      }
-      break;
-    case 'C':
-      if (strcmp(optarg, "nccl") == 0) co->nccl = true;
-      else if (strcmp(optarg, "host") != 0) {
-        sc_cli_error("run", "--collectives must be host or nccl");
-        return SC_EXIT_USAGE;
-      }
-      break;
-    case 'm': co->model_file = optarg; break;
     case 'r': requests_path = optarg; break;
     case 'v': o.verify = true; break;
     case 'j': o.json = true; break;
     case 'q': o.progress = false; co->quiet = true; break;
-    case 'i':
-      if (co->num_inject == MAX_INJECT) {
-        sc_cli_error("run", "at most %d --inject options", MAX_INJECT);
-        return SC_EXIT_USAGE;
-      }
-      inject[co->num_inject++] = optarg;
-      break;
-    case 'x':
-      if (strcmp(optarg, "tcp") == 0) co->tcp = true;
-      else if (strcmp(optarg, "ipc") != 0) {
-        sc_cli_error("run", "--transport must be ipc or tcp");
-        return SC_EXIT_USAGE;
-      }
-      break;
     case 'h': help(stdout); return SC_EXIT_OK;
-    default: help(stderr); return SC_EXIT_USAGE;
+    default: {
+      const int r = sc_local_cluster_parse_opt("run", ch, optarg, co);
+      if (r < 0) return SC_EXIT_USAGE;
+      if (r == 0) {
+        help(stderr);
+        return SC_EXIT_USAGE;
+      }
+    }
     }
   }
-  co->inject = inject;
   if (optind != argc || (requests_path && num_random)) {
     sc_cli_error("run", optind != argc ? "unexpected argument '%s'" : "give --requests or --num-requests, not both",
                  optind != argc ? argv[optind] : "");
@@ -415,38 +418,8 @@ int sc_cmd_run(int argc, char **argv) {
   }
   /* The configuration is checked here, before any process starts. */
   sc_model_config model;
-  sc_model_config_default(&model);
+  if (sc_local_cluster_validate("run", co, &model)) return SC_EXIT_USAGE;
   sc_diag d = {0};
-  if (co->model_file && sc_model_config_load(co->model_file, &model, &d)) {
-    sc_cli_error("run", "%s", sc_diag_message(&d));
-    return SC_EXIT_USAGE;
-  }
-  sc_plan_config pc;
-  sc_plan_config_default(&pc);
-  pc.pcp = co->pcp, pc.dcp = co->dcp, pc.tp = co->tp;
-  sc_model_config_to_plan(&model, &pc);
-  if (sc_plan_config_validate(&pc, &d) || sc_model_config_check_tp(&model, pc.tp, &d)) {
-    sc_cli_error("run", "%s", sc_diag_message(&d));
-    return SC_EXIT_USAGE;
-  }
-  if (co->nccl && (!co->cuda || co->gpus < co->pcp * co->tp)) {
-    sc_cli_error("run", "--collectives nccl needs --device cuda and one GPU per rank "
-                        "(--gpus >= %d): NCCL refuses two ranks on one GPU",
-                 co->pcp * co->tp);
-    return SC_EXIT_USAGE;
-  }
-  for (int32_t i = 0; i < co->num_inject; i++) {
-    int rank = -1;
-    unsigned long long step = 0;
-    char kind[16];
-    if (sscanf(inject[i], "%15[a-z]:%d:%llu", kind, &rank, &step) != 3 ||
-        (strcmp(kind, "desync") && strcmp(kind, "kill")) || rank < 0 ||
-        rank >= co->pcp * co->tp || step < 1) {
-      sc_cli_error("run", "--inject %s: expected desync:RANK:STEP or kill:RANK:STEP with RANK "
-                          "in [0, %d]", inject[i], co->pcp * co->tp - 1);
-      return SC_EXIT_USAGE;
-    }
-  }
 
   sc_requests rq = {0};
   int rc;

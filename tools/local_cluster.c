@@ -13,8 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "actors/partitioner/plan.h"
 #include "actors/runtime/sc_cluster.h"
 #include "actors/runtime/sc_time.h"
+#include "tools/cli.h"
 
 typedef struct child {
   pid_t pid;
@@ -239,4 +241,103 @@ void sc_local_cluster_stop(sc_local_cluster *c) {
   free(c->ch);
   free(c->taps);
   free(c);
+}
+
+/* `--NAME VALUE` for an integer in [lo, hi] into *dst. */
+static int int_opt(const char *cmd, const char *name, const char *arg, int64_t lo, int64_t hi,
+                   int32_t *dst) {
+  int64_t v;
+  if (!sc_cli_int(cmd, name, arg, lo, hi, &v)) return SC_EINVAL;
+  *dst = (int32_t)v;
+  return 1;
+}
+
+int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
+                               sc_local_cluster_opts *o) {
+  switch (ch) {
+  case SC_LCOPT_PCP: return int_opt(cmd, "--pcp", arg, 1, 64, &o->pcp);
+  case SC_LCOPT_DCP: return int_opt(cmd, "--dcp", arg, 1, 64, &o->dcp);
+  case SC_LCOPT_TP: return int_opt(cmd, "--tp", arg, 1, 64, &o->tp);
+  case SC_LCOPT_GPUS: return int_opt(cmd, "--gpus", arg, 1, 64, &o->gpus);
+  case SC_LCOPT_TOKEN_BUDGET: return int_opt(cmd, "--token-budget", arg, 1, 1 << 24, &o->token_budget);
+  case SC_LCOPT_NUM_BLOCKS: return int_opt(cmd, "--num-blocks", arg, 1, 1 << 24, &o->num_blocks);
+  case SC_LCOPT_DEVICE:
+    if (strcmp(arg, "cuda") == 0) {
+#ifdef SC_HAVE_CUDA
+      o->cuda = true;
+#else
+      sc_cli_error(cmd, "--device cuda: this sparsecp was built without CUDA");
+      return SC_EINVAL;
+#endif
+    } else if (strcmp(arg, "cpu") == 0) {
+      o->cuda = false;
+    } else {
+      sc_cli_error(cmd, "--device must be cpu or cuda");
+      return SC_EINVAL;
+    }
+    return 1;
+  case SC_LCOPT_COLLECTIVES:
+    if (strcmp(arg, "nccl") != 0 && strcmp(arg, "host") != 0) {
+      sc_cli_error(cmd, "--collectives must be host or nccl");
+      return SC_EINVAL;
+    }
+    o->nccl = strcmp(arg, "nccl") == 0;
+    return 1;
+  case SC_LCOPT_TRANSPORT:
+    if (strcmp(arg, "tcp") != 0 && strcmp(arg, "ipc") != 0) {
+      sc_cli_error(cmd, "--transport must be ipc or tcp");
+      return SC_EINVAL;
+    }
+    o->tcp = strcmp(arg, "tcp") == 0;
+    return 1;
+  case SC_LCOPT_MODEL: o->model_file = arg; return 1;
+  case SC_LCOPT_INJECT:
+    if (o->num_inject == SC_LOCAL_CLUSTER_MAX_INJECT) {
+      sc_cli_error(cmd, "at most %d --inject options", SC_LOCAL_CLUSTER_MAX_INJECT);
+      return SC_EINVAL;
+    }
+    o->inject[o->num_inject++] = arg;
+    return 1;
+  default: return 0;
+  }
+}
+
+int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
+                              sc_model_config *model) {
+  sc_model_config m;
+  sc_model_config_default(&m);
+  sc_diag d = {0};
+  if (o->model_file && sc_model_config_load(o->model_file, &m, &d)) {
+    sc_cli_error(cmd, "%s", sc_diag_message(&d));
+    return SC_EINVAL;
+  }
+  sc_plan_config pc;
+  sc_plan_config_default(&pc);
+  pc.pcp = o->pcp, pc.dcp = o->dcp, pc.tp = o->tp;
+  sc_model_config_to_plan(&m, &pc);
+  if (sc_plan_config_validate(&pc, &d) || sc_model_config_check_tp(&m, pc.tp, &d)) {
+    sc_cli_error(cmd, "%s", sc_diag_message(&d));
+    return SC_EINVAL;
+  }
+  const int32_t ranks = o->pcp * o->tp;
+  if (o->nccl && (!o->cuda || o->gpus < ranks)) {
+    sc_cli_error(cmd, "--collectives nccl needs --device cuda and one GPU per rank "
+                      "(--gpus >= %d): NCCL refuses two ranks on one GPU",
+                 ranks);
+    return SC_EINVAL;
+  }
+  for (int32_t i = 0; i < o->num_inject; i++) {
+    int rank = -1;
+    unsigned long long step = 0;
+    char kind[16];
+    if (sscanf(o->inject[i], "%15[a-z]:%d:%llu", kind, &rank, &step) != 3 ||
+        (strcmp(kind, "desync") && strcmp(kind, "kill")) || rank < 0 || rank >= ranks ||
+        step < 1) {
+      sc_cli_error(cmd, "--inject %s: expected desync:RANK:STEP or kill:RANK:STEP with RANK "
+                        "in [0, %d]", o->inject[i], ranks - 1);
+      return SC_EINVAL;
+    }
+  }
+  if (model) *model = m;
+  return 0;
 }

@@ -11,6 +11,11 @@
  *
  * Ownership: the cluster owns its children and folder. Threads: one thread; the caller
  * must not reap children itself.
+ *
+ * The command-line options both commands take for the cluster (--pcp --dcp --tp --device
+ * --collectives --gpus --model --token-budget --num-blocks --inject --transport) are
+ * parsed and checked here too, so that `run` and `launch` accept and refuse the same
+ * input before any process starts.
  */
 #ifndef SC_LOCAL_CLUSTER_H
 #define SC_LOCAL_CLUSTER_H
@@ -20,6 +25,9 @@
 #include <sys/types.h>
 
 #include "actors/runtime/sc_error.h"
+#include "model/model_config.h"
+
+#define SC_LOCAL_CLUSTER_MAX_INJECT 4
 
 typedef struct sc_local_cluster_opts {
   int32_t pcp, dcp, tp;
@@ -31,7 +39,8 @@ typedef struct sc_local_cluster_opts {
   int32_t deadline_ms;          /* 0: the pipeline default */
   int32_t max_model_len;        /* 0: the pipeline default */
   int32_t heartbeat_ms, heartbeat_timeout_ms; /* 0: the cluster defaults */
-  const char *const *inject;    /* "desync:R:S" / "kill:R:S", num_inject of them */
+  /* "desync:R:S" / "kill:R:S", num_inject of them (borrowed strings) */
+  const char *inject[SC_LOCAL_CLUSTER_MAX_INJECT];
   int32_t num_inject;
   const char *log_level;        /* SPARSECP_LOG of the children, NULL: inherited */
   bool quiet;                   /* children's stderr to /dev/null */
@@ -70,5 +79,50 @@ int sc_local_cluster_reap(sc_local_cluster *c, sc_local_exit *out, int max);
 int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len);
 /* Stops and reaps every child, removes the folder, frees c. NULL is a no-op. */
 void sc_local_cluster_stop(sc_local_cluster *c);
+
+/* The shared options as getopt_long entries, for a command's `struct option` array
+ * (needs <getopt.h>): `{SC_LOCAL_CLUSTER_LONG_OPTIONS, {"own", ...}, ..., {NULL, 0, NULL,
+ * 0}}`. Their values are the SC_LCOPT_* codes, outside any short option's range. */
+enum {
+  SC_LCOPT_PCP = 0x1000,
+  SC_LCOPT_DCP,
+  SC_LCOPT_TP,
+  SC_LCOPT_DEVICE,
+  SC_LCOPT_COLLECTIVES,
+  SC_LCOPT_GPUS,
+  SC_LCOPT_MODEL,
+  SC_LCOPT_TOKEN_BUDGET,
+  SC_LCOPT_NUM_BLOCKS,
+  SC_LCOPT_INJECT,
+  SC_LCOPT_TRANSPORT,
+};
+#define SC_LOCAL_CLUSTER_LONG_OPTIONS                                                    \
+  {"pcp", required_argument, NULL, SC_LCOPT_PCP},                                        \
+      {"dcp", required_argument, NULL, SC_LCOPT_DCP},                                    \
+      {"tp", required_argument, NULL, SC_LCOPT_TP},                                      \
+      {"device", required_argument, NULL, SC_LCOPT_DEVICE},                              \
+      {"collectives", required_argument, NULL, SC_LCOPT_COLLECTIVES},                    \
+      {"gpus", required_argument, NULL, SC_LCOPT_GPUS},                                  \
+      {"model", required_argument, NULL, SC_LCOPT_MODEL},                                \
+      {"token-budget", required_argument, NULL, SC_LCOPT_TOKEN_BUDGET},                  \
+      {"num-blocks", required_argument, NULL, SC_LCOPT_NUM_BLOCKS},                      \
+      {"inject", required_argument, NULL, SC_LCOPT_INJECT},                              \
+      {"transport", required_argument, NULL, SC_LCOPT_TRANSPORT}
+
+/* Applies getopt_long's result ch (with its optarg) to o when it is one of the shared
+ * options. Returns 1 when it was and its value is good, 0 when ch is not a shared option
+ * (the caller handles it), SC_EINVAL when the value is bad: the error is printed as
+ * "sparsecp CMD: error: ..." (the caller exits with status 2). o keeps arg (argv) for
+ * --model and --inject. */
+int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
+                               sc_local_cluster_opts *o);
+
+/* Checks the whole configuration once all options are parsed, before any process
+ * starts: the model file (loaded into *model when model is not NULL; the default model
+ * without --model), the plan configuration, the model's heads against --tp, --collectives
+ * nccl against --device and --gpus, and the --inject specs against the ranks. Returns 0,
+ * or SC_EINVAL with the first problem printed as for sc_local_cluster_parse_opt. */
+int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
+                              sc_model_config *model);
 
 #endif

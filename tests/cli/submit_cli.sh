@@ -3,12 +3,28 @@
 # launch prints a "launched" line with the client endpoint and stays up; submit --json
 # prints one object with the generated "tokens" (exit 0), or with "error" (exit 1, also
 # when no connection or answer came); a
-# SIGTERM stops launch with status 0 and no node left behind.
+# SIGTERM stops launch with status 0 and no node left behind. Bad cluster options are
+# refused as by `sparsecp run` (exit 2, an error) before any node starts.
 set -u
 bin=$1
 src=$2
 fail() { echo "FAIL: $*" >&2; [ -n "${lpid:-}" ] && kill "$lpid" 2>/dev/null; exit 1; }
 out=$(mktemp)
+
+# a bad --inject (or nccl without GPUs) is a usage error: no "launched" line, and no cluster
+# folder was ever created in launch's TMPDIR
+tmp=$(mktemp -d)
+for bad in "--inject bogus" "--inject kill:5:1" "--collectives nccl"; do
+  # shellcheck disable=SC2086
+  TMPDIR=$tmp timeout 20 "$bin" launch --pcp 2 --dcp 2 $bad > "$out" 2> "$out.err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "launch $bad exited $rc, expected 2"
+  grep -q 'error' "$out.err" || fail "launch $bad printed no error: $(cat "$out.err")"
+  [ -s "$out" ] && fail "launch $bad printed '$(cat "$out")'"
+  [ -z "$(ls -A "$tmp")" ] || fail "launch $bad started a cluster in $tmp"
+done
+rmdir "$tmp"
+
 "$bin" launch --pcp 2 --dcp 2 --model "$src/examples/model-small.json" > "$out" 2>/dev/null &
 lpid=$!
 for _ in $(seq 100); do grep -q '"launched"' "$out" && break; sleep 0.1; done
@@ -50,5 +66,5 @@ wait "$lpid"
 rc=$?
 [ $rc -eq 0 ] || fail "launch exited $rc after SIGTERM"
 for p in $pids; do kill -0 "$p" 2>/dev/null && fail "node pid $p left behind"; done
-rm -f "$out" "$out.prompt" "$out.nobody"
+rm -f "$out" "$out.err" "$out.prompt" "$out.nobody"
 echo "submit_cli: all checks passed"
