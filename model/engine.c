@@ -95,13 +95,9 @@ sc_kernels *sc_engine_kernels(const sc_engine *e) { return e->k; }
 int sc_engine_step(sc_engine *e, const sc_engine_batch *b, sc_forward_out *out, sc_diag *d) {
   const sc_plan *plan = b->plan;
   int32_t max_blocks = 1;
-  int rc = sc_meta_dense_blocks(plan->num_reqs, b->block_start, b->blocks, &e->bt, &e->bt_cap,
-                                &max_blocks);
-  if (rc) return sc_fail(d, rc, "the block tables of the step are malformed");
-  const sc_meta_blocks mb = {.table = e->bt, .max_blocks = max_blocks,
-                             .num_blocks = e->cfg.num_blocks};
-  sc_meta_free(&e->meta);
-  if ((rc = sc_meta_build(plan, e->rank, &mb, &e->meta, d))) return rc;
+  const int rc = sc_meta_build_csr(plan, e->rank, b->block_start, b->blocks, e->cfg.num_blocks,
+                                   &e->bt, &e->bt_cap, &max_blocks, &e->meta, d);
+  if (rc) return rc;
   const sc_forward_in in = {.step = b->step, .plan = plan, .meta = &e->meta,
                             .tokens = b->tokens, .block_table = e->bt,
                             .max_blocks = max_blocks, .sample = b->sample};

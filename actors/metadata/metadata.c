@@ -13,13 +13,11 @@ void sc_meta_free(sc_meta *m) {
   free(m->tok_pos);
   free(m->decode_slots);
   free(m->prefill_slots);
-  free(m->dcp_local_len);
   free(m->key_slots);
   free(m->key_pos);
   free(m->tok_key_begin);
   free(m->tok_key_end);
   free(m->tok_ws_base);
-  free(m->tok_chunk);
   for (int32_t c = 0; m->chunks && c < m->num_chunks; c++) {
     free(m->chunks[c].shard_src);
     free(m->chunks[c].deinterleave);
@@ -147,9 +145,8 @@ static int build_cache_keys(const sc_plan *plan, const sc_meta_blocks *bt, sc_me
   for (int32_t i = 0; i < plan->num_reqs; i++) {
     if (begin[i] < 0) continue;
     int32_t e = begin[i];
-    /* Owned positions in ascending order: local index j = 0, 1, ... */
-    const int64_t len = sc_dcp_local_len(plan->reqs[i].extent, me, c->dcp, c->interleave);
-    for (int64_t j = 0; j < len; j++, e++) {
+    /* Owned positions in ascending order: local index j = 0, 1, ... (end - begin of them) */
+    for (int64_t j = 0; e < end[i]; j++, e++) {
       const int64_t round = j / c->interleave, off = j % c->interleave;
       m->key_pos[e] = (int32_t)(round * c->dcp * c->interleave + (int64_t)me * c->interleave + off);
       m->key_slots[e] = (int32_t)sc_kv_slot_local(bt_row(bt, i), bt->max_blocks, j, c->block_size);
@@ -201,7 +198,6 @@ static int build_chunks(const sc_plan *plan, const sc_meta_blocks *bt, sc_meta *
     if (mc->tok_begin < 0) mc->tok_begin = k;
     if (mc->tok_end >= 0 && mc->tok_end != k) return SC_EINVAL; /* rows not contiguous */
     mc->tok_end = k + 1;
-    m->tok_chunk[k] = g->chunk;
     m->tok_ws_base[k] = g->ws_start;
     m->tok_key_begin[k] = g->cu_start;
     m->tok_key_end[k] = g->cu_start + g->extent;
@@ -225,7 +221,6 @@ int sc_meta_build(const sc_plan *plan, int32_t global_rank, const sc_meta_blocks
   m->t_pad = plan->t_pad;
   m->num_decode = plan->num_decode_tokens;
   m->prefill_rows = plan->t_pad - plan->num_decode_tokens;
-  m->num_reqs = plan->num_reqs;
   m->num_prefill_src = c->pcp * m->prefill_rows;
   m->cache_tok_end = c->dcp == 1 ? m->num_tokens : m->num_decode;
   const size_t tp = (size_t)m->t_pad;
@@ -234,20 +229,16 @@ int sc_meta_build(const sc_plan *plan, int32_t global_rank, const sc_meta_blocks
   m->tok_pos = alloc_i32(tp, &rc);
   m->decode_slots = alloc_i32((size_t)m->num_decode, &rc);
   m->prefill_slots = alloc_i32((size_t)m->num_prefill_src, &rc);
-  m->dcp_local_len = alloc_i32((size_t)plan->num_reqs, &rc);
   m->tok_key_begin = alloc_i32(tp, &rc);
   m->tok_key_end = alloc_i32(tp, &rc);
   m->tok_ws_base = alloc_i32(tp, &rc);
-  m->tok_chunk = alloc_i32(tp, &rc);
   m->hidden_restore = alloc_i32((size_t)plan->num_tokens, &rc);
   m->last_token = alloc_i32((size_t)plan->num_reqs, &rc);
   if (rc) goto fail;
   for (size_t k = 0; k < tp; k++)
-    m->tok_key_begin[k] = m->tok_key_end[k] = m->tok_ws_base[k] = 0, m->tok_chunk[k] = -1;
+    m->tok_key_begin[k] = m->tok_key_end[k] = m->tok_ws_base[k] = 0;
   for (int32_t i = 0; i < plan->num_reqs; i++) {
     const sc_plan_req *pr = &plan->reqs[i];
-    m->dcp_local_len[i] = (int32_t)sc_dcp_local_len(pr->extent, m->coords.dcp_rank, c->dcp,
-                                                    c->interleave);
     m->last_token[i] = pr->q > 0 ? pr->start + pr->q - 1 : -1;
   }
   if ((rc = build_tokens(plan, m)) || (rc = build_kv_writes(plan, bt, m)) ||
@@ -294,4 +285,16 @@ int sc_meta_dense_blocks(int32_t n, const int32_t *block_start, const int32_t *b
   }
   *max_blocks = mb;
   return 0;
+}
+
+int sc_meta_build_csr(const sc_plan *plan, int32_t global_rank, const int32_t *block_start,
+                      const int32_t *blocks, int32_t num_blocks, int32_t **table, size_t *cap,
+                      int32_t *max_blocks, sc_meta *m, sc_diag *d) {
+  sc_meta_free(m);
+  const int rc =
+      sc_meta_dense_blocks(plan->num_reqs, block_start, blocks, table, cap, max_blocks);
+  if (rc) return sc_fail(d, rc, "the block tables of the step are malformed");
+  const sc_meta_blocks mb = {.table = *table, .max_blocks = *max_blocks,
+                             .num_blocks = num_blocks};
+  return sc_meta_build(plan, global_rank, &mb, m, d);
 }

@@ -21,6 +21,7 @@
 #ifndef SC_METADATA_H
 #define SC_METADATA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "actors/partitioner/plan.h"
@@ -49,7 +50,6 @@ typedef struct sc_meta {
   int32_t t_pad;
   int32_t num_decode;   /* D: the first D rows */
   int32_t prefill_rows; /* T_pad - D: rows per rank of the prefill_kv gather */
-  int32_t num_reqs;
 
   /* per local row [t_pad]; padding rows: global -1, req -1, pos 0 */
   int32_t *tok_global, *tok_req, *tok_pos;
@@ -62,22 +62,20 @@ typedef struct sc_meta {
   int32_t num_prefill_src;
   int32_t *prefill_slots;
 
-  int32_t *dcp_local_len; /* [num_reqs] tokens of each request this DCP rank holds */
-
   /* cache path: rows [0, cache_tok_end) */
   int32_t cache_tok_end;
   int32_t num_keys;
   int32_t *key_slots, *key_pos; /* [num_keys] the cache key list */
 
   /* per local row [t_pad]: key range (into the cache key list for cache-path rows, into
-   * the chunk's context for workspace rows; empty for padding), workspace base, chunk */
-  int32_t *tok_key_begin, *tok_key_end, *tok_ws_base, *tok_chunk;
+   * the chunk's context for workspace rows; empty for padding), workspace base */
+  int32_t *tok_key_begin, *tok_key_end, *tok_ws_base;
 
   int32_t num_chunks;
   sc_meta_chunk *chunks;
 
   int32_t *hidden_restore; /* [plan num_tokens]: gathered slot of each global token */
-  int32_t *last_token;     /* [num_reqs] last global token of each request, -1 if q = 0 */
+  int32_t *last_token;     /* [plan num_reqs] last global token of a request, -1 if q=0 */
 } sc_meta;
 
 /* Derives the inputs of global rank `global_rank`. Fails with SC_EINVAL (and a message)
@@ -93,6 +91,16 @@ void sc_meta_free(sc_meta *m);
  * SC_ENOMEM. */
 int sc_meta_dense_blocks(int32_t n, const int32_t *block_start, const int32_t *blocks,
                          int32_t **table, size_t *cap, int32_t *max_blocks);
+
+/* The whole derivation of one step for global rank `global_rank` from the scheduler's
+ * CSR block tables (block_start [plan->num_reqs + 1], blocks): the dense table into
+ * *table / *cap / *max_blocks as sc_meta_dense_blocks does (reusable across steps), then
+ * sc_meta_build over it with num_blocks. *m holds zeroes or an earlier result, which is
+ * freed first. The dense table stays valid for the step (the forward pass reads it).
+ * Returns 0, SC_EINVAL (malformed CSR, or as sc_meta_build) or SC_ENOMEM, with d. */
+int sc_meta_build_csr(const sc_plan *plan, int32_t global_rank, const int32_t *block_start,
+                      const int32_t *blocks, int32_t num_blocks, int32_t **table, size_t *cap,
+                      int32_t *max_blocks, sc_meta *m, sc_diag *d);
 
 /* Top-K positions of a workspace-path row -> workspace rows (SPEC.md §5 step 5); -1 stays
  * -1. The host form of the kernels' topk_to_workspace, for tests and checks. */

@@ -117,21 +117,14 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
 static int on_step_inputs(sc_ctx *c, const sc_envelope *env, const void *body) {
   metadata *m = sc_state(c);
   sc_step_local *sl;
-  int rc = slot_for(m, env->step, &sl);
+  const int rc = slot_for(m, env->step, &sl);
   if (sl == NULL) return rc;
-  /* A deep copy (the handler only borrows the body): through the codec, the one place
-   * that knows every field of the type. */
-  sc_buf b;
-  sc_buf_init(&b);
-  sc_envelope copy_env = *env;
-  void *copy = NULL;
-  rc = sc_msg_encode(&copy_env, body, &b);
-  if (rc == 0) rc = sc_msg_decode(b.data, b.len, &copy_env, &copy, NULL);
-  sc_buf_free(&b);
-  if (rc) return rc;
+  /* Keep the body instead of copying it: its arrays move into the bundle. */
+  sc_msg_step_inputs *in = sc_take_body(c);
+  if (in == NULL) return SC_EINVAL; /* cannot happen inside a handler */
   sc_msg_body_clear(SC_MSG_STEP_INPUTS, &sl->in);
-  sl->in = *(sc_msg_step_inputs *)copy;
-  free(copy); /* the arrays now belong to the bundle */
+  sl->in = *in;
+  free(in); /* the struct only; the arrays now belong to the bundle */
   m->have_inputs = true;
   return maybe_hand_over(c, m);
 }

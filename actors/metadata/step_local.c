@@ -30,10 +30,7 @@ int sc_step_local_finish(sc_step_local *sl, int32_t global_rank, int32_t num_blo
       in->block_start.v[n] != (int32_t)in->blocks.n)
     return sc_fail(d, SC_EPROTO, "step %llu: the step inputs do not match the step plan",
                    (unsigned long long)sl->step);
-  int rc = sc_meta_dense_blocks(p->num_reqs, in->block_start.v, in->blocks.v, &sl->block_table,
-                                &sl->block_table_cap, &sl->max_blocks);
-  if (rc) return sc_fail(d, rc, "step %llu: malformed block tables", (unsigned long long)sl->step);
-  const sc_meta_blocks mb = {.table = sl->block_table, .max_blocks = sl->max_blocks,
-                             .num_blocks = num_blocks};
-  return sc_meta_build(p, global_rank, &mb, &sl->meta, d);
+  return sc_meta_build_csr(p, global_rank, in->block_start.v, in->blocks.v, num_blocks,
+                           &sl->block_table, &sl->block_table_cap, &sl->max_blocks, &sl->meta,
+                           d);
 }

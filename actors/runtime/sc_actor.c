@@ -133,6 +133,7 @@ static void ctx_init(sc_ctx *c, sc_loop *l, sc_actor *a, const sc_envelope *env)
   c->actor = a;
   c->loop = l;
   c->env = env;
+  c->body = NULL;
 }
 
 static char *dup_str(const char *s) {
@@ -303,6 +304,7 @@ static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt) {
       SC_DEBUG(LOG, "%s: no handler for %s", s->name, sc_msg_type_name(type));
       break;
     }
+    if (type < SC_MSG_COUNT) c.body = &lt->body; /* sc_take_body may claim it */
     const int rc = h(&c, &lt->env, lt->body);
     if (rc < 0) actor_stop_req(a, rc);
   }
@@ -569,6 +571,13 @@ void *sc_state(const sc_ctx *ctx) { return ctx->actor->state; }
 sc_node *sc_ctx_node(const sc_ctx *ctx) { return ctx->node; }
 struct uv_loop_s *sc_ctx_uv_loop(const sc_ctx *ctx) { return &ctx->loop->uv; }
 const sc_envelope *sc_ctx_env(const sc_ctx *ctx) { return ctx->env; }
+
+void *sc_take_body(sc_ctx *ctx) {
+  if (ctx->body == NULL) return NULL;
+  void *b = *ctx->body;
+  *ctx->body = NULL; /* dispatch frees NULL: nothing */
+  return b;
+}
 
 int sc_send_step(sc_ctx *ctx, sc_actor_id dst, int type, uint64_t step, void *body) {
   if (type < 0 || type >= SC_MSG_COUNT) return SC_EINVAL;

@@ -12,7 +12,7 @@
  *
  * Ownership: a send CONSUMES the body on success only (on error the caller still owns
  * it). A handler BORROWS env and body for the duration of the call; the runtime frees
- * the body after the handler returns.
+ * the body after the handler returns, unless the handler took it with sc_take_body.
  *
  * Mailboxes are bounded (spec.mailbox_cap, default SC_MAILBOX_DEFAULT_CAP). The overflow
  * policy decides what a send to a full mailbox does:
@@ -108,6 +108,15 @@ sc_node *sc_ctx_node(const sc_ctx *ctx);
 struct uv_loop_s *sc_ctx_uv_loop(const sc_ctx *ctx); /* for the actor's own uv timers */
 /* The envelope of the message being handled (NULL in init/terminate). */
 const sc_envelope *sc_ctx_env(const sc_ctx *ctx);
+/* Takes ownership of the body of the message being handled, so the runtime does not free
+ * it after the handler returns (no deep copy needed to keep it). The caller then owns a
+ * heap body of type env->type as made by sc_msg_body_new (local senders) or
+ * sc_msg_decode (remote ones), and must release it with sc_msg_body_destroy(type, body),
+ * or move its fields out and free() the struct itself. The `body` argument of the
+ * handler is this same pointer. Only inside a handler (spec.handlers or fallback) for a
+ * message type below SC_MSG_COUNT; NULL elsewhere (init, terminate, reply callbacks) or
+ * when the body was already taken. */
+void *sc_take_body(sc_ctx *ctx);
 
 /* Sends body (type) to dst; step and trace id are inherited from the message being
  * handled. Consumes body on success; errors as sc_node_send. */

@@ -111,6 +111,7 @@ struct sc_ctx {
   sc_actor *actor;
   sc_loop *loop;
   const sc_envelope *env;
+  void **body; /* the handled letter's body slot (sc_take_body); NULL outside handlers */
 };
 
 struct sc_loop {

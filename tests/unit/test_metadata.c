@@ -80,11 +80,11 @@ Test(metadata, spec_worked_example) {
   cr_assert_eq(m0.tok_ws_base[5], 6);
   cr_assert_eq(m0.tok_key_begin[5], 11);
   cr_assert_eq(m0.tok_key_end[5], 25);
+  /* DCP local lengths (request-major): A 6/5, B 7/7 */
   const int32_t lens[4] = {6, 5, 7, 7};
-  cr_assert_eq(m0.dcp_local_len[0], lens[0]);
-  cr_assert_eq(m1.dcp_local_len[0], lens[1]);
-  cr_assert_eq(m0.dcp_local_len[1], lens[2]);
-  cr_assert_eq(m1.dcp_local_len[1], lens[3]);
+  int32_t got_lens[4];
+  sc_plan_fill_dcp_local_lens(&p, got_lens);
+  cr_assert_eq(memcmp(got_lens, lens, sizeof lens), 0);
   sc_meta_free(&m0);
   sc_meta_free(&m1);
   free(bt);
@@ -198,9 +198,13 @@ static void check_rank(const sc_plan *p, const sc_meta_blocks *mb, int32_t g) {
       for (; j < rg->shard_rows; j++) cr_assert_eq(m.chunks[ci].shard_src[rg->ws_start + j], -1);
     }
     for (int32_t k = m.chunks[ci].tok_begin; k < m.chunks[ci].tok_end; k++)
-      cr_assert_eq(m.tok_chunk[k], ci);
+      cr_assert_eq(p->regions[p->reqs[m.tok_req[k]].region].chunk, ci);
   }
-  for (int32_t k = m.cache_tok_end; k < m.num_tokens; k++) cr_assert_geq(m.tok_chunk[k], 0);
+  /* every workspace row lies in its chunk's row range */
+  for (int32_t k = m.cache_tok_end; k < m.num_tokens; k++) {
+    const sc_meta_chunk *mc = &m.chunks[p->regions[p->reqs[m.tok_req[k]].region].chunk];
+    cr_assert(k >= mc->tok_begin && k < mc->tok_end, "rank %d row %d outside its chunk", g, k);
+  }
   free(gather);
   free(mask);
   free(written);
