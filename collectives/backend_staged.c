@@ -2,8 +2,12 @@
 
 #include <stdlib.h>
 
+/* Only the inner backend (ops, self) moves here: everything else in the sc_comm (groups,
+ * session bookkeeping, stats) stays where it is and goes on being written while wrapped. */
 typedef struct staged {
-  sc_comm inner;       /* the comm as it was before the wrap */
+  const sc_coll_ops *inner_ops;
+  void *inner_self;
+  const sc_comm *comm; /* for the group sizes */
   sc_kernels *k;
   void *send_h, *recv_h;
   size_t cap_send, cap_recv;
@@ -21,25 +25,25 @@ static int grow(void **buf, size_t *cap, size_t bytes) {
 static int st_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
                   void *recv, size_t count) {
   staged *s = self;
-  const size_t esz = sc_dtype_size(dt), G = (size_t)s->inner.group_size[g];
+  const size_t esz = sc_dtype_size(dt), G = (size_t)s->comm->group_size[g];
   const size_t in = count * esz;
   const size_t out = op == SC_OP_ALL_GATHER ? G * in : op == SC_OP_REDUCE_SCATTER ? in / G : in;
   int rc;
   if ((rc = grow(&s->send_h, &s->cap_send, in + 1)) || (rc = grow(&s->recv_h, &s->cap_recv, out + 1)))
     return rc;
   if (in && (rc = s->k->ops->copy(s->k, s->send_h, send, in, SC_KCOPY_D2H))) return rc;
-  rc = s->inner.ops->run(s->inner.self, op, g, dt, s->send_h, s->recv_h, count);
+  rc = s->inner_ops->run(s->inner_self, op, g, dt, s->send_h, s->recv_h, count);
   if (rc == 0 && out) rc = s->k->ops->copy(s->k, recv, s->recv_h, out, SC_KCOPY_H2D);
   return rc;
 }
 
 static void st_abort(void *self) {
   staged *s = self;
-  if (s->inner.ops->abort) s->inner.ops->abort(s->inner.self);
+  if (s->inner_ops->abort) s->inner_ops->abort(s->inner_self);
 }
 static void st_reset(void *self, uint64_t epoch) {
   staged *s = self;
-  if (s->inner.ops->reset) s->inner.ops->reset(s->inner.self, epoch);
+  if (s->inner_ops->reset) s->inner_ops->reset(s->inner_self, epoch);
 }
 
 /* (no last_seconds: the session's wall time includes the staging copies, which is what
@@ -49,7 +53,9 @@ static const sc_coll_ops k_staged_ops = {.run = st_run, .abort = st_abort, .rese
 int sc_coll_staged_wrap(sc_comm *comm, sc_kernels *k, sc_diag *d) {
   staged *s = calloc(1, sizeof *s);
   if (s == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
-  s->inner = *comm;
+  s->inner_ops = comm->ops;
+  s->inner_self = comm->self;
+  s->comm = comm;
   s->k = k;
   comm->ops = &k_staged_ops;
   comm->self = s;
@@ -59,10 +65,8 @@ int sc_coll_staged_wrap(sc_comm *comm, sc_kernels *k, sc_diag *d) {
 void sc_coll_staged_unwrap(sc_comm *comm) {
   if (comm->ops != &k_staged_ops) return;
   staged *s = comm->self;
-  /* the session bookkeeping written while wrapped belongs to the comm, keep it */
-  s->inner.last_failure = comm->last_failure;
-  s->inner.inject_desync_step = comm->inject_desync_step;
-  *comm = s->inner;
+  comm->ops = s->inner_ops;
+  comm->self = s->inner_self;
   free(s->send_h);
   free(s->recv_h);
   free(s);
