@@ -59,15 +59,6 @@ fail:
   return rc;
 }
 
-static int grow(void **arr, int32_t *cap, uint32_t n, size_t es) {
-  if ((int64_t)n <= *cap) return 0;
-  void *p = realloc(*arr, (size_t)n * es);
-  if (p == NULL) return SC_ENOMEM;
-  *arr = p;
-  *cap = (int32_t)n;
-  return 0;
-}
-
 /* Everything the index functions rely on; see the file comment. */
 static int check_plan(const sc_msg_step_plan *m, sc_diag *d) {
   const sc_plan_config *cfg = &m->config;
@@ -186,14 +177,10 @@ int sc_msg_step_plan_to_plan(const sc_msg_step_plan *m, sc_plan *plan, sc_diag *
   plan->num_colls = 0;
   int rc = check_plan(m, d);
   if (rc != 0) return rc;
-  if ((rc = grow((void **)&plan->reqs, &plan->cap_reqs, m->reqs.n, sizeof *plan->reqs)) ||
-      (rc = grow((void **)&plan->order, &plan->cap_order, m->order.n, sizeof *plan->order)) ||
-      (rc = grow((void **)&plan->rank_tokens, &plan->cap_pcp, m->rank_tokens.n,
-                 sizeof *plan->rank_tokens)) ||
-      (rc = grow((void **)&plan->regions, &plan->cap_regions, m->regions.n,
-                 sizeof *plan->regions)) ||
-      (rc = grow((void **)&plan->chunks, &plan->cap_chunks, m->chunks.n, sizeof *plan->chunks)) ||
-      (rc = grow((void **)&plan->colls, &plan->cap_colls, m->colls.n, sizeof *plan->colls)))
+  /* (check_plan bounds every count to int32) */
+  if ((rc = sc_plan_reserve(plan, (int32_t)m->reqs.n, (int32_t)m->order.n,
+                            (int32_t)m->rank_tokens.n, (int32_t)m->regions.n,
+                            (int32_t)m->chunks.n, (int32_t)m->colls.n)))
     return sc_fail(d, rc, "out of memory copying a step plan");
 #define COPY(dst, src, n) \
   if ((n) > 0) memcpy((dst), (src), (size_t)(n) * sizeof *(dst))

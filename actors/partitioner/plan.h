@@ -153,6 +153,10 @@ typedef struct sc_plan {
 
 void sc_plan_init(sc_plan *plan);
 void sc_plan_free(sc_plan *plan);
+/* Makes room for the given element counts in the plan's arrays (contents unspecified),
+ * for code that fills a plan from elsewhere (the step_plan message). 0 or SC_ENOMEM. */
+int sc_plan_reserve(sc_plan *plan, int32_t reqs, int32_t order, int32_t pcp, int32_t regions,
+                    int32_t chunks, int32_t colls);
 
 /* Builds the compact plan of one step. cfg must be valid (sc_plan_config_validate); the
  * batch is validated here. On failure returns a negative code, fills d, and leaves the

@@ -33,6 +33,17 @@ static int grow(void **arr, int32_t *cap, int32_t n, size_t elem) {
 #define GROW(plan, field, capf, n) \
   grow((void **)&(plan)->field, &(plan)->capf, (n), sizeof *(plan)->field)
 
+int sc_plan_reserve(sc_plan *plan, int32_t reqs, int32_t order, int32_t pcp, int32_t regions,
+                    int32_t chunks, int32_t colls) {
+  int rc;
+  if ((rc = GROW(plan, reqs, cap_reqs, reqs)) || (rc = GROW(plan, order, cap_order, order)) ||
+      (rc = GROW(plan, rank_tokens, cap_pcp, pcp)) ||
+      (rc = GROW(plan, regions, cap_regions, regions)) ||
+      (rc = GROW(plan, chunks, cap_chunks, chunks)) || (rc = GROW(plan, colls, cap_colls, colls)))
+    return rc;
+  return 0;
+}
+
 static void reset(sc_plan *plan) {
   plan->num_reqs = plan->num_ordered = 0;
   plan->num_tokens = plan->num_decode_tokens = plan->t_pad = 0;
