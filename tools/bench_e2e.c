@@ -38,6 +38,7 @@
 #include <zmq.h>
 
 #include "actors/gateway/client.h"
+#include "actors/runtime/sc_tap_record.h"
 #include "actors/runtime/sc_time.h"
 #include "messages/messages.h"
 #include "model/model_config.h"
@@ -151,15 +152,11 @@ static int tap_drain(tapwatch *t) {
     }
     const uint8_t *p = zmq_msg_data(&data);
     size_t left = zmq_msg_size(&data);
-    while (left >= 16) {
-      uint64_t ns;
-      uint32_t len;
-      memcpy(&ns, p, 8);
-      memcpy(&len, p + 12, 4);
-      if (len > left - 16) break;
-      const uint8_t *raw = p + 16;
-      p += 16 + len;
-      left -= 16 + len;
+    sc_tap_record rec;
+    while (sc_tap_record_next(&p, &left, &rec) > 0) {
+      const uint64_t ns = rec.ns;
+      const uint8_t *raw = rec.msg;
+      const uint32_t len = rec.len;
       sc_envelope env;
       void *body = NULL;
       sc_diag d = {0};

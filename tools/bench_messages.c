@@ -23,6 +23,7 @@
 #include <zmq.h>
 
 #include "actors/runtime/sc_node.h"
+#include "actors/runtime/sc_tap_record.h"
 #include "actors/runtime/sc_time.h"
 #include "tools/bench.h"
 
@@ -195,17 +196,11 @@ static void *tapsub_main(void *arg) {
     zmq_msg_t m;
     zmq_msg_init(&m);
     if (zmq_msg_recv(&m, t->sub, 0) >= 0 && !zmq_msg_more(&m)) {
-      /* count the records of the batch (16-byte header + message each) */
+      /* count the records of the batch */
       const uint8_t *p = zmq_msg_data(&m);
       size_t left = zmq_msg_size(&m);
-      while (left >= 16) {
-        uint32_t len;
-        memcpy(&len, p + 12, 4);
-        if (len > left - 16) break;
-        p += 16 + len;
-        left -= 16 + len;
-        atomic_fetch_add(&t->seen, 1);
-      }
+      sc_tap_record rec;
+      while (sc_tap_record_next(&p, &left, &rec) > 0) atomic_fetch_add(&t->seen, 1);
     }
     zmq_msg_close(&m);
   }

@@ -22,6 +22,7 @@
 #include <zmq.h>
 
 #include "actors/runtime/sc_jsonw.h"
+#include "actors/runtime/sc_tap_record.h"
 #include "actors/runtime/sc_time.h"
 #include "messages/messages.h"
 #include "tools/cli.h"
@@ -340,21 +341,15 @@ int sc_cmd_tap(int argc, char **argv) {
       topic[tl] = '\0';
       const uint8_t *p = zmq_msg_data(&parts[1]);
       size_t left = zmq_msg_size(&parts[1]);
-      while (left >= 16 && !g_stop && (count == 0 || seen < count)) {
-        uint64_t ns;
-        int32_t node;
-        uint32_t rawlen;
-        memcpy(&ns, p, 8);
-        memcpy(&node, p + 8, 4);
-        memcpy(&rawlen, p + 12, 4);
-        if (rawlen > left - 16) {
+      sc_tap_record r;
+      int next;
+      while (!g_stop && (count == 0 || seen < count) &&
+             (next = sc_tap_record_next(&p, &left, &r)) != 0) {
+        if (next < 0) {
           fprintf(stderr, "sparsecp tap: %s: truncated tap record\n", topic);
           break;
         }
-        const uint8_t *raw = p + 16;
-        p += 16 + rawlen;
-        left -= 16 + rawlen;
-        if (handle_record(&out, topic, ns, node, raw, rawlen) != 0) {
+        if (handle_record(&out, topic, r.ns, r.node, r.msg, r.len) != 0) {
           exit_code = SC_EXIT_FAILURE;
           g_stop = 1;
         }

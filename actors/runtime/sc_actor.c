@@ -136,13 +136,6 @@ static void ctx_init(sc_ctx *c, sc_loop *l, sc_actor *a, const sc_envelope *env)
   c->body = NULL;
 }
 
-static char *dup_str(const char *s) {
-  const size_t n = strlen(s) + 1;
-  char *p = malloc(n);
-  if (p) memcpy(p, s, n);
-  return p;
-}
-
 /* Sends a DOWN body to watcher (best effort: the watcher may be gone). */
 static void send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reason,
                       const char *why) {
@@ -151,7 +144,7 @@ static void send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reas
   d->who = who;
   d->node = who.node;
   d->reason = reason > 0 ? SC_EINVAL : reason;
-  d->message = dup_str(why ? why : sc_strerror(reason));
+  d->message = strdup(why ? why : sc_strerror(reason));
   sc_envelope env = {.type = SC_MSG_DOWN, .src = who, .dst = watcher};
   if (sc_route(n, &env, d) != 0) sc_msg_body_destroy(SC_MSG_DOWN, d);
 }
@@ -165,20 +158,24 @@ static void send_sys(sc_node *n, int type, sc_actor_id from, sc_actor_id to, int
   if (sc_deliver_local(n, &env, w) != 0) free(w);
 }
 
+int sc_reply_error_to(sc_node *n, const sc_envelope *req, int code, const char *msg) {
+  if (req == NULL || !(req->seq & SC_SEQ_REQUEST) || sc_actor_id_is_null(req->src))
+    return SC_EINVAL;
+  sc_msg_error_reply *e = sc_msg_body_new(SC_MSG_ERROR_REPLY);
+  if (e == NULL) return SC_ENOMEM;
+  e->code = code;
+  e->message = strdup(msg ? msg : sc_strerror(code)); /* NULL on OOM: sent without */
+  sc_envelope env = {.type = SC_MSG_ERROR_REPLY, .step = req->step,
+                     .seq = (req->seq & SC_SEQ_ID_MASK) | SC_SEQ_REPLY, .src = req->dst,
+                     .dst = req->src, .trace_id = req->trace_id};
+  const int rc = sc_route(n, &env, e);
+  if (rc != 0) sc_msg_body_destroy(SC_MSG_ERROR_REPLY, e);
+  return rc;
+}
+
 /* A letter for an actor that is gone: free it; a request gets an error reply. */
 static void reject_letter(sc_node *n, sc_letter *l, int code) {
-  if ((l->env.seq & SC_SEQ_REQUEST) && !sc_actor_id_is_null(l->env.src)) {
-    sc_msg_error_reply *e = sc_msg_body_new(SC_MSG_ERROR_REPLY);
-    if (e) {
-      e->code = code;
-      e->message = dup_str("the destination actor does not exist");
-      sc_envelope env = {.type = SC_MSG_ERROR_REPLY, .step = l->env.step,
-                         .seq = (l->env.seq & SC_SEQ_ID_MASK) | SC_SEQ_REPLY,
-                         .src = l->env.dst, .dst = l->env.src,
-                         .trace_id = l->env.trace_id};
-      if (sc_route(n, &env, e) != 0) sc_msg_body_destroy(SC_MSG_ERROR_REPLY, e);
-    }
-  }
+  (void)sc_reply_error_to(n, &l->env, code, "the destination actor does not exist");
   sc_letter_body_free(l->env.type, l->body);
   l->body = NULL;
 }
@@ -647,14 +644,10 @@ int sc_reply(sc_ctx *ctx, int type, void *body) {
   return sc_route(ctx->node, &env, body);
 }
 
+/* A handler only runs for letters whose dst is its actor's live id, so the reply's src
+ * (req->dst) is ctx->actor->id, as sc_reply sends. */
 int sc_reply_error(sc_ctx *ctx, int code, const char *message) {
-  sc_msg_error_reply *e = sc_msg_body_new(SC_MSG_ERROR_REPLY);
-  if (e == NULL) return SC_ENOMEM;
-  e->code = code;
-  e->message = dup_str(message ? message : sc_strerror(code));
-  const int rc = sc_reply(ctx, SC_MSG_ERROR_REPLY, e);
-  if (rc != 0) sc_msg_body_destroy(SC_MSG_ERROR_REPLY, e);
-  return rc;
+  return sc_reply_error_to(ctx->node, ctx->env, code, message);
 }
 
 int sc_monitor(sc_ctx *ctx, sc_actor_id target) {

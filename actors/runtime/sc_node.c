@@ -14,13 +14,6 @@
 
 #define LOG "node"
 
-static char *dup_str(const char *s) {
-  const size_t n = strlen(s) + 1;
-  char *p = malloc(n);
-  if (p) memcpy(p, s, n);
-  return p;
-}
-
 static sc_actor_id node_actor_of(int32_t rank) {
   return (sc_actor_id){.node = (uint16_t)rank, .slot = 0, .gen = 1};
 }
@@ -179,7 +172,7 @@ void sc_node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
     d->who = whos[i];
     d->node = rank;
     d->reason = code;
-    d->message = dup_str(why);
+    d->message = strdup(why);
     sc_envelope env = {.type = SC_MSG_DOWN, .src = whos[i], .dst = targets[i]};
     if (sc_route(n, &env, d) != 0) sc_msg_body_destroy(SC_MSG_DOWN, d);
   }
@@ -287,8 +280,8 @@ int sc_node_start(sc_node *n, sc_diag *d) {
   if (h == NULL) return SC_ENOMEM;
   h->rank = n->rank;
   h->pid = (uint32_t)getpid();
-  h->endpoint = dup_str(n->cluster.nodes[n->rank].endpoint);
-  h->tap_endpoint = dup_str(n->cluster.nodes[n->rank].tap);
+  h->endpoint = strdup(n->cluster.nodes[n->rank].endpoint);
+  h->tap_endpoint = strdup(n->cluster.nodes[n->rank].tap);
   sc_envelope env = {.type = SC_MSG_NODE_HELLO, .src = node_actor_of(n->rank),
                      .dst = node_actor_of(0)};
   rc = sc_route(n, &env, h);
@@ -342,7 +335,7 @@ int sc_node_broadcast_shutdown(sc_node *n, const char *reason) {
     if (r == n->rank || atomic_load(&n->peer_down[r])) continue;
     sc_msg_node_shutdown *m = sc_msg_body_new(SC_MSG_NODE_SHUTDOWN);
     if (m == NULL) return SC_ENOMEM;
-    m->reason = dup_str(reason ? reason : "shutdown");
+    m->reason = strdup(reason ? reason : "shutdown");
     sc_envelope env = {.type = SC_MSG_NODE_SHUTDOWN, .src = node_actor_of(n->rank),
                        .dst = node_actor_of(r)};
     const int rc = sc_route(n, &env, m);

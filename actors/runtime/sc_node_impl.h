@@ -197,6 +197,11 @@ const char *sc_slot_name(sc_node *n, uint16_t slot);
 void sc_broadcast_node_down(sc_node *n, int32_t rank);
 /* Frees a letter body of any type (runtime-internal types included). */
 void sc_letter_body_free(int type, void *body);
+/* Answers request req with error_reply {code, msg (NULL: sc_strerror(code))}, sent from
+ * req->dst to req->src with req's step, id and trace (any thread). Returns SC_EINVAL,
+ * sending nothing, when req is not a request or has no sender; else SC_ENOMEM or
+ * sc_route's result (the body is freed when it fails). */
+int sc_reply_error_to(sc_node *n, const sc_envelope *req, int code, const char *msg);
 
 /* sc_transport.c */
 int sc_transport_create(sc_node *n, sc_transport **out, sc_diag *d);

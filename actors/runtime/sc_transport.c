@@ -35,6 +35,7 @@
 
 #include "actors/runtime/sc_log.h"
 #include "actors/runtime/sc_node_impl.h"
+#include "actors/runtime/sc_tap_record.h"
 #include "actors/runtime/sc_time.h"
 
 #define LOG "transport"
@@ -160,8 +161,7 @@ static void make_topic(sc_node *n, const sc_envelope *env, char *topic) {
   topic[at] = '\0';
 }
 
-/* Sends the pending batch: frames [topic][records], each record = u64 wall-clock ns,
- * i32 node, u32 length (little-endian), then the encoded message. All-or-nothing: with
+/* Sends the pending batch: frames [topic][records] (sc_tap_record.h). All-or-nothing: with
  * XPUB_NODROP the first frame fails with EAGAIN when a subscriber is at its HWM. */
 static void batch_flush(sc_transport *t) {
   if (t->batch_records == 0) return;
@@ -183,12 +183,8 @@ static void xpub_publish(sc_transport *t, const char *topic, uint64_t time_ns,
        t->batch_records >= 256))
     batch_flush(t);
   if (t->batch_records == 0) snprintf(t->batch_topic, sizeof t->batch_topic, "%s", topic);
-  uint8_t hdr[16];
-  const int32_t node = t->node->rank;
-  const uint32_t l32 = (uint32_t)len;
-  memcpy(hdr, &time_ns, 8);
-  memcpy(hdr + 8, &node, 4);
-  memcpy(hdr + 12, &l32, 4);
+  uint8_t hdr[SC_TAP_RECORD_HEADER];
+  sc_tap_record_put_header(hdr, time_ns, t->node->rank, (uint32_t)len);
   if (sc_buf_append(&t->batch, hdr, sizeof hdr) != 0 || sc_buf_append(&t->batch, data, len) != 0) {
     atomic_fetch_add_explicit(&t->tap_dropped, 1, memory_order_relaxed);
     return;
@@ -307,19 +303,7 @@ static void deliver_remote(sc_transport *t, const uint8_t *p, size_t len) {
     atomic_fetch_add_explicit(&n->mailbox_dropped, 1, memory_order_relaxed);
   else
     atomic_fetch_add_explicit(&n->undeliverable, 1, memory_order_relaxed);
-  if ((env.seq & SC_SEQ_REQUEST) && !sc_actor_id_is_null(env.src)) {
-    sc_msg_error_reply *e = sc_msg_body_new(SC_MSG_ERROR_REPLY);
-    if (e) {
-      e->code = rc;
-      const char *why = rc == SC_EFULL ? "mailbox full" : "no such actor";
-      e->message = malloc(strlen(why) + 1);
-      if (e->message) strcpy(e->message, why);
-      sc_envelope r = {.type = SC_MSG_ERROR_REPLY, .step = env.step,
-                       .seq = (env.seq & SC_SEQ_ID_MASK) | SC_SEQ_REPLY, .src = env.dst,
-                       .dst = env.src, .trace_id = env.trace_id};
-      if (sc_route(n, &r, e) != 0) sc_msg_body_destroy(SC_MSG_ERROR_REPLY, e);
-    }
-  }
+  (void)sc_reply_error_to(n, &env, rc, rc == SC_EFULL ? "mailbox full" : "no such actor");
   sc_msg_body_destroy(env.type, body);
 }
 

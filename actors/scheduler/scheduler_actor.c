@@ -3,7 +3,7 @@
  * failed steps and lost nodes (DESIGN.md §3 step 2, §4). The batching and block logic is
  * the pure scheduler core (sched.h).
  *
- * Plan acknowledgements arrive asynchronously from every rank's comm; they are compared
+ * Plan acknowledgements arrive asynchronously from every rank's metadata actor; they are compared
  * with the fingerprint the partitioner planned, and a mismatch fails the step, but no
  * step ever waits for them: verification is off the data path. */
 #include <stdio.h>
@@ -32,6 +32,10 @@ typedef struct scheduler {
   bool shutting_down;
   sc_node *node;
   uv_timer_t *stop_timer;  /* pending delayed stop (closed in terminate if still armed) */
+  /* Room for cap events / ids. on_submit keeps cap > running + waiting (requests enter
+   * the core only there; sc_sched_next only moves waiting to running), so advance,
+   * fail_step (<= running ids) and fail_all (<= running + waiting) fit; the
+   * ensure_cap calls before them are then checks that never reallocate. */
   sc_sched_event *events;
   int64_t *ids;
   int32_t cap;
@@ -212,7 +216,9 @@ static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
   const uint64_t step = s->in_flight;
   if (step == 0) return;
   SC_ERROR(LOG, "step %llu failed: %s", (unsigned long long)step, why);
-  if (ensure_cap(s, s->cap + 1) == 0) {
+  sc_sched_stats st;
+  sc_sched_get_stats(s->sched, &st);
+  if (ensure_cap(s, st.running + 1) == 0) { /* see scheduler.cap */
     const int n = sc_sched_fail_step(s->sched, s->ids);
     char msg[640];
     snprintf(msg, sizeof msg, "step %llu failed: %s", (unsigned long long)step, why);
@@ -221,6 +227,15 @@ static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
   for (int32_t r = 0; r < s->world; r++)
     sc_pipeline_send_abort(c, s->comms[r], step, 0, code, why, NULL);
   s->in_flight = 0;
+}
+
+/* Removes every request from the core; each client gets error {code, msg}. */
+static void fail_all_clients(sc_ctx *c, scheduler *s, int code, const char *msg) {
+  sc_sched_stats st;
+  sc_sched_get_stats(s->sched, &st);
+  if (ensure_cap(s, st.running + st.waiting + 1) != 0) return; /* see scheduler.cap */
+  const int n = sc_sched_fail_all(s->sched, s->ids);
+  for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, msg);
 }
 
 static void check_acks(sc_ctx *c, scheduler *s) {
@@ -351,12 +366,7 @@ static void stop_node_later(uv_timer_t *t) {
 static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why) {
   fail_step(c, s, code, why);
   s->shutting_down = true;
-  sc_sched_stats st;
-  sc_sched_get_stats(s->sched, &st);
-  if (ensure_cap(s, st.running + st.waiting + 1) == 0) {
-    const int n = sc_sched_fail_all(s->sched, s->ids);
-    for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, why);
-  }
+  fail_all_clients(c, s, code, why);
   SC_ERROR(LOG, "%s: shutting the cluster down", why);
   uv_timer_t *t = malloc(sizeof *t);
   if (t == NULL || uv_timer_init(sc_ctx_uv_loop(c), t) != 0) {
@@ -378,13 +388,7 @@ static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (sc_node_shutting_down(s->node)) {
     /* peers leaving an orderly shutdown: whatever is left gets a plain answer */
     s->shutting_down = true;
-    sc_sched_stats st;
-    sc_sched_get_stats(s->sched, &st);
-    if (ensure_cap(s, st.running + st.waiting + 1) == 0) {
-      const int n = sc_sched_fail_all(s->sched, s->ids);
-      for (int i = 0; i < n; i++)
-        client_error(c, s, s->ids[i], SC_ECLOSED, "the cluster is shutting down");
-    }
+    fail_all_clients(c, s, SC_ECLOSED, "the cluster is shutting down");
     return 0;
   }
   char why[256];
