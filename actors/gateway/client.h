@@ -28,7 +28,7 @@ typedef struct sc_client_request {
   int32_t prompt_len;
   int32_t max_tokens;
   float temperature;     /* 0: greedy */
-  int32_t top_k;         /* 0: all */
+  int32_t top_k;         /* must be 0 (all): top-k sampling is not implemented */
   uint64_t seed;
 } sc_client_request;
 

@@ -330,6 +330,7 @@ Test(messages, envelope_and_schema_errors_name_the_problem) {
 /* client_submit bodies with one thing wrong each. */
 static int32_t g_tok = 5, g_ntok = 3, g_max_tokens = 16;
 static float g_temp = 0.0f;
+static int32_t g_top_k = 0;
 static void submit_body(msgpack_packer *pk) {
   msgpack_pack_array(pk, 6);
   msgpack_pack_uint64(pk, 42);
@@ -337,7 +338,7 @@ static void submit_body(msgpack_packer *pk) {
   for (int i = 0; i < g_ntok; i++) msgpack_pack_int32(pk, i == g_ntok - 1 ? g_tok : 1);
   msgpack_pack_int32(pk, g_max_tokens);
   msgpack_pack_float(pk, g_temp);
-  msgpack_pack_int32(pk, 0);
+  msgpack_pack_int32(pk, g_top_k);
   msgpack_pack_uint64(pk, 1);
 }
 
@@ -371,6 +372,10 @@ Test(messages, untrusted_submit_is_validated_against_the_limits) {
   cr_assert_eq(submit(&lim, 5, 3, 0, 0, &d), SC_ERANGE);
   cr_assert_eq(submit(&lim, 5, 3, 16, -1.0f, &d), SC_EINVAL);
   cr_assert(strstr(d.msg, "temperature") != NULL, "%s", d.msg);
+  g_top_k = 40; /* top-k sampling is not implemented: refused, not ignored */
+  cr_assert_eq(submit(&lim, 5, 3, 16, 0, &d), SC_ERANGE);
+  cr_assert(strstr(d.msg, "top_k") != NULL, "%s", d.msg);
+  g_top_k = 0;
   /* The trusted path applies no limits, only the declared ranges. */
   cr_assert_eq(submit(NULL, 5000, 60, 100, 0, &d), 0, "%s", d.msg);
   /* Array and total size limits. */
