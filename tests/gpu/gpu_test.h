@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "tests/common/sc_test_rng.h"
+
 #define GPU_TEST_SKIP 77
 
 extern int gt_failures;      /* failures of the whole program */
@@ -61,32 +63,19 @@ static inline void gt_init_seed(void) {
   printf("seed %llu (replay with SC_GPU_SEED)\n", (unsigned long long)gt_seed);
 }
 
-static inline uint64_t gt_next(void) {
-  uint64_t z = (gt_seed += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static inline double gt_unif(double lo, double hi) {
-  return lo + (hi - lo) * (double)(gt_next() >> 11) * 0x1.0p-53;
-}
+/* The shared generator (tests/common/sc_test_rng.h) over the program's seed. */
+static inline uint64_t gt_next(void) { return sc_test_rng_next(&gt_seed); }
+static inline double gt_unif(double lo, double hi) { return sc_test_rng_unif(&gt_seed, lo, hi); }
 static inline int64_t gt_int(int64_t lo, int64_t hi) { /* [lo, hi] */
-  return lo + (int64_t)(gt_next() % (uint64_t)(hi - lo + 1));
+  return sc_test_rng_int(&gt_seed, lo, hi);
 }
 static inline float *gt_rand_f32(size_t n, double lo, double hi) {
   float *v = malloc(n * sizeof *v + 1);
   if (v == NULL) abort();
-  for (size_t i = 0; i < n; i++) v[i] = (float)gt_unif(lo, hi);
+  sc_test_rng_fill_f32(&gt_seed, v, n, lo, hi);
   return v;
 }
-static inline void gt_shuffle_i32(int32_t *v, int64_t n) {
-  for (int64_t i = n - 1; i > 0; i--) {
-    const int64_t j = gt_int(0, i);
-    const int32_t t = v[i];
-    v[i] = v[j];
-    v[j] = t;
-  }
-}
+static inline void gt_shuffle_i32(int32_t *v, int64_t n) { sc_test_rng_shuffle_i32(&gt_seed, v, n); }
 
 /* ||a - b|| / ||b|| over n floats; NaN anywhere in a or b gives +inf. */
 static inline double gt_rel_err(const float *a, const float *b, size_t n) {

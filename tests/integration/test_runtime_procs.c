@@ -2,6 +2,7 @@
  * process is node 0 of a cluster whose other ranks are `sparsecp node` children (or the
  * nodes of `sparsecp launch`). Every test kills and reaps every process it starts. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -382,6 +383,22 @@ Test(procs, a_hung_node_is_down_after_the_heartbeat_timeout, .timeout = 60) {
 
 static bool pid_gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
+/* Gone, or a zombie: dead, but waiting for a parent that is not us (after launch itself
+ * dies its nodes are re-parented, and when the new parent reaps them is up to it; some
+ * container inits never do). */
+static bool pid_dead(pid_t pid) {
+  if (pid_gone(pid)) return true;
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return pid_gone(pid);
+  const size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *close_paren = strrchr(buf, ')'); /* the name may hold spaces and parens */
+  return close_paren != NULL && (close_paren[2] == 'Z' || close_paren[2] == 'X');
+}
+
 static int parse_pids(const char *line, pid_t *pids, int max) {
   const char *p = strstr(line, "\"pids\":[");
   if (p == NULL) return 0;
@@ -405,8 +422,25 @@ Test(procs, launch_reports_a_dead_node_and_leaves_nothing, .timeout = 60) {
   cr_assert_eq(parse_pids(line, pids, 3), 3);
   for (int r = 0; r < 3; r++) cr_assert_not_null(proc_expect(&l, "\"ready\"", NULL, 10000));
   kill(pids[2], SIGKILL);
-  cr_assert_not_null(proc_expect(&l, "\"down\"", "\"rank\":2", 3000), "no node reported DOWN");
-  /* launch's own report (may come before or after the nodes' lines) */
+  /* A node's DOWN line for rank 2 and launch's own {"event":"exited","rank":2,...} report
+   * come in either order; read lines until both have been seen. */
+  char exited_pid[32];
+  snprintf(exited_pid, sizeof exited_pid, "\"pid\":%d,", (int)pids[2]);
+  bool saw_down = false, saw_exited = false;
+  const uint64_t until = sc_now_ns() + 3000ull * 1000000ull;
+  while (!(saw_down && saw_exited) && sc_now_ns() < until) {
+    const int64_t left = (int64_t)(until - sc_now_ns()) / 1000000;
+    const char *got = proc_expect(&l, "\"rank\":2", NULL, (int)(left > 0 ? left : 1));
+    if (got == NULL) break;
+    if (strstr(got, "\"event\":\"down\"")) saw_down = true;
+    if (strstr(got, "\"event\":\"exited\"")) {
+      cr_assert(strstr(got, exited_pid) && strstr(got, "\"signal\":9"),
+                "launch's exit report for rank 2 is wrong: %s", got);
+      saw_exited = true;
+    }
+  }
+  cr_assert(saw_down, "no node reported DOWN for rank 2");
+  cr_assert(saw_exited, "launch did not report rank 2 exited");
   const int status = proc_reap(&l, 10000);
   cr_assert(status != -1, "launch did not exit by itself");
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "launch status %d", status);
@@ -428,6 +462,53 @@ Test(procs, launch_stops_everything_on_sigterm, .timeout = 60) {
   const int status = proc_reap(&l, 10000);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
   for (int r = 0; r < 4; r++) cr_assert(pid_gone(pids[r]), "node %d (pid %d) left behind", r, pids[r]);
+}
+
+/* Children carry PR_SET_PDEATHSIG (SIGKILL), so a launch killed outright, which can stop
+ * nothing itself, still leaves no node behind. */
+Test(procs, a_killed_launch_leaves_no_node, .timeout = 60) {
+  proc l;
+  char *argv[] = {"sparsecp", "launch", "--pcp", "2", "--dcp", "2", "--tp", "2", "--events",
+                  "--model", SMALL_MODEL, NULL};
+  proc_start(&l, argv);
+  const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
+  cr_assert_not_null(line);
+  pid_t pids[4];
+  cr_assert_eq(parse_pids(line, pids, 4), 4);
+  /* launch cannot remove its cluster directory when killed; the test does, afterwards */
+  char dir[256] = "";
+  const char *cf = strstr(line, "\"cluster\":\"");
+  if (cf != NULL) sscanf(cf + 11, "%255[^\"]", dir);
+  char *slash = strrchr(dir, '/');
+  if (slash != NULL) *slash = '\0';
+  for (int r = 0; r < 4; r++) cr_assert_not_null(proc_expect(&l, "\"ready\"", NULL, 10000));
+  kill(l.pid, SIGKILL);
+  const int status = proc_reap(&l, 5000);
+  cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "launch status %d", status);
+  /* the nodes are not our children (launch's death re-parents them): poll for each to be
+   * dead, whether or not its new parent has reaped it yet */
+  const uint64_t until = sc_now_ns() + 5000ull * 1000000ull;
+  bool all_dead = false;
+  while (!all_dead && sc_now_ns() < until) {
+    all_dead = true;
+    for (int r = 0; r < 4; r++) all_dead = all_dead && pid_dead(pids[r]);
+    if (!all_dead) usleep(10000);
+  }
+  for (int r = 0; r < 4; r++) cr_assert(pid_dead(pids[r]), "node %d (pid %d) left running", r, pids[r]);
+  if (strstr(dir, "/sparsecp-run-") != NULL) {
+    DIR *d = opendir(dir);
+    if (d != NULL) {
+      const struct dirent *e;
+      while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+      }
+      closedir(d);
+    }
+    cr_expect_eq(rmdir(dir), 0, "cannot remove %s", dir);
+  }
 }
 
 Test(procs, tap_sees_filtered_messages_in_order, .timeout = 60) {

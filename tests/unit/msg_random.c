@@ -6,13 +6,9 @@
 #include <string.h>
 
 #include "messages/schema_desc.h"
+#include "tests/common/sc_test_rng.h"
 
-uint64_t msg_rng_next(msg_rng *r) { /* splitmix64 */
-  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+uint64_t msg_rng_next(msg_rng *r) { return sc_test_rng_next(&r->s); }
 
 static uint64_t below(msg_rng *r, uint64_t n) { return n ? msg_rng_next(r) % n : 0; }
 

@@ -10,6 +10,7 @@
 
 #include "actors/runtime/sc_error.h"
 #include "kernels/kernels.h"
+#include "tests/common/sc_test_rng.h"
 
 static inline sc_kernels *tk_ctx(int threads) {
   sc_kernels *k = NULL;
@@ -38,32 +39,18 @@ static inline void tk_down(sc_kernels *k, void *host, const void *buf, size_t by
   cr_assert_eq(k->ops->sync(k), 0);
 }
 
-/* splitmix64 */
-static inline uint64_t tk_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static inline double tk_unif(uint64_t *s, double lo, double hi) {
-  return lo + (hi - lo) * (double)(tk_next(s) >> 11) * 0x1.0p-53;
-}
+/* The shared seeded generator (tests/common/sc_test_rng.h) under the kernel tests' names. */
+static inline uint64_t tk_next(uint64_t *s) { return sc_test_rng_next(s); }
+static inline double tk_unif(uint64_t *s, double lo, double hi) { return sc_test_rng_unif(s, lo, hi); }
 static inline int64_t tk_int(uint64_t *s, int64_t lo, int64_t hi) { /* [lo, hi] */
-  return lo + (int64_t)(tk_next(s) % (uint64_t)(hi - lo + 1));
+  return sc_test_rng_int(s, lo, hi);
 }
 static inline float *tk_rand_f32(uint64_t *s, size_t n, double lo, double hi) {
   float *v = malloc(n * sizeof *v);
   cr_assert_not_null(v);
-  for (size_t i = 0; i < n; i++) v[i] = (float)tk_unif(s, lo, hi);
+  sc_test_rng_fill_f32(s, v, n, lo, hi);
   return v;
 }
-static inline void tk_shuffle_i32(uint64_t *s, int32_t *v, int64_t n) {
-  for (int64_t i = n - 1; i > 0; i--) {
-    const int64_t j = tk_int(s, 0, i);
-    const int32_t t = v[i];
-    v[i] = v[j];
-    v[j] = t;
-  }
-}
+static inline void tk_shuffle_i32(uint64_t *s, int32_t *v, int64_t n) { sc_test_rng_shuffle_i32(s, v, n); }
 
 #endif
