@@ -447,17 +447,31 @@ Test(procs, launch_reports_a_dead_node_and_leaves_nothing, .timeout = 60) {
   for (int r = 0; r < 3; r++) cr_assert(pid_gone(pids[r]), "node %d (pid %d) left behind", r, pids[r]);
 }
 
-Test(procs, launch_stops_everything_on_sigterm, .timeout = 60) {
-  proc l;
-  /* P x T = 4 nodes (DCP reuses the PCP ranks) */
+/* Starts a 4-node launch (P x T; DCP reuses the PCP ranks) and waits until every node is
+ * ready. Fills the node pids and, when dir is not NULL, the cluster's folder. */
+static void start_launch_4(proc *l, pid_t pids[4], char *dir, size_t dir_len) {
   char *argv[] = {"sparsecp", "launch", "--pcp", "2", "--dcp", "2", "--tp", "2", "--events",
                   "--model", SMALL_MODEL, NULL};
-  proc_start(&l, argv);
-  const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
+  proc_start(l, argv);
+  const char *line = proc_expect(l, "\"launched\"", NULL, 10000);
   cr_assert_not_null(line);
-  pid_t pids[4];
   cr_assert_eq(parse_pids(line, pids, 4), 4);
-  for (int r = 0; r < 4; r++) cr_assert_not_null(proc_expect(&l, "\"ready\"", NULL, 10000));
+  if (dir != NULL) {
+    char fmt[32];
+    snprintf(fmt, sizeof fmt, "%%%zu[^\"]", dir_len - 1);
+    dir[0] = '\0';
+    const char *cf = strstr(line, "\"cluster\":\"");
+    if (cf != NULL) sscanf(cf + 11, fmt, dir);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL) *slash = '\0';
+  }
+  for (int r = 0; r < 4; r++) cr_assert_not_null(proc_expect(l, "\"ready\"", NULL, 10000));
+}
+
+Test(procs, launch_stops_everything_on_sigterm, .timeout = 60) {
+  proc l;
+  pid_t pids[4];
+  start_launch_4(&l, pids, NULL, 0);
   kill(l.pid, SIGTERM);
   const int status = proc_reap(&l, 10000);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
@@ -468,20 +482,10 @@ Test(procs, launch_stops_everything_on_sigterm, .timeout = 60) {
  * nothing itself, still leaves no node behind. */
 Test(procs, a_killed_launch_leaves_no_node, .timeout = 60) {
   proc l;
-  char *argv[] = {"sparsecp", "launch", "--pcp", "2", "--dcp", "2", "--tp", "2", "--events",
-                  "--model", SMALL_MODEL, NULL};
-  proc_start(&l, argv);
-  const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
-  cr_assert_not_null(line);
   pid_t pids[4];
-  cr_assert_eq(parse_pids(line, pids, 4), 4);
   /* launch cannot remove its cluster directory when killed; the test does, afterwards */
-  char dir[256] = "";
-  const char *cf = strstr(line, "\"cluster\":\"");
-  if (cf != NULL) sscanf(cf + 11, "%255[^\"]", dir);
-  char *slash = strrchr(dir, '/');
-  if (slash != NULL) *slash = '\0';
-  for (int r = 0; r < 4; r++) cr_assert_not_null(proc_expect(&l, "\"ready\"", NULL, 10000));
+  char dir[256];
+  start_launch_4(&l, pids, dir, sizeof dir);
   kill(l.pid, SIGKILL);
   const int status = proc_reap(&l, 5000);
   cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "launch status %d", status);
