@@ -1,15 +1,15 @@
 /* cuda_attn.cu - sparse MLA attention over selected KV rows (SPEC.md §7).
  *
  * Two kernels:
- *  - k_attn_mma (bf16 and fp8_ds_mla KV, dc = 512, dr = 64, the real model): one block
- *    per (token, group of 64 heads), 16 warps. All heads of a token share the selected
- *    rows (MLA's latent KV), so a block streams the token's rows in tiles of 32 through
- *    shared memory (cp.async, double buffered) and runs both products on the tensor cores
- *    with mma.sync m16n8k16 bf16: S = Q K^T (64 x 32, k = 576, split over two warps per
- *    output block), an online softmax in f32 over S, then O += P V (64 x 512, k = 32) with
- *    O in registers (64 floats per thread). q is rounded to bf16 once when the block
- *    loads it. fp8 rows are staged raw and dequantized to bf16 in shared memory during
- *    the softmax phase of the tile before. Three block barriers per tile.
+ *  - k_attn_wg (bf16 and fp8_ds_mla KV, dc = 512, dr = 64, the real model; sm_90a): one
+ *    block per (token, group of 64 heads), 4 warpgroups. All heads of a token share the
+ *    selected rows (MLA's latent KV), so a block streams the token's rows in tiles of 32
+ *    through shared memory (cp.async) and runs both products on wgmma: S = Q K^T (64 x
+ *    32, k = 576 split over the 4 warpgroups), an online softmax in f32 over S, then
+ *    O += P V (64 x 512, each warpgroup 128 columns) with O in registers (64 floats per
+ *    thread). q is rounded to bf16 once when the block loads it. fp8 rows are staged raw
+ *    and dequantized to bf16 in shared memory while the tensor cores run the S of the
+ *    tile before. See the section comment below for the layout and the schedule.
  *  - k_attn_warp (f32 KV, other widths, unaligned rows): one warp per (token, head),
  *    f32 on CUDA cores, online softmax. The precise path; also the fallback.
  * Both keep the log-sum-exp in natural log: lse = ln Σ exp(s_j); no selected row gives
@@ -75,38 +75,7 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) a.lse[t * a.ld_lse + h] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
-/* ---- the tensor-core path ---- */
-
-#define MMA_DC 512
-#define MMA_D 576
-#define MMA_BM 64            /* heads per block */
-#define MMA_BN 32            /* KV rows per tile */
-#define MMA_LDS 584          /* bf16 row stride in shared memory: 1168 bytes, conflict free */
-#define MMA_SLD 36           /* f32 stride of the S tile */
-#define MMA_PLD 40           /* bf16 stride of the P tile (80 bytes) */
-/* 16 warps (512 threads, <= 128 registers each): at one block per SM the latency of the
- * dependent ldmatrix -> mma chains needs more than the 2 warps per scheduler that 8 warps
- * give (ncu, 2026-11-29: 0.35 eligible warps per scheduler, 27% issue-slot use). */
-#ifndef SC_ATTN_WARPS
-#define SC_ATTN_WARPS 16
-#endif
-#define MMA_THREADS (32 * SC_ATTN_WARPS)
-#define MMA_KS (SC_ATTN_WARPS / 8)          /* S phase: warps splitting k = 576 */
-#define MMA_KSTEPS (MMA_D / 16 / MMA_KS)    /* k16 steps per S-phase warp */
-#define MMA_PV_COLS (MMA_DC * 2 / SC_ATTN_WARPS) /* PV phase: output columns per warp */
-#define MMA_NB (MMA_PV_COLS / 8)            /* n8 blocks per PV-phase warp */
-#define MMA_TPR (MMA_THREADS / MMA_BM)      /* softmax threads per row */
-#define MMA_CPT (MMA_BN / MMA_TPR)          /* softmax columns per thread */
-
-struct mma_smem {
-  uint16_t q[MMA_BM * MMA_LDS];
-  uint16_t kv[2][MMA_BN * MMA_LDS];
-  float s[MMA_KS][MMA_BM * MMA_SLD]; /* partial S of each k slice */
-  uint16_t p[MMA_BM * MMA_PLD];
-  float m[MMA_BM], l[MMA_BM], alpha[MMA_BM];
-  int valid[2][MMA_BN];
-  alignas(16) uint8_t raw[MMA_BN * SC_KFP8_DS_MLA_ROW_BYTES]; /* fp8 staging */
-};
+/* ---- helpers of the tensor-core path ---- */
 
 /* Two floats -> packed bf16x2 (low half = a), one cvt.rn.bf16x2.f32: round to nearest
  * even, the same bits as sc_dev_to_bf16 for every non-NaN value (NaN stays NaN). */
@@ -125,20 +94,6 @@ __device__ inline void ldsm_x4(uint32_t r[4], const void *p) {
                : "r"(smem_u32(p)));
 }
 
-__device__ inline void ldsm_x4_t(uint32_t r[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
-__device__ inline void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ inline void cp_async16(void *dst, const void *src, bool pred) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)),
                "l"(src), "r"(pred ? 16 : 0));
@@ -148,35 +103,183 @@ __device__ inline void cp_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
-/* Queues tile `tile` of the token's selected rows into stage `st` (bf16 rows directly,
- * fp8 rows into the raw staging area), zero-filling invalid rows. */
+/* ---- the wgmma path (sm_90a): k_attn_wg ----
+ *
+ * One block per (token, 64 heads), 4 warpgroups (512 threads, <= 128 registers each),
+ * tiles of 32 selected rows. Both products run on wgmma, which reads its B operand (and
+ * here Q) straight from shared memory. The mma.sync kernel this replaces (2026-11-29,
+ * 16 warps) was bound by shared-memory traffic and latency in the S phase: each warp
+ * loaded 16 x 16 fragments of Q and K with ldmatrix for every k16 step (~295 KB of reads
+ * per tile for 1.2 M MACs) and ran 18 dependent ldmatrix -> mma steps.
+ *  - S = Q K^T: each warpgroup computes the whole 64 x 32 S over its quarter of the k16
+ *    steps (wg, wg + 4, .., wg + 32: 9 wgmma m64n32k16 issued back to back, one wait)
+ *    and stores it as a partial; the softmax sums the 4 partials.
+ *  - online softmax: 8 threads per row; the running max moves only by more than 2^8, so
+ *    most tiles need no rescaling of O (a warp skips it when all its alphas are 1).
+ *  - O += P V: P (bf16, row-major) goes to registers with ldmatrix (wgmma's A from
+ *    registers), V is the same K tile read as an N-major B; each warpgroup owns 128 of
+ *    the 512 output columns (2 wgmma m64n128k16, O in 64 registers per thread).
+ * Q and the KV tiles use the 128-byte-swizzled K-major layout (wg_off below). The first
+ * version kept wgmma's unswizzled "core matrix" layout and ran at 155 (bf16 decode)
+ * TFLOP/s: wgmma's reads of it conflict on the banks; the swizzle gave 196.
+ *
+ * Schedule. bf16: a ring of 3 KV slots and two block barriers per tile: after the first,
+ * tile t + 2 is queued (cp.async) and S of tile t + 1 is issued to run on the tensor
+ * cores beside the softmax of tile t; after the second, P V of tile t, then a wait for
+ * both and the store of the next S partial. fp8: rows arrive raw (656 bytes) in a
+ * staging area two tiles ahead and are dequantized into the next tile's slot while the
+ * tensor cores run S (three barriers per tile). Each thread loads the same row of every
+ * tile and prefetches its row index a tile ahead (a global load on the way to the
+ * cp.async had put its latency on every tile). Ordinary stores and cp.async write
+ * through the generic proxy and wgmma reads through the async proxy, so every writer
+ * fences (fence.proxy.async) before the barrier that publishes a tile. */
+#define WG_BM 64
+#define WG_BN 32
+#define WG_D 576
+#define WG_DC 512
+#define WG_THREADS 512
+#define WG_KSTEPS (WG_D / 16 / 4) /* k16 steps of S per warpgroup: 9 */
+#define WG_SLD 36                  /* f32 stride of a partial S row: conflict-free float2 */
+#define WG_PLD 40                  /* bf16 stride of P (80 bytes): conflict-free ldmatrix */
+
+struct wg_smem {
+  alignas(1024) uint16_t q[WG_BM * WG_D];
+  /* bf16: a ring of 3 tiles (S of tile t + 1 runs beside the softmax of tile t while
+   * tile t + 2 lands); fp8: 2 tiles, the third slot holds the raw rows (see wg_raw) */
+  alignas(1024) uint16_t kv[3][WG_BN * WG_D];
+  alignas(16) float s[4][WG_BM * WG_SLD]; /* partial S of each warpgroup's k quarter */
+  alignas(16) uint16_t p[WG_BM * WG_PLD];
+  float m[WG_BM], l[WG_BM], alpha[WG_BM];
+  int valid[4][WG_BN]; /* per tile, tile % 4: tiles are queued two ahead of their softmax */
+};
+/* fp8 staging of 32 raw rows, row-major (20992 bytes), in the third kv slot */
+__device__ inline uint8_t *wg_raw(wg_smem &sm) { return (uint8_t *)sm.kv[2]; }
+
+/* Byte offset of 16-byte chunk p (elements 8p..8p+7) of row r in a tile of n_rows rows in
+ * the 128-byte-swizzled K-major layout: column blocks of 64 elements (cb = p / 8), each
+ * n_rows x 128 bytes in atoms of 8 rows x 128 bytes (1024 bytes, 1024-aligned), chunk
+ * c = p % 8 of row r stored at c ^ (r % 8). */
+template <int N_ROWS>
+__device__ inline uint32_t wg_off(int r, int p) {
+  return (p >> 3) * (N_ROWS * 128) + (r >> 3) * 1024 + (r & 7) * 128 + (((p & 7) ^ (r & 7)) << 4);
+}
+#define wg_kv_off wg_off<WG_BN>
+#define wg_q_off wg_off<WG_BM>
+
+/* A wgmma shared-memory matrix descriptor, 128-byte swizzle: start address, leading and
+ * stride byte offsets (16-byte units), mode 1 in bits 62-63. */
+__device__ inline uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+         ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+__device__ inline void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ inline void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ inline void wg_wait0() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+/* Ordinary stores (and cp.async) write through the generic proxy; wgmma reads through the
+ * async proxy: each writing thread fences before the barrier that publishes the data. */
+__device__ inline void fence_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* Keeps the compiler from moving accumulator reads or writes across the async wgmma. */
+template <int N>
+__device__ inline void wg_pin(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ inline void wgmma_m64n32(float d[16], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+      "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* A from registers (4 per thread: the m16n8k16 A fragment of the thread's warp rows) */
+__device__ inline void wgmma_m64n128_rs(float d[64], const uint32_t a[4], uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+      "}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+        "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+        "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),
+        "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+        "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+        "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+/* Queues tile `tile` (bf16: into kv slot tile % 3; fp8: its raw rows into the staging
+ * area) and records which of its rows are valid (slot tile % 4). Each thread always
+ * serves the same row of a tile, (warp % 4) * 8 + lane % 8, so it needs one index per
+ * tile, `r` (prefetched a tile ahead into a register: loading it here, on the way to the
+ * cp.async, had put a global load's latency on every tile's critical path). Per warp
+ * step, 8 rows x 4 consecutive 16-byte parts: lanes 0-7 write 8 rows of one swizzle atom
+ * (conflict-free), lanes i, i+8, i+16, i+24 read 64 contiguous bytes of row i. */
 template <bool FP8>
-__device__ inline void load_tile(mma_smem &sm, const sc_attn_args &a, const int32_t *sel,
-                                 int tile, int st, int64_t kv_step, int *flag) {
-  const int chunks = FP8 ? SC_KFP8_DS_MLA_ROW_BYTES / 16 : MMA_D * 2 / 16; /* 41 or 72 */
-  for (int c = threadIdx.x; c < MMA_BN * chunks; c += MMA_THREADS) {
-    const int row = c / chunks, part = c % chunks;
-    const int j = tile * MMA_BN + row;
-    const int32_t r = j < a.topk ? sel[j] : -1;
-    const bool ok = r >= 0 && r < a.kv.rows;
-    if (part == 0) {
-      sm.valid[st][row] = ok;
-      if (!ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
-    }
-    const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step + part * 16 : 0);
-    void *dst = FP8 ? (void *)(sm.raw + row * SC_KFP8_DS_MLA_ROW_BYTES + part * 16)
-                    : (void *)(sm.kv[st] + row * MMA_LDS + part * 8);
-    cp_async16(dst, src, ok);
+__device__ inline void wg_load_tile(wg_smem &sm, const sc_attn_args &a, int32_t r, int tile,
+                                    int64_t kv_step, int *flag) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row = (warp & 3) * 8 + (lane & 7), p0 = (warp >> 2) * 4 + (lane >> 3);
+  const bool ok = r >= 0 && r < a.kv.rows;
+  if (p0 == 0) {
+    sm.valid[tile & 3][row] = ok;
+    if (!ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
+  }
+  const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
+  if (FP8) {
+    for (int p = p0; p < SC_KFP8_DS_MLA_ROW_BYTES / 16; p += 16)
+      cp_async16(wg_raw(sm) + row * SC_KFP8_DS_MLA_ROW_BYTES + p * 16, src + (ok ? p * 16 : 0), ok);
+  } else {
+    /* parts p0 + 16 k: the same swizzle phase, column block + 2 k */
+    char *dst = (char *)sm.kv[tile % 3] + wg_kv_off(row, p0);
+#pragma unroll
+    for (int k = 0; k < 5; k++)
+      if (p0 + 16 * k < WG_D / 8)
+        cp_async16(dst + k * 2 * (WG_BN * 128), src + (ok ? (p0 + 16 * k) * 16 : 0), ok);
   }
   cp_async_commit();
 }
 
-/* fp8 staging -> bf16 tile: value = e4m3 * scale of its 128-value tile. */
-__device__ inline void convert_fp8(mma_smem &sm, int st) {
-  for (int c = threadIdx.x; c < MMA_BN * 72; c += MMA_THREADS) {
-    const int row = c / 72, part = c % 72;
-    const uint8_t *raw = sm.raw + row * SC_KFP8_DS_MLA_ROW_BYTES;
-    uint16_t *dst = sm.kv[st] + row * MMA_LDS + part * 8;
+/* this thread's row index of tile `tile` (-1 past top-K) */
+__device__ inline int32_t wg_sel(const sc_attn_args &a, const int32_t *sel, int tile) {
+  const int j = tile * WG_BN + ((threadIdx.x >> 5) & 3) * 8 + (threadIdx.x & 7);
+  return j < a.topk ? sel[j] : -1;
+}
+
+/* fp8 staging -> bf16 tile in the swizzled layout (value = e4m3 * scale of its
+ * 128-value tile); the same chunk order as the bf16 load (conflict-free stores). */
+__device__ inline void wg_convert_fp8(wg_smem &sm, int st) {
+  for (int c = threadIdx.x; c < WG_BN * (WG_D / 8); c += WG_THREADS) {
+    const int u = c >> 5, ln = c & 31;
+    const int row = (u & 3) * 8 + (ln & 7), part = (u >> 2) * 4 + (ln >> 3);
+    const uint8_t *raw = wg_raw(sm) + row * SC_KFP8_DS_MLA_ROW_BYTES;
+    uint4 *dst = (uint4 *)((char *)sm.kv[st] + wg_kv_off(row, part));
     if (part < 64) {
       const float scale = *(const float *)(raw + SC_FP8_SCALE_OFF + 4 * (part / 16));
       const uint2 v = *(const uint2 *)(raw + part * 8);
@@ -193,130 +296,176 @@ __device__ inline void convert_fp8(mma_smem &sm, int st) {
         outw[2 * i] = pack_bf16x2(flo.x * scale, flo.y * scale);
         outw[2 * i + 1] = pack_bf16x2(fhi.x * scale, fhi.y * scale);
       }
-      *(uint4 *)dst = make_uint4(outw[0], outw[1], outw[2], outw[3]);
+      *dst = make_uint4(outw[0], outw[1], outw[2], outw[3]);
     } else {
-      *(uint4 *)dst = *(const uint4 *)(raw + SC_FP8_ROPE_OFF + (part - 64) * 16);
+      *dst = *(const uint4 *)(raw + SC_FP8_ROPE_OFF + (part - 64) * 16);
     }
   }
 }
 
+/* Issues this warpgroup's S = Q K^T over its k16 steps wg, wg + 4, .., wg + 32 into s (64
+ * x 32, the wgmma D fragment; overwritten: scale-d 0 on the first step), async: the
+ * caller waits. Step 4 kk + wg is column block kk, bytes 32 wg into its rows, so the
+ * descriptors are one base plus constants. */
+__device__ inline void wg_issue_s(float (&s)[16], uint32_t q_base, uint32_t kv_base, int wg) {
+  const uint64_t dq = wg_desc(q_base + wg * 32, 16, 1024);
+  const uint64_t dk = wg_desc(kv_base + wg * 32, 16, 1024);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < WG_KSTEPS; kk++)
+    wgmma_m64n32(s, dq + (uint64_t)(kk * (WG_BM * 128) >> 4),
+                 dk + (uint64_t)(kk * (WG_BN * 128) >> 4), kk > 0);
+  wg_commit();
+}
+
+/* Stores this thread's part of its warpgroup's partial S (summed by the softmax). */
+__device__ inline void wg_store_s(wg_smem &sm, const float (&s)[16], int wg, int wr, int g,
+                                  int tq) {
+  float *r0 = sm.s[wg] + (wr * 16 + g) * WG_SLD + 2 * tq;
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    *(float2 *)(r0 + 8 * j) = make_float2(s[4 * j], s[4 * j + 1]);
+    *(float2 *)(r0 + 8 * WG_SLD + 8 * j) = make_float2(s[4 * j + 2], s[4 * j + 3]);
+  }
+}
+
 template <bool FP8>
-__global__ void __launch_bounds__(MMA_THREADS, 1)
-    k_attn_mma(sc_attn_args a, int64_t kv_step, int *flag) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  mma_smem &sm = *(mma_smem *)smem_raw;
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    k_attn_wg(sc_attn_args a, int64_t kv_step, int *flag) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  /* the swizzle atoms need 1024-byte alignment, which the dynamic base does not promise */
+  wg_smem &sm = *(wg_smem *)(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tq = lane & 3;
-  const int groups = (a.n_heads + MMA_BM - 1) / MMA_BM;
+  const int wg = warp >> 2, wr = warp & 3; /* warpgroup; its warp's 16-row block */
+  const int groups = (a.n_heads + WG_BM - 1) / WG_BM;
   const int64_t t = blockIdx.x / groups;
-  const int h0 = (int)(blockIdx.x % groups) * MMA_BM;
+  const int h0 = (int)(blockIdx.x % groups) * WG_BM;
   const int32_t *sel = a.sel + t * a.ld_sel;
-  const int n_tiles = (a.topk + MMA_BN - 1) / MMA_BN;
+  const int n_tiles = (a.topk + WG_BN - 1) / WG_BN;
   const float sl2 = a.scale * 1.4426950408889634f; /* scores in log2 units */
+  /* descriptor strides (bytes). K-major (Q, K): SBO = next 8 rows (one atom); LBO is
+   * unused (a k16 step stays inside a 128-byte row). N-major (V): LBO = next 64 columns
+   * (column block), SBO = next 8 rows. */
+  const uint32_t v_l = WG_BN * 128, v_s = 1024;
 
-  if (n_tiles > 0) load_tile<FP8>(sm, a, sel, 0, 0, kv_step, flag);
-  /* q (f32) -> bf16 rows; heads past n_heads are zero rows whose output is dropped */
-  for (int i = threadIdx.x; i < MMA_BM * (MMA_D / 4); i += MMA_THREADS) {
-    const int row = i / (MMA_D / 4), c4 = i % (MMA_D / 4);
+  if (n_tiles > 0) wg_load_tile<FP8>(sm, a, wg_sel(a, sel, 0), 0, kv_step, flag);
+  int32_t r_next = wg_sel(a, sel, 1); /* this thread's row of the next tile to queue */
+  /* q (f32) -> bf16, swizzled layout; heads past n_heads are zero rows whose output is
+   * dropped. Each warp step: 8 rows x 4 float4 (conflict-free 8-byte stores). */
+  for (int i = threadIdx.x; i < WG_BM * (WG_D / 4); i += WG_THREADS) {
+    const int u = i >> 5, ln = i & 31;
+    const int row = (u & 7) * 8 + (ln & 7), c4 = (u >> 3) * 4 + (ln >> 3);
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (h0 + row < a.n_heads)
-      v = *(const float4 *)(a.q + t * a.ld_q + (int64_t)(h0 + row) * MMA_D + c4 * 4);
+      v = *(const float4 *)(a.q + t * a.ld_q + (int64_t)(h0 + row) * WG_D + c4 * 4);
     uint2 pk;
     pk.x = (uint32_t)sc_f32_to_bf16(v.x) | ((uint32_t)sc_f32_to_bf16(v.y) << 16);
     pk.y = (uint32_t)sc_f32_to_bf16(v.z) | ((uint32_t)sc_f32_to_bf16(v.w) << 16);
-    *(uint2 *)(sm.q + row * MMA_LDS + c4 * 4) = pk;
+    *(uint2 *)((char *)sm.q + wg_q_off(row, c4 / 2) + (c4 % 2) * 8) = pk;
   }
-  if (threadIdx.x < MMA_BM) {
+  if (threadIdx.x < WG_BM) {
     sm.m[threadIdx.x] = -INFINITY;
     sm.l[threadIdx.x] = 0.0f;
   }
   cp_async_wait_all();
+  fence_async_smem();
   __syncthreads();
-  if (FP8 && n_tiles > 0) {
-    convert_fp8(sm, 0);
+  if (FP8 && n_tiles > 0) { /* tile 0 converted, tile 1's raw rows in place (see below) */
+    wg_convert_fp8(sm, 0);
+    fence_async_smem();
+    __syncthreads();
+    if (n_tiles > 1) wg_load_tile<FP8>(sm, a, r_next, 1, kv_step, flag);
+    r_next = wg_sel(a, sel, 2);
+    cp_async_wait_all();
     __syncthreads();
   }
 
-  float o[2][MMA_NB][4];
+  /* O rows wr*16 + g (+8), columns wg*128 + 8j + 2tq (+1): the wgmma D fragment */
+  float o[64];
 #pragma unroll
-  for (int mb = 0; mb < 2; mb++)
+  for (int i = 0; i < 64; i++) o[i] = 0.0f;
+  const uint32_t q_base = smem_u32(sm.q);
+  float s[16]; /* S accumulators; bf16: S of the next tile, in flight beside the softmax */
 #pragma unroll
-    for (int nb = 0; nb < MMA_NB; nb++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) o[mb][nb][e] = 0.0f;
-
-  const int wm = warp & 3, wn = (warp >> 2) & 1, wk = warp >> 3; /* S phase */
-  const int wm2 = warp & 1, wn2 = warp >> 1; /* PV phase: 32 rows x MMA_PV_COLS columns */
+  for (int i = 0; i < 16; i++) s[i] = 0.0f; /* defined once; each S starts with scale-d 0 */
+  if (!FP8 && n_tiles > 0) { /* queue tile 1, then S of tile 0 */
+    if (n_tiles > 1) wg_load_tile<FP8>(sm, a, r_next, 1, kv_step, flag);
+    r_next = wg_sel(a, sel, 2);
+    wg_issue_s(s, q_base, smem_u32(sm.kv[0]), wg);
+    wg_wait0();
+    wg_pin(s);
+    wg_store_s(sm, s, wg, wr, g, tq);
+  }
 
   for (int tile = 0; tile < n_tiles; tile++) {
-    const int st = tile & 1;
-    if (tile + 1 < n_tiles) load_tile<FP8>(sm, a, sel, tile + 1, st ^ 1, kv_step, flag);
-
-    /* S = Q K^T: warp (wm, wn, wk) computes rows 16 wm.., columns 16 wn.. over its k
-     * slice wk; the slices are summed by the softmax */
-    {
-      float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      const int k0 = wk * MMA_KSTEPS * 16;
-      const uint16_t *qa = sm.q + (wm * 16 + (lane & 15)) * MMA_LDS + (lane >> 4) * 8 + k0;
-      const uint16_t *kb = sm.kv[st] + (wn * 16 + (lane & 7) + ((lane >> 4) << 3)) * MMA_LDS +
-                           ((lane >> 3) & 1) * 8 + k0;
-#pragma unroll 6
-      for (int kk = 0; kk < MMA_KSTEPS; kk++) {
-        uint32_t af[4], bf[4];
-        ldsm_x4(af, qa + kk * 16);
-        ldsm_x4(bf, kb + kk * 16);
-        mma_bf16(s[0], af, bf[0], bf[1]);
-        mma_bf16(s[1], af, bf[2], bf[3]);
+    const int st = tile & 1; /* fp8's kv slot */
+    const uint32_t kv_base = smem_u32(sm.kv[FP8 ? st : tile % 3]);
+    if (FP8) {
+      /* S of this tile; meanwhile dequantize the next tile (its raw rows landed before the
+       * last barrier) into kv[st ^ 1] (last read by the previous tile's P V) */
+      wg_issue_s(s, q_base, kv_base, wg);
+      if (tile + 1 < n_tiles) wg_convert_fp8(sm, st ^ 1);
+      wg_wait0();
+      wg_pin(s);
+      wg_store_s(sm, s, wg, wr, g, tq);
+      fence_async_smem(); /* the converted tile is read by wgmma next tile */
+      __syncthreads();
+      /* the staging area is free again: queue the raw rows of tile + 2; they have this
+       * softmax and P V to land (waited for at the end of the tile) */
+      if (tile + 2 < n_tiles) {
+        wg_load_tile<FP8>(sm, a, r_next, tile + 2, kv_step, flag);
+        r_next = wg_sel(a, sel, tile + 3);
       }
-#pragma unroll
-      for (int nb = 0; nb < 2; nb++) {
-        const int col = wn * 16 + nb * 8 + 2 * tq;
-        float *r0 = sm.s[wk] + (wm * 16 + g) * MMA_SLD + col;
-        float *r1 = r0 + 8 * MMA_SLD;
-        *(float2 *)r0 = make_float2(s[nb][0], s[nb][1]);
-        *(float2 *)r1 = make_float2(s[nb][2], s[nb][3]);
+    } else {
+      /* this tile's partial S (stored at the end of the last tile) and the next tile's
+       * rows are complete; every warpgroup is past the last P V, so its kv slot, P and
+       * alpha are free */
+      cp_async_wait_all();
+      fence_async_smem();
+      __syncthreads();
+      if (tile + 2 < n_tiles) { /* into the slot the last P V read */
+        wg_load_tile<FP8>(sm, a, r_next, tile + 2, kv_step, flag);
+        r_next = wg_sel(a, sel, tile + 3);
       }
+      /* S of the next tile runs on the tensor cores beside this tile's softmax */
+      if (tile + 1 < n_tiles) wg_issue_s(s, q_base, smem_u32(sm.kv[(tile + 1) % 3]), wg);
     }
-    /* fp8: the raw rows of the next tile (queued at the top of this iteration) must have
-     * landed before the softmax phase dequantizes them */
-    if (FP8) cp_async_wait_all();
-    __syncthreads();
 
-    /* online softmax: MMA_TPR threads per row, MMA_CPT columns each; scores in log2
-     * units, invalid rows -inf */
+    /* online softmax: 8 threads per row, 4 columns each; scores in log2 units, invalid
+     * rows -inf; P (bf16, row-major) */
     {
-      const int row = threadIdx.x / MMA_TPR, part = threadIdx.x % MMA_TPR;
-      const int c0 = part * MMA_CPT;
-      float v[MMA_CPT], mx = -INFINITY;
+      const int row = threadIdx.x >> 3, part = threadIdx.x & 7;
+      const int c0 = part * 4;
+      float4 x = *(const float4 *)(sm.s[0] + row * WG_SLD + c0);
 #pragma unroll
-      for (int i = 0; i < MMA_CPT; i++) {
-        float x = 0.0f;
+      for (int ks = 1; ks < 4; ks++) {
+        const float4 y = *(const float4 *)(sm.s[ks] + row * WG_SLD + c0);
+        x.x += y.x, x.y += y.y, x.z += y.z, x.w += y.w;
+      }
+      float v[4] = {x.x, x.y, x.z, x.w}, mx = -INFINITY;
 #pragma unroll
-        for (int ks = 0; ks < MMA_KS; ks++) x += sm.s[ks][row * MMA_SLD + c0 + i];
-        v[i] = sm.valid[st][c0 + i] ? x * sl2 : -INFINITY;
+      for (int i = 0; i < 4; i++) {
+        v[i] = sm.valid[tile & 3][c0 + i] ? v[i] * sl2 : -INFINITY;
         mx = fmaxf(mx, v[i]);
       }
 #pragma unroll
-      for (int off = 1; off < MMA_TPR; off <<= 1)
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      for (int off = 1; off < 8; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      /* the running max moves only when a score exceeds it by more than 2^8 (P <= 256,
+       * exact in bf16's range; out = O / l and lse = m + log2 l hold for any m), so most
+       * tiles keep alpha = 1 and P V skips rescaling O */
       const float m_old = sm.m[row];
-      const float m_new = fmaxf(m_old, mx);
-      float sum = 0.0f;
-      uint32_t pk[MMA_CPT / 2];
+      const float m_new = mx > m_old + 8.0f ? mx : m_old;
+      float pr[4], sum = 0.0f;
 #pragma unroll
-      for (int i = 0; i < MMA_CPT; i += 2) {
-        const float p0 = m_new == -INFINITY ? 0.0f : exp2f(v[i] - m_new);
-        const float p1 = m_new == -INFINITY ? 0.0f : exp2f(v[i + 1] - m_new);
-        sum += p0 + p1;
-        pk[i / 2] = pack_bf16x2(p0, p1);
+      for (int i = 0; i < 4; i++) {
+        pr[i] = m_new == -INFINITY ? 0.0f : exp2f(v[i] - m_new);
+        sum += pr[i];
       }
-#if MMA_CPT == 8
-      *(uint4 *)(sm.p + row * MMA_PLD + c0) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
-#else
-      *(uint2 *)(sm.p + row * MMA_PLD + c0) = make_uint2(pk[0], pk[1]);
-#endif
+      *(uint2 *)(sm.p + row * WG_PLD + c0) =
+          make_uint2(pack_bf16x2(pr[0], pr[1]), pack_bf16x2(pr[2], pr[3]));
 #pragma unroll
-      for (int off = 1; off < MMA_TPR; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      for (int off = 1; off < 8; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
       __syncwarp();
       if (part == 0) {
         const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m_old - m_new);
@@ -325,68 +474,61 @@ __global__ void __launch_bounds__(MMA_THREADS, 1)
         sm.m[row] = m_new;
       }
     }
-    /* fp8: dequantize the next tile beside the softmax (kv[st ^ 1] was last read by the
-     * previous tile's P V, before the end-of-tile barrier), saving a barrier round */
-    if (FP8 && tile + 1 < n_tiles) convert_fp8(sm, st ^ 1);
     __syncthreads();
 
-    /* O = O * alpha + P V for this warp's 32 rows x MMA_PV_COLS columns */
+    /* O = O * alpha + P V: this warpgroup's 128 columns, k = 32 in two steps */
     {
+      const float al0 = sm.alpha[wr * 16 + g], al1 = sm.alpha[wr * 16 + g + 8];
+      if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {
 #pragma unroll
-      for (int mb = 0; mb < 2; mb++) {
-        const float al0 = sm.alpha[wm2 * 32 + mb * 16 + g];
-        const float al1 = sm.alpha[wm2 * 32 + mb * 16 + g + 8];
-#pragma unroll
-        for (int nb = 0; nb < MMA_NB; nb++) {
-          o[mb][nb][0] *= al0;
-          o[mb][nb][1] *= al0;
-          o[mb][nb][2] *= al1;
-          o[mb][nb][3] *= al1;
+        for (int j = 0; j < 16; j++) {
+          o[4 * j] *= al0;
+          o[4 * j + 1] *= al0;
+          o[4 * j + 2] *= al1;
+          o[4 * j + 3] *= al1;
         }
       }
+      /* P (A) from registers: this warp's 16 rows, the mma.sync A fragment layout */
+      uint32_t pa[WG_BN / 16][4];
 #pragma unroll
-      for (int ks = 0; ks < MMA_BN / 16; ks++) {
-        uint32_t pa[2][4];
+      for (int ks = 0; ks < WG_BN / 16; ks++)
+        ldsm_x4(pa[ks], sm.p + (wr * 16 + (lane & 15)) * WG_PLD + ks * 16 + (lane >> 4) * 8);
+      wg_pin(o);
+      wg_fence();
+      /* V: rows 16 ks.. (atoms 2 ks, 2 ks + 1), columns wg * 128.. (column blocks 2 wg,
+       * 2 wg + 1) */
+      const uint64_t dv = wg_desc(kv_base + 2 * wg * (WG_BN * 128), v_l, v_s);
 #pragma unroll
-        for (int mb = 0; mb < 2; mb++)
-          ldsm_x4(pa[mb], sm.p + (wm2 * 32 + mb * 16 + (lane & 15)) * MMA_PLD + ks * 16 +
-                              (lane >> 4) * 8);
-        const uint16_t *vb = sm.kv[st] +
-                             (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * MMA_LDS +
-                             wn2 * MMA_PV_COLS + (lane >> 4) * 8;
-#pragma unroll
-        for (int np = 0; np < MMA_NB / 2; np++) {
-          uint32_t bf[4];
-          ldsm_x4_t(bf, vb + np * 16);
-#pragma unroll
-          for (int mb = 0; mb < 2; mb++) {
-            mma_bf16(o[mb][2 * np], pa[mb], bf[0], bf[1]);
-            mma_bf16(o[mb][2 * np + 1], pa[mb], bf[2], bf[3]);
-          }
-        }
-      }
+      for (int ks = 0; ks < WG_BN / 16; ks++)
+        wgmma_m64n128_rs(o, pa[ks], dv + (uint64_t)(2 * ks * 1024 >> 4));
+      wg_commit();
+      wg_wait0(); /* bf16: also the next tile's S */
+      wg_pin(o);
     }
-    cp_async_wait_all();
-    __syncthreads();
+    if (FP8) {
+      cp_async_wait_all(); /* the raw rows of tile + 2 */
+      __syncthreads();
+    } else if (tile + 1 < n_tiles) {
+      wg_pin(s);
+      wg_store_s(sm, s, wg, wr, g, tq); /* every thread read this tile's S before P V */
+    }
   }
 
   /* out = O / l; lse = (m + log2 l) ln 2 */
 #pragma unroll
-  for (int mb = 0; mb < 2; mb++)
+  for (int half = 0; half < 2; half++) {
+    const int row = wr * 16 + g + half * 8;
+    const int h = h0 + row;
+    if (h >= a.n_heads) continue;
+    const float l = sm.l[row];
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    float *out = a.out + t * a.ld_out + (int64_t)h * WG_DC + wg * 128 + 2 * tq;
 #pragma unroll
-    for (int half = 0; half < 2; half++) {
-      const int row = wm2 * 32 + mb * 16 + g + half * 8;
-      const int h = h0 + row;
-      if (h >= a.n_heads) continue;
-      const float l = sm.l[row];
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      float *out = a.out + t * a.ld_out + (int64_t)h * MMA_DC + wn2 * MMA_PV_COLS + 2 * tq;
-#pragma unroll
-      for (int nb = 0; nb < MMA_NB; nb++)
-        *(float2 *)(out + nb * 8) =
-            make_float2(o[mb][nb][2 * half] * inv, o[mb][nb][2 * half + 1] * inv);
-    }
-  if (threadIdx.x < MMA_BM && h0 + (int)threadIdx.x < a.n_heads) {
+    for (int j = 0; j < 16; j++)
+      *(float2 *)(out + 8 * j) =
+          make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+  }
+  if (threadIdx.x < WG_BM && h0 + (int)threadIdx.x < a.n_heads) {
     const float l = sm.l[threadIdx.x];
     a.lse[t * a.ld_lse + h0 + threadIdx.x] =
         l > 0.0f ? (sm.m[threadIdx.x] + log2f(l)) * 0.6931471805599453f : -INFINITY;
@@ -402,22 +544,22 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
   const int64_t width = (int64_t)a->dc + a->dr;
   const int64_t kv_step = sc_kcuda_row_step(&a->kv);
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
-  const bool mma_ok = a->kv.fmt != SC_KFMT_F32 && a->dc == MMA_DC && a->dr == MMA_D - MMA_DC &&
+  const bool mma_ok = a->kv.fmt != SC_KFMT_F32 && a->dc == WG_DC && a->dr == WG_D - WG_DC &&
                       aligned16(a->kv.data) && kv_step % 16 == 0 && aligned16(a->q) &&
                       (a->n_tok == 1 || a->ld_q % 4 == 0) && ((uintptr_t)a->out & 7) == 0 &&
                       (a->n_tok == 1 || a->ld_out % 2 == 0);
   if (mma_ok) {
-    const int groups = (a->n_heads + MMA_BM - 1) / MMA_BM;
+    const int groups = (a->n_heads + WG_BM - 1) / WG_BM;
     const int64_t blocks = (int64_t)a->n_tok * groups;
     if (blocks > INT32_MAX) return SC_ERANGE;
-    const size_t smem = sizeof(mma_smem);
-    void (*const kern)(sc_attn_args, int64_t, int *) = fp8 ? k_attn_mma<true> : k_attn_mma<false>;
+    const size_t smem = sizeof(wg_smem) + 1024; /* + alignment of the swizzle atoms */
+    void (*const kern)(sc_attn_args, int64_t, int *) = fp8 ? k_attn_wg<true> : k_attn_wg<false>;
     if ((rc = sc_kcuda_err(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 (int)smem),
                            "attn smem")))
       return rc;
-    kern<<<(unsigned)blocks, MMA_THREADS, smem, c->stream>>>(*a, kv_step, c->err_flag);
-    return SC_CUDA_CHECK_LAUNCH("sparse_attn (tensor cores)");
+    kern<<<(unsigned)blocks, WG_THREADS, smem, c->stream>>>(*a, kv_step, c->err_flag);
+    return SC_CUDA_CHECK_LAUNCH("sparse_attn (wgmma)");
   }
   if (a->dc > WARP_DC_MAX || width > WARP_Q_MAX) return SC_ENOTSUP;
   const int hpb = 8;

@@ -9,7 +9,7 @@ mkdir -p "$OUT"
 . tests/gpu/cuda_env.sh "$PWD/.devrun/lib"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 date -u | tee -a "$OUT/gpu.txt"
-cuobjdump -sass .devrun/test_gpu_kernels 2>/dev/null | grep -c "HMMA" | sed 's/^/HMMA instructions: /' | tee -a "$OUT/gpu.txt"
+cuobjdump -sass .devrun/test_gpu_kernels 2>/dev/null | grep -cE "HGMMA|HMMA" | sed "s/^/HGMMA + HMMA instructions: /" | tee -a "$OUT/gpu.txt"
 echo "== test_gpu_kernels"; timeout 240 .devrun/test_gpu_kernels 2>&1 | tee "$OUT/test_kernels.log"; echo "rc=${PIPESTATUS[0]}"
 echo "== test_gpu_nccl"; timeout 60 .devrun/test_gpu_nccl 2>&1 | tee "$OUT/test_nccl.log"; echo "rc=${PIPESTATUS[0]}"
 [ "${SC_BENCH:-1}" = 1 ] || { echo "(benchmark skipped)"; exit 0; }
@@ -28,7 +28,7 @@ PY
 if [ "${SC_NCU:-0}" = 1 ]; then
   echo "== ncu (one decode attention launch)"
   SC_BENCH_KERNELS_ONLY=sparse_attn.decode timeout 200 ncu --clock-control none \
-    --kernel-name regex:k_attn_mma --launch-skip 3 --launch-count 1 \
+    --kernel-name regex:k_attn_wg --launch-skip 3 --launch-count 1 \
     --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
     --section MemoryWorkloadAnalysis --section Occupancy --section SchedulerStats \
     --log-file "$OUT/ncu.txt" .devrun/gpu_bench_kernels > /dev/null 2>&1; echo "rc=$?"

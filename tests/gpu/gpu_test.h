@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tests/common/sc_test_rng.h"
@@ -42,8 +43,12 @@ extern uint64_t gt_seed;
     if (gt_failures != gt_before_) return; \
   } while (0)
 
+/* SC_GPU_CASES=substring runs only the cases whose name contains it (e.g. attention, to
+ * check one kernel in a short device call). */
 #define RUN_CASE(fn)                                                          \
   do {                                                                        \
+    const char *only_ = getenv("SC_GPU_CASES");                               \
+    if (only_ != NULL && only_[0] != 0 && strstr(#fn, only_) == NULL) break;  \
     gt_case_failures = 0;                                                     \
     const double t0_ = (double)clock() / CLOCKS_PER_SEC;                      \
     fn();                                                                     \
