@@ -322,7 +322,7 @@ fail:
 void sc_rank_ctx_destroy(sc_rank_ctx *x) {
   if (x == NULL) return;
   if (x->staged) sc_coll_staged_unwrap(&x->comm);
-  /* the communicators before the engine: NCCL's work runs on the engine's stream */
+  /* the communicators before the engine: NCCL waits on events of the engine's stream */
 #ifdef SC_HAVE_CUDA
   if (x->nccl_comm) sc_nccl_comm_destroy(&x->comm);
 #endif

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,17 +14,33 @@
 
 _Static_assert(sizeof(ncclUniqueId) == SC_NCCL_ID_BYTES, "ncclUniqueId size changed");
 
+/* One queued collective: its device time is read from these events once it is done. */
+typedef struct nccl_call {
+  cudaEvent_t start, end;
+  uint64_t queued_ns;
+} nccl_call;
+
 typedef struct nccl_rank {
   int device;
-  cudaStream_t stream;
-  int own_stream;
+  cudaStream_t compute; /* the engine's stream: each collective sits at its place in it */
+  cudaStream_t stream;  /* the comm stream, the backend's own */
+  cudaEvent_t ready;    /* compute -> comm: the collective's inputs are written */
   ncclComm_t comm[SC_GROUP_COUNT];  /* DCP may alias PCP */
   int32_t size[SC_GROUP_COUNT];
   int64_t deadline_ms;
-  atomic_int abort_req;            /* set by sc_nccl_abort, any thread */
-  int dead;                        /* 0, or the code every call now fails with */
-  cudaEvent_t ev_start, ev_end; /* around the last collective (its device time) */
-  double last_s;
+  /* mu serialises every NCCL call on the communicators: the executor's enqueues against
+   * aborts from the comm actor (deadline, step abort) and the watch. */
+  pthread_mutex_t mu;
+  atomic_int abort_req; /* any thread; acted on under mu */
+  int dead;             /* 0, or the code every call now fails with (under mu) */
+  int32_t dead_call;    /* the collective outstanding when the comms died */
+  nccl_call *calls;     /* collectives queued since reset (under mu) */
+  int32_t cap_calls;
+  atomic_int queued, done; /* done: counted by a host function after each collective */
+  _Atomic uint64_t done_ns;
+  pthread_mutex_t watch_mu; /* the watcher may leave while host functions still run */
+  void (*watch_fn)(void *);
+  void *watch_arg;
 } nccl_rank;
 
 static int nccl_err(ncclResult_t r, const char *what) {
@@ -63,11 +80,17 @@ static int distinct(const nccl_rank *r, int g) {
   return r->comm[g] != NULL;
 }
 
+/* Under mu. ncclCommAbort makes the collectives in flight return on the device (it may
+ * wait for work queued ahead of them, bounded), so both streams drain. */
 static void abort_all(nccl_rank *r, int code) {
+  if (!r->dead) {
+    /* before the abort: the collectives it ends count as done */
+    r->dead = code;
+    r->dead_call = atomic_load(&r->done);
+  }
   for (int g = 0; g < SC_GROUP_COUNT; g++)
     if (distinct(r, g)) (void)ncclCommAbort(r->comm[g]);
   for (int g = 0; g < SC_GROUP_COUNT; g++) r->comm[g] = NULL;
-  if (!r->dead) r->dead = code;
 }
 
 static void pause_briefly(void) {
@@ -75,22 +98,32 @@ static void pause_briefly(void) {
   nanosleep(&ts, NULL);
 }
 
-/* Waits until no communicator reports ncclInProgress (init or enqueue of a
- * non-blocking call), honouring the deadline and abort requests. */
+/* Under mu. The first asynchronous error of any communicator: 0, or a code once the
+ * comms were aborted because of it. *busy: some call is still being enqueued. */
+static int check_async(nccl_rank *r, const char *what, int *busy) {
+  *busy = 0;
+  for (int g = 0; g < SC_GROUP_COUNT; g++) {
+    if (!distinct(r, g)) continue;
+    ncclResult_t as = ncclSuccess;
+    int rc = nccl_err(ncclCommGetAsyncError(r->comm[g], &as), "ncclCommGetAsyncError");
+    if (rc == 0) rc = nccl_err(as, what);
+    if (rc) {
+      abort_all(r, SC_EABORTED);
+      return rc;
+    }
+    *busy |= as == ncclInProgress;
+  }
+  return 0;
+}
+
+/* Under mu. Waits until no communicator reports ncclInProgress (init, or the enqueue of
+ * a non-blocking call; not the collective's completion), honouring the deadline and
+ * abort requests. */
 static int wait_ready(nccl_rank *r, uint64_t until_ns, const char *what) {
   for (;;) {
-    int busy = 0;
-    for (int g = 0; g < SC_GROUP_COUNT; g++) {
-      if (!distinct(r, g)) continue;
-      ncclResult_t as = ncclSuccess;
-      int rc = nccl_err(ncclCommGetAsyncError(r->comm[g], &as), "ncclCommGetAsyncError");
-      if (rc == 0) rc = nccl_err(as, what);
-      if (rc) {
-        abort_all(r, SC_EABORTED);
-        return rc;
-      }
-      busy |= as == ncclInProgress;
-    }
+    int busy;
+    const int rc = check_async(r, what, &busy);
+    if (rc) return rc;
     if (!busy) return 0;
     if (atomic_load(&r->abort_req)) {
       abort_all(r, SC_EABORTED);
@@ -98,7 +131,7 @@ static int wait_ready(nccl_rank *r, uint64_t until_ns, const char *what) {
     }
     if (until_ns && sc_now_ns() > until_ns) {
       SC_ERROR("coll.nccl", "%s: deadline passed, aborting the communicators", what);
-      abort_all(r, SC_EABORTED);
+      abort_all(r, SC_ETIMEDOUT);
       return SC_ETIMEDOUT;
     }
     pause_briefly();
@@ -109,11 +142,37 @@ static uint64_t deadline_from_now(int64_t ms) {
   return ms > 0 ? sc_now_ns() + (uint64_t)ms * 1000000ull : 0;
 }
 
+static void poke_watcher(nccl_rank *r) {
+  pthread_mutex_lock(&r->watch_mu);
+  if (r->watch_fn) r->watch_fn(r->watch_arg);
+  pthread_mutex_unlock(&r->watch_mu);
+}
+
+/* Host function after each collective on the comm stream (driver thread, no CUDA). */
+static void CUDART_CB call_done(void *p) {
+  nccl_rank *r = p;
+  atomic_store(&r->done_ns, sc_now_ns());
+  if (atomic_fetch_add(&r->done, 1) + 1 == atomic_load(&r->queued)) poke_watcher(r);
+}
+
 static const sc_coll_ops k_nccl_ops; /* defined below its functions */
 
+static void free_rank(nccl_rank *r) {
+  for (int32_t i = 0; i < r->cap_calls; i++) {
+    (void)cudaEventDestroy(r->calls[i].start);
+    (void)cudaEventDestroy(r->calls[i].end);
+  }
+  free(r->calls);
+  if (r->ready) (void)cudaEventDestroy(r->ready);
+  if (r->stream) (void)cudaStreamDestroy(r->stream);
+  pthread_mutex_destroy(&r->mu);
+  pthread_mutex_destroy(&r->watch_mu);
+  free(r);
+}
+
 int sc_nccl_comm_init(const sc_plan_config *cfg, int32_t global_rank, int device,
-                      const sc_nccl_id ids[SC_GROUP_COUNT], void *stream, int64_t deadline_ms,
-                      sc_comm *comm) {
+                      const sc_nccl_id ids[SC_GROUP_COUNT], void *compute_stream,
+                      int64_t deadline_ms, sc_comm *comm) {
   int rc, ndev = 0;
   if (cfg == NULL || ids == NULL || comm == NULL || global_rank < 0 ||
       global_rank >= sc_plan_world_size(cfg) || device < 0)
@@ -124,22 +183,22 @@ int sc_nccl_comm_init(const sc_plan_config *cfg, int32_t global_rank, int device
   }
   nccl_rank *r = calloc(1, sizeof *r);
   if (r == NULL) return SC_ENOMEM;
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_mutex_init(&r->watch_mu, NULL);
   memset(comm, 0, sizeof *comm);
   sc_comm_init_groups(comm, cfg, global_rank);
   r->device = device;
   r->deadline_ms = deadline_ms;
+  r->compute = (cudaStream_t)compute_stream;
   atomic_init(&r->abort_req, 0);
-  if ((rc = cuda_err(cudaSetDevice(device), "cudaSetDevice"))) goto fail;
-  if (stream != NULL) {
-    r->stream = (cudaStream_t)stream;
-  } else {
-    if ((rc = cuda_err(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking),
-                       "stream create")))
-      goto fail;
-    r->own_stream = 1;
-  }
-  if ((rc = cuda_err(cudaEventCreate(&r->ev_start), "event create")) ||
-      (rc = cuda_err(cudaEventCreate(&r->ev_end), "event create")))
+  atomic_init(&r->queued, 0);
+  atomic_init(&r->done, 0);
+  atomic_init(&r->done_ns, 0);
+  if ((rc = cuda_err(cudaSetDevice(device), "cudaSetDevice")) ||
+      (rc = cuda_err(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking),
+                     "comm stream create")) ||
+      (rc = cuda_err(cudaEventCreateWithFlags(&r->ready, cudaEventDisableTiming),
+                     "event create")))
     goto fail;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -166,10 +225,7 @@ int sc_nccl_comm_init(const sc_plan_config *cfg, int32_t global_rank, int device
   comm->self = r;
   return 0;
 fail:
-  if (r->ev_start) (void)cudaEventDestroy(r->ev_start);
-  if (r->ev_end) (void)cudaEventDestroy(r->ev_end);
-  if (r->own_stream && r->stream) (void)cudaStreamDestroy(r->stream);
-  free(r);
+  free_rank(r);
   memset(comm, 0, sizeof *comm);
   return rc;
 }
@@ -177,7 +233,9 @@ fail:
 void sc_nccl_comm_destroy(sc_comm *comm) {
   if (comm == NULL || comm->self == NULL) return;
   nccl_rank *r = comm->self;
+  sc_nccl_set_watch(comm, NULL, NULL);
   (void)cudaSetDevice(r->device);
+  pthread_mutex_lock(&r->mu);
   if (!r->dead) {
     /* orderly: let queued work finish, then free; a failure falls back to abort */
     int ok = cudaStreamSynchronize(r->stream) == cudaSuccess;
@@ -191,10 +249,9 @@ void sc_nccl_comm_destroy(sc_comm *comm) {
     }
   }
   abort_all(r, SC_EABORTED); /* no-op when already destroyed */
-  (void)cudaEventDestroy(r->ev_start);
-  (void)cudaEventDestroy(r->ev_end);
-  if (r->own_stream) (void)cudaStreamDestroy(r->stream);
-  free(r);
+  pthread_mutex_unlock(&r->mu);
+  (void)cudaStreamSynchronize(r->stream); /* host functions that still hold r */
+  free_rank(r);
   comm->self = NULL;
   comm->ops = NULL;
 }
@@ -203,12 +260,69 @@ void *sc_nccl_comm_stream(const sc_comm *comm) {
   return comm && comm->self ? (void *)((nccl_rank *)comm->self)->stream : NULL;
 }
 
-void sc_nccl_abort(sc_comm *comm) {
-  if (comm && comm->self) atomic_store(&((nccl_rank *)comm->self)->abort_req, 1);
-}
-
 static ncclDataType_t nccl_type(sc_dtype dt) {
   return dt == SC_DT_F32 ? ncclFloat32 : dt == SC_DT_BF16 ? ncclBfloat16 : ncclUint32;
+}
+
+/* Under mu: an event pair for collective i. */
+static int ensure_call(nccl_rank *r, int32_t i) {
+  if (i < r->cap_calls) return 0;
+  const int32_t cap = r->cap_calls ? 2 * r->cap_calls : 64;
+  nccl_call *c = realloc(r->calls, (size_t)cap * sizeof *c);
+  if (c == NULL) return SC_ENOMEM;
+  r->calls = c;
+  for (int32_t k = r->cap_calls; k < cap; k++) {
+    int rc;
+    c[k] = (nccl_call){0};
+    if ((rc = cuda_err(cudaEventCreate(&c[k].start), "event create")) ||
+        (rc = cuda_err(cudaEventCreate(&c[k].end), "event create"))) {
+      if (c[k].start) (void)cudaEventDestroy(c[k].start);
+      return rc;
+    }
+    r->cap_calls = k + 1;
+  }
+  return 0;
+}
+
+static ncclResult_t enqueue_op(nccl_rank *r, sc_coll_op op, sc_group grp, sc_dtype dt,
+                               const void *send, void *recv, size_t count) {
+  ncclComm_t c = r->comm[grp];
+  const ncclDataType_t t = nccl_type(dt);
+  switch (op) {
+  case SC_OP_ALL_GATHER:
+    return ncclAllGather(send, recv, count, t, c, r->stream);
+  case SC_OP_ALL_REDUCE:
+    return ncclAllReduce(send, recv, count, t, ncclSum, c, r->stream);
+  default:
+    return ncclReduceScatter(send, recv, count / (size_t)r->size[grp], t, ncclSum, c,
+                             r->stream);
+  }
+}
+
+/* Under mu: queues collective i behind the compute work queued so far, and the compute
+ * work queued later behind it:
+ *   compute: ... --record ready-->                    --wait end--> ...
+ *   comm:             --wait ready--> start  op  end  done() */
+static int enqueue(nccl_rank *r, int32_t i, sc_coll_op op, sc_group grp, sc_dtype dt,
+                   const void *send, void *recv, size_t count) {
+  int rc;
+  nccl_call *k = &r->calls[i];
+  if ((rc = cuda_err(cudaSetDevice(r->device), "cudaSetDevice")) ||
+      (rc = cuda_err(cudaEventRecord(r->ready, r->compute), "ready event")) ||
+      (rc = cuda_err(cudaStreamWaitEvent(r->stream, r->ready, 0), "comm waits compute")) ||
+      (rc = cuda_err(cudaEventRecord(k->start, r->stream), "start event")))
+    return rc;
+  if ((rc = nccl_err(enqueue_op(r, op, grp, dt, send, recv, count), sc_coll_op_name(op)))) {
+    abort_all(r, SC_EABORTED);
+    return rc;
+  }
+  if ((rc = wait_ready(r, deadline_from_now(r->deadline_ms), sc_coll_op_name(op)))) return rc;
+  if ((rc = cuda_err(cudaEventRecord(k->end, r->stream), "end event")) ||
+      (rc = cuda_err(cudaLaunchHostFunc(r->stream, call_done, r), "completion callback")) ||
+      (rc = cuda_err(cudaStreamWaitEvent(r->compute, k->end, 0), "compute waits comm")))
+    return rc;
+  k->queued_ns = sc_now_ns();
+  return 0;
 }
 
 static int nccl_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const void *send,
@@ -219,84 +333,120 @@ static int nccl_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const 
     return SC_EINVAL;
   if (op != SC_OP_ALL_GATHER && dt == SC_DT_W32) return SC_EINVAL;
   if (op == SC_OP_REDUCE_SCATTER && count % (size_t)r->size[grp] != 0) return SC_EINVAL;
+  pthread_mutex_lock(&r->mu);
   if (atomic_load(&r->abort_req) && !r->dead) abort_all(r, SC_EABORTED);
-  if (r->dead) return SC_EABORTED;
-  int rc;
-  if ((rc = cuda_err(cudaSetDevice(r->device), "cudaSetDevice"))) return rc;
-  const uint64_t until = deadline_from_now(r->deadline_ms);
-  ncclComm_t c = r->comm[grp];
-  const ncclDataType_t t = nccl_type(dt);
-  ncclResult_t res;
-  (void)cudaEventRecord(r->ev_start, r->stream);
-  switch (op) {
-  case SC_OP_ALL_GATHER:
-    res = ncclAllGather(send, recv, count, t, c, r->stream);
-    break;
-  case SC_OP_ALL_REDUCE:
-    res = ncclAllReduce(send, recv, count, t, ncclSum, c, r->stream);
-    break;
-  default:
-    res = ncclReduceScatter(send, recv, count / (size_t)r->size[grp], t, ncclSum, c,
-                            r->stream);
-    break;
-  }
-  if ((rc = nccl_err(res, sc_coll_op_name(op)))) {
-    abort_all(r, SC_EABORTED);
-    return rc;
-  }
-  (void)cudaEventRecord(r->ev_end, r->stream);
-  if ((rc = wait_ready(r, until, sc_coll_op_name(op)))) return rc;
-  /* completion: the stream drains, unless NCCL reports an error, an abort is requested or
-   * the deadline passes */
-  for (;;) {
-    const cudaError_t q = cudaStreamQuery(r->stream);
-    if (q == cudaSuccess) {
-      float ms = 0;
-      r->last_s = cudaEventElapsedTime(&ms, r->ev_start, r->ev_end) == cudaSuccess ? ms * 1e-3 : -1;
-      return 0;
-    }
-    if (q != cudaErrorNotReady) {
-      rc = cuda_err(q, "collective stream");
-      abort_all(r, SC_EABORTED);
-      return rc;
-    }
-    ncclResult_t as = ncclSuccess;
-    rc = nccl_err(ncclCommGetAsyncError(c, &as), "ncclCommGetAsyncError");
-    if (rc == 0) rc = nccl_err(as, sc_coll_op_name(op));
-    if (rc) {
-      abort_all(r, SC_EABORTED);
-      return rc;
-    }
-    if (atomic_load(&r->abort_req)) {
-      abort_all(r, SC_EABORTED);
-      return SC_EABORTED;
-    }
-    if (until && sc_now_ns() > until) {
-      SC_ERROR("coll.nccl", "%s: deadline of %lld ms passed, aborting the communicators",
-               sc_coll_op_name(op), (long long)r->deadline_ms);
-      abort_all(r, SC_EABORTED);
-      return SC_ETIMEDOUT;
-    }
-    pause_briefly();
+  int rc = r->dead ? SC_EABORTED : 0;
+  const int32_t i = atomic_load(&r->queued);
+  if (rc == 0) rc = ensure_call(r, i);
+  if (rc == 0) rc = enqueue(r, i, op, grp, dt, send, recv, count);
+  /* counted even when the enqueue failed half-way: its host function may still run */
+  const bool was_idle = rc == 0 && atomic_load(&r->done) == i;
+  if (rc == 0) atomic_store(&r->queued, i + 1);
+  pthread_mutex_unlock(&r->mu);
+  if (was_idle) poke_watcher(r); /* work outstanding: the watch starts its clock */
+  return rc;
+}
+
+/* Any thread. When no enqueue is in progress the communicators are aborted at once (the
+ * collectives in flight on the device return); otherwise the enqueuing thread sees the
+ * request before it returns. */
+static void nccl_abort_op(void *self) {
+  nccl_rank *r = self;
+  atomic_store(&r->abort_req, 1);
+  if (pthread_mutex_trylock(&r->mu) == 0) {
+    if (!r->dead) abort_all(r, SC_EABORTED);
+    pthread_mutex_unlock(&r->mu);
   }
 }
 
-static void nccl_abort_op(void *self) { atomic_store(&((nccl_rank *)self)->abort_req, 1); }
+void sc_nccl_abort(sc_comm *comm) {
+  if (comm && comm->self) nccl_abort_op(comm->self);
+}
 
-/* A new step: forgets an abort request that no collective acted on. Communicators that
- * were aborted cannot be revived (NCCL needs fresh unique ids), so a dead comm stays
- * dead: the owner destroys it and initialises a new one through the control plane. */
+/* A new step: forgets an abort request that no collective acted on, and the previous
+ * step's calls. Communicators that were aborted cannot be revived (NCCL needs fresh
+ * unique ids), so a dead comm stays dead: the owner destroys it and initialises a new
+ * one through the control plane. */
 static void nccl_reset_op(void *self, uint64_t epoch) {
   (void)epoch;
   nccl_rank *r = self;
+  pthread_mutex_lock(&r->mu);
+  /* the compute stream has passed every collective, but the host functions behind them
+   * may still be on their way; wait so they count the old step, not the new one */
+  if (atomic_load(&r->done) != atomic_load(&r->queued)) (void)cudaStreamSynchronize(r->stream);
   if (!r->dead) atomic_store(&r->abort_req, 0);
+  atomic_store(&r->queued, 0);
+  atomic_store(&r->done, 0);
+  pthread_mutex_unlock(&r->mu);
 }
 
-static double nccl_last_seconds(void *self) { return ((nccl_rank *)self)->last_s; }
+static int nccl_finish(void *self, double *seconds, int32_t n, int32_t *failed) {
+  nccl_rank *r = self;
+  pthread_mutex_lock(&r->mu);
+  int busy = 0, rc = r->dead;
+  if (rc == 0) rc = check_async(r, "collective", &busy);
+  if (rc) {
+    *failed = r->dead_call;
+  } else {
+    for (int32_t i = 0; i < n && i < atomic_load(&r->queued); i++) {
+      float ms = 0;
+      seconds[i] = cudaEventElapsedTime(&ms, r->calls[i].start, r->calls[i].end) == cudaSuccess
+                       ? ms * 1e-3
+                       : 0.0;
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
+  return rc;
+}
+
+void sc_nccl_set_watch(sc_comm *comm, void (*fn)(void *arg), void *arg) {
+  if (comm == NULL || comm->self == NULL || comm->ops != &k_nccl_ops) return;
+  nccl_rank *r = comm->self;
+  pthread_mutex_lock(&r->watch_mu);
+  r->watch_fn = fn;
+  r->watch_arg = arg;
+  pthread_mutex_unlock(&r->watch_mu);
+}
+
+int64_t sc_nccl_watch(sc_comm *comm) {
+  if (comm == NULL || comm->self == NULL || comm->ops != &k_nccl_ops) return -1;
+  nccl_rank *r = comm->self;
+  pthread_mutex_lock(&r->mu);
+  int64_t next_ms = -1;
+  const int32_t done = atomic_load(&r->done), queued = atomic_load(&r->queued);
+  int busy;
+  if (r->dead || done >= queued) {
+    /* nothing outstanding */
+  } else if (atomic_load(&r->abort_req)) {
+    abort_all(r, SC_EABORTED);
+  } else if (check_async(r, "collective", &busy) == 0) {
+    /* the oldest outstanding collective's clock starts when it was queued or when its
+     * predecessor finished, whichever is later */
+    uint64_t t0 = r->calls[done].queued_ns;
+    const uint64_t prev = atomic_load(&r->done_ns);
+    if (done > 0 && prev > t0) t0 = prev;
+    const uint64_t now = sc_now_ns();
+    const uint64_t limit = r->deadline_ms > 0 ? (uint64_t)r->deadline_ms * 1000000ull : 0;
+    if (limit && now - t0 > limit) {
+      SC_ERROR("coll.nccl", "collective %d of the step: deadline of %lld ms passed, aborting "
+               "the communicators", done, (long long)r->deadline_ms);
+      abort_all(r, SC_ETIMEDOUT);
+    } else {
+      /* polls for asynchronous errors (a peer's network failure) while work is out */
+      next_ms = SC_NCCL_WATCH_POLL_MS;
+      if (limit) {
+        const int64_t left = (int64_t)((t0 + limit - now) / 1000000ull) + 1;
+        if (left < next_ms) next_ms = left;
+      }
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
+  return next_ms;
+}
 
 static const sc_coll_ops k_nccl_ops = {
     .run = nccl_run,
     .abort = nccl_abort_op,
     .reset = nccl_reset_op,
-    .last_seconds = nccl_last_seconds,
+    .finish = nccl_finish,
 };

@@ -15,8 +15,8 @@
  *                   (rows*width/G elements). rows*width must be divisible by G.
  * Reductions exist for f32 and bf16; W32 words are only gathered.
  *
- * Threads: a comm and its sessions belong to one thread (the rank's comm actor or the
- * harness thread of that rank).
+ * Threads: a comm and its sessions belong to one thread (the rank's executor or the
+ * harness thread of that rank), except abort, and the NCCL watch (backend_nccl.h).
  */
 #ifndef SC_COLL_H
 #define SC_COLL_H
@@ -33,7 +33,9 @@ typedef struct sc_coll_ops {
   /* Runs one collective `op` (semantics above) over group g. One entry point, not one
    * per op: every backend shares its set-up, deadline and bookkeeping across the ops.
    * Returns 0 or a negative SC_E* code (SC_ETIMEDOUT past the deadline, SC_EABORTED
-   * when the group was aborted). `count` is in elements of send. */
+   * when the group was aborted). `count` is in elements of send. A stream-ordered
+   * backend (NCCL, which has `finish`) only queues the collective at its place among the
+   * device work and returns; failures on the device are reported by `finish`. */
   int (*run)(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
              void *recv, size_t count);
   /* Wakes every rank blocked in a collective of this comm with SC_EABORTED; later calls
@@ -43,10 +45,12 @@ typedef struct sc_coll_ops {
    * left over from a failed step. Called by the executor's thread between steps, when no
    * collective is running. May be NULL (nothing to reset). */
   void (*reset)(void *self, uint64_t epoch);
-  /* Seconds the last successful collective took on its device (NCCL: CUDA events around
-   * the call, so work queued before it is not counted). May be NULL: the session then
-   * uses the wall time of the call, which is exact for host backends. */
-  double (*last_seconds)(void *self);
+  /* Stream-ordered backends only (NULL elsewhere: run has finished each collective when
+   * it returns, and the session counts its wall time). Called once the device work
+   * queued after the step's collectives has completed: returns 0 and the device seconds
+   * of collectives 0..n-1 since reset, or the first failure on the device with *failed
+   * the index of the collective concerned. */
+  int (*finish)(void *self, double *seconds, int32_t n, int32_t *failed);
 } sc_coll_ops;
 
 /* Per-purpose totals the session keeps (for logs and benchmarks). bus_bytes follows the
@@ -115,6 +119,12 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
 
 /* Checks that every planned entry was run; SC_EDESYNC otherwise. */
 int sc_coll_session_end(sc_coll_session *s);
+
+/* After the step's device work has completed: collects what a stream-ordered backend
+ * reports (the first failure on the device, named like a failed run, and each
+ * collective's device time into the per-purpose stats). 0 at once for other backends,
+ * or the session's earlier failure. */
+int sc_coll_session_finish(sc_coll_session *s);
 
 /* "all_gather dcp f32 rows=13 width=640 (context_kv, layer 0)" */
 void sc_coll_describe(const sc_coll *c, char *buf, size_t len);

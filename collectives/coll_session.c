@@ -1,5 +1,6 @@
 /* coll_session.c - the plan check in front of every collective (DESIGN.md §4). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "actors/runtime/sc_time.h"
 
@@ -78,6 +79,18 @@ static int refuse(sc_coll_session *s, const sc_coll *planned, const sc_coll *req
   return s->failed;
 }
 
+/* A collective that failed: the message names rank, step, plan position and shape. */
+static int fail_entry(sc_coll_session *s, int rc, const sc_coll *p, const sc_coll *asked,
+                      const char *how) {
+  char want[160];
+  sc_coll_describe(p, want, sizeof want);
+  s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed%s: %s",
+                      s->comm->coords.global, (unsigned long long)s->step, s->next, want, how,
+                      sc_strerror(rc));
+  record_failure(s, rc, p, asked);
+  return rc;
+}
+
 int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send,
                         void *recv) {
   if (s->failed) return s->failed;
@@ -93,15 +106,7 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
   const sc_coll_ops *ops = s->comm->ops;
   const uint64_t t0 = sc_now_ns();
   const int rc = ops->run(s->comm->self, p->op, p->group, p->dtype, send, recv, count);
-  if (rc != 0) {
-    char want[160];
-    sc_coll_describe(p, want, sizeof want);
-    s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed: %s",
-                        s->comm->coords.global, (unsigned long long)s->step, s->next, want,
-                        sc_strerror(rc));
-    record_failure(s, rc, p, &asked);
-    return rc;
-  }
+  if (rc != 0) return fail_entry(s, rc, p, &asked, "");
   /* bus bytes of the entry, for the per-purpose totals */
   const double bytes = (double)count * (double)sc_dtype_size(p->dtype);
   const double G = (double)s->comm->group_size[p->group];
@@ -111,10 +116,27 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
   sc_coll_stat *st = &s->comm->stats[p->purpose];
   st->calls++;
   st->bus_bytes += bus;
-  st->seconds += ops->last_seconds ? ops->last_seconds(s->comm->self)
-                                   : (double)(sc_now_ns() - t0) * 1e-9;
+  if (ops->finish == NULL) st->seconds += (double)(sc_now_ns() - t0) * 1e-9;
   s->next++;
   return 0;
+}
+
+int sc_coll_session_finish(sc_coll_session *s) {
+  const sc_coll_ops *ops = s->comm->ops;
+  if (s->failed || ops == NULL || ops->finish == NULL || s->next == 0) return s->failed;
+  double *sec = calloc((size_t)s->next, sizeof *sec);
+  if (sec == NULL) return SC_ENOMEM;
+  int32_t bad = 0;
+  const int rc = ops->finish(s->comm->self, sec, s->next, &bad);
+  if (rc == 0) {
+    for (int32_t i = 0; i < s->next; i++) s->comm->stats[s->plan[i].purpose].seconds += sec[i];
+  } else {
+    if (bad < 0 || bad >= s->next) bad = s->next - 1;
+    s->next = bad; /* the message and the report name the collective that failed */
+    fail_entry(s, rc, &s->plan[bad], &s->plan[bad], " on the device");
+  }
+  free(sec);
+  return rc;
 }
 
 int sc_coll_session_end(sc_coll_session *s) {

@@ -93,7 +93,17 @@ typedef enum sc_kcopy {
   SC_KCOPY_H2D = 0, /* host memory -> buffer */
   SC_KCOPY_D2H = 1, /* buffer -> host memory */
   SC_KCOPY_D2D = 2, /* buffer -> buffer (ranges must not overlap) */
+  /* buffer -> host memory, queued like a kernel: the bytes are in dst once a later
+   * `notify` fires (on the CPU at once). dst must stay valid until then. The CUDA
+   * backend reads through pinned memory it owns, so the host never waits here. */
+  SC_KCOPY_D2H_DEFERRED = 3,
 } sc_kcopy;
+
+/* notify callback: every operation queued before it has finished. status is 0, or the
+ * first error the kernels reported meanwhile (SC_ERANGE: a bad index on the device).
+ * Runs on any thread (CUDA: the driver's callback thread), so it must not call the
+ * kernels API; sending a message (sc_node_send) is the intended use. */
+typedef void (*sc_knotify_fn)(void *arg, int status);
 
 /* Dense product C = alpha * op(A) * op(B) + beta * C, row-major, op(X) = X or X^T;
  * op(A) is m x k, op(B) is k x n, C is m x n. With batch > 1 it is repeated for
@@ -174,6 +184,11 @@ typedef struct sc_kernels_ops {
   int (*memset)(sc_kernels *k, void *buf, int value, size_t bytes);
   int (*copy)(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_kcopy kind);
   int (*sync)(sc_kernels *k);
+  /* Calls fn(arg, status) once every operation queued so far has finished, without
+   * making the caller wait (CUDA: cudaLaunchHostFunc on the stream; CPU: at once, on the
+   * calling thread, since every op has finished when it returns). Deferred copies queued
+   * before it have landed when fn runs. One notify may be outstanding at a time. */
+  int (*notify)(sc_kernels *k, sc_knotify_fn fn, void *arg);
 
   /* ---- dense ---- */
   int (*gemm)(sc_kernels *k, const sc_gemm *g);

@@ -104,6 +104,21 @@ int sc_engine_step(sc_engine *e, const sc_engine_batch *b, sc_forward_out *out, 
   return sc_engine_run(e, &in, out, d);
 }
 
-int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {
+int sc_engine_queue(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {
   return sc_forward_step(e->fwd, in, out, d);
+}
+
+int sc_engine_finish(sc_engine *e, int status, sc_diag *d) {
+  /* a collective that failed on the device explains a kernel error after it better */
+  const int rc = sc_forward_finish(e->fwd, d);
+  if (rc || status == 0) return rc;
+  return sc_fail(d, status, "rank %d: a kernel failed on the device: %s", e->rank,
+                 sc_strerror(status));
+}
+
+int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {
+  const int rc = sc_engine_queue(e, in, out, d);
+  /* even after a failure: work queued before it must drain before buffers are reused */
+  const int status = e->k->ops->sync(e->k);
+  return rc ? rc : sc_engine_finish(e, status, d);
 }

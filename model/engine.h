@@ -58,7 +58,18 @@ typedef struct sc_engine_batch {
 int sc_engine_step(sc_engine *e, const sc_engine_batch *b, sc_forward_out *out, sc_diag *d);
 
 /* The same with the metadata already derived (the pipeline's metadata actor does that
- * on its own thread): in.meta and in.block_table must be this rank's. */
+ * on its own thread): in.meta and in.block_table must be this rank's. Returns once the
+ * step has completed on the device. */
 int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d);
+
+/* sc_engine_run in two halves, for a caller that must not wait for the device (the
+ * executor): sc_engine_queue queues the step (sc_forward_step) and returns; the caller
+ * then asks the kernels for a notify (sc_engine_kernels(e)->ops->notify) and, in its
+ * callback's aftermath, calls sc_engine_finish with the callback's status: 0, or the
+ * failure of a collective on the device or of a kernel, with d saying which. in and out
+ * must stay valid until then; a failed queue still needs the notify before the next
+ * step (work queued before the failure may be running). */
+int sc_engine_queue(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d);
+int sc_engine_finish(sc_engine *e, int status, sc_diag *d);
 
 #endif

@@ -27,6 +27,7 @@ struct sc_forward {
   size_t cap[B_COUNT];
   int32_t *host_ids; /* host staging */
   size_t host_cap;
+  sc_coll_session sess; /* the step's, kept until sc_forward_finish */
 };
 
 int sc_forward_create(sc_kernels *k, const sc_model_weights *w, sc_kv_cache *cache,
@@ -96,7 +97,7 @@ typedef struct step_ctx {
   sc_forward *f;
   const sc_forward_in *in;
   sc_forward_out *out;
-  sc_coll_session sess;
+  sc_coll_session *sess; /* &f->sess */
   sc_diag *d;
   /* dims */
   int32_t Tp, D, Hl, dn, dr, dc, dv, qd, kvw, iw, HI, dI, idr, K, hid, F, P, N, T, I, B;
@@ -109,8 +110,8 @@ static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t 
   const sc_coll req = {.layer = s->layer, .group = (uint8_t)group, .op = (uint8_t)op,
                        .dtype = (uint8_t)dtype, .purpose = (uint8_t)purpose, .chunk = -1,
                        .rows = rows, .width = width};
-  const int rc = sc_coll_session_run(&s->sess, &req, send, recv);
-  if (rc && s->d) *s->d = s->sess.diag;
+  const int rc = sc_coll_session_run(s->sess, &req, send, recv);
+  if (rc && s->d) *s->d = s->sess->diag;
   return rc;
 }
 
@@ -382,7 +383,7 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   const sc_plan *plan = in->plan;
   const sc_meta *m = in->meta;
   const sc_model_config *mc = &f->mc;
-  step_ctx sx = {.f = f, .in = in, .out = out, .d = d, .layer = -1};
+  step_ctx sx = {.f = f, .in = in, .out = out, .sess = &f->sess, .d = d, .layer = -1};
   step_ctx *s = &sx;
   int rc = 0;
   s->Tp = m->t_pad, s->D = m->num_decode;
@@ -395,7 +396,7 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   s->B = f->pc.block_size;
   for (int32_t i = 0; i < plan->num_ordered && !s->has_prefill; i++)
     s->has_prefill = plan->reqs[plan->order[i]].flags & SC_REQ_PREFILL;
-  sc_coll_session_begin(&s->sess, f->comm, plan->colls, plan->num_colls, in->step);
+  sc_coll_session_begin(s->sess, f->comm, plan->colls, plan->num_colls, in->step);
 
   const size_t Tp = (size_t)s->Tp, fl = sizeof(float);
   const int32_t nq = s->P == 1 ? s->N : 1;
@@ -505,7 +506,7 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
     CC(coll(s, SC_GROUP_PCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_HIDDEN_RESTORE, s->Tp, s->hid,
             x, xg));
   }
-  CK(sc_coll_session_end(&s->sess), "%s", s->sess.diag.msg);
+  CK(sc_coll_session_end(s->sess), "%s", s->sess->diag.msg);
   if (out != NULL && out->logits != NULL) {
     int32_t *last = ids; /* reuse the staging array: rows of the last tokens */
     int32_t nl = 0;
@@ -533,10 +534,16 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
         continue;
       }
       CK(f->k->ops->copy(f->k, dst, logits + (size_t)r++ * mc->vocab, (size_t)mc->vocab * fl,
-                         SC_KCOPY_D2H),
+                         SC_KCOPY_D2H_DEFERRED),
          "forward: logits download");
     }
   }
 out:
+  return rc;
+}
+
+int sc_forward_finish(sc_forward *f, sc_diag *d) {
+  const int rc = sc_coll_session_finish(&f->sess);
+  if (rc && d) *d = f->sess.diag;
   return rc;
 }

@@ -63,8 +63,19 @@ typedef struct sc_forward_out {
                         for decode rows); entries of other tokens are left untouched */
 } sc_forward_out;
 
-/* Runs the step. On failure returns the code (SC_EDESYNC, SC_ETIMEDOUT, SC_EABORTED from
- * collectives; kernel errors) with a message in d; the caller aborts the other ranks. */
+/* Queues the step: every kernel, and every collective through the plan-checked session.
+ * On a device the work may still be running when it returns 0: out->logits is filled,
+ * and failures of collectives on the device are known, only once the kernels' queued
+ * work has completed (ops->sync, or the callback of ops->notify) and sc_forward_finish
+ * has run. in and out must stay valid until then. On failure returns the code
+ * (SC_EDESYNC, SC_ETIMEDOUT, SC_EABORTED from collectives; kernel errors) with a
+ * message in d; the caller aborts the other ranks (and still waits for the work queued
+ * before the failure before reusing the buffers). */
 int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out, sc_diag *d);
+
+/* After the step's queued work has completed: the outcome of its collectives on the
+ * device (0, or the failure, named in d, that a stream-ordered backend reported), and
+ * their device times into the comm's stats. */
+int sc_forward_finish(sc_forward *f, sc_diag *d);
 
 #endif

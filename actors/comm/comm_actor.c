@@ -1,40 +1,122 @@
 /* comm_actor.c - the comm actor of every rank: it owns the rank's collective
- * communicator (created with the rank context; NCCL ids are exchanged here), and aborts
- * the communicator when the scheduler aborts a step, so that no rank stays blocked in a
- * collective whose peers have given up (DESIGN.md §4). The step plan itself is verified
- * and acknowledged by the metadata actor, which hands that same plan to the executor.
+ * communicator (created with the rank context; NCCL ids are exchanged here) and aborts it
+ * when the scheduler aborts a step, so that no rank stays blocked in a collective whose
+ * peers have given up (DESIGN.md §4). The step plan itself is verified and acknowledged
+ * by the metadata actor, which hands that same plan to the executor.
+ *
+ * With NCCL it also watches the communicators. The executor queues each collective on
+ * the backend's comm stream, ordered against its compute stream by CUDA events, and
+ * never waits for one; a host function after each collective tells the backend, which
+ * wakes this actor through uv_async_send when collectives become outstanding and when
+ * the last one completes. While any is outstanding this actor runs sc_nccl_watch on a
+ * timer: NCCL's asynchronous errors and each collective's deadline, with ncclCommAbort
+ * when one fails (backend_nccl.h).
  *
  * The collectives themselves are entered by the executor's thread through the
  * plan-checked session (collectives/coll.h), which refuses any request that is not the
- * next planned entry before launching it. The comm actor runs on a shared loop and so
- * stays responsive while the executor is blocked inside a collective. */
+ * next planned entry before launching it: the order of a collective among the compute
+ * work is only known there, and a message per collective would put a thread switch in
+ * front of each of the hundreds a step runs. The comm actor has a loop thread of its own
+ * (SC_LOOP_OWN): creating and aborting communicators block for as long as NCCL takes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "actors/pipeline.h"
 #include "actors/runtime/sc_log.h"
+#include <uv.h>
 #ifdef SC_HAVE_CUDA
 #include "collectives/backend_nccl.h"
 #endif
 
 #define LOG "comm"
 
+/* The NCCL watch's libuv handles. Heap-allocated: they are closed in terminate and
+ * freed by the last close callback, after the actor's state is gone. */
+typedef struct nccl_watch {
+  uv_async_t wake; /* sent by the backend, from any thread */
+  uv_timer_t timer;
+  sc_comm *comm;
+  int open_handles;
+} nccl_watch;
+
 typedef struct comm_state {
   sc_rank_ctx *ctx;
+  nccl_watch *watch;
   /* NCCL start-up: the unique id of each of this rank's group instances */
   unsigned char ids[SC_GROUP_COUNT][128];
   bool have_id[SC_GROUP_COUNT], need_id[SC_GROUP_COUNT];
 } comm_state;
 
+#ifdef SC_HAVE_CUDA
+static void watch_run(nccl_watch *w);
+static void on_watch_timer(uv_timer_t *t) { watch_run(t->data); }
+static void on_watch_wake(uv_async_t *a) { watch_run(a->data); }
+static void watch_poke(void *arg) { uv_async_send(&((nccl_watch *)arg)->wake); }
+
+static void watch_run(nccl_watch *w) {
+  const int64_t ms = sc_nccl_watch(w->comm);
+  if (ms >= 0)
+    uv_timer_start(&w->timer, on_watch_timer, (uint64_t)ms, 0);
+  else
+    uv_timer_stop(&w->timer);
+}
+
+static void watch_closed(uv_handle_t *h) {
+  nccl_watch *w = h->data;
+  if (--w->open_handles == 0) free(w);
+}
+
+/* On the actor's loop, once the communicators exist. */
+static int watch_start(sc_ctx *c, comm_state *s) {
+  nccl_watch *w = calloc(1, sizeof *w);
+  if (w == NULL) return SC_ENOMEM;
+  w->comm = &s->ctx->comm;
+  if (uv_async_init(sc_ctx_uv_loop(c), &w->wake, on_watch_wake) != 0) {
+    free(w);
+    return SC_ESYS;
+  }
+  w->wake.data = w;
+  w->open_handles = 1;
+  if (uv_timer_init(sc_ctx_uv_loop(c), &w->timer) != 0) {
+    uv_close((uv_handle_t *)&w->wake, watch_closed);
+    return SC_ESYS;
+  }
+  w->timer.data = w;
+  w->open_handles = 2;
+  s->watch = w;
+  sc_nccl_set_watch(w->comm, watch_poke, w);
+  return 0;
+}
+#endif
+
+static void watch_stop(comm_state *s) {
+#ifdef SC_HAVE_CUDA
+  nccl_watch *w = s->watch;
+  if (w == NULL) return;
+  s->watch = NULL;
+  sc_nccl_set_watch(w->comm, NULL, NULL); /* no poke after this returns */
+  uv_close((uv_handle_t *)&w->wake, watch_closed);
+  uv_close((uv_handle_t *)&w->timer, watch_closed);
+#else
+  (void)s;
+#endif
+}
+
 /* Once every needed id is here, creates the communicators (this blocks the loop until
  * every member of every group has joined, bounded by the collective deadline: a one-off
  * cost at start-up) and wakes the executor. */
-static void maybe_init_nccl(comm_state *s) {
+static void maybe_init_nccl(sc_ctx *c, comm_state *s) {
   for (int g = 0; g < SC_GROUP_COUNT; g++)
     if (s->need_id[g] && !s->have_id[g]) return;
   sc_diag d = {0};
-  const int rc = sc_rank_ctx_nccl_init(s->ctx, (const unsigned char(*)[128])s->ids, &d);
+  int rc = sc_rank_ctx_nccl_init(s->ctx, (const unsigned char(*)[128])s->ids, &d);
+#ifdef SC_HAVE_CUDA
+  if (rc == 0 && (rc = watch_start(c, s)) != 0)
+    sc_fail(&d, rc, "rank %d: cannot start the NCCL watch", s->ctx->rank);
+#else
+  (void)c;
+#endif
   if (rc) SC_ERROR(LOG, "%s", d.msg);
   else SC_INFO(LOG, "rank %d: NCCL communicators ready", s->ctx->rank);
   s->ctx->nccl_pending = false;
@@ -79,7 +161,7 @@ static int start_nccl(sc_ctx *c, comm_state *s) {
       }
     }
   }
-  maybe_init_nccl(s);
+  maybe_init_nccl(c, s);
   return 0;
 #else
   (void)c, (void)s;
@@ -94,8 +176,13 @@ static int on_nccl_id(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (!s->ctx->nccl_pending || m->id.len != sizeof s->ids[0]) return 0;
   memcpy(s->ids[m->group], m->id.data, sizeof s->ids[0]);
   s->have_id[m->group] = true;
-  maybe_init_nccl(s);
+  maybe_init_nccl(c, s);
   return 0;
+}
+
+static void terminate(sc_ctx *c, void *state, int reason) {
+  (void)c, (void)reason;
+  watch_stop(state);
 }
 
 static int init(sc_ctx *c, void *state, const void *arg) {
@@ -130,6 +217,8 @@ const sc_actor_spec sc_comm_spec = {
     .name = "comm",
     .state_size = sizeof(comm_state),
     .init = init,
+    .terminate = terminate,
     .handlers = {[SC_MSG_STEP_ABORT] = on_step_abort,
                  [SC_MSG_NCCL_ID] = on_nccl_id},
+    .loop = SC_LOOP_OWN,
 };

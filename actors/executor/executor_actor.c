@@ -4,8 +4,17 @@
  * Rank 0 samples the next tokens and returns them to the scheduler. A failed step is
  * reported with the failing collective's shapes.
  *
- * It runs on a loop thread of its own (SC_LOOP_OWN): a step blocks that thread in
- * compute and collectives for its whole duration, and must not hold up other actors. */
+ * A step is queued, not waited for: the executor queues the whole forward pass on the
+ * engine (on a GPU: kernels on the compute stream, NCCL collectives on the comm stream
+ * ordered by events), then the logits read and a notify. The kernels' completion
+ * callback (cudaLaunchHostFunc) sends this actor a step_done message, which reaches its
+ * loop through the mailbox's uv_async_send; only then are the collectives' outcome and
+ * the logits looked at. Steps that arrive meanwhile wait here in order. On the CPU the
+ * same path runs with a notify that fires at once.
+ *
+ * It runs on a loop thread of its own (SC_LOOP_OWN): queueing a step may still block
+ * (host collectives, staging copies, waiting for the communicators at start-up) and
+ * must not hold up other actors. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,20 +30,65 @@
 
 typedef struct executor {
   sc_rank_ctx *ctx;
-  sc_actor_id scheduler;
+  sc_node *node;
+  sc_actor_id self, scheduler;
   float *logits;
   size_t logits_cap;
+  sc_step_local *running; /* queued on the engine; its step_done has not come yet */
+  int queue_rc;           /* what queueing it returned, and why */
+  sc_diag queue_diag;
+  uint64_t t0;
+  sc_step_local **waiting; /* steps that arrived while one was running, in order */
+  size_t n_waiting, cap_waiting, first_waiting;
 } executor;
+
+/* What the completion callback needs, allocated before the notify so that the callback
+ * (CUDA's thread) neither allocates nor touches the actor's state. */
+typedef struct done_note {
+  sc_node *node;
+  sc_actor_id self;
+  sc_msg_step_done *msg;
+} done_note;
+
+static void on_device_done(void *arg, int status) {
+  done_note *n = arg;
+  n->msg->status = status;
+  sc_envelope env = {.type = SC_MSG_STEP_DONE, .step = n->msg->step, .src = n->self,
+                     .dst = n->self};
+  if (sc_node_send(n->node, &env, n->msg) != 0) {
+    /* only while the node stops: terminate has waited for the device already */
+    SC_WARN(LOG, "step %llu: the completion could not be delivered",
+            (unsigned long long)n->msg->step);
+    sc_msg_body_destroy(SC_MSG_STEP_DONE, n->msg);
+  }
+  free(n);
+}
 
 static int init(sc_ctx *c, void *state, const void *arg) {
   executor *e = state;
   e->ctx = *(sc_rank_ctx *const *)arg;
+  e->node = sc_ctx_node(c);
+  e->self = sc_self(c);
   return sc_node_resolve(sc_ctx_node(c), "scheduler@0", &e->scheduler);
 }
 
 static void terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   executor *e = state;
+  if (e->running) {
+    /* The device may still write into the bundle and call back: let it finish. A step
+     * still running at shutdown may wait in a collective for a peer that is gone, and
+     * the comm actor's watch may already be stopped: abort the collectives first (the
+     * node is stopping, nothing will use them again). */
+    sc_comm *comm = &e->ctx->comm;
+    if (comm->ops && comm->ops->abort) comm->ops->abort(comm->self);
+    sc_kernels *k = sc_engine_kernels(e->ctx->engine);
+    (void)k->ops->sync(k);
+    sc_step_local_free(e->running);
+  }
+  for (size_t i = 0; i < e->n_waiting; i++)
+    sc_step_local_free(e->waiting[(e->first_waiting + i) % e->cap_waiting]);
+  free(e->waiting);
   /* the collectives this rank ran, per purpose (SPARSECP_LOG=info shows them) */
   for (int k = 0; k < SC_PURPOSE_COUNT; k++) {
     const sc_coll_stat *st = &e->ctx->comm.stats[k];
@@ -82,7 +136,32 @@ static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
   return rc;
 }
 
-static int run_step(sc_ctx *c, executor *e, sc_step_local *p) {
+/* The running step's work has completed on the device (status: the kernels' error, or
+ * 0): the collectives' outcome, then the result or the abort report. */
+static void complete(sc_ctx *c, executor *e, int status) {
+  sc_rank_ctx *x = e->ctx;
+  sc_step_local *p = e->running;
+  e->running = NULL;
+  sc_diag d = e->queue_diag;
+  int rc = e->queue_rc;
+  if (rc == 0) rc = sc_engine_finish(x->engine, status, &d);
+  atomic_store(&x->executing, 0);
+  if (rc) {
+    if (rc != SC_EABORTED)
+      SC_ERROR(LOG, "rank %d: step %llu failed: %s", x->rank, (unsigned long long)p->step,
+               d.msg);
+    report_abort(c, e, p->step, rc, d.msg);
+  } else if (x->rank == 0) {
+    rc = sample_and_report(c, e, p, sc_now_ns() - e->t0);
+    if (rc) SC_ERROR(LOG, "step %llu: cannot report the result: %s", (unsigned long long)p->step,
+                     sc_strerror(rc));
+  }
+  sc_step_local_free(p);
+}
+
+/* Queues step p on the engine and asks for its completion; the outcome is handled in
+ * complete(). Returns nonzero only when no completion will come (p was handled here). */
+static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   sc_rank_ctx *x = e->ctx;
   const uint64_t step = p->step;
   if (x->cfg.inject_kill_step == step && x->cfg.inject_kill_rank == x->rank) {
@@ -97,7 +176,10 @@ static int run_step(sc_ctx *c, executor *e, sc_step_local *p) {
     const size_t need = (size_t)n * (size_t)m->vocab;
     if (need > e->logits_cap) {
       float *l = realloc(e->logits, need * sizeof *l);
-      if (l == NULL) return SC_ENOMEM;
+      if (l == NULL) {
+        report_abort(c, e, step, SC_ENOMEM, "out of memory for the logits");
+        return SC_ENOMEM;
+      }
       e->logits = l;
       e->logits_cap = need;
     }
@@ -110,46 +192,101 @@ static int run_step(sc_ctx *c, executor *e, sc_step_local *p) {
       snprintf(why, sizeof why, "rank %d: the collectives are not ready: %s", x->rank,
                sc_strerror(crc));
       report_abort(c, e, step, crc, why);
-      return 0;
+      return crc;
     }
   }
   /* Enter the step, then look for an abort that came first (see sc_rank_ctx). */
   atomic_store(&x->executing, step);
   /* a new epoch: leftovers of an aborted earlier step are dropped */
   if (x->comm.ops->reset) x->comm.ops->reset(x->comm.self, step);
-  sc_diag d = {0};
-  int rc = atomic_load(&x->aborted) >= step ? SC_EABORTED : 0;
-  const uint64_t t0 = sc_now_ns();
-  if (rc == 0) {
+  e->queue_diag = (sc_diag){0};
+  e->queue_rc = atomic_load(&x->aborted) >= step ? SC_EABORTED : 0;
+  e->t0 = sc_now_ns();
+  e->running = p;
+  if (e->queue_rc == 0) {
     const sc_forward_in in = {.step = step, .plan = &p->plan, .meta = &p->meta,
                               .tokens = p->in.tokens.v, .block_table = p->block_table,
                               .max_blocks = p->max_blocks, .sample = p->in.sample.v};
     sc_forward_out out = {.logits = want_logits ? e->logits : NULL};
-    rc = sc_engine_run(x->engine, &in, &out, &d);
+    e->queue_rc = sc_engine_queue(x->engine, &in, &out, &e->queue_diag);
   } else {
-    sc_fail(&d, rc, "rank %d: step %llu was aborted before it started", x->rank,
-            (unsigned long long)step);
+    sc_fail(&e->queue_diag, e->queue_rc, "rank %d: step %llu was aborted before it started",
+            x->rank, (unsigned long long)step);
   }
-  atomic_store(&x->executing, 0);
+  /* even a step that failed half-way is waited for: its queued work may still run */
+  sc_kernels *k = sc_engine_kernels(x->engine);
+  done_note *note = malloc(sizeof *note);
+  sc_msg_step_done *msg = note ? sc_msg_body_new(SC_MSG_STEP_DONE) : NULL;
+  int rc = msg ? 0 : SC_ENOMEM;
+  if (msg) {
+    msg->step = step;
+    *note = (done_note){.node = e->node, .self = e->self, .msg = msg};
+    rc = k->ops->notify(k, on_device_done, note);
+  }
   if (rc) {
-    if (rc != SC_EABORTED) SC_ERROR(LOG, "rank %d: step %llu failed: %s", x->rank,
-                                    (unsigned long long)step, d.msg);
-    report_abort(c, e, step, rc, d.msg);
-  } else if (want_logits) {
-    rc = sample_and_report(c, e, p, sc_now_ns() - t0);
-    if (rc) SC_ERROR(LOG, "step %llu: cannot report the result: %s", (unsigned long long)step,
-                     sc_strerror(rc));
+    /* no callback will come: wait here instead */
+    SC_WARN(LOG, "rank %d: step %llu: no completion callback (%s), waiting for the device",
+            x->rank, (unsigned long long)step, sc_strerror(rc));
+    if (msg) sc_msg_body_destroy(SC_MSG_STEP_DONE, msg);
+    free(note);
+    complete(c, e, k->ops->sync(k));
   }
   return 0;
+}
+
+static int push_waiting(executor *e, sc_step_local *p) {
+  if (e->n_waiting == e->cap_waiting) {
+    const size_t cap = e->cap_waiting ? 2 * e->cap_waiting : 8;
+    sc_step_local **w = malloc(cap * sizeof *w);
+    if (w == NULL) return SC_ENOMEM;
+    for (size_t i = 0; i < e->n_waiting; i++)
+      w[i] = e->waiting[(e->first_waiting + i) % e->cap_waiting];
+    free(e->waiting);
+    e->waiting = w;
+    e->cap_waiting = cap;
+    e->first_waiting = 0;
+  }
+  e->waiting[(e->first_waiting + e->n_waiting++) % e->cap_waiting] = p;
+  return 0;
+}
+
+/* Starts waiting steps, in order, while none is running. */
+static void pump(sc_ctx *c, executor *e) {
+  while (e->running == NULL && e->n_waiting > 0) {
+    sc_step_local *p = e->waiting[e->first_waiting];
+    e->first_waiting = (e->first_waiting + 1) % e->cap_waiting;
+    e->n_waiting--;
+    if (start_step(c, e, p) != 0) sc_step_local_free(p);
+  }
 }
 
 /* A step prepared by this node's metadata actor: the executor takes the bundle over. */
 static int on_step_local(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
+  executor *e = sc_state(c);
   sc_step_local *p = (sc_step_local *)(uintptr_t)((const sc_msg_step_local *)body)->handle;
-  const int rc = run_step(c, sc_state(c), p);
-  sc_step_local_free(p);
-  return rc;
+  if (push_waiting(e, p) != 0) {
+    report_abort(c, e, p->step, SC_ENOMEM, "out of memory for the step queue");
+    sc_step_local_free(p);
+    return 0;
+  }
+  pump(c, e);
+  return 0;
+}
+
+/* The running step's queued work has completed (sent by on_device_done). */
+static int on_step_done(sc_ctx *c, const sc_envelope *env, const void *body) {
+  (void)env;
+  executor *e = sc_state(c);
+  const sc_msg_step_done *m = body;
+  if (e->running == NULL || e->running->step != m->step) {
+    SC_WARN(LOG, "rank %d: completion of step %llu, which is not running", e->ctx->rank,
+            (unsigned long long)m->step);
+    return 0;
+  }
+  complete(c, e, m->status);
+  pump(c, e);
+  return 0;
 }
 
 const sc_actor_spec sc_executor_spec = {
@@ -157,6 +294,6 @@ const sc_actor_spec sc_executor_spec = {
     .state_size = sizeof(executor),
     .init = init,
     .terminate = terminate,
-    .handlers = {[SC_MSG_STEP_LOCAL] = on_step_local},
+    .handlers = {[SC_MSG_STEP_LOCAL] = on_step_local, [SC_MSG_STEP_DONE] = on_step_done},
     .loop = SC_LOOP_OWN,
 };

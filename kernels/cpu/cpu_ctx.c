@@ -164,8 +164,7 @@ static int cpu_memset(sc_kernels *k, void *buf, int value, size_t bytes) {
 static int cpu_copy(sc_kernels *k, void *dst, const void *src, size_t bytes,
                     sc_kcopy kind) {
   (void)k;
-  if (kind != SC_KCOPY_H2D && kind != SC_KCOPY_D2H && kind != SC_KCOPY_D2D)
-    return SC_EINVAL;
+  if ((unsigned)kind > SC_KCOPY_D2H_DEFERRED) return SC_EINVAL;
   if (bytes == 0) return 0;
   if (dst == NULL || src == NULL) return SC_EINVAL;
   memmove(dst, src, bytes);
@@ -175,6 +174,13 @@ static int cpu_copy(sc_kernels *k, void *dst, const void *src, size_t bytes,
 static int cpu_sync(sc_kernels *k) {
   (void)k;
   return 0; /* every op has finished when it returns */
+}
+
+static int cpu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
+  (void)k;
+  if (fn == NULL) return SC_EINVAL;
+  fn(arg, 0);
+  return 0;
 }
 
 static void cpu_destroy(sc_kernels *k) {
@@ -203,6 +209,7 @@ static const sc_kernels_ops k_cpu_ops = {
     .memset = cpu_memset,
     .copy = cpu_copy,
     .sync = cpu_sync,
+    .notify = cpu_notify,
     .gemm = sc_kcpu_gemm,
     .rmsnorm = sc_kcpu_rmsnorm,
     .rope = sc_kcpu_rope,

@@ -6,7 +6,16 @@
  * queues an async copy from there, so copy returns at once and the caller may reuse its
  * memory; before a staging buffer is refilled its event (recorded after the copy that
  * read it) is waited on, which overlaps one chunk's transfer with the next chunk's fill.
- * D2H queues the copy into staging, waits for that event and memcpys out. */
+ * D2H queues the copy into staging, waits for that event and memcpys out.
+ *
+ * Deferred reads and notify. The executor must not wait for the GPU inside a step: it
+ * queues the whole step, then the logits read (SC_KCOPY_D2H_DEFERRED, into a pinned
+ * readback area) and a notify. notify queues a read of the error flag (and its reset)
+ * and a host function; when the stream reaches it, that function copies every deferred
+ * read to its destination and calls the caller's function, which sends the executor a
+ * message. The host function runs on the driver's thread and may not call CUDA, which
+ * is why the readback bookkeeping is plain memory owned by this file. */
+#include <stdatomic.h>
 #include <cublas_v2.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +88,105 @@ static int take_flag(sc_kcuda *c) {
   return v;
 }
 
+/* ---- deferred reads and notify ---- */
+
+typedef struct deferred_read {
+  void *dst;
+  size_t off, bytes;
+} deferred_read;
+
+struct sc_kcuda_readback {
+  uint8_t *area; /* pinned */
+  size_t cap, used;
+  deferred_read *reads;
+  int n, cap_reads;
+  int *flag; /* pinned: the error flag as the notify read it */
+  sc_knotify_fn fn;
+  void *arg;
+  atomic_int pending; /* a notify is queued and has not run yet */
+};
+
+/* Lands every deferred read (the stream has passed them) and forgets them. */
+static void readback_apply(struct sc_kcuda_readback *rb) {
+  for (int i = 0; i < rb->n; i++)
+    memcpy(rb->reads[i].dst, rb->area + rb->reads[i].off, rb->reads[i].bytes);
+  rb->n = 0;
+  rb->used = 0;
+}
+
+static void CUDART_CB notify_host_fn(void *p) {
+  struct sc_kcuda_readback *rb = p;
+  readback_apply(rb);
+  const sc_knotify_fn fn = rb->fn;
+  void *arg = rb->arg;
+  const int status = *rb->flag;
+  /* cleared before fn runs: fn's message may make its receiver queue the next notify */
+  atomic_store_explicit(&rb->pending, 0, memory_order_release);
+  fn(arg, status);
+}
+
+/* Waits until a queued notify has run (its host function owns the readback state). */
+static int readback_quiesce(sc_kcuda *c) {
+  if (!atomic_load_explicit(&c->rb->pending, memory_order_acquire)) return 0;
+  return sc_kcuda_err(cudaStreamSynchronize(c->stream), "notify wait");
+}
+
+static int copy_deferred(sc_kcuda *c, void *dst, const void *src, size_t bytes) {
+  struct sc_kcuda_readback *rb = c->rb;
+  int rc;
+  if ((rc = readback_quiesce(c))) return rc;
+  const size_t off = (rb->used + 255) / 256 * 256;
+  if (off + bytes > rb->cap) {
+    /* reads already queued point into the old area: land them before replacing it */
+    if (rb->n > 0) {
+      if ((rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "readback wait"))) return rc;
+      readback_apply(rb);
+    }
+    size_t cap = rb->cap ? rb->cap : ((size_t)1 << 20);
+    while (cap < bytes) cap *= 2;
+    if (rb->area) (void)cudaFreeHost(rb->area);
+    rb->area = NULL;
+    rb->cap = 0;
+    if ((rc = sc_kcuda_err(cudaMallocHost((void **)&rb->area, cap), "readback area"))) return rc;
+    rb->cap = cap;
+    return copy_deferred(c, dst, src, bytes);
+  }
+  if (rb->n == rb->cap_reads) {
+    const int cap = rb->cap_reads ? 2 * rb->cap_reads : 16;
+    deferred_read *r = realloc(rb->reads, (size_t)cap * sizeof *r);
+    if (r == NULL) return SC_ENOMEM;
+    rb->reads = r;
+    rb->cap_reads = cap;
+  }
+  if ((rc = sc_kcuda_err(cudaMemcpyAsync(rb->area + off, src, bytes, cudaMemcpyDeviceToHost,
+                                         c->stream),
+                         "copy d2h deferred")))
+    return rc;
+  rb->reads[rb->n++] = (deferred_read){dst, off, bytes};
+  rb->used = off + bytes;
+  return 0;
+}
+
+static int cu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  struct sc_kcuda_readback *rb = c->rb;
+  if (fn == NULL) return SC_EINVAL;
+  if (atomic_load_explicit(&rb->pending, memory_order_acquire)) return SC_EAGAIN;
+  int rc;
+  if ((rc = sc_kcuda_err(cudaMemcpyAsync(rb->flag, c->err_flag, sizeof(int),
+                                         cudaMemcpyDeviceToHost, c->stream),
+                         "flag read")) ||
+      (rc = sc_kcuda_err(cudaMemsetAsync(c->err_flag, 0, sizeof(int), c->stream),
+                         "flag clear")))
+    return rc;
+  rb->fn = fn;
+  rb->arg = arg;
+  atomic_store_explicit(&rb->pending, 1, memory_order_release);
+  if ((rc = sc_kcuda_err(cudaLaunchHostFunc(c->stream, notify_host_fn, rb), "notify")))
+    atomic_store_explicit(&rb->pending, 0, memory_order_release);
+  return rc;
+}
+
 /* ---- memory ---- */
 
 static int cu_alloc(sc_kernels *k, size_t bytes, void **out) {
@@ -114,9 +222,10 @@ static int stage_claim(sc_kcuda *c, int *which) {
 
 static int cu_copy(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_kcopy kind) {
   sc_kcuda *c = sc_kcuda_of(k);
-  if (kind != SC_KCOPY_H2D && kind != SC_KCOPY_D2H && kind != SC_KCOPY_D2D) return SC_EINVAL;
+  if ((unsigned)kind > SC_KCOPY_D2H_DEFERRED) return SC_EINVAL;
   if (bytes == 0) return 0;
   if (dst == NULL || src == NULL) return SC_EINVAL;
+  if (kind == SC_KCOPY_D2H_DEFERRED) return copy_deferred(c, dst, src, bytes);
   int rc = 0;
   if (kind == SC_KCOPY_D2D)
     return sc_kcuda_err(
@@ -178,13 +287,19 @@ static int cu_gemm(sc_kernels *k, const sc_gemm *g) {
 
 static void cu_destroy(sc_kernels *k) {
   sc_kcuda *c = sc_kcuda_of(k);
-  if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
+  if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream); /* queued notifies run */
   if (c->scratch) (void)cudaFreeAsync(c->scratch, c->stream);
   if (c->err_flag) (void)cudaFreeAsync(c->err_flag, c->stream);
   if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
   for (int i = 0; i < 2; i++) {
     if (c->stage[i]) (void)cudaFreeHost(c->stage[i]);
     if (c->stage_ev[i]) (void)cudaEventDestroy(c->stage_ev[i]);
+  }
+  if (c->rb) {
+    if (c->rb->area) (void)cudaFreeHost(c->rb->area);
+    if (c->rb->flag) (void)cudaFreeHost(c->rb->flag);
+    free(c->rb->reads);
+    free(c->rb);
   }
   if (c->blas) (void)cublasDestroy((cublasHandle_t)c->blas);
   if (c->own_stream && c->stream) (void)cudaStreamDestroy(c->stream);
@@ -198,6 +313,7 @@ static const sc_kernels_ops k_cuda_ops = {
     .memset = cu_memset,
     .copy = cu_copy,
     .sync = cu_sync,
+    .notify = cu_notify,
     .gemm = cu_gemm,
     .rmsnorm = sc_kcuda_rmsnorm,
     .rope = sc_kcuda_rope,
@@ -250,6 +366,12 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
                            "event create")))
       goto fail;
   }
+  if ((c->rb = calloc(1, sizeof *c->rb)) == NULL) {
+    rc = SC_ENOMEM;
+    goto fail;
+  }
+  if ((rc = sc_kcuda_err(cudaMallocHost((void **)&c->rb->flag, sizeof(int)), "pinned flag")))
+    goto fail;
   if ((rc = sc_kcuda_err(cudaMallocAsync((void **)&c->err_flag, sizeof(int), c->stream),
                          "flag alloc")) ||
       (rc = sc_kcuda_err(cudaMemsetAsync(c->err_flag, 0, sizeof(int), c->stream),

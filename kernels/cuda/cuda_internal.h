@@ -38,6 +38,7 @@ typedef struct sc_kcuda {
   void *stage[2];        /* pinned host staging buffers for H2D / D2H */
   cudaEvent_t stage_ev[2];
   int stage_next;
+  struct sc_kcuda_readback *rb; /* deferred D2H copies and notify (cuda_ctx.c) */
 } sc_kcuda;
 
 static inline sc_kcuda *sc_kcuda_of(sc_kernels *k) { return (sc_kcuda *)k->impl; }

@@ -10,14 +10,18 @@
  * exact (double) scores of the differing positions tie with the K-th score within 1e-4
  * relative, which the test counts and prints as "ties". */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <time.h>
 
 #include "actors/runtime/sc_error.h"
+#include "actors/runtime/sc_time.h"
 #include "kernels/bf16.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/kernels.h"
 #include "tests/gpu/fp8_ref.h"
+#include "tests/gpu/gpu_spin.h"
 #include "tests/gpu/gpu_test.h"
 
 GPU_TEST_GLOBALS
@@ -644,6 +648,74 @@ static void case_errors(void) {
   free(q), free(kv);
 }
 
+/* ---- notify and deferred reads: the host queues and goes on ---- */
+
+typedef struct notice {
+  atomic_int fired, status;
+  uint64_t at_ns;
+  const uint32_t *landed; /* checked inside the callback: the read is there already */
+  size_t n;
+  atomic_int bad;
+} notice;
+
+static void on_notice(void *arg, int status) {
+  notice *nt = arg;
+  int bad = 0;
+  for (size_t i = 0; i < nt->n; i++) bad += nt->landed[i] != 0x5a5a5a5au;
+  atomic_store(&nt->bad, bad);
+  atomic_store(&nt->status, status);
+  nt->at_ns = sc_now_ns();
+  atomic_store(&nt->fired, 1);
+}
+
+static void wait_fired(notice *nt) {
+  const uint64_t until = sc_now_ns() + 10000000000ull;
+  while (!atomic_load(&nt->fired) && sc_now_ns() < until) {
+    const struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void case_notify(void) {
+  const size_t n = 1 << 20;
+  void *B = NULL;
+  uint32_t *host = calloc(n, sizeof *host);
+  REQUIRE(G->ops->alloc(G, n * sizeof *host, &B) == 0, "alloc");
+  const uint64_t t0 = sc_now_ns();
+  REQUIRE(sc_test_gpu_spin(sc_kernels_cuda_stream(G), 300) == 0, "spin");
+  CHECK(G->ops->memset(G, B, 0x5a, n * sizeof *host) == 0, "memset");
+  CHECK(G->ops->copy(G, host, B, n * sizeof *host, SC_KCOPY_D2H_DEFERRED) == 0, "deferred read");
+  notice nt = {.landed = host, .n = n};
+  CHECK(G->ops->notify(G, on_notice, &nt) == 0, "notify");
+  const double queued_s = (double)(sc_now_ns() - t0) * 1e-9;
+  CHECK(queued_s < 0.2, "queueing behind 0.3 s of work returned after %.3f s", queued_s);
+  CHECK(!atomic_load(&nt.fired), "the callback waits for the work");
+  CHECK(G->ops->notify(G, on_notice, &nt) == SC_EAGAIN, "one notify outstanding at a time");
+  wait_fired(&nt);
+  CHECK(atomic_load(&nt.fired) && atomic_load(&nt.status) == 0, "fired with status 0");
+  CHECK((double)(nt.at_ns - t0) * 1e-9 >= 0.29, "fired after the spin (%.3f s)",
+        (double)(nt.at_ns - t0) * 1e-9);
+  CHECK(atomic_load(&nt.bad) == 0, "%d values had not landed when the callback ran",
+        atomic_load(&nt.bad));
+
+  /* a kernel's error reaches the callback, and is cleared for the next one */
+  const int32_t width = 80;
+  int32_t idx[2] = {3, -7};
+  void *I = up(G, idx, sizeof idx), *D = NULL;
+  G->ops->alloc(G, sizeof(float) * 2 * width, &D);
+  CHECK(G->ops->gather_rows(G, 2, width, (sc_krows){B, SC_KFMT_F32, width, 10}, I,
+                            (sc_krows){D, SC_KFMT_F32, width, 2}) == 0,
+        "launch");
+  notice bad = {.landed = host, .n = 0};
+  CHECK(G->ops->notify(G, on_notice, &bad) == 0, "notify");
+  wait_fired(&bad);
+  CHECK(atomic_load(&bad.status) == SC_ERANGE, "a bad index reaches the callback (%d)",
+        atomic_load(&bad.status));
+  CHECK(G->ops->sync(G) == 0, "the flag was cleared by the notify");
+  G->ops->free(G, B), G->ops->free(G, I), G->ops->free(G, D);
+  free(host);
+}
+
 int main(void) {
   if (sc_cuda_device_count() == 0) {
     printf("no CUDA device: GPU kernel tests skipped\n");
@@ -665,6 +737,7 @@ int main(void) {
   RUN_CASE(case_attention);
   RUN_CASE(case_lse);
   RUN_CASE(case_errors);
+  RUN_CASE(case_notify);
   sc_kernels_destroy(G);
   sc_kernels_destroy(C);
   printf("%s: %d failure(s)\n", gt_failures ? "FAILED" : "PASSED", gt_failures);

@@ -1,11 +1,16 @@
 /* test_gpu_nccl.c - the NCCL backend on one GPU: one-rank communicators driven through
  * the plan-checked session (all_gather, all_reduce in place and not, reduce_scatter, f32,
- * bf16 and 32-bit words, against the data sent), the desync refusal, and the failure
- * paths: a collective stuck behind a busy stream past its deadline (SC_ETIMEDOUT, the
- * communicators aborted, later calls SC_EABORTED), an abort from another thread, and an
- * initialisation whose peer never joins (SC_ETIMEDOUT). Skips (77) without a GPU. */
+ * bf16 and 32-bit words, against the data sent), the desync refusal, the stream order
+ * (a collective waits for the compute work queued before it, and compute queued after
+ * it waits for the collective, while the host does not wait at all), the watch pokes,
+ * and the failure paths: a collective stuck behind a busy comm stream past its deadline
+ * (the watch aborts the communicators, finish says SC_ETIMEDOUT for that collective,
+ * later calls SC_EABORTED), an abort from another thread, and an initialisation whose
+ * peer never joins (SC_ETIMEDOUT). Skips (77) without a GPU. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -16,12 +21,26 @@
 
 GPU_TEST_GLOBALS
 
-static int make_comm(const sc_plan_config *cfg, int64_t deadline_ms, sc_comm *comm) {
+static int make_comm_on(const sc_plan_config *cfg, int64_t deadline_ms, void *compute,
+                        sc_comm *comm) {
   sc_nccl_id ids[SC_GROUP_COUNT];
   memset(ids, 0, sizeof ids);
   for (int g = 0; g < SC_GROUP_COUNT; g++)
     if (sc_nccl_id_needed(cfg, (sc_group)g) && sc_nccl_get_unique_id(&ids[g]) != 0) return -1;
-  return sc_nccl_comm_init(cfg, 0, 0, ids, NULL, deadline_ms, comm);
+  return sc_nccl_comm_init(cfg, 0, 0, ids, compute, deadline_ms, comm);
+}
+
+/* compute stream NULL: the legacy default stream, which cudaMemcpy uses too */
+static int make_comm(const sc_plan_config *cfg, int64_t deadline_ms, sc_comm *comm) {
+  return make_comm_on(cfg, deadline_ms, NULL, comm);
+}
+
+/* Runs the watch as the comm actor does, until nothing is outstanding. */
+static void watch_until_idle(sc_comm *comm) {
+  for (int64_t ms; (ms = sc_nccl_watch(comm)) >= 0;) {
+    const struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
 }
 
 static void *dev_alloc(size_t bytes) {
@@ -67,17 +86,23 @@ static void case_one_rank_session(void) {
     free(h), free(back);
   }
   CHECK(sc_coll_session_end(&s) == 0, "session end");
+  CHECK(cudaDeviceSynchronize() == cudaSuccess, "drain");
+  CHECK(sc_coll_session_finish(&s) == 0, "finish: %s", sc_diag_message(&s.diag));
+  CHECK(comm.stats[SC_PURPOSE_DECODE_OUT].calls == 1 &&
+            comm.stats[SC_PURPOSE_DECODE_OUT].seconds > 0,
+        "device time of the reduce_scatter from its events (%g s)",
+        comm.stats[SC_PURPOSE_DECODE_OUT].seconds);
 
-  /* an abort request no collective acted on is forgotten by reset (a new step) */
-  sc_nccl_abort(&comm);
+  /* an abort with nothing in flight takes the communicators down at once, for good */
   comm.ops->reset(comm.self, 1);
   float *one = dev_alloc(sizeof(float) * 64);
   CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64) == 0,
-        "reset clears a pending abort request");
+        "a collective before the abort");
+  CHECK(cudaDeviceSynchronize() == cudaSuccess, "drain");
   sc_nccl_abort(&comm);
   CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64) ==
             SC_EABORTED,
-        "an abort request fails the next collective");
+        "an abort fails the next collective");
   comm.ops->reset(comm.self, 2);
   CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64) ==
             SC_EABORTED,
@@ -95,6 +120,57 @@ static void case_one_rank_session(void) {
   sc_nccl_comm_destroy(&comm);
 }
 
+static atomic_int g_pokes;
+static void count_poke(void *arg) {
+  (void)arg;
+  atomic_fetch_add(&g_pokes, 1);
+}
+
+/* The collective sits at its place in the compute stream: the comm stream waits for the
+ * memset queued (behind a spin) before it, and the read queued after it sees its result;
+ * the host got control back long before. */
+static void case_stream_order(void) {
+  sc_plan_config cfg;
+  sc_plan_config_default(&cfg);
+  cudaStream_t cs;
+  REQUIRE(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess, "stream");
+  sc_comm comm;
+  REQUIRE(make_comm_on(&cfg, 5000, cs, &comm) == 0, "init");
+  sc_nccl_set_watch(&comm, count_poke, NULL);
+  const size_t n = 1 << 16;
+  float *send = dev_alloc(n * sizeof *send), *recv = dev_alloc(n * sizeof *recv);
+  uint32_t *host = NULL; /* pinned: a read into pageable memory would wait */
+  REQUIRE(cudaMallocHost((void **)&host, n * sizeof *host) == cudaSuccess, "pinned");
+  CHECK(cudaMemset(send, 0, n * sizeof *send) == cudaSuccess &&
+            cudaMemset(recv, 0, n * sizeof *recv) == cudaSuccess && cudaDeviceSynchronize() == 0,
+        "clear");
+  const uint64_t t0 = sc_now_ns();
+  REQUIRE(sc_test_gpu_spin(cs, 300) == 0, "spin");
+  CHECK(cudaMemsetAsync(send, 0x3f, n * sizeof *send, cs) == cudaSuccess, "fill");
+  comm.ops->reset(comm.self, 1);
+  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, send, recv, n) == 0,
+        "queue");
+  const double queued_s = (double)(sc_now_ns() - t0) * 1e-9;
+  CHECK(cudaMemcpyAsync(host, recv, n * sizeof *host, cudaMemcpyDeviceToHost, cs) == 0, "read");
+  CHECK(queued_s < 0.2, "queueing behind 0.3 s of compute returned after %.3f s", queued_s);
+  CHECK(sc_nccl_watch(&comm) > 0, "the watch sees the collective outstanding");
+  CHECK(cudaStreamSynchronize(cs) == cudaSuccess, "drain");
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += host[i] != 0x3f3f3f3fu;
+  CHECK(bad == 0, "%zu of %zu values missed the compute work queued before the collective",
+        bad, n);
+  watch_until_idle(&comm); /* the host function after the collective may lag the stream */
+  CHECK(sc_nccl_watch(&comm) == -1, "nothing outstanding after the drain");
+  CHECK(atomic_load(&g_pokes) >= 1, "the watch was poked (%d)", atomic_load(&g_pokes));
+  double sec = 0;
+  int32_t failed = -1;
+  CHECK(comm.ops->finish(comm.self, &sec, 1, &failed) == 0 && sec > 0, "finish: %g s", sec);
+  sc_nccl_set_watch(&comm, NULL, NULL);
+  sc_nccl_comm_destroy(&comm);
+  cudaFree(send), cudaFree(recv), cudaFreeHost(host);
+  cudaStreamDestroy(cs);
+}
+
 static void case_deadline(void) {
   sc_plan_config cfg;
   sc_plan_config_default(&cfg);
@@ -103,19 +179,25 @@ static void case_deadline(void) {
   float *buf = dev_alloc(sizeof(float) * 1024);
   REQUIRE(sc_test_gpu_spin(sc_nccl_comm_stream(&comm), 1500) == 0, "spin");
   const uint64_t t0 = sc_now_ns();
-  const int rc = comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024);
+  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024) == 0,
+        "queueing returns at once");
+  watch_until_idle(&comm);
   const double waited = (double)(sc_now_ns() - t0) * 1e-9;
-  CHECK(rc == SC_ETIMEDOUT, "expected SC_ETIMEDOUT, got %d", rc);
   /* detected at the deadline; ncclCommAbort then waits for the work queued ahead of the
-   * collective (the 1.5 s spin) and tears the communicator down (about 2 s on the H200,
-   * 2026-11-29): bounded, never a hang */
-  CHECK(waited >= 0.29 && waited < 8.0, "deadline of 0.3 s honoured (waited %.3f s)", waited);
-  printf("     deadline 0.3 s, returned after %.3f s (abort included)\n", waited);
+   * collective (the 1.5 s spin) and tears the communicator down: bounded, never a hang */
+  CHECK(waited >= 0.29 && waited < 8.0, "deadline of 0.3 s honoured (watch ended after %.3f s)",
+        waited);
+  printf("     deadline 0.3 s, the watch aborted after %.3f s (abort included)\n", waited);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess, "the streams drain after the abort");
+  double sec = 0;
+  int32_t failed = -1;
+  const int rc = comm.ops->finish(comm.self, &sec, 1, &failed);
+  CHECK(rc == SC_ETIMEDOUT && failed == 0, "finish: expected SC_ETIMEDOUT for collective 0, got "
+        "%d for %d", rc, failed);
   CHECK(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_DCP, SC_DT_F32, buf, buf, 16) ==
             SC_EABORTED,
         "calls after the abort fail");
   sc_nccl_comm_destroy(&comm);
-  cudaDeviceSynchronize();
   cudaFree(buf);
 }
 
@@ -139,18 +221,23 @@ static void case_abort_thread(void) {
   REQUIRE(make_comm(&cfg, 10000, &comm) == 0, "init");
   float *buf = dev_alloc(sizeof(float) * 1024);
   REQUIRE(sc_test_gpu_spin(sc_nccl_comm_stream(&comm), 1500) == 0, "spin");
+  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024) == 0,
+        "queueing returns at once");
   abort_arg aa = {&comm, 200};
   pthread_t th;
-  REQUIRE(pthread_create(&th, NULL, abort_later, &aa) == 0, "thread");
   const uint64_t t0 = sc_now_ns();
-  const int rc = comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024);
-  const double waited = (double)(sc_now_ns() - t0) * 1e-9;
+  REQUIRE(pthread_create(&th, NULL, abort_later, &aa) == 0, "thread");
   pthread_join(th, NULL);
-  CHECK(rc == SC_EABORTED, "expected SC_EABORTED, got %d", rc);
-  CHECK(waited < 8.0, "abort ends the wait (%.3f s, ncclCommAbort included)", waited);
+  const double waited = (double)(sc_now_ns() - t0) * 1e-9;
+  CHECK(waited < 8.0, "the abort returned after %.3f s (ncclCommAbort included)", waited);
   printf("     abort requested after 0.2 s, returned after %.3f s\n", waited);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess, "the streams drain after the abort");
+  double sec = 0;
+  int32_t failed = -1;
+  const int rc = comm.ops->finish(comm.self, &sec, 1, &failed);
+  CHECK(rc == SC_EABORTED && failed == 0, "finish: expected SC_EABORTED for collective 0, got "
+        "%d for %d", rc, failed);
   sc_nccl_comm_destroy(&comm);
-  cudaDeviceSynchronize();
   cudaFree(buf);
 }
 
@@ -174,6 +261,7 @@ int main(void) {
   }
   gt_init_seed();
   RUN_CASE(case_one_rank_session);
+  RUN_CASE(case_stream_order);
   RUN_CASE(case_deadline);
   RUN_CASE(case_abort_thread);
   RUN_CASE(case_init_timeout);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # gpu_e2e.sh - the pipeline on H200 GPUs (issues 7 and 8), run on the GPU machine from the
-# repository root with the CUDA build of sparsecp and its libraries in .devrun-e2e/ (cuBLAS
-# and NCCL come from the machine). Writes one JSON per run under $OUT and prints a summary.
+# repository root with the CUDA build of sparsecp and its libraries in $DEVRUN (default
+# .devrun-e2e/; cuBLAS and NCCL come from the machine). Writes one JSON per run under $OUT and prints a summary.
 #   - four ranks sharing GPU 0 (host collectives, device buffers staged through host
 #     memory) and one rank with a one-rank NCCL communicator, each --verify'd against the
 #     single-rank CPU reference;
@@ -11,9 +11,10 @@
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-. tests/gpu/cuda_env.sh "$PWD/.devrun-e2e/lib"
+DEVRUN=${DEVRUN:-.devrun-e2e}
+. tests/gpu/cuda_env.sh "$PWD/$DEVRUN/lib"
 export NCCL_NVLS_ENABLE=0
-B=.devrun-e2e/sparsecp
+B=${SPARSECP_BIN:-$DEVRUN/sparsecp}
 ngpu=$(nvidia-smi -L | wc -l)
 { nvidia-smi -L; date -u; } | tee "$OUT/machine.txt"
 
@@ -56,7 +57,7 @@ if [ "$ngpu" -ge 2 ]; then
   run nccl_desync_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject desync:1:3
   run nccl_kill_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject kill:1:3
   }
-  has long && for L in 32768 131072; do
+  has long && for L in ${LONG_LENS:-32768 131072}; do
     printf '{"prompt_len": %d, "max_tokens": 32}\n' $L > /tmp/long$L.jsonl
     common="--device cuda --collectives nccl --model examples/model-long.json --requests /tmp/long$L.jsonl --token-budget $L --max-model-len $((L + 64)) --clients 1 --deadline-ms 60000"
     LIMIT=280 run long${L}_p1n1 --pcp 1 --dcp 1 --gpus 1 --num-blocks $((L / 16 + 64)) $common
