@@ -11,6 +11,8 @@
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+TMP=$(mktemp -d /tmp/sc-gpu-e2e.XXXXXX) # this run's request files and scripts
+trap 'rm -rf "$TMP"' EXIT
 DEVRUN=${DEVRUN:-.devrun-e2e}
 . tests/gpu/cuda_env.sh "$PWD/$DEVRUN/lib"
 export NCCL_NVLS_ENABLE=0
@@ -58,29 +60,29 @@ if [ "$ngpu" -ge 2 ]; then
   run nccl_kill_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject kill:1:3
   }
   has long && for L in ${LONG_LENS:-32768 131072}; do
-    printf '{"prompt_len": %d, "max_tokens": 32}\n' $L > /tmp/long$L.jsonl
-    common="--device cuda --collectives nccl --model examples/model-long.json --requests /tmp/long$L.jsonl --token-budget $L --max-model-len $((L + 64)) --clients 1 --deadline-ms 60000"
+    printf '{"prompt_len": %d, "max_tokens": 32}\n' $L > $TMP/long$L.jsonl
+    common="--device cuda --collectives nccl --model examples/model-long.json --requests $TMP/long$L.jsonl --token-budget $L --max-model-len $((L + 64)) --clients 1 --deadline-ms 60000"
     LIMIT=280 run long${L}_p1n1 --pcp 1 --dcp 1 --gpus 1 --num-blocks $((L / 16 + 64)) $common
     LIMIT=280 run long${L}_p2n2 --pcp 2 --dcp 2 --gpus 2 --num-blocks $((L / 32 + 64)) $common
   done
   # the pipeline's own collectives on a 32k prompt: per-purpose device time and bus
   # bandwidth (CUDA events around each NCCL call), from the nodes' info logs
   has collbw && {
-    printf '{"prompt_len": 32768, "max_tokens": 32}\n' > /tmp/collbw.jsonl
+    printf '{"prompt_len": 32768, "max_tokens": 32}\n' > $TMP/collbw.jsonl
     SPARSECP_LOG=info QUIET= LIMIT=280 run collbw_32k_p2n2 --pcp 2 --dcp 2 --gpus 2 --device cuda \
-      --collectives nccl --model examples/model-long.json --requests /tmp/collbw.jsonl \
+      --collectives nccl --model examples/model-long.json --requests $TMP/collbw.jsonl \
       --token-budget 32768 --max-model-len 32832 --num-blocks 1088 --clients 1 --deadline-ms 60000
     grep "collectives" "$OUT/collbw_32k_p2n2.err" | sed 's/^ *[0-9.]* //' | tee "$OUT/collbw.txt"
   }
   # bare NCCL all-gather between the two GPUs (the bandwidth reference), with PyTorch's
   # own CUDA and NCCL libraries (not ours on LD_LIBRARY_PATH)
   # (torch's spawn re-imports the main module, so the script must be a file)
-  has bandwidth && cat > /tmp/sc_nccl_allgather.py <<'PY'
+  has bandwidth && cat > $TMP/sc_nccl_allgather.py <<'PY'
 
 import json, os, sys, time
 import torch, torch.distributed as dist, torch.multiprocessing as mp
-def work(rank, world, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29517", NCCL_NVLS_ENABLE="0")
+def work(rank, world, out, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NCCL_NVLS_ENABLE="0")
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", rank=rank, world_size=world)
     rows = []
@@ -98,8 +100,12 @@ def work(rank, world, out):
         for r in rows: print(r)
     dist.destroy_process_group()
 if __name__ == "__main__":
-    mp.spawn(work, args=(2, sys.argv[1]), nprocs=2)
+    import socket
+    with socket.socket() as s:  # an ephemeral port that is free now, never a fixed one
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(work, args=(2, sys.argv[1], port), nprocs=2)
 PY
-  has bandwidth && env -u LD_LIBRARY_PATH python3 /tmp/sc_nccl_allgather.py "$OUT/nccl_allgather.json" 2>&1 | tail -30
+  has bandwidth && env -u LD_LIBRARY_PATH python3 $TMP/sc_nccl_allgather.py "$OUT/nccl_allgather.json" 2>&1 | tail -30
 fi
 echo done
