@@ -113,8 +113,16 @@ fail_free:
   return SC_ESYS;
 }
 
+/* The loop of the calling thread: sends from it take the loop's own DEALERs. */
+static _Thread_local sc_loop *tl_loop;
+
+sc_loop *sc_loop_self(const sc_node *n) {
+  return tl_loop != NULL && tl_loop->node == n ? tl_loop : NULL;
+}
+
 static void loop_main(void *arg) {
   sc_loop *l = arg;
+  tl_loop = l;
   uv_run(&l->uv, UV_RUN_DEFAULT);
 }
 
@@ -350,9 +358,8 @@ static void on_wake(uv_async_t *h) {
   if (drain_runq(l)) loop_wake(l); /* fairness: let timers and sockets run, then go on */
 }
 
-/* Before blocking: spin briefly while work keeps arriving (cluster spin_us). */
-static void on_prepare(uv_prepare_t *h) {
-  sc_loop *l = h->data;
+/* Spins briefly while work keeps arriving (cluster spin_us). */
+static void loop_spin(sc_loop *l) {
   const uint64_t spin = l->node->spin_ns;
   if (!l->hot || spin == 0 || atomic_load_explicit(&l->stop, memory_order_acquire)) return;
   l->hot = false;
@@ -378,6 +385,14 @@ static void on_prepare(uv_prepare_t *h) {
   atomic_store_explicit(&l->wake_pending, 0, memory_order_seq_cst);
   /* a producer that saw wake_pending=1 did not signal: look once more */
   if (sc_mpsc_maybe_nonempty(&l->runq)) loop_wake(l);
+}
+
+/* Before blocking: spin, then let the transport publish the loop's tap records and retry
+ * what its DEALERs refused (a send may have consumed their fds' edge). */
+static void on_prepare(uv_prepare_t *h) {
+  sc_loop *l = h->data;
+  loop_spin(l);
+  if (sc_transport_loop_prepare(l->node->tr, l)) loop_wake(l);
 }
 
 /* ---- spawn / stop ---- */
@@ -539,6 +554,7 @@ static void loop_shutdown(sc_loop *l) {
       actor_finalize(l, s->actor);
     }
   }
+  sc_transport_loop_close(n->tr, l); /* after terminate handlers, which may still send */
   uv_walk(&l->uv, close_any, NULL);
 }
 

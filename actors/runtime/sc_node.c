@@ -211,6 +211,7 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d) {
   n->rank = o->rank;
   n->wait_all_hello = o->wait_all_hello;
   n->spin_ns = (uint64_t)(n->cluster.spin_us > 0 ? n->cluster.spin_us : 0) * 1000ull;
+  n->send_hwm = o->send_hwm > 0 ? o->send_hwm : 100000;
   for (int32_t i = 0; i < o->num_startup; i++) {
     n->startup[i] = o->startup[i];
     if (o->startup[i].name == NULL || o->startup[i].spec == NULL) {

@@ -51,6 +51,8 @@ typedef struct sc_node_opts {
   int32_t loops;               /* 0: cluster->loops */
   bool wait_all_hello;         /* head: ready only when every rank said hello (default
                                   true via sc_node_opts_default) */
+  int32_t send_hwm;            /* messages each DEALER holds for a peer before further
+                                  sends wait in a backlog (0: 100000; tests use tiny ones) */
 } sc_node_opts;
 
 typedef struct sc_node_stats {

@@ -1,7 +1,8 @@
 /* sc_node_impl.h - internals shared by the runtime's files (not a public header).
  *
  * Structure: a node has a table of actor slots, N shared loop threads (plus one per
- * SC_LOOP_OWN actor) and one io thread that owns every ZeroMQ socket.
+ * SC_LOOP_OWN actor) and one io thread that owns the ROUTER, the tap XPUB and the DEALERs
+ * used by other threads; each loop thread owns the DEALERs it sends on (sc_transport.c).
  *
  * A slot keeps its mailbox (lock-free MPSC of letters) for the node's lifetime and stays
  * on the loop it was first given, so a sender racing with a stop/respawn can only reach
@@ -169,6 +170,7 @@ struct sc_node {
   _Atomic int stopping;
   bool started, stopped;
   uint64_t spin_ns;           /* cluster.spin_us in ns */
+  int32_t send_hwm;           /* ZMQ_SNDHWM of every DEALER */
   sc_transport *tr;
   _Atomic(uint8_t) *peer_down; /* by rank */
   sc_node_event_fn event_fn;
@@ -180,6 +182,8 @@ struct sc_node {
 
 /* sc_actor.c */
 int sc_loop_create(sc_node *n, int index, bool own, sc_loop **out);
+/* The loop whose thread calls this, when it is one of n's loop threads; else NULL. */
+sc_loop *sc_loop_self(const sc_node *n);
 int sc_loop_start(sc_loop *l);
 void sc_loop_stop_join(sc_loop *l); /* stops actors, joins the thread */
 void sc_loop_destroy(sc_loop *l);
@@ -208,12 +212,22 @@ int sc_transport_create(sc_node *n, sc_transport **out, sc_diag *d);
 int sc_transport_start(sc_transport *t, sc_diag *d);
 void sc_transport_stop(sc_transport *t); /* joins the io thread, closes sockets */
 void sc_transport_destroy(sc_transport *t);
-/* Encodes on the caller's thread and queues for the io thread. Consumes body on
- * success. */
+/* Sends to another node (any thread); consumes body on success. On one of the node's
+ * loop threads (the node actor, slot 0, excepted): encoded into the loop's scratch buffer
+ * and sent on the loop's own DEALER for the peer (SC_EFULL when its backlog is full).
+ * Otherwise: encoded and queued for the io thread (SC_EFULL when the queue is full). */
 int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body);
-/* Tap hook for locally routed messages (any thread): encodes and queues only when a
- * subscriber's prefix matches. */
+/* Tap hook for locally routed messages (any thread): encodes only when a subscriber's
+ * prefix matches. On a loop thread the record goes into the loop's open batch; other
+ * threads hand a batch of one record to the io thread. */
 void sc_tap_local(sc_transport *t, const sc_envelope *env, const void *body);
+/* Loop thread, before its loop blocks: hands the open tap batch to the io thread and
+ * retries the backlogs of the loop's DEALERs. True when a backlog could move on at once
+ * (the loop must not block). */
+bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l);
+/* Loop thread, at loop shutdown after the actors stopped: hands over the open tap batch,
+ * drops the backlogs and closes the loop's DEALERs (linger 0). */
+void sc_transport_loop_close(sc_transport *t, sc_loop *l);
 void sc_transport_stats(sc_transport *t, sc_node_stats *s);
 
 /* sc_node.c */

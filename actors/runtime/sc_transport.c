@@ -1,29 +1,47 @@
-/* sc_transport.c - the node's io thread: every ZeroMQ socket of the node lives here.
+/* sc_transport.c - ZeroMQ between nodes, and taps.
  *
- * Sockets: one ROUTER bound at the node's endpoint receives from every peer (frames
- * [peer identity][message]); one DEALER per peer (routing id "n<rank>") sends to it, so
- * messages queue inside ZeroMQ until the peer is up and per-pair FIFO order holds. Each
- * DEALER runs ZeroMQ heartbeats and a socket monitor; a DISCONNECTED event after the
- * connection was up (peer died, or missed heartbeats past the timeout) marks the peer
- * DOWN. One XPUB socket is the tap.
+ * Sockets. The node's io thread owns one ROUTER bound at the node's endpoint, which
+ * receives from every peer (frames [peer identity][message]), one DEALER per peer (routing
+ * id "n<rank>") with ZeroMQ heartbeats and a socket monitor, and the tap XPUB. A
+ * DISCONNECTED event after the connection was up (peer died, or missed heartbeats past the
+ * timeout) marks the peer DOWN in sc_node.peer_down, an atomic every thread reads.
  *
- * libuv integration: ZMQ_FD is edge-triggered and only says "look at ZMQ_EVENTS". So:
- * a uv_poll per socket fd, and on every wake-up (poll, async outbox, prepare) each socket
- * is drained while ZMQ_EVENTS says so, with a per-socket cap; a uv_prepare re-checks
- * ZMQ_EVENTS before the loop blocks (a zmq_send can consume the fd's edge), and a
- * uv_idle keeps the loop from blocking while a capped drain left work behind.
+ * Sending. A message sent on an actor loop thread is encoded there into the loop's
+ * scratch buffer and goes out at once on the loop's own DEALER for the peer (created on
+ * the loop's first send there; routing id "n<rank>.<loop>", so the peer's ROUTER sees one
+ * identity per DEALER; no heartbeats or monitor: the io thread watches the peer). An actor
+ * runs on its loop thread only, so FIFO order per sender/receiver pair is FIFO order per
+ * (loop, peer) DEALER, and no hand-off to the io thread sits in the path. Other threads
+ * (sc_node_send from outside the loops, the io thread's own error replies) and the node
+ * actor (see sc_transport_send) encode into a malloc'd frame and queue it (lock-free,
+ * bounded) for the io thread, which sends it on its DEALER without a copy.
  *
- * Outbound messages are encoded on the sender's thread and handed over through a
- * lock-free queue; a full DEALER (EAGAIN at its HWM) keeps a per-peer backlog that is
- * retried when ZMQ_EVENTS reports POLLOUT.
+ * Every DEALER, the io thread's and the loops', is a zout with one implementation: its
+ * owner thread sends with ZMQ_DONTWAIT; what ZeroMQ refuses (EAGAIN at the high-water
+ * mark) waits in the zout's backlog (FIFO: later sends queue behind it), and only then is
+ * the socket's ZMQ_FD watched with a uv_poll. ZMQ_FD is edge-triggered and only means
+ * "look at ZMQ_EVENTS", so the poll callback drains the backlog while ZMQ_EVENTS reports
+ * POLLOUT (capped per pass), and the owner's uv_prepare re-checks ZMQ_EVENTS of every
+ * backlogged zout before its loop blocks (a zmq_send can consume the fd's edge). A backlog
+ * for a DOWN peer is dropped.
  *
- * Taps: subscriptions are read from the XPUB (non-verbose: one notification per distinct
- * prefix) into an immutable prefix set published through an atomic pointer; senders
- * check it without locks and encode nothing when it is empty or does not match. Tap
- * records are bounded (SC_TAP_QUEUE_MAX) and the XPUB runs with XPUB_NODROP so that a
- * slow subscriber shows up as counted drops, never as a blocked actor. Consecutive
- * records with the same topic leave as one XPUB message [topic][records] (see
- * batch_flush), which keeps a busy tap from costing one zmq message per actor message.
+ * The io loop: a uv_poll per ROUTER, XPUB and monitor fd; every wake-up (poll, async
+ * outbox, prepare) drains each while ZMQ_EVENTS says so, with a per-socket cap; the
+ * uv_prepare re-checks ZMQ_EVENTS before the loop blocks, and a uv_idle keeps the loop from
+ * blocking while a capped drain left work behind.
+ *
+ * Taps. Subscriptions are read from the XPUB (non-verbose: one notification per distinct
+ * prefix) into an immutable prefix set published through an atomic pointer; producers
+ * check it without locks and encode nothing when it is empty or does not match. Each
+ * producer thread (each loop, and the io thread for what it receives) has a tap_writer:
+ * the last topic it computed, and an open batch of consecutive records with one topic
+ * (sc_tap_record.h). A loop encodes a tapped message into its scratch buffer and copies
+ * it into the batch behind its record header: no malloc and no queue push per message. It
+ * hands the batch to the io thread when the topic changes, the batch is full, or its loop
+ * turn ends (uv_prepare, before the loop may block); the io thread sends it as the XPUB
+ * message [topic][records] without a copy (zmq_msg_init_data). Handed-over records are
+ * bounded (SC_TAP_QUEUE_MAX) and the XPUB runs with XPUB_NODROP and non-blocking sends, so
+ * a slow subscriber shows up as counted drops, never as a blocked actor.
  */
 #include <errno.h>
 #include <sched.h>
@@ -40,8 +58,11 @@
 
 #define LOG "transport"
 #define SC_DRAIN_CAP 1024
-#define SC_OUTBOX_MAX (1u << 20)
-#define SC_TAP_QUEUE_MAX (1u << 16)
+#define SC_OUTBOX_MAX (1u << 20)     /* frames queued for the io thread; also per backlog */
+#define SC_TAP_QUEUE_MAX (1u << 16)  /* tap records handed to the io thread, not yet sent */
+#define SC_TAP_BATCH_RECORDS 256     /* a tap batch closes at this many records ... */
+#define SC_TAP_BATCH_BYTES 65536     /* ... or before it would grow past this size */
+#define SC_TAP_BATCH_FIRST 4096      /* smallest first allocation of a batch */
 #define SC_TOPIC_MAX 96
 #define SC_MAX_SUBS 256
 
@@ -63,13 +84,25 @@ static void frame_free(frame *f) {
   free(f);
 }
 
-typedef struct tap_item {
+/* A frame that owns data (malloc'd), or NULL. */
+static frame *frame_new(int32_t rank, uint8_t *data, size_t len) {
+  frame *f = malloc(sizeof *f);
+  if (f == NULL) return NULL;
+  f->rank = rank;
+  f->wrapped = false;
+  f->data = data;
+  f->len = len;
+  return f;
+}
+
+/* Records of one topic on their way to the XPUB; data is the message's second frame. */
+typedef struct tap_batch {
   sc_mpsc_node link;
-  uint64_t time_ns;
   char topic[SC_TOPIC_MAX];
-  uint8_t *data;
-  size_t len;
-} tap_item;
+  uint32_t records;
+  size_t len, cap;
+  uint8_t data[];
+} tap_batch;
 
 typedef struct subs {
   int n;
@@ -78,18 +111,52 @@ typedef struct subs {
   struct subs *retired; /* older snapshots, freed at destroy */
 } subs;
 
-typedef struct peer {
-  void *dealer, *mon;
-  uv_poll_t poll_d, poll_m;
-  bool connected, down;
+/* One producer thread's tap state. The topic of the last message it looked at is kept
+ * with what decided it (subscription snapshot, destination, type): a stream of messages
+ * to one actor builds and matches its topic once. */
+typedef struct tap_writer {
+  tap_batch *open;
+  size_t first_cap;           /* the next batch starts this large: what the last one used */
+  const subs *subs;
+  sc_actor_id dst;
+  uint16_t type;
+  bool match;
+  char topic[SC_TOPIC_MAX];
+} tap_writer;
+
+/* One DEALER to one peer and what it refused (see the header comment). Only its owner
+ * thread touches it, except `sent`, which sc_transport_stats reads. */
+typedef struct zout {
+  sc_transport *t;
+  void *sock;                 /* NULL until opened */
+  int32_t rank;
+  bool watching;              /* poll started: only while the backlog is not empty */
+  uv_poll_t poll;             /* initialised with sock */
   frame *backlog, *backlog_tail;
+  uint32_t backlog_len;
+  _Atomic uint64_t sent;
+} zout;
+
+typedef struct peer {
+  zout out;
+  void *mon;
+  uv_poll_t poll_m;
+  bool connected;
 } peer;
+
+/* A loop thread's share of the transport, made on its first remote send or tap record. */
+typedef struct lnet {
+  zout *peers;                /* by rank */
+  sc_buf scratch;             /* what the loop sends away or taps is encoded here */
+  tap_writer tap;
+} lnet;
 
 struct sc_transport {
   sc_node *node;
   void *zctx;
   void *router, *xpub;
   peer *peers;
+  _Atomic(lnet *) lnets[SC_MAX_LOOPS]; /* by loop index; freed at destroy */
   uv_loop_t uv;
   uv_async_t wake;
   uv_prepare_t prepare;
@@ -101,14 +168,11 @@ struct sc_transport {
   uint64_t spin_off_until; /* no spinning before this (oversubscribed CPU) */
   _Atomic int wake_pending, stop;
   sc_mpsc outbox, tapq;
-  _Atomic uint32_t outbox_count, tapq_count;
+  _Atomic uint32_t outbox_count, tapq_count; /* frames; tap records */
   _Atomic(subs *) subs_now;
   subs *subs_all; /* chain of every snapshot (io thread writes) */
-  _Atomic uint64_t tap_published, tap_dropped, remote_sent, remote_recv;
-  /* io thread: tap records waiting to go out as one XPUB message (same topic) */
-  char batch_topic[SC_TOPIC_MAX];
-  sc_buf batch;
-  int batch_records;
+  _Atomic uint64_t tap_published, tap_dropped, remote_recv;
+  tap_writer io_tap; /* records of the messages the io thread delivers */
 };
 
 static uint64_t wall_ns(void) {
@@ -122,11 +186,31 @@ static void tr_wake(sc_transport *t) {
     uv_async_send(&t->wake);
 }
 
+static bool has_events(void *sock, short want) {
+  int ev = 0;
+  size_t sz = sizeof ev;
+  if (zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &sz) != 0) return false;
+  return (ev & want) != 0;
+}
+
+static int set_int(void *s, int opt, int v) { return zmq_setsockopt(s, opt, &v, sizeof v); }
+
+static void close_sock(void **s) {
+  if (*s) {
+    const int zero = 0;
+    zmq_setsockopt(*s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(*s);
+    *s = NULL;
+  }
+}
+
+static void count_drops(sc_transport *t, uint64_t k) {
+  atomic_fetch_add_explicit(&t->tap_dropped, k, memory_order_relaxed);
+}
+
 /* ---- taps ---- */
 
-static bool subs_match(sc_transport *t, const char *topic) {
-  const subs *s = atomic_load_explicit(&t->subs_now, memory_order_acquire);
-  if (s == NULL) return false;
+static bool subs_match(const subs *s, const char *topic) {
   for (int i = 0; i < s->n; i++)
     if (strncmp(topic, s->prefix[i], s->len[i]) == 0) return true;
   return false;
@@ -142,7 +226,7 @@ static size_t put_str(char *dst, size_t at, const char *src) {
   return at;
 }
 
-/* "<node>/<actor>/<type>" without printf: this runs per tapped message. */
+/* "<node>/<actor>/<type>" */
 static void make_topic(sc_node *n, const sc_envelope *env, char *topic) {
   const char *actor = sc_slot_name(n, env->dst.slot);
   const char *type = sc_msg_type_name(env->type);
@@ -161,67 +245,124 @@ static void make_topic(sc_node *n, const sc_envelope *env, char *topic) {
   topic[at] = '\0';
 }
 
-/* Sends the pending batch: frames [topic][records] (sc_tap_record.h). All-or-nothing: with
+/* The topic of env when a subscriber wants it, else NULL (any thread; w is its own). */
+static const char *tap_topic(sc_transport *t, tap_writer *w, const sc_envelope *env) {
+  const subs *s = atomic_load_explicit(&t->subs_now, memory_order_acquire);
+  if (s == NULL || s->n == 0) return NULL;
+  if (s != w->subs || env->type != w->type || !sc_actor_id_eq(env->dst, w->dst)) {
+    make_topic(t->node, env, w->topic);
+    w->match = subs_match(s, w->topic);
+    w->subs = s;
+    w->dst = env->dst;
+    w->type = env->type;
+  }
+  return w->match ? w->topic : NULL;
+}
+
+static void free_batch(void *data, void *hint) {
+  (void)data;
+  free(hint);
+}
+
+/* io thread: sends b as [topic][records] and gives b to ZeroMQ. All-or-nothing: with
  * XPUB_NODROP the first frame fails with EAGAIN when a subscriber is at its HWM. */
-static void batch_flush(sc_transport *t) {
-  if (t->batch_records == 0) return;
-  const int k = t->batch_records;
-  t->batch_records = 0;
-  if (zmq_send(t->xpub, t->batch_topic, strlen(t->batch_topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-    atomic_fetch_add_explicit(&t->tap_dropped, (uint64_t)k, memory_order_relaxed);
-  } else {
-    zmq_send(t->xpub, t->batch.data, t->batch.len, ZMQ_DONTWAIT);
-    atomic_fetch_add_explicit(&t->tap_published, (uint64_t)k, memory_order_relaxed);
-  }
-  sc_buf_reset(&t->batch);
-}
-
-static void xpub_publish(sc_transport *t, const char *topic, uint64_t time_ns,
-                         const uint8_t *data, size_t len) {
-  if (t->batch_records > 0 &&
-      (strcmp(topic, t->batch_topic) != 0 || t->batch.len + len > 65536 ||
-       t->batch_records >= 256))
-    batch_flush(t);
-  if (t->batch_records == 0) snprintf(t->batch_topic, sizeof t->batch_topic, "%s", topic);
-  uint8_t hdr[SC_TAP_RECORD_HEADER];
-  sc_tap_record_put_header(hdr, time_ns, t->node->rank, (uint32_t)len);
-  if (sc_buf_append(&t->batch, hdr, sizeof hdr) != 0 || sc_buf_append(&t->batch, data, len) != 0) {
-    atomic_fetch_add_explicit(&t->tap_dropped, 1, memory_order_relaxed);
+static void tap_send(sc_transport *t, tap_batch *b) {
+  const uint32_t k = b->records;
+  zmq_msg_t m;
+  if (zmq_msg_init_data(&m, b->data, b->len, free_batch, b) != 0) {
+    free(b);
+    count_drops(t, k);
     return;
   }
-  t->batch_records++;
+  if (zmq_send(t->xpub, b->topic, strlen(b->topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+      zmq_msg_send(&m, t->xpub, ZMQ_DONTWAIT) < 0) {
+    zmq_msg_close(&m);
+    count_drops(t, k);
+    return;
+  }
+  atomic_fetch_add_explicit(&t->tap_published, k, memory_order_relaxed);
 }
 
-void sc_tap_local(sc_transport *t, const sc_envelope *env, const void *body) {
-  if (t == NULL || t->xpub == NULL || !tap_active(t)) return;
-  char topic[SC_TOPIC_MAX];
-  make_topic(t->node, env, topic);
-  if (!subs_match(t, topic)) return;
-  if (atomic_fetch_add_explicit(&t->tapq_count, 1, memory_order_acq_rel) >=
+/* Any thread: gives b to the io thread, or drops it when too many records wait there. */
+static void tap_enqueue(sc_transport *t, tap_batch *b) {
+  const uint32_t k = b->records;
+  if (atomic_fetch_add_explicit(&t->tapq_count, k, memory_order_acq_rel) + k >
       SC_TAP_QUEUE_MAX) {
-    atomic_fetch_sub_explicit(&t->tapq_count, 1, memory_order_acq_rel);
-    atomic_fetch_add_explicit(&t->tap_dropped, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&t->tapq_count, k, memory_order_acq_rel);
+    count_drops(t, k);
+    free(b);
     return;
   }
-  tap_item *it = malloc(sizeof *it);
-  sc_buf b;
-  sc_buf_init(&b);
-  if (it == NULL || sc_msg_encode(env, body, &b) != 0) {
-    free(it);
-    sc_buf_free(&b);
-    atomic_fetch_sub_explicit(&t->tapq_count, 1, memory_order_acq_rel);
-    atomic_fetch_add_explicit(&t->tap_dropped, 1, memory_order_relaxed);
-    return;
-  }
-  it->time_ns = wall_ns();
-  memcpy(it->topic, topic, sizeof topic);
-  it->data = b.data;
-  it->len = b.len;
-  sc_mpsc_push(&t->tapq, &it->link);
+  sc_mpsc_push(&t->tapq, &b->link);
   tr_wake(t);
 }
 
-/* Reads subscription changes from the XPUB and publishes a new prefix snapshot. */
+typedef void (*tap_sink)(sc_transport *t, tap_batch *b);
+
+static void tap_hand_over(sc_transport *t, tap_writer *w, tap_sink sink) {
+  if (w->open == NULL) return;
+  tap_batch *b = w->open;
+  w->open = NULL;
+  /* a busy stream then fills its batches without growing them, a quiet one stays small */
+  w->first_cap = SC_TAP_BATCH_FIRST;
+  while (w->first_cap < b->len && w->first_cap < SC_TAP_BATCH_BYTES) w->first_cap *= 2;
+  sink(t, b);
+}
+
+/* b (NULL: a new batch of topic, first_cap large) with room for need more bytes, or NULL
+ * (b unchanged). */
+static tap_batch *batch_reserve(tap_batch *b, const char *topic, size_t first_cap,
+                                size_t need) {
+  const size_t len = b ? b->len : 0, cap = b ? b->cap : 0;
+  if (b && len + need <= cap) return b;
+  size_t ncap = cap ? cap * 2 : (first_cap ? first_cap : SC_TAP_BATCH_FIRST);
+  while (ncap < len + need) ncap *= 2;
+  tap_batch *nb = realloc(b, sizeof *nb + ncap);
+  if (nb == NULL) return NULL;
+  if (b == NULL) {
+    snprintf(nb->topic, sizeof nb->topic, "%s", topic);
+    nb->records = 0;
+    nb->len = 0;
+  }
+  nb->cap = ncap;
+  return nb;
+}
+
+/* Appends the record (now, this node, msg) to w's open batch; an open batch of another
+ * topic, or a full one, goes to sink first, so records leave in the order they came. */
+static void tap_append(sc_transport *t, tap_writer *w, tap_sink sink, const char *topic,
+                       const uint8_t *msg, size_t len) {
+  const size_t rec = SC_TAP_RECORD_HEADER + len;
+  tap_batch *b = w->open;
+  if (b && (b->records >= SC_TAP_BATCH_RECORDS || b->len + rec > SC_TAP_BATCH_BYTES ||
+            strcmp(b->topic, topic) != 0)) {
+    tap_hand_over(t, w, sink);
+    b = NULL;
+  }
+  b = batch_reserve(b, topic, w->first_cap, rec);
+  if (b == NULL) {
+    count_drops(t, 1);
+    return;
+  }
+  w->open = b;
+  sc_tap_record_put_header(b->data + b->len, wall_ns(), t->node->rank, (uint32_t)len);
+  memcpy(b->data + b->len + SC_TAP_RECORD_HEADER, msg, len);
+  b->len += rec;
+  b->records++;
+}
+
+/* Encodes a locally delivered message into scratch and appends its record to w. */
+static void tap_encode(sc_transport *t, tap_writer *w, sc_buf *scratch, tap_sink sink,
+                       const sc_envelope *env, const void *body) {
+  const char *topic = tap_topic(t, w, env);
+  if (topic == NULL) return;
+  if (sc_msg_encode(env, body, scratch) != 0) {
+    count_drops(t, 1);
+    return;
+  }
+  tap_append(t, w, sink, topic, scratch->data, scratch->len);
+}
+
 static int drain_xpub(sc_transport *t) {
   int handled = 0;
   const subs *cur = atomic_load_explicit(&t->subs_now, memory_order_acquire);
@@ -268,13 +409,259 @@ static int drain_tapq(sc_transport *t) {
   for (; k < SC_DRAIN_CAP; k++) {
     sc_mpsc_node *nd = sc_mpsc_pop(&t->tapq);
     if (nd == NULL) break;
-    atomic_fetch_sub_explicit(&t->tapq_count, 1, memory_order_acq_rel);
-    tap_item *it = SC_CONTAINER_OF(nd, tap_item, link);
-    xpub_publish(t, it->topic, it->time_ns, it->data, it->len);
-    free(it->data);
-    free(it);
+    tap_batch *b = SC_CONTAINER_OF(nd, tap_batch, link);
+    atomic_fetch_sub_explicit(&t->tapq_count, b->records, memory_order_acq_rel);
+    tap_send(t, b);
   }
   return k;
+}
+
+/* ---- zout: a DEALER and its backlog (io thread and loops alike) ---- */
+
+static bool peer_is_down(const sc_transport *t, int32_t rank) {
+  return atomic_load_explicit(&t->node->peer_down[rank], memory_order_acquire) != 0;
+}
+
+static void zout_count(zout *z) { /* one writer: no read-modify-write needed */
+  atomic_store_explicit(&z->sent, atomic_load_explicit(&z->sent, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+}
+
+static void free_data(void *data, void *hint) {
+  (void)hint;
+  free(data);
+}
+
+/* Tries to send f without blocking; true when ZeroMQ took it (then only the frame struct
+ * is the caller's to free). On EAGAIN the wrapped message stays in f. */
+static bool zout_try(zout *z, frame *f) {
+  if (!f->wrapped) {
+    if (zmq_msg_init_data(&f->msg, f->data, f->len, free_data, NULL) != 0) return false;
+    f->wrapped = true;
+  }
+  if (zmq_msg_send(&f->msg, z->sock, ZMQ_DONTWAIT) < 0) return false;
+  zout_count(z);
+  return true;
+}
+
+static void on_zout_poll(uv_poll_t *h, int status, int events);
+
+static void zout_append(zout *z, frame *f) {
+  f->next = NULL;
+  if (z->backlog_tail)
+    z->backlog_tail->next = f;
+  else
+    z->backlog = f;
+  z->backlog_tail = f;
+  z->backlog_len++;
+  if (!z->watching && uv_poll_start(&z->poll, UV_READABLE, on_zout_poll) == 0)
+    z->watching = true;
+}
+
+static void zout_unwatch(zout *z) {
+  if (z->watching) uv_poll_stop(&z->poll);
+  z->watching = false;
+}
+
+static void zout_drop(zout *z) {
+  while (z->backlog) {
+    frame *f = z->backlog;
+    z->backlog = f->next;
+    frame_free(f);
+  }
+  z->backlog_tail = NULL;
+  z->backlog_len = 0;
+  zout_unwatch(z);
+}
+
+/* Sends from the backlog while ZeroMQ takes it, at most SC_DRAIN_CAP; a backlog for a
+ * DOWN peer is dropped. */
+static void zout_flush(zout *z) {
+  if (peer_is_down(z->t, z->rank)) {
+    zout_drop(z);
+    return;
+  }
+  for (int k = 0; z->backlog && k < SC_DRAIN_CAP && zout_try(z, z->backlog); k++) {
+    frame *f = z->backlog;
+    z->backlog = f->next;
+    z->backlog_len--;
+    free(f);
+  }
+  if (z->backlog == NULL) {
+    z->backlog_tail = NULL;
+    zout_unwatch(z);
+  }
+}
+
+/* Whether the backlog can move now. Reading ZMQ_EVENTS also processes the socket's
+ * pending commands, which re-arms its fd. */
+static bool zout_ready(zout *z) {
+  return z->backlog && (peer_is_down(z->t, z->rank) || has_events(z->sock, ZMQ_POLLOUT));
+}
+
+static void on_zout_poll(uv_poll_t *h, int status, int events) {
+  (void)status;
+  (void)events;
+  zout *z = h->data;
+  if (zout_ready(z)) zout_flush(z);
+}
+
+/* Before the owner's loop blocks; true when a capped flush left work that can go now. */
+static bool zout_prepare(zout *z) {
+  if (!zout_ready(z)) return false;
+  zout_flush(z);
+  return zout_ready(z);
+}
+
+/* Takes f: dropped for a DOWN peer, else sent at once unless a backlog is ahead of it. */
+static void zout_offer(zout *z, frame *f) {
+  if (peer_is_down(z->t, z->rank))
+    frame_free(f);
+  else if (z->backlog == NULL && zout_try(z, f))
+    free(f);
+  else
+    zout_append(z, f);
+}
+
+/* Sends a copy of data (the caller's buffer stays its own). */
+static int zout_send_copy(zout *z, const uint8_t *data, size_t len) {
+  if (z->backlog == NULL && zmq_send(z->sock, data, len, ZMQ_DONTWAIT) >= 0) {
+    zout_count(z);
+    return 0;
+  }
+  uint8_t *copy = malloc(len);
+  frame *f = copy ? frame_new(z->rank, copy, len) : NULL;
+  if (f == NULL) {
+    free(copy);
+    return SC_ENOMEM;
+  }
+  memcpy(copy, data, len);
+  zout_append(z, f);
+  return 0;
+}
+
+/* Creates the DEALER for rank with the options every DEALER shares and prepares its poll
+ * on uv (the owner's loop). The caller adds its own options, then zout_connect. */
+static int zout_open(zout *z, sc_transport *t, int32_t rank, const char *rid,
+                     uv_loop_t *uv) {
+  z->t = t;
+  z->rank = rank;
+  void *s = zmq_socket(t->zctx, ZMQ_DEALER);
+  if (s == NULL) return SC_ESYS;
+  zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, strlen(rid));
+  set_int(s, ZMQ_LINGER, 0);
+  set_int(s, ZMQ_SNDHWM, t->node->send_hwm);
+  set_int(s, ZMQ_IMMEDIATE, 0); /* queue until the peer is up */
+  set_int(s, ZMQ_RECONNECT_IVL, 50);
+  int fd = -1;
+  size_t sz = sizeof fd;
+  if (zmq_getsockopt(s, ZMQ_FD, &fd, &sz) != 0 || uv_poll_init(uv, &z->poll, fd) != 0) {
+    close_sock(&s);
+    return SC_ESYS;
+  }
+  z->poll.data = z;
+  z->sock = s;
+  return 0;
+}
+
+static int zout_connect(zout *z) {
+  const char *endpoint = z->t->node->cluster.nodes[z->rank].endpoint;
+  return zmq_connect(z->sock, endpoint) == 0 ? 0 : SC_EIO;
+}
+
+/* Owner thread: drops the backlog and closes the socket; the poll handle is closed first
+ * (libuv must stop watching an fd before it goes away). */
+static void zout_close(zout *z) {
+  if (z->sock == NULL) return;
+  zout_drop(z);
+  if (!uv_is_closing((uv_handle_t *)&z->poll)) uv_close((uv_handle_t *)&z->poll, NULL);
+  close_sock(&z->sock);
+}
+
+static uint64_t zouts_sent(zout *zs, int32_t n) {
+  uint64_t sum = 0;
+  for (int32_t r = 0; r < n; r++)
+    sum += atomic_load_explicit(&zs[r].sent, memory_order_relaxed);
+  return sum;
+}
+
+/* ---- loop threads ---- */
+
+static lnet *lnet_of(sc_transport *t, sc_loop *l) {
+  lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
+  if (ln) return ln;
+  ln = calloc(1, sizeof *ln);
+  zout *peers = calloc((size_t)t->node->cluster.num_nodes, sizeof *peers);
+  if (ln == NULL || peers == NULL) {
+    free(ln);
+    free(peers);
+    return NULL;
+  }
+  ln->peers = peers;
+  sc_buf_init(&ln->scratch);
+  atomic_store_explicit(&t->lnets[l->index], ln, memory_order_release);
+  return ln;
+}
+
+static int loop_zout(sc_transport *t, sc_loop *l, lnet *ln, int32_t rank, zout **out) {
+  zout *z = &ln->peers[rank];
+  if (z->sock == NULL) {
+    char rid[32];
+    snprintf(rid, sizeof rid, "n%d.%d", (int)t->node->rank, l->index);
+    int rc = zout_open(z, t, rank, rid, &l->uv);
+    if (rc == 0 && (rc = zout_connect(z)) != 0) zout_close(z);
+    if (rc != 0) return rc;
+  }
+  *out = z;
+  return 0;
+}
+
+static int send_from_loop(sc_transport *t, sc_loop *l, const sc_envelope *env, void *body) {
+  lnet *ln = lnet_of(t, l);
+  if (ln == NULL) return SC_ENOMEM; /* never the io path: it would break FIFO order */
+  zout *z = NULL;
+  int rc = loop_zout(t, l, ln, env->dst.node, &z);
+  if (rc != 0) return rc;
+  if (z->backlog_len >= SC_OUTBOX_MAX) return SC_EFULL;
+  if ((rc = sc_msg_encode(env, body, &ln->scratch)) != 0) return rc;
+  if ((rc = zout_send_copy(z, ln->scratch.data, ln->scratch.len)) != 0) return rc;
+  sc_msg_body_destroy(env->type, body);
+  return 0;
+}
+
+bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l) {
+  lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
+  if (ln == NULL) return false;
+  tap_hand_over(t, &ln->tap, tap_enqueue);
+  bool more = false;
+  for (int32_t r = 0; r < t->node->cluster.num_nodes; r++)
+    if (zout_prepare(&ln->peers[r])) more = true;
+  return more;
+}
+
+void sc_transport_loop_close(sc_transport *t, sc_loop *l) {
+  lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
+  if (ln == NULL) return;
+  tap_hand_over(t, &ln->tap, tap_enqueue);
+  for (int32_t r = 0; r < t->node->cluster.num_nodes; r++) zout_close(&ln->peers[r]);
+  sc_buf_free(&ln->scratch);
+}
+
+void sc_tap_local(sc_transport *t, const sc_envelope *env, const void *body) {
+  if (!tap_active(t)) return;
+  sc_loop *l = sc_loop_self(t->node);
+  lnet *ln = l ? lnet_of(t, l) : NULL;
+  if (ln) {
+    tap_encode(t, &ln->tap, &ln->scratch, tap_enqueue, env, body);
+    return;
+  }
+  /* not a loop thread: a batch of one record (these senders are not the hot path) */
+  tap_writer w = {0};
+  sc_buf b;
+  sc_buf_init(&b);
+  tap_encode(t, &w, &b, tap_enqueue, env, body);
+  tap_hand_over(t, &w, tap_enqueue);
+  sc_buf_free(&b);
 }
 
 /* ---- inbound ---- */
@@ -292,11 +679,10 @@ static void deliver_remote(sc_transport *t, const uint8_t *p, size_t len) {
     return;
   }
   /* the topic names the receiving actor; compute it before the body is handed over */
-  char topic[SC_TOPIC_MAX];
-  const bool tapped = tap_active(t) && (make_topic(n, &env, topic), subs_match(t, topic));
+  const char *topic = tap_topic(t, &t->io_tap, &env);
   rc = sc_deliver_local(n, &env, body);
   if (rc == 0) {
-    if (tapped) xpub_publish(t, topic, wall_ns(), p, len); /* the bytes as received */
+    if (topic) tap_append(t, &t->io_tap, tap_send, topic, p, len); /* bytes as received */
     return;
   }
   if (rc == SC_EFULL)
@@ -329,43 +715,7 @@ static int drain_router(sc_transport *t) {
   return k;
 }
 
-/* ---- outbound ---- */
-
-static void free_data(void *data, void *hint) {
-  (void)hint;
-  free(data);
-}
-
-/* Tries to send f; true when ZeroMQ took it (or it was dropped for a down peer): then
- * the caller frees only the frame struct. On EAGAIN the wrapped message stays in f. */
-static bool send_frame(sc_transport *t, frame *f) {
-  peer *p = &t->peers[f->rank];
-  if (p->down) {
-    if (f->wrapped) zmq_msg_close(&f->msg);
-    else free(f->data);
-    return true;
-  }
-  if (!f->wrapped) {
-    if (zmq_msg_init_data(&f->msg, f->data, f->len, free_data, NULL) != 0) return false;
-    f->wrapped = true;
-  }
-  if (zmq_msg_send(&f->msg, p->dealer, ZMQ_DONTWAIT) < 0) return false;
-  atomic_fetch_add_explicit(&t->remote_sent, 1, memory_order_relaxed);
-  return true;
-}
-
-static int flush_backlog(sc_transport *t, peer *p) {
-  int k = 0;
-  while (p->backlog && k < SC_DRAIN_CAP) {
-    frame *f = p->backlog;
-    if (!send_frame(t, f)) break;
-    p->backlog = f->next;
-    if (p->backlog == NULL) p->backlog_tail = NULL;
-    free(f);
-    k++;
-  }
-  return k;
-}
+/* ---- outbound through the io thread ---- */
 
 static int drain_outbox(sc_transport *t) {
   int k = 0;
@@ -374,19 +724,29 @@ static int drain_outbox(sc_transport *t) {
     if (nd == NULL) break;
     atomic_fetch_sub_explicit(&t->outbox_count, 1, memory_order_acq_rel);
     frame *f = SC_CONTAINER_OF(nd, frame, link);
-    peer *p = &t->peers[f->rank];
-    if (p->backlog == NULL && send_frame(t, f)) {
-      free(f);
-      continue;
-    }
-    f->next = NULL;
-    if (p->backlog_tail)
-      p->backlog_tail->next = f;
-    else
-      p->backlog = f;
-    p->backlog_tail = f;
+    zout_offer(&t->peers[f->rank].out, f);
   }
   return k;
+}
+
+static int send_via_io(sc_transport *t, const sc_envelope *env, void *body) {
+  if (atomic_fetch_add_explicit(&t->outbox_count, 1, memory_order_acq_rel) >= SC_OUTBOX_MAX) {
+    atomic_fetch_sub_explicit(&t->outbox_count, 1, memory_order_acq_rel);
+    return SC_EFULL;
+  }
+  sc_buf b;
+  sc_buf_init(&b);
+  int rc = sc_msg_encode(env, body, &b);
+  frame *f = rc == 0 ? frame_new(env->dst.node, b.data, b.len) : NULL;
+  if (f == NULL) {
+    sc_buf_free(&b);
+    atomic_fetch_sub_explicit(&t->outbox_count, 1, memory_order_acq_rel);
+    return rc != 0 ? rc : SC_ENOMEM;
+  }
+  sc_mpsc_push(&t->outbox, &f->link);
+  tr_wake(t);
+  sc_msg_body_destroy(env->type, body);
+  return 0;
 }
 
 int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body) {
@@ -394,30 +754,13 @@ int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body) {
   if (rank < 0 || rank >= t->node->cluster.num_nodes || rank == t->node->rank)
     return SC_EINVAL;
   if (atomic_load_explicit(&t->stop, memory_order_acquire)) return SC_ECLOSED;
-  if (atomic_fetch_add_explicit(&t->outbox_count, 1, memory_order_acq_rel) >= SC_OUTBOX_MAX) {
-    atomic_fetch_sub_explicit(&t->outbox_count, 1, memory_order_acq_rel);
-    return SC_EFULL;
-  }
-  frame *f = malloc(sizeof *f);
-  sc_buf b;
-  sc_buf_init(&b);
-  int rc = f ? sc_msg_encode(env, body, &b) : SC_ENOMEM;
-  if (rc != 0) {
-    free(f);
-    sc_buf_free(&b);
-    atomic_fetch_sub_explicit(&t->outbox_count, 1, memory_order_acq_rel);
-    return rc;
-  }
-  f->rank = rank;
-  f->wrapped = false;
-  f->data = b.data;
-  f->len = b.len;
-  sc_mpsc_push(&t->outbox, &f->link);
-  tr_wake(t);
-  sc_msg_body_destroy(env->type, body);
-  return 0;
+  /* The node actor (slot 0) sends through the io thread like a thread outside the loops:
+   * the hello/ready handshake then travels on the io thread's DEALERs, whose monitors
+   * detect a peer's death, so a ready node is one whose peers are watched. */
+  const bool node_actor = env->src.slot == 0 && env->src.gen != 0; /* not a null id */
+  sc_loop *l = node_actor ? NULL : sc_loop_self(t->node);
+  return l ? send_from_loop(t, l, env, body) : send_via_io(t, env, body);
 }
-
 /* ---- monitors ---- */
 
 static void drain_monitor(sc_transport *t, int32_t rank) {
@@ -438,29 +781,17 @@ static void drain_monitor(sc_transport *t, int32_t rank) {
     if (event == ZMQ_EVENT_CONNECTED) {
       p->connected = true;
       SC_DEBUG(LOG, "node %d: connected to node %d", t->node->rank, rank);
-    } else if (event == ZMQ_EVENT_DISCONNECTED && p->connected && !p->down) {
-      p->down = true;
-      /* drop what waits for a dead peer */
-      while (p->backlog) {
-        frame *f = p->backlog;
-        p->backlog = f->next;
-        frame_free(f);
-      }
-      p->backlog_tail = NULL;
+    } else if (event == ZMQ_EVENT_DISCONNECTED && p->connected && !peer_is_down(t, rank)) {
+      /* from here on every thread sees the peer DOWN: sends fail with SC_EDOWN and each
+       * backlog for it is dropped by its owner (the loops' on their next prepare) */
       sc_node_peer_is_down(t->node, rank, SC_EDOWN,
                            "connection lost or heartbeat timed out");
+      zout_drop(&p->out);
     }
   }
 }
 
-/* ---- the loop ---- */
-
-static bool has_events(void *sock, short want) {
-  int ev = 0;
-  size_t sz = sizeof ev;
-  if (zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &sz) != 0) return false;
-  return (ev & want) != 0;
-}
+/* ---- the io loop ---- */
 
 /* One pass over everything; returns true if some drain hit its cap (more work now). */
 static bool service_all(sc_transport *t) {
@@ -471,16 +802,16 @@ static bool service_all(sc_transport *t) {
   if (in >= SC_DRAIN_CAP) more = true;
   for (int32_t r = 0; r < t->node->cluster.num_nodes; r++) {
     peer *p = &t->peers[r];
-    if (p->dealer == NULL) continue;
-    if (p->backlog && has_events(p->dealer, ZMQ_POLLOUT) &&
-        flush_backlog(t, p) >= SC_DRAIN_CAP)
-      more = true;
+    if (p->out.sock == NULL) continue;
+    if (zout_prepare(&p->out)) more = true;
     drain_monitor(t, r);
   }
   if (t->xpub) {
     if (drain_xpub(t) >= SC_DRAIN_CAP) more = true;
-    if (drain_tapq(t) >= SC_DRAIN_CAP) more = true;
-    batch_flush(t);
+    const int batches = drain_tapq(t);
+    if (batches > 0) t->hot = true; /* loops hand batches over while traffic flows */
+    if (batches >= SC_DRAIN_CAP) more = true;
+    tap_hand_over(t, &t->io_tap, tap_send);
   }
   return more;
 }
@@ -515,7 +846,7 @@ static void on_prepare(uv_prepare_t *h) {
     pending = has_events(t->router, ZMQ_POLLIN) || (t->xpub && has_events(t->xpub, ZMQ_POLLIN));
     for (int32_t r = 0; !pending && r < t->node->cluster.num_nodes; r++) {
       peer *p = &t->peers[r];
-      if (p->dealer && p->backlog && has_events(p->dealer, ZMQ_POLLOUT)) pending = true;
+      if (zout_ready(&p->out)) pending = true;
       if (p->mon && has_events(p->mon, ZMQ_POLLIN)) pending = true;
     }
   }
@@ -558,15 +889,6 @@ static int poll_socket(sc_transport *t, void *sock, uv_poll_t *h) {
   return uv_poll_start(h, UV_READABLE, on_poll) == 0 ? 0 : SC_ESYS;
 }
 
-static void close_sock(void **s) {
-  if (*s) {
-    const int zero = 0;
-    zmq_setsockopt(*s, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_close(*s);
-    *s = NULL;
-  }
-}
-
 static void close_walk(uv_handle_t *h, void *arg) {
   (void)arg;
   if (!uv_is_closing(h)) uv_close(h, NULL);
@@ -578,8 +900,6 @@ static void io_main(void *arg) {
   sc_transport *t = arg;
   uv_run(&t->uv, UV_RUN_DEFAULT);
 }
-
-static int set_int(void *s, int opt, int v) { return zmq_setsockopt(s, opt, &v, sizeof v); }
 
 int sc_transport_create(sc_node *n, sc_transport **out, sc_diag *d) {
   sc_transport *t = calloc(1, sizeof *t);
@@ -595,7 +915,6 @@ int sc_transport_create(sc_node *n, sc_transport **out, sc_diag *d) {
   }
   sc_mpsc_init(&t->outbox);
   sc_mpsc_init(&t->tapq);
-  sc_buf_init(&t->batch);
   /* The loop and its wake-up exist from here on, so actors may queue remote sends
    * before the sockets are up (the io thread drains them once it runs). */
   if (uv_loop_init(&t->uv) != 0) {
@@ -651,25 +970,21 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
   for (int32_t r = 0; r < c->num_nodes; r++) {
     if (r == n->rank) continue;
     peer *p = &t->peers[r];
-    p->dealer = zmq_socket(t->zctx, ZMQ_DEALER);
-    if (p->dealer == NULL) return sc_fail(d, SC_ESYS, "zmq_socket: %s", zmq_strerror(errno));
-    zmq_setsockopt(p->dealer, ZMQ_ROUTING_ID, rid, strlen(rid));
-    set_int(p->dealer, ZMQ_LINGER, 0);
-    set_int(p->dealer, ZMQ_SNDHWM, 100000);
-    set_int(p->dealer, ZMQ_IMMEDIATE, 0);
-    set_int(p->dealer, ZMQ_RECONNECT_IVL, 50);
-    set_int(p->dealer, ZMQ_HEARTBEAT_IVL, c->heartbeat_ms);
-    set_int(p->dealer, ZMQ_HEARTBEAT_TIMEOUT, c->heartbeat_timeout_ms);
-    set_int(p->dealer, ZMQ_HEARTBEAT_TTL, c->heartbeat_timeout_ms);
+    if (zout_open(&p->out, t, r, rid, &t->uv) != 0)
+      return sc_fail(d, SC_ESYS, "zmq_socket: %s", zmq_strerror(errno));
+    void *dealer = p->out.sock;
+    set_int(dealer, ZMQ_HEARTBEAT_IVL, c->heartbeat_ms);
+    set_int(dealer, ZMQ_HEARTBEAT_TIMEOUT, c->heartbeat_timeout_ms);
+    set_int(dealer, ZMQ_HEARTBEAT_TTL, c->heartbeat_timeout_ms);
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://sc-mon-%d", (int)r);
-    if (zmq_socket_monitor(p->dealer, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+    if (zmq_socket_monitor(dealer, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
       return sc_fail(d, SC_ESYS, "zmq_socket_monitor: %s", zmq_strerror(errno));
     p->mon = zmq_socket(t->zctx, ZMQ_PAIR);
-    set_int(p->mon, ZMQ_LINGER, 0);
-    if (p->mon == NULL || zmq_connect(p->mon, mon) != 0)
+    if (p->mon == NULL || set_int(p->mon, ZMQ_LINGER, 0) != 0 ||
+        zmq_connect(p->mon, mon) != 0)
       return sc_fail(d, SC_ESYS, "monitor connect: %s", zmq_strerror(errno));
-    if (zmq_connect(p->dealer, c->nodes[r].endpoint) != 0)
+    if (zout_connect(&p->out) != 0)
       return sc_fail(d, SC_EIO, "node %d: cannot connect to node %d at %s: %s",
                      (int)n->rank, (int)r, c->nodes[r].endpoint, zmq_strerror(errno));
   }
@@ -677,8 +992,7 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
   if (t->xpub && (rc = poll_socket(t, t->xpub, &t->poll_x)) != 0) goto fail;
   for (int32_t r = 0; r < c->num_nodes; r++) {
     peer *p = &t->peers[r];
-    if (p->dealer == NULL) continue;
-    if ((rc = poll_socket(t, p->dealer, &p->poll_d)) != 0) goto fail;
+    if (p->out.sock == NULL) continue;
     if ((rc = poll_socket(t, p->mon, &p->poll_m)) != 0) goto fail;
   }
   if (uv_thread_create(&t->thread, io_main, t) != 0) {
@@ -711,13 +1025,8 @@ void sc_transport_destroy(sc_transport *t) {
   }
   for (int32_t r = 0; t->peers && r < t->node->cluster.num_nodes; r++) {
     peer *p = &t->peers[r];
-    while (p->backlog) {
-      frame *f = p->backlog;
-      p->backlog = f->next;
-      frame_free(f);
-    }
-    if (p->dealer) zmq_socket_monitor(p->dealer, NULL, 0);
-    close_sock(&p->dealer);
+    if (p->out.sock) zmq_socket_monitor(p->out.sock, NULL, 0);
+    zout_close(&p->out);
     close_sock(&p->mon);
   }
   close_sock(&t->router);
@@ -725,10 +1034,15 @@ void sc_transport_destroy(sc_transport *t) {
   for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->outbox)) != NULL;) {
     frame_free(SC_CONTAINER_OF(nd, frame, link));
   }
-  for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;) {
-    tap_item *it = SC_CONTAINER_OF(nd, tap_item, link);
-    free(it->data);
-    free(it);
+  for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;)
+    free(SC_CONTAINER_OF(nd, tap_batch, link));
+  free(t->io_tap.open);
+  for (int i = 0; i < SC_MAX_LOOPS; i++) {
+    lnet *ln = atomic_load(&t->lnets[i]);
+    if (ln == NULL) continue;
+    free(ln->tap.open); /* each loop handed its batch over and closed its DEALERs */
+    free(ln->peers);
+    free(ln);
   }
   while (t->subs_all) {
     subs *s = t->subs_all;
@@ -736,7 +1050,6 @@ void sc_transport_destroy(sc_transport *t) {
     free(s);
   }
   zmq_ctx_term(t->zctx);
-  sc_buf_free(&t->batch);
   free(t->peers);
   free(t);
 }
@@ -745,7 +1058,14 @@ void sc_transport_stats(sc_transport *t, sc_node_stats *s) {
   if (t == NULL) return;
   s->tap_published = atomic_load(&t->tap_published);
   s->tap_dropped = atomic_load(&t->tap_dropped);
-  s->remote_sent = atomic_load(&t->remote_sent);
+  const int32_t nodes = t->node->cluster.num_nodes;
+  s->remote_sent = 0;
+  for (int32_t r = 0; t->peers && r < nodes; r++)
+    s->remote_sent += atomic_load_explicit(&t->peers[r].out.sent, memory_order_relaxed);
+  for (int i = 0; i < SC_MAX_LOOPS; i++) {
+    const lnet *ln = atomic_load_explicit(&t->lnets[i], memory_order_acquire);
+    if (ln) s->remote_sent += zouts_sent(ln->peers, nodes);
+  }
   s->remote_recv = atomic_load(&t->remote_recv);
   const subs *cur = atomic_load(&t->subs_now);
   s->tap_subscriptions = cur ? cur->n : 0;

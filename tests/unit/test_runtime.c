@@ -11,6 +11,7 @@
 
 #include "actors/runtime/sc_mpsc.h"
 #include "actors/runtime/sc_node.h"
+#include "actors/runtime/sc_tap_record.h"
 #include "actors/runtime/sc_time.h"
 
 /* ---- MPSC queue ---- */
@@ -627,7 +628,20 @@ Test(runtime, own_loop_actor_ping_pong) {
 
 #include <zmq.h>
 
-static int tap_records(void *sub, int timeout_ms, uint64_t *first_seq, uint64_t *last_seq) {
+static int topic_index(zmq_msg_t *t, const char *const *topics, int ntopics) {
+  for (int k = 0; k < ntopics; k++)
+    if (zmq_msg_size(t) == strlen(topics[k]) &&
+        memcmp(zmq_msg_data(t), topics[k], strlen(topics[k])) == 0)
+      return k;
+  cr_assert_fail("unexpected tap topic %.*s", (int)zmq_msg_size(t), (const char *)zmq_msg_data(t));
+  return -1;
+}
+
+/* Reads tap messages until none comes for timeout_ms. The pings of topics[k] must be
+ * numbered next[k], next[k]+1, ...; next[k] ends one past the last. Returns the number of
+ * records. */
+static int tap_read(void *sub, int timeout_ms, const char *const *topics, int ntopics,
+                    uint64_t *next) {
   int n = 0;
   zmq_setsockopt(sub, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
   for (;;) {
@@ -639,24 +653,23 @@ static int tap_records(void *sub, int timeout_ms, uint64_t *first_seq, uint64_t 
       zmq_msg_close(&b);
       return n;
     }
+    const int k = topic_index(&t, topics, ntopics);
     const uint8_t *p = zmq_msg_data(&b);
     size_t left = zmq_msg_size(&b);
-    while (left >= 16) {
-      uint32_t len;
-      memcpy(&len, p + 12, 4);
+    sc_tap_record rec;
+    while (sc_tap_record_next(&p, &left, &rec) > 0) {
       sc_envelope env;
       void *body = NULL;
-      cr_assert_eq(sc_msg_decode(p + 16, len, &env, &body, NULL), 0);
+      cr_assert_eq(sc_msg_decode(rec.msg, rec.len, &env, &body, NULL), 0);
       cr_assert_eq(env.type, SC_MSG_PING);
       const uint64_t seq = ((sc_msg_ping *)body)->seq;
-      if (n == 0) *first_seq = seq;
-      else cr_assert_eq(seq, *last_seq + 1, "tap out of order");
-      *last_seq = seq;
+      cr_assert_eq(seq, next[k], "%s: got %llu, expected %llu", topics[k],
+                   (unsigned long long)seq, (unsigned long long)next[k]);
+      next[k]++;
       sc_msg_body_destroy(env.type, body);
-      p += 16 + len;
-      left -= 16 + len;
       n++;
     }
+    cr_assert_eq(left, 0u, "a truncated tap record");
     zmq_msg_close(&t);
     zmq_msg_close(&b);
   }
@@ -691,11 +704,11 @@ Test(runtime, tap_publishes_only_what_is_subscribed) {
     usleep(1000);
   }
   for (int i = 0; i < 100; i++) cr_assert_eq(kick(n, silent, (uint64_t)(1000 + i)), 0);
-  uint64_t first = 0, last = 0;
-  const int got = tap_records(sub, 500, &first, &last);
+  const char *const topic[] = {"0/silent/ping"};
+  uint64_t next = 1000;
+  const int got = tap_read(sub, 500, topic, 1, &next);
   cr_assert_eq(got, 100, "the tap saw %d of 100", got);
-  cr_assert_eq(first, 1000u);
-  cr_assert_eq(last, 1099u);
+  cr_assert_eq(next, 1100u);
   sc_node_get_stats(n, &st);
   cr_assert_eq(st.tap_published, 100u);
   zmq_close(sub);
@@ -737,4 +750,189 @@ Test(runtime, a_stuck_tap_drops_and_never_blocks) {
   zmq_close(sub);
   zmq_ctx_term(ctx);
   stop_node(n);
+}
+
+/* ---- tap batches: a loop's records split by topic, each topic in order ---- */
+
+typedef struct tap_tx {
+  sc_actor_id left, right;
+} tap_tx;
+static int tap_tx_init(sc_ctx *ctx, void *st, const void *arg) {
+  memcpy(st, arg, sizeof(tap_tx));
+  return 0;
+}
+/* 300 pings alternating between two actors (a batch per record: the topic changes each
+ * time), then 600 to one (across the 256-record batch limit) */
+static int tap_tx_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  const tap_tx *s = sc_state(ctx);
+  for (uint64_t i = 0; i < 900; i++) {
+    cr_assert_eq(sc_send(ctx, s->left, SC_MSG_PING, new_ping(i)), 0);
+    if (i < 300) cr_assert_eq(sc_send(ctx, s->right, SC_MSG_PING, new_ping(i)), 0);
+  }
+  return 0;
+}
+static const sc_actor_spec k_tap_tx = {.name = "tap_tx", .state_size = sizeof(tap_tx),
+                                       .init = tap_tx_init,
+                                       .handlers = {[SC_MSG_PING] = tap_tx_on_ping}};
+
+static void wait_subscriptions(sc_node *n, int want) {
+  sc_node_stats st = {0};
+  for (int i = 0; i < 2000 && st.tap_subscriptions != want; i++) {
+    usleep(1000);
+    sc_node_get_stats(n, &st);
+  }
+  cr_assert_eq(st.tap_subscriptions, want);
+}
+
+Test(runtime, tap_batches_split_by_topic_arrive_in_order) {
+  sc_node *n = start_node(2, NULL, 0);
+  sc_actor_spec left = k_silent, right = k_silent;
+  left.name = "left";
+  right.name = "right";
+  tap_tx arg;
+  cr_assert_eq(sc_spawn(n, &left, NULL, 0, &arg.left), 0);
+  cr_assert_eq(sc_spawn(n, &right, NULL, 0, &arg.right), 0);
+  void *ctx = zmq_ctx_new(), *sub = zmq_socket(ctx, ZMQ_SUB);
+  const int zero = 0;
+  zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/left/", 7);
+  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/right/", 8);
+  cr_assert_eq(zmq_connect(sub, g_cluster.nodes[0].tap), 0);
+  wait_subscriptions(n, 2);
+  sc_actor_id tx;
+  cr_assert_eq(sc_spawn(n, &k_tap_tx, &arg, sizeof arg, &tx), 0);
+  cr_assert_eq(kick(n, tx, 0), 0); /* not published: nobody subscribed to tap_tx */
+  const char *const topics[] = {"0/left/ping", "0/right/ping"};
+  uint64_t next[2] = {0, 0};
+  const int got = tap_read(sub, 500, topics, 2, next);
+  cr_assert_eq(next[0], 900u, "left: %llu of 900", (unsigned long long)next[0]);
+  cr_assert_eq(next[1], 300u, "right: %llu of 300", (unsigned long long)next[1]);
+  cr_assert_eq(got, 1200);
+  sc_node_stats st;
+  sc_node_get_stats(n, &st);
+  cr_assert_eq(st.tap_published, 1200u);
+  cr_assert_eq(st.tap_dropped, 0u);
+  zmq_close(sub);
+  zmq_ctx_term(ctx);
+  stop_node(n);
+}
+
+/* ---- two nodes in one process: loop threads send on their own DEALERs ---- */
+
+typedef struct pair {
+  char dir[64];
+  sc_cluster c;
+  sc_node *n[2];
+} pair;
+
+static void pair_init(pair *p) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->dir, sizeof p->dir, "/tmp/sc-rt2-XXXXXX");
+  cr_assert_not_null(mkdtemp(p->dir));
+  cr_assert_eq(sc_cluster_local(2, p->dir, &p->c, NULL), 0);
+  p->c.heartbeat_ms = 100;
+  p->c.heartbeat_timeout_ms = 1000;
+}
+
+/* Starts rank r with DEALERs that hold send_hwm messages; both ranks run the startup
+ * actor "rx" (a fifo_rx counting into sh). */
+static void pair_start(pair *p, int32_t r, int32_t send_hwm, shared **psh) {
+  const sc_startup_actor startup[] = {
+      {.name = "rx", .spec = &k_fifo_rx, .arg = psh, .arg_size = sizeof *psh}};
+  sc_node_opts o;
+  sc_node_opts_default(&o);
+  o.cluster = &p->c;
+  o.rank = r;
+  o.loops = 2;
+  o.startup = startup;
+  o.num_startup = 1;
+  o.send_hwm = send_hwm;
+  sc_diag d = {0};
+  cr_assert_eq(sc_node_create(&o, &p->n[r], &d), 0, "%s", sc_diag_message(&d));
+  cr_assert_eq(sc_node_start(p->n[r], &d), 0, "%s", sc_diag_message(&d));
+}
+
+static void pair_free(pair *p) {
+  sc_node_destroy(p->n[1]);
+  sc_node_destroy(p->n[0]);
+  sc_cluster_free(&p->c);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", p->dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+Test(runtime, loop_sends_keep_fifo_through_a_backlog) {
+  pair p;
+  pair_init(&p);
+  shared sh = {.n = 20000};
+  shared *psh = &sh;
+  /* rank 1 is not up yet: each loop's DEALER takes 4 messages, the rest waits in its
+   * backlog until the peer binds and ZeroMQ reports room again */
+  pair_start(&p, 0, 4, &psh);
+  cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
+  enum { S = 2 }; /* one sender per loop: two DEALERs to the same peer */
+  for (int i = 0; i < S; i++) {
+    sc_actor_id tx;
+    cr_assert_eq(sc_spawn(p.n[0], &k_fifo_tx, &psh, sizeof psh, &tx), 0);
+    cr_assert_eq(kick(p.n[0], tx, 0), 0);
+  }
+  usleep(200000);
+  sc_node_stats st;
+  sc_node_get_stats(p.n[0], &st);
+  cr_assert_lt(st.remote_sent, 1000u, "%llu sent to a peer that is not up",
+               (unsigned long long)st.remote_sent);
+  pair_start(&p, 1, 4, &psh);
+  cr_assert(wait_until(&sh.count, S * sh.n, 20000), "only %d of %d arrived",
+            atomic_load(&sh.count), S * sh.n);
+  cr_assert_eq(atomic_load(&sh.errors), 0, "out of order");
+  usleep(20000);
+  cr_assert_eq(atomic_load(&sh.count), S * sh.n, "duplicates arrived");
+  sc_node_get_stats(p.n[0], &st);
+  cr_assert_geq(st.remote_sent, (uint64_t)(S * sh.n));
+  pair_free(&p);
+}
+
+/* Sends pings to sh->peer until a send fails with another code than SC_EFULL. */
+static int until_down_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  shared *sh = ((burst *)sc_state(ctx))->sh;
+  for (int i = 0; i < 100; i++) {
+    sc_msg_ping *p = new_ping((uint64_t)i);
+    const int rc = sc_send(ctx, sh->peer, SC_MSG_PING, p);
+    if (rc == 0) continue;
+    sc_msg_body_destroy(SC_MSG_PING, p);
+    if (rc == SC_EFULL) break;
+    atomic_store(&sh->last_rc, rc);
+    atomic_store(&sh->done, 1);
+    return 0;
+  }
+  return sc_send(ctx, sc_self(ctx), SC_MSG_PING, new_ping(0));
+}
+static const sc_actor_spec k_until_down = {
+    .name = "until_down", .state_size = sizeof(burst), .init = burst_init,
+    .handlers = {[SC_MSG_PING] = until_down_on_ping}, .loop = 1};
+
+Test(runtime, a_loop_send_to_a_down_peer_fails_with_edown) {
+  pair p;
+  pair_init(&p);
+  shared sh = {0};
+  shared *psh = &sh;
+  pair_start(&p, 0, 4, &psh);
+  pair_start(&p, 1, 4, &psh);
+  cr_assert_eq(sc_node_wait_ready(p.n[0], 5000), 0);
+  cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
+  /* from the main thread through the io thread's DEALER, which watches the peer: DOWN
+   * needs a connection that was up */
+  cr_assert_eq(kick(p.n[0], sh.peer, 0), 0);
+  cr_assert(wait_until(&sh.count, 1, 5000));
+  sc_node_destroy(p.n[1]);
+  p.n[1] = NULL;
+  /* until node 0 notices, sends fill the loop's DEALER and then its backlog, which is
+   * dropped once the peer is DOWN (leak-checked under ASan) */
+  sc_actor_id tx;
+  cr_assert_eq(sc_spawn(p.n[0], &k_until_down, &psh, sizeof psh, &tx), 0);
+  cr_assert_eq(kick(p.n[0], tx, 0), 0);
+  cr_assert(wait_until(&sh.done, 1, 10000), "sends to a dead peer never failed");
+  cr_assert_eq(atomic_load(&sh.last_rc), SC_EDOWN);
+  cr_assert(sc_node_peer_down(p.n[0], 1));
+  pair_free(&p);
 }
