@@ -80,16 +80,42 @@ static int distinct(const nccl_rank *r, int g) {
   return r->comm[g] != NULL;
 }
 
-/* Under mu. ncclCommAbort makes the collectives in flight return on the device (it may
- * wait for work queued ahead of them, bounded), so both streams drain. */
+typedef struct abort_job {
+  ncclComm_t comm;
+  int device;
+} abort_job;
+
+static void *abort_one(void *p) {
+  const abort_job *j = p;
+  (void)cudaSetDevice(j->device);
+  (void)ncclCommAbort(j->comm);
+  return NULL;
+}
+
+/* Under mu. ncclCommAbort makes the collectives in flight return on the device, so both
+ * streams drain; but it also waits for the work queued on the stream ahead of its own
+ * kernels. Every communicator queues on the one comm stream, so aborting them one after
+ * another could wait for a kernel of one not aborted yet (a TP all-reduce queued behind a
+ * stuck PCP gather never starts, and the TP abort waits for it). So the distinct
+ * communicators are aborted at the same time, each on a thread of its own. */
 static void abort_all(nccl_rank *r, int code) {
   if (!r->dead) {
     /* before the abort: the collectives it ends count as done */
     r->dead = code;
     r->dead_call = atomic_load(&r->done);
   }
+  abort_job jobs[SC_GROUP_COUNT];
+  pthread_t threads[SC_GROUP_COUNT];
+  bool started[SC_GROUP_COUNT] = {false};
+  int n = 0;
   for (int g = 0; g < SC_GROUP_COUNT; g++)
-    if (distinct(r, g)) (void)ncclCommAbort(r->comm[g]);
+    if (distinct(r, g)) jobs[n++] = (abort_job){r->comm[g], r->device};
+  for (int i = 0; n > 1 && i < n; i++)
+    started[i] = pthread_create(&threads[i], NULL, abort_one, &jobs[i]) == 0;
+  for (int i = 0; i < n; i++)
+    if (!started[i]) abort_one(&jobs[i]); /* one comm, or no thread: abort here */
+  for (int i = 0; i < n; i++)
+    if (started[i]) pthread_join(threads[i], NULL);
   for (int g = 0; g < SC_GROUP_COUNT; g++) r->comm[g] = NULL;
 }
 
@@ -304,9 +330,10 @@ static ncclResult_t enqueue_op(nccl_rank *r, sc_coll_op op, sc_group grp, sc_dty
  *   compute: ... --record ready-->                    --wait end--> ...
  *   comm:             --wait ready--> start  op  end  done() */
 static int enqueue(nccl_rank *r, int32_t i, sc_coll_op op, sc_group grp, sc_dtype dt,
-                   const void *send, void *recv, size_t count) {
+                   const void *send, void *recv, size_t count, bool *launched) {
   int rc;
   nccl_call *k = &r->calls[i];
+  *launched = false;
   if ((rc = cuda_err(cudaSetDevice(r->device), "cudaSetDevice")) ||
       (rc = cuda_err(cudaEventRecord(r->ready, r->compute), "ready event")) ||
       (rc = cuda_err(cudaStreamWaitEvent(r->stream, r->ready, 0), "comm waits compute")) ||
@@ -317,12 +344,12 @@ static int enqueue(nccl_rank *r, int32_t i, sc_coll_op op, sc_group grp, sc_dtyp
     return rc;
   }
   if ((rc = wait_ready(r, deadline_from_now(r->deadline_ms), sc_coll_op_name(op)))) return rc;
+  k->queued_ns = sc_now_ns(); /* before call_done can count it */
   if ((rc = cuda_err(cudaEventRecord(k->end, r->stream), "end event")) ||
-      (rc = cuda_err(cudaLaunchHostFunc(r->stream, call_done, r), "completion callback")) ||
-      (rc = cuda_err(cudaStreamWaitEvent(r->compute, k->end, 0), "compute waits comm")))
+      (rc = cuda_err(cudaLaunchHostFunc(r->stream, call_done, r), "completion callback")))
     return rc;
-  k->queued_ns = sc_now_ns();
-  return 0;
+  *launched = true;
+  return cuda_err(cudaStreamWaitEvent(r->compute, k->end, 0), "compute waits comm");
 }
 
 static int nccl_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const void *send,
@@ -337,26 +364,29 @@ static int nccl_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const 
   if (atomic_load(&r->abort_req) && !r->dead) abort_all(r, SC_EABORTED);
   int rc = r->dead ? SC_EABORTED : 0;
   const int32_t i = atomic_load(&r->queued);
+  bool launched = false;
   if (rc == 0) rc = ensure_call(r, i);
-  if (rc == 0) rc = enqueue(r, i, op, grp, dt, send, recv, count);
-  /* counted even when the enqueue failed half-way: its host function may still run */
-  const bool was_idle = rc == 0 && atomic_load(&r->done) == i;
-  if (rc == 0) atomic_store(&r->queued, i + 1);
+  if (rc == 0) rc = enqueue(r, i, op, grp, dt, send, recv, count, &launched);
+  /* counted whenever its host function was queued, even if a later step of the enqueue
+   * failed: that function will count it done, and reset waits for it */
+  const bool was_idle = launched && atomic_load(&r->done) == i;
+  if (launched) atomic_store(&r->queued, i + 1);
   pthread_mutex_unlock(&r->mu);
   if (was_idle) poke_watcher(r); /* work outstanding: the watch starts its clock */
   return rc;
 }
 
-/* Any thread. When no enqueue is in progress the communicators are aborted at once (the
- * collectives in flight on the device return); otherwise the enqueuing thread sees the
- * request before it returns. */
+/* Any thread. Raises the flag first: a thread holding mu in an enqueue that waits for
+ * NCCL (wait_ready) sees it and aborts, so taking mu here never waits long; then aborts
+ * unless that already happened. Every holder of mu is bounded (an enqueue by the flag
+ * and its deadline, the watch and finish by NCCL calls that return, reset by a stream
+ * whose step has completed). */
 static void nccl_abort_op(void *self) {
   nccl_rank *r = self;
   atomic_store(&r->abort_req, 1);
-  if (pthread_mutex_trylock(&r->mu) == 0) {
-    if (!r->dead) abort_all(r, SC_EABORTED);
-    pthread_mutex_unlock(&r->mu);
-  }
+  pthread_mutex_lock(&r->mu);
+  if (!r->dead) abort_all(r, SC_EABORTED);
+  pthread_mutex_unlock(&r->mu);
 }
 
 void sc_nccl_abort(sc_comm *comm) {

@@ -29,8 +29,10 @@
  * request no collective acted on. Initialisation has the same deadline.
  *
  * Threads: run, reset and finish on the executor's thread; abort from any thread;
- * sc_nccl_watch on the owner's. One mutex serialises the NCCL calls among them: an abort
- * that finds an enqueue in progress leaves the flag for the enqueuing thread.
+ * sc_nccl_watch on the owner's. One mutex serialises the NCCL calls among them; an
+ * abort raises a flag first, so an enqueue waiting for NCCL gives way to it. All
+ * distinct communicators are aborted at once, each on a thread of its own: they share the
+ * comm stream, and ncclCommAbort waits for the work queued ahead of its own kernels.
  * Ownership: sc_nccl_comm_init fills comm with backend state that sc_nccl_comm_destroy
  * frees; the compute stream stays the caller's (NULL: the legacy default stream).
  */
@@ -73,8 +75,10 @@ void sc_nccl_comm_destroy(sc_comm *comm);
 /* The backend's comm stream (cudaStream_t): collectives run on it, in call order. */
 void *sc_nccl_comm_stream(const sc_comm *comm);
 
-/* Aborts the communicators (now, or by the thread enqueuing a collective): the
- * collectives in flight return and every later one fails with SC_EABORTED. Any thread. */
+/* Aborts the communicators: the collectives in flight return and every later one fails
+ * with SC_EABORTED. Any thread; returns once they are aborted (ncclCommAbort waits for
+ * the work queued ahead of the aborted collectives: bounded, measured at about 2 s behind
+ * 1.5 s of queued work on the H200). */
 void sc_nccl_abort(sc_comm *comm);
 
 /* How often sc_nccl_watch wants to run while collectives are outstanding, to see NCCL's

@@ -94,8 +94,9 @@ typedef enum sc_kcopy {
   SC_KCOPY_D2H = 1, /* buffer -> host memory */
   SC_KCOPY_D2D = 2, /* buffer -> buffer (ranges must not overlap) */
   /* buffer -> host memory, queued like a kernel: the bytes are in dst once a later
-   * `notify` fires (on the CPU at once). dst must stay valid until then. The CUDA
-   * backend reads through pinned memory it owns, so the host never waits here. */
+   * `notify` fires or a later `sync` has drained the stream (on the CPU at once). dst
+   * must stay valid until then. The CUDA backend reads through pinned memory it owns, so
+   * the host never waits here. */
   SC_KCOPY_D2H_DEFERRED = 3,
 } sc_kcopy;
 

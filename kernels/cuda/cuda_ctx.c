@@ -259,7 +259,13 @@ static int cu_copy(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_k
 static int cu_sync(sc_kernels *k) {
   sc_kcuda *c = sc_kcuda_of(k);
   const int rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "sync");
-  return rc ? rc : take_flag(c);
+  if (rc) return rc;
+  /* every queued notify has run (pending is 0): deferred reads queued since the last one
+   * have landed in the readback area; copy them out now, so that a caller that syncs
+   * instead of notifying (sc_engine_run, the executor when notify failed) gets its data
+   * and no later notify writes into a destination that is gone by then */
+  readback_apply(c->rb);
+  return take_flag(c);
 }
 
 /* ---- dense ---- */
