@@ -371,7 +371,9 @@ static int drain_xpub(sc_transport *t) {
     uint8_t buf[SC_TOPIC_MAX + 1];
     const int rc = zmq_recv(t->xpub, buf, sizeof buf, ZMQ_DONTWAIT);
     if (rc < 0) break;
-    if (rc < 1 || rc > (int)sizeof buf) continue; /* truncated: longer than any topic */
+    /* a prefix must fit a row with its NUL (SC_TOPIC_MAX - 1 bytes, as every topic does);
+     * a longer one could match no topic anyway */
+    if (rc < 1 || rc > SC_TOPIC_MAX) continue;
     if (next == NULL) {
       next = calloc(1, sizeof *next);
       if (next == NULL) break;
@@ -459,7 +461,8 @@ static void zout_append(zout *z, frame *f) {
 }
 
 static void zout_unwatch(zout *z) {
-  if (z->watching) uv_poll_stop(&z->poll);
+  /* at destroy the io loop has closed every handle already (and the loop itself) */
+  if (z->watching && !uv_is_closing((uv_handle_t *)&z->poll)) uv_poll_stop(&z->poll);
   z->watching = false;
 }
 

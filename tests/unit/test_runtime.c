@@ -936,3 +936,24 @@ Test(runtime, a_loop_send_to_a_down_peer_fails_with_edown) {
   cr_assert(sc_node_peer_down(p.n[0], 1));
   pair_free(&p);
 }
+
+/* The io thread's DEALER backlog (sends from outside the loops beyond the high-water mark
+ * while the peer is not up) is freed at stop; its poll handle is already closed then. */
+Test(runtime, stop_with_a_backlog_on_the_io_threads_dealer) {
+  pair p;
+  pair_init(&p);
+  shared sh = {0};
+  shared *psh = &sh;
+  pair_start(&p, 0, 4, &psh); /* rank 1 never starts */
+  cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
+  for (int i = 0; i < 50; i++) cr_assert_eq(kick(p.n[0], sh.peer, (uint64_t)i), 0);
+  sc_node_stats st = {0};
+  for (int i = 0; i < 2000 && st.remote_sent < 4; i++) {
+    usleep(1000);
+    sc_node_get_stats(p.n[0], &st);
+  }
+  usleep(50000); /* the rest waits in the io thread's backlog, its fd watched */
+  sc_node_get_stats(p.n[0], &st);
+  cr_assert_lt(st.remote_sent, 50u);
+  pair_free(&p);
+}
