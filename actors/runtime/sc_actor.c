@@ -8,17 +8,17 @@
 #include "actors/runtime/sc_log.h"
 #include "actors/runtime/sc_node_impl.h"
 #include "actors/runtime/sc_time.h"
+#include "actors/runtime/sc_wake.h"
 
 #define LOG "actor"
 
 static void loop_wake(sc_loop *l) {
   /* Coalesce: only the idle->pending transition costs a uv_async_send (a syscall). */
-  if (atomic_exchange_explicit(&l->wake_pending, 1, memory_order_acq_rel) == 0)
-    uv_async_send(&l->wake);
+  if (sc_wake_claim(&l->wake_pending)) uv_async_send(&l->wake);
 }
 
 static void slot_schedule(sc_slot *s) {
-  if (atomic_exchange_explicit(&s->scheduled, 1, memory_order_acq_rel) == 0) {
+  if (sc_wake_claim(&s->scheduled)) {
     sc_mpsc_push(&s->loop->runq, &s->run_link);
     loop_wake(s->loop);
   }
@@ -41,7 +41,8 @@ static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
   if (!atomic_load_explicit(&s->live, memory_order_acquire) ||
       atomic_load_explicit(&s->gen, memory_order_acquire) != env->dst.gen)
     return SC_ENOENT;
-  const uint32_t c = atomic_fetch_add_explicit(&s->count, 1, memory_order_acq_rel);
+  /* seq_cst: the slot's scheduled flag is a Dekker handshake with this count (sc_wake.h) */
+  const uint32_t c = atomic_fetch_add_explicit(&s->count, 1, memory_order_seq_cst);
   if (!force && c >= s->cap) {
     atomic_fetch_sub_explicit(&s->count, 1, memory_order_acq_rel);
     if (s->overflow == SC_OVERFLOW_DROP) {
@@ -328,10 +329,9 @@ static void run_slot(sc_loop *l, sc_slot *s) {
     dispatch(l, s, lt);
     free(lt);
   }
-  atomic_store_explicit(&s->scheduled, 0, memory_order_release);
-  /* A producer that found scheduled=1 before the store relies on this re-check. */
-  if (atomic_load_explicit(&s->count, memory_order_acquire) > 0 &&
-      atomic_exchange_explicit(&s->scheduled, 1, memory_order_acq_rel) == 0)
+  sc_wake_clear(&s->scheduled);
+  /* A producer that found scheduled=1 before the clear relies on this re-check. */
+  if (atomic_load_explicit(&s->count, memory_order_seq_cst) > 0 && sc_wake_claim(&s->scheduled))
     sc_mpsc_push(&l->runq, &s->run_link);
 }
 
@@ -350,7 +350,7 @@ static bool drain_runq(sc_loop *l) {
 
 static void on_wake(uv_async_t *h) {
   sc_loop *l = h->data;
-  atomic_store_explicit(&l->wake_pending, 0, memory_order_release);
+  sc_wake_clear(&l->wake_pending);
   if (atomic_load_explicit(&l->stop, memory_order_acquire)) {
     loop_shutdown(l);
     return;
@@ -382,7 +382,7 @@ static void loop_spin(sc_loop *l) {
       break;
     }
   }
-  atomic_store_explicit(&l->wake_pending, 0, memory_order_seq_cst);
+  sc_wake_clear(&l->wake_pending);
   /* a producer that saw wake_pending=1 did not signal: look once more */
   if (sc_mpsc_maybe_nonempty(&l->runq)) loop_wake(l);
 }

@@ -212,6 +212,7 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d) {
   n->wait_all_hello = o->wait_all_hello;
   n->spin_ns = (uint64_t)(n->cluster.spin_us > 0 ? n->cluster.spin_us : 0) * 1000ull;
   n->send_hwm = o->send_hwm > 0 ? o->send_hwm : 100000;
+  n->send_queue_max = o->send_queue_max > 0 ? (uint32_t)o->send_queue_max : (1u << 20);
   for (int32_t i = 0; i < o->num_startup; i++) {
     n->startup[i] = o->startup[i];
     if (o->startup[i].name == NULL || o->startup[i].spec == NULL) {

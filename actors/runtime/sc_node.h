@@ -53,6 +53,9 @@ typedef struct sc_node_opts {
                                   true via sc_node_opts_default) */
   int32_t send_hwm;            /* messages each DEALER holds for a peer before further
                                   sends wait in a backlog (0: 100000; tests use tiny ones) */
+  int32_t send_queue_max;      /* messages to other nodes that may wait beyond that: per
+                                  loop and peer, and for all senders outside the loops
+                                  together; sends fail with SC_EFULL past it (0: 1 Mi) */
 } sc_node_opts;
 
 typedef struct sc_node_stats {

@@ -55,10 +55,10 @@
 #include "actors/runtime/sc_node_impl.h"
 #include "actors/runtime/sc_tap_record.h"
 #include "actors/runtime/sc_time.h"
+#include "actors/runtime/sc_wake.h"
 
 #define LOG "transport"
 #define SC_DRAIN_CAP 1024
-#define SC_OUTBOX_MAX (1u << 20)     /* frames queued for the io thread; also per backlog */
 #define SC_TAP_QUEUE_MAX (1u << 16)  /* tap records handed to the io thread, not yet sent */
 #define SC_TAP_BATCH_RECORDS 256     /* a tap batch closes at this many records ... */
 #define SC_TAP_BATCH_BYTES 65536     /* ... or before it would grow past this size */
@@ -135,6 +135,10 @@ typedef struct zout {
   frame *backlog, *backlog_tail;
   uint32_t backlog_len;
   _Atomic uint64_t sent;
+  /* io thread's zouts: the count of frames handed to the io thread and not yet sent or
+   * dropped (sc_transport.outbox_count), released as they leave the backlog; NULL for a
+   * loop's zout, whose backlog_len alone is its bound */
+  _Atomic uint32_t *pending;
 } zout;
 
 typedef struct peer {
@@ -182,7 +186,7 @@ static uint64_t wall_ns(void) {
 }
 
 static void tr_wake(sc_transport *t) {
-  if (atomic_exchange_explicit(&t->wake_pending, 1, memory_order_acq_rel) == 0)
+  if (sc_wake_claim(&t->wake_pending))
     uv_async_send(&t->wake);
 }
 
@@ -429,6 +433,11 @@ static void zout_count(zout *z) { /* one writer: no read-modify-write needed */
                         memory_order_relaxed);
 }
 
+/* k frames of an io-thread zout left it (sent or dropped): senders may queue k more. */
+static void zout_release(zout *z, uint32_t k) {
+  if (z->pending && k) atomic_fetch_sub_explicit(z->pending, k, memory_order_acq_rel);
+}
+
 static void free_data(void *data, void *hint) {
   (void)hint;
   free(data);
@@ -472,6 +481,7 @@ static void zout_drop(zout *z) {
     z->backlog = f->next;
     frame_free(f);
   }
+  zout_release(z, z->backlog_len);
   z->backlog_tail = NULL;
   z->backlog_len = 0;
   zout_unwatch(z);
@@ -484,12 +494,14 @@ static void zout_flush(zout *z) {
     zout_drop(z);
     return;
   }
-  for (int k = 0; z->backlog && k < SC_DRAIN_CAP && zout_try(z, z->backlog); k++) {
+  uint32_t sent = 0;
+  for (; z->backlog && sent < SC_DRAIN_CAP && zout_try(z, z->backlog); sent++) {
     frame *f = z->backlog;
     z->backlog = f->next;
     z->backlog_len--;
     free(f);
   }
+  zout_release(z, sent);
   if (z->backlog == NULL) {
     z->backlog_tail = NULL;
     zout_unwatch(z);
@@ -518,12 +530,15 @@ static bool zout_prepare(zout *z) {
 
 /* Takes f: dropped for a DOWN peer, else sent at once unless a backlog is ahead of it. */
 static void zout_offer(zout *z, frame *f) {
-  if (peer_is_down(z->t, z->rank))
+  if (peer_is_down(z->t, z->rank)) {
     frame_free(f);
-  else if (z->backlog == NULL && zout_try(z, f))
+    zout_release(z, 1);
+  } else if (z->backlog == NULL && zout_try(z, f)) {
     free(f);
-  else
-    zout_append(z, f);
+    zout_release(z, 1);
+  } else {
+    zout_append(z, f); /* still counted until it leaves the backlog */
+  }
 }
 
 /* Sends a copy of data (the caller's buffer stays its own). */
@@ -625,7 +640,7 @@ static int send_from_loop(sc_transport *t, sc_loop *l, const sc_envelope *env, v
   zout *z = NULL;
   int rc = loop_zout(t, l, ln, env->dst.node, &z);
   if (rc != 0) return rc;
-  if (z->backlog_len >= SC_OUTBOX_MAX) return SC_EFULL;
+  if (z->backlog_len >= t->node->send_queue_max) return SC_EFULL;
   if ((rc = sc_msg_encode(env, body, &ln->scratch)) != 0) return rc;
   if ((rc = zout_send_copy(z, ln->scratch.data, ln->scratch.len)) != 0) return rc;
   sc_msg_body_destroy(env->type, body);
@@ -725,15 +740,17 @@ static int drain_outbox(sc_transport *t) {
   for (; k < SC_DRAIN_CAP * 4; k++) {
     sc_mpsc_node *nd = sc_mpsc_pop(&t->outbox);
     if (nd == NULL) break;
-    atomic_fetch_sub_explicit(&t->outbox_count, 1, memory_order_acq_rel);
     frame *f = SC_CONTAINER_OF(nd, frame, link);
-    zout_offer(&t->peers[f->rank].out, f);
+    zout_offer(&t->peers[f->rank].out, f); /* releases its count once sent or dropped */
   }
   return k;
 }
 
 static int send_via_io(sc_transport *t, const sc_envelope *env, void *body) {
-  if (atomic_fetch_add_explicit(&t->outbox_count, 1, memory_order_acq_rel) >= SC_OUTBOX_MAX) {
+  /* bounds the queue and the io thread's backlogs together: a peer that is not up (or
+   * slow) makes senders outside the loops see SC_EFULL instead of growing memory */
+  if (atomic_fetch_add_explicit(&t->outbox_count, 1, memory_order_acq_rel) >=
+      t->node->send_queue_max) {
     atomic_fetch_sub_explicit(&t->outbox_count, 1, memory_order_acq_rel);
     return SC_EFULL;
   }
@@ -832,7 +849,7 @@ static void kick(sc_transport *t) {
 
 static void on_async(uv_async_t *h) {
   sc_transport *t = h->data;
-  atomic_store_explicit(&t->wake_pending, 0, memory_order_release);
+  sc_wake_clear(&t->wake_pending);
   kick(t);
 }
 static void on_poll(uv_poll_t *h, int status, int events) {
@@ -873,7 +890,7 @@ static void on_prepare(uv_prepare_t *h) {
         break;
       }
     }
-    atomic_store_explicit(&t->wake_pending, 0, memory_order_seq_cst);
+    sc_wake_clear(&t->wake_pending);
     if (!pending)
       pending = sc_mpsc_maybe_nonempty(&t->outbox) || sc_mpsc_maybe_nonempty(&t->tapq);
   }
@@ -975,6 +992,7 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
     peer *p = &t->peers[r];
     if (zout_open(&p->out, t, r, rid, &t->uv) != 0)
       return sc_fail(d, SC_ESYS, "zmq_socket: %s", zmq_strerror(errno));
+    p->out.pending = &t->outbox_count;
     void *dealer = p->out.sock;
     set_int(dealer, ZMQ_HEARTBEAT_IVL, c->heartbeat_ms);
     set_int(dealer, ZMQ_HEARTBEAT_TIMEOUT, c->heartbeat_timeout_ms);
