@@ -456,8 +456,25 @@ int sc_bench_messages(sc_bench *b) {
   int rc = 0;
   signal(SIGPIPE, SIG_IGN);
 
+  /* SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp measures one transport (a full run takes
+   * minutes; a device call may not have them) */
+  const char *only = getenv("SC_BENCH_MESSAGES_ONLY");
+  bool skip[NT];
+  int measured = 0;
+  for (int t = 0; t < NT; t++) {
+    skip[t] = only != NULL && only[0] != 0 && strcmp(only, k_transports[t]) != 0;
+    measured += !skip[t];
+  }
+  if (measured == 0) {
+    fprintf(stderr, "bench messages: SC_BENCH_MESSAGES_ONLY=%s names no transport (inproc, ipc, "
+                    "tcp)\n", only);
+    free(samples);
+    return SC_EINVAL;
+  }
+
   /* raw ZeroMQ first, same sizes */
   for (int t = 0; t < NT; t++) {
+    if (skip[t]) continue;
     for (int p = 0; p < NP; p++) {
       const size_t size = encoded_ping_size(k_payloads[p]);
       char ep[SC_ENDPOINT_MAX], dir[] = "/tmp/sc-zb-XXXXXX";
@@ -493,6 +510,7 @@ int sc_bench_messages(sc_bench *b) {
   }
 
   for (int t = 0; t < NT && rc == 0; t++) {
+    if (skip[t]) continue;
     for (int tap = 0; tap < 2 && rc == 0; tap++) {
       cluster_run cr;
       rc = cluster_up(&cr, k_transports[t], tap);

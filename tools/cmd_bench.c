@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "actors/runtime/sc_error.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
 
@@ -63,6 +64,7 @@ int sc_cmd_bench(int argc, char **argv) {
   }
   b.kind = kind;
   const int rc = sc_bench_run(&b, kind, fn);
-  if (rc != 0) sc_cli_error("bench", "%s failed (%d)", kind, rc);
-  return rc == 0 ? SC_EXIT_OK : SC_EXIT_FAILURE;
+  if (rc != 0) sc_cli_error("bench", "%s failed: %s", kind, sc_strerror(rc));
+  /* SC_EINVAL: the benchmark refused its input (an environment selection, a device) */
+  return rc == 0 ? SC_EXIT_OK : rc == SC_EINVAL ? SC_EXIT_USAGE : SC_EXIT_FAILURE;
 }
