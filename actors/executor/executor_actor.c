@@ -30,16 +30,14 @@
 
 typedef struct executor {
   sc_rank_ctx *ctx;
-  sc_node *node;
-  sc_actor_id self, scheduler;
+  sc_actor_id scheduler;
   float *logits;
   size_t logits_cap;
   sc_step_local *running; /* queued on the engine; its step_done has not come yet */
   int queue_rc;           /* what queueing it returned, and why */
   sc_diag queue_diag;
   uint64_t t0;
-  sc_step_local **waiting; /* steps that arrived while one was running, in order */
-  size_t n_waiting, cap_waiting, first_waiting;
+  sc_step_local *first, *last; /* steps that arrived while one was running, in order */
 } executor;
 
 /* What the completion callback needs, allocated before the notify so that the callback
@@ -67,8 +65,6 @@ static void on_device_done(void *arg, int status) {
 static int init(sc_ctx *c, void *state, const void *arg) {
   executor *e = state;
   e->ctx = *(sc_rank_ctx *const *)arg;
-  e->node = sc_ctx_node(c);
-  e->self = sc_self(c);
   return sc_node_resolve(sc_ctx_node(c), "scheduler@0", &e->scheduler);
 }
 
@@ -86,9 +82,11 @@ static void terminate(sc_ctx *c, void *state, int reason) {
     (void)k->ops->sync(k);
     sc_step_local_free(e->running);
   }
-  for (size_t i = 0; i < e->n_waiting; i++)
-    sc_step_local_free(e->waiting[(e->first_waiting + i) % e->cap_waiting]);
-  free(e->waiting);
+  while (e->first) {
+    sc_step_local *p = e->first;
+    e->first = p->next;
+    sc_step_local_free(p);
+  }
   /* the collectives this rank ran, per purpose (SPARSECP_LOG=info shows them) */
   for (int k = 0; k < SC_PURPOSE_COUNT; k++) {
     const sc_coll_stat *st = &e->ctx->comm.stats[k];
@@ -220,7 +218,7 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   int rc = msg ? 0 : SC_ENOMEM;
   if (msg) {
     msg->step = step;
-    *note = (done_note){.node = e->node, .self = e->self, .msg = msg};
+    *note = (done_note){.node = sc_ctx_node(c), .self = sc_self(c), .msg = msg};
     rc = k->ops->notify(k, on_device_done, note);
   }
   if (rc) {
@@ -234,28 +232,12 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   return 0;
 }
 
-static int push_waiting(executor *e, sc_step_local *p) {
-  if (e->n_waiting == e->cap_waiting) {
-    const size_t cap = e->cap_waiting ? 2 * e->cap_waiting : 8;
-    sc_step_local **w = malloc(cap * sizeof *w);
-    if (w == NULL) return SC_ENOMEM;
-    for (size_t i = 0; i < e->n_waiting; i++)
-      w[i] = e->waiting[(e->first_waiting + i) % e->cap_waiting];
-    free(e->waiting);
-    e->waiting = w;
-    e->cap_waiting = cap;
-    e->first_waiting = 0;
-  }
-  e->waiting[(e->first_waiting + e->n_waiting++) % e->cap_waiting] = p;
-  return 0;
-}
-
 /* Starts waiting steps, in order, while none is running. */
 static void pump(sc_ctx *c, executor *e) {
-  while (e->running == NULL && e->n_waiting > 0) {
-    sc_step_local *p = e->waiting[e->first_waiting];
-    e->first_waiting = (e->first_waiting + 1) % e->cap_waiting;
-    e->n_waiting--;
+  while (e->running == NULL && e->first != NULL) {
+    sc_step_local *p = e->first;
+    e->first = p->next;
+    if (e->first == NULL) e->last = NULL;
     if (start_step(c, e, p) != 0) sc_step_local_free(p);
   }
 }
@@ -265,11 +247,10 @@ static int on_step_local(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   executor *e = sc_state(c);
   sc_step_local *p = (sc_step_local *)(uintptr_t)((const sc_msg_step_local *)body)->handle;
-  if (push_waiting(e, p) != 0) {
-    report_abort(c, e, p->step, SC_ENOMEM, "out of memory for the step queue");
-    sc_step_local_free(p);
-    return 0;
-  }
+  p->next = NULL;
+  if (e->last) e->last->next = p;
+  else e->first = p;
+  e->last = p;
   pump(c, e);
   return 0;
 }

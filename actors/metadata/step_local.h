@@ -25,6 +25,7 @@ typedef struct sc_step_local {
   size_t block_table_cap;
   int32_t max_blocks;
   sc_meta meta;                /* this rank's metadata */
+  struct sc_step_local *next;  /* the executor's queue of steps waiting for their turn */
 } sc_step_local;
 
 /* A zeroed bundle for `step`, or NULL. */

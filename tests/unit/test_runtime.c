@@ -845,9 +845,11 @@ static void pair_init(pair *p) {
   p->c.heartbeat_timeout_ms = 1000;
 }
 
-/* Starts rank r with DEALERs that hold send_hwm messages; both ranks run the startup
- * actor "rx" (a fifo_rx counting into sh). */
-static void pair_start(pair *p, int32_t r, int32_t send_hwm, shared **psh) {
+/* Starts rank r with DEALERs that hold send_hwm messages and at most send_queue_max more
+ * waiting (0: the default); both ranks run the startup actor "rx" (a fifo_rx counting
+ * into sh). */
+static void pair_start(pair *p, int32_t r, int32_t send_hwm, int32_t send_queue_max,
+                       shared **psh) {
   const sc_startup_actor startup[] = {
       {.name = "rx", .spec = &k_fifo_rx, .arg = psh, .arg_size = sizeof *psh}};
   sc_node_opts o;
@@ -858,6 +860,7 @@ static void pair_start(pair *p, int32_t r, int32_t send_hwm, shared **psh) {
   o.startup = startup;
   o.num_startup = 1;
   o.send_hwm = send_hwm;
+  o.send_queue_max = send_queue_max;
   sc_diag d = {0};
   cr_assert_eq(sc_node_create(&o, &p->n[r], &d), 0, "%s", sc_diag_message(&d));
   cr_assert_eq(sc_node_start(p->n[r], &d), 0, "%s", sc_diag_message(&d));
@@ -879,7 +882,7 @@ Test(runtime, loop_sends_keep_fifo_through_a_backlog) {
   shared *psh = &sh;
   /* rank 1 is not up yet: each loop's DEALER takes 4 messages, the rest waits in its
    * backlog until the peer binds and ZeroMQ reports room again */
-  pair_start(&p, 0, 4, &psh);
+  pair_start(&p, 0, 4, 0, &psh);
   cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
   enum { S = 2 }; /* one sender per loop: two DEALERs to the same peer */
   for (int i = 0; i < S; i++) {
@@ -892,7 +895,7 @@ Test(runtime, loop_sends_keep_fifo_through_a_backlog) {
   sc_node_get_stats(p.n[0], &st);
   cr_assert_lt(st.remote_sent, 1000u, "%llu sent to a peer that is not up",
                (unsigned long long)st.remote_sent);
-  pair_start(&p, 1, 4, &psh);
+  pair_start(&p, 1, 4, 0, &psh);
   cr_assert(wait_until(&sh.count, S * sh.n, 20000), "only %d of %d arrived",
             atomic_load(&sh.count), S * sh.n);
   cr_assert_eq(atomic_load(&sh.errors), 0, "out of order");
@@ -927,8 +930,8 @@ Test(runtime, a_loop_send_to_a_down_peer_fails_with_edown) {
   pair_init(&p);
   shared sh = {0};
   shared *psh = &sh;
-  pair_start(&p, 0, 4, &psh);
-  pair_start(&p, 1, 4, &psh);
+  pair_start(&p, 0, 4, 0, &psh);
+  pair_start(&p, 1, 4, 0, &psh);
   cr_assert_eq(sc_node_wait_ready(p.n[0], 5000), 0);
   cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
   /* from the main thread through the io thread's DEALER, which watches the peer: DOWN
@@ -956,20 +959,7 @@ Test(runtime, sends_outside_the_loops_are_bounded_while_the_peer_is_down) {
   pair_init(&p);
   shared sh = {0};
   shared *psh = &sh;
-  const sc_startup_actor startup[] = {
-      {.name = "rx", .spec = &k_fifo_rx, .arg = &psh, .arg_size = sizeof psh}};
-  sc_node_opts o;
-  sc_node_opts_default(&o);
-  o.cluster = &p.c;
-  o.rank = 0;
-  o.loops = 2;
-  o.startup = startup;
-  o.num_startup = 1;
-  o.send_hwm = 4;
-  o.send_queue_max = 32;
-  sc_diag d = {0};
-  cr_assert_eq(sc_node_create(&o, &p.n[0], &d), 0, "%s", sc_diag_message(&d));
-  cr_assert_eq(sc_node_start(p.n[0], &d), 0, "%s", sc_diag_message(&d)); /* rank 1 never starts */
+  pair_start(&p, 0, 4, 32, &psh); /* rank 1 never starts */
   cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
   int accepted = 0, full = 0;
   for (int i = 0; i < 400 && full == 0; i++) {
@@ -992,7 +982,7 @@ Test(runtime, stop_with_a_backlog_on_the_io_threads_dealer) {
   pair_init(&p);
   shared sh = {0};
   shared *psh = &sh;
-  pair_start(&p, 0, 4, &psh); /* rank 1 never starts */
+  pair_start(&p, 0, 4, 0, &psh); /* rank 1 never starts */
   cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
   for (int i = 0; i < 50; i++) cr_assert_eq(kick(p.n[0], sh.peer, (uint64_t)i), 0);
   sc_node_stats st = {0};
