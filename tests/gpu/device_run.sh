@@ -10,12 +10,16 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 date -u | tee -a "$OUT/gpu.txt"
 cuobjdump -sass .devrun/test_gpu_kernels 2>/dev/null | grep -cE "HGMMA|HMMA" | sed "s/^/HGMMA + HMMA instructions: /" | tee -a "$OUT/gpu.txt"
-echo "== test_gpu_kernels"; timeout 240 .devrun/test_gpu_kernels 2>&1 | tee "$OUT/test_kernels.log"; echo "rc=${PIPESTATUS[0]}"
-echo "== test_gpu_nccl"; timeout 60 .devrun/test_gpu_nccl 2>&1 | tee "$OUT/test_nccl.log"; echo "rc=${PIPESTATUS[0]}"
-[ "${SC_BENCH:-1}" = 1 ] || { echo "(benchmark skipped)"; exit 0; }
-echo "== bench"; timeout 240 .devrun/gpu_bench_kernels --json > "$OUT/bench.json" 2> "$OUT/bench.err"; echo "rc=$?"
+fail=0 # the exit status: 1 when any test, the benchmark or memcheck failed
+echo "== test_gpu_kernels"; timeout 240 .devrun/test_gpu_kernels 2>&1 | tee "$OUT/test_kernels.log"
+rc=${PIPESTATUS[0]}; echo "rc=$rc"; [ "$rc" = 0 ] || fail=1
+echo "== test_gpu_nccl"; timeout 60 .devrun/test_gpu_nccl 2>&1 | tee "$OUT/test_nccl.log"
+rc=${PIPESTATUS[0]}; echo "rc=$rc"; [ "$rc" = 0 ] || fail=1
+[ "${SC_BENCH:-1}" = 1 ] || { echo "(benchmark skipped)"; exit $fail; }
+echo "== bench"; timeout 240 .devrun/gpu_bench_kernels --json > "$OUT/bench.json" 2> "$OUT/bench.err"
+rc=$?; echo "rc=$rc"; [ "$rc" = 0 ] || fail=1
 tail -3 "$OUT/bench.err"
-python3 - "$OUT/bench.json" <<'PY' || true
+python3 - "$OUT/bench.json" <<'PY' || fail=1
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["results"]:
@@ -35,6 +39,8 @@ if [ "${SC_NCU:-0}" = 1 ]; then
   grep -E "Duration|Throughput|Stall|Issue|Warp Cycles|Eligible|Pipe|Bank|Achieved|Compute \(SM\)|Memory \[" "$OUT/ncu.txt" | head -60
 fi
 if [ "${SC_MEMCHECK:-1}" = 1 ]; then
-  echo "== memcheck"; timeout 200 compute-sanitizer --tool memcheck --print-limit 20 .devrun/test_gpu_kernels > "$OUT/memcheck.log" 2>&1; echo "rc=$?"
+  echo "== memcheck"; timeout 200 compute-sanitizer --tool memcheck --print-limit 20 .devrun/test_gpu_kernels > "$OUT/memcheck.log" 2>&1
+  rc=$?; echo "rc=$rc"; [ "$rc" = 0 ] || fail=1
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | tail -3
 fi
+exit $fail

@@ -20,12 +20,17 @@ B=${SPARSECP_BIN:-$DEVRUN/sparsecp}
 ngpu=$(nvidia-smi -L | wc -l)
 { nvidia-smi -L; date -u; } | tee "$OUT/machine.txt"
 
-run() { # name, then sparsecp run arguments
+failed=0 # the exit status: 1 when a run ended otherwise than expected
+run() { # name, then sparsecp run arguments; WANT_RC (default 0) is the expected status
   local name=$1
   shift
   local t0=$(date +%s.%N)
   timeout "${LIMIT:-240}" $B run --json ${QUIET---quiet} "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
   local rc=$?
+  if [ "$rc" != "${WANT_RC:-0}" ]; then
+    echo "$name: exit status $rc, expected ${WANT_RC:-0}"
+    failed=1
+  fi
   python3 - "$OUT/$name.json" "$name" "$rc" "$t0" <<'PY'
 import json, sys, time
 path, name, rc, t0 = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
@@ -56,8 +61,8 @@ if [ "$ngpu" -ge 2 ]; then
   run nccl_p2n1_2gpu --pcp 2 --dcp 1 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --token-budget 24 --verify
   }
   has faults && {
-  run nccl_desync_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject desync:1:3
-  run nccl_kill_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject kill:1:3
+  WANT_RC=1 run nccl_desync_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject desync:1:3
+  WANT_RC=1 run nccl_kill_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject kill:1:3
   }
   has long && for L in ${LONG_LENS:-32768 131072}; do
     printf '{"prompt_len": %d, "max_tokens": 32}\n' $L > $TMP/long$L.jsonl
@@ -109,3 +114,4 @@ PY
   has bandwidth && env -u LD_LIBRARY_PATH python3 $TMP/sc_nccl_allgather.py "$OUT/nccl_allgather.json" 2>&1 | tail -30
 fi
 echo done
+exit $failed

@@ -7,27 +7,19 @@
 
 #include "actors/partitioner/plan.h"
 #include "plan_check.h"
+#include "tests/common/sc_test_rng.h"
 
 #define BATCHES_PER_CONFIG 120
 #define MAX_REQS 24
 
-typedef struct {
-  uint64_t s;
-} rng_t;
-
-static uint32_t next_u32(rng_t *r) {
-  r->s ^= r->s << 13;
-  r->s ^= r->s >> 7;
-  r->s ^= r->s << 17;
-  return (uint32_t)(r->s >> 11);
-}
-static int32_t uniform(rng_t *r, int32_t lo, int32_t hi) { /* inclusive */
-  return lo + (int32_t)(next_u32(r) % (uint32_t)(hi - lo + 1));
+/* [lo, hi], inclusive */
+static int32_t uniform(uint64_t *r, int32_t lo, int32_t hi) {
+  return (int32_t)sc_test_rng_int(r, lo, hi);
 }
 
 /* A mix of decodes, fresh prefills, chunked prefills with context, short prefills of
  * 1..2P+1 tokens, and zero-token entries; at least one token overall. */
-static int32_t random_batch(rng_t *r, int32_t P, sc_batch_req *out) {
+static int32_t random_batch(uint64_t *r, int32_t P, sc_batch_req *out) {
   const int32_t n = uniform(r, 1, MAX_REQS);
   int64_t total = 0;
   for (int32_t i = 0; i < n; i++) {
@@ -88,7 +80,7 @@ Test(plan_props, every_property_holds_on_random_batches) {
   sc_batch_req reqs[MAX_REQS];
   sc_plan plan;
   sc_plan_init(&plan);
-  rng_t rng = {0x9e3779b97f4a7c15ull};
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
   long checked = 0;
   for (int ci = 0; ci < ncfg; ci++)
     for (int32_t il = 1; il <= 4; il *= 2)
@@ -126,7 +118,7 @@ Test(plan_props, every_rank_computes_the_same_collective_plan) {
   pnt_t cfgs[64];
   const int ncfg = valid_configs(cfgs);
   sc_batch_req reqs[MAX_REQS];
-  rng_t rng = {12345};
+  uint64_t rng = 12345;
   for (int ci = 0; ci < ncfg; ci++) {
     sc_plan_config c;
     sc_plan_config_default(&c);

@@ -133,15 +133,19 @@ typedef struct shared {
   sc_actor_id down_who;
 } shared;
 
+/* init of every test actor whose state starts with `shared *sh`: the argument is that
+ * pointer */
+static int sh_init(sc_ctx *ctx, void *st, const void *arg) {
+  (void)ctx;
+  *(shared **)st = *(shared *const *)arg;
+  return 0;
+}
+
 typedef struct pinger {
   shared *sh;
   uint64_t next_expected;
 } pinger;
 
-static int pinger_init(sc_ctx *ctx, void *st, const void *arg) {
-  ((pinger *)st)->sh = *(shared *const *)arg;
-  return 0;
-}
 /* ping from outside starts the game: send ping 0 to the peer */
 static int pinger_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   pinger *s = sc_state(ctx);
@@ -160,7 +164,7 @@ static int pinger_on_pong(sc_ctx *ctx, const sc_envelope *env, const void *body)
   return sc_send(ctx, env->src, SC_MSG_PING, new_ping(s->next_expected));
 }
 static const sc_actor_spec k_pinger = {
-    .name = "pinger", .state_size = sizeof(pinger), .init = pinger_init,
+    .name = "pinger", .state_size = sizeof(pinger), .init = sh_init,
     .handlers = {[SC_MSG_PING] = pinger_on_ping, [SC_MSG_PONG] = pinger_on_pong},
     .loop = SC_LOOP_ANY};
 
@@ -182,10 +186,6 @@ typedef struct fifo_rx {
   shared *sh;
   uint64_t next[4096];
 } fifo_rx;
-static int fifo_rx_init(sc_ctx *ctx, void *st, const void *arg) {
-  ((fifo_rx *)st)->sh = *(shared *const *)arg;
-  return 0;
-}
 static int fifo_rx_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   fifo_rx *s = sc_state(ctx);
   const sc_msg_ping *p = body;
@@ -195,7 +195,7 @@ static int fifo_rx_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body
   return 0;
 }
 static const sc_actor_spec k_fifo_rx = {
-    .name = "fifo_rx", .state_size = sizeof(fifo_rx), .init = fifo_rx_init,
+    .name = "fifo_rx", .state_size = sizeof(fifo_rx), .init = sh_init,
     .handlers = {[SC_MSG_PING] = fifo_rx_on_ping}, .loop = 0};
 
 /* a sender: on ping from outside, sends n numbered pings, retrying on SC_EFULL by
@@ -204,10 +204,6 @@ typedef struct fifo_tx {
   shared *sh;
   uint64_t sent;
 } fifo_tx;
-static int fifo_tx_init(sc_ctx *ctx, void *st, const void *arg) {
-  ((fifo_tx *)st)->sh = *(shared *const *)arg;
-  return 0;
-}
 static int fifo_tx_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   fifo_tx *s = sc_state(ctx);
   for (int burst = 0; burst < 1000 && (int)s->sent < s->sh->n; burst++) {
@@ -224,7 +220,7 @@ static int fifo_tx_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body
   return 0;
 }
 static const sc_actor_spec k_fifo_tx = {
-    .name = "fifo_tx", .state_size = sizeof(fifo_tx), .init = fifo_tx_init,
+    .name = "fifo_tx", .state_size = sizeof(fifo_tx), .init = sh_init,
     .handlers = {[SC_MSG_PING] = fifo_tx_on_ping}, .loop = SC_LOOP_ANY};
 
 Test(runtime, fifo_per_sender_across_loops) {
@@ -249,10 +245,6 @@ Test(runtime, fifo_per_sender_across_loops) {
 typedef struct burst {
   shared *sh;
 } burst;
-static int burst_init(sc_ctx *ctx, void *st, const void *arg) {
-  ((burst *)st)->sh = *(shared *const *)arg;
-  return 0;
-}
 /* Sends 10 pings to the peer within one handler: the peer (same loop) cannot drain in
  * between, so its capacity of 4 is what decides. */
 static int burst_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
@@ -272,7 +264,7 @@ static int burst_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) 
   return 0;
 }
 static const sc_actor_spec k_burst = {
-    .name = "burst", .state_size = sizeof(burst), .init = burst_init,
+    .name = "burst", .state_size = sizeof(burst), .init = sh_init,
     .handlers = {[SC_MSG_PING] = burst_on_ping}, .loop = 0};
 
 static void overflow_case(sc_overflow policy, int want_rc, int want_count) {
@@ -308,10 +300,6 @@ Test(runtime, overflow_drop_accepts_and_counts) { overflow_case(SC_OVERFLOW_DROP
 typedef struct requester {
   shared *sh;
 } requester;
-static int req_init(sc_ctx *ctx, void *st, const void *arg) {
-  ((requester *)st)->sh = *(shared *const *)arg;
-  return 0;
-}
 static void req_done(sc_ctx *ctx, void *ud, int rc, const sc_envelope *env, const void *body) {
   requester *s = sc_state(ctx);
   atomic_store(&s->sh->last_rc, rc);
@@ -331,7 +319,7 @@ static int req_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   return 0;
 }
 static const sc_actor_spec k_requester = {
-    .name = "requester", .state_size = sizeof(requester), .init = req_init,
+    .name = "requester", .state_size = sizeof(requester), .init = sh_init,
     .handlers = {[SC_MSG_PING] = req_on_ping}, .loop = SC_LOOP_ANY};
 static int silent_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) { return 0; }
 static const sc_actor_spec k_silent = {.name = "silent",
@@ -399,7 +387,7 @@ typedef struct keeper {
 static const char k_kept_payload[] = "kept after the handler returned";
 static int keeper_init(sc_ctx *ctx, void *st, const void *arg) {
   keeper *s = st;
-  s->sh = *(shared *const *)arg;
+  sh_init(ctx, st, arg);
   if (sc_take_body(ctx) != NULL) atomic_fetch_add(&s->sh->errors, 1); /* not in init */
   return 0;
 }
@@ -469,7 +457,7 @@ typedef struct watcher {
   shared *sh;
 } watcher;
 static int watcher_init(sc_ctx *ctx, void *st, const void *arg) {
-  ((watcher *)st)->sh = *(shared *const *)arg;
+  sh_init(ctx, st, arg);
   return sc_monitor(ctx, ((watcher *)st)->sh->peer);
 }
 static int watcher_on_down(sc_ctx *ctx, const sc_envelope *env, const void *body) {
@@ -639,6 +627,17 @@ Test(runtime, own_loop_actor_ping_pong) {
 
 #include <zmq.h>
 
+/* Waits until the node has read `want` distinct tap subscriptions from its XPUB. */
+static void wait_subscriptions(sc_node *n, int want) {
+  sc_node_stats st = {0};
+  for (int i = 0; i < 2000 && st.tap_subscriptions != want; i++) {
+    usleep(1000);
+    sc_node_get_stats(n, &st);
+  }
+  cr_assert_eq(st.tap_subscriptions, want);
+}
+
+
 static int topic_index(zmq_msg_t *t, const char *const *topics, int ntopics) {
   for (int k = 0; k < ntopics; k++)
     if (zmq_msg_size(t) == strlen(topics[k]) &&
@@ -696,24 +695,15 @@ Test(runtime, tap_publishes_only_what_is_subscribed) {
   zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/nobody/", 9);
   cr_assert_eq(zmq_connect(sub, g_cluster.nodes[0].tap), 0);
+  wait_subscriptions(n, 1);
   sc_node_stats st;
-  for (int i = 0; i < 2000; i++) {
-    sc_node_get_stats(n, &st);
-    if (st.tap_subscriptions == 1) break;
-    usleep(1000);
-  }
-  cr_assert_eq(st.tap_subscriptions, 1);
   for (int i = 0; i < 100; i++) cr_assert_eq(kick(n, silent, (uint64_t)i), 0);
   usleep(50000);
   sc_node_get_stats(n, &st);
   cr_assert_eq(st.tap_published, 0u, "published for a prefix nobody subscribed to");
   /* now subscribe to the actor's pings: they come, in order */
   zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/", 2); /* the actor's name is its spec name */
-  for (int i = 0; i < 2000; i++) {
-    sc_node_get_stats(n, &st);
-    if (st.tap_subscriptions == 2) break;
-    usleep(1000);
-  }
+  wait_subscriptions(n, 2);
   for (int i = 0; i < 100; i++) cr_assert_eq(kick(n, silent, (uint64_t)(1000 + i)), 0);
   const char *const topic[] = {"0/silent/ping"};
   uint64_t next = 1000;
@@ -740,13 +730,8 @@ Test(runtime, a_stuck_tap_drops_and_never_blocks) {
   zmq_setsockopt(sub, ZMQ_RCVHWM, &hwm, sizeof hwm);
   zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
   cr_assert_eq(zmq_connect(sub, g_cluster.nodes[0].tap), 0);
+  wait_subscriptions(n, 1);
   sc_node_stats st;
-  for (int i = 0; i < 2000; i++) {
-    sc_node_get_stats(n, &st);
-    if (st.tap_subscriptions == 1) break;
-    usleep(1000);
-  }
-  cr_assert_eq(st.tap_subscriptions, 1);
   sc_actor_id tx;
   cr_assert_eq(sc_spawn(n, &k_fifo_tx, &psh, sizeof psh, &tx), 0);
   cr_assert_eq(kick(n, tx, 0), 0);
@@ -785,15 +770,6 @@ static int tap_tx_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body)
 static const sc_actor_spec k_tap_tx = {.name = "tap_tx", .state_size = sizeof(tap_tx),
                                        .init = tap_tx_init,
                                        .handlers = {[SC_MSG_PING] = tap_tx_on_ping}};
-
-static void wait_subscriptions(sc_node *n, int want) {
-  sc_node_stats st = {0};
-  for (int i = 0; i < 2000 && st.tap_subscriptions != want; i++) {
-    usleep(1000);
-    sc_node_get_stats(n, &st);
-  }
-  cr_assert_eq(st.tap_subscriptions, want);
-}
 
 Test(runtime, tap_batches_split_by_topic_arrive_in_order) {
   sc_node *n = start_node(2, NULL, 0);
@@ -922,7 +898,7 @@ static int until_down_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *b
   return sc_send(ctx, sc_self(ctx), SC_MSG_PING, new_ping(0));
 }
 static const sc_actor_spec k_until_down = {
-    .name = "until_down", .state_size = sizeof(burst), .init = burst_init,
+    .name = "until_down", .state_size = sizeof(burst), .init = sh_init,
     .handlers = {[SC_MSG_PING] = until_down_on_ping}, .loop = 1};
 
 Test(runtime, a_loop_send_to_a_down_peer_fails_with_edown) {

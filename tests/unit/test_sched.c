@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "actors/scheduler/sched.h"
+#include "tests/common/sc_test_rng.h"
 
 static sc_sched_config small_cfg(void) {
   return (sc_sched_config){.token_budget = 16, .max_running = 4, .block_size = 4, .dcp = 2,
@@ -160,11 +161,11 @@ Test(sched, cancel_and_failed_steps_free_everything) {
  * respects the budget and the running limit, inputs replay the prompt then the sampled
  * tokens, concurrently running requests never share a block, and all blocks return. */
 Test(sched, random_streams_lose_nothing) {
-  srand(7);
+  uint64_t rng = 7;
   for (int trial = 0; trial < 40; trial++) {
-    sc_sched_config c = {.token_budget = 1 + rand() % 40, .max_running = 1 + rand() % 6,
-                         .block_size = 1 + rand() % 8, .dcp = 1 + rand() % 4,
-                         .num_blocks = 8 + rand() % 40, .max_model_len = 200};
+    sc_sched_config c = {.token_budget = 1 + (int)sc_test_rng_int(&rng, 0, INT32_MAX) % 40, .max_running = 1 + (int)sc_test_rng_int(&rng, 0, INT32_MAX) % 6,
+                         .block_size = 1 + (int)sc_test_rng_int(&rng, 0, INT32_MAX) % 8, .dcp = 1 + (int)sc_test_rng_int(&rng, 0, INT32_MAX) % 4,
+                         .num_blocks = 8 + (int)sc_test_rng_int(&rng, 0, INT32_MAX) % 40, .max_model_len = 200};
     sc_sched *s = make(c);
     enum { NREQ = 30 };
     int32_t want_new[NREQ], got[NREQ], plen[NREQ];
@@ -173,10 +174,10 @@ Test(sched, random_streams_lose_nothing) {
     sc_sched_step *st;
     sc_sched_event ev[64];
     for (int step = 0; step < 5000; step++) {
-      if (submitted < NREQ && rand() % 3 == 0) {
+      if (submitted < NREQ && (int)sc_test_rng_int(&rng, 0, INT32_MAX) % 3 == 0) {
         const int id = submitted++;
-        plen[id] = 1 + rand() % 60;
-        want_new[id] = 1 + rand() % 10;
+        plen[id] = 1 + (int)sc_test_rng_int(&rng, 0, INT32_MAX) % 60;
+        want_new[id] = 1 + (int)sc_test_rng_int(&rng, 0, INT32_MAX) % 10;
         int32_t prompt[64];
         for (int i = 0; i < plen[id]; i++) prompt[i] = id * 1000 + i;
         const sc_sched_params p = {.max_new_tokens = want_new[id]};
