@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "actors/partitioner/plan.h"
+#include "actors/pipeline.h"
 #include "actors/runtime/sc_cluster.h"
 #include "actors/runtime/sc_time.h"
 #include "tools/cli.h"
@@ -326,15 +327,12 @@ int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
                  ranks);
     return SC_EINVAL;
   }
+  /* the nodes' own parser, so that what passes here cannot fail in every child */
+  sc_pipeline_config probe = {.num_ranks = ranks};
   for (int32_t i = 0; i < o->num_inject; i++) {
-    int rank = -1;
-    unsigned long long step = 0;
-    char kind[16];
-    if (sscanf(o->inject[i], "%15[a-z]:%d:%llu", kind, &rank, &step) != 3 ||
-        (strcmp(kind, "desync") && strcmp(kind, "kill")) || rank < 0 || rank >= ranks ||
-        step < 1) {
-      sc_cli_error(cmd, "--inject %s: expected desync:RANK:STEP or kill:RANK:STEP with RANK "
-                        "in [0, %d]", o->inject[i], ranks - 1);
+    sc_diag why = {0};
+    if (sc_pipeline_parse_inject(&probe, o->inject[i], &why) != 0) {
+      sc_cli_error(cmd, "%s", sc_diag_message(&why));
       return SC_EINVAL;
     }
   }
