@@ -6,18 +6,20 @@
  *   gateway@0      client socket (untrusted input), token streaming      actors/gateway
  *   scheduler@0    continuous batching, KV blocks, step results          actors/scheduler
  *   partitioner@0  global batch -> step plan, sent to every rank         actors/partitioner
- *   comm@r         plan verification + ack, step aborts, the rank's      actors/comm
- *                  collective communicator
- *   metadata@r     joins a step's plan and inputs, derives the rank's    actors/metadata
- *                  local inputs, hands the step to the executor
- *   executor@r     forward pass of the rank (own thread)                 actors/executor
+ *   comm@r         step aborts, NCCL id exchange and watch, the rank's   actors/comm
+ *                  collective communicator (own thread)
+ *   metadata@r     verifies the plan and acknowledges its fingerprint;   actors/metadata
+ *                  joins plan and inputs, derives the rank's local
+ *                  inputs, hands the step to the executor
+ *   executor@r     queues the rank's forward pass, handles its           actors/executor
+ *                  completion (own thread)
  *
  * One step: the scheduler picks a batch and sends it to the partitioner and the step
  * inputs (tokens, block tables, sampling) to every metadata actor; the partitioner plans
- * it and sends the same plan to every comm and metadata actor; comms verify it and
- * acknowledge its fingerprint to the scheduler (asynchronously: nothing waits for the
- * acks); metadata actors derive their rank's inputs and hand the step to their
- * executor, which runs it, every collective checked against the plan; rank 0's executor
+ * it and sends the same plan to every metadata actor, which verifies it and acknowledges
+ * its fingerprint to the scheduler (asynchronously: nothing waits for the acks), derives
+ * its rank's inputs and hands the step to its executor, which runs it, every collective
+ * checked against the plan; rank 0's executor
  * returns the sampled tokens; the scheduler streams them to clients via the gateway.
  *
  * Failure (docs/pipeline.md): any rank whose step fails reports step_abort to the

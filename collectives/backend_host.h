@@ -23,8 +23,8 @@
  * behind by calling sc_host_coll_reset with a new epoch on every rank (the step number):
  * counters restart and stale blocks are discarded.
  *
- * Ownership and threads: the backend owns its sockets; one thread (the rank's comm
- * thread) runs collectives; abort may come from another thread.
+ * Ownership and threads: the backend owns its sockets; one thread (the rank's executor)
+ * runs collectives; abort may come from another thread.
  */
 #ifndef SC_BACKEND_HOST_H
 #define SC_BACKEND_HOST_H

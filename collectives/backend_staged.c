@@ -46,8 +46,8 @@ static void st_reset(void *self, uint64_t epoch) {
   if (s->inner_ops->reset) s->inner_ops->reset(s->inner_self, epoch);
 }
 
-/* (no last_seconds: the session's wall time includes the staging copies, which is what
- * a staged collective costs) */
+/* (no finish: run completes each collective, and the session's wall time includes the
+ * staging copies, which is what a staged collective costs) */
 static const sc_coll_ops k_staged_ops = {.run = st_run, .abort = st_abort, .reset = st_reset};
 
 int sc_coll_staged_wrap(sc_comm *comm, sc_kernels *k, sc_diag *d) {

@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(256)
 /* ---- helpers of the tensor-core path ---- */
 
 /* Two floats -> packed bf16x2 (low half = a), one cvt.rn.bf16x2.f32: round to nearest
- * even, the same bits as sc_dev_to_bf16 for every non-NaN value (NaN stays NaN). */
+ * even, the same bits as sc_f32_to_bf16 (kernels/bf16.h) for every non-NaN value (NaN stays NaN). */
 __device__ inline uint32_t pack_bf16x2(float a, float b) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
   return *(const uint32_t *)&v;

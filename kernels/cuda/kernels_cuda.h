@@ -9,8 +9,9 @@
  *
  * Precision: gemm is f32 through cuBLAS with TF32 off unless sc_kernels_cuda_set_tf32
  * turns it on; the indexer, elementwise ops, LSE merge and f32-KV attention compute in
- * f32 on CUDA cores; attention over bf16 and fp8_ds_mla KV runs on the tensor cores with
- * bf16 operands (q rounded to bf16, softmax in f32, f32 accumulation).
+ * f32 on CUDA cores; attention over bf16 and fp8_ds_mla KV with dc = 512, dr = 64 and
+ * 16-byte aligned rows runs on the tensor cores with bf16 operands (q rounded to bf16,
+ * softmax in f32, f32 accumulation), other shapes on the f32 warp path.
  *
  * Threads: as kernels.h; the context's stream and cuBLAS handle are used only by the
  * thread driving the context. create makes `device` current on the calling thread and
