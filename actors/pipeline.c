@@ -153,9 +153,8 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   e->num_blocks = 256;
   e->kv_fmt = SC_KFMT_F32;
   e->kernel_threads = 1;
-  c->sched = (sc_sched_config){.token_budget = 256, .max_running = 32, .block_size = 16,
-                               .dcp = cluster->dcp, .num_blocks = 256,
-                               .max_model_len = 4096};
+  /* block_size, num_blocks and dcp follow the engine's below */
+  c->sched = (sc_sched_config){.token_budget = 256, .max_running = 32, .max_model_len = 4096};
   sc_msg_limits_default(&c->limits);
   c->deadline_ms = 10000;
   c->num_ranks = cluster->num_nodes;

@@ -253,7 +253,6 @@ static int mem_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const v
   if (op == SC_OP_REDUCE_SCATTER && count % (size_t)size != 0) return SC_EINVAL;
   const size_t out_n = op == SC_OP_REDUCE_SCATTER ? count / (size_t)size : count;
   int rc = 0;
-  if (op != SC_OP_ALL_GATHER && dt != SC_DT_F32 && dt != SC_DT_BF16) return SC_EINVAL;
   if (op != SC_OP_ALL_GATHER && (rc = ensure_scratch(r, out_n))) return rc;
 
   pthread_mutex_lock(&w->mu);

@@ -1,5 +1,6 @@
 #include "tools/bench.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,13 @@ double sc_bench_median(const double *samples, int n) {
   const double m = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
   free(tmp);
   return m;
+}
+
+double sc_bench_percentile(double *v, int n, double p) {
+  if (n <= 0) return NAN;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  const int k = (int)ceil(p / 100.0 * n) - 1;
+  return v[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
 void sc_bench_add(sc_bench *b, const char *name, const char *params, const char *unit,

@@ -30,6 +30,10 @@ void sc_bench_add(sc_bench *b, const char *name, const char *params, const char 
 /* Median of n samples (sorts a copy). */
 double sc_bench_median(const double *samples, int n);
 
+/* Nearest-rank percentile p (0..100] of v[0..n), sorting v in place; NAN when n is 0.
+ * The one definition behind every p50/p99 the tools print. */
+double sc_bench_percentile(double *v, int n, double p);
+
 /* Calls fn(ctx) repeatedly for at least min_seconds per sample and returns seconds per
  * call in samples[0..runs). A warm-up sample is taken first and discarded. */
 void sc_bench_time(void (*fn)(void *ctx), void *ctx, int runs, double min_seconds,

@@ -92,12 +92,6 @@ typedef struct phase_out {
   int32_t steps;
 } phase_out;
 
-static uint64_t wall_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts); /* the tap stamps records with this clock */
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static step_rec *step_of(tapwatch *t, uint64_t step) {
   for (int i = t->n - 1; i >= 0 && i >= t->n - 64; i--)
     if (t->v[i].step == step) return &t->v[i];
@@ -211,7 +205,7 @@ static int tap_window(tapwatch *t, uint64_t from, uint64_t to, phase_out *o) {
 static int run_phase(sc_client *cl, sc_local_cluster *lc, tapwatch *tw, e2e_req *reqs,
                      int32_t n, bool decode, phase_out *o, char *why, size_t why_len) {
   memset(o, 0, sizeof *o);
-  const uint64_t w0 = wall_ns();
+  const uint64_t w0 = sc_wall_ns();
   const double t0 = sc_now_s();
   int64_t prompt_tokens = 0;
   for (int32_t i = 0; i < n; i++) {
@@ -258,7 +252,7 @@ static int run_phase(sc_client *cl, sc_local_cluster *lc, tapwatch *tw, e2e_req 
     if (ev.kind == SC_CLIENT_TOKENS) {
       if (r->got == 0 && ev.n > 0 && ++with_first == n) {
         t_first = sc_now_s();
-        w_first = wall_ns();
+        w_first = sc_wall_ns();
         at_first = total + ev.n;
       }
       r->got += ev.n;
@@ -269,7 +263,7 @@ static int run_phase(sc_client *cl, sc_local_cluster *lc, tapwatch *tw, e2e_req 
     }
   }
   const double t1 = sc_now_s();
-  const uint64_t w1 = wall_ns();
+  const uint64_t w1 = sc_wall_ns();
   if (decode) {
     if (total - at_first <= 0 || t1 <= t_first) {
       snprintf(why, why_len, "the decode phase generated no tokens after the first ones");

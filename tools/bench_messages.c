@@ -414,19 +414,6 @@ static void zmq_rtt(const char *ep, size_t size, uint64_t n, double *us) {
   zmq_ctx_term(z.ctx);
 }
 
-static double percentile(double *v, int n, double q) {
-  /* v sorted ascending by the caller */
-  int k = (int)(q * (n - 1) + 0.5);
-  if (k < 0) k = 0;
-  if (k >= n) k = n - 1;
-  return v[k];
-}
-
-static int cmp_d(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* ---- the benchmark ---- */
 
 static const char *k_transports[] = {"inproc", "ipc", "tcp"};
@@ -496,9 +483,9 @@ int sc_bench_messages(sc_bench *b) {
       snprintf(extra, sizeof extra, "\"bytes\":%zu", size);
       sc_bench_add(b, "zmq.rate", params, "msg/s", samples, runs, extra);
       zmq_rtt(ep, size, (uint64_t)rtts, samples);
-      qsort(samples, (size_t)rtts, sizeof *samples, cmp_d);
-      zp50[t][p] = percentile(samples, rtts, 0.5);
-      snprintf(extra, sizeof extra, "\"p99\":%.3f,\"bytes\":%zu", percentile(samples, rtts, 0.99),
+      zp50[t][p] = sc_bench_percentile(samples, rtts, 50);
+      snprintf(extra, sizeof extra, "\"p99\":%.3f,\"bytes\":%zu",
+               sc_bench_percentile(samples, rtts, 99),
                size);
       sc_bench_add(b, "zmq.rtt", params, "us", samples, rtts, extra);
       if (t == 1) {
@@ -564,10 +551,9 @@ int sc_bench_messages(sc_bench *b) {
         sc_msg_ping *kick = make_ping(0, 0, 0);
         if ((rc = sc_node_send(cr.node, &env, kick)) != 0) break;
         if ((rc = wait_done(&r, 120000)) != 0) break;
-        qsort(samples, (size_t)rtts, sizeof *samples, cmp_d);
-        const double p50 = percentile(samples, rtts, 0.5);
+        const double p50 = sc_bench_percentile(samples, rtts, 50);
         snprintf(extra, sizeof extra, "\"p99\":%.3f,\"vs_zmq\":%.3f",
-                 percentile(samples, rtts, 0.99), p50 / zp50[t][p]);
+                 sc_bench_percentile(samples, rtts, 99), p50 / zp50[t][p]);
         sc_bench_add(b, "messages.rtt", params, "us", samples, rtts, extra);
         sc_node_stop_actor(cr.node, drv, 0);
         usleep(10000);

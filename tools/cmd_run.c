@@ -16,6 +16,7 @@
 #include "actors/runtime/sc_jsonw.h"
 #include "actors/runtime/sc_time.h"
 #include "model/model_config.h"
+#include "tools/bench.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
 #include "tools/requests_file.h"
@@ -258,19 +259,6 @@ out:
   return failed;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of v[0..n) (sorts v). */
-static double percentile(double *v, int n, double p) {
-  if (n == 0) return NAN;
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  int k = (int)ceil(p / 100.0 * n) - 1;
-  return v[k < 0 ? 0 : k >= n ? n - 1 : k];
-}
-
 typedef struct summary {
   int32_t requests;
   int64_t prompt_tokens, generated;
@@ -288,10 +276,10 @@ static void summarize(const sc_requests *rq, const req_result *res, double wall,
     if (ttft && res[i].n > 0) ttft[nt++] = (res[i].t_first - res[i].t_submit) * 1e3;
     if (tpot && res[i].n > 1) tpot[np++] = (res[i].t_last - res[i].t_first) * 1e3 / (res[i].n - 1);
   }
-  s->ttft_p50 = ttft ? percentile(ttft, nt, 50) : NAN;
-  s->ttft_p99 = ttft ? percentile(ttft, nt, 99) : NAN;
-  s->tpot_p50 = tpot ? percentile(tpot, np, 50) : NAN;
-  s->tpot_p99 = tpot ? percentile(tpot, np, 99) : NAN;
+  s->ttft_p50 = ttft ? sc_bench_percentile(ttft, nt, 50) : NAN;
+  s->ttft_p99 = ttft ? sc_bench_percentile(ttft, nt, 99) : NAN;
+  s->tpot_p50 = tpot ? sc_bench_percentile(tpot, np, 50) : NAN;
+  s->tpot_p99 = tpot ? sc_bench_percentile(tpot, np, 99) : NAN;
   s->wall_s = wall;
   s->tok_per_s = wall > 0 ? (double)s->generated / wall : 0;
   free(ttft);

@@ -257,12 +257,6 @@ void sc_meta_topk_to_workspace(const sc_plan *plan, int32_t region, const int32_
   for (int32_t i = 0; i < n; i++) rows[i] = sc_plan_workspace_row(plan, region, pos[i]);
 }
 
-void sc_meta_topk_to_slots(const sc_plan *plan, const sc_meta_blocks *bt, int32_t req,
-                           int32_t dcp_rank, const int32_t *pos, int32_t n, int32_t *slots) {
-  for (int32_t i = 0; i < n; i++)
-    slots[i] = pos[i] < 0 ? -1 : slot_of(plan, bt, req, pos[i], dcp_rank);
-}
-
 int sc_meta_dense_blocks(int32_t n, const int32_t *block_start, const int32_t *blocks,
                          int32_t **table, size_t *cap, int32_t *max_blocks) {
   int32_t mb = 1;

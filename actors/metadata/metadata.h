@@ -107,8 +107,4 @@ int sc_meta_build_csr(const sc_plan *plan, int32_t global_rank, const int32_t *b
 void sc_meta_topk_to_workspace(const sc_plan *plan, int32_t region, const int32_t *pos,
                                int32_t n, int32_t *rows);
 
-/* Top-K positions of request req -> this DCP rank's cache slots (-1: not owned or -1). */
-void sc_meta_topk_to_slots(const sc_plan *plan, const sc_meta_blocks *bt, int32_t req,
-                           int32_t dcp_rank, const int32_t *pos, int32_t n, int32_t *slots);
-
 #endif

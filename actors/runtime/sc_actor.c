@@ -89,7 +89,7 @@ const char *sc_slot_name(sc_node *n, uint16_t slot) {
 static void on_wake(uv_async_t *h);
 static void on_prepare(uv_prepare_t *h);
 
-int sc_loop_create(sc_node *n, int index, bool own, sc_loop **out) {
+int sc_loop_create(sc_node *n, int index, sc_loop **out) {
   sc_loop *l = calloc(1, sizeof *l);
   if (l == NULL) return SC_ENOMEM;
   int rc = uv_loop_init(&l->uv);
@@ -104,7 +104,6 @@ int sc_loop_create(sc_node *n, int index, bool own, sc_loop **out) {
   sc_mpsc_init(&l->runq);
   l->node = n;
   l->index = index;
-  l->own = own;
   *out = l;
   return 0;
 fail_loop:
@@ -410,7 +409,7 @@ static sc_loop *pick_loop(sc_node *n, const sc_actor_spec *spec, int *err) {
     return NULL;
   }
   sc_loop *l = NULL;
-  *err = sc_loop_create(n, n->num_loops, true, &l);
+  *err = sc_loop_create(n, n->num_loops, &l);
   if (*err) return NULL;
   if (n->started && (*err = sc_loop_start(l)) != 0) {
     sc_loop_destroy(l);

@@ -242,10 +242,10 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d) {
   if (loops < 1) loops = 1;
   if (loops > SC_MAX_LOOPS / 2) loops = SC_MAX_LOOPS / 2;
   for (int i = 0; i < loops; i++) {
-    if ((rc = sc_loop_create(n, i, false, &n->loops[i])) != 0) goto fail;
+    if ((rc = sc_loop_create(n, i, &n->loops[i])) != 0) goto fail;
     n->num_loops = n->num_shared_loops = i + 1;
   }
-  if ((rc = sc_transport_create(n, &n->tr, d)) != 0) goto fail;
+  if ((rc = sc_transport_create(n, &n->tr)) != 0) goto fail;
   *out = n;
   return 0;
 fail:

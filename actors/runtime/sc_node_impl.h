@@ -128,7 +128,6 @@ struct sc_loop {
   bool started;
   sc_node *node;
   int index;
-  bool own;                   /* dedicated to one SC_LOOP_OWN actor */
   sc_slot *free_slots;        /* node mutex */
 };
 
@@ -182,7 +181,7 @@ struct sc_node {
 };
 
 /* sc_actor.c */
-int sc_loop_create(sc_node *n, int index, bool own, sc_loop **out);
+int sc_loop_create(sc_node *n, int index, sc_loop **out);
 /* The loop whose thread calls this, when it is one of n's loop threads; else NULL. */
 sc_loop *sc_loop_self(const sc_node *n);
 int sc_loop_start(sc_loop *l);
@@ -209,7 +208,7 @@ void sc_letter_body_free(int type, void *body);
 int sc_reply_error_to(sc_node *n, const sc_envelope *req, int code, const char *msg);
 
 /* sc_transport.c */
-int sc_transport_create(sc_node *n, sc_transport **out, sc_diag *d);
+int sc_transport_create(sc_node *n, sc_transport **out);
 int sc_transport_start(sc_transport *t, sc_diag *d);
 void sc_transport_stop(sc_transport *t); /* joins the io thread, closes sockets */
 void sc_transport_destroy(sc_transport *t);

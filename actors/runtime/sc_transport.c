@@ -179,12 +179,6 @@ struct sc_transport {
   tap_writer io_tap; /* records of the messages the io thread delivers */
 };
 
-static uint64_t wall_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void tr_wake(sc_transport *t) {
   if (sc_wake_claim(&t->wake_pending))
     uv_async_send(&t->wake);
@@ -349,7 +343,7 @@ static void tap_append(sc_transport *t, tap_writer *w, tap_sink sink, const char
     return;
   }
   w->open = b;
-  sc_tap_record_put_header(b->data + b->len, wall_ns(), t->node->rank, (uint32_t)len);
+  sc_tap_record_put_header(b->data + b->len, sc_wall_ns(), t->node->rank, (uint32_t)len);
   memcpy(b->data + b->len + SC_TAP_RECORD_HEADER, msg, len);
   b->len += rec;
   b->records++;
@@ -921,7 +915,7 @@ static void io_main(void *arg) {
   uv_run(&t->uv, UV_RUN_DEFAULT);
 }
 
-int sc_transport_create(sc_node *n, sc_transport **out, sc_diag *d) {
+int sc_transport_create(sc_node *n, sc_transport **out) {
   sc_transport *t = calloc(1, sizeof *t);
   if (t == NULL) return SC_ENOMEM;
   t->node = n;
@@ -952,7 +946,6 @@ int sc_transport_create(sc_node *n, sc_transport **out, sc_diag *d) {
   uv_idle_init(&t->uv, &t->idle);
   t->idle.data = t;
   *out = t;
-  (void)d;
   return 0;
 }
 

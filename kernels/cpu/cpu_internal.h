@@ -39,12 +39,6 @@ int sc_kcpu_threads(const sc_kcpu *c);
 #define SC_KCPU_SCRATCH_SLOTS 2
 void *sc_kcpu_scratch(sc_kcpu *c, int worker, int slot, size_t bytes);
 
-/* Element i of a row of format fmt, as f32. */
-static inline float sc_kcpu_load(const void *row, sc_kfmt fmt, int64_t i) {
-  return fmt == SC_KFMT_F32 ? ((const float *)row)[i]
-                            : sc_bf16_to_f32(((const uint16_t *)row)[i]);
-}
-
 /* Row r of a row set. */
 static inline const void *sc_kcpu_row(const sc_krows *r, int64_t row) {
   return (const char *)r->data + row * r->ld * (int64_t)sc_kfmt_size(r->fmt);

@@ -27,7 +27,6 @@ extern "C" {
 
 typedef struct sc_kcuda {
   sc_kernels k;
-  int device;
   int num_sms;
   cudaStream_t stream;
   int own_stream;
