@@ -305,7 +305,6 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
     x->staged = true;
   }
   /* NCCL: the comm actor exchanges the unique ids and creates the communicators */
-  x->nccl_pending = cfg->nccl;
   atomic_store(&x->comm_state, cfg->nccl ? 0 : 1);
   if (cfg->inject_desync_step && cfg->inject_desync_rank == rank)
     x->comm.inject_desync_step = cfg->inject_desync_step;

@@ -83,8 +83,7 @@ typedef struct sc_rank_ctx {
   sc_plan_config plan_cfg;        /* what the partitioner plans with */
   /* NCCL communicators are created by the comm actor once the unique ids have been
    * exchanged with the other ranks; the executor waits for them before its first step.
-   * comm_state: 0 pending, 1 ready, < 0 failed (an SC_E* code). */
-  bool nccl_pending;
+   * comm_state: 0 pending (NCCL only), 1 ready, < 0 failed (an SC_E* code). */
   _Atomic int comm_state;
   pthread_mutex_t comm_mu;
   pthread_cond_t comm_cv;

@@ -119,7 +119,6 @@ static void maybe_init_nccl(sc_ctx *c, comm_state *s) {
 #endif
   if (rc) SC_ERROR(LOG, "%s", d.msg);
   else SC_INFO(LOG, "rank %d: NCCL communicators ready", s->ctx->rank);
-  s->ctx->nccl_pending = false;
   sc_rank_ctx_comm_done(s->ctx, rc ? rc : 1);
 }
 
@@ -173,7 +172,7 @@ static int on_nccl_id(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   comm_state *s = sc_state(c);
   const sc_msg_nccl_id *m = body;
-  if (!s->ctx->nccl_pending || m->id.len != sizeof s->ids[0]) return 0;
+  if (atomic_load(&s->ctx->comm_state) != 0 || m->id.len != sizeof s->ids[0]) return 0;
   memcpy(s->ids[m->group], m->id.data, sizeof s->ids[0]);
   s->have_id[m->group] = true;
   maybe_init_nccl(c, s);
@@ -189,7 +188,7 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   comm_state *s = state;
   s->ctx = *(sc_rank_ctx *const *)arg;
   int rc = 0;
-  if (s->ctx->nccl_pending && (rc = start_nccl(c, s))) {
+  if (atomic_load(&s->ctx->comm_state) == 0 && (rc = start_nccl(c, s))) {
     SC_ERROR(LOG, "rank %d: cannot start the NCCL id exchange: %s", s->ctx->rank, sc_strerror(rc));
     sc_rank_ctx_comm_done(s->ctx, rc);
   }

@@ -65,17 +65,20 @@ static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
   return 0;
 }
 
-int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body) {
-  if (env->dst.slot >= SC_MAX_SLOTS || env->dst.node != (uint16_t)n->rank) return SC_ENOENT;
-  if (atomic_load_explicit(&n->stopping, memory_order_acquire)) return SC_ECLOSED;
-  return slot_push(n, &n->slots[env->dst.slot], env, body, env->type >= SC_SYS_BASE, NULL);
-}
-
-int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body) {
+/* System letters skip the mailbox bound and are never tapped. */
+static int deliver(sc_node *n, const sc_envelope *env, void *body, bool tapped) {
   if (env->dst.slot >= SC_MAX_SLOTS || env->dst.node != (uint16_t)n->rank) return SC_ENOENT;
   if (atomic_load_explicit(&n->stopping, memory_order_acquire)) return SC_ECLOSED;
   const bool sys = env->type >= SC_SYS_BASE;
-  return slot_push(n, &n->slots[env->dst.slot], env, body, sys, sys ? NULL : n->tr);
+  return slot_push(n, &n->slots[env->dst.slot], env, body, sys, tapped && !sys ? n->tr : NULL);
+}
+
+int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body) {
+  return deliver(n, env, body, false);
+}
+
+int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body) {
+  return deliver(n, env, body, true);
 }
 
 const char *sc_slot_name(sc_node *n, uint16_t slot) {
@@ -144,8 +147,7 @@ static void ctx_init(sc_ctx *c, sc_loop *l, sc_actor *a, const sc_envelope *env)
   c->body = NULL;
 }
 
-/* Sends a DOWN body to watcher (best effort: the watcher may be gone). */
-static void send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reason,
+void sc_send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reason,
                       const char *why) {
   sc_msg_down *d = sc_msg_body_new(SC_MSG_DOWN);
   if (d == NULL) return;
@@ -157,13 +159,17 @@ static void send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reas
   if (sc_route(n, &env, d) != 0) sc_msg_body_destroy(SC_MSG_DOWN, d);
 }
 
-static void send_sys(sc_node *n, int type, sc_actor_id from, sc_actor_id to, int reason) {
+/* A runtime letter {who, reason} to a local slot (system types bypass the mailbox
+ * bound). Returns sc_deliver_local's code; the letter is freed when it was not taken. */
+static int send_sys(sc_node *n, int type, sc_actor_id who, sc_actor_id to, int reason) {
   sc_sys_watch *w = malloc(sizeof *w);
-  if (w == NULL) return;
-  w->who = from;
+  if (w == NULL) return SC_ENOMEM;
+  w->who = who;
   w->reason = reason;
-  sc_envelope env = {.type = (uint16_t)type, .src = from, .dst = to};
-  if (sc_deliver_local(n, &env, w) != 0) free(w);
+  sc_envelope env = {.type = (uint16_t)type, .src = who, .dst = to};
+  const int rc = sc_deliver_local(n, &env, w);
+  if (rc != 0) free(w);
+  return rc;
 }
 
 int sc_reply_error_to(sc_node *n, const sc_envelope *req, int code, const char *msg) {
@@ -292,7 +298,7 @@ static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt) {
         break;
       }
     if (linked && a->spec->trap_exit) {
-      send_down(n, a->id, w->who, w->reason, "linked actor exited");
+      sc_send_down(n, a->id, w->who, w->reason, "linked actor exited");
     } else {
       actor_stop_req(a, w->reason);
     }
@@ -521,7 +527,7 @@ static void actor_finalize(sc_loop *l, sc_actor *a) {
     a->watchers = w->next;
     if (notify) {
       if (!w->link)
-        send_down(n, w->who, a->id, reason, reason == 0 ? "stopped" : sc_strerror(reason));
+        sc_send_down(n, w->who, a->id, reason, reason == 0 ? "stopped" : sc_strerror(reason));
       else if (reason != 0)
         send_sys(n, SC_SYS_EXIT, a->id, w->who, reason);
     }
@@ -538,7 +544,7 @@ static void actor_finalize(sc_loop *l, sc_actor *a) {
   pthread_mutex_unlock(&n->mu);
 }
 
-static void close_any(uv_handle_t *h, void *arg) {
+void sc_uv_close_any(uv_handle_t *h, void *arg) {
   (void)arg;
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
@@ -554,7 +560,7 @@ static void loop_shutdown(sc_loop *l) {
     }
   }
   sc_transport_loop_close(n->tr, l); /* after terminate handlers, which may still send */
-  uv_walk(&l->uv, close_any, NULL);
+  uv_walk(&l->uv, sc_uv_close_any, NULL);
 }
 
 void sc_loop_stop_join(sc_loop *l) {
@@ -569,7 +575,7 @@ void sc_loop_destroy(sc_loop *l) {
   if (l == NULL) return;
   if (!uv_is_closing((uv_handle_t *)&l->wake)) {
     /* never started: run the loop once so the handle closes */
-    uv_walk(&l->uv, close_any, NULL);
+    uv_walk(&l->uv, sc_uv_close_any, NULL);
   }
   uv_run(&l->uv, UV_RUN_DEFAULT);
   uv_loop_close(&l->uv);
@@ -673,27 +679,17 @@ int sc_monitor(sc_ctx *ctx, sc_actor_id target) {
     if (w == NULL) return SC_ENOMEM;
     w->watcher = ctx->actor->id;
     w->who = target;
-    w->rank = target.node;
     pthread_mutex_lock(&n->mu);
     w->next = n->remote_watches;
     n->remote_watches = w;
     pthread_mutex_unlock(&n->mu);
     if (sc_node_peer_down(n, target.node))
-      send_down(n, ctx->actor->id, target, SC_EDOWN, "node is down");
+      sc_send_down(n, ctx->actor->id, target, SC_EDOWN, "node is down");
     return 0;
   }
-  sc_sys_watch *w = malloc(sizeof *w);
-  if (w == NULL) return SC_ENOMEM;
-  w->who = ctx->actor->id;
-  w->reason = 0;
-  sc_envelope env = {.type = SC_SYS_MONITOR, .src = ctx->actor->id, .dst = target};
-  const int rc = sc_deliver_local(n, &env, w);
-  if (rc != 0) {
-    free(w);
-    if (rc != SC_ENOENT) return rc;
-    send_down(n, ctx->actor->id, target, SC_ENOENT, "no such actor");
-  }
-  return 0;
+  const int rc = send_sys(n, SC_SYS_MONITOR, ctx->actor->id, target, 0);
+  if (rc == SC_ENOENT) sc_send_down(n, ctx->actor->id, target, SC_ENOENT, "no such actor");
+  return rc == SC_ENOENT ? 0 : rc;
 }
 
 int sc_monitor_node(sc_ctx *ctx, int rank) {
@@ -705,19 +701,10 @@ int sc_monitor_node(sc_ctx *ctx, int rank) {
 int sc_link(sc_ctx *ctx, sc_actor_id target) {
   sc_node *n = ctx->node;
   if (target.node != (uint16_t)n->rank) return SC_ENOTSUP;
-  sc_sys_watch *w = malloc(sizeof *w);
   sc_watch *mine = malloc(sizeof *mine);
-  if (w == NULL || mine == NULL) {
-    free(w);
-    free(mine);
-    return SC_ENOMEM;
-  }
-  w->who = ctx->actor->id;
-  w->reason = 0;
-  sc_envelope env = {.type = SC_SYS_LINK, .src = ctx->actor->id, .dst = target};
-  const int rc = sc_deliver_local(n, &env, w);
+  if (mine == NULL) return SC_ENOMEM;
+  const int rc = send_sys(n, SC_SYS_LINK, ctx->actor->id, target, 0);
   if (rc != 0) {
-    free(w);
     free(mine);
     return rc;
   }
@@ -735,24 +722,14 @@ void sc_broadcast_node_down(sc_node *n, int32_t rank) {
   for (uint32_t i = 0; i < used && i < SC_MAX_SLOTS; i++) {
     sc_slot *s = &n->slots[i];
     if (!atomic_load_explicit(&s->live, memory_order_acquire)) continue;
-    sc_sys_watch *w = malloc(sizeof *w);
-    if (w == NULL) return;
-    w->who = (sc_actor_id){.node = (uint16_t)rank};
-    w->reason = SC_EDOWN;
-    sc_envelope env = {.type = SC_SYS_NODE_DOWN,
-                       .dst = {.node = (uint16_t)n->rank, .slot = (uint16_t)i,
-                               .gen = atomic_load(&s->gen)}};
-    if (sc_deliver_local(n, &env, w) != 0) free(w);
+    const sc_actor_id to = {.node = (uint16_t)n->rank, .slot = (uint16_t)i,
+                            .gen = atomic_load(&s->gen)};
+    if (send_sys(n, SC_SYS_NODE_DOWN, (sc_actor_id){.node = (uint16_t)rank}, to, SC_EDOWN) ==
+        SC_ENOMEM)
+      return;
   }
 }
 
 int sc_node_stop_actor(sc_node *n, sc_actor_id id, int reason) {
-  sc_sys_watch *w = malloc(sizeof *w);
-  if (w == NULL) return SC_ENOMEM;
-  w->who = (sc_actor_id){0};
-  w->reason = reason;
-  sc_envelope env = {.type = SC_SYS_EXIT, .dst = id};
-  const int rc = sc_deliver_local(n, &env, w);
-  if (rc != 0) free(w);
-  return rc;
+  return send_sys(n, SC_SYS_EXIT, (sc_actor_id){0}, id, reason);
 }

@@ -159,23 +159,14 @@ void sc_node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
   int k = 0;
   pthread_mutex_lock(&n->mu);
   for (sc_remote_watch *w = n->remote_watches; w; w = w->next)
-    if (w->rank == rank && k < (int)(sizeof targets / sizeof targets[0])) {
+    if (w->who.node == rank && k < (int)(sizeof targets / sizeof targets[0])) {
       targets[k] = w->watcher;
       whos[k++] = w->who;
     }
   pthread_mutex_unlock(&n->mu);
   targets[k] = node_actor_of(n->rank);
   whos[k++] = (sc_actor_id){.node = (uint16_t)rank};
-  for (int i = 0; i < k; i++) {
-    sc_msg_down *d = sc_msg_body_new(SC_MSG_DOWN);
-    if (d == NULL) continue;
-    d->who = whos[i];
-    d->node = rank;
-    d->reason = code;
-    d->message = strdup(why);
-    sc_envelope env = {.type = SC_MSG_DOWN, .src = whos[i], .dst = targets[i]};
-    if (sc_route(n, &env, d) != 0) sc_msg_body_destroy(SC_MSG_DOWN, d);
-  }
+  for (int i = 0; i < k; i++) sc_send_down(n, targets[i], whos[i], code, why);
 }
 
 /* ---- lifecycle ---- */

@@ -137,8 +137,7 @@ typedef struct sc_name {
 } sc_name;
 
 typedef struct sc_remote_watch {
-  sc_actor_id watcher, who;
-  int32_t rank;
+  sc_actor_id watcher, who; /* who.node is the rank watched */
   struct sc_remote_watch *next;
 } sc_remote_watch;
 
@@ -181,7 +180,14 @@ struct sc_node {
 };
 
 /* sc_actor.c */
+/* Sends watcher a DOWN {who, node = who.node, reason, why} (any thread; best effort: the
+ * watcher may be gone). */
+void sc_send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reason,
+                  const char *why);
 int sc_loop_create(sc_node *n, int index, sc_loop **out);
+/* uv_walk callback: closes every handle not closing yet (a loop's and the io thread's
+ * shutdown). */
+void sc_uv_close_any(uv_handle_t *h, void *arg);
 /* The loop whose thread calls this, when it is one of n's loop threads; else NULL. */
 sc_loop *sc_loop_self(const sc_node *n);
 int sc_loop_start(sc_loop *l);

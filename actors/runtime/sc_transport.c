@@ -903,12 +903,7 @@ static int poll_socket(sc_transport *t, void *sock, uv_poll_t *h) {
   return uv_poll_start(h, UV_READABLE, on_poll) == 0 ? 0 : SC_ESYS;
 }
 
-static void close_walk(uv_handle_t *h, void *arg) {
-  (void)arg;
-  if (!uv_is_closing(h)) uv_close(h, NULL);
-}
-
-static void stop_io(sc_transport *t) { uv_walk(&t->uv, close_walk, NULL); }
+static void stop_io(sc_transport *t) { uv_walk(&t->uv, sc_uv_close_any, NULL); }
 
 static void io_main(void *arg) {
   sc_transport *t = arg;
