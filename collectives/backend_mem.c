@@ -50,6 +50,19 @@ static int group_alloc(mem_group *g, int32_t size) {
   return g->send && g->count && g->dtype && g->op ? 0 : SC_ENOMEM;
 }
 
+/* The memory of a world (groups, ranks), also of one whose creation failed half-way. */
+static void free_world(sc_mem_world *w) {
+  for (int32_t i = 0; w->groups && i < w->num_groups; i++) {
+    free(w->groups[i].send);
+    free(w->groups[i].count);
+    free(w->groups[i].dtype);
+    free(w->groups[i].op);
+  }
+  free(w->groups);
+  free(w->ranks);
+  free(w);
+}
+
 int sc_mem_world_create(const sc_plan_config *cfg, sc_mem_world **out) {
   const int32_t P = cfg->pcp, T = cfg->tp, N = cfg->dcp;
   const int32_t W = P * T;
@@ -97,15 +110,7 @@ fail_mutex:
   pthread_mutex_destroy(&w->mu);
   rc = SC_ESYS;
 fail_free:
-  for (int32_t i = 0; w->groups && i < w->num_groups; i++) {
-    free(w->groups[i].send);
-    free(w->groups[i].count);
-    free(w->groups[i].dtype);
-    free(w->groups[i].op);
-  }
-  free(w->groups);
-  free(w->ranks);
-  free(w);
+  free_world(w);
 fail:
   return rc;
 }
@@ -114,16 +119,8 @@ void sc_mem_world_destroy(sc_mem_world *w) {
   if (w == NULL) return;
   pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);
-  for (int32_t i = 0; i < w->num_groups; i++) {
-    free(w->groups[i].send);
-    free(w->groups[i].count);
-    free(w->groups[i].dtype);
-    free(w->groups[i].op);
-  }
   for (int32_t g = 0; g < w->world_size; g++) free(w->ranks[g].scratch);
-  free(w->groups);
-  free(w->ranks);
-  free(w);
+  free_world(w);
 }
 
 void sc_mem_world_abort(sc_mem_world *w) {

@@ -3,18 +3,13 @@
 
 #include <math.h>
 
+#include "model/mix64.h"
+
 int32_t sc_sample_greedy(const float *logits, int32_t vocab) {
   int32_t best = 0;
   for (int32_t i = 1; i < vocab; i++)
     if (logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i]))) best = i;
   return best;
-}
-
-static uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 int32_t sc_sample_temperature(const float *logits, int32_t vocab, float temperature,
@@ -25,7 +20,7 @@ int32_t sc_sample_temperature(const float *logits, int32_t vocab, float temperat
   double sum = 0;
   for (int32_t i = 0; i < vocab; i++)
     if (!isnan(logits[i])) sum += exp(((double)logits[i] - mx) * inv_t);
-  const uint64_t h = mix64(mix64(seed ^ mix64((uint64_t)request_id)) ^ (uint64_t)index);
+  const uint64_t h = sc_mix64(sc_mix64(seed ^ sc_mix64((uint64_t)request_id)) ^ (uint64_t)index);
   const double u = (double)(h >> 11) * (1.0 / 9007199254740992.0) * sum; /* [0, sum) */
   double acc = 0;
   for (int32_t i = 0; i < vocab; i++) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/bf16.h"
+#include "model/mix64.h"
 #include "model/safetensors.h"
 
 typedef struct layer_tensor {
@@ -88,21 +89,14 @@ void sc_model_tensor_slice(const sc_tensor_info *t, int32_t tp, int32_t rank, in
   }
 }
 
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 static uint64_t name_seed(uint64_t seed, const char *name) {
   uint64_t h = 0xcbf29ce484222325ull ^ seed;
   for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-  return splitmix64(h);
+  return sc_mix64(h);
 }
 
 static float uniform_pm1(uint64_t tensor_seed, int64_t i) {
-  const uint64_t h = splitmix64(tensor_seed ^ splitmix64((uint64_t)i));
+  const uint64_t h = sc_mix64(tensor_seed ^ sc_mix64((uint64_t)i));
   return (float)((double)(h >> 40) * (1.0 / 8388608.0) - 1.0); /* [-1, 1) */
 }
 

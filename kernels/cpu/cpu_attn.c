@@ -81,8 +81,7 @@ static int attn_tokens(void *p, int64_t b, int64_t e, int worker) {
 }
 
 int sc_kcpu_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
-  const int rc = sc_kcheck_attn(a, sc_kcheck_rows);
-  if (rc) return rc < 0 ? rc : 0;
+  SC_KCHECK(sc_kcheck_attn(a, sc_kcheck_rows));
   attn_job j = {a, sc_kcpu_of(k)};
   return sc_kcpu_parallel(j.c, a->n_tok, 1, attn_tokens, &j);
 }

@@ -38,8 +38,7 @@ static int gemm_part(void *p, int64_t b, int64_t e, int worker) {
 }
 
 int sc_kcpu_gemm(sc_kernels *k, const sc_gemm *g) {
-  const int rc = sc_kcheck_gemm(g);
-  if (rc) return rc < 0 ? rc : 0;
+  SC_KCHECK(sc_kcheck_gemm(g));
   sc_kcpu *c = sc_kcpu_of(k);
   const int threads = sc_kcpu_threads(c);
   if (g->batch > 1) {

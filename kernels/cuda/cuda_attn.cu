@@ -539,8 +539,8 @@ static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
-  int rc = sc_kcheck_attn(a, sc_kcuda_check_rows);
-  if (rc) return rc < 0 ? rc : 0;
+  SC_KCHECK(sc_kcheck_attn(a, sc_kcuda_check_rows));
+  int rc;
   const int64_t width = (int64_t)a->dc + a->dr;
   const int64_t kv_step = sc_kcuda_row_step(&a->kv);
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;

@@ -273,8 +273,7 @@ static int cu_sync(sc_kernels *k) {
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. */
 static int cu_gemm(sc_kernels *k, const sc_gemm *g) {
   sc_kcuda *c = sc_kcuda_of(k);
-  const int chk = sc_kcheck_gemm(g);
-  if (chk) return chk < 0 ? chk : 0;
+  SC_KCHECK(sc_kcheck_gemm(g));
   cublasHandle_t h = c->blas;
   const cublasOperation_t ob = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t oa = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;

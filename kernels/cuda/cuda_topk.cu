@@ -312,8 +312,7 @@ static int launch_chunks_fmt(sc_kcuda *c, const sc_indexer_args *a, int n_chunks
 
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
-  int rc = sc_kcheck_indexer(a, sc_kcuda_check_rows);
-  if (rc) return rc < 0 ? rc : 0;
+  SC_KCHECK(sc_kcheck_indexer(a, sc_kcuda_check_rows));
   if (a->dim > IDX_MAX_DIM || a->topk > TOPK_MAX || a->keys.fmt == SC_KFMT_FP8_DS_MLA)
     return SC_ENOTSUP;
   /* enough blocks to cover the GPU about four times over, from the token count alone */
@@ -322,8 +321,8 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   uint64_t *keys = (uint64_t *)sc_kcuda_scratch(
       c, sizeof(uint64_t) * (size_t)a->n_tok * (size_t)n_chunks * (size_t)a->topk);
   if (keys == NULL) return SC_ENOMEM;
-  rc = a->keys.fmt == SC_KFMT_F32 ? launch_chunks_fmt<SC_KFMT_F32>(c, a, n_chunks, keys)
-                                  : launch_chunks_fmt<SC_KFMT_BF16>(c, a, n_chunks, keys);
+  const int rc = a->keys.fmt == SC_KFMT_F32 ? launch_chunks_fmt<SC_KFMT_F32>(c, a, n_chunks, keys)
+                                        : launch_chunks_fmt<SC_KFMT_BF16>(c, a, n_chunks, keys);
   if (rc) return rc;
   return launch_final<false>(c, a->n_tok, n_chunks, a->topk, keys, NULL, a->out_pos,
                              a->out_cand);
