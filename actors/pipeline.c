@@ -141,8 +141,20 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
 }
 
 int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
-                            sc_pipeline_config *c, sc_diag *d) {
+                            sc_pipeline_config *c, bool *present, sc_diag *d) {
   memset(c, 0, sizeof *c);
+  *present = false;
+  json_error_t err;
+  json_t *root = json_load_file(cluster_path, 0, &err);
+  if (root == NULL)
+    return sc_fail(d, SC_EINVAL, "%s: invalid JSON at line %d: %s", cluster_path, err.line,
+                   err.text);
+  json_t *p = json_object_get(root, "pipeline");
+  if (p == NULL) { /* a runtime-only cluster: nothing to do */
+    json_decref(root);
+    return 0;
+  }
+  *present = true;
   sc_engine_config *e = &c->engine;
   sc_plan_config_default(&e->plan);
   e->plan.pcp = cluster->pcp;
@@ -159,18 +171,14 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   c->deadline_ms = 10000;
   c->num_ranks = cluster->num_nodes;
   snprintf(c->listen, sizeof c->listen, "%s", cluster->listen);
-  if (cluster->num_nodes != cluster->pcp * cluster->tp)
-    return sc_fail(d, SC_EINVAL,
-                   "cluster: a pipeline needs pcp * tp = %d nodes (the DCP groups reuse PCP "
-                   "or TP ranks), the file lists %d",
-                   cluster->pcp * cluster->tp, cluster->num_nodes);
-
-  json_error_t err;
-  json_t *root = json_load_file(cluster_path, 0, &err);
-  if (root == NULL)
-    return sc_fail(d, SC_EINVAL, "%s: invalid JSON at line %d: %s", cluster_path, err.line,
-                   err.text);
   int rc = 0;
+  if (cluster->num_nodes != cluster->pcp * cluster->tp) {
+    rc = sc_fail(d, SC_EINVAL,
+                 "cluster: a pipeline needs pcp * tp = %d nodes (the DCP groups reuse PCP "
+                 "or TP ranks), the file lists %d",
+                 cluster->pcp * cluster->tp, cluster->num_nodes);
+    goto out;
+  }
   c->coll_endpoints = calloc((size_t)c->num_ranks, sizeof *c->coll_endpoints);
   if (c->coll_endpoints == NULL) {
     rc = sc_fail(d, SC_ENOMEM, "out of memory");
@@ -188,12 +196,11 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
     }
     snprintf(c->coll_endpoints[r], sizeof c->coll_endpoints[r], "%s", json_string_value(ce));
   }
-  json_t *p = json_object_get(root, "pipeline");
-  if (p && !json_is_object(p)) {
+  if (!json_is_object(p)) {
     rc = sc_fail(d, SC_EINVAL, "cluster: \"pipeline\" must be an object");
     goto out;
   }
-  if (p && (rc = parse_section(cluster_path, p, c, d))) goto out;
+  if ((rc = parse_section(cluster_path, p, c, d))) goto out;
   if (c->weights_path[0]) e->weights = c->weights_path;
   /* the scheduler's pool is the engines' cache: one virtual block per physical block */
   c->sched.block_size = e->plan.block_size;
@@ -369,14 +376,10 @@ int sc_pipeline_node_setup(const char *cluster_path, const sc_cluster *cluster, 
                            sc_diag *d) {
   *ctx_slot = NULL;
   *num = 0;
-  json_error_t err;
-  json_t *root = json_load_file(cluster_path, 0, &err);
-  const bool has_pipeline = root && json_object_get(root, "pipeline") != NULL;
-  json_decref(root);
-  if (!has_pipeline) return 0;
   sc_pipeline_config cfg;
-  int rc = sc_pipeline_config_load(cluster_path, cluster, &cfg, d);
-  if (rc) return rc;
+  bool present;
+  int rc = sc_pipeline_config_load(cluster_path, cluster, &cfg, &present, d);
+  if (rc || !present) return rc;
   rc = sc_rank_ctx_create(&cfg, rank, ctx_slot, d);
   sc_pipeline_config_free(&cfg);
   if (rc) return rc;

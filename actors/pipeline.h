@@ -66,9 +66,10 @@ typedef struct sc_pipeline_config {
 } sc_pipeline_config;
 
 /* Reads the "pipeline" section and the nodes' "coll" endpoints of a cluster file
- * (docs/cluster-file.md), with the parallel layout of `cluster`. */
+ * (docs/cluster-file.md), with the parallel layout of `cluster`. *present says whether
+ * the file has a pipeline section at all (when not, out stays empty and 0 is returned). */
 int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
-                            sc_pipeline_config *out, sc_diag *d);
+                            sc_pipeline_config *out, bool *present, sc_diag *d);
 void sc_pipeline_config_free(sc_pipeline_config *c);
 /* Parses "desync:RANK:STEP" or "kill:RANK:STEP" into c. */
 int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d);

@@ -24,12 +24,12 @@ static int get_int(json_t *root, const char *key, int32_t def, int32_t lo, int32
   return 0;
 }
 
-int sc_cluster_parse(const char *text, sc_cluster *out, sc_diag *d) {
+/* Fills out from a parsed document and releases it; root NULL: err says why the text
+ * was not JSON. */
+static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc_diag *d) {
   memset(out, 0, sizeof *out);
-  json_error_t err;
-  json_t *root = json_loads(text, 0, &err);
   if (root == NULL)
-    return sc_fail(d, SC_EINVAL, "cluster: invalid JSON at line %d: %s", err.line, err.text);
+    return sc_fail(d, SC_EINVAL, "cluster: invalid JSON at line %d: %s", err->line, err->text);
   int rc = 0;
   if (!json_is_object(root)) {
     rc = sc_fail(d, SC_EINVAL, "cluster: the top level must be an object");
@@ -103,36 +103,18 @@ done:
   return rc;
 }
 
+int sc_cluster_parse(const char *text, sc_cluster *out, sc_diag *d) {
+  json_error_t err;
+  return parse_root(json_loads(text, 0, &err), &err, out, d);
+}
+
 int sc_cluster_load(const char *path, sc_cluster *out, sc_diag *d) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return sc_fail(d, SC_EIO, "cannot open cluster file %s", path);
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  int rc = 0;
-  for (;;) {
-    if (cap - len < 4096) {
-      if (cap > (1u << 24)) {
-        rc = sc_fail(d, SC_ETOOBIG, "cluster file %s is larger than 16 MiB", path);
-        break;
-      }
-      char *p = realloc(buf, cap = cap * 2 + 8192);
-      if (p == NULL) {
-        rc = SC_ENOMEM;
-        break;
-      }
-      buf = p;
-    }
-    const size_t got = fread(buf + len, 1, cap - len - 1, f);
-    len += got;
-    if (got == 0) break;
+  if (access(path, R_OK) != 0) {
+    memset(out, 0, sizeof *out);
+    return sc_fail(d, SC_EIO, "cannot open cluster file %s", path);
   }
-  fclose(f);
-  if (rc == 0) {
-    buf[len] = '\0';
-    rc = sc_cluster_parse(buf, out, d);
-  }
-  free(buf);
-  return rc;
+  json_error_t err;
+  return parse_root(json_load_file(path, 0, &err), &err, out, d);
 }
 
 int sc_cluster_to_json(const sc_cluster *c, char **out) {
