@@ -105,7 +105,7 @@ static void abort_all(nccl_rank *r, int code) {
     r->dead_call = atomic_load(&r->done);
   }
   abort_job jobs[SC_GROUP_COUNT];
-  pthread_t threads[SC_GROUP_COUNT];
+  pthread_t threads[SC_GROUP_COUNT] = {0}; /* read only where started[i] (for gcc -O3) */
   bool started[SC_GROUP_COUNT] = {false};
   int n = 0;
   for (int g = 0; g < SC_GROUP_COUNT; g++)

@@ -32,10 +32,14 @@ void sc_letter_body_free(int type, void *body) {
     sc_msg_body_destroy(type, body);
 }
 
-/* Pushes a letter into a live slot. force: system letters ignore the capacity. tap:
- * the transport to publish a copy on, once the mailbox has room (so the tap shows only
- * messages that are delivered) and before the letter is visible to the receiver (which
- * may free the body at once). */
+void sc_letter_free(sc_letter *lt) {
+  sc_letter_body_free(lt->env.type, lt->body);
+  free(lt->tap_blob);
+  free(lt);
+}
+
+/* Pushes a letter into a live slot. force: system letters ignore the capacity. tap: the
+ * transport whose subscribers get a copy once the receiving actor has handled it. */
 static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
                      bool force, sc_transport *tap) {
   if (!atomic_load_explicit(&s->live, memory_order_acquire) ||
@@ -59,7 +63,8 @@ static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
   }
   l->env = *env;
   l->body = body;
-  if (tap) sc_tap_local(tap, env, body);
+  l->tap = tap != NULL && sc_tap_wanted(tap);
+  l->tap_blob = NULL;
   sc_mpsc_push(&s->mbox, &l->link);
   slot_schedule(s);
   return 0;
@@ -144,7 +149,7 @@ static void ctx_init(sc_ctx *c, sc_loop *l, sc_actor *a, const sc_envelope *env)
   c->actor = a;
   c->loop = l;
   c->env = env;
-  c->body = NULL;
+  c->letter = NULL;
 }
 
 void sc_send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reason,
@@ -187,11 +192,11 @@ int sc_reply_error_to(sc_node *n, const sc_envelope *req, int code, const char *
   return rc;
 }
 
-/* A letter for an actor that is gone: free it; a request gets an error reply. */
+/* A letter for an actor that is gone: free it (not tapped: no actor took it); a request
+ * gets an error reply. */
 static void reject_letter(sc_node *n, sc_letter *l, int code) {
   (void)sc_reply_error_to(n, &l->env, code, "the destination actor does not exist");
-  sc_letter_body_free(l->env.type, l->body);
-  l->body = NULL;
+  sc_letter_free(l);
 }
 
 static void actor_stop_req(sc_actor *a, int reason) {
@@ -237,6 +242,7 @@ static void handle_reply(sc_loop *l, sc_actor *a, sc_letter *lt) {
   pending_free(p);
 }
 
+/* Runs one letter and frees it, or hands it to the tap when it is tapped. */
 static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt) {
   sc_node *n = l->node;
   const uint32_t gen = atomic_load_explicit(&s->gen, memory_order_acquire);
@@ -259,6 +265,7 @@ static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt) {
   }
   sc_ctx c;
   ctx_init(&c, l, a, &lt->env);
+  if (lt->tap) lt->tap_ns = sc_wall_ns(); /* the record's time: when the actor took it */
   switch (type) {
   case SC_SYS_MONITOR:
   case SC_SYS_LINK: {
@@ -315,13 +322,15 @@ static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt) {
       SC_DEBUG(LOG, "%s: no handler for %s", s->name, sc_msg_type_name(type));
       break;
     }
-    if (type < SC_MSG_COUNT) c.body = &lt->body; /* sc_take_body may claim it */
+    if (type < SC_MSG_COUNT) c.letter = lt; /* sc_take_body may claim its body */
     const int rc = h(&c, &lt->env, lt->body);
     if (rc < 0) actor_stop_req(a, rc);
   }
 after:
-  sc_letter_body_free(type, lt->body);
-  lt->body = NULL;
+  if (lt->tap)
+    sc_tap_letter(n->tr, l, lt); /* the io thread encodes it for the tap, then frees it */
+  else
+    sc_letter_free(lt);
   if (s->actor && s->actor->stopping) actor_finalize(l, s->actor);
 }
 
@@ -332,7 +341,6 @@ static void run_slot(sc_loop *l, sc_slot *s) {
     atomic_fetch_sub_explicit(&s->count, 1, memory_order_acq_rel);
     sc_letter *lt = SC_CONTAINER_OF(nd, sc_letter, link);
     dispatch(l, s, lt);
-    free(lt);
   }
   sc_wake_clear(&s->scheduled);
   /* A producer that found scheduled=1 before the clear relies on this re-check. */
@@ -591,9 +599,11 @@ struct uv_loop_s *sc_ctx_uv_loop(const sc_ctx *ctx) { return &ctx->loop->uv; }
 const sc_envelope *sc_ctx_env(const sc_ctx *ctx) { return ctx->env; }
 
 void *sc_take_body(sc_ctx *ctx) {
-  if (ctx->body == NULL) return NULL;
-  void *b = *ctx->body;
-  *ctx->body = NULL; /* dispatch frees NULL: nothing */
+  sc_letter *lt = ctx->letter;
+  if (lt == NULL || lt->body == NULL) return NULL;
+  if (lt->tap) sc_tap_take(ctx->node->tr, ctx->loop, lt);
+  void *b = lt->body;
+  lt->body = NULL; /* dispatch frees NULL: nothing */
   return b;
 }
 

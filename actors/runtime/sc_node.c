@@ -364,8 +364,7 @@ void sc_node_destroy(sc_node *n) {
           free(a->state);
           free(a);
         }
-        sc_letter_body_free(l->env.type, l->body);
-        free(l);
+        sc_letter_free(l);
       }
     }
   }

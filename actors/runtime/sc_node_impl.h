@@ -54,10 +54,22 @@ typedef struct sc_sys_watch {
   int reason;
 } sc_sys_watch;
 
+/* A tapped message encoded early (one malloc, freed with free()). */
+typedef struct sc_tap_blob {
+  size_t len;
+  uint8_t data[];
+} sc_tap_blob;
+
+/* A message in a mailbox. A letter sent while a tap subscriber was attached carries
+ * tap = true: once its handler is done, the receiving loop gives the whole letter to the
+ * transport, whose io thread encodes it for the tap and frees it (sc_tap_letter). */
 typedef struct sc_letter {
-  sc_mpsc_node link;
+  sc_mpsc_node link;          /* mailbox, then the loop's tap chain */
   sc_envelope env;
   void *body;
+  bool tap;
+  uint64_t tap_ns;            /* when the receiving actor took it (tapped letters) */
+  sc_tap_blob *tap_blob;      /* the body encoded before a handler took it, or NULL */
 } sc_letter;
 
 typedef struct sc_loop sc_loop;
@@ -112,7 +124,7 @@ struct sc_ctx {
   sc_actor *actor;
   sc_loop *loop;
   const sc_envelope *env;
-  void **body; /* the handled letter's body slot (sc_take_body); NULL outside handlers */
+  sc_letter *letter; /* the letter whose body sc_take_body may claim; NULL outside handlers */
 };
 
 struct sc_loop {
@@ -197,9 +209,10 @@ void sc_loop_destroy(sc_loop *l);
 int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const void *arg,
                 size_t arg_size, int slot_index, sc_actor_id *out);
 /* Delivers a letter's content to a local actor: consumes body on success; on failure
- * the caller still owns it. Does not tap. */
+ * the caller still owns it. Not tapped (the io thread taps what it receives itself). */
 int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body);
-/* As sc_deliver_local, and publishes a tap copy when it is accepted (local sends). */
+/* As sc_deliver_local, and the letter is tapped when its actor has handled it, if a tap
+ * subscriber is attached now (local sends). */
 int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body);
 /* The name of a live local slot (for tap topics), or NULL. */
 const char *sc_slot_name(sc_node *n, uint16_t slot);
@@ -223,15 +236,22 @@ void sc_transport_destroy(sc_transport *t);
  * and sent on the loop's own DEALER for the peer (SC_EFULL when its backlog is full).
  * Otherwise: encoded and queued for the io thread (SC_EFULL when the queue is full). */
 int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body);
-/* Tap hook for locally routed messages (any thread): encodes only when a subscriber's
- * prefix matches. On a loop thread the record goes into the loop's open batch; other
- * threads hand a batch of one record to the io thread. */
-void sc_tap_local(sc_transport *t, const sc_envelope *env, const void *body);
-/* Loop thread, before its loop blocks: hands the open tap batch to the io thread and
+/* Taps of local sends (see "Taps" in sc_transport.c). sc_tap_wanted (any thread, one
+ * atomic load): whether any subscriber is attached, i.e. whether a letter sent now is
+ * marked for the tap. sc_tap_letter (the receiving loop, after the handler): takes the
+ * tapped letter and its body, and frees them itself when no subscriber wants its topic.
+ * sc_tap_take (the receiving loop, when a handler takes the body of a tapped letter):
+ * encodes the body now, since the runtime will not have it afterwards. */
+bool sc_tap_wanted(sc_transport *t);
+void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt);
+void sc_tap_take(sc_transport *t, sc_loop *l, sc_letter *lt);
+/* Frees a letter, its body and its tap blob (any thread). */
+void sc_letter_free(sc_letter *lt);
+/* Loop thread, before its loop blocks: hands the open tap chain to the io thread and
  * retries the backlogs of the loop's DEALERs. True when a backlog could move on at once
  * (the loop must not block). */
 bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l);
-/* Loop thread, at loop shutdown after the actors stopped: hands over the open tap batch,
+/* Loop thread, at loop shutdown after the actors stopped: hands over the open tap chain,
  * drops the backlogs and closes the loop's DEALERs (linger 0). */
 void sc_transport_loop_close(sc_transport *t, sc_loop *l);
 void sc_transport_stats(sc_transport *t, sc_node_stats *s);

@@ -31,17 +31,23 @@
  * blocking while a capped drain left work behind.
  *
  * Taps. Subscriptions are read from the XPUB (non-verbose: one notification per distinct
- * prefix) into an immutable prefix set published through an atomic pointer; producers
- * check it without locks and encode nothing when it is empty or does not match. Each
- * producer thread (each loop, and the io thread for what it receives) has a tap_writer:
- * the last topic it computed, and an open batch of consecutive records with one topic
- * (sc_tap_record.h). A loop encodes a tapped message into its scratch buffer and copies
- * it into the batch behind its record header: no malloc and no queue push per message. It
- * hands the batch to the io thread when the topic changes, the batch is full, or its loop
- * turn ends (uv_prepare, before the loop may block); the io thread sends it as the XPUB
- * message [topic][records] without a copy (zmq_msg_init_data). Handed-over records are
- * bounded (SC_TAP_QUEUE_MAX) and the XPUB runs with XPUB_NODROP and non-blocking sends, so
- * a slow subscriber shows up as counted drops, never as a blocked actor.
+ * prefix) into an immutable prefix set published through an atomic pointer. A local send
+ * made while any subscriber is attached marks its letter (one atomic load, nothing
+ * encoded). The receiving loop stamps the letter when its actor takes it, and after the
+ * handler gives the whole letter, body included, to the tap instead of freeing it: if its
+ * topic matches a prefix (each loop keeps the last topic it built, so a stream to one
+ * actor builds and matches it once), the letter joins the loop's open chain of that
+ * topic, else it is freed there. A chain goes to the io thread (one lock-free push) when
+ * the topic changes, at 256 letters, or when the loop's turn ends (uv_prepare, before it
+ * may block). The io thread encodes each letter into its open batch of records
+ * (sc_tap_record.h) and frees it, and sends each batch as the XPUB message
+ * [topic][records] without a copy (zmq_msg_init_data). So the encoding, the copies and
+ * the frees of a tapped message happen on the io thread, not on the actors' threads; a
+ * handler that takes the body (sc_take_body) makes its loop encode it at that moment.
+ * What the io thread receives from other nodes is tapped there as received. Letters
+ * handed to the io thread are bounded (SC_TAP_QUEUE_MAX) and the XPUB runs with
+ * XPUB_NODROP and non-blocking sends, so a slow subscriber shows up as counted drops,
+ * never as a blocked actor.
  */
 #include <errno.h>
 #include <sched.h>
@@ -59,7 +65,8 @@
 
 #define LOG "transport"
 #define SC_DRAIN_CAP 1024
-#define SC_TAP_QUEUE_MAX (1u << 16)  /* tap records handed to the io thread, not yet sent */
+#define SC_TAP_QUEUE_MAX (1u << 16)  /* tapped letters handed to the io thread, not yet sent */
+#define SC_TAP_DRAIN_CHAINS 64       /* chains the io thread publishes per pass */
 #define SC_TAP_BATCH_RECORDS 256     /* a tap batch closes at this many records ... */
 #define SC_TAP_BATCH_BYTES 65536     /* ... or before it would grow past this size */
 #define SC_TAP_BATCH_FIRST 4096      /* smallest first allocation of a batch */
@@ -111,18 +118,34 @@ typedef struct subs {
   struct subs *retired; /* older snapshots, freed at destroy */
 } subs;
 
-/* One producer thread's tap state. The topic of the last message it looked at is kept
- * with what decided it (subscription snapshot, destination, type): a stream of messages
- * to one actor builds and matches its topic once. */
-typedef struct tap_writer {
-  tap_batch *open;
-  size_t first_cap;           /* the next batch starts this large: what the last one used */
+/* The topic of the last message a thread looked at, with what decided it (subscription
+ * snapshot, destination, type): a stream of messages to one actor builds and matches its
+ * topic once. gen changes whenever the topic is built again. */
+typedef struct topic_cache {
   const subs *subs;
   sc_actor_id dst;
   uint16_t type;
   bool match;
+  uint32_t gen;
   char topic[SC_TOPIC_MAX];
+} topic_cache;
+
+/* The io thread's open batch of records. */
+typedef struct tap_writer {
+  tap_batch *open;
+  size_t first_cap;           /* the next batch starts this large: what the last one used */
+  topic_cache topic;          /* of the messages the io thread receives */
 } tap_writer;
+
+/* Tapped letters of one topic, in the order their actor took them, that a loop hands to
+ * the io thread together (linked through their mailbox link). */
+typedef struct tap_chain {
+  sc_mpsc_node link;
+  uint32_t letters;
+  uint32_t gen;               /* of the loop's topic_cache when topic was copied */
+  sc_letter *head, *tail;
+  char topic[SC_TOPIC_MAX];
+} tap_chain;
 
 /* One DEALER to one peer and what it refused (see the header comment). Only its owner
  * thread touches it, except `sent`, which sc_transport_stats reads. */
@@ -151,8 +174,9 @@ typedef struct peer {
 /* A loop thread's share of the transport, made on its first remote send or tap record. */
 typedef struct lnet {
   zout *peers;                /* by rank */
-  sc_buf scratch;             /* what the loop sends away or taps is encoded here */
-  tap_writer tap;
+  sc_buf scratch;             /* what the loop sends away (or taps early) is encoded here */
+  topic_cache topic;          /* of the letters its actors took */
+  tap_chain *chain;           /* open: the next tapped letters of chain->topic go here */
 } lnet;
 
 struct sc_transport {
@@ -176,7 +200,8 @@ struct sc_transport {
   _Atomic(subs *) subs_now;
   subs *subs_all; /* chain of every snapshot (io thread writes) */
   _Atomic uint64_t tap_published, tap_dropped, remote_recv;
-  tap_writer io_tap; /* records of the messages the io thread delivers */
+  tap_writer io_tap; /* the io thread's records: what it receives, and the loops' chains */
+  sc_buf io_scratch; /* the io thread encodes tapped letters here */
 };
 
 static void tr_wake(sc_transport *t) {
@@ -214,7 +239,7 @@ static bool subs_match(const subs *s, const char *topic) {
   return false;
 }
 
-static bool tap_active(sc_transport *t) {
+bool sc_tap_wanted(sc_transport *t) {
   const subs *s = atomic_load_explicit(&t->subs_now, memory_order_acquire);
   return s != NULL && s->n > 0;
 }
@@ -243,18 +268,19 @@ static void make_topic(sc_node *n, const sc_envelope *env, char *topic) {
   topic[at] = '\0';
 }
 
-/* The topic of env when a subscriber wants it, else NULL (any thread; w is its own). */
-static const char *tap_topic(sc_transport *t, tap_writer *w, const sc_envelope *env) {
+/* The topic of env when a subscriber wants it, else NULL (any thread; c is its own). */
+static const char *tap_topic(sc_transport *t, topic_cache *c, const sc_envelope *env) {
   const subs *s = atomic_load_explicit(&t->subs_now, memory_order_acquire);
   if (s == NULL || s->n == 0) return NULL;
-  if (s != w->subs || env->type != w->type || !sc_actor_id_eq(env->dst, w->dst)) {
-    make_topic(t->node, env, w->topic);
-    w->match = subs_match(s, w->topic);
-    w->subs = s;
-    w->dst = env->dst;
-    w->type = env->type;
+  if (s != c->subs || env->type != c->type || !sc_actor_id_eq(env->dst, c->dst)) {
+    make_topic(t->node, env, c->topic);
+    c->match = subs_match(s, c->topic);
+    c->subs = s;
+    c->dst = env->dst;
+    c->type = env->type;
+    c->gen++;
   }
-  return w->match ? w->topic : NULL;
+  return c->match ? c->topic : NULL;
 }
 
 static void free_batch(void *data, void *hint) {
@@ -281,30 +307,15 @@ static void tap_send(sc_transport *t, tap_batch *b) {
   atomic_fetch_add_explicit(&t->tap_published, k, memory_order_relaxed);
 }
 
-/* Any thread: gives b to the io thread, or drops it when too many records wait there. */
-static void tap_enqueue(sc_transport *t, tap_batch *b) {
-  const uint32_t k = b->records;
-  if (atomic_fetch_add_explicit(&t->tapq_count, k, memory_order_acq_rel) + k >
-      SC_TAP_QUEUE_MAX) {
-    atomic_fetch_sub_explicit(&t->tapq_count, k, memory_order_acq_rel);
-    count_drops(t, k);
-    free(b);
-    return;
-  }
-  sc_mpsc_push(&t->tapq, &b->link);
-  tr_wake(t);
-}
-
-typedef void (*tap_sink)(sc_transport *t, tap_batch *b);
-
-static void tap_hand_over(sc_transport *t, tap_writer *w, tap_sink sink) {
+/* io thread: sends the open batch. */
+static void tap_hand_over(sc_transport *t, tap_writer *w) {
   if (w->open == NULL) return;
   tap_batch *b = w->open;
   w->open = NULL;
   /* a busy stream then fills its batches without growing them, a quiet one stays small */
   w->first_cap = SC_TAP_BATCH_FIRST;
   while (w->first_cap < b->len && w->first_cap < SC_TAP_BATCH_BYTES) w->first_cap *= 2;
-  sink(t, b);
+  tap_send(t, b);
 }
 
 /* b (NULL: a new batch of topic, first_cap large) with room for need more bytes, or NULL
@@ -326,15 +337,16 @@ static tap_batch *batch_reserve(tap_batch *b, const char *topic, size_t first_ca
   return nb;
 }
 
-/* Appends the record (now, this node, msg) to w's open batch; an open batch of another
- * topic, or a full one, goes to sink first, so records leave in the order they came. */
-static void tap_append(sc_transport *t, tap_writer *w, tap_sink sink, const char *topic,
-                       const uint8_t *msg, size_t len) {
+/* io thread: appends the record (ns, this node, msg) to the open batch; an open batch of
+ * another topic, or a full one, is sent first, so records leave in the order they came. */
+static void tap_append(sc_transport *t, const char *topic, uint64_t ns, const uint8_t *msg,
+                       size_t len) {
+  tap_writer *w = &t->io_tap;
   const size_t rec = SC_TAP_RECORD_HEADER + len;
   tap_batch *b = w->open;
   if (b && (b->records >= SC_TAP_BATCH_RECORDS || b->len + rec > SC_TAP_BATCH_BYTES ||
             strcmp(b->topic, topic) != 0)) {
-    tap_hand_over(t, w, sink);
+    tap_hand_over(t, w);
     b = NULL;
   }
   b = batch_reserve(b, topic, w->first_cap, rec);
@@ -343,22 +355,40 @@ static void tap_append(sc_transport *t, tap_writer *w, tap_sink sink, const char
     return;
   }
   w->open = b;
-  sc_tap_record_put_header(b->data + b->len, sc_wall_ns(), t->node->rank, (uint32_t)len);
+  sc_tap_record_put_header(b->data + b->len, ns, t->node->rank, (uint32_t)len);
   memcpy(b->data + b->len + SC_TAP_RECORD_HEADER, msg, len);
   b->len += rec;
   b->records++;
 }
 
-/* Encodes a locally delivered message into scratch and appends its record to w. */
-static void tap_encode(sc_transport *t, tap_writer *w, sc_buf *scratch, tap_sink sink,
-                       const sc_envelope *env, const void *body) {
-  const char *topic = tap_topic(t, w, env);
-  if (topic == NULL) return;
-  if (sc_msg_encode(env, body, scratch) != 0) {
-    count_drops(t, 1);
-    return;
+static sc_letter *chain_next(const sc_letter *lt) {
+  return SC_CONTAINER_OF(atomic_load_explicit(&lt->link.next, memory_order_relaxed), sc_letter,
+                         link);
+}
+
+/* Frees a chain and the letters in it (any thread that owns it). */
+static void chain_free(tap_chain *c) {
+  for (sc_letter *lt = c->head, *next; lt != NULL; lt = next) {
+    next = lt == c->tail ? NULL : chain_next(lt);
+    sc_letter_free(lt);
   }
-  tap_append(t, w, sink, topic, scratch->data, scratch->len);
+  free(c);
+}
+
+/* io thread: encodes a loop's chain into records (the early-encoded blob when a handler
+ * took the body) and frees its letters. */
+static void chain_publish(sc_transport *t, tap_chain *c) {
+  for (sc_letter *lt = c->head, *next; lt != NULL; lt = next) {
+    next = lt == c->tail ? NULL : chain_next(lt);
+    if (lt->tap_blob)
+      tap_append(t, c->topic, lt->tap_ns, lt->tap_blob->data, lt->tap_blob->len);
+    else if (sc_msg_encode(&lt->env, lt->body, &t->io_scratch) == 0)
+      tap_append(t, c->topic, lt->tap_ns, t->io_scratch.data, t->io_scratch.len);
+    else
+      count_drops(t, 1);
+    sc_letter_free(lt);
+  }
+  free(c);
 }
 
 static int drain_xpub(sc_transport *t) {
@@ -406,12 +436,12 @@ static int drain_xpub(sc_transport *t) {
 
 static int drain_tapq(sc_transport *t) {
   int k = 0;
-  for (; k < SC_DRAIN_CAP; k++) {
+  for (; k < SC_TAP_DRAIN_CHAINS; k++) {
     sc_mpsc_node *nd = sc_mpsc_pop(&t->tapq);
     if (nd == NULL) break;
-    tap_batch *b = SC_CONTAINER_OF(nd, tap_batch, link);
-    atomic_fetch_sub_explicit(&t->tapq_count, b->records, memory_order_acq_rel);
-    tap_send(t, b);
+    tap_chain *c = SC_CONTAINER_OF(nd, tap_chain, link);
+    atomic_fetch_sub_explicit(&t->tapq_count, c->letters, memory_order_acq_rel);
+    chain_publish(t, c);
   }
   return k;
 }
@@ -641,10 +671,77 @@ static int send_from_loop(sc_transport *t, sc_loop *l, const sc_envelope *env, v
   return 0;
 }
 
+/* Loop thread: gives the open chain to the io thread, or drops it when too many tapped
+ * letters wait there already (a slow tap costs records, never an actor's time). */
+static void chain_hand_over(sc_transport *t, lnet *ln) {
+  tap_chain *c = ln->chain;
+  if (c == NULL) return;
+  ln->chain = NULL;
+  const uint32_t k = c->letters;
+  if (atomic_fetch_add_explicit(&t->tapq_count, k, memory_order_acq_rel) + k >
+      SC_TAP_QUEUE_MAX) {
+    atomic_fetch_sub_explicit(&t->tapq_count, k, memory_order_acq_rel);
+    count_drops(t, k);
+    chain_free(c);
+    return;
+  }
+  sc_mpsc_push(&t->tapq, &c->link);
+  tr_wake(t);
+}
+
+void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt) {
+  lnet *ln = lnet_of(t, l);
+  const char *topic = ln ? tap_topic(t, &ln->topic, &lt->env) : NULL;
+  if (topic == NULL) { /* nobody wants it (any more) */
+    if (ln == NULL) count_drops(t, 1);
+    sc_letter_free(lt);
+    return;
+  }
+  tap_chain *c = ln->chain;
+  if (c && (c->letters >= SC_TAP_BATCH_RECORDS || c->gen != ln->topic.gen)) {
+    chain_hand_over(t, ln);
+    c = NULL;
+  }
+  if (c == NULL) {
+    if ((c = malloc(sizeof *c)) == NULL) {
+      count_drops(t, 1);
+      sc_letter_free(lt);
+      return;
+    }
+    c->letters = 0;
+    c->gen = ln->topic.gen;
+    c->head = NULL;
+    memcpy(c->topic, topic, SC_TOPIC_MAX);
+    ln->chain = c;
+  }
+  if (c->head == NULL)
+    c->head = lt;
+  else
+    atomic_store_explicit(&c->tail->link.next, &lt->link, memory_order_relaxed);
+  c->tail = lt;
+  c->letters++;
+}
+
+void sc_tap_take(sc_transport *t, sc_loop *l, sc_letter *lt) {
+  lnet *ln = lnet_of(t, l);
+  const char *topic = ln ? tap_topic(t, &ln->topic, &lt->env) : NULL;
+  if (topic != NULL && sc_msg_encode(&lt->env, lt->body, &ln->scratch) == 0) {
+    sc_tap_blob *b = malloc(sizeof *b + ln->scratch.len);
+    if (b != NULL) {
+      b->len = ln->scratch.len;
+      memcpy(b->data, ln->scratch.data, b->len);
+      lt->tap_blob = b;
+      return;
+    }
+  }
+  if (topic != NULL || ln == NULL) count_drops(t, 1);
+  lt->tap = false;
+}
+
 bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l) {
   lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
   if (ln == NULL) return false;
-  tap_hand_over(t, &ln->tap, tap_enqueue);
+  chain_hand_over(t, ln);
   bool more = false;
   for (int32_t r = 0; r < t->node->cluster.num_nodes; r++)
     if (zout_prepare(&ln->peers[r])) more = true;
@@ -654,26 +751,9 @@ bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l) {
 void sc_transport_loop_close(sc_transport *t, sc_loop *l) {
   lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
   if (ln == NULL) return;
-  tap_hand_over(t, &ln->tap, tap_enqueue);
+  chain_hand_over(t, ln);
   for (int32_t r = 0; r < t->node->cluster.num_nodes; r++) zout_close(&ln->peers[r]);
   sc_buf_free(&ln->scratch);
-}
-
-void sc_tap_local(sc_transport *t, const sc_envelope *env, const void *body) {
-  if (!tap_active(t)) return;
-  sc_loop *l = sc_loop_self(t->node);
-  lnet *ln = l ? lnet_of(t, l) : NULL;
-  if (ln) {
-    tap_encode(t, &ln->tap, &ln->scratch, tap_enqueue, env, body);
-    return;
-  }
-  /* not a loop thread: a batch of one record (these senders are not the hot path) */
-  tap_writer w = {0};
-  sc_buf b;
-  sc_buf_init(&b);
-  tap_encode(t, &w, &b, tap_enqueue, env, body);
-  tap_hand_over(t, &w, tap_enqueue);
-  sc_buf_free(&b);
 }
 
 /* ---- inbound ---- */
@@ -691,10 +771,10 @@ static void deliver_remote(sc_transport *t, const uint8_t *p, size_t len) {
     return;
   }
   /* the topic names the receiving actor; compute it before the body is handed over */
-  const char *topic = tap_topic(t, &t->io_tap, &env);
+  const char *topic = tap_topic(t, &t->io_tap.topic, &env);
   rc = sc_deliver_local(n, &env, body);
   if (rc == 0) {
-    if (topic) tap_append(t, &t->io_tap, tap_send, topic, p, len); /* bytes as received */
+    if (topic) tap_append(t, topic, sc_wall_ns(), p, len); /* bytes as received */
     return;
   }
   if (rc == SC_EFULL)
@@ -825,7 +905,7 @@ static bool service_all(sc_transport *t) {
     const int batches = drain_tapq(t);
     if (batches > 0) t->hot = true; /* loops hand batches over while traffic flows */
     if (batches >= SC_DRAIN_CAP) more = true;
-    tap_hand_over(t, &t->io_tap, tap_send);
+    tap_hand_over(t, &t->io_tap);
   }
   return more;
 }
@@ -924,6 +1004,7 @@ int sc_transport_create(sc_node *n, sc_transport **out) {
   }
   sc_mpsc_init(&t->outbox);
   sc_mpsc_init(&t->tapq);
+  sc_buf_init(&t->io_scratch);
   /* The loop and its wake-up exist from here on, so actors may queue remote sends
    * before the sockets are up (the io thread drains them once it runs). */
   if (uv_loop_init(&t->uv) != 0) {
@@ -1044,12 +1125,13 @@ void sc_transport_destroy(sc_transport *t) {
     frame_free(SC_CONTAINER_OF(nd, frame, link));
   }
   for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;)
-    free(SC_CONTAINER_OF(nd, tap_batch, link));
+    chain_free(SC_CONTAINER_OF(nd, tap_chain, link));
   free(t->io_tap.open);
+  sc_buf_free(&t->io_scratch);
   for (int i = 0; i < SC_MAX_LOOPS; i++) {
     lnet *ln = atomic_load(&t->lnets[i]);
     if (ln == NULL) continue;
-    free(ln->tap.open); /* each loop handed its batch over and closed its DEALERs */
+    if (ln->chain) chain_free(ln->chain); /* a loop that never ran its close */
     free(ln->peers);
     free(ln);
   }

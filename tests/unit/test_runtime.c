@@ -638,6 +638,33 @@ static void wait_subscriptions(sc_node *n, int want) {
 }
 
 
+/* A subscriber on node 0's tap (its own ZeroMQ context, *ctx), subscribed to a
+ * comma-separated list of prefixes ("" for everything), once n has seen them all.
+ * rcvhwm 0 keeps ZeroMQ's default. */
+static void *tap_sub_open(sc_node *n, void **ctx, const char *prefixes, int rcvhwm) {
+  *ctx = zmq_ctx_new();
+  void *sub = zmq_socket(*ctx, ZMQ_SUB);
+  const int zero = 0;
+  zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
+  if (rcvhwm > 0) zmq_setsockopt(sub, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+  int subs = 0;
+  for (const char *p = prefixes;; subs++) {
+    const char *end = strchr(p, ',');
+    const size_t len = end ? (size_t)(end - p) : strlen(p);
+    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, p, len);
+    if (end == NULL) break;
+    p = end + 1;
+  }
+  cr_assert_eq(zmq_connect(sub, g_cluster.nodes[0].tap), 0);
+  wait_subscriptions(n, subs + 1);
+  return sub;
+}
+
+static void tap_sub_close(void *ctx, void *sub) {
+  zmq_close(sub);
+  zmq_ctx_term(ctx);
+}
+
 static int topic_index(zmq_msg_t *t, const char *const *topics, int ntopics) {
   for (int k = 0; k < ntopics; k++)
     if (zmq_msg_size(t) == strlen(topics[k]) &&
@@ -647,11 +674,14 @@ static int topic_index(zmq_msg_t *t, const char *const *topics, int ntopics) {
   return -1;
 }
 
+/* Called with each record tap_read decodes (when not NULL). */
+typedef void (*tap_check_fn)(const sc_tap_record *rec, const sc_msg_ping *ping, void *ud);
+
 /* Reads tap messages until none comes for timeout_ms. The pings of topics[k] must be
  * numbered next[k], next[k]+1, ...; next[k] ends one past the last. Returns the number of
  * records. */
-static int tap_read(void *sub, int timeout_ms, const char *const *topics, int ntopics,
-                    uint64_t *next) {
+static int tap_read_checked(void *sub, int timeout_ms, const char *const *topics,
+                            int ntopics, uint64_t *next, tap_check_fn check, void *ud) {
   int n = 0;
   zmq_setsockopt(sub, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
   for (;;) {
@@ -675,6 +705,7 @@ static int tap_read(void *sub, int timeout_ms, const char *const *topics, int nt
       const uint64_t seq = ((sc_msg_ping *)body)->seq;
       cr_assert_eq(seq, next[k], "%s: got %llu, expected %llu", topics[k],
                    (unsigned long long)seq, (unsigned long long)next[k]);
+      if (check) check(&rec, body, ud);
       next[k]++;
       sc_msg_body_destroy(env.type, body);
       n++;
@@ -685,17 +716,17 @@ static int tap_read(void *sub, int timeout_ms, const char *const *topics, int nt
   }
 }
 
+static int tap_read(void *sub, int timeout_ms, const char *const *topics, int ntopics,
+                    uint64_t *next) {
+  return tap_read_checked(sub, timeout_ms, topics, ntopics, next, NULL, NULL);
+}
+
 Test(runtime, tap_publishes_only_what_is_subscribed) {
   sc_node *n = start_node(1, NULL, 0);
   sc_actor_id silent;
   cr_assert_eq(sc_spawn(n, &k_silent, NULL, 0, &silent), 0);
   cr_assert_eq(sc_node_register(n, "quiet", silent), 0);
-  void *ctx = zmq_ctx_new(), *sub = zmq_socket(ctx, ZMQ_SUB);
-  const int zero = 0;
-  zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/nobody/", 9);
-  cr_assert_eq(zmq_connect(sub, g_cluster.nodes[0].tap), 0);
-  wait_subscriptions(n, 1);
+  void *ctx, *sub = tap_sub_open(n, &ctx, "0/nobody/", 0);
   sc_node_stats st;
   for (int i = 0; i < 100; i++) cr_assert_eq(kick(n, silent, (uint64_t)i), 0);
   usleep(50000);
@@ -712,8 +743,7 @@ Test(runtime, tap_publishes_only_what_is_subscribed) {
   cr_assert_eq(next, 1100u);
   sc_node_get_stats(n, &st);
   cr_assert_eq(st.tap_published, 100u);
-  zmq_close(sub);
-  zmq_ctx_term(ctx);
+  tap_sub_close(ctx, sub);
   stop_node(n);
 }
 
@@ -724,13 +754,7 @@ Test(runtime, a_stuck_tap_drops_and_never_blocks) {
   shared sh = {.n = 600000}; /* > 1000 batches of 256: past the XPUB high-water mark */
   shared *psh = &sh;
   cr_assert_eq(sc_spawn(n, &k_fifo_rx, &psh, sizeof psh, &sh.peer), 0);
-  void *ctx = zmq_ctx_new(), *sub = zmq_socket(ctx, ZMQ_SUB);
-  const int zero = 0, hwm = 4;
-  zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(sub, ZMQ_RCVHWM, &hwm, sizeof hwm);
-  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
-  cr_assert_eq(zmq_connect(sub, g_cluster.nodes[0].tap), 0);
-  wait_subscriptions(n, 1);
+  void *ctx, *sub = tap_sub_open(n, &ctx, "", 4);
   sc_node_stats st;
   sc_actor_id tx;
   cr_assert_eq(sc_spawn(n, &k_fifo_tx, &psh, sizeof psh, &tx), 0);
@@ -743,8 +767,56 @@ Test(runtime, a_stuck_tap_drops_and_never_blocks) {
   cr_assert_gt(st.tap_dropped, 0u, "nothing was dropped for a subscriber that never reads");
   cr_log_info("stuck tap: published %llu, dropped %llu", (unsigned long long)st.tap_published,
               (unsigned long long)st.tap_dropped);
-  zmq_close(sub);
-  zmq_ctx_term(ctx);
+  tap_sub_close(ctx, sub);
+  stop_node(n);
+}
+
+/* ---- a tapped body that its handler takes is published as it was delivered ---- */
+
+/* PING 1: taken, scribbled over and freed in the handler; the others only borrowed. */
+static int taker_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  shared *sh = *(shared **)sc_state(ctx);
+  if (((const sc_msg_ping *)body)->seq == 1) {
+    sc_msg_ping *mine = sc_take_body(ctx);
+    mine->seq = 999;
+    memset(mine->payload.data, 'X', mine->payload.len);
+    sc_msg_body_destroy(SC_MSG_PING, mine);
+  }
+  atomic_fetch_add(&sh->count, 1);
+  return 0;
+}
+static const sc_actor_spec k_taker = {.name = "taker", .state_size = sizeof(shared *),
+                                      .init = sh_init,
+                                      .handlers = {[SC_MSG_PING] = taker_on_ping},
+                                      .loop = SC_LOOP_ANY};
+
+/* The body as sent, stamped when the actor took it: after the send, before the count was
+ * seen, in order. */
+static void taker_check(const sc_tap_record *rec, const sc_msg_ping *ping, void *ud) {
+  uint64_t *w = ud;
+  cr_assert_str_eq((const char *)ping->payload.data, "as sent");
+  cr_assert(rec->ns >= w[0] && rec->ns <= w[1] && rec->ns >= w[2],
+            "record time %llu not in [%llu, %llu]", (unsigned long long)rec->ns,
+            (unsigned long long)w[0], (unsigned long long)w[1]);
+  w[2] = rec->ns;
+}
+
+Test(runtime, a_taken_tapped_body_is_published_as_delivered) {
+  sc_node *n = start_node(2, NULL, 0);
+  shared sh = {0};
+  shared *psh = &sh;
+  sc_actor_id k;
+  cr_assert_eq(sc_spawn(n, &k_taker, &psh, sizeof psh, &k), 0);
+  void *ctx, *sub = tap_sub_open(n, &ctx, "0/taker/", 0);
+  const uint64_t t0 = sc_wall_ns();
+  for (uint64_t i = 1; i <= 3; i++) cr_assert_eq(send_ping_payload(n, k, i, "as sent"), 0);
+  cr_assert(wait_until(&sh.count, 3, 5000), "the taker did not get its pings");
+  const uint64_t t1 = sc_wall_ns();
+  uint64_t window[3] = {t0, t1, 0}; /* [t0, t1], the last record's time */
+  const char *const topic[] = {"0/taker/ping"};
+  uint64_t next = 1;
+  cr_assert_eq(tap_read_checked(sub, 300, topic, 1, &next, taker_check, window), 3);
+  tap_sub_close(ctx, sub);
   stop_node(n);
 }
 
@@ -779,13 +851,7 @@ Test(runtime, tap_batches_split_by_topic_arrive_in_order) {
   tap_tx arg;
   cr_assert_eq(sc_spawn(n, &left, NULL, 0, &arg.left), 0);
   cr_assert_eq(sc_spawn(n, &right, NULL, 0, &arg.right), 0);
-  void *ctx = zmq_ctx_new(), *sub = zmq_socket(ctx, ZMQ_SUB);
-  const int zero = 0;
-  zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/left/", 7);
-  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/right/", 8);
-  cr_assert_eq(zmq_connect(sub, g_cluster.nodes[0].tap), 0);
-  wait_subscriptions(n, 2);
+  void *ctx, *sub = tap_sub_open(n, &ctx, "0/left/,0/right/", 0);
   sc_actor_id tx;
   cr_assert_eq(sc_spawn(n, &k_tap_tx, &arg, sizeof arg, &tx), 0);
   cr_assert_eq(kick(n, tx, 0), 0); /* not published: nobody subscribed to tap_tx */
@@ -799,8 +865,7 @@ Test(runtime, tap_batches_split_by_topic_arrive_in_order) {
   sc_node_get_stats(n, &st);
   cr_assert_eq(st.tap_published, 1200u);
   cr_assert_eq(st.tap_dropped, 0u);
-  zmq_close(sub);
-  zmq_ctx_term(ctx);
+  tap_sub_close(ctx, sub);
   stop_node(n);
 }
 
