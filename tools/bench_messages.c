@@ -7,10 +7,17 @@
  * to the last acknowledgement gives msg/s. Round trip: one ping in flight, echoed as a
  * pong; p50 is the median, p99 a field. In process the two actors run on two loop
  * threads; across processes the sink's node is a forked child of the bench process.
- * The zmq baseline moves the encoded size of the same ping between two threads over
- * DEALER -> ROUTER (rate) and DEALER <-> ROUTER echo (rtt).
+ * The zmq baseline moves the encoded size of the same ping over DEALER -> ROUTER (rate)
+ * and DEALER <-> ROUTER echo (rtt), in the same topology: between two threads of one
+ * context in process, and to a ROUTER in a forked child with its own context across
+ * processes.
+ *
+ * Environment: SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp measures one transport;
+ * SC_BENCH_MESSAGES_SPIN_US=N (0..100000) sets the clusters' spin_us (default: the
+ * cluster's, 50).
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -235,6 +242,33 @@ typedef struct cluster_run {
   tapsub tap;
 } cluster_run;
 
+/* Forks a child that dies with this process (PR_SET_PDEATHSIG); *pid is the child's id
+ * in the parent, 0 in the child. Call with no zmq context alive and no other thread
+ * running, so the child starts clean. */
+static int fork_child(pid_t *pid) {
+  const pid_t parent = getpid();
+  *pid = fork();
+  if (*pid < 0) return SC_ESYS;
+  if (*pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1); /* the parent died before the prctl */
+  }
+  return 0;
+}
+
+/* Waits up to wait_ms for the child to exit, then kills it; either way it is reaped.
+ * Returns 0 when it exited with status 0, SC_EIO otherwise. */
+static int reap_child(pid_t child, int wait_ms) {
+  int status = 0;
+  pid_t w = 0;
+  for (int i = 0; i < wait_ms && (w = waitpid(child, &status, WNOHANG)) == 0; i++) usleep(1000);
+  if (w == 0) {
+    kill(child, SIGKILL);
+    while ((w = waitpid(child, &status, 0)) < 0 && errno == EINTR) {}
+  }
+  return w == child && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : SC_EIO;
+}
+
 static void child_node(const sc_cluster *c) {
   sc_node_opts o;
   sc_node_opts_default(&o);
@@ -260,7 +294,8 @@ static int wait_done(run *r, int64_t timeout_ms) {
   return 0;
 }
 
-static int cluster_up(cluster_run *cr, const char *transport, bool tap) {
+/* spin_us: the cluster's spin_us, or -1 for the default of sc_cluster_local. */
+static int cluster_up(cluster_run *cr, const char *transport, bool tap, int32_t spin_us) {
   memset(cr, 0, sizeof *cr);
   const bool inproc = strcmp(transport, "inproc") == 0;
   const int32_t nodes = inproc ? 1 : 2;
@@ -270,15 +305,10 @@ static int cluster_up(cluster_run *cr, const char *transport, bool tap) {
   if (rc != 0) return rc;
   cr->c.heartbeat_ms = 500;
   cr->c.heartbeat_timeout_ms = 5000;
-  if (!inproc) {
-    const pid_t parent = getpid();
-    cr->child = fork();
-    if (cr->child < 0) return SC_ESYS;
-    if (cr->child == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(1);
-      child_node(&cr->c);
-    }
+  if (spin_us >= 0) cr->c.spin_us = spin_us;
+  if (!inproc) { /* the child node runs on this copy of the cluster, spin_us included */
+    if ((rc = fork_child(&cr->child)) != 0) return rc;
+    if (cr->child == 0) child_node(&cr->c);
   }
   sc_node_opts o;
   sc_node_opts_default(&o);
@@ -307,111 +337,192 @@ static int cluster_up(cluster_run *cr, const char *transport, bool tap) {
 
 static void cluster_down(cluster_run *cr) {
   if (cr->tapped) tapsub_stop(&cr->tap);
-  if (cr->node) {
-    sc_node_broadcast_shutdown(cr->node, "bench done");
-    if (cr->child > 0) {
-      int status;
-      for (int i = 0; i < 3000 && waitpid(cr->child, &status, WNOHANG) == 0; i++) usleep(1000);
-      if (waitpid(cr->child, &status, WNOHANG) == 0) {
-        kill(cr->child, SIGKILL);
-        waitpid(cr->child, &status, 0);
-      }
-    }
-    sc_node_destroy(cr->node);
-  } else if (cr->child > 0) {
-    kill(cr->child, SIGKILL);
-    waitpid(cr->child, NULL, 0);
-  }
+  if (cr->node) sc_node_broadcast_shutdown(cr->node, "bench done");
+  if (cr->child > 0) reap_child(cr->child, cr->node ? 3000 : 0);
+  if (cr->node) sc_node_destroy(cr->node);
   sc_cluster_free(&cr->c);
   char cmd[96];
   snprintf(cmd, sizeof cmd, "rm -rf %s", cr->dir);
   if (system(cmd) != 0) return;
 }
 
-/* ---- zmq baseline ---- */
+/* ---- zmq baseline: the same topology as the runtime's cases. In process the ROUTER runs
+ * on a thread of the client's context (inproc cannot cross contexts); across processes it
+ * runs in a forked child with a context of its own, created after the fork. ---- */
 
-typedef struct zpeer {
-  void *ctx;
+#define Z_TIMEOUT_MS 30000 /* a healthy run never waits this long for one step */
+enum { Z_READY = 'r', Z_DONE = 'd', Z_FAIL = 'f' }; /* status bytes on the server's pipe */
+
+typedef struct zserver {
+  void *ctx;        /* this process's context (the thread server shares the client's) */
   const char *ep;
   size_t size;
-  uint64_t n;
-  int mode; /* 0 sink, 1 echo */
-  _Atomic int ready;
-} zpeer;
+  uint64_t n;       /* messages the server takes (echoes, in echo mode) */
+  int mode;         /* 0 sink, 1 echo */
+  int rfd, wfd;     /* status pipe: the server writes Z_READY once bound, then Z_DONE */
+  pid_t child;      /* > 0: the server is this child process */
+  pthread_t th;
+  bool started;     /* the server thread runs */
+} zserver;
 
-static void *zmq_server(void *arg) {
-  zpeer *z = arg;
+static int put_status(int fd, char c) {
+  ssize_t w;
+  while ((w = write(fd, &c, 1)) < 0 && errno == EINTR) {}
+  return w == 1 ? 0 : SC_EIO;
+}
+
+/* Waits up to Z_TIMEOUT_MS for the server's status byte want: SC_ETIMEDOUT, or SC_EIO
+ * when the server failed or died. */
+static int zserver_await(const zserver *z, char want) {
+  struct pollfd pf = {.fd = z->rfd, .events = POLLIN};
+  int r;
+  while ((r = poll(&pf, 1, Z_TIMEOUT_MS)) < 0 && errno == EINTR) {}
+  if (r == 0) return SC_ETIMEDOUT;
+  char c = 0;
+  ssize_t got = 0;
+  while (r > 0 && (got = read(z->rfd, &c, 1)) < 0 && errno == EINTR) {}
+  return r > 0 && got == 1 && c == want ? 0 : SC_EIO;
+}
+
+/* The server: a ROUTER bound at z->ep takes z->n messages (echoing each in echo mode);
+ * reports on z->wfd. Runs on the server's thread or in the child. */
+static int zmq_serve(zserver *z) {
   void *s = zmq_socket(z->ctx, ZMQ_ROUTER);
-  const int zero = 0, hwm = 100000;
-  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
-  zmq_bind(s, z->ep);
-  atomic_store(&z->ready, 1);
   char *buf = malloc(z->size + 64);
   char id[256];
+  int rc = SC_EIO;
+  if (s == NULL || buf == NULL) goto done;
+  const int zero = 0, hwm = 100000, timeo = Z_TIMEOUT_MS;
+  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
+  if (zmq_bind(s, z->ep) != 0 || put_status(z->wfd, Z_READY) != 0) goto done;
   for (uint64_t i = 0; i < z->n; i++) {
     const int il = zmq_recv(s, id, sizeof id, 0);
-    const int l = zmq_recv(s, buf, z->size + 64, 0);
-    if (il < 0 || l < 0) break;
-    if (z->mode == 1) {
-      zmq_send(s, id, (size_t)il, ZMQ_SNDMORE);
-      zmq_send(s, buf, (size_t)l, 0);
-    }
+    const int l = il < 0 ? -1 : zmq_recv(s, buf, z->size + 64, 0);
+    if (l < 0) goto done;
+    if (z->mode == 1 &&
+        (zmq_send(s, id, (size_t)il, ZMQ_SNDMORE) < 0 || zmq_send(s, buf, (size_t)l, 0) < 0))
+      goto done;
   }
-  if (z->mode == 0) { /* final ack */
-    zmq_recv(s, id, sizeof id, 0);
-    zmq_recv(s, buf, z->size + 64, 0);
-  }
+  rc = 0;
+done:
+  put_status(z->wfd, rc == 0 ? Z_DONE : Z_FAIL);
   free(buf);
-  zmq_close(s);
+  if (s) zmq_close(s);
+  return rc;
+}
+
+static void *zmq_server_thread(void *arg) {
+  zmq_serve(arg);
   return NULL;
 }
 
-static double zmq_rate(const char *ep, size_t size, uint64_t n) {
-  zpeer z = {.ctx = zmq_ctx_new(), .ep = ep, .size = size, .n = n, .mode = 0};
-  pthread_t th;
-  pthread_create(&th, NULL, zmq_server, &z);
-  while (!atomic_load(&z.ready)) usleep(100);
-  void *c = zmq_socket(z.ctx, ZMQ_DEALER);
-  const int zero = 0, hwm = 100000;
-  zmq_setsockopt(c, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(c, ZMQ_SNDHWM, &hwm, sizeof hwm);
-  zmq_connect(c, ep);
-  char *buf = calloc(1, size);
-  zmq_send(c, buf, size, 0); /* connection warm-up is not measured: counted in n */
-  const uint64_t t0 = sc_now_ns();
-  for (uint64_t i = 1; i < n; i++) zmq_send(c, buf, size, 0);
-  zmq_send(c, buf, 1, 0);
-  pthread_join(th, NULL);
-  const double secs = (double)(sc_now_ns() - t0) * 1e-9;
-  free(buf);
-  zmq_close(c);
-  zmq_ctx_term(z.ctx);
-  return (double)(n - 1) / secs;
+/* Waits for the server and releases it: on failure (rc != 0) the child is killed or the
+ * thread's recv ended through the context; the child is always reaped. Close the client's
+ * socket first. Returns rc, or when rc is 0 the child's failure. */
+static int zserver_stop(zserver *z, int rc) {
+  if (z->child > 0) {
+    const int st = reap_child(z->child, rc == 0 ? Z_TIMEOUT_MS : 0);
+    if (rc == 0) rc = st;
+  } else if (z->started) {
+    if (rc != 0) zmq_ctx_shutdown(z->ctx);
+    pthread_join(z->th, NULL);
+  }
+  if (z->ctx) zmq_ctx_term(z->ctx);
+  close(z->rfd);
+  if (z->wfd >= 0) close(z->wfd);
+  return rc;
 }
 
-static void zmq_rtt(const char *ep, size_t size, uint64_t n, double *us) {
-  zpeer z = {.ctx = zmq_ctx_new(), .ep = ep, .size = size, .n = n + 1, .mode = 1};
-  pthread_t th;
-  pthread_create(&th, NULL, zmq_server, &z);
-  while (!atomic_load(&z.ready)) usleep(100);
-  void *c = zmq_socket(z.ctx, ZMQ_DEALER);
-  const int zero = 0;
-  zmq_setsockopt(c, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_connect(c, ep);
-  char *buf = calloc(1, size + 64);
-  zmq_send(c, buf, size, 0);
-  zmq_recv(c, buf, size + 64, 0);
-  for (uint64_t i = 0; i < n; i++) {
-    const uint64_t t0 = sc_now_ns();
-    zmq_send(c, buf, size, 0);
-    zmq_recv(c, buf, size + 64, 0);
-    us[i] = (double)(sc_now_ns() - t0) / 1e3;
+/* Starts the server, forked or on a thread, and returns once it is bound; on failure
+ * nothing is left running. Call with no zmq context alive in this process. */
+static int zserver_start(zserver *z, bool forked) {
+  int fds[2];
+  if (pipe(fds) != 0) return SC_ESYS;
+  z->rfd = fds[0];
+  z->wfd = fds[1];
+  int rc = 0;
+  if (forked) {
+    if ((rc = fork_child(&z->child)) != 0) goto fail;
+    if (z->child == 0) {
+      close(z->rfd);
+      z->ctx = zmq_ctx_new();
+      rc = z->ctx ? zmq_serve(z) : SC_ENOMEM;
+      if (z->ctx) zmq_ctx_term(z->ctx);
+      _exit(rc == 0 ? 0 : 1);
+    }
+    close(z->wfd); /* the child's exit closes the last write end: a dead server reads EOF */
+    z->wfd = -1;
   }
-  pthread_join(th, NULL);
-  free(buf);
+  if ((z->ctx = zmq_ctx_new()) == NULL) {
+    rc = SC_ENOMEM;
+    goto fail;
+  }
+  if (!forked) {
+    if (pthread_create(&z->th, NULL, zmq_server_thread, z) != 0) {
+      rc = SC_ESYS;
+      goto fail;
+    }
+    z->started = true;
+  }
+  if ((rc = zserver_await(z, Z_READY)) == 0) return 0;
+fail:
+  return zserver_stop(z, rc);
+}
+
+/* The client's DEALER, connected to the server. */
+static void *zmq_client(const zserver *z) {
+  void *c = zmq_socket(z->ctx, ZMQ_DEALER);
+  if (c == NULL) return NULL;
+  const int zero = 0, hwm = 100000, timeo = Z_TIMEOUT_MS;
+  zmq_setsockopt(c, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(c, ZMQ_SNDHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(c, ZMQ_SNDTIMEO, &timeo, sizeof timeo);
+  zmq_setsockopt(c, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
+  if (zmq_connect(c, z->ep) == 0) return c;
   zmq_close(c);
-  zmq_ctx_term(z.ctx);
+  return NULL;
+}
+
+/* n messages of size bytes to a sink (the first, which opens the connection, is not
+ * timed), then a 1-byte end marker; *rate in msg/s until the sink has taken them all. */
+static int zmq_rate(const char *ep, bool forked, size_t size, uint64_t n, double *rate) {
+  zserver z = {.ep = ep, .size = size, .n = n + 1, .mode = 0, .rfd = -1, .wfd = -1};
+  int rc = zserver_start(&z, forked);
+  if (rc != 0) return rc;
+  void *c = zmq_client(&z);
+  char *buf = calloc(1, size);
+  uint64_t t0 = 0;
+  if (c == NULL || buf == NULL) rc = SC_ENOMEM;
+  for (uint64_t i = 0; i <= n && rc == 0; i++) {
+    if (zmq_send(c, buf, i == n ? 1 : size, 0) < 0) rc = SC_EIO;
+    if (i == 0) t0 = sc_now_ns();
+  }
+  if (rc == 0) rc = zserver_await(&z, Z_DONE);
+  if (rc == 0) *rate = (double)(n - 1) / ((double)(sc_now_ns() - t0) * 1e-9);
+  free(buf);
+  if (c) zmq_close(c);
+  return zserver_stop(&z, rc);
+}
+
+/* n round trips of size bytes to an echo server (after one untimed), in us[0..n). */
+static int zmq_rtt(const char *ep, bool forked, size_t size, uint64_t n, double *us) {
+  zserver z = {.ep = ep, .size = size, .n = n + 1, .mode = 1, .rfd = -1, .wfd = -1};
+  int rc = zserver_start(&z, forked);
+  if (rc != 0) return rc;
+  void *c = zmq_client(&z);
+  char *buf = calloc(1, size + 64);
+  if (c == NULL || buf == NULL) rc = SC_ENOMEM;
+  for (uint64_t i = 0; i <= n && rc == 0; i++) {
+    const uint64_t t0 = sc_now_ns();
+    if (zmq_send(c, buf, size, 0) < 0 || zmq_recv(c, buf, size + 64, 0) < 0) rc = SC_EIO;
+    else if (i > 0) us[i - 1] = (double)(sc_now_ns() - t0) / 1e3;
+  }
+  if (rc == 0) rc = zserver_await(&z, Z_DONE);
+  free(buf);
+  if (c) zmq_close(c);
+  return zserver_stop(&z, rc);
 }
 
 /* ---- the benchmark ---- */
@@ -433,20 +544,13 @@ static size_t encoded_ping_size(uint32_t payload) {
   return n;
 }
 
-int sc_bench_messages(sc_bench *b) {
-  const int runs = b->quick ? 1 : 5;
-  const int rtts = b->quick ? 2000 : 20000;
-  double zrate[NT][NP], zp50[NT][NP], rate_notap[NT][NP];
-  double *samples = malloc(sizeof(double) * (size_t)(rtts > runs ? rtts : runs));
-  if (samples == NULL) return SC_ENOMEM;
-  char params[256], extra[256];
-  int rc = 0;
-  signal(SIGPIPE, SIG_IGN);
-
-  /* SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp measures one transport (a full run takes
-   * minutes; a device call may not have them) */
+/* The environment's choices: SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp measures one
+ * transport (a full run takes minutes; a device call may not have them), and
+ * SC_BENCH_MESSAGES_SPIN_US=N the clusters' spin_us (*spin_us -1: unset, the cluster's
+ * default). An empty variable counts as unset. SC_EINVAL, said on stderr, for a value that
+ * names no transport or is not an integer in [0, 100000]. */
+static int env_choices(bool skip[NT], int32_t *spin_us) {
   const char *only = getenv("SC_BENCH_MESSAGES_ONLY");
-  bool skip[NT];
   int measured = 0;
   for (int t = 0; t < NT; t++) {
     skip[t] = only != NULL && only[0] != 0 && strcmp(only, k_transports[t]) != 0;
@@ -455,43 +559,77 @@ int sc_bench_messages(sc_bench *b) {
   if (measured == 0) {
     fprintf(stderr, "bench messages: SC_BENCH_MESSAGES_ONLY=%s names no transport (inproc, ipc, "
                     "tcp)\n", only);
-    free(samples);
     return SC_EINVAL;
   }
+  const char *spin = getenv("SC_BENCH_MESSAGES_SPIN_US");
+  *spin_us = -1;
+  if (spin == NULL || spin[0] == 0) return 0;
+  const size_t digits = strspn(spin, "0123456789");
+  if (digits == 0 || digits > 6 || spin[digits] != 0 || atol(spin) > 100000) {
+    fprintf(stderr, "bench messages: SC_BENCH_MESSAGES_SPIN_US=%s is not an integer in [0, "
+                    "100000] (the cluster's spin_us, microseconds)\n", spin);
+    return SC_EINVAL;
+  }
+  *spin_us = (int32_t)atol(spin);
+  return 0;
+}
 
-  /* raw ZeroMQ first, same sizes */
-  for (int t = 0; t < NT; t++) {
+int sc_bench_messages(sc_bench *b) {
+  bool skip[NT];
+  int32_t spin_us;
+  int rc = env_choices(skip, &spin_us);
+  if (rc != 0) return rc;
+  const int runs = b->quick ? 1 : 5;
+  const int rtts = b->quick ? 2000 : 20000;
+  double zrate[NT][NP], zp50[NT][NP], rate_notap[NT][NP];
+  double *samples = malloc(sizeof(double) * (size_t)(rtts > runs ? rtts : runs));
+  if (samples == NULL) return SC_ENOMEM;
+  char params[256], extra[256];
+  signal(SIGPIPE, SIG_IGN);
+
+  /* raw ZeroMQ first, same sizes; across processes the server is a forked child */
+  for (int t = 0; t < NT && rc == 0; t++) {
     if (skip[t]) continue;
-    for (int p = 0; p < NP; p++) {
+    const bool forked = t != 0;
+    for (int p = 0; p < NP && rc == 0; p++) {
       const size_t size = encoded_ping_size(k_payloads[p]);
       char ep[SC_ENDPOINT_MAX], dir[] = "/tmp/sc-zb-XXXXXX";
       if (t == 0) snprintf(ep, sizeof ep, "inproc://zb");
       else if (t == 1) {
-        if (mkdtemp(dir) == NULL) return SC_ESYS;
+        if (mkdtemp(dir) == NULL) {
+          rc = SC_ESYS;
+          break;
+        }
         snprintf(ep, sizeof ep, "ipc://%s/s", dir);
       } else {
         sc_cluster tmp;
-        if (sc_cluster_local(1, NULL, &tmp, NULL) != 0) return SC_ESYS;
+        if ((rc = sc_cluster_local(1, NULL, &tmp, NULL)) != 0) break;
         snprintf(ep, sizeof ep, "%s", tmp.nodes[0].endpoint);
         sc_cluster_free(&tmp);
       }
       const uint64_t n = b->quick ? 100000 : (t == 0 ? 4000000 : 1000000);
-      for (int r = 0; r < runs; r++) samples[r] = zmq_rate(ep, size, n);
-      zrate[t][p] = sc_bench_median(samples, runs);
+      for (int r = 0; r < runs && rc == 0; r++) rc = zmq_rate(ep, forked, size, n, &samples[r]);
       snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":false,\"payload\":%u",
                k_transports[t], k_payloads[p]);
-      snprintf(extra, sizeof extra, "\"bytes\":%zu", size);
-      sc_bench_add(b, "zmq.rate", params, "msg/s", samples, runs, extra);
-      zmq_rtt(ep, size, (uint64_t)rtts, samples);
-      zp50[t][p] = sc_bench_percentile(samples, rtts, 50);
-      snprintf(extra, sizeof extra, "\"p99\":%.3f,\"bytes\":%zu",
-               sc_bench_percentile(samples, rtts, 99),
-               size);
-      sc_bench_add(b, "zmq.rtt", params, "us", samples, rtts, extra);
+      if (rc == 0) {
+        zrate[t][p] = sc_bench_median(samples, runs);
+        snprintf(extra, sizeof extra, "\"bytes\":%zu,\"procs\":%d", size, forked ? 2 : 1);
+        sc_bench_add(b, "zmq.rate", params, "msg/s", samples, runs, extra);
+        rc = zmq_rtt(ep, forked, size, (uint64_t)rtts, samples);
+      }
+      if (rc == 0) {
+        zp50[t][p] = sc_bench_percentile(samples, rtts, 50);
+        snprintf(extra, sizeof extra, "\"p99\":%.3f,\"bytes\":%zu,\"procs\":%d",
+                 sc_bench_percentile(samples, rtts, 99), size, forked ? 2 : 1);
+        sc_bench_add(b, "zmq.rtt", params, "us", samples, rtts, extra);
+      }
+      if (rc != 0)
+        fprintf(stderr, "bench messages: raw ZeroMQ over %s failed: %s\n", k_transports[t],
+                sc_strerror(rc));
       if (t == 1) {
         char cmd[64];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        if (system(cmd) != 0) rc = SC_EIO;
+        if (system(cmd) != 0 && rc == 0) rc = SC_EIO;
       }
     }
   }
@@ -500,7 +638,7 @@ int sc_bench_messages(sc_bench *b) {
     if (skip[t]) continue;
     for (int tap = 0; tap < 2 && rc == 0; tap++) {
       cluster_run cr;
-      rc = cluster_up(&cr, k_transports[t], tap);
+      rc = cluster_up(&cr, k_transports[t], tap, spin_us);
       if (rc != 0) {
         fprintf(stderr, "bench messages: cannot start the %s cluster: %s\n", k_transports[t],
                 sc_strerror(rc));
@@ -536,7 +674,8 @@ int sc_bench_messages(sc_bench *b) {
         if (!tap) rate_notap[t][p] = med;
         snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u",
                  k_transports[t], tap ? "true" : "false", k_payloads[p]);
-        int el = snprintf(extra, sizeof extra, "\"vs_zmq\":%.3f", med / zrate[t][p]);
+        int el = snprintf(extra, sizeof extra, "\"vs_zmq\":%.3f,\"spin_us\":%d",
+                          med / zrate[t][p], (int)cr.c.spin_us);
         if (tap)
           snprintf(extra + el, sizeof extra - (size_t)el, ",\"tap_cost\":%.4f,\"tap_seen\":%llu",
                    1.0 - med / rate_notap[t][p],
@@ -552,8 +691,8 @@ int sc_bench_messages(sc_bench *b) {
         if ((rc = sc_node_send(cr.node, &env, kick)) != 0) break;
         if ((rc = wait_done(&r, 120000)) != 0) break;
         const double p50 = sc_bench_percentile(samples, rtts, 50);
-        snprintf(extra, sizeof extra, "\"p99\":%.3f,\"vs_zmq\":%.3f",
-                 sc_bench_percentile(samples, rtts, 99), p50 / zp50[t][p]);
+        snprintf(extra, sizeof extra, "\"p99\":%.3f,\"vs_zmq\":%.3f,\"spin_us\":%d",
+                 sc_bench_percentile(samples, rtts, 99), p50 / zp50[t][p], (int)cr.c.spin_us);
         sc_bench_add(b, "messages.rtt", params, "us", samples, rtts, extra);
         sc_node_stop_actor(cr.node, drv, 0);
         usleep(10000);

@@ -40,6 +40,8 @@ printf '{' | "$bin" plan 2>/dev/null; [ $? -eq 2 ] || fail "table mode bad input
 "$bin" bench kernels --device tpu --quick >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench kernels --device tpu should exit 2"
 SC_BENCH_MESSAGES_ONLY=carrier-pigeon "$bin" bench messages --quick >/dev/null 2>&1
 [ $? -eq 2 ] || fail "SC_BENCH_MESSAGES_ONLY naming no transport should exit 2"
+SC_BENCH_MESSAGES_SPIN_US=100001 "$bin" bench messages --quick >/dev/null 2>&1
+[ $? -eq 2 ] || fail "SC_BENCH_MESSAGES_SPIN_US out of [0, 100000] should exit 2"
 "$bin" bench plan --quick --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
