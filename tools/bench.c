@@ -85,6 +85,10 @@ void sc_bench_time(void (*fn)(void *ctx), void *ctx, int runs, double min_second
   }
 }
 
+/* Defined when jemalloc is the process's malloc (linked in, or preloaded). */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+    __attribute__((weak));
+
 void sc_bench_machine(char *buf, int len) {
   char model[256] = "unknown cpu";
   FILE *f = fopen("/proc/cpuinfo", "r");
@@ -106,8 +110,9 @@ void sc_bench_machine(char *buf, int len) {
   }
   struct utsname u;
   uname(&u);
-  snprintf(buf, (size_t)len, "%s, %ld cores, %s %s %s", model, sysconf(_SC_NPROCESSORS_ONLN),
-           u.sysname, u.release, u.machine);
+  snprintf(buf, (size_t)len, "%s, %ld cores, %s %s %s, %s", model,
+           sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, u.machine,
+           mallctl != NULL ? "jemalloc" : "libc malloc");
 }
 
 int sc_bench_run(sc_bench *b, const char *label, sc_bench_fn fn) {

@@ -14,7 +14,7 @@
  *
  * Environment: SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp measures one transport;
  * SC_BENCH_MESSAGES_SPIN_US=N (0..100000) sets the clusters' spin_us (default: the
- * cluster's, 50).
+ * cluster's, SC_SPIN_US_DEFAULT).
  */
 #include <errno.h>
 #include <poll.h>
@@ -548,7 +548,7 @@ static size_t encoded_ping_size(uint32_t payload) {
  * transport (a full run takes minutes; a device call may not have them), and
  * SC_BENCH_MESSAGES_SPIN_US=N the clusters' spin_us (*spin_us -1: unset, the cluster's
  * default). An empty variable counts as unset. SC_EINVAL, said on stderr, for a value that
- * names no transport or is not an integer in [0, 100000]. */
+ * names no transport or is not an integer in [0, SC_SPIN_US_MAX]. */
 static int env_choices(bool skip[NT], int32_t *spin_us) {
   const char *only = getenv("SC_BENCH_MESSAGES_ONLY");
   int measured = 0;
@@ -565,9 +565,9 @@ static int env_choices(bool skip[NT], int32_t *spin_us) {
   *spin_us = -1;
   if (spin == NULL || spin[0] == 0) return 0;
   const size_t digits = strspn(spin, "0123456789");
-  if (digits == 0 || digits > 6 || spin[digits] != 0 || atol(spin) > 100000) {
+  if (digits == 0 || digits > 6 || spin[digits] != 0 || atol(spin) > SC_SPIN_US_MAX) {
     fprintf(stderr, "bench messages: SC_BENCH_MESSAGES_SPIN_US=%s is not an integer in [0, "
-                    "100000] (the cluster's spin_us, microseconds)\n", spin);
+                    "%d] (the cluster's spin_us, microseconds)\n", spin, SC_SPIN_US_MAX);
     return SC_EINVAL;
   }
   *spin_us = (int32_t)atol(spin);

@@ -42,7 +42,7 @@ static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc
       (rc = get_int(root, "heartbeat_timeout_ms", 1000, 20, 3600000,
                     &out->heartbeat_timeout_ms, d)) ||
       (rc = get_int(root, "loops", 1, 1, 32, &out->loops, d)) ||
-      (rc = get_int(root, "spin_us", 50, 0, 100000, &out->spin_us, d)))
+      (rc = get_int(root, "spin_us", SC_SPIN_US_DEFAULT, 0, SC_SPIN_US_MAX, &out->spin_us, d)))
     goto done;
   json_t *listen = json_object_get(root, "listen");
   if (listen && (!json_is_string(listen) || json_string_length(listen) >= SC_ENDPOINT_MAX)) {
@@ -165,7 +165,7 @@ int sc_cluster_local(int32_t n, const char *dir, sc_cluster *out, sc_diag *d) {
   out->heartbeat_ms = 200;
   out->heartbeat_timeout_ms = 1000;
   out->loops = 1;
-  out->spin_us = 50;
+  out->spin_us = SC_SPIN_US_DEFAULT;
   out->num_nodes = n;
   out->nodes = calloc((size_t)n, sizeof *out->nodes);
   if (out->nodes == NULL) return SC_ENOMEM;

@@ -26,13 +26,19 @@ typedef struct sc_cluster_node {
   char tap[SC_ENDPOINT_MAX];      /* XPUB bind address; "" = no tap */
 } sc_cluster_node;
 
+/* spin_us: a round trip between two nodes takes 50-90 us on the H200 host, so a loop
+ * that spins for less blocks before the answer comes and pays a wake-up on each side
+ * (ipc round trip p50 81-87 us with 50, 47-54 us with 200; bench/messages.md). */
+#define SC_SPIN_US_DEFAULT 200
+#define SC_SPIN_US_MAX 100000
+
 typedef struct sc_cluster {
   int32_t pcp, dcp, tp;              /* the parallel layout; a pipeline needs pcp * tp nodes */
   int32_t heartbeat_ms;              /* ZeroMQ heartbeat interval (default 200) */
   int32_t heartbeat_timeout_ms;      /* peer declared DOWN after this (default 1000) */
   int32_t loops;                     /* actor loop threads per node (default 1) */
   int32_t spin_us;                   /* busy loops poll this long before blocking
-                                        (default 50; 0 = never spin) */
+                                        (SC_SPIN_US_DEFAULT; 0 = never spin) */
   char listen[SC_ENDPOINT_MAX];      /* the head's client endpoint ("" = none) */
   int32_t num_nodes;
   sc_cluster_node *nodes;            /* indexed by rank */

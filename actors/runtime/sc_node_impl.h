@@ -60,17 +60,19 @@ typedef struct sc_tap_blob {
   uint8_t data[];
 } sc_tap_blob;
 
-/* A message in a mailbox. A letter sent while a tap subscriber was attached carries
- * tap = true: once its handler is done, the receiving loop gives the whole letter to the
- * transport, whose io thread encodes it for the tap and frees it (sc_tap_letter). */
+/* A message in a mailbox: 64 bytes, one cache line, since every message's letter moves
+ * from the sender's core to the receiver's. A letter sent while a tap subscriber was
+ * attached is marked by bit 0 of body (SC_LETTER_TAPPED; bodies are malloc'd, so the
+ * bit is free) while it waits in the mailbox; the receiving loop clears it when it takes
+ * the letter, and once the handler is done gives the letter to the transport, whose io
+ * thread encodes it for the tap and frees it (sc_tap_letter). */
 typedef struct sc_letter {
-  sc_mpsc_node link;          /* mailbox, then the loop's tap chain */
+  sc_mpsc_node link;
   sc_envelope env;
   void *body;
-  bool tap;
-  uint64_t tap_ns;            /* when the receiving actor took it (tapped letters) */
-  sc_tap_blob *tap_blob;      /* the body encoded before a handler took it, or NULL */
 } sc_letter;
+#define SC_LETTER_TAPPED ((uintptr_t)1)
+_Static_assert(sizeof(sc_letter) == 64, "a letter is one cache line");
 
 typedef struct sc_loop sc_loop;
 typedef struct sc_actor sc_actor;
@@ -125,6 +127,8 @@ struct sc_ctx {
   sc_loop *loop;
   const sc_envelope *env;
   sc_letter *letter; /* the letter whose body sc_take_body may claim; NULL outside handlers */
+  bool tap;          /* the letter is tapped ... */
+  sc_tap_blob *tap_blob; /* ... and its body was encoded when the handler took it */
 };
 
 struct sc_loop {
@@ -239,13 +243,15 @@ int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body);
 /* Taps of local sends (see "Taps" in sc_transport.c). sc_tap_wanted (any thread, one
  * atomic load): whether any subscriber is attached, i.e. whether a letter sent now is
  * marked for the tap. sc_tap_letter (the receiving loop, after the handler): takes the
- * tapped letter and its body, and frees them itself when no subscriber wants its topic.
- * sc_tap_take (the receiving loop, when a handler takes the body of a tapped letter):
- * encodes the body now, since the runtime will not have it afterwards. */
+ * tapped letter (ns: when it left the mailbox; blob: its body as encoded when the handler
+ * took the body, else NULL) and frees it, and the blob, itself when no subscriber wants
+ * its topic. sc_tap_take (the receiving loop, when a handler takes the body of a tapped
+ * letter): the body encoded now, since the runtime will not have it afterwards; NULL
+ * when nobody wants it or it cannot be encoded (counted as a drop). */
 bool sc_tap_wanted(sc_transport *t);
-void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt);
-void sc_tap_take(sc_transport *t, sc_loop *l, sc_letter *lt);
-/* Frees a letter, its body and its tap blob (any thread). */
+void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt, uint64_t ns, sc_tap_blob *blob);
+sc_tap_blob *sc_tap_take(sc_transport *t, sc_loop *l, const sc_letter *lt);
+/* Frees a letter and its body (any thread; body may carry SC_LETTER_TAPPED). */
 void sc_letter_free(sc_letter *lt);
 /* Loop thread, before its loop blocks: hands the open tap chain to the io thread and
  * retries the backlogs of the loop's DEALERs. True when a backlog could move on at once

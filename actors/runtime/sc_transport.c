@@ -33,7 +33,8 @@
  * Taps. Subscriptions are read from the XPUB (non-verbose: one notification per distinct
  * prefix) into an immutable prefix set published through an atomic pointer. A local send
  * made while any subscriber is attached marks its letter (one atomic load, nothing
- * encoded). The receiving loop stamps the letter when its actor takes it, and after the
+ * encoded). The receiving loop notes when it took the letter out of the mailbox (one clock
+ * read per batch of up to SC_ACTOR_BATCH letters), and after the
  * handler gives the whole letter, body included, to the tap instead of freeing it: if its
  * topic matches a prefix (each loop keeps the last topic it built, so a stream to one
  * actor builds and matches it once), the letter joins the loop's open chain of that
@@ -137,14 +138,22 @@ typedef struct tap_writer {
   topic_cache topic;          /* of the messages the io thread receives */
 } tap_writer;
 
+/* A tapped letter, when it left the mailbox, and its body as encoded when a handler took
+ * the body (else NULL). */
+typedef struct tap_entry {
+  sc_letter *lt;
+  uint64_t ns;
+  sc_tap_blob *blob;
+} tap_entry;
+
 /* Tapped letters of one topic, in the order their actor took them, that a loop hands to
- * the io thread together (linked through their mailbox link). */
+ * the io thread together. */
 typedef struct tap_chain {
   sc_mpsc_node link;
   uint32_t letters;
   uint32_t gen;               /* of the loop's topic_cache when topic was copied */
-  sc_letter *head, *tail;
   char topic[SC_TOPIC_MAX];
+  tap_entry e[SC_TAP_BATCH_RECORDS];
 } tap_chain;
 
 /* One DEALER to one peer and what it refused (see the header comment). Only its owner
@@ -361,32 +370,28 @@ static void tap_append(sc_transport *t, const char *topic, uint64_t ns, const ui
   b->records++;
 }
 
-static sc_letter *chain_next(const sc_letter *lt) {
-  return SC_CONTAINER_OF(atomic_load_explicit(&lt->link.next, memory_order_relaxed), sc_letter,
-                         link);
-}
-
 /* Frees a chain and the letters in it (any thread that owns it). */
 static void chain_free(tap_chain *c) {
-  for (sc_letter *lt = c->head, *next; lt != NULL; lt = next) {
-    next = lt == c->tail ? NULL : chain_next(lt);
-    sc_letter_free(lt);
+  for (uint32_t i = 0; i < c->letters; i++) {
+    sc_letter_free(c->e[i].lt);
+    free(c->e[i].blob);
   }
   free(c);
 }
 
-/* io thread: encodes a loop's chain into records (the early-encoded blob when a handler
- * took the body) and frees its letters. */
+/* io thread: encodes a loop's chain into records (from the blob when a handler took the
+ * body) and frees its letters. */
 static void chain_publish(sc_transport *t, tap_chain *c) {
-  for (sc_letter *lt = c->head, *next; lt != NULL; lt = next) {
-    next = lt == c->tail ? NULL : chain_next(lt);
-    if (lt->tap_blob)
-      tap_append(t, c->topic, lt->tap_ns, lt->tap_blob->data, lt->tap_blob->len);
-    else if (sc_msg_encode(&lt->env, lt->body, &t->io_scratch) == 0)
-      tap_append(t, c->topic, lt->tap_ns, t->io_scratch.data, t->io_scratch.len);
+  for (uint32_t i = 0; i < c->letters; i++) {
+    const tap_entry *e = &c->e[i];
+    if (e->blob)
+      tap_append(t, c->topic, e->ns, e->blob->data, e->blob->len);
+    else if (sc_msg_encode(&e->lt->env, e->lt->body, &t->io_scratch) == 0)
+      tap_append(t, c->topic, e->ns, t->io_scratch.data, t->io_scratch.len);
     else
       count_drops(t, 1);
-    sc_letter_free(lt);
+    sc_letter_free(e->lt);
+    free(e->blob);
   }
   free(c);
 }
@@ -689,40 +694,31 @@ static void chain_hand_over(sc_transport *t, lnet *ln) {
   tr_wake(t);
 }
 
-void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt) {
+void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt, uint64_t ns,
+                   sc_tap_blob *blob) {
   lnet *ln = lnet_of(t, l);
   const char *topic = ln ? tap_topic(t, &ln->topic, &lt->env) : NULL;
-  if (topic == NULL) { /* nobody wants it (any more) */
-    if (ln == NULL) count_drops(t, 1);
-    sc_letter_free(lt);
-    return;
-  }
-  tap_chain *c = ln->chain;
-  if (c && (c->letters >= SC_TAP_BATCH_RECORDS || c->gen != ln->topic.gen)) {
+  tap_chain *c = ln ? ln->chain : NULL;
+  if (topic && c && (c->letters == SC_TAP_BATCH_RECORDS || c->gen != ln->topic.gen)) {
     chain_hand_over(t, ln);
     c = NULL;
   }
-  if (c == NULL) {
-    if ((c = malloc(sizeof *c)) == NULL) {
-      count_drops(t, 1);
-      sc_letter_free(lt);
-      return;
-    }
+  if (topic && c == NULL && (c = malloc(sizeof *c)) != NULL) {
     c->letters = 0;
     c->gen = ln->topic.gen;
-    c->head = NULL;
     memcpy(c->topic, topic, SC_TOPIC_MAX);
     ln->chain = c;
   }
-  if (c->head == NULL)
-    c->head = lt;
-  else
-    atomic_store_explicit(&c->tail->link.next, &lt->link, memory_order_relaxed);
-  c->tail = lt;
-  c->letters++;
+  if (topic == NULL || c == NULL) { /* nobody wants it (any more), or out of memory */
+    if (topic || ln == NULL) count_drops(t, 1);
+    sc_letter_free(lt);
+    free(blob);
+    return;
+  }
+  c->e[c->letters++] = (tap_entry){lt, ns, blob};
 }
 
-void sc_tap_take(sc_transport *t, sc_loop *l, sc_letter *lt) {
+sc_tap_blob *sc_tap_take(sc_transport *t, sc_loop *l, const sc_letter *lt) {
   lnet *ln = lnet_of(t, l);
   const char *topic = ln ? tap_topic(t, &ln->topic, &lt->env) : NULL;
   if (topic != NULL && sc_msg_encode(&lt->env, lt->body, &ln->scratch) == 0) {
@@ -730,12 +726,11 @@ void sc_tap_take(sc_transport *t, sc_loop *l, sc_letter *lt) {
     if (b != NULL) {
       b->len = ln->scratch.len;
       memcpy(b->data, ln->scratch.data, b->len);
-      lt->tap_blob = b;
-      return;
+      return b;
     }
   }
   if (topic != NULL || ln == NULL) count_drops(t, 1);
-  lt->tap = false;
+  return NULL;
 }
 
 bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l) {

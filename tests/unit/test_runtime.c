@@ -790,7 +790,7 @@ static const sc_actor_spec k_taker = {.name = "taker", .state_size = sizeof(shar
                                       .handlers = {[SC_MSG_PING] = taker_on_ping},
                                       .loop = SC_LOOP_ANY};
 
-/* The body as sent, stamped when the actor took it: after the send, before the count was
+/* The body as sent, stamped when it left the mailbox: after the send, before the count was
  * seen, in order. */
 static void taker_check(const sc_tap_record *rec, const sc_msg_ping *ping, void *ud) {
   uint64_t *w = ud;
