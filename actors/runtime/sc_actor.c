@@ -37,8 +37,18 @@ void sc_letter_body_free(int type, void *body) {
     sc_msg_body_destroy(type, body);
 }
 
+/* Frees what a letter's body field holds: a body of type, or a received message not
+ * decoded yet (SC_LETTER_RAW). */
+static void body_release(int type, void *bits) {
+  const uintptr_t b = (uintptr_t)bits;
+  if (b & SC_LETTER_RAW)
+    sc_raw_free((sc_raw_msg *)(b & ~SC_LETTER_BITS));
+  else
+    sc_letter_body_free(type, (void *)(b & ~SC_LETTER_BITS));
+}
+
 void sc_letter_free(sc_letter *lt) {
-  sc_letter_body_free(lt->env.type, (void *)((uintptr_t)lt->body & ~SC_LETTER_TAPPED));
+  body_release(lt->env.type, lt->body);
   free(lt);
 }
 
@@ -55,7 +65,7 @@ static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
     atomic_fetch_sub_explicit(&s->count, 1, memory_order_acq_rel);
     if (s->overflow == SC_OVERFLOW_DROP) {
       atomic_fetch_add_explicit(&n->mailbox_dropped, 1, memory_order_relaxed);
-      sc_letter_body_free(env->type, body);
+      body_release(env->type, body);
       return 0;
     }
     return SC_EFULL;
@@ -87,6 +97,10 @@ int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body) {
 
 int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body) {
   return deliver(n, env, body, true);
+}
+
+int sc_deliver_raw(sc_node *n, const sc_envelope *env, sc_raw_msg *raw) {
+  return deliver(n, env, (void *)((uintptr_t)raw | SC_LETTER_RAW), false);
 }
 
 const char *sc_slot_name(sc_node *n, uint16_t slot) {
@@ -351,6 +365,21 @@ static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt, bool tapped, uint64_
   if (s->actor && s->actor->stopping) actor_finalize(l, s->actor);
 }
 
+/* Decodes, in place, a letter that came from another node; false (letter freed and
+ * counted) when it does not decode. */
+static bool decode_received(sc_loop *l, sc_letter *lt) {
+  sc_diag d = {0};
+  void *body = NULL;
+  const int rc = sc_raw_decode(lt->body, &lt->env, &body, &d);
+  lt->body = body;
+  if (rc == 0) return true;
+  SC_WARN(LOG, "node %d: dropped an undecodable message: %s", (int)l->node->rank,
+          sc_diag_message(&d));
+  atomic_fetch_add_explicit(&l->node->undeliverable, 1, memory_order_relaxed);
+  sc_letter_free(lt);
+  return false;
+}
+
 /* Takes up to a batch of letters, then runs them. Each letter and its body were written
  * on the senders' cores, and the mailbox is a linked list, so finding letters is a chain
  * of cache misses; fetching each body (prefetch) while the next letter is found overlaps
@@ -365,15 +394,16 @@ static void run_slot(sc_loop *l, sc_slot *s) {
     if (nd == NULL) break;
     batch[k] = SC_CONTAINER_OF(nd, sc_letter, link);
     tapped |= (uintptr_t)batch[k]->body;
-    __builtin_prefetch((void *)((uintptr_t)batch[k]->body & ~SC_LETTER_TAPPED));
+    __builtin_prefetch((void *)((uintptr_t)batch[k]->body & ~SC_LETTER_BITS));
   }
   if (k > 0) atomic_fetch_sub_explicit(&s->count, (uint32_t)k, memory_order_acq_rel);
   const uint64_t taken_ns = tapped & SC_LETTER_TAPPED ? sc_wall_ns() : 0;
   for (int i = 0; i < k; i++) {
     sc_letter *lt = batch[i];
-    const bool tap = ((uintptr_t)lt->body & SC_LETTER_TAPPED) != 0;
-    lt->body = (void *)((uintptr_t)lt->body & ~SC_LETTER_TAPPED);
-    dispatch(l, s, lt, tap, taken_ns);
+    const uintptr_t bits = (uintptr_t)lt->body;
+    lt->body = (void *)(bits & ~SC_LETTER_BITS);
+    if ((bits & SC_LETTER_RAW) && !decode_received(l, lt)) continue;
+    dispatch(l, s, lt, (bits & SC_LETTER_TAPPED) != 0, taken_ns);
   }
   sc_wake_clear(&s->scheduled);
   /* A producer that found scheduled=1 before the clear relies on this re-check. */

@@ -60,18 +60,27 @@ typedef struct sc_tap_blob {
   uint8_t data[];
 } sc_tap_blob;
 
+/* A message received from another node and not decoded yet (sc_transport.c). */
+typedef struct sc_raw_msg sc_raw_msg;
+
 /* A message in a mailbox: 64 bytes, one cache line, since every message's letter moves
- * from the sender's core to the receiver's. A letter sent while a tap subscriber was
- * attached is marked by bit 0 of body (SC_LETTER_TAPPED; bodies are malloc'd, so the
- * bit is free) while it waits in the mailbox; the receiving loop clears it when it takes
- * the letter, and once the handler is done gives the letter to the transport, whose io
- * thread encodes it for the tap and frees it (sc_tap_letter). */
+ * from the sender's core to the receiver's. While it waits in the mailbox, two low bits
+ * of body (free: bodies are malloc'd) say more:
+ *   SC_LETTER_TAPPED  sent while a tap subscriber was attached: once the handler is done,
+ *                     the receiving loop gives the letter to the transport, whose io
+ *                     thread encodes it for the tap and frees it (sc_tap_letter);
+ *   SC_LETTER_RAW     body is an sc_raw_msg from another node, which the receiving loop
+ *                     decodes just before running it: decoding is spread over the loops
+ *                     instead of being serialized on the node's io thread.
+ * The receiving loop clears them when it takes the letter. */
 typedef struct sc_letter {
   sc_mpsc_node link;
   sc_envelope env;
   void *body;
 } sc_letter;
 #define SC_LETTER_TAPPED ((uintptr_t)1)
+#define SC_LETTER_RAW ((uintptr_t)2)
+#define SC_LETTER_BITS (SC_LETTER_TAPPED | SC_LETTER_RAW)
 _Static_assert(sizeof(sc_letter) == 64, "a letter is one cache line");
 
 typedef struct sc_loop sc_loop;
@@ -218,6 +227,9 @@ int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body);
 /* As sc_deliver_local, and the letter is tapped when its actor has handled it, if a tap
  * subscriber is attached now (local sends). */
 int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body);
+/* As sc_deliver_local for a message from another node whose envelope env was read from
+ * raw, which the receiving loop decodes; env->type must be a message type. */
+int sc_deliver_raw(sc_node *n, const sc_envelope *env, sc_raw_msg *raw);
 /* The name of a live local slot (for tap topics), or NULL. */
 const char *sc_slot_name(sc_node *n, uint16_t slot);
 /* Tells every live local actor that node `rank` is down (io thread). */
@@ -251,8 +263,12 @@ int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body);
 bool sc_tap_wanted(sc_transport *t);
 void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt, uint64_t ns, sc_tap_blob *blob);
 sc_tap_blob *sc_tap_take(sc_transport *t, sc_loop *l, const sc_letter *lt);
-/* Frees a letter and its body (any thread; body may carry SC_LETTER_TAPPED). */
+/* Frees a letter and its body (any thread; body may carry SC_LETTER_BITS). */
 void sc_letter_free(sc_letter *lt);
+/* Decodes a received message into env and a new *body, and frees raw (any thread);
+ * sc_msg_decode's codes. */
+int sc_raw_decode(sc_raw_msg *raw, sc_envelope *env, void **body, sc_diag *d);
+void sc_raw_free(sc_raw_msg *raw);
 /* Loop thread, before its loop blocks: hands the open tap chain to the io thread and
  * retries the backlogs of the loop's DEALERs. True when a backlog could move on at once
  * (the loop must not block). */

@@ -753,21 +753,43 @@ void sc_transport_loop_close(sc_transport *t, sc_loop *l) {
 
 /* ---- inbound ---- */
 
-static void deliver_remote(sc_transport *t, const uint8_t *p, size_t len) {
+struct sc_raw_msg {
+  zmq_msg_t msg;
+};
+
+void sc_raw_free(sc_raw_msg *raw) {
+  zmq_msg_close(&raw->msg);
+  free(raw);
+}
+
+int sc_raw_decode(sc_raw_msg *raw, sc_envelope *env, void **body, sc_diag *d) {
+  const int rc = sc_msg_decode(zmq_msg_data(&raw->msg), zmq_msg_size(&raw->msg), env, body, d);
+  sc_raw_free(raw);
+  return rc;
+}
+
+/* Routes a message from another node by its envelope alone: the receiving loop decodes it
+ * (sc_deliver_raw), so this thread, which every message from every peer crosses, only
+ * reads the envelope. msg is taken over (moved, or shared when a tap wants its bytes). */
+static void deliver_remote(sc_transport *t, zmq_msg_t *msg) {
   sc_node *n = t->node;
+  const uint8_t *p = zmq_msg_data(msg);
+  const size_t len = zmq_msg_size(msg);
   sc_envelope env;
-  void *body = NULL;
-  sc_diag d = {0};
-  int rc = sc_msg_decode(p, len, &env, &body, &d);
+  int rc = sc_msg_peek_envelope(p, len, &env);
+  if (rc == 0 && sc_msg_type_name(env.type) == NULL) rc = SC_ENOTSUP; /* never a runtime letter */
   if (rc != 0) {
-    SC_WARN(LOG, "node %d: dropped an undecodable message: %s", n->rank,
-            sc_diag_message(&d));
+    SC_WARN(LOG, "node %d: dropped a message that is not one of this build's (%s: %s)",
+            n->rank, sc_strerror(rc), rc == SC_ENOTSUP ? "unknown type" : "envelope");
     atomic_fetch_add_explicit(&n->undeliverable, 1, memory_order_relaxed);
     return;
   }
-  /* the topic names the receiving actor; compute it before the body is handed over */
+  /* the topic names the receiving actor; compute it before the letter is handed over */
   const char *topic = tap_topic(t, &t->io_tap.topic, &env);
-  rc = sc_deliver_local(n, &env, body);
+  sc_raw_msg *raw = malloc(sizeof *raw);
+  rc = raw ? zmq_msg_init(&raw->msg) : -1;
+  if (rc == 0) rc = topic ? zmq_msg_copy(&raw->msg, msg) : zmq_msg_move(&raw->msg, msg);
+  rc = rc == 0 ? sc_deliver_raw(n, &env, raw) : SC_ENOMEM;
   if (rc == 0) {
     if (topic) tap_append(t, topic, sc_wall_ns(), p, len); /* bytes as received */
     return;
@@ -777,7 +799,7 @@ static void deliver_remote(sc_transport *t, const uint8_t *p, size_t len) {
   else
     atomic_fetch_add_explicit(&n->undeliverable, 1, memory_order_relaxed);
   (void)sc_reply_error_to(n, &env, rc, rc == SC_EFULL ? "mailbox full" : "no such actor");
-  sc_msg_body_destroy(env.type, body);
+  if (raw) sc_raw_free(raw);
 }
 
 static int drain_router(sc_transport *t) {
@@ -796,7 +818,7 @@ static int drain_router(sc_transport *t) {
       break;
     }
     atomic_fetch_add_explicit(&t->remote_recv, 1, memory_order_relaxed);
-    deliver_remote(t, zmq_msg_data(&msg), zmq_msg_size(&msg));
+    deliver_remote(t, &msg);
     zmq_msg_close(&msg);
   }
   return k;

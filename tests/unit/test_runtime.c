@@ -820,6 +820,47 @@ Test(runtime, a_taken_tapped_body_is_published_as_delivered) {
   stop_node(n);
 }
 
+/* ---- what another node sends is decoded by the receiving loop: bad input is counted ---- */
+
+Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
+  sc_node *n = start_node(2, NULL, 0);
+  shared sh = {0};
+  shared *psh = &sh;
+  sc_actor_id k;
+  cr_assert_eq(sc_spawn(n, &k_taker, &psh, sizeof psh, &k), 0);
+  void *ctx = zmq_ctx_new(), *peer = zmq_socket(ctx, ZMQ_DEALER);
+  const int zero = 0;
+  zmq_setsockopt(peer, ZMQ_LINGER, &zero, sizeof zero);
+  cr_assert_eq(zmq_connect(peer, g_cluster.nodes[0].endpoint), 0);
+  sc_envelope env = {.type = SC_MSG_PING, .src = {0, 7, 1}, .dst = k};
+  sc_msg_ping *ping = new_ping(5);
+  sc_buf b;
+  sc_buf_init(&b);
+  cr_assert_eq(sc_msg_encode(&env, ping, &b), 0);
+  sc_msg_body_destroy(SC_MSG_PING, ping);
+  cr_assert_eq(b.data[3], SC_MSG_PING, "the type id is the envelope's 4th byte (a fixint)");
+  uint8_t unknown[256];
+  cr_assert_leq(b.len, sizeof unknown);
+  memcpy(unknown, b.data, b.len);
+  unknown[3] = 0x7f; /* no such type */
+  /* the io thread refuses the first two on their envelope; the third has a good envelope
+   * and a cut body, which the receiving loop refuses; the last one arrives */
+  static const char garbage[] = "\xc1 not msgpack";
+  cr_assert_eq(zmq_send(peer, garbage, sizeof garbage - 1, 0), (int)sizeof garbage - 1);
+  cr_assert_eq(zmq_send(peer, unknown, b.len, 0), (int)b.len);
+  cr_assert_eq(zmq_send(peer, b.data, b.len - 1, 0), (int)b.len - 1);
+  cr_assert_eq(zmq_send(peer, b.data, b.len, 0), (int)b.len);
+  cr_assert(wait_until(&sh.count, 1, 5000), "the good ping never arrived");
+  sc_node_stats st;
+  sc_node_get_stats(n, &st);
+  cr_assert_eq(st.undeliverable, 3u);
+  cr_assert_eq(atomic_load(&sh.count), 1);
+  sc_buf_free(&b);
+  zmq_close(peer);
+  zmq_ctx_term(ctx);
+  stop_node(n);
+}
+
 /* ---- tap batches: a loop's records split by topic, each topic in order ---- */
 
 typedef struct tap_tx {
