@@ -1,7 +1,8 @@
 /* sc_transport.c - ZeroMQ between nodes, and taps.
  *
  * Sockets. The node's io thread owns one ROUTER bound at the node's endpoint, which
- * receives from every peer (frames [peer identity][message]), one DEALER per peer (routing
+ * receives from every peer (frames [peer identity][message]; the io thread reads the
+ * envelope only and the receiving loop decodes, see deliver_remote), one DEALER per peer (routing
  * id "n<rank>") with ZeroMQ heartbeats and a socket monitor, and the tap XPUB. A
  * DISCONNECTED event after the connection was up (peer died, or missed heartbeats past the
  * timeout) marks the peer DOWN in sc_node.peer_down, an atomic every thread reads.
