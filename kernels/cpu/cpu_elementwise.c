@@ -2,6 +2,7 @@
  * Row loops split over the worker pool; sums of squares in double so the reference is
  * insensitive to the dimension. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "kernels/cpu/cpu_internal.h"
 
@@ -39,7 +40,7 @@ typedef struct {
   float *x;
   int64_t ld_tok, ld_head;
   const int32_t *pos;
-  double theta;
+  const double *freq; /* theta^(-2i/rot_dim) for i < rot_dim/2: the same for every token */
 } rope_job;
 
 static int rope_rows(void *p, int64_t b, int64_t e, int worker) {
@@ -49,7 +50,7 @@ static int rope_rows(void *p, int64_t b, int64_t e, int worker) {
     const double pos = (double)j->pos[t];
     for (int32_t i = 0; i < j->rot_dim / 2; i++) {
       /* angle in double: positions reach 1e5+, where float phase error would show */
-      const double ang = pos * pow(j->theta, -2.0 * i / (double)j->rot_dim);
+      const double ang = pos * j->freq[i];
       const float cs = (float)cos(ang), sn = (float)sin(ang);
       for (int32_t h = 0; h < j->n_heads; h++) {
         float *v = j->x + t * j->ld_tok + h * j->ld_head + 2 * i;
@@ -65,8 +66,13 @@ static int rope_rows(void *p, int64_t b, int64_t e, int worker) {
 int sc_kcpu_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
                  int64_t ld_tok, int64_t ld_head, const int32_t *pos, float theta) {
   SC_KCHECK(sc_kcheck_rope(n_tok, n_heads, rot_dim, x, ld_head, pos, theta));
-  rope_job j = {n_heads, rot_dim, x, ld_tok, ld_head, pos, theta};
-  return sc_kcpu_parallel(sc_kcpu_of(k), n_tok, 16, rope_rows, &j);
+  double *freq = malloc(sizeof *freq * (size_t)(rot_dim / 2));
+  if (freq == NULL) return SC_ENOMEM;
+  for (int32_t i = 0; i < rot_dim / 2; i++) freq[i] = pow(theta, -2.0 * i / (double)rot_dim);
+  rope_job j = {n_heads, rot_dim, x, ld_tok, ld_head, pos, freq};
+  const int rc = sc_kcpu_parallel(sc_kcpu_of(k), n_tok, 16, rope_rows, &j);
+  free(freq);
+  return rc;
 }
 
 typedef struct {
