@@ -366,7 +366,7 @@ static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt, bool tapped, uint64_
 }
 
 /* Decodes, in place, a letter that came from another node; false (letter freed and
- * counted) when it does not decode. */
+ * counted; a request is answered with the error) when it does not decode. */
 static bool decode_received(sc_loop *l, sc_letter *lt) {
   sc_diag d = {0};
   void *body = NULL;
@@ -376,6 +376,7 @@ static bool decode_received(sc_loop *l, sc_letter *lt) {
   SC_WARN(LOG, "node %d: dropped an undecodable message: %s", (int)l->node->rank,
           sc_diag_message(&d));
   atomic_fetch_add_explicit(&l->node->undeliverable, 1, memory_order_relaxed);
+  (void)sc_reply_error_to(l->node, &lt->env, rc, "the message body does not decode");
   sc_letter_free(lt);
   return false;
 }

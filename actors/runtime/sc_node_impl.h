@@ -266,7 +266,7 @@ sc_tap_blob *sc_tap_take(sc_transport *t, sc_loop *l, const sc_letter *lt);
 /* Frees a letter and its body (any thread; body may carry SC_LETTER_BITS). */
 void sc_letter_free(sc_letter *lt);
 /* Decodes a received message into env and a new *body, and frees raw (any thread);
- * sc_msg_decode's codes. */
+ * sc_msg_decode's codes, with env then the envelope the io thread read. */
 int sc_raw_decode(sc_raw_msg *raw, sc_envelope *env, void **body, sc_diag *d);
 void sc_raw_free(sc_raw_msg *raw);
 /* Loop thread, before its loop blocks: hands the open tap chain to the io thread and

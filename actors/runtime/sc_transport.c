@@ -46,7 +46,8 @@
  * [topic][records] without a copy (zmq_msg_init_data). So the encoding, the copies and
  * the frees of a tapped message happen on the io thread, not on the actors' threads; a
  * handler that takes the body (sc_take_body) makes its loop encode it at that moment.
- * What the io thread receives from other nodes is tapped there as received. Letters
+ * What the io thread receives from other nodes is tapped there as it arrives (so a
+ * receiver's local and remote records are ordered per sender only). Letters
  * handed to the io thread are bounded (SC_TAP_QUEUE_MAX) and the XPUB runs with
  * XPUB_NODROP and non-blocking sends, so a slow subscriber shows up as counted drops,
  * never as a blocked actor.
@@ -68,7 +69,8 @@
 #define LOG "transport"
 #define SC_DRAIN_CAP 1024
 #define SC_TAP_QUEUE_MAX (1u << 16)  /* tapped letters handed to the io thread, not yet sent */
-#define SC_TAP_DRAIN_CHAINS 64       /* chains the io thread publishes per pass */
+#define SC_TAP_DRAIN_LETTERS 4096    /* the io thread publishes about this many per pass */
+#define SC_TAP_CHAIN_FIRST 8         /* a chain starts with room for this many letters */
 #define SC_TAP_BATCH_RECORDS 256     /* a tap batch closes at this many records ... */
 #define SC_TAP_BATCH_BYTES 65536     /* ... or before it would grow past this size */
 #define SC_TAP_BATCH_FIRST 4096      /* smallest first allocation of a batch */
@@ -148,13 +150,14 @@ typedef struct tap_entry {
 } tap_entry;
 
 /* Tapped letters of one topic, in the order their actor took them, that a loop hands to
- * the io thread together. */
+ * the io thread together. It grows as letters come (up to SC_TAP_BATCH_RECORDS), so the
+ * one-letter chains of alternating topics (request, reply) stay small. */
 typedef struct tap_chain {
   sc_mpsc_node link;
-  uint32_t letters;
+  uint32_t letters, cap;
   uint32_t gen;               /* of the loop's topic_cache when topic was copied */
   char topic[SC_TOPIC_MAX];
-  tap_entry e[SC_TAP_BATCH_RECORDS];
+  tap_entry e[];
 } tap_chain;
 
 /* One DEALER to one peer and what it refused (see the header comment). Only its owner
@@ -206,7 +209,7 @@ struct sc_transport {
   uint64_t spin_off_until; /* no spinning before this (oversubscribed CPU) */
   _Atomic int wake_pending, stop;
   sc_mpsc outbox, tapq;
-  _Atomic uint32_t outbox_count, tapq_count; /* frames; tap records */
+  _Atomic uint32_t outbox_count, tapq_count; /* frames; tapped letters in tapq's chains */
   _Atomic(subs *) subs_now;
   subs *subs_all; /* chain of every snapshot (io thread writes) */
   _Atomic uint64_t tap_published, tap_dropped, remote_recv;
@@ -371,8 +374,10 @@ static void tap_append(sc_transport *t, const char *topic, uint64_t ns, const ui
   b->records++;
 }
 
-/* Frees a chain and the letters in it (any thread that owns it). */
-static void chain_free(tap_chain *c) {
+/* Frees a chain and the letters in it, unpublished: counted as dropped (any thread that
+ * owns it). */
+static void chain_drop(sc_transport *t, tap_chain *c) {
+  count_drops(t, c->letters);
   for (uint32_t i = 0; i < c->letters; i++) {
     sc_letter_free(c->e[i].lt);
     free(c->e[i].blob);
@@ -440,15 +445,19 @@ static int drain_xpub(sc_transport *t) {
   return handled;
 }
 
-static int drain_tapq(sc_transport *t) {
+/* Publishes queued chains until about SC_TAP_DRAIN_LETTERS letters are out (the ROUTER
+ * waits meanwhile). Returns the letters published; *more: it stopped at that cap. */
+static int drain_tapq(sc_transport *t, bool *more) {
   int k = 0;
-  for (; k < SC_TAP_DRAIN_CHAINS; k++) {
+  while (k < SC_TAP_DRAIN_LETTERS) {
     sc_mpsc_node *nd = sc_mpsc_pop(&t->tapq);
-    if (nd == NULL) break;
+    if (nd == NULL) return k;
     tap_chain *c = SC_CONTAINER_OF(nd, tap_chain, link);
     atomic_fetch_sub_explicit(&t->tapq_count, c->letters, memory_order_acq_rel);
+    k += (int)c->letters;
     chain_publish(t, c);
   }
+  *more = true;
   return k;
 }
 
@@ -687,8 +696,7 @@ static void chain_hand_over(sc_transport *t, lnet *ln) {
   if (atomic_fetch_add_explicit(&t->tapq_count, k, memory_order_acq_rel) + k >
       SC_TAP_QUEUE_MAX) {
     atomic_fetch_sub_explicit(&t->tapq_count, k, memory_order_acq_rel);
-    count_drops(t, k);
-    chain_free(c);
+    chain_drop(t, c);
     return;
   }
   sc_mpsc_push(&t->tapq, &c->link);
@@ -704,11 +712,24 @@ void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt, uint64_t ns,
     chain_hand_over(t, ln);
     c = NULL;
   }
-  if (topic && c == NULL && (c = malloc(sizeof *c)) != NULL) {
+  if (topic && c == NULL &&
+      (c = malloc(sizeof *c + SC_TAP_CHAIN_FIRST * sizeof c->e[0])) != NULL) {
     c->letters = 0;
+    c->cap = SC_TAP_CHAIN_FIRST;
     c->gen = ln->topic.gen;
     memcpy(c->topic, topic, SC_TOPIC_MAX);
     ln->chain = c;
+  }
+  if (c && c->letters == c->cap) { /* not handed over yet: only this loop holds it */
+    const uint32_t cap = c->cap * 2 < SC_TAP_BATCH_RECORDS ? c->cap * 2 : SC_TAP_BATCH_RECORDS;
+    tap_chain *g = realloc(c, sizeof *c + cap * sizeof c->e[0]);
+    if (g == NULL) {
+      chain_hand_over(t, ln);
+      c = NULL;
+    } else {
+      g->cap = cap;
+      ln->chain = c = g;
+    }
   }
   if (topic == NULL || c == NULL) { /* nobody wants it (any more), or out of memory */
     if (topic || ln == NULL) count_drops(t, 1);
@@ -754,24 +775,58 @@ void sc_transport_loop_close(sc_transport *t, sc_loop *l) {
 
 /* ---- inbound ---- */
 
+/* ZeroMQ reads a socket into 8 KiB buffers and lets the messages that fit point into
+ * them; a buffer lives until all of its messages are closed. A message that may wait in
+ * a mailbox is therefore copied out when it is that small (one malloc, cheaper than the
+ * decode), or it would pin a whole buffer each (measured: 2.8-3.4 KB per queued 130-byte
+ * ping instead of about 300 bytes). Larger ones have buffers of their own and are kept. */
+#define SC_RAW_COPY_MAX 8192
+
 struct sc_raw_msg {
+  sc_envelope env; /* as read by the io thread: for an error reply when the body fails */
+  size_t len;
+  bool zmq;        /* the bytes are msg's; else they follow in bytes[] */
   zmq_msg_t msg;
+  uint8_t bytes[];
 };
 
+static const uint8_t *raw_data(sc_raw_msg *raw) {
+  return raw->zmq ? zmq_msg_data(&raw->msg) : raw->bytes;
+}
+
 void sc_raw_free(sc_raw_msg *raw) {
-  zmq_msg_close(&raw->msg);
+  if (raw->zmq) zmq_msg_close(&raw->msg);
   free(raw);
 }
 
+/* The received message as an sc_raw_msg (msg is copied from, or shared), or NULL. */
+static sc_raw_msg *raw_new(const sc_envelope *env, zmq_msg_t *msg) {
+  const size_t len = zmq_msg_size(msg);
+  const bool keep = len > SC_RAW_COPY_MAX;
+  sc_raw_msg *raw = malloc(sizeof *raw + (keep ? 0 : len));
+  if (raw == NULL) return NULL;
+  raw->env = *env;
+  raw->len = len;
+  raw->zmq = keep;
+  if (!keep) {
+    memcpy(raw->bytes, zmq_msg_data(msg), len);
+  } else if (zmq_msg_init(&raw->msg) != 0 || zmq_msg_copy(&raw->msg, msg) != 0) {
+    free(raw); /* zmq_msg_copy shares the content (reference counted) */
+    return NULL;
+  }
+  return raw;
+}
+
 int sc_raw_decode(sc_raw_msg *raw, sc_envelope *env, void **body, sc_diag *d) {
-  const int rc = sc_msg_decode(zmq_msg_data(&raw->msg), zmq_msg_size(&raw->msg), env, body, d);
+  const int rc = sc_msg_decode(raw_data(raw), raw->len, env, body, d);
+  if (rc != 0) *env = raw->env;
   sc_raw_free(raw);
   return rc;
 }
 
 /* Routes a message from another node by its envelope alone: the receiving loop decodes it
  * (sc_deliver_raw), so this thread, which every message from every peer crosses, only
- * reads the envelope. msg is taken over (moved, or shared when a tap wants its bytes). */
+ * reads the envelope. msg stays the caller's. */
 static void deliver_remote(sc_transport *t, zmq_msg_t *msg) {
   sc_node *n = t->node;
   const uint8_t *p = zmq_msg_data(msg);
@@ -783,14 +838,14 @@ static void deliver_remote(sc_transport *t, zmq_msg_t *msg) {
     SC_WARN(LOG, "node %d: dropped a message that is not one of this build's (%s: %s)",
             n->rank, sc_strerror(rc), rc == SC_ENOTSUP ? "unknown type" : "envelope");
     atomic_fetch_add_explicit(&n->undeliverable, 1, memory_order_relaxed);
+    /* a request of an unknown type still gets its answer: the envelope was readable */
+    if (rc == SC_ENOTSUP) (void)sc_reply_error_to(n, &env, rc, "unknown message type");
     return;
   }
   /* the topic names the receiving actor; compute it before the letter is handed over */
   const char *topic = tap_topic(t, &t->io_tap.topic, &env);
-  sc_raw_msg *raw = malloc(sizeof *raw);
-  rc = raw ? zmq_msg_init(&raw->msg) : -1;
-  if (rc == 0) rc = topic ? zmq_msg_copy(&raw->msg, msg) : zmq_msg_move(&raw->msg, msg);
-  rc = rc == 0 ? sc_deliver_raw(n, &env, raw) : SC_ENOMEM;
+  sc_raw_msg *raw = raw_new(&env, msg);
+  rc = raw ? sc_deliver_raw(n, &env, raw) : SC_ENOMEM;
   if (rc == 0) {
     if (topic) tap_append(t, topic, sc_wall_ns(), p, len); /* bytes as received */
     return;
@@ -920,9 +975,7 @@ static bool service_all(sc_transport *t) {
   }
   if (t->xpub) {
     if (drain_xpub(t) >= SC_DRAIN_CAP) more = true;
-    const int batches = drain_tapq(t);
-    if (batches > 0) t->hot = true; /* loops hand batches over while traffic flows */
-    if (batches >= SC_DRAIN_CAP) more = true;
+    if (drain_tapq(t, &more) > 0) t->hot = true; /* loops hand chains over while busy */
     tap_hand_over(t, &t->io_tap);
   }
   return more;
@@ -955,7 +1008,8 @@ static void on_prepare(uv_prepare_t *h) {
   /* Before blocking: anything ZMQ_EVENTS still reports (its fd edge may be spent)? */
   bool pending = service_all(t);
   if (!pending) {
-    pending = has_events(t->router, ZMQ_POLLIN) || (t->xpub && has_events(t->xpub, ZMQ_POLLIN));
+    pending = has_events(t->router, ZMQ_POLLIN) || (t->xpub && has_events(t->xpub, ZMQ_POLLIN)) ||
+              sc_mpsc_maybe_nonempty(&t->tapq);
     for (int32_t r = 0; !pending && r < t->node->cluster.num_nodes; r++) {
       peer *p = &t->peers[r];
       if (zout_ready(&p->out)) pending = true;
@@ -1143,13 +1197,13 @@ void sc_transport_destroy(sc_transport *t) {
     frame_free(SC_CONTAINER_OF(nd, frame, link));
   }
   for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;)
-    chain_free(SC_CONTAINER_OF(nd, tap_chain, link));
+    chain_drop(t, SC_CONTAINER_OF(nd, tap_chain, link));
   free(t->io_tap.open);
   sc_buf_free(&t->io_scratch);
   for (int i = 0; i < SC_MAX_LOOPS; i++) {
     lnet *ln = atomic_load(&t->lnets[i]);
     if (ln == NULL) continue;
-    if (ln->chain) chain_free(ln->chain); /* a loop that never ran its close */
+    if (ln->chain) chain_drop(t, ln->chain); /* a loop that never ran its close */
     free(ln->peers);
     free(ln);
   }
