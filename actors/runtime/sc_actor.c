@@ -1,7 +1,6 @@
 /* sc_actor.c - actor slots, mailboxes, loop threads and dispatch (see sc_node_impl.h for
  * the scheduling protocol). */
 #include <assert.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -435,29 +434,18 @@ static void on_wake(uv_async_t *h) {
   if (drain_runq(l)) loop_wake(l); /* fairness: let timers and sockets run, then go on */
 }
 
-/* Spins briefly while work keeps arriving (cluster spin_us). */
+static bool runq_ready(void *l) { return sc_mpsc_maybe_nonempty(&((sc_loop *)l)->runq); }
+
+/* Spins briefly while work keeps arriving (cluster spin_us), running it as it comes, for
+ * at most SC_SPIN_MAX_NS in all. */
 static void loop_spin(sc_loop *l) {
-  const uint64_t spin = l->node->spin_ns;
-  if (!l->hot || spin == 0 || atomic_load_explicit(&l->stop, memory_order_acquire)) return;
+  if (!l->hot || atomic_load_explicit(&l->stop, memory_order_acquire)) return;
   l->hot = false;
-  const uint64_t start = sc_now_ns();
-  if (start < l->spin_off_until) return;
+  const uint64_t end = sc_now_ns() + SC_SPIN_MAX_NS;
   atomic_store_explicit(&l->wake_pending, 1, memory_order_release);
-  uint64_t until = start + spin, now = start;
-  while (now < until && now < start + SC_SPIN_MAX_NS) {
-    if (sc_mpsc_maybe_nonempty(&l->runq)) {
-      drain_runq(l);
-      now = sc_now_ns();
-      until = now + spin;
-      continue;
-    }
-    sched_yield();
-    const uint64_t before = now;
-    now = sc_now_ns();
-    if (now - before > SC_SPIN_CONTENDED_NS) {
-      l->spin_off_until = now + SC_SPIN_BACKOFF_NS;
-      break;
-    }
+  while (sc_spin_until(l->node->spin_ns, &l->spin_off_until, runq_ready, l)) {
+    drain_runq(l);
+    if (sc_now_ns() >= end) break;
   }
   sc_wake_clear(&l->wake_pending);
   /* a producer that saw wake_pending=1 did not signal: look once more */

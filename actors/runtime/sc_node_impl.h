@@ -16,11 +16,13 @@
 #define SC_NODE_IMPL_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <uv.h>
 
 #include "actors/runtime/sc_mpsc.h"
 #include "actors/runtime/sc_node.h"
+#include "actors/runtime/sc_time.h"
 #include "messages/buf.h"
 
 #define SC_MAX_SLOTS 4096
@@ -38,6 +40,29 @@
  * SC_SPIN_BACKOFF_NS. */
 #define SC_SPIN_CONTENDED_NS 1000000ull
 #define SC_SPIN_BACKOFF_NS 200000000ull
+
+/* The poll before blocking, shared by the actor loops and the io thread: polls ready(arg)
+ * for up to spin_ns, yielding the CPU between polls. True as soon as it is ready; false
+ * when the time ran out, or when a yield showed an oversubscribed CPU (then *off_until
+ * turns spinning off for SC_SPIN_BACKOFF_NS, and calls before it return false at once).
+ * The caller has set its wake-pending flag, so producers do not signal meanwhile. */
+static inline bool sc_spin_until(uint64_t spin_ns, uint64_t *off_until, bool (*ready)(void *),
+                                 void *arg) {
+  uint64_t now = sc_now_ns();
+  if (spin_ns == 0 || now < *off_until) return false;
+  const uint64_t end = now + spin_ns;
+  while (now < end) {
+    if (ready(arg)) return true;
+    sched_yield();
+    const uint64_t before = now;
+    now = sc_now_ns();
+    if (now - before > SC_SPIN_CONTENDED_NS) {
+      *off_until = now + SC_SPIN_BACKOFF_NS;
+      return false;
+    }
+  }
+  return ready(arg);
+}
 /* Runtime-internal letter types (never encoded, never leave the process). */
 enum {
   SC_SYS_BASE = 0xF000,

@@ -53,7 +53,6 @@
  * never as a blocked actor.
  */
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1002,6 +1001,13 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   (void)events;
   kick(h->data);
 }
+/* Work the io thread's spin waits for: queued frames or tap chains, or a message in. */
+static bool io_ready(void *arg) {
+  sc_transport *t = arg;
+  return sc_mpsc_maybe_nonempty(&t->outbox) || sc_mpsc_maybe_nonempty(&t->tapq) ||
+         has_events(t->router, ZMQ_POLLIN);
+}
+
 static void on_prepare(uv_prepare_t *h) {
   sc_transport *t = h->data;
   if (atomic_load_explicit(&t->stop, memory_order_acquire)) return;
@@ -1016,26 +1022,12 @@ static void on_prepare(uv_prepare_t *h) {
       if (p->mon && has_events(p->mon, ZMQ_POLLIN)) pending = true;
     }
   }
-  const uint64_t start = sc_now_ns();
-  if (!pending && t->hot && t->node->spin_ns > 0 && start >= t->spin_off_until) {
+  if (!pending && t->hot) {
     /* Spin briefly before blocking while traffic flows (cluster spin_us): producers skip
-     * uv_async_send while wake_pending is 1. Backs off on an oversubscribed CPU (see
-     * SC_SPIN_CONTENDED_NS). */
+     * uv_async_send while wake_pending is 1. */
     t->hot = false;
     atomic_store_explicit(&t->wake_pending, 1, memory_order_release);
-    uint64_t now = start;
-    while (!pending && now < start + t->node->spin_ns) {
-      pending = sc_mpsc_maybe_nonempty(&t->outbox) || sc_mpsc_maybe_nonempty(&t->tapq) ||
-                has_events(t->router, ZMQ_POLLIN);
-      if (pending) break;
-      sched_yield();
-      const uint64_t before = now;
-      now = sc_now_ns();
-      if (now - before > SC_SPIN_CONTENDED_NS) {
-        t->spin_off_until = now + SC_SPIN_BACKOFF_NS;
-        break;
-      }
-    }
+    pending = sc_spin_until(t->node->spin_ns, &t->spin_off_until, io_ready, t);
     sc_wake_clear(&t->wake_pending);
     if (!pending)
       pending = sc_mpsc_maybe_nonempty(&t->outbox) || sc_mpsc_maybe_nonempty(&t->tapq);
