@@ -61,6 +61,7 @@ typedef struct sc_node_opts {
 typedef struct sc_node_stats {
   uint64_t remote_sent, remote_recv; /* messages over the transport (local sends are not
                                         counted: that would put an atomic on the hot path) */
+  uint64_t remote_dropped;     /* accepted for a peer, then dropped when it went DOWN */
   uint64_t mailbox_dropped;    /* DROP policy, or remote arrivals at a full mailbox */
   uint64_t undeliverable;      /* remote arrivals for unknown actors */
   uint64_t tap_published, tap_dropped;

@@ -212,6 +212,7 @@ struct sc_transport {
   _Atomic(subs *) subs_now;
   subs *subs_all; /* chain of every snapshot (io thread writes) */
   _Atomic uint64_t tap_published, tap_dropped, remote_recv;
+  _Atomic uint64_t remote_dropped; /* backlogs dropped because their peer went DOWN */
   tap_writer io_tap; /* the io thread's records: what it receives, and the loops' chains */
   sc_buf io_scratch; /* the io thread encodes tapped letters here */
 };
@@ -514,6 +515,7 @@ static void zout_unwatch(zout *z) {
 }
 
 static void zout_drop(zout *z) {
+  atomic_fetch_add_explicit(&z->t->remote_dropped, z->backlog_len, memory_order_relaxed);
   while (z->backlog) {
     frame *f = z->backlog;
     z->backlog = f->next;
@@ -1222,6 +1224,7 @@ void sc_transport_stats(sc_transport *t, sc_node_stats *s) {
     if (ln) s->remote_sent += zouts_sent(ln->peers, nodes);
   }
   s->remote_recv = atomic_load(&t->remote_recv);
+  s->remote_dropped = atomic_load(&t->remote_dropped);
   const subs *cur = atomic_load(&t->subs_now);
   s->tap_subscriptions = cur ? cur->n : 0;
 }
