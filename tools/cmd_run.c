@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "actors/gateway/client.h"
+#include "actors/runtime/sc_index.h"
 #include "actors/runtime/sc_jsonw.h"
 #include "actors/runtime/sc_time.h"
 #include "model/model_config.h"
@@ -55,42 +56,31 @@ typedef struct run_opts {
   bool json, verify, progress;
 } run_opts;
 
-/* The result index of each submitted request, by (client, request id): open addressing
- * over a power-of-two table of indices into res[] (-1: empty), at most half full, so
- * that a token event finds its request in O(1) whatever --num-requests is. Request ids
- * are per client (actors/gateway/client.c), hence the pair as the key. */
-typedef struct req_index {
-  int32_t *slot;
-  size_t mask;
-} req_index;
+/* The result index of each submitted request, by (client, request id), so that a token
+ * event finds its request in O(1) whatever --num-requests is. Request ids are per client
+ * (actors/gateway/client.c), hence the pair as the key. */
+typedef struct req_key {
+  int32_t client;
+  uint64_t id;
+} req_key;
 
-static int req_index_init(req_index *x, int32_t n) {
-  size_t cap = 16;
-  while (cap < 2 * (size_t)n) cap <<= 1;
-  x->slot = malloc(sizeof *x->slot * cap);
-  if (x->slot == NULL) return SC_ENOMEM;
-  memset(x->slot, 0xff, sizeof *x->slot * cap); /* all -1 */
-  x->mask = cap - 1;
-  return 0;
+static uint64_t req_hash(int32_t client, uint64_t id) {
+  return id ^ ((uint64_t)(uint32_t)client << 48);
 }
-
-static size_t req_hash(int32_t client, uint64_t id) {
-  const uint64_t h = (id ^ ((uint64_t)(uint32_t)client << 48)) * 0x9E3779B97F4A7C15ull;
-  return (size_t)(h >> 29);
+static uint64_t req_hash_at(const void *res, int32_t k) {
+  const req_result *r = &((const req_result *)res)[k];
+  return req_hash(r->client, r->id);
 }
-
-static void req_index_put(req_index *x, const req_result *res, int32_t k) {
-  size_t i = req_hash(res[k].client, res[k].id) & x->mask;
-  while (x->slot[i] >= 0) i = (i + 1) & x->mask;
-  x->slot[i] = k;
+static bool req_is(const void *res, int32_t k, const void *key) {
+  const req_result *r = &((const req_result *)res)[k];
+  const req_key *q = key;
+  return r->client == q->client && r->id == q->id;
 }
 
 /* The index of the request, or -1 (not ours: the warm-up, or an unknown id). */
-static int32_t req_index_get(const req_index *x, const req_result *res, int32_t client,
-                             uint64_t id) {
-  for (size_t i = req_hash(client, id) & x->mask; x->slot[i] >= 0; i = (i + 1) & x->mask)
-    if (res[x->slot[i]].client == client && res[x->slot[i]].id == id) return x->slot[i];
-  return -1;
+static int32_t req_find(const sc_index *x, const req_result *res, int32_t client, uint64_t id) {
+  const req_key key = {client, id};
+  return sc_index_find(x, req_hash(client, id), req_is, res, &key);
 }
 
 static void free_results(req_result *r, int32_t n) {
@@ -113,13 +103,13 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
   sc_diag d = {0};
   int failed = 1;
   double t_stream = 0;
-  req_index idx = {0};
-  if (req_index_init(&idx, rq->n) != 0) {
+  sc_index idx = {0};
+  if (sc_index_init(&idx, (size_t)rq->n) != 0) {
     snprintf(why, why_len, "out of memory");
     return 1;
   }
   if (sc_local_cluster_start(co, &lc, &d) != 0) {
-    free(idx.slot);
+    sc_index_free(&idx);
     snprintf(why, why_len, "cannot start the %s cluster: %s", label, sc_diag_message(&d));
     return 1;
   }
@@ -196,7 +186,10 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
       }
       res[next].submitted = true;
       res[next].t_submit = sc_now_s();
-      req_index_put(&idx, res, next);
+      if (sc_index_put(&idx, req_hash_at(res, next), next, req_hash_at, res) != 0) {
+        snprintf(why, why_len, "out of memory");
+        goto out;
+      }
       next++;
     }
     /* every client in turn without waiting; a short sleep only when all were idle */
@@ -207,7 +200,7 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
       if ((rc = sc_client_next(cls[c], 0, &ev)) == 0) from = c;
     if (rc != 0) usleep(1000);
     if (rc == 0) {
-      const int32_t k = req_index_get(&idx, res, from, ev.request_id);
+      const int32_t k = req_find(&idx, res, from, ev.request_id);
       if (k < 0) {
         if (ev.kind == SC_CLIENT_ERROR) {
           snprintf(why, why_len, "%s", ev.message);
@@ -253,7 +246,7 @@ out:
   *failed_at_s = failed && t_stream > 0 ? sc_now_s() - t_stream : 0;
   for (int32_t k = 0; k < ncl; k++) sc_client_close(cls[k]);
   sc_local_cluster_stop(lc);
-  free(idx.slot);
+  sc_index_free(&idx);
   /* from the first submission until every node is gone: the bound the fault tests check */
   *elapsed_s = t_stream > 0 ? sc_now_s() - t_stream : 0;
   return failed;

@@ -17,6 +17,7 @@
 
 #include "actors/gateway/zmq_watch.h"
 #include "actors/pipeline.h"
+#include "actors/runtime/sc_index.h"
 #include "actors/runtime/sc_log.h"
 
 #define LOG "gateway"
@@ -40,13 +41,36 @@ typedef struct gateway {
   uint64_t next_internal;
   route *routes;
   int32_t num_routes, cap_routes;
+  sc_index by_internal; /* the live routes by internal id: every token reply looks one up */
   sc_buf out;
 } gateway;
 
+static uint64_t route_hash(const void *g, int32_t pos) {
+  return ((const gateway *)g)->routes[pos].internal;
+}
+static bool route_is(const void *g, int32_t pos, const void *id) {
+  return ((const gateway *)g)->routes[pos].internal == *(const uint64_t *)id;
+}
+
 static route *find_internal(gateway *g, uint64_t id) {
-  for (int32_t i = 0; i < g->num_routes; i++)
-    if (g->routes[i].internal == id) return &g->routes[i];
-  return NULL;
+  const int32_t pos = sc_index_find(&g->by_internal, id, route_is, g, &id);
+  return pos >= 0 ? &g->routes[pos] : NULL;
+}
+
+/* Makes r (a free route) live under a new internal id. 0 or SC_ENOMEM (r stays free). */
+static int route_open(gateway *g, route *r, uint64_t client_id, const void *ident,
+                      size_t ident_len) {
+  *r = (route){.internal = ++g->next_internal, .client_id = client_id, .ident_len = ident_len};
+  memcpy(r->ident, ident, ident_len);
+  const int rc = sc_index_put(&g->by_internal, r->internal, (int32_t)(r - g->routes),
+                              route_hash, g);
+  if (rc != 0) r->internal = 0;
+  return rc;
+}
+
+static void route_close(gateway *g, route *r) {
+  sc_index_del(&g->by_internal, r->internal, (int32_t)(r - g->routes), route_hash, g);
+  r->internal = 0;
 }
 
 static route *find_client(gateway *g, const void *ident, size_t len, uint64_t client_id) {
@@ -139,18 +163,15 @@ static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
              "request id already in use by this client");
     } else {
       route *r = add_route(g);
-      if (r == NULL) {
+      if (r == NULL || route_open(g, r, m->request_id, ident, ident_len) != 0) {
         reject(g, ident, ident_len, m->request_id, SC_ENOMEM, "the gateway is out of memory");
       } else {
-        *r = (route){.internal = ++g->next_internal, .client_id = m->request_id,
-                     .ident_len = ident_len};
-        memcpy(r->ident, ident, ident_len);
         m->request_id = r->internal;
         if ((rc = to_scheduler(g, SC_MSG_CLIENT_SUBMIT, m)) == 0) {
           body = NULL; /* consumed */
         } else {
           reject(g, ident, ident_len, r->client_id, rc, "the scheduler is not accepting requests");
-          r->internal = 0;
+          route_close(g, r);
         }
       }
     }
@@ -202,7 +223,9 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   g->node = sc_ctx_node(c);
   g->self = sc_self(c);
   sc_buf_init(&g->out);
-  int rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &g->scheduler);
+  int rc = sc_index_init(&g->by_internal, 64);
+  if (rc) return rc;
+  rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &g->scheduler);
   if (rc) return rc;
   if (g->ctx->cfg.listen[0] == '\0') {
     SC_ERROR(LOG, "the cluster file has no \"listen\" endpoint for clients");
@@ -237,6 +260,7 @@ static void terminate(sc_ctx *c, void *state, int reason) {
   if (g->sock) zmq_close(g->sock);
   if (g->zctx) zmq_ctx_term(g->zctx);
   free(g->routes);
+  sc_index_free(&g->by_internal);
   sc_buf_free(&g->out);
 }
 
@@ -265,9 +289,9 @@ static int on_reply(sc_ctx *c, const sc_envelope *env, const void *body) {
       m->request_id = internal;
       if (sc_send(c, g->scheduler, SC_MSG_CLIENT_CANCEL, m)) sc_msg_body_destroy(SC_MSG_CLIENT_CANCEL, m);
     }
-    r->internal = 0;
+    route_close(g, r);
   } else if (last) {
-    r->internal = 0;
+    route_close(g, r);
   }
   return 0;
 }

@@ -1,11 +1,14 @@
-/* Unit tests of the base library: error codes, diagnostics, the JSON writer, the log. */
+/* Unit tests of the base library: error codes, diagnostics, the JSON writer, the log, the
+ * hash index. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "actors/runtime/sc_error.h"
+#include "actors/runtime/sc_index.h"
 #include "actors/runtime/sc_jsonw.h"
 #include "actors/runtime/sc_log.h"
+#include "tests/common/sc_test_rng.h"
 
 Test(error, every_code_has_a_distinct_name_and_text) {
   const int codes[] = {
@@ -83,4 +86,58 @@ Test(log, level_filters_and_sink_receives) {
   sc_log_set_sink(NULL, NULL);
   SC_ERROR("t", "dropped");
   cr_assert_eq(g_calls, 1);
+}
+
+/* ---- sc_index against a brute-force search, under random churn ---- */
+
+enum { IDX_N = 600 };
+typedef struct idx_keys {
+  uint64_t key[IDX_N];
+  bool in[IDX_N];
+  uint64_t homes; /* hash = key % homes: few distinct hashes make long, wrapping chains */
+} idx_keys;
+
+static uint64_t idx_hash(const void *ctx, int32_t pos) {
+  const idx_keys *k = ctx;
+  return k->key[pos] % k->homes;
+}
+static bool idx_eq(const void *ctx, int32_t pos, const void *key) {
+  return ((const idx_keys *)ctx)->key[pos] == *(const uint64_t *)key;
+}
+
+/* n keys, each added or removed at random 20 000 times; after many steps every key must
+ * be found exactly when it is in. */
+static void index_churn(int32_t n, uint64_t homes, uint64_t seed) {
+  idx_keys k = {.homes = homes};
+  sc_index x;
+  cr_assert_eq(sc_index_init(&x, 4), 0); /* starts small: grows on the way */
+  for (int32_t i = 0; i < n; i++) k.key[i] = (uint64_t)i * 1000003u; /* distinct */
+  for (int step = 0; step < 20000; step++) {
+    const int32_t pos = (int32_t)sc_test_rng_int(&seed, 0, n - 1);
+    if (k.in[pos]) {
+      sc_index_del(&x, idx_hash(&k, pos), pos, idx_hash, &k);
+      k.in[pos] = false;
+    } else {
+      cr_assert_eq(sc_index_put(&x, idx_hash(&k, pos), pos, idx_hash, &k), 0);
+      k.in[pos] = true;
+    }
+    if (n > 64 && step % 97 != 0 && step < 19900) continue;
+    for (int32_t q = 0; q < n; q++) {
+      const int32_t got = sc_index_find(&x, idx_hash(&k, q), idx_eq, &k, &k.key[q]);
+      cr_assert_eq(got, k.in[q] ? q : -1, "n %d homes %llu step %d key %d: got %d", n,
+                   (unsigned long long)homes, step, q, got);
+    }
+  }
+  size_t in = 0;
+  for (int32_t q = 0; q < n; q++) in += k.in[q];
+  cr_assert_eq(x.used, in);
+  cr_assert_leq(2 * x.used, x.mask + 1, "more than half full");
+  sc_index_free(&x);
+}
+
+Test(index, finds_what_brute_force_finds_under_churn) {
+  index_churn(IDX_N, UINT64_MAX, 7); /* every key its own hash */
+  /* 24 keys in a 64-slot table over a few hashes: long chains, some wrapping past the
+   * table's end, where deletion's shift has its special case */
+  for (uint64_t homes = 1; homes <= 24; homes++) index_churn(24, homes, 11 + homes);
 }
