@@ -65,7 +65,7 @@ typedef struct req_key {
 } req_key;
 
 static uint64_t req_hash(int32_t client, uint64_t id) {
-  return id ^ ((uint64_t)(uint32_t)client << 48);
+  return id ^ (uint64_t)(uint32_t)client * 0x9E3779B97F4A7C15ull; /* client into every bit */
 }
 static uint64_t req_hash_at(const void *res, int32_t k) {
   const req_result *r = &((const req_result *)res)[k];

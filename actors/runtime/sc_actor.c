@@ -443,10 +443,8 @@ static void loop_spin(sc_loop *l) {
   l->hot = false;
   const uint64_t end = sc_now_ns() + SC_SPIN_MAX_NS;
   atomic_store_explicit(&l->wake_pending, 1, memory_order_release);
-  while (sc_spin_until(l->node->spin_ns, &l->spin_off_until, runq_ready, l)) {
+  while (sc_spin_until(l->node->spin_ns, end, &l->spin_off_until, runq_ready, l))
     drain_runq(l);
-    if (sc_now_ns() >= end) break;
-  }
   sc_wake_clear(&l->wake_pending);
   /* a producer that saw wake_pending=1 did not signal: look once more */
   if (sc_mpsc_maybe_nonempty(&l->runq)) loop_wake(l);

@@ -42,6 +42,7 @@ static void insert(sc_index *x, uint64_t h, int32_t pos) {
 
 int sc_index_put(sc_index *x, uint64_t h, int32_t pos, sc_index_hash_fn hash_of,
                  const void *ctx) {
+  if (x->slot == NULL) return SC_EINVAL; /* never initialised, or freed */
   if (2 * (x->used + 1) > x->mask + 1) {
     const size_t slots = 2 * (x->mask + 1);
     sc_index grown = {empty_table(slots), slots - 1, 0};

@@ -61,9 +61,11 @@ typedef struct sc_node_opts {
 typedef struct sc_node_stats {
   uint64_t remote_sent, remote_recv; /* messages over the transport (local sends are not
                                         counted: that would put an atomic on the hot path) */
-  uint64_t remote_dropped;     /* accepted for a peer, then dropped when it went DOWN */
+  uint64_t remote_dropped;     /* accepted for a peer, then dropped when it went DOWN (not
+                                  what is still queued when this node stops) */
   uint64_t mailbox_dropped;    /* DROP policy, or remote arrivals at a full mailbox */
-  uint64_t undeliverable;      /* remote arrivals for unknown actors */
+  uint64_t undeliverable;      /* remote arrivals for unknown actors, of unknown types, or
+                                  whose body does not decode */
   uint64_t tap_published, tap_dropped;
   uint64_t late_replies;
   int32_t tap_subscriptions;

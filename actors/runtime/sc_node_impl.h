@@ -29,10 +29,11 @@
 #define SC_ACTOR_BATCH 64
 #define SC_LOOP_TURNS 256
 #define SC_MAX_LOOPS 64
-/* Before a busy loop thread blocks, it polls its queue for cluster.spin_us (yielding
- * the CPU between polls): waking a blocked thread costs tens of microseconds on virtual
- * machines, more than a whole round trip should. Producers skip uv_async_send while
- * the consumer spins. A spin never lasts longer than SC_SPIN_MAX_NS in total. */
+/* Before a busy loop thread (or the io thread) blocks, it polls its queue for
+ * cluster.spin_us (yielding the CPU between polls): waking a blocked thread costs tens of
+ * microseconds on virtual machines, more than a whole round trip should. Producers skip
+ * uv_async_send while the consumer spins. A spin never lasts longer than SC_SPIN_MAX_NS
+ * in total, whatever spin_us says. */
 #define SC_SPIN_MAX_NS 2000000ull
 /* A sched_yield that takes longer than this means other threads wanted the CPU: the
  * machine is oversubscribed, where a spinning thread waits a whole time slice for its
@@ -42,15 +43,16 @@
 #define SC_SPIN_BACKOFF_NS 200000000ull
 
 /* The poll before blocking, shared by the actor loops and the io thread: polls ready(arg)
- * for up to spin_ns, yielding the CPU between polls. True as soon as it is ready; false
- * when the time ran out, or when a yield showed an oversubscribed CPU (then *off_until
- * turns spinning off for SC_SPIN_BACKOFF_NS, and calls before it return false at once).
- * The caller has set its wake-pending flag, so producers do not signal meanwhile. */
-static inline bool sc_spin_until(uint64_t spin_ns, uint64_t *off_until, bool (*ready)(void *),
-                                 void *arg) {
+ * for up to spin_ns, and never past deadline (sc_now_ns), yielding the CPU between polls.
+ * True as soon as it is ready; false when the time ran out, or when a yield showed an
+ * oversubscribed CPU (then *off_until turns spinning off for SC_SPIN_BACKOFF_NS, and calls
+ * before it return false at once). The caller has set its wake-pending flag, so producers
+ * do not signal meanwhile. */
+static inline bool sc_spin_until(uint64_t spin_ns, uint64_t deadline, uint64_t *off_until,
+                                 bool (*ready)(void *), void *arg) {
   uint64_t now = sc_now_ns();
-  if (spin_ns == 0 || now < *off_until) return false;
-  const uint64_t end = now + spin_ns;
+  if (spin_ns == 0 || now < *off_until || now >= deadline) return false;
+  const uint64_t end = now + spin_ns < deadline ? now + spin_ns : deadline;
   while (now < end) {
     if (ready(arg)) return true;
     sched_yield();

@@ -514,8 +514,8 @@ static void zout_unwatch(zout *z) {
   z->watching = false;
 }
 
+/* Frees the backlog (at close, or because the peer is DOWN: see zout_drop_down). */
 static void zout_drop(zout *z) {
-  atomic_fetch_add_explicit(&z->t->remote_dropped, z->backlog_len, memory_order_relaxed);
   while (z->backlog) {
     frame *f = z->backlog;
     z->backlog = f->next;
@@ -527,11 +527,17 @@ static void zout_drop(zout *z) {
   zout_unwatch(z);
 }
 
+/* The backlog of a peer that went DOWN: accepted messages lost, so counted. */
+static void zout_drop_down(zout *z) {
+  atomic_fetch_add_explicit(&z->t->remote_dropped, z->backlog_len, memory_order_relaxed);
+  zout_drop(z);
+}
+
 /* Sends from the backlog while ZeroMQ takes it, at most SC_DRAIN_CAP; a backlog for a
  * DOWN peer is dropped. */
 static void zout_flush(zout *z) {
   if (peer_is_down(z->t, z->rank)) {
-    zout_drop(z);
+    zout_drop_down(z);
     return;
   }
   uint32_t sent = 0;
@@ -570,7 +576,8 @@ static bool zout_prepare(zout *z) {
 
 /* Takes f: dropped for a DOWN peer, else sent at once unless a backlog is ahead of it. */
 static void zout_offer(zout *z, frame *f) {
-  if (peer_is_down(z->t, z->rank)) {
+  if (peer_is_down(z->t, z->rank)) { /* accepted by send_via_io, now lost */
+    atomic_fetch_add_explicit(&z->t->remote_dropped, 1, memory_order_relaxed);
     frame_free(f);
     zout_release(z, 1);
   } else if (z->backlog == NULL && zout_try(z, f)) {
@@ -721,7 +728,7 @@ void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt, uint64_t ns,
     memcpy(c->topic, topic, SC_TOPIC_MAX);
     ln->chain = c;
   }
-  if (c && c->letters == c->cap) { /* not handed over yet: only this loop holds it */
+  if (topic && c && c->letters == c->cap) { /* not handed over yet: only this loop has it */
     const uint32_t cap = c->cap * 2 < SC_TAP_BATCH_RECORDS ? c->cap * 2 : SC_TAP_BATCH_RECORDS;
     tap_chain *g = realloc(c, sizeof *c + cap * sizeof c->e[0]);
     if (g == NULL) {
@@ -954,7 +961,7 @@ static void drain_monitor(sc_transport *t, int32_t rank) {
        * backlog for it is dropped by its owner (the loops' on their next prepare) */
       sc_node_peer_is_down(t->node, rank, SC_EDOWN,
                            "connection lost or heartbeat timed out");
-      zout_drop(&p->out);
+      zout_drop_down(&p->out);
     }
   }
 }
@@ -1029,7 +1036,8 @@ static void on_prepare(uv_prepare_t *h) {
      * uv_async_send while wake_pending is 1. */
     t->hot = false;
     atomic_store_explicit(&t->wake_pending, 1, memory_order_release);
-    pending = sc_spin_until(t->node->spin_ns, &t->spin_off_until, io_ready, t);
+    pending = sc_spin_until(t->node->spin_ns, sc_now_ns() + SC_SPIN_MAX_NS, &t->spin_off_until,
+                            io_ready, t);
     sc_wake_clear(&t->wake_pending);
     if (!pending)
       pending = sc_mpsc_maybe_nonempty(&t->outbox) || sc_mpsc_maybe_nonempty(&t->tapq);

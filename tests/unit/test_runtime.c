@@ -834,7 +834,9 @@ Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
   const int zero = 0;
   zmq_setsockopt(peer, ZMQ_LINGER, &zero, sizeof zero);
   cr_assert_eq(zmq_connect(peer, g_cluster.nodes[0].endpoint), 0);
-  sc_envelope env = {.type = SC_MSG_PING, .src = {0, 7, 1}, .dst = k};
+  /* requests "from" the taker itself, so that the error replies come back to a live
+   * actor that asked nothing: each one counts as a late reply */
+  sc_envelope env = {.type = SC_MSG_PING, .seq = 5 | SC_SEQ_REQUEST, .src = k, .dst = k};
   sc_msg_ping *ping = new_ping(5);
   sc_buf b;
   sc_buf_init(&b);
@@ -845,17 +847,23 @@ Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
   cr_assert_leq(b.len, sizeof unknown);
   memcpy(unknown, b.data, b.len);
   unknown[3] = 0x7f; /* no such type */
-  /* the io thread refuses the first two on their envelope; the third has a good envelope
-   * and a cut body, which the receiving loop refuses; the last one arrives */
+  /* the io thread refuses the first two on their envelope (the second, readable, gets an
+   * error reply); the third has a good envelope and a cut body, which the receiving loop
+   * refuses with an error reply; the last one arrives */
   static const char garbage[] = "\xc1 not msgpack";
   cr_assert_eq(zmq_send(peer, garbage, sizeof garbage - 1, 0), (int)sizeof garbage - 1);
   cr_assert_eq(zmq_send(peer, unknown, b.len, 0), (int)b.len);
   cr_assert_eq(zmq_send(peer, b.data, b.len - 1, 0), (int)b.len - 1);
   cr_assert_eq(zmq_send(peer, b.data, b.len, 0), (int)b.len);
   cr_assert(wait_until(&sh.count, 1, 5000), "the good ping never arrived");
-  sc_node_stats st;
-  sc_node_get_stats(n, &st);
+  sc_node_stats st = {0};
+  for (int i = 0; i < 2000 && st.late_replies < 2; i++) {
+    usleep(1000);
+    sc_node_get_stats(n, &st);
+  }
   cr_assert_eq(st.undeliverable, 3u);
+  cr_assert_eq(st.late_replies, 2u, "error replies: %llu of 2",
+               (unsigned long long)st.late_replies);
   cr_assert_eq(atomic_load(&sh.count), 1);
   sc_buf_free(&b);
   zmq_close(peer);
@@ -868,6 +876,7 @@ Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
 Test(runtime, alternating_topics_are_all_handled_without_spinning) {
   g_spin_us = 0; /* the io thread blocks whenever it thinks it is done */
   sc_node *n = start_node(1, NULL, 0);
+  g_spin_us = -1;
   sc_actor_id a;
   cr_assert_eq(sc_spawn(n, &k_silent, NULL, 0, &a), 0);
   void *ctx, *sub = tap_sub_open(n, &ctx, "0/silent/", 0);
