@@ -253,6 +253,17 @@ static int int_opt(const char *cmd, const char *name, const char *arg, int64_t l
   return 1;
 }
 
+/* An option with two values: *second says whether arg is b. 1, or SC_EINVAL (said). */
+static int pick_opt(const char *cmd, const char *name, const char *arg, const char *a,
+                    const char *b, bool *second) {
+  if (strcmp(arg, a) != 0 && strcmp(arg, b) != 0) {
+    sc_cli_error(cmd, "%s must be %s or %s", name, a, b);
+    return SC_EINVAL;
+  }
+  *second = strcmp(arg, b) == 0;
+  return 1;
+}
+
 int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
                                sc_local_cluster_opts *o) {
   switch (ch) {
@@ -262,35 +273,18 @@ int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
   case SC_LCOPT_GPUS: return int_opt(cmd, "--gpus", arg, 1, 64, &o->gpus);
   case SC_LCOPT_TOKEN_BUDGET: return int_opt(cmd, "--token-budget", arg, 1, 1 << 24, &o->token_budget);
   case SC_LCOPT_NUM_BLOCKS: return int_opt(cmd, "--num-blocks", arg, 1, 1 << 24, &o->num_blocks);
-  case SC_LCOPT_DEVICE:
-    if (strcmp(arg, "cuda") == 0) {
-#ifdef SC_HAVE_CUDA
-      o->cuda = true;
-#else
+  case SC_LCOPT_DEVICE: {
+    const int rc = pick_opt(cmd, "--device", arg, "cpu", "cuda", &o->cuda);
+#ifndef SC_HAVE_CUDA
+    if (rc == 1 && o->cuda) {
       sc_cli_error(cmd, "--device cuda: this sparsecp was built without CUDA");
       return SC_EINVAL;
+    }
 #endif
-    } else if (strcmp(arg, "cpu") == 0) {
-      o->cuda = false;
-    } else {
-      sc_cli_error(cmd, "--device must be cpu or cuda");
-      return SC_EINVAL;
-    }
-    return 1;
-  case SC_LCOPT_COLLECTIVES:
-    if (strcmp(arg, "nccl") != 0 && strcmp(arg, "host") != 0) {
-      sc_cli_error(cmd, "--collectives must be host or nccl");
-      return SC_EINVAL;
-    }
-    o->nccl = strcmp(arg, "nccl") == 0;
-    return 1;
-  case SC_LCOPT_TRANSPORT:
-    if (strcmp(arg, "tcp") != 0 && strcmp(arg, "ipc") != 0) {
-      sc_cli_error(cmd, "--transport must be ipc or tcp");
-      return SC_EINVAL;
-    }
-    o->tcp = strcmp(arg, "tcp") == 0;
-    return 1;
+    return rc;
+  }
+  case SC_LCOPT_COLLECTIVES: return pick_opt(cmd, "--collectives", arg, "host", "nccl", &o->nccl);
+  case SC_LCOPT_TRANSPORT: return pick_opt(cmd, "--transport", arg, "ipc", "tcp", &o->tcp);
   case SC_LCOPT_MODEL: o->model_file = arg; return 1;
   case SC_LCOPT_INJECT:
     if (o->num_inject == SC_LOCAL_CLUSTER_MAX_INJECT) {

@@ -99,6 +99,17 @@ static void stop_node(sc_node *n) {
   cr_assert_eq(system(cmd), 0);
 }
 
+/* Reads n's stats into st every millisecond until cond holds or ms have passed; the
+ * caller then asserts on st. */
+#define WAIT_STATS(n, st, ms, cond)                              \
+  do {                                                           \
+    sc_node_get_stats((n), &(st));                               \
+    for (int waited_ = 0; waited_ < (ms) && !(cond); waited_++) { \
+      usleep(1000);                                              \
+      sc_node_get_stats((n), &(st));                             \
+    }                                                            \
+  } while (0)
+
 static bool wait_until(_Atomic int *flag, int want, int ms) {
   const uint64_t deadline = sc_now_ns() + (uint64_t)ms * 1000000ull;
   while (atomic_load(flag) < want) {
@@ -631,11 +642,8 @@ Test(runtime, own_loop_actor_ping_pong) {
 
 /* Waits until the node has read `want` distinct tap subscriptions from its XPUB. */
 static void wait_subscriptions(sc_node *n, int want) {
-  sc_node_stats st = {0};
-  for (int i = 0; i < 2000 && st.tap_subscriptions != want; i++) {
-    usleep(1000);
-    sc_node_get_stats(n, &st);
-  }
+  sc_node_stats st;
+  WAIT_STATS(n, st, 2000, st.tap_subscriptions == want);
   cr_assert_eq(st.tap_subscriptions, want);
 }
 
@@ -856,11 +864,8 @@ Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
   cr_assert_eq(zmq_send(peer, b.data, b.len - 1, 0), (int)b.len - 1);
   cr_assert_eq(zmq_send(peer, b.data, b.len, 0), (int)b.len);
   cr_assert(wait_until(&sh.count, 1, 5000), "the good ping never arrived");
-  sc_node_stats st = {0};
-  for (int i = 0; i < 2000 && st.late_replies < 2; i++) {
-    usleep(1000);
-    sc_node_get_stats(n, &st);
-  }
+  sc_node_stats st;
+  WAIT_STATS(n, st, 2000, st.late_replies >= 2);
   cr_assert_eq(st.undeliverable, 3u);
   cr_assert_eq(st.late_replies, 2u, "error replies: %llu of 2",
                (unsigned long long)st.late_replies);
@@ -889,11 +894,8 @@ Test(runtime, alternating_topics_are_all_handled_without_spinning) {
   }
   /* every record is published, or dropped at the XPUB's high-water mark (this subscriber
    * reads only afterwards): none may wait in the io thread's queue */
-  sc_node_stats st = {0};
-  for (int i = 0; i < 3000 && st.tap_published + st.tap_dropped < 2 * N; i++) {
-    usleep(1000);
-    sc_node_get_stats(n, &st);
-  }
+  sc_node_stats st;
+  WAIT_STATS(n, st, 3000, st.tap_published + st.tap_dropped >= 2 * N);
   cr_assert_eq(st.tap_published + st.tap_dropped, 2u * N, "published %llu + dropped %llu of %d",
                (unsigned long long)st.tap_published, (unsigned long long)st.tap_dropped, 2 * N);
   cr_assert_gt(st.tap_published, 0u);
@@ -988,6 +990,14 @@ static void pair_start(pair *p, int32_t r, int32_t send_hwm, int32_t send_queue_
   cr_assert_eq(sc_node_start(p->n[r], &d), 0, "%s", sc_diag_message(&d));
 }
 
+/* pair_init, then rank 0 started with a high-water mark of 4 (rank 1 not yet), and
+ * rank 1's rx resolved into (*psh)->peer. */
+static void pair_rank0(pair *p, shared **psh, int32_t send_queue_max) {
+  pair_init(p);
+  pair_start(p, 0, 4, send_queue_max, psh);
+  cr_assert_eq(sc_node_resolve(p->n[0], "rx@1", &(*psh)->peer), 0);
+}
+
 static void pair_free(pair *p) {
   sc_node_destroy(p->n[1]);
   sc_node_destroy(p->n[0]);
@@ -999,13 +1009,11 @@ static void pair_free(pair *p) {
 
 Test(runtime, loop_sends_keep_fifo_through_a_backlog) {
   pair p;
-  pair_init(&p);
   shared sh = {.n = 20000};
   shared *psh = &sh;
   /* rank 1 is not up yet: each loop's DEALER takes 4 messages, the rest waits in its
    * backlog until the peer binds and ZeroMQ reports room again */
-  pair_start(&p, 0, 4, 0, &psh);
-  cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
+  pair_rank0(&p, &psh, 0);
   enum { S = 2 }; /* one sender per loop: two DEALERs to the same peer */
   for (int i = 0; i < S; i++) {
     sc_actor_id tx;
@@ -1049,13 +1057,11 @@ static const sc_actor_spec k_until_down = {
 
 Test(runtime, a_loop_send_to_a_down_peer_fails_with_edown) {
   pair p;
-  pair_init(&p);
   shared sh = {0};
   shared *psh = &sh;
-  pair_start(&p, 0, 4, 0, &psh);
+  pair_rank0(&p, &psh, 0);
   pair_start(&p, 1, 4, 0, &psh);
   cr_assert_eq(sc_node_wait_ready(p.n[0], 5000), 0);
-  cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
   /* from the main thread through the io thread's DEALER, which watches the peer: DOWN
    * needs a connection that was up */
   cr_assert_eq(kick(p.n[0], sh.peer, 0), 0);
@@ -1073,11 +1079,8 @@ Test(runtime, a_loop_send_to_a_down_peer_fails_with_edown) {
   cr_assert_eq(atomic_load(&sh.last_rc), SC_EDOWN);
   cr_assert(sc_node_peer_down(p.n[0], 1));
   /* the sends that waited in the backlog were accepted, so their loss is counted */
-  sc_node_stats st = {0};
-  for (int i = 0; i < 2000 && st.remote_dropped == 0; i++) {
-    usleep(1000);
-    sc_node_get_stats(p.n[0], &st);
-  }
+  sc_node_stats st;
+  WAIT_STATS(p.n[0], st, 2000, st.remote_dropped > 0);
   cr_assert_gt(st.remote_dropped, 0u, "the dropped backlog was not counted");
   pair_free(&p);
 }
@@ -1087,11 +1090,9 @@ Test(runtime, a_loop_send_to_a_down_peer_fails_with_edown) {
  * the caller keeps the body), not only what waits in the queue. */
 Test(runtime, sends_outside_the_loops_are_bounded_while_the_peer_is_down) {
   pair p;
-  pair_init(&p);
   shared sh = {0};
   shared *psh = &sh;
-  pair_start(&p, 0, 4, 32, &psh); /* rank 1 never starts */
-  cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
+  pair_rank0(&p, &psh, 32); /* rank 1 never starts */
   int accepted = 0, full = 0;
   for (int i = 0; i < 400 && full == 0; i++) {
     const int rc = kick(p.n[0], sh.peer, (uint64_t)i);
@@ -1110,17 +1111,12 @@ Test(runtime, sends_outside_the_loops_are_bounded_while_the_peer_is_down) {
  * while the peer is not up) is freed at stop; its poll handle is already closed then. */
 Test(runtime, stop_with_a_backlog_on_the_io_threads_dealer) {
   pair p;
-  pair_init(&p);
   shared sh = {0};
   shared *psh = &sh;
-  pair_start(&p, 0, 4, 0, &psh); /* rank 1 never starts */
-  cr_assert_eq(sc_node_resolve(p.n[0], "rx@1", &sh.peer), 0);
+  pair_rank0(&p, &psh, 0); /* rank 1 never starts */
   for (int i = 0; i < 50; i++) cr_assert_eq(kick(p.n[0], sh.peer, (uint64_t)i), 0);
-  sc_node_stats st = {0};
-  for (int i = 0; i < 2000 && st.remote_sent < 4; i++) {
-    usleep(1000);
-    sc_node_get_stats(p.n[0], &st);
-  }
+  sc_node_stats st;
+  WAIT_STATS(p.n[0], st, 2000, st.remote_sent >= 4);
   usleep(50000); /* the rest waits in the io thread's backlog, its fd watched */
   sc_node_get_stats(p.n[0], &st);
   cr_assert_lt(st.remote_sent, 50u);
