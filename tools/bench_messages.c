@@ -13,6 +13,7 @@
  * processes.
  *
  * Environment: SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp measures one transport;
+ * SC_BENCH_MESSAGES_TAP=off|on only the runs without / with the tap;
  * SC_BENCH_MESSAGES_SPIN_US=N (0..100000) sets the clusters' spin_us (default: the
  * cluster's, SC_SPIN_US_DEFAULT).
  */
@@ -35,6 +36,7 @@
 #include "tools/bench.h"
 
 #define SINK_ACK 1024
+#define RUNS_MAX 5 /* rate runs per case (full run; --quick: 1) */
 #define WINDOW 32768
 #define STEP_RATE 1
 #define STEP_ECHO 2
@@ -186,20 +188,33 @@ static const sc_actor_spec k_driver = {
     .handlers = {[SC_MSG_PING] = driver_on_ping, [SC_MSG_PONG] = driver_on_pong},
     .mailbox_cap = 1u << 20, .loop = 0};
 
-/* ---- tap subscriber thread ---- */
+/* ---- tap subscriber thread ----
+ * Connected to every node's tap for the cluster's lifetime; `want` says whether it
+ * subscribes to everything. The tapped and untapped runs of a case alternate on one
+ * cluster: two clusters place their loop threads on different cores, and on machines where
+ * a cache line's trip between two cores costs 80-250 ns depending on the pair, that
+ * placement moves the rate by more than the tap's cost. */
 
 typedef struct tapsub {
   void *ctx, *sub;
   pthread_t th;
   _Atomic int stop;
+  _Atomic int want; /* 1: subscribed to everything */
   _Atomic uint64_t seen;
 } tapsub;
 
 static void *tapsub_main(void *arg) {
   tapsub *t = arg;
-  const int timeo = 50;
+  prctl(PR_SET_NAME, "bench-tapsub", 0, 0, 0);
+  const int timeo = 5;
+  int subscribed = 0;
   zmq_setsockopt(t->sub, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
   while (!atomic_load(&t->stop)) {
+    const int want = atomic_load(&t->want);
+    if (want != subscribed) {
+      zmq_setsockopt(t->sub, want ? ZMQ_SUBSCRIBE : ZMQ_UNSUBSCRIBE, "", 0);
+      subscribed = want;
+    }
     zmq_msg_t m;
     zmq_msg_init(&m);
     if (zmq_msg_recv(&m, t->sub, 0) >= 0 && !zmq_msg_more(&m)) {
@@ -214,14 +229,33 @@ static void *tapsub_main(void *arg) {
   return NULL;
 }
 
+/* Waits until the subscriber has seen nothing new for 20 ms (at most 2 s); returns the
+ * records it has seen. */
+static uint64_t tap_settle(tapsub *t) {
+  uint64_t seen = atomic_load(&t->seen);
+  for (int i = 0; i < 100; i++) {
+    usleep(20000);
+    const uint64_t now = atomic_load(&t->seen);
+    if (now == seen) break;
+    seen = now;
+  }
+  return seen;
+}
+
 static int tapsub_start(tapsub *t, const sc_cluster *c) {
   const int zero = 0;
-  t->ctx = zmq_ctx_new();
-  t->sub = zmq_socket(t->ctx, ZMQ_SUB);
-  zmq_setsockopt(t->sub, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(t->sub, ZMQ_SUBSCRIBE, "", 0);
-  for (int32_t r = 0; r < c->num_nodes; r++) zmq_connect(t->sub, c->nodes[r].tap);
-  return pthread_create(&t->th, NULL, tapsub_main, t) == 0 ? 0 : SC_ESYS;
+  int rc = SC_ESYS;
+  if ((t->ctx = zmq_ctx_new()) == NULL) return rc;
+  if ((t->sub = zmq_socket(t->ctx, ZMQ_SUB)) != NULL) {
+    zmq_setsockopt(t->sub, ZMQ_LINGER, &zero, sizeof zero);
+    rc = 0;
+    for (int32_t r = 0; r < c->num_nodes && rc == 0; r++)
+      if (zmq_connect(t->sub, c->nodes[r].tap) != 0) rc = SC_EIO;
+    if (rc == 0 && pthread_create(&t->th, NULL, tapsub_main, t) == 0) return 0;
+    zmq_close(t->sub);
+  }
+  zmq_ctx_term(t->ctx);
+  return rc ? rc : SC_ESYS;
 }
 
 static void tapsub_stop(tapsub *t) {
@@ -294,8 +328,9 @@ static int wait_done(run *r, int64_t timeout_ms) {
   return 0;
 }
 
-/* spin_us: the cluster's spin_us, or -1 for the default of sc_cluster_local. */
-static int cluster_up(cluster_run *cr, const char *transport, bool tap, int32_t spin_us) {
+/* spin_us: the cluster's spin_us, or -1 for the default of sc_cluster_local. The tap
+ * subscriber is connected but not subscribed (tap_set turns it on). */
+static int cluster_up(cluster_run *cr, const char *transport, int32_t spin_us) {
   memset(cr, 0, sizeof *cr);
   const bool inproc = strcmp(transport, "inproc") == 0;
   const int32_t nodes = inproc ? 1 : 2;
@@ -320,18 +355,23 @@ static int cluster_up(cluster_run *cr, const char *transport, bool tap, int32_t 
   if ((rc = sc_node_create(&o, &cr->node, NULL)) != 0) return rc;
   if ((rc = sc_node_start(cr->node, NULL)) != 0) return rc;
   if ((rc = sc_node_wait_ready(cr->node, 20000)) != 0) return rc;
-  if (tap) {
-    if ((rc = tapsub_start(&cr->tap, &cr->c)) != 0) return rc;
-    cr->tapped = true;
-    /* wait until every node has seen the subscription (nothing is published before) */
-    sc_node_stats st;
-    for (int i = 0; i < 2000; i++) {
-      sc_node_get_stats(cr->node, &st);
-      if (st.tap_subscriptions > 0) break;
-      usleep(1000);
-    }
-    usleep(100000); /* the child's XPUB, which we cannot query */
+  if ((rc = tapsub_start(&cr->tap, &cr->c)) != 0) return rc;
+  cr->tapped = true;
+  return 0;
+}
+
+/* Subscribes the tap to everything, or unsubscribes it, and waits until this node's XPUB
+ * has seen it; the child's, which cannot be asked, gets 100 ms more. */
+static int tap_set(cluster_run *cr, bool on) {
+  atomic_store(&cr->tap.want, on);
+  sc_node_stats st;
+  for (int i = 0;; i++) {
+    sc_node_get_stats(cr->node, &st);
+    if ((st.tap_subscriptions > 0) == on) break;
+    if (i == 5000) return SC_ETIMEDOUT;
+    usleep(1000);
   }
+  if (cr->child > 0) usleep(100000);
   return 0;
 }
 
@@ -549,11 +589,13 @@ static size_t encoded_ping_size(uint32_t payload) {
 }
 
 /* The environment's choices: SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp measures one
- * transport (a full run takes minutes; a device call may not have them), and
+ * transport (a full run takes minutes; a device call may not have them),
+ * SC_BENCH_MESSAGES_TAP=off|on only the runs without / with the tap (taps[0..1]: the first
+ * and last tap setting measured; a profiler then sees one kind of run), and
  * SC_BENCH_MESSAGES_SPIN_US=N the clusters' spin_us (*spin_us -1: unset, the cluster's
  * default). An empty variable counts as unset. SC_EINVAL, said on stderr, for a value that
  * names no transport or is not an integer in [0, SC_SPIN_US_MAX]. */
-static int env_choices(bool skip[NT], int32_t *spin_us) {
+static int env_choices(bool skip[NT], int32_t *spin_us, int taps[2]) {
   const char *only = getenv("SC_BENCH_MESSAGES_ONLY");
   int measured = 0;
   for (int t = 0; t < NT; t++) {
@@ -564,6 +606,16 @@ static int env_choices(bool skip[NT], int32_t *spin_us) {
     fprintf(stderr, "bench messages: SC_BENCH_MESSAGES_ONLY=%s names no transport (inproc, ipc, "
                     "tcp)\n", only);
     return SC_EINVAL;
+  }
+  const char *tap = getenv("SC_BENCH_MESSAGES_TAP");
+  taps[0] = 0;
+  taps[1] = 1;
+  if (tap != NULL && tap[0] != 0) {
+    if (strcmp(tap, "off") != 0 && strcmp(tap, "on") != 0) {
+      fprintf(stderr, "bench messages: SC_BENCH_MESSAGES_TAP=%s is neither off nor on\n", tap);
+      return SC_EINVAL;
+    }
+    taps[0] = taps[1] = strcmp(tap, "on") == 0;
   }
   const char *spin = getenv("SC_BENCH_MESSAGES_SPIN_US");
   *spin_us = -1;
@@ -578,14 +630,112 @@ static int env_choices(bool skip[NT], int32_t *spin_us) {
   return 0;
 }
 
+/* One payload on one cluster. */
+typedef struct bench_case {
+  sc_bench *b;
+  cluster_run *cr;
+  int transport;
+  uint32_t payload;
+  int runs, rtts;
+  int tap_first, tap_last; /* 0 0: without the tap only, 1 1: with it only, 0 1: both */
+  uint64_t n;        /* messages per rate run */
+  double zrate, zp50; /* raw ZeroMQ's rate and p50 for the same transport and size */
+} bench_case;
+
+/* One rate run of n messages (msg/s into *out), or one round-trip series of r->total
+ * (samples into r->rtt_us), started by a kick of step STEP_RATE / STEP_ECHO. */
+static int drive(cluster_run *cr, sc_actor_id drv, run *r, uint16_t step, uint64_t n) {
+  atomic_store(&r->done, 0);
+  r->total = n;
+  sc_envelope env = {.type = SC_MSG_PING, .step = step, .dst = drv};
+  sc_msg_ping *kick = make_ping(0, 0, 0);
+  if (kick == NULL) return SC_ENOMEM;
+  const int rc = sc_node_send(cr->node, &env, kick);
+  if (rc != 0) {
+    sc_msg_body_destroy(SC_MSG_PING, kick);
+    return rc;
+  }
+  return wait_done(r, 120000);
+}
+
+/* The runs with and without the tap alternate, so both see the same placement of
+ * threads on cores and the same drift of the machine. */
+static int measure_case(const bench_case *bc, double *samples) {
+  cluster_run *cr = bc->cr;
+  const char *tname = k_transports[bc->transport];
+  run r = {.payload = bc->payload};
+  char who[32], params[256], extra[256];
+  snprintf(who, sizeof who, "sink@%d", bc->transport == 0 ? 0 : 1);
+  sc_node_resolve(cr->node, who, &r.target);
+  run *pr = &r;
+  sc_actor_id drv;
+  int rc = sc_spawn(cr->node, &k_driver, &pr, sizeof pr, &drv);
+  if (rc != 0) return rc;
+
+  double rate[2][RUNS_MAX];
+  uint64_t seen = 0, published = 0, dropped = 0; /* by the tapped rate runs */
+  for (int k = 0; k < bc->runs && rc == 0; k++)
+    for (int tap = bc->tap_first; tap <= bc->tap_last && rc == 0; tap++) {
+      if ((rc = tap_set(cr, tap)) != 0) break;
+      sc_node_stats st0, st1;
+      sc_node_get_stats(cr->node, &st0);
+      const uint64_t seen0 = atomic_load(&cr->tap.seen);
+      if ((rc = drive(cr, drv, &r, STEP_RATE, bc->n)) != 0) break;
+      rate[tap][k] = (double)bc->n / ((double)(r.t1 - r.t0) * 1e-9);
+      if (tap) { /* the subscriber catches up before the next run */
+        seen += tap_settle(&cr->tap) - seen0;
+        sc_node_get_stats(cr->node, &st1);
+        published += st1.tap_published - st0.tap_published;
+        dropped += st1.tap_dropped - st0.tap_dropped;
+      }
+    }
+  if (rc == 0 && atomic_load(&r.errors)) {
+    fprintf(stderr, "bench messages: the sink saw messages out of order\n");
+    rc = SC_EPROTO;
+  }
+  const double base = bc->tap_first == 0 ? sc_bench_median(rate[0], bc->runs) : 0;
+  for (int tap = bc->tap_first; tap <= bc->tap_last && rc == 0; tap++) {
+    const double med = sc_bench_median(rate[tap], bc->runs);
+    snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u", tname,
+             tap ? "true" : "false", bc->payload);
+    int el = snprintf(extra, sizeof extra, "\"vs_zmq\":%.3f,\"spin_us\":%d", med / bc->zrate,
+                      (int)cr->c.spin_us);
+    if (tap && base > 0)
+      el += snprintf(extra + el, sizeof extra - (size_t)el, ",\"tap_cost\":%.4f", 1.0 - med / base);
+    if (tap)
+      snprintf(extra + el, sizeof extra - (size_t)el,
+               ",\"tap_published\":%llu,\"tap_dropped\":%llu,\"tap_seen\":%llu",
+               (unsigned long long)published, (unsigned long long)dropped,
+               (unsigned long long)seen);
+    sc_bench_add(bc->b, "messages.rate", params, "msg/s", rate[tap], bc->runs, extra);
+  }
+
+  r.rtt_us = samples;
+  for (int tap = bc->tap_first; tap <= bc->tap_last && rc == 0; tap++) {
+    if ((rc = tap_set(cr, tap)) != 0 ||
+        (rc = drive(cr, drv, &r, STEP_ECHO, (uint64_t)bc->rtts)) != 0)
+      break;
+    const double p50 = sc_bench_percentile(samples, bc->rtts, 50);
+    snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u", tname,
+             tap ? "true" : "false", bc->payload);
+    snprintf(extra, sizeof extra, "\"p99\":%.3f,\"vs_zmq\":%.3f,\"spin_us\":%d",
+             sc_bench_percentile(samples, bc->rtts, 99), p50 / bc->zp50, (int)cr->c.spin_us);
+    sc_bench_add(bc->b, "messages.rtt", params, "us", samples, bc->rtts, extra);
+  }
+  sc_node_stop_actor(cr->node, drv, 0);
+  usleep(10000);
+  return rc;
+}
+
 int sc_bench_messages(sc_bench *b) {
   bool skip[NT];
   int32_t spin_us;
-  int rc = env_choices(skip, &spin_us);
+  int taps[2];
+  int rc = env_choices(skip, &spin_us, taps);
   if (rc != 0) return rc;
-  const int runs = b->quick ? 1 : 5;
+  const int runs = b->quick ? 1 : RUNS_MAX;
   const int rtts = b->quick ? 2000 : 20000;
-  double zrate[NT][NP], zp50[NT][NP], rate_notap[NT][NP];
+  double zrate[NT][NP], zp50[NT][NP];
   double *samples = malloc(sizeof(double) * (size_t)(rtts > runs ? rtts : runs));
   if (samples == NULL) return SC_ENOMEM;
   char params[256], extra[256];
@@ -641,69 +791,19 @@ int sc_bench_messages(sc_bench *b) {
 
   for (int t = 0; t < NT && rc == 0; t++) {
     if (skip[t]) continue;
-    for (int tap = 0; tap < 2 && rc == 0; tap++) {
-      cluster_run cr;
-      rc = cluster_up(&cr, k_transports[t], tap, spin_us);
-      if (rc != 0) {
-        fprintf(stderr, "bench messages: cannot start the %s cluster: %s\n", k_transports[t],
-                sc_strerror(rc));
-        cluster_down(&cr);
-        break;
-      }
-      const int32_t sink_rank = t == 0 ? 0 : 1;
-      for (int p = 0; p < NP && rc == 0; p++) {
-        run r = {.payload = k_payloads[p]};
-        char who[32];
-        snprintf(who, sizeof who, "sink@%d", (int)sink_rank);
-        sc_node_resolve(cr.node, who, &r.target);
-        run *pr = &r;
-        sc_actor_id drv;
-        if ((rc = sc_spawn(cr.node, &k_driver, &pr, sizeof pr, &drv)) != 0) break;
-        const uint64_t n = b->quick ? 100000 : (t == 0 ? 2000000 : 1000000);
-        for (int k = 0; k < runs && rc == 0; k++) {
-          atomic_store(&r.done, 0);
-          r.total = n;
-          sc_envelope env = {.type = SC_MSG_PING, .step = STEP_RATE, .dst = drv};
-          sc_msg_ping *kick = make_ping(0, 0, 0);
-          if ((rc = sc_node_send(cr.node, &env, kick)) != 0) break;
-          if ((rc = wait_done(&r, 120000)) != 0) break;
-          samples[k] = (double)n / ((double)(r.t1 - r.t0) * 1e-9);
-        }
-        if (rc != 0) break;
-        if (atomic_load(&r.errors)) {
-          fprintf(stderr, "bench messages: the sink saw messages out of order\n");
-          rc = SC_EPROTO;
-          break;
-        }
-        const double med = sc_bench_median(samples, runs);
-        if (!tap) rate_notap[t][p] = med;
-        snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u",
-                 k_transports[t], tap ? "true" : "false", k_payloads[p]);
-        int el = snprintf(extra, sizeof extra, "\"vs_zmq\":%.3f,\"spin_us\":%d",
-                          med / zrate[t][p], (int)cr.c.spin_us);
-        if (tap)
-          snprintf(extra + el, sizeof extra - (size_t)el, ",\"tap_cost\":%.4f,\"tap_seen\":%llu",
-                   1.0 - med / rate_notap[t][p],
-                   (unsigned long long)atomic_load(&cr.tap.seen));
-        sc_bench_add(b, "messages.rate", params, "msg/s", samples, runs, extra);
-
-        /* round trips */
-        r.rtt_us = samples;
-        r.total = (uint64_t)rtts;
-        atomic_store(&r.done, 0);
-        sc_envelope env = {.type = SC_MSG_PING, .step = STEP_ECHO, .dst = drv};
-        sc_msg_ping *kick = make_ping(0, 0, 0);
-        if ((rc = sc_node_send(cr.node, &env, kick)) != 0) break;
-        if ((rc = wait_done(&r, 120000)) != 0) break;
-        const double p50 = sc_bench_percentile(samples, rtts, 50);
-        snprintf(extra, sizeof extra, "\"p99\":%.3f,\"vs_zmq\":%.3f,\"spin_us\":%d",
-                 sc_bench_percentile(samples, rtts, 99), p50 / zp50[t][p], (int)cr.c.spin_us);
-        sc_bench_add(b, "messages.rtt", params, "us", samples, rtts, extra);
-        sc_node_stop_actor(cr.node, drv, 0);
-        usleep(10000);
-      }
-      cluster_down(&cr);
+    cluster_run cr;
+    if ((rc = cluster_up(&cr, k_transports[t], spin_us)) != 0)
+      fprintf(stderr, "bench messages: cannot start the %s cluster: %s\n", k_transports[t],
+              sc_strerror(rc));
+    for (int p = 0; p < NP && rc == 0; p++) {
+      const bench_case bc = {.b = b, .cr = &cr, .transport = t, .payload = k_payloads[p],
+                             .runs = runs, .rtts = rtts,
+                             .tap_first = taps[0], .tap_last = taps[1],
+                             .n = b->quick ? 100000 : (t == 0 ? 2000000 : 1000000),
+                             .zrate = zrate[t][p], .zp50 = zp50[t][p]};
+      rc = measure_case(&bc, samples);
     }
+    cluster_down(&cr);
   }
   free(samples);
   return rc;

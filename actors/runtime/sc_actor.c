@@ -16,7 +16,7 @@ static void loop_wake(sc_loop *l) {
   if (sc_wake_claim(&l->wake_pending)) uv_async_send(&l->wake);
 }
 
-/* After the sender counted its letter (a seq_cst RMW on s->count, the first half of the
+/* After the sender counted its letter (a seq_cst RMW on s->enq, the first half of the
  * handshake in sc_wake.h). While the receiver is busy the slot stays scheduled, and the
  * plain seq_cst load leaves the flag's cache line shared instead of taking it over with
  * an exchange for every message. */
@@ -58,10 +58,14 @@ static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
   if (!atomic_load_explicit(&s->live, memory_order_acquire) ||
       atomic_load_explicit(&s->gen, memory_order_acquire) != env->dst.gen)
     return SC_ENOENT;
-  /* seq_cst: the slot's scheduled flag is a Dekker handshake with this count (sc_wake.h) */
-  const uint32_t c = atomic_fetch_add_explicit(&s->count, 1, memory_order_seq_cst);
-  if (!force && c >= s->cap) {
-    atomic_fetch_sub_explicit(&s->count, 1, memory_order_acq_rel);
+  /* seq_cst: the slot's scheduled flag is a Dekker handshake with this count (sc_wake.h).
+   * Letters held or reserved before ours: enq before our increment, less deq. Signed: a
+   * sender that was preempted between the two may find deq past that value (letters other
+   * senders counted after it were taken since), which means room. */
+  const uint32_t enq = atomic_fetch_add_explicit(&s->enq, 1, memory_order_seq_cst);
+  const int32_t held = (int32_t)(enq - atomic_load_explicit(&s->deq, memory_order_acquire));
+  if (!force && held >= 0 && (uint32_t)held >= s->cap) {
+    atomic_fetch_sub_explicit(&s->enq, 1, memory_order_acq_rel);
     if (s->overflow == SC_OVERFLOW_DROP) {
       atomic_fetch_add_explicit(&n->mailbox_dropped, 1, memory_order_relaxed);
       body_release(env->type, body);
@@ -71,7 +75,7 @@ static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
   }
   sc_letter *l = malloc(sizeof *l);
   if (l == NULL) {
-    atomic_fetch_sub_explicit(&s->count, 1, memory_order_acq_rel);
+    atomic_fetch_sub_explicit(&s->enq, 1, memory_order_acq_rel);
     return SC_ENOMEM;
   }
   l->env = *env;
@@ -114,7 +118,7 @@ static void on_wake(uv_async_t *h);
 static void on_prepare(uv_prepare_t *h);
 
 int sc_loop_create(sc_node *n, int index, sc_loop **out) {
-  sc_loop *l = calloc(1, sizeof *l);
+  sc_loop *l = sc_calloc_lines(1, sizeof *l);
   if (l == NULL) return SC_ENOMEM;
   int rc = uv_loop_init(&l->uv);
   if (rc != 0) goto fail_free;
@@ -147,6 +151,7 @@ sc_loop *sc_loop_self(const sc_node *n) {
 static void loop_main(void *arg) {
   sc_loop *l = arg;
   tl_loop = l;
+  sc_thread_name("loop", l->node->rank, l->index);
   uv_run(&l->uv, UV_RUN_DEFAULT);
 }
 
@@ -383,7 +388,7 @@ static bool decode_received(sc_loop *l, sc_letter *lt) {
 /* Takes up to a batch of letters, then runs them. Each letter and its body were written
  * on the senders' cores, and the mailbox is a linked list, so finding letters is a chain
  * of cache misses; fetching each body (prefetch) while the next letter is found overlaps
- * the two kinds. The count, a line every sender writes too, changes once per batch, and
+ * the two kinds. deq, a line every sender reads, changes once per batch, and
  * the tapped letters of a batch share one clock read (the time they left the mailbox). */
 static void run_slot(sc_loop *l, sc_slot *s) {
   sc_letter *batch[SC_ACTOR_BATCH];
@@ -396,7 +401,9 @@ static void run_slot(sc_loop *l, sc_slot *s) {
     tapped |= (uintptr_t)batch[k]->body;
     __builtin_prefetch((void *)((uintptr_t)batch[k]->body & ~SC_LETTER_BITS));
   }
-  if (k > 0) atomic_fetch_sub_explicit(&s->count, (uint32_t)k, memory_order_acq_rel);
+  /* only this loop writes deq */
+  const uint32_t deq = atomic_load_explicit(&s->deq, memory_order_relaxed) + (uint32_t)k;
+  if (k > 0) atomic_store_explicit(&s->deq, deq, memory_order_release);
   const uint64_t taken_ns = tapped & SC_LETTER_TAPPED ? sc_wall_ns() : 0;
   for (int i = 0; i < k; i++) {
     sc_letter *lt = batch[i];
@@ -405,9 +412,13 @@ static void run_slot(sc_loop *l, sc_slot *s) {
     if ((bits & SC_LETTER_RAW) && !decode_received(l, lt)) continue;
     dispatch(l, s, lt, (bits & SC_LETTER_TAPPED) != 0, taken_ns);
   }
+  if (k == SC_ACTOR_BATCH) { /* likely more: stay scheduled, run again after the others */
+    sc_mpsc_push(&l->runq, &s->run_link);
+    return;
+  }
   sc_wake_clear(&s->scheduled);
   /* A producer that found scheduled=1 before the clear relies on this re-check. */
-  if (atomic_load_explicit(&s->count, memory_order_seq_cst) > 0 && sc_wake_claim(&s->scheduled))
+  if (atomic_load_explicit(&s->enq, memory_order_seq_cst) != deq && sc_wake_claim(&s->scheduled))
     sc_mpsc_push(&l->runq, &s->run_link);
 }
 

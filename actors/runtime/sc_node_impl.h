@@ -17,6 +17,10 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <stdatomic.h>
 #include <uv.h>
 
@@ -64,6 +68,26 @@ static inline bool sc_spin_until(uint64_t spin_ns, uint64_t deadline, uint64_t *
     }
   }
   return ready(arg);
+}
+/* Zeroed memory for n structs that have cache-line-aligned members (sc_mpsc, the
+ * transport's shared counters): malloc promises only 16-byte alignment, which would put
+ * those members across lines. Freed with free(). */
+static inline void *sc_calloc_lines(size_t n, size_t size) {
+  const size_t bytes = (n * size + 63) & ~(size_t)63;
+  void *p = aligned_alloc(64, bytes);
+  if (p != NULL) memset(p, 0, bytes);
+  return p;
+}
+
+/* Names the calling thread "sc<rank>-<role>[<index>]" (index < 0: none), so that top -H,
+ * perf and debuggers tell a node's threads apart. Linux keeps 15 characters. */
+static inline void sc_thread_name(const char *role, int32_t rank, int index) {
+  char name[48]; /* PR_SET_NAME truncates */
+  if (index >= 0)
+    snprintf(name, sizeof name, "sc%d-%s%d", (int)rank, role, index);
+  else
+    snprintf(name, sizeof name, "sc%d-%s", (int)rank, role);
+  prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 /* Runtime-internal letter types (never encoded, never leave the process). */
 enum {
@@ -113,13 +137,20 @@ _Static_assert(sizeof(sc_letter) == 64, "a letter is one cache line");
 typedef struct sc_loop sc_loop;
 typedef struct sc_actor sc_actor;
 
+/* Laid out by writer, one cache line each: senders write the mailbox's tail and `enq`; the
+ * loop writes the mailbox's head, `deq` and (with the one sender that schedules the slot)
+ * `scheduled`; the rest changes only at spawn and stop. A sender reads deq and scheduled
+ * on every send, but the loop writes them once per batch, so that line moves to the
+ * sender once per batch instead of once per message (with one shared count, which both
+ * sides wrote, the sender waited for that line on every message). */
 typedef struct sc_slot {
   sc_mpsc mbox;
-  _Atomic uint32_t gen;       /* live generation; 0 before first spawn */
-  _Atomic int live;           /* 1 while the actor of `gen` accepts letters */
-  _Atomic uint32_t count;     /* letters reserved/queued */
+  _Alignas(64) _Atomic uint32_t enq; /* letters counted in (reserved) by senders, wraps */
+  _Alignas(64) _Atomic uint32_t deq; /* letters taken out by the loop (its writes only) */
   _Atomic int scheduled;
   sc_mpsc_node run_link;
+  _Alignas(64) _Atomic uint32_t gen; /* live generation; 0 before first spawn */
+  _Atomic int live;           /* 1 while the actor of `gen` accepts letters */
   sc_loop *loop;              /* fixed at first allocation */
   uint32_t cap;               /* written before live=1 */
   int overflow;

@@ -67,7 +67,9 @@
 
 #define LOG "transport"
 #define SC_DRAIN_CAP 1024
+#ifndef SC_TAP_QUEUE_MAX
 #define SC_TAP_QUEUE_MAX (1u << 16)  /* tapped letters handed to the io thread, not yet sent */
+#endif
 /* the io thread publishes about this many per pass, then reads the ROUTER again: at
  * 100-300 ns a letter, a busy tap delays messages from other nodes by well under 0.2 ms */
 #define SC_TAP_DRAIN_LETTERS 512
@@ -193,12 +195,28 @@ typedef struct lnet {
   tap_chain *chain;           /* open: the next tapped letters of chain->topic go here */
 } lnet;
 
+/* Laid out by who writes what: every local send reads subs_now, so it sits with the
+ * fields that never change once the node runs; each field that the loops and the io
+ * thread both write gets a cache line of its own. (With subs_now next to tapq_count and
+ * the tap counters, every chain handed over or batch published took that line from every
+ * sender: a cache miss per send at 80-250 ns between cores on the GPU host.) */
 struct sc_transport {
+  /* read by every thread, written at start (or, subs_now, on a subscription change) */
   sc_node *node;
   void *zctx;
   void *router, *xpub;
   peer *peers;
-  _Atomic(lnet *) lnets[SC_MAX_LOOPS]; /* by loop index; freed at destroy */
+  _Atomic(subs *) subs_now;
+  _Atomic(lnet *) lnets[SC_MAX_LOOPS]; /* by loop index, set once; freed at destroy */
+  /* written by the loops and the io thread */
+  _Alignas(64) _Atomic int wake_pending;
+  _Alignas(64) _Atomic uint32_t outbox_count; /* frames queued in outbox */
+  _Alignas(64) _Atomic uint32_t tapq_count;   /* tapped letters in tapq's chains */
+  sc_mpsc outbox, tapq;                       /* (each line-aligned inside) */
+  _Alignas(64) _Atomic uint64_t tap_published, tap_dropped, remote_recv;
+  _Atomic uint64_t remote_dropped; /* backlogs dropped because their peer went DOWN */
+  /* the io thread's own */
+  _Alignas(64) _Atomic int stop;
   uv_loop_t uv;
   uv_async_t wake;
   uv_prepare_t prepare;
@@ -208,13 +226,7 @@ struct sc_transport {
   bool thread_started, uv_inited;
   bool hot; /* did work since the io loop last blocked */
   uint64_t spin_off_until; /* no spinning before this (oversubscribed CPU) */
-  _Atomic int wake_pending, stop;
-  sc_mpsc outbox, tapq;
-  _Atomic uint32_t outbox_count, tapq_count; /* frames; tapped letters in tapq's chains */
-  _Atomic(subs *) subs_now;
   subs *subs_all; /* chain of every snapshot (io thread writes) */
-  _Atomic uint64_t tap_published, tap_dropped, remote_recv;
-  _Atomic uint64_t remote_dropped; /* backlogs dropped because their peer went DOWN */
   tap_writer io_tap; /* the io thread's records: what it receives, and the loops' chains */
   sc_buf io_scratch; /* the io thread encodes tapped letters here */
 };
@@ -1063,11 +1075,12 @@ static void stop_io(sc_transport *t) { uv_walk(&t->uv, sc_uv_close_any, NULL); }
 
 static void io_main(void *arg) {
   sc_transport *t = arg;
+  sc_thread_name("io", t->node->rank, -1);
   uv_run(&t->uv, UV_RUN_DEFAULT);
 }
 
 int sc_transport_create(sc_node *n, sc_transport **out) {
-  sc_transport *t = calloc(1, sizeof *t);
+  sc_transport *t = sc_calloc_lines(1, sizeof *t);
   if (t == NULL) return SC_ENOMEM;
   t->node = n;
   t->peers = calloc((size_t)n->cluster.num_nodes, sizeof *t->peers);
