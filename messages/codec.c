@@ -179,9 +179,14 @@ static void enc_struct(wr *w, const sc_msg_desc *desc, const uint8_t *base) {
 }
 
 int sc_msg_encode(const sc_envelope *env, const void *body, sc_buf *out) {
+  sc_buf_reset(out);
+  return sc_msg_encode_append(env, body, out);
+}
+
+int sc_msg_encode_append(const sc_envelope *env, const void *body, sc_buf *out) {
   const sc_msg_desc *desc = sc_msg_desc_of(env->type);
   if (desc == NULL || body == NULL) return SC_EINVAL;
-  sc_buf_reset(out);
+  const size_t start = out->len;
   wr w = {.b = out, .oom = false};
   put_array(&w, 9);
   put_uint(&w, SC_MSG_MAJOR);
@@ -194,7 +199,7 @@ int sc_msg_encode(const sc_envelope *env, const void *body, sc_buf *out) {
   put_uint(&w, env->trace_id);
   enc_struct(&w, desc, body);
   if (w.oom) {
-    sc_buf_reset(out);
+    out->len = start;
     return SC_ENOMEM;
   }
   return 0;

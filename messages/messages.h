@@ -173,6 +173,9 @@ bool sc_msg_body_equal(int type, const void *a, const void *b);
  * type; env->major/minor are ignored (the current version is written). Returns 0,
  * SC_EINVAL (unknown type) or SC_ENOMEM. */
 int sc_msg_encode(const sc_envelope *env, const void *body, sc_buf *out);
+/* The same, appended to out's contents (which it leaves as they were on failure): the
+ * tap encodes records straight into its batches this way. */
+int sc_msg_encode_append(const sc_envelope *env, const void *body, sc_buf *out);
 
 /* Decodes a message from inside the cluster. On success fills env, sets *body to a new
  * body of env->type (caller destroys it) and returns 0. On failure *body is NULL, env is

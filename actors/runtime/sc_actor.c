@@ -171,8 +171,6 @@ static void ctx_init(sc_ctx *c, sc_loop *l, sc_actor *a, const sc_envelope *env)
   c->loop = l;
   c->env = env;
   c->letter = NULL;
-  c->tap = false;
-  c->tap_blob = NULL;
 }
 
 void sc_send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reason,
@@ -278,15 +276,16 @@ static void start_actor(sc_loop *l, sc_slot *s, const sc_letter *lt) {
 }
 
 /* Runs a letter for its live actor a (a handler, a reply callback or a runtime letter),
- * then frees it, or hands it to the tap when it is tapped (tap_ns: when it was taken
+ * then frees it; a tapped one is recorded for the tap first (tap_ns: when it was taken
  * from the mailbox, its record's time). */
 static void run_letter(sc_loop *l, sc_slot *s, sc_actor *a, sc_letter *lt, bool tapped,
                        uint64_t tap_ns) {
   sc_node *n = l->node;
   const int type = lt->env.type;
+  /* before the handler, which may take the body */
+  if (tapped) sc_tap_letter(n->tr, l, lt, tap_ns);
   sc_ctx c;
   ctx_init(&c, l, a, &lt->env);
-  c.tap = tapped;
   switch (type) {
   case SC_SYS_MONITOR:
   case SC_SYS_LINK: {
@@ -347,12 +346,7 @@ static void run_letter(sc_loop *l, sc_slot *s, sc_actor *a, sc_letter *lt, bool 
     const int rc = h(&c, &lt->env, lt->body);
     if (rc < 0) actor_stop_req(a, rc);
   }
-  /* the io thread encodes it for the tap, then frees it; a body its handler took is
-   * tapped only as encoded then (none: nobody wanted it then, or no memory, counted) */
-  if (tapped && (lt->body != NULL || c.tap_blob != NULL))
-    sc_tap_letter(n->tr, l, lt, tap_ns, c.tap_blob);
-  else
-    sc_letter_free(lt);
+  sc_letter_free(lt);
 }
 
 static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt, bool tapped, uint64_t tap_ns) {
@@ -662,7 +656,6 @@ const sc_envelope *sc_ctx_env(const sc_ctx *ctx) { return ctx->env; }
 void *sc_take_body(sc_ctx *ctx) {
   sc_letter *lt = ctx->letter;
   if (lt == NULL || lt->body == NULL) return NULL;
-  if (ctx->tap) ctx->tap_blob = sc_tap_take(ctx->node->tr, ctx->loop, lt);
   void *b = lt->body;
   lt->body = NULL; /* dispatch frees NULL: nothing */
   return b;

@@ -105,21 +105,14 @@ typedef struct sc_sys_watch {
   int reason;
 } sc_sys_watch;
 
-/* A tapped message encoded early (one malloc, freed with free()). */
-typedef struct sc_tap_blob {
-  size_t len;
-  uint8_t data[];
-} sc_tap_blob;
-
 /* A message received from another node and not decoded yet (sc_transport.c). */
 typedef struct sc_raw_msg sc_raw_msg;
 
 /* A message in a mailbox: 64 bytes, one cache line, since every message's letter moves
  * from the sender's core to the receiver's. While it waits in the mailbox, two low bits
  * of body (free: bodies are malloc'd) say more:
- *   SC_LETTER_TAPPED  sent while a tap subscriber was attached: once the handler is done,
- *                     the receiving loop gives the letter to the transport, whose io
- *                     thread encodes it for the tap and frees it (sc_tap_letter);
+ *   SC_LETTER_TAPPED  sent while a tap subscriber was attached: just before the handler
+ *                     runs, the receiving loop records it for the tap (sc_tap_letter);
  *   SC_LETTER_RAW     body is an sc_raw_msg from another node, which the receiving loop
  *                     decodes just before running it: decoding is spread over the loops
  *                     instead of being serialized on the node's io thread.
@@ -194,8 +187,6 @@ struct sc_ctx {
   sc_loop *loop;
   const sc_envelope *env;
   sc_letter *letter; /* the letter whose body sc_take_body may claim; NULL outside handlers */
-  bool tap;          /* the letter is tapped ... */
-  sc_tap_blob *tap_blob; /* ... and its body was encoded when the handler took it */
 };
 
 struct sc_loop {
@@ -312,26 +303,23 @@ void sc_transport_destroy(sc_transport *t);
 int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body);
 /* Taps of local sends (see "Taps" in sc_transport.c). sc_tap_wanted (any thread, one
  * atomic load): whether any subscriber is attached, i.e. whether a letter sent now is
- * marked for the tap. sc_tap_letter (the receiving loop, after the handler): takes the
- * tapped letter (ns: when it left the mailbox; blob: its body as encoded when the handler
- * took the body, else NULL) and frees it, and the blob, itself when no subscriber wants
- * its topic. sc_tap_take (the receiving loop, when a handler takes the body of a tapped
- * letter): the body encoded now, since the runtime will not have it afterwards; NULL
- * when nobody wants it or it cannot be encoded (counted as a drop). */
+ * marked for the tap. sc_tap_letter (the receiving loop, just before the handler runs):
+ * records the tapped letter (ns: when it left the mailbox) in the loop's open batch when
+ * a subscriber wants its topic; the letter stays the caller's. A record that is wanted
+ * but cannot be made (no memory) is counted as a drop. */
 bool sc_tap_wanted(sc_transport *t);
-void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt, uint64_t ns, sc_tap_blob *blob);
-sc_tap_blob *sc_tap_take(sc_transport *t, sc_loop *l, const sc_letter *lt);
+void sc_tap_letter(sc_transport *t, sc_loop *l, const sc_letter *lt, uint64_t ns);
 /* Frees a letter and its body (any thread; body may carry SC_LETTER_BITS). */
 void sc_letter_free(sc_letter *lt);
 /* Decodes a received message into env and a new *body, and frees raw (any thread);
  * sc_msg_decode's codes, with env then the envelope the io thread read. */
 int sc_raw_decode(sc_raw_msg *raw, sc_envelope *env, void **body, sc_diag *d);
 void sc_raw_free(sc_raw_msg *raw);
-/* Loop thread, before its loop blocks: hands the open tap chain to the io thread and
+/* Loop thread, before its loop blocks: hands the open tap batch to the io thread and
  * retries the backlogs of the loop's DEALERs. True when a backlog could move on at once
  * (the loop must not block). */
 bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l);
-/* Loop thread, at loop shutdown after the actors stopped: hands over the open tap chain,
+/* Loop thread, at loop shutdown after the actors stopped: hands over the open tap batch,
  * drops the backlogs and closes the loop's DEALERs (linger 0). */
 void sc_transport_loop_close(sc_transport *t, sc_loop *l);
 void sc_transport_stats(sc_transport *t, sc_node_stats *s);

@@ -35,22 +35,21 @@
  * prefix) into an immutable prefix set published through an atomic pointer. A local send
  * made while any subscriber is attached marks its letter (one atomic load, nothing
  * encoded). The receiving loop notes when it took the letter out of the mailbox (one clock
- * read per batch of up to SC_ACTOR_BATCH letters), and after the
- * handler gives the whole letter, body included, to the tap instead of freeing it: if its
- * topic matches a prefix (each loop keeps the last topic it built, so a stream to one
- * actor builds and matches it once), the letter joins the loop's open chain of that
- * topic, else it is freed there. A chain goes to the io thread (one lock-free push) when
- * the topic changes, at 256 letters, or when the loop's turn ends (uv_prepare, before it
- * may block). The io thread encodes each letter into its open batch of records
- * (sc_tap_record.h) and frees it, and sends each batch as the XPUB message
- * [topic][records] without a copy (zmq_msg_init_data). So the encoding, the copies and
- * the frees of a tapped message happen on the io thread, not on the actors' threads; a
- * handler that takes the body (sc_take_body) makes its loop encode it at that moment.
- * What the io thread receives from other nodes is tapped there as it arrives (so a
- * receiver's local and remote records are ordered per sender only). Letters
- * handed to the io thread are bounded (SC_TAP_QUEUE_MAX) and the XPUB runs with
- * XPUB_NODROP and non-blocking sends, so a slow subscriber shows up as counted drops,
- * never as a blocked actor.
+ * read per batch of up to SC_ACTOR_BATCH letters) and, just before the handler runs, if
+ * its topic matches a prefix (each loop keeps the last topic it built, so a stream to one
+ * actor builds and matches it once), encodes it as a record (sc_tap_record.h) into the
+ * loop's open batch of that topic; the letter is then run and freed as any other. A batch
+ * goes to the io thread (one lock-free push) when the topic changes, at 256 records or
+ * 64 KiB, or when the loop's turn ends (uv_prepare, before it may block), and the io
+ * thread sends it as the XPUB message [topic][records] without a copy
+ * (zmq_msg_init_data). The encoding is the loop's (about 35 ns for a ping, its letter
+ * and body still in its cache): handing whole letters to the io thread to encode and free
+ * instead halved the in-process rate on the GPU host, where every letter then crossed a
+ * third core (bench/messages.md, fourth pass). What the io thread receives from other
+ * nodes is tapped there as it arrives (so a receiver's local and remote records are
+ * ordered per sender only). Batches waiting for the io thread are bounded
+ * (SC_TAP_QUEUE_BYTES) and the XPUB runs with XPUB_NODROP and non-blocking sends, so a
+ * slow subscriber shows up as counted drops, never as a blocked actor.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -67,13 +66,12 @@
 
 #define LOG "transport"
 #define SC_DRAIN_CAP 1024
-#ifndef SC_TAP_QUEUE_MAX
-#define SC_TAP_QUEUE_MAX (1u << 16)  /* tapped letters handed to the io thread, not yet sent */
-#endif
-/* the io thread publishes about this many per pass, then reads the ROUTER again: at
- * 100-300 ns a letter, a busy tap delays messages from other nodes by well under 0.2 ms */
-#define SC_TAP_DRAIN_LETTERS 512
-#define SC_TAP_CHAIN_FIRST 8         /* a chain starts with room for this many letters */
+/* bytes of tap batches the loops handed to the io thread and it has not sent yet: a
+ * subscriber that lags costs records past this, not memory */
+#define SC_TAP_QUEUE_BYTES (8u << 20)
+/* the io thread sends at most this many of the loops' batches per pass, then reads the
+ * ROUTER again (a send is one zmq_msg_send, no copy) */
+#define SC_TAP_DRAIN_BATCHES 64
 #define SC_TAP_BATCH_RECORDS 256     /* a tap batch closes at this many records ... */
 #define SC_TAP_BATCH_BYTES 65536     /* ... or before it would grow past this size */
 #define SC_TAP_BATCH_FIRST 4096      /* smallest first allocation of a batch */
@@ -109,13 +107,12 @@ static frame *frame_new(int32_t rank, uint8_t *data, size_t len) {
   return f;
 }
 
-/* Records of one topic on their way to the XPUB; data is the message's second frame. */
+/* Records of one topic on their way to the XPUB; buf is the message's second frame. */
 typedef struct tap_batch {
   sc_mpsc_node link;
   char topic[SC_TOPIC_MAX];
   uint32_t records;
-  size_t len, cap;
-  uint8_t data[];
+  sc_buf buf;
 } tap_batch;
 
 typedef struct subs {
@@ -137,31 +134,16 @@ typedef struct topic_cache {
   char topic[SC_TOPIC_MAX];
 } topic_cache;
 
-/* The io thread's open batch of records. */
+/* A thread's open batch of records: the io thread's (what it receives from other nodes)
+ * or a loop's (the letters its actors took). A closed batch of the io thread goes to the
+ * XPUB; one of a loop goes to the io thread's queue (on_loop). */
 typedef struct tap_writer {
   tap_batch *open;
+  uint32_t open_gen;          /* topic.gen when open was started: its topic is topic.topic */
   size_t first_cap;           /* the next batch starts this large: what the last one used */
-  topic_cache topic;          /* of the messages the io thread receives */
+  topic_cache topic;          /* of the last message this thread tapped */
+  bool on_loop;
 } tap_writer;
-
-/* A tapped letter, when it left the mailbox, and its body as encoded when a handler took
- * the body (else NULL). */
-typedef struct tap_entry {
-  sc_letter *lt;
-  uint64_t ns;
-  sc_tap_blob *blob;
-} tap_entry;
-
-/* Tapped letters of one topic, in the order their actor took them, that a loop hands to
- * the io thread together. It grows as letters come (up to SC_TAP_BATCH_RECORDS), so the
- * one-letter chains of alternating topics (request, reply) stay small. */
-typedef struct tap_chain {
-  sc_mpsc_node link;
-  uint32_t letters, cap;
-  uint32_t gen;               /* of the loop's topic_cache when topic was copied */
-  char topic[SC_TOPIC_MAX];
-  tap_entry e[];
-} tap_chain;
 
 /* One DEALER to one peer and what it refused (see the header comment). Only its owner
  * thread touches it, except `sent`, which sc_transport_stats reads. */
@@ -190,14 +172,13 @@ typedef struct peer {
 /* A loop thread's share of the transport, made on its first remote send or tap record. */
 typedef struct lnet {
   zout *peers;                /* by rank */
-  sc_buf scratch;             /* what the loop sends away (or taps early) is encoded here */
-  topic_cache topic;          /* of the letters its actors took */
-  tap_chain *chain;           /* open: the next tapped letters of chain->topic go here */
+  sc_buf scratch;             /* what the loop sends away is encoded here */
+  tap_writer tap;             /* records of the letters its actors took */
 } lnet;
 
 /* Laid out by who writes what: every local send reads subs_now, so it sits with the
  * fields that never change once the node runs; each field that the loops and the io
- * thread both write gets a cache line of its own. (With subs_now next to tapq_count and
+ * thread both write gets a cache line of its own. (With subs_now next to the tap queue's count and
  * the tap counters, every chain handed over or batch published took that line from every
  * sender: a cache miss per send at 80-250 ns between cores on the GPU host.) */
 struct sc_transport {
@@ -211,7 +192,7 @@ struct sc_transport {
   /* written by the loops and the io thread */
   _Alignas(64) _Atomic int wake_pending;
   _Alignas(64) _Atomic uint32_t outbox_count; /* frames queued in outbox */
-  _Alignas(64) _Atomic uint32_t tapq_count;   /* tapped letters in tapq's chains */
+  _Alignas(64) _Atomic size_t tapq_bytes;     /* of the batches in tapq */
   sc_mpsc outbox, tapq;                       /* (each line-aligned inside) */
   _Alignas(64) _Atomic uint64_t tap_published, tap_dropped, remote_recv;
   _Atomic uint64_t remote_dropped; /* backlogs dropped because their peer went DOWN */
@@ -227,8 +208,7 @@ struct sc_transport {
   bool hot; /* did work since the io loop last blocked */
   uint64_t spin_off_until; /* no spinning before this (oversubscribed CPU) */
   subs *subs_all; /* chain of every snapshot (io thread writes) */
-  tap_writer io_tap; /* the io thread's records: what it receives, and the loops' chains */
-  sc_buf io_scratch; /* the io thread encodes tapped letters here */
+  tap_writer io_tap; /* the io thread's records: what it receives from other nodes */
 };
 
 static void tr_wake(sc_transport *t) {
@@ -310,9 +290,14 @@ static const char *tap_topic(sc_transport *t, topic_cache *c, const sc_envelope 
   return c->match ? c->topic : NULL;
 }
 
-static void free_batch(void *data, void *hint) {
+static void batch_free(tap_batch *b) {
+  sc_buf_free(&b->buf);
+  free(b);
+}
+
+static void zmq_free_batch(void *data, void *hint) {
   (void)data;
-  free(hint);
+  batch_free(hint);
 }
 
 /* io thread: sends b as [topic][records] and gives b to ZeroMQ. All-or-nothing: with
@@ -320,8 +305,8 @@ static void free_batch(void *data, void *hint) {
 static void tap_send(sc_transport *t, tap_batch *b) {
   const uint32_t k = b->records;
   zmq_msg_t m;
-  if (zmq_msg_init_data(&m, b->data, b->len, free_batch, b) != 0) {
-    free(b);
+  if (zmq_msg_init_data(&m, b->buf.data, b->buf.len, zmq_free_batch, b) != 0) {
+    batch_free(b);
     count_drops(t, k);
     return;
   }
@@ -334,86 +319,98 @@ static void tap_send(sc_transport *t, tap_batch *b) {
   atomic_fetch_add_explicit(&t->tap_published, k, memory_order_relaxed);
 }
 
-/* io thread: sends the open batch. */
+/* Loop thread: queues a closed batch for the io thread, or drops it when too much waits
+ * there already (a slow tap costs records, never an actor's time). */
+static void batch_ship(sc_transport *t, tap_batch *b) {
+  const size_t len = b->buf.len;
+  if (atomic_fetch_add_explicit(&t->tapq_bytes, len, memory_order_acq_rel) + len >
+      SC_TAP_QUEUE_BYTES) {
+    atomic_fetch_sub_explicit(&t->tapq_bytes, len, memory_order_acq_rel);
+    count_drops(t, b->records);
+    batch_free(b);
+    return;
+  }
+  sc_mpsc_push(&t->tapq, &b->link);
+  tr_wake(t);
+}
+
+/* The writer's thread: closes the open batch and sends it (io thread) or queues it for
+ * the io thread (a loop). */
 static void tap_hand_over(sc_transport *t, tap_writer *w) {
-  if (w->open == NULL) return;
   tap_batch *b = w->open;
+  if (b == NULL) return;
   w->open = NULL;
+  if (b->records == 0) { /* its only record failed */
+    batch_free(b);
+    return;
+  }
   /* a busy stream then fills its batches without growing them, a quiet one stays small */
   w->first_cap = SC_TAP_BATCH_FIRST;
-  while (w->first_cap < b->len && w->first_cap < SC_TAP_BATCH_BYTES) w->first_cap *= 2;
-  tap_send(t, b);
+  while (w->first_cap < b->buf.len && w->first_cap < SC_TAP_BATCH_BYTES) w->first_cap *= 2;
+  if (w->on_loop)
+    batch_ship(t, b);
+  else
+    tap_send(t, b);
 }
 
-/* b (NULL: a new batch of topic, first_cap large) with room for need more bytes, or NULL
- * (b unchanged). */
-static tap_batch *batch_reserve(tap_batch *b, const char *topic, size_t first_cap,
-                                size_t need) {
-  const size_t len = b ? b->len : 0, cap = b ? b->cap : 0;
-  if (b && len + need <= cap) return b;
-  size_t ncap = cap ? cap * 2 : (first_cap ? first_cap : SC_TAP_BATCH_FIRST);
-  while (ncap < len + need) ncap *= 2;
-  tap_batch *nb = realloc(b, sizeof *nb + ncap);
-  if (nb == NULL) return NULL;
-  if (b == NULL) {
-    snprintf(nb->topic, sizeof nb->topic, "%s", topic);
-    nb->records = 0;
-    nb->len = 0;
-  }
-  nb->cap = ncap;
-  return nb;
-}
-
-/* io thread: appends the record (ns, this node, msg) to the open batch; an open batch of
- * another topic, or a full one, is sent first, so records leave in the order they came. */
-static void tap_append(sc_transport *t, const char *topic, uint64_t ns, const uint8_t *msg,
-                       size_t len) {
-  tap_writer *w = &t->io_tap;
-  const size_t rec = SC_TAP_RECORD_HEADER + len;
+/* The writer's thread: w's open batch, ready for a record of about need bytes whose topic
+ * is the one tap_topic last returned for w (w->topic: a new gen there means another
+ * topic, with no string compare per record). An open batch of another topic, or a full
+ * one, is handed over first, so records leave in the order they came. NULL when out of
+ * memory. */
+static tap_batch *tap_open(sc_transport *t, tap_writer *w, size_t need) {
   tap_batch *b = w->open;
-  if (b && (b->records >= SC_TAP_BATCH_RECORDS || b->len + rec > SC_TAP_BATCH_BYTES ||
-            strcmp(b->topic, topic) != 0)) {
+  if (b && (b->records >= SC_TAP_BATCH_RECORDS || b->buf.len + need > SC_TAP_BATCH_BYTES ||
+            w->open_gen != w->topic.gen)) {
     tap_hand_over(t, w);
     b = NULL;
   }
-  b = batch_reserve(b, topic, w->first_cap, rec);
   if (b == NULL) {
+    if ((b = malloc(sizeof *b)) == NULL) return NULL;
+    memcpy(b->topic, w->topic.topic, SC_TOPIC_MAX);
+    b->records = 0;
+    sc_buf_init(&b->buf);
+    w->open = b;
+    w->open_gen = w->topic.gen;
+    if (sc_buf_reserve(&b->buf, w->first_cap > need ? w->first_cap : need) != 0) return NULL;
+  }
+  return b;
+}
+
+/* The writer's thread: appends the record (ns, this node, msg) to w's open batch. */
+static void tap_append(sc_transport *t, tap_writer *w, uint64_t ns, const uint8_t *msg,
+                       size_t len) {
+  tap_batch *b = tap_open(t, w, SC_TAP_RECORD_HEADER + len);
+  if (b == NULL || sc_buf_reserve(&b->buf, SC_TAP_RECORD_HEADER + len) != 0) {
     count_drops(t, 1);
     return;
   }
-  w->open = b;
-  sc_tap_record_put_header(b->data + b->len, ns, t->node->rank, (uint32_t)len);
-  memcpy(b->data + b->len + SC_TAP_RECORD_HEADER, msg, len);
-  b->len += rec;
+  uint8_t *at = b->buf.data + b->buf.len;
+  sc_tap_record_put_header(at, ns, t->node->rank, (uint32_t)len);
+  memcpy(at + SC_TAP_RECORD_HEADER, msg, len);
+  b->buf.len += SC_TAP_RECORD_HEADER + len;
   b->records++;
 }
 
-/* Frees a chain and the letters in it, unpublished: counted as dropped (any thread that
- * owns it). */
-static void chain_drop(sc_transport *t, tap_chain *c) {
-  count_drops(t, c->letters);
-  for (uint32_t i = 0; i < c->letters; i++) {
-    sc_letter_free(c->e[i].lt);
-    free(c->e[i].blob);
+/* Loop thread: encodes the letter as a record straight into w's open batch (no copy). */
+static void tap_append_letter(sc_transport *t, tap_writer *w, uint64_t ns,
+                              const sc_letter *lt) {
+  /* the size is not known before encoding: ask for room for a small message */
+  tap_batch *b = tap_open(t, w, SC_TAP_RECORD_HEADER + 64);
+  const size_t at = b ? b->buf.len : 0;
+  if (b == NULL || sc_buf_reserve(&b->buf, SC_TAP_RECORD_HEADER) != 0) {
+    count_drops(t, 1);
+    return;
   }
-  free(c);
-}
-
-/* io thread: encodes a loop's chain into records (from the blob when a handler took the
- * body) and frees its letters. */
-static void chain_publish(sc_transport *t, tap_chain *c) {
-  for (uint32_t i = 0; i < c->letters; i++) {
-    const tap_entry *e = &c->e[i];
-    if (e->blob)
-      tap_append(t, c->topic, e->ns, e->blob->data, e->blob->len);
-    else if (sc_msg_encode(&e->lt->env, e->lt->body, &t->io_scratch) == 0)
-      tap_append(t, c->topic, e->ns, t->io_scratch.data, t->io_scratch.len);
-    else
-      count_drops(t, 1);
-    sc_letter_free(e->lt);
-    free(e->blob);
+  b->buf.len += SC_TAP_RECORD_HEADER;
+  if (sc_msg_encode_append(&lt->env, lt->body, &b->buf) != 0) {
+    b->buf.len = at;
+    count_drops(t, 1);
+    return;
   }
-  free(c);
+  const size_t len = b->buf.len - at - SC_TAP_RECORD_HEADER;
+  sc_tap_record_put_header(b->buf.data + at, ns, t->node->rank, (uint32_t)len);
+  b->records++;
 }
 
 static int drain_xpub(sc_transport *t) {
@@ -459,20 +456,18 @@ static int drain_xpub(sc_transport *t) {
   return handled;
 }
 
-/* Publishes queued chains until about SC_TAP_DRAIN_LETTERS letters are out (the ROUTER
- * waits meanwhile). Returns the letters published; *more: it stopped at that cap. */
+/* Sends the loops' queued batches, at most SC_TAP_DRAIN_BATCHES (the ROUTER waits
+ * meanwhile). Returns the batches sent; *more: it stopped at that cap. */
 static int drain_tapq(sc_transport *t, bool *more) {
-  int k = 0;
-  while (k < SC_TAP_DRAIN_LETTERS) {
+  for (int k = 0; k < SC_TAP_DRAIN_BATCHES; k++) {
     sc_mpsc_node *nd = sc_mpsc_pop(&t->tapq);
     if (nd == NULL) return k;
-    tap_chain *c = SC_CONTAINER_OF(nd, tap_chain, link);
-    atomic_fetch_sub_explicit(&t->tapq_count, c->letters, memory_order_acq_rel);
-    k += (int)c->letters;
-    chain_publish(t, c);
+    tap_batch *b = SC_CONTAINER_OF(nd, tap_batch, link);
+    atomic_fetch_sub_explicit(&t->tapq_bytes, b->buf.len, memory_order_acq_rel);
+    tap_send(t, b);
   }
   *more = true;
-  return k;
+  return SC_TAP_DRAIN_BATCHES;
 }
 
 /* ---- zout: a DEALER and its backlog (io thread and loops alike) ---- */
@@ -677,6 +672,7 @@ static lnet *lnet_of(sc_transport *t, sc_loop *l) {
     return NULL;
   }
   ln->peers = peers;
+  ln->tap.on_loop = true;
   sc_buf_init(&ln->scratch);
   atomic_store_explicit(&t->lnets[l->index], ln, memory_order_release);
   return ln;
@@ -708,79 +704,19 @@ static int send_from_loop(sc_transport *t, sc_loop *l, const sc_envelope *env, v
   return 0;
 }
 
-/* Loop thread: gives the open chain to the io thread, or drops it when too many tapped
- * letters wait there already (a slow tap costs records, never an actor's time). */
-static void chain_hand_over(sc_transport *t, lnet *ln) {
-  tap_chain *c = ln->chain;
-  if (c == NULL) return;
-  ln->chain = NULL;
-  const uint32_t k = c->letters;
-  if (atomic_fetch_add_explicit(&t->tapq_count, k, memory_order_acq_rel) + k >
-      SC_TAP_QUEUE_MAX) {
-    atomic_fetch_sub_explicit(&t->tapq_count, k, memory_order_acq_rel);
-    chain_drop(t, c);
-    return;
-  }
-  sc_mpsc_push(&t->tapq, &c->link);
-  tr_wake(t);
-}
-
-void sc_tap_letter(sc_transport *t, sc_loop *l, sc_letter *lt, uint64_t ns,
-                   sc_tap_blob *blob) {
+void sc_tap_letter(sc_transport *t, sc_loop *l, const sc_letter *lt, uint64_t ns) {
   lnet *ln = lnet_of(t, l);
-  const char *topic = ln ? tap_topic(t, &ln->topic, &lt->env) : NULL;
-  tap_chain *c = ln ? ln->chain : NULL;
-  if (topic && c && (c->letters == SC_TAP_BATCH_RECORDS || c->gen != ln->topic.gen)) {
-    chain_hand_over(t, ln);
-    c = NULL;
-  }
-  if (topic && c == NULL &&
-      (c = malloc(sizeof *c + SC_TAP_CHAIN_FIRST * sizeof c->e[0])) != NULL) {
-    c->letters = 0;
-    c->cap = SC_TAP_CHAIN_FIRST;
-    c->gen = ln->topic.gen;
-    memcpy(c->topic, topic, SC_TOPIC_MAX);
-    ln->chain = c;
-  }
-  if (topic && c && c->letters == c->cap) { /* not handed over yet: only this loop has it */
-    const uint32_t cap = c->cap * 2 < SC_TAP_BATCH_RECORDS ? c->cap * 2 : SC_TAP_BATCH_RECORDS;
-    tap_chain *g = realloc(c, sizeof *c + cap * sizeof c->e[0]);
-    if (g == NULL) {
-      chain_hand_over(t, ln);
-      c = NULL;
-    } else {
-      g->cap = cap;
-      ln->chain = c = g;
-    }
-  }
-  if (topic == NULL || c == NULL) { /* nobody wants it (any more), or out of memory */
-    if (topic || ln == NULL) count_drops(t, 1);
-    sc_letter_free(lt);
-    free(blob);
-    return;
-  }
-  c->e[c->letters++] = (tap_entry){lt, ns, blob};
-}
-
-sc_tap_blob *sc_tap_take(sc_transport *t, sc_loop *l, const sc_letter *lt) {
-  lnet *ln = lnet_of(t, l);
-  const char *topic = ln ? tap_topic(t, &ln->topic, &lt->env) : NULL;
-  if (topic != NULL && sc_msg_encode(&lt->env, lt->body, &ln->scratch) == 0) {
-    sc_tap_blob *b = malloc(sizeof *b + ln->scratch.len);
-    if (b != NULL) {
-      b->len = ln->scratch.len;
-      memcpy(b->data, ln->scratch.data, b->len);
-      return b;
-    }
-  }
-  if (topic != NULL || ln == NULL) count_drops(t, 1);
-  return NULL;
+  const char *topic = ln ? tap_topic(t, &ln->tap.topic, &lt->env) : NULL;
+  if (topic != NULL)
+    tap_append_letter(t, &ln->tap, ns, lt);
+  else if (ln == NULL) /* wanted or not: no memory to tell */
+    count_drops(t, 1);
 }
 
 bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l) {
   lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
   if (ln == NULL) return false;
-  chain_hand_over(t, ln);
+  tap_hand_over(t, &ln->tap);
   bool more = false;
   for (int32_t r = 0; r < t->node->cluster.num_nodes; r++)
     if (zout_prepare(&ln->peers[r])) more = true;
@@ -790,7 +726,7 @@ bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l) {
 void sc_transport_loop_close(sc_transport *t, sc_loop *l) {
   lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
   if (ln == NULL) return;
-  chain_hand_over(t, ln);
+  tap_hand_over(t, &ln->tap);
   for (int32_t r = 0; r < t->node->cluster.num_nodes; r++) zout_close(&ln->peers[r]);
   sc_buf_free(&ln->scratch);
 }
@@ -869,7 +805,7 @@ static void deliver_remote(sc_transport *t, zmq_msg_t *msg) {
   sc_raw_msg *raw = raw_new(&env, msg);
   rc = raw ? sc_deliver_raw(n, &env, raw) : SC_ENOMEM;
   if (rc == 0) {
-    if (topic) tap_append(t, topic, sc_wall_ns(), p, len); /* bytes as received */
+    if (topic) tap_append(t, &t->io_tap, sc_wall_ns(), p, len); /* bytes as received */
     return;
   }
   if (rc == SC_EFULL)
@@ -997,7 +933,7 @@ static bool service_all(sc_transport *t) {
   }
   if (t->xpub) {
     if (drain_xpub(t) >= SC_DRAIN_CAP) more = true;
-    if (drain_tapq(t, &more) > 0) t->hot = true; /* loops hand chains over while busy */
+    if (drain_tapq(t, &more) > 0) t->hot = true; /* loops hand batches over while busy */
     tap_hand_over(t, &t->io_tap);
   }
   return more;
@@ -1024,7 +960,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   (void)events;
   kick(h->data);
 }
-/* Work the io thread's spin waits for: queued frames or tap chains, or a message in. */
+/* Work the io thread's spin waits for: queued frames or tap batches, or a message in. */
 static bool io_ready(void *arg) {
   sc_transport *t = arg;
   return sc_mpsc_maybe_nonempty(&t->outbox) || sc_mpsc_maybe_nonempty(&t->tapq) ||
@@ -1093,7 +1029,6 @@ int sc_transport_create(sc_node *n, sc_transport **out) {
   }
   sc_mpsc_init(&t->outbox);
   sc_mpsc_init(&t->tapq);
-  sc_buf_init(&t->io_scratch);
   /* The loop and its wake-up exist from here on, so actors may queue remote sends
    * before the sockets are up (the io thread drains them once it runs). */
   if (uv_loop_init(&t->uv) != 0) {
@@ -1214,13 +1149,12 @@ void sc_transport_destroy(sc_transport *t) {
     frame_free(SC_CONTAINER_OF(nd, frame, link));
   }
   for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;)
-    chain_drop(t, SC_CONTAINER_OF(nd, tap_chain, link));
-  free(t->io_tap.open);
-  sc_buf_free(&t->io_scratch);
+    batch_free(SC_CONTAINER_OF(nd, tap_batch, link));
+  if (t->io_tap.open) batch_free(t->io_tap.open);
   for (int i = 0; i < SC_MAX_LOOPS; i++) {
     lnet *ln = atomic_load(&t->lnets[i]);
     if (ln == NULL) continue;
-    if (ln->chain) chain_drop(t, ln->chain); /* a loop that never ran its close */
+    if (ln->tap.open) batch_free(ln->tap.open); /* a loop that never ran its close */
     free(ln->peers);
     free(ln);
   }

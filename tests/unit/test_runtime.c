@@ -830,6 +830,48 @@ Test(runtime, a_taken_tapped_body_is_published_as_delivered) {
   stop_node(n);
 }
 
+/* ---- records larger than a tap batch (64 KiB) arrive whole, between small ones ---- */
+
+static uint8_t big_byte(uint64_t seq, uint32_t i) { return (uint8_t)(seq * 7 + i); }
+
+/* Odd pings carry 100000 + seq bytes, even ones none. */
+static void big_check(const sc_tap_record *rec, const sc_msg_ping *ping, void *ud) {
+  (void)rec;
+  (void)ud;
+  const uint32_t want = ping->seq % 2 ? 100000u + (uint32_t)ping->seq : 0u;
+  cr_assert_eq(ping->payload.len, want, "ping %llu: %u payload bytes, sent %u",
+               (unsigned long long)ping->seq, ping->payload.len, want);
+  for (uint32_t i = 0; i < want; i++)
+    if (ping->payload.data[i] != big_byte(ping->seq, i))
+      cr_assert_fail("ping %llu: byte %u changed", (unsigned long long)ping->seq, i);
+}
+
+Test(runtime, tap_records_larger_than_a_batch_arrive_whole) {
+  sc_node *n = start_node(1, NULL, 0);
+  sc_actor_id silent;
+  cr_assert_eq(sc_spawn(n, &k_silent, NULL, 0, &silent), 0);
+  void *ctx, *sub = tap_sub_open(n, &ctx, "0/silent/", 0);
+  for (uint64_t seq = 0; seq < 20; seq++) {
+    sc_envelope env = {.type = SC_MSG_PING, .dst = silent};
+    sc_msg_ping *p = new_ping(seq);
+    if (seq % 2) {
+      p->payload.len = 100000u + (uint32_t)seq;
+      p->payload.data = malloc(p->payload.len);
+      cr_assert_not_null(p->payload.data);
+      for (uint32_t i = 0; i < p->payload.len; i++) p->payload.data[i] = big_byte(seq, i);
+    }
+    cr_assert_eq(sc_node_send(n, &env, p), 0);
+  }
+  const char *const topic[] = {"0/silent/ping"};
+  uint64_t next = 0;
+  cr_assert_eq(tap_read_checked(sub, 500, topic, 1, &next, big_check, NULL), 20);
+  sc_node_stats st;
+  sc_node_get_stats(n, &st);
+  cr_assert_eq(st.tap_dropped, 0u);
+  tap_sub_close(ctx, sub);
+  stop_node(n);
+}
+
 /* ---- what another node sends is decoded by the receiving loop: bad input is counted ---- */
 
 Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
