@@ -103,7 +103,7 @@ int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body) {
 }
 
 int sc_deliver_raw(sc_node *n, const sc_envelope *env, sc_raw_msg *raw) {
-  return deliver(n, env, (void *)((uintptr_t)raw | SC_LETTER_RAW), false);
+  return deliver(n, env, (void *)((uintptr_t)raw | SC_LETTER_RAW), true);
 }
 
 const char *sc_slot_name(sc_node *n, uint16_t slot) {

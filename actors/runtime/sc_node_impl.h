@@ -111,8 +111,9 @@ typedef struct sc_raw_msg sc_raw_msg;
 /* A message in a mailbox: 64 bytes, one cache line, since every message's letter moves
  * from the sender's core to the receiver's. While it waits in the mailbox, two low bits
  * of body (free: bodies are malloc'd) say more:
- *   SC_LETTER_TAPPED  sent while a tap subscriber was attached: just before the handler
- *                     runs, the receiving loop records it for the tap (sc_tap_letter);
+ *   SC_LETTER_TAPPED  sent (or received from another node) while a tap subscriber was
+ *                     attached: just before the handler runs, the receiving loop records
+ *                     it for the tap (sc_tap_letter);
  *   SC_LETTER_RAW     body is an sc_raw_msg from another node, which the receiving loop
  *                     decodes just before running it: decoding is spread over the loops
  *                     instead of being serialized on the node's io thread.
@@ -271,13 +272,14 @@ void sc_loop_destroy(sc_loop *l);
 int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const void *arg,
                 size_t arg_size, int slot_index, sc_actor_id *out);
 /* Delivers a letter's content to a local actor: consumes body on success; on failure
- * the caller still owns it. Not tapped (the io thread taps what it receives itself). */
+ * the caller still owns it. Never tapped (the runtime's own letters). */
 int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body);
-/* As sc_deliver_local, and the letter is tapped when its actor has handled it, if a tap
- * subscriber is attached now (local sends). */
+/* As sc_deliver_local, and the letter is recorded for the tap just before its actor
+ * handles it, if a tap subscriber is attached now (local sends). */
 int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body);
-/* As sc_deliver_local for a message from another node whose envelope env was read from
- * raw, which the receiving loop decodes; env->type must be a message type. */
+/* As sc_deliver_local_tapped for a message from another node whose envelope env was read
+ * from raw, which the receiving loop decodes (then records it for the tap, as a local
+ * letter); env->type must be a message type. */
 int sc_deliver_raw(sc_node *n, const sc_envelope *env, sc_raw_msg *raw);
 /* The name of a live local slot (for tap topics), or NULL. */
 const char *sc_slot_name(sc_node *n, uint16_t slot);

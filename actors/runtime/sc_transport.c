@@ -46,8 +46,10 @@
  * and body still in its cache): handing whole letters to the io thread to encode and free
  * instead halved the in-process rate on the GPU host, where every letter then crossed a
  * third core (bench/messages.md, fourth pass). What the io thread receives from other
- * nodes is tapped there as it arrives (so a receiver's local and remote records are
- * ordered per sender only). Batches waiting for the io thread are bounded
+ * nodes is marked the same way and recorded by the receiving loop once it is decoded, so
+ * every record of an actor comes from its loop, in the order it handled them, and the io
+ * thread (which every received message crosses) does nothing more for a tap than publish
+ * batches. Batches waiting for the io thread are bounded
  * (SC_TAP_QUEUE_BYTES) and the XPUB runs with XPUB_NODROP and non-blocking sends, so a
  * slow subscriber shows up as counted drops, never as a blocked actor.
  */
@@ -134,15 +136,13 @@ typedef struct topic_cache {
   char topic[SC_TOPIC_MAX];
 } topic_cache;
 
-/* A thread's open batch of records: the io thread's (what it receives from other nodes)
- * or a loop's (the letters its actors took). A closed batch of the io thread goes to the
- * XPUB; one of a loop goes to the io thread's queue (on_loop). */
+/* A loop's open batch of records (of the letters its actors took), and the topic of the
+ * last one. */
 typedef struct tap_writer {
   tap_batch *open;
   uint32_t open_gen;          /* topic.gen when open was started: its topic is topic.topic */
   size_t first_cap;           /* the next batch starts this large: what the last one used */
-  topic_cache topic;          /* of the last message this thread tapped */
-  bool on_loop;
+  topic_cache topic;          /* of the last letter this loop tapped */
 } tap_writer;
 
 /* One DEALER to one peer and what it refused (see the header comment). Only its owner
@@ -208,7 +208,6 @@ struct sc_transport {
   bool hot; /* did work since the io loop last blocked */
   uint64_t spin_off_until; /* no spinning before this (oversubscribed CPU) */
   subs *subs_all; /* chain of every snapshot (io thread writes) */
-  tap_writer io_tap; /* the io thread's records: what it receives from other nodes */
 };
 
 static void tr_wake(sc_transport *t) {
@@ -334,8 +333,7 @@ static void batch_ship(sc_transport *t, tap_batch *b) {
   tr_wake(t);
 }
 
-/* The writer's thread: closes the open batch and sends it (io thread) or queues it for
- * the io thread (a loop). */
+/* Loop thread: closes the open batch and queues it for the io thread. */
 static void tap_hand_over(sc_transport *t, tap_writer *w) {
   tap_batch *b = w->open;
   if (b == NULL) return;
@@ -347,13 +345,10 @@ static void tap_hand_over(sc_transport *t, tap_writer *w) {
   /* a busy stream then fills its batches without growing them, a quiet one stays small */
   w->first_cap = SC_TAP_BATCH_FIRST;
   while (w->first_cap < b->buf.len && w->first_cap < SC_TAP_BATCH_BYTES) w->first_cap *= 2;
-  if (w->on_loop)
-    batch_ship(t, b);
-  else
-    tap_send(t, b);
+  batch_ship(t, b);
 }
 
-/* The writer's thread: w's open batch, ready for a record of about need bytes whose topic
+/* Loop thread: w's open batch, ready for a record of about need bytes whose topic
  * is the one tap_topic last returned for w (w->topic: a new gen there means another
  * topic, with no string compare per record). An open batch of another topic, or a full
  * one, is handed over first, so records leave in the order they came. NULL when out of
@@ -375,21 +370,6 @@ static tap_batch *tap_open(sc_transport *t, tap_writer *w, size_t need) {
     if (sc_buf_reserve(&b->buf, w->first_cap > need ? w->first_cap : need) != 0) return NULL;
   }
   return b;
-}
-
-/* The writer's thread: appends the record (ns, this node, msg) to w's open batch. */
-static void tap_append(sc_transport *t, tap_writer *w, uint64_t ns, const uint8_t *msg,
-                       size_t len) {
-  tap_batch *b = tap_open(t, w, SC_TAP_RECORD_HEADER + len);
-  if (b == NULL || sc_buf_reserve(&b->buf, SC_TAP_RECORD_HEADER + len) != 0) {
-    count_drops(t, 1);
-    return;
-  }
-  uint8_t *at = b->buf.data + b->buf.len;
-  sc_tap_record_put_header(at, ns, t->node->rank, (uint32_t)len);
-  memcpy(at + SC_TAP_RECORD_HEADER, msg, len);
-  b->buf.len += SC_TAP_RECORD_HEADER + len;
-  b->records++;
 }
 
 /* Loop thread: encodes the letter as a record straight into w's open batch (no copy). */
@@ -672,7 +652,6 @@ static lnet *lnet_of(sc_transport *t, sc_loop *l) {
     return NULL;
   }
   ln->peers = peers;
-  ln->tap.on_loop = true;
   sc_buf_init(&ln->scratch);
   atomic_store_explicit(&t->lnets[l->index], ln, memory_order_release);
   return ln;
@@ -800,14 +779,9 @@ static void deliver_remote(sc_transport *t, zmq_msg_t *msg) {
     if (rc == SC_ENOTSUP) (void)sc_reply_error_to(n, &env, rc, "unknown message type");
     return;
   }
-  /* the topic names the receiving actor; compute it before the letter is handed over */
-  const char *topic = tap_topic(t, &t->io_tap.topic, &env);
   sc_raw_msg *raw = raw_new(&env, msg);
   rc = raw ? sc_deliver_raw(n, &env, raw) : SC_ENOMEM;
-  if (rc == 0) {
-    if (topic) tap_append(t, &t->io_tap, sc_wall_ns(), p, len); /* bytes as received */
-    return;
-  }
+  if (rc == 0) return;
   if (rc == SC_EFULL)
     atomic_fetch_add_explicit(&n->mailbox_dropped, 1, memory_order_relaxed);
   else
@@ -934,7 +908,6 @@ static bool service_all(sc_transport *t) {
   if (t->xpub) {
     if (drain_xpub(t) >= SC_DRAIN_CAP) more = true;
     if (drain_tapq(t, &more) > 0) t->hot = true; /* loops hand batches over while busy */
-    tap_hand_over(t, &t->io_tap);
   }
   return more;
 }
@@ -1150,7 +1123,6 @@ void sc_transport_destroy(sc_transport *t) {
   }
   for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;)
     batch_free(SC_CONTAINER_OF(nd, tap_batch, link));
-  if (t->io_tap.open) batch_free(t->io_tap.open);
   for (int i = 0; i < SC_MAX_LOOPS; i++) {
     lnet *ln = atomic_load(&t->lnets[i]);
     if (ln == NULL) continue;

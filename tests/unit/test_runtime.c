@@ -651,7 +651,8 @@ static void wait_subscriptions(sc_node *n, int want) {
 /* A subscriber on node 0's tap (its own ZeroMQ context, *ctx), subscribed to a
  * comma-separated list of prefixes ("" for everything), once n has seen them all.
  * rcvhwm 0 keeps ZeroMQ's default. */
-static void *tap_sub_open(sc_node *n, void **ctx, const char *prefixes, int rcvhwm) {
+static void *tap_sub_open_at(sc_node *n, const char *ep, void **ctx, const char *prefixes,
+                             int rcvhwm) {
   *ctx = zmq_ctx_new();
   void *sub = zmq_socket(*ctx, ZMQ_SUB);
   const int zero = 0;
@@ -665,9 +666,13 @@ static void *tap_sub_open(sc_node *n, void **ctx, const char *prefixes, int rcvh
     if (end == NULL) break;
     p = end + 1;
   }
-  cr_assert_eq(zmq_connect(sub, g_cluster.nodes[0].tap), 0);
+  cr_assert_eq(zmq_connect(sub, ep), 0);
   wait_subscriptions(n, subs + 1);
   return sub;
+}
+
+static void *tap_sub_open(sc_node *n, void **ctx, const char *prefixes, int rcvhwm) {
+  return tap_sub_open_at(n, g_cluster.nodes[0].tap, ctx, prefixes, rcvhwm);
 }
 
 static void tap_sub_close(void *ctx, void *sub) {
@@ -687,11 +692,12 @@ static int topic_index(zmq_msg_t *t, const char *const *topics, int ntopics) {
 /* Called with each record tap_read decodes (when not NULL). */
 typedef void (*tap_check_fn)(const sc_tap_record *rec, const sc_msg_ping *ping, void *ud);
 
-/* Reads tap messages until none comes for timeout_ms. The pings of topics[k] must be
- * numbered next[k], next[k]+1, ...; next[k] ends one past the last. Returns the number of
+/* Reads tap messages until none comes for timeout_ms and calls each(topic, record, its
+ * decoded ping, ud) for every record, which must decode as a ping. Returns the number of
  * records. */
-static int tap_read_checked(void *sub, int timeout_ms, const char *const *topics,
-                            int ntopics, uint64_t *next, tap_check_fn check, void *ud) {
+typedef void (*tap_each_fn)(zmq_msg_t *topic, const sc_tap_record *rec,
+                            const sc_envelope *env, const sc_msg_ping *ping, void *ud);
+static int tap_read_each(void *sub, int timeout_ms, tap_each_fn each, void *ud) {
   int n = 0;
   zmq_setsockopt(sub, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
   for (;;) {
@@ -703,7 +709,6 @@ static int tap_read_checked(void *sub, int timeout_ms, const char *const *topics
       zmq_msg_close(&b);
       return n;
     }
-    const int k = topic_index(&t, topics, ntopics);
     const uint8_t *p = zmq_msg_data(&b);
     size_t left = zmq_msg_size(&b);
     sc_tap_record rec;
@@ -712,11 +717,7 @@ static int tap_read_checked(void *sub, int timeout_ms, const char *const *topics
       void *body = NULL;
       cr_assert_eq(sc_msg_decode(rec.msg, rec.len, &env, &body, NULL), 0);
       cr_assert_eq(env.type, SC_MSG_PING);
-      const uint64_t seq = ((sc_msg_ping *)body)->seq;
-      cr_assert_eq(seq, next[k], "%s: got %llu, expected %llu", topics[k],
-                   (unsigned long long)seq, (unsigned long long)next[k]);
-      if (check) check(&rec, body, ud);
-      next[k]++;
+      each(&t, &rec, &env, body, ud);
       sc_msg_body_destroy(env.type, body);
       n++;
     }
@@ -724,6 +725,34 @@ static int tap_read_checked(void *sub, int timeout_ms, const char *const *topics
     zmq_msg_close(&t);
     zmq_msg_close(&b);
   }
+}
+
+typedef struct numbered {
+  const char *const *topics;
+  int ntopics;
+  uint64_t *next;
+  tap_check_fn check;
+  void *ud;
+} numbered;
+
+static void check_numbered(zmq_msg_t *topic, const sc_tap_record *rec, const sc_envelope *env,
+                           const sc_msg_ping *ping, void *ud) {
+  (void)env;
+  numbered *c = ud;
+  const int k = topic_index(topic, c->topics, c->ntopics);
+  cr_assert_eq(ping->seq, c->next[k], "%s: got %llu, expected %llu", c->topics[k],
+               (unsigned long long)ping->seq, (unsigned long long)c->next[k]);
+  if (c->check) c->check(rec, ping, c->ud);
+  c->next[k]++;
+}
+
+/* Reads tap messages until none comes for timeout_ms. The pings of topics[k] must be
+ * numbered next[k], next[k]+1, ...; next[k] ends one past the last. Returns the number of
+ * records. */
+static int tap_read_checked(void *sub, int timeout_ms, const char *const *topics,
+                            int ntopics, uint64_t *next, tap_check_fn check, void *ud) {
+  numbered c = {topics, ntopics, next, check, ud};
+  return tap_read_each(sub, timeout_ms, check_numbered, &c);
 }
 
 static int tap_read(void *sub, int timeout_ms, const char *const *topics, int ntopics,
@@ -1124,6 +1153,60 @@ Test(runtime, a_loop_send_to_a_down_peer_fails_with_edown) {
   sc_node_stats st;
   WAIT_STATS(p.n[0], st, 2000, st.remote_dropped > 0);
   cr_assert_gt(st.remote_dropped, 0u, "the dropped backlog was not counted");
+  pair_free(&p);
+}
+
+/* ---- an actor's records come from its loop, local and remote senders alike ---- */
+
+/* Pings numbered per sending node (tx[r] on rank r), all recorded by node 1. */
+typedef struct by_node {
+  sc_actor_id tx[2];
+  uint64_t next[2], last_ns;
+} by_node;
+
+static void check_by_node(zmq_msg_t *topic, const sc_tap_record *rec, const sc_envelope *env,
+                          const sc_msg_ping *ping, void *ud) {
+  by_node *c = ud;
+  cr_assert_eq(zmq_msg_size(topic), strlen("1/rx/ping")); /* the startup actor's name */
+  cr_assert_eq(rec->node, 1);
+  cr_assert(env->src.node < 2 && env->src.slot == c->tx[env->src.node].slot);
+  const int r = env->src.node;
+  cr_assert_eq(ping->seq, c->next[r], "from node %d: ping %llu, expected %llu", r,
+               (unsigned long long)ping->seq, (unsigned long long)c->next[r]);
+  c->next[r]++;
+  cr_assert_geq(rec->ns, c->last_ns, "record times went back");
+  c->last_ns = rec->ns;
+}
+
+Test(runtime, tapped_remote_and_local_messages_come_in_handling_order) {
+  pair p;
+  shared sh = {.n = 3000};
+  shared *psh = &sh;
+  pair_rank0(&p, &psh, 0);
+  pair_start(&p, 1, 0, 0, &psh);
+  cr_assert_eq(sc_node_wait_ready(p.n[0], 5000), 0);
+  void *ctx, *sub = tap_sub_open_at(p.n[1], p.c.nodes[1].tap, &ctx, "1/rx/", 0);
+  /* rx@1 gets sh.n numbered pings from a sender on node 0 and sh.n from one on node 1 */
+  sc_actor_id tx0, tx1, pad;
+  cr_assert_eq(sc_spawn(p.n[0], &k_fifo_tx, &psh, sizeof psh, &tx0), 0);
+  /* fifo_rx keeps its order per sender slot: the two senders must not share one */
+  cr_assert_eq(sc_spawn(p.n[1], &k_silent, NULL, 0, &pad), 0);
+  cr_assert_eq(sc_spawn(p.n[1], &k_fifo_tx, &psh, sizeof psh, &tx1), 0);
+  cr_assert_neq(tx0.slot, tx1.slot);
+  cr_assert_eq(kick(p.n[0], tx0, 0), 0);
+  cr_assert_eq(kick(p.n[1], tx1, 0), 0);
+  cr_assert(wait_until(&sh.count, 2 * sh.n, 20000), "only %d of %d arrived",
+            atomic_load(&sh.count), 2 * sh.n);
+  cr_assert_eq(atomic_load(&sh.errors), 0, "out of order");
+  /* the records: every ping once, in order per sending node, times never going back */
+  by_node c = {.tx = {tx0, tx1}};
+  tap_read_each(sub, 500, check_by_node, &c);
+  const uint64_t *next = c.next;
+  cr_assert_eq(next[0], (uint64_t)sh.n, "%llu of %d remote pings recorded",
+               (unsigned long long)next[0], sh.n);
+  cr_assert_eq(next[1], (uint64_t)sh.n, "%llu of %d local pings recorded",
+               (unsigned long long)next[1], sh.n);
+  tap_sub_close(ctx, sub);
   pair_free(&p);
 }
 
