@@ -29,6 +29,7 @@ typedef struct route {
   uint64_t client_id;
   uint8_t ident[IDENT_MAX];
   size_t ident_len;
+  int32_t next_free;   /* free routes: the next free position, -1 at the end */
 } route;
 
 typedef struct gateway {
@@ -41,7 +42,10 @@ typedef struct gateway {
   uint64_t next_internal;
   route *routes;
   int32_t num_routes, cap_routes;
+  int32_t free_head;    /* a free position below num_routes, or -1 */
   sc_index by_internal; /* the live routes by internal id: every token reply looks one up */
+  sc_index by_client;   /* ... and by (client identity, client's request id): every
+                           submit checks that the id is not in use, every cancel finds it */
   sc_buf out;
 } gateway;
 
@@ -57,43 +61,85 @@ static route *find_internal(gateway *g, uint64_t id) {
   return pos >= 0 ? &g->routes[pos] : NULL;
 }
 
-/* Makes r (a free route) live under a new internal id. 0 or SC_ENOMEM (r stays free). */
-static int route_open(gateway *g, route *r, uint64_t client_id, const void *ident,
-                      size_t ident_len) {
-  *r = (route){.internal = ++g->next_internal, .client_id = client_id, .ident_len = ident_len};
-  memcpy(r->ident, ident, ident_len);
-  const int rc = sc_index_put(&g->by_internal, r->internal, (int32_t)(r - g->routes),
-                              route_hash, g);
-  if (rc != 0) r->internal = 0;
-  return rc;
-}
+/* A client's request as the gateway's clients name it. */
+typedef struct client_key {
+  const uint8_t *ident;
+  size_t len;
+  uint64_t client_id;
+} client_key;
 
-static void route_close(gateway *g, route *r) {
-  sc_index_del(&g->by_internal, r->internal, (int32_t)(r - g->routes), route_hash, g);
-  r->internal = 0;
+static uint64_t client_hash(const uint8_t *ident, size_t len, uint64_t client_id) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a over the identity, then the id mixed in */
+  for (size_t i = 0; i < len; i++) h = (h ^ ident[i]) * 1099511628211ull;
+  h ^= client_id + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+static uint64_t route_client_hash(const void *g, int32_t pos) {
+  const route *r = &((const gateway *)g)->routes[pos];
+  return client_hash(r->ident, r->ident_len, r->client_id);
+}
+static bool route_is_client(const void *g, int32_t pos, const void *key) {
+  const route *r = &((const gateway *)g)->routes[pos];
+  const client_key *k = key;
+  return r->client_id == k->client_id && r->ident_len == k->len &&
+         memcmp(r->ident, k->ident, k->len) == 0;
 }
 
 static route *find_client(gateway *g, const void *ident, size_t len, uint64_t client_id) {
-  for (int32_t i = 0; i < g->num_routes; i++) {
-    route *r = &g->routes[i];
-    if (r->internal && r->client_id == client_id && r->ident_len == len &&
-        memcmp(r->ident, ident, len) == 0)
-      return r;
-  }
-  return NULL;
+  const client_key k = {ident, len, client_id};
+  const int32_t pos = sc_index_find(&g->by_client, client_hash(ident, len, client_id),
+                                    route_is_client, g, &k);
+  return pos >= 0 ? &g->routes[pos] : NULL;
 }
 
-static route *add_route(gateway *g) {
-  for (int32_t i = 0; i < g->num_routes; i++)
-    if (g->routes[i].internal == 0) return &g->routes[i];
+/* A free position: from the free list, or past the used ones (growing the array). -1 when
+ * out of memory. */
+static int32_t route_alloc(gateway *g) {
+  if (g->free_head >= 0) {
+    const int32_t pos = g->free_head;
+    g->free_head = g->routes[pos].next_free;
+    return pos;
+  }
   if (g->num_routes == g->cap_routes) {
     const int32_t cap = g->cap_routes ? 2 * g->cap_routes : 64;
     route *r = realloc(g->routes, sizeof *r * (size_t)cap);
-    if (r == NULL) return NULL;
+    if (r == NULL) return -1;
     g->routes = r;
     g->cap_routes = cap;
   }
-  return &g->routes[g->num_routes++];
+  return g->num_routes++;
+}
+
+static void route_release(gateway *g, int32_t pos) {
+  g->routes[pos].internal = 0;
+  g->routes[pos].next_free = g->free_head;
+  g->free_head = pos;
+}
+
+/* A new live route under a new internal id, indexed both ways, or NULL (out of memory). */
+static route *route_open(gateway *g, uint64_t client_id, const void *ident, size_t ident_len) {
+  const int32_t pos = route_alloc(g);
+  if (pos < 0) return NULL;
+  route *r = &g->routes[pos];
+  *r = (route){.internal = ++g->next_internal, .client_id = client_id, .ident_len = ident_len};
+  memcpy(r->ident, ident, ident_len);
+  if (sc_index_put(&g->by_internal, r->internal, pos, route_hash, g) != 0) {
+    route_release(g, pos);
+    return NULL;
+  }
+  if (sc_index_put(&g->by_client, route_client_hash(g, pos), pos, route_client_hash, g) != 0) {
+    sc_index_del(&g->by_internal, r->internal, pos, route_hash, g);
+    route_release(g, pos);
+    return NULL;
+  }
+  return r;
+}
+
+static void route_close(gateway *g, route *r) {
+  const int32_t pos = (int32_t)(r - g->routes);
+  sc_index_del(&g->by_internal, r->internal, pos, route_hash, g);
+  sc_index_del(&g->by_client, route_client_hash(g, pos), pos, route_client_hash, g);
+  route_release(g, pos);
 }
 
 /* Sends an encoded client message to one client; false if the client is unreachable. */
@@ -162,8 +208,8 @@ static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
       reject(g, ident, ident_len, m->request_id, SC_EINVAL,
              "request id already in use by this client");
     } else {
-      route *r = add_route(g);
-      if (r == NULL || route_open(g, r, m->request_id, ident, ident_len) != 0) {
+      route *r = route_open(g, m->request_id, ident, ident_len);
+      if (r == NULL) {
         reject(g, ident, ident_len, m->request_id, SC_ENOMEM, "the gateway is out of memory");
       } else {
         m->request_id = r->internal;
@@ -223,7 +269,9 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   g->node = sc_ctx_node(c);
   g->self = sc_self(c);
   sc_buf_init(&g->out);
+  g->free_head = -1;
   int rc = sc_index_init(&g->by_internal, 64);
+  if (rc == 0) rc = sc_index_init(&g->by_client, 64);
   if (rc) return rc;
   rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &g->scheduler);
   if (rc) return rc;
@@ -261,6 +309,7 @@ static void terminate(sc_ctx *c, void *state, int reason) {
   if (g->zctx) zmq_ctx_term(g->zctx);
   free(g->routes);
   sc_index_free(&g->by_internal);
+  sc_index_free(&g->by_client);
   sc_buf_free(&g->out);
 }
 

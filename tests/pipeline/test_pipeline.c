@@ -238,10 +238,28 @@ Test(pipeline, hostile_clients_get_errors_others_are_served) {
   cr_assert_eq(sc_msg_encode(&env, &ping, &b), 0);
   cr_assert_eq(sc_client_send_raw(bad, b.data, b.len), 0);
   cr_assert_eq(next_error(bad, msg, sizeof msg), SC_EPROTO, "%s", msg);
-  sc_buf_free(&b);
 
   /* the well-behaved client was served throughout, and the cluster still serves */
   cr_assert_eq(finish(good, good_id, msg, sizeof msg), 6, "%s", msg);
+  /* a request id this client has in flight already (the gateway looks the pair up by
+   * client identity and id); the same id from another client is that client's own */
+  const sc_client_request long_req = {.prompt = prompt, .prompt_len = 8, .max_tokens = 200};
+  uint64_t live;
+  cr_assert_eq(sc_client_submit(bad, &long_req, &live), 0);
+  sc_msg_client_submit again = {.request_id = live, .prompt = {prompt, 8}, .max_tokens = 2};
+  env.type = SC_MSG_CLIENT_SUBMIT;
+  cr_assert_eq(sc_msg_encode(&env, &again, &b), 0);
+  cr_assert_eq(sc_client_send_raw(bad, b.data, b.len), 0);
+  cr_assert_eq(next_error(bad, msg, sizeof msg), SC_EINVAL, "%s", msg);
+  cr_assert_not_null(strstr(msg, "already in use"), "%s", msg);
+  cr_assert_eq(sc_client_send_raw(good, b.data, b.len), 0);
+  cr_assert_eq(finish(good, live, msg, sizeof msg), 2, "%s", msg);
+  /* a cancel of an id this client never used, then of the live one */
+  cr_assert_eq(sc_client_cancel(bad, live + 1000), 0);
+  cr_assert_eq(next_error(bad, msg, sizeof msg), SC_ENOENT, "%s", msg);
+  cr_assert_eq(sc_client_cancel(bad, live), 0);
+  cr_assert_geq(finish(bad, live, msg, sizeof msg), 0, "%s", msg);
+  sc_buf_free(&b);
   cr_assert_eq(sc_client_submit(bad, &ok_req, &id), 0);
   cr_assert_eq(finish(bad, id, msg, sizeof msg), 6, "%s", msg);
   char died[256];
