@@ -55,12 +55,21 @@ static inline void put_byte(wr *w, uint8_t v) {
   w->b->len++;
 }
 
+/* Writes v at p (room for 9 bytes); returns the byte after it. */
+static inline uint8_t *cur_uint(uint8_t *p, uint64_t v) {
+  if (v < 128) {
+    *p = (uint8_t)v;
+    return p + 1;
+  }
+  const int n = v <= UINT8_MAX ? 1 : v <= UINT16_MAX ? 2 : v <= UINT32_MAX ? 4 : 8;
+  p[0] = (uint8_t)(n == 1 ? 0xcc : n == 2 ? 0xcd : n == 4 ? 0xce : 0xcf);
+  put_be(p + 1, v, n);
+  return p + 1 + n;
+}
+
 static void put_uint(wr *w, uint64_t v) {
-  if (v < 128) put_byte(w, (uint8_t)v);
-  else if (v <= UINT8_MAX) put_tagged(w, 0xcc, v, 1);
-  else if (v <= UINT16_MAX) put_tagged(w, 0xcd, v, 2);
-  else if (v <= UINT32_MAX) put_tagged(w, 0xce, v, 4);
-  else put_tagged(w, 0xcf, v, 8);
+  uint8_t *p = room(w, 9);
+  if (p != NULL) w->b->len += (size_t)(cur_uint(p, v) - p);
 }
 
 static void put_int(wr *w, int64_t v) {
@@ -100,11 +109,39 @@ static void put_bin(wr *w, const uint8_t *data, uint32_t n) {
   put_bytes(w, data, n);
 }
 
+/* Writes [node, slot, gen] at p (room for ACTOR_MAX bytes: u16, u16, u32); returns the
+ * byte after it. */
+#define ACTOR_MAX (1 + 3 + 3 + 5)
+static inline uint8_t *cur_actor(uint8_t *p, const sc_actor_id *a) {
+  *p++ = 0x90 | 3;
+  p = cur_uint(p, a->node);
+  p = cur_uint(p, a->slot);
+  return cur_uint(p, a->gen);
+}
+
 static void put_actor(wr *w, const sc_actor_id *a) {
-  put_array(w, 3);
-  put_uint(w, a->node);
-  put_uint(w, a->slot);
-  put_uint(w, a->gen);
+  uint8_t *p = room(w, ACTOR_MAX);
+  if (p != NULL) w->b->len += (size_t)(cur_actor(p, a) - p);
+}
+
+/* The envelope precedes every message sent, received or tapped, so it is written with one
+ * room check and a local cursor: its largest encoding is an array header, five uints of
+ * up to 9 bytes, two actor ids and the trace id. */
+#define ENVELOPE_MAX (1 + 5 * 9 + 2 * ACTOR_MAX + 9)
+static void put_envelope(wr *w, const sc_envelope *env) {
+  uint8_t *const start = room(w, ENVELOPE_MAX);
+  if (start == NULL) return;
+  uint8_t *p = start;
+  *p++ = 0x90 | 9;
+  p = cur_uint(p, SC_MSG_MAJOR);
+  p = cur_uint(p, SC_MSG_MINOR);
+  p = cur_uint(p, env->type);
+  p = cur_uint(p, env->step);
+  p = cur_uint(p, env->seq);
+  p = cur_actor(p, &env->src);
+  p = cur_actor(p, &env->dst);
+  p = cur_uint(p, env->trace_id);
+  w->b->len += (size_t)(p - start);
 }
 
 static void enc_scalar(wr *w, int k, const void *p) {
@@ -188,15 +225,7 @@ int sc_msg_encode_append(const sc_envelope *env, const void *body, sc_buf *out) 
   if (desc == NULL || body == NULL) return SC_EINVAL;
   const size_t start = out->len;
   wr w = {.b = out, .oom = false};
-  put_array(&w, 9);
-  put_uint(&w, SC_MSG_MAJOR);
-  put_uint(&w, SC_MSG_MINOR);
-  put_uint(&w, env->type);
-  put_uint(&w, env->step);
-  put_uint(&w, env->seq);
-  put_actor(&w, &env->src);
-  put_actor(&w, &env->dst);
-  put_uint(&w, env->trace_id);
+  put_envelope(&w, env);
   enc_struct(&w, desc, body);
   if (w.oom) {
     out->len = start;

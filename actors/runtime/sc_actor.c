@@ -52,7 +52,8 @@ void sc_letter_free(sc_letter *lt) {
 }
 
 /* Pushes a letter into a live slot. force: system letters ignore the capacity. tap: the
- * transport whose subscribers get a copy once the receiving actor has handled it. */
+ * transport whose subscribers get a copy when a subscriber is attached now (the receiving
+ * loop records it just before the handler runs). */
 static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
                      bool force, sc_transport *tap) {
   if (!atomic_load_explicit(&s->live, memory_order_acquire) ||
@@ -491,6 +492,7 @@ static sc_loop *pick_loop(sc_node *n, const sc_actor_spec *spec, int *err) {
 int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const void *arg,
                 size_t arg_size, int slot_index, sc_actor_id *out) {
   if (spec == NULL || out == NULL || (arg_size && arg == NULL)) return SC_EINVAL;
+  if (spec->mailbox_cap > SC_MAILBOX_MAX_CAP) return SC_EINVAL;
   if (atomic_load(&n->stopping)) return SC_ECLOSED;
   int rc = 0;
   sc_actor *a = calloc(1, sizeof *a);

@@ -46,6 +46,9 @@ typedef struct sc_ctx sc_ctx;
 struct uv_loop_s;
 
 #define SC_MAILBOX_DEFAULT_CAP 65536u
+/* The largest spec.mailbox_cap (sc_spawn refuses more with SC_EINVAL): the runtime counts
+ * what a mailbox holds as a signed 32-bit difference. */
+#define SC_MAILBOX_MAX_CAP (1u << 30)
 /* Bits of sc_envelope.seq used by request/reply; the low 62 bits are the request id. */
 #define SC_SEQ_REQUEST (1ull << 62)
 #define SC_SEQ_REPLY (1ull << 63)

@@ -193,7 +193,7 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d) {
   if (o->num_startup < 0 || o->num_startup > SC_NODE_MAX_STARTUP)
     return sc_fail(d, SC_EINVAL, "at most %d startup actors", SC_NODE_MAX_STARTUP);
   int rc = 0;
-  sc_node *n = sc_calloc_lines(1, sizeof *n);
+  sc_node *n = calloc(1, sizeof *n);
   if (n == NULL) return SC_ENOMEM;
   n->stop_pipe[0] = n->stop_pipe[1] = -1;
   pthread_mutex_init(&n->mu, NULL);

@@ -7,7 +7,7 @@
  * A slot keeps its mailbox (lock-free MPSC of letters) for the node's lifetime and stays
  * on the loop it was first given, so a sender racing with a stop/respawn can only reach
  * that one loop; the loop discards letters whose generation is not the live one.
- * Scheduling: a sender reserves mailbox capacity (count), pushes the letter, and if the
+ * Scheduling: a sender reserves mailbox capacity (enq), pushes the letter, and if the
  * slot was not scheduled puts it on its loop's run queue and wakes the loop (one
  * uv_async_send per idle->busy transition). The loop runs each scheduled actor for at
  * most SC_ACTOR_BATCH messages, and at most SC_LOOP_TURNS actor turns per wake-up.
@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,7 @@ static inline bool sc_spin_until(uint64_t spin_ns, uint64_t deadline, uint64_t *
  * transport's shared counters): malloc promises only 16-byte alignment, which would put
  * those members across lines. Freed with free(). */
 static inline void *sc_calloc_lines(size_t n, size_t size) {
+  if (size != 0 && n > (SIZE_MAX - 63) / size) return NULL;
   const size_t bytes = (n * size + 63) & ~(size_t)63;
   void *p = aligned_alloc(64, bytes);
   if (p != NULL) memset(p, 0, bytes);
@@ -108,8 +110,9 @@ typedef struct sc_sys_watch {
 /* A message received from another node and not decoded yet (sc_transport.c). */
 typedef struct sc_raw_msg sc_raw_msg;
 
-/* A message in a mailbox: 64 bytes, one cache line, since every message's letter moves
- * from the sender's core to the receiver's. While it waits in the mailbox, two low bits
+/* A message in a mailbox: 64 bytes, since every message's letter moves from the sender's
+ * core to the receiver's (one cache line where the allocator aligns 64-byte blocks, as
+ * jemalloc's size class does; glibc's malloc gives 16-byte alignment, two lines). While it waits in the mailbox, two low bits
  * of body (free: bodies are malloc'd) say more:
  *   SC_LETTER_TAPPED  sent (or received from another node) while a tap subscriber was
  *                     attached: just before the handler runs, the receiving loop records
@@ -136,7 +139,10 @@ typedef struct sc_actor sc_actor;
  * `scheduled`; the rest changes only at spawn and stop. A sender reads deq and scheduled
  * on every send, but the loop writes them once per batch, so that line moves to the
  * sender once per batch instead of once per message (with one shared count, which both
- * sides wrote, the sender waited for that line on every message). */
+ * sides wrote, the sender waited for that line on every message). Less often, others
+ * write there too: a sender whose letter finds the mailbox down to its stub writes
+ * stub.next (head's line), and whoever queues another slot behind this one on the run
+ * queue writes run_link.next. */
 typedef struct sc_slot {
   sc_mpsc mbox;
   _Alignas(64) _Atomic uint32_t enq; /* letters counted in (reserved) by senders, wraps */

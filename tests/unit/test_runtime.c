@@ -338,6 +338,17 @@ static int silent_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body)
 static const sc_actor_spec k_silent = {.name = "silent",
                                        .handlers = {[SC_MSG_PING] = silent_on_ping}};
 
+Test(runtime, a_mailbox_past_the_largest_cap_is_refused) {
+  sc_node *n = start_node(1, NULL, 0);
+  sc_actor_spec big = k_silent;
+  big.mailbox_cap = SC_MAILBOX_MAX_CAP + 1;
+  sc_actor_id id;
+  cr_assert_eq(sc_spawn(n, &big, NULL, 0, &id), SC_EINVAL);
+  big.mailbox_cap = SC_MAILBOX_MAX_CAP;
+  cr_assert_eq(sc_spawn(n, &big, NULL, 0, &id), 0);
+  stop_node(n);
+}
+
 Test(runtime, request_gets_reply) {
   sc_node *n = start_node(2, NULL, 0);
   shared sh = {.last_rc = 1};
