@@ -274,6 +274,8 @@ typedef struct cluster_run {
   char dir[64];
   bool tapped;
   tapsub tap;
+  run r; /* the driver's: here, not on a stack, since a driver that timed out may still
+          * write to it until cluster_down has stopped the node */
 } cluster_run;
 
 /* Forks a child that dies with this process (PR_SET_PDEATHSIG); *pid is the child's id
@@ -663,11 +665,12 @@ static int drive(cluster_run *cr, sc_actor_id drv, run *r, uint16_t step, uint64
 static int measure_case(const bench_case *bc, double *samples) {
   cluster_run *cr = bc->cr;
   const char *tname = k_transports[bc->transport];
-  run r = {.payload = bc->payload};
+  run *r = &cr->r;
+  *r = (run){.payload = bc->payload};
   char who[32], params[256], extra[256];
   snprintf(who, sizeof who, "sink@%d", bc->transport == 0 ? 0 : 1);
-  sc_node_resolve(cr->node, who, &r.target);
-  run *pr = &r;
+  sc_node_resolve(cr->node, who, &r->target);
+  run *pr = r;
   sc_actor_id drv;
   int rc = sc_spawn(cr->node, &k_driver, &pr, sizeof pr, &drv);
   if (rc != 0) return rc;
@@ -680,8 +683,8 @@ static int measure_case(const bench_case *bc, double *samples) {
       sc_node_stats st0, st1;
       sc_node_get_stats(cr->node, &st0);
       const uint64_t seen0 = atomic_load(&cr->tap.seen);
-      if ((rc = drive(cr, drv, &r, STEP_RATE, bc->n)) != 0) break;
-      rate[tap][k] = (double)bc->n / ((double)(r.t1 - r.t0) * 1e-9);
+      if ((rc = drive(cr, drv, r, STEP_RATE, bc->n)) != 0) break;
+      rate[tap][k] = (double)bc->n / ((double)(r->t1 - r->t0) * 1e-9);
       if (tap) { /* the subscriber catches up before the next run */
         seen += tap_settle(&cr->tap) - seen0;
         sc_node_get_stats(cr->node, &st1);
@@ -689,11 +692,11 @@ static int measure_case(const bench_case *bc, double *samples) {
         dropped += st1.tap_dropped - st0.tap_dropped;
       }
     }
-  if (rc == 0 && atomic_load(&r.errors)) {
+  if (rc == 0 && atomic_load(&r->errors)) {
     fprintf(stderr, "bench messages: the sink saw messages out of order\n");
     rc = SC_EPROTO;
   }
-  const double base = bc->tap_first == 0 ? sc_bench_median(rate[0], bc->runs) : 0;
+  const double base = rc == 0 && bc->tap_first == 0 ? sc_bench_median(rate[0], bc->runs) : 0;
   for (int tap = bc->tap_first; tap <= bc->tap_last && rc == 0; tap++) {
     const double med = sc_bench_median(rate[tap], bc->runs);
     snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u", tname,
@@ -710,10 +713,10 @@ static int measure_case(const bench_case *bc, double *samples) {
     sc_bench_add(bc->b, "messages.rate", params, "msg/s", rate[tap], bc->runs, extra);
   }
 
-  r.rtt_us = samples;
+  r->rtt_us = samples;
   for (int tap = bc->tap_first; tap <= bc->tap_last && rc == 0; tap++) {
     if ((rc = tap_set(cr, tap)) != 0 ||
-        (rc = drive(cr, drv, &r, STEP_ECHO, (uint64_t)bc->rtts)) != 0)
+        (rc = drive(cr, drv, r, STEP_ECHO, (uint64_t)bc->rtts)) != 0)
       break;
     const double p50 = sc_bench_percentile(samples, bc->rtts, 50);
     snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u", tname,

@@ -413,8 +413,14 @@ static void run_slot(sc_loop *l, sc_slot *s) {
   }
   sc_wake_clear(&s->scheduled);
   /* A producer that found scheduled=1 before the clear relies on this re-check. */
-  if (atomic_load_explicit(&s->enq, memory_order_seq_cst) != deq && sc_wake_claim(&s->scheduled))
+  if (atomic_load_explicit(&s->enq, memory_order_seq_cst) != deq && sc_wake_claim(&s->scheduled)) {
+    /* Nothing to take although letters are counted: a sender was preempted between
+     * counting its letter and linking it in. Give it the CPU rather than spinning on the
+     * slot until it is rescheduled (on an oversubscribed machine it may be waiting for
+     * this very core). */
+    if (k == 0) sched_yield();
     sc_mpsc_push(&l->runq, &s->run_link);
+  }
 }
 
 static void loop_shutdown(sc_loop *l);

@@ -13,7 +13,7 @@
 #define SC_TAP_RECORD_HEADER 16
 
 typedef struct sc_tap_record {
-  uint64_t ns;        /* when it left the receiver's mailbox (local) or reached the node */
+  uint64_t ns;        /* when it left the receiving actor's mailbox (wall clock) */
   int32_t node;       /* the publishing node's rank */
   uint32_t len;       /* bytes of msg */
   const uint8_t *msg; /* the encoded message (borrowed from the batch) */

@@ -68,15 +68,21 @@
 
 #define LOG "transport"
 #define SC_DRAIN_CAP 1024
-/* bytes of tap batches the loops handed to the io thread and it has not sent yet: a
- * subscriber that lags costs records past this, not memory */
+/* memory held by tap batches the loops handed to the io thread and it has not sent yet
+ * (their allocations, not only what they hold): a subscriber that lags costs records
+ * past this, not memory */
 #define SC_TAP_QUEUE_BYTES (8u << 20)
 /* the io thread sends at most this many of the loops' batches per pass, then reads the
  * ROUTER again (a send is one zmq_msg_send, no copy) */
 #define SC_TAP_DRAIN_BATCHES 64
 #define SC_TAP_BATCH_RECORDS 256     /* a tap batch closes at this many records ... */
-#define SC_TAP_BATCH_BYTES 65536     /* ... or before it would grow past this size */
-#define SC_TAP_BATCH_FIRST 4096      /* smallest first allocation of a batch */
+/* ... or when one more record would likely take it past this size: records are encoded
+ * in place, so a batch may pass it by one record, and a larger record is a batch alone */
+#define SC_TAP_BATCH_BYTES 65536
+/* smallest first allocation of a batch: small, since a loop whose letters alternate
+ * topics closes a batch per record; a busy stream's batches start as large as its last
+ * one was filled */
+#define SC_TAP_BATCH_FIRST 512
 #define SC_TOPIC_MAX 96
 #define SC_MAX_SUBS 256
 
@@ -192,7 +198,7 @@ struct sc_transport {
   /* written by the loops and the io thread */
   _Alignas(64) _Atomic int wake_pending;
   _Alignas(64) _Atomic uint32_t outbox_count; /* frames queued in outbox */
-  _Alignas(64) _Atomic size_t tapq_bytes;     /* of the batches in tapq */
+  _Alignas(64) _Atomic size_t tapq_bytes;     /* allocated by the batches in tapq */
   sc_mpsc outbox, tapq;                       /* (each line-aligned inside) */
   _Alignas(64) _Atomic uint64_t tap_published, tap_dropped, remote_recv;
   _Atomic uint64_t remote_dropped; /* backlogs dropped because their peer went DOWN */
@@ -321,10 +327,10 @@ static void tap_send(sc_transport *t, tap_batch *b) {
 /* Loop thread: queues a closed batch for the io thread, or drops it when too much waits
  * there already (a slow tap costs records, never an actor's time). */
 static void batch_ship(sc_transport *t, tap_batch *b) {
-  const size_t len = b->buf.len;
-  if (atomic_fetch_add_explicit(&t->tapq_bytes, len, memory_order_acq_rel) + len >
+  const size_t held = b->buf.cap;
+  if (atomic_fetch_add_explicit(&t->tapq_bytes, held, memory_order_acq_rel) + held >
       SC_TAP_QUEUE_BYTES) {
-    atomic_fetch_sub_explicit(&t->tapq_bytes, len, memory_order_acq_rel);
+    atomic_fetch_sub_explicit(&t->tapq_bytes, held, memory_order_acq_rel);
     count_drops(t, b->records);
     batch_free(b);
     return;
@@ -443,7 +449,7 @@ static int drain_tapq(sc_transport *t, bool *more) {
     sc_mpsc_node *nd = sc_mpsc_pop(&t->tapq);
     if (nd == NULL) return k;
     tap_batch *b = SC_CONTAINER_OF(nd, tap_batch, link);
-    atomic_fetch_sub_explicit(&t->tapq_bytes, b->buf.len, memory_order_acq_rel);
+    atomic_fetch_sub_explicit(&t->tapq_bytes, b->buf.cap, memory_order_acq_rel);
     tap_send(t, b);
   }
   *more = true;
@@ -1121,12 +1127,18 @@ void sc_transport_destroy(sc_transport *t) {
   for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->outbox)) != NULL;) {
     frame_free(SC_CONTAINER_OF(nd, frame, link));
   }
-  for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;)
-    batch_free(SC_CONTAINER_OF(nd, tap_batch, link));
+  for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;) {
+    tap_batch *b = SC_CONTAINER_OF(nd, tap_batch, link);
+    count_drops(t, b->records);
+    batch_free(b);
+  }
   for (int i = 0; i < SC_MAX_LOOPS; i++) {
     lnet *ln = atomic_load(&t->lnets[i]);
     if (ln == NULL) continue;
-    if (ln->tap.open) batch_free(ln->tap.open); /* a loop that never ran its close */
+    if (ln->tap.open) { /* a loop that never ran its close */
+      count_drops(t, ln->tap.open->records);
+      batch_free(ln->tap.open);
+    }
     free(ln->peers);
     free(ln);
   }
