@@ -11,6 +11,7 @@
 
 #include "actors/runtime/sc_mpsc.h"
 #include "actors/runtime/sc_node.h"
+#include "actors/runtime/sc_node_impl.h" /* white-box: a slot's counters */
 #include "actors/runtime/sc_tap_record.h"
 #include "actors/runtime/sc_time.h"
 
@@ -280,7 +281,9 @@ static const sc_actor_spec k_burst = {
     .name = "burst", .state_size = sizeof(burst), .init = sh_init,
     .handlers = {[SC_MSG_PING] = burst_on_ping}, .loop = 0};
 
-static void overflow_case(sc_overflow policy, int want_rc, int want_count) {
+/* start: what the receiver's mailbox counters (enq, deq) are set to once it is idle, to
+ * run the case across their wrap-around (0: left alone). */
+static void overflow_case(sc_overflow policy, int want_rc, int want_count, uint32_t start) {
   sc_node *n = start_node(1, NULL, 0);
   shared sh = {0};
   shared *psh = &sh;
@@ -288,6 +291,14 @@ static void overflow_case(sc_overflow policy, int want_rc, int want_count) {
   rx.mailbox_cap = 4;
   rx.overflow = policy;
   cr_assert_eq(sc_spawn(n, &rx, &psh, sizeof psh, &sh.peer), 0);
+  if (start != 0) {
+    sc_slot *slot = &n->slots[sh.peer.slot];
+    for (int i = 0; i < 5000 && atomic_load(&slot->enq) != atomic_load(&slot->deq); i++)
+      usleep(1000); /* its start letter taken */
+    cr_assert_eq(atomic_load(&slot->enq), atomic_load(&slot->deq));
+    atomic_store(&slot->deq, start);
+    atomic_store(&slot->enq, start);
+  }
   sc_actor_id b;
   cr_assert_eq(sc_spawn(n, &k_burst, &psh, sizeof psh, &b), 0);
   cr_assert_eq(kick(n, b, 0), 0);
@@ -304,9 +315,13 @@ static void overflow_case(sc_overflow policy, int want_rc, int want_count) {
 }
 
 Test(runtime, overflow_reject_returns_efull_and_keeps_the_body) {
-  overflow_case(SC_OVERFLOW_REJECT, 4 * 100 + 6, 4);
+  overflow_case(SC_OVERFLOW_REJECT, 4 * 100 + 6, 4, 0);
 }
-Test(runtime, overflow_drop_accepts_and_counts) { overflow_case(SC_OVERFLOW_DROP, 1000, 4); }
+Test(runtime, overflow_drop_accepts_and_counts) { overflow_case(SC_OVERFLOW_DROP, 1000, 4, 0); }
+Test(runtime, overflow_holds_across_the_counters_wrap) {
+  overflow_case(SC_OVERFLOW_REJECT, 4 * 100 + 6, 4, 0xFFFFFFFEu);
+  overflow_case(SC_OVERFLOW_DROP, 1000, 4, 0x7FFFFFFEu);
+}
 
 /* ---- requests ---- */
 
