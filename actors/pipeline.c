@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/gateway/curve_key.h"
 #include "collectives/backend_host.h"
 #include "collectives/backend_staged.h"
 #ifdef SC_HAVE_CUDA
@@ -171,6 +172,7 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   c->deadline_ms = 10000;
   c->num_ranks = cluster->num_nodes;
   snprintf(c->listen, sizeof c->listen, "%s", cluster->listen);
+  snprintf(c->listen_key_file, sizeof c->listen_key_file, "%s", cluster->listen_key_file);
   int rc = 0;
   if (cluster->num_nodes != cluster->pcp * cluster->tp) {
     rc = sc_fail(d, SC_EINVAL,
@@ -380,7 +382,13 @@ int sc_pipeline_node_setup(const char *cluster_path, const sc_cluster *cluster, 
   bool present;
   int rc = sc_pipeline_config_load(cluster_path, cluster, &cfg, &present, d);
   if (rc || !present) return rc;
-  rc = sc_rank_ctx_create(&cfg, rank, ctx_slot, d);
+  /* only the head serves clients, and only its host needs the secret key file */
+  if (rank == 0 && cfg.listen_key_file[0] != '\0') {
+    rc = sc_curve_load_secret(cfg.listen_key_file, cfg.listen_secret, cfg.listen_public, d);
+    cfg.listen_curve = rc == 0;
+  }
+  if (rc == 0) rc = sc_rank_ctx_create(&cfg, rank, ctx_slot, d);
+  memset(cfg.listen_secret, 0, sizeof cfg.listen_secret);
   sc_pipeline_config_free(&cfg);
   if (rc) return rc;
   sc_pipeline_startup(ctx_slot, startup);

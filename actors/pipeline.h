@@ -63,6 +63,10 @@ typedef struct sc_pipeline_config {
   int32_t num_ranks;
   char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
   char listen[256];               /* the gateway's client endpoint */
+  char listen_key_file[512];      /* its CURVE secret key file ("": plain) */
+  bool listen_curve;              /* the head read that file (sc_pipeline_node_setup): */
+  uint8_t listen_secret[32];      /* the key, and its public half in Z85 for the log */
+  char listen_public[41];
 } sc_pipeline_config;
 
 /* Reads the "pipeline" section and the nodes' "coll" endpoints of a cluster file

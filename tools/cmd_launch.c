@@ -10,6 +10,7 @@
  * SIGKILLed launch leaves no process behind. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "actors/gateway/curve_key.h"
 #include "actors/runtime/sc_time.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
@@ -78,7 +80,8 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp launch [--pcp P] [--dcp N] [--tp T] [--device cpu|cuda]\n"
           "                       [--collectives host|nccl] [--gpus K] [--model FILE]\n"
-          "                       [--listen ENDPOINT] [--tap ENDPOINT] [--transport ipc|tcp]\n"
+          "                       [--listen ENDPOINT] [--listen-key-file F] [--tap ENDPOINT]\n"
+          "                       [--transport ipc|tcp]\n"
           "                       [--events] [--heartbeat-ms MS] [--heartbeat-timeout-ms MS]\n"
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
           "                       [--inject desync:RANK:STEP | kill:RANK:STEP]\n\n"
@@ -88,6 +91,9 @@ static void help(FILE *f) {
           "\"launched\" line; `sparsecp submit --connect ...`).\n"
           "  --listen E     the head's client endpoint (default: an ipc socket in the\n"
           "                 cluster's folder, or a free tcp port with --transport tcp)\n"
+          "  --listen-key-file F  the client endpoint uses CURVE with the secret key in F\n"
+          "                 (`sparsecp keygen`); the \"launched\" line gives the public key\n"
+          "                 that clients need (`sparsecp submit --server-key`)\n"
           "  --tap E        one tap endpoint forwarding the taps of all nodes\n"
           "  --transport    ipc (default: sockets in a private temp folder) or tcp loopback\n"
           "  --events       nodes print JSON event lines; launch adds its own\n"
@@ -108,6 +114,7 @@ int sc_cmd_launch(int argc, char **argv) {
       SC_LOCAL_CLUSTER_LONG_OPTIONS, /* --pcp --dcp --tp --device --collectives --gpus --model
                                         --token-budget --num-blocks --inject --transport */
       {"listen", required_argument, NULL, 'L'},
+      {"listen-key-file", required_argument, NULL, 'K'},
       {"tap", required_argument, NULL, 'T'},
       {"events", no_argument, NULL, 'e'},
       {"heartbeat-ms", required_argument, NULL, 'b'},
@@ -117,7 +124,7 @@ int sc_cmd_launch(int argc, char **argv) {
       {NULL, 0, NULL, 0}};
   sc_local_cluster_opts o = {.pcp = 1, .dcp = 1, .tp = 1};
   int64_t hb = 200, hbt = 1000, grace = 2000;
-  const char *tap = NULL;
+  const char *tap = NULL, *key_file = NULL;
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -126,6 +133,7 @@ int sc_cmd_launch(int argc, char **argv) {
     case 'B': if (!sc_cli_int("launch", "--heartbeat-timeout-ms", optarg, 20, 3600000, &hbt)) return SC_EXIT_USAGE; break;
     case 'g': if (!sc_cli_int("launch", "--grace-ms", optarg, 0, 600000, &grace)) return SC_EXIT_USAGE; break;
     case 'L': o.listen = optarg; break;
+    case 'K': key_file = optarg; break;
     case 'T': tap = optarg; break;
     case 'e': o.events = true; break;
     case 'h': help(stdout); return SC_EXIT_OK;
@@ -152,6 +160,23 @@ int sc_cmd_launch(int argc, char **argv) {
   /* the same checks as `sparsecp run`, before any node starts */
   if (sc_local_cluster_validate("launch", &o, NULL)) return SC_EXIT_USAGE;
   sc_diag d = {0};
+  /* the key file is read here first, so that a bad one is said before any node starts,
+   * and by its absolute path, so that the nodes find it whatever their directory */
+  char key_path[PATH_MAX], server_key[SC_CURVE_Z85_LEN + 1] = "";
+  if (key_file) {
+    uint8_t secret[32];
+    if (realpath(key_file, key_path) == NULL) {
+      sc_cli_error("launch", "--listen-key-file %s: %s", key_file, strerror(errno));
+      return SC_EXIT_USAGE;
+    }
+    const int rc = sc_curve_load_secret(key_path, secret, server_key, &d);
+    memset(secret, 0, sizeof secret);
+    if (rc != 0) {
+      sc_cli_error("launch", "%s", sc_diag_message(&d));
+      return rc == SC_ENOTSUP ? SC_EXIT_FAILURE : SC_EXIT_USAGE;
+    }
+    o.listen_key_file = key_path;
+  }
 
   /* SIGINT/SIGTERM end the wait below; the children are then stopped in order */
   sc_cli_catch_stop_signals(on_stop_signal);
@@ -169,8 +194,10 @@ int sc_cmd_launch(int argc, char **argv) {
     goto out;
   }
   printf("{\"event\":\"launched\",\"nodes\":%d,\"cluster\":\"%s\",\"listen\":\"%s\","
-         "\"tap\":\"%s\",\"pids\":[",
+         "\"tap\":\"%s\",",
          (int)n, sc_local_cluster_file(lc), sc_local_cluster_listen(lc), tap ? tap : "");
+  if (server_key[0]) printf("\"server_key\":\"%s\",", server_key);
+  printf("\"pids\":[");
   for (int32_t r = 0; r < n; r++) printf("%s%d", r ? "," : "", (int)sc_local_cluster_pid(lc, r));
   printf("]}\n");
   fflush(stdout);

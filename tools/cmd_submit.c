@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "actors/gateway/client.h"
+#include "actors/gateway/curve_key.h"
 #include "actors/runtime/sc_jsonw.h"
 #include "model/model_defaults.h"
 #include "tools/cli.h"
@@ -17,13 +18,16 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp submit --connect ENDPOINT (--prompt-len L | --prompt-file F)\n"
           "                       --max-tokens M [--temperature T] [--seed S] [--json]\n"
-          "                       [--timeout SECONDS] [--vocab V]\n"
+          "                       [--timeout SECONDS] [--vocab V] [--server-key KEY]\n"
           "\n"
           "Sends one request to the gateway at ENDPOINT and prints the generated tokens as\n"
           "they arrive. --prompt-file holds token ids (a JSON array, or integers separated\n"
           "by white space); --prompt-len L sends L pseudo-random token ids (seeded by\n"
           "--seed) below --vocab (default 32768, the embedded model's). Sampling is greedy unless --temperature is given. --json prints one\n"
           "JSON object {\"tokens\": [...], ...} at the end, with \"error\" when it failed.\n"
+          "--server-key KEY: the gateway's public CURVE key (Z85, from `sparsecp keygen` or\n"
+          "launch's \"launched\" line) when its endpoint uses CURVE; with a wrong key, or\n"
+          "none, the connection is never made and the request times out.\n"
           "Exit status 1 when the cluster answered with an error or did not answer within\n"
           "--timeout (default 120 s).\n");
 }
@@ -95,9 +99,10 @@ int sc_cmd_submit(int argc, char **argv) {
                                        {"timeout", required_argument, NULL, 'T'},
                                        {"json", no_argument, NULL, 'j'},
                                        {"vocab", required_argument, NULL, 'v'},
+                                       {"server-key", required_argument, NULL, 'k'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  const char *endpoint = NULL, *prompt_file = NULL;
+  const char *endpoint = NULL, *prompt_file = NULL, *server_key = NULL;
   int64_t prompt_len = 0, max_tokens = 0, seed = 1, timeout_s = 120,
           vocab = SC_MODEL_DEFAULT_VOCAB;
   double temperature = 0;
@@ -107,6 +112,7 @@ int sc_cmd_submit(int argc, char **argv) {
   while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (ch) {
     case 'c': endpoint = optarg; break;
+    case 'k': server_key = optarg; break;
     case 'f': prompt_file = optarg; break;
     case 'l':
       if (!sc_cli_int("submit", "--prompt-len", optarg, 1, 1 << 27, &prompt_len))
@@ -145,6 +151,12 @@ int sc_cmd_submit(int argc, char **argv) {
     help(stderr);
     return SC_EXIT_USAGE;
   }
+  uint8_t key[32];
+  sc_diag why = {0};
+  if (server_key && sc_curve_decode(server_key, key, &why) != 0) {
+    sc_cli_error("submit", "--server-key: %s", sc_diag_message(&why));
+    return SC_EXIT_USAGE;
+  }
 
   int32_t *prompt = NULL, n = 0;
   if (prompt_file) {
@@ -164,7 +176,7 @@ int sc_cmd_submit(int argc, char **argv) {
   char error[512] = "";
   const char *finish = "";
   uint64_t id = 0;
-  if (sc_client_connect(&c, endpoint, &d) != 0) {
+  if (sc_client_connect_key(&c, endpoint, server_key, &d) != 0) {
     snprintf(error, sizeof error, "%s", d.msg);
     goto done;
   }

@@ -66,6 +66,8 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->heartbeat_ms) c.heartbeat_ms = o->heartbeat_ms;
   if (o->heartbeat_timeout_ms) c.heartbeat_timeout_ms = o->heartbeat_timeout_ms;
   snprintf(c.listen, sizeof c.listen, "%s", lc->listen);
+  if (o->listen_key_file)
+    snprintf(c.listen_key_file, sizeof c.listen_key_file, "%s", o->listen_key_file);
   char *text = NULL;
   rc = sc_cluster_to_json(&c, &text);
   sc_cluster_free(&c);

@@ -50,6 +50,8 @@ typedef struct sc_local_cluster_opts {
                                    only that one, through CUDA_VISIBLE_DEVICES); 0 = 1 */
   bool nccl;                    /* NCCL collectives instead of the host backend */
   const char *listen;           /* the head's client endpoint; NULL: one in the folder */
+  const char *listen_key_file;  /* CURVE secret key file for it (absolute path); NULL:
+                                   plain */
   bool events;                  /* nodes print their events as JSON lines on stdout */
 } sc_local_cluster_opts;
 

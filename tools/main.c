@@ -12,6 +12,7 @@ static const sc_cmd k_cmds[] = {
     {"node", "run one node of a cluster (--cluster FILE --rank R)", sc_cmd_node},
     {"launch", "start a local cluster as child processes and supervise it", sc_cmd_launch},
     {"tap", "watch, filter, record or trace the messages of a running cluster", sc_cmd_tap},
+    {"keygen", "make a CURVE key pair for the client endpoint", sc_cmd_keygen},
 };
 #define NUM_CMDS (sizeof k_cmds / sizeof k_cmds[0])
 

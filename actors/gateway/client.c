@@ -5,6 +5,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "actors/gateway/curve_key.h"
 #include "messages/messages.h"
 
 struct sc_client {
@@ -17,6 +18,32 @@ struct sc_client {
 };
 
 int sc_client_connect(sc_client **out, const char *endpoint, sc_diag *d) {
+  return sc_client_connect_key(out, endpoint, NULL, d);
+}
+
+/* Makes the socket a CURVE client of the server whose public key is server_z85, with a
+ * key pair of its own made for this connection (the gateway authenticates itself to the
+ * client and encrypts; it does not check who the client is). */
+static int use_curve(void *sock, const char *server_z85, sc_diag *d) {
+  uint8_t server[32], pub[32], sec[32];
+  char pub_z85[SC_CURVE_Z85_LEN + 1], sec_z85[SC_CURVE_Z85_LEN + 1];
+  sc_diag why = {0};
+  if (sc_curve_decode(server_z85, server, &why) != 0)
+    return sc_fail(d, SC_EINVAL, "client: the server key: %s", sc_diag_message(&why));
+  if (!zmq_has("curve") || zmq_curve_keypair(pub_z85, sec_z85) != 0)
+    return sc_fail(d, SC_ENOTSUP, "client: this libzmq has no CURVE security");
+  zmq_z85_decode(pub, pub_z85);
+  zmq_z85_decode(sec, sec_z85);
+  const int rc = zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server, 32) != 0 ||
+                 zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, 32) != 0 ||
+                 zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 32) != 0;
+  memset(sec, 0, sizeof sec);
+  memset(sec_z85, 0, sizeof sec_z85);
+  return rc ? sc_fail(d, SC_EIO, "client: %s", zmq_strerror(zmq_errno())) : 0;
+}
+
+int sc_client_connect_key(sc_client **out, const char *endpoint, const char *server_key,
+                          sc_diag *d) {
   *out = NULL;
   sc_client *c = calloc(1, sizeof *c);
   if (c == NULL) return sc_fail(d, SC_ENOMEM, "client: out of memory");
@@ -28,6 +55,7 @@ int sc_client_connect(sc_client **out, const char *endpoint, sc_diag *d) {
   }
   const int zero = 0;
   zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
+  if (server_key != NULL && use_curve(c->sock, server_key, d) != 0) goto fail;
   if (zmq_connect(c->sock, endpoint) != 0) {
     sc_fail(d, SC_EIO, "client: cannot connect to %s: %s", endpoint, zmq_strerror(zmq_errno()));
     goto fail;

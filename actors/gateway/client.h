@@ -53,6 +53,12 @@ typedef struct sc_client_event {
 
 /* Connects (asynchronously: the first submit waits for the connection). */
 int sc_client_connect(sc_client **out, const char *endpoint, sc_diag *d);
+/* As sc_client_connect, to a gateway whose client endpoint uses CURVE (the cluster file's
+ * listen_key_file): server_key is its public key in Z85 (`sparsecp keygen`; NULL: plain).
+ * SC_EINVAL for a string that is not a key. A wrong key is not an error here: the
+ * handshake fails and no answer ever comes (sc_client_next times out). */
+int sc_client_connect_key(sc_client **out, const char *endpoint, const char *server_key,
+                          sc_diag *d);
 void sc_client_close(sc_client *c);
 
 /* Sends a request; *request_id receives its id. Errors: SC_EINVAL (empty prompt,

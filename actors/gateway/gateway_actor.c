@@ -291,13 +291,23 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   zmq_setsockopt(g->sock, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
   /* a short linger: replies already queued (errors before a shutdown) still leave */
   zmq_setsockopt(g->sock, ZMQ_LINGER, &linger, sizeof linger);
+  if (g->ctx->cfg.listen_curve &&
+      (zmq_setsockopt(g->sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+       zmq_setsockopt(g->sock, ZMQ_CURVE_SECRETKEY, g->ctx->cfg.listen_secret, 32) != 0)) {
+    SC_ERROR(LOG, "cannot use CURVE on %s: %s", g->ctx->cfg.listen, zmq_strerror(zmq_errno()));
+    return SC_EIO;
+  }
   if (zmq_bind(g->sock, g->ctx->cfg.listen) != 0) {
     SC_ERROR(LOG, "cannot listen on %s: %s", g->ctx->cfg.listen, zmq_strerror(zmq_errno()));
     return SC_EIO;
   }
   rc = sc_zmq_watch_start(sc_ctx_uv_loop(c), g->sock, service, g, &g->watch);
   if (rc) return rc;
-  SC_INFO(LOG, "accepting clients on %s", g->ctx->cfg.listen);
+  if (g->ctx->cfg.listen_curve)
+    SC_INFO(LOG, "accepting clients on %s with CURVE, server key %s", g->ctx->cfg.listen,
+            g->ctx->cfg.listen_public);
+  else
+    SC_INFO(LOG, "accepting clients on %s", g->ctx->cfg.listen);
   return 0;
 }
 

@@ -50,6 +50,15 @@ static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc
     goto done;
   }
   if (listen) snprintf(out->listen, sizeof out->listen, "%s", json_string_value(listen));
+  json_t *key = json_object_get(root, "listen_key_file");
+  if (key && (!json_is_string(key) || json_string_length(key) == 0 ||
+              json_string_length(key) >= SC_PATH_MAX || listen == NULL)) {
+    rc = sc_fail(d, SC_EINVAL, "cluster: \"listen_key_file\" must be a file path (and needs "
+                               "\"listen\")");
+    goto done;
+  }
+  if (key)
+    snprintf(out->listen_key_file, sizeof out->listen_key_file, "%s", json_string_value(key));
   json_t *nodes = json_object_get(root, "nodes");
   if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||
       json_array_size(nodes) > SC_CLUSTER_MAX_NODES) {
@@ -133,6 +142,8 @@ int sc_cluster_to_json(const sc_cluster *c, char **out) {
                                            "endpoint", c->nodes[i].endpoint, "tap",
                                            c->nodes[i].tap));
   if (c->listen[0]) json_object_set_new(root, "listen", json_string(c->listen));
+  if (c->listen_key_file[0])
+    json_object_set_new(root, "listen_key_file", json_string(c->listen_key_file));
   json_object_set_new(root, "nodes", nodes);
   *out = json_dumps(root, JSON_INDENT(2));
   json_decref(root);

@@ -4,6 +4,7 @@
  *   {"pcp": 2, "dcp": 2, "tp": 1,
  *    "heartbeat_ms": 200, "heartbeat_timeout_ms": 1000, "loops": 1,
  *    "listen": "tcp://0.0.0.0:5555",                       (optional, head's clients)
+ *    "listen_key_file": "/etc/sparsecp/server.key",        (optional: CURVE on listen)
  *    "nodes": [{"rank": 0, "endpoint": "ipc:///tmp/sc/0", "tap": "ipc:///tmp/sc/0.tap"},
  *              ...]}
  *
@@ -19,6 +20,7 @@
 
 #define SC_CLUSTER_MAX_NODES 256
 #define SC_ENDPOINT_MAX 256
+#define SC_PATH_MAX 512
 
 typedef struct sc_cluster_node {
   int32_t rank;
@@ -40,6 +42,7 @@ typedef struct sc_cluster {
   int32_t spin_us;                   /* busy loops poll this long before blocking
                                         (SC_SPIN_US_DEFAULT; 0 = never spin) */
   char listen[SC_ENDPOINT_MAX];      /* the head's client endpoint ("" = none) */
+  char listen_key_file[SC_PATH_MAX]; /* its CURVE secret key file ("" = plain) */
   int32_t num_nodes;
   sc_cluster_node *nodes;            /* indexed by rank */
 } sc_cluster;

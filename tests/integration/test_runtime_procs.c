@@ -699,6 +699,87 @@ Test(procs, launch_tap_forwards_every_node, .timeout = 60) {
   cr_assert_eq(system(cmd), 0);
 }
 
+/* ---- keygen, and a client endpoint that only CURVE clients with its key can use ---- */
+
+/* The value of "key":"..." in a JSON line, into out. */
+static void json_field(const char *line, const char *key, char *out, size_t len) {
+  char needle[64];
+  snprintf(needle, sizeof needle, "\"%s\":\"", key);
+  const char *at = strstr(line, needle);
+  cr_assert_not_null(at, "no %s in %s", key, line);
+  at += strlen(needle);
+  const char *end = strchr(at, '"');
+  cr_assert_not_null(end);
+  snprintf(out, len, "%.*s", (int)(end - at), at);
+}
+
+/* Runs `sparsecp submit` against endpoint (server_key NULL: without one); returns its
+ * exit status and its JSON line in out. */
+static int submit(const char *endpoint, const char *server_key, const char *timeout_s,
+                  char *out, size_t len) {
+  proc s;
+  char *argv[] = {"sparsecp", "submit", "--connect", (char *)endpoint, "--prompt-len", "6",
+                  "--max-tokens", "3", "--vocab", "64", "--json", "--timeout",
+                  (char *)timeout_s, server_key ? "--server-key" : NULL, (char *)server_key,
+                  NULL};
+  proc_start(&s, argv);
+  const char *line = proc_expect(&s, "\"tokens\"", NULL, 60000);
+  snprintf(out, len, "%s", line ? line : "(no output)");
+  const int status = proc_reap(&s, 10000);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+Test(procs, a_curve_client_endpoint_serves_only_clients_with_its_key, .timeout = 120) {
+  char dir[] = "/tmp/sc-key-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  proc k;
+  char *kargv[] = {"sparsecp", "keygen", "--json", NULL};
+  proc_start(&k, kargv);
+  const char *kl = proc_expect(&k, "\"public\"", "\"secret\"", 10000);
+  cr_assert_not_null(kl, "keygen printed no key pair");
+  char pub[64], sec[64];
+  json_field(kl, "public", pub, sizeof pub);
+  json_field(kl, "secret", sec, sizeof sec);
+  const int kst = proc_reap(&k, 5000);
+  cr_assert(WIFEXITED(kst) && WEXITSTATUS(kst) == 0);
+  cr_assert_eq(strlen(pub), 40u);
+  cr_assert_eq(strlen(sec), 40u);
+  cr_assert_str_neq(pub, sec);
+  char key_file[96];
+  snprintf(key_file, sizeof key_file, "%s/server.key", dir);
+  FILE *f = fopen(key_file, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "%s\n", sec);
+  fclose(f);
+
+  proc l;
+  char *argv[] = {"sparsecp", "launch", "--pcp", "1", "--dcp", "1", "--listen-key-file",
+                  key_file, "--model", SMALL_MODEL, NULL};
+  proc_start(&l, argv);
+  const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
+  cr_assert_not_null(line);
+  char listen[256], server_key[64];
+  json_field(line, "listen", listen, sizeof listen);
+  json_field(line, "server_key", server_key, sizeof server_key);
+  cr_assert_str_eq(server_key, pub, "launch derived another public key");
+
+  char out[1024];
+  cr_assert_eq(submit(listen, pub, "60", out, sizeof out), 0, "%s", out);
+  cr_assert_null(strstr(out, "\"error\""), "%s", out);
+  /* no key, or the secret in its place: the handshake fails and nothing comes back */
+  cr_assert_eq(submit(listen, NULL, "2", out, sizeof out), 1, "%s", out);
+  cr_assert_not_null(strstr(out, "no answer"), "%s", out);
+  cr_assert_eq(submit(listen, sec, "2", out, sizeof out), 1, "%s", out);
+  cr_assert_not_null(strstr(out, "no answer"), "%s", out);
+
+  kill(l.pid, SIGTERM);
+  const int status = proc_reap(&l, 10000);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
 /* ---- a request waiting on a node that dies ends with SC_EDOWN, not the timeout ---- */
 
 static void on_reply_down(sc_ctx *ctx, void *ud, int rc, const sc_envelope *env,
