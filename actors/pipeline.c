@@ -172,7 +172,9 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   c->deadline_ms = 10000;
   c->num_ranks = cluster->num_nodes;
   snprintf(c->listen, sizeof c->listen, "%s", cluster->listen);
-  snprintf(c->listen_key_file, sizeof c->listen_key_file, "%s", cluster->listen_key_file);
+  if (cluster->listen_key_file[0] != '\0')
+    resolve_path(cluster_path, cluster->listen_key_file, c->listen_key_file,
+                 sizeof c->listen_key_file);
   int rc = 0;
   if (cluster->num_nodes != cluster->pcp * cluster->tp) {
     rc = sc_fail(d, SC_EINVAL,

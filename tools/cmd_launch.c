@@ -21,6 +21,7 @@
 #include <zmq.h>
 
 #include "actors/gateway/curve_key.h"
+#include "actors/runtime/sc_cluster.h"
 #include "actors/runtime/sc_time.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
@@ -167,6 +168,11 @@ int sc_cmd_launch(int argc, char **argv) {
     uint8_t secret[32];
     if (realpath(key_file, key_path) == NULL) {
       sc_cli_error("launch", "--listen-key-file %s: %s", key_file, strerror(errno));
+      return SC_EXIT_USAGE;
+    }
+    if (strlen(key_path) >= SC_PATH_MAX) {
+      sc_cli_error("launch", "--listen-key-file: the path is longer than %d bytes",
+                   SC_PATH_MAX - 1);
       return SC_EXIT_USAGE;
     }
     const int rc = sc_curve_load_secret(key_path, secret, server_key, &d);

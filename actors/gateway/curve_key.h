@@ -3,8 +3,11 @@
  * form of a 32-byte key), as zmq_curve_keypair writes them.
  *
  * A secret key file holds the 40 characters, optionally followed by white space (a
- * newline); anything else is refused, so a public key or a truncated paste is caught at
- * start-up rather than as clients that cannot connect. Any thread. */
+ * newline); anything else is refused, so a truncated paste or keygen's whole output is
+ * caught at start-up rather than as clients that cannot connect. A public key in its
+ * place cannot be told apart (any 32 bytes are a secret key): the public key derived
+ * from it, which launch prints and the gateway logs, is then not the one clients were
+ * given. Any thread. */
 #ifndef SC_CURVE_KEY_H
 #define SC_CURVE_KEY_H
 

@@ -291,11 +291,16 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   zmq_setsockopt(g->sock, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
   /* a short linger: replies already queued (errors before a shutdown) still leave */
   zmq_setsockopt(g->sock, ZMQ_LINGER, &linger, sizeof linger);
-  if (g->ctx->cfg.listen_curve &&
-      (zmq_setsockopt(g->sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
-       zmq_setsockopt(g->sock, ZMQ_CURVE_SECRETKEY, g->ctx->cfg.listen_secret, 32) != 0)) {
-    SC_ERROR(LOG, "cannot use CURVE on %s: %s", g->ctx->cfg.listen, zmq_strerror(zmq_errno()));
-    return SC_EIO;
+  if (g->ctx->cfg.listen_curve) {
+    const int rc_curve =
+        zmq_setsockopt(g->sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+        zmq_setsockopt(g->sock, ZMQ_CURVE_SECRETKEY, g->ctx->cfg.listen_secret, 32) != 0;
+    /* ZeroMQ keeps its own copy; this one is no longer needed */
+    memset(g->ctx->cfg.listen_secret, 0, sizeof g->ctx->cfg.listen_secret);
+    if (rc_curve) {
+      SC_ERROR(LOG, "cannot use CURVE on %s: %s", g->ctx->cfg.listen, zmq_strerror(zmq_errno()));
+      return SC_EIO;
+    }
   }
   if (zmq_bind(g->sock, g->ctx->cfg.listen) != 0) {
     SC_ERROR(LOG, "cannot listen on %s: %s", g->ctx->cfg.listen, zmq_strerror(zmq_errno()));

@@ -52,7 +52,7 @@ static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc
   if (listen) snprintf(out->listen, sizeof out->listen, "%s", json_string_value(listen));
   json_t *key = json_object_get(root, "listen_key_file");
   if (key && (!json_is_string(key) || json_string_length(key) == 0 ||
-              json_string_length(key) >= SC_PATH_MAX || listen == NULL)) {
+              json_string_length(key) >= SC_PATH_MAX || out->listen[0] == '\0')) {
     rc = sc_fail(d, SC_EINVAL, "cluster: \"listen_key_file\" must be a file path (and needs "
                                "\"listen\")");
     goto done;
