@@ -47,14 +47,19 @@ int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d
   return 0;
 }
 
-/* A path from the cluster file: relative paths are relative to the file's folder, so a
- * cluster file and its model can be moved (or started from anywhere) together. */
-static void resolve_path(const char *cluster_path, const char *path, char *out, size_t len) {
+/* A path from the cluster file (its key `what`): relative paths are relative to the
+ * file's folder, so a cluster file and its model can be moved (or started from anywhere)
+ * together. SC_EINVAL when the result does not fit out. */
+static int resolve_path(const char *cluster_path, const char *what, const char *path,
+                        char *out, size_t len, sc_diag *d) {
   const char *slash = strrchr(cluster_path, '/');
-  if (path[0] == '/' || slash == NULL)
-    snprintf(out, len, "%s", path);
-  else
-    snprintf(out, len, "%.*s/%s", (int)(slash - cluster_path), cluster_path, path);
+  const int n = path[0] == '/' || slash == NULL
+                    ? snprintf(out, len, "%s", path)
+                    : snprintf(out, len, "%.*s/%s", (int)(slash - cluster_path), cluster_path,
+                               path);
+  if (n < 0 || (size_t)n >= len)
+    return sc_fail(d, SC_EINVAL, "%s: the path is longer than %zu bytes", what, len - 1);
+  return 0;
 }
 
 static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config *c,
@@ -77,14 +82,18 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   if (mf) {
     if (!json_is_string(mf)) return sc_fail(d, SC_EINVAL, "pipeline.model_file must be a path");
     char path[1024];
-    resolve_path(cluster_path, json_string_value(mf), path, sizeof path);
-    if ((rc = sc_model_config_load(path, &e->model, d))) return rc;
+    if ((rc = resolve_path(cluster_path, "pipeline.model_file", json_string_value(mf), path,
+                           sizeof path, d)) ||
+        (rc = sc_model_config_load(path, &e->model, d)))
+      return rc;
   }
   if (m && (rc = sc_model_config_apply_json(&e->model, m, d))) return rc;
   json_t *w = json_object_get(p, "weights");
   if (w) {
     if (!json_is_string(w)) return sc_fail(d, SC_EINVAL, "pipeline.weights must be a path");
-    resolve_path(cluster_path, json_string_value(w), c->weights_path, sizeof c->weights_path);
+    if ((rc = resolve_path(cluster_path, "pipeline.weights", json_string_value(w),
+                           c->weights_path, sizeof c->weights_path, d)))
+      return rc;
   }
   int32_t deadline = (int32_t)c->deadline_ms, max_prompt = c->limits.max_prompt_len;
   if ((rc = get_i32(p, "interleave", 1, SC_PLAN_MAX_DIM, &e->plan.interleave, d)) ||
@@ -172,10 +181,11 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   c->deadline_ms = 10000;
   c->num_ranks = cluster->num_nodes;
   snprintf(c->listen, sizeof c->listen, "%s", cluster->listen);
-  if (cluster->listen_key_file[0] != '\0')
-    resolve_path(cluster_path, cluster->listen_key_file, c->listen_key_file,
-                 sizeof c->listen_key_file);
   int rc = 0;
+  if (cluster->listen_key_file[0] != '\0' &&
+      (rc = resolve_path(cluster_path, "cluster: listen_key_file", cluster->listen_key_file,
+                         c->listen_key_file, sizeof c->listen_key_file, d)))
+    goto out;
   if (cluster->num_nodes != cluster->pcp * cluster->tp) {
     rc = sc_fail(d, SC_EINVAL,
                  "cluster: a pipeline needs pcp * tp = %d nodes (the DCP groups reuse PCP "

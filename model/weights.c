@@ -90,9 +90,7 @@ void sc_model_tensor_slice(const sc_tensor_info *t, int32_t tp, int32_t rank, in
 }
 
 static uint64_t name_seed(uint64_t seed, const char *name) {
-  uint64_t h = 0xcbf29ce484222325ull ^ seed;
-  for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-  return sc_mix64(h);
+  return sc_mix64(sc_fnv1a(SC_FNV_OFFSET ^ seed, name, strlen(name)));
 }
 
 static float uniform_pm1(uint64_t tensor_seed, int64_t i) {

@@ -632,6 +632,12 @@ static int env_choices(bool skip[NT], int32_t *spin_us, int taps[2]) {
   return 0;
 }
 
+/* A result's params: transport, tap, payload. */
+static void case_params(char *out, size_t len, int transport, bool tap, uint32_t payload) {
+  snprintf(out, len, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u",
+           k_transports[transport], tap ? "true" : "false", payload);
+}
+
 /* One payload on one cluster. */
 typedef struct bench_case {
   sc_bench *b;
@@ -664,7 +670,6 @@ static int drive(cluster_run *cr, sc_actor_id drv, run *r, uint16_t step, uint64
  * threads on cores and the same drift of the machine. */
 static int measure_case(const bench_case *bc, double *samples) {
   cluster_run *cr = bc->cr;
-  const char *tname = k_transports[bc->transport];
   run *r = &cr->r;
   *r = (run){.payload = bc->payload};
   char who[32], params[256], extra[256];
@@ -685,12 +690,11 @@ static int measure_case(const bench_case *bc, double *samples) {
       const uint64_t seen0 = atomic_load(&cr->tap.seen);
       if ((rc = drive(cr, drv, r, STEP_RATE, bc->n)) != 0) break;
       rate[tap][k] = (double)bc->n / ((double)(r->t1 - r->t0) * 1e-9);
-      if (tap) { /* the subscriber catches up before the next run */
-        seen += tap_settle(&cr->tap) - seen0;
-        sc_node_get_stats(cr->node, &st1);
-        published += st1.tap_published - st0.tap_published;
-        dropped += st1.tap_dropped - st0.tap_dropped;
-      }
+      if (!tap) continue;
+      seen += tap_settle(&cr->tap) - seen0; /* the subscriber catches up before the next run */
+      sc_node_get_stats(cr->node, &st1);
+      published += st1.tap_published - st0.tap_published;
+      dropped += st1.tap_dropped - st0.tap_dropped;
     }
   if (rc == 0 && atomic_load(&r->errors)) {
     fprintf(stderr, "bench messages: the sink saw messages out of order\n");
@@ -699,17 +703,18 @@ static int measure_case(const bench_case *bc, double *samples) {
   const double base = rc == 0 && bc->tap_first == 0 ? sc_bench_median(rate[0], bc->runs) : 0;
   for (int tap = bc->tap_first; tap <= bc->tap_last && rc == 0; tap++) {
     const double med = sc_bench_median(rate[tap], bc->runs);
-    snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u", tname,
-             tap ? "true" : "false", bc->payload);
+    case_params(params, sizeof params, bc->transport, tap, bc->payload);
     int el = snprintf(extra, sizeof extra, "\"vs_zmq\":%.3f,\"spin_us\":%d", med / bc->zrate,
                       (int)cr->c.spin_us);
-    if (tap && base > 0)
-      el += snprintf(extra + el, sizeof extra - (size_t)el, ",\"tap_cost\":%.4f", 1.0 - med / base);
-    if (tap)
+    if (tap) {
+      if (base > 0)
+        el += snprintf(extra + el, sizeof extra - (size_t)el, ",\"tap_cost\":%.4f",
+                       1.0 - med / base);
       snprintf(extra + el, sizeof extra - (size_t)el,
                ",\"tap_published\":%llu,\"tap_dropped\":%llu,\"tap_seen\":%llu",
                (unsigned long long)published, (unsigned long long)dropped,
                (unsigned long long)seen);
+    }
     sc_bench_add(bc->b, "messages.rate", params, "msg/s", rate[tap], bc->runs, extra);
   }
 
@@ -719,8 +724,7 @@ static int measure_case(const bench_case *bc, double *samples) {
         (rc = drive(cr, drv, r, STEP_ECHO, (uint64_t)bc->rtts)) != 0)
       break;
     const double p50 = sc_bench_percentile(samples, bc->rtts, 50);
-    snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u", tname,
-             tap ? "true" : "false", bc->payload);
+    case_params(params, sizeof params, bc->transport, tap, bc->payload);
     snprintf(extra, sizeof extra, "\"p99\":%.3f,\"vs_zmq\":%.3f,\"spin_us\":%d",
              sc_bench_percentile(samples, bc->rtts, 99), p50 / bc->zp50, (int)cr->c.spin_us);
     sc_bench_add(bc->b, "messages.rtt", params, "us", samples, bc->rtts, extra);
@@ -767,8 +771,7 @@ int sc_bench_messages(sc_bench *b) {
       }
       const uint64_t n = b->quick ? 100000 : (t == 0 ? 4000000 : 1000000);
       for (int r = 0; r < runs && rc == 0; r++) rc = zmq_rate(ep, forked, size, n, &samples[r]);
-      snprintf(params, sizeof params, "\"transport\":\"%s\",\"tap\":false,\"payload\":%u",
-               k_transports[t], k_payloads[p]);
+      case_params(params, sizeof params, t, false, k_payloads[p]);
       if (rc == 0) {
         zrate[t][p] = sc_bench_median(samples, runs);
         snprintf(extra, sizeof extra, "\"bytes\":%zu,\"procs\":%d", size, forked ? 2 : 1);

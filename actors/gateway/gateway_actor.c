@@ -19,6 +19,7 @@
 #include "actors/pipeline.h"
 #include "actors/runtime/sc_index.h"
 #include "actors/runtime/sc_log.h"
+#include "model/mix64.h"
 
 #define LOG "gateway"
 #define DRAIN_CAP 256
@@ -69,10 +70,7 @@ typedef struct client_key {
 } client_key;
 
 static uint64_t client_hash(const uint8_t *ident, size_t len, uint64_t client_id) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a over the identity, then the id mixed in */
-  for (size_t i = 0; i < len; i++) h = (h ^ ident[i]) * 1099511628211ull;
-  h ^= client_id + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
+  return sc_mix64(sc_fnv1a(SC_FNV_OFFSET, ident, len) ^ client_id);
 }
 static uint64_t route_client_hash(const void *g, int32_t pos) {
   const route *r = &((const gateway *)g)->routes[pos];

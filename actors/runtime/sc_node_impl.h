@@ -112,8 +112,8 @@ typedef struct sc_raw_msg sc_raw_msg;
 
 /* A message in a mailbox: 64 bytes, since every message's letter moves from the sender's
  * core to the receiver's (one cache line where the allocator aligns 64-byte blocks, as
- * jemalloc's size class does; glibc's malloc gives 16-byte alignment, two lines). While it waits in the mailbox, two low bits
- * of body (free: bodies are malloc'd) say more:
+ * jemalloc's size class does; glibc's malloc gives 16-byte alignment, two lines). While
+ * it waits in the mailbox, two low bits of body (free: bodies are malloc'd) say more:
  *   SC_LETTER_TAPPED  sent (or received from another node) while a tap subscriber was
  *                     attached: just before the handler runs, the receiving loop records
  *                     it for the tap (sc_tap_letter);

@@ -42,8 +42,8 @@
  * goes to the io thread (one lock-free push) when the topic changes, at 256 records or
  * 64 KiB, or when the loop's turn ends (uv_prepare, before it may block), and the io
  * thread sends it as the XPUB message [topic][records] without a copy
- * (zmq_msg_init_data). The encoding is the loop's (about 35 ns for a ping, its letter
- * and body still in its cache): handing whole letters to the io thread to encode and free
+ * (zmq_msg_init_data). The encoding is the loop's (a ping: 21 ns on the 2-core VM, its
+ * letter and body still in its cache): handing whole letters to the io thread to encode and free
  * instead halved the in-process rate on the GPU host, where every letter then crossed a
  * third core (bench/messages.md, fourth pass). What the io thread receives from other
  * nodes is marked the same way and recorded by the receiving loop once it is decoded, so
@@ -184,9 +184,9 @@ typedef struct lnet {
 
 /* Laid out by who writes what: every local send reads subs_now, so it sits with the
  * fields that never change once the node runs; each field that the loops and the io
- * thread both write gets a cache line of its own. (With subs_now next to the tap queue's count and
- * the tap counters, every chain handed over or batch published took that line from every
- * sender: a cache miss per send at 80-250 ns between cores on the GPU host.) */
+ * thread both write gets a cache line of its own. (With subs_now next to the tap queue's
+ * count and the tap counters, every chain handed over or batch published took that line
+ * from every sender: a cache miss per send at 80-250 ns between cores on the GPU host.) */
 struct sc_transport {
   /* read by every thread, written at start (or, subs_now, on a subscription change) */
   sc_node *node;
@@ -300,6 +300,12 @@ static void batch_free(tap_batch *b) {
   free(b);
 }
 
+/* A batch that will not be published: its records are counted as dropped. */
+static void batch_drop(sc_transport *t, tap_batch *b) {
+  count_drops(t, b->records);
+  batch_free(b);
+}
+
 static void zmq_free_batch(void *data, void *hint) {
   (void)data;
   batch_free(hint);
@@ -311,8 +317,7 @@ static void tap_send(sc_transport *t, tap_batch *b) {
   const uint32_t k = b->records;
   zmq_msg_t m;
   if (zmq_msg_init_data(&m, b->buf.data, b->buf.len, zmq_free_batch, b) != 0) {
-    batch_free(b);
-    count_drops(t, k);
+    batch_drop(t, b);
     return;
   }
   if (zmq_send(t->xpub, b->topic, strlen(b->topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
@@ -331,8 +336,7 @@ static void batch_ship(sc_transport *t, tap_batch *b) {
   if (atomic_fetch_add_explicit(&t->tapq_bytes, held, memory_order_acq_rel) + held >
       SC_TAP_QUEUE_BYTES) {
     atomic_fetch_sub_explicit(&t->tapq_bytes, held, memory_order_acq_rel);
-    count_drops(t, b->records);
-    batch_free(b);
+    batch_drop(t, b);
     return;
   }
   sc_mpsc_push(&t->tapq, &b->link);
@@ -1127,18 +1131,12 @@ void sc_transport_destroy(sc_transport *t) {
   for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->outbox)) != NULL;) {
     frame_free(SC_CONTAINER_OF(nd, frame, link));
   }
-  for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;) {
-    tap_batch *b = SC_CONTAINER_OF(nd, tap_batch, link);
-    count_drops(t, b->records);
-    batch_free(b);
-  }
+  for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->tapq)) != NULL;)
+    batch_drop(t, SC_CONTAINER_OF(nd, tap_batch, link));
   for (int i = 0; i < SC_MAX_LOOPS; i++) {
     lnet *ln = atomic_load(&t->lnets[i]);
     if (ln == NULL) continue;
-    if (ln->tap.open) { /* a loop that never ran its close */
-      count_drops(t, ln->tap.open->records);
-      batch_free(ln->tap.open);
-    }
+    if (ln->tap.open) batch_drop(t, ln->tap.open); /* a loop that never ran its close */
     free(ln->peers);
     free(ln);
   }

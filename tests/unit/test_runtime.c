@@ -1227,11 +1227,10 @@ Test(runtime, tapped_remote_and_local_messages_come_in_handling_order) {
   /* the records: every ping once, in order per sending node, times never going back */
   by_node c = {.tx = {tx0, tx1}};
   tap_read_each(sub, 500, check_by_node, &c);
-  const uint64_t *next = c.next;
-  cr_assert_eq(next[0], (uint64_t)sh.n, "%llu of %d remote pings recorded",
-               (unsigned long long)next[0], sh.n);
-  cr_assert_eq(next[1], (uint64_t)sh.n, "%llu of %d local pings recorded",
-               (unsigned long long)next[1], sh.n);
+  cr_assert_eq(c.next[0], (uint64_t)sh.n, "%llu of %d remote pings recorded",
+               (unsigned long long)c.next[0], sh.n);
+  cr_assert_eq(c.next[1], (uint64_t)sh.n, "%llu of %d local pings recorded",
+               (unsigned long long)c.next[1], sh.n);
   tap_sub_close(ctx, sub);
   pair_free(&p);
 }
