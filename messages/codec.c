@@ -2,11 +2,11 @@
  * descriptors of schema_desc.c; nothing here knows a particular message type.
  *
  * Decoding order (messages.h): size limit (untrusted only), sc_msg_prewalk on the raw
- * bytes, the envelope, then msgpack-c parses the (now proven well-formed and bounded)
- * bytes into an object tree from which the body is filled field by field with type,
- * width, range and length checks, and finally the type's own check function. */
+ * bytes, the envelope, then one pass over the (now proven well-formed and bounded)
+ * bytes that fills the body field by field with type, width, range and length checks,
+ * and finally the type's own check function. Both passes read the bytes directly; no
+ * object tree is built. */
 #include <assert.h>
-#include <msgpack.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,10 +234,149 @@ int sc_msg_encode_append(const sc_envelope *env, const void *body, sc_buf *out) 
   return 0;
 }
 
-/* ---- decoding ---- */
+/* ---- decoding ----
+ * A reader over bytes that sc_msg_prewalk accepted: every header is complete and every
+ * declared length lies within the input, so it reads without bounds checks of its own.
+ * (It replaced msgpack-c's parser, which built an object tree in a zone first: on the
+ * GPU host that parse was the largest part of a receiving loop's time per message,
+ * bench/messages.md, fifth pass.) */
+
+enum {
+  V_NIL, V_BOOL, V_UINT, V_INT, V_F32, V_F64, V_STR, V_BIN, V_ARRAY, V_MAP, V_EXT
+};
+
+/* One value's header: scalars whole; str/bin their bytes; array/map their element count
+ * (the elements follow in the input). */
+typedef struct {
+  int type;
+  union {
+    bool b;
+    uint64_t u; /* V_UINT, and the count of V_ARRAY / V_MAP */
+    int64_t i;  /* V_INT: always negative */
+    double f;
+    struct {
+      const uint8_t *ptr;
+      uint32_t size;
+    } bytes;
+  } via;
+} val;
+
+typedef struct {
+  const uint8_t *p;
+} cursor;
+
+static inline uint64_t rd_be(const uint8_t *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v = v << 8 | p[i];
+  return v;
+}
+
+static inline void rd_bytes(cursor *r, val *v, int type, int lenb) {
+  v->type = type;
+  v->via.bytes.size = (uint32_t)rd_be(r->p, lenb);
+  v->via.bytes.ptr = r->p + lenb;
+  r->p += lenb + v->via.bytes.size;
+}
+
+static inline void rd_signed(cursor *r, val *v, int64_t x, int n) {
+  r->p += n;
+  if (x >= 0) {
+    v->type = V_UINT;
+    v->via.u = (uint64_t)x;
+  } else {
+    v->type = V_INT;
+    v->via.i = x;
+  }
+}
+
+/* Reads the next value's header (see val) and moves past it. */
+static void rd_val(cursor *r, val *v) {
+  const uint8_t b = *r->p++;
+  if (b <= 0x7f) {
+    v->type = V_UINT;
+    v->via.u = b;
+    return;
+  }
+  if (b >= 0xe0) {
+    v->type = V_INT;
+    v->via.i = (int8_t)b;
+    return;
+  }
+  if ((b & 0xf0) == 0x90 || (b & 0xf0) == 0x80) {
+    v->type = (b & 0xf0) == 0x90 ? V_ARRAY : V_MAP;
+    v->via.u = b & 0x0f;
+    return;
+  }
+  if ((b & 0xe0) == 0xa0) {
+    v->type = V_STR;
+    v->via.bytes.size = b & 0x1f;
+    v->via.bytes.ptr = r->p;
+    r->p += v->via.bytes.size;
+    return;
+  }
+  switch (b) {
+  case 0xc0: v->type = V_NIL; return;
+  case 0xc2: case 0xc3: v->type = V_BOOL; v->via.b = b == 0xc3; return;
+  case 0xcc: v->type = V_UINT; v->via.u = r->p[0]; r->p += 1; return;
+  case 0xcd: v->type = V_UINT; v->via.u = rd_be(r->p, 2); r->p += 2; return;
+  case 0xce: v->type = V_UINT; v->via.u = rd_be(r->p, 4); r->p += 4; return;
+  case 0xcf: v->type = V_UINT; v->via.u = rd_be(r->p, 8); r->p += 8; return;
+  case 0xd0: rd_signed(r, v, (int8_t)r->p[0], 1); return;
+  case 0xd1: rd_signed(r, v, (int16_t)rd_be(r->p, 2), 2); return;
+  case 0xd2: rd_signed(r, v, (int32_t)rd_be(r->p, 4), 4); return;
+  case 0xd3: rd_signed(r, v, (int64_t)rd_be(r->p, 8), 8); return;
+  case 0xca: {
+    const uint32_t bits = (uint32_t)rd_be(r->p, 4);
+    float x;
+    memcpy(&x, &bits, 4);
+    v->type = V_F32;
+    v->via.f = x;
+    r->p += 4;
+    return;
+  }
+  case 0xcb: {
+    const uint64_t bits = rd_be(r->p, 8);
+    v->type = V_F64;
+    memcpy(&v->via.f, &bits, 8);
+    r->p += 8;
+    return;
+  }
+  case 0xd9: rd_bytes(r, v, V_STR, 1); return;
+  case 0xda: rd_bytes(r, v, V_STR, 2); return;
+  case 0xdb: rd_bytes(r, v, V_STR, 4); return;
+  case 0xc4: rd_bytes(r, v, V_BIN, 1); return;
+  case 0xc5: rd_bytes(r, v, V_BIN, 2); return;
+  case 0xc6: rd_bytes(r, v, V_BIN, 4); return;
+  case 0xdc: case 0xde: v->type = b == 0xdc ? V_ARRAY : V_MAP; v->via.u = rd_be(r->p, 2); r->p += 2; return;
+  case 0xdd: case 0xdf: v->type = b == 0xdd ? V_ARRAY : V_MAP; v->via.u = rd_be(r->p, 4); r->p += 4; return;
+  case 0xd4: r->p += 1 + 1; break; /* fixext: type byte + data */
+  case 0xd5: r->p += 1 + 2; break;
+  case 0xd6: r->p += 1 + 4; break;
+  case 0xd7: r->p += 1 + 8; break;
+  case 0xd8: r->p += 1 + 16; break;
+  case 0xc7: r->p += 1 + 1 + r->p[0]; break; /* ext: length, type byte, data */
+  case 0xc8: r->p += 2 + 1 + rd_be(r->p, 2); break;
+  case 0xc9: r->p += 4 + 1 + rd_be(r->p, 4); break;
+  default: break; /* 0xc1: the pre-walk refused it */
+  }
+  v->type = V_EXT;
+}
+
+/* Moves past the next value, whatever it holds (a newer sender's extra fields). */
+static void skip_val(cursor *r) {
+  uint64_t pending = 1;
+  while (pending > 0) {
+    pending--;
+    val v;
+    rd_val(r, &v);
+    if (v.type == V_ARRAY) pending += v.via.u;
+    else if (v.type == V_MAP) pending += 2 * v.via.u;
+  }
+}
 
 typedef struct {
   const sc_msg_limits *lim; /* NULL on the trusted path */
+  cursor r;                 /* the next value to read */
   bool lenient;             /* sender has a newer minor: extra trailing fields allowed */
   sc_diag *d;
   int depth;
@@ -247,19 +386,19 @@ typedef struct {
   } path[SC_MSG_MAX_DEPTH + 4];
 } dctx;
 
-static const char *obj_type_name(const msgpack_object *o) {
+static const char *obj_type_name(const val *o) {
   switch (o->type) {
-  case MSGPACK_OBJECT_NIL: return "nil";
-  case MSGPACK_OBJECT_BOOLEAN: return "a boolean";
-  case MSGPACK_OBJECT_POSITIVE_INTEGER:
-  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "an integer";
-  case MSGPACK_OBJECT_FLOAT32:
-  case MSGPACK_OBJECT_FLOAT64: return "a float";
-  case MSGPACK_OBJECT_STR: return "a string";
-  case MSGPACK_OBJECT_BIN: return "binary data";
-  case MSGPACK_OBJECT_ARRAY: return "an array";
-  case MSGPACK_OBJECT_MAP: return "a map";
-  case MSGPACK_OBJECT_EXT: return "an ext value";
+  case V_NIL: return "nil";
+  case V_BOOL: return "a boolean";
+  case V_UINT:
+  case V_INT: return "an integer";
+  case V_F32:
+  case V_F64: return "a float";
+  case V_STR: return "a string";
+  case V_BIN: return "binary data";
+  case V_ARRAY: return "an array";
+  case V_MAP: return "a map";
+  case V_EXT: return "an ext value";
   }
   return "an unknown object";
 }
@@ -295,23 +434,22 @@ static const uint64_t k_max[] = {[SC_FK_U8] = UINT8_MAX,  [SC_FK_U16] = UINT16_M
                                  [SC_FK_I32] = INT32_MAX, [SC_FK_I64] = INT64_MAX};
 
 /* One scalar of kind k from o into at; f supplies the declared range (may be NULL). */
-static int dec_scalar(dctx *c, int k, const sc_msg_field *f, const msgpack_object *o,
-                      void *at) {
+static int dec_scalar(dctx *c, int k, const sc_msg_field *f, const val *o, void *at) {
   if (k == SC_FK_BOOL) {
-    if (o->type != MSGPACK_OBJECT_BOOLEAN)
+    if (o->type != V_BOOL)
       return dfail(c, SC_EPROTO, "expected a boolean, got %s", obj_type_name(o));
-    *(bool *)at = o->via.boolean;
+    *(bool *)at = o->via.b;
     return 0;
   }
   if (k == SC_FK_F32 || k == SC_FK_F64) {
     double v;
     /* Clients may write floats as float32, float64 or (for whole numbers) integers. */
-    if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
-      v = o->via.f64;
-    else if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-      v = (double)o->via.u64;
-    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-      v = (double)o->via.i64;
+    if (o->type == V_F32 || o->type == V_F64)
+      v = o->via.f;
+    else if (o->type == V_UINT)
+      v = (double)o->via.u;
+    else if (o->type == V_INT)
+      v = (double)o->via.i;
     else
       return dfail(c, SC_EPROTO, "expected a number, got %s", obj_type_name(o));
     if (k == SC_FK_F32) {
@@ -324,12 +462,12 @@ static int dec_scalar(dctx *c, int k, const sc_msg_field *f, const msgpack_objec
   }
   bool neg;
   uint64_t u;
-  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+  if (o->type == V_UINT) {
     neg = false;
-    u = o->via.u64;
-  } else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-    neg = o->via.i64 < 0; /* msgpack-c may hand a non-negative value here */
-    u = (uint64_t)o->via.i64;
+    u = o->via.u;
+  } else if (o->type == V_INT) {
+    neg = true;
+    u = (uint64_t)o->via.i;
   } else {
     return dfail(c, SC_EPROTO, "expected an integer, got %s", obj_type_name(o));
   }
@@ -362,8 +500,7 @@ static int dec_scalar(dctx *c, int k, const sc_msg_field *f, const msgpack_objec
   return 0;
 }
 
-static int dec_struct(dctx *c, const sc_msg_desc *desc, const msgpack_object *o,
-                      uint8_t *base);
+static int dec_struct(dctx *c, const sc_msg_desc *desc, const val *o, uint8_t *base);
 
 /* Offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no
  * overlong forms, no surrogates, nothing above U+10FFFF), or len if all are. msgpack
@@ -399,46 +536,48 @@ static int check_count(dctx *c, uint32_t n, uint32_t limit, const char *what) {
   return 0;
 }
 
-static int dec_field(dctx *c, const sc_msg_field *f, const msgpack_object *o,
-                     uint8_t *base) {
+/* Fills field f of base from o, the value just read for it (a container's elements are
+ * read from c->r). */
+static int dec_field(dctx *c, const sc_msg_field *f, const val *o, uint8_t *base) {
   uint8_t *at = base + f->offset;
   int rc;
   switch (f->kind) {
   case SC_FK_STR: {
-    if (o->type != MSGPACK_OBJECT_STR)
+    if (o->type != V_STR)
       return dfail(c, SC_EPROTO, "expected a string, got %s", obj_type_name(o));
-    const uint32_t len = o->via.str.size;
+    const uint32_t len = o->via.bytes.size;
     if ((rc = check_count(c, len, c->lim ? c->lim->max_str : 0, "string bytes"))) return rc;
-    if (len && memchr(o->via.str.ptr, '\0', len) != NULL)
+    if (len && memchr(o->via.bytes.ptr, '\0', len) != NULL)
       return dfail(c, SC_EPROTO, "string contains a NUL byte");
-    const size_t bad = utf8_bad((const uint8_t *)o->via.str.ptr, len);
+    const size_t bad = utf8_bad(o->via.bytes.ptr, len);
     if (bad != len) return dfail(c, SC_EPROTO, "string is not valid UTF-8 (byte %zu)", bad);
     char *s = malloc((size_t)len + 1);
     if (s == NULL) return dfail(c, SC_ENOMEM, "out of memory");
-    if (len) memcpy(s, o->via.str.ptr, len);
+    if (len) memcpy(s, o->via.bytes.ptr, len);
     s[len] = '\0';
     memcpy(at, &s, sizeof s);
     return 0;
   }
   case SC_FK_BIN: {
-    if (o->type != MSGPACK_OBJECT_BIN)
+    if (o->type != V_BIN)
       return dfail(c, SC_EPROTO, "expected binary data, got %s", obj_type_name(o));
-    const uint32_t len = o->via.bin.size;
+    const uint32_t len = o->via.bytes.size;
     if ((rc = check_count(c, len, c->lim ? c->lim->max_bin : 0, "binary bytes"))) return rc;
     sc_msg_bin *b = (sc_msg_bin *)at;
     if (len) {
       if ((b->data = malloc(len)) == NULL) return dfail(c, SC_ENOMEM, "out of memory");
-      memcpy(b->data, o->via.bin.ptr, len);
+      memcpy(b->data, o->via.bytes.ptr, len);
     }
     b->len = len;
     return 0;
   }
   case SC_FK_ACTOR: {
-    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 3)
+    if (o->type != V_ARRAY || o->via.u != 3)
       return dfail(c, SC_EPROTO, "expected an actor id [node, slot, gen], got %s",
                    obj_type_name(o));
     sc_actor_id *a = (sc_actor_id *)at;
-    const msgpack_object *e = o->via.array.ptr;
+    val e[3];
+    for (int i = 0; i < 3; i++) rd_val(&c->r, &e[i]);
     if ((rc = dec_scalar(c, SC_FK_U16, NULL, &e[0], &a->node)) ||
         (rc = dec_scalar(c, SC_FK_U16, NULL, &e[1], &a->slot)) ||
         (rc = dec_scalar(c, SC_FK_U32, NULL, &e[2], &a->gen)))
@@ -447,9 +586,9 @@ static int dec_field(dctx *c, const sc_msg_field *f, const msgpack_object *o,
   }
   case SC_FK_ARRAY:
   case SC_FK_SARRAY: {
-    if (o->type != MSGPACK_OBJECT_ARRAY)
+    if (o->type != V_ARRAY)
       return dfail(c, SC_EPROTO, "expected an array, got %s", obj_type_name(o));
-    const uint32_t n = o->via.array.size;
+    const uint32_t n = (uint32_t)o->via.u; /* (a msgpack array holds at most 2^32 - 1) */
     if ((rc = check_count(c, n, c->lim ? c->lim->max_array : 0, "array elements"))) return rc;
     const size_t es = f->kind == SC_FK_ARRAY ? sc_msg_kind_size(f->elem) : f->sub->size;
     sc_msg_arr_any arr = {NULL, 0};
@@ -462,8 +601,10 @@ static int dec_field(dctx *c, const sc_msg_field *f, const msgpack_object *o,
     for (uint32_t i = 0; i < n; i++) {
       c->path[c->depth].index = i;
       uint8_t *el = (uint8_t *)arr.v + (size_t)i * es;
-      rc = f->kind == SC_FK_ARRAY ? dec_scalar(c, f->elem, f, &o->via.array.ptr[i], el)
-                                  : dec_struct(c, f->sub, &o->via.array.ptr[i], el);
+      val e;
+      rd_val(&c->r, &e);
+      rc = f->kind == SC_FK_ARRAY ? dec_scalar(c, f->elem, f, &e, el)
+                                  : dec_struct(c, f->sub, &e, el);
       if (rc) return rc;
     }
     c->path[c->depth].index = -1;
@@ -474,15 +615,16 @@ static int dec_field(dctx *c, const sc_msg_field *f, const msgpack_object *o,
   }
 }
 
-static int dec_struct(dctx *c, const sc_msg_desc *desc, const msgpack_object *o,
-                      uint8_t *base) {
-  if (o->type != MSGPACK_OBJECT_ARRAY)
+/* Fills the struct at base from o (its array header, just read) and the fields that
+ * follow; a newer sender's extra trailing fields are skipped. */
+static int dec_struct(dctx *c, const sc_msg_desc *desc, const val *o, uint8_t *base) {
+  if (o->type != V_ARRAY)
     return dfail(c, SC_EPROTO, "expected %s as an array of %u fields, got %s", desc->name,
                  desc->num_fields, obj_type_name(o));
-  const uint32_t n = o->via.array.size;
+  const uint64_t n = o->via.u;
   if (n < desc->num_fields || (n > desc->num_fields && !c->lenient))
-    return dfail(c, SC_EPROTO, "%s has %u fields, expected %u (schema %d.%d)", desc->name,
-                 n, desc->num_fields, SC_MSG_MAJOR, SC_MSG_MINOR);
+    return dfail(c, SC_EPROTO, "%s has %llu fields, expected %u (schema %d.%d)", desc->name,
+                 (unsigned long long)n, desc->num_fields, SC_MSG_MAJOR, SC_MSG_MINOR);
   if (c->depth + 1 >= (int)(sizeof c->path / sizeof c->path[0]))
     return dfail(c, SC_EPROTO, "nesting too deep");
   c->depth++;
@@ -490,8 +632,11 @@ static int dec_struct(dctx *c, const sc_msg_desc *desc, const msgpack_object *o,
   for (uint32_t i = 0; i < desc->num_fields && rc == 0; i++) {
     c->path[c->depth].name = desc->fields[i].name;
     c->path[c->depth].index = -1;
-    rc = dec_field(c, &desc->fields[i], &o->via.array.ptr[i], base);
+    val fv;
+    rd_val(&c->r, &fv);
+    rc = dec_field(c, &desc->fields[i], &fv, base);
   }
+  for (uint64_t i = desc->num_fields; i < n && rc == 0; i++) skip_val(&c->r);
   c->depth--;
   if (rc == 0 && desc->check != NULL) rc = desc->check(base, c->lim, c->d);
   return rc;
@@ -501,8 +646,7 @@ static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_
                   sc_envelope *env, void **body, sc_diag *d) {
   *body = NULL;
   memset(env, 0, sizeof *env);
-  size_t objects = 0;
-  int rc = sc_msg_prewalk_count(p, n, max_depth, &objects, d);
+  int rc = sc_msg_prewalk(p, n, max_depth, d);
   if (rc != 0) return rc;
   rc = sc_msg_peek_envelope(p, n, env);
   if (rc == SC_EVERSION)
@@ -518,50 +662,28 @@ static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_
                    "unknown message type id %u (this build knows %d types, schema %d.%d; is "
                    "the sender newer?)",
                    env->type, SC_MSG_COUNT, SC_MSG_MAJOR, SC_MSG_MINOR);
-  /* One zone chunk that holds the whole object tree (counted by the pre-walk, so
-   * proportional to the input): msgpack-c's default 8 KiB chunks cost a malloc per chunk
-   * and round big ones up to powers of two. msgpack_unpack (unlike msgpack_unpack_next,
-   * which replaces the zone it is given) parses into the caller's zone. */
-  void *b = NULL;
-  size_t off = 0;
-  msgpack_object root;
-  msgpack_zone *zone = msgpack_zone_new(objects * sizeof(msgpack_object) + 256);
-  if (zone == NULL) {
-    rc = sc_fail(d, SC_ENOMEM, "out of memory while parsing a %zu-byte message", n);
-    goto out;
-  }
-  const msgpack_unpack_return ur = msgpack_unpack((const char *)p, n, &off, zone, &root);
-  if (ur == MSGPACK_UNPACK_NOMEM_ERROR) {
-    rc = sc_fail(d, SC_ENOMEM, "out of memory while parsing a %zu-byte message", n);
-    goto out;
-  }
-  if (ur != MSGPACK_UNPACK_SUCCESS || off != n) {
-    rc = sc_fail(d, SC_EPROTO, "malformed msgpack (parser status %d)", (int)ur);
-    goto out;
-  }
-  const msgpack_object *top = &root;
+  /* the pre-walk proved the bytes well-formed; the envelope was read: on to the body */
+  cursor r = {p};
+  val top, bv;
+  rd_val(&r, &top);
   const bool lenient = env->minor > SC_MSG_MINOR;
-  if (top->via.array.size != 9 && !lenient) {
-    rc = sc_fail(d, SC_EPROTO, "message has %u top-level elements, expected 9",
-                 top->via.array.size);
-    goto out;
-  }
-  if ((b = sc_msg_body_new(env->type)) == NULL) {
-    rc = sc_fail(d, SC_ENOMEM, "out of memory");
-    goto out;
-  }
-  dctx c = {.lim = lim, .lenient = lenient, .d = d, .depth = 0};
+  if (top.via.u != 9 && !lenient)
+    return sc_fail(d, SC_EPROTO, "message has %llu top-level elements, expected 9",
+                   (unsigned long long)top.via.u);
+  for (int i = 0; i < 8; i++) skip_val(&r);
+  rd_val(&r, &bv);
+  void *b = sc_msg_body_new(env->type);
+  if (b == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
+  dctx c = {.lim = lim, .r = r, .lenient = lenient, .d = d, .depth = 0};
   c.path[0].name = desc->name;
   c.path[0].index = -1;
-  rc = dec_struct(&c, desc, &top->via.array.ptr[8], b);
-  if (rc == 0) {
-    *body = b;
-    b = NULL;
+  rc = dec_struct(&c, desc, &bv, b);
+  if (rc != 0) {
+    sc_msg_body_destroy(env->type, b);
+    return rc;
   }
-out:
-  sc_msg_body_destroy(env->type, b);
-  if (zone != NULL) msgpack_zone_free(zone);
-  return rc;
+  *body = b;
+  return 0;
 }
 
 int sc_msg_decode(const uint8_t *p, size_t n, sc_envelope *env, void **body, sc_diag *d) {
@@ -569,9 +691,7 @@ int sc_msg_decode(const uint8_t *p, size_t n, sc_envelope *env, void **body, sc_
 }
 
 void sc_msg_limits_default(sc_msg_limits *lim) {
-  /* 1 MiB holds the longest allowed prompt (131072 ids of at most 5 bytes) and bounds
-   * msgpack-c's object tree (24 bytes per object, at most one object per input byte, in
-   * one zone chunk sized by the pre-walk) to 24 MiB per message. */
+  /* 1 MiB holds the longest allowed prompt (131072 ids of at most 5 bytes). */
   *lim = (sc_msg_limits){.max_bytes = 1u << 20,
                          .max_depth = 8,
                          .max_array = 1u << 20,

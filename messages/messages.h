@@ -17,8 +17,8 @@
  *     lengths), exact schema match and the declared field ranges.
  *   - sc_msg_decode_untrusted: input from outside (clients). First the total size limit,
  *     then the same non-allocating pre-walk of the raw bytes (nesting depth, every
- *     array/map/str/bin length against the bytes that remain) before msgpack-c sees
- *     them, then decoding with per-array/string bounds and field validation against
+ *     array/map/str/bin length against the bytes that remain) before the decoder
+ *     reads them, then decoding with per-array/string bounds and field validation against
  *     sc_msg_limits (token ids below the vocabulary, prompt and generation lengths).
  *   Every rejection returns a negative SC_E* code and, in the optional sc_diag, a
  *   sentence naming the field ("client_submit.prompt[3]: token id 40000 is not below
@@ -48,7 +48,7 @@
 #define SC_MSG_MAJOR 1
 #define SC_MSG_MINOR 1
 
-/* Hard bound on msgpack nesting accepted anywhere (msgpack-c's own parser stack is 32). */
+/* Hard bound on msgpack nesting accepted anywhere. */
 #define SC_MSG_MAX_DEPTH 32
 
 typedef struct sc_actor_id {

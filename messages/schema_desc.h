@@ -93,8 +93,7 @@ static inline void sc_msg_store_int(int k, void *p, uint64_t v) {
   }
 }
 
-/* sc_msg_prewalk that also counts the msgpack objects (for sizing the parser's zone in
- * one allocation: msgpack-c stores each object in sizeof(msgpack_object) bytes). */
+/* sc_msg_prewalk that also counts the msgpack objects (objects may be NULL). */
 int sc_msg_prewalk_count(const uint8_t *p, size_t n, int max_depth, size_t *objects,
                          sc_diag *d);
 

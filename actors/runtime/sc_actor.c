@@ -276,15 +276,21 @@ static void start_actor(sc_loop *l, sc_slot *s, const sc_letter *lt) {
   }
 }
 
+/* What a tapped letter's record needs: when the letter was taken from the mailbox (the
+ * record's time) and, for a letter from another node, its bytes as received. */
+typedef struct tap_note {
+  uint64_t ns;
+  sc_raw_msg *raw;
+} tap_note;
+
 /* Runs a letter for its live actor a (a handler, a reply callback or a runtime letter),
- * then frees it; a tapped one is recorded for the tap first (tap_ns: when it was taken
- * from the mailbox, its record's time). */
-static void run_letter(sc_loop *l, sc_slot *s, sc_actor *a, sc_letter *lt, bool tapped,
-                       uint64_t tap_ns) {
+ * then frees it; a tapped one (tap not NULL) is recorded for the tap first. */
+static void run_letter(sc_loop *l, sc_slot *s, sc_actor *a, sc_letter *lt,
+                       const tap_note *tap) {
   sc_node *n = l->node;
   const int type = lt->env.type;
   /* before the handler, which may take the body */
-  if (tapped) sc_tap_letter(n->tr, l, lt, tap_ns);
+  if (tap) sc_tap_letter(n->tr, l, lt, tap->raw, tap->ns);
   sc_ctx c;
   ctx_init(&c, l, a, &lt->env);
   switch (type) {
@@ -350,7 +356,7 @@ static void run_letter(sc_loop *l, sc_slot *s, sc_actor *a, sc_letter *lt, bool 
   sc_letter_free(lt);
 }
 
-static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt, bool tapped, uint64_t tap_ns) {
+static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt, const tap_note *tap) {
   const uint32_t gen = atomic_load_explicit(&s->gen, memory_order_acquire);
   if (lt->env.type == SC_SYS_START && lt->env.dst.gen == gen) {
     start_actor(l, s, lt);
@@ -359,18 +365,23 @@ static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt, bool tapped, uint64_
     reject_letter(l->node, lt, SC_ENOENT);
     return;
   } else {
-    run_letter(l, s, s->actor, lt, tapped, tap_ns);
+    run_letter(l, s, s->actor, lt, tap);
   }
   if (s->actor && s->actor->stopping) actor_finalize(l, s->actor);
 }
 
 /* Decodes, in place, a letter that came from another node; false (letter freed and
- * counted; a request is answered with the error) when it does not decode. */
-static bool decode_received(sc_loop *l, sc_letter *lt) {
+ * counted; a request is answered with the error) when it does not decode. The received
+ * bytes are freed, or, when keep is not NULL (a tapped letter: its record copies them),
+ * left in *keep for the caller to free. */
+static bool decode_received(sc_loop *l, sc_letter *lt, sc_raw_msg **keep) {
   sc_diag d = {0};
   void *body = NULL;
-  const int rc = sc_raw_decode(lt->body, &lt->env, &body, &d);
+  sc_raw_msg *raw = lt->body;
+  const int rc = sc_raw_decode(raw, &lt->env, &body, &d);
   lt->body = body;
+  if (rc == 0 && keep != NULL) *keep = raw;
+  else sc_raw_free(raw);
   if (rc == 0) return true;
   SC_WARN(LOG, "node %d: dropped an undecodable message: %s", (int)l->node->rank,
           sc_diag_message(&d));
@@ -403,9 +414,14 @@ static void run_slot(sc_loop *l, sc_slot *s) {
   for (int i = 0; i < k; i++) {
     sc_letter *lt = batch[i];
     const uintptr_t bits = (uintptr_t)lt->body;
+    const bool marked = (bits & SC_LETTER_TAPPED) != 0;
+    tap_note tap = {taken_ns, NULL};
     lt->body = (void *)(bits & ~SC_LETTER_BITS);
-    if ((bits & SC_LETTER_RAW) && !decode_received(l, lt)) continue;
-    dispatch(l, s, lt, (bits & SC_LETTER_TAPPED) != 0, taken_ns);
+    if ((bits & SC_LETTER_RAW) &&
+        !decode_received(l, lt, marked ? &tap.raw : NULL))
+      continue;
+    dispatch(l, s, lt, marked ? &tap : NULL);
+    if (tap.raw) sc_raw_free(tap.raw);
   }
   if (k == SC_ACTOR_BATCH) { /* likely more: stay scheduled, run again after the others */
     sc_mpsc_push(&l->runq, &s->run_link);
@@ -425,15 +441,20 @@ static void run_slot(sc_loop *l, sc_slot *s) {
 
 static void loop_shutdown(sc_loop *l);
 
-/* Runs queued actors; true when the turn cap was hit (more work may be queued). */
+/* Runs queued actors, then sends what they sent to other nodes (a pack per peer); true
+ * when the turn cap was hit (more work may be queued). */
 static bool drain_runq(sc_loop *l) {
-  for (int turn = 0; turn < SC_LOOP_TURNS; turn++) {
+  int turn = 0;
+  for (; turn < SC_LOOP_TURNS; turn++) {
     sc_mpsc_node *nd = sc_mpsc_pop(&l->runq);
-    if (nd == NULL) return false;
-    l->hot = true;
+    if (nd == NULL) break;
     run_slot(l, SC_CONTAINER_OF(nd, sc_slot, run_link));
   }
-  return true;
+  if (turn > 0) {
+    l->hot = true;
+    sc_transport_loop_flush(l->node->tr, l);
+  }
+  return turn == SC_LOOP_TURNS;
 }
 
 static void on_wake(uv_async_t *h) {

@@ -305,27 +305,34 @@ int sc_transport_start(sc_transport *t, sc_diag *d);
 void sc_transport_stop(sc_transport *t); /* joins the io thread, closes sockets */
 void sc_transport_destroy(sc_transport *t);
 /* Sends to another node (any thread); consumes body on success. On one of the node's
- * loop threads (the node actor, slot 0, excepted): encoded into the loop's scratch buffer
- * and sent on the loop's own DEALER for the peer (SC_EFULL when its backlog is full).
+ * loop threads (the node actor, slot 0, excepted): encoded into the open pack of the
+ * loop's own DEALER for the peer, sent when full or at the end of the loop's turn
+ * (SC_EFULL when its backlog and open pack hold send_queue_max letters).
  * Otherwise: encoded and queued for the io thread (SC_EFULL when the queue is full). */
 int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body);
 /* Taps of local sends (see "Taps" in sc_transport.c). sc_tap_wanted (any thread, one
  * atomic load): whether any subscriber is attached, i.e. whether a letter sent now is
  * marked for the tap. sc_tap_letter (the receiving loop, just before the handler runs):
  * records the tapped letter (ns: when it left the mailbox) in the loop's open batch when
- * a subscriber wants its topic; the letter stays the caller's. A record that is wanted
- * but cannot be made (no memory) is counted as a drop. */
+ * a subscriber wants its topic: raw, the letter as it came from another node, is copied
+ * into the record as it is; without it the letter is encoded. The letter and raw stay
+ * the caller's. A record that is wanted but cannot be made (no memory) is counted as a
+ * drop. */
 bool sc_tap_wanted(sc_transport *t);
-void sc_tap_letter(sc_transport *t, sc_loop *l, const sc_letter *lt, uint64_t ns);
+void sc_tap_letter(sc_transport *t, sc_loop *l, const sc_letter *lt, const sc_raw_msg *raw,
+                   uint64_t ns);
 /* Frees a letter and its body (any thread; body may carry SC_LETTER_BITS). */
 void sc_letter_free(sc_letter *lt);
-/* Decodes a received message into env and a new *body, and frees raw (any thread);
- * sc_msg_decode's codes, with env then the envelope the io thread read. */
+/* Decodes a received message into env and a new *body (any thread; raw stays the
+ * caller's); sc_msg_decode's codes, with env then the envelope the io thread read. */
 int sc_raw_decode(sc_raw_msg *raw, sc_envelope *env, void **body, sc_diag *d);
 void sc_raw_free(sc_raw_msg *raw);
-/* Loop thread, before its loop blocks: hands the open tap batch to the io thread and
- * retries the backlogs of the loop's DEALERs. True when a backlog could move on at once
- * (the loop must not block). */
+/* Loop thread, at the end of each turn (a run of actors): sends the packs its actors'
+ * sends to other nodes went into. */
+void sc_transport_loop_flush(sc_transport *t, sc_loop *l);
+/* Loop thread, before its loop blocks: sends the open packs, hands the open tap batch to
+ * the io thread and retries the backlogs of the loop's DEALERs. True when a pack or a
+ * backlog could move on at once (the loop must not block). */
 bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l);
 /* Loop thread, at loop shutdown after the actors stopped: hands over the open tap batch,
  * drops the backlogs and closes the loop's DEALERs (linger 0). */

@@ -1,21 +1,27 @@
 /* sc_transport.c - ZeroMQ between nodes, and taps.
  *
  * Sockets. The node's io thread owns one ROUTER bound at the node's endpoint, which
- * receives from every peer (frames [peer identity][message]; the io thread reads the
- * envelope only and the receiving loop decodes, see deliver_remote), one DEALER per peer (routing
+ * receives from every peer (frames [peer identity][pack], sc_pack.h: one or more
+ * letters; the io thread splits the pack and reads each letter's envelope only, and the
+ * receiving loop decodes, see deliver_pack), one DEALER per peer (routing
  * id "n<rank>") with ZeroMQ heartbeats and a socket monitor, and the tap XPUB. A
  * DISCONNECTED event after the connection was up (peer died, or missed heartbeats past the
  * timeout) marks the peer DOWN in sc_node.peer_down, an atomic every thread reads.
  *
- * Sending. A message sent on an actor loop thread is encoded there into the loop's
- * scratch buffer and goes out at once on the loop's own DEALER for the peer (created on
- * the loop's first send there; routing id "n<rank>.<loop>", so the peer's ROUTER sees one
- * identity per DEALER; no heartbeats or monitor: the io thread watches the peer). An actor
- * runs on its loop thread only, so FIFO order per sender/receiver pair is FIFO order per
- * (loop, peer) DEALER, and no hand-off to the io thread sits in the path. Other threads
+ * Sending. A message sent on an actor loop thread is encoded there into the open pack
+ * of the loop's own DEALER for the peer (created on the loop's first send there; routing
+ * id "n<rank>.<loop>", so the peer's ROUTER sees one identity per DEALER; no heartbeats
+ * or monitor: the io thread watches the peer). The pack goes out (zmq_send copies it)
+ * once it holds SC_PACK_LETTERS letters or SC_PACK_BYTES, and otherwise when the loop's
+ * turn ends (sc_transport_loop_flush, after each run of actors, before the loop spins or
+ * blocks): a burst of sends to one peer pays ZeroMQ's per-message cost once, and a lone
+ * reply waits for nothing but the end of its handler's turn. An actor runs on its loop
+ * thread only, so FIFO order per sender/receiver pair is FIFO order per (loop, peer)
+ * DEALER, and no hand-off to the io thread sits in the path. Other threads
  * (sc_node_send from outside the loops, the io thread's own error replies) and the node
- * actor (see sc_transport_send) encode into a malloc'd frame and queue it (lock-free,
- * bounded) for the io thread, which sends it on its DEALER without a copy.
+ * actor (see sc_transport_send) encode a pack of one letter into a malloc'd frame and
+ * queue it (lock-free, bounded) for the io thread, which sends it on its DEALER without
+ * a copy.
  *
  * Every DEALER, the io thread's and the loops', is a zout with one implementation: its
  * owner thread sends with ZMQ_DONTWAIT; what ZeroMQ refuses (EAGAIN at the high-water
@@ -38,7 +44,8 @@
  * read per batch of up to SC_ACTOR_BATCH letters) and, just before the handler runs, if
  * its topic matches a prefix (each loop keeps the last topic it built, so a stream to one
  * actor builds and matches it once), encodes it as a record (sc_tap_record.h) into the
- * loop's open batch of that topic; the letter is then run and freed as any other. A batch
+ * loop's open batch of that topic (a batch the XPUB sent comes back to its loop for
+ * reuse, batch_recycle); the letter is then run and freed as any other. A batch
  * goes to the io thread (one lock-free push) when the topic changes, at 256 records or
  * 64 KiB, or when the loop's turn ends (uv_prepare, before it may block), and the io
  * thread sends it as the XPUB message [topic][records] without a copy
@@ -62,6 +69,7 @@
 
 #include "actors/runtime/sc_log.h"
 #include "actors/runtime/sc_node_impl.h"
+#include "actors/runtime/sc_pack.h"
 #include "actors/runtime/sc_tap_record.h"
 #include "actors/runtime/sc_time.h"
 #include "actors/runtime/sc_wake.h"
@@ -83,13 +91,24 @@
  * topics closes a batch per record; a busy stream's batches start as large as its last
  * one was filled */
 #define SC_TAP_BATCH_FIRST 512
+/* batches a loop keeps for reuse (batch_recycle): up to 4 MiB of 64 KiB ones */
+#define SC_TAP_SPARES 64
+/* A loop's pack for a peer is sent once it holds SC_PACK_LETTERS letters (fewer when
+ * send_hwm is smaller: see sc_transport_create) or SC_PACK_BYTES, else when the loop's
+ * turn ends. Both only bound how much one zmq_send carries: 64 letters spread ZeroMQ's
+ * cost per message (a few hundred ns each side) to a few ns, and 16 KiB keeps a pack of
+ * large letters near the 8 KiB ZeroMQ reads and writes at a time. */
+#define SC_PACK_LETTERS 64
+#define SC_PACK_BYTES 16384
 #define SC_TOPIC_MAX 96
 #define SC_MAX_SUBS 256
 
+/* A pack (sc_pack.h) on its way to a DEALER. */
 typedef struct frame {
   sc_mpsc_node link;
   struct frame *next; /* backlog */
   int32_t rank;
+  uint32_t letters;   /* in the pack */
   bool wrapped;       /* msg owns data (zmq frees it once sent) */
   uint8_t *data;
   size_t len;
@@ -105,10 +124,11 @@ static void frame_free(frame *f) {
 }
 
 /* A frame that owns data (malloc'd), or NULL. */
-static frame *frame_new(int32_t rank, uint8_t *data, size_t len) {
+static frame *frame_new(int32_t rank, uint8_t *data, size_t len, uint32_t letters) {
   frame *f = malloc(sizeof *f);
   if (f == NULL) return NULL;
   f->rank = rank;
+  f->letters = letters;
   f->wrapped = false;
   f->data = data;
   f->len = len;
@@ -117,7 +137,8 @@ static frame *frame_new(int32_t rank, uint8_t *data, size_t len) {
 
 /* Records of one topic on their way to the XPUB; buf is the message's second frame. */
 typedef struct tap_batch {
-  sc_mpsc_node link;
+  sc_mpsc_node link;          /* in the tap queue, then among its writer's spares */
+  struct tap_writer *owner;   /* the loop's writer that filled it */
   char topic[SC_TOPIC_MAX];
   uint32_t records;
   sc_buf buf;
@@ -149,6 +170,10 @@ typedef struct tap_writer {
   uint32_t open_gen;          /* topic.gen when open was started: its topic is topic.topic */
   size_t first_cap;           /* the next batch starts this large: what the last one used */
   topic_cache topic;          /* of the last letter this loop tapped */
+  /* batches whose records are gone, back for reuse (batch_recycle): any thread pushes,
+   * the loop pops */
+  sc_mpsc spare;
+  _Atomic uint32_t spares;
 } tap_writer;
 
 /* One DEALER to one peer and what it refused (see the header comment). Only its owner
@@ -160,12 +185,16 @@ typedef struct zout {
   bool watching;              /* poll started: only while the backlog is not empty */
   uv_poll_t poll;             /* initialised with sock */
   frame *backlog, *backlog_tail;
-  uint32_t backlog_len;
-  _Atomic uint64_t sent;
+  uint32_t backlog_len;       /* letters in the backlog's packs */
+  _Atomic uint64_t sent;      /* letters ZeroMQ took */
   /* io thread's zouts: the count of frames handed to the io thread and not yet sent or
    * dropped (sc_transport.outbox_count), released as they leave the backlog; NULL for a
-   * loop's zout, whose backlog_len alone is its bound */
+   * loop's zout, whose backlog_len and open pack are its bound */
   _Atomic uint32_t *pending;
+  /* a loop's zout: the pack its sends of this turn go into (sc_pack.h), sent when full
+   * or when the turn ends (sc_transport_loop_flush) */
+  sc_buf pack;
+  uint32_t pack_letters;
 } zout;
 
 typedef struct peer {
@@ -178,7 +207,7 @@ typedef struct peer {
 /* A loop thread's share of the transport, made on its first remote send or tap record. */
 typedef struct lnet {
   zout *peers;                /* by rank */
-  sc_buf scratch;             /* what the loop sends away is encoded here */
+  bool packs_open;            /* some peer's pack holds letters */
   tap_writer tap;             /* records of the letters its actors took */
 } lnet;
 
@@ -195,6 +224,8 @@ struct sc_transport {
   peer *peers;
   _Atomic(subs *) subs_now;
   _Atomic(lnet *) lnets[SC_MAX_LOOPS]; /* by loop index, set once; freed at destroy */
+  uint32_t pack_letters;               /* a loop's pack is sent at this many letters */
+  int32_t pack_hwm;                    /* ZMQ_SNDHWM of a loop's DEALER, in packs */
   /* written by the loops and the io thread */
   _Alignas(64) _Atomic int wake_pending;
   _Alignas(64) _Atomic uint32_t outbox_count; /* frames queued in outbox */
@@ -229,6 +260,15 @@ static bool has_events(void *sock, short want) {
 }
 
 static int set_int(void *s, int opt, int v) { return zmq_setsockopt(s, opt, &v, sizeof v); }
+
+/* ZeroMQ I/O threads by bit (ZMQ_AFFINITY): the node's sockets on the first, the tap's
+ * XPUB on the second when there is one (sc_transport_create). */
+#define SC_AFFINITY_NODES 1u
+#define SC_AFFINITY_TAP 2u
+
+static void set_affinity(void *s, uint64_t mask) {
+  zmq_setsockopt(s, ZMQ_AFFINITY, &mask, sizeof mask);
+}
 
 static void close_sock(void **s) {
   if (*s) {
@@ -300,15 +340,32 @@ static void batch_free(tap_batch *b) {
   free(b);
 }
 
-/* A batch that will not be published: its records are counted as dropped. */
-static void batch_drop(sc_transport *t, tap_batch *b) {
-  count_drops(t, b->records);
+/* Any thread, once b's records are gone (sent or dropped): b goes back to the loop that
+ * filled it, up to SC_TAP_SPARES per loop, else is freed. A busy tap so writes into a
+ * few buffers that stay mapped instead of fresh memory for every batch (up to 2.5 GB/s
+ * of records at 1 KiB): in process at 1 KiB the tapped rate on the GPU host rose from
+ * 1.82-2.02 M to 2.20-2.56 M msg/s (bench/messages.md, fifth pass); at 16 B it did not
+ * change measurably. */
+static void batch_recycle(tap_batch *b) {
+  tap_writer *w = b->owner;
+  if (atomic_fetch_add_explicit(&w->spares, 1, memory_order_relaxed) < SC_TAP_SPARES) {
+    sc_mpsc_push(&w->spare, &b->link);
+    return;
+  }
+  atomic_fetch_sub_explicit(&w->spares, 1, memory_order_relaxed);
   batch_free(b);
 }
 
+/* A batch that will not be published: its records are counted as dropped. */
+static void batch_drop(sc_transport *t, tap_batch *b) {
+  count_drops(t, b->records);
+  batch_recycle(b);
+}
+
+/* ZeroMQ's thread, once the XPUB sent (or discarded) the records. */
 static void zmq_free_batch(void *data, void *hint) {
   (void)data;
-  batch_free(hint);
+  batch_recycle(hint);
 }
 
 /* io thread: sends b as [topic][records] and gives b to ZeroMQ. All-or-nothing: with
@@ -349,7 +406,7 @@ static void tap_hand_over(sc_transport *t, tap_writer *w) {
   if (b == NULL) return;
   w->open = NULL;
   if (b->records == 0) { /* its only record failed */
-    batch_free(b);
+    batch_recycle(b);
     return;
   }
   /* a busy stream then fills its batches without growing them, a quiet one stays small */
@@ -371,10 +428,19 @@ static tap_batch *tap_open(sc_transport *t, tap_writer *w, size_t need) {
     b = NULL;
   }
   if (b == NULL) {
-    if ((b = malloc(sizeof *b)) == NULL) return NULL;
+    sc_mpsc_node *nd = sc_mpsc_pop(&w->spare);
+    if (nd != NULL) {
+      atomic_fetch_sub_explicit(&w->spares, 1, memory_order_relaxed);
+      b = SC_CONTAINER_OF(nd, tap_batch, link);
+      b->buf.len = 0;
+    } else if ((b = malloc(sizeof *b)) != NULL) {
+      b->owner = w;
+      sc_buf_init(&b->buf);
+    } else {
+      return NULL;
+    }
     memcpy(b->topic, w->topic.topic, SC_TOPIC_MAX);
     b->records = 0;
-    sc_buf_init(&b->buf);
     w->open = b;
     w->open_gen = w->topic.gen;
     if (sc_buf_reserve(&b->buf, w->first_cap > need ? w->first_cap : need) != 0) return NULL;
@@ -383,17 +449,25 @@ static tap_batch *tap_open(sc_transport *t, tap_writer *w, size_t need) {
 }
 
 /* Loop thread: encodes the letter as a record straight into w's open batch (no copy). */
+static size_t raw_bytes(const sc_raw_msg *raw, const uint8_t **p);
+
+/* Loop thread: records the letter straight into w's open batch: raw's bytes when it came
+ * from another node (a copy of what was sent, cheaper than encoding the decoded body
+ * again), else the letter encoded in place. */
 static void tap_append_letter(sc_transport *t, tap_writer *w, uint64_t ns,
-                              const sc_letter *lt) {
-  /* the size is not known before encoding: ask for room for a small message */
-  tap_batch *b = tap_open(t, w, SC_TAP_RECORD_HEADER + 64);
+                              const sc_letter *lt, const sc_raw_msg *raw) {
+  const uint8_t *bytes = NULL;
+  const size_t raw_len = raw ? raw_bytes(raw, &bytes) : 0;
+  /* an encoding's size is not known before encoding: ask for room for a small message */
+  tap_batch *b = tap_open(t, w, SC_TAP_RECORD_HEADER + (raw ? raw_len : 64));
   const size_t at = b ? b->buf.len : 0;
   if (b == NULL || sc_buf_reserve(&b->buf, SC_TAP_RECORD_HEADER) != 0) {
     count_drops(t, 1);
     return;
   }
   b->buf.len += SC_TAP_RECORD_HEADER;
-  if (sc_msg_encode_append(&lt->env, lt->body, &b->buf) != 0) {
+  if (raw ? sc_buf_append(&b->buf, bytes, raw_len) != 0
+          : sc_msg_encode_append(&lt->env, lt->body, &b->buf) != 0) {
     b->buf.len = at;
     count_drops(t, 1);
     return;
@@ -466,12 +540,14 @@ static bool peer_is_down(const sc_transport *t, int32_t rank) {
   return atomic_load_explicit(&t->node->peer_down[rank], memory_order_acquire) != 0;
 }
 
-static void zout_count(zout *z) { /* one writer: no read-modify-write needed */
-  atomic_store_explicit(&z->sent, atomic_load_explicit(&z->sent, memory_order_relaxed) + 1,
+static void zout_count(zout *z, uint32_t letters) { /* one writer: no read-modify-write */
+  atomic_store_explicit(&z->sent,
+                        atomic_load_explicit(&z->sent, memory_order_relaxed) + letters,
                         memory_order_relaxed);
 }
 
-/* k frames of an io-thread zout left it (sent or dropped): senders may queue k more. */
+/* k letters of an io-thread zout (one per frame there) left it, sent or dropped:
+ * senders may queue k more. */
 static void zout_release(zout *z, uint32_t k) {
   if (z->pending && k) atomic_fetch_sub_explicit(z->pending, k, memory_order_acq_rel);
 }
@@ -489,7 +565,7 @@ static bool zout_try(zout *z, frame *f) {
     f->wrapped = true;
   }
   if (zmq_msg_send(&f->msg, z->sock, ZMQ_DONTWAIT) < 0) return false;
-  zout_count(z);
+  zout_count(z, f->letters);
   return true;
 }
 
@@ -502,7 +578,7 @@ static void zout_append(zout *z, frame *f) {
   else
     z->backlog = f;
   z->backlog_tail = f;
-  z->backlog_len++;
+  z->backlog_len += f->letters;
   if (!z->watching && uv_poll_start(&z->poll, UV_READABLE, on_zout_poll) == 0)
     z->watching = true;
 }
@@ -539,14 +615,15 @@ static void zout_flush(zout *z) {
     zout_drop_down(z);
     return;
   }
-  uint32_t sent = 0;
-  for (; z->backlog && sent < SC_DRAIN_CAP && zout_try(z, z->backlog); sent++) {
+  uint32_t letters = 0;
+  for (int k = 0; z->backlog && k < SC_DRAIN_CAP && zout_try(z, z->backlog); k++) {
     frame *f = z->backlog;
     z->backlog = f->next;
-    z->backlog_len--;
+    z->backlog_len -= f->letters;
+    letters += f->letters;
     free(f);
   }
-  zout_release(z, sent);
+  zout_release(z, letters);
   if (z->backlog == NULL) {
     z->backlog_tail = NULL;
     zout_unwatch(z);
@@ -587,26 +664,36 @@ static void zout_offer(zout *z, frame *f) {
   }
 }
 
-/* Sends a copy of data (the caller's buffer stays its own). */
-static int zout_send_copy(zout *z, const uint8_t *data, size_t len) {
-  if (z->backlog == NULL && zmq_send(z->sock, data, len, ZMQ_DONTWAIT) >= 0) {
-    zout_count(z);
-    return 0;
+/* A loop's zout: sends its open pack (a copy: the pack's buffer is kept for the next
+ * one, warm in this core's cache), or puts it in the backlog, or drops it for a DOWN peer
+ * (counted: those sends were accepted). Returns 0 or SC_ENOMEM (the pack stays open). */
+static int zout_send_pack(zout *z) {
+  const uint32_t letters = z->pack_letters;
+  if (letters == 0) return 0;
+  if (peer_is_down(z->t, z->rank)) {
+    atomic_fetch_add_explicit(&z->t->remote_dropped, letters, memory_order_relaxed);
+  } else if (z->backlog == NULL &&
+             zmq_send(z->sock, z->pack.data, z->pack.len, ZMQ_DONTWAIT) >= 0) {
+    zout_count(z, letters);
+  } else {
+    uint8_t *copy = malloc(z->pack.len);
+    frame *f = copy ? frame_new(z->rank, copy, z->pack.len, letters) : NULL;
+    if (f == NULL) {
+      free(copy);
+      return SC_ENOMEM;
+    }
+    memcpy(copy, z->pack.data, z->pack.len);
+    zout_append(z, f);
   }
-  uint8_t *copy = malloc(len);
-  frame *f = copy ? frame_new(z->rank, copy, len) : NULL;
-  if (f == NULL) {
-    free(copy);
-    return SC_ENOMEM;
-  }
-  memcpy(copy, data, len);
-  zout_append(z, f);
+  z->pack.len = 0;
+  z->pack_letters = 0;
+  if (z->pack.cap > 4 * SC_PACK_BYTES) sc_buf_free(&z->pack); /* after a huge letter */
   return 0;
 }
 
 /* Creates the DEALER for rank with the options every DEALER shares and prepares its poll
  * on uv (the owner's loop). The caller adds its own options, then zout_connect. */
-static int zout_open(zout *z, sc_transport *t, int32_t rank, const char *rid,
+static int zout_open(zout *z, sc_transport *t, int32_t rank, const char *rid, int hwm,
                      uv_loop_t *uv) {
   z->t = t;
   z->rank = rank;
@@ -614,9 +701,10 @@ static int zout_open(zout *z, sc_transport *t, int32_t rank, const char *rid,
   if (s == NULL) return SC_ESYS;
   zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, strlen(rid));
   set_int(s, ZMQ_LINGER, 0);
-  set_int(s, ZMQ_SNDHWM, t->node->send_hwm);
+  set_int(s, ZMQ_SNDHWM, hwm);
   set_int(s, ZMQ_IMMEDIATE, 0); /* queue until the peer is up */
   set_int(s, ZMQ_RECONNECT_IVL, 50);
+  set_affinity(s, SC_AFFINITY_NODES);
   int fd = -1;
   size_t sz = sizeof fd;
   if (zmq_getsockopt(s, ZMQ_FD, &fd, &sz) != 0 || uv_poll_init(uv, &z->poll, fd) != 0) {
@@ -636,6 +724,8 @@ static int zout_connect(zout *z) {
 /* Owner thread: drops the backlog and closes the socket; the poll handle is closed first
  * (libuv must stop watching an fd before it goes away). */
 static void zout_close(zout *z) {
+  sc_buf_free(&z->pack);
+  z->pack_letters = 0;
   if (z->sock == NULL) return;
   zout_drop(z);
   if (!uv_is_closing((uv_handle_t *)&z->poll)) uv_close((uv_handle_t *)&z->poll, NULL);
@@ -654,7 +744,7 @@ static uint64_t zouts_sent(zout *zs, int32_t n) {
 static lnet *lnet_of(sc_transport *t, sc_loop *l) {
   lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
   if (ln) return ln;
-  ln = calloc(1, sizeof *ln);
+  ln = sc_calloc_lines(1, sizeof *ln); /* (its spare queue is line-aligned) */
   zout *peers = calloc((size_t)t->node->cluster.num_nodes, sizeof *peers);
   if (ln == NULL || peers == NULL) {
     free(ln);
@@ -662,7 +752,7 @@ static lnet *lnet_of(sc_transport *t, sc_loop *l) {
     return NULL;
   }
   ln->peers = peers;
-  sc_buf_init(&ln->scratch);
+  sc_mpsc_init(&ln->tap.spare);
   atomic_store_explicit(&t->lnets[l->index], ln, memory_order_release);
   return ln;
 }
@@ -672,7 +762,7 @@ static int loop_zout(sc_transport *t, sc_loop *l, lnet *ln, int32_t rank, zout *
   if (z->sock == NULL) {
     char rid[32];
     snprintf(rid, sizeof rid, "n%d.%d", (int)t->node->rank, l->index);
-    int rc = zout_open(z, t, rank, rid, &l->uv);
+    int rc = zout_open(z, t, rank, rid, t->pack_hwm, &l->uv);
     if (rc == 0 && (rc = zout_connect(z)) != 0) zout_close(z);
     if (rc != 0) return rc;
   }
@@ -680,24 +770,45 @@ static int loop_zout(sc_transport *t, sc_loop *l, lnet *ln, int32_t rank, zout *
   return 0;
 }
 
+/* Encodes the letter into the peer's open pack; the pack goes out once full, else when
+ * the loop's turn ends. A full pack that cannot be queued (no memory) stays open and is
+ * retried at the next flush: the letter was accepted. */
 static int send_from_loop(sc_transport *t, sc_loop *l, const sc_envelope *env, void *body) {
   lnet *ln = lnet_of(t, l);
   if (ln == NULL) return SC_ENOMEM; /* never the io path: it would break FIFO order */
   zout *z = NULL;
   int rc = loop_zout(t, l, ln, env->dst.node, &z);
   if (rc != 0) return rc;
-  if (z->backlog_len >= t->node->send_queue_max) return SC_EFULL;
-  if ((rc = sc_msg_encode(env, body, &ln->scratch)) != 0) return rc;
-  if ((rc = zout_send_copy(z, ln->scratch.data, ln->scratch.len)) != 0) return rc;
+  if (z->backlog_len + z->pack_letters >= t->node->send_queue_max) return SC_EFULL;
+  if ((rc = sc_pack_append(&z->pack, env, body)) != 0) return rc;
   sc_msg_body_destroy(env->type, body);
+  ln->packs_open = true;
+  if (++z->pack_letters >= t->pack_letters || z->pack.len >= SC_PACK_BYTES)
+    (void)zout_send_pack(z);
   return 0;
 }
 
-void sc_tap_letter(sc_transport *t, sc_loop *l, const sc_letter *lt, uint64_t ns) {
+/* Sends every open pack of the loop; false when one could not be (no memory). */
+static bool flush_packs(sc_transport *t, lnet *ln) {
+  if (!ln->packs_open) return true;
+  bool all = true;
+  for (int32_t r = 0; r < t->node->cluster.num_nodes; r++)
+    if (zout_send_pack(&ln->peers[r]) != 0) all = false;
+  ln->packs_open = !all;
+  return all;
+}
+
+void sc_transport_loop_flush(sc_transport *t, sc_loop *l) {
+  lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
+  if (ln != NULL) (void)flush_packs(t, ln);
+}
+
+void sc_tap_letter(sc_transport *t, sc_loop *l, const sc_letter *lt, const sc_raw_msg *raw,
+                   uint64_t ns) {
   lnet *ln = lnet_of(t, l);
   const char *topic = ln ? tap_topic(t, &ln->tap.topic, &lt->env) : NULL;
   if (topic != NULL)
-    tap_append_letter(t, &ln->tap, ns, lt);
+    tap_append_letter(t, &ln->tap, ns, lt, raw);
   else if (ln == NULL) /* wanted or not: no memory to tell */
     count_drops(t, 1);
 }
@@ -705,8 +816,8 @@ void sc_tap_letter(sc_transport *t, sc_loop *l, const sc_letter *lt, uint64_t ns
 bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l) {
   lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
   if (ln == NULL) return false;
+  bool more = !flush_packs(t, ln); /* (a timer's sends) */
   tap_hand_over(t, &ln->tap);
-  bool more = false;
   for (int32_t r = 0; r < t->node->cluster.num_nodes; r++)
     if (zout_prepare(&ln->peers[r])) more = true;
   return more;
@@ -715,30 +826,39 @@ bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l) {
 void sc_transport_loop_close(sc_transport *t, sc_loop *l) {
   lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
   if (ln == NULL) return;
+  (void)flush_packs(t, ln); /* (what terminate sent: ZeroMQ may still get it out) */
   tap_hand_over(t, &ln->tap);
   for (int32_t r = 0; r < t->node->cluster.num_nodes; r++) zout_close(&ln->peers[r]);
-  sc_buf_free(&ln->scratch);
 }
 
 /* ---- inbound ---- */
 
 /* ZeroMQ reads a socket into 8 KiB buffers and lets the messages that fit point into
- * them; a buffer lives until all of its messages are closed. A message that may wait in
- * a mailbox is therefore copied out when it is that small (one malloc, cheaper than the
- * decode), or it would pin a whole buffer each (measured: 2.8-3.4 KB per queued 130-byte
- * ping instead of about 300 bytes). Larger ones have buffers of their own and are kept. */
+ * them; a buffer lives until all of its messages are closed. A letter that may wait in
+ * a mailbox is therefore copied out of its pack when it is that small (one malloc,
+ * cheaper than the decode), or it would pin a whole buffer each (measured: 2.8-3.4 KB per
+ * queued 130-byte ping instead of about 300 bytes). A larger one shares its pack (which
+ * has a buffer of its own, since it is larger too). */
 #define SC_RAW_COPY_MAX 8192
 
 struct sc_raw_msg {
   sc_envelope env; /* as read by the io thread: for an error reply when the body fails */
   size_t len;
-  bool zmq;        /* the bytes are msg's; else they follow in bytes[] */
+  bool zmq;        /* the bytes are msg's, from off on; else they follow in bytes[] */
+  size_t off;
   zmq_msg_t msg;
   uint8_t bytes[];
 };
 
-static const uint8_t *raw_data(sc_raw_msg *raw) {
-  return raw->zmq ? zmq_msg_data(&raw->msg) : raw->bytes;
+static const uint8_t *raw_data(const sc_raw_msg *raw) {
+  /* (zmq_msg_data does not change the message; its prototype is not const) */
+  return raw->zmq ? (const uint8_t *)zmq_msg_data((zmq_msg_t *)&raw->msg) + raw->off
+                  : raw->bytes;
+}
+
+static size_t raw_bytes(const sc_raw_msg *raw, const uint8_t **p) {
+  *p = raw_data(raw);
+  return raw->len;
 }
 
 void sc_raw_free(sc_raw_msg *raw) {
@@ -746,18 +866,20 @@ void sc_raw_free(sc_raw_msg *raw) {
   free(raw);
 }
 
-/* The received message as an sc_raw_msg (msg is copied from, or shared), or NULL. */
-static sc_raw_msg *raw_new(const sc_envelope *env, zmq_msg_t *msg) {
-  const size_t len = zmq_msg_size(msg);
+/* The letter at p (len bytes inside pack) as an sc_raw_msg (copied out, or sharing the
+ * pack), or NULL. */
+static sc_raw_msg *raw_new(const sc_envelope *env, zmq_msg_t *pack, const uint8_t *p,
+                           size_t len) {
   const bool keep = len > SC_RAW_COPY_MAX;
   sc_raw_msg *raw = malloc(sizeof *raw + (keep ? 0 : len));
   if (raw == NULL) return NULL;
   raw->env = *env;
   raw->len = len;
   raw->zmq = keep;
+  raw->off = (size_t)(p - (const uint8_t *)zmq_msg_data(pack));
   if (!keep) {
-    memcpy(raw->bytes, zmq_msg_data(msg), len);
-  } else if (zmq_msg_init(&raw->msg) != 0 || zmq_msg_copy(&raw->msg, msg) != 0) {
+    memcpy(raw->bytes, p, len);
+  } else if (zmq_msg_init(&raw->msg) != 0 || zmq_msg_copy(&raw->msg, pack) != 0) {
     free(raw); /* zmq_msg_copy shares the content (reference counted) */
     return NULL;
   }
@@ -767,17 +889,14 @@ static sc_raw_msg *raw_new(const sc_envelope *env, zmq_msg_t *msg) {
 int sc_raw_decode(sc_raw_msg *raw, sc_envelope *env, void **body, sc_diag *d) {
   const int rc = sc_msg_decode(raw_data(raw), raw->len, env, body, d);
   if (rc != 0) *env = raw->env;
-  sc_raw_free(raw);
   return rc;
 }
 
-/* Routes a message from another node by its envelope alone: the receiving loop decodes it
- * (sc_deliver_raw), so this thread, which every message from every peer crosses, only
- * reads the envelope. msg stays the caller's. */
-static void deliver_remote(sc_transport *t, zmq_msg_t *msg) {
+/* Routes a letter from another node (p, len: inside pack) by its envelope alone: the
+ * receiving loop decodes it (sc_deliver_raw), so this thread, which every message from
+ * every peer crosses, only reads the envelope. */
+static void deliver_remote(sc_transport *t, zmq_msg_t *pack, const uint8_t *p, size_t len) {
   sc_node *n = t->node;
-  const uint8_t *p = zmq_msg_data(msg);
-  const size_t len = zmq_msg_size(msg);
   sc_envelope env;
   int rc = sc_msg_peek_envelope(p, len, &env);
   if (rc == 0 && sc_msg_type_name(env.type) == NULL) rc = SC_ENOTSUP; /* never a runtime letter */
@@ -789,7 +908,7 @@ static void deliver_remote(sc_transport *t, zmq_msg_t *msg) {
     if (rc == SC_ENOTSUP) (void)sc_reply_error_to(n, &env, rc, "unknown message type");
     return;
   }
-  sc_raw_msg *raw = raw_new(&env, msg);
+  sc_raw_msg *raw = raw_new(&env, pack, p, len);
   rc = raw ? sc_deliver_raw(n, &env, raw) : SC_ENOMEM;
   if (rc == 0) return;
   if (rc == SC_EFULL)
@@ -798,6 +917,26 @@ static void deliver_remote(sc_transport *t, zmq_msg_t *msg) {
     atomic_fetch_add_explicit(&n->undeliverable, 1, memory_order_relaxed);
   (void)sc_reply_error_to(n, &env, rc, rc == SC_EFULL ? "mailbox full" : "no such actor");
   if (raw) sc_raw_free(raw);
+}
+
+/* Delivers the letters of a pack in order; what follows a letter that is cut short is
+ * not a letter, so the rest of the pack is counted once as undeliverable. pack stays the
+ * caller's. */
+static void deliver_pack(sc_transport *t, zmq_msg_t *pack) {
+  const uint8_t *p = zmq_msg_data(pack), *msg;
+  size_t left = zmq_msg_size(pack), len;
+  uint64_t k = 0;
+  int rc;
+  while ((rc = sc_pack_next(&p, &left, &msg, &len)) > 0) {
+    deliver_remote(t, pack, msg, len);
+    k++;
+  }
+  atomic_fetch_add_explicit(&t->remote_recv, k, memory_order_relaxed);
+  if (rc < 0 || (k == 0 && zmq_msg_size(pack) == 0)) {
+    SC_WARN(LOG, "node %d: dropped the rest of a pack after %llu letter(s): not a letter",
+            t->node->rank, (unsigned long long)k);
+    atomic_fetch_add_explicit(&t->node->undeliverable, 1, memory_order_relaxed);
+  }
 }
 
 static int drain_router(sc_transport *t) {
@@ -815,8 +954,7 @@ static int drain_router(sc_transport *t) {
       zmq_msg_close(&msg);
       break;
     }
-    atomic_fetch_add_explicit(&t->remote_recv, 1, memory_order_relaxed);
-    deliver_remote(t, &msg);
+    deliver_pack(t, &msg);
     zmq_msg_close(&msg);
   }
   return k;
@@ -845,8 +983,8 @@ static int send_via_io(sc_transport *t, const sc_envelope *env, void *body) {
   }
   sc_buf b;
   sc_buf_init(&b);
-  int rc = sc_msg_encode(env, body, &b);
-  frame *f = rc == 0 ? frame_new(env->dst.node, b.data, b.len) : NULL;
+  int rc = sc_pack_append(&b, env, body);
+  frame *f = rc == 0 ? frame_new(env->dst.node, b.data, b.len, 1) : NULL;
   if (f == NULL) {
     sc_buf_free(&b);
     atomic_fetch_sub_explicit(&t->outbox_count, 1, memory_order_acq_rel);
@@ -1004,12 +1142,22 @@ int sc_transport_create(sc_node *n, sc_transport **out) {
   t->node = n;
   t->peers = calloc((size_t)n->cluster.num_nodes, sizeof *t->peers);
   t->zctx = zmq_ctx_new();
+  /* A node with a tap gets a second ZeroMQ I/O thread for the XPUB alone (SC_AFFINITY_TAP):
+   * a busy subscriber's stream (GB/s at 1 KiB messages) then does not share the one
+   * thread that moves every message between the nodes. */
+  if (t->zctx != NULL && n->cluster.nodes[n->rank].tap[0])
+    zmq_ctx_set(t->zctx, ZMQ_IO_THREADS, 2);
   if (t->peers == NULL || t->zctx == NULL) {
     free(t->peers);
     if (t->zctx) zmq_ctx_term(t->zctx);
     free(t);
     return SC_ENOMEM;
   }
+  /* A loop's DEALER holds packs of at most pack_letters letters, and at most pack_hwm
+   * of them, so ZeroMQ holds no more of a loop's letters for a peer than send_hwm, as
+   * it does on the io thread's DEALERs (one letter per pack there). */
+  t->pack_letters = (uint32_t)(n->send_hwm < SC_PACK_LETTERS ? n->send_hwm : SC_PACK_LETTERS);
+  t->pack_hwm = n->send_hwm / (int32_t)t->pack_letters;
   sc_mpsc_init(&t->outbox);
   sc_mpsc_init(&t->tapq);
   /* The loop and its wake-up exist from here on, so actors may queue remote sends
@@ -1042,6 +1190,7 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
 
   t->router = zmq_socket(t->zctx, ZMQ_ROUTER);
   if (t->router == NULL) return sc_fail(d, SC_ESYS, "zmq_socket: %s", zmq_strerror(errno));
+  set_affinity(t->router, SC_AFFINITY_NODES);
   set_int(t->router, ZMQ_ROUTER_MANDATORY, 1);
   set_int(t->router, ZMQ_LINGER, 0);
   set_int(t->router, ZMQ_RCVHWM, 0);
@@ -1054,6 +1203,7 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
   if (me->tap[0]) {
     t->xpub = zmq_socket(t->zctx, ZMQ_XPUB);
     if (t->xpub == NULL) return sc_fail(d, SC_ESYS, "zmq_socket: %s", zmq_strerror(errno));
+    set_affinity(t->xpub, SC_AFFINITY_TAP);
     set_int(t->xpub, ZMQ_LINGER, 0);
     set_int(t->xpub, ZMQ_XPUB_NODROP, 1);
     /* in tap batches (up to 256 records each): a subscriber may lag this far behind
@@ -1066,7 +1216,7 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
   for (int32_t r = 0; r < c->num_nodes; r++) {
     if (r == n->rank) continue;
     peer *p = &t->peers[r];
-    if (zout_open(&p->out, t, r, rid, &t->uv) != 0)
+    if (zout_open(&p->out, t, r, rid, n->send_hwm, &t->uv) != 0)
       return sc_fail(d, SC_ESYS, "zmq_socket: %s", zmq_strerror(errno));
     p->out.pending = &t->outbox_count;
     void *dealer = p->out.sock;
@@ -1135,17 +1285,24 @@ void sc_transport_destroy(sc_transport *t) {
     batch_drop(t, SC_CONTAINER_OF(nd, tap_batch, link));
   for (int i = 0; i < SC_MAX_LOOPS; i++) {
     lnet *ln = atomic_load(&t->lnets[i]);
-    if (ln == NULL) continue;
-    if (ln->tap.open) batch_drop(t, ln->tap.open); /* a loop that never ran its close */
-    free(ln->peers);
-    free(ln);
+    if (ln && ln->tap.open) batch_drop(t, ln->tap.open); /* a loop that never ran its close */
   }
   while (t->subs_all) {
     subs *s = t->subs_all;
     t->subs_all = s->retired;
     free(s);
   }
+  /* ZeroMQ returns the batches it still held (zmq_free_batch) until its context ends, so
+   * the loops' spare queues go after it */
   zmq_ctx_term(t->zctx);
+  for (int i = 0; i < SC_MAX_LOOPS; i++) {
+    lnet *ln = atomic_load(&t->lnets[i]);
+    if (ln == NULL) continue;
+    for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&ln->tap.spare)) != NULL;)
+      batch_free(SC_CONTAINER_OF(nd, tap_batch, link));
+    free(ln->peers);
+    free(ln);
+  }
   free(t->peers);
   free(t);
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "actors/runtime/sc_node.h"
+#include "actors/runtime/sc_pack.h"
 #include "actors/runtime/sc_time.h"
 
 /* launch starts pipeline nodes; the small model keeps their start-up quick */
@@ -669,7 +670,8 @@ Test(procs, launch_tap_forwards_every_node, .timeout = 60) {
     for (int r = 0; r < 2; r++) {
       sc_msg_ping p = {.seq = (uint64_t)round};
       sc_envelope env = {.type = SC_MSG_PING, .src = {0, 0, 1}, .dst = {(uint16_t)r, 0, 1}};
-      cr_assert_eq(sc_msg_encode(&env, &p, &b), 0);
+      b.len = 0;
+      cr_assert_eq(sc_pack_append(&b, &env, &p), 0);
       zmq_send(dl[r], b.data, b.len, 0);
     }
     char topic[64];

@@ -12,6 +12,7 @@
 #include "actors/runtime/sc_mpsc.h"
 #include "actors/runtime/sc_node.h"
 #include "actors/runtime/sc_node_impl.h" /* white-box: a slot's counters */
+#include "actors/runtime/sc_pack.h"
 #include "actors/runtime/sc_tap_record.h"
 #include "actors/runtime/sc_time.h"
 
@@ -943,31 +944,49 @@ Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
    * actor that asked nothing: each one counts as a late reply */
   sc_envelope env = {.type = SC_MSG_PING, .seq = 5 | SC_SEQ_REQUEST, .src = k, .dst = k};
   sc_msg_ping *ping = new_ping(5);
-  sc_buf b;
-  sc_buf_init(&b);
-  cr_assert_eq(sc_msg_encode(&env, ping, &b), 0);
+  sc_buf unknown, cut, good;
+  sc_buf_init(&unknown);
+  sc_buf_init(&cut);
+  sc_buf_init(&good);
+  const size_t h = SC_PACK_LETTER_HEADER;
+  cr_assert_eq(sc_pack_append(&unknown, &env, ping), 0);
+  cr_assert_eq(unknown.data[h + 3], SC_MSG_PING, "the type id is the envelope's 4th byte");
+  unknown.data[h + 3] = 0x7f; /* no such type */
+  /* a letter whose body is one byte short, its length saying so */
+  cr_assert_eq(sc_pack_append(&cut, &env, ping), 0);
+  const uint32_t short_len = (uint32_t)(cut.len - h - 1);
+  memcpy(cut.data, &short_len, h);
+  cut.len--;
+  /* two good letters, then a header promising more than the pack holds */
+  env.seq = 0;
+  cr_assert_eq(sc_pack_append(&good, &env, ping), 0);
+  cr_assert_eq(sc_pack_append(&good, &env, ping), 0);
+  const uint32_t too_long = 1000;
+  cr_assert_eq(sc_buf_reserve(&good, h + 8), 0);
+  memcpy(good.data + good.len, &too_long, h);
+  memset(good.data + good.len + h, 0, 8);
+  good.len += h + 8;
   sc_msg_body_destroy(SC_MSG_PING, ping);
-  cr_assert_eq(b.data[3], SC_MSG_PING, "the type id is the envelope's 4th byte (a fixint)");
-  uint8_t unknown[256];
-  cr_assert_leq(b.len, sizeof unknown);
-  memcpy(unknown, b.data, b.len);
-  unknown[3] = 0x7f; /* no such type */
-  /* the io thread refuses the first two on their envelope (the second, readable, gets an
-   * error reply); the third has a good envelope and a cut body, which the receiving loop
-   * refuses with an error reply; the last one arrives */
+  /* the io thread refuses the first (not a pack) and the second (readable envelope,
+   * unknown type: an error reply) whole; the third has a good envelope and a cut body,
+   * which the receiving loop refuses with an error reply; of the last, two letters
+   * arrive and the rest is refused once */
   static const char garbage[] = "\xc1 not msgpack";
   cr_assert_eq(zmq_send(peer, garbage, sizeof garbage - 1, 0), (int)sizeof garbage - 1);
-  cr_assert_eq(zmq_send(peer, unknown, b.len, 0), (int)b.len);
-  cr_assert_eq(zmq_send(peer, b.data, b.len - 1, 0), (int)b.len - 1);
-  cr_assert_eq(zmq_send(peer, b.data, b.len, 0), (int)b.len);
-  cr_assert(wait_until(&sh.count, 1, 5000), "the good ping never arrived");
+  cr_assert_eq(zmq_send(peer, "", 0, 0), 0);
+  cr_assert_eq(zmq_send(peer, unknown.data, unknown.len, 0), (int)unknown.len);
+  cr_assert_eq(zmq_send(peer, cut.data, cut.len, 0), (int)cut.len);
+  cr_assert_eq(zmq_send(peer, good.data, good.len, 0), (int)good.len);
+  cr_assert(wait_until(&sh.count, 2, 5000), "the good pings never arrived");
   sc_node_stats st;
-  WAIT_STATS(n, st, 2000, st.late_replies >= 2);
-  cr_assert_eq(st.undeliverable, 3u);
+  WAIT_STATS(n, st, 2000, st.late_replies >= 2 && st.undeliverable >= 5);
+  cr_assert_eq(st.undeliverable, 5u);
   cr_assert_eq(st.late_replies, 2u, "error replies: %llu of 2",
                (unsigned long long)st.late_replies);
-  cr_assert_eq(atomic_load(&sh.count), 1);
-  sc_buf_free(&b);
+  cr_assert_eq(atomic_load(&sh.count), 2);
+  sc_buf_free(&unknown);
+  sc_buf_free(&cut);
+  sc_buf_free(&good);
   zmq_close(peer);
   zmq_ctx_term(ctx);
   stop_node(n);
