@@ -930,6 +930,44 @@ Test(runtime, tap_records_larger_than_a_batch_arrive_whole) {
 
 /* ---- what another node sends is decoded by the receiving loop: bad input is counted ---- */
 
+/* ---- packs (sc_pack.h): the frames between nodes, read back letter by letter ---- */
+
+Test(runtime, a_pack_reads_back_its_letters_and_stops_at_what_is_not_one) {
+  sc_buf b;
+  sc_buf_init(&b);
+  size_t len[3];
+  for (uint64_t i = 0; i < 3; i++) {
+    sc_envelope env = {.type = SC_MSG_PING, .seq = i};
+    sc_msg_ping *p = new_ping(i);
+    const size_t before = b.len;
+    cr_assert_eq(sc_pack_append(&b, &env, p), 0);
+    len[i] = b.len - before - SC_PACK_LETTER_HEADER;
+    sc_msg_body_destroy(SC_MSG_PING, p);
+  }
+  const uint8_t *p = b.data, *msg;
+  size_t left = b.len, n;
+  for (uint64_t i = 0; i < 3; i++) {
+    cr_assert_eq(sc_pack_next(&p, &left, &msg, &n), 1, "letter %llu", (unsigned long long)i);
+    cr_assert_eq(n, len[i]);
+    sc_envelope env;
+    void *body = NULL;
+    cr_assert_eq(sc_msg_decode(msg, n, &env, &body, NULL), 0);
+    cr_assert_eq(env.seq, i, "letters come back in the order they were packed");
+    sc_msg_body_destroy(env.type, body);
+  }
+  cr_assert_eq(sc_pack_next(&p, &left, &msg, &n), 0, "the end of the pack");
+  /* what is not a letter: a header cut short, a zero length, a length past the end */
+  const uint8_t cut[3] = {1, 0, 0}, zero[5] = {0, 0, 0, 0, 0x90}, past[6] = {3, 0, 0, 0, 1, 2};
+  const uint8_t *bad[] = {cut, zero, past};
+  const size_t bad_len[] = {sizeof cut, sizeof zero, sizeof past};
+  for (int i = 0; i < 3; i++) {
+    p = bad[i];
+    left = bad_len[i];
+    cr_assert_eq(sc_pack_next(&p, &left, &msg, &n), -1, "case %d", i);
+  }
+  sc_buf_free(&b);
+}
+
 Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
   sc_node *n = start_node(2, NULL, 0);
   shared sh = {0};
