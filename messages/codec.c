@@ -275,7 +275,7 @@ static inline void rd_bytes(cursor *r, val *v, int type, int lenb) {
   v->type = type;
   v->via.bytes.size = (uint32_t)rd_be(r->p, lenb);
   v->via.bytes.ptr = r->p + lenb;
-  r->p += lenb + v->via.bytes.size;
+  r->p += (size_t)lenb + v->via.bytes.size; /* (in 32 bits a 4 GiB length would wrap) */
 }
 
 static inline void rd_signed(cursor *r, val *v, int64_t x, int n) {

@@ -1,10 +1,9 @@
 /* prewalk.c - the non-allocating structural check of raw msgpack bytes, and the
- * envelope peek. Both read the bytes directly, never through msgpack-c: msgpack-c trusts
- * declared container sizes and reserves memory for them before reading the elements, so
- * a 5-byte `dd 04 00 00 00` (an array "of 67 million elements") would make it reserve
- * about 1.6 GB. Here every declared length is checked against the bytes that remain
- * (an element takes at least one byte), so after this pass msgpack-c allocates at most
- * a small multiple of the input size. */
+ * envelope peek. Every declared length is checked against the bytes that remain (an
+ * element takes at least one byte): a parser that trusts declared sizes, as msgpack-c
+ * does, reserves about 1.6 GB for the 5-byte `dd 04 00 00 00` (an array "of 67 million
+ * elements"). After this pass the decoder in codec.c reads the bytes without bounds
+ * checks of its own, and its allocations stay a small multiple of the input size. */
 #include <string.h>
 
 #include "messages/messages.h"

@@ -441,20 +441,18 @@ static void run_slot(sc_loop *l, sc_slot *s) {
 
 static void loop_shutdown(sc_loop *l);
 
-/* Runs queued actors, then sends what they sent to other nodes (a pack per peer); true
- * when the turn cap was hit (more work may be queued). */
+/* Runs queued actors; true when the turn cap was hit (more work may be queued). After
+ * each actor's batch, what it sent to other nodes leaves (a pack per peer): a reply waits
+ * for its own actor's batch at most, never for the other actors of the turn. */
 static bool drain_runq(sc_loop *l) {
-  int turn = 0;
-  for (; turn < SC_LOOP_TURNS; turn++) {
+  for (int turn = 0; turn < SC_LOOP_TURNS; turn++) {
     sc_mpsc_node *nd = sc_mpsc_pop(&l->runq);
-    if (nd == NULL) break;
-    run_slot(l, SC_CONTAINER_OF(nd, sc_slot, run_link));
-  }
-  if (turn > 0) {
+    if (nd == NULL) return false;
     l->hot = true;
+    run_slot(l, SC_CONTAINER_OF(nd, sc_slot, run_link));
     sc_transport_loop_flush(l->node->tr, l);
   }
-  return turn == SC_LOOP_TURNS;
+  return true;
 }
 
 static void on_wake(uv_async_t *h) {
@@ -508,6 +506,7 @@ static sc_loop *pick_loop(sc_node *n, const sc_actor_spec *spec, int *err) {
   sc_loop *l = NULL;
   *err = sc_loop_create(n, n->num_loops, &l);
   if (*err) return NULL;
+  l->own = true;
   if (n->started && (*err = sc_loop_start(l)) != 0) {
     sc_loop_destroy(l);
     return NULL;

@@ -209,6 +209,8 @@ struct sc_loop {
   bool started;
   sc_node *node;
   int index;
+  bool own;                   /* an SC_LOOP_OWN actor's: its handlers may block, so its
+                                 sends to other nodes leave at once (no pack waits) */
   sc_slot *free_slots;        /* node mutex */
 };
 
@@ -306,8 +308,9 @@ void sc_transport_stop(sc_transport *t); /* joins the io thread, closes sockets 
 void sc_transport_destroy(sc_transport *t);
 /* Sends to another node (any thread); consumes body on success. On one of the node's
  * loop threads (the node actor, slot 0, excepted): encoded into the open pack of the
- * loop's own DEALER for the peer, sent when full or at the end of the loop's turn
- * (SC_EFULL when its backlog and open pack hold send_queue_max letters).
+ * loop's own DEALER for the peer, sent when full, after the sending actor's batch, or at
+ * once on an SC_LOOP_OWN loop (SC_EFULL when its backlog and open pack hold
+ * send_queue_max letters).
  * Otherwise: encoded and queued for the io thread (SC_EFULL when the queue is full). */
 int sc_transport_send(sc_transport *t, const sc_envelope *env, void *body);
 /* Taps of local sends (see "Taps" in sc_transport.c). sc_tap_wanted (any thread, one
@@ -327,15 +330,16 @@ void sc_letter_free(sc_letter *lt);
  * caller's); sc_msg_decode's codes, with env then the envelope the io thread read. */
 int sc_raw_decode(sc_raw_msg *raw, sc_envelope *env, void **body, sc_diag *d);
 void sc_raw_free(sc_raw_msg *raw);
-/* Loop thread, at the end of each turn (a run of actors): sends the packs its actors'
- * sends to other nodes went into. */
+/* Loop thread, after each actor's batch of letters: sends the packs the actor's sends to
+ * other nodes went into. */
 void sc_transport_loop_flush(sc_transport *t, sc_loop *l);
 /* Loop thread, before its loop blocks: sends the open packs, hands the open tap batch to
  * the io thread and retries the backlogs of the loop's DEALERs. True when a pack or a
  * backlog could move on at once (the loop must not block). */
 bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l);
-/* Loop thread, at loop shutdown after the actors stopped: hands over the open tap batch,
- * drops the backlogs and closes the loop's DEALERs (linger 0). */
+/* Loop thread, at loop shutdown after the actors stopped: hands the open packs to
+ * ZeroMQ and the open tap batch to the io thread, drops the backlogs and closes the
+ * loop's DEALERs (linger 0: what ZeroMQ has not sent yet is discarded, as before packs). */
 void sc_transport_loop_close(sc_transport *t, sc_loop *l);
 void sc_transport_stats(sc_transport *t, sc_node_stats *s);
 

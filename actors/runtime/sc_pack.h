@@ -16,8 +16,8 @@
 
 #define SC_PACK_LETTER_HEADER 4
 
-/* Appends one letter (env, body encoded) to the pack in b. Returns 0, or the encoder's
- * error with b as it was. */
+/* Appends one letter (env, body encoded) to the pack in b. Returns 0, or with b as it
+ * was the encoder's error or SC_ETOOBIG (a letter of 4 GiB or more). */
 static inline int sc_pack_append(sc_buf *b, const sc_envelope *env, const void *body) {
   const size_t at = b->len;
   int rc = sc_buf_reserve(b, SC_PACK_LETTER_HEADER);
@@ -27,7 +27,12 @@ static inline int sc_pack_append(sc_buf *b, const sc_envelope *env, const void *
     b->len = at;
     return rc;
   }
-  const uint32_t len = (uint32_t)(b->len - at - SC_PACK_LETTER_HEADER);
+  const size_t n = b->len - at - SC_PACK_LETTER_HEADER;
+  if (n > UINT32_MAX) {
+    b->len = at;
+    return SC_ETOOBIG;
+  }
+  const uint32_t len = (uint32_t)n;
   memcpy(b->data + at, &len, SC_PACK_LETTER_HEADER);
   return 0;
 }

@@ -12,10 +12,11 @@
  * of the loop's own DEALER for the peer (created on the loop's first send there; routing
  * id "n<rank>.<loop>", so the peer's ROUTER sees one identity per DEALER; no heartbeats
  * or monitor: the io thread watches the peer). The pack goes out (zmq_send copies it)
- * once it holds SC_PACK_LETTERS letters or SC_PACK_BYTES, and otherwise when the loop's
- * turn ends (sc_transport_loop_flush, after each run of actors, before the loop spins or
- * blocks): a burst of sends to one peer pays ZeroMQ's per-message cost once, and a lone
- * reply waits for nothing but the end of its handler's turn. An actor runs on its loop
+ * once it holds SC_PACK_LETTERS letters or SC_PACK_BYTES, and otherwise after the
+ * sending actor's batch of letters (sc_transport_loop_flush from drain_runq; timers' sends
+ * at the loop's uv_prepare), or at once on an SC_LOOP_OWN loop, whose handlers may block
+ * after sending: a burst of sends to one peer pays ZeroMQ's per-message cost once, and a
+ * reply waits for nothing but the rest of its actor's batch. An actor runs on its loop
  * thread only, so FIFO order per sender/receiver pair is FIFO order per (loop, peer)
  * DEALER, and no hand-off to the io thread sits in the path. Other threads
  * (sc_node_send from outside the loops, the io thread's own error replies) and the node
@@ -91,11 +92,14 @@
  * topics closes a batch per record; a busy stream's batches start as large as its last
  * one was filled */
 #define SC_TAP_BATCH_FIRST 512
-/* batches a loop keeps for reuse (batch_recycle): up to 4 MiB of 64 KiB ones */
+/* batches a loop keeps for reuse (batch_recycle), only those no larger than
+ * SC_TAP_SPARE_CAP (a full batch's buffer may pass SC_TAP_BATCH_BYTES by one record, so
+ * its allocation doubles once): at most 8 MiB per loop */
 #define SC_TAP_SPARES 64
+#define SC_TAP_SPARE_CAP (2 * SC_TAP_BATCH_BYTES)
 /* A loop's pack for a peer is sent once it holds SC_PACK_LETTERS letters (fewer when
- * send_hwm is smaller: see sc_transport_create) or SC_PACK_BYTES, else when the loop's
- * turn ends. Both only bound how much one zmq_send carries: 64 letters spread ZeroMQ's
+ * send_hwm is smaller: see sc_transport_create) or SC_PACK_BYTES, else after the actor's
+ * batch (see the header comment). Both only bound how much one zmq_send carries: 64 letters spread ZeroMQ's
  * cost per message (a few hundred ns each side) to a few ns, and 16 KiB keeps a pack of
  * large letters near the 8 KiB ZeroMQ reads and writes at a time. */
 #define SC_PACK_LETTERS 64
@@ -191,8 +195,8 @@ typedef struct zout {
    * dropped (sc_transport.outbox_count), released as they leave the backlog; NULL for a
    * loop's zout, whose backlog_len and open pack are its bound */
   _Atomic uint32_t *pending;
-  /* a loop's zout: the pack its sends of this turn go into (sc_pack.h), sent when full
-   * or when the turn ends (sc_transport_loop_flush) */
+  /* a loop's zout: the pack its sends go into (sc_pack.h), sent when full or after the
+   * sending actor's batch (sc_transport_loop_flush) */
   sc_buf pack;
   uint32_t pack_letters;
 } zout;
@@ -348,6 +352,10 @@ static void batch_free(tap_batch *b) {
  * change measurably. */
 static void batch_recycle(tap_batch *b) {
   tap_writer *w = b->owner;
+  if (b->buf.cap > SC_TAP_SPARE_CAP) { /* grown by one large record: not kept */
+    batch_free(b);
+    return;
+  }
   if (atomic_fetch_add_explicit(&w->spares, 1, memory_order_relaxed) < SC_TAP_SPARES) {
     sc_mpsc_push(&w->spare, &b->link);
     return;
@@ -770,8 +778,10 @@ static int loop_zout(sc_transport *t, sc_loop *l, lnet *ln, int32_t rank, zout *
   return 0;
 }
 
-/* Encodes the letter into the peer's open pack; the pack goes out once full, else when
- * the loop's turn ends. A full pack that cannot be queued (no memory) stays open and is
+/* Encodes the letter into the peer's open pack; the pack goes out once full, else after
+ * the actor's batch of letters, or at once on an SC_LOOP_OWN loop (whose handlers may
+ * block right after a send: the comm actor sends its NCCL id, then waits in NCCL for the
+ * peers that need it). A full pack that cannot be queued (no memory) stays open and is
  * retried at the next flush: the letter was accepted. */
 static int send_from_loop(sc_transport *t, sc_loop *l, const sc_envelope *env, void *body) {
   lnet *ln = lnet_of(t, l);
@@ -783,7 +793,7 @@ static int send_from_loop(sc_transport *t, sc_loop *l, const sc_envelope *env, v
   if ((rc = sc_pack_append(&z->pack, env, body)) != 0) return rc;
   sc_msg_body_destroy(env->type, body);
   ln->packs_open = true;
-  if (++z->pack_letters >= t->pack_letters || z->pack.len >= SC_PACK_BYTES)
+  if (++z->pack_letters >= t->pack_letters || z->pack.len >= SC_PACK_BYTES || l->own)
     (void)zout_send_pack(z);
   return 0;
 }
@@ -826,7 +836,7 @@ bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l) {
 void sc_transport_loop_close(sc_transport *t, sc_loop *l) {
   lnet *ln = atomic_load_explicit(&t->lnets[l->index], memory_order_relaxed);
   if (ln == NULL) return;
-  (void)flush_packs(t, ln); /* (what terminate sent: ZeroMQ may still get it out) */
+  (void)flush_packs(t, ln); /* (what terminate sent; linger 0 below discards what is unsent) */
   tap_hand_over(t, &ln->tap);
   for (int32_t r = 0; r < t->node->cluster.num_nodes; r++) zout_close(&ln->peers[r]);
 }

@@ -1152,6 +1152,14 @@ static void pair_rank0(pair *p, shared **psh, int32_t send_queue_max) {
   cr_assert_eq(sc_node_resolve(p->n[0], "rx@1", &(*psh)->peer), 0);
 }
 
+/* pair_rank0, then rank 1 started with DEALERs that hold send_hwm1 messages (0: the
+ * default), and the cluster ready. */
+static void pair_up(pair *p, shared **psh, int32_t send_hwm1) {
+  pair_rank0(p, psh, 0);
+  pair_start(p, 1, send_hwm1, 0, psh);
+  cr_assert_eq(sc_node_wait_ready(p->n[0], 5000), 0);
+}
+
 static void pair_free(pair *p) {
   sc_node_destroy(p->n[1]);
   sc_node_destroy(p->n[0]);
@@ -1213,9 +1221,7 @@ Test(runtime, a_loop_send_to_a_down_peer_fails_with_edown) {
   pair p;
   shared sh = {0};
   shared *psh = &sh;
-  pair_rank0(&p, &psh, 0);
-  pair_start(&p, 1, 4, 0, &psh);
-  cr_assert_eq(sc_node_wait_ready(p.n[0], 5000), 0);
+  pair_up(&p, &psh, 4);
   /* from the main thread through the io thread's DEALER, which watches the peer: DOWN
    * needs a connection that was up */
   cr_assert_eq(kick(p.n[0], sh.peer, 0), 0);
@@ -1265,9 +1271,7 @@ Test(runtime, tapped_remote_and_local_messages_come_in_handling_order) {
   pair p;
   shared sh = {.n = 3000};
   shared *psh = &sh;
-  pair_rank0(&p, &psh, 0);
-  pair_start(&p, 1, 0, 0, &psh);
-  cr_assert_eq(sc_node_wait_ready(p.n[0], 5000), 0);
+  pair_up(&p, &psh, 0);
   void *ctx, *sub = tap_sub_open_at(p.n[1], p.c.nodes[1].tap, &ctx, "1/rx/", 0);
   /* rx@1 gets sh.n numbered pings from a sender on node 0 and sh.n from one on node 1 */
   sc_actor_id tx0, tx1, pad;
@@ -1327,5 +1331,112 @@ Test(runtime, stop_with_a_backlog_on_the_io_threads_dealer) {
   usleep(50000); /* the rest waits in the io thread's backlog, its fd watched */
   sc_node_get_stats(p.n[0], &st);
   cr_assert_lt(st.remote_sent, 50u);
+  pair_free(&p);
+}
+
+/* ---- packs between nodes: when they leave, and what they carry ---- */
+
+/* A handler that sends to another node and then waits (as the comm actor does in
+ * init: NCCL ids go out, then ncclCommInitRank blocks until the members join): the
+ * send must leave while the handler still runs. */
+static int send_then_wait_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  (void)env, (void)body;
+  shared *sh = ((burst *)sc_state(ctx))->sh;
+  sc_msg_ping *p = new_ping(0);
+  if (sc_send(ctx, sh->peer, SC_MSG_PING, p) != 0) sc_msg_body_destroy(SC_MSG_PING, p);
+  const uint64_t end = sc_now_ns() + 2000000000ull;
+  while (atomic_load(&sh->count) < 1 && sc_now_ns() < end) usleep(1000);
+  atomic_store(&sh->last_rc, atomic_load(&sh->count)); /* seen while still in the handler */
+  atomic_store(&sh->done, 1);
+  return 0;
+}
+static const sc_actor_spec k_send_then_wait = {
+    .name = "send_then_wait", .state_size = sizeof(burst), .init = sh_init,
+    .handlers = {[SC_MSG_PING] = send_then_wait_on_ping}, .loop = SC_LOOP_OWN};
+
+Test(runtime, a_remote_send_leaves_before_its_handler_returns) {
+  pair p;
+  shared sh = {0};
+  shared *psh = &sh;
+  pair_up(&p, &psh, 1000);
+  sc_actor_id tx;
+  cr_assert_eq(sc_spawn(p.n[0], &k_send_then_wait, &psh, sizeof psh, &tx), 0);
+  cr_assert_eq(kick(p.n[0], tx, 0), 0);
+  cr_assert(wait_until(&sh.done, 1, 10000));
+  cr_assert_eq(atomic_load(&sh.last_rc), 1,
+               "the letter was still in the open pack after 2 s in the handler");
+  pair_free(&p);
+}
+
+/* Letters of mixed sizes in one handler: small ones copied out of their pack, large ones
+ * (> 8 KiB) sharing it at an offset; every payload must arrive whole and in order. */
+enum { MIX_N = 120 };
+static uint32_t mix_len(uint64_t i) {
+  static const uint32_t lens[] = {0, 9000, 7, 20000, 8193, 100, 8192, 40000, 1, 16380};
+  return lens[i % (sizeof lens / sizeof lens[0])];
+}
+static int mix_tx_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  (void)env, (void)body;
+  shared *sh = ((burst *)sc_state(ctx))->sh;
+  for (uint64_t i = 0; i < MIX_N; i++) {
+    sc_msg_ping *p = new_ping(i);
+    const uint32_t len = mix_len(i);
+    if (len) {
+      p->payload.data = malloc(len);
+      p->payload.len = len;
+      for (uint32_t k = 0; k < len; k++) p->payload.data[k] = (uint8_t)(i * 31 + k);
+    }
+    const int rc = sc_send(ctx, sh->peer, SC_MSG_PING, p);
+    if (rc != 0) {
+      sc_msg_body_destroy(SC_MSG_PING, p);
+      atomic_store(&sh->last_rc, rc);
+      return 0;
+    }
+  }
+  return 0;
+}
+static const sc_actor_spec k_mix_tx = {
+    .name = "mix_tx", .state_size = sizeof(burst), .init = sh_init,
+    .handlers = {[SC_MSG_PING] = mix_tx_on_ping}, .loop = SC_LOOP_ANY};
+
+typedef struct mix_rx {
+  shared *sh;
+  uint64_t next;
+} mix_rx;
+static int mix_rx_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  (void)env;
+  mix_rx *s = sc_state(ctx);
+  const sc_msg_ping *p = body;
+  bool ok = p->seq == s->next && p->payload.len == mix_len(p->seq);
+  for (uint32_t k = 0; ok && k < p->payload.len; k++)
+    ok = p->payload.data[k] == (uint8_t)(p->seq * 31 + k);
+  if (!ok) atomic_fetch_add(&s->sh->errors, 1);
+  s->next = p->seq + 1;
+  atomic_fetch_add(&s->sh->count, 1);
+  return 0;
+}
+static const sc_actor_spec k_mix_rx = {
+    .name = "mix_rx", .state_size = sizeof(mix_rx), .init = sh_init,
+    .handlers = {[SC_MSG_PING] = mix_rx_on_ping}, .loop = SC_LOOP_ANY};
+
+Test(runtime, mixed_size_letters_in_packs_arrive_whole_and_in_order) {
+  pair p;
+  shared sh = {0};
+  shared *psh = &sh;
+  pair_up(&p, &psh, 1000);
+  void *ctx, *sub = tap_sub_open_at(p.n[1], p.c.nodes[1].tap, &ctx, "1/mix_rx/", 0);
+  cr_assert_eq(sc_spawn(p.n[1], &k_mix_rx, &psh, sizeof psh, &sh.peer), 0);
+  sc_actor_id tx;
+  cr_assert_eq(sc_spawn(p.n[0], &k_mix_tx, &psh, sizeof psh, &tx), 0);
+  cr_assert_eq(kick(p.n[0], tx, 0), 0);
+  cr_assert(wait_until(&sh.count, MIX_N, 10000), "only %d of %d arrived",
+            atomic_load(&sh.count), MIX_N);
+  cr_assert_eq(atomic_load(&sh.last_rc), 0);
+  cr_assert_eq(atomic_load(&sh.errors), 0, "payloads damaged or out of order");
+  sc_node_stats st;
+  WAIT_STATS(p.n[1], st, 2000, st.tap_published >= MIX_N);
+  cr_assert_eq(st.undeliverable, 0u);
+  cr_assert_eq(st.tap_published, (uint64_t)MIX_N);
+  tap_sub_close(ctx, sub);
   pair_free(&p);
 }
