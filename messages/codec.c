@@ -347,8 +347,16 @@ static void rd_val(cursor *r, val *v) {
   case 0xc4: rd_bytes(r, v, V_BIN, 1); return;
   case 0xc5: rd_bytes(r, v, V_BIN, 2); return;
   case 0xc6: rd_bytes(r, v, V_BIN, 4); return;
-  case 0xdc: case 0xde: v->type = b == 0xdc ? V_ARRAY : V_MAP; v->via.u = rd_be(r->p, 2); r->p += 2; return;
-  case 0xdd: case 0xdf: v->type = b == 0xdd ? V_ARRAY : V_MAP; v->via.u = rd_be(r->p, 4); r->p += 4; return;
+  case 0xdc: case 0xde: /* array16, map16 */
+    v->type = b == 0xdc ? V_ARRAY : V_MAP;
+    v->via.u = rd_be(r->p, 2);
+    r->p += 2;
+    return;
+  case 0xdd: case 0xdf: /* array32, map32 */
+    v->type = b == 0xdd ? V_ARRAY : V_MAP;
+    v->via.u = rd_be(r->p, 4);
+    r->p += 4;
+    return;
   case 0xd4: r->p += 1 + 1; break; /* fixext: type byte + data */
   case 0xd5: r->p += 1 + 2; break;
   case 0xd6: r->p += 1 + 4; break;

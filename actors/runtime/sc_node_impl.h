@@ -339,7 +339,7 @@ void sc_transport_loop_flush(sc_transport *t, sc_loop *l);
 bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l);
 /* Loop thread, at loop shutdown after the actors stopped: hands the open packs to
  * ZeroMQ and the open tap batch to the io thread, drops the backlogs and closes the
- * loop's DEALERs (linger 0: what ZeroMQ has not sent yet is discarded, as before packs). */
+ * loop's DEALERs (linger 0: what ZeroMQ has not sent yet is discarded). */
 void sc_transport_loop_close(sc_transport *t, sc_loop *l);
 void sc_transport_stats(sc_transport *t, sc_node_stats *s);
 

@@ -1,8 +1,9 @@
-/* sc_pack.h - the frames nodes send each other (docs/runtime.md, "Packs"): every message
- * on a node's ROUTER is a pack of one or more letters, each a 4-byte length (host byte
- * order, which is little-endian on every supported machine) followed by one encoded
- * message (messages.h). A loop gathers what it sends to one peer during a turn into one
- * pack, so ZeroMQ's per-message cost is paid per pack; the receiving io thread splits it.
+/* sc_pack.h - the frames nodes send each other (docs/runtime.md, "Between nodes"): every
+ * message on a node's ROUTER is a pack of one or more letters, each a 4-byte length (host
+ * byte order, which is little-endian on every supported machine) followed by one encoded
+ * message (messages.h). A loop gathers what an actor's batch of letters sends to one peer
+ * into one pack, so ZeroMQ's per-message cost is paid per pack; the receiving io thread
+ * splits it.
  * The transport writes and reads them here, and tests that speak to a node's ROUTER
  * build them here, so the layout is stated once. Pure inline functions; any thread. */
 #ifndef SC_PACK_H

@@ -99,9 +99,10 @@
 #define SC_TAP_SPARE_CAP (2 * SC_TAP_BATCH_BYTES)
 /* A loop's pack for a peer is sent once it holds SC_PACK_LETTERS letters (fewer when
  * send_hwm is smaller: see sc_transport_create) or SC_PACK_BYTES, else after the actor's
- * batch (see the header comment). Both only bound how much one zmq_send carries: 64 letters spread ZeroMQ's
- * cost per message (a few hundred ns each side) to a few ns, and 16 KiB keeps a pack of
- * large letters near the 8 KiB ZeroMQ reads and writes at a time. */
+ * batch (see the header comment). Both only bound how much one zmq_send carries: 64
+ * letters spread ZeroMQ's cost per message (a few hundred ns each side) to a few ns, and
+ * 16 KiB keeps a pack of large letters near the 8 KiB ZeroMQ reads and writes at a
+ * time. */
 #define SC_PACK_LETTERS 64
 #define SC_PACK_BYTES 16384
 #define SC_TOPIC_MAX 96
@@ -456,7 +457,6 @@ static tap_batch *tap_open(sc_transport *t, tap_writer *w, size_t need) {
   return b;
 }
 
-/* Loop thread: encodes the letter as a record straight into w's open batch (no copy). */
 static size_t raw_bytes(const sc_raw_msg *raw, const uint8_t **p);
 
 /* Loop thread: records the letter straight into w's open batch: raw's bytes when it came
@@ -943,8 +943,10 @@ static void deliver_pack(sc_transport *t, zmq_msg_t *pack) {
   }
   atomic_fetch_add_explicit(&t->remote_recv, k, memory_order_relaxed);
   if (rc < 0 || (k == 0 && zmq_msg_size(pack) == 0)) {
-    SC_WARN(LOG, "node %d: dropped the rest of a pack after %llu letter(s): not a letter",
-            t->node->rank, (unsigned long long)k);
+    SC_WARN(LOG,
+            "node %d: dropped %s (empty, or a letter's length runs past its end: a sender "
+            "of another sparsecp version, or damage)",
+            t->node->rank, k ? "the rest of a pack" : "a message that is not a pack of letters");
     atomic_fetch_add_explicit(&t->node->undeliverable, 1, memory_order_relaxed);
   }
 }
