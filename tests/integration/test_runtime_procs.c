@@ -359,7 +359,12 @@ static void down_case(int sig, int hb_timeout_ms, int max_ms) {
   job *pj = &j;
   sc_actor_id m;
   cr_assert_eq(sc_spawn(cl.node, &k_monitor, &pj, sizeof pj, &m), 0);
-  usleep(50000);
+  /* Ready means every node said hello to the head, not that ranks 1 and 2 are connected
+   * to each other: a DEALER whose first connect came before its peer bound retries every
+   * 50 ms (ZMQ_RECONNECT_IVL), and a peer never connected to cannot be seen to die
+   * (docs/runtime.md). 50 ms here failed 1 run in 6 under an ASan build with other tests
+   * running beside it. */
+  usleep(250000);
   const uint64_t t0 = sc_now_ns();
   kill(cl.kids[2].pid, sig);
   cr_assert(wait_flag(&j.done, max_ms + 2000), "no DOWN for node 2 after %d ms", max_ms + 2000);
