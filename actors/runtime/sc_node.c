@@ -267,22 +267,29 @@ int sc_node_start(sc_node *n, sc_diag *d) {
     if (rc != 0) return sc_fail(d, rc, "cannot spawn startup actor %s", a->name);
   }
   /* Only now accept messages from peers: the actors they address exist (a hello that
-   * arrived before the node actor would otherwise be dropped). */
+   * arrived before the node actor would otherwise be dropped). The hello itself goes out
+   * once the io thread has reached every peer (sc_node_say_hello). */
   if ((rc = sc_transport_start(n->tr, d)) != 0) return rc;
-  sc_msg_node_hello *h = sc_msg_body_new(SC_MSG_NODE_HELLO);
-  if (h == NULL) return SC_ENOMEM;
-  h->rank = n->rank;
-  h->pid = (uint32_t)getpid();
-  h->endpoint = strdup(n->cluster.nodes[n->rank].endpoint);
-  h->tap_endpoint = strdup(n->cluster.nodes[n->rank].tap);
-  sc_envelope env = {.type = SC_MSG_NODE_HELLO, .src = node_actor_of(n->rank),
-                     .dst = node_actor_of(0)};
-  rc = sc_route(n, &env, h);
-  if (rc != 0) {
-    sc_msg_body_destroy(SC_MSG_NODE_HELLO, h);
-    return sc_fail(d, rc, "cannot send hello to the head");
-  }
+  if (n->cluster.num_nodes == 1) sc_node_say_hello(n);
   return 0;
+}
+
+void sc_node_say_hello(sc_node *n) {
+  sc_msg_node_hello *h = sc_msg_body_new(SC_MSG_NODE_HELLO);
+  int rc = SC_ENOMEM;
+  if (h != NULL) {
+    h->rank = n->rank;
+    h->pid = (uint32_t)getpid();
+    h->endpoint = strdup(n->cluster.nodes[n->rank].endpoint);
+    h->tap_endpoint = strdup(n->cluster.nodes[n->rank].tap);
+    sc_envelope env = {.type = SC_MSG_NODE_HELLO, .src = node_actor_of(n->rank),
+                       .dst = node_actor_of(0)};
+    if ((rc = sc_route(n, &env, h)) != 0) sc_msg_body_destroy(SC_MSG_NODE_HELLO, h);
+  }
+  if (rc != 0) /* the cluster will not become ready: say why */
+    SC_ERROR(LOG, "node %d: cannot send hello to the head: %s", n->rank, sc_strerror(rc));
+  else
+    SC_INFO(LOG, "node %d: every peer reached, hello sent to the head", n->rank);
 }
 
 int sc_node_wait_ready(sc_node *n, int64_t timeout_ms) {

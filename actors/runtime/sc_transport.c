@@ -248,6 +248,7 @@ struct sc_transport {
   uv_thread_t thread;
   bool thread_started, uv_inited;
   bool hot; /* did work since the io loop last blocked */
+  int32_t peers_reached; /* peers whose DEALER has connected at least once */
   uint64_t spin_off_until; /* no spinning before this (oversubscribed CPU) */
   subs *subs_all; /* chain of every snapshot (io thread writes) */
 };
@@ -1038,8 +1039,12 @@ static void drain_monitor(sc_transport *t, int32_t rank) {
     zmq_msg_recv(&ep, p->mon, ZMQ_DONTWAIT); /* endpoint frame */
     zmq_msg_close(&ep);
     if (event == ZMQ_EVENT_CONNECTED) {
-      p->connected = true;
       SC_DEBUG(LOG, "node %d: connected to node %d", t->node->rank, rank);
+      /* Every peer reached once: this node can now see any of them die, so it may say
+       * hello (the head's ready then means every pair of nodes watches each other). */
+      if (!p->connected && ++t->peers_reached == t->node->cluster.num_nodes - 1)
+        sc_node_say_hello(t->node);
+      p->connected = true;
     } else if (event == ZMQ_EVENT_DISCONNECTED && p->connected && !peer_is_down(t, rank)) {
       /* from here on every thread sees the peer DOWN: sends fail with SC_EDOWN and each
        * backlog for it is dropped by its owner (the loops' on their next prepare) */

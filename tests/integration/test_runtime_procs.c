@@ -359,12 +359,10 @@ static void down_case(int sig, int hb_timeout_ms, int max_ms) {
   job *pj = &j;
   sc_actor_id m;
   cr_assert_eq(sc_spawn(cl.node, &k_monitor, &pj, sizeof pj, &m), 0);
-  /* Ready means every node said hello to the head, not that ranks 1 and 2 are connected
-   * to each other: a DEALER whose first connect came before its peer bound retries every
-   * 50 ms (ZMQ_RECONNECT_IVL), and a peer never connected to cannot be seen to die
-   * (docs/runtime.md). 50 ms here failed 1 run in 6 under an ASan build with other tests
-   * running beside it. */
-  usleep(250000);
+  /* no pause: ready means every node has reached every other (a node says hello once
+   * its DEALER to each peer connected), so ranks 1 and 2 already watch each other. When
+   * ready meant less, a kill 50 ms after it went unseen by rank 1 in 1 run of 6 (ASan
+   * build, other tests beside it): rank 1 had not connected to rank 2 yet. */
   const uint64_t t0 = sc_now_ns();
   kill(cl.kids[2].pid, sig);
   cr_assert(wait_flag(&j.done, max_ms + 2000), "no DOWN for node 2 after %d ms", max_ms + 2000);
