@@ -481,10 +481,14 @@ static void loop_spin(sc_loop *l) {
   if (sc_mpsc_maybe_nonempty(&l->runq)) loop_wake(l);
 }
 
-/* Before blocking: spin, then let the transport publish the loop's tap records and retry
- * what its DEALERs refused (a send may have consumed their fds' edge). */
+/* Before blocking: send what timers and other handles' callbacks sent to other nodes
+ * (actors' sends left after their batches), spin, then let the transport publish the
+ * loop's tap records and retry what its DEALERs refused (a send may have consumed their
+ * fds' edge). libuv runs prepare handles newest first, so this one, started with the
+ * loop, runs after those of the loop's other handles (the gateway's). */
 static void on_prepare(uv_prepare_t *h) {
   sc_loop *l = h->data;
+  sc_transport_loop_flush(l->node->tr, l);
   loop_spin(l);
   if (sc_transport_loop_prepare(l->node->tr, l)) loop_wake(l);
 }
