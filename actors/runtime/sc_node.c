@@ -41,10 +41,14 @@ int sc_node_send(sc_node *n, sc_envelope *env, void *body) {
 
 /* ---- the system actor ---- */
 
+/* Any thread, also a signal handler (atomics and write(2) only). The first request
+ * wins; its reason is written before shutdown says so, since sc_node_wait_shutdown
+ * returns it as soon as it sees shutdown (found by ThreadSanitizer). */
 static void request_stop(sc_node *n, int reason) {
   int expected = 0;
-  if (atomic_compare_exchange_strong(&n->shutdown, &expected, 1)) {
+  if (atomic_compare_exchange_strong(&n->stop_claimed, &expected, 1)) {
     n->shutdown_reason = reason;
+    atomic_store(&n->shutdown, 1);
     const char c = 1;
     ssize_t w = write(n->stop_pipe[1], &c, 1);
     (void)w;

@@ -245,7 +245,9 @@ struct sc_node {
   bool *hello_seen;           /* head: ranks heard from */
   int hellos;
   bool wait_all_hello;
-  _Atomic int shutdown;       /* 1 once a stop was requested */
+  _Atomic int stop_claimed;   /* 1 once a stop was requested: its requester writes the
+                                 reason, then publishes shutdown */
+  _Atomic int shutdown;       /* 1 once shutdown_reason is written */
   int shutdown_reason;
   int stop_pipe[2];           /* wakes sc_node_wait_shutdown from signal handlers */
   _Atomic int stopping;
