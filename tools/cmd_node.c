@@ -126,11 +126,12 @@ int sc_cmd_node(int argc, char **argv) {
     goto out;
   }
   rc = sc_node_wait_ready(g_node, ready_ms);
-  if (rc != 0) {
+  if (rc != 0 && rc != SC_ECLOSED) {
     sc_cli_error("node", "rank %lld: the cluster was not ready within %lld ms", (long long)rank,
                  (long long)ready_ms);
     goto out;
   }
+  /* (at once when a signal stopped the node while it waited for the cluster) */
   rc = sc_node_wait_shutdown(g_node, -1);
   if (rank == 0) {
     /* the head takes the others down with it, then gives them a moment to leave */

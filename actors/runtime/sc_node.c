@@ -301,6 +301,10 @@ int sc_node_wait_ready(sc_node *n, int64_t timeout_ms) {
   int rc = 0;
   pthread_mutex_lock(&n->mu);
   while (!n->ready) {
+    if (atomic_load(&n->shutdown)) {
+      rc = SC_ECLOSED;
+      break;
+    }
     if (timeout_ms >= 0 && sc_now_ns() >= deadline) {
       rc = SC_ETIMEDOUT;
       break;

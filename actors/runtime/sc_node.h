@@ -2,8 +2,9 @@
  * other nodes of its cluster over ZeroMQ, publishing a tap (DESIGN.md §3, §6).
  *
  * Lifecycle: sc_node_create (options, startup actors) -> sc_node_start (binds, starts
- * threads, spawns the startup actors, says hello to the head) -> sc_node_wait_ready
- * (the head has heard from every rank) -> ... -> sc_node_stop -> sc_node_destroy.
+ * threads, spawns the startup actors; the node says hello to the head once it has
+ * reached every other node) -> sc_node_wait_ready (the head has heard from every rank)
+ * -> ... -> sc_node_stop -> sc_node_destroy.
  *
  * Every node runs a system actor "node" in slot 0 that answers ping with pong, runs the
  * hello/ready handshake and turns node_shutdown into an orderly stop.
@@ -80,7 +81,9 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d);
  * before sc_node_start. */
 void sc_node_set_event_cb(sc_node *n, sc_node_event_fn fn, void *ud);
 int sc_node_start(sc_node *n, sc_diag *d);
-/* Blocks until the head has heard from every rank (or timeout: SC_ETIMEDOUT). */
+/* Blocks until the head has heard from every rank, each of which has reached every other
+ * (SC_ETIMEDOUT past timeout_ms; SC_ECLOSED when a stop was requested first, e.g. by a
+ * signal: sc_node_wait_shutdown then returns its reason at once). */
 int sc_node_wait_ready(sc_node *n, int64_t timeout_ms);
 /* Blocks until a shutdown is requested (node_shutdown received, sc_node_request_stop,
  * or, for a non-head node, the head going down). Returns the reason code

@@ -120,6 +120,9 @@
 #define SC_PACK_LETTERS 64
 #define SC_PACK_BYTES 16384
 #define SC_TOPIC_MAX 96
+/* a node that has not reached every peer says which, after this and then every so often */
+#define SC_UNREACHED_FIRST_MS 2000
+#define SC_UNREACHED_EVERY_MS 10000
 #define SC_MAX_SUBS 256
 
 /* A pack (sc_pack.h) on its way to a DEALER. */
@@ -259,6 +262,7 @@ struct sc_transport {
   uv_prepare_t prepare;
   uv_idle_t idle;
   uv_poll_t poll_r, poll_x;
+  uv_timer_t unreached;  /* names the peers not reached yet, while there are some */
   uv_thread_t thread;
   bool thread_started, uv_inited;
   bool hot; /* did work since the io loop last blocked */
@@ -1075,6 +1079,29 @@ static void drain_monitor(sc_transport *t, int32_t rank) {
   }
 }
 
+/* io thread, while some peer has never been reached: names them (this node says no
+ * hello, so the cluster cannot become ready, until every peer is reached). */
+static void on_unreached(uv_timer_t *h) {
+  sc_transport *t = h->data;
+  const sc_cluster *c = &t->node->cluster;
+  if (t->peers_reached == c->num_nodes - 1) {
+    uv_timer_stop(h);
+    return;
+  }
+  char list[256];
+  size_t at = 0;
+  list[0] = '\0';
+  for (int32_t r = 0; r < c->num_nodes && at < sizeof list; r++) {
+    if (r == t->node->rank || t->peers[r].connected) continue;
+    const int w = snprintf(list + at, sizeof list - at, "%s%d (%s)", at ? ", " : "", (int)r,
+                           c->nodes[r].endpoint);
+    if (w > 0) at += (size_t)w;
+  }
+  SC_WARN(LOG, "node %d: not connected yet to node(s) %s; it says hello to the head once "
+               "every node is reached",
+          t->node->rank, list);
+}
+
 /* ---- the io loop ---- */
 
 /* One pass over everything; returns true if some drain hit its cap (more work now). */
@@ -1213,6 +1240,8 @@ int sc_transport_create(sc_node *n, sc_transport **out) {
   uv_prepare_start(&t->prepare, on_prepare);
   uv_idle_init(&t->uv, &t->idle);
   t->idle.data = t;
+  uv_timer_init(&t->uv, &t->unreached);
+  t->unreached.data = t;
   *out = t;
   return 0;
 }
@@ -1279,6 +1308,8 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
     if (p->out.sock == NULL) continue;
     if ((rc = poll_socket(t, p->mon, &p->poll_m)) != 0) goto fail;
   }
+  if (c->num_nodes > 1) /* first after 2 s, then every 10 s */
+    uv_timer_start(&t->unreached, on_unreached, SC_UNREACHED_FIRST_MS, SC_UNREACHED_EVERY_MS);
   if (uv_thread_create(&t->thread, io_main, t) != 0) {
     rc = SC_ESYS;
     goto fail;

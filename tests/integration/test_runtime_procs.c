@@ -103,7 +103,8 @@ typedef struct cluster {
   int n;
 } cluster;
 
-static void cluster_up(cluster *cl, int n, bool tcp, int hb_ms, int hb_timeout_ms) {
+/* Writes an n-node local cluster file into a new folder (cl->dir, cl->path). */
+static void cluster_file(cluster *cl, int n, bool tcp, int hb_ms, int hb_timeout_ms) {
   memset(cl, 0, sizeof *cl);
   cl->n = n;
   snprintf(cl->dir, sizeof cl->dir, "/tmp/sc-it-XXXXXX");
@@ -120,12 +121,20 @@ static void cluster_up(cluster *cl, int n, bool tcp, int hb_ms, int hb_timeout_m
   fputs(json, f);
   fclose(f);
   free(json);
-  for (int r = 1; r < n; r++) {
-    char rank[16];
-    snprintf(rank, sizeof rank, "%d", r);
-    char *argv[] = {"sparsecp", "node", "--cluster", cl->path, "--rank", rank, "--events", NULL};
-    proc_start(&cl->kids[r], argv);
-  }
+}
+
+/* `sparsecp node --events` for rank r of cl, as a child. */
+static void node_start(cluster *cl, int r) {
+  char rank[16];
+  snprintf(rank, sizeof rank, "%d", r);
+  char *argv[] = {"sparsecp", "node", "--cluster", cl->path, "--rank", rank, "--events", NULL};
+  proc_start(&cl->kids[r], argv);
+}
+
+static void cluster_up(cluster *cl, int n, bool tcp, int hb_ms, int hb_timeout_ms) {
+  cluster_file(cl, n, tcp, hb_ms, hb_timeout_ms);
+  for (int r = 1; r < n; r++) node_start(cl, r);
+  sc_diag d = {0};
   sc_node_opts o;
   sc_node_opts_default(&o);
   o.cluster = &cl->c;
@@ -413,6 +422,24 @@ static int parse_pids(const char *line, pid_t *pids, int max) {
     if (*p == ',') p++;
   }
   return n;
+}
+
+/* A node says hello only once it has reached every other node, so one whose peers never
+ * start waits for the cluster: SIGTERM must still stop it at once, cleanly. */
+Test(procs, a_node_waiting_for_its_cluster_stops_on_sigterm, .timeout = 60) {
+  cluster cl;
+  cluster_file(&cl, 2, false, 100, 1000);
+  node_start(&cl, 1); /* rank 0 never starts */
+  usleep(300000);
+  const uint64_t t0 = sc_now_ns();
+  kill(cl.kids[1].pid, SIGTERM);
+  cr_assert_not_null(proc_expect(&cl.kids[1], "\"stopped\"", NULL, 3000),
+                     "no stopped event after SIGTERM");
+  const int status = proc_reap(&cl.kids[1], 3000);
+  const double ms = (double)(sc_now_ns() - t0) / 1e6;
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+  cr_assert_lt(ms, 2000.0, "stopped %.0f ms after SIGTERM", ms);
+  cluster_down(&cl);
 }
 
 Test(procs, launch_reports_a_dead_node_and_leaves_nothing, .timeout = 60) {
