@@ -39,13 +39,17 @@ static inline void put_be(uint8_t *p, uint64_t v, int n) {
   for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
 }
 
+/* A header byte and an n-byte big-endian value at p; returns the byte after them. */
+static inline uint8_t *cur_tagged(uint8_t *p, uint8_t tag, uint64_t v, int n) {
+  p[0] = tag;
+  put_be(p + 1, v, n);
+  return p + 1 + n;
+}
+
 /* A header byte followed by an n-byte big-endian value. */
 static inline void put_tagged(wr *w, uint8_t tag, uint64_t v, int n) {
   uint8_t *p = room(w, 9);
-  if (p == NULL) return;
-  p[0] = tag;
-  put_be(p + 1, v, n);
-  w->b->len += 1 + (size_t)n;
+  if (p != NULL) w->b->len += (size_t)(cur_tagged(p, tag, v, n) - p);
 }
 
 static inline void put_byte(wr *w, uint8_t v) {
@@ -67,18 +71,17 @@ static inline uint8_t *cur_uint(uint8_t *p, uint64_t v) {
   return p + 1 + n;
 }
 
-static void put_uint(wr *w, uint64_t v) {
-  uint8_t *p = room(w, 9);
-  if (p != NULL) w->b->len += (size_t)(cur_uint(p, v) - p);
-}
-
-static void put_int(wr *w, int64_t v) {
-  if (v >= 0) put_uint(w, (uint64_t)v);
-  else if (v >= -32) put_byte(w, (uint8_t)(int8_t)v);
-  else if (v >= INT8_MIN) put_tagged(w, 0xd0, (uint64_t)v, 1);
-  else if (v >= INT16_MIN) put_tagged(w, 0xd1, (uint64_t)v, 2);
-  else if (v >= INT32_MIN) put_tagged(w, 0xd2, (uint64_t)v, 4);
-  else put_tagged(w, 0xd3, (uint64_t)v, 8);
+/* Writes v at p (room for 9 bytes); returns the byte after it. */
+static inline uint8_t *cur_int(uint8_t *p, int64_t v) {
+  if (v >= 0) return cur_uint(p, (uint64_t)v);
+  if (v >= -32) {
+    *p = (uint8_t)(int8_t)v;
+    return p + 1;
+  }
+  if (v >= INT8_MIN) return cur_tagged(p, 0xd0, (uint64_t)v, 1);
+  if (v >= INT16_MIN) return cur_tagged(p, 0xd1, (uint64_t)v, 2);
+  if (v >= INT32_MIN) return cur_tagged(p, 0xd2, (uint64_t)v, 4);
+  return cur_tagged(p, 0xd3, (uint64_t)v, 8);
 }
 
 static void put_array(wr *w, uint32_t n) {
@@ -144,26 +147,34 @@ static void put_envelope(wr *w, const sc_envelope *env) {
   w->b->len += (size_t)(p - start);
 }
 
-static void enc_scalar(wr *w, int k, const void *p) {
+/* Writes the scalar of kind k at at to p (room for 9 bytes); returns the byte after it. */
+static inline uint8_t *cur_scalar(uint8_t *p, int k, const void *at) {
   switch (k) {
-  case SC_FK_BOOL: put_byte(w, *(const bool *)p ? 0xc3 : 0xc2); break;
+  case SC_FK_BOOL: *p = *(const bool *)at ? 0xc3 : 0xc2; return p + 1;
   case SC_FK_F32: {
     uint32_t bits;
-    memcpy(&bits, p, 4);
-    put_tagged(w, 0xca, bits, 4);
-    break;
+    memcpy(&bits, at, 4);
+    return cur_tagged(p, 0xca, bits, 4);
   }
   case SC_FK_F64: {
     uint64_t bits;
-    memcpy(&bits, p, 8);
-    put_tagged(w, 0xcb, bits, 8);
-    break;
+    memcpy(&bits, at, 8);
+    return cur_tagged(p, 0xcb, bits, 8);
   }
   default:
-    if (sc_msg_kind_is_signed(k)) put_int(w, (int64_t)sc_msg_load_int(k, p));
-    else put_uint(w, sc_msg_load_int(k, p));
-    break;
+    if (sc_msg_kind_is_signed(k)) return cur_int(p, (int64_t)sc_msg_load_int(k, at));
+    return cur_uint(p, sc_msg_load_int(k, at));
   }
+}
+
+static void enc_scalar(wr *w, int k, const void *at) {
+  uint8_t *p = room(w, 9);
+  if (p != NULL) w->b->len += (size_t)(cur_scalar(p, k, at) - p);
+}
+
+/* Fields written with a cursor: a scalar takes at most 9 bytes, an actor id ACTOR_MAX. */
+static inline bool field_is_fixed(int k) {
+  return sc_msg_kind_is_scalar(k) || k == SC_FK_ACTOR;
 }
 
 static void enc_struct(wr *w, const sc_msg_desc *desc, const uint8_t *base);
@@ -210,9 +221,28 @@ static void enc_field(wr *w, const sc_msg_field *f, const uint8_t *base) {
   }
 }
 
+/* Each run of scalar and actor-id fields is written with one room check and a cursor, as
+ * the envelope is (a struct of scalars, such as a step plan's per-request entries, is one
+ * run); strings, binaries, arrays and nested structs go through enc_field. */
 static void enc_struct(wr *w, const sc_msg_desc *desc, const uint8_t *base) {
   put_array(w, desc->num_fields);
-  for (uint32_t i = 0; i < desc->num_fields; i++) enc_field(w, &desc->fields[i], base);
+  uint32_t i = 0;
+  while (i < desc->num_fields) {
+    uint32_t end = i;
+    while (end < desc->num_fields && field_is_fixed(desc->fields[end].kind)) end++;
+    if (end > i) {
+      uint8_t *const start = room(w, (size_t)(end - i) * ACTOR_MAX);
+      if (start == NULL) return;
+      uint8_t *p = start;
+      for (; i < end; i++) {
+        const sc_msg_field *f = &desc->fields[i];
+        p = f->kind == SC_FK_ACTOR ? cur_actor(p, (const sc_actor_id *)(base + f->offset))
+                                   : cur_scalar(p, f->kind, base + f->offset);
+      }
+      w->b->len += (size_t)(p - start);
+    }
+    if (i < desc->num_fields) enc_field(w, &desc->fields[i++], base);
+  }
 }
 
 int sc_msg_encode(const sc_envelope *env, const void *body, sc_buf *out) {
