@@ -686,7 +686,9 @@ static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_
   memset(env, 0, sizeof *env);
   int rc = sc_msg_prewalk(p, n, max_depth, d);
   if (rc != 0) return rc;
-  rc = sc_msg_peek_envelope(p, n, env);
+  size_t body_at = 0;
+  uint64_t elements = 0;
+  rc = sc_msg_peek_envelope_body(p, n, env, &body_at, &elements);
   if (rc == SC_EVERSION)
     return sc_fail(d, rc, "schema version %u.%u is not supported (this build speaks %d.x)",
                    env->major, env->minor, SC_MSG_MAJOR);
@@ -701,14 +703,12 @@ static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_
                    "the sender newer?)",
                    env->type, SC_MSG_COUNT, SC_MSG_MAJOR, SC_MSG_MINOR);
   /* the pre-walk proved the bytes well-formed; the envelope was read: on to the body */
-  cursor r = {p};
-  val top, bv;
-  rd_val(&r, &top);
   const bool lenient = env->minor > SC_MSG_MINOR;
-  if (top.via.u != 9 && !lenient)
+  if (elements != 9 && !lenient)
     return sc_fail(d, SC_EPROTO, "message has %llu top-level elements, expected 9",
-                   (unsigned long long)top.via.u);
-  for (int i = 0; i < 8; i++) skip_val(&r);
+                   (unsigned long long)elements);
+  cursor r = {p + body_at};
+  val bv;
   rd_val(&r, &bv);
   void *b = sc_msg_body_new(env->type);
   if (b == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");

@@ -185,6 +185,13 @@ static bool rd_actor(rd *r, sc_actor_id *a) {
 }
 
 int sc_msg_peek_envelope(const uint8_t *p, size_t n, sc_envelope *env) {
+  size_t body_at;
+  uint64_t elements;
+  return sc_msg_peek_envelope_body(p, n, env, &body_at, &elements);
+}
+
+int sc_msg_peek_envelope_body(const uint8_t *p, size_t n, sc_envelope *env, size_t *body_at,
+                              uint64_t *elements) {
   rd r = {p, n, 0};
   uint64_t cnt, major, minor, type;
   memset(env, 0, sizeof *env);
@@ -202,5 +209,7 @@ int sc_msg_peek_envelope(const uint8_t *p, size_t n, sc_envelope *env) {
   env->major = (uint8_t)major;
   env->minor = (uint8_t)minor;
   env->type = (uint16_t)type;
+  *body_at = r.pos;
+  *elements = cnt;
   return 0;
 }

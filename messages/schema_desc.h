@@ -93,6 +93,11 @@ static inline void sc_msg_store_int(int k, void *p, uint64_t v) {
   }
 }
 
+/* sc_msg_peek_envelope that also says where the body starts (the 9th top-level element,
+ * at byte *body_at) and how many top-level elements there are (at least 9), so that
+ * the decoder does not read the envelope twice. */
+int sc_msg_peek_envelope_body(const uint8_t *p, size_t n, sc_envelope *env, size_t *body_at,
+                              uint64_t *elements);
 /* sc_msg_prewalk that also counts the msgpack objects (objects may be NULL). */
 int sc_msg_prewalk_count(const uint8_t *p, size_t n, int max_depth, size_t *objects,
                          sc_diag *d);
