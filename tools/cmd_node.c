@@ -7,7 +7,9 @@
  * runs the inference pipeline's actors (actors/pipeline.h): the list is identical in
  * every process of the cluster (see sc_node.h). */
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,13 +19,19 @@
 #include "actors/runtime/sc_time.h"
 #include "tools/cli.h"
 
-static sc_node *g_node;
+/* The node that SIGINT/SIGTERM stop. A handler may run on any thread, so the node is
+ * destroyed only once it is cleared here and no handler still holds it (g_in_handler). */
+static _Atomic(sc_node *) g_node;
+static _Atomic int g_in_handler;
 /* The pipeline's per-process state; the startup arguments point at this slot. */
 static sc_rank_ctx *g_rank_ctx;
 
 static void on_signal(int sig) {
   (void)sig;
-  if (g_node) sc_node_request_stop(g_node, 0);
+  atomic_fetch_add(&g_in_handler, 1);
+  sc_node *n = atomic_load(&g_node);
+  if (n) sc_node_request_stop(n, 0);
+  atomic_fetch_sub(&g_in_handler, 1);
 }
 
 static void print_event(void *ud, const char *event, int32_t rank, int code,
@@ -112,35 +120,37 @@ int sc_cmd_node(int argc, char **argv) {
   o.startup = startup;
   o.num_startup = num_startup;
   int exit_code = SC_EXIT_FAILURE;
-  rc = sc_node_create(&o, &g_node, &d);
+  sc_node *node = NULL;
+  rc = sc_node_create(&o, &node, &d);
+  atomic_store(&g_node, node);
   if (rc != 0) {
     sc_cli_error("node", "%s", sc_diag_message(&d));
     goto out;
   }
-  if (events) sc_node_set_event_cb(g_node, print_event, NULL);
+  if (events) sc_node_set_event_cb(node, print_event, NULL);
   sc_cli_catch_stop_signals(on_signal);
   signal(SIGPIPE, SIG_IGN);
-  rc = sc_node_start(g_node, &d);
+  rc = sc_node_start(node, &d);
   if (rc != 0) {
     sc_cli_error("node", "%s", sc_diag_message(&d));
     goto out;
   }
-  rc = sc_node_wait_ready(g_node, ready_ms);
+  rc = sc_node_wait_ready(node, ready_ms);
   if (rc != 0 && rc != SC_ECLOSED) {
     sc_cli_error("node", "rank %lld: the cluster was not ready within %lld ms", (long long)rank,
                  (long long)ready_ms);
     goto out;
   }
   /* (at once when a signal stopped the node while it waited for the cluster) */
-  rc = sc_node_wait_shutdown(g_node, -1);
+  rc = sc_node_wait_shutdown(node, -1);
   if (rank == 0) {
     /* the head takes the others down with it, then gives them a moment to leave */
-    sc_node_broadcast_shutdown(g_node, rc == 0 ? "head stopping" : sc_strerror(rc));
+    sc_node_broadcast_shutdown(node, rc == 0 ? "head stopping" : sc_strerror(rc));
     const uint64_t until = sc_now_ns() + 500000000ull;
     for (;;) {
       bool all_down = true;
       for (int32_t r = 1; r < cluster.num_nodes; r++)
-        if (!sc_node_peer_down(g_node, r)) all_down = false;
+        if (!sc_node_peer_down(node, r)) all_down = false;
       if (all_down || sc_now_ns() > until) break;
       usleep(5000);
     }
@@ -150,8 +160,8 @@ int sc_cmd_node(int argc, char **argv) {
   if (rc != 0) sc_cli_error("node", "rank %lld stopped: %s", (long long)rank, sc_strerror(rc));
 out:
   {
-    sc_node *n = g_node;
-    g_node = NULL;
+    sc_node *n = atomic_exchange(&g_node, NULL);
+    while (atomic_load(&g_in_handler) > 0) sched_yield(); /* a handler that read n */
     sc_node_destroy(n);
     sc_rank_ctx_destroy(g_rank_ctx); /* after the actors that used it have stopped */
     g_rank_ctx = NULL;

@@ -274,11 +274,12 @@ int sc_node_start(sc_node *n, sc_diag *d) {
    * arrived before the node actor would otherwise be dropped). The hello itself goes out
    * once the io thread has reached every peer (sc_node_say_hello). */
   if ((rc = sc_transport_start(n->tr, d)) != 0) return rc;
-  if (n->cluster.num_nodes == 1) sc_node_say_hello(n);
+  if (n->cluster.num_nodes == 1 && (rc = sc_node_say_hello(n)) != 0)
+    return sc_fail(d, rc, "cannot send hello to the head");
   return 0;
 }
 
-void sc_node_say_hello(sc_node *n) {
+int sc_node_say_hello(sc_node *n) {
   sc_msg_node_hello *h = sc_msg_body_new(SC_MSG_NODE_HELLO);
   int rc = SC_ENOMEM;
   if (h != NULL) {
@@ -290,10 +291,11 @@ void sc_node_say_hello(sc_node *n) {
                        .dst = node_actor_of(0)};
     if ((rc = sc_route(n, &env, h)) != 0) sc_msg_body_destroy(SC_MSG_NODE_HELLO, h);
   }
-  if (rc != 0) /* the cluster will not become ready: say why */
+  if (rc != 0)
     SC_ERROR(LOG, "node %d: cannot send hello to the head: %s", n->rank, sc_strerror(rc));
-  else
+  else if (n->cluster.num_nodes > 1)
     SC_INFO(LOG, "node %d: every peer reached, hello sent to the head", n->rank);
+  return rc;
 }
 
 int sc_node_wait_ready(sc_node *n, int64_t timeout_ms) {

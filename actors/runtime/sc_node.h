@@ -51,7 +51,9 @@ typedef struct sc_node_opts {
   int32_t num_startup;
   int32_t loops;               /* 0: cluster->loops */
   bool wait_all_hello;         /* head: ready only when every rank said hello (default
-                                  true via sc_node_opts_default) */
+                                  true via sc_node_opts_default); false: at the first
+                                  hello, which comes from a node that has reached every
+                                  other, so never before all are up */
   int32_t send_hwm;            /* messages each DEALER holds for a peer before further
                                   sends wait in a backlog (0: 100000; tests use tiny ones) */
   int32_t send_queue_max;      /* messages to other nodes that may wait beyond that: per

@@ -345,8 +345,9 @@ bool sc_transport_loop_prepare(sc_transport *t, sc_loop *l);
 void sc_transport_loop_close(sc_transport *t, sc_loop *l);
 void sc_transport_stats(sc_transport *t, sc_node_stats *s);
 /* Sends this node's hello to the head (any thread): at start in a cluster of one node,
- * else from the io thread once its DEALER to every peer has connected. */
-void sc_node_say_hello(sc_node *n);
+ * else from the io thread once its DEALER to every peer has connected (and again from
+ * there while it fails). Returns 0 or sc_route's error. */
+int sc_node_say_hello(sc_node *n);
 
 /* sc_node.c */
 void sc_node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why);

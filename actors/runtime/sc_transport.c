@@ -77,9 +77,10 @@
 
 /* A buffer given to ZeroMQ with zmq_msg_init_data is freed by its free function on
  * ZeroMQ's own thread, after ZeroMQ's lock-free pipes carried it there. libzmq is not
- * built with ThreadSanitizer, so that edge is invisible to it; a tap batch, reused by its
- * loop once freed (batch_recycle), would then look like a race between the io thread that
- * sent it and the loop that refills it. The edge is stated by hand (make test-tsan). */
+ * built with ThreadSanitizer, so that edge is invisible to it: a tap batch, reused by its
+ * loop once freed (batch_recycle), would look like a race between the io thread that
+ * sent it and the loop that refills it, and a frame's buffer, freed there, like a race
+ * with whoever reuses that memory next. The edge is stated by hand (make test-tsan). */
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #define SC_ZMQ_HANDOFF(p) __tsan_release(p)
@@ -267,6 +268,7 @@ struct sc_transport {
   bool thread_started, uv_inited;
   bool hot; /* did work since the io loop last blocked */
   int32_t peers_reached; /* peers whose DEALER has connected at least once */
+  bool hello_sent;       /* this node's hello went out (sc_node_say_hello) */
   uint64_t spin_off_until; /* no spinning before this (oversubscribed CPU) */
   subs *subs_all; /* chain of every snapshot (io thread writes) */
 };
@@ -587,6 +589,7 @@ static void zout_release(zout *z, uint32_t k) {
 
 static void free_data(void *data, void *hint) {
   (void)hint;
+  SC_ZMQ_TAKEN_BACK(data);
   free(data);
 }
 
@@ -596,6 +599,7 @@ static bool zout_try(zout *z, frame *f) {
   if (!f->wrapped) {
     if (zmq_msg_init_data(&f->msg, f->data, f->len, free_data, NULL) != 0) return false;
     f->wrapped = true;
+    SC_ZMQ_HANDOFF(f->data);
   }
   if (zmq_msg_send(&f->msg, z->sock, ZMQ_DONTWAIT) < 0) return false;
   zout_count(z, f->letters);
@@ -1067,7 +1071,7 @@ static void drain_monitor(sc_transport *t, int32_t rank) {
       /* Every peer reached once: this node can now see any of them die, so it may say
        * hello (the head's ready then means every pair of nodes watches each other). */
       if (!p->connected && ++t->peers_reached == t->node->cluster.num_nodes - 1)
-        sc_node_say_hello(t->node);
+        t->hello_sent = sc_node_say_hello(t->node) == 0; /* else on_unreached retries */
       p->connected = true;
     } else if (event == ZMQ_EVENT_DISCONNECTED && p->connected && !peer_is_down(t, rank)) {
       /* from here on every thread sees the peer DOWN: sends fail with SC_EDOWN and each
@@ -1079,13 +1083,15 @@ static void drain_monitor(sc_transport *t, int32_t rank) {
   }
 }
 
-/* io thread, while some peer has never been reached: names them (this node says no
- * hello, so the cluster cannot become ready, until every peer is reached). */
+/* io thread, until this node's hello is out: names the peers not reached yet (no hello
+ * before every peer is reached, so the cluster cannot become ready), or retries a hello
+ * that could not be sent. */
 static void on_unreached(uv_timer_t *h) {
   sc_transport *t = h->data;
   const sc_cluster *c = &t->node->cluster;
   if (t->peers_reached == c->num_nodes - 1) {
-    uv_timer_stop(h);
+    if (!t->hello_sent) t->hello_sent = sc_node_say_hello(t->node) == 0;
+    if (t->hello_sent) uv_timer_stop(h);
     return;
   }
   char list[256];
@@ -1308,8 +1314,10 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
     if (p->out.sock == NULL) continue;
     if ((rc = poll_socket(t, p->mon, &p->poll_m)) != 0) goto fail;
   }
-  if (c->num_nodes > 1) /* first after 2 s, then every 10 s */
+  if (c->num_nodes > 1) { /* first after 2 s, then every 10 s */
+    uv_update_time(&t->uv); /* (the loop's clock is from uv_loop_init until it runs) */
     uv_timer_start(&t->unreached, on_unreached, SC_UNREACHED_FIRST_MS, SC_UNREACHED_EVERY_MS);
+  }
   if (uv_thread_create(&t->thread, io_main, t) != 0) {
     rc = SC_ESYS;
     goto fail;
