@@ -136,6 +136,14 @@ int sc_cmd_node(int argc, char **argv) {
     goto out;
   }
   rc = sc_node_wait_ready(node, ready_ms);
+  if (rc == SC_EDOWN) {
+    int32_t gone = -1;
+    for (int32_t r = 0; r < cluster.num_nodes && gone < 0; r++)
+      if (sc_node_peer_down(node, r)) gone = r;
+    sc_cli_error("node", "rank %lld: node %d went down before the cluster was ready",
+                 (long long)rank, (int)gone);
+    goto out;
+  }
   if (rc != 0 && rc != SC_ECLOSED) {
     sc_cli_error("node", "rank %lld: the cluster was not ready within %lld ms", (long long)rank,
                  (long long)ready_ms);

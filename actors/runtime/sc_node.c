@@ -307,6 +307,10 @@ int sc_node_wait_ready(sc_node *n, int64_t timeout_ms) {
       rc = SC_ECLOSED;
       break;
     }
+    /* a node gone before ready never says hello (or its peers never reach it) */
+    for (int32_t r = 0; r < n->cluster.num_nodes && rc == 0; r++)
+      if (atomic_load(&n->peer_down[r])) rc = SC_EDOWN;
+    if (rc != 0) break;
     if (timeout_ms >= 0 && sc_now_ns() >= deadline) {
       rc = SC_ETIMEDOUT;
       break;

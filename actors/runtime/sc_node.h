@@ -84,8 +84,9 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d);
 void sc_node_set_event_cb(sc_node *n, sc_node_event_fn fn, void *ud);
 int sc_node_start(sc_node *n, sc_diag *d);
 /* Blocks until the head has heard from every rank, each of which has reached every other
- * (SC_ETIMEDOUT past timeout_ms; SC_ECLOSED when a stop was requested first, e.g. by a
- * signal: sc_node_wait_shutdown then returns its reason at once). */
+ * (SC_ETIMEDOUT past timeout_ms; SC_EDOWN when a node this one had reached went down
+ * first: the cluster cannot become ready; SC_ECLOSED when a stop was requested first,
+ * e.g. by a signal: sc_node_wait_shutdown then returns its reason at once). */
 int sc_node_wait_ready(sc_node *n, int64_t timeout_ms);
 /* Blocks until a shutdown is requested (node_shutdown received, sc_node_request_stop,
  * or, for a non-head node, the head going down). Returns the reason code

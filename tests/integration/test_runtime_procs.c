@@ -442,6 +442,24 @@ Test(procs, a_node_waiting_for_its_cluster_stops_on_sigterm, .timeout = 60) {
   cluster_down(&cl);
 }
 
+/* A node that dies before the cluster is ready: the nodes that had reached it give up at
+ * once (it will never say hello) instead of waiting out --ready-timeout. */
+Test(procs, a_node_gone_before_ready_ends_the_wait_of_the_others, .timeout = 60) {
+  cluster cl;
+  cluster_file(&cl, 3, false, 100, 1000);
+  node_start(&cl, 0);
+  node_start(&cl, 2); /* rank 1 never starts, so the cluster cannot become ready */
+  usleep(1000000);    /* ranks 0 and 2 reach each other (ZeroMQ retries every 50 ms) */
+  const uint64_t t0 = sc_now_ns();
+  kill(cl.kids[2].pid, SIGKILL);
+  proc_reap(&cl.kids[2], 2000);
+  const int status = proc_reap(&cl.kids[0], 5000);
+  const double ms = (double)(sc_now_ns() - t0) / 1e6;
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
+  cr_assert_lt(ms, 4000.0, "rank 0 gave up %.0f ms after rank 2 died", ms);
+  cluster_down(&cl);
+}
+
 Test(procs, launch_reports_a_dead_node_and_leaves_nothing, .timeout = 60) {
   proc l;
   char *argv[] = {"sparsecp", "launch", "--pcp", "3", "--dcp", "1", "--events", "--model", SMALL_MODEL,
