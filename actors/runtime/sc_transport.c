@@ -309,6 +309,31 @@ static void count_drops(sc_transport *t, uint64_t k) {
   atomic_fetch_add_explicit(&t->tap_dropped, k, memory_order_relaxed);
 }
 
+/* ---- what other nodes sent, until its loop decodes it ---- */
+
+/* ZeroMQ reads a socket into 8 KiB buffers and lets the messages that fit point into
+ * them; a buffer lives until all of its messages are closed. A letter that may wait in
+ * a mailbox is therefore copied out of its pack when it is that small (one malloc,
+ * cheaper than the decode), or it would pin a whole buffer each (measured: 2.8-3.4 KB per
+ * queued 130-byte ping instead of about 300 bytes). A larger one shares its pack (which
+ * has a buffer of its own, since it is larger too). */
+#define SC_RAW_COPY_MAX 8192
+
+struct sc_raw_msg {
+  sc_envelope env; /* as read by the io thread: for an error reply when the body fails */
+  size_t len;
+  bool zmq;        /* the bytes are msg's, from off on; else they follow in bytes[] */
+  size_t off;
+  zmq_msg_t msg;
+  uint8_t bytes[];
+};
+
+static const uint8_t *raw_data(const sc_raw_msg *raw) {
+  /* (zmq_msg_data does not change the message; its prototype is not const) */
+  return raw->zmq ? (const uint8_t *)zmq_msg_data((zmq_msg_t *)&raw->msg) + raw->off
+                  : raw->bytes;
+}
+
 /* ---- taps ---- */
 
 static bool subs_match(const subs *s, const char *topic) {
@@ -408,14 +433,13 @@ static void tap_send(sc_transport *t, tap_batch *b) {
     batch_drop(t, b);
     return;
   }
-  if (zmq_send(t->xpub, b->topic, strlen(b->topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-    zmq_msg_close(&m);
-    count_drops(t, k);
-    return;
+  bool sent = zmq_send(t->xpub, b->topic, strlen(b->topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0;
+  if (sent) {
+    SC_ZMQ_HANDOFF(b); /* b is not touched here after this */
+    sent = zmq_msg_send(&m, t->xpub, ZMQ_DONTWAIT) >= 0;
   }
-  SC_ZMQ_HANDOFF(b); /* b is not touched here after this */
-  if (zmq_msg_send(&m, t->xpub, ZMQ_DONTWAIT) < 0) {
-    zmq_msg_close(&m);
+  if (!sent) {
+    zmq_msg_close(&m); /* (frees b through zmq_free_batch) */
     count_drops(t, k);
     return;
   }
@@ -484,24 +508,20 @@ static tap_batch *tap_open(sc_transport *t, tap_writer *w, size_t need) {
   return b;
 }
 
-static size_t raw_bytes(const sc_raw_msg *raw, const uint8_t **p);
-
 /* Loop thread: records the letter straight into w's open batch: raw's bytes when it came
  * from another node (a copy of what was sent, cheaper than encoding the decoded body
  * again), else the letter encoded in place. */
 static void tap_append_letter(sc_transport *t, tap_writer *w, uint64_t ns,
                               const sc_letter *lt, const sc_raw_msg *raw) {
-  const uint8_t *bytes = NULL;
-  const size_t raw_len = raw ? raw_bytes(raw, &bytes) : 0;
   /* an encoding's size is not known before encoding: ask for room for a small message */
-  tap_batch *b = tap_open(t, w, SC_TAP_RECORD_HEADER + (raw ? raw_len : 64));
+  tap_batch *b = tap_open(t, w, SC_TAP_RECORD_HEADER + (raw ? raw->len : 64));
   const size_t at = b ? b->buf.len : 0;
   if (b == NULL || sc_buf_reserve(&b->buf, SC_TAP_RECORD_HEADER) != 0) {
     count_drops(t, 1);
     return;
   }
   b->buf.len += SC_TAP_RECORD_HEADER;
-  if (raw ? sc_buf_append(&b->buf, bytes, raw_len) != 0
+  if (raw ? sc_buf_append(&b->buf, raw_data(raw), raw->len) != 0
           : sc_msg_encode_append(&lt->env, lt->body, &b->buf) != 0) {
     b->buf.len = at;
     count_drops(t, 1);
@@ -702,8 +722,9 @@ static void zout_offer(zout *z, frame *f) {
 }
 
 /* A loop's zout: sends its open pack (a copy: the pack's buffer is kept for the next
- * one, warm in this core's cache), or puts it in the backlog, or drops it for a DOWN peer
- * (counted: those sends were accepted). Returns 0 or SC_ENOMEM (the pack stays open). */
+ * one, warm in this core's cache), or hands the buffer to the backlog, or drops the pack
+ * for a DOWN peer (counted: those sends were accepted). Returns 0 or SC_ENOMEM (the pack
+ * stays open). */
 static int zout_send_pack(zout *z) {
   const uint32_t letters = z->pack_letters;
   if (letters == 0) return 0;
@@ -713,14 +734,10 @@ static int zout_send_pack(zout *z) {
              zmq_send(z->sock, z->pack.data, z->pack.len, ZMQ_DONTWAIT) >= 0) {
     zout_count(z, letters);
   } else {
-    uint8_t *copy = malloc(z->pack.len);
-    frame *f = copy ? frame_new(z->rank, copy, z->pack.len, letters) : NULL;
-    if (f == NULL) {
-      free(copy);
-      return SC_ENOMEM;
-    }
-    memcpy(copy, z->pack.data, z->pack.len);
+    frame *f = frame_new(z->rank, z->pack.data, z->pack.len, letters);
+    if (f == NULL) return SC_ENOMEM;
     zout_append(z, f);
+    sc_buf_init(&z->pack); /* the frame owns the bytes now */
   }
   z->pack.len = 0;
   z->pack_letters = 0;
@@ -872,34 +889,6 @@ void sc_transport_loop_close(sc_transport *t, sc_loop *l) {
 
 /* ---- inbound ---- */
 
-/* ZeroMQ reads a socket into 8 KiB buffers and lets the messages that fit point into
- * them; a buffer lives until all of its messages are closed. A letter that may wait in
- * a mailbox is therefore copied out of its pack when it is that small (one malloc,
- * cheaper than the decode), or it would pin a whole buffer each (measured: 2.8-3.4 KB per
- * queued 130-byte ping instead of about 300 bytes). A larger one shares its pack (which
- * has a buffer of its own, since it is larger too). */
-#define SC_RAW_COPY_MAX 8192
-
-struct sc_raw_msg {
-  sc_envelope env; /* as read by the io thread: for an error reply when the body fails */
-  size_t len;
-  bool zmq;        /* the bytes are msg's, from off on; else they follow in bytes[] */
-  size_t off;
-  zmq_msg_t msg;
-  uint8_t bytes[];
-};
-
-static const uint8_t *raw_data(const sc_raw_msg *raw) {
-  /* (zmq_msg_data does not change the message; its prototype is not const) */
-  return raw->zmq ? (const uint8_t *)zmq_msg_data((zmq_msg_t *)&raw->msg) + raw->off
-                  : raw->bytes;
-}
-
-static size_t raw_bytes(const sc_raw_msg *raw, const uint8_t **p) {
-  *p = raw_data(raw);
-  return raw->len;
-}
-
 void sc_raw_free(sc_raw_msg *raw) {
   if (raw->zmq) zmq_msg_close(&raw->msg);
   free(raw);
@@ -971,7 +960,7 @@ static void deliver_pack(sc_transport *t, zmq_msg_t *pack) {
     k++;
   }
   atomic_fetch_add_explicit(&t->remote_recv, k, memory_order_relaxed);
-  if (rc < 0 || (k == 0 && zmq_msg_size(pack) == 0)) {
+  if (rc < 0 || zmq_msg_size(pack) == 0) {
     SC_WARN(LOG,
             "node %d: dropped %s (empty, or a letter's length runs past its end: a sender "
             "of another sparsecp version, or damage)",

@@ -93,6 +93,16 @@ static int proc_reap(proc *p, int timeout_ms) {
   return status;
 }
 
+/* Reaps p and checks that it exited with code within limit_ms of t0 (what: for the
+ * message). */
+static void expect_exit(proc *p, int code, uint64_t t0, double limit_ms, const char *what) {
+  const int status = proc_reap(p, (int)limit_ms + 1000);
+  const double ms = (double)(sc_now_ns() - t0) / 1e6;
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == code, "%s: status %d, expected exit %d",
+            what, status, code);
+  cr_assert_lt(ms, limit_ms, "%s after %.0f ms", what, ms);
+}
+
 /* ---- a cluster: this process = rank 0, children = ranks 1..n-1 ---- */
 
 typedef struct cluster {
@@ -435,10 +445,7 @@ Test(procs, a_node_waiting_for_its_cluster_stops_on_sigterm, .timeout = 60) {
   kill(cl.kids[1].pid, SIGTERM);
   cr_assert_not_null(proc_expect(&cl.kids[1], "\"stopped\"", NULL, 3000),
                      "no stopped event after SIGTERM");
-  const int status = proc_reap(&cl.kids[1], 3000);
-  const double ms = (double)(sc_now_ns() - t0) / 1e6;
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
-  cr_assert_lt(ms, 2000.0, "stopped %.0f ms after SIGTERM", ms);
+  expect_exit(&cl.kids[1], 0, t0, 2000.0, "stopped on SIGTERM");
   cluster_down(&cl);
 }
 
@@ -453,10 +460,7 @@ Test(procs, a_node_gone_before_ready_ends_the_wait_of_the_others, .timeout = 60)
   const uint64_t t0 = sc_now_ns();
   kill(cl.kids[2].pid, SIGKILL);
   proc_reap(&cl.kids[2], 2000);
-  const int status = proc_reap(&cl.kids[0], 5000);
-  const double ms = (double)(sc_now_ns() - t0) / 1e6;
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
-  cr_assert_lt(ms, 4000.0, "rank 0 gave up %.0f ms after rank 2 died", ms);
+  expect_exit(&cl.kids[0], 1, t0, 4000.0, "rank 0 gave up after rank 2 died");
   cluster_down(&cl);
 }
 

@@ -1030,7 +1030,7 @@ Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
   stop_node(n);
 }
 
-/* ---- many small tap chains all leave the io thread without any spinning thread ---- */
+/* ---- many small tap batches all leave the io thread without any spinning thread ---- */
 
 Test(runtime, alternating_topics_are_all_handled_without_spinning) {
   g_spin_us = 0; /* the io thread blocks whenever it thinks it is done */
