@@ -197,6 +197,13 @@ int sc_msg_decode_untrusted(const uint8_t *p, size_t n, const sc_msg_limits *lim
  * here (a router may forward it). */
 int sc_msg_peek_envelope(const uint8_t *p, size_t n, sc_envelope *env);
 
+/* The request id of a client message that did not decode, so that its error reply can
+ * name the request: when the n bytes are within lim (NULL: the defaults) and pass the
+ * pre-walk, the envelope reads, the type is client_submit or client_cancel and the body
+ * is an array whose first element (the request id in both) is an unsigned integer.
+ * 0 otherwise. Allocates nothing. */
+uint64_t sc_msg_peek_client_request_id(const uint8_t *p, size_t n, const sc_msg_limits *lim);
+
 /* The non-allocating structural pre-walk the decoders run first: exactly one msgpack
  * object spanning all n bytes, nesting at most max_depth (top-level container = 1),
  * every declared array/map/str/bin/ext length within the bytes that remain, no reserved

@@ -70,9 +70,7 @@ static const char *kind_word(int kind) {
   return kind == HK_ARRAY ? "an array" : kind == HK_MAP ? "a map" : "a string/binary";
 }
 
-int sc_msg_prewalk_count(const uint8_t *p, size_t n, int max_depth, size_t *objects,
-                         sc_diag *d) {
-  size_t count = 0;
+int sc_msg_prewalk(const uint8_t *p, size_t n, int max_depth, sc_diag *d) {
   if (max_depth < 1 || max_depth > SC_MSG_MAX_DEPTH) max_depth = SC_MSG_MAX_DEPTH;
   /* left[k]: objects still to read at depth k (depth 0 = the one top-level object). */
   uint64_t left[SC_MSG_MAX_DEPTH + 1];
@@ -87,7 +85,6 @@ int sc_msg_prewalk_count(const uint8_t *p, size_t n, int max_depth, size_t *obje
       continue;
     }
     left[depth]--;
-    count++;
     /* Fast path: fixints (most bytes of a step plan) are one byte and need no header. */
     if (pos < n && (p[pos] < 0x80 || p[pos] >= 0xe0)) {
       pos++;
@@ -136,12 +133,7 @@ int sc_msg_prewalk_count(const uint8_t *p, size_t n, int max_depth, size_t *obje
   if (pos != n)
     return sc_fail(d, SC_EPROTO, "%zu trailing bytes after the message (at byte %zu)",
                    n - pos, pos);
-  if (objects != NULL) *objects = count;
   return 0;
-}
-
-int sc_msg_prewalk(const uint8_t *p, size_t n, int max_depth, sc_diag *d) {
-  return sc_msg_prewalk_count(p, n, max_depth, NULL, d);
 }
 
 /* ---- the envelope peek: a minimal reader of unsigned integers and array headers ---- */
@@ -188,6 +180,24 @@ int sc_msg_peek_envelope(const uint8_t *p, size_t n, sc_envelope *env) {
   size_t body_at;
   uint64_t elements;
   return sc_msg_peek_envelope_body(p, n, env, &body_at, &elements);
+}
+
+uint64_t sc_msg_peek_client_request_id(const uint8_t *p, size_t n, const sc_msg_limits *lim) {
+  sc_msg_limits def;
+  if (lim == NULL) {
+    sc_msg_limits_default(&def);
+    lim = &def;
+  }
+  sc_envelope env;
+  size_t body_at;
+  uint64_t elements, fields, id;
+  if (n > lim->max_bytes || sc_msg_prewalk(p, n, lim->max_depth, NULL) != 0 ||
+      sc_msg_peek_envelope_body(p, n, &env, &body_at, &elements) != 0 ||
+      (env.type != SC_MSG_CLIENT_SUBMIT && env.type != SC_MSG_CLIENT_CANCEL))
+    return 0;
+  /* the request id is the first field of both bodies (schema.def) */
+  rd r = {p, n, body_at};
+  return rd_array(&r, &fields) && fields > 0 && rd_uint(&r, &id) ? id : 0;
 }
 
 int sc_msg_peek_envelope_body(const uint8_t *p, size_t n, sc_envelope *env, size_t *body_at,

@@ -98,9 +98,6 @@ static inline void sc_msg_store_int(int k, void *p, uint64_t v) {
  * the decoder does not read the envelope twice. */
 int sc_msg_peek_envelope_body(const uint8_t *p, size_t n, sc_envelope *env, size_t *body_at,
                               uint64_t *elements);
-/* sc_msg_prewalk that also counts the msgpack objects (objects may be NULL). */
-int sc_msg_prewalk_count(const uint8_t *p, size_t n, int max_depth, size_t *objects,
-                         sc_diag *d);
 
 /* Type-specific checks named in schema.def (check.c). */
 int sc_msg_check_client_submit(const void *body, const sc_msg_limits *lim, sc_diag *d);

@@ -10,7 +10,6 @@
  * A client that has gone away (ROUTER_MANDATORY reports the peer unroutable) gets its
  * requests canceled so they stop using the cluster. */
 #include <errno.h>
-#include <msgpack.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -161,33 +160,6 @@ static void reject(gateway *g, const void *ident, size_t len, uint64_t client_id
   send_to(g, ident, len, SC_MSG_CLIENT_ERROR, &e);
 }
 
-/* The client's request id of a message that failed validation, so the error can name
- * the request: only when the bytes are structurally sound (the pre-walk passed, so
- * msgpack-c's allocation is bounded by the size limit), the envelope says client_submit
- * or client_cancel, and the body's first field is an unsigned integer. 0 otherwise. */
-static uint64_t recover_request_id(const gateway *g, const uint8_t *data, size_t len) {
-  if (len > g->ctx->cfg.limits.max_bytes ||
-      sc_msg_prewalk(data, len, g->ctx->cfg.limits.max_depth, NULL) != 0)
-    return 0;
-  uint64_t id = 0;
-  msgpack_unpacked u;
-  msgpack_unpacked_init(&u);
-  if (msgpack_unpack_next(&u, (const char *)data, len, NULL) == MSGPACK_UNPACK_SUCCESS) {
-    const msgpack_object *o = &u.data;
-    if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 9) {
-      const msgpack_object *type = &o->via.array.ptr[2], *body = &o->via.array.ptr[8];
-      const bool client = type->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
-                          (type->via.u64 == SC_MSG_CLIENT_SUBMIT ||
-                           type->via.u64 == SC_MSG_CLIENT_CANCEL);
-      if (client && body->type == MSGPACK_OBJECT_ARRAY && body->via.array.size > 0 &&
-          body->via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-        id = body->via.array.ptr[0].via.u64;
-    }
-  }
-  msgpack_unpacked_destroy(&u);
-  return id;
-}
-
 static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
                           const uint8_t *data, size_t len) {
   sc_envelope env;
@@ -196,8 +168,9 @@ static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
   int rc = sc_msg_decode_untrusted(data, len, &g->ctx->cfg.limits, &env, &body, &d);
   if (rc) {
     SC_INFO(LOG, "rejected a client message: %s", d.msg);
-    reject(g, ident, ident_len, recover_request_id(g, data, len), rc,
-           d.msg[0] ? d.msg : sc_strerror(rc));
+    /* the error names the request when the bytes still say which */
+    const uint64_t id = sc_msg_peek_client_request_id(data, len, &g->ctx->cfg.limits);
+    reject(g, ident, ident_len, id, rc, d.msg[0] ? d.msg : sc_strerror(rc));
     return;
   }
   if (env.type == SC_MSG_CLIENT_SUBMIT) {

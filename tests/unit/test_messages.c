@@ -388,6 +388,64 @@ Test(messages, untrusted_submit_is_validated_against_the_limits) {
   cr_assert(strstr(d.msg, "exceeds the limit of 20 bytes") != NULL, "%s", d.msg);
 }
 
+/* The gateway names the request in its error reply to a client message that does not
+ * decode: the id comes from the raw bytes, only from a sound client_submit or
+ * client_cancel. */
+Test(messages, a_bad_client_message_still_names_its_request) {
+  /* both bodies start with the request id (what the peek relies on) */
+  const int client_types[] = {SC_MSG_CLIENT_SUBMIT, SC_MSG_CLIENT_CANCEL};
+  for (int i = 0; i < 2; i++) {
+    const sc_msg_desc *desc = sc_msg_desc_of(client_types[i]);
+    cr_assert_str_eq(desc->fields[0].name, "request_id");
+    cr_assert_eq(desc->fields[0].kind, SC_FK_U64);
+  }
+  sc_msg_limits lim = test_limits();
+  sc_buf b;
+  sc_buf_init(&b);
+  int32_t prompt[4] = {1, 2, 3, 1 << 30}; /* past the vocabulary: does not validate */
+  sc_msg_client_submit sub = {.request_id = 300000, .prompt = {prompt, 4}, .max_tokens = 2};
+  sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
+  cr_assert_eq(sc_msg_encode(&env, &sub, &b), 0);
+  sc_envelope got;
+  void *body = NULL;
+  cr_assert_eq(sc_msg_decode_untrusted(b.data, b.len, &lim, &got, &body, NULL), SC_EINVAL);
+  cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len, &lim), 300000);
+  cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len, NULL), 300000);
+  /* cut short, or past the size limit: not sound, so no id */
+  cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len - 1, &lim), 0);
+  lim.max_bytes = b.len - 1;
+  cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len, &lim), 0);
+  lim = test_limits();
+  /* a cancel */
+  sc_msg_client_cancel can = {.request_id = 7};
+  env.type = SC_MSG_CLIENT_CANCEL;
+  cr_assert_eq(sc_msg_encode(&env, &can, &b), 0);
+  cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len, &lim), 7);
+  /* another type, although its first field is an unsigned integer too */
+  sc_msg_ping ping = {.seq = 9};
+  env.type = SC_MSG_PING;
+  cr_assert_eq(sc_msg_encode(&env, &ping, &b), 0);
+  cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len, &lim), 0);
+  /* a submit whose body does not start with an unsigned integer: [..., [-1]] */
+  env.type = SC_MSG_CLIENT_SUBMIT;
+  cr_assert_eq(sc_msg_encode(&env, &sub, &b), 0);
+  size_t body_at;
+  uint64_t elements;
+  cr_assert_eq(sc_msg_peek_envelope_body(b.data, b.len, &got, &body_at, &elements), 0);
+  b.len = body_at;
+  const uint8_t negative_first[] = {0x91, 0xff};
+  cr_assert_eq(sc_buf_append(&b, negative_first, sizeof negative_first), 0);
+  cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len, &lim), 0);
+  b.len = body_at;
+  const uint8_t empty_body[] = {0x90};
+  cr_assert_eq(sc_buf_append(&b, empty_body, sizeof empty_body), 0);
+  cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len, &lim), 0);
+  /* garbage */
+  const uint8_t garbage[] = {0x93, 0xc1, 0xff, 0x00, 0x12};
+  cr_assert_eq(sc_msg_peek_client_request_id(garbage, sizeof garbage, &lim), 0);
+  sc_buf_free(&b);
+}
+
 Test(messages, strings_are_bounded_and_nul_free) {
   sc_msg_limits lim = test_limits();
   lim.max_str = 8;
