@@ -215,9 +215,18 @@ int sc_reply_error_to(sc_node *n, const sc_envelope *req, int code, const char *
 }
 
 /* A letter for an actor that is gone: free it (not tapped: no actor took it); a request
- * gets an error reply. */
+ * gets an error reply. A monitor or link that the actor never took is answered as if
+ * it had been taken just before the actor stopped (sc_monitor and sc_link returned 0:
+ * the watcher waits for this answer). */
 static void reject_letter(sc_node *n, sc_letter *l, int code) {
-  (void)sc_reply_error_to(n, &l->env, code, "the destination actor does not exist");
+  const sc_sys_watch *w = l->body;
+  const bool notify = !atomic_load(&n->stopping);
+  if (l->env.type == SC_SYS_MONITOR && notify)
+    sc_send_down(n, w->who, l->env.dst, code, "no such actor");
+  else if (l->env.type == SC_SYS_LINK && notify)
+    (void)send_sys(n, SC_SYS_EXIT, l->env.dst, w->who, code);
+  else
+    (void)sc_reply_error_to(n, &l->env, code, "the destination actor does not exist");
   sc_letter_free(l);
 }
 
@@ -573,6 +582,12 @@ int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const v
   memcpy(start, &a, sizeof a);
   if (arg_size) memcpy(start + sizeof a, arg, arg_size);
   atomic_store(&s->gen, gen);
+  /* Live before START is queued: the slot's loop may run START, and even finalize the
+   * actor, before this thread gets further, and a live flag set after that would
+   * revive a dead slot. The price is a window of a few instructions in which a sender
+   * that guessed the id could queue a letter ahead of START, which dispatch then
+   * rejects. Ids are not guessable except the startup actors' (fixed), and those are
+   * spawned before the node says hello, so no peer sends to them yet. */
   atomic_store(&s->live, 1);
   sc_envelope env = {.type = SC_SYS_START, .src = a->id, .dst = a->id};
   rc = slot_push(n, s, &env, start, true, NULL);
@@ -775,12 +790,20 @@ int sc_monitor(sc_ctx *ctx, sc_actor_id target) {
     if (w == NULL) return SC_ENOMEM;
     w->watcher = ctx->actor->id;
     w->who = target;
+    /* Under the lock that sc_node_peer_is_down takes after it marks the node down: a
+     * watch added here while the node is up is still on the list when it looks, and
+     * one for a node already down is answered here instead, so DOWN goes exactly once. */
     pthread_mutex_lock(&n->mu);
-    w->next = n->remote_watches;
-    n->remote_watches = w;
+    const bool down = sc_node_peer_down(n, target.node);
+    if (!down) {
+      w->next = n->remote_watches;
+      n->remote_watches = w;
+    }
     pthread_mutex_unlock(&n->mu);
-    if (sc_node_peer_down(n, target.node))
+    if (down) {
+      free(w);
       sc_send_down(n, ctx->actor->id, target, SC_EDOWN, "node is down");
+    }
     return 0;
   }
   const int rc = send_sys(n, SC_SYS_MONITOR, ctx->actor->id, target, 0);

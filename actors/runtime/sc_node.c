@@ -158,19 +158,28 @@ void sc_node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
   SC_WARN(LOG, "node %d: peer node %d down: %s", n->rank, rank, why);
   sc_node_emit(n, "down", rank, code, why);
   sc_broadcast_node_down(n, rank);
-  sc_actor_id targets[SC_MAX_SLOTS / 4];
-  sc_actor_id whos[SC_MAX_SLOTS / 4];
-  int k = 0;
+  /* A rank goes down once (peer_down stays set), so its watches fire once: they leave
+   * the list, however many there are, and are answered outside the lock. */
+  sc_remote_watch *fired = NULL;
   pthread_mutex_lock(&n->mu);
-  for (sc_remote_watch *w = n->remote_watches; w; w = w->next)
-    if (w->who.node == rank && k < (int)(sizeof targets / sizeof targets[0])) {
-      targets[k] = w->watcher;
-      whos[k++] = w->who;
+  for (sc_remote_watch **pp = &n->remote_watches; *pp;) {
+    sc_remote_watch *w = *pp;
+    if (w->who.node != rank) {
+      pp = &w->next;
+      continue;
     }
+    *pp = w->next;
+    w->next = fired;
+    fired = w;
+  }
   pthread_mutex_unlock(&n->mu);
-  targets[k] = node_actor_of(n->rank);
-  whos[k++] = (sc_actor_id){.node = (uint16_t)rank};
-  for (int i = 0; i < k; i++) sc_send_down(n, targets[i], whos[i], code, why);
+  sc_send_down(n, node_actor_of(n->rank), (sc_actor_id){.node = (uint16_t)rank}, code, why);
+  while (fired) {
+    sc_remote_watch *w = fired;
+    fired = w->next;
+    sc_send_down(n, w->watcher, w->who, code, why);
+    free(w);
+  }
 }
 
 /* ---- lifecycle ---- */

@@ -167,11 +167,20 @@ typedef struct tap_batch {
   sc_buf buf;
 } tap_batch;
 
+/* An immutable set of subscribed prefixes. Readers on any thread hold a snapshot
+ * without telling anyone, so none is freed before the transport is: a changed set is a
+ * new snapshot, the size of its prefixes, and a set seen before gets its old snapshot
+ * back (same_subs), so a tap that attaches and detaches over and over, or several that
+ * take turns, cost one snapshot per distinct set and not one per change. */
+typedef struct sub_prefix {
+  size_t len;
+  char s[SC_TOPIC_MAX];
+} sub_prefix;
+
 typedef struct subs {
+  struct subs *retired; /* every older snapshot, freed at destroy */
   int n;
-  char prefix[SC_MAX_SUBS][SC_TOPIC_MAX];
-  size_t len[SC_MAX_SUBS];
-  struct subs *retired; /* older snapshots, freed at destroy */
+  sub_prefix p[];
 } subs;
 
 /* The topic of the last message a thread looked at, with what decided it (subscription
@@ -270,7 +279,8 @@ struct sc_transport {
   int32_t peers_reached; /* peers whose DEALER has connected at least once */
   bool hello_sent;       /* this node's hello went out (sc_node_say_hello) */
   uint64_t spin_off_until; /* no spinning before this (oversubscribed CPU) */
-  subs *subs_all; /* chain of every snapshot (io thread writes) */
+  subs *subs_all;  /* chain of every snapshot (io thread writes) */
+  subs *subs_work; /* the io thread's working set, room for SC_MAX_SUBS (not published) */
 };
 
 static void tr_wake(sc_transport *t) {
@@ -338,7 +348,7 @@ static const uint8_t *raw_data(const sc_raw_msg *raw) {
 
 static bool subs_match(const subs *s, const char *topic) {
   for (int i = 0; i < s->n; i++)
-    if (strncmp(topic, s->prefix[i], s->len[i]) == 0) return true;
+    if (strncmp(topic, s->p[i].s, s->p[i].len) == 0) return true;
   return false;
 }
 
@@ -532,10 +542,43 @@ static void tap_append_letter(sc_transport *t, tap_writer *w, uint64_t ns,
   b->records++;
 }
 
+static size_t subs_bytes(int n) { return sizeof(subs) + (size_t)n * sizeof(sub_prefix); }
+
+/* Whether a and b hold the same prefixes (neither holds one twice). */
+static bool same_subs(const subs *a, const subs *b) {
+  if (a->n != b->n) return false;
+  for (int i = 0; i < a->n; i++) {
+    bool found = false;
+    for (int j = 0; j < b->n && !found; j++)
+      found = a->p[i].len == b->p[j].len && memcmp(a->p[i].s, b->p[j].s, a->p[i].len) == 0;
+    if (!found) return false;
+  }
+  return true;
+}
+
+/* Publishes the set in w (the io thread's working copy): the snapshot already made of
+ * it if there is one, else a new one of its size. Out of memory: the set stays as it
+ * was, and the next change tries again with w. */
+static void subs_publish(sc_transport *t, const subs *w) {
+  const subs *cur = atomic_load_explicit(&t->subs_now, memory_order_relaxed);
+  subs *snap = NULL;
+  for (subs *o = t->subs_all; o && snap == NULL; o = o->retired)
+    if (same_subs(o, w)) snap = o;
+  if (snap == NULL) {
+    if ((snap = malloc(subs_bytes(w->n))) == NULL) return;
+    memcpy(snap, w, subs_bytes(w->n));
+    snap->retired = t->subs_all;
+    t->subs_all = snap;
+  }
+  if (snap == cur) return;
+  atomic_store_explicit(&t->subs_now, snap, memory_order_release);
+  SC_DEBUG(LOG, "node %d: %d tap subscription(s)", t->node->rank, snap->n);
+}
+
 static int drain_xpub(sc_transport *t) {
   int handled = 0;
-  const subs *cur = atomic_load_explicit(&t->subs_now, memory_order_acquire);
-  subs *next = NULL;
+  subs *w = t->subs_work;
+  bool changed = false;
   for (; handled < SC_DRAIN_CAP; handled++) {
     uint8_t buf[SC_TOPIC_MAX + 1];
     const int rc = zmq_recv(t->xpub, buf, sizeof buf, ZMQ_DONTWAIT);
@@ -543,35 +586,21 @@ static int drain_xpub(sc_transport *t) {
     /* a prefix must fit a row with its NUL (SC_TOPIC_MAX - 1 bytes, as every topic does);
      * a longer one could match no topic anyway */
     if (rc < 1 || rc > SC_TOPIC_MAX) continue;
-    if (next == NULL) {
-      next = calloc(1, sizeof *next);
-      if (next == NULL) break;
-      if (cur) {
-        next->n = cur->n;
-        memcpy(next->prefix, cur->prefix, sizeof next->prefix);
-        memcpy(next->len, cur->len, sizeof next->len);
-      }
-    }
     const size_t len = (size_t)rc - 1;
     int found = -1;
-    for (int i = 0; i < next->n; i++)
-      if (next->len[i] == len && memcmp(next->prefix[i], buf + 1, len) == 0) found = i;
-    if (buf[0] == 1 && found < 0 && next->n < SC_MAX_SUBS) {
-      memcpy(next->prefix[next->n], buf + 1, len);
-      next->prefix[next->n][len] = '\0';
-      next->len[next->n++] = len;
+    for (int i = 0; i < w->n; i++)
+      if (w->p[i].len == len && memcmp(w->p[i].s, buf + 1, len) == 0) found = i;
+    if (buf[0] == 1 && found < 0 && w->n < SC_MAX_SUBS) {
+      memcpy(w->p[w->n].s, buf + 1, len);
+      w->p[w->n].s[len] = '\0';
+      w->p[w->n++].len = len;
+      changed = true;
     } else if (buf[0] == 0 && found >= 0) {
-      next->n--;
-      memcpy(next->prefix[found], next->prefix[next->n], SC_TOPIC_MAX);
-      next->len[found] = next->len[next->n];
+      w->p[found] = w->p[--w->n];
+      changed = true;
     }
   }
-  if (next) {
-    next->retired = t->subs_all;
-    t->subs_all = next;
-    atomic_store_explicit(&t->subs_now, next, memory_order_release);
-    SC_DEBUG(LOG, "node %d: %d tap subscription(s)", t->node->rank, next->n);
-  }
+  if (changed) subs_publish(t, w);
   return handled;
 }
 
@@ -969,6 +998,19 @@ static void deliver_pack(sc_transport *t, zmq_msg_t *pack) {
   }
 }
 
+/* A message of more frames than [identity][pack] (the identity is read): all of it is
+ * dropped and counted once as undeliverable. ZeroMQ hands over a message's frames all
+ * together, so the rest is there to read; reading it keeps the next message's identity
+ * where drain_router expects one. */
+static void drop_extra_frames(sc_transport *t, zmq_msg_t *msg) {
+  int frames = 2;
+  while (zmq_msg_more(msg) && zmq_msg_recv(msg, t->router, ZMQ_DONTWAIT) >= 0) frames++;
+  SC_WARN(LOG, "node %d: dropped a message of %d frames (a node sends its identity and one "
+               "pack): a sender that is not a sparsecp node",
+          t->node->rank, frames);
+  atomic_fetch_add_explicit(&t->node->undeliverable, 1, memory_order_relaxed);
+}
+
 static int drain_router(sc_transport *t) {
   int k = 0;
   zmq_msg_t id, msg;
@@ -984,7 +1026,10 @@ static int drain_router(sc_transport *t) {
       zmq_msg_close(&msg);
       break;
     }
-    deliver_pack(t, &msg);
+    if (zmq_msg_more(&msg))
+      drop_extra_frames(t, &msg); /* not [identity][pack]: not from a sparsecp node */
+    else
+      deliver_pack(t, &msg);
     zmq_msg_close(&msg);
   }
   return k;
@@ -1262,6 +1307,8 @@ int sc_transport_start(sc_transport *t, sc_diag *d) {
     return sc_fail(d, SC_EIO, "node %d: cannot bind %s: %s", (int)n->rank, me->endpoint,
                    zmq_strerror(errno));
   if (me->tap[0]) {
+    if ((t->subs_work = calloc(1, subs_bytes(SC_MAX_SUBS))) == NULL)
+      return sc_fail(d, SC_ENOMEM, "node %d: out of memory", (int)n->rank);
     t->xpub = zmq_socket(t->zctx, ZMQ_XPUB);
     if (t->xpub == NULL) return sc_fail(d, SC_ESYS, "zmq_socket: %s", zmq_strerror(errno));
     set_affinity(t->xpub, SC_AFFINITY_TAP);
@@ -1352,6 +1399,7 @@ void sc_transport_destroy(sc_transport *t) {
     lnet *ln = atomic_load(&t->lnets[i]);
     if (ln && ln->tap.open) batch_drop(t, ln->tap.open); /* a loop that never ran its close */
   }
+  free(t->subs_work);
   while (t->subs_all) {
     subs *s = t->subs_all;
     t->subs_all = s->retired;

@@ -567,6 +567,45 @@ Test(runtime, link_propagates_abnormal_exit) {
   stop_node(n);
 }
 
+/* Monitor or link right behind a message that stops the target: the target is gone
+ * before it takes the registration, which must still be answered (sc_monitor and sc_link
+ * returned 0, and nothing else would ever tell the watcher). */
+static int stop_then_monitor_init(sc_ctx *ctx, void *st, const void *arg) {
+  sh_init(ctx, st, arg);
+  shared *sh = ((watcher *)st)->sh;
+  const int rc = sc_send(ctx, sh->peer, SC_MSG_PING, new_ping(0)); /* crashes it */
+  return rc ? rc : sc_monitor(ctx, sh->peer);
+}
+static const sc_actor_spec k_late_watcher = {
+    .name = "late_watcher", .state_size = sizeof(watcher), .init = stop_then_monitor_init,
+    .handlers = {[SC_MSG_DOWN] = watcher_on_down}, .loop = SC_LOOP_ANY};
+static int stop_then_link_init(sc_ctx *ctx, void *st, const void *arg) {
+  sh_init(ctx, st, arg);
+  shared *sh = ((watcher *)st)->sh;
+  const int rc = sc_send(ctx, sh->peer, SC_MSG_PING, new_ping(0));
+  return rc ? rc : sc_link(ctx, sh->peer);
+}
+static const sc_actor_spec k_late_linker = {
+    .name = "late_linker", .state_size = sizeof(watcher), .init = stop_then_link_init,
+    .handlers = {[SC_MSG_DOWN] = watcher_on_down}, .trap_exit = true, .loop = SC_LOOP_ANY};
+
+Test(runtime, a_monitor_or_link_the_target_never_took_is_still_answered) {
+  sc_node *n = start_node(2, NULL, 0);
+  const sc_actor_spec *late[] = {&k_late_watcher, &k_late_linker};
+  for (int i = 0; i < 2; i++) {
+    shared sh = {0};
+    shared *psh = &sh;
+    cr_assert_eq(sc_spawn(n, &k_crasher, NULL, 0, &sh.peer), 0);
+    sc_actor_id w;
+    cr_assert_eq(sc_spawn(n, late[i], &psh, sizeof psh, &w), 0);
+    cr_assert(wait_until(&sh.done, 1, 3000), "%s: no DOWN although the target is gone",
+              late[i]->name);
+    cr_assert_eq(atomic_load(&sh.down_reason), SC_ENOENT, "%s", late[i]->name);
+    cr_assert(sc_actor_id_eq(sh.down_who, sh.peer), "%s", late[i]->name);
+  }
+  stop_node(n);
+}
+
 /* ---- names ---- */
 
 Test(runtime, startup_names_resolve_deterministically) {
@@ -813,6 +852,31 @@ Test(runtime, tap_publishes_only_what_is_subscribed) {
   stop_node(n);
 }
 
+/* A set of subscriptions seen before is published again as the snapshot made of it the
+ * first time (one snapshot per distinct set, however often the set changes); each loop's
+ * topic cache must then match against the set that is current, not the one it last saw. */
+Test(runtime, a_subscription_set_that_comes_back_is_matched_again) {
+  sc_node *n = start_node(1, NULL, 0);
+  sc_actor_id silent;
+  cr_assert_eq(sc_spawn(n, &k_silent, NULL, 0, &silent), 0);
+  void *ctx, *sub = tap_sub_open(n, &ctx, "0/nobody/", 0);
+  const char *const topic[] = {"0/silent/ping"};
+  uint64_t next = 0, seq = 0;
+  for (int round = 0; round < 3; round++) {
+    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/", 2);
+    wait_subscriptions(n, 2);
+    next = seq;
+    for (int i = 0; i < 50; i++) cr_assert_eq(kick(n, silent, seq++), 0);
+    cr_assert_eq(tap_read(sub, 300, topic, 1, &next), 50, "round %d, subscribed", round);
+    zmq_setsockopt(sub, ZMQ_UNSUBSCRIBE, "0/", 2);
+    wait_subscriptions(n, 1);
+    for (int i = 0; i < 50; i++) cr_assert_eq(kick(n, silent, seq++), 0);
+    cr_assert_eq(tap_read(sub, 100, topic, 1, &next), 0, "round %d, unsubscribed", round);
+  }
+  tap_sub_close(ctx, sub);
+  stop_node(n);
+}
+
 /* ---- a subscriber that never reads: actors are not slowed down, drops are counted ---- */
 
 Test(runtime, a_stuck_tap_drops_and_never_blocks) {
@@ -968,16 +1032,25 @@ Test(runtime, a_pack_reads_back_its_letters_and_stops_at_what_is_not_one) {
   sc_buf_free(&b);
 }
 
-Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
+/* A one-node cluster with a k_taker (counting into **psh) at *k, and a bare DEALER
+ * (*peer, in its own context *ctx) connected to the node's ROUTER, as a peer would be. */
+static sc_node *start_with_raw_peer(shared **psh, sc_actor_id *k, void **ctx, void **peer) {
   sc_node *n = start_node(2, NULL, 0);
+  cr_assert_eq(sc_spawn(n, &k_taker, psh, sizeof *psh, k), 0);
+  *ctx = zmq_ctx_new();
+  *peer = zmq_socket(*ctx, ZMQ_DEALER);
+  const int zero = 0;
+  zmq_setsockopt(*peer, ZMQ_LINGER, &zero, sizeof zero);
+  cr_assert_eq(zmq_connect(*peer, g_cluster.nodes[0].endpoint), 0);
+  return n;
+}
+
+Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
   shared sh = {0};
   shared *psh = &sh;
   sc_actor_id k;
-  cr_assert_eq(sc_spawn(n, &k_taker, &psh, sizeof psh, &k), 0);
-  void *ctx = zmq_ctx_new(), *peer = zmq_socket(ctx, ZMQ_DEALER);
-  const int zero = 0;
-  zmq_setsockopt(peer, ZMQ_LINGER, &zero, sizeof zero);
-  cr_assert_eq(zmq_connect(peer, g_cluster.nodes[0].endpoint), 0);
+  void *ctx, *peer;
+  sc_node *n = start_with_raw_peer(&psh, &k, &ctx, &peer);
   /* requests "from" the taker itself, so that the error replies come back to a live
    * actor that asked nothing: each one counts as a late reply */
   sc_envelope env = {.type = SC_MSG_PING, .seq = 5 | SC_SEQ_REQUEST, .src = k, .dst = k};
@@ -1024,6 +1097,41 @@ Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
   cr_assert_eq(atomic_load(&sh.count), 2);
   sc_buf_free(&unknown);
   sc_buf_free(&cut);
+  sc_buf_free(&good);
+  zmq_close(peer);
+  zmq_ctx_term(ctx);
+  stop_node(n);
+}
+
+/* A node reads [identity][pack] from its ROUTER; a message of more frames is dropped
+ * whole, and the messages after it are read from their own first frame (the ROUTER used
+ * to take the extra frame for the next message's identity and stay off by one). */
+Test(runtime, a_message_of_extra_frames_is_dropped_and_the_next_ones_arrive) {
+  shared sh = {0};
+  shared *psh = &sh;
+  sc_actor_id k;
+  void *ctx, *peer;
+  sc_node *n = start_with_raw_peer(&psh, &k, &ctx, &peer);
+  sc_envelope env = {.type = SC_MSG_PING, .dst = k};
+  sc_msg_ping *ping = new_ping(5);
+  sc_buf good;
+  sc_buf_init(&good);
+  cr_assert_eq(sc_pack_append(&good, &env, ping), 0);
+  sc_msg_body_destroy(SC_MSG_PING, ping);
+  enum { GOOD = 200 };
+  /* a good pack with two more frames after it, then good packs, all queued at once */
+  cr_assert_eq(zmq_send(peer, good.data, good.len, ZMQ_SNDMORE), (int)good.len);
+  cr_assert_eq(zmq_send(peer, "x", 1, ZMQ_SNDMORE), 1);
+  cr_assert_eq(zmq_send(peer, good.data, good.len, 0), (int)good.len);
+  for (int i = 0; i < GOOD; i++)
+    cr_assert_eq(zmq_send(peer, good.data, good.len, 0), (int)good.len);
+  wait_until(&sh.count, GOOD, 5000);
+  sc_node_stats st;
+  WAIT_STATS(n, st, 2000, st.undeliverable >= 1);
+  usleep(50000); /* nothing more arrives */
+  cr_assert_eq(atomic_load(&sh.count), GOOD);
+  sc_node_get_stats(n, &st);
+  cr_assert_eq(st.undeliverable, 1u);
   sc_buf_free(&good);
   zmq_close(peer);
   zmq_ctx_term(ctx);
@@ -1242,6 +1350,66 @@ Test(runtime, a_loop_send_to_a_down_peer_fails_with_edown) {
   sc_node_stats st;
   WAIT_STATS(p.n[0], st, 2000, st.remote_dropped > 0);
   cr_assert_gt(st.remote_dropped, 0u, "the dropped backlog was not counted");
+  pair_free(&p);
+}
+
+/* Remote monitors fire once when their node goes down, however many there are (they
+ * used to be collected into a fixed array of 1024 on the io thread's stack). */
+enum { MANY_WATCHES = 1500 };
+static int many_watches_init(sc_ctx *ctx, void *st, const void *arg) {
+  sh_init(ctx, st, arg);
+  shared *sh = *(shared **)st;
+  for (int i = 0; i < MANY_WATCHES; i++) {
+    const int rc = sc_monitor(ctx, sh->peer);
+    if (rc != 0) return rc;
+  }
+  atomic_store(&sh->done, 1);
+  return 0;
+}
+static int count_down(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  shared *sh = *(shared **)sc_state(ctx);
+  if (((const sc_msg_down *)body)->reason != SC_EDOWN) atomic_fetch_add(&sh->errors, 1);
+  atomic_fetch_add(&sh->count, 1);
+  return 0;
+}
+static const sc_actor_spec k_many_watches = {
+    .name = "many_watches", .state_size = sizeof(shared *), .init = many_watches_init,
+    .handlers = {[SC_MSG_DOWN] = count_down},
+    .loop = SC_LOOP_ANY};
+static int late_watch_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  return sc_monitor(ctx, (*(shared **)sc_state(ctx))->peer);
+}
+static const sc_actor_spec k_late_watch = {
+    .name = "late_watch", .state_size = sizeof(shared *), .init = sh_init,
+    .handlers = {[SC_MSG_DOWN] = count_down, [SC_MSG_PING] = late_watch_on_ping},
+    .loop = SC_LOOP_ANY};
+
+Test(runtime, a_node_down_reaches_every_remote_monitor_once) {
+  pair p;
+  shared rx = {0}, sh = {0};
+  shared *prx = &rx, *psh = &sh;
+  pair_up(&p, &prx, 0);
+  sh.peer = rx.peer; /* rx@1 */
+  sc_actor_id w, late;
+  cr_assert_eq(sc_spawn(p.n[0], &k_many_watches, &psh, sizeof psh, &w), 0);
+  cr_assert(wait_until(&sh.done, 1, 5000));
+  /* node 1 must have been seen up for its loss to count as DOWN */
+  cr_assert_eq(kick(p.n[0], rx.peer, 0), 0);
+  cr_assert(wait_until(&rx.count, 1, 5000));
+  sc_node_destroy(p.n[1]);
+  p.n[1] = NULL;
+  cr_assert(wait_until(&sh.count, MANY_WATCHES, 10000), "%d of %d DOWNs",
+            atomic_load(&sh.count), MANY_WATCHES);
+  /* a monitor made once the node is down is answered at once, and only once */
+  shared after = {.peer = rx.peer};
+  shared *pafter = &after;
+  cr_assert_eq(sc_spawn(p.n[0], &k_late_watch, &pafter, sizeof pafter, &late), 0);
+  cr_assert_eq(kick(p.n[0], late, 0), 0);
+  cr_assert(wait_until(&after.count, 1, 5000));
+  usleep(100000);
+  cr_assert_eq(atomic_load(&sh.count), MANY_WATCHES);
+  cr_assert_eq(atomic_load(&after.count), 1);
+  cr_assert_eq(atomic_load(&sh.errors) + atomic_load(&after.errors), 0);
   pair_free(&p);
 }
 
