@@ -22,6 +22,7 @@
 
 #include "actors/gateway/curve_key.h"
 #include "actors/runtime/sc_cluster.h"
+#include "actors/runtime/sc_jsonw.h"
 #include "actors/runtime/sc_time.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
@@ -30,6 +31,7 @@ typedef struct proxy {
   void *ctx, *xsub, *xpub, *ctl;
   pthread_t thread;
   bool running;
+  const char *ipc_file; /* the bound tap endpoint's socket file, if any */
 } proxy;
 
 static void *proxy_main(void *arg) {
@@ -56,6 +58,9 @@ static int proxy_start(proxy *p, const sc_local_cluster *c, const char *endpoint
                  zmq_strerror(errno));
     return SC_EIO;
   }
+  /* libzmq leaves a bound ipc socket file behind; launch made it, launch removes it (an
+   * abstract "@name" has no file) */
+  if (strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6] != '@') p->ipc_file = endpoint + 6;
   for (int32_t r = 0; r < sc_local_cluster_size(c); r++) {
     const char *t = sc_local_cluster_tap(c, r);
     if (t[0] && zmq_connect(p->xsub, t) != 0) return SC_EIO;
@@ -75,6 +80,7 @@ static void proxy_stop(proxy *p) {
   zmq_close(p->xpub);
   zmq_close(p->ctl);
   zmq_ctx_term(p->ctx);
+  if (p->ipc_file) unlink(p->ipc_file);
 }
 
 static void help(FILE *f) {
@@ -102,6 +108,29 @@ static void help(FILE *f) {
           "                 (default 2000)\n"
           "  --device, --collectives, --gpus, --model, --token-budget, --num-blocks,\n"
           "  --inject       as for `sparsecp run`\n");
+}
+
+/* The "launched" event line (DESIGN.md §7): through the JSON writer, since the cluster
+ * file's path comes from $TMPDIR and the endpoints from the command line. */
+static void print_launched(const sc_local_cluster *lc, const char *tap, const char *server_key) {
+  const int32_t n = sc_local_cluster_size(lc);
+  sc_jsonw w;
+  sc_jsonw_init(&w);
+  sc_jsonw_obj_begin(&w);
+  sc_jsonw_kv_str(&w, "event", "launched");
+  sc_jsonw_kv_int(&w, "nodes", n);
+  sc_jsonw_kv_str(&w, "cluster", sc_local_cluster_file(lc));
+  sc_jsonw_kv_str(&w, "listen", sc_local_cluster_listen(lc));
+  sc_jsonw_kv_str(&w, "tap", tap ? tap : "");
+  if (server_key[0]) sc_jsonw_kv_str(&w, "server_key", server_key);
+  sc_jsonw_key(&w, "pids");
+  sc_jsonw_arr_begin(&w);
+  for (int32_t r = 0; r < n; r++) sc_jsonw_int(&w, sc_local_cluster_pid(lc, r));
+  sc_jsonw_arr_end(&w);
+  sc_jsonw_obj_end(&w);
+  if (sc_jsonw_status(&w) == 0) printf("%s\n", sc_jsonw_str(&w));
+  fflush(stdout);
+  sc_jsonw_free(&w);
 }
 
 static volatile sig_atomic_t g_stop;
@@ -199,14 +228,7 @@ int sc_cmd_launch(int argc, char **argv) {
     exit_code = SC_EXIT_FAILURE;
     goto out;
   }
-  printf("{\"event\":\"launched\",\"nodes\":%d,\"cluster\":\"%s\",\"listen\":\"%s\","
-         "\"tap\":\"%s\",",
-         (int)n, sc_local_cluster_file(lc), sc_local_cluster_listen(lc), tap ? tap : "");
-  if (server_key[0]) printf("\"server_key\":\"%s\",", server_key);
-  printf("\"pids\":[");
-  for (int32_t r = 0; r < n; r++) printf("%s%d", r ? "," : "", (int)sc_local_cluster_pid(lc, r));
-  printf("]}\n");
-  fflush(stdout);
+  print_launched(lc, tap, server_key);
 
   /* Supervise: a node that dies is reported; the others get the grace period to notice
    * (they see DOWN), then everything is stopped and launch exits 1. */
@@ -217,9 +239,13 @@ int sc_cmd_launch(int argc, char **argv) {
     const int k = sc_local_cluster_reap(lc, ex, 16);
     for (int i = 0; i < k; i++) {
       alive--;
-      fprintf(stderr, "sparsecp launch: node %d (pid %d) %s %d\n", (int)ex[i].rank,
-              (int)ex[i].pid, ex[i].signaled ? "was killed by signal" : "exited with status",
-              ex[i].value);
+      if (ex[i].value < 0)
+        fprintf(stderr, "sparsecp launch: node %d (pid %d) ended (its status was not ours "
+                        "to read)\n", (int)ex[i].rank, (int)ex[i].pid);
+      else
+        fprintf(stderr, "sparsecp launch: node %d (pid %d) %s %d\n", (int)ex[i].rank,
+                (int)ex[i].pid, ex[i].signaled ? "was killed by signal" : "exited with status",
+                ex[i].value);
       printf("{\"event\":\"exited\",\"rank\":%d,\"pid\":%d,\"%s\":%d}\n", (int)ex[i].rank,
              (int)ex[i].pid, ex[i].signaled ? "signal" : "status", ex[i].value);
       fflush(stdout);

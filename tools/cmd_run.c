@@ -138,7 +138,9 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
         ready = ev.kind == SC_CLIENT_DONE;
       }
     if (!ready) {
-      snprintf(why, why_len, "the %s cluster did not become ready within 60 s", label);
+      snprintf(why, why_len, g_interrupted ? "interrupted while the %s cluster was starting"
+                                           : "the %s cluster did not become ready within 60 s",
+               label);
       goto out;
     }
   }

@@ -2,6 +2,7 @@
  * tokens as they arrive (DESIGN.md §7). */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,8 +132,8 @@ int sc_cmd_submit(int argc, char **argv) {
     case 't': {
       char *end;
       temperature = strtod(optarg, &end);
-      if (*end != '\0' || !(temperature >= 0)) {
-        sc_cli_error("submit", "--temperature: '%s' is not a number >= 0", optarg);
+      if (end == optarg || *end != '\0' || !(temperature >= 0) || !isfinite(temperature)) {
+        sc_cli_error("submit", "--temperature: '%s' is not a finite number >= 0", optarg);
         return SC_EXIT_USAGE;
       }
       break;

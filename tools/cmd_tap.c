@@ -7,8 +7,8 @@
  *   default     one human-readable line per message
  *   --json      one JSON object per line: time_ns, node, topic, type, step, seq, src,
  *               dst, trace_id, body
- *   --record F  appends each message to F as a tap_record message, 4-byte little-endian
- *               length first (read back with sc_msg_decode)
+ *   --record F  writes each message to F (emptied first) as a tap_record message,
+ *               4-byte little-endian length first (read back with sc_msg_decode)
  *   --perfetto F writes a Chrome trace (Perfetto / chrome://tracing) when the tap stops:
  *               one process per node, one track per actor, an instant per message and a
  *               slice per step on each actor that saw it
@@ -45,13 +45,25 @@ typedef struct step_span {
   uint64_t step, first_ns, last_ns;
 } step_span;
 
+/* An instant event: its time, and its JSON object but for the time, as the text after
+ * the object's "{" in perfetto.frags. Times are written at the end, from the earliest
+ * record seen: records of several nodes reach a tap out of their time order. */
+typedef struct instant {
+  uint64_t ns;
+  size_t off, len;
+} instant;
+
 typedef struct perfetto {
-  sc_jsonw events; /* the instant events, written as they come */
+  sc_jsonw scratch; /* one event at a time */
+  sc_buf frags;
+  instant *evs;
+  size_t nevs, capevs;
   track *tracks;
   int ntracks, captracks;
   step_span *spans;
   int nspans, capspans;
-  uint64_t t0;
+  uint64_t t0; /* the earliest record's time */
+  bool oom;
 } perfetto;
 
 static int track_of(perfetto *p, int32_t node, const char *actor) {
@@ -83,7 +95,7 @@ static void span_touch(perfetto *p, int tid, int32_t node, uint64_t step, uint64
 
 static void perfetto_add(perfetto *p, const char *topic, uint64_t ns, int32_t node,
                          const sc_envelope *env, const void *body) {
-  if (p->t0 == 0) p->t0 = ns;
+  if (p->nevs == 0 || ns < p->t0) p->t0 = ns;
   /* topic: node/actor/type */
   char actor[64] = "?";
   const char *a = strchr(topic, '/');
@@ -93,13 +105,13 @@ static void perfetto_add(perfetto *p, const char *topic, uint64_t ns, int32_t no
     snprintf(actor, sizeof actor, "%.*s", (int)(len < 63 ? len : 63), a + 1);
   }
   const int tid = track_of(p, node, actor);
-  sc_jsonw *w = &p->events;
+  sc_jsonw *w = &p->scratch;
+  sc_jsonw_reset(w);
   sc_jsonw_obj_begin(w);
   const char *type = sc_msg_type_name(env->type);
   sc_jsonw_kv_str(w, "name", type ? type : "unknown");
   sc_jsonw_kv_str(w, "ph", "i");
   sc_jsonw_kv_str(w, "s", "t");
-  sc_jsonw_kv_double(w, "ts", (double)(ns - p->t0) / 1e3);
   sc_jsonw_kv_int(w, "pid", node);
   sc_jsonw_kv_int(w, "tid", tid);
   sc_jsonw_key(w, "args");
@@ -113,11 +125,30 @@ static void perfetto_add(perfetto *p, const char *topic, uint64_t ns, int32_t no
   sc_jsonw_obj_end(w);
   sc_jsonw_obj_end(w);
   if (env->step > 0) span_touch(p, tid, node, env->step, ns);
+  if (p->nevs == p->capevs) {
+    const size_t cap = p->capevs ? 2 * p->capevs : 256;
+    instant *evs = realloc(p->evs, cap * sizeof *evs);
+    if (evs == NULL) {
+      p->oom = true;
+      return;
+    }
+    p->evs = evs;
+    p->capevs = cap;
+  }
+  const size_t off = p->frags.len;
+  if (sc_jsonw_status(w) != 0 || sc_buf_append(&p->frags, sc_jsonw_str(w) + 1, w->len - 1) != 0) {
+    p->oom = true;
+    return;
+  }
+  p->evs[p->nevs++] = (instant){ns, off, w->len - 1};
 }
 
-static int perfetto_write(perfetto *p, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (f == NULL) return SC_EIO;
+/* Writes the trace to f and closes it. */
+static int perfetto_write(perfetto *p, FILE *f) {
+  if (p->oom) {
+    fclose(f);
+    return SC_ENOMEM;
+  }
   sc_jsonw w;
   sc_jsonw_init(&w);
   sc_jsonw_obj_begin(&w);
@@ -160,14 +191,23 @@ static int perfetto_write(perfetto *p, const char *path) {
     sc_jsonw_kv_int(&w, "tid", s->tid);
     sc_jsonw_obj_end(&w);
   }
-  if (p->events.len > 2) {
-    /* p->events is "[ev,ev,...]": splice its elements */
-    const char *ev = sc_jsonw_str(&p->events);
-    sc_jsonw_raw(&w, ev + 1, p->events.len - 2);
+  sc_buf ev;
+  sc_buf_init(&ev);
+  for (size_t i = 0; i < p->nevs; i++) {
+    char ts[48];
+    const int tl = snprintf(ts, sizeof ts, "{\"ts\":%.3f,", (double)(p->evs[i].ns - p->t0) / 1e3);
+    ev.len = 0;
+    if (sc_buf_append(&ev, ts, (size_t)tl) != 0 ||
+        sc_buf_append(&ev, p->frags.data + p->evs[i].off, p->evs[i].len) != 0) {
+      p->oom = true;
+      break;
+    }
+    sc_jsonw_raw(&w, (const char *)ev.data, ev.len);
   }
+  sc_buf_free(&ev);
   sc_jsonw_arr_end(&w);
   sc_jsonw_obj_end(&w);
-  int rc = sc_jsonw_status(&w);
+  int rc = p->oom ? SC_ENOMEM : sc_jsonw_status(&w);
   if (rc == 0 && fputs(sc_jsonw_str(&w), f) < 0) rc = SC_EIO;
   if (fclose(f) != 0 && rc == 0) rc = SC_EIO;
   sc_jsonw_free(&w);
@@ -268,6 +308,7 @@ int sc_cmd_tap(int argc, char **argv) {
   bool json = false;
   int64_t count = 0, duration = 0;
   int ch, exit_code = SC_EXIT_USAGE;
+  FILE *rec = NULL, *perf_file = NULL;
   /* JSON lines stream to pipes as they arrive (a consumer should not wait for a full
    * stdio buffer) */
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -290,9 +331,13 @@ int sc_cmd_tap(int argc, char **argv) {
     goto out_free;
   }
   exit_code = SC_EXIT_FAILURE;
-  FILE *rec = NULL;
   if (record && (rec = fopen(record, "wb")) == NULL) {
     sc_cli_error("tap", "cannot open %s: %s", record, strerror(errno));
+    goto out_free;
+  }
+  /* opened now, so that a path that cannot be written is said before the capture */
+  if (perf && (perf_file = fopen(perf, "w")) == NULL) {
+    sc_cli_error("tap", "cannot open %s: %s", perf, strerror(errno));
     goto out_free;
   }
   void *zctx = zmq_ctx_new();
@@ -309,8 +354,8 @@ int sc_cmd_tap(int argc, char **argv) {
   }
   sc_cli_catch_stop_signals(on_signal);
   perfetto pf = {0};
-  sc_jsonw_init(&pf.events);
-  sc_jsonw_arr_begin(&pf.events);
+  sc_jsonw_init(&pf.scratch);
+  sc_buf_init(&pf.frags);
   tap_out out = {.rec = rec, .record = record, .json = json, .perf = perf, .pf = &pf};
   sc_jsonw_init(&out.line);
   sc_buf_init(&out.rb);
@@ -358,9 +403,9 @@ int sc_cmd_tap(int argc, char **argv) {
     }
     for (int i = 0; i < inited; i++) zmq_msg_close(&parts[i]);
   }
-  sc_jsonw_arr_end(&pf.events);
   if (perf) {
-    const int rc = perfetto_write(&pf, perf);
+    const int rc = perfetto_write(&pf, perf_file);
+    perf_file = NULL;
     if (rc != 0) {
       sc_cli_error("tap", "cannot write %s: %s", perf, sc_strerror(rc));
       exit_code = SC_EXIT_FAILURE;
@@ -368,7 +413,9 @@ int sc_cmd_tap(int argc, char **argv) {
       fprintf(stderr, "sparsecp tap: wrote %lld messages to %s\n", (long long)seen, perf);
     }
   }
-  sc_jsonw_free(&pf.events);
+  sc_jsonw_free(&pf.scratch);
+  sc_buf_free(&pf.frags);
+  free(pf.evs);
   free(pf.tracks);
   free(pf.spans);
   sc_jsonw_free(&out.line);
@@ -376,8 +423,14 @@ int sc_cmd_tap(int argc, char **argv) {
 out_zmq:
   zmq_close(sub);
   zmq_ctx_term(zctx);
-  if (rec) fclose(rec);
+  if (rec && fclose(rec) != 0 && exit_code == SC_EXIT_OK) {
+    sc_cli_error("tap", "cannot write %s: %s", record, strerror(errno));
+    exit_code = SC_EXIT_FAILURE;
+  }
+  rec = NULL;
 out_free:
+  if (rec) fclose(rec);
+  if (perf_file) fclose(perf_file);
   free(filters);
   return exit_code;
 }

@@ -1,8 +1,10 @@
 /* local_cluster.c - child `sparsecp node` processes of a local pipeline cluster. */
+#define _XOPEN_SOURCE 700 /* nftw (ftw.h asks for the X/Open interface) */
 #include "tools/local_cluster.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
 #include <signal.h>
@@ -40,17 +42,22 @@ const char *sc_local_cluster_tap(const sc_local_cluster *c, int32_t rank) {
   return rank >= 0 && rank < c->n ? c->taps[rank] : "";
 }
 
-static void rm_dir(const char *dir) {
-  char cmd[PATH_MAX + 16];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) { /* nothing more to do: the folder is in /tmp */
-  }
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  (void)(type == FTW_DP ? rmdir(path) : unlink(path));
+  return 0; /* go on: whatever stays is in a temporary folder */
 }
+
+/* Removes the cluster's folder and what the nodes left in it (ipc socket files), without
+ * a shell: the folder's name comes from $TMPDIR, which may hold any character. */
+static void rm_dir(const char *dir) { (void)nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* The cluster file: the runtime's part from sc_cluster_to_json, plus each node's "coll"
  * endpoint and the "pipeline" section. Endpoints come from one sc_cluster_local call of
  * 2n+1 entries (free tcp ports, or ipc paths in the folder): n node endpoints, n
- * collective endpoints, and the client endpoint. */
+ * collective endpoints, and the client endpoint; one call, so that no tcp port is handed
+ * out twice, which is what bounds n (SC_LOCAL_CLUSTER_MAX_NODES). */
 static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts *o, sc_diag *d) {
   sc_cluster c = {0};
   int rc = sc_cluster_local(2 * lc->n + 1, o->tcp ? NULL : lc->dir, &c, d);
@@ -143,6 +150,10 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
     return rc;
   }
   exe[el] = '\0';
+  /* An ignored SIGCHLD (inherited from whoever started us) would have the kernel reap
+   * the nodes itself: waitpid would never see them end, a dead node would go unreported
+   * and stopping would wait for nodes that are long gone. */
+  signal(SIGCHLD, SIG_DFL);
   const pid_t parent = getpid();
   for (int32_t r = 0; r < lc->n; r++) {
     const pid_t pid = fork();
@@ -188,15 +199,30 @@ pid_t sc_local_cluster_pid(const sc_local_cluster *c, int32_t rank) {
   return rank >= 0 && rank < c->n ? c->ch[rank].pid : -1;
 }
 
+/* Whether child ch has ended (reaped now, into *status, or already gone: -1, when
+ * something else reaped it). */
+static bool child_ended(child *ch, int *status) {
+  const pid_t w = waitpid(ch->pid, status, WNOHANG);
+  if (w == ch->pid) return true;
+  if (w < 0 && errno == ECHILD) {
+    *status = -1;
+    return true;
+  }
+  return false;
+}
+
 int sc_local_cluster_reap(sc_local_cluster *c, sc_local_exit *out, int max) {
   int n = 0;
   int status;
   for (int32_t r = 0; r < c->n && n < max; r++) {
-    if (!c->ch[r].alive || waitpid(c->ch[r].pid, &status, WNOHANG) != c->ch[r].pid) continue;
+    if (!c->ch[r].alive || !child_ended(&c->ch[r], &status)) continue;
     c->ch[r].alive = false;
-    out[n++] = (sc_local_exit){.rank = r, .pid = c->ch[r].pid,
-                               .signaled = WIFSIGNALED(status),
-                               .value = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
+    out[n] = (sc_local_exit){.rank = r, .pid = c->ch[r].pid, .value = -1};
+    if (status != -1) {
+      out[n].signaled = WIFSIGNALED(status);
+      out[n].value = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
+    }
+    n++;
   }
   return n;
 }
@@ -205,7 +231,10 @@ int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len) {
   sc_local_exit ex[8];
   int total = 0, n;
   while ((n = sc_local_cluster_reap(c, ex, 8)) > 0) {
-    if (total == 0 && msg)
+    if (total == 0 && msg && ex[0].value < 0)
+      snprintf(msg, len, "node %d (pid %d) ended (its status was not ours to read)",
+               (int)ex[0].rank, (int)ex[0].pid);
+    else if (total == 0 && msg)
       snprintf(msg, len, "node %d (pid %d) %s %d", (int)ex[0].rank, (int)ex[0].pid,
                ex[0].signaled ? "was killed by signal" : "exited with status", ex[0].value);
     total += n;
@@ -215,9 +244,10 @@ int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len) {
 
 static int32_t reap(sc_local_cluster *c) {
   int32_t alive = 0;
+  int status;
   for (int32_t r = 0; r < c->n; r++) {
     if (!c->ch[r].alive) continue;
-    if (waitpid(c->ch[r].pid, NULL, WNOHANG) == c->ch[r].pid) c->ch[r].alive = false;
+    if (child_ended(&c->ch[r], &status)) c->ch[r].alive = false;
     else alive++;
   }
   return alive;
@@ -317,6 +347,11 @@ int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
     return SC_EINVAL;
   }
   const int32_t ranks = o->pcp * o->tp;
+  if (ranks > SC_LOCAL_CLUSTER_MAX_NODES) {
+    sc_cli_error(cmd, "a local cluster has at most %d nodes (--pcp %d x --tp %d is %d)",
+                 SC_LOCAL_CLUSTER_MAX_NODES, (int)o->pcp, (int)o->tp, (int)ranks);
+    return SC_EINVAL;
+  }
   if (o->nccl && (!o->cuda || o->gpus < ranks)) {
     sc_cli_error(cmd, "--collectives nccl needs --device cuda and one GPU per rank "
                       "(--gpus >= %d): NCCL refuses two ranks on one GPU",

@@ -24,10 +24,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "actors/runtime/sc_cluster.h"
 #include "actors/runtime/sc_error.h"
 #include "model/model_config.h"
 
 #define SC_LOCAL_CLUSTER_MAX_INJECT 4
+
+/* Nodes of a local cluster: each takes two of a cluster's endpoints (its node endpoint
+ * and its collectives endpoint), and the clients one more. */
+#define SC_LOCAL_CLUSTER_MAX_NODES ((SC_CLUSTER_MAX_NODES - 1) / 2)
 
 typedef struct sc_local_cluster_opts {
   int32_t pcp, dcp, tp;
@@ -71,7 +76,7 @@ typedef struct sc_local_exit {
   int32_t rank;
   pid_t pid;
   bool signaled;  /* value is the signal, else the exit status */
-  int value;
+  int value;      /* -1: unknown (the child was reaped by something else) */
 } sc_local_exit;
 
 /* Reaps children without blocking: writes up to max exits and returns how many. */

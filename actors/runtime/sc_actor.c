@@ -281,7 +281,19 @@ static void start_actor(sc_loop *l, sc_slot *s, const sc_letter *lt) {
     sc_ctx c;
     ctx_init(&c, l, a, NULL);
     const int rc = a->spec->init(&c, a->state, (char *)lt->body + sizeof(sc_actor *));
-    if (rc != 0) actor_stop_req(a, rc < 0 ? rc : SC_EINVAL);
+    if (rc != 0) {
+      const int reason = rc < 0 ? rc : SC_EINVAL;
+      actor_stop_req(a, reason);
+      /* The node actor (slot 0) and the startup actors (slots 1..num_startup) are what
+       * the node is for (the gateway that binds the clients' endpoint, say): a node
+       * without one of them stops, as a node that cannot bind its own endpoint does,
+       * instead of running on without it. */
+      if (s->index <= (uint32_t)l->node->num_startup) {
+        SC_ERROR(LOG, "node %d: %s could not start (%s): stopping the node", l->node->rank,
+                 s->name, sc_strerror(reason));
+        sc_node_request_stop(l->node, reason);
+      }
+    }
   }
 }
 

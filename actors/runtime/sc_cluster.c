@@ -26,6 +26,24 @@ static int get_int(json_t *root, const char *key, int32_t def, int32_t lo, int32
 
 /* Fills out from a parsed document and releases it; root NULL: err says why the text
  * was not JSON. */
+/* Every endpoint a node binds (its endpoint and its tap) is its own: two nodes on one
+ * ipc path both "bind" (the second takes the socket file over) and then never hear from
+ * each other, which would surface only as a cluster that is never ready. */
+static int check_unique_endpoints(const sc_cluster *c, sc_diag *d) {
+  const int32_t n = c->num_nodes;
+  for (int32_t i = 0; i < 2 * n; i++) {
+    const char *a = i < n ? c->nodes[i].endpoint : c->nodes[i - n].tap;
+    for (int32_t j = i + 1; a[0] && j < 2 * n; j++) {
+      const char *b = j < n ? c->nodes[j].endpoint : c->nodes[j - n].tap;
+      if (strcmp(a, b) == 0)
+        return sc_fail(d, SC_EINVAL, "cluster: %s is both node %d's %s and node %d's %s", a,
+                       (int)(i < n ? i : i - n), i < n ? "endpoint" : "tap",
+                       (int)(j < n ? j : j - n), j < n ? "endpoint" : "tap");
+    }
+  }
+  return 0;
+}
+
 static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc_diag *d) {
   memset(out, 0, sizeof *out);
   if (root == NULL)
@@ -101,6 +119,7 @@ static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc
     snprintf(cn->endpoint, sizeof cn->endpoint, "%s", json_string_value(e));
     snprintf(cn->tap, sizeof cn->tap, "%s", t ? json_string_value(t) : "");
   }
+  if ((rc = check_unique_endpoints(out, d)) != 0) goto done;
   if (out->heartbeat_timeout_ms <= out->heartbeat_ms) {
     rc = sc_fail(d, SC_EINVAL, "cluster: heartbeat_timeout_ms (%d) must exceed heartbeat_ms (%d)",
                  (int)out->heartbeat_timeout_ms, (int)out->heartbeat_ms);

@@ -13,9 +13,11 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "actors/runtime/sc_node.h"
 #include "actors/runtime/sc_pack.h"
+#include "actors/runtime/sc_tap_record.h"
 #include "actors/runtime/sc_time.h"
 
 /* launch starts pipeline nodes; the small model keeps their start-up quick */
@@ -676,9 +678,100 @@ Test(procs, tap_record_and_perfetto_files, .timeout = 60) {
   cluster_down(&cl);
 }
 
-/* ---- launch --tap forwards the taps of all nodes ---- */
+/* ---- tap outputs, from a publisher in this process: what a tap must cope with ---- */
 
-#include <zmq.h>
+/* Waits until the XPUB has a new subscriber (a subscription message; the previous
+ * tap's unsubscription may come first). */
+static void await_subscriber(void *xpub) {
+  const int timeo = 10000;
+  zmq_setsockopt(xpub, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
+  uint8_t sub[64] = {0};
+  while (sub[0] != 1)
+    cr_assert_gt(zmq_recv(xpub, sub, sizeof sub, 0), 0, "the tap never subscribed");
+}
+
+/* Publishes one tap message: topic, then one record of a ping from node at time ns. */
+static void publish_ping(void *xpub, const char *topic, int32_t node, uint64_t ns) {
+  sc_buf b;
+  sc_buf_init(&b);
+  cr_assert_eq(sc_buf_reserve(&b, SC_TAP_RECORD_HEADER), 0);
+  b.len = SC_TAP_RECORD_HEADER;
+  sc_msg_ping p = {.seq = ns};
+  sc_envelope env = {.type = SC_MSG_PING, .src = {(uint16_t)node, 0, 1},
+                     .dst = {(uint16_t)node, 0, 1}};
+  cr_assert_eq(sc_msg_encode_append(&env, &p, &b), 0);
+  sc_tap_record_put_header(b.data, ns, node, (uint32_t)(b.len - SC_TAP_RECORD_HEADER));
+  cr_assert_eq(zmq_send(xpub, topic, strlen(topic), ZMQ_SNDMORE), (int)strlen(topic));
+  cr_assert_eq(zmq_send(xpub, b.data, b.len, 0), (int)b.len);
+  sc_buf_free(&b);
+}
+
+Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
+  char dir[] = "/tmp/sc-tf-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char ep[96], trace[96], nowhere[96];
+  snprintf(ep, sizeof ep, "ipc://%s/pub", dir);
+  snprintf(trace, sizeof trace, "%s/trace.json", dir);
+  snprintf(nowhere, sizeof nowhere, "%s/no/such/trace.json", dir);
+  void *ctx = zmq_ctx_new(), *xpub = zmq_socket(ctx, ZMQ_XPUB);
+  const int zero = 0;
+  zmq_setsockopt(xpub, ZMQ_LINGER, &zero, sizeof zero);
+  cr_assert_eq(zmq_bind(xpub, ep), 0);
+  proc t;
+  /* a --perfetto file that cannot be written is said at once, not after the capture */
+  {
+    char *argv[] = {"sparsecp", "tap", "--connect", ep, "--perfetto", nowhere,
+                    "--duration", "30", NULL};
+    proc_start(&t, argv);
+    const int status = proc_reap(&t, 5000);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "tap status %d", status);
+  }
+  /* records of two nodes reach a tap out of their time order (launch forwards every
+   * node's tap): the trace's times start at the earliest record, and none is negative */
+  {
+    char *argv[] = {"sparsecp", "tap", "--connect", ep, "--perfetto", trace,
+                    "--count", "2", NULL};
+    proc_start(&t, argv);
+    await_subscriber(xpub);
+    publish_ping(xpub, "1/node/ping", 1, 5000000);
+    publish_ping(xpub, "0/node/ping", 0, 2000000);
+    const int status = proc_reap(&t, 10000);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tap status %d", status);
+  }
+  json_error_t err;
+  json_t *root = json_load_file(trace, 0, &err);
+  cr_assert_not_null(root, "trace is not JSON: %s", err.text);
+  json_t *ev = json_object_get(root, "traceEvents");
+  double ts[2] = {-1, -1};
+  for (size_t i = 0; i < json_array_size(ev); i++) {
+    json_t *e = json_array_get(ev, i);
+    const char *ph = json_string_value(json_object_get(e, "ph"));
+    if (ph == NULL || strcmp(ph, "i") != 0) continue;
+    const json_int_t pid = json_integer_value(json_object_get(e, "pid"));
+    cr_assert(pid == 0 || pid == 1);
+    ts[pid] = json_number_value(json_object_get(e, "ts"));
+  }
+  json_decref(root);
+  cr_assert_float_eq(ts[0], 0.0, 1e-9, "node 0's record, the earliest: ts %f", ts[0]);
+  cr_assert_float_eq(ts[1], 3000.0, 1e-6, "node 1's record, 3 ms later: ts %f us", ts[1]);
+  /* a --record file that fills up: the tap fails instead of exiting 0 with nothing */
+  {
+    char *argv[] = {"sparsecp", "tap", "--connect", ep, "--record", "/dev/full",
+                    "--count", "1", NULL};
+    proc_start(&t, argv);
+    await_subscriber(xpub);
+    publish_ping(xpub, "0/node/ping", 0, 1000);
+    const int status = proc_reap(&t, 10000);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "tap status %d", status);
+  }
+  zmq_close(xpub);
+  zmq_ctx_term(ctx);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* ---- launch --tap forwards the taps of all nodes ---- */
 
 Test(procs, launch_tap_forwards_every_node, .timeout = 60) {
   char dir[] = "/tmp/sc-lt-XXXXXX";

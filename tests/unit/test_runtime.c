@@ -659,6 +659,14 @@ Test(cluster, parse_and_reject) {
   cr_assert_eq(sc_cluster_parse("{\"nodes\":[]}", &c, &d), SC_EINVAL);
   cr_assert_eq(sc_cluster_parse("{\"nodes\":[{\"rank\":0}]}", &c, &d), SC_EINVAL);
   cr_assert_eq(sc_cluster_parse("[", &c, &d), SC_EINVAL);
+  /* an endpoint two nodes would bind */
+  cr_assert_eq(sc_cluster_parse("{\"nodes\":[{\"rank\":0,\"endpoint\":\"ipc://a\"},"
+                                "{\"rank\":1,\"endpoint\":\"ipc://a\"}]}", &c, &d), SC_EINVAL);
+  cr_assert_str_eq(d.msg, "cluster: ipc://a is both node 0's endpoint and node 1's endpoint");
+  cr_assert_eq(sc_cluster_parse("{\"nodes\":[{\"rank\":0,\"endpoint\":\"ipc://a\"},"
+                                "{\"rank\":1,\"endpoint\":\"ipc://b\",\"tap\":\"ipc://a\"}]}",
+                                &c, &d), SC_EINVAL);
+  cr_assert_str_eq(d.msg, "cluster: ipc://a is both node 0's endpoint and node 1's tap");
   cr_assert_eq(sc_cluster_parse("{\"heartbeat_ms\":500,\"heartbeat_timeout_ms\":100,"
                                 "\"nodes\":[{\"rank\":0,\"endpoint\":\"a\"}]}", &c, &d),
                SC_EINVAL);
