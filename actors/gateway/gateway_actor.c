@@ -139,12 +139,18 @@ static void route_close(gateway *g, route *r) {
   route_release(g, pos);
 }
 
-/* Sends an encoded client message to one client; false if the client is unreachable. */
-static bool send_to(gateway *g, const void *ident, size_t ident_len, int type, const void *body) {
+/* Sends an encoded client message to one client. Never waits: a client that does not
+ * read its replies fills its queue (ZMQ_SNDHWM), and a blocking send would then stall this
+ * loop, which the scheduler shares, for every client. Returns 0, SC_EDOWN (the client is
+ * gone), SC_EFULL (its queue is full: the message is dropped) or another error code. */
+static int send_to(gateway *g, const void *ident, size_t ident_len, int type, const void *body) {
   sc_envelope env = {.type = (uint16_t)type};
-  if (sc_msg_encode(&env, body, &g->out)) return false;
-  if (zmq_send(g->sock, ident, ident_len, ZMQ_SNDMORE) < 0) return false;
-  return zmq_send(g->sock, g->out.data, g->out.len, 0) >= 0;
+  const int rc = sc_msg_encode(&env, body, &g->out);
+  if (rc) return rc;
+  if (zmq_send(g->sock, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+    return errno == EHOSTUNREACH ? SC_EDOWN : errno == EAGAIN ? SC_EFULL : SC_EIO;
+  /* (the identity frame took the client's pipe: the rest of the message goes with it) */
+  return zmq_send(g->sock, g->out.data, g->out.len, ZMQ_DONTWAIT) < 0 ? SC_EIO : 0;
 }
 
 /* Sends to the scheduler from the socket callback (outside any handler, so through the
@@ -157,7 +163,7 @@ static int to_scheduler(gateway *g, int type, void *body) {
 static void reject(gateway *g, const void *ident, size_t len, uint64_t client_id, int code,
                    const char *msg) {
   sc_msg_client_error e = {.request_id = client_id, .code = code, .message = (char *)msg};
-  send_to(g, ident, len, SC_MSG_CLIENT_ERROR, &e);
+  (void)send_to(g, ident, len, SC_MSG_CLIENT_ERROR, &e); /* gone or not reading: dropped */
 }
 
 static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
@@ -314,11 +320,14 @@ static int on_reply(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (r == NULL) return 0; /* canceled or already finished */
   const uint64_t internal = r->internal;
   *id_field = r->client_id;
-  const bool ok = send_to(g, r->ident, r->ident_len, env->type, body);
+  const int rc = send_to(g, r->ident, r->ident_len, env->type, body);
   *id_field = internal;
   const bool last = env->type != SC_MSG_CLIENT_TOKEN;
-  if (!ok && errno == EHOSTUNREACH && !last) {
-    SC_INFO(LOG, "client of request %llu is gone: canceling it", (unsigned long long)internal);
+  if ((rc == SC_EDOWN || rc == SC_EFULL) && !last) {
+    /* a client that is gone, or does not read: its request is canceled rather than
+     * computed for nobody (the client then never hears of it: it is not listening) */
+    SC_INFO(LOG, "client of request %llu %s: canceling it", (unsigned long long)internal,
+            rc == SC_EDOWN ? "is gone" : "does not read its replies");
     sc_msg_client_cancel *m = sc_msg_body_new(SC_MSG_CLIENT_CANCEL);
     if (m) {
       m->request_id = internal;

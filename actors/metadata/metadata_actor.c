@@ -105,6 +105,8 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (ack == NULL) return SC_ENOMEM;
   ack->rank = m->ctx->rank;
   ack->fingerprint = sl->plan.fingerprint;
+  if (m->ctx->cfg.inject_badack_step == env->step && m->ctx->cfg.inject_badack_rank == m->ctx->rank)
+    ack->fingerprint ^= 1; /* `--inject badack`: as a rank that converted the plan wrongly */
   if (sc_send_step(c, m->scheduler, SC_MSG_PLAN_ACK, env->step, ack))
     sc_msg_body_destroy(SC_MSG_PLAN_ACK, ack);
   sl->req_ids = malloc(sizeof *sl->req_ids * (p->req_ids.n + 1));

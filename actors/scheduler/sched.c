@@ -28,6 +28,8 @@ struct sc_sched {
   int32_t *waiting, num_waiting;   /* FIFO of slot indices */
   int32_t *running, num_running;   /* admission order */
   int32_t *free_blocks, num_free;  /* stack of free virtual block ids */
+  /* tokens reserved by the requests held (prompt + max_tokens each), and their bound */
+  int64_t held_tokens, max_held_tokens;
 
   /* the step in flight and its reusable buffers */
   bool in_flight;
@@ -39,6 +41,12 @@ struct sc_sched {
 
 int32_t sc_sched_blocks_for(const sc_sched_config *cfg, int64_t tokens) {
   return sc_kv_blocks_needed(tokens, cfg->block_size, cfg->dcp);
+}
+
+int64_t sc_sched_max_held_tokens(const sc_sched_config *cfg) {
+  const int64_t cache = (int64_t)cfg->num_blocks * cfg->block_size * cfg->dcp;
+  const int64_t bound = SC_SCHED_HELD_PER_CACHE * cache;
+  return bound > SC_SCHED_HELD_MIN ? bound : SC_SCHED_HELD_MIN;
 }
 
 int sc_sched_create(sc_sched **out, const sc_sched_config *cfg, sc_diag *d) {
@@ -59,12 +67,14 @@ int sc_sched_create(sc_sched **out, const sc_sched_config *cfg, sc_diag *d) {
   /* Pop order hands out low block ids first (readable block tables in logs). */
   for (int32_t b = 0; b < cfg->num_blocks; b++) s->free_blocks[b] = cfg->num_blocks - 1 - b;
   s->num_free = cfg->num_blocks;
+  s->max_held_tokens = sc_sched_max_held_tokens(cfg);
   *out = s;
   return 0;
 }
 
 static void release(sc_sched *s, int32_t slot) {
   req_t *r = &s->slots[slot];
+  s->held_tokens -= r->cap_tokens;
   for (int32_t b = r->num_blocks - 1; b >= 0; b--) s->free_blocks[s->num_free++] = r->blocks[b];
   free(r->tokens);
   free(r->blocks);
@@ -105,28 +115,33 @@ static void remove_index(int32_t *arr, int32_t *n, int32_t value) {
     }
 }
 
+/* The refusals do not name id: in a cluster it is the gateway's internal id, which the
+ * client never saw (the error reply carries the client's own). */
 int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prompt_len,
                     const sc_sched_params *p, sc_diag *d) {
   if (prompt_len < 1 || prompt == NULL)
-    return sc_fail(d, SC_EINVAL, "request %lld: the prompt is empty", (long long)id);
+    return sc_fail(d, SC_EINVAL, "the prompt is empty");
   if (p->max_new_tokens < 1)
-    return sc_fail(d, SC_EINVAL, "request %lld: max_tokens must be >= 1", (long long)id);
+    return sc_fail(d, SC_EINVAL, "max_tokens must be >= 1");
   if (!(p->temperature >= 0.0f) || !isfinite(p->temperature))
-    return sc_fail(d, SC_EINVAL, "request %lld: temperature must be finite and >= 0",
-                   (long long)id);
+    return sc_fail(d, SC_EINVAL, "temperature must be finite and >= 0");
   const int64_t extent = (int64_t)prompt_len + p->max_new_tokens;
   if (extent > s->cfg.max_model_len)
     return sc_fail(d, SC_ETOOBIG,
-                   "request %lld: prompt of %d tokens + max_tokens %d exceeds the model "
-                   "length limit of %d",
-                   (long long)id, prompt_len, p->max_new_tokens, s->cfg.max_model_len);
+                   "prompt of %d tokens + max_tokens %d exceeds the model length limit of %d",
+                   prompt_len, p->max_new_tokens, s->cfg.max_model_len);
   const int32_t need = sc_sched_blocks_for(&s->cfg, extent);
   if (need > s->cfg.num_blocks)
     return sc_fail(d, SC_ETOOBIG,
-                   "request %lld needs %d KV blocks of %d tokens; the cache has %d",
-                   (long long)id, need, s->cfg.block_size * s->cfg.dcp, s->cfg.num_blocks);
+                   "the request needs %d KV blocks of %d tokens; the cache has %d", need,
+                   s->cfg.block_size * s->cfg.dcp, s->cfg.num_blocks);
   if (find(s, id) >= 0)
     return sc_fail(d, SC_EINVAL, "request %lld: the id is already in use", (long long)id);
+  if (s->held_tokens + extent > s->max_held_tokens)
+    return sc_fail(d, SC_EFULL,
+                   "the cluster holds requests of %lld tokens already (prompt + max_tokens "
+                   "each; at most %lld): try again when some have finished",
+                   (long long)s->held_tokens, (long long)s->max_held_tokens);
 
   int32_t slot = -1;
   for (int32_t i = 0; i < s->num_slots && slot < 0; i++)
@@ -155,6 +170,7 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
   }
   memcpy(r->tokens, prompt, sizeof *prompt * (size_t)prompt_len);
   r->cap_tokens = (int32_t)extent;
+  s->held_tokens += extent;
   r->id = id;
   r->prompt_len = prompt_len;
   r->params = *p;

@@ -37,6 +37,15 @@ typedef struct sc_sched_config {
   int32_t max_model_len;  /* prompt + max new tokens limit */
 } sc_sched_config;
 
+/* Requests held at once (waiting or running) reserve at most this many tokens in all
+ * (prompt + max_tokens each, the memory their token lists take): SC_SCHED_HELD_PER_CACHE
+ * times what the KV cache holds, and at least SC_SCHED_HELD_MIN. A submit past it is
+ * refused with SC_EFULL, so that no client can grow the head's memory without bound;
+ * requests past what the cache holds only wait anyway. */
+#define SC_SCHED_HELD_PER_CACHE 16
+#define SC_SCHED_HELD_MIN (1 << 20)
+int64_t sc_sched_max_held_tokens(const sc_sched_config *cfg);
+
 typedef struct sc_sched_params {
   int32_t max_new_tokens; /* >= 1 */
   float temperature;      /* 0 = greedy */

@@ -29,6 +29,9 @@ typedef struct scheduler {
   bool have_planned;
   uint64_t *ack_fp;        /* [world] */
   bool *acked;             /* [world] */
+  /* the step's result when it came before every fingerprint was in: its tokens reach no
+   * client until they all are, and match (check_acks) */
+  sc_msg_step_result *held_result;
   bool shutting_down;
   sc_node *node;
   uv_timer_t *stop_timer;  /* pending delayed stop (closed in terminate if still armed) */
@@ -92,6 +95,7 @@ static void terminate(sc_ctx *c, void *state, int reason) {
     uv_timer_stop(s->stop_timer);
     uv_close((uv_handle_t *)s->stop_timer, free_handle);
   }
+  if (s->held_result) sc_msg_body_destroy(SC_MSG_STEP_RESULT, s->held_result);
   sc_sched_destroy(s->sched);
   free(s->comms);
   free(s->metadata);
@@ -210,6 +214,11 @@ static void try_start(sc_ctx *c, scheduler *s) {
   }
 }
 
+static void drop_held_result(scheduler *s) {
+  if (s->held_result) sc_msg_body_destroy(SC_MSG_STEP_RESULT, s->held_result);
+  s->held_result = NULL;
+}
+
 /* Fails the step in flight on every rank: clients get errors, every comm aborts its
  * communicator so blocked collectives return. */
 static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
@@ -227,6 +236,7 @@ static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
   for (int32_t r = 0; r < s->world; r++)
     sc_pipeline_send_abort(c, s->comms[r], step, 0, code, why, NULL);
   s->in_flight = 0;
+  drop_held_result(s);
 }
 
 /* Removes every request from the core; each client gets error {code, msg}. */
@@ -238,6 +248,35 @@ static void fail_all_clients(sc_ctx *c, scheduler *s, int code, const char *msg)
   for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, msg);
 }
 
+static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why);
+
+/* The step in flight failed (why, for its clients): it is aborted on every rank and the
+ * next one starts, unless the cluster runs NCCL: aborted NCCL communicators cannot be
+ * revived (new ones need fresh unique ids from the control plane, which is not built),
+ * so an aborted step ends an NCCL cluster. */
+static void step_failed(sc_ctx *c, scheduler *s, int code, const char *why) {
+  if (s->ctx->cfg.nccl) {
+    char end[700];
+    snprintf(end, sizeof end, "%s; the NCCL communicators were aborted", why);
+    shut_down(c, s, code, end);
+    return;
+  }
+  fail_step(c, s, code, why);
+  try_start(c, s); /* nothing else would: the failed step's result and aborts are ignored */
+}
+
+/* Whether the plan's fingerprint and every rank's acknowledgement are in. */
+static bool acks_complete(const scheduler *s) {
+  if (!s->have_planned) return false;
+  for (int32_t r = 0; r < s->world; r++)
+    if (!s->acked[r]) return false;
+  return true;
+}
+
+static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r);
+
+/* A rank whose fingerprint differs from the plan's fails the step; once all are in and
+ * match, a result that came early is delivered. */
 static void check_acks(sc_ctx *c, scheduler *s) {
   if (!s->have_planned) return;
   for (int32_t r = 0; r < s->world; r++)
@@ -247,9 +286,15 @@ static void check_acks(sc_ctx *c, scheduler *s) {
                "rank %d acknowledged plan fingerprint %016llx, the partitioner planned %016llx",
                r, (unsigned long long)s->ack_fp[r], (unsigned long long)s->planned_fp);
       s->acked[r] = false;
-      fail_step(c, s, SC_EDESYNC, why);
+      step_failed(c, s, SC_EDESYNC, why);
       return;
     }
+  if (s->held_result && acks_complete(s)) {
+    sc_msg_step_result *r = s->held_result;
+    s->held_result = NULL;
+    finish_step(c, s, r);
+    sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
+  }
 }
 
 /* ---- handlers ---- */
@@ -288,10 +333,9 @@ static int on_cancel(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
-static int on_result(sc_ctx *c, const sc_envelope *env, const void *body) {
-  scheduler *s = sc_state(c);
-  if (env->step != s->in_flight) return 0; /* a step that was already failed */
-  const sc_msg_step_result *r = body;
+/* The step in flight is over and every rank ran the plan that was made: its tokens go
+ * to their clients and the next step starts. */
+static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r) {
   const int n = sc_sched_advance(s->sched, r->sampled.v, s->events);
   s->in_flight = 0;
   for (int i = 0; i < n; i++) {
@@ -300,10 +344,19 @@ static int on_result(sc_ctx *c, const sc_envelope *env, const void *body) {
     client_token(c, s, ev, margin);
   }
   try_start(c, s);
-  return 0;
 }
 
-static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why);
+static int on_result(sc_ctx *c, const sc_envelope *env, const void *body) {
+  scheduler *s = sc_state(c);
+  if (env->step != s->in_flight) return 0; /* a step that was already failed */
+  if (acks_complete(s)) {
+    finish_step(c, s, body);
+  } else { /* a fingerprint is still on its way (other senders, no order among them) */
+    drop_held_result(s);
+    s->held_result = sc_take_body(c);
+  }
+  return 0;
+}
 
 static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
@@ -320,16 +373,7 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   } else {
     snprintf(why, sizeof why, "rank %d: %s", a->rank, a->message ? a->message : sc_strerror(a->reason));
   }
-  if (s->ctx->cfg.nccl) {
-    /* Aborted NCCL communicators cannot be revived (new ones need fresh unique ids from
-     * the control plane, which is not built), so an aborted step ends an NCCL cluster. */
-    char end[700];
-    snprintf(end, sizeof end, "%s; the NCCL communicators were aborted", why);
-    shut_down(c, s, a->reason, end);
-    return 0;
-  }
-  fail_step(c, s, a->reason, why);
-  try_start(c, s);
+  step_failed(c, s, a->reason, why);
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "actors/gateway/client.h"
 #include "actors/runtime/sc_time.h"
@@ -141,15 +142,23 @@ Test(pipeline, killed_node_gives_errors_not_a_hang) {
   assert_no_nodes_left();
 }
 
-static sc_local_cluster *start_small(int p, int n) {
-  const sc_local_cluster_opts o = {.pcp = p, .dcp = n, .tp = 1, .exe = EXE,
-                                   .model_file = SRC "/examples/model-small.json",
-                                   .quiet = true, .log_level = "error"};
+/* A P x N cluster of the small model; inject: one --inject fault, or NULL. */
+static sc_local_cluster *start_small_with(int p, int n, const char *inject) {
+  sc_local_cluster_opts o = {.pcp = p, .dcp = n, .tp = 1, .exe = EXE,
+                             .model_file = SRC "/examples/model-small.json",
+                             .quiet = true, .log_level = "error"};
+  if (inject) {
+    o.inject[0] = inject;
+    o.num_inject = 1;
+    o.token_budget = 24;
+  }
   sc_local_cluster *lc = NULL;
   sc_diag d = {0};
   cr_assert_eq(sc_local_cluster_start(&o, &lc, &d), 0, "%s", d.msg);
   return lc;
 }
+
+static sc_local_cluster *start_small(int p, int n) { return start_small_with(p, n, NULL); }
 
 /* Waits for the end of request id on client c; returns the number of tokens, or -1 with
  * the error message in err. */
@@ -181,6 +190,91 @@ static int next_error(sc_client *c, char *msg, size_t len) {
     }
   }
   return 0;
+}
+
+/* A rank that acknowledges a step's plan with another fingerprint fails that step, and
+ * the requests that were waiting behind it are still served (nothing else would start
+ * the next step: the failed step's result is ignored). */
+Test(pipeline, a_wrong_plan_ack_fails_its_step_and_the_queue_goes_on) {
+  private_tmp();
+  sc_local_cluster *lc = start_small_with(2, 2, "badack:1:1");
+  sc_client *c;
+  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  int32_t prompt[40];
+  for (int i = 0; i < 40; i++) prompt[i] = (i * 31) % SMALL_VOCAB;
+  /* one connection, so A reaches the scheduler first: A starts step 1 at once and fills
+   * its 24-token budget; B waits for the next step */
+  const sc_client_request a = {.prompt = prompt, .prompt_len = 40, .max_tokens = 2};
+  const sc_client_request b = {.prompt = prompt, .prompt_len = 5, .max_tokens = 2};
+  uint64_t id[2];
+  cr_assert_eq(sc_client_submit(c, &a, &id[0]), 0);
+  cr_assert_eq(sc_client_submit(c, &b, &id[1]), 0);
+  int tokens[2] = {0, 0}, ended = 0;
+  bool failed[2] = {false, false};
+  char msg[512] = "";
+  const uint64_t until = sc_now_ns() + 30ull * 1000000000ull;
+  while (ended < 2 && sc_now_ns() < until) {
+    sc_client_event ev;
+    if (sc_client_next(c, 200, &ev) != 0) continue;
+    const int k = ev.request_id == id[0] ? 0 : ev.request_id == id[1] ? 1 : -1;
+    if (k < 0) continue;
+    if (ev.kind == SC_CLIENT_TOKENS) {
+      tokens[k] += ev.n;
+    } else {
+      ended++;
+      failed[k] = ev.kind == SC_CLIENT_ERROR;
+      if (failed[k]) snprintf(msg, sizeof msg, "%s", ev.message);
+    }
+  }
+  sc_client_close(c);
+  sc_local_cluster_stop(lc);
+  cr_assert_eq(ended, 2, "%d of the 2 requests ended (the waiting one stalled?)", ended);
+  cr_assert(failed[0] && !failed[1], "A %s, B %s", failed[0] ? "failed" : "completed",
+            failed[1] ? "failed" : "completed");
+  cr_assert_not_null(strstr(msg, "step 1 failed: rank 1 acknowledged plan fingerprint"), "%s",
+                     msg);
+  cr_assert_eq(tokens[1], 2);
+  assert_no_nodes_left();
+}
+
+/* A client that sends and never reads: the gateway's replies to it fill its queue, and
+ * the gateway, which shares its loop with the scheduler, must drop them rather than wait
+ * (it used to block in zmq_send, and every other client's requests with it). */
+Test(pipeline, a_client_that_never_reads_does_not_stall_the_others, .timeout = 120) {
+  private_tmp();
+  sc_local_cluster *lc = start_small(1, 1);
+  sc_client *good;
+  cr_assert_eq(sc_client_connect(&good, sc_local_cluster_listen(lc), NULL), 0);
+  void *zctx = zmq_ctx_new(), *deaf = zmq_socket(zctx, ZMQ_DEALER);
+  const int one = 1, small = 4096, zero = 0;
+  zmq_setsockopt(deaf, ZMQ_RCVHWM, &one, sizeof one);
+  zmq_setsockopt(deaf, ZMQ_RCVBUF, &small, sizeof small);
+  zmq_setsockopt(deaf, ZMQ_LINGER, &zero, sizeof zero);
+  cr_assert_eq(zmq_connect(deaf, sc_local_cluster_listen(lc)), 0);
+  /* cancels of ids it never used: each one is answered with an error it never reads;
+   * far more than ZeroMQ queues for one client (1000 messages by default) */
+  sc_buf b;
+  sc_buf_init(&b);
+  for (uint64_t id = 1; id <= 5000; id++) {
+    const sc_msg_client_cancel m = {.request_id = id};
+    const sc_envelope env = {.type = SC_MSG_CLIENT_CANCEL};
+    cr_assert_eq(sc_msg_encode(&env, &m, &b), 0);
+    cr_assert_eq(zmq_send(deaf, b.data, b.len, 0), (int)b.len);
+  }
+  usleep(500000);
+  int32_t prompt[4] = {5, 6, 7, 8};
+  const sc_client_request r = {.prompt = prompt, .prompt_len = 4, .max_tokens = 2};
+  uint64_t id;
+  char err[512] = "";
+  cr_assert_eq(sc_client_submit(good, &r, &id), 0);
+  const int got = finish(good, id, err, sizeof err);
+  zmq_close(deaf);
+  zmq_ctx_term(zctx);
+  sc_buf_free(&b);
+  sc_client_close(good);
+  sc_local_cluster_stop(lc);
+  cr_assert_eq(got, 2, "the other client's request: %s", err);
+  assert_no_nodes_left();
 }
 
 Test(pipeline, hostile_clients_get_errors_others_are_served) {

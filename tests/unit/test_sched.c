@@ -117,6 +117,35 @@ Test(sched, rejections_name_the_limit) {
   sc_sched_destroy(s);
 }
 
+/* The requests held at once reserve a bounded number of tokens (prompt + max_tokens
+ * each): past it a submit is refused, and a request that ends makes room again. */
+Test(sched, held_requests_are_bounded_in_tokens) {
+  /* a cache of 2^15 blocks x 4 x 2 = 262144 tokens: the bound is 16 times that */
+  sc_sched_config c = small_cfg();
+  c.num_blocks = 1 << 15;
+  c.max_model_len = 1 << 18;
+  sc_sched *s = make(c);
+  const int64_t bound = sc_sched_max_held_tokens(&c);
+  cr_assert_eq(bound, 16 * (int64_t)(1 << 15) * 4 * 2);
+  const int32_t extent = 1 << 18; /* each request reserves the whole model length */
+  const int64_t fit = bound / extent;
+  int32_t prompt[4] = {1, 2, 3, 4};
+  const sc_sched_params p = {.max_new_tokens = extent - 4};
+  sc_diag d = {0};
+  for (int64_t id = 1; id <= fit; id++)
+    cr_assert_eq(sc_sched_submit(s, id, prompt, 4, &p, &d), 0, "request %lld: %s",
+                 (long long)id, d.msg);
+  cr_assert_eq(sc_sched_submit(s, fit + 1, prompt, 4, &p, &d), SC_EFULL);
+  cr_assert_not_null(strstr(d.msg, "try again"), "%s", d.msg);
+  cr_assert_eq(sc_sched_cancel(s, 1), 0);
+  cr_assert_eq(sc_sched_submit(s, fit + 1, prompt, 4, &p, &d), 0, "%s", d.msg);
+  sc_sched_destroy(s);
+  /* a small cache still holds SC_SCHED_HELD_MIN tokens of requests */
+  cr_assert_eq(sc_sched_max_held_tokens(&(sc_sched_config){.num_blocks = 1, .block_size = 1,
+                                                            .dcp = 1}),
+               SC_SCHED_HELD_MIN);
+}
+
 Test(sched, cancel_and_failed_steps_free_everything) {
   sc_sched *s = make(small_cfg());
   submit(s, 1, 5, 4);
