@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "actors/gateway/curve_key.h"
 #include "collectives/backend_host.h"
@@ -386,6 +387,22 @@ void sc_pipeline_startup(sc_rank_ctx **ctx_slot, sc_startup_actor *out) {
       {"executor", &sc_executor_spec, SC_ON_ALL, ctx_slot, sizeof *ctx_slot},
   };
   memcpy(out, list, sizeof list);
+}
+
+void sc_pipeline_stop_clients(sc_node *node, const char *why) {
+  sc_actor_id sched;
+  if (sc_node_resolve(node, "scheduler@0", &sched) != 0) return;
+  sc_msg_node_shutdown *m = sc_msg_body_new(SC_MSG_NODE_SHUTDOWN);
+  if (m == NULL) return;
+  m->reason = strdup(why ? why : "");
+  sc_envelope env = {.type = SC_MSG_NODE_SHUTDOWN, .dst = sched};
+  if (sc_node_send(node, &env, m) != 0) {
+    sc_msg_body_destroy(SC_MSG_NODE_SHUTDOWN, m);
+    return;
+  }
+  /* the answers go scheduler -> gateway -> clients, all on the head's loops; a fixed
+   * pause, as the scheduler's own shut_down takes, since nothing reports them sent */
+  usleep(SC_PIPELINE_STOP_ANSWER_MS * 1000);
 }
 
 int sc_pipeline_node_setup(const char *cluster_path, const sc_cluster *cluster, int32_t rank,

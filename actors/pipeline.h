@@ -125,6 +125,13 @@ int sc_pipeline_node_setup(const char *cluster_path, const sc_cluster *cluster, 
                            sc_rank_ctx **ctx_slot, sc_startup_actor *startup, int32_t *num,
                            sc_diag *d);
 
+/* For the head's orderly stop (any thread, before the node is destroyed): tells its
+ * scheduler to answer every request it still holds with SC_ECLOSED ("the cluster is
+ * shutting down (why)"), and gives the gateway SC_PIPELINE_STOP_ANSWER_MS to send the
+ * answers. A node without a scheduler returns at once. */
+#define SC_PIPELINE_STOP_ANSWER_MS 200
+void sc_pipeline_stop_clients(sc_node *node, const char *why);
+
 /* Sends step_abort {code, rank, step, message} to dst from inside an actor; with a
  * failure record of that step (the comm's last_failure) also its sequence number and the
  * expected and requested collectives. Returns 0 or the send's code. */

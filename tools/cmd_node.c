@@ -152,7 +152,9 @@ int sc_cmd_node(int argc, char **argv) {
   /* (at once when a signal stopped the node while it waited for the cluster) */
   rc = sc_node_wait_shutdown(node, -1);
   if (rank == 0) {
-    /* the head takes the others down with it, then gives them a moment to leave */
+    /* clients first hear that their requests end (a node with no pipeline: nothing to
+     * say); then the head takes the others down with it, and gives them a moment */
+    sc_pipeline_stop_clients(node, rc == 0 ? "head stopping" : sc_strerror(rc));
     sc_node_broadcast_shutdown(node, rc == 0 ? "head stopping" : sc_strerror(rc));
     const uint64_t until = sc_now_ns() + 500000000ull;
     for (;;) {

@@ -423,6 +423,22 @@ static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why) {
   uv_timer_start(t, stop_node_later, SC_STOP_DELAY_MS, 0);
 }
 
+/* The head is stopping in order (sparsecp node on SIGINT/SIGTERM, sc_pipeline_stop_clients):
+ * every request still held is answered now, while the gateway can still send, instead of
+ * being dropped with the node (on a one-node cluster nothing else would answer it). */
+static int on_shutdown(sc_ctx *c, const sc_envelope *env, const void *body) {
+  (void)env;
+  scheduler *s = sc_state(c);
+  if (s->shutting_down) return 0;
+  const char *why = ((const sc_msg_node_shutdown *)body)->reason;
+  char msg[256];
+  snprintf(msg, sizeof msg, "the cluster is shutting down (%s)", why && why[0] ? why : "stop");
+  fail_step(c, s, SC_ECLOSED, msg);
+  s->shutting_down = true;
+  fail_all_clients(c, s, SC_ECLOSED, msg);
+  return 0;
+}
+
 /* A node is gone: its ranks' shards of the KV cache are gone too. */
 static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
@@ -452,5 +468,6 @@ const sc_actor_spec sc_scheduler_spec = {
                  [SC_MSG_STEP_ABORT] = on_abort,
                  [SC_MSG_STEP_PLANNED] = on_planned,
                  [SC_MSG_PLAN_ACK] = on_ack,
-                 [SC_MSG_DOWN] = on_down},
+                 [SC_MSG_DOWN] = on_down,
+                 [SC_MSG_NODE_SHUTDOWN] = on_shutdown},
 };

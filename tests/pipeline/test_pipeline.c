@@ -237,6 +237,40 @@ Test(pipeline, a_wrong_plan_ack_fails_its_step_and_the_queue_goes_on) {
   assert_no_nodes_left();
 }
 
+/* An orderly stop of the head answers the requests it still holds: on a one-node
+ * cluster nothing else would (no peer's DOWN reaches the scheduler), and the client of
+ * a streaming request used to wait for an answer that never came. */
+Test(pipeline, an_orderly_stop_answers_the_requests_in_flight, .timeout = 60) {
+  private_tmp();
+  sc_local_cluster *lc = start_small(1, 1);
+  sc_client *c;
+  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  int32_t prompt[10];
+  for (int i = 0; i < 10; i++) prompt[i] = i + 1;
+  const sc_client_request r = {.prompt = prompt, .prompt_len = 10, .max_tokens = 3000};
+  uint64_t id;
+  cr_assert_eq(sc_client_submit(c, &r, &id), 0);
+  sc_client_event ev;
+  int tokens = 0;
+  for (int k = 0; k < 100 && tokens == 0; k++)
+    if (sc_client_next(c, 100, &ev) == 0 && ev.request_id == id && ev.kind == SC_CLIENT_TOKENS)
+      tokens += ev.n;
+  cr_assert_gt(tokens, 0, "the request never started streaming");
+  sc_local_cluster_stop(lc); /* SIGTERM to the head, as Ctrl-C to launch */
+  /* what the head sent before it went is still in the client's socket */
+  bool ended = false;
+  char msg[512] = "";
+  for (int k = 0; k < 20 && !ended; k++) {
+    if (sc_client_next(c, 100, &ev) != 0 || ev.request_id != id) continue;
+    if (ev.kind == SC_CLIENT_ERROR) snprintf(msg, sizeof msg, "%s", ev.message);
+    ended = ev.kind != SC_CLIENT_TOKENS;
+  }
+  sc_client_close(c);
+  cr_assert(ended, "the request in flight was never answered");
+  cr_assert_not_null(strstr(msg, "shutting down"), "%s", msg);
+  assert_no_nodes_left();
+}
+
 /* A client that sends and never reads: the gateway's replies to it fill its queue, and
  * the gateway, which shares its loop with the scheduler, must drop them rather than wait
  * (it used to block in zmq_send, and every other client's requests with it). */
