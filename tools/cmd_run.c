@@ -161,16 +161,20 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
       goto out;
     }
     if (sc_local_cluster_poll(lc, why, why_len) > 0) {
-      /* a node died: give the cluster a moment to report errors to us first */
+      /* a node died: give the cluster a moment to report errors to us first (on any
+       * client: requests go to them in turn) */
       sc_client_event ev;
       const double until = sc_now_s() + 5;
-      while (sc_now_s() < until && sc_client_next(cl, 100, &ev) != SC_ETIMEDOUT)
-        if (ev.kind == SC_CLIENT_ERROR) {
+      bool reported = false;
+      for (int32_t k = 0; sc_now_s() < until && !reported; k = (k + 1) % ncl) {
+        if (sc_client_next(cls[k], 100 / ncl + 1, &ev) != 0) continue; /* (ev not filled) */
+        reported = ev.kind == SC_CLIENT_ERROR;
+        if (reported) {
           char died[256];
           snprintf(died, sizeof died, "%s", why);
           snprintf(why, why_len, "%s; the cluster reported: %s", died, ev.message);
-          break;
         }
+      }
       goto out;
     }
     while (next < rq->n && now - t0 >= (double)rq->v[next].arrive_ms / 1000.0) {
