@@ -33,8 +33,8 @@ int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d
   if (sscanf(spec, "%15[a-z]:%d:%llu%n", kind, &rank, &step, &used) != 3 ||
       spec[used] != '\0' || rank < 0 || rank >= c->num_ranks || step < 1)
     return sc_fail(d, SC_EINVAL,
-                   "--inject '%s': expected desync:RANK:STEP, kill:RANK:STEP or "
-                   "badack:RANK:STEP with RANK in [0, %d] and STEP >= 1",
+                   "--inject '%s': expected desync:RANK:STEP, kill:RANK:STEP, "
+                   "badack:RANK:STEP or noack:RANK:STEP with RANK in [0, %d] and STEP >= 1",
                    spec, c->num_ranks - 1);
   if (strcmp(kind, "desync") == 0) {
     c->inject_desync_rank = rank;
@@ -45,8 +45,12 @@ int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d
   } else if (strcmp(kind, "badack") == 0) {
     c->inject_badack_rank = rank;
     c->inject_badack_step = step;
+  } else if (strcmp(kind, "noack") == 0) {
+    c->inject_noack_rank = rank;
+    c->inject_noack_step = step;
   } else {
-    return sc_fail(d, SC_EINVAL, "--inject '%s': the fault is desync, kill or badack", spec);
+    return sc_fail(d, SC_EINVAL, "--inject '%s': the fault is desync, kill, badack or noack",
+                   spec);
   }
   return 0;
 }

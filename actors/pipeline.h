@@ -62,6 +62,8 @@ typedef struct sc_pipeline_config {
   int32_t inject_kill_rank;
   uint64_t inject_badack_step;    /* `--inject badack:RANK:STEP` (0: none) */
   int32_t inject_badack_rank;
+  uint64_t inject_noack_step;     /* `--inject noack:RANK:STEP` (0: none) */
+  int32_t inject_noack_rank;
   int32_t num_ranks;
   char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
   char listen[256];               /* the gateway's client endpoint */

@@ -199,9 +199,11 @@ int sc_msg_peek_envelope(const uint8_t *p, size_t n, sc_envelope *env);
 
 /* The request id of a client message that did not decode, so that its error reply can
  * name the request: when the n bytes are within lim (NULL: the defaults) and pass the
- * pre-walk, the envelope reads, the type is client_submit or client_cancel and the body
- * is an array whose first element (the request id in both) is an unsigned integer.
- * 0 otherwise. Allocates nothing. */
+ * pre-walk, the message is an array of at least 9 elements whose third (the type) says
+ * client_submit or client_cancel, and whose ninth (the body) is an array that starts
+ * with an unsigned integer (the request id in both). The other envelope fields are not
+ * looked at: a client of another version still learns which request failed. 0 otherwise.
+ * Allocates nothing. */
 uint64_t sc_msg_peek_client_request_id(const uint8_t *p, size_t n, const sc_msg_limits *lim);
 
 /* The non-allocating structural pre-walk the decoders run first: exactly one msgpack

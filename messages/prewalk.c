@@ -182,21 +182,37 @@ int sc_msg_peek_envelope(const uint8_t *p, size_t n, sc_envelope *env) {
   return sc_msg_peek_envelope_body(p, n, env, &body_at, &elements);
 }
 
+/* Moves past k values of any kind (containers whole). The bytes passed the pre-walk, so
+ * every header is whole and every length lies within them. */
+static void rd_skip(rd *r, uint64_t k) {
+  while (k > 0) {
+    k--;
+    hdr h;
+    if (!read_hdr(r->p + r->pos, r->n - r->pos, &h)) return;
+    r->pos += h.head;
+    if (h.kind == HK_ARRAY) k += h.count;
+    else if (h.kind == HK_MAP) k += 2 * h.count;
+    else r->pos += (size_t)h.count;
+  }
+}
+
 uint64_t sc_msg_peek_client_request_id(const uint8_t *p, size_t n, const sc_msg_limits *lim) {
   sc_msg_limits def;
   if (lim == NULL) {
     sc_msg_limits_default(&def);
     lim = &def;
   }
-  sc_envelope env;
-  size_t body_at;
-  uint64_t elements, fields, id;
-  if (n > lim->max_bytes || sc_msg_prewalk(p, n, lim->max_depth, NULL) != 0 ||
-      sc_msg_peek_envelope_body(p, n, &env, &body_at, &elements) != 0 ||
-      (env.type != SC_MSG_CLIENT_SUBMIT && env.type != SC_MSG_CLIENT_CANCEL))
+  if (n > lim->max_bytes || sc_msg_prewalk(p, n, lim->max_depth, NULL) != 0) return 0;
+  /* by position only, whatever the envelope's other fields say (another major version,
+   * a bad actor id): [major, minor, type, step, seq, src, dst, trace_id, body] */
+  rd r = {p, n, 0};
+  uint64_t elements, type, fields, id;
+  if (!rd_array(&r, &elements) || elements < 9) return 0;
+  rd_skip(&r, 2);
+  if (!rd_uint(&r, &type) || (type != SC_MSG_CLIENT_SUBMIT && type != SC_MSG_CLIENT_CANCEL))
     return 0;
+  rd_skip(&r, 5);
   /* the request id is the first field of both bodies (schema.def) */
-  rd r = {p, n, body_at};
   return rd_array(&r, &fields) && fields > 0 && rd_uint(&r, &id) ? id : 0;
 }
 

@@ -105,10 +105,12 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (ack == NULL) return SC_ENOMEM;
   ack->rank = m->ctx->rank;
   ack->fingerprint = sl->plan.fingerprint;
-  if (m->ctx->cfg.inject_badack_step == env->step && m->ctx->cfg.inject_badack_rank == m->ctx->rank)
+  const sc_pipeline_config *cfg = &m->ctx->cfg;
+  if (cfg->inject_badack_step == env->step && cfg->inject_badack_rank == m->ctx->rank)
     ack->fingerprint ^= 1; /* `--inject badack`: as a rank that converted the plan wrongly */
-  if (sc_send_step(c, m->scheduler, SC_MSG_PLAN_ACK, env->step, ack))
-    sc_msg_body_destroy(SC_MSG_PLAN_ACK, ack);
+  const bool lost = cfg->inject_noack_step == env->step && cfg->inject_noack_rank == m->ctx->rank;
+  if (lost || sc_send_step(c, m->scheduler, SC_MSG_PLAN_ACK, env->step, ack))
+    sc_msg_body_destroy(SC_MSG_PLAN_ACK, ack); /* (`--inject noack`: as a lost one) */
   sl->req_ids = malloc(sizeof *sl->req_ids * (p->req_ids.n + 1));
   if (sl->req_ids == NULL) return SC_ENOMEM;
   memcpy(sl->req_ids, p->req_ids.v, sizeof *sl->req_ids * p->req_ids.n);

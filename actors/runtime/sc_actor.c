@@ -284,11 +284,12 @@ static void start_actor(sc_loop *l, sc_slot *s, const sc_letter *lt) {
     if (rc != 0) {
       const int reason = rc < 0 ? rc : SC_EINVAL;
       actor_stop_req(a, reason);
-      /* The node actor (slot 0) and the startup actors (slots 1..num_startup) are what
+      /* The node actor (slot 0) and the startup actors (slots 1..num_startup, generation
+       * 1: a slot that a stopped startup actor left goes to ordinary actors) are what
        * the node is for (the gateway that binds the clients' endpoint, say): a node
        * without one of them stops, as a node that cannot bind its own endpoint does,
        * instead of running on without it. */
-      if (s->index <= (uint32_t)l->node->num_startup) {
+      if (s->index <= (uint32_t)l->node->num_startup && a->id.gen == 1) {
         SC_ERROR(LOG, "node %d: %s could not start (%s): stopping the node", l->node->rank,
                  s->name, sc_strerror(reason));
         sc_node_request_stop(l->node, reason);
@@ -834,7 +835,10 @@ int sc_link(sc_ctx *ctx, sc_actor_id target) {
   if (target.node != (uint16_t)n->rank) return SC_ENOTSUP;
   sc_watch *mine = malloc(sizeof *mine);
   if (mine == NULL) return SC_ENOMEM;
-  const int rc = send_sys(n, SC_SYS_LINK, ctx->actor->id, target, 0);
+  int rc = send_sys(n, SC_SYS_LINK, ctx->actor->id, target, 0);
+  /* a target already gone is one that stopped with SC_ENOENT just after the link, as
+   * for sc_monitor: the EXIT comes as a letter (DOWN with trap_exit), not as an error */
+  if (rc == SC_ENOENT) rc = send_sys(n, SC_SYS_EXIT, target, ctx->actor->id, SC_ENOENT);
   if (rc != 0) {
     free(mine);
     return rc;

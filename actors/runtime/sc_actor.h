@@ -150,7 +150,9 @@ int sc_monitor(sc_ctx *ctx, sc_actor_id target);
  * heartbeats. */
 int sc_monitor_node(sc_ctx *ctx, int rank);
 /* Bidirectional: when either stops with a non-zero reason the other stops with the same
- * reason, unless it has trap_exit (then it gets DOWN). Local actors only. */
+ * reason, unless it has trap_exit (then it gets DOWN). A target that is gone already (or
+ * stops before it takes the link) counts as one that stopped with SC_ENOENT. Local
+ * actors only. */
 int sc_link(sc_ctx *ctx, sc_actor_id target);
 /* Stops this actor after the current handler returns. */
 void sc_stop(sc_ctx *ctx, int reason);

@@ -4,8 +4,10 @@
  * the pure scheduler core (sched.h).
  *
  * Plan acknowledgements arrive asynchronously from every rank's metadata actor; they are compared
- * with the fingerprint the partitioner planned, and a mismatch fails the step, but no
- * step ever waits for them: verification is off the data path. */
+ * with the fingerprint the partitioner planned, and a mismatch fails the step. The ranks
+ * do not wait for them (verification is off the data path), but the step's tokens reach
+ * no client until all are in and match: a result that comes first is held, for at most
+ * the collective deadline (a rank that never acknowledges fails the step). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,8 @@ typedef struct scheduler {
   /* the step's result when it came before every fingerprint was in: its tokens reach no
    * client until they all are, and match (check_acks) */
   sc_msg_step_result *held_result;
+  uv_timer_t *ack_timer;   /* fails the step when a held result waits too long */
+  sc_actor_id self;
   bool shutting_down;
   sc_node *node;
   uv_timer_t *stop_timer;  /* pending delayed stop (closed in terminate if still armed) */
@@ -83,6 +87,14 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   if ((rc = sc_node_resolve(n, "gateway@0", &s->gateway)) ||
       (rc = sc_node_resolve(n, "partitioner@0", &s->partitioner)))
     return rc;
+  s->self = sc_self(c);
+  if ((s->ack_timer = malloc(sizeof *s->ack_timer)) == NULL) return SC_ENOMEM;
+  if (uv_timer_init(sc_ctx_uv_loop(c), s->ack_timer) != 0) {
+    free(s->ack_timer);
+    s->ack_timer = NULL;
+    return SC_ESYS;
+  }
+  s->ack_timer->data = s;
   return 0;
 }
 
@@ -91,6 +103,7 @@ static void free_handle(uv_handle_t *h) { free(h); }
 static void terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   scheduler *s = state;
+  if (s->ack_timer) uv_close((uv_handle_t *)s->ack_timer, free_handle);
   if (s->stop_timer) { /* the node stopped before the delayed stop fired */
     uv_timer_stop(s->stop_timer);
     uv_close((uv_handle_t *)s->stop_timer, free_handle);
@@ -217,6 +230,30 @@ static void try_start(sc_ctx *c, scheduler *s) {
 static void drop_held_result(scheduler *s) {
   if (s->held_result) sc_msg_body_destroy(SC_MSG_STEP_RESULT, s->held_result);
   s->held_result = NULL;
+  uv_timer_stop(s->ack_timer);
+}
+
+/* A held result waited the collective deadline for a rank's acknowledgement: the step
+ * fails as if that rank had aborted it (a timer has no sc_ctx to send with, so the abort
+ * goes to this actor as a letter; on_abort ignores it if the step is over by then). */
+static void on_ack_timeout(uv_timer_t *t) {
+  scheduler *s = t->data;
+  if (s->held_result == NULL || s->in_flight == 0) return;
+  int32_t missing = 0;
+  while (missing < s->world - 1 && s->acked[missing]) missing++;
+  sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
+  if (a == NULL) return;
+  char why[160];
+  snprintf(why, sizeof why, "no plan acknowledgement within %lld ms%s",
+           (long long)s->ctx->cfg.deadline_ms, s->have_planned ? "" : " (nor the plan's own)");
+  a->reason = SC_ETIMEDOUT;
+  a->rank = missing;
+  a->step = s->in_flight;
+  a->seq = -1;
+  a->message = strdup(why);
+  sc_envelope env = {.type = SC_MSG_STEP_ABORT, .step = s->in_flight, .src = s->self,
+                     .dst = s->self};
+  if (sc_node_send(s->node, &env, a) != 0) sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
 }
 
 /* Fails the step in flight on every rank: clients get errors, every comm aborts its
@@ -292,6 +329,7 @@ static void check_acks(sc_ctx *c, scheduler *s) {
   if (s->held_result && acks_complete(s)) {
     sc_msg_step_result *r = s->held_result;
     s->held_result = NULL;
+    uv_timer_stop(s->ack_timer);
     finish_step(c, s, r);
     sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
   }
@@ -354,6 +392,7 @@ static int on_result(sc_ctx *c, const sc_envelope *env, const void *body) {
   } else { /* a fingerprint is still on its way (other senders, no order among them) */
     drop_held_result(s);
     s->held_result = sc_take_body(c);
+    uv_timer_start(s->ack_timer, on_ack_timeout, (uint64_t)s->ctx->cfg.deadline_ms, 0);
   }
   return 0;
 }

@@ -142,7 +142,8 @@ Test(pipeline, killed_node_gives_errors_not_a_hang) {
   assert_no_nodes_left();
 }
 
-/* A P x N cluster of the small model; inject: one --inject fault, or NULL. */
+/* A P x N cluster of the small model; inject: one --inject fault (and with it a 24-token
+ * budget and a 1 s collective deadline), or NULL. */
 static sc_local_cluster *start_small_with(int p, int n, const char *inject) {
   sc_local_cluster_opts o = {.pcp = p, .dcp = n, .tp = 1, .exe = EXE,
                              .model_file = SRC "/examples/model-small.json",
@@ -151,6 +152,7 @@ static sc_local_cluster *start_small_with(int p, int n, const char *inject) {
     o.inject[0] = inject;
     o.num_inject = 1;
     o.token_budget = 24;
+    o.deadline_ms = 1000;
   }
   sc_local_cluster *lc = NULL;
   sc_diag d = {0};
@@ -192,12 +194,12 @@ static int next_error(sc_client *c, char *msg, size_t len) {
   return 0;
 }
 
-/* A rank that acknowledges a step's plan with another fingerprint fails that step, and
- * the requests that were waiting behind it are still served (nothing else would start
- * the next step: the failed step's result is ignored). */
-Test(pipeline, a_wrong_plan_ack_fails_its_step_and_the_queue_goes_on) {
+/* A rank that acknowledges a step's plan with another fingerprint (or not at all) fails
+ * that step, and the requests that were waiting behind it are still served (nothing else
+ * would start the next step: the failed step's result is ignored). */
+static void failed_ack_case(const char *inject, const char *want) {
   private_tmp();
-  sc_local_cluster *lc = start_small_with(2, 2, "badack:1:1");
+  sc_local_cluster *lc = start_small_with(2, 2, inject);
   sc_client *c;
   cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
   int32_t prompt[40];
@@ -231,10 +233,19 @@ Test(pipeline, a_wrong_plan_ack_fails_its_step_and_the_queue_goes_on) {
   cr_assert_eq(ended, 2, "%d of the 2 requests ended (the waiting one stalled?)", ended);
   cr_assert(failed[0] && !failed[1], "A %s, B %s", failed[0] ? "failed" : "completed",
             failed[1] ? "failed" : "completed");
-  cr_assert_not_null(strstr(msg, "step 1 failed: rank 1 acknowledged plan fingerprint"), "%s",
-                     msg);
+  cr_assert_not_null(strstr(msg, want), "%s", msg);
   cr_assert_eq(tokens[1], 2);
   assert_no_nodes_left();
+}
+
+Test(pipeline, a_wrong_plan_ack_fails_its_step_and_the_queue_goes_on) {
+  failed_ack_case("badack:1:1", "step 1 failed: rank 1 acknowledged plan fingerprint");
+}
+
+/* A lost acknowledgement: the step's result waits for it the collective deadline (1 s
+ * here), then the step fails, and the queue goes on. */
+Test(pipeline, a_lost_plan_ack_fails_its_step_after_the_deadline) {
+  failed_ack_case("noack:1:1", "step 1 failed: rank 1: no plan acknowledgement within 1000 ms");
 }
 
 /* An orderly stop of the head answers the requests it still holds: on a one-node

@@ -411,6 +411,12 @@ Test(messages, a_bad_client_message_still_names_its_request) {
   cr_assert_eq(sc_msg_decode_untrusted(b.data, b.len, &lim, &got, &body, NULL), SC_EINVAL);
   cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len, &lim), 300000);
   cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len, NULL), 300000);
+  /* a client of another major version: it does not decode, but its request is named */
+  cr_assert_eq(b.data[1], SC_MSG_MAJOR, "the major version is the envelope's 2nd byte");
+  b.data[1] = SC_MSG_MAJOR + 1;
+  cr_assert_eq(sc_msg_decode_untrusted(b.data, b.len, &lim, &got, &body, NULL), SC_EVERSION);
+  cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len, &lim), 300000);
+  b.data[1] = SC_MSG_MAJOR;
   /* cut short, or past the size limit: not sound, so no id */
   cr_assert_eq(sc_msg_peek_client_request_id(b.data, b.len - 1, &lim), 0);
   lim.max_bytes = b.len - 1;

@@ -569,7 +569,10 @@ Test(runtime, link_propagates_abnormal_exit) {
 
 /* Monitor or link right behind a message that stops the target: the target is gone
  * before it takes the registration, which must still be answered (sc_monitor and sc_link
- * returned 0, and nothing else would ever tell the watcher). */
+ * returned 0, and nothing else would ever tell the watcher). Watcher and target share
+ * loop 1, so the target is still alive when the registration is sent and only stops
+ * once the watcher's init has returned: the registration is always the one it never
+ * took. */
 static int stop_then_monitor_init(sc_ctx *ctx, void *st, const void *arg) {
   sh_init(ctx, st, arg);
   shared *sh = ((watcher *)st)->sh;
@@ -578,7 +581,7 @@ static int stop_then_monitor_init(sc_ctx *ctx, void *st, const void *arg) {
 }
 static const sc_actor_spec k_late_watcher = {
     .name = "late_watcher", .state_size = sizeof(watcher), .init = stop_then_monitor_init,
-    .handlers = {[SC_MSG_DOWN] = watcher_on_down}, .loop = SC_LOOP_ANY};
+    .handlers = {[SC_MSG_DOWN] = watcher_on_down}, .loop = 1};
 static int stop_then_link_init(sc_ctx *ctx, void *st, const void *arg) {
   sh_init(ctx, st, arg);
   shared *sh = ((watcher *)st)->sh;
@@ -587,6 +590,17 @@ static int stop_then_link_init(sc_ctx *ctx, void *st, const void *arg) {
 }
 static const sc_actor_spec k_late_linker = {
     .name = "late_linker", .state_size = sizeof(watcher), .init = stop_then_link_init,
+    .handlers = {[SC_MSG_DOWN] = watcher_on_down}, .trap_exit = true, .loop = 1};
+static const sc_actor_spec k_crasher_on_1 = {.name = "crasher",
+                                             .handlers = {[SC_MSG_PING] = crash_on_ping},
+                                             .loop = 1};
+
+static int link_init(sc_ctx *ctx, void *st, const void *arg) {
+  sh_init(ctx, st, arg);
+  return sc_link(ctx, ((watcher *)st)->sh->peer);
+}
+static const sc_actor_spec k_gone_linker = {
+    .name = "gone_linker", .state_size = sizeof(watcher), .init = link_init,
     .handlers = {[SC_MSG_DOWN] = watcher_on_down}, .trap_exit = true, .loop = SC_LOOP_ANY};
 
 Test(runtime, a_monitor_or_link_the_target_never_took_is_still_answered) {
@@ -595,7 +609,7 @@ Test(runtime, a_monitor_or_link_the_target_never_took_is_still_answered) {
   for (int i = 0; i < 2; i++) {
     shared sh = {0};
     shared *psh = &sh;
-    cr_assert_eq(sc_spawn(n, &k_crasher, NULL, 0, &sh.peer), 0);
+    cr_assert_eq(sc_spawn(n, &k_crasher_on_1, NULL, 0, &sh.peer), 0);
     sc_actor_id w;
     cr_assert_eq(sc_spawn(n, late[i], &psh, sizeof psh, &w), 0);
     cr_assert(wait_until(&sh.done, 1, 3000), "%s: no DOWN although the target is gone",
@@ -603,6 +617,13 @@ Test(runtime, a_monitor_or_link_the_target_never_took_is_still_answered) {
     cr_assert_eq(atomic_load(&sh.down_reason), SC_ENOENT, "%s", late[i]->name);
     cr_assert(sc_actor_id_eq(sh.down_who, sh.peer), "%s", late[i]->name);
   }
+  /* and a link to an id that is gone already: DOWN (trap_exit) at once, as a monitor */
+  shared sh = {.peer = {.node = 0, .slot = 999, .gen = 5}};
+  shared *psh = &sh;
+  sc_actor_id w;
+  cr_assert_eq(sc_spawn(n, &k_gone_linker, &psh, sizeof psh, &w), 0);
+  cr_assert(wait_until(&sh.done, 1, 3000), "a link to a dead id was never answered");
+  cr_assert_eq(atomic_load(&sh.down_reason), SC_ENOENT);
   stop_node(n);
 }
 
