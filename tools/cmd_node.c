@@ -152,9 +152,10 @@ int sc_cmd_node(int argc, char **argv) {
   /* (at once when a signal stopped the node while it waited for the cluster) */
   rc = sc_node_wait_shutdown(node, -1);
   if (rank == 0) {
-    /* clients first hear that their requests end (a node with no pipeline: nothing to
-     * say); then the head takes the others down with it, and gives them a moment */
-    sc_pipeline_stop_clients(node, rc == 0 ? "head stopping" : sc_strerror(rc));
+    /* on an orderly stop, clients first hear that their requests end (a stop for an
+     * error has told them already, and a node with no pipeline has nothing to say);
+     * then the head takes the others down with it, and gives them a moment */
+    if (rc == 0) sc_pipeline_stop_clients(node, "head stopping");
     sc_node_broadcast_shutdown(node, rc == 0 ? "head stopping" : sc_strerror(rc));
     const uint64_t until = sc_now_ns() + 500000000ull;
     for (;;) {

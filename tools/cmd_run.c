@@ -166,8 +166,12 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
       sc_client_event ev;
       const double until = sc_now_s() + 5;
       bool reported = false;
-      for (int32_t k = 0; sc_now_s() < until && !reported; k = (k + 1) % ncl) {
-        if (sc_client_next(cls[k], 100 / ncl + 1, &ev) != 0) continue; /* (ev not filled) */
+      /* until an error, or a round of all clients that brought nothing (about 100 ms) */
+      for (int32_t k = 0, quiet = 0; sc_now_s() < until && !reported && quiet < ncl;
+           k = (k + 1) % ncl) {
+        const int rc = sc_client_next(cls[k], 100 / ncl + 1, &ev);
+        quiet = rc == SC_ETIMEDOUT ? quiet + 1 : 0;
+        if (rc != 0) continue; /* (ev not filled) */
         reported = ev.kind == SC_CLIENT_ERROR;
         if (reported) {
           char died[256];

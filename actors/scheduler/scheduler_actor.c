@@ -239,21 +239,29 @@ static void drop_held_result(scheduler *s) {
 static void on_ack_timeout(uv_timer_t *t) {
   scheduler *s = t->data;
   if (s->held_result == NULL || s->in_flight == 0) return;
+  /* the first rank still missing; the partitioner's fingerprint (head) when none is */
   int32_t missing = 0;
-  while (missing < s->world - 1 && s->acked[missing]) missing++;
+  while (missing < s->world && s->acked[missing]) missing++;
   sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
   if (a == NULL) return;
   char why[160];
-  snprintf(why, sizeof why, "no plan acknowledgement within %lld ms%s",
-           (long long)s->ctx->cfg.deadline_ms, s->have_planned ? "" : " (nor the plan's own)");
+  if (missing < s->world)
+    snprintf(why, sizeof why, "no plan acknowledgement within %lld ms",
+             (long long)s->ctx->cfg.deadline_ms);
+  else
+    snprintf(why, sizeof why, "no plan fingerprint from the partitioner within %lld ms",
+             (long long)s->ctx->cfg.deadline_ms);
   a->reason = SC_ETIMEDOUT;
-  a->rank = missing;
+  a->rank = missing < s->world ? missing : 0;
   a->step = s->in_flight;
   a->seq = -1;
   a->message = strdup(why);
   sc_envelope env = {.type = SC_MSG_STEP_ABORT, .step = s->in_flight, .src = s->self,
                      .dst = s->self};
-  if (sc_node_send(s->node, &env, a) != 0) sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
+  if (sc_node_send(s->node, &env, a) != 0) { /* a full mailbox: try again shortly */
+    sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
+    uv_timer_start(t, on_ack_timeout, 100, 0);
+  }
 }
 
 /* Fails the step in flight on every rank: clients get errors, every comm aborts its
