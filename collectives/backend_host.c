@@ -33,7 +33,7 @@ typedef struct host_be {
   void **dealers;           /* [world]: NULL where the rank is not a group peer */
   void *wake_rx, *wake_tx;  /* inproc pair: abort() wakes a blocked poll */
   pthread_mutex_t wake_mu;
-  atomic_int aborted;
+  _Atomic uint64_t aborted_through; /* steps up to this epoch are aborted (0: none) */
   int32_t world, rank;
   int32_t *members[SC_GROUP_COUNT]; /* group-rank order, global ranks */
   int32_t size[SC_GROUP_COUNT], me[SC_GROUP_COUNT];
@@ -126,6 +126,12 @@ static stashed *take(host_be *be, sc_group g, int32_t src) {
   return NULL;
 }
 
+/* Whether the step in flight was aborted (host_abort). be->epoch is this thread's. */
+static bool aborted(const host_be *be) {
+  const uint64_t through = atomic_load(&((host_be *)be)->aborted_through);
+  return through != 0 && through >= be->epoch;
+}
+
 /* Waits for the block of src for the current collective of g (exactly `bytes` long)
  * and copies it to dst. */
 static int recv_block(host_be *be, sc_group g, int32_t src, void *dst, size_t bytes,
@@ -143,7 +149,7 @@ static int recv_block(host_be *be, sc_group g, int32_t src, void *dst, size_t by
       }
       return 0;
     }
-    if (atomic_load(&be->aborted)) return SC_EABORTED;
+    if (aborted(be)) return SC_EABORTED;
     long timeout = -1;
     if (deadline_ns != 0) {
       const uint64_t now = sc_now_ns();
@@ -194,7 +200,7 @@ static int send_all(host_be *be, sc_group g, const uint8_t *send, size_t bytes,
 static int host_all_gather(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
                            size_t count) {
   host_be *be = self;
-  if (atomic_load(&be->aborted)) return SC_EABORTED;
+  if (aborted(be)) return SC_EABORTED;
   const size_t bytes = count * sc_dtype_size(dt);
   const uint64_t dl = deadline_of(be);
   int rc = send_all(be, g, send, bytes, 0);
@@ -222,7 +228,7 @@ static int reduce_into(host_be *be, sc_group g, sc_dtype dt, const void *mine, v
 
 static int exchange_and_reduce(host_be *be, sc_group g, sc_dtype dt, const uint8_t *send,
                                void *recv, size_t count, size_t stride_bytes) {
-  if (atomic_load(&be->aborted)) return SC_EABORTED;
+  if (aborted(be)) return SC_EABORTED;
   if (dt != SC_DT_F32 && dt != SC_DT_BF16) return SC_ENOTSUP;
   const size_t bytes = count * sc_dtype_size(dt);
   const uint64_t dl = deadline_of(be);
@@ -259,9 +265,14 @@ static int host_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const vo
   }
 }
 
-static void host_abort(void *self) {
+static void host_abort(void *self, uint64_t epoch) {
   host_be *be = self;
-  atomic_store(&be->aborted, 1);
+  /* raised to the highest step aborted, never lowered: the step in flight (be->epoch,
+   * the executor's) is aborted once this reaches it, whenever the abort comes */
+  const uint64_t through = epoch ? epoch : UINT64_MAX;
+  uint64_t prev = atomic_load(&be->aborted_through);
+  while (prev < through && !atomic_compare_exchange_weak(&be->aborted_through, &prev, through)) {
+  }
   pthread_mutex_lock(&be->wake_mu);
   zmq_send(be->wake_tx, "x", 1, ZMQ_DONTWAIT);
   pthread_mutex_unlock(&be->wake_mu);
@@ -392,11 +403,11 @@ static void host_reset(void *self, uint64_t epoch) {
       pp = &e->next;
     }
   }
-  /* drain a pending wake-up of an earlier abort, then clear the flag */
+  /* drain a pending wake-up of an earlier abort (an abort of an earlier step does not
+   * reach this one: aborted() compares epochs) */
   char c;
   while (zmq_recv(be->wake_rx, &c, 1, ZMQ_DONTWAIT) >= 0) {
   }
-  atomic_store(&be->aborted, 0);
 }
 
 void sc_host_coll_destroy(sc_comm *comm) {

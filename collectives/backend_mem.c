@@ -291,7 +291,11 @@ static int mem_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const v
   return rc;
 }
 
-static void mem_abort(void *self) { sc_mem_world_abort(((mem_rank *)self)->w); }
+/* (the in-memory world of the tests has no steps: any abort ends it) */
+static void mem_abort(void *self, uint64_t epoch) {
+  (void)epoch;
+  sc_mem_world_abort(((mem_rank *)self)->w);
+}
 
 static const sc_coll_ops k_mem_ops = {
     .run = mem_run,

@@ -32,6 +32,7 @@ typedef struct nccl_rank {
    * aborts from the comm actor (deadline, step abort) and the watch. */
   pthread_mutex_t mu;
   atomic_int abort_req; /* any thread; acted on under mu */
+  _Atomic uint64_t epoch; /* the step in flight (reset) */
   int dead;             /* 0, or the code every call now fails with (under mu) */
   int32_t dead_call;    /* the collective outstanding when the comms died */
   nccl_call *calls;     /* collectives queued since reset (under mu) */
@@ -381,8 +382,14 @@ static int nccl_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const 
  * unless that already happened. Every holder of mu is bounded (an enqueue by the flag
  * and its deadline, the watch and finish by NCCL calls that return, reset by a stream
  * whose step has completed). */
-static void nccl_abort_op(void *self) {
+static void nccl_abort_op(void *self, uint64_t epoch) {
   nccl_rank *r = self;
+  /* An abort of a step that ended is ignored: the step in flight is a later one. Read
+   * before mu, since the request must reach a thread that holds mu in wait_ready; a reset
+   * between this check and the request can still let it abort the next step, which
+   * costs nothing more: an NCCL cluster ends on any aborted step (the scheduler's
+   * step_failed). */
+  if (epoch != 0 && epoch < atomic_load(&r->epoch)) return;
   atomic_store(&r->abort_req, 1);
   pthread_mutex_lock(&r->mu);
   if (!r->dead) abort_all(r, SC_EABORTED);
@@ -390,7 +397,7 @@ static void nccl_abort_op(void *self) {
 }
 
 void sc_nccl_abort(sc_comm *comm) {
-  if (comm && comm->self) nccl_abort_op(comm->self);
+  if (comm && comm->self) nccl_abort_op(comm->self, 0);
 }
 
 /* A new step: forgets an abort request that no collective acted on, and the previous
@@ -398,9 +405,9 @@ void sc_nccl_abort(sc_comm *comm) {
  * unique ids), so a dead comm stays dead: the owner destroys it and initialises a new
  * one through the control plane. */
 static void nccl_reset_op(void *self, uint64_t epoch) {
-  (void)epoch;
   nccl_rank *r = self;
   pthread_mutex_lock(&r->mu);
+  atomic_store(&r->epoch, epoch);
   /* the compute stream has passed every collective, but the host functions behind them
    * may still be on their way; wait so they count the old step, not the new one */
   if (atomic_load(&r->done) != atomic_load(&r->queued)) (void)cudaStreamSynchronize(r->stream);

@@ -37,9 +37,9 @@ static int st_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void
   return rc;
 }
 
-static void st_abort(void *self) {
+static void st_abort(void *self, uint64_t epoch) {
   staged *s = self;
-  if (s->inner_ops->abort) s->inner_ops->abort(s->inner_self);
+  if (s->inner_ops->abort) s->inner_ops->abort(s->inner_self, epoch);
 }
 static void st_reset(void *self, uint64_t epoch) {
   staged *s = self;

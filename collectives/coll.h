@@ -38,9 +38,13 @@ typedef struct sc_coll_ops {
    * device work and returns; failures on the device are reported by `finish`. */
   int (*run)(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
              void *recv, size_t count);
-  /* Wakes every rank blocked in a collective of this comm with SC_EABORTED; later calls
-   * fail the same way. May be called from another thread. May be NULL. */
-  void (*abort)(void *self);
+  /* Aborts the collectives of step `epoch` (the epoch of reset), 0: of every step from
+   * now on: wakes a collective of that step blocked on this comm with SC_EABORTED, and
+   * later calls of that step fail the same way. An abort for a step before the current
+   * epoch is ignored: it was sent while its step ran and may come after the next one
+   * started (it used to fail that healthy step). May be called from another thread.
+   * May be NULL. */
+  void (*abort)(void *self, uint64_t epoch);
   /* Starts a new step (epoch, increasing): clears an earlier abort and forgets anything
    * left over from a failed step. Called by the executor's thread between steps, when no
    * collective is running. May be NULL (nothing to reset). */

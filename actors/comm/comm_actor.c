@@ -207,7 +207,7 @@ static int on_step_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (atomic_load(&s->ctx->executing) == a->step && s->ctx->comm.ops && s->ctx->comm.ops->abort) {
     SC_INFO(LOG, "rank %d: aborting the collectives of step %llu", s->ctx->rank,
             (unsigned long long)a->step);
-    s->ctx->comm.ops->abort(s->ctx->comm.self);
+    s->ctx->comm.ops->abort(s->ctx->comm.self, a->step);
   }
   return 0;
 }

@@ -77,7 +77,7 @@ static void terminate(sc_ctx *c, void *state, int reason) {
      * the comm actor's watch may already be stopped: abort the collectives first (the
      * node is stopping, nothing will use them again). */
     sc_comm *comm = &e->ctx->comm;
-    if (comm->ops && comm->ops->abort) comm->ops->abort(comm->self);
+    if (comm->ops && comm->ops->abort) comm->ops->abort(comm->self, 0);
     sc_kernels *k = sc_engine_kernels(e->ctx->engine);
     (void)k->ops->sync(k);
     sc_step_local_free(e->running);

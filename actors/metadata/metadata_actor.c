@@ -94,7 +94,16 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
   /* to_plan re-checks the plan's consistency (request ids included) and recomputes the
    * fingerprint over the entries this rank's executor will enforce: the acknowledged
    * plan is the checked one, converted once. */
-  const int rc = sc_msg_step_plan_to_plan(p, &sl->plan, &d);
+  int rc = sc_msg_step_plan_to_plan(p, &sl->plan, &d);
+  /* The plan's fingerprint covers its collectives, not the layout this rank's forward
+   * pass takes from its own configuration: a node that read another cluster file or
+   * model (another interleave, say) would compute on other tokens with no collective
+   * the wiser. So the layout must be the head's. */
+  char diff[96];
+  if (rc == 0 && !sc_plan_config_same(&m->ctx->plan_cfg, &sl->plan.cfg, diff, sizeof diff))
+    rc = sc_fail(&d, SC_EDESYNC,
+                 "this rank's configuration differs from the head's plan (%s, here/there): "
+                 "every node must read the same cluster file and model", diff);
   if (rc) {
     SC_ERROR(LOG, "rank %d: step %llu plan rejected: %s", m->ctx->rank,
              (unsigned long long)env->step, d.msg);

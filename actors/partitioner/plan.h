@@ -53,6 +53,11 @@ typedef struct sc_plan_config {
 #define SC_PLAN_MAX_DIM (1 << 20)      /* bound on model dimensions */
 #define SC_PLAN_DEFAULT_MAX_GATHERED_ROWS 1048576
 
+/* The first field in which a and b differ, as "name a-value/b-value" in out (len
+ * bytes), and false; true when they are the same configuration. */
+bool sc_plan_config_same(const sc_plan_config *a, const sc_plan_config *b, char *out,
+                         size_t len);
+
 /* Fills the defaults of DESIGN.md §7: pcp = dcp = tp = 1, interleave 1, block_size 64,
  * pad_multiple 1, layers 1, max_gathered_rows 1048576, model dimensions of the embedded
  * model, f32 collectives. */

@@ -4,6 +4,22 @@
 #include "actors/partitioner/plan.h"
 #include "model/model_defaults.h"
 
+bool sc_plan_config_same(const sc_plan_config *a, const sc_plan_config *b, char *out,
+                         size_t len) {
+#define SC_SAME(f)                                                                       \
+  if (a->f != b->f) {                                                                  \
+    snprintf(out, len, "%s %lld/%lld", #f, (long long)a->f, (long long)b->f);          \
+    return false;                                                                      \
+  }
+  SC_SAME(pcp) SC_SAME(dcp) SC_SAME(tp) SC_SAME(interleave) SC_SAME(block_size)
+  SC_SAME(pad_multiple) SC_SAME(max_gathered_rows) SC_SAME(layers) SC_SAME(heads)
+  SC_SAME(kv_lora_rank) SC_SAME(rope_dim) SC_SAME(index_dim) SC_SAME(topk) SC_SAME(hidden)
+  SC_SAME(dtype)
+#undef SC_SAME
+  if (len) out[0] = '\0';
+  return true;
+}
+
 void sc_plan_config_default(sc_plan_config *cfg) {
   *cfg = (sc_plan_config){
       .pcp = 1,

@@ -209,6 +209,8 @@ static int send_step(sc_ctx *c, scheduler *s, const sc_sched_step *st) {
   return 0;
 }
 
+static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why);
+
 /* Starts the next step if none is running and there is work. */
 static void try_start(sc_ctx *c, scheduler *s) {
   if (s->in_flight || s->shutting_down) return;
@@ -219,11 +221,11 @@ static void try_start(sc_ctx *c, scheduler *s) {
   memset(s->acked, 0, sizeof *s->acked * (size_t)s->world);
   const int rc = send_step(c, s, st);
   if (rc) {
-    SC_ERROR(LOG, "step %llu could not be started: %s", (unsigned long long)st->step,
-             sc_strerror(rc));
-    const int n = sc_sched_fail_step(s->sched, s->ids);
-    for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], rc, "the step could not be started");
-    s->in_flight = 0;
+    /* some ranks may have their inputs and the plan already: abort it on every rank, or
+     * they would wait in its collectives until the deadline */
+    char why[96];
+    snprintf(why, sizeof why, "the step could not be started (%s)", sc_strerror(rc));
+    fail_step(c, s, rc, why);
   }
 }
 

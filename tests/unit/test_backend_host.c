@@ -254,13 +254,38 @@ Test(backend_host, abort_wakes_a_blocked_collective) {
   pthread_t th;
   pthread_create(&th, NULL, blocked, &b);
   usleep(100 * 1000);
-  comm.ops->abort(comm.self);
+  comm.ops->abort(comm.self, 0);
   pthread_join(th, NULL);
   cr_assert_eq(b.rc, SC_EABORTED);
   cr_assert_lt(b.ms, 1000);
   float x[2] = {0}, y[4];
   cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
                SC_EABORTED);
+  sc_host_coll_destroy(&comm);
+  world_done(&w);
+}
+
+/* An abort names its step: one for a step that already ended must not fail the next
+ * (the comm actor checks that the step runs, then aborts; the step can end and the next
+ * begin in between). Rank 1 never runs, so a collective that is not aborted waits out
+ * its deadline. */
+Test(backend_host, an_abort_of_an_earlier_step_does_not_reach_the_current_one) {
+  world w;
+  world_init(&w, 2, 1, 1, 200);
+  sc_comm comm;
+  const sc_host_coll_config hc = {.rank = 0, .endpoints = w.ep_ptrs, .deadline_ms = 200};
+  cr_assert_eq(sc_host_coll_create(&comm, &w.cfg, &hc, NULL), 0);
+  float x[2] = {0}, y[4];
+  comm.ops->reset(comm.self, 5);
+  comm.ops->abort(comm.self, 4); /* late: step 4 is over */
+  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
+               SC_ETIMEDOUT);
+  comm.ops->abort(comm.self, 5);
+  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
+               SC_EABORTED);
+  comm.ops->reset(comm.self, 6);
+  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
+               SC_ETIMEDOUT);
   sc_host_coll_destroy(&comm);
   world_done(&w);
 }

@@ -79,7 +79,11 @@ static int inner_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const v
   (void)self, (void)op, (void)g, (void)dt, (void)send, (void)recv, (void)count;
   return 0;
 }
-static void inner_abort(void *self) { inner_aborts++; }
+static uint64_t inner_abort_epoch;
+static void inner_abort(void *self, uint64_t epoch) {
+  inner_aborts++;
+  inner_abort_epoch = epoch;
+}
 static void inner_reset(void *self, uint64_t epoch) { inner_epoch = epoch; }
 static const sc_coll_ops k_recording = {.run = inner_run, .abort = inner_abort,
                                         .reset = inner_reset};
@@ -91,8 +95,9 @@ Test(backend_staged, abort_and_reset_reach_the_inner_backend) {
   cr_assert_eq(sc_coll_staged_wrap(&comm, k, NULL), 0);
   cr_assert_neq(comm.ops, &k_recording);
   inner_aborts = 0, inner_epoch = 0;
-  comm.ops->abort(comm.self);
+  comm.ops->abort(comm.self, 6);
   cr_assert_eq(inner_aborts, 1);
+  cr_assert_eq(inner_abort_epoch, 6);
   comm.ops->reset(comm.self, 7);
   cr_assert_eq(inner_epoch, 7);
   sc_coll_staged_unwrap(&comm);
