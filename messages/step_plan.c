@@ -89,8 +89,17 @@ static int check_plan(const sc_msg_step_plan *m, sc_diag *d) {
         return sc_fail(d, SC_EPROTO, "step_plan.reqs[%u]: split with chunk size %d for q = %d "
                        "at pcp %u is inconsistent", i, r->cs, r->q, P);
     }
-    if (r->region >= 0 && (uint32_t)r->region >= m->regions.n)
-      return sc_fail(d, SC_EPROTO, "step_plan.reqs[%u].region %d out of range", i, r->region);
+    /* Under DCP exactly the prefill requests with rows have a region, and it names them
+     * back (the metadata looks a prefill row's region up by its request, and a region
+     * names the request whose cache it gathers: a region borrowed from another request
+     * would attend over the wrong context without any error); without DCP none has. */
+    const bool needs_region = cfg->dcp > 1 && (r->flags & SC_REQ_PREFILL) && r->q > 0;
+    if (needs_region ? r->region < 0 || (uint32_t)r->region >= m->regions.n ||
+                           m->regions.v[r->region].req != (int32_t)i
+                     : r->region != -1)
+      return sc_fail(d, SC_EPROTO, "step_plan.reqs[%u].region %d: %s", i, r->region,
+                     needs_region ? "a prefill under DCP needs its own region"
+                                  : "only prefills with rows under DCP have a region");
     if (!(r->flags & SC_REQ_PREFILL)) decode += r->q;
     start += r->q;
   }
@@ -106,13 +115,18 @@ static int check_plan(const sc_msg_step_plan *m, sc_diag *d) {
                    m->order.n, with_rows);
   uint8_t *seen = calloc(R, 1);
   if (seen == NULL) return SC_ENOMEM;
+  bool prefills = false; /* SPEC.md §3: decode rows first (the metadata counts on it) */
   for (uint32_t k = 0; k < m->order.n && rc == 0; k++) {
     const int32_t i = m->order.v[k];
-    if ((uint32_t)i >= R || seen[i] || m->reqs.v[i].q == 0)
+    if ((uint32_t)i >= R || seen[i] || m->reqs.v[i].q == 0) {
       rc = sc_fail(d, SC_EPROTO, "step_plan.order[%u] = %d is not a new request with rows",
                    k, i);
-    else
+    } else if (prefills && !(m->reqs.v[i].flags & SC_REQ_PREFILL)) {
+      rc = sc_fail(d, SC_EPROTO, "step_plan.order[%u] = %d: a decode after a prefill", k, i);
+    } else {
       seen[i] = 1;
+      prefills |= (m->reqs.v[i].flags & SC_REQ_PREFILL) != 0;
+    }
   }
   free(seen);
   if (rc != 0) return rc;

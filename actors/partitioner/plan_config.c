@@ -59,7 +59,8 @@ int sc_plan_config_validate(const sc_plan_config *c, sc_diag *d) {
       {"interleave", c->interleave, 1, SC_PLAN_MAX_DIM},
       {"block_size", c->block_size, 1, SC_PLAN_MAX_DIM},
       {"pad_multiple", c->pad_multiple, 1, SC_PLAN_MAX_DIM},
-      {"max_gathered_rows", c->max_gathered_rows, 1, (int64_t)1 << 31},
+      /* (extents and workspace rows are int32: up to INT32_MAX of them, not 2^31) */
+      {"max_gathered_rows", c->max_gathered_rows, 1, INT32_MAX},
       {"layers", c->layers, 1, 4096},
       {"heads", c->heads, 1, SC_PLAN_MAX_DIM},
       {"kv_lora_rank", c->kv_lora_rank, 1, SC_PLAN_MAX_DIM},

@@ -682,6 +682,36 @@ Test(messages, inconsistent_step_plans_are_refused) {
   cr_assert(strstr(d.msg, "reqs[17]") != NULL, "%s", d.msg);
   m->reqs.v[17].cs -= 1;
 
+  /* regions: a prefill under DCP without one (the metadata read regions[-1]), two
+   * prefills with each other's (each would attend over the other's context), a decode
+   * with one */
+  cr_assert_eq(m->reqs.v[16].region, 0);
+  cr_assert_eq(m->reqs.v[17].region, 1);
+  m->reqs.v[16].region = -1;
+  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert(strstr(d.msg, "reqs[16].region -1") != NULL, "%s", d.msg);
+  m->reqs.v[16].region = 1;
+  m->reqs.v[17].region = 0;
+  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert(strstr(d.msg, "its own region") != NULL, "%s", d.msg);
+  m->reqs.v[16].region = 0;
+  m->reqs.v[17].region = 1;
+  m->reqs.v[0].region = 0;
+  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert(strstr(d.msg, "reqs[0].region") != NULL, "%s", d.msg);
+  m->reqs.v[0].region = -1;
+
+  /* row order: decodes first (the metadata takes the first rows for decode rows) */
+  cr_assert(!(m->reqs.v[m->order.v[0]].flags & SC_REQ_PREFILL));
+  cr_assert(m->reqs.v[m->order.v[16]].flags & SC_REQ_PREFILL);
+  saved = m->order.v[0];
+  m->order.v[0] = m->order.v[16];
+  m->order.v[16] = saved;
+  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert(strstr(d.msg, "a decode after a prefill") != NULL, "%s", d.msg);
+  m->order.v[16] = m->order.v[0];
+  m->order.v[0] = saved;
+
   cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), 0, "%s", d.msg);
   assert_same_indices(&a, &b);
   sc_msg_body_destroy(SC_MSG_STEP_PLAN, m);

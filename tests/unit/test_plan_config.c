@@ -68,6 +68,11 @@ Test(plan_config, each_rule_is_named) {
   c = make(4, 4, 1);
   c.max_gathered_rows = 3;
   expect_reject(c, SC_EINVAL, "max_gathered_rows = 3 is smaller than dcp = 4");
+  /* extents and workspace rows are int32: 2^31 rows would overflow them */
+  c.max_gathered_rows = (int64_t)1 << 31;
+  expect_reject(c, SC_EINVAL, "max_gathered_rows");
+  c.max_gathered_rows = INT32_MAX;
+  cr_assert_eq(sc_plan_config_validate(&c, NULL), 0);
   c = make(1, 1, 1);
   c.pad_multiple = 0;
   expect_reject(c, SC_EINVAL, "pad_multiple");
