@@ -131,7 +131,7 @@ int sc_pipeline_node_setup(const char *cluster_path, const sc_cluster *cluster, 
  * scheduler to answer every request it still holds with SC_ECLOSED ("the cluster is
  * shutting down (why)"), and gives the gateway SC_PIPELINE_STOP_ANSWER_MS to send the
  * answers. A node without a scheduler returns at once. */
-#define SC_PIPELINE_STOP_ANSWER_MS 200
+#define SC_PIPELINE_STOP_ANSWER_MS 300 /* (the scheduler's own shut_down waits as long) */
 void sc_pipeline_stop_clients(sc_node *node, const char *why);
 
 /* Sends step_abort {code, rank, step, message} to dst from inside an actor; with a

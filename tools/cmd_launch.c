@@ -239,13 +239,9 @@ int sc_cmd_launch(int argc, char **argv) {
     const int k = sc_local_cluster_reap(lc, ex, 16);
     for (int i = 0; i < k; i++) {
       alive--;
-      if (ex[i].value < 0)
-        fprintf(stderr, "sparsecp launch: node %d (pid %d) ended (its status was not ours "
-                        "to read)\n", (int)ex[i].rank, (int)ex[i].pid);
-      else
-        fprintf(stderr, "sparsecp launch: node %d (pid %d) %s %d\n", (int)ex[i].rank,
-                (int)ex[i].pid, ex[i].signaled ? "was killed by signal" : "exited with status",
-                ex[i].value);
+      char what[96];
+      sc_local_exit_describe(&ex[i], what, sizeof what);
+      fprintf(stderr, "sparsecp launch: %s\n", what);
       printf("{\"event\":\"exited\",\"rank\":%d,\"pid\":%d,\"%s\":%d}\n", (int)ex[i].rank,
              (int)ex[i].pid, ex[i].signaled ? "signal" : "status", ex[i].value);
       fflush(stdout);

@@ -227,16 +227,20 @@ int sc_local_cluster_reap(sc_local_cluster *c, sc_local_exit *out, int max) {
   return n;
 }
 
+void sc_local_exit_describe(const sc_local_exit *e, char *out, size_t len) {
+  if (e->value < 0)
+    snprintf(out, len, "node %d (pid %d) ended (its status was not ours to read)",
+             (int)e->rank, (int)e->pid);
+  else
+    snprintf(out, len, "node %d (pid %d) %s %d", (int)e->rank, (int)e->pid,
+             e->signaled ? "was killed by signal" : "exited with status", e->value);
+}
+
 int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len) {
   sc_local_exit ex[8];
   int total = 0, n;
   while ((n = sc_local_cluster_reap(c, ex, 8)) > 0) {
-    if (total == 0 && msg && ex[0].value < 0)
-      snprintf(msg, len, "node %d (pid %d) ended (its status was not ours to read)",
-               (int)ex[0].rank, (int)ex[0].pid);
-    else if (total == 0 && msg)
-      snprintf(msg, len, "node %d (pid %d) %s %d", (int)ex[0].rank, (int)ex[0].pid,
-               ex[0].signaled ? "was killed by signal" : "exited with status", ex[0].value);
+    if (total == 0 && msg) sc_local_exit_describe(&ex[0], msg, len);
     total += n;
   }
   return total;

@@ -79,6 +79,8 @@ typedef struct sc_local_exit {
   int value;      /* -1: unknown (the child was reaped by something else) */
 } sc_local_exit;
 
+/* "node R (pid P) exited with status S" / "was killed by signal S" / "ended (...)". */
+void sc_local_exit_describe(const sc_local_exit *e, char *out, size_t len);
 /* Reaps children without blocking: writes up to max exits and returns how many. */
 int sc_local_cluster_reap(sc_local_cluster *c, sc_local_exit *out, int max);
 /* As reap, describing the first exit in msg ("node 1 (pid 123) was killed by signal

@@ -445,8 +445,6 @@ static int on_ack(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
-#define SC_STOP_DELAY_MS 300
-
 static void stop_node_later(uv_timer_t *t) {
   scheduler *s = t->data;
   s->stop_timer = NULL;
@@ -454,12 +452,17 @@ static void stop_node_later(uv_timer_t *t) {
   uv_close((uv_handle_t *)t, free_handle);
 }
 
-/* The cluster cannot go on: every request gets an error and the head shuts the cluster
- * down (a moment later, so the gateway can deliver the errors first). */
-static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why) {
+/* No step starts any more, and every request held gets error {code, why}. */
+static void end_all_requests(sc_ctx *c, scheduler *s, int code, const char *why) {
   fail_step(c, s, code, why);
   s->shutting_down = true;
   fail_all_clients(c, s, code, why);
+}
+
+/* The cluster cannot go on: every request gets an error and the head shuts the cluster
+ * down (a moment later, so the gateway can deliver the errors first). */
+static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why) {
+  end_all_requests(c, s, code, why);
   SC_ERROR(LOG, "%s: shutting the cluster down", why);
   uv_timer_t *t = malloc(sizeof *t);
   if (t == NULL || uv_timer_init(sc_ctx_uv_loop(c), t) != 0) {
@@ -469,7 +472,7 @@ static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why) {
   }
   t->data = s;
   s->stop_timer = t;
-  uv_timer_start(t, stop_node_later, SC_STOP_DELAY_MS, 0);
+  uv_timer_start(t, stop_node_later, SC_PIPELINE_STOP_ANSWER_MS, 0);
 }
 
 /* The head is stopping in order (sparsecp node on SIGINT/SIGTERM, sc_pipeline_stop_clients):
@@ -482,9 +485,7 @@ static int on_shutdown(sc_ctx *c, const sc_envelope *env, const void *body) {
   const char *why = ((const sc_msg_node_shutdown *)body)->reason;
   char msg[256];
   snprintf(msg, sizeof msg, "the cluster is shutting down (%s)", why && why[0] ? why : "stop");
-  fail_step(c, s, SC_ECLOSED, msg);
-  s->shutting_down = true;
-  fail_all_clients(c, s, SC_ECLOSED, msg);
+  end_all_requests(c, s, SC_ECLOSED, msg);
   return 0;
 }
 
