@@ -18,6 +18,16 @@ int sc_msg_type_from_name(const char *name) {
   return -1;
 }
 
+bool sc_msg_in_process_only(int type) {
+  switch (type) {
+#define SC_IN_PROCESS(NAME) case SC_MSG_##NAME:
+#include "messages/schema.def"
+    return true;
+  default:
+    return false;
+  }
+}
+
 void *sc_msg_body_new(int type) {
   const sc_msg_desc *desc = sc_msg_desc_of(type);
   return desc ? calloc(1, desc->size) : NULL;

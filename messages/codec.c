@@ -415,6 +415,7 @@ static void skip_val(cursor *r) {
 typedef struct {
   const sc_msg_limits *lim; /* NULL on the trusted path */
   cursor r;                 /* the next value to read */
+  const uint8_t *end;       /* one past the input's last byte */
   bool lenient;             /* sender has a newer minor: extra trailing fields allowed */
   sc_diag *d;
   int depth;
@@ -628,6 +629,18 @@ static int dec_field(dctx *c, const sc_msg_field *f, const val *o, uint8_t *base
       return dfail(c, SC_EPROTO, "expected an array, got %s", obj_type_name(o));
     const uint32_t n = (uint32_t)o->via.u; /* (a msgpack array holds at most 2^32 - 1) */
     if ((rc = check_count(c, n, c->lim ? c->lim->max_array : 0, "array elements"))) return rc;
+    /* The pre-walk proved one byte per element; a struct element is an array header and
+     * at least one byte per field, so an array of structs is bounded by that, not by one
+     * byte per element (else 1 MiB of fixints asks for 1 Mi * sizeof the struct). */
+    if (f->kind == SC_FK_SARRAY && n > 0) {
+      const size_t min_el = 1 + (size_t)f->sub->num_fields;
+      const size_t left = (size_t)(c->end - c->r.p);
+      if (n > left / min_el)
+        return dfail(c, SC_EPROTO,
+                     "%u elements of %s need at least %zu bytes each but only %zu bytes "
+                     "remain (truncated or forged length)",
+                     n, f->sub->name, min_el, left);
+    }
     const size_t es = f->kind == SC_FK_ARRAY ? sc_msg_kind_size(f->elem) : f->sub->size;
     sc_msg_arr_any arr = {NULL, 0};
     if (n) {
@@ -712,7 +725,7 @@ static int decode(const uint8_t *p, size_t n, const sc_msg_limits *lim, int max_
   rd_val(&r, &bv);
   void *b = sc_msg_body_new(env->type);
   if (b == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
-  dctx c = {.lim = lim, .r = r, .lenient = lenient, .d = d, .depth = 0};
+  dctx c = {.lim = lim, .r = r, .end = p + n, .lenient = lenient, .d = d, .depth = 0};
   c.path[0].name = desc->name;
   c.path[0].index = -1;
   rc = dec_struct(&c, desc, &bv, b);

@@ -156,6 +156,10 @@ typedef enum sc_msg_type {
 const char *sc_msg_type_name(int type);
 /* Type id of a name, or -1. */
 int sc_msg_type_from_name(const char *name);
+/* Whether the type never crosses a process (schema.def's SC_IN_PROCESS): its body holds
+ * an address in the sender's memory, or only a callback of the receiver's own process
+ * sends it. A node refuses such a message from another node. Any thread. */
+bool sc_msg_in_process_only(int type);
 /* A zeroed body of the type (malloc'd); NULL if the type is unknown or out of memory. */
 void *sc_msg_body_new(int type);
 /* Frees everything the body owns, then the body. body may be NULL. */

@@ -955,14 +955,21 @@ int sc_raw_decode(sc_raw_msg *raw, sc_envelope *env, void **body, sc_diag *d) {
 static void deliver_remote(sc_transport *t, zmq_msg_t *pack, const uint8_t *p, size_t len) {
   sc_node *n = t->node;
   sc_envelope env;
+  const char *why = NULL;
   int rc = sc_msg_peek_envelope(p, len, &env);
-  if (rc == 0 && sc_msg_type_name(env.type) == NULL) rc = SC_ENOTSUP; /* never a runtime letter */
+  const bool readable = rc == 0;
+  if (!readable)
+    why = "its envelope does not decode";
+  else if (sc_msg_type_name(env.type) == NULL) /* (a runtime letter is never sent) */
+    rc = SC_ENOTSUP, why = "unknown message type";
+  else if (sc_msg_in_process_only(env.type)) /* its body would be an address to follow */
+    rc = SC_EPROTO, why = "a message type that never crosses a process";
   if (rc != 0) {
-    SC_WARN(LOG, "node %d: dropped a message that is not one of this build's (%s: %s)",
-            n->rank, sc_strerror(rc), rc == SC_ENOTSUP ? "unknown type" : "envelope");
+    SC_WARN(LOG, "node %d: dropped a message from the network: %s (%s)", n->rank, why,
+            sc_strerror(rc));
     atomic_fetch_add_explicit(&n->undeliverable, 1, memory_order_relaxed);
-    /* a request of an unknown type still gets its answer: the envelope was readable */
-    if (rc == SC_ENOTSUP) (void)sc_reply_error_to(n, &env, rc, "unknown message type");
+    /* a request still gets its answer when its envelope says whom to answer */
+    if (readable) (void)sc_reply_error_to(n, &env, rc, why);
     return;
   }
   sc_raw_msg *raw = raw_new(&env, pack, p, len);

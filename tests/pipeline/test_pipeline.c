@@ -377,6 +377,10 @@ Test(pipeline, hostile_clients_get_errors_others_are_served) {
   cr_assert_eq(sc_msg_encode(&env, &ping, &b), 0);
   cr_assert_eq(sc_client_send_raw(bad, b.data, b.len), 0);
   cr_assert_eq(next_error(bad, msg, sizeof msg), SC_EPROTO, "%s", msg);
+  /* ... refused by its envelope: its body, cut short here, is never decoded */
+  cr_assert_eq(sc_client_send_raw(bad, b.data, b.len - 3), 0);
+  cr_assert_eq(next_error(bad, msg, sizeof msg), SC_EPROTO, "%s", msg);
+  cr_assert_not_null(strstr(msg, "only client_submit"), "%s", msg);
 
   /* the well-behaved client was served throughout, and the cluster still serves */
   cr_assert_eq(finish(good, good_id, msg, sizeof msg), 6, "%s", msg);

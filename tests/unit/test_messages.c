@@ -175,6 +175,45 @@ Test(messages, forged_huge_array_is_rejected_by_the_prewalk) {
   cr_assert(strstr(d.msg, "declares 2147483647 bytes") != NULL, "%s", d.msg);
 }
 
+/* An array of structs whose elements are one byte each passes the pre-walk (one byte per
+ * element); the decoder must not size it by the declared count (24-32 bytes per input
+ * byte), and must still accept real arrays of structs. */
+Test(messages, forged_struct_array_is_refused_before_it_is_sized) {
+  enum { N = 4096 };
+  static uint8_t p[32 + N];
+  size_t k = 0;
+  const uint8_t env0[] = {0x99, 1, 1, SC_MSG_GLOBAL_BATCH, 0, 0, 0x93, 0, 0, 0,
+                          0x93, 0, 0, 0, 0, 0x92, 0xdc, N >> 8, N & 0xff};
+  memcpy(p, env0, sizeof env0);
+  k = sizeof env0;
+  memset(p + k, 0, N);
+  k += N;
+  p[k++] = 0x90;
+  sc_envelope env;
+  void *body = (void *)1;
+  sc_diag d = {0};
+  int rc = sc_msg_decode_untrusted(p, k, NULL, &env, &body, &d);
+  cr_assert_eq(rc, SC_EPROTO);
+  cr_assert_null(body);
+  cr_assert(strstr(d.msg, "global_batch.reqs: 4096 elements of batch_req need at least 5 bytes") !=
+                NULL,
+            "%s", d.msg);
+  cr_assert_eq(sc_msg_decode(p, k, &env, &body, &d), SC_EPROTO);
+  /* the tightest legal encoding still decodes: N reqs of [0, 0, 0, false] */
+  sc_batch_req *reqs = calloc(N, sizeof *reqs);
+  sc_msg_global_batch m = {.reqs = {reqs, N}};
+  sc_envelope e = {.type = SC_MSG_GLOBAL_BATCH};
+  sc_buf buf;
+  sc_buf_init(&buf);
+  cr_assert_eq(sc_msg_encode(&e, &m, &buf), 0);
+  cr_assert_eq(sc_msg_decode_untrusted(buf.data, buf.len, NULL, &env, &body, &d), 0, "%s",
+               d.msg);
+  cr_assert(sc_msg_body_equal(SC_MSG_GLOBAL_BATCH, &m, body));
+  sc_msg_body_destroy(SC_MSG_GLOBAL_BATCH, body);
+  sc_buf_free(&buf);
+  free(reqs);
+}
+
 static size_t nested(uint8_t *out, int levels) {
   size_t n = 0;
   for (int i = 0; i < levels; i++) out[n++] = 0x91;

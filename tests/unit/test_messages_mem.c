@@ -175,3 +175,53 @@ Test(messages_mem, valid_message_decodes_within_a_small_multiple_of_its_size) {
   cr_skip_test("the counting allocator cannot run under AddressSanitizer");
 #endif
 }
+
+#if COUNTING
+/* Envelope [1, 1, type, 0, 0, [0,0,0], [0,0,0], 0, ...] followed by a body of `nfields`
+ * fields whose first is an array32 declaring n elements, each a single fixint 0 (which
+ * the pre-walk accepts: one byte per element), then the other fields as empty arrays. */
+static uint8_t *forged_struct_array(int type, int nfields, uint32_t n, size_t *len) {
+  const size_t cap = 32 + n + (size_t)nfields;
+  uint8_t *p = malloc(cap);
+  size_t k = 0;
+  const uint8_t env[] = {0x99, 1, 1, (uint8_t)type, 0, 0, 0x93, 0, 0, 0, 0x93, 0, 0, 0, 0};
+  memcpy(p + k, env, sizeof env);
+  k += sizeof env;
+  p[k++] = (uint8_t)(0x90 | nfields);
+  p[k++] = 0xdd;
+  p[k++] = (uint8_t)(n >> 24), p[k++] = (uint8_t)(n >> 16), p[k++] = (uint8_t)(n >> 8),
+  p[k++] = (uint8_t)n;
+  memset(p + k, 0, n);
+  k += n;
+  for (int i = 1; i < nfields; i++) p[k++] = 0x90;
+  *len = k;
+  return p;
+}
+#endif
+
+Test(messages_mem, forged_struct_array_stays_within_8_bytes_per_input_byte) {
+#if COUNTING
+  /* global_batch.reqs is an array of 24-byte sc_batch_req: each element the pre-walk
+   * lets through may be one byte, so sizing the array by its declared count allocates
+   * 24 bytes per input byte (docs/messages.md: "at most 8 bytes per input byte"). */
+  sc_msg_limits lim;
+  sc_msg_limits_default(&lim);
+  size_t len;
+  uint8_t *p = forged_struct_array(SC_MSG_GLOBAL_BATCH, 2, (uint32_t)lim.max_bytes - 64, &len);
+  cr_assert_leq(len, lim.max_bytes);
+  const long long before = atomic_load(&g_cur);
+  reset_peak();
+  sc_envelope env;
+  void *body = NULL;
+  sc_diag d = {0};
+  const int rc = sc_msg_decode_untrusted(p, len, &lim, &env, &body, &d);
+  const long long growth = atomic_load(&g_peak) - before;
+  free(p);
+  cr_assert_neq(rc, 0);
+  cr_assert_null(body);
+  cr_assert_lt(growth, 8ll * (long long)len + (64 << 10),
+               "peak growth %lld bytes for %zu input bytes (%s)", growth, len, d.msg);
+#else
+  cr_skip_test("the counting allocator cannot run under AddressSanitizer");
+#endif
+}

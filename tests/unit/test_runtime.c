@@ -1132,6 +1132,51 @@ Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
   stop_node(n);
 }
 
+static int count_step_local(sc_ctx *ctx, const sc_envelope *env, const void *body) {
+  (void)env;
+  (void)body;
+  atomic_fetch_add(&(*(shared **)sc_state(ctx))->count, 1000);
+  return 0;
+}
+
+/* A step_local's body is an address in its sender's memory (the executor follows it):
+ * one from the network is refused before any actor sees it, and the letters after it
+ * still arrive. */
+Test(runtime, a_message_that_never_crosses_a_process_is_refused_from_the_network) {
+  shared sh = {0};
+  shared *psh = &sh;
+  sc_actor_id k;
+  void *ctx, *peer;
+  sc_node *n = start_with_raw_peer(&psh, &k, &ctx, &peer);
+  static const sc_actor_spec k_local_taker = {
+      .name = "local_taker", .state_size = sizeof(shared *), .init = sh_init,
+      .handlers = {[SC_MSG_STEP_LOCAL] = count_step_local, [SC_MSG_PING] = taker_on_ping},
+      .loop = SC_LOOP_ANY};
+  sc_actor_id lt;
+  cr_assert_eq(sc_spawn(n, &k_local_taker, &psh, sizeof psh, &lt), 0);
+  sc_buf pack;
+  sc_buf_init(&pack);
+  sc_msg_step_local forged = {.handle = 0xdeadbeef};
+  sc_envelope env = {.type = SC_MSG_STEP_LOCAL, .dst = lt};
+  cr_assert_eq(sc_pack_append(&pack, &env, &forged), 0);
+  sc_msg_ping *ping = new_ping(1);
+  env = (sc_envelope){.type = SC_MSG_PING, .dst = lt};
+  cr_assert_eq(sc_pack_append(&pack, &env, ping), 0);
+  sc_msg_body_destroy(SC_MSG_PING, ping);
+  cr_assert_eq(zmq_send(peer, pack.data, pack.len, 0), (int)pack.len);
+  cr_assert(wait_until(&sh.count, 1, 5000), "the ping after it never arrived");
+  sc_node_stats st;
+  WAIT_STATS(n, st, 2000, st.undeliverable >= 1);
+  cr_assert_eq(atomic_load(&sh.count), 1, "the step_local reached its handler");
+  cr_assert_eq(st.undeliverable, 1u);
+  cr_assert(sc_msg_in_process_only(SC_MSG_STEP_DONE));
+  cr_assert_not(sc_msg_in_process_only(SC_MSG_STEP_PLAN));
+  sc_buf_free(&pack);
+  zmq_close(peer);
+  zmq_ctx_term(ctx);
+  stop_node(n);
+}
+
 /* A node reads [identity][pack] from its ROUTER; a message of more frames is dropped
  * whole, and the messages after it are read from their own first frame (the ROUTER used
  * to take the extra frame for the next message's identity and stay off by one). */
