@@ -70,6 +70,10 @@ static int resolve_path(const char *cluster_path, const char *what, const char *
   return 0;
 }
 
+/* Bytes of a client_submit besides its prompt's ids: the envelope, the other fields
+ * and the prompt's array header (about 60 in fact). */
+#define SC_SUBMIT_OVERHEAD 1024
+
 static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config *c,
                          sc_diag *d) {
   const char *key;
@@ -232,6 +236,22 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   c->limits.vocab_size = e->model.vocab;
   if (c->limits.max_prompt_len > c->sched.max_model_len - 1)
     c->limits.max_prompt_len = c->sched.max_model_len - 1;
+  /* The longest prompt must fit one client message, or the gateway could never accept
+   * what it promises: ids take 1-5 bytes each by their largest value (msgpack), and the
+   * rest of a client_submit well under SC_SUBMIT_OVERHEAD. */
+  const int64_t id_bytes = c->limits.vocab_size <= 128      ? 1
+                           : c->limits.vocab_size <= 256    ? 2
+                           : c->limits.vocab_size <= 65536  ? 3
+                                                            : 5;
+  const int64_t fits = ((int64_t)c->limits.max_bytes - SC_SUBMIT_OVERHEAD) / id_bytes;
+  if (c->limits.max_prompt_len > fits) {
+    rc = sc_fail(d, SC_EINVAL,
+                 "pipeline: max_prompt_len %d does not fit one client message (%zu bytes, "
+                 "%lld bytes per token id for a vocabulary of %d): at most %lld",
+                 c->limits.max_prompt_len, c->limits.max_bytes, (long long)id_bytes,
+                 c->limits.vocab_size, (long long)fits);
+    goto out;
+  }
   sc_plan_config pc = e->plan;
   sc_model_config_to_plan(&e->model, &pc);
   if ((rc = sc_model_config_validate(&e->model, d)) || (rc = sc_plan_config_validate(&pc, d)) ||

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "actors/runtime/sc_error.h"
 #include "actors/runtime/sc_log.h"
@@ -59,6 +60,31 @@ int sc_cli_read_all(FILE *f, size_t max, char **out, size_t *len) {
   buf[n] = '\0';
   *out = buf;
   *len = n;
+  return 0;
+}
+
+int sc_cli_read_text_file(const char *cmd, const char *path, size_t max, char **out,
+                          size_t *len) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    sc_cli_error(cmd, "cannot open %s: %s", path, strerror(errno));
+    return SC_EXIT_USAGE;
+  }
+  const int rc = sc_cli_read_all(f, max, out, len);
+  fclose(f);
+  if (rc) {
+    sc_cli_error(cmd, "cannot read %s: %s", path, sc_strerror(rc));
+    return SC_EXIT_USAGE;
+  }
+  const char *nul = memchr(*out, '\0', *len);
+  if (nul != NULL) {
+    sc_cli_error(cmd, "%s: a NUL byte at offset %zu (not a text file?)", path,
+                 (size_t)(nul - *out));
+    free(*out);
+    *out = NULL;
+    return SC_EXIT_USAGE;
+  }
   return 0;
 }
 

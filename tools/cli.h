@@ -26,6 +26,13 @@ bool sc_cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, 
  * Returns 0, SC_ETOOBIG or SC_EIO / SC_ENOMEM. */
 int sc_cli_read_all(FILE *f, size_t max, char **out, size_t *len);
 
+/* Reads the text file at path (at most max bytes) into a NUL-terminated malloc'd buffer.
+ * A NUL byte inside is an error (the text is then read as a C string, which would end
+ * there silently). On failure prints "sparsecp CMD: ..." naming the file and returns
+ * SC_EXIT_USAGE; else 0. */
+int sc_cli_read_text_file(const char *cmd, const char *path, size_t max, char **out,
+                          size_t *len);
+
 /* Prints "sparsecp CMD: error: MSG" to stderr (printf-style). */
 void sc_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -189,9 +189,11 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
       res[next].client = next % ncl;
       res[next].tokens = malloc(sizeof(int32_t) * (size_t)q->max_tokens);
       res[next].margins = malloc(sizeof(float) * (size_t)q->max_tokens);
-      if (!res[next].tokens || !res[next].margins ||
-          sc_client_submit(cls[res[next].client], &cr, &res[next].id)) {
-        snprintf(why, why_len, "cannot submit request %d", next);
+      const int rc_submit = !res[next].tokens || !res[next].margins
+                                ? SC_ENOMEM
+                                : sc_client_submit(cls[res[next].client], &cr, &res[next].id);
+      if (rc_submit != 0) {
+        snprintf(why, why_len, "cannot submit request %d: %s", next, sc_strerror(rc_submit));
         goto out;
       }
       res[next].submitted = true;
@@ -428,15 +430,10 @@ int sc_cmd_run(int argc, char **argv) {
         requests_path = fallback;
       }
     }
-    FILE *f = fopen(requests_path, "rb");
     char *text = NULL;
     size_t len = 0;
-    if (f == NULL || sc_cli_read_all(f, 64u << 20, &text, &len) != 0) {
-      sc_cli_error("run", "cannot read %s", requests_path);
-      if (f) fclose(f);
-      return SC_EXIT_USAGE;
-    }
-    fclose(f);
+    if ((rc = sc_cli_read_text_file("run", requests_path, 64u << 20, &text, &len)) != 0)
+      return rc;
     rc = sc_requests_parse(text, model.vocab, &rq, &d);
     free(text);
     if (rc) {

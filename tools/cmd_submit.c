@@ -24,30 +24,23 @@ static void help(FILE *f) {
           "Sends one request to the gateway at ENDPOINT and prints the generated tokens as\n"
           "they arrive. --prompt-file holds token ids (a JSON array, or integers separated\n"
           "by white space); --prompt-len L sends L pseudo-random token ids (seeded by\n"
-          "--seed) below --vocab (default 32768, the embedded model's). Sampling is greedy unless --temperature is given. --json prints one\n"
-          "JSON object {\"tokens\": [...], ...} at the end, with \"error\" when it failed.\n"
+          "--seed) below --vocab (default 32768, the embedded model's). Sampling is\n"
+          "greedy unless --temperature is given. --json prints one JSON object\n"
+          "{\"tokens\": [...], ...} at the end, with \"error\" when it failed.\n"
           "--server-key KEY: the gateway's public CURVE key (Z85, from `sparsecp keygen` or\n"
           "launch's \"launched\" line) when its endpoint uses CURVE; with a wrong key, or\n"
           "none, the connection is never made and the request times out.\n"
           "Exit status 1 when the cluster answered with an error or did not answer within\n"
-          "--timeout (default 120 s).\n");
+          "--timeout (default 120 s); 2 for bad usage or input (also a prompt too large\n"
+          "for the gateway to accept).\n");
 }
 
 /* Token ids from a file: a JSON array or white-space separated integers. */
 static int read_prompt_file(const char *path, int32_t **out, int32_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    sc_cli_error("submit", "cannot open %s: %s", path, strerror(errno));
-    return SC_EXIT_USAGE;
-  }
   char *text = NULL;
   size_t len = 0;
-  const int rc = sc_cli_read_all(f, MAX_PROMPT_FILE, &text, &len);
-  fclose(f);
-  if (rc) {
-    sc_cli_error("submit", "cannot read %s: %s", path, sc_strerror(rc));
-    return SC_EXIT_USAGE;
-  }
+  const int rc = sc_cli_read_text_file("submit", path, MAX_PROMPT_FILE, &text, &len);
+  if (rc) return rc;
   int32_t cap = 256, cnt = 0;
   int32_t *v = malloc(sizeof *v * (size_t)cap);
   char *p = text;
@@ -132,7 +125,8 @@ int sc_cmd_submit(int argc, char **argv) {
     case 't': {
       char *end;
       temperature = strtod(optarg, &end);
-      if (end == optarg || *end != '\0' || !(temperature >= 0) || !isfinite(temperature)) {
+      /* finite also as the float the request carries (1e300 would go out as inf) */
+      if (end == optarg || *end != '\0' || !(temperature >= 0) || !isfinite((float)temperature)) {
         sc_cli_error("submit", "--temperature: '%s' is not a finite number >= 0", optarg);
         return SC_EXIT_USAGE;
       }
@@ -145,6 +139,11 @@ int sc_cmd_submit(int argc, char **argv) {
     case 'h': help(stdout); return SC_EXIT_OK;
     default: help(stderr); return SC_EXIT_USAGE;
     }
+  }
+  if (optind != argc) {
+    sc_cli_error("submit", "unexpected argument '%s'", argv[optind]);
+    help(stderr);
+    return SC_EXIT_USAGE;
   }
   if (endpoint == NULL || max_tokens == 0 || (prompt_len == 0) == (prompt_file == NULL)) {
     sc_cli_error("submit", "--connect, --max-tokens and one of --prompt-len or --prompt-file "
@@ -184,8 +183,16 @@ int sc_cmd_submit(int argc, char **argv) {
   const sc_client_request req = {.prompt = prompt, .prompt_len = n, .max_tokens = (int32_t)max_tokens,
                                  .temperature = (float)temperature, .seed = (uint64_t)seed};
   tokens = malloc(sizeof *tokens * (size_t)max_tokens);
-  if (tokens == NULL || sc_client_submit(c, &req, &id) != 0) {
-    snprintf(error, sizeof error, "cannot send the request");
+  const int rc_submit = tokens ? sc_client_submit(c, &req, &id) : SC_ENOMEM;
+  if (rc_submit == SC_ETOOBIG) { /* the gateway would drop it without an answer */
+    snprintf(error, sizeof error,
+             "the request (a prompt of %d tokens) exceeds the gateway's message size limit",
+             (int)n);
+    exit_code = SC_EXIT_USAGE;
+    goto done;
+  }
+  if (rc_submit != 0) {
+    snprintf(error, sizeof error, "cannot send the request: %s", sc_strerror(rc_submit));
     goto done;
   }
   for (;;) {
@@ -230,7 +237,7 @@ done:
   }
   if (error[0]) {
     if (!json) sc_cli_error("submit", "%s", error);
-    exit_code = SC_EXIT_FAILURE;
+    if (exit_code == SC_EXIT_OK) exit_code = SC_EXIT_FAILURE;
   }
   sc_client_close(c);
   free(tokens);

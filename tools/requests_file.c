@@ -1,5 +1,6 @@
 #include "tools/requests_file.h"
 
+#include <float.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -27,8 +28,9 @@ static int fill_random_prompt(sc_run_request *r, int32_t len, int32_t vocab, uin
 
 static int parse_line(json_t *o, int32_t line, int32_t vocab, sc_run_request *r,
                       sc_diag *d) {
-  if (!json_is_object(o)) return sc_fail(d, SC_EINVAL, "line %d: not a JSON object", line);
+  /* first: the caller frees r->prompt whatever this returns */
   *r = (sc_run_request){.seed = (uint64_t)line};
+  if (!json_is_object(o)) return sc_fail(d, SC_EINVAL, "line %d: not a JSON object", line);
   const char *key;
   json_t *v;
   int32_t prompt_len = 0;
@@ -37,8 +39,10 @@ static int parse_line(json_t *o, int32_t line, int32_t vocab, sc_run_request *r,
     if (strcmp(key, "prompt") == 0) {
       prompt = v;
     } else if (strcmp(key, "temperature") == 0) {
-      if (!json_is_number(v) || json_number_value(v) < 0)
-        return sc_fail(d, SC_EINVAL, "line %d: temperature must be a number >= 0", line);
+      /* (the request carries a float: 1e300 would go out as inf and be refused) */
+      if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > FLT_MAX)
+        return sc_fail(d, SC_EINVAL, "line %d: temperature must be a finite number >= 0",
+                       line);
       r->temperature = (float)json_number_value(v);
     } else if (!json_is_integer(v)) {
       return sc_fail(d, SC_EINVAL, "line %d: %s must be an integer", line, key);
@@ -48,7 +52,7 @@ static int parse_line(json_t *o, int32_t line, int32_t vocab, sc_run_request *r,
       prompt_len = (int32_t)json_integer_value(v);
     } else if (strcmp(key, "max_tokens") == 0) {
       if (json_integer_value(v) < 1 || json_integer_value(v) > (1 << 27))
-        return sc_fail(d, SC_EINVAL, "line %d: max_tokens must be >= 1", line);
+        return sc_fail(d, SC_EINVAL, "line %d: max_tokens must be in [1, %d]", line, 1 << 27);
       r->max_tokens = (int32_t)json_integer_value(v);
     } else if (strcmp(key, "seed") == 0) {
       r->seed = (uint64_t)json_integer_value(v);
@@ -97,7 +101,8 @@ int sc_requests_parse(const char *text, int32_t vocab, sc_requests *out, sc_diag
     while (skip < len && (p[skip] == ' ' || p[skip] == '\t' || p[skip] == '\r')) skip++;
     if (skip < len && p[skip] != '#') {
       json_error_t err;
-      json_t *o = json_loadb(p, len, 0, &err);
+      /* a key given twice is an error too: jansson would keep the last one silently */
+      json_t *o = json_loadb(p, len, JSON_REJECT_DUPLICATES, &err);
       if (o == NULL) {
         rc = sc_fail(d, SC_EINVAL, "line %d: invalid JSON: %s", line, err.text);
         break;

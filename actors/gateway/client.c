@@ -45,6 +45,7 @@ static int use_curve(void *sock, const char *server_z85, sc_diag *d) {
 int sc_client_connect_key(sc_client **out, const char *endpoint, const char *server_key,
                           sc_diag *d) {
   *out = NULL;
+  int rc = SC_EIO;
   sc_client *c = calloc(1, sizeof *c);
   if (c == NULL) return sc_fail(d, SC_ENOMEM, "client: out of memory");
   c->ctx = zmq_ctx_new();
@@ -55,7 +56,7 @@ int sc_client_connect_key(sc_client **out, const char *endpoint, const char *ser
   }
   const int zero = 0;
   zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
-  if (server_key != NULL && use_curve(c->sock, server_key, d) != 0) goto fail;
+  if (server_key != NULL && (rc = use_curve(c->sock, server_key, d)) != 0) goto fail;
   if (zmq_connect(c->sock, endpoint) != 0) {
     sc_fail(d, SC_EIO, "client: cannot connect to %s: %s", endpoint, zmq_strerror(zmq_errno()));
     goto fail;
@@ -69,7 +70,7 @@ fail:
   if (c->sock) zmq_close(c->sock);
   if (c->ctx) zmq_ctx_term(c->ctx);
   free(c);
-  return SC_EIO;
+  return rc; /* SC_EINVAL for a bad key, as client.h says */
 }
 
 void sc_client_close(sc_client *c) {
@@ -99,9 +100,18 @@ int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *reque
       .top_k = req->top_k,
       .seed = req->seed,
   };
-  const int rc = send_msg(c, SC_MSG_CLIENT_SUBMIT, &m);
-  if (rc == 0) *request_id = id;
-  return rc;
+  sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
+  int rc = sc_msg_encode(&env, &m, &c->out);
+  if (rc) return rc;
+  /* The gateway's socket drops a larger message without a word: refuse it here, or the
+   * caller would wait for an answer that never comes. (The gateway runs the default
+   * limits: the cluster file does not change max_bytes.) */
+  sc_msg_limits lim;
+  sc_msg_limits_default(&lim);
+  if ((int64_t)c->out.len > sc_msg_socket_max_bytes(&lim)) return SC_ETOOBIG;
+  if (zmq_send(c->sock, c->out.data, c->out.len, 0) < 0) return SC_EIO;
+  *request_id = id;
+  return 0;
 }
 
 int sc_client_cancel(sc_client *c, uint64_t request_id) {

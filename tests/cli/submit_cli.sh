@@ -61,6 +61,26 @@ rc=$?
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["tokens"] == [] and "no answer" in d["error"], d' "$res" \
   || fail "unanswered submit printed '$res'"
 
+# bad input is exit 2 (DESIGN.md §7), said before anything is sent: a stray argument, a
+# temperature that is no float, a prompt file with a NUL byte (the scan used to stop there
+# and send a shorter prompt), and a prompt too large for the gateway's socket (which drops
+# it without an answer: the client used to wait for the whole --timeout)
+"$bin" submit --connect "$listen" --prompt-len 3 --max-tokens 2 stray > /dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "submit with a stray argument exited $rc, expected 2"
+"$bin" submit --connect "$listen" --prompt-len 3 --max-tokens 2 --temperature 1e300 > /dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "submit --temperature 1e300 exited $rc, expected 2"
+printf '1\0002 3' > "$out.prompt"
+"$bin" submit --connect "$listen" --prompt-file "$out.prompt" --max-tokens 2 > /dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "a prompt file with a NUL byte exited $rc, expected 2"
+res=$(timeout 20 "$bin" submit --connect "$listen" --prompt-len 4000000 --max-tokens 2 --json --timeout 60)
+rc=$?
+[ $rc -eq 2 ] || fail "an oversized prompt exited $rc, expected 2 ($res)"
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["tokens"] == [] and "size limit" in d["error"], d' "$res" \
+  || fail "oversized prompt printed '$res'"
+
 kill -TERM "$lpid"
 wait "$lpid"
 rc=$?

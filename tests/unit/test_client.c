@@ -132,3 +132,25 @@ Test(client, submit_stream_cancel_and_garbage) {
   unlink(sockpath);
   rmdir(dir);
 }
+
+/* Errors of the client itself, without a gateway: a string that is not a key is
+ * SC_EINVAL (client.h), and a request larger than the gateway's socket accepts is refused
+ * (SC_ETOOBIG) instead of being sent to be dropped without an answer. */
+Test(client, bad_key_and_oversized_request) {
+  sc_client *c = NULL;
+  sc_diag d = {0};
+  cr_assert_eq(sc_client_connect_key(&c, "ipc:///nonexistent/gw", "not-a-key", &d), SC_EINVAL);
+  cr_assert_null(c);
+  cr_assert_eq(sc_client_connect(&c, "ipc:///nonexistent/gw", &d), 0);
+  const int32_t n = 1 << 20; /* 1 Mi ids of 5 bytes: over twice the 1 MiB limit */
+  int32_t *prompt = malloc(sizeof *prompt * (size_t)n);
+  cr_assert_not_null(prompt);
+  for (int32_t i = 0; i < n; i++) prompt[i] = 100000 + i;
+  const sc_client_request req = {.prompt = prompt, .prompt_len = n, .max_tokens = 1};
+  uint64_t id = 0;
+  cr_assert_eq(sc_client_submit(c, &req, &id), SC_ETOOBIG);
+  const sc_client_request small = {.prompt = prompt, .prompt_len = 16, .max_tokens = 1};
+  cr_assert_eq(sc_client_submit(c, &small, &id), 0);
+  free(prompt);
+  sc_client_close(c);
+}

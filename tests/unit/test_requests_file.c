@@ -34,7 +34,11 @@ Test(requests_file, errors_name_the_line) {
       {"{\"prompt\": [1, 200], \"max_tokens\": 1}", "prompt[1] is not a token id below 100"},
       {"{\"prompt\": [], \"max_tokens\": 1}", "non-empty"},
       {"{\"prompt\": [1], \"prompt_len\": 2, \"max_tokens\": 1}", "exactly one"},
-      {"{\"prompt_len\": 3, \"max_tokens\": 0}", "max_tokens must be >= 1"},
+      {"{\"prompt_len\": 3, \"max_tokens\": 0}", "max_tokens must be in [1, "},
+      {"{\"prompt_len\": 3, \"max_tokens\": 999999999}", "max_tokens must be in [1, "},
+      {"{\"prompt_len\": 3, \"max_tokens\": 1, \"max_tokens\": 2}", "line 1: invalid JSON"},
+      {"{\"prompt_len\": 3, \"max_tokens\": 1, \"temperature\": 1e300}", "finite"},
+      {"[{\"prompt_len\": 3, \"max_tokens\": 1}]", "line 1: not a JSON object"},
       {"{not json}", "line 1: invalid JSON"},
       {"# only a comment\n", "holds no request"},
   };
@@ -77,4 +81,21 @@ Test(requests_file, shipped_example_and_random_streams) {
   }
   sc_requests_free(&a);
   sc_requests_free(&b);
+}
+
+/* A line that is not an object (a file written as one JSON array) used to leave its slot
+ * uninitialised, and the error path freed that slot's garbage prompt pointer. Dirty the
+ * heap first so that the slot's memory is not zero by luck. */
+Test(requests_file, not_an_object_after_a_dirty_heap) {
+  for (int k = 0; k < 4; k++) {
+    void *p = malloc(16 * sizeof(sc_run_request));
+    cr_assert_not_null(p);
+    memset(p, 0xab, 16 * sizeof(sc_run_request));
+    free(p);
+  }
+  sc_requests r;
+  sc_diag d = {0};
+  cr_assert_eq(sc_requests_parse("[1]\n", 100, &r, &d), SC_EINVAL);
+  cr_assert_not_null(strstr(d.msg, "not a JSON object"), "%s", d.msg);
+  cr_assert_eq(r.n, 0);
 }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Nodes started by hand from cluster files that are wrong in ways a parse cannot see:
+#  - two nodes whose files differ in the pipeline's layout (interleave 1 on rank 0, 2 on
+#    rank 1), as two hosts with different copies of the file would be: the plan's
+#    fingerprint covers the collectives, not the layout each rank computes with, so this
+#    used to give wrong tokens without an error. The step must fail naming the
+#    difference.
+#  - a max_prompt_len longer than one client message can carry: the gateway would have
+#    promised prompts it can never accept. The node refuses to start (exit 2).
+set -u
+bin=$1
+src=$2
+work=$(mktemp -d)
+pids=
+fail() {
+  echo "FAIL: $*" >&2
+  # shellcheck disable=SC2086
+  [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+  rm -rf "$work"
+  exit 1
+}
+for r in 0 1; do
+  python3 - "$work" "$src/examples/model-small.json" "$((r + 1))" > "$work/c$r.json" <<'PY'
+import json, sys
+d, model, il = sys.argv[1], sys.argv[2], int(sys.argv[3])
+print(json.dumps({"pcp": 2, "dcp": 2, "tp": 1, "listen": f"ipc://{d}/client",
+                  "nodes": [{"rank": r, "endpoint": f"ipc://{d}/node-{r}",
+                             "tap": f"ipc://{d}/tap-{r}", "coll": f"ipc://{d}/coll-{r}"}
+                            for r in range(2)],
+                  "pipeline": {"model_file": model, "interleave": il, "deadline_ms": 3000}}))
+PY
+done
+for r in 0 1; do
+  "$bin" node --cluster "$work/c$r.json" --rank $r > "$work/n$r.log" 2>&1 &
+  pids="$pids $!"
+done
+res=$("$bin" submit --connect "ipc://$work/client" --prompt-len 100 --max-tokens 4 --vocab 4096 \
+  --json --timeout 30)
+rc=$?
+# shellcheck disable=SC2086
+kill -TERM $pids 2>/dev/null
+# shellcheck disable=SC2086
+wait $pids 2>/dev/null
+pids=
+[ $rc -eq 1 ] || fail "submit exited $rc, expected 1 (a failed step): $res"
+python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["tokens"] == [] and "differs from the head" in d["error"] and "interleave" in d["error"], d
+' "$res" || fail "submit printed '$res'"
+
+python3 - "$work" "$src/examples/model-small.json" > "$work/long.json" <<'PY'
+import json, sys
+d, model = sys.argv[1], sys.argv[2]
+m = json.load(open(model))
+m["max_position"], m["vocab"] = 1 << 20, 70000  # token ids of 5 bytes
+print(json.dumps({"pcp": 1, "dcp": 1, "tp": 1, "listen": f"ipc://{d}/client1",
+                  "nodes": [{"rank": 0, "endpoint": f"ipc://{d}/node1", "tap": f"ipc://{d}/tap1",
+                             "coll": f"ipc://{d}/coll1"}],
+                  "pipeline": {"model": m, "max_model_len": 1000000, "max_prompt_len": 400000}}))
+PY
+out=$(timeout 20 "$bin" node --cluster "$work/long.json" --rank 0 2>&1)
+rc=$?
+[ $rc -eq 2 ] || fail "a node promising 400000-token prompts of 5-byte ids exited $rc: $out"
+case $out in *"max_prompt_len 400000 does not fit one client message"*"at most 209510"*) ;;
+*) fail "unexpected error: $out" ;; esac
+
+rm -rf "$work"
+echo "cluster_file_cli: ok"
