@@ -186,9 +186,10 @@ typedef struct sc_kernels_ops {
   int (*copy)(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_kcopy kind);
   int (*sync)(sc_kernels *k);
   /* Calls fn(arg, status) once every operation queued so far has finished, without
-   * making the caller wait (CUDA: cudaLaunchHostFunc on the stream; CPU: at once, on the
-   * calling thread, since every op has finished when it returns). Deferred copies queued
-   * before it have landed when fn runs. One notify may be outstanding at a time. */
+   * making the caller wait (CUDA: a stream callback, also called after a device error,
+   * with status SC_ESYS; CPU: at once, on the calling thread, since every op has finished
+   * when it returns). Deferred copies queued before it have landed when fn runs (not
+   * after a device error). One notify may be outstanding at a time. */
   int (*notify)(sc_kernels *k, sc_knotify_fn fn, void *arg);
 
   /* ---- dense ---- */

@@ -7,7 +7,7 @@
  * A step is queued, not waited for: the executor queues the whole forward pass on the
  * engine (on a GPU: kernels on the compute stream, NCCL collectives on the comm stream
  * ordered by events), then the logits read and a notify. The kernels' completion
- * callback (cudaLaunchHostFunc) sends this actor a step_done message, which reaches its
+ * callback (a stream callback) sends this actor a step_done message, which reaches its
  * loop through the mailbox's uv_async_send; only then are the collectives' outcome and
  * the logits looked at. Steps that arrive meanwhile wait here in order. On the CPU the
  * same path runs with a notify that fires at once.

@@ -567,9 +567,10 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
   const int64_t blocks = (int64_t)a->n_tok * groups;
   if (blocks > INT32_MAX) return SC_ERANGE;
   const size_t smem = sizeof(float) * 8 * (size_t)width;
+  /* one constant limit (the attribute is process-wide; see cuda_topk.cu) */
   if ((rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_warp,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              (int)smem),
+                                              (int)(sizeof(float) * 8 * WARP_Q_MAX)),
                          "attn smem")))
     return rc;
   k_attn_warp<<<(unsigned)blocks, 256, smem, c->stream>>>(*a, hpb, kv_step, c->err_flag);

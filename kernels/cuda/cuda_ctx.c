@@ -11,9 +11,10 @@
  * Deferred reads and notify. The executor must not wait for the GPU inside a step: it
  * queues the whole step, then the logits read (SC_KCOPY_D2H_DEFERRED, into a pinned
  * readback area) and a notify. notify queues a read of the error flag (and its reset)
- * and a host function; when the stream reaches it, that function copies every deferred
+ * and a stream callback; when the stream reaches it, that function copies every deferred
  * read to its destination and calls the caller's function, which sends the executor a
- * message. The host function runs on the driver's thread and may not call CUDA, which
+ * message (also after a device error, with the step failed: cudaLaunchHostFunc would
+ * never run then). The callback runs on the driver's thread and may not call CUDA, which
  * is why the readback bookkeeping is plain memory owned by this file. */
 #include <stdatomic.h>
 #include <cublas_v2.h>
@@ -83,7 +84,11 @@ static int take_flag(sc_kcuda *c) {
   int rc = sc_kcuda_err(cudaMemcpy(&v, c->err_flag, sizeof v, cudaMemcpyDeviceToHost),
                         "error flag read");
   if (rc) return rc;
-  if (v != 0 && (rc = sc_kcuda_err(cudaMemset(c->err_flag, 0, sizeof v), "flag clear")))
+  /* cleared on the context's stream: cudaMemset would go to the legacy default stream,
+   * which is not ordered with c->stream (created cudaStreamNonBlocking), so the clear
+   * could land after a kernel queued next had raised the flag, and erase that error */
+  if (v != 0 &&
+      (rc = sc_kcuda_err(cudaMemsetAsync(c->err_flag, 0, sizeof v, c->stream), "flag clear")))
     return rc;
   return v;
 }
@@ -114,12 +119,22 @@ static void readback_apply(struct sc_kcuda_readback *rb) {
   rb->used = 0;
 }
 
-static void CUDART_CB notify_host_fn(void *p) {
+/* A stream callback, not cudaLaunchHostFunc: a host function is never called once the
+ * context has a device error (an illegal address in a kernel, a fault in a collective),
+ * so the executor would wait for its step_done forever; a callback is called with the
+ * error, which fails the step. */
+static void CUDART_CB notify_host_fn(cudaStream_t stream, cudaError_t err, void *p) {
+  (void)stream;
   struct sc_kcuda_readback *rb = p;
-  readback_apply(rb);
+  if (err == cudaSuccess) {
+    readback_apply(rb);
+  } else { /* the reads did not run: forget them, their destinations keep what they had */
+    rb->n = 0;
+    rb->used = 0;
+  }
   const sc_knotify_fn fn = rb->fn;
   void *arg = rb->arg;
-  const int status = *rb->flag;
+  const int status = err != cudaSuccess ? SC_ESYS : *rb->flag;
   /* cleared before fn runs: fn's message may make its receiver queue the next notify */
   atomic_store_explicit(&rb->pending, 0, memory_order_release);
   fn(arg, status);
@@ -142,8 +157,17 @@ static int copy_deferred(sc_kcuda *c, void *dst, const void *src, size_t bytes) 
       if ((rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "readback wait"))) return rc;
       readback_apply(rb);
     }
+    /* room for everything queued since the last landing plus this read, so that the
+     * next step's reads fit without this wait (growing to `bytes` alone kept the area at
+     * 1 MiB: with vocab 129280, every third logits row synced the stream and
+     * reallocated the pinned area) */
+    const size_t need = off + bytes;
+    if (need < bytes) return SC_ENOMEM;
     size_t cap = rb->cap ? rb->cap : ((size_t)1 << 20);
-    while (cap < bytes) cap *= 2;
+    while (cap < need) {
+      if (cap > SIZE_MAX / 2) return SC_ENOMEM;
+      cap *= 2;
+    }
     if (rb->area) (void)cudaFreeHost(rb->area);
     rb->area = NULL;
     rb->cap = 0;
@@ -182,7 +206,7 @@ static int cu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
   rb->fn = fn;
   rb->arg = arg;
   atomic_store_explicit(&rb->pending, 1, memory_order_release);
-  if ((rc = sc_kcuda_err(cudaLaunchHostFunc(c->stream, notify_host_fn, rb), "notify")))
+  if ((rc = sc_kcuda_err(cudaStreamAddCallback(c->stream, notify_host_fn, rb, 0), "notify")))
     atomic_store_explicit(&rb->pending, 0, memory_order_release);
   return rc;
 }

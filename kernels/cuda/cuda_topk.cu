@@ -271,14 +271,24 @@ static size_t final_smem(int K, int per_round) {
   return sizeof(uint64_t) * (size_t)K * (size_t)(2 + per_round) + sizeof(int) * SH_WORDS;
 }
 
+/* The dynamic shared memory limits handed to cudaFuncSetAttribute: one constant per
+ * kernel, the most any launch asks for. The attribute is process-wide, so setting it to
+ * each launch's own size let a thread lower it between another thread's set and launch
+ * (two kernel contexts in one process: the launch then fails). final_per_round keeps
+ * K * (2 + per_round) within 200 KB / 8 for every K <= TOPK_MAX. */
+#define FINAL_SMEM_MAX (200 * 1024 + sizeof(int) * SH_WORDS)
+#define CHUNK_SMEM_MAX (227 * 1024)
+static_assert(FINAL_SMEM_MAX <= CHUNK_SMEM_MAX, "k_topk_final exceeds the sm_90 opt-in limit");
+
 template <bool FROM_CAND>
 static int launch_final(sc_kcuda *c, int n_tok, int n_lists, int K, const uint64_t *keys,
                         const sc_kcand *cand, int32_t *out_pos, sc_kcand *out_cand) {
   const int per_round = final_per_round(K, n_lists);
   const size_t smem = final_smem(K, per_round);
+  if (smem > FINAL_SMEM_MAX) return SC_ENOTSUP; /* (not reached: see final_per_round) */
   int rc = sc_kcuda_err(cudaFuncSetAttribute(k_topk_final<FROM_CAND>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem),
+                                             (int)FINAL_SMEM_MAX),
                         "topk smem");
   if (rc) return rc;
   k_topk_final<FROM_CAND><<<(unsigned)n_tok, IDX_THREADS, smem, c->stream>>>(
@@ -291,10 +301,10 @@ static int launch_chunks(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, ui
   const size_t smem = sizeof(float) * ((size_t)a->n_heads * DIMP + ((a->n_heads + 3) & ~3)) +
                       sizeof(uint64_t) * (size_t)(2 * a->topk + IDX_PIECE) +
                       sizeof(int) * SH_WORDS;
-  if (smem > 227 * 1024) return SC_ENOTSUP;
+  if (smem > CHUNK_SMEM_MAX) return SC_ENOTSUP;
   int rc = sc_kcuda_err(cudaFuncSetAttribute(k_idx_chunk<DIMP, FMT>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem),
+                                             (int)CHUNK_SMEM_MAX),
                         "indexer smem");
   if (rc) return rc;
   k_idx_chunk<DIMP, FMT><<<dim3((unsigned)a->n_tok, (unsigned)n_chunks), IDX_THREADS, smem,

@@ -716,6 +716,20 @@ static void case_notify(void) {
   free(host);
 }
 
+/* A device error (here an illegal address) still reaches the notify's callback, as
+ * SC_ESYS: a host function (cudaLaunchHostFunc) is never called once the context has
+ * one, and the executor waited for its step forever. Last: the context is unusable
+ * afterwards. */
+static void case_device_fault_last(void) {
+  REQUIRE(sc_test_gpu_fault(sc_kernels_cuda_stream(G)) == 0, "fault kernel");
+  notice nt = {.n = 0};
+  CHECK(G->ops->notify(G, on_notice, &nt) == 0, "notify");
+  wait_fired(&nt);
+  CHECK(atomic_load(&nt.fired), "the callback never ran after a device error");
+  CHECK(atomic_load(&nt.status) == SC_ESYS, "status %d, expected SC_ESYS",
+        atomic_load(&nt.status));
+}
+
 int main(void) {
   if (sc_cuda_device_count() == 0) {
     printf("no CUDA device: GPU kernel tests skipped\n");
@@ -738,6 +752,7 @@ int main(void) {
   RUN_CASE(case_lse);
   RUN_CASE(case_errors);
   RUN_CASE(case_notify);
+  RUN_CASE(case_device_fault_last);
   sc_kernels_destroy(G);
   sc_kernels_destroy(C);
   printf("%s: %d failure(s)\n", gt_failures ? "FAILED" : "PASSED", gt_failures);
