@@ -25,6 +25,10 @@ static int get_i32(json_t *o, const char *key, int32_t lo, int32_t hi, int32_t *
   return 0;
 }
 
+static const char *const k_fault_names[SC_FAULT_COUNT] = {
+    [SC_FAULT_DESYNC] = "desync", [SC_FAULT_KILL] = "kill", [SC_FAULT_BADACK] = "badack",
+    [SC_FAULT_NOACK] = "noack", [SC_FAULT_DEVFAULT] = "devfault"};
+
 int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d) {
   char kind[16];
   int rank = -1;
@@ -33,26 +37,17 @@ int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d
   if (sscanf(spec, "%15[a-z]:%d:%llu%n", kind, &rank, &step, &used) != 3 ||
       spec[used] != '\0' || rank < 0 || rank >= c->num_ranks || step < 1)
     return sc_fail(d, SC_EINVAL,
-                   "--inject '%s': expected desync:RANK:STEP, kill:RANK:STEP, "
-                   "badack:RANK:STEP or noack:RANK:STEP with RANK in [0, %d] and STEP >= 1",
+                   "--inject '%s': expected KIND:RANK:STEP with KIND one of desync, kill, "
+                   "badack, noack, devfault, RANK in [0, %d] and STEP >= 1",
                    spec, c->num_ranks - 1);
-  if (strcmp(kind, "desync") == 0) {
-    c->inject_desync_rank = rank;
-    c->inject_desync_step = step;
-  } else if (strcmp(kind, "kill") == 0) {
-    c->inject_kill_rank = rank;
-    c->inject_kill_step = step;
-  } else if (strcmp(kind, "badack") == 0) {
-    c->inject_badack_rank = rank;
-    c->inject_badack_step = step;
-  } else if (strcmp(kind, "noack") == 0) {
-    c->inject_noack_rank = rank;
-    c->inject_noack_step = step;
-  } else {
-    return sc_fail(d, SC_EINVAL, "--inject '%s': the fault is desync, kill, badack or noack",
-                   spec);
+  for (int f = 0; f < SC_FAULT_COUNT; f++) {
+    if (strcmp(kind, k_fault_names[f]) == 0) {
+      c->inject[f] = (sc_fault_at){.rank = rank, .step = step};
+      return 0;
+    }
   }
-  return 0;
+  return sc_fail(d, SC_EINVAL,
+                 "--inject '%s': the fault is desync, kill, badack, noack or devfault", spec);
 }
 
 /* A path from the cluster file (its key `what`): relative paths are relative to the
@@ -355,8 +350,8 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
   }
   /* NCCL: the comm actor exchanges the unique ids and creates the communicators */
   atomic_store(&x->comm_state, cfg->nccl ? 0 : 1);
-  if (cfg->inject_desync_step && cfg->inject_desync_rank == rank)
-    x->comm.inject_desync_step = cfg->inject_desync_step;
+  if (cfg->inject[SC_FAULT_DESYNC].rank == rank)
+    x->comm.inject_desync_step = cfg->inject[SC_FAULT_DESYNC].step;
   free(eps);
   *out = x;
   return 0;

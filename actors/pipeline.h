@@ -17,7 +17,8 @@
  * One step: the scheduler picks a batch and sends it to the partitioner and the step
  * inputs (tokens, block tables, sampling) to every metadata actor; the partitioner plans
  * it and sends the same plan to every metadata actor, which verifies it and acknowledges
- * its fingerprint to the scheduler (asynchronously: nothing waits for the acks), derives
+ * its fingerprint to the scheduler (nothing waits for the acks before the step runs;
+ * its result reaches no client until every one is in and matches), derives
  * its rank's inputs and hands the step to its executor, which runs it, every collective
  * checked against the plan; rank 0's executor
  * returns the sampled tokens; the scheduler streams them to clients via the gateway.
@@ -26,8 +27,8 @@
  * scheduler, which fails the step's requests (their clients get errors; they are not
  * re-run) and broadcasts the abort to every comm, which aborts its communicator so no
  * rank stays blocked. On host collectives a desync or a timeout lets the cluster
- * continue with the next step; with NCCL (aborted communicators cannot be revived) and
- * when a node goes down, the cluster shuts down.
+ * continue with the next step; with NCCL (aborted communicators cannot be revived), when
+ * a device fails (SC_EDEVICE) and when a node goes down, the cluster shuts down.
  *
  * Ownership: the rank context is created by the node's process before its actors start
  * and destroyed after they stopped. Threads: see each member.
@@ -46,6 +47,22 @@
 
 #define SC_PIPELINE_NUM_ACTORS 6
 
+/* Faults a run can inject (`--inject KIND:RANK:STEP`, docs/pipeline.md), to test that
+ * each ends the way it should: */
+typedef enum sc_fault {
+  SC_FAULT_DESYNC,   /* "desync": the rank requests a collective of the wrong shape */
+  SC_FAULT_KILL,     /* "kill": the rank's node process dies (SIGKILL) */
+  SC_FAULT_BADACK,   /* "badack": the rank acknowledges a wrong plan fingerprint */
+  SC_FAULT_NOACK,    /* "noack": the rank's acknowledgement is lost */
+  SC_FAULT_DEVFAULT, /* "devfault": the rank's device fails (a kernel faults) */
+  SC_FAULT_COUNT
+} sc_fault;
+
+typedef struct sc_fault_at {
+  int32_t rank;
+  uint64_t step; /* 0: not injected */
+} sc_fault_at;
+
 typedef struct sc_pipeline_config {
   sc_engine_config engine;        /* plan layout (pcp, dcp, tp, interleave, ...), model,
                                      weights, KV pool, kernel threads */
@@ -56,14 +73,7 @@ typedef struct sc_pipeline_config {
   bool nccl;                      /* NCCL collectives (one GPU per rank) instead of the
                                      host backend (CPU ranks, or ranks sharing a GPU,
                                      their device buffers staged through host memory) */
-  uint64_t inject_desync_step;    /* `--inject desync:RANK:STEP` (0: none) */
-  int32_t inject_desync_rank;
-  uint64_t inject_kill_step;      /* `--inject kill:RANK:STEP` (0: none) */
-  int32_t inject_kill_rank;
-  uint64_t inject_badack_step;    /* `--inject badack:RANK:STEP` (0: none) */
-  int32_t inject_badack_rank;
-  uint64_t inject_noack_step;     /* `--inject noack:RANK:STEP` (0: none) */
-  int32_t inject_noack_rank;
+  sc_fault_at inject[SC_FAULT_COUNT]; /* `--inject KIND:RANK:STEP`, by kind */
   int32_t num_ranks;
   char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
   char listen[256];               /* the gateway's client endpoint */
@@ -79,8 +89,14 @@ typedef struct sc_pipeline_config {
 int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
                             sc_pipeline_config *out, bool *present, sc_diag *d);
 void sc_pipeline_config_free(sc_pipeline_config *c);
-/* Parses "desync:RANK:STEP" or "kill:RANK:STEP" into c. */
+/* Parses "KIND:RANK:STEP" (KIND: sc_fault_name) into c->inject. */
 int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d);
+
+/* Whether fault f is injected at (rank, step). Any thread. */
+static inline bool sc_pipeline_fault_at(const sc_pipeline_config *c, sc_fault f,
+                                        int32_t rank, uint64_t step) {
+  return c->inject[f].step != 0 && c->inject[f].step == step && c->inject[f].rank == rank;
+}
 
 /* Everything one node process shares among its pipeline actors. */
 typedef struct sc_rank_ctx {

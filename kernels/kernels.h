@@ -187,10 +187,14 @@ typedef struct sc_kernels_ops {
   int (*sync)(sc_kernels *k);
   /* Calls fn(arg, status) once every operation queued so far has finished, without
    * making the caller wait (CUDA: a stream callback, also called after a device error,
-   * with status SC_ESYS; CPU: at once, on the calling thread, since every op has finished
+   * with status SC_EDEVICE: the context is unusable from then on; CPU: at once, on the calling thread, since every op has finished
    * when it returns). Deferred copies queued before it have landed when fn runs (not
    * after a device error). One notify may be outstanding at a time. */
   int (*notify)(sc_kernels *k, sc_knotify_fn fn, void *arg);
+  /* Fault injection (`--inject devfault`): the device fails as it does when a kernel
+   * faults. CUDA: queues a kernel that stores to an illegal address, which leaves the
+   * context unusable; CPU: every later sync and notify reports SC_EDEVICE. */
+  int (*inject_fault)(sc_kernels *k);
 
   /* ---- dense ---- */
   int (*gemm)(sc_kernels *k, const sc_gemm *g);

@@ -112,8 +112,8 @@ int sc_engine_finish(sc_engine *e, int status, sc_diag *d) {
   /* a collective that failed on the device explains a kernel error after it better */
   const int rc = sc_forward_finish(e->fwd, d);
   if (rc || status == 0) return rc;
-  return sc_fail(d, status, "rank %d: a kernel failed on the device: %s", e->rank,
-                 sc_strerror(status));
+  /* (no rank: whoever reports the step's failure names it) */
+  return sc_fail(d, status, "a kernel failed on the device: %s", sc_strerror(status));
 }
 
 int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {

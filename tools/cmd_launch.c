@@ -91,7 +91,7 @@ static void help(FILE *f) {
           "                       [--transport ipc|tcp]\n"
           "                       [--events] [--heartbeat-ms MS] [--heartbeat-timeout-ms MS]\n"
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
-          "                       [--inject desync|kill|badack|noack:RANK:STEP]\n\n"
+          "                       [--inject desync|kill|badack|noack|devfault:RANK:STEP]\n\n"
           "Starts a local cluster of P*T node processes running the inference pipeline\n"
           "(docs/pipeline.md) and keeps it up until Ctrl-C/SIGTERM (exit 0) or until a node\n"
           "dies (reported; exit 1). Clients connect to the head's endpoint (printed in the\n"

@@ -148,7 +148,10 @@ static void complete(sc_ctx *c, executor *e, int status) {
     if (rc != SC_EABORTED)
       SC_ERROR(LOG, "rank %d: step %llu failed: %s", x->rank, (unsigned long long)p->step,
                d.msg);
-    report_abort(c, e, p->step, rc, d.msg);
+    /* A failed device (status, not rc: a collective's failure may be what rc names) is
+     * reported as such, whatever else failed: the scheduler then stops the cluster,
+     * since every later step would fail the same way. */
+    report_abort(c, e, p->step, status == SC_EDEVICE ? SC_EDEVICE : rc, d.msg);
   } else if (x->rank == 0) {
     rc = sample_and_report(c, e, p, sc_now_ns() - e->t0);
     if (rc) SC_ERROR(LOG, "step %llu: cannot report the result: %s", (unsigned long long)p->step,
@@ -162,7 +165,7 @@ static void complete(sc_ctx *c, executor *e, int status) {
 static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   sc_rank_ctx *x = e->ctx;
   const uint64_t step = p->step;
-  if (x->cfg.inject_kill_step == step && x->cfg.inject_kill_rank == x->rank) {
+  if (sc_pipeline_fault_at(&x->cfg, SC_FAULT_KILL, x->rank, step)) {
     SC_ERROR(LOG, "rank %d: injected fault: the node dies at step %llu", x->rank,
              (unsigned long long)step);
     raise(SIGKILL);
@@ -213,6 +216,11 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   }
   /* even a step that failed half-way is waited for: its queued work may still run */
   sc_kernels *k = sc_engine_kernels(x->engine);
+  if (sc_pipeline_fault_at(&x->cfg, SC_FAULT_DEVFAULT, x->rank, step)) {
+    SC_ERROR(LOG, "rank %d: injected fault: the device fails in step %llu", x->rank,
+             (unsigned long long)step);
+    (void)k->ops->inject_fault(k);
+  }
   done_note *note = malloc(sizeof *note);
   sc_msg_step_done *msg = note ? sc_msg_body_new(SC_MSG_STEP_DONE) : NULL;
   int rc = msg ? 0 : SC_ENOMEM;

@@ -115,9 +115,9 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
   ack->rank = m->ctx->rank;
   ack->fingerprint = sl->plan.fingerprint;
   const sc_pipeline_config *cfg = &m->ctx->cfg;
-  if (cfg->inject_badack_step == env->step && cfg->inject_badack_rank == m->ctx->rank)
+  if (sc_pipeline_fault_at(cfg, SC_FAULT_BADACK, m->ctx->rank, env->step))
     ack->fingerprint ^= 1; /* `--inject badack`: as a rank that converted the plan wrongly */
-  const bool lost = cfg->inject_noack_step == env->step && cfg->inject_noack_rank == m->ctx->rank;
+  const bool lost = sc_pipeline_fault_at(cfg, SC_FAULT_NOACK, m->ctx->rank, env->step);
   if (lost || sc_send_step(c, m->scheduler, SC_MSG_PLAN_ACK, env->step, ack))
     sc_msg_body_destroy(SC_MSG_PLAN_ACK, ack); /* (`--inject noack`: as a lost one) */
   sl->req_ids = malloc(sizeof *sl->req_ids * (p->req_ids.n + 1));

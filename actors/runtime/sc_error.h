@@ -29,7 +29,8 @@
   X(EVERSION,  -15, "unsupported schema version")                           \
   X(EFULL,     -16, "queue or cache full")                                  \
   X(ECANCELED, -17, "canceled")                                             \
-  X(ESYS,      -18, "system call failed")
+  X(ESYS,      -18, "system call failed")                                  \
+  X(EDEVICE,   -19, "the device failed (its context is unusable)")
 
 enum {
   SC_OK = 0,

@@ -298,13 +298,16 @@ static void fail_all_clients(sc_ctx *c, scheduler *s, int code, const char *msg)
 static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why);
 
 /* The step in flight failed (why, for its clients): it is aborted on every rank and the
- * next one starts, unless the cluster runs NCCL: aborted NCCL communicators cannot be
+ * next one starts, unless the cluster cannot go on: aborted NCCL communicators cannot be
  * revived (new ones need fresh unique ids from the control plane, which is not built),
- * so an aborted step ends an NCCL cluster. */
+ * and a failed device (SC_EDEVICE: its CUDA context is unusable) would fail every later
+ * step, so either ends the cluster. */
 static void step_failed(sc_ctx *c, scheduler *s, int code, const char *why) {
-  if (s->ctx->cfg.nccl) {
+  if (s->ctx->cfg.nccl || code == SC_EDEVICE) {
     char end[700];
-    snprintf(end, sizeof end, "%s; the NCCL communicators were aborted", why);
+    snprintf(end, sizeof end, "%s; %s", why,
+             code == SC_EDEVICE ? "the device cannot be used again"
+                                : "the NCCL communicators were aborted");
     shut_down(c, s, code, end);
     return;
   }
@@ -411,7 +414,10 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   scheduler *s = sc_state(c);
   const sc_msg_step_abort *a = body;
-  if (a->step != s->in_flight) return 0; /* a consequence of an abort already handled */
+  /* An abort of another step is a consequence of one already handled, or comes from a
+   * rank that failed after its step's last collective, whose result was taken already.
+   * A failed device matters whatever step it failed: it fails every step after. */
+  if (a->step != s->in_flight && a->reason != SC_EDEVICE) return 0;
   char why[600];
   if (a->reason == SC_EDESYNC && a->seq >= 0) {
     char want[160], got[160];

@@ -24,6 +24,7 @@ typedef struct {
 struct sc_kcpu {
   sc_kernels k;
   int threads;
+  bool failed;           /* inject_fault: the "device" failed (the caller's thread only) */
   kcpu_scratch *scratch; /* [threads * SC_KCPU_SCRATCH_SLOTS] */
 
   pthread_t *workers;    /* [threads - 1] */
@@ -172,14 +173,18 @@ static int cpu_copy(sc_kernels *k, void *dst, const void *src, size_t bytes,
 }
 
 static int cpu_sync(sc_kernels *k) {
-  (void)k;
-  return 0; /* every op has finished when it returns */
+  /* every op has finished when it returns */
+  return sc_kcpu_of(k)->failed ? SC_EDEVICE : 0;
 }
 
 static int cpu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
-  (void)k;
   if (fn == NULL) return SC_EINVAL;
-  fn(arg, 0);
+  fn(arg, cpu_sync(k));
+  return 0;
+}
+
+static int cpu_inject_fault(sc_kernels *k) {
+  sc_kcpu_of(k)->failed = true;
   return 0;
 }
 
@@ -210,6 +215,7 @@ static const sc_kernels_ops k_cpu_ops = {
     .copy = cpu_copy,
     .sync = cpu_sync,
     .notify = cpu_notify,
+    .inject_fault = cpu_inject_fault,
     .gemm = sc_kcpu_gemm,
     .rmsnorm = sc_kcpu_rmsnorm,
     .rope = sc_kcpu_rope,

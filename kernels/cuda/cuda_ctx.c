@@ -13,8 +13,8 @@
  * readback area) and a notify. notify queues a read of the error flag (and its reset)
  * and a stream callback; when the stream reaches it, that function copies every deferred
  * read to its destination and calls the caller's function, which sends the executor a
- * message (also after a device error, with the step failed: cudaLaunchHostFunc would
- * never run then). The callback runs on the driver's thread and may not call CUDA, which
+ * message (also after a device error, with SC_EDEVICE: cudaLaunchHostFunc would never
+ * run then). The callback runs on the driver's thread and may not call CUDA, which
  * is why the readback bookkeeping is plain memory owned by this file. */
 #include <stdatomic.h>
 #include <cublas_v2.h>
@@ -134,7 +134,7 @@ static void CUDART_CB notify_host_fn(cudaStream_t stream, cudaError_t err, void 
   }
   const sc_knotify_fn fn = rb->fn;
   void *arg = rb->arg;
-  const int status = err != cudaSuccess ? SC_ESYS : *rb->flag;
+  const int status = err != cudaSuccess ? SC_EDEVICE : *rb->flag;
   /* cleared before fn runs: fn's message may make its receiver queue the next notify */
   atomic_store_explicit(&rb->pending, 0, memory_order_release);
   fn(arg, status);
@@ -343,6 +343,7 @@ static const sc_kernels_ops k_cuda_ops = {
     .copy = cu_copy,
     .sync = cu_sync,
     .notify = cu_notify,
+    .inject_fault = sc_kcuda_inject_fault,
     .gemm = cu_gemm,
     .rmsnorm = sc_kcuda_rmsnorm,
     .rope = sc_kcuda_rope,

@@ -1,5 +1,6 @@
 /* cuda_elementwise.cu - RMSNorm, RoPE (interleaved pairs), SwiGLU, the residual add and
- * the LSE merge / scale of DCP partial results (SPEC.md §7). All f32 on CUDA cores;
+ * the LSE merge / scale of DCP partial results (SPEC.md §7), and the faulting kernel of
+ * `--inject devfault`. All f32 on CUDA cores;
  * rows map to blocks (or a 2-D grid), so there is no cross-block dependency. The RoPE
  * angle and the LSE combination are computed in double, as the CPU reference does, so
  * large positions and extreme LSE gaps agree with it. */
@@ -161,4 +162,12 @@ extern "C" int sc_kcuda_lse_scale(sc_kernels *k, int32_t n_shards, int32_t shard
   k_lse_scale<<<(unsigned)n_rows, 128, 0, sc_kcuda_of(k)->stream>>>(n_shards, shard, n_rows,
                                                                       width, lse, out, lse_out);
   return SC_CUDA_CHECK_LAUNCH("lse_scale");
+}
+
+/* ---- fault injection: a store to an address no allocation has (an illegal address) ---- */
+__global__ void k_fault(int *nowhere) { *(volatile int *)nowhere = 1; }
+
+extern "C" int sc_kcuda_inject_fault(sc_kernels *k) {
+  k_fault<<<1, 1, 0, sc_kcuda_of(k)->stream>>>((int *)(uintptr_t)0x10);
+  return sc_kcuda_launched("fault");
 }

@@ -59,6 +59,7 @@ static inline int64_t sc_kcuda_row_step(const sc_krows *r) {
 }
 
 /* Op entry points. */
+int sc_kcuda_inject_fault(sc_kernels *k);
 int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
                      int64_t ld_x, const float *w, float eps, float *out, int64_t ld_out);
 int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,

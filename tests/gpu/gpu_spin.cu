@@ -18,10 +18,3 @@ extern "C" int sc_test_gpu_spin(void *stream, int ms) {
   k_spin<<<1, 1, 0, (cudaStream_t)stream>>>((uint64_t)ms * 1000000ull);
   return cudaGetLastError() == cudaSuccess ? 0 : SC_ESYS;
 }
-
-__global__ void k_fault(int *nowhere) { *(volatile int *)nowhere = 1; }
-
-extern "C" int sc_test_gpu_fault(void *stream) {
-  k_fault<<<1, 1, 0, (cudaStream_t)stream>>>((int *)(uintptr_t)0x10);
-  return cudaGetLastError() == cudaSuccess ? 0 : SC_ESYS;
-}

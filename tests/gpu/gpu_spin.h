@@ -1,5 +1,5 @@
-/* gpu_spin.h - test helpers: a kernel that keeps a stream busy, so that a collective
- * queued behind it cannot finish before its deadline, and one that faults. */
+/* gpu_spin.h - test helper: a kernel that keeps a stream busy, so that a collective
+ * queued behind it cannot finish before its deadline. */
 #ifndef SC_GPU_SPIN_H
 #define SC_GPU_SPIN_H
 
@@ -10,11 +10,6 @@ extern "C" {
 /* Queues one single-thread kernel on `stream` (a cudaStream_t) that spins for about
  * `ms` milliseconds of GPU time (globaltimer). 0 or a negative SC_E* code. */
 int sc_test_gpu_spin(void *stream, int ms);
-
-/* Queues a kernel that stores to an address no allocation has (an illegal address: a
- * device error that leaves the whole CUDA context unusable, so only a program's last
- * case may use it). 0 or a negative SC_E* code. */
-int sc_test_gpu_fault(void *stream);
 
 #ifdef __cplusplus
 }

@@ -717,16 +717,16 @@ static void case_notify(void) {
 }
 
 /* A device error (here an illegal address) still reaches the notify's callback, as
- * SC_ESYS: a host function (cudaLaunchHostFunc) is never called once the context has
+ * SC_EDEVICE: a host function (cudaLaunchHostFunc) is never called once the context has
  * one, and the executor waited for its step forever. Last: the context is unusable
  * afterwards. */
 static void case_device_fault_last(void) {
-  REQUIRE(sc_test_gpu_fault(sc_kernels_cuda_stream(G)) == 0, "fault kernel");
+  REQUIRE(G->ops->inject_fault(G) == 0, "fault kernel");
   notice nt = {.n = 0};
   CHECK(G->ops->notify(G, on_notice, &nt) == 0, "notify");
   wait_fired(&nt);
   CHECK(atomic_load(&nt.fired), "the callback never ran after a device error");
-  CHECK(atomic_load(&nt.status) == SC_ESYS, "status %d, expected SC_ESYS",
+  CHECK(atomic_load(&nt.status) == SC_EDEVICE, "status %d, expected SC_EDEVICE",
         atomic_load(&nt.status));
 }
 

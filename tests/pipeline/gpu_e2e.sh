@@ -5,8 +5,9 @@
 #   - four ranks sharing GPU 0 (host collectives, device buffers staged through host
 #     memory) and one rank with a one-rank NCCL communicator, each --verify'd against the
 #     single-rank CPU reference;
-#   - with two or more GPUs: P = N = 2 on two GPUs with NCCL (verified), desync and kill
-#     faults on NCCL, time to first token / per output token of one long prompt at
+#   - a device fault (--inject devfault) on ranks sharing GPU 0;
+#   - with two or more GPUs: P = N = 2 on two GPUs with NCCL (verified), desync, kill and
+#     device faults on NCCL, time to first token / per output token of one long prompt at
 #     P = N = 1 versus P = N = 2, and a bare NCCL all-gather for the bandwidth reference.
 set -u
 OUT=${OUT:-/tmp/out}
@@ -55,6 +56,9 @@ run cuda_p4n4_sharing_gpu0 --pcp 4 --dcp 4 --device cuda --gpus 1 --model $M --r
 run cuda_p1_nccl_one_rank --pcp 1 --dcp 1 --device cuda --collectives nccl --gpus 1 --model $M --requests $S --verify
 run cuda_p2n2_default_model --pcp 2 --dcp 2 --device cuda --gpus 1 --verify
 }
+# a kernel faults on rank 1 (an illegal address): the step fails with EDEVICE and the
+# cluster stops (staged host collectives would otherwise go on failing every step)
+has faults && WANT_RC=1 run cuda_devfault_sharing_gpu0 --pcp 2 --dcp 2 --device cuda --gpus 1 --model $M --requests $S --inject devfault:1:3
 if [ "$ngpu" -ge 2 ]; then
   has verify && {
   run nccl_p2n2_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --token-budget 24 --verify
@@ -63,6 +67,7 @@ if [ "$ngpu" -ge 2 ]; then
   has faults && {
   WANT_RC=1 run nccl_desync_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject desync:1:3
   WANT_RC=1 run nccl_kill_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject kill:1:3
+  WANT_RC=1 run nccl_devfault_2gpu --pcp 2 --dcp 2 --device cuda --collectives nccl --gpus 2 --model $M --requests $S --inject devfault:1:3
   }
   has long && for L in ${LONG_LENS:-32768 131072}; do
     printf '{"prompt_len": %d, "max_tokens": 32}\n' $L > $TMP/long$L.jsonl

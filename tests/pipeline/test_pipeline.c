@@ -248,6 +248,43 @@ Test(pipeline, a_lost_plan_ack_fails_its_step_after_the_deadline) {
   failed_ack_case("noack:1:1", "step 1 failed: rank 1: no plan acknowledgement within 1000 ms");
 }
 
+/* A device that fails (on the CPU backend as the CUDA one does after a kernel faults:
+ * every later sync reports SC_EDEVICE) fails its step with an error that says so, and
+ * the cluster stops: without that, every later step failed the same way on a cluster
+ * that looked alive (here B would have been served on host collectives). The CPU
+ * backend's kernels and collectives all ran, so rank 0's result of step 1 may reach the
+ * scheduler before rank 1's failure does: A then fails in step 2. */
+Test(pipeline, a_failed_device_stops_its_node, .timeout = 60) {
+  private_tmp();
+  sc_local_cluster *lc = start_small_with(2, 2, "devfault:1:1");
+  sc_client *c;
+  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  int32_t prompt[40];
+  for (int i = 0; i < 40; i++) prompt[i] = (i * 31) % SMALL_VOCAB;
+  const sc_client_request a = {.prompt = prompt, .prompt_len = 40, .max_tokens = 2};
+  const sc_client_request b = {.prompt = prompt, .prompt_len = 5, .max_tokens = 2};
+  uint64_t id_a, id_b;
+  cr_assert_eq(sc_client_submit(c, &a, &id_a), 0);
+  cr_assert_eq(sc_client_submit(c, &b, &id_b), 0);
+  char msg[512];
+  cr_assert_lt(finish(c, id_a, msg, sizeof msg), 0, "A was served");
+  cr_assert(strstr(msg, "rank 1: a kernel failed on the device") &&
+                strstr(msg, "the device cannot be used again"),
+            "%s", msg);
+  cr_assert_lt(finish(c, id_b, msg, sizeof msg), 0, "B was served by a failed device");
+  char died[256] = "";
+  const uint64_t until = sc_now_ns() + 10ull * 1000000000ull;
+  int ended = 0;
+  while (ended == 0 && sc_now_ns() < until) {
+    ended = sc_local_cluster_poll(lc, died, sizeof died);
+    if (ended == 0) usleep(20000);
+  }
+  cr_assert_gt(ended, 0, "no node stopped");
+  sc_client_close(c);
+  sc_local_cluster_stop(lc);
+  assert_no_nodes_left();
+}
+
 /* An orderly stop of the head answers the requests it still holds: on a one-node
  * cluster nothing else would (no peer's DOWN reaches the scheduler), and the client of
  * a streaming request used to wait for an answer that never came. */
