@@ -197,20 +197,26 @@ static int next_error(sc_client *c, char *msg, size_t len) {
 /* A rank that acknowledges a step's plan with another fingerprint (or not at all) fails
  * that step, and the requests that were waiting behind it are still served (nothing else
  * would start the next step: the failed step's result is ignored). */
-static void failed_ack_case(const char *inject, const char *want) {
+/* A 2 x 2 cluster with one injected fault, and a client *c that sent A (id[0]: 40
+ * prompt tokens) and then B (id[1]: 5). On one connection A reaches the scheduler first:
+ * A starts step 1 at once and fills its 24-token budget; B waits for the next step. */
+static sc_local_cluster *start_a_then_b(const char *inject, sc_client **c, uint64_t id[2]) {
   private_tmp();
   sc_local_cluster *lc = start_small_with(2, 2, inject);
-  sc_client *c;
-  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  cr_assert_eq(sc_client_connect(c, sc_local_cluster_listen(lc), NULL), 0);
   int32_t prompt[40];
   for (int i = 0; i < 40; i++) prompt[i] = (i * 31) % SMALL_VOCAB;
-  /* one connection, so A reaches the scheduler first: A starts step 1 at once and fills
-   * its 24-token budget; B waits for the next step */
   const sc_client_request a = {.prompt = prompt, .prompt_len = 40, .max_tokens = 2};
   const sc_client_request b = {.prompt = prompt, .prompt_len = 5, .max_tokens = 2};
+  cr_assert_eq(sc_client_submit(*c, &a, &id[0]), 0);
+  cr_assert_eq(sc_client_submit(*c, &b, &id[1]), 0);
+  return lc;
+}
+
+static void failed_ack_case(const char *inject, const char *want) {
+  sc_client *c;
   uint64_t id[2];
-  cr_assert_eq(sc_client_submit(c, &a, &id[0]), 0);
-  cr_assert_eq(sc_client_submit(c, &b, &id[1]), 0);
+  sc_local_cluster *lc = start_a_then_b(inject, &c, id);
   int tokens[2] = {0, 0}, ended = 0;
   bool failed[2] = {false, false};
   char msg[512] = "";
@@ -254,24 +260,16 @@ Test(pipeline, a_lost_plan_ack_fails_its_step_after_the_deadline) {
  * that looked alive (here B would have been served on host collectives). The CPU
  * backend's kernels and collectives all ran, so rank 0's result of step 1 may reach the
  * scheduler before rank 1's failure does: A then fails in step 2. */
-Test(pipeline, a_failed_device_stops_its_node, .timeout = 60) {
-  private_tmp();
-  sc_local_cluster *lc = start_small_with(2, 2, "devfault:1:1");
+Test(pipeline, a_failed_device_stops_the_cluster, .timeout = 60) {
   sc_client *c;
-  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
-  int32_t prompt[40];
-  for (int i = 0; i < 40; i++) prompt[i] = (i * 31) % SMALL_VOCAB;
-  const sc_client_request a = {.prompt = prompt, .prompt_len = 40, .max_tokens = 2};
-  const sc_client_request b = {.prompt = prompt, .prompt_len = 5, .max_tokens = 2};
-  uint64_t id_a, id_b;
-  cr_assert_eq(sc_client_submit(c, &a, &id_a), 0);
-  cr_assert_eq(sc_client_submit(c, &b, &id_b), 0);
+  uint64_t id[2];
+  sc_local_cluster *lc = start_a_then_b("devfault:1:1", &c, id);
   char msg[512];
-  cr_assert_lt(finish(c, id_a, msg, sizeof msg), 0, "A was served");
+  cr_assert_lt(finish(c, id[0], msg, sizeof msg), 0, "A was served");
   cr_assert(strstr(msg, "rank 1: a kernel failed on the device") &&
                 strstr(msg, "the device cannot be used again"),
             "%s", msg);
-  cr_assert_lt(finish(c, id_b, msg, sizeof msg), 0, "B was served by a failed device");
+  cr_assert_lt(finish(c, id[1], msg, sizeof msg), 0, "B was served by a failed device");
   char died[256] = "";
   const uint64_t until = sc_now_ns() + 10ull * 1000000000ull;
   int ended = 0;
