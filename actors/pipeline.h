@@ -17,11 +17,11 @@
  * One step: the scheduler picks a batch and sends it to the partitioner and the step
  * inputs (tokens, block tables, sampling) to every metadata actor; the partitioner plans
  * it and sends the same plan to every metadata actor, which verifies it and acknowledges
- * its fingerprint to the scheduler (nothing waits for the acks before the step runs;
- * its result reaches no client until every one is in and matches), derives
- * its rank's inputs and hands the step to its executor, which runs it, every collective
- * checked against the plan; rank 0's executor
- * returns the sampled tokens; the scheduler streams them to clients via the gateway.
+ * its fingerprint to the scheduler (nothing waits for the acks before the step runs),
+ * derives its rank's inputs and hands the step to its executor, which runs it, every
+ * collective checked against the plan; rank 0's executor returns the sampled tokens, the
+ * others report step_complete; once every ack matched and every rank completed, the
+ * scheduler streams the tokens to clients via the gateway.
  *
  * Failure (docs/pipeline.md): any rank whose step fails reports step_abort to the
  * scheduler, which fails the step's requests (their clients get errors; they are not

@@ -103,6 +103,16 @@ static void report_abort(sc_ctx *c, executor *e, uint64_t step, int code, const 
                          &e->ctx->comm.last_failure);
 }
 
+/* Tells the scheduler that this rank (not 0) finished step without an error. */
+static int report_complete(sc_ctx *c, executor *e, uint64_t step) {
+  sc_msg_step_complete *m = sc_msg_body_new(SC_MSG_STEP_COMPLETE);
+  if (m == NULL) return SC_ENOMEM;
+  m->rank = e->ctx->rank;
+  const int rc = sc_send_step(c, e->scheduler, SC_MSG_STEP_COMPLETE, step, m);
+  if (rc) sc_msg_body_destroy(SC_MSG_STEP_COMPLETE, m);
+  return rc;
+}
+
 static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
                              uint64_t compute_ns) {
   const sc_model_config *m = sc_engine_model(e->ctx->engine);
@@ -156,6 +166,10 @@ static void complete(sc_ctx *c, executor *e, int status) {
     rc = sample_and_report(c, e, p, sc_now_ns() - e->t0);
     if (rc) SC_ERROR(LOG, "step %llu: cannot report the result: %s", (unsigned long long)p->step,
                      sc_strerror(rc));
+  } else if ((rc = report_complete(c, e, p->step)) != 0) {
+    /* the scheduler fails the step after the deadline: no result goes out unconfirmed */
+    SC_ERROR(LOG, "rank %d: step %llu: cannot report its completion: %s", x->rank,
+             (unsigned long long)p->step, sc_strerror(rc));
   }
   sc_step_local_free(p);
 }

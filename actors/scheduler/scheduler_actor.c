@@ -31,8 +31,9 @@ typedef struct scheduler {
   bool have_planned;
   uint64_t *ack_fp;        /* [world] */
   bool *acked;             /* [world] */
-  /* the step's result when it came before every fingerprint was in: its tokens reach no
-   * client until they all are, and match (check_acks) */
+  bool *completed;         /* [world]: step_complete came (ranks 1..world-1) */
+  /* the step's result when it came before every fingerprint and completion was in: its
+   * tokens reach no client until they all are, and the fingerprints match (check_acks) */
   sc_msg_step_result *held_result;
   uv_timer_t *ack_timer;   /* fails the step when a held result waits too long */
   sc_actor_id self;
@@ -75,7 +76,10 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   s->metadata = calloc((size_t)s->world, sizeof *s->metadata);
   s->ack_fp = calloc((size_t)s->world, sizeof *s->ack_fp);
   s->acked = calloc((size_t)s->world, sizeof *s->acked);
-  if (!s->comms || !s->metadata || !s->ack_fp || !s->acked || ensure_cap(s, 64)) return SC_ENOMEM;
+  s->completed = calloc((size_t)s->world, sizeof *s->completed);
+  if (!s->comms || !s->metadata || !s->ack_fp || !s->acked || !s->completed ||
+      ensure_cap(s, 64))
+    return SC_ENOMEM;
   char name[48];
   for (int32_t r = 0; r < s->world; r++) {
     snprintf(name, sizeof name, "comm@%d", r);
@@ -114,6 +118,7 @@ static void terminate(sc_ctx *c, void *state, int reason) {
   free(s->metadata);
   free(s->ack_fp);
   free(s->acked);
+  free(s->completed);
   free(s->events);
   free(s->ids);
 }
@@ -219,6 +224,7 @@ static void try_start(sc_ctx *c, scheduler *s) {
   s->in_flight = st->step;
   s->have_planned = false;
   memset(s->acked, 0, sizeof *s->acked * (size_t)s->world);
+  memset(s->completed, 0, sizeof *s->completed * (size_t)s->world);
   const int rc = send_step(c, s, st);
   if (rc) {
     /* some ranks may have their inputs and the plan already: abort it on every rank, or
@@ -229,26 +235,45 @@ static void try_start(sc_ctx *c, scheduler *s) {
   }
 }
 
+/* The first rank whose plan acknowledgement, or else whose completion (ranks other
+ * than 0: rank 0's is its result), is not in yet; world when all are. */
+static int32_t first_missing(const scheduler *s) {
+  for (int32_t r = 0; r < s->world; r++)
+    if (!s->acked[r]) return r;
+  for (int32_t r = 1; r < s->world; r++)
+    if (!s->completed[r]) return r;
+  return s->world;
+}
+
+/* Whether the step's result may go to its clients (once the fingerprints match): the
+ * plan's fingerprint, every rank's acknowledgement and every rank's completion are in.
+ * A rank's kernel error is read at the end of its step, possibly after rank 0 sent the
+ * result, so a result that every rank has not confirmed could carry tokens computed from
+ * a failed rank's data. */
+static bool all_confirmed(const scheduler *s) {
+  return s->have_planned && first_missing(s) == s->world;
+}
+
 static void drop_held_result(scheduler *s) {
   if (s->held_result) sc_msg_body_destroy(SC_MSG_STEP_RESULT, s->held_result);
   s->held_result = NULL;
   uv_timer_stop(s->ack_timer);
 }
 
-/* A held result waited the collective deadline for a rank's acknowledgement: the step
- * fails as if that rank had aborted it (a timer has no sc_ctx to send with, so the abort
+/* A held result waited the collective deadline for a rank's acknowledgement or
+ * completion: the step fails as if that rank had aborted it (a timer has no sc_ctx to send with, so the abort
  * goes to this actor as a letter; on_abort ignores it if the step is over by then). */
 static void on_ack_timeout(uv_timer_t *t) {
   scheduler *s = t->data;
   if (s->held_result == NULL || s->in_flight == 0) return;
   /* the first rank still missing; the partitioner's fingerprint (head) when none is */
-  int32_t missing = 0;
-  while (missing < s->world && s->acked[missing]) missing++;
+  const int32_t missing = first_missing(s);
   sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
   if (a == NULL) return;
   char why[160];
   if (missing < s->world)
-    snprintf(why, sizeof why, "no plan acknowledgement within %lld ms",
+    snprintf(why, sizeof why, "no %s within %lld ms",
+             s->acked[missing] ? "report that it completed the step" : "plan acknowledgement",
              (long long)s->ctx->cfg.deadline_ms);
   else
     snprintf(why, sizeof why, "no plan fingerprint from the partitioner within %lld ms",
@@ -315,18 +340,12 @@ static void step_failed(sc_ctx *c, scheduler *s, int code, const char *why) {
   try_start(c, s); /* nothing else would: the failed step's result and aborts are ignored */
 }
 
-/* Whether the plan's fingerprint and every rank's acknowledgement are in. */
-static bool acks_complete(const scheduler *s) {
-  if (!s->have_planned) return false;
-  for (int32_t r = 0; r < s->world; r++)
-    if (!s->acked[r]) return false;
-  return true;
-}
 
 static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r);
 
-/* A rank whose fingerprint differs from the plan's fails the step; once all are in and
- * match, a result that came early is delivered. */
+/* A rank whose fingerprint differs from the plan's fails the step; once every
+ * fingerprint and completion is in and the fingerprints match, a result that came early
+ * is delivered. */
 static void check_acks(sc_ctx *c, scheduler *s) {
   if (!s->have_planned) return;
   for (int32_t r = 0; r < s->world; r++)
@@ -339,7 +358,7 @@ static void check_acks(sc_ctx *c, scheduler *s) {
       step_failed(c, s, SC_EDESYNC, why);
       return;
     }
-  if (s->held_result && acks_complete(s)) {
+  if (s->held_result && all_confirmed(s)) {
     sc_msg_step_result *r = s->held_result;
     s->held_result = NULL;
     uv_timer_stop(s->ack_timer);
@@ -384,8 +403,8 @@ static int on_cancel(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
-/* The step in flight is over and every rank ran the plan that was made: its tokens go
- * to their clients and the next step starts. */
+/* The step in flight is over, every rank ran the plan that was made and finished it
+ * without an error: its tokens go to their clients and the next step starts. */
 static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r) {
   const int n = sc_sched_advance(s->sched, r->sampled.v, s->events);
   s->in_flight = 0;
@@ -400,9 +419,10 @@ static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r) {
 static int on_result(sc_ctx *c, const sc_envelope *env, const void *body) {
   scheduler *s = sc_state(c);
   if (env->step != s->in_flight) return 0; /* a step that was already failed */
-  if (acks_complete(s)) {
+  if (all_confirmed(s)) {
     finish_step(c, s, body);
-  } else { /* a fingerprint is still on its way (other senders, no order among them) */
+  } else { /* a fingerprint or a completion is still on its way (other senders, no order
+            * among them) */
     drop_held_result(s);
     s->held_result = sc_take_body(c);
     uv_timer_start(s->ack_timer, on_ack_timeout, (uint64_t)s->ctx->cfg.deadline_ms, 0);
@@ -414,9 +434,10 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   scheduler *s = sc_state(c);
   const sc_msg_step_abort *a = body;
-  /* An abort of another step is a consequence of one already handled, or comes from a
-   * rank that failed after its step's last collective, whose result was taken already.
-   * A failed device matters whatever step it failed: it fails every step after. */
+  /* An abort of another step is a consequence of one already handled (a step fails once,
+   * whoever reports it first). A failed device matters whatever step it is reported
+   * for: a collective that failed because of it may have failed that step first, and
+   * every later step would fail too. */
   if (a->step != s->in_flight && a->reason != SC_EDEVICE) return 0;
   char why[600];
   if (a->reason == SC_EDESYNC && a->seq >= 0) {
@@ -447,6 +468,15 @@ static int on_ack(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (env->step != s->in_flight || a->rank < 0 || a->rank >= s->world) return 0;
   s->acked[a->rank] = true;
   s->ack_fp[a->rank] = a->fingerprint;
+  check_acks(c, s);
+  return 0;
+}
+
+static int on_complete(sc_ctx *c, const sc_envelope *env, const void *body) {
+  scheduler *s = sc_state(c);
+  const sc_msg_step_complete *m = body;
+  if (env->step != s->in_flight || m->rank < 1 || m->rank >= s->world) return 0;
+  s->completed[m->rank] = true;
   check_acks(c, s);
   return 0;
 }
@@ -524,6 +554,7 @@ const sc_actor_spec sc_scheduler_spec = {
                  [SC_MSG_STEP_ABORT] = on_abort,
                  [SC_MSG_STEP_PLANNED] = on_planned,
                  [SC_MSG_PLAN_ACK] = on_ack,
+                 [SC_MSG_STEP_COMPLETE] = on_complete,
                  [SC_MSG_DOWN] = on_down,
                  [SC_MSG_NODE_SHUTDOWN] = on_shutdown},
 };

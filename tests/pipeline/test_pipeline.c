@@ -257,16 +257,17 @@ Test(pipeline, a_lost_plan_ack_fails_its_step_after_the_deadline) {
 /* A device that fails (on the CPU backend as the CUDA one does after a kernel faults:
  * every later sync reports SC_EDEVICE) fails its step with an error that says so, and
  * the cluster stops: without that, every later step failed the same way on a cluster
- * that looked alive (here B would have been served on host collectives). The CPU
- * backend's kernels and collectives all ran, so rank 0's result of step 1 may reach the
- * scheduler before rank 1's failure does: A then fails in step 2. */
+ * that looked alive (here B would have been served on host collectives). The failure is
+ * known only at the end of rank 1's step, after every collective ran, so rank 0's result
+ * of step 1 often reaches the scheduler first: it must wait for rank 1's word (step 1's
+ * tokens used to go out, and A failed only in step 2). */
 Test(pipeline, a_failed_device_stops_the_cluster, .timeout = 60) {
   sc_client *c;
   uint64_t id[2];
   sc_local_cluster *lc = start_a_then_b("devfault:1:1", &c, id);
   char msg[512];
   cr_assert_lt(finish(c, id[0], msg, sizeof msg), 0, "A was served");
-  cr_assert(strstr(msg, "rank 1: a kernel failed on the device") &&
+  cr_assert(strstr(msg, "step 1 failed: rank 1: a kernel failed on the device") &&
                 strstr(msg, "the device cannot be used again"),
             "%s", msg);
   cr_assert_lt(finish(c, id[1], msg, sizeof msg), 0, "B was served by a failed device");
