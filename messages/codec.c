@@ -753,10 +753,6 @@ void sc_msg_limits_default(sc_msg_limits *lim) {
                          .max_new_tokens = 16384};
 }
 
-int64_t sc_msg_socket_max_bytes(const sc_msg_limits *lim) {
-  return 2 * (int64_t)lim->max_bytes + 4096;
-}
-
 int sc_msg_decode_untrusted(const uint8_t *p, size_t n, const sc_msg_limits *lim,
                             sc_envelope *env, void **body, sc_diag *d) {
   sc_msg_limits def;

@@ -80,12 +80,6 @@ typedef struct sc_msg_limits {
 } sc_msg_limits;
 
 void sc_msg_limits_default(sc_msg_limits *lim);
-/* The largest message a socket of untrusted input lets through (the gateway's
- * ZMQ_MAXMSGSIZE): twice max_bytes plus 4 KiB, so that a moderately oversized message
- * still reaches the decoder and gets its SC_ETOOBIG answer while a huge one never
- * reaches memory. ZeroMQ drops a larger one without a word, so a client checks it
- * before sending. */
-int64_t sc_msg_socket_max_bytes(const sc_msg_limits *lim);
 
 /* ---- field types used by the generated bodies ---- */
 

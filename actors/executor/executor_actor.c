@@ -162,14 +162,15 @@ static void complete(sc_ctx *c, executor *e, int status) {
      * reported as such, whatever else failed: the scheduler then stops the cluster,
      * since every later step would fail the same way. */
     report_abort(c, e, p->step, status == SC_EDEVICE ? SC_EDEVICE : rc, d.msg);
-  } else if (x->rank == 0) {
-    rc = sample_and_report(c, e, p, sc_now_ns() - e->t0);
-    if (rc) SC_ERROR(LOG, "step %llu: cannot report the result: %s", (unsigned long long)p->step,
-                     sc_strerror(rc));
-  } else if ((rc = report_complete(c, e, p->step)) != 0) {
-    /* the scheduler fails the step after the deadline: no result goes out unconfirmed */
-    SC_ERROR(LOG, "rank %d: step %llu: cannot report its completion: %s", x->rank,
-             (unsigned long long)p->step, sc_strerror(rc));
+  } else if ((rc = x->rank == 0 ? sample_and_report(c, e, p, sc_now_ns() - e->t0)
+                                 : report_complete(c, e, p->step)) != 0) {
+    /* the step fails instead of waiting for a word that will not come (the scheduler
+     * times out a held result, but none may ever arrive) */
+    SC_ERROR(LOG, "rank %d: step %llu: cannot report its %s: %s", x->rank,
+             (unsigned long long)p->step, x->rank == 0 ? "result" : "completion",
+             sc_strerror(rc));
+    report_abort(c, e, p->step, rc,
+                 x->rank == 0 ? "cannot report the step's result" : "cannot report its completion");
   }
   sc_step_local_free(p);
 }

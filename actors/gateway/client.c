@@ -103,12 +103,13 @@ int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *reque
   sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
   int rc = sc_msg_encode(&env, &m, &c->out);
   if (rc) return rc;
-  /* The gateway's socket drops a larger message without a word: refuse it here, or the
-   * caller would wait for an answer that never comes. (The gateway runs the default
-   * limits: the cluster file does not change max_bytes.) */
+  /* The gateway refuses a larger message (SC_ETOOBIG), or past its socket's limit drops
+   * it without a word and the caller would wait for an answer that never comes: refuse
+   * it here. (The gateway runs the default limits: the cluster file does not change
+   * max_bytes.) */
   sc_msg_limits lim;
   sc_msg_limits_default(&lim);
-  if ((int64_t)c->out.len > sc_msg_socket_max_bytes(&lim)) return SC_ETOOBIG;
+  if (c->out.len > lim.max_bytes) return SC_ETOOBIG;
   if (zmq_send(c->sock, c->out.data, c->out.len, 0) < 0) return SC_EIO;
   *request_id = id;
   return 0;

@@ -62,8 +62,8 @@ int sc_client_connect_key(sc_client **out, const char *endpoint, const char *ser
 void sc_client_close(sc_client *c);
 
 /* Sends a request; *request_id receives its id. Errors: SC_EINVAL (empty prompt,
- * max_tokens < 1), SC_ETOOBIG (the encoded request is larger than the gateway's socket
- * accepts: it would be dropped without an answer), SC_EIO. */
+ * max_tokens < 1), SC_ETOOBIG (the encoded request is larger than the gateway accepts:
+ * max_bytes of sc_msg_limits_default), SC_EIO. */
 int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *request_id);
 int sc_client_cancel(sc_client *c, uint64_t request_id);
 

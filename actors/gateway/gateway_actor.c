@@ -272,7 +272,10 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   g->sock = g->zctx ? zmq_socket(g->zctx, ZMQ_ROUTER) : NULL;
   if (g->sock == NULL) return SC_EIO;
   const int one = 1, linger = 500;
-  const int64_t maxsize = sc_msg_socket_max_bytes(&g->ctx->cfg.limits);
+  /* ZeroMQ drops a client's connection past ZMQ_MAXMSGSIZE without a word; twice the
+   * decoder's limit lets a moderately oversized message through to get an ETOOBIG reply,
+   * while a huge one never reaches memory. */
+  const int64_t maxsize = 2 * (int64_t)g->ctx->cfg.limits.max_bytes + 4096;
   zmq_setsockopt(g->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
   zmq_setsockopt(g->sock, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
   /* a short linger: replies already queued (errors before a shutdown) still leave */

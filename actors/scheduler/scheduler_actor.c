@@ -439,6 +439,9 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
    * for: a collective that failed because of it may have failed that step first, and
    * every later step would fail too. */
   if (a->step != s->in_flight && a->reason != SC_EDEVICE) return 0;
+  /* (a stale EDEVICE once the cluster is stopping anyway: shut_down ran already, and
+   * running it again armed a second stop timer over the first and logged a second cause) */
+  if (s->shutting_down) return 0;
   char why[600];
   if (a->reason == SC_EDESYNC && a->seq >= 0) {
     char want[160], got[160];
@@ -499,6 +502,7 @@ static void end_all_requests(sc_ctx *c, scheduler *s, int code, const char *why)
  * down (a moment later, so the gateway can deliver the errors first). */
 static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why) {
   end_all_requests(c, s, code, why);
+  if (s->stop_timer) return; /* already on its way down */
   SC_ERROR(LOG, "%s: shutting the cluster down", why);
   uv_timer_t *t = malloc(sizeof *t);
   if (t == NULL || uv_timer_init(sc_ctx_uv_loop(c), t) != 0) {

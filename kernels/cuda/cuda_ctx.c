@@ -26,10 +26,32 @@
 
 #define SC_KCUDA_STAGE_BYTES ((size_t)8 << 20)
 
+/* Errors that leave the context unusable (every later call returns them): SC_EDEVICE,
+ * so that a step whose fault surfaced before its notify (a kernel that faulted mid-step:
+ * later launches, a staging copy or the notify itself fail, and the executor syncs) is
+ * reported as a failed device too, not as one failed step. */
+static bool sticky(cudaError_t e) {
+  switch (e) {
+  case cudaErrorIllegalAddress:
+  case cudaErrorLaunchFailure:
+  case cudaErrorHardwareStackError:
+  case cudaErrorIllegalInstruction:
+  case cudaErrorMisalignedAddress:
+  case cudaErrorInvalidAddressSpace:
+  case cudaErrorInvalidPc:
+  case cudaErrorECCUncorrectable:
+  case cudaErrorAssert:
+  case cudaErrorLaunchTimeout:
+    return true;
+  default:
+    return false;
+  }
+}
+
 int sc_kcuda_err(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return 0;
   SC_ERROR("kernels.cuda", "%s: %s", what, cudaGetErrorString(e));
-  return e == cudaErrorMemoryAllocation ? SC_ENOMEM : SC_ESYS;
+  return e == cudaErrorMemoryAllocation ? SC_ENOMEM : sticky(e) ? SC_EDEVICE : SC_ESYS;
 }
 
 int sc_kcuda_launched(const char *what) { return sc_kcuda_err(cudaGetLastError(), what); }

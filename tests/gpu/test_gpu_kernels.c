@@ -718,9 +718,9 @@ static void case_notify(void) {
 
 /* A device error (here an illegal address) still reaches the notify's callback, as
  * SC_EDEVICE: a host function (cudaLaunchHostFunc) is never called once the context has
- * one, and the executor waited for its step forever. Last: the context is unusable
- * afterwards. */
-static void case_device_fault_last(void) {
+ * one, and the executor waited for its step forever. The two device-fault cases run
+ * last, in this order: the context is unusable afterwards. */
+static void case_device_fault(void) {
   REQUIRE(G->ops->inject_fault(G) == 0, "fault kernel");
   notice nt = {.n = 0};
   CHECK(G->ops->notify(G, on_notice, &nt) == 0, "notify");
@@ -728,6 +728,25 @@ static void case_device_fault_last(void) {
   CHECK(atomic_load(&nt.fired), "the callback never ran after a device error");
   CHECK(atomic_load(&nt.status) == SC_EDEVICE, "status %d, expected SC_EDEVICE",
         atomic_load(&nt.status));
+}
+
+/* After case_device_fault the context has a device error. What an executor sees of
+ * it when the error surfaced before its notify (a kernel that faulted mid-step, or the
+ * step after): notify fails, so it syncs and takes sync's status as the step's. That
+ * status must say SC_EDEVICE too, or the scheduler treats a dead device as one failed
+ * step and runs the next one on it. */
+static void case_device_fault_seen_before_notify(void) {
+  notice nt = {.n = 0};
+  const int nrc = G->ops->notify(G, on_notice, &nt);
+  if (nrc == 0) {
+    wait_fired(&nt);
+    CHECK(atomic_load(&nt.status) == SC_EDEVICE, "notify status %d", atomic_load(&nt.status));
+  } else {
+    printf("  notify after the error returned %d (%s)\n", nrc, sc_strerror(nrc));
+  }
+  const int src = G->ops->sync(G);
+  CHECK(src == SC_EDEVICE, "sync after a device error returned %d (%s), expected SC_EDEVICE",
+        src, sc_strerror(src));
 }
 
 int main(void) {
@@ -752,7 +771,8 @@ int main(void) {
   RUN_CASE(case_lse);
   RUN_CASE(case_errors);
   RUN_CASE(case_notify);
-  RUN_CASE(case_device_fault_last);
+  RUN_CASE(case_device_fault);
+  RUN_CASE(case_device_fault_seen_before_notify);
   sc_kernels_destroy(G);
   sc_kernels_destroy(C);
   printf("%s: %d failure(s)\n", gt_failures ? "FAILED" : "PASSED", gt_failures);
