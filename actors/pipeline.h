@@ -89,7 +89,8 @@ typedef struct sc_pipeline_config {
 int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
                             sc_pipeline_config *out, bool *present, sc_diag *d);
 void sc_pipeline_config_free(sc_pipeline_config *c);
-/* Parses "KIND:RANK:STEP" (KIND: sc_fault_name) into c->inject. */
+/* Parses "KIND:RANK:STEP" (KIND: desync, kill, badack, noack or devfault: sc_fault) into
+ * c->inject. */
 int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d);
 
 /* Whether fault f is injected at (rank, step). Any thread. */

@@ -187,9 +187,10 @@ typedef struct sc_kernels_ops {
   int (*sync)(sc_kernels *k);
   /* Calls fn(arg, status) once every operation queued so far has finished, without
    * making the caller wait (CUDA: a stream callback, also called after a device error,
-   * with status SC_EDEVICE: the context is unusable from then on; CPU: at once, on the calling thread, since every op has finished
-   * when it returns). Deferred copies queued before it have landed when fn runs (not
-   * after a device error). One notify may be outstanding at a time. */
+   * with status SC_EDEVICE: the context is unusable from then on; CPU: at once, on the
+   * calling thread, since every op has finished when it returns). Deferred copies
+   * queued before it have landed when fn runs (not after a device error). One notify
+   * may be outstanding at a time. */
   int (*notify)(sc_kernels *k, sc_knotify_fn fn, void *arg);
   /* Fault injection (`--inject devfault`): the device fails as it does when a kernel
    * faults. CUDA: queues a kernel that stores to an illegal address, which leaves the

@@ -261,8 +261,9 @@ static void drop_held_result(scheduler *s) {
 }
 
 /* A held result waited the collective deadline for a rank's acknowledgement or
- * completion: the step fails as if that rank had aborted it (a timer has no sc_ctx to send with, so the abort
- * goes to this actor as a letter; on_abort ignores it if the step is over by then). */
+ * completion: the step fails as if that rank had aborted it (a timer has no sc_ctx to
+ * send with, so the abort goes to this actor as a letter; on_abort ignores it if the
+ * step is over by then). */
 static void on_ack_timeout(uv_timer_t *t) {
   scheduler *s = t->data;
   if (s->held_result == NULL || s->in_flight == 0) return;
