@@ -66,6 +66,16 @@ static int sink_on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
     if (q == NULL) return SC_ENOMEM;
     q->seq = p->seq;
     q->sent_ns = p->sent_ns;
+    /* an echo returns the payload, as the raw ZeroMQ echo (zmq_rtt) returns every byte */
+    if (p->payload.len) {
+      q->payload.data = malloc(p->payload.len);
+      if (q->payload.data == NULL) {
+        sc_msg_body_destroy(SC_MSG_PONG, q);
+        return SC_ENOMEM;
+      }
+      memcpy(q->payload.data, p->payload.data, p->payload.len);
+      q->payload.len = p->payload.len;
+    }
   } else {
     sink *s = sc_state(ctx);
     if (p->seq == 0) *s = (sink){0};

@@ -132,7 +132,9 @@ static int on_shutdown(sc_ctx *ctx, const sc_envelope *env, const void *body) {
 static int on_down(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   sc_node *n = sc_ctx_node(ctx);
   const sc_msg_down *d = body;
-  SC_WARN(LOG, "node %d: node %d is DOWN: %s", n->rank, d->node, d->message ? d->message : "");
+  /* (expected while this node stops: the peers it told to stop go away) */
+  SC_LOG(sc_node_shutting_down(n) ? SC_LOG_INFO : SC_LOG_WARN, LOG, "node %d: node %d is DOWN: %s",
+         n->rank, d->node, d->message ? d->message : "");
   if (d->node == 0 && n->rank != 0) request_stop(n, SC_EDOWN); /* lost the head */
   return 0;
 }
@@ -155,7 +157,8 @@ static sc_actor_spec k_node_spec = {
 /* io thread: a peer disconnected or missed its heartbeats. */
 void sc_node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
   if (atomic_exchange(&n->peer_down[rank], 1)) return;
-  SC_WARN(LOG, "node %d: peer node %d down: %s", n->rank, rank, why);
+  SC_LOG(sc_node_shutting_down(n) ? SC_LOG_INFO : SC_LOG_WARN, LOG,
+         "node %d: peer node %d down: %s", n->rank, rank, why);
   sc_node_emit(n, "down", rank, code, why);
   sc_broadcast_node_down(n, rank);
   /* A rank goes down once (peer_down stays set), so its watches fire once: they leave
