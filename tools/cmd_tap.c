@@ -285,11 +285,24 @@ static int handle_record(tap_out *o, const char *topic, uint64_t ns, int32_t nod
 
 static void help(FILE *f) {
   fprintf(f,
-          "usage: sparsecp tap --connect ENDPOINT [--filter PREFIX]\n"
+          "usage: sparsecp tap --connect ENDPOINT [--filter PREFIX]...\n"
           "                    [--json | --record FILE | --perfetto FILE]\n"
           "                    [--count N] [--duration SECONDS]\n\n"
           "Subscribes to a node's tap (or launch's --tap) and shows the messages whose topic\n"
-          "\"<node>/<actor>/<type>\" starts with PREFIX (default: all).\n");
+          "\"<node>/<actor>/<type>\" starts with PREFIX (default: all; --filter may be given\n"
+          "more than once). Nodes encode only what some tap subscribed to. One line per\n"
+          "message by default; at most one of:\n"
+          "  --json          one JSON object per line: time_ns, node, topic, type, step,\n"
+          "                  seq, src, dst, trace_id, body\n"
+          "  --record FILE   the raw tap_record messages, each after its 4-byte\n"
+          "                  little-endian length\n"
+          "  --perfetto FILE a Chrome trace (ui.perfetto.dev, chrome://tracing): a process\n"
+          "                  per node, a track per actor, an instant per message, a slice\n"
+          "                  per step; written when the capture ends\n"
+          "  --count N       stop after N messages\n"
+          "  --duration S    stop after S seconds (else at Ctrl-C/SIGTERM)\n"
+          "Exit status 0; 1 when an output cannot be written; 2 for bad usage or an\n"
+          "endpoint that cannot be used.\n");
 }
 
 int sc_cmd_tap(int argc, char **argv) {
