@@ -377,7 +377,7 @@ int sc_bench_e2e(sc_bench *b) {
   const workload *w = b->quick ? &k_quick : &k_full;
   if (b->device && strcmp(b->device, "cpu") != 0) {
     fprintf(stderr, "bench e2e: --device %s: the pipeline runs on the cpu backend only\n", b->device);
-    return SC_ENOTSUP;
+    return SC_EINVAL; /* (bad usage: exit 2) */
   }
   sc_model_config model;
   sc_model_config_default(&model);

@@ -62,6 +62,11 @@ int sc_cmd_bench(int argc, char **argv) {
     help(stderr);
     return SC_EXIT_USAGE;
   }
+  /* (kernels and e2e read it; the others would ignore it silently) */
+  if (b.device != NULL && strcmp(kind, "kernels") != 0 && strcmp(kind, "e2e") != 0) {
+    sc_cli_error("bench", "--device applies to bench kernels (and e2e, cpu only)");
+    return SC_EXIT_USAGE;
+  }
   b.kind = kind;
   const int rc = sc_bench_run(&b, kind, fn);
   if (rc != 0) sc_cli_error("bench", "%s failed: %s", kind, sc_strerror(rc));
