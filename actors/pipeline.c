@@ -27,7 +27,8 @@ static int get_i32(json_t *o, const char *key, int32_t lo, int32_t hi, int32_t *
 
 static const char *const k_fault_names[SC_FAULT_COUNT] = {
     [SC_FAULT_DESYNC] = "desync", [SC_FAULT_KILL] = "kill", [SC_FAULT_BADACK] = "badack",
-    [SC_FAULT_NOACK] = "noack", [SC_FAULT_DEVFAULT] = "devfault"};
+    [SC_FAULT_NOACK] = "noack", [SC_FAULT_DEVFAULT] = "devfault",
+    [SC_FAULT_NOCOMPLETE] = "nocomplete"};
 
 int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d) {
   char kind[16];
@@ -38,7 +39,7 @@ int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d
       spec[used] != '\0' || rank < 0 || rank >= c->num_ranks || step < 1)
     return sc_fail(d, SC_EINVAL,
                    "--inject '%s': expected KIND:RANK:STEP with KIND one of desync, kill, "
-                   "badack, noack, devfault, RANK in [0, %d] and STEP >= 1",
+                   "badack, noack, devfault, nocomplete, RANK in [0, %d] and STEP >= 1",
                    spec, c->num_ranks - 1);
   for (int f = 0; f < SC_FAULT_COUNT; f++) {
     if (strcmp(kind, k_fault_names[f]) == 0) {
@@ -47,7 +48,8 @@ int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d
     }
   }
   return sc_fail(d, SC_EINVAL,
-                 "--inject '%s': the fault is desync, kill, badack, noack or devfault", spec);
+                 "--inject '%s': the fault is desync, kill, badack, noack, devfault or "
+                 "nocomplete", spec);
 }
 
 /* A path from the cluster file (its key `what`): relative paths are relative to the

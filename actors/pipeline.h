@@ -55,6 +55,7 @@ typedef enum sc_fault {
   SC_FAULT_BADACK,   /* "badack": the rank acknowledges a wrong plan fingerprint */
   SC_FAULT_NOACK,    /* "noack": the rank's acknowledgement is lost */
   SC_FAULT_DEVFAULT, /* "devfault": the rank's device fails (a kernel faults) */
+  SC_FAULT_NOCOMPLETE, /* "nocomplete": the rank's step_complete is lost */
   SC_FAULT_COUNT
 } sc_fault;
 
@@ -89,7 +90,8 @@ typedef struct sc_pipeline_config {
 int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
                             sc_pipeline_config *out, bool *present, sc_diag *d);
 void sc_pipeline_config_free(sc_pipeline_config *c);
-/* Parses "KIND:RANK:STEP" (KIND: desync, kill, badack, noack or devfault: sc_fault) into
+/* Parses "KIND:RANK:STEP" (KIND: desync, kill, badack, noack, devfault or nocomplete:
+ * sc_fault) into
  * c->inject. */
 int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d);
 

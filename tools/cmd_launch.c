@@ -91,7 +91,7 @@ static void help(FILE *f) {
           "                       [--transport ipc|tcp]\n"
           "                       [--events] [--heartbeat-ms MS] [--heartbeat-timeout-ms MS]\n"
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
-          "                       [--inject desync|kill|badack|noack|devfault:RANK:STEP]\n\n"
+          "                       [--inject KIND:RANK:STEP]\n\n"
           "Starts a local cluster of P*T node processes (default P = 1, N = 1, T = 1)\n"
           "running the inference pipeline (docs/pipeline.md) and keeps it up until\n"
           "Ctrl-C/SIGTERM (exit 0) or until a node dies (reported; exit 1). Clients\n"

@@ -105,6 +105,11 @@ static void report_abort(sc_ctx *c, executor *e, uint64_t step, int code, const 
 
 /* Tells the scheduler that this rank (not 0) finished step without an error. */
 static int report_complete(sc_ctx *c, executor *e, uint64_t step) {
+  if (sc_pipeline_fault_at(&e->ctx->cfg, SC_FAULT_NOCOMPLETE, e->ctx->rank, step)) {
+    SC_ERROR(LOG, "rank %d: injected fault: step %llu's completion is lost", e->ctx->rank,
+             (unsigned long long)step);
+    return 0; /* (as a message lost on the way: the sender saw no error) */
+  }
   sc_msg_step_complete *m = sc_msg_body_new(SC_MSG_STEP_COMPLETE);
   if (m == NULL) return SC_ENOMEM;
   m->rank = e->ctx->rank;

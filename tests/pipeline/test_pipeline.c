@@ -194,9 +194,6 @@ static int next_error(sc_client *c, char *msg, size_t len) {
   return 0;
 }
 
-/* A rank that acknowledges a step's plan with another fingerprint (or not at all) fails
- * that step, and the requests that were waiting behind it are still served (nothing else
- * would start the next step: the failed step's result is ignored). */
 /* A 2 x 2 cluster with one injected fault, and a client *c that sent A (id[0]: 40
  * prompt tokens) and then B (id[1]: 5). On one connection A reaches the scheduler first:
  * A starts step 1 at once and fills its 24-token budget; B waits for the next step. */
@@ -213,6 +210,10 @@ static sc_local_cluster *start_a_then_b(const char *inject, sc_client **c, uint6
   return lc;
 }
 
+/* A rank that acknowledges a step's plan with another fingerprint (or not at all, or
+ * whose report that it completed the step is lost) fails that step, and the requests
+ * that were waiting behind it are still served (nothing else would start the next step:
+ * the failed step's result is ignored). */
 static void failed_ack_case(const char *inject, const char *want) {
   sc_client *c;
   uint64_t id[2];
@@ -252,6 +253,12 @@ Test(pipeline, a_wrong_plan_ack_fails_its_step_and_the_queue_goes_on) {
  * here), then the step fails, and the queue goes on. */
 Test(pipeline, a_lost_plan_ack_fails_its_step_after_the_deadline) {
   failed_ack_case("noack:1:1", "step 1 failed: rank 1: no plan acknowledgement within 1000 ms");
+}
+
+/* A lost step_complete: rank 0's result is held the same way, then the step fails. */
+Test(pipeline, a_lost_completion_fails_its_step_after_the_deadline) {
+  failed_ack_case("nocomplete:1:1",
+                  "step 1 failed: rank 1: no report that it completed the step within 1000 ms");
 }
 
 /* A device that fails (on the CPU backend as the CUDA one does after a kernel faults:
