@@ -14,10 +14,11 @@
 
 _Static_assert(sizeof(ncclUniqueId) == SC_NCCL_ID_BYTES, "ncclUniqueId size changed");
 
-/* One queued collective: its device time is read from these events once it is done. */
+/* One queued collective: its device time is read from these events once it is done;
+ * started_ns is when the watch first saw its start event complete (0 before). */
 typedef struct nccl_call {
   cudaEvent_t start, end;
-  uint64_t queued_ns;
+  uint64_t started_ns;
 } nccl_call;
 
 typedef struct nccl_rank {
@@ -38,7 +39,6 @@ typedef struct nccl_rank {
   nccl_call *calls;     /* collectives queued since reset (under mu) */
   int32_t cap_calls;
   atomic_int queued, done; /* done: counted by a host function after each collective */
-  _Atomic uint64_t done_ns;
   pthread_mutex_t watch_mu; /* the watcher may leave while host functions still run */
   void (*watch_fn)(void *);
   void *watch_arg;
@@ -178,7 +178,6 @@ static void poke_watcher(nccl_rank *r) {
 /* Host function after each collective on the comm stream (driver thread, no CUDA). */
 static void CUDART_CB call_done(void *p) {
   nccl_rank *r = p;
-  atomic_store(&r->done_ns, sc_now_ns());
   if (atomic_fetch_add(&r->done, 1) + 1 == atomic_load(&r->queued)) poke_watcher(r);
 }
 
@@ -220,7 +219,6 @@ int sc_nccl_comm_init(const sc_plan_config *cfg, int32_t global_rank, int device
   atomic_init(&r->abort_req, 0);
   atomic_init(&r->queued, 0);
   atomic_init(&r->done, 0);
-  atomic_init(&r->done_ns, 0);
   if ((rc = cuda_err(cudaSetDevice(device), "cudaSetDevice")) ||
       (rc = cuda_err(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking),
                      "comm stream create")) ||
@@ -345,7 +343,7 @@ static int enqueue(nccl_rank *r, int32_t i, sc_coll_op op, sc_group grp, sc_dtyp
     return rc;
   }
   if ((rc = wait_ready(r, deadline_from_now(r->deadline_ms), sc_coll_op_name(op)))) return rc;
-  k->queued_ns = sc_now_ns(); /* before call_done can count it */
+  k->started_ns = 0; /* before call_done can count it */
   if ((rc = cuda_err(cudaEventRecord(k->end, r->stream), "end event")) ||
       (rc = cuda_err(cudaLaunchHostFunc(r->stream, call_done, r), "completion callback")))
     return rc;
@@ -457,21 +455,27 @@ int64_t sc_nccl_watch(sc_comm *comm) {
   } else if (atomic_load(&r->abort_req)) {
     abort_all(r, SC_EABORTED);
   } else if (check_async(r, "collective", &busy) == 0) {
-    /* the oldest outstanding collective's clock starts when it was queued or when its
-     * predecessor finished, whichever is later */
-    uint64_t t0 = r->calls[done].queued_ns;
-    const uint64_t prev = atomic_load(&r->done_ns);
-    if (done > 0 && prev > t0) t0 = prev;
+    /* The oldest outstanding collective's clock starts when the comm stream reaches it
+     * (its start event: the compute before it and its predecessors are done), as the
+     * watch first sees it. The deadline then bounds the collective, its wait for the
+     * peers included, and not the compute queued ahead of it: a long prompt's layer can
+     * take longer than any deadline meant for a collective (the clock used to start when
+     * the collective was queued or its predecessor finished). */
+    nccl_call *k = &r->calls[done];
     const uint64_t now = sc_now_ns();
+    if (k->started_ns == 0 && cudaSetDevice(r->device) == cudaSuccess &&
+        cudaEventQuery(k->start) == cudaSuccess)
+      k->started_ns = now;
+    const uint64_t t0 = k->started_ns;
     const uint64_t limit = r->deadline_ms > 0 ? (uint64_t)r->deadline_ms * 1000000ull : 0;
-    if (limit && now - t0 > limit) {
+    if (limit && t0 && now - t0 > limit) {
       SC_ERROR("coll.nccl", "collective %d of the step: deadline of %lld ms passed, aborting "
                "the communicators", done, (long long)r->deadline_ms);
       abort_all(r, SC_ETIMEDOUT);
     } else {
       /* polls for asynchronous errors (a peer's network failure) while work is out */
       next_ms = SC_NCCL_WATCH_POLL_MS;
-      if (limit) {
+      if (limit && t0) {
         const int64_t left = (int64_t)((t0 + limit - now) / 1000000ull) + 1;
         if (left < next_ms) next_ms = left;
       }

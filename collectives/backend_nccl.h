@@ -21,7 +21,8 @@
  * thread) when collectives become outstanding and when the last one completes, and the
  * owner then calls sc_nccl_watch on its own thread, which checks NCCL's asynchronous
  * errors and the deadline of the oldest outstanding collective (its clock starts when
- * it was queued or when its predecessor finished, whichever is later) and aborts the
+ * the comm stream reaches it, seen by the watch: the compute queued ahead of it does not
+ * count, its wait for the peers does) and aborts the
  * communicators with ncclCommAbort when one fails or passes. Once the step's work has
  * drained, `finish` reports the failure (SC_ETIMEDOUT, SC_EABORTED, SC_ESYS) and which
  * collective it concerned, or each collective's device time. Aborted communicators stay

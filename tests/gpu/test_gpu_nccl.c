@@ -3,10 +3,11 @@
  * bf16 and 32-bit words, against the data sent), the desync refusal, the stream order
  * (a collective waits for the compute work queued before it, and compute queued after
  * it waits for the collective, while the host does not wait at all), the watch pokes,
- * and the failure paths: a collective stuck behind a busy comm stream past its deadline
- * (the watch aborts the communicators, finish says SC_ETIMEDOUT for that collective,
- * later calls SC_EABORTED), an abort from another thread, and an initialisation whose
- * peer never joins (SC_ETIMEDOUT). Skips (77) without a GPU. */
+ * the deadline (it bounds the collective, not the compute queued ahead of it; with two
+ * GPUs, a collective whose peer never joins: the watch aborts the communicators, finish
+ * says SC_ETIMEDOUT for that collective, later calls SC_EABORTED), an abort from another
+ * thread, and an initialisation whose peer never joins (SC_ETIMEDOUT). Skips (77)
+ * without a GPU. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -171,33 +172,119 @@ static void case_stream_order(void) {
   cudaStreamDestroy(cs);
 }
 
-static void case_deadline(void) {
+/* The deadline bounds the collective, not the compute queued ahead of it: a one-rank
+ * all_reduce behind 1.5 s of compute on its compute stream, with a 0.3 s deadline,
+ * completes (its clock used to start when it was queued). */
+static void case_compute_ahead_is_not_the_collectives(void) {
   sc_plan_config cfg;
   sc_plan_config_default(&cfg);
+  cudaStream_t cs;
+  REQUIRE(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess, "stream");
   sc_comm comm;
-  REQUIRE(make_comm(&cfg, 300, &comm) == 0, "init");
+  REQUIRE(make_comm_on(&cfg, 300, cs, &comm) == 0, "init");
   float *buf = dev_alloc(sizeof(float) * 1024);
-  REQUIRE(sc_test_gpu_spin(sc_nccl_comm_stream(&comm), 1500) == 0, "spin");
   const uint64_t t0 = sc_now_ns();
+  REQUIRE(sc_test_gpu_spin(cs, 1500) == 0, "spin");
+  comm.ops->reset(comm.self, 1);
   CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024) == 0,
         "queueing returns at once");
   watch_until_idle(&comm);
   const double waited = (double)(sc_now_ns() - t0) * 1e-9;
-  /* detected at the deadline; ncclCommAbort then waits for the work queued ahead of the
-   * collective (the 1.5 s spin) and tears the communicator down: bounded, never a hang */
-  CHECK(waited >= 0.29 && waited < 8.0, "deadline of 0.3 s honoured (watch ended after %.3f s)",
+  CHECK(waited >= 1.4, "the collective finished after %.3f s, before the compute ahead of it",
         waited);
-  printf("     deadline 0.3 s, the watch aborted after %.3f s (abort included)\n", waited);
-  CHECK(cudaDeviceSynchronize() == cudaSuccess, "the streams drain after the abort");
   double sec = 0;
   int32_t failed = -1;
   const int rc = comm.ops->finish(comm.self, &sec, 1, &failed);
+  CHECK(rc == 0, "finish: %d (collective %d): the compute ahead was counted", rc, failed);
+  sc_nccl_comm_destroy(&comm);
+  cudaFree(buf);
+  cudaStreamDestroy(cs);
+}
+
+typedef struct {
+  const sc_plan_config *cfg;
+  const sc_nccl_id *ids; /* [SC_GROUP_COUNT] */
+  int32_t rank;
+  sc_comm comm;
+  int rc;
+} init_arg;
+
+/* Creates the rank's communicators, then runs one all_reduce with its peer: NCCL
+ * connects the ranks on their first collective, and a first collective whose peer never
+ * comes waits in its enqueue (bounded by the same deadline), not on the stream. */
+static void *init_rank(void *p) {
+  init_arg *a = p;
+  /* (the deadline bounds the initialisation too: a two-rank init took over 0.3 s) */
+  a->rc = sc_nccl_comm_init(a->cfg, a->rank, a->rank, a->ids, NULL, 3000, &a->comm);
+  if (a->rc != 0) return NULL;
+  float *buf = NULL;
+  if (cudaSetDevice(a->rank) != cudaSuccess || cudaMalloc((void **)&buf, 4096) != cudaSuccess) {
+    a->rc = SC_ESYS;
+    return NULL;
+  }
+  a->comm.ops->reset(a->comm.self, 1);
+  a->rc = a->comm.ops->run(a->comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf,
+                           1024);
+  if (a->rc == 0) {
+    watch_until_idle(&a->comm);
+    double sec = 0;
+    int32_t failed = -1;
+    a->rc = a->comm.ops->finish(a->comm.self, &sec, 1, &failed);
+  }
+  cudaFree(buf);
+  return NULL;
+}
+
+/* A collective that started and never completes (rank 1 of the TP pair never joins it):
+ * the watch aborts the communicators at the deadline, finish says SC_ETIMEDOUT for that
+ * collective, later calls SC_EABORTED. Two GPUs (NCCL puts no two ranks on one). */
+static void case_deadline(void) {
+  int ngpu = 0;
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 2) {
+    printf("     skipped: needs two GPUs\n");
+    return;
+  }
+  sc_plan_config cfg;
+  sc_plan_config_default(&cfg);
+  cfg.tp = 2;
+  sc_nccl_id ids[2][SC_GROUP_COUNT];
+  memset(ids, 0, sizeof ids);
+  for (int32_t r = 0; r < 2; r++)
+    for (int g = 0; g < SC_GROUP_COUNT; g++) {
+      if (!sc_nccl_id_needed(&cfg, (sc_group)g)) continue;
+      if (sc_nccl_id_owner(&cfg, r, (sc_group)g))
+        REQUIRE(sc_nccl_get_unique_id(&ids[r][g]) == 0, "unique id");
+      else
+        ids[r][g] = ids[0][g]; /* (here only the TP pair is shared, and rank 0 owns it) */
+    }
+  init_arg a[2] = {{&cfg, ids[0], 0, {0}, -1}, {&cfg, ids[1], 1, {0}, -1}};
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) REQUIRE(pthread_create(&th[r], NULL, init_rank, &a[r]) == 0, "thread");
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  REQUIRE(a[0].rc == 0 && a[1].rc == 0, "two-rank init and first all_reduce: %d, %d",
+          a[0].rc, a[1].rc);
+  sc_comm *comm = &a[0].comm;
+  REQUIRE(cudaSetDevice(0) == cudaSuccess, "device 0");
+  float *buf = dev_alloc(sizeof(float) * 1024);
+  comm->ops->reset(comm->self, 2);
+  const uint64_t t0 = sc_now_ns();
+  CHECK(comm->ops->run(comm->self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024) == 0,
+        "queueing returns at once");
+  watch_until_idle(comm);
+  const double waited = (double)(sc_now_ns() - t0) * 1e-9;
+  CHECK(waited >= 2.99 && waited < 12.0, "deadline of 3 s honoured (watch ended after %.3f s)",
+        waited);
+  printf("     deadline 3 s, the watch aborted after %.3f s (abort included)\n", waited);
+  double sec = 0;
+  int32_t failed = -1;
+  const int rc = comm->ops->finish(comm->self, &sec, 1, &failed);
   CHECK(rc == SC_ETIMEDOUT && failed == 0, "finish: expected SC_ETIMEDOUT for collective 0, got "
         "%d for %d", rc, failed);
-  CHECK(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_DCP, SC_DT_F32, buf, buf, 16) ==
+  CHECK(comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_DCP, SC_DT_F32, buf, buf, 16) ==
             SC_EABORTED,
         "calls after the abort fail");
-  sc_nccl_comm_destroy(&comm);
+  sc_nccl_comm_destroy(&a[0].comm);
+  sc_nccl_comm_destroy(&a[1].comm);
   cudaFree(buf);
 }
 
@@ -262,6 +349,7 @@ int main(void) {
   gt_init_seed();
   RUN_CASE(case_one_rank_session);
   RUN_CASE(case_stream_order);
+  RUN_CASE(case_compute_ahead_is_not_the_collectives);
   RUN_CASE(case_deadline);
   RUN_CASE(case_abort_thread);
   RUN_CASE(case_init_timeout);
