@@ -313,8 +313,13 @@ static void verify(const sc_requests *rq, const req_result *a, const req_result 
       continue;
     }
     v->checked++;
+    /* SPEC.md §8: positions where the reference's top-2 margin is within the tolerance
+     * are ties even when both runs chose the same token: never counted as passes. */
+    bool tie_seen = false;
+    for (int32_t j = 0; j < k && !tie_seen; j++) tie_seen = ref[i].margins[j] <= tie_margin;
     if (same) {
-      v->identical++;
+      if (tie_seen) v->ties++;
+      else v->identical++;
     } else if (k < ref[i].n && ref[i].margins[k] <= tie_margin) {
       v->ties++;
     } else {

@@ -241,3 +241,70 @@ Test(model_ref, single_rank_matches_float64_model) {
   cr_assert_leq(near_ties, 1, "%d of %d steps were near ties", near_ties, compared);
   sc_harness_destroy(h);
 }
+
+/* A multi-request batch (a chunked prefill with c > 0 and q > 1, a decode beside a
+ * prefill, decodes of q = 2 and 3) on several layouts, each request against the float64
+ * model over its own tokens: an error that every layout shares (the equivalence tests
+ * compare layouts with each other) shows here. */
+static void batch_vs_float64(int P, int N, int T, int I) {
+  openblas_set_num_threads(1);
+  const sc_model_config m = ref_model();
+  sc_harness_config hc = {.model = m, .num_blocks = 16, .kv_fmt = SC_KFMT_F32, .kernel_threads = 1};
+  sc_plan_config_default(&hc.plan);
+  hc.plan.block_size = 4;
+  hc.plan.pcp = P;
+  hc.plan.dcp = N;
+  hc.plan.tp = T;
+  hc.plan.interleave = I;
+  sc_harness *h;
+  sc_diag d = {0};
+  cr_assert_eq(sc_harness_create(&hc, &h, &d), 0, "%s", d.msg);
+  int32_t ta[MAXL], tb[MAXL];
+  for (int i = 0; i < MAXL; i++) ta[i] = (i * 53 + 11) % m.vocab, tb[i] = (i * 29 + 5) % m.vocab;
+  /* A: blocks 0..3, B: blocks 4..7 (virtual blocks of B*N tokens) */
+  const int32_t bstart[3] = {0, 4, 8}, blocks[8] = {2, 0, 3, 1, 6, 4, 7, 5};
+  /* step 1: A prefill 6. step 2: A prefill 4 more (c 6), B prefill 5. step 3: A decode,
+   * B prefill 3 more (c 5). step 4: both decode. */
+  const int steps[5][4] = {{0, 6, -1, 0}, {6, 4, 0, 5}, {10, 1, 5, 3}, {11, 1, 8, 1}, {12, 2, 9, 3}};
+  const bool apf[5] = {true, true, false, false, false}, bpf[5] = {false, true, true, false, false};
+  int near_ties = 0;
+  for (int st = 0; st < 5; st++) {
+    sc_batch_req req[2] = {{.id = 1, .computed = steps[st][0], .scheduled = steps[st][1], .prefill = apf[st]},
+                           {.id = 2, .computed = steps[st][2] < 0 ? 0 : steps[st][2],
+                            .scheduled = steps[st][2] < 0 ? 0 : steps[st][3], .prefill = bpf[st]}};
+    const int nreq = steps[st][2] < 0 ? 1 : 2;
+    int32_t toks[32], nt = 0;
+    for (int t = 0; t < req[0].scheduled; t++) toks[nt++] = ta[req[0].computed + t];
+    for (int t = 0; nreq > 1 && t < req[1].scheduled; t++) toks[nt++] = tb[req[1].computed + t];
+    const sc_harness_batch b = {.step = (uint64_t)st + 1, .num_reqs = nreq, .reqs = req,
+                                .tokens = toks, .block_start = bstart, .blocks = blocks};
+    float logits[2 * 128];
+    sc_kcand topk[2 * 32 * 4];
+    sc_harness_result r = {.logits = logits, .topk = topk};
+    cr_assert_eq(sc_harness_step(h, &b, &r, &d), 0, "step %d: %s", st, d.msg);
+    /* per request: the float64 model over its own tokens only */
+    int off = 0;
+    for (int i = 0; i < nreq; i++) {
+      const int c = req[i].computed, q = req[i].scheduled;
+      ref_out *ro = calloc(1, sizeof *ro);
+      reference(&m, i == 0 ? ta : tb, c + q, ro);
+      /* top-K of this request's tokens: rows off..off+q of [layer][nt][K] */
+      sc_kcand sub[2 * 16 * 4];
+      for (int l = 0; l < m.layers; l++)
+        for (int t = 0; t < q; t++)
+          memcpy(&sub[((size_t)l * q + t) * 4], &topk[((size_t)l * nt + off + t) * 4], 4 * sizeof(sc_kcand));
+      compare(&m, ro, logits + (size_t)i * m.vocab, sub, q, c, &near_ties);
+      off += q;
+      free(ro);
+    }
+  }
+  cr_assert_leq(near_ties, 2);
+  sc_harness_destroy(h);
+}
+
+Test(model_ref, batch_single_rank_vs_float64) { batch_vs_float64(1, 1, 1, 1); }
+Test(model_ref, batch_p2_n2_vs_float64) { batch_vs_float64(2, 2, 1, 1); }
+Test(model_ref, batch_p2_n1_vs_float64) { batch_vs_float64(2, 1, 1, 1); }
+Test(model_ref, batch_p4_n4_i2_vs_float64) { batch_vs_float64(4, 4, 1, 2); }
+Test(model_ref, batch_p1_t2_n2_vs_float64) { batch_vs_float64(1, 2, 2, 1); }
+Test(model_ref, batch_p2_t2_n2_i4_vs_float64) { batch_vs_float64(2, 2, 2, 4); }
