@@ -91,8 +91,7 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
                             sc_pipeline_config *out, bool *present, sc_diag *d);
 void sc_pipeline_config_free(sc_pipeline_config *c);
 /* Parses "KIND:RANK:STEP" (KIND: desync, kill, badack, noack, devfault or nocomplete:
- * sc_fault) into
- * c->inject. */
+ * sc_fault) into c->inject. */
 int sc_pipeline_parse_inject(sc_pipeline_config *c, const char *spec, sc_diag *d);
 
 /* Whether fault f is injected at (rank, step). Any thread. */

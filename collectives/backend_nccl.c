@@ -343,7 +343,7 @@ static int enqueue(nccl_rank *r, int32_t i, sc_coll_op op, sc_group grp, sc_dtyp
     return rc;
   }
   if ((rc = wait_ready(r, deadline_from_now(r->deadline_ms), sc_coll_op_name(op)))) return rc;
-  k->started_ns = 0; /* before call_done can count it */
+  k->started_ns = 0; /* (set by the watch once the comm stream reaches it) */
   if ((rc = cuda_err(cudaEventRecord(k->end, r->stream), "end event")) ||
       (rc = cuda_err(cudaLaunchHostFunc(r->stream, call_done, r), "completion callback")))
     return rc;
