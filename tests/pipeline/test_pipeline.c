@@ -162,6 +162,15 @@ static sc_local_cluster *start_small_with(int p, int n, const char *inject) {
 
 static sc_local_cluster *start_small(int p, int n) { return start_small_with(p, n, NULL); }
 
+/* In a private temporary folder, a cluster as start_small_with makes and one client *c
+ * connected to its gateway. */
+static sc_local_cluster *start_with_client(int p, int n, const char *inject, sc_client **c) {
+  private_tmp();
+  sc_local_cluster *lc = start_small_with(p, n, inject);
+  cr_assert_eq(sc_client_connect(c, sc_local_cluster_listen(lc), NULL), 0);
+  return lc;
+}
+
 /* Waits for the end of request id on client c; returns the number of tokens, or -1 with
  * the error message in err. */
 static int finish(sc_client *c, uint64_t id, char *err, size_t len) {
@@ -198,9 +207,7 @@ static int next_error(sc_client *c, char *msg, size_t len) {
  * prompt tokens) and then B (id[1]: 5). On one connection A reaches the scheduler first:
  * A starts step 1 at once and fills its 24-token budget; B waits for the next step. */
 static sc_local_cluster *start_a_then_b(const char *inject, sc_client **c, uint64_t id[2]) {
-  private_tmp();
-  sc_local_cluster *lc = start_small_with(2, 2, inject);
-  cr_assert_eq(sc_client_connect(c, sc_local_cluster_listen(lc), NULL), 0);
+  sc_local_cluster *lc = start_with_client(2, 2, inject, c);
   int32_t prompt[40];
   for (int i = 0; i < 40; i++) prompt[i] = (i * 31) % SMALL_VOCAB;
   const sc_client_request a = {.prompt = prompt, .prompt_len = 40, .max_tokens = 2};
@@ -295,10 +302,8 @@ Test(pipeline, a_failed_device_stops_the_cluster, .timeout = 60) {
  * cluster nothing else would (no peer's DOWN reaches the scheduler), and the client of
  * a streaming request used to wait for an answer that never came. */
 Test(pipeline, an_orderly_stop_answers_the_requests_in_flight, .timeout = 60) {
-  private_tmp();
-  sc_local_cluster *lc = start_small(1, 1);
   sc_client *c;
-  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  sc_local_cluster *lc = start_with_client(1, 1, NULL, &c);
   int32_t prompt[10];
   for (int i = 0; i < 10; i++) prompt[i] = i + 1;
   const sc_client_request r = {.prompt = prompt, .prompt_len = 10, .max_tokens = 3000};
@@ -329,10 +334,8 @@ Test(pipeline, an_orderly_stop_answers_the_requests_in_flight, .timeout = 60) {
  * the gateway, which shares its loop with the scheduler, must drop them rather than wait
  * (it used to block in zmq_send, and every other client's requests with it). */
 Test(pipeline, a_client_that_never_reads_does_not_stall_the_others, .timeout = 120) {
-  private_tmp();
-  sc_local_cluster *lc = start_small(1, 1);
   sc_client *good;
-  cr_assert_eq(sc_client_connect(&good, sc_local_cluster_listen(lc), NULL), 0);
+  sc_local_cluster *lc = start_with_client(1, 1, NULL, &good);
   void *zctx = zmq_ctx_new(), *deaf = zmq_socket(zctx, ZMQ_DEALER);
   const int one = 1, small = 4096, zero = 0;
   zmq_setsockopt(deaf, ZMQ_RCVHWM, &one, sizeof one);
@@ -366,10 +369,8 @@ Test(pipeline, a_client_that_never_reads_does_not_stall_the_others, .timeout = 1
 }
 
 Test(pipeline, hostile_clients_get_errors_others_are_served) {
-  private_tmp();
-  sc_local_cluster *lc = start_small(2, 2);
   sc_client *good, *bad;
-  cr_assert_eq(sc_client_connect(&good, sc_local_cluster_listen(lc), NULL), 0);
+  sc_local_cluster *lc = start_with_client(2, 2, NULL, &good);
   cr_assert_eq(sc_client_connect(&bad, sc_local_cluster_listen(lc), NULL), 0);
   int32_t prompt[40];
   for (int i = 0; i < 40; i++) prompt[i] = (i * 97) % SMALL_VOCAB;
@@ -457,10 +458,8 @@ Test(pipeline, hostile_clients_get_errors_others_are_served) {
 }
 
 Test(pipeline, tap_shows_step_plans_and_their_collectives) {
-  private_tmp();
-  sc_local_cluster *lc = start_small(2, 2);
   sc_client *c;
-  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  sc_local_cluster *lc = start_with_client(2, 2, NULL, &c);
   int32_t prompt[30];
   for (int i = 0; i < 30; i++) prompt[i] = i + 1;
   const sc_client_request req = {.prompt = prompt, .prompt_len = 30, .max_tokens = 3};
