@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/gateway/curve_key.h"
 #include "collectives/backend_host.h"
 #include "collectives/backend_staged.h"
+#include "model/model_defaults.h"
 #ifdef SC_HAVE_CUDA
 #include "collectives/backend_nccl.h"
 #include "kernels/cuda/kernels_cuda.h"
@@ -175,7 +175,7 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   }
   *present = true;
   sc_engine_config *e = &c->engine;
-  sc_plan_config_default(&e->plan);
+  sc_model_plan_config_default(&e->plan);
   e->plan.pcp = cluster->pcp;
   e->plan.dcp = cluster->dcp;
   e->plan.tp = cluster->tp;
@@ -424,27 +424,4 @@ void sc_pipeline_stop_clients(sc_node *node, const char *why) {
   /* the answers go scheduler -> gateway -> clients, all on the head's loops; a fixed
    * pause, as the scheduler's own shut_down takes, since nothing reports them sent */
   usleep(SC_PIPELINE_STOP_ANSWER_MS * 1000);
-}
-
-int sc_pipeline_node_setup(const char *cluster_path, const sc_cluster *cluster, int32_t rank,
-                           sc_rank_ctx **ctx_slot, sc_startup_actor *startup, int32_t *num,
-                           sc_diag *d) {
-  *ctx_slot = NULL;
-  *num = 0;
-  sc_pipeline_config cfg;
-  bool present;
-  int rc = sc_pipeline_config_load(cluster_path, cluster, &cfg, &present, d);
-  if (rc || !present) return rc;
-  /* only the head serves clients, and only its host needs the secret key file */
-  if (rank == 0 && cfg.listen_key_file[0] != '\0') {
-    rc = sc_curve_load_secret(cfg.listen_key_file, cfg.listen_secret, cfg.listen_public, d);
-    cfg.listen_curve = rc == 0;
-  }
-  if (rc == 0) rc = sc_rank_ctx_create(&cfg, rank, ctx_slot, d);
-  memset(cfg.listen_secret, 0, sizeof cfg.listen_secret);
-  sc_pipeline_config_free(&cfg);
-  if (rc) return rc;
-  sc_pipeline_startup(ctx_slot, startup);
-  *num = SC_PIPELINE_NUM_ACTORS;
-  return 0;
 }

@@ -79,7 +79,7 @@ typedef struct sc_pipeline_config {
   char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
   char listen[256];               /* the gateway's client endpoint */
   char listen_key_file[512];      /* its CURVE secret key file ("": plain) */
-  bool listen_curve;              /* the head read that file (sc_pipeline_node_setup): */
+  bool listen_curve;              /* the head's program read that file: */
   uint8_t listen_secret[32];      /* the key, and its public half in Z85 for the log */
   char listen_public[41];
 } sc_pipeline_config;
@@ -135,15 +135,6 @@ int sc_rank_ctx_nccl_init(sc_rank_ctx *ctx, const unsigned char ids[SC_GROUP_COU
 /* Fills out[SC_PIPELINE_NUM_ACTORS] with the pipeline's startup actors for a node whose
  * process owns ctx (the list is identical on every node; only the argument differs). */
 void sc_pipeline_startup(sc_rank_ctx **ctx_slot, sc_startup_actor *out);
-
-/* For `sparsecp node`: when the cluster file has a "pipeline" section, loads it, creates
- * this rank's context into *ctx_slot and fills startup (room for SC_PIPELINE_NUM_ACTORS)
- * with *num entries. A cluster without a pipeline leaves *ctx_slot NULL and *num 0.
- * *ctx_slot must stay where it is until the node has started (the startup arguments
- * point at it). */
-int sc_pipeline_node_setup(const char *cluster_path, const sc_cluster *cluster, int32_t rank,
-                           sc_rank_ctx **ctx_slot, sc_startup_actor *startup, int32_t *num,
-                           sc_diag *d);
 
 /* For the head's orderly stop (any thread, before the node is destroyed): tells its
  * scheduler to answer every request it still holds with SC_ECLOSED ("the cluster is

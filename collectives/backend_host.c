@@ -8,8 +8,8 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "actors/runtime/sc_log.h"
-#include "actors/runtime/sc_time.h"
+#include "base/log.h"
+#include "base/clock.h"
 #include "collectives/coll_reduce.h"
 
 

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "actors/runtime/sc_log.h"
-#include "actors/runtime/sc_time.h"
+#include "base/log.h"
+#include "base/clock.h"
 
 _Static_assert(sizeof(ncclUniqueId) == SC_NCCL_ID_BYTES, "ncclUniqueId size changed");
 

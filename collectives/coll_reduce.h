@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collectives/coll_types.h"
+#include "plan/coll_types.h"
 #include "kernels/bf16.h"
 
 /* acc[i] = (first ? 0 : acc[i]) + src[i] for n elements of type dt (f32 or bf16). */

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 
 #include "collectives/coll.h"
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "actors/runtime/sc_hostdev.h"
+#include "base/hostdev.h"
 
 SC_HOSTDEV float sc_bf16_to_f32(uint16_t h) {
   const uint32_t u = (uint32_t)h << 16;

@@ -18,7 +18,7 @@
  * consecutive rows (tokens); within a row, heads are contiguous and exactly one head
  * width apart. Row sets of KV or index keys (sc_krows) carry their element format.
  *
- * Errors. Every op returns 0 or a negative SC_E* code (actors/runtime/sc_error.h):
+ * Errors. Every op returns 0 or a negative SC_E* code (base/error.h):
  * SC_EINVAL for impossible shapes or NULL required pointers, SC_ENOTSUP for a format the
  * backend lacks, SC_ERANGE when an index array points outside its row set (the CPU
  * backend checks every index; a GPU backend may report it at the next sync), SC_ENOMEM

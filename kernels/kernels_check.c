@@ -1,6 +1,6 @@
 #include "kernels/kernels_check.h"
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 
 int sc_kcheck_gemm(const sc_gemm *g) {
   if (g == NULL || g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 0) return SC_EINVAL;

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "actors/runtime/sc_hostdev.h"
+#include "base/hostdev.h"
 
 
 SC_HOSTDEV float sc_lse_clean(float l) { return l < INFINITY ? l : -INFINITY; }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 
 void sc_buf_init(sc_buf *b) { memset(b, 0, sizeof *b); }
 

@@ -14,7 +14,6 @@
 
 #include "messages/messages.h"
 #include "messages/schema_desc.h"
-#include "model/model_defaults.h" /* header-only constants: the default vocabulary */
 
 /* ---- encoding ----
  * A direct msgpack writer into the caller's sc_buf: smallest encoding for every integer,
@@ -748,7 +747,7 @@ void sc_msg_limits_default(sc_msg_limits *lim) {
                          .max_array = 1u << 20,
                          .max_str = 4096,
                          .max_bin = 256u << 10,
-                         .vocab_size = SC_MODEL_DEFAULT_VOCAB,
+                         .vocab_size = SC_MSG_DEFAULT_VOCAB,
                          .max_prompt_len = 131072,
                          .max_new_tokens = 16384};
 }

@@ -36,11 +36,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "actors/partitioner/plan.h"
-#include "actors/runtime/sc_error.h"
-#include "actors/runtime/sc_jsonw.h"
-#include "collectives/coll_types.h"
+#include "base/error.h"
+#include "base/jsonw.h"
 #include "messages/buf.h"
+#include "plan/plan_types.h"
 
 /* Schema version. Major: incompatible change (decoders reject other majors with
  * SC_EVERSION). Minor: fields appended; a decoder accepts a newer minor and ignores the
@@ -65,6 +64,11 @@ typedef struct sc_envelope {
   uint64_t trace_id;
 } sc_envelope;
 
+/* The vocabulary bound of sc_msg_limits_default: the embedded model's
+ * (SC_MODEL_DEFAULT_VOCAB, which the pipeline's configuration checks against this), so
+ * that a decoder with the defaults accepts what `sparsecp run`'s model reads. */
+#define SC_MSG_DEFAULT_VOCAB 32768
+
 /* Limits of the untrusted path (sc_msg_limits_default gives the defaults in brackets). */
 typedef struct sc_msg_limits {
   size_t max_bytes;       /* whole encoded message [1 MiB]; transient memory of one
@@ -74,7 +78,7 @@ typedef struct sc_msg_limits {
   uint32_t max_array;     /* elements of any one array [1 Mi] */
   uint32_t max_str;       /* bytes of any one string [4096] */
   uint32_t max_bin;       /* bytes of any one binary [256 KiB] */
-  int32_t vocab_size;     /* token ids must be below this [SC_MODEL_DEFAULT_VOCAB] */
+  int32_t vocab_size;     /* token ids must be below this [SC_MSG_DEFAULT_VOCAB] */
   int32_t max_prompt_len; /* client_submit prompt tokens [131072] */
   int32_t max_new_tokens; /* client_submit max_tokens [16384] */
 } sc_msg_limits;
@@ -223,19 +227,15 @@ int sc_msg_render_json(const sc_envelope *env, const void *body, sc_jsonw *w);
 /* Renders only the body object of the given type. */
 int sc_msg_render_body_json(int type, const void *body, sc_jsonw *w);
 
-/* ---- step plan helpers ---- */
+/* ---- the step plan ---- */
 
-/* Fills m (clearing what it owned) with a copy of the compact plan. req_ids (may be
- * NULL: zeros) holds plan->num_reqs scheduler request ids. Returns 0 or SC_ENOMEM. */
-int sc_msg_step_plan_from_plan(const sc_plan *plan, const int64_t *req_ids,
-                               sc_msg_step_plan *m);
+/* Fills m (clearing what it owned) with a copy of the plan in its wire form
+ * (sc_plan_wire_of, plan/plan_wire.h); req_ids NULL there gives zeros. Returns 0 or
+ * SC_ENOMEM. */
+int sc_msg_step_plan_from_wire(const sc_plan_wire *w, sc_msg_step_plan *m);
 
-/* Copies a received compact plan into plan (initialized with sc_plan_init; its arrays
- * are reused and grown), after checking everything sc_plan_fill_* and the per-rank views
- * rely on: a valid configuration, consistent counts and indices, rows that fit T_pad,
- * regions inside their chunks, and the fingerprint recomputed from colls. On failure
- * returns SC_EINVAL / SC_EPROTO / SC_ENOMEM with d naming the inconsistency and leaves
- * plan empty (num_reqs = 0). */
-int sc_msg_step_plan_to_plan(const sc_msg_step_plan *m, sc_plan *plan, sc_diag *d);
+/* Views a received step plan in the planner's wire form (w borrows m's arrays), for the
+ * receiving rank's check, sc_plan_from_wire. */
+void sc_msg_step_plan_wire(const sc_msg_step_plan *m, sc_plan_wire *w);
 
 #endif

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/metadata/metadata.h"
+#include "plan/metadata.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
 #ifdef SC_HAVE_CUDA

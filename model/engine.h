@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "actors/partitioner/plan.h"
+#include "plan/plan.h"
 #include "collectives/coll.h"
 #include "kernels/kernels.h"
 #include "model/forward.h"

@@ -26,7 +26,7 @@
 
 #include <stdint.h>
 
-#include "actors/metadata/metadata.h"
+#include "plan/metadata.h"
 #include "collectives/coll.h"
 #include "kernels/kernels.h"
 #include "model/kv_cache.h"

@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "actors/partitioner/plan.h"
+#include "plan/plan.h"
 #include "kernels/kernels.h"
 #include "model/model_config.h"
 

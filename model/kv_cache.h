@@ -10,7 +10,7 @@
  * block p / (B*N) and, on the DCP rank that owns it, in physical slot
  * table[p / (B*N)] * B + j(p) - (p / (B*N)) * B, where j(p) is its local index. A rank's
  * local index j maps to slot table[j / B] * B + j % B. Positions owned elsewhere have no
- * slot (-1). The inline functions below are that arithmetic; they are pure.
+ * slot (-1). That arithmetic is plan/dcp.h's (sc_kv_slot, sc_kv_slot_local).
  *
  * Ownership: the cache owns its buffers (free with the context that allocated them).
  * One thread at a time (the rank's executor).
@@ -20,8 +20,8 @@
 
 #include <stdint.h>
 
-#include "actors/partitioner/dcp.h"
-#include "actors/runtime/sc_error.h"
+#include "plan/dcp.h"
+#include "base/error.h"
 #include "kernels/kernels.h"
 
 typedef struct sc_kv_cache {
@@ -41,23 +41,6 @@ static inline int64_t sc_kv_cache_slots(const sc_kv_cache *c) {
 static inline sc_krows sc_kv_cache_rows(const sc_kv_cache *c, int32_t layer) {
   return (sc_krows){.data = c->data[layer], .fmt = c->fmt, .ld = c->width,
                     .rows = sc_kv_cache_slots(c)};
-}
-
-
-/* Slot of this rank's local index j of a request with block-table row bt ([nblocks]):
- * -1 when the block is missing. */
-static inline int64_t sc_kv_slot_local(const int32_t *bt, int32_t nblocks, int64_t j,
-                                       int32_t block_size) {
-  const int64_t v = j / block_size;
-  if (v >= nblocks || bt[v] < 0) return -1;
-  return (int64_t)bt[v] * block_size + j % block_size;
-}
-
-/* Slot of position p on DCP rank r (SPEC.md §4), or -1 if r does not own p. */
-static inline int64_t sc_kv_slot(const int32_t *bt, int32_t nblocks, int64_t p,
-                                 int32_t block_size, int32_t n, int32_t il, int32_t r) {
-  if (p < 0 || sc_dcp_owner(p, n, il) != r) return -1;
-  return sc_kv_slot_local(bt, nblocks, sc_dcp_local_index(p, n, il), block_size);
 }
 
 #endif

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "actors/runtime/sc_error.h"
-#include "collectives/coll_types.h"
+#include "base/error.h"
+#include "plan/coll_types.h"
 
 #define SC_ST_MAX_HEADER (100u << 20) /* the limit of the reference implementation */
 #define SC_ST_MAX_NAME 255

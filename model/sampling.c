@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "model/mix64.h"
+#include "base/hash.h"
 
 int32_t sc_sample_greedy(const float *logits, int32_t vocab) {
   int32_t best = 0;

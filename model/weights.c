@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "kernels/bf16.h"
-#include "model/mix64.h"
+#include "base/hash.h"
 #include "model/safetensors.h"
 
 typedef struct layer_tensor {

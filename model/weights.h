@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 #include "kernels/kernels.h"
 #include "model/model_config.h"
 

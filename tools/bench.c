@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 
 static int cmp_double(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;

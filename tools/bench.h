@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "actors/runtime/sc_jsonw.h"
+#include "base/jsonw.h"
 
 typedef struct sc_bench {
   const char *kind;

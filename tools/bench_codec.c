@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "messages/messages.h"
+#include "model/model_defaults.h"
+#include "plan/plan_wire.h"
 #include "tools/bench.h"
 
 typedef struct {
@@ -97,7 +99,7 @@ out:
 static int bench_step_plan(sc_bench *b) {
   enum { P = 8, DECODES = 256, PREFILLS = 4, PREFILL_LEN = 32768 };
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cfg.pcp = cfg.dcp = P;
   cfg.layers = 61;
   cfg.heads = 128;
@@ -125,7 +127,9 @@ static int bench_step_plan(sc_bench *b) {
     fprintf(stderr, "bench codec: %s\n", sc_diag_message(&d));
     goto out;
   }
-  if ((rc = sc_msg_step_plan_from_plan(&plan, ids, m)) != 0) goto out;
+  sc_plan_wire wire;
+  sc_plan_wire_of(&plan, ids, &wire);
+  if ((rc = sc_msg_step_plan_from_wire(&wire, m)) != 0) goto out;
   char more[192];
   snprintf(more, sizeof more,
            "\"pcp\":%d,\"dcp\":%d,\"decodes\":%d,\"prefills\":%d,\"prefill_len\":%d,"

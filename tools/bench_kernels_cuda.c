@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 #include "kernels/bf16.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "tools/bench.h"

@@ -32,7 +32,7 @@
 
 #include "actors/runtime/sc_node.h"
 #include "actors/runtime/sc_tap_record.h"
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 #include "tools/bench.h"
 
 #define SINK_ACK 1024

@@ -6,8 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "actors/partitioner/plan.h"
+#include "plan/plan.h"
 #include "tools/bench.h"
+#include "model/model_defaults.h"
 
 typedef struct {
   sc_plan plan;
@@ -40,7 +41,7 @@ static void run_index(void *ctx) {
 static int measure(sc_bench *b, int pcp, int decodes, int prefills, int prefill_len) {
   plan_case c = {0};
   sc_plan_init(&c.plan);
-  sc_plan_config_default(&c.cfg);
+  sc_model_plan_config_default(&c.cfg);
   c.cfg.pcp = c.cfg.dcp = pcp;
   c.cfg.layers = 61;
   c.cfg.heads = 128;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/runtime/sc_error.h"
-#include "actors/runtime/sc_log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 bool sc_cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
                 int64_t *out) {

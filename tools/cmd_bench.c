@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
 

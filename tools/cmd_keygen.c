@@ -7,7 +7,7 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "actors/gateway/curve_key.h"
+#include "client/curve_key.h"
 #include "tools/cli.h"
 
 static void help(FILE *f) {

@@ -20,10 +20,10 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "actors/gateway/curve_key.h"
+#include "client/curve_key.h"
 #include "actors/runtime/sc_cluster.h"
-#include "actors/runtime/sc_jsonw.h"
-#include "actors/runtime/sc_time.h"
+#include "base/jsonw.h"
+#include "base/clock.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
 

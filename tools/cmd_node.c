@@ -16,7 +16,8 @@
 
 #include "actors/pipeline.h"
 #include "actors/runtime/sc_node.h"
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
+#include "client/curve_key.h"
 #include "tools/cli.h"
 
 /* The node that SIGINT/SIGTERM stop. A handler may run on any thread, so the node is
@@ -41,6 +42,30 @@ static void print_event(void *ud, const char *event, int32_t rank, int code,
   printf("{\"event\":\"%s\",\"rank\":%d,\"code\":%d,\"detail\":\"%s\",\"time_ms\":%.3f}\n",
          event, (int)rank, code, detail, (double)sc_now_ns() / 1e6);
   fflush(stdout);
+}
+
+/* When the cluster file has a "pipeline" section: loads it, creates this rank's context
+ * into g_rank_ctx and fills startup (room for SC_PIPELINE_NUM_ACTORS) with *num entries.
+ * A cluster without a pipeline leaves g_rank_ctx NULL and *num 0. */
+static int setup_pipeline(const char *cluster_path, const sc_cluster *cluster, int32_t rank,
+                          sc_startup_actor *startup, int32_t *num, sc_diag *d) {
+  *num = 0;
+  sc_pipeline_config cfg;
+  bool present;
+  int rc = sc_pipeline_config_load(cluster_path, cluster, &cfg, &present, d);
+  if (rc || !present) return rc;
+  /* only the head serves clients, and only its host needs the secret key file */
+  if (rank == 0 && cfg.listen_key_file[0] != '\0') {
+    rc = sc_curve_load_secret(cfg.listen_key_file, cfg.listen_secret, cfg.listen_public, d);
+    cfg.listen_curve = rc == 0;
+  }
+  if (rc == 0) rc = sc_rank_ctx_create(&cfg, rank, &g_rank_ctx, d);
+  memset(cfg.listen_secret, 0, sizeof cfg.listen_secret);
+  sc_pipeline_config_free(&cfg);
+  if (rc) return rc;
+  sc_pipeline_startup(&g_rank_ctx, startup);
+  *num = SC_PIPELINE_NUM_ACTORS;
+  return 0;
 }
 
 static void help(FILE *f) {
@@ -110,8 +135,7 @@ int sc_cmd_node(int argc, char **argv) {
   o.loops = (int32_t)loops;
   sc_startup_actor startup[SC_PIPELINE_NUM_ACTORS];
   int32_t num_startup = 0;
-  rc = sc_pipeline_node_setup(cluster_path, &cluster, (int32_t)rank, &g_rank_ctx, startup,
-                              &num_startup, &d);
+  rc = setup_pipeline(cluster_path, &cluster, (int32_t)rank, startup, &num_startup, &d);
   if (rc != 0) {
     sc_cli_error("node", "%s", sc_diag_message(&d));
     sc_cluster_free(&cluster);

@@ -3,9 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/partitioner/dcp.h"
-#include "actors/partitioner/plan.h"
-#include "actors/partitioner/plan_json.h"
+#include "plan/dcp.h"
+#include "plan/plan.h"
+#include "plan/plan_json.h"
+#include "model/model_defaults.h"
 #include "tools/cli.h"
 
 #define MAX_INPUT_BYTES (64u << 20)
@@ -179,6 +180,7 @@ int sc_cmd_plan(int argc, char **argv) {
   sc_batch_req *reqs = NULL;
   int32_t n = 0;
   sc_diag diag = {0};
+  sc_model_plan_config_default(&cfg); /* DESIGN.md §7: keys not given */
   rc = sc_plan_input_parse(text, len, &cfg, &reqs, &n, &diag);
   free(text);
   if (rc != 0) return fail_input(json, sc_diag_message(&diag));

@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/gateway/client.h"
-#include "actors/runtime/sc_index.h"
-#include "actors/runtime/sc_jsonw.h"
-#include "actors/runtime/sc_time.h"
+#include "client/client.h"
+#include "base/index.h"
+#include "base/jsonw.h"
+#include "base/clock.h"
 #include "model/model_config.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
@@ -58,7 +58,7 @@ typedef struct run_opts {
 
 /* The result index of each submitted request, by (client, request id), so that a token
  * event finds its request in O(1) whatever --num-requests is. Request ids are per client
- * (actors/gateway/client.c), hence the pair as the key. */
+ * (client/client.c), hence the pair as the key. */
 typedef struct req_key {
   int32_t client;
   uint64_t id;

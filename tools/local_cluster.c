@@ -15,11 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "actors/partitioner/plan.h"
+#include "plan/plan.h"
 #include "actors/pipeline.h"
 #include "actors/runtime/sc_cluster.h"
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 #include "tools/cli.h"
+#include "model/model_defaults.h"
 
 typedef struct child {
   pid_t pid;
@@ -343,7 +344,7 @@ int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
     return SC_EINVAL;
   }
   sc_plan_config pc;
-  sc_plan_config_default(&pc);
+  sc_model_plan_config_default(&pc);
   pc.pcp = o->pcp, pc.dcp = o->dcp, pc.tp = o->tp;
   sc_model_config_to_plan(&m, &pc);
   if (sc_plan_config_validate(&pc, &d) || sc_model_config_check_tp(&m, pc.tp, &d)) {

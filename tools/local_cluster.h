@@ -25,7 +25,7 @@
 #include <sys/types.h>
 
 #include "actors/runtime/sc_cluster.h"
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 #include "model/model_config.h"
 
 #define SC_LOCAL_CLUSTER_MAX_INJECT 4

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 
 typedef struct sc_run_request {
   int32_t *prompt;

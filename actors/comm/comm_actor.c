@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "actors/pipeline.h"
-#include "actors/runtime/sc_log.h"
+#include "base/log.h"
 #include <uv.h>
 #ifdef SC_HAVE_CUDA
 #include "collectives/backend_nccl.h"

@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/metadata/step_local.h"
+#include "actors/step_local.h"
 #include "actors/pipeline.h"
-#include "actors/runtime/sc_log.h"
-#include "actors/runtime/sc_time.h"
+#include "base/log.h"
+#include "base/clock.h"
 #include "model/sampling.h"
 
 #define LOG "executor"

@@ -16,9 +16,9 @@
 
 #include "actors/gateway/zmq_watch.h"
 #include "actors/pipeline.h"
-#include "actors/runtime/sc_index.h"
-#include "actors/runtime/sc_log.h"
-#include "model/mix64.h"
+#include "base/index.h"
+#include "base/log.h"
+#include "base/hash.h"
 
 #define LOG "gateway"
 #define DRAIN_CAP 256

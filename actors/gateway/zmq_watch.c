@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <zmq.h>
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 
 struct sc_zmq_watch {
   uv_poll_t poll;

@@ -2,16 +2,17 @@
  * each step's plan from the partitioner's message, acknowledges the plan's fingerprint to
  * the scheduler, joins the plan with the step's inputs (from the scheduler), derives
  * the rank's local inputs (positions, KV slot mappings, DCP lengths, top-K maps: the pure
- * actors/metadata/metadata.c) and hands the finished step to the executor of its node by
+ * plan/metadata.c) and hands the finished step to the executor of its node by
  * address. It runs on a shared loop, so while the executor is busy with one step the next
  * step's halves are already being joined and prepared. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/metadata/step_local.h"
+#include "actors/step_local.h"
 #include "actors/pipeline.h"
-#include "actors/runtime/sc_log.h"
+#include "base/log.h"
+#include "plan/plan_wire.h"
 
 #define LOG "metadata"
 
@@ -91,10 +92,12 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (sl == NULL) return src;
   const sc_msg_step_plan *p = body;
   sc_diag d = {0};
-  /* to_plan re-checks the plan's consistency (request ids included) and recomputes the
+  /* The plan's gate re-checks its consistency (request ids included) and recomputes the
    * fingerprint over the entries this rank's executor will enforce: the acknowledged
    * plan is the checked one, converted once. */
-  int rc = sc_msg_step_plan_to_plan(p, &sl->plan, &d);
+  sc_plan_wire wire;
+  sc_msg_step_plan_wire(p, &wire);
+  int rc = sc_plan_from_wire(&wire, &sl->plan, &d);
   /* The plan's fingerprint covers its collectives, not the layout this rank's forward
    * pass takes from its own configuration: a node that read another cluster file or
    * model (another interleave, say) would compute on other tokens with no collective

@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "actors/pipeline.h"
-#include "actors/runtime/sc_log.h"
+#include "base/log.h"
+#include "plan/plan_wire.h"
 
 #define LOG "partitioner"
 
@@ -58,12 +59,14 @@ static int on_global_batch(sc_ctx *c, const sc_envelope *env, const void *body) 
   int64_t *ids = malloc(sizeof *ids * (b->reqs.n + 1));
   if (ids == NULL) return SC_ENOMEM;
   for (uint32_t i = 0; i < b->reqs.n; i++) ids[i] = b->reqs.v[i].id;
+  sc_plan_wire wire;
+  sc_plan_wire_of(&p->plan, ids, &wire);
   /* One body per destination: a send consumes its body (a local destination keeps the
    * pointer, a remote one is encoded). The compact plan is O(requests), so copies are
    * cheap next to the step they describe. */
   for (int32_t t = 0; t < p->num_targets && rc == 0; t++) {
     sc_msg_step_plan *m = sc_msg_body_new(SC_MSG_STEP_PLAN);
-    if (m == NULL || sc_msg_step_plan_from_plan(&p->plan, ids, m)) {
+    if (m == NULL || sc_msg_step_plan_from_wire(&wire, m)) {
       sc_msg_body_destroy(SC_MSG_STEP_PLAN, m);
       rc = SC_ENOMEM;
       break;

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/runtime/sc_log.h"
+#include "base/log.h"
 #include "actors/runtime/sc_node_impl.h"
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 #include "actors/runtime/sc_wake.h"
 
 #define LOG "actor"

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 
 #define SC_CLUSTER_MAX_NODES 256
 #define SC_ENDPOINT_MAX 256

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/runtime/sc_log.h"
+#include "base/log.h"
 #include "actors/runtime/sc_node_impl.h"
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 
 #define LOG "node"
 

@@ -27,7 +27,7 @@
 
 #include "actors/runtime/sc_mpsc.h"
 #include "actors/runtime/sc_node.h"
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 #include "messages/buf.h"
 
 #define SC_MAX_SLOTS 4096

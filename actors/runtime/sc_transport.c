@@ -68,11 +68,11 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "actors/runtime/sc_log.h"
+#include "base/log.h"
 #include "actors/runtime/sc_node_impl.h"
 #include "actors/runtime/sc_pack.h"
 #include "actors/runtime/sc_tap_record.h"
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 #include "actors/runtime/sc_wake.h"
 
 /* A buffer given to ZeroMQ with zmq_msg_init_data is freed by its free function on

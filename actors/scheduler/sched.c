@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/partitioner/dcp.h"
+#include "plan/dcp.h"
 
 enum { SLOT_FREE = 0, SLOT_WAITING, SLOT_RUNNING };
 

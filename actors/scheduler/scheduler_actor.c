@@ -14,8 +14,8 @@
 #include <uv.h>
 
 #include "actors/pipeline.h"
-#include "actors/runtime/sc_log.h"
-#include "actors/runtime/sc_time.h"
+#include "base/log.h"
+#include "base/clock.h"
 
 #define LOG "scheduler"
 

@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_check.h"

@@ -4,7 +4,7 @@
  * out-of-range index would silently corrupt memory. */
 #include <string.h>
 
-#include "actors/partitioner/dcp.h"
+#include "plan/dcp.h"
 #include "kernels/cpu/cpu_internal.h"
 
 /* dst[0..width) = src row in src_fmt, converted to dst_fmt. */

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/runtime/sc_log.h"
+#include "base/log.h"
 #include "kernels/cuda/cuda_internal.h"
 
 #define SC_KCUDA_STAGE_BYTES ((size_t)8 << 20)

@@ -7,7 +7,7 @@
  *   - an accepted message re-encodes and decodes (trusted) to an equal body, and that
  *     encoding is accepted by the untrusted decoder again (no valid message rejected);
  *   - rendering to JSON succeeds;
- *   - an accepted step plan either fails sc_msg_step_plan_to_plan with a message or
+ *   - an accepted step plan either fails sc_plan_from_wire with a message or
  *     yields a plan whose index arrays can be filled (bounded sizes only).
  * Build: `make fuzz` (clang, build-fuzz/). Seeds: tests/fuzz/corpus/. */
 #include <stdint.h>
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "messages/messages.h"
+#include "plan/plan_wire.h"
 
 #define REQUIRE(cond)                                                              \
   do {                                                                             \
@@ -29,7 +30,9 @@ static void exercise_plan(const sc_msg_step_plan *m) {
   sc_plan plan;
   sc_plan_init(&plan);
   sc_diag d = {0};
-  const int rc = sc_msg_step_plan_to_plan(m, &plan, &d);
+  sc_plan_wire wire;
+  sc_msg_step_plan_wire(m, &wire);
+  const int rc = sc_plan_from_wire(&wire, &plan, &d);
   if (rc != 0) {
     REQUIRE(rc < 0 && d.msg[0] != '\0' && plan.num_reqs == 0);
   } else {

@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "messages/messages.h"
 #include "../unit/msg_random.h"
+#include "messages/messages.h"
+#include "model/model_defaults.h"
+#include "plan/plan_wire.h"
 
 static int write_file(const char *dir, const char *name, const uint8_t *p, size_t n) {
   char path[512];
@@ -21,7 +23,7 @@ static int write_file(const char *dir, const char *name, const uint8_t *p, size_
 static int plan_seed(const char *dir, const char *name, int pcp, int decodes, int prefills,
                      int len, sc_buf *buf) {
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cfg.pcp = cfg.dcp = pcp;
   sc_batch_req reqs[64];
   int n = 0;
@@ -33,7 +35,9 @@ static int plan_seed(const char *dir, const char *name, int pcp, int decodes, in
   sc_plan_init(&plan);
   int rc = sc_plan_build(&plan, &cfg, reqs, n, NULL);
   sc_msg_step_plan *m = sc_msg_body_new(SC_MSG_STEP_PLAN);
-  if (rc == 0 && m != NULL) rc = sc_msg_step_plan_from_plan(&plan, NULL, m);
+  sc_plan_wire wire;
+  sc_plan_wire_of(&plan, NULL, &wire);
+  if (rc == 0 && m != NULL) rc = sc_msg_step_plan_from_wire(&wire, m);
   sc_envelope env = {.type = SC_MSG_STEP_PLAN, .step = 3};
   if (rc == 0) rc = sc_msg_encode(&env, m, buf);
   if (rc == 0) rc = write_file(dir, name, buf->data, buf->len);

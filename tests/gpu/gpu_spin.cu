@@ -2,7 +2,7 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 #include "tests/gpu/gpu_spin.h"
 
 __global__ void k_spin(uint64_t ns) {

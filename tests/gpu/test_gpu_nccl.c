@@ -15,10 +15,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 #include "collectives/backend_nccl.h"
 #include "tests/gpu/gpu_spin.h"
 #include "tests/gpu/gpu_test.h"
+#include "model/model_defaults.h"
 
 GPU_TEST_GLOBALS
 
@@ -52,7 +53,7 @@ static void *dev_alloc(size_t bytes) {
 
 static void case_one_rank_session(void) {
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   sc_comm comm;
   REQUIRE(make_comm(&cfg, 5000, &comm) == 0, "one-rank init");
   CHECK(comm.group_size[SC_GROUP_TP] == 1 && comm.group_size[SC_GROUP_DCP] == 1, "sizes");
@@ -132,7 +133,7 @@ static void count_poke(void *arg) {
  * the host got control back long before. */
 static void case_stream_order(void) {
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cudaStream_t cs;
   REQUIRE(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess, "stream");
   sc_comm comm;
@@ -177,7 +178,7 @@ static void case_stream_order(void) {
  * completes (its clock used to start when it was queued). */
 static void case_compute_ahead_is_not_the_collectives(void) {
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cudaStream_t cs;
   REQUIRE(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess, "stream");
   sc_comm comm;
@@ -245,7 +246,7 @@ static void case_deadline(void) {
     return;
   }
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cfg.tp = 2;
   sc_nccl_id ids[2][SC_GROUP_COUNT];
   memset(ids, 0, sizeof ids);
@@ -303,7 +304,7 @@ static void *abort_later(void *p) {
 
 static void case_abort_thread(void) {
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   sc_comm comm;
   REQUIRE(make_comm(&cfg, 10000, &comm) == 0, "init");
   float *buf = dev_alloc(sizeof(float) * 1024);
@@ -330,7 +331,7 @@ static void case_abort_thread(void) {
 
 static void case_init_timeout(void) {
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cfg.tp = 2; /* rank 0 of a two-rank TP group whose other member never comes */
   sc_comm comm;
   const uint64_t t0 = sc_now_ns();

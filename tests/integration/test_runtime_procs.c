@@ -18,7 +18,7 @@
 #include "actors/runtime/sc_node.h"
 #include "actors/runtime/sc_pack.h"
 #include "actors/runtime/sc_tap_record.h"
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 
 /* launch starts pipeline nodes; the small model keeps their start-up quick */
 #define SMALL_MODEL SC_SOURCE_DIR "/examples/model-small.json"

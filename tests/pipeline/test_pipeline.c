@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "actors/gateway/client.h"
-#include "actors/runtime/sc_time.h"
+#include "client/client.h"
+#include "base/clock.h"
 #include "messages/messages.h"
 #include "tools/local_cluster.h"
 

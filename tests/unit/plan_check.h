@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "actors/partitioner/plan.h"
+#include "plan/plan.h"
 
 /* Returns 0 if every property holds, else -1 with a description in why. */
 int sc_check_plan(const sc_plan *plan, const sc_batch_req *reqs, int32_t n, char *why,

@@ -9,9 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 #include "collectives/backend_host.h"
 #include "kernels/bf16.h"
+#include "model/model_defaults.h"
 
 #define WORLD_MAX 8
 
@@ -24,7 +25,7 @@ typedef struct world {
 } world;
 
 static void world_init(world *w, int p, int n, int t, int64_t deadline_ms) {
-  sc_plan_config_default(&w->cfg);
+  sc_model_plan_config_default(&w->cfg);
   w->cfg.pcp = p, w->cfg.dcp = n, w->cfg.tp = t;
   cr_assert_eq(sc_plan_config_validate(&w->cfg, NULL), 0);
   snprintf(w->dir, sizeof w->dir, "/tmp/sc-coll-XXXXXX");

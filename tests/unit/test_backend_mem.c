@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "collectives/backend_mem.h"
+#include "model/model_defaults.h"
 
 typedef struct thr {
   sc_mem_world *w;
@@ -29,7 +30,7 @@ static void *thr_main(void *arg) {
 static void run_world(int P, int N, int T, int64_t deadline_ms,
                       int (*body)(thr *, sc_comm *), thr *out /* [P*T] */) {
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cfg.pcp = P;
   cfg.dcp = N;
   cfg.tp = T;
@@ -210,7 +211,7 @@ static void *blocked(void *arg) {
 
 Test(backend_mem, abort_wakes_blocked_rank_and_reset_recovers) {
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cfg.tp = 2;
   sc_mem_world *w;
   cr_assert_eq(sc_mem_world_create(&cfg, &w), 0);

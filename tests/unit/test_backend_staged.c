@@ -8,6 +8,7 @@
 
 #include "collectives/backend_mem.h"
 #include "collectives/backend_staged.h"
+#include "model/model_defaults.h"
 
 typedef struct {
   sc_mem_world *w;
@@ -54,7 +55,7 @@ static void *rank_main(void *p) {
 
 Test(backend_staged, same_results_as_the_in_memory_backend) {
   sc_plan_config c;
-  sc_plan_config_default(&c);
+  sc_model_plan_config_default(&c);
   c.pcp = c.dcp = 2;
   sc_mem_world *w;
   cr_assert_eq(sc_mem_world_create(&c, &w), 0);

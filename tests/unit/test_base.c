@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "actors/runtime/sc_error.h"
-#include "actors/runtime/sc_index.h"
-#include "actors/runtime/sc_jsonw.h"
-#include "actors/runtime/sc_log.h"
+#include "base/error.h"
+#include "base/index.h"
+#include "base/jsonw.h"
+#include "base/log.h"
 #include "tests/common/sc_test_rng.h"
 
 Test(error, every_code_has_a_distinct_name_and_text) {

@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "actors/gateway/client.h"
+#include "client/client.h"
 #include "messages/messages.h"
 
 typedef struct {

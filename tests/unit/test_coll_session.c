@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "model/model_defaults.h"
 
 static int launched;
 static int count_op(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
@@ -17,7 +18,7 @@ static const sc_coll_ops k_counting = {.run = count_op};
 
 static void make(sc_plan *plan, sc_comm *comm) {
   sc_plan_config c;
-  sc_plan_config_default(&c);
+  sc_model_plan_config_default(&c);
   c.pcp = c.dcp = 2;
   c.layers = 2;
   const sc_batch_req reqs[] = {{.computed = 9, .scheduled = 1, .prefill = false},

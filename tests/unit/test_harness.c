@@ -15,6 +15,7 @@
 #include "actors/scheduler/sched.h"
 #include "model/harness.h"
 #include "model/sampling.h"
+#include "model/model_defaults.h"
 
 /* SPEC.md §8: fp32 relative 1e-4. A bf16 KV cache rounds each stored value to 8
  * significant bits, and a 1e-7 difference upstream can move a value across a rounding
@@ -86,7 +87,7 @@ static sc_harness *make_harness(const sc_model_config *m, int P, int N, int T, i
                                 int64_t max_rows, sc_kfmt fmt, int pad) {
   sc_harness_config hc = {.model = *m, .num_blocks = 128, .kv_fmt = fmt,
                           .kernel_threads = 1, .deadline_ms = 20000};
-  sc_plan_config_default(&hc.plan);
+  sc_model_plan_config_default(&hc.plan);
   hc.plan.pcp = P;
   hc.plan.dcp = N;
   hc.plan.tp = T;

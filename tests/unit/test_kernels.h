@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "actors/runtime/sc_error.h"
+#include "base/error.h"
 #include "kernels/kernels.h"
 #include "tests/common/sc_test_rng.h"
 

@@ -3,9 +3,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "actors/partitioner/dcp.h"
-#include "actors/partitioner/plan.h"
+#include "plan/dcp.h"
+#include "plan/plan.h"
 #include "kernels/bf16.h"
+#include "model/model_defaults.h"
 #include "test_kernels.h"
 
 Test(kernels_rows, gather_converts_zero_fills_and_checks_bounds) {
@@ -62,7 +63,7 @@ static void check_deinterleave(int32_t pcp, int32_t dcp, int32_t tp, int32_t il,
                                uint64_t seed) {
   sc_kernels *k = tk_ctx(2);
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cfg.pcp = pcp;
   cfg.dcp = dcp;
   cfg.tp = tp;

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "actors/partitioner/dcp.h"
+#include "plan/dcp.h"
 #include "test_kernels.h"
 
 typedef struct { double s; int32_t p; } bc;

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "actors/partitioner/dcp.h"
+#include "plan/dcp.h"
 #include "kernels/bf16.h"
 #include "test_kernels.h"
 

@@ -10,7 +10,23 @@
 
 #include "messages/messages.h"
 #include "messages/schema_desc.h"
+#include "model/model_defaults.h"
 #include "msg_random.h"
+#include "plan/plan_wire.h"
+
+/* The step plan's two directions: the head ships a plan, a rank checks what it got. */
+static int step_plan_from_plan(const sc_plan *plan, const int64_t *req_ids,
+                               sc_msg_step_plan *m) {
+  sc_plan_wire w;
+  sc_plan_wire_of(plan, req_ids, &w);
+  return sc_msg_step_plan_from_wire(&w, m);
+}
+
+static int step_plan_to_plan(const sc_msg_step_plan *m, sc_plan *plan, sc_diag *d) {
+  sc_plan_wire w;
+  sc_msg_step_plan_wire(m, &w);
+  return sc_plan_from_wire(&w, plan, d);
+}
 
 static sc_msg_limits test_limits(void) {
   sc_msg_limits lim;
@@ -586,7 +602,7 @@ Test(messages, json_rendering_is_valid_and_complete) {
 
 static void make_plan(sc_plan *plan, int pcp, int decodes, int prefills, int prefill_len) {
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cfg.pcp = cfg.dcp = pcp;
   cfg.layers = 61;
   sc_batch_req *reqs = calloc((size_t)(decodes + prefills), sizeof *reqs);
@@ -602,7 +618,7 @@ static void make_plan(sc_plan *plan, int pcp, int decodes, int prefills, int pre
 
 static void transport(const sc_plan *src, sc_plan *dst, int64_t *ids) {
   sc_msg_step_plan *m = sc_msg_body_new(SC_MSG_STEP_PLAN);
-  cr_assert_eq(sc_msg_step_plan_from_plan(src, ids, m), 0);
+  cr_assert_eq(step_plan_from_plan(src, ids, m), 0);
   sc_envelope env = {.type = SC_MSG_STEP_PLAN, .step = 1};
   sc_buf buf;
   sc_buf_init(&buf);
@@ -611,7 +627,7 @@ static void transport(const sc_plan *src, sc_plan *dst, int64_t *ids) {
   sc_diag d = {0};
   cr_assert_eq(sc_msg_decode(buf.data, buf.len, &env, &body, &d), 0, "%s", d.msg);
   cr_assert(sc_msg_body_equal(SC_MSG_STEP_PLAN, m, body));
-  cr_assert_eq(sc_msg_step_plan_to_plan(body, dst, &d), 0, "%s", d.msg);
+  cr_assert_eq(step_plan_to_plan(body, dst, &d), 0, "%s", d.msg);
   const sc_msg_step_plan *got = body;
   for (int32_t i = 0; i < src->num_reqs; i++) cr_assert_eq(got->req_ids.v[i], ids ? ids[i] : 0);
   sc_msg_body_destroy(SC_MSG_STEP_PLAN, body);
@@ -655,7 +671,7 @@ Test(messages, step_plan_survives_the_wire_and_feeds_the_index_functions) {
   sc_plan_init(&a);
   sc_plan_init(&b);
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cfg.pcp = cfg.dcp = 2;
   sc_batch_req ex[2] = {{.id = 10, .computed = 0, .scheduled = 11, .prefill = true},
                         {.id = 11, .computed = 6, .scheduled = 8, .prefill = true}};
@@ -682,42 +698,42 @@ Test(messages, inconsistent_step_plans_are_refused) {
   sc_plan_init(&b);
   make_plan(&a, 4, 16, 3, 300);
   sc_msg_step_plan *m = sc_msg_body_new(SC_MSG_STEP_PLAN);
-  cr_assert_eq(sc_msg_step_plan_from_plan(&a, NULL, m), 0);
+  cr_assert_eq(step_plan_from_plan(&a, NULL, m), 0);
   sc_diag d = {0};
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), 0, "%s", d.msg);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), 0, "%s", d.msg);
 
   m->colls.v[5].rows += 1; /* tampered collective */
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   cr_assert(strstr(d.msg, "fingerprint") != NULL, "%s", d.msg);
   cr_assert_eq(b.num_reqs, 0);
   m->colls.v[5].rows -= 1;
 
   int32_t saved = m->order.v[0];
   m->order.v[0] = 100000;
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   cr_assert(strstr(d.msg, "step_plan.order[0]") != NULL, "%s", d.msg);
   m->order.v[0] = saved;
 
   m->rank_tokens.v[1] += 1;
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   cr_assert(strstr(d.msg, "rank_tokens[1]") != NULL, "%s", d.msg);
   m->rank_tokens.v[1] -= 1;
 
   m->t_pad -= 1;
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   m->t_pad += 1;
 
   m->regions.v[0].ws_start += 1000;
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   cr_assert(strstr(d.msg, "regions[0]") != NULL, "%s", d.msg);
   m->regions.v[0].ws_start -= 1000;
 
   m->config.pcp = 3; /* breaks a rule of SPEC.md §1 */
-  cr_assert_neq(sc_msg_step_plan_to_plan(m, &b, &d), 0);
+  cr_assert_neq(step_plan_to_plan(m, &b, &d), 0);
   m->config.pcp = 4;
 
   m->reqs.v[17].cs += 1;
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   cr_assert(strstr(d.msg, "reqs[17]") != NULL, "%s", d.msg);
   m->reqs.v[17].cs -= 1;
 
@@ -727,16 +743,16 @@ Test(messages, inconsistent_step_plans_are_refused) {
   cr_assert_eq(m->reqs.v[16].region, 0);
   cr_assert_eq(m->reqs.v[17].region, 1);
   m->reqs.v[16].region = -1;
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   cr_assert(strstr(d.msg, "reqs[16].region -1") != NULL, "%s", d.msg);
   m->reqs.v[16].region = 1;
   m->reqs.v[17].region = 0;
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   cr_assert(strstr(d.msg, "its own region") != NULL, "%s", d.msg);
   m->reqs.v[16].region = 0;
   m->reqs.v[17].region = 1;
   m->reqs.v[0].region = 0;
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   cr_assert(strstr(d.msg, "reqs[0].region") != NULL, "%s", d.msg);
   m->reqs.v[0].region = -1;
 
@@ -746,12 +762,12 @@ Test(messages, inconsistent_step_plans_are_refused) {
   saved = m->order.v[0];
   m->order.v[0] = m->order.v[16];
   m->order.v[16] = saved;
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   cr_assert(strstr(d.msg, "a decode after a prefill") != NULL, "%s", d.msg);
   m->order.v[16] = m->order.v[0];
   m->order.v[0] = saved;
 
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), 0, "%s", d.msg);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), 0, "%s", d.msg);
   assert_same_indices(&a, &b);
   sc_msg_body_destroy(SC_MSG_STEP_PLAN, m);
   sc_plan_free(&a);
@@ -762,7 +778,7 @@ Test(messages, chunk_listing_a_foreign_region_is_refused) {
   /* Three prefills in three chunks (the workspace holds one region at a time); then
    * chunk 0 claims region 1 as well. */
   sc_plan_config cfg;
-  sc_plan_config_default(&cfg);
+  sc_model_plan_config_default(&cfg);
   cfg.pcp = cfg.dcp = 2;
   cfg.max_gathered_rows = 1200;
   sc_batch_req reqs[3];
@@ -775,10 +791,10 @@ Test(messages, chunk_listing_a_foreign_region_is_refused) {
   cr_assert_eq(sc_plan_build(&a, &cfg, reqs, 3, &d), 0, "%s", d.msg);
   cr_assert_eq(a.num_chunks, 3);
   sc_msg_step_plan *m = sc_msg_body_new(SC_MSG_STEP_PLAN);
-  cr_assert_eq(sc_msg_step_plan_from_plan(&a, NULL, m), 0);
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), 0, "%s", d.msg);
+  cr_assert_eq(step_plan_from_plan(&a, NULL, m), 0);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), 0, "%s", d.msg);
   m->chunks.v[0].num_regions = 2;
-  cr_assert_eq(sc_msg_step_plan_to_plan(m, &b, &d), SC_EPROTO);
+  cr_assert_eq(step_plan_to_plan(m, &b, &d), SC_EPROTO);
   cr_assert_str_eq(d.msg, "step_plan.chunks[0] lists region 1 of chunk 1");
   sc_msg_body_destroy(SC_MSG_STEP_PLAN, m);
   sc_plan_free(&a);

@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/metadata/metadata.h"
-#include "actors/partitioner/dcp.h"
-#include "model/kv_cache.h"
+#include "plan/metadata.h"
+#include "plan/dcp.h"
+#include "model/model_defaults.h"
 
 static sc_plan_config layout(int P, int N, int T, int I, int B) {
   sc_plan_config c;
-  sc_plan_config_default(&c);
+  sc_model_plan_config_default(&c);
   c.pcp = P, c.dcp = N, c.tp = T, c.interleave = I, c.block_size = B;
   cr_assert_eq(sc_plan_config_validate(&c, NULL), 0);
   return c;

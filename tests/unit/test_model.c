@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/metadata/metadata.h"
+#include "plan/metadata.h"
 #include "collectives/backend_mem.h"
 #include "kernels/bf16.h"
 #include "model/forward.h"
@@ -48,7 +48,7 @@ Test(model_config, defaults_are_the_shared_macros_and_valid) {
   cr_assert_eq(m.vocab, 32768);
   cr_assert_eq(sc_model_kv_width(&m), 576);
   sc_plan_config p, q;
-  sc_plan_config_default(&p);
+  sc_model_plan_config_default(&p);
   q = p;
   sc_model_config_to_plan(&m, &q);
   q.layers = p.layers; /* the planner defaults to 1 layer (DESIGN.md §7), the model to 2 */
@@ -373,7 +373,7 @@ static void *desync_main(void *arg) {
 Test(forward, rank_with_wrong_local_view_is_refused_not_hung) {
   const sc_model_config m = tiny();
   sc_plan_config pc;
-  sc_plan_config_default(&pc);
+  sc_model_plan_config_default(&pc);
   sc_model_config_to_plan(&m, &pc);
   pc.tp = 2;
   pc.block_size = 4;

@@ -12,6 +12,7 @@
 #include "model/harness.h"
 #include "model/sampling.h"
 #include "model/weights.h"
+#include "model/model_defaults.h"
 
 extern void openblas_set_num_threads(int);
 
@@ -213,7 +214,7 @@ Test(model_ref, single_rank_matches_float64_model) {
   openblas_set_num_threads(1);
   const sc_model_config m = ref_model();
   sc_harness_config hc = {.model = m, .num_blocks = 8, .kv_fmt = SC_KFMT_F32, .kernel_threads = 1};
-  sc_plan_config_default(&hc.plan);
+  sc_model_plan_config_default(&hc.plan);
   hc.plan.block_size = 4;
   sc_harness *h;
   sc_diag d = {0};
@@ -250,7 +251,7 @@ static void batch_vs_float64(int P, int N, int T, int I) {
   openblas_set_num_threads(1);
   const sc_model_config m = ref_model();
   sc_harness_config hc = {.model = m, .num_blocks = 16, .kv_fmt = SC_KFMT_F32, .kernel_threads = 1};
-  sc_plan_config_default(&hc.plan);
+  sc_model_plan_config_default(&hc.plan);
   hc.plan.block_size = 4;
   hc.plan.pcp = P;
   hc.plan.dcp = N;

@@ -3,11 +3,12 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "actors/partitioner/plan.h"
+#include "plan/plan.h"
+#include "model/model_defaults.h"
 
 static sc_plan_config make(int p, int n, int t) {
   sc_plan_config c;
-  sc_plan_config_default(&c);
+  sc_model_plan_config_default(&c);
   c.pcp = p;
   c.dcp = n;
   c.tp = t;

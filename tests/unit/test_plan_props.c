@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/partitioner/plan.h"
+#include "plan/plan.h"
 #include "plan_check.h"
 #include "tests/common/sc_test_rng.h"
+#include "model/model_defaults.h"
 
 #define BATCHES_PER_CONFIG 120
 #define MAX_REQS 24
@@ -66,7 +67,7 @@ static int valid_configs(pnt_t *out) {
     for (int32_t t = 1; t <= 2; t++)
       for (int32_t n = 1; n <= 8; n++) {
         sc_plan_config c;
-        sc_plan_config_default(&c);
+        sc_model_plan_config_default(&c);
         c.pcp = p, c.dcp = n, c.tp = t;
         if (sc_plan_config_validate(&c, NULL) == 0) out[k++] = (pnt_t){p, n, t};
       }
@@ -86,7 +87,7 @@ Test(plan_props, every_property_holds_on_random_batches) {
     for (int32_t il = 1; il <= 4; il *= 2)
       for (int32_t pad = 1; pad <= 8; pad += 7) {
         sc_plan_config c;
-        sc_plan_config_default(&c);
+        sc_model_plan_config_default(&c);
         c.pcp = cfgs[ci].p, c.dcp = cfgs[ci].n, c.tp = cfgs[ci].t;
         c.interleave = il;
         c.pad_multiple = pad;
@@ -121,7 +122,7 @@ Test(plan_props, every_rank_computes_the_same_collective_plan) {
   uint64_t rng = 12345;
   for (int ci = 0; ci < ncfg; ci++) {
     sc_plan_config c;
-    sc_plan_config_default(&c);
+    sc_model_plan_config_default(&c);
     c.pcp = cfgs[ci].p, c.dcp = cfgs[ci].n, c.tp = cfgs[ci].t;
     c.interleave = 2;
     c.layers = 3;
@@ -155,7 +156,7 @@ Test(plan_props, every_rank_computes_the_same_collective_plan) {
 
 Test(plan_props, fingerprint_separates_different_plans) {
   sc_plan_config c;
-  sc_plan_config_default(&c);
+  sc_model_plan_config_default(&c);
   c.pcp = c.dcp = 2;
   sc_plan a, b;
   sc_plan_init(&a);

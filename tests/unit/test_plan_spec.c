@@ -4,13 +4,14 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "actors/partitioner/dcp.h"
-#include "actors/partitioner/plan.h"
-#include "actors/partitioner/plan_json.h"
+#include "plan/dcp.h"
+#include "plan/plan.h"
+#include "plan/plan_json.h"
+#include "model/model_defaults.h"
 
 static sc_plan_config cfg_pn(int p, int n) {
   sc_plan_config c;
-  sc_plan_config_default(&c);
+  sc_model_plan_config_default(&c);
   c.pcp = p;
   c.dcp = n;
   cr_assert_eq(sc_plan_config_validate(&c, NULL), 0);
@@ -210,6 +211,7 @@ Test(plan_spec, input_parse_defaults_and_errors) {
   const char *ok = "{\"config\": {\"pcp\": 2, \"dcp\": 2}, \"requests\": ["
                    "{\"computed\": 3, \"scheduled\": 1, \"prefill\": false},"
                    "{\"scheduled\": 5, \"prefill\": true, \"id\": 77}]}";
+  sc_model_plan_config_default(&cfg);
   cr_assert_eq(sc_plan_input_parse(ok, strlen(ok), &cfg, &reqs, &n, &d), 0, "%s", d.msg);
   cr_assert_eq(n, 2);
   cr_assert_eq(cfg.tp, 1);
@@ -238,6 +240,7 @@ Test(plan_spec, input_parse_defaults_and_errors) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     memset(&d, 0, sizeof d);
+    sc_model_plan_config_default(&cfg);
     cr_assert_neq(sc_plan_input_parse(bad[i].text, strlen(bad[i].text), &cfg, &reqs, &n, &d),
                   0, "accepted: %s", bad[i].text);
     cr_assert_not_null(strstr(d.msg, bad[i].needle), "'%s' -> '%s'", bad[i].text, d.msg);

@@ -14,7 +14,7 @@
 #include "actors/runtime/sc_node_impl.h" /* white-box: a slot's counters */
 #include "actors/runtime/sc_pack.h"
 #include "actors/runtime/sc_tap_record.h"
-#include "actors/runtime/sc_time.h"
+#include "base/clock.h"
 
 /* ---- MPSC queue ---- */
 

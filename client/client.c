@@ -1,0 +1,179 @@
+/* client.c - the client side of the gateway protocol over a ZeroMQ DEALER. */
+#include "client/client.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "client/curve_key.h"
+#include "messages/messages.h"
+
+struct sc_client {
+  void *ctx, *sock;
+  uint64_t next_id;
+  sc_buf out;
+  /* the last decoded reply: the event points into it */
+  int last_type;
+  void *last_body;
+};
+
+int sc_client_connect(sc_client **out, const char *endpoint, sc_diag *d) {
+  return sc_client_connect_key(out, endpoint, NULL, d);
+}
+
+/* Makes the socket a CURVE client of the server whose public key is server_z85, with a
+ * key pair of its own made for this connection (the gateway authenticates itself to the
+ * client and encrypts; it does not check who the client is). */
+static int use_curve(void *sock, const char *server_z85, sc_diag *d) {
+  uint8_t server[32], pub[32], sec[32];
+  char pub_z85[SC_CURVE_Z85_LEN + 1], sec_z85[SC_CURVE_Z85_LEN + 1];
+  sc_diag why = {0};
+  if (sc_curve_decode(server_z85, server, &why) != 0)
+    return sc_fail(d, SC_EINVAL, "client: the server key: %s", sc_diag_message(&why));
+  if (!zmq_has("curve") || zmq_curve_keypair(pub_z85, sec_z85) != 0)
+    return sc_fail(d, SC_ENOTSUP, "client: this libzmq has no CURVE security");
+  zmq_z85_decode(pub, pub_z85);
+  zmq_z85_decode(sec, sec_z85);
+  const int rc = zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server, 32) != 0 ||
+                 zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, 32) != 0 ||
+                 zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 32) != 0;
+  memset(sec, 0, sizeof sec);
+  memset(sec_z85, 0, sizeof sec_z85);
+  return rc ? sc_fail(d, SC_EIO, "client: %s", zmq_strerror(zmq_errno())) : 0;
+}
+
+int sc_client_connect_key(sc_client **out, const char *endpoint, const char *server_key,
+                          sc_diag *d) {
+  *out = NULL;
+  int rc = SC_EIO;
+  sc_client *c = calloc(1, sizeof *c);
+  if (c == NULL) return sc_fail(d, SC_ENOMEM, "client: out of memory");
+  c->ctx = zmq_ctx_new();
+  c->sock = c->ctx ? zmq_socket(c->ctx, ZMQ_DEALER) : NULL;
+  if (c->sock == NULL) {
+    sc_fail(d, SC_EIO, "client: %s", zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  const int zero = 0;
+  zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
+  if (server_key != NULL && (rc = use_curve(c->sock, server_key, d)) != 0) goto fail;
+  if (zmq_connect(c->sock, endpoint) != 0) {
+    sc_fail(d, SC_EIO, "client: cannot connect to %s: %s", endpoint, zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  sc_buf_init(&c->out);
+  /* ids start at a random-ish point so that two clients' logs are easy to tell apart */
+  c->next_id = ((uint64_t)(uintptr_t)c >> 4) % 1000000 * 1000 + 1;
+  *out = c;
+  return 0;
+fail:
+  if (c->sock) zmq_close(c->sock);
+  if (c->ctx) zmq_ctx_term(c->ctx);
+  free(c);
+  return rc; /* SC_EINVAL for a bad key, as client.h says */
+}
+
+void sc_client_close(sc_client *c) {
+  if (c == NULL) return;
+  sc_msg_body_destroy(c->last_type, c->last_body);
+  zmq_close(c->sock);
+  zmq_ctx_term(c->ctx);
+  sc_buf_free(&c->out);
+  free(c);
+}
+
+static int send_msg(sc_client *c, int type, const void *body) {
+  sc_envelope env = {.type = (uint16_t)type};
+  int rc = sc_msg_encode(&env, body, &c->out);
+  if (rc) return rc;
+  return zmq_send(c->sock, c->out.data, c->out.len, 0) < 0 ? SC_EIO : 0;
+}
+
+int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *request_id) {
+  if (req->prompt_len < 1 || req->prompt == NULL || req->max_tokens < 1) return SC_EINVAL;
+  const uint64_t id = c->next_id++;
+  sc_msg_client_submit m = {
+      .request_id = id,
+      .prompt = {.v = (int32_t *)req->prompt, .n = (uint32_t)req->prompt_len},
+      .max_tokens = req->max_tokens,
+      .temperature = req->temperature,
+      .top_k = req->top_k,
+      .seed = req->seed,
+  };
+  sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
+  int rc = sc_msg_encode(&env, &m, &c->out);
+  if (rc) return rc;
+  /* The gateway refuses a larger message (SC_ETOOBIG), or past its socket's limit drops
+   * it without a word and the caller would wait for an answer that never comes: refuse
+   * it here. (The gateway runs the default limits: the cluster file does not change
+   * max_bytes.) */
+  sc_msg_limits lim;
+  sc_msg_limits_default(&lim);
+  if (c->out.len > lim.max_bytes) return SC_ETOOBIG;
+  if (zmq_send(c->sock, c->out.data, c->out.len, 0) < 0) return SC_EIO;
+  *request_id = id;
+  return 0;
+}
+
+int sc_client_cancel(sc_client *c, uint64_t request_id) {
+  sc_msg_client_cancel m = {.request_id = request_id};
+  return send_msg(c, SC_MSG_CLIENT_CANCEL, &m);
+}
+
+int sc_client_send_raw(sc_client *c, const void *data, size_t len) {
+  return zmq_send(c->sock, data, len, 0) < 0 ? SC_EIO : 0;
+}
+
+int sc_client_next(sc_client *c, int timeout_ms, sc_client_event *ev) {
+  sc_msg_body_destroy(c->last_type, c->last_body);
+  c->last_body = NULL;
+  zmq_pollitem_t it = {.socket = c->sock, .events = ZMQ_POLLIN};
+  const int n = zmq_poll(&it, 1, timeout_ms);
+  if (n < 0) return SC_EIO;
+  if (n == 0) return SC_ETIMEDOUT;
+  zmq_msg_t msg;
+  zmq_msg_init(&msg);
+  if (zmq_msg_recv(&msg, c->sock, 0) < 0) {
+    zmq_msg_close(&msg);
+    return SC_EIO;
+  }
+  sc_envelope env;
+  void *body = NULL;
+  const int rc = sc_msg_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), &env, &body, NULL);
+  zmq_msg_close(&msg);
+  if (rc) return SC_EPROTO;
+  c->last_type = env.type;
+  c->last_body = body;
+  memset(ev, 0, sizeof *ev);
+  switch (env.type) {
+  case SC_MSG_CLIENT_TOKEN: {
+    const sc_msg_client_token *t = body;
+    ev->kind = SC_CLIENT_TOKENS;
+    ev->request_id = t->request_id;
+    ev->index = t->index;
+    ev->tokens = t->tokens.v;
+    ev->n = (int32_t)t->tokens.n;
+    ev->margins = t->margins.n == t->tokens.n ? t->margins.v : NULL;
+    return 0;
+  }
+  case SC_MSG_CLIENT_DONE: {
+    const sc_msg_client_done *t = body;
+    ev->kind = SC_CLIENT_DONE;
+    ev->request_id = t->request_id;
+    ev->num_tokens = t->num_tokens;
+    ev->prompt_tokens = t->prompt_tokens;
+    ev->finish_reason = t->finish_reason ? t->finish_reason : "";
+    return 0;
+  }
+  case SC_MSG_CLIENT_ERROR: {
+    const sc_msg_client_error *t = body;
+    ev->kind = SC_CLIENT_ERROR;
+    ev->request_id = t->request_id;
+    ev->code = t->code;
+    ev->message = t->message ? t->message : "";
+    return 0;
+  }
+  default:
+    return SC_EPROTO;
+  }
+}

@@ -1,0 +1,77 @@
+/* client.h - the C client API of a sparsecp cluster (DESIGN.md §1: clients inject
+ * requests and receive tokens as a stream).
+ *
+ * A client is one ZeroMQ DEALER socket connected to the gateway's ROUTER (the endpoint
+ * given to `sparsecp launch --listen` or `sparsecp run`). It speaks the client messages of
+ * messages/schema.def: client_submit / client_cancel out, client_token / client_done /
+ * client_error in. Request ids are chosen here (unique per client) and echoed by the
+ * gateway in every reply, so one client can have many requests in flight.
+ *
+ * Events are read with sc_client_next(), which blocks up to a timeout. Tokens arrive in
+ * order per request; a request ends with exactly one done or error event.
+ *
+ * Ownership: an event's arrays and strings belong to the client and stay valid until the
+ * next sc_client_next() or sc_client_close(). Threads: one client per thread.
+ */
+#ifndef SC_CLIENT_H
+#define SC_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef struct sc_client sc_client;
+
+typedef struct sc_client_request {
+  const int32_t *prompt; /* token ids */
+  int32_t prompt_len;
+  int32_t max_tokens;
+  float temperature;     /* 0: greedy */
+  int32_t top_k;         /* must be 0 (all): top-k sampling is not implemented */
+  uint64_t seed;
+} sc_client_request;
+
+typedef enum sc_client_event_kind {
+  SC_CLIENT_TOKENS = 1, /* tokens[0..n) are generated tokens index .. index+n-1 */
+  SC_CLIENT_DONE = 2,   /* finished: num_tokens generated, finish_reason */
+  SC_CLIENT_ERROR = 3,  /* failed: code (SC_E*) and message */
+} sc_client_event_kind;
+
+typedef struct sc_client_event {
+  sc_client_event_kind kind;
+  uint64_t request_id;
+  int32_t index;
+  const int32_t *tokens;
+  const float *margins;  /* [n] top-2 logit margin of each token, or NULL */
+  int32_t n;
+  int32_t num_tokens, prompt_tokens;
+  const char *finish_reason;
+  int32_t code;
+  const char *message;
+} sc_client_event;
+
+/* Connects (asynchronously: the first submit waits for the connection). */
+int sc_client_connect(sc_client **out, const char *endpoint, sc_diag *d);
+/* As sc_client_connect, to a gateway whose client endpoint uses CURVE (the cluster file's
+ * listen_key_file): server_key is its public key in Z85 (`sparsecp keygen`; NULL: plain).
+ * SC_EINVAL for a string that is not a key. A wrong key is not an error here: the
+ * handshake fails and no answer ever comes (sc_client_next times out). */
+int sc_client_connect_key(sc_client **out, const char *endpoint, const char *server_key,
+                          sc_diag *d);
+void sc_client_close(sc_client *c);
+
+/* Sends a request; *request_id receives its id. Errors: SC_EINVAL (empty prompt,
+ * max_tokens < 1), SC_ETOOBIG (the encoded request is larger than the gateway accepts:
+ * max_bytes of sc_msg_limits_default), SC_EIO. */
+int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *request_id);
+int sc_client_cancel(sc_client *c, uint64_t request_id);
+
+/* Waits up to timeout_ms (< 0: forever) for the next event. Returns 0 with *ev filled,
+ * SC_ETIMEDOUT when nothing came, SC_EPROTO for an undecodable reply (skipped), SC_EIO. */
+int sc_client_next(sc_client *c, int timeout_ms, sc_client_event *ev);
+
+/* Sends raw bytes as one message (tests of the gateway's untrusted input path). */
+int sc_client_send_raw(sc_client *c, const void *data, size_t len);
+
+#endif
