@@ -13,8 +13,8 @@
 
 #include <stdint.h>
 
-#include "plan/metadata.h"
 #include "messages/messages.h"
+#include "plan/metadata.h"
 
 typedef struct sc_step_local {
   uint64_t step;

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "base/log.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "collectives/coll_reduce.h"
 
 
@@ -314,8 +314,8 @@ static void destroy_be(host_be *be) {
   free(be);
 }
 
-int sc_host_coll_create(sc_comm *comm, const sc_plan_config *cfg,
-                        const sc_host_coll_config *hc, sc_diag *d) {
+int sc_host_comm_create(sc_comm *comm, const sc_plan_config *cfg,
+                        const sc_host_comm_config *hc, sc_diag *d) {
   const int32_t world = sc_plan_world_size(cfg);
   if (hc->rank < 0 || hc->rank >= world || hc->endpoints == NULL)
     return sc_fail(d, SC_EINVAL, "host collectives: rank %d outside world of %d", hc->rank,
@@ -388,7 +388,7 @@ fail:
   return rc == SC_ENOMEM ? sc_fail(d, rc, "host collectives: out of memory") : rc;
 }
 
-void sc_host_coll_reset(sc_comm *comm, uint64_t epoch) { host_reset(comm->self, epoch); }
+void sc_host_comm_reset(sc_comm *comm, uint64_t epoch) { host_reset(comm->self, epoch); }
 
 static void host_reset(void *self, uint64_t epoch) {
   host_be *be = self;
@@ -410,7 +410,7 @@ static void host_reset(void *self, uint64_t epoch) {
   }
 }
 
-void sc_host_coll_destroy(sc_comm *comm) {
+void sc_host_comm_destroy(sc_comm *comm) {
   if (comm->self == NULL) return;
   destroy_be(comm->self);
   comm->self = NULL;

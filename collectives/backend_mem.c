@@ -144,8 +144,8 @@ void sc_mem_world_reset(sc_mem_world *w) {
 
 static const sc_coll_ops k_mem_ops; /* defined below its functions */
 
-int sc_mem_comm_init(sc_mem_world *w, int32_t global_rank, int64_t deadline_ms,
-                     sc_comm *comm) {
+int sc_mem_comm_create(sc_comm *comm, sc_mem_world *w, int32_t global_rank,
+                       int64_t deadline_ms) {
   if (global_rank < 0 || global_rank >= w->world_size) return SC_EINVAL;
   mem_rank *r = &w->ranks[global_rank];
   r->deadline_ms = deadline_ms;

@@ -24,7 +24,7 @@
  * it earlier).
  *
  * Ownership and threads: the world owns its rendezvous state and outlives every comm
- * made from it. Each comm (sc_mem_comm_init) is used by one thread, its rank's. abort
+ * made from it. Each comm (sc_mem_comm_create) is used by one thread, its rank's. abort
  * and the world's destroy/reset are called by the harness thread.
  */
 #ifndef SC_BACKEND_MEM_H
@@ -42,8 +42,8 @@ void sc_mem_world_destroy(sc_mem_world *w);
 
 /* Fills comm for global rank g: groups, ranks, the backend vtable and the deadline
  * (milliseconds per collective; <= 0: none). */
-int sc_mem_comm_init(sc_mem_world *w, int32_t global_rank, int64_t deadline_ms,
-                     sc_comm *comm);
+int sc_mem_comm_create(sc_comm *comm, sc_mem_world *w, int32_t global_rank,
+                       int64_t deadline_ms);
 
 /* Poisons the world: blocked and later collectives fail with SC_EABORTED. Any thread. */
 void sc_mem_world_abort(sc_mem_world *w);

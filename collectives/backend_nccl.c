@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/log.h"
 #include "base/clock.h"
+#include "base/log.h"
 
 _Static_assert(sizeof(ncclUniqueId) == SC_NCCL_ID_BYTES, "ncclUniqueId size changed");
 
@@ -196,9 +196,9 @@ static void free_rank(nccl_rank *r) {
   free(r);
 }
 
-int sc_nccl_comm_init(const sc_plan_config *cfg, int32_t global_rank, int device,
-                      const sc_nccl_id ids[SC_GROUP_COUNT], void *compute_stream,
-                      int64_t deadline_ms, sc_comm *comm) {
+int sc_nccl_comm_create(sc_comm *comm, const sc_plan_config *cfg, int32_t global_rank,
+                        int device, const sc_nccl_id ids[SC_GROUP_COUNT],
+                        void *compute_stream, int64_t deadline_ms) {
   int rc, ndev = 0;
   if (cfg == NULL || ids == NULL || comm == NULL || global_rank < 0 ||
       global_rank >= sc_plan_world_size(cfg) || device < 0)

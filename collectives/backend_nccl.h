@@ -34,7 +34,7 @@
  * abort raises a flag first, so an enqueue waiting for NCCL gives way to it. All
  * distinct communicators are aborted at once, each on a thread of its own: they share the
  * comm stream, and ncclCommAbort waits for the work queued ahead of its own kernels.
- * Ownership: sc_nccl_comm_init fills comm with backend state that sc_nccl_comm_destroy
+ * Ownership: sc_nccl_comm_create fills comm with backend state that sc_nccl_comm_destroy
  * frees; the compute stream stays the caller's (NULL: the legacy default stream).
  */
 #ifndef SC_BACKEND_NCCL_H
@@ -66,9 +66,9 @@ bool sc_nccl_id_owner(const sc_plan_config *cfg, int32_t global_rank, sc_group g
  * deadline_ms bounds the initialisation and every collective (<= 0: none). Fills comm
  * (groups, ranks, vtable). Errors: SC_EINVAL, SC_ENOTSUP (no device), SC_ETIMEDOUT (a
  * peer never joined), SC_ESYS (NCCL or CUDA). */
-int sc_nccl_comm_init(const sc_plan_config *cfg, int32_t global_rank, int device,
-                      const sc_nccl_id ids[SC_GROUP_COUNT], void *compute_stream,
-                      int64_t deadline_ms, sc_comm *comm);
+int sc_nccl_comm_create(sc_comm *comm, const sc_plan_config *cfg, int32_t global_rank,
+                        int device, const sc_nccl_id ids[SC_GROUP_COUNT],
+                        void *compute_stream, int64_t deadline_ms);
 
 /* Aborts (if needed) and frees the communicators; the comm must not be used afterwards. */
 void sc_nccl_comm_destroy(sc_comm *comm);

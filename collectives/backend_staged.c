@@ -50,7 +50,7 @@ static void st_reset(void *self, uint64_t epoch) {
  * staging copies, which is what a staged collective costs) */
 static const sc_coll_ops k_staged_ops = {.run = st_run, .abort = st_abort, .reset = st_reset};
 
-int sc_coll_staged_wrap(sc_comm *comm, sc_kernels *k, sc_diag *d) {
+int sc_staged_comm_create(sc_comm *comm, sc_kernels *k, sc_diag *d) {
   staged *s = calloc(1, sizeof *s);
   if (s == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
   s->inner_ops = comm->ops;
@@ -62,7 +62,7 @@ int sc_coll_staged_wrap(sc_comm *comm, sc_kernels *k, sc_diag *d) {
   return 0;
 }
 
-void sc_coll_staged_unwrap(sc_comm *comm) {
+void sc_staged_comm_destroy(sc_comm *comm) {
   if (comm->ops != &k_staged_ops) return;
   staged *s = comm->self;
   comm->ops = s->inner_ops;

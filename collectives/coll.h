@@ -25,9 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plan/plan.h"
 #include "base/error.h"
 #include "plan/coll_types.h"
+#include "plan/plan.h"
 
 typedef struct sc_coll_ops {
   /* Runs one collective `op` (semantics above) over group g. One entry point, not one

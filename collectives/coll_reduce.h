@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plan/coll_types.h"
 #include "kernels/bf16.h"
+#include "plan/coll_types.h"
 
 /* acc[i] = (first ? 0 : acc[i]) + src[i] for n elements of type dt (f32 or bf16). */
 static inline void sc_coll_accumulate(sc_dtype dt, float *acc, const void *src, size_t n,

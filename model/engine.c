@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/metadata.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "plan/metadata.h"
 #ifdef SC_HAVE_CUDA
 #include "kernels/cuda/kernels_cuda.h"
 #endif

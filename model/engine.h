@@ -12,11 +12,11 @@
 
 #include <stdint.h>
 
-#include "plan/plan.h"
 #include "collectives/coll.h"
 #include "kernels/kernels.h"
 #include "model/forward.h"
 #include "model/model_config.h"
+#include "plan/plan.h"
 
 typedef struct sc_engine_config {
   sc_plan_config plan;    /* parallel layout; its model dimensions are set from model */

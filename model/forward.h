@@ -26,11 +26,11 @@
 
 #include <stdint.h>
 
-#include "plan/metadata.h"
 #include "collectives/coll.h"
 #include "kernels/kernels.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "plan/metadata.h"
 
 typedef struct sc_forward sc_forward;
 

@@ -69,7 +69,7 @@ int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d
     rank *r = &h->ranks[g];
     r->h = h;
     r->g = g;
-    if ((rc = sc_mem_comm_init(h->mem, g, cfg->deadline_ms, &r->comm)) ||
+    if ((rc = sc_mem_comm_create(&r->comm, h->mem, g, cfg->deadline_ms)) ||
         (rc = sc_engine_create(&ec, g, &r->comm, &r->engine, d)))
       goto fail;
   }

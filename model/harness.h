@@ -18,9 +18,9 @@
 
 #include <stdint.h>
 
-#include "plan/plan.h"
 #include "kernels/kernels.h"
 #include "model/model_config.h"
+#include "plan/plan.h"
 
 typedef struct sc_harness_config {
   sc_plan_config plan;    /* pcp, dcp, tp, interleave, block_size, pad_multiple,

@@ -20,9 +20,9 @@
 
 #include <stdint.h>
 
-#include "plan/dcp.h"
 #include "base/error.h"
 #include "kernels/kernels.h"
+#include "plan/dcp.h"
 
 typedef struct sc_kv_cache {
   int32_t layers, num_blocks, block_size;

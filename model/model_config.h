@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plan/plan.h"
 #include "base/error.h"
+#include "plan/plan.h"
 
 typedef struct sc_model_config {
   int32_t vocab;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/bf16.h"
 #include "base/hash.h"
+#include "kernels/bf16.h"
 #include "model/safetensors.h"
 
 typedef struct layer_tensor {

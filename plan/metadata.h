@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plan/plan.h"
 #include "base/error.h"
+#include "plan/plan.h"
 
 /* Block tables of the batch, identical on all DCP ranks: row i (batch order) holds the
  * virtual block ids of request i, table[i * max_blocks + v], -1 where none. */

@@ -5,8 +5,8 @@
 #ifndef SC_PLAN_JSON_H
 #define SC_PLAN_JSON_H
 
-#include "plan/plan.h"
 #include "base/jsonw.h"
+#include "plan/plan.h"
 
 /* Parses a planner input document. Missing config keys keep the values *cfg holds on
  * entry (the caller's defaults: DESIGN.md §7 gives the layout of sc_plan_config_default

@@ -37,9 +37,9 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "client/client.h"
 #include "actors/runtime/sc_tap_record.h"
 #include "base/clock.h"
+#include "client/client.h"
 #include "messages/messages.h"
 #include "model/model_config.h"
 #include "tools/bench.h"

@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/error.h"
 #include "base/clock.h"
+#include "base/error.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "tools/bench.h"

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "model/model_defaults.h"
 #include "plan/plan.h"
 #include "tools/bench.h"
-#include "model/model_defaults.h"
 
 typedef struct {
   sc_plan plan;

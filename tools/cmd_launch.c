@@ -20,10 +20,10 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "client/curve_key.h"
 #include "actors/runtime/sc_cluster.h"
-#include "base/jsonw.h"
 #include "base/clock.h"
+#include "base/jsonw.h"
+#include "client/curve_key.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
 

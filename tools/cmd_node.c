@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "actors/pipeline.h"
+#include "actors/rank_ctx.h"
 #include "actors/runtime/sc_node.h"
 #include "base/clock.h"
 #include "client/curve_key.h"

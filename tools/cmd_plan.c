@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_defaults.h"
 #include "plan/dcp.h"
 #include "plan/plan.h"
 #include "plan/plan_json.h"
-#include "model/model_defaults.h"
 #include "tools/cli.h"
 
 #define MAX_INPUT_BYTES (64u << 20)

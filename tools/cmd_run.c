@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client/client.h"
+#include "base/clock.h"
 #include "base/index.h"
 #include "base/jsonw.h"
-#include "base/clock.h"
+#include "client/client.h"
 #include "model/model_config.h"
 #include "tools/bench.h"
 #include "tools/cli.h"

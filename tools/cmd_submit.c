@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsonw.h"
 #include "client/client.h"
 #include "client/curve_key.h"
-#include "base/jsonw.h"
 #include "model/model_defaults.h"
 #include "tools/cli.h"
 #include "tools/requests_file.h"

@@ -21,9 +21,9 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "base/jsonw.h"
 #include "actors/runtime/sc_tap_record.h"
 #include "base/clock.h"
+#include "base/jsonw.h"
 #include "messages/messages.h"
 #include "tools/cli.h"
 

@@ -15,12 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plan/plan.h"
-#include "actors/pipeline.h"
+#include "actors/fault.h"
 #include "actors/runtime/sc_cluster.h"
 #include "base/clock.h"
-#include "tools/cli.h"
 #include "model/model_defaults.h"
+#include "plan/plan.h"
+#include "tools/cli.h"
 
 typedef struct child {
   pid_t pid;
@@ -364,10 +364,10 @@ int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
     return SC_EINVAL;
   }
   /* the nodes' own parser, so that what passes here cannot fail in every child */
-  sc_pipeline_config probe = {.num_ranks = ranks};
+  sc_faults probe = {0};
   for (int32_t i = 0; i < o->num_inject; i++) {
     sc_diag why = {0};
-    if (sc_pipeline_parse_inject(&probe, o->inject[i], &why) != 0) {
+    if (sc_faults_parse(&probe, o->inject[i], ranks, &why) != 0) {
       sc_cli_error(cmd, "%s", sc_diag_message(&why));
       return SC_EINVAL;
     }

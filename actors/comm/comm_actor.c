@@ -1,8 +1,10 @@
 /* comm_actor.c - the comm actor of every rank: it owns the rank's collective
  * communicator (created with the rank context; NCCL ids are exchanged here) and aborts it
  * when the scheduler aborts a step, so that no rank stays blocked in a collective whose
- * peers have given up (DESIGN.md §4). The step plan itself is verified and acknowledged
- * by the metadata actor, which hands that same plan to the executor.
+ * peers have given up (DESIGN.md §4). It meets the executor only at the step gate
+ * (collectives/step_gate.h): it opens the gate once the communicators exist and aborts
+ * steps through it. The step plan itself is verified and acknowledged by the metadata
+ * actor, which hands that same plan to the executor.
  *
  * With NCCL it also watches the communicators. The executor queues each collective on
  * the backend's comm stream, ordered against its compute stream by CUDA events, and
@@ -22,16 +24,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/pipeline.h"
-#include "base/log.h"
 #include <uv.h>
+
+#include "actors/pipeline.h"
+#include "actors/rank_ctx.h"
+#include "base/log.h"
 #ifdef SC_HAVE_CUDA
 #include "collectives/backend_nccl.h"
 #endif
 
 #define LOG "comm"
 
-/* The NCCL watch's libuv handles. Heap-allocated: they are closed in terminate and
+/* The NCCL watch's libuv handles. Heap-allocated: they are closed in comm_terminate and
  * freed by the last close callback, after the actor's state is gone. */
 typedef struct nccl_watch {
   uv_async_t wake; /* sent by the backend, from any thread */
@@ -119,7 +123,7 @@ static void maybe_init_nccl(sc_ctx *c, comm_state *s) {
 #endif
   if (rc) SC_ERROR(LOG, "%s", d.msg);
   else SC_INFO(LOG, "rank %d: NCCL communicators ready", s->ctx->rank);
-  sc_rank_ctx_comm_done(s->ctx, rc ? rc : 1);
+  sc_step_gate_set_ready(&s->ctx->gate, rc ? rc : 1);
 }
 
 /* The owner (member 0) of each group instance creates its id and sends it to the other
@@ -172,25 +176,25 @@ static int on_nccl_id(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   comm_state *s = sc_state(c);
   const sc_msg_nccl_id *m = body;
-  if (atomic_load(&s->ctx->comm_state) != 0 || m->id.len != sizeof s->ids[0]) return 0;
+  if (!sc_step_gate_pending(&s->ctx->gate) || m->id.len != sizeof s->ids[0]) return 0;
   memcpy(s->ids[m->group], m->id.data, sizeof s->ids[0]);
   s->have_id[m->group] = true;
   maybe_init_nccl(c, s);
   return 0;
 }
 
-static void terminate(sc_ctx *c, void *state, int reason) {
+static void comm_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   watch_stop(state);
 }
 
-static int init(sc_ctx *c, void *state, const void *arg) {
+static int comm_init(sc_ctx *c, void *state, const void *arg) {
   comm_state *s = state;
   s->ctx = *(sc_rank_ctx *const *)arg;
   int rc = 0;
-  if (atomic_load(&s->ctx->comm_state) == 0 && (rc = start_nccl(c, s))) {
+  if (sc_step_gate_pending(&s->ctx->gate) && (rc = start_nccl(c, s))) {
     SC_ERROR(LOG, "rank %d: cannot start the NCCL id exchange: %s", s->ctx->rank, sc_strerror(rc));
-    sc_rank_ctx_comm_done(s->ctx, rc);
+    sc_step_gate_set_ready(&s->ctx->gate, rc);
   }
   return rc;
 }
@@ -199,24 +203,17 @@ static int on_step_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   comm_state *s = sc_state(c);
   const sc_msg_step_abort *a = body;
-  /* Record first, then look at the executor: if it enters the step after this point it
-   * sees `aborted` itself (sc_rank_ctx's protocol; both are sequentially consistent). */
-  uint64_t prev = atomic_load(&s->ctx->aborted);
-  while (prev < a->step && !atomic_compare_exchange_weak(&s->ctx->aborted, &prev, a->step)) {
-  }
-  if (atomic_load(&s->ctx->executing) == a->step && s->ctx->comm.ops && s->ctx->comm.ops->abort) {
-    SC_INFO(LOG, "rank %d: aborting the collectives of step %llu", s->ctx->rank,
+  if (sc_step_gate_abort(&s->ctx->gate, a->step))
+    SC_INFO(LOG, "rank %d: aborted the collectives of step %llu", s->ctx->rank,
             (unsigned long long)a->step);
-    s->ctx->comm.ops->abort(s->ctx->comm.self, a->step);
-  }
   return 0;
 }
 
 const sc_actor_spec sc_comm_spec = {
     .name = "comm",
     .state_size = sizeof(comm_state),
-    .init = init,
-    .terminate = terminate,
+    .init = comm_init,
+    .terminate = comm_terminate,
     .handlers = {[SC_MSG_STEP_ABORT] = on_step_abort,
                  [SC_MSG_NCCL_ID] = on_nccl_id},
     .loop = SC_LOOP_OWN,

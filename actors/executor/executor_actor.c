@@ -20,10 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/step_local.h"
+#include "actors/fault.h"
 #include "actors/pipeline.h"
-#include "base/log.h"
+#include "actors/rank_ctx.h"
+#include "actors/step_abort.h"
+#include "actors/step_local.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "model/sampling.h"
 
 #define LOG "executor"
@@ -54,7 +57,7 @@ static void on_device_done(void *arg, int status) {
   sc_envelope env = {.type = SC_MSG_STEP_DONE, .step = n->msg->step, .src = n->self,
                      .dst = n->self};
   if (sc_node_send(n->node, &env, n->msg) != 0) {
-    /* only while the node stops: terminate has waited for the device already */
+    /* only while the node stops: executor_terminate has waited for the device */
     SC_WARN(LOG, "step %llu: the completion could not be delivered",
             (unsigned long long)n->msg->step);
     sc_msg_body_destroy(SC_MSG_STEP_DONE, n->msg);
@@ -62,13 +65,13 @@ static void on_device_done(void *arg, int status) {
   free(n);
 }
 
-static int init(sc_ctx *c, void *state, const void *arg) {
+static int executor_init(sc_ctx *c, void *state, const void *arg) {
   executor *e = state;
   e->ctx = *(sc_rank_ctx *const *)arg;
   return sc_node_resolve(sc_ctx_node(c), "scheduler@0", &e->scheduler);
 }
 
-static void terminate(sc_ctx *c, void *state, int reason) {
+static void executor_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   executor *e = state;
   if (e->running) {
@@ -76,8 +79,7 @@ static void terminate(sc_ctx *c, void *state, int reason) {
      * still running at shutdown may wait in a collective for a peer that is gone, and
      * the comm actor's watch may already be stopped: abort the collectives first (the
      * node is stopping, nothing will use them again). */
-    sc_comm *comm = &e->ctx->comm;
-    if (comm->ops && comm->ops->abort) comm->ops->abort(comm->self, 0);
+    sc_step_gate_abort_all(&e->ctx->gate);
     sc_kernels *k = sc_engine_kernels(e->ctx->engine);
     (void)k->ops->sync(k);
     sc_step_local_free(e->running);
@@ -99,17 +101,14 @@ static void terminate(sc_ctx *c, void *state, int reason) {
 }
 
 static void report_abort(sc_ctx *c, executor *e, uint64_t step, int code, const char *msg) {
-  sc_pipeline_send_abort(c, e->scheduler, step, e->ctx->rank, code, msg,
-                         &e->ctx->comm.last_failure);
+  sc_step_abort_send(c, e->scheduler, step, e->ctx->rank, code, msg,
+                     &e->ctx->comm.last_failure);
 }
 
 /* Tells the scheduler that this rank (not 0) finished step without an error. */
 static int report_complete(sc_ctx *c, executor *e, uint64_t step) {
-  if (sc_pipeline_fault_at(&e->ctx->cfg, SC_FAULT_NOCOMPLETE, e->ctx->rank, step)) {
-    SC_ERROR(LOG, "rank %d: injected fault: step %llu's completion is lost", e->ctx->rank,
-             (unsigned long long)step);
+  if (sc_fault_fires(&e->ctx->cfg.inject, SC_FAULT_NOCOMPLETE, e->ctx->rank, step))
     return 0; /* (as a message lost on the way: the sender saw no error) */
-  }
   sc_msg_step_complete *m = sc_msg_body_new(SC_MSG_STEP_COMPLETE);
   if (m == NULL) return SC_ENOMEM;
   m->rank = e->ctx->rank;
@@ -158,7 +157,7 @@ static void complete(sc_ctx *c, executor *e, int status) {
   sc_diag d = e->queue_diag;
   int rc = e->queue_rc;
   if (rc == 0) rc = sc_engine_finish(x->engine, status, &d);
-  atomic_store(&x->executing, 0);
+  sc_step_gate_leave(&x->gate);
   if (rc) {
     if (rc != SC_EABORTED)
       SC_ERROR(LOG, "rank %d: step %llu failed: %s", x->rank, (unsigned long long)p->step,
@@ -185,11 +184,7 @@ static void complete(sc_ctx *c, executor *e, int status) {
 static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   sc_rank_ctx *x = e->ctx;
   const uint64_t step = p->step;
-  if (sc_pipeline_fault_at(&x->cfg, SC_FAULT_KILL, x->rank, step)) {
-    SC_ERROR(LOG, "rank %d: injected fault: the node dies at step %llu", x->rank,
-             (unsigned long long)step);
-    raise(SIGKILL);
-  }
+  if (sc_fault_fires(&x->cfg.inject, SC_FAULT_KILL, x->rank, step)) raise(SIGKILL);
   const uint32_t n = (uint32_t)p->plan.num_reqs;
   const sc_model_config *m = sc_engine_model(x->engine);
   const bool want_logits = x->rank == 0;
@@ -206,22 +201,16 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
     }
   }
   /* NCCL communicators come up after the id exchange; the first step may have to wait */
-  if (atomic_load(&x->comm_state) != 1) {
-    const int crc = sc_rank_ctx_comm_wait(x, x->cfg.deadline_ms);
-    if (crc) {
-      char why[160];
-      snprintf(why, sizeof why, "rank %d: the collectives are not ready: %s", x->rank,
-               sc_strerror(crc));
-      report_abort(c, e, step, crc, why);
-      return crc;
-    }
+  const int crc = sc_step_gate_wait_ready(&x->gate, x->cfg.deadline_ms);
+  if (crc) {
+    char why[160];
+    snprintf(why, sizeof why, "rank %d: the collectives are not ready: %s", x->rank,
+             sc_strerror(crc));
+    report_abort(c, e, step, crc, why);
+    return crc;
   }
-  /* Enter the step, then look for an abort that came first (see sc_rank_ctx). */
-  atomic_store(&x->executing, step);
-  /* a new epoch: leftovers of an aborted earlier step are dropped */
-  if (x->comm.ops->reset) x->comm.ops->reset(x->comm.self, step);
   e->queue_diag = (sc_diag){0};
-  e->queue_rc = atomic_load(&x->aborted) >= step ? SC_EABORTED : 0;
+  e->queue_rc = sc_step_gate_enter(&x->gate, step); /* SC_EABORTED: an abort came first */
   e->t0 = sc_now_ns();
   e->running = p;
   if (e->queue_rc == 0) {
@@ -236,11 +225,8 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   }
   /* even a step that failed half-way is waited for: its queued work may still run */
   sc_kernels *k = sc_engine_kernels(x->engine);
-  if (sc_pipeline_fault_at(&x->cfg, SC_FAULT_DEVFAULT, x->rank, step)) {
-    SC_ERROR(LOG, "rank %d: injected fault: the device fails in step %llu", x->rank,
-             (unsigned long long)step);
+  if (sc_fault_fires(&x->cfg.inject, SC_FAULT_DEVFAULT, x->rank, step))
     (void)k->ops->inject_fault(k);
-  }
   done_note *note = malloc(sizeof *note);
   sc_msg_step_done *msg = note ? sc_msg_body_new(SC_MSG_STEP_DONE) : NULL;
   int rc = msg ? 0 : SC_ENOMEM;
@@ -301,8 +287,8 @@ static int on_step_done(sc_ctx *c, const sc_envelope *env, const void *body) {
 const sc_actor_spec sc_executor_spec = {
     .name = "executor",
     .state_size = sizeof(executor),
-    .init = init,
-    .terminate = terminate,
+    .init = executor_init,
+    .terminate = executor_terminate,
     .handlers = {[SC_MSG_STEP_LOCAL] = on_step_local, [SC_MSG_STEP_DONE] = on_step_done},
     .loop = SC_LOOP_OWN,
 };

@@ -16,9 +16,10 @@
 
 #include "actors/gateway/zmq_watch.h"
 #include "actors/pipeline.h"
+#include "actors/rank_ctx.h"
+#include "base/hash.h"
 #include "base/index.h"
 #include "base/log.h"
-#include "base/hash.h"
 
 #define LOG "gateway"
 #define DRAIN_CAP 256
@@ -252,7 +253,7 @@ static bool service(void *ud) {
   return true;
 }
 
-static int init(sc_ctx *c, void *state, const void *arg) {
+static int gateway_init(sc_ctx *c, void *state, const void *arg) {
   gateway *g = state;
   g->ctx = *(sc_rank_ctx *const *)arg;
   g->node = sc_ctx_node(c);
@@ -305,7 +306,7 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   return 0;
 }
 
-static void terminate(sc_ctx *c, void *state, int reason) {
+static void gateway_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   gateway *g = state;
   sc_zmq_watch_close(g->watch);
@@ -355,8 +356,8 @@ static int on_reply(sc_ctx *c, const sc_envelope *env, const void *body) {
 const sc_actor_spec sc_gateway_spec = {
     .name = "gateway",
     .state_size = sizeof(gateway),
-    .init = init,
-    .terminate = terminate,
+    .init = gateway_init,
+    .terminate = gateway_terminate,
     .handlers = {[SC_MSG_CLIENT_TOKEN] = on_reply,
                  [SC_MSG_CLIENT_DONE] = on_reply,
                  [SC_MSG_CLIENT_ERROR] = on_reply},

@@ -9,8 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/step_local.h"
+#include "actors/fault.h"
 #include "actors/pipeline.h"
+#include "actors/rank_ctx.h"
+#include "actors/step_abort.h"
+#include "actors/step_local.h"
 #include "base/log.h"
 #include "plan/plan_wire.h"
 
@@ -24,7 +27,7 @@ typedef struct metadata {
   uint64_t last_step;         /* the newest step handed over (or dropped) */
 } metadata;
 
-static int init(sc_ctx *c, void *state, const void *arg) {
+static int metadata_init(sc_ctx *c, void *state, const void *arg) {
   metadata *m = state;
   m->ctx = *(sc_rank_ctx *const *)arg;
   char name[32];
@@ -34,7 +37,7 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   return rc;
 }
 
-static void terminate(sc_ctx *c, void *state, int reason) {
+static void metadata_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   sc_step_local_free(((metadata *)state)->pending);
 }
@@ -66,7 +69,7 @@ static int maybe_hand_over(sc_ctx *c, metadata *m) {
   int rc = sc_step_local_finish(sl, m->ctx->rank, m->ctx->cfg.engine.num_blocks, &d);
   if (rc) {
     SC_ERROR(LOG, "rank %d: %s", m->ctx->rank, d.msg);
-    sc_pipeline_send_abort(c, m->scheduler, sl->step, m->ctx->rank, rc, d.msg, NULL);
+    sc_step_abort_send(c, m->scheduler, sl->step, m->ctx->rank, rc, d.msg, NULL);
     sc_step_local_free(sl);
     return 0;
   }
@@ -110,17 +113,17 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
   if (rc) {
     SC_ERROR(LOG, "rank %d: step %llu plan rejected: %s", m->ctx->rank,
              (unsigned long long)env->step, d.msg);
-    sc_pipeline_send_abort(c, m->scheduler, env->step, m->ctx->rank, rc, d.msg, NULL);
+    sc_step_abort_send(c, m->scheduler, env->step, m->ctx->rank, rc, d.msg, NULL);
     return 0; /* this half is dropped; the step's inputs go with it */
   }
   sc_msg_plan_ack *ack = sc_msg_body_new(SC_MSG_PLAN_ACK);
   if (ack == NULL) return SC_ENOMEM;
   ack->rank = m->ctx->rank;
   ack->fingerprint = sl->plan.fingerprint;
-  const sc_pipeline_config *cfg = &m->ctx->cfg;
-  if (sc_pipeline_fault_at(cfg, SC_FAULT_BADACK, m->ctx->rank, env->step))
-    ack->fingerprint ^= 1; /* `--inject badack`: as a rank that converted the plan wrongly */
-  const bool lost = sc_pipeline_fault_at(cfg, SC_FAULT_NOACK, m->ctx->rank, env->step);
+  const sc_faults *faults = &m->ctx->cfg.inject;
+  if (sc_fault_fires(faults, SC_FAULT_BADACK, m->ctx->rank, env->step))
+    ack->fingerprint ^= 1; /* as a rank that converted the plan wrongly */
+  const bool lost = sc_fault_fires(faults, SC_FAULT_NOACK, m->ctx->rank, env->step);
   if (lost || sc_send_step(c, m->scheduler, SC_MSG_PLAN_ACK, env->step, ack))
     sc_msg_body_destroy(SC_MSG_PLAN_ACK, ack); /* (`--inject noack`: as a lost one) */
   sl->req_ids = malloc(sizeof *sl->req_ids * (p->req_ids.n + 1));
@@ -148,7 +151,7 @@ static int on_step_inputs(sc_ctx *c, const sc_envelope *env, const void *body) {
 const sc_actor_spec sc_metadata_spec = {
     .name = "metadata",
     .state_size = sizeof(metadata),
-    .init = init,
-    .terminate = terminate,
+    .init = metadata_init,
+    .terminate = metadata_terminate,
     .handlers = {[SC_MSG_STEP_PLAN] = on_step_plan, [SC_MSG_STEP_INPUTS] = on_step_inputs},
 };

@@ -1,11 +1,13 @@
 /* partitioner_actor.c - the partitioner (head): turns each global batch into the step
  * plan and sends the same plan to every rank's metadata actor (DESIGN.md §3 step 3).
- * The planning itself is the pure planner (plan.h). */
+ * The planning itself is the pure planner (plan/plan.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "actors/pipeline.h"
+#include "actors/rank_ctx.h"
+#include "actors/step_abort.h"
 #include "base/log.h"
 #include "plan/plan_wire.h"
 
@@ -19,7 +21,7 @@ typedef struct partitioner {
   int32_t num_targets;
 } partitioner;
 
-static int init(sc_ctx *c, void *state, const void *arg) {
+static int partitioner_init(sc_ctx *c, void *state, const void *arg) {
   partitioner *p = state;
   p->ctx = *(sc_rank_ctx *const *)arg;
   sc_plan_init(&p->plan);
@@ -35,7 +37,7 @@ static int init(sc_ctx *c, void *state, const void *arg) {
   return sc_node_resolve(n, "scheduler@0", &p->scheduler);
 }
 
-static void terminate(sc_ctx *c, void *state, int reason) {
+static void partitioner_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   partitioner *p = state;
   sc_plan_free(&p->plan);
@@ -43,7 +45,7 @@ static void terminate(sc_ctx *c, void *state, int reason) {
 }
 
 static void report_failure(sc_ctx *c, partitioner *p, uint64_t step, int code, const char *why) {
-  sc_pipeline_send_abort(c, p->scheduler, step, 0, code, why, NULL);
+  sc_step_abort_send(c, p->scheduler, step, 0, code, why, NULL);
 }
 
 static int on_global_batch(sc_ctx *c, const sc_envelope *env, const void *body) {
@@ -94,7 +96,7 @@ static int on_global_batch(sc_ctx *c, const sc_envelope *env, const void *body) 
 const sc_actor_spec sc_partitioner_spec = {
     .name = "partitioner",
     .state_size = sizeof(partitioner),
-    .init = init,
-    .terminate = terminate,
+    .init = partitioner_init,
+    .terminate = partitioner_terminate,
     .handlers = {[SC_MSG_GLOBAL_BATCH] = on_global_batch},
 };

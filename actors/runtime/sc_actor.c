@@ -1,181 +1,23 @@
-/* sc_actor.c - actor slots, mailboxes, loop threads and dispatch (see sc_node_impl.h for
- * the scheduling protocol). */
-#include <assert.h>
+/* sc_actor.c - actors: their slots, spawn, stop and finalize, the actor-side API (sc_ctx:
+ * send, request, reply, monitors, links), and the letters the runtime sends actors by
+ * itself (DOWN, EXIT, NODE_DOWN, error replies).
+ *
+ * What an actor is and can do, apart from what carries its letters (sc_route.c) and what
+ * runs them (sc_loop.c). Nothing here runs per letter received; the sends here go to
+ * sc__route in sc_route.c, a call between files as it was before the split (sc_node.c).
+ */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "actors/runtime/sc_node_impl.h"
-#include "base/clock.h"
-#include "actors/runtime/sc_wake.h"
 
 #define LOG "actor"
 
-static void loop_wake(sc_loop *l) {
-  /* Coalesce: only the idle->pending transition costs a uv_async_send (a syscall). */
-  if (sc_wake_claim(&l->wake_pending)) uv_async_send(&l->wake);
-}
+/* ---- letters the runtime sends actors ---- */
 
-/* After the sender counted its letter (a seq_cst RMW on s->enq, the first half of the
- * handshake in sc_wake.h). While the receiver is busy the slot stays scheduled, and the
- * plain seq_cst load leaves the flag's cache line shared instead of taking it over with
- * an exchange for every message. */
-static void slot_schedule(sc_slot *s) {
-  if (atomic_load_explicit(&s->scheduled, memory_order_seq_cst)) return;
-  if (sc_wake_claim(&s->scheduled)) {
-    sc_mpsc_push(&s->loop->runq, &s->run_link);
-    loop_wake(s->loop);
-  }
-}
-
-void sc_letter_body_free(int type, void *body) {
-  if (body == NULL) return;
-  if (type >= SC_SYS_BASE)
-    free(body);
-  else
-    sc_msg_body_destroy(type, body);
-}
-
-/* Frees what a letter's body field holds: a body of type, or a received message not
- * decoded yet (SC_LETTER_RAW). */
-static void body_release(int type, void *bits) {
-  const uintptr_t b = (uintptr_t)bits;
-  if (b & SC_LETTER_RAW)
-    sc_raw_free((sc_raw_msg *)(b & ~SC_LETTER_BITS));
-  else
-    sc_letter_body_free(type, (void *)(b & ~SC_LETTER_BITS));
-}
-
-void sc_letter_free(sc_letter *lt) {
-  body_release(lt->env.type, lt->body);
-  free(lt);
-}
-
-/* Pushes a letter into a live slot. force: system letters ignore the capacity. tap: the
- * transport whose subscribers get a copy when a subscriber is attached now (the receiving
- * loop records it just before the handler runs). */
-static int slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
-                     bool force, sc_transport *tap) {
-  if (!atomic_load_explicit(&s->live, memory_order_acquire) ||
-      atomic_load_explicit(&s->gen, memory_order_acquire) != env->dst.gen)
-    return SC_ENOENT;
-  /* seq_cst: the slot's scheduled flag is a Dekker handshake with this count (sc_wake.h).
-   * Letters held or reserved before ours: enq before our increment, less deq. Signed: a
-   * sender that was preempted between the two may find deq past that value (letters other
-   * senders counted after it were taken since), which means room. */
-  const uint32_t enq = atomic_fetch_add_explicit(&s->enq, 1, memory_order_seq_cst);
-  const int32_t held = (int32_t)(enq - atomic_load_explicit(&s->deq, memory_order_acquire));
-  if (!force && held >= 0 && (uint32_t)held >= s->cap) {
-    atomic_fetch_sub_explicit(&s->enq, 1, memory_order_acq_rel);
-    if (s->overflow == SC_OVERFLOW_DROP) {
-      atomic_fetch_add_explicit(&n->mailbox_dropped, 1, memory_order_relaxed);
-      body_release(env->type, body);
-      return 0;
-    }
-    return SC_EFULL;
-  }
-  sc_letter *l = malloc(sizeof *l);
-  if (l == NULL) {
-    atomic_fetch_sub_explicit(&s->enq, 1, memory_order_acq_rel);
-    return SC_ENOMEM;
-  }
-  l->env = *env;
-  l->body = body;
-  if (tap != NULL && sc_tap_wanted(tap)) l->body = (void *)((uintptr_t)body | SC_LETTER_TAPPED);
-  sc_mpsc_push(&s->mbox, &l->link);
-  slot_schedule(s);
-  return 0;
-}
-
-/* System letters skip the mailbox bound and are never tapped. */
-static int deliver(sc_node *n, const sc_envelope *env, void *body, bool tapped) {
-  if (env->dst.slot >= SC_MAX_SLOTS || env->dst.node != (uint16_t)n->rank) return SC_ENOENT;
-  if (atomic_load_explicit(&n->stopping, memory_order_acquire)) return SC_ECLOSED;
-  const bool sys = env->type >= SC_SYS_BASE;
-  return slot_push(n, &n->slots[env->dst.slot], env, body, sys, tapped && !sys ? n->tr : NULL);
-}
-
-int sc_deliver_local(sc_node *n, const sc_envelope *env, void *body) {
-  return deliver(n, env, body, false);
-}
-
-int sc_deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body) {
-  return deliver(n, env, body, true);
-}
-
-int sc_deliver_raw(sc_node *n, const sc_envelope *env, sc_raw_msg *raw) {
-  return deliver(n, env, (void *)((uintptr_t)raw | SC_LETTER_RAW), true);
-}
-
-const char *sc_slot_name(sc_node *n, uint16_t slot) {
-  if (slot >= SC_MAX_SLOTS) return NULL;
-  sc_slot *s = &n->slots[slot];
-  return atomic_load_explicit(&s->live, memory_order_acquire) ? s->name : NULL;
-}
-
-/* ---- loops ---- */
-
-static void on_wake(uv_async_t *h);
-static void on_prepare(uv_prepare_t *h);
-
-int sc_loop_create(sc_node *n, int index, sc_loop **out) {
-  sc_loop *l = sc_calloc_lines(1, sizeof *l);
-  if (l == NULL) return SC_ENOMEM;
-  int rc = uv_loop_init(&l->uv);
-  if (rc != 0) goto fail_free;
-  rc = uv_async_init(&l->uv, &l->wake, on_wake);
-  if (rc != 0) goto fail_loop;
-  l->wake.data = l;
-  uv_prepare_init(&l->uv, &l->prep);
-  l->prep.data = l;
-  uv_prepare_start(&l->prep, on_prepare);
-  uv_unref((uv_handle_t *)&l->prep);
-  sc_mpsc_init(&l->runq);
-  l->node = n;
-  l->index = index;
-  *out = l;
-  return 0;
-fail_loop:
-  uv_loop_close(&l->uv);
-fail_free:
-  free(l);
-  return SC_ESYS;
-}
-
-/* The loop of the calling thread: sends from it take the loop's own DEALERs. */
-static _Thread_local sc_loop *tl_loop;
-
-sc_loop *sc_loop_self(const sc_node *n) {
-  return tl_loop != NULL && tl_loop->node == n ? tl_loop : NULL;
-}
-
-static void loop_main(void *arg) {
-  sc_loop *l = arg;
-  tl_loop = l;
-  sc_thread_name("loop", l->node->rank, l->index);
-  uv_run(&l->uv, UV_RUN_DEFAULT);
-}
-
-int sc_loop_start(sc_loop *l) {
-  if (uv_thread_create(&l->thread, loop_main, l) != 0) return SC_ESYS;
-  l->started = true;
-  return 0;
-}
-
-/* ---- dispatch ---- */
-
-static void actor_finalize(sc_loop *l, sc_actor *a);
-
-static void ctx_init(sc_ctx *c, sc_loop *l, sc_actor *a, const sc_envelope *env) {
-  c->node = l->node;
-  c->actor = a;
-  c->loop = l;
-  c->env = env;
-  c->letter = NULL;
-}
-
-void sc_send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reason,
-                      const char *why) {
+void sc__send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reason,
+                   const char *why) {
   sc_msg_down *d = sc_msg_body_new(SC_MSG_DOWN);
   if (d == NULL) return;
   d->who = who;
@@ -183,23 +25,23 @@ void sc_send_down(sc_node *n, sc_actor_id watcher, sc_actor_id who, int reason,
   d->reason = reason > 0 ? SC_EINVAL : reason;
   d->message = strdup(why ? why : sc_strerror(reason));
   sc_envelope env = {.type = SC_MSG_DOWN, .src = who, .dst = watcher};
-  if (sc_route(n, &env, d) != 0) sc_msg_body_destroy(SC_MSG_DOWN, d);
+  if (sc__route(n, &env, d) != 0) sc_msg_body_destroy(SC_MSG_DOWN, d);
 }
 
 /* A runtime letter {who, reason} to a local slot (system types bypass the mailbox
- * bound). Returns sc_deliver_local's code; the letter is freed when it was not taken. */
-static int send_sys(sc_node *n, int type, sc_actor_id who, sc_actor_id to, int reason) {
+ * bound). Returns sc__deliver_local's code; the letter is freed when it was not taken. */
+int sc__send_sys(sc_node *n, int type, sc_actor_id who, sc_actor_id to, int reason) {
   sc_sys_watch *w = malloc(sizeof *w);
   if (w == NULL) return SC_ENOMEM;
   w->who = who;
   w->reason = reason;
   sc_envelope env = {.type = (uint16_t)type, .src = who, .dst = to};
-  const int rc = sc_deliver_local(n, &env, w);
+  const int rc = sc__deliver_local(n, &env, w);
   if (rc != 0) free(w);
   return rc;
 }
 
-int sc_reply_error_to(sc_node *n, const sc_envelope *req, int code, const char *msg) {
+int sc__reply_error_to(sc_node *n, const sc_envelope *req, int code, const char *msg) {
   if (req == NULL || !(req->seq & SC_SEQ_REQUEST) || sc_actor_id_is_null(req->src))
     return SC_EINVAL;
   sc_msg_error_reply *e = sc_msg_body_new(SC_MSG_ERROR_REPLY);
@@ -209,313 +51,18 @@ int sc_reply_error_to(sc_node *n, const sc_envelope *req, int code, const char *
   sc_envelope env = {.type = SC_MSG_ERROR_REPLY, .step = req->step,
                      .seq = (req->seq & SC_SEQ_ID_MASK) | SC_SEQ_REPLY, .src = req->dst,
                      .dst = req->src, .trace_id = req->trace_id};
-  const int rc = sc_route(n, &env, e);
+  const int rc = sc__route(n, &env, e);
   if (rc != 0) sc_msg_body_destroy(SC_MSG_ERROR_REPLY, e);
   return rc;
 }
 
-/* A letter for an actor that is gone: free it (not tapped: no actor took it); a request
- * gets an error reply. A monitor or link that the actor never took is answered as if
- * it had been taken just before the actor stopped (sc_monitor and sc_link returned 0:
- * the watcher waits for this answer). */
-static void reject_letter(sc_node *n, sc_letter *l, int code) {
-  const sc_sys_watch *w = l->body;
-  const bool notify = !atomic_load(&n->stopping);
-  if (l->env.type == SC_SYS_MONITOR && notify)
-    sc_send_down(n, w->who, l->env.dst, code, "no such actor");
-  else if (l->env.type == SC_SYS_LINK && notify)
-    (void)send_sys(n, SC_SYS_EXIT, l->env.dst, w->who, code);
-  else
-    (void)sc_reply_error_to(n, &l->env, code, "the destination actor does not exist");
-  sc_letter_free(l);
+/* ---- slots, spawn, stop ---- */
+
+const char *sc__slot_name(sc_node *n, uint16_t slot) {
+  if (slot >= SC_MAX_SLOTS) return NULL;
+  sc_slot *s = &n->slots[slot];
+  return atomic_load_explicit(&s->live, memory_order_acquire) ? s->name : NULL;
 }
-
-static void actor_stop_req(sc_actor *a, int reason) {
-  if (!a->stopping) {
-    a->stopping = true;
-    a->stop_reason = reason;
-  }
-}
-
-static void pending_remove(sc_actor *a, sc_pending *p) {
-  for (sc_pending **pp = &a->pending; *pp; pp = &(*pp)->next)
-    if (*pp == p) {
-      *pp = p->next;
-      break;
-    }
-}
-
-static void on_timer_closed(uv_handle_t *h) { free(h); }
-
-static void pending_free(sc_pending *p) {
-  if (p->timer) {
-    uv_timer_stop(p->timer);
-    uv_close((uv_handle_t *)p->timer, on_timer_closed);
-  }
-  free(p);
-}
-
-static void handle_reply(sc_loop *l, sc_actor *a, sc_letter *lt) {
-  const uint64_t id = lt->env.seq & SC_SEQ_ID_MASK;
-  sc_pending *p = a->pending;
-  while (p && p->id != id) p = p->next;
-  if (p == NULL) {
-    atomic_fetch_add_explicit(&l->node->late_replies, 1, memory_order_relaxed);
-    return;
-  }
-  pending_remove(a, p);
-  int rc = 0;
-  if (lt->env.type == SC_MSG_ERROR_REPLY) rc = ((const sc_msg_error_reply *)lt->body)->code;
-  if (rc >= 0 && lt->env.type == SC_MSG_ERROR_REPLY) rc = SC_EIO;
-  sc_ctx c;
-  ctx_init(&c, l, a, &lt->env);
-  p->cb(&c, p->ud, rc, &lt->env, lt->body);
-  pending_free(p);
-}
-
-/* The actor's first letter: runs its init. */
-static void start_actor(sc_loop *l, sc_slot *s, const sc_letter *lt) {
-  sc_actor *a = *(sc_actor **)lt->body;
-  s->actor = a;
-  if (a->spec->init) {
-    sc_ctx c;
-    ctx_init(&c, l, a, NULL);
-    const int rc = a->spec->init(&c, a->state, (char *)lt->body + sizeof(sc_actor *));
-    if (rc != 0) {
-      const int reason = rc < 0 ? rc : SC_EINVAL;
-      actor_stop_req(a, reason);
-      /* The node actor (slot 0) and the startup actors (slots 1..num_startup, generation
-       * 1: a slot that a stopped startup actor left goes to ordinary actors) are what
-       * the node is for (the gateway that binds the clients' endpoint, say): a node
-       * without one of them stops, as a node that cannot bind its own endpoint does,
-       * instead of running on without it. */
-      if (s->index <= (uint32_t)l->node->num_startup && a->id.gen == 1) {
-        SC_ERROR(LOG, "node %d: %s could not start (%s): stopping the node", l->node->rank,
-                 s->name, sc_strerror(reason));
-        sc_node_request_stop(l->node, reason);
-      }
-    }
-  }
-}
-
-/* What a tapped letter's record needs: when the letter was taken from the mailbox (the
- * record's time) and, for a letter from another node, its bytes as received. */
-typedef struct tap_note {
-  uint64_t ns;
-  sc_raw_msg *raw;
-} tap_note;
-
-/* Runs a letter for its live actor a (a handler, a reply callback or a runtime letter),
- * then frees it; a tapped one (tap not NULL) is recorded for the tap first. */
-static void run_letter(sc_loop *l, sc_slot *s, sc_actor *a, sc_letter *lt,
-                       const tap_note *tap) {
-  sc_node *n = l->node;
-  const int type = lt->env.type;
-  /* before the handler, which may take the body */
-  if (tap) sc_tap_letter(n->tr, l, lt, tap->raw, tap->ns);
-  sc_ctx c;
-  ctx_init(&c, l, a, &lt->env);
-  switch (type) {
-  case SC_SYS_MONITOR:
-  case SC_SYS_LINK: {
-    sc_watch *w = malloc(sizeof *w);
-    if (w) {
-      w->who = ((sc_sys_watch *)lt->body)->who;
-      w->link = type == SC_SYS_LINK;
-      w->next = a->watchers;
-      a->watchers = w;
-    }
-    break;
-  }
-  case SC_SYS_NODE_DOWN: {
-    /* fail the requests that wait for an answer from the dead node, at once */
-    const uint16_t rank = ((sc_sys_watch *)lt->body)->who.node;
-    for (sc_pending **pp = &a->pending; *pp;) {
-      sc_pending *p = *pp;
-      if (p->dst.node != rank) {
-        pp = &p->next;
-        continue;
-      }
-      *pp = p->next;
-      p->cb(&c, p->ud, SC_EDOWN, NULL, NULL);
-      pending_free(p);
-    }
-    break;
-  }
-  case SC_SYS_EXIT: {
-    const sc_sys_watch *w = lt->body;
-    bool linked = false;
-    for (sc_watch **pp = &a->watchers; *pp; pp = &(*pp)->next)
-      if ((*pp)->link && sc_actor_id_eq((*pp)->who, w->who)) {
-        sc_watch *dead = *pp;
-        *pp = dead->next;
-        free(dead);
-        linked = true;
-        break;
-      }
-    if (linked && a->spec->trap_exit) {
-      sc_send_down(n, a->id, w->who, w->reason, "linked actor exited");
-    } else {
-      actor_stop_req(a, w->reason);
-    }
-    break;
-  }
-  default:
-    if (lt->env.seq & SC_SEQ_REPLY) {
-      handle_reply(l, a, lt);
-      break;
-    }
-    sc_handler_fn h = type < SC_MSG_COUNT ? a->spec->handlers[type] : NULL;
-    if (h == NULL) h = a->spec->fallback;
-    if (h == NULL) {
-      SC_DEBUG(LOG, "%s: no handler for %s", s->name, sc_msg_type_name(type));
-      break;
-    }
-    if (type < SC_MSG_COUNT) c.letter = lt; /* sc_take_body may claim its body */
-    const int rc = h(&c, &lt->env, lt->body);
-    if (rc < 0) actor_stop_req(a, rc);
-  }
-  sc_letter_free(lt);
-}
-
-static void dispatch(sc_loop *l, sc_slot *s, sc_letter *lt, const tap_note *tap) {
-  const uint32_t gen = atomic_load_explicit(&s->gen, memory_order_acquire);
-  if (lt->env.type == SC_SYS_START && lt->env.dst.gen == gen) {
-    start_actor(l, s, lt);
-    sc_letter_free(lt);
-  } else if (s->actor == NULL || lt->env.dst.gen != gen || s->actor->stopping) {
-    reject_letter(l->node, lt, SC_ENOENT);
-    return;
-  } else {
-    run_letter(l, s, s->actor, lt, tap);
-  }
-  if (s->actor && s->actor->stopping) actor_finalize(l, s->actor);
-}
-
-/* Decodes, in place, a letter that came from another node; false (letter freed and
- * counted; a request is answered with the error) when it does not decode. The received
- * bytes are freed, or, when keep is not NULL (a tapped letter: its record copies them),
- * left in *keep for the caller to free. */
-static bool decode_received(sc_loop *l, sc_letter *lt, sc_raw_msg **keep) {
-  sc_diag d = {0};
-  void *body = NULL;
-  sc_raw_msg *raw = lt->body;
-  const int rc = sc_raw_decode(raw, &lt->env, &body, &d);
-  lt->body = body;
-  if (rc == 0 && keep != NULL) *keep = raw;
-  else sc_raw_free(raw);
-  if (rc == 0) return true;
-  SC_WARN(LOG, "node %d: dropped an undecodable message: %s", (int)l->node->rank,
-          sc_diag_message(&d));
-  atomic_fetch_add_explicit(&l->node->undeliverable, 1, memory_order_relaxed);
-  (void)sc_reply_error_to(l->node, &lt->env, rc, "the message body does not decode");
-  sc_letter_free(lt);
-  return false;
-}
-
-/* Takes up to a batch of letters, then runs them. Each letter and its body were written
- * on the senders' cores, and the mailbox is a linked list, so finding letters is a chain
- * of cache misses; fetching each body (prefetch) while the next letter is found overlaps
- * the two kinds. deq, a line every sender reads, changes once per batch, and
- * the tapped letters of a batch share one clock read (the time they left the mailbox). */
-static void run_slot(sc_loop *l, sc_slot *s) {
-  sc_letter *batch[SC_ACTOR_BATCH];
-  uintptr_t tapped = 0;
-  int k = 0;
-  for (; k < SC_ACTOR_BATCH; k++) {
-    sc_mpsc_node *nd = sc_mpsc_pop(&s->mbox);
-    if (nd == NULL) break;
-    batch[k] = SC_CONTAINER_OF(nd, sc_letter, link);
-    tapped |= (uintptr_t)batch[k]->body;
-    __builtin_prefetch((void *)((uintptr_t)batch[k]->body & ~SC_LETTER_BITS));
-  }
-  /* only this loop writes deq */
-  const uint32_t deq = atomic_load_explicit(&s->deq, memory_order_relaxed) + (uint32_t)k;
-  if (k > 0) atomic_store_explicit(&s->deq, deq, memory_order_release);
-  const uint64_t taken_ns = tapped & SC_LETTER_TAPPED ? sc_wall_ns() : 0;
-  for (int i = 0; i < k; i++) {
-    sc_letter *lt = batch[i];
-    const uintptr_t bits = (uintptr_t)lt->body;
-    const bool marked = (bits & SC_LETTER_TAPPED) != 0;
-    tap_note tap = {taken_ns, NULL};
-    lt->body = (void *)(bits & ~SC_LETTER_BITS);
-    if ((bits & SC_LETTER_RAW) &&
-        !decode_received(l, lt, marked ? &tap.raw : NULL))
-      continue;
-    dispatch(l, s, lt, marked ? &tap : NULL);
-    if (tap.raw) sc_raw_free(tap.raw);
-  }
-  if (k == SC_ACTOR_BATCH) { /* likely more: stay scheduled, run again after the others */
-    sc_mpsc_push(&l->runq, &s->run_link);
-    return;
-  }
-  sc_wake_clear(&s->scheduled);
-  /* A producer that found scheduled=1 before the clear relies on this re-check. */
-  if (atomic_load_explicit(&s->enq, memory_order_seq_cst) != deq && sc_wake_claim(&s->scheduled)) {
-    /* Nothing to take although letters are counted: a sender was preempted between
-     * counting its letter and linking it in. Give it the CPU rather than spinning on the
-     * slot until it is rescheduled (on an oversubscribed machine it may be waiting for
-     * this very core). */
-    if (k == 0) sched_yield();
-    sc_mpsc_push(&l->runq, &s->run_link);
-  }
-}
-
-static void loop_shutdown(sc_loop *l);
-
-/* Runs queued actors; true when the turn cap was hit (more work may be queued). After
- * each actor's batch, what it sent to other nodes leaves (a pack per peer): a reply waits
- * for its own actor's batch at most, never for the other actors of the turn. */
-static bool drain_runq(sc_loop *l) {
-  for (int turn = 0; turn < SC_LOOP_TURNS; turn++) {
-    sc_mpsc_node *nd = sc_mpsc_pop(&l->runq);
-    if (nd == NULL) return false;
-    l->hot = true;
-    run_slot(l, SC_CONTAINER_OF(nd, sc_slot, run_link));
-    sc_transport_loop_flush(l->node->tr, l);
-  }
-  return true;
-}
-
-static void on_wake(uv_async_t *h) {
-  sc_loop *l = h->data;
-  sc_wake_clear(&l->wake_pending);
-  if (atomic_load_explicit(&l->stop, memory_order_acquire)) {
-    loop_shutdown(l);
-    return;
-  }
-  if (drain_runq(l)) loop_wake(l); /* fairness: let timers and sockets run, then go on */
-}
-
-static bool runq_ready(void *l) { return sc_mpsc_maybe_nonempty(&((sc_loop *)l)->runq); }
-
-/* Spins briefly while work keeps arriving (cluster spin_us), running it as it comes, for
- * at most SC_SPIN_MAX_NS in all. */
-static void loop_spin(sc_loop *l) {
-  if (!l->hot || atomic_load_explicit(&l->stop, memory_order_acquire)) return;
-  l->hot = false;
-  const uint64_t end = sc_now_ns() + SC_SPIN_MAX_NS;
-  atomic_store_explicit(&l->wake_pending, 1, memory_order_release);
-  while (sc_spin_until(l->node->spin_ns, end, &l->spin_off_until, runq_ready, l))
-    drain_runq(l);
-  sc_wake_clear(&l->wake_pending);
-  /* a producer that saw wake_pending=1 did not signal: look once more */
-  if (sc_mpsc_maybe_nonempty(&l->runq)) loop_wake(l);
-}
-
-/* Before blocking: send what timers and other handles' callbacks sent to other nodes
- * (actors' sends left after their batches), spin, then let the transport publish the
- * loop's tap records and retry what its DEALERs refused (a send may have consumed their
- * fds' edge). libuv runs prepare handles newest first, so this one, started with the
- * loop, runs after those of the loop's other handles (the gateway's). */
-static void on_prepare(uv_prepare_t *h) {
-  sc_loop *l = h->data;
-  sc_transport_loop_flush(l->node->tr, l);
-  loop_spin(l);
-  if (sc_transport_loop_prepare(l->node->tr, l)) loop_wake(l);
-}
-
-/* ---- spawn / stop ---- */
 
 static sc_loop *pick_loop(sc_node *n, const sc_actor_spec *spec, int *err) {
   *err = 0;
@@ -530,19 +77,19 @@ static sc_loop *pick_loop(sc_node *n, const sc_actor_spec *spec, int *err) {
     return NULL;
   }
   sc_loop *l = NULL;
-  *err = sc_loop_create(n, n->num_loops, &l);
+  *err = sc__loop_create(n, n->num_loops, &l);
   if (*err) return NULL;
   l->own = true;
-  if (n->started && (*err = sc_loop_start(l)) != 0) {
-    sc_loop_destroy(l);
+  if (n->started && (*err = sc__loop_start(l)) != 0) {
+    sc__loop_destroy(l);
     return NULL;
   }
   n->loops[n->num_loops++] = l;
   return l;
 }
 
-int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const void *arg,
-                size_t arg_size, int slot_index, sc_actor_id *out) {
+int sc__spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const void *arg,
+                 size_t arg_size, int slot_index, sc_actor_id *out) {
   if (spec == NULL || out == NULL || (arg_size && arg == NULL)) return SC_EINVAL;
   if (spec->mailbox_cap > SC_MAILBOX_MAX_CAP) return SC_EINVAL;
   if (atomic_load(&n->stopping)) return SC_ECLOSED;
@@ -603,7 +150,7 @@ int sc_spawn_at(sc_node *n, const sc_actor_spec *spec, const char *name, const v
    * spawned before the node says hello, so no peer sends to them yet. */
   atomic_store(&s->live, 1);
   sc_envelope env = {.type = SC_SYS_START, .src = a->id, .dst = a->id};
-  rc = slot_push(n, s, &env, start, true, NULL);
+  rc = sc__slot_push(n, s, &env, start, true, NULL);
   if (rc != 0) { /* only ENOMEM: undo */
     atomic_store(&s->live, 0);
     pthread_mutex_lock(&n->mu);
@@ -625,24 +172,24 @@ fail:
 
 int sc_spawn(sc_node *n, const sc_actor_spec *spec, const void *arg, size_t arg_size,
              sc_actor_id *out) {
-  return sc_spawn_at(n, spec, NULL, arg, arg_size, -1, out);
+  return sc__spawn_at(n, spec, NULL, arg, arg_size, -1, out);
 }
 
 /* Runs on the loop thread: terminate, notify watchers, release the slot. */
-static void actor_finalize(sc_loop *l, sc_actor *a) {
+void sc__actor_finalize(sc_loop *l, sc_actor *a) {
   sc_node *n = l->node;
   sc_slot *s = a->slot;
   const int reason = a->stop_reason;
   atomic_store_explicit(&s->live, 0, memory_order_release);
   if (a->spec->terminate) {
     sc_ctx c;
-    ctx_init(&c, l, a, NULL);
+    sc__ctx_init(&c, l, a, NULL);
     a->spec->terminate(&c, a->state, reason);
   }
   while (a->pending) {
     sc_pending *p = a->pending;
     a->pending = p->next;
-    pending_free(p);
+    sc__pending_free(p);
   }
   const bool notify = !atomic_load(&n->stopping);
   while (a->watchers) {
@@ -650,9 +197,9 @@ static void actor_finalize(sc_loop *l, sc_actor *a) {
     a->watchers = w->next;
     if (notify) {
       if (!w->link)
-        sc_send_down(n, w->who, a->id, reason, reason == 0 ? "stopped" : sc_strerror(reason));
+        sc__send_down(n, w->who, a->id, reason, reason == 0 ? "stopped" : sc_strerror(reason));
       else if (reason != 0)
-        send_sys(n, SC_SYS_EXIT, a->id, w->who, reason);
+        sc__send_sys(n, SC_SYS_EXIT, a->id, w->who, reason);
     }
     free(w);
   }
@@ -667,42 +214,21 @@ static void actor_finalize(sc_loop *l, sc_actor *a) {
   pthread_mutex_unlock(&n->mu);
 }
 
-void sc_uv_close_any(uv_handle_t *h, void *arg) {
-  (void)arg;
-  if (!uv_is_closing(h)) uv_close(h, NULL);
-}
-
-static void loop_shutdown(sc_loop *l) {
-  sc_node *n = l->node;
-  for (uint32_t i = 0; i < SC_MAX_SLOTS && i < atomic_load(&n->next_slot); i++) {
+void sc__broadcast_node_down(sc_node *n, int32_t rank) {
+  const uint32_t used = atomic_load(&n->next_slot);
+  for (uint32_t i = 0; i < used && i < SC_MAX_SLOTS; i++) {
     sc_slot *s = &n->slots[i];
-    if (s->loop == l && s->actor) {
-      actor_stop_req(s->actor, SC_ECLOSED);
-      s->actor->stop_reason = SC_ECLOSED;
-      actor_finalize(l, s->actor);
-    }
+    if (!atomic_load_explicit(&s->live, memory_order_acquire)) continue;
+    const sc_actor_id to = {.node = (uint16_t)n->rank, .slot = (uint16_t)i,
+                            .gen = atomic_load(&s->gen)};
+    if (sc__send_sys(n, SC_SYS_NODE_DOWN, (sc_actor_id){.node = (uint16_t)rank}, to,
+                     SC_EDOWN) == SC_ENOMEM)
+      return;
   }
-  sc_transport_loop_close(n->tr, l); /* after terminate handlers, which may still send */
-  uv_walk(&l->uv, sc_uv_close_any, NULL);
 }
 
-void sc_loop_stop_join(sc_loop *l) {
-  if (!l->started) return;
-  atomic_store(&l->stop, 1);
-  uv_async_send(&l->wake);
-  uv_thread_join(&l->thread);
-  l->started = false;
-}
-
-void sc_loop_destroy(sc_loop *l) {
-  if (l == NULL) return;
-  if (!uv_is_closing((uv_handle_t *)&l->wake)) {
-    /* never started: run the loop once so the handle closes */
-    uv_walk(&l->uv, sc_uv_close_any, NULL);
-  }
-  uv_run(&l->uv, UV_RUN_DEFAULT);
-  uv_loop_close(&l->uv);
-  free(l);
+int sc_node_stop_actor(sc_node *n, sc_actor_id id, int reason) {
+  return sc__send_sys(n, SC_SYS_EXIT, (sc_actor_id){0}, id, reason);
 }
 
 /* ---- the actor-side API ---- */
@@ -725,7 +251,7 @@ int sc_send_step(sc_ctx *ctx, sc_actor_id dst, int type, uint64_t step, void *bo
   if (type < 0 || type >= SC_MSG_COUNT) return SC_EINVAL;
   sc_envelope env = {.type = (uint16_t)type, .step = step, .src = ctx->actor->id,
                      .dst = dst, .trace_id = ctx->env ? ctx->env->trace_id : 0};
-  return sc_route(ctx->node, &env, body);
+  return sc__route(ctx->node, &env, body);
 }
 
 int sc_send(sc_ctx *ctx, sc_actor_id dst, int type, void *body) {
@@ -735,13 +261,13 @@ int sc_send(sc_ctx *ctx, sc_actor_id dst, int type, void *body) {
 static void on_request_timeout(uv_timer_t *t) {
   sc_pending *p = t->data;
   sc_actor *a = p->owner;
-  pending_remove(a, p);
+  sc__pending_remove(a, p);
   sc_ctx c;
   sc_loop *l = a->slot->loop;
-  ctx_init(&c, l, a, NULL);
+  sc__ctx_init(&c, l, a, NULL);
   p->cb(&c, p->ud, SC_ETIMEDOUT, NULL, NULL);
-  pending_free(p);
-  if (a->stopping && a->slot->actor == a) actor_finalize(l, a);
+  sc__pending_free(p);
+  if (a->stopping && a->slot->actor == a) sc__actor_finalize(l, a);
 }
 
 int sc_request(sc_ctx *ctx, sc_actor_id dst, int type, void *body, int64_t timeout_ms,
@@ -767,9 +293,9 @@ int sc_request(sc_ctx *ctx, sc_actor_id dst, int type, void *body, int64_t timeo
   sc_envelope env = {.type = (uint16_t)type, .step = ctx->env ? ctx->env->step : 0,
                      .seq = p->id | SC_SEQ_REQUEST, .src = a->id, .dst = dst,
                      .trace_id = ctx->env ? ctx->env->trace_id : 0};
-  const int rc = sc_route(ctx->node, &env, body);
+  const int rc = sc__route(ctx->node, &env, body);
   if (rc != 0) {
-    if (p->timer) uv_close((uv_handle_t *)p->timer, on_timer_closed);
+    if (p->timer) uv_close((uv_handle_t *)p->timer, sc__on_timer_closed);
     free(p);
     return rc;
   }
@@ -786,13 +312,13 @@ int sc_reply(sc_ctx *ctx, int type, void *body) {
   sc_envelope env = {.type = (uint16_t)type, .step = req->step,
                      .seq = (req->seq & SC_SEQ_ID_MASK) | SC_SEQ_REPLY,
                      .src = ctx->actor->id, .dst = req->src, .trace_id = req->trace_id};
-  return sc_route(ctx->node, &env, body);
+  return sc__route(ctx->node, &env, body);
 }
 
 /* A handler only runs for letters whose dst is its actor's live id, so the reply's src
  * (req->dst) is ctx->actor->id, as sc_reply sends. */
 int sc_reply_error(sc_ctx *ctx, int code, const char *message) {
-  return sc_reply_error_to(ctx->node, ctx->env, code, message);
+  return sc__reply_error_to(ctx->node, ctx->env, code, message);
 }
 
 int sc_monitor(sc_ctx *ctx, sc_actor_id target) {
@@ -803,7 +329,7 @@ int sc_monitor(sc_ctx *ctx, sc_actor_id target) {
     if (w == NULL) return SC_ENOMEM;
     w->watcher = ctx->actor->id;
     w->who = target;
-    /* Under the lock that sc_node_peer_is_down takes after it marks the node down: a
+    /* Under the lock that sc__node_peer_is_down takes after it marks the node down: a
      * watch added here while the node is up is still on the list when it looks, and
      * one for a node already down is answered here instead, so DOWN goes exactly once. */
     pthread_mutex_lock(&n->mu);
@@ -815,12 +341,12 @@ int sc_monitor(sc_ctx *ctx, sc_actor_id target) {
     pthread_mutex_unlock(&n->mu);
     if (down) {
       free(w);
-      sc_send_down(n, ctx->actor->id, target, SC_EDOWN, "node is down");
+      sc__send_down(n, ctx->actor->id, target, SC_EDOWN, "node is down");
     }
     return 0;
   }
-  const int rc = send_sys(n, SC_SYS_MONITOR, ctx->actor->id, target, 0);
-  if (rc == SC_ENOENT) sc_send_down(n, ctx->actor->id, target, SC_ENOENT, "no such actor");
+  const int rc = sc__send_sys(n, SC_SYS_MONITOR, ctx->actor->id, target, 0);
+  if (rc == SC_ENOENT) sc__send_down(n, ctx->actor->id, target, SC_ENOENT, "no such actor");
   return rc == SC_ENOENT ? 0 : rc;
 }
 
@@ -835,10 +361,10 @@ int sc_link(sc_ctx *ctx, sc_actor_id target) {
   if (target.node != (uint16_t)n->rank) return SC_ENOTSUP;
   sc_watch *mine = malloc(sizeof *mine);
   if (mine == NULL) return SC_ENOMEM;
-  int rc = send_sys(n, SC_SYS_LINK, ctx->actor->id, target, 0);
+  int rc = sc__send_sys(n, SC_SYS_LINK, ctx->actor->id, target, 0);
   /* a target already gone is one that stopped with SC_ENOENT just after the link, as
    * for sc_monitor: the EXIT comes as a letter (DOWN with trap_exit), not as an error */
-  if (rc == SC_ENOENT) rc = send_sys(n, SC_SYS_EXIT, target, ctx->actor->id, SC_ENOENT);
+  if (rc == SC_ENOENT) rc = sc__send_sys(n, SC_SYS_EXIT, target, ctx->actor->id, SC_ENOENT);
   if (rc != 0) {
     free(mine);
     return rc;
@@ -850,21 +376,4 @@ int sc_link(sc_ctx *ctx, sc_actor_id target) {
   return 0;
 }
 
-void sc_stop(sc_ctx *ctx, int reason) { actor_stop_req(ctx->actor, reason); }
-
-void sc_broadcast_node_down(sc_node *n, int32_t rank) {
-  const uint32_t used = atomic_load(&n->next_slot);
-  for (uint32_t i = 0; i < used && i < SC_MAX_SLOTS; i++) {
-    sc_slot *s = &n->slots[i];
-    if (!atomic_load_explicit(&s->live, memory_order_acquire)) continue;
-    const sc_actor_id to = {.node = (uint16_t)n->rank, .slot = (uint16_t)i,
-                            .gen = atomic_load(&s->gen)};
-    if (send_sys(n, SC_SYS_NODE_DOWN, (sc_actor_id){.node = (uint16_t)rank}, to, SC_EDOWN) ==
-        SC_ENOMEM)
-      return;
-  }
-}
-
-int sc_node_stop_actor(sc_node *n, sc_actor_id id, int reason) {
-  return send_sys(n, SC_SYS_EXIT, (sc_actor_id){0}, id, reason);
-}
+void sc_stop(sc_ctx *ctx, int reason) { sc__actor_stop_req(ctx->actor, reason); }

@@ -1,5 +1,5 @@
-/* sc_node.c - node lifecycle, routing, names, and the "node" system actor (hello/ready
- * handshake, ping echo, shutdown, DOWN fan-out). */
+/* sc_node.c - node lifecycle, names, and the "node" system actor (hello/ready handshake,
+ * ping echo, shutdown, DOWN fan-out). Routing is in sc_route.c, next to delivery. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,25 +18,8 @@ static sc_actor_id node_actor_of(int32_t rank) {
   return (sc_actor_id){.node = (uint16_t)rank, .slot = 0, .gen = 1};
 }
 
-void sc_node_emit(sc_node *n, const char *event, int32_t rank, int code, const char *d) {
+static void node_emit(sc_node *n, const char *event, int32_t rank, int code, const char *d) {
   if (n->event_fn) n->event_fn(n->event_ud, event, rank, code, d ? d : "");
-}
-
-int sc_route(sc_node *n, sc_envelope *env, void *body) {
-  env->major = SC_MSG_MAJOR;
-  env->minor = SC_MSG_MINOR;
-  if (env->dst.node == (uint16_t)n->rank) return sc_deliver_local_tapped(n, env, body);
-  if (env->dst.node >= (uint32_t)n->cluster.num_nodes || env->type >= SC_MSG_COUNT)
-    return SC_EINVAL;
-  if (atomic_load_explicit(&n->peer_down[env->dst.node], memory_order_acquire))
-    return SC_EDOWN;
-  if (n->tr == NULL) return SC_ECLOSED;
-  return sc_transport_send(n->tr, env, body);
-}
-
-int sc_node_send(sc_node *n, sc_envelope *env, void *body) {
-  if (n == NULL || env == NULL || env->type >= SC_MSG_COUNT) return SC_EINVAL;
-  return sc_route(n, env, body);
 }
 
 /* ---- the system actor ---- */
@@ -116,7 +99,7 @@ static int on_ready(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   n->ready = true;
   pthread_cond_broadcast(&n->cv);
   pthread_mutex_unlock(&n->mu);
-  if (first) sc_node_emit(n, "ready", n->rank, 0, NULL);
+  if (first) node_emit(n, "ready", n->rank, 0, NULL);
   return 0;
 }
 
@@ -124,7 +107,7 @@ static int on_shutdown(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   sc_node *n = sc_ctx_node(ctx);
   const sc_msg_node_shutdown *s = body;
   SC_INFO(LOG, "node %d: shutdown requested: %s", n->rank, s->reason ? s->reason : "");
-  sc_node_emit(n, "shutdown", n->rank, 0, s->reason);
+  node_emit(n, "shutdown", n->rank, 0, s->reason);
   request_stop(n, 0);
   return 0;
 }
@@ -155,12 +138,12 @@ static sc_actor_spec k_node_spec = {
 };
 
 /* io thread: a peer disconnected or missed its heartbeats. */
-void sc_node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
+void sc__node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
   if (atomic_exchange(&n->peer_down[rank], 1)) return;
   SC_LOG(sc_node_shutting_down(n) ? SC_LOG_INFO : SC_LOG_WARN, LOG,
          "node %d: peer node %d down: %s", n->rank, rank, why);
-  sc_node_emit(n, "down", rank, code, why);
-  sc_broadcast_node_down(n, rank);
+  node_emit(n, "down", rank, code, why);
+  sc__broadcast_node_down(n, rank);
   /* A rank goes down once (peer_down stays set), so its watches fire once: they leave
    * the list, however many there are, and are answered outside the lock. */
   sc_remote_watch *fired = NULL;
@@ -176,11 +159,11 @@ void sc_node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
     fired = w;
   }
   pthread_mutex_unlock(&n->mu);
-  sc_send_down(n, node_actor_of(n->rank), (sc_actor_id){.node = (uint16_t)rank}, code, why);
+  sc__send_down(n, node_actor_of(n->rank), (sc_actor_id){.node = (uint16_t)rank}, code, why);
   while (fired) {
     sc_remote_watch *w = fired;
     fired = w->next;
-    sc_send_down(n, w->watcher, w->who, code, why);
+    sc__send_down(n, w->watcher, w->who, code, why);
     free(w);
   }
 }
@@ -228,7 +211,7 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d) {
     }
   }
   n->num_startup = o->num_startup;
-  n->slots = sc_calloc_lines(SC_MAX_SLOTS, sizeof *n->slots);
+  n->slots = sc__calloc_lines(SC_MAX_SLOTS, sizeof *n->slots);
   n->peer_down = calloc((size_t)n->cluster.num_nodes, sizeof *n->peer_down);
   n->hello_seen = calloc((size_t)n->cluster.num_nodes, sizeof *n->hello_seen);
   if (n->slots == NULL || n->peer_down == NULL || n->hello_seen == NULL) {
@@ -249,10 +232,10 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d) {
   if (loops < 1) loops = 1;
   if (loops > SC_MAX_LOOPS / 2) loops = SC_MAX_LOOPS / 2;
   for (int i = 0; i < loops; i++) {
-    if ((rc = sc_loop_create(n, i, &n->loops[i])) != 0) goto fail;
+    if ((rc = sc__loop_create(n, i, &n->loops[i])) != 0) goto fail;
     n->num_loops = n->num_shared_loops = i + 1;
   }
-  if ((rc = sc_transport_create(n, &n->tr)) != 0) goto fail;
+  if ((rc = sc__transport_create(n, &n->tr)) != 0) goto fail;
   *out = n;
   return 0;
 fail:
@@ -269,29 +252,29 @@ int sc_node_start(sc_node *n, sc_diag *d) {
   int rc = 0;
   pthread_mutex_lock(&n->mu);
   for (int i = 0; i < n->num_loops; i++)
-    if ((rc = sc_loop_start(n->loops[i])) != 0) break;
+    if ((rc = sc__loop_start(n->loops[i])) != 0) break;
   n->started = true;
   pthread_mutex_unlock(&n->mu);
   if (rc != 0) return sc_fail(d, rc, "cannot start loop threads");
   sc_actor_id id;
-  if ((rc = sc_spawn_at(n, &k_node_spec, "node", NULL, 0, 0, &id)) != 0)
+  if ((rc = sc__spawn_at(n, &k_node_spec, "node", NULL, 0, 0, &id)) != 0)
     return sc_fail(d, rc, "cannot spawn the node actor");
   for (int32_t k = 0; k < n->num_startup; k++) {
     const sc_startup_actor *a = &n->startup[k];
     if (a->where == SC_ON_HEAD && n->rank != 0) continue;
-    rc = sc_spawn_at(n, a->spec, a->name, a->arg, a->arg_size, k + 1, &id);
+    rc = sc__spawn_at(n, a->spec, a->name, a->arg, a->arg_size, k + 1, &id);
     if (rc != 0) return sc_fail(d, rc, "cannot spawn startup actor %s", a->name);
   }
   /* Only now accept messages from peers: the actors they address exist (a hello that
    * arrived before the node actor would otherwise be dropped). The hello itself goes out
-   * once the io thread has reached every peer (sc_node_say_hello). */
-  if ((rc = sc_transport_start(n->tr, d)) != 0) return rc;
-  if (n->cluster.num_nodes == 1 && (rc = sc_node_say_hello(n)) != 0)
+   * once the io thread has reached every peer (sc__node_say_hello). */
+  if ((rc = sc__transport_start(n->tr, d)) != 0) return rc;
+  if (n->cluster.num_nodes == 1 && (rc = sc__node_say_hello(n)) != 0)
     return sc_fail(d, rc, "cannot send hello to the head");
   return 0;
 }
 
-int sc_node_say_hello(sc_node *n) {
+int sc__node_say_hello(sc_node *n) {
   sc_msg_node_hello *h = sc_msg_body_new(SC_MSG_NODE_HELLO);
   int rc = SC_ENOMEM;
   if (h != NULL) {
@@ -301,7 +284,7 @@ int sc_node_say_hello(sc_node *n) {
     h->tap_endpoint = strdup(n->cluster.nodes[n->rank].tap);
     sc_envelope env = {.type = SC_MSG_NODE_HELLO, .src = node_actor_of(n->rank),
                        .dst = node_actor_of(0)};
-    if ((rc = sc_route(n, &env, h)) != 0) sc_msg_body_destroy(SC_MSG_NODE_HELLO, h);
+    if ((rc = sc__route(n, &env, h)) != 0) sc_msg_body_destroy(SC_MSG_NODE_HELLO, h);
   }
   if (rc != 0)
     SC_ERROR(LOG, "node %d: cannot send hello to the head: %s", n->rank, sc_strerror(rc));
@@ -364,7 +347,7 @@ int sc_node_broadcast_shutdown(sc_node *n, const char *reason) {
     m->reason = strdup(reason ? reason : "shutdown");
     sc_envelope env = {.type = SC_MSG_NODE_SHUTDOWN, .src = node_actor_of(n->rank),
                        .dst = node_actor_of(r)};
-    const int rc = sc_route(n, &env, m);
+    const int rc = sc__route(n, &env, m);
     if (rc != 0) {
       sc_msg_body_destroy(SC_MSG_NODE_SHUTDOWN, m);
       if (first_err == 0) first_err = rc;
@@ -377,16 +360,16 @@ void sc_node_stop(sc_node *n) {
   if (n == NULL || n->stopped) return;
   n->stopped = true;
   atomic_store(&n->stopping, 1);
-  for (int i = 0; i < n->num_loops; i++) sc_loop_stop_join(n->loops[i]);
-  sc_transport_stop(n->tr);
+  for (int i = 0; i < n->num_loops; i++) sc__loop_stop_join(n->loops[i]);
+  sc__transport_stop(n->tr);
 }
 
 void sc_node_destroy(sc_node *n) {
   if (n == NULL) return;
   sc_node_stop(n);
-  sc_transport_destroy(n->tr);
+  sc__transport_destroy(n->tr);
   n->tr = NULL;
-  for (int i = 0; i < n->num_loops; i++) sc_loop_destroy(n->loops[i]);
+  for (int i = 0; i < n->num_loops; i++) sc__loop_destroy(n->loops[i]);
   if (n->slots) {
     for (uint32_t i = 0; i < SC_MAX_SLOTS; i++) {
       sc_mpsc_node *nd;
@@ -397,7 +380,7 @@ void sc_node_destroy(sc_node *n) {
           free(a->state);
           free(a);
         }
-        sc_letter_free(l);
+        sc__letter_free(l);
       }
     }
   }
@@ -427,7 +410,7 @@ bool sc_node_peer_down(const sc_node *n, int32_t rank) {
 
 void sc_node_get_stats(sc_node *n, sc_node_stats *s) {
   memset(s, 0, sizeof *s);
-  sc_transport_stats(n->tr, s);
+  sc__transport_stats(n->tr, s);
   s->mailbox_dropped = atomic_load(&n->mailbox_dropped);
   s->undeliverable = atomic_load(&n->undeliverable);
   s->late_replies = atomic_load(&n->late_replies);

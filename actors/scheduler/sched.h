@@ -25,8 +25,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "plan/plan.h"
 #include "base/error.h"
+#include "plan/plan.h"
 
 typedef struct sc_sched_config {
   int32_t token_budget;   /* max Σq per step (chunked prefill cuts prompts to fit) */

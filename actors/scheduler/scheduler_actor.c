@@ -14,8 +14,10 @@
 #include <uv.h>
 
 #include "actors/pipeline.h"
-#include "base/log.h"
+#include "actors/rank_ctx.h"
+#include "actors/step_abort.h"
 #include "base/clock.h"
+#include "base/log.h"
 
 #define LOG "scheduler"
 
@@ -60,7 +62,7 @@ static int ensure_cap(scheduler *s, int32_t n) {
   return 0;
 }
 
-static int init(sc_ctx *c, void *state, const void *arg) {
+static int scheduler_init(sc_ctx *c, void *state, const void *arg) {
   scheduler *s = state;
   s->ctx = *(sc_rank_ctx *const *)arg;
   sc_node *n = sc_ctx_node(c);
@@ -104,7 +106,7 @@ static int init(sc_ctx *c, void *state, const void *arg) {
 
 static void free_handle(uv_handle_t *h) { free(h); }
 
-static void terminate(sc_ctx *c, void *state, int reason) {
+static void scheduler_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   scheduler *s = state;
   if (s->ack_timer) uv_close((uv_handle_t *)s->ack_timer, free_handle);
@@ -307,7 +309,7 @@ static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
     for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, msg);
   }
   for (int32_t r = 0; r < s->world; r++)
-    sc_pipeline_send_abort(c, s->comms[r], step, 0, code, why, NULL);
+    sc_step_abort_send(c, s->comms[r], step, 0, code, why, NULL);
   s->in_flight = 0;
   drop_held_result(s);
 }
@@ -551,8 +553,8 @@ static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
 const sc_actor_spec sc_scheduler_spec = {
     .name = "scheduler",
     .state_size = sizeof(scheduler),
-    .init = init,
-    .terminate = terminate,
+    .init = scheduler_init,
+    .terminate = scheduler_terminate,
     .handlers = {[SC_MSG_CLIENT_SUBMIT] = on_submit,
                  [SC_MSG_CLIENT_CANCEL] = on_cancel,
                  [SC_MSG_STEP_RESULT] = on_result,

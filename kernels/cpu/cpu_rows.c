@@ -4,8 +4,8 @@
  * out-of-range index would silently corrupt memory. */
 #include <string.h>
 
-#include "plan/dcp.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "plan/dcp.h"
 
 /* dst[0..width) = src row in src_fmt, converted to dst_fmt. */
 static void convert_row(const void *src, sc_kfmt sf, void *dst, sc_kfmt df, int64_t width) {

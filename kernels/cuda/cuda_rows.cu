@@ -4,8 +4,8 @@
  * local KV slots. One warp per row; a row whose bytes, base and strides are 16-byte
  * aligned and needs no conversion moves as 16-byte vectors (the deinterleave case, which
  * is a pure bandwidth problem). Bad indices raise SC_ERANGE through the error flag. */
-#include "plan/dcp.h"
 #include "kernels/cuda/cuda_common.cuh"
+#include "plan/dcp.h"
 
 
 #define ROWS_PER_BLOCK 8

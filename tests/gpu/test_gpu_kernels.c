@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/error.h"
 #include "base/clock.h"
+#include "base/error.h"
 #include "kernels/bf16.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/kernels.h"

@@ -17,9 +17,9 @@
 
 #include "base/clock.h"
 #include "collectives/backend_nccl.h"
+#include "model/model_defaults.h"
 #include "tests/gpu/gpu_spin.h"
 #include "tests/gpu/gpu_test.h"
-#include "model/model_defaults.h"
 
 GPU_TEST_GLOBALS
 
@@ -29,7 +29,7 @@ static int make_comm_on(const sc_plan_config *cfg, int64_t deadline_ms, void *co
   memset(ids, 0, sizeof ids);
   for (int g = 0; g < SC_GROUP_COUNT; g++)
     if (sc_nccl_id_needed(cfg, (sc_group)g) && sc_nccl_get_unique_id(&ids[g]) != 0) return -1;
-  return sc_nccl_comm_init(cfg, 0, 0, ids, compute, deadline_ms, comm);
+  return sc_nccl_comm_create(comm, cfg, 0, 0, ids, compute, deadline_ms);
 }
 
 /* compute stream NULL: the legacy default stream, which cudaMemcpy uses too */
@@ -216,7 +216,7 @@ typedef struct {
 static void *init_rank(void *p) {
   init_arg *a = p;
   /* (the deadline bounds the initialisation too: a two-rank init took over 0.3 s) */
-  a->rc = sc_nccl_comm_init(a->cfg, a->rank, a->rank, a->ids, NULL, 3000, &a->comm);
+  a->rc = sc_nccl_comm_create(&a->comm, a->cfg, a->rank, a->rank, a->ids, NULL, 3000);
   if (a->rc != 0) return NULL;
   float *buf = NULL;
   if (cudaSetDevice(a->rank) != cudaSuccess || cudaMalloc((void **)&buf, 4096) != cudaSuccess) {

@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "client/client.h"
 #include "base/clock.h"
+#include "client/client.h"
 #include "messages/messages.h"
 #include "tools/local_cluster.h"
 

@@ -54,15 +54,15 @@ static void *rank_main(void *p) {
   rank_arg *a = p;
   sc_comm comm;
   sc_diag d = {0};
-  const sc_host_coll_config hc = {.rank = a->rank, .endpoints = a->w->ep_ptrs,
+  const sc_host_comm_config hc = {.rank = a->rank, .endpoints = a->w->ep_ptrs,
                                    .deadline_ms = a->w->deadline_ms};
-  a->result = sc_host_coll_create(&comm, &a->w->cfg, &hc, &d);
+  a->result = sc_host_comm_create(&comm, &a->w->cfg, &hc, &d);
   if (a->result != 0) {
     snprintf(a->msg, sizeof a->msg, "create: %s", d.msg);
     return NULL;
   }
   a->result = a->body(a, &comm);
-  sc_host_coll_destroy(&comm);
+  sc_host_comm_destroy(&comm);
   return NULL;
 }
 
@@ -161,7 +161,7 @@ static int planned_step(rank_arg *a, sc_comm *comm) {
   CHECK(a, sc_plan_build(&plan, &c, reqs, 3, NULL) == 0, "plan");
   sc_coll_session s;
   for (uint64_t step = 1; step <= 3; step++) {
-    sc_host_coll_reset(comm, step);
+    sc_host_comm_reset(comm, step);
     sc_coll_session_begin(&s, comm, plan.colls, plan.num_colls, step);
     for (int32_t k = 0; k < plan.num_colls; k++) {
       const sc_coll *e = &plan.colls[k];
@@ -201,7 +201,7 @@ Test(backend_host, planned_steps_through_the_session) {
 static int skip_one(rank_arg *a, sc_comm *comm) {
   float send[4] = {1, 2, 3, 4}, recv[16];
   const uint64_t start = sc_now_ns();
-  sc_host_coll_reset(comm, 1);
+  sc_host_comm_reset(comm, 1);
   if (a->rank != 3) {
     const uint64_t t0 = sc_now_ns();
     const int rc =
@@ -213,7 +213,7 @@ static int skip_one(rank_arg *a, sc_comm *comm) {
   /* everyone is past the failure (threads start within a few ms of each other) */
   const uint64_t resume = start + 900ull * 1000000ull;
   while (sc_now_ns() < resume) usleep(10 * 1000);
-  sc_host_coll_reset(comm, 2);
+  sc_host_comm_reset(comm, 2);
   const int rc =
       comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4);
   CHECK(a, rc == 0, "after reset: %d", rc);
@@ -249,8 +249,8 @@ Test(backend_host, abort_wakes_a_blocked_collective) {
   world w;
   world_init(&w, 2, 1, 1, 0); /* no deadline: only abort can end the wait */
   sc_comm comm;
-  const sc_host_coll_config hc = {.rank = 0, .endpoints = w.ep_ptrs};
-  cr_assert_eq(sc_host_coll_create(&comm, &w.cfg, &hc, NULL), 0);
+  const sc_host_comm_config hc = {.rank = 0, .endpoints = w.ep_ptrs};
+  cr_assert_eq(sc_host_comm_create(&comm, &w.cfg, &hc, NULL), 0);
   blocked_arg b = {.comm = &comm};
   pthread_t th;
   pthread_create(&th, NULL, blocked, &b);
@@ -262,7 +262,7 @@ Test(backend_host, abort_wakes_a_blocked_collective) {
   float x[2] = {0}, y[4];
   cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
                SC_EABORTED);
-  sc_host_coll_destroy(&comm);
+  sc_host_comm_destroy(&comm);
   world_done(&w);
 }
 
@@ -274,8 +274,8 @@ Test(backend_host, an_abort_of_an_earlier_step_does_not_reach_the_current_one) {
   world w;
   world_init(&w, 2, 1, 1, 200);
   sc_comm comm;
-  const sc_host_coll_config hc = {.rank = 0, .endpoints = w.ep_ptrs, .deadline_ms = 200};
-  cr_assert_eq(sc_host_coll_create(&comm, &w.cfg, &hc, NULL), 0);
+  const sc_host_comm_config hc = {.rank = 0, .endpoints = w.ep_ptrs, .deadline_ms = 200};
+  cr_assert_eq(sc_host_comm_create(&comm, &w.cfg, &hc, NULL), 0);
   float x[2] = {0}, y[4];
   comm.ops->reset(comm.self, 5);
   comm.ops->abort(comm.self, 4); /* late: step 4 is over */
@@ -287,6 +287,6 @@ Test(backend_host, an_abort_of_an_earlier_step_does_not_reach_the_current_one) {
   comm.ops->reset(comm.self, 6);
   cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
                SC_ETIMEDOUT);
-  sc_host_coll_destroy(&comm);
+  sc_host_comm_destroy(&comm);
   world_done(&w);
 }

@@ -22,7 +22,7 @@ typedef struct thr {
 static void *thr_main(void *arg) {
   thr *t = arg;
   sc_comm c;
-  t->rc = sc_mem_comm_init(t->w, t->g, t->deadline_ms, &c);
+  t->rc = sc_mem_comm_create(&c, t->w, t->g, t->deadline_ms);
   if (t->rc == 0) t->rc = t->body(t, &c);
   return NULL;
 }
@@ -203,7 +203,7 @@ typedef struct abort_arg {
 static void *blocked(void *arg) {
   abort_arg *a = arg;
   sc_comm c;
-  sc_mem_comm_init(a->w, 0, 0, &c);
+  sc_mem_comm_create(&c, a->w, 0, 0);
   float x = 1, y[2];
   a->rc = c.ops->run(c.self, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, &x, y, 1);
   return NULL;
@@ -223,7 +223,7 @@ Test(backend_mem, abort_wakes_blocked_rank_and_reset_recovers) {
   pthread_join(th, NULL);
   cr_assert_eq(a.rc, SC_EABORTED);
   sc_comm c;
-  sc_mem_comm_init(w, 1, 0, &c);
+  sc_mem_comm_create(&c, w, 1, 0);
   float x = 1, y[2];
   cr_assert_eq(c.ops->run(c.self, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, &x, y, 1), SC_EABORTED);
   sc_mem_world_reset(w);

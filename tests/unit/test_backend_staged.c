@@ -21,10 +21,10 @@ static void *rank_main(void *p) {
   rank_t *r = p;
   sc_comm comm;
   sc_kernels *k;
-  r->rc = sc_mem_comm_init(r->w, r->rank, 5000, &comm);
+  r->rc = sc_mem_comm_create(&comm, r->w, r->rank, 5000);
   if (r->rc || (r->rc = sc_kernels_cpu_create(&k, 1))) return NULL;
   const sc_coll_ops *inner_ops = comm.ops;
-  if ((r->rc = sc_coll_staged_wrap(&comm, k, NULL))) return NULL;
+  if ((r->rc = sc_staged_comm_create(&comm, k, NULL))) return NULL;
   if (comm.ops == inner_ops) { /* (no cr_assert off the test's thread) */
     r->rc = -1000;
     return NULL;
@@ -45,7 +45,7 @@ static void *rank_main(void *p) {
            comm.ops->run(comm.self, SC_OP_REDUCE_SCATTER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4)))
     return NULL;
   k->ops->copy(k, r->scattered, recv, 2 * sizeof(float), SC_KCOPY_D2H);
-  sc_coll_staged_unwrap(&comm);
+  sc_staged_comm_destroy(&comm);
   if (comm.ops != inner_ops) r->rc = -1001;
   k->ops->free(k, send);
   k->ops->free(k, recv);
@@ -93,7 +93,7 @@ Test(backend_staged, abort_and_reset_reach_the_inner_backend) {
   sc_comm comm = {.ops = &k_recording};
   sc_kernels *k;
   cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
-  cr_assert_eq(sc_coll_staged_wrap(&comm, k, NULL), 0);
+  cr_assert_eq(sc_staged_comm_create(&comm, k, NULL), 0);
   cr_assert_neq(comm.ops, &k_recording);
   inner_aborts = 0, inner_epoch = 0;
   comm.ops->abort(comm.self, 6);
@@ -101,7 +101,7 @@ Test(backend_staged, abort_and_reset_reach_the_inner_backend) {
   cr_assert_eq(inner_abort_epoch, 6);
   comm.ops->reset(comm.self, 7);
   cr_assert_eq(inner_epoch, 7);
-  sc_coll_staged_unwrap(&comm);
+  sc_staged_comm_destroy(&comm);
   cr_assert_eq(comm.ops, &k_recording);
   sc_kernels_destroy(k);
 }

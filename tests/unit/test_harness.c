@@ -14,8 +14,8 @@
 
 #include "actors/scheduler/sched.h"
 #include "model/harness.h"
-#include "model/sampling.h"
 #include "model/model_defaults.h"
+#include "model/sampling.h"
 
 /* SPEC.md §8: fp32 relative 1e-4. A bf16 KV cache rounds each stored value to 8
  * significant bits, and a 1e-7 difference upstream can move a value across a rounding

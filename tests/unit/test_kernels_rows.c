@@ -3,10 +3,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "plan/dcp.h"
-#include "plan/plan.h"
 #include "kernels/bf16.h"
 #include "model/model_defaults.h"
+#include "plan/dcp.h"
+#include "plan/plan.h"
 #include "test_kernels.h"
 
 Test(kernels_rows, gather_converts_zero_fills_and_checks_bounds) {

@@ -3,8 +3,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "plan/dcp.h"
 #include "kernels/bf16.h"
+#include "plan/dcp.h"
 #include "test_kernels.h"
 
 typedef struct {

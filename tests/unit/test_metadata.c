@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/metadata.h"
-#include "plan/dcp.h"
 #include "model/model_defaults.h"
+#include "plan/dcp.h"
+#include "plan/metadata.h"
 
 static sc_plan_config layout(int P, int N, int T, int I, int B) {
   sc_plan_config c;

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plan/metadata.h"
 #include "collectives/backend_mem.h"
 #include "kernels/bf16.h"
 #include "model/forward.h"
@@ -19,6 +18,7 @@
 #include "model/safetensors.h"
 #include "model/sampling.h"
 #include "model/weights.h"
+#include "plan/metadata.h"
 
 static sc_model_config tiny(void) {
   sc_model_config m;
@@ -345,7 +345,7 @@ static void *desync_main(void *arg) {
   sc_kernels *k;
   sc_kernels_cpu_create(&k, 1);
   sc_comm comm;
-  sc_mem_comm_init(r->w, r->g, 10000, &comm);
+  sc_mem_comm_create(&comm, r->w, r->g, 10000);
   sc_model_weights wt;
   sc_kv_cache cache;
   sc_forward *f;

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "model/harness.h"
+#include "model/model_defaults.h"
 #include "model/sampling.h"
 #include "model/weights.h"
-#include "model/model_defaults.h"
 
 extern void openblas_set_num_threads(int);
 

@@ -3,8 +3,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "plan/plan.h"
 #include "model/model_defaults.h"
+#include "plan/plan.h"
 
 static sc_plan_config make(int p, int n, int t) {
   sc_plan_config c;

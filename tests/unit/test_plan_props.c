@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_defaults.h"
 #include "plan/plan.h"
 #include "plan_check.h"
 #include "tests/common/sc_test_rng.h"
-#include "model/model_defaults.h"
 
 #define BATCHES_PER_CONFIG 120
 #define MAX_REQS 24

@@ -4,10 +4,10 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "model/model_defaults.h"
 #include "plan/dcp.h"
 #include "plan/plan.h"
 #include "plan/plan_json.h"
-#include "model/model_defaults.h"
 
 static sc_plan_config cfg_pn(int p, int n) {
   sc_plan_config c;

@@ -1,0 +1,238 @@
+/* pipeline_config.c - the pipeline section of a cluster file (pipeline_config.h). */
+#include "actors/pipeline_config.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_defaults.h"
+
+/* The gateway's default vocabulary bound is the embedded model's; a cluster sets its own
+ * model's (limits.vocab_size below). */
+_Static_assert(SC_MSG_DEFAULT_VOCAB == SC_MODEL_DEFAULT_VOCAB,
+               "messages' default vocabulary is the embedded model's");
+
+static int get_i32(json_t *o, const char *key, int32_t lo, int32_t hi, int32_t *out,
+                   sc_diag *d) {
+  json_t *v = json_object_get(o, key);
+  if (v == NULL) return 0;
+  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+    return sc_fail(d, SC_EINVAL, "pipeline.%s must be an integer in [%d, %d]", key, lo, hi);
+  *out = (int32_t)json_integer_value(v);
+  return 0;
+}
+
+/* A path from the cluster file (its key `what`): relative paths are relative to the
+ * file's folder, so a cluster file and its model can be moved (or started from anywhere)
+ * together. SC_EINVAL when the result does not fit out. */
+static int resolve_path(const char *cluster_path, const char *what, const char *path,
+                        char *out, size_t len, sc_diag *d) {
+  const char *slash = strrchr(cluster_path, '/');
+  const int n = path[0] == '/' || slash == NULL
+                    ? snprintf(out, len, "%s", path)
+                    : snprintf(out, len, "%.*s/%s", (int)(slash - cluster_path), cluster_path,
+                               path);
+  if (n < 0 || (size_t)n >= len)
+    return sc_fail(d, SC_EINVAL, "%s: the path is longer than %zu bytes", what, len - 1);
+  return 0;
+}
+
+/* Bytes of a client_submit besides its prompt's ids: the envelope, the other fields
+ * and the prompt's array header (about 60 in fact). */
+#define SC_SUBMIT_OVERHEAD 1024
+
+static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config *c,
+                         sc_diag *d) {
+  const char *key;
+  json_t *v;
+  static const char *const known[] = {
+      "model", "model_file", "weights", "interleave", "block_size", "pad_multiple",
+      "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
+      "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len", "device",
+      "cuda_device", "collectives"};
+  json_object_foreach(p, key, v) {
+    bool ok = false;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
+    if (!ok) return sc_fail(d, SC_EINVAL, "pipeline: unknown key \"%s\"", key);
+  }
+  int rc;
+  sc_engine_config *e = &c->engine;
+  json_t *mf = json_object_get(p, "model_file"), *m = json_object_get(p, "model");
+  if (mf) {
+    if (!json_is_string(mf)) return sc_fail(d, SC_EINVAL, "pipeline.model_file must be a path");
+    char path[1024];
+    if ((rc = resolve_path(cluster_path, "pipeline.model_file", json_string_value(mf), path,
+                           sizeof path, d)) ||
+        (rc = sc_model_config_load(path, &e->model, d)))
+      return rc;
+  }
+  if (m && (rc = sc_model_config_apply_json(&e->model, m, d))) return rc;
+  json_t *w = json_object_get(p, "weights");
+  if (w) {
+    if (!json_is_string(w)) return sc_fail(d, SC_EINVAL, "pipeline.weights must be a path");
+    if ((rc = resolve_path(cluster_path, "pipeline.weights", json_string_value(w),
+                           c->weights_path, sizeof c->weights_path, d)))
+      return rc;
+  }
+  int32_t deadline = (int32_t)c->deadline_ms, max_prompt = c->limits.max_prompt_len;
+  if ((rc = get_i32(p, "interleave", 1, SC_PLAN_MAX_DIM, &e->plan.interleave, d)) ||
+      (rc = get_i32(p, "block_size", 1, SC_PLAN_MAX_DIM, &e->plan.block_size, d)) ||
+      (rc = get_i32(p, "pad_multiple", 1, SC_PLAN_MAX_DIM, &e->plan.pad_multiple, d)) ||
+      (rc = get_i32(p, "num_blocks", 1, 1 << 24, &e->num_blocks, d)) ||
+      (rc = get_i32(p, "token_budget", 1, 1 << 24, &c->sched.token_budget, d)) ||
+      (rc = get_i32(p, "max_running", 1, 1 << 20, &c->sched.max_running, d)) ||
+      (rc = get_i32(p, "max_model_len", 2, SC_PLAN_MAX_TOKENS, &c->sched.max_model_len, d)) ||
+      (rc = get_i32(p, "deadline_ms", 1, 3600000, &deadline, d)) ||
+      (rc = get_i32(p, "kernel_threads", 1, 64, &e->kernel_threads, d)) ||
+      (rc = get_i32(p, "max_prompt_len", 1, SC_PLAN_MAX_TOKENS, &max_prompt, d)))
+    return rc;
+  c->deadline_ms = deadline;
+  c->limits.max_prompt_len = max_prompt;
+  json_t *mg = json_object_get(p, "max_gathered_rows");
+  if (mg) {
+    if (!json_is_integer(mg) || json_integer_value(mg) < 1)
+      return sc_fail(d, SC_EINVAL, "pipeline.max_gathered_rows must be a positive integer");
+    e->plan.max_gathered_rows = json_integer_value(mg);
+  }
+  json_t *dev = json_object_get(p, "device");
+  if (dev) {
+    const char *name = json_string_value(dev);
+    if (name == NULL || (strcmp(name, "cpu") && strcmp(name, "cuda")))
+      return sc_fail(d, SC_EINVAL, "pipeline.device must be \"cpu\" or \"cuda\"");
+    e->cuda = strcmp(name, "cuda") == 0;
+  }
+  if ((rc = get_i32(p, "cuda_device", 0, 1024, &e->cuda_device, d))) return rc;
+  json_t *coll = json_object_get(p, "collectives");
+  if (coll) {
+    const char *name = json_string_value(coll);
+    if (name == NULL || (strcmp(name, "host") && strcmp(name, "nccl")))
+      return sc_fail(d, SC_EINVAL, "pipeline.collectives must be \"host\" or \"nccl\"");
+    c->nccl = strcmp(name, "nccl") == 0;
+  }
+  json_t *kf = json_object_get(p, "kv_format");
+  if (kf) {
+    const char *s = json_string_value(kf);
+    if (s && strcmp(s, "f32") == 0) e->kv_fmt = SC_KFMT_F32;
+    else if (s && strcmp(s, "bf16") == 0) e->kv_fmt = SC_KFMT_BF16;
+    else return sc_fail(d, SC_EINVAL, "pipeline.kv_format must be \"f32\" or \"bf16\"");
+  }
+  json_t *inj = json_object_get(p, "inject");
+  if (inj) {
+    if (!json_is_array(inj)) return sc_fail(d, SC_EINVAL, "pipeline.inject must be a list");
+    size_t i;
+    json_t *s;
+    json_array_foreach(inj, i, s) {
+      if (!json_is_string(s)) return sc_fail(d, SC_EINVAL, "pipeline.inject[%zu] must be a string", i);
+      if ((rc = sc_faults_parse(&c->inject, json_string_value(s), c->num_ranks, d)))
+        return rc;
+    }
+  }
+  return 0;
+}
+
+int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
+                            sc_pipeline_config *c, bool *present, sc_diag *d) {
+  memset(c, 0, sizeof *c);
+  *present = false;
+  json_error_t err;
+  json_t *root = json_load_file(cluster_path, 0, &err);
+  if (root == NULL)
+    return sc_fail(d, SC_EINVAL, "%s: invalid JSON at line %d: %s", cluster_path, err.line,
+                   err.text);
+  json_t *p = json_object_get(root, "pipeline");
+  if (p == NULL) { /* a runtime-only cluster: nothing to do */
+    json_decref(root);
+    return 0;
+  }
+  *present = true;
+  sc_engine_config *e = &c->engine;
+  sc_model_plan_config_default(&e->plan);
+  e->plan.pcp = cluster->pcp;
+  e->plan.dcp = cluster->dcp;
+  e->plan.tp = cluster->tp;
+  e->plan.block_size = 16;
+  sc_model_config_default(&e->model);
+  e->num_blocks = 256;
+  e->kv_fmt = SC_KFMT_F32;
+  e->kernel_threads = 1;
+  /* block_size, num_blocks and dcp follow the engine's below */
+  c->sched = (sc_sched_config){.token_budget = 256, .max_running = 32, .max_model_len = 4096};
+  sc_msg_limits_default(&c->limits);
+  c->deadline_ms = 10000;
+  c->num_ranks = cluster->num_nodes;
+  snprintf(c->listen, sizeof c->listen, "%s", cluster->listen);
+  int rc = 0;
+  if (cluster->listen_key_file[0] != '\0' &&
+      (rc = resolve_path(cluster_path, "cluster: listen_key_file", cluster->listen_key_file,
+                         c->listen_key_file, sizeof c->listen_key_file, d)))
+    goto out;
+  if (cluster->num_nodes != cluster->pcp * cluster->tp) {
+    rc = sc_fail(d, SC_EINVAL,
+                 "cluster: a pipeline needs pcp * tp = %d nodes (the DCP groups reuse PCP "
+                 "or TP ranks), the file lists %d",
+                 cluster->pcp * cluster->tp, cluster->num_nodes);
+    goto out;
+  }
+  c->coll_endpoints = calloc((size_t)c->num_ranks, sizeof *c->coll_endpoints);
+  if (c->coll_endpoints == NULL) {
+    rc = sc_fail(d, SC_ENOMEM, "out of memory");
+    goto out;
+  }
+  json_t *nodes = json_object_get(root, "nodes");
+  for (size_t i = 0; i < json_array_size(nodes); i++) {
+    json_t *nd = json_array_get(nodes, i);
+    const int32_t r = (int32_t)json_integer_value(json_object_get(nd, "rank"));
+    json_t *ce = json_object_get(nd, "coll");
+    if (!json_is_string(ce) || json_string_length(ce) == 0 || json_string_length(ce) >= 256) {
+      rc = sc_fail(d, SC_EINVAL, "cluster: nodes[%zu] needs a \"coll\" endpoint (the rank's "
+                                 "collective traffic)", i);
+      goto out;
+    }
+    snprintf(c->coll_endpoints[r], sizeof c->coll_endpoints[r], "%s", json_string_value(ce));
+  }
+  if (!json_is_object(p)) {
+    rc = sc_fail(d, SC_EINVAL, "cluster: \"pipeline\" must be an object");
+    goto out;
+  }
+  if ((rc = parse_section(cluster_path, p, c, d))) goto out;
+  if (c->weights_path[0]) e->weights = c->weights_path;
+  /* the scheduler's pool is the engines' cache: one virtual block per physical block */
+  c->sched.block_size = e->plan.block_size;
+  c->sched.num_blocks = e->num_blocks;
+  c->sched.dcp = e->plan.dcp;
+  if (c->sched.max_model_len > e->model.max_position) c->sched.max_model_len = e->model.max_position;
+  c->limits.vocab_size = e->model.vocab;
+  if (c->limits.max_prompt_len > c->sched.max_model_len - 1)
+    c->limits.max_prompt_len = c->sched.max_model_len - 1;
+  /* The longest prompt must fit one client message, or the gateway could never accept
+   * what it promises: ids take 1-5 bytes each by their largest value (msgpack), and the
+   * rest of a client_submit well under SC_SUBMIT_OVERHEAD. */
+  const int64_t id_bytes = c->limits.vocab_size <= 128      ? 1
+                           : c->limits.vocab_size <= 256    ? 2
+                           : c->limits.vocab_size <= 65536  ? 3
+                                                            : 5;
+  const int64_t fits = ((int64_t)c->limits.max_bytes - SC_SUBMIT_OVERHEAD) / id_bytes;
+  if (c->limits.max_prompt_len > fits) {
+    rc = sc_fail(d, SC_EINVAL,
+                 "pipeline: max_prompt_len %d does not fit one client message (%zu bytes, "
+                 "%lld bytes per token id for a vocabulary of %d): at most %lld",
+                 c->limits.max_prompt_len, c->limits.max_bytes, (long long)id_bytes,
+                 c->limits.vocab_size, (long long)fits);
+    goto out;
+  }
+  sc_plan_config pc = e->plan;
+  sc_model_config_to_plan(&e->model, &pc);
+  if ((rc = sc_model_config_validate(&e->model, d)) || (rc = sc_plan_config_validate(&pc, d)) ||
+      (rc = sc_model_config_check_tp(&e->model, pc.tp, d)))
+    goto out;
+out:
+  json_decref(root);
+  if (rc) sc_pipeline_config_free(c);
+  return rc;
+}
+
+void sc_pipeline_config_free(sc_pipeline_config *c) {
+  free(c->coll_endpoints);
+  c->coll_endpoints = NULL;
+}

@@ -1,0 +1,46 @@
+/* pipeline_config.h - the configuration of a cluster's inference pipeline: the
+ * "pipeline" section of a cluster file (docs/cluster-file.md) with its defaults, and
+ * what follows from it (the scheduler's pool is the engines' cache, the client limits
+ * follow the model). `sparsecp node` loads it; every rank's context copies it.
+ *
+ * Threads: any; a config is read-only once loaded.
+ */
+#ifndef SC_PIPELINE_CONFIG_H
+#define SC_PIPELINE_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "actors/fault.h"
+#include "actors/runtime/sc_cluster.h"
+#include "actors/scheduler/sched.h"
+#include "messages/messages.h"
+#include "model/engine.h"
+
+typedef struct sc_pipeline_config {
+  sc_engine_config engine;        /* plan layout (pcp, dcp, tp, interleave, ...), model,
+                                     weights, KV pool, kernel threads */
+  char weights_path[1024];        /* storage for engine.weights ("" = synthetic) */
+  sc_sched_config sched;          /* token budget, running limit, pool, max length */
+  sc_msg_limits limits;           /* the gateway's untrusted-input limits */
+  int64_t deadline_ms;            /* per collective */
+  bool nccl;                      /* NCCL collectives (one GPU per rank) instead of the
+                                     host backend (CPU ranks, or ranks sharing a GPU,
+                                     their device buffers staged through host memory) */
+  sc_faults inject;               /* `--inject KIND:RANK:STEP` (fault.h) */
+  int32_t num_ranks;
+  char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
+  char listen[256];               /* the gateway's client endpoint */
+  char listen_key_file[512];      /* its CURVE secret key file ("": plain) */
+  bool listen_curve;              /* the head's program read that file: */
+  uint8_t listen_secret[32];      /* the key, and its public half in Z85 for the log */
+  char listen_public[41];
+} sc_pipeline_config;
+
+/* Reads the "pipeline" section and the nodes' "coll" endpoints of a cluster file
+ * (docs/cluster-file.md), with the parallel layout of `cluster`. *present says whether
+ * the file has a pipeline section at all (when not, out stays empty and 0 is returned). */
+int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
+                            sc_pipeline_config *out, bool *present, sc_diag *d);
+void sc_pipeline_config_free(sc_pipeline_config *c);
+#endif

@@ -1,0 +1,98 @@
+/* rank_ctx.c - a rank's context: backend and engine choice (rank_ctx.h). */
+#include "actors/rank_ctx.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/backend_host.h"
+#include "collectives/backend_staged.h"
+#ifdef SC_HAVE_CUDA
+#include "collectives/backend_nccl.h"
+#include "kernels/cuda/kernels_cuda.h"
+#endif
+
+int sc_rank_ctx_nccl_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT][128],
+                          sc_diag *d) {
+#ifdef SC_HAVE_CUDA
+  sc_nccl_id nid[SC_GROUP_COUNT];
+  for (int g = 0; g < SC_GROUP_COUNT; g++) memcpy(nid[g].bytes, ids[g], SC_NCCL_ID_BYTES);
+  void *stream = sc_kernels_cuda_stream(sc_engine_kernels(x->engine));
+  const uint64_t inject = x->comm.inject_desync_step;
+  /* every process sees its one GPU as device 0 (CUDA_VISIBLE_DEVICES, docs/pipeline.md) */
+  const int rc = sc_nccl_comm_create(&x->comm, &x->plan_cfg, x->rank, 0, nid, stream,
+                                     x->cfg.deadline_ms);
+  x->comm.inject_desync_step = inject;
+  if (rc) return sc_fail(d, rc, "rank %d: cannot create the NCCL communicators: %s", x->rank,
+                         sc_strerror(rc));
+  x->nccl_comm = true;
+  return 0;
+#else
+  (void)x, (void)ids;
+  return sc_fail(d, SC_ENOTSUP, "this sparsecp was built without CUDA and NCCL");
+#endif
+}
+
+int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx **out,
+                       sc_diag *d) {
+  *out = NULL;
+  sc_rank_ctx *x = calloc(1, sizeof *x);
+  const char **eps = calloc((size_t)cfg->num_ranks, sizeof *eps);
+  int rc = SC_ENOMEM;
+  if (x == NULL || eps == NULL) {
+    free(x);
+    free(eps);
+    return sc_fail(d, SC_ENOMEM, "out of memory");
+  }
+  x->cfg = *cfg;
+  x->cfg.coll_endpoints = NULL; /* borrowed only here */
+  sc_step_gate_init(&x->gate, &x->comm, false);
+  x->rank = rank;
+  x->plan_cfg = cfg->engine.plan;
+  sc_model_config_to_plan(&cfg->engine.model, &x->plan_cfg);
+  if (cfg->nccl && !cfg->engine.cuda) {
+    rc = sc_fail(d, SC_EINVAL, "NCCL collectives need \"device\": \"cuda\"");
+    goto fail;
+  }
+  /* 1. the comm's groups (the engine takes its TP slice from them), and for host
+   *    collectives the backend itself */
+  if (cfg->nccl) {
+    sc_comm_init_groups(&x->comm, &x->plan_cfg, rank);
+  } else {
+    for (int32_t r = 0; r < cfg->num_ranks; r++) eps[r] = cfg->coll_endpoints[r];
+    const sc_host_comm_config hc = {.rank = rank, .endpoints = eps,
+                                    .deadline_ms = cfg->deadline_ms};
+    if ((rc = sc_host_comm_create(&x->comm, &x->plan_cfg, &hc, d))) goto fail;
+    x->host_comm = true;
+  }
+  /* 2. the engine (weights, cache, forward) */
+  if ((rc = sc_engine_create(&cfg->engine, rank, &x->comm, &x->engine, d))) goto fail;
+  /* 3. device buffers: staged through host memory for the host backend, or NCCL */
+  if (cfg->engine.cuda && !cfg->nccl) {
+    if ((rc = sc_staged_comm_create(&x->comm, sc_engine_kernels(x->engine), d))) goto fail;
+    x->staged = true;
+  }
+  /* NCCL: the comm actor exchanges the unique ids and creates the communicators */
+  if (!cfg->nccl) sc_step_gate_set_ready(&x->gate, 1);
+  if (cfg->inject.at[SC_FAULT_DESYNC].rank == rank)
+    x->comm.inject_desync_step = cfg->inject.at[SC_FAULT_DESYNC].step;
+  free(eps);
+  *out = x;
+  return 0;
+fail:
+  free(eps);
+  sc_rank_ctx_destroy(x);
+  return rc;
+}
+
+void sc_rank_ctx_destroy(sc_rank_ctx *x) {
+  if (x == NULL) return;
+  if (x->staged) sc_staged_comm_destroy(&x->comm);
+  /* the communicators before the engine: NCCL waits on events of the engine's stream */
+#ifdef SC_HAVE_CUDA
+  if (x->nccl_comm) sc_nccl_comm_destroy(&x->comm);
+#endif
+  if (x->host_comm) sc_host_comm_destroy(&x->comm);
+  sc_engine_destroy(x->engine);
+  sc_step_gate_destroy(&x->gate);
+  free(x);
+}

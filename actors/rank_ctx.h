@@ -1,0 +1,47 @@
+/* rank_ctx.h - what one node process shares among its pipeline actors: its rank, the
+ * configuration, the collectives of the rank (host or NCCL, staged or not), the engine
+ * (weights, KV cache, forward) and the step gate where the executor and the comm actor
+ * meet (collectives/step_gate.h).
+ *
+ * Backend choice: "collectives": "nccl" gives NCCL communicators, created later by the
+ * comm actor once the unique ids were exchanged (the gate stays pending until then);
+ * otherwise the host backend over ZeroMQ binds this rank's endpoint at once, and with
+ * "device": "cuda" its device buffers are staged through host memory (several ranks
+ * sharing one GPU, DESIGN.md §8).
+ *
+ * Ownership: the program that hosts the node creates the context before its actors start
+ * and destroys it after they stopped; the actors borrow it (their startup argument).
+ * Threads: each member says who touches it.
+ */
+#ifndef SC_RANK_CTX_H
+#define SC_RANK_CTX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "actors/pipeline_config.h"
+#include "collectives/step_gate.h"
+
+typedef struct sc_rank_ctx {
+  sc_pipeline_config cfg;         /* read-only */
+  int32_t rank;
+  sc_comm comm;                   /* the collectives of this rank: the executor's thread,
+                                     and the comm actor's through the gate */
+  bool host_comm, nccl_comm, staged; /* which backend comm holds, and whether staged */
+  sc_engine *engine;              /* owned; used by the executor's thread only */
+  sc_plan_config plan_cfg;        /* what the partitioner plans with */
+  sc_step_gate gate;              /* executor <-> comm actor */
+} sc_rank_ctx;
+
+/* Creates the rank context: host collectives (binds this rank's coll endpoint) and the
+ * engine (weights, KV cache). The config is copied (its coll_endpoints only read here). */
+int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx **out,
+                       sc_diag *d);
+void sc_rank_ctx_destroy(sc_rank_ctx *ctx);
+
+/* Creates this rank's NCCL communicators from the exchanged ids (the comm actor's
+ * thread); the caller then opens the gate (sc_step_gate_set_ready). */
+int sc_rank_ctx_nccl_init(sc_rank_ctx *ctx, const unsigned char ids[SC_GROUP_COUNT][128],
+                          sc_diag *d);
+
+#endif
