@@ -57,7 +57,11 @@ int sc_bench_kernels(sc_bench *b);
 int sc_bench_kernels_cuda(sc_bench *b);
 int sc_bench_codec(sc_bench *b);
 int sc_bench_messages(sc_bench *b);
-/* End-to-end prefill/decode tok/s and runtime overhead on local CPU clusters (bench_e2e.c). */
+/* End-to-end prefill/decode tok/s and runtime overhead on local CPU clusters (bench_e2e.c);
+ * with --device cuda, sc_bench_e2e_long. */
 int sc_bench_e2e(sc_bench *b);
+/* Long contexts on one GPU (bench_e2e_long.c, built only with CUDA): TTFT of one long
+ * prompt and TPOT after it, at 64, 32k and 128k tokens of examples/model-long.json. */
+int sc_bench_e2e_long(sc_bench *b);
 
 #endif

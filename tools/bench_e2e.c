@@ -375,8 +375,16 @@ static double best(const double *v, int n) {
 
 int sc_bench_e2e(sc_bench *b) {
   const workload *w = b->quick ? &k_quick : &k_full;
+  if (b->device && strcmp(b->device, "cuda") == 0) {
+#ifdef SC_HAVE_CUDA
+    return sc_bench_e2e_long(b);
+#else
+    fprintf(stderr, "bench e2e: --device cuda: this sparsecp was built without CUDA\n");
+    return SC_EINVAL; /* (bad usage: exit 2) */
+#endif
+  }
   if (b->device && strcmp(b->device, "cpu") != 0) {
-    fprintf(stderr, "bench e2e: --device %s: the pipeline runs on the cpu backend only\n", b->device);
+    fprintf(stderr, "bench e2e: --device %s: the device is cpu or cuda\n", b->device);
     return SC_EINVAL; /* (bad usage: exit 2) */
   }
   sc_model_config model;

@@ -234,7 +234,9 @@ static int bench_attn(kc_ctx *c, const char *name, int32_t n_tok, int32_t per_re
   const int32_t dc = 512, dr = 64, w = dc + dr;
   const int32_t n_req = (n_tok + per_req - 1) / per_req;
   const int64_t rows = (int64_t)n_req * ctx;
-  const int64_t rb = fmt == SC_KFMT_FP8_DS_MLA ? SC_KFP8_DS_MLA_ROW_BYTES : 2 * w;
+  const int64_t rb = fmt == SC_KFMT_FP8_DS_MLA ? SC_KFP8_DS_MLA_ROW_BYTES
+                     : fmt == SC_KFMT_F32     ? 4 * w
+                                              : 2 * w;
   int rc = SC_ENOMEM;
   int32_t *sel = malloc(sizeof(int32_t) * (size_t)n_tok * topk);
   void *kv = NULL, *q = NULL, *dsel = NULL, *out = NULL, *lse = NULL, *src = NULL, *slots = NULL;
@@ -245,6 +247,8 @@ static int bench_attn(kc_ctx *c, const char *name, int32_t n_tok, int32_t per_re
       sel[t * topk + i] = (int32_t)((t / per_req) * ctx + (int64_t)(lcg(&seed) >> 4) % ctx);
   if (fmt == SC_KFMT_BF16) {
     kv = rand_bf16_big(c, (size_t)(rows * rb), 9);
+  } else if (fmt == SC_KFMT_F32) {
+    kv = rand_f32(c, (size_t)(rows * w), 9);
   } else { /* quantize random f32 rows chunk by chunk with kv_write */
     const int64_t chunk = 32768;
     int32_t *h = malloc(sizeof(int32_t) * (size_t)chunk);
@@ -287,7 +291,7 @@ static int bench_attn(kc_ctx *c, const char *name, int32_t n_tok, int32_t per_re
            "\"device\":\"cuda\",\"tokens\":%d,\"q_per_request\":%d,\"heads\":%d,\"topk\":%d,"
            "\"kv_width\":%d,\"kv_rows\":%lld,\"kv\":\"%s\"",
            n_tok, per_req, heads, topk, w, (long long)rows,
-           fmt == SC_KFMT_BF16 ? "bf16" : "fp8_ds_mla");
+           fmt == SC_KFMT_BF16 ? "bf16" : fmt == SC_KFMT_F32 ? "f32" : "fp8_ds_mla");
   const double pairs = (double)n_tok * topk;
   const double flops = pairs * heads * (2.0 * w + 2.0 * dc);
   const double bytes = pairs * ((double)rb + 4) +                 /* selected rows, indices */
@@ -506,11 +510,26 @@ int sc_bench_kernels_cuda(sc_bench *b) {
       (rc = bench_attn(&c, "kernel.sparse_attn.prefill", q ? 64 : 2048, q ? 64 : 2048, 128,
                        q ? 256 : 2048, q ? 8192 : 65536, SC_KFMT_BF16, 640)))
     goto out;
+  /* examples/model-long.json's attention (8 heads, f32 KV as the pipeline keeps it, top-K
+   * 2048 over a 32k context): the CUDA-core split kernel, one decode token and a 4096-token
+   * prefill chunk */
+  if (wanted("kernel.sparse_attn.decode") &&
+      (rc = bench_attn(&c, "kernel.sparse_attn.decode", 1, 1, 8, q ? 256 : 2048,
+                       q ? 4096 : 32768, SC_KFMT_F32, 0)))
+    goto out;
+  if (wanted("kernel.sparse_attn.prefill") &&
+      (rc = bench_attn(&c, "kernel.sparse_attn.prefill", q ? 64 : 4096, q ? 64 : 4096, 8,
+                       q ? 256 : 2048, q ? 4096 : 32768, SC_KFMT_F32, 0)))
+    goto out;
   if (wanted("kernel.indexer") &&
       ((rc = bench_indexer(&c, true, q ? 8 : 128, 64, 128, q ? 4096 : 16384, q ? 256 : 2048)) ||
       (rc = bench_indexer(&c, false, q ? 64 : 1024, 64, 128, q ? 4096 : 16384,
                           q ? 256 : 2048))))
     goto out;
+  /* one decode token over a long context, examples/model-long.json's indexer (4 heads x
+   * 64, top-K 2048): what a decode step at 32k and 128k context pays per layer */
+  for (int32_t ctx = 32768; ctx <= 131072 && wanted("kernel.indexer"); ctx *= 4)
+    if ((rc = bench_indexer(&c, true, 1, 4, 64, q ? ctx / 8 : ctx, q ? 256 : 2048))) goto out;
   if (wanted("kernel.topk") && (rc = bench_merge(&c, q ? 8 : 128, 4, q ? 256 : 2048))) goto out;
   if (wanted("kernel.gather") && (rc = bench_gather(&c, q ? 16384 : 262144, 704))) goto out;
   if (wanted("kernel.kv_write") &&

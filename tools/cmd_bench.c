@@ -16,19 +16,22 @@ static const struct {
     {"kernels", sc_bench_kernels, "GFLOP/s of indexer, top-K, sparse attention, BLAS vs peak"},
     {"codec", sc_bench_codec, "message encode/decode rates: a small message, a step plan"},
     {"messages", sc_bench_messages, "actor message rate and round trip: inproc, ipc, tcp, tap"},
-    {"e2e", sc_bench_e2e, "prefill/decode tok/s of local CPU clusters P1N1..P4N4, step overhead"},
+    {"e2e", sc_bench_e2e,
+     "prefill/decode tok/s of local CPU clusters P1N1..P4N4, step overhead;\n"
+     "             --device cuda: TTFT and TPOT at long contexts on one GPU"},
 };
 #define NUM_KINDS (sizeof k_bench_kinds / sizeof k_bench_kinds[0])
 
 static void help(FILE *f) {
-  fprintf(f, "usage: sparsecp bench KIND [--json] [--quick]\n\nKinds:\n");
+  fprintf(f, "usage: sparsecp bench KIND [--json] [--quick] [--device cpu|cuda]\n\nKinds:\n");
   for (size_t i = 0; i < NUM_KINDS; i++)
     fprintf(f, "  %-10s %s\n", k_bench_kinds[i].kind, k_bench_kinds[i].what);
   fprintf(f,
           "\n  --json   print {\"bench\", \"machine\", \"date\", \"results\": [...]} "
           "(DESIGN.md §7)\n"
           "  --quick  fewer, shorter runs (a smoke test, not a measurement)\n"
-          "  --device cpu|cuda  kernel backend of `bench kernels` (default cpu)\n");
+          "  --device cpu|cuda  kernel backend of `bench kernels`; for `bench e2e`, cuda\n"
+          "                     times long contexts on one GPU (examples/model-long.json)\n");
 }
 
 int sc_cmd_bench(int argc, char **argv) {
@@ -64,7 +67,7 @@ int sc_cmd_bench(int argc, char **argv) {
   }
   /* (kernels and e2e read it; the others would ignore it silently) */
   if (b.device != NULL && strcmp(kind, "kernels") != 0 && strcmp(kind, "e2e") != 0) {
-    sc_cli_error("bench", "--device applies to bench kernels (and e2e, cpu only)");
+    sc_cli_error("bench", "--device applies to bench kernels and bench e2e");
     return SC_EXIT_USAGE;
   }
   b.kind = kind;

@@ -10,8 +10,10 @@
  *    thread). q is rounded to bf16 once when the block loads it. fp8 rows are staged raw
  *    and dequantized to bf16 in shared memory while the tensor cores run the S of the
  *    tile before. See the section comment below for the layout and the schedule.
- *  - k_attn_warp (f32 KV, other widths, unaligned rows): one warp per (token, head),
- *    f32 on CUDA cores, online softmax. The precise path; also the fallback.
+ *  - k_attn_split + k_attn_merge (f32 KV, other widths, unaligned rows): f32 on CUDA
+ *    cores, each query's selected rows in fixed splits of 128 scored and reduced in
+ *    parallel, then merged with their log-sum-exp in split order. The precise path; also
+ *    the fallback. See its section comment.
  * Both keep the log-sum-exp in natural log: lse = ln Σ exp(s_j); no selected row gives
  * out 0 and lse -inf. Rows equal to -1 are skipped; other out-of-range rows raise
  * SC_ERANGE (reported at the next sync) and are skipped. */
@@ -19,60 +21,230 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-/* ---- the f32 path: one warp per (token, head) ---- */
+/* ---- the split path: CUDA cores, each query's selected rows in fixed splits ----
+ *
+ * For what the tensor-core kernel does not take (f32 KV, other widths, head counts far
+ * below 64 where it would pad most of its 64-row tiles). A block takes one token, a group
+ * of SPLIT_HEADS heads and one split of SPLIT_ROWS selected rows; it streams the split in
+ * tiles of SPLIT_TILE rows through shared memory (converted to f32 once), one warp per head
+ * scores the tile (a lane per row), an online softmax per head, then P V with each thread
+ * holding SPLIT_COLS latent columns of every head. It writes the split's (max, sum,
+ * unnormalized output); k_attn_merge combines a query's splits in split order.
+ *
+ * Why splits: a decode step has one token per request, and a token's 2048 rows in one
+ * block ran on one SM for milliseconds (5.8 ms a layer at model-long's 8 heads, H200,
+ * 2026-12-01). Why fixed: the split size is a constant, so a query's result (the order of
+ * every sum) depends on its own selected rows only, never on the batch or the layout
+ * (SPEC.md §7-8; multi-rank runs stay token-identical). Long batches are cut into token
+ * chunks only to bound the partials' scratch, which changes no per-token sum. */
 
-#define WARP_DC_MAX 1024
-#define WARP_Q_MAX 2048
+#define SPLIT_ROWS 128
+#define SPLIT_TILE 32   /* = the warp size: a lane per row when scoring */
+#define SPLIT_HEADS 8   /* = the warps of a block: a warp per head when scoring */
+#define SPLIT_THREADS 256
+#define SPLIT_DC_MAX 1024
+#define SPLIT_COLS (SPLIT_DC_MAX / SPLIT_THREADS)
+#define SPLIT_W_MAX 1280                     /* dc + dr: the shared tile must fit */
+#define SPLIT_SCRATCH ((size_t)128 << 20)     /* partials of one token chunk, at most */
 
-__global__ void __launch_bounds__(256)
-    k_attn_warp(sc_attn_args a, int heads_per_block, int64_t kv_step, int *flag) {
-  extern __shared__ float q_s[]; /* [8 warps][width] */
+static constexpr size_t split_smem(int64_t width) {
+  return sizeof(float) * ((size_t)SPLIT_TILE * (size_t)(width + 1) +
+                          (size_t)SPLIT_HEADS * (size_t)width + SPLIT_HEADS * SPLIT_TILE +
+                          SPLIT_HEADS) +
+         sizeof(int) * SPLIT_TILE;
+}
+
+static_assert(split_smem(SPLIT_W_MAX) <= 227 * 1024, "the split tile exceeds sm_90's shared memory");
+
+/* 4 bytes global -> shared, asynchronous; pred false writes 0 (src is still a valid
+ * address). cp.async.wait_all before the data is read. */
+__device__ inline void split_cp_async4(float *dst, const void *src, bool pred) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
+                   (uint32_t)__cvta_generic_to_shared(dst)),
+               "l"(src), "r"(pred ? 4 : 0)
+               : "memory");
+}
+
+template <int FMT>
+__device__ inline float split_load(const char *row, int64_t x) {
+  if (FMT == SC_KFMT_F32) return ((const float *)row)[x];
+  if (FMT == SC_KFMT_BF16) return sc_bf16_to_f32(((const uint16_t *)row)[x]);
+  return sc_dev_fp8_elem((const uint8_t *)row, x);
+}
+
+template <int FMT>
+__global__ void __launch_bounds__(SPLIT_THREADS)
+    k_attn_split(sc_attn_args a, int n_splits, int64_t kv_step, int64_t t0, float *part_o,
+                 float2 *part_ml, int *flag) {
+  extern __shared__ float sm[];
+  const int width = a.dc + a.dr, ws = width + 1; /* +1: lanes read rows without conflicts */
+  float *kv_s = sm;                              /* [SPLIT_TILE][ws] */
+  float *q_s = kv_s + SPLIT_TILE * ws;           /* [SPLIT_HEADS][width] */
+  float *p_s = q_s + SPLIT_HEADS * width;        /* [SPLIT_HEADS][SPLIT_TILE] */
+  float *alpha_s = p_s + SPLIT_HEADS * SPLIT_TILE; /* [SPLIT_HEADS] */
+  int *row_s = (int *)(alpha_s + SPLIT_HEADS);   /* [SPLIT_TILE] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int groups = (a.n_heads + heads_per_block - 1) / heads_per_block;
-  const int64_t t = blockIdx.x / groups;
-  const int h = (int)(blockIdx.x % groups) * heads_per_block + warp;
-  if (h >= a.n_heads) return;
-  const int width = a.dc + a.dr;
-  float *q = q_s + warp * width;
-  for (int x = lane; x < width; x += 32)
-    q[x] = a.q[t * a.ld_q + (int64_t)h * width + x];
-  __syncwarp();
-  float o[WARP_DC_MAX / 32];
+  const int groups = (a.n_heads + SPLIT_HEADS - 1) / SPLIT_HEADS;
+  const int64_t tl = blockIdx.x / ((int64_t)groups * n_splits); /* token within the chunk */
+  const int g = (int)(blockIdx.x / n_splits % groups), s = (int)(blockIdx.x % n_splits);
+  const int64_t t = t0 + tl;
+  const int h0 = g * SPLIT_HEADS;
+  const int nh = a.n_heads - h0 < SPLIT_HEADS ? a.n_heads - h0 : SPLIT_HEADS;
+  for (int i = threadIdx.x; i < SPLIT_HEADS * width; i += SPLIT_THREADS) {
+    const int hh = i / width, x = i % width;
+    q_s[i] = hh < nh ? a.q[t * a.ld_q + (int64_t)(h0 + hh) * width + x] : 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f; /* warp w's head: running max and sum */
+  float o[SPLIT_HEADS][SPLIT_COLS];
 #pragma unroll
-  for (int i = 0; i < WARP_DC_MAX / 32; i++) o[i] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
+  for (int hh = 0; hh < SPLIT_HEADS; hh++)
+#pragma unroll
+    for (int c = 0; c < SPLIT_COLS; c++) o[hh][c] = 0.0f;
   const int32_t *sel = a.sel + t * a.ld_sel;
-  for (int j = 0; j < a.topk; j++) {
-    const int32_t r = sel[j];
-    if (r == -1) continue;
-    if (r < 0 || r >= a.kv.rows) {
-      if (lane == 0) sc_dev_raise(flag, SC_ERANGE);
-      continue;
+  const int j1 = (s + 1) * SPLIT_ROWS < a.topk ? (s + 1) * SPLIT_ROWS : a.topk;
+  for (int jt = s * SPLIT_ROWS; jt < j1; jt += SPLIT_TILE) {
+    if (threadIdx.x < SPLIT_TILE) {
+      const int j = jt + (int)threadIdx.x;
+      int32_t r = j < j1 ? sel[j] : -1;
+      if (r != -1 && (r < 0 || r >= a.kv.rows)) {
+        sc_dev_raise(flag, SC_ERANGE);
+        r = -1;
+      }
+      row_s[threadIdx.x] = r;
     }
-    const char *row = (const char *)a.kv.data + (int64_t)r * kv_step;
-    float dot = 0.0f;
-    for (int x = lane; x < width; x += 32) dot = fmaf(q[x], sc_dev_load(row, a.kv.fmt, x), dot);
-    for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-    const float s = dot * a.scale;
-    const float m_new = fmaxf(m, s);
-    const float alpha = expf(m - m_new); /* m = -inf the first time: 0 */
-    const float p = expf(s - m_new);
-    l = l * alpha + p;
-#pragma unroll
-    for (int i = 0; i < WARP_DC_MAX / 32; i++) {
-      const int x = lane + 32 * i;
-      if (x < a.dc) o[i] = o[i] * alpha + p * sc_dev_load(row, a.kv.fmt, x);
+    __syncthreads();
+    /* the tile, a warp per row: f32 rows go straight to shared memory (4-byte async
+     * copies, all in flight at once; a skipped row is zero-filled by the copy); others are
+     * converted on the way, several loads in flight per thread */
+    for (int rr = warp; rr < SPLIT_TILE; rr += SPLIT_HEADS) {
+      const int32_t r = row_s[rr];
+      const char *row = (const char *)a.kv.data + (r >= 0 ? r : 0) * kv_step;
+      float *dst = kv_s + rr * ws;
+      if (FMT == SC_KFMT_F32) {
+        for (int x = lane; x < width; x += 32) split_cp_async4(dst + x, row + 4 * x, r >= 0);
+      } else {
+#pragma unroll 4
+        for (int x = lane; x < width; x += 32) dst[x] = r >= 0 ? split_load<FMT>(row, x) : 0.0f;
+      }
     }
+    if (FMT == SC_KFMT_F32) asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();
+    /* scores: warp = head, lane = row */
+    float sc = -INFINITY;
+    if (warp < nh && row_s[lane] >= 0) {
+      const float *qh = q_s + warp * width, *kr = kv_s + lane * ws;
+      float d0 = 0.0f, d1 = 0.0f;
+      int x = 0;
+      for (; x + 1 < width; x += 2) {
+        d0 = fmaf(qh[x], kr[x], d0);
+        d1 = fmaf(qh[x + 1], kr[x + 1], d1);
+      }
+      if (x < width) d0 = fmaf(qh[x], kr[x], d0);
+      sc = (d0 + d1) * a.scale;
+    }
+    float mt = sc;
+    for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+    const float m_new = fmaxf(m, mt);
+    const float alpha = m == -INFINITY ? 0.0f : expf(m - m_new); /* nothing kept yet: 0 */
+    const float p = sc == -INFINITY ? 0.0f : expf(sc - m_new);
+    float ps = p;
+    for (int off = 16; off > 0; off >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, off);
+    l = l * alpha + ps;
     m = m_new;
-  }
-  float *out = a.out + t * a.ld_out + (int64_t)h * a.dc;
-  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    p_s[warp * SPLIT_TILE + lane] = p;
+    if (lane == 0) alpha_s[warp] = alpha;
+    __syncthreads();
+    /* O = alpha O + P V: this thread's columns of every head */
 #pragma unroll
-  for (int i = 0; i < WARP_DC_MAX / 32; i++) {
-    const int x = lane + 32 * i;
-    if (x < a.dc) out[x] = o[i] * inv;
+    for (int hh = 0; hh < SPLIT_HEADS; hh++) {
+      const float al = alpha_s[hh];
+#pragma unroll
+      for (int c = 0; c < SPLIT_COLS; c++) o[hh][c] *= al;
+    }
+    for (int rr = 0; rr < SPLIT_TILE; rr++) {
+      if (row_s[rr] < 0) continue; /* (the same for every thread: no divergence) */
+      float pv[SPLIT_HEADS];
+#pragma unroll
+      for (int hh = 0; hh < SPLIT_HEADS; hh++) pv[hh] = p_s[hh * SPLIT_TILE + rr];
+#pragma unroll
+      for (int c = 0; c < SPLIT_COLS; c++) {
+        const int x = (int)threadIdx.x + SPLIT_THREADS * c;
+        if (x < a.dc) {
+          const float v = kv_s[rr * ws + x];
+#pragma unroll
+          for (int hh = 0; hh < SPLIT_HEADS; hh++) o[hh][c] = fmaf(pv[hh], v, o[hh][c]);
+        }
+      }
+    }
+    __syncthreads(); /* the next tile overwrites rows, p and alpha */
   }
-  if (lane == 0) a.lse[t * a.ld_lse + h] = l > 0.0f ? m + logf(l) : -INFINITY;
+  const int64_t base = (tl * a.n_heads + h0) * n_splits + s;
+#pragma unroll
+  for (int hh = 0; hh < SPLIT_HEADS; hh++) {
+    if (hh >= nh) break;
+#pragma unroll
+    for (int c = 0; c < SPLIT_COLS; c++) {
+      const int x = (int)threadIdx.x + SPLIT_THREADS * c;
+      if (x < a.dc) part_o[(base + (int64_t)hh * n_splits) * a.dc + x] = o[hh][c];
+    }
+  }
+  if (warp < nh && lane == 0) part_ml[base + (int64_t)warp * n_splits] = make_float2(m, l);
+}
+
+/* One block per (token, head) of the chunk: the splits' partials in split order. */
+__global__ void __launch_bounds__(128)
+    k_attn_merge(sc_attn_args a, int n_splits, int64_t t0, const float *part_o,
+                 const float2 *part_ml) {
+  const int64_t tl = blockIdx.x / a.n_heads;
+  const int h = (int)(blockIdx.x % a.n_heads);
+  const int64_t t = t0 + tl, base = (tl * a.n_heads + h) * n_splits;
+  float M = -INFINITY;
+  for (int s = 0; s < n_splits; s++) M = fmaxf(M, part_ml[base + s].x);
+  float L = 0.0f;
+  for (int s = 0; s < n_splits; s++) {
+    const float2 ml = part_ml[base + s];
+    if (ml.x != -INFINITY) L += ml.y * expf(ml.x - M);
+  }
+  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  for (int x = threadIdx.x; x < a.dc; x += blockDim.x) {
+    float acc = 0.0f;
+    for (int s = 0; s < n_splits; s++) {
+      const float ms = part_ml[base + s].x;
+      if (ms != -INFINITY) acc = fmaf(expf(ms - M), part_o[(base + s) * a.dc + x], acc);
+    }
+    a.out[t * a.ld_out + (int64_t)h * a.dc + x] = acc * inv;
+  }
+  if (threadIdx.x == 0) a.lse[t * a.ld_lse + h] = L > 0.0f ? M + logf(L) : -INFINITY;
+}
+
+template <int FMT>
+static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
+  const int64_t width = (int64_t)a->dc + a->dr;
+  const int n_splits = (int)sc_cdiv(a->topk, SPLIT_ROWS);
+  const int groups = (int)sc_cdiv(a->n_heads, SPLIT_HEADS);
+  const size_t per_tok = (size_t)a->n_heads * (size_t)n_splits *
+                         (sizeof(float) * (size_t)a->dc + sizeof(float2));
+  int64_t chunk = (int64_t)(SPLIT_SCRATCH / per_tok);
+  chunk = chunk < 1 ? 1 : chunk > a->n_tok ? a->n_tok : chunk;
+  if (chunk * groups * n_splits > INT32_MAX) chunk = INT32_MAX / ((int64_t)groups * n_splits);
+  char *scratch = (char *)sc_kcuda_scratch(c, per_tok * (size_t)chunk);
+  if (scratch == NULL) return SC_ENOMEM;
+  float2 *part_ml = (float2 *)scratch;
+  float *part_o = (float *)(scratch + sizeof(float2) * (size_t)chunk * a->n_heads * n_splits);
+  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_split<FMT>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)split_smem(SPLIT_W_MAX)),
+                        "attn smem");
+  for (int64_t t0 = 0; t0 < a->n_tok && rc == 0; t0 += chunk) {
+    const int64_t n = a->n_tok - t0 < chunk ? a->n_tok - t0 : chunk;
+    k_attn_split<FMT><<<(unsigned)(n * groups * n_splits), SPLIT_THREADS, split_smem(width),
+                        c->stream>>>(*a, n_splits, kv_step, t0, part_o, part_ml, c->err_flag);
+    if ((rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (split)"))) break;
+    k_attn_merge<<<(unsigned)(n * a->n_heads), 128, 0, c->stream>>>(*a, n_splits, t0, part_o,
+                                                                      part_ml);
+    rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (merge)");
+  }
+  return rc;
 }
 
 /* ---- helpers of the tensor-core path ---- */
@@ -561,18 +733,11 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
     kern<<<(unsigned)blocks, WG_THREADS, smem, c->stream>>>(*a, kv_step, c->err_flag);
     return SC_CUDA_CHECK_LAUNCH("sparse_attn (wgmma)");
   }
-  if (a->dc > WARP_DC_MAX || width > WARP_Q_MAX) return SC_ENOTSUP;
-  const int hpb = 8;
-  const int groups = (a->n_heads + hpb - 1) / hpb;
-  const int64_t blocks = (int64_t)a->n_tok * groups;
-  if (blocks > INT32_MAX) return SC_ERANGE;
-  const size_t smem = sizeof(float) * 8 * (size_t)width;
-  /* one constant limit (the attribute is process-wide; see cuda_topk.cu) */
-  if ((rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_warp,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              (int)(sizeof(float) * 8 * WARP_Q_MAX)),
-                         "attn smem")))
-    return rc;
-  k_attn_warp<<<(unsigned)blocks, 256, smem, c->stream>>>(*a, hpb, kv_step, c->err_flag);
-  return SC_CUDA_CHECK_LAUNCH("sparse_attn");
+  if (a->dc > SPLIT_DC_MAX || width > SPLIT_W_MAX) return SC_ENOTSUP;
+  if (a->n_tok == 0) return 0;
+  /* (one constant shared-memory limit per kernel: the attribute is process-wide, see
+   * cuda_topk.cu) */
+  return a->kv.fmt == SC_KFMT_F32    ? launch_split<SC_KFMT_F32>(c, a, kv_step)
+         : a->kv.fmt == SC_KFMT_BF16 ? launch_split<SC_KFMT_BF16>(c, a, kv_step)
+                                     : launch_split<SC_KFMT_FP8_DS_MLA>(c, a, kv_step);
 }

@@ -426,12 +426,13 @@ static void case_indexer(void) {
   indexer_case(SC_KFMT_F32, 16, 64, 300, 24);
   indexer_case(SC_KFMT_BF16, 8, 128, 2048, 10);
   indexer_case(SC_KFMT_F32, 4, 40, 17, 12);
+  indexer_case(SC_KFMT_F32, 4, 64, 2048, 1); /* a decode token: 32 chunks, a merge tree */
 }
 
 /* ---- top-K merge and position maps ---- */
 
-static void case_topk_merge(void) {
-  const int32_t n_tok = 10, shards = 4, topk = 100;
+/* shards 23 at topk 2048: more lists than one select round takes, so a tree of blocks */
+static void topk_merge_case(int32_t n_tok, int32_t shards, int32_t topk) {
   const size_t n = (size_t)n_tok * shards * topk;
   sc_kcand *cand = malloc(sizeof(sc_kcand) * n);
   for (int32_t r = 0; r < shards; r++)
@@ -456,8 +457,14 @@ static void case_topk_merge(void) {
         "sync");
   CHECK(memcmp(hg, hc, bytes) == 0, "merged candidates differ");
   CHECK(memcmp(pg, pc, sizeof(int32_t) * (size_t)n_tok * topk) == 0, "merged positions differ");
+  printf("     merge tok=%d shards=%d topk=%d: equal to the reference\n", n_tok, shards, topk);
   pfree(Cd), pfree(Oc), pfree(Op);
   free(cand), free(hg), free(hc), free(pg), free(pc);
+}
+
+static void case_topk_merge(void) {
+  topk_merge_case(10, 4, 100);
+  topk_merge_case(3, 23, 2048);
 }
 
 static void case_topk_maps(void) {
@@ -568,13 +575,72 @@ static void attn_case(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, i
 }
 
 static void case_attention(void) {
-  attn_case(SC_KFMT_F32, 7, 5, 64, 16, 50, 0.125f, 1e-5);     /* warp kernel, f32 */
-  attn_case(SC_KFMT_BF16, 5, 6, 64, 16, 70, 0.125f, 1e-5);    /* warp kernel, bf16 */
+  attn_case(SC_KFMT_F32, 7, 5, 64, 16, 50, 0.125f, 1e-5);     /* split kernel, f32 */
+  attn_case(SC_KFMT_BF16, 5, 6, 64, 16, 70, 0.125f, 1e-5);    /* split kernel, bf16 */
   attn_case(SC_KFMT_F32, 3, 16, 512, 64, 100, 0.0417f, 1e-5); /* f32 at the model width */
+  attn_case(SC_KFMT_F32, 3, 8, 512, 64, 2048, 0.0417f, 1e-5); /* model-long: 16 splits */
+  attn_case(SC_KFMT_F32, 2, 20, 100, 13, 301, 0.1f, 1e-5);    /* odd width, partial head
+                                                                 group, split and tile */
   attn_case(SC_KFMT_BF16, 5, 128, 512, 64, 200, 0.0417f, 1e-2); /* tensor cores */
   attn_case(SC_KFMT_BF16, 4, 72, 512, 64, 77, 0.15f, 1e-2);     /* partial head group */
   attn_case(SC_KFMT_FP8_DS_MLA, 5, 128, 512, 64, 200, 0.0417f, 1e-2);
   attn_case(SC_KFMT_FP8_DS_MLA, 3, 64, 512, 64, 2048, 0.1f, 1e-2);
+}
+
+/* A token's attention is the same to the bit whatever batch it comes in (SPEC.md §8: a
+ * multi-rank run batches tokens otherwise than a single rank): each token of a batch of 9
+ * computed again alone, on the split kernel (f32) and the tensor cores (bf16). */
+static void case_attention_batch_invariance(void) {
+  for (int f = 0; f < 2; f++) {
+    const sc_kfmt fmt = f ? SC_KFMT_BF16 : SC_KFMT_F32;
+    const int32_t n_tok = 9, heads = f ? 64 : 8, dc = 512, dr = 64, topk = 700;
+    const int64_t rows = 2000, width = dc + dr, es = f ? 2 : 4;
+    float *q = gt_rand_f32((size_t)n_tok * heads * width, -1, 1);
+    float *kv = gt_rand_f32((size_t)(rows * width), -1, 1);
+    int32_t *sel = malloc(sizeof(int32_t) * (size_t)n_tok * topk);
+    for (int64_t i = 0; i < (int64_t)n_tok * topk; i++)
+      sel[i] = gt_int(0, 7) == 0 ? -1 : (int32_t)gt_int(0, rows - 1);
+    if (f) { /* bf16 rows */
+      uint16_t *h = (uint16_t *)kv;
+      for (int64_t i = 0; i < rows * width; i++) h[i] = sc_f32_to_bf16(kv[i]);
+    }
+    void *Q = up(G, q, sizeof(float) * (size_t)n_tok * heads * width);
+    void *K = up(G, kv, (size_t)(es * rows * width)), *S = up(G, sel, sizeof(int32_t) * (size_t)n_tok * topk);
+    const size_t no = (size_t)n_tok * heads * dc, nl = (size_t)n_tok * heads;
+    void *O = NULL, *L = NULL, *O1 = NULL, *L1 = NULL;
+    if (G->ops->alloc(G, sizeof(float) * no, &O) || G->ops->alloc(G, sizeof(float) * nl, &L) ||
+        G->ops->alloc(G, sizeof(float) * no, &O1) || G->ops->alloc(G, sizeof(float) * nl, &L1))
+      abort();
+    sc_attn_args a = {.n_tok = n_tok, .n_heads = heads, .dc = dc, .dr = dr, .topk = topk,
+                      .scale = 0.05f, .q = Q, .ld_q = heads * width,
+                      .kv = {K, fmt, width, rows}, .sel = S, .ld_sel = topk, .out = O,
+                      .ld_out = (int64_t)heads * dc, .lse = L, .ld_lse = heads};
+    CHECK(G->ops->sparse_attn(G, &a) == 0, "attn batch");
+    for (int32_t t = 0; t < n_tok; t++) { /* token t alone, written at its own place */
+      sc_attn_args b = a;
+      b.n_tok = 1;
+      b.q = (const float *)Q + (size_t)t * heads * width;
+      b.sel = (const int32_t *)S + (size_t)t * topk;
+      b.out = (float *)O1 + (size_t)t * heads * dc;
+      b.lse = (float *)L1 + (size_t)t * heads;
+      CHECK(G->ops->sparse_attn(G, &b) == 0, "attn alone");
+    }
+    float *o = malloc(sizeof(float) * no), *o1 = malloc(sizeof(float) * no);
+    float *l = malloc(sizeof(float) * nl), *l1 = malloc(sizeof(float) * nl);
+    CHECK(G->ops->copy(G, o, O, sizeof(float) * no, SC_KCOPY_D2H) == 0 &&
+              G->ops->copy(G, o1, O1, sizeof(float) * no, SC_KCOPY_D2H) == 0 &&
+              G->ops->copy(G, l, L, sizeof(float) * nl, SC_KCOPY_D2H) == 0 &&
+              G->ops->copy(G, l1, L1, sizeof(float) * nl, SC_KCOPY_D2H) == 0 &&
+              G->ops->sync(G) == 0,
+          "download");
+    CHECK(memcmp(o, o1, sizeof(float) * no) == 0 && memcmp(l, l1, sizeof(float) * nl) == 0,
+          "fmt %d: a token's attention differs between a batch of %d and alone", fmt, n_tok);
+    printf("     attn fmt=%d heads=%d: %d tokens, batched == alone, bit for bit\n", fmt, heads,
+           n_tok);
+    void *ps[] = {Q, K, S, O, L, O1, L1};
+    for (int i = 0; i < 7; i++) G->ops->free(G, ps[i]);
+    free(q), free(kv), free(sel), free(o), free(o1), free(l), free(l1);
+  }
 }
 
 /* ---- LSE merge and scale ---- */
@@ -768,6 +834,7 @@ int main(void) {
   RUN_CASE(case_topk_merge);
   RUN_CASE(case_topk_maps);
   RUN_CASE(case_attention);
+  RUN_CASE(case_attention_batch_invariance);
   RUN_CASE(case_lse);
   RUN_CASE(case_errors);
   RUN_CASE(case_notify);

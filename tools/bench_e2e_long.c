@@ -1,0 +1,179 @@
+/* bench_e2e_long.c - `sparsecp bench e2e --device cuda`: what long contexts cost end to
+ * end on the GPU (issue 18): time to first token of one long prompt, and time per output
+ * token once that prompt's context is in the cache, at a short context (64 tokens) and at
+ * 32k and 128k, on one GPU (P = N = 1, a one-rank NCCL communicator).
+ *
+ * The model is examples/model-long.json (the default model's widths with top-K 2048 and
+ * positions up to 256k), read from `--model`'s default place: ./examples, else the source
+ * tree's. Each case starts a fresh cluster, proves it up with a one-token request, runs a
+ * short unmeasured request of the case's shape (module loads, the KV pool's first touch,
+ * the scratch areas' growth), then `rounds` measured requests, one at a time: TTFT from
+ * the submission to the first token event, TPOT = (last token event - first) / (tokens -
+ * 1). The client sees tokens as the scheduler streams them, one step each, so TPOT is the
+ * step time as a user sees it (host work between steps included). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "client/client.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "model/model_config.h"
+#include "tools/bench.h"
+#include "tools/local_cluster.h"
+#include "tools/requests_file.h"
+
+#ifndef SC_EXAMPLES_DIR
+#define SC_EXAMPLES_DIR "examples"
+#endif
+
+#define LONG_MAX_ROUNDS 8
+#define LONG_TIMEOUT_S 300
+
+typedef struct long_case {
+  int32_t context; /* prompt tokens */
+  int32_t out;     /* tokens generated after it */
+} long_case;
+
+/* What one request measured. */
+typedef struct long_sample {
+  double ttft_ms, tpot_ms;
+} long_sample;
+
+/* Submits one prompt and waits for its end; ttft from submission to the first token
+ * event, tpot over the rest. */
+static int one_request(sc_client *cl, sc_local_cluster *lc, const int32_t *prompt,
+                       int32_t len, int32_t max_tokens, long_sample *s, char *why,
+                       size_t why_len) {
+  const sc_client_request cr = {.prompt = prompt, .prompt_len = len, .max_tokens = max_tokens};
+  uint64_t id;
+  const double t0 = sc_now_s();
+  if (sc_client_submit(cl, &cr, &id) != 0) {
+    snprintf(why, why_len, "cannot submit a %d-token prompt", len);
+    return SC_EIO;
+  }
+  double t_first = 0, t_last = 0;
+  int32_t got = 0;
+  for (;;) {
+    if (sc_now_s() - t0 > LONG_TIMEOUT_S) {
+      snprintf(why, why_len, "a %d-token prompt unfinished after %d s", len, LONG_TIMEOUT_S);
+      return SC_ETIMEDOUT;
+    }
+    if (sc_local_cluster_poll(lc, why, why_len) > 0) return SC_EIO;
+    sc_client_event ev;
+    int rc = sc_client_next(cl, 100, &ev);
+    if (rc == SC_ETIMEDOUT || rc == SC_EPROTO) continue;
+    if (rc) {
+      snprintf(why, why_len, "client: %s", sc_strerror(rc));
+      return rc;
+    }
+    if (ev.request_id != id) continue;
+    if (ev.kind == SC_CLIENT_ERROR) {
+      snprintf(why, why_len, "request failed: %s (%s)", ev.message, sc_errname(ev.code));
+      return SC_EIO;
+    }
+    if (ev.kind == SC_CLIENT_TOKENS && ev.n > 0) {
+      const double now = sc_now_s();
+      if (got == 0) t_first = now;
+      t_last = now;
+      got += ev.n;
+    } else if (ev.kind == SC_CLIENT_DONE) {
+      break;
+    }
+  }
+  if (got < 2) {
+    snprintf(why, why_len, "a %d-token prompt generated %d tokens", len, got);
+    return SC_EPROTO;
+  }
+  s->ttft_ms = (t_first - t0) * 1e3;
+  s->tpot_ms = (t_last - t_first) * 1e3 / (got - 1);
+  return 0;
+}
+
+static int run_case(const char *model_file, const long_case *lcs, int rounds, int32_t vocab,
+                    long_sample *out, char *why, size_t why_len) {
+  const int32_t L = lcs->context;
+  const sc_local_cluster_opts co = {
+      .pcp = 1, .dcp = 1, .tp = 1, .model_file = model_file, .cuda = true, .gpus = 1,
+      .nccl = true, .token_budget = L > 4096 ? L : 4096, .num_blocks = L / 16 + 128,
+      .max_model_len = L + lcs->out + 64, .deadline_ms = 120000, .log_level = "warn",
+      .quiet = true};
+  sc_local_cluster *lc = NULL;
+  sc_client *cl = NULL;
+  int32_t *prompt = malloc(sizeof(int32_t) * (size_t)L);
+  sc_diag d = {0};
+  int rc = prompt ? sc_local_cluster_start(&co, &lc, &d) : SC_ENOMEM;
+  if (rc) {
+    snprintf(why, why_len, "cannot start a one-GPU cluster: %s", sc_diag_message(&d));
+    goto out;
+  }
+  if ((rc = sc_client_connect(&cl, sc_local_cluster_listen(lc), &d)) != 0) {
+    snprintf(why, why_len, "%s", sc_diag_message(&d));
+    goto out;
+  }
+  long_sample ignored;
+  const int32_t one = 1;
+  sc_requests_fill_prompt(prompt, L, vocab, 4242); /* the warm-up's own prompt */
+  if ((rc = one_request(cl, lc, &one, 1, 2, &ignored, why, why_len)) != 0 ||
+      (rc = one_request(cl, lc, prompt, L, 4, &ignored, why, why_len)) != 0)
+    goto out;
+  for (int r = 0; r < rounds; r++) {
+    sc_requests_fill_prompt(prompt, L, vocab, 1000 + (uint64_t)r);
+    if ((rc = one_request(cl, lc, prompt, L, lcs->out, &out[r], why, why_len)) != 0) goto out;
+    fprintf(stderr, "  context %d, round %d: ttft %.1f ms, tpot %.3f ms\n", L, r + 1,
+            out[r].ttft_ms, out[r].tpot_ms);
+  }
+out:
+  sc_client_close(cl);
+  sc_local_cluster_stop(lc);
+  free(prompt);
+  return rc;
+}
+
+int sc_bench_e2e_long(sc_bench *b) {
+  static const long_case k_full[] = {{64, 64}, {32768, 64}, {131072, 64}};
+  static const long_case k_quick[] = {{64, 16}, {4096, 16}};
+  const long_case *cases = b->quick ? k_quick : k_full;
+  const int n_cases = b->quick ? 2 : 3, rounds = b->quick ? 1 : 3;
+  if (sc_cuda_device_count() < 1) {
+    fprintf(stderr, "bench e2e: --device cuda: no CUDA device here\n");
+    return SC_ENOTSUP;
+  }
+  char model_file[4096] = "examples/model-long.json";
+  if (access(model_file, R_OK) != 0)
+    snprintf(model_file, sizeof model_file, "%s/model-long.json", SC_EXAMPLES_DIR);
+  sc_model_config model;
+  sc_diag d = {0};
+  if (sc_model_config_load(model_file, &model, &d) != 0) {
+    fprintf(stderr, "bench e2e: %s\n", sc_diag_message(&d));
+    return SC_EINVAL;
+  }
+  fprintf(stderr, "bench e2e (cuda): %s, P1 N1 on one GPU, %d round(s) per context\n",
+          model_file, rounds);
+  double ttft[3][LONG_MAX_ROUNDS], tpot[3][LONG_MAX_ROUNDS];
+  char why[1024] = "";
+  int rc = 0;
+  for (int c = 0; c < n_cases && rc == 0; c++) {
+    long_sample s[LONG_MAX_ROUNDS];
+    if ((rc = run_case(model_file, &cases[c], rounds, model.vocab, s, why, sizeof why))) break;
+    for (int r = 0; r < rounds; r++) ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
+  }
+  if (rc) {
+    fprintf(stderr, "bench e2e: %s\n", why);
+    return rc;
+  }
+  const double tpot_short = sc_bench_median(tpot[0], rounds);
+  for (int c = 0; c < n_cases; c++) {
+    char params[256], extra[256];
+    snprintf(params, sizeof params,
+             "\"device\":\"cuda\",\"pcp\":1,\"dcp\":1,\"tp\":1,\"model\":\"model-long\","
+             "\"context\":%d,\"out_tokens\":%d",
+             cases[c].context, cases[c].out);
+    sc_bench_add(b, "e2e.ttft", params, "ms", ttft[c], rounds, NULL);
+    snprintf(extra, sizeof extra, "\"ratio_to_short_context\":%.4f",
+             sc_bench_median(tpot[c], rounds) / tpot_short);
+    sc_bench_add(b, "e2e.tpot", params, "ms", tpot[c], rounds, extra);
+  }
+  return 0;
+}
