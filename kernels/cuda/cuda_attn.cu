@@ -46,11 +46,11 @@
 #define SPLIT_COLS (SPLIT_DC_MAX / SPLIT_THREADS)
 #define SPLIT_W_MAX 1280                     /* dc + dr: the shared tile must fit */
 #define SPLIT_SCRATCH ((size_t)128 << 20)     /* partials of one token chunk, at most */
+#define TOPK_LIMIT 8192 /* the largest top-K this backend takes (as the indexer: TOPK_MAX) */
 
 static constexpr size_t split_smem(int64_t width) {
-  return sizeof(float) * ((size_t)SPLIT_TILE * (size_t)(width + 1) +
-                          (size_t)SPLIT_HEADS * (size_t)width + SPLIT_HEADS * SPLIT_TILE +
-                          SPLIT_HEADS) +
+  return sizeof(float) * ((size_t)(SPLIT_TILE + SPLIT_HEADS) * (size_t)(width + 1) +
+                          (SPLIT_HEADS + 1) * SPLIT_HEADS * SPLIT_TILE + SPLIT_HEADS) +
          sizeof(int) * SPLIT_TILE;
 }
 
@@ -79,8 +79,9 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
   extern __shared__ float sm[];
   const int width = a.dc + a.dr, ws = width + 1; /* +1: lanes read rows without conflicts */
   float *kv_s = sm;                              /* [SPLIT_TILE][ws] */
-  float *q_s = kv_s + SPLIT_TILE * ws;           /* [SPLIT_HEADS][width] */
-  float *p_s = q_s + SPLIT_HEADS * width;        /* [SPLIT_HEADS][SPLIT_TILE] */
+  float *q_s = kv_s + SPLIT_TILE * ws;           /* [SPLIT_HEADS][ws] */
+  float *red_s = q_s + SPLIT_HEADS * ws;         /* [slice][SPLIT_HEADS][SPLIT_TILE] */
+  float *p_s = red_s + SPLIT_HEADS * SPLIT_HEADS * SPLIT_TILE; /* [SPLIT_HEADS][SPLIT_TILE] */
   float *alpha_s = p_s + SPLIT_HEADS * SPLIT_TILE; /* [SPLIT_HEADS] */
   int *row_s = (int *)(alpha_s + SPLIT_HEADS);   /* [SPLIT_TILE] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -92,7 +93,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
   const int nh = a.n_heads - h0 < SPLIT_HEADS ? a.n_heads - h0 : SPLIT_HEADS;
   for (int i = threadIdx.x; i < SPLIT_HEADS * width; i += SPLIT_THREADS) {
     const int hh = i / width, x = i % width;
-    q_s[i] = hh < nh ? a.q[t * a.ld_q + (int64_t)(h0 + hh) * width + x] : 0.0f;
+    q_s[hh * ws + x] = hh < nh ? a.q[t * a.ld_q + (int64_t)(h0 + hh) * width + x] : 0.0f;
   }
   float m = -INFINITY, l = 0.0f; /* warp w's head: running max and sum */
   float o[SPLIT_HEADS][SPLIT_COLS];
@@ -129,18 +130,36 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
     }
     if (FMT == SC_KFMT_F32) asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
-    /* scores: warp = head, lane = row */
+    /* scores, in two stages so that each shared-memory load feeds more than one FMA:
+     * warp w sums the elements x = w, w + 8, ... of 2 heads x 4 rows (lane: heads
+     * 2 (lane & 3) + {0, 1}, rows 4 (lane >> 2) + {0..3}), then warp = head, lane = row
+     * adds the 8 slices in slice order: a fixed order, whatever the batch */
+    {
+      const int hp = 2 * (lane & 3), r0 = 4 * (lane >> 2);
+      const float *q0 = q_s + hp * ws, *k0 = kv_s + r0 * ws;
+      float d[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+      for (int x = warp; x < width; x += SPLIT_HEADS) {
+        const float qa = q0[x], qb = q0[ws + x];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const float k = k0[i * ws + x];
+          d[0][i] = fmaf(qa, k, d[0][i]);
+          d[1][i] = fmaf(qb, k, d[1][i]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) red_s[(warp * SPLIT_HEADS + hp + j) * SPLIT_TILE + r0 + i] = d[j][i];
+    }
+    __syncthreads();
     float sc = -INFINITY;
     if (warp < nh && row_s[lane] >= 0) {
-      const float *qh = q_s + warp * width, *kr = kv_s + lane * ws;
-      float d0 = 0.0f, d1 = 0.0f;
-      int x = 0;
-      for (; x + 1 < width; x += 2) {
-        d0 = fmaf(qh[x], kr[x], d0);
-        d1 = fmaf(qh[x + 1], kr[x + 1], d1);
-      }
-      if (x < width) d0 = fmaf(qh[x], kr[x], d0);
-      sc = (d0 + d1) * a.scale;
+      float dot = 0.0f;
+#pragma unroll
+      for (int xs = 0; xs < SPLIT_HEADS; xs++)
+        dot += red_s[(xs * SPLIT_HEADS + warp) * SPLIT_TILE + lane];
+      sc = dot * a.scale;
     }
     float mt = sc;
     for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
@@ -191,38 +210,45 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
   if (warp < nh && lane == 0) part_ml[base + (int64_t)warp * n_splits] = make_float2(m, l);
 }
 
-/* One block per (token, head) of the chunk: the splits' partials in split order. */
+/* One block per (token, head) of the chunk: the splits' partials in split order (their
+ * weights exp(m_s - M) computed once, by one thread, in that order). */
+#define SPLIT_MAX (TOPK_LIMIT / SPLIT_ROWS)
 __global__ void __launch_bounds__(128)
     k_attn_merge(sc_attn_args a, int n_splits, int64_t t0, const float *part_o,
                  const float2 *part_ml) {
+  __shared__ float w_s[SPLIT_MAX];
+  __shared__ float inv_s;
   const int64_t tl = blockIdx.x / a.n_heads;
   const int h = (int)(blockIdx.x % a.n_heads);
   const int64_t t = t0 + tl, base = (tl * a.n_heads + h) * n_splits;
-  float M = -INFINITY;
-  for (int s = 0; s < n_splits; s++) M = fmaxf(M, part_ml[base + s].x);
-  float L = 0.0f;
-  for (int s = 0; s < n_splits; s++) {
-    const float2 ml = part_ml[base + s];
-    if (ml.x != -INFINITY) L += ml.y * expf(ml.x - M);
+  if (threadIdx.x == 0) {
+    float M = -INFINITY, L = 0.0f;
+    for (int s = 0; s < n_splits; s++) M = fmaxf(M, part_ml[base + s].x);
+    for (int s = 0; s < n_splits; s++) {
+      const float2 ml = part_ml[base + s];
+      w_s[s] = ml.x == -INFINITY ? 0.0f : expf(ml.x - M);
+      L += ml.y * w_s[s];
+    }
+    inv_s = L > 0.0f ? 1.0f / L : 0.0f;
+    a.lse[t * a.ld_lse + h] = L > 0.0f ? M + logf(L) : -INFINITY;
   }
-  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  __syncthreads();
+  const float *po = part_o + base * a.dc;
   for (int x = threadIdx.x; x < a.dc; x += blockDim.x) {
     float acc = 0.0f;
-    for (int s = 0; s < n_splits; s++) {
-      const float ms = part_ml[base + s].x;
-      if (ms != -INFINITY) acc = fmaf(expf(ms - M), part_o[(base + s) * a.dc + x], acc);
-    }
-    a.out[t * a.ld_out + (int64_t)h * a.dc + x] = acc * inv;
+#pragma unroll 8
+    for (int s = 0; s < n_splits; s++) acc = fmaf(w_s[s], po[(int64_t)s * a.dc + x], acc);
+    a.out[t * a.ld_out + (int64_t)h * a.dc + x] = acc * inv_s;
   }
-  if (threadIdx.x == 0) a.lse[t * a.ld_lse + h] = L > 0.0f ? M + logf(L) : -INFINITY;
 }
 
 template <int FMT>
 static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   const int64_t width = (int64_t)a->dc + a->dr;
-  const int n_splits = (int)sc_cdiv(a->topk, SPLIT_ROWS);
+  const int n_splits = (int)sc_cdiv(a->topk, SPLIT_ROWS); /* 0 when topk is: out 0 */
   const int groups = (int)sc_cdiv(a->n_heads, SPLIT_HEADS);
-  const size_t per_tok = (size_t)a->n_heads * (size_t)n_splits *
+  if (n_splits > SPLIT_MAX) return SC_ENOTSUP;
+  const size_t per_tok = (size_t)a->n_heads * (size_t)(n_splits > 0 ? n_splits : 1) *
                          (sizeof(float) * (size_t)a->dc + sizeof(float2));
   int64_t chunk = (int64_t)(SPLIT_SCRATCH / per_tok);
   chunk = chunk < 1 ? 1 : chunk > a->n_tok ? a->n_tok : chunk;
@@ -237,9 +263,12 @@ static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
                         "attn smem");
   for (int64_t t0 = 0; t0 < a->n_tok && rc == 0; t0 += chunk) {
     const int64_t n = a->n_tok - t0 < chunk ? a->n_tok - t0 : chunk;
-    k_attn_split<FMT><<<(unsigned)(n * groups * n_splits), SPLIT_THREADS, split_smem(width),
-                        c->stream>>>(*a, n_splits, kv_step, t0, part_o, part_ml, c->err_flag);
-    if ((rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (split)"))) break;
+    if (n_splits > 0) {
+      k_attn_split<FMT><<<(unsigned)(n * groups * n_splits), SPLIT_THREADS,
+                          split_smem(width), c->stream>>>(*a, n_splits, kv_step, t0, part_o,
+                                                          part_ml, c->err_flag);
+      if ((rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (split)"))) break;
+    }
     k_attn_merge<<<(unsigned)(n * a->n_heads), 128, 0, c->stream>>>(*a, n_splits, t0, part_o,
                                                                       part_ml);
     rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (merge)");
