@@ -32,11 +32,18 @@ int sc_faults_parse(sc_faults *f, const char *spec, int32_t num_ranks, sc_diag *
                    ", RANK in [0, %d] and STEP >= 1",
                    spec, num_ranks - 1);
   for (int k = 0; k < SC_FAULT_COUNT; k++) {
-    if (strcmp(kind, k_faults[k].name) == 0) {
-      f->at[k].rank = rank;
-      f->at[k].step = step;
-      return 0;
-    }
+    if (strcmp(kind, k_faults[k].name) != 0) continue;
+    /* a fault that cannot fire is refused: a test using it would pass without it */
+    if (k == SC_FAULT_NOCOMPLETE && rank == 0)
+      return sc_fail(d, SC_EINVAL,
+                     "--inject '%s': rank 0 sends the step's result, never a step_complete "
+                     "(nocomplete fires on ranks 1 to %d)", spec, num_ranks - 1);
+    if (k == SC_FAULT_DESYNC && num_ranks == 1)
+      return sc_fail(d, SC_EINVAL,
+                     "--inject '%s': a one-rank cluster runs no collectives to desync", spec);
+    f->at[k].rank = rank;
+    f->at[k].step = step;
+    return 0;
   }
   return sc_fail(d, SC_EINVAL, "--inject '%s': the fault is " SC_FAULT_KINDS, spec);
 }

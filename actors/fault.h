@@ -42,7 +42,8 @@ typedef struct sc_faults {
 } sc_faults;
 
 /* Parses "KIND:RANK:STEP" (RANK below num_ranks, STEP >= 1) into the table. SC_EINVAL
- * with the reason in d. */
+ * with the reason in d, also for a fault that cannot fire there: nocomplete on rank 0
+ * (which sends the result instead), desync in a one-rank cluster (no collectives). */
 int sc_faults_parse(sc_faults *f, const char *spec, int32_t num_ranks, sc_diag *d);
 
 /* Whether fault `kind` fires at (rank, step); when it does, logs it as an error naming the

@@ -14,7 +14,8 @@ out=$(mktemp)
 # a bad --inject (or nccl without GPUs) is a usage error: no "launched" line, and no cluster
 # folder was ever created in launch's TMPDIR
 tmp=$(mktemp -d)
-for bad in "--inject bogus" "--inject kill:5:1" "--inject kill:1:3x" "--collectives nccl"; do
+for bad in "--inject bogus" "--inject kill:5:1" "--inject kill:1:3x" "--collectives nccl" \
+           "--inject nocomplete:0:2"; do
   # shellcheck disable=SC2086
   TMPDIR=$tmp timeout 20 "$bin" launch --pcp 2 --dcp 2 $bad > "$out" 2> "$out.err"
   rc=$?
