@@ -362,7 +362,9 @@ static void help(FILE *f) {
           "                noack:RANK:STEP loses that rank's acknowledgement;\n"
           "                devfault:RANK:STEP makes that rank's device fail;\n"
           "                nocomplete:RANK:STEP loses that rank's step_complete\n"
-          "  --json        print the summary as one JSON object\n"
+          "  --json        print the summary as one JSON object; its \"results\" give each\n"
+          "                request's \"state\" (finished, failed with its \"error\", or\n"
+          "                not_started when the run stopped before submitting it)\n"
           "  --num-blocks B, --max-model-len L   KV blocks per rank and the longest request\n"
           "                (prompt + output) for long-context runs\n"
           "  --deadline-ms MS  per-collective deadline (default 10000)\n"
@@ -525,9 +527,22 @@ int sc_cmd_run(int argc, char **argv) {
     sc_jsonw_arr_begin(&w);
     for (int32_t i = 0; res && i < rq.n; i++) {
       sc_jsonw_obj_begin(&w);
+      /* every request ends with a state: what a run that stopped at a failure did not
+       * finish says so, instead of a token list that looks whole */
+      const req_result *r = &res[i];
+      sc_jsonw_kv_str(&w, "state", r->done            ? "finished"
+                                   : r->submitted || r->error[0] ? "failed"
+                                                                 : "not_started");
       sc_jsonw_key(&w, "tokens");
-      sc_jsonw_int32_array(&w, res[i].tokens, (size_t)res[i].n);
-      if (res[i].error[0]) sc_jsonw_kv_str(&w, "error", res[i].error);
+      sc_jsonw_int32_array(&w, r->tokens, (size_t)r->n);
+      if (r->error[0]) {
+        sc_jsonw_kv_str(&w, "error", r->error);
+      } else if (!r->done && r->submitted) {
+        char cut[640];
+        snprintf(cut, sizeof cut, "unfinished: the run stopped at the first failure (%s)",
+                 why[0] ? why : "unknown");
+        sc_jsonw_kv_str(&w, "error", cut);
+      }
       sc_jsonw_obj_end(&w);
     }
     sc_jsonw_arr_end(&w);

@@ -106,6 +106,31 @@ Test(pipeline, equivalence_p4_n4_t1) { equivalence(4, 4, 1); }
 Test(pipeline, equivalence_p1_n2_t2) { equivalence(1, 2, 2); }
 Test(pipeline, equivalence_p2_n2_t2) { equivalence(2, 2, 2); }
 
+/* After a run that failed, every request says how it ended: finished (no error), failed
+ * (with its error; a request cut off by the run's stop included), or not_started (no
+ * tokens); at least one failed. */
+static void assert_every_request_has_a_state(json_t *j) {
+  json_t *res = json_object_get(j, "results"), *r;
+  size_t i;
+  int failed = 0;
+  cr_assert(json_array_size(res) > 0);
+  json_array_foreach(res, i, r) {
+    const char *st = json_string_value(json_object_get(r, "state"));
+    const char *err = json_string_value(json_object_get(r, "error"));
+    cr_assert_not_null(st, "request %zu has no state", i);
+    if (strcmp(st, "finished") == 0) {
+      cr_assert_null(err, "request %zu finished with an error", i);
+    } else if (strcmp(st, "failed") == 0) {
+      cr_assert(err && err[0], "request %zu failed without a reason", i);
+      failed++;
+    } else {
+      cr_assert_str_eq(st, "not_started", "request %zu", i);
+      cr_assert_eq(json_array_size(json_object_get(r, "tokens")), 0, "request %zu", i);
+    }
+  }
+  cr_assert_gt(failed, 0, "a failed run with no failed request");
+}
+
 Test(pipeline, desync_is_refused_and_named) {
   private_tmp();
   json_t *j;
@@ -123,6 +148,7 @@ Test(pipeline, desync_is_refused_and_named) {
    * run's second step), and every node was gone soon after */
   cr_assert_lt(json_real_value(json_object_get(j, "failed_at_s")), 2.0);
   cr_assert_lt(json_real_value(json_object_get(j, "elapsed_s")), 6.0);
+  assert_every_request_has_a_state(j);
   json_decref(j);
   assert_no_nodes_left();
 }
@@ -138,6 +164,7 @@ Test(pipeline, killed_node_gives_errors_not_a_hang) {
   cr_assert_not_null(strstr(err, "node 1"), "%s", err);
   cr_assert_lt(json_real_value(json_object_get(j, "failed_at_s")), 5.0);
   cr_assert_lt((double)(sc_now_ns() - t0) / 1e9, 20.0);
+  assert_every_request_has_a_state(j);
   json_decref(j);
   assert_no_nodes_left();
 }
