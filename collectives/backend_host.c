@@ -135,25 +135,30 @@ static bool aborted(const host_be *be) {
 /* Waits for the block of src for the current collective of g (exactly `bytes` long)
  * and copies it to dst. */
 static int recv_block(host_be *be, sc_group g, int32_t src, void *dst, size_t bytes,
-                      uint64_t deadline_ns) {
+                      uint64_t deadline_ns, sc_diag *d) {
   for (;;) {
     stashed *e = take(be, g, src);
     if (e != NULL) {
       const size_t got = zmq_msg_size(&e->msg);
       if (got == bytes) memcpy(dst, zmq_msg_data(&e->msg), bytes);
       drop(e);
-      if (got != bytes) {
+      if (got != bytes) { /* the sender is the one out of step: name it */
         SC_ERROR("coll", "rank %d: rank %d sent %zu bytes for %s seq %u, expected %zu",
                  be->rank, src, got, sc_group_name(g), be->seq[g], bytes);
-        return SC_EDESYNC;
+        return sc_fail(d, SC_EDESYNC,
+                       "rank %d sent a %zu-byte block where this rank's plan has %zu (%s "
+                       "group, its collective %u): rank %d is out of step", src, got, bytes,
+                       sc_group_name(g), be->seq[g], src);
       }
       return 0;
     }
-    if (aborted(be)) return SC_EABORTED;
+    if (aborted(be)) return sc_fail(d, SC_EABORTED, "aborted");
     long timeout = -1;
     if (deadline_ns != 0) {
       const uint64_t now = sc_now_ns();
-      if (now >= deadline_ns) return SC_ETIMEDOUT;
+      if (now >= deadline_ns)
+        return sc_fail(d, SC_ETIMEDOUT, "no block from rank %d within %lld ms (%s group)", src,
+                       (long long)be->deadline_ms, sc_group_name(g));
       timeout = (long)((deadline_ns - now + 999999) / 1000000);
     }
     zmq_pollitem_t items[2] = {{.socket = be->router, .events = ZMQ_POLLIN},
@@ -198,7 +203,7 @@ static int send_all(host_be *be, sc_group g, const uint8_t *send, size_t bytes,
 }
 
 static int host_all_gather(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                           size_t count) {
+                           size_t count, sc_diag *d) {
   host_be *be = self;
   if (aborted(be)) return SC_EABORTED;
   const size_t bytes = count * sc_dtype_size(dt);
@@ -207,7 +212,8 @@ static int host_all_gather(void *self, sc_group g, sc_dtype dt, const void *send
   uint8_t *out = recv;
   if (out + (size_t)be->me[g] * bytes != send) memmove(out + (size_t)be->me[g] * bytes, send, bytes);
   for (int32_t k = 0; k < be->size[g] && rc == 0; k++)
-    if (k != be->me[g]) rc = recv_block(be, g, be->members[g][k], out + (size_t)k * bytes, bytes, dl);
+    if (k != be->me[g])
+      rc = recv_block(be, g, be->members[g][k], out + (size_t)k * bytes, bytes, dl, d);
   be->seq[g]++;
   return rc;
 }
@@ -227,7 +233,7 @@ static int reduce_into(host_be *be, sc_group g, sc_dtype dt, const void *mine, v
 }
 
 static int exchange_and_reduce(host_be *be, sc_group g, sc_dtype dt, const uint8_t *send,
-                               void *recv, size_t count, size_t stride_bytes) {
+                               void *recv, size_t count, size_t stride_bytes, sc_diag *d) {
   if (aborted(be)) return SC_EABORTED;
   if (dt != SC_DT_F32 && dt != SC_DT_BF16) return SC_ENOTSUP;
   const size_t bytes = count * sc_dtype_size(dt);
@@ -236,31 +242,31 @@ static int exchange_and_reduce(host_be *be, sc_group g, sc_dtype dt, const uint8
   if (rc == 0) rc = send_all(be, g, send, bytes, stride_bytes);
   for (int32_t k = 0; k < be->size[g] && rc == 0; k++)
     if (k != be->me[g])
-      rc = recv_block(be, g, be->members[g][k], be->scratch + (size_t)k * bytes, bytes, dl);
+      rc = recv_block(be, g, be->members[g][k], be->scratch + (size_t)k * bytes, bytes, dl, d);
   if (rc == 0) rc = reduce_into(be, g, dt, send + (size_t)be->me[g] * stride_bytes, recv, count);
   be->seq[g]++;
   return rc;
 }
 
 static int host_all_reduce(void *self, sc_group g, sc_dtype dt, const void *send, void *recv,
-                           size_t count) {
-  return exchange_and_reduce(self, g, dt, send, recv, count, 0);
+                           size_t count, sc_diag *d) {
+  return exchange_and_reduce(self, g, dt, send, recv, count, 0, d);
 }
 
 static int host_reduce_scatter(void *self, sc_group g, sc_dtype dt, const void *send,
-                               void *recv, size_t count) {
+                               void *recv, size_t count, sc_diag *d) {
   host_be *be = self;
   if (count % (size_t)be->size[g] != 0) return SC_EINVAL;
   const size_t block = count / (size_t)be->size[g];
-  return exchange_and_reduce(be, g, dt, send, recv, block, block * sc_dtype_size(dt));
+  return exchange_and_reduce(be, g, dt, send, recv, block, block * sc_dtype_size(dt), d);
 }
 
 static int host_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
-                    void *recv, size_t count) {
+                    void *recv, size_t count, sc_diag *d) {
   switch (op) {
-  case SC_OP_ALL_GATHER: return host_all_gather(self, g, dt, send, recv, count);
-  case SC_OP_ALL_REDUCE: return host_all_reduce(self, g, dt, send, recv, count);
-  case SC_OP_REDUCE_SCATTER: return host_reduce_scatter(self, g, dt, send, recv, count);
+  case SC_OP_ALL_GATHER: return host_all_gather(self, g, dt, send, recv, count, d);
+  case SC_OP_ALL_REDUCE: return host_all_reduce(self, g, dt, send, recv, count, d);
+  case SC_OP_REDUCE_SCATTER: return host_reduce_scatter(self, g, dt, send, recv, count, d);
   default: return SC_EINVAL;
   }
 }

@@ -23,7 +23,7 @@ static int grow(void **buf, size_t *cap, size_t bytes) {
 }
 
 static int st_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
-                  void *recv, size_t count) {
+                  void *recv, size_t count, sc_diag *d) {
   staged *s = self;
   const size_t esz = sc_dtype_size(dt), G = (size_t)s->comm->group_size[g];
   const size_t in = count * esz;
@@ -32,7 +32,7 @@ static int st_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void
   if ((rc = grow(&s->send_h, &s->cap_send, in + 1)) || (rc = grow(&s->recv_h, &s->cap_recv, out + 1)))
     return rc;
   if (in && (rc = s->k->ops->copy(s->k, s->send_h, send, in, SC_KCOPY_D2H))) return rc;
-  rc = s->inner_ops->run(s->inner_self, op, g, dt, s->send_h, s->recv_h, count);
+  rc = s->inner_ops->run(s->inner_self, op, g, dt, s->send_h, s->recv_h, count, d);
   if (rc == 0 && out) rc = s->k->ops->copy(s->k, recv, s->recv_h, out, SC_KCOPY_H2D);
   return rc;
 }

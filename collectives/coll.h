@@ -35,9 +35,11 @@ typedef struct sc_coll_ops {
    * Returns 0 or a negative SC_E* code (SC_ETIMEDOUT past the deadline, SC_EABORTED
    * when the group was aborted). `count` is in elements of send. A stream-ordered
    * backend (NCCL, which has `finish`) only queues the collective at its place among the
-   * device work and returns; failures on the device are reported by `finish`. */
+   * device work and returns; failures on the device are reported by `finish`. d (may be
+   * NULL) receives a sentence on failure, naming the peer when one is to blame (a block
+   * of the wrong size, a block that never came). */
   int (*run)(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
-             void *recv, size_t count);
+             void *recv, size_t count, sc_diag *d);
   /* Aborts the collectives of step `epoch` (the epoch of reset), 0: of every step from
    * now on: wakes a collective of that step blocked on this comm with SC_EABORTED, and
    * later calls of that step fail the same way. An abort for a step before the current

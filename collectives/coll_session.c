@@ -79,14 +79,20 @@ static int refuse(sc_coll_session *s, const sc_coll *planned, const sc_coll *req
   return s->failed;
 }
 
-/* A collective that failed: the message names rank, step, plan position and shape. */
+/* A collective that failed: the message names rank, step, plan position and shape, and
+ * the backend's reason (why: "" when it gave none). */
 static int fail_entry(sc_coll_session *s, int rc, const sc_coll *p, const sc_coll *asked,
-                      const char *how) {
+                      const char *how, const char *why) {
   char want[160];
   sc_coll_describe(p, want, sizeof want);
-  s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed%s: %s",
-                      s->comm->coords.global, (unsigned long long)s->step, s->next, want, how,
-                      sc_strerror(rc));
+  if (why[0])
+    s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed%s: %s (%s)",
+                        s->comm->coords.global, (unsigned long long)s->step, s->next, want,
+                        how, why, sc_errname(rc));
+  else
+    s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed%s: %s",
+                        s->comm->coords.global, (unsigned long long)s->step, s->next, want,
+                        how, sc_strerror(rc));
   record_failure(s, rc, p, asked);
   return rc;
 }
@@ -105,8 +111,9 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
   const size_t count = (size_t)p->rows * (size_t)p->width;
   const sc_coll_ops *ops = s->comm->ops;
   const uint64_t t0 = sc_now_ns();
-  const int rc = ops->run(s->comm->self, p->op, p->group, p->dtype, send, recv, count);
-  if (rc != 0) return fail_entry(s, rc, p, &asked, "");
+  sc_diag why = {0};
+  const int rc = ops->run(s->comm->self, p->op, p->group, p->dtype, send, recv, count, &why);
+  if (rc != 0) return fail_entry(s, rc, p, &asked, "", why.msg);
   /* bus bytes of the entry, for the per-purpose totals */
   const double bytes = (double)count * (double)sc_dtype_size(p->dtype);
   const double G = (double)s->comm->group_size[p->group];
@@ -134,7 +141,7 @@ int sc_coll_session_finish(sc_coll_session *s) {
   } else {
     if (bad < 0 || bad >= s->next) bad = s->next - 1;
     s->next = bad; /* the message and the report name the collective that failed */
-    fail_entry(s, rc, &s->plan[bad], &s->plan[bad], " on the device");
+    fail_entry(s, rc, &s->plan[bad], &s->plan[bad], " on the device", "");
   }
   free(sec);
   return rc;

@@ -446,7 +446,10 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
    * running it again armed a second stop timer over the first and logged a second cause) */
   if (s->shutting_down) return 0;
   char why[600];
-  if (a->reason == SC_EDESYNC && a->seq >= 0) {
+  /* A rank refused a collective when it asked for another than the plan's; the same
+   * shape on both sides is a collective that failed (a peer's block of the wrong size,
+   * say), whose message names the cause. */
+  if (a->reason == SC_EDESYNC && a->seq >= 0 && !sc_coll_matches(&a->expected, &a->actual)) {
     char want[160], got[160];
     sc_coll_describe(&a->expected, want, sizeof want);
     sc_coll_describe(&a->actual, got, sizeof got);

@@ -4,6 +4,7 @@
  * session, deadlines, abort, and recovery by a new epoch. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,13 +98,13 @@ static int every_op(rank_arg *a, sc_comm *comm) {
     for (size_t i = 0; i < count * (size_t)G; i++) send[i] = val(a->rank, i);
     /* all_gather: member k's block is k's send */
     int rc =
-        comm->ops->run(comm->self, SC_OP_ALL_GATHER, (sc_group)g, SC_DT_F32, send, recv, count);
+        comm->ops->run(comm->self, SC_OP_ALL_GATHER, (sc_group)g, SC_DT_F32, send, recv, count, NULL);
     CHECK(a, rc == 0, "all_gather %s: %d", sc_group_name(g), rc);
     for (int32_t k = 0; k < G; k++)
       for (size_t i = 0; i < count; i++)
         CHECK(a, recv[k * count + i] == val(members[k], i), "all_gather %s value", sc_group_name(g));
     /* all_reduce, f32 */
-    rc = comm->ops->run(comm->self, SC_OP_ALL_REDUCE, (sc_group)g, SC_DT_F32, send, recv, count);
+    rc = comm->ops->run(comm->self, SC_OP_ALL_REDUCE, (sc_group)g, SC_DT_F32, send, recv, count, NULL);
     CHECK(a, rc == 0, "all_reduce: %d", rc);
     for (size_t i = 0; i < count; i++) {
       float want = 0;
@@ -112,7 +113,7 @@ static int every_op(rank_arg *a, sc_comm *comm) {
     }
     /* reduce_scatter: G blocks of `count`; I get the sum of block me */
     rc = comm->ops->run(comm->self, SC_OP_REDUCE_SCATTER, (sc_group)g, SC_DT_F32, send, recv,
-                        count * (size_t)G);
+                        count * (size_t)G, NULL);
     CHECK(a, rc == 0, "reduce_scatter: %d", rc);
     const int32_t me = comm->group_rank[g];
     for (size_t i = 0; i < count; i++) {
@@ -123,7 +124,7 @@ static int every_op(rank_arg *a, sc_comm *comm) {
     /* bf16 all_reduce of small integers is exact */
     uint16_t bs[37], br[37];
     for (size_t i = 0; i < count; i++) bs[i] = sc_f32_to_bf16((float)(a->rank + (int)i % 5));
-    rc = comm->ops->run(comm->self, SC_OP_ALL_REDUCE, (sc_group)g, SC_DT_BF16, bs, br, count);
+    rc = comm->ops->run(comm->self, SC_OP_ALL_REDUCE, (sc_group)g, SC_DT_BF16, bs, br, count, NULL);
     CHECK(a, rc == 0, "bf16 all_reduce: %d", rc);
     for (size_t i = 0; i < count; i++) {
       float want = 0;
@@ -205,7 +206,7 @@ static int skip_one(rank_arg *a, sc_comm *comm) {
   if (a->rank != 3) {
     const uint64_t t0 = sc_now_ns();
     const int rc =
-        comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4);
+        comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL);
     const double ms = (double)(sc_now_ns() - t0) / 1e6;
     if (a->rank == 1) CHECK(a, rc == SC_ETIMEDOUT && ms >= 290 && ms < 2000, "rank 1: rc %d after %.0f ms", rc, ms);
     if (a->rank == 0 || a->rank == 2) CHECK(a, rc == 0, "rank %d: %d", a->rank, rc);
@@ -215,7 +216,7 @@ static int skip_one(rank_arg *a, sc_comm *comm) {
   while (sc_now_ns() < resume) usleep(10 * 1000);
   sc_host_comm_reset(comm, 2);
   const int rc =
-      comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4);
+      comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL);
   CHECK(a, rc == 0, "after reset: %d", rc);
   return 0;
 }
@@ -226,6 +227,40 @@ Test(backend_host, deadline_then_recovery_by_epoch) {
   rank_arg args[WORLD_MAX];
   run_world(&w, skip_one, args);
   for (int r = 0; r < 4; r++) cr_assert_eq(args[r].result, 0, "rank %d: %s", r, args[r].msg);
+  world_done(&w);
+}
+
+/* Rank 1 sends a block of 3 elements where the plan has 2: rank 0's collective fails and
+ * names rank 1 as the one out of step (it used to say only that rank 0 refused, with
+ * the same shape expected and requested); rank 1, which got rank 0's 2, names rank 0. */
+static _Atomic int g_rank0_done;
+static int wrong_block(rank_arg *a, sc_comm *comm) {
+  float send[3] = {1, 2, 3}, recv[6];
+  sc_diag d = {0};
+  sc_host_comm_reset(comm, 1);
+  const int rc = comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send,
+                                recv, a->rank == 1 ? 3 : 2, &d);
+  if (a->rank == 0) {
+    atomic_store(&g_rank0_done, 1);
+    CHECK(a, rc == SC_EDESYNC, "rank 0: %d", rc);
+    CHECK(a, strstr(d.msg, "rank 1 sent a 12-byte block where this rank's plan has 8") != NULL &&
+                 strstr(d.msg, "rank 1 is out of step") != NULL,
+          "rank 0: %s", d.msg);
+  } else {
+    CHECK(a, rc == SC_EDESYNC && strstr(d.msg, "rank 0 sent a 8-byte block") != NULL,
+          "rank 1: %d %s", rc, d.msg);
+    /* its comm closes its sockets without lingering: not before rank 0 has its block */
+    for (int i = 0; i < 1000 && !atomic_load(&g_rank0_done); i++) usleep(10 * 1000);
+  }
+  return 0;
+}
+
+Test(backend_host, a_block_of_the_wrong_size_names_its_sender) {
+  world w;
+  world_init(&w, 2, 1, 1, 5000); /* (each side fails at once on the other's block) */
+  rank_arg args[WORLD_MAX];
+  run_world(&w, wrong_block, args);
+  for (int r = 0; r < 2; r++) cr_assert_eq(args[r].result, 0, "rank %d: %s", r, args[r].msg);
   world_done(&w);
 }
 
@@ -240,7 +275,7 @@ static void *blocked(void *p) {
   float send[2] = {0}, recv[4];
   const uint64_t t0 = sc_now_ns();
   b->rc =
-      b->comm->ops->run(b->comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 2);
+      b->comm->ops->run(b->comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 2, NULL);
   b->ms = (double)(sc_now_ns() - t0) / 1e6;
   return NULL;
 }
@@ -260,7 +295,7 @@ Test(backend_host, abort_wakes_a_blocked_collective) {
   cr_assert_eq(b.rc, SC_EABORTED);
   cr_assert_lt(b.ms, 1000);
   float x[2] = {0}, y[4];
-  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
+  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
                SC_EABORTED);
   sc_host_comm_destroy(&comm);
   world_done(&w);
@@ -279,13 +314,13 @@ Test(backend_host, an_abort_of_an_earlier_step_does_not_reach_the_current_one) {
   float x[2] = {0}, y[4];
   comm.ops->reset(comm.self, 5);
   comm.ops->abort(comm.self, 4); /* late: step 4 is over */
-  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
+  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
                SC_ETIMEDOUT);
   comm.ops->abort(comm.self, 5);
-  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
+  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
                SC_EABORTED);
   comm.ops->reset(comm.self, 6);
-  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2),
+  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
                SC_ETIMEDOUT);
   sc_host_comm_destroy(&comm);
   world_done(&w);

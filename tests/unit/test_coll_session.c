@@ -9,12 +9,20 @@
 
 static int launched;
 static int count_op(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
-                    void *recv, size_t count) {
-  (void)self, (void)op, (void)g, (void)dt, (void)send, (void)recv, (void)count;
+                    void *recv, size_t count, sc_diag *d) {
+  (void)self, (void)op, (void)g, (void)dt, (void)send, (void)recv, (void)count, (void)d;
   launched++;
   return 0;
 }
 static const sc_coll_ops k_counting = {.run = count_op};
+
+/* A backend whose peer sent a block of the wrong size, as the host backend says it. */
+static int wrong_block_op(void *self, sc_coll_op op, sc_group g, sc_dtype dt,
+                          const void *send, void *recv, size_t count, sc_diag *d) {
+  (void)self, (void)op, (void)g, (void)dt, (void)send, (void)recv, (void)count;
+  return sc_fail(d, SC_EDESYNC, "rank 0 sent a 8-byte block where this rank's plan has 64");
+}
+static const sc_coll_ops k_wrong_block = {.run = wrong_block_op};
 
 static void make(sc_plan *plan, sc_comm *comm) {
   sc_plan_config c;
@@ -53,6 +61,24 @@ Test(coll_session, runs_the_plan_in_order_and_refuses_a_mismatch) {
   /* the step is dead: even the right request is refused now */
   cr_assert_eq(sc_coll_session_run(&s, &plan.colls[3], NULL, NULL), SC_EDESYNC);
   cr_assert_eq(launched, 3);
+  sc_plan_free(&plan);
+}
+
+/* A collective that fails in the backend is not this rank's refusal: the message gives the
+ * backend's reason (the peer to blame), and the failure record has the planned shape on
+ * both sides, which is how the scheduler tells the two apart. */
+Test(coll_session, a_failed_collective_names_the_backends_reason) {
+  sc_plan plan;
+  sc_comm comm;
+  make(&plan, &comm);
+  comm.ops = &k_wrong_block;
+  sc_coll_session s;
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 4);
+  cr_assert_eq(sc_coll_session_run(&s, &plan.colls[0], NULL, NULL), SC_EDESYNC);
+  cr_assert_not_null(strstr(s.diag.msg, "rank 1, step 4, seq 0"), "%s", s.diag.msg);
+  cr_assert_not_null(strstr(s.diag.msg, "rank 0 sent a 8-byte block"), "%s", s.diag.msg);
+  cr_assert_eq(comm.last_failure.code, SC_EDESYNC);
+  cr_assert(sc_coll_matches(&comm.last_failure.expected, &comm.last_failure.actual));
   sc_plan_free(&plan);
 }
 
