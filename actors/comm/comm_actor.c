@@ -183,9 +183,16 @@ static int on_nccl_id(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
+/* The node stops (SIGTERM, the head lost, an orderly stop): nothing will run a collective
+ * again, and the executor may be inside one that waits for a peer that is gone (the dead
+ * head), which would hold the node's stop for the whole collective deadline: abort them
+ * all. The node stops its loops in the order the actors were spawned, so this loop, an
+ * own loop spawned before the executor's, gets here while the executor still waits. */
 static void comm_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
-  watch_stop(state);
+  comm_state *s = state;
+  if (s->ctx) sc_step_gate_abort_all(&s->ctx->gate);
+  watch_stop(s);
 }
 
 static int comm_init(sc_ctx *c, void *state, const void *arg) {

@@ -325,6 +325,48 @@ Test(pipeline, a_failed_device_stops_the_cluster, .timeout = 60) {
   assert_no_nodes_left();
 }
 
+/* A node that loses the head stops within a second, also when its executor is inside a
+ * collective with the dead head: stopping aborts the collectives in flight. It used to
+ * wait out the collective's deadline (10 s here, the default) before it could stop. */
+Test(pipeline, survivors_of_a_head_death_stop_within_a_second, .timeout = 60) {
+  private_tmp();
+  sc_local_cluster_opts o = {.pcp = 2, .dcp = 2, .tp = 1, .exe = EXE,
+                             .model_file = SRC "/examples/model-small.json", .quiet = true,
+                             .log_level = "error", .deadline_ms = 10000};
+  sc_local_cluster *lc = NULL;
+  sc_diag d = {0};
+  cr_assert_eq(sc_local_cluster_start(&o, &lc, &d), 0, "%s", d.msg);
+  sc_client *c;
+  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  int32_t prompt[64];
+  for (int i = 0; i < 64; i++) prompt[i] = (i * 7) % SMALL_VOCAB;
+  const sc_client_request r = {.prompt = prompt, .prompt_len = 64, .max_tokens = 4000};
+  uint64_t id;
+  cr_assert_eq(sc_client_submit(c, &r, &id), 0);
+  int got = 0; /* steps run back to back from here on */
+  for (int k = 0; k < 200 && got < 8; k++) {
+    sc_client_event ev;
+    if (sc_client_next(c, 100, &ev) == 0 && ev.kind == SC_CLIENT_TOKENS) got += ev.n;
+  }
+  cr_assert_geq(got, 8, "the request is not decoding");
+  cr_assert_eq(kill(sc_local_cluster_pid(lc, 0), SIGKILL), 0);
+  const uint64_t t0 = sc_now_ns();
+  bool node1_gone = false;
+  double ms = 0;
+  while (!node1_gone && sc_now_ns() - t0 < 15ull * 1000000000ull) {
+    sc_local_exit ex[4];
+    const int n = sc_local_cluster_reap(lc, ex, 4);
+    for (int i = 0; i < n; i++) node1_gone |= ex[i].rank == 1;
+    if (!node1_gone) usleep(10000);
+  }
+  ms = (double)(sc_now_ns() - t0) / 1e6;
+  cr_assert(node1_gone, "node 1 still runs 15 s after the head died");
+  cr_assert_lt(ms, 1500.0, "node 1 stopped %.0f ms after the head died", ms);
+  sc_client_close(c);
+  sc_local_cluster_stop(lc);
+  assert_no_nodes_left();
+}
+
 /* An orderly stop of the head answers the requests it still holds: on a one-node
  * cluster nothing else would (no peer's DOWN reaches the scheduler), and the client of
  * a streaming request used to wait for an answer that never came. */
