@@ -17,6 +17,16 @@ void sc_pipeline_startup(sc_rank_ctx **ctx_slot, sc_startup_actor *out) {
   memcpy(out, list, sizeof list);
 }
 
+void sc_pipeline_cluster_ready(sc_node *node) {
+  sc_actor_id sched;
+  if (sc_node_resolve(node, "scheduler@0", &sched) != 0) return;
+  sc_msg_node_ready *m = sc_msg_body_new(SC_MSG_NODE_READY);
+  if (m == NULL) return;
+  m->rank = sc_node_rank(node);
+  sc_envelope env = {.type = SC_MSG_NODE_READY, .dst = sched};
+  if (sc_node_send(node, &env, m) != 0) sc_msg_body_destroy(SC_MSG_NODE_READY, m);
+}
+
 void sc_pipeline_stop_clients(sc_node *node, const char *why) {
   sc_actor_id sched;
   if (sc_node_resolve(node, "scheduler@0", &sched) != 0) return;

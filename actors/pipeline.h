@@ -45,6 +45,12 @@
  * differs). *ctx_slot must stay where it is until the node has started. */
 void sc_pipeline_startup(sc_rank_ctx **ctx_slot, sc_startup_actor *out);
 
+/* For the head's program once sc_node_wait_ready succeeded (any thread): lets the
+ * scheduler start steps, which it does not before (a step sent to a node that has not
+ * joined waits in its queue, and when that node dies first its requests got no answer).
+ * A node without a scheduler returns at once. */
+void sc_pipeline_cluster_ready(sc_node *node);
+
 /* For the head's orderly stop (any thread, before the node is destroyed): tells its
  * scheduler to answer every request it still holds with SC_ECLOSED ("the cluster is
  * shutting down (why)"), and gives the gateway SC_PIPELINE_STOP_ANSWER_MS to send the

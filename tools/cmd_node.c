@@ -161,19 +161,23 @@ int sc_cmd_node(int argc, char **argv) {
     goto out;
   }
   rc = sc_node_wait_ready(node, ready_ms);
-  if (rc == SC_EDOWN) {
-    int32_t gone = -1;
-    for (int32_t r = 0; r < cluster.num_nodes && gone < 0; r++)
-      if (sc_node_peer_down(node, r)) gone = r;
-    sc_cli_error("node", "rank %lld: node %d went down before the cluster was ready",
-                 (long long)rank, (int)gone);
-    goto out;
-  }
   if (rc != 0 && rc != SC_ECLOSED) {
-    sc_cli_error("node", "rank %lld: the cluster was not ready within %lld ms", (long long)rank,
-                 (long long)ready_ms);
+    char why[160];
+    int32_t gone = -1;
+    for (int32_t r = 0; rc == SC_EDOWN && r < cluster.num_nodes && gone < 0; r++)
+      if (sc_node_peer_down(node, r)) gone = r;
+    if (rc == SC_EDOWN)
+      snprintf(why, sizeof why, "node %d went down before the cluster was ready", (int)gone);
+    else
+      snprintf(why, sizeof why, "the cluster was not ready within %lld ms", (long long)ready_ms);
+    sc_cli_error("node", "rank %lld: %s", (long long)rank, why);
+    /* the head's clients may have sent requests meanwhile (they wait in the queue: no
+     * step starts before ready): they hear why the cluster ends */
+    if (rank == 0) sc_pipeline_stop_clients(node, why);
     goto out;
   }
+  /* the scheduler starts steps from now on (requests may have waited meanwhile) */
+  if (rank == 0 && rc == 0) sc_pipeline_cluster_ready(node);
   /* (at once when a signal stopped the node while it waited for the cluster) */
   rc = sc_node_wait_shutdown(node, -1);
   if (rank == 0) {

@@ -42,6 +42,11 @@ typedef struct scheduler {
   bool shutting_down;
   sc_node *node;
   uv_timer_t *stop_timer;  /* pending delayed stop (closed in terminate if still armed) */
+  /* No step starts before the cluster is ready (the head's program sends node_ready
+   * here, sc_pipeline_cluster_ready): a step sent to a node that has not joined waits in
+   * its queue, and when that node died first the step's requests were left without an
+   * answer. Requests wait in the queue meanwhile. */
+  bool ready;
   /* Room for cap events / ids. on_submit keeps cap > running + waiting (requests enter
    * the core only there; sc_sched_next only moves waiting to running), so advance,
    * fail_step (<= running ids) and fail_all (<= running + waiting) fit; the
@@ -218,9 +223,9 @@ static int send_step(sc_ctx *c, scheduler *s, const sc_sched_step *st) {
 
 static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why);
 
-/* Starts the next step if none is running and there is work. */
+/* Starts the next step if none is running, the cluster is ready and there is work. */
 static void try_start(sc_ctx *c, scheduler *s) {
-  if (s->in_flight || s->shutting_down) return;
+  if (s->in_flight || s->shutting_down || !s->ready) return;
   sc_sched_step *st = NULL;
   if (sc_sched_next(s->sched, &st) != 0 || st == NULL) return;
   s->in_flight = st->step;
@@ -462,6 +467,15 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
+/* The cluster is ready: the requests that arrived meanwhile may start. */
+static int on_ready(sc_ctx *c, const sc_envelope *env, const void *body) {
+  (void)env, (void)body;
+  scheduler *s = sc_state(c);
+  s->ready = true;
+  try_start(c, s);
+  return 0;
+}
+
 static int on_planned(sc_ctx *c, const sc_envelope *env, const void *body) {
   scheduler *s = sc_state(c);
   if (env->step != s->in_flight) return 0;
@@ -566,5 +580,6 @@ const sc_actor_spec sc_scheduler_spec = {
                  [SC_MSG_PLAN_ACK] = on_ack,
                  [SC_MSG_STEP_COMPLETE] = on_complete,
                  [SC_MSG_DOWN] = on_down,
+                 [SC_MSG_NODE_READY] = on_ready,
                  [SC_MSG_NODE_SHUTDOWN] = on_shutdown},
 };

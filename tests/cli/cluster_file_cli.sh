@@ -7,6 +7,8 @@
 #    difference.
 #  - a max_prompt_len longer than one client message can carry: the gateway would have
 #    promised prompts it can never accept. The node refuses to start (exit 2).
+#  - a head whose cluster never becomes ready: no step, and an answer for the waiting
+#    request.
 set -u
 bin=$1
 src=$2
@@ -64,6 +66,25 @@ rc=$?
 [ $rc -eq 2 ] || fail "a node promising 400000-token prompts of 5-byte ids exited $rc: $out"
 case $out in *"max_prompt_len 400000 does not fit one client message"*"at most 209510"*) ;;
 *) fail "unexpected error: $out" ;; esac
+
+# A head whose cluster never becomes ready (rank 1 never starts) runs no step, and the
+# request that waited meanwhile is answered with the reason when the head gives up (it
+# used to be sent to rank 1's queue and left without an answer when the head exited).
+"$bin" node --cluster "$work/c0.json" --rank 0 --ready-timeout 3000 > "$work/alone.log" 2>&1 &
+pids=$!
+res=$("$bin" submit --connect "ipc://$work/client" --prompt-len 10 --max-tokens 4 --vocab 4096 \
+  --json --timeout 20)
+rc=$?
+wait $pids
+nrc=$?
+pids=
+[ $rc -eq 1 ] || fail "submit to a head that never became ready exited $rc: $res"
+python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["tokens"] == [] and "not ready within 3000 ms" in d["error"], d
+' "$res" || fail "submit printed '$res'"
+[ $nrc -eq 1 ] || fail "the head exited $nrc: $(cat "$work/alone.log")"
 
 rm -rf "$work"
 echo "cluster_file_cli: ok"
