@@ -247,29 +247,31 @@ int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len) {
   return total;
 }
 
-static int32_t reap(sc_local_cluster *c) {
+/* Reaps what ended (each to report, when given) and returns how many still run. */
+static int32_t reap(sc_local_cluster *c, sc_local_exit_fn report, void *ud) {
+  sc_local_exit ex[16];
+  int k;
+  while ((k = sc_local_cluster_reap(c, ex, 16)) > 0)
+    for (int i = 0; report && i < k; i++) report(ud, &ex[i]);
   int32_t alive = 0;
-  int status;
-  for (int32_t r = 0; r < c->n; r++) {
-    if (!c->ch[r].alive) continue;
-    if (child_ended(&c->ch[r], &status)) c->ch[r].alive = false;
-    else alive++;
-  }
+  for (int32_t r = 0; r < c->n; r++) alive += c->ch[r].alive;
   return alive;
 }
 
-void sc_local_cluster_stop(sc_local_cluster *c) {
+void sc_local_cluster_stop(sc_local_cluster *c) { sc_local_cluster_stop_report(c, NULL, NULL); }
+
+void sc_local_cluster_stop_report(sc_local_cluster *c, sc_local_exit_fn report, void *ud) {
   if (c == NULL) return;
   /* The head first: it tells the others to shut down, so they leave in order instead of
    * reporting each other DOWN. Whatever is still running a second later gets SIGTERM. */
   if (c->ch[0].alive) kill(c->ch[0].pid, SIGTERM);
   const uint64_t term_at = sc_now_ns() + 1000000000ull;
-  while (reap(c) > 0 && sc_now_ns() < term_at) usleep(10000);
+  while (reap(c, report, ud) > 0 && sc_now_ns() < term_at) usleep(10000);
   for (int32_t r = 0; r < c->n; r++)
     if (c->ch[r].alive) kill(c->ch[r].pid, SIGTERM);
   const uint64_t kill_at = sc_now_ns() + 3000000000ull;
   for (;;) {
-    if (reap(c) == 0) break;
+    if (reap(c, report, ud) == 0) break;
     if (sc_now_ns() >= kill_at)
       for (int32_t r = 0; r < c->n; r++)
         if (c->ch[r].alive) kill(c->ch[r].pid, SIGKILL);

@@ -88,6 +88,10 @@ int sc_local_cluster_reap(sc_local_cluster *c, sc_local_exit *out, int max);
 int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len);
 /* Stops and reaps every child, removes the folder, frees c. NULL is a no-op. */
 void sc_local_cluster_stop(sc_local_cluster *c);
+/* The same, calling report(ud, exit) for every child that ends meanwhile (on this
+ * thread), whether it ended before the stop or because of it. */
+typedef void (*sc_local_exit_fn)(void *ud, const sc_local_exit *e);
+void sc_local_cluster_stop_report(sc_local_cluster *c, sc_local_exit_fn report, void *ud);
 
 /* The shared options as getopt_long entries, for a command's `struct option` array
  * (needs <getopt.h>): `{SC_LOCAL_CLUSTER_LONG_OPTIONS, {"own", ...}, ..., {NULL, 0, NULL,

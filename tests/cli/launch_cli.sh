@@ -4,7 +4,8 @@
 #    node that is killed is still reported, and SIGTERM still stops launch;
 #  - a head that cannot bind the clients' endpoint: launch exits 1, no node stays up;
 #  - a TMPDIR whose name holds quotes and spaces: the "launched" line is valid JSON, the
-#    cluster folder is removed at the end, and nothing outside it is.
+#    cluster folder is removed at the end, and nothing outside it is;
+#  - a node killed just before SIGTERM: reported, and launch exits 1.
 set -u
 bin=$1
 src=$2
@@ -70,5 +71,20 @@ lpid=
 [ $rc -eq 0 ] || fail "launch exited $rc on SIGTERM, expected 0"
 [ -d "$work/victim" ] || fail "a folder outside the cluster's was removed"
 [ -z "$(ls -A "$odd")" ] || fail "the cluster folder was left behind: $(ls -A "$odd")"
+# 4. a node killed just before SIGTERM: still reported, and launch exits 1 (it exited 0
+#    without an "exited" line: its loop had not looked before the stop began)
+"$bin" launch --pcp 2 --dcp 2 --model "$model" > "$work/l4.out" 2> "$work/l4.err" &
+lpid=$!
+await "$work/l4.out" '"launched"' || fail "no launched line: $(cat "$work/l4.err")"
+pids=$(field "$work/l4.out" pids)
+# shellcheck disable=SC2086
+set -- $pids
+kill -KILL "$2"; kill -TERM "$lpid" # at once, as after a client's error
+wait "$lpid"
+rc=$?
+lpid=
+[ $rc -eq 1 ] || fail "launch exited $rc after a node was killed just before SIGTERM, expected 1"
+grep -q '"exited","rank":1' "$work/l4.out" || fail "the killed node was not reported: $(cat "$work/l4.out")"
+
 rm -rf "$work"
 echo "launch_cli: ok"
