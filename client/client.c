@@ -1,20 +1,38 @@
 /* client.c - the client side of the gateway protocol over a ZeroMQ DEALER. */
 #include "client/client.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
+#include "base/clock.h"
 #include "client/curve_key.h"
 #include "messages/messages.h"
 
+/* How fast a client learns that the server went away: a process that dies closes its
+ * connections at once (ipc, or tcp to a live host: the monitor sees it disconnect); a
+ * host that dies or a network that splits is found by ZMTP heartbeats, one every
+ * SC_CLIENT_HEARTBEAT_MS, the connection dropped after SC_CLIENT_HEARTBEAT_TIMEOUT_MS
+ * without an answer: within 2 s either way. */
+#define SC_CLIENT_HEARTBEAT_MS 500
+#define SC_CLIENT_HEARTBEAT_TIMEOUT_MS 1500
+#define SC_CLIENT_LOST "the server went away (its connection was lost): the request's end is unknown"
+
 struct sc_client {
   void *ctx, *sock;
+  void *mon;     /* PAIR: the socket monitor's connect and disconnect events */
+  bool up;       /* a connection completed its handshake (CURVE's too) */
+  bool lost;     /* that connection went down and none has come back */
   uint64_t next_id;
   sc_buf out;
   /* the last decoded reply: the event points into it */
   int last_type;
   void *last_body;
+  /* requests sent and not ended (done or error): they fail with SC_EDOWN when the
+   * connection is lost, since no answer will come on it */
+  uint64_t *live;
+  int32_t num_live, cap_live;
 };
 
 int sc_client_connect(sc_client **out, const char *endpoint, sc_diag *d) {
@@ -54,9 +72,20 @@ int sc_client_connect_key(sc_client **out, const char *endpoint, const char *ser
     sc_fail(d, SC_EIO, "client: %s", zmq_strerror(zmq_errno()));
     goto fail;
   }
-  const int zero = 0;
+  const int zero = 0, ivl = SC_CLIENT_HEARTBEAT_MS, hb_to = SC_CLIENT_HEARTBEAT_TIMEOUT_MS;
   zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+  zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_TIMEOUT, &hb_to, sizeof hb_to);
   if (server_key != NULL && (rc = use_curve(c->sock, server_key, d)) != 0) goto fail;
+  char mon_ep[64];
+  snprintf(mon_ep, sizeof mon_ep, "inproc://sc-client-monitor-%p", (void *)c);
+  if (zmq_socket_monitor(c->sock, mon_ep,
+                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0 ||
+      (c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) == NULL || zmq_connect(c->mon, mon_ep) != 0) {
+    sc_fail(d, SC_EIO, "client: cannot monitor the connection: %s", zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero);
   if (zmq_connect(c->sock, endpoint) != 0) {
     sc_fail(d, SC_EIO, "client: cannot connect to %s: %s", endpoint, zmq_strerror(zmq_errno()));
     goto fail;
@@ -67,6 +96,7 @@ int sc_client_connect_key(sc_client **out, const char *endpoint, const char *ser
   *out = c;
   return 0;
 fail:
+  if (c->mon) zmq_close(c->mon);
   if (c->sock) zmq_close(c->sock);
   if (c->ctx) zmq_ctx_term(c->ctx);
   free(c);
@@ -76,10 +106,60 @@ fail:
 void sc_client_close(sc_client *c) {
   if (c == NULL) return;
   sc_msg_body_destroy(c->last_type, c->last_body);
+  zmq_socket_monitor(c->sock, NULL, 0);
+  zmq_close(c->mon);
   zmq_close(c->sock);
   zmq_ctx_term(c->ctx);
   sc_buf_free(&c->out);
+  free(c->live);
   free(c);
+}
+
+static int live_add(sc_client *c, uint64_t id) {
+  if (c->num_live == c->cap_live) {
+    const int32_t cap = c->cap_live ? 2 * c->cap_live : 16;
+    uint64_t *v = realloc(c->live, sizeof *v * (size_t)cap);
+    if (v == NULL) return SC_ENOMEM;
+    c->live = v;
+    c->cap_live = cap;
+  }
+  c->live[c->num_live++] = id;
+  return 0;
+}
+
+static void live_end(sc_client *c, uint64_t id) {
+  for (int32_t i = c->num_live - 1; i >= 0; i--)
+    if (c->live[i] == id) {
+      c->live[i] = c->live[--c->num_live];
+      return;
+    }
+}
+
+/* Reads the monitor's waiting events: the connection went down, or (back) up. */
+static void read_monitor(sc_client *c) {
+  for (;;) {
+    zmq_msg_t ev, addr;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&ev);
+      return;
+    }
+    uint16_t what = 0;
+    if (zmq_msg_size(&ev) >= sizeof what) memcpy(&what, zmq_msg_data(&ev), sizeof what);
+    zmq_msg_close(&ev);
+    zmq_msg_init(&addr); /* (the second frame: the endpoint) */
+    zmq_msg_recv(&addr, c->mon, 0);
+    zmq_msg_close(&addr);
+    /* a connection that never completed its handshake (a wrong server key) is not a
+     * lost server: nothing was ever said on it */
+    if (what == ZMQ_EVENT_DISCONNECTED && c->up) {
+      c->up = false;
+      c->lost = true;
+    } else if (what == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      c->up = true;
+      c->lost = false;
+    }
+  }
 }
 
 static int send_msg(sc_client *c, int type, const void *body) {
@@ -110,7 +190,13 @@ int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *reque
   sc_msg_limits lim;
   sc_msg_limits_default(&lim);
   if (c->out.len > lim.max_bytes) return SC_ETOOBIG;
-  if (zmq_send(c->sock, c->out.data, c->out.len, 0) < 0) return SC_EIO;
+  read_monitor(c);
+  if (c->lost) return SC_EDOWN; /* (ZeroMQ would hold it until a server came back) */
+  if ((rc = live_add(c, id)) != 0) return rc;
+  if (zmq_send(c->sock, c->out.data, c->out.len, 0) < 0) {
+    live_end(c, id);
+    return SC_EIO;
+  }
   *request_id = id;
   return 0;
 }
@@ -124,13 +210,36 @@ int sc_client_send_raw(sc_client *c, const void *data, size_t len) {
   return zmq_send(c->sock, data, len, 0) < 0 ? SC_EIO : 0;
 }
 
+/* The next request in flight fails: the connection it was sent on is gone. */
+static int lost_event(sc_client *c, sc_client_event *ev) {
+  memset(ev, 0, sizeof *ev);
+  ev->kind = SC_CLIENT_ERROR;
+  ev->request_id = c->live[--c->num_live];
+  ev->code = SC_EDOWN;
+  ev->message = SC_CLIENT_LOST;
+  return 0;
+}
+
 int sc_client_next(sc_client *c, int timeout_ms, sc_client_event *ev) {
   sc_msg_body_destroy(c->last_type, c->last_body);
   c->last_body = NULL;
-  zmq_pollitem_t it = {.socket = c->sock, .events = ZMQ_POLLIN};
-  const int n = zmq_poll(&it, 1, timeout_ms);
-  if (n < 0) return SC_EIO;
-  if (n == 0) return SC_ETIMEDOUT;
+  const int64_t until = timeout_ms < 0 ? -1 : (int64_t)(sc_now_ns() / 1000000) + timeout_ms;
+  for (;;) {
+    read_monitor(c);
+    /* (replies that came before the connection went are read first: they are answers) */
+    zmq_pollitem_t it[2] = {{.socket = c->sock, .events = ZMQ_POLLIN},
+                            {.socket = c->mon, .events = ZMQ_POLLIN}};
+    if (c->lost && c->num_live > 0) {
+      if (zmq_poll(it, 1, 0) > 0) break;
+      return lost_event(c, ev);
+    }
+    int64_t left = until < 0 ? -1 : until - (int64_t)(sc_now_ns() / 1000000);
+    if (until >= 0 && left < 0) left = 0; /* (a timeout of 0 still looks once) */
+    const int n = zmq_poll(it, 2, (long)left);
+    if (n < 0) return SC_EIO;
+    if (n == 0) return SC_ETIMEDOUT;
+    if (it[0].revents & ZMQ_POLLIN) break;
+  }
   zmq_msg_t msg;
   zmq_msg_init(&msg);
   if (zmq_msg_recv(&msg, c->sock, 0) < 0) {
@@ -158,6 +267,7 @@ int sc_client_next(sc_client *c, int timeout_ms, sc_client_event *ev) {
   }
   case SC_MSG_CLIENT_DONE: {
     const sc_msg_client_done *t = body;
+    live_end(c, t->request_id);
     ev->kind = SC_CLIENT_DONE;
     ev->request_id = t->request_id;
     ev->num_tokens = t->num_tokens;
@@ -167,6 +277,7 @@ int sc_client_next(sc_client *c, int timeout_ms, sc_client_event *ev) {
   }
   case SC_MSG_CLIENT_ERROR: {
     const sc_msg_client_error *t = body;
+    live_end(c, t->request_id);
     ev->kind = SC_CLIENT_ERROR;
     ev->request_id = t->request_id;
     ev->code = t->code;

@@ -327,7 +327,8 @@ Test(pipeline, a_failed_device_stops_the_cluster, .timeout = 60) {
 
 /* A node that loses the head stops within a second, also when its executor is inside a
  * collective with the dead head: stopping aborts the collectives in flight. It used to
- * wait out the collective's deadline (10 s here, the default) before it could stop. */
+ * wait out the collective's deadline (10 s here, the default) before it could stop. The
+ * client, whose request was decoding, hears SC_EDOWN within 2 s. */
 Test(pipeline, survivors_of_a_head_death_stop_within_a_second, .timeout = 60) {
   private_tmp();
   sc_local_cluster_opts o = {.pcp = 2, .dcp = 2, .tp = 1, .exe = EXE,
@@ -351,6 +352,19 @@ Test(pipeline, survivors_of_a_head_death_stop_within_a_second, .timeout = 60) {
   cr_assert_geq(got, 8, "the request is not decoding");
   cr_assert_eq(kill(sc_local_cluster_pid(lc, 0), SIGKILL), 0);
   const uint64_t t0 = sc_now_ns();
+  /* the client hears that its server is gone, within 2 s (it used to learn nothing and
+   * wait for its own timeout) */
+  int code = 0;
+  while (code == 0 && sc_now_ns() - t0 < 5ull * 1000000000ull) {
+    sc_client_event ev;
+    if (sc_client_next(c, 100, &ev) == 0 && ev.kind == SC_CLIENT_ERROR && ev.request_id == id)
+      code = ev.code;
+  }
+  const double client_ms = (double)(sc_now_ns() - t0) / 1e6;
+  cr_assert_eq(code, SC_EDOWN, "the client got %d for its request", code);
+  cr_assert_lt(client_ms, 2000.0, "the client heard of the head's death after %.0f ms",
+               client_ms);
+  cr_assert_eq(sc_client_submit(c, &r, &id), SC_EDOWN, "a submit to a dead head");
   bool node1_gone = false;
   double ms = 0;
   while (!node1_gone && sc_now_ns() - t0 < 15ull * 1000000000ull) {
