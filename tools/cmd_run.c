@@ -539,7 +539,7 @@ int sc_cmd_run(int argc, char **argv) {
         sc_jsonw_kv_str(&w, "error", r->error);
       } else if (!r->done && r->submitted) {
         char cut[640];
-        snprintf(cut, sizeof cut, "unfinished: the run stopped at the first failure (%s)",
+        snprintf(cut, sizeof cut, "unfinished: the run stopped at the first failure (%.512s)",
                  why[0] ? why : "unknown");
         sc_jsonw_kv_str(&w, "error", cut);
       }
