@@ -71,9 +71,9 @@ int sc_client_cancel(sc_client *c, uint64_t request_id);
 /* Waits up to timeout_ms (< 0: forever) for the next event. Returns 0 with *ev filled,
  * SC_ETIMEDOUT when nothing came, SC_EPROTO for an undecodable reply (skipped), SC_EIO.
  * When the connection to the server is lost (its process died: at once; its host or the
- * network: within 2 s, by heartbeats), every request in flight ends with an error event
- * of code SC_EDOWN, as no answer can come for it; the client reconnects by itself if the
- * server comes back. */
+ * network: by heartbeats, 500 ms apart, 1.5 s timeout), every request in flight ends
+ * with an error event of code SC_EDOWN, as no answer can come for it; the client
+ * reconnects by itself if the server comes back. */
 int sc_client_next(sc_client *c, int timeout_ms, sc_client_event *ev);
 
 /* Sends raw bytes as one message (tests of the gateway's untrusted input path). */
