@@ -69,7 +69,7 @@ int sc_client_connect_key(sc_client **out, const char *endpoint, const char *ser
   c->ctx = zmq_ctx_new();
   c->sock = c->ctx ? zmq_socket(c->ctx, ZMQ_DEALER) : NULL;
   if (c->sock == NULL) {
-    sc_fail(d, SC_EIO, "client: %s", zmq_strerror(zmq_errno()));
+    rc = sc_fail(d, SC_EIO, "client: %s", zmq_strerror(zmq_errno()));
     goto fail;
   }
   const int zero = 0, ivl = SC_CLIENT_HEARTBEAT_MS, hb_to = SC_CLIENT_HEARTBEAT_TIMEOUT_MS;
@@ -82,12 +82,16 @@ int sc_client_connect_key(sc_client **out, const char *endpoint, const char *ser
   if (zmq_socket_monitor(c->sock, mon_ep,
                          ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0 ||
       (c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) == NULL || zmq_connect(c->mon, mon_ep) != 0) {
-    sc_fail(d, SC_EIO, "client: cannot monitor the connection: %s", zmq_strerror(zmq_errno()));
+    rc = sc_fail(d, SC_EIO, "client: cannot monitor the connection: %s",
+                 zmq_strerror(zmq_errno()));
     goto fail;
   }
   zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero);
   if (zmq_connect(c->sock, endpoint) != 0) {
-    sc_fail(d, SC_EIO, "client: cannot connect to %s: %s", endpoint, zmq_strerror(zmq_errno()));
+    /* (rc is set here: after use_curve succeeded it held 0, and a bad endpoint with a
+     * server key returned 0 and no client) */
+    rc = sc_fail(d, SC_EIO, "client: cannot connect to %s: %s", endpoint,
+                 zmq_strerror(zmq_errno()));
     goto fail;
   }
   sc_buf_init(&c->out);

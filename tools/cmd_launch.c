@@ -238,6 +238,7 @@ int sc_cmd_launch(int argc, char **argv) {
   const int32_t n = sc_local_cluster_size(lc);
   proxy px = {0};
   int exit_code = SC_EXIT_OK;
+  bool failed = false; /* a node was killed or exited nonzero (report_exit) */
   if (tap && proxy_start(&px, lc, tap) != 0) {
     exit_code = SC_EXIT_FAILURE;
     goto out;
@@ -252,7 +253,6 @@ int sc_cmd_launch(int argc, char **argv) {
     sc_local_exit ex[16];
     const int k = sc_local_cluster_reap(lc, ex, 16);
     for (int i = 0; i < k; i++) {
-      bool failed = false;
       report_exit(&failed, &ex[i]);
       alive--;
       exit_code = SC_EXIT_FAILURE; /* a node that ends by itself is a failure */
@@ -265,7 +265,6 @@ out:
   /* Every node's end is reported, also during the stop: one killed just before a stop
    * signal used to pass unseen (exit 0, no "exited" line) when the loop above had not
    * looked since. Nodes that the stop ends leave with status 0; any other end fails. */
-  bool failed = false;
   sc_local_cluster_stop_report(lc, report_exit, &failed);
   if (failed) exit_code = SC_EXIT_FAILURE;
   return exit_code;

@@ -55,7 +55,7 @@ __device__ inline int block_count_nonzero(const uint64_t *buf, int n, int *sh) {
   if (threadIdx.x == 0) sh[SH_CNT] = 0;
   __syncthreads();
   int local = 0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) local += buf[i] != 0; /* (no atomics) */
+  for (int i = threadIdx.x; i < n; i += blockDim.x) local += buf[i] != 0;
   for (int off = 16; off > 0; off >>= 1) local += __shfl_xor_sync(0xffffffffu, local, off);
   if ((threadIdx.x & 31) == 0 && local) atomicAdd(&sh[SH_CNT], local);
   __syncthreads();

@@ -142,6 +142,11 @@ Test(client, bad_key_and_oversized_request) {
   sc_diag d = {0};
   cr_assert_eq(sc_client_connect_key(&c, "ipc:///nonexistent/gw", "not-a-key", &d), SC_EINVAL);
   cr_assert_null(c);
+  /* a good key and an endpoint ZeroMQ refuses: an error, not 0 with no client */
+  char pub[41], sec[41];
+  cr_assert_eq(zmq_curve_keypair(pub, sec), 0);
+  cr_assert_eq(sc_client_connect_key(&c, "bogus://x", pub, &d), SC_EIO);
+  cr_assert_null(c);
   cr_assert_eq(sc_client_connect(&c, "ipc:///nonexistent/gw", &d), 0);
   /* 300000 ids of 5 bytes: over the gateway's 1 MiB limit, under its socket's 2 MiB */
   const int32_t n = 300000;
