@@ -1,11 +1,13 @@
 /* fault.h - fault injection: the table of faults a run can inject (`--inject
  * KIND:RANK:STEP`, or the cluster file's "inject" list; docs/pipeline.md) to test that
- * each ends the way it should, and the one query the actors make of it.
+ * each ends the way it should, and the query the actors make of it (sc_fault_fires).
  *
  * Where each fires (the actor does the harm; the table only says when):
  *   desync      the executor's collective session (collectives/coll.h,
- *               sc_comm.inject_desync_step): the step's first collective is requested
- *               with one row too many, as a buggy executor would
+ *               sc_comm.inject_desync_step, set when the rank context is created: the
+ *               collectives layer cannot ask this table): the step's first collective
+ *               is requested with one row too many, as a buggy executor would; the
+ *               refusal it causes is its log line
  *   kill        the executor, entering the step: its node process dies (SIGKILL)
  *   badack      the metadata actor: it acknowledges a wrong plan fingerprint
  *   noack       the metadata actor: its acknowledgement is lost

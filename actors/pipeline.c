@@ -1,7 +1,7 @@
-/* pipeline.c - the pipeline's startup list and the head's orderly stop (pipeline.h). */
+/* pipeline.c - the pipeline's startup list, the cluster's readiness and the head's
+ * orderly stop (pipeline.h). */
 #include "actors/pipeline.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 

@@ -1,5 +1,6 @@
 /* pipeline.h - the inference pipeline of a cluster: the startup list that puts its
- * actors on every node (DESIGN.md §3), and the head's orderly stop. Its configuration is
+ * actors on every node (DESIGN.md §3), the head's word that the cluster is ready, and
+ * the head's orderly stop. Its configuration is
  * pipeline_config.h, the per-process state its actors share rank_ctx.h.
  *
  * Actors, by well-known name (sc_node_resolve "name@rank"):
@@ -30,7 +31,7 @@
  * continue with the next step; with NCCL (aborted communicators cannot be revived), when
  * a device fails (SC_EDEVICE) and when a node goes down, the cluster shuts down.
  *
- * Threads: sc_pipeline_startup any; sc_pipeline_stop_clients see there.
+ * Threads: any (sc_pipeline_cluster_ready and sc_pipeline_stop_clients: see there).
  */
 #ifndef SC_PIPELINE_H
 #define SC_PIPELINE_H

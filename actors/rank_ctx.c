@@ -45,7 +45,9 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
   }
   x->cfg = *cfg;
   x->cfg.coll_endpoints = NULL; /* borrowed only here */
-  sc_step_gate_init(&x->gate, &x->comm, false);
+  /* NCCL: the comm actor exchanges the unique ids and creates the communicators, then
+   * opens the gate; the host backend's exist once this function returns */
+  sc_step_gate_init(&x->gate, &x->comm, !cfg->nccl);
   x->rank = rank;
   x->plan_cfg = cfg->engine.plan;
   sc_model_config_to_plan(&cfg->engine.model, &x->plan_cfg);
@@ -71,8 +73,6 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
     if ((rc = sc_staged_comm_create(&x->comm, sc_engine_kernels(x->engine), d))) goto fail;
     x->staged = true;
   }
-  /* NCCL: the comm actor exchanges the unique ids and creates the communicators */
-  if (!cfg->nccl) sc_step_gate_set_ready(&x->gate, 1);
   if (cfg->inject.at[SC_FAULT_DESYNC].rank == rank)
     x->comm.inject_desync_step = cfg->inject.at[SC_FAULT_DESYNC].step;
   free(eps);

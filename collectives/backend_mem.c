@@ -7,7 +7,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "base/clock.h"
 
 /* One group instance: the members' published arguments and the barrier state. */
 typedef struct mem_group {
@@ -169,16 +170,8 @@ static int ensure_scratch(mem_rank *r, size_t n) {
  * member then did not join the round). Called with the mutex held. */
 static int arrive(sc_mem_world *w, mem_group *g, int32_t m, int op, int dt, const void *send,
                   size_t count, int64_t deadline_ms, uint64_t *gen) {
-  struct timespec until;
-  if (deadline_ms > 0) {
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += deadline_ms / 1000;
-    until.tv_nsec += (long)(deadline_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
-  }
+  const struct timespec until = deadline_ms > 0 ? sc_time_after_ms(CLOCK_MONOTONIC, deadline_ms)
+                                                : (struct timespec){0};
   /* The previous round may still be reading: wait for its last member to depart. The
    * reading phase never blocks, so this wait is short and needs no deadline. */
   while (g->ready && !w->poison) pthread_cond_wait(&w->cv, &w->mu);

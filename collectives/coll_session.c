@@ -83,16 +83,13 @@ static int refuse(sc_coll_session *s, const sc_coll *planned, const sc_coll *req
  * the backend's reason (why: "" when it gave none). */
 static int fail_entry(sc_coll_session *s, int rc, const sc_coll *p, const sc_coll *asked,
                       const char *how, const char *why) {
-  char want[160];
+  char want[160], cause[sizeof s->diag.msg];
   sc_coll_describe(p, want, sizeof want);
-  if (why[0])
-    s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed%s: %s (%s)",
-                        s->comm->coords.global, (unsigned long long)s->step, s->next, want,
-                        how, why, sc_errname(rc));
-  else
-    s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed%s: %s",
-                        s->comm->coords.global, (unsigned long long)s->step, s->next, want,
-                        how, sc_strerror(rc));
+  if (why[0]) snprintf(cause, sizeof cause, "%s (%s)", why, sc_errname(rc));
+  else snprintf(cause, sizeof cause, "%s", sc_strerror(rc));
+  s->failed = sc_fail(&s->diag, rc, "rank %d, step %llu, seq %d: %s failed%s: %s",
+                      s->comm->coords.global, (unsigned long long)s->step, s->next, want, how,
+                      cause);
   record_failure(s, rc, p, asked);
   return rc;
 }

@@ -18,7 +18,7 @@
  * testing it and sleeping; its readers outside the mutex only ask whether it changed. */
 #include "collectives/step_gate.h"
 
-#include <time.h>
+#include "base/clock.h"
 
 void sc_step_gate_init(sc_step_gate *g, sc_comm *comm, bool ready) {
   g->comm = comm;
@@ -55,14 +55,7 @@ bool sc_step_gate_abort(sc_step_gate *g, uint64_t step) {
 
 int sc_step_gate_wait_ready(sc_step_gate *g, int64_t timeout_ms) {
   if (atomic_load(&g->ready) == 1) return 0;
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += timeout_ms / 1000;
-  until.tv_nsec += (timeout_ms % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
+  const struct timespec until = sc_time_after_ms(CLOCK_REALTIME, timeout_ms);
   pthread_mutex_lock(&g->mu);
   while (atomic_load(&g->ready) == 0)
     if (pthread_cond_timedwait(&g->cv, &g->mu, &until) != 0) break;

@@ -6,8 +6,9 @@
  * a step, so that no rank stays blocked in a collective whose peers have given up. The
  * two share nothing else. The gate holds what they share and the protocol around it:
  *
- *   executor: sc_step_gate_wait_ready (before its first step), then for every step
- *             sc_step_gate_enter ... run the step ... sc_step_gate_leave;
+ *   executor: for every step sc_step_gate_wait_ready (it waits only before the
+ *             communicators exist), sc_step_gate_enter ... run the step ...
+ *             sc_step_gate_leave;
  *   comm:     sc_step_gate_set_ready once the communicators exist (or failed),
  *             sc_step_gate_abort for every step_abort the scheduler sends.
  *

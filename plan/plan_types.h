@@ -116,9 +116,10 @@ typedef struct sc_plan {
 
 /* ---- the plan as it travels ---- */
 
-/* The compact plan as the step_plan message carries it: the same arrays, borrowed from
- * the message, with the element counts as they arrived (any value a peer may send) and
- * the scheduler's request id of each request. sc_plan_from_wire (plan_wire.h) checks it
+/* The compact plan as the step_plan message carries it: the same arrays, borrowed (from
+ * the plan on the sending side, from the message on the receiving one), with the element
+ * counts as they arrived (any value a peer may send) and the scheduler's request id of
+ * each request. sc_plan_from_wire (plan_wire.h) checks it
  * before a rank relies on it. */
 typedef struct sc_plan_wire {
   sc_plan_config config;

@@ -14,19 +14,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/clock.h"
 #include "client/client.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/model_config.h"
 #include "tools/bench.h"
+#include "tools/cli.h"
 #include "tools/local_cluster.h"
 #include "tools/requests_file.h"
 
-#ifndef SC_EXAMPLES_DIR
-#define SC_EXAMPLES_DIR "examples"
-#endif
 
 #define LONG_MAX_ROUNDS 8
 #define LONG_TIMEOUT_S 300
@@ -135,14 +132,15 @@ int sc_bench_e2e_long(sc_bench *b) {
   static const long_case k_full[] = {{64, 64}, {32768, 64}, {131072, 64}};
   static const long_case k_quick[] = {{64, 16}, {4096, 16}};
   const long_case *cases = b->quick ? k_quick : k_full;
-  const int n_cases = b->quick ? 2 : 3, rounds = b->quick ? 1 : 3;
+  const int n_cases = (int)(b->quick ? sizeof k_quick / sizeof k_quick[0]
+                                     : sizeof k_full / sizeof k_full[0]);
+  const int rounds = b->quick ? 1 : 3;
   if (sc_cuda_device_count() < 1) {
     fprintf(stderr, "bench e2e: --device cuda: no CUDA device here\n");
     return SC_ENOTSUP;
   }
-  char model_file[4096] = "examples/model-long.json";
-  if (access(model_file, R_OK) != 0)
-    snprintf(model_file, sizeof model_file, "%s/model-long.json", SC_EXAMPLES_DIR);
+  char model_file[4096];
+  sc_cli_example_path("model-long.json", model_file, sizeof model_file);
   sc_model_config model;
   sc_diag d = {0};
   if (sc_model_config_load(model_file, &model, &d) != 0) {
@@ -151,7 +149,9 @@ int sc_bench_e2e_long(sc_bench *b) {
   }
   fprintf(stderr, "bench e2e (cuda): %s, P1 N1 on one GPU, %d round(s) per context\n",
           model_file, rounds);
-  double ttft[3][LONG_MAX_ROUNDS], tpot[3][LONG_MAX_ROUNDS];
+  /* (k_full has the most cases) */
+  double ttft[sizeof k_full / sizeof k_full[0]][LONG_MAX_ROUNDS];
+  double tpot[sizeof k_full / sizeof k_full[0]][LONG_MAX_ROUNDS];
   char why[1024] = "";
   int rc = 0;
   for (int c = 0; c < n_cases && rc == 0; c++) {

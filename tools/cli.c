@@ -5,9 +5,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/log.h"
+
+#ifndef SC_EXAMPLES_DIR
+#define SC_EXAMPLES_DIR "examples"
+#endif
 
 bool sc_cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
                 int64_t *out) {
@@ -109,4 +114,10 @@ void sc_cli_catch_stop_signals(void (*handler)(int sig)) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+}
+
+const char *sc_cli_example_path(const char *name, char *buf, size_t len) {
+  snprintf(buf, len, "examples/%s", name);
+  if (access(buf, R_OK) != 0) snprintf(buf, len, "%s/%s", SC_EXAMPLES_DIR, name);
+  return buf;
 }

@@ -33,6 +33,11 @@ int sc_cli_read_all(FILE *f, size_t max, char **out, size_t *len);
 int sc_cli_read_text_file(const char *cmd, const char *path, size_t max, char **out,
                           size_t *len);
 
+/* The path of the example file `name`: examples/NAME when it is readable from here (a
+ * checkout's top folder), else the source tree's, where the build found it. Writes buf
+ * and returns it. */
+const char *sc_cli_example_path(const char *name, char *buf, size_t len);
+
 /* Prints "sparsecp CMD: error: MSG" to stderr (printf-style). */
 void sc_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -22,9 +22,6 @@
 #include "tools/local_cluster.h"
 #include "tools/requests_file.h"
 
-#ifndef SC_EXAMPLES_DIR
-#define SC_EXAMPLES_DIR "examples"
-#endif
 #define MAX_CLIENTS 64
 /* A greedy token may differ from the reference only where the reference's top-2 margin
  * is within what the arithmetic can move a logit: fp32 reordering on the CPU (SPEC.md
@@ -431,14 +428,9 @@ int sc_cmd_run(int argc, char **argv) {
   if (num_random) {
     rc = sc_requests_random((int32_t)num_random, 256, 16, model.vocab, (uint64_t)seed, &rq);
   } else {
-    char fallback[4096];
-    if (requests_path == NULL) {
-      requests_path = "examples/requests.jsonl";
-      if (access(requests_path, R_OK) != 0) {
-        snprintf(fallback, sizeof fallback, "%s/requests.jsonl", SC_EXAMPLES_DIR);
-        requests_path = fallback;
-      }
-    }
+    char example[4096];
+    if (requests_path == NULL)
+      requests_path = sc_cli_example_path("requests.jsonl", example, sizeof example);
     char *text = NULL;
     size_t len = 0;
     if ((rc = sc_cli_read_text_file("run", requests_path, 64u << 20, &text, &len)) != 0)

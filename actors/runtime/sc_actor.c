@@ -3,8 +3,8 @@
  * itself (DOWN, EXIT, NODE_DOWN, error replies).
  *
  * What an actor is and can do, apart from what carries its letters (sc_route.c) and what
- * runs them (sc_loop.c). Nothing here runs per letter received; the sends here go to
- * sc__route in sc_route.c, a call between files as it was before the split (sc_node.c).
+ * runs them (sc_loop.c). Nothing here runs per letter received; the sends here call
+ * sc__route in sc_route.c.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -8,8 +8,8 @@
  * finalizes its actors and closes its handles (loop_shutdown).
  *
  * Why together: this is the receiving side's per-letter path, so run_slot, dispatch,
- * run_letter and handle_reply stay static in one file and inline into each other as they
- * did before the split. What they share with sc_actor.c (sc__ctx_init, the pending
+ * run_letter and handle_reply stay static in one file and inline into each other. What
+ * they share with sc_actor.c (sc__ctx_init, the pending
  * requests, sc__actor_stop_req) and with sc_route.c (sc__loop_wake, sc__body_release) is
  * static inline in sc_node_impl.h; what they call in sc_actor.c runs once per actor
  * (sc__actor_finalize) or for a letter no actor takes (sc__send_sys, sc__send_down,
@@ -21,7 +21,6 @@
 #include "base/log.h"
 #include "actors/runtime/sc_node_impl.h"
 #include "base/clock.h"
-#include "actors/runtime/sc_wake.h"
 
 #define LOG "actor" /* (the log's module name, as in sc_actor.c) */
 

@@ -310,13 +310,7 @@ int sc_node_wait_ready(sc_node *n, int64_t timeout_ms) {
       rc = SC_ETIMEDOUT;
       break;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 20 * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000;
-    }
+    const struct timespec ts = sc_time_after_ms(CLOCK_REALTIME, 20);
     pthread_cond_timedwait(&n->cv, &n->mu, &ts);
   }
   pthread_mutex_unlock(&n->mu);

@@ -290,12 +290,9 @@ int sc__route(sc_node *n, sc_envelope *env, void *body);
 /* Delivers a letter's content to a local actor: consumes body on success; on failure
  * the caller still owns it. Never tapped (the runtime's own letters). */
 int sc__deliver_local(sc_node *n, const sc_envelope *env, void *body);
-/* As sc__deliver_local, and the letter is recorded for the tap just before its actor
- * handles it, if a tap subscriber is attached now (local sends). */
-int sc__deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body);
-/* As sc__deliver_local_tapped for a message from another node whose envelope env was read
- * from raw, which the receiving loop decodes (then records it for the tap, as a local
- * letter); env->type must be a message type. */
+/* As sc__deliver_local for a message from another node whose envelope env was read from
+ * raw, which the receiving loop decodes, then records for the tap (if a subscriber is
+ * attached now) just before its actor handles it; env->type must be a message type. */
 int sc__deliver_raw(sc_node *n, const sc_envelope *env, sc_raw_msg *raw);
 /* Pushes a letter into the live slot s itself, whatever env->dst says of the node (spawn:
  * an actor's START letter). force: system letters ignore the capacity. tap: the
@@ -391,9 +388,8 @@ void sc__tap_letter(sc_transport *t, sc_loop *l, const sc_letter *lt, const sc_r
                     uint64_t ns);
 
 /* ---- helpers of several files, static inline where they run per letter ----
- * Each was a static function of one file before the runtime was split by concern; on the
- * send, deliver and dispatch paths they stay inlinable instead of becoming calls between
- * files. */
+ * On the send, deliver and dispatch paths they stay inlinable instead of becoming calls
+ * between files. */
 
 /* Wakes l's thread (a letter scheduled its slot; a loop that must not block). */
 static inline void sc__loop_wake(sc_loop *l) {
@@ -436,26 +432,19 @@ static inline void sc__pending_free(sc_pending *p) {
   free(p);
 }
 
-/* Letters' bodies: freed by the loop that ran them (sc__letter_free, sc_loop.c) and by a
- * send that a full SC_OVERFLOW_DROP mailbox drops (sc_route.c). */
-
-/* Frees a letter body of any type (runtime-internal types included). */
-static inline void sc__letter_body_free(int type, void *body) {
-  if (body == NULL) return;
-  if (type >= SC_SYS_BASE)
-    free(body);
-  else
-    sc_msg_body_destroy(type, body);
-}
-
-/* Frees what a letter's body field holds: a body of type, or a received message not
- * decoded yet (SC_LETTER_RAW). */
+/* Frees what a letter's body field holds: a body of type (runtime-internal types
+ * included), or a received message not decoded yet (SC_LETTER_RAW). The loop that ran
+ * the letter does (sc__letter_free, sc_loop.c), and a send that a full
+ * SC_OVERFLOW_DROP mailbox drops (sc_route.c). */
 static inline void sc__body_release(int type, void *bits) {
   const uintptr_t b = (uintptr_t)bits;
+  void *body = (void *)(b & ~SC_LETTER_BITS);
   if (b & SC_LETTER_RAW)
-    sc__raw_free((sc_raw_msg *)(b & ~SC_LETTER_BITS));
-  else
-    sc__letter_body_free(type, (void *)(b & ~SC_LETTER_BITS));
+    sc__raw_free(body);
+  else if (body != NULL && type >= SC_SYS_BASE)
+    free(body);
+  else if (body != NULL)
+    sc_msg_body_destroy(type, body);
 }
 
 #endif

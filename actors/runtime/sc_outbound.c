@@ -27,12 +27,12 @@
  * for a DOWN peer is dropped.
  *
  * Why a file of its own: this is the sending half of the transport, and each of its
- * per-letter paths stays inside it, static and inlined as before the split: a loop's
- * (sc__transport_send, send_from_loop, the peer's pack) and the io thread's per frame
- * (sc__drain_outbox, zout_offer, zout_try). The io thread (sc_transport.c) calls in once
- * per pass (sc__drain_outbox) and once per peer per pass (sc__zout_prepare, next to that
- * peer's monitor read), where both were inlined into its pass before; the sockets' setup,
- * the monitors and what comes in stay in sc_transport.c.
+ * per-letter paths stays inside it, static and inlined: a loop's (sc__transport_send,
+ * send_from_loop, the peer's pack) and the io thread's per frame (sc__drain_outbox,
+ * zout_offer, zout_try). The io thread (sc_transport.c) calls in once per pass
+ * (sc__drain_outbox) and once per peer per pass (sc__zout_prepare, next to that peer's
+ * monitor read); the sockets' setup, the monitors and what comes in stay in
+ * sc_transport.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

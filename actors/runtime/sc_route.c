@@ -10,16 +10,14 @@
  * thread's, with the letters other nodes sent (sc__deliver_raw), and spawn's, with an
  * actor's START letter for the slot it chose (sc__slot_push).
  *
- * A local send is the runtime's hottest path. Its steps are all in this file (before the
- * split, sc_node.c's routing called sc_actor.c's delivery), their helpers static here or
- * static inline in sc_node_impl.h (sc__loop_wake, which sc_loop.c uses too, and
- * sc__body_release); it calls into other files where it did before (sc__tap_wanted,
- * sc__transport_send).
+ * A local send is the runtime's hottest path. Its steps are all in this file, their
+ * helpers static here or static inline in sc_node_impl.h (sc__loop_wake, which sc_loop.c
+ * uses too, and sc__body_release); it calls into other files only for a tap
+ * (sc__tap_wanted) and for another node (sc__transport_send).
  */
 #include <stdlib.h>
 
 #include "actors/runtime/sc_node_impl.h"
-#include "actors/runtime/sc_wake.h"
 
 static int deliver(sc_node *n, const sc_envelope *env, void *body, bool tapped);
 static void slot_schedule(sc_slot *s);
@@ -32,7 +30,7 @@ int sc_node_send(sc_node *n, sc_envelope *env, void *body) {
 int sc__route(sc_node *n, sc_envelope *env, void *body) {
   env->major = SC_MSG_MAJOR;
   env->minor = SC_MSG_MINOR;
-  if (env->dst.node == (uint16_t)n->rank) return sc__deliver_local_tapped(n, env, body);
+  if (env->dst.node == (uint16_t)n->rank) return deliver(n, env, body, true);
   if (env->dst.node >= (uint32_t)n->cluster.num_nodes || env->type >= SC_MSG_COUNT)
     return SC_EINVAL;
   if (atomic_load_explicit(&n->peer_down[env->dst.node], memory_order_acquire))
@@ -43,10 +41,6 @@ int sc__route(sc_node *n, sc_envelope *env, void *body) {
 
 int sc__deliver_local(sc_node *n, const sc_envelope *env, void *body) {
   return deliver(n, env, body, false);
-}
-
-int sc__deliver_local_tapped(sc_node *n, const sc_envelope *env, void *body) {
-  return deliver(n, env, body, true);
 }
 
 int sc__deliver_raw(sc_node *n, const sc_envelope *env, sc_raw_msg *raw) {
@@ -62,9 +56,7 @@ static int deliver(sc_node *n, const sc_envelope *env, void *body, bool tapped) 
                        tapped && !sys ? n->tr : NULL);
 }
 
-/* Pushes a letter into a live slot. force: system letters ignore the capacity. tap: the
- * transport whose subscribers get a copy when a subscriber is attached now (the receiving
- * loop records it just before the handler runs). */
+/* (the receiving loop records a tapped letter just before its handler runs) */
 int sc__slot_push(sc_node *n, sc_slot *s, const sc_envelope *env, void *body,
                   bool force, sc_transport *tap) {
   if (!atomic_load_explicit(&s->live, memory_order_acquire) ||

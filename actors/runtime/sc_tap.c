@@ -25,12 +25,11 @@
  * slow subscriber shows up as counted drops, never as a blocked actor.
  *
  * Why a file of its own: a tap touches the send path in one place (sc__tap_wanted, one
- * atomic load, called from sc_route.c as it was called from sc_actor.c before the split)
- * and the dispatch path in one (sc__tap_letter, from sc_loop.c's run_letter, likewise);
- * everything a record takes from there on (topic, batch, encode) is static here, inlined
- * into sc__tap_letter as before. The io thread (sc_transport.c) calls in once per pass
- * (sc__drain_xpub, sc__drain_tapq), the loops' prepare once per turn (sc__tap_hand_over,
- * a call before the split too), and the transport's start and destroy bind the XPUB
+ * atomic load, called from sc_route.c) and the dispatch path in one (sc__tap_letter, from
+ * sc_loop.c's run_letter); everything a record takes from there on (topic, batch,
+ * encode) is static here, inlined into sc__tap_letter. The io thread (sc_transport.c)
+ * calls in once per pass (sc__drain_xpub, sc__drain_tapq), the loops' prepare once per
+ * turn (sc__tap_hand_over), and the transport's start and destroy bind the XPUB
  * (sc__tap_bind) and drop what is left (sc__batch_drop, sc__batch_free).
  */
 #include <errno.h>

@@ -7,9 +7,8 @@
  * Their structs meet in sc_transport and in a loop's share of it (lnet: its DEALERs and
  * its tap batch), so they are declared here once; the rest of the runtime sees the
  * transport only through the sc__transport_* and sc__tap_* functions of sc_node_impl.h.
- * The helpers below were static in the one transport file before the split and are used
- * by two or three of its files now; they stay inlinable (a letter's send and its tap
- * record inline sc__lnet_of, its fast path an atomic load, as before).
+ * The helpers below are used by two or three of its files and stay inlinable (a letter's
+ * send and its tap record inline sc__lnet_of, whose fast path is an atomic load).
  */
 #ifndef SC_TRANSPORT_IMPL_H
 #define SC_TRANSPORT_IMPL_H
@@ -17,7 +16,6 @@
 #include <zmq.h>
 
 #include "actors/runtime/sc_node_impl.h"
-#include "actors/runtime/sc_wake.h"
 #include "messages/buf.h"
 
 /* A buffer given to ZeroMQ with zmq_msg_init_data is freed by its free function on

@@ -46,7 +46,6 @@
 #define SPLIT_COLS (SPLIT_DC_MAX / SPLIT_THREADS)
 #define SPLIT_W_MAX 1280                     /* dc + dr: the shared tile must fit */
 #define SPLIT_SCRATCH ((size_t)128 << 20)     /* partials of one token chunk, at most */
-#define TOPK_LIMIT 8192 /* the largest top-K this backend takes (as the indexer: TOPK_MAX) */
 
 static constexpr size_t split_smem(int64_t width) {
   return sizeof(float) * ((size_t)(SPLIT_TILE + SPLIT_HEADS) * (size_t)(width + 1) +
@@ -54,7 +53,8 @@ static constexpr size_t split_smem(int64_t width) {
          sizeof(int) * SPLIT_TILE;
 }
 
-static_assert(split_smem(SPLIT_W_MAX) <= 227 * 1024, "the split tile exceeds sm_90's shared memory");
+static_assert(split_smem(SPLIT_W_MAX) <= 227 * 1024,
+              "the split tile exceeds sm_90's shared memory");
 
 /* 4 bytes global -> shared, asynchronous; pred false writes 0 (src is still a valid
  * address). cp.async.wait_all before the data is read. */
@@ -63,13 +63,6 @@ __device__ inline void split_cp_async4(float *dst, const void *src, bool pred) {
                    (uint32_t)__cvta_generic_to_shared(dst)),
                "l"(src), "r"(pred ? 4 : 0)
                : "memory");
-}
-
-/* Element x of a bf16 or fp8_ds_mla row as f32 (f32 rows are copied, not converted). */
-template <int FMT>
-__device__ inline float split_load(const char *row, int64_t x) {
-  if (FMT == SC_KFMT_BF16) return sc_bf16_to_f32(((const uint16_t *)row)[x]);
-  return sc_dev_fp8_elem((const uint8_t *)row, x);
 }
 
 template <int FMT>
@@ -125,7 +118,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
         for (int x = lane; x < width; x += 32) split_cp_async4(dst + x, row + 4 * x, r >= 0);
       } else {
 #pragma unroll 4
-        for (int x = lane; x < width; x += 32) dst[x] = r >= 0 ? split_load<FMT>(row, x) : 0.0f;
+        for (int x = lane; x < width; x += 32) dst[x] = r >= 0 ? sc_dev_load(row, FMT, x) : 0.0f;
       }
     }
     if (FMT == SC_KFMT_F32) asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -150,7 +143,8 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
 #pragma unroll
       for (int j = 0; j < 2; j++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) red_s[(warp * SPLIT_HEADS + hp + j) * SPLIT_TILE + r0 + i] = d[j][i];
+        for (int i = 0; i < 4; i++)
+          red_s[(warp * SPLIT_HEADS + hp + j) * SPLIT_TILE + r0 + i] = d[j][i];
     }
     __syncthreads();
     float sc = -INFINITY;
@@ -212,7 +206,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
 
 /* One block per (token, head) of the chunk: the splits' partials in split order (their
  * weights exp(m_s - M) computed once, by one thread, in that order). */
-#define SPLIT_MAX (TOPK_LIMIT / SPLIT_ROWS)
+#define SPLIT_MAX (SC_KCUDA_TOPK_MAX / SPLIT_ROWS)
 __global__ void __launch_bounds__(128)
     k_attn_merge(sc_attn_args a, int n_splits, int64_t t0, const float *part_o,
                  const float2 *part_ml) {

@@ -13,6 +13,10 @@
 
 #define SC_CUDA_CHECK_LAUNCH(what) sc_kcuda_launched(what)
 
+/* The largest top-K this backend takes: the indexer's select and the attention's split
+ * count are both sized for it. */
+#define SC_KCUDA_TOPK_MAX 8192
+
 /* Records the first error code a kernel raises; the host sees it at the next sync. */
 __device__ inline void sc_dev_raise(int *flag, int code) { atomicCAS(flag, 0, code); }
 

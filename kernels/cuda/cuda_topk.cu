@@ -28,7 +28,6 @@
 #define IDX_THREADS 256
 #define IDX_PIECE 2048
 #define IDX_MAX_DIM 128
-#define TOPK_MAX 8192
 
 /* Shared control words after the 256 histogram bins. */
 enum { SH_BIN = 256, SH_NEED, SH_EQ, SH_CNT, SH_CNT2, SH_WORDS };
@@ -321,7 +320,7 @@ static size_t final_smem(int K, int per_round) {
  * kernel, the most any launch asks for. The attribute is process-wide, so setting it to
  * each launch's own size let a thread lower it between another thread's set and launch
  * (two kernel contexts in one process: the launch then fails). final_per_round keeps
- * K * (2 + per_round) within 200 KB / 8 for every K <= TOPK_MAX. */
+ * K * (2 + per_round) within 200 KB / 8 for every K <= SC_KCUDA_TOPK_MAX. */
 #define FINAL_SMEM_MAX (200 * 1024 + sizeof(int) * SH_WORDS)
 #define CHUNK_SMEM_MAX (227 * 1024)
 static_assert(FINAL_SMEM_MAX <= CHUNK_SMEM_MAX, "k_topk_final exceeds the sm_90 opt-in limit");
@@ -409,7 +408,7 @@ static int launch_chunks_fmt(sc_kcuda *c, const sc_indexer_args *a, int n_chunks
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
   SC_KCHECK(sc_kcheck_indexer(a, sc_kcuda_check_rows));
-  if (a->dim > IDX_MAX_DIM || a->topk > TOPK_MAX || a->keys.fmt == SC_KFMT_FP8_DS_MLA)
+  if (a->dim > IDX_MAX_DIM || a->topk > SC_KCUDA_TOPK_MAX || a->keys.fmt == SC_KFMT_FP8_DS_MLA)
     return SC_ENOTSUP;
   /* enough blocks to cover the GPU about four times over, from the token count alone */
   int n_chunks = (int)sc_cdiv(4 * (int64_t)c->num_sms, a->n_tok);
@@ -430,7 +429,7 @@ extern "C" int sc_kcuda_topk_merge(sc_kernels *k, int32_t n_tok, int32_t n_shard
                                    int32_t topk, const sc_kcand *cand, int32_t *out_pos,
                                    sc_kcand *out_cand) {
   SC_KCHECK(sc_kcheck_topk_merge(n_tok, n_shards, topk, cand, out_pos, out_cand));
-  if (topk > TOPK_MAX) return SC_ENOTSUP;
+  if (topk > SC_KCUDA_TOPK_MAX) return SC_ENOTSUP;
   sc_kcuda *c = sc_kcuda_of(k);
   uint64_t *tree = NULL;
   const size_t tb = tree_bytes(n_tok, n_shards, topk);
