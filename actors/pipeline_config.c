@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/curve_key.h"
+#include "base/zap.h"
 #include "model/model_defaults.h"
 
 /* The gateway's default vocabulary bound is the embedded model's; a cluster sets its own
@@ -26,18 +28,6 @@ static int get_i32(json_t *o, const char *key, int32_t lo, int32_t hi, int32_t *
 /* A path from the cluster file (its key `what`): relative paths are relative to the
  * file's folder, so a cluster file and its model can be moved (or started from anywhere)
  * together. SC_EINVAL when the result does not fit out. */
-static int resolve_path(const char *cluster_path, const char *what, const char *path,
-                        char *out, size_t len, sc_diag *d) {
-  const char *slash = strrchr(cluster_path, '/');
-  const int n = path[0] == '/' || slash == NULL
-                    ? snprintf(out, len, "%s", path)
-                    : snprintf(out, len, "%.*s/%s", (int)(slash - cluster_path), cluster_path,
-                               path);
-  if (n < 0 || (size_t)n >= len)
-    return sc_fail(d, SC_EINVAL, "%s: the path is longer than %zu bytes", what, len - 1);
-  return 0;
-}
-
 /* Bytes of a client_submit besides its prompt's ids: the envelope, the other fields
  * and the prompt's array header (about 60 in fact). */
 #define SC_SUBMIT_OVERHEAD 1024
@@ -62,8 +52,8 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   if (mf) {
     if (!json_is_string(mf)) return sc_fail(d, SC_EINVAL, "pipeline.model_file must be a path");
     char path[1024];
-    if ((rc = resolve_path(cluster_path, "pipeline.model_file", json_string_value(mf), path,
-                           sizeof path, d)) ||
+    if ((rc = sc_cluster_resolve_path(cluster_path, "pipeline.model_file", json_string_value(mf),
+                                    path, sizeof path, d)) ||
         (rc = sc_model_config_load(path, &e->model, d)))
       return rc;
   }
@@ -71,7 +61,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   json_t *w = json_object_get(p, "weights");
   if (w) {
     if (!json_is_string(w)) return sc_fail(d, SC_EINVAL, "pipeline.weights must be a path");
-    if ((rc = resolve_path(cluster_path, "pipeline.weights", json_string_value(w),
+    if ((rc = sc_cluster_resolve_path(cluster_path, "pipeline.weights", json_string_value(w),
                            c->weights_path, sizeof c->weights_path, d)))
       return rc;
   }
@@ -164,9 +154,12 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   snprintf(c->listen, sizeof c->listen, "%s", cluster->listen);
   int rc = 0;
   if (cluster->listen_key_file[0] != '\0' &&
-      (rc = resolve_path(cluster_path, "cluster: listen_key_file", cluster->listen_key_file,
-                         c->listen_key_file, sizeof c->listen_key_file, d)))
+      (rc = sc_cluster_resolve_path(cluster_path, "cluster: listen_key_file",
+                                    cluster->listen_key_file, c->listen_key_file,
+                                    sizeof c->listen_key_file, d)))
     goto out;
+  /* (sc_cluster_load made it relative to the caller's directory already) */
+  snprintf(c->client_keys_file, sizeof c->client_keys_file, "%s", cluster->client_keys_file);
   if (cluster->num_nodes != cluster->pcp * cluster->tp) {
     rc = sc_fail(d, SC_EINVAL,
                  "cluster: a pipeline needs pcp * tp = %d nodes (the DCP groups reuse PCP "
@@ -189,7 +182,22 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
                                  "collective traffic)", i);
       goto out;
     }
+    if (!cluster->curve && !cluster->plaintext_tcp &&
+        !sc_endpoint_is_local(json_string_value(ce))) {
+      rc = sc_fail(d, SC_EINVAL, "cluster: nodes[%zu].coll is on tcp without CURVE keys; "
+                                 "`sparsecp keygen --cluster FILE` writes them", i);
+      goto out;
+    }
     snprintf(c->coll_endpoints[r], sizeof c->coll_endpoints[r], "%s", json_string_value(ce));
+  }
+  if (cluster->curve) {
+    c->rank_keys = malloc(sizeof *c->rank_keys * (size_t)c->num_ranks);
+    if (c->rank_keys == NULL) {
+      rc = sc_fail(d, SC_ENOMEM, "out of memory");
+      goto out;
+    }
+    for (int32_t r = 0; r < c->num_ranks; r++)
+      memcpy(c->rank_keys[r], cluster->nodes[r].public_key, 32);
   }
   if (!json_is_object(p)) {
     rc = sc_fail(d, SC_EINVAL, "cluster: \"pipeline\" must be an object");
@@ -235,4 +243,7 @@ out:
 void sc_pipeline_config_free(sc_pipeline_config *c) {
   free(c->coll_endpoints);
   c->coll_endpoints = NULL;
+  free(c->rank_keys);
+  c->rank_keys = NULL;
+  sc_wipe(&c->node_key, sizeof c->node_key);
 }

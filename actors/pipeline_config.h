@@ -30,8 +30,13 @@ typedef struct sc_pipeline_config {
   sc_faults inject;               /* `--inject KIND:RANK:STEP` (fault.h) */
   int32_t num_ranks;
   char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
+  uint8_t (*rank_keys)[32];       /* [num_ranks] CURVE public keys (NULL: plain) */
+  sc_node_key node_key;           /* with rank_keys: this rank's key pair, filled by the
+                                     node's program (sc_cluster_load_node_key) */
   char listen[256];               /* the gateway's client endpoint */
   char listen_key_file[512];      /* its CURVE secret key file ("": plain) */
+  char client_keys_file[512];     /* the public keys of the clients served ("": any client
+                                     that holds the server key) */
   bool listen_curve;              /* the head's program read that file: */
   uint8_t listen_secret[32];      /* the key, and its public half in Z85 for the log */
   char listen_public[41];

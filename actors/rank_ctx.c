@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/curve_key.h"
 #include "collectives/backend_host.h"
 #include "collectives/backend_staged.h"
 #ifdef SC_HAVE_CUDA
@@ -45,6 +46,8 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
   }
   x->cfg = *cfg;
   x->cfg.coll_endpoints = NULL; /* borrowed only here */
+  x->cfg.rank_keys = NULL;
+  sc_wipe(&x->cfg.node_key, sizeof x->cfg.node_key); /* ZeroMQ keeps its own copy */
   /* NCCL: the comm actor exchanges the unique ids and creates the communicators, then
    * opens the gate; the host backend's exist once this function returns */
   sc_step_gate_init(&x->gate, &x->comm, !cfg->nccl);
@@ -61,8 +64,16 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
     sc_comm_init_groups(&x->comm, &x->plan_cfg, rank);
   } else {
     for (int32_t r = 0; r < cfg->num_ranks; r++) eps[r] = cfg->coll_endpoints[r];
-    const sc_host_comm_config hc = {.rank = rank, .endpoints = eps,
-                                    .deadline_ms = cfg->deadline_ms};
+    /* a block is held before its step's plan is known only up to the largest block a
+     * plan of this configuration can hold (backend_host.h states the memory bound) */
+    sc_host_comm_config hc = {
+        .rank = rank, .endpoints = eps, .deadline_ms = cfg->deadline_ms,
+        .max_block_bytes = sc_plan_max_block_bytes(&x->plan_cfg, cfg->sched.token_budget)};
+    if (cfg->rank_keys) {
+      hc.public_key = cfg->node_key.public_key;
+      hc.secret_key = cfg->node_key.secret_key;
+      hc.rank_keys = (const uint8_t(*)[32])cfg->rank_keys;
+    }
     if ((rc = sc_host_comm_create(&x->comm, &x->plan_cfg, &hc, d))) goto fail;
     x->host_comm = true;
   }

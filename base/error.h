@@ -30,7 +30,8 @@
   X(EFULL,     -16, "queue or cache full")                                  \
   X(ECANCELED, -17, "canceled")                                             \
   X(ESYS,      -18, "system call failed")                                  \
-  X(EDEVICE,   -19, "the device failed (its context is unusable)")
+  X(EDEVICE,   -19, "the device failed (its context is unusable)")      \
+  X(EPERM,     -20, "not permitted")
 
 enum {
   SC_OK = 0,

@@ -59,3 +59,16 @@ void sc_log_stderr_sink(void *ud, sc_log_level level, const char *component,
   fprintf(stderr, "%5ld.%06ld %-5s %s: %s\n", (long)ts.tv_sec, ts.tv_nsec / 1000L,
           sc_log_level_name(level), component, msg);
 }
+
+int sc_log_limit_pass(sc_log_limit *l, unsigned long long now_ns, unsigned long long *held) {
+  unsigned long long next = atomic_load_explicit(&l->next_ns, memory_order_relaxed);
+  /* one thread wins the interval's line; the others count themselves as held back */
+  if (now_ns < next || !atomic_compare_exchange_strong_explicit(
+                           &l->next_ns, &next, now_ns + SC_LOG_LIMIT_INTERVAL_NS,
+                           memory_order_relaxed, memory_order_relaxed)) {
+    atomic_fetch_add_explicit(&l->held, 1, memory_order_relaxed);
+    return 0;
+  }
+  *held = atomic_exchange_explicit(&l->held, 0, memory_order_relaxed);
+  return 1;
+}

@@ -37,6 +37,21 @@ void sc_log_write(sc_log_level level, const char *component, const char *fmt, ..
 void sc_log_stderr_sink(void *ud, sc_log_level level, const char *component,
                         const char *msg);
 
+/* A warning whose rate someone else chooses (traffic from the network) goes through a
+ * limiter: the first event of each interval is logged, with the count of the events held
+ * back since the last line, and the rest only counted. One limiter per source that is to
+ * be told apart (a peer, a domain). Zero-initialised; any thread. */
+typedef struct sc_log_limit {
+  _Atomic unsigned long long next_ns; /* no line before this */
+  _Atomic unsigned long long held;    /* events not logged since the last line */
+} sc_log_limit;
+
+#define SC_LOG_LIMIT_INTERVAL_NS 10000000000ull /* 10 s */
+
+/* Whether to log this event now; when true, *held receives how many earlier events were
+ * held back (the line should say so). */
+int sc_log_limit_pass(sc_log_limit *l, unsigned long long now_ns, unsigned long long *held);
+
 #define SC_LOG(level, component, ...)                                      \
   do {                                                                     \
     if (sc_log_enabled(level)) sc_log_write(level, component, __VA_ARGS__); \

@@ -1,13 +1,15 @@
 /* client.c - the client side of the gateway protocol over a ZeroMQ DEALER. */
 #include "client/client.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <zmq.h>
 
 #include "base/clock.h"
-#include "client/curve_key.h"
+#include "base/curve_key.h"
 #include "messages/messages.h"
 
 /* How fast a client learns that the server went away: a process that dies closes its
@@ -24,7 +26,6 @@ struct sc_client {
   void *mon;     /* PAIR: the socket monitor's connect and disconnect events */
   bool up;       /* a connection completed its handshake (CURVE's too) */
   bool lost;     /* that connection went down and none has come back */
-  uint64_t next_id;
   sc_buf out;
   /* the last decoded reply: the event points into it */
   int last_type;
@@ -36,33 +37,57 @@ struct sc_client {
 };
 
 int sc_client_connect(sc_client **out, const char *endpoint, sc_diag *d) {
-  return sc_client_connect_key(out, endpoint, NULL, d);
-}
-
-/* Makes the socket a CURVE client of the server whose public key is server_z85, with a
- * key pair of its own made for this connection (the gateway authenticates itself to the
- * client and encrypts; it does not check who the client is). */
-static int use_curve(void *sock, const char *server_z85, sc_diag *d) {
-  uint8_t server[32], pub[32], sec[32];
-  char pub_z85[SC_CURVE_Z85_LEN + 1], sec_z85[SC_CURVE_Z85_LEN + 1];
-  sc_diag why = {0};
-  if (sc_curve_decode(server_z85, server, &why) != 0)
-    return sc_fail(d, SC_EINVAL, "client: the server key: %s", sc_diag_message(&why));
-  if (!zmq_has("curve") || zmq_curve_keypair(pub_z85, sec_z85) != 0)
-    return sc_fail(d, SC_ENOTSUP, "client: this libzmq has no CURVE security");
-  zmq_z85_decode(pub, pub_z85);
-  zmq_z85_decode(sec, sec_z85);
-  const int rc = zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server, 32) != 0 ||
-                 zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, 32) != 0 ||
-                 zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 32) != 0;
-  memset(sec, 0, sizeof sec);
-  memset(sec_z85, 0, sizeof sec_z85);
-  return rc ? sc_fail(d, SC_EIO, "client: %s", zmq_strerror(zmq_errno())) : 0;
+  return sc_client_connect_opts(out, endpoint, NULL, d);
 }
 
 int sc_client_connect_key(sc_client **out, const char *endpoint, const char *server_key,
                           sc_diag *d) {
+  const sc_client_opts o = {.server_key = server_key};
+  return sc_client_connect_opts(out, endpoint, &o, d);
+}
+
+/* This client's CURVE key pair: the given secret with its public half, or a pair made for
+ * this connection. */
+static int client_keys(const uint8_t *secret, uint8_t pub[32], uint8_t sec[32], sc_diag *d) {
+  char pub_z85[SC_CURVE_Z85_LEN + 1], sec_z85[SC_CURVE_Z85_LEN + 1];
+  bool ok;
+  if (secret)
+    ok = zmq_z85_encode(sec_z85, secret, 32) != NULL && zmq_curve_public(pub_z85, sec_z85) == 0;
+  else
+    ok = zmq_curve_keypair(pub_z85, sec_z85) == 0;
+  if (ok) {
+    zmq_z85_decode(pub, pub_z85);
+    zmq_z85_decode(sec, sec_z85);
+  }
+  sc_wipe(sec_z85, sizeof sec_z85);
+  return ok ? 0 : sc_fail(d, SC_EIO, "client: %s", zmq_strerror(zmq_errno()));
+}
+
+/* Makes the socket a CURVE client of the server whose public key is o->server_key. The
+ * gateway authenticates itself to the client and encrypts; whether it also checks who
+ * the client is depends on its client_keys_file, which lists o->client_secret's public
+ * half or not. */
+static int use_curve(void *sock, const sc_client_opts *o, sc_diag *d) {
+  uint8_t server[32], pub[32], sec[32];
+  sc_diag why = {0};
+  if (sc_curve_decode(o->server_key, server, &why) != 0)
+    return sc_fail(d, SC_EINVAL, "client: the server key: %s", sc_diag_message(&why));
+  if (!zmq_has("curve"))
+    return sc_fail(d, SC_ENOTSUP, "client: this libzmq has no CURVE security");
+  int rc = client_keys(o->client_secret, pub, sec, d);
+  if (rc == 0 && sc_curve_make_client(sock, pub, sec, server) != 0)
+    rc = sc_fail(d, SC_EIO, "client: %s", zmq_strerror(zmq_errno()));
+  sc_wipe(sec, sizeof sec);
+  return rc;
+}
+
+int sc_client_connect_opts(sc_client **out, const char *endpoint, const sc_client_opts *o,
+                           sc_diag *d) {
   *out = NULL;
+  const sc_client_opts plain = {0};
+  if (o == NULL) o = &plain;
+  if (o->client_secret != NULL && o->server_key == NULL)
+    return sc_fail(d, SC_EINVAL, "client: a client key needs the server's key (CURVE)");
   int rc = SC_EIO;
   sc_client *c = calloc(1, sizeof *c);
   if (c == NULL) return sc_fail(d, SC_ENOMEM, "client: out of memory");
@@ -76,7 +101,7 @@ int sc_client_connect_key(sc_client **out, const char *endpoint, const char *ser
   zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
   zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_TIMEOUT, &hb_to, sizeof hb_to);
-  if (server_key != NULL && (rc = use_curve(c->sock, server_key, d)) != 0) goto fail;
+  if (o->server_key != NULL && (rc = use_curve(c->sock, o, d)) != 0) goto fail;
   char mon_ep[64];
   snprintf(mon_ep, sizeof mon_ep, "inproc://sc-client-monitor-%p", (void *)c);
   if (zmq_socket_monitor(c->sock, mon_ep,
@@ -95,8 +120,6 @@ int sc_client_connect_key(sc_client **out, const char *endpoint, const char *ser
     goto fail;
   }
   sc_buf_init(&c->out);
-  /* ids start at a random-ish point so that two clients' logs are easy to tell apart */
-  c->next_id = ((uint64_t)(uintptr_t)c >> 4) % 1000000 * 1000 + 1;
   *out = c;
   return 0;
 fail:
@@ -128,6 +151,25 @@ static int live_add(sc_client *c, uint64_t id) {
     c->cap_live = cap;
   }
   c->live[c->num_live++] = id;
+  return 0;
+}
+
+static bool is_live(const sc_client *c, uint64_t id) {
+  for (int32_t i = 0; i < c->num_live; i++)
+    if (c->live[i] == id) return true;
+  return false;
+}
+
+/* A new request id: random (client.h says why), not 0 and not one in flight. */
+static int new_id(sc_client *c, uint64_t *id) {
+  do {
+    size_t got = 0;
+    while (got < sizeof *id) {
+      const ssize_t n = getrandom((uint8_t *)id + got, sizeof *id - got, 0);
+      if (n < 0 && errno != EINTR) return SC_ESYS;
+      if (n > 0) got += (size_t)n;
+    }
+  } while (*id == 0 || is_live(c, *id));
   return 0;
 }
 
@@ -175,7 +217,9 @@ static int send_msg(sc_client *c, int type, const void *body) {
 
 int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *request_id) {
   if (req->prompt_len < 1 || req->prompt == NULL || req->max_tokens < 1) return SC_EINVAL;
-  const uint64_t id = c->next_id++;
+  uint64_t id;
+  int rc = new_id(c, &id);
+  if (rc) return rc;
   sc_msg_client_submit m = {
       .request_id = id,
       .prompt = {.v = (int32_t *)req->prompt, .n = (uint32_t)req->prompt_len},
@@ -185,8 +229,7 @@ int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *reque
       .seed = req->seed,
   };
   sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
-  int rc = sc_msg_encode(&env, &m, &c->out);
-  if (rc) return rc;
+  if ((rc = sc_msg_encode(&env, &m, &c->out)) != 0) return rc;
   /* The gateway refuses a larger message (SC_ETOOBIG), or past its socket's limit drops
    * it without a word and the caller would wait for an answer that never comes: refuse
    * it here. (The gateway runs the default limits: the cluster file does not change

@@ -4,8 +4,12 @@
  * A client is one ZeroMQ DEALER socket connected to the gateway's ROUTER (the endpoint
  * given to `sparsecp launch --listen` or `sparsecp run`). It speaks the client messages of
  * messages/schema.def: client_submit / client_cancel out, client_token / client_done /
- * client_error in. Request ids are chosen here (unique per client) and echoed by the
- * gateway in every reply, so one client can have many requests in flight.
+ * client_error in. Request ids are chosen here and echoed by the gateway in every reply,
+ * so one client can have many requests in flight. They are random 64-bit numbers
+ * (getrandom), never 0 (the gateway refuses 0: its errors about a message whose request
+ * it cannot read carry it) and never one the client has in flight: an id names its
+ * request in every reply and cancel, and says nothing that could be guessed from another
+ * (not another client's ids, nor how many requests this one made, nor when).
  *
  * Events are read with sc_client_next(), which blocks up to a timeout. Tokens arrive in
  * order per request; a request ends with exactly one done or error event.
@@ -53,18 +57,35 @@ typedef struct sc_client_event {
 
 /* Connects (asynchronously: the first submit waits for the connection). */
 int sc_client_connect(sc_client **out, const char *endpoint, sc_diag *d);
-/* As sc_client_connect, to a gateway whose client endpoint uses CURVE (the cluster file's
- * listen_key_file): server_key is its public key in Z85 (`sparsecp keygen`; NULL: plain).
- * SC_EINVAL for a string that is not a key. A wrong key is not an error here: the
- * handshake fails and no answer ever comes (sc_client_next times out). */
+
+/* How to connect to a gateway whose client endpoint uses CURVE (the cluster file's
+ * listen_key_file). */
+typedef struct sc_client_opts {
+  const char *server_key;       /* the gateway's public key in Z85 (`sparsecp keygen`, or
+                                   launch's "launched" line); NULL: a plain endpoint */
+  const uint8_t *client_secret; /* with server_key: this client's own CURVE secret key (32
+                                   bytes; sc_curve_load_secret reads a key file), which a
+                                   gateway with client_keys_file admits when its public
+                                   half is on the list. NULL: a key pair made for this
+                                   connection, which only a gateway without a list serves */
+} sc_client_opts;
+
+/* As sc_client_connect, with o (NULL: plain). SC_EINVAL for a string that is not a key,
+ * or a client key without a server key. A wrong server key, or a client key the gateway
+ * does not list, is not an error here: the handshake fails and no answer ever comes
+ * (sc_client_next times out). */
+int sc_client_connect_opts(sc_client **out, const char *endpoint, const sc_client_opts *o,
+                           sc_diag *d);
+/* sc_client_connect_opts with server_key alone. */
 int sc_client_connect_key(sc_client **out, const char *endpoint, const char *server_key,
                           sc_diag *d);
 void sc_client_close(sc_client *c);
 
-/* Sends a request; *request_id receives its id. Errors: SC_EINVAL (empty prompt,
- * max_tokens < 1), SC_ETOOBIG (the encoded request is larger than the gateway accepts:
- * max_bytes of sc_msg_limits_default), SC_EDOWN (the connection to the server is lost:
- * see sc_client_next), SC_EIO. */
+/* Sends a request; *request_id receives its id (random, see above). Errors: SC_EINVAL
+ * (empty prompt, max_tokens < 1), SC_ETOOBIG (the encoded request is larger than the
+ * gateway accepts: max_bytes of sc_msg_limits_default), SC_EDOWN (the connection to the
+ * server is lost: see sc_client_next), SC_ESYS (no random numbers: getrandom failed),
+ * SC_EIO. */
 int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *request_id);
 int sc_client_cancel(sc_client *c, uint64_t request_id);
 

@@ -1,6 +1,8 @@
-/* backend_host.c - direct-exchange collectives over ZeroMQ ROUTER/DEALER sockets. */
+/* backend_host.c - direct-exchange collectives over ZeroMQ ROUTER/DEALER sockets; what
+ * a rank lets in is backend_host_inbox.c's. */
 #include "collectives/backend_host.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,26 +11,16 @@
 #include <zmq.h>
 
 #include "base/clock.h"
+#include "base/curve_key.h"
 #include "base/log.h"
+#include "base/zap.h"
+#include "collectives/backend_host_inbox.h"
 #include "collectives/coll_reduce.h"
-
-
-typedef struct header {
-  uint64_t epoch;
-  uint32_t group, seq;
-} header;
-
-/* A block that arrived before its collective was entered. */
-typedef struct stashed {
-  header h;
-  int32_t src; /* global rank */
-  zmq_msg_t msg;
-  struct stashed *next;
-} stashed;
 
 typedef struct host_be {
   void *ctx;
   bool own_ctx;
+  sc_zap *zap;              /* the private context's ZAP handler (CURVE), or NULL */
   void *router;
   void **dealers;           /* [world]: NULL where the rank is not a group peer */
   void *wake_rx, *wake_tx;  /* inproc pair: abort() wakes a blocked poll */
@@ -37,9 +29,7 @@ typedef struct host_be {
   int32_t world, rank;
   int32_t *members[SC_GROUP_COUNT]; /* group-rank order, global ranks */
   int32_t size[SC_GROUP_COUNT], me[SC_GROUP_COUNT];
-  uint64_t epoch;
-  uint32_t seq[SC_GROUP_COUNT];
-  stashed *stash;
+  sc_host_inbox in;         /* held blocks, and the step and collectives reached */
   uint8_t *scratch;         /* received blocks awaiting reduction */
   size_t scratch_cap;
   float *acc;
@@ -59,7 +49,8 @@ static int grow(void **buf, size_t *cap, size_t bytes) {
 }
 
 static int send_block(host_be *be, int32_t dst, sc_group g, const void *data, size_t bytes) {
-  const header h = {.epoch = be->epoch, .group = (uint32_t)g, .seq = be->seq[g]};
+  const sc_inbox_header h = {.epoch = be->in.epoch, .group = (uint32_t)g,
+                             .seq = be->in.seq[g]};
   void *s = be->dealers[dst];
   if (zmq_send(s, &h, sizeof h, ZMQ_SNDMORE) < 0 || zmq_send(s, data, bytes, 0) < 0) {
     SC_ERROR("coll", "rank %d: send to rank %d failed: %s", be->rank, dst,
@@ -69,67 +60,31 @@ static int send_block(host_be *be, int32_t dst, sc_group g, const void *data, si
   return 0;
 }
 
-/* Receives one message from the router into a new stash entry; returns it, or NULL
- * after logging when the message is malformed (dropped) or the receive failed. */
-static stashed *read_message(host_be *be) {
-  char ident[16];
-  const int n = zmq_recv(be->router, ident, sizeof ident - 1, ZMQ_DONTWAIT);
-  if (n < 0) return NULL;
-  ident[n < (int)sizeof ident - 1 ? n : (int)sizeof ident - 1] = '\0';
-  stashed *e = calloc(1, sizeof *e);
-  int more = 0;
-  size_t more_len = sizeof more;
-  bool ok = e != NULL && ident[0] == 'r';
-  if (ok) e->src = (int32_t)strtol(ident + 1, NULL, 10);
-  zmq_getsockopt(be->router, ZMQ_RCVMORE, &more, &more_len);
-  ok = ok && more && zmq_recv(be->router, &e->h, sizeof e->h, 0) == (int)sizeof e->h;
-  zmq_getsockopt(be->router, ZMQ_RCVMORE, &more, &more_len);
-  if (ok && more) {
-    zmq_msg_init(&e->msg);
-    ok = zmq_msg_recv(&e->msg, be->router, 0) >= 0;
-    if (!ok) zmq_msg_close(&e->msg);
-  } else {
-    ok = false;
-  }
-  /* drain whatever is left of a malformed multipart message */
-  for (zmq_getsockopt(be->router, ZMQ_RCVMORE, &more, &more_len); more;
-       zmq_getsockopt(be->router, ZMQ_RCVMORE, &more, &more_len)) {
-    zmq_msg_t junk;
-    zmq_msg_init(&junk);
-    zmq_msg_recv(&junk, be->router, 0);
-    zmq_msg_close(&junk);
-    ok = false;
-  }
-  if (!ok || e->src < 0 || e->src >= be->world) {
-    SC_WARN("coll", "rank %d: dropped a malformed collective message", be->rank);
-    free(e);
-    return NULL;
-  }
-  return e;
-}
-
-static void drop(stashed *e) {
-  zmq_msg_close(&e->msg);
-  free(e);
-}
-
-/* Takes the block (current epoch, group g, its current seq) of global rank src. */
-static stashed *take(host_be *be, sc_group g, int32_t src) {
-  for (stashed **pp = &be->stash; *pp; pp = &(*pp)->next) {
-    stashed *e = *pp;
-    if (e->h.epoch == be->epoch && e->h.group == (uint32_t)g && e->h.seq == be->seq[g] &&
-        e->src == src) {
-      *pp = e->next;
-      return e;
+/* Reads one message from the router, if one is waiting, and offers it to the inbox
+ * (which holds or frees it). Returns false when none was. */
+static bool receive_one(host_be *be) {
+  zmq_msg_t f[3], junk; /* identity, header, payload; anything after them is junk */
+  int32_t n = 0;
+  for (bool more = true; more; n++) {
+    zmq_msg_t *m = n < 3 ? &f[n] : &junk;
+    zmq_msg_init(m);
+    /* (the frames of a message arrive together: only the first can be missing) */
+    if (zmq_msg_recv(m, be->router, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(m);
+      for (int32_t i = 0; i < n && i < 3; i++) zmq_msg_close(&f[i]);
+      return false;
     }
+    more = zmq_msg_more(m);
+    if (m == &junk) zmq_msg_close(&junk);
   }
-  return NULL;
+  sc_inbox_offer(&be->in, f, n);
+  return true;
 }
 
-/* Whether the step in flight was aborted (host_abort). be->epoch is this thread's. */
+/* Whether the step in flight was aborted (host_abort). be->in.epoch is this thread's. */
 static bool aborted(const host_be *be) {
   const uint64_t through = atomic_load(&((host_be *)be)->aborted_through);
-  return through != 0 && through >= be->epoch;
+  return through != 0 && through >= be->in.epoch;
 }
 
 /* Waits for the block of src for the current collective of g (exactly `bytes` long)
@@ -137,18 +92,20 @@ static bool aborted(const host_be *be) {
 static int recv_block(host_be *be, sc_group g, int32_t src, void *dst, size_t bytes,
                       uint64_t deadline_ns, sc_diag *d) {
   for (;;) {
-    stashed *e = take(be, g, src);
+    sc_inbox_block *e = sc_inbox_take(&be->in, g, src);
     if (e != NULL) {
-      const size_t got = zmq_msg_size(&e->msg);
-      if (got == bytes) memcpy(dst, zmq_msg_data(&e->msg), bytes);
-      drop(e);
-      if (got != bytes) { /* the sender is the one out of step: name it */
+      const size_t got = zmq_msg_size(&e->payload);
+      if (got == bytes) memcpy(dst, zmq_msg_data(&e->payload), bytes);
+      sc_inbox_drop(e);
+      /* the sender is the one out of step: name it (with the plan, the inbox refused
+       * such a block already; without, this is where the size is checked) */
+      if (got != bytes) {
         SC_ERROR("coll", "rank %d: rank %d sent %zu bytes for %s seq %u, expected %zu",
-                 be->rank, src, got, sc_group_name(g), be->seq[g], bytes);
+                 be->rank, src, got, sc_group_name(g), be->in.seq[g], bytes);
         return sc_fail(d, SC_EDESYNC,
                        "rank %d sent a %zu-byte block where this rank's plan has %zu (%s "
                        "group, its collective %u): rank %d is out of step", src, got, bytes,
-                       sc_group_name(g), be->seq[g], src);
+                       sc_group_name(g), be->in.seq[g], src);
       }
       return 0;
     }
@@ -172,17 +129,10 @@ static int recv_block(host_be *be, sc_group g, int32_t src, void *dst, size_t by
       while (zmq_recv(be->wake_rx, &c, 1, ZMQ_DONTWAIT) >= 0) {
       }
     }
-    /* Drain everything readable: ZeroMQ readiness is edge-like, so stop only when a
-     * non-blocking receive finds nothing. */
-    for (;;) {
-      stashed *m = read_message(be);
-      if (m == NULL) break;
-      if (m->h.epoch < be->epoch) {
-        drop(m); /* a block of an aborted earlier step */
-        continue;
-      }
-      m->next = be->stash;
-      be->stash = m;
+    /* Drain what is readable, at most a bounded batch per pass (zmq_poll reports a
+     * socket that still holds messages at once): a peer that keeps the socket full must
+     * not keep this loop from its deadline and abort checks. */
+    for (int k = 0; k < 4096 && receive_one(be); k++) {
     }
   }
 }
@@ -214,7 +164,7 @@ static int host_all_gather(void *self, sc_group g, sc_dtype dt, const void *send
   for (int32_t k = 0; k < be->size[g] && rc == 0; k++)
     if (k != be->me[g])
       rc = recv_block(be, g, be->members[g][k], out + (size_t)k * bytes, bytes, dl, d);
-  be->seq[g]++;
+  sc_inbox_advance(&be->in, g);
   return rc;
 }
 
@@ -244,7 +194,7 @@ static int exchange_and_reduce(host_be *be, sc_group g, sc_dtype dt, const uint8
     if (k != be->me[g])
       rc = recv_block(be, g, be->members[g][k], be->scratch + (size_t)k * bytes, bytes, dl, d);
   if (rc == 0) rc = reduce_into(be, g, dt, send + (size_t)be->me[g] * stride_bytes, recv, count);
-  be->seq[g]++;
+  sc_inbox_advance(&be->in, g);
   return rc;
 }
 
@@ -273,7 +223,7 @@ static int host_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const vo
 
 static void host_abort(void *self, uint64_t epoch) {
   host_be *be = self;
-  /* raised to the highest step aborted, never lowered: the step in flight (be->epoch,
+  /* raised to the highest step aborted, never lowered: the step in flight (be->in.epoch,
    * the executor's) is aborted once this reaches it, whenever the abort comes */
   const uint64_t through = epoch ? epoch : UINT64_MAX;
   uint64_t prev = atomic_load(&be->aborted_through);
@@ -286,19 +236,21 @@ static void host_abort(void *self, uint64_t epoch) {
 
 static void host_reset(void *self, uint64_t epoch);
 
+static void host_expect(void *self, uint64_t epoch, const sc_coll *plan, int32_t num) {
+  host_be *be = self;
+  sc_inbox_expect(&be->in, epoch, plan, num);
+}
+
 static const sc_coll_ops k_host_ops = {
     .run = host_run,
     .abort = host_abort,
     .reset = host_reset,
+    .expect = host_expect,
 };
 
 static void destroy_be(host_be *be) {
   if (be == NULL) return;
-  while (be->stash) {
-    stashed *e = be->stash;
-    be->stash = e->next;
-    drop(e);
-  }
+  sc_inbox_free(&be->in);
   const int zero = 0;
   for (int32_t r = 0; be->dealers && r < be->world; r++)
     if (be->dealers[r]) {
@@ -311,6 +263,7 @@ static void destroy_be(host_be *be) {
       zmq_setsockopt(socks[i], ZMQ_LINGER, &zero, sizeof zero);
       zmq_close(socks[i]);
     }
+  sc_zap_stop(be->zap); /* (its socket is one of the context's) */
   if (be->own_ctx && be->ctx) zmq_ctx_term(be->ctx);
   for (int g = 0; g < SC_GROUP_COUNT; g++) free(be->members[g]);
   free(be->dealers);
@@ -320,12 +273,87 @@ static void destroy_be(host_be *be) {
   free(be);
 }
 
+/* The ZAP handler of a private context (backend_host.h): admits the rank keys, each
+ * named by its rank. */
+static int start_zap(host_be *be, const sc_host_comm_config *hc, sc_diag *d) {
+  sc_zap_key *keys = calloc((size_t)be->world, sizeof *keys);
+  if (keys == NULL) return SC_ENOMEM;
+  for (int32_t r = 0; r < be->world; r++) {
+    memcpy(keys[r].key, hc->rank_keys[r], sizeof keys[r].key);
+    snprintf(keys[r].name, sizeof keys[r].name, "%d", (int)r);
+  }
+  const sc_zap_domain node = {.domain = SC_ZAP_DOMAIN_NODE, .keys = keys,
+                              .num_keys = be->world};
+  const int rc = sc_zap_start(be->ctx, &node, 1, &be->zap, d);
+  free(keys);
+  return rc;
+}
+
+/* CURVE options: the ROUTER (server_key NULL) is a server of the node domain, a DEALER a
+ * client of its peer's rank key. -1 when ZeroMQ refuses (no CURVE in this libzmq). */
+static int set_curve(void *s, const sc_host_comm_config *hc, const uint8_t *server_key) {
+  return server_key == NULL
+             ? sc_curve_make_server(s, hc->secret_key, SC_ZAP_DOMAIN_NODE)
+             : sc_curve_make_client(s, hc->public_key, hc->secret_key, server_key);
+}
+
+static int bind_router(host_be *be, const sc_host_comm_config *hc, sc_diag *d) {
+  be->router = zmq_socket(be->ctx, ZMQ_ROUTER);
+  if (be->router == NULL || (be->in.curve && set_curve(be->router, hc, NULL) != 0))
+    return sc_fail(d, SC_EIO, "host collectives: %s", zmq_strerror(zmq_errno()));
+  /* What ZeroMQ queues before the backend reads it (it reads only inside a collective)
+   * is bounded per connection: at most SC_HOST_RCVHWM blocks (past it ZeroMQ stops
+   * reading that peer's connection, so TCP holds the sender back: nothing is dropped),
+   * each no larger than a plan can make (a larger message ends the connection before it
+   * is buffered). An honest peer is never more than 3 blocks per group ahead
+   * (backend_host.h), so it never meets either limit. */
+  const int rcvhwm = SC_HOST_RCVHWM, handshake_ms = 5000; /* a stranger's is not held long */
+  zmq_setsockopt(be->router, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+  zmq_setsockopt(be->router, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
+  if (hc->max_block_bytes > 0 && hc->max_block_bytes < (size_t)INT64_MAX - 64) {
+    const int64_t max = (int64_t)hc->max_block_bytes + 64; /* + the header */
+    zmq_setsockopt(be->router, ZMQ_MAXMSGSIZE, &max, sizeof max);
+  }
+  const int rc = sc_ipc_check_private(hc->endpoints[hc->rank], d);
+  if (rc != 0) return rc;
+  if (zmq_bind(be->router, hc->endpoints[hc->rank]) != 0)
+    return sc_fail(d, SC_EIO, "host collectives: rank %d cannot bind %s: %s", hc->rank,
+                   hc->endpoints[hc->rank], zmq_strerror(zmq_errno()));
+  return 0;
+}
+
+/* One DEALER to each rank that shares a group with this one. */
+static int connect_peers(host_be *be, const sc_host_comm_config *hc, sc_diag *d) {
+  const int zero = 0;
+  char ident[16];
+  snprintf(ident, sizeof ident, "r%d", hc->rank);
+  for (int g = 0; g < SC_GROUP_COUNT; g++)
+    for (int32_t k = 0; k < be->size[g]; k++) {
+      const int32_t peer = be->members[g][k];
+      if (peer == hc->rank || be->dealers[peer] != NULL) continue;
+      void *s = zmq_socket(be->ctx, ZMQ_DEALER);
+      if (s == NULL) return sc_fail(d, SC_EIO, "host collectives: %s", zmq_strerror(zmq_errno()));
+      be->dealers[peer] = s;
+      zmq_setsockopt(s, ZMQ_ROUTING_ID, ident, strlen(ident));
+      zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
+      if ((be->in.curve && set_curve(s, hc, hc->rank_keys[peer]) != 0) ||
+          zmq_connect(s, hc->endpoints[peer]) != 0)
+        return sc_fail(d, SC_EIO, "host collectives: rank %d cannot connect to %s: %s",
+                       hc->rank, hc->endpoints[peer], zmq_strerror(zmq_errno()));
+    }
+  return 0;
+}
+
 int sc_host_comm_create(sc_comm *comm, const sc_plan_config *cfg,
                         const sc_host_comm_config *hc, sc_diag *d) {
   const int32_t world = sc_plan_world_size(cfg);
   if (hc->rank < 0 || hc->rank >= world || hc->endpoints == NULL)
     return sc_fail(d, SC_EINVAL, "host collectives: rank %d outside world of %d", hc->rank,
                    world);
+  const int keys = (hc->public_key != NULL) + (hc->secret_key != NULL) + (hc->rank_keys != NULL);
+  if (keys != 0 && keys != 3)
+    return sc_fail(d, SC_EINVAL, "host collectives: CURVE needs this rank's key pair and "
+                   "every rank's public key (%d of the three given)", keys);
   host_be *be = calloc(1, sizeof *be);
   if (be == NULL) return sc_fail(d, SC_ENOMEM, "host collectives: out of memory");
   pthread_mutex_init(&be->wake_mu, NULL);
@@ -347,48 +375,28 @@ int sc_host_comm_create(sc_comm *comm, const sc_plan_config *cfg,
     for (int32_t k = 0; k < be->size[g]; k++)
       if (be->members[g][k] == hc->rank) be->me[g] = k;
   }
-
-  const int zero = 0;
-  be->router = zmq_socket(be->ctx, ZMQ_ROUTER);
-  if (be->router == NULL) goto fail_zmq;
-  zmq_setsockopt(be->router, ZMQ_RCVHWM, &zero, sizeof zero); /* never drop a block */
-  if (zmq_bind(be->router, hc->endpoints[hc->rank]) != 0) {
-    rc = sc_fail(d, SC_EIO, "host collectives: rank %d cannot bind %s: %s", hc->rank,
-                 hc->endpoints[hc->rank], zmq_strerror(zmq_errno()));
+  if ((rc = sc_inbox_init(&be->in, world, hc->rank, keys == 3, hc->max_block_bytes,
+                          be->members, be->size)))
     goto fail;
-  }
-  char ident[16];
-  snprintf(ident, sizeof ident, "r%d", hc->rank);
-  for (int g = 0; g < SC_GROUP_COUNT; g++)
-    for (int32_t k = 0; k < be->size[g]; k++) {
-      const int32_t peer = be->members[g][k];
-      if (peer == hc->rank || be->dealers[peer] != NULL) continue;
-      void *s = zmq_socket(be->ctx, ZMQ_DEALER);
-      if (s == NULL) goto fail_zmq;
-      be->dealers[peer] = s;
-      zmq_setsockopt(s, ZMQ_ROUTING_ID, ident, strlen(ident));
-      zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
-      if (zmq_connect(s, hc->endpoints[peer]) != 0) {
-        rc = sc_fail(d, SC_EIO, "host collectives: rank %d cannot connect to %s: %s",
-                     hc->rank, hc->endpoints[peer], zmq_strerror(zmq_errno()));
-        goto fail;
-      }
-    }
+  /* the handler before the bind: ZeroMQ admits every CURVE client of a context without */
+  if ((keys == 3 && be->own_ctx && (rc = start_zap(be, hc, d))) ||
+      (rc = bind_router(be, hc, d)) || (rc = connect_peers(be, hc, d)))
+    goto fail;
   char wake[64];
   snprintf(wake, sizeof wake, k_wake_fmt, (void *)be);
   be->wake_rx = zmq_socket(be->ctx, ZMQ_PAIR);
   be->wake_tx = zmq_socket(be->ctx, ZMQ_PAIR);
   if (be->wake_rx == NULL || be->wake_tx == NULL || zmq_bind(be->wake_rx, wake) != 0 ||
-      zmq_connect(be->wake_tx, wake) != 0)
-    goto fail_zmq;
+      zmq_connect(be->wake_tx, wake) != 0) {
+    rc = sc_fail(d, SC_EIO, "host collectives: %s", zmq_strerror(zmq_errno()));
+    goto fail;
+  }
 
   memset(comm, 0, sizeof *comm);
   sc_comm_init_groups(comm, cfg, hc->rank);
   comm->ops = &k_host_ops;
   comm->self = be;
   return 0;
-fail_zmq:
-  rc = sc_fail(d, SC_EIO, "host collectives: %s", zmq_strerror(zmq_errno()));
 fail:
   destroy_be(be);
   return rc == SC_ENOMEM ? sc_fail(d, rc, "host collectives: out of memory") : rc;
@@ -398,22 +406,18 @@ void sc_host_comm_reset(sc_comm *comm, uint64_t epoch) { host_reset(comm->self, 
 
 static void host_reset(void *self, uint64_t epoch) {
   host_be *be = self;
-  be->epoch = epoch;
-  memset(be->seq, 0, sizeof be->seq);
-  for (stashed **pp = &be->stash; *pp;) {
-    stashed *e = *pp;
-    if (e->h.epoch < epoch) {
-      *pp = e->next;
-      drop(e);
-    } else {
-      pp = &e->next;
-    }
-  }
+  sc_inbox_reset(&be->in, epoch);
   /* drain a pending wake-up of an earlier abort (an abort of an earlier step does not
    * reach this one: aborted() compares epochs) */
   char c;
   while (zmq_recv(be->wake_rx, &c, 1, ZMQ_DONTWAIT) >= 0) {
   }
+}
+
+void sc_host_comm_get_stats(const sc_comm *comm, sc_host_comm_stats *out) {
+  assert(comm->ops == &k_host_ops); /* (not through a staged wrapper) */
+  const host_be *be = comm->self;
+  sc_inbox_stats(&be->in, out);
 }
 
 void sc_host_comm_destroy(sc_comm *comm) {

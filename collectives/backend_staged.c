@@ -45,10 +45,15 @@ static void st_reset(void *self, uint64_t epoch) {
   staged *s = self;
   if (s->inner_ops->reset) s->inner_ops->reset(s->inner_self, epoch);
 }
+static void st_expect(void *self, uint64_t epoch, const sc_coll *plan, int32_t num) {
+  staged *s = self;
+  if (s->inner_ops->expect) s->inner_ops->expect(s->inner_self, epoch, plan, num);
+}
 
 /* (no finish: run completes each collective, and the session's wall time includes the
  * staging copies, which is what a staged collective costs) */
-static const sc_coll_ops k_staged_ops = {.run = st_run, .abort = st_abort, .reset = st_reset};
+static const sc_coll_ops k_staged_ops = {.run = st_run, .abort = st_abort, .reset = st_reset,
+                                         .expect = st_expect};
 
 int sc_staged_comm_create(sc_comm *comm, sc_kernels *k, sc_diag *d) {
   staged *s = calloc(1, sizeof *s);

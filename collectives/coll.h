@@ -57,6 +57,13 @@ typedef struct sc_coll_ops {
    * of collectives 0..n-1 since reset, or the first failure on the device with *failed
    * the index of the collective concerned. */
   int (*finish)(void *self, double *seconds, int32_t n, int32_t *failed);
+  /* The collective plan of step `epoch` (num entries, borrowed for the call only), told
+   * by sc_coll_session_begin before the step's first collective: a backend that receives
+   * blocks from its peers sizes and admits them by it (backend_host.h). The executor
+   * resets the comm for the step first (sc_step_gate_enter, then the forward pass begins
+   * the session); a backend also accepts the plan of a step it has not been reset to
+   * yet, for the reset that follows. May be NULL (nothing to learn). */
+  void (*expect)(void *self, uint64_t epoch, const sc_coll *plan, int32_t num);
 } sc_coll_ops;
 
 /* Per-purpose totals the session keeps (for logs and benchmarks). bus_bytes follows the
@@ -100,7 +107,7 @@ int32_t sc_comm_group_members(const sc_plan_config *cfg, int32_t g, sc_group gro
                               int32_t *out);
 
 /* One step's walk through the collective plan. The plan entries are borrowed for the
- * session's lifetime. */
+ * session's lifetime. sc_coll_session_begin tells the backend the plan (expect). */
 typedef struct sc_coll_session {
   sc_comm *comm;
   const sc_coll *plan;

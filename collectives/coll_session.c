@@ -52,6 +52,7 @@ void sc_coll_session_begin(sc_coll_session *s, sc_comm *comm, const sc_coll *pla
                            int32_t num, uint64_t step) {
   *s = (sc_coll_session){.comm = comm, .plan = plan, .num = num, .step = step,
                          .inject_desync = step != 0 && comm->inject_desync_step == step};
+  if (comm->ops && comm->ops->expect) comm->ops->expect(comm->self, step, plan, num);
 }
 
 /* Keeps the failure at plan position s->next for the step_abort report; planned and

@@ -125,6 +125,18 @@ uint64_t sc_coll_fingerprint(const sc_coll *colls, int32_t n);
  * chunk, which the requester does not know). */
 bool sc_coll_matches(const sc_coll *planned, const sc_coll *requested);
 
+/* Bytes of the block each member of a group of group_size ranks sends to each other
+ * member in the direct exchange of collective c (the host backend's): all_gather and
+ * all_reduce send the whole buffer (rows*width elements), reduce_scatter the receiver's
+ * share of it (rows*width/group_size elements). */
+size_t sc_coll_block_bytes(const sc_coll *c, int32_t group_size);
+
+/* The largest sc_coll_block_bytes of any collective that sc_plan_build can plan for cfg
+ * (valid) in a step that schedules at most max_step_tokens query tokens in all (0 when
+ * no step can: max_step_tokens < 1); SIZE_MAX when it does not fit a size_t. What a
+ * rank may hold for one block of a peer before it knows the plan (backend_host.h). */
+size_t sc_plan_max_block_bytes(const sc_plan_config *cfg, int64_t max_step_tokens);
+
 /* ---- a rank's local view, for executors and for checking the invariant ---- */
 
 typedef struct sc_rank_view {

@@ -295,3 +295,56 @@ int sc_plan_build(sc_plan *plan, const sc_plan_config *cfg, const sc_batch_req *
   }
   return 0;
 }
+
+size_t sc_coll_block_bytes(const sc_coll *c, int32_t group_size) {
+  const size_t elems = (size_t)c->rows * (size_t)c->width;
+  const size_t mine = c->op == SC_OP_REDUCE_SCATTER ? elems / (size_t)group_size : elems;
+  return mine * sc_dtype_size(c->dtype);
+}
+
+/* rows * width * elem bytes, or SIZE_MAX when that does not fit */
+static size_t bytes_of(size_t rows, size_t width, size_t elem) {
+  size_t n = rows;
+  const size_t by[2] = {width, elem};
+  for (int i = 0; i < 2; i++) n = by[i] != 0 && n > SIZE_MAX / by[i] ? SIZE_MAX : n * by[i];
+  return n;
+}
+
+static size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Follows build_collectives term by term, with the largest rows each can have. */
+size_t sc_plan_max_block_bytes(const sc_plan_config *cfg, int64_t max_step_tokens) {
+  if (max_step_tokens < 1) return 0;
+  const int32_t P = cfg->pcp, N = cfg->dcp, T = cfg->tp;
+  /* (the planner refuses a bigger step) */
+  const size_t S = (size_t)(max_step_tokens < SC_PLAN_MAX_TOKENS ? max_step_tokens
+                                                                 : SC_PLAN_MAX_TOKENS);
+  /* T_pad: a rank holds at most every token of the step (a step of decodes, which every
+   * PCP rank holds, or of one-token prefills, which all fall to PCP rank 0), rounded up
+   * to pad_multiple. D, the decode tokens: at most S. */
+  const size_t pm = (size_t)cfg->pad_multiple, t_pad = (S + pm - 1) / pm * pm, D = S;
+  const size_t ds = sc_dtype_size(cfg->dtype), w32 = sc_dtype_size(SC_DT_W32);
+  const size_t f32 = sc_dtype_size(SC_DT_F32);
+  const size_t kv_width = (size_t)cfg->kv_lora_rank + (size_t)cfg->rope_dim;
+  const size_t kv_index_width = kv_width + (size_t)cfg->index_dim;
+  const size_t h_local = (size_t)(cfg->heads / T);
+  const size_t h_att = P == 1 ? h_local * (size_t)N : h_local;
+  size_t m = 0;
+  if (P > 1) /* prefill_kv: T_pad - D rows */
+    m = max_of(m, bytes_of(t_pad, kv_index_width, ds));
+  if (P > 1 || T > 1) /* hidden_restore (P > 1); attn_out and mlp_out (T > 1) */
+    m = max_of(m, bytes_of(t_pad, (size_t)cfg->hidden, ds));
+  if (N > 1) {
+    /* context_kv: a chunk's rows per DCP rank, which build_chunks keeps within
+     * max_gathered_rows / N; the context, not the step, sets them */
+    m = max_of(m, bytes_of((size_t)(cfg->max_gathered_rows / N), kv_index_width, ds));
+    if (P == 1) /* decode_q */
+      m = max_of(m, bytes_of(D, h_local * kv_width, ds));
+    m = max_of(m, bytes_of(D, 2 * (size_t)cfg->topk, w32)); /* topk_candidates */
+    m = max_of(m, bytes_of(D, h_att, f32));                  /* decode_lse */
+    /* decode_out: an all_reduce of the whole buffer (P > 1), or a reduce_scatter of
+     * which each member receives 1/N (P = 1, where h_att = N * h_local) */
+    m = max_of(m, bytes_of(D, (P > 1 ? h_att : h_local) * (size_t)cfg->kv_lora_rank, ds));
+  }
+  return m;
+}

@@ -27,7 +27,15 @@
  * summed over the phase's steps: planning, plan/input messaging, the executors waiting
  * for their inputs, sampling and the result message. Collective waits inside the forward
  * count as compute (they are inside compute_ns), so this is the runtime's own share, not
- * the cost of parallelism. The tap itself adds two encoded messages per step on node 0. */
+ * the cost of parallelism. The tap itself adds two encoded messages per step on node 0.
+ *
+ * Transports (SC_BENCH_E2E_TRANSPORT, default ipc): the nodes talk over ipc, over tcp
+ * loopback with CURVE between them ("tcp+curve": what a cluster on a network runs), or
+ * over plain tcp ("tcp": only to measure what CURVE costs). Several in one run, separated
+ * by commas or "all", run back to back within each round and layout, in an order that
+ * alternates from round to round; tcp+curve's results then give their ratio to plain
+ * tcp's (vs_plain_tcp). The client's connection to the gateway is plain in every case:
+ * it is the same loopback link whatever the nodes use. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -39,6 +47,7 @@
 
 #include "actors/runtime/sc_tap_record.h"
 #include "base/clock.h"
+#include "base/curve_key.h"
 #include "client/client.h"
 #include "messages/messages.h"
 #include "model/model_config.h"
@@ -50,6 +59,18 @@
 #define MAX_ROUNDS 16
 #define PHASE_TIMEOUT_S 300
 static const int32_t k_layouts[NUM_LAYOUTS][2] = {{1, 1}, {2, 1}, {2, 2}, {4, 4}};
+
+typedef struct e2e_transport {
+  const char *name;
+  bool tcp;       /* loopback tcp (else ipc in the cluster's private folder) */
+  bool plaintext; /* with tcp: no keys (the cluster file's "plaintext_tcp") */
+} e2e_transport;
+
+static const e2e_transport k_transports[] = {
+    {"ipc", false, false}, {"tcp", true, true}, {"tcp+curve", true, false}};
+#define NUM_TRANSPORTS 3
+#define T_TCP 1   /* plain tcp: what tcp+curve is compared with */
+#define T_CURVE 2
 
 typedef struct workload {
   int32_t prefill_reqs, prefill_len;           /* max_tokens 1 */
@@ -106,7 +127,28 @@ static step_rec *step_of(tapwatch *t, uint64_t step) {
   return &t->v[t->n++];
 }
 
-static int tap_open(tapwatch *t, const char *endpoint) {
+/* A tap on tcp with CURVE (tcp+curve) admits the one subscriber key whose secret the local
+ * cluster keeps in a file; its server key is node 0's public key, from the cluster file.
+ * Nothing to do on other taps. */
+static int tap_curve(void *sub, const sc_local_cluster *lc, sc_diag *d) {
+  const char *key_file = sc_local_cluster_tap_key_file(lc);
+  if (key_file[0] == '\0') return 0;
+  uint8_t secret[32], public_key[32];
+  char public_z85[SC_CURVE_Z85_LEN + 1];
+  sc_cluster c = {0};
+  int rc = sc_curve_load_secret(key_file, secret, public_z85, d);
+  if (rc == 0) rc = sc_curve_decode(public_z85, public_key, d);
+  if (rc == 0 && (rc = sc_cluster_load(sc_local_cluster_file(lc), &c, d)) == 0 &&
+      (zmq_setsockopt(sub, ZMQ_CURVE_SECRETKEY, secret, 32) != 0 ||
+       zmq_setsockopt(sub, ZMQ_CURVE_PUBLICKEY, public_key, 32) != 0 ||
+       zmq_setsockopt(sub, ZMQ_CURVE_SERVERKEY, c.nodes[0].public_key, 32) != 0))
+    rc = sc_fail(d, SC_EIO, "cannot use CURVE on the tap: %s", zmq_strerror(errno));
+  sc_cluster_free(&c);
+  sc_wipe(secret, sizeof secret);
+  return rc;
+}
+
+static int tap_open(tapwatch *t, const sc_local_cluster *lc, sc_diag *d) {
   memset(t, 0, sizeof *t);
   t->zctx = zmq_ctx_new();
   if (t->zctx == NULL) return SC_EIO;
@@ -117,7 +159,10 @@ static int tap_open(tapwatch *t, const char *endpoint) {
   zmq_setsockopt(t->sub, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(t->sub, ZMQ_RCVHWM, &hwm, sizeof hwm);
   for (int i = 0; i < 2; i++) zmq_setsockopt(t->sub, ZMQ_SUBSCRIBE, topics[i], strlen(topics[i]));
-  return zmq_connect(t->sub, endpoint) == 0 ? 0 : SC_EIO;
+  const int rc = tap_curve(t->sub, lc, d);
+  if (rc != 0) return rc;
+  const char *endpoint = sc_local_cluster_tap(lc, 0);
+  return zmq_connect(t->sub, endpoint) == 0 ? 0 : sc_fail(d, SC_EIO, "cannot connect to %s", endpoint);
 }
 
 static void tap_close(tapwatch *t) {
@@ -299,10 +344,13 @@ static void free_reqs(e2e_req *v, int32_t n) {
   for (int32_t i = 0; v && i < n; i++) free(v[i].prompt);
 }
 
-/* One round on one layout: start, ready, warm-up, prefill phase, decode phase, stop. */
-static int run_round(const workload *w, int32_t pcp, int32_t dcp, e2e_req *pre, e2e_req *dec,
-                     e2e_req *warm, phase_out *po, phase_out *dout, char *why, size_t why_len) {
-  const sc_local_cluster_opts co = {.pcp = pcp, .dcp = dcp, .tp = 1,
+/* One round on one layout and transport: start, ready, warm-up, prefill phase, decode
+ * phase, stop. */
+static int run_round(const workload *w, int32_t pcp, int32_t dcp, const e2e_transport *tr,
+                     e2e_req *pre, e2e_req *dec, e2e_req *warm, phase_out *po, phase_out *dout,
+                     char *why, size_t why_len) {
+  const sc_local_cluster_opts co = {.pcp = pcp, .dcp = dcp, .tp = 1, .taps = true,
+                                    .tcp = tr->tcp, .plaintext_tcp = tr->plaintext,
                                     .token_budget = w->token_budget, .num_blocks = w->num_blocks,
                                     .log_level = "warn", .quiet = true};
   sc_local_cluster *lc = NULL;
@@ -311,11 +359,13 @@ static int run_round(const workload *w, int32_t pcp, int32_t dcp, e2e_req *pre, 
   sc_diag d = {0};
   int rc = sc_local_cluster_start(&co, &lc, &d);
   if (rc) {
-    snprintf(why, why_len, "cannot start a P%d N%d cluster: %s", pcp, dcp, sc_diag_message(&d));
+    snprintf(why, why_len, "cannot start a P%d N%d cluster over %s: %s", pcp, dcp, tr->name,
+             sc_diag_message(&d));
     return rc;
   }
-  if ((rc = tap_open(&tw, sc_local_cluster_tap(lc, 0))) != 0) {
-    snprintf(why, why_len, "cannot subscribe to node 0's tap %s", sc_local_cluster_tap(lc, 0));
+  if ((rc = tap_open(&tw, lc, &d)) != 0) {
+    snprintf(why, why_len, "cannot subscribe to node 0's tap %s: %s", sc_local_cluster_tap(lc, 0),
+             sc_diag_message(&d));
     goto out;
   }
   if ((rc = sc_client_connect(&cl, sc_local_cluster_listen(lc), &d)) != 0) {
@@ -373,6 +423,113 @@ static double best(const double *v, int n) {
   return m;
 }
 
+/* What the rounds of one layout on one transport measured, one entry per round. */
+typedef struct case_samples {
+  double pre[MAX_ROUNDS], dec[MAX_ROUNDS];          /* tok/s */
+  double ovh[MAX_ROUNDS], ovh_pre[MAX_ROUNDS], ovh_dec[MAX_ROUNDS]; /* fractions */
+  double step_pre[MAX_ROUNDS], step_dec[MAX_ROUNDS]; /* ms per step */
+  double ovms_pre[MAX_ROUNDS], ovms_dec[MAX_ROUNDS]; /* overhead ms per step */
+  double busy_dec[MAX_ROUNDS], load[MAX_ROUNDS];
+} case_samples;
+
+static void record_round(case_samples *cs, int r, const phase_out *po, const phase_out *dout) {
+  cs->pre[r] = po->tok_per_s;
+  cs->dec[r] = dout->tok_per_s;
+  cs->ovh[r] = frac(po, dout);
+  cs->ovh_pre[r] = frac(po, NULL);
+  cs->ovh_dec[r] = frac(dout, NULL);
+  cs->step_pre[r] = po->steps ? po->step_s * 1e3 / po->steps : NAN;
+  cs->step_dec[r] = dout->steps ? dout->step_s * 1e3 / dout->steps : NAN;
+  cs->busy_dec[r] = dout->window_s > 0 ? dout->step_s / dout->window_s : NAN;
+  cs->ovms_pre[r] = (po->step_s - po->compute_s) * 1e3 / po->steps;
+  cs->ovms_dec[r] = (dout->step_s - dout->compute_s) * 1e3 / dout->steps;
+}
+
+/* SC_BENCH_E2E_TRANSPORT: "all", or transport names separated by commas; on[t] for those
+ * it names. Unset or empty: ipc alone. SC_EINVAL, said on stderr, for a name that is no
+ * transport. */
+static int parse_transports(const char *v, bool on[NUM_TRANSPORTS]) {
+  const bool all = v != NULL && strcmp(v, "all") == 0;
+  for (int t = 0; t < NUM_TRANSPORTS; t++) on[t] = all || ((v == NULL || v[0] == 0) && t == 0);
+  if (all || v == NULL || v[0] == 0) return 0;
+  char list[128], *save = NULL;
+  const int n = snprintf(list, sizeof list, "%s", v);
+  bool ok = n > 0 && (size_t)n < sizeof list, any = false;
+  for (char *it = ok ? strtok_r(list, ",", &save) : NULL; it && ok;
+       it = strtok_r(NULL, ",", &save)) {
+    int t = 0;
+    while (t < NUM_TRANSPORTS && strcmp(it, k_transports[t].name) != 0) t++;
+    ok = t < NUM_TRANSPORTS;
+    if (ok) on[t] = any = true;
+  }
+  if (ok && any) return 0;
+  fprintf(stderr, "bench e2e: SC_BENCH_E2E_TRANSPORT=%s: the transports are ipc, tcp, "
+                  "tcp+curve (several separated by commas) or all\n", v);
+  return SC_EINVAL;
+}
+
+/* ",\"vs_plain_tcp\":R,\"vs_plain_tcp_paired\":P" for tcp+curve: the ratio of the medians
+ * to plain tcp's, and the median of the rounds' own ratios (both ran back to back in each
+ * round, so a round's ratio is free of the drift between rounds). Empty without plain. */
+static void vs_plain(char *out, size_t len, const double *curve, const double *plain, int n) {
+  out[0] = '\0';
+  if (plain == NULL) return;
+  double paired[MAX_ROUNDS];
+  for (int r = 0; r < n; r++) paired[r] = curve[r] / plain[r];
+  snprintf(out, len, ",\"vs_plain_tcp\":%.4f,\"vs_plain_tcp_paired\":%.4f",
+           sc_bench_median(curve, n) / sc_bench_median(plain, n), sc_bench_median(paired, n));
+}
+
+/* The three results of one layout on one transport. one: (1,1) on the same transport, for
+ * the ratios to it; plain: plain tcp's samples of the same layout (tcp+curve only). */
+static void emit_case(sc_bench *b, const workload *w, int t, int l, const case_samples *cs,
+                      const case_samples *one, const case_samples *plain) {
+  const int n = w->rounds, nodes = k_layouts[l][0];
+  char params[192], extra[640], vs[96];
+  snprintf(params, sizeof params,
+           "\"pcp\":%d,\"dcp\":%d,\"tp\":1,\"device\":\"cpu\",\"transport\":\"%s\"",
+           k_layouts[l][0], k_layouts[l][1], k_transports[t].name);
+  /* Best runs too: on a shared machine the fastest round is the one least disturbed by
+   * other jobs, and multi-node layouts suffer more from them (every collective waits for
+   * the slowest rank), so best / best is the steadier estimate of the scaling. */
+  vs_plain(vs, sizeof vs, cs->pre, plain ? plain->pre : NULL, n);
+  snprintf(extra, sizeof extra,
+           "\"ratio_to_1x1\":%.4f,\"ratio_best_to_1x1\":%.4f,\"nodes\":%d,"
+           "\"prompt_tokens\":%d,\"step_ms\":%.3f%s",
+           sc_bench_median(cs->pre, n) / sc_bench_median(one->pre, n),
+           best(cs->pre, n) / best(one->pre, n), nodes, w->prefill_reqs * w->prefill_len,
+           sc_bench_median(cs->step_pre, n), vs);
+  sc_bench_add(b, "e2e.prefill", params, "tok/s", cs->pre, n, extra);
+  vs_plain(vs, sizeof vs, cs->dec, plain ? plain->dec : NULL, n);
+  snprintf(extra, sizeof extra,
+           "\"ratio_to_1x1\":%.4f,\"ratio_best_to_1x1\":%.4f,\"nodes\":%d,\"batch\":%d,"
+           "\"context\":%d,\"step_ms\":%.3f%s",
+           sc_bench_median(cs->dec, n) / sc_bench_median(one->dec, n),
+           best(cs->dec, n) / best(one->dec, n), nodes, w->decode_reqs, w->decode_len,
+           sc_bench_median(cs->step_dec, n), vs);
+  sc_bench_add(b, "e2e.decode", params, "tok/s", cs->dec, n, extra);
+  /* the phases apart, and the share of the decode window spent inside steps (the rest is
+   * the scheduler between steps: streaming tokens, choosing the next batch) */
+  snprintf(extra, sizeof extra,
+           "\"prefill\":%.4f,\"decode\":%.4f,\"prefill_ms_per_step\":%.3f,"
+           "\"decode_ms_per_step\":%.3f,\"decode_in_step\":%.4f,\"load_1m\":%.2f",
+           sc_bench_median(cs->ovh_pre, n), sc_bench_median(cs->ovh_dec, n),
+           sc_bench_median(cs->ovms_pre, n), sc_bench_median(cs->ovms_dec, n),
+           sc_bench_median(cs->busy_dec, n), sc_bench_median(cs->load, n));
+  sc_bench_add(b, "e2e.overhead", params, "fraction", cs->ovh, n, extra);
+}
+
+/* Round r's prompts: the same for every layout and transport of the round. */
+static int round_reqs(const workload *w, int32_t vocab, int r, e2e_req *prq, e2e_req *drq) {
+  free_reqs(prq, w->prefill_reqs);
+  free_reqs(drq, w->decode_reqs);
+  memset(prq, 0, sizeof *prq * (size_t)w->prefill_reqs);
+  memset(drq, 0, sizeof *drq * (size_t)w->decode_reqs);
+  const int rc = make_reqs(prq, w->prefill_reqs, w->prefill_len, 1, vocab, 2 * (uint64_t)r + 1);
+  return rc ? rc : make_reqs(drq, w->decode_reqs, w->decode_len, w->decode_out, vocab,
+                             2 * (uint64_t)r + 2);
+}
+
 int sc_bench_e2e(sc_bench *b) {
   const workload *w = b->quick ? &k_quick : &k_full;
   if (b->device && strcmp(b->device, "cuda") == 0) {
@@ -387,14 +544,15 @@ int sc_bench_e2e(sc_bench *b) {
     fprintf(stderr, "bench e2e: --device %s: the device is cpu or cuda\n", b->device);
     return SC_EINVAL; /* (bad usage: exit 2) */
   }
+  bool on[NUM_TRANSPORTS];
+  if (parse_transports(getenv("SC_BENCH_E2E_TRANSPORT"), on) != 0) return SC_EINVAL;
+  int order[NUM_TRANSPORTS], num_on = 0;
+  for (int t = 0; t < NUM_TRANSPORTS; t++)
+    if (on[t]) order[num_on++] = t;
   sc_model_config model;
   sc_model_config_default(&model);
-  static double pre[NUM_LAYOUTS][MAX_ROUNDS], dec[NUM_LAYOUTS][MAX_ROUNDS],
-      ovh[NUM_LAYOUTS][MAX_ROUNDS], ovh_pre[NUM_LAYOUTS][MAX_ROUNDS],
-      ovh_dec[NUM_LAYOUTS][MAX_ROUNDS], step_pre[NUM_LAYOUTS][MAX_ROUNDS],
-      step_dec[NUM_LAYOUTS][MAX_ROUNDS], busy_dec[NUM_LAYOUTS][MAX_ROUNDS],
-      load[NUM_LAYOUTS][MAX_ROUNDS], ovms_pre[NUM_LAYOUTS][MAX_ROUNDS],
-      ovms_dec[NUM_LAYOUTS][MAX_ROUNDS];
+  static case_samples cs[NUM_TRANSPORTS][NUM_LAYOUTS];
+  memset(cs, 0, sizeof cs);
   e2e_req *prq = calloc((size_t)w->prefill_reqs, sizeof *prq);
   e2e_req *drq = calloc((size_t)w->decode_reqs, sizeof *drq);
   e2e_req warm[1] = {{0}};
@@ -406,80 +564,38 @@ int sc_bench_e2e(sc_bench *b) {
   /* progress goes to stderr in both modes: a full run takes minutes */
   fprintf(stderr,
           "bench e2e: %d rounds; prefill %d x %d tokens, decode %d x (%d + %d tokens); "
-          "default model, token budget %d\n",
+          "default model, token budget %d; %d transport(s)\n",
           w->rounds, w->prefill_reqs, w->prefill_len, w->decode_reqs, w->decode_len,
-          w->decode_out, w->token_budget);
+          w->decode_out, w->token_budget, num_on);
   for (int r = 0; rc == 0 && r < w->rounds; r++) {
-    free_reqs(prq, w->prefill_reqs);
-    free_reqs(drq, w->decode_reqs);
-    memset(prq, 0, sizeof *prq * (size_t)w->prefill_reqs);
-    memset(drq, 0, sizeof *drq * (size_t)w->decode_reqs);
-    if ((rc = make_reqs(prq, w->prefill_reqs, w->prefill_len, 1, model.vocab, 2 * (uint64_t)r + 1)) ||
-        (rc = make_reqs(drq, w->decode_reqs, w->decode_len, w->decode_out, model.vocab,
-                        2 * (uint64_t)r + 2)))
-      break;
-    for (int l = 0; rc == 0 && l < NUM_LAYOUTS; l++) {
-      phase_out po, dout;
-      const double t0 = sc_now_s();
-      /* the 1-minute load average before each case: how busy the shared machine was */
-      if (getloadavg(&load[l][r], 1) != 1) load[l][r] = NAN;
-      rc = run_round(w, k_layouts[l][0], k_layouts[l][1], prq, drq, warm, &po, &dout, why,
-                     sizeof why);
-      if (rc) break;
-      pre[l][r] = po.tok_per_s;
-      dec[l][r] = dout.tok_per_s;
-      ovh[l][r] = frac(&po, &dout);
-      ovh_pre[l][r] = frac(&po, NULL);
-      ovh_dec[l][r] = frac(&dout, NULL);
-      step_pre[l][r] = po.steps ? po.step_s * 1e3 / po.steps : NAN;
-      step_dec[l][r] = dout.steps ? dout.step_s * 1e3 / dout.steps : NAN;
-      busy_dec[l][r] = dout.window_s > 0 ? dout.step_s / dout.window_s : NAN;
-      ovms_pre[l][r] = (po.step_s - po.compute_s) * 1e3 / po.steps;
-      ovms_dec[l][r] = (dout.step_s - dout.compute_s) * 1e3 / dout.steps;
-      fprintf(stderr,
-              "  round %d P%d N%d: prefill %.0f tok/s (%d steps), decode %.1f tok/s (%d "
-              "steps), overhead %.3f, %.1f s, load %.1f\n",
-              r + 1, k_layouts[l][0], k_layouts[l][1], po.tok_per_s, po.steps, dout.tok_per_s,
-              dout.steps, ovh[l][r], sc_now_s() - t0, load[l][r]);
-    }
+    if ((rc = round_reqs(w, model.vocab, r, prq, drq)) != 0) break;
+    for (int l = 0; rc == 0 && l < NUM_LAYOUTS; l++)
+      for (int k = 0; rc == 0 && k < num_on; k++) {
+        /* the transports' order alternates by round: neither always runs first */
+        const int t = order[r % 2 ? num_on - 1 - k : k];
+        case_samples *c = &cs[t][l];
+        phase_out po, dout;
+        const double t0 = sc_now_s();
+        /* the 1-minute load average before each case: how busy the shared machine was */
+        if (getloadavg(&c->load[r], 1) != 1) c->load[r] = NAN;
+        rc = run_round(w, k_layouts[l][0], k_layouts[l][1], &k_transports[t], prq, drq, warm,
+                       &po, &dout, why, sizeof why);
+        if (rc) break;
+        record_round(c, r, &po, &dout);
+        fprintf(stderr,
+                "  round %d P%d N%d %s: prefill %.0f tok/s (%d steps), decode %.1f tok/s (%d "
+                "steps), overhead %.3f, %.1f s, load %.1f\n",
+                r + 1, k_layouts[l][0], k_layouts[l][1], k_transports[t].name, po.tok_per_s,
+                po.steps, dout.tok_per_s, dout.steps, c->ovh[r], sc_now_s() - t0, c->load[r]);
+      }
   }
-  if (rc == 0) {
-    const double pre1 = sc_bench_median(pre[0], w->rounds), dec1 = sc_bench_median(dec[0], w->rounds);
-    /* Best runs too: on a shared machine the fastest round is the one least disturbed by
-     * other jobs, and multi-node layouts suffer more from them (every collective waits
-     * for the slowest rank), so best / best is the steadier estimate of the scaling. */
-    const double pre1_best = best(pre[0], w->rounds), dec1_best = best(dec[0], w->rounds);
+  for (int k = 0; rc == 0 && k < num_on; k++)
     for (int l = 0; l < NUM_LAYOUTS; l++) {
-      char params[160], extra[512];
-      snprintf(params, sizeof params, "\"pcp\":%d,\"dcp\":%d,\"tp\":1,\"device\":\"cpu\"",
-               k_layouts[l][0], k_layouts[l][1]);
-      const int nodes = k_layouts[l][0];
-      snprintf(extra, sizeof extra,
-               "\"ratio_to_1x1\":%.4f,\"ratio_best_to_1x1\":%.4f,\"nodes\":%d,"
-               "\"prompt_tokens\":%d,\"step_ms\":%.3f",
-               sc_bench_median(pre[l], w->rounds) / pre1, best(pre[l], w->rounds) / pre1_best, nodes,
-               w->prefill_reqs * w->prefill_len, sc_bench_median(step_pre[l], w->rounds));
-      sc_bench_add(b, "e2e.prefill", params, "tok/s", pre[l], w->rounds, extra);
-      snprintf(extra, sizeof extra,
-               "\"ratio_to_1x1\":%.4f,\"ratio_best_to_1x1\":%.4f,\"nodes\":%d,\"batch\":%d,"
-               "\"context\":%d,\"step_ms\":%.3f",
-               sc_bench_median(dec[l], w->rounds) / dec1, best(dec[l], w->rounds) / dec1_best, nodes,
-               w->decode_reqs, w->decode_len,
-               sc_bench_median(step_dec[l], w->rounds));
-      sc_bench_add(b, "e2e.decode", params, "tok/s", dec[l], w->rounds, extra);
-      /* the phases apart, and the share of the decode window spent inside steps (the
-       * rest is the scheduler between steps: streaming tokens, choosing the next batch) */
-      snprintf(extra, sizeof extra,
-               "\"prefill\":%.4f,\"decode\":%.4f,\"prefill_ms_per_step\":%.3f,"
-               "\"decode_ms_per_step\":%.3f,\"decode_in_step\":%.4f,\"load_1m\":%.2f",
-               sc_bench_median(ovh_pre[l], w->rounds), sc_bench_median(ovh_dec[l], w->rounds),
-               sc_bench_median(ovms_pre[l], w->rounds), sc_bench_median(ovms_dec[l], w->rounds),
-               sc_bench_median(busy_dec[l], w->rounds), sc_bench_median(load[l], w->rounds));
-      sc_bench_add(b, "e2e.overhead", params, "fraction", ovh[l], w->rounds, extra);
+      const int t = order[k];
+      emit_case(b, w, t, l, &cs[t][l], &cs[t][0],
+                t == T_CURVE && on[T_TCP] ? &cs[T_TCP][l] : NULL);
     }
-  } else {
-    fprintf(stderr, "bench e2e: %s\n", why[0] ? why : sc_strerror(rc));
-  }
+  if (rc != 0) fprintf(stderr, "bench e2e: %s\n", why[0] ? why : sc_strerror(rc));
   free_reqs(prq, w->prefill_reqs);
   free_reqs(drq, w->decode_reqs);
   free_reqs(warm, 1);

@@ -10,9 +10,12 @@
  * The zmq baseline moves the encoded size of the same ping over DEALER -> ROUTER (rate)
  * and DEALER <-> ROUTER echo (rtt), in the same topology: between two threads of one
  * context in process, and to a ROUTER in a forked child with its own context across
- * processes.
+ * processes. "tcp+curve" is tcp with the cluster's CURVE keys (made in memory), as
+ * nodes on a network run: the same cases, with the raw ZeroMQ baseline on CURVE too, and
+ * vs_plain_tcp (its ratio to plain tcp in the same run) on its results.
  *
- * Environment: SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp measures one transport;
+ * Environment: SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp|tcp+curve measures one transport, or
+ * several separated by commas ("tcp,tcp+curve");
  * SC_BENCH_MESSAGES_TAP=off|on only the runs without / with the tap;
  * SC_BENCH_MESSAGES_SPIN_US=N (0..100000) sets the clusters' spin_us (default: the
  * cluster's, SC_SPIN_US_DEFAULT).
@@ -33,6 +36,7 @@
 #include "actors/runtime/sc_node.h"
 #include "actors/runtime/sc_tap_record.h"
 #include "base/clock.h"
+#include "base/curve_key.h"
 #include "tools/bench.h"
 
 #define SINK_ACK 1024
@@ -40,6 +44,34 @@
 #define WINDOW 32768
 #define STEP_RATE 1
 #define STEP_ECHO 2
+
+/* The transports measured, in this order: plain tcp before tcp+curve, so that the
+ * latter's results can give their ratio to the former (vs_plain_tcp). */
+typedef struct transport {
+  const char *name;
+  bool procs2; /* across processes: the sink's node (or the raw server) is a forked child */
+  bool tcp;    /* loopback tcp ports (else ipc files in a private folder) */
+  bool curve;  /* CURVE on every node endpoint and tap, and on the raw baseline */
+} transport;
+
+static const transport k_transports[] = {{"inproc", false, false, false},
+                                         {"ipc", true, false, false},
+                                         {"tcp", true, true, false},
+                                         {"tcp+curve", true, true, true}};
+#define NT 4
+#define T_TCP 2 /* plain tcp: what tcp+curve is compared with */
+
+/* A fresh CURVE key pair, in memory (ZeroMQ makes it in Z85). SC_ENOTSUP when this
+ * libzmq has no CURVE. */
+static int new_keypair(sc_node_key *k) {
+  char pub[41], sec[41];
+  int rc = zmq_curve_keypair(pub, sec) == 0 ? 0 : SC_ENOTSUP;
+  if (rc == 0 && (zmq_z85_decode(k->public_key, pub) == NULL ||
+                  zmq_z85_decode(k->secret_key, sec) == NULL))
+    rc = SC_EIO;
+  sc_wipe(sec, sizeof sec);
+  return rc;
+}
 
 typedef struct run {
   _Atomic int done;
@@ -252,15 +284,24 @@ static uint64_t tap_settle(tapsub *t) {
   return seen;
 }
 
-static int tapsub_start(tapsub *t, const sc_cluster *c) {
+/* key: the subscriber's key pair on CURVE taps (the cluster's tap_keys_file lists it),
+ * each tap's server key being its node's public key; NULL on plain taps. */
+static int tapsub_start(tapsub *t, const sc_cluster *c, const sc_node_key *key) {
   const int zero = 0;
   int rc = SC_ESYS;
   if ((t->ctx = zmq_ctx_new()) == NULL) return rc;
   if ((t->sub = zmq_socket(t->ctx, ZMQ_SUB)) != NULL) {
     zmq_setsockopt(t->sub, ZMQ_LINGER, &zero, sizeof zero);
     rc = 0;
-    for (int32_t r = 0; r < c->num_nodes && rc == 0; r++)
-      if (zmq_connect(t->sub, c->nodes[r].tap) != 0) rc = SC_EIO;
+    if (key && (zmq_setsockopt(t->sub, ZMQ_CURVE_PUBLICKEY, key->public_key, 32) != 0 ||
+                zmq_setsockopt(t->sub, ZMQ_CURVE_SECRETKEY, key->secret_key, 32) != 0))
+      rc = SC_EIO;
+    for (int32_t r = 0; r < c->num_nodes && rc == 0; r++) {
+      /* ZeroMQ takes the server key at each connect */
+      if (key && zmq_setsockopt(t->sub, ZMQ_CURVE_SERVERKEY, c->nodes[r].public_key, 32) != 0)
+        rc = SC_EIO;
+      if (rc == 0 && zmq_connect(t->sub, c->nodes[r].tap) != 0) rc = SC_EIO;
+    }
     if (rc == 0 && pthread_create(&t->th, NULL, tapsub_main, t) == 0) return 0;
     zmq_close(t->sub);
   }
@@ -284,6 +325,8 @@ typedef struct cluster_run {
   char dir[64];
   bool tapped;
   tapsub tap;
+  sc_node_key keys[2]; /* with CURVE: rank r's key pair (the child reads its copy) */
+  sc_node_key tap_key; /* with CURVE: the one key the taps admit (the subscriber's) */
   run r; /* the driver's: here, not on a stack, since a driver that timed out may still
           * write to it until cluster_down has stopped the node */
 } cluster_run;
@@ -315,11 +358,12 @@ static int reap_child(pid_t child, int wait_ms) {
   return w == child && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : SC_EIO;
 }
 
-static void child_node(const sc_cluster *c) {
+static void child_node(const cluster_run *cr) {
   sc_node_opts o;
   sc_node_opts_default(&o);
-  o.cluster = c;
+  o.cluster = &cr->c;
   o.rank = 1;
+  o.key = cr->c.curve ? &cr->keys[1] : NULL;
   o.loops = 2;
   o.startup = k_startup;
   o.num_startup = 1;
@@ -340,22 +384,44 @@ static int wait_done(run *r, int64_t timeout_ms) {
   return 0;
 }
 
+/* CURVE as a cluster file with keys gives it, with key pairs made in memory: a public
+ * key per node in the cluster, each node given its pair through sc_node_opts.key (the
+ * forked rank 1 finds its own in its copy of cr). A tap on tcp with CURVE admits the
+ * keys of a file only, so the subscriber's public key goes to taps.pub in the folder. */
+static int cluster_keys(cluster_run *cr) {
+  int rc = 0;
+  for (int32_t r = 0; r < cr->c.num_nodes && rc == 0; r++) {
+    rc = new_keypair(&cr->keys[r]);
+    memcpy(cr->c.nodes[r].public_key, cr->keys[r].public_key, 32);
+    cr->c.nodes[r].has_key = true;
+  }
+  if (rc == 0) rc = new_keypair(&cr->tap_key);
+  if (rc != 0) return rc;
+  cr->c.curve = true;
+  snprintf(cr->c.tap_keys_file, sizeof cr->c.tap_keys_file, "%s/taps.pub", cr->dir);
+  char z85[41];
+  FILE *f = fopen(cr->c.tap_keys_file, "w");
+  if (f == NULL) return SC_EIO;
+  const bool ok = fprintf(f, "%s\n", zmq_z85_encode(z85, cr->tap_key.public_key, 32)) > 0;
+  return fclose(f) == 0 && ok ? 0 : SC_EIO;
+}
+
 /* spin_us: the cluster's spin_us, or -1 for the default of sc_cluster_local. The tap
  * subscriber is connected but not subscribed (tap_set turns it on). */
-static int cluster_up(cluster_run *cr, const char *transport, int32_t spin_us) {
+static int cluster_up(cluster_run *cr, const transport *tr, int32_t spin_us) {
   memset(cr, 0, sizeof *cr);
-  const bool inproc = strcmp(transport, "inproc") == 0;
-  const int32_t nodes = inproc ? 1 : 2;
+  const int32_t nodes = tr->procs2 ? 2 : 1;
   snprintf(cr->dir, sizeof cr->dir, "/tmp/sc-bench-XXXXXX");
   if (mkdtemp(cr->dir) == NULL) return SC_ESYS;
-  int rc = sc_cluster_local(nodes, strcmp(transport, "tcp") == 0 ? NULL : cr->dir, &cr->c, NULL);
+  int rc = sc_cluster_local(nodes, tr->tcp ? NULL : cr->dir, &cr->c, NULL);
   if (rc != 0) return rc;
   cr->c.heartbeat_ms = 500;
   cr->c.heartbeat_timeout_ms = 5000;
   if (spin_us >= 0) cr->c.spin_us = spin_us;
-  if (!inproc) { /* the child node runs on this copy of the cluster, spin_us included */
+  if (tr->curve && (rc = cluster_keys(cr)) != 0) return rc;
+  if (tr->procs2) { /* the child node runs on this copy of the cluster, spin_us included */
     if ((rc = fork_child(&cr->child)) != 0) return rc;
-    if (cr->child == 0) child_node(&cr->c);
+    if (cr->child == 0) child_node(cr);
   }
   sc_node_opts o;
   sc_node_opts_default(&o);
@@ -364,10 +430,11 @@ static int cluster_up(cluster_run *cr, const char *transport, int32_t spin_us) {
   o.loops = 2;
   o.startup = k_startup;
   o.num_startup = 1;
+  o.key = tr->curve ? &cr->keys[0] : NULL;
   if ((rc = sc_node_create(&o, &cr->node, NULL)) != 0) return rc;
   if ((rc = sc_node_start(cr->node, NULL)) != 0) return rc;
   if ((rc = sc_node_wait_ready(cr->node, 20000)) != 0) return rc;
-  if ((rc = tapsub_start(&cr->tap, &cr->c)) != 0) return rc;
+  if ((rc = tapsub_start(&cr->tap, &cr->c, tr->curve ? &cr->tap_key : NULL)) != 0) return rc;
   cr->tapped = true;
   return 0;
 }
@@ -393,6 +460,8 @@ static void cluster_down(cluster_run *cr) {
   if (cr->child > 0) reap_child(cr->child, cr->node ? 3000 : 0);
   if (cr->node) sc_node_destroy(cr->node);
   sc_cluster_free(&cr->c);
+  sc_wipe(cr->keys, sizeof cr->keys);
+  sc_wipe(&cr->tap_key, sizeof cr->tap_key);
   char cmd[96];
   snprintf(cmd, sizeof cmd, "rm -rf %s", cr->dir);
   if (system(cmd) != 0) return;
@@ -411,6 +480,9 @@ typedef struct zserver {
   size_t size;
   uint64_t n;       /* messages the server takes (echoes, in echo mode) */
   int mode;         /* 0 sink, 1 echo */
+  bool curve;       /* the ROUTER is a CURVE server, the client's DEALER its client */
+  sc_node_key server_key, client_key; /* with curve: made before the fork, so both ends
+                                         know them */
   int rfd, wfd;     /* status pipe: the server writes Z_READY once bound, then Z_DONE */
   pid_t child;      /* > 0: the server is this child process */
   pthread_t th;
@@ -448,6 +520,10 @@ static int zmq_serve(zserver *z) {
   zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
   zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
+  const int one = 1;
+  if (z->curve && (zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+                   zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, z->server_key.secret_key, 32) != 0))
+    goto done;
   if (zmq_bind(s, z->ep) != 0 || put_status(z->wfd, Z_READY) != 0) goto done;
   for (uint64_t i = 0; i < z->n; i++) {
     const int il = zmq_recv(s, id, sizeof id, 0);
@@ -495,6 +571,11 @@ static int zserver_start(zserver *z, bool forked) {
   z->rfd = fds[0];
   z->wfd = fds[1];
   int rc = 0;
+  /* no ZAP handler: the server admits any client key, as the nodes' handler admits the
+   * cluster's; either way the check is part of the handshake, not of each message */
+  if (z->curve && ((rc = new_keypair(&z->server_key)) != 0 ||
+                   (rc = new_keypair(&z->client_key)) != 0))
+    goto fail;
   if (forked) {
     if ((rc = fork_child(&z->child)) != 0) goto fail;
     if (z->child == 0) {
@@ -532,7 +613,12 @@ static void *zmq_client(const zserver *z) {
   zmq_setsockopt(c, ZMQ_SNDHWM, &hwm, sizeof hwm);
   zmq_setsockopt(c, ZMQ_SNDTIMEO, &timeo, sizeof timeo);
   zmq_setsockopt(c, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
-  if (zmq_connect(c, z->ep) == 0) return c;
+  const bool keyed =
+      !z->curve ||
+      (zmq_setsockopt(c, ZMQ_CURVE_SERVERKEY, z->server_key.public_key, 32) == 0 &&
+       zmq_setsockopt(c, ZMQ_CURVE_PUBLICKEY, z->client_key.public_key, 32) == 0 &&
+       zmq_setsockopt(c, ZMQ_CURVE_SECRETKEY, z->client_key.secret_key, 32) == 0);
+  if (keyed && zmq_connect(c, z->ep) == 0) return c;
   zmq_close(c);
   return NULL;
 }
@@ -543,9 +629,10 @@ static int zmq_io_error(void) { return errno == EAGAIN ? SC_ETIMEDOUT : SC_EIO; 
 /* n messages of size bytes to a sink, then a 1-byte end marker; *rate in msg/s from the
  * first send (asynchronous: the connection's set-up is timed too, well under 1 % of n)
  * until the sink has taken them all. */
-static int zmq_rate(const char *ep, bool forked, size_t size, uint64_t n, double *rate) {
-  zserver z = {.ep = ep, .size = size, .n = n + 1, .mode = 0, .rfd = -1, .wfd = -1};
-  int rc = zserver_start(&z, forked);
+static int zmq_rate(const char *ep, const transport *tr, size_t size, uint64_t n, double *rate) {
+  zserver z = {.ep = ep, .size = size, .n = n + 1, .mode = 0, .curve = tr->curve, .rfd = -1,
+               .wfd = -1};
+  int rc = zserver_start(&z, tr->procs2);
   if (rc != 0) return rc;
   void *c = zmq_client(&z);
   char *buf = calloc(1, size);
@@ -563,9 +650,10 @@ static int zmq_rate(const char *ep, bool forked, size_t size, uint64_t n, double
 }
 
 /* n round trips of size bytes to an echo server (after one untimed), in us[0..n). */
-static int zmq_rtt(const char *ep, bool forked, size_t size, uint64_t n, double *us) {
-  zserver z = {.ep = ep, .size = size, .n = n + 1, .mode = 1, .rfd = -1, .wfd = -1};
-  int rc = zserver_start(&z, forked);
+static int zmq_rtt(const char *ep, const transport *tr, size_t size, uint64_t n, double *us) {
+  zserver z = {.ep = ep, .size = size, .n = n + 1, .mode = 1, .curve = tr->curve, .rfd = -1,
+               .wfd = -1};
+  int rc = zserver_start(&z, tr->procs2);
   if (rc != 0) return rc;
   void *c = zmq_client(&z);
   char *buf = calloc(1, size + 64);
@@ -583,9 +671,7 @@ static int zmq_rtt(const char *ep, bool forked, size_t size, uint64_t n, double 
 
 /* ---- the benchmark ---- */
 
-static const char *k_transports[] = {"inproc", "ipc", "tcp"};
 static const uint32_t k_payloads[] = {16, 1024};
-#define NT 3
 #define NP 2
 
 static size_t encoded_ping_size(uint32_t payload) {
@@ -600,25 +686,39 @@ static size_t encoded_ping_size(uint32_t payload) {
   return n;
 }
 
-/* The environment's choices: SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp measures one
- * transport (a full run takes minutes; a device call may not have them),
+/* SC_BENCH_MESSAGES_ONLY's list: transport names separated by commas, each of which must
+ * name one; skip[t] for those it does not list. Unset or empty: every transport. */
+static int parse_only(const char *only, bool skip[NT]) {
+  for (int t = 0; t < NT; t++) skip[t] = only != NULL && only[0] != 0;
+  if (only == NULL || only[0] == 0) return 0;
+  char list[128], *save = NULL;
+  int n = snprintf(list, sizeof list, "%s", only);
+  bool ok = n > 0 && (size_t)n < sizeof list;
+  for (char *it = ok ? strtok_r(list, ",", &save) : NULL; it && ok;
+       it = strtok_r(NULL, ",", &save)) {
+    int t = 0;
+    while (t < NT && strcmp(it, k_transports[t].name) != 0) t++;
+    if (t < NT) skip[t] = false;
+    ok = t < NT;
+  }
+  int measured = 0;
+  for (int t = 0; t < NT; t++) measured += !skip[t];
+  if (ok && measured > 0) return 0;
+  fprintf(stderr, "bench messages: SC_BENCH_MESSAGES_ONLY=%s names no transport (inproc, ipc, "
+                  "tcp, tcp+curve, or several of them separated by commas)\n", only);
+  return SC_EINVAL;
+}
+
+/* The environment's choices: SC_BENCH_MESSAGES_ONLY=inproc|ipc|tcp|tcp+curve measures one
+ * transport, or the ones of a comma-separated list, always in k_transports' order (a full
+ * run takes minutes; a device call may not have them),
  * SC_BENCH_MESSAGES_TAP=off|on only the runs without / with the tap (taps[0..1]: the first
  * and last tap setting measured; a profiler then sees one kind of run), and
  * SC_BENCH_MESSAGES_SPIN_US=N the clusters' spin_us (*spin_us -1: unset, the cluster's
  * default). An empty variable counts as unset. SC_EINVAL, said on stderr, for a value that
  * names no transport or is not an integer in [0, SC_SPIN_US_MAX]. */
 static int env_choices(bool skip[NT], int32_t *spin_us, int taps[2]) {
-  const char *only = getenv("SC_BENCH_MESSAGES_ONLY");
-  int measured = 0;
-  for (int t = 0; t < NT; t++) {
-    skip[t] = only != NULL && only[0] != 0 && strcmp(only, k_transports[t]) != 0;
-    measured += !skip[t];
-  }
-  if (measured == 0) {
-    fprintf(stderr, "bench messages: SC_BENCH_MESSAGES_ONLY=%s names no transport (inproc, ipc, "
-                    "tcp)\n", only);
-    return SC_EINVAL;
-  }
+  if (parse_only(getenv("SC_BENCH_MESSAGES_ONLY"), skip) != 0) return SC_EINVAL;
   const char *tap = getenv("SC_BENCH_MESSAGES_TAP");
   taps[0] = 0;
   taps[1] = 1;
@@ -643,9 +743,9 @@ static int env_choices(bool skip[NT], int32_t *spin_us, int taps[2]) {
 }
 
 /* A result's params: transport, tap, payload. */
-static void case_params(char *out, size_t len, int transport, bool tap, uint32_t payload) {
+static void case_params(char *out, size_t len, int t, bool tap, uint32_t payload) {
   snprintf(out, len, "\"transport\":\"%s\",\"tap\":%s,\"payload\":%u",
-           k_transports[transport], tap ? "true" : "false", payload);
+           k_transports[t].name, tap ? "true" : "false", payload);
 }
 
 /* One payload on one cluster. */
@@ -658,7 +758,19 @@ typedef struct bench_case {
   int tap_first, tap_last; /* 0 0: without the tap only, 1 1: with it only, 0 1: both */
   uint64_t n;        /* messages per rate run */
   double zrate, zp50; /* raw ZeroMQ's rate and p50 for the same transport and size */
+  double *rate_med, *p50; /* [tap]: this case's median rate and p50, kept for ... */
+  const double *plain_rate, *plain_p50; /* ... tcp+curve's vs_plain_tcp: plain tcp's of the
+                                           same payload ([tap], 0: not measured); NULL
+                                           unless this case is tcp+curve */
 } bench_case;
+
+/* Appends ",\"vs_plain_tcp\":R" (CURVE's value over plain tcp's in the same run: a rate
+ * ratio, or a p50 ratio) to extra when plain is known; returns the new length. */
+static int put_vs_plain(char *extra, size_t cap, int len, double value, const double *plain) {
+  if (plain == NULL || *plain <= 0 || len < 0 || (size_t)len >= cap) return len;
+  return len + snprintf(extra + len, cap - (size_t)len, ",\"vs_plain_tcp\":%.4f",
+                        value / *plain);
+}
 
 /* One rate run of n messages (msg/s into *out), or one round-trip series of r->total
  * (samples into r->rtt_us), started by a kick of step STEP_RATE / STEP_ECHO. */
@@ -716,6 +828,8 @@ static int measure_case(const bench_case *bc, double *samples) {
     case_params(params, sizeof params, bc->transport, tap, bc->payload);
     int el = snprintf(extra, sizeof extra, "\"vs_zmq\":%.3f,\"spin_us\":%d", med / bc->zrate,
                       (int)cr->c.spin_us);
+    bc->rate_med[tap] = med;
+    el = put_vs_plain(extra, sizeof extra, el, med, bc->plain_rate ? &bc->plain_rate[tap] : NULL);
     if (tap) {
       if (base > 0)
         el += snprintf(extra + el, sizeof extra - (size_t)el, ",\"tap_cost\":%.4f",
@@ -734,13 +848,79 @@ static int measure_case(const bench_case *bc, double *samples) {
         (rc = drive(cr, drv, r, STEP_ECHO, (uint64_t)bc->rtts)) != 0)
       break;
     const double p50 = sc_bench_percentile(samples, bc->rtts, 50);
+    bc->p50[tap] = p50;
     case_params(params, sizeof params, bc->transport, tap, bc->payload);
-    snprintf(extra, sizeof extra, "\"p99\":%.3f,\"vs_zmq\":%.3f,\"spin_us\":%d",
-             sc_bench_percentile(samples, bc->rtts, 99), p50 / bc->zp50, (int)cr->c.spin_us);
+    const int el = snprintf(extra, sizeof extra, "\"p99\":%.3f,\"vs_zmq\":%.3f,\"spin_us\":%d",
+                            sc_bench_percentile(samples, bc->rtts, 99), p50 / bc->zp50,
+                            (int)cr->c.spin_us);
+    put_vs_plain(extra, sizeof extra, el, p50, bc->plain_p50 ? &bc->plain_p50[tap] : NULL);
     sc_bench_add(bc->b, "messages.rtt", params, "us", samples, bc->rtts, extra);
   }
   sc_node_stop_actor(cr->node, drv, 0);
   usleep(10000);
+  return rc;
+}
+
+/* Raw ZeroMQ's numbers for one transport and payload: the medians the runtime's cases
+ * are compared with. */
+typedef struct zmq_ref {
+  double rate, p50;
+} zmq_ref;
+
+/* The raw baseline's endpoint: inproc, an ipc file in a new folder (dir, a mkdtemp
+ * template; *made says the caller must remove it), or a free loopback port. */
+static int zmq_endpoint(const transport *tr, char *ep, size_t len, char *dir, bool *made) {
+  if (!tr->procs2) {
+    snprintf(ep, len, "inproc://zb");
+    return 0;
+  }
+  if (!tr->tcp) {
+    if (mkdtemp(dir) == NULL) return SC_ESYS;
+    *made = true;
+    snprintf(ep, len, "ipc://%s/s", dir);
+    return 0;
+  }
+  sc_cluster tmp;
+  const int rc = sc_cluster_local(1, NULL, &tmp, NULL);
+  if (rc == 0) snprintf(ep, len, "%s", tmp.nodes[0].endpoint);
+  sc_cluster_free(&tmp);
+  return rc;
+}
+
+/* Raw ZeroMQ over transport t at one payload: zmq.rate and zmq.rtt into b, their medians
+ * into *out. plain: plain tcp's, for tcp+curve's vs_plain_tcp (NULL otherwise). */
+static int measure_zmq(sc_bench *b, int t, int p, int runs, int rtts, double *samples,
+                       const zmq_ref *plain, zmq_ref *out) {
+  const transport *tr = &k_transports[t];
+  const size_t size = encoded_ping_size(k_payloads[p]);
+  const int procs = tr->procs2 ? 2 : 1;
+  char ep[SC_ENDPOINT_MAX], dir[] = "/tmp/sc-zb-XXXXXX", params[256], extra[256];
+  bool made_dir = false;
+  int rc = zmq_endpoint(tr, ep, sizeof ep, dir, &made_dir);
+  const uint64_t n = b->quick ? 100000 : (t == 0 ? 4000000 : 1000000);
+  for (int r = 0; r < runs && rc == 0; r++) rc = zmq_rate(ep, tr, size, n, &samples[r]);
+  case_params(params, sizeof params, t, false, k_payloads[p]);
+  if (rc == 0) {
+    out->rate = sc_bench_median(samples, runs);
+    const int el = snprintf(extra, sizeof extra, "\"bytes\":%zu,\"procs\":%d", size, procs);
+    put_vs_plain(extra, sizeof extra, el, out->rate, plain ? &plain->rate : NULL);
+    sc_bench_add(b, "zmq.rate", params, "msg/s", samples, runs, extra);
+    rc = zmq_rtt(ep, tr, size, (uint64_t)rtts, samples);
+  }
+  if (rc == 0) {
+    out->p50 = sc_bench_percentile(samples, rtts, 50);
+    const int el = snprintf(extra, sizeof extra, "\"p99\":%.3f,\"bytes\":%zu,\"procs\":%d",
+                            sc_bench_percentile(samples, rtts, 99), size, procs);
+    put_vs_plain(extra, sizeof extra, el, out->p50, plain ? &plain->p50 : NULL);
+    sc_bench_add(b, "zmq.rtt", params, "us", samples, rtts, extra);
+  }
+  if (rc != 0)
+    fprintf(stderr, "bench messages: raw ZeroMQ over %s failed: %s\n", tr->name, sc_strerror(rc));
+  if (made_dir) {
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0 && rc == 0) rc = SC_EIO;
+  }
   return rc;
 }
 
@@ -752,71 +932,37 @@ int sc_bench_messages(sc_bench *b) {
   if (rc != 0) return rc;
   const int runs = b->quick ? 1 : RUNS_MAX;
   const int rtts = b->quick ? 2000 : 20000;
-  double zrate[NT][NP], zp50[NT][NP];
+  zmq_ref zref[NT][NP] = {{{0}}};
+  /* the runtime's medians by transport, payload and tap; 0 where not measured */
+  double rate_med[NT][NP][2] = {{{0}}}, p50[NT][NP][2] = {{{0}}};
   double *samples = malloc(sizeof(double) * (size_t)(rtts > runs ? rtts : runs));
   if (samples == NULL) return SC_ENOMEM;
-  char params[256], extra[256];
   signal(SIGPIPE, SIG_IGN);
   signal(SIGCHLD, SIG_DFL); /* a caller's SIG_IGN would reap our children behind waitpid */
 
   /* raw ZeroMQ first, same sizes; across processes the server is a forked child */
-  for (int t = 0; t < NT && rc == 0; t++) {
-    if (skip[t]) continue;
-    const bool forked = t != 0;
-    for (int p = 0; p < NP && rc == 0; p++) {
-      const size_t size = encoded_ping_size(k_payloads[p]);
-      char ep[SC_ENDPOINT_MAX], dir[] = "/tmp/sc-zb-XXXXXX";
-      if (t == 0) snprintf(ep, sizeof ep, "inproc://zb");
-      else if (t == 1) {
-        if (mkdtemp(dir) == NULL) {
-          rc = SC_ESYS;
-          break;
-        }
-        snprintf(ep, sizeof ep, "ipc://%s/s", dir);
-      } else {
-        sc_cluster tmp;
-        if ((rc = sc_cluster_local(1, NULL, &tmp, NULL)) != 0) break;
-        snprintf(ep, sizeof ep, "%s", tmp.nodes[0].endpoint);
-        sc_cluster_free(&tmp);
-      }
-      const uint64_t n = b->quick ? 100000 : (t == 0 ? 4000000 : 1000000);
-      for (int r = 0; r < runs && rc == 0; r++) rc = zmq_rate(ep, forked, size, n, &samples[r]);
-      case_params(params, sizeof params, t, false, k_payloads[p]);
-      if (rc == 0) {
-        zrate[t][p] = sc_bench_median(samples, runs);
-        snprintf(extra, sizeof extra, "\"bytes\":%zu,\"procs\":%d", size, forked ? 2 : 1);
-        sc_bench_add(b, "zmq.rate", params, "msg/s", samples, runs, extra);
-        rc = zmq_rtt(ep, forked, size, (uint64_t)rtts, samples);
-      }
-      if (rc == 0) {
-        zp50[t][p] = sc_bench_percentile(samples, rtts, 50);
-        snprintf(extra, sizeof extra, "\"p99\":%.3f,\"bytes\":%zu,\"procs\":%d",
-                 sc_bench_percentile(samples, rtts, 99), size, forked ? 2 : 1);
-        sc_bench_add(b, "zmq.rtt", params, "us", samples, rtts, extra);
-      }
-      if (rc != 0)
-        fprintf(stderr, "bench messages: raw ZeroMQ over %s failed: %s\n", k_transports[t],
-                sc_strerror(rc));
-      if (t == 1) {
-        char cmd[64];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        if (system(cmd) != 0 && rc == 0) rc = SC_EIO;
-      }
-    }
-  }
+  for (int t = 0; t < NT && rc == 0; t++)
+    for (int p = 0; p < NP && rc == 0 && !skip[t]; p++)
+      rc = measure_zmq(b, t, p, runs, rtts, samples,
+                       k_transports[t].curve && !skip[T_TCP] ? &zref[T_TCP][p] : NULL,
+                       &zref[t][p]);
 
   for (int t = 0; t < NT && rc == 0; t++) {
     if (skip[t]) continue;
     cluster_run cr;
-    if ((rc = cluster_up(&cr, k_transports[t], spin_us)) != 0)
-      fprintf(stderr, "bench messages: cannot start the %s cluster: %s\n", k_transports[t],
-              sc_strerror(rc));
+    if ((rc = cluster_up(&cr, &k_transports[t], spin_us)) != 0)
+      fprintf(stderr, "bench messages: cannot start the %s cluster: %s\n",
+              k_transports[t].name, sc_strerror(rc));
+    const bool vs_plain = k_transports[t].curve && !skip[T_TCP];
     for (int p = 0; p < NP && rc == 0; p++) {
       const bench_case bc = {.b = b, .cr = &cr, .transport = t, .payload = k_payloads[p],
                              .runs = runs, .rtts = rtts,
                              .tap_first = taps[0], .tap_last = taps[1],
                              .n = b->quick ? 100000 : (t == 0 ? 2000000 : 1000000),
-                             .zrate = zrate[t][p], .zp50 = zp50[t][p]};
+                             .zrate = zref[t][p].rate, .zp50 = zref[t][p].p50,
+                             .rate_med = rate_med[t][p], .p50 = p50[t][p],
+                             .plain_rate = vs_plain ? rate_med[T_TCP][p] : NULL,
+                             .plain_p50 = vs_plain ? p50[T_TCP][p] : NULL};
       rc = measure_case(&bc, samples);
     }
     cluster_down(&cr);

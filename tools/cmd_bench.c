@@ -15,7 +15,7 @@ static const struct {
     {"plan", sc_bench_plan, "time to plan one step: compact plan and index arrays"},
     {"kernels", sc_bench_kernels, "GFLOP/s of indexer, top-K, sparse attention, BLAS vs peak"},
     {"codec", sc_bench_codec, "message encode/decode rates: a small message, a step plan"},
-    {"messages", sc_bench_messages, "actor message rate and round trip: inproc, ipc, tcp, tap"},
+    {"messages", sc_bench_messages, "actor message rate and round trip: inproc, ipc, tcp, tcp+curve, tap"},
     {"e2e", sc_bench_e2e,
      "prefill/decode tok/s of local CPU clusters P1N1..P4N4, step overhead;\n"
      "             --device cuda: TTFT and TPOT at long contexts on one GPU"},

@@ -23,7 +23,8 @@
 #include "actors/runtime/sc_cluster.h"
 #include "base/clock.h"
 #include "base/jsonw.h"
-#include "client/curve_key.h"
+#include "base/curve_key.h"
+#include "base/zap.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
 
@@ -32,6 +33,8 @@ typedef struct proxy {
   pthread_t thread;
   bool running;
   const char *ipc_file; /* the bound tap endpoint's socket file, if any */
+  sc_zap *zap;          /* a tcp tap endpoint: admits the cluster's tap key only */
+  char server_key[SC_CURVE_Z85_LEN + 1]; /* and its own public key ("" on ipc) */
 } proxy;
 
 static void *proxy_main(void *arg) {
@@ -43,6 +46,55 @@ static void *proxy_main(void *arg) {
   return NULL;
 }
 
+/* The nodes' taps are on tcp with CURVE: the XSUB subscribes to each as a CURVE client
+ * with the cluster's tap key (the server key is set per connection: ZeroMQ takes the
+ * socket's options at each zmq_connect). */
+static int proxy_connect_taps(proxy *p, const sc_local_cluster *c, const uint8_t *tap_secret,
+                              const uint8_t *tap_public) {
+  sc_cluster cl;
+  sc_diag d = {0};
+  int rc = tap_secret ? sc_cluster_load(sc_local_cluster_file(c), &cl, &d) : 0;
+  if (rc != 0) {
+    sc_cli_error("launch", "%s", sc_diag_message(&d));
+    return rc;
+  }
+  for (int32_t r = 0; rc == 0 && r < sc_local_cluster_size(c); r++) {
+    const char *t = sc_local_cluster_tap(c, r);
+    if (t[0] == '\0') continue;
+    if (tap_secret)
+      rc = sc_curve_make_client(p->xsub, tap_public, tap_secret, cl.nodes[r].public_key);
+    if (rc == 0 && zmq_connect(p->xsub, t) != 0) rc = SC_EIO;
+  }
+  if (tap_secret) sc_cluster_free(&cl);
+  return rc;
+}
+
+/* launch's own tap endpoint: on tcp a CURVE server of a fresh key pair that admits the
+ * cluster's tap key (whose secret file the "launched" line names); on ipc its folder
+ * must be private. */
+static int proxy_secure_endpoint(proxy *p, const char *endpoint, const uint8_t *tap_public) {
+  sc_diag d = {0};
+  if (sc_endpoint_is_local(endpoint)) {
+    if (sc_ipc_check_private(endpoint, &d) == 0) return 0;
+    sc_cli_error("launch", "--tap %s", sc_diag_message(&d));
+    return SC_EPERM;
+  }
+  char secret_z85[SC_CURVE_Z85_LEN + 1];
+  sc_zap_key allowed = {.name = "tap"};
+  memcpy(allowed.key, tap_public, 32);
+  const sc_zap_domain dom = {.domain = SC_ZAP_DOMAIN_TAP, .keys = &allowed, .num_keys = 1};
+  int rc = zmq_curve_keypair(p->server_key, secret_z85) == 0 ? 0 : SC_ENOTSUP;
+  if (rc == 0) rc = sc_zap_start(p->ctx, &dom, 1, &p->zap, &d);
+  uint8_t secret[32];
+  if (rc == 0 && (zmq_z85_decode(secret, secret_z85) == NULL ||
+                  sc_curve_make_server(p->xpub, secret, SC_ZAP_DOMAIN_TAP) != 0))
+    rc = SC_EIO;
+  sc_wipe(secret, sizeof secret);
+  sc_wipe(secret_z85, sizeof secret_z85);
+  if (rc != 0) sc_cli_error("launch", "cannot secure the tap endpoint %s", endpoint);
+  return rc;
+}
+
 static int proxy_start(proxy *p, const sc_local_cluster *c, const char *endpoint) {
   const int zero = 0;
   p->ctx = zmq_ctx_new();
@@ -52,19 +104,41 @@ static int proxy_start(proxy *p, const sc_local_cluster *c, const char *endpoint
   zmq_setsockopt(p->xsub, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(p->xpub, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(p->ctl, ZMQ_LINGER, &zero, sizeof zero);
+  /* subscribers send subscriptions only; a stranger's handshake is not held for long */
+  const int64_t max_message = 4096;
+  const int handshake_ms = 5000;
+  zmq_setsockopt(p->xpub, ZMQ_MAXMSGSIZE, &max_message, sizeof max_message);
+  zmq_setsockopt(p->xpub, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
   if (zmq_bind(p->ctl, "inproc://launch-proxy-ctl") != 0) return SC_EIO;
-  if (zmq_bind(p->xpub, endpoint) != 0) {
+  /* the tap key: the nodes' tcp taps admit it, and so does this endpoint */
+  uint8_t tap_secret[32], tap_public[32];
+  const char *key_file = sc_local_cluster_tap_key_file(c);
+  char tap_public_z85[SC_CURVE_Z85_LEN + 1];
+  sc_diag d = {0};
+  int rc = 0;
+  if (key_file[0] &&
+      ((rc = sc_curve_load_secret(key_file, tap_secret, tap_public_z85, &d)) != 0 ||
+       (rc = sc_curve_decode(tap_public_z85, tap_public, &d)) != 0)) {
+    sc_cli_error("launch", "%s", sc_diag_message(&d));
+    return rc;
+  }
+  if (key_file[0] == '\0' && !sc_endpoint_is_local(endpoint)) {
+    sc_cli_error("launch", "--tap %s: a tap on tcp needs --transport tcp (its key)", endpoint);
+    return SC_EINVAL;
+  }
+  rc = proxy_secure_endpoint(p, endpoint, tap_public);
+  if (rc == 0 && zmq_bind(p->xpub, endpoint) != 0) {
     sc_cli_error("launch", "cannot bind the tap endpoint %s: %s", endpoint,
                  zmq_strerror(errno));
-    return SC_EIO;
+    rc = SC_EIO;
   }
   /* libzmq leaves a bound ipc socket file behind; launch made it, launch removes it (an
    * abstract "@name" has no file) */
-  if (strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6] != '@') p->ipc_file = endpoint + 6;
-  for (int32_t r = 0; r < sc_local_cluster_size(c); r++) {
-    const char *t = sc_local_cluster_tap(c, r);
-    if (t[0] && zmq_connect(p->xsub, t) != 0) return SC_EIO;
-  }
+  if (rc == 0 && strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6] != '@')
+    p->ipc_file = endpoint + 6;
+  if (rc == 0) rc = proxy_connect_taps(p, c, key_file[0] ? tap_secret : NULL, tap_public);
+  sc_wipe(tap_secret, sizeof tap_secret);
+  if (rc != 0) return rc;
   if (pthread_create(&p->thread, NULL, proxy_main, p) != 0) return SC_ESYS;
   p->running = true;
   return 0;
@@ -79,6 +153,7 @@ static void proxy_stop(proxy *p) {
   zmq_close(p->xsub);
   zmq_close(p->xpub);
   zmq_close(p->ctl);
+  sc_zap_stop(p->zap);
   zmq_ctx_term(p->ctx);
   if (p->ipc_file) unlink(p->ipc_file);
 }
@@ -87,7 +162,8 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp launch [--pcp P] [--dcp N] [--tp T] [--device cpu|cuda]\n"
           "                       [--collectives host|nccl] [--gpus K] [--model FILE]\n"
-          "                       [--listen ENDPOINT] [--listen-key-file F] [--tap ENDPOINT]\n"
+          "                       [--listen ENDPOINT] [--listen-key-file F] [--client-keys F]\n"
+          "                       [--tap ENDPOINT]\n"
           "                       [--transport ipc|tcp]\n"
           "                       [--events] [--heartbeat-ms MS] [--heartbeat-timeout-ms MS]\n"
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
@@ -101,9 +177,18 @@ static void help(FILE *f) {
           "                 cluster's folder, or a free tcp port with --transport tcp)\n"
           "  --listen-key-file F  the client endpoint uses CURVE with the secret key in F\n"
           "                 (`sparsecp keygen`); the \"launched\" line gives the public key\n"
-          "                 that clients need (`sparsecp submit --server-key`)\n"
-          "  --tap E        one tap endpoint forwarding the taps of all nodes\n"
+          "                 that clients need (`sparsecp submit --server-key`). Without\n"
+          "                 --client-keys, anyone who holds that public key is served\n"
+          "  --client-keys F  serve only the clients whose CURVE public keys F lists (one\n"
+          "                 Z85 key per line, '#' comments; each client keeps the secret\n"
+          "                 half: `sparsecp submit --client-key-file`); others never\n"
+          "                 connect. Needs --listen-key-file\n"
+          "  --tap E        one tap endpoint forwarding the taps of all nodes (nodes bind\n"
+          "                 taps only then); on tcp it speaks CURVE and admits one key:\n"
+          "                 the \"launched\" line gives tap_key_file and tap_server_key\n"
+          "                 for `sparsecp tap --key F --server-key K`\n"
           "  --transport    ipc (default: sockets in a private temp folder) or tcp loopback\n"
+          "                 (CURVE between all nodes, with key pairs made for this run)\n"
           "  --events       nodes print JSON event lines; launch adds its own\n"
           "  --heartbeat-ms, --heartbeat-timeout-ms  between nodes (default 200, 1000)\n"
           "  --grace-ms     after a node died, time the others get before being stopped\n"
@@ -114,7 +199,8 @@ static void help(FILE *f) {
 
 /* The "launched" event line (DESIGN.md §7): through the JSON writer, since the cluster
  * file's path comes from $TMPDIR and the endpoints from the command line. */
-static void print_launched(const sc_local_cluster *lc, const char *tap, const char *server_key) {
+static void print_launched(const sc_local_cluster *lc, const char *tap, const proxy *px,
+                           const char *server_key) {
   const int32_t n = sc_local_cluster_size(lc);
   sc_jsonw w;
   sc_jsonw_init(&w);
@@ -125,6 +211,10 @@ static void print_launched(const sc_local_cluster *lc, const char *tap, const ch
   sc_jsonw_kv_str(&w, "listen", sc_local_cluster_listen(lc));
   sc_jsonw_kv_str(&w, "tap", tap ? tap : "");
   if (server_key[0]) sc_jsonw_kv_str(&w, "server_key", server_key);
+  if (px->server_key[0]) { /* a tcp tap: what `sparsecp tap --server-key --key` need */
+    sc_jsonw_kv_str(&w, "tap_server_key", px->server_key);
+    sc_jsonw_kv_str(&w, "tap_key_file", sc_local_cluster_tap_key_file(lc));
+  }
   sc_jsonw_key(&w, "pids");
   sc_jsonw_arr_begin(&w);
   for (int32_t r = 0; r < n; r++) sc_jsonw_int(&w, sc_local_cluster_pid(lc, r));
@@ -147,6 +237,20 @@ static void report_exit(void *ud, const sc_local_exit *e) {
   *(bool *)ud |= e->signaled || e->value != 0;
 }
 
+/* path made absolute into out (PATH_MAX), short enough for a cluster file; false (said)
+ * when it is not. */
+static bool absolute_path(const char *opt, const char *path, char *out) {
+  if (realpath(path, out) == NULL) {
+    sc_cli_error("launch", "%s %s: %s", opt, path, strerror(errno));
+    return false;
+  }
+  if (strlen(out) >= SC_PATH_MAX) {
+    sc_cli_error("launch", "%s: the path is longer than %d bytes", opt, SC_PATH_MAX - 1);
+    return false;
+  }
+  return true;
+}
+
 static volatile sig_atomic_t g_stop;
 static void on_stop_signal(int sig) {
   (void)sig;
@@ -159,6 +263,7 @@ int sc_cmd_launch(int argc, char **argv) {
                                         --token-budget --num-blocks --inject --transport */
       {"listen", required_argument, NULL, 'L'},
       {"listen-key-file", required_argument, NULL, 'K'},
+      {"client-keys", required_argument, NULL, 'C'},
       {"tap", required_argument, NULL, 'T'},
       {"events", no_argument, NULL, 'e'},
       {"heartbeat-ms", required_argument, NULL, 'b'},
@@ -168,7 +273,7 @@ int sc_cmd_launch(int argc, char **argv) {
       {NULL, 0, NULL, 0}};
   sc_local_cluster_opts o = {.pcp = 1, .dcp = 1, .tp = 1};
   int64_t hb = 200, hbt = 1000, grace = 2000;
-  const char *tap = NULL, *key_file = NULL;
+  const char *tap = NULL, *key_file = NULL, *client_keys = NULL;
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -178,6 +283,7 @@ int sc_cmd_launch(int argc, char **argv) {
     case 'g': if (!sc_cli_int("launch", "--grace-ms", optarg, 0, 600000, &grace)) return SC_EXIT_USAGE; break;
     case 'L': o.listen = optarg; break;
     case 'K': key_file = optarg; break;
+    case 'C': client_keys = optarg; break;
     case 'T': tap = optarg; break;
     case 'e': o.events = true; break;
     case 'h': help(stdout); return SC_EXIT_OK;
@@ -204,22 +310,31 @@ int sc_cmd_launch(int argc, char **argv) {
   /* the same checks as `sparsecp run`, before any node starts */
   if (sc_local_cluster_validate("launch", &o, NULL)) return SC_EXIT_USAGE;
   sc_diag d = {0};
-  /* the key file is read here first, so that a bad one is said before any node starts,
-   * and by its absolute path, so that the nodes find it whatever their directory */
-  char key_path[PATH_MAX], server_key[SC_CURVE_Z85_LEN + 1] = "";
+  /* the key files are read here first, so that a bad one is said before any node starts,
+   * and by their absolute paths, so that the nodes find them whatever their directory */
+  char key_path[PATH_MAX], list_path[PATH_MAX], server_key[SC_CURVE_Z85_LEN + 1] = "";
+  if (client_keys && key_file == NULL) {
+    sc_cli_error("launch", "--client-keys needs --listen-key-file: clients are told apart "
+                           "by their CURVE keys");
+    return SC_EXIT_USAGE;
+  }
+  if (client_keys) {
+    if (!absolute_path("--client-keys", client_keys, list_path)) return SC_EXIT_USAGE;
+    uint8_t(*keys)[32] = NULL;
+    int32_t num = 0;
+    const int rc = sc_curve_load_public_list(list_path, &keys, &num, &d);
+    free(keys);
+    if (rc != 0) {
+      sc_cli_error("launch", "%s", sc_diag_message(&d));
+      return SC_EXIT_USAGE;
+    }
+    o.client_keys_file = list_path;
+  }
   if (key_file) {
     uint8_t secret[32];
-    if (realpath(key_file, key_path) == NULL) {
-      sc_cli_error("launch", "--listen-key-file %s: %s", key_file, strerror(errno));
-      return SC_EXIT_USAGE;
-    }
-    if (strlen(key_path) >= SC_PATH_MAX) {
-      sc_cli_error("launch", "--listen-key-file: the path is longer than %d bytes",
-                   SC_PATH_MAX - 1);
-      return SC_EXIT_USAGE;
-    }
+    if (!absolute_path("--listen-key-file", key_file, key_path)) return SC_EXIT_USAGE;
     const int rc = sc_curve_load_secret(key_path, secret, server_key, &d);
-    memset(secret, 0, sizeof secret);
+    sc_wipe(secret, sizeof secret);
     if (rc != 0) {
       sc_cli_error("launch", "%s", sc_diag_message(&d));
       return rc == SC_ENOTSUP ? SC_EXIT_FAILURE : SC_EXIT_USAGE;
@@ -231,6 +346,7 @@ int sc_cmd_launch(int argc, char **argv) {
   sc_cli_catch_stop_signals(on_stop_signal);
   signal(SIGPIPE, SIG_IGN);
   sc_local_cluster *lc = NULL;
+  o.taps = tap != NULL; /* a node binds a tap only when one is asked for */
   if (sc_local_cluster_start(&o, &lc, &d) != 0) {
     sc_cli_error("launch", "%s", sc_diag_message(&d));
     return SC_EXIT_FAILURE;
@@ -243,7 +359,7 @@ int sc_cmd_launch(int argc, char **argv) {
     exit_code = SC_EXIT_FAILURE;
     goto out;
   }
-  print_launched(lc, tap, server_key);
+  print_launched(lc, tap, &px, server_key);
 
   /* Supervise: a node that dies is reported; the others get the grace period to notice
    * (they see DOWN), then everything is stopped and launch exits 1. */

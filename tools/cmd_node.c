@@ -18,7 +18,7 @@
 #include "actors/rank_ctx.h"
 #include "actors/runtime/sc_node.h"
 #include "base/clock.h"
-#include "client/curve_key.h"
+#include "base/curve_key.h"
 #include "tools/cli.h"
 
 /* The node that SIGINT/SIGTERM stop. A handler may run on any thread, so the node is
@@ -60,8 +60,9 @@ static int setup_pipeline(const char *cluster_path, const sc_cluster *cluster, i
     rc = sc_curve_load_secret(cfg.listen_key_file, cfg.listen_secret, cfg.listen_public, d);
     cfg.listen_curve = rc == 0;
   }
+  if (rc == 0 && cluster->curve) rc = sc_cluster_load_node_key(cluster, rank, &cfg.node_key, d);
   if (rc == 0) rc = sc_rank_ctx_create(&cfg, rank, &g_rank_ctx, d);
-  memset(cfg.listen_secret, 0, sizeof cfg.listen_secret);
+  sc_wipe(cfg.listen_secret, sizeof cfg.listen_secret);
   sc_pipeline_config_free(&cfg);
   if (rc) return rc;
   sc_pipeline_startup(&g_rank_ctx, startup);

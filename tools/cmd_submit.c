@@ -8,7 +8,7 @@
 
 #include "base/jsonw.h"
 #include "client/client.h"
-#include "client/curve_key.h"
+#include "base/curve_key.h"
 #include "model/model_defaults.h"
 #include "tools/cli.h"
 #include "tools/requests_file.h"
@@ -20,6 +20,7 @@ static void help(FILE *f) {
           "usage: sparsecp submit --connect ENDPOINT (--prompt-len L | --prompt-file F)\n"
           "                       --max-tokens M [--temperature T] [--seed S] [--json]\n"
           "                       [--timeout SECONDS] [--vocab V] [--server-key KEY]\n"
+          "                       [--client-key-file F]\n"
           "\n"
           "Sends one request to the gateway at ENDPOINT and prints the generated tokens as\n"
           "they arrive. --prompt-file holds token ids (a JSON array, or integers separated\n"
@@ -30,6 +31,11 @@ static void help(FILE *f) {
           "--server-key KEY: the gateway's public CURVE key (Z85, from `sparsecp keygen` or\n"
           "launch's \"launched\" line) when its endpoint uses CURVE; with a wrong key, or\n"
           "none, the connection is never made and the request times out.\n"
+          "--client-key-file F: this client's CURVE secret key (a file with the secret line\n"
+          "of `sparsecp keygen`, as for --listen-key-file), for a gateway that serves only\n"
+          "the clients on its list (launch --client-keys): their public keys. Without it the\n"
+          "client uses a key made for the connection, which such a gateway never serves\n"
+          "(the request times out). Needs --server-key.\n"
           "Exit status 1 when the cluster answered with an error or did not answer within\n"
           "--timeout (default 120 s); 2 for bad usage or input (also a prompt too large\n"
           "for the gateway to accept).\n");
@@ -94,9 +100,10 @@ int sc_cmd_submit(int argc, char **argv) {
                                        {"json", no_argument, NULL, 'j'},
                                        {"vocab", required_argument, NULL, 'v'},
                                        {"server-key", required_argument, NULL, 'k'},
+                                       {"client-key-file", required_argument, NULL, 'K'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  const char *endpoint = NULL, *prompt_file = NULL, *server_key = NULL;
+  const char *endpoint = NULL, *prompt_file = NULL, *server_key = NULL, *client_key = NULL;
   int64_t prompt_len = 0, max_tokens = 0, seed = 1, timeout_s = 120,
           vocab = SC_MODEL_DEFAULT_VOCAB;
   double temperature = 0;
@@ -107,6 +114,7 @@ int sc_cmd_submit(int argc, char **argv) {
     switch (ch) {
     case 'c': endpoint = optarg; break;
     case 'k': server_key = optarg; break;
+    case 'K': client_key = optarg; break;
     case 'f': prompt_file = optarg; break;
     case 'l':
       if (!sc_cli_int("submit", "--prompt-len", optarg, 1, 1 << 27, &prompt_len))
@@ -151,11 +159,20 @@ int sc_cmd_submit(int argc, char **argv) {
     help(stderr);
     return SC_EXIT_USAGE;
   }
-  uint8_t key[32];
+  uint8_t key[32], secret[32];
   sc_diag why = {0};
   if (server_key && sc_curve_decode(server_key, key, &why) != 0) {
     sc_cli_error("submit", "--server-key: %s", sc_diag_message(&why));
     return SC_EXIT_USAGE;
+  }
+  if (client_key && server_key == NULL) {
+    sc_cli_error("submit", "--client-key-file needs --server-key (CURVE)");
+    return SC_EXIT_USAGE;
+  }
+  const int rc_key = client_key ? sc_curve_load_secret(client_key, secret, NULL, &why) : 0;
+  if (rc_key != 0) {
+    sc_cli_error("submit", "--client-key-file: %s", sc_diag_message(&why));
+    return rc_key == SC_ENOTSUP ? SC_EXIT_FAILURE : SC_EXIT_USAGE;
   }
 
   int32_t *prompt = NULL, n = 0;
@@ -176,7 +193,11 @@ int sc_cmd_submit(int argc, char **argv) {
   char error[512] = "";
   const char *finish = "";
   uint64_t id = 0;
-  if (sc_client_connect_key(&c, endpoint, server_key, &d) != 0) {
+  const sc_client_opts co = {.server_key = server_key,
+                             .client_secret = client_key ? secret : NULL};
+  const int rc_connect = sc_client_connect_opts(&c, endpoint, &co, &d);
+  sc_wipe(secret, sizeof secret); /* (ZeroMQ holds its copy) */
+  if (rc_connect != 0) {
     snprintf(error, sizeof error, "%s", d.msg);
     goto done;
   }
@@ -225,7 +246,8 @@ done:
     sc_jsonw w;
     sc_jsonw_init(&w);
     sc_jsonw_obj_begin(&w);
-    sc_jsonw_kv_int(&w, "request_id", (int64_t)id);
+    sc_jsonw_key(&w, "request_id"); /* (64 random bits: unsigned) */
+    sc_jsonw_uint(&w, id);
     sc_jsonw_kv_int(&w, "prompt_tokens", n);
     sc_jsonw_key(&w, "tokens");
     sc_jsonw_int32_array(&w, tokens, (size_t)ntok);

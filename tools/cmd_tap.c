@@ -23,6 +23,7 @@
 
 #include "actors/runtime/sc_tap_record.h"
 #include "base/clock.h"
+#include "base/curve_key.h"
 #include "base/jsonw.h"
 #include "messages/messages.h"
 #include "tools/cli.h"
@@ -286,6 +287,7 @@ static int handle_record(tap_out *o, const char *topic, uint64_t ns, int32_t nod
 static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp tap --connect ENDPOINT [--filter PREFIX]...\n"
+          "                    [--key FILE --server-key KEY]\n"
           "                    [--json | --record FILE | --perfetto FILE]\n"
           "                    [--count N] [--duration SECONDS]\n\n"
           "Subscribes to a node's tap (or launch's --tap) and shows the messages whose topic\n"
@@ -299,6 +301,11 @@ static void help(FILE *f) {
           "  --perfetto FILE a Chrome trace (ui.perfetto.dev, chrome://tracing): a process\n"
           "                  per node, a track per actor, an instant per message, a slice\n"
           "                  per step; written when the capture ends\n"
+          "  --key FILE      a tap on tcp speaks CURVE: this subscriber's secret key, whose\n"
+          "                  public half the cluster's tap_keys_file lists (launch: its\n"
+          "                  \"tap_key_file\")\n"
+          "  --server-key K  and the tap's public key: the node's \"public_key\" in the\n"
+          "                  cluster file (launch: \"tap_server_key\")\n"
           "  --count N       stop after N messages\n"
           "  --duration S    stop after S seconds (else at Ctrl-C/SIGTERM)\n"
           "Exit status 0; 1 when an output cannot be written; 2 for bad usage or an\n"
@@ -313,9 +320,12 @@ int sc_cmd_tap(int argc, char **argv) {
                                        {"perfetto", required_argument, NULL, 'p'},
                                        {"count", required_argument, NULL, 'n'},
                                        {"duration", required_argument, NULL, 'd'},
+                                       {"key", required_argument, NULL, 'k'},
+                                       {"server-key", required_argument, NULL, 's'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  const char *connect = NULL, *record = NULL, *perf = NULL;
+  const char *connect = NULL, *record = NULL, *perf = NULL, *key = NULL, *server = NULL;
+  uint8_t secret[32] = {0}; /* --key's; wiped on every way out */
   const char **filters = calloc((size_t)argc + 1, sizeof *filters);
   int nfilters = 0;
   bool json = false;
@@ -333,14 +343,26 @@ int sc_cmd_tap(int argc, char **argv) {
     case 'j': json = true; break;
     case 'r': record = optarg; break;
     case 'p': perf = optarg; break;
+    case 'k': key = optarg; break;
+    case 's': server = optarg; break;
     case 'n': if (!sc_cli_int("tap", "--count", optarg, 1, INT64_MAX, &count)) goto out_free; break;
     case 'd': if (!sc_cli_int("tap", "--duration", optarg, 1, 86400 * 365, &duration)) goto out_free; break;
     case 'h': help(stdout); exit_code = SC_EXIT_OK; goto out_free;
     default: help(stderr); goto out_free;
     }
   }
-  if (connect == NULL || optind != argc || (json + (record != NULL) + (perf != NULL)) > 1) {
+  if (connect == NULL || optind != argc || (json + (record != NULL) + (perf != NULL)) > 1 ||
+      (key == NULL) != (server == NULL)) {
     help(stderr);
+    goto out_free;
+  }
+  uint8_t server_key[32], public_key[32];
+  char public_z85[SC_CURVE_Z85_LEN + 1];
+  sc_diag kd = {0};
+  if (key && (sc_curve_load_secret(key, secret, public_z85, &kd) != 0 ||
+              sc_curve_decode(public_z85, public_key, &kd) != 0 ||
+              sc_curve_decode(server, server_key, &kd) != 0)) {
+    sc_cli_error("tap", "%s", sc_diag_message(&kd));
     goto out_free;
   }
   exit_code = SC_EXIT_FAILURE;
@@ -360,6 +382,10 @@ int sc_cmd_tap(int argc, char **argv) {
   zmq_setsockopt(sub, ZMQ_RCVTIMEO, &rcvtimeo, sizeof rcvtimeo);
   if (nfilters == 0) zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
   for (int i = 0; i < nfilters; i++) zmq_setsockopt(sub, ZMQ_SUBSCRIBE, filters[i], strlen(filters[i]));
+  if (key && sc_curve_make_client(sub, public_key, secret, server_key) != 0) {
+    sc_cli_error("tap", "cannot use CURVE: %s", zmq_strerror(errno));
+    goto out_zmq;
+  }
   if (zmq_connect(sub, connect) != 0) {
     sc_cli_error("tap", "cannot connect to %s: %s", connect, zmq_strerror(errno));
     exit_code = SC_EXIT_USAGE;
@@ -442,6 +468,7 @@ out_zmq:
   }
   rec = NULL;
 out_free:
+  sc_wipe(secret, sizeof secret);
   if (rec) fclose(rec);
   if (perf_file) fclose(perf_file);
   free(filters);

@@ -14,10 +14,12 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "actors/fault.h"
 #include "actors/runtime/sc_cluster.h"
 #include "base/clock.h"
+#include "base/curve_key.h"
 #include "model/model_defaults.h"
 #include "plan/plan.h"
 #include "tools/cli.h"
@@ -34,11 +36,13 @@ struct sc_local_cluster {
   char path[PATH_MAX + 32];
   char listen[SC_ENDPOINT_MAX];
   char (*taps)[SC_ENDPOINT_MAX];
+  char tap_key_file[PATH_MAX];   /* tcp taps: the subscriber key they admit ("" = none) */
 };
 
 const char *sc_local_cluster_listen(const sc_local_cluster *c) { return c->listen; }
 const char *sc_local_cluster_file(const sc_local_cluster *c) { return c->path; }
 int32_t sc_local_cluster_size(const sc_local_cluster *c) { return c->n; }
+const char *sc_local_cluster_tap_key_file(const sc_local_cluster *c) { return c->tap_key_file; }
 const char *sc_local_cluster_tap(const sc_local_cluster *c, int32_t rank) {
   return rank >= 0 && rank < c->n ? c->taps[rank] : "";
 }
@@ -54,17 +58,69 @@ static int rm_entry(const char *path, const struct stat *st, int type, struct FT
  * a shell: the folder's name comes from $TMPDIR, which may hold any character. */
 static void rm_dir(const char *dir) { (void)nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
+/* On tcp, as the cluster file requires (docs/cluster-file.md): a key pair per node, each
+ * secret in its own file in the cluster's private folder, and with taps a subscriber key
+ * pair (tap.key) that tap_keys_file lists: launch's tap forwarding uses it, and a user's
+ * `sparsecp tap --key` may. Ephemeral: they go with the folder. */
+static int path_in_dir(const sc_local_cluster *lc, const char *name, char *out, size_t cap,
+                       sc_diag *d) {
+  const int n = snprintf(out, cap, "%s/%s", lc->dir, name);
+  return n > 0 && (size_t)n < cap ? 0 : sc_fail(d, SC_EINVAL, "%s: the path is too long", lc->dir);
+}
+
+static int make_keys(sc_local_cluster *lc, sc_cluster *c, bool taps, sc_diag *d) {
+  int rc = 0;
+  for (int32_t r = 0; r < lc->n && rc == 0; r++) {
+    sc_cluster_node *nd = &c->nodes[r];
+    char name[32];
+    snprintf(name, sizeof name, "node-%d.key", (int)r);
+    if ((rc = path_in_dir(lc, name, nd->key_file, sizeof nd->key_file, d)) == 0 &&
+        (rc = sc_curve_new_key_file(nd->key_file, nd->public_key, d)) == 0)
+      nd->has_key = true;
+  }
+  if (rc != 0) return rc;
+  c->curve = true;
+  if (!taps) return 0;
+  uint8_t tap_key[32];
+  char z85[SC_CURVE_Z85_LEN + 1];
+  if ((rc = path_in_dir(lc, "tap.key", lc->tap_key_file, sizeof lc->tap_key_file, d)) ||
+      (rc = path_in_dir(lc, "taps.pub", c->tap_keys_file, sizeof c->tap_keys_file, d)))
+    return rc;
+  rc = sc_curve_new_key_file(lc->tap_key_file, tap_key, d);
+  FILE *f = rc == 0 ? fopen(c->tap_keys_file, "w") : NULL;
+  if (rc == 0 && (f == NULL || fprintf(f, "%s\n", zmq_z85_encode(z85, tap_key, 32)) < 0))
+    rc = sc_fail(d, SC_EIO, "cannot write %s", c->tap_keys_file);
+  if (f && fclose(f) != 0 && rc == 0) rc = sc_fail(d, SC_EIO, "cannot write %s", c->tap_keys_file);
+  return rc;
+}
+
 /* The cluster file: the runtime's part from sc_cluster_to_json, plus each node's "coll"
  * endpoint and the "pipeline" section. Endpoints come from one sc_cluster_local call of
- * 2n+1 entries (free tcp ports, or ipc paths in the folder): n node endpoints, n
- * collective endpoints, and the client endpoint; one call, so that no tcp port is handed
- * out twice, which is what bounds n (SC_LOCAL_CLUSTER_MAX_NODES). */
+ * 2n entries (free tcp ports, or ipc paths in the folder): n node endpoints and n
+ * collective endpoints; one call, so that no tcp port is handed out twice, which is what
+ * bounds n (SC_LOCAL_CLUSTER_MAX_NODES). */
 static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts *o, sc_diag *d) {
+  /* clients of a local cluster are local: by default they reach the gateway in the
+   * private folder also with tcp between the nodes (a tcp client endpoint serves whoever
+   * reaches it, unless it has a key: `launch --listen tcp://... --listen-key-file`) */
+  int rc = 0;
+  if (o->listen)
+    snprintf(lc->listen, sizeof lc->listen, "%s", o->listen);
+  else if ((rc = path_in_dir(lc, "client", lc->listen + 6, sizeof lc->listen - 6, d)) != 0)
+    return rc;
+  else
+    memcpy(lc->listen, "ipc://", 6);
   sc_cluster c = {0};
-  int rc = sc_cluster_local(2 * lc->n + 1, o->tcp ? NULL : lc->dir, &c, d);
-  if (rc) return rc;
-  snprintf(lc->listen, sizeof lc->listen, "%s", o->listen ? o->listen : c.nodes[2 * lc->n].endpoint);
-  for (int32_t r = 0; r < lc->n; r++) snprintf(lc->taps[r], sizeof lc->taps[r], "%s", c.nodes[r].tap);
+  if ((rc = sc_cluster_local(2 * lc->n, o->tcp ? NULL : lc->dir, &c, d)) != 0) return rc;
+  for (int32_t r = 0; r < lc->n; r++) {
+    if (!o->taps) c.nodes[r].tap[0] = '\0'; /* a tap is bound only when asked for */
+    snprintf(lc->taps[r], sizeof lc->taps[r], "%s", c.nodes[r].tap);
+  }
+  c.plaintext_tcp = o->tcp && o->plaintext_tcp;
+  if (o->tcp && !o->plaintext_tcp && (rc = make_keys(lc, &c, o->taps, d)) != 0) {
+    sc_cluster_free(&c);
+    return rc;
+  }
   json_t *coll = json_array();
   for (int32_t r = 0; r < lc->n; r++) json_array_append_new(coll, json_string(c.nodes[lc->n + r].endpoint));
   c.num_nodes = lc->n;
@@ -76,6 +132,8 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   snprintf(c.listen, sizeof c.listen, "%s", lc->listen);
   if (o->listen_key_file)
     snprintf(c.listen_key_file, sizeof c.listen_key_file, "%s", o->listen_key_file);
+  if (o->client_keys_file)
+    snprintf(c.client_keys_file, sizeof c.client_keys_file, "%s", o->client_keys_file);
   char *text = NULL;
   rc = sc_cluster_to_json(&c, &text);
   sc_cluster_free(&c);

@@ -31,12 +31,17 @@
 #define SC_LOCAL_CLUSTER_MAX_INJECT 4
 
 /* Nodes of a local cluster: each takes two of a cluster's endpoints (its node endpoint
- * and its collectives endpoint), and the clients one more. */
-#define SC_LOCAL_CLUSTER_MAX_NODES ((SC_CLUSTER_MAX_NODES - 1) / 2)
+ * and its collectives endpoint). */
+#define SC_LOCAL_CLUSTER_MAX_NODES (SC_CLUSTER_MAX_NODES / 2)
 
 typedef struct sc_local_cluster_opts {
   int32_t pcp, dcp, tp;
-  bool tcp;                     /* tcp loopback instead of ipc */
+  bool tcp;                     /* tcp loopback instead of ipc, every node with an
+                                   ephemeral CURVE key pair in the folder */
+  bool plaintext_tcp;           /* with tcp: no keys ("plaintext_tcp" in the cluster file):
+                                   only to measure what CURVE costs (bench e2e) */
+  bool taps;                    /* every node binds a tap (tcp: CURVE, admitting the key
+                                   of sc_local_cluster_tap_key_file) */
   const char *model_file;       /* NULL: the embedded default model */
   int32_t token_budget;         /* 0: the pipeline default */
   int32_t num_blocks;           /* 0: the pipeline default */
@@ -57,6 +62,9 @@ typedef struct sc_local_cluster_opts {
   const char *listen;           /* the head's client endpoint; NULL: one in the folder */
   const char *listen_key_file;  /* CURVE secret key file for it (absolute path); NULL:
                                    plain */
+  const char *client_keys_file; /* the public keys of the clients it serves (absolute
+                                   path; needs listen_key_file); NULL: any client that
+                                   holds the server key */
   bool events;                  /* nodes print their events as JSON lines on stdout */
 } sc_local_cluster_opts;
 
@@ -67,6 +75,8 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
 /* The client endpoint of the head's gateway, and the tap endpoint of node `rank`. */
 const char *sc_local_cluster_tap(const sc_local_cluster *c, int32_t rank);
 const char *sc_local_cluster_listen(const sc_local_cluster *c);
+/* With tcp taps: the secret key file of the one subscriber key they admit; else "". */
+const char *sc_local_cluster_tap_key_file(const sc_local_cluster *c);
 const char *sc_local_cluster_file(const sc_local_cluster *c);
 int32_t sc_local_cluster_size(const sc_local_cluster *c);
 pid_t sc_local_cluster_pid(const sc_local_cluster *c, int32_t rank);

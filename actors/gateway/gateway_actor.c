@@ -4,8 +4,15 @@
  * pre-walk, bounded decoding and field validation (token ids below the vocabulary,
  * prompt and generation limits). Every rejection is answered with client_error and the
  * gateway keeps serving. Accepted requests get an internal id (clients choose their own
- * ids, which may collide between clients) and go to the scheduler; replies come back by
- * internal id and are routed to the client that asked.
+ * ids, which may collide between clients; 0 is no id: errors about a message whose
+ * request is unknown carry it) and go to the scheduler; replies come back by internal id
+ * and are routed to the client that asked.
+ *
+ * Who is served (issue 21): with listen_key_file the endpoint is a CURVE server, and a
+ * ZAP handler (base/zap.h) in the gateway's own ZeroMQ context admits the clients of
+ * client_keys_file by public key, or, without that list, any client that holds the
+ * server's public key (said at start, as is a tcp endpoint without CURVE: anyone who
+ * can reach it is served, and its traffic is readable).
  *
  * A client that has gone away (ROUTER_MANDATORY reports the peer unroutable) gets its
  * requests canceled so they stop using the cluster. */
@@ -17,9 +24,11 @@
 #include "actors/gateway/zmq_watch.h"
 #include "actors/pipeline.h"
 #include "actors/rank_ctx.h"
+#include "base/curve_key.h"
 #include "base/hash.h"
 #include "base/index.h"
 #include "base/log.h"
+#include "base/zap.h"
 
 #define LOG "gateway"
 #define DRAIN_CAP 256
@@ -38,6 +47,7 @@ typedef struct gateway {
   sc_node *node;
   sc_actor_id self;
   void *zctx, *sock;
+  sc_zap *zap;          /* admits the clients of the CURVE endpoint (NULL: plain) */
   sc_zmq_watch *watch;
   sc_actor_id scheduler;
   uint64_t next_internal;
@@ -119,6 +129,10 @@ static route *route_open(gateway *g, uint64_t client_id, const void *ident, size
   const int32_t pos = route_alloc(g);
   if (pos < 0) return NULL;
   route *r = &g->routes[pos];
+  /* Internal ids are sequential, not secret like the clients' own: no client sees one
+   * (replies carry the client's id), and they travel only to the cluster's own actors,
+   * over node endpoints that admit only the cluster's nodes (their CURVE keys), so
+   * nobody who could guess one can send a message that names it. */
   *r = (route){.internal = ++g->next_internal, .client_id = client_id, .ident_len = ident_len};
   memcpy(r->ident, ident, ident_len);
   if (sc_index_put(&g->by_internal, r->internal, pos, route_hash, g) != 0) {
@@ -174,6 +188,51 @@ static bool client_type(int type) {
   return type == SC_MSG_CLIENT_SUBMIT || type == SC_MSG_CLIENT_CANCEL;
 }
 
+static const char k_no_id_zero[] =
+    "request id 0 is not valid (it stands for \"no request\" in errors)";
+
+/* A client's submit: opened as a route and passed to the scheduler under its internal id,
+ * or answered with why not. Returns true when the scheduler took m. */
+static bool client_submit(gateway *g, const uint8_t *ident, size_t ident_len,
+                          sc_msg_client_submit *m) {
+  if (m->request_id == 0) {
+    reject(g, ident, ident_len, 0, SC_EINVAL, k_no_id_zero);
+    return false;
+  }
+  if (find_client(g, ident, ident_len, m->request_id)) {
+    reject(g, ident, ident_len, m->request_id, SC_EINVAL,
+           "request id already in use by this client");
+    return false;
+  }
+  route *r = route_open(g, m->request_id, ident, ident_len);
+  if (r == NULL) {
+    reject(g, ident, ident_len, m->request_id, SC_ENOMEM, "the gateway is out of memory");
+    return false;
+  }
+  m->request_id = r->internal;
+  const int rc = to_scheduler(g, SC_MSG_CLIENT_SUBMIT, m);
+  if (rc == 0) return true;
+  reject(g, ident, ident_len, r->client_id, rc, "the scheduler is not accepting requests");
+  route_close(g, r);
+  return false;
+}
+
+/* A client's cancel of one of its own requests; returns true when the scheduler took m. */
+static bool client_cancel(gateway *g, const uint8_t *ident, size_t ident_len,
+                          sc_msg_client_cancel *m) {
+  if (m->request_id == 0) {
+    reject(g, ident, ident_len, 0, SC_EINVAL, k_no_id_zero);
+    return false;
+  }
+  route *r = find_client(g, ident, ident_len, m->request_id);
+  if (r == NULL) {
+    reject(g, ident, ident_len, m->request_id, SC_ENOENT, "no such request");
+    return false;
+  }
+  m->request_id = r->internal;
+  return to_scheduler(g, SC_MSG_CLIENT_CANCEL, m) == 0;
+}
+
 static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
                           const uint8_t *data, size_t len) {
   sc_envelope env;
@@ -185,7 +244,7 @@ static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
     reject(g, ident, ident_len, 0, SC_EPROTO, k_client_types_only);
     return;
   }
-  int rc = sc_msg_decode_untrusted(data, len, &g->ctx->cfg.limits, &env, &body, &d);
+  const int rc = sc_msg_decode_untrusted(data, len, &g->ctx->cfg.limits, &env, &body, &d);
   if (rc) {
     SC_INFO(LOG, "rejected a client message: %s", d.msg);
     /* the error names the request when the bytes still say which */
@@ -193,38 +252,14 @@ static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
     reject(g, ident, ident_len, id, rc, d.msg[0] ? d.msg : sc_strerror(rc));
     return;
   }
-  if (env.type == SC_MSG_CLIENT_SUBMIT) {
-    sc_msg_client_submit *m = body;
-    if (find_client(g, ident, ident_len, m->request_id)) {
-      reject(g, ident, ident_len, m->request_id, SC_EINVAL,
-             "request id already in use by this client");
-    } else {
-      route *r = route_open(g, m->request_id, ident, ident_len);
-      if (r == NULL) {
-        reject(g, ident, ident_len, m->request_id, SC_ENOMEM, "the gateway is out of memory");
-      } else {
-        m->request_id = r->internal;
-        if ((rc = to_scheduler(g, SC_MSG_CLIENT_SUBMIT, m)) == 0) {
-          body = NULL; /* consumed */
-        } else {
-          reject(g, ident, ident_len, r->client_id, rc, "the scheduler is not accepting requests");
-          route_close(g, r);
-        }
-      }
-    }
-  } else if (env.type == SC_MSG_CLIENT_CANCEL) {
-    sc_msg_client_cancel *m = body;
-    route *r = find_client(g, ident, ident_len, m->request_id);
-    if (r == NULL) {
-      reject(g, ident, ident_len, m->request_id, SC_ENOENT, "no such request");
-    } else {
-      m->request_id = r->internal;
-      if (to_scheduler(g, SC_MSG_CLIENT_CANCEL, m) == 0) body = NULL;
-    }
-  } else { /* (an envelope the peek could not read but the decoder could) */
+  bool taken = false;
+  if (env.type == SC_MSG_CLIENT_SUBMIT)
+    taken = client_submit(g, ident, ident_len, body);
+  else if (env.type == SC_MSG_CLIENT_CANCEL)
+    taken = client_cancel(g, ident, ident_len, body);
+  else /* (an envelope the peek could not read but the decoder could) */
     reject(g, ident, ident_len, 0, SC_EPROTO, k_client_types_only);
-  }
-  sc_msg_body_destroy(env.type, body);
+  if (!taken) sc_msg_body_destroy(env.type, body);
 }
 
 static bool service(void *ud) {
@@ -253,22 +288,61 @@ static bool service(void *ud) {
   return true;
 }
 
-static int gateway_init(sc_ctx *c, void *state, const void *arg) {
-  gateway *g = state;
-  g->ctx = *(sc_rank_ctx *const *)arg;
-  g->node = sc_ctx_node(c);
-  g->self = sc_self(c);
-  sc_buf_init(&g->out);
-  g->free_head = -1;
-  int rc = sc_index_init(&g->by_internal, 64);
-  if (rc == 0) rc = sc_index_init(&g->by_client, 64);
+/* The allow-list of client_keys_file as the ZAP handler takes it: each key named
+ * "client-N" by its place in the list (ZeroMQ's User-Id of the client's messages). */
+static int load_client_keys(const char *path, sc_zap_key **out, int32_t *num, sc_diag *d) {
+  uint8_t(*pub)[32] = NULL;
+  int rc = sc_curve_load_public_list(path, &pub, num, d);
   if (rc) return rc;
-  rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &g->scheduler);
-  if (rc) return rc;
-  if (g->ctx->cfg.listen[0] == '\0') {
-    SC_ERROR(LOG, "the cluster file has no \"listen\" endpoint for clients");
-    return SC_EINVAL;
+  *out = calloc((size_t)(*num > 0 ? *num : 1), sizeof **out);
+  if (*out == NULL) rc = sc_fail(d, SC_ENOMEM, "out of memory");
+  for (int32_t i = 0; rc == 0 && i < *num; i++) {
+    memcpy((*out)[i].key, pub[i], 32);
+    snprintf((*out)[i].name, sizeof(*out)[i].name, "client-%d", (int)i + 1);
   }
+  free(pub);
+  return rc;
+}
+
+/* Starts the ZAP handler of the gateway's context: the clients of client_keys_file, or
+ * without it any CURVE key. */
+static int start_auth(gateway *g) {
+  const sc_pipeline_config *cfg = &g->ctx->cfg;
+  sc_zap_domain dom = {.domain = SC_ZAP_DOMAIN_CLIENT,
+                       .any_key = cfg->client_keys_file[0] == '\0'};
+  sc_zap_key *keys = NULL;
+  sc_diag d = {0};
+  int rc = dom.any_key ? 0 : load_client_keys(cfg->client_keys_file, &keys, &dom.num_keys, &d);
+  dom.keys = keys;
+  if (rc == 0) rc = sc_zap_start(g->zctx, &dom, 1, &g->zap, &d);
+  free(keys);
+  if (rc) {
+    SC_ERROR(LOG, "cannot vet the clients of %s: %s", cfg->listen, sc_diag_message(&d));
+    return rc;
+  }
+  if (!dom.any_key && dom.num_keys == 0)
+    SC_WARN(LOG, "%s lists no client key: no client will be served", cfg->client_keys_file);
+  return 0;
+}
+
+/* Makes the socket a CURVE server whose clients the ZAP handler vets. Before the bind:
+ * libzmq admits every CURVE client of a context that has no handler. */
+static int use_curve(gateway *g) {
+  sc_pipeline_config *cfg = &g->ctx->cfg;
+  const bool ok =
+      sc_curve_make_server(g->sock, cfg->listen_secret, SC_ZAP_DOMAIN_CLIENT) == 0;
+  /* ZeroMQ keeps its own copy; this one is no longer needed */
+  sc_wipe(cfg->listen_secret, sizeof cfg->listen_secret);
+  if (!ok) {
+    SC_ERROR(LOG, "cannot use CURVE on %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
+    return SC_EIO;
+  }
+  return start_auth(g);
+}
+
+/* The client socket with its limits, CURVE when configured, bound. */
+static int open_socket(gateway *g) {
+  const sc_pipeline_config *cfg = &g->ctx->cfg;
   g->zctx = zmq_ctx_new();
   g->sock = g->zctx ? zmq_socket(g->zctx, ZMQ_ROUTER) : NULL;
   if (g->sock == NULL) return SC_EIO;
@@ -276,33 +350,69 @@ static int gateway_init(sc_ctx *c, void *state, const void *arg) {
   /* ZeroMQ drops a client's connection past ZMQ_MAXMSGSIZE without a word; twice the
    * decoder's limit lets a moderately oversized message through to get an ETOOBIG reply,
    * while a huge one never reaches memory. */
-  const int64_t maxsize = 2 * (int64_t)g->ctx->cfg.limits.max_bytes + 4096;
+  const int64_t maxsize = 2 * (int64_t)cfg->limits.max_bytes + 4096;
   zmq_setsockopt(g->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
   zmq_setsockopt(g->sock, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
   /* a short linger: replies already queued (errors before a shutdown) still leave */
   zmq_setsockopt(g->sock, ZMQ_LINGER, &linger, sizeof linger);
-  if (g->ctx->cfg.listen_curve) {
-    const int rc_curve =
-        zmq_setsockopt(g->sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
-        zmq_setsockopt(g->sock, ZMQ_CURVE_SECRETKEY, g->ctx->cfg.listen_secret, 32) != 0;
-    /* ZeroMQ keeps its own copy; this one is no longer needed */
-    memset(g->ctx->cfg.listen_secret, 0, sizeof g->ctx->cfg.listen_secret);
-    if (rc_curve) {
-      SC_ERROR(LOG, "cannot use CURVE on %s: %s", g->ctx->cfg.listen, zmq_strerror(zmq_errno()));
-      return SC_EIO;
-    }
+  int rc = cfg->listen_curve ? use_curve(g) : 0;
+  if (rc) return rc;
+  sc_diag d = {0}; /* an ipc endpoint is as private as its folder */
+  if ((rc = sc_ipc_check_private(cfg->listen, &d)) != 0) {
+    SC_ERROR(LOG, "cannot listen on %s", sc_diag_message(&d));
+    return rc;
   }
-  if (zmq_bind(g->sock, g->ctx->cfg.listen) != 0) {
-    SC_ERROR(LOG, "cannot listen on %s: %s", g->ctx->cfg.listen, zmq_strerror(zmq_errno()));
+  if (zmq_bind(g->sock, cfg->listen) != 0) {
+    SC_ERROR(LOG, "cannot listen on %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
     return SC_EIO;
   }
+  return 0;
+}
+
+/* Says at start when anyone who can reach the endpoint, or anyone who holds the server
+ * key, is served: an operator should read it in the log before an outsider finds it. */
+static void announce(const sc_pipeline_config *cfg) {
+  if (!cfg->listen_curve) {
+    SC_INFO(LOG, "accepting clients on %s", cfg->listen);
+    if (!sc_endpoint_is_local(cfg->listen))
+      SC_WARN(LOG, "clients on %s are not authenticated and their traffic is readable "
+                   "(no listen_key_file)", cfg->listen);
+    return;
+  }
+  SC_INFO(LOG, "accepting clients on %s with CURVE, server key %s", cfg->listen,
+          cfg->listen_public);
+  if (cfg->client_keys_file[0] == '\0')
+    SC_WARN(LOG, "clients on %s: anyone who holds the server key %s is served (no "
+                 "client_keys_file)", cfg->listen, cfg->listen_public);
+}
+
+static int gateway_init(sc_ctx *c, void *state, const void *arg) {
+  gateway *g = state;
+  g->ctx = *(sc_rank_ctx *const *)arg;
+  g->node = sc_ctx_node(c);
+  g->self = sc_self(c);
+  sc_buf_init(&g->out);
+  g->free_head = -1;
+  const sc_pipeline_config *cfg = &g->ctx->cfg;
+  int rc = sc_index_init(&g->by_internal, 64);
+  if (rc == 0) rc = sc_index_init(&g->by_client, 64);
+  if (rc) return rc;
+  rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &g->scheduler);
+  if (rc) return rc;
+  if (cfg->listen[0] == '\0') {
+    SC_ERROR(LOG, "the cluster file has no \"listen\" endpoint for clients");
+    return SC_EINVAL;
+  }
+  if (cfg->client_keys_file[0] && !cfg->listen_curve) {
+    /* (a plain endpoint would serve everyone while the list seemed to say who) */
+    SC_ERROR(LOG, "client_keys_file %s needs listen_key_file: clients are told apart by "
+                  "their CURVE keys", cfg->client_keys_file);
+    return SC_EINVAL;
+  }
+  if ((rc = open_socket(g)) != 0) return rc;
   rc = sc_zmq_watch_start(sc_ctx_uv_loop(c), g->sock, service, g, &g->watch);
   if (rc) return rc;
-  if (g->ctx->cfg.listen_curve)
-    SC_INFO(LOG, "accepting clients on %s with CURVE, server key %s", g->ctx->cfg.listen,
-            g->ctx->cfg.listen_public);
-  else
-    SC_INFO(LOG, "accepting clients on %s", g->ctx->cfg.listen);
+  announce(cfg);
   return 0;
 }
 
@@ -311,6 +421,7 @@ static void gateway_terminate(sc_ctx *c, void *state, int reason) {
   gateway *g = state;
   sc_zmq_watch_close(g->watch);
   if (g->sock) zmq_close(g->sock);
+  sc_zap_stop(g->zap); /* (its socket is one of the context's: before the term) */
   if (g->zctx) zmq_ctx_term(g->zctx);
   free(g->routes);
   sc_index_free(&g->by_internal);

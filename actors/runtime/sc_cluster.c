@@ -9,6 +9,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zmq.h>
+
+#include "base/curve_key.h"
+#include "base/zap.h"
 
 static int get_int(json_t *root, const char *key, int32_t def, int32_t lo, int32_t hi,
                    int32_t *out, sc_diag *d) {
@@ -44,6 +48,68 @@ static int check_unique_endpoints(const sc_cluster *c, sc_diag *d) {
   return 0;
 }
 
+/* a configured endpoint that reaches a network ("" is no endpoint) */
+static bool is_network(const char *endpoint) {
+  return endpoint[0] != '\0' && !sc_endpoint_is_local(endpoint);
+}
+
+/* An optional string member that must be a path (non-empty, shorter than SC_PATH_MAX). */
+static int get_path(json_t *obj, const char *key, const char *where, char out[SC_PATH_MAX],
+                    sc_diag *d) {
+  json_t *v = json_object_get(obj, key);
+  if (v == NULL) return 0;
+  if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= SC_PATH_MAX)
+    return sc_fail(d, SC_EINVAL, "cluster: %s\"%s\" must be a file path shorter than %d bytes",
+                   where, key, SC_PATH_MAX);
+  snprintf(out, SC_PATH_MAX, "%s", json_string_value(v));
+  return 0;
+}
+
+/* A node's "public_key" and "key_file". */
+static int parse_node_key(json_t *nd, size_t i, sc_cluster_node *cn, sc_diag *d) {
+  json_t *k = json_object_get(nd, "public_key");
+  if (k) {
+    sc_diag why = {0};
+    if (!json_is_string(k) || sc_curve_decode(json_string_value(k), cn->public_key, &why) != 0)
+      return sc_fail(d, SC_EINVAL, "cluster: nodes[%zu].public_key: not a CURVE public key "
+                                   "(%d Z85 characters)", i, SC_CURVE_Z85_LEN);
+    cn->has_key = true;
+  }
+  char where[48];
+  snprintf(where, sizeof where, "nodes[%zu].", i);
+  return get_path(nd, "key_file", where, cn->key_file, d);
+}
+
+/* Who may talk to whom: keys on every node or on none; tcp only with them (a plaintext
+ * node endpoint on a network lets anyone forge letters into the cluster), a tcp tap
+ * only with a list of its subscribers, a client list only on a CURVE client endpoint. */
+static int check_security(sc_cluster *c, sc_diag *d) {
+  int32_t keyed = 0;
+  for (int32_t r = 0; r < c->num_nodes; r++) keyed += c->nodes[r].has_key;
+  if (keyed != 0 && keyed != c->num_nodes)
+    return sc_fail(d, SC_EINVAL, "cluster: %d of %d nodes have a \"public_key\": every node "
+                                 "needs one (or none does)", (int)keyed, (int)c->num_nodes);
+  c->curve = keyed == c->num_nodes;
+  for (int32_t r = 0; r < c->num_nodes; r++) {
+    const sc_cluster_node *n = &c->nodes[r];
+    if (!c->curve && !c->plaintext_tcp && (is_network(n->endpoint) || is_network(n->tap)))
+      return sc_fail(d, SC_EINVAL, "cluster: node %d is on tcp without CURVE keys; `sparsecp "
+                                   "keygen --cluster FILE` writes a key pair for every node",
+                     (int)r);
+    if (is_network(n->tap) && c->curve && c->tap_keys_file[0] == '\0')
+      return sc_fail(d, SC_EINVAL, "cluster: node %d's tap is on tcp: \"tap_keys_file\" must "
+                                   "list the subscribers' public keys", (int)r);
+    for (int32_t q = 0; c->curve && q < r; q++)
+      if (memcmp(c->nodes[q].public_key, n->public_key, 32) == 0)
+        return sc_fail(d, SC_EINVAL, "cluster: nodes %d and %d have the same public key",
+                       (int)q, (int)r);
+  }
+  if (c->client_keys_file[0] && c->listen_key_file[0] == '\0')
+    return sc_fail(d, SC_EINVAL, "cluster: \"client_keys_file\" needs \"listen_key_file\" "
+                                 "(clients are told apart by their CURVE keys)");
+  return 0;
+}
+
 static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc_diag *d) {
   memset(out, 0, sizeof *out);
   if (root == NULL)
@@ -62,6 +128,12 @@ static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc
       (rc = get_int(root, "loops", 1, 1, 32, &out->loops, d)) ||
       (rc = get_int(root, "spin_us", SC_SPIN_US_DEFAULT, 0, SC_SPIN_US_MAX, &out->spin_us, d)))
     goto done;
+  json_t *plain = json_object_get(root, "plaintext_tcp");
+  if (plain && !json_is_boolean(plain)) {
+    rc = sc_fail(d, SC_EINVAL, "cluster: \"plaintext_tcp\" must be true or false");
+    goto done;
+  }
+  out->plaintext_tcp = plain && json_is_true(plain);
   json_t *listen = json_object_get(root, "listen");
   if (listen && (!json_is_string(listen) || json_string_length(listen) >= SC_ENDPOINT_MAX)) {
     rc = sc_fail(d, SC_EINVAL, "cluster: \"listen\" must be an endpoint string");
@@ -77,6 +149,9 @@ static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc
   }
   if (key)
     snprintf(out->listen_key_file, sizeof out->listen_key_file, "%s", json_string_value(key));
+  if ((rc = get_path(root, "client_keys_file", "", out->client_keys_file, d)) ||
+      (rc = get_path(root, "tap_keys_file", "", out->tap_keys_file, d)))
+    goto done;
   json_t *nodes = json_object_get(root, "nodes");
   if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||
       json_array_size(nodes) > SC_CLUSTER_MAX_NODES) {
@@ -118,8 +193,10 @@ static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc
     cn->rank = rank;
     snprintf(cn->endpoint, sizeof cn->endpoint, "%s", json_string_value(e));
     snprintf(cn->tap, sizeof cn->tap, "%s", t ? json_string_value(t) : "");
+    if ((rc = parse_node_key(nd, i, cn, d)) != 0) goto done;
   }
-  if ((rc = check_unique_endpoints(out, d)) != 0) goto done;
+  if ((rc = check_unique_endpoints(out, d)) != 0 || (rc = check_security(out, d)) != 0)
+    goto done;
   if (out->heartbeat_timeout_ms <= out->heartbeat_ms) {
     rc = sc_fail(d, SC_EINVAL, "cluster: heartbeat_timeout_ms (%d) must exceed heartbeat_ms (%d)",
                  (int)out->heartbeat_timeout_ms, (int)out->heartbeat_ms);
@@ -136,13 +213,44 @@ int sc_cluster_parse(const char *text, sc_cluster *out, sc_diag *d) {
   return parse_root(json_loads(text, 0, &err), &err, out, d);
 }
 
+int sc_cluster_resolve_path(const char *cluster_path, const char *what, const char *path,
+                            char *out, size_t cap, sc_diag *d) {
+  const char *slash = strrchr(cluster_path, '/');
+  const int n = path[0] == '/' || slash == NULL
+                    ? snprintf(out, cap, "%s", path)
+                    : snprintf(out, cap, "%.*s/%s", (int)(slash - cluster_path), cluster_path,
+                               path);
+  if (n < 0 || (size_t)n >= cap)
+    return sc_fail(d, SC_EINVAL, "%s: the path is longer than %zu bytes", what, cap - 1);
+  return 0;
+}
+
+/* The key files are read by the runtime, which does not know where the cluster file was:
+ * their paths are made relative to the caller's directory here, once. */
+static int resolve_key_paths(const char *cluster_path, sc_cluster *c, sc_diag *d) {
+  char tmp[SC_PATH_MAX];
+  char *paths[2] = {c->client_keys_file, c->tap_keys_file};
+  for (int i = 0; i < 2 + c->num_nodes; i++) {
+    char *p = i < 2 ? paths[i] : c->nodes[i - 2].key_file;
+    if (p[0] == '\0') continue;
+    const int rc = sc_cluster_resolve_path(cluster_path, "cluster: a key file", p, tmp,
+                                           sizeof tmp, d);
+    if (rc != 0) return rc;
+    memcpy(p, tmp, SC_PATH_MAX);
+  }
+  return 0;
+}
+
 int sc_cluster_load(const char *path, sc_cluster *out, sc_diag *d) {
   if (access(path, R_OK) != 0) {
     memset(out, 0, sizeof *out);
     return sc_fail(d, SC_EIO, "cannot open cluster file %s", path);
   }
   json_error_t err;
-  return parse_root(json_load_file(path, 0, &err), &err, out, d);
+  int rc = parse_root(json_load_file(path, 0, &err), &err, out, d);
+  if (rc == 0) rc = resolve_key_paths(path, out, d);
+  if (rc != 0) sc_cluster_free(out);
+  return rc;
 }
 
 int sc_cluster_to_json(const sc_cluster *c, char **out) {
@@ -156,13 +264,26 @@ int sc_cluster_to_json(const sc_cluster *c, char **out) {
     json_decref(nodes);
     return SC_ENOMEM;
   }
-  for (int32_t i = 0; i < c->num_nodes; i++)
-    json_array_append_new(nodes, json_pack("{s:i, s:s, s:s}", "rank", c->nodes[i].rank,
-                                           "endpoint", c->nodes[i].endpoint, "tap",
-                                           c->nodes[i].tap));
+  for (int32_t i = 0; i < c->num_nodes; i++) {
+    const sc_cluster_node *n = &c->nodes[i];
+    json_t *nd = json_pack("{s:i, s:s, s:s}", "rank", n->rank, "endpoint", n->endpoint, "tap",
+                           n->tap);
+    if (nd && n->has_key) {
+      char z85[SC_CURVE_Z85_LEN + 1];
+      zmq_z85_encode(z85, n->public_key, 32);
+      json_object_set_new(nd, "public_key", json_string(z85));
+    }
+    if (nd && n->key_file[0]) json_object_set_new(nd, "key_file", json_string(n->key_file));
+    json_array_append_new(nodes, nd);
+  }
   if (c->listen[0]) json_object_set_new(root, "listen", json_string(c->listen));
   if (c->listen_key_file[0])
     json_object_set_new(root, "listen_key_file", json_string(c->listen_key_file));
+  if (c->client_keys_file[0])
+    json_object_set_new(root, "client_keys_file", json_string(c->client_keys_file));
+  if (c->tap_keys_file[0])
+    json_object_set_new(root, "tap_keys_file", json_string(c->tap_keys_file));
+  if (c->plaintext_tcp) json_object_set_new(root, "plaintext_tcp", json_true());
   json_object_set_new(root, "nodes", nodes);
   *out = json_dumps(root, JSON_INDENT(2));
   json_decref(root);
@@ -196,6 +317,7 @@ int sc_cluster_local(int32_t n, const char *dir, sc_cluster *out, sc_diag *d) {
   out->heartbeat_timeout_ms = 1000;
   out->loops = 1;
   out->spin_us = SC_SPIN_US_DEFAULT;
+  out->plaintext_tcp = dir == NULL; /* no keys here: tests and benchmarks on loopback */
   out->num_nodes = n;
   out->nodes = calloc((size_t)n, sizeof *out->nodes);
   if (out->nodes == NULL) return SC_ENOMEM;
@@ -235,4 +357,20 @@ void sc_cluster_free(sc_cluster *c) {
   free(c->nodes);
   c->nodes = NULL;
   c->num_nodes = 0;
+}
+
+int sc_cluster_load_node_key(const sc_cluster *c, int32_t rank, sc_node_key *out, sc_diag *d) {
+  memset(out, 0, sizeof *out);
+  const sc_cluster_node *n = &c->nodes[rank];
+  if (n->key_file[0] == '\0')
+    return sc_fail(d, SC_EINVAL, "cluster: node %d has a public key but no \"key_file\" with "
+                                 "its secret key", (int)rank);
+  char pub[SC_CURVE_Z85_LEN + 1];
+  int rc = sc_curve_load_secret(n->key_file, out->secret_key, pub, d);
+  if (rc == 0) rc = sc_curve_decode(pub, out->public_key, d);
+  if (rc == 0 && memcmp(out->public_key, n->public_key, 32) != 0)
+    rc = sc_fail(d, SC_EINVAL, "cluster: the key in %s is not node %d's (its public key is "
+                               "not the one the cluster file lists)", n->key_file, (int)rank);
+  if (rc != 0) memset(out, 0, sizeof *out);
+  return rc;
 }

@@ -250,8 +250,14 @@ static bool decode_received(sc_loop *l, sc_letter *lt, sc_raw_msg **keep) {
   if (rc == 0 && keep != NULL) *keep = raw;
   else sc__raw_free(raw);
   if (rc == 0) return true;
-  SC_WARN(LOG, "node %d: dropped an undecodable message: %s", (int)l->node->rank,
-          sc_diag_message(&d));
+  /* its sender's rate, not this node's: one line per interval (the io thread checked
+   * the sender, so the count is of that node's letters) */
+  static sc_log_limit undecodable_log;
+  unsigned long long held = 0;
+  if (sc_log_limit_pass(&undecodable_log, sc_now_ns(), &held))
+    SC_WARN(LOG, "node %d: dropped an undecodable message from node %d: %s; %llu more "
+                 "since the last such line",
+            (int)l->node->rank, (int)lt->env.src.node, sc_diag_message(&d), held);
   atomic_fetch_add_explicit(&l->node->undeliverable, 1, memory_order_relaxed);
   (void)sc__reply_error_to(l->node, &lt->env, rc, "the message body does not decode");
   sc__letter_free(lt);

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "actors/runtime/sc_node_impl.h"
 #include "base/clock.h"
+#include "base/curve_key.h"
 
 #define LOG "node"
 
@@ -103,9 +104,21 @@ static int on_ready(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   return 0;
 }
 
+/* Only the head stops other nodes (sc_node_broadcast_shutdown is the head's), so another
+ * node's key cannot take the cluster down with one letter; a node may stop itself. */
+static sc_log_limit g_foreign_shutdown_log;
+
 static int on_shutdown(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   sc_node *n = sc_ctx_node(ctx);
   const sc_msg_node_shutdown *s = body;
+  if (env->src.node != 0 && env->src.node != (uint16_t)n->rank) {
+    unsigned long long held = 0;
+    if (sc_log_limit_pass(&g_foreign_shutdown_log, sc_now_ns(), &held))
+      SC_WARN(LOG, "node %d: ignored a shutdown from node %d (only the head stops other "
+                   "nodes); %llu more since the last such line",
+              n->rank, (int)env->src.node, held);
+    return 0;
+  }
   SC_INFO(LOG, "node %d: shutdown requested: %s", n->rank, s->reason ? s->reason : "");
   node_emit(n, "shutdown", n->rank, 0, s->reason);
   request_stop(n, 0);
@@ -203,6 +216,12 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d) {
   n->spin_ns = (uint64_t)(n->cluster.spin_us > 0 ? n->cluster.spin_us : 0) * 1000ull;
   n->send_hwm = o->send_hwm > 0 ? o->send_hwm : 100000;
   n->send_queue_max = o->send_queue_max > 0 ? (uint32_t)o->send_queue_max : (1u << 20);
+  if (n->cluster.curve) {
+    if (o->key)
+      n->key = *o->key;
+    else if ((rc = sc_cluster_load_node_key(&n->cluster, n->rank, &n->key, d)) != 0)
+      goto fail;
+  }
   for (int32_t i = 0; i < o->num_startup; i++) {
     n->startup[i] = o->startup[i];
     if (o->startup[i].name == NULL || o->startup[i].spec == NULL) {
@@ -391,6 +410,7 @@ void sc_node_destroy(sc_node *n) {
   free((void *)n->peer_down);
   free(n->hello_seen);
   free(n->cluster.nodes);
+  sc_wipe(&n->key, sizeof n->key);
   free(n);
 }
 

@@ -6,6 +6,11 @@
  * reached every other node) -> sc_node_wait_ready (the head has heard from every rank)
  * -> ... -> sc_node_stop -> sc_node_destroy.
  *
+ * Security (docs/runtime.md, threat model): with keys in the cluster (cluster.curve)
+ * every node endpoint is a CURVE server that admits only the cluster's nodes (a ZAP
+ * handler in the node's ZeroMQ context), and each letter must name, as its sender, the
+ * node whose key sent it; a tcp tap admits only the keys of tap_keys_file.
+ *
  * Every node runs a system actor "node" in slot 0 that answers ping with pong, runs the
  * hello/ready handshake and turns node_shutdown into an orderly stop.
  *
@@ -59,6 +64,8 @@ typedef struct sc_node_opts {
   int32_t send_queue_max;      /* messages to other nodes that may wait beyond that: per
                                   loop and peer, and for all senders outside the loops
                                   together; sends fail with SC_EFULL past it (0: 1 Mi) */
+  const sc_node_key *key;      /* a cluster with keys (cluster.curve): this node's key
+                                  pair (copied); NULL: read from its key_file */
 } sc_node_opts;
 
 typedef struct sc_node_stats {
@@ -72,6 +79,11 @@ typedef struct sc_node_stats {
   uint64_t tap_published, tap_dropped;
   uint64_t late_replies;
   int32_t tap_subscriptions;
+  uint64_t forged;             /* letters whose envelope names another sender than the
+                                  node whose key sent them: dropped */
+  uint64_t auth_refused;       /* CURVE handshakes ZAP refused (a key not listed; a
+                                  client without CURVE fails before ZAP and is not
+                                  counted) */
 } sc_node_stats;
 
 typedef void (*sc_node_event_fn)(void *ud, const char *event, int32_t rank, int code,

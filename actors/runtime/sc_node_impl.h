@@ -273,6 +273,7 @@ struct sc_node {
   bool started, stopped;
   uint64_t spin_ns;           /* cluster.spin_us in ns */
   int32_t send_hwm;           /* ZMQ_SNDHWM of every DEALER */
+  sc_node_key key;            /* with cluster.curve: this node's key pair */
   uint32_t send_queue_max;    /* sc_node_opts.send_queue_max */
   sc_transport *tr;
   _Atomic(uint8_t) *peer_down; /* by rank */

@@ -228,6 +228,10 @@ int sc__zout_open(zout *z, sc_transport *t, int32_t rank, const char *rid, int h
   sc__set_int(s, ZMQ_IMMEDIATE, 0); /* queue until the peer is up */
   sc__set_int(s, ZMQ_RECONNECT_IVL, 50);
   sc__set_affinity(s, SC_AFFINITY_NODES);
+  if (sc__curve_client(s, t->node, rank) != 0) {
+    sc__close_sock(&s);
+    return SC_ESYS;
+  }
   int fd = -1;
   size_t sz = sizeof fd;
   if (zmq_getsockopt(s, ZMQ_FD, &fd, &sz) != 0 || uv_poll_init(uv, &z->poll, fd) != 0) {

@@ -368,6 +368,13 @@ int sc__tap_bind(sc_transport *t, sc_diag *d) {
   /* in tap batches (up to 256 records each): a subscriber may lag this far behind
    * before records are dropped and counted */
   sc__set_int(t->xpub, ZMQ_SNDHWM, 1000);
+  /* a subscriber sends only subscriptions (a topic prefix each) */
+  sc__set_int64(t->xpub, ZMQ_MAXMSGSIZE, 4096);
+  sc__set_int(t->xpub, ZMQ_HANDSHAKE_IVL, SC_HANDSHAKE_MS);
+  /* a tap shows every prompt and token: on tcp only the keys of tap_keys_file see it */
+  if (t->tap_curve && sc__curve_server(t->xpub, n, SC_ZAP_DOMAIN_TAP) != 0)
+    return sc_fail(d, SC_ENOTSUP, "node %d: cannot use CURVE on the tap: %s", (int)n->rank,
+                   zmq_strerror(errno));
   if (zmq_bind(t->xpub, me->tap) != 0)
     return sc_fail(d, SC_EIO, "node %d: cannot bind tap %s: %s", (int)n->rank, me->tap,
                    zmq_strerror(errno));

@@ -31,6 +31,7 @@
 #include "actors/runtime/sc_transport_impl.h"
 #include "actors/runtime/sc_pack.h"
 #include "base/clock.h"
+#include "base/curve_key.h"
 
 #define LOG "transport"
 
@@ -81,8 +82,10 @@ int sc__raw_decode(sc_raw_msg *raw, sc_envelope *env, void **body, sc_diag *d) {
 
 /* Routes a letter from another node (p, len: inside pack) by its envelope alone: the
  * receiving loop decodes it (sc__deliver_raw), so this thread, which every message from
- * every peer crosses, only reads the envelope. */
-static void deliver_remote(sc_transport *t, zmq_msg_t *pack, const uint8_t *p, size_t len) {
+ * every peer crosses, only reads the envelope. sender: the node whose key sent the pack
+ * (or whose routing id it carried, on ipc), -1 when not known. */
+static void deliver_remote(sc_transport *t, zmq_msg_t *pack, const uint8_t *p, size_t len,
+                           int32_t sender) {
   sc_node *n = t->node;
   sc_envelope env;
   const char *why = NULL;
@@ -90,13 +93,24 @@ static void deliver_remote(sc_transport *t, zmq_msg_t *pack, const uint8_t *p, s
   const bool readable = rc == 0;
   if (!readable)
     why = "its envelope does not decode";
+  else if (sender < 0)
+    rc = SC_EPERM, why = "its connection is not one of a node of this cluster";
+  else if (env.src.node != sender)
+    rc = SC_EPERM, why = "it names another node as its sender than the one that sent it";
   else if (sc_msg_type_name(env.type) == NULL) /* (a runtime letter is never sent) */
     rc = SC_ENOTSUP, why = "unknown message type";
   else if (sc_msg_in_process_only(env.type)) /* its body would be an address to follow */
     rc = SC_EPROTO, why = "a message type that never crosses a process";
   if (rc != 0) {
-    SC_WARN(LOG, "node %d: dropped a message from the network: %s (%s)", n->rank, why,
-            sc_strerror(rc));
+    unsigned long long held = 0;
+    if (sc__refusal_log_pass(t, sender, &held))
+      SC_WARN(LOG, "node %d: dropped a message from node %d: %s (%s); %llu more refusals of "
+                   "that sender's traffic since the last such line",
+              n->rank, (int)sender, why, sc_strerror(rc), held);
+    if (rc == SC_EPERM) {
+      atomic_fetch_add_explicit(&t->forged, 1, memory_order_relaxed);
+      return; /* a forgery gets no answer: whom it claims to be is not who sent it */
+    }
     atomic_fetch_add_explicit(&n->undeliverable, 1, memory_order_relaxed);
     /* a request still gets its answer when its envelope says whom to answer */
     if (readable) (void)sc__reply_error_to(n, &env, rc, why);
@@ -116,21 +130,25 @@ static void deliver_remote(sc_transport *t, zmq_msg_t *pack, const uint8_t *p, s
 /* Delivers the letters of a pack in order; what follows a letter that is cut short is
  * not a letter, so the rest of the pack is counted once as undeliverable. pack stays the
  * caller's. */
-static void deliver_pack(sc_transport *t, zmq_msg_t *pack) {
+static void deliver_pack(sc_transport *t, zmq_msg_t *pack, int32_t sender) {
   const uint8_t *p = zmq_msg_data(pack), *msg;
   size_t left = zmq_msg_size(pack), len;
   uint64_t k = 0;
   int rc;
   while ((rc = sc_pack_next(&p, &left, &msg, &len)) > 0) {
-    deliver_remote(t, pack, msg, len);
+    deliver_remote(t, pack, msg, len, sender);
     k++;
   }
   atomic_fetch_add_explicit(&t->remote_recv, k, memory_order_relaxed);
   if (rc < 0 || zmq_msg_size(pack) == 0) {
-    SC_WARN(LOG,
-            "node %d: dropped %s (empty, or a letter's length runs past its end: a sender "
-            "of another sparsecp version, or damage)",
-            t->node->rank, k ? "the rest of a pack" : "a message that is not a pack of letters");
+    unsigned long long held = 0;
+    if (sc__refusal_log_pass(t, sender, &held))
+      SC_WARN(LOG,
+              "node %d: dropped %s from node %d (empty, or a letter's length runs past its "
+              "end: a sender of another sparsecp version, or damage); %llu more refusals of "
+              "that sender's traffic since the last such line",
+              t->node->rank, k ? "the rest of a pack" : "a message that is not a pack of letters",
+              (int)sender, held);
     atomic_fetch_add_explicit(&t->node->undeliverable, 1, memory_order_relaxed);
   }
 }
@@ -139,13 +157,37 @@ static void deliver_pack(sc_transport *t, zmq_msg_t *pack) {
  * dropped and counted once as undeliverable. ZeroMQ hands over a message's frames all
  * together, so the rest is there to read; reading it keeps the next message's identity
  * where drain_router expects one. */
-static void drop_extra_frames(sc_transport *t, zmq_msg_t *msg) {
+static void drop_extra_frames(sc_transport *t, zmq_msg_t *msg, int32_t sender) {
   int frames = 2;
   while (zmq_msg_more(msg) && zmq_msg_recv(msg, t->router, ZMQ_DONTWAIT) >= 0) frames++;
-  SC_WARN(LOG, "node %d: dropped a message of %d frames (a node sends its identity and one "
-               "pack): a sender that is not a sparsecp node",
-          t->node->rank, frames);
+  unsigned long long held = 0;
+  if (sc__refusal_log_pass(t, sender, &held))
+    SC_WARN(LOG, "node %d: dropped a message of %d frames from node %d (a node sends its "
+                 "identity and one pack): a sender that is not a sparsecp node; %llu more "
+                 "refusals of that sender's traffic since the last such line",
+            t->node->rank, frames, (int)sender, held);
   atomic_fetch_add_explicit(&t->node->undeliverable, 1, memory_order_relaxed);
+}
+
+/* The node that sent a message: with CURVE, the rank ZAP named for the key that made the
+ * connection (its User-Id), which no sender chooses; else the rank in the routing id a
+ * node's DEALER carries ("n<rank>"), which only the ipc folder's permissions vouch for.
+ * -1 when neither names a node of the cluster. */
+static int32_t sender_of(const sc_transport *t, zmq_msg_t *id, zmq_msg_t *msg) {
+  const int32_t world = t->node->cluster.num_nodes;
+  if (t->node->cluster.curve) return sc_zap_user_rank(zmq_msg_gets(msg, "User-Id"), world);
+  /* "n<rank>" (the io thread's DEALER) or "n<rank>.<loop>" (a loop's, sc_outbound.c) */
+  char text[32];
+  const size_t len = zmq_msg_size(id);
+  if (len < 2 || len >= sizeof text || ((const char *)zmq_msg_data(id))[0] != 'n') return -1;
+  memcpy(text, (const char *)zmq_msg_data(id) + 1, len - 1);
+  text[len - 1] = '\0';
+  char *dot = strchr(text, '.');
+  if (dot != NULL) {
+    if (sc_zap_user_rank(dot + 1, SC_MAX_LOOPS) < 0) return -1;
+    *dot = '\0';
+  }
+  return sc_zap_user_rank(text, world);
 }
 
 static int drain_router(sc_transport *t) {
@@ -157,16 +199,18 @@ static int drain_router(sc_transport *t) {
       zmq_msg_close(&id);
       break;
     }
-    zmq_msg_close(&id);
     zmq_msg_init(&msg);
     if (zmq_msg_recv(&msg, t->router, ZMQ_DONTWAIT) < 0) {
       zmq_msg_close(&msg);
+      zmq_msg_close(&id);
       break;
     }
+    const int32_t sender = sender_of(t, &id, &msg);
+    zmq_msg_close(&id);
     if (zmq_msg_more(&msg))
-      drop_extra_frames(t, &msg); /* not [identity][pack]: not from a sparsecp node */
+      drop_extra_frames(t, &msg, sender); /* not [identity][pack]: not from a sparsecp node */
     else
-      deliver_pack(t, &msg);
+      deliver_pack(t, &msg, sender);
     zmq_msg_close(&msg);
   }
   return k;
@@ -189,7 +233,15 @@ static void drain_monitor(sc_transport *t, int32_t rank) {
     zmq_msg_init(&ep);
     zmq_msg_recv(&ep, p->mon, ZMQ_DONTWAIT); /* endpoint frame */
     zmq_msg_close(&ep);
-    if (event == ZMQ_EVENT_CONNECTED) {
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      unsigned long long held = 0;
+      if (sc__refusal_log_pass(t, rank, &held))
+        SC_WARN(LOG, "node %d: node %d refused this node's key (do both read the same "
+                     "cluster file?); %llu more refusals since the last such line",
+                t->node->rank, rank, held);
+    } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      /* (the handshake, not the TCP connection: with CURVE, a connection whose key the
+       * peer refuses carries nothing) */
       SC_DEBUG(LOG, "node %d: connected to node %d", t->node->rank, rank);
       /* Every peer reached once: this node can now see any of them die, so it may say
        * hello (the head's ready then means every pair of nodes watches each other). */
@@ -337,14 +389,16 @@ int sc__transport_create(sc_node *n, sc_transport **out) {
   if (t == NULL) return SC_ENOMEM;
   t->node = n;
   t->peers = calloc((size_t)n->cluster.num_nodes, sizeof *t->peers);
+  t->refusal_log = calloc((size_t)n->cluster.num_nodes + 1, sizeof *t->refusal_log);
   t->zctx = zmq_ctx_new();
   /* A node with a tap gets a second ZeroMQ I/O thread for the XPUB alone (SC_AFFINITY_TAP):
    * a busy subscriber's stream (GB/s at 1 KiB messages) then does not share the one
    * thread that moves every message between the nodes. */
   if (t->zctx != NULL && n->cluster.nodes[n->rank].tap[0])
     zmq_ctx_set(t->zctx, ZMQ_IO_THREADS, 2);
-  if (t->peers == NULL || t->zctx == NULL) {
+  if (t->peers == NULL || t->refusal_log == NULL || t->zctx == NULL) {
     free(t->peers);
+    free(t->refusal_log);
     if (t->zctx) zmq_ctx_term(t->zctx);
     free(t);
     return SC_ENOMEM;
@@ -361,6 +415,7 @@ int sc__transport_create(sc_node *n, sc_transport **out) {
   if (uv_loop_init(&t->uv) != 0) {
     zmq_ctx_term(t->zctx);
     free(t->peers);
+    free(t->refusal_log);
     free(t);
     return SC_ESYS;
   }
@@ -378,6 +433,63 @@ int sc__transport_create(sc_node *n, sc_transport **out) {
   return 0;
 }
 
+/* The rules of the cluster file (sc_cluster.c) again, for a cluster built in code: an
+ * endpoint on a network needs keys unless plaintext_tcp says otherwise, and an ipc one a
+ * private folder. */
+static int check_endpoints(const sc_transport *t, sc_diag *d) {
+  const sc_node *n = t->node;
+  const sc_cluster *c = &n->cluster;
+  const sc_cluster_node *me = &c->nodes[n->rank];
+  for (int i = 0; i < 2; i++) {
+    const char *ep = i == 0 ? me->endpoint : me->tap;
+    if (ep[0] && !sc_endpoint_is_local(ep) && !c->curve && !c->plaintext_tcp)
+      return sc_fail(d, SC_EINVAL, "node %d: %s is on a network without CURVE keys",
+                     (int)n->rank, ep);
+    const int rc = sc_ipc_check_private(ep, d);
+    if (rc != 0) return rc;
+  }
+  if (c->plaintext_tcp && !c->curve)
+    SC_WARN(LOG, "node %d: \"plaintext_tcp\": anyone who reaches this node's endpoints can "
+                 "read its traffic and forge messages into the cluster", (int)n->rank);
+  return 0;
+}
+
+/* The ZAP handler of the node's context, before any socket binds: the node domain admits
+ * the cluster's nodes, each named by its rank; a CURVE tap's domain the keys of
+ * tap_keys_file. None when neither is used. */
+static int start_auth(sc_transport *t, sc_diag *d) {
+  const sc_cluster *c = &t->node->cluster;
+  const char *tap = c->nodes[t->node->rank].tap;
+  t->tap_curve = c->curve && c->tap_keys_file[0] && tap[0] && !sc_endpoint_is_local(tap);
+  if (!c->curve) return 0;
+  sc_zap_key *nodes = calloc((size_t)c->num_nodes, sizeof *nodes);
+  uint8_t (*taps)[32] = NULL;
+  int32_t num_taps = 0;
+  int rc = nodes ? 0 : sc_fail(d, SC_ENOMEM, "out of memory");
+  if (rc == 0 && t->tap_curve)
+    rc = sc_curve_load_public_list(c->tap_keys_file, &taps, &num_taps, d);
+  sc_zap_key *tap_keys = rc == 0 && num_taps ? calloc((size_t)num_taps, sizeof *tap_keys) : NULL;
+  if (rc == 0 && num_taps && tap_keys == NULL) rc = sc_fail(d, SC_ENOMEM, "out of memory");
+  if (rc == 0) {
+    for (int32_t r = 0; r < c->num_nodes; r++) {
+      memcpy(nodes[r].key, c->nodes[r].public_key, 32);
+      snprintf(nodes[r].name, sizeof nodes[r].name, "%d", (int)r);
+    }
+    for (int32_t k = 0; k < num_taps; k++) {
+      memcpy(tap_keys[k].key, taps[k], 32);
+      snprintf(tap_keys[k].name, sizeof tap_keys[k].name, "tap%d", (int)k);
+    }
+    const sc_zap_domain domains[2] = {
+        {.domain = SC_ZAP_DOMAIN_NODE, .keys = nodes, .num_keys = c->num_nodes},
+        {.domain = SC_ZAP_DOMAIN_TAP, .keys = tap_keys, .num_keys = num_taps}};
+    rc = sc_zap_start(t->zctx, domains, t->tap_curve ? 2 : 1, &t->zap, d);
+  }
+  free(nodes);
+  free(taps);
+  free(tap_keys);
+  return rc;
+}
+
 int sc__transport_start(sc_transport *t, sc_diag *d) {
   sc_node *n = t->node;
   const sc_cluster *c = &n->cluster;
@@ -386,12 +498,20 @@ int sc__transport_start(sc_transport *t, sc_diag *d) {
   char rid[16];
   snprintf(rid, sizeof rid, "n%d", (int)n->rank);
 
+  if ((rc = check_endpoints(t, d)) != 0 || (rc = start_auth(t, d)) != 0) return rc;
   t->router = zmq_socket(t->zctx, ZMQ_ROUTER);
   if (t->router == NULL) return sc_fail(d, SC_ESYS, "zmq_socket: %s", zmq_strerror(errno));
+  if (c->curve && sc__curve_server(t->router, n, SC_ZAP_DOMAIN_NODE) != 0)
+    return sc_fail(d, SC_ENOTSUP, "node %d: cannot use CURVE: %s", (int)n->rank,
+                   zmq_strerror(errno));
   sc__set_affinity(t->router, SC_AFFINITY_NODES);
   sc__set_int(t->router, ZMQ_ROUTER_MANDATORY, 1);
   sc__set_int(t->router, ZMQ_LINGER, 0);
   sc__set_int(t->router, ZMQ_RCVHWM, 0);
+  /* ZeroMQ allocates a frame as large as its header announces, also before a handshake:
+   * a stranger's frames are bounded by this, and its handshake by SC_HANDSHAKE_MS */
+  sc__set_int64(t->router, ZMQ_MAXMSGSIZE, SC_NODE_MAX_MESSAGE);
+  sc__set_int(t->router, ZMQ_HANDSHAKE_IVL, SC_HANDSHAKE_MS);
   sc__set_int(t->router, ZMQ_HEARTBEAT_IVL, c->heartbeat_ms);
   sc__set_int(t->router, ZMQ_HEARTBEAT_TIMEOUT, c->heartbeat_timeout_ms);
   zmq_setsockopt(t->router, ZMQ_ROUTING_ID, rid, strlen(rid));
@@ -411,7 +531,9 @@ int sc__transport_start(sc_transport *t, sc_diag *d) {
     sc__set_int(dealer, ZMQ_HEARTBEAT_TTL, c->heartbeat_timeout_ms);
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://sc-mon-%d", (int)r);
-    if (zmq_socket_monitor(dealer, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+    if (zmq_socket_monitor(dealer, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                            ZMQ_EVENT_DISCONNECTED) != 0)
       return sc_fail(d, SC_ESYS, "zmq_socket_monitor: %s", zmq_strerror(errno));
     p->mon = zmq_socket(t->zctx, ZMQ_PAIR);
     if (p->mon == NULL || sc__set_int(p->mon, ZMQ_LINGER, 0) != 0 ||
@@ -468,6 +590,7 @@ void sc__transport_destroy(sc_transport *t) {
   }
   sc__close_sock(&t->router);
   sc__close_sock(&t->xpub);
+  sc_zap_stop(t->zap); /* (its socket is the context's too) */
   for (sc_mpsc_node *nd; (nd = sc_mpsc_pop(&t->outbox)) != NULL;) {
     sc__frame_free(SC_CONTAINER_OF(nd, frame, link));
   }
@@ -496,6 +619,7 @@ void sc__transport_destroy(sc_transport *t) {
     free(ln);
   }
   free(t->peers);
+  free(t->refusal_log);
   free(t);
 }
 
@@ -513,6 +637,10 @@ void sc__transport_stats(sc_transport *t, sc_node_stats *s) {
   }
   s->remote_recv = atomic_load(&t->remote_recv);
   s->remote_dropped = atomic_load(&t->remote_dropped);
+  s->forged = atomic_load(&t->forged);
+  sc_zap_stats zs;
+  sc_zap_get_stats(t->zap, &zs);
+  s->auth_refused = zs.refused;
   const subs *cur = atomic_load(&t->subs_now);
   s->tap_subscriptions = cur ? cur->n : 0;
 }

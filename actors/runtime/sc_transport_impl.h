@@ -16,6 +16,9 @@
 #include <zmq.h>
 
 #include "actors/runtime/sc_node_impl.h"
+#include "base/curve_key.h"
+#include "base/log.h"
+#include "base/zap.h"
 #include "messages/buf.h"
 
 /* A buffer given to ZeroMQ with zmq_msg_init_data is freed by its free function on
@@ -45,6 +48,14 @@
 #define SC_PACK_LETTERS 64
 #define SC_PACK_BYTES 16384
 #define SC_TOPIC_MAX 96
+
+/* The largest message a node takes from a peer (a pack of letters, or one letter: a
+ * step's plan, a prompt). It bounds what a connection can make ZeroMQ allocate before
+ * its handshake is done, as well as after. */
+#define SC_NODE_MAX_MESSAGE ((int64_t)64 << 20)
+/* A connection that has not finished its handshake by then is closed (ZeroMQ's default
+ * is 30 s of a stranger's connection held open). */
+#define SC_HANDSHAKE_MS 5000
 
 /* ZeroMQ I/O threads by bit (ZMQ_AFFINITY): the node's sockets on the first, the tap's
  * XPUB on the second when there is one (sc__transport_create). */
@@ -163,6 +174,11 @@ struct sc_transport {
   _Atomic(lnet *) lnets[SC_MAX_LOOPS]; /* by loop index, set once; freed at destroy */
   uint32_t pack_letters;               /* a loop's pack is sent at this many letters */
   int32_t pack_hwm;                    /* ZMQ_SNDHWM of a loop's DEALER, in packs */
+  sc_zap *zap;                         /* who may connect (node.cluster.curve, a CURVE tap) */
+  bool tap_curve;                      /* the tap's XPUB is a CURVE server */
+  /* refusals of traffic from the network, logged at a bounded rate: [rank] by the node
+   * whose key sent it, [num_nodes] when the sender is not known */
+  sc_log_limit *refusal_log;
   /* written by the loops and the io thread */
   _Alignas(64) _Atomic int wake_pending;
   _Alignas(64) _Atomic uint32_t outbox_count; /* frames queued in outbox */
@@ -170,6 +186,7 @@ struct sc_transport {
   sc_mpsc outbox, tapq;                       /* (each line-aligned inside) */
   _Alignas(64) _Atomic uint64_t tap_published, tap_dropped, remote_recv;
   _Atomic uint64_t remote_dropped; /* backlogs dropped because their peer went DOWN */
+  _Atomic uint64_t forged;         /* letters naming another sender than their key's node */
   /* the io thread's own */
   _Alignas(64) _Atomic int stop;
   uv_loop_t uv;
@@ -218,6 +235,10 @@ static inline int sc__set_int(void *s, int opt, int v) {
   return zmq_setsockopt(s, opt, &v, sizeof v);
 }
 
+static inline int sc__set_int64(void *s, int opt, int64_t v) {
+  return zmq_setsockopt(s, opt, &v, sizeof v);
+}
+
 static inline void sc__set_affinity(void *s, uint64_t mask) {
   zmq_setsockopt(s, ZMQ_AFFINITY, &mask, sizeof mask);
 }
@@ -229,6 +250,27 @@ static inline void sc__close_sock(void **s) {
     zmq_close(*s);
     *s = NULL;
   }
+}
+
+/* A DEALER to node `rank` as a CURVE client with this node's key pair, when the cluster
+ * has keys (ZeroMQ copies the keys). */
+static inline int sc__curve_client(void *s, const sc_node *n, int32_t rank) {
+  if (!n->cluster.curve) return 0;
+  return sc_curve_make_client(s, n->key.public_key, n->key.secret_key,
+                              n->cluster.nodes[rank].public_key);
+}
+
+/* Makes s a CURVE server of this node's key in ZAP domain `domain`. */
+static inline int sc__curve_server(void *s, const sc_node *n, const char *domain) {
+  return sc_curve_make_server(s, n->key.secret_key, domain);
+}
+
+/* Whether to log a refusal of traffic from `sender` (-1: not known) now; *held: refusals
+ * not logged since the last line. */
+static inline bool sc__refusal_log_pass(sc_transport *t, int32_t sender,
+                                        unsigned long long *held) {
+  const int32_t k = sender >= 0 ? sender : t->node->cluster.num_nodes;
+  return sc_log_limit_pass(&t->refusal_log[k], sc_now_ns(), held) != 0;
 }
 
 static inline bool sc__peer_is_down(const sc_transport *t, int32_t rank) {

@@ -539,9 +539,10 @@ static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why) {
  * every request still held is answered now, while the gateway can still send, instead of
  * being dropped with the node (on a one-node cluster nothing else would answer it). */
 static int on_shutdown(sc_ctx *c, const sc_envelope *env, const void *body) {
-  (void)env;
   scheduler *s = sc_state(c);
-  if (s->shutting_down) return 0;
+  /* the head's own program sends it (sc_pipeline_stop_clients); from another node it
+   * would end every client's request on that node's word alone */
+  if (s->shutting_down || env->src.node != (uint16_t)sc_self(c).node) return 0;
   const char *why = ((const sc_msg_node_shutdown *)body)->reason;
   char msg[256];
   snprintf(msg, sizeof msg, "the cluster is shutting down (%s)", why && why[0] ? why : "stop");

@@ -86,5 +86,73 @@ assert d["tokens"] == [] and "not ready within 3000 ms" in d["error"], d
 ' "$res" || fail "submit printed '$res'"
 [ $nrc -eq 1 ] || fail "the head exited $nrc: $(cat "$work/alone.log")"
 
+# A cluster file over tcp, run as docs/cluster-file.md says (issue 21): refused without
+# keys; `keygen --cluster` gives each node a key pair; the nodes then serve, a node given
+# another node's key refuses to start, and a stranger's connection (a plain ZeroMQ
+# DEALER, as an attacker on the network would open) delivers nothing: the nodes keep
+# serving and log it at most once.
+python3 - "$work" "$src/examples/model-small.json" > "$work/tcp.json" <<'PY'
+import json, socket, sys
+d, model = sys.argv[1], sys.argv[2]
+socks = [socket.socket() for _ in range(5)]
+for s in socks: s.bind(("127.0.0.1", 0))
+p = [s.getsockname()[1] for s in socks]
+for s in socks: s.close()
+print(json.dumps({"pcp": 2, "dcp": 2, "tp": 1, "listen": f"tcp://127.0.0.1:{p[4]}",
+                  "nodes": [{"rank": r, "endpoint": f"tcp://127.0.0.1:{p[r]}",
+                             "coll": f"tcp://127.0.0.1:{p[2 + r]}"} for r in range(2)],
+                  "pipeline": {"model_file": model}}))
+PY
+out=$(timeout 20 "$bin" node --cluster "$work/tcp.json" --rank 0 2>&1)
+rc=$?
+[ $rc -eq 2 ] || fail "a tcp cluster file without keys: node exited $rc: $out"
+case $out in *"without CURVE keys"*"keygen --cluster"*) ;; *) fail "unexpected error: $out" ;; esac
+"$bin" keygen --cluster "$work/tcp.json" > /dev/null || fail "keygen --cluster failed"
+[ "$(stat -c %a "$work/tcp.json.keys/node-1.key")" = 600 ] || fail "a key file is not 0600"
+listen=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["listen"])' "$work/tcp.json")
+# node 1 started with node 0's key: its key file does not hold the key the file lists
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); d["nodes"][1]["key_file"] = d["nodes"][0]["key_file"]
+json.dump(d, open(sys.argv[2], "w"))' "$work/tcp.json" "$work/tcp-swapped.json"
+out=$(timeout 20 "$bin" node --cluster "$work/tcp-swapped.json" --rank 1 2>&1)
+rc=$?
+[ $rc -ne 0 ] || fail "a node with another node's key started"
+case $out in *"is not node 1's"*) ;; *) fail "unexpected error: $out" ;; esac
+for r in 0 1; do
+  "$bin" node --cluster "$work/tcp.json" --rank $r > "$work/tcp$r.log" 2>&1 &
+  pids="$pids $!"
+done
+first=$("$bin" submit --connect "$listen" --prompt-len 20 --max-tokens 4 --vocab 4096 --json \
+  --timeout 30) || fail "the keyed tcp cluster did not serve: $first"
+node0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["nodes"][0]["endpoint"])' \
+  "$work/tcp.json")
+# Debian's python3 (python3-zmq, a make deps package), whatever python3 is first on PATH
+/usr/bin/python3 - "$node0" <<'PY' || fail "the stranger's probe failed to run"
+import sys, time, zmq
+ctx = zmq.Context()
+for i in range(200):  # connections of a stranger, each sending a frame a node would read
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.IDENTITY, b"n1")
+    s.connect(sys.argv[1])
+    s.send(b"\x05\x00\x00\x00garbage", zmq.NOBLOCK)
+    s.close()
+time.sleep(1.0)
+ctx.term()
+PY
+again=$("$bin" submit --connect "$listen" --prompt-len 20 --max-tokens 4 --vocab 4096 --json \
+  --timeout 30) || fail "the cluster stopped serving after a stranger's connections: $again"
+[ "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tokens"])' "$first")" = \
+  "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tokens"])' "$again")" ] \
+  || fail "tokens changed after a stranger's connections: $first / $again"
+# shellcheck disable=SC2086
+kill -TERM $pids 2>/dev/null
+# shellcheck disable=SC2086
+wait $pids 2>/dev/null
+pids=
+lines=$(grep -c "dropped\|refused" "$work/tcp0.log")
+[ "$lines" -le 2 ] || fail "a stranger's 200 connections wrote $lines log lines"
+
 rm -rf "$work"
 echo "cluster_file_cli: ok"

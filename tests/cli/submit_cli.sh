@@ -88,4 +88,99 @@ rc=$?
 [ $rc -eq 0 ] || fail "launch exited $rc after SIGTERM"
 for p in $pids; do kill -0 "$p" 2>/dev/null && fail "node pid $p left behind"; done
 rm -f "$out" "$out.err" "$out.prompt" "$out.nobody"
+
+# Who is served (issue 21): `launch --client-keys LIST` (with --listen-key-file) serves a
+# client whose key pair is listed (`submit --client-key-file`); another key never gets
+# through (no answer; the head logs the refusal), nor does a key made for the connection.
+# Without a list, and on tcp without CURVE, the head says at start who can reach it. A
+# list that cannot be used stops launch (exit 2) or the node (exit 1, the reason said)
+# before anyone is served.
+keys=$(mktemp -d)
+for k in server good other; do
+  "$bin" keygen > "$keys/$k.pair" || fail "keygen exited $?"
+  (umask 077 && awk '/^secret/ {print $2}' "$keys/$k.pair" > "$keys/$k.key")
+done
+server_key=$(awk '/^public/ {print $2}' "$keys/server.pair")
+{ echo "# the clients served"; awk '/^public/ {print $2}' "$keys/good.pair"; } > "$keys/list"
+# waits up to 10 s for a line matching $2 in file $1
+await() { for _ in $(seq 100); do grep -q "$2" "$1" && return 0; sleep 0.1; done; return 1; }
+# a one-node launch with options $@ in the background (lpid), once it printed "launched"
+launch_bg() {
+  "$bin" launch --pcp 1 --model "$src/examples/model-small.json" "$@" > "$out" 2> "$out.err" &
+  lpid=$!
+  await "$out" '"launched"' || fail "launch $* printed no launched line: $(cat "$out.err")"
+}
+stop_launch() {
+  kill -TERM "$lpid"
+  wait "$lpid"
+  local rc=$?
+  lpid=
+  [ $rc -eq 0 ] || fail "launch exited $rc after SIGTERM"
+}
+submit_keyed() {
+  "$bin" submit --connect "$listen" --server-key "$server_key" --prompt-len 5 --max-tokens 2 \
+    --vocab 4096 --json "$@"
+}
+
+"$bin" launch --pcp 1 --client-keys "$keys/list" > "$out" 2> "$out.err"
+rc=$?
+[ $rc -eq 2 ] || fail "--client-keys without --listen-key-file exited $rc, expected 2"
+grep -q -- '--client-keys needs --listen-key-file' "$out.err" \
+  || fail "--client-keys without --listen-key-file said '$(cat "$out.err")'"
+"$bin" launch --pcp 1 --listen-key-file "$keys/server.key" --client-keys "$keys/good.pair" \
+  > "$out" 2> "$out.err"
+rc=$?
+[ $rc -eq 2 ] || fail "a damaged --client-keys list exited $rc, expected 2"
+grep -q 'line 1: not a CURVE public key' "$out.err" \
+  || fail "a damaged --client-keys list said '$(cat "$out.err")'"
+
+launch_bg --listen-key-file "$keys/server.key" --client-keys "$keys/list"
+listen=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["listen"])' "$(grep '"launched"' "$out")")
+res=$(submit_keyed --client-key-file "$keys/good.key" --timeout 60) || fail "the listed client: $res"
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert len(d["tokens"]) == 2 and d["request_id"] > 0, d' "$res" \
+  || fail "the listed client got '$res'"
+for who in "--client-key-file $keys/other.key" ""; do
+  # shellcheck disable=SC2086
+  res=$(submit_keyed $who --timeout 2)
+  rc=$?
+  [ $rc -eq 1 ] || fail "an unlisted client ($who) exited $rc, expected 1: $res"
+  case $res in *'no answer'*) ;; *) fail "an unlisted client ($who) printed '$res'" ;; esac
+done
+await "$out.err" 'refused a CURVE connection.*the key is not listed' \
+  || fail "the head did not log the refusal: $(cat "$out.err")"
+"$bin" submit --connect "$listen" --client-key-file "$keys/good.key" --prompt-len 5 --max-tokens 2 \
+  > /dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "--client-key-file without --server-key exited $rc, expected 2"
+stop_launch
+
+launch_bg --listen-key-file "$keys/server.key"
+await "$out.err" 'anyone who holds the server key' \
+  || fail "no warning that any key holder is served: $(cat "$out.err")"
+grep -qF "key $server_key is served" "$out.err" || fail "the warning names no key: $(cat "$out.err")"
+stop_launch
+launch_bg --listen 'tcp://127.0.0.1:*'
+await "$out.err" 'clients on tcp://127.0.0.1:\* are not authenticated and their traffic is readable' \
+  || fail "no warning for a plain tcp client endpoint: $(cat "$out.err")"
+stop_launch
+
+# the node itself (a cluster file written by hand): a list it cannot use stops it with the
+# reason, at once
+cp "$keys/good.pair" "$keys/damaged"
+python3 - "$keys" "$src/examples/model-small.json" > "$keys/cluster.json" <<'PY'
+import json, sys
+d, model = sys.argv[1], sys.argv[2]
+print(json.dumps({"pcp": 1, "dcp": 1, "tp": 1, "listen": f"ipc://{d}/client",
+                  "listen_key_file": "server.key", "client_keys_file": "damaged",
+                  "nodes": [{"rank": 0, "endpoint": f"ipc://{d}/node", "tap": f"ipc://{d}/tap",
+                             "coll": f"ipc://{d}/coll"}],
+                  "pipeline": {"model_file": model}}))
+PY
+res=$(timeout 20 "$bin" node --cluster "$keys/cluster.json" --rank 0 2>&1)
+rc=$?
+[ $rc -eq 1 ] || fail "a node with a damaged client_keys_file exited $rc: $res"
+case $res in *"gateway: cannot vet the clients"*"damaged, line 1: not a CURVE public key"*) ;;
+*) fail "the node did not say why it stopped: $res" ;; esac
+rm -rf "$keys"
+rm -f "$out" "$out.err"
 echo "submit_cli: all checks passed"

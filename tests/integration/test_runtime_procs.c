@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -115,6 +116,27 @@ typedef struct cluster {
   int n;
 } cluster;
 
+/* A cluster on tcp as the cluster file requires it: a CURVE key pair per node, each
+ * secret in its own file; no taps (a tcp tap needs a subscriber list: tested in
+ * tests/security). */
+static void cluster_keys(cluster *cl) {
+  for (int r = 0; r < cl->n; r++) {
+    sc_cluster_node *nd = &cl->c.nodes[r];
+    char pub[41], sec[41];
+    cr_assert_eq(zmq_curve_keypair(pub, sec), 0);
+    cr_assert_not_null(zmq_z85_decode(nd->public_key, pub));
+    nd->has_key = true;
+    nd->tap[0] = '\0';
+    snprintf(nd->key_file, sizeof nd->key_file, "%s/node-%d.key", cl->dir, r);
+    FILE *f = fopen(nd->key_file, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(chmod(nd->key_file, 0600), 0); /* a secret key file must be private */
+    fprintf(f, "%s\n", sec);
+    fclose(f);
+  }
+  cl->c.curve = true;
+}
+
 /* Writes an n-node local cluster file into a new folder (cl->dir, cl->path). */
 static void cluster_file(cluster *cl, int n, bool tcp, int hb_ms, int hb_timeout_ms) {
   memset(cl, 0, sizeof *cl);
@@ -123,6 +145,7 @@ static void cluster_file(cluster *cl, int n, bool tcp, int hb_ms, int hb_timeout
   cr_assert_not_null(mkdtemp(cl->dir));
   sc_diag d = {0};
   cr_assert_eq(sc_cluster_local(n, tcp ? NULL : cl->dir, &cl->c, &d), 0);
+  if (tcp) cluster_keys(cl);
   cl->c.heartbeat_ms = hb_ms;
   cl->c.heartbeat_timeout_ms = hb_timeout_ms;
   snprintf(cl->path, sizeof cl->path, "%s/cluster.json", cl->dir);
@@ -800,12 +823,15 @@ Test(procs, launch_tap_forwards_every_node, .timeout = 60) {
   zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "0/node/ping", 11);
   zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "1/node/ping", 11);
   cr_assert_eq(zmq_connect(sub, tap), 0);
-  /* inject pings from outside the cluster: a DEALER into each node's ROUTER; the node
-   * actor answers toward node@0 (src), which drops the pong */
+  /* inject pings from outside the cluster: a DEALER into each node's ROUTER, named as a
+   * loop of node 0 that no real DEALER uses ("n0.63": on ipc the routing id is the
+   * sender, and the letters say node 0); the node actor answers toward node@0 (src),
+   * which drops the pong */
   void *dl[2];
   for (int r = 0; r < 2; r++) {
     dl[r] = zmq_socket(ctx, ZMQ_DEALER);
     zmq_setsockopt(dl[r], ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(dl[r], ZMQ_ROUTING_ID, "n0.63", 5);
     cr_assert_eq(zmq_connect(dl[r], cfg.nodes[r].endpoint), 0);
   }
   bool seen[2] = {false, false};
@@ -896,6 +922,7 @@ Test(procs, a_curve_client_endpoint_serves_only_clients_with_its_key, .timeout =
   snprintf(key_file, sizeof key_file, "%s/server.key", dir);
   FILE *f = fopen(key_file, "w");
   cr_assert_not_null(f);
+  cr_assert_eq(chmod(key_file, 0600), 0); /* a secret key file must be private */
   fprintf(f, "%s\n", sec);
   fclose(f);
 

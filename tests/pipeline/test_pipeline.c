@@ -174,7 +174,8 @@ Test(pipeline, killed_node_gives_errors_not_a_hang) {
 static sc_local_cluster *start_small_with(int p, int n, const char *inject) {
   sc_local_cluster_opts o = {.pcp = p, .dcp = n, .tp = 1, .exe = EXE,
                              .model_file = SRC "/examples/model-small.json",
-                             .quiet = true, .log_level = "error"};
+                             .quiet = true, .log_level = "error",
+                             .taps = true /* open_tap watches rank 0's */};
   if (inject) {
     o.inject[0] = inject;
     o.num_inject = 1;

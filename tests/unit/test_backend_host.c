@@ -1,7 +1,10 @@
 /* The ZeroMQ host collective backend: ranks as threads with real sockets on ipc
  * endpoints in a private temporary folder. Checks every op on every group against
  * values computed from the rank numbers, a whole planned step through the plan-checked
- * session, deadlines, abort, and recovery by a new epoch. */
+ * session, deadlines, abort, and recovery by a new epoch; then what a rank lets in
+ * (backend_host.h): test peers (raw DEALERs, honest or not) send it blocks by hand, and
+ * the collective must end with the honest ones while the rest is refused, counted and
+ * never held; with CURVE keys, the source is the key a peer proved it holds. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -9,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "base/clock.h"
 #include "collectives/backend_host.h"
@@ -23,9 +27,12 @@ typedef struct world {
   char eps[WORLD_MAX][128];
   const char *ep_ptrs[WORLD_MAX];
   int64_t deadline_ms;
+  bool curve; /* the ranks use the key pairs below (world_keys) */
+  uint8_t pub[WORLD_MAX][32], sec[WORLD_MAX][32];
 } world;
 
 static void world_init(world *w, int p, int n, int t, int64_t deadline_ms) {
+  *w = (world){0};
   sc_model_plan_config_default(&w->cfg);
   w->cfg.pcp = p, w->cfg.dcp = n, w->cfg.tp = t;
   cr_assert_eq(sc_plan_config_validate(&w->cfg, NULL), 0);
@@ -36,6 +43,27 @@ static void world_init(world *w, int p, int n, int t, int64_t deadline_ms) {
     w->ep_ptrs[r] = w->eps[r];
   }
   w->deadline_ms = deadline_ms;
+}
+
+/* A CURVE key pair, binary. */
+static void key_pair(uint8_t pub[32], uint8_t sec[32]) {
+  char p[41], s[41];
+  cr_assert_eq(zmq_curve_keypair(p, s), 0);
+  cr_assert_not_null(zmq_z85_decode(pub, p));
+  cr_assert_not_null(zmq_z85_decode(sec, s));
+}
+
+static void world_keys(world *w) {
+  w->curve = true;
+  for (int r = 0; r < sc_plan_world_size(&w->cfg); r++) key_pair(w->pub[r], w->sec[r]);
+}
+
+static sc_host_comm_config rank_config(const world *w, int32_t rank) {
+  return (sc_host_comm_config){.rank = rank, .endpoints = w->ep_ptrs,
+                               .deadline_ms = w->deadline_ms,
+                               .public_key = w->curve ? w->pub[rank] : NULL,
+                               .secret_key = w->curve ? w->sec[rank] : NULL,
+                               .rank_keys = w->curve ? (const uint8_t (*)[32])w->pub : NULL};
 }
 
 static void world_done(world *w) {
@@ -55,8 +83,7 @@ static void *rank_main(void *p) {
   rank_arg *a = p;
   sc_comm comm;
   sc_diag d = {0};
-  const sc_host_comm_config hc = {.rank = a->rank, .endpoints = a->w->ep_ptrs,
-                                   .deadline_ms = a->w->deadline_ms};
+  const sc_host_comm_config hc = rank_config(a->w, a->rank);
   a->result = sc_host_comm_create(&comm, &a->w->cfg, &hc, &d);
   if (a->result != 0) {
     snprintf(a->msg, sizeof a->msg, "create: %s", d.msg);
@@ -188,13 +215,18 @@ static int planned_step(rank_arg *a, sc_comm *comm) {
   return 0;
 }
 
+/* (P1 N2 T2 plans a reduce_scatter: the session tells the backend each block's size) */
 Test(backend_host, planned_steps_through_the_session) {
-  world w;
-  world_init(&w, 2, 2, 2, 10000);
-  rank_arg args[WORLD_MAX];
-  run_world(&w, planned_step, args);
-  for (int r = 0; r < 4; r++) cr_assert_eq(args[r].result, 0, "rank %d: %s", r, args[r].msg);
-  world_done(&w);
+  const int layouts[][3] = {{2, 2, 2}, {1, 2, 2}};
+  for (int l = 0; l < 2; l++) {
+    world w;
+    world_init(&w, layouts[l][0], layouts[l][1], layouts[l][2], 10000);
+    rank_arg args[WORLD_MAX];
+    run_world(&w, planned_step, args);
+    for (int r = 0; r < sc_plan_world_size(&w.cfg); r++)
+      cr_assert_eq(args[r].result, 0, "layout %d rank %d: %s", l, r, args[r].msg);
+    world_done(&w);
+  }
 }
 
 /* Rank 3 skips the first collective: its PCP and DCP peers time out (they never hang);
@@ -324,5 +356,456 @@ Test(backend_host, an_abort_of_an_earlier_step_does_not_reach_the_current_one) {
   cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
                SC_ETIMEDOUT);
   sc_host_comm_destroy(&comm);
+  world_done(&w);
+}
+
+/* ---- what a rank lets in ---- */
+
+/* A DEALER the test drives, as a rank or an impostor would: identity ident; a CURVE
+ * client of rank `to` when pub and sec are given. */
+typedef struct peer {
+  void *ctx, *s;
+} peer;
+
+static void peer_open(peer *p, const world *w, int32_t to, const char *ident,
+                      const uint8_t *pub, const uint8_t *sec) {
+  p->ctx = zmq_ctx_new();
+  p->s = zmq_socket(p->ctx, ZMQ_DEALER);
+  cr_assert_not_null(p->s);
+  zmq_setsockopt(p->s, ZMQ_ROUTING_ID, ident, strlen(ident));
+  if (pub) {
+    cr_assert_eq(zmq_setsockopt(p->s, ZMQ_CURVE_SERVERKEY, w->pub[to], 32), 0);
+    cr_assert_eq(zmq_setsockopt(p->s, ZMQ_CURVE_PUBLICKEY, pub, 32), 0);
+    cr_assert_eq(zmq_setsockopt(p->s, ZMQ_CURVE_SECRETKEY, sec, 32), 0);
+  }
+  cr_assert_eq(zmq_connect(p->s, w->ep_ptrs[to]), 0);
+}
+
+/* Closes the peer: only once the rank has read what it sent (no linger). */
+static void peer_close(peer *p) {
+  const int zero = 0;
+  zmq_setsockopt(p->s, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_close(p->s);
+  zmq_ctx_term(p->ctx);
+}
+
+/* One block as backend_host.h frames it, sent after delay_ms. */
+typedef struct block {
+  int delay_ms;
+  uint64_t epoch;
+  uint32_t group, seq;
+  float v[32];
+  size_t floats;
+} block;
+
+static void peer_send_bytes(peer *p, uint64_t epoch, uint32_t group, uint32_t seq,
+                            const void *data, size_t bytes) {
+  const struct {
+    uint64_t epoch;
+    uint32_t group, seq;
+  } h = {epoch, group, seq};
+  zmq_send(p->s, &h, sizeof h, ZMQ_SNDMORE);
+  zmq_send(p->s, data, bytes, 0);
+}
+
+static void peer_send(peer *p, const block *b) {
+  if (b->delay_ms) usleep((useconds_t)b->delay_ms * 1000);
+  peer_send_bytes(p, b->epoch, b->group, b->seq, b->v, b->floats * sizeof(float));
+}
+
+/* Sends blocks from a thread of its own, for a rank already waiting in its collective. */
+typedef struct sender {
+  peer *p;
+  const block *blocks;
+  int n;
+  pthread_t th;
+} sender;
+
+static void *sender_main(void *arg) {
+  sender *s = arg;
+  for (int i = 0; i < s->n; i++) peer_send(s->p, &s->blocks[i]);
+  return NULL;
+}
+
+static void sender_start(sender *s, peer *p, const block *blocks, int n) {
+  *s = (sender){.p = p, .blocks = blocks, .n = n};
+  pthread_create(&s->th, NULL, sender_main, s);
+}
+
+/* Rank `rank` of w on this thread, at step 1. */
+static void open_rank(const world *w, int32_t rank, size_t max_block_bytes, sc_comm *comm) {
+  sc_host_comm_config hc = rank_config(w, rank);
+  hc.max_block_bytes = max_block_bytes;
+  sc_diag d = {0};
+  cr_assert_eq(sc_host_comm_create(comm, &w->cfg, &hc, &d), 0, "%s", d.msg);
+  sc_host_comm_reset(comm, 1);
+}
+
+/* A gather of 2 floats on g: mine (0, 0), then the block of the other member. */
+static void gather2(sc_comm *comm, sc_group g, float want0, float want1) {
+  float send[2] = {0, 0}, recv[4] = {-1, -1, -1, -1};
+  sc_diag d = {0};
+  cr_assert_eq(comm->ops->run(comm->self, SC_OP_ALL_GATHER, g, SC_DT_F32, send, recv, 2, &d),
+               0, "%s", d.msg);
+  const int other = 1 - comm->group_rank[g];
+  cr_assert(recv[2 * other] == want0 && recv[2 * other + 1] == want1,
+            "got %g %g from the other member, want %g %g", recv[2 * other],
+            recv[2 * other + 1], want0, want1);
+}
+
+static sc_host_comm_stats stats_of(const sc_comm *comm) {
+  sc_host_comm_stats st;
+  sc_host_comm_get_stats(comm, &st);
+  return st;
+}
+
+/* Identities that only look like rank 1 (and rank 0's own) send first: all refused as
+ * having no source (the old strtol took "r01" and "r1x" for rank 1, whose block the
+ * collective then used); rank 1's real block completes the collective. */
+Test(backend_host, identities_other_than_r_and_a_canonical_rank_are_refused) {
+  world w;
+  world_init(&w, 2, 1, 1, 5000);
+  sc_comm comm;
+  open_rank(&w, 0, 0, &comm);
+  const char *fakes[] = {"r01", "r1x", "r-0", "r0"};
+  peer fake[4], real;
+  const block bad = {.epoch = 1, .group = SC_GROUP_PCP, .v = {666, 666}, .floats = 2};
+  for (int i = 0; i < 4; i++) {
+    peer_open(&fake[i], &w, 0, fakes[i], NULL, NULL);
+    peer_send(&fake[i], &bad);
+  }
+  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  const block good = {.delay_ms = 300, .epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2};
+  sender s;
+  sender_start(&s, &real, &good, 1);
+  gather2(&comm, SC_GROUP_PCP, 1, 2);
+  pthread_join(s.th, NULL);
+  const sc_host_comm_stats st = stats_of(&comm);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_SOURCE], 4, "%llu",
+               (unsigned long long)st.refused_by[SC_HOST_REFUSED_SOURCE]);
+  cr_assert_eq(st.refused, 4);
+  cr_assert_eq(st.held_blocks, 0);
+  sc_host_comm_destroy(&comm);
+  for (int i = 0; i < 4; i++) peer_close(&fake[i]);
+  peer_close(&real);
+  world_done(&w);
+}
+
+/* Blocks for step 3 (the current is 1) and a far one, the far one 1 MiB: one block per
+ * (peer, group) is held for later steps, so the far one is refused and not held (both
+ * used to stay until their step, or forever). Step 3 may come next: this rank skipped
+ * step 2 (its abort came before the rank ran it) while the peer went on, and the step-3
+ * block held meanwhile completes step 3's collective. They come on the same connection
+ * as the real block, so they are read before it. */
+Test(backend_host, one_block_per_peer_and_group_is_held_for_later_steps) {
+  world w;
+  world_init(&w, 2, 1, 1, 5000);
+  sc_comm comm;
+  open_rank(&w, 0, 0, &comm);
+  peer real;
+  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  const block step3 = {.epoch = 3, .group = SC_GROUP_PCP, .v = {9, 9}, .floats = 2};
+  peer_send(&real, &step3);
+  const size_t big = 1 << 20;
+  void *far = calloc(big, 1);
+  peer_send_bytes(&real, 1ull << 60, SC_GROUP_PCP, 0, far, big);
+  free(far);
+  const block good = {.epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2};
+  peer_send(&real, &good);
+  gather2(&comm, SC_GROUP_PCP, 1, 2);
+  const sc_host_comm_stats st = stats_of(&comm);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_EPOCH], 1);
+  cr_assert_eq(st.held_blocks, 1, "%llu blocks held", (unsigned long long)st.held_blocks);
+  cr_assert_eq(st.held_bytes, 2 * sizeof(float));
+  comm.ops->reset(comm.self, 3);
+  gather2(&comm, SC_GROUP_PCP, 9, 9);
+  cr_assert_eq(stats_of(&comm).held_blocks, 0);
+  sc_host_comm_destroy(&comm);
+  peer_close(&real);
+  world_done(&w);
+}
+
+/* The plan of a step with gathers of 2 floats on each group in order. */
+static void expect_gathers(sc_coll_session *s, sc_comm *comm, sc_coll *plan,
+                           const sc_group *groups, int n, uint64_t step) {
+  for (int i = 0; i < n; i++)
+    plan[i] = (sc_coll){.seq = i, .layer = -1, .group = (uint8_t)groups[i],
+                        .op = SC_OP_ALL_GATHER, .dtype = SC_DT_F32,
+                        .purpose = SC_PURPOSE_HIDDEN_RESTORE, .chunk = -1, .rows = 1,
+                        .width = 2};
+  sc_coll_session_begin(s, comm, plan, n, step);
+}
+
+static void session_gather2(sc_coll_session *s, float want0, float want1) {
+  const sc_coll *e = &s->plan[s->next];
+  float send[2] = {0, 0}, recv[4] = {-1, -1, -1, -1};
+  cr_assert_eq(sc_coll_session_run(s, e, send, recv), 0, "%s", s->diag.msg);
+  const int other = 1 - s->comm->group_rank[e->group];
+  cr_assert(recv[2 * other] == want0 && recv[2 * other + 1] == want1, "got %g %g",
+            recv[2 * other], recv[2 * other + 1]);
+}
+
+/* Rank 1 sends a 3-float block where the plan has 2, then (later) the right one: the
+ * first is refused as it comes, and the collective ends with the second (it used to
+ * take the first and fail the step with SC_EDESYNC). */
+Test(backend_host, a_block_of_the_wrong_size_is_refused_before_the_real_one_comes) {
+  world w;
+  world_init(&w, 2, 1, 1, 5000);
+  sc_comm comm;
+  open_rank(&w, 0, 0, &comm);
+  sc_coll plan[1];
+  sc_coll_session s;
+  expect_gathers(&s, &comm, plan, (const sc_group[]){SC_GROUP_PCP}, 1, 1);
+  peer real;
+  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  const block blocks[] = {
+      {.delay_ms = 100, .epoch = 1, .group = SC_GROUP_PCP, .v = {7, 7, 7}, .floats = 3},
+      {.delay_ms = 300, .epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2}};
+  sender snd;
+  sender_start(&snd, &real, blocks, 2);
+  session_gather2(&s, 1, 2);
+  pthread_join(snd.th, NULL);
+  cr_assert_eq(sc_coll_session_end(&s), 0);
+  const sc_host_comm_stats st = stats_of(&comm);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_SIZE], 1);
+  cr_assert_eq(st.refused, 1);
+  sc_host_comm_destroy(&comm);
+  peer_close(&real);
+  world_done(&w);
+}
+
+/* Two blocks of rank 1 for the same collective, both waiting when the rank reads: the
+ * first is kept, the second refused (the old stash kept both and took the later). */
+Test(backend_host, a_second_block_for_the_same_collective_is_refused) {
+  world w;
+  world_init(&w, 2, 1, 1, 5000);
+  sc_comm comm;
+  open_rank(&w, 0, 0, &comm);
+  peer real;
+  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  const block first = {.epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2};
+  const block again = {.epoch = 1, .group = SC_GROUP_PCP, .v = {7, 7}, .floats = 2};
+  peer_send(&real, &first);
+  peer_send(&real, &again);
+  usleep(300 * 1000);
+  gather2(&comm, SC_GROUP_PCP, 1, 2);
+  const sc_host_comm_stats st = stats_of(&comm);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_DUPLICATE], 1);
+  cr_assert_eq(st.held_blocks, 0);
+  sc_host_comm_destroy(&comm);
+  peer_close(&real);
+  world_done(&w);
+}
+
+/* P2 T2: rank 0 shares PCP with rank 2 and TP with rank 1; rank 3 no group. Rank 1's
+ * PCP block and rank 3's TP block are refused (they used to be held until the step
+ * ended); rank 2's completes the gather. */
+Test(backend_host, a_block_from_a_rank_outside_the_group_is_refused) {
+  world w;
+  world_init(&w, 2, 1, 2, 5000);
+  sc_comm comm;
+  open_rank(&w, 0, 0, &comm);
+  peer r1, r2, r3;
+  peer_open(&r1, &w, 0, "r1", NULL, NULL);
+  peer_open(&r3, &w, 0, "r3", NULL, NULL);
+  peer_open(&r2, &w, 0, "r2", NULL, NULL);
+  const block pcp = {.epoch = 1, .group = SC_GROUP_PCP, .v = {666, 666}, .floats = 2};
+  const block tp = {.epoch = 1, .group = SC_GROUP_TP, .v = {666, 666}, .floats = 2};
+  peer_send(&r1, &pcp);
+  peer_send(&r3, &tp);
+  const block good = {.delay_ms = 300, .epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2};
+  sender s;
+  sender_start(&s, &r2, &good, 1);
+  gather2(&comm, SC_GROUP_PCP, 1, 2);
+  pthread_join(s.th, NULL);
+  const sc_host_comm_stats st = stats_of(&comm);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_GROUP], 2);
+  cr_assert_eq(st.held_blocks, 0);
+  sc_host_comm_destroy(&comm);
+  peer_close(&r1);
+  peer_close(&r2);
+  peer_close(&r3);
+  world_done(&w);
+}
+
+/* P2 N2: PCP and DCP are the same two ranks. With rank 0 in step 1, rank 1 sends for
+ * step 2: one block per group is held (within max_block_bytes); a second for PCP, one
+ * for a later collective, and one over the limit are refused. Step 2 then runs on the
+ * held blocks. */
+Test(backend_host, one_block_per_source_and_group_is_held_for_the_next_step) {
+  world w;
+  world_init(&w, 2, 2, 1, 5000);
+  sc_comm comm;
+  open_rank(&w, 0, 64, &comm);
+  peer real;
+  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  const block early[] = {
+      {.epoch = 2, .group = SC_GROUP_PCP, .v = {3, 4}, .floats = 2},
+      {.epoch = 2, .group = SC_GROUP_PCP, .v = {7, 7}, .floats = 2},      /* second */
+      {.epoch = 2, .group = SC_GROUP_PCP, .seq = 1, .v = {7}, .floats = 2}, /* ahead */
+      {.epoch = 2, .group = SC_GROUP_DCP, .v = {7}, .floats = 32},         /* 128 bytes */
+      {.epoch = 2, .group = SC_GROUP_DCP, .v = {5, 6}, .floats = 2},
+      {.epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2}};
+  for (int i = 0; i < 6; i++) peer_send(&real, &early[i]);
+  gather2(&comm, SC_GROUP_PCP, 1, 2);
+  sc_host_comm_stats st = stats_of(&comm);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_DUPLICATE], 1);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_SEQ], 1);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_SIZE], 1);
+  cr_assert_eq(st.refused, 3);
+  cr_assert_eq(st.held_blocks, 2);
+  cr_assert_eq(st.held_bytes, 16);
+  sc_host_comm_reset(&comm, 2);
+  gather2(&comm, SC_GROUP_PCP, 3, 4);
+  gather2(&comm, SC_GROUP_DCP, 5, 6);
+  cr_assert_eq(stats_of(&comm).held_blocks, 0);
+  sc_host_comm_destroy(&comm);
+  peer_close(&real);
+  world_done(&w);
+}
+
+/* A block held for the next step that does not fit its plan (3 floats for a gather of
+ * 2) is dropped and counted when the plan comes; the step completes with the right one
+ * (the old backend took it and failed the step). */
+Test(backend_host, held_blocks_that_do_not_fit_the_plan_are_dropped_when_it_comes) {
+  world w;
+  world_init(&w, 2, 2, 1, 5000);
+  sc_comm comm;
+  open_rank(&w, 0, 64, &comm);
+  peer real;
+  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  const block early[] = {
+      {.epoch = 2, .group = SC_GROUP_PCP, .v = {7, 7, 7}, .floats = 3},
+      {.epoch = 2, .group = SC_GROUP_DCP, .v = {5, 6}, .floats = 2},
+      {.epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2}};
+  for (int i = 0; i < 3; i++) peer_send(&real, &early[i]);
+  gather2(&comm, SC_GROUP_PCP, 1, 2);
+  cr_assert_eq(stats_of(&comm).held_blocks, 2);
+  sc_host_comm_reset(&comm, 2);
+  sc_coll plan[2];
+  sc_coll_session s;
+  expect_gathers(&s, &comm, plan, (const sc_group[]){SC_GROUP_PCP, SC_GROUP_DCP}, 2, 2);
+  const sc_host_comm_stats st = stats_of(&comm);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_PLAN], 1);
+  cr_assert_eq(st.held_blocks, 1);
+  const block good = {.delay_ms = 100, .epoch = 2, .group = SC_GROUP_PCP, .v = {3, 4}, .floats = 2};
+  sender snd;
+  sender_start(&snd, &real, &good, 1);
+  session_gather2(&s, 3, 4);
+  session_gather2(&s, 5, 6);
+  pthread_join(snd.th, NULL);
+  cr_assert_eq(sc_coll_session_end(&s), 0);
+  sc_host_comm_destroy(&comm);
+  peer_close(&real);
+  world_done(&w);
+}
+
+/* The session of step 2 begins before the comm is reset for it (the executor resets
+ * first, but the backend does not rely on it): from then on a step-2 block is checked
+ * against that plan, so a 3-float one is refused as it comes, and step 2 completes after
+ * the reset with the right block (the old backend took the wrong one and failed). */
+Test(backend_host, a_plan_told_before_its_reset_applies_to_its_blocks) {
+  world w;
+  world_init(&w, 2, 1, 1, 5000);
+  sc_comm comm;
+  open_rank(&w, 0, 0, &comm);
+  sc_coll plan[1];
+  sc_coll_session s;
+  expect_gathers(&s, &comm, plan, (const sc_group[]){SC_GROUP_PCP}, 1, 2);
+  peer real;
+  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  const block blocks[] = {{.epoch = 2, .group = SC_GROUP_PCP, .v = {7, 7, 7}, .floats = 3},
+                          {.epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2}};
+  for (int i = 0; i < 2; i++) peer_send(&real, &blocks[i]);
+  gather2(&comm, SC_GROUP_PCP, 1, 2);
+  const sc_host_comm_stats st = stats_of(&comm);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_SIZE], 1);
+  cr_assert_eq(st.held_blocks, 0);
+  sc_host_comm_reset(&comm, 2);
+  const block good = {.delay_ms = 100, .epoch = 2, .group = SC_GROUP_PCP, .v = {3, 4}, .floats = 2};
+  sender snd;
+  sender_start(&snd, &real, &good, 1);
+  session_gather2(&s, 3, 4);
+  pthread_join(snd.th, NULL);
+  cr_assert_eq(sc_coll_session_end(&s), 0);
+  sc_host_comm_destroy(&comm);
+  peer_close(&real);
+  world_done(&w);
+}
+
+/* With CURVE keys: outsiders (a plain DEALER, and one whose key pair is not listed),
+ * both calling themselves "r1", connect to rank 0 and send before rank 1 exists; they
+ * cannot complete a handshake, so rank 0 gets nothing from them (nothing even to
+ * refuse), and the ranks' own collectives work. (Without CURVE, the first "r1" to
+ * connect was rank 1 for rank 0, and ZeroMQ ignored the real one.) */
+static int curve_body(rank_arg *a, sc_comm *comm) {
+  sc_host_comm_reset(comm, 1);
+  float send[2] = {(float)a->rank + 1, (float)a->rank + 2}, recv[4];
+  int rc = comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv,
+                          2, NULL);
+  CHECK(a, rc == 0, "gather: %d", rc);
+  const int other = 1 - a->rank;
+  CHECK(a, recv[2 * other] == (float)other + 1 && recv[2 * other + 1] == (float)other + 2,
+        "rank %d got %g %g", a->rank, recv[2 * other], recv[2 * other + 1]);
+  if ((rc = every_op(a, comm))) return rc;
+  sc_host_comm_stats st;
+  sc_host_comm_get_stats(comm, &st);
+  CHECK(a, st.refused == 0 && st.held_blocks == 0, "rank %d: %llu refused, %llu held",
+        a->rank, (unsigned long long)st.refused, (unsigned long long)st.held_blocks);
+  return 0;
+}
+
+Test(backend_host, with_curve_keys_only_the_ranks_keys_deliver) {
+  world w;
+  world_init(&w, 2, 1, 1, 5000);
+  world_keys(&w);
+  sc_comm comm;
+  open_rank(&w, 0, 0, &comm);
+  uint8_t pub[32], sec[32];
+  key_pair(pub, sec);
+  peer plain, unlisted;
+  peer_open(&plain, &w, 0, "r1", NULL, NULL);
+  peer_open(&unlisted, &w, 0, "r1", pub, sec);
+  const block bad = {.epoch = 1, .group = SC_GROUP_PCP, .v = {666, 666}, .floats = 2};
+  peer_send(&plain, &bad);
+  peer_send(&unlisted, &bad);
+  usleep(300 * 1000); /* their handshakes are over, one way or the other */
+  rank_arg args[2] = {{.w = &w, .rank = 0}, {.w = &w, .rank = 1, .body = curve_body}};
+  pthread_t th;
+  pthread_create(&th, NULL, rank_main, &args[1]);
+  args[0].result = curve_body(&args[0], &comm);
+  pthread_join(th, NULL);
+  for (int r = 0; r < 2; r++) cr_assert_eq(args[r].result, 0, "rank %d: %s", r, args[r].msg);
+  sc_host_comm_destroy(&comm);
+  peer_close(&plain);
+  peer_close(&unlisted);
+  world_done(&w);
+}
+
+/* P2 T2 with CURVE: a peer holding rank 2's key pair but calling itself "r1" is rank 2
+ * (its PCP block completes rank 0's gather), and one with rank 1's key calling itself
+ * "r2" is rank 1, refused on PCP, where rank 1 is not a member. */
+Test(backend_host, with_curve_the_source_is_the_key_not_the_identity) {
+  world w;
+  world_init(&w, 2, 1, 2, 5000);
+  world_keys(&w);
+  sc_comm comm;
+  open_rank(&w, 0, 0, &comm);
+  peer as1, as2;
+  peer_open(&as1, &w, 0, "r2", w.pub[1], w.sec[1]);
+  peer_open(&as2, &w, 0, "r1", w.pub[2], w.sec[2]);
+  const block bad = {.epoch = 1, .group = SC_GROUP_PCP, .v = {666, 666}, .floats = 2};
+  peer_send(&as1, &bad);
+  const block good = {.delay_ms = 300, .epoch = 1, .group = SC_GROUP_PCP, .v = {5, 6}, .floats = 2};
+  sender s;
+  sender_start(&s, &as2, &good, 1);
+  gather2(&comm, SC_GROUP_PCP, 5, 6);
+  pthread_join(s.th, NULL);
+  const sc_host_comm_stats st = stats_of(&comm);
+  cr_assert_eq(st.refused_by[SC_HOST_REFUSED_GROUP], 1);
+  cr_assert_eq(st.refused, 1);
+  sc_host_comm_destroy(&comm);
+  peer_close(&as1);
+  peer_close(&as2);
   world_done(&w);
 }

@@ -2,12 +2,18 @@
  * hash index. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
 
+#include "base/curve_key.h"
 #include "base/error.h"
 #include "base/index.h"
 #include "base/jsonw.h"
 #include "base/log.h"
+#include "base/zap.h"
 #include "tests/common/sc_test_rng.h"
 
 Test(error, every_code_has_a_distinct_name_and_text) {
@@ -140,4 +146,89 @@ Test(index, finds_what_brute_force_finds_under_churn) {
   /* 24 keys in a 64-slot table over a few hashes: long chains, some wrapping past the
    * table's end, where deletion's shift has its special case */
   for (uint64_t homes = 1; homes <= 24; homes++) index_churn(24, homes, 11 + homes);
+}
+
+/* ---- ZeroMQ security helpers (base/zap.h, base/curve_key.h) ---- */
+
+Test(zap, user_rank_accepts_one_spelling_per_rank) {
+  cr_assert_eq(sc_zap_user_rank("0", 4), 0);
+  cr_assert_eq(sc_zap_user_rank("3", 4), 3);
+  cr_assert_eq(sc_zap_user_rank("4", 4), -1);
+  cr_assert_eq(sc_zap_user_rank("01", 4), -1); /* "r01" passed as rank 1 once */
+  cr_assert_eq(sc_zap_user_rank("-0", 4), -1);
+  cr_assert_eq(sc_zap_user_rank("1x", 4), -1);
+  cr_assert_eq(sc_zap_user_rank("", 4), -1);
+  cr_assert_eq(sc_zap_user_rank(NULL, 4), -1);
+  cr_assert_eq(sc_zap_user_rank("99999999999999999999", 256), -1);
+  cr_assert_eq(sc_zap_user_rank("255", 256), 255);
+}
+
+Test(zap, ipc_endpoints_need_a_private_folder) {
+  sc_diag d = {0};
+  char dir[] = "/tmp/sc-ipc-XXXXXX", ep[64];
+  cr_assert_not_null(mkdtemp(dir)); /* mkdtemp makes it 0700 */
+  snprintf(ep, sizeof ep, "ipc://%s/node", dir);
+  cr_assert_eq(sc_ipc_check_private(ep, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert_eq(chmod(dir, 0750), 0);
+  cr_assert_eq(sc_ipc_check_private(ep, &d), SC_EPERM);
+  cr_assert(strstr(d.msg, "0750"), "%s", d.msg);
+  cr_assert_eq(sc_ipc_check_private("ipc:///tmp/node", &d), SC_EPERM); /* sticky 1777 */
+  cr_assert_eq(sc_ipc_check_private("ipc://@abstract", &d), SC_EPERM);
+  cr_assert_eq(sc_ipc_check_private("ipc:///no/such/folder/x", &d), SC_EIO);
+  cr_assert_eq(sc_ipc_check_private("tcp://127.0.0.1:1", &d), 0);
+  rmdir(dir);
+}
+
+Test(curve_key, public_key_lists_are_read_strictly) {
+  char dir[] = "/tmp/sc-keys-XXXXXX", path[64];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/list", dir);
+  char pub[41], sec[41], pub2[41];
+  cr_assert_eq(zmq_curve_keypair(pub, sec), 0);
+  cr_assert_eq(zmq_curve_keypair(pub2, sec), 0);
+  FILE *f = fopen(path, "w");
+  fprintf(f, "# clients\n%s\n\n   %s  \n", pub, pub2);
+  fclose(f);
+  uint8_t (*keys)[32] = NULL;
+  int32_t n = 0;
+  sc_diag d = {0};
+  cr_assert_eq(sc_curve_load_public_list(path, &keys, &n, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert_eq(n, 2);
+  uint8_t want[32];
+  zmq_z85_decode(want, pub2);
+  cr_assert_eq(memcmp(keys[1], want, 32), 0);
+  free(keys);
+  f = fopen(path, "w"); /* a truncated paste is refused, naming its line */
+  fprintf(f, "%s\n%.39s\n", pub, pub2);
+  fclose(f);
+  cr_assert_eq(sc_curve_load_public_list(path, &keys, &n, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "line 2"), "%s", d.msg);
+  cr_assert_null(keys);
+  cr_assert_eq(n, 0);
+  unlink(path);
+  /* a new key file: private, never replacing an existing one, and readable back */
+  uint8_t pk[32], sk[32];
+  char back[41];
+  cr_assert_eq(sc_curve_new_key_file(path, pk, &d), 0, "%s", sc_diag_message(&d));
+  struct stat st;
+  cr_assert_eq(stat(path, &st), 0);
+  cr_assert_eq(st.st_mode & 0777, 0600);
+  cr_assert_eq(sc_curve_new_key_file(path, pk, &d), SC_EIO);
+  cr_assert_eq(sc_curve_load_secret(path, sk, back, &d), 0);
+  zmq_z85_decode(want, back);
+  cr_assert_eq(memcmp(want, pk, 32), 0);
+  unlink(path);
+  rmdir(dir);
+}
+
+Test(log, limiter_passes_one_event_per_interval_and_counts_the_rest) {
+  sc_log_limit l = {0};
+  unsigned long long held = 99;
+  const unsigned long long t0 = 1000000000ull;
+  cr_assert(sc_log_limit_pass(&l, t0, &held));
+  cr_assert_eq(held, 0);
+  for (int i = 0; i < 1000; i++) cr_assert_not(sc_log_limit_pass(&l, t0 + 1000 + i, &held));
+  cr_assert_not(sc_log_limit_pass(&l, t0 + SC_LOG_LIMIT_INTERVAL_NS - 1, &held));
+  cr_assert(sc_log_limit_pass(&l, t0 + SC_LOG_LIMIT_INTERVAL_NS, &held));
+  cr_assert_eq(held, 1001);
 }

@@ -174,3 +174,91 @@ Test(plan_props, fingerprint_separates_different_plans) {
   sc_plan_free(&a);
   sc_plan_free(&b);
 }
+
+static int32_t group_size(const sc_plan_config *c, int group) {
+  return group == SC_GROUP_TP ? c->tp : group == SC_GROUP_PCP ? c->pcp : c->dcp;
+}
+
+static size_t largest_block(const sc_plan *plan) {
+  size_t m = 0;
+  for (int32_t k = 0; k < plan->num_colls; k++) {
+    const sc_coll *c = &plan->colls[k];
+    const size_t b = sc_coll_block_bytes(c, group_size(&plan->cfg, c->group));
+    if (b > m) m = b;
+  }
+  return m;
+}
+
+/* Model shapes under which each term of sc_plan_max_block_bytes is the largest in some
+ * configuration: the embedded model (context_kv, attn_out), and with a small workspace
+ * hidden, topk_candidates, decode_q/decode_out, decode_lse and prefill_kv. */
+typedef struct shape {
+  int32_t heads, kv_lora_rank, rope_dim, index_dim, topk, hidden;
+  int64_t rows_per_dcp_rank; /* max_gathered_rows / (dcp * interleave) */
+} shape;
+
+static const shape k_shapes[] = {
+    {8, 512, 64, 64, 64, 512, 200},   {8, 16, 8, 8, 4, 4096, 25}, {8, 4, 0, 1, 4096, 8, 25},
+    {64, 512, 0, 1, 1, 8, 25},        {64, 1, 0, 1, 1, 8, 25},    {2, 4, 4, 4096, 1, 8, 25}};
+
+/* sc_plan_max_block_bytes: no block of a plan is larger than the bound for the step's
+ * own token count, over random batches; and the extreme steps of S tokens (S decodes,
+ * S one-token prefills, one prefill whose context fills the workspace) reach exactly
+ * the bound for S in every configuration and shape, so no term of it is larger than
+ * the largest block of its purpose. */
+Test(plan_props, no_block_exceeds_max_block_bytes_and_extreme_steps_reach_it) {
+  pnt_t cfgs[64];
+  const int ncfg = valid_configs(cfgs);
+  enum { S = 45 }; /* not a multiple of pad_multiple 8: T_pad rounds up */
+  sc_batch_req reqs[S > MAX_REQS ? S : MAX_REQS];
+  sc_plan plan;
+  sc_plan_init(&plan);
+  uint64_t rng = 777;
+  long checked = 0;
+  for (size_t si = 0; si < sizeof k_shapes / sizeof k_shapes[0]; si++)
+    for (int ci = 0; ci < ncfg; ci++)
+      for (int v = 0; v < 4; v++) {
+        const shape *sh = &k_shapes[si];
+        sc_plan_config c;
+        sc_model_plan_config_default(&c);
+        c.pcp = cfgs[ci].p, c.dcp = cfgs[ci].n, c.tp = cfgs[ci].t;
+        c.heads = sh->heads, c.kv_lora_rank = sh->kv_lora_rank, c.rope_dim = sh->rope_dim;
+        c.index_dim = sh->index_dim, c.topk = sh->topk, c.hidden = sh->hidden;
+        c.interleave = 2;
+        c.max_gathered_rows = (int64_t)c.dcp * c.interleave * sh->rows_per_dcp_rank;
+        c.pad_multiple = v & 1 ? 8 : 1;
+        c.dtype = v & 2 ? SC_DT_BF16 : SC_DT_F32;
+        cr_assert_eq(sc_plan_config_validate(&c, NULL), 0);
+        for (int b = 0; b < 20; b++) {
+          const int32_t n = random_batch(&rng, c.pcp, reqs);
+          if (sc_plan_build(&plan, &c, reqs, n, NULL) != 0) continue; /* oversize */
+          const size_t bound = sc_plan_max_block_bytes(&c, plan.num_tokens);
+          cr_assert_leq(largest_block(&plan), bound, "shape %zu P%d N%d T%d v%d batch %d", si,
+                        c.pcp, c.dcp, c.tp, v, b);
+          checked++;
+        }
+        const size_t bound = sc_plan_max_block_bytes(&c, S);
+        size_t reached = 0;
+        for (int e = 0; e < 3; e++) {
+          int32_t n = S;
+          for (int32_t i = 0; i < S; i++)
+            reqs[i] = e == 0 ? (sc_batch_req){.id = i, .computed = 30, .scheduled = 1}
+                             : (sc_batch_req){.id = i, .scheduled = 1, .prefill = true};
+          if (e == 2) {
+            n = 1;
+            reqs[0] = (sc_batch_req){.computed = (int32_t)c.max_gathered_rows - S,
+                                     .scheduled = S, .prefill = true};
+          }
+          sc_diag d = {0};
+          cr_assert_eq(sc_plan_build(&plan, &c, reqs, n, &d), 0, "%s", d.msg);
+          const size_t m = largest_block(&plan);
+          cr_assert_leq(m, bound);
+          if (m > reached) reached = m;
+        }
+        cr_assert_eq(reached, bound, "shape %zu P%d N%d T%d v%d: %zu of %zu", si, c.pcp, c.dcp,
+                     c.tp, v, reached, bound);
+      }
+  cr_assert_gt(checked, 3000, "only %ld random batches checked", checked);
+  cr_assert_eq(sc_plan_max_block_bytes(&plan.cfg, 0), 0);
+  sc_plan_free(&plan);
+}

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "actors/runtime/sc_mpsc.h"
 #include "actors/runtime/sc_node.h"
@@ -704,6 +706,83 @@ Test(cluster, parse_and_reject) {
   sc_cluster_free(&c2);
 }
 
+/* The cluster file's security rules (docs/cluster-file.md): tcp only with keys, keys on
+ * every node or none, a tcp tap only with a subscriber list, a client list only with a
+ * CURVE client endpoint; and a node's key file must hold the key the file lists. */
+Test(cluster, keys_are_required_on_tcp_and_checked) {
+  sc_cluster c;
+  sc_diag d = {0};
+  char pub0[41], sec0[41], pub1[41], sec1[41];
+  cr_assert_eq(zmq_curve_keypair(pub0, sec0), 0);
+  cr_assert_eq(zmq_curve_keypair(pub1, sec1), 0);
+  char json[1024];
+  cr_assert_eq(sc_cluster_parse("{\"nodes\":[{\"rank\":0,\"endpoint\":\"tcp://127.0.0.1:1\"}]}",
+                                &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "without CURVE keys"), "%s", d.msg);
+  /* the escape hatch for measuring CURVE's cost */
+  cr_assert_eq(sc_cluster_parse("{\"plaintext_tcp\":true,\"nodes\":[{\"rank\":0,"
+                                "\"endpoint\":\"tcp://127.0.0.1:1\"}]}", &c, &d), 0);
+  cr_assert(c.plaintext_tcp && !c.curve);
+  sc_cluster_free(&c);
+  snprintf(json, sizeof json, "{\"nodes\":[{\"rank\":0,\"endpoint\":\"tcp://h:1\",\"public_key\":"
+           "\"%s\"},{\"rank\":1,\"endpoint\":\"tcp://h:2\"}]}", pub0);
+  cr_assert_eq(sc_cluster_parse(json, &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "1 of 2 nodes"), "%s", d.msg);
+  snprintf(json, sizeof json, "{\"nodes\":[{\"rank\":0,\"endpoint\":\"tcp://h:1\",\"public_key\":"
+           "\"%s\"},{\"rank\":1,\"endpoint\":\"tcp://h:2\",\"public_key\":\"%s\"}]}", pub0, pub0);
+  cr_assert_eq(sc_cluster_parse(json, &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "same public key"), "%s", d.msg);
+  snprintf(json, sizeof json, "{\"nodes\":[{\"rank\":0,\"endpoint\":\"tcp://h:1\",\"tap\":\"tcp://h:3\","
+           "\"public_key\":\"%s\"},{\"rank\":1,\"endpoint\":\"tcp://h:2\",\"public_key\":\"%s\"}]}",
+           pub0, pub1);
+  cr_assert_eq(sc_cluster_parse(json, &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "tap_keys_file"), "%s", d.msg);
+  cr_assert_eq(sc_cluster_parse("{\"listen\":\"ipc://x\",\"client_keys_file\":\"c.pub\","
+                                "\"nodes\":[{\"rank\":0,\"endpoint\":\"ipc://a\"}]}", &c, &d),
+               SC_EINVAL);
+  cr_assert(strstr(d.msg, "listen_key_file"), "%s", d.msg);
+  cr_assert_eq(sc_cluster_parse("{\"nodes\":[{\"rank\":0,\"endpoint\":\"ipc://a\",\"public_key\":"
+                                "\"short\"}]}", &c, &d), SC_EINVAL);
+  /* a keyed cluster through a file: key paths are read from the file's folder, the
+   * round trip keeps the keys, and a node's key file must hold its own key */
+  char dir[] = "/tmp/sc-keys-XXXXXX", path[96], keyp[96];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(keyp, sizeof keyp, "%s/k0", dir);
+  FILE *f = fopen(keyp, "w");
+  fprintf(f, "%s\n", sec0);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/c.json", dir);
+  f = fopen(path, "w");
+  fprintf(f, "{\"nodes\":[{\"rank\":0,\"endpoint\":\"tcp://h:1\",\"public_key\":\"%s\","
+             "\"key_file\":\"k0\"},{\"rank\":1,\"endpoint\":\"tcp://h:2\",\"public_key\":\"%s\","
+             "\"key_file\":\"k0\"}]}", pub0, pub1);
+  fclose(f);
+  cr_assert_eq(sc_cluster_load(path, &c, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert(c.curve);
+  cr_assert_str_eq(c.nodes[0].key_file, keyp);
+  sc_node_key k;
+  cr_assert_eq(chmod(keyp, 0644), 0); /* a secret others can read is refused */
+  cr_assert_eq(sc_cluster_load_node_key(&c, 0, &k, &d), SC_EPERM);
+  cr_assert(strstr(d.msg, "chmod 600"), "%s", d.msg);
+  cr_assert_eq(chmod(keyp, 0600), 0);
+  cr_assert_eq(sc_cluster_load_node_key(&c, 0, &k, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert_eq(memcmp(k.public_key, c.nodes[0].public_key, 32), 0);
+  cr_assert_eq(sc_cluster_load_node_key(&c, 1, &k, &d), SC_EINVAL); /* node 0's key */
+  cr_assert(strstr(d.msg, "is not node 1's"), "%s", d.msg);
+  char *text = NULL;
+  cr_assert_eq(sc_cluster_to_json(&c, &text), 0);
+  sc_cluster c2;
+  cr_assert_eq(sc_cluster_parse(text, &c2, &d), 0, "%s", sc_diag_message(&d));
+  cr_assert(c2.curve);
+  cr_assert_eq(memcmp(c2.nodes[1].public_key, c.nodes[1].public_key, 32), 0);
+  free(text);
+  sc_cluster_free(&c2);
+  sc_cluster_free(&c);
+  unlink(keyp);
+  unlink(path);
+  rmdir(dir);
+}
+
 /* ---- a GPU-style actor on a thread of its own ---- */
 
 /* Actors on threads of their own play ping-pong with the node actor, one game after
@@ -732,8 +811,6 @@ Test(runtime, own_loop_actor_ping_pong) {
 }
 
 /* ---- taps in process: nothing is published for a prefix nobody wants ---- */
-
-#include <zmq.h>
 
 /* Waits until the node has read `want` distinct tap subscriptions from its XPUB. */
 static void wait_subscriptions(sc_node *n, int want) {
@@ -1062,7 +1139,9 @@ Test(runtime, a_pack_reads_back_its_letters_and_stops_at_what_is_not_one) {
 }
 
 /* A one-node cluster with a k_taker (counting into **psh) at *k, and a bare DEALER
- * (*peer, in its own context *ctx) connected to the node's ROUTER, as a peer would be. */
+ * (*peer, in its own context *ctx) connected to the node's ROUTER, as a peer would be:
+ * with a node's routing id ("n0": its letters claim to come from node 0; a connection
+ * that names no node is refused whole). */
 static sc_node *start_with_raw_peer(shared **psh, sc_actor_id *k, void **ctx, void **peer) {
   sc_node *n = start_node(2, NULL, 0);
   cr_assert_eq(sc_spawn(n, &k_taker, psh, sizeof *psh, k), 0);
@@ -1070,6 +1149,7 @@ static sc_node *start_with_raw_peer(shared **psh, sc_actor_id *k, void **ctx, vo
   *peer = zmq_socket(*ctx, ZMQ_DEALER);
   const int zero = 0;
   zmq_setsockopt(*peer, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(*peer, ZMQ_ROUTING_ID, "n0", 2);
   cr_assert_eq(zmq_connect(*peer, g_cluster.nodes[0].endpoint), 0);
   return n;
 }
@@ -1128,6 +1208,45 @@ Test(runtime, undecodable_messages_from_a_peer_are_dropped_and_counted) {
   sc_buf_free(&cut);
   sc_buf_free(&good);
   zmq_close(peer);
+  zmq_ctx_term(ctx);
+  stop_node(n);
+}
+
+/* A connection whose routing id names no node ("stranger"), or names node 0 while its
+ * letters claim node 1, gets nothing delivered: the sender of a letter is the
+ * connection's (on ipc its routing id, with CURVE its key), counted as forged; the same
+ * ping from "n0" arrives. (It used to arrive from any connection.) */
+Test(runtime, letters_whose_connection_is_not_their_sender_are_refused) {
+  shared sh = {0};
+  shared *psh = &sh;
+  sc_actor_id k;
+  sc_node *n = start_node(2, NULL, 0);
+  cr_assert_eq(sc_spawn(n, &k_taker, &psh, sizeof psh, &k), 0);
+  void *ctx = zmq_ctx_new();
+  const char *ids[] = {"stranger", "n0.99", "n0"};
+  sc_msg_ping *ping = new_ping(5);
+  for (int i = 0; i < 3; i++) {
+    void *peer = zmq_socket(ctx, ZMQ_DEALER);
+    const int linger = 2000; /* the ping leaves before the socket closes */
+    zmq_setsockopt(peer, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(peer, ZMQ_ROUTING_ID, ids[i], strlen(ids[i]));
+    cr_assert_eq(zmq_connect(peer, g_cluster.nodes[0].endpoint), 0);
+    sc_actor_id from = k;
+    from.node = i == 1 ? 1 : 0; /* "n0.99" (no such loop) claims a letter of node 1 */
+    sc_envelope env = {.type = SC_MSG_PING, .src = from, .dst = k};
+    sc_buf b;
+    sc_buf_init(&b);
+    cr_assert_eq(sc_pack_append(&b, &env, ping), 0);
+    cr_assert_eq(zmq_send(peer, b.data, b.len, 0), (int)b.len);
+    sc_buf_free(&b);
+    if (i == 2) cr_assert(wait_until(&sh.count, 1, 5000), "the ping from n0 never arrived");
+    zmq_close(peer);
+  }
+  sc_msg_body_destroy(SC_MSG_PING, ping);
+  sc_node_stats st;
+  WAIT_STATS(n, st, 2000, st.forged >= 2);
+  cr_assert_eq(st.forged, 2u);
+  cr_assert_eq(atomic_load(&sh.count), 1);
   zmq_ctx_term(ctx);
   stop_node(n);
 }
