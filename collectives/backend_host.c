@@ -364,6 +364,11 @@ int sc_host_comm_create(sc_comm *comm, const sc_plan_config *cfg,
   if (be->ctx == NULL) {
     be->ctx = zmq_ctx_new();
     be->own_ctx = true;
+    /* ZeroMQ encrypts and decrypts CURVE traffic on its I/O threads, one connection on
+     * one thread: with a single thread the blocks to and from every peer of a step wait
+     * for each other there (megabytes per prefill step) */
+    if (be->ctx != NULL && hc->rank_keys != NULL)
+      zmq_ctx_set(be->ctx, ZMQ_IO_THREADS, SC_HOST_CURVE_IO_THREADS);
   }
   int rc = SC_ENOMEM;
   be->dealers = calloc((size_t)world, sizeof *be->dealers);

@@ -92,6 +92,10 @@
  * has at most 3 * SC_GROUP_COUNT outstanding). */
 #define SC_HOST_RCVHWM 16
 
+/* ZeroMQ I/O threads of the backend's own context with CURVE (each connection's crypto
+ * runs on one of them). */
+#define SC_HOST_CURVE_IO_THREADS 4
+
 typedef struct sc_host_comm_config {
   int32_t rank;                     /* my global rank */
   const char *const *endpoints;     /* [world size] data endpoint of every rank */
