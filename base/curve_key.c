@@ -47,10 +47,18 @@ int sc_curve_load_secret(const char *path, uint8_t secret[32],
   if (f == NULL) return sc_fail(d, SC_EIO, "cannot read key file %s: %s", path, strerror(errno));
   /* as ssh does with its keys: a secret others could read is no longer one */
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+  int rc = 0;
+  if (fstat(fileno(f), &st) != 0)
+    rc = sc_fail(d, SC_EIO, "cannot read key file %s: %s", path, strerror(errno));
+  else if (st.st_uid != geteuid())
+    rc = sc_fail(d, SC_EPERM, "key file %s belongs to uid %d, not to this user", path,
+                 (int)st.st_uid);
+  else if ((st.st_mode & 077) != 0)
+    rc = sc_fail(d, SC_EPERM, "key file %s can be read by other users (mode %04o); chmod "
+                              "600 it", path, (unsigned)(st.st_mode & 07777));
+  if (rc != 0) {
     fclose(f);
-    return sc_fail(d, SC_EPERM, "key file %s can be read by other users (mode %04o); "
-                                "chmod 600 it", path, (unsigned)(st.st_mode & 07777));
+    return rc;
   }
   setvbuf(f, NULL, _IONBF, 0); /* no stdio buffer left holding the key after fclose */
   char text[SC_CURVE_Z85_LEN + 2];
@@ -74,7 +82,7 @@ int sc_curve_load_secret(const char *path, uint8_t secret[32],
                    "`sparsecp keygen` prints)", path, SC_CURVE_Z85_LEN);
   }
   sc_diag why = {0};
-  int rc = sc_curve_decode(text, secret, &why);
+  rc = sc_curve_decode(text, secret, &why);
   if (rc != 0)
     rc = sc_fail(d, rc, "key file %s: %s", path, sc_diag_message(&why));
   else if (public_z85 != NULL && zmq_curve_public(public_z85, text) != 0)
@@ -134,7 +142,12 @@ int sc_curve_new_key_file(const char *path, uint8_t public_key[32], sc_diag *d) 
     return sc_fail(d, SC_ENOTSUP, "this libzmq was built without CURVE security");
   strcat(sec, "\n");
   const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-  bool ok = fd >= 0 && write(fd, sec, strlen(sec)) == (ssize_t)strlen(sec) && fsync(fd) == 0;
+  bool ok = fd >= 0;
+  if (ok && write(fd, sec, strlen(sec)) != (ssize_t)strlen(sec)) {
+    if (errno == 0) errno = EIO; /* a short write sets none */
+    ok = false;
+  }
+  if (ok && fsync(fd) != 0) ok = false;
   const int saved = errno;
   if (fd >= 0 && close(fd) != 0) ok = false;
   sc_wipe(sec, sizeof sec);

@@ -131,7 +131,10 @@ static int serve_one(sc_zap *z) {
   for (bool more = true; more; n++) {
     zmq_msg_t m;
     zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, z->rep, 0) < 0) {
+    int got;
+    while ((got = zmq_msg_recv(&m, z->rep, 0)) < 0 && zmq_errno() == EINTR) {
+    }
+    if (got < 0) {
       zmq_msg_close(&m);
       for (int i = 0; i < kept; i++) zmq_msg_close(&f[i]);
       return -1;

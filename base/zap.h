@@ -71,10 +71,11 @@ void sc_zap_get_stats(sc_zap *z, sc_zap_stats *out);
 bool sc_endpoint_is_local(const char *endpoint);
 
 /* An ipc endpoint is as private as its folder: anyone who can open the folder can connect
- * (ipc endpoints of a cluster without keys have no CURVE). SC_EPERM with the reason when endpoint is "ipc://PATH" and
- * PATH's folder is not a folder of this user that no one else may open (mode 0700 or
- * stricter); SC_EIO when it cannot be looked at; 0 for any other endpoint (abstract
- * "ipc://@name" included: Linux gives those no permissions at all, so they are refused). */
+ * (ipc endpoints of a cluster without keys have no CURVE). SC_EPERM with the reason when
+ * endpoint is "ipc://PATH" and PATH's folder is not a folder of this user that no one
+ * else may open (mode 0700 or stricter), or is an abstract "ipc://@name" (Linux gives
+ * those no permissions at all); SC_EIO when the folder cannot be looked at; 0 for an
+ * endpoint that is not ipc. */
 int sc_ipc_check_private(const char *endpoint, sc_diag *d);
 
 /* The rank named by a User-Id property (decimal text "0".."world-1", no sign, no leading

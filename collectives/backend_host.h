@@ -28,7 +28,9 @@
  *   - epoch: a block of an earlier step is dropped silently (a peer of an aborted step;
  *     no offence). A later step is usually the next, but may be further when this rank
  *     never entered a step (its abort came first): one block per (source, group) is
- *     held for all later steps together, a second is refused.
+ *     held for all later steps together, the one of the latest step (a source that
+ *     sends for a step after the one it sent for before has failed that one: the block
+ *     held for it would never be taken, and is dropped unsaid).
  *   - group: one of this rank's groups with the source as a member.
  *   - seq: in the current step the collective running or the next one of that group; in
  *     a later step its first. A peer is never further ahead: it finishes a collective
@@ -123,7 +125,6 @@ void sc_host_comm_reset(sc_comm *comm, uint64_t epoch);
 typedef enum sc_host_refusal {
   SC_HOST_REFUSED_SOURCE = 0, /* no valid source rank, or this rank itself */
   SC_HOST_REFUSED_MALFORMED,  /* not [identity][header][payload] */
-  SC_HOST_REFUSED_EPOCH,      /* a second one held for a later step */
   SC_HOST_REFUSED_GROUP,      /* no group of this rank with the source as a member */
   SC_HOST_REFUSED_SEQ,        /* not a collective the source can be at, or not planned */
   SC_HOST_REFUSED_SIZE,       /* not the planned size, or over max_block_bytes */

@@ -15,7 +15,7 @@
 
 static const char *const k_reasons[SC_HOST_REFUSED_COUNT] = {
     "no valid source rank",        "malformed",
-    "a second block for a later step",  "the sender is not a member of that group",
+    "the sender is not a member of that group",
     "not a collective the sender can be at", "not the planned size",
     "a second block for that collective",     "it does not fit the plan of its step"};
 
@@ -146,11 +146,11 @@ static bool holds(const sc_host_inbox *in, const sc_inbox_header *h, int32_t src
   return false;
 }
 
-/* Whether a block of src for group g of a step after the current one is held already. */
-static bool holds_early(const sc_host_inbox *in, uint32_t g, int32_t src) {
-  for (const sc_inbox_block *b = in->held; b; b = b->next)
-    if (b->h.epoch > in->epoch && b->h.group == g && b->src == src) return true;
-  return false;
+/* The block of src for group g of a step after the current one held already, or NULL. */
+static sc_inbox_block **early_of(sc_host_inbox *in, uint32_t g, int32_t src) {
+  for (sc_inbox_block **pp = &in->held; *pp; pp = &(*pp)->next)
+    if ((*pp)->h.epoch > in->epoch && (*pp)->h.group == g && (*pp)->src == src) return pp;
+  return NULL;
 }
 
 /* The size rule: the plan of the block's step when it is known, else max_block_bytes. */
@@ -178,17 +178,29 @@ static int judge(const sc_host_inbox *in, const sc_inbox_header *h, int32_t src,
    * for it, which this rank sends on entering that collective: so it is at most one
    * collective ahead of this rank's position in the group (seq: the collective running
    * or, between two, the next), and in the next step, whose plan this rank may not have
-   * yet, at the first collective of the group; and in one later step only, since it
-   * cannot leave that collective without this rank either. That is also what bounds the
-   * memory of blocks held early: one per (source, group) for later steps, two for this
-   * one. A
+   * yet, at the first collective of the group; and in one later step at a time: it
+   * leaves that collective only with this rank's block, or by failing that step, and
+   * then its block for it will never be taken (make_room_early drops it). That is also
+   * what bounds the memory of blocks held early: one per (source, group) for later
+   * steps, two for this one. A
    * block of a collective this rank has left came too late for it (it failed): stale. */
   const uint32_t first = next ? 0 : in->seq[h->group], last = next ? 0 : first + 1;
   if (h->seq < first) return STALE;
   if (h->seq > last) return SC_HOST_REFUSED_SEQ;
   if (holds(in, h, src)) return SC_HOST_REFUSED_DUPLICATE;
-  if (next && holds_early(in, h->group, src)) return SC_HOST_REFUSED_EPOCH;
   return fits(in, h, bytes);
+}
+
+/* A later step's block of src for group g is about to be held: one held already for an
+ * earlier later step is stale (src failed that step and went on) and goes, unsaid; one
+ * for a still later step means this block is the stale one (false: do not hold it). */
+static bool make_room_early(sc_host_inbox *in, const sc_inbox_header *h, int32_t src) {
+  if (h->epoch <= in->epoch) return true;
+  sc_inbox_block **pp = early_of(in, h->group, src);
+  if (pp == NULL) return true;
+  if ((*pp)->h.epoch > h->epoch) return false;
+  sc_inbox_drop(unlink_held(in, pp));
+  return true;
 }
 
 static int hold(sc_host_inbox *in, const sc_inbox_header *h, int32_t src, zmq_msg_t *payload) {
@@ -219,6 +231,7 @@ void sc_inbox_offer(sc_host_inbox *in, zmq_msg_t f[3], int32_t num_frames) {
     bytes = zmq_msg_size(&f[2]);
     why = judge(in, &h, src, bytes);
   }
+  if (why == ADMIT && !make_room_early(in, &h, src)) why = STALE;
   if (why == ADMIT) {
     if (hold(in, &h, src, &f[2]) != 0)
       SC_ERROR(LOG, "rank %d: out of memory: dropped the block of rank %d for collective "

@@ -66,8 +66,9 @@ static int keygen_cluster(const char *file) {
   }
   for (size_t i = 0; i < json_array_size(nodes); i++)
     if (json_object_get(json_array_get(nodes, i), "public_key")) {
-      sc_cli_error("keygen", "%s: nodes[%zu] has a key already; remove the keys first to "
-                             "replace them (and restart every node)", file, i);
+      sc_cli_error("keygen", "%s: nodes[%zu] has a key already; to replace the keys, remove "
+                             "every node's public_key and key_file and the folder %s.keys "
+                             "first (and restart every node)", file, i, file);
       json_decref(root);
       return SC_EXIT_USAGE;
     }
@@ -77,7 +78,8 @@ static int keygen_cluster(const char *file) {
   snprintf(keydir_rel, sizeof keydir_rel, "%s.keys", basename(copy));
   snprintf(tmp, sizeof tmp, "%s.tmp", file);
   if (mkdir(keydir, 0700) != 0) {
-    sc_cli_error("keygen", "cannot make %s: %s", keydir, strerror(errno));
+    sc_cli_error("keygen", "cannot make %s: %s%s", keydir, strerror(errno),
+                 errno == EEXIST ? " (the keys of an earlier keygen? move it away first)" : "");
     json_decref(root);
     return SC_EXIT_FAILURE;
   }
@@ -97,9 +99,9 @@ static int keygen_cluster(const char *file) {
     sc_cluster_free(&check);
   }
   FILE *f = rc == SC_EXIT_OK ? fopen(tmp, "w") : NULL;
-  if (rc == SC_EXIT_OK &&
-      (f == NULL || fputs(text, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0 ||
-       rename(tmp, file) != 0)) {
+  bool written = f != NULL && fputs(text, f) >= 0 && fputc('\n', f) >= 0;
+  if (f != NULL && fclose(f) != 0) written = false;
+  if (rc == SC_EXIT_OK && (!written || rename(tmp, file) != 0)) {
     sc_cli_error("keygen", "cannot rewrite %s: %s", file, strerror(errno));
     unlink(tmp);
     rc = SC_EXIT_FAILURE;

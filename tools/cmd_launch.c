@@ -64,6 +64,9 @@ static int proxy_connect_taps(proxy *p, const sc_local_cluster *c, const uint8_t
     if (tap_secret)
       rc = sc_curve_make_client(p->xsub, tap_public, tap_secret, cl.nodes[r].public_key);
     if (rc == 0 && zmq_connect(p->xsub, t) != 0) rc = SC_EIO;
+    if (rc != 0)
+      sc_cli_error("launch", "cannot subscribe to node %d's tap %s: %s", (int)r, t,
+                   zmq_strerror(zmq_errno()));
   }
   if (tap_secret) sc_cluster_free(&cl);
   return rc;
@@ -91,7 +94,9 @@ static int proxy_secure_endpoint(proxy *p, const char *endpoint, const uint8_t *
     rc = SC_EIO;
   sc_wipe(secret, sizeof secret);
   sc_wipe(secret_z85, sizeof secret_z85);
-  if (rc != 0) sc_cli_error("launch", "cannot secure the tap endpoint %s", endpoint);
+  if (rc != 0)
+    sc_cli_error("launch", "cannot secure the tap endpoint %s: %s", endpoint,
+                 d.msg[0] ? sc_diag_message(&d) : zmq_strerror(zmq_errno()));
   return rc;
 }
 
@@ -184,7 +189,8 @@ static void help(FILE *f) {
           "                 half: `sparsecp submit --client-key-file`); others never\n"
           "                 connect. Needs --listen-key-file\n"
           "  --tap E        one tap endpoint forwarding the taps of all nodes (nodes bind\n"
-          "                 taps only then); on tcp it speaks CURVE and admits one key:\n"
+          "                 taps only then); on tcp (needs --transport tcp) it speaks\n"
+          "                 CURVE and admits one key:\n"
           "                 the \"launched\" line gives tap_key_file and tap_server_key\n"
           "                 for `sparsecp tap --key F --server-key K`\n"
           "  --transport    ipc (default: sockets in a private temp folder) or tcp loopback\n"
@@ -309,6 +315,16 @@ int sc_cmd_launch(int argc, char **argv) {
   o.heartbeat_timeout_ms = (int32_t)hbt;
   /* the same checks as `sparsecp run`, before any node starts */
   if (sc_local_cluster_validate("launch", &o, NULL)) return SC_EXIT_USAGE;
+  if (tap && !sc_endpoint_is_local(tap) && !o.tcp) {
+    sc_cli_error("launch", "--tap %s: a tap on a network speaks CURVE, with the keys that "
+                           "--transport tcp makes", tap);
+    return SC_EXIT_USAGE;
+  }
+  sc_diag tap_why = {0};
+  if (tap && sc_ipc_check_private(tap, &tap_why) != 0) {
+    sc_cli_error("launch", "--tap %s", sc_diag_message(&tap_why));
+    return SC_EXIT_USAGE;
+  }
   sc_diag d = {0};
   /* the key files are read here first, so that a bad one is said before any node starts,
    * and by their absolute paths, so that the nodes find them whatever their directory */

@@ -194,6 +194,11 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
     free(lc);
     return sc_fail(d, SC_EIO, "cannot create a temporary folder: %s", strerror(errno));
   }
+  /* absolute: the cluster file names files in it, and the nodes read them from its
+   * folder (a relative $TMPDIR would be counted twice) */
+  char abs_dir[PATH_MAX];
+  if (realpath(lc->dir, abs_dir) != NULL && strlen(abs_dir) < sizeof lc->dir)
+    memcpy(lc->dir, abs_dir, strlen(abs_dir) + 1);
   int rc = write_cluster_file(lc, o, d);
   char exe[PATH_MAX];
   ssize_t el = -1;

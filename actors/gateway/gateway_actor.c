@@ -24,6 +24,7 @@
 #include "actors/gateway/zmq_watch.h"
 #include "actors/pipeline.h"
 #include "actors/rank_ctx.h"
+#include "base/clock.h"
 #include "base/curve_key.h"
 #include "base/hash.h"
 #include "base/index.h"
@@ -246,7 +247,12 @@ static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
   }
   const int rc = sc_msg_decode_untrusted(data, len, &g->ctx->cfg.limits, &env, &body, &d);
   if (rc) {
-    SC_INFO(LOG, "rejected a client message: %s", d.msg);
+    /* a client chooses how often: one line per interval (the client gets its error) */
+    static sc_log_limit rejected_log;
+    unsigned long long held = 0;
+    if (sc_log_limit_pass(&rejected_log, sc_now_ns(), &held))
+      SC_INFO(LOG, "rejected a client message: %s; %llu more since the last such line", d.msg,
+              held);
     /* the error names the request when the bytes still say which */
     const uint64_t id = sc_msg_peek_client_request_id(data, len, &g->ctx->cfg.limits);
     reject(g, ident, ident_len, id, rc, d.msg[0] ? d.msg : sc_strerror(rc));

@@ -250,8 +250,8 @@ static bool decode_received(sc_loop *l, sc_letter *lt, sc_raw_msg **keep) {
   if (rc == 0 && keep != NULL) *keep = raw;
   else sc__raw_free(raw);
   if (rc == 0) return true;
-  /* its sender's rate, not this node's: one line per interval (the io thread checked
-   * the sender, so the count is of that node's letters) */
+  /* a rate some sender chooses: one line per interval for the whole process, with the
+   * count held back (the io thread checked each letter's sender, which the line names) */
   static sc_log_limit undecodable_log;
   unsigned long long held = 0;
   if (sc_log_limit_pass(&undecodable_log, sc_now_ns(), &held))

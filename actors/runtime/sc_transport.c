@@ -445,6 +445,9 @@ static int check_endpoints(const sc_transport *t, sc_diag *d) {
     if (ep[0] && !sc_endpoint_is_local(ep) && !c->curve && !c->plaintext_tcp)
       return sc_fail(d, SC_EINVAL, "node %d: %s is on a network without CURVE keys",
                      (int)n->rank, ep);
+    if (i == 1 && ep[0] && !sc_endpoint_is_local(ep) && c->curve && !c->tap_keys_file[0])
+      return sc_fail(d, SC_EINVAL, "node %d: the tap %s is on a network: tap_keys_file must "
+                                   "list its subscribers", (int)n->rank, ep);
     const int rc = sc_ipc_check_private(ep, d);
     if (rc != 0) return rc;
   }
