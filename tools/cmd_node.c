@@ -47,9 +47,11 @@ static void print_event(void *ud, const char *event, int32_t rank, int code,
 
 /* When the cluster file has a "pipeline" section: loads it, creates this rank's context
  * into g_rank_ctx and fills startup (room for SC_PIPELINE_NUM_ACTORS) with *num entries.
- * A cluster without a pipeline leaves g_rank_ctx NULL and *num 0. */
+ * A cluster without a pipeline leaves g_rank_ctx NULL and *num 0. key: this node's key
+ * pair with a keyed cluster (its collectives use it too), else NULL. */
 static int setup_pipeline(const char *cluster_path, const sc_cluster *cluster, int32_t rank,
-                          sc_startup_actor *startup, int32_t *num, sc_diag *d) {
+                          const sc_node_key *key, sc_startup_actor *startup, int32_t *num,
+                          sc_diag *d) {
   *num = 0;
   sc_pipeline_config cfg;
   bool present;
@@ -60,7 +62,7 @@ static int setup_pipeline(const char *cluster_path, const sc_cluster *cluster, i
     rc = sc_curve_load_secret(cfg.listen_key_file, cfg.listen_secret, cfg.listen_public, d);
     cfg.listen_curve = rc == 0;
   }
-  if (rc == 0 && cluster->curve) rc = sc_cluster_load_node_key(cluster, rank, &cfg.node_key, d);
+  if (key) cfg.node_key = *key;
   if (rc == 0) rc = sc_rank_ctx_create(&cfg, rank, &g_rank_ctx, d);
   sc_wipe(cfg.listen_secret, sizeof cfg.listen_secret);
   sc_pipeline_config_free(&cfg);
@@ -135,11 +137,18 @@ int sc_cmd_node(int argc, char **argv) {
   o.cluster = &cluster;
   o.rank = (int32_t)rank;
   o.loops = (int32_t)loops;
+  /* the key pair is read once, for the node's sockets and its rank's collectives */
+  sc_node_key key;
+  rc = cluster.curve ? sc_cluster_load_node_key(&cluster, (int32_t)rank, &key, &d) : 0;
+  o.key = cluster.curve ? &key : NULL;
   sc_startup_actor startup[SC_PIPELINE_NUM_ACTORS];
   int32_t num_startup = 0;
-  rc = setup_pipeline(cluster_path, &cluster, (int32_t)rank, startup, &num_startup, &d);
+  if (rc == 0)
+    rc = setup_pipeline(cluster_path, &cluster, (int32_t)rank, o.key, startup, &num_startup,
+                        &d);
   if (rc != 0) {
     sc_cli_error("node", "%s", sc_diag_message(&d));
+    sc_wipe(&key, sizeof key);
     sc_cluster_free(&cluster);
     return rc == SC_EINVAL ? SC_EXIT_USAGE : SC_EXIT_FAILURE;
   }
@@ -148,6 +157,7 @@ int sc_cmd_node(int argc, char **argv) {
   int exit_code = SC_EXIT_FAILURE;
   sc_node *node = NULL;
   rc = sc_node_create(&o, &node, &d);
+  sc_wipe(&key, sizeof key); /* (the node keeps its copy) */
   atomic_store(&g_node, node);
   if (rc != 0) {
     sc_cli_error("node", "%s", sc_diag_message(&d));
