@@ -27,9 +27,10 @@
 
 typedef struct zap_domain {
   char name[SC_ZAP_DOMAIN_MAX];
+  char prefix[SC_ZAP_DOMAIN_MAX];
   bool any_key;
   int32_t num_keys;
-  sc_zap_key *keys;
+  uint8_t (*keys)[32];
   sc_log_limit refused_log;
 } zap_domain;
 
@@ -84,6 +85,21 @@ int sc_ipc_check_private(const char *endpoint, sc_diag *d) {
   return 0;
 }
 
+int32_t sc_zap_routing_rank(const void *id, size_t len, char prefix, int32_t world,
+                            int32_t max_suffix) {
+  char text[32];
+  if (len < 2 || len >= sizeof text || ((const char *)id)[0] != prefix) return -1;
+  memcpy(text, (const char *)id + 1, len - 1);
+  text[len - 1] = '\0';
+  if (memchr(text, '\0', len - 1) != NULL) return -1;
+  char *dot = strchr(text, '.');
+  if (dot != NULL) {
+    if (max_suffix <= 0 || sc_zap_user_rank(dot + 1, max_suffix) < 0) return -1;
+    *dot = '\0';
+  }
+  return sc_zap_user_rank(text, world);
+}
+
 static const zap_domain *find_domain(const sc_zap *z, const char *name) {
   for (int32_t i = 0; i < z->num_domains; i++)
     if (strcmp(z->domains[i].name, name) == 0) return &z->domains[i];
@@ -91,11 +107,18 @@ static const zap_domain *find_domain(const sc_zap *z, const char *name) {
 }
 
 /* The name a key is admitted under in dom, or NULL. */
-static const char *admit(const zap_domain *dom, const uint8_t key[32]) {
-  if (dom->any_key) return "any";
+/* Whether dom admits key; its User-Id goes to user. */
+static bool admit(const zap_domain *dom, const uint8_t key[32], char *user, size_t cap) {
+  if (dom->any_key) {
+    snprintf(user, cap, "any");
+    return true;
+  }
   for (int32_t i = 0; i < dom->num_keys; i++)
-    if (memcmp(dom->keys[i].key, key, 32) == 0) return dom->keys[i].name;
-  return NULL;
+    if (memcmp(dom->keys[i], key, 32) == 0) {
+      snprintf(user, cap, "%s%d", dom->prefix, (int)i);
+      return true;
+    }
+  return false;
 }
 
 /* a frame of a request as a NUL-terminated string (cut to fit) */
@@ -158,7 +181,11 @@ static int serve_one(sc_zap *z) {
       key = zmq_msg_data(&f[6]);
   }
   zap_domain *dom = (zap_domain *)find_domain(z, domain);
-  const char *user = dom && key && strcmp(version, "1.0") == 0 ? admit(dom, key) : NULL;
+  char user_id[2 * SC_ZAP_DOMAIN_MAX];
+  const char *user = dom && key && strcmp(version, "1.0") == 0 &&
+                             admit(dom, key, user_id, sizeof user_id)
+                         ? user_id
+                         : NULL;
   if (user)
     atomic_fetch_add_explicit(&z->admitted, 1, memory_order_relaxed);
   else {
@@ -224,17 +251,19 @@ static int copy_domains(sc_zap *z, const sc_zap_domain *domains, int32_t n, sc_d
   for (int32_t i = 0; i < n; i++) {
     const sc_zap_domain *s = &domains[i];
     zap_domain *t = &z->domains[i];
+    const char *prefix = s->name_prefix ? s->name_prefix : "";
     if (s->domain == NULL || s->domain[0] == '\0' || strlen(s->domain) >= SC_ZAP_DOMAIN_MAX ||
-        s->num_keys < 0 || (s->num_keys > 0 && s->keys == NULL))
+        strlen(prefix) >= SC_ZAP_DOMAIN_MAX || s->num_keys < 0 ||
+        (s->num_keys > 0 && s->keys == NULL))
       return sc_fail(d, SC_EINVAL, "auth: domain %d is not valid", (int)i);
     snprintf(t->name, sizeof t->name, "%s", s->domain);
+    snprintf(t->prefix, sizeof t->prefix, "%s", prefix);
     t->any_key = s->any_key;
     t->num_keys = s->num_keys;
     if (s->num_keys == 0) continue;
-    t->keys = malloc(sizeof(sc_zap_key) * (size_t)s->num_keys);
+    t->keys = malloc(sizeof *t->keys * (size_t)s->num_keys);
     if (t->keys == NULL) return sc_fail(d, SC_ENOMEM, "auth: out of memory");
-    memcpy(t->keys, s->keys, sizeof(sc_zap_key) * (size_t)s->num_keys);
-    for (int32_t k = 0; k < s->num_keys; k++) t->keys[k].name[SC_ZAP_NAME_MAX - 1] = '\0';
+    memcpy(t->keys, s->keys, sizeof *t->keys * (size_t)s->num_keys);
   }
   return 0;
 }

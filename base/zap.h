@@ -5,7 +5,8 @@
  * completed the key exchange (ZMQ_ZAP_DOMAIN names the policy that applies). This handler
  * admits a client only when its long-term public key is on the domain's list, or when the
  * domain admits any key (a client endpoint without an allow-list), and tells ZeroMQ the
- * name listed with the key (a rank as decimal text for the cluster's own nodes). ZeroMQ
+ * key's name: the domain's prefix and the key's place in its list (the cluster's nodes:
+ * no prefix, so the name is the rank as decimal text). ZeroMQ
  * then attaches that name to every message from the connection as its "User-Id"
  * property, which no peer can choose: sc_zap_user_rank reads it, so a receiver learns
  * which node sent a message from the key it proved it holds, not from what the message
@@ -27,27 +28,24 @@
 #define SC_ZAP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
 
-#define SC_ZAP_NAME_MAX 32   /* a key's name, with its NUL */
-#define SC_ZAP_DOMAIN_MAX 32 /* a domain's name, with its NUL */
+#define SC_ZAP_DOMAIN_MAX 32 /* a domain's name, and a name prefix, with its NUL */
 
 /* The ZMQ_ZAP_DOMAIN values of sparsecp's sockets. */
 #define SC_ZAP_DOMAIN_NODE "sc-node"     /* node and collective endpoints: the cluster's */
 #define SC_ZAP_DOMAIN_CLIENT "sc-client" /* the head's client endpoint */
 #define SC_ZAP_DOMAIN_TAP "sc-tap"       /* tap endpoints */
 
-typedef struct sc_zap_key {
-  uint8_t key[32];              /* a CURVE public key */
-  char name[SC_ZAP_NAME_MAX];   /* what ZeroMQ reports as the User-Id of its messages */
-} sc_zap_key;
-
 typedef struct sc_zap_domain {
   const char *domain;
-  const sc_zap_key *keys;       /* borrowed by sc_zap_start, which copies them */
+  const uint8_t (*keys)[32];    /* CURVE public keys; borrowed by sc_zap_start, which
+                                   copies them */
   int32_t num_keys;
+  const char *name_prefix;      /* key k's User-Id is prefix + k (NULL: "", so k) */
   bool any_key;                 /* admit every CURVE client (User-Id "any"); keys unused */
 } sc_zap_domain;
 
@@ -81,5 +79,12 @@ int sc_ipc_check_private(const char *endpoint, sc_diag *d);
 /* The rank named by a User-Id property (decimal text "0".."world-1", no sign, no leading
  * zero, nothing else), or -1: NULL (no ZAP handler named the peer), or anything else. */
 int32_t sc_zap_user_rank(const char *user_id, int32_t world);
+
+/* The rank a ZeroMQ routing id names: `prefix` then the rank spelled as for
+ * sc_zap_user_rank, and when max_suffix > 0 optionally "." and a number below max_suffix
+ * (a node's per-loop DEALERs: "n3.1"); -1 for anything else. A peer chooses its routing
+ * id: only an ipc folder's permissions vouch for it. */
+int32_t sc_zap_routing_rank(const void *id, size_t len, char prefix, int32_t world,
+                            int32_t max_suffix);
 
 #endif

@@ -276,17 +276,9 @@ static void destroy_be(host_be *be) {
 /* The ZAP handler of a private context (backend_host.h): admits the rank keys, each
  * named by its rank. */
 static int start_zap(host_be *be, const sc_host_comm_config *hc, sc_diag *d) {
-  sc_zap_key *keys = calloc((size_t)be->world, sizeof *keys);
-  if (keys == NULL) return SC_ENOMEM;
-  for (int32_t r = 0; r < be->world; r++) {
-    memcpy(keys[r].key, hc->rank_keys[r], sizeof keys[r].key);
-    snprintf(keys[r].name, sizeof keys[r].name, "%d", (int)r);
-  }
-  const sc_zap_domain node = {.domain = SC_ZAP_DOMAIN_NODE, .keys = keys,
+  const sc_zap_domain node = {.domain = SC_ZAP_DOMAIN_NODE, .keys = hc->rank_keys,
                               .num_keys = be->world};
-  const int rc = sc_zap_start(be->ctx, &node, 1, &be->zap, d);
-  free(keys);
-  return rc;
+  return sc_zap_start(be->ctx, &node, 1, &be->zap, d);
 }
 
 /* CURVE options: the ROUTER (server_key NULL) is a server of the node domain, a DEALER a

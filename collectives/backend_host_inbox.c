@@ -59,18 +59,6 @@ void sc_inbox_free(sc_host_inbox *in) {
 
 /* ---- sources ---- */
 
-/* The rank a plain DEALER identity names: exactly "r<rank>", with the rank spelled as a
- * User-Id is (decimal, no sign, no leading zero, within the world), or -1. */
-static int32_t identity_rank(zmq_msg_t *ident, int32_t world) {
-  const char *p = zmq_msg_data(ident);
-  const size_t n = zmq_msg_size(ident);
-  char digits[12];
-  if (n < 2 || n > sizeof digits || p[0] != 'r' || memchr(p, '\0', n) != NULL) return -1;
-  memcpy(digits, p + 1, n - 1);
-  digits[n - 1] = '\0';
-  return sc_zap_user_rank(digits, world);
-}
-
 /* The frame whose properties (User-Id) to read: the first after the identity. (libzmq
  * 4.3 gives the identity frame none when a poll found the message first.) */
 static zmq_msg_t *property_frame(zmq_msg_t f[3], int32_t num_frames) {
@@ -78,11 +66,13 @@ static zmq_msg_t *property_frame(zmq_msg_t f[3], int32_t num_frames) {
 }
 
 /* The source rank of a message (frames as sc_inbox_offer has them), or -1. With CURVE
- * the ZAP handler's User-Id, which the peer cannot choose: its identity is then ignored. */
+ * the ZAP handler's User-Id, which the peer cannot choose: its identity is then ignored;
+ * else the DEALER identity, exactly "r<rank>". */
 static int32_t source_of(const sc_host_inbox *in, zmq_msg_t f[3], int32_t num_frames) {
   return in->curve ? sc_zap_user_rank(zmq_msg_gets(property_frame(f, num_frames), "User-Id"),
                                       in->world)
-                   : identity_rank(&f[0], in->world);
+                   : sc_zap_routing_rank(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), 'r',
+                                         in->world, 0);
 }
 
 /* Up to 24 bytes as log text: printable ASCII as is, anything else as \xNN. */

@@ -83,9 +83,9 @@ static int proxy_secure_endpoint(proxy *p, const char *endpoint, const uint8_t *
     return SC_EPERM;
   }
   char secret_z85[SC_CURVE_Z85_LEN + 1];
-  sc_zap_key allowed = {.name = "tap"};
-  memcpy(allowed.key, tap_public, 32);
-  const sc_zap_domain dom = {.domain = SC_ZAP_DOMAIN_TAP, .keys = &allowed, .num_keys = 1};
+  const sc_zap_domain dom = {.domain = SC_ZAP_DOMAIN_TAP,
+                             .keys = (const uint8_t(*)[32])tap_public, .num_keys = 1,
+                             .name_prefix = "tap"};
   int rc = zmq_curve_keypair(p->server_key, secret_z85) == 0 ? 0 : SC_ENOTSUP;
   if (rc == 0) rc = sc_zap_start(p->ctx, &dom, 1, &p->zap, &d);
   uint8_t secret[32];

@@ -294,32 +294,20 @@ static bool service(void *ud) {
   return true;
 }
 
-/* The allow-list of client_keys_file as the ZAP handler takes it: each key named
- * "client-N" by its place in the list (ZeroMQ's User-Id of the client's messages). */
-static int load_client_keys(const char *path, sc_zap_key **out, int32_t *num, sc_diag *d) {
-  uint8_t(*pub)[32] = NULL;
-  int rc = sc_curve_load_public_list(path, &pub, num, d);
-  if (rc) return rc;
-  *out = calloc((size_t)(*num > 0 ? *num : 1), sizeof **out);
-  if (*out == NULL) rc = sc_fail(d, SC_ENOMEM, "out of memory");
-  for (int32_t i = 0; rc == 0 && i < *num; i++) {
-    memcpy((*out)[i].key, pub[i], 32);
-    snprintf((*out)[i].name, sizeof(*out)[i].name, "client-%d", (int)i + 1);
-  }
-  free(pub);
-  return rc;
-}
-
 /* Starts the ZAP handler of the gateway's context: the clients of client_keys_file, or
  * without it any CURVE key. */
 static int start_auth(gateway *g) {
   const sc_pipeline_config *cfg = &g->ctx->cfg;
-  sc_zap_domain dom = {.domain = SC_ZAP_DOMAIN_CLIENT,
+  /* each listed key is named "client-N" by its place in the list (the User-Id of that
+   * client's messages) */
+  sc_zap_domain dom = {.domain = SC_ZAP_DOMAIN_CLIENT, .name_prefix = "client-",
                        .any_key = cfg->client_keys_file[0] == '\0'};
-  sc_zap_key *keys = NULL;
+  uint8_t(*keys)[32] = NULL;
   sc_diag d = {0};
-  int rc = dom.any_key ? 0 : load_client_keys(cfg->client_keys_file, &keys, &dom.num_keys, &d);
-  dom.keys = keys;
+  int rc = dom.any_key
+               ? 0
+               : sc_curve_load_public_list(cfg->client_keys_file, &keys, &dom.num_keys, &d);
+  dom.keys = (const uint8_t(*)[32])keys;
   if (rc == 0) rc = sc_zap_start(g->zctx, &dom, 1, &g->zap, &d);
   free(keys);
   if (rc) {

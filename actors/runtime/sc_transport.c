@@ -177,17 +177,7 @@ static int32_t sender_of(const sc_transport *t, zmq_msg_t *id, zmq_msg_t *msg) {
   const int32_t world = t->node->cluster.num_nodes;
   if (t->node->cluster.curve) return sc_zap_user_rank(zmq_msg_gets(msg, "User-Id"), world);
   /* "n<rank>" (the io thread's DEALER) or "n<rank>.<loop>" (a loop's, sc_outbound.c) */
-  char text[32];
-  const size_t len = zmq_msg_size(id);
-  if (len < 2 || len >= sizeof text || ((const char *)zmq_msg_data(id))[0] != 'n') return -1;
-  memcpy(text, (const char *)zmq_msg_data(id) + 1, len - 1);
-  text[len - 1] = '\0';
-  char *dot = strchr(text, '.');
-  if (dot != NULL) {
-    if (sc_zap_user_rank(dot + 1, SC_MAX_LOOPS) < 0) return -1;
-    *dot = '\0';
-  }
-  return sc_zap_user_rank(text, world);
+  return sc_zap_routing_rank(zmq_msg_data(id), zmq_msg_size(id), 'n', world, SC_MAX_LOOPS);
 }
 
 static int drain_router(sc_transport *t) {
@@ -465,31 +455,23 @@ static int start_auth(sc_transport *t, sc_diag *d) {
   const char *tap = c->nodes[t->node->rank].tap;
   t->tap_curve = c->curve && c->tap_keys_file[0] && tap[0] && !sc_endpoint_is_local(tap);
   if (!c->curve) return 0;
-  sc_zap_key *nodes = calloc((size_t)c->num_nodes, sizeof *nodes);
+  uint8_t (*nodes)[32] = malloc(sizeof *nodes * (size_t)c->num_nodes);
   uint8_t (*taps)[32] = NULL;
   int32_t num_taps = 0;
   int rc = nodes ? 0 : sc_fail(d, SC_ENOMEM, "out of memory");
   if (rc == 0 && t->tap_curve)
     rc = sc_curve_load_public_list(c->tap_keys_file, &taps, &num_taps, d);
-  sc_zap_key *tap_keys = rc == 0 && num_taps ? calloc((size_t)num_taps, sizeof *tap_keys) : NULL;
-  if (rc == 0 && num_taps && tap_keys == NULL) rc = sc_fail(d, SC_ENOMEM, "out of memory");
   if (rc == 0) {
-    for (int32_t r = 0; r < c->num_nodes; r++) {
-      memcpy(nodes[r].key, c->nodes[r].public_key, 32);
-      snprintf(nodes[r].name, sizeof nodes[r].name, "%d", (int)r);
-    }
-    for (int32_t k = 0; k < num_taps; k++) {
-      memcpy(tap_keys[k].key, taps[k], 32);
-      snprintf(tap_keys[k].name, sizeof tap_keys[k].name, "tap%d", (int)k);
-    }
+    for (int32_t r = 0; r < c->num_nodes; r++) memcpy(nodes[r], c->nodes[r].public_key, 32);
     const sc_zap_domain domains[2] = {
-        {.domain = SC_ZAP_DOMAIN_NODE, .keys = nodes, .num_keys = c->num_nodes},
-        {.domain = SC_ZAP_DOMAIN_TAP, .keys = tap_keys, .num_keys = num_taps}};
+        {.domain = SC_ZAP_DOMAIN_NODE, .keys = (const uint8_t(*)[32])nodes,
+         .num_keys = c->num_nodes},
+        {.domain = SC_ZAP_DOMAIN_TAP, .keys = (const uint8_t(*)[32])taps,
+         .num_keys = num_taps, .name_prefix = "tap"}};
     rc = sc_zap_start(t->zctx, domains, t->tap_curve ? 2 : 1, &t->zap, d);
   }
   free(nodes);
   free(taps);
-  free(tap_keys);
   return rc;
 }
 

@@ -163,6 +163,18 @@ Test(zap, user_rank_accepts_one_spelling_per_rank) {
   cr_assert_eq(sc_zap_user_rank("255", 256), 255);
 }
 
+Test(zap, routing_ids_name_a_rank_and_optionally_a_loop) {
+  cr_assert_eq(sc_zap_routing_rank("n3", 2, 'n', 4, 0), 3);
+  cr_assert_eq(sc_zap_routing_rank("n3.1", 4, 'n', 4, 64), 3);
+  cr_assert_eq(sc_zap_routing_rank("n3.1", 4, 'n', 4, 0), -1); /* no suffix allowed */
+  cr_assert_eq(sc_zap_routing_rank("n3.64", 5, 'n', 4, 64), -1);
+  cr_assert_eq(sc_zap_routing_rank("n3.", 3, 'n', 4, 64), -1);
+  cr_assert_eq(sc_zap_routing_rank("r01", 3, 'r', 4, 0), -1);
+  cr_assert_eq(sc_zap_routing_rank("r1", 2, 'n', 4, 0), -1);
+  cr_assert_eq(sc_zap_routing_rank("r1\0x", 4, 'r', 4, 0), -1);
+  cr_assert_eq(sc_zap_routing_rank("r", 1, 'r', 4, 0), -1);
+}
+
 Test(zap, ipc_endpoints_need_a_private_folder) {
   sc_diag d = {0};
   char dir[] = "/tmp/sc-ipc-XXXXXX", ep[64];

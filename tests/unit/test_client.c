@@ -309,11 +309,13 @@ Test(client, listed_client_key_is_served_others_never_connect) {
   zmq_z85_decode(srv_secret, srv_sec);
   zmq_z85_decode(ok_secret, ok_sec);
   zmq_z85_decode(other_secret, other_sec);
-  sc_zap_key listed = {.name = "client-1"};
-  zmq_z85_decode(listed.key, ok_pub);
+  uint8_t listed[1][32];
+  zmq_z85_decode(listed[0], ok_pub);
   served_t pe = {.ctx = zmq_ctx_new(), .server_secret = srv_secret, .answer = true};
   snprintf(pe.endpoint, sizeof pe.endpoint, "ipc://%s/gw", dir);
-  const sc_zap_domain dom = {.domain = SC_ZAP_DOMAIN_CLIENT, .keys = &listed, .num_keys = 1};
+  const sc_zap_domain dom = {.domain = SC_ZAP_DOMAIN_CLIENT,
+                             .keys = (const uint8_t(*)[32])listed, .num_keys = 1,
+                             .name_prefix = "client-"};
   sc_zap *z;
   cr_assert_eq(sc_zap_start(pe.ctx, &dom, 1, &z, NULL), 0);
   pthread_t th;
