@@ -142,3 +142,17 @@ int sc_bench_run(sc_bench *b, const char *label, sc_bench_fn fn) {
   sc_jsonw_free(&b->results);
   return rc;
 }
+
+int sc_bench_pick(const char *list, int n, const char *(*name_of)(int i), bool *on) {
+  char copy[128], *save = NULL;
+  const int len = snprintf(copy, sizeof copy, "%s", list);
+  if (len < 0 || (size_t)len >= sizeof copy) return -1;
+  int read = 0;
+  for (char *it = strtok_r(copy, ",", &save); it; it = strtok_r(NULL, ",", &save), read++) {
+    int i = 0;
+    while (i < n && strcmp(it, name_of(i)) != 0) i++;
+    if (i == n) return -1;
+    on[i] = true;
+  }
+  return read;
+}

@@ -42,6 +42,11 @@ void sc_bench_time(void (*fn)(void *ctx), void *ctx, int runs, double min_second
 /* Machine description ("cpu model, N cores, kernel") into buf. */
 void sc_bench_machine(char *buf, int len);
 
+/* Which of n names a comma-separated list picks (the benches' environment choices, as
+ * "tcp,tcp+curve"): sets on[i] for each name listed, leaves the others. Returns how many
+ * entries it read, or -1 when one names none of them (or the list is too long). */
+int sc_bench_pick(const char *list, int n, const char *(*name_of)(int i), bool *on);
+
 typedef int (*sc_bench_fn)(sc_bench *b);
 
 /* Runs one benchmark kind: prints the table header ("bench LABEL on MACHINE, DATE")

@@ -139,9 +139,7 @@ static int tap_curve(void *sub, const sc_local_cluster *lc, sc_diag *d) {
   int rc = sc_curve_load_secret(key_file, secret, public_z85, d);
   if (rc == 0) rc = sc_curve_decode(public_z85, public_key, d);
   if (rc == 0 && (rc = sc_cluster_load(sc_local_cluster_file(lc), &c, d)) == 0 &&
-      (zmq_setsockopt(sub, ZMQ_CURVE_SECRETKEY, secret, 32) != 0 ||
-       zmq_setsockopt(sub, ZMQ_CURVE_PUBLICKEY, public_key, 32) != 0 ||
-       zmq_setsockopt(sub, ZMQ_CURVE_SERVERKEY, c.nodes[0].public_key, 32) != 0))
+      sc_curve_make_client(sub, public_key, secret, c.nodes[0].public_key) != 0)
     rc = sc_fail(d, SC_EIO, "cannot use CURVE on the tap: %s", zmq_strerror(errno));
   sc_cluster_free(&c);
   sc_wipe(secret, sizeof secret);
@@ -448,21 +446,13 @@ static void record_round(case_samples *cs, int r, const phase_out *po, const pha
 /* SC_BENCH_E2E_TRANSPORT: "all", or transport names separated by commas; on[t] for those
  * it names. Unset or empty: ipc alone. SC_EINVAL, said on stderr, for a name that is no
  * transport. */
+static const char *transport_name(int t) { return k_transports[t].name; }
+
 static int parse_transports(const char *v, bool on[NUM_TRANSPORTS]) {
   const bool all = v != NULL && strcmp(v, "all") == 0;
   for (int t = 0; t < NUM_TRANSPORTS; t++) on[t] = all || ((v == NULL || v[0] == 0) && t == 0);
   if (all || v == NULL || v[0] == 0) return 0;
-  char list[128], *save = NULL;
-  const int n = snprintf(list, sizeof list, "%s", v);
-  bool ok = n > 0 && (size_t)n < sizeof list, any = false;
-  for (char *it = ok ? strtok_r(list, ",", &save) : NULL; it && ok;
-       it = strtok_r(NULL, ",", &save)) {
-    int t = 0;
-    while (t < NUM_TRANSPORTS && strcmp(it, k_transports[t].name) != 0) t++;
-    ok = t < NUM_TRANSPORTS;
-    if (ok) on[t] = any = true;
-  }
-  if (ok && any) return 0;
+  if (sc_bench_pick(v, NUM_TRANSPORTS, transport_name, on) > 0) return 0;
   fprintf(stderr, "bench e2e: SC_BENCH_E2E_TRANSPORT=%s: the transports are ipc, tcp, "
                   "tcp+curve (several separated by commas) or all\n", v);
   return SC_EINVAL;

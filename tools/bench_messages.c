@@ -293,12 +293,10 @@ static int tapsub_start(tapsub *t, const sc_cluster *c, const sc_node_key *key) 
   if ((t->sub = zmq_socket(t->ctx, ZMQ_SUB)) != NULL) {
     zmq_setsockopt(t->sub, ZMQ_LINGER, &zero, sizeof zero);
     rc = 0;
-    if (key && (zmq_setsockopt(t->sub, ZMQ_CURVE_PUBLICKEY, key->public_key, 32) != 0 ||
-                zmq_setsockopt(t->sub, ZMQ_CURVE_SECRETKEY, key->secret_key, 32) != 0))
-      rc = SC_EIO;
     for (int32_t r = 0; r < c->num_nodes && rc == 0; r++) {
       /* ZeroMQ takes the server key at each connect */
-      if (key && zmq_setsockopt(t->sub, ZMQ_CURVE_SERVERKEY, c->nodes[r].public_key, 32) != 0)
+      if (key && sc_curve_make_client(t->sub, key->public_key, key->secret_key,
+                                      c->nodes[r].public_key) != 0)
         rc = SC_EIO;
       if (rc == 0 && zmq_connect(t->sub, c->nodes[r].tap) != 0) rc = SC_EIO;
     }
@@ -520,10 +518,7 @@ static int zmq_serve(zserver *z) {
   zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
   zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
-  const int one = 1;
-  if (z->curve && (zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
-                   zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, z->server_key.secret_key, 32) != 0))
-    goto done;
+  if (z->curve && sc_curve_make_server(s, z->server_key.secret_key, NULL) != 0) goto done;
   if (zmq_bind(s, z->ep) != 0 || put_status(z->wfd, Z_READY) != 0) goto done;
   for (uint64_t i = 0; i < z->n; i++) {
     const int il = zmq_recv(s, id, sizeof id, 0);
@@ -613,11 +608,9 @@ static void *zmq_client(const zserver *z) {
   zmq_setsockopt(c, ZMQ_SNDHWM, &hwm, sizeof hwm);
   zmq_setsockopt(c, ZMQ_SNDTIMEO, &timeo, sizeof timeo);
   zmq_setsockopt(c, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
-  const bool keyed =
-      !z->curve ||
-      (zmq_setsockopt(c, ZMQ_CURVE_SERVERKEY, z->server_key.public_key, 32) == 0 &&
-       zmq_setsockopt(c, ZMQ_CURVE_PUBLICKEY, z->client_key.public_key, 32) == 0 &&
-       zmq_setsockopt(c, ZMQ_CURVE_SECRETKEY, z->client_key.secret_key, 32) == 0);
+  const bool keyed = !z->curve || sc_curve_make_client(c, z->client_key.public_key,
+                                                      z->client_key.secret_key,
+                                                      z->server_key.public_key) == 0;
   if (keyed && zmq_connect(c, z->ep) == 0) return c;
   zmq_close(c);
   return NULL;
@@ -688,22 +681,16 @@ static size_t encoded_ping_size(uint32_t payload) {
 
 /* SC_BENCH_MESSAGES_ONLY's list: transport names separated by commas, each of which must
  * name one; skip[t] for those it does not list. Unset or empty: every transport. */
+static const char *transport_name(int t) { return k_transports[t].name; }
+
 static int parse_only(const char *only, bool skip[NT]) {
-  for (int t = 0; t < NT; t++) skip[t] = only != NULL && only[0] != 0;
+  for (int t = 0; t < NT; t++) skip[t] = false;
   if (only == NULL || only[0] == 0) return 0;
-  char list[128], *save = NULL;
-  int n = snprintf(list, sizeof list, "%s", only);
-  bool ok = n > 0 && (size_t)n < sizeof list;
-  for (char *it = ok ? strtok_r(list, ",", &save) : NULL; it && ok;
-       it = strtok_r(NULL, ",", &save)) {
-    int t = 0;
-    while (t < NT && strcmp(it, k_transports[t].name) != 0) t++;
-    if (t < NT) skip[t] = false;
-    ok = t < NT;
+  bool on[NT] = {false};
+  if (sc_bench_pick(only, NT, transport_name, on) > 0) {
+    for (int t = 0; t < NT; t++) skip[t] = !on[t];
+    return 0;
   }
-  int measured = 0;
-  for (int t = 0; t < NT; t++) measured += !skip[t];
-  if (ok && measured > 0) return 0;
   fprintf(stderr, "bench messages: SC_BENCH_MESSAGES_ONLY=%s names no transport (inproc, ipc, "
                   "tcp, tcp+curve, or several of them separated by commas)\n", only);
   return SC_EINVAL;
