@@ -10,7 +10,10 @@ SPARSECP   := $(BUILD)/tools/sparsecp
 # Debian packages the build and tests need (checked one by one, installed if missing).
 DEB_PACKAGES := cmake make gcc pkg-config clang libclang-rt-14-dev \
                 libzmq3-dev libmsgpack-dev libuv1-dev libcriterion-dev \
-                libopenblas-dev libjansson-dev libjemalloc-dev procps python3-zmq
+                libopenblas-dev libjansson-dev libjemalloc-dev procps python3-zmq \
+                libmicrohttpd-dev python3-prometheus-client curl python3-httpx \
+                python3-pydantic python3-anyio python3-sniffio python3-tqdm python3-distro \
+                libpcre2-dev
 
 .PHONY: all deps configure build run test test-asan test-tsan bench-plan clean fuzz
 

@@ -32,6 +32,18 @@ static int get_i32(json_t *o, const char *key, int32_t lo, int32_t hi, int32_t *
  * and the prompt's array header (about 60 in fact). */
 #define SC_SUBMIT_OVERHEAD 1024
 
+/* pipeline.KEY, a file path relative to the cluster file's folder, into out ("" when the
+ * key is absent). */
+static int get_path(const char *cluster_path, json_t *p, const char *key, char *out, size_t cap,
+                    sc_diag *d) {
+  json_t *v = json_object_get(p, key);
+  if (v == NULL) return 0;
+  char what[64];
+  snprintf(what, sizeof what, "pipeline.%s", key);
+  if (!json_is_string(v)) return sc_fail(d, SC_EINVAL, "%s must be a path", what);
+  return sc_cluster_resolve_path(cluster_path, what, json_string_value(v), out, cap, d);
+}
+
 static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config *c,
                          sc_diag *d) {
   const char *key;
@@ -40,7 +52,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       "model", "model_file", "weights", "interleave", "block_size", "pad_multiple",
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
       "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len", "device",
-      "cuda_device", "collectives"};
+      "cuda_device", "collectives", "tokenizer", "served_model_name"};
   json_object_foreach(p, key, v) {
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
@@ -51,20 +63,25 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   json_t *mf = json_object_get(p, "model_file"), *m = json_object_get(p, "model");
   if (mf) {
     if (!json_is_string(mf)) return sc_fail(d, SC_EINVAL, "pipeline.model_file must be a path");
-    char path[1024];
     if ((rc = sc_cluster_resolve_path(cluster_path, "pipeline.model_file", json_string_value(mf),
-                                    path, sizeof path, d)) ||
-        (rc = sc_model_config_load(path, &e->model, d)))
+                                    c->model_file, sizeof c->model_file, d)) ||
+        (rc = sc_model_config_load(c->model_file, &e->model, d)))
       return rc;
+  }
+  if ((rc = get_path(cluster_path, p, "tokenizer", c->tokenizer_path, sizeof c->tokenizer_path,
+                     d)))
+    return rc;
+  json_t *smn = json_object_get(p, "served_model_name");
+  if (smn) {
+    if (!json_is_string(smn) || json_string_length(smn) == 0 ||
+        json_string_length(smn) >= sizeof c->served_model_name)
+      return sc_fail(d, SC_EINVAL, "pipeline.served_model_name must be a name of 1 to %zu bytes",
+                     sizeof c->served_model_name - 1);
+    snprintf(c->served_model_name, sizeof c->served_model_name, "%s", json_string_value(smn));
   }
   if (m && (rc = sc_model_config_apply_json(&e->model, m, d))) return rc;
-  json_t *w = json_object_get(p, "weights");
-  if (w) {
-    if (!json_is_string(w)) return sc_fail(d, SC_EINVAL, "pipeline.weights must be a path");
-    if ((rc = sc_cluster_resolve_path(cluster_path, "pipeline.weights", json_string_value(w),
-                           c->weights_path, sizeof c->weights_path, d)))
-      return rc;
-  }
+  if ((rc = get_path(cluster_path, p, "weights", c->weights_path, sizeof c->weights_path, d)))
+    return rc;
   int32_t deadline = (int32_t)c->deadline_ms, max_prompt = c->limits.max_prompt_len;
   if ((rc = get_i32(p, "interleave", 1, SC_PLAN_MAX_DIM, &e->plan.interleave, d)) ||
       (rc = get_i32(p, "block_size", 1, SC_PLAN_MAX_DIM, &e->plan.block_size, d)) ||
@@ -160,6 +177,9 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
     goto out;
   /* (sc_cluster_load made it relative to the caller's directory already) */
   snprintf(c->client_keys_file, sizeof c->client_keys_file, "%s", cluster->client_keys_file);
+  snprintf(c->http, sizeof c->http, "%s", cluster->http);
+  snprintf(c->http_api_key_file, sizeof c->http_api_key_file, "%s", cluster->http_api_key_file);
+  c->http_timeout_s = cluster->http_timeout_s > 0 ? cluster->http_timeout_s : 30;
   if (cluster->num_nodes != cluster->pcp * cluster->tp) {
     rc = sc_fail(d, SC_EINVAL,
                  "cluster: a pipeline needs pcp * tp = %d nodes (the DCP groups reuse PCP "

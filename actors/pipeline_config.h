@@ -40,6 +40,13 @@ typedef struct sc_pipeline_config {
   bool listen_curve;              /* the head's program read that file: */
   uint8_t listen_secret[32];      /* the key, and its public half in Z85 for the log */
   char listen_public[41];
+  /* the HTTP front (docs/http.md) */
+  char http[256];                 /* HOST:PORT ("": none) */
+  char http_api_key_file[512];    /* the Bearer key's file ("": none), read by the gateway */
+  int32_t http_timeout_s;
+  char model_file[1024];          /* pipeline.model_file as resolved ("": none) */
+  char tokenizer_path[1024];      /* pipeline.tokenizer: a tokenizer.json ("": none) */
+  char served_model_name[128];    /* pipeline.served_model_name ("": from model_file) */
 } sc_pipeline_config;
 
 /* Reads the "pipeline" section and the nodes' "coll" endpoints of a cluster file

@@ -39,10 +39,7 @@ int sc_curve_decode(const char *z85, uint8_t key[32], sc_diag *d) {
   return 0;
 }
 
-int sc_curve_load_secret(const char *path, uint8_t secret[32],
-                         char public_z85[SC_CURVE_Z85_LEN + 1], sc_diag *d) {
-  if (!zmq_has("curve"))
-    return sc_fail(d, SC_ENOTSUP, "this libzmq was built without CURVE security");
+int sc_secret_read(const char *path, char *text, size_t cap, size_t *len, sc_diag *d) {
   FILE *f = fopen(path, "r");
   if (f == NULL) return sc_fail(d, SC_EIO, "cannot read key file %s: %s", path, strerror(errno));
   /* as ssh does with its keys: a secret others could read is no longer one */
@@ -61,26 +58,44 @@ int sc_curve_load_secret(const char *path, uint8_t secret[32],
     return rc;
   }
   setvbuf(f, NULL, _IONBF, 0); /* no stdio buffer left holding the key after fclose */
-  char text[SC_CURVE_Z85_LEN + 2];
-  const size_t n = fread(text, 1, sizeof text - 1, f);
+  const size_t n = fread(text, 1, cap - 1, f);
   int c;
   while ((c = fgetc(f)) != EOF && isspace(c)) {} /* trailing white space only */
   const bool more = c != EOF;
   const int read_errno = ferror(f) ? errno : 0;
   fclose(f);
+  text[n] = '\0';
   if (read_errno != 0) {
-    sc_wipe(text, sizeof text);
+    sc_wipe(text, cap);
     return sc_fail(d, SC_EIO, "cannot read key file %s: %s", path, strerror(read_errno));
   }
-  text[n] = '\0';
-  size_t len = n;
-  while (len > 0 && isspace((unsigned char)text[len - 1])) text[--len] = '\0';
-  if (more || len != SC_CURVE_Z85_LEN) {
+  size_t k = n;
+  while (k > 0 && isspace((unsigned char)text[k - 1])) text[--k] = '\0';
+  bool blank = false; /* (a key with white space inside is two words, or two lines) */
+  for (size_t i = 0; i < k; i++) blank |= isspace((unsigned char)text[i]) != 0;
+  if (more || k == 0 || k > cap - 2 || blank || strlen(text) != k) {
+    sc_wipe(text, cap);
+    return sc_fail(d, SC_EINVAL, "key file %s must hold one key of 1 to %zu characters, without white space", path,
+                   cap - 2);
+  }
+  *len = k;
+  return 0;
+}
+
+int sc_curve_load_secret(const char *path, uint8_t secret[32],
+                         char public_z85[SC_CURVE_Z85_LEN + 1], sc_diag *d) {
+  if (!zmq_has("curve"))
+    return sc_fail(d, SC_ENOTSUP, "this libzmq was built without CURVE security");
+  char text[SC_CURVE_Z85_LEN + 2];
+  size_t len = 0;
+  int rc = sc_secret_read(path, text, sizeof text, &len, d);
+  if (rc == SC_EINVAL || (rc == 0 && len != SC_CURVE_Z85_LEN)) {
     sc_wipe(text, sizeof text);
     return sc_fail(d, SC_EINVAL,
                    "key file %s does not hold one CURVE secret key (%d Z85 characters, as "
                    "`sparsecp keygen` prints)", path, SC_CURVE_Z85_LEN);
   }
+  if (rc != 0) return rc;
   sc_diag why = {0};
   rc = sc_curve_decode(text, secret, &why);
   if (rc != 0)

@@ -22,6 +22,12 @@
  * a store to memory about to be freed or go out of scope. */
 void sc_wipe(void *p, size_t n);
 
+/* Reads a one-line secret (a key, an API key) from a file only this user can read:
+ * trailing white space dropped, at most cap - 2 characters, no NUL. SC_EPERM when others
+ * can read it or it is not this user's (as ssh refuses such keys), SC_EIO, or SC_EINVAL
+ * (empty, too long, more than one line). text is wiped on failure. */
+int sc_secret_read(const char *path, char *text, size_t cap, size_t *len, sc_diag *d);
+
 /* Reads the secret key in path into secret (32 bytes) and, when public_z85 is not NULL,
  * writes the matching public key there (Z85, NUL-terminated). SC_EINVAL (not a key, said
  * in d), SC_EPERM (the file can be read by other users, or is not this user's), SC_EIO

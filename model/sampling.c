@@ -13,14 +13,14 @@ int32_t sc_sample_greedy(const float *logits, int32_t vocab) {
 }
 
 int32_t sc_sample_temperature(const float *logits, int32_t vocab, float temperature,
-                              uint64_t seed, int64_t request_id, int32_t index) {
+                              uint64_t seed, int32_t index) {
   if (!(temperature > 0.0f)) return sc_sample_greedy(logits, vocab);
   const int32_t best = sc_sample_greedy(logits, vocab);
   const double mx = logits[best], inv_t = 1.0 / temperature;
   double sum = 0;
   for (int32_t i = 0; i < vocab; i++)
     if (!isnan(logits[i])) sum += exp(((double)logits[i] - mx) * inv_t);
-  const uint64_t h = sc_mix64(sc_mix64(seed ^ sc_mix64((uint64_t)request_id)) ^ (uint64_t)index);
+  const uint64_t h = sc_mix64(sc_mix64(seed) ^ (uint64_t)index);
   const double u = (double)(h >> 11) * (1.0 / 9007199254740992.0) * sum; /* [0, sum) */
   double acc = 0;
   for (int32_t i = 0; i < vocab; i++) {

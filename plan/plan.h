@@ -131,6 +131,16 @@ bool sc_coll_matches(const sc_coll *planned, const sc_coll *requested);
  * share of it (rows*width/group_size elements). */
 size_t sc_coll_block_bytes(const sc_coll *c, int32_t group_size);
 
+/* Ranks in `group` (sc_group) under cfg: tp T, pcp P, dcp N (SPEC.md §1). */
+int32_t sc_plan_group_size(const sc_plan_config *cfg, int group);
+
+/* The plan's collectives summed by purpose (sc_coll_purpose): colls[k] how many entries
+ * have purpose k, bytes[k] the sum of their sc_coll_block_bytes (the block each member
+ * of the entry's group sends; what a rank moves per peer). Both arrays are overwritten.
+ * What the scheduler's metrics add up over the steps (stats_report). */
+void sc_plan_purpose_totals(const sc_plan *plan, uint64_t colls[SC_PURPOSE_COUNT],
+                            uint64_t bytes[SC_PURPOSE_COUNT]);
+
 /* The largest sc_coll_block_bytes of any collective that sc_plan_build can plan for cfg
  * (valid) in a step that schedules at most max_step_tokens query tokens in all (0 when
  * no step can: max_step_tokens < 1); SIZE_MAX when it does not fit a size_t. What a

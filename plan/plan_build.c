@@ -1,5 +1,6 @@
 /* plan_build.c - the compact step plan: rank layout (SPEC.md §3), global chunk plan
  * (§5) and collective plan (§6). Index arrays are in plan_index.c. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -300,6 +301,22 @@ size_t sc_coll_block_bytes(const sc_coll *c, int32_t group_size) {
   const size_t elems = (size_t)c->rows * (size_t)c->width;
   const size_t mine = c->op == SC_OP_REDUCE_SCATTER ? elems / (size_t)group_size : elems;
   return mine * sc_dtype_size(c->dtype);
+}
+
+int32_t sc_plan_group_size(const sc_plan_config *cfg, int group) {
+  return group == SC_GROUP_TP ? cfg->tp : group == SC_GROUP_PCP ? cfg->pcp : cfg->dcp;
+}
+
+void sc_plan_purpose_totals(const sc_plan *plan, uint64_t colls[SC_PURPOSE_COUNT],
+                            uint64_t bytes[SC_PURPOSE_COUNT]) {
+  memset(colls, 0, sizeof(uint64_t) * SC_PURPOSE_COUNT);
+  memset(bytes, 0, sizeof(uint64_t) * SC_PURPOSE_COUNT);
+  for (int32_t k = 0; k < plan->num_colls; k++) {
+    const sc_coll *c = &plan->colls[k];
+    assert(c->purpose < SC_PURPOSE_COUNT); /* a built or checked plan */
+    colls[c->purpose]++;
+    bytes[c->purpose] += sc_coll_block_bytes(c, sc_plan_group_size(&plan->cfg, c->group));
+  }
 }
 
 /* rows * width * elem bytes, or SIZE_MAX when that does not fit */

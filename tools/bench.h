@@ -68,5 +68,8 @@ int sc_bench_e2e(sc_bench *b);
 /* Long contexts on one GPU (bench_e2e_long.c, built only with CUDA): TTFT of one long
  * prompt and TPOT after it, at 64, 32k and 128k tokens of examples/model-long.json. */
 int sc_bench_e2e_long(sc_bench *b);
+/* The HTTP front against the ZeroMQ client on one local CPU cluster (bench_http.c):
+ * requests/s, TTFT and TPOT of 1, 16 and 64 streaming clients on each. */
+int sc_bench_http(sc_bench *b);
 
 #endif

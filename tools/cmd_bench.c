@@ -19,6 +19,7 @@ static const struct {
     {"e2e", sc_bench_e2e,
      "prefill/decode tok/s of local CPU clusters P1N1..P4N4, step overhead;\n"
      "             --device cuda: TTFT and TPOT at long contexts on one GPU"},
+    {"http", sc_bench_http, "req/s, TTFT, TPOT of 1/16/64 streaming clients: HTTP vs ZeroMQ"},
 };
 #define NUM_KINDS (sizeof k_bench_kinds / sizeof k_bench_kinds[0])
 

@@ -25,6 +25,7 @@
 #include "base/jsonw.h"
 #include "base/curve_key.h"
 #include "base/zap.h"
+#include "model/tokenizer.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
 
@@ -169,6 +170,8 @@ static void help(FILE *f) {
           "                       [--collectives host|nccl] [--gpus K] [--model FILE]\n"
           "                       [--listen ENDPOINT] [--listen-key-file F] [--client-keys F]\n"
           "                       [--tap ENDPOINT]\n"
+          "                       [--http HOST:PORT [--http-api-key-file F] [--http-timeout-s S]\n"
+          "                        [--tokenizer tokenizer.json]]\n"
           "                       [--transport ipc|tcp]\n"
           "                       [--events] [--heartbeat-ms MS] [--heartbeat-timeout-ms MS]\n"
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
@@ -193,6 +196,16 @@ static void help(FILE *f) {
           "                 CURVE and admits one key:\n"
           "                 the \"launched\" line gives tap_key_file and tap_server_key\n"
           "                 for `sparsecp tap --key F --server-key K`\n"
+          "  --http A       serve the OpenAI completions API, /health and /metrics on\n"
+          "                 HOST:PORT (port 0: a free one, in the launched line's \"http\";\n"
+          "                 docs/http.md). Plain HTTP: bind it to loopback, or put TLS in\n"
+          "                 front of it\n"
+          "  --http-api-key-file F  HTTP clients must send \"Authorization: Bearer <F's\n"
+          "                 contents>\" (all routes but /health); F must not be readable by\n"
+          "                 others\n"
+          "  --http-timeout-s S  an idle HTTP connection is closed after S s (default 30)\n"
+          "  --tokenizer F  a Hugging Face tokenizer.json: HTTP prompts may be text and\n"
+          "                 responses carry text (without one: token ids only)\n"
           "  --transport    ipc (default: sockets in a private temp folder) or tcp loopback\n"
           "                 (CURVE between all nodes, with key pairs made for this run)\n"
           "  --events       nodes print JSON event lines; launch adds its own\n"
@@ -216,6 +229,7 @@ static void print_launched(const sc_local_cluster *lc, const char *tap, const pr
   sc_jsonw_kv_str(&w, "cluster", sc_local_cluster_file(lc));
   sc_jsonw_kv_str(&w, "listen", sc_local_cluster_listen(lc));
   sc_jsonw_kv_str(&w, "tap", tap ? tap : "");
+  if (sc_local_cluster_http(lc)[0]) sc_jsonw_kv_str(&w, "http", sc_local_cluster_http(lc));
   if (server_key[0]) sc_jsonw_kv_str(&w, "server_key", server_key);
   if (px->server_key[0]) { /* a tcp tap: what `sparsecp tap --server-key --key` need */
     sc_jsonw_kv_str(&w, "tap_server_key", px->server_key);
@@ -275,11 +289,17 @@ int sc_cmd_launch(int argc, char **argv) {
       {"heartbeat-ms", required_argument, NULL, 'b'},
       {"heartbeat-timeout-ms", required_argument, NULL, 'B'},
       {"grace-ms", required_argument, NULL, 'g'},
+      {"http", required_argument, NULL, 'H'},
+      {"http-api-key-file", required_argument, NULL, 'A'},
+      {"http-timeout-s", required_argument, NULL, 'O'},
+      {"tokenizer", required_argument, NULL, 'Z'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   sc_local_cluster_opts o = {.pcp = 1, .dcp = 1, .tp = 1};
   int64_t hb = 200, hbt = 1000, grace = 2000;
-  const char *tap = NULL, *key_file = NULL, *client_keys = NULL;
+  const char *tap = NULL, *key_file = NULL, *client_keys = NULL, *api_key = NULL;
+  const char *tokenizer = NULL;
+  int64_t http_timeout = 0;
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -291,6 +311,10 @@ int sc_cmd_launch(int argc, char **argv) {
     case 'K': key_file = optarg; break;
     case 'C': client_keys = optarg; break;
     case 'T': tap = optarg; break;
+    case 'H': o.http = optarg; break;
+    case 'A': api_key = optarg; break;
+    case 'O': if (!sc_cli_int("launch", "--http-timeout-s", optarg, 1, 3600, &http_timeout)) return SC_EXIT_USAGE; break;
+    case 'Z': tokenizer = optarg; break;
     case 'e': o.events = true; break;
     case 'h': help(stdout); return SC_EXIT_OK;
     default: {
@@ -346,6 +370,36 @@ int sc_cmd_launch(int argc, char **argv) {
     }
     o.client_keys_file = list_path;
   }
+  char api_key_path[PATH_MAX];
+  if (api_key) { /* said now rather than by the head node after the start */
+    char text[258];
+    size_t len = 0;
+    if (!absolute_path("--http-api-key-file", api_key, api_key_path)) return SC_EXIT_USAGE;
+    const int rc = sc_secret_read(api_key_path, text, sizeof text, &len, &d);
+    sc_wipe(text, sizeof text);
+    if (rc != 0) {
+      sc_cli_error("launch", "--http-api-key-file: %s", sc_diag_message(&d));
+      return SC_EXIT_USAGE;
+    }
+    o.http_api_key_file = api_key_path;
+  }
+  if ((api_key || http_timeout || tokenizer) && o.http == NULL) {
+    sc_cli_error("launch", "--http-api-key-file, --http-timeout-s and --tokenizer need --http");
+    return SC_EXIT_USAGE;
+  }
+  o.http_timeout_s = (int32_t)http_timeout;
+  char tokenizer_path[PATH_MAX];
+  if (tokenizer) { /* loaded once here, so that a bad file is said before any node starts */
+    if (!absolute_path("--tokenizer", tokenizer, tokenizer_path)) return SC_EXIT_USAGE;
+    sc_tokenizer *t = NULL;
+    const int rc = sc_tokenizer_load(tokenizer_path, &t, &d);
+    sc_tokenizer_free(t);
+    if (rc != 0) {
+      sc_cli_error("launch", "--tokenizer %s: %s", tokenizer, sc_diag_message(&d));
+      return SC_EXIT_USAGE;
+    }
+    o.tokenizer = tokenizer_path;
+  }
   if (key_file) {
     uint8_t secret[32];
     if (!absolute_path("--listen-key-file", key_file, key_path)) return SC_EXIT_USAGE;
@@ -363,9 +417,11 @@ int sc_cmd_launch(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   sc_local_cluster *lc = NULL;
   o.taps = tap != NULL; /* a node binds a tap only when one is asked for */
-  if (sc_local_cluster_start(&o, &lc, &d) != 0) {
+  const int start_rc = sc_local_cluster_start(&o, &lc, &d);
+  if (start_rc != 0) {
     sc_cli_error("launch", "%s", sc_diag_message(&d));
-    return SC_EXIT_FAILURE;
+    /* (a --http address that is not one is bad input; the rest are failures) */
+    return start_rc == SC_EINVAL ? SC_EXIT_USAGE : SC_EXIT_FAILURE;
   }
   const int32_t n = sc_local_cluster_size(lc);
   proxy px = {0};

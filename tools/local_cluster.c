@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -35,11 +38,13 @@ struct sc_local_cluster {
   char dir[PATH_MAX];
   char path[PATH_MAX + 32];
   char listen[SC_ENDPOINT_MAX];
+  char http[SC_ENDPOINT_MAX];    /* HOST:PORT with the port chosen ("" = none) */
   char (*taps)[SC_ENDPOINT_MAX];
   char tap_key_file[PATH_MAX];   /* tcp taps: the subscriber key they admit ("" = none) */
 };
 
 const char *sc_local_cluster_listen(const sc_local_cluster *c) { return c->listen; }
+const char *sc_local_cluster_http(const sc_local_cluster *c) { return c->http; }
 const char *sc_local_cluster_file(const sc_local_cluster *c) { return c->path; }
 int32_t sc_local_cluster_size(const sc_local_cluster *c) { return c->n; }
 const char *sc_local_cluster_tap_key_file(const sc_local_cluster *c) { return c->tap_key_file; }
@@ -94,6 +99,58 @@ static int make_keys(sc_local_cluster *lc, sc_cluster *c, bool taps, sc_diag *d)
   return rc;
 }
 
+/* The HTTP address with its port: as given, or with port 0 a free one of that host
+ * (bound and read back, then released for the head to bind: another process may take it
+ * in between, which the head then reports). IPv4 or [IPv6] numeric hosts; SC_EINVAL
+ * (said) for anything else. */
+static int choose_http_port(const char *addr, char *out, size_t cap, sc_diag *d) {
+  const char *colon = strrchr(addr, ':');
+  char *end = NULL;
+  const unsigned long want = colon ? strtoul(colon + 1, &end, 10) : 0;
+  if (colon == NULL || colon == addr || colon[1] == '\0' || *end != '\0' || want > 65535)
+    return sc_fail(d, SC_EINVAL, "--http %s: expected HOST:PORT", addr);
+  char host[128];
+  const size_t hn = (size_t)(colon - addr);
+  if (hn >= sizeof host) return sc_fail(d, SC_EINVAL, "--http %s: the host is too long", addr);
+  memcpy(host, addr, hn);
+  host[hn] = '\0';
+  const bool v6 = host[0] == '[';
+  struct sockaddr_storage ss = {0};
+  socklen_t len;
+  if (v6) {
+    if (hn < 3 || host[hn - 1] != ']') /* (cutting a missing "]" could leave "::") */
+      return sc_fail(d, SC_EINVAL, "--http %s: an IPv6 host is written [ADDRESS]", addr);
+    host[hn - 1] = '\0';
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    a->sin6_family = AF_INET6;
+    len = sizeof *a;
+    if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
+      return sc_fail(d, SC_EINVAL, "--http %s: bad IPv6 host", addr);
+  } else {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    a->sin_family = AF_INET;
+    len = sizeof *a;
+    if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+      return sc_fail(d, SC_EINVAL, "--http %s: the host must be a numeric address", addr);
+  }
+  unsigned port = (unsigned)want;
+  if (port == 0) {
+    const int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) != 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
+      const int err = errno;
+      if (fd >= 0) close(fd);
+      return sc_fail(d, SC_EIO, "--http %s: %s", addr, strerror(err));
+    }
+    close(fd);
+    port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                    : ((struct sockaddr_in *)&ss)->sin_port);
+  }
+  /* (host still has the "[" of an IPv6 address; its "]" was cut above) */
+  snprintf(out, cap, v6 ? "%s]:%u" : "%s:%u", host, port);
+  return 0;
+}
+
 /* The cluster file: the runtime's part from sc_cluster_to_json, plus each node's "coll"
  * endpoint and the "pipeline" section. Endpoints come from one sc_cluster_local call of
  * 2n entries (free tcp ports, or ipc paths in the folder): n node endpoints and n
@@ -134,6 +191,15 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
     snprintf(c.listen_key_file, sizeof c.listen_key_file, "%s", o->listen_key_file);
   if (o->client_keys_file)
     snprintf(c.client_keys_file, sizeof c.client_keys_file, "%s", o->client_keys_file);
+  if (o->http && (rc = choose_http_port(o->http, lc->http, sizeof lc->http, d)) != 0) {
+    sc_cluster_free(&c);
+    json_decref(coll);
+    return rc;
+  }
+  snprintf(c.http, sizeof c.http, "%s", lc->http);
+  if (o->http_api_key_file)
+    snprintf(c.http_api_key_file, sizeof c.http_api_key_file, "%s", o->http_api_key_file);
+  if (o->http_timeout_s) c.http_timeout_s = o->http_timeout_s;
   char *text = NULL;
   rc = sc_cluster_to_json(&c, &text);
   sc_cluster_free(&c);
@@ -156,6 +222,11 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
     char abs[PATH_MAX];
     json_object_set_new(p, "model_file",
                         json_string(realpath(o->model_file, abs) ? abs : o->model_file));
+  }
+  if (o->tokenizer) {
+    char abs[PATH_MAX];
+    json_object_set_new(p, "tokenizer",
+                        json_string(realpath(o->tokenizer, abs) ? abs : o->tokenizer));
   }
   if (o->token_budget) json_object_set_new(p, "token_budget", json_integer(o->token_budget));
   if (o->num_blocks) json_object_set_new(p, "num_blocks", json_integer(o->num_blocks));

@@ -66,6 +66,11 @@ typedef struct sc_local_cluster_opts {
                                    path; needs listen_key_file); NULL: any client that
                                    holds the server key */
   bool events;                  /* nodes print their events as JSON lines on stdout */
+  const char *http;             /* the head's HTTP address HOST:PORT (port 0: a free one);
+                                   NULL: none */
+  const char *http_api_key_file; /* its API key file (absolute path); NULL: none */
+  int32_t http_timeout_s;       /* 0: the default */
+  const char *tokenizer;        /* a tokenizer.json for text prompts; NULL: none */
 } sc_local_cluster_opts;
 
 typedef struct sc_local_cluster sc_local_cluster;
@@ -75,6 +80,8 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
 /* The client endpoint of the head's gateway, and the tap endpoint of node `rank`. */
 const char *sc_local_cluster_tap(const sc_local_cluster *c, int32_t rank);
 const char *sc_local_cluster_listen(const sc_local_cluster *c);
+/* The head's HTTP address with its port chosen ("" without --http). */
+const char *sc_local_cluster_http(const sc_local_cluster *c);
 /* With tcp taps: the secret key file of the one subscriber key they admit; else "". */
 const char *sc_local_cluster_tap_key_file(const sc_local_cluster *c);
 const char *sc_local_cluster_file(const sc_local_cluster *c);

@@ -138,7 +138,7 @@ static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
     const float *lg = e->logits + (size_t)i * (size_t)m->vocab;
     const float t = p->in.temperature.v[i];
     r->sampled.v[i] = t > 0 ? sc_sample_temperature(lg, m->vocab, t, p->in.seed.v[i],
-                                                    p->req_ids[i], p->in.out_index.v[i])
+                                                    p->in.out_index.v[i])
                             : sc_sample_greedy(lg, m->vocab);
     r->margin.v[i] = sc_logits_top2_margin(lg, m->vocab);
   }

@@ -1,109 +1,70 @@
-/* gateway_actor.c - the gateway (head): the cluster's client socket (DESIGN.md §3 step 1,
- * §5). A ZeroMQ ROUTER on the listen endpoint receives client messages, which are
- * untrusted: ZMQ_MAXMSGSIZE and the size limit first, then the messages module's
- * pre-walk, bounded decoding and field validation (token ids below the vocabulary,
- * prompt and generation limits). Every rejection is answered with client_error and the
- * gateway keeps serving. Accepted requests get an internal id (clients choose their own
- * ids, which may collide between clients; 0 is no id: errors about a message whose
- * request is unknown carry it) and go to the scheduler; replies come back by internal id
- * and are routed to the client that asked.
+/* gateway_actor.c - the gateway (head): every client request enters the cluster here
+ * (DESIGN.md §3 step 1, §5). Its fronts (gateway.h) receive requests from ZeroMQ clients
+ * and from HTTP; this file keeps the requests in flight (routes) and treats them all
+ * alike: one validation, one queue (the scheduler), replies routed back to the front and
+ * client that asked, and the counters that GET /metrics reports.
  *
- * Who is served (issue 21): with listen_key_file the endpoint is a CURVE server, and a
- * ZAP handler (base/zap.h) in the gateway's own ZeroMQ context admits the clients of
- * client_keys_file by public key, or, without that list, any client that holds the
- * server's public key (said at start, as is a tcp endpoint without CURVE: anyone who
- * can reach it is served, and its traffic is readable).
- *
- * A client that has gone away (ROUTER_MANDATORY reports the peer unroutable) gets its
+ * Clients choose their own request ids, which may collide between clients (0 is no id:
+ * errors about a message whose request is unknown carry it). Accepted requests get an
+ * internal id and go to the scheduler; replies come back by internal id. A client that
+ * has gone away (ZeroMQ reports the peer unroutable, HTTP the connection closed) gets its
  * requests canceled so they stop using the cluster. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
 
-#include "actors/gateway/zmq_watch.h"
+#include "actors/gateway/gateway.h"
 #include "actors/pipeline.h"
-#include "actors/rank_ctx.h"
 #include "base/clock.h"
 #include "base/curve_key.h"
 #include "base/hash.h"
-#include "base/index.h"
 #include "base/log.h"
-#include "base/zap.h"
 
 #define LOG "gateway"
-#define DRAIN_CAP 256
-#define IDENT_MAX 256
-
-typedef struct route {
-  uint64_t internal;   /* 0: free */
-  uint64_t client_id;
-  uint8_t ident[IDENT_MAX];
-  size_t ident_len;
-  int32_t next_free;   /* free routes: the next free position, -1 at the end */
-} route;
-
-typedef struct gateway {
-  sc_rank_ctx *ctx;
-  sc_node *node;
-  sc_actor_id self;
-  void *zctx, *sock;
-  sc_zap *zap;          /* admits the clients of the CURVE endpoint (NULL: plain) */
-  sc_zmq_watch *watch;
-  sc_actor_id scheduler;
-  uint64_t next_internal;
-  route *routes;
-  int32_t num_routes, cap_routes;
-  int32_t free_head;    /* a free position below num_routes, or -1 */
-  sc_index by_internal; /* the live routes by internal id: every token reply looks one up */
-  sc_index by_client;   /* ... and by (client identity, client's request id): every
-                           submit checks that the id is not in use, every cancel finds it */
-  sc_buf out;
-} gateway;
 
 static uint64_t route_hash(const void *g, int32_t pos) {
-  return ((const gateway *)g)->routes[pos].internal;
+  return ((const sc_gateway *)g)->routes[pos].internal;
 }
 static bool route_is(const void *g, int32_t pos, const void *id) {
-  return ((const gateway *)g)->routes[pos].internal == *(const uint64_t *)id;
+  return ((const sc_gateway *)g)->routes[pos].internal == *(const uint64_t *)id;
 }
 
-static route *find_internal(gateway *g, uint64_t id) {
+static sc_gw_route *find_internal(sc_gateway *g, uint64_t id) {
   const int32_t pos = sc_index_find(&g->by_internal, id, route_is, g, &id);
   return pos >= 0 ? &g->routes[pos] : NULL;
 }
 
 /* A client's request as the gateway's clients name it. */
 typedef struct client_key {
-  const uint8_t *ident;
-  size_t len;
+  const sc_gw_peer *peer;
   uint64_t client_id;
 } client_key;
 
-static uint64_t client_hash(const uint8_t *ident, size_t len, uint64_t client_id) {
-  return sc_mix64(sc_fnv1a(SC_FNV_OFFSET, ident, len) ^ client_id);
+static uint64_t client_hash(uint8_t front, const uint8_t *ident, size_t len, uint64_t client_id) {
+  return sc_mix64(sc_fnv1a(SC_FNV_OFFSET + front, ident, len) ^ client_id);
 }
 static uint64_t route_client_hash(const void *g, int32_t pos) {
-  const route *r = &((const gateway *)g)->routes[pos];
-  return client_hash(r->ident, r->ident_len, r->client_id);
+  const sc_gw_route *r = &((const sc_gateway *)g)->routes[pos];
+  return client_hash(r->front, r->ident, r->ident_len, r->client_id);
 }
 static bool route_is_client(const void *g, int32_t pos, const void *key) {
-  const route *r = &((const gateway *)g)->routes[pos];
+  const sc_gw_route *r = &((const sc_gateway *)g)->routes[pos];
   const client_key *k = key;
-  return r->client_id == k->client_id && r->ident_len == k->len &&
-         memcmp(r->ident, k->ident, k->len) == 0;
+  return r->client_id == k->client_id && r->front == k->peer->front &&
+         r->ident_len == k->peer->ident_len &&
+         memcmp(r->ident, k->peer->ident, k->peer->ident_len) == 0;
 }
 
-static route *find_client(gateway *g, const void *ident, size_t len, uint64_t client_id) {
-  const client_key k = {ident, len, client_id};
-  const int32_t pos = sc_index_find(&g->by_client, client_hash(ident, len, client_id),
-                                    route_is_client, g, &k);
+static sc_gw_route *find_client(sc_gateway *g, const sc_gw_peer *p, uint64_t client_id) {
+  const client_key k = {p, client_id};
+  const int32_t pos =
+      sc_index_find(&g->by_client, client_hash(p->front, p->ident, p->ident_len, client_id),
+                    route_is_client, g, &k);
   return pos >= 0 ? &g->routes[pos] : NULL;
 }
 
 /* A free position: from the free list, or past the used ones (growing the array). -1 when
  * out of memory. */
-static int32_t route_alloc(gateway *g) {
+static int32_t route_alloc(sc_gateway *g) {
   if (g->free_head >= 0) {
     const int32_t pos = g->free_head;
     g->free_head = g->routes[pos].next_free;
@@ -111,7 +72,7 @@ static int32_t route_alloc(gateway *g) {
   }
   if (g->num_routes == g->cap_routes) {
     const int32_t cap = g->cap_routes ? 2 * g->cap_routes : 64;
-    route *r = realloc(g->routes, sizeof *r * (size_t)cap);
+    sc_gw_route *r = realloc(g->routes, sizeof *r * (size_t)cap);
     if (r == NULL) return -1;
     g->routes = r;
     g->cap_routes = cap;
@@ -119,23 +80,24 @@ static int32_t route_alloc(gateway *g) {
   return g->num_routes++;
 }
 
-static void route_release(gateway *g, int32_t pos) {
+static void route_release(sc_gateway *g, int32_t pos) {
   g->routes[pos].internal = 0;
   g->routes[pos].next_free = g->free_head;
   g->free_head = pos;
 }
 
 /* A new live route under a new internal id, indexed both ways, or NULL (out of memory). */
-static route *route_open(gateway *g, uint64_t client_id, const void *ident, size_t ident_len) {
+static sc_gw_route *route_open(sc_gateway *g, const sc_gw_peer *p, uint64_t client_id) {
   const int32_t pos = route_alloc(g);
   if (pos < 0) return NULL;
-  route *r = &g->routes[pos];
+  sc_gw_route *r = &g->routes[pos];
   /* Internal ids are sequential, not secret like the clients' own: no client sees one
    * (replies carry the client's id), and they travel only to the cluster's own actors,
    * over node endpoints that admit only the cluster's nodes (their CURVE keys), so
    * nobody who could guess one can send a message that names it. */
-  *r = (route){.internal = ++g->next_internal, .client_id = client_id, .ident_len = ident_len};
-  memcpy(r->ident, ident, ident_len);
+  *r = (sc_gw_route){.internal = ++g->next_internal, .client_id = client_id,
+                     .front = p->front, .ident_len = p->ident_len, .submit_ns = sc_now_ns()};
+  memcpy(r->ident, p->ident, p->ident_len);
   if (sc_index_put(&g->by_internal, r->internal, pos, route_hash, g) != 0) {
     route_release(g, pos);
     return NULL;
@@ -148,322 +110,325 @@ static route *route_open(gateway *g, uint64_t client_id, const void *ident, size
   return r;
 }
 
-static void route_close(gateway *g, route *r) {
+/* Closes a route, counting how its request ended. */
+static void route_close(sc_gateway *g, sc_gw_route *r, sc_gw_outcome outcome) {
+  g->counters.requests[outcome]++;
   const int32_t pos = (int32_t)(r - g->routes);
   sc_index_del(&g->by_internal, r->internal, pos, route_hash, g);
   sc_index_del(&g->by_client, route_client_hash(g, pos), pos, route_client_hash, g);
   route_release(g, pos);
 }
 
-/* Sends an encoded client message to one client. Never waits: a client that does not
- * read its replies fills its queue (ZMQ_SNDHWM), and a blocking send would then stall this
- * loop, which the scheduler shares, for every client. Returns 0, SC_EDOWN (the client is
- * gone), SC_EFULL (its queue is full: the message is dropped) or another error code. */
-static int send_to(gateway *g, const void *ident, size_t ident_len, int type, const void *body) {
-  sc_envelope env = {.type = (uint16_t)type};
-  const int rc = sc_msg_encode(&env, body, &g->out);
-  if (rc) return rc;
-  if (zmq_send(g->sock, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-    return errno == EHOSTUNREACH ? SC_EDOWN : errno == EAGAIN ? SC_EFULL : SC_EIO;
-  /* (the identity frame took the client's pipe: the rest of the message goes with it) */
-  return zmq_send(g->sock, g->out.data, g->out.len, ZMQ_DONTWAIT) < 0 ? SC_EIO : 0;
+/* Sends a client message through the peer's front: 0, SC_EDOWN (the client is gone),
+ * SC_EFULL (it does not read) or another code. */
+static int to_peer(sc_gateway *g, uint8_t front, const void *ident, size_t ident_len, int type,
+                   const void *body) {
+  if (front == SC_GW_HTTP) return g->http ? sc_http_front_deliver(g->http, type, body) : SC_EDOWN;
+  return sc_gw_zmq_send(g, ident, ident_len, type, body);
 }
 
-/* Sends to the scheduler from the socket callback (outside any handler, so through the
+void sc_gw_reject(sc_gateway *g, const sc_gw_peer *p, uint64_t client_id, int code,
+                  const char *msg) {
+  sc_msg_client_error e = {.request_id = client_id, .code = code, .message = (char *)msg};
+  (void)to_peer(g, p->front, p->ident, p->ident_len, SC_MSG_CLIENT_ERROR, &e);
+  /* (gone or not reading: dropped) */
+}
+
+/* Sends to the scheduler from a front's callback (outside any handler, so through the
  * node with an explicit envelope). Consumes body on success. */
-static int to_scheduler(gateway *g, int type, void *body) {
+static int to_scheduler(sc_gateway *g, int type, void *body) {
   sc_envelope env = {.type = (uint16_t)type, .src = g->self, .dst = g->scheduler};
   return sc_node_send(g->node, &env, body);
 }
 
-static void reject(gateway *g, const void *ident, size_t len, uint64_t client_id, int code,
+/* A submit refused before it became a request of the cluster: counted, and answered. */
+static void refuse(sc_gateway *g, const sc_gw_peer *p, uint64_t client_id, int code,
                    const char *msg) {
-  sc_msg_client_error e = {.request_id = client_id, .code = code, .message = (char *)msg};
-  (void)send_to(g, ident, len, SC_MSG_CLIENT_ERROR, &e); /* gone or not reading: dropped */
-}
-
-static const char k_client_types_only[] =
-    "clients may send only client_submit and client_cancel";
-
-static bool client_type(int type) {
-  return type == SC_MSG_CLIENT_SUBMIT || type == SC_MSG_CLIENT_CANCEL;
+  g->counters.requests[SC_GW_REJECTED]++;
+  sc_gw_reject(g, p, client_id, code, msg);
 }
 
 static const char k_no_id_zero[] =
     "request id 0 is not valid (it stands for \"no request\" in errors)";
 
-/* A client's submit: opened as a route and passed to the scheduler under its internal id,
- * or answered with why not. Returns true when the scheduler took m. */
-static bool client_submit(gateway *g, const uint8_t *ident, size_t ident_len,
-                          sc_msg_client_submit *m) {
+bool sc_gw_submit(sc_gateway *g, const sc_gw_peer *p, sc_msg_client_submit *m) {
   if (m->request_id == 0) {
-    reject(g, ident, ident_len, 0, SC_EINVAL, k_no_id_zero);
+    refuse(g, p, 0, SC_EINVAL, k_no_id_zero);
     return false;
   }
-  if (find_client(g, ident, ident_len, m->request_id)) {
-    reject(g, ident, ident_len, m->request_id, SC_EINVAL,
-           "request id already in use by this client");
+  if (find_client(g, p, m->request_id)) {
+    refuse(g, p, m->request_id, SC_EINVAL, "request id already in use by this client");
     return false;
   }
-  route *r = route_open(g, m->request_id, ident, ident_len);
+  sc_gw_route *r = route_open(g, p, m->request_id);
   if (r == NULL) {
-    reject(g, ident, ident_len, m->request_id, SC_ENOMEM, "the gateway is out of memory");
+    refuse(g, p, m->request_id, SC_ENOMEM, "the gateway is out of memory");
     return false;
   }
+  const uint64_t prompt = m->prompt.n;
   m->request_id = r->internal;
   const int rc = to_scheduler(g, SC_MSG_CLIENT_SUBMIT, m);
-  if (rc == 0) return true;
-  reject(g, ident, ident_len, r->client_id, rc, "the scheduler is not accepting requests");
-  route_close(g, r);
+  if (rc == 0) {
+    g->counters.prompt_tokens += prompt;
+    return true;
+  }
+  m->request_id = r->client_id;
+  const uint64_t client_id = r->client_id;
+  route_close(g, r, SC_GW_REJECTED);
+  sc_gw_reject(g, p, client_id, rc, "the scheduler is not accepting requests");
   return false;
 }
 
-/* A client's cancel of one of its own requests; returns true when the scheduler took m. */
-static bool client_cancel(gateway *g, const uint8_t *ident, size_t ident_len,
-                          sc_msg_client_cancel *m) {
+bool sc_gw_cancel(sc_gateway *g, const sc_gw_peer *p, sc_msg_client_cancel *m) {
   if (m->request_id == 0) {
-    reject(g, ident, ident_len, 0, SC_EINVAL, k_no_id_zero);
+    sc_gw_reject(g, p, 0, SC_EINVAL, k_no_id_zero);
     return false;
   }
-  route *r = find_client(g, ident, ident_len, m->request_id);
+  sc_gw_route *r = find_client(g, p, m->request_id);
   if (r == NULL) {
-    reject(g, ident, ident_len, m->request_id, SC_ENOENT, "no such request");
+    sc_gw_reject(g, p, m->request_id, SC_ENOENT, "no such request");
     return false;
   }
   m->request_id = r->internal;
-  return to_scheduler(g, SC_MSG_CLIENT_CANCEL, m) == 0;
-}
-
-static void handle_client(gateway *g, const uint8_t *ident, size_t ident_len,
-                          const uint8_t *data, size_t len) {
-  sc_envelope env;
-  void *body = NULL;
-  sc_diag d = {0};
-  /* Refused by its envelope before its body is decoded: clients send two small types,
-   * and the others (a step plan, a global batch) are the large ones to decode. */
-  if (sc_msg_peek_envelope(data, len, &env) == 0 && !client_type(env.type)) {
-    reject(g, ident, ident_len, 0, SC_EPROTO, k_client_types_only);
-    return;
-  }
-  const int rc = sc_msg_decode_untrusted(data, len, &g->ctx->cfg.limits, &env, &body, &d);
-  if (rc) {
-    /* a client chooses how often: one line per interval (the client gets its error) */
-    static sc_log_limit rejected_log;
-    unsigned long long held = 0;
-    if (sc_log_limit_pass(&rejected_log, sc_now_ns(), &held))
-      SC_INFO(LOG, "rejected a client message: %s; %llu more since the last such line", d.msg,
-              held);
-    /* the error names the request when the bytes still say which */
-    const uint64_t id = sc_msg_peek_client_request_id(data, len, &g->ctx->cfg.limits);
-    reject(g, ident, ident_len, id, rc, d.msg[0] ? d.msg : sc_strerror(rc));
-    return;
-  }
-  bool taken = false;
-  if (env.type == SC_MSG_CLIENT_SUBMIT)
-    taken = client_submit(g, ident, ident_len, body);
-  else if (env.type == SC_MSG_CLIENT_CANCEL)
-    taken = client_cancel(g, ident, ident_len, body);
-  else /* (an envelope the peek could not read but the decoder could) */
-    reject(g, ident, ident_len, 0, SC_EPROTO, k_client_types_only);
-  if (!taken) sc_msg_body_destroy(env.type, body);
-}
-
-static bool service(void *ud) {
-  gateway *g = ud;
-  for (int k = 0; k < DRAIN_CAP; k++) {
-    uint8_t ident[IDENT_MAX];
-    const int n = zmq_recv(g->sock, ident, sizeof ident, ZMQ_DONTWAIT);
-    if (n < 0) return false; /* EAGAIN: drained */
-    zmq_msg_t data;
-    zmq_msg_init(&data);
-    int more = 0;
-    size_t sz = sizeof more;
-    zmq_getsockopt(g->sock, ZMQ_RCVMORE, &more, &sz);
-    if (more && zmq_msg_recv(&data, g->sock, 0) >= 0 && n <= IDENT_MAX)
-      handle_client(g, ident, (size_t)n, zmq_msg_data(&data), zmq_msg_size(&data));
-    zmq_msg_close(&data);
-    /* a client that sent more frames than one message: drop the rest */
-    for (zmq_getsockopt(g->sock, ZMQ_RCVMORE, &more, &sz); more;
-         zmq_getsockopt(g->sock, ZMQ_RCVMORE, &more, &sz)) {
-      zmq_msg_t junk;
-      zmq_msg_init(&junk);
-      zmq_msg_recv(&junk, g->sock, 0);
-      zmq_msg_close(&junk);
-    }
-  }
+  if (to_scheduler(g, SC_MSG_CLIENT_CANCEL, m) != 0) return false;
+  r->cancel_sent = true;
   return true;
 }
 
-/* Starts the ZAP handler of the gateway's context: the clients of client_keys_file, or
- * without it any CURVE key. */
-static int start_auth(gateway *g) {
-  const sc_pipeline_config *cfg = &g->ctx->cfg;
-  /* each listed key is named "client-N" by its place in the list (the User-Id of that
-   * client's messages) */
-  sc_zap_domain dom = {.domain = SC_ZAP_DOMAIN_CLIENT, .name_prefix = "client-",
-                       .any_key = cfg->client_keys_file[0] == '\0'};
-  uint8_t(*keys)[32] = NULL;
+/* ---- the HTTP front's hooks ---- */
+
+/* Every HTTP request is a client id of its own under this one peer. (ident points at an
+ * empty array, not NULL: the route code copies and compares ident_len bytes of it.) */
+static const uint8_t k_no_ident[1];
+static const sc_gw_peer k_http_peer = {.front = SC_GW_HTTP, .ident = k_no_ident};
+
+/* An HTTP request goes through the ZeroMQ clients' own validation: encoded and decoded as
+ * untrusted input with the same limits (token ids below the vocabulary, prompt and
+ * generation limits, field ranges), so that no front can pass what another refuses. The
+ * round trip costs microseconds next to the step it asks for. */
+static void http_submit(void *ud, sc_msg_client_submit *m) {
+  sc_gateway *g = ud;
+  const uint64_t id = m->request_id;
+  sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
+  int rc = sc_msg_encode(&env, m, &g->out);
+  sc_msg_body_destroy(SC_MSG_CLIENT_SUBMIT, m);
+  void *body = NULL;
   sc_diag d = {0};
-  int rc = dom.any_key
-               ? 0
-               : sc_curve_load_public_list(cfg->client_keys_file, &keys, &dom.num_keys, &d);
-  dom.keys = (const uint8_t(*)[32])keys;
-  if (rc == 0) rc = sc_zap_start(g->zctx, &dom, 1, &g->zap, &d);
-  free(keys);
+  if (rc == 0)
+    rc = sc_msg_decode_untrusted(g->out.data, g->out.len, &g->ctx->cfg.limits, &env, &body, &d);
   if (rc) {
-    SC_ERROR(LOG, "cannot vet the clients of %s: %s", cfg->listen, sc_diag_message(&d));
-    return rc;
-  }
-  if (!dom.any_key && dom.num_keys == 0)
-    SC_WARN(LOG, "%s lists no client key: no client will be served", cfg->client_keys_file);
-  return 0;
-}
-
-/* Makes the socket a CURVE server whose clients the ZAP handler vets. Before the bind:
- * libzmq admits every CURVE client of a context that has no handler. */
-static int use_curve(gateway *g) {
-  sc_pipeline_config *cfg = &g->ctx->cfg;
-  const bool ok =
-      sc_curve_make_server(g->sock, cfg->listen_secret, SC_ZAP_DOMAIN_CLIENT) == 0;
-  /* ZeroMQ keeps its own copy; this one is no longer needed */
-  sc_wipe(cfg->listen_secret, sizeof cfg->listen_secret);
-  if (!ok) {
-    SC_ERROR(LOG, "cannot use CURVE on %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
-    return SC_EIO;
-  }
-  return start_auth(g);
-}
-
-/* The client socket with its limits, CURVE when configured, bound. */
-static int open_socket(gateway *g) {
-  const sc_pipeline_config *cfg = &g->ctx->cfg;
-  g->zctx = zmq_ctx_new();
-  g->sock = g->zctx ? zmq_socket(g->zctx, ZMQ_ROUTER) : NULL;
-  if (g->sock == NULL) return SC_EIO;
-  const int one = 1, linger = 500;
-  /* ZeroMQ drops a client's connection past ZMQ_MAXMSGSIZE without a word; twice the
-   * decoder's limit lets a moderately oversized message through to get an ETOOBIG reply,
-   * while a huge one never reaches memory. */
-  const int64_t maxsize = 2 * (int64_t)cfg->limits.max_bytes + 4096;
-  zmq_setsockopt(g->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-  zmq_setsockopt(g->sock, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
-  /* a short linger: replies already queued (errors before a shutdown) still leave */
-  zmq_setsockopt(g->sock, ZMQ_LINGER, &linger, sizeof linger);
-  int rc = cfg->listen_curve ? use_curve(g) : 0;
-  if (rc) return rc;
-  sc_diag d = {0}; /* an ipc endpoint is as private as its folder */
-  if ((rc = sc_ipc_check_private(cfg->listen, &d)) != 0) {
-    SC_ERROR(LOG, "cannot listen on %s", sc_diag_message(&d));
-    return rc;
-  }
-  if (zmq_bind(g->sock, cfg->listen) != 0) {
-    SC_ERROR(LOG, "cannot listen on %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
-    return SC_EIO;
-  }
-  return 0;
-}
-
-/* Says at start when anyone who can reach the endpoint, or anyone who holds the server
- * key, is served: an operator should read it in the log before an outsider finds it. */
-static void announce(const sc_pipeline_config *cfg) {
-  if (!cfg->listen_curve) {
-    SC_INFO(LOG, "accepting clients on %s", cfg->listen);
-    if (!sc_endpoint_is_local(cfg->listen))
-      SC_WARN(LOG, "clients on %s are not authenticated and their traffic is readable "
-                   "(no listen_key_file)", cfg->listen);
+    refuse(g, &k_http_peer, id, rc, d.msg[0] ? d.msg : sc_strerror(rc));
     return;
   }
-  SC_INFO(LOG, "accepting clients on %s with CURVE, server key %s", cfg->listen,
-          cfg->listen_public);
-  if (cfg->client_keys_file[0] == '\0')
-    SC_WARN(LOG, "clients on %s: anyone who holds the server key %s is served (no "
-                 "client_keys_file)", cfg->listen, cfg->listen_public);
+  if (!sc_gw_submit(g, &k_http_peer, body)) sc_msg_body_destroy(SC_MSG_CLIENT_SUBMIT, body);
 }
 
+/* (The route is looked up first, so sc_gw_cancel never takes its "no such request" path,
+ * which would answer through the front from inside the front's own callback.) */
+static void http_cancel(void *ud, uint64_t id) {
+  sc_gateway *g = ud;
+  sc_gw_route *r = find_client(g, &k_http_peer, id);
+  if (r == NULL || r->cancel_sent) return;
+  sc_msg_client_cancel *m = sc_msg_body_new(SC_MSG_CLIENT_CANCEL);
+  if (m == NULL) return;
+  m->request_id = id;
+  if (!sc_gw_cancel(g, &k_http_peer, m)) sc_msg_body_destroy(SC_MSG_CLIENT_CANCEL, m);
+}
+
+static void http_stopped(void *ud, uint64_t id) {
+  sc_gw_route *r = find_client(ud, &k_http_peer, id);
+  if (r) r->stopped = true;
+}
+
+static void http_refused(void *ud) { ((sc_gateway *)ud)->counters.requests[SC_GW_REJECTED]++; }
+
+static void http_query(void *ud) {
+  sc_gateway *g = ud;
+  sc_msg_stats_query *q = sc_msg_body_new(SC_MSG_STATS_QUERY);
+  if (q == NULL) return; /* (the front answers 503 when no report comes) */
+  q->seq = ++g->stats_seq;
+  if (to_scheduler(g, SC_MSG_STATS_QUERY, q) != 0) sc_msg_body_destroy(SC_MSG_STATS_QUERY, q);
+}
+
+static int http_metrics(void *ud, const sc_msg_stats_report *r, sc_buf *out) {
+  return sc_gw_metrics_render(out, &((sc_gateway *)ud)->counters, r);
+}
+
+/* The model id HTTP clients name: the cluster file's served_model_name, else the model
+ * file's name without its folder and extension, else "sparsecp". */
+static void model_name(const sc_pipeline_config *cfg, char *out, size_t cap) {
+  const char *p = cfg->served_model_name[0] ? cfg->served_model_name : cfg->model_file;
+  if (p[0] == '\0') p = "sparsecp";
+  if (!cfg->served_model_name[0]) {
+    const char *slash = strrchr(p, '/');
+    if (slash) p = slash + 1;
+  }
+  snprintf(out, cap, "%.*s", (int)(cap - 1), p);
+  char *dot = cfg->served_model_name[0] ? NULL : strrchr(out, '.');
+  if (dot && dot != out) *dot = '\0';
+}
+
+static int open_http(sc_gateway *g, uv_loop_t *loop) {
+  const sc_pipeline_config *cfg = &g->ctx->cfg;
+  sc_diag d = {0};
+  int rc = 0;
+  if (cfg->tokenizer_path[0] &&
+      (rc = sc_tokenizer_load(cfg->tokenizer_path, &g->tokenizer, &d)) != 0) {
+    SC_ERROR(LOG, "tokenizer %s: %s", cfg->tokenizer_path, sc_diag_message(&d));
+    return rc;
+  }
+  if (g->tokenizer && sc_tokenizer_vocab_size(g->tokenizer) > cfg->limits.vocab_size)
+    SC_WARN(LOG, "the tokenizer knows %d tokens, the model %d: prompts with the others are "
+                 "refused", (int)sc_tokenizer_vocab_size(g->tokenizer), (int)cfg->limits.vocab_size);
+  char model[256], api_key[258] = "";
+  size_t key_len = 0;
+  if (cfg->http_api_key_file[0] &&
+      (rc = sc_secret_read(cfg->http_api_key_file, api_key, sizeof api_key, &key_len, &d)) != 0) {
+    SC_ERROR(LOG, "HTTP API key: %s", sc_diag_message(&d));
+    return rc;
+  }
+  model_name(cfg, model, sizeof model);
+  const sc_http_config hc = {
+      .addr = cfg->http, .model = model, .tokenizer = g->tokenizer, .api_key = api_key,
+      /* a prompt at the limit as a JSON array of ids (up to 11 bytes each), plus room */
+      .max_body = (size_t)cfg->limits.max_prompt_len * 12 + 65536,
+      /* no token of a byte-level BPE vocabulary spans more than a few dozen bytes (long
+       * runs of one character take several): 64 per token leaves room and bounds the
+       * tokenizing a request can make this loop do */
+      .max_text = (size_t)cfg->limits.max_prompt_len * 64 + 4096,
+      .timeout_s = (unsigned)cfg->http_timeout_s, .max_connections = 1024};
+  const sc_http_hooks hooks = {.ud = g, .submit = http_submit, .cancel = http_cancel,
+                               .stopped = http_stopped, .refused = http_refused,
+                               .query = http_query, .metrics = http_metrics};
+  rc = sc_http_front_start(loop, &hc, &hooks, &g->http, &d);
+  sc_wipe(api_key, sizeof api_key); /* (the front keeps its own copy) */
+  if (rc) {
+    SC_ERROR(LOG, "%s", sc_diag_message(&d));
+    return rc;
+  }
+  SC_INFO(LOG, "serving HTTP on %s (port %u), model \"%s\", %s", cfg->http,
+          (unsigned)sc_http_front_port(g->http), model,
+          g->tokenizer ? "text prompts" : "token-id prompts (no tokenizer)");
+  if (!cfg->http_api_key_file[0])
+    SC_WARN(LOG, "HTTP on %s: anyone who can reach it is served, and its traffic is readable "
+                 "(no http_api_key_file; no TLS)", cfg->http);
+  return 0;
+}
+
+/* ---- the actor ---- */
+
 static int gateway_init(sc_ctx *c, void *state, const void *arg) {
-  gateway *g = state;
+  sc_gateway *g = state;
   g->ctx = *(sc_rank_ctx *const *)arg;
   g->node = sc_ctx_node(c);
   g->self = sc_self(c);
   sc_buf_init(&g->out);
   g->free_head = -1;
-  const sc_pipeline_config *cfg = &g->ctx->cfg;
   int rc = sc_index_init(&g->by_internal, 64);
   if (rc == 0) rc = sc_index_init(&g->by_client, 64);
-  if (rc) return rc;
-  rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &g->scheduler);
-  if (rc) return rc;
-  if (cfg->listen[0] == '\0') {
-    SC_ERROR(LOG, "the cluster file has no \"listen\" endpoint for clients");
-    return SC_EINVAL;
-  }
-  if (cfg->client_keys_file[0] && !cfg->listen_curve) {
-    /* (a plain endpoint would serve everyone while the list seemed to say who) */
-    SC_ERROR(LOG, "client_keys_file %s needs listen_key_file: clients are told apart by "
-                  "their CURVE keys", cfg->client_keys_file);
-    return SC_EINVAL;
-  }
-  if ((rc = open_socket(g)) != 0) return rc;
-  rc = sc_zmq_watch_start(sc_ctx_uv_loop(c), g->sock, service, g, &g->watch);
-  if (rc) return rc;
-  announce(cfg);
-  return 0;
+  if (rc == 0) rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &g->scheduler);
+  if (rc == 0) rc = sc_gw_zmq_open(g, sc_ctx_uv_loop(c));
+  if (rc == 0 && g->ctx->cfg.http[0]) rc = open_http(g, sc_ctx_uv_loop(c));
+  return rc;
 }
 
 static void gateway_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
-  gateway *g = state;
-  sc_zmq_watch_close(g->watch);
-  if (g->sock) zmq_close(g->sock);
-  sc_zap_stop(g->zap); /* (its socket is one of the context's: before the term) */
-  if (g->zctx) zmq_ctx_term(g->zctx);
+  sc_gateway *g = state;
+  sc_http_front_stop(g->http);
+  sc_tokenizer_free(g->tokenizer);
+  sc_gw_zmq_close(g);
   free(g->routes);
   sc_index_free(&g->by_internal);
   sc_index_free(&g->by_client);
   sc_buf_free(&g->out);
 }
 
+/* How a request that got client_error ended: refused before its first token when the
+ * cluster would not take it, else failed. */
+static sc_gw_outcome error_outcome(const sc_gw_route *r, int code) {
+  const bool refusal = code == SC_EINVAL || code == SC_ETOOBIG || code == SC_EFULL ||
+                       code == SC_ECLOSED || code == SC_ERANGE;
+  return r->tokens == 0 && refusal ? SC_GW_REJECTED : SC_GW_FAILED;
+}
+
+/* The gateway's view of a reply: tokens and latencies. */
+static void count_reply(sc_gateway *g, sc_gw_route *r, int type, const void *body) {
+  if (type != SC_MSG_CLIENT_TOKEN) return;
+  const uint32_t n = ((const sc_msg_client_token *)body)->tokens.n;
+  if (n == 0) return;
+  const uint64_t now = sc_now_ns();
+  if (r->tokens == 0) sc_histo_add(&g->counters.ttft, (double)(now - r->submit_ns) * 1e-9);
+  else sc_histo_add(&g->counters.tpot, (double)(now - r->last_ns) * 1e-9 / n);
+  r->tokens += (int32_t)n;
+  r->last_ns = now;
+  g->counters.generation_tokens += n;
+}
+
+static sc_gw_outcome done_outcome(const sc_gw_route *r, const sc_msg_client_done *d) {
+  if (r->stopped) return SC_GW_STOP;
+  if (d->finish_reason && strcmp(d->finish_reason, "canceled") == 0) return SC_GW_CANCELED;
+  if (d->finish_reason && strcmp(d->finish_reason, "stop") == 0) return SC_GW_STOP;
+  return SC_GW_LENGTH;
+}
+
 /* Replies from the scheduler: route by internal id. The client's own id is written into
  * the borrowed body for the encoding and put back right after, on this thread, so the
  * body is unchanged when the handler returns (no copy of a token list per reply). */
 static int on_reply(sc_ctx *c, const sc_envelope *env, const void *body) {
-  gateway *g = sc_state(c);
+  sc_gateway *g = sc_state(c);
   uint64_t *id_field = NULL;
   switch (env->type) {
   case SC_MSG_CLIENT_TOKEN: id_field = &((sc_msg_client_token *)body)->request_id; break;
   case SC_MSG_CLIENT_DONE: id_field = &((sc_msg_client_done *)body)->request_id; break;
   default: id_field = &((sc_msg_client_error *)body)->request_id; break;
   }
-  route *r = find_internal(g, *id_field);
+  sc_gw_route *r = find_internal(g, *id_field);
   if (r == NULL) return 0; /* canceled or already finished */
   const uint64_t internal = r->internal;
   *id_field = r->client_id;
-  const int rc = send_to(g, r->ident, r->ident_len, env->type, body);
+  const int rc = to_peer(g, r->front, r->ident, r->ident_len, env->type, body);
   *id_field = internal;
+  if (rc == 0) count_reply(g, r, env->type, body);
   const bool last = env->type != SC_MSG_CLIENT_TOKEN;
   if ((rc == SC_EDOWN || rc == SC_EFULL) && !last) {
-    /* a client that is gone, or does not read: its request is canceled rather than
-     * computed for nobody (the client then never hears of it: it is not listening) */
-    SC_INFO(LOG, "client of request %llu %s: canceling it", (unsigned long long)internal,
-            rc == SC_EDOWN ? "is gone" : "does not read its replies");
-    sc_msg_client_cancel *m = sc_msg_body_new(SC_MSG_CLIENT_CANCEL);
-    if (m) {
-      m->request_id = internal;
-      if (sc_send(c, g->scheduler, SC_MSG_CLIENT_CANCEL, m)) sc_msg_body_destroy(SC_MSG_CLIENT_CANCEL, m);
+    /* a client that is gone, or does not read (or a stop string ended its request): the
+     * request is canceled rather than computed for nobody (the client then never hears
+     * of it: it is not listening) */
+    if (!r->cancel_sent) {
+      SC_INFO(LOG, "client of request %llu %s: canceling it", (unsigned long long)internal,
+              rc == SC_EDOWN ? "is gone" : "does not read its replies");
+      sc_msg_client_cancel *m = sc_msg_body_new(SC_MSG_CLIENT_CANCEL);
+      if (m) {
+        m->request_id = internal;
+        if (sc_send(c, g->scheduler, SC_MSG_CLIENT_CANCEL, m))
+          sc_msg_body_destroy(SC_MSG_CLIENT_CANCEL, m);
+      }
     }
-    route_close(g, r);
+    route_close(g, r, r->stopped ? SC_GW_STOP : SC_GW_CANCELED);
+  } else if (env->type == SC_MSG_CLIENT_DONE) {
+    route_close(g, r, done_outcome(r, body));
   } else if (last) {
-    route_close(g, r);
+    route_close(g, r, error_outcome(r, ((const sc_msg_client_error *)body)->code));
   }
+  return 0;
+}
+
+static int on_stats_report(sc_ctx *c, const sc_envelope *env, const void *body) {
+  (void)env;
+  sc_gateway *g = sc_state(c);
+  const sc_msg_stats_report *r = body;
+  if (g->http && r->seq == g->stats_seq) sc_http_front_stats(g->http, r);
   return 0;
 }
 
 const sc_actor_spec sc_gateway_spec = {
     .name = "gateway",
-    .state_size = sizeof(gateway),
+    .state_size = sizeof(sc_gateway),
     .init = gateway_init,
     .terminate = gateway_terminate,
     .handlers = {[SC_MSG_CLIENT_TOKEN] = on_reply,
                  [SC_MSG_CLIENT_DONE] = on_reply,
-                 [SC_MSG_CLIENT_ERROR] = on_reply},
+                 [SC_MSG_CLIENT_ERROR] = on_reply,
+                 [SC_MSG_STATS_REPORT] = on_stats_report},
 };

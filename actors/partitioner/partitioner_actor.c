@@ -48,6 +48,27 @@ static void report_failure(sc_ctx *c, partitioner *p, uint64_t step, int code, c
   sc_step_abort_send(c, p->scheduler, step, 0, code, why, NULL);
 }
 
+/* The scheduler's reference for the ranks' acknowledgements, and the plan's per-purpose
+ * totals for its metrics (computed here, where the plan is: the scheduler never sees
+ * it). */
+static int send_planned(sc_ctx *c, partitioner *p, uint64_t step) {
+  sc_msg_step_planned *sp = sc_msg_body_new(SC_MSG_STEP_PLANNED);
+  if (sp == NULL) return SC_ENOMEM;
+  sp->fingerprint = p->plan.fingerprint;
+  sp->num_colls = p->plan.num_colls;
+  sp->purpose_colls.v = malloc(sizeof(uint64_t) * SC_PURPOSE_COUNT);
+  sp->purpose_bytes.v = malloc(sizeof(uint64_t) * SC_PURPOSE_COUNT);
+  if (sp->purpose_colls.v == NULL || sp->purpose_bytes.v == NULL) {
+    sc_msg_body_destroy(SC_MSG_STEP_PLANNED, sp);
+    return SC_ENOMEM;
+  }
+  sp->purpose_colls.n = sp->purpose_bytes.n = SC_PURPOSE_COUNT;
+  sc_plan_purpose_totals(&p->plan, sp->purpose_colls.v, sp->purpose_bytes.v);
+  if (sc_send_step(c, p->scheduler, SC_MSG_STEP_PLANNED, step, sp))
+    sc_msg_body_destroy(SC_MSG_STEP_PLANNED, sp);
+  return 0;
+}
+
 static int on_global_batch(sc_ctx *c, const sc_envelope *env, const void *body) {
   partitioner *p = sc_state(c);
   const sc_msg_global_batch *b = body;
@@ -84,13 +105,7 @@ static int on_global_batch(sc_ctx *c, const sc_envelope *env, const void *body) 
     report_failure(c, p, env->step, rc, "the step plan could not be sent to every rank");
     return 0;
   }
-  sc_msg_step_planned *sp = sc_msg_body_new(SC_MSG_STEP_PLANNED);
-  if (sp == NULL) return SC_ENOMEM;
-  sp->fingerprint = p->plan.fingerprint;
-  sp->num_colls = p->plan.num_colls;
-  if (sc_send_step(c, p->scheduler, SC_MSG_STEP_PLANNED, env->step, sp))
-    sc_msg_body_destroy(SC_MSG_STEP_PLANNED, sp);
-  return 0;
+  return send_planned(c, p, env->step);
 }
 
 const sc_actor_spec sc_partitioner_spec = {

@@ -150,8 +150,21 @@ static int parse_root(json_t *root, const json_error_t *err, sc_cluster *out, sc
   if (key)
     snprintf(out->listen_key_file, sizeof out->listen_key_file, "%s", json_string_value(key));
   if ((rc = get_path(root, "client_keys_file", "", out->client_keys_file, d)) ||
-      (rc = get_path(root, "tap_keys_file", "", out->tap_keys_file, d)))
+      (rc = get_path(root, "tap_keys_file", "", out->tap_keys_file, d)) ||
+      (rc = get_path(root, "http_api_key_file", "", out->http_api_key_file, d)) ||
+      (rc = get_int(root, "http_timeout_s", 30, 1, 3600, &out->http_timeout_s, d)))
     goto done;
+  json_t *http = json_object_get(root, "http");
+  if (http && (!json_is_string(http) || json_string_length(http) == 0 ||
+               json_string_length(http) >= SC_ENDPOINT_MAX)) {
+    rc = sc_fail(d, SC_EINVAL, "cluster: \"http\" must be an address HOST:PORT");
+    goto done;
+  }
+  if (http) snprintf(out->http, sizeof out->http, "%s", json_string_value(http));
+  if (out->http_api_key_file[0] && !http) {
+    rc = sc_fail(d, SC_EINVAL, "cluster: \"http_api_key_file\" needs \"http\"");
+    goto done;
+  }
   json_t *nodes = json_object_get(root, "nodes");
   if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||
       json_array_size(nodes) > SC_CLUSTER_MAX_NODES) {
@@ -229,9 +242,9 @@ int sc_cluster_resolve_path(const char *cluster_path, const char *what, const ch
  * their paths are made relative to the caller's directory here, once. */
 static int resolve_key_paths(const char *cluster_path, sc_cluster *c, sc_diag *d) {
   char tmp[SC_PATH_MAX];
-  char *paths[2] = {c->client_keys_file, c->tap_keys_file};
-  for (int i = 0; i < 2 + c->num_nodes; i++) {
-    char *p = i < 2 ? paths[i] : c->nodes[i - 2].key_file;
+  char *paths[3] = {c->client_keys_file, c->tap_keys_file, c->http_api_key_file};
+  for (int i = 0; i < 3 + c->num_nodes; i++) {
+    char *p = i < 3 ? paths[i] : c->nodes[i - 3].key_file;
     if (p[0] == '\0') continue;
     const int rc = sc_cluster_resolve_path(cluster_path, "cluster: a key file", p, tmp,
                                            sizeof tmp, d);
@@ -283,6 +296,11 @@ int sc_cluster_to_json(const sc_cluster *c, char **out) {
     json_object_set_new(root, "client_keys_file", json_string(c->client_keys_file));
   if (c->tap_keys_file[0])
     json_object_set_new(root, "tap_keys_file", json_string(c->tap_keys_file));
+  if (c->http[0]) json_object_set_new(root, "http", json_string(c->http));
+  if (c->http_api_key_file[0])
+    json_object_set_new(root, "http_api_key_file", json_string(c->http_api_key_file));
+  if (c->http_timeout_s && c->http_timeout_s != 30)
+    json_object_set_new(root, "http_timeout_s", json_integer(c->http_timeout_s));
   if (c->plaintext_tcp) json_object_set_new(root, "plaintext_tcp", json_true());
   json_object_set_new(root, "nodes", nodes);
   *out = json_dumps(root, JSON_INDENT(2));

@@ -7,6 +7,9 @@
  *    "listen_key_file": "/etc/sparsecp/server.key",        (optional: CURVE on listen)
  *    "client_keys_file": "clients.pub",   (optional: the clients served, by public key)
  *    "tap_keys_file": "taps.pub",         (the tap subscribers admitted over tcp)
+ *    "http": "127.0.0.1:8000",            (optional: the head's HTTP server, docs/http.md)
+ *    "http_api_key_file": "api.key",      (optional: the Bearer key HTTP clients need)
+ *    "http_timeout_s": 30,                (an idle HTTP connection is closed after this)
  *    "nodes": [{"rank": 0, "endpoint": "tcp://10.0.0.1:5555", "tap": "tcp://...",
  *               "public_key": "<Z85>", "key_file": "node-0.key"}, ...]}
  *
@@ -14,7 +17,7 @@
  * "public_key" (CURVE between nodes) or none has; a node or tap endpoint on tcp needs the
  * keys (`sparsecp keygen --cluster FILE` writes them), and a tap on tcp also needs
  * tap_keys_file. sc_cluster_load makes the key files' paths (key_file, client_keys_file,
- * tap_keys_file) relative to the caller's directory; the others are kept as written, and
+ * tap_keys_file, http_api_key_file) relative to the caller's directory; the others are kept as written, and
  * sc_cluster_resolve_path reads them from the
  * cluster file's folder. Pure parsing; no sockets.
  * Ownership: sc_cluster owns its strings; free with sc_cluster_free. Any thread.
@@ -60,6 +63,9 @@ typedef struct sc_cluster {
   char client_keys_file[SC_PATH_MAX]; /* public keys of the clients served ("" = any key
                                          holding the server key; needs listen_key_file) */
   char tap_keys_file[SC_PATH_MAX];   /* public keys of the tap subscribers admitted on tcp */
+  char http[SC_ENDPOINT_MAX];        /* the head's HTTP address HOST:PORT ("" = none) */
+  char http_api_key_file[SC_PATH_MAX]; /* the API key HTTP clients send ("" = none) */
+  int32_t http_timeout_s;            /* idle HTTP connections are closed (default 30) */
   bool plaintext_tcp;                /* "plaintext_tcp": tcp without keys allowed (only to
                                         measure what CURVE costs: anyone who reaches an
                                         endpoint can then forge into the cluster) */

@@ -324,6 +324,7 @@ int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events
     }
   }
   s->in_flight = false;
+  s->stats.steps++;
   return n;
 }
 
@@ -336,6 +337,7 @@ int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids) {
     s->stats.failed++;
   }
   s->in_flight = false;
+  s->stats.steps_failed++;
   return n;
 }
 
@@ -361,4 +363,5 @@ void sc_sched_get_stats(const sc_sched *s, sc_sched_stats *st) {
   st->waiting = s->num_waiting;
   st->running = s->num_running;
   st->free_blocks = s->num_free;
+  st->total_blocks = s->cfg.num_blocks;
 }

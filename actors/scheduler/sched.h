@@ -77,9 +77,15 @@ typedef struct sc_sched_event {
   bool finished;          /* the request is complete (max_new_tokens reached) */
 } sc_sched_event;
 
+/* The queue now and the totals since creation. Requests: admitted (waiting to running),
+ * finished (max_new_tokens reached), canceled (sc_sched_cancel) and failed (their step
+ * failed, or sc_sched_fail_all). Steps: every step sc_sched_next built ends once, as
+ * advanced (steps) or as failed (steps_failed, sc_sched_fail_step, also through
+ * sc_sched_fail_all). */
 typedef struct sc_sched_stats {
-  int32_t waiting, running, free_blocks;
+  int32_t waiting, running, free_blocks, total_blocks;
   uint64_t admitted, finished, canceled, failed;
+  uint64_t steps, steps_failed;
 } sc_sched_stats;
 
 typedef struct sc_sched sc_sched;

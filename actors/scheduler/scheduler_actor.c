@@ -17,6 +17,7 @@
 #include "actors/rank_ctx.h"
 #include "actors/step_abort.h"
 #include "base/clock.h"
+#include "base/histo.h"
 #include "base/log.h"
 
 #define LOG "scheduler"
@@ -54,6 +55,11 @@ typedef struct scheduler {
   sc_sched_event *events;
   int64_t *ids;
   int32_t cap;
+  /* totals for stats_report that the core does not see (its own are in sc_sched_stats) */
+  uint64_t step_start_ns;  /* when the step in flight was started (try_start) */
+  sc_histo step_time;      /* finished steps: started to delivered (finish_step) */
+  uint64_t desyncs;        /* steps failed with SC_EDESYNC */
+  uint64_t purpose_colls[SC_PURPOSE_COUNT], purpose_bytes[SC_PURPOSE_COUNT];
 } scheduler;
 
 static int ensure_cap(scheduler *s, int32_t n) {
@@ -229,6 +235,7 @@ static void try_start(sc_ctx *c, scheduler *s) {
   sc_sched_step *st = NULL;
   if (sc_sched_next(s->sched, &st) != 0 || st == NULL) return;
   s->in_flight = st->step;
+  s->step_start_ns = sc_now_ns();
   s->have_planned = false;
   memset(s->acked, 0, sizeof *s->acked * (size_t)s->world);
   memset(s->completed, 0, sizeof *s->completed * (size_t)s->world);
@@ -305,6 +312,9 @@ static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
   const uint64_t step = s->in_flight;
   if (step == 0) return;
   SC_ERROR(LOG, "step %llu failed: %s", (unsigned long long)step, why);
+  /* the one place every failed step passes (the core counts it in steps_failed): a
+   * refused collective, a plan a rank rejected, a fingerprint that differs */
+  if (code == SC_EDESYNC) s->desyncs++;
   sc_sched_stats st;
   sc_sched_get_stats(s->sched, &st);
   if (ensure_cap(s, st.running + 1) == 0) { /* see scheduler.cap */
@@ -416,6 +426,7 @@ static int on_cancel(sc_ctx *c, const sc_envelope *env, const void *body) {
 static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r) {
   const int n = sc_sched_advance(s->sched, r->sampled.v, s->events);
   s->in_flight = 0;
+  sc_histo_add(&s->step_time, (double)(sc_now_ns() - s->step_start_ns) * 1e-9);
   for (int i = 0; i < n; i++) {
     const sc_sched_event *ev = &s->events[i];
     const float margin = (uint32_t)ev->entry < r->margin.n ? r->margin.v[ev->entry] : 0.0f;
@@ -476,10 +487,20 @@ static int on_ready(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
+/* A plan's per-purpose totals into the running sums; entries past the purposes this build
+ * knows (a newer partitioner's) are left out. */
+static void add_purposes(uint64_t sum[SC_PURPOSE_COUNT], const sc_msg_arr_u64 *a) {
+  for (uint32_t k = 0; k < a->n && k < SC_PURPOSE_COUNT; k++) sum[k] += a->v[k];
+}
+
 static int on_planned(sc_ctx *c, const sc_envelope *env, const void *body) {
   scheduler *s = sc_state(c);
+  const sc_msg_step_planned *p = body;
+  /* counted for a step that failed meanwhile too: its plan went to the ranks */
+  add_purposes(s->purpose_colls, &p->purpose_colls);
+  add_purposes(s->purpose_bytes, &p->purpose_bytes);
   if (env->step != s->in_flight) return 0;
-  s->planned_fp = ((const sc_msg_step_planned *)body)->fingerprint;
+  s->planned_fp = p->fingerprint;
   s->have_planned = true;
   check_acks(c, s);
   return 0;
@@ -568,6 +589,50 @@ static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
+/* n words of src into a, which owns them; 0 or SC_ENOMEM. */
+static int set_u64s(sc_msg_arr_u64 *a, const uint64_t *src, uint32_t n) {
+  if ((a->v = copy_array(src, sizeof *src * n)) == NULL) return SC_ENOMEM;
+  a->n = n;
+  return 0;
+}
+
+/* The report of stats_report's fields (messages/schema.def), from the core's numbers
+ * and this actor's totals. 0 or SC_ENOMEM (r is then the caller's to destroy). */
+static int fill_report(const scheduler *s, uint64_t seq, sc_msg_stats_report *r) {
+  sc_sched_stats st;
+  sc_sched_get_stats(s->sched, &st);
+  *r = (sc_msg_stats_report){
+      .seq = seq, .ready = s->ready, .stopping = s->shutting_down,
+      .waiting = st.waiting, .running = st.running, .blocks_total = st.total_blocks,
+      .blocks_free = st.free_blocks, .admitted = st.admitted, .finished = st.finished,
+      .canceled = st.canceled, .failed = st.failed, .steps = st.steps,
+      .steps_failed = st.steps_failed, .desyncs = s->desyncs,
+      .step_seconds_sum = s->step_time.sum};
+  return set_u64s(&r->step_buckets, s->step_time.counts, SC_HIST_N + 1) ||
+                 set_u64s(&r->purpose_colls, s->purpose_colls, SC_PURPOSE_COUNT) ||
+                 set_u64s(&r->purpose_bytes, s->purpose_bytes, SC_PURPOSE_COUNT)
+             ? SC_ENOMEM
+             : 0;
+}
+
+/* The gateway asks for GET /metrics and /health: answered in every state, while the
+ * cluster is not ready or is shutting down too (health says 503 then). The query is a
+ * plain message (the gateway sends it from a socket callback), so the answer goes to its
+ * sender, not through sc_reply. A report that cannot be made is dropped with a warning,
+ * not the scheduler stopped: the gateway gives up on it. */
+static int on_stats_query(sc_ctx *c, const sc_envelope *env, const void *body) {
+  const uint64_t seq = ((const sc_msg_stats_query *)body)->seq;
+  sc_msg_stats_report *r = sc_msg_body_new(SC_MSG_STATS_REPORT);
+  int rc = r ? fill_report(sc_state(c), seq, r) : SC_ENOMEM;
+  if (rc == 0) rc = sc_send(c, env->src, SC_MSG_STATS_REPORT, r);
+  if (rc) {
+    sc_msg_body_destroy(SC_MSG_STATS_REPORT, r);
+    SC_WARN(LOG, "no stats report for query %llu: %s", (unsigned long long)seq,
+            sc_strerror(rc));
+  }
+  return 0;
+}
+
 const sc_actor_spec sc_scheduler_spec = {
     .name = "scheduler",
     .state_size = sizeof(scheduler),
@@ -582,5 +647,6 @@ const sc_actor_spec sc_scheduler_spec = {
                  [SC_MSG_STEP_COMPLETE] = on_complete,
                  [SC_MSG_DOWN] = on_down,
                  [SC_MSG_NODE_READY] = on_ready,
-                 [SC_MSG_NODE_SHUTDOWN] = on_shutdown},
+                 [SC_MSG_NODE_SHUTDOWN] = on_shutdown,
+                 [SC_MSG_STATS_QUERY] = on_stats_query},
 };

@@ -315,12 +315,12 @@ Test(sampling, greedy_temperature_margin) {
   cr_assert_float_eq(sc_logits_top2_margin(l, 5), 0.0f, 0.0f);
   const float l2[] = {0.5f, 2.0f, 1.0f};
   cr_assert_float_eq(sc_logits_top2_margin(l2, 3), 1.0f, 1e-7f);
-  cr_assert_eq(sc_sample_temperature(l2, 3, 0.0f, 1, 1, 0), 1);
-  /* deterministic per (seed, request, index); frequencies follow softmax(l / t) */
+  cr_assert_eq(sc_sample_temperature(l2, 3, 0.0f, 1, 0), 1);
+  /* deterministic per (seed, index); frequencies follow softmax(l / t) */
   int counts[3] = {0};
   for (int i = 0; i < 20000; i++) {
-    const int32_t a = sc_sample_temperature(l2, 3, 1.0f, 42, 7, i);
-    cr_assert_eq(a, sc_sample_temperature(l2, 3, 1.0f, 42, 7, i));
+    const int32_t a = sc_sample_temperature(l2, 3, 1.0f, 42, i);
+    cr_assert_eq(a, sc_sample_temperature(l2, 3, 1.0f, 42, i));
     counts[a]++;
   }
   const double z = exp(0.5) + exp(2.0) + exp(1.0);

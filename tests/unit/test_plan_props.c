@@ -175,15 +175,11 @@ Test(plan_props, fingerprint_separates_different_plans) {
   sc_plan_free(&b);
 }
 
-static int32_t group_size(const sc_plan_config *c, int group) {
-  return group == SC_GROUP_TP ? c->tp : group == SC_GROUP_PCP ? c->pcp : c->dcp;
-}
-
 static size_t largest_block(const sc_plan *plan) {
   size_t m = 0;
   for (int32_t k = 0; k < plan->num_colls; k++) {
     const sc_coll *c = &plan->colls[k];
-    const size_t b = sc_coll_block_bytes(c, group_size(&plan->cfg, c->group));
+    const size_t b = sc_coll_block_bytes(c, sc_plan_group_size(&plan->cfg, c->group));
     if (b > m) m = b;
   }
   return m;

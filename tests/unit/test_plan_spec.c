@@ -111,6 +111,53 @@ Test(plan_spec, section6_collectives_of_the_example) {
   sc_plan_free(&plan);
 }
 
+/* sc_plan_purpose_totals(plan) against want[purpose] = {entries, block bytes}. */
+static void assert_purpose_totals(const sc_plan *plan, const uint64_t (*want)[2]) {
+  uint64_t colls[SC_PURPOSE_COUNT], bytes[SC_PURPOSE_COUNT];
+  sc_plan_purpose_totals(plan, colls, bytes);
+  for (int k = 0; k < SC_PURPOSE_COUNT; k++) {
+    cr_assert_eq(colls[k], want[k][0], "%s", sc_coll_purpose_name(k));
+    cr_assert_eq(bytes[k], want[k][1], "%s", sc_coll_purpose_name(k));
+  }
+}
+
+/* sc_plan_purpose_totals against a hand count: the §3 example (f32, one layer) and a
+ * P1 x N2 x T2 step of two decodes over two layers in bf16, whose decode_out is a
+ * reduce_scatter (each member's block is 1/N of the buffer) and whose candidates and LSE
+ * keep their own element types. */
+Test(plan_spec, purpose_totals_count_entries_and_block_bytes) {
+  sc_plan plan;
+  build_example(&plan);
+  const uint64_t example[SC_PURPOSE_COUNT][2] = {
+      [SC_PURPOSE_PREFILL_KV] = {1, 10 * 640 * 4},
+      [SC_PURPOSE_CONTEXT_KV] = {1, 13 * 640 * 4},
+      [SC_PURPOSE_HIDDEN_RESTORE] = {1, 10 * 512 * 4}};
+  assert_purpose_totals(&plan, example);
+
+  sc_plan_config c;
+  sc_model_plan_config_default(&c);
+  c.dcp = c.tp = 2; /* with pcp 1, dcp divides tp */
+  c.layers = 2;
+  c.dtype = SC_DT_BF16;
+  cr_assert_eq(sc_plan_config_validate(&c, NULL), 0);
+  const sc_batch_req decodes[] = {{.id = 0, .computed = 30, .scheduled = 1},
+                                  {.id = 1, .computed = 7, .scheduled = 1}};
+  sc_diag d = {0};
+  cr_assert_eq(sc_plan_build(&plan, &c, decodes, 2, &d), 0, "%s", d.msg);
+  /* two layers of: D = T_pad = 2 rows, 8 / T = 4 heads here, 4 x N = 8 in attention;
+   * decode_q 4 x 576 (bf16), candidates 2 x topk 64 words, LSE 8 (f32), decode_out
+   * 8 x 512 (bf16) scattered over N = 2, attn_out and mlp_out hidden 512 (bf16) */
+  const uint64_t decode[SC_PURPOSE_COUNT][2] = {
+      [SC_PURPOSE_DECODE_Q] = {2, 2 * (2 * 2304 * 2)},
+      [SC_PURPOSE_TOPK_CANDIDATES] = {2, 2 * (2 * 128 * 4)},
+      [SC_PURPOSE_DECODE_LSE] = {2, 2 * (2 * 8 * 4)},
+      [SC_PURPOSE_DECODE_OUT] = {2, 2 * (2 * 4096 * 2 / 2)},
+      [SC_PURPOSE_ATTN_OUT] = {2, 2 * (2 * 512 * 2)},
+      [SC_PURPOSE_MLP_OUT] = {2, 2 * (2 * 512 * 2)}};
+  assert_purpose_totals(&plan, decode);
+  sc_plan_free(&plan);
+}
+
 Test(plan_spec, section4_local_lengths) {
   /* L = 10, N = 4, I = 1 gives 3, 3, 2, 2 */
   const int64_t want[] = {3, 3, 2, 2};

@@ -170,8 +170,12 @@ Test(sched, cancel_and_failed_steps_free_everything) {
   cr_assert_eq(stats.free_blocks, 16);
   cr_assert_eq(stats.canceled, 2);
   cr_assert_eq(stats.failed, 1);
+  cr_assert_eq(stats.steps, 1);
+  cr_assert_eq(stats.steps_failed, 1);
+  cr_assert_eq(stats.total_blocks, 16);
   cr_assert_eq(sc_sched_next(s, &st), 0);
   cr_assert_null(st); /* idle */
+  cr_assert_eq(sc_sched_fail_step(s, failed), SC_EINVAL); /* no step: nothing counted */
 
   /* shutting down: everything, in flight or not, is handed back for an error reply */
   submit(s, 4, 5, 4);
@@ -183,6 +187,12 @@ Test(sched, cancel_and_failed_steps_free_everything) {
   sc_sched_get_stats(s, &stats);
   cr_assert_eq(stats.running + stats.waiting, 0);
   cr_assert_eq(stats.free_blocks, 16);
+  cr_assert_eq(stats.failed, 4);
+  cr_assert_eq(stats.steps, 1);
+  cr_assert_eq(stats.steps_failed, 2); /* the step in flight failed with the rest */
+  cr_assert_eq(sc_sched_fail_all(s, all), 0);
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.steps_failed, 2); /* none in flight: no step failed */
   sc_sched_destroy(s);
 }
 
@@ -202,6 +212,7 @@ Test(sched, random_streams_lose_nothing) {
     memset(got, 0, sizeof got);
     sc_sched_step *st;
     sc_sched_event ev[64];
+    uint64_t steps = 0;
     for (int step = 0; step < 5000; step++) {
       if (submitted < NREQ && (int)sc_test_rng_int(&rng, 0, INT32_MAX) % 3 == 0) {
         const int id = submitted++;
@@ -237,6 +248,7 @@ Test(sched, random_streams_lose_nothing) {
               cr_assert_neq(st->blocks[a], st->blocks[b], "block shared");
       }
       const int n = sc_sched_advance(s, sampled, ev);
+      steps++;
       for (int k = 0; k < n; k++) {
         cr_assert_eq(ev[k].index, got[ev[k].id]);
         got[ev[k].id]++;
@@ -249,6 +261,8 @@ Test(sched, random_streams_lose_nothing) {
     sc_sched_get_stats(s, &stats);
     cr_assert_eq(stats.free_blocks, c.num_blocks);
     cr_assert_eq((int)stats.finished, accepted);
+    cr_assert_eq(stats.steps, steps);
+    cr_assert_eq(stats.steps_failed, 0);
     sc_sched_destroy(s);
   }
 }
