@@ -166,6 +166,9 @@ bool sc_gw_submit(sc_gateway *g, const sc_gw_peer *p, sc_msg_client_submit *m) {
     return false;
   }
   const uint64_t prompt = m->prompt.n;
+  /* who asked, for the scheduler's fair shares: a ZeroMQ client is its connection; the
+   * HTTP front has set its client's address (what a client sent itself never counts) */
+  if (p->front == SC_GW_ZMQ) m->client = sc_mix64(sc_fnv1a(SC_FNV_OFFSET, p->ident, p->ident_len));
   m->request_id = r->internal;
   const int rc = to_scheduler(g, SC_MSG_CLIENT_SUBMIT, m);
   if (rc == 0) {

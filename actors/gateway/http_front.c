@@ -33,6 +33,7 @@
 #include "actors/gateway/openai.h"
 #include "base/clock.h"
 #include "base/curve_key.h"
+#include "base/hash.h"
 #include "base/jsonw.h"
 #include "base/log.h"
 
@@ -507,6 +508,20 @@ static uint64_t random_seed(void) {
   return s;
 }
 
+/* Who asked, for the scheduler's fair shares: the client's address (without its port:
+ * every request of an HTTP client may come on a connection of its own). */
+static uint64_t client_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+  uint64_t h = sc_fnv1a(SC_FNV_OFFSET, "http", 4);
+  if (sa && sa->sa_family == AF_INET)
+    h = sc_fnv1a(h, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+  else if (sa && sa->sa_family == AF_INET6)
+    h = sc_fnv1a(h, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+  return sc_mix64(h);
+}
+
 /* The request as the cluster takes it: a prompt of token ids (the text tokenized, with
  * the tokenizer's special tokens, as Hugging Face's encode adds them). */
 static int make_submit(exchange *x, sc_msg_client_submit **out, char *why, size_t why_len) {
@@ -545,6 +560,7 @@ static int make_submit(exchange *x, sc_msg_client_submit **out, char *why, size_
   m->max_tokens = r->max_tokens;
   m->temperature = r->temperature;
   m->seed = r->has_seed ? r->seed : random_seed();
+  m->client = client_of(x->conn);
   *out = m;
   return 0;
 }

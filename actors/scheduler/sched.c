@@ -2,9 +2,12 @@
 #include "actors/scheduler/sched.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
+#include "base/index.h"
 #include "plan/dcp.h"
 
 enum { SLOT_FREE = 0, SLOT_WAITING, SLOT_RUNNING };
@@ -21,8 +24,21 @@ typedef struct req {
   bool canceled;       /* canceled while in the step in flight */
 } req_t;
 
+/* What one client holds (sc_sched.h: fair shares). An entry lives while the client holds
+ * a request. */
+typedef struct client_acct {
+  uint64_t client;
+  int64_t held;        /* tokens of its requests (prompt + max_tokens each) */
+  int32_t requests;    /* waiting or running; 0: the entry is free */
+  int32_t running;
+  int32_t next_free;   /* free entries: the next free one, -1 at the end */
+} client_acct;
+
 struct sc_sched {
   sc_sched_config cfg;
+  client_acct *clients;
+  int32_t num_clients, cap_clients, free_client;
+  sc_index by_client;
   req_t *slots;
   int32_t num_slots;
   int32_t *waiting, num_waiting;   /* FIFO of slot indices */
@@ -59,8 +75,10 @@ int sc_sched_create(sc_sched **out, const sc_sched_config *cfg, sc_diag *d) {
   sc_sched *s = calloc(1, sizeof *s);
   if (s == NULL) return sc_fail(d, SC_ENOMEM, "scheduler: out of memory");
   s->cfg = *cfg;
+  s->free_client = -1;
   s->free_blocks = malloc(sizeof *s->free_blocks * (size_t)cfg->num_blocks);
-  if (s->free_blocks == NULL) {
+  if (s->free_blocks == NULL || sc_index_init(&s->by_client, 16) != 0) {
+    free(s->free_blocks);
     free(s);
     return sc_fail(d, SC_ENOMEM, "scheduler: out of memory for %d blocks", cfg->num_blocks);
   }
@@ -72,8 +90,64 @@ int sc_sched_create(sc_sched **out, const sc_sched_config *cfg, sc_diag *d) {
   return 0;
 }
 
+/* ---- clients ---- */
+
+static uint64_t client_hash(uint64_t client) { return sc_mix64(client); }
+static uint64_t acct_hash(const void *s, int32_t pos) {
+  return client_hash(((const sc_sched *)s)->clients[pos].client);
+}
+static bool acct_is(const void *s, int32_t pos, const void *client) {
+  return ((const sc_sched *)s)->clients[pos].client == *(const uint64_t *)client;
+}
+
+static client_acct *acct_find(const sc_sched *s, uint64_t client) {
+  const int32_t pos = sc_index_find(&s->by_client, client_hash(client), acct_is, s, &client);
+  return pos >= 0 ? &s->clients[pos] : NULL;
+}
+
+/* The client's entry, made when it has none; NULL when out of memory. */
+static client_acct *acct_get(sc_sched *s, uint64_t client) {
+  client_acct *a = acct_find(s, client);
+  if (a) return a;
+  int32_t pos = s->free_client;
+  if (pos >= 0) {
+    s->free_client = s->clients[pos].next_free;
+  } else {
+    if (s->num_clients == s->cap_clients) {
+      const int32_t cap = s->cap_clients ? 2 * s->cap_clients : 16;
+      client_acct *c = realloc(s->clients, sizeof *c * (size_t)cap);
+      if (c == NULL) return NULL;
+      s->clients = c;
+      s->cap_clients = cap;
+    }
+    pos = s->num_clients++;
+  }
+  s->clients[pos] = (client_acct){.client = client, .next_free = -1};
+  if (sc_index_put(&s->by_client, client_hash(client), pos, acct_hash, s) != 0) {
+    s->clients[pos].next_free = s->free_client;
+    s->free_client = pos;
+    return NULL;
+  }
+  return &s->clients[pos];
+}
+
+/* A request of the client is no longer held; the entry goes with its last one. */
+static void acct_release(sc_sched *s, const req_t *r) {
+  client_acct *a = acct_find(s, r->params.client);
+  if (a == NULL) return;
+  a->held -= r->cap_tokens;
+  a->requests--;
+  a->running -= r->state == SLOT_RUNNING;
+  if (a->requests > 0) return;
+  const int32_t pos = (int32_t)(a - s->clients);
+  sc_index_del(&s->by_client, client_hash(a->client), pos, acct_hash, s);
+  a->next_free = s->free_client;
+  s->free_client = pos;
+}
+
 static void release(sc_sched *s, int32_t slot) {
   req_t *r = &s->slots[slot];
+  acct_release(s, r);
   s->held_tokens -= r->cap_tokens;
   for (int32_t b = r->num_blocks - 1; b >= 0; b--) s->free_blocks[s->num_free++] = r->blocks[b];
   free(r->tokens);
@@ -89,6 +163,8 @@ void sc_sched_destroy(sc_sched *s) {
   free(s->waiting);
   free(s->running);
   free(s->free_blocks);
+  free(s->clients);
+  sc_index_free(&s->by_client);
   free(s->step.reqs);
   free(s->step.tokens);
   free(s->step.sample);
@@ -142,6 +218,15 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
                    "the cluster holds requests of %lld tokens already (prompt + max_tokens "
                    "each; at most %lld): try again when some have finished",
                    (long long)s->held_tokens, (long long)s->max_held_tokens);
+  const client_acct *known = acct_find(s, p->client);
+  const int64_t mine = known ? known->held : 0;
+  const int64_t share = s->max_held_tokens / SC_SCHED_CLIENT_SHARE;
+  if (mine + extent > share)
+    return sc_fail(d, SC_EFULL,
+                   "this client holds requests of %lld tokens already (prompt + max_tokens "
+                   "each; one client at most %lld, so that others are served too): try "
+                   "again when some have finished",
+                   (long long)mine, (long long)share);
 
   int32_t slot = -1;
   for (int32_t i = 0; i < s->num_slots && slot < 0; i++)
@@ -160,8 +245,9 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
     s->num_slots = n;
   }
   req_t *r = &s->slots[slot];
-  r->tokens = malloc(sizeof *r->tokens * (size_t)extent);
-  r->blocks = malloc(sizeof *r->blocks * (size_t)need);
+  client_acct *acct = acct_get(s, p->client);
+  r->tokens = acct ? malloc(sizeof *r->tokens * (size_t)extent) : NULL;
+  r->blocks = r->tokens ? malloc(sizeof *r->blocks * (size_t)need) : NULL;
   if (r->tokens == NULL || r->blocks == NULL) {
     free(r->tokens);
     free(r->blocks);
@@ -175,6 +261,8 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
   r->prompt_len = prompt_len;
   r->params = *p;
   r->state = SLOT_WAITING;
+  acct->held += extent;
+  acct->requests++;
   s->waiting[s->num_waiting++] = slot;
   return 0;
 }
@@ -193,6 +281,21 @@ int sc_sched_cancel(sc_sched *s, int64_t id) {
   release(s, slot);
   s->stats.canceled++;
   return 0;
+}
+
+/* The position in waiting of the next request to admit: the first whose client runs the
+ * fewest requests. O(waiting) lookups, stopping at a client that runs none. */
+static int32_t next_fair(const sc_sched *s) {
+  int32_t best = 0, best_running = INT32_MAX;
+  for (int32_t k = 0; k < s->num_waiting && best_running > 0; k++) {
+    const client_acct *a = acct_find(s, s->slots[s->waiting[k]].params.client);
+    const int32_t running = a ? a->running : 0;
+    if (running < best_running) {
+      best = k;
+      best_running = running;
+    }
+  }
+  return best;
 }
 
 static int reserve_step(sc_sched *s, int32_t entries, int32_t tokens, int32_t blocks) {
@@ -270,16 +373,19 @@ int sc_sched_next(sc_sched *s, sc_sched_step **out) {
       budget -= q;
     }
   }
-  /* 3. admissions, in arrival order; the head waits for blocks rather than being
-   *    overtaken, so a long prompt cannot starve */
+  /* 3. admissions: the waiting request whose client runs the fewest (arrival order among
+   *    equals); it waits for blocks rather than being overtaken, so a long prompt cannot
+   *    starve */
   while (s->num_waiting > 0 && s->num_running < s->cfg.max_running && budget > 0) {
-    const int32_t slot = s->waiting[0];
+    const int32_t slot = s->waiting[next_fair(s)];
     req_t *r = &s->slots[slot];
     const int32_t need = sc_sched_blocks_for(&s->cfg, r->cap_tokens);
     if (need > s->num_free) break;
     for (int32_t b = 0; b < need; b++) r->blocks[b] = s->free_blocks[--s->num_free];
     r->num_blocks = need;
     r->state = SLOT_RUNNING;
+    client_acct *a = acct_find(s, r->params.client);
+    if (a) a->running++;
     remove_index(s->waiting, &s->num_waiting, slot);
     s->running[s->num_running++] = slot;
     s->stats.admitted++;

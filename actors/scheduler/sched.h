@@ -46,10 +46,19 @@ typedef struct sc_sched_config {
 #define SC_SCHED_HELD_MIN (1 << 20)
 int64_t sc_sched_max_held_tokens(const sc_sched_config *cfg);
 
+/* Fair shares (issue 22): one client may hold at most 1/SC_SCHED_CLIENT_SHARE of that
+ * bound (so a flood from one client leaves room for the others' requests: it is answered
+ * SC_EFULL at once while they are still taken), and admission to a step goes to the
+ * waiting request whose client runs the fewest requests (arrival order among equals), so
+ * a client with one request does not wait behind another's queue. A client is what the
+ * gateway says it is (sc_sched_params.client: a ZeroMQ connection, an HTTP address). */
+#define SC_SCHED_CLIENT_SHARE 2
+
 typedef struct sc_sched_params {
   int32_t max_new_tokens; /* >= 1 */
   float temperature;      /* 0 = greedy */
   uint64_t seed;          /* for temperature sampling */
+  uint64_t client;        /* who asked (the fair shares above); 0: one anonymous client */
 } sc_sched_params;
 
 /* One step's input for the planner and the executors. Entry i of every per-entry array

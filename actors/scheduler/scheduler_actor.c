@@ -396,7 +396,7 @@ static int on_submit(sc_ctx *c, const sc_envelope *env, const void *body) {
     return 0;
   }
   const sc_sched_params p = {.max_new_tokens = m->max_tokens, .temperature = m->temperature,
-                             .seed = m->seed};
+                             .seed = m->seed, .client = m->client};
   sc_diag d = {0};
   const int rc = sc_sched_submit(s->sched, (int64_t)m->request_id, m->prompt.v,
                                  (int32_t)m->prompt.n, &p, &d);

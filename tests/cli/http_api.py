@@ -421,30 +421,66 @@ def wait_held(c, n):
          f"{m['sparsecp_requests_running']} requests, expected {n}")
 
 
-def test_queue_full(c):
-    """Past what the scheduler holds (SC_SCHED_HELD_MIN tokens of prompt + max_tokens:
-    256 requests of 4096 here) a request gets 429; the ones held are canceled when their
-    clients go away, and the cluster serves again."""
+def flood(c, n, source):
+    """n streamed requests of 4096 tokens (prompt + max_tokens) from address source, each
+    on its own connection; the connections, and the statuses of those already answered."""
     body = json.dumps({"prompt": [3] * 8, "max_tokens": 4088, "temperature": 0,
                        "stream": True}).encode()
     head = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % len(body))
-    before = c.metrics()
-    held = []
-    for _ in range(256):
-        s = socket.create_connection(("127.0.0.1", c.port), timeout=60)
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", c.port), timeout=60,
+                                     source_address=(source, 0))
         s.sendall(head + body)
-        held.append(s)
+        socks.append(s)
+    return socks
+
+
+def statuses(socks, known):
+    """The statuses of the responses come so far (known: what earlier calls read)."""
+    for i, s in enumerate(socks):
+        if i in known:
+            continue
+        s.setblocking(False)
+        try:
+            line = s.recv(4096).split(b"\r\n")[0]
+            if line:
+                known[i] = int(line.split()[1])
+        except BlockingIOError:
+            pass
+        finally:
+            s.setblocking(True)
+    return [known.get(i) for i in range(len(socks))]
+
+
+def test_queue_full(c):
+    """One client holds at most half of what the scheduler holds (SC_SCHED_HELD_MIN
+    tokens of prompt + max_tokens): past it that client gets 429 at once while another
+    is still taken; past the whole bound everyone gets 429. Requests of clients that go
+    away are canceled, and the cluster serves again. (Clients are told apart by address:
+    127.0.0.1, .2 and .3 are all loopback.)"""
+    before = c.metrics()
+    a = flood(c, 256, "127.0.0.1")       # 128 fit its share
+    m = wait_held(c, 128)
+    deadline, known = time.time() + 30, {}
+    while time.time() < deadline and statuses(a, known).count(429) < 128:
+        time.sleep(0.1)
+    got = statuses(a, known)
+    check(got.count(429) == 128, f"{got.count(429)} of 256 got 429, expected 128")
+    b = flood(c, 128, "127.0.0.2")       # another client: taken, up to the whole bound
     wait_held(c, 256)
+    check(429 not in statuses(b, {}), "the second client was refused")
     status, err = c.complete({"prompt": [4] * 8, "max_tokens": 4088, "temperature": 0})
-    check(status == 429 and err["error"]["type"] == "rate_limit_error", f"{status} {err}")
-    for s in held:
+    check(status == 429 and err["error"]["type"] == "rate_limit_error" and
+          "the cluster holds" in err["error"]["message"], f"{status} {err}")
+    for s in a + b:
         s.close()
     m = wait_held(c, 0)  # every request of a client that went away is canceled
     key = 'sparsecp_requests_total{outcome="canceled"}'
     check(m[key] - before[key] == 256, f"canceled {m[key] - before[key]}, expected 256")
     check(m['sparsecp_requests_total{outcome="rejected"}'] -
-          before['sparsecp_requests_total{outcome="rejected"}'] == 1, "the 429 is a rejection")
+          before['sparsecp_requests_total{outcome="rejected"}'] == 129, "the 429s are rejections")
     serves(c)
 
 

@@ -130,13 +130,17 @@ Test(sched, held_requests_are_bounded_in_tokens) {
   const int32_t extent = 1 << 18; /* each request reserves the whole model length */
   const int64_t fit = bound / extent;
   int32_t prompt[4] = {1, 2, 3, 4};
-  const sc_sched_params p = {.max_new_tokens = extent - 4};
+  sc_sched_params p = {.max_new_tokens = extent - 4};
   sc_diag d = {0};
-  for (int64_t id = 1; id <= fit; id++)
+  /* two clients, each within its share (half the bound), fill it together */
+  for (int64_t id = 1; id <= fit; id++) {
+    p.client = (uint64_t)(id % 2) + 1;
     cr_assert_eq(sc_sched_submit(s, id, prompt, 4, &p, &d), 0, "request %lld: %s",
                  (long long)id, d.msg);
+  }
+  p.client = 3; /* a third client: the cluster as a whole is full */
   cr_assert_eq(sc_sched_submit(s, fit + 1, prompt, 4, &p, &d), SC_EFULL);
-  cr_assert_not_null(strstr(d.msg, "try again"), "%s", d.msg);
+  cr_assert_not_null(strstr(d.msg, "the cluster holds"), "%s", d.msg);
   cr_assert_eq(sc_sched_cancel(s, 1), 0);
   cr_assert_eq(sc_sched_submit(s, fit + 1, prompt, 4, &p, &d), 0, "%s", d.msg);
   sc_sched_destroy(s);
@@ -144,6 +148,59 @@ Test(sched, held_requests_are_bounded_in_tokens) {
   cr_assert_eq(sc_sched_max_held_tokens(&(sc_sched_config){.num_blocks = 1, .block_size = 1,
                                                             .dcp = 1}),
                SC_SCHED_HELD_MIN);
+}
+
+/* One client may hold half of the bound: a flood from it is refused at once while
+ * another client is still taken; its share comes back as its requests end. */
+Test(sched, one_client_holds_at_most_its_share) {
+  sc_sched_config c = small_cfg();
+  c.num_blocks = 1 << 15;
+  c.max_model_len = 1 << 18;
+  sc_sched *s = make(c);
+  const int32_t extent = 1 << 18;
+  const int64_t share = sc_sched_max_held_tokens(&c) / SC_SCHED_CLIENT_SHARE;
+  int32_t prompt[4] = {1, 2, 3, 4};
+  sc_sched_params p = {.max_new_tokens = extent - 4, .client = 7};
+  sc_diag d = {0};
+  int64_t id = 1;
+  for (; id <= share / extent; id++)
+    cr_assert_eq(sc_sched_submit(s, id, prompt, 4, &p, &d), 0, "%s", d.msg);
+  cr_assert_eq(sc_sched_submit(s, id, prompt, 4, &p, &d), SC_EFULL);
+  cr_assert_not_null(strstr(d.msg, "this client holds"), "%s", d.msg);
+  p.client = 8;
+  cr_assert_eq(sc_sched_submit(s, id, prompt, 4, &p, &d), 0, "another client: %s", d.msg);
+  p.client = 7;
+  cr_assert_eq(sc_sched_cancel(s, 1), 0);
+  cr_assert_eq(sc_sched_submit(s, id + 1, prompt, 4, &p, &d), 0, "%s", d.msg);
+  sc_sched_destroy(s);
+}
+
+/* A client with one request is admitted before another client's queue: the waiting
+ * request whose client runs the fewest goes first, arrival order among equals. */
+Test(sched, admission_goes_to_the_client_that_runs_the_fewest) {
+  sc_sched_config c = small_cfg(); /* max_running 4 */
+  sc_sched *s = make(c);
+  int32_t prompt[2] = {5, 6};
+  sc_sched_params flood = {.max_new_tokens = 3, .client = 1}, other = flood;
+  other.client = 2;
+  sc_diag d = {0};
+  for (int64_t id = 1; id <= 8; id++)
+    cr_assert_eq(sc_sched_submit(s, id, prompt, 2, &flood, &d), 0, "%s", d.msg);
+  sc_sched_step *st;
+  sc_sched_event ev[16];
+  cr_assert_eq(sc_sched_next(s, &st), 0); /* client 1 runs 1..4, 5..8 wait */
+  cr_assert_eq(st->num_reqs, 4);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){1, 1, 1, 1}, ev), 4);
+  cr_assert_eq(sc_sched_submit(s, 100, prompt, 2, &other, &d), 0, "%s", d.msg);
+  cr_assert_eq(sc_sched_cancel(s, 2), 0); /* a running slot frees */
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  bool admitted_100 = false, admitted_5 = false;
+  for (int32_t i = 0; i < st->num_reqs; i++) {
+    admitted_100 |= st->reqs[i].id == 100;
+    admitted_5 |= st->reqs[i].id == 5;
+  }
+  cr_assert(admitted_100 && !admitted_5, "client 2's request goes before client 1's queue");
+  sc_sched_destroy(s);
 }
 
 Test(sched, cancel_and_failed_steps_free_everything) {
