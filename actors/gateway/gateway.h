@@ -77,12 +77,18 @@ typedef struct sc_gateway {
                              every submit checks that the id is not in use, every cancel
                              finds it */
   sc_gw_counters counters;
+  uint64_t client_salt;   /* keys sc_gw_client_key */
 } sc_gateway;
 
-/* A client's submit: opened as a route and passed to the scheduler under its internal id,
- * or answered through the peer's front with why not. Returns true when the scheduler took
- * m (otherwise the caller still owns it). */
-bool sc_gw_submit(sc_gateway *g, const sc_gw_peer *p, sc_msg_client_submit *m);
+/* A client's submit: opened as a route and passed to the scheduler under its internal id
+ * as the client's (client_admit), or answered through the peer's front with why not.
+ * Returns true when the scheduler took it (m is then consumed; otherwise the caller still
+ * owns m). */
+bool sc_gw_submit(sc_gateway *g, const sc_gw_peer *p, sc_msg_client_submit *m,
+                  uint64_t client);
+/* The scheduler's name for a client (its fair shares): who (a ZeroMQ routing id, an HTTP
+ * client's address) of the given front, hashed with this gateway's secret salt. */
+uint64_t sc_gw_client_key(const sc_gateway *g, int front, const void *who, size_t len);
 /* A client's cancel of one of its own requests; true when the scheduler took m. */
 bool sc_gw_cancel(sc_gateway *g, const sc_gw_peer *p, sc_msg_client_cancel *m);
 /* Answers a peer with client_error {client_id, code, msg}. */

@@ -11,6 +11,7 @@
  * requests canceled so they stop using the cluster. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "actors/gateway/gateway.h"
 #include "actors/pipeline.h"
@@ -134,6 +135,13 @@ void sc_gw_reject(sc_gateway *g, const sc_gw_peer *p, uint64_t client_id, int co
   /* (gone or not reading: dropped) */
 }
 
+uint64_t sc_gw_client_key(const sc_gateway *g, int front, const void *who, size_t len) {
+  /* keyed by a secret of this process (clients choose their routing ids: they must not
+   * pick colliding keys), and the front in the low bit (a ZeroMQ client is never taken
+   * for an HTTP one) */
+  return sc_mix64(sc_fnv1a(g->client_salt, who, len)) << 1 | (uint64_t)(front == SC_GW_HTTP);
+}
+
 /* Sends to the scheduler from a front's callback (outside any handler, so through the
  * node with an explicit envelope). Consumes body on success. */
 static int to_scheduler(sc_gateway *g, int type, void *body) {
@@ -151,7 +159,22 @@ static void refuse(sc_gateway *g, const sc_gw_peer *p, uint64_t client_id, int c
 static const char k_no_id_zero[] =
     "request id 0 is not valid (it stands for \"no request\" in errors)";
 
-bool sc_gw_submit(sc_gateway *g, const sc_gw_peer *p, sc_msg_client_submit *m) {
+/* A checked submit as the scheduler takes it (client_admit), the prompt moved over. */
+static sc_msg_client_admit *admit_of(sc_msg_client_submit *m, uint64_t client) {
+  sc_msg_client_admit *a = sc_msg_body_new(SC_MSG_CLIENT_ADMIT);
+  if (a == NULL) return NULL;
+  a->request_id = m->request_id;
+  a->prompt = m->prompt;
+  m->prompt = (sc_msg_arr_i32){0};
+  a->max_tokens = m->max_tokens;
+  a->temperature = m->temperature;
+  a->seed = m->seed;
+  a->client = client;
+  return a;
+}
+
+bool sc_gw_submit(sc_gateway *g, const sc_gw_peer *p, sc_msg_client_submit *m,
+                  uint64_t client) {
   if (m->request_id == 0) {
     refuse(g, p, 0, SC_EINVAL, k_no_id_zero);
     return false;
@@ -166,14 +189,18 @@ bool sc_gw_submit(sc_gateway *g, const sc_gw_peer *p, sc_msg_client_submit *m) {
     return false;
   }
   const uint64_t prompt = m->prompt.n;
-  /* who asked, for the scheduler's fair shares: a ZeroMQ client is its connection; the
-   * HTTP front has set its client's address (what a client sent itself never counts) */
-  if (p->front == SC_GW_ZMQ) m->client = sc_mix64(sc_fnv1a(SC_FNV_OFFSET, p->ident, p->ident_len));
   m->request_id = r->internal;
-  const int rc = to_scheduler(g, SC_MSG_CLIENT_SUBMIT, m);
+  sc_msg_client_admit *a = admit_of(m, client);
+  const int rc = a ? to_scheduler(g, SC_MSG_CLIENT_ADMIT, a) : SC_ENOMEM;
   if (rc == 0) {
     g->counters.prompt_tokens += prompt;
+    sc_msg_body_destroy(SC_MSG_CLIENT_SUBMIT, m); /* (its prompt went with a) */
     return true;
+  }
+  if (a) { /* the prompt back to m, which the caller still owns */
+    m->prompt = a->prompt;
+    a->prompt = (sc_msg_arr_i32){0};
+    sc_msg_body_destroy(SC_MSG_CLIENT_ADMIT, a);
   }
   m->request_id = r->client_id;
   const uint64_t client_id = r->client_id;
@@ -209,7 +236,7 @@ static const sc_gw_peer k_http_peer = {.front = SC_GW_HTTP, .ident = k_no_ident}
  * untrusted input with the same limits (token ids below the vocabulary, prompt and
  * generation limits, field ranges), so that no front can pass what another refuses. The
  * round trip costs microseconds next to the step it asks for. */
-static void http_submit(void *ud, sc_msg_client_submit *m) {
+static void http_submit(void *ud, sc_msg_client_submit *m, uint64_t client) {
   sc_gateway *g = ud;
   const uint64_t id = m->request_id;
   sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
@@ -223,7 +250,9 @@ static void http_submit(void *ud, sc_msg_client_submit *m) {
     refuse(g, &k_http_peer, id, rc, d.msg[0] ? d.msg : sc_strerror(rc));
     return;
   }
-  if (!sc_gw_submit(g, &k_http_peer, body)) sc_msg_body_destroy(SC_MSG_CLIENT_SUBMIT, body);
+  if (!sc_gw_submit(g, &k_http_peer, body, sc_gw_client_key(g, SC_GW_HTTP, &client,
+                                                             sizeof client)))
+    sc_msg_body_destroy(SC_MSG_CLIENT_SUBMIT, body);
 }
 
 /* (The route is looked up first, so sc_gw_cancel never takes its "no such request" path,
@@ -327,6 +356,8 @@ static int gateway_init(sc_ctx *c, void *state, const void *arg) {
   g->self = sc_self(c);
   sc_buf_init(&g->out);
   g->free_head = -1;
+  if (getrandom(&g->client_salt, sizeof g->client_salt, 0) != (ssize_t)sizeof g->client_salt)
+    g->client_salt = sc_mix64((uint64_t)sc_now_ns()); /* (not secret then; still works) */
   int rc = sc_index_init(&g->by_internal, 64);
   if (rc == 0) rc = sc_index_init(&g->by_client, 64);
   if (rc == 0) rc = sc_node_resolve(sc_ctx_node(c), "scheduler@0", &g->scheduler);

@@ -514,12 +514,12 @@ static uint64_t client_of(struct MHD_Connection *conn) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
   const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-  uint64_t h = sc_fnv1a(SC_FNV_OFFSET, "http", 4);
+  uint64_t h = SC_FNV_OFFSET;
   if (sa && sa->sa_family == AF_INET)
     h = sc_fnv1a(h, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-  else if (sa && sa->sa_family == AF_INET6)
-    h = sc_fnv1a(h, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-  return sc_mix64(h);
+  else if (sa && sa->sa_family == AF_INET6) /* (one client per /64: what one host gets) */
+    h = sc_fnv1a(h, &((const struct sockaddr_in6 *)sa)->sin6_addr, 8);
+  return h;
 }
 
 /* The request as the cluster takes it: a prompt of token ids (the text tokenized, with
@@ -560,7 +560,6 @@ static int make_submit(exchange *x, sc_msg_client_submit **out, char *why, size_
   m->max_tokens = r->max_tokens;
   m->temperature = r->temperature;
   m->seed = r->has_seed ? r->seed : random_seed();
-  m->client = client_of(x->conn);
   *out = m;
   return 0;
 }
@@ -602,7 +601,8 @@ static enum MHD_Result start_completion(exchange *x) {
   x->streaming = x->req.stream; /* (a refusal before the first token is still a status) */
   /* special tokens are left out of the text, as OpenAI-compatible servers do */
   if (f->tok) sc_detok_init(&x->detok, f->tok, true);
-  f->hooks.submit(f->hooks.ud, m); /* (may answer at once: deliver runs inside) */
+  f->hooks.submit(f->hooks.ud, m, client_of(x->conn)); /* (may answer at once: deliver
+                                                           runs inside) */
   x->dispatched = true;
   return MHD_YES;
 }

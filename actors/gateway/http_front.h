@@ -38,10 +38,11 @@ typedef struct sc_http_front sc_http_front;
 /* What the front asks of the gateway. */
 typedef struct sc_http_hooks {
   void *ud;
-  /* A request for the cluster under m->request_id (the front's id for it, never 0);
+  /* A request for the cluster under m->request_id (the front's id for it, never 0), from
+   * client (who asked: a hash of the client's address, for the fair shares);
    * replies come back through sc_http_front_deliver, a refusal possibly before this
    * returns. Always consumes m. */
-  void (*submit)(void *ud, sc_msg_client_submit *m);
+  void (*submit)(void *ud, sc_msg_client_submit *m, uint64_t client);
   /* The request is no longer wanted: its client went away, it does not read, or a stop
    * string ended it. */
   void (*cancel)(void *ud, uint64_t id);

@@ -73,7 +73,7 @@ static void handle_client(sc_gateway *g, const uint8_t *ident, size_t ident_len,
   }
   bool taken = false;
   if (env.type == SC_MSG_CLIENT_SUBMIT)
-    taken = sc_gw_submit(g, &peer, body);
+    taken = sc_gw_submit(g, &peer, body, sc_gw_client_key(g, SC_GW_ZMQ, ident, ident_len));
   else if (env.type == SC_MSG_CLIENT_CANCEL)
     taken = sc_gw_cancel(g, &peer, body);
   else /* (an envelope the peek could not read but the decoder could) */

@@ -80,7 +80,7 @@ int sc_sched_create(sc_sched **out, const sc_sched_config *cfg, sc_diag *d) {
   if (s->free_blocks == NULL || sc_index_init(&s->by_client, 16) != 0) {
     free(s->free_blocks);
     free(s);
-    return sc_fail(d, SC_ENOMEM, "scheduler: out of memory for %d blocks", cfg->num_blocks);
+    return sc_fail(d, SC_ENOMEM, "scheduler: out of memory");
   }
   /* Pop order hands out low block ids first (readable block tables in logs). */
   for (int32_t b = 0; b < cfg->num_blocks; b++) s->free_blocks[b] = cfg->num_blocks - 1 - b;
@@ -131,18 +131,23 @@ static client_acct *acct_get(sc_sched *s, uint64_t client) {
   return &s->clients[pos];
 }
 
-/* A request of the client is no longer held; the entry goes with its last one. */
+/* The entry of a client that holds nothing any more goes. */
+static void acct_drop_if_idle(sc_sched *s, client_acct *a) {
+  if (a->requests > 0) return;
+  const int32_t pos = (int32_t)(a - s->clients);
+  sc_index_del(&s->by_client, client_hash(a->client), pos, acct_hash, s);
+  a->next_free = s->free_client;
+  s->free_client = pos;
+}
+
+/* A request of the client is no longer held. */
 static void acct_release(sc_sched *s, const req_t *r) {
   client_acct *a = acct_find(s, r->params.client);
   if (a == NULL) return;
   a->held -= r->cap_tokens;
   a->requests--;
   a->running -= r->state == SLOT_RUNNING;
-  if (a->requests > 0) return;
-  const int32_t pos = (int32_t)(a - s->clients);
-  sc_index_del(&s->by_client, client_hash(a->client), pos, acct_hash, s);
-  a->next_free = s->free_client;
-  s->free_client = pos;
+  acct_drop_if_idle(s, a);
 }
 
 static void release(sc_sched *s, int32_t slot) {
@@ -249,6 +254,7 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
   r->tokens = acct ? malloc(sizeof *r->tokens * (size_t)extent) : NULL;
   r->blocks = r->tokens ? malloc(sizeof *r->blocks * (size_t)need) : NULL;
   if (r->tokens == NULL || r->blocks == NULL) {
+    if (acct) acct_drop_if_idle(s, acct); /* (made for this request only) */
     free(r->tokens);
     free(r->blocks);
     memset(r, 0, sizeof *r);
@@ -283,11 +289,17 @@ int sc_sched_cancel(sc_sched *s, int64_t id) {
   return 0;
 }
 
+/* How far into the waiting queue admission looks for the client that runs the fewest:
+ * bounded, so that a flood of tiny requests cannot make each admission walk a queue of
+ * hundreds of thousands (beyond it, arrival order decides). */
+#define FAIR_SCAN 1024
+
 /* The position in waiting of the next request to admit: the first whose client runs the
- * fewest requests. O(waiting) lookups, stopping at a client that runs none. */
+ * fewest requests, among the first FAIR_SCAN; stops at a client that runs none. */
 static int32_t next_fair(const sc_sched *s) {
   int32_t best = 0, best_running = INT32_MAX;
-  for (int32_t k = 0; k < s->num_waiting && best_running > 0; k++) {
+  const int32_t n = s->num_waiting < FAIR_SCAN ? s->num_waiting : FAIR_SCAN;
+  for (int32_t k = 0; k < n && best_running > 0; k++) {
     const client_acct *a = acct_find(s, s->slots[s->waiting[k]].params.client);
     const int32_t running = a ? a->running : 0;
     if (running < best_running) {

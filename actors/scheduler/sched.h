@@ -49,9 +49,11 @@ int64_t sc_sched_max_held_tokens(const sc_sched_config *cfg);
 /* Fair shares (issue 22): one client may hold at most 1/SC_SCHED_CLIENT_SHARE of that
  * bound (so a flood from one client leaves room for the others' requests: it is answered
  * SC_EFULL at once while they are still taken), and admission to a step goes to the
- * waiting request whose client runs the fewest requests (arrival order among equals), so
- * a client with one request does not wait behind another's queue. A client is what the
- * gateway says it is (sc_sched_params.client: a ZeroMQ connection, an HTTP address). */
+ * waiting request whose client runs the fewest requests (arrival order among equals;
+ * looked for among the first 1024 waiting), so a client with one request does not wait
+ * behind another's queue. A client is what the gateway says it is
+ * (sc_sched_params.client: a ZeroMQ connection, an HTTP client's address), so one that
+ * opens several connections has several shares. Running requests are not preempted. */
 #define SC_SCHED_CLIENT_SHARE 2
 
 typedef struct sc_sched_params {

@@ -390,7 +390,7 @@ static void check_acks(sc_ctx *c, scheduler *s) {
 static int on_submit(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   scheduler *s = sc_state(c);
-  const sc_msg_client_submit *m = body;
+  const sc_msg_client_admit *m = body;
   if (s->shutting_down) {
     client_error(c, s, (int64_t)m->request_id, SC_ECLOSED, "the cluster is shutting down");
     return 0;
@@ -638,7 +638,7 @@ const sc_actor_spec sc_scheduler_spec = {
     .state_size = sizeof(scheduler),
     .init = scheduler_init,
     .terminate = scheduler_terminate,
-    .handlers = {[SC_MSG_CLIENT_SUBMIT] = on_submit,
+    .handlers = {[SC_MSG_CLIENT_ADMIT] = on_submit,
                  [SC_MSG_CLIENT_CANCEL] = on_cancel,
                  [SC_MSG_STEP_RESULT] = on_result,
                  [SC_MSG_STEP_ABORT] = on_abort,

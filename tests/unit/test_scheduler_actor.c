@@ -109,12 +109,13 @@ static void send_as(sc_actor_id src, int type, uint64_t step, void *body) {
 }
 
 static void submit(uint64_t id) {
-  sc_msg_client_submit *m = sc_msg_body_new(SC_MSG_CLIENT_SUBMIT);
+  sc_msg_client_admit *m = sc_msg_body_new(SC_MSG_CLIENT_ADMIT);
   m->request_id = id;
   m->max_tokens = 1;
   m->prompt.v = calloc(3, sizeof *m->prompt.v);
   m->prompt.n = 3;
-  send_as(g_gateway, SC_MSG_CLIENT_SUBMIT, 0, m);
+  m->client = 1;
+  send_as(g_gateway, SC_MSG_CLIENT_ADMIT, 0, m);
 }
 
 static sc_msg_arr_u64 u64s(uint64_t first) {
