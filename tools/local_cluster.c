@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -23,6 +21,7 @@
 #include "actors/runtime/sc_cluster.h"
 #include "base/clock.h"
 #include "base/curve_key.h"
+#include "base/inet_addr.h"
 #include "model/model_defaults.h"
 #include "plan/plan.h"
 #include "tools/cli.h"
@@ -104,37 +103,12 @@ static int make_keys(sc_local_cluster *lc, sc_cluster *c, bool taps, sc_diag *d)
  * in between, which the head then reports). IPv4 or [IPv6] numeric hosts; SC_EINVAL
  * (said) for anything else. */
 static int choose_http_port(const char *addr, char *out, size_t cap, sc_diag *d) {
-  const char *colon = strrchr(addr, ':');
-  char *end = NULL;
-  const unsigned long want = colon ? strtoul(colon + 1, &end, 10) : 0;
-  if (colon == NULL || colon == addr || colon[1] == '\0' || *end != '\0' || want > 65535)
-    return sc_fail(d, SC_EINVAL, "--http %s: expected HOST:PORT", addr);
-  char host[128];
-  const size_t hn = (size_t)(colon - addr);
-  if (hn >= sizeof host) return sc_fail(d, SC_EINVAL, "--http %s: the host is too long", addr);
-  memcpy(host, addr, hn);
-  host[hn] = '\0';
-  const bool v6 = host[0] == '[';
-  struct sockaddr_storage ss = {0};
+  struct sockaddr_storage ss;
   socklen_t len;
-  if (v6) {
-    if (hn < 3 || host[hn - 1] != ']') /* (cutting a missing "]" could leave "::") */
-      return sc_fail(d, SC_EINVAL, "--http %s: an IPv6 host is written [ADDRESS]", addr);
-    host[hn - 1] = '\0';
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-    a->sin6_family = AF_INET6;
-    len = sizeof *a;
-    if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
-      return sc_fail(d, SC_EINVAL, "--http %s: bad IPv6 host", addr);
-  } else {
-    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-    a->sin_family = AF_INET;
-    len = sizeof *a;
-    if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
-      return sc_fail(d, SC_EINVAL, "--http %s: the host must be a numeric address", addr);
-  }
-  unsigned port = (unsigned)want;
-  if (port == 0) {
+  sc_diag why = {0};
+  if (sc_inet_addr_parse(addr, &ss, &len, &why) != 0)
+    return sc_fail(d, SC_EINVAL, "--http %s", sc_diag_message(&why));
+  if (sc_inet_addr_port(&ss) == 0) {
     const int fd = socket(ss.ss_family, SOCK_STREAM, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) != 0 ||
         getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
@@ -143,11 +117,8 @@ static int choose_http_port(const char *addr, char *out, size_t cap, sc_diag *d)
       return sc_fail(d, SC_EIO, "--http %s: %s", addr, strerror(err));
     }
     close(fd);
-    port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                    : ((struct sockaddr_in *)&ss)->sin_port);
   }
-  /* (host still has the "[" of an IPv6 address; its "]" was cut above) */
-  snprintf(out, cap, v6 ? "%s]:%u" : "%s:%u", host, port);
+  sc_inet_addr_format(&ss, out, cap);
   return 0;
 }
 

@@ -19,7 +19,6 @@
  * (same slot, older generation) finds nothing. */
 #include "actors/gateway/http_front.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -34,6 +33,7 @@
 #include "base/clock.h"
 #include "base/curve_key.h"
 #include "base/hash.h"
+#include "base/inet_addr.h"
 #include "base/jsonw.h"
 #include "base/log.h"
 
@@ -88,11 +88,10 @@ struct exchange {
    * stream's last event in sse); nothing that comes later changes it */
   bool finished;
   bool gone;               /* its client went away: nothing can be said */
-  bool streaming;          /* asked for a stream ... */
-  bool stream_queued;      /* ... whose response has started (errors become events) */
+  bool stream_queued;      /* a stream (req.stream) whose response has started: errors
+                              become events */
   int read_error;          /* a status to answer once the body has been read (413, 503):
                               libmicrohttpd takes no response during an upload */
-  uint64_t dispatch_ns;    /* (for the log) */
   sc_buf body;
   /* a whole response ready to queue (status 0: none yet) */
   int status;
@@ -306,6 +305,8 @@ static enum MHD_Result answer_error(exchange *x, int status, const char *param,
   return queue_error(x->conn, status, param, message);
 }
 
+static int sse_event(exchange *x, sc_jsonw *w);
+
 /* Keeps an error for the exchange's response (a stream that already started gets it as
  * its last event instead). */
 static void set_error(exchange *x, int status, const char *message) {
@@ -313,10 +314,8 @@ static void set_error(exchange *x, int status, const char *message) {
   sc_jsonw_init(&w);
   sc_openai_error_json(&w, status, "", message);
   sc_buf_reset(&x->resp);
-  if (x->stream_queued) {
-    (void)sc_buf_append(&x->sse, "data: ", 6);
-    (void)sc_buf_append(&x->sse, sc_jsonw_str(&w), strlen(sc_jsonw_str(&w)));
-    (void)sc_buf_append(&x->sse, "\n\ndata: [DONE]\n\n", 16);
+  if (x->stream_queued) { /* (out of memory: the stream just ends) */
+    if (sse_event(x, &w) == 0) (void)sc_buf_append(&x->sse, "data: [DONE]\n\n", 14);
   } else {
     x->status = status;
     x->content_type = "application/json";
@@ -458,7 +457,7 @@ static void finish(exchange *x, const char *reason) {
     stopped_by_text(x);
   }
   x->finish_reason = reason;
-  if (x->streaming) stream_chunk(x, reason);
+  if (x->req.stream) stream_chunk(x, reason);
   else whole_response(x);
   x->finished = true;
 }
@@ -484,7 +483,7 @@ static void on_token(exchange *x, const sc_msg_client_token *t) {
       finish(x, "stop");
       return;
     }
-    if (x->streaming) stream_chunk(x, NULL);
+    if (x->req.stream) stream_chunk(x, NULL);
   }
 }
 
@@ -598,7 +597,6 @@ static enum MHD_Result start_completion(exchange *x) {
   x->created = (int64_t)time(NULL);
   snprintf(x->cmpl_id, sizeof x->cmpl_id, "cmpl-%016llx", (unsigned long long)random_seed());
   x->in_cluster = true;
-  x->streaming = x->req.stream; /* (a refusal before the first token is still a status) */
   /* special tokens are left out of the text, as OpenAI-compatible servers do */
   if (f->tok) sc_detok_init(&x->detok, f->tok, true);
   f->hooks.submit(f->hooks.ud, m, client_of(x->conn)); /* (may answer at once: deliver
@@ -686,7 +684,7 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static enum MHD_Result respond(exchange *x) {
   if (x->status) return answer(x, x->status, x->content_type, x->resp.data, x->resp.len);
-  if (x->streaming && (x->sse.len > 0 || x->finished)) {
+  if (x->req.stream && (x->sse.len > 0 || x->finished)) {
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, x, NULL);
     if (r == NULL) return MHD_NO;
@@ -844,40 +842,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     SC_INFO(LOG, "%s; %llu more such lines since the last", line, held);
 }
 
-/* "HOST:PORT" or "[V6]:PORT" into a socket address. */
-static int parse_addr(const char *addr, struct sockaddr_storage *ss, bool *v6, sc_diag *d) {
-  char host[128];
-  const char *colon = strrchr(addr, ':');
-  if (colon == NULL || colon == addr || colon[1] == '\0' || (size_t)(colon - addr) >= sizeof host)
-    return sc_fail(d, SC_EINVAL, "http address %s: expected HOST:PORT", addr);
-  char *end = NULL;
-  const unsigned long port = strtoul(colon + 1, &end, 10);
-  if (*end != '\0' || port > 65535)
-    return sc_fail(d, SC_EINVAL, "http address %s: bad port", addr);
-  memcpy(host, addr, (size_t)(colon - addr));
-  host[colon - addr] = '\0';
-  memset(ss, 0, sizeof *ss);
-  *v6 = host[0] == '[';
-  if (*v6) {
-    const size_t n = strlen(host);
-    if (n < 3 || host[n - 1] != ']') return sc_fail(d, SC_EINVAL, "http address %s: bad IPv6 host", addr);
-    host[n - 1] = '\0';
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
-      return sc_fail(d, SC_EINVAL, "http address %s: bad IPv6 host", addr);
-    return 0;
-  }
-  struct sockaddr_in *a = (struct sockaddr_in *)ss;
-  a->sin_family = AF_INET;
-  a->sin_port = htons((uint16_t)port);
-  if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
-    return sc_fail(d, SC_EINVAL, "http address %s: the host must be a numeric IPv4 or [IPv6] "
-                                 "address", addr);
-  return 0;
-}
-
 static void front_free(sc_http_front *f) {
   free(f->live);
   free(f->model);
@@ -913,9 +877,11 @@ int sc_http_front_start(uv_loop_t *loop, const sc_http_config *cfg, const sc_htt
                         sc_http_front **out, sc_diag *d) {
   *out = NULL;
   struct sockaddr_storage ss;
-  bool v6 = false;
-  int rc = parse_addr(cfg->addr, &ss, &v6, d);
-  if (rc) return rc;
+  socklen_t ss_len;
+  sc_diag why = {0};
+  int rc = sc_inet_addr_parse(cfg->addr, &ss, &ss_len, &why);
+  if (rc) return sc_fail(d, rc, "http address %s", sc_diag_message(&why));
+  const bool v6 = ss.ss_family == AF_INET6;
   sc_http_front *f = calloc(1, sizeof *f);
   if (f == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
   f->loop = loop;

@@ -18,7 +18,6 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -26,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +39,7 @@
 #include "collectives/backend_host.h"
 #include "messages/messages.h"
 #include "plan/coll_types.h"
+#include "tests/common/sc_test_proc.h"
 
 /* launch starts pipeline nodes; the small model keeps their start-up quick */
 #define SMALL_MODEL SC_SOURCE_DIR "/examples/model-small.json"
@@ -95,14 +94,8 @@ static const char *launch_expect(launch *l, const char *needle, int timeout_ms) 
   static char line[4096];
   const uint64_t t0 = sc_now_ns();
   for (;;) {
-    char *nl;
-    while ((nl = memchr(l->buf, '\n', l->len)) != NULL) {
-      const size_t n = (size_t)(nl - l->buf);
-      snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line - 1 ? n : sizeof line - 1), l->buf);
-      memmove(l->buf, nl + 1, l->len - n - 1);
-      l->len -= n + 1;
+    while (sc_test_take_line(l->buf, &l->len, line, sizeof line))
       if (strstr(line, needle)) return line;
-    }
     /* (timeout 0: what has arrived, without waiting) */
     const int64_t left = timeout_ms - ms_since(t0);
     struct pollfd pf = {.fd = l->out, .events = POLLIN};
@@ -162,24 +155,8 @@ static const char *launch_spawn(launch *l, bool tcp) {
   char *argv[] = {"sparsecp", "launch", "--pcp", "2", "--dcp", "2", "--transport",
                   tcp ? "tcp" : "ipc", "--events", "--model", SMALL_MODEL,
                   tcp ? "--tap" : NULL, l->tap, NULL};
-  int fds[2];
-  cr_assert_eq(pipe(fds), 0);
-  const pid_t parent = getpid();
-  l->pid = fork();
-  cr_assert(l->pid >= 0);
-  if (l->pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* (and its nodes carry their own) */
-    if (getppid() != parent) _exit(1);
-    const int err = open(l->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (err >= 0) dup2(err, 2);
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    execv(SPARSECP_BIN, argv);
-    _exit(127);
-  }
-  close(fds[1]);
-  l->out = fds[0];
+  /* (launch dies with this process, and its nodes carry the same death signal) */
+  l->pid = sc_test_spawn(SPARSECP_BIN, argv, l->err_path, &l->out);
   l->len = 0;
   const char *line = launch_expect(l, "\"launched\"", 15000);
   if (line) return line;
@@ -268,6 +245,12 @@ static int launch_stop(launch *l) {
 }
 
 static void teardown(void) { launch_stop(&g_l); }
+
+/* Stops the cluster and checks that launch exited with code. */
+static void stop_expecting_exit(launch *l, int code) {
+  const int status = launch_stop(l);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == code, "launch status %d", status);
+}
 
 static bool pid_running(pid_t pid) {
   char path[64], buf[512];
@@ -660,8 +643,7 @@ Test(attack, control_forgeries_take_effect_on_an_unauthenticated_endpoint, .init
   cr_assert_not_null(launch_expect(l, "\"exited\"", 10000),
                      "the forged node_shutdown did not stop node 0");
   attacker_close(&a);
-  const int status = launch_stop(l);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "launch status %d", status);
+  stop_expecting_exit(l, 1);
 }
 
 /* ======================================================================================
@@ -695,8 +677,7 @@ Test(attack, plain_dealer_cannot_shut_the_cluster_down, .init = setup, .fini = f
   }
   assert_cluster_alive(l, "a forged node_shutdown from a plain socket");
   assert_serves_same(l, before, MAX_TOKENS, "a forged node_shutdown from a plain socket");
-  const int status = launch_stop(l);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
+  stop_expecting_exit(l, 0);
 }
 
 /* ======================================================================================
@@ -768,8 +749,7 @@ Test(attack, unlisted_curve_key_is_refused_and_its_flood_logged_boundedly, .init
   cr_assert_leq(log_total(l) - lines_before, 8, "the flood wrote %d log lines",
                 log_total(l) - lines_before);
   assert_serves_same(l, before, MAX_TOKENS, "a flood of unlisted keys");
-  const int status = launch_stop(l);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
+  stop_expecting_exit(l, 0);
 }
 
 /* ======================================================================================
@@ -869,8 +849,7 @@ Test(attack, insider_cannot_speak_for_another_node, .init = setup, .fini = fini,
   assert_serves_same(l, before, N, "letters of node 1 claiming node 0");
   memset(&key1, 0, sizeof key1);
   memset(tap_sec, 0, sizeof tap_sec);
-  const int status = launch_stop(l);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
+  stop_expecting_exit(l, 0);
 }
 
 /* ---- host collective blocks: [identity][header][payload] ---- */
@@ -942,8 +921,7 @@ Test(attack, plain_peer_cannot_use_the_collective_port, .init = setup, .fini = f
   for (int i = 0; i < 2; i++) attacker_close(&a[i]);
   const long rss2 = rss_kib(l->pids[0]);
   cr_assert_leq(rss2 - rss0, 16 * 1024, "rank 0 grew by %ld KiB", rss2 - rss0);
-  const int status = launch_stop(l);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
+  stop_expecting_exit(l, 0);
 }
 
 /* ======================================================================================
@@ -1013,8 +991,7 @@ Test(attack, insider_on_the_collective_port_is_refused, .init = setup, .fini = f
   cr_log_info("coll, insider: rank 0 VmRSS %ld -> %ld KiB", rss0, rss1);
   cr_assert_leq(rss1 - rss0, bound, "rank 0 grew by %ld KiB", rss1 - rss0);
   memset(&key1, 0, sizeof key1);
-  const int status = launch_stop(l);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
+  stop_expecting_exit(l, 0);
 }
 
 /* ======================================================================================
@@ -1069,8 +1046,7 @@ Test(attack, tap_shows_nothing_without_the_tap_key, .init = setup, .fini = fini,
     cr_assert_eq(s[i].messages, 0, "%s: %d messages", names[i], s[i].messages);
   for (int i = 0; i < NUM_SUBS; i++) tap_close(&s[i]);
   memset(tap_sec, 0, sizeof tap_sec);
-  const int status = launch_stop(l);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
+  stop_expecting_exit(l, 0);
 }
 
 /* ======================================================================================
@@ -1103,6 +1079,5 @@ Test(attack, a_public_key_alone_proves_nothing, .init = setup, .fini = fini, .ti
   usleep(500000);
   assert_cluster_alive(l, "node 1's public key with another secret");
   assert_serves_same(l, before, MAX_TOKENS, "node 1's public key with another secret");
-  const int status = launch_stop(l);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch status %d", status);
+  stop_expecting_exit(l, 0);
 }

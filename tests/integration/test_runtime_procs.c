@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "actors/runtime/sc_pack.h"
 #include "actors/runtime/sc_tap_record.h"
 #include "base/clock.h"
+#include "tests/common/sc_test_proc.h"
 
 /* launch starts pipeline nodes; the small model keeps their start-up quick */
 #define SMALL_MODEL SC_SOURCE_DIR "/examples/model-small.json"
@@ -34,22 +34,7 @@ typedef struct proc {
 } proc;
 
 static void proc_start(proc *p, char *const argv[]) {
-  int fds[2];
-  cr_assert_eq(pipe(fds), 0);
-  const pid_t parent = getpid();
-  p->pid = fork();
-  cr_assert(p->pid >= 0);
-  if (p->pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    execv(SPARSECP_BIN, argv);
-    _exit(127);
-  }
-  close(fds[1]);
-  p->out = fds[0];
+  p->pid = sc_test_spawn(SPARSECP_BIN, argv, NULL, &p->out);
   p->len = 0;
 }
 
@@ -59,14 +44,8 @@ static const char *proc_expect(proc *p, const char *n1, const char *n2, int time
   static char line[4096];
   const uint64_t until = sc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
   for (;;) {
-    char *nl;
-    while ((nl = memchr(p->buf, '\n', p->len)) != NULL) {
-      const size_t l = (size_t)(nl - p->buf);
-      snprintf(line, sizeof line, "%.*s", (int)(l < sizeof line - 1 ? l : sizeof line - 1), p->buf);
-      memmove(p->buf, nl + 1, p->len - l - 1);
-      p->len -= l + 1;
+    while (sc_test_take_line(p->buf, &p->len, line, sizeof line))
       if (strstr(line, n1) && (n2 == NULL || strstr(line, n2))) return line;
-    }
     const int64_t left = (int64_t)(until - sc_now_ns()) / 1000000;
     if (sc_now_ns() >= until) return NULL;
     struct pollfd pf = {.fd = p->out, .events = POLLIN};

@@ -453,6 +453,47 @@ static void gather2(sc_comm *comm, sc_group g, float want0, float want1) {
             recv[2 * other + 1], want0, want1);
 }
 
+/* gather2 while a thread of its own sends blocks from p (the rank is already waiting in
+ * the gather when they come). */
+static void gather2_as_sent(sc_comm *comm, sc_group g, float want0, float want1, peer *p,
+                            const block *blocks, int n) {
+  sender s;
+  sender_start(&s, p, blocks, n);
+  gather2(comm, g, want0, want1);
+  pthread_join(s.th, NULL);
+}
+
+/* Rank 0 of a world (deadline 5 s) on this thread, and the peers the test opens toward
+ * it; bench_close closes them all. */
+#define BENCH_PEERS 6
+typedef struct bench {
+  world w;
+  sc_comm comm;
+  peer peers[BENCH_PEERS];
+  int num_peers;
+} bench;
+
+static void bench_open(bench *b, int p, int n, int t, size_t max_block_bytes, bool curve) {
+  b->num_peers = 0;
+  world_init(&b->w, p, n, t, 5000);
+  if (curve) world_keys(&b->w);
+  open_rank(&b->w, 0, max_block_bytes, &b->comm);
+}
+
+/* A peer of rank 0 (peer_open). */
+static peer *bench_peer(bench *b, const char *ident, const uint8_t *pub, const uint8_t *sec) {
+  cr_assert_lt(b->num_peers, BENCH_PEERS);
+  peer *p = &b->peers[b->num_peers++];
+  peer_open(p, &b->w, 0, ident, pub, sec);
+  return p;
+}
+
+static void bench_close(bench *b) {
+  sc_host_comm_destroy(&b->comm);
+  for (int i = 0; i < b->num_peers; i++) peer_close(&b->peers[i]);
+  world_done(&b->w);
+}
+
 static sc_host_comm_stats stats_of(const sc_comm *comm) {
   sc_host_comm_stats st;
   sc_host_comm_get_stats(comm, &st);
@@ -463,32 +504,20 @@ static sc_host_comm_stats stats_of(const sc_comm *comm) {
  * having no source (the old strtol took "r01" and "r1x" for rank 1, whose block the
  * collective then used); rank 1's real block completes the collective. */
 Test(backend_host, identities_other_than_r_and_a_canonical_rank_are_refused) {
-  world w;
-  world_init(&w, 2, 1, 1, 5000);
-  sc_comm comm;
-  open_rank(&w, 0, 0, &comm);
+  bench b;
+  bench_open(&b, 2, 1, 1, 0, false);
   const char *fakes[] = {"r01", "r1x", "r-0", "r0"};
-  peer fake[4], real;
   const block bad = {.epoch = 1, .group = SC_GROUP_PCP, .v = {666, 666}, .floats = 2};
-  for (int i = 0; i < 4; i++) {
-    peer_open(&fake[i], &w, 0, fakes[i], NULL, NULL);
-    peer_send(&fake[i], &bad);
-  }
-  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  for (int i = 0; i < 4; i++) peer_send(bench_peer(&b, fakes[i], NULL, NULL), &bad);
+  peer *real = bench_peer(&b, "r1", NULL, NULL);
   const block good = {.delay_ms = 300, .epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2};
-  sender s;
-  sender_start(&s, &real, &good, 1);
-  gather2(&comm, SC_GROUP_PCP, 1, 2);
-  pthread_join(s.th, NULL);
-  const sc_host_comm_stats st = stats_of(&comm);
+  gather2_as_sent(&b.comm, SC_GROUP_PCP, 1, 2, real, &good, 1);
+  const sc_host_comm_stats st = stats_of(&b.comm);
   cr_assert_eq(st.refused_by[SC_HOST_REFUSED_SOURCE], 4, "%llu",
                (unsigned long long)st.refused_by[SC_HOST_REFUSED_SOURCE]);
   cr_assert_eq(st.refused, 4);
   cr_assert_eq(st.held_blocks, 0);
-  sc_host_comm_destroy(&comm);
-  for (int i = 0; i < 4; i++) peer_close(&fake[i]);
-  peer_close(&real);
-  world_done(&w);
+  bench_close(&b);
 }
 
 /* Blocks of rank 1 for step 3 (the current is 1) and then for step 5: one block per
@@ -500,31 +529,26 @@ Test(backend_host, identities_other_than_r_and_a_canonical_rank_are_refused) {
  * its step, or forever.) They come on the same connection as the real block, so they
  * are read before it. */
 Test(backend_host, one_block_per_peer_and_group_is_held_for_later_steps) {
-  world w;
-  world_init(&w, 2, 1, 1, 5000);
-  sc_comm comm;
-  open_rank(&w, 0, 0, &comm);
-  peer real;
-  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  bench b;
+  bench_open(&b, 2, 1, 1, 0, false);
+  peer *real = bench_peer(&b, "r1", NULL, NULL);
   const block step3 = {.epoch = 3, .group = SC_GROUP_PCP, .v = {9, 9}, .floats = 2};
   const block step5 = {.epoch = 5, .group = SC_GROUP_PCP, .v = {5, 5}, .floats = 2};
   const block step4 = {.epoch = 4, .group = SC_GROUP_PCP, .v = {4, 4}, .floats = 2};
-  peer_send(&real, &step3);
-  peer_send(&real, &step5);
-  peer_send(&real, &step4);
+  peer_send(real, &step3);
+  peer_send(real, &step5);
+  peer_send(real, &step4);
   const block good = {.epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2};
-  peer_send(&real, &good);
-  gather2(&comm, SC_GROUP_PCP, 1, 2);
-  const sc_host_comm_stats st = stats_of(&comm);
+  peer_send(real, &good);
+  gather2(&b.comm, SC_GROUP_PCP, 1, 2);
+  const sc_host_comm_stats st = stats_of(&b.comm);
   cr_assert_eq(st.refused, 0);
   cr_assert_eq(st.held_blocks, 1, "%llu blocks held", (unsigned long long)st.held_blocks);
   cr_assert_eq(st.held_bytes, 2 * sizeof(float));
-  comm.ops->reset(comm.self, 5);
-  gather2(&comm, SC_GROUP_PCP, 5, 5);
-  cr_assert_eq(stats_of(&comm).held_blocks, 0);
-  sc_host_comm_destroy(&comm);
-  peer_close(&real);
-  world_done(&w);
+  b.comm.ops->reset(b.comm.self, 5);
+  gather2(&b.comm, SC_GROUP_PCP, 5, 5);
+  cr_assert_eq(stats_of(&b.comm).held_blocks, 0);
+  bench_close(&b);
 }
 
 /* The plan of a step with gathers of 2 floats on each group in order. */
@@ -551,83 +575,63 @@ static void session_gather2(sc_coll_session *s, float want0, float want1) {
  * first is refused as it comes, and the collective ends with the second (it used to
  * take the first and fail the step with SC_EDESYNC). */
 Test(backend_host, a_block_of_the_wrong_size_is_refused_before_the_real_one_comes) {
-  world w;
-  world_init(&w, 2, 1, 1, 5000);
-  sc_comm comm;
-  open_rank(&w, 0, 0, &comm);
+  bench b;
+  bench_open(&b, 2, 1, 1, 0, false);
   sc_coll plan[1];
   sc_coll_session s;
-  expect_gathers(&s, &comm, plan, (const sc_group[]){SC_GROUP_PCP}, 1, 1);
-  peer real;
-  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  expect_gathers(&s, &b.comm, plan, (const sc_group[]){SC_GROUP_PCP}, 1, 1);
+  peer *real = bench_peer(&b, "r1", NULL, NULL);
   const block blocks[] = {
       {.delay_ms = 100, .epoch = 1, .group = SC_GROUP_PCP, .v = {7, 7, 7}, .floats = 3},
       {.delay_ms = 300, .epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2}};
   sender snd;
-  sender_start(&snd, &real, blocks, 2);
+  sender_start(&snd, real, blocks, 2);
   session_gather2(&s, 1, 2);
   pthread_join(snd.th, NULL);
   cr_assert_eq(sc_coll_session_end(&s), 0);
-  const sc_host_comm_stats st = stats_of(&comm);
+  const sc_host_comm_stats st = stats_of(&b.comm);
   cr_assert_eq(st.refused_by[SC_HOST_REFUSED_SIZE], 1);
   cr_assert_eq(st.refused, 1);
-  sc_host_comm_destroy(&comm);
-  peer_close(&real);
-  world_done(&w);
+  bench_close(&b);
 }
 
 /* Two blocks of rank 1 for the same collective, both waiting when the rank reads: the
  * first is kept, the second refused (the old stash kept both and took the later). */
 Test(backend_host, a_second_block_for_the_same_collective_is_refused) {
-  world w;
-  world_init(&w, 2, 1, 1, 5000);
-  sc_comm comm;
-  open_rank(&w, 0, 0, &comm);
-  peer real;
-  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  bench b;
+  bench_open(&b, 2, 1, 1, 0, false);
+  peer *real = bench_peer(&b, "r1", NULL, NULL);
   const block first = {.epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2};
   const block again = {.epoch = 1, .group = SC_GROUP_PCP, .v = {7, 7}, .floats = 2};
-  peer_send(&real, &first);
-  peer_send(&real, &again);
+  peer_send(real, &first);
+  peer_send(real, &again);
   usleep(300 * 1000);
-  gather2(&comm, SC_GROUP_PCP, 1, 2);
-  const sc_host_comm_stats st = stats_of(&comm);
+  gather2(&b.comm, SC_GROUP_PCP, 1, 2);
+  const sc_host_comm_stats st = stats_of(&b.comm);
   cr_assert_eq(st.refused_by[SC_HOST_REFUSED_DUPLICATE], 1);
   cr_assert_eq(st.held_blocks, 0);
-  sc_host_comm_destroy(&comm);
-  peer_close(&real);
-  world_done(&w);
+  bench_close(&b);
 }
 
 /* P2 T2: rank 0 shares PCP with rank 2 and TP with rank 1; rank 3 no group. Rank 1's
  * PCP block and rank 3's TP block are refused (they used to be held until the step
  * ended); rank 2's completes the gather. */
 Test(backend_host, a_block_from_a_rank_outside_the_group_is_refused) {
-  world w;
-  world_init(&w, 2, 1, 2, 5000);
-  sc_comm comm;
-  open_rank(&w, 0, 0, &comm);
-  peer r1, r2, r3;
-  peer_open(&r1, &w, 0, "r1", NULL, NULL);
-  peer_open(&r3, &w, 0, "r3", NULL, NULL);
-  peer_open(&r2, &w, 0, "r2", NULL, NULL);
+  bench b;
+  bench_open(&b, 2, 1, 2, 0, false);
+  peer *r1 = bench_peer(&b, "r1", NULL, NULL);
+  peer *r3 = bench_peer(&b, "r3", NULL, NULL);
+  peer *r2 = bench_peer(&b, "r2", NULL, NULL);
   const block pcp = {.epoch = 1, .group = SC_GROUP_PCP, .v = {666, 666}, .floats = 2};
   const block tp = {.epoch = 1, .group = SC_GROUP_TP, .v = {666, 666}, .floats = 2};
-  peer_send(&r1, &pcp);
-  peer_send(&r3, &tp);
+  peer_send(r1, &pcp);
+  peer_send(r3, &tp);
   const block good = {.delay_ms = 300, .epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2};
-  sender s;
-  sender_start(&s, &r2, &good, 1);
-  gather2(&comm, SC_GROUP_PCP, 1, 2);
-  pthread_join(s.th, NULL);
-  const sc_host_comm_stats st = stats_of(&comm);
+  gather2_as_sent(&b.comm, SC_GROUP_PCP, 1, 2, r2, &good, 1);
+  const sc_host_comm_stats st = stats_of(&b.comm);
   cr_assert_eq(st.refused_by[SC_HOST_REFUSED_GROUP], 2);
   cr_assert_eq(st.held_blocks, 0);
-  sc_host_comm_destroy(&comm);
-  peer_close(&r1);
-  peer_close(&r2);
-  peer_close(&r3);
-  world_done(&w);
+  bench_close(&b);
 }
 
 /* P2 N2: PCP and DCP are the same two ranks. With rank 0 in step 1, rank 1 sends for
@@ -635,12 +639,9 @@ Test(backend_host, a_block_from_a_rank_outside_the_group_is_refused) {
  * for a later collective, and one over the limit are refused. Step 2 then runs on the
  * held blocks. */
 Test(backend_host, one_block_per_source_and_group_is_held_for_the_next_step) {
-  world w;
-  world_init(&w, 2, 2, 1, 5000);
-  sc_comm comm;
-  open_rank(&w, 0, 64, &comm);
-  peer real;
-  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  bench b;
+  bench_open(&b, 2, 2, 1, 64, false);
+  peer *real = bench_peer(&b, "r1", NULL, NULL);
   const block early[] = {
       {.epoch = 2, .group = SC_GROUP_PCP, .v = {3, 4}, .floats = 2},
       {.epoch = 2, .group = SC_GROUP_PCP, .v = {7, 7}, .floats = 2},      /* second */
@@ -648,58 +649,51 @@ Test(backend_host, one_block_per_source_and_group_is_held_for_the_next_step) {
       {.epoch = 2, .group = SC_GROUP_DCP, .v = {7}, .floats = 32},         /* 128 bytes */
       {.epoch = 2, .group = SC_GROUP_DCP, .v = {5, 6}, .floats = 2},
       {.epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2}};
-  for (int i = 0; i < 6; i++) peer_send(&real, &early[i]);
-  gather2(&comm, SC_GROUP_PCP, 1, 2);
-  sc_host_comm_stats st = stats_of(&comm);
+  for (int i = 0; i < 6; i++) peer_send(real, &early[i]);
+  gather2(&b.comm, SC_GROUP_PCP, 1, 2);
+  sc_host_comm_stats st = stats_of(&b.comm);
   cr_assert_eq(st.refused_by[SC_HOST_REFUSED_DUPLICATE], 1);
   cr_assert_eq(st.refused_by[SC_HOST_REFUSED_SEQ], 1);
   cr_assert_eq(st.refused_by[SC_HOST_REFUSED_SIZE], 1);
   cr_assert_eq(st.refused, 3);
   cr_assert_eq(st.held_blocks, 2);
   cr_assert_eq(st.held_bytes, 16);
-  sc_host_comm_reset(&comm, 2);
-  gather2(&comm, SC_GROUP_PCP, 3, 4);
-  gather2(&comm, SC_GROUP_DCP, 5, 6);
-  cr_assert_eq(stats_of(&comm).held_blocks, 0);
-  sc_host_comm_destroy(&comm);
-  peer_close(&real);
-  world_done(&w);
+  sc_host_comm_reset(&b.comm, 2);
+  gather2(&b.comm, SC_GROUP_PCP, 3, 4);
+  gather2(&b.comm, SC_GROUP_DCP, 5, 6);
+  cr_assert_eq(stats_of(&b.comm).held_blocks, 0);
+  bench_close(&b);
 }
 
 /* A block held for the next step that does not fit its plan (3 floats for a gather of
  * 2) is dropped and counted when the plan comes; the step completes with the right one
  * (the old backend took it and failed the step). */
 Test(backend_host, held_blocks_that_do_not_fit_the_plan_are_dropped_when_it_comes) {
-  world w;
-  world_init(&w, 2, 2, 1, 5000);
-  sc_comm comm;
-  open_rank(&w, 0, 64, &comm);
-  peer real;
-  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  bench b;
+  bench_open(&b, 2, 2, 1, 64, false);
+  peer *real = bench_peer(&b, "r1", NULL, NULL);
   const block early[] = {
       {.epoch = 2, .group = SC_GROUP_PCP, .v = {7, 7, 7}, .floats = 3},
       {.epoch = 2, .group = SC_GROUP_DCP, .v = {5, 6}, .floats = 2},
       {.epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2}};
-  for (int i = 0; i < 3; i++) peer_send(&real, &early[i]);
-  gather2(&comm, SC_GROUP_PCP, 1, 2);
-  cr_assert_eq(stats_of(&comm).held_blocks, 2);
-  sc_host_comm_reset(&comm, 2);
+  for (int i = 0; i < 3; i++) peer_send(real, &early[i]);
+  gather2(&b.comm, SC_GROUP_PCP, 1, 2);
+  cr_assert_eq(stats_of(&b.comm).held_blocks, 2);
+  sc_host_comm_reset(&b.comm, 2);
   sc_coll plan[2];
   sc_coll_session s;
-  expect_gathers(&s, &comm, plan, (const sc_group[]){SC_GROUP_PCP, SC_GROUP_DCP}, 2, 2);
-  const sc_host_comm_stats st = stats_of(&comm);
+  expect_gathers(&s, &b.comm, plan, (const sc_group[]){SC_GROUP_PCP, SC_GROUP_DCP}, 2, 2);
+  const sc_host_comm_stats st = stats_of(&b.comm);
   cr_assert_eq(st.refused_by[SC_HOST_REFUSED_PLAN], 1);
   cr_assert_eq(st.held_blocks, 1);
   const block good = {.delay_ms = 100, .epoch = 2, .group = SC_GROUP_PCP, .v = {3, 4}, .floats = 2};
   sender snd;
-  sender_start(&snd, &real, &good, 1);
+  sender_start(&snd, real, &good, 1);
   session_gather2(&s, 3, 4);
   session_gather2(&s, 5, 6);
   pthread_join(snd.th, NULL);
   cr_assert_eq(sc_coll_session_end(&s), 0);
-  sc_host_comm_destroy(&comm);
-  peer_close(&real);
-  world_done(&w);
+  bench_close(&b);
 }
 
 /* The session of step 2 begins before the comm is reset for it (the executor resets
@@ -707,32 +701,27 @@ Test(backend_host, held_blocks_that_do_not_fit_the_plan_are_dropped_when_it_come
  * against that plan, so a 3-float one is refused as it comes, and step 2 completes after
  * the reset with the right block (the old backend took the wrong one and failed). */
 Test(backend_host, a_plan_told_before_its_reset_applies_to_its_blocks) {
-  world w;
-  world_init(&w, 2, 1, 1, 5000);
-  sc_comm comm;
-  open_rank(&w, 0, 0, &comm);
+  bench b;
+  bench_open(&b, 2, 1, 1, 0, false);
   sc_coll plan[1];
   sc_coll_session s;
-  expect_gathers(&s, &comm, plan, (const sc_group[]){SC_GROUP_PCP}, 1, 2);
-  peer real;
-  peer_open(&real, &w, 0, "r1", NULL, NULL);
+  expect_gathers(&s, &b.comm, plan, (const sc_group[]){SC_GROUP_PCP}, 1, 2);
+  peer *real = bench_peer(&b, "r1", NULL, NULL);
   const block blocks[] = {{.epoch = 2, .group = SC_GROUP_PCP, .v = {7, 7, 7}, .floats = 3},
                           {.epoch = 1, .group = SC_GROUP_PCP, .v = {1, 2}, .floats = 2}};
-  for (int i = 0; i < 2; i++) peer_send(&real, &blocks[i]);
-  gather2(&comm, SC_GROUP_PCP, 1, 2);
-  const sc_host_comm_stats st = stats_of(&comm);
+  for (int i = 0; i < 2; i++) peer_send(real, &blocks[i]);
+  gather2(&b.comm, SC_GROUP_PCP, 1, 2);
+  const sc_host_comm_stats st = stats_of(&b.comm);
   cr_assert_eq(st.refused_by[SC_HOST_REFUSED_SIZE], 1);
   cr_assert_eq(st.held_blocks, 0);
-  sc_host_comm_reset(&comm, 2);
+  sc_host_comm_reset(&b.comm, 2);
   const block good = {.delay_ms = 100, .epoch = 2, .group = SC_GROUP_PCP, .v = {3, 4}, .floats = 2};
   sender snd;
-  sender_start(&snd, &real, &good, 1);
+  sender_start(&snd, real, &good, 1);
   session_gather2(&s, 3, 4);
   pthread_join(snd.th, NULL);
   cr_assert_eq(sc_coll_session_end(&s), 0);
-  sc_host_comm_destroy(&comm);
-  peer_close(&real);
-  world_done(&w);
+  bench_close(&b);
 }
 
 /* With CURVE keys: outsiders (a plain DEALER, and one whose key pair is not listed),
@@ -758,56 +747,39 @@ static int curve_body(rank_arg *a, sc_comm *comm) {
 }
 
 Test(backend_host, with_curve_keys_only_the_ranks_keys_deliver) {
-  world w;
-  world_init(&w, 2, 1, 1, 5000);
-  world_keys(&w);
-  sc_comm comm;
-  open_rank(&w, 0, 0, &comm);
+  bench b;
+  bench_open(&b, 2, 1, 1, 0, true);
   uint8_t pub[32], sec[32];
   key_pair(pub, sec);
-  peer plain, unlisted;
-  peer_open(&plain, &w, 0, "r1", NULL, NULL);
-  peer_open(&unlisted, &w, 0, "r1", pub, sec);
+  peer *plain = bench_peer(&b, "r1", NULL, NULL);
+  peer *unlisted = bench_peer(&b, "r1", pub, sec);
   const block bad = {.epoch = 1, .group = SC_GROUP_PCP, .v = {666, 666}, .floats = 2};
-  peer_send(&plain, &bad);
-  peer_send(&unlisted, &bad);
+  peer_send(plain, &bad);
+  peer_send(unlisted, &bad);
   usleep(300 * 1000); /* their handshakes are over, one way or the other */
-  rank_arg args[2] = {{.w = &w, .rank = 0}, {.w = &w, .rank = 1, .body = curve_body}};
+  rank_arg args[2] = {{.w = &b.w, .rank = 0}, {.w = &b.w, .rank = 1, .body = curve_body}};
   pthread_t th;
   pthread_create(&th, NULL, rank_main, &args[1]);
-  args[0].result = curve_body(&args[0], &comm);
+  args[0].result = curve_body(&args[0], &b.comm);
   pthread_join(th, NULL);
   for (int r = 0; r < 2; r++) cr_assert_eq(args[r].result, 0, "rank %d: %s", r, args[r].msg);
-  sc_host_comm_destroy(&comm);
-  peer_close(&plain);
-  peer_close(&unlisted);
-  world_done(&w);
+  bench_close(&b);
 }
 
 /* P2 T2 with CURVE: a peer holding rank 2's key pair but calling itself "r1" is rank 2
  * (its PCP block completes rank 0's gather), and one with rank 1's key calling itself
  * "r2" is rank 1, refused on PCP, where rank 1 is not a member. */
 Test(backend_host, with_curve_the_source_is_the_key_not_the_identity) {
-  world w;
-  world_init(&w, 2, 1, 2, 5000);
-  world_keys(&w);
-  sc_comm comm;
-  open_rank(&w, 0, 0, &comm);
-  peer as1, as2;
-  peer_open(&as1, &w, 0, "r2", w.pub[1], w.sec[1]);
-  peer_open(&as2, &w, 0, "r1", w.pub[2], w.sec[2]);
+  bench b;
+  bench_open(&b, 2, 1, 2, 0, true);
+  peer *as1 = bench_peer(&b, "r2", b.w.pub[1], b.w.sec[1]);
+  peer *as2 = bench_peer(&b, "r1", b.w.pub[2], b.w.sec[2]);
   const block bad = {.epoch = 1, .group = SC_GROUP_PCP, .v = {666, 666}, .floats = 2};
-  peer_send(&as1, &bad);
+  peer_send(as1, &bad);
   const block good = {.delay_ms = 300, .epoch = 1, .group = SC_GROUP_PCP, .v = {5, 6}, .floats = 2};
-  sender s;
-  sender_start(&s, &as2, &good, 1);
-  gather2(&comm, SC_GROUP_PCP, 5, 6);
-  pthread_join(s.th, NULL);
-  const sc_host_comm_stats st = stats_of(&comm);
+  gather2_as_sent(&b.comm, SC_GROUP_PCP, 5, 6, as2, &good, 1);
+  const sc_host_comm_stats st = stats_of(&b.comm);
   cr_assert_eq(st.refused_by[SC_HOST_REFUSED_GROUP], 1);
   cr_assert_eq(st.refused, 1);
-  sc_host_comm_destroy(&comm);
-  peer_close(&as1);
-  peer_close(&as2);
-  world_done(&w);
+  bench_close(&b);
 }

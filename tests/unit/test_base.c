@@ -11,6 +11,7 @@
 #include "base/curve_key.h"
 #include "base/error.h"
 #include "base/index.h"
+#include "base/inet_addr.h"
 #include "base/jsonw.h"
 #include "base/log.h"
 #include "base/zap.h"
@@ -243,4 +244,25 @@ Test(log, limiter_passes_one_event_per_interval_and_counts_the_rest) {
   cr_assert_not(sc_log_limit_pass(&l, t0 + SC_LOG_LIMIT_INTERVAL_NS - 1, &held));
   cr_assert(sc_log_limit_pass(&l, t0 + SC_LOG_LIMIT_INTERVAL_NS, &held));
   cr_assert_eq(held, 1001);
+}
+
+/* HOST:PORT of plain sockets: numeric hosts only, IPv6 in brackets, written back alike. */
+Test(inet_addr, parse_and_format) {
+  struct sockaddr_storage ss;
+  socklen_t len = 0;
+  sc_diag d = {0};
+  char out[64];
+  cr_assert_eq(sc_inet_addr_parse("127.0.0.1:8000", &ss, &len, &d), 0, "%s", d.msg);
+  cr_expect_eq(sc_inet_addr_port(&ss), 8000u);
+  sc_inet_addr_format(&ss, out, sizeof out);
+  cr_expect_str_eq(out, "127.0.0.1:8000");
+  cr_assert_eq(sc_inet_addr_parse("[::1]:0", &ss, &len, &d), 0, "%s", d.msg);
+  cr_expect_eq(ss.ss_family, AF_INET6);
+  sc_inet_addr_format(&ss, out, sizeof out);
+  cr_expect_str_eq(out, "[::1]:0");
+  static const char *const bad[] = {"", "8000", ":8000", "127.0.0.1:", "127.0.0.1:x",
+                                    "127.0.0.1:65536", "localhost:80", "[::1:0", "::1:80",
+                                    "[]:80", "1.2.3.4.5:1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    cr_expect_eq(sc_inet_addr_parse(bad[i], &ss, &len, &d), SC_EINVAL, "%s accepted", bad[i]);
 }

@@ -35,6 +35,23 @@ static void reply(void *sock, zmq_msg_t *ident, int type, const void *body) {
   sc_buf_free(&b);
 }
 
+/* Receives one message on the ROUTER s as the gateway would: its sender's identity into
+ * ident (which the caller closes) and its body decoded on the untrusted path (*body is a
+ * new body, the caller destroys it). Returns the decoder's code. */
+static int recv_untrusted(void *s, zmq_msg_t *ident, sc_envelope *env, void **body,
+                          sc_diag *d) {
+  zmq_msg_t data;
+  zmq_msg_init(ident);
+  zmq_msg_init(&data);
+  zmq_msg_recv(ident, s, 0);
+  zmq_msg_recv(&data, s, 0);
+  *body = NULL;
+  const int rc =
+      sc_msg_decode_untrusted(zmq_msg_data(&data), zmq_msg_size(&data), NULL, env, body, d);
+  zmq_msg_close(&data);
+  return rc;
+}
+
 /* Answers 3 messages: a submit with two token events and done, garbage with an error,
  * a cancel with done("canceled"). */
 static void *gateway_peer(void *p) {
@@ -42,16 +59,11 @@ static void *gateway_peer(void *p) {
   void *s = zmq_socket(pe->ctx, ZMQ_ROUTER);
   zmq_bind(s, pe->endpoint);
   for (int k = 0; k < 3; k++) {
-    zmq_msg_t ident, data;
-    zmq_msg_init(&ident);
-    zmq_msg_init(&data);
-    zmq_msg_recv(&ident, s, 0);
-    zmq_msg_recv(&data, s, 0);
+    zmq_msg_t ident;
     sc_envelope env;
-    void *body = NULL;
+    void *body;
     sc_diag d = {0};
-    const int rc = sc_msg_decode_untrusted(zmq_msg_data(&data), zmq_msg_size(&data), NULL,
-                                           &env, &body, &d);
+    const int rc = recv_untrusted(s, &ident, &env, &body, &d);
     if (rc != 0) {
       pe->rejected++;
       sc_msg_client_error e = {.request_id = 0, .code = rc, .message = d.msg};
@@ -75,7 +87,6 @@ static void *gateway_peer(void *p) {
     }
     sc_msg_body_destroy(env.type, body);
     zmq_msg_close(&ident);
-    zmq_msg_close(&data);
   }
   const int zero = 0;
   zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
@@ -187,16 +198,10 @@ typedef struct {
 } served_t;
 
 static void served_one(served_t *pe, void *s) {
-  zmq_msg_t ident, data;
-  zmq_msg_init(&ident);
-  zmq_msg_init(&data);
-  zmq_msg_recv(&ident, s, 0);
-  zmq_msg_recv(&data, s, 0);
+  zmq_msg_t ident;
   sc_envelope env;
-  void *body = NULL;
-  if (sc_msg_decode_untrusted(zmq_msg_data(&data), zmq_msg_size(&data), NULL, &env, &body,
-                              NULL) == 0 &&
-      env.type == SC_MSG_CLIENT_SUBMIT) {
+  void *body;
+  if (recv_untrusted(s, &ident, &env, &body, NULL) == 0 && env.type == SC_MSG_CLIENT_SUBMIT) {
     const sc_msg_client_submit *m = body;
     const int k = atomic_load(&pe->num_ids);
     if (k < SERVED_MAX) pe->ids[k] = m->request_id;
@@ -206,7 +211,6 @@ static void served_one(served_t *pe, void *s) {
   }
   sc_msg_body_destroy(env.type, body);
   zmq_msg_close(&ident);
-  zmq_msg_close(&data);
 }
 
 static void *served_loop(void *p) {
