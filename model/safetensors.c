@@ -12,6 +12,24 @@
 
 #include "kernels/bf16.h"
 
+static const struct {
+  const char *name;
+  int dtype;
+  size_t size;
+} DTYPES[] = {{"F32", SC_ST_F32, 4}, {"BF16", SC_ST_BF16, 2}, {"F8_E4M3", SC_ST_F8_E4M3, 1}};
+
+size_t sc_st_dtype_size(int dtype) {
+  for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+    if (DTYPES[i].dtype == dtype) return DTYPES[i].size;
+  return 0;
+}
+
+const char *sc_st_dtype_name(int dtype) {
+  for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+    if (DTYPES[i].dtype == dtype) return DTYPES[i].name;
+  return "?";
+}
+
 static void free_entries(sc_st_file *f) {
   for (int32_t i = 0; i < f->num; i++) free(f->t[i].name);
   free(f->t);
@@ -41,18 +59,15 @@ static int parse_entry(const char *name, json_t *e, uint64_t data_size, sc_st_te
                    "\"data_offsets\" (arrays)",
                    name);
   const char *dts = json_string_value(dt);
-  size_t esz;
-  if (!strcmp(dts, "F32")) {
-    t->dtype = SC_DT_F32;
-    esz = 4;
-  } else if (!strcmp(dts, "BF16")) {
-    t->dtype = SC_DT_BF16;
-    esz = 2;
-  } else {
+  t->dtype = -1;
+  for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+    if (!strcmp(dts, DTYPES[i].name)) t->dtype = DTYPES[i].dtype;
+  if (t->dtype < 0)
     return sc_fail(d, SC_ENOTSUP,
-                   "safetensors: tensor \"%s\" has dtype %.16s; supported are F32 and BF16",
+                   "safetensors: tensor \"%s\" has dtype %.16s; supported are F32, BF16 and "
+                   "F8_E4M3",
                    name, dts);
-  }
+  const size_t esz = sc_st_dtype_size(t->dtype);
   const size_t nd = json_array_size(sh);
   if (nd > SC_ST_MAX_DIMS)
     return sc_fail(d, SC_EINVAL, "safetensors: tensor \"%s\" has %zu dimensions (at most %d)",
@@ -235,11 +250,12 @@ int sc_st_read_f32(const sc_st_file *f, const sc_st_tensor *t, int64_t row0, int
   if (row0 < 0 || nrows < 0 || col0 < 0 || ncols < 0 || row0 + nrows > rows ||
       col0 + ncols > cols)
     return SC_ERANGE;
+  if (t->dtype == SC_ST_F8_E4M3) return SC_ENOTSUP;
   const uint8_t *base = f->data + t->begin;
   for (int64_t r = 0; r < nrows; r++) {
     const int64_t e0 = (row0 + r) * cols + col0;
     float *o = out + r * ncols;
-    if (t->dtype == SC_DT_F32) {
+    if (t->dtype == SC_ST_F32) {
       memcpy(o, base + e0 * 4, (size_t)ncols * 4); /* little-endian hosts only */
     } else {
       for (int64_t c = 0; c < ncols; c++) {
@@ -261,11 +277,16 @@ int sc_st_write(const char *path, const sc_st_out *t, int32_t num, sc_st_fill_fn
   if (root == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
   uint64_t off = 0, max_bytes = 0;
   for (int32_t i = 0; i < num; i++) {
-    uint64_t bytes = sc_dtype_size(t[i].dtype);
+    if (sc_st_dtype_size(t[i].dtype) == 0) {
+      rc = sc_fail(d, SC_EINVAL, "tensor \"%s\": unknown safetensors dtype %d", t[i].name,
+                   t[i].dtype);
+      goto out;
+    }
+    uint64_t bytes = sc_st_dtype_size(t[i].dtype);
     for (int k = 0; k < t[i].ndim; k++) bytes *= (uint64_t)t[i].shape[k];
     json_t *sh = json_array();
     for (int k = 0; k < t[i].ndim; k++) json_array_append_new(sh, json_integer(t[i].shape[k]));
-    json_t *e = json_pack("{s:s, s:o, s:[I, I]}", "dtype", t[i].dtype == SC_DT_F32 ? "F32" : "BF16",
+    json_t *e = json_pack("{s:s, s:o, s:[I, I]}", "dtype", sc_st_dtype_name(t[i].dtype),
                           "shape", sh, "data_offsets", (json_int_t)off,
                           (json_int_t)(off + bytes));
     if (e == NULL || json_object_set_new(root, t[i].name, e) != 0) {

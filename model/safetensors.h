@@ -5,7 +5,7 @@
  * bytes, offsets relative to the end of the header.
  *
  * The reader trusts nothing: header length within SC_ST_MAX_HEADER and the file, a JSON
- * object of well-formed entries, dtype F32 or BF16, shape elements times element size
+ * object of well-formed entries, dtype F32, BF16 or F8_E4M3, shape elements times element size
  * equal to the byte range, ranges inside the data section and not overlapping, names
  * unique and at most SC_ST_MAX_NAME bytes. Every rejection is SC_EINVAL (SC_ENOTSUP for
  * another dtype, SC_ETOOBIG for a header over the limit, SC_EIO for file errors) with a
@@ -28,9 +28,25 @@
 #define SC_ST_MAX_NAME 255
 #define SC_ST_MAX_DIMS 8
 
+/* Element types of safetensors files. F32 and BF16 have the values of SC_DT_F32 and
+ * SC_DT_BF16 (plan/coll_types.h), so callers that pass those keep working; F8_E4M3 (the
+ * e4m3fn format of fp8 checkpoints, model/fp8_block.h) has its own value because it is
+ * no element type of a collective (coll_types.h's values are part of the plan's wire
+ * format and fingerprint, and the backends accept every value below SC_DT_COUNT). */
+typedef enum sc_st_dtype {
+  SC_ST_F32 = SC_DT_F32,
+  SC_ST_BF16 = SC_DT_BF16,
+  SC_ST_F8_E4M3 = 16,
+} sc_st_dtype;
+
+/* Bytes per element (0 for an unknown value) and the safetensors name ("F32", "BF16",
+ * "F8_E4M3"; "?" for an unknown value). */
+size_t sc_st_dtype_size(int dtype);
+const char *sc_st_dtype_name(int dtype);
+
 typedef struct sc_st_tensor {
   char *name;
-  int dtype; /* SC_DT_F32 or SC_DT_BF16 */
+  int dtype; /* sc_st_dtype */
   int ndim;
   int64_t shape[SC_ST_MAX_DIMS];
   uint64_t begin, end; /* byte range within the data section */
@@ -62,7 +78,8 @@ static inline int64_t sc_st_numel(const sc_st_tensor *t) {
 /* Reads rows [row0, row0+nrows) x columns [col0, col0+ncols) of the tensor viewed as a
  * matrix (ndim >= 2: [shape[0], numel / shape[0]]; ndim 1: one row of shape[0]; ndim 0:
  * 1 x 1) into out (f32, row-major, ncols wide), converting BF16. SC_ERANGE when the
- * block lies outside the tensor. */
+ * block lies outside the tensor; SC_ENOTSUP for F8_E4M3, whose values mean nothing
+ * without their block scales (model/fp8_block.h dequantizes them). */
 int sc_st_read_f32(const sc_st_file *f, const sc_st_tensor *t, int64_t row0, int64_t nrows,
                    int64_t col0, int64_t ncols, float *out);
 
@@ -70,7 +87,7 @@ int sc_st_read_f32(const sc_st_file *f, const sc_st_tensor *t, int64_t row0, int
  * little-endian) into dst, numel * element size bytes. */
 typedef struct sc_st_out {
   const char *name;
-  int dtype;
+  int dtype; /* sc_st_dtype */
   int ndim;
   int64_t shape[SC_ST_MAX_DIMS];
 } sc_st_out;

@@ -57,5 +57,6 @@ int sc_cmd_node(int argc, char **argv);
 int sc_cmd_launch(int argc, char **argv);
 int sc_cmd_tap(int argc, char **argv);
 int sc_cmd_keygen(int argc, char **argv);
+int sc_cmd_checkpoint(int argc, char **argv);
 
 #endif

@@ -13,6 +13,8 @@ static const sc_cmd k_cmds[] = {
     {"launch", "start a local cluster as child processes and supervise it", sc_cmd_launch},
     {"tap", "watch, filter, record or trace the messages of a running cluster", sc_cmd_tap},
     {"keygen", "make a CURVE key pair for the client endpoint", sc_cmd_keygen},
+    {"checkpoint", "check a DeepSeek-V3.2 checkpoint directory (validation only)",
+     sc_cmd_checkpoint},
 };
 #define NUM_CMDS (sizeof k_cmds / sizeof k_cmds[0])
 
@@ -23,7 +25,7 @@ static void usage(FILE *f) {
           "sparsecp plans and runs sparse-attention inference with prefill and decode\n"
           "context parallelism. Commands:\n\n");
   for (size_t i = 0; i < NUM_CMDS; i++)
-    fprintf(f, "  %-8s %s\n", k_cmds[i].name, k_cmds[i].summary);
+    fprintf(f, "  %-10s %s\n", k_cmds[i].name, k_cmds[i].summary);
   fprintf(f,
           "\n'sparsecp COMMAND --help' describes a command. Exit status: 0 success,\n"
           "1 runtime failure, 2 bad usage or input. SPARSECP_LOG=error|warn|info|debug|trace\n"

@@ -1,0 +1,105 @@
+/* hf_config.h - the Hugging Face config.json of a DeepSeek-V3.2 checkpoint
+ * (DeepseekV32ForCausalLM, model_type "deepseek_v32"), as DeepSeek publishes it and as
+ * transformers (>= 5) saves it.
+ *
+ * Only model_type "deepseek_v32" is accepted. "deepseek_v3" (V3, V3.1) is refused: it
+ * has no lightning indexer (no index_* keys, no self_attn.indexer tensors), so it is not
+ * the sparse-attention model sparsecp serves; GLM-5's "glm_moe_dsa" is refused too (its
+ * layout differs; issue 23 leaves it for later).
+ *
+ * Keys read (docs/model.md, "DeepSeek-V3.2 checkpoint directories"):
+ *   required  vocab_size hidden_size intermediate_size moe_intermediate_size
+ *             num_hidden_layers num_attention_heads q_lora_rank kv_lora_rank
+ *             qk_nope_head_dim qk_rope_head_dim v_head_dim n_routed_experts
+ *             n_shared_experts num_experts_per_tok n_group topk_group norm_topk_prob
+ *             routed_scaling_factor first_k_dense_replace rms_norm_eps index_n_heads
+ *             index_head_dim index_topk max_position_embeddings, and rope_theta (at the
+ *             top, or inside rope_parameters)
+ *   optional  num_key_value_heads (= num_attention_heads: MLA keys are per head),
+ *             topk_method ("noaux_tc"), scoring_func ("sigmoid") - transformers 5 writes
+ *             neither, its router implements only these; tie_word_embeddings (false);
+ *             num_nextn_predict_layers (0); rope_scaling (DeepSeek's form, with "type")
+ *             or rope_parameters (transformers 5's, with "rope_type" and rope_theta):
+ *             absent/null or type "default" = plain RoPE, "yarn" = YaRN with factor,
+ *             original_max_position_embeddings (required), beta_fast (32), beta_slow (1),
+ *             mscale (1), mscale_all_dim (0); quantization_config (absent = unquantized
+ *             weights): quant_method "fp8", fmt "e4m3", weight_block_size [r, c],
+ *             activation_scheme "dynamic", scale_fmt (kept, e.g. "ue8m0"); its
+ *             modules_to_not_convert must be absent or empty and other keys are ignored
+ *   checked   attention_bias and mlp_bias false, hidden_act "silu", moe_layer_freq 1,
+ *             mlp_layer_types (transformers 5) equal to first_k_dense_replace x "dense"
+ *             then "sparse": the tensor table depends on them
+ *   ignored   architectures attention_dropout auto_map bos_token_id eos_token_id
+ *             pad_token_id dtype torch_dtype ep_size initializer_range
+ *             transformers_version use_cache head_dim qk_head_dim layer_types
+ *             _name_or_path; any other key is ignored too, counted in unknown_keys with
+ *             the first one named, so that a tool can show it.
+ * Missing required keys, wrong types, values out of range, and rules across keys
+ * (qk_rope_head_dim even, index_head_dim >= qk_rope_head_dim, n_routed_experts divisible
+ * by n_group with at least two experts per group, num_experts_per_tok <= the experts of
+ * topk_group groups, ...) are SC_EINVAL with a message naming the key.
+ *
+ * Pure: parsing takes text; loading a file is a thin wrapper. Any thread.
+ */
+#ifndef SC_HF_CONFIG_H
+#define SC_HF_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef enum sc_hf_rope_type { SC_HF_ROPE_DEFAULT = 0, SC_HF_ROPE_YARN = 1 } sc_hf_rope_type;
+
+typedef struct sc_hf_rope_scaling {
+  int type; /* sc_hf_rope_type; the other fields are set for YaRN only */
+  double factor;
+  int32_t original_max_position_embeddings;
+  double beta_fast, beta_slow, mscale, mscale_all_dim;
+} sc_hf_rope_scaling;
+
+typedef struct sc_hf_quant {
+  bool fp8;                        /* quantization_config present: block-scaled e4m3 */
+  int32_t block_rows, block_cols;  /* weight_block_size */
+  char activation_scheme[16];      /* "dynamic" */
+  char scale_fmt[16];              /* "" when absent */
+} sc_hf_quant;
+
+#define SC_HF_MAX_LAYERS 1024
+
+typedef struct sc_hf_config {
+  char model_type[16];
+  int32_t vocab_size, hidden_size, intermediate_size, moe_intermediate_size;
+  int32_t num_hidden_layers, num_attention_heads, num_key_value_heads;
+  int32_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+  int32_t n_routed_experts, n_shared_experts, num_experts_per_tok, n_group, topk_group;
+  int32_t first_k_dense_replace;
+  int32_t index_n_heads, index_head_dim, index_topk;
+  int32_t max_position_embeddings, num_nextn_predict_layers;
+  char topk_method[16], scoring_func[16];
+  bool norm_topk_prob, tie_word_embeddings;
+  double routed_scaling_factor, rope_theta, rms_norm_eps;
+  sc_hf_rope_scaling rope;
+  sc_hf_quant quant;
+  int32_t unknown_keys;    /* keys neither read nor on the ignore list */
+  char first_unknown[64];  /* the first of them, "" if none */
+} sc_hf_config;
+
+/* Parses config.json text into c (all fields set; c untouched on failure). */
+int sc_hf_config_parse(const char *text, size_t len, sc_hf_config *c, sc_diag *d);
+
+/* Reads and parses a config.json file (at most 1 MiB); SC_ENOENT when it cannot be
+ * opened, SC_EIO when it cannot be read. */
+int sc_hf_config_load(const char *path, sc_hf_config *c, sc_diag *d);
+
+/* Reads a whole file of at most limit bytes into a NUL-terminated malloc'd buffer
+ * (config.json, the safetensors index). SC_ENOENT, SC_EIO, SC_ETOOBIG, SC_ENOMEM. */
+int sc_hf_read_file(const char *path, size_t limit, char **out, size_t *len, sc_diag *d);
+
+/* Layers 0 .. first_k_dense_replace-1 have a dense MLP, the rest MoE. */
+static inline bool sc_hf_layer_is_moe(const sc_hf_config *c, int32_t layer) {
+  return layer >= c->first_k_dense_replace;
+}
+
+#endif

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `sparsecp checkpoint DIR [--json]` (issue 23): the checkpoint transformers' deepseek_v32
+# saved (tests/data/hf_checkpoint/tiny-bf16) is valid (exit 0, a summary that says it
+# cannot be served yet); broken copies of it exit 2 with the tensor, shard or key named.
+set -u
+bin=$1
+data=$2/tests/data/hf_checkpoint/tiny-bf16
+fail() { echo "FAIL: $*" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+out=$("$bin" checkpoint "$data" --json) || fail "valid directory exited $?"
+python3 - "$out" <<'PY' || fail "--json summary: $out"
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["valid"] is True and d["servable"] is False and d["model_type"] == "deepseek_v32"
+assert (d["layers"], d["dense_layers"], d["moe_layers"]) == (2, 1, 1)
+assert (d["routed_experts"], d["shared_experts"], d["index_heads"], d["index_topk"]) == (4, 1, 2, 8)
+assert d["tensors"] == 51 and d["shards"] == 3 and d["weights"] == "unquantized"
+assert d["bytes"]["BF16"] > 0 and d["bytes"]["F8_E4M3"] == 0 and d["mtp_tensors_skipped"] == 0
+PY
+"$bin" checkpoint "$data" | grep -q "valid deepseek_v32 directory" || fail "text summary"
+"$bin" checkpoint "$data" | grep -q "cannot serve" || fail "the summary must not claim serving"
+
+# broken copies: expect exit 2 and an error naming $2
+broken() {
+  local name=$1 want=$2
+  out=$("$bin" checkpoint "$tmp/$name" --json); rc=$?
+  [ $rc -eq 2 ] || fail "$name: exit $rc, expected 2 ($out)"
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert list(d)==["error"] and sys.argv[2] in d["error"], d' \
+    "$out" "$want" || fail "$name: $out lacks '$want'"
+  "$bin" checkpoint "$tmp/$name" 2>&1 >/dev/null | grep -qF "$want" || fail "$name: text error lacks '$want'"
+}
+copy() { cp -r "$data" "$tmp/$1"; chmod -R u+w "$tmp/$1"; }
+
+copy unlisted
+python3 - "$tmp/unlisted/model.safetensors.index.json" <<'PY'
+import json, sys
+p = sys.argv[1]; d = json.load(open(p))
+del d["weight_map"]["model.layers.1.mlp.experts.2.up_proj.weight"]
+json.dump(d, open(p, "w"))
+PY
+broken unlisted 'tensor "model.layers.1.mlp.experts.2.up_proj.weight" is in model-00002-of-00003.safetensors, but the weight_map does not list it'
+
+copy noshard
+rm "$tmp/noshard/model-00003-of-00003.safetensors"
+broken noshard 'shard model-00003-of-00003.safetensors'
+
+copy extra
+python3 - "$tmp/extra/model.safetensors.index.json" <<'PY'
+import json, sys
+p = sys.argv[1]; d = json.load(open(p))
+d["weight_map"]["model.layers.0.mlp.gate.weight"] = "model-00001-of-00003.safetensors"
+json.dump(d, open(p, "w"))
+PY
+broken extra 'extra tensor "model.layers.0.mlp.gate.weight"'
+
+copy v3
+sed -i 's/"deepseek_v32"/"deepseek_v3"/' "$tmp/v3/config.json"
+broken v3 '"model_type" = "deepseek_v3" is not supported'
+
+copy nokey
+sed -i '/"index_topk"/d' "$tmp/nokey/config.json"
+broken nokey '"index_topk" is missing'
+
+copy layers
+sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$tmp/layers/config.json"
+broken layers '"mlp_layer_types" must be a list of num_hidden_layers = 1 strings'
+
+broken does-not-exist 'config.json'
+"$bin" checkpoint 2>/dev/null; [ $? -eq 2 ] || fail "no DIR should exit 2"
+"$bin" checkpoint --help | grep -q "usage: sparsecp checkpoint" || fail "--help"
+echo "checkpoint_cli: ok"

@@ -1,0 +1,681 @@
+/* test_hf_checkpoint.c - DeepSeek-V3.2 checkpoint directories (issue 23, point 1):
+ * fp8 e4m3 decoding and block dequantization, the config.json parser, F8_E4M3 in
+ * safetensors, and the checked opening of tiny checkpoints of the real layout written
+ * here (2 layers, one dense and one MoE; fp8 weights with block scales; two shards and an
+ * index; an MTP layer), each rule broken once. The table is also compared with what
+ * transformers' deepseek_v32 saves (tests/data/hf_checkpoint, made by make_reference.py),
+ * and that saved directory must open. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/hash.h"
+#include "kernels/bf16.h"
+#include "model/fp8_block.h"
+#include "model/hf_checkpoint.h"
+#include "model/hf_config.h"
+#include "model/safetensors.h"
+
+/* ---- fp8 ---- */
+
+Test(fp8_block, known_values) {
+  cr_assert_eq(sc_e4m3_to_f32(0x38), 1.0f);
+  cr_assert_eq(sc_e4m3_to_f32(0x3c), 1.5f);
+  cr_assert_eq(sc_e4m3_to_f32(0x40), 2.0f);
+  cr_assert_eq(sc_e4m3_to_f32(0x7e), 448.0f);
+  cr_assert_eq(sc_e4m3_to_f32(0xfe), -448.0f);
+  cr_assert_eq(sc_e4m3_to_f32(0x01), ldexpf(1.0f, -9)); /* smallest subnormal */
+  cr_assert_eq(sc_e4m3_to_f32(0x07), 7 * ldexpf(1.0f, -9));
+  cr_assert_eq(sc_e4m3_to_f32(0x08), ldexpf(1.0f, -6)); /* smallest normal */
+  cr_assert_eq(sc_e4m3_to_f32(0x78), 256.0f);
+  cr_assert_eq(sc_e4m3_to_f32(0x00), 0.0f);
+  cr_assert(signbit(sc_e4m3_to_f32(0x80)) && sc_e4m3_to_f32(0x80) == 0.0f);
+  cr_assert(isnan(sc_e4m3_to_f32(0x7f)) && isnan(sc_e4m3_to_f32(0xff)));
+  for (int b = 0; b < 256; b++)
+    if ((b & 0x7f) != 0x7f) cr_assert(isfinite(sc_e4m3_to_f32((uint8_t)b)), "0x%02x", b);
+}
+
+Test(fp8_block, encode_round_trips_and_rounds_to_even) {
+  for (int b = 0; b < 256; b++) {
+    if ((b & 0x7f) == 0x7f) continue;
+    cr_assert_eq(sc_f32_to_e4m3(sc_e4m3_to_f32((uint8_t)b)), b, "0x%02x", b);
+  }
+  cr_assert_eq(sc_f32_to_e4m3(1.0625f), 0x38); /* halfway 1.0 / 1.125: even */
+  cr_assert_eq(sc_f32_to_e4m3(1.1875f), 0x3a); /* halfway 1.125 / 1.25: even */
+  cr_assert_eq(sc_f32_to_e4m3(1.07f), 0x39);
+  cr_assert_eq(sc_f32_to_e4m3(1000.0f), 0x7e);
+  cr_assert_eq(sc_f32_to_e4m3(-1e30f), 0xfe);
+  cr_assert_eq(sc_f32_to_e4m3(ldexpf(1.0f, -11)), 0x00); /* below half the smallest */
+  cr_assert_eq(sc_f32_to_e4m3(NAN), 0x7f);
+}
+
+Test(fp8_block, dequant_blocks_and_slices) {
+  enum { R = 5, C = 7 }; /* blocks 2 x 3: scale [3, 3], last blocks partial */
+  uint8_t q[R * C];
+  float scale[9];
+  for (int i = 0; i < R * C; i++) q[i] = (uint8_t)((i * 37) % 0x7e) | (i % 3 == 0 ? 0x80 : 0);
+  for (int i = 0; i < 9; i++) scale[i] = 0.25f * (float)(i + 1);
+  const sc_fp8_weight w = {q, scale, R, C, 2, 3};
+  float out[R * C];
+  uint16_t ob[R * C];
+  cr_assert_eq(sc_fp8_dequant_f32(&w, 0, R, 0, C, out), 0);
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++)
+      cr_assert_eq(out[r * C + c], sc_e4m3_to_f32(q[r * C + c]) * scale[(r / 2) * 3 + c / 3],
+                   "(%d, %d)", r, c);
+  /* a TP slice: rows 1..3, columns 2..6 */
+  cr_assert_eq(sc_fp8_dequant_f32(&w, 1, 3, 2, 5, out), 0);
+  cr_assert_eq(sc_fp8_dequant_bf16(&w, 1, 3, 2, 5, ob), 0);
+  for (int r = 0; r < 3; r++)
+    for (int c = 0; c < 5; c++) {
+      const float want = sc_e4m3_to_f32(q[(1 + r) * C + 2 + c]) * scale[((1 + r) / 2) * 3 + (2 + c) / 3];
+      cr_assert_eq(out[r * 5 + c], want);
+      cr_assert_eq(ob[r * 5 + c], sc_f32_to_bf16(want));
+    }
+  cr_assert_eq(sc_fp8_dequant_f32(&w, 4, 2, 0, 1, out), SC_ERANGE);
+  cr_assert_eq(sc_fp8_dequant_f32(&w, 0, 1, 6, 2, out), SC_ERANGE);
+  const sc_fp8_weight bad = {q, scale, R, C, 0, 3};
+  cr_assert_eq(sc_fp8_dequant_f32(&bad, 0, 1, 0, 1, out), SC_EINVAL);
+}
+
+/* ---- safetensors F8_E4M3 ---- */
+
+static int fill_bytes(void *ud, int32_t index, void *dst) {
+  (void)ud;
+  memset(dst, 0x38 + index, 6);
+  return 0;
+}
+
+Test(safetensors_fp8, written_parsed_and_not_read_as_f32) {
+  char path[] = "/tmp/sc_st_fp8_XXXXXX";
+  const int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  close(fd);
+  const sc_st_out t[2] = {{"q", SC_ST_F8_E4M3, 2, {2, 3}}, {"r", SC_ST_F8_E4M3, 1, {6}}};
+  sc_diag d = {0};
+  cr_assert_eq(sc_st_write(path, t, 2, fill_bytes, NULL, &d), 0, "%s", d.msg);
+  sc_st_file f;
+  cr_assert_eq(sc_st_open(path, &f, &d), 0, "%s", d.msg);
+  const sc_st_tensor *q = sc_st_find(&f, "q");
+  cr_assert(q != NULL);
+  cr_assert_eq(q->dtype, SC_ST_F8_E4M3);
+  cr_assert_eq(q->end - q->begin, 6);
+  cr_assert_eq(f.data[q->begin], 0x38);
+  float out[6];
+  cr_assert_eq(sc_st_read_f32(&f, q, 0, 2, 0, 3, out), SC_ENOTSUP);
+  sc_st_close(&f);
+  unlink(path);
+  static const char hdr[] = "{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[3],\"data_offsets\":[0,4]}}";
+  uint8_t buf[8 + sizeof hdr + 4] = {sizeof hdr - 1};
+  memcpy(buf + 8, hdr, sizeof hdr - 1);
+  cr_assert_eq(sc_st_parse(buf, 8 + sizeof hdr - 1 + 4, &f, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "needs 3 bytes"), "%s", d.msg);
+  cr_assert_eq(sc_st_dtype_size(SC_ST_F8_E4M3), 1);
+  cr_assert_str_eq(sc_st_dtype_name(SC_ST_BF16), "BF16");
+  cr_assert_eq(sc_st_dtype_size(99), 0);
+}
+
+/* ---- config.json ---- */
+
+/* The published DeepSeek-V3.2 config.json (deepseek-ai/DeepSeek-V3.2). */
+static const char REAL_CONFIG[] =
+    "{\"architectures\": [\"DeepseekV32ForCausalLM\"], \"attention_bias\": false,"
+    " \"attention_dropout\": 0.0, \"bos_token_id\": 0, \"eos_token_id\": 1, \"ep_size\": 1,"
+    " \"first_k_dense_replace\": 3, \"hidden_act\": \"silu\", \"hidden_size\": 7168,"
+    " \"index_head_dim\": 128, \"index_n_heads\": 64, \"index_topk\": 2048,"
+    " \"initializer_range\": 0.02, \"intermediate_size\": 18432, \"kv_lora_rank\": 512,"
+    " \"max_position_embeddings\": 163840, \"model_type\": \"deepseek_v32\","
+    " \"moe_intermediate_size\": 2048, \"moe_layer_freq\": 1, \"n_group\": 8,"
+    " \"n_routed_experts\": 256, \"n_shared_experts\": 1, \"norm_topk_prob\": true,"
+    " \"num_attention_heads\": 128, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 61,"
+    " \"num_key_value_heads\": 128, \"num_nextn_predict_layers\": 1, \"q_lora_rank\": 1536,"
+    " \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64,"
+    " \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\","
+    " \"quant_method\": \"fp8\", \"scale_fmt\": \"ue8m0\", \"weight_block_size\": [128, 128]},"
+    " \"rms_norm_eps\": 1e-06, \"rope_scaling\": {\"beta_fast\": 32, \"beta_slow\": 1,"
+    " \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 1.0,"
+    " \"original_max_position_embeddings\": 4096, \"type\": \"yarn\"}, \"rope_theta\": 10000,"
+    " \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\","
+    " \"tie_word_embeddings\": false, \"topk_group\": 4, \"topk_method\": \"noaux_tc\","
+    " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.44.2\", \"use_cache\": true,"
+    " \"v_head_dim\": 128, \"vocab_size\": 129280}";
+
+Test(hf_config, the_published_config) {
+  sc_hf_config c;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_config_parse(REAL_CONFIG, strlen(REAL_CONFIG), &c, &d), 0, "%s", d.msg);
+  cr_assert_str_eq(c.model_type, "deepseek_v32");
+  cr_assert_eq(c.num_hidden_layers, 61);
+  cr_assert_eq(c.first_k_dense_replace, 3);
+  cr_assert_eq(c.n_routed_experts, 256);
+  cr_assert_eq(c.num_experts_per_tok, 8);
+  cr_assert_eq(c.n_group, 8);
+  cr_assert_eq(c.topk_group, 4);
+  cr_assert_eq(c.index_n_heads, 64);
+  cr_assert_eq(c.index_head_dim, 128);
+  cr_assert_eq(c.index_topk, 2048);
+  cr_assert_eq(c.vocab_size, 129280);
+  cr_assert_eq(c.num_nextn_predict_layers, 1);
+  cr_assert_eq(c.rope.type, SC_HF_ROPE_YARN);
+  cr_assert_eq(c.rope.factor, 40.0);
+  cr_assert_eq(c.rope.original_max_position_embeddings, 4096);
+  cr_assert_eq(c.rope.beta_fast, 32.0);
+  cr_assert_eq(c.rope.mscale_all_dim, 1.0);
+  cr_assert_eq(c.rope_theta, 10000.0);
+  cr_assert_eq(c.routed_scaling_factor, 2.5);
+  cr_assert(c.norm_topk_prob && !c.tie_word_embeddings);
+  cr_assert(c.quant.fp8);
+  cr_assert_eq(c.quant.block_rows, 128);
+  cr_assert_eq(c.quant.block_cols, 128);
+  cr_assert_str_eq(c.quant.scale_fmt, "ue8m0");
+  cr_assert_str_eq(c.topk_method, "noaux_tc");
+  cr_assert_eq(c.unknown_keys, 0);
+
+  /* The table of the full model: 3 + 61*21 attention/norm tensors, 3 dense MLPs of 6,
+   * 58 MoE MLPs of 2 + 256*6 + 6 (weights with their scales). */
+  sc_hf_spec *t;
+  int32_t n;
+  cr_assert_eq(sc_hf_tensor_table(&c, &t, &n, &d), 0);
+  cr_assert_eq(n, 3 + 61 * 21 + 3 * 6 + 58 * (2 + 256 * 6 + 6));
+  bool seen = false;
+  for (int32_t i = 0; i < n; i++)
+    if (!strcmp(t[i].name, "model.layers.60.mlp.experts.255.down_proj.weight_scale_inv")) {
+      cr_assert_eq(t[i].kind, SC_HF_SCALE);
+      cr_assert_eq(t[i].shape[0], 56); /* 7168 / 128 */
+      cr_assert_eq(t[i].shape[1], 16); /* 2048 / 128 */
+      cr_assert_str_eq(t[i - 1].name, "model.layers.60.mlp.experts.255.down_proj.weight");
+      seen = true;
+    }
+  cr_assert(seen);
+  free(t);
+  cr_assert(sc_hf_is_mtp_tensor(&c, "model.layers.61.eh_proj.weight"));
+  cr_assert(!sc_hf_is_mtp_tensor(&c, "model.layers.60.eh_proj.weight"));
+  cr_assert(!sc_hf_is_mtp_tensor(&c, "model.layers.62.eh_proj.weight"));
+  cr_assert(!sc_hf_is_mtp_tensor(&c, "model.layers.061.x"));
+}
+
+/* src with the first `from` replaced by `to` (which may be empty), into out. */
+static char *edit(const char *src, const char *from, const char *to, char *out, size_t cap) {
+  const char *at = strstr(src, from);
+  cr_assert(at != NULL, "%s", from);
+  cr_assert((size_t)snprintf(out, cap, "%.*s%s%s", (int)(at - src), src, to, at + strlen(from)) < cap);
+  return out;
+}
+
+static int parse_edit(const char *from, const char *to, sc_hf_config *c, sc_diag *d) {
+  char buf[sizeof REAL_CONFIG + 512];
+  edit(REAL_CONFIG, from, to, buf, sizeof buf);
+  return sc_hf_config_parse(buf, strlen(buf), c, d);
+}
+
+Test(hf_config, errors_name_the_key) {
+  static const struct {
+    const char *from, *to, *want;
+  } cases[] = {
+      {"\"deepseek_v32\"", "\"deepseek_v3\"", "\"model_type\" = \"deepseek_v3\" is not supported"},
+      {"\"index_topk\": 2048,", "", "\"index_topk\" is missing"},
+      {"\"hidden_size\": 7168", "\"hidden_size\": \"7168\"", "\"hidden_size\" must be an integer"},
+      {"\"num_hidden_layers\": 61", "\"num_hidden_layers\": 0", "\"num_hidden_layers\" = 0 is out of range"},
+      {"\"type\": \"yarn\"", "\"type\": \"linear\"", "rope_scaling.\"type\" = \"linear\""},
+      {"\"factor\": 40", "\"factor\": 0.5", "rope_scaling.\"factor\""},
+      {"\"original_max_position_embeddings\": 4096,", "", "rope_scaling.\"original_max_position_embeddings\""},
+      {"\"beta_fast\": 32", "\"beta_fast\": 0.5", "rope_scaling.\"beta_fast\" = 0.5 must be >= beta_slow"},
+      {"\"rope_theta\": 10000,", "", "\"rope_theta\" is missing"},
+      {"\"fmt\": \"e4m3\"", "\"fmt\": \"e5m2\"", "quantization_config.\"fmt\""},
+      {"[128, 128]", "[128]", "quantization_config.\"weight_block_size\""},
+      {"\"quant_method\": \"fp8\"", "\"quant_method\": \"awq\"", "quantization_config.\"quant_method\""},
+      {"\"num_key_value_heads\": 128", "\"num_key_value_heads\": 1", "\"num_key_value_heads\" = 1 must equal"},
+      {"\"qk_rope_head_dim\": 64", "\"qk_rope_head_dim\": 63", "\"qk_rope_head_dim\" = 63 must be even"},
+      {"\"index_head_dim\": 128", "\"index_head_dim\": 32", "\"index_head_dim\" = 32 must be >="},
+      {"\"n_group\": 8", "\"n_group\": 7", "\"n_group\" = 7 must divide"},
+      {"\"topk_group\": 4", "\"topk_group\": 9", "\"topk_group\" = 9 must be <="},
+      {"\"num_experts_per_tok\": 8", "\"num_experts_per_tok\": 200", "\"num_experts_per_tok\" = 200 exceeds"},
+      {"\"scoring_func\": \"sigmoid\"", "\"scoring_func\": \"softmax\"", "\"scoring_func\" = \"softmax\""},
+      {"\"topk_method\": \"noaux_tc\"", "\"topk_method\": \"greedy\"", "\"topk_method\" = \"greedy\""},
+      {"\"norm_topk_prob\": true", "\"norm_topk_prob\": 1", "\"norm_topk_prob\" must be true or false"},
+      {"\"attention_bias\": false", "\"attention_bias\": true", "\"attention_bias\" = true"},
+      {"\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", "\"hidden_act\" = \"gelu\""},
+      {"\"moe_layer_freq\": 1", "\"moe_layer_freq\": 2", "\"moe_layer_freq\" must be 1"},
+      {"\"first_k_dense_replace\": 3", "\"first_k_dense_replace\": 62", "\"first_k_dense_replace\" = 62"},
+      {"\"rms_norm_eps\": 1e-06", "\"rms_norm_eps\": -1", "\"rms_norm_eps\" = -1"},
+      {"\"use_cache\": true", "\"rope_parameters\": {\"rope_type\": \"default\"}", "not both"},
+      {"{", "{\"a\": 1, \"a\": 2, ", "invalid JSON"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sc_hf_config c;
+    memset(&c, 0x5a, sizeof c);
+    sc_diag d = {0};
+    cr_assert_eq(parse_edit(cases[i].from, cases[i].to, &c, &d), SC_EINVAL, "case %zu", i);
+    cr_assert(strstr(d.msg, cases[i].want), "case %zu: \"%s\" lacks \"%s\"", i, d.msg,
+              cases[i].want);
+    cr_assert_eq(c.num_hidden_layers, 0x5a5a5a5a, "case %zu: c changed on failure", i);
+  }
+}
+
+Test(hf_config, transformers_form_and_ignored_keys) {
+  sc_hf_config c;
+  sc_diag d = {0};
+  /* DeepSeek's yarn block under transformers' key, with rope_theta moved inside */
+  char a[sizeof REAL_CONFIG + 512], b[sizeof REAL_CONFIG + 512];
+  edit(REAL_CONFIG, "\"type\": \"yarn\"}, \"rope_theta\": 10000,",
+       "\"rope_type\": \"yarn\", \"rope_theta\": 5e4},", a, sizeof a);
+  edit(a, "\"rope_scaling\"", "\"rope_parameters\"", b, sizeof b);
+  cr_assert_eq(sc_hf_config_parse(b, strlen(b), &c, &d), 0, "%s", d.msg);
+  cr_assert_eq(c.rope_theta, 5e4);
+  cr_assert_eq(c.rope.factor, 40.0);
+  /* ... and under an unknown key rope_theta is nowhere */
+  edit(a, "\"rope_scaling\"", "\"rope_paramet\"", b, sizeof b);
+  cr_assert_eq(sc_hf_config_parse(b, strlen(b), &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "\"rope_theta\" is missing"), "%s", d.msg);
+  /* the real transformers 5 form, as saved by make_reference.py */
+  static const char tf[] =
+      "{\"model_type\": \"deepseek_v32\", \"vocab_size\": 256, \"hidden_size\": 64,"
+      " \"intermediate_size\": 96, \"moe_intermediate_size\": 32, \"num_hidden_layers\": 2,"
+      " \"num_attention_heads\": 2, \"q_lora_rank\": 48, \"kv_lora_rank\": 32,"
+      " \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 16,"
+      " \"n_routed_experts\": 4, \"n_shared_experts\": 1, \"num_experts_per_tok\": 2,"
+      " \"n_group\": 2, \"topk_group\": 1, \"norm_topk_prob\": true,"
+      " \"routed_scaling_factor\": 2.5, \"first_k_dense_replace\": 1, \"rms_norm_eps\": 1e-6,"
+      " \"index_n_heads\": 2, \"index_head_dim\": 16, \"index_topk\": 8,"
+      " \"max_position_embeddings\": 256, \"mlp_layer_types\": [\"dense\", \"sparse\"],"
+      " \"head_dim\": 8, \"qk_head_dim\": 24, \"dtype\": \"bfloat16\", \"pad_token_id\": null,"
+      " \"some_future_key\": 1, \"another\": [],"
+      " \"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 10000.0,"
+      " \"factor\": 4.0, \"original_max_position_embeddings\": 64}}";
+  cr_assert_eq(sc_hf_config_parse(tf, strlen(tf), &c, &d), 0, "%s", d.msg);
+  cr_assert_eq(c.rope_theta, 10000.0);
+  cr_assert_eq(c.rope.type, SC_HF_ROPE_YARN);
+  cr_assert_eq(c.rope.beta_fast, 32.0); /* defaults */
+  cr_assert_eq(c.rope.beta_slow, 1.0);
+  cr_assert_eq(c.rope.mscale, 1.0);
+  cr_assert_eq(c.rope.mscale_all_dim, 0.0);
+  cr_assert(!c.quant.fp8);
+  cr_assert_eq(c.num_key_value_heads, 2);
+  cr_assert_eq(c.num_nextn_predict_layers, 0);
+  cr_assert_str_eq(c.scoring_func, "sigmoid");
+  cr_assert_eq(c.unknown_keys, 2);
+  cr_assert_str_eq(c.first_unknown, "some_future_key");
+  edit(tf, "[\"dense\", \"sparse\"]", "[\"dense\", \"dense\"]", b, sizeof b);
+  cr_assert_eq(sc_hf_config_parse(b, strlen(b), &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "\"mlp_layer_types\"[1] must be \"sparse\""), "%s", d.msg);
+}
+
+/* ---- checkpoint directories ---- */
+
+/* The tiny fp8 model: 2 layers (dense, MoE with 4 routed experts in 2 groups, 1 shared),
+ * blocks of 32 so that scales have several blocks and partial ones (48 = 32 + 16), and
+ * one MTP layer. */
+static const char TINY[] =
+    "{\"architectures\": [\"DeepseekV32ForCausalLM\"], \"model_type\": \"deepseek_v32\","
+    " \"vocab_size\": 128, \"hidden_size\": 64, \"intermediate_size\": 96,"
+    " \"moe_intermediate_size\": 32, \"num_hidden_layers\": 2, \"first_k_dense_replace\": 1,"
+    " \"num_attention_heads\": 2, \"num_key_value_heads\": 2, \"q_lora_rank\": 48,"
+    " \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8,"
+    " \"v_head_dim\": 16, \"n_routed_experts\": 4, \"n_shared_experts\": 1,"
+    " \"num_experts_per_tok\": 2, \"n_group\": 2, \"topk_group\": 1, \"topk_method\": \"noaux_tc\","
+    " \"scoring_func\": \"sigmoid\", \"norm_topk_prob\": true, \"routed_scaling_factor\": 2.5,"
+    " \"index_n_heads\": 2, \"index_head_dim\": 16, \"index_topk\": 8,"
+    " \"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000,"
+    " \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 64,"
+    " \"beta_fast\": 32, \"beta_slow\": 1, \"mscale\": 1.0, \"mscale_all_dim\": 1.0},"
+    " \"tie_word_embeddings\": false, \"num_nextn_predict_layers\": 1, \"torch_dtype\": \"bfloat16\","
+    " \"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\","
+    " \"weight_block_size\": [32, 32], \"activation_scheme\": \"dynamic\"}}";
+
+/* MTP tensors written besides the model (layer 2 = num_hidden_layers). */
+static const struct {
+  const char *name;
+  int dtype, ndim;
+  int64_t shape[2];
+} MTP[] = {
+    {"model.layers.2.enorm.weight", SC_ST_BF16, 1, {64}},
+    {"model.layers.2.hnorm.weight", SC_ST_BF16, 1, {64}},
+    {"model.layers.2.eh_proj.weight", SC_ST_BF16, 2, {64, 128}},
+    {"model.layers.2.shared_head.norm.weight", SC_ST_BF16, 1, {64}},
+    {"model.layers.2.self_attn.q_a_proj.weight", SC_ST_F8_E4M3, 2, {48, 64}},
+    {"model.layers.2.self_attn.q_a_proj.weight_scale_inv", SC_ST_F32, 2, {2, 2}},
+};
+#define NUM_MTP (int32_t)(sizeof MTP / sizeof MTP[0])
+
+/* One way to break the directory. */
+typedef struct breakage {
+  const char *config;     /* config.json text (default TINY) */
+  const char *drop;       /* left out of its shard and of the weight_map */
+  const char *unshard;    /* left out of its shard, still in the weight_map */
+  const char *unlist;     /* left out of the weight_map, still in its shard */
+  const char *extra;      /* an extra tensor, listed in the weight_map */
+  const char *reshape;    /* written one row longer */
+  const char *retype;     /* written in BF16 (F32 if it is BF16) */
+  bool no_shard2;         /* the second shard file is not written */
+  bool mtp;               /* write the MTP tensors */
+  bool single;            /* one model.safetensors, no index */
+} breakage;
+
+typedef struct ckpt {
+  char dir[64];
+  int32_t num;
+  sc_st_out *out;
+  char (*names)[SC_HF_MAX_NAME];
+} ckpt;
+
+static uint64_t name_hash(const char *s) { return sc_mix64(sc_fnv1a(SC_FNV_OFFSET, s, strlen(s))); }
+
+/* The value of element i of an fp8 weight's dequantized form is e4m3(code(i)) * scale. */
+static uint8_t code_at(const char *name, int64_t i) {
+  const uint8_t b = (uint8_t)(sc_mix64(name_hash(name) ^ (uint64_t)i) & 0xff);
+  return (b & 0x7f) == 0x7f ? 0x38 : b;
+}
+
+static float scale_value(const char *name, int64_t i) {
+  return 0.001f * (float)(1 + (sc_mix64(name_hash(name) + (uint64_t)i) % 17));
+}
+
+static int fill(void *ud, int32_t index, void *dst) {
+  const ckpt *k = ud;
+  const sc_st_out *o = &k->out[index];
+  int64_t n = 1;
+  for (int i = 0; i < o->ndim; i++) n *= o->shape[i];
+  for (int64_t i = 0; i < n; i++) {
+    if (o->dtype == SC_ST_F8_E4M3) {
+      ((uint8_t *)dst)[i] = code_at(o->name, i);
+    } else if (o->dtype == SC_ST_F32) {
+      const float v = scale_value(o->name, i);
+      memcpy((char *)dst + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = sc_f32_to_bf16(1.0f + scale_value(o->name, i));
+      memcpy((char *)dst + 2 * i, &h, 2);
+    }
+  }
+  return 0;
+}
+
+static void write_text(const char *dir, const char *file, const char *text) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  FILE *f = fopen(path, "w");
+  cr_assert(f != NULL, "%s", path);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void add_out(ckpt *k, const char *name, int dtype, int ndim, const int64_t *shape) {
+  const int32_t i = k->num++;
+  snprintf(k->names[i], SC_HF_MAX_NAME, "%s", name);
+  k->out[i] = (sc_st_out){.name = k->names[i], .dtype = dtype, .ndim = ndim};
+  for (int j = 0; j < ndim; j++) k->out[i].shape[j] = shape[j];
+}
+
+static bool is(const char *a, const char *b) { return b != NULL && !strcmp(a, b); }
+
+/* Writes the tiny checkpoint into a new temporary directory, broken as b says. */
+static void write_ckpt(ckpt *k, const breakage *b) {
+  snprintf(k->dir, sizeof k->dir, "/tmp/sc_hfckpt_XXXXXX");
+  cr_assert(mkdtemp(k->dir) != NULL);
+  const char *cfg_text = b->config ? b->config : TINY;
+  write_text(k->dir, "config.json", cfg_text);
+  sc_hf_config cfg;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_config_parse(TINY, strlen(TINY), &cfg, &d), 0, "%s", d.msg);
+  sc_hf_spec *spec;
+  int32_t n;
+  cr_assert_eq(sc_hf_tensor_table(&cfg, &spec, &n, &d), 0);
+  k->num = 0;
+  k->out = calloc((size_t)n + NUM_MTP + 1, sizeof *k->out);
+  k->names = calloc((size_t)n + NUM_MTP + 1, sizeof *k->names);
+  for (int32_t i = 0; i < n; i++) {
+    const sc_hf_spec *s = &spec[i];
+    if (is(s->name, b->drop) || is(s->name, b->unshard)) continue;
+    int dtype = s->kind == SC_HF_LINEAR ? SC_ST_F8_E4M3 : s->kind == SC_HF_SCALE ? SC_ST_F32
+                                                                                 : SC_ST_BF16;
+    if (is(s->name, b->retype)) dtype = dtype == SC_ST_BF16 ? SC_ST_F32 : SC_ST_BF16;
+    int64_t shape[2] = {s->shape[0] + is(s->name, b->reshape), s->shape[1]};
+    add_out(k, s->name, dtype, s->ndim, shape);
+  }
+  if (b->extra) add_out(k, b->extra, SC_ST_BF16, 1, (int64_t[]){4});
+  if (b->mtp)
+    for (int32_t i = 0; i < NUM_MTP; i++)
+      if (!is(MTP[i].name, b->unshard))
+        add_out(k, MTP[i].name, MTP[i].dtype, MTP[i].ndim, MTP[i].shape);
+  static const char *const SHARD[2] = {"model-00001-of-00002.safetensors",
+                                       "model-00002-of-00002.safetensors"};
+  const int32_t half = k->num / 2;
+  if (b->single) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", k->dir);
+    cr_assert_eq(sc_st_write(path, k->out, k->num, fill, k, &d), 0, "%s", d.msg);
+  } else {
+    json_t *map = json_object();
+    for (int s = 0; s < 2; s++) {
+      ckpt part = {.num = s ? k->num - half : half, .out = k->out + (s ? half : 0)};
+      for (int32_t i = 0; i < part.num; i++)
+        if (!is(part.out[i].name, b->unlist))
+          json_object_set_new(map, part.out[i].name, json_string(SHARD[s]));
+      if (s == 1 && b->no_shard2) continue;
+      char path[128];
+      snprintf(path, sizeof path, "%s/%s", k->dir, SHARD[s]);
+      cr_assert_eq(sc_st_write(path, part.out, part.num, fill, &part, &d), 0, "%s", d.msg);
+    }
+    if (b->unshard) json_object_set_new(map, b->unshard, json_string(SHARD[0]));
+    json_t *root = json_pack("{s:{s:i}, s:o}", "metadata", "total_size", 0, "weight_map", map);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+    write_text(k->dir, "model.safetensors.index.json", text);
+    free(text);
+    json_decref(root);
+  }
+  free(spec);
+}
+
+static void remove_ckpt(ckpt *k) {
+  static const char *const FILES[] = {"config.json", "model.safetensors.index.json",
+                                      "model-00001-of-00002.safetensors",
+                                      "model-00002-of-00002.safetensors", "model.safetensors"};
+  for (size_t i = 0; i < sizeof FILES / sizeof FILES[0]; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", k->dir, FILES[i]);
+    unlink(path);
+  }
+  rmdir(k->dir);
+  free(k->out);
+  free(k->names);
+}
+
+/* Whether this process maps any file of dir. */
+static bool maps_dir(const char *dir) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  cr_assert(f != NULL);
+  char line[512];
+  bool found = false;
+  while (fgets(line, sizeof line, f)) found = found || strstr(line, dir) != NULL;
+  fclose(f);
+  return found;
+}
+
+/* Opens a checkpoint broken by b; expects rc and a message containing want and want2. */
+static void expect(const breakage *b, int rc, const char *want, const char *want2) {
+  ckpt k;
+  write_ckpt(&k, b);
+  sc_hf_checkpoint c;
+  sc_diag d = {0};
+  const int got = sc_hf_checkpoint_open(k.dir, &c, &d);
+  cr_assert_eq(got, rc, "rc %d (%s), expected %d", got, d.msg, rc);
+  if (want) cr_assert(strstr(d.msg, want), "\"%s\" lacks \"%s\"", d.msg, want);
+  if (want2) cr_assert(strstr(d.msg, want2), "\"%s\" lacks \"%s\"", d.msg, want2);
+  if (got) {
+    cr_assert(!maps_dir(k.dir), "a shard stays mapped after a failure");
+    cr_assert(c.shards == NULL && c.num == 0);
+  }
+  if (got == 0) sc_hf_checkpoint_close(&c);
+  remove_ckpt(&k);
+}
+
+Test(hf_checkpoint, valid_sharded_fp8_with_mtp) {
+  ckpt k;
+  write_ckpt(&k, &(breakage){.mtp = true});
+  sc_hf_checkpoint c;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_checkpoint_open(k.dir, &c, &d), 0, "%s", d.msg);
+  cr_assert(c.indexed);
+  cr_assert_eq(c.num_shards, 2);
+  cr_assert_eq(c.mtp_tensors, NUM_MTP);
+  cr_assert_eq(c.num + NUM_MTP, k.num);
+  cr_assert(sc_hf_checkpoint_find(&c, MTP[0].name) == NULL);
+  cr_assert(maps_dir(k.dir));
+  /* a routed expert's fp8 weight and its scale, dequantized through the lookup */
+  const char *wn = "model.layers.1.mlp.experts.3.down_proj.weight";
+  const sc_hf_tensor *w = sc_hf_checkpoint_find(&c, wn);
+  const sc_hf_tensor *s =
+      sc_hf_checkpoint_find(&c, "model.layers.1.mlp.experts.3.down_proj.weight_scale_inv");
+  cr_assert(w != NULL && s != NULL);
+  cr_assert_eq(w->dtype, SC_ST_F8_E4M3);
+  cr_assert_eq(w->shape[0], 64);
+  cr_assert_eq(w->shape[1], 32);
+  cr_assert_eq(s->dtype, SC_ST_F32);
+  cr_assert_eq(s->shape[0], 2);
+  cr_assert_eq(s->shape[1], 1);
+  const sc_fp8_weight fw = {w->data, s->data, 64, 32, c.cfg.quant.block_rows, c.cfg.quant.block_cols};
+  float out[64 * 32];
+  cr_assert_eq(sc_fp8_dequant_f32(&fw, 0, 64, 0, 32, out), 0);
+  for (int64_t r = 0; r < 64; r++)
+    for (int64_t col = 0; col < 32; col++)
+      cr_assert_eq(out[r * 32 + col], sc_e4m3_to_f32(code_at(wn, r * 32 + col)) *
+                                          scale_value(s->name, (r / 32) * 1 + col / 32));
+  /* q_b_proj [2*(16+8), 48]: scales [ceil(48/32), ceil(48/32)] = [2, 2] */
+  const sc_hf_tensor *qs = sc_hf_checkpoint_find(&c, "model.layers.0.self_attn.q_b_proj.weight_scale_inv");
+  cr_assert(qs && qs->shape[0] == 2 && qs->shape[1] == 2);
+  const sc_hf_tensor *wp = sc_hf_checkpoint_find(&c, "model.layers.1.self_attn.indexer.weights_proj.weight");
+  cr_assert(wp && wp->dtype == SC_ST_BF16);
+  cr_assert(sc_hf_checkpoint_find(&c, "model.layers.1.self_attn.indexer.weights_proj.weight_scale_inv") == NULL);
+  cr_assert(c.bytes_f8 > 0 && c.bytes_bf16 > 0 && c.bytes_f32 > 0);
+  sc_hf_checkpoint_close(&c);
+  cr_assert(!maps_dir(k.dir));
+  remove_ckpt(&k);
+}
+
+Test(hf_checkpoint, valid_single_file) { expect(&(breakage){.single = true}, 0, NULL, NULL); }
+
+Test(hf_checkpoint, missing_tensor) {
+  expect(&(breakage){.drop = "model.layers.1.mlp.experts.2.up_proj.weight_scale_inv"}, SC_EINVAL,
+         "tensor \"model.layers.1.mlp.experts.2.up_proj.weight_scale_inv\" is missing", NULL);
+  expect(&(breakage){.drop = "lm_head.weight", .single = true}, SC_EINVAL,
+         "\"lm_head.weight\" is missing", NULL);
+}
+
+Test(hf_checkpoint, extra_tensor) {
+  expect(&(breakage){.extra = "model.layers.1.mlp.experts.4.gate_proj.weight"}, SC_EINVAL,
+         "extra tensor \"model.layers.1.mlp.experts.4.gate_proj.weight\"", NULL);
+  expect(&(breakage){.extra = "model.layers.0.mlp.gate.weight", .single = true}, SC_EINVAL,
+         "extra tensor \"model.layers.0.mlp.gate.weight\" (in model.safetensors)", NULL);
+  /* MTP tensors of a config without MTP layers are extra */
+  char cfg[sizeof TINY + 64];
+  edit(TINY, "\"num_nextn_predict_layers\": 1", "\"num_nextn_predict_layers\": 0", cfg, sizeof cfg);
+  expect(&(breakage){.config = cfg, .mtp = true}, SC_EINVAL, "extra tensor \"model.layers.2.", NULL);
+}
+
+Test(hf_checkpoint, wrong_shape) {
+  expect(&(breakage){.reshape = "model.layers.0.self_attn.kv_b_proj.weight"}, SC_EINVAL,
+         "tensor \"model.layers.0.self_attn.kv_b_proj.weight\"", "has shape [65, 32]; the config needs [64, 32]");
+  expect(&(breakage){.reshape = "model.layers.1.self_attn.indexer.k_norm.bias"}, SC_EINVAL,
+         "\"model.layers.1.self_attn.indexer.k_norm.bias\"", "[17]");
+}
+
+Test(hf_checkpoint, wrong_dtype) {
+  expect(&(breakage){.retype = "model.layers.0.self_attn.o_proj.weight"}, SC_EINVAL,
+         "tensor \"model.layers.0.self_attn.o_proj.weight\"", "has dtype BF16; it must be F8_E4M3");
+  expect(&(breakage){.retype = "model.layers.1.mlp.shared_experts.down_proj.weight_scale_inv"},
+         SC_EINVAL, "shared_experts.down_proj.weight_scale_inv\"", "must be F32");
+}
+
+Test(hf_checkpoint, shards_and_weight_map) {
+  expect(&(breakage){.no_shard2 = true}, SC_ENOENT, "shard model-00002-of-00002.safetensors",
+         "(where the weight_map puts tensor \"");
+  expect(&(breakage){.unshard = "model.layers.1.self_attn.indexer.wk.weight"}, SC_EINVAL,
+         "the weight_map puts tensor \"model.layers.1.self_attn.indexer.wk.weight\" in "
+         "model-00001-of-00002.safetensors, which does not hold it", NULL);
+  expect(&(breakage){.unlist = "model.norm.weight"}, SC_EINVAL,
+         "tensor \"model.norm.weight\" is in model-00002-of-00002.safetensors, but the "
+         "weight_map does not list it", NULL);
+  expect(&(breakage){.unlist = MTP[3].name, .mtp = true}, SC_EINVAL, MTP[3].name,
+         "does not list it");
+  expect(&(breakage){.unshard = "model.layers.2.hnorm.weight", .mtp = true}, SC_EINVAL,
+         "\"model.layers.2.hnorm.weight\"", "does not hold it");
+}
+
+Test(hf_checkpoint, truncated_shard) {
+  ckpt k;
+  write_ckpt(&k, &(breakage){0});
+  char path[128];
+  snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", k.dir);
+  struct stat st;
+  cr_assert_eq(stat(path, &st), 0);
+  cr_assert_eq(truncate(path, st.st_size - 100), 0);
+  sc_hf_checkpoint c;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_checkpoint_open(k.dir, &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "shard model-00002-of-00002.safetensors"), "%s", d.msg);
+  cr_assert(strstr(d.msg, "lie outside the data section"), "%s", d.msg);
+  cr_assert(!maps_dir(k.dir));
+  remove_ckpt(&k);
+}
+
+Test(hf_checkpoint, bad_config) {
+  char cfg[sizeof TINY + 64];
+  edit(TINY, "\"deepseek_v32\"", "\"deepseek_v3\"", cfg, sizeof cfg);
+  expect(&(breakage){.config = cfg}, SC_EINVAL, "\"model_type\" = \"deepseek_v3\"", NULL);
+  edit(TINY, "\"index_n_heads\": 2,", "", cfg, sizeof cfg);
+  expect(&(breakage){.config = cfg}, SC_EINVAL, "\"index_n_heads\" is missing", NULL);
+  edit(TINY, "\"factor\": 4", "\"factor\": 0", cfg, sizeof cfg);
+  expect(&(breakage){.config = cfg}, SC_EINVAL, "rope_scaling.\"factor\"", NULL);
+}
+
+Test(hf_checkpoint, no_directory) {
+  sc_hf_checkpoint c;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_checkpoint_open("/nonexistent-sc-dir", &c, &d), SC_ENOENT);
+  cr_assert(strstr(d.msg, "config.json"), "%s", d.msg);
+  ckpt k;
+  write_ckpt(&k, &(breakage){.single = true});
+  char path[128];
+  snprintf(path, sizeof path, "%s/model.safetensors", k.dir);
+  unlink(path);
+  cr_assert_eq(sc_hf_checkpoint_open(k.dir, &c, &d), SC_ENOENT);
+  cr_assert(strstr(d.msg, "neither model.safetensors.index.json nor model.safetensors"), "%s", d.msg);
+  remove_ckpt(&k);
+}
+
+/* ---- against transformers ---- */
+
+Test(hf_checkpoint, table_matches_transformers) {
+  json_error_t err;
+  json_t *ref = json_load_file(SC_HF_DATA "/transformers.json", 0, &err);
+  cr_assert(ref != NULL, "%s", err.text);
+  char *cfg_text = json_dumps(json_object_get(ref, "config"), 0);
+  sc_hf_config cfg;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_config_parse(cfg_text, strlen(cfg_text), &cfg, &d), 0, "%s", d.msg);
+  free(cfg_text);
+  sc_hf_spec *t;
+  int32_t n;
+  cr_assert_eq(sc_hf_tensor_table(&cfg, &t, &n, &d), 0);
+  json_t *tensors = json_object_get(ref, "tensors");
+  cr_assert_eq((size_t)n, json_object_size(tensors));
+  for (int32_t i = 0; i < n; i++) {
+    json_t *e = json_object_get(tensors, t[i].name);
+    cr_assert(e != NULL, "transformers saves no tensor \"%s\"", t[i].name);
+    json_t *sh = json_object_get(e, "shape");
+    cr_assert_eq(json_array_size(sh), (size_t)t[i].ndim, "%s", t[i].name);
+    for (int j = 0; j < t[i].ndim; j++)
+      cr_assert_eq(json_integer_value(json_array_get(sh, (size_t)j)), t[i].shape[j], "%s", t[i].name);
+  }
+  free(t);
+  json_decref(ref);
+  sc_hf_checkpoint c;
+  cr_assert_eq(sc_hf_checkpoint_open(SC_HF_DATA "/tiny-bf16", &c, &d), 0, "%s", d.msg);
+  cr_assert_eq(c.num, n);
+  cr_assert_eq(c.num_shards, 3);
+  sc_hf_checkpoint_close(&c);
+}
