@@ -192,7 +192,20 @@ static void shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
   if (len < cap) snprintf(buf + len, cap - len, "]");
 }
 
-/* A shard tensor of the table: dtype and shape. */
+/* Whether two shapes are equal once their dimensions of size 1 are dropped. */
+static bool same_squeezed(int na, const int64_t *a, int nb, const int64_t *b) {
+  int i = 0, j = 0;
+  for (;;) {
+    while (i < na && a[i] == 1) i++;
+    while (j < nb && b[j] == 1) j++;
+    if (i == na || j == nb) return i == na && j == nb;
+    if (a[i++] != b[j++]) return false;
+  }
+}
+
+/* A shard tensor of the table: dtype and shape. A scale may come squeezed: transformers
+ * 5.17 writes a routed expert's [n, 1] or [1, n] weight_scale_inv as [n] (the same bytes
+ * in the same order). */
 static int check_tensor(const sc_hf_checkpoint *c, const sc_hf_spec *s, const sc_st_tensor *t,
                         const char *shard, sc_diag *d) {
   bool ok;
@@ -210,8 +223,10 @@ static int check_tensor(const sc_hf_checkpoint *c, const sc_hf_spec *s, const sc
   if (!ok)
     return sc_fail(d, SC_EINVAL, "tensor \"%s\" (in %s) has dtype %s; it must be %s", s->name,
                    shard, sc_st_dtype_name(t->dtype), want);
-  if (t->ndim != s->ndim || t->shape[0] != s->shape[0] ||
-      (s->ndim == 2 && t->shape[1] != s->shape[1])) {
+  const bool exact = t->ndim == s->ndim && t->shape[0] == s->shape[0] &&
+                     (s->ndim == 1 || t->shape[1] == s->shape[1]);
+  if (!exact &&
+      !(s->kind == SC_HF_SCALE && same_squeezed(t->ndim, t->shape, s->ndim, s->shape))) {
     char got[96], need[64];
     shape_text(got, sizeof got, t->ndim, t->shape);
     shape_text(need, sizeof need, s->ndim, s->shape);
@@ -302,8 +317,9 @@ static int scan_shard(sc_hf_checkpoint *c, const listing *ls, int32_t s, int32_t
       return sc_fail(d, SC_EINVAL, "tensor \"%s\" is in both %s and %s", t->name,
                      c->shard_names[c->t[i].shard], shard);
     if ((rc = check_tensor(c, &c->spec[i], t, shard, d))) return rc;
-    c->t[i] = (sc_hf_tensor){.name = c->spec[i].name, .dtype = t->dtype, .ndim = t->ndim,
-                             .shape = {t->shape[0], t->ndim == 2 ? t->shape[1] : 0},
+    const sc_hf_spec *sp = &c->spec[i];
+    c->t[i] = (sc_hf_tensor){.name = sp->name, .dtype = t->dtype, .ndim = sp->ndim,
+                             .shape = {sp->shape[0], sp->shape[1]},
                              .data = f->data + t->begin, .bytes = t->end - t->begin,
                              .shard = s};
     if (t->dtype == SC_ST_F32) c->bytes_f32 += t->end - t->begin;

@@ -36,6 +36,9 @@
  * mlp.gate and its e_score_correction_bias: DeepSeek keeps weights_proj and the router
  * in bf16/f32; transformers keeps gate.weight, e_score_correction_bias and weights_proj
  * in f32). Without quantization_config every tensor is BF16 or F32 and no scale exists.
+ * A scale whose shape equals the table's once dimensions of size 1 are dropped is
+ * accepted (transformers 5.17 saves a routed expert's [n, 1] or [1, n] scale as [n]; the
+ * bytes are the same) and reported with the table's shape.
  *
  * The multi-token-prediction layers (model.layers.N.* for num_hidden_layers <= N <
  * num_hidden_layers + num_nextn_predict_layers) are recognized and skipped: counted, not
@@ -88,7 +91,7 @@ bool sc_hf_is_mtp_tensor(const sc_hf_config *cfg, const char *name);
 typedef struct sc_hf_tensor {
   const char *name; /* the table's */
   int dtype;        /* sc_st_dtype */
-  int ndim;
+  int ndim;         /* the table's shape (the file's equals it, or squeezes a scale's) */
   int64_t shape[2];
   const uint8_t *data; /* in the mapped shard */
   uint64_t bytes;

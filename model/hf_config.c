@@ -48,7 +48,7 @@ static const char *const IGNORED[] = {
     "architectures", "attention_dropout", "auto_map", "bos_token_id", "eos_token_id",
     "pad_token_id", "dtype", "torch_dtype", "ep_size", "initializer_range",
     "transformers_version", "use_cache", "head_dim", "qk_head_dim", "layer_types",
-    "_name_or_path"};
+    "_name_or_path", "base_model_tp_plan", "base_model_pp_plan", "base_model_ep_plan"};
 
 /* Keys handled by name below (besides the integer table). */
 static const char *const HANDLED[] = {

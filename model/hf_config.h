@@ -32,7 +32,8 @@
  *   ignored   architectures attention_dropout auto_map bos_token_id eos_token_id
  *             pad_token_id dtype torch_dtype ep_size initializer_range
  *             transformers_version use_cache head_dim qk_head_dim layer_types
- *             _name_or_path; any other key is ignored too, counted in unknown_keys with
+ *             _name_or_path base_model_tp_plan base_model_pp_plan base_model_ep_plan
+ *             (transformers' parallel plans); any other key is ignored too, counted in unknown_keys with
  *             the first one named, so that a tool can show it.
  * Missing required keys, wrong types, values out of range, and rules across keys
  * (qk_rope_head_dim even, index_head_dim >= qk_rope_head_dim, n_routed_experts divisible

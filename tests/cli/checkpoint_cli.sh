@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `sparsecp checkpoint DIR [--json]` (issue 23): the checkpoint transformers' deepseek_v32
-# saved (tests/data/hf_checkpoint/tiny-bf16) is valid (exit 0, a summary that says it
-# cannot be served yet); broken copies of it exit 2 with the tensor, shard or key named.
+# `sparsecp checkpoint DIR [--json]` (issue 23): the checkpoints transformers' deepseek_v32
+# saved (tests/data/hf_checkpoint/tiny-bf16 and its fp8 form tiny-fp8) are valid (exit 0,
+# a summary that says they cannot be served yet); broken copies exit 2 with the tensor,
+# shard or key named.
 set -u
 bin=$1
 data=$2/tests/data/hf_checkpoint/tiny-bf16
@@ -19,6 +20,9 @@ assert (d["routed_experts"], d["shared_experts"], d["index_heads"], d["index_top
 assert d["tensors"] == 51 and d["shards"] == 3 and d["weights"] == "unquantized"
 assert d["bytes"]["BF16"] > 0 and d["bytes"]["F8_E4M3"] == 0 and d["mtp_tensors_skipped"] == 0
 PY
+out=$("$bin" checkpoint "$2/tests/data/hf_checkpoint/tiny-fp8" --json) || fail "fp8 directory exited $?"
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["weights"]=="fp8" and d["bytes"]["F8_E4M3"]>0 and d["tensors"]==83, d' \
+  "$out" || fail "fp8 --json summary: $out"
 "$bin" checkpoint "$data" | grep -q "valid deepseek_v32 directory" || fail "text summary"
 "$bin" checkpoint "$data" | grep -q "cannot serve" || fail "the summary must not claim serving"
 

@@ -3,8 +3,9 @@
  * safetensors, and the checked opening of tiny checkpoints of the real layout written
  * here (2 layers, one dense and one MoE; fp8 weights with block scales; two shards and an
  * index; an MTP layer), each rule broken once. The table is also compared with what
- * transformers' deepseek_v32 saves (tests/data/hf_checkpoint, made by make_reference.py),
- * and that saved directory must open. */
+ * transformers' deepseek_v32 saves in bf16 and in fp8 (tests/data/hf_checkpoint, made by
+ * make_reference.py), both saved directories must open, and e4m3 decoding and block
+ * dequantization must give torch's values exactly. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -581,6 +582,9 @@ Test(hf_checkpoint, wrong_shape) {
          "tensor \"model.layers.0.self_attn.kv_b_proj.weight\"", "has shape [65, 32]; the config needs [64, 32]");
   expect(&(breakage){.reshape = "model.layers.1.self_attn.indexer.k_norm.bias"}, SC_EINVAL,
          "\"model.layers.1.self_attn.indexer.k_norm.bias\"", "[17]");
+  /* a scale may be squeezed (tiny-fp8 has some), but not of another size */
+  expect(&(breakage){.reshape = "model.layers.1.mlp.experts.0.down_proj.weight_scale_inv"},
+         SC_EINVAL, "has shape [3, 1]; the config needs [2, 1]", NULL);
 }
 
 Test(hf_checkpoint, wrong_dtype) {
@@ -649,14 +653,33 @@ Test(hf_checkpoint, no_directory) {
 
 /* ---- against transformers ---- */
 
-Test(hf_checkpoint, table_matches_transformers) {
+/* The shape of a table entry equals the saved one, or (scales only) squeezes to it. */
+static void expect_shape(const sc_hf_spec *t, json_t *sh) {
+  int64_t got[SC_ST_MAX_DIMS];
+  size_t n = 0, k = 0;
+  for (size_t j = 0; j < json_array_size(sh) && j < SC_ST_MAX_DIMS; j++)
+    if (json_integer_value(json_array_get(sh, j)) != 1 || t->kind != SC_HF_SCALE)
+      got[n++] = json_integer_value(json_array_get(sh, j));
+  if (t->kind != SC_HF_SCALE) cr_assert_eq(n, (size_t)t->ndim, "%s", t->name);
+  for (int j = 0; j < t->ndim; j++) {
+    if (t->kind == SC_HF_SCALE && t->shape[j] == 1) continue;
+    cr_assert(k < n && got[k] == t->shape[j], "%s: dimension %d", t->name, j);
+    k++;
+  }
+  cr_assert_eq(k, n, "%s", t->name);
+}
+
+/* sparsecp's table for the config of a transformers reference file names exactly the
+ * tensors transformers saved, with their shapes and dtype classes. */
+static void compare_table(const char *ref_path, const char *dir, int32_t shards) {
   json_error_t err;
-  json_t *ref = json_load_file(SC_HF_DATA "/transformers.json", 0, &err);
-  cr_assert(ref != NULL, "%s", err.text);
+  json_t *ref = json_load_file(ref_path, 0, &err);
+  cr_assert(ref != NULL, "%s: %s", ref_path, err.text);
   char *cfg_text = json_dumps(json_object_get(ref, "config"), 0);
   sc_hf_config cfg;
   sc_diag d = {0};
   cr_assert_eq(sc_hf_config_parse(cfg_text, strlen(cfg_text), &cfg, &d), 0, "%s", d.msg);
+  cr_assert_eq(cfg.unknown_keys, 0, "%s", cfg.first_unknown);
   free(cfg_text);
   sc_hf_spec *t;
   int32_t n;
@@ -666,16 +689,69 @@ Test(hf_checkpoint, table_matches_transformers) {
   for (int32_t i = 0; i < n; i++) {
     json_t *e = json_object_get(tensors, t[i].name);
     cr_assert(e != NULL, "transformers saves no tensor \"%s\"", t[i].name);
-    json_t *sh = json_object_get(e, "shape");
-    cr_assert_eq(json_array_size(sh), (size_t)t[i].ndim, "%s", t[i].name);
-    for (int j = 0; j < t[i].ndim; j++)
-      cr_assert_eq(json_integer_value(json_array_get(sh, (size_t)j)), t[i].shape[j], "%s", t[i].name);
+    expect_shape(&t[i], json_object_get(e, "shape"));
+    const char *dt = json_string_value(json_object_get(e, "dtype"));
+    const bool fp8 = t[i].kind == SC_HF_LINEAR && cfg.quant.fp8;
+    if (fp8) cr_assert_str_eq(dt, "F8_E4M3", "%s", t[i].name);
+    else if (t[i].kind == SC_HF_SCALE) cr_assert_str_eq(dt, "F32", "%s", t[i].name);
+    else cr_assert(!strcmp(dt, "BF16") || !strcmp(dt, "F32"), "%s: %s", t[i].name, dt);
   }
   free(t);
   json_decref(ref);
   sc_hf_checkpoint c;
-  cr_assert_eq(sc_hf_checkpoint_open(SC_HF_DATA "/tiny-bf16", &c, &d), 0, "%s", d.msg);
+  cr_assert_eq(sc_hf_checkpoint_open(dir, &c, &d), 0, "%s", d.msg);
   cr_assert_eq(c.num, n);
-  cr_assert_eq(c.num_shards, 3);
+  cr_assert_eq(c.num_shards, shards);
   sc_hf_checkpoint_close(&c);
+}
+
+Test(hf_checkpoint, table_matches_transformers_fp8) {
+  compare_table(SC_HF_DATA "/transformers-fp8.json", SC_HF_DATA "/tiny-fp8", 2);
+}
+
+/* Every e4m3 byte as torch decodes it, and weights of the transformers fp8 checkpoint
+ * dequantized by torch, against fp8_block through the checkpoint's lookup. */
+Test(hf_checkpoint, fp8_matches_torch) {
+  json_error_t err;
+  json_t *ref = json_load_file(SC_HF_DATA "/transformers-fp8.json", 0, &err);
+  cr_assert(ref != NULL, "%s", err.text);
+  json_t *codes = json_object_get(ref, "e4m3");
+  cr_assert_eq(json_array_size(codes), 256);
+  for (int b = 0; b < 256; b++) {
+    json_t *v = json_array_get(codes, (size_t)b);
+    if (json_is_null(v)) cr_assert(isnan(sc_e4m3_to_f32((uint8_t)b)), "0x%02x", b);
+    else cr_assert_eq(sc_e4m3_to_f32((uint8_t)b), (float)json_number_value(v), "0x%02x", b);
+  }
+  sc_hf_checkpoint c;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_checkpoint_open(SC_HF_DATA "/tiny-fp8", &c, &d), 0, "%s", d.msg);
+  json_t *deq = json_object_get(ref, "dequant");
+  cr_assert_eq(json_object_size(deq), 2);
+  const char *name;
+  json_t *rows;
+  json_object_foreach(deq, name, rows) {
+    const sc_hf_tensor *w = sc_hf_checkpoint_find(&c, name);
+    char sname[SC_HF_MAX_NAME + 16];
+    snprintf(sname, sizeof sname, "%s_scale_inv", name);
+    const sc_hf_tensor *s = sc_hf_checkpoint_find(&c, sname);
+    cr_assert(w && s && w->dtype == SC_ST_F8_E4M3, "%s", name);
+    const sc_fp8_weight fw = {w->data, s->data, w->shape[0], w->shape[1],
+                              c.cfg.quant.block_rows, c.cfg.quant.block_cols};
+    float *out = malloc((size_t)(w->shape[0] * w->shape[1]) * sizeof *out);
+    cr_assert_eq(sc_fp8_dequant_f32(&fw, 0, w->shape[0], 0, w->shape[1], out), 0);
+    cr_assert_eq(json_array_size(rows), (size_t)w->shape[0]);
+    for (int64_t r = 0; r < w->shape[0]; r++)
+      for (int64_t col = 0; col < w->shape[1]; col++) {
+        const double want = json_number_value(json_array_get(json_array_get(rows, (size_t)r), (size_t)col));
+        cr_assert_eq(out[r * w->shape[1] + col], (float)want, "%s (%lld, %lld)", name,
+                     (long long)r, (long long)col);
+      }
+    free(out);
+  }
+  sc_hf_checkpoint_close(&c);
+  json_decref(ref);
+}
+
+Test(hf_checkpoint, table_matches_transformers) {
+  compare_table(SC_HF_DATA "/transformers.json", SC_HF_DATA "/tiny-bf16", 3);
 }
