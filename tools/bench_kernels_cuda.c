@@ -316,7 +316,7 @@ static int run_idx(kc_ctx *c, void *p) { return c->k->ops->indexer_topk(c->k, &(
 /* decode: every token its own request of ctx keys, all visible; prefill: n_tok
  * consecutive query tokens at the end of one request of ctx keys (causal). */
 static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, int32_t dim,
-                         int32_t ctx, int32_t topk) {
+                         int32_t ctx, int32_t topk, sc_kfmt kfmt) {
   const int64_t nkeys = decode ? (int64_t)n_tok * ctx : ctx;
   int32_t *qpos = malloc(sizeof(int32_t) * (size_t)n_tok), *kb = malloc(sizeof(int32_t) * (size_t)n_tok),
           *ke = malloc(sizeof(int32_t) * (size_t)n_tok), *kpos = malloc(sizeof(int32_t) * (size_t)nkeys);
@@ -333,7 +333,8 @@ static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, i
   for (int64_t e = 0; e < nkeys; e++) kpos[e] = (int32_t)(e % ctx);
   bufs[0] = rand_f32(c, (size_t)n_tok * heads * dim, 3);
   bufs[1] = rand_f32(c, (size_t)n_tok * heads, 4);
-  bufs[2] = rand_bf16_big(c, sizeof(uint16_t) * (size_t)nkeys * dim, 5);
+  bufs[2] = kfmt == SC_KFMT_F32 ? (void *)rand_f32(c, (size_t)nkeys * dim, 5)
+                                : rand_bf16_big(c, sizeof(uint16_t) * (size_t)nkeys * dim, 5);
   bufs[3] = upload(c, qpos, sizeof(int32_t) * (size_t)n_tok);
   bufs[4] = upload(c, kb, sizeof(int32_t) * (size_t)n_tok);
   bufs[5] = upload(c, ke, sizeof(int32_t) * (size_t)n_tok);
@@ -343,17 +344,18 @@ static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, i
     if (bufs[i] == NULL) goto out;
   idx_case ic = {{.n_tok = n_tok, .n_heads = heads, .dim = dim, .topk = topk, .q = bufs[0],
                   .ld_q = (int64_t)heads * dim, .w = bufs[1], .ld_w = heads, .q_pos = bufs[3],
-                  .keys = {bufs[2], SC_KFMT_BF16, dim, nkeys}, .key_pos = bufs[6],
+                  .keys = {bufs[2], kfmt, dim, nkeys}, .key_pos = bufs[6],
                   .key_begin = bufs[4], .key_end = bufs[5], .out_cand = bufs[7]}};
   double secs[KC_MAX_RUNS];
   if ((rc = time_op(c, run_idx, &ic, secs))) goto out;
   char params[256];
   snprintf(params, sizeof params,
            "\"device\":\"cuda\",\"phase\":\"%s\",\"tokens\":%d,\"index_heads\":%d,"
-           "\"index_dim\":%d,\"keys\":%d,\"topk\":%d,\"keys_fmt\":\"bf16\"",
-           decode ? "decode" : "prefill", n_tok, heads, dim, ctx, topk);
+           "\"index_dim\":%d,\"keys\":%d,\"topk\":%d,\"keys_fmt\":\"%s\"",
+           decode ? "decode" : "prefill", n_tok, heads, dim, ctx, topk,
+           kfmt == SC_KFMT_F32 ? "f32" : "bf16");
   const double flops = 2.0 * heads * dim * pairs;
-  const double bytes = (decode ? (double)nkeys : (double)ctx) * (2.0 * dim + 4) +
+  const double bytes = (decode ? (double)nkeys : (double)ctx) * (sc_kfmt_size(kfmt) * dim + 4.0) +
                        (double)n_tok * (4.0 * heads * dim + 4.0 * heads + 8.0 * topk);
   report(c, "kernel.indexer", params, flops, bytes, secs, 0);
 out:
@@ -522,14 +524,21 @@ int sc_bench_kernels_cuda(sc_bench *b) {
                        q ? 256 : 2048, q ? 4096 : 32768, SC_KFMT_F32, 0)))
     goto out;
   if (wanted("kernel.indexer") &&
-      ((rc = bench_indexer(&c, true, q ? 8 : 128, 64, 128, q ? 4096 : 16384, q ? 256 : 2048)) ||
-      (rc = bench_indexer(&c, false, q ? 64 : 1024, 64, 128, q ? 4096 : 16384,
-                          q ? 256 : 2048))))
+      ((rc = bench_indexer(&c, true, q ? 8 : 128, 64, 128, q ? 4096 : 16384, q ? 256 : 2048,
+                           SC_KFMT_BF16)) ||
+       (rc = bench_indexer(&c, false, q ? 64 : 1024, 64, 128, q ? 4096 : 16384,
+                           q ? 256 : 2048, SC_KFMT_BF16))))
     goto out;
-  /* one decode token over a long context, examples/model-long.json's indexer (4 heads x
-   * 64, top-K 2048): what a decode step at 32k and 128k context pays per layer */
+  /* examples/model-long.json's indexer (4 heads x 64, top-K 2048, keys in its f32 cache):
+   * one decode token over a long context, what a decode step at 32k and 128k context pays
+   * per layer, and a whole 32k prompt in one step, what its prefill pays per layer */
   for (int32_t ctx = 32768; ctx <= 131072 && wanted("kernel.indexer"); ctx *= 4)
-    if ((rc = bench_indexer(&c, true, 1, 4, 64, q ? ctx / 8 : ctx, q ? 256 : 2048))) goto out;
+    if ((rc = bench_indexer(&c, true, 1, 4, 64, q ? ctx / 8 : ctx, q ? 256 : 2048, SC_KFMT_F32)))
+      goto out;
+  if (wanted("kernel.indexer") &&
+      (rc = bench_indexer(&c, false, q ? 2048 : 32768, 4, 64, q ? 2048 : 32768, q ? 256 : 2048,
+                          SC_KFMT_F32)))
+    goto out;
   if (wanted("kernel.topk") && (rc = bench_merge(&c, q ? 8 : 128, 4, q ? 256 : 2048))) goto out;
   if (wanted("kernel.gather") && (rc = bench_gather(&c, q ? 16384 : 262144, 704))) goto out;
   if (wanted("kernel.kv_write") &&

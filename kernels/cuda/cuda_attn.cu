@@ -270,34 +270,6 @@ static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   return rc;
 }
 
-/* ---- helpers of the tensor-core path ---- */
-
-/* Two floats -> packed bf16x2 (low half = a), one cvt.rn.bf16x2.f32: round to nearest
- * even, the same bits as sc_f32_to_bf16 (kernels/bf16.h) for every non-NaN value (NaN stays NaN). */
-__device__ inline uint32_t pack_bf16x2(float a, float b) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-  return *(const uint32_t *)&v;
-}
-
-__device__ inline uint32_t smem_u32(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ inline void ldsm_x4(uint32_t r[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
-__device__ inline void cp_async16(void *dst, const void *src, bool pred) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)),
-               "l"(src), "r"(pred ? 16 : 0));
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ inline void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-
 /* ---- the wgmma path (sm_90a): k_attn_wg ----
  *
  * One block per (token, 64 heads), 4 warpgroups (512 threads, <= 128 registers each),

@@ -76,6 +76,48 @@ __device__ inline sc_kcand sc_dev_topk_cand(uint64_t key) {
   return c;
 }
 
+/* ---- tensor-core and asynchronous-copy helpers ---- */
+
+/* Two floats -> packed bf16x2 (low half = a), one cvt.rn.bf16x2.f32: round to nearest
+ * even, the same bits as sc_f32_to_bf16 (kernels/bf16.h) for every non-NaN value (NaN
+ * stays NaN). */
+__device__ inline uint32_t pack_bf16x2(float a, float b) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *(const uint32_t *)&v;
+}
+
+__device__ inline uint32_t smem_u32(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ inline void ldsm_x4(uint32_t r[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+__device__ inline void cp_async16(void *dst, const void *src, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)),
+               "l"(src), "r"(pred ? 16 : 0));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+__device__ inline void cp_async_wait_one() { /* all but the newest group */
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
+/* d += a * b, one m16n8k16 bf16 tile with f32 accumulation (the mma.sync fragment
+ * layouts: a row-major 16 x 16, b column-major 16 x 8, d 16 x 8). */
+__device__ inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 static inline int64_t sc_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 #endif

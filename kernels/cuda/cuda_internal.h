@@ -58,6 +58,17 @@ static inline int64_t sc_kcuda_row_step(const sc_krows *r) {
   return r->fmt == SC_KFMT_FP8_DS_MLA ? r->ld : r->ld * (int64_t)sc_kfmt_size(r->fmt);
 }
 
+/* The opt-in shared memory limit of one block on sm_90. */
+#define SC_KCUDA_SMEM_MAX (227 * 1024)
+
+/* Top-K lists of 64-bit keys (cuda_common.cuh's order; 0 = none), n_lists of K per
+ * token at keys[(t * n_lists + l) * K], merged into the sorted top-K of each token
+ * (out_pos and/or out_cand, either NULL). `tree` is scratch of
+ * sc_kcuda_topk_tree_bytes(n_tok, n_lists, K) bytes (none needed when that is 0). */
+size_t sc_kcuda_topk_tree_bytes(int n_tok, int n_lists, int K);
+int sc_kcuda_topk_finish(sc_kcuda *c, int n_tok, int n_lists, int K, const uint64_t *keys,
+                         int32_t *out_pos, sc_kcand *out_cand, uint64_t *tree);
+
 /* Op entry points. */
 int sc_kcuda_inject_fault(sc_kernels *k);
 int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,

@@ -8,10 +8,14 @@
  * reported by the next sync or copy to host, as kernels.h allows.
  *
  * Precision: gemm is f32 through cuBLAS with TF32 off unless sc_kernels_cuda_set_tf32
- * turns it on; the indexer, elementwise ops, LSE merge and f32-KV attention compute in
- * f32 on CUDA cores; attention over bf16 and fp8_ds_mla KV with dc = 512, dr = 64 and
- * 16-byte aligned rows runs on the tensor cores with bf16 operands (q rounded to bf16,
- * softmax in f32, f32 accumulation), other shapes on the f32 warp path.
+ * turns it on; elementwise ops, LSE merge and f32-KV attention compute in f32 on CUDA
+ * cores; the indexer scores on the tensor cores with bf16 operands (q and f32 keys
+ * rounded to bf16, f32 accumulation and head sum: cuda_indexer.cu), so its picks may
+ * differ from the f32 CPU reference among keys whose scores lie within that rounding,
+ * while every rank and layout of a GPU run scores each pair bit-identically; attention
+ * over bf16 and fp8_ds_mla KV with dc = 512, dr = 64 and 16-byte aligned rows runs on
+ * the tensor cores with bf16 operands (q rounded to bf16, softmax in f32, f32
+ * accumulation), other shapes on the f32 warp path.
  *
  * Threads: as kernels.h; the context's stream and cuBLAS handle are used only by the
  * thread driving the context. create makes `device` current on the calling thread and

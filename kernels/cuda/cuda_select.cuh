@@ -1,0 +1,146 @@
+/* cuda_select.cuh - block-wide selection of the K largest 64-bit top-K keys
+ * (cuda_common.cuh's sc_dev_topk_key order), shared by the indexer's scoring kernel and
+ * the top-K merge (not a public header).
+ *
+ * The helpers are called by every thread of the block with the same n, and loop over
+ * [0, n) in steps of the block so that the lanes of a warp stay together: they aggregate
+ * their shared-memory atomics per warp. Scores cluster (the top bytes of most keys
+ * agree), and one atomic per key on the same bin or counter serialized whole warps (a
+ * decode token's merge of 32 lists took 0.24 ms a layer, H200, 2026-12-01). */
+#ifndef SC_KERNELS_CUDA_SELECT_CUH
+#define SC_KERNELS_CUDA_SELECT_CUH
+
+#include "kernels/cuda/cuda_common.cuh"
+
+/* Shared control words after the 256 histogram bins. */
+enum { SH_BIN = 256, SH_NEED, SH_EQ, SH_CNT, SH_CNT2, SH_WORDS };
+
+/* A slot for each lane that wants one in *counter's array: the warp takes its slots
+ * with one atomic, the lanes in lane order. All lanes of the warp call it. */
+__device__ inline int warp_take_slot(int *counter, bool want) {
+  const unsigned b = __ballot_sync(0xffffffffu, want);
+  if (b == 0) return -1;
+  const int lane = threadIdx.x & 31, leader = __ffs(b) - 1;
+  int base = 0;
+  if (lane == leader) base = atomicAdd(counter, __popc(b));
+  base = __shfl_sync(0xffffffffu, base, leader);
+  return want ? base + __popc(b & ((1u << lane) - 1u)) : -1;
+}
+
+__device__ inline int block_count_nonzero(const uint64_t *buf, int n, int *sh) {
+  if (threadIdx.x == 0) sh[SH_CNT] = 0;
+  __syncthreads();
+  int local = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) local += buf[i] != 0;
+  for (int off = 16; off > 0; off >>= 1) local += __shfl_xor_sync(0xffffffffu, local, off);
+  if ((threadIdx.x & 31) == 0 && local) atomicAdd(&sh[SH_CNT], local);
+  __syncthreads();
+  const int v = sh[SH_CNT];
+  __syncthreads();
+  return v;
+}
+
+/* block_keep_topk (below) when the caller knows that nvalid of buf[0..n) are nonzero. */
+__device__ inline int block_keep_topk_counted(uint64_t *buf, int n, int nvalid, int K,
+                                              uint64_t *tmp, int *sh) {
+  if (nvalid <= K) {
+    if (threadIdx.x == 0) sh[SH_CNT2] = 0;
+    __syncthreads();
+    for (int i0 = 0; i0 < n; i0 += blockDim.x) {
+      const int i = i0 + (int)threadIdx.x;
+      const uint64_t key = i < n ? buf[i] : 0;
+      const int slot = warp_take_slot(&sh[SH_CNT2], key != 0);
+      if (slot >= 0) tmp[slot] = key;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < nvalid; i += blockDim.x) buf[i] = tmp[i];
+    __syncthreads();
+    return nvalid;
+  }
+  uint64_t prefix = 0, mask = 0;
+  int need = K;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) sh[b] = 0;
+    __syncthreads();
+    for (int i0 = 0; i0 < n; i0 += blockDim.x) {
+      const int i = i0 + (int)threadIdx.x;
+      const uint64_t key = i < n ? buf[i] : 0;
+      const bool in = key != 0 && (key & mask) == prefix;
+      const int bin = in ? (int)((key >> shift) & 255) : -1;
+      const unsigned peers = __match_any_sync(0xffffffffu, bin); /* lanes with my bin */
+      if (in && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sh[bin], __popc(peers));
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      const int lane = threadIdx.x;
+      int s = 0;
+      for (int b = 0; b < 8; b++) s += sh[lane * 8 + b];
+      int suf = s; /* sum over lanes >= lane */
+      for (int off = 1; off < 32; off <<= 1) {
+        const int o = __shfl_down_sync(0xffffffffu, suf, off);
+        if (lane + off < 32) suf += o;
+      }
+      int running = suf - s; /* keys in higher buckets than this lane's */
+      for (int b = lane * 8 + 7; b >= lane * 8; b--) {
+        const int c = sh[b];
+        if (running < need && running + c >= need) {
+          sh[SH_BIN] = b;
+          sh[SH_NEED] = need - running;
+          sh[SH_EQ] = c;
+        }
+        running += c;
+      }
+    }
+    __syncthreads();
+    const int b = sh[SH_BIN];
+    need = sh[SH_NEED];
+    const int eq = sh[SH_EQ];
+    prefix |= (uint64_t)b << shift;
+    mask |= (uint64_t)0xff << shift;
+    __syncthreads();
+    if (eq == need) break;
+  }
+  if (threadIdx.x == 0) sh[SH_CNT] = sh[SH_CNT2] = 0;
+  __syncthreads();
+  const int above = K - need;
+  for (int i0 = 0; i0 < n; i0 += blockDim.x) {
+    const int i = i0 + (int)threadIdx.x;
+    const uint64_t key = i < n ? buf[i] : 0;
+    const uint64_t m = key & mask;
+    const int hi = warp_take_slot(&sh[SH_CNT], key != 0 && m > prefix);
+    const int eq = warp_take_slot(&sh[SH_CNT2], key != 0 && m == prefix);
+    if (hi >= 0) tmp[hi] = key;
+    if (eq >= 0 && eq < need) tmp[above + eq] = key;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < K; i += blockDim.x) buf[i] = tmp[i];
+  __syncthreads();
+  return K;
+}
+
+/* Keeps the min(K, nonzero) largest keys of buf[0..n) in buf[0..result) (any order).
+ * tmp holds at least K keys; sh at least SH_WORDS ints. All threads call it. */
+__device__ inline int block_keep_topk(uint64_t *buf, int n, int K, uint64_t *tmp, int *sh) {
+  return block_keep_topk_counted(buf, n, block_count_nonzero(buf, n, sh), K, tmp, sh);
+}
+
+/* Sorts buf[0..m) descending; m a power of two. */
+__device__ inline void block_sort_desc(uint64_t *buf, int m) {
+  for (int k = 2; k <= m; k <<= 1)
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < m; i += blockDim.x) {
+        const int ixj = i ^ j;
+        if (ixj > i) {
+          const uint64_t a = buf[i], b = buf[ixj];
+          const bool desc = (i & k) == 0;
+          if (desc ? a < b : a > b) {
+            buf[i] = b;
+            buf[ixj] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+}
+
+#endif
