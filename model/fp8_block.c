@@ -36,8 +36,9 @@ uint8_t sc_f32_to_e4m3(float f) {
 static int check(const sc_fp8_weight *w, int64_t row0, int64_t nrows, int64_t col0,
                  int64_t ncols) {
   if (w->block_rows < 1 || w->block_cols < 1) return SC_EINVAL;
-  if (row0 < 0 || nrows < 0 || col0 < 0 || ncols < 0 || row0 + nrows > w->rows ||
-      col0 + ncols > w->cols)
+  /* no sum that could overflow: the bounds come from the caller */
+  if (row0 < 0 || nrows < 0 || col0 < 0 || ncols < 0 || row0 > w->rows ||
+      nrows > w->rows - row0 || col0 > w->cols || ncols > w->cols - col0)
     return SC_ERANGE;
   return 0;
 }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file_read.h"
+
 /* ---- the table ---- */
 
 typedef struct table {
@@ -165,19 +167,49 @@ void sc_hf_checkpoint_close(sc_hf_checkpoint *c) {
   memset(c, 0, sizeof *c);
 }
 
-/* The shard id of file name (added when new); -1 when out of memory. */
-static int32_t shard_id(sc_hf_checkpoint *c, int32_t *cap, const char *name) {
-  for (int32_t i = c->num_shards; i-- > 0;)
-    if (!strcmp(c->shard_names[i], name)) return i;
-  if (c->num_shards == *cap) {
-    const int32_t n = *cap ? 2 * *cap : 16;
-    char **v = realloc(c->shard_names, (size_t)n * sizeof *v);
-    if (v == NULL) return -1;
-    c->shard_names = v;
-    *cap = n;
+/* The shard files named so far: ids by name (a jansson object as a hash table, so that a
+ * weight_map of many tensors and shards costs no quadratic search). */
+typedef struct shard_set {
+  json_t *ids;  /* name -> id */
+  int32_t cap;  /* of c->shard_names */
+} shard_set;
+
+/* The id of shard file name in *id (added when new). SC_EINVAL past SC_HF_MAX_SHARDS. */
+static int shard_id(sc_hf_checkpoint *c, shard_set *ss, const char *name, int32_t *id,
+                    sc_diag *d) {
+  json_t *known = json_object_get(ss->ids, name);
+  if (known != NULL) {
+    *id = (int32_t)json_integer_value(known);
+    return 0;
   }
-  if ((c->shard_names[c->num_shards] = strdup(name)) == NULL) return -1;
-  return c->num_shards++;
+  if (c->num_shards == SC_HF_MAX_SHARDS)
+    return sc_fail(d, SC_EINVAL, "model.safetensors.index.json: the weight_map names more than "
+                   "%d shard files", SC_HF_MAX_SHARDS);
+  if (c->num_shards == ss->cap) {
+    const int32_t n = ss->cap ? 2 * ss->cap : 16;
+    char **v = realloc(c->shard_names, (size_t)n * sizeof *v);
+    if (v == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
+    c->shard_names = v;
+    ss->cap = n;
+  }
+  if ((c->shard_names[c->num_shards] = strdup(name)) == NULL ||
+      json_object_set_new(ss->ids, name, json_integer(c->num_shards)) != 0) {
+    free(c->shard_names[c->num_shards]);
+    c->shard_names[c->num_shards] = NULL;
+    return sc_fail(d, SC_ENOMEM, "out of memory");
+  }
+  *id = c->num_shards++;
+  return 0;
+}
+
+/* dir/name into path (PATH_MAX bytes); SC_EINVAL when it does not fit (a cut path could
+ * name another file). */
+static int join(char *path, const char *dir, const char *name, sc_diag *d) {
+  const int n = snprintf(path, PATH_MAX, "%s/%s", dir, name);
+  if (n < 0 || n >= PATH_MAX)
+    return sc_fail(d, SC_EINVAL, "the path of %s in %.64s... is longer than %d bytes", name,
+                   dir, PATH_MAX - 1);
+  return 0;
 }
 
 static bool plain_file_name(const char *s) {
@@ -242,17 +274,10 @@ typedef struct listing {
   int32_t *spec_shard; /* [num] shard id the map names, -1 = not listed */
 } listing;
 
-static int read_index(const char *dir, sc_hf_checkpoint *c, listing *ls, json_t **root,
-                      sc_diag *d) {
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-  char *text = NULL;
-  size_t len = 0;
-  int rc = sc_hf_read_file(path, 256u << 20, &text, &len, d);
-  if (rc) return rc;
+static int read_index(const char *text, size_t len, sc_hf_checkpoint *c, listing *ls,
+                      shard_set *ss, json_t **root, sc_diag *d) {
   json_error_t jerr;
   *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-  free(text);
   if (*root == NULL)
     return sc_fail(d, SC_EINVAL, "model.safetensors.index.json: invalid JSON at line %d: %s",
                    jerr.line, jerr.text);
@@ -260,15 +285,15 @@ static int read_index(const char *dir, sc_hf_checkpoint *c, listing *ls, json_t 
   if (!json_is_object(ls->map))
     return sc_fail(d, SC_EINVAL, "model.safetensors.index.json: \"weight_map\" must be an "
                                  "object of tensor name -> shard file");
-  int32_t cap = 0;
   const char *name;
   json_t *v;
   json_object_foreach(ls->map, name, v) {
     if (!json_is_string(v) || !plain_file_name(json_string_value(v)))
       return sc_fail(d, SC_EINVAL, "model.safetensors.index.json: weight_map[\"%.96s\"] must "
                      "be the name of a file in the directory", name);
-    const int32_t s = shard_id(c, &cap, json_string_value(v));
-    if (s < 0) return sc_fail(d, SC_ENOMEM, "out of memory");
+    int32_t s;
+    int rc = shard_id(c, ss, json_string_value(v), &s, d);
+    if (rc) return rc;
     const int32_t i = find_index(c, name);
     if (i >= 0) {
       ls->spec_shard[i] = s;
@@ -347,11 +372,13 @@ static int missing_mtp(const sc_hf_checkpoint *c, const listing *ls, sc_diag *d)
 int sc_hf_checkpoint_open(const char *dir, sc_hf_checkpoint *c, sc_diag *d) {
   memset(c, 0, sizeof *c);
   listing ls = {0};
+  shard_set ss = {0};
   json_t *index = NULL;
+  char *index_text = NULL;
+  size_t index_len = 0;
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/config.json", dir);
-  int rc = sc_hf_config_load(path, &c->cfg, d);
-  if (rc) goto fail;
+  int rc = join(path, dir, "config.json", d);
+  if (rc || (rc = sc_hf_config_load(path, &c->cfg, d))) goto fail;
   if ((rc = sc_hf_tensor_table(&c->cfg, &c->spec, &c->num, d))) goto fail;
   qsort(c->spec, (size_t)c->num, sizeof *c->spec, cmp_spec);
   c->t = calloc((size_t)c->num, sizeof *c->t);
@@ -361,15 +388,27 @@ int sc_hf_checkpoint_open(const char *dir, sc_hf_checkpoint *c, sc_diag *d) {
     goto fail;
   }
   for (int32_t i = 0; i < c->num; i++) ls.spec_shard[i] = -1;
-  snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-  FILE *probe = fopen(path, "rb");
-  c->indexed = probe != NULL;
-  if (probe) fclose(probe);
-  int32_t cap = 0;
-  if (c->indexed) {
-    if ((rc = read_index(dir, c, &ls, &index, d))) goto fail;
-  } else if (shard_id(c, &cap, "model.safetensors") < 0) {
+  if ((ss.ids = json_object()) == NULL) {
     rc = sc_fail(d, SC_ENOMEM, "out of memory");
+    goto fail;
+  }
+  /* The index when it exists (one that cannot be read is an error, not a reason to look
+   * for model.safetensors), else the single file. */
+  if ((rc = join(path, dir, "model.safetensors.index.json", d))) goto fail;
+  sc_diag id = {0};
+  rc = sc_file_read(path, 256u << 20, &index_text, &index_len, &id);
+  c->indexed = rc != SC_ENOENT;
+  if (rc != 0 && rc != SC_ENOENT) {
+    rc = sc_fail(d, rc, "%s", sc_diag_message(&id));
+    goto fail;
+  }
+  int32_t single;
+  if (c->indexed) {
+    rc = read_index(index_text, index_len, c, &ls, &ss, &index, d);
+    free(index_text); /* parsed: the text is not needed any more */
+    index_text = NULL;
+    if (rc) goto fail;
+  } else if ((rc = shard_id(c, &ss, "model.safetensors", &single, d))) {
     goto fail;
   }
   if ((c->shards = calloc((size_t)c->num_shards + 1, sizeof *c->shards)) == NULL) {
@@ -377,7 +416,7 @@ int sc_hf_checkpoint_open(const char *dir, sc_hf_checkpoint *c, sc_diag *d) {
     goto fail;
   }
   for (int32_t s = 0; s < c->num_shards; s++) {
-    snprintf(path, sizeof path, "%s/%s", dir, c->shard_names[s]);
+    if ((rc = join(path, dir, c->shard_names[s], d))) goto fail;
     sc_diag sd = {0};
     if ((rc = sc_st_open(path, &c->shards[s], &sd))) {
       if (!c->indexed && rc == SC_ENOENT)
@@ -414,11 +453,14 @@ int sc_hf_checkpoint_open(const char *dir, sc_hf_checkpoint *c, sc_diag *d) {
     goto fail;
   }
   free(ls.spec_shard);
+  json_decref(ss.ids);
   json_decref(index);
   return 0;
 fail:
   free(ls.spec_shard);
+  json_decref(ss.ids);
   json_decref(index);
+  free(index_text);
   sc_hf_checkpoint_close(c);
   return rc;
 }

@@ -47,9 +47,12 @@
  * Checked, each failure an error naming the tensor (and the shard): a tensor of the
  * table missing, one not in the table ("extra"), a wrong shape or dtype, a tensor in two
  * shards, a weight_map entry whose shard does not hold it, a shard tensor the weight_map
- * does not list or puts elsewhere, a shard file that cannot be opened (SC_ENOENT) or
- * parsed (safetensors.h's rules). Shard names must be plain file names in the directory.
- * Layout errors are SC_EINVAL or SC_ENOENT; file errors SC_EIO; out of memory SC_ENOMEM.
+ * does not list or puts elsewhere, a shard file that does not exist (SC_ENOENT) or cannot
+ * be parsed (safetensors.h's rules). Shard names must be plain file names in the
+ * directory, at most SC_HF_MAX_SHARDS of them. Layout errors are SC_EINVAL or SC_ENOENT
+ * (SC_ETOOBIG and SC_ENOTSUP from the safetensors reader: a header over its limit, a
+ * dtype other than F32, BF16 and F8_E4M3); a file that exists but cannot be opened, mapped
+ * or read (permissions, a folder) SC_EIO; out of memory SC_ENOMEM.
  *
  * Ownership: sc_hf_checkpoint owns the table and the mapped shards; tensor pointers are
  * valid until sc_hf_checkpoint_close. On failure nothing stays mapped or allocated. One
@@ -66,6 +69,7 @@
 #include "model/safetensors.h"
 
 #define SC_HF_MAX_NAME 96
+#define SC_HF_MAX_SHARDS 4096 /* shard files of one directory (DeepSeek-V3.2 has 163) */
 
 /* What a table entry may hold. */
 typedef enum sc_hf_kind {

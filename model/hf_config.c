@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file_read.h"
+
 /* The integer keys: one table drives reading and range checks. */
 typedef struct int_key {
   const char *name;
@@ -266,6 +268,16 @@ static int check_rules(const sc_hf_config *c, sc_diag *d) {
   if (c->first_k_dense_replace > c->num_hidden_layers)
     return sc_fail(d, SC_EINVAL, "config.json: \"first_k_dense_replace\" = %d must be <= "
                    "num_hidden_layers = %d", c->first_k_dense_replace, c->num_hidden_layers);
+  /* The tensor table grows with the routed experts of every MoE layer (6 tensors each
+   * with fp8): a bound keeps a config of a few bytes from asking for gigabytes. */
+  const int64_t routed = (int64_t)c->n_routed_experts *
+                         (c->num_hidden_layers - c->first_k_dense_replace);
+  if (routed > SC_HF_MAX_ROUTED)
+    return sc_fail(d, SC_EINVAL, "config.json: \"n_routed_experts\" = %d in each of %d MoE "
+                   "layers makes %lld routed experts; at most %d are supported (DeepSeek-V3.2 "
+                   "has 256 x 58 = 14848)", c->n_routed_experts,
+                   c->num_hidden_layers - c->first_k_dense_replace, (long long)routed,
+                   SC_HF_MAX_ROUTED);
   if (c->n_group > c->n_routed_experts || c->n_routed_experts % c->n_group ||
       c->n_routed_experts / c->n_group < 2)
     return sc_fail(d, SC_EINVAL, "config.json: \"n_group\" = %d must divide n_routed_experts "
@@ -297,6 +309,13 @@ static int parse_root(json_t *root, sc_hf_config *c, sc_diag *d) {
                    "\"deepseek_v32\": DeepSeek-V3.2 with its lightning indexer)",
                    json_string_value(mt));
   snprintf(c->model_type, sizeof c->model_type, "%s", json_string_value(mt));
+  /* DeepSeek-V2-Lite's way of saying "queries without a LoRA"; V3.2's indexer projects
+   * its queries from the q LoRA, so there is no such model to read. */
+  json_t *ql = json_object_get(root, "q_lora_rank");
+  if (json_is_null(ql) || (json_is_integer(ql) && json_integer_value(ql) == 0))
+    return sc_fail(d, SC_EINVAL, "config.json: \"q_lora_rank\" = %s (queries without a LoRA) "
+                   "is not supported: DeepSeek-V3.2's indexer projects its queries from the "
+                   "q LoRA", json_is_null(ql) ? "null" : "0");
   for (size_t i = 0; i < sizeof INT_KEYS / sizeof INT_KEYS[0]; i++) {
     const int_key *k = &INT_KEYS[i];
     json_t *v = json_object_get(root, k->name);
@@ -371,36 +390,8 @@ int sc_hf_config_parse(const char *text, size_t len, sc_hf_config *c, sc_diag *d
 int sc_hf_config_load(const char *path, sc_hf_config *c, sc_diag *d) {
   char *buf = NULL;
   size_t n = 0;
-  int rc = sc_hf_read_file(path, 1u << 20, &buf, &n, d);
+  int rc = sc_file_read(path, 1u << 20, &buf, &n, d);
   if (rc == 0) rc = sc_hf_config_parse(buf, n, c, d);
   free(buf);
-  return rc;
-}
-
-int sc_hf_read_file(const char *path, size_t limit, char **out, size_t *len, sc_diag *d) {
-  *out = NULL;
-  *len = 0;
-  int rc = 0;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return sc_fail(d, SC_ENOENT, "cannot open %s", path);
-  char *buf = malloc(limit + 1);
-  if (buf == NULL) {
-    rc = sc_fail(d, SC_ENOMEM, "out of memory reading %s", path);
-    goto out;
-  }
-  const size_t n = fread(buf, 1, limit + 1, f);
-  if (ferror(f)) {
-    rc = sc_fail(d, SC_EIO, "cannot read %s", path);
-  } else if (n > limit) {
-    rc = sc_fail(d, SC_ETOOBIG, "%s is larger than %zu bytes", path, limit);
-  } else {
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    buf = NULL;
-  }
-out:
-  free(buf);
-  fclose(f);
   return rc;
 }

@@ -35,10 +35,13 @@
  *             _name_or_path base_model_tp_plan base_model_pp_plan base_model_ep_plan
  *             (transformers' parallel plans); any other key is ignored too, counted in unknown_keys with
  *             the first one named, so that a tool can show it.
+ * q_lora_rank null or 0 (DeepSeek-V2-Lite's "no q LoRA") is refused with that reason: the
+ * V3.2 indexer projects its queries from the q LoRA.
  * Missing required keys, wrong types, values out of range, and rules across keys
  * (qk_rope_head_dim even, index_head_dim >= qk_rope_head_dim, n_routed_experts divisible
  * by n_group with at least two experts per group, num_experts_per_tok <= the experts of
- * topk_group groups, ...) are SC_EINVAL with a message naming the key.
+ * topk_group groups, n_routed_experts x MoE layers <= SC_HF_MAX_ROUTED, ...) are
+ * SC_EINVAL with a message naming the key.
  *
  * Pure: parsing takes text; loading a file is a thin wrapper. Any thread.
  */
@@ -68,6 +71,9 @@ typedef struct sc_hf_quant {
 } sc_hf_quant;
 
 #define SC_HF_MAX_LAYERS 1024
+/* n_routed_experts x MoE layers: the tensor table has about 6 entries per routed expert
+ * of each MoE layer, so this bounds what a config can make sparsecp allocate. */
+#define SC_HF_MAX_ROUTED (1 << 16)
 
 typedef struct sc_hf_config {
   char model_type[16];
@@ -90,13 +96,9 @@ typedef struct sc_hf_config {
 /* Parses config.json text into c (all fields set; c untouched on failure). */
 int sc_hf_config_parse(const char *text, size_t len, sc_hf_config *c, sc_diag *d);
 
-/* Reads and parses a config.json file (at most 1 MiB); SC_ENOENT when it cannot be
- * opened, SC_EIO when it cannot be read. */
+/* Reads and parses a config.json file (at most 1 MiB; base/file_read.h: SC_ENOENT when
+ * it does not exist, SC_EIO when it cannot be opened or read, SC_ETOOBIG). */
 int sc_hf_config_load(const char *path, sc_hf_config *c, sc_diag *d);
-
-/* Reads a whole file of at most limit bytes into a NUL-terminated malloc'd buffer
- * (config.json, the safetensors index). SC_ENOENT, SC_EIO, SC_ETOOBIG, SC_ENOMEM. */
-int sc_hf_read_file(const char *path, size_t limit, char **out, size_t *len, sc_diag *d);
 
 /* Layers 0 .. first_k_dense_replace-1 have a dense MLP, the rest MoE. */
 static inline bool sc_hf_layer_is_moe(const sc_hf_config *c, int32_t layer) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file_read.h"
 #include "model/model_defaults.h"
 
 void sc_model_config_default(sc_model_config *c) {
@@ -172,30 +173,11 @@ int sc_model_config_parse(const char *text, size_t len, sc_model_config *c, sc_d
 }
 
 int sc_model_config_load(const char *path, sc_model_config *c, sc_diag *d) {
-  enum { LIMIT = 1 << 20 };
-  int rc = 0;
   char *buf = NULL;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return sc_fail(d, SC_ENOENT, "cannot open model config %s", path);
-  buf = malloc(LIMIT + 1);
-  if (buf == NULL) {
-    rc = sc_fail(d, SC_ENOMEM, "out of memory reading %s", path);
-    goto out_close;
-  }
-  const size_t n = fread(buf, 1, LIMIT + 1, f);
-  if (ferror(f)) {
-    rc = sc_fail(d, SC_EIO, "cannot read model config %s", path);
-    goto out_free;
-  }
-  if (n > LIMIT) {
-    rc = sc_fail(d, SC_ETOOBIG, "model config %s is larger than %d bytes", path, LIMIT);
-    goto out_free;
-  }
-  rc = sc_model_config_parse(buf, n, c, d);
-out_free:
+  size_t n = 0;
+  int rc = sc_file_read(path, 1u << 20, &buf, &n, d);
+  if (rc == 0) rc = sc_model_config_parse(buf, n, c, d);
   free(buf);
-out_close:
-  fclose(f);
   return rc;
 }
 

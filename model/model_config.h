@@ -54,7 +54,8 @@ int sc_model_config_parse(const char *text, size_t len, sc_model_config *c, sc_d
  * but not the rules across fields (sc_model_config_validate does those). */
 int sc_model_config_apply_json(sc_model_config *c, const void *json_object, sc_diag *d);
 
-/* Reads and parses a JSON file (at most 1 MiB). */
+/* Reads and parses a JSON file (at most 1 MiB; base/file_read.h says the errors of
+ * reading it). */
 int sc_model_config_load(const char *path, sc_model_config *c, sc_diag *d);
 
 /* Copies the model dimensions the planner needs into a parallel configuration. */

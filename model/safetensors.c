@@ -1,6 +1,7 @@
 /* safetensors.c - the safetensors reader and writer (see safetensors.h). */
 #include "model/safetensors.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -203,7 +204,11 @@ int sc_st_open(const char *path, sc_st_file *f, sc_diag *d) {
   memset(f, 0, sizeof *f);
   int rc = 0;
   const int fd = open(path, O_RDONLY);
-  if (fd < 0) return sc_fail(d, SC_ENOENT, "safetensors: cannot open %s", path);
+  if (fd < 0) {
+    const int e = errno;
+    return sc_fail(d, e == ENOENT || e == ENOTDIR ? SC_ENOENT : SC_EIO,
+                   "safetensors: cannot open %s: %s", path, strerror(e));
+  }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     rc = sc_fail(d, SC_EIO, "safetensors: %s is not a regular file", path);
@@ -247,8 +252,8 @@ int sc_st_read_f32(const sc_st_file *f, const sc_st_tensor *t, int64_t row0, int
   const int64_t numel = sc_st_numel(t);
   const int64_t rows = t->ndim >= 2 ? t->shape[0] : 1;
   const int64_t cols = t->ndim >= 2 ? (rows ? numel / rows : 0) : numel;
-  if (row0 < 0 || nrows < 0 || col0 < 0 || ncols < 0 || row0 + nrows > rows ||
-      col0 + ncols > cols)
+  if (row0 < 0 || nrows < 0 || col0 < 0 || ncols < 0 || row0 > rows || nrows > rows - row0 ||
+      col0 > cols || ncols > cols - col0)
     return SC_ERANGE;
   if (t->dtype == SC_ST_F8_E4M3) return SC_ENOTSUP;
   const uint8_t *base = f->data + t->begin;

@@ -63,7 +63,8 @@ typedef struct sc_st_file {
 
 /* Parses a whole file image held in memory (borrowed). */
 int sc_st_parse(const uint8_t *buf, size_t size, sc_st_file *f, sc_diag *d);
-/* Maps and parses a file. */
+/* Maps and parses a file: SC_ENOENT when path does not exist, SC_EIO when it cannot be
+ * opened otherwise (permissions, ...), is not a regular file or cannot be mapped. */
 int sc_st_open(const char *path, sc_st_file *f, sc_diag *d);
 void sc_st_close(sc_st_file *f);
 

@@ -21,15 +21,17 @@ static void help(FILE *f) {
           "Checks a DeepSeek-V3.2 checkpoint directory as Hugging Face publishes it:\n"
           "config.json (model_type deepseek_v32), model.safetensors.index.json and its\n"
           "shards (or one model.safetensors), every tensor's name, shape and dtype\n"
-          "against the table the config implies (fp8 e4m3 weights with their 128x128\n"
-          "weight_scale_inv, or bf16/f32). Multi-token-prediction layers are skipped.\n"
+          "against the table the config implies (fp8 e4m3 weights with their block\n"
+          "scales, weight_scale_inv, or bf16/f32). Multi-token-prediction layers are\n"
+          "skipped.\n"
           "It only validates: sparsecp cannot serve these checkpoints yet.\n"
           "\n"
           "  --json      print one JSON object; on an invalid directory {\"error\": ...}\n"
           "  -h, --help  this text\n"
           "\n"
-          "Exit status: 0 valid, 2 invalid (the message names the key, tensor or shard),\n"
-          "1 when a file cannot be read.\n");
+          "Exit status: 0 valid, 2 invalid (the message names the key, tensor or shard;\n"
+          "a missing file is invalid too), 1 when a file that is there cannot be opened,\n"
+          "mapped or read.\n");
 }
 
 static void print_json(const char *dir, const sc_hf_checkpoint *c) {

@@ -2,7 +2,7 @@
 # `sparsecp checkpoint DIR [--json]` (issue 23): the checkpoints transformers' deepseek_v32
 # saved (tests/data/hf_checkpoint/tiny-bf16 and its fp8 form tiny-fp8) are valid (exit 0,
 # a summary that says they cannot be served yet); broken copies exit 2 with the tensor,
-# shard or key named.
+# shard or key named, and one with an unreadable shard exits 1.
 set -u
 bin=$1
 data=$2/tests/data/hf_checkpoint/tiny-bf16
@@ -72,6 +72,16 @@ sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$tmp/layers/config.js
 broken layers '"mlp_layer_types" must be a list of num_hidden_layers = 1 strings'
 
 broken does-not-exist 'config.json'
+
+# a shard that exists but cannot be opened (a link to itself: permissions do not stop
+# root) is an I/O failure: exit 1, not 2
+copy unreadable
+rm "$tmp/unreadable/model-00002-of-00003.safetensors"
+ln -s model-00002-of-00003.safetensors "$tmp/unreadable/model-00002-of-00003.safetensors"
+out=$("$bin" checkpoint "$tmp/unreadable" --json); rc=$?
+[ $rc -eq 1 ] || fail "unreadable shard: exit $rc, expected 1 ($out)"
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert "model-00002-of-00003.safetensors" in d["error"], d' \
+  "$out" || fail "unreadable shard: $out"
 "$bin" checkpoint 2>/dev/null; [ $? -eq 2 ] || fail "no DIR should exit 2"
 "$bin" checkpoint --help | grep -q "usage: sparsecp checkpoint" || fail "--help"
 echo "checkpoint_cli: ok"

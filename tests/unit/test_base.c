@@ -1,5 +1,5 @@
 /* Unit tests of the base library: error codes, diagnostics, the JSON writer, the log, the
- * hash index. */
+ * hash index, reading a whole file. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 
 #include "base/curve_key.h"
 #include "base/error.h"
+#include "base/file_read.h"
 #include "base/index.h"
 #include "base/inet_addr.h"
 #include "base/jsonw.h"
@@ -265,4 +266,49 @@ Test(inet_addr, parse_and_format) {
                                     "[]:80", "1.2.3.4.5:1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     cr_expect_eq(sc_inet_addr_parse(bad[i], &ss, &len, &d), SC_EINVAL, "%s accepted", bad[i]);
+}
+
+/* A whole file up to a limit: exactly the limit fits, one byte more does not; the text
+ * keeps its NUL bytes and gets one after it; a missing path is SC_ENOENT, a path that
+ * exists but cannot be opened (a symbolic link to itself) or read (a folder) SC_EIO. */
+Test(file_read, limits_and_errors) {
+  char dir[] = "/tmp/sc_file_read_XXXXXX";
+  cr_assert(mkdtemp(dir) != NULL);
+  char path[128], loop[128];
+  snprintf(path, sizeof path, "%s/f", dir);
+  snprintf(loop, sizeof loop, "%s/loop", dir);
+  enum { N = 10000 }; /* past the first buffer, so the buffer grows */
+  FILE *f = fopen(path, "wb");
+  cr_assert(f != NULL);
+  for (int i = 0; i < N; i++) fputc(i % 7 == 0 ? 0 : 'a' + i % 26, f);
+  fclose(f);
+  char *buf = NULL;
+  size_t len = 1;
+  sc_diag d = {0};
+  cr_assert_eq(sc_file_read(path, N, &buf, &len, &d), 0, "%s", d.msg);
+  cr_assert_eq(len, N);
+  cr_assert_eq(buf[0], 0);
+  cr_assert_eq(buf[1], 'b');
+  cr_assert_eq(buf[N], 0);
+  free(buf);
+  cr_assert_eq(sc_file_read(path, N - 1, &buf, &len, &d), SC_ETOOBIG);
+  cr_assert(buf == NULL && len == 0);
+  cr_assert(strstr(d.msg, path), "%s", d.msg);
+  cr_assert_eq(sc_file_read(path, 5, &buf, &len, &d), SC_ETOOBIG);
+  cr_assert(truncate(path, 0) == 0);
+  cr_assert_eq(sc_file_read(path, 0, &buf, &len, &d), 0, "%s", d.msg);
+  cr_assert(len == 0 && buf != NULL && buf[0] == 0);
+  free(buf);
+  cr_assert_eq(sc_file_read(loop, 100, &buf, &len, &d), SC_ENOENT);
+  cr_assert(strstr(d.msg, loop), "%s", d.msg);
+  snprintf(path, sizeof path, "%s/f/x", dir); /* a file is no folder: ENOTDIR */
+  cr_assert_eq(sc_file_read(path, 100, &buf, &len, &d), SC_ENOENT);
+  cr_assert_eq(symlink(loop, loop), 0);
+  cr_assert_eq(sc_file_read(loop, 100, &buf, &len, &d), SC_EIO, "%s", d.msg);
+  cr_assert_eq(sc_file_read(dir, 100, &buf, &len, &d), SC_EIO);
+  cr_assert(buf == NULL && len == 0);
+  unlink(loop);
+  snprintf(path, sizeof path, "%s/f", dir);
+  unlink(path);
+  rmdir(dir);
 }

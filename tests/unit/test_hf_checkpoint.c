@@ -8,6 +8,7 @@
  * dequantization must give torch's values exactly. */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,10 @@ Test(fp8_block, dequant_blocks_and_slices) {
     }
   cr_assert_eq(sc_fp8_dequant_f32(&w, 4, 2, 0, 1, out), SC_ERANGE);
   cr_assert_eq(sc_fp8_dequant_f32(&w, 0, 1, 6, 2, out), SC_ERANGE);
+  /* bounds whose sum overflows are outside too (not wrapped to a small number) */
+  cr_assert_eq(sc_fp8_dequant_f32(&w, 1, INT64_MAX, 0, 1, out), SC_ERANGE);
+  cr_assert_eq(sc_fp8_dequant_f32(&w, 0, 1, 2, INT64_MAX, out), SC_ERANGE);
+  cr_assert_eq(sc_fp8_dequant_f32(&w, INT64_MAX, 1, 0, 1, out), SC_ERANGE);
   const sc_fp8_weight bad = {q, scale, R, C, 0, 3};
   cr_assert_eq(sc_fp8_dequant_f32(&bad, 0, 1, 0, 1, out), SC_EINVAL);
 }
@@ -109,6 +114,8 @@ Test(safetensors_fp8, written_parsed_and_not_read_as_f32) {
   cr_assert_eq(f.data[q->begin], 0x38);
   float out[6];
   cr_assert_eq(sc_st_read_f32(&f, q, 0, 2, 0, 3, out), SC_ENOTSUP);
+  cr_assert_eq(sc_st_read_f32(&f, q, 1, INT64_MAX, 0, 3, out), SC_ERANGE);
+  cr_assert_eq(sc_st_read_f32(&f, q, 0, 2, 1, INT64_MAX, out), SC_ERANGE);
   sc_st_close(&f);
   unlink(path);
   static const char hdr[] = "{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[3],\"data_offsets\":[0,4]}}";
@@ -246,6 +253,11 @@ Test(hf_config, errors_name_the_key) {
       {"\"rms_norm_eps\": 1e-06", "\"rms_norm_eps\": -1", "\"rms_norm_eps\" = -1"},
       {"\"use_cache\": true", "\"rope_parameters\": {\"rope_type\": \"default\"}", "not both"},
       {"{", "{\"a\": 1, \"a\": 2, ", "invalid JSON"},
+      /* a few bytes must not ask for a table of gigabytes */
+      {"\"n_routed_experts\": 256", "\"n_routed_experts\": 65536",
+       "\"n_routed_experts\" = 65536 in each of 58 MoE layers makes 3801088 routed experts"},
+      {"\"q_lora_rank\": 1536", "\"q_lora_rank\": null", "(queries without a LoRA)"},
+      {"\"q_lora_rank\": 1536", "\"q_lora_rank\": 0", "(queries without a LoRA)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sc_hf_config c;
@@ -352,6 +364,7 @@ typedef struct breakage {
   const char *extra;      /* an extra tensor, listed in the weight_map */
   const char *reshape;    /* written one row longer */
   const char *retype;     /* written in BF16 (F32 if it is BF16) */
+  const char *dup;        /* listed in its shard (the first), also written in the second */
   bool no_shard2;         /* the second shard file is not written */
   bool mtp;               /* write the MTP tensors */
   bool single;            /* one model.safetensors, no index */
@@ -413,18 +426,25 @@ static void add_out(ckpt *k, const char *name, int dtype, int ndim, const int64_
 
 static bool is(const char *a, const char *b) { return b != NULL && !strcmp(a, b); }
 
+/* The tensor table of config text that must parse (*spec malloc'd); its size. */
+static int32_t table_of(const char *text, sc_hf_spec **spec) {
+  sc_hf_config cfg;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_config_parse(text, strlen(text), &cfg, &d), 0, "%s", d.msg);
+  int32_t n;
+  cr_assert_eq(sc_hf_tensor_table(&cfg, spec, &n, &d), 0, "%s", d.msg);
+  return n;
+}
+
 /* Writes the tiny checkpoint into a new temporary directory, broken as b says. */
 static void write_ckpt(ckpt *k, const breakage *b) {
   snprintf(k->dir, sizeof k->dir, "/tmp/sc_hfckpt_XXXXXX");
   cr_assert(mkdtemp(k->dir) != NULL);
   const char *cfg_text = b->config ? b->config : TINY;
   write_text(k->dir, "config.json", cfg_text);
-  sc_hf_config cfg;
   sc_diag d = {0};
-  cr_assert_eq(sc_hf_config_parse(TINY, strlen(TINY), &cfg, &d), 0, "%s", d.msg);
   sc_hf_spec *spec;
-  int32_t n;
-  cr_assert_eq(sc_hf_tensor_table(&cfg, &spec, &n, &d), 0);
+  const int32_t n = table_of(TINY, &spec);
   k->num = 0;
   k->out = calloc((size_t)n + NUM_MTP + 1, sizeof *k->out);
   k->names = calloc((size_t)n + NUM_MTP + 1, sizeof *k->names);
@@ -445,6 +465,10 @@ static void write_ckpt(ckpt *k, const breakage *b) {
   static const char *const SHARD[2] = {"model-00001-of-00002.safetensors",
                                        "model-00002-of-00002.safetensors"};
   const int32_t half = k->num / 2;
+  int32_t dup_at = -1;
+  for (int32_t i = 0; b->dup != NULL && i < half; i++)
+    if (is(k->out[i].name, b->dup)) k->out[dup_at = k->num++] = k->out[i];
+  cr_assert(b->dup == NULL || dup_at >= 0, "%s is not in the first shard", b->dup);
   if (b->single) {
     char path[128];
     snprintf(path, sizeof path, "%s/model.safetensors", k->dir);
@@ -454,7 +478,7 @@ static void write_ckpt(ckpt *k, const breakage *b) {
     for (int s = 0; s < 2; s++) {
       ckpt part = {.num = s ? k->num - half : half, .out = k->out + (s ? half : 0)};
       for (int32_t i = 0; i < part.num; i++)
-        if (!is(part.out[i].name, b->unlist))
+        if (!is(part.out[i].name, b->unlist) && part.out + i != k->out + dup_at)
           json_object_set_new(map, part.out[i].name, json_string(SHARD[s]));
       if (s == 1 && b->no_shard2) continue;
       char path[128];
@@ -496,21 +520,27 @@ static bool maps_dir(const char *dir) {
   return found;
 }
 
-/* Opens a checkpoint broken by b; expects rc and a message containing want and want2. */
-static void expect(const breakage *b, int rc, const char *want, const char *want2) {
-  ckpt k;
-  write_ckpt(&k, b);
+/* Opens dir; expects rc and a message containing want and want2 (either may be NULL),
+ * and after a failure nothing mapped. */
+static void expect_dir(const char *dir, int rc, const char *want, const char *want2) {
   sc_hf_checkpoint c;
   sc_diag d = {0};
-  const int got = sc_hf_checkpoint_open(k.dir, &c, &d);
+  const int got = sc_hf_checkpoint_open(dir, &c, &d);
   cr_assert_eq(got, rc, "rc %d (%s), expected %d", got, d.msg, rc);
   if (want) cr_assert(strstr(d.msg, want), "\"%s\" lacks \"%s\"", d.msg, want);
   if (want2) cr_assert(strstr(d.msg, want2), "\"%s\" lacks \"%s\"", d.msg, want2);
   if (got) {
-    cr_assert(!maps_dir(k.dir), "a shard stays mapped after a failure");
+    cr_assert(!maps_dir(dir), "a shard stays mapped after a failure");
     cr_assert(c.shards == NULL && c.num == 0);
   }
   if (got == 0) sc_hf_checkpoint_close(&c);
+}
+
+/* Opens a checkpoint broken by b, as expect_dir. */
+static void expect(const breakage *b, int rc, const char *want, const char *want2) {
+  ckpt k;
+  write_ckpt(&k, b);
+  expect_dir(k.dir, rc, want, want2);
   remove_ckpt(&k);
 }
 
@@ -607,6 +637,73 @@ Test(hf_checkpoint, shards_and_weight_map) {
          "does not list it");
   expect(&(breakage){.unshard = "model.layers.2.hnorm.weight", .mtp = true}, SC_EINVAL,
          "\"model.layers.2.hnorm.weight\"", "does not hold it");
+  /* a second copy in another shard, the weight_map naming the first */
+  expect(&(breakage){.dup = "model.embed_tokens.weight"}, SC_EINVAL,
+         "tensor \"model.embed_tokens.weight\" is in model-00002-of-00002.safetensors, but "
+         "the weight_map puts it in model-00001-of-00002.safetensors", NULL);
+}
+
+/* A file that exists but cannot be opened is an I/O failure (SC_EIO: `checkpoint` exits
+ * 1), not a missing file, and an index that cannot be read is not passed over for a
+ * model.safetensors beside it. A symbolic link to itself stands for the unreadable file
+ * (permissions do not stop root). */
+Test(hf_checkpoint, unreadable_files) {
+  ckpt k;
+  write_ckpt(&k, &(breakage){0});
+  char path[128];
+  snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", k.dir);
+  cr_assert_eq(unlink(path), 0);
+  cr_assert_eq(symlink(path, path), 0);
+  expect_dir(k.dir, SC_EIO, "shard model-00002-of-00002.safetensors", NULL);
+  remove_ckpt(&k);
+
+  write_ckpt(&k, &(breakage){.single = true});
+  snprintf(path, sizeof path, "%s/model.safetensors.index.json", k.dir);
+  cr_assert_eq(symlink(path, path), 0);
+  expect_dir(k.dir, SC_EIO, "model.safetensors.index.json", NULL);
+  remove_ckpt(&k);
+}
+
+/* Hostile indexes: more shard files than a directory may have (refused before any is
+ * opened), a name with a NUL byte, a name twice, a directory path too long to extend. */
+Test(hf_checkpoint, hostile_index_and_paths) {
+  char cfg[sizeof TINY + 64];
+  edit(TINY, "\"n_routed_experts\": 4", "\"n_routed_experts\": 1024", cfg, sizeof cfg);
+  sc_hf_spec *spec;
+  const int32_t n = table_of(cfg, &spec);
+  cr_assert_gt(n, SC_HF_MAX_SHARDS);
+  ckpt k = {0};
+  snprintf(k.dir, sizeof k.dir, "/tmp/sc_hfckpt_XXXXXX");
+  cr_assert(mkdtemp(k.dir) != NULL);
+  write_text(k.dir, "config.json", cfg);
+  json_t *map = json_object();
+  for (int32_t i = 0; i < n; i++) {
+    char shard[32];
+    snprintf(shard, sizeof shard, "s%d.safetensors", (int)i);
+    json_object_set_new(map, spec[i].name, json_string(shard));
+  }
+  free(spec);
+  json_t *root = json_pack("{s:o}", "weight_map", map);
+  char *text = json_dumps(root, 0);
+  write_text(k.dir, "model.safetensors.index.json", text);
+  free(text);
+  json_decref(root);
+  expect_dir(k.dir, SC_EINVAL, "more than 4096 shard files", NULL);
+
+  write_text(k.dir, "config.json", TINY);
+  write_text(k.dir, "model.safetensors.index.json",
+             "{\"weight_map\": {\"model.norm.weight\\u0000x\": \"a.safetensors\"}}");
+  expect_dir(k.dir, SC_EINVAL, "invalid JSON", NULL);
+  write_text(k.dir, "model.safetensors.index.json",
+             "{\"weight_map\": {\"model.norm.weight\": \"a.safetensors\","
+             " \"model.norm.weight\": \"b.safetensors\"}}");
+  expect_dir(k.dir, SC_EINVAL, "duplicate object key", NULL);
+  remove_ckpt(&k);
+
+  char dir[PATH_MAX];
+  memset(dir, '/', sizeof dir - 8);
+  dir[sizeof dir - 8] = '\0';
+  expect_dir(dir, SC_EINVAL, "config.json", "bytes");
 }
 
 Test(hf_checkpoint, truncated_shard) {
@@ -617,12 +714,8 @@ Test(hf_checkpoint, truncated_shard) {
   struct stat st;
   cr_assert_eq(stat(path, &st), 0);
   cr_assert_eq(truncate(path, st.st_size - 100), 0);
-  sc_hf_checkpoint c;
-  sc_diag d = {0};
-  cr_assert_eq(sc_hf_checkpoint_open(k.dir, &c, &d), SC_EINVAL);
-  cr_assert(strstr(d.msg, "shard model-00002-of-00002.safetensors"), "%s", d.msg);
-  cr_assert(strstr(d.msg, "lie outside the data section"), "%s", d.msg);
-  cr_assert(!maps_dir(k.dir));
+  expect_dir(k.dir, SC_EINVAL, "shard model-00002-of-00002.safetensors",
+             "lie outside the data section");
   remove_ckpt(&k);
 }
 
