@@ -52,7 +52,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       "model", "model_file", "weights", "interleave", "block_size", "pad_multiple",
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
       "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len", "device",
-      "cuda_device", "collectives", "tokenizer", "served_model_name"};
+      "cuda_device", "collectives", "tokenizer", "served_model_name", "profile"};
   json_object_foreach(p, key, v) {
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
@@ -123,6 +123,11 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
     if (s && strcmp(s, "f32") == 0) e->kv_fmt = SC_KFMT_F32;
     else if (s && strcmp(s, "bf16") == 0) e->kv_fmt = SC_KFMT_BF16;
     else return sc_fail(d, SC_EINVAL, "pipeline.kv_format must be \"f32\" or \"bf16\"");
+  }
+  json_t *prof = json_object_get(p, "profile");
+  if (prof) {
+    if (!json_is_boolean(prof)) return sc_fail(d, SC_EINVAL, "pipeline.profile must be true or false");
+    c->profile = json_is_true(prof);
   }
   json_t *inj = json_object_get(p, "inject");
   if (inj) {

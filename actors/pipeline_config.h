@@ -28,6 +28,7 @@ typedef struct sc_pipeline_config {
                                      host backend (CPU ranks, or ranks sharing a GPU,
                                      their device buffers staged through host memory) */
   sc_faults inject;               /* `--inject KIND:RANK:STEP` (fault.h) */
+  bool profile;                   /* executors time each step's stages (step_prof.h) */
   int32_t num_ranks;
   char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
   uint8_t (*rank_keys)[32];       /* [num_ranks] CURVE public keys (NULL: plain) */

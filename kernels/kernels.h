@@ -100,6 +100,9 @@ typedef enum sc_kcopy {
   SC_KCOPY_D2H_DEFERRED = 3,
 } sc_kcopy;
 
+/* Timing marks a context holds (kernels ops mark / marks_read). */
+#define SC_KMARK_MAX 4096
+
 /* notify callback: every operation queued before it has finished. status is 0, or the
  * first error the kernels reported meanwhile (SC_ERANGE: a bad index on the device).
  * Runs on any thread (CUDA: the driver's callback thread), so it must not call the
@@ -196,6 +199,16 @@ typedef struct sc_kernels_ops {
    * faults. CUDA: queues a kernel that stores to an illegal address, which leaves the
    * context unusable; CPU: every later sync and notify reports SC_EDEVICE. */
   int (*inject_fault)(sc_kernels *k);
+  /* Timing marks, for the per-stage profile of a step (model/step_prof.h). mark(k, i)
+   * records mark i (0 <= i < SC_KMARK_MAX) in queue order: the moment every operation
+   * queued before it has finished (CUDA: an event on the stream, so the time between
+   * two marks is the stream's, waits for collectives included; CPU: the clock when it is
+   * called, since ops have finished when they return). Marks are reused: mark i
+   * overwrites the last mark i. marks_read writes, for marks 0..n-1 recorded since,
+   * their times in ns after mark 0; call it once the work queued before mark n-1 has
+   * finished (after notify fired, or sync). */
+  int (*mark)(sc_kernels *k, int32_t i);
+  int (*marks_read)(sc_kernels *k, int32_t n, uint64_t *ns);
 
   /* ---- dense ---- */
   int (*gemm)(sc_kernels *k, const sc_gemm *g);

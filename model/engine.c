@@ -108,6 +108,10 @@ int sc_engine_queue(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, 
   return sc_forward_step(e->fwd, in, out, d);
 }
 
+int sc_engine_profile(const sc_engine *e, uint64_t ns[SC_STAGE_COUNT], uint64_t *span) {
+  return sc_forward_profile(e->fwd, ns, span);
+}
+
 int sc_engine_finish(sc_engine *e, int status, sc_diag *d) {
   /* a collective that failed on the device explains a kernel error after it better */
   const int rc = sc_forward_finish(e->fwd, d);

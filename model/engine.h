@@ -72,4 +72,8 @@ int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc
 int sc_engine_queue(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d);
 int sc_engine_finish(sc_engine *e, int status, sc_diag *d);
 
+/* After sc_engine_finish of a step queued with in->profile: its per-stage times
+ * (sc_forward_profile). */
+int sc_engine_profile(const sc_engine *e, uint64_t ns[SC_STAGE_COUNT], uint64_t *span);
+
 #endif

@@ -28,6 +28,7 @@ struct sc_forward {
   int32_t *host_ids; /* host staging */
   size_t host_cap;
   sc_coll_session sess; /* the step's, kept until sc_forward_finish */
+  sc_step_prof prof;    /* the step's stage marks, when it is profiled */
 };
 
 int sc_forward_create(sc_kernels *k, const sc_model_weights *w, sc_kv_cache *cache,
@@ -110,10 +111,17 @@ static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t 
   const sc_coll req = {.layer = s->layer, .group = (uint8_t)group, .op = (uint8_t)op,
                        .dtype = (uint8_t)dtype, .purpose = (uint8_t)purpose, .chunk = -1,
                        .rows = rows, .width = width};
+  sc_step_prof *p = &s->f->prof;
+  const sc_stage was = sc_step_prof_stage(p);
+  sc_step_prof_enter(p, SC_STAGE_COLL);
   const int rc = sc_coll_session_run(s->sess, &req, send, recv);
+  sc_step_prof_enter(p, was);
   if (rc && s->d) *s->d = s->sess->diag;
   return rc;
 }
+
+/* The work queued from here on belongs to `stage` (step_prof.h). */
+static void stage(step_ctx *s, sc_stage st) { sc_step_prof_enter(&s->f->prof, st); }
 
 #define CK(expr, ...)                   \
   do {                                  \
@@ -170,6 +178,7 @@ static int attention_layer(step_ctx *s) {
   const float scale = 1.0f / sqrtf((float)s->qd);
 
   /* ---- projections ---- */
+  stage(s, SC_STAGE_DENSE);
   CK(o->rmsnorm(k, Tp, s->hid, x, s->hid, sc_w(w, l, SC_W_ATTN_NORM), f->mc.rms_eps, xn, s->hid),
      "layer %d: attn_norm", l);
   const int32_t qr = f->mc.q_lora_rank;
@@ -250,6 +259,7 @@ static int attention_layer(step_ctx *s) {
       const int32_t *ckpos = (const int32_t *)f->buf[I_CKPOS] + deint_off;
       ssrc_off += S;
       deint_off += mc->extent_total;
+      stage(s, SC_STAGE_DENSE);
       CK(o->gather_rows(k, S, s->iw, cache, ssrc, (sc_krows){shard, SC_KFMT_F32, s->iw, S}),
          "layer %d: shard pack", l);
       CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_CONTEXT_KV, S, s->iw,
@@ -265,6 +275,7 @@ static int attention_layer(step_ctx *s) {
           .key_pos = ckpos, .key_begin = (const int32_t *)f->buf[I_KB] + tb,
           .key_end = (const int32_t *)f->buf[I_KE] + tb, .out_pos = topk + (size_t)tb * s->K,
           .out_cand = cand + (size_t)tb * s->K};
+      stage(s, SC_STAGE_INDEXER);
       CK(o->indexer_topk(k, &ia), "layer %d: indexer (chunk %d)", l, c);
       CK(capture(s, cand, tb, tb + n), "layer %d: top-K capture", l);
       CK(o->topk_to_workspace(k, n, s->K, topk + (size_t)tb * s->K,
@@ -276,6 +287,7 @@ static int attention_layer(step_ctx *s) {
           .q = qabs + (size_t)tb * qaw, .ld_q = qaw, .kv = wsr, .sel = sel + (size_t)tb * s->K,
           .ld_sel = s->K, .out = olat + (size_t)tb * s->Hl * s->dc, .ld_out = (int64_t)s->Hl * s->dc,
           .lse = lsex + (size_t)tb * s->Hl, .ld_lse = s->Hl};
+      stage(s, SC_STAGE_ATTENTION);
       CK(o->sparse_attn(k, &aa), "layer %d: prefill attention (chunk %d)", l, c);
     }
   }
@@ -284,6 +296,7 @@ static int attention_layer(step_ctx *s) {
   const int32_t cte = m->cache_tok_end;
   const bool dcp_decode = D > 0 && s->N > 1;
   float *qg = f->buf[B_QG];
+  stage(s, SC_STAGE_INDEXER);
   if (dcp_decode && s->P == 1) { /* gather the queries of every DCP rank's heads */
     CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_DECODE_Q, D, qaw, qabs, qg));
   }
@@ -306,6 +319,7 @@ static int attention_layer(step_ctx *s) {
     CK(o->topk_to_slots(k, cte, s->K, topk, f->buf[I_REQ], f->buf[I_BT], s->in->max_blocks,
                         s->B, s->N, s->I, m->coords.dcp_rank, sel),
        "layer %d: top-K to cache slots", l);
+  stage(s, SC_STAGE_ATTENTION);
   if (cte > 0 && !dcp_decode) {
     const sc_attn_args aa = {
         .n_tok = cte, .n_heads = s->Hl, .dc = s->dc, .dr = s->dr, .topk = s->K, .scale = scale,
@@ -340,6 +354,7 @@ static int attention_layer(step_ctx *s) {
   }
 
   /* ---- W_UV, o_proj, TP reduce, residual ---- */
+  stage(s, SC_STAGE_DENSE);
   const int64_t vw = (int64_t)s->Hl * s->dv;
   const sc_gemm uv = {.trans_b = true, .m = Tp, .n = s->dv, .k = s->dc, .alpha = 1.0f,
                       .a = olat, .lda = (int64_t)s->Hl * s->dc, .stride_a = s->dc,
@@ -397,6 +412,7 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   for (int32_t i = 0; i < plan->num_ordered && !s->has_prefill; i++)
     s->has_prefill = plan->reqs[plan->order[i]].flags & SC_REQ_PREFILL;
   sc_coll_session_begin(s->sess, f->comm, plan->colls, plan->num_colls, in->step);
+  sc_step_prof_begin(&f->prof, in->profile ? f->k : NULL);
 
   const size_t Tp = (size_t)s->Tp, fl = sizeof(float);
   const int32_t nq = s->P == 1 ? s->N : 1;
@@ -500,6 +516,7 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   s->layer = -1;
 
   /* ---- restore the global token order, final norm, LM head ---- */
+  stage(s, SC_STAGE_HEAD);
   float *xg = x;
   if (s->P > 1) {
     xg = f->buf[B_XG];
@@ -538,8 +555,13 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
          "forward: logits download");
     }
   }
+  sc_step_prof_end(&f->prof);
 out:
   return rc;
+}
+
+int sc_forward_profile(const sc_forward *f, uint64_t ns[SC_STAGE_COUNT], uint64_t *span) {
+  return sc_step_prof_read(&f->prof, ns, span);
 }
 
 int sc_forward_finish(sc_forward *f, sc_diag *d) {

@@ -24,11 +24,13 @@
 #ifndef SC_FORWARD_H
 #define SC_FORWARD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "collectives/coll.h"
 #include "kernels/kernels.h"
 #include "model/kv_cache.h"
+#include "model/step_prof.h"
 #include "model/weights.h"
 #include "plan/metadata.h"
 
@@ -52,6 +54,7 @@ typedef struct sc_forward_in {
   int32_t max_blocks;
   const uint8_t *sample;      /* [num_reqs] 1 = compute this request's logits (the
                                  scheduler's sample[]); NULL = every request with q > 0 */
+  bool profile;               /* mark the step's stages (sc_forward_profile) */
 } sc_forward_in;
 
 /* Outputs (host memory owned by the caller; any pointer may be NULL). */
@@ -77,5 +80,10 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
  * device (0, or the failure, named in d, that a stream-ordered backend reported), and
  * their device times into the comm's stats. */
 int sc_forward_finish(sc_forward *f, sc_diag *d);
+
+/* After sc_forward_finish of a step queued with in->profile: the time of its stages
+ * (model/step_prof.h) and from its first mark to its last. SC_ENOTSUP when it was not
+ * profiled (or a mark failed). */
+int sc_forward_profile(const sc_forward *f, uint64_t ns[SC_STAGE_COUNT], uint64_t *span);
 
 #endif

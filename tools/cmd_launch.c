@@ -175,7 +175,7 @@ static void help(FILE *f) {
           "                       [--transport ipc|tcp]\n"
           "                       [--events] [--heartbeat-ms MS] [--heartbeat-timeout-ms MS]\n"
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
-          "                       [--inject KIND:RANK:STEP]\n\n"
+          "                       [--inject KIND:RANK:STEP] [--profile]\n\n"
           "Starts a local cluster of P*T node processes (default P = 1, N = 1, T = 1)\n"
           "running the inference pipeline (docs/pipeline.md) and keeps it up until\n"
           "Ctrl-C/SIGTERM (exit 0) or until a node dies (reported; exit 1). Clients\n"
@@ -213,7 +213,8 @@ static void help(FILE *f) {
           "  --grace-ms     after a node died, time the others get before being stopped\n"
           "                 (default 2000)\n"
           "  --device, --collectives, --gpus, --model, --token-budget, --num-blocks,\n"
-          "  --inject       as for `sparsecp run`\n");
+          "  --inject, --profile  as for `sparsecp run` (with --http, /metrics adds\n"
+          "                 sparsecp_step_stage_seconds_total)\n");
 }
 
 /* The "launched" event line (DESIGN.md §7): through the JSON writer, since the cluster

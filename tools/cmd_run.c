@@ -338,7 +338,7 @@ static void help(FILE *f) {
           "                    [--transport ipc|tcp]\n"
           "                    [--token-budget N] [--seed S] [--timeout SECONDS] [--quiet]\n"
           "                    [--clients K] [--gpus K] [--num-blocks B] [--max-model-len L]\n"
-          "                    [--deadline-ms MS]\n"
+          "                    [--deadline-ms MS] [--profile]\n"
           "\n"
           "Starts a local cluster (default P = 2, N = 2, T = 1 on the CPU), submits the\n"
           "requests of FILE (default examples/requests.jsonl) or K random ones, shows\n"
@@ -366,6 +366,9 @@ static void help(FILE *f) {
           "                (prompt + output) for long-context runs\n"
           "  --deadline-ms MS  per-collective deadline (default 10000)\n"
           "  --clients K   spread the requests over K client connections (default 4)\n"
+          "  --profile     every rank times each step's stages (dense, indexer, attention,\n"
+          "                collectives, ...) and logs them (info); rank 0's are also in its\n"
+          "                step_result on the taps (docs/pipeline.md, \"Profiling steps\")\n"
           "  --quiet       no progress, and the nodes' logs are discarded\n"
           "Exit status: 0 all requests finished (and verified), 1 a failure, 2 bad usage.\n",
           (double)TIE_MARGIN_CPU, (double)TIE_MARGIN_CUDA);

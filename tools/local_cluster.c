@@ -206,6 +206,7 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->max_model_len) json_object_set_new(p, "max_model_len", json_integer(o->max_model_len));
   if (o->cuda) json_object_set_new(p, "device", json_string("cuda"));
   if (o->nccl) json_object_set_new(p, "collectives", json_string("nccl"));
+  if (o->profile) json_object_set_new(p, "profile", json_true());
   if (o->num_inject) {
     json_t *inj = json_array();
     for (int32_t i = 0; i < o->num_inject; i++) json_array_append_new(inj, json_string(o->inject[i]));
@@ -430,6 +431,7 @@ int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
   case SC_LCOPT_COLLECTIVES: return pick_opt(cmd, "--collectives", arg, "host", "nccl", &o->nccl);
   case SC_LCOPT_TRANSPORT: return pick_opt(cmd, "--transport", arg, "ipc", "tcp", &o->tcp);
   case SC_LCOPT_MODEL: o->model_file = arg; return 1;
+  case SC_LCOPT_PROFILE: o->profile = true; return 1;
   case SC_LCOPT_INJECT:
     if (o->num_inject == SC_LOCAL_CLUSTER_MAX_INJECT) {
       sc_cli_error(cmd, "at most %d --inject options", SC_LOCAL_CLUSTER_MAX_INJECT);

@@ -71,6 +71,7 @@ typedef struct sc_local_cluster_opts {
   const char *http_api_key_file; /* its API key file (absolute path); NULL: none */
   int32_t http_timeout_s;       /* 0: the default */
   const char *tokenizer;        /* a tokenizer.json for text prompts; NULL: none */
+  bool profile;                 /* executors time each step's stages (pipeline "profile") */
 } sc_local_cluster_opts;
 
 typedef struct sc_local_cluster sc_local_cluster;
@@ -125,6 +126,7 @@ enum {
   SC_LCOPT_NUM_BLOCKS,
   SC_LCOPT_INJECT,
   SC_LCOPT_TRANSPORT,
+  SC_LCOPT_PROFILE,
 };
 #define SC_LOCAL_CLUSTER_LONG_OPTIONS                                                    \
   {"pcp", required_argument, NULL, SC_LCOPT_PCP},                                        \
@@ -137,7 +139,8 @@ enum {
       {"token-budget", required_argument, NULL, SC_LCOPT_TOKEN_BUDGET},                  \
       {"num-blocks", required_argument, NULL, SC_LCOPT_NUM_BLOCKS},                      \
       {"inject", required_argument, NULL, SC_LCOPT_INJECT},                              \
-      {"transport", required_argument, NULL, SC_LCOPT_TRANSPORT}
+      {"transport", required_argument, NULL, SC_LCOPT_TRANSPORT},                        \
+      {"profile", no_argument, NULL, SC_LCOPT_PROFILE}
 
 /* Applies getopt_long's result ch (with its optarg) to o when it is one of the shared
  * options. Returns 1 when it was and its value is good, 0 when ch is not a shared option

@@ -40,6 +40,7 @@ typedef struct executor {
   int queue_rc;           /* what queueing it returned, and why */
   sc_diag queue_diag;
   uint64_t t0;
+  uint64_t queue_ns; /* how long queueing the running step took on the host */
   sc_step_local *first, *last; /* steps that arrived while one was running, in order */
 } executor;
 
@@ -117,8 +118,24 @@ static int report_complete(sc_ctx *c, executor *e, uint64_t step) {
   return rc;
 }
 
+/* With the pipeline's "profile": where the finished step's time went on this rank, one
+ * info line (step_prof.h); rank 0's also travels in its step_result (ns, may be NULL). */
+static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns,
+                           uint64_t ns[SC_STAGE_COUNT]) {
+  uint64_t span = 0;
+  if (sc_engine_profile(e->ctx->engine, ns, &span) != 0) return;
+  char line[512];
+  int len = snprintf(line, sizeof line, "rank %d: step %llu: %.3f ms (device %.3f ms, queued in "
+                     "%.3f ms):", e->ctx->rank, (unsigned long long)p->step, (double)wall_ns * 1e-6,
+                     (double)span * 1e-6, (double)e->queue_ns * 1e-6);
+  for (int i = 0; i < SC_STAGE_COUNT && len > 0 && (size_t)len < sizeof line; i++)
+    len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f", sc_stage_name(i),
+                    (double)ns[i] * 1e-6);
+  SC_INFO(LOG, "%s", line);
+}
+
 static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
-                             uint64_t compute_ns) {
+                             uint64_t compute_ns, const uint64_t *stage_ns) {
   const sc_model_config *m = sc_engine_model(e->ctx->engine);
   const uint64_t step = p->step;
   const uint32_t n = p->in.sample.n;
@@ -143,9 +160,28 @@ static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
     r->margin.v[i] = sc_logits_top2_margin(lg, m->vocab);
   }
   r->compute_ns = compute_ns;
+  if (stage_ns) {
+    if ((r->stage_ns.v = malloc(sizeof *r->stage_ns.v * SC_STAGE_COUNT)) == NULL) {
+      sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
+      return SC_ENOMEM;
+    }
+    memcpy(r->stage_ns.v, stage_ns, sizeof *r->stage_ns.v * SC_STAGE_COUNT);
+    r->stage_ns.n = SC_STAGE_COUNT;
+  }
   const int rc = sc_send_step(c, e->scheduler, SC_MSG_STEP_RESULT, step, r);
   if (rc) sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
   return rc;
+}
+
+/* A step that succeeded: its profile when taken, then rank 0's result or another rank's
+ * completion. */
+static int report_done(sc_ctx *c, executor *e, const sc_step_local *p) {
+  const uint64_t wall = sc_now_ns() - e->t0;
+  uint64_t ns[SC_STAGE_COUNT];
+  const bool profiled = e->ctx->cfg.profile;
+  if (profiled) report_profile(e, p, wall, ns);
+  return e->ctx->rank == 0 ? sample_and_report(c, e, p, wall, profiled ? ns : NULL)
+                           : report_complete(c, e, p->step);
 }
 
 /* The running step's work has completed on the device (status: the kernels' error, or
@@ -166,8 +202,7 @@ static void complete(sc_ctx *c, executor *e, int status) {
      * reported as such, whatever else failed: the scheduler then stops the cluster,
      * since every later step would fail the same way. */
     report_abort(c, e, p->step, status == SC_EDEVICE ? SC_EDEVICE : rc, d.msg);
-  } else if ((rc = x->rank == 0 ? sample_and_report(c, e, p, sc_now_ns() - e->t0)
-                                 : report_complete(c, e, p->step)) != 0) {
+  } else if ((rc = report_done(c, e, p)) != 0) {
     /* the step fails instead of waiting for a word that will not come (the scheduler
      * times out a held result, but none may ever arrive) */
     SC_ERROR(LOG, "rank %d: step %llu: cannot report its %s: %s", x->rank,
@@ -216,9 +251,11 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   if (e->queue_rc == 0) {
     const sc_forward_in in = {.step = step, .plan = &p->plan, .meta = &p->meta,
                               .tokens = p->in.tokens.v, .block_table = p->block_table,
-                              .max_blocks = p->max_blocks, .sample = p->in.sample.v};
+                              .max_blocks = p->max_blocks, .sample = p->in.sample.v,
+                              .profile = x->cfg.profile};
     sc_forward_out out = {.logits = want_logits ? e->logits : NULL};
     e->queue_rc = sc_engine_queue(x->engine, &in, &out, &e->queue_diag);
+    e->queue_ns = sc_now_ns() - e->t0;
   } else {
     sc_fail(&e->queue_diag, e->queue_rc, "rank %d: step %llu was aborted before it started",
             x->rank, (unsigned long long)step);

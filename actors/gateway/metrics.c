@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "model/step_prof.h"
 #include "plan/coll_types.h"
 
 static const char *const k_outcomes[SC_GW_OUTCOME_COUNT] = {"length", "stop", "canceled",
@@ -118,6 +119,11 @@ static void scheduler_part(out *o, const sc_msg_stats_report *r) {
   for (uint32_t i = 0; i < np && i < SC_PURPOSE_COUNT; i++)
     put(o, "sparsecp_planned_collective_bytes_total{purpose=\"%s\"} %llu\n",
         sc_coll_purpose_name((int)i), (unsigned long long)r->purpose_bytes.v[i]);
+  header(o, "sparsecp_step_stage_seconds_total", "counter",
+         "Time of rank 0's steps by stage, when the pipeline profiles steps (\"profile\").");
+  for (uint32_t i = 0; i < r->stage_ns.n && i < SC_STAGE_COUNT; i++)
+    put(o, "sparsecp_step_stage_seconds_total{stage=\"%s\"} %.9f\n", sc_stage_name((int)i),
+        (double)r->stage_ns.v[i] * 1e-9);
 }
 
 int sc_gw_metrics_render(sc_buf *b, const sc_gw_counters *g, const sc_msg_stats_report *r) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #define SC_KCPU_MAX_THREADS 256
@@ -25,6 +26,7 @@ struct sc_kcpu {
   sc_kernels k;
   int threads;
   bool failed;           /* inject_fault: the "device" failed (the caller's thread only) */
+  uint64_t *marks;       /* [SC_KMARK_MAX] clock of each mark, allocated at the first */
   kcpu_scratch *scratch; /* [threads * SC_KCPU_SCRATCH_SLOTS] */
 
   pthread_t *workers;    /* [threads - 1] */
@@ -188,6 +190,22 @@ static int cpu_inject_fault(sc_kernels *k) {
   return 0;
 }
 
+static int cpu_mark(sc_kernels *k, int32_t i) {
+  sc_kcpu *c = sc_kcpu_of(k);
+  if (i < 0 || i >= SC_KMARK_MAX) return SC_EINVAL;
+  if (c->marks == NULL && (c->marks = calloc(SC_KMARK_MAX, sizeof *c->marks)) == NULL)
+    return SC_ENOMEM;
+  c->marks[i] = sc_now_ns(); /* every op queued before has returned, so it has finished */
+  return 0;
+}
+
+static int cpu_marks_read(sc_kernels *k, int32_t n, uint64_t *ns) {
+  const sc_kcpu *c = sc_kcpu_of(k);
+  if (n < 0 || n > SC_KMARK_MAX || (n > 0 && (ns == NULL || c->marks == NULL))) return SC_EINVAL;
+  for (int32_t i = 0; i < n; i++) ns[i] = c->marks[i] - c->marks[0];
+  return 0;
+}
+
 static void cpu_destroy(sc_kernels *k) {
   sc_kcpu *c = sc_kcpu_of(k);
   if (c->started > 0) {
@@ -204,6 +222,7 @@ static void cpu_destroy(sc_kernels *k) {
     for (int i = 0; i < c->threads * SC_KCPU_SCRATCH_SLOTS; i++) free(c->scratch[i].p);
   free(c->scratch);
   free(c->workers);
+  free(c->marks);
   free(c);
 }
 
@@ -216,6 +235,8 @@ static const sc_kernels_ops k_cpu_ops = {
     .sync = cpu_sync,
     .notify = cpu_notify,
     .inject_fault = cpu_inject_fault,
+    .mark = cpu_mark,
+    .marks_read = cpu_marks_read,
     .gemm = sc_kcpu_gemm,
     .rmsnorm = sc_kcpu_rmsnorm,
     .rope = sc_kcpu_rope,

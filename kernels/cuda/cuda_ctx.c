@@ -336,6 +336,34 @@ static int cu_gemm(sc_kernels *k, const sc_gemm *g) {
 
 /* ---- context ---- */
 
+/* ---- timing marks: events on the stream, created when first used ---- */
+
+static int cu_mark(sc_kernels *k, int32_t i) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (i < 0 || i >= SC_KMARK_MAX) return SC_EINVAL;
+  if (c->marks == NULL && (c->marks = calloc(SC_KMARK_MAX, sizeof *c->marks)) == NULL)
+    return SC_ENOMEM;
+  if (c->marks[i] == NULL) {
+    const int rc = sc_kcuda_err(cudaEventCreate(&c->marks[i]), "mark event");
+    if (rc) return rc;
+  }
+  return sc_kcuda_err(cudaEventRecord(c->marks[i], c->stream), "mark");
+}
+
+static int cu_marks_read(sc_kernels *k, int32_t n, uint64_t *ns) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (n < 0 || n > SC_KMARK_MAX || (n > 0 && (ns == NULL || c->marks == NULL))) return SC_EINVAL;
+  for (int32_t i = 0; i < n; i++) {
+    if (c->marks[i] == NULL) return SC_EINVAL;
+    float ms = 0;
+    const int rc = i == 0 ? 0 : sc_kcuda_err(cudaEventElapsedTime(&ms, c->marks[0], c->marks[i]),
+                                             "mark time");
+    if (rc) return rc;
+    ns[i] = ms > 0 ? (uint64_t)((double)ms * 1e6) : 0;
+  }
+  return 0;
+}
+
 static void cu_destroy(sc_kernels *k) {
   sc_kcuda *c = sc_kcuda_of(k);
   if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream); /* queued notifies run */
@@ -352,6 +380,10 @@ static void cu_destroy(sc_kernels *k) {
     free(c->rb->reads);
     free(c->rb);
   }
+  if (c->marks)
+    for (int i = 0; i < SC_KMARK_MAX; i++)
+      if (c->marks[i]) (void)cudaEventDestroy(c->marks[i]);
+  free(c->marks);
   if (c->blas) (void)cublasDestroy((cublasHandle_t)c->blas);
   if (c->own_stream && c->stream) (void)cudaStreamDestroy(c->stream);
   free(c);
@@ -366,6 +398,8 @@ static const sc_kernels_ops k_cuda_ops = {
     .sync = cu_sync,
     .notify = cu_notify,
     .inject_fault = sc_kcuda_inject_fault,
+    .mark = cu_mark,
+    .marks_read = cu_marks_read,
     .gemm = cu_gemm,
     .rmsnorm = sc_kcuda_rmsnorm,
     .rope = sc_kcuda_rope,

@@ -38,6 +38,7 @@ typedef struct sc_kcuda {
   cudaEvent_t stage_ev[2];
   int stage_next;
   struct sc_kcuda_readback *rb; /* deferred D2H copies and notify (cuda_ctx.c) */
+  cudaEvent_t *marks;    /* [SC_KMARK_MAX] timing marks, created at the first use of each */
 } sc_kcuda;
 
 static inline sc_kcuda *sc_kcuda_of(sc_kernels *k) { return (sc_kcuda *)k->impl; }

@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "client/client.h"
 #include "messages/messages.h"
+#include "model/step_prof.h"
 #include "tools/local_cluster.h"
 
 #define EXE SC_SPARSECP_EXE
@@ -171,11 +172,11 @@ Test(pipeline, killed_node_gives_errors_not_a_hang) {
 
 /* A P x N cluster of the small model; inject: one --inject fault (and with it a 24-token
  * budget and a 1 s collective deadline), or NULL. */
-static sc_local_cluster *start_small_with(int p, int n, const char *inject) {
+static sc_local_cluster *start_small_profiled(int p, int n, const char *inject, bool profile) {
   sc_local_cluster_opts o = {.pcp = p, .dcp = n, .tp = 1, .exe = EXE,
                              .model_file = SRC "/examples/model-small.json",
                              .quiet = true, .log_level = "error",
-                             .taps = true /* open_tap watches rank 0's */};
+                             .taps = true /* open_tap watches rank 0's */, .profile = profile};
   if (inject) {
     o.inject[0] = inject;
     o.num_inject = 1;
@@ -186,6 +187,10 @@ static sc_local_cluster *start_small_with(int p, int n, const char *inject) {
   sc_diag d = {0};
   cr_assert_eq(sc_local_cluster_start(&o, &lc, &d), 0, "%s", d.msg);
   return lc;
+}
+
+static sc_local_cluster *start_small_with(int p, int n, const char *inject) {
+  return start_small_profiled(p, n, inject, false);
 }
 
 static sc_local_cluster *start_small(int p, int n) { return start_small_with(p, n, NULL); }
@@ -330,27 +335,57 @@ Test(pipeline, a_failed_device_stops_the_cluster, .timeout = 60) {
  * collective with the dead head: stopping aborts the collectives in flight. It used to
  * wait out the collective's deadline (10 s here, the default) before it could stop. The
  * client, whose request was decoding, hears SC_EDOWN within 2 s. */
-Test(pipeline, survivors_of_a_head_death_stop_within_a_second, .timeout = 60) {
+/* A client with a long request decoding, steps back to back. */
+typedef struct decoding {
+  sc_client *c;
+  uint64_t id;
+  sc_client_request r;
+  int32_t prompt[64];
+} decoding;
+
+/* A 2 x 2 cluster of the small model (10 s collective deadline; heartbeat timeout hb_ms,
+ * 0: the default) with a client's request decoding (dc). */
+static sc_local_cluster *start_decoding(int32_t hb_ms, decoding *dc) {
   private_tmp();
   sc_local_cluster_opts o = {.pcp = 2, .dcp = 2, .tp = 1, .exe = EXE,
                              .model_file = SRC "/examples/model-small.json", .quiet = true,
-                             .log_level = "error", .deadline_ms = 10000};
+                             .log_level = "error", .deadline_ms = 10000,
+                             .heartbeat_ms = hb_ms ? 200 : 0, .heartbeat_timeout_ms = hb_ms};
   sc_local_cluster *lc = NULL;
   sc_diag d = {0};
   cr_assert_eq(sc_local_cluster_start(&o, &lc, &d), 0, "%s", d.msg);
-  sc_client *c;
-  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
-  int32_t prompt[64];
-  for (int i = 0; i < 64; i++) prompt[i] = (i * 7) % SMALL_VOCAB;
-  const sc_client_request r = {.prompt = prompt, .prompt_len = 64, .max_tokens = 4000};
-  uint64_t id;
-  cr_assert_eq(sc_client_submit(c, &r, &id), 0);
-  int got = 0; /* steps run back to back from here on */
+  cr_assert_eq(sc_client_connect(&dc->c, sc_local_cluster_listen(lc), NULL), 0);
+  for (int i = 0; i < 64; i++) dc->prompt[i] = (i * 7) % SMALL_VOCAB;
+  dc->r = (sc_client_request){.prompt = dc->prompt, .prompt_len = 64, .max_tokens = 4000};
+  cr_assert_eq(sc_client_submit(dc->c, &dc->r, &dc->id), 0);
+  int got = 0;
   for (int k = 0; k < 200 && got < 8; k++) {
     sc_client_event ev;
-    if (sc_client_next(c, 100, &ev) == 0 && ev.kind == SC_CLIENT_TOKENS) got += ev.n;
+    if (sc_client_next(dc->c, 100, &ev) == 0 && ev.kind == SC_CLIENT_TOKENS) got += ev.n;
   }
   cr_assert_geq(got, 8, "the request is not decoding");
+  return lc;
+}
+
+/* Waits up to 15 s after t0 for node `rank` to exit: whether it did, and when (ms). */
+static bool wait_node_exit(sc_local_cluster *lc, int32_t rank, uint64_t t0, double *ms) {
+  bool gone = false;
+  while (!gone && sc_now_ns() - t0 < 15ull * 1000000000ull) {
+    sc_local_exit ex[4];
+    const int n = sc_local_cluster_reap(lc, ex, 4);
+    for (int i = 0; i < n; i++) gone |= ex[i].rank == rank;
+    if (!gone) usleep(10000);
+  }
+  *ms = (double)(sc_now_ns() - t0) / 1e6;
+  return gone;
+}
+
+Test(pipeline, survivors_of_a_head_death_stop_within_a_second, .timeout = 60) {
+  decoding dc;
+  sc_local_cluster *lc = start_decoding(0, &dc);
+  sc_client *c = dc.c;
+  uint64_t id = dc.id;
+  const sc_client_request r = dc.r;
   cr_assert_eq(kill(sc_local_cluster_pid(lc, 0), SIGKILL), 0);
   const uint64_t t0 = sc_now_ns();
   /* the client hears that its server is gone, within 2 s (it used to learn nothing and
@@ -366,16 +401,8 @@ Test(pipeline, survivors_of_a_head_death_stop_within_a_second, .timeout = 60) {
   cr_assert_lt(client_ms, 2000.0, "the client heard of the head's death after %.0f ms",
                client_ms);
   cr_assert_eq(sc_client_submit(c, &r, &id), SC_EDOWN, "a submit to a dead head");
-  bool node1_gone = false;
   double ms = 0;
-  while (!node1_gone && sc_now_ns() - t0 < 15ull * 1000000000ull) {
-    sc_local_exit ex[4];
-    const int n = sc_local_cluster_reap(lc, ex, 4);
-    for (int i = 0; i < n; i++) node1_gone |= ex[i].rank == 1;
-    if (!node1_gone) usleep(10000);
-  }
-  ms = (double)(sc_now_ns() - t0) / 1e6;
-  cr_assert(node1_gone, "node 1 still runs 15 s after the head died");
+  cr_assert(wait_node_exit(lc, 1, t0, &ms), "node 1 still runs 15 s after the head died");
   cr_assert_lt(ms, 1500.0, "node 1 stopped %.0f ms after the head died", ms);
   sc_client_close(c);
   sc_local_cluster_stop(lc);
@@ -385,6 +412,29 @@ Test(pipeline, survivors_of_a_head_death_stop_within_a_second, .timeout = 60) {
 /* An orderly stop of the head answers the requests it still holds: on a one-node
  * cluster nothing else would (no peer's DOWN reaches the scheduler), and the client of
  * a streaming request used to wait for an answer that never came. */
+/* SIGTERM is honoured within a second also by a node stuck in a collective (issue 22): a
+ * decoding 2-node cluster whose node 1 is frozen (SIGSTOP) leaves node 0 waiting for it
+ * inside a step, under a 10 s collective deadline; SIGTERM to node 0 must end it at once,
+ * the collective aborted, not after the deadline. */
+Test(pipeline, sigterm_ends_a_node_waiting_in_a_collective_within_a_second, .timeout = 60) {
+  /* heartbeats that would notice the frozen node only after 20 s: only SIGTERM can end
+   * node 0 within the second */
+  decoding dc;
+  sc_local_cluster *lc = start_decoding(20000, &dc);
+  const pid_t head = sc_local_cluster_pid(lc, 0), other = sc_local_cluster_pid(lc, 1);
+  cr_assert_eq(kill(other, SIGSTOP), 0);
+  usleep(300 * 1000); /* node 0 reaches the next collective with node 1 and waits there */
+  cr_assert_eq(kill(head, SIGTERM), 0);
+  double ms = 0;
+  const bool head_gone = wait_node_exit(lc, 0, sc_now_ns(), &ms);
+  kill(other, SIGCONT);
+  cr_assert(head_gone, "node 0 still runs 15 s after SIGTERM");
+  cr_assert_lt(ms, 1000.0, "node 0 stopped %.0f ms after SIGTERM, inside a collective", ms);
+  sc_client_close(dc.c);
+  sc_local_cluster_stop(lc);
+  assert_no_nodes_left();
+}
+
 Test(pipeline, an_orderly_stop_answers_the_requests_in_flight, .timeout = 60) {
   sc_client *c;
   sc_local_cluster *lc = start_with_client(1, 1, NULL, &c);
@@ -541,23 +591,30 @@ Test(pipeline, hostile_clients_get_errors_others_are_served) {
   assert_no_nodes_left();
 }
 
-Test(pipeline, tap_shows_step_plans_and_their_collectives) {
-  sc_client *c;
-  sc_local_cluster *lc = start_with_client(2, 2, NULL, &c);
+/* A tap on rank 0 for `filter` (--count `count`) attached once the cluster serves (a
+ * request answered), then three 3-token requests one after the other: at least three
+ * steps after the tap attached. */
+static FILE *tap_three_requests(sc_local_cluster *lc, sc_client *c, const char *filter,
+                                int count) {
   int32_t prompt[30];
   for (int i = 0; i < 30; i++) prompt[i] = i + 1;
   const sc_client_request req = {.prompt = prompt, .prompt_len = 30, .max_tokens = 3};
   uint64_t id;
   char msg[256];
-  /* the cluster is up and serving before the tap attaches */
   cr_assert_eq(sc_client_submit(c, &req, &id), 0);
   cr_assert_eq(finish(c, id, msg, sizeof msg), 3, "%s", msg);
-  FILE *tap = open_tap(lc, "0/metadata/step_plan", 3);
-  /* three requests one after the other: at least three steps, each planned */
+  FILE *tap = open_tap(lc, filter, count);
   for (int k = 0; k < 3; k++) {
     cr_assert_eq(sc_client_submit(c, &req, &id), 0);
     cr_assert_eq(finish(c, id, msg, sizeof msg), 3, "%s", msg);
   }
+  return tap;
+}
+
+Test(pipeline, tap_shows_step_plans_and_their_collectives) {
+  sc_client *c;
+  sc_local_cluster *lc = start_with_client(2, 2, NULL, &c);
+  FILE *tap = tap_three_requests(lc, c, "0/metadata/step_plan", 3);
   /* the tap stops after three step plans (--count 3); each carries its collectives */
   int plans = 0, with_colls = 0;
   char line[1 << 16];
@@ -578,6 +635,46 @@ Test(pipeline, tap_shows_step_plans_and_their_collectives) {
   pclose(tap);
   assert_no_nodes_left();
 }
+
+/* With the pipeline's "profile", rank 0's step results carry the step's time per stage
+ * (model/step_prof.h), within the step's compute time; without it they carry none. */
+static void stage_times_case(bool profile) {
+  private_tmp();
+  sc_local_cluster *lc = start_small_profiled(2, 2, NULL, profile);
+  sc_client *c;
+  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  FILE *tap = tap_three_requests(lc, c, "0/scheduler/step_result", 3);
+  int results = 0;
+  char line[1 << 16];
+  while (results < 3 && fgets(line, sizeof line, tap)) {
+    json_error_t jerr;
+    json_t *j = json_loads(line, JSON_DECODE_INT_AS_REAL, &jerr);
+    cr_assert_not_null(j, "the tap printed invalid JSON (%s): %.200s", jerr.text, line);
+    json_t *body = json_object_get(j, "body"), *st = json_object_get(body, "stage_ns");
+    const double compute = json_number_value(json_object_get(body, "compute_ns"));
+    cr_assert(json_is_array(st), "%.300s", line);
+    if (!profile) {
+      cr_assert_eq(json_array_size(st), 0, "an unprofiled step with stage times: %.300s", line);
+    } else {
+      cr_assert_eq(json_array_size(st), SC_STAGE_COUNT, "%.300s", line);
+      double sum = 0;
+      for (size_t i = 0; i < json_array_size(st); i++) sum += json_number_value(json_array_get(st, i));
+      cr_assert(sum > 0 && sum <= compute, "stages %.0f ns, compute %.0f ns", sum, compute);
+      cr_assert(json_number_value(json_array_get(st, SC_STAGE_DENSE)) > 0, "%.300s", line);
+      cr_assert(json_number_value(json_array_get(st, SC_STAGE_COLL)) > 0, "%.300s", line);
+    }
+    results++;
+    json_decref(j);
+  }
+  cr_assert_eq(results, 3);
+  sc_client_close(c);
+  sc_local_cluster_stop(lc);
+  pclose(tap);
+  assert_no_nodes_left();
+}
+
+Test(pipeline, profiled_steps_report_their_stage_times) { stage_times_case(true); }
+Test(pipeline, unprofiled_steps_report_no_stage_times) { stage_times_case(false); }
 
 /* A client that goes away mid-request: the gateway's next reply finds it unreachable and
  * cancels its request at the scheduler (seen on the tap), instead of generating on. */

@@ -17,6 +17,7 @@
 #include "model/model_defaults.h"
 #include "model/safetensors.h"
 #include "model/sampling.h"
+#include "model/step_prof.h"
 #include "model/weights.h"
 #include "plan/metadata.h"
 
@@ -338,6 +339,9 @@ typedef struct desync_rank {
   int32_t g;
   int rc;
   sc_diag d;
+  bool profile; /* queue the step with its stage marks, read them after */
+  int prof_rc;
+  uint64_t ns[SC_STAGE_COUNT], span;
 } desync_rank;
 
 static void *desync_main(void *arg) {
@@ -359,9 +363,11 @@ static void *desync_main(void *arg) {
   cr_assert_eq(sc_meta_build(r->meta_plan, r->g, &mb, &meta, NULL), 0);
   const int32_t tokens[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   const sc_forward_in in = {.step = 3, .plan = r->plan, .meta = &meta, .tokens = tokens,
-                            .block_table = bt, .max_blocks = 4};
+                            .block_table = bt, .max_blocks = 4, .profile = r->profile};
   r->rc = sc_forward_step(f, &in, NULL, &r->d);
   if (r->rc) sc_mem_world_abort(r->w);
+  if (r->rc == 0) r->rc = sc_forward_finish(f, &r->d);
+  r->prof_rc = sc_forward_profile(f, r->ns, &r->span);
   sc_meta_free(&meta);
   sc_forward_destroy(f);
   sc_kv_cache_free(k, &cache);
@@ -370,15 +376,30 @@ static void *desync_main(void *arg) {
   return NULL;
 }
 
-Test(forward, rank_with_wrong_local_view_is_refused_not_hung) {
-  const sc_model_config m = tiny();
+/* The layout of the two-rank steps below: the tiny model split over TP 2. */
+static sc_plan_config tp2_layout(const sc_model_config *m) {
   sc_plan_config pc;
   sc_model_plan_config_default(&pc);
-  sc_model_config_to_plan(&m, &pc);
+  sc_model_config_to_plan(m, &pc);
   pc.tp = 2;
   pc.block_size = 4;
-  const sc_batch_req a[2] = {{.id = 0, .computed = 0, .scheduled = 5, .prefill = true},
-                             {.id = 1, .computed = 0, .scheduled = 3, .prefill = true}};
+  return pc;
+}
+
+static const sc_batch_req two_prefills[2] = {
+    {.id = 0, .computed = 0, .scheduled = 5, .prefill = true},
+    {.id = 1, .computed = 0, .scheduled = 3, .prefill = true}};
+
+static void run_two_ranks(desync_rank r[2]) {
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, desync_main, &r[i]);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+}
+
+Test(forward, rank_with_wrong_local_view_is_refused_not_hung) {
+  const sc_model_config m = tiny();
+  sc_plan_config pc = tp2_layout(&m);
+  const sc_batch_req *a = two_prefills;
   const sc_batch_req b[2] = {{.id = 0, .computed = 0, .scheduled = 5, .prefill = true},
                              {.id = 1, .computed = 0, .scheduled = 4, .prefill = true}};
   sc_plan pa, pb;
@@ -389,10 +410,9 @@ Test(forward, rank_with_wrong_local_view_is_refused_not_hung) {
   sc_mem_world *w;
   cr_assert_eq(sc_mem_world_create(&pc, &w), 0);
   /* rank 1 derived its local inputs from another batch than the plan it was sent */
-  desync_rank r[2] = {{w, &pa, &pa, &pc, &m, 0, 0, {0}}, {w, &pa, &pb, &pc, &m, 1, 0, {0}}};
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, desync_main, &r[i]);
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  desync_rank r[2] = {{.w = w, .plan = &pa, .meta_plan = &pa, .pc = &pc, .m = &m, .g = 0},
+                      {.w = w, .plan = &pa, .meta_plan = &pb, .pc = &pc, .m = &m, .g = 1}};
+  run_two_ranks(r);
   cr_assert_eq(r[1].rc, SC_EDESYNC, "rank 1: %s", r[1].d.msg);
   cr_assert(strstr(r[1].d.msg, "desync on rank 1, step 3, seq 0"), "%s", r[1].d.msg);
   cr_assert(strstr(r[1].d.msg, "rows=8") && strstr(r[1].d.msg, "rows=9"), "%s", r[1].d.msg);
@@ -400,4 +420,85 @@ Test(forward, rank_with_wrong_local_view_is_refused_not_hung) {
   sc_mem_world_destroy(w);
   sc_plan_free(&pa);
   sc_plan_free(&pb);
+}
+
+/* ---- where a step's time goes (model/step_prof.h) ---- */
+
+static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
+
+Test(step_prof, stretches_are_summed_by_stage) {
+  sc_kernels *k;
+  cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
+  sc_step_prof *p = calloc(1, sizeof *p);
+  sc_step_prof_begin(p, k);
+  sc_step_prof_enter(p, SC_STAGE_DENSE);
+  sleep_ms(30);
+  sc_step_prof_enter(p, SC_STAGE_DENSE); /* already there: no mark */
+  sleep_ms(10);
+  sc_step_prof_enter(p, SC_STAGE_COLL);
+  sleep_ms(20);
+  sc_step_prof_enter(p, SC_STAGE_DENSE);
+  sleep_ms(5);
+  sc_step_prof_end(p);
+  cr_assert_eq(p->n, 5, "begin, dense, coll, dense, end: %d marks", p->n);
+  uint64_t ns[SC_STAGE_COUNT], span;
+  cr_assert_eq(sc_step_prof_read(p, ns, &span), 0);
+  uint64_t sum = 0;
+  for (int i = 0; i < SC_STAGE_COUNT; i++) sum += ns[i];
+  cr_assert_eq(sum, span, "the stages add up to the span");
+  cr_assert(ns[SC_STAGE_DENSE] >= 45000000 && ns[SC_STAGE_DENSE] < 200000000, "dense %llu",
+            (unsigned long long)ns[SC_STAGE_DENSE]);
+  cr_assert(ns[SC_STAGE_COLL] >= 20000000 && ns[SC_STAGE_COLL] < ns[SC_STAGE_DENSE], "coll %llu",
+            (unsigned long long)ns[SC_STAGE_COLL]);
+  cr_assert(ns[SC_STAGE_INPUT] < 5000000 && ns[SC_STAGE_ATTENTION] == 0);
+  cr_assert_str_eq(sc_stage_name(SC_STAGE_COLL), "collectives");
+  /* more stage changes than marks: the last stretch takes the rest, the total holds */
+  sc_step_prof_begin(p, k);
+  for (int i = 0; i < 3 * SC_KMARK_MAX; i++)
+    sc_step_prof_enter(p, i % 2 ? SC_STAGE_INDEXER : SC_STAGE_ATTENTION);
+  sleep_ms(10);
+  sc_step_prof_end(p);
+  cr_assert_eq(p->n, SC_KMARK_MAX);
+  cr_assert_eq(sc_step_prof_read(p, ns, &span), 0);
+  sum = 0;
+  for (int i = 0; i < SC_STAGE_COUNT; i++) sum += ns[i];
+  cr_assert_eq(sum, span);
+  cr_assert(span >= 10000000);
+  /* off: nothing recorded, nothing to read */
+  sc_step_prof_begin(p, NULL);
+  sc_step_prof_enter(p, SC_STAGE_DENSE);
+  sc_step_prof_end(p);
+  cr_assert_eq(sc_step_prof_read(p, ns, &span), SC_ENOTSUP);
+  cr_assert_eq(span, 0);
+  free(p);
+  sc_kernels_destroy(k);
+}
+
+/* A profiled step of two TP ranks: every stage the tiny model runs takes time, the
+ * TP all-reduces show as collectives, and the stages add up to the step's span. */
+Test(step_prof, a_profiled_forward_step_has_every_stage) {
+  const sc_model_config m = tiny();
+  sc_plan_config pc = tp2_layout(&m);
+  sc_plan pa;
+  sc_plan_init(&pa);
+  cr_assert_eq(sc_plan_build(&pa, &pc, two_prefills, 2, NULL), 0);
+  sc_mem_world *w;
+  cr_assert_eq(sc_mem_world_create(&pc, &w), 0);
+  desync_rank r[2];
+  for (int i = 0; i < 2; i++)
+    r[i] = (desync_rank){.w = w, .plan = &pa, .meta_plan = &pa, .pc = &pc, .m = &m, .g = i,
+                         .profile = i == 0};
+  run_two_ranks(r);
+  for (int i = 0; i < 2; i++) cr_assert_eq(r[i].rc, 0, "rank %d: %s", i, r[i].d.msg);
+  cr_assert_eq(r[0].prof_rc, 0);
+  uint64_t sum = 0;
+  for (int i = 0; i < SC_STAGE_COUNT; i++) {
+    sum += r[0].ns[i];
+    if (i != SC_STAGE_HEAD) /* (no logits asked for: the head stretch may be empty) */
+      cr_assert(r[0].ns[i] > 0, "stage %s took no time", sc_stage_name(i));
+  }
+  cr_assert_eq(sum, r[0].span);
+  cr_assert_eq(r[1].prof_rc, SC_ENOTSUP, "rank 1 was not profiled");
+  sc_mem_world_destroy(w);
+  sc_plan_free(&pa);
 }

@@ -8,6 +8,7 @@
 #include "actors/gateway/metrics.h"
 #include "actors/gateway/openai.h"
 #include "base/error.h"
+#include "model/step_prof.h"
 #include "plan/coll_types.h"
 
 static int parse(const char *body, sc_openai_request *r, sc_openai_error *e) {
@@ -195,6 +196,10 @@ Test(metrics, exposition) {
   r.purpose_colls.n = SC_PURPOSE_COUNT;
   r.purpose_bytes.v = bytes;
   r.purpose_bytes.n = SC_PURPOSE_COUNT;
+  uint64_t stages[SC_STAGE_COUNT] = {0};
+  stages[SC_STAGE_INDEXER] = 1500000000;
+  r.stage_ns.v = stages;
+  r.stage_ns.n = SC_STAGE_COUNT;
   sc_buf b;
   sc_buf_init(&b);
   cr_assert_eq(sc_gw_metrics_render(&b, &g, &r), 0);
@@ -214,6 +219,8 @@ Test(metrics, exposition) {
   snprintf(line, sizeof line, "sparsecp_planned_collective_bytes_total{purpose=\"%s\"} 600\n",
            sc_coll_purpose_name(SC_PURPOSE_ATTN_OUT));
   cr_expect(strstr(t, line), "%s missing", line);
+  cr_expect(strstr(t, "sparsecp_step_stage_seconds_total{stage=\"indexer\"} 1.500000000\n"), "%s", t);
+  cr_expect(strstr(t, "sparsecp_step_stage_seconds_total{stage=\"dense\"} 0.000000000\n"), "%s", t);
   /* every line: "# HELP/TYPE ..." or "name[{labels}] value" */
   for (const char *p = t; *p;) {
     const char *nl = strchr(p, '\n');

@@ -144,6 +144,10 @@ static void result(uint64_t step) {
   sc_msg_step_result *m = sc_msg_body_new(SC_MSG_STEP_RESULT);
   m->sampled.v = calloc(1, sizeof *m->sampled.v);
   m->sampled.n = 1;
+  /* a profiled step: stage i took (i + 1) * step ms (model/step_prof.h) */
+  m->stage_ns.v = calloc(SC_STAGE_COUNT, sizeof *m->stage_ns.v);
+  m->stage_ns.n = SC_STAGE_COUNT;
+  for (int i = 0; i < SC_STAGE_COUNT; i++) m->stage_ns.v[i] = (uint64_t)(i + 1) * step * 1000000;
   send_as(g_metadata, SC_MSG_STEP_RESULT, step, m);
 }
 
@@ -206,6 +210,8 @@ Test(scheduler_actor, stats_report_follows_steps_desyncs_and_the_stop) {
     cr_assert_eq(r->purpose_colls.v[k], 1 + (uint64_t)k);
     cr_assert_eq(r->purpose_bytes.v[k], 100 + (uint64_t)k);
   }
+  cr_assert_eq(r->stage_ns.n, SC_STAGE_COUNT);
+  for (int k = 0; k < SC_STAGE_COUNT; k++) cr_assert_eq(r->stage_ns.v[k], (uint64_t)(k + 1) * 1000000);
 
   submit(2);
   WAIT_SEEN(g_seen.batch_step == 2);
