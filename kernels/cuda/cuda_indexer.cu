@@ -54,9 +54,16 @@ typedef struct tc_shape {
   int group, hp, m_tiles, piece, stages;
 } tc_shape;
 
+/* K rounded up to even: the candidate rows and tmp are sized with it, so that they (and
+ * with them the key stages and q) stay 16-byte multiples when K is odd. Without it an
+ * odd K in a group of 2 or 4 put the key stages and q at 8 mod 16 (cp.async and ldmatrix
+ * on misaligned addresses: the launch fails with a misaligned-address error). */
+__host__ __device__ inline int tc_keven(int K) { return (K + 1) & ~1; }
+
 /* Shared memory of one block, in bytes, laid out in this order (every part a multiple
- * of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
- *   candidates uint64 [G][K + piece], tmp uint64 [K], thresholds uint64 [TC_GROUP_MAX],
+ * of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned; KE is
+ * tc_keven(K)):
+ *   candidates uint64 [G][KE + piece], tmp uint64 [KE], thresholds uint64 [TC_GROUP_MAX],
  *   key rows int64 [2][TC_KEYS],
  *   keys [stages][TC_KEYS][DIMP + TC_PAD] in their own format,
  *   q bf16 [16 m_tiles][DIMP + TC_PAD], w f32 [16 m_tiles], scores f32 [TC_WARPS][G][32],
@@ -64,7 +71,8 @@ typedef struct tc_shape {
  *   select words int [SH_WORDS], fills int [TC_GROUP_MAX], token ranges int [3][4]. */
 static size_t tc_smem(const tc_shape &sp, int K, int dimp, int esize) {
   const size_t rows = 16 * (size_t)sp.m_tiles;
-  return sizeof(uint64_t) * ((size_t)sp.group * (K + sp.piece) + K + TC_GROUP_MAX + 2 * TC_KEYS) +
+  const size_t ke = (size_t)tc_keven(K);
+  return sizeof(uint64_t) * ((size_t)sp.group * (ke + sp.piece) + ke + TC_GROUP_MAX + 2 * TC_KEYS) +
          (size_t)esize * (size_t)sp.stages * TC_KEYS * (size_t)(dimp + TC_PAD) +
          2 * rows * (size_t)(dimp + TC_PAD) + 4 * rows + 4 * (size_t)TC_WARPS * sp.group * 32 +
          sizeof(int) * (4 * TC_KEYS + SH_WORDS + TC_GROUP_MAX + 3 * TC_GROUP_MAX);
@@ -207,10 +215,11 @@ __global__ void __launch_bounds__(TC_THREADS)
   constexpr int LD = DIMP + TC_PAD;
   constexpr int KS = DIMP / 16; /* k16 steps */
   extern __shared__ __align__(16) unsigned char smem[];
-  const int K = a.topk, G = sp.group, hp = sp.hp, M = 16 * sp.m_tiles, room = K + sp.piece;
+  const int K = a.topk, KE = tc_keven(K), G = sp.group, hp = sp.hp, M = 16 * sp.m_tiles;
+  const int room = KE + sp.piece;
   uint64_t *cand = (uint64_t *)smem;                  /* [G][room] */
-  uint64_t *tmp = cand + (size_t)G * room;            /* [K] */
-  unsigned long long *thr = (unsigned long long *)(tmp + K); /* [TC_GROUP_MAX] */
+  uint64_t *tmp = cand + (size_t)G * room;            /* [KE] */
+  unsigned long long *thr = (unsigned long long *)(tmp + KE); /* [TC_GROUP_MAX] */
   int64_t *krow_s = (int64_t *)(thr + TC_GROUP_MAX);  /* [2][TC_KEYS] */
   unsigned char *k_s = (unsigned char *)(krow_s + 2 * TC_KEYS); /* [stages][TC_KEYS][LD] */
   uint16_t *q_s = (uint16_t *)(k_s + (size_t)sp.stages * TC_KEYS * LD * ES); /* [M][LD] */

@@ -470,6 +470,7 @@ static void case_indexer(void) {
   indexer_case(SC_KFMT_F32, 4, 64, 2048, 1); /* a decode token: 32 chunks, a merge tree */
   indexer_case(SC_KFMT_F32, 4, 64, 256, 1102); /* grouped tokens, a group across requests */
   indexer_case(SC_KFMT_BF16, 8, 36, 100, 12);  /* rows not in 16-byte pieces: no cp.async */
+  indexer_case(SC_KFMT_BF16, 8, 64, 255, 1102); /* an odd K in groups: shared memory aligned */
 }
 
 /* The indexer's layout invariance (SPEC.md §8): one token alone (32 chunks of its keys)
@@ -561,6 +562,7 @@ static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 512, 600);
   indexer_invariance_case(SC_KFMT_F32, 3, 40, 64, 2200);
   indexer_invariance_case(SC_KFMT_BF16, 5, 36, 64, 1100);
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 33, 1100); /* odd K, groups of 4 */
 }
 
 /* ---- top-K merge and position maps ---- */
