@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
+
 static const char *const names[SC_STAGE_COUNT] = {"input", "dense",      "indexer",
                                                   "attention", "collectives", "head"};
 
@@ -25,6 +27,7 @@ void sc_step_prof_begin(sc_step_prof *p, sc_kernels *k) {
   p->k = k;
   p->n = 0;
   p->rc = 0;
+  p->unmarked = 0;
   p->cur = SC_STAGE_INPUT;
   if (k) mark(p, SC_STAGE_INPUT);
 }
@@ -32,12 +35,22 @@ void sc_step_prof_begin(sc_step_prof *p, sc_kernels *k) {
 void sc_step_prof_enter(sc_step_prof *p, sc_stage stage) {
   if (p->k == NULL || stage == p->cur) return;
   p->cur = stage;
-  if (p->n == SC_KMARK_MAX - 1) return; /* keep the last mark for the end */
+  if (p->n == SC_KMARK_MAX - 1) { /* keep the last mark for the end */
+    p->unmarked++;
+    return;
+  }
   mark(p, stage);
 }
 
 void sc_step_prof_end(sc_step_prof *p) {
-  if (p->k != NULL) mark(p, p->cur); /* (enter left room for it) */
+  if (p->k == NULL) return;
+  mark(p, p->cur); /* (enter left room for it) */
+  if (p->unmarked > 0 && p->rc == 0 && !p->warned) {
+    p->warned = true;
+    SC_WARN("step_prof", "a step changed stages %d times after its %d timing marks ran out: "
+            "the time from there on counts as %s (later such steps are not logged)",
+            (int)p->unmarked, SC_KMARK_MAX, sc_stage_name(p->label[SC_KMARK_MAX - 2]));
+  }
 }
 
 int sc_step_prof_read(const sc_step_prof *p, uint64_t ns[SC_STAGE_COUNT], uint64_t *span) {

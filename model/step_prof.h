@@ -37,6 +37,8 @@ typedef struct sc_step_prof {
   int32_t n;           /* marks recorded */
   int rc;              /* the first mark that failed (the profile is then dropped) */
   sc_stage cur;
+  int32_t unmarked;    /* stage changes after the marks ran out (counted in the last) */
+  bool warned;         /* unmarked changes were logged once (kept across steps) */
   uint8_t label[SC_KMARK_MAX]; /* the stage of the stretch after mark i */
 } sc_step_prof;
 
@@ -44,7 +46,8 @@ typedef struct sc_step_prof {
 void sc_step_prof_begin(sc_step_prof *p, sc_kernels *k);
 /* The work queued from here on belongs to `stage` (no mark when it already does). Once
  * the marks run out, the last stretch takes the rest of the step (the total stays
- * right). */
+ * right, the split does not): such changes are counted in `unmarked`, and the end of the
+ * first profile that has any logs a warning (a long prefill of a deep model). */
 void sc_step_prof_enter(sc_step_prof *p, sc_stage stage);
 /* The stage the work queued now belongs to (to return to after a collective). */
 static inline sc_stage sc_step_prof_stage(const sc_step_prof *p) { return p->cur; }

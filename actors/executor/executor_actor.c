@@ -41,6 +41,7 @@ typedef struct executor {
   sc_diag queue_diag;
   uint64_t t0;
   uint64_t queue_ns; /* how long queueing the running step took on the host */
+  bool prof_warned;  /* a step's profile could not be taken (logged once) */
   sc_step_local *first, *last; /* steps that arrived while one was running, in order */
 } executor;
 
@@ -119,11 +120,21 @@ static int report_complete(sc_ctx *c, executor *e, uint64_t step) {
 }
 
 /* With the pipeline's "profile": where the finished step's time went on this rank, one
- * info line (step_prof.h); rank 0's also travels in its step_result (ns, may be NULL). */
-static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns,
+ * info line (step_prof.h); rank 0's also travels in its step_result. Returns whether ns
+ * holds the step's stage times: a profile that could not be taken (a mark or the read
+ * failed) is reported once per rank and travels as no stage times, not as zeros that
+ * the scheduler would add up as if measured. */
+static bool report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns,
                            uint64_t ns[SC_STAGE_COUNT]) {
   uint64_t span = 0;
-  if (sc_engine_profile(e->ctx->engine, ns, &span) != 0) return;
+  const int rc = sc_engine_profile(e->ctx->engine, ns, &span);
+  if (rc != 0) {
+    if (!e->prof_warned)
+      SC_WARN(LOG, "rank %d: step %llu: no stage profile (%s); steps whose marks fail carry "
+              "none", e->ctx->rank, (unsigned long long)p->step, sc_strerror(rc));
+    e->prof_warned = true;
+    return false;
+  }
   char line[512];
   int len = snprintf(line, sizeof line, "rank %d: step %llu: %.3f ms (device %.3f ms, queued in "
                      "%.3f ms):", e->ctx->rank, (unsigned long long)p->step, (double)wall_ns * 1e-6,
@@ -132,6 +143,7 @@ static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns
     len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f", sc_stage_name(i),
                     (double)ns[i] * 1e-6);
   SC_INFO(LOG, "%s", line);
+  return true;
 }
 
 static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
@@ -178,8 +190,7 @@ static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
 static int report_done(sc_ctx *c, executor *e, const sc_step_local *p) {
   const uint64_t wall = sc_now_ns() - e->t0;
   uint64_t ns[SC_STAGE_COUNT];
-  const bool profiled = e->ctx->cfg.profile;
-  if (profiled) report_profile(e, p, wall, ns);
+  const bool profiled = e->ctx->cfg.profile && report_profile(e, p, wall, ns);
   return e->ctx->rank == 0 ? sample_and_report(c, e, p, wall, profiled ? ns : NULL)
                            : report_complete(c, e, p->step);
 }

@@ -331,10 +331,6 @@ Test(pipeline, a_failed_device_stops_the_cluster, .timeout = 60) {
   assert_no_nodes_left();
 }
 
-/* A node that loses the head stops within a second, also when its executor is inside a
- * collective with the dead head: stopping aborts the collectives in flight. It used to
- * wait out the collective's deadline (10 s here, the default) before it could stop. The
- * client, whose request was decoding, hears SC_EDOWN within 2 s. */
 /* A client with a long request decoding, steps back to back. */
 typedef struct decoding {
   sc_client *c;
@@ -380,6 +376,10 @@ static bool wait_node_exit(sc_local_cluster *lc, int32_t rank, uint64_t t0, doub
   return gone;
 }
 
+/* A node that loses the head stops within a second, also when its executor is inside a
+ * collective with the dead head: stopping aborts the collectives in flight. It used to
+ * wait out the collective's deadline (10 s here, the default) before it could stop. The
+ * client, whose request was decoding, hears SC_EDOWN within 2 s. */
 Test(pipeline, survivors_of_a_head_death_stop_within_a_second, .timeout = 60) {
   decoding dc;
   sc_local_cluster *lc = start_decoding(0, &dc);
@@ -409,9 +409,6 @@ Test(pipeline, survivors_of_a_head_death_stop_within_a_second, .timeout = 60) {
   assert_no_nodes_left();
 }
 
-/* An orderly stop of the head answers the requests it still holds: on a one-node
- * cluster nothing else would (no peer's DOWN reaches the scheduler), and the client of
- * a streaming request used to wait for an answer that never came. */
 /* SIGTERM is honoured within a second also by a node stuck in a collective (issue 22): a
  * decoding 2-node cluster whose node 1 is frozen (SIGSTOP) leaves node 0 waiting for it
  * inside a step, under a 10 s collective deadline; SIGTERM to node 0 must end it at once,
@@ -435,6 +432,9 @@ Test(pipeline, sigterm_ends_a_node_waiting_in_a_collective_within_a_second, .tim
   assert_no_nodes_left();
 }
 
+/* An orderly stop of the head answers the requests it still holds: on a one-node
+ * cluster nothing else would (no peer's DOWN reaches the scheduler), and the client of
+ * a streaming request used to wait for an answer that never came. */
 Test(pipeline, an_orderly_stop_answers_the_requests_in_flight, .timeout = 60) {
   sc_client *c;
   sc_local_cluster *lc = start_with_client(1, 1, NULL, &c);

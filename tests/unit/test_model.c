@@ -441,6 +441,7 @@ Test(step_prof, stretches_are_summed_by_stage) {
   sleep_ms(5);
   sc_step_prof_end(p);
   cr_assert_eq(p->n, 5, "begin, dense, coll, dense, end: %d marks", p->n);
+  cr_assert_eq(p->unmarked, 0);
   uint64_t ns[SC_STAGE_COUNT], span;
   cr_assert_eq(sc_step_prof_read(p, ns, &span), 0);
   uint64_t sum = 0;
@@ -459,11 +460,18 @@ Test(step_prof, stretches_are_summed_by_stage) {
   sleep_ms(10);
   sc_step_prof_end(p);
   cr_assert_eq(p->n, SC_KMARK_MAX);
+  /* ... and says so: the changes past mark SC_KMARK_MAX - 2 are counted (and logged once) */
+  cr_assert_eq(p->unmarked, 3 * SC_KMARK_MAX - (SC_KMARK_MAX - 2), "%d", (int)p->unmarked);
+  cr_assert(p->warned);
   cr_assert_eq(sc_step_prof_read(p, ns, &span), 0);
   sum = 0;
   for (int i = 0; i < SC_STAGE_COUNT; i++) sum += ns[i];
   cr_assert_eq(sum, span);
   cr_assert(span >= 10000000);
+  /* the next step starts with none unmarked */
+  sc_step_prof_begin(p, k);
+  sc_step_prof_end(p);
+  cr_assert_eq(p->unmarked, 0);
   /* off: nothing recorded, nothing to read */
   sc_step_prof_begin(p, NULL);
   sc_step_prof_enter(p, SC_STAGE_DENSE);
