@@ -420,7 +420,17 @@ Test(pipeline, sigterm_ends_a_node_waiting_in_a_collective_within_a_second, .tim
   sc_local_cluster *lc = start_decoding(20000, &dc);
   const pid_t head = sc_local_cluster_pid(lc, 0), other = sc_local_cluster_pid(lc, 1);
   cr_assert_eq(kill(other, SIGSTOP), 0);
-  usleep(300 * 1000); /* node 0 reaches the next collective with node 1 and waits there */
+  /* node 0 reaches the next collective with node 1 and waits there: after a moment no
+   * more tokens come (every step needs both nodes) */
+  const uint64_t frozen = sc_now_ns();
+  uint64_t last_token = frozen;
+  while (sc_now_ns() - frozen < 800ull * 1000000ull) {
+    sc_client_event ev;
+    if (sc_client_next(dc.c, 50, &ev) == 0 && ev.kind == SC_CLIENT_TOKENS) last_token = sc_now_ns();
+  }
+  cr_assert_lt(last_token - frozen, 400ull * 1000000ull,
+               "tokens still came %.0f ms after node 1 froze: node 0 is not waiting for it",
+               (double)(last_token - frozen) / 1e6);
   cr_assert_eq(kill(head, SIGTERM), 0);
   double ms = 0;
   const bool head_gone = wait_node_exit(lc, 0, sc_now_ns(), &ms);
