@@ -31,6 +31,7 @@ typedef struct client_acct {
   int64_t held;        /* tokens of its requests (prompt + max_tokens each) */
   int32_t requests;    /* waiting or running; 0: the entry is free */
   int32_t running;
+  int32_t blocks;      /* KV blocks its running requests hold */
   int32_t next_free;   /* free entries: the next free one, -1 at the end */
 } client_acct;
 
@@ -147,6 +148,7 @@ static void acct_release(sc_sched *s, const req_t *r) {
   a->held -= r->cap_tokens;
   a->requests--;
   a->running -= r->state == SLOT_RUNNING;
+  a->blocks -= r->state == SLOT_RUNNING ? r->num_blocks : 0;
   acct_drop_if_idle(s, a);
 }
 
@@ -393,11 +395,18 @@ int sc_sched_next(sc_sched *s, sc_sched_step **out) {
     req_t *r = &s->slots[slot];
     const int32_t need = sc_sched_blocks_for(&s->cfg, r->cap_tokens);
     if (need > s->num_free) break;
+    client_acct *a = acct_find(s, r->params.client);
+    /* the fair pick is a client that already holds its share of the cache: everyone
+     * else waiting runs at least as many requests, so nobody is admitted this step */
+    if (a && a->blocks > 0 && a->blocks + need > s->cfg.num_blocks / SC_SCHED_CLIENT_SHARE)
+      break;
     for (int32_t b = 0; b < need; b++) r->blocks[b] = s->free_blocks[--s->num_free];
     r->num_blocks = need;
     r->state = SLOT_RUNNING;
-    client_acct *a = acct_find(s, r->params.client);
-    if (a) a->running++;
+    if (a) {
+      a->running++;
+      a->blocks += need;
+    }
     remove_index(s->waiting, &s->num_waiting, slot);
     s->running[s->num_running++] = slot;
     s->stats.admitted++;

@@ -51,9 +51,14 @@ int64_t sc_sched_max_held_tokens(const sc_sched_config *cfg);
  * SC_EFULL at once while they are still taken), and admission to a step goes to the
  * waiting request whose client runs the fewest requests (arrival order among equals;
  * looked for among the first 1024 waiting), so a client with one request does not wait
- * behind another's queue. A client is what the gateway says it is
- * (sc_sched_params.client: a ZeroMQ connection, an HTTP client's address), so one that
- * opens several connections has several shares. Running requests are not preempted. */
+ * behind another's queue. A client's running requests hold at most 1/SC_SCHED_CLIENT_SHARE
+ * of the KV blocks (a client that holds none may take more, so one request as long as
+ * the cache still runs), so the rest of the cache stays free for other clients' requests:
+ * without that, one client's long requests filled the cache and another client's
+ * request waited seconds for one of them to end (bench/fairness.md). A client is what
+ * the gateway says it is (sc_sched_params.client: a ZeroMQ connection, an HTTP client's
+ * address), so one that opens several connections has several shares. Running requests
+ * are not preempted. */
 #define SC_SCHED_CLIENT_SHARE 2
 
 typedef struct sc_sched_params {

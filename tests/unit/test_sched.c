@@ -203,6 +203,45 @@ Test(sched, admission_goes_to_the_client_that_runs_the_fewest) {
   sc_sched_destroy(s);
 }
 
+/* One client's running requests hold at most half the KV blocks, so another client's
+ * request is admitted at the next step instead of waiting for one of them to end; a
+ * client that holds none may still take more than half (one long request runs). */
+Test(sched, one_client_leaves_half_the_cache_to_others) {
+  sc_sched_config c = small_cfg(); /* 16 blocks of 8 tokens (block 4 x dcp 2) */
+  c.max_running = 8;
+  c.token_budget = 128; /* the budget admits all 8 at once: only the share holds back */
+  sc_sched *s = make(c);
+  int32_t prompt[96];
+  for (int i = 0; i < 96; i++) prompt[i] = i + 1;
+  sc_sched_params flood = {.max_new_tokens = 8, .client = 1}, other = flood;
+  other.client = 2;
+  sc_diag d = {0};
+  for (int64_t id = 1; id <= 8; id++) /* 16 tokens each: 2 blocks */
+    cr_assert_eq(sc_sched_submit(s, id, prompt, 8, &flood, &d), 0, "%s", d.msg);
+  sc_sched_step *st;
+  sc_sched_event ev[16];
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(st->num_reqs, 4, "client 1 runs 4 requests (8 of 16 blocks), not 8");
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.free_blocks, 8);
+  int32_t sampled[16] = {0};
+  cr_assert_eq(sc_sched_advance(s, sampled, ev), 4);
+  cr_assert_eq(sc_sched_submit(s, 100, prompt, 8, &other, &d), 0, "%s", d.msg);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  bool admitted_100 = false;
+  for (int32_t i = 0; i < st->num_reqs; i++) admitted_100 |= st->reqs[i].id == 100;
+  cr_assert(admitted_100, "client 2's request waits although half the cache is free");
+  cr_assert_eq(sc_sched_advance(s, sampled, ev), st->num_reqs);
+  sc_sched_destroy(s);
+  /* alone, one request as long as 12 of the 16 blocks still runs */
+  s = make(c);
+  cr_assert_eq(sc_sched_submit(s, 7, prompt, 90, &flood, &d), 0, "%s", d.msg);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(st->num_reqs, 1);
+  sc_sched_destroy(s);
+}
+
 Test(sched, cancel_and_failed_steps_free_everything) {
   sc_sched *s = make(small_cfg());
   submit(s, 1, 5, 4);
