@@ -41,6 +41,9 @@ typedef struct executor {
   sc_diag queue_diag;
   uint64_t t0;
   uint64_t queue_ns; /* how long queueing the running step took on the host */
+  uint64_t done_ns;  /* when the previous step's completion was handled (0: none yet) */
+  uint64_t gap_ns;   /* from then to the running step's start: the host's time between
+                        steps (result to the scheduler, next plan, metadata) */
   bool prof_warned;  /* a step's profile could not be taken (logged once) */
   sc_step_local *first, *last; /* steps that arrived while one was running, in order */
 } executor;
@@ -137,8 +140,9 @@ static bool report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns
   }
   char line[512];
   int len = snprintf(line, sizeof line, "rank %d: step %llu: %.3f ms (device %.3f ms, queued in "
-                     "%.3f ms):", e->ctx->rank, (unsigned long long)p->step, (double)wall_ns * 1e-6,
-                     (double)span * 1e-6, (double)e->queue_ns * 1e-6);
+                     "%.3f ms, %.3f ms after the previous step):", e->ctx->rank,
+                     (unsigned long long)p->step, (double)wall_ns * 1e-6, (double)span * 1e-6,
+                     (double)e->queue_ns * 1e-6, (double)e->gap_ns * 1e-6);
   for (int i = 0; i < SC_STAGE_COUNT && len > 0 && (size_t)len < sizeof line; i++)
     len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f", sc_stage_name(i),
                     (double)ns[i] * 1e-6);
@@ -223,6 +227,7 @@ static void complete(sc_ctx *c, executor *e, int status) {
                  x->rank == 0 ? "cannot report the step's result" : "cannot report its completion");
   }
   sc_step_local_free(p);
+  e->done_ns = sc_now_ns();
 }
 
 /* Queues step p on the engine and asks for its completion; the outcome is handled in
@@ -258,6 +263,7 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   e->queue_diag = (sc_diag){0};
   e->queue_rc = sc_step_gate_enter(&x->gate, step); /* SC_EABORTED: an abort came first */
   e->t0 = sc_now_ns();
+  e->gap_ns = e->done_ns ? e->t0 - e->done_ns : 0;
   e->running = p;
   if (e->queue_rc == 0) {
     const sc_forward_in in = {.step = step, .plan = &p->plan, .meta = &p->meta,
