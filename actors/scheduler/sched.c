@@ -296,15 +296,24 @@ int sc_sched_cancel(sc_sched *s, int64_t id) {
  * hundreds of thousands (beyond it, arrival order decides). */
 #define FAIR_SCAN 1024
 
+/* Whether request r's client already holds its share of the KV blocks (a client that
+ * holds none may take more: one long request still runs). */
+static bool over_share(const sc_sched *s, const client_acct *a, int32_t need) {
+  return a && a->blocks > 0 && a->blocks + need > s->cfg.num_blocks / SC_SCHED_CLIENT_SHARE;
+}
+
 /* The position in waiting of the next request to admit: the first whose client runs the
- * fewest requests, among the first FAIR_SCAN; stops at a client that runs none. */
+ * fewest requests and is within its share of the blocks, among the first FAIR_SCAN;
+ * stops at a client that runs none. -1: every client looked at is over its share. */
 static int32_t next_fair(const sc_sched *s) {
-  int32_t best = 0, best_running = INT32_MAX;
+  int32_t best = -1, best_running = INT32_MAX;
   const int32_t n = s->num_waiting < FAIR_SCAN ? s->num_waiting : FAIR_SCAN;
   for (int32_t k = 0; k < n && best_running > 0; k++) {
-    const client_acct *a = acct_find(s, s->slots[s->waiting[k]].params.client);
+    const req_t *r = &s->slots[s->waiting[k]];
+    const client_acct *a = acct_find(s, r->params.client);
     const int32_t running = a ? a->running : 0;
-    if (running < best_running) {
+    if (running < best_running &&
+        !over_share(s, a, sc_sched_blocks_for(&s->cfg, r->cap_tokens))) {
       best = k;
       best_running = running;
     }
@@ -391,15 +400,13 @@ int sc_sched_next(sc_sched *s, sc_sched_step **out) {
    *    equals); it waits for blocks rather than being overtaken, so a long prompt cannot
    *    starve */
   while (s->num_waiting > 0 && s->num_running < s->cfg.max_running && budget > 0) {
-    const int32_t slot = s->waiting[next_fair(s)];
+    const int32_t k = next_fair(s);
+    if (k < 0) break; /* every waiting client holds its share: they wait for their own */
+    const int32_t slot = s->waiting[k];
     req_t *r = &s->slots[slot];
     const int32_t need = sc_sched_blocks_for(&s->cfg, r->cap_tokens);
     if (need > s->num_free) break;
     client_acct *a = acct_find(s, r->params.client);
-    /* the fair pick is a client that already holds its share of the cache: everyone
-     * else waiting runs at least as many requests, so nobody is admitted this step */
-    if (a && a->blocks > 0 && a->blocks + need > s->cfg.num_blocks / SC_SCHED_CLIENT_SHARE)
-      break;
     for (int32_t b = 0; b < need; b++) r->blocks[b] = s->free_blocks[--s->num_free];
     r->num_blocks = need;
     r->state = SLOT_RUNNING;

@@ -49,9 +49,10 @@ int64_t sc_sched_max_held_tokens(const sc_sched_config *cfg);
 /* Fair shares (issue 22): one client may hold at most 1/SC_SCHED_CLIENT_SHARE of that
  * bound (so a flood from one client leaves room for the others' requests: it is answered
  * SC_EFULL at once while they are still taken), and admission to a step goes to the
- * waiting request whose client runs the fewest requests (arrival order among equals;
- * looked for among the first 1024 waiting), so a client with one request does not wait
- * behind another's queue. A client's running requests hold at most 1/SC_SCHED_CLIENT_SHARE
+ * waiting request whose client runs the fewest requests and is within its share of the
+ * blocks (below; arrival order among equals; looked for among the first 1024 waiting), so
+ * a client with one request does not wait behind another's queue. A client's running
+ * requests hold at most 1/SC_SCHED_CLIENT_SHARE
  * of the KV blocks (a client that holds none may take more, so one request as long as
  * the cache still runs), so the rest of the cache stays free for other clients' requests:
  * without that, one client's long requests filled the cache and another client's

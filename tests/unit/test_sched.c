@@ -242,6 +242,34 @@ Test(sched, one_client_leaves_half_the_cache_to_others) {
   sc_sched_destroy(s);
 }
 
+/* A client over its share of the blocks does not hold up another client that runs as
+ * many requests but holds fewer blocks, even when its request came first. */
+Test(sched, a_client_over_its_share_does_not_block_others) {
+  sc_sched_config c = small_cfg(); /* 16 blocks of 8 tokens */
+  c.max_running = 16;
+  c.token_budget = 256;
+  sc_sched *s = make(c);
+  int32_t prompt[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  sc_sched_params a = {.max_new_tokens = 8, .client = 1}, b = {.max_new_tokens = 4, .client = 2};
+  sc_diag d = {0};
+  for (int64_t id = 1; id <= 4; id++) /* A: 16 tokens, 2 blocks each */
+    cr_assert_eq(sc_sched_submit(s, id, prompt, 8, &a, &d), 0, "%s", d.msg);
+  for (int64_t id = 101; id <= 104; id++) /* B: 8 tokens, 1 block each */
+    cr_assert_eq(sc_sched_submit(s, id, prompt, 4, &b, &d), 0, "%s", d.msg);
+  cr_assert_eq(sc_sched_submit(s, 5, prompt, 8, &a, &d), 0, "%s", d.msg);   /* A over share */
+  cr_assert_eq(sc_sched_submit(s, 105, prompt, 4, &b, &d), 0, "%s", d.msg); /* after it */
+  sc_sched_step *st;
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  bool got5 = false, got105 = false;
+  for (int32_t i = 0; i < st->num_reqs; i++) {
+    got5 |= st->reqs[i].id == 5;
+    got105 |= st->reqs[i].id == 105;
+  }
+  cr_assert(!got5, "client 1 runs more than half the blocks");
+  cr_assert(got105, "client 2's request waits behind client 1's, which is over its share");
+  sc_sched_destroy(s);
+}
+
 Test(sched, cancel_and_failed_steps_free_everything) {
   sc_sched *s = make(small_cfg());
   submit(s, 1, 5, 4);
