@@ -296,8 +296,8 @@ int sc_sched_cancel(sc_sched *s, int64_t id) {
  * hundreds of thousands (beyond it, arrival order decides). */
 #define FAIR_SCAN 1024
 
-/* Whether request r's client already holds its share of the KV blocks (a client that
- * holds none may take more: one long request still runs). */
+/* Whether client a (NULL: untracked) would go past its share of the KV blocks by taking
+ * `need` more (a client that holds none may take more: one long request still runs). */
 static bool over_share(const sc_sched *s, const client_acct *a, int32_t need) {
   return a && a->blocks > 0 && a->blocks + need > s->cfg.num_blocks / SC_SCHED_CLIENT_SHARE;
 }

@@ -99,37 +99,20 @@ typedef struct tc_tokens {
   int gn;
 } tc_tokens;
 
-/* The list entry of this thread's key in a tile, read one tile ahead of its use (the
- * loads of the rows depend on it). Reading it once per key rather than once per 16-byte
- * piece of the row took a 32k-token prefill from 194 to 74 ms a layer (H200,
- * 2026-12-02: bench/long-context.md); reading it ahead gained nothing measurable there
- * and costs two registers. */
-typedef struct tc_entry {
-  int32_t pos; /* key_pos, or -1 past the segment */
-  int64_t row;
-} tc_entry;
-
-__device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e, int64_t s1) {
-  tc_entry x = {-1, 0};
-  if (e < s1) {
-    x.pos = a.key_pos[e];
-    x.row = a.key_rows ? a.key_rows[e] : e;
-  }
-  return x;
-}
-
 /* Queues tile [e0, e0 + TC_KEYS) of the key list into stage `kbuf` and records each
  * key's position, token mask (bit j: token j may see it) and row in kpos/kmask/krow;
  * returns (to every thread) whether any token may see any key of the tile. A bad row of
  * a key some token may see raises SC_ERANGE, and nobody sees it. Keys nobody may see
- * are not read (zeros), and a tile nobody may see is not loaded at all. `x` is this
- * thread's entry (tc_fetch), so the pieces of the rows need not read the list again.
+ * are not read (zeros), and a tile nobody may see is not loaded at all. Each thread
+ * reads its key's list entry once, and the pieces of the rows take it from shared
+ * memory: when every piece read it again, a 32k-token prefill took 194 ms a layer
+ * instead of 74 (H200, 2026-12-02: bench/long-context.md).
  * VEC: rows start 16-byte aligned and span whole 16-byte pieces
  * (cp.async of 16 bytes); otherwise element by element through registers (same values,
  * slower). */
 template <int DIMP, int FMT, bool VEC>
 __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &tk, int64_t e0,
-                                    tc_entry x, int64_t kstep, void *kbuf, int *kpos,
+                                    int64_t s1, int64_t kstep, void *kbuf, int *kpos,
                                     int *kmask, int64_t *krow, int *flag) {
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
   constexpr int LD = DIMP + TC_PAD;      /* elements per shared row */
@@ -137,17 +120,21 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
   {
     const int64_t e = e0 + threadIdx.x;
     unsigned m = 0;
-    if (x.pos >= 0) { /* (a real entry: e is inside the segment) */
+    int32_t pos = -1;
+    int64_t row = 0;
+    if (e < s1) {
+      pos = a.key_pos[e];
+      row = a.key_rows ? a.key_rows[e] : e;
       for (int j = 0; j < tk.gn; j++)
-        if (e >= tk.begin[j] && e < tk.end[j] && x.pos <= tk.qpos[j]) m |= 1u << j;
-      if (m && (x.row < 0 || x.row >= a.keys.rows)) {
+        if (e >= tk.begin[j] && e < tk.end[j] && pos <= tk.qpos[j]) m |= 1u << j;
+      if (m && (row < 0 || row >= a.keys.rows)) {
         sc_dev_raise(flag, SC_ERANGE);
         m = 0;
       }
     }
-    kpos[threadIdx.x] = x.pos;
+    kpos[threadIdx.x] = pos;
     kmask[threadIdx.x] = (int)m;
-    krow[threadIdx.x] = x.row;
+    krow[threadIdx.x] = row;
   }
   if (!__syncthreads_or(kmask[threadIdx.x] != 0)) return false;
   if (VEC) {
@@ -274,32 +261,25 @@ __global__ void __launch_bounds__(TC_THREADS)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   float *sc_w = sc_s + warp * G * 32;
   bool vis = false; /* whether any token may see the tile being scored */
-  tc_entry ahead = {-1, 0}; /* this thread's entry of the next tile to load */
   if (n_tiles > 0) {
-    vis = tc_load_tile<DIMP, FMT, VEC>(a, tk, s0, tc_fetch(a, s0 + threadIdx.x, s1), kstep, k_s,
-                                       kpos_s, kmask_s, krow_s, flag);
+    vis = tc_load_tile<DIMP, FMT, VEC>(a, tk, s0, s1, kstep, k_s, kpos_s, kmask_s, krow_s, flag);
     cp_async_commit();
-    ahead = tc_fetch(a, s0 + TC_KEYS + threadIdx.x, s1);
   }
   for (int tile = 0; tile < n_tiles; tile++) {
     const int st = sp.stages == 2 ? tile & 1 : 0, kb = (tile & 1) * TC_KEYS, nb = TC_KEYS - kb;
     const int64_t next = s0 + (int64_t)(tile + 1) * TC_KEYS;
     bool vis_next = false;
     if (sp.stages == 2) {
-      if (tile + 1 < n_tiles) { /* the next tile loads while this one is scored */
-        vis_next = tc_load_tile<DIMP, FMT, VEC>(a, tk, next, ahead, kstep,
+      if (tile + 1 < n_tiles) /* the next tile loads while this one is scored */
+        vis_next = tc_load_tile<DIMP, FMT, VEC>(a, tk, next, s1, kstep,
                                                 k_s + (st ^ 1) * stage_bytes, kpos_s + nb,
                                                 kmask_s + nb, krow_s + nb, flag);
-        ahead = tc_fetch(a, next + TC_KEYS + threadIdx.x, s1);
-      }
       cp_async_commit(); /* (an empty group on the last tile keeps the wait count uniform) */
       cp_async_wait_one();
     } else {
-      if (tile > 0) { /* one stage (a large K): the previous tile is done with it */
-        vis = tc_load_tile<DIMP, FMT, VEC>(a, tk, next - TC_KEYS, ahead, kstep, k_s, kpos_s + kb,
+      if (tile > 0) /* one stage (a large K): the previous tile is done with it */
+        vis = tc_load_tile<DIMP, FMT, VEC>(a, tk, next - TC_KEYS, s1, kstep, k_s, kpos_s + kb,
                                            kmask_s + kb, krow_s + kb, flag);
-        ahead = tc_fetch(a, next + threadIdx.x, s1);
-      }
       cp_async_commit();
       cp_async_wait_all();
     }
@@ -426,7 +406,7 @@ static int launch_tc(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const 
   if (rc) return rc;
   const unsigned groups = (unsigned)sc_cdiv(a->n_tok, sp.group);
   k_idx_tc<DIMP, FMT, VEC><<<dim3(groups, (unsigned)n_chunks), TC_THREADS,
-                             tc_smem(sp, a->topk, DIMP, FMT == SC_KFMT_F32 ? 4 : 2),
+                             tc_smem(sp, a->topk, DIMP, (int)sc_kfmt_size((sc_kfmt)FMT)),
                              c->stream>>>(*a, n_chunks, sp, keys, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("indexer");
 }
@@ -434,22 +414,25 @@ static int launch_tc(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const 
 template <int DIMP, int FMT>
 static int launch_tc_vec(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const tc_shape &sp,
                          uint64_t *keys) {
-  const int64_t es = FMT == SC_KFMT_F32 ? 4 : 2;
+  const int64_t es = (int64_t)sc_kfmt_size((sc_kfmt)FMT);
   const bool vec = (uintptr_t)a->keys.data % 16 == 0 && a->keys.ld * es % 16 == 0 &&
                    a->dim * es % 16 == 0;
   return vec ? launch_tc<DIMP, FMT, true>(c, a, n_chunks, sp, keys)
              : launch_tc<DIMP, FMT, false>(c, a, n_chunks, sp, keys);
 }
 
+/* The row width a kernel instance is compiled for: dim padded to 32, 64 or 128. */
+static int dim_padded(int dim) { return dim <= 32 ? 32 : dim <= 64 ? 64 : 128; }
+
 template <int FMT>
 static int launch_tc_fmt(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const tc_shape &sp,
                          uint64_t *keys) {
-  if (a->dim <= 32) return launch_tc_vec<32, FMT>(c, a, n_chunks, sp, keys);
-  if (a->dim <= 64) return launch_tc_vec<64, FMT>(c, a, n_chunks, sp, keys);
-  return launch_tc_vec<128, FMT>(c, a, n_chunks, sp, keys);
+  switch (dim_padded(a->dim)) {
+  case 32: return launch_tc_vec<32, FMT>(c, a, n_chunks, sp, keys);
+  case 64: return launch_tc_vec<64, FMT>(c, a, n_chunks, sp, keys);
+  default: return launch_tc_vec<128, FMT>(c, a, n_chunks, sp, keys);
+  }
 }
-
-static int dim_padded(int dim) { return dim <= 32 ? 32 : dim <= 64 ? 64 : 128; }
 
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
@@ -457,7 +440,7 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   if (a->dim > TC_MAX_DIM || a->topk > SC_KCUDA_TOPK_MAX || a->keys.fmt == SC_KFMT_FP8_DS_MLA)
     return SC_ENOTSUP;
   tc_shape sp;
-  if (tc_choose(a, c->num_sms, dim_padded(a->dim), a->keys.fmt == SC_KFMT_F32 ? 4 : 2, &sp))
+  if (tc_choose(a, c->num_sms, dim_padded(a->dim), (int)sc_kfmt_size(a->keys.fmt), &sp))
     return SC_ENOTSUP;
   /* enough blocks to cover the GPU about four times over, from the token count alone */
   const int64_t groups = sc_cdiv(a->n_tok, sp.group);
