@@ -177,6 +177,8 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   sc_msg_limits_default(&c->limits);
   c->deadline_ms = 10000;
   c->num_ranks = cluster->num_nodes;
+  c->heartbeat_ms = cluster->heartbeat_ms;
+  c->heartbeat_timeout_ms = cluster->heartbeat_timeout_ms;
   snprintf(c->listen, sizeof c->listen, "%s", cluster->listen);
   int rc = 0;
   if (cluster->listen_key_file[0] != '\0' &&

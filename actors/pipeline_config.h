@@ -35,6 +35,7 @@ typedef struct sc_pipeline_config {
   sc_faults inject;               /* `--inject KIND:RANK:STEP` (fault.h) */
   bool profile;                   /* executors time each step's stages (step_prof.h) */
   int32_t num_ranks;
+  int32_t heartbeat_ms, heartbeat_timeout_ms; /* the cluster's, for the host collectives */
   char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
   uint8_t (*rank_keys)[32];       /* [num_ranks] CURVE public keys (NULL: plain) */
   sc_node_key node_key;           /* with rank_keys: this rank's key pair, filled by the

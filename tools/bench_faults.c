@@ -64,6 +64,7 @@ typedef struct req_result {
   int32_t n;
   bool done, failed, hung, repeated; /* repeated: a token index came twice or out of order */
   uint64_t first_after_ns;           /* first token after the cluster came back (0: none) */
+  bool before_kill;                  /* it had a token before the kill */
   uint64_t submit_ns, error_ns;      /* when it was sent, when the error came */
 } req_result;
 
@@ -79,6 +80,7 @@ typedef struct launch_proc {
   int32_t nodes;
   _Atomic uint64_t restarted_ns; /* when the last "restarted" line was read (0: none) */
   _Atomic int tokens_seen;     /* by the clients: the load is running */
+  _Atomic uint64_t kill_ns;    /* when the trial's kill was made (0: not yet) */
   int restarted_lines;
 } launch_proc;
 
@@ -241,6 +243,7 @@ static void run_one(sc_client *c, const req_spec *q, req_result *r, launch_proc 
     if (ev.kind == SC_CLIENT_TOKENS) {
       const uint64_t t = sc_now_ns(), back = lp ? atomic_load(&lp->restarted_ns) : 0;
       if (back != 0 && t > back && r->first_after_ns == 0) r->first_after_ns = t;
+      if (lp && atomic_load(&lp->kill_ns) == 0) r->before_kill = true;
       if (lp) atomic_fetch_add(&lp->tokens_seen, 1);
       for (int32_t k = 0; k < ev.n; k++) {
         if (ev.index + k != r->n || r->n >= MAX_OUT) r->repeated = true;
@@ -291,7 +294,7 @@ static void run_load(launch_proc *lp, const req_spec *reqs, int n, req_result *o
 
 typedef struct trial_stats {
   int trials, hangs, leftover, lost, differ, repeated, unstopped;
-  int not_killed;      /* the kill failed, or (head trials) found no request in flight */
+  int not_killed;      /* the kill failed, or found no request in flight */
   double *recovery_ms; /* node trials: one per trial that recovered */
   int num_recovery;
   double *notice_ms;   /* head trials: kill to a client's error, every failed request */
@@ -317,8 +320,10 @@ static void do_kill(void *ud) {
   /* its pid in the launched line (no restart happened yet; the reader thread only
    * appends to the list) */
   const pid_t pid = k->victim < k->lp->num_pids ? k->lp->pids[k->victim] : -1;
-  k->killed = pid > 0 && kill(pid, SIGKILL) == 0;
   k->kill_ns = sc_now_ns();
+  atomic_store(&k->lp->kill_ns, k->kill_ns); /* (just before: a token read meanwhile counts
+                                                as after the kill, never wrongly before) */
+  k->killed = pid > 0 && kill(pid, SIGKILL) == 0;
 }
 
 /* Reads launch's output on a thread of its own while clients run. */
@@ -374,10 +379,14 @@ static int one_trial(const campaign *cp, int idx, bool head, uint64_t *rng, tria
   count_results(cp, got, st, head);
   if (!head) {
     uint64_t first = 0;
-    for (int i = 0; i < cp->num_reqs; i++)
+    bool across = false; /* a request that generated on both sides of the kill */
+    for (int i = 0; i < cp->num_reqs; i++) {
       if (got[i].first_after_ns && (first == 0 || got[i].first_after_ns < first))
         first = got[i].first_after_ns;
+      across |= got[i].before_kill && got[i].first_after_ns != 0;
+    }
     if (first > kp.kill_ns) st->recovery_ms[st->num_recovery++] = (double)(first - kp.kill_ns) * 1e-6;
+    st->not_killed += !across; /* the kill fell between requests: nothing recovered */
   } else {
     const int before = st->num_notice;
     /* the requests sent before the kill (later ones are refused at once: their client

@@ -329,10 +329,12 @@ static int restart_node(sc_local_cluster *lc, int32_t rank, sc_diag *d) {
 
 static void reap_all(sc_local_cluster *lc, bool *failed);
 
-/* The head died: once the others have stopped (reap_all), all nodes again. */
+/* The head died: once the others have stopped (reap_all), all nodes again (none when a
+ * stop signal came meanwhile). */
 static int restart_all(sc_local_cluster *lc, sc_diag *d) {
   bool unused = false;
   reap_all(lc, &unused);
+  if (g_stop) return 0;
   fprintf(stderr, "sparsecp launch: the head died: starting the whole cluster again\n");
   int rc = 0;
   for (int32_t r = 0; r < sc_local_cluster_size(lc) && rc == 0; r++) rc = restart_node(lc, r, d);
@@ -340,7 +342,8 @@ static int restart_all(sc_local_cluster *lc, sc_diag *d) {
 }
 
 /* The head died: the other nodes stop by themselves within a second of losing it
- * (docs/cluster-file.md); whatever is left after 3 s is killed. Every end is reported. */
+ * (docs/cluster-file.md); whatever is left after 3 s (a node started again that never
+ * reached the head), or at once on a stop signal, is killed. Every end is reported. */
 static void reap_all(sc_local_cluster *lc, bool *failed) {
   const uint64_t kill_at = sc_now_ns() + 3000000000ull;
   for (;;) {
@@ -351,7 +354,7 @@ static void reap_all(sc_local_cluster *lc, bool *failed) {
     for (int32_t r = 0; r < sc_local_cluster_size(lc); r++)
       if (sc_local_cluster_alive(lc, r)) {
         any = true;
-        if (sc_now_ns() >= kill_at) kill(sc_local_cluster_pid(lc, r), SIGKILL);
+        if (sc_now_ns() >= kill_at || g_stop) kill(sc_local_cluster_pid(lc, r), SIGKILL);
       }
     if (!any) return;
     usleep(10000);
@@ -365,10 +368,12 @@ static void reap_all(sc_local_cluster *lc, bool *failed) {
  * the policy's restarts, without restarts, or when a node stopped in order (status 0:
  * it was told to), an end ends the cluster: the others get
  * the grace period to notice (they see DOWN), then everything is stopped. Returns
- * whether it ended that way (launch then exits 1). */
+ * whether it ended that way, or a stop signal came before a death was recovered (launch
+ * then exits 1). */
 static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grace_ms) {
   uint64_t stop_at = 0;
   bool unused = false;
+  bool unrecovered = false; /* a node ended and has not been started again (yet) */
   while (!g_stop && (stop_at == 0 || sc_now_ns() < stop_at)) {
     sc_local_exit ex[16];
     const int k = sc_local_cluster_reap(lc, ex, 16);
@@ -376,27 +381,45 @@ static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grac
       usleep(20000);
       continue;
     }
-    bool head = false, orderly = false;
-    for (int i = 0; i < k; i++) {
+    int n = k, head = -1;
+    bool orderly = false; /* a node other than the head ended with status 0 */
+    unrecovered = true;
+    for (int i = 0; i < n; i++) {
       report_exit(&unused, &ex[i]);
-      head |= ex[i].rank == 0;
-      orderly |= !ex[i].signaled && ex[i].value == 0;
+      if (ex[i].rank == 0) head = i;
+      else orderly |= !ex[i].signaled && ex[i].value == 0;
     }
     if (stop_at != 0) continue; /* giving up already */
+    /* A node that stops in order was told to by the head, which ends the cluster (for an
+     * error, or on an orderly stop): the head's own end decides, so wait for it. */
+    const uint64_t until = sc_now_ns() + 3000000000ull;
+    while (orderly && head < 0 && n < 16 && sc_now_ns() < until && !g_stop) {
+      const int more = sc_local_cluster_reap(lc, ex + n, 16 - n);
+      for (int i = n; i < n + more; i++) {
+        report_exit(&unused, &ex[i]);
+        if (ex[i].rank == 0) head = i;
+      }
+      n += more;
+      if (more == 0) usleep(20000);
+    }
+    if (g_stop) break;
     sc_diag d = {0};
     int rc = 0;
-    if (orderly) {
-      /* a node that stopped in order was told to (the head's shutdown): restarted only
-       * after a failure, as an OTP supervisor's transient child, so the cluster ends */
-      fprintf(stderr, "sparsecp launch: a node stopped in order: stopping the cluster\n");
+    if (head >= 0 && !ex[head].signaled && ex[head].value == 0) {
+      /* the head stopped in order (it was told to): restarted only after a failure, as
+       * an OTP supervisor's transient child, so the cluster ends */
+      fprintf(stderr, "sparsecp launch: the head stopped in order: stopping the cluster\n");
       rc = SC_ECLOSED;
-    } else if (head) {
+    } else if (head >= 0) {
       rc = may_restart(policy) ? restart_all(lc, &d) : SC_EFULL;
     } else {
-      for (int i = 0; i < k && rc == 0; i++)
+      for (int i = 0; i < n && rc == 0; i++)
         rc = may_restart(policy) ? restart_node(lc, ex[i].rank, &d) : SC_EFULL;
     }
-    if (rc == 0) continue;
+    if (rc == 0) {
+      unrecovered = false;
+      continue;
+    }
     if (rc == SC_EFULL && policy->max > 0)
       fprintf(stderr, "sparsecp launch: %lld restarts within %lld s already: giving up\n",
               (long long)policy->max, (long long)policy->window_s);
@@ -404,7 +427,8 @@ static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grac
       fprintf(stderr, "sparsecp launch: cannot start a node again: %s\n", sc_diag_message(&d));
     stop_at = sc_now_ns() + (uint64_t)grace_ms * 1000000ull;
   }
-  return stop_at != 0;
+  /* (a stop signal while a death was being handled: that node was not recovered) */
+  return stop_at != 0 || unrecovered;
 }
 
 int sc_cmd_launch(int argc, char **argv) {
@@ -476,8 +500,10 @@ int sc_cmd_launch(int argc, char **argv) {
   }
   o.heartbeat_ms = (int32_t)hb;
   o.heartbeat_timeout_ms = (int32_t)hbt;
-  /* without restarts nothing comes back: a node's death ends the cluster at once */
-  o.rejoin_wait_ms = restarts > 0 ? (int32_t)rejoin_wait : 0;
+  /* without restarts nothing comes back: a node's death ends the cluster at once; nor
+   * on NCCL, whose communicators cannot be rebuilt yet (the cluster ends and is started
+   * again whole, as after the head's death) */
+  o.rejoin_wait_ms = restarts > 0 && !o.nccl ? (int32_t)rejoin_wait : 0;
   uint64_t restart_at[1000];
   restart_policy policy = {.max = restarts, .window_s = window_s, .at = restart_at};
   /* the same checks as `sparsecp run`, before any node starts */

@@ -360,7 +360,9 @@ int sc_monitor_nodes(sc_ctx *ctx) {
   sc_node *n = ctx->node;
   int rc = SC_EFULL;
   pthread_mutex_lock(&n->mu);
-  if (n->num_node_subs < SC_NODE_MAX_SUBSCRIBERS) {
+  for (int i = 0; i < n->num_node_subs && rc != 0; i++)
+    if (sc_actor_id_eq(n->node_subs[i], ctx->actor->id)) rc = 0; /* subscribed already */
+  if (rc != 0 && n->num_node_subs < SC_NODE_MAX_SUBSCRIBERS) {
     n->node_subs[n->num_node_subs++] = ctx->actor->id;
     rc = 0;
   }

@@ -105,15 +105,11 @@ static void revive(sc_node *n, int32_t rank, uint64_t incarnation) {
 }
 
 /* Head: a node that had joined says hello again from a new process (restarted by a
- * supervisor; docs/runtime.md, "Rejoining"). Its old process is gone: when this node has
- * not seen that yet (the new one came back within the heartbeat timeout) it is marked
- * DOWN first, so that whoever watches it hears of the loss before the return. Then every
- * node, the new one included, gets node_ready {rank, incarnation}: the new one takes it
- * as its own ready, the others as the news that it is back. */
+ * supervisor; docs/runtime.md, "Rejoining"), and this node has seen the old one go DOWN:
+ * every node, the new one included, gets node_ready {rank, incarnation}: the new one
+ * takes it as its own ready, the others as the news that it is back. */
 static void admit_rejoin(sc_ctx *ctx, int32_t rank, uint64_t incarnation) {
   sc_node *n = sc_ctx_node(ctx);
-  if (!sc_node_peer_down(n, rank))
-    sc__node_peer_is_down(n, rank, SC_EDOWN, "a new process of it said hello");
   revive(n, rank, incarnation);
   for (int32_t r = 1; r < n->cluster.num_nodes; r++) {
     if (r != rank && sc_node_peer_down(n, r)) continue;
@@ -123,6 +119,25 @@ static void admit_rejoin(sc_ctx *ctx, int32_t rank, uint64_t incarnation) {
     m->incarnation = incarnation;
     if (sc_send(ctx, node_actor_of(r), SC_MSG_NODE_READY, m) != 0)
       sc_msg_body_destroy(SC_MSG_NODE_READY, m);
+  }
+}
+
+/* A rejoin (head: a new process's hello; other nodes: the head's news) takes effect here
+ * only once this node has seen the old process DOWN: until then this node's connections
+ * to that rank may still be the old process's (a frozen process, a partition: ZeroMQ
+ * reconnects to the new one only when the old connection ends), and their end, seen
+ * after a revive, would mark the new process DOWN for good. So it waits in
+ * rejoin_pending until on_down (the connection's end, or its heartbeats' timeout). */
+static void rejoin_when_down(sc_ctx *ctx, int32_t rank, uint64_t incarnation) {
+  sc_node *n = sc_ctx_node(ctx);
+  if (!sc_node_peer_down(n, rank)) {
+    SC_INFO(LOG, "node %d: node %d has a new process; it rejoins once the old one is seen gone",
+            n->rank, rank);
+    n->rejoin_pending[rank] = incarnation;
+  } else if (n->rank == 0) {
+    admit_rejoin(ctx, rank, incarnation);
+  } else {
+    revive(n, rank, incarnation);
   }
 }
 
@@ -146,7 +161,7 @@ static int on_hello(sc_ctx *ctx, const sc_envelope *env, const void *body) {
     if (rejoin) n->incarnation_of[h->rank] = h->incarnation;
   }
   pthread_mutex_unlock(&n->mu);
-  if (rejoin) admit_rejoin(ctx, h->rank, h->incarnation);
+  if (rejoin) rejoin_when_down(ctx, h->rank, h->incarnation);
   else if (all || !n->wait_all_hello) send_ready_all(ctx);
   return 0;
 }
@@ -157,7 +172,7 @@ static int on_ready(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   const sc_msg_node_ready *m = body;
   if (m->rank != n->rank) {
     if (env->src.node == 0 && n->rank != 0 && m->rank > 0 && m->rank < n->cluster.num_nodes)
-      revive(n, m->rank, m->incarnation);
+      rejoin_when_down(ctx, m->rank, m->incarnation);
     return 0;
   }
   pthread_mutex_lock(&n->mu);
@@ -197,6 +212,11 @@ static int on_down(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   SC_LOG(sc_node_shutting_down(n) ? SC_LOG_INFO : SC_LOG_WARN, LOG, "node %d: node %d is DOWN: %s",
          n->rank, d->node, d->message ? d->message : "");
   if (d->node == 0 && n->rank != 0) request_stop(n, SC_EDOWN); /* lost the head */
+  if (d->node > 0 && d->node < n->cluster.num_nodes && n->rejoin_pending[d->node] != 0) {
+    const uint64_t incarnation = n->rejoin_pending[d->node];
+    n->rejoin_pending[d->node] = 0;
+    rejoin_when_down(ctx, d->node, incarnation);
+  }
   return 0;
 }
 
@@ -215,8 +235,7 @@ static sc_actor_spec k_node_spec = {
     .loop = 0,
 };
 
-/* io thread (a peer disconnected or missed its heartbeats), or the head's node actor (a
- * new process of the peer said hello first). */
+/* io thread: a peer disconnected or missed its heartbeats. */
 void sc__node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
   if (atomic_exchange(&n->peer_down[rank], 1)) return;
   SC_LOG(sc_node_shutting_down(n) ? SC_LOG_INFO : SC_LOG_WARN, LOG,
@@ -314,9 +333,10 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d) {
   n->peer_down = calloc((size_t)n->cluster.num_nodes, sizeof *n->peer_down);
   n->hello_seen = calloc((size_t)n->cluster.num_nodes, sizeof *n->hello_seen);
   n->incarnation_of = calloc((size_t)n->cluster.num_nodes, sizeof *n->incarnation_of);
+  n->rejoin_pending = calloc((size_t)n->cluster.num_nodes, sizeof *n->rejoin_pending);
   n->incarnation = new_incarnation();
   if (n->slots == NULL || n->peer_down == NULL || n->hello_seen == NULL ||
-      n->incarnation_of == NULL) {
+      n->incarnation_of == NULL || n->rejoin_pending == NULL) {
     rc = SC_ENOMEM;
     goto fail;
   }
@@ -494,6 +514,7 @@ void sc_node_destroy(sc_node *n) {
   free((void *)n->peer_down);
   free(n->hello_seen);
   free(n->incarnation_of);
+  free(n->rejoin_pending);
   free(n->cluster.nodes);
   sc_wipe(&n->key, sizeof n->key);
   free(n);

@@ -265,6 +265,8 @@ struct sc_node {
   bool ready;
   bool *hello_seen;           /* head: ranks heard from */
   uint64_t *incarnation_of;   /* head: the incarnation each rank said hello with */
+  uint64_t *rejoin_pending;   /* by rank, the node actor's: a new process whose rejoin
+                                 waits for the old one to be seen DOWN here (0: none) */
   int hellos;
   uint64_t incarnation;       /* this process's, random: a restarted node is a new one */
   sc_actor_id node_subs[SC_NODE_MAX_SUBSCRIBERS]; /* sc_monitor_nodes */

@@ -49,12 +49,13 @@ typedef struct scheduler {
    * answer. Requests wait in the queue meanwhile. */
   bool ready;
   /* Nodes down and awaited back (pipeline rejoin_wait_ms > 0; docs/pipeline.md,
-   * "Recovery"): no step starts while any is, and rejoin_timer ends the cluster when one
-   * is not back in time. last_aborted: the step in flight when a node went down, aborted
-   * again on the node's new process (below). */
+   * "Recovery"): no step starts while any is, and rejoin_timer (armed for the earliest
+   * deadline) ends the cluster when one is not back in time. last_aborted: the step in
+   * flight when a node went down, aborted again on the node's new process (below). */
   bool *down;              /* [world] */
+  uint64_t *down_at_ns;    /* [world]: when each went down */
   int32_t num_down;
-  uint64_t down_since_ns, last_aborted;
+  uint64_t last_aborted;
   uv_timer_t *rejoin_timer;
   /* Room for cap events / ids. on_submit keeps cap > running + waiting (requests enter
    * the core only there; sc_sched_next only moves waiting to running), so advance,
@@ -100,8 +101,9 @@ static int scheduler_init(sc_ctx *c, void *state, const void *arg) {
   s->acked = calloc((size_t)s->world, sizeof *s->acked);
   s->completed = calloc((size_t)s->world, sizeof *s->completed);
   s->down = calloc((size_t)s->world, sizeof *s->down);
+  s->down_at_ns = calloc((size_t)s->world, sizeof *s->down_at_ns);
   if (!s->comms || !s->metadata || !s->ack_fp || !s->acked || !s->completed || !s->down ||
-      ensure_cap(s, 64))
+      !s->down_at_ns || ensure_cap(s, 64))
     return SC_ENOMEM;
   char name[48];
   for (int32_t r = 0; r < s->world; r++) {
@@ -152,6 +154,7 @@ static void scheduler_terminate(sc_ctx *c, void *state, int reason) {
   free(s->acked);
   free(s->completed);
   free(s->down);
+  free(s->down_at_ns);
   free(s->events);
   free(s->ids);
 }
@@ -248,6 +251,7 @@ static int send_step(sc_ctx *c, scheduler *s, const sc_sched_step *st) {
 }
 
 static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why);
+static bool failed_for_a_lost_node(sc_ctx *c, scheduler *s, const char *why);
 
 /* Starts the next step if none is running, the cluster is ready and there is work. */
 static void try_start(sc_ctx *c, scheduler *s) {
@@ -265,7 +269,7 @@ static void try_start(sc_ctx *c, scheduler *s) {
      * they would wait in its collectives until the deadline */
     char why[96];
     snprintf(why, sizeof why, "the step could not be started (%s)", sc_strerror(rc));
-    fail_step(c, s, rc, why);
+    if (!failed_for_a_lost_node(c, s, why)) fail_step(c, s, rc, why);
   }
 }
 
@@ -366,6 +370,7 @@ static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why);
  * and a failed device (SC_EDEVICE: its CUDA context is unusable) would fail every later
  * step, so either ends the cluster. */
 static void step_failed(sc_ctx *c, scheduler *s, int code, const char *why) {
+  if (failed_for_a_lost_node(c, s, why)) return;
   if (s->ctx->cfg.nccl || code == SC_EDEVICE) {
     char end[700];
     snprintf(end, sizeof end, "%s; %s", why,
@@ -506,11 +511,14 @@ static void rejoined(sc_ctx *c, scheduler *s, int32_t rank);
  * the requests that arrived meanwhile may start; or a node rejoined (rank > 0: from the
  * runtime, sc_monitor_nodes). */
 static int on_ready(sc_ctx *c, const sc_envelope *env, const void *body) {
-  (void)env;
   scheduler *s = sc_state(c);
   const sc_msg_node_ready *m = body;
+  /* only this node's own word counts: its runtime's (the node actor, slot 0) for a
+   * rejoin, its program's for readiness; from elsewhere it would restart steps for a
+   * node that is not back */
+  if (env->src.node != sc_self(c).node) return 0;
   if (m->rank > 0) {
-    rejoined(c, s, m->rank);
+    if (env->src.slot == 0) rejoined(c, s, m->rank);
     return 0;
   }
   s->ready = true;
@@ -602,13 +610,34 @@ static int on_shutdown(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
+/* The down node whose rejoin deadline comes first (-1: none is down). */
+static int32_t first_deadline(const scheduler *s) {
+  int32_t first = -1;
+  for (int32_t r = 1; r < s->world; r++)
+    if (s->down[r] && (first < 0 || s->down_at_ns[r] < s->down_at_ns[first])) first = r;
+  return first;
+}
+
+static void on_rejoin_timeout(uv_timer_t *t);
+
+/* Arms the rejoin timer for the earliest deadline of the nodes down (stops it when none
+ * is): each node gets rejoin_wait_ms from its own loss. */
+static void arm_rejoin_timer(scheduler *s) {
+  const int32_t r = first_deadline(s);
+  if (r < 0) {
+    uv_timer_stop(s->rejoin_timer);
+    return;
+  }
+  const uint64_t due = s->down_at_ns[r] + (uint64_t)s->ctx->cfg.rejoin_wait_ms * 1000000ull,
+                 now = sc_now_ns();
+  uv_timer_start(s->rejoin_timer, on_rejoin_timeout, due > now ? (due - now + 999999) / 1000000 : 0, 0);
+}
+
 /* The rejoin wait of a node ran out (a timer has no sc_ctx to send with: the news comes
  * to this actor as a DOWN letter from itself, about a node it has down already). */
 static void on_rejoin_timeout(uv_timer_t *t) {
   scheduler *s = t->data;
-  int32_t rank = -1;
-  for (int32_t r = 1; r < s->world && rank < 0; r++)
-    if (s->down[r]) rank = r;
+  const int32_t rank = first_deadline(s);
   if (rank < 0) return;
   sc_msg_down *m = sc_msg_body_new(SC_MSG_DOWN);
   if (m == NULL) return;
@@ -629,10 +658,9 @@ static void on_rejoin_timeout(uv_timer_t *t) {
  * meanwhile. */
 static void await_rejoin(sc_ctx *c, scheduler *s, int32_t rank, const char *why) {
   s->down[rank] = true;
-  if (s->num_down++ == 0) {
-    s->down_since_ns = sc_now_ns();
-    uv_timer_start(s->rejoin_timer, on_rejoin_timeout, (uint64_t)s->ctx->cfg.rejoin_wait_ms, 0);
-  }
+  s->down_at_ns[rank] = sc_now_ns();
+  s->num_down++;
+  arm_rejoin_timer(s);
   if (s->in_flight) {
     for (int32_t r = 0; r < s->world; r++)
       if (!s->down[r]) sc_step_abort_send(c, s->comms[r], s->in_flight, 0, SC_EDOWN, why, NULL);
@@ -646,11 +674,36 @@ static void await_rejoin(sc_ctx *c, scheduler *s, int32_t rank, const char *why)
           why, n, (long long)s->ctx->cfg.rejoin_wait_ms, rank);
 }
 
+/* Whether a lost node is recovered rather than ending the cluster: a new process of it
+ * may come back (rejoin_wait_ms), and the collectives can be rebuilt (the host backend's
+ * sockets reconnect by themselves; NCCL's communicators cannot yet). */
+static bool recovers(const scheduler *s) {
+  return s->ctx->cfg.rejoin_wait_ms > 0 && !s->ctx->cfg.nccl;
+}
+
+/* A step that failed because a node is gone, seen before its DOWN letter came (the
+ * runtime marks a node down, then tells its subscribers: a step started, planned or run
+ * meanwhile fails with SC_EDOWN on a send or a collective): true when the loss is
+ * recovered as the DOWN letter would have (that letter is then a repeat). */
+static bool failed_for_a_lost_node(sc_ctx *c, scheduler *s, const char *why) {
+  if (!recovers(s)) return false;
+  bool any = false;
+  for (int32_t r = 1; r < s->world; r++)
+    if (!s->down[r] && sc_node_peer_down(s->node, r)) {
+      char lost[320];
+      snprintf(lost, sizeof lost, "node %d is down (%s)", r, why);
+      await_rejoin(c, s, r, lost);
+      any = true;
+    }
+  return any;
+}
+
 /* A new process of node `rank` joined (node_ready from the runtime, sc_monitor_nodes). */
 static void rejoined(sc_ctx *c, scheduler *s, int32_t rank) {
   if (rank <= 0 || rank >= s->world || !s->down[rank]) return;
   s->down[rank] = false;
   s->num_down--;
+  arm_rejoin_timer(s);
   /* The step aborted when the node went down may still reach its new process (its plan
    * and inputs, queued for the old one before its loss was seen): aborted there too, it
    * fails at its first collective instead of holding the executor to the deadline. */
@@ -658,11 +711,10 @@ static void rejoined(sc_ctx *c, scheduler *s, int32_t rank) {
     sc_step_abort_send(c, s->comms[rank], s->last_aborted, 0, SC_EDOWN,
                        "aborted when this node's previous process went down", NULL);
   if (s->num_down > 0) return;
-  uv_timer_stop(s->rejoin_timer);
   sc_sched_stats st;
   sc_sched_get_stats(s->sched, &st);
-  SC_WARN(LOG, "node %d rejoined %.0f ms after the loss: resuming, %d request(s) waiting", rank,
-          (double)(sc_now_ns() - s->down_since_ns) * 1e-6, st.waiting);
+  SC_WARN(LOG, "node %d rejoined %.0f ms after its loss: resuming, %d request(s) waiting", rank,
+          (double)(sc_now_ns() - s->down_at_ns[rank]) * 1e-6, st.waiting);
   try_start(c, s);
 }
 
@@ -687,9 +739,7 @@ static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
     return 0;
   }
   snprintf(why, sizeof why, "node %d is down (%s)", dn->node, sc_strerror(dn->reason));
-  /* Recovery needs a node to come back (rejoin_wait_ms) and communicators that can be
-   * rebuilt: the host backend's sockets reconnect by themselves, NCCL's cannot yet. */
-  if (s->ctx->cfg.rejoin_wait_ms > 0 && !s->ctx->cfg.nccl && dn->node > 0 && dn->node < s->world)
+  if (recovers(s) && dn->node > 0 && dn->node < s->world)
     await_rejoin(c, s, dn->node, why);
   else
     shut_down(c, s, SC_EDOWN, why);

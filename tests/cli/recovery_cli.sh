@@ -8,7 +8,10 @@
 #     (exit 1), launch starts the whole cluster again, and a new request is served with
 #     the same tokens as before;
 #  3. SIGTERM then stops launch with status 0, no process and no folder left behind;
-#  4. a node that keeps dying (--restarts 1): launch gives up and exits 1, nothing left.
+#  4. a node that keeps dying (--restarts 1): launch gives up and exits 1, nothing left;
+#  5. a device fault on node 1 (the head ends the cluster; node 1 exits 0, told to stop):
+#     launch waits for the head's verdict and starts the whole cluster again, without the
+#     injection, and a request is served (it stopped the cluster as an orderly end).
 # SC_LAUNCH_EXTRA: more launch options (tests/gpu/recovery_gpu.sh: --device cuda).
 set -u
 bin=$1
@@ -45,7 +48,7 @@ sleep 0.4
 kill -KILL "$2"
 wait $c1 || fail "request 1 failed across the kill: $(cat "$work/got1.json")"
 wait $c2 || fail "request 2 failed across the kill: $(cat "$work/got2.json")"
-grep -q 'back in the queue' "$work/l.err" ||
+grep -qE '[1-9][0-9]* running request\(s\) back in the queue' "$work/l.err" ||
   fail "the kill found no request running (nothing was tested): $(cat "$work/l.err")"
 grep -q '"event":"restarted","rank":1' "$work/l.out" || fail "node 1 was not started again"
 grep -q 'rejoined' "$work/l.err" || fail "no rejoin was logged: $(cat "$work/l.err")"
@@ -103,6 +106,27 @@ grep -q 'giving up' "$work/g.err" || fail "launch did not say it gave up: $(cat 
 pids="$(field "$work/g.out" pids) $again"
 # shellcheck disable=SC2086
 running $pids && fail "nodes left running: $pids"
+
+# 5. a device fault ends the cluster; launch starts it again
+"$bin" launch --pcp 2 --dcp 2 --model "$model" --inject devfault:1:3 "${extra[@]}" > "$work/f.out" 2> "$work/f.err" &
+lpid=$!
+await "$work/f.out" '"launched"' || fail "no launched line: $(cat "$work/f.err")"
+listen=$(field "$work/f.out" listen)
+ask "$work/f1.json" "${greedy[@]}" && fail "the request under a device fault succeeded: $(cat "$work/f1.json")"
+grep -q 'EDEVICE' "$work/f1.json" || fail "the error does not name the device: $(cat "$work/f1.json")"
+await "$work/f.out" '"event":"restarted","rank":1' || fail "the cluster was not started again: $(cat "$work/f.err")"
+ok=
+for _ in $(seq 50); do
+  ask "$work/f2.json" "${greedy[@]}" && { ok=1; break; }
+  sleep 0.2
+done
+[ -n "$ok" ] || fail "no request was served after the device fault: $(cat "$work/f2.json")"
+[ "$(tokens "$work/f2.json")" = "$(tokens "$work/ref1.json")" ] || fail "the tokens after the restart differ"
+kill -TERM "$lpid"
+wait "$lpid"
+rc=$?
+lpid=
+[ $rc -eq 0 ] || fail "launch exited $rc on SIGTERM after the recovered device fault, expected 0"
 
 rm -rf "$work"
 echo "recovery_cli: ok"
