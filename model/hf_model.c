@@ -265,19 +265,11 @@ static int load_layer_extras(loader *L, const sc_model_config *c, int32_t tp, in
 int sc_model_weights_from_checkpoint(sc_kernels *k, const sc_hf_checkpoint *ck,
                                      const sc_model_config *cfg, int32_t tp, int32_t tp_rank,
                                      sc_model_weights *w, sc_diag *d) {
-  memset(w, 0, sizeof *w);
-  int rc = sc_model_config_check_tp(cfg, tp, d);
+  int rc = sc_model_weights_begin(cfg, tp, tp_rank, w, d);
   if (rc) return rc;
-  if (tp_rank < 0 || tp_rank >= tp)
-    return sc_fail(d, SC_EINVAL, "tp_rank %d is outside [0, %d)", tp_rank, tp);
-  w->cfg = *cfg;
-  w->tp = tp;
-  w->tp_rank = tp_rank;
-  w->num = sc_model_tensor_count(cfg);
   loader L = {.k = k, .ck = ck, .d = d};
-  w->t = calloc((size_t)w->num, sizeof *w->t);
   w->x = calloc((size_t)cfg->layers * SC_WX_COUNT, sizeof *w->x);
-  if (w->t == NULL || w->x == NULL) {
+  if (w->x == NULL) {
     rc = sc_fail(d, SC_ENOMEM, "out of memory");
     goto fail;
   }

@@ -122,6 +122,12 @@ int sc_model_weights_load(sc_kernels *k, const sc_model_config *cfg, int32_t tp,
 
 void sc_model_weights_free(sc_kernels *k, sc_model_weights *w);
 
+/* For the loaders: checks the TP split of cfg and rank, and sets w up with its fields and
+ * an empty table of sc_model_tensor_count(cfg) buffers (w->x stays NULL). On failure w is
+ * empty (nothing to free). */
+int sc_model_weights_begin(const sc_model_config *cfg, int32_t tp, int32_t tp_rank,
+                           sc_model_weights *w, sc_diag *d);
+
 /* Writes the full synthetic model of cfg as a safetensors file (dtype SC_DT_F32 or
  * SC_DT_BF16). */
 int sc_model_write_synthetic(const sc_model_config *cfg, int dtype, const char *path,
