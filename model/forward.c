@@ -48,13 +48,15 @@ static int setup_checkpoint(sc_forward *f, sc_diag *d) {
   if (k->ops->rope_freq == NULL || k->ops->layernorm == NULL || k->ops->weighted_sum_rows == NULL)
     return sc_fail(d, SC_ENOTSUP, "forward: the %s kernels cannot run a DeepSeek-V3.2 "
                    "checkpoint yet (rope_freq, layernorm, weighted_sum_rows)", k->device);
-  const int32_t half = m->rope_dim / 2;
-  double tbl[SC_MODEL_MAX_DIM / 2];
+  const size_t bytes = (size_t)(m->rope_dim / 2) * sizeof(double);
+  double *tbl = malloc(bytes > 0 ? bytes : 1);
+  if (tbl == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
   int rc = sc_rope_inv_freq(&m->arch.rope, (double)m->rope_theta, m->rope_dim, tbl, d);
+  if (rc == 0 && ((rc = k->ops->alloc(k, bytes, (void **)&f->inv_freq)) ||
+                  (rc = k->ops->copy(k, f->inv_freq, tbl, bytes, SC_KCOPY_H2D))))
+    sc_fail(d, rc, "forward: cannot upload the rotary table");
+  free(tbl);
   if (rc) return rc;
-  if ((rc = k->ops->alloc(k, (size_t)half * sizeof(double), (void **)&f->inv_freq)) ||
-      (rc = k->ops->copy(k, f->inv_freq, tbl, (size_t)half * sizeof(double), SC_KCOPY_H2D)))
-    return sc_fail(d, rc, "forward: cannot upload the rotary table");
   f->attn_factor = (float)sc_rope_attention_factor(&m->arch.rope);
   f->scale = (float)sc_rope_softmax_scale(&m->arch.rope, sc_model_q_head_dim(m));
   if (m->arch.route.n_experts > 0 && (rc = sc_moe_ffn_create(k, &f->moe, d))) return rc;
