@@ -102,22 +102,17 @@ int sc_moe_ffn_run(sc_moe_ffn *m, const sc_model_weights *w, int32_t layer, int6
     int32_t *p = m->picks + t * K;
     float *wt = m->weights + t * K;
     if (tok_global[t] < 0) {
-      for (int32_t i = 0; i < K; i++)
-        p[i] = -1, wt[i] = 0.0f;
+      for (int32_t i = 0; i < K; i++) p[i] = -1, wt[i] = 0.0f;
       continue;
     }
     if ((rc = sc_moe_route(rc_cfg, m->logits + t * E, m->bias, p, wt, d))) goto out;
-    for (int32_t i = 0; i < K; i++)
-      m->count[p[i] + 1]++;
+    for (int32_t i = 0; i < K; i++) m->count[p[i] + 1]++;
   }
-  /* expert-major segments: expert e's tokens, in token order, from count[e] on
-   */
-  for (int32_t e = 0; e < E; e++)
-    m->count[e + 1] += m->count[e];
+  /* expert-major segments: expert e's tokens, in token order, from count[e] on */
+  for (int32_t e = 0; e < E; e++) m->count[e + 1] += m->count[e];
   const int32_t n_picks = m->count[E];
   {
-    int32_t next[SC_MOE_MAX_EXPERTS]; /* the next free row of each expert's
-                                         segment */
+    int32_t next[SC_MOE_MAX_EXPERTS]; /* the next free row of each expert's segment */
     memcpy(next, m->count, (size_t)E * sizeof *next);
     for (int64_t t = 0; t < rows; t++)
       for (int32_t i = 0; i < K; i++) {
@@ -167,8 +162,7 @@ int sc_moe_ffn_run(sc_moe_ffn *m, const sc_model_weights *w, int32_t layer, int6
        "layer %d: expert %d down", layer, e);
   }
 
-  /* ---- shared expert on every row (when there is one), then the combine ----
-   */
+  /* ---- shared expert on every row (when there is one), then the combine ---- */
   if (sl > 0) {
     CK(sc_linear(k, rows, sl, hid, xn, hid, sc_wx(w, layer, SC_WX_SH_W1), hid, sg, sl, 1.0f),
        "layer %d: shared gate", layer);
