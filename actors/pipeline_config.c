@@ -53,7 +53,8 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       "model", "model_file", "model_dir", "weights", "interleave", "block_size", "pad_multiple",
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
       "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len", "device",
-      "cuda_device", "collectives", "tokenizer", "served_model_name", "profile"};
+      "cuda_device", "collectives", "tokenizer", "served_model_name", "profile",
+      "rejoin_wait_ms"};
   json_object_foreach(p, key, v) {
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
@@ -94,6 +95,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   if ((rc = get_path(cluster_path, p, "weights", c->weights_path, sizeof c->weights_path, d)))
     return rc;
   int32_t deadline = (int32_t)c->deadline_ms, max_prompt = c->limits.max_prompt_len;
+  int32_t rejoin = (int32_t)c->rejoin_wait_ms;
   if ((rc = get_i32(p, "interleave", 1, SC_PLAN_MAX_DIM, &e->plan.interleave, d)) ||
       (rc = get_i32(p, "block_size", 1, SC_PLAN_MAX_DIM, &e->plan.block_size, d)) ||
       (rc = get_i32(p, "pad_multiple", 1, SC_PLAN_MAX_DIM, &e->plan.pad_multiple, d)) ||
@@ -103,9 +105,11 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       (rc = get_i32(p, "max_model_len", 2, SC_PLAN_MAX_TOKENS, &c->sched.max_model_len, d)) ||
       (rc = get_i32(p, "deadline_ms", 1, 3600000, &deadline, d)) ||
       (rc = get_i32(p, "kernel_threads", 1, 64, &e->kernel_threads, d)) ||
-      (rc = get_i32(p, "max_prompt_len", 1, SC_PLAN_MAX_TOKENS, &max_prompt, d)))
+      (rc = get_i32(p, "max_prompt_len", 1, SC_PLAN_MAX_TOKENS, &max_prompt, d)) ||
+      (rc = get_i32(p, "rejoin_wait_ms", 0, 3600000, &rejoin, d)))
     return rc;
   c->deadline_ms = deadline;
+  c->rejoin_wait_ms = rejoin;
   c->limits.max_prompt_len = max_prompt;
   json_t *mg = json_object_get(p, "max_gathered_rows");
   if (mg) {

@@ -24,6 +24,11 @@ typedef struct sc_pipeline_config {
   sc_sched_config sched;          /* token budget, running limit, pool, max length */
   sc_msg_limits limits;           /* the gateway's untrusted-input limits */
   int64_t deadline_ms;            /* per collective */
+  int64_t rejoin_wait_ms;         /* a node other than the head that goes down: how long
+                                     the head waits for a new process of it to rejoin
+                                     (requests wait meanwhile, their running ones back
+                                     in the queue), 0: the cluster ends at once (the
+                                     default; `launch` sets it when it restarts nodes) */
   bool nccl;                      /* NCCL collectives (one GPU per rank) instead of the
                                      host backend (CPU ranks, or ranks sharing a GPU,
                                      their device buffers staged through host memory) */

@@ -302,6 +302,13 @@ static int bind_router(host_be *be, const sc_host_comm_config *hc, sc_diag *d) {
   const int rcvhwm = SC_HOST_RCVHWM, handshake_ms = 5000; /* a stranger's is not held long */
   zmq_setsockopt(be->router, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
   zmq_setsockopt(be->router, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
+  /* A restarted peer connects with the routing id of the process it replaces; while this
+   * socket has not noticed the old connection's end, ZeroMQ would refuse the new one and
+   * drop what it sends (its blocks never came, seen as flaky timeouts after a rejoin).
+   * The new connection takes the id over. (Who may send what is the inbox's to check,
+   * from the id or, with CURVE, the key the peer proved it holds.) */
+  const int handover = 1;
+  zmq_setsockopt(be->router, ZMQ_ROUTER_HANDOVER, &handover, sizeof handover);
   if (hc->max_block_bytes > 0 && hc->max_block_bytes < (size_t)INT64_MAX - 64) {
     const int64_t max = (int64_t)hc->max_block_bytes + 64; /* + the header */
     zmq_setsockopt(be->router, ZMQ_MAXMSGSIZE, &max, sizeof max);

@@ -71,5 +71,9 @@ int sc_bench_e2e_long(sc_bench *b);
 /* The HTTP front against the ZeroMQ client on one local CPU cluster (bench_http.c):
  * requests/s, TTFT and TPOT of 1, 16 and 64 streaming clients on each. */
 int sc_bench_http(sc_bench *b);
+/* A fault campaign under `sparsecp launch` (bench_faults.c): random node and head kills
+ * under client load; counts of hangs, leftover processes, lost requests and tokens that
+ * differ from a fault-free run, recovery times. Fails (SC_EIO) when a count is not 0. */
+int sc_bench_faults(sc_bench *b);
 
 #endif

@@ -20,6 +20,9 @@ static const struct {
      "prefill/decode tok/s of local CPU clusters P1N1..P4N4, step overhead;\n"
      "             --device cuda: TTFT and TPOT at long contexts on one GPU"},
     {"http", sc_bench_http, "req/s, TTFT, TPOT of 1/16/64 streaming clients: HTTP vs ZeroMQ"},
+    {"faults", sc_bench_faults,
+     "node and head kills under launch with client load: lost requests, tokens that\n"
+     "             differ from a fault-free run, hangs, leftovers, recovery time (exit 1 on any)"},
 };
 #define NUM_KINDS (sizeof k_bench_kinds / sizeof k_bench_kinds[0])
 

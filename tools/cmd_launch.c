@@ -3,10 +3,11 @@
  *
  * The cluster itself (cluster file, one `sparsecp node` per rank, orderly stop) is
  * tools/local_cluster.c, shared with `sparsecp run`. Launch adds: one tap endpoint
- * forwarding the taps of all nodes (XSUB -> XPUB proxy), and supervision: a child that
- * dies while the cluster runs is reported (stderr, and a JSON event on stdout), the others
- * get --grace-ms to notice (they see DOWN) before they are stopped, and launch exits 1.
- * SIGINT/SIGTERM stop all children. Children carry PR_SET_PDEATHSIG, so even a
+ * forwarding the taps of all nodes (XSUB -> XPUB proxy), and supervision (supervise()): a
+ * child that dies while the cluster runs is reported (stderr, and a JSON event on stdout)
+ * and started again within a restart budget (the pipeline's rejoin_wait_ms keeps the
+ * cluster waiting for it); past the budget the others get --grace-ms to notice before they
+ * are stopped, and launch exits 1. SIGINT/SIGTERM stop all children. Children carry PR_SET_PDEATHSIG, so even a
  * SIGKILLed launch leaves no process behind. */
 #include <errno.h>
 #include <getopt.h>
@@ -175,11 +176,13 @@ static void help(FILE *f) {
           "                        [--tokenizer tokenizer.json]]\n"
           "                       [--transport ipc|tcp]\n"
           "                       [--events] [--heartbeat-ms MS] [--heartbeat-timeout-ms MS]\n"
+          "                       [--restarts N] [--restart-window-s T] [--rejoin-wait-ms MS]\n"
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
           "                       [--inject KIND:RANK:STEP] [--profile]\n\n"
           "Starts a local cluster of P*T node processes (default P = 1, N = 1, T = 1)\n"
           "running the inference pipeline (docs/pipeline.md) and keeps it up until\n"
-          "Ctrl-C/SIGTERM (exit 0) or until a node dies (reported; exit 1). Clients\n"
+          "Ctrl-C/SIGTERM (exit 0); a node that dies is reported and started again (see\n"
+          "--restarts; exit 1 when it gives up). Clients\n"
           "connect to the head's endpoint (printed in the \"launched\" line;\n"
           "`sparsecp submit --connect ...`).\n"
           "  --listen E     the head's client endpoint (default: an ipc socket in the\n"
@@ -211,8 +214,16 @@ static void help(FILE *f) {
           "                 (CURVE between all nodes, with key pairs made for this run)\n"
           "  --events       nodes print JSON event lines; launch adds its own\n"
           "  --heartbeat-ms, --heartbeat-timeout-ms  between nodes (default 200, 1000)\n"
-          "  --grace-ms     after a node died, time the others get before being stopped\n"
-          "                 (default 2000)\n"
+          "  --restarts N, --restart-window-s T  a node that dies is started again, at\n"
+          "                 most N times within T s (default 3 in 60); another node\n"
+          "                 rejoins the running cluster (requests pause, none is lost:\n"
+          "                 docs/pipeline.md, Recovery), after the head's death the whole\n"
+          "                 cluster starts again. Past N, or with --restarts 0, a death\n"
+          "                 ends the cluster (exit 1)\n"
+          "  --rejoin-wait-ms MS  how long the head waits for a node's new process\n"
+          "                 (default 10000)\n"
+          "  --grace-ms     after a death that ends the cluster, time the others get\n"
+          "                 before being stopped (default 2000)\n"
           "  --device, --collectives, --gpus, --model, --model-dir, --token-budget,\n"
           "  --num-blocks,\n"
           "  --inject, --profile  as for `sparsecp run` (with --http, /metrics adds\n"
@@ -280,6 +291,124 @@ static void on_stop_signal(int sig) {
   g_stop = 1;
 }
 
+/* The restart policy (as an OTP supervisor's intensity and period): at most max
+ * restarts within window_s seconds, the next death ends the cluster. */
+typedef struct restart_policy {
+  int64_t max, window_s;
+  uint64_t *at;  /* [max] when the restarts in the window were made, oldest first */
+  int64_t used;
+} restart_policy;
+
+/* Whether one more restart is within the policy now (counted when it is). */
+static bool may_restart(restart_policy *p) {
+  const uint64_t now = sc_now_ns(), window = (uint64_t)p->window_s * 1000000000ull;
+  int64_t keep = 0;
+  for (int64_t i = 0; i < p->used; i++)
+    if (now - p->at[i] < window) p->at[keep++] = p->at[i];
+  p->used = keep;
+  if (p->used >= p->max) return false;
+  p->at[p->used++] = now;
+  return true;
+}
+
+static void print_restarted(const sc_local_cluster *lc, int32_t rank) {
+  printf("{\"event\":\"restarted\",\"rank\":%d,\"pid\":%d}\n", (int)rank,
+         (int)sc_local_cluster_pid(lc, rank));
+  fflush(stdout);
+}
+
+/* Node `rank`, which ended, again; the injected faults are taken out of the cluster file
+ * first (sc_local_cluster_clear_injections: one fault per launch, not one per restart). */
+static int restart_node(sc_local_cluster *lc, int32_t rank, sc_diag *d) {
+  int rc = sc_local_cluster_clear_injections(lc, d);
+  if (rc == 0) rc = sc_local_cluster_restart(lc, rank, d);
+  if (rc == 0) {
+    fprintf(stderr, "sparsecp launch: node %d started again\n", (int)rank);
+    print_restarted(lc, rank);
+  }
+  return rc;
+}
+
+static void reap_all(sc_local_cluster *lc, bool *failed);
+
+/* The head died: once the others have stopped (reap_all), all nodes again. */
+static int restart_all(sc_local_cluster *lc, sc_diag *d) {
+  bool unused = false;
+  reap_all(lc, &unused);
+  fprintf(stderr, "sparsecp launch: the head died: starting the whole cluster again\n");
+  int rc = 0;
+  for (int32_t r = 0; r < sc_local_cluster_size(lc) && rc == 0; r++) rc = restart_node(lc, r, d);
+  return rc;
+}
+
+/* The head died: the other nodes stop by themselves within a second of losing it
+ * (docs/cluster-file.md); whatever is left after 3 s is killed. Every end is reported. */
+static void reap_all(sc_local_cluster *lc, bool *failed) {
+  const uint64_t kill_at = sc_now_ns() + 3000000000ull;
+  for (;;) {
+    sc_local_exit ex[16];
+    const int k = sc_local_cluster_reap(lc, ex, 16);
+    for (int i = 0; i < k; i++) report_exit(failed, &ex[i]);
+    bool any = false;
+    for (int32_t r = 0; r < sc_local_cluster_size(lc); r++)
+      if (sc_local_cluster_alive(lc, r)) {
+        any = true;
+        if (sc_now_ns() >= kill_at) kill(sc_local_cluster_pid(lc, r), SIGKILL);
+      }
+    if (!any) return;
+    usleep(10000);
+  }
+}
+
+/* Keeps the cluster up until SIGINT/SIGTERM: a node other than the head that fails (killed,
+ * or exits nonzero) is started again and rejoins (its running requests recompute their context, clients see a
+ * pause: docs/pipeline.md, "Recovery"); when the head dies, the others stop by
+ * themselves and the whole cluster is started again (its clients got SC_EDOWN). Past
+ * the policy's restarts, without restarts, or when a node stopped in order (status 0:
+ * it was told to), an end ends the cluster: the others get
+ * the grace period to notice (they see DOWN), then everything is stopped. Returns
+ * whether it ended that way (launch then exits 1). */
+static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grace_ms) {
+  uint64_t stop_at = 0;
+  bool unused = false;
+  while (!g_stop && (stop_at == 0 || sc_now_ns() < stop_at)) {
+    sc_local_exit ex[16];
+    const int k = sc_local_cluster_reap(lc, ex, 16);
+    if (k == 0) {
+      usleep(20000);
+      continue;
+    }
+    bool head = false, orderly = false;
+    for (int i = 0; i < k; i++) {
+      report_exit(&unused, &ex[i]);
+      head |= ex[i].rank == 0;
+      orderly |= !ex[i].signaled && ex[i].value == 0;
+    }
+    if (stop_at != 0) continue; /* giving up already */
+    sc_diag d = {0};
+    int rc = 0;
+    if (orderly) {
+      /* a node that stopped in order was told to (the head's shutdown): restarted only
+       * after a failure, as an OTP supervisor's transient child, so the cluster ends */
+      fprintf(stderr, "sparsecp launch: a node stopped in order: stopping the cluster\n");
+      rc = SC_ECLOSED;
+    } else if (head) {
+      rc = may_restart(policy) ? restart_all(lc, &d) : SC_EFULL;
+    } else {
+      for (int i = 0; i < k && rc == 0; i++)
+        rc = may_restart(policy) ? restart_node(lc, ex[i].rank, &d) : SC_EFULL;
+    }
+    if (rc == 0) continue;
+    if (rc == SC_EFULL && policy->max > 0)
+      fprintf(stderr, "sparsecp launch: %lld restarts within %lld s already: giving up\n",
+              (long long)policy->max, (long long)policy->window_s);
+    else if (rc != SC_EFULL && rc != SC_ECLOSED)
+      fprintf(stderr, "sparsecp launch: cannot start a node again: %s\n", sc_diag_message(&d));
+    stop_at = sc_now_ns() + (uint64_t)grace_ms * 1000000ull;
+  }
+  return stop_at != 0;
+}
+
 int sc_cmd_launch(int argc, char **argv) {
   static const struct option opts[] = {
       SC_LOCAL_CLUSTER_LONG_OPTIONS, /* --pcp --dcp --tp --device --collectives --gpus --model
@@ -292,6 +421,9 @@ int sc_cmd_launch(int argc, char **argv) {
       {"heartbeat-ms", required_argument, NULL, 'b'},
       {"heartbeat-timeout-ms", required_argument, NULL, 'B'},
       {"grace-ms", required_argument, NULL, 'g'},
+      {"restarts", required_argument, NULL, 'r'},
+      {"restart-window-s", required_argument, NULL, 'w'},
+      {"rejoin-wait-ms", required_argument, NULL, 'j'},
       {"http", required_argument, NULL, 'H'},
       {"http-api-key-file", required_argument, NULL, 'A'},
       {"http-timeout-s", required_argument, NULL, 'O'},
@@ -300,6 +432,9 @@ int sc_cmd_launch(int argc, char **argv) {
       {NULL, 0, NULL, 0}};
   sc_local_cluster_opts o = {.pcp = 1, .dcp = 1, .tp = 1};
   int64_t hb = 200, hbt = 1000, grace = 2000;
+  /* 3 restarts in 60 s: a node that keeps dying ends the cluster within about a minute
+   * instead of being restarted forever */
+  int64_t restarts = 3, window_s = 60, rejoin_wait = 10000;
   const char *tap = NULL, *key_file = NULL, *client_keys = NULL, *api_key = NULL;
   const char *tokenizer = NULL;
   int64_t http_timeout = 0;
@@ -310,6 +445,9 @@ int sc_cmd_launch(int argc, char **argv) {
     case 'b': if (!sc_cli_int("launch", "--heartbeat-ms", optarg, 10, 600000, &hb)) return SC_EXIT_USAGE; break;
     case 'B': if (!sc_cli_int("launch", "--heartbeat-timeout-ms", optarg, 20, 3600000, &hbt)) return SC_EXIT_USAGE; break;
     case 'g': if (!sc_cli_int("launch", "--grace-ms", optarg, 0, 600000, &grace)) return SC_EXIT_USAGE; break;
+    case 'r': if (!sc_cli_int("launch", "--restarts", optarg, 0, 1000, &restarts)) return SC_EXIT_USAGE; break;
+    case 'w': if (!sc_cli_int("launch", "--restart-window-s", optarg, 1, 86400, &window_s)) return SC_EXIT_USAGE; break;
+    case 'j': if (!sc_cli_int("launch", "--rejoin-wait-ms", optarg, 1, 3600000, &rejoin_wait)) return SC_EXIT_USAGE; break;
     case 'L': o.listen = optarg; break;
     case 'K': key_file = optarg; break;
     case 'C': client_keys = optarg; break;
@@ -340,6 +478,10 @@ int sc_cmd_launch(int argc, char **argv) {
   }
   o.heartbeat_ms = (int32_t)hb;
   o.heartbeat_timeout_ms = (int32_t)hbt;
+  /* without restarts nothing comes back: a node's death ends the cluster at once */
+  o.rejoin_wait_ms = restarts > 0 ? (int32_t)rejoin_wait : 0;
+  uint64_t restart_at[1000];
+  restart_policy policy = {.max = restarts, .window_s = window_s, .at = restart_at};
   /* the same checks as `sparsecp run`, before any node starts */
   if (sc_local_cluster_validate("launch", &o, NULL)) return SC_EXIT_USAGE;
   if (tap && !sc_endpoint_is_local(tap) && !o.tcp) {
@@ -426,7 +568,6 @@ int sc_cmd_launch(int argc, char **argv) {
     /* (a --http address that is not one is bad input; the rest are failures) */
     return start_rc == SC_EINVAL ? SC_EXIT_USAGE : SC_EXIT_FAILURE;
   }
-  const int32_t n = sc_local_cluster_size(lc);
   proxy px = {0};
   int exit_code = SC_EXIT_OK;
   bool failed = false; /* a node was killed or exited nonzero (report_exit) */
@@ -436,21 +577,7 @@ int sc_cmd_launch(int argc, char **argv) {
   }
   print_launched(lc, tap, &px, server_key);
 
-  /* Supervise: a node that dies is reported; the others get the grace period to notice
-   * (they see DOWN), then everything is stopped and launch exits 1. */
-  uint64_t stop_at = 0;
-  int32_t alive = n;
-  while (!g_stop && alive > 0 && (stop_at == 0 || sc_now_ns() < stop_at)) {
-    sc_local_exit ex[16];
-    const int k = sc_local_cluster_reap(lc, ex, 16);
-    for (int i = 0; i < k; i++) {
-      report_exit(&failed, &ex[i]);
-      alive--;
-      exit_code = SC_EXIT_FAILURE; /* a node that ends by itself is a failure */
-      if (stop_at == 0) stop_at = sc_now_ns() + (uint64_t)grace * 1000000ull;
-    }
-    if (k == 0) usleep(20000);
-  }
+  if (supervise(lc, &policy, grace)) exit_code = SC_EXIT_FAILURE;
 out:
   proxy_stop(&px);
   /* Every node's end is reported, also during the stop: one killed just before a stop

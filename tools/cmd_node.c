@@ -2,7 +2,8 @@
  * it is told to stop (node_shutdown from the head, SIGINT/SIGTERM, or losing the head).
  *
  * --events prints one JSON line per node event on stdout ({"event": "ready" | "down" |
- * "shutdown" | "stopped", "rank", "code", "detail", "time_ms"}), which `launch` and the
+ * "rejoined" | "shutdown" | "stopped", "rank", "code", "detail", "time_ms"}; "rejoined":
+ * a new process of node `rank` joined the running cluster), which `launch` and the
  * integration tests read. When the cluster file has a "pipeline" section, the node also
  * runs the inference pipeline's actors (actors/pipeline.h): the list is identical in
  * every process of the cluster (see sc_node.h). */

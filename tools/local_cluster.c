@@ -41,6 +41,12 @@ struct sc_local_cluster {
   char http[SC_ENDPOINT_MAX];    /* HOST:PORT with the port chosen ("" = none) */
   char (*taps)[SC_ENDPOINT_MAX];
   char tap_key_file[PATH_MAX];   /* tcp taps: the subscriber key they admit ("" = none) */
+  /* how a node is started (again: sc_local_cluster_restart) */
+  char exe[PATH_MAX];
+  pid_t parent;
+  const char *log_level;         /* borrowed from the options, as they promise */
+  bool quiet, events, cuda, nccl;
+  int32_t gpus;
 };
 
 const char *sc_local_cluster_listen(const sc_local_cluster *c) { return c->listen; }
@@ -212,6 +218,8 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->cuda) json_object_set_new(p, "device", json_string("cuda"));
   if (o->nccl) json_object_set_new(p, "collectives", json_string("nccl"));
   if (o->profile) json_object_set_new(p, "profile", json_true());
+  if (o->rejoin_wait_ms)
+    json_object_set_new(p, "rejoin_wait_ms", json_integer(o->rejoin_wait_ms));
   if (o->num_inject) {
     json_t *inj = json_array();
     for (int32_t i = 0; i < o->num_inject; i++) json_array_append_new(inj, json_string(o->inject[i]));
@@ -224,6 +232,38 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
            : sc_fail(d, SC_EIO, "cannot write %s", lc->path);
   json_decref(root);
   return rc;
+}
+
+/* Starts node r as a child (`sparsecp node --cluster FILE --rank r`). */
+static int spawn(sc_local_cluster *lc, int32_t r, sc_diag *d) {
+  const pid_t pid = fork();
+  if (pid < 0) return sc_fail(d, SC_ESYS, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != lc->parent) _exit(1);
+    if (lc->log_level) setenv("SPARSECP_LOG", lc->log_level, 1);
+    if (lc->cuda) {
+      char dev[16];
+      snprintf(dev, sizeof dev, "%d", (int)(r % lc->gpus));
+      setenv("CUDA_VISIBLE_DEVICES", dev, 1);
+      /* NVLink multicast stays off on these hosts (shared/GPU.md) */
+      if (lc->nccl) setenv("NCCL_NVLS_ENABLE", "0", 1);
+    }
+    if (lc->quiet) {
+      const int fd = open("/dev/null", O_WRONLY);
+      if (fd >= 0) dup2(fd, 2);
+    }
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    char rank[16];
+    snprintf(rank, sizeof rank, "%d", (int)r);
+    char *args[] = {"sparsecp", "node", "--cluster", lc->path, "--rank", rank,
+                    lc->events ? "--events" : NULL, NULL};
+    execv(lc->exe, args);
+    _exit(127);
+  }
+  lc->ch[r] = (child){.pid = pid, .alive = true};
+  return 0;
 }
 
 int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **out,
@@ -262,49 +302,54 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
     return rc;
   }
   exe[el] = '\0';
+  memcpy(lc->exe, exe, (size_t)el + 1);
+  lc->parent = getpid();
+  lc->log_level = o->log_level;
+  lc->quiet = o->quiet;
+  lc->events = o->events;
+  lc->cuda = o->cuda;
+  lc->nccl = o->nccl;
+  lc->gpus = o->gpus > 0 ? o->gpus : 1;
   /* An ignored SIGCHLD (inherited from whoever started us) would have the kernel reap
    * the nodes itself: waitpid would never see them end, a dead node would go unreported
    * and stopping would wait for nodes that are long gone. */
   signal(SIGCHLD, SIG_DFL);
-  const pid_t parent = getpid();
-  for (int32_t r = 0; r < lc->n; r++) {
-    const pid_t pid = fork();
-    if (pid < 0) {
-      rc = sc_fail(d, SC_ESYS, "fork: %s", strerror(errno));
-      break;
-    }
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(1);
-      if (o->log_level) setenv("SPARSECP_LOG", o->log_level, 1);
-      if (o->cuda) {
-        char dev[16];
-        snprintf(dev, sizeof dev, "%d", (int)(r % (o->gpus > 0 ? o->gpus : 1)));
-        setenv("CUDA_VISIBLE_DEVICES", dev, 1);
-        /* NVLink multicast stays off on these hosts (shared/GPU.md) */
-        if (o->nccl) setenv("NCCL_NVLS_ENABLE", "0", 1);
-      }
-      if (o->quiet) {
-        const int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) dup2(fd, 2);
-      }
-      const int devnull = open("/dev/null", O_RDONLY);
-      if (devnull >= 0) dup2(devnull, 0);
-      char rank[16];
-      snprintf(rank, sizeof rank, "%d", (int)r);
-      char *args[] = {"sparsecp", "node", "--cluster", lc->path, "--rank", rank,
-                      o->events ? "--events" : NULL, NULL};
-      execv(exe, args);
-      _exit(127);
-    }
-    lc->ch[r] = (child){.pid = pid, .alive = true};
-  }
+  for (int32_t r = 0; r < lc->n && rc == 0; r++) rc = spawn(lc, r, d);
   if (rc) {
     sc_local_cluster_stop(lc);
     return rc;
   }
   *out = lc;
   return 0;
+}
+
+int sc_local_cluster_clear_injections(sc_local_cluster *c, sc_diag *d) {
+  json_error_t err;
+  json_t *root = json_load_file(c->path, 0, &err);
+  if (root == NULL) return sc_fail(d, SC_EIO, "cannot read %s: %s", c->path, err.text);
+  json_t *p = json_object_get(root, "pipeline");
+  int rc = 0;
+  if (p && json_object_get(p, "inject")) {
+    json_object_del(p, "inject");
+    /* written aside, then renamed: a node starting meanwhile reads one file or the other */
+    char tmp[sizeof c->path + 8];
+    snprintf(tmp, sizeof tmp, "%s.new", c->path);
+    rc = json_dump_file(root, tmp, JSON_INDENT(1)) == 0 && rename(tmp, c->path) == 0
+             ? 0
+             : sc_fail(d, SC_EIO, "cannot write %s", c->path);
+  }
+  json_decref(root);
+  return rc;
+}
+
+int sc_local_cluster_restart(sc_local_cluster *c, int32_t rank, sc_diag *d) {
+  if (rank < 0 || rank >= c->n || c->ch[rank].alive)
+    return sc_fail(d, SC_EINVAL, "node %d is not a node that ended", (int)rank);
+  return spawn(c, rank, d);
+}
+
+bool sc_local_cluster_alive(const sc_local_cluster *c, int32_t rank) {
+  return rank >= 0 && rank < c->n && c->ch[rank].alive;
 }
 
 pid_t sc_local_cluster_pid(const sc_local_cluster *c, int32_t rank) {

@@ -74,6 +74,8 @@ typedef struct sc_local_cluster_opts {
   int32_t http_timeout_s;       /* 0: the default */
   const char *tokenizer;        /* a tokenizer.json for text prompts; NULL: none */
   bool profile;                 /* executors time each step's stages (pipeline "profile") */
+  int32_t rejoin_wait_ms;       /* pipeline.rejoin_wait_ms (0: a node's death ends the
+                                   cluster): set by a caller that restarts nodes */
 } sc_local_cluster_opts;
 
 typedef struct sc_local_cluster sc_local_cluster;
@@ -90,6 +92,17 @@ const char *sc_local_cluster_tap_key_file(const sc_local_cluster *c);
 const char *sc_local_cluster_file(const sc_local_cluster *c);
 int32_t sc_local_cluster_size(const sc_local_cluster *c);
 pid_t sc_local_cluster_pid(const sc_local_cluster *c, int32_t rank);
+/* Whether node `rank`'s process has not been seen to end (reaped) yet. */
+bool sc_local_cluster_alive(const sc_local_cluster *c, int32_t rank);
+
+/* Starts node `rank`, which has ended (and was reaped), again with the same command
+ * line: a new process of it, which rejoins the running cluster (docs/runtime.md,
+ * "Rejoining"), or joins a cluster being started again. */
+int sc_local_cluster_restart(sc_local_cluster *c, int32_t rank, sc_diag *d);
+/* Takes the injected faults (--inject) out of the cluster file, for the nodes started
+ * from now on: an injection is one fault of the run, not one per restart (a restarted
+ * head counts its steps from 1 again and would meet it again, without end). */
+int sc_local_cluster_clear_injections(sc_local_cluster *c, sc_diag *d);
 
 /* A child that ended. */
 typedef struct sc_local_exit {

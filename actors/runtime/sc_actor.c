@@ -356,6 +356,18 @@ int sc_monitor_node(sc_ctx *ctx, int rank) {
   return sc_monitor(ctx, (sc_actor_id){.node = (uint16_t)rank, .slot = 0, .gen = 0}) ;
 }
 
+int sc_monitor_nodes(sc_ctx *ctx) {
+  sc_node *n = ctx->node;
+  int rc = SC_EFULL;
+  pthread_mutex_lock(&n->mu);
+  if (n->num_node_subs < SC_NODE_MAX_SUBSCRIBERS) {
+    n->node_subs[n->num_node_subs++] = ctx->actor->id;
+    rc = 0;
+  }
+  pthread_mutex_unlock(&n->mu);
+  return rc;
+}
+
 int sc_link(sc_ctx *ctx, sc_actor_id target) {
   sc_node *n = ctx->node;
   if (target.node != (uint16_t)n->rank) return SC_ENOTSUP;

@@ -149,6 +149,12 @@ int sc_monitor(sc_ctx *ctx, sc_actor_id target);
 /* DOWN {who = {node, 0, 0}, node, SC_EDOWN} when node `rank` disconnects or misses its
  * heartbeats. */
 int sc_monitor_node(sc_ctx *ctx, int rank);
+/* Every node's comings and goings, until this actor stops (as Erlang's monitor_nodes):
+ * DOWN {who = {node, 0, 0}, node, reason} each time another node goes down, and
+ * node_ready {rank, incarnation} each time one rejoins the running cluster as a new
+ * process (docs/runtime.md, "Rejoining"). At most SC_NODE_MAX_SUBSCRIBERS actors of a
+ * node subscribe (SC_EFULL past it). */
+int sc_monitor_nodes(sc_ctx *ctx);
 /* Bidirectional: when either stops with a non-zero reason the other stops with the same
  * reason, unless it has trap_exit (then it gets DOWN). A target that is gone already (or
  * stops before it takes the link) counts as one that stopped with SC_ENOENT. Local

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -75,26 +76,90 @@ static void send_ready_all(sc_ctx *ctx) {
   }
 }
 
+/* Tells this node's sc_monitor_nodes subscribers that node `rank` is back (any thread;
+ * best effort, as DOWN: a subscriber may be gone). */
+static void notify_rejoined(sc_node *n, int32_t rank, uint64_t incarnation) {
+  sc_actor_id subs[SC_NODE_MAX_SUBSCRIBERS];
+  pthread_mutex_lock(&n->mu);
+  const int k = n->num_node_subs;
+  memcpy(subs, n->node_subs, sizeof subs[0] * (size_t)k);
+  pthread_mutex_unlock(&n->mu);
+  for (int i = 0; i < k; i++) {
+    sc_msg_node_ready *m = sc_msg_body_new(SC_MSG_NODE_READY);
+    if (m == NULL) return;
+    m->rank = rank;
+    m->incarnation = incarnation;
+    sc_envelope env = {.type = SC_MSG_NODE_READY, .src = node_actor_of(n->rank), .dst = subs[i]};
+    if (sc__deliver_local(n, &env, m) != 0) sc_msg_body_destroy(SC_MSG_NODE_READY, m);
+  }
+}
+
+/* Node `rank` is up again as a new process: letters to it flow again (they were dropped
+ * while it was DOWN) and the subscribers hear of it. */
+static void revive(sc_node *n, int32_t rank, uint64_t incarnation) {
+  atomic_store(&n->peer_down[rank], 0);
+  SC_INFO(LOG, "node %d: node %d rejoined (incarnation %016llx)", n->rank, rank,
+          (unsigned long long)incarnation);
+  node_emit(n, "rejoined", rank, 0, NULL);
+  notify_rejoined(n, rank, incarnation);
+}
+
+/* Head: a node that had joined says hello again from a new process (restarted by a
+ * supervisor; docs/runtime.md, "Rejoining"). Its old process is gone: when this node has
+ * not seen that yet (the new one came back within the heartbeat timeout) it is marked
+ * DOWN first, so that whoever watches it hears of the loss before the return. Then every
+ * node, the new one included, gets node_ready {rank, incarnation}: the new one takes it
+ * as its own ready, the others as the news that it is back. */
+static void admit_rejoin(sc_ctx *ctx, int32_t rank, uint64_t incarnation) {
+  sc_node *n = sc_ctx_node(ctx);
+  if (!sc_node_peer_down(n, rank))
+    sc__node_peer_is_down(n, rank, SC_EDOWN, "a new process of it said hello");
+  revive(n, rank, incarnation);
+  for (int32_t r = 1; r < n->cluster.num_nodes; r++) {
+    if (r != rank && sc_node_peer_down(n, r)) continue;
+    sc_msg_node_ready *m = sc_msg_body_new(SC_MSG_NODE_READY);
+    if (m == NULL) continue;
+    m->rank = rank;
+    m->incarnation = incarnation;
+    if (sc_send(ctx, node_actor_of(r), SC_MSG_NODE_READY, m) != 0)
+      sc_msg_body_destroy(SC_MSG_NODE_READY, m);
+  }
+}
+
 static int on_hello(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   sc_node *n = sc_ctx_node(ctx);
   const sc_msg_node_hello *h = body;
   if (n->rank != 0 || h->rank < 0 || h->rank >= n->cluster.num_nodes) return 0;
   SC_INFO(LOG, "head: hello from node %d (pid %u, %s)", h->rank, h->pid,
           h->endpoint ? h->endpoint : "");
-  bool all = false;
+  bool all = false, rejoin = false;
   pthread_mutex_lock(&n->mu);
   if (!n->hello_seen[h->rank]) {
     n->hello_seen[h->rank] = true;
+    n->incarnation_of[h->rank] = h->incarnation;
     n->hellos++;
     all = n->hellos == n->cluster.num_nodes;
+  } else if (h->incarnation != n->incarnation_of[h->rank]) {
+    /* only into a running cluster: before ready, a node that died ends the start
+     * (sc_node_wait_ready), and a stopping head takes no one back */
+    rejoin = n->ready && h->rank != 0 && !sc_node_shutting_down(n);
+    if (rejoin) n->incarnation_of[h->rank] = h->incarnation;
   }
   pthread_mutex_unlock(&n->mu);
-  if (all || !n->wait_all_hello) send_ready_all(ctx);
+  if (rejoin) admit_rejoin(ctx, h->rank, h->incarnation);
+  else if (all || !n->wait_all_hello) send_ready_all(ctx);
   return 0;
 }
 
+/* Own ready (rank = this node's), or from the head: node `rank` rejoined. */
 static int on_ready(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   sc_node *n = sc_ctx_node(ctx);
+  const sc_msg_node_ready *m = body;
+  if (m->rank != n->rank) {
+    if (env->src.node == 0 && n->rank != 0 && m->rank > 0 && m->rank < n->cluster.num_nodes)
+      revive(n, m->rank, m->incarnation);
+    return 0;
+  }
   pthread_mutex_lock(&n->mu);
   const bool first = !n->ready;
   n->ready = true;
@@ -150,16 +215,19 @@ static sc_actor_spec k_node_spec = {
     .loop = 0,
 };
 
-/* io thread: a peer disconnected or missed its heartbeats. */
+/* io thread (a peer disconnected or missed its heartbeats), or the head's node actor (a
+ * new process of the peer said hello first). */
 void sc__node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) {
   if (atomic_exchange(&n->peer_down[rank], 1)) return;
   SC_LOG(sc_node_shutting_down(n) ? SC_LOG_INFO : SC_LOG_WARN, LOG,
          "node %d: peer node %d down: %s", n->rank, rank, why);
   node_emit(n, "down", rank, code, why);
   sc__broadcast_node_down(n, rank);
-  /* A rank goes down once (peer_down stays set), so its watches fire once: they leave
-   * the list, however many there are, and are answered outside the lock. */
+  /* A node goes down once per process (peer_down stays set until a new one rejoins), so
+   * its watches fire once: they leave the list, however many there are, and are
+   * answered outside the lock; the sc_monitor_nodes subscribers stay. */
   sc_remote_watch *fired = NULL;
+  sc_actor_id subs[SC_NODE_MAX_SUBSCRIBERS];
   pthread_mutex_lock(&n->mu);
   for (sc_remote_watch **pp = &n->remote_watches; *pp;) {
     sc_remote_watch *w = *pp;
@@ -171,8 +239,12 @@ void sc__node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) 
     w->next = fired;
     fired = w;
   }
+  const int num_subs = n->num_node_subs;
+  memcpy(subs, n->node_subs, sizeof subs[0] * (size_t)num_subs);
   pthread_mutex_unlock(&n->mu);
-  sc__send_down(n, node_actor_of(n->rank), (sc_actor_id){.node = (uint16_t)rank}, code, why);
+  const sc_actor_id who = {.node = (uint16_t)rank};
+  sc__send_down(n, node_actor_of(n->rank), who, code, why);
+  for (int i = 0; i < num_subs; i++) sc__send_down(n, subs[i], who, code, why);
   while (fired) {
     sc_remote_watch *w = fired;
     fired = w->next;
@@ -182,6 +254,14 @@ void sc__node_peer_is_down(sc_node *n, int32_t rank, int code, const char *why) 
 }
 
 /* ---- lifecycle ---- */
+
+/* A restarted node must differ from the process it replaces: random, never 0 (the
+ * value a hello of schema 1.3 decodes to). */
+static uint64_t new_incarnation(void) {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = sc_now_ns() ^ ((uint64_t)getpid() << 32);
+  return v ? v : 1;
+}
 
 void sc_node_opts_default(sc_node_opts *o) {
   memset(o, 0, sizeof *o);
@@ -233,7 +313,10 @@ int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d) {
   n->slots = sc__calloc_lines(SC_MAX_SLOTS, sizeof *n->slots);
   n->peer_down = calloc((size_t)n->cluster.num_nodes, sizeof *n->peer_down);
   n->hello_seen = calloc((size_t)n->cluster.num_nodes, sizeof *n->hello_seen);
-  if (n->slots == NULL || n->peer_down == NULL || n->hello_seen == NULL) {
+  n->incarnation_of = calloc((size_t)n->cluster.num_nodes, sizeof *n->incarnation_of);
+  n->incarnation = new_incarnation();
+  if (n->slots == NULL || n->peer_down == NULL || n->hello_seen == NULL ||
+      n->incarnation_of == NULL) {
     rc = SC_ENOMEM;
     goto fail;
   }
@@ -301,6 +384,7 @@ int sc__node_say_hello(sc_node *n) {
     h->pid = (uint32_t)getpid();
     h->endpoint = strdup(n->cluster.nodes[n->rank].endpoint);
     h->tap_endpoint = strdup(n->cluster.nodes[n->rank].tap);
+    h->incarnation = n->incarnation;
     sc_envelope env = {.type = SC_MSG_NODE_HELLO, .src = node_actor_of(n->rank),
                        .dst = node_actor_of(0)};
     if ((rc = sc__route(n, &env, h)) != 0) sc_msg_body_destroy(SC_MSG_NODE_HELLO, h);
@@ -409,6 +493,7 @@ void sc_node_destroy(sc_node *n) {
   free(n->slots);
   free((void *)n->peer_down);
   free(n->hello_seen);
+  free(n->incarnation_of);
   free(n->cluster.nodes);
   sc_wipe(&n->key, sizeof n->key);
   free(n);

@@ -14,6 +14,17 @@
  * Every node runs a system actor "node" in slot 0 that answers ping with pong, runs the
  * hello/ready handshake and turns node_shutdown into an orderly stop.
  *
+ * Rejoining (docs/runtime.md): each process has a random incarnation, sent in its hello.
+ * A hello from a node the head knows, with another incarnation, while the cluster runs is
+ * a restarted node: the head marks the old process DOWN if it has not seen that yet,
+ * then sends node_ready {rank, incarnation} to every node. The new process takes it as
+ * its ready; the others clear the node's DOWN, so letters to it flow again (ZeroMQ
+ * reconnects to its endpoint by itself). Actors learn of both through
+ * sc_monitor_nodes. Watches of the old process's actors (sc_monitor) fired with its
+ * DOWN and stay fired. Letters queued for the old process before its loss was seen may
+ * reach the new one: whoever sent them decides what they mean then (the scheduler aborts
+ * the step it lost on the new process too).
+ *
  * Well-known names: startup actors are listed once, identically in every process of the
  * cluster; entry k gets slot k+1 (generation 1) on every rank where it runs, so
  * "scheduler@0" or "comm@3" resolves to an id without any message. Actors spawned later
@@ -91,8 +102,9 @@ typedef void (*sc_node_event_fn)(void *ud, const char *event, int32_t rank, int 
 
 void sc_node_opts_default(sc_node_opts *o);
 int sc_node_create(const sc_node_opts *o, sc_node **out, sc_diag *d);
-/* Optional: called (from a node thread) on "ready", "down", "shutdown" events. Set
- * before sc_node_start. */
+/* Optional: called (from a node thread) on "ready", "down", "rejoined" (a new process of
+ * node `rank` joined the running cluster) and "shutdown" events. Set before
+ * sc_node_start. */
 void sc_node_set_event_cb(sc_node *n, sc_node_event_fn fn, void *ud);
 int sc_node_start(sc_node *n, sc_diag *d);
 /* Blocks until the head has heard from every rank, each of which has reached every other

@@ -245,6 +245,8 @@ typedef struct sc_remote_watch {
 
 typedef struct sc_transport sc_transport;
 
+#define SC_NODE_MAX_SUBSCRIBERS 8
+
 struct sc_node {
   sc_cluster cluster;
   int32_t rank;
@@ -262,7 +264,11 @@ struct sc_node {
   sc_remote_watch *remote_watches;
   bool ready;
   bool *hello_seen;           /* head: ranks heard from */
+  uint64_t *incarnation_of;   /* head: the incarnation each rank said hello with */
   int hellos;
+  uint64_t incarnation;       /* this process's, random: a restarted node is a new one */
+  sc_actor_id node_subs[SC_NODE_MAX_SUBSCRIBERS]; /* sc_monitor_nodes */
+  int num_node_subs;
   bool wait_all_hello;
   _Atomic int stop_claimed;   /* 1 once a stop was requested: its requester writes the
                                  reason, then publishes shutdown */

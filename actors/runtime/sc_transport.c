@@ -491,6 +491,10 @@ int sc__transport_start(sc_transport *t, sc_diag *d) {
                    zmq_strerror(errno));
   sc__set_affinity(t->router, SC_AFFINITY_NODES);
   sc__set_int(t->router, ZMQ_ROUTER_MANDATORY, 1);
+  /* a restarted peer's DEALERs reuse the routing ids of the process it replaces (unique
+   * within a process: "n<rank>" and "n<rank>.<loop>"); until this socket has seen the
+   * old connections end, ZeroMQ would refuse the new ones and drop their letters */
+  sc__set_int(t->router, ZMQ_ROUTER_HANDOVER, 1);
   sc__set_int(t->router, ZMQ_LINGER, 0);
   sc__set_int(t->router, ZMQ_RCVHWM, 0);
   /* ZeroMQ allocates a frame as large as its header announces, also before a handshake:

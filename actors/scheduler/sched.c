@@ -17,6 +17,9 @@ typedef struct req {
   int32_t *tokens;     /* prompt, then generated tokens */
   int32_t cap_tokens;
   int32_t prompt_len, generated, computed;
+  /* tokens to compute before the request samples: the prompt, or after a requeue
+   * (sc_sched_requeue_running) the prompt and every token generated so far */
+  int32_t prefill_len;
   sc_sched_params params;
   int32_t *blocks;     /* reserved virtual blocks (whole extent) */
   int32_t num_blocks;
@@ -267,6 +270,7 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
   s->held_tokens += extent;
   r->id = id;
   r->prompt_len = prompt_len;
+  r->prefill_len = prompt_len;
   r->params = *p;
   r->state = SLOT_WAITING;
   acct->held += extent;
@@ -349,12 +353,12 @@ static void add_entry(sc_sched *s, int32_t slot, int32_t q) {
   req_t *r = &s->slots[slot];
   sc_sched_step *st = &s->step;
   const int32_t i = st->num_reqs++;
-  const bool prefill = r->computed < r->prompt_len;
+  const bool prefill = r->computed < r->prefill_len;
   st->reqs[i] = (sc_batch_req){.id = r->id, .computed = r->computed, .scheduled = q,
                                .prefill = prefill};
   memcpy(st->tokens + st->num_tokens, r->tokens + r->computed, sizeof(int32_t) * (size_t)q);
   st->num_tokens += q;
-  st->sample[i] = (uint8_t)(r->computed + q >= r->prompt_len);
+  st->sample[i] = (uint8_t)(r->computed + q >= r->prefill_len);
   st->params[i] = r->params;
   st->out_index[i] = r->generated;
   const int32_t nb = sc_sched_blocks_for(&s->cfg, (int64_t)r->computed + q);
@@ -382,7 +386,7 @@ int sc_sched_next(sc_sched *s, sc_sched_step **out) {
   /* 1. decodes: one token each; they are latency-critical, so they go first */
   for (int32_t k = 0; k < s->num_running && budget > 0; k++) {
     const req_t *r = &s->slots[s->running[k]];
-    if (r->computed >= r->prompt_len) {
+    if (r->computed >= r->prefill_len) {
       add_entry(s, s->running[k], 1);
       budget--;
     }
@@ -390,8 +394,9 @@ int sc_sched_next(sc_sched *s, sc_sched_step **out) {
   /* 2. running prefills continue their prompt, cut to the budget (chunked prefill) */
   for (int32_t k = 0; k < s->num_running && budget > 0; k++) {
     const req_t *r = &s->slots[s->running[k]];
-    if (r->computed < r->prompt_len) {
-      const int32_t q = r->prompt_len - r->computed < budget ? r->prompt_len - r->computed : budget;
+    if (r->computed < r->prefill_len) {
+      const int32_t left = r->prefill_len - r->computed;
+      const int32_t q = left < budget ? left : budget;
       add_entry(s, s->running[k], q);
       budget -= q;
     }
@@ -417,7 +422,7 @@ int sc_sched_next(sc_sched *s, sc_sched_step **out) {
     remove_index(s->waiting, &s->num_waiting, slot);
     s->running[s->num_running++] = slot;
     s->stats.admitted++;
-    const int32_t q = r->prompt_len < budget ? r->prompt_len : budget;
+    const int32_t q = r->prefill_len < budget ? r->prefill_len : budget;
     add_entry(s, slot, q);
     budget -= q;
   }
@@ -490,6 +495,41 @@ int sc_sched_fail_all(sc_sched *s, int64_t *ids) {
     s->stats.failed++;
   }
   return n;
+}
+
+int sc_sched_requeue_running(sc_sched *s) {
+  if (s->in_flight) {
+    /* the step's tokens never come; a request canceled meanwhile ends now */
+    for (int32_t i = 0; i < s->step.num_reqs; i++)
+      if (s->slots[s->step_slot[i]].canceled) {
+        finish(s, s->step_slot[i]);
+        s->stats.canceled++;
+      }
+    s->in_flight = false;
+    s->stats.steps_failed++;
+  }
+  const int32_t m = s->num_running;
+  /* (waiting and running share the slot capacity, so both fit in waiting) */
+  memmove(s->waiting + m, s->waiting, sizeof *s->waiting * (size_t)s->num_waiting);
+  for (int32_t k = 0; k < m; k++) {
+    const int32_t slot = s->running[k];
+    req_t *r = &s->slots[slot];
+    client_acct *a = acct_find(s, r->params.client);
+    if (a) {
+      a->running--;
+      a->blocks -= r->num_blocks;
+    }
+    for (int32_t b = r->num_blocks - 1; b >= 0; b--) s->free_blocks[s->num_free++] = r->blocks[b];
+    r->num_blocks = 0;
+    r->state = SLOT_WAITING;
+    r->computed = 0;
+    r->prefill_len = r->prompt_len + r->generated;
+    s->waiting[k] = slot;
+  }
+  s->num_waiting += m;
+  s->num_running = 0;
+  s->stats.requeued += (uint64_t)m;
+  return m;
 }
 
 void sc_sched_get_stats(const sc_sched *s, sc_sched_stats *st) {

@@ -94,14 +94,15 @@ typedef struct sc_sched_event {
   bool finished;          /* the request is complete (max_new_tokens reached) */
 } sc_sched_event;
 
-/* The queue now and the totals since creation. Requests: admitted (waiting to running),
- * finished (max_new_tokens reached), canceled (sc_sched_cancel) and failed (their step
- * failed, or sc_sched_fail_all). Steps: every step sc_sched_next built ends once, as
- * advanced (steps) or as failed (steps_failed, sc_sched_fail_step, also through
- * sc_sched_fail_all). */
+/* The queue now and the totals since creation. Requests: admitted (waiting to running;
+ * a requeued request is admitted again), finished (max_new_tokens reached), canceled
+ * (sc_sched_cancel) and failed (their step failed, or sc_sched_fail_all), requeued
+ * (sc_sched_requeue_running, each time). Steps: every step sc_sched_next built ends once,
+ * as advanced (steps) or as failed (steps_failed, sc_sched_fail_step, also through
+ * sc_sched_fail_all and sc_sched_requeue_running). */
 typedef struct sc_sched_stats {
   int32_t waiting, running, free_blocks, total_blocks;
-  uint64_t admitted, finished, canceled, failed;
+  uint64_t admitted, finished, canceled, failed, requeued;
   uint64_t steps, steps_failed;
 } sc_sched_stats;
 
@@ -138,6 +139,17 @@ int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids);
  * first) and writes their ids into ids (room for waiting + running); returns how many.
  * Used when the cluster shuts down: each client gets an error. */
 int sc_sched_fail_all(sc_sched *s, int64_t *ids);
+
+/* A rank's KV shards were lost (its node died; issue 22): every running request goes
+ * back to the front of the waiting queue, in admission order, ahead of those already
+ * waiting, with its blocks freed. When admitted again it first recomputes its prompt and
+ * every token it generated (one prefill of them, chunked as any), and its next token is
+ * the one it was about to produce: since sampling depends only on (seed, request id,
+ * output index) and the model's results not on how the context is chunked, the client
+ * receives exactly the tokens of a run without the failure, none twice. The step in
+ * flight, if any, is dropped (counted in steps_failed; requests canceled during it end
+ * now). Returns how many requests were requeued. */
+int sc_sched_requeue_running(sc_sched *s);
 
 void sc_sched_get_stats(const sc_sched *s, sc_sched_stats *st);
 

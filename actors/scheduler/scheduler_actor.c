@@ -48,6 +48,14 @@ typedef struct scheduler {
    * its queue, and when that node died first the step's requests were left without an
    * answer. Requests wait in the queue meanwhile. */
   bool ready;
+  /* Nodes down and awaited back (pipeline rejoin_wait_ms > 0; docs/pipeline.md,
+   * "Recovery"): no step starts while any is, and rejoin_timer ends the cluster when one
+   * is not back in time. last_aborted: the step in flight when a node went down, aborted
+   * again on the node's new process (below). */
+  bool *down;              /* [world] */
+  int32_t num_down;
+  uint64_t down_since_ns, last_aborted;
+  uv_timer_t *rejoin_timer;
   /* Room for cap events / ids. on_submit keeps cap > running + waiting (requests enter
    * the core only there; sc_sched_next only moves waiting to running), so advance,
    * fail_step (<= running ids) and fail_all (<= running + waiting) fit; the
@@ -91,7 +99,8 @@ static int scheduler_init(sc_ctx *c, void *state, const void *arg) {
   s->ack_fp = calloc((size_t)s->world, sizeof *s->ack_fp);
   s->acked = calloc((size_t)s->world, sizeof *s->acked);
   s->completed = calloc((size_t)s->world, sizeof *s->completed);
-  if (!s->comms || !s->metadata || !s->ack_fp || !s->acked || !s->completed ||
+  s->down = calloc((size_t)s->world, sizeof *s->down);
+  if (!s->comms || !s->metadata || !s->ack_fp || !s->acked || !s->completed || !s->down ||
       ensure_cap(s, 64))
     return SC_ENOMEM;
   char name[48];
@@ -100,8 +109,9 @@ static int scheduler_init(sc_ctx *c, void *state, const void *arg) {
     if ((rc = sc_node_resolve(n, name, &s->comms[r]))) return rc;
     snprintf(name, sizeof name, "metadata@%d", r);
     if ((rc = sc_node_resolve(n, name, &s->metadata[r]))) return rc;
-    if (r > 0 && (rc = sc_monitor_node(c, r))) return rc;
   }
+  /* every node's DOWN, and node_ready when a new process of one rejoins */
+  if (s->world > 1 && (rc = sc_monitor_nodes(c))) return rc;
   if ((rc = sc_node_resolve(n, "gateway@0", &s->gateway)) ||
       (rc = sc_node_resolve(n, "partitioner@0", &s->partitioner)))
     return rc;
@@ -113,6 +123,13 @@ static int scheduler_init(sc_ctx *c, void *state, const void *arg) {
     return SC_ESYS;
   }
   s->ack_timer->data = s;
+  if ((s->rejoin_timer = malloc(sizeof *s->rejoin_timer)) == NULL) return SC_ENOMEM;
+  if (uv_timer_init(sc_ctx_uv_loop(c), s->rejoin_timer) != 0) {
+    free(s->rejoin_timer);
+    s->rejoin_timer = NULL;
+    return SC_ESYS;
+  }
+  s->rejoin_timer->data = s;
   return 0;
 }
 
@@ -122,6 +139,7 @@ static void scheduler_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   scheduler *s = state;
   if (s->ack_timer) uv_close((uv_handle_t *)s->ack_timer, free_handle);
+  if (s->rejoin_timer) uv_close((uv_handle_t *)s->rejoin_timer, free_handle);
   if (s->stop_timer) { /* the node stopped before the delayed stop fired */
     uv_timer_stop(s->stop_timer);
     uv_close((uv_handle_t *)s->stop_timer, free_handle);
@@ -133,6 +151,7 @@ static void scheduler_terminate(sc_ctx *c, void *state, int reason) {
   free(s->ack_fp);
   free(s->acked);
   free(s->completed);
+  free(s->down);
   free(s->events);
   free(s->ids);
 }
@@ -232,7 +251,7 @@ static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why);
 
 /* Starts the next step if none is running, the cluster is ready and there is work. */
 static void try_start(sc_ctx *c, scheduler *s) {
-  if (s->in_flight || s->shutting_down || !s->ready) return;
+  if (s->in_flight || s->shutting_down || !s->ready || s->num_down > 0) return;
   sc_sched_step *st = NULL;
   if (sc_sched_next(s->sched, &st) != 0 || st == NULL) return;
   s->in_flight = st->step;
@@ -481,10 +500,19 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
-/* The cluster is ready: the requests that arrived meanwhile may start. */
+static void rejoined(sc_ctx *c, scheduler *s, int32_t rank);
+
+/* The cluster is ready (rank 0: from the head's program, sc_pipeline_cluster_ready), and
+ * the requests that arrived meanwhile may start; or a node rejoined (rank > 0: from the
+ * runtime, sc_monitor_nodes). */
 static int on_ready(sc_ctx *c, const sc_envelope *env, const void *body) {
-  (void)env, (void)body;
+  (void)env;
   scheduler *s = sc_state(c);
+  const sc_msg_node_ready *m = body;
+  if (m->rank > 0) {
+    rejoined(c, s, m->rank);
+    return 0;
+  }
   s->ready = true;
   try_start(c, s);
   return 0;
@@ -574,9 +602,72 @@ static int on_shutdown(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
+/* The rejoin wait of a node ran out (a timer has no sc_ctx to send with: the news comes
+ * to this actor as a DOWN letter from itself, about a node it has down already). */
+static void on_rejoin_timeout(uv_timer_t *t) {
+  scheduler *s = t->data;
+  int32_t rank = -1;
+  for (int32_t r = 1; r < s->world && rank < 0; r++)
+    if (s->down[r]) rank = r;
+  if (rank < 0) return;
+  sc_msg_down *m = sc_msg_body_new(SC_MSG_DOWN);
+  if (m == NULL) return;
+  m->who = (sc_actor_id){.node = (uint16_t)rank};
+  m->node = rank;
+  m->reason = SC_ETIMEDOUT;
+  sc_envelope env = {.type = SC_MSG_DOWN, .src = s->self, .dst = s->self};
+  if (sc_node_send(s->node, &env, m) != 0) { /* a full mailbox: try again shortly */
+    sc_msg_body_destroy(SC_MSG_DOWN, m);
+    uv_timer_start(t, on_rejoin_timeout, 100, 0);
+  }
+}
+
+/* Node `rank` (not the head) is gone with its shards of the KV cache, and a new process
+ * of it may rejoin (rejoin_wait_ms): the step in flight is aborted on the others, every
+ * running request goes back to the queue to recompute its context once the node is back
+ * (sc_sched_requeue_running: the clients see a pause, not an error), and no step starts
+ * meanwhile. */
+static void await_rejoin(sc_ctx *c, scheduler *s, int32_t rank, const char *why) {
+  s->down[rank] = true;
+  if (s->num_down++ == 0) {
+    s->down_since_ns = sc_now_ns();
+    uv_timer_start(s->rejoin_timer, on_rejoin_timeout, (uint64_t)s->ctx->cfg.rejoin_wait_ms, 0);
+  }
+  if (s->in_flight) {
+    for (int32_t r = 0; r < s->world; r++)
+      if (!s->down[r]) sc_step_abort_send(c, s->comms[r], s->in_flight, 0, SC_EDOWN, why, NULL);
+    s->last_aborted = s->in_flight;
+    s->in_flight = 0;
+    drop_held_result(s);
+  }
+  const int n = sc_sched_requeue_running(s->sched);
+  SC_WARN(LOG, "%s: %d running request(s) back in the queue; waiting up to %lld ms for a new "
+               "process of node %d to rejoin",
+          why, n, (long long)s->ctx->cfg.rejoin_wait_ms, rank);
+}
+
+/* A new process of node `rank` joined (node_ready from the runtime, sc_monitor_nodes). */
+static void rejoined(sc_ctx *c, scheduler *s, int32_t rank) {
+  if (rank <= 0 || rank >= s->world || !s->down[rank]) return;
+  s->down[rank] = false;
+  s->num_down--;
+  /* The step aborted when the node went down may still reach its new process (its plan
+   * and inputs, queued for the old one before its loss was seen): aborted there too, it
+   * fails at its first collective instead of holding the executor to the deadline. */
+  if (s->last_aborted)
+    sc_step_abort_send(c, s->comms[rank], s->last_aborted, 0, SC_EDOWN,
+                       "aborted when this node's previous process went down", NULL);
+  if (s->num_down > 0) return;
+  uv_timer_stop(s->rejoin_timer);
+  sc_sched_stats st;
+  sc_sched_get_stats(s->sched, &st);
+  SC_WARN(LOG, "node %d rejoined %.0f ms after the loss: resuming, %d request(s) waiting", rank,
+          (double)(sc_now_ns() - s->down_since_ns) * 1e-6, st.waiting);
+  try_start(c, s);
+}
+
 /* A node is gone: its ranks' shards of the KV cache are gone too. */
 static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
-  (void)env;
   scheduler *s = sc_state(c);
   const sc_msg_down *dn = body;
   if (s->shutting_down) return 0;
@@ -587,8 +678,21 @@ static int on_down(sc_ctx *c, const sc_envelope *env, const void *body) {
     return 0;
   }
   char why[256];
+  const bool awaited = dn->node > 0 && dn->node < s->world && s->down[dn->node];
+  if (awaited) {
+    if (!sc_actor_id_eq(env->src, s->self)) return 0; /* (told twice) */
+    snprintf(why, sizeof why, "node %d went down and no new process of it rejoined within "
+             "%lld ms", dn->node, (long long)s->ctx->cfg.rejoin_wait_ms);
+    shut_down(c, s, SC_EDOWN, why);
+    return 0;
+  }
   snprintf(why, sizeof why, "node %d is down (%s)", dn->node, sc_strerror(dn->reason));
-  shut_down(c, s, SC_EDOWN, why);
+  /* Recovery needs a node to come back (rejoin_wait_ms) and communicators that can be
+   * rebuilt: the host backend's sockets reconnect by themselves, NCCL's cannot yet. */
+  if (s->ctx->cfg.rejoin_wait_ms > 0 && !s->ctx->cfg.nccl && dn->node > 0 && dn->node < s->world)
+    await_rejoin(c, s, dn->node, why);
+  else
+    shut_down(c, s, SC_EDOWN, why);
   return 0;
 }
 

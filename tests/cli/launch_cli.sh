@@ -6,30 +6,18 @@
 #  - a TMPDIR whose name holds quotes and spaces: the "launched" line is valid JSON, the
 #    cluster folder is removed at the end, and nothing outside it is;
 #  - a node killed just before SIGTERM: reported, and launch exits 1.
+# (With --restarts 0: without it, launch starts a killed node again; recovery_cli.sh.)
 set -u
 bin=$1
 src=$2
 model="$src/examples/model-small.json"
 work=$(mktemp -d)
 lpid=
-fail() {
-  echo "FAIL: $*" >&2
-  [ -n "$lpid" ] && kill -KILL "$lpid" 2>/dev/null
-  rm -rf "$work"
-  exit 1
-}
-# waits up to 10 s for a line matching $2 in file $1
-await() { for _ in $(seq 100); do grep -q "$2" "$1" && return 0; sleep 0.1; done; return 1; }
-# the JSON field $2 of the launched line in file $1
-field() { python3 -c 'import json,sys
-for l in open(sys.argv[1]):
-    if "\"launched\"" in l: print(json.loads(l)[sys.argv[2]] if sys.argv[2] != "pids" else " ".join(map(str, json.loads(l)["pids"])))' "$1" "$2"; }
-# whether any of the pids $@ still runs
-running() { for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+. "$(dirname "$0")/launch_lib.sh"
 
 # 1. SIGCHLD ignored by the parent
 python3 -c 'import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])' \
-  "$bin" launch --pcp 2 --dcp 2 --model "$model" > "$work/l1.out" 2> "$work/l1.err" &
+  "$bin" launch --pcp 2 --dcp 2 --model "$model" --restarts 0 > "$work/l1.out" 2> "$work/l1.err" &
 lpid=$!
 await "$work/l1.out" '"launched"' || fail "no launched line: $(cat "$work/l1.err")"
 pids=$(field "$work/l1.out" pids)
@@ -73,7 +61,7 @@ lpid=
 [ -z "$(ls -A "$odd")" ] || fail "the cluster folder was left behind: $(ls -A "$odd")"
 # 4. a node killed just before SIGTERM: still reported, and launch exits 1 (it exited 0
 #    without an "exited" line: its loop had not looked before the stop began)
-"$bin" launch --pcp 2 --dcp 2 --model "$model" > "$work/l4.out" 2> "$work/l4.err" &
+"$bin" launch --pcp 2 --dcp 2 --model "$model" --restarts 0 > "$work/l4.out" 2> "$work/l4.err" &
 lpid=$!
 await "$work/l4.out" '"launched"' || fail "no launched line: $(cat "$work/l4.err")"
 pids=$(field "$work/l4.out" pids)

@@ -471,7 +471,8 @@ Test(procs, a_node_gone_before_ready_ends_the_wait_of_the_others, .timeout = 60)
 Test(procs, launch_reports_a_dead_node_and_leaves_nothing, .timeout = 60) {
   proc l;
   char *argv[] = {"sparsecp", "launch", "--pcp", "3", "--dcp", "1", "--events", "--model", SMALL_MODEL,
-                  "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "500", "--grace-ms", "800", NULL};
+                  "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "500", "--grace-ms", "800",
+                  "--restarts", "0", NULL}; /* (with restarts: recovery_cli.sh) */
   proc_start(&l, argv);
   const char *line = proc_expect(&l, "\"launched\"", NULL, 10000);
   cr_assert_not_null(line);

@@ -310,24 +310,28 @@ static int decode_sb(msgpack_sbuffer *sb, const sc_msg_limits *lim, sc_diag *d) 
   return rc;
 }
 
-static void ready_body(msgpack_packer *pk) {
-  msgpack_pack_array(pk, 1);
-  msgpack_pack_int32(pk, 3);
-}
-static void ready_extra_field(msgpack_packer *pk) {
+static void ready_body(msgpack_packer *pk) { /* rank, incarnation */
   msgpack_pack_array(pk, 2);
   msgpack_pack_int32(pk, 3);
+  msgpack_pack_uint64(pk, 77);
+}
+static void ready_extra_field(msgpack_packer *pk) {
+  msgpack_pack_array(pk, 3);
+  msgpack_pack_int32(pk, 3);
+  msgpack_pack_uint64(pk, 77);
   msgpack_pack_str(pk, 3);
   msgpack_pack_str_body(pk, "new", 3);
 }
 static void ready_str(msgpack_packer *pk) {
-  msgpack_pack_array(pk, 1);
+  msgpack_pack_array(pk, 2);
   msgpack_pack_str(pk, 1);
   msgpack_pack_str_body(pk, "3", 1);
+  msgpack_pack_uint64(pk, 77);
 }
 static void ready_negative(msgpack_packer *pk) {
-  msgpack_pack_array(pk, 1);
+  msgpack_pack_array(pk, 2);
   msgpack_pack_int32(pk, -1);
+  msgpack_pack_uint64(pk, 77);
 }
 static void ready_as_map(msgpack_packer *pk) {
   msgpack_pack_map(pk, 1);
@@ -356,7 +360,7 @@ Test(messages, envelope_and_schema_errors_name_the_problem) {
 
   build(&sb, SC_MSG_MAJOR, SC_MSG_MINOR, SC_MSG_NODE_READY, 9, ready_extra_field);
   cr_assert_eq(decode_sb(&sb, NULL, &d), SC_EPROTO);
-  cr_assert(strstr(d.msg, "node_ready has 2 fields, expected 1") != NULL, "%s", d.msg);
+  cr_assert(strstr(d.msg, "node_ready has 3 fields, expected 2") != NULL, "%s", d.msg);
   /* ... but a newer minor version may append fields. */
   build(&sb, SC_MSG_MAJOR, SC_MSG_MINOR + 1, SC_MSG_NODE_READY, 10, ready_extra_field);
   cr_assert_eq(decode_sb(&sb, NULL, &d), 0, "%s", d.msg);

@@ -320,6 +320,114 @@ Test(sched, cancel_and_failed_steps_free_everything) {
   sc_sched_destroy(s);
 }
 
+/* The token a simulated model samples: a function of (request, output index) only, as
+ * sparsecp's sampling is. */
+static int32_t token_of(int64_t id, int32_t index) { return (int32_t)(id * 100 + index); }
+
+/* Runs steps until idle or `steps` have run (-1: no limit), recording each request's
+ * events in order (tokens[id][k]) and checking that every step's inputs are the
+ * request's prompt followed by its earlier tokens, at the right positions. */
+static int run_steps(sc_sched *s, int steps, int32_t tokens[][16], int32_t *count) {
+  int ran = 0;
+  sc_sched_step *st;
+  sc_sched_event ev[8];
+  while (steps < 0 || ran < steps) {
+    cr_assert_eq(sc_sched_next(s, &st), 0);
+    if (st == NULL) break;
+    int32_t sampled[8];
+    for (int32_t i = 0, at = 0; i < st->num_reqs; i++) {
+      const sc_batch_req *b = &st->reqs[i];
+      const int64_t id = b->id;
+      for (int32_t k = 0; k < b->scheduled; k++) {
+        const int32_t pos = b->computed + k;
+        /* prompts are 20 tokens id * 1000 + pos, then the sampled ones */
+        const int32_t want = pos < 20 ? (int32_t)(id * 1000 + pos) : tokens[id][pos - 20];
+        cr_assert_eq(st->tokens[at + k], want, "request %lld position %d", (long long)id, pos);
+      }
+      at += b->scheduled;
+      sampled[i] = st->sample[i] ? token_of(id, st->out_index[i]) : -1;
+    }
+    const int n = sc_sched_advance(s, sampled, ev);
+    for (int k = 0; k < n; k++) {
+      cr_assert_eq(ev[k].index, count[ev[k].id], "no token twice, none skipped");
+      tokens[ev[k].id][count[ev[k].id]++] = ev[k].token;
+    }
+    ran++;
+  }
+  return ran;
+}
+
+/* A lost KV shard (issue 22): running requests go back to the queue, recompute their
+ * prompt and tokens, and continue with exactly the tokens of an undisturbed run. */
+Test(sched, requeued_requests_recompute_and_continue_identically) {
+  int32_t want[4][16] = {{0}}, got[4][16] = {{0}};
+  int32_t nwant[4] = {0}, ngot[4] = {0};
+  sc_sched *s = make(small_cfg());
+  for (int64_t id = 1; id <= 3; id++) submit(s, id, 20, 6);
+  run_steps(s, -1, want, nwant);
+  sc_sched_destroy(s);
+
+  s = make(small_cfg());
+  for (int64_t id = 1; id <= 3; id++) submit(s, id, 20, 6);
+  run_steps(s, 5, got, ngot); /* 1 and 2 decoding, 3 waiting or in its prompt */
+  sc_sched_step *st;
+  cr_assert_eq(sc_sched_next(s, &st), 0); /* a step in flight when the rank dies */
+  cr_assert_not_null(st);
+  sc_sched_stats before;
+  sc_sched_get_stats(s, &before);
+  const int n = sc_sched_requeue_running(s);
+  cr_assert_eq(n, before.running);
+  sc_sched_stats after;
+  sc_sched_get_stats(s, &after);
+  cr_assert_eq(after.running, 0);
+  cr_assert_eq(after.waiting, before.waiting + before.running);
+  cr_assert_eq(after.free_blocks, after.total_blocks, "every block is free again");
+  cr_assert_eq(after.steps_failed, 1);
+  cr_assert_eq(after.requeued, (uint64_t)n);
+  /* the first request back recomputes prompt + its tokens from position 0, sampling
+   * only at the end, at the output index it had reached */
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert(st->reqs[0].id == 1 && st->reqs[0].prefill && st->reqs[0].computed == 0);
+  cr_assert_eq(st->reqs[0].scheduled, 16); /* the budget: chunked like any prompt */
+  cr_assert_eq(st->sample[0], 0);
+  int32_t none[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  sc_sched_event ev[8];
+  cr_assert_eq(sc_sched_advance(s, none, ev), 0);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert(st->reqs[0].id == 1 && st->reqs[0].computed == 16);
+  cr_assert_eq(st->reqs[0].scheduled, 20 + ngot[1] - 16);
+  cr_assert(st->reqs[0].prefill && st->sample[0]);
+  cr_assert_eq(st->out_index[0], ngot[1]);
+  sc_sched_requeue_running(s); /* and once more, from inside the replay */
+  run_steps(s, -1, got, ngot);
+  for (int64_t id = 1; id <= 3; id++) {
+    cr_assert_eq(ngot[id], 6);
+    cr_assert_eq(memcmp(got[id], want[id], sizeof want[id]), 0, "request %lld", (long long)id);
+  }
+  sc_sched_get_stats(s, &after);
+  cr_assert_eq(after.finished, 3);
+  cr_assert_eq(after.free_blocks, after.total_blocks);
+  sc_sched_destroy(s);
+}
+
+/* A request canceled during the step that the requeue drops ends there. */
+Test(sched, a_request_canceled_in_the_dropped_step_ends) {
+  sc_sched *s = make(small_cfg());
+  submit(s, 1, 5, 4);
+  submit(s, 2, 5, 4);
+  sc_sched_step *st;
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(sc_sched_cancel(s, 2), 0);
+  cr_assert_eq(sc_sched_requeue_running(s), 1);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.waiting, 1);
+  cr_assert_eq(stats.canceled, 1);
+  cr_assert_eq(stats.free_blocks, stats.total_blocks);
+  cr_assert_eq(sc_sched_requeue_running(s), 0); /* nothing running: nothing to do */
+  sc_sched_destroy(s);
+}
+
 /* Random streams: every accepted request produces exactly max_new tokens, each step
  * respects the budget and the running limit, inputs replay the prompt then the sampled
  * tokens, concurrently running requests never share a block, and all blocks return. */

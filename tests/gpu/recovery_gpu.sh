@@ -1,0 +1,51 @@
+#!/bin/bash
+# recovery_gpu.sh - recovery on one GPU (issue 22), what one device call runs, logs under
+# $OUT. Expects .devrun/sparsecp with its libraries (.devrun/lib) and the source tree.
+#  1. ranks sharing the GPU (host collectives, buffers staged): tests/cli/recovery_cli.sh
+#     with --device cuda: a killed node rejoins and the clients' tokens are those of an
+#     undisturbed run; a killed head restarts the cluster; a node that keeps dying ends it;
+#  2. a desync on ranks sharing the GPU: the step's request fails, the cluster serves on;
+#  3. a device fault on a one-rank NCCL cluster: the request fails, the cluster ends, launch
+#     starts it again and a new request is served.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+bin=$PWD/.devrun/sparsecp
+model=$PWD/examples/model-small.json
+fail=0
+field() { python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    if "\"launched\"" in l: print(json.loads(l)[sys.argv[2]])' "$1" "$2"; }
+await() { for _ in $(seq 300); do grep -q "$2" "$1" && return 0; sleep 0.1; done; return 1; }
+ask() { "$bin" submit --connect "$1" --vocab 4096 --prompt-len 40 --seed 3 --max-tokens 64 --json --timeout 60; }
+
+if [ "${SC_ONLY_DEVFAULT:-0}" = 0 ]; then
+echo "== 1. recovery_cli.sh --device cuda"
+SC_LAUNCH_EXTRA="--device cuda" timeout 300 tests/cli/recovery_cli.sh "$bin" "$PWD" > "$OUT/recovery_cli.log" 2>&1
+rc=$?; echo "rc=$rc"; tail -3 "$OUT/recovery_cli.log"; [ $rc = 0 ] || fail=1
+
+echo "== 2. desync, ranks sharing the GPU"
+"$bin" launch --device cuda --pcp 2 --dcp 2 --model "$model" --inject desync:1:3 > "$OUT/d.out" 2> "$OUT/d.err" &
+lp=$!
+await "$OUT/d.out" '"launched"' || { echo "no launched line"; fail=1; }
+L=$(field "$OUT/d.out" listen)
+ask "$L" > "$OUT/d1.json"; echo "first request rc=$? (1 expected: its step was refused)"
+head -c 400 "$OUT/d1.json"; echo
+ask "$L" > "$OUT/d2.json"; rc=$?; echo "second request rc=$rc (0 expected)"; [ $rc = 0 ] || fail=1
+kill -TERM $lp; wait $lp; echo "launch rc=$?"
+fi
+
+echo "== 3. devfault, one-rank NCCL cluster"
+"$bin" launch --device cuda --collectives nccl --gpus 1 --pcp 1 --model "$model" --inject devfault:0:3 > "$OUT/f.out" 2> "$OUT/f.err" &
+lp=$!
+await "$OUT/f.out" '"launched"' || { echo "no launched line"; fail=1; }
+L=$(field "$OUT/f.out" listen)
+ask "$L" > "$OUT/f1.json"; echo "first request rc=$? (1 expected: the device failed)"
+head -c 400 "$OUT/f1.json"; echo
+await "$OUT/f.out" '"event":"restarted","rank":0' || { echo "the cluster was not started again"; fail=1; }
+ok=1
+for _ in $(seq 100); do ask "$L" > "$OUT/f2.json" && { ok=0; break; }; sleep 0.3; done
+echo "request after the restart rc=$ok (0 expected)"; [ $ok = 0 ] || fail=1
+cat "$OUT/f.out"
+kill -TERM $lp; wait $lp; echo "launch rc=$?"
+exit $fail
