@@ -8,6 +8,7 @@
 
 #include "base/curve_key.h"
 #include "base/zap.h"
+#include "model/hf_model.h"
 #include "model/model_defaults.h"
 
 /* The gateway's default vocabulary bound is the embedded model's; a cluster sets its own
@@ -49,7 +50,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   const char *key;
   json_t *v;
   static const char *const known[] = {
-      "model", "model_file", "weights", "interleave", "block_size", "pad_multiple",
+      "model", "model_file", "model_dir", "weights", "interleave", "block_size", "pad_multiple",
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
       "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len", "device",
       "cuda_device", "collectives", "tokenizer", "served_model_name", "profile",
@@ -62,11 +63,21 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   int rc;
   sc_engine_config *e = &c->engine;
   json_t *mf = json_object_get(p, "model_file"), *m = json_object_get(p, "model");
+  json_t *md = json_object_get(p, "model_dir");
+  /* a checkpoint directory is the whole model: its config.json and its weights */
+  if (md && (mf || m || json_object_get(p, "weights")))
+    return sc_fail(d, SC_EINVAL, "pipeline.model_dir brings its own configuration and "
+                   "weights: it cannot be combined with model_file, model or weights");
   if (mf) {
     if (!json_is_string(mf)) return sc_fail(d, SC_EINVAL, "pipeline.model_file must be a path");
     if ((rc = sc_cluster_resolve_path(cluster_path, "pipeline.model_file", json_string_value(mf),
                                     c->model_file, sizeof c->model_file, d)) ||
         (rc = sc_model_config_load(c->model_file, &e->model, d)))
+      return rc;
+  }
+  if (md) {
+    if ((rc = get_path(cluster_path, p, "model_dir", c->model_dir, sizeof c->model_dir, d)) ||
+        (rc = sc_model_config_load_dir(c->model_dir, &e->model, d)))
       return rc;
   }
   if ((rc = get_path(cluster_path, p, "tokenizer", c->tokenizer_path, sizeof c->tokenizer_path,
@@ -236,6 +247,7 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   }
   if ((rc = parse_section(cluster_path, p, c, d))) goto out;
   if (c->weights_path[0]) e->weights = c->weights_path;
+  if (c->model_dir[0]) e->model_dir = c->model_dir;
   /* the scheduler's pool is the engines' cache: one virtual block per physical block */
   c->sched.block_size = e->plan.block_size;
   c->sched.num_blocks = e->num_blocks;

@@ -52,6 +52,8 @@ typedef struct sc_pipeline_config {
   char http_api_key_file[512];    /* the Bearer key's file ("": none), read by the gateway */
   int32_t http_timeout_s;
   char model_file[1024];          /* pipeline.model_file as resolved ("": none) */
+  char model_dir[1024];           /* pipeline.model_dir: a DeepSeek-V3.2 checkpoint
+                                     directory (model/hf_model.h), resolved ("": none) */
   char tokenizer_path[1024];      /* pipeline.tokenizer: a tokenizer.json ("": none) */
   char served_model_name[128];    /* pipeline.served_model_name ("": from model_file) */
 } sc_pipeline_config;

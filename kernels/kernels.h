@@ -222,6 +222,30 @@ typedef struct sc_kernels_ops {
    * layout). Head h of token t starts at x + t*ld_tok + h*ld_head; rot_dim even. */
   int (*rope)(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
               int64_t ld_tok, int64_t ld_head, const int32_t *pos, float theta);
+  /* rope with the frequencies given instead of theta (a DeepSeek-V3.2 checkpoint's YaRN
+   * table, model/yarn.h): pair i of token t rotates by pos[t] * inv_freq[i] (a buffer of
+   * rot_dim/2 doubles, read by the device), and both rotated values are multiplied by
+   * attn_factor (transformers' attention_scaling: 1 for plain RoPE and for every released
+   * DeepSeek config). With inv_freq[i] = theta^(-2i/rot_dim) and factor 1 it is rope.
+   * NULL on backends without it (CUDA for now): a checkpoint model needs it. */
+  int (*rope_freq)(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
+                   int64_t ld_tok, int64_t ld_head, const int32_t *pos,
+                   const double *inv_freq, float attn_factor);
+  /* LayerNorm: out[r] = (x[r] - mean) / sqrt(var + eps) * w + b, var the biased variance
+   * (torch.nn.LayerNorm), statistics in double; w, b: [dim] buffers (NULL = ones, zeros).
+   * The lightning indexer's key norm. NULL on backends without it. */
+  int (*layernorm)(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x, int64_t ld_x,
+                   const float *w, const float *b, float eps, float *out, int64_t ld_out);
+  /* out[t] = (Σ_{i<topk} weight[t*topk+i] * src[rows[t*topk+i]]) + add[t], in f32, the
+   * sum started from 0 and taken in i order, add[t] (NULL = none) added last; rows = -1
+   * contributes nothing; rows index src (src_rows of them, width wide, ld_src apart).
+   * The MoE combine of model/moe_route.h (sc_moe_combine's order): src holds the routed
+   * experts' outputs, add the shared expert's. out must not overlap src. NULL on backends
+   * without it. */
+  int (*weighted_sum_rows)(sc_kernels *k, int64_t n_tok, int32_t topk, int64_t width,
+                           const float *src, int64_t ld_src, int64_t src_rows,
+                           const int32_t *rows, const float *weight, const float *add,
+                           int64_t ld_add, float *out, int64_t ld_out);
   /* out[r][i] = silu(gate[r][i]) * up[r][i], silu(x) = x / (1 + exp(-x)), i < inter. */
   int (*swiglu)(sc_kernels *k, int64_t n_rows, int64_t inter, const float *gate,
                 int64_t ld_gate, const float *up, int64_t ld_up, float *out,

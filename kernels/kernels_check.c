@@ -70,6 +70,27 @@ int sc_kcheck_rope(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const float 
   return 0;
 }
 
+int sc_kcheck_rope_freq(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const float *x,
+                        int64_t ld_head, const int32_t *pos, const double *inv_freq,
+                        float attn_factor) {
+  if (!(attn_factor > 0) || (rot_dim > 0 && inv_freq == NULL)) return SC_EINVAL;
+  return sc_kcheck_rope(n_tok, n_heads, rot_dim, x, ld_head, pos, 1.0f);
+}
+
+int sc_kcheck_weighted_sum_rows(int64_t n_tok, int32_t topk, int64_t width, const float *src,
+                                int64_t ld_src, int64_t src_rows, const int32_t *rows,
+                                const float *weight, const float *add, int64_t ld_add,
+                                const float *out, int64_t ld_out) {
+  if (n_tok < 0 || topk < 0 || width < 0 || src_rows < 0) return SC_EINVAL;
+  if (n_tok == 0 || width == 0) return 1;
+  if (out == NULL || (n_tok > 1 && ld_out < width) || (add != NULL && n_tok > 1 && ld_add < width))
+    return SC_EINVAL;
+  if (topk > 0 && (rows == NULL || weight == NULL || (src_rows > 0 && src == NULL) ||
+                   (src_rows > 1 && ld_src < width)))
+    return SC_EINVAL;
+  return 0;
+}
+
 int sc_kcheck_rows_op(int64_t n_rows, int64_t width, const void *a, const void *b,
                       const void *c) {
   if (n_rows < 0 || width < 0) return SC_EINVAL;

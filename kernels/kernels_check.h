@@ -32,6 +32,13 @@ int sc_kcheck_rmsnorm(int64_t n_rows, int64_t dim, const float *x, int64_t ld_x,
                       const float *out, int64_t ld_out);
 int sc_kcheck_rope(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const float *x,
                    int64_t ld_head, const int32_t *pos, float theta);
+int sc_kcheck_rope_freq(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const float *x,
+                        int64_t ld_head, const int32_t *pos, const double *inv_freq,
+                        float attn_factor);
+int sc_kcheck_weighted_sum_rows(int64_t n_tok, int32_t topk, int64_t width, const float *src,
+                                int64_t ld_src, int64_t src_rows, const int32_t *rows,
+                                const float *weight, const float *add, int64_t ld_add,
+                                const float *out, int64_t ld_out);
 /* swiglu and add: n_rows x width over three buffers (add passes y twice). */
 int sc_kcheck_rows_op(int64_t n_rows, int64_t width, const void *a, const void *b,
                       const void *c);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/hf_model.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
 #include "plan/metadata.h"
@@ -43,6 +44,7 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
   if (e == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
   e->cfg = *cfg;
   e->cfg.weights = NULL; /* borrowed only during create */
+  e->cfg.model_dir = NULL;
   e->rank = global_rank;
   e->pc = cfg->plan;
   sc_model_config_to_plan(&cfg->model, &e->pc);
@@ -53,6 +55,17 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
     goto fail;
   if (cfg->num_blocks < 1) {
     rc = sc_fail(d, SC_EINVAL, "num_blocks must be >= 1");
+    goto fail;
+  }
+  if (cfg->model_dir != NULL && cfg->weights != NULL) {
+    rc = sc_fail(d, SC_EINVAL, "a model directory brings its own weights: give no weights file");
+    goto fail;
+  }
+  if (cfg->model_dir != NULL && cfg->cuda) {
+    rc = sc_fail(d, SC_ENOTSUP, "serving a checkpoint directory (%s) runs on the CPU backend "
+                 "only for now: the CUDA kernels lack rope_freq, layernorm and "
+                 "weighted_sum_rows, and fp8 weights stay unsupported on GPUs (issue 23, point 3)",
+                 cfg->model_dir);
     goto fail;
   }
   if (cfg->cuda) {
@@ -71,10 +84,21 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
     goto fail;
   }
   const int32_t tp_rank = comm->group_rank[SC_GROUP_TP];
-  rc = cfg->weights
-           ? sc_model_weights_load(e->k, &cfg->model, e->pc.tp, tp_rank, cfg->weights, &e->w, d)
-           : sc_model_weights_synthetic(e->k, &cfg->model, e->pc.tp, tp_rank, &e->w, d);
-  if (rc) goto fail;
+  if (cfg->model_dir != NULL) {
+    sc_model_config dir_model;
+    rc = sc_model_weights_load_dir(e->k, cfg->model_dir, e->pc.tp, tp_rank, &dir_model, &e->w, d);
+    if (rc == 0 && !sc_model_config_same(&dir_model, &cfg->model))
+      rc = sc_fail(d, SC_EINVAL, "model directory %s: its config.json is not the model this "
+                   "rank was configured with (changed while starting?)", cfg->model_dir);
+  } else {
+    rc = cfg->weights
+             ? sc_model_weights_load(e->k, &cfg->model, e->pc.tp, tp_rank, cfg->weights, &e->w, d)
+             : sc_model_weights_synthetic(e->k, &cfg->model, e->pc.tp, tp_rank, &e->w, d);
+  }
+  if (rc) {
+    if (e->w.t != NULL) sc_model_weights_free(e->k, &e->w);
+    goto fail;
+  }
   e->have_weights = true;
   const int32_t width = sc_model_kv_width(&cfg->model) + cfg->model.index_dim;
   if ((rc = sc_kv_cache_create(e->k, cfg->model.layers, cfg->num_blocks, e->pc.block_size,

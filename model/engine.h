@@ -22,6 +22,10 @@ typedef struct sc_engine_config {
   sc_plan_config plan;    /* parallel layout; its model dimensions are set from model */
   sc_model_config model;
   const char *weights;    /* safetensors file, or NULL for synthetic weights (seeded) */
+  const char *model_dir;  /* a DeepSeek-V3.2 checkpoint directory (model/hf_model.h), or
+                             NULL; model must then be the directory's configuration
+                             (sc_model_config_load_dir), which create checks. CPU only
+                             for now: the CUDA kernels lack the checkpoint's ops */
   int32_t num_blocks;     /* physical KV blocks of this rank (= the scheduler's pool) */
   sc_kfmt kv_fmt;         /* SC_KFMT_F32 or SC_KFMT_BF16 */
   int kernel_threads;     /* CPU kernel worker threads (>= 1) */

@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/kbuf.h"
+#include "model/moe_ffn.h"
+#include "model/yarn.h"
+
 /* Scratch buffers (kernel memory), grown to the largest step and reused. */
 enum {
   B_X, B_XN, B_QL, B_Q, B_QABS, B_KV, B_IQ, B_IW, B_OLAT, B_OV, B_AO, B_G, B_U, B_H,
@@ -29,7 +33,35 @@ struct sc_forward {
   size_t host_cap;
   sc_coll_session sess; /* the step's, kept until sc_forward_finish */
   sc_step_prof prof;    /* the step's stage marks, when it is profiled */
+  /* rotary embedding and attention scale: the synthetic model's plain RoPE from theta
+   * (inv_freq NULL) or a checkpoint's table (model/yarn.h) */
+  double *inv_freq;     /* kernel buffer [rope_dim / 2], or NULL */
+  float attn_factor;    /* the table's cos/sin factor */
+  float scale;          /* attention softmax scale */
+  sc_moe_ffn *moe;      /* MoE layers' scratch, or NULL when the model has none */
 };
+
+/* The rotary table of a checkpoint model, its scales, and the kernels it needs. */
+static int setup_checkpoint(sc_forward *f, sc_diag *d) {
+  const sc_model_config *m = &f->mc;
+  sc_kernels *k = f->k;
+  if (k->ops->rope_freq == NULL || k->ops->layernorm == NULL || k->ops->weighted_sum_rows == NULL)
+    return sc_fail(d, SC_ENOTSUP, "forward: the %s kernels cannot run a DeepSeek-V3.2 "
+                   "checkpoint yet (rope_freq, layernorm, weighted_sum_rows)", k->device);
+  const size_t bytes = (size_t)(m->rope_dim / 2) * sizeof(double);
+  double *tbl = malloc(bytes > 0 ? bytes : 1);
+  if (tbl == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
+  int rc = sc_rope_inv_freq(&m->arch.rope, (double)m->rope_theta, m->rope_dim, tbl, d);
+  if (rc == 0 && ((rc = k->ops->alloc(k, bytes, (void **)&f->inv_freq)) ||
+                  (rc = k->ops->copy(k, f->inv_freq, tbl, bytes, SC_KCOPY_H2D))))
+    sc_fail(d, rc, "forward: cannot upload the rotary table");
+  free(tbl);
+  if (rc) return rc;
+  f->attn_factor = (float)sc_rope_attention_factor(&m->arch.rope);
+  f->scale = (float)sc_rope_softmax_scale(&m->arch.rope, sc_model_q_head_dim(m));
+  if (m->arch.route.n_experts > 0 && (rc = sc_moe_ffn_create(k, &f->moe, d))) return rc;
+  return 0;
+}
 
 int sc_forward_create(sc_kernels *k, const sc_model_weights *w, sc_kv_cache *cache,
                       sc_comm *comm, const sc_plan_config *cfg, sc_forward **out,
@@ -49,7 +81,15 @@ int sc_forward_create(sc_kernels *k, const sc_model_weights *w, sc_kv_cache *cac
     return sc_fail(d, SC_EINVAL, "forward: the KV cache shape does not fit the model and plan");
   sc_forward *f = calloc(1, sizeof *f);
   if (f == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
-  *f = (sc_forward){.k = k, .w = w, .cache = cache, .comm = comm, .pc = *cfg, .mc = *m};
+  *f = (sc_forward){.k = k, .w = w, .cache = cache, .comm = comm, .pc = *cfg, .mc = *m,
+                    .attn_factor = 1.0f, .scale = 1.0f / sqrtf((float)sc_model_q_head_dim(m))};
+  if (m->arch.checkpoint) {
+    const int rc = setup_checkpoint(f, d);
+    if (rc) {
+      sc_forward_destroy(f);
+      return rc;
+    }
+  }
   *out = f;
   return 0;
 }
@@ -58,21 +98,14 @@ void sc_forward_destroy(sc_forward *f) {
   if (f == NULL) return;
   for (int i = 0; i < B_COUNT; i++)
     if (f->buf[i]) f->k->ops->free(f->k, f->buf[i]);
+  if (f->inv_freq) f->k->ops->free(f->k, f->inv_freq);
+  sc_moe_ffn_destroy(f->moe);
   free(f->host_ids);
   free(f);
 }
 
 static void *ensure(sc_forward *f, int i, size_t bytes, int *rc) {
-  if (*rc) return NULL;
-  if (f->buf[i] == NULL || bytes > f->cap[i]) {
-    if (f->buf[i]) f->k->ops->free(f->k, f->buf[i]);
-    f->buf[i] = NULL;
-    f->cap[i] = 0;
-    size_t c = bytes < 256 ? 256 : bytes + bytes / 4;
-    if ((*rc = f->k->ops->alloc(f->k, c, &f->buf[i]))) return NULL;
-    f->cap[i] = c;
-  }
-  return f->buf[i];
+  return sc_kbuf_grow(f->k, &f->buf[i], &f->cap[i], bytes, rc);
 }
 
 /* Uploads n int32 from host into index buffer i. */
@@ -82,16 +115,6 @@ static int32_t *upload(sc_forward *f, int i, const int32_t *host, size_t n, int 
   if (n > 0 && (*rc = f->k->ops->copy(f->k, b, host, n * sizeof *host, SC_KCOPY_H2D)))
     return NULL;
   return b;
-}
-
-/* y[rows][n] = x[rows][k] * W^T, W row-major [n][k] with leading dimension ldw. */
-static int linear(sc_kernels *k, int64_t rows, int64_t n, int64_t kk, const float *x,
-                  int64_t ldx, const float *wt, int64_t ldw, float *y, int64_t ldy,
-                  float alpha) {
-  if (rows == 0) return 0;
-  const sc_gemm g = {.trans_b = true, .m = rows, .n = n, .k = kk, .alpha = alpha, .beta = 0.0f,
-                     .a = x, .lda = ldx, .b = wt, .ldb = ldw, .c = y, .ldc = ldy, .batch = 1};
-  return k->ops->gemm(k, &g);
 }
 
 typedef struct step_ctx {
@@ -118,6 +141,19 @@ static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t 
   sc_step_prof_enter(p, was);
   if (rc && s->d) *s->d = s->sess->diag;
   return rc;
+}
+
+/* Rotary embedding of n_heads heads of every local token (x, ld_tok, ld_head as the
+ * kernel's): the plain RoPE of the synthetic model or the checkpoint's table. */
+static int rope(step_ctx *s, int32_t n_heads, int32_t rot_dim, float *x, int64_t ld_tok,
+                int64_t ld_head) {
+  const sc_forward *f = s->f;
+  const int32_t *pos = f->buf[I_POS];
+  if (f->inv_freq == NULL)
+    return f->k->ops->rope(f->k, s->Tp, n_heads, rot_dim, x, ld_tok, ld_head, pos,
+                           f->mc.rope_theta);
+  return f->k->ops->rope_freq(f->k, s->Tp, n_heads, rot_dim, x, ld_tok, ld_head, pos,
+                              f->inv_freq, f->attn_factor);
 }
 
 /* The work queued from here on belongs to `stage` (step_prof.h). */
@@ -175,43 +211,44 @@ static int attention_layer(step_ctx *s) {
   float *lsex = f->buf[B_LSEX];
   const int32_t *pos = f->buf[I_POS];
   const sc_krows cache = sc_kv_cache_rows(f->cache, l);
-  const float scale = 1.0f / sqrtf((float)s->qd);
+  const float scale = f->scale;
 
   /* ---- projections ---- */
   stage(s, SC_STAGE_DENSE);
   CK(o->rmsnorm(k, Tp, s->hid, x, s->hid, sc_w(w, l, SC_W_ATTN_NORM), f->mc.rms_eps, xn, s->hid),
      "layer %d: attn_norm", l);
   const int32_t qr = f->mc.q_lora_rank;
-  CK(linear(k, Tp, qr, s->hid, xn, s->hid, sc_w(w, l, SC_W_WQ_A), s->hid, ql, qr, 1.0f),
+  CK(sc_linear(k, Tp, qr, s->hid, xn, s->hid, sc_w(w, l, SC_W_WQ_A), s->hid, ql, qr, 1.0f),
      "layer %d: wq_a", l);
   CK(o->rmsnorm(k, Tp, qr, ql, qr, sc_w(w, l, SC_W_Q_NORM), f->mc.rms_eps, ql, qr),
      "layer %d: q_norm", l);
   const int64_t qw = (int64_t)s->Hl * s->qd;
-  CK(linear(k, Tp, qw, qr, ql, qr, sc_w(w, l, SC_W_WQ_B), qr, q, qw, 1.0f), "layer %d: wq_b", l);
+  CK(sc_linear(k, Tp, qw, qr, ql, qr, sc_w(w, l, SC_W_WQ_B), qr, q, qw, 1.0f), "layer %d: wq_b", l);
   if (s->dr > 0)
-    CK(o->rope(k, Tp, s->Hl, s->dr, q + s->dn, qw, s->qd, pos, f->mc.rope_theta),
-       "layer %d: q rope", l);
+    CK(rope(s, s->Hl, s->dr, q + s->dn, qw, s->qd), "layer %d: q rope", l);
   /* KV row [c_kv ; k_rope] and the index key, one cache row wide */
-  CK(linear(k, Tp, s->kvw, s->hid, xn, s->hid, sc_w(w, l, SC_W_WKV_A), s->hid, kv, s->iw, 1.0f),
+  CK(sc_linear(k, Tp, s->kvw, s->hid, xn, s->hid, sc_w(w, l, SC_W_WKV_A), s->hid, kv, s->iw, 1.0f),
      "layer %d: wkv_a", l);
   CK(o->rmsnorm(k, Tp, s->dc, kv, s->iw, sc_w(w, l, SC_W_KV_NORM), f->mc.rms_eps, kv, s->iw),
      "layer %d: kv_norm", l);
   if (s->dr > 0)
-    CK(o->rope(k, Tp, 1, s->dr, kv + s->dc, s->iw, s->dr, pos, f->mc.rope_theta),
-       "layer %d: k rope", l);
-  CK(linear(k, Tp, s->dI, s->hid, xn, s->hid, sc_w(w, l, SC_W_IDX_WK), s->hid, kv + s->kvw,
+    CK(rope(s, 1, s->dr, kv + s->dc, s->iw, s->dr), "layer %d: k rope", l);
+  CK(sc_linear(k, Tp, s->dI, s->hid, xn, s->hid, sc_w(w, l, SC_W_IDX_WK), s->hid, kv + s->kvw,
             s->iw, 1.0f),
      "layer %d: indexer wk", l);
+  const float *knw = sc_wx(w, l, SC_WX_IDX_KNORM_W), *knb = sc_wx(w, l, SC_WX_IDX_KNORM_B);
+  if (knw != NULL) /* a checkpoint's indexer key: LayerNorm before its rotary part */
+    CK(o->layernorm(k, Tp, s->dI, kv + s->kvw, s->iw, knw, knb, f->mc.arch.index_norm_eps,
+                    kv + s->kvw, s->iw),
+       "layer %d: indexer k_norm", l);
   const int64_t iqw = (int64_t)s->HI * s->dI;
-  CK(linear(k, Tp, iqw, qr, ql, qr, sc_w(w, l, SC_W_IDX_WQ), qr, iq, iqw, 1.0f),
+  CK(sc_linear(k, Tp, iqw, qr, ql, qr, sc_w(w, l, SC_W_IDX_WQ), qr, iq, iqw, 1.0f),
      "layer %d: indexer wq", l);
   if (s->idr > 0) {
-    CK(o->rope(k, Tp, 1, s->idr, kv + s->kvw, s->iw, s->dI, pos, f->mc.rope_theta),
-       "layer %d: index key rope", l);
-    CK(o->rope(k, Tp, s->HI, s->idr, iq, iqw, s->dI, pos, f->mc.rope_theta),
-       "layer %d: index query rope", l);
+    CK(rope(s, 1, s->idr, kv + s->kvw, s->iw, s->dI), "layer %d: index key rope", l);
+    CK(rope(s, s->HI, s->idr, iq, iqw, s->dI), "layer %d: index query rope", l);
   }
-  CK(linear(k, Tp, s->HI, s->hid, xn, s->hid, sc_w(w, l, SC_W_IDX_WW), s->hid, iwt, s->HI,
+  CK(sc_linear(k, Tp, s->HI, s->hid, xn, s->hid, sc_w(w, l, SC_W_IDX_WW), s->hid, iwt, s->HI,
             1.0f / sqrtf((float)s->dI * (float)s->HI)),
      "layer %d: indexer weights", l);
   /* Absorb W_UK: qabs[t,h,:dc] = q_nope[t,h] * W_UK[h]; then copy q_rope after it. */
@@ -361,7 +398,7 @@ static int attention_layer(step_ctx *s) {
                       .b = wkvb + (int64_t)s->dn * s->dc, .ldb = s->dc, .stride_b = hstride,
                       .c = ov, .ldc = vw, .stride_c = s->dv, .batch = s->Hl};
   CK(o->gemm(k, &uv), "layer %d: W_UV", l);
-  CK(linear(k, Tp, s->hid, vw, ov, vw, sc_w(w, l, SC_W_WO), vw, ao, s->hid, 1.0f),
+  CK(sc_linear(k, Tp, s->hid, vw, ov, vw, sc_w(w, l, SC_W_WO), vw, ao, s->hid, 1.0f),
      "layer %d: o_proj", l);
   if (s->T > 1) {
     CC(coll(s, SC_GROUP_TP, SC_OP_ALL_REDUCE, SC_DT_F32, SC_PURPOSE_ATTN_OUT, Tp, s->hid, ao, ao));
@@ -382,10 +419,17 @@ static int mlp_layer(step_ctx *s) {
         *h = f->buf[B_H], *ao = f->buf[B_AO];
   CK(o->rmsnorm(k, Tp, s->hid, x, s->hid, sc_w(w, l, SC_W_FFN_NORM), f->mc.rms_eps, xn, s->hid),
      "layer %d: ffn_norm", l);
-  CK(linear(k, Tp, F, s->hid, xn, s->hid, sc_w(w, l, SC_W_W1), s->hid, g, F, 1.0f), "layer %d: w1", l);
-  CK(linear(k, Tp, F, s->hid, xn, s->hid, sc_w(w, l, SC_W_W3), s->hid, u, F, 1.0f), "layer %d: w3", l);
-  CK(o->swiglu(k, Tp, F, g, F, u, F, h, F), "layer %d: swiglu", l);
-  CK(linear(k, Tp, s->hid, F, h, F, sc_w(w, l, SC_W_W2), F, ao, s->hid, 1.0f), "layer %d: w2", l);
+  if (sc_model_layer_is_moe(&f->mc, l)) { /* the rank's partial sum, as the dense one */
+    if ((rc = sc_moe_ffn_run(f->moe, w, l, Tp, xn, s->in->meta->tok_global, ao, s->d))) goto out;
+  } else {
+    CK(sc_linear(k, Tp, F, s->hid, xn, s->hid, sc_w(w, l, SC_W_W1), s->hid, g, F, 1.0f),
+       "layer %d: w1", l);
+    CK(sc_linear(k, Tp, F, s->hid, xn, s->hid, sc_w(w, l, SC_W_W3), s->hid, u, F, 1.0f),
+       "layer %d: w3", l);
+    CK(o->swiglu(k, Tp, F, g, F, u, F, h, F), "layer %d: swiglu", l);
+    CK(sc_linear(k, Tp, s->hid, F, h, F, sc_w(w, l, SC_W_W2), F, ao, s->hid, 1.0f),
+       "layer %d: w2", l);
+  }
   if (s->T > 1) {
     CC(coll(s, SC_GROUP_TP, SC_OP_ALL_REDUCE, SC_DT_F32, SC_PURPOSE_MLP_OUT, Tp, s->hid, ao, ao));
   }
@@ -540,7 +584,7 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
     CK(f->k->ops->rmsnorm(f->k, nl, s->hid, xl, s->hid, f->w->t[SC_W_NORM], mc->rms_eps, xl,
                           s->hid),
        "forward: final norm");
-    CK(linear(f->k, nl, mc->vocab, s->hid, xl, s->hid, f->w->t[SC_W_HEAD], s->hid, logits,
+    CK(sc_linear(f->k, nl, mc->vocab, s->hid, xl, s->hid, f->w->t[SC_W_HEAD], s->hid, logits,
               mc->vocab, 1.0f),
        "forward: LM head");
     int32_t r = 0;

@@ -63,6 +63,7 @@ int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d
     goto fail;
   }
   const sc_engine_config ec = {.plan = cfg->plan, .model = cfg->model, .weights = cfg->weights,
+                              .model_dir = cfg->model_dir,
                                .num_blocks = cfg->num_blocks, .kv_fmt = cfg->kv_fmt,
                                .kernel_threads = cfg->kernel_threads};
   for (int32_t g = 0; g < h->world; g++) {

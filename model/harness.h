@@ -31,6 +31,7 @@ typedef struct sc_harness_config {
   int kernel_threads;     /* per rank context (>= 1) */
   int64_t deadline_ms;    /* per collective; <= 0: none */
   const char *weights;    /* safetensors file, or NULL for synthetic weights */
+  const char *model_dir;  /* a DeepSeek-V3.2 checkpoint directory (engine.h), or NULL */
 } sc_harness_config;
 
 typedef struct sc_harness sc_harness;

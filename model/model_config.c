@@ -83,11 +83,42 @@ int sc_model_config_validate(const sc_model_config *c, sc_diag *d) {
   if (!(c->init_scale > 0.0f) || !isfinite(c->init_scale))
     return sc_fail(d, SC_EINVAL, "model init_scale = %g must be a finite number > 0",
                    (double)c->init_scale);
+  const sc_model_arch *a = &c->arch;
+  if (a->route.n_experts > 0) {
+    int rc = sc_moe_route_check(&a->route, d);
+    if (rc) return rc;
+    if (a->moe_inter < 1 || a->moe_inter > (1 << 20) || a->n_shared < 0 || a->n_shared > 64 ||
+        a->first_dense < 0 || a->first_dense > c->layers)
+      return sc_fail(d, SC_EINVAL, "model MoE: moe_inter %d, n_shared %d or first_dense %d "
+                     "out of range", a->moe_inter, a->n_shared, a->first_dense);
+  }
+  if (a->checkpoint && !(a->index_norm_eps > 0.0f))
+    return sc_fail(d, SC_EINVAL, "model index_norm_eps must be > 0");
   /* The largest weight matrix must stay addressable with 32-bit row counts. */
   if ((int64_t)c->vocab * c->hidden > ((int64_t)1 << 31))
     return sc_fail(d, SC_EINVAL, "model vocab * hidden = %lld exceeds 2^31 elements",
                    (long long)c->vocab * c->hidden);
   return 0;
+}
+
+bool sc_model_config_same(const sc_model_config *a, const sc_model_config *b) {
+  for (size_t i = 0; i < sizeof INT_KEYS / sizeof INT_KEYS[0]; i++)
+    if (*int_field((sc_model_config *)a, &INT_KEYS[i]) != *int_field((sc_model_config *)b, &INT_KEYS[i]))
+      return false;
+  const sc_model_arch *x = &a->arch, *y = &b->arch;
+  const sc_hf_rope_scaling *r = &x->rope, *q = &y->rope;
+  return a->rms_eps == b->rms_eps && a->rope_theta == b->rope_theta && a->seed == b->seed &&
+         a->init_scale == b->init_scale && x->checkpoint == y->checkpoint &&
+         r->type == q->type && r->factor == q->factor &&
+         r->original_max_position_embeddings == q->original_max_position_embeddings &&
+         r->beta_fast == q->beta_fast && r->beta_slow == q->beta_slow &&
+         r->mscale == q->mscale && r->mscale_all_dim == q->mscale_all_dim &&
+         x->first_dense == y->first_dense && x->route.n_experts == y->route.n_experts &&
+         x->route.n_group == y->route.n_group && x->route.topk_group == y->route.topk_group &&
+         x->route.k == y->route.k && x->route.norm_topk_prob == y->route.norm_topk_prob &&
+         x->route.routed_scaling_factor == y->route.routed_scaling_factor &&
+         x->moe_inter == y->moe_inter && x->n_shared == y->n_shared &&
+         x->index_norm_eps == y->index_norm_eps;
 }
 
 int sc_model_config_check_tp(const sc_model_config *c, int32_t tp, sc_diag *d) {
@@ -100,6 +131,11 @@ int sc_model_config_check_tp(const sc_model_config *c, int32_t tp, sc_diag *d) {
     return sc_fail(d, SC_EINVAL,
                    "model ffn_hidden = %d is not divisible by tp = %d (TP splits the MLP)",
                    c->ffn_hidden, tp);
+  if (c->arch.route.n_experts > 0 && c->arch.moe_inter % tp != 0)
+    return sc_fail(d, SC_EINVAL,
+                   "model moe_intermediate_size = %d is not divisible by tp = %d (TP splits "
+                   "each expert's intermediate dimension)",
+                   c->arch.moe_inter, tp);
   return 0;
 }
 

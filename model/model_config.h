@@ -12,7 +12,26 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "model/hf_config.h"
+#include "model/moe_route.h"
 #include "plan/plan.h"
+
+/* The pieces of a DeepSeek-V3.2 checkpoint's architecture that the synthetic model does
+ * not have (model/hf_model.h fills them from config.json; docs/model.md gives the
+ * formulas). All zero in the synthetic model, which keeps its dense SwiGLU FFN in every
+ * layer, plain RoPE from rope_theta, the softmax scale 1/sqrt(qk head dim) and an
+ * indexer key without norm; there is no JSON key for them in the synthetic config. */
+typedef struct sc_model_arch {
+  bool checkpoint;            /* the fields below are in use */
+  sc_hf_rope_scaling rope;    /* YaRN (or plain) rotary table and its scales, with
+                                 rope_theta */
+  int32_t first_dense;        /* layers [0, first_dense) dense (ffn_hidden), the rest MoE
+                                 when route.n_experts > 0 */
+  sc_moe_route_cfg route;     /* routed experts and their routing */
+  int32_t moe_inter;          /* each routed expert's intermediate width (split over TP) */
+  int32_t n_shared;           /* shared experts, fused into one of n_shared * moe_inter */
+  float index_norm_eps;       /* the indexer key's LayerNorm epsilon */
+} sc_model_arch;
 
 typedef struct sc_model_config {
   int32_t vocab;
@@ -33,6 +52,7 @@ typedef struct sc_model_config {
   float rope_theta;
   uint64_t seed;        /* synthetic weights */
   float init_scale;     /* synthetic weights: uniform(+-init_scale / sqrt(fan_in)) */
+  sc_model_arch arch;   /* a checkpoint's architecture (zero: the synthetic model) */
 } sc_model_config;
 
 #define SC_MODEL_MAX_DIM (1 << 16)
@@ -58,6 +78,9 @@ int sc_model_config_apply_json(sc_model_config *c, const void *json_object, sc_d
  * reading it). */
 int sc_model_config_load(const char *path, sc_model_config *c, sc_diag *d);
 
+/* a and b describe the same model (every field, the checkpoint architecture included). */
+bool sc_model_config_same(const sc_model_config *a, const sc_model_config *b);
+
 /* Copies the model dimensions the planner needs into a parallel configuration. */
 void sc_model_config_to_plan(const sc_model_config *m, sc_plan_config *p);
 
@@ -67,6 +90,10 @@ static inline int32_t sc_model_kv_width(const sc_model_config *c) {
 }
 static inline int32_t sc_model_q_head_dim(const sc_model_config *c) {
   return c->qk_nope_dim + c->rope_dim;
+}
+/* Layer l's FFN is a mixture of experts (else the dense SwiGLU of ffn_hidden). */
+static inline bool sc_model_layer_is_moe(const sc_model_config *c, int32_t l) {
+  return c->arch.route.n_experts > 0 && l >= c->arch.first_dense;
 }
 /* Rotary width of the indexer: the first min(rope_dim, index_dim) values, made even. */
 static inline int32_t sc_model_index_rope_dim(const sc_model_config *c) {

@@ -1,7 +1,7 @@
 /* moe_route.h - DeepSeek-V3/V3.2 expert routing (topk_method "noaux_tc", scoring_func
  * "sigmoid") and the MoE combine of one token, on the CPU in f32 (issue 23, point 2).
- * Pure math, not yet called by the forward pass (docs/model.md, "DeepSeek-V3.2
- * architecture pieces").
+ * Pure math; the forward pass routes each token of a MoE layer with it (model/moe_ffn.h;
+ * docs/model.md, "Serving a DeepSeek-V3.2 checkpoint").
  *
  * References (read, not copied): Hugging Face transformers
  * src/transformers/models/deepseek_v32/modeling_deepseek_v32.py (DeepseekV32TopkRouter,

@@ -117,7 +117,11 @@ void sc_model_weights_free(sc_kernels *k, sc_model_weights *w) {
   if (w->t != NULL)
     for (int32_t i = 0; i < w->num; i++)
       if (w->t[i]) k->ops->free(k, w->t[i]);
+  if (w->x != NULL)
+    for (int32_t i = 0; i < w->cfg.layers * SC_WX_COUNT; i++)
+      if (w->x[i]) k->ops->free(k, w->x[i]);
   free(w->t);
+  free(w->x);
   memset(w, 0, sizeof *w);
 }
 
@@ -157,23 +161,33 @@ static int fill_slice(const source *s, const sc_tensor_info *t, int64_t r0, int6
   return 0;
 }
 
-static int build(sc_kernels *k, const sc_model_config *cfg, int32_t tp, int32_t tp_rank,
-                 const source *src, sc_model_weights *w, sc_diag *d) {
+int sc_model_weights_begin(const sc_model_config *cfg, int32_t tp, int32_t tp_rank,
+                           sc_model_weights *w, sc_diag *d) {
   memset(w, 0, sizeof *w);
-  int rc = sc_model_config_check_tp(cfg, tp, d);
+  const int rc = sc_model_config_check_tp(cfg, tp, d);
   if (rc) return rc;
   if (tp_rank < 0 || tp_rank >= tp)
     return sc_fail(d, SC_EINVAL, "tp_rank %d is outside [0, %d)", tp_rank, tp);
+  const int32_t num = sc_model_tensor_count(cfg);
+  if ((w->t = calloc((size_t)num, sizeof *w->t)) == NULL)
+    return sc_fail(d, SC_ENOMEM, "out of memory");
   w->cfg = *cfg;
   w->tp = tp;
   w->tp_rank = tp_rank;
-  w->num = sc_model_tensor_count(cfg);
+  w->num = num;
+  return 0;
+}
+
+static int build(sc_kernels *k, const sc_model_config *cfg, int32_t tp, int32_t tp_rank,
+                 const source *src, sc_model_weights *w, sc_diag *d) {
+  memset(w, 0, sizeof *w);
+  if (cfg->arch.checkpoint)
+    return sc_fail(d, SC_EINVAL, "a DeepSeek-V3.2 checkpoint's model has no synthetic or "
+                   "single-file weights: load it from its directory (--model-dir)");
+  int rc = sc_model_weights_begin(cfg, tp, tp_rank, w, d);
+  if (rc) return rc;
   float *host = NULL;
   size_t host_cap = 0;
-  if ((w->t = calloc((size_t)w->num, sizeof *w->t)) == NULL) {
-    rc = sc_fail(d, SC_ENOMEM, "out of memory");
-    goto fail;
-  }
   for (int32_t i = 0; i < w->num; i++) {
     sc_tensor_info t;
     sc_model_tensor_info(cfg, i, &t);

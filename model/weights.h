@@ -75,15 +75,38 @@ void sc_model_tensor_slice(const sc_tensor_info *t, int32_t tp, int32_t rank, in
 float sc_model_synthetic_value(const sc_model_config *c, const sc_tensor_info *t, int64_t r,
                                int64_t col);
 
+/* Per-layer tensors of a DeepSeek-V3.2 checkpoint that the synthetic model has no
+ * counterpart for (model/hf_model.h loads them; NULL where a layer has none, and all
+ * NULL for the synthetic model). Experts are stacked: expert e's slice of this TP rank
+ * starts at e * (its slice's size). */
+typedef enum sc_wxkind {
+  SC_WX_IDX_KNORM_W = 0, /* [index_dim] the indexer key's LayerNorm weight */
+  SC_WX_IDX_KNORM_B,     /* [index_dim] and bias */
+  SC_WX_ROUTER,          /* [n_experts, hidden] mlp.gate.weight */
+  SC_WX_ROUTER_BIAS,     /* [n_experts] e_score_correction_bias */
+  SC_WX_EXP_W1,          /* [n_experts][moe_inter/T, hidden] gate_proj rows of this rank */
+  SC_WX_EXP_W3,          /* [n_experts][moe_inter/T, hidden] up_proj rows */
+  SC_WX_EXP_W2,          /* [n_experts][hidden, moe_inter/T] down_proj columns */
+  SC_WX_SH_W1,           /* [n_shared*moe_inter/T, hidden] shared expert gate_proj rows */
+  SC_WX_SH_W3,           /* [n_shared*moe_inter/T, hidden] up_proj rows */
+  SC_WX_SH_W2,           /* [hidden, n_shared*moe_inter/T] down_proj columns */
+  SC_WX_COUNT
+} sc_wxkind;
+
 typedef struct sc_model_weights {
   sc_model_config cfg;
   int32_t tp, tp_rank;
   int32_t num;
-  float **t; /* [num] kernel buffers, each the rank's slice, row-major */
+  float **t; /* [num] kernel buffers, each the rank's slice, row-major (NULL: a tensor
+                the model does not have, e.g. the dense FFN of a checkpoint's MoE layer) */
+  float **x; /* [cfg.layers * SC_WX_COUNT] sc_wxkind buffers, or NULL (synthetic) */
 } sc_model_weights;
 
 static inline float *sc_w(const sc_model_weights *w, int32_t layer, sc_wkind kind) {
   return w->t[sc_model_tensor_index(layer, kind)];
+}
+static inline float *sc_wx(const sc_model_weights *w, int32_t layer, sc_wxkind kind) {
+  return w->x ? w->x[layer * SC_WX_COUNT + (int32_t)kind] : NULL;
 }
 
 /* Synthetic weights of TP rank tp_rank (cfg valid, sc_model_config_check_tp passed). */
@@ -98,6 +121,12 @@ int sc_model_weights_load(sc_kernels *k, const sc_model_config *cfg, int32_t tp,
                           sc_diag *d);
 
 void sc_model_weights_free(sc_kernels *k, sc_model_weights *w);
+
+/* For the loaders: checks the TP split of cfg and rank, and sets w up with its fields and
+ * an empty table of sc_model_tensor_count(cfg) buffers (w->x stays NULL). On failure w is
+ * empty (nothing to free). */
+int sc_model_weights_begin(const sc_model_config *cfg, int32_t tp, int32_t tp_rank,
+                           sc_model_weights *w, sc_diag *d);
 
 /* Writes the full synthetic model of cfg as a safetensors file (dtype SC_DT_F32 or
  * SC_DT_BF16). */

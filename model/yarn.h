@@ -1,7 +1,8 @@
 /* yarn.h - rotary embedding of DeepSeek-V3/V3.2 checkpoints: the YaRN frequency table,
  * its attention-scale corrections, and the two pair layouts the model uses (issue 23,
- * point 2). Pure math, not yet called by the forward pass (docs/model.md, "DeepSeek-V3.2
- * architecture pieces").
+ * point 2). Pure math; the forward pass of a checkpoint model takes its table
+ * (sc_rope_inv_freq, through the kernel rope_freq), its cos/sin factor and its softmax
+ * scale from here (docs/model.md, "Serving a DeepSeek-V3.2 checkpoint").
  *
  * References (read, not copied): Hugging Face transformers
  * src/transformers/modeling_rope_utils.py (_compute_yarn_parameters, its get_mscale,

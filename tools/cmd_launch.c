@@ -168,7 +168,8 @@ static void proxy_stop(proxy *p) {
 static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp launch [--pcp P] [--dcp N] [--tp T] [--device cpu|cuda]\n"
-          "                       [--collectives host|nccl] [--gpus K] [--model FILE]\n"
+          "                       [--collectives host|nccl] [--gpus K]\n"
+          "                       [--model FILE | --model-dir DIR]\n"
           "                       [--listen ENDPOINT] [--listen-key-file F] [--client-keys F]\n"
           "                       [--tap ENDPOINT]\n"
           "                       [--http HOST:PORT [--http-api-key-file F] [--http-timeout-s S]\n"
@@ -223,7 +224,8 @@ static void help(FILE *f) {
           "                 (default 10000)\n"
           "  --grace-ms     after a death that ends the cluster, time the others get\n"
           "                 before being stopped (default 2000)\n"
-          "  --device, --collectives, --gpus, --model, --token-budget, --num-blocks,\n"
+          "  --device, --collectives, --gpus, --model, --model-dir, --token-budget,\n"
+          "  --num-blocks,\n"
           "  --inject, --profile  as for `sparsecp run` (with --http, /metrics adds\n"
           "                 sparsecp_step_stage_seconds_total)\n");
 }

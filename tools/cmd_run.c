@@ -332,7 +332,7 @@ static void verify(const sc_requests *rq, const req_result *a, const req_result 
 static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp run [--pcp P] [--dcp N] [--tp T] [--device cpu|cuda]\n"
-          "                    [--collectives host|nccl] [--model FILE]\n"
+          "                    [--collectives host|nccl] [--model FILE | --model-dir DIR]\n"
           "                    [--requests FILE.jsonl | --num-requests K] [--verify] [--json]\n"
           "                    [--inject KIND:RANK:STEP]\n"
           "                    [--transport ipc|tcp]\n"
@@ -348,6 +348,10 @@ static void help(FILE *f) {
           "                that the generated tokens are the same (SPEC.md §8); exit 1 on a\n"
           "                mismatch; ties (top-2 logit margin <= %g, %g with --device\n"
           "                cuda) are reported; the reference always runs on the CPU\n"
+          "  --model-dir DIR  serve a DeepSeek-V3.2 checkpoint directory (Hugging Face\n"
+          "                layout: config.json, safetensors shards, bf16 or fp8 weights;\n"
+          "                docs/model.md) instead of the embedded synthetic model; CPU only;\n"
+          "                without --requests it runs 8 random requests that fit the model\n"
           "  --collectives host (default; device buffers staged through host memory) or\n"
           "                nccl (one rank per GPU, unique ids exchanged between the comm\n"
           "                actors; NCCL_NVLS_ENABLE=0 is set for the nodes)\n"
@@ -428,8 +432,14 @@ int sc_cmd_run(int argc, char **argv) {
 
   sc_requests rq = {0};
   int rc;
+  /* the example stream is made for the synthetic model's vocabulary and length: a
+   * checkpoint gets random requests unless a file is given */
+  if (co->model_dir && requests_path == NULL && num_random == 0) num_random = 8;
   if (num_random) {
-    rc = sc_requests_random((int32_t)num_random, 256, 16, model.vocab, (uint64_t)seed, &rq);
+    /* prompts of up to 256 tokens, and no request longer than the model allows */
+    int32_t max_prompt = model.max_position - 16 - 1;
+    max_prompt = max_prompt > 256 ? 256 : max_prompt < 1 ? 1 : max_prompt;
+    rc = sc_requests_random((int32_t)num_random, max_prompt, 16, model.vocab, (uint64_t)seed, &rq);
   } else {
     char example[4096];
     if (requests_path == NULL)

@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "base/curve_key.h"
 #include "base/inet_addr.h"
+#include "model/hf_model.h"
 #include "model/model_defaults.h"
 #include "plan/plan.h"
 #include "tools/cli.h"
@@ -199,6 +200,10 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
     char abs[PATH_MAX];
     json_object_set_new(p, "model_file",
                         json_string(realpath(o->model_file, abs) ? abs : o->model_file));
+  }
+  if (o->model_dir) {
+    char abs[PATH_MAX];
+    json_object_set_new(p, "model_dir", json_string(realpath(o->model_dir, abs) ? abs : o->model_dir));
   }
   if (o->tokenizer) {
     char abs[PATH_MAX];
@@ -476,6 +481,7 @@ int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
   case SC_LCOPT_COLLECTIVES: return pick_opt(cmd, "--collectives", arg, "host", "nccl", &o->nccl);
   case SC_LCOPT_TRANSPORT: return pick_opt(cmd, "--transport", arg, "ipc", "tcp", &o->tcp);
   case SC_LCOPT_MODEL: o->model_file = arg; return 1;
+  case SC_LCOPT_MODEL_DIR: o->model_dir = arg; return 1;
   case SC_LCOPT_PROFILE: o->profile = true; return 1;
   case SC_LCOPT_INJECT:
     if (o->num_inject == SC_LOCAL_CLUSTER_MAX_INJECT) {
@@ -493,7 +499,18 @@ int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
   sc_model_config m;
   sc_model_config_default(&m);
   sc_diag d = {0};
-  if (o->model_file && sc_model_config_load(o->model_file, &m, &d)) {
+  if (o->model_file && o->model_dir) {
+    sc_cli_error(cmd, "--model and --model-dir exclude each other (a model directory has "
+                      "its own config.json)");
+    return SC_EINVAL;
+  }
+  if (o->model_dir && o->cuda) {
+    sc_cli_error(cmd, "--model-dir: a checkpoint directory is served on the CPU only for now "
+                      "(the CUDA kernels lack its ops and its fp8 weights)");
+    return SC_EINVAL;
+  }
+  if ((o->model_file && sc_model_config_load(o->model_file, &m, &d)) ||
+      (o->model_dir && sc_model_config_load_dir(o->model_dir, &m, &d))) {
     sc_cli_error(cmd, "%s", sc_diag_message(&d));
     return SC_EINVAL;
   }

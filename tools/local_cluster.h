@@ -13,7 +13,7 @@
  * must not reap children itself.
  *
  * The command-line options both commands take for the cluster (--pcp --dcp --tp --device
- * --collectives --gpus --model --token-budget --num-blocks --inject --transport) are
+ * --collectives --gpus --model --model-dir --token-budget --num-blocks --inject --transport) are
  * parsed and checked here too, so that `run` and `launch` accept and refuse the same
  * input before any process starts.
  */
@@ -43,6 +43,8 @@ typedef struct sc_local_cluster_opts {
   bool taps;                    /* every node binds a tap (tcp: CURVE, admitting the key
                                    of sc_local_cluster_tap_key_file) */
   const char *model_file;       /* NULL: the embedded default model */
+  const char *model_dir;        /* a DeepSeek-V3.2 checkpoint directory (--model-dir;
+                                   CPU only), or NULL; excludes model_file */
   int32_t token_budget;         /* 0: the pipeline default */
   int32_t num_blocks;           /* 0: the pipeline default */
   int32_t block_size;           /* 0: the pipeline default */
@@ -140,6 +142,7 @@ enum {
   SC_LCOPT_INJECT,
   SC_LCOPT_TRANSPORT,
   SC_LCOPT_PROFILE,
+  SC_LCOPT_MODEL_DIR,
 };
 #define SC_LOCAL_CLUSTER_LONG_OPTIONS                                                    \
   {"pcp", required_argument, NULL, SC_LCOPT_PCP},                                        \
@@ -153,19 +156,20 @@ enum {
       {"num-blocks", required_argument, NULL, SC_LCOPT_NUM_BLOCKS},                      \
       {"inject", required_argument, NULL, SC_LCOPT_INJECT},                              \
       {"transport", required_argument, NULL, SC_LCOPT_TRANSPORT},                        \
-      {"profile", no_argument, NULL, SC_LCOPT_PROFILE}
+      {"profile", no_argument, NULL, SC_LCOPT_PROFILE},                                  \
+      {"model-dir", required_argument, NULL, SC_LCOPT_MODEL_DIR}
 
 /* Applies getopt_long's result ch (with its optarg) to o when it is one of the shared
  * options. Returns 1 when it was and its value is good, 0 when ch is not a shared option
  * (the caller handles it), SC_EINVAL when the value is bad: the error is printed as
  * "sparsecp CMD: error: ..." (the caller exits with status 2). o keeps arg (argv) for
- * --model and --inject. */
+ * --model, --model-dir and --inject. */
 int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
                                sc_local_cluster_opts *o);
 
 /* Checks the whole configuration once all options are parsed, before any process
- * starts: the model file (loaded into *model when model is not NULL; the default model
- * without --model), the plan configuration, the model's heads against --tp, --collectives
+ * starts: the model file or directory (loaded into *model when model is not NULL; the
+ * default model without either), the plan configuration, the model's heads against --tp, --collectives
  * nccl against --device and --gpus, and the --inject specs against the ranks. Returns 0,
  * or SC_EINVAL with the first problem printed as for sc_local_cluster_parse_opt. */
 int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,

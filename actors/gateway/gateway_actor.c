@@ -287,9 +287,12 @@ static int http_metrics(void *ud, const sc_msg_stats_report *r, sc_buf *out) {
 }
 
 /* The model id HTTP clients name: the cluster file's served_model_name, else the model
- * file's name without its folder and extension, else "sparsecp". */
+ * file's name without its folder and extension (a model directory's name), else
+ * "sparsecp". */
 static void model_name(const sc_pipeline_config *cfg, char *out, size_t cap) {
-  const char *p = cfg->served_model_name[0] ? cfg->served_model_name : cfg->model_file;
+  const char *p = cfg->served_model_name[0] ? cfg->served_model_name
+                  : cfg->model_file[0]      ? cfg->model_file
+                                            : cfg->model_dir;
   if (p[0] == '\0') p = "sparsecp";
   if (!cfg->served_model_name[0]) {
     const char *slash = strrchr(p, '/');

@@ -1,4 +1,5 @@
-/* cpu_elementwise.c - RMSNorm, RoPE (interleaved pairs), SwiGLU and the residual add.
+/* cpu_elementwise.c - RMSNorm, LayerNorm, RoPE (interleaved pairs, from theta or a
+ * frequency table), SwiGLU, the residual add and the weighted row sum of the MoE combine.
  * Row loops split over the worker pool; sums of squares in double so the reference is
  * insensitive to the dimension. */
 #include <math.h>
@@ -41,6 +42,7 @@ typedef struct {
   int64_t ld_tok, ld_head;
   const int32_t *pos;
   const double *freq; /* theta^(-2i/rot_dim) for i < rot_dim/2: the same for every token */
+  double factor;      /* multiplies cos and sin (transformers' attention_scaling) */
 } rope_job;
 
 static int rope_rows(void *p, int64_t b, int64_t e, int worker) {
@@ -51,7 +53,7 @@ static int rope_rows(void *p, int64_t b, int64_t e, int worker) {
     for (int32_t i = 0; i < j->rot_dim / 2; i++) {
       /* angle in double: positions reach 1e5+, where float phase error would show */
       const double ang = pos * j->freq[i];
-      const float cs = (float)cos(ang), sn = (float)sin(ang);
+      const float cs = (float)(cos(ang) * j->factor), sn = (float)(sin(ang) * j->factor);
       for (int32_t h = 0; h < j->n_heads; h++) {
         float *v = j->x + t * j->ld_tok + h * j->ld_head + 2 * i;
         const float a = v[0], c = v[1];
@@ -69,10 +71,90 @@ int sc_kcpu_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
   double *freq = malloc(sizeof *freq * (size_t)(rot_dim / 2));
   if (freq == NULL) return SC_ENOMEM;
   for (int32_t i = 0; i < rot_dim / 2; i++) freq[i] = pow(theta, -2.0 * i / (double)rot_dim);
-  rope_job j = {n_heads, rot_dim, x, ld_tok, ld_head, pos, freq};
+  rope_job j = {n_heads, rot_dim, x, ld_tok, ld_head, pos, freq, 1.0};
   const int rc = sc_kcpu_parallel(sc_kcpu_of(k), n_tok, 16, rope_rows, &j);
   free(freq);
   return rc;
+}
+
+int sc_kcpu_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
+                      float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
+                      const double *inv_freq, float attn_factor) {
+  SC_KCHECK(sc_kcheck_rope_freq(n_tok, n_heads, rot_dim, x, ld_head, pos, inv_freq, attn_factor));
+  rope_job j = {n_heads, rot_dim, x, ld_tok, ld_head, pos, inv_freq, (double)attn_factor};
+  return sc_kcpu_parallel(sc_kcpu_of(k), n_tok, 16, rope_rows, &j);
+}
+
+typedef struct {
+  int64_t dim;
+  const float *x, *w, *b;
+  int64_t ld_x, ld_out;
+  float eps;
+  float *out;
+} ln_job;
+
+static int ln_rows(void *p, int64_t b, int64_t e, int worker) {
+  (void)worker;
+  const ln_job *j = p;
+  for (int64_t r = b; r < e; r++) {
+    const float *x = j->x + r * j->ld_x;
+    float *o = j->out + r * j->ld_out;
+    double s = 0, ss = 0;
+    for (int64_t i = 0; i < j->dim; i++) s += x[i];
+    const double mean = s / (double)j->dim;
+    for (int64_t i = 0; i < j->dim; i++) ss += ((double)x[i] - mean) * ((double)x[i] - mean);
+    const double inv = 1.0 / sqrt(ss / (double)j->dim + (double)j->eps);
+    for (int64_t i = 0; i < j->dim; i++)
+      o[i] = (float)(((double)x[i] - mean) * inv) * (j->w ? j->w[i] : 1.0f) + (j->b ? j->b[i] : 0.0f);
+  }
+  return 0;
+}
+
+int sc_kcpu_layernorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
+                      int64_t ld_x, const float *w, const float *b, float eps, float *out,
+                      int64_t ld_out) {
+  SC_KCHECK(sc_kcheck_rmsnorm(n_rows, dim, x, ld_x, eps, out, ld_out));
+  ln_job j = {dim, x, w, b, ld_x, ld_out, eps, out};
+  return sc_kcpu_parallel(sc_kcpu_of(k), n_rows, 64, ln_rows, &j);
+}
+
+typedef struct {
+  int32_t topk;
+  int64_t width, ld_src, src_rows, ld_add, ld_out;
+  const float *src, *weight, *add;
+  const int32_t *rows;
+  float *out;
+} wsum_job;
+
+static int wsum_rows(void *p, int64_t b, int64_t e, int worker) {
+  (void)worker;
+  const wsum_job *j = p;
+  for (int64_t t = b; t < e; t++) {
+    float *o = j->out + t * j->ld_out;
+    for (int64_t c = 0; c < j->width; c++) o[c] = 0.0f;
+    for (int32_t i = 0; i < j->topk; i++) {
+      const int64_t r = j->rows[t * j->topk + i];
+      if (r == -1) continue;
+      if (r < 0 || r >= j->src_rows) return SC_ERANGE;
+      const float w = j->weight[t * j->topk + i], *s = j->src + r * j->ld_src;
+      for (int64_t c = 0; c < j->width; c++) o[c] += w * s[c];
+    }
+    if (j->add != NULL) {
+      const float *a = j->add + t * j->ld_add;
+      for (int64_t c = 0; c < j->width; c++) o[c] += a[c];
+    }
+  }
+  return 0;
+}
+
+int sc_kcpu_weighted_sum_rows(sc_kernels *k, int64_t n_tok, int32_t topk, int64_t width,
+                              const float *src, int64_t ld_src, int64_t src_rows,
+                              const int32_t *rows, const float *weight, const float *add,
+                              int64_t ld_add, float *out, int64_t ld_out) {
+  SC_KCHECK(sc_kcheck_weighted_sum_rows(n_tok, topk, width, src, ld_src, src_rows, rows, weight,
+                                        add, ld_add, out, ld_out));
+  wsum_job j = {topk, width, ld_src, src_rows, ld_add, ld_out, src, weight, add, rows, out};
+  return sc_kcpu_parallel(sc_kcpu_of(k), n_tok, 16, wsum_rows, &j);
 }
 
 typedef struct {

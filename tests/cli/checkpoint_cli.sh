@@ -14,7 +14,7 @@ out=$("$bin" checkpoint "$data" --json) || fail "valid directory exited $?"
 python3 - "$out" <<'PY' || fail "--json summary: $out"
 import json, sys
 d = json.loads(sys.argv[1])
-assert d["valid"] is True and d["servable"] is False and d["model_type"] == "deepseek_v32"
+assert d["valid"] is True and d["servable"] is True and d["model_type"] == "deepseek_v32"
 assert (d["layers"], d["dense_layers"], d["moe_layers"]) == (2, 1, 1)
 assert (d["routed_experts"], d["shared_experts"], d["index_heads"], d["index_topk"]) == (4, 1, 2, 8)
 assert d["tensors"] == 51 and d["shards"] == 3 and d["weights"] == "unquantized"
@@ -24,7 +24,7 @@ out=$("$bin" checkpoint "$2/tests/data/hf_checkpoint/tiny-fp8" --json) || fail "
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["weights"]=="fp8" and d["bytes"]["F8_E4M3"]>0 and d["tensors"]==83, d' \
   "$out" || fail "fp8 --json summary: $out"
 "$bin" checkpoint "$data" | grep -q "valid deepseek_v32 directory" || fail "text summary"
-"$bin" checkpoint "$data" | grep -q "cannot serve" || fail "the summary must not claim serving"
+"$bin" checkpoint "$data" | grep -q "run|launch --model-dir" || fail "the summary must say how to serve it"
 
 # broken copies: expect exit 2 and an error naming $2
 broken() {

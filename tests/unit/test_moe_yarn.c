@@ -1,6 +1,7 @@
-/* test_moe_yarn.c - the DeepSeek-V3.2 architecture pieces of issue 23, point 2 that are not
- * yet in the forward pass: YaRN rotary frequencies, scale corrections and the two rotary
- * layouts (model/yarn.h), noaux_tc sigmoid routing and the MoE combine (model/moe_route.h).
+/* test_moe_yarn.c - the DeepSeek-V3.2 architecture pieces of issue 23, point 2, as pure
+ * functions (the forward pass uses them; test_hf_forward.c checks the whole): YaRN rotary
+ * frequencies, scale corrections and the two rotary layouts (model/yarn.h), noaux_tc
+ * sigmoid routing and the MoE combine (model/moe_route.h).
  *
  * tests/data/moe_yarn/reference.json is made by make_reference.py there, which follows
  * transformers' _compute_yarn_parameters, DeepseekV32RotaryEmbedding, the two

@@ -1,0 +1,38 @@
+/* kbuf.h - two helpers the model's compute files share: a kernel buffer grown to the
+ * largest size asked for (scratch kept from step to step), and the linear layer
+ * y = alpha * x W^T through the kernels' gemm. Any thread that owns the context. */
+#ifndef SC_KBUF_H
+#define SC_KBUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+/* *buf holds at least `bytes` (contents lost when it grows; 25% headroom so that slowly
+ * growing steps do not reallocate every time). Once *rc is non-zero it does nothing and
+ * returns NULL, so a run of calls needs one check at the end. */
+static inline void *sc_kbuf_grow(sc_kernels *k, void **buf, size_t *cap, size_t bytes, int *rc) {
+  if (*rc) return NULL;
+  if (*buf == NULL || bytes > *cap) {
+    if (*buf) k->ops->free(k, *buf);
+    *buf = NULL;
+    *cap = 0;
+    const size_t c = bytes < 256 ? 256 : bytes + bytes / 4;
+    if ((*rc = k->ops->alloc(k, c, buf))) return NULL;
+    *cap = c;
+  }
+  return *buf;
+}
+
+/* y[rows][n] = alpha * x[rows][kk] * W^T, W row-major [n][kk] with leading dimension ldw. */
+static inline int sc_linear(sc_kernels *k, int64_t rows, int64_t n, int64_t kk, const float *x,
+                            int64_t ldx, const float *wt, int64_t ldw, float *y, int64_t ldy,
+                            float alpha) {
+  if (rows == 0) return 0;
+  const sc_gemm g = {.trans_b = true, .m = rows, .n = n, .k = kk, .alpha = alpha, .beta = 0.0f,
+                     .a = x, .lda = ldx, .b = wt, .ldb = ldw, .c = y, .ldc = ldy, .batch = 1};
+  return k->ops->gemm(k, &g);
+}
+
+#endif
