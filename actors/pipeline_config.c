@@ -54,7 +54,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
       "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len", "device",
       "cuda_device", "collectives", "tokenizer", "served_model_name", "profile",
-      "rejoin_wait_ms"};
+      "rejoin_wait_ms", "step_retries"};
   json_object_foreach(p, key, v) {
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
@@ -95,7 +95,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   if ((rc = get_path(cluster_path, p, "weights", c->weights_path, sizeof c->weights_path, d)))
     return rc;
   int32_t deadline = (int32_t)c->deadline_ms, max_prompt = c->limits.max_prompt_len;
-  int32_t rejoin = (int32_t)c->rejoin_wait_ms;
+  int32_t rejoin = (int32_t)c->rejoin_wait_ms, retries = c->step_retries;
   if ((rc = get_i32(p, "interleave", 1, SC_PLAN_MAX_DIM, &e->plan.interleave, d)) ||
       (rc = get_i32(p, "block_size", 1, SC_PLAN_MAX_DIM, &e->plan.block_size, d)) ||
       (rc = get_i32(p, "pad_multiple", 1, SC_PLAN_MAX_DIM, &e->plan.pad_multiple, d)) ||
@@ -106,8 +106,10 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       (rc = get_i32(p, "deadline_ms", 1, 3600000, &deadline, d)) ||
       (rc = get_i32(p, "kernel_threads", 1, 64, &e->kernel_threads, d)) ||
       (rc = get_i32(p, "max_prompt_len", 1, SC_PLAN_MAX_TOKENS, &max_prompt, d)) ||
-      (rc = get_i32(p, "rejoin_wait_ms", 0, 3600000, &rejoin, d)))
+      (rc = get_i32(p, "rejoin_wait_ms", 0, 3600000, &rejoin, d)) ||
+      (rc = get_i32(p, "step_retries", 0, 16, &retries, d)))
     return rc;
+  c->step_retries = retries;
   c->deadline_ms = deadline;
   c->rejoin_wait_ms = rejoin;
   c->limits.max_prompt_len = max_prompt;
@@ -188,8 +190,6 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   sc_msg_limits_default(&c->limits);
   c->deadline_ms = 10000;
   c->num_ranks = cluster->num_nodes;
-  c->heartbeat_ms = cluster->heartbeat_ms;
-  c->heartbeat_timeout_ms = cluster->heartbeat_timeout_ms;
   snprintf(c->listen, sizeof c->listen, "%s", cluster->listen);
   int rc = 0;
   if (cluster->listen_key_file[0] != '\0' &&

@@ -29,13 +29,17 @@ typedef struct sc_pipeline_config {
                                      (requests wait meanwhile, their running ones back
                                      in the queue), 0: the cluster ends at once (the
                                      default; `launch` sets it when it restarts nodes) */
+  int32_t step_retries;           /* a step that fails while every node is up (a refused
+                                     collective, a lost acknowledgement, a deadline): its
+                                     requests run it again up to this many times in a row
+                                     before their clients get the error (0: at once, the
+                                     default; `launch` sets 2) */
   bool nccl;                      /* NCCL collectives (one GPU per rank) instead of the
                                      host backend (CPU ranks, or ranks sharing a GPU,
                                      their device buffers staged through host memory) */
   sc_faults inject;               /* `--inject KIND:RANK:STEP` (fault.h) */
   bool profile;                   /* executors time each step's stages (step_prof.h) */
   int32_t num_ranks;
-  int32_t heartbeat_ms, heartbeat_timeout_ms; /* the cluster's, for the host collectives */
   char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
   uint8_t (*rank_keys)[32];       /* [num_ranks] CURVE public keys (NULL: plain) */
   sc_node_key node_key;           /* with rank_keys: this rank's key pair, filled by the

@@ -68,7 +68,6 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
      * plan of this configuration can hold (backend_host.h states the memory bound) */
     sc_host_comm_config hc = {
         .rank = rank, .endpoints = eps, .deadline_ms = cfg->deadline_ms,
-        .heartbeat_ms = cfg->heartbeat_ms, .heartbeat_timeout_ms = cfg->heartbeat_timeout_ms,
         .max_block_bytes = sc_plan_max_block_bytes(&x->plan_cfg, cfg->sched.token_budget)};
     if (cfg->rank_keys) {
       hc.public_key = cfg->node_key.public_key;

@@ -335,15 +335,6 @@ static int connect_peers(host_be *be, const sc_host_comm_config *hc, sc_diag *d)
       be->dealers[peer] = s;
       zmq_setsockopt(s, ZMQ_ROUTING_ID, ident, strlen(ident));
       zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
-      /* A peer that stops answering (a frozen process, a partition) loses its connection
-       * after the timeout, and ZeroMQ connects again: to a new process of that rank when
-       * one has taken the endpoint over (a rejoin). Without it the blocks kept going to
-       * the old process, which the kernel kept connected. */
-      if (hc->heartbeat_ms > 0 && hc->heartbeat_timeout_ms > 0) {
-        zmq_setsockopt(s, ZMQ_HEARTBEAT_IVL, &hc->heartbeat_ms, sizeof hc->heartbeat_ms);
-        zmq_setsockopt(s, ZMQ_HEARTBEAT_TIMEOUT, &hc->heartbeat_timeout_ms,
-                       sizeof hc->heartbeat_timeout_ms);
-      }
       if ((be->in.curve && set_curve(s, hc, hc->rank_keys[peer]) != 0) ||
           zmq_connect(s, hc->endpoints[peer]) != 0)
         return sc_fail(d, SC_EIO, "host collectives: rank %d cannot connect to %s: %s",

@@ -108,8 +108,6 @@ typedef struct sc_host_comm_config {
                                     /* (all three NULL: no CURVE) */
   size_t max_block_bytes;           /* largest block held before its plan is known
                                        (sc_plan_max_block_bytes); 0: no limit */
-  int heartbeat_ms, heartbeat_timeout_ms; /* ZeroMQ heartbeats on the connections to the
-                                       peers (the cluster's); 0: none */
 } sc_host_comm_config;
 
 /* Binds my endpoint, connects to my group peers and fills comm (ops, groups, deadline).

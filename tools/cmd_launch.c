@@ -177,6 +177,7 @@ static void help(FILE *f) {
           "                       [--transport ipc|tcp]\n"
           "                       [--events] [--heartbeat-ms MS] [--heartbeat-timeout-ms MS]\n"
           "                       [--restarts N] [--restart-window-s T] [--rejoin-wait-ms MS]\n"
+          "                       [--step-retries K]\n"
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
           "                       [--inject KIND:RANK:STEP] [--profile]\n\n"
           "Starts a local cluster of P*T node processes (default P = 1, N = 1, T = 1)\n"
@@ -222,6 +223,9 @@ static void help(FILE *f) {
           "                 ends the cluster (exit 1)\n"
           "  --rejoin-wait-ms MS  how long the head waits for a node's new process\n"
           "                 (default 10000)\n"
+          "  --step-retries K  a step that fails while every node is up (a desync, a lost\n"
+          "                 acknowledgement, a deadline) is run again, its requests failing\n"
+          "                 only after K + 1 failures in a row (default 2; 0: at once)\n"
           "  --grace-ms     after a death that ends the cluster, time the others get\n"
           "                 before being stopped (default 2000)\n"
           "  --device, --collectives, --gpus, --model, --model-dir, --token-budget,\n"
@@ -448,6 +452,7 @@ int sc_cmd_launch(int argc, char **argv) {
       {"restarts", required_argument, NULL, 'r'},
       {"restart-window-s", required_argument, NULL, 'w'},
       {"rejoin-wait-ms", required_argument, NULL, 'j'},
+      {"step-retries", required_argument, NULL, 's'},
       {"http", required_argument, NULL, 'H'},
       {"http-api-key-file", required_argument, NULL, 'A'},
       {"http-timeout-s", required_argument, NULL, 'O'},
@@ -458,7 +463,7 @@ int sc_cmd_launch(int argc, char **argv) {
   int64_t hb = 200, hbt = 1000, grace = 2000;
   /* 3 restarts in 60 s: a node that keeps dying ends the cluster within about a minute
    * instead of being restarted forever */
-  int64_t restarts = 3, window_s = 60, rejoin_wait = 10000;
+  int64_t restarts = 3, window_s = 60, rejoin_wait = 10000, step_retries = 2;
   const char *tap = NULL, *key_file = NULL, *client_keys = NULL, *api_key = NULL;
   const char *tokenizer = NULL;
   int64_t http_timeout = 0;
@@ -472,6 +477,7 @@ int sc_cmd_launch(int argc, char **argv) {
     case 'r': if (!sc_cli_int("launch", "--restarts", optarg, 0, 1000, &restarts)) return SC_EXIT_USAGE; break;
     case 'w': if (!sc_cli_int("launch", "--restart-window-s", optarg, 1, 86400, &window_s)) return SC_EXIT_USAGE; break;
     case 'j': if (!sc_cli_int("launch", "--rejoin-wait-ms", optarg, 1, 3600000, &rejoin_wait)) return SC_EXIT_USAGE; break;
+    case 's': if (!sc_cli_int("launch", "--step-retries", optarg, 0, 16, &step_retries)) return SC_EXIT_USAGE; break;
     case 'L': o.listen = optarg; break;
     case 'K': key_file = optarg; break;
     case 'C': client_keys = optarg; break;
@@ -506,6 +512,7 @@ int sc_cmd_launch(int argc, char **argv) {
    * on NCCL, whose communicators cannot be rebuilt yet (the cluster ends and is started
    * again whole, as after the head's death) */
   o.rejoin_wait_ms = restarts > 0 && !o.nccl ? (int32_t)rejoin_wait : 0;
+  o.step_retries = (int32_t)step_retries;
   uint64_t restart_at[1000];
   restart_policy policy = {.max = restarts, .window_s = window_s, .at = restart_at};
   /* the same checks as `sparsecp run`, before any node starts */

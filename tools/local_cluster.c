@@ -220,6 +220,7 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->profile) json_object_set_new(p, "profile", json_true());
   if (o->rejoin_wait_ms)
     json_object_set_new(p, "rejoin_wait_ms", json_integer(o->rejoin_wait_ms));
+  if (o->step_retries) json_object_set_new(p, "step_retries", json_integer(o->step_retries));
   if (o->num_inject) {
     json_t *inj = json_array();
     for (int32_t i = 0; i < o->num_inject; i++) json_array_append_new(inj, json_string(o->inject[i]));

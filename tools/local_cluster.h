@@ -76,6 +76,8 @@ typedef struct sc_local_cluster_opts {
   bool profile;                 /* executors time each step's stages (pipeline "profile") */
   int32_t rejoin_wait_ms;       /* pipeline.rejoin_wait_ms (0: a node's death ends the
                                    cluster): set by a caller that restarts nodes */
+  int32_t step_retries;         /* pipeline.step_retries (0: a failed step's requests
+                                   fail at once) */
 } sc_local_cluster_opts;
 
 typedef struct sc_local_cluster sc_local_cluster;

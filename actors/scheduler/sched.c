@@ -20,6 +20,7 @@ typedef struct req {
   /* tokens to compute before the request samples: the prompt, or after a requeue
    * (sc_sched_requeue_running) the prompt and every token generated so far */
   int32_t prefill_len;
+  int32_t failures;    /* steps of it that failed in a row (sc_sched_retry_step) */
   sc_sched_params params;
   int32_t *blocks;     /* reserved virtual blocks (whole extent) */
   int32_t num_blocks;
@@ -445,6 +446,7 @@ int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events
     const int32_t slot = s->step_slot[i];
     req_t *r = &s->slots[slot];
     r->computed += s->step.reqs[i].scheduled;
+    r->failures = 0;
     if (r->canceled) {
       finish(s, slot);
       s->stats.canceled++;
@@ -474,6 +476,28 @@ int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids) {
     failed_ids[n++] = s->slots[s->step_slot[i]].id;
     finish(s, s->step_slot[i]);
     s->stats.failed++;
+  }
+  s->in_flight = false;
+  s->stats.steps_failed++;
+  return n;
+}
+
+int sc_sched_retry_step(sc_sched *s, int32_t max_failures, int64_t *failed_ids) {
+  if (!s->in_flight) return SC_EINVAL;
+  int n = 0;
+  for (int32_t i = 0; i < s->step.num_reqs; i++) {
+    const int32_t slot = s->step_slot[i];
+    req_t *r = &s->slots[slot];
+    if (r->canceled) {
+      finish(s, slot);
+      s->stats.canceled++;
+    } else if (++r->failures > max_failures) {
+      failed_ids[n++] = r->id;
+      finish(s, slot);
+      s->stats.failed++;
+    } else {
+      s->stats.retried++; /* stays running: computed unchanged, the same work next step */
+    }
   }
   s->in_flight = false;
   s->stats.steps_failed++;

@@ -97,12 +97,13 @@ typedef struct sc_sched_event {
 /* The queue now and the totals since creation. Requests: admitted (waiting to running;
  * a requeued request is admitted again), finished (max_new_tokens reached), canceled
  * (sc_sched_cancel) and failed (their step failed, or sc_sched_fail_all), requeued
- * (sc_sched_requeue_running, each time). Steps: every step sc_sched_next built ends once,
- * as advanced (steps) or as failed (steps_failed, sc_sched_fail_step, also through
- * sc_sched_fail_all and sc_sched_requeue_running). */
+ * (sc_sched_requeue_running, each time), retried (sc_sched_retry_step, each time).
+ * Steps: every step sc_sched_next built ends once, as advanced (steps) or as failed
+ * (steps_failed: sc_sched_fail_step, sc_sched_fail_all, sc_sched_requeue_running,
+ * sc_sched_retry_step). */
 typedef struct sc_sched_stats {
   int32_t waiting, running, free_blocks, total_blocks;
-  uint64_t admitted, finished, canceled, failed, requeued;
+  uint64_t admitted, finished, canceled, failed, requeued, retried;
   uint64_t steps, steps_failed;
 } sc_sched_stats;
 
@@ -134,6 +135,14 @@ int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events
  * blocks freed; their ids are written to failed_ids (room for num_reqs); returns how
  * many. The caller sends each of their clients an error. Other requests continue. */
 int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids);
+
+/* The step in flight failed, but every rank still holds its KV cache (a refused
+ * collective, a lost acknowledgement, a deadline): its requests run the same work again
+ * in a later step, their tokens unchanged since sampling depends only on (seed, request
+ * id, output index). A request whose steps failed more than max_failures times in a row
+ * is removed (its id written to failed_ids, room for num_reqs; the caller sends its
+ * client an error), as is one canceled during the step. Returns how many failed. */
+int sc_sched_retry_step(sc_sched *s, int32_t max_failures, int64_t *failed_ids);
 
 /* Removes every request (waiting and running; the step in flight, if any, is failed
  * first) and writes their ids into ids (room for waiting + running); returns how many.

@@ -330,9 +330,11 @@ static void on_ack_timeout(uv_timer_t *t) {
   }
 }
 
-/* Fails the step in flight on every rank: clients get errors, every comm aborts its
- * communicator so blocked collectives return. */
-static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
+/* Ends the step in flight on every rank: every comm aborts its communicator so blocked
+ * collectives return. Its requests fail with errors to their clients, or with retry (the
+ * pipeline's step_retries > 0; every rank still holds its KV cache) run the same work
+ * again in a later step, failing only after step_retries failures in a row. */
+static void end_step(sc_ctx *c, scheduler *s, int code, const char *why, bool retry) {
   const uint64_t step = s->in_flight;
   if (step == 0) return;
   SC_ERROR(LOG, "step %llu failed: %s", (unsigned long long)step, why);
@@ -342,15 +344,24 @@ static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
   sc_sched_stats st;
   sc_sched_get_stats(s->sched, &st);
   if (ensure_cap(s, st.running + 1) == 0) { /* see scheduler.cap */
-    const int n = sc_sched_fail_step(s->sched, s->ids);
+    const int n = retry ? sc_sched_retry_step(s->sched, s->ctx->cfg.step_retries, s->ids)
+                        : sc_sched_fail_step(s->sched, s->ids);
     char msg[640];
     snprintf(msg, sizeof msg, "step %llu failed: %s", (unsigned long long)step, why);
     for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, msg);
+    if (retry)
+      SC_WARN(LOG, "step %llu: its requests run it again (%d ended with the error: that was "
+                   "their step's failure %d in a row)",
+              (unsigned long long)step, n, s->ctx->cfg.step_retries + 1);
   }
   for (int32_t r = 0; r < s->world; r++)
     sc_step_abort_send(c, s->comms[r], step, 0, code, why, NULL);
   s->in_flight = 0;
   drop_held_result(s);
+}
+
+static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
+  end_step(c, s, code, why, false);
 }
 
 /* Removes every request from the core; each client gets error {code, msg}. */
@@ -379,7 +390,7 @@ static void step_failed(sc_ctx *c, scheduler *s, int code, const char *why) {
     shut_down(c, s, code, end);
     return;
   }
-  fail_step(c, s, code, why);
+  end_step(c, s, code, why, s->ctx->cfg.step_retries > 0);
   try_start(c, s); /* nothing else would: the failed step's result and aborts are ignored */
 }
 

@@ -11,7 +11,9 @@
 #  4. a node that keeps dying (--restarts 1): launch gives up and exits 1, nothing left;
 #  5. a device fault on node 1 (the head ends the cluster; node 1 exits 0, told to stop):
 #     launch waits for the head's verdict and starts the whole cluster again, without the
-#     injection, and a request is served (it stopped the cluster as an orderly end).
+#     injection, and a request is served (it stopped the cluster as an orderly end);
+#  6. a desync (node 1 asks for a collective the plan does not have) under a request: the
+#     step is refused and run again, and the client gets the undisturbed run's tokens.
 # SC_LAUNCH_EXTRA: more launch options (tests/gpu/recovery_gpu.sh: --device cuda).
 set -u
 bin=$1
@@ -127,6 +129,19 @@ wait "$lpid"
 rc=$?
 lpid=
 [ $rc -eq 0 ] || fail "launch exited $rc on SIGTERM after the recovered device fault, expected 0"
+
+# 6. a desync is refused, and the step run again
+"$bin" launch --pcp 2 --dcp 2 --model "$model" --inject desync:1:5 "${extra[@]}" > "$work/s.out" 2> "$work/s.err" &
+lpid=$!
+await "$work/s.out" '"launched"' || fail "no launched line: $(cat "$work/s.err")"
+listen=$(field "$work/s.out" listen)
+ask "$work/s1.json" "${greedy[@]}" || fail "the request under a desync failed: $(cat "$work/s1.json")"
+grep -q 'refused collective' "$work/s.err" || fail "no desync was refused: $(cat "$work/s.err")"
+grep -q 'run it again' "$work/s.err" || fail "the step was not run again: $(cat "$work/s.err")"
+[ "$(tokens "$work/s1.json")" = "$(tokens "$work/ref1.json")" ] || fail "the tokens after the retry differ"
+kill -TERM "$lpid"
+wait "$lpid"
+lpid=
 
 rm -rf "$work"
 echo "recovery_cli: ok"

@@ -428,6 +428,51 @@ Test(sched, a_request_canceled_in_the_dropped_step_ends) {
   sc_sched_destroy(s);
 }
 
+/* A step that failed with every rank's cache intact runs again: the same inputs, the
+ * same tokens; a request fails only after max_failures + 1 failures in a row. */
+Test(sched, a_retried_step_runs_the_same_work_and_fails_after_its_limit) {
+  int32_t want[4][16] = {{0}}, got[4][16] = {{0}};
+  int32_t nwant[4] = {0}, ngot[4] = {0};
+  sc_sched *s = make(small_cfg());
+  for (int64_t id = 1; id <= 2; id++) submit(s, id, 20, 6);
+  run_steps(s, -1, want, nwant);
+  sc_sched_destroy(s);
+
+  s = make(small_cfg());
+  for (int64_t id = 1; id <= 2; id++) submit(s, id, 20, 6);
+  run_steps(s, 3, got, ngot);
+  sc_sched_step *st;
+  int64_t failed[8];
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  const sc_batch_req first = st->reqs[0];
+  cr_assert_eq(sc_sched_retry_step(s, 2, failed), 0); /* failure 1 of 3 allowed */
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert(st->reqs[0].id == first.id && st->reqs[0].computed == first.computed &&
+                st->reqs[0].scheduled == first.scheduled,
+            "the same work again");
+  cr_assert_eq(sc_sched_retry_step(s, 2, failed), 0); /* 2 */
+  run_steps(s, -1, got, ngot); /* a success resets the count */
+  for (int64_t id = 1; id <= 2; id++)
+    cr_assert_eq(memcmp(got[id], want[id], sizeof want[id]), 0, "request %lld", (long long)id);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.retried, 4);
+  cr_assert_eq(stats.failed, 0);
+  cr_assert_eq(stats.finished, 2);
+
+  submit(s, 3, 5, 4);
+  for (int k = 0; k < 3; k++) {
+    cr_assert_eq(sc_sched_next(s, &st), 0);
+    cr_assert_eq(sc_sched_retry_step(s, 2, failed), k < 2 ? 0 : 1);
+  }
+  cr_assert_eq(failed[0], 3);
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.running + stats.waiting, 0);
+  cr_assert_eq(stats.free_blocks, stats.total_blocks);
+  cr_assert_eq(sc_sched_retry_step(s, 2, failed), SC_EINVAL); /* no step in flight */
+  sc_sched_destroy(s);
+}
+
 /* Random streams: every accepted request produces exactly max_new tokens, each step
  * respects the budget and the running limit, inputs replay the prompt then the sampled
  * tokens, concurrently running requests never share a block, and all blocks return. */
