@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -81,7 +80,6 @@ typedef struct launch_proc {
   _Atomic uint64_t restarted_ns; /* when the last "restarted" line was read (0: none) */
   _Atomic int tokens_seen;     /* by the clients: the load is running */
   _Atomic uint64_t kill_ns;    /* when the trial's kill was made (0: not yet) */
-  int restarted_lines;
 } launch_proc;
 
 typedef struct campaign {
@@ -121,7 +119,6 @@ static void launch_read_line(launch_proc *lp, const char *line) {
   } else if (ev && strcmp(ev, "restarted") == 0) {
     if (lp->num_pids < MAX_PIDS)
       lp->pids[lp->num_pids++] = (pid_t)json_integer_value(json_object_get(j, "pid"));
-    lp->restarted_lines++;
     atomic_store(&lp->restarted_ns, sc_now_ns());
   }
   json_decref(j);
@@ -417,9 +414,35 @@ static int one_trial(const campaign *cp, int idx, bool head, uint64_t *rng, tria
   return 0;
 }
 
-static void add_count(sc_bench *b, const char *name, const char *params, int v) {
-  const double x = v;
-  sc_bench_add(b, name, params, "count", &x, 1, NULL);
+/* The counts of one kind of trial into the report ("faults.node.hangs", ...; the lost and
+ * differing requests for node trials, whether the cluster came back for head trials);
+ * returns their sum: every one must be 0. */
+static int report_counts(sc_bench *b, bool head, const trial_stats *st) {
+  const struct {
+    const char *name;
+    int value;
+    bool node, head;
+  } counts[] = {
+      {"hangs", st->hangs, true, true},
+      {"leftover_processes", st->leftover, true, true},
+      {"lost_requests", st->lost, true, false},
+      {"tokens_differ", st->differ, true, false},
+      {"tokens_repeated", st->repeated, true, true},
+      {"not_back", st->head_not_back, false, true},
+      {"launch_not_stopped", st->unstopped, true, true},
+      {"kill_missed", st->not_killed, true, true},
+  };
+  char name[64], params[32];
+  snprintf(params, sizeof params, "\"trials\":%d", st->trials);
+  int sum = 0;
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+    if (!(head ? counts[i].head : counts[i].node)) continue;
+    snprintf(name, sizeof name, "faults.%s.%s", head ? "head" : "node", counts[i].name);
+    const double x = counts[i].value;
+    sc_bench_add(b, name, params, "count", &x, 1, NULL);
+    sum += counts[i].value;
+  }
+  return sum;
 }
 
 static int env_int(const char *name, int def) {
@@ -473,36 +496,21 @@ int sc_bench_faults(sc_bench *b) {
               head_trials, head.head_not_back, head.hangs, head.leftover);
   }
   if (rc == 0) {
-    char params[64];
+    int bad = report_counts(b, false, &node);
+    char params[32], extra[96];
     snprintf(params, sizeof params, "\"trials\":%d", node.trials);
-    add_count(b, "faults.node.hangs", params, node.hangs);
-    add_count(b, "faults.node.leftover_processes", params, node.leftover);
-    add_count(b, "faults.node.lost_requests", params, node.lost);
-    add_count(b, "faults.node.tokens_differ", params, node.differ);
-    add_count(b, "faults.node.tokens_repeated", params, node.repeated);
-    add_count(b, "faults.node.launch_not_stopped", params, node.unstopped);
-    add_count(b, "faults.node.kill_missed", params, node.not_killed);
-    char extra[96];
     snprintf(extra, sizeof extra, "\"requests_per_trial\":%d,\"recovered_trials\":%d", num_reqs,
              node.num_recovery);
     if (node.num_recovery > 0)
       sc_bench_add(b, "faults.node.recovery", params, "ms", node.recovery_ms, node.num_recovery,
                    extra);
+    bad += node.num_recovery < node.trials;
+    bad += report_counts(b, true, &head);
     snprintf(params, sizeof params, "\"trials\":%d", head.trials);
-    add_count(b, "faults.head.hangs", params, head.hangs);
-    add_count(b, "faults.head.leftover_processes", params, head.leftover);
-    add_count(b, "faults.head.not_back", params, head.head_not_back);
-    add_count(b, "faults.head.launch_not_stopped", params, head.unstopped);
-    add_count(b, "faults.head.kill_missed", params, head.not_killed);
     if (head.num_notice > 0)
       sc_bench_add(b, "faults.head.client_notice", params, "ms", head.notice_ms, head.num_notice,
                    NULL);
-    double max_notice = 0;
-    for (int i = 0; i < head.num_notice; i++) max_notice = fmax(max_notice, head.notice_ms[i]);
-    const bool bad = node.hangs || node.leftover || node.lost || node.differ || node.repeated ||
-                     node.unstopped || node.not_killed || node.num_recovery < node.trials ||
-                     head.hangs || head.leftover || head.head_not_back || head.unstopped ||
-                     head.not_killed || max_notice > 2000.0;
+    for (int i = 0; i < head.num_notice; i++) bad += head.notice_ms[i] > 2000.0;
     if (bad) {
       fprintf(stderr, "bench faults: the campaign found failures (see the counts)\n");
       rc = SC_EIO;

@@ -349,33 +349,20 @@ static int restart_all(sc_local_cluster *lc, sc_diag *d) {
 
 /* The head died: the other nodes stop by themselves within a second of losing it
  * (docs/cluster-file.md); whatever is left after 3 s (a node started again that never
- * reached the head), or at once on a stop signal, is killed. Every end is reported. */
+ * reached the head) is killed. Every end is reported. */
 static void reap_all(sc_local_cluster *lc, bool *failed) {
-  const uint64_t kill_at = sc_now_ns() + 3000000000ull;
-  for (;;) {
-    sc_local_exit ex[16];
-    const int k = sc_local_cluster_reap(lc, ex, 16);
-    for (int i = 0; i < k; i++) report_exit(failed, &ex[i]);
-    bool any = false;
-    for (int32_t r = 0; r < sc_local_cluster_size(lc); r++)
-      if (sc_local_cluster_alive(lc, r)) {
-        any = true;
-        if (sc_now_ns() >= kill_at || g_stop) kill(sc_local_cluster_pid(lc, r), SIGKILL);
-      }
-    if (!any) return;
-    usleep(10000);
-  }
+  while (sc_local_cluster_wait(lc, 3000, report_exit, failed) > 0)
+    sc_local_cluster_kill(lc, SIGKILL);
 }
 
-/* Keeps the cluster up until SIGINT/SIGTERM: a node other than the head that fails (killed,
- * or exits nonzero) is started again and rejoins (its running requests recompute their context, clients see a
- * pause: docs/pipeline.md, "Recovery"); when the head dies, the others stop by
- * themselves and the whole cluster is started again (its clients got SC_EDOWN). Past
- * the policy's restarts, without restarts, or when a node stopped in order (status 0:
- * it was told to), an end ends the cluster: the others get
- * the grace period to notice (they see DOWN), then everything is stopped. Returns
- * whether it ended that way, or a stop signal came before a death was recovered (launch
- * then exits 1). */
+/* Keeps the cluster up until SIGINT/SIGTERM: a node other than the head that fails
+ * (killed, or exits nonzero) is started again and rejoins (its running requests recompute
+ * their context, clients see a pause: docs/pipeline.md, "Recovery"); when the head dies,
+ * the others stop by themselves and the whole cluster is started again (its clients got
+ * SC_EDOWN). Past the policy's restarts, without restarts, or when the head stopped in
+ * order (status 0: it was told to), an end ends the cluster: the others get the grace
+ * period to notice (they see DOWN), then everything is stopped. Returns whether it ended
+ * that way, or a stop signal came before a death was recovered (launch then exits 1). */
 static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grace_ms) {
   uint64_t stop_at = 0;
   bool unused = false;

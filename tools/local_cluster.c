@@ -417,22 +417,28 @@ static int32_t reap(sc_local_cluster *c, sc_local_exit_fn report, void *ud) {
 
 void sc_local_cluster_stop(sc_local_cluster *c) { sc_local_cluster_stop_report(c, NULL, NULL); }
 
+int32_t sc_local_cluster_wait(sc_local_cluster *c, int64_t timeout_ms, sc_local_exit_fn report,
+                              void *ud) {
+  const uint64_t until = sc_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+  int32_t alive;
+  while ((alive = reap(c, report, ud)) > 0 && sc_now_ns() < until) usleep(10000);
+  return alive;
+}
+
+void sc_local_cluster_kill(sc_local_cluster *c, int sig) {
+  for (int32_t r = 0; r < c->n; r++)
+    if (c->ch[r].alive) kill(c->ch[r].pid, sig);
+}
+
 void sc_local_cluster_stop_report(sc_local_cluster *c, sc_local_exit_fn report, void *ud) {
   if (c == NULL) return;
   /* The head first: it tells the others to shut down, so they leave in order instead of
-   * reporting each other DOWN. Whatever is still running a second later gets SIGTERM. */
+   * reporting each other DOWN. Whatever is still running a second later gets SIGTERM,
+   * and three seconds after that SIGKILL. */
   if (c->ch[0].alive) kill(c->ch[0].pid, SIGTERM);
-  const uint64_t term_at = sc_now_ns() + 1000000000ull;
-  while (reap(c, report, ud) > 0 && sc_now_ns() < term_at) usleep(10000);
-  for (int32_t r = 0; r < c->n; r++)
-    if (c->ch[r].alive) kill(c->ch[r].pid, SIGTERM);
-  const uint64_t kill_at = sc_now_ns() + 3000000000ull;
-  for (;;) {
-    if (reap(c, report, ud) == 0) break;
-    if (sc_now_ns() >= kill_at)
-      for (int32_t r = 0; r < c->n; r++)
-        if (c->ch[r].alive) kill(c->ch[r].pid, SIGKILL);
-    usleep(10000);
+  if (sc_local_cluster_wait(c, 1000, report, ud) > 0) {
+    sc_local_cluster_kill(c, SIGTERM);
+    while (sc_local_cluster_wait(c, 3000, report, ud) > 0) sc_local_cluster_kill(c, SIGKILL);
   }
   rm_dir(c->dir);
   free(c->ch);

@@ -116,16 +116,24 @@ typedef struct sc_local_exit {
 
 /* "node R (pid P) exited with status S" / "was killed by signal S" / "ended (...)". */
 void sc_local_exit_describe(const sc_local_exit *e, char *out, size_t len);
+/* Called for each child that ended (the commands report it). */
+typedef void (*sc_local_exit_fn)(void *ud, const sc_local_exit *e);
+
 /* Reaps children without blocking: writes up to max exits and returns how many. */
 int sc_local_cluster_reap(sc_local_cluster *c, sc_local_exit *out, int max);
 /* As reap, describing the first exit in msg ("node 1 (pid 123) was killed by signal
  * 9"); returns the number of children that ended. */
 int sc_local_cluster_poll(sc_local_cluster *c, char *msg, size_t len);
+/* Reaps children (each end to report, when given) until none runs or timeout_ms has
+ * passed; returns how many still run. */
+int32_t sc_local_cluster_wait(sc_local_cluster *c, int64_t timeout_ms, sc_local_exit_fn report,
+                              void *ud);
+/* Sends sig to every child still running. */
+void sc_local_cluster_kill(sc_local_cluster *c, int sig);
 /* Stops and reaps every child, removes the folder, frees c. NULL is a no-op. */
 void sc_local_cluster_stop(sc_local_cluster *c);
 /* The same, calling report(ud, exit) for every child that ends meanwhile (on this
  * thread), whether it ended before the stop or because of it. */
-typedef void (*sc_local_exit_fn)(void *ud, const sc_local_exit *e);
 void sc_local_cluster_stop_report(sc_local_cluster *c, sc_local_exit_fn report, void *ud);
 
 /* The shared options as getopt_long entries, for a command's `struct option` array

@@ -65,43 +65,35 @@ static int on_ping(sc_ctx *ctx, const sc_envelope *env, const void *body) {
   return 0;
 }
 
-static void send_ready_all(sc_ctx *ctx) {
-  sc_node *n = sc_ctx_node(ctx);
-  for (int32_t r = 0; r < n->cluster.num_nodes; r++) {
-    sc_msg_node_ready *m = sc_msg_body_new(SC_MSG_NODE_READY);
-    if (m == NULL) continue;
-    m->rank = r;
-    if (sc_send(ctx, node_actor_of(r), SC_MSG_NODE_READY, m) != 0)
-      sc_msg_body_destroy(SC_MSG_NODE_READY, m);
-  }
+/* node_ready {rank, incarnation} to `to`: its own ready (rank = its node's), a rejoin's
+ * news, or the rejoin to an sc_monitor_nodes subscriber. Best effort, as DOWN is. */
+static void send_ready(sc_ctx *ctx, sc_actor_id to, int32_t rank, uint64_t incarnation) {
+  sc_msg_node_ready *m = sc_msg_body_new(SC_MSG_NODE_READY);
+  if (m == NULL) return;
+  m->rank = rank;
+  m->incarnation = incarnation;
+  if (sc_send(ctx, to, SC_MSG_NODE_READY, m) != 0) sc_msg_body_destroy(SC_MSG_NODE_READY, m);
 }
 
-/* Tells this node's sc_monitor_nodes subscribers that node `rank` is back (any thread;
- * best effort, as DOWN: a subscriber may be gone). */
-static void notify_rejoined(sc_node *n, int32_t rank, uint64_t incarnation) {
+static void send_ready_all(sc_ctx *ctx) {
+  sc_node *n = sc_ctx_node(ctx);
+  for (int32_t r = 0; r < n->cluster.num_nodes; r++) send_ready(ctx, node_actor_of(r), r, 0);
+}
+
+/* Node `rank` is up again as a new process: letters to it flow again (they were dropped
+ * while it was DOWN) and this node's sc_monitor_nodes subscribers hear of it. */
+static void revive(sc_ctx *ctx, int32_t rank, uint64_t incarnation) {
+  sc_node *n = sc_ctx_node(ctx);
+  atomic_store(&n->peer_down[rank], 0);
+  SC_INFO(LOG, "node %d: node %d rejoined (incarnation %016llx)", n->rank, rank,
+          (unsigned long long)incarnation);
+  node_emit(n, "rejoined", rank, 0, NULL);
   sc_actor_id subs[SC_NODE_MAX_SUBSCRIBERS];
   pthread_mutex_lock(&n->mu);
   const int k = n->num_node_subs;
   memcpy(subs, n->node_subs, sizeof subs[0] * (size_t)k);
   pthread_mutex_unlock(&n->mu);
-  for (int i = 0; i < k; i++) {
-    sc_msg_node_ready *m = sc_msg_body_new(SC_MSG_NODE_READY);
-    if (m == NULL) return;
-    m->rank = rank;
-    m->incarnation = incarnation;
-    sc_envelope env = {.type = SC_MSG_NODE_READY, .src = node_actor_of(n->rank), .dst = subs[i]};
-    if (sc__deliver_local(n, &env, m) != 0) sc_msg_body_destroy(SC_MSG_NODE_READY, m);
-  }
-}
-
-/* Node `rank` is up again as a new process: letters to it flow again (they were dropped
- * while it was DOWN) and the subscribers hear of it. */
-static void revive(sc_node *n, int32_t rank, uint64_t incarnation) {
-  atomic_store(&n->peer_down[rank], 0);
-  SC_INFO(LOG, "node %d: node %d rejoined (incarnation %016llx)", n->rank, rank,
-          (unsigned long long)incarnation);
-  node_emit(n, "rejoined", rank, 0, NULL);
-  notify_rejoined(n, rank, incarnation);
+  for (int i = 0; i < k; i++) send_ready(ctx, subs[i], rank, incarnation);
 }
 
 /* Head: a node that had joined says hello again from a new process (restarted by a
@@ -110,16 +102,9 @@ static void revive(sc_node *n, int32_t rank, uint64_t incarnation) {
  * takes it as its own ready, the others as the news that it is back. */
 static void admit_rejoin(sc_ctx *ctx, int32_t rank, uint64_t incarnation) {
   sc_node *n = sc_ctx_node(ctx);
-  revive(n, rank, incarnation);
-  for (int32_t r = 1; r < n->cluster.num_nodes; r++) {
-    if (r != rank && sc_node_peer_down(n, r)) continue;
-    sc_msg_node_ready *m = sc_msg_body_new(SC_MSG_NODE_READY);
-    if (m == NULL) continue;
-    m->rank = rank;
-    m->incarnation = incarnation;
-    if (sc_send(ctx, node_actor_of(r), SC_MSG_NODE_READY, m) != 0)
-      sc_msg_body_destroy(SC_MSG_NODE_READY, m);
-  }
+  revive(ctx, rank, incarnation);
+  for (int32_t r = 1; r < n->cluster.num_nodes; r++)
+    if (r == rank || !sc_node_peer_down(n, r)) send_ready(ctx, node_actor_of(r), rank, incarnation);
 }
 
 /* A rejoin (head: a new process's hello; other nodes: the head's news) takes effect here
@@ -137,7 +122,7 @@ static void rejoin_when_down(sc_ctx *ctx, int32_t rank, uint64_t incarnation) {
   } else if (n->rank == 0) {
     admit_rejoin(ctx, rank, incarnation);
   } else {
-    revive(n, rank, incarnation);
+    revive(ctx, rank, incarnation);
   }
 }
 

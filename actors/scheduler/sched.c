@@ -156,11 +156,18 @@ static void acct_release(sc_sched *s, const req_t *r) {
   acct_drop_if_idle(s, a);
 }
 
+/* The request's blocks back to the pool (in reverse, so that the pool hands them out in
+ * the order they were taken). */
+static void return_blocks(sc_sched *s, req_t *r) {
+  for (int32_t b = r->num_blocks - 1; b >= 0; b--) s->free_blocks[s->num_free++] = r->blocks[b];
+  r->num_blocks = 0;
+}
+
 static void release(sc_sched *s, int32_t slot) {
   req_t *r = &s->slots[slot];
   acct_release(s, r);
   s->held_tokens -= r->cap_tokens;
-  for (int32_t b = r->num_blocks - 1; b >= 0; b--) s->free_blocks[s->num_free++] = r->blocks[b];
+  return_blocks(s, r);
   free(r->tokens);
   free(r->blocks);
   memset(r, 0, sizeof *r);
@@ -543,8 +550,7 @@ int sc_sched_requeue_running(sc_sched *s) {
       a->running--;
       a->blocks -= r->num_blocks;
     }
-    for (int32_t b = r->num_blocks - 1; b >= 0; b--) s->free_blocks[s->num_free++] = r->blocks[b];
-    r->num_blocks = 0;
+    return_blocks(s, r);
     r->state = SLOT_WAITING;
     r->computed = 0;
     r->prefill_len = r->prompt_len + r->generated;

@@ -54,7 +54,6 @@ typedef struct scheduler {
    * flight when a node went down, aborted again on the node's new process (below). */
   bool *down;              /* [world] */
   uint64_t *down_at_ns;    /* [world]: when each went down */
-  int32_t num_down;
   uint64_t last_aborted;
   uv_timer_t *rejoin_timer;
   /* Room for cap events / ids. on_submit keeps cap > running + waiting (requests enter
@@ -253,9 +252,17 @@ static int send_step(sc_ctx *c, scheduler *s, const sc_sched_step *st) {
 static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why);
 static bool failed_for_a_lost_node(sc_ctx *c, scheduler *s, const char *why);
 
+/* The down node whose rejoin deadline comes first (-1: none is down). */
+static int32_t first_deadline(const scheduler *s) {
+  int32_t first = -1;
+  for (int32_t r = 1; r < s->world; r++)
+    if (s->down[r] && (first < 0 || s->down_at_ns[r] < s->down_at_ns[first])) first = r;
+  return first;
+}
+
 /* Starts the next step if none is running, the cluster is ready and there is work. */
 static void try_start(sc_ctx *c, scheduler *s) {
-  if (s->in_flight || s->shutting_down || !s->ready || s->num_down > 0) return;
+  if (s->in_flight || s->shutting_down || !s->ready || first_deadline(s) >= 0) return;
   sc_sched_step *st = NULL;
   if (sc_sched_next(s->sched, &st) != 0 || st == NULL) return;
   s->in_flight = st->step;
@@ -621,14 +628,6 @@ static int on_shutdown(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
-/* The down node whose rejoin deadline comes first (-1: none is down). */
-static int32_t first_deadline(const scheduler *s) {
-  int32_t first = -1;
-  for (int32_t r = 1; r < s->world; r++)
-    if (s->down[r] && (first < 0 || s->down_at_ns[r] < s->down_at_ns[first])) first = r;
-  return first;
-}
-
 static void on_rejoin_timeout(uv_timer_t *t);
 
 /* Arms the rejoin timer for the earliest deadline of the nodes down (stops it when none
@@ -670,7 +669,6 @@ static void on_rejoin_timeout(uv_timer_t *t) {
 static void await_rejoin(sc_ctx *c, scheduler *s, int32_t rank, const char *why) {
   s->down[rank] = true;
   s->down_at_ns[rank] = sc_now_ns();
-  s->num_down++;
   arm_rejoin_timer(s);
   if (s->in_flight) {
     for (int32_t r = 0; r < s->world; r++)
@@ -713,7 +711,6 @@ static bool failed_for_a_lost_node(sc_ctx *c, scheduler *s, const char *why) {
 static void rejoined(sc_ctx *c, scheduler *s, int32_t rank) {
   if (rank <= 0 || rank >= s->world || !s->down[rank]) return;
   s->down[rank] = false;
-  s->num_down--;
   arm_rejoin_timer(s);
   /* The step aborted when the node went down may still reach its new process (its plan
    * and inputs, queued for the old one before its loss was seen): aborted there too, it
@@ -721,7 +718,7 @@ static void rejoined(sc_ctx *c, scheduler *s, int32_t rank) {
   if (s->last_aborted)
     sc_step_abort_send(c, s->comms[rank], s->last_aborted, 0, SC_EDOWN,
                        "aborted when this node's previous process went down", NULL);
-  if (s->num_down > 0) return;
+  if (first_deadline(s) >= 0) return; /* another node is still down */
   sc_sched_stats st;
   sc_sched_get_stats(s->sched, &st);
   SC_WARN(LOG, "node %d rejoined %.0f ms after its loss: resuming, %d request(s) waiting", rank,
