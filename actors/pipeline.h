@@ -25,11 +25,12 @@
  * scheduler streams the tokens to clients via the gateway.
  *
  * Failure (docs/pipeline.md): any rank whose step fails reports step_abort to the
- * scheduler, which fails the step's requests (their clients get errors; they are not
- * re-run) and broadcasts the abort to every comm, which aborts its communicator so no
- * rank stays blocked. On host collectives a desync or a timeout lets the cluster
- * continue with the next step; with NCCL (aborted communicators cannot be revived), when
- * a device fails (SC_EDEVICE) and when a node goes down, the cluster shuts down.
+ * scheduler, which fails the step's requests (or, with step_retries, runs them again)
+ * and broadcasts the abort to every comm, which aborts its communicator so no rank stays
+ * blocked; then every comm builds the next generation of the collectives (comm_rebuild:
+ * NCCL needs new communicators) before the next step. A lost node, or a node whose device
+ * failed, is awaited back with rejoin_wait_ms (its running requests requeued), and
+ * otherwise ends the cluster, as a failed device on the head does.
  *
  * Threads: any (sc_pipeline_cluster_ready and sc_pipeline_stop_clients: see there).
  */

@@ -44,4 +44,10 @@ void sc_rank_ctx_destroy(sc_rank_ctx *ctx);
 int sc_rank_ctx_nccl_init(sc_rank_ctx *ctx, const unsigned char ids[SC_GROUP_COUNT][128],
                           sc_diag *d);
 
+/* Drops this rank's NCCL communicators, if any (aborted: a peer may be gone, so nothing
+ * waits for one), before a rebuild creates new ones with sc_rank_ctx_nccl_init. The
+ * comm actor's thread, with the gate closed (sc_step_gate_close). The collectives'
+ * statistics are kept. */
+void sc_rank_ctx_nccl_drop(sc_rank_ctx *ctx);
+
 #endif

@@ -15,8 +15,15 @@
  * never lowers it), so it needs a compare-and-swap, not a store.
  *
  * `ready` is published under the mutex so that a waiter cannot miss the broadcast between
- * testing it and sleeping; its readers outside the mutex only ask whether it changed. */
+ * testing it and sleeping; its readers outside the mutex only ask whether it changed.
+ *
+ * Closing uses the same pairing: close stores ready = 0 and then reads `executing`; enter
+ * stores `executing` and then reads `ready`. Either close sees the step and waits for it
+ * to leave, or enter sees the gate closed and returns before touching the comm (its reset
+ * included), so the comm is never replaced under a running step. */
 #include "collectives/step_gate.h"
+
+#include <time.h>
 
 #include "base/clock.h"
 
@@ -64,8 +71,22 @@ int sc_step_gate_wait_ready(sc_step_gate *g, int64_t timeout_ms) {
   return st == 1 ? 0 : st < 0 ? st : SC_ETIMEDOUT;
 }
 
+int sc_step_gate_close(sc_step_gate *g, int64_t timeout_ms) {
+  pthread_mutex_lock(&g->mu);
+  atomic_store(&g->ready, 0);
+  pthread_mutex_unlock(&g->mu);
+  const uint64_t until = sc_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+  while (atomic_load(&g->executing) != 0) {
+    if (sc_now_ns() > until) return SC_ETIMEDOUT;
+    const struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return 0;
+}
+
 int sc_step_gate_enter(sc_step_gate *g, uint64_t step) {
   atomic_store(&g->executing, step);
+  if (atomic_load(&g->ready) != 1) return SC_EABORTED; /* closed: the comm is being replaced */
   if (g->comm->ops->reset) g->comm->ops->reset(g->comm->self, step);
   return atomic_load(&g->aborted) >= step ? SC_EABORTED : 0;
 }

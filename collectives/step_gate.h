@@ -10,7 +10,9 @@
  *             communicators exist), sc_step_gate_enter ... run the step ...
  *             sc_step_gate_leave;
  *   comm:     sc_step_gate_set_ready once the communicators exist (or failed),
- *             sc_step_gate_abort for every step_abort the scheduler sends.
+ *             sc_step_gate_abort for every step_abort the scheduler sends;
+ *             sc_step_gate_close before it replaces the communicators (a rebuild),
+ *             then sc_step_gate_set_ready again.
  *
  * An abort must reach a step whenever it comes: before the step starts (it must not
  * start), while it runs (its collectives must fail at once), or after it ended (nothing
@@ -51,6 +53,12 @@ void sc_step_gate_destroy(sc_step_gate *g);
 void sc_step_gate_set_ready(sc_step_gate *g, int state);
 /* Whether the communicators are still to be created. */
 bool sc_step_gate_pending(sc_step_gate *g);
+/* Closes the gate before the communicators are replaced: no step enters from now on (a
+ * step that tries fails with SC_EABORTED without touching the comm; the next waits in
+ * sc_step_gate_wait_ready), and it waits up to timeout_ms for the step inside, if any,
+ * to leave. 0, or SC_ETIMEDOUT with a step still inside (the gate stays closed). The
+ * caller aborted that step first, so that it leaves soon. */
+int sc_step_gate_close(sc_step_gate *g, int64_t timeout_ms);
 /* Aborts step `step`: it will not start, or its collectives fail with SC_EABORTED if it
  * runs. Returns true when it was running (its collectives were aborted just now), for the
  * caller's log. */
@@ -62,7 +70,8 @@ bool sc_step_gate_abort(sc_step_gate *g, uint64_t step);
 int sc_step_gate_wait_ready(sc_step_gate *g, int64_t timeout_ms);
 /* Enters step (increasing from 1): starts the backend's new epoch (leftovers of an
  * aborted earlier step are dropped), then looks for an abort that came first. 0, or
- * SC_EABORTED when the step was aborted before it started (leave it all the same). */
+ * SC_EABORTED when the step was aborted before it started or the gate was closed
+ * meanwhile (leave it all the same). */
 int sc_step_gate_enter(sc_step_gate *g, uint64_t step);
 /* Leaves the step entered last: an abort from now on finds no step running. */
 void sc_step_gate_leave(sc_step_gate *g);

@@ -35,7 +35,10 @@
  * by commas or "all", run back to back within each round and layout, in an order that
  * alternates from round to round; tcp+curve's results then give their ratio to plain
  * tcp's (vs_plain_tcp). The client's connection to the gateway is plain in every case:
- * it is the same loopback link whatever the nodes use. */
+ * it is the same loopback link whatever the nodes use.
+ *
+ * SC_BENCH_E2E_LAYOUTS ("4x4", ...) runs only the layouts listed besides (1,1), the
+ * control; SC_BENCH_E2E_ROUNDS (1-16) replaces the workload's number of rounds. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -458,6 +461,22 @@ static int parse_transports(const char *v, bool on[NUM_TRANSPORTS]) {
   return SC_EINVAL;
 }
 
+/* SC_BENCH_E2E_LAYOUTS: layouts as "PxN" separated by commas ("4x4"); (1,1) runs always
+ * (the control, and the base of ratio_to_1x1). Unset or empty: all four. */
+static const char *layout_name(int l) {
+  static const char *names[NUM_LAYOUTS] = {"1x1", "2x1", "2x2", "4x4"};
+  return names[l];
+}
+
+static int parse_layouts(const char *v, bool on[NUM_LAYOUTS]) {
+  const bool all = v == NULL || v[0] == 0;
+  for (int l = 0; l < NUM_LAYOUTS; l++) on[l] = all || l == 0;
+  if (all || sc_bench_pick(v, NUM_LAYOUTS, layout_name, on) > 0) return 0;
+  fprintf(stderr, "bench e2e: SC_BENCH_E2E_LAYOUTS=%s: the layouts are 1x1, 2x1, 2x2, 4x4 "
+                  "(P x N, several separated by commas)\n", v);
+  return SC_EINVAL;
+}
+
 /* ",\"vs_plain_tcp\":R,\"vs_plain_tcp_paired\":P" for tcp+curve: the ratio of the medians
  * to plain tcp's, and the median of the rounds' own ratios (both ran back to back in each
  * round, so a round's ratio is free of the drift between rounds). Empty without plain. */
@@ -521,7 +540,8 @@ static int round_reqs(const workload *w, int32_t vocab, int r, e2e_req *prq, e2e
 }
 
 int sc_bench_e2e(sc_bench *b) {
-  const workload *w = b->quick ? &k_quick : &k_full;
+  workload wl = b->quick ? k_quick : k_full;
+  const workload *w = &wl;
   if (b->device && strcmp(b->device, "cuda") == 0) {
 #ifdef SC_HAVE_CUDA
     return sc_bench_e2e_long(b);
@@ -534,8 +554,21 @@ int sc_bench_e2e(sc_bench *b) {
     fprintf(stderr, "bench e2e: --device %s: the device is cpu or cuda\n", b->device);
     return SC_EINVAL; /* (bad usage: exit 2) */
   }
-  bool on[NUM_TRANSPORTS];
-  if (parse_transports(getenv("SC_BENCH_E2E_TRANSPORT"), on) != 0) return SC_EINVAL;
+  bool on[NUM_TRANSPORTS], lay[NUM_LAYOUTS];
+  if (parse_transports(getenv("SC_BENCH_E2E_TRANSPORT"), on) != 0 ||
+      parse_layouts(getenv("SC_BENCH_E2E_LAYOUTS"), lay) != 0)
+    return SC_EINVAL;
+  /* SC_BENCH_E2E_ROUNDS: more (or fewer) rounds than the workload's, for a finer ratio */
+  const char *rounds = getenv("SC_BENCH_E2E_ROUNDS");
+  if (rounds && rounds[0]) {
+    char *end;
+    const long n = strtol(rounds, &end, 10);
+    if (*end != 0 || n < 1 || n > MAX_ROUNDS) {
+      fprintf(stderr, "bench e2e: SC_BENCH_E2E_ROUNDS=%s: 1 to %d\n", rounds, MAX_ROUNDS);
+      return SC_EINVAL;
+    }
+    wl.rounds = (int32_t)n;
+  }
   int order[NUM_TRANSPORTS], num_on = 0;
   for (int t = 0; t < NUM_TRANSPORTS; t++)
     if (on[t]) order[num_on++] = t;
@@ -560,7 +593,7 @@ int sc_bench_e2e(sc_bench *b) {
   for (int r = 0; rc == 0 && r < w->rounds; r++) {
     if ((rc = round_reqs(w, model.vocab, r, prq, drq)) != 0) break;
     for (int l = 0; rc == 0 && l < NUM_LAYOUTS; l++)
-      for (int k = 0; rc == 0 && k < num_on; k++) {
+      for (int k = 0; rc == 0 && lay[l] && k < num_on; k++) {
         /* the transports' order alternates by round: neither always runs first */
         const int t = order[r % 2 ? num_on - 1 - k : k];
         case_samples *c = &cs[t][l];
@@ -582,6 +615,7 @@ int sc_bench_e2e(sc_bench *b) {
   for (int k = 0; rc == 0 && k < num_on; k++)
     for (int l = 0; l < NUM_LAYOUTS; l++) {
       const int t = order[k];
+      if (!lay[l]) continue;
       emit_case(b, w, t, l, &cs[t][l], &cs[t][0],
                 t == T_CURVE && on[T_TCP] ? &cs[T_TCP][l] : NULL);
     }

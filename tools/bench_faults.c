@@ -15,12 +15,19 @@
  *   - head trials: the head. Every client must hear of it within 2 s (an error), and
  *     launch must bring the cluster back: a request sent afterwards is served with the
  *     reference tokens.
+ *   - injection trials: no kill from outside; launch runs with `--inject KIND:RANK:STEP`,
+ *     the kind, rank and step drawn at random (a desync or a wrong plan acknowledgement on
+ *     any rank: the step is refused and run again after the collectives are rebuilt; a
+ *     device fault on a rank other than the head: its node stops itself and rejoins).
+ *     As for node trials, every request must finish with the reference tokens; the fault
+ *     must have fired (launch's log says so) inside the load.
  * After each trial launch is stopped with SIGTERM and must exit 0 within 20 s, and no
  * node process it ever started may be left. A hang is a client that has no answer 60 s
  * after its request, or a launch that does not stop.
  *
- * Trials: SC_BENCH_FAULTS_TRIALS node trials (default 100; --quick 3) and
- * SC_BENCH_FAULTS_HEAD_TRIALS head trials (default 10; --quick 1). Results: counts (hangs,
+ * Trials: SC_BENCH_FAULTS_TRIALS node trials (default 100; --quick 3),
+ * SC_BENCH_FAULTS_HEAD_TRIALS head trials (default 10; --quick 1) and
+ * SC_BENCH_FAULTS_INJECT_TRIALS injection trials (default 30; --quick 2). Results: counts (hangs,
  * leftover processes, lost requests, requests whose tokens differ) and the recovery and
  * head-notice times. The command fails (exit 1) when any count is not 0, so the quick
  * campaign is a test in `make test`.
@@ -141,7 +148,11 @@ static void launch_poll(launch_proc *lp, int timeout_ms) {
   }
 }
 
-static int launch_start(launch_proc *lp, int32_t p, int32_t n, int32_t t) {
+/* inject: launch's --inject value, or NULL; errlog: a file for launch's stderr (its nodes'
+ * log lines at level error), or NULL (SC_BENCH_FAULTS_LOGS: the bench's stderr, else
+ * nowhere). */
+static int launch_start(launch_proc *lp, int32_t p, int32_t n, int32_t t, const char *inject,
+                        const char *errlog) {
   memset(lp, 0, sizeof *lp);
   int fds[2];
   if (pipe(fds) != 0) return SC_ESYS;
@@ -159,10 +170,12 @@ static int launch_start(launch_proc *lp, int32_t p, int32_t n, int32_t t) {
     dup2(fds[1], 1);
     close(fds[0]);
     close(fds[1]);
-    const int null = open("/dev/null", O_WRONLY);
-    if (null >= 0 && getenv("SC_BENCH_FAULTS_LOGS") == NULL) dup2(null, 2);
+    const int err = errlog ? open(errlog, O_WRONLY | O_CREAT | O_TRUNC, 0600)
+                           : open("/dev/null", O_WRONLY);
+    if (err >= 0 && (errlog || getenv("SC_BENCH_FAULTS_LOGS") == NULL)) dup2(err, 2);
     setenv("SPARSECP_LOG", "error", 0);
-    char *args[] = {"sparsecp", "launch", "--pcp", ps, "--dcp", ns, "--tp", ts, NULL};
+    char *args[] = {"sparsecp", "launch", "--pcp", ps, "--dcp", ns, "--tp", ts,
+                    inject ? "--inject" : NULL, (char *)inject, NULL};
     execv(exe, args);
     _exit(127);
   }
@@ -355,12 +368,21 @@ static void count_results(const campaign *cp, const req_result *got, trial_stats
   }
 }
 
+static const int32_t k_layouts[][3] = {{2, 2, 1}, {4, 4, 1}, {2, 2, 2}};
+
+/* The end of every trial: launch stops in order and leaves no node behind. */
+static void end_trial(launch_proc *lp, reader *rd, pthread_t rt, trial_stats *st) {
+  atomic_store(&rd->stop, 1);
+  pthread_join(rt, NULL);
+  st->unstopped += !launch_stop(lp);
+  st->leftover += leftovers(lp);
+}
+
 static int one_trial(const campaign *cp, int idx, bool head, uint64_t *rng, trial_stats *st,
                      req_result *got) {
-  static const int32_t layouts[][3] = {{2, 2, 1}, {4, 4, 1}, {2, 2, 2}};
-  const int32_t *L = layouts[idx % 3];
+  const int32_t *L = k_layouts[idx % 3];
   launch_proc lp;
-  int rc = launch_start(&lp, L[0], L[1], L[2]);
+  int rc = launch_start(&lp, L[0], L[1], L[2], NULL, NULL);
   if (rc != 0) {
     fprintf(stderr, "bench faults: launch did not start (%s)\n", sc_strerror(rc));
     return rc;
@@ -407,37 +429,84 @@ static int one_trial(const campaign *cp, int idx, bool head, uint64_t *rng, tria
     st->head_not_back += !back;
     st->not_killed += st->num_notice == before; /* no request was in flight: nothing tested */
   }
-  atomic_store(&rd.stop, 1);
-  pthread_join(rt, NULL);
-  st->unstopped += !launch_stop(&lp);
-  st->leftover += leftovers(&lp);
+  end_trial(&lp, &rd, rt, st);
+  return 0;
+}
+
+/* Whether launch's log (its nodes' error lines) says that the injected fault fired: the
+ * fault's own line, or for a desync the head's word that a rank refused a collective. */
+static bool fault_fired(const char *errlog) {
+  FILE *f = fopen(errlog, "r");
+  char line[2048];
+  bool fired = false;
+  while (f && !fired && fgets(line, sizeof line, f))
+    fired = strstr(line, "injected fault") != NULL || strstr(line, "refused collective") != NULL;
+  if (f) fclose(f);
+  return fired;
+}
+
+/* An injection trial: a fault of a random kind at a random rank and step (the load runs
+ * some 40-80 steps; 2..25 falls inside it), the requests run to their end. */
+static int inject_trial(const campaign *cp, int idx, uint64_t *rng, trial_stats *st,
+                        req_result *got, const char *errlog, char inject[64]) {
+  static const char *const kinds[] = {"desync", "badack", "devfault"};
+  const int32_t *L = k_layouts[idx % 3];
+  const int32_t nodes = L[0] * L[2];
+  const char *kind = kinds[rng_next(rng) % 3];
+  /* a device fault on the head ends the cluster (its clients get the error): the head
+   * trials cover that; here the faulted node is another */
+  const int32_t rank = strcmp(kind, "devfault") == 0
+                           ? 1 + (int32_t)(rng_next(rng) % (uint64_t)(nodes - 1))
+                           : (int32_t)(rng_next(rng) % (uint64_t)nodes);
+  snprintf(inject, 64, "%s:%d:%d", kind, (int)rank, 2 + (int)(rng_next(rng) % 24));
+  launch_proc lp;
+  int rc = launch_start(&lp, L[0], L[1], L[2], inject, errlog);
+  if (rc != 0) {
+    fprintf(stderr, "bench faults: launch --inject %s did not start (%s)\n", inject, sc_strerror(rc));
+    return rc;
+  }
+  reader rd = {.lp = &lp};
+  pthread_t rt;
+  pthread_create(&rt, NULL, reader_main, &rd);
+  run_load(&lp, cp->reqs, cp->num_reqs, got, NULL, NULL);
+  st->trials++;
+  count_results(cp, got, st, false);
+  const bool fired = fault_fired(errlog);
+  st->not_killed += !fired;
+  if (!fired) fprintf(stderr, "bench faults: --inject %s on (%d,%d,%d) did not fire\n", inject,
+                      (int)L[0], (int)L[1], (int)L[2]);
+  end_trial(&lp, &rd, rt, st);
   return 0;
 }
 
 /* The counts of one kind of trial into the report ("faults.node.hangs", ...; the lost and
  * differing requests for node trials, whether the cluster came back for head trials);
  * returns their sum: every one must be 0. */
-static int report_counts(sc_bench *b, bool head, const trial_stats *st) {
+enum { NODE_TRIALS, HEAD_TRIALS, INJECT_TRIALS };
+
+static int report_counts(sc_bench *b, int kind, const trial_stats *st) {
+  static const char *const kinds[] = {"node", "head", "inject"};
   const struct {
     const char *name;
     int value;
-    bool node, head;
+    bool of[3]; /* reported for node, head, injection trials */
   } counts[] = {
-      {"hangs", st->hangs, true, true},
-      {"leftover_processes", st->leftover, true, true},
-      {"lost_requests", st->lost, true, false},
-      {"tokens_differ", st->differ, true, false},
-      {"tokens_repeated", st->repeated, true, true},
-      {"not_back", st->head_not_back, false, true},
-      {"launch_not_stopped", st->unstopped, true, true},
-      {"kill_missed", st->not_killed, true, true},
+      {"hangs", st->hangs, {true, true, true}},
+      {"leftover_processes", st->leftover, {true, true, true}},
+      {"lost_requests", st->lost, {true, false, true}},
+      {"tokens_differ", st->differ, {true, false, true}},
+      {"tokens_repeated", st->repeated, {true, true, true}},
+      {"not_back", st->head_not_back, {false, true, false}},
+      {"launch_not_stopped", st->unstopped, {true, true, true}},
+      {"kill_missed", st->not_killed, {true, true, false}},
+      {"not_fired", st->not_killed, {false, false, true}},
   };
   char name[64], params[32];
   snprintf(params, sizeof params, "\"trials\":%d", st->trials);
   int sum = 0;
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
-    if (!(head ? counts[i].head : counts[i].node)) continue;
-    snprintf(name, sizeof name, "faults.%s.%s", head ? "head" : "node", counts[i].name);
+    if (!counts[i].of[kind]) continue;
+    snprintf(name, sizeof name, "faults.%s.%s", kinds[kind], counts[i].name);
     const double x = counts[i].value;
     sc_bench_add(b, name, params, "count", &x, 1, NULL);
     sum += counts[i].value;
@@ -455,6 +524,7 @@ int sc_bench_faults(sc_bench *b) {
   sc_model_config_default(&model);
   const int node_trials = env_int("SC_BENCH_FAULTS_TRIALS", b->quick ? 3 : 100);
   const int head_trials = env_int("SC_BENCH_FAULTS_HEAD_TRIALS", b->quick ? 1 : 10);
+  const int inject_trials = env_int("SC_BENCH_FAULTS_INJECT_TRIALS", b->quick ? 2 : 30);
   const int num_reqs = b->quick ? 8 : 12;
   static req_spec reqs[MAX_REQS];
   make_requests(reqs, num_reqs, model.vocab);
@@ -462,12 +532,12 @@ int sc_bench_faults(sc_bench *b) {
   cp.reqs = reqs;
   cp.num_reqs = num_reqs;
   if (!b->json)
-    printf("%d node kills and %d head kills under launch, layouts (2,2,1) (4,4,1) (2,2,2), %d "
-           "clients, %d requests each trial, the default model on the CPU\n",
-           node_trials, head_trials, CLIENTS, num_reqs);
+    printf("%d node kills, %d head kills and %d injected faults under launch, layouts (2,2,1) "
+           "(4,4,1) (2,2,2), %d clients, %d requests each trial, the default model on the CPU\n",
+           node_trials, head_trials, inject_trials, CLIENTS, num_reqs);
   /* the reference: the same set on one rank, no fault */
   launch_proc lp;
-  int rc = launch_start(&lp, 1, 1, 1);
+  int rc = launch_start(&lp, 1, 1, 1, NULL, NULL);
   if (rc != 0) return rc;
   run_load(&lp, reqs, num_reqs, cp.ref, NULL, NULL);
   const bool stopped = launch_stop(&lp);
@@ -495,8 +565,20 @@ int sc_bench_faults(sc_bench *b) {
       fprintf(stderr, "  head trial %d/%d: not back %d, hangs %d, leftover %d\n", i + 1,
               head_trials, head.head_not_back, head.hangs, head.leftover);
   }
+  trial_stats inj = {0};
+  char errlog[64];
+  snprintf(errlog, sizeof errlog, "/tmp/sparsecp-faults-%d.log", (int)getpid());
+  for (int i = 0; i < inject_trials && rc == 0; i++) {
+    char inject[64] = "";
+    rc = inject_trial(&cp, i, &rng, &inj, got, errlog, inject);
+    if (!b->json)
+      fprintf(stderr, "  injection trial %d/%d (%s): lost %d, differ %d, not fired %d, hangs %d, "
+              "leftover %d\n", i + 1, inject_trials, inject, inj.lost, inj.differ, inj.not_killed,
+              inj.hangs, inj.leftover);
+  }
+  unlink(errlog);
   if (rc == 0) {
-    int bad = report_counts(b, false, &node);
+    int bad = report_counts(b, NODE_TRIALS, &node);
     char params[32], extra[96];
     snprintf(params, sizeof params, "\"trials\":%d", node.trials);
     snprintf(extra, sizeof extra, "\"requests_per_trial\":%d,\"recovered_trials\":%d", num_reqs,
@@ -505,7 +587,8 @@ int sc_bench_faults(sc_bench *b) {
       sc_bench_add(b, "faults.node.recovery", params, "ms", node.recovery_ms, node.num_recovery,
                    extra);
     bad += node.num_recovery < node.trials;
-    bad += report_counts(b, true, &head);
+    bad += report_counts(b, HEAD_TRIALS, &head);
+    bad += report_counts(b, INJECT_TRIALS, &inj);
     snprintf(params, sizeof params, "\"trials\":%d", head.trials);
     if (head.num_notice > 0)
       sc_bench_add(b, "faults.head.client_notice", params, "ms", head.notice_ms, head.num_notice,

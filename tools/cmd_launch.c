@@ -495,10 +495,8 @@ int sc_cmd_launch(int argc, char **argv) {
   }
   o.heartbeat_ms = (int32_t)hb;
   o.heartbeat_timeout_ms = (int32_t)hbt;
-  /* without restarts nothing comes back: a node's death ends the cluster at once; nor
-   * on NCCL, whose communicators cannot be rebuilt yet (the cluster ends and is started
-   * again whole, as after the head's death) */
-  o.rejoin_wait_ms = restarts > 0 && !o.nccl ? (int32_t)rejoin_wait : 0;
+  /* without restarts nothing comes back: a node's death ends the cluster at once */
+  o.rejoin_wait_ms = restarts > 0 ? (int32_t)rejoin_wait : 0;
   o.step_retries = (int32_t)step_retries;
   uint64_t restart_at[1000];
   restart_policy policy = {.max = restarts, .window_s = window_s, .at = restart_at};

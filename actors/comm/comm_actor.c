@@ -47,8 +47,16 @@ typedef struct nccl_watch {
 typedef struct comm_state {
   sc_rank_ctx *ctx;
   nccl_watch *watch;
-  /* NCCL start-up: the unique id of each of this rank's group instances */
+  /* The generation of the communicators this rank has or is building: 0 at start-up,
+   * then the scheduler's comm_rebuild numbers (docs/pipeline.md, "Recovery"). building:
+   * the communicators of `generation` do not exist yet (their ids are being exchanged). */
+  uint32_t generation;
+  bool building;
+  sc_actor_id scheduler; /* who asked for the rebuild (comm_ready goes there) */
+  /* NCCL: the unique id of each of this rank's group instances, with the generation each
+   * is for (an owner's id for a generation may arrive before this rank's comm_rebuild) */
   unsigned char ids[SC_GROUP_COUNT][128];
+  uint32_t id_gen[SC_GROUP_COUNT];
   bool have_id[SC_GROUP_COUNT], need_id[SC_GROUP_COUNT];
 } comm_state;
 
@@ -107,31 +115,49 @@ static void watch_stop(comm_state *s) {
 #endif
 }
 
-/* Once every needed id is here, creates the communicators (this blocks the loop until
- * every member of every group has joined, bounded by the collective deadline: a one-off
- * cost at start-up) and wakes the executor. */
+/* Tells the scheduler that this rank's collectives of generation gen are built (rc 0)
+ * or why they are not. Start-up (generation 0) is reported through the gate only: the
+ * executor's first step waits for it. */
+static void report_ready(sc_ctx *c, comm_state *s, int rc, const char *why) {
+  if (s->generation == 0) return;
+  sc_msg_comm_ready *m = sc_msg_body_new(SC_MSG_COMM_READY);
+  if (m == NULL) return;
+  m->rank = s->ctx->rank;
+  m->generation = s->generation;
+  m->code = rc;
+  m->message = strdup(rc ? why : "");
+  if (sc_send(c, s->scheduler, SC_MSG_COMM_READY, m)) sc_msg_body_destroy(SC_MSG_COMM_READY, m);
+}
+
+/* Once every needed id of the generation being built is here, creates the
+ * communicators (this blocks the loop until every member of every group has joined,
+ * bounded by the collective deadline) and opens the gate. */
 static void maybe_init_nccl(sc_ctx *c, comm_state *s) {
+  if (!s->building) return;
   for (int g = 0; g < SC_GROUP_COUNT; g++)
-    if (s->need_id[g] && !s->have_id[g]) return;
+    if (s->need_id[g] && (!s->have_id[g] || s->id_gen[g] != s->generation)) return;
+  s->building = false;
   sc_diag d = {0};
   int rc = sc_rank_ctx_nccl_init(s->ctx, (const unsigned char(*)[128])s->ids, &d);
 #ifdef SC_HAVE_CUDA
   if (rc == 0 && (rc = watch_start(c, s)) != 0)
     sc_fail(&d, rc, "rank %d: cannot start the NCCL watch", s->ctx->rank);
-#else
-  (void)c;
 #endif
   if (rc) SC_ERROR(LOG, "%s", d.msg);
-  else SC_INFO(LOG, "rank %d: NCCL communicators ready", s->ctx->rank);
+  else SC_INFO(LOG, "rank %d: NCCL communicators of generation %u ready", s->ctx->rank,
+               (unsigned)s->generation);
   sc_step_gate_set_ready(&s->ctx->gate, rc ? rc : 1);
+  report_ready(c, s, rc, d.msg);
 }
 
-/* The owner (member 0) of each group instance creates its id and sends it to the other
- * members' comm actors (DESIGN.md §8: ids travel over the control plane). */
+/* Starts building generation s->generation: the owner (member 0) of each group instance
+ * creates its id and sends it to the other members' comm actors (DESIGN.md §8: ids
+ * travel over the control plane); the others wait for theirs. */
 static int start_nccl(sc_ctx *c, comm_state *s) {
 #ifdef SC_HAVE_CUDA
   const sc_plan_config *pc = &s->ctx->plan_cfg;
   const int32_t me = s->ctx->rank;
+  s->building = true;
   for (int g = 0; g < SC_GROUP_COUNT; g++) {
     s->need_id[g] = sc_nccl_id_needed(pc, (sc_group)g);
     if (!s->need_id[g] || !sc_nccl_id_owner(pc, me, (sc_group)g)) continue;
@@ -139,6 +165,7 @@ static int start_nccl(sc_ctx *c, comm_state *s) {
     if (sc_nccl_get_unique_id(&id)) return SC_ESYS;
     memcpy(s->ids[g], id.bytes, sizeof s->ids[g]);
     s->have_id[g] = true;
+    s->id_gen[g] = s->generation;
     int32_t members[SC_PLAN_MAX_PARALLEL];
     const int32_t n = sc_comm_group_members(pc, me, (sc_group)g, members);
     for (int32_t k = 0; k < n; k++) {
@@ -151,6 +178,7 @@ static int start_nccl(sc_ctx *c, comm_state *s) {
       if (m == NULL) return rc ? rc : SC_ENOMEM;
       m->group = (uint8_t)g;
       m->owner = me;
+      m->generation = s->generation;
       m->id.data = malloc(sizeof s->ids[g]);
       if (m->id.data == NULL) {
         sc_msg_body_destroy(SC_MSG_NCCL_ID, m);
@@ -172,14 +200,64 @@ static int start_nccl(sc_ctx *c, comm_state *s) {
 #endif
 }
 
+/* An owner's id: kept for the generation it is for, unless that generation is over
+ * here (a new process of a rank starts at generation 0 and sends ids nobody needs). Only
+ * the group's owner's word counts: from another node it would put a stranger's
+ * communicator in the rank's place. */
 static int on_nccl_id(sc_ctx *c, const sc_envelope *env, const void *body) {
-  (void)env;
   comm_state *s = sc_state(c);
   const sc_msg_nccl_id *m = body;
-  if (!sc_step_gate_pending(&s->ctx->gate) || m->id.len != sizeof s->ids[0]) return 0;
+  if (m->id.len != sizeof s->ids[0] || m->generation < s->generation ||
+      (int32_t)env->src.node != m->owner)
+    return 0;
+  int32_t members[SC_PLAN_MAX_PARALLEL];
+  if (sc_comm_group_members(&s->ctx->plan_cfg, s->ctx->rank, (sc_group)m->group, members) < 1 ||
+      members[0] != m->owner)
+    return 0; /* not the owner of this rank's instance of the group */
   memcpy(s->ids[m->group], m->id.data, sizeof s->ids[0]);
   s->have_id[m->group] = true;
+  s->id_gen[m->group] = m->generation;
   maybe_init_nccl(c, s);
+  return 0;
+}
+
+/* The scheduler asks for generation m->generation of the collectives (no step runs: it
+ * aborted the last one). The executor is let out of that step first (sc_step_gate_close;
+ * its collectives were aborted, so it leaves soon), then the NCCL communicators are
+ * dropped and new ones built from fresh ids; the host backend's sockets reconnect by
+ * themselves, so it only reopens the gate. The answer is comm_ready. */
+static int on_comm_rebuild(sc_ctx *c, const sc_envelope *env, const void *body) {
+  comm_state *s = sc_state(c);
+  const sc_msg_comm_rebuild *m = body;
+  if (env->src.node != 0 || m->generation <= s->generation) return 0; /* the head's only */
+  s->generation = m->generation;
+  s->scheduler = env->src;
+  s->building = false;
+  int rc = sc_step_gate_close(&s->ctx->gate, s->ctx->cfg.deadline_ms);
+  if (rc) {
+    char why[160];
+    snprintf(why, sizeof why, "rank %d: its executor did not leave the aborted step within "
+             "%lld ms", s->ctx->rank, (long long)s->ctx->cfg.deadline_ms);
+    SC_ERROR(LOG, "%s", why);
+    report_ready(c, s, rc, why);
+    return 0;
+  }
+  if (!s->ctx->cfg.nccl) {
+    sc_step_gate_set_ready(&s->ctx->gate, 1);
+    report_ready(c, s, 0, NULL);
+    return 0;
+  }
+  watch_stop(s);
+  sc_rank_ctx_nccl_drop(s->ctx);
+  if ((rc = start_nccl(c, s)) != 0) {
+    char why[160];
+    snprintf(why, sizeof why, "rank %d: cannot start the NCCL id exchange: %s", s->ctx->rank,
+             sc_strerror(rc));
+    SC_ERROR(LOG, "%s", why);
+    s->building = false;
+    sc_step_gate_set_ready(&s->ctx->gate, rc);
+    report_ready(c, s, rc, why);
+  }
   return 0;
 }
 
@@ -222,6 +300,7 @@ const sc_actor_spec sc_comm_spec = {
     .init = comm_init,
     .terminate = comm_terminate,
     .handlers = {[SC_MSG_STEP_ABORT] = on_step_abort,
-                 [SC_MSG_NCCL_ID] = on_nccl_id},
+                 [SC_MSG_NCCL_ID] = on_nccl_id,
+                 [SC_MSG_COMM_REBUILD] = on_comm_rebuild},
     .loop = SC_LOOP_OWN,
 };

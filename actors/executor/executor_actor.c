@@ -214,9 +214,17 @@ static void complete(sc_ctx *c, executor *e, int status) {
       SC_ERROR(LOG, "rank %d: step %llu failed: %s", x->rank, (unsigned long long)p->step,
                d.msg);
     /* A failed device (status, not rc: a collective's failure may be what rc names) is
-     * reported as such, whatever else failed: the scheduler then stops the cluster,
-     * since every later step would fail the same way. */
+     * reported as such, whatever else failed: every later step of this process would fail
+     * the same way, so the scheduler stops the cluster ... */
     report_abort(c, e, p->step, status == SC_EDEVICE ? SC_EDEVICE : rc, d.msg);
+    /* ... and with recovery (the head awaits a lost node's new process) a node other
+     * than the head then stops itself: its supervisor starts a new process, with a new
+     * device context, which rejoins (docs/pipeline.md, "Recovery") */
+    if (status == SC_EDEVICE && x->rank > 0 && x->cfg.rejoin_wait_ms > 0) {
+      SC_ERROR(LOG, "rank %d: the device cannot be used again: stopping this node so that "
+               "a new process takes its place", x->rank);
+      sc_node_request_stop(sc_ctx_node(c), SC_EDEVICE);
+    }
   } else if ((rc = report_done(c, e, p)) != 0) {
     /* the step fails instead of waiting for a word that will not come (the scheduler
      * times out a held result, but none may ever arrive) */

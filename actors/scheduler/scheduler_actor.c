@@ -56,6 +56,14 @@ typedef struct scheduler {
   uint64_t *down_at_ns;    /* [world]: when each went down */
   uint64_t last_aborted;
   uv_timer_t *rejoin_timer;
+  /* Rebuilding the collectives (rebuild_collectives): generation comm_gen is being built
+   * on every rank, comm_built[r] once rank r said so (comm_ready); no step starts
+   * meanwhile, and rebuild_timer ends the cluster when an answer does not come. */
+  uint32_t comm_gen;
+  bool rebuilding;
+  bool *comm_built;        /* [world] */
+  uint64_t rebuild_start_ns;
+  uv_timer_t *rebuild_timer;
   /* Room for cap events / ids. on_submit keeps cap > running + waiting (requests enter
    * the core only there; sc_sched_next only moves waiting to running), so advance,
    * fail_step (<= running ids) and fail_all (<= running + waiting) fit; the
@@ -82,6 +90,20 @@ static int ensure_cap(scheduler *s, int32_t n) {
   return 0;
 }
 
+/* A timer on the actor's loop whose data is the actor's state; freed by free_handle once
+ * closed in scheduler_terminate (which closes only those that exist). */
+static int new_timer(sc_ctx *c, scheduler *s, uv_timer_t **out) {
+  uv_timer_t *t = malloc(sizeof *t);
+  if (t == NULL) return SC_ENOMEM;
+  if (uv_timer_init(sc_ctx_uv_loop(c), t) != 0) {
+    free(t);
+    return SC_ESYS;
+  }
+  t->data = s;
+  *out = t;
+  return 0;
+}
+
 static int scheduler_init(sc_ctx *c, void *state, const void *arg) {
   scheduler *s = state;
   s->ctx = *(sc_rank_ctx *const *)arg;
@@ -101,8 +123,9 @@ static int scheduler_init(sc_ctx *c, void *state, const void *arg) {
   s->completed = calloc((size_t)s->world, sizeof *s->completed);
   s->down = calloc((size_t)s->world, sizeof *s->down);
   s->down_at_ns = calloc((size_t)s->world, sizeof *s->down_at_ns);
+  s->comm_built = calloc((size_t)s->world, sizeof *s->comm_built);
   if (!s->comms || !s->metadata || !s->ack_fp || !s->acked || !s->completed || !s->down ||
-      !s->down_at_ns || ensure_cap(s, 64))
+      !s->down_at_ns || !s->comm_built || ensure_cap(s, 64))
     return SC_ENOMEM;
   char name[48];
   for (int32_t r = 0; r < s->world; r++) {
@@ -117,20 +140,9 @@ static int scheduler_init(sc_ctx *c, void *state, const void *arg) {
       (rc = sc_node_resolve(n, "partitioner@0", &s->partitioner)))
     return rc;
   s->self = sc_self(c);
-  if ((s->ack_timer = malloc(sizeof *s->ack_timer)) == NULL) return SC_ENOMEM;
-  if (uv_timer_init(sc_ctx_uv_loop(c), s->ack_timer) != 0) {
-    free(s->ack_timer);
-    s->ack_timer = NULL;
-    return SC_ESYS;
-  }
-  s->ack_timer->data = s;
-  if ((s->rejoin_timer = malloc(sizeof *s->rejoin_timer)) == NULL) return SC_ENOMEM;
-  if (uv_timer_init(sc_ctx_uv_loop(c), s->rejoin_timer) != 0) {
-    free(s->rejoin_timer);
-    s->rejoin_timer = NULL;
-    return SC_ESYS;
-  }
-  s->rejoin_timer->data = s;
+  if ((rc = new_timer(c, s, &s->ack_timer)) || (rc = new_timer(c, s, &s->rejoin_timer)) ||
+      (rc = new_timer(c, s, &s->rebuild_timer)))
+    return rc;
   return 0;
 }
 
@@ -141,6 +153,7 @@ static void scheduler_terminate(sc_ctx *c, void *state, int reason) {
   scheduler *s = state;
   if (s->ack_timer) uv_close((uv_handle_t *)s->ack_timer, free_handle);
   if (s->rejoin_timer) uv_close((uv_handle_t *)s->rejoin_timer, free_handle);
+  if (s->rebuild_timer) uv_close((uv_handle_t *)s->rebuild_timer, free_handle);
   if (s->stop_timer) { /* the node stopped before the delayed stop fired */
     uv_timer_stop(s->stop_timer);
     uv_close((uv_handle_t *)s->stop_timer, free_handle);
@@ -154,6 +167,7 @@ static void scheduler_terminate(sc_ctx *c, void *state, int reason) {
   free(s->completed);
   free(s->down);
   free(s->down_at_ns);
+  free(s->comm_built);
   free(s->events);
   free(s->ids);
 }
@@ -260,9 +274,12 @@ static int32_t first_deadline(const scheduler *s) {
   return first;
 }
 
-/* Starts the next step if none is running, the cluster is ready and there is work. */
+/* Starts the next step if none is running, the cluster is ready (every node up, the
+ * collectives built) and there is work. */
 static void try_start(sc_ctx *c, scheduler *s) {
-  if (s->in_flight || s->shutting_down || !s->ready || first_deadline(s) >= 0) return;
+  if (s->in_flight || s->shutting_down || !s->ready || first_deadline(s) >= 0 ||
+      s->rebuilding)
+    return;
   sc_sched_step *st = NULL;
   if (sc_sched_next(s->sched, &st) != 0 || st == NULL) return;
   s->in_flight = st->step;
@@ -381,24 +398,33 @@ static void fail_all_clients(sc_ctx *c, scheduler *s, int code, const char *msg)
 }
 
 static void shut_down(sc_ctx *c, scheduler *s, int code, const char *why);
+static void rebuild_collectives(sc_ctx *c, scheduler *s, const char *why);
+static void await_rejoin(sc_ctx *c, scheduler *s, int32_t rank, const char *why);
+static bool recovers(const scheduler *s);
 
-/* The step in flight failed (why, for its clients): it is aborted on every rank and the
- * next one starts, unless the cluster cannot go on: aborted NCCL communicators cannot be
- * revived (new ones need fresh unique ids from the control plane, which is not built),
- * and a failed device (SC_EDEVICE: its CUDA context is unusable) would fail every later
- * step, so either ends the cluster. */
-static void step_failed(sc_ctx *c, scheduler *s, int code, const char *why) {
+/* The step in flight failed (why, for its clients; rank: who reported it): it is aborted
+ * on every rank and its requests fail or run it again (end_step). NCCL's communicators
+ * may have been aborted, and aborted ones stay dead, so the collectives are built anew
+ * before the next step (rebuild_collectives). A failed device
+ * (SC_EDEVICE: its CUDA context is unusable) fails every later step of its process: a
+ * node other than the head then stops itself and is awaited back like a lost one when
+ * the cluster recovers lost nodes; otherwise the cluster ends. */
+static void step_failed(sc_ctx *c, scheduler *s, int32_t rank, int code, const char *why) {
   if (failed_for_a_lost_node(c, s, why)) return;
-  if (s->ctx->cfg.nccl || code == SC_EDEVICE) {
+  if (code == SC_EDEVICE) {
     char end[700];
-    snprintf(end, sizeof end, "%s; %s", why,
-             code == SC_EDEVICE ? "the device cannot be used again"
-                                : "the NCCL communicators were aborted");
-    shut_down(c, s, code, end);
+    snprintf(end, sizeof end, "%s; the device cannot be used again", why);
+    if (recovers(s) && rank > 0 && rank < s->world) {
+      if (!s->down[rank]) await_rejoin(c, s, rank, end);
+    } else {
+      shut_down(c, s, code, end);
+    }
     return;
   }
   end_step(c, s, code, why, s->ctx->cfg.step_retries > 0);
-  try_start(c, s); /* nothing else would: the failed step's result and aborts are ignored */
+  /* (on both backends, so that the path NCCL needs is the one every failure takes and
+   * tests; the host backend's ranks only answer) */
+  rebuild_collectives(c, s, why);
 }
 
 
@@ -416,7 +442,7 @@ static void check_acks(sc_ctx *c, scheduler *s) {
                "rank %d acknowledged plan fingerprint %016llx, the partitioner planned %016llx",
                r, (unsigned long long)s->ack_fp[r], (unsigned long long)s->planned_fp);
       s->acked[r] = false;
-      step_failed(c, s, SC_EDESYNC, why);
+      step_failed(c, s, r, SC_EDESYNC, why);
       return;
     }
   if (s->held_result && all_confirmed(s)) {
@@ -519,7 +545,7 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
   } else {
     snprintf(why, sizeof why, "rank %d: %s", a->rank, a->message ? a->message : sc_strerror(a->reason));
   }
-  step_failed(c, s, a->reason, why);
+  step_failed(c, s, a->rank, a->reason, why);
   return 0;
 }
 
@@ -670,6 +696,10 @@ static void await_rejoin(sc_ctx *c, scheduler *s, int32_t rank, const char *why)
   s->down[rank] = true;
   s->down_at_ns[rank] = sc_now_ns();
   arm_rejoin_timer(s);
+  /* a rebuild under way cannot finish without the node (NCCL: its members wait for it
+   * in the communicator's creation): another starts once it is back */
+  s->rebuilding = false;
+  uv_timer_stop(s->rebuild_timer);
   if (s->in_flight) {
     for (int32_t r = 0; r < s->world; r++)
       if (!s->down[r]) sc_step_abort_send(c, s->comms[r], s->in_flight, 0, SC_EDOWN, why, NULL);
@@ -684,11 +714,9 @@ static void await_rejoin(sc_ctx *c, scheduler *s, int32_t rank, const char *why)
 }
 
 /* Whether a lost node is recovered rather than ending the cluster: a new process of it
- * may come back (rejoin_wait_ms), and the collectives can be rebuilt (the host backend's
- * sockets reconnect by themselves; NCCL's communicators cannot yet). */
-static bool recovers(const scheduler *s) {
-  return s->ctx->cfg.rejoin_wait_ms > 0 && !s->ctx->cfg.nccl;
-}
+ * may come back (rejoin_wait_ms), and the collectives are then built again with it
+ * (rebuild_collectives). */
+static bool recovers(const scheduler *s) { return s->ctx->cfg.rejoin_wait_ms > 0; }
 
 /* A step that failed because a node is gone, seen before its DOWN letter came (the
  * runtime marks a node down, then tells its subscribers: a step started, planned or run
@@ -721,9 +749,93 @@ static void rejoined(sc_ctx *c, scheduler *s, int32_t rank) {
   if (first_deadline(s) >= 0) return; /* another node is still down */
   sc_sched_stats st;
   sc_sched_get_stats(s->sched, &st);
-  SC_WARN(LOG, "node %d rejoined %.0f ms after its loss: resuming, %d request(s) waiting", rank,
+  SC_WARN(LOG, "node %d rejoined %.0f ms after its loss: rebuilding the collectives, then "
+          "resuming; %d request(s) waiting", rank,
           (double)(sc_now_ns() - s->down_at_ns[rank]) * 1e-6, st.waiting);
+  char why[64];
+  snprintf(why, sizeof why, "node %d rejoined", rank);
+  rebuild_collectives(c, s, why);
+}
+
+static void on_rebuild_timeout(uv_timer_t *t);
+
+/* Builds the next generation of the collectives on every rank before steps go on: the
+ * ranks' communicators may be aborted (NCCL's stay dead: new ones need fresh unique ids,
+ * which their owners create and send over the control plane) or may lack a member's new
+ * process (a rejoin). Each comm actor first waits for its executor to leave the aborted
+ * step, so the generation is also the point after which no rank runs an old step. The
+ * host backend's sockets reconnect by themselves: its ranks only answer. Steps resume
+ * once every rank answered comm_ready (on_comm_ready). */
+static void rebuild_collectives(sc_ctx *c, scheduler *s, const char *why) {
+  if (s->shutting_down) return;
+  s->comm_gen++;
+  s->rebuilding = true;
+  s->rebuild_start_ns = sc_now_ns();
+  memset(s->comm_built, 0, sizeof *s->comm_built * (size_t)s->world);
+  SC_INFO(LOG, "building generation %u of the collectives (%s)", (unsigned)s->comm_gen, why);
+  for (int32_t r = 0; r < s->world; r++) {
+    sc_msg_comm_rebuild *m = sc_msg_body_new(SC_MSG_COMM_REBUILD);
+    const int rc = m ? (m->generation = s->comm_gen, sc_send(c, s->comms[r], SC_MSG_COMM_REBUILD, m))
+                     : SC_ENOMEM;
+    if (rc) {
+      sc_msg_body_destroy(SC_MSG_COMM_REBUILD, m);
+      char end[256];
+      snprintf(end, sizeof end, "cannot ask rank %d to rebuild its collectives (%s)", r,
+               sc_strerror(rc));
+      if (!failed_for_a_lost_node(c, s, end)) shut_down(c, s, rc, end);
+      return;
+    }
+  }
+  /* every rank's creation is bounded by the collective deadline, and so is its wait for
+   * the executor: twice that and the answer is not coming */
+  uv_timer_start(s->rebuild_timer, on_rebuild_timeout, 2 * (uint64_t)s->ctx->cfg.deadline_ms + 1000, 0);
+}
+
+/* A rank did not answer the rebuild in time (a timer has no sc_ctx: the news comes to
+ * this actor as a failed comm_ready from itself). */
+static void on_rebuild_timeout(uv_timer_t *t) {
+  scheduler *s = t->data;
+  int32_t missing = 0;
+  while (missing < s->world && s->comm_built[missing]) missing++;
+  if (!s->rebuilding || missing == s->world) return;
+  sc_msg_comm_ready *m = sc_msg_body_new(SC_MSG_COMM_READY);
+  if (m == NULL) return;
+  m->rank = missing;
+  m->generation = s->comm_gen;
+  m->code = SC_ETIMEDOUT;
+  m->message = strdup("no answer to the rebuild");
+  sc_envelope env = {.type = SC_MSG_COMM_READY, .src = s->self, .dst = s->self};
+  if (sc_node_send(s->node, &env, m) != 0) { /* a full mailbox: try again shortly */
+    sc_msg_body_destroy(SC_MSG_COMM_READY, m);
+    uv_timer_start(t, on_rebuild_timeout, 100, 0);
+  }
+}
+
+/* A rank's answer to the rebuild (from its own node, or this actor's timeout). */
+static int on_comm_ready(sc_ctx *c, const sc_envelope *env, const void *body) {
+  scheduler *s = sc_state(c);
+  const sc_msg_comm_ready *m = body;
+  if (!s->rebuilding || m->generation != s->comm_gen || m->rank < 0 || m->rank >= s->world ||
+      (env->src.node != (uint16_t)m->rank && !sc_actor_id_eq(env->src, s->self)))
+    return 0;
+  if (m->code != 0) {
+    s->rebuilding = false;
+    uv_timer_stop(s->rebuild_timer);
+    char why[400];
+    snprintf(why, sizeof why, "rank %d could not build generation %u of the collectives: %s",
+             m->rank, (unsigned)m->generation, m->message ? m->message : sc_strerror(m->code));
+    shut_down(c, s, m->code, why);
+    return 0;
+  }
+  s->comm_built[m->rank] = true;
+  for (int32_t r = 0; r < s->world; r++)
+    if (!s->comm_built[r]) return 0;
+  s->rebuilding = false;
+  uv_timer_stop(s->rebuild_timer);
+  SC_WARN(LOG, "generation %u of the collectives is ready on all %d ranks (%.1f ms): resuming",
+          (unsigned)s->comm_gen, s->world, (double)(sc_now_ns() - s->rebuild_start_ns) * 1e-6);
   try_start(c, s);
+  return 0;
 }
 
 /* A node is gone: its ranks' shards of the KV cache are gone too. */
@@ -814,5 +926,6 @@ const sc_actor_spec sc_scheduler_spec = {
                  [SC_MSG_DOWN] = on_down,
                  [SC_MSG_NODE_READY] = on_ready,
                  [SC_MSG_NODE_SHUTDOWN] = on_shutdown,
-                 [SC_MSG_STATS_QUERY] = on_stats_query},
+                 [SC_MSG_STATS_QUERY] = on_stats_query,
+                 [SC_MSG_COMM_READY] = on_comm_ready},
 };

@@ -4,9 +4,13 @@
 #  1. ranks sharing the GPU (host collectives, buffers staged): tests/cli/recovery_cli.sh
 #     with --device cuda: a killed node rejoins and the clients' tokens are those of an
 #     undisturbed run; a killed head restarts the cluster; a node that keeps dying ends it;
-#  2. a desync on ranks sharing the GPU: the step's request fails, the cluster serves on;
+#  2. a desync on ranks sharing the GPU: the step is refused and run again, the cluster
+#     serves on;
 #  3. a device fault on a one-rank NCCL cluster: the request fails, the cluster ends, launch
-#     starts it again and a new request is served.
+#     starts it again and a new request is served;
+#  4. a step that fails on a one-rank NCCL cluster (a wrong plan acknowledgement): the
+#     head rebuilds the NCCL communicators (generation 1, a fresh unique id) and runs the
+#     step again; the request gets the tokens of 3.'s undisturbed request.
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -29,7 +33,7 @@ echo "== 2. desync, ranks sharing the GPU"
 lp=$!
 await "$OUT/d.out" '"launched"' || { echo "no launched line"; fail=1; }
 L=$(field "$OUT/d.out" listen)
-ask "$L" > "$OUT/d1.json"; echo "first request rc=$? (1 expected: its step was refused)"
+ask "$L" > "$OUT/d1.json"; echo "first request rc=$? (0 expected: its refused step is run again)"
 head -c 400 "$OUT/d1.json"; echo
 ask "$L" > "$OUT/d2.json"; rc=$?; echo "second request rc=$rc (0 expected)"; [ $rc = 0 ] || fail=1
 kill -TERM $lp; wait $lp; echo "launch rc=$?"
@@ -47,5 +51,17 @@ ok=1
 for _ in $(seq 100); do ask "$L" > "$OUT/f2.json" && { ok=0; break; }; sleep 0.3; done
 echo "request after the restart rc=$ok (0 expected)"; [ $ok = 0 ] || fail=1
 cat "$OUT/f.out"
+kill -TERM $lp; wait $lp; echo "launch rc=$?"
+
+echo "== 4. a failed step on a one-rank NCCL cluster: rebuilt communicators, step run again"
+"$bin" launch --device cuda --collectives nccl --gpus 1 --pcp 1 --model "$model" --inject badack:0:3 > "$OUT/b.out" 2> "$OUT/b.err" &
+lp=$!
+await "$OUT/b.out" '"launched"' || { echo "no launched line"; fail=1; }
+L=$(field "$OUT/b.out" listen)
+ask "$L" > "$OUT/b1.json"; rc=$?; echo "request rc=$rc (0 expected)"; [ $rc = 0 ] || fail=1
+grep -E 'generation 1 of the collectives|run it again|communicators of generation' "$OUT/b.err"
+grep -q 'collectives is ready on all' "$OUT/b.err" || { echo "no rebuild"; fail=1; }
+tok() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("tokens"))' "$1"; }
+[ "$(tok "$OUT/b1.json")" = "$(tok "$OUT/f2.json")" ] && echo "tokens identical to 3.'s" || { echo "tokens differ"; fail=1; }
 kill -TERM $lp; wait $lp; echo "launch rc=$?"
 exit $fail

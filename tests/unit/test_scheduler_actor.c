@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "actors/pipeline.h"
 #include "base/clock.h"
@@ -19,18 +20,34 @@ typedef struct seen {
   uint64_t batch_step;          /* step of the last global_batch */
   int tokens, errors, aborts;   /* client_token, client_error; step_abort to comm */
   sc_msg_stats_report *report;  /* the last stats_report (taken from its message) */
+  int rebuilds;                 /* comm_rebuild to comm */
+  uint32_t generation;          /* ... the last one's generation */
+  bool hold_rebuild;            /* the comm probe does not answer comm_rebuild by itself */
 } seen;
 
-static seen g_seen = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL};
+static seen g_seen = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL, 0, 0, false};
+
+/* comm's answer to a rebuild of generation gen, sent as rank 0's comm actor would */
+static int send_comm_ready(sc_ctx *c, sc_actor_id to, uint32_t gen, int code) {
+  sc_msg_comm_ready *m = sc_msg_body_new(SC_MSG_COMM_READY);
+  m->generation = gen;
+  m->code = code;
+  m->message = strdup(code ? "the probe says no" : "");
+  return sc_send(c, to, SC_MSG_COMM_READY, m);
+}
 
 static int probe_on(sc_ctx *c, const sc_envelope *env, const void *body) {
-  (void)body;
   pthread_mutex_lock(&g_seen.mu);
   switch (env->type) {
   case SC_MSG_GLOBAL_BATCH: g_seen.batch_step = env->step; break;
   case SC_MSG_CLIENT_TOKEN: g_seen.tokens++; break;
   case SC_MSG_CLIENT_ERROR: g_seen.errors++; break;
   case SC_MSG_STEP_ABORT: g_seen.aborts++; break;
+  case SC_MSG_COMM_REBUILD:
+    g_seen.rebuilds++;
+    g_seen.generation = ((const sc_msg_comm_rebuild *)body)->generation;
+    if (!g_seen.hold_rebuild) send_comm_ready(c, env->src, g_seen.generation, 0);
+    break;
   case SC_MSG_STATS_REPORT:
     sc_msg_body_destroy(SC_MSG_STATS_REPORT, g_seen.report);
     g_seen.report = sc_take_body(c);
@@ -218,6 +235,7 @@ Test(scheduler_actor, stats_report_follows_steps_desyncs_and_the_stop) {
   planned(2, 77);
   ack(2, 78); /* rank 0 computed another plan */
   WAIT_SEEN(g_seen.errors == 1 && g_seen.aborts == 1);
+  WAIT_SEEN(g_seen.rebuilds == 1 && g_seen.generation == 1); /* before the next step */
   r = query(4);
   cr_assert(r->steps == 1 && r->steps_failed == 1 && r->desyncs == 1 && r->failed == 1);
   cr_assert_eq(buckets_total(r), 1, "a failed step has no step time");
@@ -241,5 +259,54 @@ Test(scheduler_actor, stats_report_follows_steps_desyncs_and_the_stop) {
   r = query(6);
   cr_assert(r->ready && r->stopping);
   cr_assert(r->steps == 1 && r->steps_failed == 4 && r->desyncs == 2 && r->failed == 4);
+  stop();
+}
+
+/* The scheduler's part of a rebuild (docs/pipeline.md, "Rebuilding the collectives"): after
+ * a failed step no step starts until every rank answered comm_ready for the generation it
+ * asked for; an answer for another generation, or from another node, changes nothing; a
+ * rank that cannot build its collectives ends the cluster, and the waiting request hears
+ * why. */
+Test(scheduler_actor, steps_wait_for_the_rebuilt_collectives) {
+  g_seen.hold_rebuild = true;
+  start();
+  sc_pipeline_cluster_ready(g_node);
+  submit(1);
+  WAIT_SEEN(g_seen.batch_step == 1);
+  abort_step(1, SC_EDESYNC);
+  WAIT_SEEN(g_seen.errors == 1 && g_seen.rebuilds == 1 && g_seen.generation == 1);
+  submit(2);
+  usleep(200000);
+  pthread_mutex_lock(&g_seen.mu);
+  const uint64_t step = g_seen.batch_step;
+  pthread_mutex_unlock(&g_seen.mu);
+  cr_assert_eq(step, 1, "a step started before the collectives were rebuilt");
+  /* the answer of another generation, and one from a stranger's address, are ignored */
+  sc_msg_comm_ready *m = sc_msg_body_new(SC_MSG_COMM_READY);
+  m->generation = 7;
+  send_as(g_metadata, SC_MSG_COMM_READY, 0, m);
+  m = sc_msg_body_new(SC_MSG_COMM_READY);
+  m->generation = 1;
+  send_as((sc_actor_id){.node = 3, .slot = 1}, SC_MSG_COMM_READY, 0, m);
+  usleep(200000);
+  pthread_mutex_lock(&g_seen.mu);
+  cr_assert_eq(g_seen.batch_step, 1, "a wrong answer let a step start");
+  pthread_mutex_unlock(&g_seen.mu);
+  m = sc_msg_body_new(SC_MSG_COMM_READY);
+  m->generation = 1;
+  send_as(g_metadata, SC_MSG_COMM_READY, 0, m); /* rank 0's node */
+  WAIT_SEEN(g_seen.batch_step == 2);
+  abort_step(2, SC_ETIMEDOUT);
+  WAIT_SEEN(g_seen.errors == 2 && g_seen.rebuilds == 2 && g_seen.generation == 2);
+  submit(3);
+  m = sc_msg_body_new(SC_MSG_COMM_READY);
+  m->generation = 2;
+  m->code = SC_ESYS;
+  m->message = strdup("no NCCL today");
+  send_as(g_metadata, SC_MSG_COMM_READY, 0, m);
+  WAIT_SEEN(g_seen.errors == 3); /* request 3: the cluster ends */
+  const sc_msg_stats_report *r = query(1);
+  cr_assert(r->stopping);
+  cr_assert_eq(g_seen.batch_step, 2);
   stop();
 }

@@ -115,3 +115,72 @@ Test(step_gate, the_executor_waits_for_the_communicators) {
   cr_assert_eq(sc_step_gate_wait_ready(&g, 10), SC_ESYS, "a failure is the answer");
   sc_step_gate_destroy(&g);
 }
+
+/* Closing for a rebuild: the close waits for the step inside to leave, and a step that
+ * enters a closed gate neither runs nor touches the comm (no reset reaches it). */
+static void *leave_later(void *arg) {
+  usleep(20000);
+  sc_step_gate_leave(arg);
+  return NULL;
+}
+
+Test(step_gate, a_close_waits_for_the_step_inside_and_keeps_the_next_out) {
+  fake_be be = {0};
+  sc_comm comm = {.ops = &k_fake_ops, .self = &be};
+  sc_step_gate g;
+  sc_step_gate_init(&g, &comm, true);
+  cr_assert_eq(sc_step_gate_enter(&g, 7), 0);
+  cr_assert_eq(sc_step_gate_close(&g, 1), SC_ETIMEDOUT, "step 7 is still inside");
+  pthread_t t;
+  pthread_create(&t, NULL, leave_later, &g);
+  cr_assert_eq(sc_step_gate_close(&g, 5000), 0, "step 7 left");
+  pthread_join(t, NULL);
+  cr_assert(sc_step_gate_pending(&g));
+  cr_assert_eq(sc_step_gate_wait_ready(&g, 10), SC_ETIMEDOUT, "a closed gate holds the next step");
+  cr_assert_eq(sc_step_gate_enter(&g, 8), SC_EABORTED);
+  cr_assert_eq(be.epoch, 7, "the closed gate's step did not reach the comm");
+  sc_step_gate_leave(&g);
+  sc_step_gate_set_ready(&g, 1); /* the new communicators */
+  cr_assert_eq(sc_step_gate_enter(&g, 9), 0);
+  cr_assert_eq(be.epoch, 9);
+  sc_step_gate_leave(&g);
+  sc_step_gate_destroy(&g);
+}
+
+/* The race of close and enter: whatever the order, either the close saw the step inside
+ * (and so waited for its leave) or the step saw the gate closed (and did not run). */
+typedef struct close_race {
+  sc_step_gate *g;
+  _Atomic int go;
+  int rc;
+  bool saw_inside;
+} close_race;
+
+static void *close_side(void *arg) {
+  close_race *r = arg;
+  while (!atomic_load(&r->go)) {
+  }
+  r->rc = sc_step_gate_close(r->g, 0);
+  r->saw_inside = r->rc == SC_ETIMEDOUT;
+  return NULL;
+}
+
+Test(step_gate, a_close_racing_the_enter_never_misses_the_step) {
+  fake_be be = {0};
+  sc_comm comm = {.ops = &k_fake_ops, .self = &be};
+  sc_step_gate g;
+  sc_step_gate_init(&g, &comm, true);
+  for (uint64_t step = 1; step <= 2000; step++) {
+    close_race r = {.g = &g};
+    pthread_t t;
+    pthread_create(&t, NULL, close_side, &r);
+    atomic_store(&r.go, 1);
+    const int rc = sc_step_gate_enter(&g, step);
+    pthread_join(t, NULL);
+    cr_assert(rc == SC_EABORTED || r.saw_inside,
+              "step %llu ran while the close thought the gate empty", (unsigned long long)step);
+    sc_step_gate_leave(&g);
+    sc_step_gate_set_ready(&g, 1);
+  }
+  sc_step_gate_destroy(&g);
+}
