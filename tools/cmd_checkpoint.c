@@ -153,13 +153,7 @@ int sc_cmd_checkpoint(int argc, char **argv) {
     /* unreadable files and memory are runtime failures; everything else is the input */
     const int status = rc == SC_EIO || rc == SC_ENOMEM ? SC_EXIT_FAILURE : SC_EXIT_USAGE;
     if (json) {
-      sc_jsonw w;
-      sc_jsonw_init(&w);
-      sc_jsonw_obj_begin(&w);
-      sc_jsonw_kv_str(&w, "error", sc_diag_message(&d));
-      sc_jsonw_obj_end(&w);
-      printf("%s\n", sc_jsonw_str(&w));
-      sc_jsonw_free(&w);
+      sc_cli_report_error("checkpoint", true, sc_diag_message(&d));
     } else {
       sc_cli_error("checkpoint", "%s: %s", dir, sc_diag_message(&d));
     }
