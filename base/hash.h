@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline uint64_t sc_mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -22,6 +23,17 @@ static inline uint64_t sc_fnv1a(uint64_t h, const void *p, size_t n) {
   const uint8_t *b = p;
   for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
   return h;
+}
+
+/* The seed of a named tensor (synthetic and generated weights): a name's hash under seed. */
+static inline uint64_t sc_hash_name(uint64_t seed, const char *name) {
+  return sc_mix64(sc_fnv1a(SC_FNV_OFFSET ^ seed, name, strlen(name)));
+}
+
+/* Element i of the stream of a tensor seed, uniform in [-1, 1) (24 bits). */
+static inline float sc_hash_pm1(uint64_t tensor_seed, int64_t i) {
+  const uint64_t h = sc_mix64(tensor_seed ^ sc_mix64((uint64_t)i));
+  return (float)((double)(h >> 40) * (1.0 / 8388608.0) - 1.0);
 }
 
 #endif

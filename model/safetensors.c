@@ -274,12 +274,29 @@ int sc_st_read_f32(const sc_st_file *f, const sc_st_tensor *t, int64_t row0, int
 
 int sc_st_write(const char *path, const sc_st_out *t, int32_t num, sc_st_fill_fn fill,
                 void *ud, sc_diag *d) {
+  return sc_st_write_meta(path, t, num, fill, ud, NULL, d);
+}
+
+int sc_st_write_meta(const char *path, const sc_st_out *t, int32_t num, sc_st_fill_fn fill,
+                     void *ud, const char *const *meta, sc_diag *d) {
   int rc = 0;
   json_t *root = json_object();
   char *hdr = NULL;
   void *buf = NULL;
   FILE *fp = NULL;
   if (root == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
+  if (meta != NULL && meta[0] != NULL) {
+    json_t *m = json_object();
+    for (int i = 0; m != NULL && meta[i] != NULL && meta[i + 1] != NULL; i += 2)
+      if (json_object_set_new(m, meta[i], json_string(meta[i + 1])) != 0) {
+        json_decref(m);
+        m = NULL;
+      }
+    if (m == NULL || json_object_set_new(root, "__metadata__", m) != 0) {
+      rc = sc_fail(d, SC_ENOMEM, "out of memory building the safetensors header");
+      goto out;
+    }
+  }
   uint64_t off = 0, max_bytes = 0;
   for (int32_t i = 0; i < num; i++) {
     if (sc_st_dtype_size(t[i].dtype) == 0) {

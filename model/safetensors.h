@@ -99,5 +99,9 @@ typedef int (*sc_st_fill_fn)(void *ud, int32_t index, void *dst);
  * offset, as the reference writer does; the header is padded to 8 bytes). */
 int sc_st_write(const char *path, const sc_st_out *t, int32_t num, sc_st_fill_fn fill,
                 void *ud, sc_diag *d);
+/* The same with a "__metadata__" object first in the header: meta holds key, value, key,
+ * value, ... and a NULL (e.g. {"format", "pt", NULL}, what torch's save_file writes). */
+int sc_st_write_meta(const char *path, const sc_st_out *t, int32_t num, sc_st_fill_fn fill,
+                     void *ud, const char *const *meta, sc_diag *d);
 
 #endif

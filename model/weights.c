@@ -89,18 +89,9 @@ void sc_model_tensor_slice(const sc_tensor_info *t, int32_t tp, int32_t rank, in
   }
 }
 
-static uint64_t name_seed(uint64_t seed, const char *name) {
-  return sc_mix64(sc_fnv1a(SC_FNV_OFFSET ^ seed, name, strlen(name)));
-}
-
-static float uniform_pm1(uint64_t tensor_seed, int64_t i) {
-  const uint64_t h = sc_mix64(tensor_seed ^ sc_mix64((uint64_t)i));
-  return (float)((double)(h >> 40) * (1.0 / 8388608.0) - 1.0); /* [-1, 1) */
-}
-
 static float value_at(const sc_model_config *c, const sc_tensor_info *t, uint64_t ts,
                       int64_t r, int64_t col) {
-  const float u = uniform_pm1(ts, r * t->cols + col);
+  const float u = sc_hash_pm1(ts, r * t->cols + col);
   switch (t->init) {
   case SC_INIT_NORM: return 1.0f + 0.1f * u;
   case SC_INIT_EMBED: return u;
@@ -110,7 +101,7 @@ static float value_at(const sc_model_config *c, const sc_tensor_info *t, uint64_
 
 float sc_model_synthetic_value(const sc_model_config *c, const sc_tensor_info *t, int64_t r,
                                int64_t col) {
-  return value_at(c, t, name_seed(c->seed, t->name), r, col);
+  return value_at(c, t, sc_hash_name(c->seed, t->name), r, col);
 }
 
 void sc_model_weights_free(sc_kernels *k, sc_model_weights *w) {
@@ -134,7 +125,7 @@ typedef struct source {
 static int fill_slice(const source *s, const sc_tensor_info *t, int64_t r0, int64_t nr,
                       int64_t c0, int64_t nc, float *host, sc_diag *d) {
   if (s->file == NULL) {
-    const uint64_t ts = name_seed(s->cfg->seed, t->name);
+    const uint64_t ts = sc_hash_name(s->cfg->seed, t->name);
     for (int64_t r = 0; r < nr; r++)
       for (int64_t c = 0; c < nc; c++) host[r * nc + c] = value_at(s->cfg, t, ts, r0 + r, c0 + c);
     return 0;
@@ -267,7 +258,7 @@ static int fill_synthetic(void *ud, int32_t index, void *dst) {
   const write_ctx *x = ud;
   sc_tensor_info t;
   sc_model_tensor_info(x->cfg, index, &t);
-  const uint64_t ts = name_seed(x->cfg->seed, t.name);
+  const uint64_t ts = sc_hash_name(x->cfg->seed, t.name);
   for (int64_t r = 0; r < t.rows; r++)
     for (int64_t c = 0; c < t.cols; c++) {
       const float v = value_at(x->cfg, &t, ts, r, c);

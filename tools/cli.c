@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/jsonw.h"
 #include "base/log.h"
 
 #ifndef SC_EXAMPLES_DIR
@@ -120,4 +121,18 @@ const char *sc_cli_example_path(const char *name, char *buf, size_t len) {
   snprintf(buf, len, "examples/%s", name);
   if (access(buf, R_OK) != 0) snprintf(buf, len, "%s/%s", SC_EXAMPLES_DIR, name);
   return buf;
+}
+
+void sc_cli_report_error(const char *cmd, bool json, const char *msg) {
+  if (!json) {
+    sc_cli_error(cmd, "%s", msg);
+    return;
+  }
+  sc_jsonw w;
+  sc_jsonw_init(&w);
+  sc_jsonw_obj_begin(&w);
+  sc_jsonw_kv_str(&w, "error", msg);
+  sc_jsonw_obj_end(&w);
+  printf("%s\n", sc_jsonw_str(&w));
+  sc_jsonw_free(&w);
 }

@@ -41,6 +41,10 @@ const char *sc_cli_example_path(const char *name, char *buf, size_t len);
 /* Prints "sparsecp CMD: error: MSG" to stderr (printf-style). */
 void sc_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* An input or run error of command cmd: with json, one line {"error": MSG} on stdout
+ * (what --json promises), else "sparsecp CMD: error: MSG" on stderr. */
+void sc_cli_report_error(const char *cmd, bool json, const char *msg);
+
 /* Installs the stderr log sink at the level given by SPARSECP_LOG (default warn). */
 void sc_cli_setup_logging(void);
 
@@ -58,5 +62,6 @@ int sc_cmd_launch(int argc, char **argv);
 int sc_cmd_tap(int argc, char **argv);
 int sc_cmd_keygen(int argc, char **argv);
 int sc_cmd_checkpoint(int argc, char **argv);
+int sc_cmd_mkmodel(int argc, char **argv);
 
 #endif

@@ -5,9 +5,11 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/jsonw.h"
 #include "model/hf_checkpoint.h"
+#include "model/hf_memory.h"
 #include "model/hf_model.h"
 #include "tools/cli.h"
 
@@ -25,6 +27,8 @@ static bool servable(const sc_hf_checkpoint *c, sc_diag *d) {
 static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp checkpoint DIR [--json]\n"
+          "       sparsecp checkpoint DIR|CONFIG.json --memory [--pcp P] [--dcp N] [--tp T]\n"
+          "                           [--context L] [--budget B] [--block-size S] [--json]\n"
           "\n"
           "Checks a DeepSeek-V3.2 checkpoint directory as Hugging Face publishes it:\n"
           "config.json (model_type deepseek_v32), model.safetensors.index.json and its\n"
@@ -35,11 +39,21 @@ static void help(FILE *f) {
           "A valid directory is served (on the CPU) by `sparsecp run|launch --model-dir`.\n"
           "\n"
           "  --json      print one JSON object; on an invalid directory {\"error\": ...}\n"
+          "  --memory    reads only the config (DIR/config.json, or the file given) and\n"
+          "              prints the memory one rank (GPU) needs at the layout: weights as\n"
+          "              released (fp8 resident) and in f32 (the CPU backend today), the KV\n"
+          "              cache of one request of L tokens in bf16 and f32, and an estimate of\n"
+          "              the step buffers (docs/model.md, \"Memory per GPU\")\n"
+          "  --pcp P --dcp N --tp T   the layout (default 1 1 1; SPEC.md's rules)\n"
+          "  --context L  tokens of the request in the KV cache (default the config's\n"
+          "              max_position_embeddings)\n"
+          "  --budget B   tokens of one step (default 256, the scheduler's token_budget)\n"
+          "  --block-size S  KV block (default 16, the pipeline's)\n"
           "  -h, --help  this text\n"
           "\n"
           "Exit status: 0 valid, 2 invalid (the message names the key, tensor or shard;\n"
-          "a missing file is invalid too), 1 when a file that is there cannot be opened,\n"
-          "mapped or read.\n");
+          "a missing file is invalid too; with --memory a layout sparsecp does not run),\n"
+          "1 when a file that is there cannot be opened, mapped or read.\n");
 }
 
 static void print_json(const char *dir, const sc_hf_checkpoint *c) {
@@ -127,24 +141,122 @@ static void print_text(const char *dir, const sc_hf_checkpoint *c) {
     printf("note: cannot be served: %s\n", sc_diag_message(&why));
 }
 
+/* "12.3 GiB" for the memory table (size_text's units). */
+static void mem_row(const char *what, uint64_t b, const char *note) {
+  char t[32];
+  printf("  %-34s %12s  %s\n", what, size_text(b, t, sizeof t), note);
+}
+
+static int memory(const char *path, bool json, const sc_hf_mem_in *in_opt) {
+  char cfg_path[4200];
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path);
+  else snprintf(cfg_path, sizeof cfg_path, "%s", path);
+  sc_hf_config cfg;
+  sc_diag d = {0};
+  int rc = sc_hf_config_load(cfg_path, &cfg, &d);
+  sc_hf_mem_in in = *in_opt;
+  if (in.context == 0) in.context = cfg.max_position_embeddings;
+  sc_hf_mem m;
+  if (rc == 0) rc = sc_hf_memory(&cfg, &in, &m, &d);
+  if (rc) {
+    sc_cli_report_error("checkpoint", json, sc_diag_message(&d));
+    return rc == SC_EIO || rc == SC_ENOMEM ? SC_EXIT_FAILURE : SC_EXIT_USAGE;
+  }
+  const uint64_t total_bf16 = m.weights_stored + m.kv_bf16 + m.step_buffers + m.workspace;
+  if (json) {
+    sc_jsonw w;
+    sc_jsonw_init(&w);
+    sc_jsonw_obj_begin(&w);
+    sc_jsonw_kv_str(&w, "config", cfg_path);
+    sc_jsonw_kv_int(&w, "pcp", in.pcp);
+    sc_jsonw_kv_int(&w, "dcp", in.dcp);
+    sc_jsonw_kv_int(&w, "tp", in.tp);
+    sc_jsonw_kv_int(&w, "context", in.context);
+    sc_jsonw_kv_int(&w, "budget", in.budget);
+    sc_jsonw_kv_int(&w, "block_size", in.block_size);
+    sc_jsonw_kv_str(&w, "weights_dtype", cfg.quant.fp8 ? "fp8" : "unquantized");
+    static const char *const K[] = {"weights_stored", "weights_replicated", "weights_f32",
+                                    "weights_total", "kv_token_bf16", "kv_token_f32",
+                                    "kv_bf16", "kv_f32", "step_buffers", "workspace",
+                                    "total_bf16_kv"};
+    const uint64_t V[] = {m.weights_stored, m.weights_replicated, m.weights_f32,
+                          m.weights_total, m.kv_token_bf16, m.kv_token_f32, m.kv_bf16,
+                          m.kv_f32, m.step_buffers, m.workspace, total_bf16};
+    sc_jsonw_key(&w, "bytes");
+    sc_jsonw_obj_begin(&w);
+    for (size_t i = 0; i < sizeof V / sizeof V[0]; i++) {
+      sc_jsonw_key(&w, K[i]);
+      sc_jsonw_uint(&w, V[i]);
+    }
+    sc_jsonw_obj_end(&w);
+    sc_jsonw_kv_int(&w, "kv_slots", m.kv_slots);
+    sc_jsonw_kv_int(&w, "kv_row_values", m.kv_row_values);
+    sc_jsonw_kv_int(&w, "step_rows", m.step_rows);
+    sc_jsonw_obj_end(&w);
+    printf("%s\n", sc_jsonw_str(&w));
+    sc_jsonw_free(&w);
+  } else {
+    char note[160], a[32];
+    printf("memory per rank of %s (%d layers) at P %d, N %d, T %d: one request of %lld "
+           "tokens, KV block %d, step of %d tokens\n",
+           cfg_path, cfg.num_hidden_layers, in.pcp, in.dcp, in.tp, (long long)in.context,
+           in.block_size, in.budget);
+    snprintf(note, sizeof note, "%s as released; %s of it on every rank; whole model %s",
+             cfg.quant.fp8 ? "fp8 + scales, bf16" : "bf16",
+             size_text(m.weights_replicated, a, sizeof a),
+             size_text(m.weights_total, (char[32]){0}, 32));
+    mem_row("weights (resident as released)", m.weights_stored, note);
+    mem_row("weights in f32 (CPU backend today)", m.weights_f32, "");
+    snprintf(note, sizeof note, "%lld slots x %llu B (%lld values x %d layers)",
+             (long long)m.kv_slots, (unsigned long long)m.kv_token_bf16,
+             (long long)m.kv_row_values, cfg.num_hidden_layers);
+    mem_row("KV cache, bf16", m.kv_bf16, note);
+    mem_row("KV cache, f32", m.kv_f32, "");
+    snprintf(note, sizeof note, "estimate, %lld rows", (long long)m.step_rows);
+    mem_row("step buffers", m.step_buffers, note);
+    mem_row("DCP context workspace", m.workspace, in.dcp > 1 ? "a prefill chunk over the context" : "none with N = 1");
+    mem_row("total (resident weights, bf16 KV)", total_bf16, "");
+  }
+  return fflush(stdout) == 0 ? SC_EXIT_OK : SC_EXIT_FAILURE;
+}
+
 int sc_cmd_checkpoint(int argc, char **argv) {
   static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                       {"memory", no_argument, NULL, 'm'},
+                                       {"pcp", required_argument, NULL, 'P'},
+                                       {"dcp", required_argument, NULL, 'N'},
+                                       {"tp", required_argument, NULL, 'T'},
+                                       {"context", required_argument, NULL, 'L'},
+                                       {"budget", required_argument, NULL, 'B'},
+                                       {"block-size", required_argument, NULL, 'S'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  bool json = false;
+  bool json = false, mem = false, layout = false;
+  sc_hf_mem_in in = {.pcp = 1, .dcp = 1, .tp = 1, .block_size = 16, .budget = 256};
+  int64_t v;
   int ch;
   optind = 1;
   while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (ch) {
     case 'j': json = true; break;
+    case 'm': mem = true; break;
+    case 'P': if (!sc_cli_int("checkpoint", "--pcp", optarg, 1, 1024, &v)) return SC_EXIT_USAGE; in.pcp = (int32_t)v; layout = true; break;
+    case 'N': if (!sc_cli_int("checkpoint", "--dcp", optarg, 1, 1024, &v)) return SC_EXIT_USAGE; in.dcp = (int32_t)v; layout = true; break;
+    case 'T': if (!sc_cli_int("checkpoint", "--tp", optarg, 1, 1024, &v)) return SC_EXIT_USAGE; in.tp = (int32_t)v; layout = true; break;
+    case 'L': if (!sc_cli_int("checkpoint", "--context", optarg, 1, INT32_MAX, &v)) return SC_EXIT_USAGE; in.context = v; layout = true; break;
+    case 'B': if (!sc_cli_int("checkpoint", "--budget", optarg, 1, 1 << 24, &v)) return SC_EXIT_USAGE; in.budget = (int32_t)v; layout = true; break;
+    case 'S': if (!sc_cli_int("checkpoint", "--block-size", optarg, 1, 4096, &v)) return SC_EXIT_USAGE; in.block_size = (int32_t)v; layout = true; break;
     case 'h': help(stdout); return SC_EXIT_OK;
     default: help(stderr); return SC_EXIT_USAGE;
     }
   }
-  if (optind != argc - 1) {
-    help(stderr);
+  if (optind != argc - 1 || (layout && !mem)) {
+    if (layout && !mem) sc_cli_error("checkpoint", "--pcp, --dcp, --tp, --context, --budget and --block-size go with --memory");
+    else help(stderr);
     return SC_EXIT_USAGE;
   }
+  if (mem) return memory(argv[optind], json, &in);
   const char *dir = argv[optind];
   sc_hf_checkpoint c;
   sc_diag d = {0};
@@ -153,13 +265,7 @@ int sc_cmd_checkpoint(int argc, char **argv) {
     /* unreadable files and memory are runtime failures; everything else is the input */
     const int status = rc == SC_EIO || rc == SC_ENOMEM ? SC_EXIT_FAILURE : SC_EXIT_USAGE;
     if (json) {
-      sc_jsonw w;
-      sc_jsonw_init(&w);
-      sc_jsonw_obj_begin(&w);
-      sc_jsonw_kv_str(&w, "error", sc_diag_message(&d));
-      sc_jsonw_obj_end(&w);
-      printf("%s\n", sc_jsonw_str(&w));
-      sc_jsonw_free(&w);
+      sc_cli_report_error("checkpoint", true, sc_diag_message(&d));
     } else {
       sc_cli_error("checkpoint", "%s: %s", dir, sc_diag_message(&d));
     }

@@ -127,17 +127,7 @@ static void print_table(FILE *f, const sc_plan *plan) {
 }
 
 static int fail_input(bool json, const char *msg) {
-  if (json) {
-    sc_jsonw w;
-    sc_jsonw_init(&w);
-    sc_jsonw_obj_begin(&w);
-    sc_jsonw_kv_str(&w, "error", msg);
-    sc_jsonw_obj_end(&w);
-    printf("%s\n", sc_jsonw_str(&w));
-    sc_jsonw_free(&w);
-  } else {
-    sc_cli_error("plan", "%s", msg);
-  }
+  sc_cli_report_error("plan", json, msg);
   return SC_EXIT_USAGE;
 }
 

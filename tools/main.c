@@ -15,6 +15,8 @@ static const sc_cmd k_cmds[] = {
     {"keygen", "make a CURVE key pair for the client endpoint", sc_cmd_keygen},
     {"checkpoint", "check a DeepSeek-V3.2 checkpoint directory (validation only)",
      sc_cmd_checkpoint},
+    {"mkmodel", "write a small DeepSeek-V3.2 checkpoint directory (real layout, seeded)",
+     sc_cmd_mkmodel},
 };
 #define NUM_CMDS (sizeof k_cmds / sizeof k_cmds[0])
 

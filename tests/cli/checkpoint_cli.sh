@@ -2,10 +2,12 @@
 # `sparsecp checkpoint DIR [--json]` (issue 23): the checkpoints transformers' deepseek_v32
 # saved (tests/data/hf_checkpoint/tiny-bf16 and its fp8 form tiny-fp8) are valid (exit 0,
 # a summary that says they cannot be served yet); broken copies exit 2 with the tensor,
-# shard or key named, and one with an unreadable shard exits 1.
+# shard or key named, and one with an unreadable shard exits 1; --memory on the published
+# config (examples/deepseek-v3.2) and its refusals.
 set -u
 bin=$1
-data=$2/tests/data/hf_checkpoint/tiny-bf16
+src=$2
+data=$src/tests/data/hf_checkpoint/tiny-bf16
 fail() { echo "FAIL: $*" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -84,4 +86,22 @@ python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert "model-00002-of-0
   "$out" || fail "unreadable shard: $out"
 "$bin" checkpoint 2>/dev/null; [ $? -eq 2 ] || fail "no DIR should exit 2"
 "$bin" checkpoint --help | grep -q "usage: sparsecp checkpoint" || fail "--help"
+
+# --memory reads only the config: the published one (examples/deepseek-v3.2) at T 8, a
+# directory or the file itself; the figures docs/model.md's table shows
+out=$("$bin" checkpoint "$src/examples/deepseek-v3.2" --memory --tp 8 --json) ||
+  fail "--memory exited $?: $out"
+python3 -c '
+import json, sys
+d = json.loads(sys.argv[1]); b = d["bytes"]
+assert d["tp"] == 8 and d["context"] == 163840 and d["weights_dtype"] == "fp8", d
+assert b["weights_total"] == 674030337216 and b["kv_token_bf16"] == 61 * 704 * 2, d
+assert 80 << 30 < b["weights_stored"] < 90 << 30 and b["kv_bf16"] == 163840 * b["kv_token_bf16"], d
+' "$out" || fail "--memory: $out"
+"$bin" checkpoint "$src/examples/deepseek-v3.2/config.json" --memory --pcp 4 --dcp 4 --tp 8 \
+  --context 131072 | grep -q "KV cache, bf16" || fail "--memory text"
+msg=$("$bin" checkpoint "$src/examples/deepseek-v3.2" --memory --pcp 2 --dcp 3 2>&1); rc=$?
+[ $rc -eq 2 ] || fail "--memory at P 2 N 3: exit $rc ($msg)"
+msg=$("$bin" checkpoint "$data" --tp 2 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$msg" | grep -qF "go with --memory" || fail "--tp without --memory: $rc $msg"
 echo "checkpoint_cli: ok"
