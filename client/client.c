@@ -19,6 +19,11 @@
  * without an answer: within 2 s either way. */
 #define SC_CLIENT_HEARTBEAT_MS 500
 #define SC_CLIENT_HEARTBEAT_TIMEOUT_MS 1500
+/* How long a send may wait for a connection to take it. ZeroMQ holds messages for a
+ * connection still being made, but a DEALER with no connection at that moment (one that
+ * has not come up yet, or whose handshake the server refused: a key it does not list)
+ * blocks the sender; without a bound a client the server refuses waited there for good. */
+#define SC_CLIENT_SEND_TIMEOUT_MS 10000
 #define SC_CLIENT_LOST "the server went away (its connection was lost): the request's end is unknown"
 
 struct sc_client {
@@ -101,6 +106,8 @@ int sc_client_connect_opts(sc_client **out, const char *endpoint, const sc_clien
   zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
   zmq_setsockopt(c->sock, ZMQ_HEARTBEAT_TIMEOUT, &hb_to, sizeof hb_to);
+  const int send_to = SC_CLIENT_SEND_TIMEOUT_MS;
+  zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &send_to, sizeof send_to);
   if (o->server_key != NULL && (rc = use_curve(c->sock, o, d)) != 0) goto fail;
   char mon_ep[64];
   snprintf(mon_ep, sizeof mon_ep, "inproc://sc-client-monitor-%p", (void *)c);
@@ -208,11 +215,18 @@ static void read_monitor(sc_client *c) {
   }
 }
 
+/* zmq_send of len bytes: 0, SC_ETIMEDOUT when no connection took it within
+ * SC_CLIENT_SEND_TIMEOUT_MS, SC_EIO. */
+static int send_bytes(sc_client *c, const void *data, size_t len) {
+  if (zmq_send(c->sock, data, len, 0) >= 0) return 0;
+  return zmq_errno() == EAGAIN ? SC_ETIMEDOUT : SC_EIO;
+}
+
 static int send_msg(sc_client *c, int type, const void *body) {
   sc_envelope env = {.type = (uint16_t)type};
   int rc = sc_msg_encode(&env, body, &c->out);
   if (rc) return rc;
-  return zmq_send(c->sock, c->out.data, c->out.len, 0) < 0 ? SC_EIO : 0;
+  return send_bytes(c, c->out.data, c->out.len);
 }
 
 int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *request_id) {
@@ -240,9 +254,9 @@ int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *reque
   read_monitor(c);
   if (c->lost) return SC_EDOWN; /* (ZeroMQ would hold it until a server came back) */
   if ((rc = live_add(c, id)) != 0) return rc;
-  if (zmq_send(c->sock, c->out.data, c->out.len, 0) < 0) {
+  if ((rc = send_bytes(c, c->out.data, c->out.len)) != 0) {
     live_end(c, id);
-    return SC_EIO;
+    return rc;
   }
   *request_id = id;
   return 0;
@@ -254,7 +268,7 @@ int sc_client_cancel(sc_client *c, uint64_t request_id) {
 }
 
 int sc_client_send_raw(sc_client *c, const void *data, size_t len) {
-  return zmq_send(c->sock, data, len, 0) < 0 ? SC_EIO : 0;
+  return send_bytes(c, data, len);
 }
 
 /* The next request in flight fails: the connection it was sent on is gone. */

@@ -81,11 +81,13 @@ int sc_client_connect_key(sc_client **out, const char *endpoint, const char *ser
                           sc_diag *d);
 void sc_client_close(sc_client *c);
 
-/* Sends a request; *request_id receives its id (random, see above). Errors: SC_EINVAL
- * (empty prompt, max_tokens < 1), SC_ETOOBIG (the encoded request is larger than the
- * gateway accepts: max_bytes of sc_msg_limits_default), SC_EDOWN (the connection to the
- * server is lost: see sc_client_next), SC_ESYS (no random numbers: getrandom failed),
- * SC_EIO. */
+/* Sends a request; *request_id receives its id (random, see above). It may wait for a
+ * connection to take it, at most 10 s. Errors: SC_EINVAL (empty prompt, max_tokens < 1),
+ * SC_ETOOBIG (the encoded request is larger than the gateway accepts: max_bytes of
+ * sc_msg_limits_default), SC_EDOWN (the connection to the server is lost: see
+ * sc_client_next), SC_ETIMEDOUT (no connection took it within 10 s: none came up, or the
+ * server refused this client's handshake), SC_ESYS (no random numbers: getrandom
+ * failed), SC_EIO. */
 int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *request_id);
 int sc_client_cancel(sc_client *c, uint64_t request_id);
 
