@@ -227,7 +227,7 @@ typedef struct sc_kernels_ops {
    * rot_dim/2 doubles, read by the device), and both rotated values are multiplied by
    * attn_factor (transformers' attention_scaling: 1 for plain RoPE and for every released
    * DeepSeek config). With inv_freq[i] = theta^(-2i/rot_dim) and factor 1 it is rope.
-   * NULL on backends without it (CUDA for now): a checkpoint model needs it. */
+   * NULL on backends without it: a checkpoint model needs it. */
   int (*rope_freq)(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
                    int64_t ld_tok, int64_t ld_head, const int32_t *pos,
                    const double *inv_freq, float attn_factor);

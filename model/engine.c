@@ -61,13 +61,6 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
     rc = sc_fail(d, SC_EINVAL, "a model directory brings its own weights: give no weights file");
     goto fail;
   }
-  if (cfg->model_dir != NULL && cfg->cuda) {
-    rc = sc_fail(d, SC_ENOTSUP, "serving a checkpoint directory (%s) runs on the CPU backend "
-                 "only for now: the CUDA kernels lack rope_freq, layernorm and "
-                 "weighted_sum_rows, and fp8 weights stay unsupported on GPUs (issue 23, point 3)",
-                 cfg->model_dir);
-    goto fail;
-  }
   if (cfg->cuda) {
 #ifdef SC_HAVE_CUDA
     if ((rc = sc_kernels_cuda_create(&e->k, cfg->cuda_device, NULL))) {

@@ -511,11 +511,6 @@ int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
                       "its own config.json)");
     return SC_EINVAL;
   }
-  if (o->model_dir && o->cuda) {
-    sc_cli_error(cmd, "--model-dir: a checkpoint directory is served on the CPU only for now "
-                      "(the CUDA kernels lack its ops and its fp8 weights)");
-    return SC_EINVAL;
-  }
   if ((o->model_file && sc_model_config_load(o->model_file, &m, &d)) ||
       (o->model_dir && sc_model_config_load_dir(o->model_dir, &m, &d))) {
     sc_cli_error(cmd, "%s", sc_diag_message(&d));

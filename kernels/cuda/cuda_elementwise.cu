@@ -1,4 +1,5 @@
-/* cuda_elementwise.cu - RMSNorm, RoPE (interleaved pairs), SwiGLU, the residual add and
+/* cuda_elementwise.cu - RMSNorm, LayerNorm, RoPE (interleaved pairs; by theta or by a
+ * frequency table), SwiGLU, the MoE combine (weighted_sum_rows), the residual add and
  * the LSE merge / scale of DCP partial results (SPEC.md §7), and the faulting kernel of
  * `--inject devfault`. All f32 on CUDA cores;
  * rows map to blocks (or a 2-D grid), so there is no cross-block dependency. The RoPE
@@ -70,6 +71,123 @@ extern "C" int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int3
   k_rope<<<(unsigned)sc_cdiv(n, 256), 256, 0, sc_kcuda_of(k)->stream>>>(
       n_tok, n_heads, rot_dim / 2, x, ld_tok, ld_head, pos, (double)theta, rot_dim);
   return SC_CUDA_CHECK_LAUNCH("rope");
+}
+
+/* ---- RoPE with the frequencies given (a checkpoint's YaRN table, rot_dim/2 doubles in
+ * device memory): as k_rope, the angle in double, both rotated values times factor ---- */
+__global__ void k_rope_freq(int64_t n_tok, int32_t n_heads, int32_t half, float *x,
+                            int64_t ld_tok, int64_t ld_head, const int32_t *pos,
+                            const double *inv_freq, double factor) {
+  const int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (id >= n_tok * half) return;
+  const int64_t t = id / half;
+  const int32_t i = (int32_t)(id % half);
+  const double ang = (double)pos[t] * inv_freq[i];
+  const float cs = (float)(cos(ang) * factor), sn = (float)(sin(ang) * factor);
+  for (int32_t h = 0; h < n_heads; h++) {
+    float *v = x + t * ld_tok + h * ld_head + 2 * i;
+    const float a = v[0], c = v[1];
+    v[0] = a * cs - c * sn;
+    v[1] = a * sn + c * cs;
+  }
+}
+
+extern "C" int sc_kcuda_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
+                                  float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
+                                  const double *inv_freq, float attn_factor) {
+  SC_KCHECK(sc_kcheck_rope_freq(n_tok, n_heads, rot_dim, x, ld_head, pos, inv_freq, attn_factor));
+  const int64_t n = n_tok * (rot_dim / 2);
+  if (n == 0) return 0;
+  k_rope_freq<<<(unsigned)sc_cdiv(n, 256), 256, 0, sc_kcuda_of(k)->stream>>>(
+      n_tok, n_heads, rot_dim / 2, x, ld_tok, ld_head, pos, inv_freq, (double)attn_factor);
+  return SC_CUDA_CHECK_LAUNCH("rope_freq");
+}
+
+/* ---- LayerNorm: one block per row, mean and biased variance in double (two passes, as
+ * the CPU reference: the sum, then the squared deviations from the mean) ---- */
+__device__ double block_sum_d(double v, double *part) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  __syncthreads(); /* part may still be read from the previous sum */
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    double u = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0;
+    for (int off = 16; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
+    if (threadIdx.x == 0) part[0] = u;
+  }
+  __syncthreads();
+  return part[0];
+}
+
+__global__ void k_layernorm(int64_t dim, const float *x, int64_t ld_x, const float *w,
+                            const float *b, float eps, float *out, int64_t ld_out) {
+  const int64_t r = blockIdx.x;
+  const float *xr = x + r * ld_x;
+  float *o = out + r * ld_out;
+  __shared__ double part[32];
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) s += xr[i];
+  const double mean = block_sum_d(s, part) / (double)dim;
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const double dv = (double)xr[i] - mean;
+    ss += dv * dv;
+  }
+  const double inv = 1.0 / sqrt(block_sum_d(ss, part) / (double)dim + (double)eps);
+  /* in place is allowed: every thread reads its own elements before writing them */
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    o[i] = (float)(((double)xr[i] - mean) * inv) * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+}
+
+extern "C" int sc_kcuda_layernorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
+                                  int64_t ld_x, const float *w, const float *b, float eps,
+                                  float *out, int64_t ld_out) {
+  SC_KCHECK(sc_kcheck_rmsnorm(n_rows, dim, x, ld_x, eps, out, ld_out));
+  if (n_rows > INT32_MAX) return SC_ERANGE;
+  if (n_rows == 0) return 0;
+  k_layernorm<<<(unsigned)n_rows, 256, 0, sc_kcuda_of(k)->stream>>>(dim, x, ld_x, w, b, eps,
+                                                                      out, ld_out);
+  return SC_CUDA_CHECK_LAUNCH("layernorm");
+}
+
+/* ---- the MoE combine: one block per token, its threads over the columns, each column's
+ * picks summed in their order from 0 and add last (as the CPU reference); a row index out
+ * of range raises SC_ERANGE on the error flag ---- */
+__global__ void k_weighted_sum_rows(int32_t topk, int64_t width, const float *src,
+                                    int64_t ld_src, int64_t src_rows, const int32_t *rows,
+                                    const float *weight, const float *add, int64_t ld_add,
+                                    float *out, int64_t ld_out, int *flag) {
+  const int64_t t = blockIdx.x;
+  const int32_t *rt = rows + t * topk;
+  const float *wt = weight + t * topk;
+  for (int32_t i = 0; i < topk; i++)
+    if (rt[i] != -1 && (rt[i] < 0 || rt[i] >= src_rows)) {
+      if (threadIdx.x == 0) sc_dev_raise(flag, SC_ERANGE);
+      return;
+    }
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int32_t i = 0; i < topk; i++)
+      if (rt[i] != -1) acc += wt[i] * src[(int64_t)rt[i] * ld_src + c];
+    if (add != NULL) acc += add[t * ld_add + c];
+    out[t * ld_out + c] = acc;
+  }
+}
+
+extern "C" int sc_kcuda_weighted_sum_rows(sc_kernels *k, int64_t n_tok, int32_t topk,
+                                          int64_t width, const float *src, int64_t ld_src,
+                                          int64_t src_rows, const int32_t *rows,
+                                          const float *weight, const float *add, int64_t ld_add,
+                                          float *out, int64_t ld_out) {
+  SC_KCHECK(sc_kcheck_weighted_sum_rows(n_tok, topk, width, src, ld_src, src_rows, rows, weight,
+                                        add, ld_add, out, ld_out));
+  if (n_tok > INT32_MAX) return SC_ERANGE;
+  if (n_tok == 0) return 0;
+  sc_kcuda *c = sc_kcuda_of(k);
+  k_weighted_sum_rows<<<(unsigned)n_tok, 256, 0, c->stream>>>(topk, width, src, ld_src, src_rows,
+                                                              rows, weight, add, ld_add, out,
+                                                              ld_out, c->err_flag);
+  return SC_CUDA_CHECK_LAUNCH("weighted_sum_rows");
 }
 
 /* ---- SwiGLU and add: 2-D grid, x over the row, y over rows ---- */

@@ -76,6 +76,16 @@ int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
                      int64_t ld_x, const float *w, float eps, float *out, int64_t ld_out);
 int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
                   int64_t ld_tok, int64_t ld_head, const int32_t *pos, float theta);
+int sc_kcuda_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
+                       float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
+                       const double *inv_freq, float attn_factor);
+int sc_kcuda_layernorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
+                       int64_t ld_x, const float *w, const float *b, float eps, float *out,
+                       int64_t ld_out);
+int sc_kcuda_weighted_sum_rows(sc_kernels *k, int64_t n_tok, int32_t topk, int64_t width,
+                               const float *src, int64_t ld_src, int64_t src_rows,
+                               const int32_t *rows, const float *weight, const float *add,
+                               int64_t ld_add, float *out, int64_t ld_out);
 int sc_kcuda_swiglu(sc_kernels *k, int64_t n_rows, int64_t inter, const float *gate,
                     int64_t ld_gate, const float *up, int64_t ld_up, float *out,
                     int64_t ld_out);

@@ -179,6 +179,81 @@ static void case_elementwise(void) {
   free(x), free(w), free(hg), free(hc), free(q), free(qg), free(qc), free(gate), free(upv);
 }
 
+/* The ops a checkpoint's model adds (rope_freq, layernorm, weighted_sum_rows) against the
+ * CPU reference: the same tolerances as their synthetic-model siblings; the combine's sum
+ * is taken in the same order on both (picks in order from 0, the shared expert last), so
+ * it differs only by contraction; an index out of range raises SC_ERANGE on the device. */
+static void case_checkpoint_ops(void) {
+  /* rope_freq: a YaRN-like table (not theta's), a factor != 1, padded [tok][head] rows */
+  const int64_t nt = 11, ldh = 72, ldt = 3 * 72 + 5;
+  const int32_t heads = 3, rot = 64;
+  double inv[32];
+  for (int i = 0; i < 32; i++) inv[i] = pow(10000.0, -2.0 * i / 64.0) * (i < 12 ? 1.0 : 0.025);
+  float *q = gt_rand_f32((size_t)(nt * ldt), -1, 1);
+  int32_t pos[11];
+  for (int i = 0; i < 11; i++) pos[i] = (int32_t)gt_int(0, 150000);
+  pbuf Q = both(q, sizeof(float) * (size_t)(nt * ldt)), P = both(pos, sizeof pos),
+       F = both(inv, sizeof inv);
+  CHECK(G->ops->rope_freq(G, nt, heads, rot, Q.g, ldt, ldh, P.g, F.g, 1.1f) == 0, "rope_freq");
+  CHECK(C->ops->rope_freq(C, nt, heads, rot, Q.c, ldt, ldh, P.c, F.c, 1.1f) == 0, "cpu");
+  float *qg = malloc(sizeof(float) * (size_t)(nt * ldt)), *qc = malloc(sizeof(float) * (size_t)(nt * ldt));
+  CHECK(down(Q, qg, qc, sizeof(float) * (size_t)(nt * ldt)) == 0, "sync");
+  CHECK(gt_rel_err(qg, qc, (size_t)(nt * ldt)) < 1e-5, "rope_freq %.3g",
+        gt_rel_err(qg, qc, (size_t)(nt * ldt)));
+
+  /* layernorm with weight and bias, and without (ones, zeros), in place */
+  const int64_t rows = 29, dim = 333, ld = 340;
+  const size_t nx = (size_t)(rows * ld);
+  float *x = gt_rand_f32(nx, -3, 5), *w = gt_rand_f32((size_t)dim, 0.5, 1.5),
+        *b = gt_rand_f32((size_t)dim, -0.5, 0.5);
+  float *hg = malloc(sizeof(float) * nx), *hc = malloc(sizeof(float) * nx);
+  pbuf X = both(x, sizeof(float) * nx), W = both(w, sizeof(float) * (size_t)dim),
+       B = both(b, sizeof(float) * (size_t)dim), O = both_poison(sizeof(float) * nx);
+  CHECK(G->ops->layernorm(G, rows, dim, X.g, ld, W.g, B.g, 1e-6f, O.g, ld) == 0, "layernorm");
+  CHECK(C->ops->layernorm(C, rows, dim, X.c, ld, W.c, B.c, 1e-6f, O.c, ld) == 0, "cpu");
+  CHECK(down(O, hg, hc, sizeof(float) * nx) == 0, "sync");
+  for (int64_t r = 0; r < rows; r++)
+    CHECK(gt_rel_err(hg + r * ld, hc + r * ld, (size_t)dim) < 1e-5, "layernorm row %lld: %.3g",
+          (long long)r, gt_rel_err(hg + r * ld, hc + r * ld, (size_t)dim));
+  CHECK(G->ops->layernorm(G, rows, dim, X.g, ld, NULL, NULL, 1e-5f, X.g, ld) == 0, "in place");
+  CHECK(C->ops->layernorm(C, rows, dim, X.c, ld, NULL, NULL, 1e-5f, X.c, ld) == 0, "cpu");
+  CHECK(down(X, hg, hc, sizeof(float) * nx) == 0, "sync");
+  CHECK(gt_rel_err(hg, hc, nx) < 1e-5, "layernorm in place: %.3g", gt_rel_err(hg, hc, nx));
+
+  /* weighted_sum_rows: 23 tokens x 4 picks over 40 expert rows (some picks -1), a shared
+   * expert's rows added last, padded strides */
+  const int64_t nt2 = 23, width = 270, lds = 280, ldo = 275, src_rows = 40;
+  const int32_t topk = 4;
+  float *src = gt_rand_f32((size_t)(src_rows * lds), -2, 2), *add = gt_rand_f32((size_t)(nt2 * ldo), -1, 1);
+  float *wt = gt_rand_f32((size_t)(nt2 * topk), 0, 1);
+  int32_t rws[23 * 4];
+  for (int i = 0; i < 23 * 4; i++) rws[i] = i % 7 == 3 ? -1 : (int32_t)gt_int(0, src_rows - 1);
+  pbuf S = both(src, sizeof(float) * (size_t)(src_rows * lds)), A = both(add, sizeof(float) * (size_t)(nt2 * ldo)),
+       Wt = both(wt, sizeof(float) * (size_t)(nt2 * topk)), R = both(rws, sizeof rws),
+       Y = both_poison(sizeof(float) * (size_t)(nt2 * ldo));
+  float *yg = malloc(sizeof(float) * (size_t)(nt2 * ldo)), *yc = malloc(sizeof(float) * (size_t)(nt2 * ldo));
+  for (int with_add = 0; with_add < 2; with_add++) {
+    CHECK(G->ops->weighted_sum_rows(G, nt2, topk, width, S.g, lds, src_rows, R.g, Wt.g,
+                                    with_add ? A.g : NULL, ldo, Y.g, ldo) == 0, "combine");
+    CHECK(C->ops->weighted_sum_rows(C, nt2, topk, width, S.c, lds, src_rows, R.c, Wt.c,
+                                    with_add ? A.c : NULL, ldo, Y.c, ldo) == 0, "cpu");
+    CHECK(down(Y, yg, yc, sizeof(float) * (size_t)(nt2 * ldo)) == 0, "sync");
+    for (int64_t t = 0; t < nt2; t++)
+      CHECK(gt_rel_err(yg + t * ldo, yc + t * ldo, (size_t)width) < 1e-6, "combine row %lld: %.3g",
+            (long long)t, gt_rel_err(yg + t * ldo, yc + t * ldo, (size_t)width));
+  }
+  /* a pick past the expert rows: the device's error flag, read at the sync */
+  rws[5] = (int32_t)src_rows;
+  pbuf Rbad = both(rws, sizeof rws);
+  CHECK(G->ops->weighted_sum_rows(G, nt2, topk, width, S.g, lds, src_rows, Rbad.g, Wt.g, NULL,
+                                  ldo, Y.g, ldo) == 0, "combine, bad row (queued)");
+  CHECK(G->ops->sync(G) == SC_ERANGE, "a row out of range is reported");
+  pfree(Q), pfree(P), pfree(F), pfree(X), pfree(W), pfree(B), pfree(O), pfree(S), pfree(A);
+  pfree(Wt), pfree(R), pfree(Y), pfree(Rbad);
+  free(q), free(qg), free(qc), free(x), free(w), free(b), free(hg), free(hc), free(src);
+  free(add), free(wt), free(yg), free(yc);
+}
+
 /* ---- gather and KV write ---- */
 
 static void gather_case(sc_kfmt sf, sc_kfmt df, int64_t width, int64_t sld, int64_t dld,
@@ -964,6 +1039,7 @@ int main(void) {
   RUN_CASE(case_memory);
   RUN_CASE(case_gemm);
   RUN_CASE(case_elementwise);
+  RUN_CASE(case_checkpoint_ops);
   RUN_CASE(case_gather);
   RUN_CASE(case_kv_write);
   RUN_CASE(case_indexer);
