@@ -85,8 +85,8 @@ void sc_client_close(sc_client *c);
  * connection to take it, at most 10 s. Errors: SC_EINVAL (empty prompt, max_tokens < 1),
  * SC_ETOOBIG (the encoded request is larger than the gateway accepts: max_bytes of
  * sc_msg_limits_default), SC_EDOWN (the connection to the server is lost: see
- * sc_client_next), SC_ETIMEDOUT (no connection took it within 10 s: none came up, or the
- * server refused this client's handshake), SC_ESYS (no random numbers: getrandom
+ * sc_client_next), SC_ETIMEDOUT (no connection took it within 10 s: none came up, the
+ * server refused this client's handshake, or its send queue stayed full), SC_ESYS (no random numbers: getrandom
  * failed), SC_EIO. */
 int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *request_id);
 int sc_client_cancel(sc_client *c, uint64_t request_id);

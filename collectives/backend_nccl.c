@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "kernels/cuda/kernels_cuda.h"
 
 _Static_assert(sizeof(ncclUniqueId) == SC_NCCL_ID_BYTES, "ncclUniqueId size changed");
 
@@ -50,10 +51,13 @@ static int nccl_err(ncclResult_t r, const char *what) {
   return r == ncclInvalidArgument || r == ncclInvalidUsage ? SC_EINVAL : SC_ESYS;
 }
 
+/* A failed device (a sticky error: the rank's context is unusable) is SC_EDEVICE, as the
+ * kernels report it: the scheduler then awaits a new process of the rank (a rebuild
+ * that fails on it must not end the cluster). */
 static int cuda_err(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return 0;
   SC_ERROR("coll.nccl", "%s: %s", what, cudaGetErrorString(e));
-  return e == cudaErrorMemoryAllocation ? SC_ENOMEM : SC_ESYS;
+  return sc_cuda_status((int)e);
 }
 
 int sc_nccl_get_unique_id(sc_nccl_id *out) {
@@ -386,8 +390,8 @@ static void nccl_abort_op(void *self, uint64_t epoch) {
   /* An abort of a step that ended is ignored: the step in flight is a later one. Read
    * before mu, since the request must reach a thread that holds mu in wait_ready; a reset
    * between this check and the request can still let it abort the next step, which
-   * costs nothing more: an NCCL cluster ends on any aborted step (the scheduler's
-   * step_failed). */
+   * costs nothing more: after any aborted step the scheduler has every rank build new
+   * communicators before the next one runs (comm_rebuild). */
   if (epoch != 0 && epoch < atomic_load(&r->epoch)) return;
   atomic_store(&r->abort_req, 1);
   pthread_mutex_lock(&r->mu);

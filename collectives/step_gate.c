@@ -75,6 +75,11 @@ int sc_step_gate_close(sc_step_gate *g, int64_t timeout_ms) {
   pthread_mutex_lock(&g->mu);
   atomic_store(&g->ready, 0);
   pthread_mutex_unlock(&g->mu);
+  /* the step inside (an aborted one: the scheduler rebuilds only after aborting) is
+   * aborted again here, so that a step_abort lost on its way cannot hold the rebuild
+   * (a step that is just being refused by enter may be hit too: harmless) */
+  const uint64_t inside = atomic_load(&g->executing);
+  if (inside != 0) (void)sc_step_gate_abort(g, inside);
   const uint64_t until = sc_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
   while (atomic_load(&g->executing) != 0) {
     if (sc_now_ns() > until) return SC_ETIMEDOUT;

@@ -6,8 +6,9 @@
  * a step, so that no rank stays blocked in a collective whose peers have given up. The
  * two share nothing else. The gate holds what they share and the protocol around it:
  *
- *   executor: for every step sc_step_gate_wait_ready (it waits only before the
- *             communicators exist), sc_step_gate_enter ... run the step ...
+ *   executor: for every step sc_step_gate_wait_ready (it waits only while the
+ *             communicators do not exist: at start-up and during a rebuild),
+ *             sc_step_gate_enter ... run the step ...
  *             sc_step_gate_leave;
  *   comm:     sc_step_gate_set_ready once the communicators exist (or failed),
  *             sc_step_gate_abort for every step_abort the scheduler sends;
@@ -55,9 +56,10 @@ void sc_step_gate_set_ready(sc_step_gate *g, int state);
 bool sc_step_gate_pending(sc_step_gate *g);
 /* Closes the gate before the communicators are replaced: no step enters from now on (a
  * step that tries fails with SC_EABORTED without touching the comm; the next waits in
- * sc_step_gate_wait_ready), and it waits up to timeout_ms for the step inside, if any,
- * to leave. 0, or SC_ETIMEDOUT with a step still inside (the gate stays closed). The
- * caller aborted that step first, so that it leaves soon. */
+ * sc_step_gate_wait_ready), the step inside, if any, has its collectives aborted, and
+ * it waits up to timeout_ms for that step to leave (its compute may still run: the
+ * abort ends only its collectives). 0, or SC_ETIMEDOUT with a step still inside (the
+ * gate stays closed). */
 int sc_step_gate_close(sc_step_gate *g, int64_t timeout_ms);
 /* Aborts step `step`: it will not start, or its collectives fail with SC_EABORTED if it
  * runs. Returns true when it was running (its collectives were aborted just now), for the

@@ -24,10 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
 #include <uv.h>
 
 #include "actors/pipeline.h"
 #include "actors/rank_ctx.h"
+#include "base/clock.h"
 #include "base/log.h"
 #ifdef SC_HAVE_CUDA
 #include "collectives/backend_nccl.h"
@@ -186,7 +188,16 @@ static int start_nccl(sc_ctx *c, comm_state *s) {
       }
       memcpy(m->id.data, s->ids[g], sizeof s->ids[g]);
       m->id.len = sizeof s->ids[g];
-      if ((rc = sc_send(c, dst, SC_MSG_NCCL_ID, m))) {
+      /* A member whose new process just rejoined is still down on this node until its
+       * node actor has seen the old process go (docs/runtime.md, "Rejoining"), which may
+       * come after the comm_rebuild: retry for up to the collective deadline (this loop
+       * blocks only the comm actor's own loop, as the creation below does). */
+      const uint64_t until = sc_now_ns() + (uint64_t)s->ctx->cfg.deadline_ms * 1000000ull;
+      while ((rc = sc_send(c, dst, SC_MSG_NCCL_ID, m)) == SC_EDOWN && sc_now_ns() < until) {
+        const struct timespec ms10 = {0, 10000000};
+        nanosleep(&ms10, NULL);
+      }
+      if (rc) {
         sc_msg_body_destroy(SC_MSG_NCCL_ID, m);
         return rc;
       }
@@ -233,11 +244,14 @@ static int on_comm_rebuild(sc_ctx *c, const sc_envelope *env, const void *body) 
   s->generation = m->generation;
   s->scheduler = env->src;
   s->building = false;
-  int rc = sc_step_gate_close(&s->ctx->gate, s->ctx->cfg.deadline_ms);
+  /* the aborted step's collectives return at once, but its compute runs on, which the
+   * collective deadline does not bound: twice that */
+  const int64_t close_ms = 2 * s->ctx->cfg.deadline_ms;
+  int rc = sc_step_gate_close(&s->ctx->gate, close_ms);
   if (rc) {
     char why[160];
     snprintf(why, sizeof why, "rank %d: its executor did not leave the aborted step within "
-             "%lld ms", s->ctx->rank, (long long)s->ctx->cfg.deadline_ms);
+             "%lld ms", s->ctx->rank, (long long)close_ms);
     SC_ERROR(LOG, "%s", why);
     report_ready(c, s, rc, why);
     return 0;

@@ -105,9 +105,11 @@ static void executor_terminate(sc_ctx *c, void *state, int reason) {
   free(e->logits);
 }
 
-static void report_abort(sc_ctx *c, executor *e, uint64_t step, int code, const char *msg) {
-  sc_step_abort_send(c, e->scheduler, step, e->ctx->rank, code, msg,
-                     &e->ctx->comm.last_failure);
+/* failure: the failed collective's record, copied while the step was still inside the
+ * gate (once it left, the comm actor may be replacing the comm), or NULL. */
+static void report_abort(sc_ctx *c, executor *e, uint64_t step, int code, const char *msg,
+                         const sc_coll_failure *failure) {
+  sc_step_abort_send(c, e->scheduler, step, e->ctx->rank, code, msg, failure);
 }
 
 /* Tells the scheduler that this rank (not 0) finished step without an error. */
@@ -208,6 +210,7 @@ static void complete(sc_ctx *c, executor *e, int status) {
   sc_diag d = e->queue_diag;
   int rc = e->queue_rc;
   if (rc == 0) rc = sc_engine_finish(x->engine, status, &d);
+  const sc_coll_failure failure = x->comm.last_failure;
   sc_step_gate_leave(&x->gate);
   if (rc) {
     if (rc != SC_EABORTED)
@@ -216,7 +219,7 @@ static void complete(sc_ctx *c, executor *e, int status) {
     /* A failed device (status, not rc: a collective's failure may be what rc names) is
      * reported as such, whatever else failed: every later step of this process would fail
      * the same way, so the scheduler stops the cluster ... */
-    report_abort(c, e, p->step, status == SC_EDEVICE ? SC_EDEVICE : rc, d.msg);
+    report_abort(c, e, p->step, status == SC_EDEVICE ? SC_EDEVICE : rc, d.msg, &failure);
     /* ... and with recovery (the head awaits a lost node's new process) a node other
      * than the head then stops itself: its supervisor starts a new process, with a new
      * device context, which rejoins (docs/pipeline.md, "Recovery") */
@@ -232,7 +235,8 @@ static void complete(sc_ctx *c, executor *e, int status) {
              (unsigned long long)p->step, x->rank == 0 ? "result" : "completion",
              sc_strerror(rc));
     report_abort(c, e, p->step, rc,
-                 x->rank == 0 ? "cannot report the step's result" : "cannot report its completion");
+                 x->rank == 0 ? "cannot report the step's result" : "cannot report its completion",
+                 NULL);
   }
   sc_step_local_free(p);
   e->done_ns = sc_now_ns();
@@ -252,7 +256,7 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
     if (need > e->logits_cap) {
       float *l = realloc(e->logits, need * sizeof *l);
       if (l == NULL) {
-        report_abort(c, e, step, SC_ENOMEM, "out of memory for the logits");
+        report_abort(c, e, step, SC_ENOMEM, "out of memory for the logits", NULL);
         return SC_ENOMEM;
       }
       e->logits = l;
@@ -265,7 +269,7 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
     char why[160];
     snprintf(why, sizeof why, "rank %d: the collectives are not ready: %s", x->rank,
              sc_strerror(crc));
-    report_abort(c, e, step, crc, why);
+    report_abort(c, e, step, crc, why, NULL);
     return crc;
   }
   e->queue_diag = (sc_diag){0};

@@ -50,11 +50,11 @@ typedef struct scheduler {
   bool ready;
   /* Nodes down and awaited back (pipeline rejoin_wait_ms > 0; docs/pipeline.md,
    * "Recovery"): no step starts while any is, and rejoin_timer (armed for the earliest
-   * deadline) ends the cluster when one is not back in time. last_aborted: the step in
-   * flight when a node went down, aborted again on the node's new process (below). */
+   * deadline) ends the cluster when one is not back in time. last_started: the last step
+   * started; it and every earlier one are aborted on a node's new process (rejoined). */
   bool *down;              /* [world] */
   uint64_t *down_at_ns;    /* [world]: when each went down */
-  uint64_t last_aborted;
+  uint64_t last_started;
   uv_timer_t *rejoin_timer;
   /* Rebuilding the collectives (rebuild_collectives): generation comm_gen is being built
    * on every rank, comm_built[r] once rank r said so (comm_ready); no step starts
@@ -264,6 +264,7 @@ static int send_step(sc_ctx *c, scheduler *s, const sc_sched_step *st) {
 }
 
 static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why);
+static void step_failed(sc_ctx *c, scheduler *s, int32_t rank, int code, const char *why);
 static bool failed_for_a_lost_node(sc_ctx *c, scheduler *s, const char *why);
 
 /* The down node whose rejoin deadline comes first (-1: none is down). */
@@ -282,7 +283,7 @@ static void try_start(sc_ctx *c, scheduler *s) {
     return;
   sc_sched_step *st = NULL;
   if (sc_sched_next(s->sched, &st) != 0 || st == NULL) return;
-  s->in_flight = st->step;
+  s->in_flight = s->last_started = st->step;
   s->step_start_ns = sc_now_ns();
   s->have_planned = false;
   memset(s->acked, 0, sizeof *s->acked * (size_t)s->world);
@@ -293,7 +294,7 @@ static void try_start(sc_ctx *c, scheduler *s) {
      * they would wait in its collectives until the deadline */
     char why[96];
     snprintf(why, sizeof why, "the step could not be started (%s)", sc_strerror(rc));
-    if (!failed_for_a_lost_node(c, s, why)) fail_step(c, s, rc, why);
+    step_failed(c, s, 0, rc, why);
   }
 }
 
@@ -521,7 +522,6 @@ static int on_result(sc_ctx *c, const sc_envelope *env, const void *body) {
 }
 
 static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
-  (void)env;
   scheduler *s = sc_state(c);
   const sc_msg_step_abort *a = body;
   /* An abort of another step is a consequence of one already handled (a step fails once,
@@ -529,6 +529,9 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
    * for: a collective that failed because of it may have failed that step first, and
    * every later step would fail too. */
   if (a->step != s->in_flight && a->reason != SC_EDEVICE) return 0;
+  /* a rank speaks for itself (its node), or this actor's own timers for it: another
+   * node naming a healthy rank as failed would have it awaited back for nothing */
+  if (env->src.node != (uint16_t)a->rank && !sc_actor_id_eq(env->src, s->self)) return 0;
   /* (a stale EDEVICE once the cluster is stopping anyway: shut_down ran already, and
    * running it again armed a second stop timer over the first and logged a second cause) */
   if (s->shutting_down) return 0;
@@ -619,6 +622,8 @@ static void stop_node_later(uv_timer_t *t) {
 static void end_all_requests(sc_ctx *c, scheduler *s, int code, const char *why) {
   fail_step(c, s, code, why);
   s->shutting_down = true;
+  s->rebuilding = false; /* (its answers and timeout no longer matter) */
+  uv_timer_stop(s->rebuild_timer);
   fail_all_clients(c, s, code, why);
 }
 
@@ -703,7 +708,6 @@ static void await_rejoin(sc_ctx *c, scheduler *s, int32_t rank, const char *why)
   if (s->in_flight) {
     for (int32_t r = 0; r < s->world; r++)
       if (!s->down[r]) sc_step_abort_send(c, s->comms[r], s->in_flight, 0, SC_EDOWN, why, NULL);
-    s->last_aborted = s->in_flight;
     s->in_flight = 0;
     drop_held_result(s);
   }
@@ -740,11 +744,14 @@ static void rejoined(sc_ctx *c, scheduler *s, int32_t rank) {
   if (rank <= 0 || rank >= s->world || !s->down[rank]) return;
   s->down[rank] = false;
   arm_rejoin_timer(s);
-  /* The step aborted when the node went down may still reach its new process (its plan
-   * and inputs, queued for the old one before its loss was seen): aborted there too, it
-   * fails at its first collective instead of holding the executor to the deadline. */
-  if (s->last_aborted)
-    sc_step_abort_send(c, s->comms[rank], s->last_aborted, 0, SC_EDOWN,
+  /* A step sent to the node before its loss was seen (its plan and inputs, queued for
+   * the old process) may still reach the new one. An abort raises the gate's mark to its
+   * step, so aborting the last step started refuses all of them there; it reaches the
+   * comm actor before the comm_rebuild below (one sender, one connection), so before the
+   * gate opens: no old step runs on the new collectives, where NCCL, which pairs
+   * collectives by their order, would mix it with a current one. */
+  if (s->last_started)
+    sc_step_abort_send(c, s->comms[rank], s->last_started, 0, SC_EDOWN,
                        "aborted when this node's previous process went down", NULL);
   if (first_deadline(s) >= 0) return; /* another node is still down */
   sc_sched_stats st;
@@ -786,9 +793,12 @@ static void rebuild_collectives(sc_ctx *c, scheduler *s, const char *why) {
       return;
     }
   }
-  /* every rank's creation is bounded by the collective deadline, and so is its wait for
-   * the executor: twice that and the answer is not coming */
-  uv_timer_start(s->rebuild_timer, on_rebuild_timeout, 2 * (uint64_t)s->ctx->cfg.deadline_ms + 1000, 0);
+  /* A rank's answer takes at most: the wait for its executor to leave the aborted step
+   * (twice the collective deadline), the id exchange and the communicators' creation
+   * (one deadline each), and an NCCL abort (about 2 s measured): past that it is not
+   * coming. */
+  uv_timer_start(s->rebuild_timer, on_rebuild_timeout,
+                 4 * (uint64_t)s->ctx->cfg.deadline_ms + 5000, 0);
 }
 
 /* A rank did not answer the rebuild in time (a timer has no sc_ctx: the news comes to
@@ -799,7 +809,10 @@ static void on_rebuild_timeout(uv_timer_t *t) {
   while (missing < s->world && s->comm_built[missing]) missing++;
   if (!s->rebuilding || missing == s->world) return;
   sc_msg_comm_ready *m = sc_msg_body_new(SC_MSG_COMM_READY);
-  if (m == NULL) return;
+  if (m == NULL) { /* try again shortly: a rebuild left pending would stop every step */
+    uv_timer_start(t, on_rebuild_timeout, 100, 0);
+    return;
+  }
   m->rank = missing;
   m->generation = s->comm_gen;
   m->code = SC_ETIMEDOUT;
@@ -824,6 +837,14 @@ static int on_comm_ready(sc_ctx *c, const sc_envelope *env, const void *body) {
     char why[400];
     snprintf(why, sizeof why, "rank %d could not build generation %u of the collectives: %s",
              m->rank, (unsigned)m->generation, m->message ? m->message : sc_strerror(m->code));
+    /* A member lost meanwhile (its DOWN letter may come after this answer) or a rank whose
+     * device failed (its process stops itself) is awaited back, and the rebuild after its
+     * rejoin replaces this one; anything else ends the cluster. */
+    if (failed_for_a_lost_node(c, s, why)) return 0;
+    if (m->code == SC_EDEVICE && recovers(s) && m->rank > 0) {
+      if (!s->down[m->rank]) await_rejoin(c, s, m->rank, why);
+      return 0;
+    }
     shut_down(c, s, m->code, why);
     return 0;
   }

@@ -48,10 +48,16 @@ static bool sticky(cudaError_t e) {
   }
 }
 
+int sc_cuda_status(int cuda_error) {
+  const cudaError_t e = (cudaError_t)cuda_error;
+  if (e == cudaSuccess) return 0;
+  return e == cudaErrorMemoryAllocation ? SC_ENOMEM : sticky(e) ? SC_EDEVICE : SC_ESYS;
+}
+
 int sc_kcuda_err(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return 0;
   SC_ERROR("kernels.cuda", "%s: %s", what, cudaGetErrorString(e));
-  return e == cudaErrorMemoryAllocation ? SC_ENOMEM : sticky(e) ? SC_EDEVICE : SC_ESYS;
+  return sc_cuda_status((int)e);
 }
 
 int sc_kcuda_launched(const char *what) { return sc_kcuda_err(cudaGetLastError(), what); }

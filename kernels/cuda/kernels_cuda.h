@@ -49,6 +49,12 @@ int sc_kernels_cuda_set_tf32(sc_kernels *k, bool on);
 /* Number of CUDA devices usable by this process (0 when there is no driver or device). */
 int sc_cuda_device_count(void);
 
+/* The SC_E* code of a CUDA runtime error (a cudaError_t as int; 0 for success):
+ * SC_EDEVICE for the errors that leave the context unusable (every later call returns
+ * them: an illegal address, a failed launch, ...), SC_ENOMEM, else SC_ESYS. For other
+ * layers' CUDA calls (the NCCL backend) to report a failed device as the kernels do. */
+int sc_cuda_status(int cuda_error);
+
 #ifdef __cplusplus
 }
 #endif

@@ -168,14 +168,18 @@ static void result(uint64_t step) {
   send_as(g_metadata, SC_MSG_STEP_RESULT, step, m);
 }
 
-/* Rank 0 gives step up with reason (a refused collective's SC_EDESYNC, say). */
-static void abort_step(uint64_t step, int reason) {
+/* A rank (as node 0's metadata actor sends it) gives step up with reason. */
+static void abort_step_as(int32_t rank, uint64_t step, int reason) {
   sc_msg_step_abort *m = sc_msg_body_new(SC_MSG_STEP_ABORT);
   m->reason = reason;
+  m->rank = rank;
   m->step = step;
   m->seq = -1;
   send_as(g_metadata, SC_MSG_STEP_ABORT, step, m);
 }
+
+/* Rank 0 gives step up with reason (a refused collective's SC_EDESYNC, say). */
+static void abort_step(uint64_t step, int reason) { abort_step_as(0, step, reason); }
 
 /* Asks as the gateway does and waits for the answer with the same seq. */
 static const sc_msg_stats_report *query(uint64_t seq) {
@@ -273,6 +277,12 @@ Test(scheduler_actor, steps_wait_for_the_rebuilt_collectives) {
   sc_pipeline_cluster_ready(g_node);
   submit(1);
   WAIT_SEEN(g_seen.batch_step == 1);
+  /* node 0 may speak for rank 0 only: an abort naming another rank changes nothing */
+  abort_step_as(2, 1, SC_EDEVICE);
+  usleep(200000);
+  pthread_mutex_lock(&g_seen.mu);
+  cr_assert_eq(g_seen.errors + g_seen.rebuilds, 0, "another node's word failed the step");
+  pthread_mutex_unlock(&g_seen.mu);
   abort_step(1, SC_EDESYNC);
   WAIT_SEEN(g_seen.errors == 1 && g_seen.rebuilds == 1 && g_seen.generation == 1);
   submit(2);

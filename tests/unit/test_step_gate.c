@@ -131,6 +131,7 @@ Test(step_gate, a_close_waits_for_the_step_inside_and_keeps_the_next_out) {
   sc_step_gate_init(&g, &comm, true);
   cr_assert_eq(sc_step_gate_enter(&g, 7), 0);
   cr_assert_eq(sc_step_gate_close(&g, 1), SC_ETIMEDOUT, "step 7 is still inside");
+  cr_assert_eq(atomic_load(&be.aborted), 7 + 1, "the close aborted the step inside");
   pthread_t t;
   pthread_create(&t, NULL, leave_later, &g);
   cr_assert_eq(sc_step_gate_close(&g, 5000), 0, "step 7 left");
