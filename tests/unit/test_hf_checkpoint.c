@@ -394,7 +394,7 @@ Test(hf_config, glm_moe_dsa) {
   int32_t n, n_all;
   cr_assert_eq(sc_hf_tensor_table(&c, &t, &n_all, &d), 0);
   free(t);
-  /* GLM-5.1's schedule: index_topk_freq 4 from index_skip_topk_offset 3 */
+  /* a sharing schedule: index_topk_freq 4 from index_skip_topk_offset 3 */
   cr_assert_eq(parse_glm("\"moe_layer_freq\": 1,",
                          "\"moe_layer_freq\": 1, \"index_topk_freq\": 4, \"index_skip_topk_offset\": 3,",
                          &c, &d), 0, "%s", d.msg);
