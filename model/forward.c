@@ -212,6 +212,14 @@ static int attention_layer(step_ctx *s) {
   const int32_t *pos = f->buf[I_POS];
   const sc_krows cache = sc_kv_cache_rows(f->cache, l);
   const float scale = f->scale;
+  /* A checkpoint's q_norm and kv_norm have their own epsilon (model_config.h). */
+  const float leps = f->mc.arch.checkpoint ? f->mc.arch.latent_norm_eps : f->mc.rms_eps;
+  /* A layer without its own indexer (GLM-5's "shared" layers) attends over the top-K of
+   * the last layer that has one: topk, cand and sel still hold it, for the same rows, and
+   * they are layer-independent (positions, cache slots, workspace rows; the context
+   * workspace of a chunk has the same layout in every layer). The index key columns of
+   * its KV rows are left as they are: no layer reads them. */
+  const bool own = !sc_model_layer_index_shared(&f->mc, l);
 
   /* ---- projections ---- */
   stage(s, SC_STAGE_DENSE);
@@ -220,7 +228,7 @@ static int attention_layer(step_ctx *s) {
   const int32_t qr = f->mc.q_lora_rank;
   CK(sc_linear(k, Tp, qr, s->hid, xn, s->hid, sc_w(w, l, SC_W_WQ_A), s->hid, ql, qr, 1.0f),
      "layer %d: wq_a", l);
-  CK(o->rmsnorm(k, Tp, qr, ql, qr, sc_w(w, l, SC_W_Q_NORM), f->mc.rms_eps, ql, qr),
+  CK(o->rmsnorm(k, Tp, qr, ql, qr, sc_w(w, l, SC_W_Q_NORM), leps, ql, qr),
      "layer %d: q_norm", l);
   const int64_t qw = (int64_t)s->Hl * s->qd;
   CK(sc_linear(k, Tp, qw, qr, ql, qr, sc_w(w, l, SC_W_WQ_B), qr, q, qw, 1.0f), "layer %d: wq_b", l);
@@ -229,28 +237,30 @@ static int attention_layer(step_ctx *s) {
   /* KV row [c_kv ; k_rope] and the index key, one cache row wide */
   CK(sc_linear(k, Tp, s->kvw, s->hid, xn, s->hid, sc_w(w, l, SC_W_WKV_A), s->hid, kv, s->iw, 1.0f),
      "layer %d: wkv_a", l);
-  CK(o->rmsnorm(k, Tp, s->dc, kv, s->iw, sc_w(w, l, SC_W_KV_NORM), f->mc.rms_eps, kv, s->iw),
+  CK(o->rmsnorm(k, Tp, s->dc, kv, s->iw, sc_w(w, l, SC_W_KV_NORM), leps, kv, s->iw),
      "layer %d: kv_norm", l);
   if (s->dr > 0)
     CK(rope(s, 1, s->dr, kv + s->dc, s->iw, s->dr), "layer %d: k rope", l);
-  CK(sc_linear(k, Tp, s->dI, s->hid, xn, s->hid, sc_w(w, l, SC_W_IDX_WK), s->hid, kv + s->kvw,
-            s->iw, 1.0f),
-     "layer %d: indexer wk", l);
-  const float *knw = sc_wx(w, l, SC_WX_IDX_KNORM_W), *knb = sc_wx(w, l, SC_WX_IDX_KNORM_B);
-  if (knw != NULL) /* a checkpoint's indexer key: LayerNorm before its rotary part */
-    CK(o->layernorm(k, Tp, s->dI, kv + s->kvw, s->iw, knw, knb, f->mc.arch.index_norm_eps,
-                    kv + s->kvw, s->iw),
-       "layer %d: indexer k_norm", l);
   const int64_t iqw = (int64_t)s->HI * s->dI;
-  CK(sc_linear(k, Tp, iqw, qr, ql, qr, sc_w(w, l, SC_W_IDX_WQ), qr, iq, iqw, 1.0f),
-     "layer %d: indexer wq", l);
-  if (s->idr > 0) {
-    CK(rope(s, 1, s->idr, kv + s->kvw, s->iw, s->dI), "layer %d: index key rope", l);
-    CK(rope(s, s->HI, s->idr, iq, iqw, s->dI), "layer %d: index query rope", l);
+  if (own) {
+    CK(sc_linear(k, Tp, s->dI, s->hid, xn, s->hid, sc_w(w, l, SC_W_IDX_WK), s->hid, kv + s->kvw,
+                 s->iw, 1.0f),
+       "layer %d: indexer wk", l);
+    const float *knw = sc_wx(w, l, SC_WX_IDX_KNORM_W), *knb = sc_wx(w, l, SC_WX_IDX_KNORM_B);
+    if (knw != NULL) /* a checkpoint's indexer key: LayerNorm before its rotary part */
+      CK(o->layernorm(k, Tp, s->dI, kv + s->kvw, s->iw, knw, knb, f->mc.arch.index_norm_eps,
+                      kv + s->kvw, s->iw),
+         "layer %d: indexer k_norm", l);
+    CK(sc_linear(k, Tp, iqw, qr, ql, qr, sc_w(w, l, SC_W_IDX_WQ), qr, iq, iqw, 1.0f),
+       "layer %d: indexer wq", l);
+    if (s->idr > 0) {
+      CK(rope(s, 1, s->idr, kv + s->kvw, s->iw, s->dI), "layer %d: index key rope", l);
+      CK(rope(s, s->HI, s->idr, iq, iqw, s->dI), "layer %d: index query rope", l);
+    }
+    CK(sc_linear(k, Tp, s->HI, s->hid, xn, s->hid, sc_w(w, l, SC_W_IDX_WW), s->hid, iwt, s->HI,
+                 1.0f / sqrtf((float)s->dI * (float)s->HI)),
+       "layer %d: indexer weights", l);
   }
-  CK(sc_linear(k, Tp, s->HI, s->hid, xn, s->hid, sc_w(w, l, SC_W_IDX_WW), s->hid, iwt, s->HI,
-            1.0f / sqrtf((float)s->dI * (float)s->HI)),
-     "layer %d: indexer weights", l);
   /* Absorb W_UK: qabs[t,h,:dc] = q_nope[t,h] * W_UK[h]; then copy q_rope after it. */
   const float *wkvb = sc_w(w, l, SC_W_WKV_B);
   const int64_t hstride = (int64_t)(s->dn + s->dv) * s->dc;
@@ -313,12 +323,13 @@ static int attention_layer(step_ctx *s) {
           .key_end = (const int32_t *)f->buf[I_KE] + tb, .out_pos = topk + (size_t)tb * s->K,
           .out_cand = cand + (size_t)tb * s->K};
       stage(s, SC_STAGE_INDEXER);
-      CK(o->indexer_topk(k, &ia), "layer %d: indexer (chunk %d)", l, c);
+      if (own) CK(o->indexer_topk(k, &ia), "layer %d: indexer (chunk %d)", l, c);
       CK(capture(s, cand, tb, tb + n), "layer %d: top-K capture", l);
-      CK(o->topk_to_workspace(k, n, s->K, topk + (size_t)tb * s->K,
-                              (const int32_t *)f->buf[I_WSB] + tb, S, s->N, s->I,
-                              sel + (size_t)tb * s->K),
-         "layer %d: top-K to workspace rows", l);
+      if (own)
+        CK(o->topk_to_workspace(k, n, s->K, topk + (size_t)tb * s->K,
+                                (const int32_t *)f->buf[I_WSB] + tb, S, s->N, s->I,
+                                sel + (size_t)tb * s->K),
+           "layer %d: top-K to workspace rows", l);
       const sc_attn_args aa = {
           .n_tok = n, .n_heads = s->Hl, .dc = s->dc, .dr = s->dr, .topk = s->K, .scale = scale,
           .q = qabs + (size_t)tb * qaw, .ld_q = qaw, .kv = wsr, .sel = sel + (size_t)tb * s->K,
@@ -337,7 +348,7 @@ static int attention_layer(step_ctx *s) {
   if (dcp_decode && s->P == 1) { /* gather the queries of every DCP rank's heads */
     CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_DECODE_Q, D, qaw, qabs, qg));
   }
-  if (cte > 0) {
+  if (cte > 0 && own) {
     const sc_indexer_args ia = {
         .n_tok = cte, .n_heads = s->HI, .dim = s->dI, .topk = s->K, .q = iq, .ld_q = iqw,
         .w = iwt, .ld_w = s->HI, .q_pos = pos, .keys = sc_krows_col(cache, s->kvw),
@@ -347,12 +358,14 @@ static int attention_layer(step_ctx *s) {
   }
   if (dcp_decode) { /* every rank selects the same global top-K from all shards' picks */
     sc_kcand *candg = f->buf[B_CANDG];
+    /* The plan has this gather in every layer (the planner does not know which layers
+     * share their top-K), so a shared layer issues it too and leaves its result unused. */
     CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_W32, SC_PURPOSE_TOPK_CANDIDATES, D,
             2 * (int64_t)s->K, cand, candg));
-    CK(o->topk_merge(k, D, s->N, s->K, candg, topk, cand), "layer %d: top-K merge", l);
+    if (own) CK(o->topk_merge(k, D, s->N, s->K, candg, topk, cand), "layer %d: top-K merge", l);
   }
   CK(capture(s, cand, 0, cte), "layer %d: top-K capture", l);
-  if (cte > 0)
+  if (cte > 0 && own)
     CK(o->topk_to_slots(k, cte, s->K, topk, f->buf[I_REQ], f->buf[I_BT], s->in->max_blocks,
                         s->B, s->N, s->I, m->coords.dcp_rank, sel),
        "layer %d: top-K to cache slots", l);

@@ -82,12 +82,14 @@ static void add_layer(table *b, int32_t l) {
   add(b, SC_HF_FLOAT, c->kv_lora_rank, 0, "%s.weight", ATTN("kv_a_layernorm"));
   add_linear(b, ATTN("kv_b_proj"), H * (c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
   add_linear(b, ATTN("o_proj"), hid, H * c->v_head_dim);
-  add_linear(b, ATTN("indexer.wq_b"), (int64_t)c->index_n_heads * c->index_head_dim,
-             c->q_lora_rank);
-  add_linear(b, ATTN("indexer.wk"), c->index_head_dim, hid);
-  add(b, SC_HF_FLOAT, c->index_head_dim, 0, "%s.weight", ATTN("indexer.k_norm"));
-  add(b, SC_HF_FLOAT, c->index_head_dim, 0, "%s.bias", ATTN("indexer.k_norm"));
-  add(b, SC_HF_FLOAT, c->index_n_heads, hid, "%s.weight", ATTN("indexer.weights_proj"));
+  if (!sc_hf_layer_index_shared(c, l)) { /* glm_moe_dsa's shared layers have no indexer */
+    add_linear(b, ATTN("indexer.wq_b"), (int64_t)c->index_n_heads * c->index_head_dim,
+               c->q_lora_rank);
+    add_linear(b, ATTN("indexer.wk"), c->index_head_dim, hid);
+    add(b, SC_HF_FLOAT, c->index_head_dim, 0, "%s.weight", ATTN("indexer.k_norm"));
+    add(b, SC_HF_FLOAT, c->index_head_dim, 0, "%s.bias", ATTN("indexer.k_norm"));
+    add(b, SC_HF_FLOAT, c->index_n_heads, hid, "%s.weight", ATTN("indexer.weights_proj"));
+  }
 #undef ATTN
   add(b, SC_HF_FLOAT, hid, 0, "model.layers.%d.post_attention_layernorm.weight", l);
   snprintf(p, sizeof p, "model.layers.%d.mlp", l);

@@ -1,4 +1,4 @@
-/* hf_checkpoint.h - a DeepSeek-V3.2 checkpoint directory as published (Hugging Face
+/* hf_checkpoint.h - a DeepSeek-V3.2 (or GLM-5) checkpoint directory as published (Hugging Face
  * layout): config.json (model/hf_config.h), then either model.safetensors.index.json
  * ({"weight_map": {tensor: shard file}}) with its shards, or one model.safetensors.
  *
@@ -18,6 +18,8 @@
  *     indexer.wq_b [index_heads*index_dim, q_lora]   indexer.wk [index_dim, hidden]
  *     indexer.k_norm.weight, indexer.k_norm.bias [index_dim] (a LayerNorm)
  *     indexer.weights_proj [index_heads, hidden]
+ *     (the five indexer tensors only in layers with an indexer: glm_moe_dsa's "shared"
+ *     layers have none, as GlmMoeDsaAttention builds no indexer there)
  *   dense layers (L < first_k_dense_replace): model.layers.L.mlp.
  *     gate_proj, up_proj [intermediate, hidden]; down_proj [hidden, intermediate]
  *   MoE layers: model.layers.L.mlp.

@@ -57,7 +57,11 @@ static const char *const HANDLED[] = {
     "model_type", "topk_method", "scoring_func", "norm_topk_prob", "tie_word_embeddings",
     "routed_scaling_factor", "rope_theta", "rms_norm_eps", "rope_scaling", "rope_parameters",
     "quantization_config", "attention_bias", "mlp_bias", "hidden_act", "moe_layer_freq",
-    "mlp_layer_types"};
+    "mlp_layer_types", "rope_interleave", "indexer_rope_interleave"};
+
+/* The keys of glm_moe_dsa's indexer sharing (unknown keys for deepseek_v32). */
+static const char *const GLM_HANDLED[] = {"indexer_types", "index_topk_pattern",
+                                          "index_topk_freq", "index_skip_topk_offset"};
 
 static bool in_list(const char *key, const char *const *list, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -252,6 +256,91 @@ static int check_fixed(json_t *root, const sc_hf_config *c, sc_diag *d) {
   return 0;
 }
 
+/* The rotary layouts: rope_interleave (the MLA's) must be true and
+ * indexer_rope_interleave must be the model type's indexer layout, when present. */
+static int check_interleave(json_t *root, sc_hf_config *c, sc_diag *d) {
+  bool b;
+  int rc;
+  if ((rc = get_bool(root, "rope_interleave", false, true, &b, d))) return rc;
+  if (!b)
+    return sc_fail(d, SC_EINVAL, "config.json: \"rope_interleave\" = false is not supported "
+                                 "(the MLA rotary pairs are interleaved in %s)", c->model_type);
+  if ((rc = get_bool(root, "indexer_rope_interleave", false, c->index_rope_interleaved, &b, d)))
+    return rc;
+  if (b != c->index_rope_interleaved)
+    return sc_fail(d, SC_EINVAL, "config.json: \"indexer_rope_interleave\" = %s contradicts "
+                   "model_type \"%s\", whose indexer rotates %s pairs", b ? "true" : "false",
+                   c->model_type, c->index_rope_interleaved ? "interleaved" : "half-split");
+  return 0;
+}
+
+/* An optional integer key in [lo, hi], dflt when absent or null. */
+static int get_int(json_t *obj, const char *key, int64_t dflt, int64_t lo, int64_t hi,
+                   int64_t *out, sc_diag *d) {
+  json_t *v = json_object_get(obj, key);
+  *out = dflt;
+  if (v == NULL || json_is_null(v)) return 0;
+  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+    return sc_fail(d, SC_EINVAL, "config.json: \"%s\" must be an integer in [%lld, %lld]", key,
+                   (long long)lo, (long long)hi);
+  *out = json_integer_value(v);
+  return 0;
+}
+
+/* Layer l's entry of indexer_types or index_topk_pattern: 1 "full", 0 "shared", -1 other. */
+static int indexer_type_at(json_t *list, int32_t l) {
+  if (json_is_string(list)) {
+    const char ch = json_string_value(list)[l];
+    return ch == 'F' ? 1 : ch == 'S' ? 0 : -1;
+  }
+  json_t *s = json_array_get(list, (size_t)l);
+  if (!json_is_string(s)) return -1;
+  const char *v = json_string_value(s);
+  return !strcmp(v, "full") ? 1 : !strcmp(v, "shared") ? 0 : -1;
+}
+
+/* glm_moe_dsa's per-layer indexer types (hf_config.h), as GlmMoeDsaConfig derives them. */
+static int parse_indexer_types(json_t *root, sc_hf_config *c, sc_diag *d) {
+  const int32_t L = c->num_hidden_layers;
+  const char *key = "indexer_types";
+  json_t *list = json_object_get(root, key);
+  if (list == NULL || json_is_null(list)) {
+    key = "index_topk_pattern";
+    list = json_object_get(root, key);
+  }
+  if (list != NULL && !json_is_null(list)) {
+    const size_t n = json_is_string(list) ? strlen(json_string_value(list))
+                     : json_is_array(list) ? json_array_size(list) : 0;
+    if (n != (size_t)L)
+      return sc_fail(d, SC_EINVAL, "config.json: \"%s\" must be a list of num_hidden_layers "
+                     "= %d entries \"full\" or \"shared\"%s", key, L,
+                     strcmp(key, "indexer_types") ? " (or a string of as many 'F' and 'S')" : "");
+    for (int32_t l = 0; l < L; l++) {
+      const int t = indexer_type_at(list, l);
+      if (t < 0)
+        return sc_fail(d, SC_EINVAL, "config.json: \"%s\"[%d] must be %s", key, l,
+                       json_is_string(list) ? "'F' or 'S'" : "\"full\" or \"shared\"");
+      if (t == 0) c->index_shared[l >> 3] |= (uint8_t)(1u << (l & 7));
+    }
+  } else {
+    int64_t freq, offset;
+    int rc;
+    key = "index_skip_topk_offset"; /* with index_topk_freq > 1, 0 makes layer 0 shared */
+    if ((rc = get_int(root, "index_topk_freq", 1, 1, SC_HF_MAX_LAYERS, &freq, d)) ||
+        (rc = get_int(root, "index_skip_topk_offset", 2, 0, SC_HF_MAX_LAYERS, &offset, d)))
+      return rc;
+    for (int32_t l = 0; l < L; l++) {
+      const int64_t j = l - offset + 1;
+      if ((j > 0 ? j : 0) % freq != 0) c->index_shared[l >> 3] |= (uint8_t)(1u << (l & 7));
+    }
+  }
+  for (int32_t l = 0; l < L; l++) c->index_shared_layers += sc_hf_layer_index_shared(c, l);
+  if (sc_hf_layer_index_shared(c, 0))
+    return sc_fail(d, SC_EINVAL, "config.json: \"%s\" makes layer 0 \"shared\": a shared layer "
+                   "reuses the top-K of an earlier \"full\" one, so the first must be full", key);
+  return 0;
+}
+
 /* Rules across keys. */
 static int check_rules(const sc_hf_config *c, sc_diag *d) {
   if (c->num_key_value_heads != c->num_attention_heads)
@@ -303,12 +392,15 @@ static int parse_root(json_t *root, sc_hf_config *c, sc_diag *d) {
   json_t *mt = json_object_get(root, "model_type");
   if (!json_is_string(mt))
     return sc_fail(d, SC_EINVAL, "config.json: \"model_type\" is missing or not a string");
-  if (strcmp(json_string_value(mt), "deepseek_v32"))
+  const bool glm = !strcmp(json_string_value(mt), "glm_moe_dsa");
+  if (strcmp(json_string_value(mt), "deepseek_v32") && !glm)
     return sc_fail(d, SC_EINVAL,
                    "config.json: \"model_type\" = \"%.40s\" is not supported (only "
-                   "\"deepseek_v32\": DeepSeek-V3.2 with its lightning indexer)",
+                   "\"deepseek_v32\", DeepSeek-V3.2 with its lightning indexer, and "
+                   "\"glm_moe_dsa\", GLM-5)",
                    json_string_value(mt));
   snprintf(c->model_type, sizeof c->model_type, "%s", json_string_value(mt));
+  c->index_rope_interleaved = glm;
   /* DeepSeek-V2-Lite's way of saying "queries without a LoRA"; V3.2's indexer projects
    * its queries from the q LoRA, so there is no such model to read. */
   json_t *ql = json_object_get(root, "q_lora_rank");
@@ -361,11 +453,13 @@ static int parse_root(json_t *root, sc_hf_config *c, sc_diag *d) {
                                  "rope_parameters)");
   json_t *q = json_object_get(root, "quantization_config");
   if (q != NULL && !json_is_null(q) && (rc = parse_quant(q, &c->quant, d))) return rc;
-  if ((rc = check_fixed(root, c, d)) || (rc = check_rules(c, d))) return rc;
+  if ((rc = check_fixed(root, c, d)) || (rc = check_interleave(root, c, d)) ||
+      (rc = check_rules(c, d)) || (glm && (rc = parse_indexer_types(root, c, d))))
+    return rc;
   const char *key;
   json_t *v;
   json_object_foreach(root, key, v) {
-    bool known = IN(key, IGNORED) || IN(key, HANDLED);
+    bool known = IN(key, IGNORED) || IN(key, HANDLED) || (glm && IN(key, GLM_HANDLED));
     for (size_t i = 0; i < sizeof INT_KEYS / sizeof INT_KEYS[0] && !known; i++)
       known = !strcmp(key, INT_KEYS[i].name);
     if (known) continue;

@@ -1,11 +1,13 @@
 /* hf_config.h - the Hugging Face config.json of a DeepSeek-V3.2 checkpoint
  * (DeepseekV32ForCausalLM, model_type "deepseek_v32"), as DeepSeek publishes it and as
- * transformers (>= 5) saves it.
+ * transformers (>= 5) saves it, or of GLM-5 (GlmMoeDsaForCausalLM, "glm_moe_dsa"), the
+ * same architecture with two differences (docs/model.md, "GLM-5"): its indexer rotates
+ * interleaved pairs, and layers whose indexer_types entry is "shared" have no indexer
+ * and reuse the top-K selection of the last "full" layer before them.
  *
- * Only model_type "deepseek_v32" is accepted. "deepseek_v3" (V3, V3.1) is refused: it
- * has no lightning indexer (no index_* keys, no self_attn.indexer tensors), so it is not
- * the sparse-attention model sparsecp serves; GLM-5's "glm_moe_dsa" is refused too (its
- * layout differs; issue 23 leaves it for later).
+ * model_type "deepseek_v32" and "glm_moe_dsa" are accepted. "deepseek_v3" (V3, V3.1) is
+ * refused: it has no lightning indexer (no index_* keys, no self_attn.indexer tensors),
+ * so it is not the sparse-attention model sparsecp serves.
  *
  * Keys read (docs/model.md, "DeepSeek-V3.2 checkpoint directories"):
  *   required  vocab_size hidden_size intermediate_size moe_intermediate_size
@@ -28,7 +30,16 @@
  *             modules_to_not_convert must be absent or empty and other keys are ignored
  *   checked   attention_bias and mlp_bias false, hidden_act "silu", moe_layer_freq 1,
  *             mlp_layer_types (transformers 5) equal to first_k_dense_replace x "dense"
- *             then "sparse": the tensor table depends on them
+ *             then "sparse": the tensor table depends on them; rope_interleave true
+ *             (the MLA rotary layout) and indexer_rope_interleave equal to the model
+ *             type's indexer layout (false for deepseek_v32, true for glm_moe_dsa;
+ *             transformers ignores both keys, vLLM reads them), when present
+ *   glm_moe_dsa only (transformers' GlmMoeDsaConfig.__post_init__): indexer_types, a
+ *             list of num_hidden_layers strings "full" or "shared"; when absent or null,
+ *             index_topk_pattern (a string of 'F'/'S', or such a list), else layer i is
+ *             "full" iff max(i - index_skip_topk_offset + 1, 0) % index_topk_freq == 0
+ *             (defaults 2 and 1: every layer "full"). Layer 0 must be "full" (a shared
+ *             layer needs a previous full one). For deepseek_v32 these keys are unknown.
  *   ignored   architectures attention_dropout auto_map bos_token_id eos_token_id
  *             pad_token_id dtype torch_dtype ep_size initializer_range
  *             transformers_version use_cache head_dim qk_head_dim layer_types
@@ -76,7 +87,7 @@ typedef struct sc_hf_quant {
 #define SC_HF_MAX_ROUTED (1 << 16)
 
 typedef struct sc_hf_config {
-  char model_type[16];
+  char model_type[16];       /* "deepseek_v32" or "glm_moe_dsa" */
   int32_t vocab_size, hidden_size, intermediate_size, moe_intermediate_size;
   int32_t num_hidden_layers, num_attention_heads, num_key_value_heads;
   int32_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
@@ -89,6 +100,10 @@ typedef struct sc_hf_config {
   double routed_scaling_factor, rope_theta, rms_norm_eps;
   sc_hf_rope_scaling rope;
   sc_hf_quant quant;
+  bool index_rope_interleaved; /* the indexer rotates pairs (x[2i], x[2i+1]) (glm_moe_dsa);
+                                  else halves (x[i], x[i + d/2]) (deepseek_v32) */
+  int32_t index_shared_layers; /* layers whose indexer_types entry is "shared" */
+  uint8_t index_shared[SC_HF_MAX_LAYERS / 8]; /* bit l: layer l is "shared" */
   int32_t unknown_keys;    /* keys neither read nor on the ignore list */
   char first_unknown[64];  /* the first of them, "" if none */
 } sc_hf_config;
@@ -99,6 +114,11 @@ int sc_hf_config_parse(const char *text, size_t len, sc_hf_config *c, sc_diag *d
 /* Reads and parses a config.json file (at most 1 MiB; base/file_read.h: SC_ENOENT when
  * it does not exist, SC_EIO when it cannot be opened or read, SC_ETOOBIG). */
 int sc_hf_config_load(const char *path, sc_hf_config *c, sc_diag *d);
+
+/* Layer l has no indexer and reuses the top-K of the last "full" layer before it. */
+static inline bool sc_hf_layer_index_shared(const sc_hf_config *c, int32_t layer) {
+  return (c->index_shared[layer >> 3] >> (layer & 7)) & 1;
+}
 
 /* Layers 0 .. first_k_dense_replace-1 have a dense MLP, the rest MoE. */
 static inline bool sc_hf_layer_is_moe(const sc_hf_config *c, int32_t layer) {

@@ -40,6 +40,11 @@ int sc_model_config_from_hf(const sc_hf_config *hf, sc_model_config *m, sc_diag 
   a->moe_inter = hf->moe_intermediate_size;
   a->n_shared = hf->n_shared_experts;
   a->index_norm_eps = 1e-6f; /* transformers' DeepseekV32Indexer: nn.LayerNorm(eps=1e-6) */
+  /* q_a_layernorm and kv_a_layernorm are built without rms_norm_eps, so with the RMSNorm's
+   * default 1e-6 (transformers' deepseek_v32 and glm_moe_dsa, DeepSeek's inference code) */
+  a->latent_norm_eps = 1e-6f;
+  a->index_interleaved = hf->index_rope_interleaved;
+  memcpy(a->index_shared, hf->index_shared, sizeof a->index_shared);
   if (hf->index_head_dim < hf->qk_rope_head_dim)
     return sc_fail(d, SC_EINVAL, "index_head_dim %d < qk_rope_head_dim %d", hf->index_head_dim,
                    hf->qk_rope_head_dim);
@@ -162,7 +167,9 @@ static void hf_name(const sc_model_config *c, int32_t index, char *out, size_t c
   const int32_t layer = (index - SC_W_GLOBAL_COUNT) / SC_W_LAYER_COUNT;
   const int32_t kind = (index - SC_W_GLOBAL_COUNT) % SC_W_LAYER_COUNT;
   const bool dense_ffn = kind == SC_W_W1 || kind == SC_W_W3 || kind == SC_W_W2;
-  if (dense_ffn && sc_model_layer_is_moe(c, layer)) {
+  const bool indexer = kind == SC_W_IDX_WQ || kind == SC_W_IDX_WK || kind == SC_W_IDX_WW;
+  if ((dense_ffn && sc_model_layer_is_moe(c, layer)) ||
+      (indexer && sc_model_layer_index_shared(c, layer))) {
     out[0] = '\0';
     return;
   }
@@ -187,9 +194,10 @@ static int load_table_tensor(loader *L, const sc_model_config *c, int32_t tp, in
   if (rc) return rc;
   const int32_t kind =
       index < SC_W_GLOBAL_COUNT ? -1 : (index - SC_W_GLOBAL_COUNT) % SC_W_LAYER_COUNT;
-  if (kind == SC_W_IDX_WQ)
+  if (kind == SC_W_IDX_WQ && !c->arch.index_interleaved)
     rc = halves_to_interleaved(h, c->index_heads, c->index_dim, c->rope_dim, nc);
-  if (kind == SC_W_IDX_WK) rc = halves_to_interleaved(h, 1, c->index_dim, c->rope_dim, nc);
+  if (kind == SC_W_IDX_WK && !c->arch.index_interleaved)
+    rc = halves_to_interleaved(h, 1, c->index_dim, c->rope_dim, nc);
   if (rc) return sc_fail(L->d, rc, "out of memory");
   return upload(L, h, (size_t)(nr * nc), name, out);
 }
@@ -231,14 +239,15 @@ static int load_layer_extras(loader *L, const sc_model_config *c, int32_t tp, in
                              int32_t l, float **x) {
   char pre[48], name[SC_HF_MAX_NAME]; /* "model.layers.L.mlp." fits pre */
   int rc;
-  /* the indexer key's LayerNorm, permuted like wk's rows */
+  /* the indexer key's LayerNorm, permuted like wk's rows (none in a shared layer) */
   static const char *const kn[2] = {"weight", "bias"};
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 2 && !sc_model_layer_index_shared(c, l); i++) {
     snprintf(name, sizeof name, "model.layers.%d.self_attn.indexer.k_norm.%s", l, kn[i]);
     float *h = stage(L, (size_t)c->index_dim);
     if (h == NULL) return sc_fail(L->d, SC_ENOMEM, "out of memory");
     if ((rc = read_block(L, name, 0, 1, 0, c->index_dim, h))) return rc;
-    if ((rc = halves_to_interleaved(h, 1, c->index_dim, c->rope_dim, 1)))
+    if (!c->arch.index_interleaved &&
+        (rc = halves_to_interleaved(h, 1, c->index_dim, c->rope_dim, 1)))
       return sc_fail(L->d, rc, "out of memory");
     if ((rc = upload(L, h, (size_t)c->index_dim, name, &x[SC_WX_IDX_KNORM_W + i]))) return rc;
   }

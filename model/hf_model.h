@@ -1,4 +1,4 @@
-/* hf_model.h - a DeepSeek-V3.2 checkpoint directory (model/hf_checkpoint.h) as the model
+/* hf_model.h - a DeepSeek-V3.2 (or GLM-5) checkpoint directory (model/hf_checkpoint.h) as the model
  * sparsecp serves: its config.json as an sc_model_config, and its tensors as one TP rank's
  * sc_model_weights (issue 23, points 2 and 3 on the CPU; docs/model.md, "Serving a
  * DeepSeek-V3.2 checkpoint").
@@ -26,6 +26,9 @@
  * indexer.wq_b, of indexer.wk, and the first d entries of k_norm's weight and bias are
  * permuted so that value i moves to 2i and value i + d/2 to 2i + 1. Queries and keys are
  * permuted alike, so every dot product (and LayerNorm's statistics) is unchanged.
+ * GLM-5 (glm_moe_dsa) rotates interleaved pairs in its indexer, the kernel's layout: its
+ * tensors are read as they are. Its "shared" layers have no indexer tensors; their
+ * SC_W_IDX_* and SC_WX_IDX_* pointers stay NULL.
  *
  * Pure apart from the kernel buffers; one thread at a time per kernel context.
  */

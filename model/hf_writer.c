@@ -52,38 +52,48 @@ static int check_gen(const sc_hf_gen *g, sc_diag *d) {
 
 static json_t *config_json(const sc_hf_gen *g) {
   const int32_t h = g->hidden, heads = h / 32, nope = 32, rope = 16;
-  json_t *layer_types = json_array(), *mlp_types = json_array();
+  json_t *layer_types = json_array(), *mlp_types = json_array(), *index_types = json_array();
   for (int32_t l = 0; l < g->layers; l++) {
     json_array_append_new(layer_types, json_string("deepseek_sparse_attention"));
     json_array_append_new(mlp_types, json_string(l < g->dense_layers ? "dense" : "sparse"));
+    json_array_append_new(index_types, json_string(l % 2 ? "shared" : "full"));
   }
   json_t *c = json_pack(
       "{s:[s], s:b, s:f, s:i, s:i, s:s, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:f, s:i, s:i,"
       " s:o, s:i, s:b, s:o, s:s, s:i}",
-      "architectures", "DeepseekV32ForCausalLM", "attention_bias", 0, "attention_dropout", 0.0,
+      "architectures", g->glm ? "GlmMoeDsaForCausalLM" : "DeepseekV32ForCausalLM",
+      "attention_bias", 0, "attention_dropout", 0.0,
       "bos_token_id", 0, "eos_token_id", 1, "dtype", "bfloat16", "first_k_dense_replace",
       g->dense_layers, "head_dim", rope, "hidden_act", "silu", "hidden_size", h,
       "index_head_dim", 64, "index_n_heads", 4, "index_topk", 64, "initializer_range", 0.02,
       "intermediate_size", 5 * h / 2, "kv_lora_rank", h / 4, "layer_types", layer_types,
       "max_position_embeddings", 2048, "mlp_bias", 0, "mlp_layer_types", mlp_types,
-      "model_type", "deepseek_v32", "moe_intermediate_size", h / 4);
+      "model_type", g->glm ? "glm_moe_dsa" : "deepseek_v32", "moe_intermediate_size", h / 4);
   json_t *rest = json_pack(
       "{s:i, s:i, s:i, s:b, s:i, s:i, s:i, s:i, s:n, s:i, s:i, s:i, s:i, s:f, s:f, s:b,"
       " s:i, s:b, s:i, s:i}",
       "n_group", 4, "n_routed_experts", g->experts, "n_shared_experts", 1, "norm_topk_prob", 1,
       "num_attention_heads", heads, "num_experts_per_tok", 4, "num_hidden_layers", g->layers,
       "num_key_value_heads", heads, "pad_token_id", "q_lora_rank", h / 2, "qk_head_dim",
-      nope + rope, "qk_nope_head_dim", nope, "qk_rope_head_dim", rope, "rms_norm_eps", 1e-6,
+      nope + rope, "qk_nope_head_dim", nope, "qk_rope_head_dim", rope, "rms_norm_eps",
+      g->glm ? 1e-5 : 1e-6,
       "routed_scaling_factor", 2.5, "tie_word_embeddings", 0, "topk_group", 2, "use_cache", 1,
       "v_head_dim", 32, "vocab_size", g->vocab);
   json_t *rp = json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:s}", "beta_fast", 32.0,
                          "beta_slow", 1.0, "factor", 4.0, "mscale", 1.0, "mscale_all_dim", 1.0,
                          "original_max_position_embeddings", 512, "rope_theta", 10000.0,
                          "rope_type", "yarn");
-  if (c == NULL || rest == NULL || rp == NULL || json_object_update(c, rest) != 0 ||
-      json_object_set_new(c, "rope_parameters", rp) != 0)
+  if (c == NULL || rest == NULL || rp == NULL || index_types == NULL ||
+      json_object_update(c, rest) != 0 || json_object_set_new(c, "rope_parameters", rp) != 0)
     goto oom;
   rp = NULL;
+  json_t *it = index_types; /* set_new takes it, whether it succeeds or not */
+  index_types = NULL;
+  if (!g->glm)
+    json_decref(it);
+  else if (json_object_set_new(c, "indexer_types", it) != 0 ||
+           json_object_set_new(c, "indexer_rope_interleave", json_true()) != 0)
+    goto oom;
   json_decref(rest);
   rest = NULL;
   if (g->fp8) {
@@ -98,6 +108,7 @@ oom:
   json_decref(c);
   json_decref(rest);
   json_decref(rp);
+  json_decref(index_types);
   return NULL;
 }
 

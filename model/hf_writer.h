@@ -50,6 +50,10 @@ typedef struct sc_hf_gen {
   int32_t vocab;        /* vocab_size, 256..131072 (default 2048) */
   int32_t shards;       /* safetensors files, 1..99, at most one per weight (default 2) */
   bool fp8;             /* fp8 weights with block scales (default), else bf16 */
+  bool glm;             /* GLM-5's glm_moe_dsa: model_type, architectures, rms_norm_eps
+                           1e-5, indexer_rope_interleave, and indexer_types "full" for
+                           even layers, "shared" for odd ones (which have no indexer
+                           tensors); else deepseek_v32 (default) */
   uint64_t seed;        /* of the weights (default 1) */
 } sc_hf_gen;
 

@@ -92,8 +92,10 @@ int sc_model_config_validate(const sc_model_config *c, sc_diag *d) {
       return sc_fail(d, SC_EINVAL, "model MoE: moe_inter %d, n_shared %d or first_dense %d "
                      "out of range", a->moe_inter, a->n_shared, a->first_dense);
   }
-  if (a->checkpoint && !(a->index_norm_eps > 0.0f))
-    return sc_fail(d, SC_EINVAL, "model index_norm_eps must be > 0");
+  if (a->checkpoint && (!(a->index_norm_eps > 0.0f) || !(a->latent_norm_eps > 0.0f)))
+    return sc_fail(d, SC_EINVAL, "model index_norm_eps and latent_norm_eps must be > 0");
+  if (sc_model_layer_index_shared(c, 0))
+    return sc_fail(d, SC_EINVAL, "model layer 0 cannot reuse an earlier layer's top-K");
   /* The largest weight matrix must stay addressable with 32-bit row counts. */
   if ((int64_t)c->vocab * c->hidden > ((int64_t)1 << 31))
     return sc_fail(d, SC_EINVAL, "model vocab * hidden = %lld exceeds 2^31 elements",
@@ -118,7 +120,9 @@ bool sc_model_config_same(const sc_model_config *a, const sc_model_config *b) {
          x->route.k == y->route.k && x->route.norm_topk_prob == y->route.norm_topk_prob &&
          x->route.routed_scaling_factor == y->route.routed_scaling_factor &&
          x->moe_inter == y->moe_inter && x->n_shared == y->n_shared &&
-         x->index_norm_eps == y->index_norm_eps;
+         x->index_norm_eps == y->index_norm_eps && x->latent_norm_eps == y->latent_norm_eps &&
+         x->index_interleaved == y->index_interleaved &&
+         !memcmp(x->index_shared, y->index_shared, sizeof x->index_shared);
 }
 
 int sc_model_config_check_tp(const sc_model_config *c, int32_t tp, sc_diag *d) {

@@ -31,6 +31,13 @@ typedef struct sc_model_arch {
   int32_t moe_inter;          /* each routed expert's intermediate width (split over TP) */
   int32_t n_shared;           /* shared experts, fused into one of n_shared * moe_inter */
   float index_norm_eps;       /* the indexer key's LayerNorm epsilon */
+  float latent_norm_eps;      /* q_norm's and kv_norm's RMSNorm epsilon (transformers'
+                                 q_a_layernorm and kv_a_layernorm: 1e-6 whatever
+                                 rms_norm_eps says); the synthetic model uses rms_eps */
+  bool index_interleaved;     /* the checkpoint's indexer rotary layout is the kernel's
+                                 (glm_moe_dsa); else halves, permuted at load */
+  uint8_t index_shared[SC_HF_MAX_LAYERS / 8]; /* bit l: layer l has no indexer and reuses
+                                 the top-K of the last layer before it that has one */
 } sc_model_arch;
 
 typedef struct sc_model_config {
@@ -94,6 +101,12 @@ static inline int32_t sc_model_q_head_dim(const sc_model_config *c) {
 /* Layer l's FFN is a mixture of experts (else the dense SwiGLU of ffn_hidden). */
 static inline bool sc_model_layer_is_moe(const sc_model_config *c, int32_t l) {
   return c->arch.route.n_experts > 0 && l >= c->arch.first_dense;
+}
+/* Layer l has no indexer of its own (glm_moe_dsa's "shared" layers): its attention uses
+ * the top-K selection of the last layer before it that has one. */
+static inline bool sc_model_layer_index_shared(const sc_model_config *c, int32_t l) {
+  return c->arch.checkpoint && l >= 0 && l < c->layers &&
+         ((c->arch.index_shared[l >> 3] >> (l & 7)) & 1);
 }
 /* Rotary width of the indexer: the first min(rope_dim, index_dim) values, made even. */
 static inline int32_t sc_model_index_rope_dim(const sc_model_config *c) {

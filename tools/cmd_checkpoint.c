@@ -30,8 +30,9 @@ static void help(FILE *f) {
           "       sparsecp checkpoint DIR|CONFIG.json --memory [--pcp P] [--dcp N] [--tp T]\n"
           "                           [--context L] [--budget B] [--block-size S] [--json]\n"
           "\n"
-          "Checks a DeepSeek-V3.2 checkpoint directory as Hugging Face publishes it:\n"
-          "config.json (model_type deepseek_v32), model.safetensors.index.json and its\n"
+          "Checks a DeepSeek-V3.2 (or GLM-5) checkpoint directory as Hugging Face\n"
+          "publishes it: config.json (model_type deepseek_v32 or glm_moe_dsa),\n"
+          "model.safetensors.index.json and its\n"
           "shards (or one model.safetensors), every tensor's name, shape and dtype\n"
           "against the table the config implies (fp8 e4m3 weights with their block\n"
           "scales, weight_scale_inv, or bf16/f32). Multi-token-prediction layers are\n"
@@ -76,6 +77,8 @@ static void print_json(const char *dir, const sc_hf_checkpoint *c) {
   sc_jsonw_kv_int(&w, "index_heads", f->index_n_heads);
   sc_jsonw_kv_int(&w, "index_head_dim", f->index_head_dim);
   sc_jsonw_kv_int(&w, "index_topk", f->index_topk);
+  sc_jsonw_kv_str(&w, "index_rope", f->index_rope_interleaved ? "interleaved" : "halves");
+  sc_jsonw_kv_int(&w, "index_shared_layers", f->index_shared_layers);
   sc_jsonw_kv_str(&w, "rope", f->rope.type == SC_HF_ROPE_YARN ? "yarn" : "default");
   sc_jsonw_kv_str(&w, "weights", f->quant.fp8 ? "fp8" : "unquantized");
   sc_jsonw_kv_int(&w, "tensors", c->num);
@@ -123,8 +126,12 @@ static void print_text(const char *dir, const sc_hf_checkpoint *c) {
   printf("  attention  %d heads, q_lora %d, kv_lora %d, rope %d (%s)\n", f->num_attention_heads,
          f->q_lora_rank, f->kv_lora_rank, f->qk_rope_head_dim,
          f->rope.type == SC_HF_ROPE_YARN ? "yarn" : "default");
-  printf("  indexer    %d heads x %d, top-k %d\n", f->index_n_heads, f->index_head_dim,
-         f->index_topk);
+  printf("  indexer    %d heads x %d, top-k %d, %s rotary", f->index_n_heads, f->index_head_dim,
+         f->index_topk, f->index_rope_interleaved ? "interleaved" : "half-split");
+  if (f->index_shared_layers > 0)
+    printf("; %d of %d layers reuse an earlier layer's top-K", f->index_shared_layers,
+           f->num_hidden_layers);
+  printf("\n");
   char a[32], b[32], e[32];
   printf("  tensors    %d checked in %d shard%s; F8_E4M3 %s, BF16 %s, F32 %s\n", c->num,
          c->num_shards, c->num_shards == 1 ? "" : "s", size_text(c->bytes_f8, a, sizeof a),

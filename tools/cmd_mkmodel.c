@@ -16,7 +16,7 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp mkmodel DIR [--layers L] [--dense-layers K] [--experts E]\n"
           "                        [--hidden H] [--vocab V] [--shards S] [--dtype fp8|bf16]\n"
-          "                        [--seed N] [--json]\n"
+          "                        [--seed N] [--model-type deepseek_v32|glm_moe_dsa] [--json]\n"
           "\n"
           "Writes a small DeepSeek-V3.2 checkpoint of the layout transformers'\n"
           "deepseek_v32 saves (config.json, generation_config.json, safetensors shards\n"
@@ -36,6 +36,9 @@ static void help(FILE *f) {
           "  --shards S        safetensors files (default %d; 1 writes model.safetensors)\n"
           "  --dtype fp8|bf16  weights (default fp8)\n"
           "  --seed N          seed of the weights (default %llu)\n"
+          "  --model-type T    deepseek_v32 (default) or glm_moe_dsa: GLM-5's variant,\n"
+          "                    interleaved indexer rotary, odd layers without an indexer\n"
+          "                    reusing the top-K of the layer before (indexer_types)\n"
           "  --json            print one JSON object (\"dir\", \"tensors\", \"shards\",\n"
           "                    \"bytes\"; {\"error\": ...} on failure)\n"
           "  -h, --help        this text\n"
@@ -57,6 +60,7 @@ int sc_cmd_mkmodel(int argc, char **argv) {
       {"experts", required_argument, NULL, 'e'}, {"hidden", required_argument, NULL, 'H'},
       {"vocab", required_argument, NULL, 'v'},  {"shards", required_argument, NULL, 's'},
       {"dtype", required_argument, NULL, 'd'},  {"seed", required_argument, NULL, 'S'},
+      {"model-type", required_argument, NULL, 'm'},
       {"json", no_argument, NULL, 'j'},         {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   sc_hf_gen g;
@@ -89,6 +93,14 @@ int sc_cmd_mkmodel(int argc, char **argv) {
       }
       g.fp8 = !strcmp(optarg, "fp8");
       break;
+    case 'm':
+      if (strcmp(optarg, "deepseek_v32") && strcmp(optarg, "glm_moe_dsa")) {
+        sc_cli_error("mkmodel", "--model-type must be deepseek_v32 or glm_moe_dsa, not '%s'",
+                     optarg);
+        return SC_EXIT_USAGE;
+      }
+      g.glm = !strcmp(optarg, "glm_moe_dsa");
+      break;
     case 'j': json = true; break;
     case 'h': help(stdout); return SC_EXIT_OK;
     default: help(stderr); return SC_EXIT_USAGE;
@@ -117,6 +129,7 @@ int sc_cmd_mkmodel(int argc, char **argv) {
     sc_jsonw_init(&w);
     sc_jsonw_obj_begin(&w);
     sc_jsonw_kv_str(&w, "dir", dir);
+    sc_jsonw_kv_str(&w, "model_type", c.cfg.model_type);
     sc_jsonw_kv_str(&w, "weights", g.fp8 ? "fp8" : "bf16");
     sc_jsonw_kv_int(&w, "layers", c.cfg.num_hidden_layers);
     sc_jsonw_kv_int(&w, "dense_layers", c.cfg.first_k_dense_replace);
@@ -131,9 +144,9 @@ int sc_cmd_mkmodel(int argc, char **argv) {
     printf("%s\n", sc_jsonw_str(&w));
     sc_jsonw_free(&w);
   } else {
-    printf("wrote %s: deepseek_v32, %d layers (%d dense), %d routed experts + 1 shared, "
+    printf("wrote %s: %s, %d layers (%d dense), %d routed experts + 1 shared, "
            "hidden %d, vocab %d; %d tensors (%s) in %d shard%s, %llu bytes\n",
-           dir, c.cfg.num_hidden_layers, c.cfg.first_k_dense_replace, c.cfg.n_routed_experts,
+           dir, c.cfg.model_type, c.cfg.num_hidden_layers, c.cfg.first_k_dense_replace, c.cfg.n_routed_experts,
            c.cfg.hidden_size, c.cfg.vocab_size, c.num, g.fp8 ? "fp8 with block scales" : "bf16",
            c.num_shards, c.num_shards == 1 ? "" : "s", (unsigned long long)bytes);
   }

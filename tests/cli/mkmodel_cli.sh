@@ -5,8 +5,8 @@
 # --model-dir ... --verify` on (P,N,T) = (2,2,1), (4,4,1), (2,2,2) against the
 # single-rank run (and (1,1,1) itself), with greedy tokens that are not all one token; the
 # refusals (exit 2, nothing written or touched): an existing non-empty DIR, bad sizes, a
-# bad dtype, a missing parent; a write that fails part-way (a file size limit) exits 1
-# and leaves nothing behind.
+# bad dtype or model type, a missing parent; a write that fails part-way (a file size
+# limit) exits 1 and leaves nothing behind.
 set -u
 bin=$1
 work=$(mktemp -d)
@@ -114,6 +114,7 @@ refused "dense layers = 5" "$work/x" --dense-layers 5
 refused "layers = 0" "$work/x" --layers 0
 refused "shards = 100" "$work/x" --shards 100
 refused "--dtype must be fp8 or bf16" "$work/x" --dtype fp16
+refused "--model-type must be deepseek_v32 or glm_moe_dsa" "$work/x" --model-type glm5
 refused "--layers" "$work/x" --layers four
 refused "beside" "$work/no/such/dir"
 refused "usage" "$work/x" --frobnicate

@@ -7,6 +7,12 @@
 # request; and the refusals (exit 2 with the reason): --model with --model-dir, a
 # directory that is not a checkpoint, --tp that does not divide the heads, model_dir with
 # model_file in a cluster file.
+# GLM-5 (glm_moe_dsa): a model of mkmodel's GLM layout (odd layers share the top-K of the
+# layer before) is checked and served at (2,2,1), (1,2,2) and (2,2,2); the directory
+# make_glm_logits.py saved with transformers (tests/data/hf_checkpoint/tiny-glm-bf16) too
+# once it is committed (skipped with a message before); broken indexer_types, a shared
+# first layer and a contradicting indexer_rope_interleave are refused by `checkpoint` and
+# `run` (exit 2, the key named).
 set -u
 bin=$1
 src=$2
@@ -36,6 +42,52 @@ check_run "$data/tiny-bf16"
 check_run "$data/tiny-bf16" --pcp 1 --dcp 1 --tp 2
 check_run "$data/tiny-bf16" --pcp 2 --dcp 2 --tp 2
 check_run "$data/tiny-fp8" --tp 2
+
+# GLM-5
+"$bin" mkmodel "$work/glm" --model-type glm_moe_dsa --dtype bf16 --layers 4 --dense-layers 1 \
+  --hidden 128 --vocab 512 > /dev/null || fail "mkmodel --model-type glm_moe_dsa exited $?"
+out=$("$bin" checkpoint "$work/glm" --json) || fail "checkpoint glm exited $?: $out"
+python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["valid"] and d["servable"] and d["model_type"] == "glm_moe_dsa", d
+assert d["index_rope"] == "interleaved" and d["index_shared_layers"] == 2, d
+' "$out" || fail "checkpoint glm: $out"
+check_run "$work/glm"
+check_run "$work/glm" --pcp 1 --dcp 2 --tp 2
+check_run "$work/glm" --pcp 2 --dcp 2 --tp 2
+if [ -f "$data/tiny-glm-bf16/config.json" ]; then
+  "$bin" checkpoint "$data/tiny-glm-bf16" > /dev/null || fail "checkpoint tiny-glm-bf16 exited $?"
+  check_run "$data/tiny-glm-bf16"
+  check_run "$data/tiny-glm-bf16" --pcp 2 --dcp 2 --tp 2
+else
+  echo "model_dir_cli: skipped tests/data/hf_checkpoint/tiny-glm-bf16 (not made yet: make_glm_logits.py)"
+fi
+glm_refused() { # NAME WANT PYTHON-EDIT: a copy of the glm dir whose config the edit breaks
+  mkdir "$work/$1"
+  cp "$work/glm/"* "$work/$1/"
+  python3 -c "
+import json, sys
+p = sys.argv[1]
+c = json.load(open(p))
+$3
+json.dump(c, open(p, 'w'))
+" "$work/$1/config.json" || fail "$1: cannot edit the config"
+  msg=$("$bin" checkpoint "$work/$1" 2>&1); rc=$?
+  [ $rc -eq 2 ] || fail "checkpoint $1: exit $rc, expected 2 ($msg)"
+  echo "$msg" | grep -qF -- "$2" || fail "checkpoint $1: '$msg' lacks '$2'"
+  msg=$("$bin" run --model-dir "$work/$1" --quiet 2>&1 >/dev/null); rc=$?
+  [ $rc -eq 2 ] || fail "run --model-dir $1: exit $rc, expected 2 ($msg)"
+  echo "$msg" | grep -qF -- "$2" || fail "run --model-dir $1: '$msg' lacks '$2'"
+}
+glm_refused glm-short '"indexer_types" must be a list of num_hidden_layers = 4' \
+  'c["indexer_types"] = c["indexer_types"][:3]'
+glm_refused glm-value '"indexer_types"[2] must be "full" or "shared"' \
+  'c["indexer_types"][2] = "skip"'
+glm_refused glm-first '"indexer_types" makes layer 0 "shared"' \
+  'c["indexer_types"][0] = "shared"'
+glm_refused glm-rope '"indexer_rope_interleave" = false contradicts' \
+  'c["indexer_rope_interleave"] = False'
 
 refused() { # WANT ARGS...: exit 2 and WANT in the message
   local want=$1; shift

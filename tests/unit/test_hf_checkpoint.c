@@ -21,6 +21,7 @@
 #include "model/fp8_block.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_config.h"
+#include "model/hf_model.h"
 #include "model/safetensors.h"
 
 /* ---- fp8 ---- */
@@ -215,16 +216,29 @@ static char *edit(const char *src, const char *from, const char *to, char *out, 
   return out;
 }
 
-static int parse_edit(const char *from, const char *to, sc_hf_config *c, sc_diag *d) {
-  char buf[sizeof REAL_CONFIG + 512];
-  edit(REAL_CONFIG, from, to, buf, sizeof buf);
-  return sc_hf_config_parse(buf, strlen(buf), c, d);
+/* A config edited (the first `from` replaced by `to`) that must be refused with a
+ * message containing `want`. */
+typedef struct refusal {
+  const char *from, *to, *want;
+} refusal;
+
+/* Each case applied to base: SC_EINVAL with its message, and the config untouched. */
+static void expect_refusals(const char *base, const refusal *cases, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    char buf[8192];
+    edit(base, cases[i].from, cases[i].to, buf, sizeof buf);
+    sc_hf_config c;
+    memset(&c, 0x5a, sizeof c);
+    sc_diag d = {0};
+    cr_assert_eq(sc_hf_config_parse(buf, strlen(buf), &c, &d), SC_EINVAL, "case %zu", i);
+    cr_assert(strstr(d.msg, cases[i].want), "case %zu: \"%s\" lacks \"%s\"", i, d.msg,
+              cases[i].want);
+    cr_assert_eq(c.num_hidden_layers, 0x5a5a5a5a, "case %zu: c changed on failure", i);
+  }
 }
 
 Test(hf_config, errors_name_the_key) {
-  static const struct {
-    const char *from, *to, *want;
-  } cases[] = {
+  static const refusal cases[] = {
       {"\"deepseek_v32\"", "\"deepseek_v3\"", "\"model_type\" = \"deepseek_v3\" is not supported"},
       {"\"index_topk\": 2048,", "", "\"index_topk\" is missing"},
       {"\"hidden_size\": 7168", "\"hidden_size\": \"7168\"", "\"hidden_size\" must be an integer"},
@@ -259,15 +273,7 @@ Test(hf_config, errors_name_the_key) {
       {"\"q_lora_rank\": 1536", "\"q_lora_rank\": null", "(queries without a LoRA)"},
       {"\"q_lora_rank\": 1536", "\"q_lora_rank\": 0", "(queries without a LoRA)"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sc_hf_config c;
-    memset(&c, 0x5a, sizeof c);
-    sc_diag d = {0};
-    cr_assert_eq(parse_edit(cases[i].from, cases[i].to, &c, &d), SC_EINVAL, "case %zu", i);
-    cr_assert(strstr(d.msg, cases[i].want), "case %zu: \"%s\" lacks \"%s\"", i, d.msg,
-              cases[i].want);
-    cr_assert_eq(c.num_hidden_layers, 0x5a5a5a5a, "case %zu: c changed on failure", i);
-  }
+  expect_refusals(REAL_CONFIG, cases, sizeof cases / sizeof cases[0]);
 }
 
 Test(hf_config, transformers_form_and_ignored_keys) {
@@ -316,6 +322,191 @@ Test(hf_config, transformers_form_and_ignored_keys) {
   edit(tf, "[\"dense\", \"sparse\"]", "[\"dense\", \"dense\"]", b, sizeof b);
   cr_assert_eq(sc_hf_config_parse(b, strlen(b), &c, &d), SC_EINVAL);
   cr_assert(strstr(d.msg, "\"mlp_layer_types\"[1] must be \"sparse\""), "%s", d.msg);
+}
+
+/* ---- GLM-5 (glm_moe_dsa) ---- */
+
+/* GLM-5's dimensions (transformers' GlmMoeDsaConfig defaults, zai-org/GLM-5) with the keys
+ * its config.json carries beside them (rope_interleave, indexer_rope_interleave, MTP). */
+static const char GLM_CONFIG[] =
+    "{\"architectures\": [\"GlmMoeDsaForCausalLM\"], \"model_type\": \"glm_moe_dsa\","
+    " \"attention_bias\": false, \"first_k_dense_replace\": 3, \"hidden_act\": \"silu\","
+    " \"hidden_size\": 6144, \"head_dim\": 64, \"index_head_dim\": 128, \"index_n_heads\": 32,"
+    " \"index_topk\": 2048, \"indexer_rope_interleave\": true, \"intermediate_size\": 12288,"
+    " \"kv_lora_rank\": 512, \"max_position_embeddings\": 202752,"
+    " \"moe_intermediate_size\": 2048, \"moe_layer_freq\": 1, \"n_group\": 1,"
+    " \"n_routed_experts\": 256, \"n_shared_experts\": 1, \"norm_topk_prob\": true,"
+    " \"num_attention_heads\": 64, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 78,"
+    " \"num_key_value_heads\": 64, \"num_nextn_predict_layers\": 1, \"q_lora_rank\": 2048,"
+    " \"qk_head_dim\": 256, \"qk_nope_head_dim\": 192, \"qk_rope_head_dim\": 64,"
+    " \"rms_norm_eps\": 1e-05, \"rope_interleave\": true,"
+    " \"rope_parameters\": {\"rope_theta\": 1000000, \"rope_type\": \"default\"},"
+    " \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\","
+    " \"tie_word_embeddings\": false, \"topk_group\": 1, \"topk_method\": \"noaux_tc\","
+    " \"dtype\": \"bfloat16\", \"use_cache\": true, \"v_head_dim\": 256, \"vocab_size\": 154880}";
+
+static int parse_glm(const char *from, const char *to, sc_hf_config *c, sc_diag *d) {
+  char buf[sizeof GLM_CONFIG + 1024];
+  edit(GLM_CONFIG, from, to, buf, sizeof buf);
+  return sc_hf_config_parse(buf, strlen(buf), c, d);
+}
+
+/* The text that adds `"key": [...]` to GLM_CONFIG, one entry per character of pat ('F'
+ * "full", 'S' "shared", anything else that character as an entry). */
+static const char *types_key(const char *key, const char *pat, char *out, size_t cap) {
+  size_t n = (size_t)snprintf(out, cap, "\"moe_layer_freq\": 1, \"%s\": [", key);
+  for (const char *c = pat; *c && n < cap; c++)
+    n += (size_t)snprintf(out + n, cap - n, "%s\"%s\"", c == pat ? "" : ", ",
+                          *c == 'F' ? "full" : *c == 'S' ? "shared" : "sparse");
+  cr_assert(n + 3 < cap);
+  strcat(out, "],");
+  return out;
+}
+
+/* 78 layers of 'F' but for the given 'S' positions (-1 ends the list). */
+static const char *pat78(char *out, const int *shared) {
+  memset(out, 'F', 78);
+  out[78] = '\0';
+  for (; *shared >= 0; shared++) out[*shared] = 'S';
+  return out;
+}
+
+/* The layers a config makes "shared", as a string of 'F' and 'S'. */
+static void pattern_of(const sc_hf_config *c, char *out) {
+  for (int32_t l = 0; l < c->num_hidden_layers; l++)
+    out[l] = sc_hf_layer_index_shared(c, l) ? 'S' : 'F';
+  out[c->num_hidden_layers] = '\0';
+}
+
+Test(hf_config, glm_moe_dsa) {
+  sc_hf_config c;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_config_parse(GLM_CONFIG, strlen(GLM_CONFIG), &c, &d), 0, "%s", d.msg);
+  cr_assert_str_eq(c.model_type, "glm_moe_dsa");
+  cr_assert(c.index_rope_interleaved);
+  cr_assert_eq(c.index_shared_layers, 0); /* no sharing keys: every layer "full" */
+  cr_assert_eq(c.rope.type, SC_HF_ROPE_DEFAULT);
+  cr_assert_eq(c.rope_theta, 1e6);
+  cr_assert_eq(c.rms_norm_eps, 1e-5);
+  cr_assert_eq(c.n_group, 1);
+  cr_assert_eq(c.unknown_keys, 0);
+  sc_hf_spec *t;
+  int32_t n, n_all;
+  cr_assert_eq(sc_hf_tensor_table(&c, &t, &n_all, &d), 0);
+  free(t);
+  /* a sharing schedule: index_topk_freq 4 from index_skip_topk_offset 3 */
+  cr_assert_eq(parse_glm("\"moe_layer_freq\": 1,",
+                         "\"moe_layer_freq\": 1, \"index_topk_freq\": 4, \"index_skip_topk_offset\": 3,",
+                         &c, &d), 0, "%s", d.msg);
+  char pat[SC_HF_MAX_LAYERS + 1];
+  pattern_of(&c, pat);
+  cr_assert_eq(strncmp(pat, "FFFSSSFSSSFSSSF", 15), 0, "%s", pat);
+  cr_assert_eq(c.index_shared_layers, 78 - 21, "%d", c.index_shared_layers); /* 0-2, 6, 10, ..., 74 */
+  /* a shared layer has no indexer tensors: 5 fewer each */
+  cr_assert_eq(sc_hf_tensor_table(&c, &t, &n, &d), 0);
+  cr_assert_eq(n, n_all - 5 * 57);
+  for (int32_t i = 0; i < n; i++)
+    cr_assert(strncmp(t[i].name, "model.layers.3.self_attn.indexer", 32), "%s", t[i].name);
+  free(t);
+  /* index_skip_topk_offset defaults to 2 */
+  cr_assert_eq(parse_glm("\"moe_layer_freq\": 1,", "\"moe_layer_freq\": 1, \"index_topk_freq\": 2,",
+                         &c, &d), 0, "%s", d.msg);
+  pattern_of(&c, pat);
+  cr_assert_eq(strncmp(pat, "FFSFSF", 6), 0, "%s", pat);
+  /* a pattern string, a pattern list, and indexer_types over both */
+  char list[4096] = "\"moe_layer_freq\": 1, \"index_topk_pattern\": \"FFFS";
+  for (int i = 4; i < 78; i++) strcat(list, i % 2 ? "S" : "F");
+  strcat(list, "\",");
+  cr_assert_eq(parse_glm("\"moe_layer_freq\": 1,", list, &c, &d), 0, "%s", d.msg);
+  pattern_of(&c, pat);
+  cr_assert_eq(strncmp(pat, "FFFSFSF", 7), 0, "%s", pat);
+  cr_assert_eq(c.index_shared_layers, 38);
+  char want[80];
+  types_key("indexer_types", pat78(want, (const int[]){1, 77, -1}), list, sizeof list);
+  char both[4200]; /* indexer_types wins over index_topk_freq */
+  snprintf(both, sizeof both, "\"index_topk_freq\": 4, %s", list);
+  cr_assert_eq(parse_glm("\"moe_layer_freq\": 1,", both, &c, &d), 0, "%s", d.msg);
+  pattern_of(&c, pat);
+  cr_assert_str_eq(pat, want);
+  cr_assert_eq(c.index_shared_layers, 2);
+  types_key("index_topk_pattern", want, list, sizeof list); /* the list form of the pattern */
+  cr_assert_eq(parse_glm("\"moe_layer_freq\": 1,", list, &c, &d), 0, "%s", d.msg);
+  pattern_of(&c, pat);
+  cr_assert_str_eq(pat, want);
+  /* the model sparsecp serves from it */
+  sc_model_config m;
+  cr_assert_eq(sc_model_config_from_hf(&c, &m, &d), 0, "%s", d.msg);
+  cr_assert(m.arch.index_interleaved);
+  cr_assert(sc_model_layer_index_shared(&m, 1) && sc_model_layer_index_shared(&m, 77));
+  cr_assert(!sc_model_layer_index_shared(&m, 0) && !sc_model_layer_index_shared(&m, 2));
+  cr_assert_eq(m.arch.latent_norm_eps, 1e-6f); /* q_a/kv_a_layernorm, not rms_norm_eps */
+  cr_assert_eq(m.rms_eps, 1e-5f);
+  /* deepseek_v32 does not know the sharing keys: ignored, counted */
+  char b[sizeof REAL_CONFIG + 512];
+  edit(REAL_CONFIG, "\"moe_layer_freq\": 1,", "\"moe_layer_freq\": 1, \"index_topk_freq\": 4,", b,
+       sizeof b);
+  cr_assert_eq(sc_hf_config_parse(b, strlen(b), &c, &d), 0, "%s", d.msg);
+  cr_assert(!c.index_rope_interleaved);
+  cr_assert_eq(c.index_shared_layers, 0);
+  cr_assert_eq(c.unknown_keys, 1);
+}
+
+Test(hf_config, glm_errors_name_the_key) {
+  static const refusal cases[] = {
+      {"\"moe_layer_freq\": 1,", "\"moe_layer_freq\": 1, \"indexer_types\": [\"full\", \"shared\"],",
+       "\"indexer_types\" must be a list of num_hidden_layers = 78 entries"},
+      {"\"moe_layer_freq\": 1,", "\"moe_layer_freq\": 1, \"indexer_types\": \"full\",",
+       "\"indexer_types\" must be a list of num_hidden_layers = 78"},
+      {"\"moe_layer_freq\": 1,", "\"moe_layer_freq\": 1, \"index_topk_pattern\": \"FS\",",
+       "\"index_topk_pattern\" must be a list of num_hidden_layers = 78 entries \"full\" or "
+       "\"shared\" (or a string of as many 'F' and 'S')"},
+      {"\"moe_layer_freq\": 1,", "\"moe_layer_freq\": 1, \"index_topk_freq\": 0,",
+       "\"index_topk_freq\" must be an integer in [1, 1024]"},
+      {"\"moe_layer_freq\": 1,", "\"moe_layer_freq\": 1, \"index_topk_freq\": \"4\",",
+       "\"index_topk_freq\" must be an integer"},
+      {"\"moe_layer_freq\": 1,", "\"moe_layer_freq\": 1, \"index_skip_topk_offset\": -1,",
+       "\"index_skip_topk_offset\" must be an integer in [0, 1024]"},
+      {"\"moe_layer_freq\": 1,",
+       "\"moe_layer_freq\": 1, \"index_topk_freq\": 2, \"index_skip_topk_offset\": 0,",
+       "\"index_skip_topk_offset\" makes layer 0 \"shared\""},
+      {"\"indexer_rope_interleave\": true", "\"indexer_rope_interleave\": false",
+       "\"indexer_rope_interleave\" = false contradicts model_type \"glm_moe_dsa\""},
+      {"\"indexer_rope_interleave\": true", "\"indexer_rope_interleave\": 1",
+       "\"indexer_rope_interleave\" must be true or false"},
+      {"\"rope_interleave\": true", "\"rope_interleave\": false", "\"rope_interleave\" = false"},
+      {"\"glm_moe_dsa\"", "\"glm_moe\"", "\"model_type\" = \"glm_moe\" is not supported"},
+  };
+  expect_refusals(GLM_CONFIG, cases, sizeof cases / sizeof cases[0]);
+  /* each entry checked, and the first layer must have an indexer */
+  char list[4096], pat[80];
+  sc_hf_config c;
+  sc_diag d = {0};
+  pat78(pat, (const int[]){-1});
+  pat[5] = 'x';
+  cr_assert_eq(parse_glm("\"moe_layer_freq\": 1,", types_key("indexer_types", pat, list, sizeof list),
+                         &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "\"indexer_types\"[5] must be \"full\" or \"shared\""), "%s", d.msg);
+  pat78(pat, (const int[]){0, -1});
+  cr_assert_eq(parse_glm("\"moe_layer_freq\": 1,", types_key("indexer_types", pat, list, sizeof list),
+                         &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "\"indexer_types\" makes layer 0 \"shared\""), "%s", d.msg);
+  snprintf(list, sizeof list, "\"moe_layer_freq\": 1, \"index_topk_pattern\": \"%s\",", pat);
+  cr_assert_eq(parse_glm("\"moe_layer_freq\": 1,", list, &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "\"index_topk_pattern\" makes layer 0 \"shared\""), "%s", d.msg);
+  pat[3] = 'f';
+  snprintf(list, sizeof list, "\"moe_layer_freq\": 1, \"index_topk_pattern\": \"%s\",", pat);
+  cr_assert_eq(parse_glm("\"moe_layer_freq\": 1,", list, &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "\"index_topk_pattern\"[3] must be 'F' or 'S'"), "%s", d.msg);
+  /* deepseek_v32's indexer rotates halves: a config saying otherwise is refused */
+  char b[sizeof REAL_CONFIG + 512];
+  edit(REAL_CONFIG, "\"moe_layer_freq\": 1,", "\"moe_layer_freq\": 1, \"indexer_rope_interleave\": true,",
+       b, sizeof b);
+  cr_assert_eq(sc_hf_config_parse(b, strlen(b), &c, &d), SC_EINVAL);
+  cr_assert(strstr(d.msg, "contradicts model_type \"deepseek_v32\", whose indexer rotates "
+                          "half-split pairs"), "%s", d.msg);
+  edit(REAL_CONFIG, "\"moe_layer_freq\": 1,", "\"moe_layer_freq\": 1, \"indexer_rope_interleave\": false,",
+       b, sizeof b);
+  cr_assert_eq(sc_hf_config_parse(b, strlen(b), &c, &d), 0, "%s", d.msg);
 }
 
 /* ---- checkpoint directories ---- */

@@ -28,6 +28,7 @@ committed and this is run by hand:
     python3 tests/data/hf_checkpoint/make_logits.py
 
 (LENGTHS=5,10 picks other prompt lengths; VERBOSE=1 prints why each draw was rejected.)
+make_glm_logits.py uses reference() below for GLM-5's glm_moe_dsa.
 """
 import json
 import os
@@ -47,11 +48,12 @@ MARGIN = 1e-4
 TOKEN_MARGIN = 1e-3
 
 
-def main():
-    torch.manual_seed(0)
-    model = DeepseekV32ForCausalLM.from_pretrained(MODEL, dtype=torch.float32,
-                                                   attn_implementation="eager")
-    model.eval()
+def reference(model, rotate, lengths=None):
+    """The kept cases of model (in eval mode, float32) and the number of rejected draws.
+    rotate is the indexer's rotary function of the model's modeling file (q, k, cos, sin,
+    unsqueeze_dim=...); layers without an indexer (glm_moe_dsa's "shared" ones) reuse an
+    earlier layer's selection, which that layer's hook has checked."""
+    lengths = LENGTHS if lengths is None else lengths
     cfg = model.config
     margins = {"index": float("inf"), "route": float("inf")}
 
@@ -64,8 +66,7 @@ def main():
         q_rot, q_pass = torch.split(q, [mod.qk_rope_head_dim, mod.head_dim - mod.qk_rope_head_dim], -1)
         k = mod.k_norm(mod.wk(hs)).unsqueeze(2)
         k_rot, k_pass = torch.split(k, [mod.qk_rope_head_dim, mod.head_dim - mod.qk_rope_head_dim], -1)
-        from transformers.models.deepseek_v32.modeling_deepseek_v32 import apply_rotary_pos_emb
-        q_rot, k_rot = apply_rotary_pos_emb(q_rot, k_rot, cos, sin, unsqueeze_dim=2)
+        q_rot, k_rot = rotate(q_rot, k_rot, cos, sin, unsqueeze_dim=2)
         q = torch.cat([q_rot, q_pass], -1)
         k = torch.cat([k_rot, k_pass], -1).squeeze(2)
         sc = torch.relu(torch.matmul(q.float(), k.transpose(-1, -2).float().unsqueeze(1)) * mod.softmax_scale)
@@ -115,13 +116,14 @@ def main():
                 margins["route"] = min(margins["route"], (a[mod.top_k - 1] - a[mod.top_k]).item())
 
     for layer in model.model.layers:
-        layer.self_attn.indexer.register_forward_hook(indexer_hook, with_kwargs=True)
+        if getattr(layer.self_attn, "indexer", None) is not None:
+            layer.self_attn.indexer.register_forward_hook(indexer_hook, with_kwargs=True)
         if hasattr(layer.mlp, "gate"):
             layer.mlp.gate.register_forward_hook(router_hook)
 
     rng = random.Random(23)
     cases, rejected = [], 0
-    for n in LENGTHS:
+    for n in lengths:
         while True:
             prompt = [rng.randrange(cfg.vocab_size) for _ in range(n)]
             margins["index"] = margins["route"] = float("inf")
@@ -133,7 +135,9 @@ def main():
                     tok_margin = min(tok_margin, (top[0] - top[1]).item())
                     rows.append(out.tolist())
                     seq.append(int(torch.argmax(out)))
-            if margins["index"] > MARGIN and margins["route"] > MARGIN and tok_margin > TOKEN_MARGIN:
+                    if not ok(margins, tok_margin):
+                        break  # rejected already: the rest cannot change that
+            if ok(margins, tok_margin):
                 break
             rejected += 1
             if os.environ.get("VERBOSE"):
@@ -143,6 +147,20 @@ def main():
                       "min_token_margin": tok_margin})
         print(f"prompt {n}: tokens {seq[n:]}, margins index {margins['index']:.3g} "
               f"route {margins['route']:.3g} token {tok_margin:.3g}", file=sys.stderr)
+    return cases, rejected
+
+
+def ok(margins, tok_margin):
+    return margins["index"] > MARGIN and margins["route"] > MARGIN and tok_margin > TOKEN_MARGIN
+
+
+def main():
+    from transformers.models.deepseek_v32.modeling_deepseek_v32 import apply_rotary_pos_emb
+    torch.manual_seed(0)
+    model = DeepseekV32ForCausalLM.from_pretrained(MODEL, dtype=torch.float32,
+                                                   attn_implementation="eager")
+    model.eval()
+    cases, rejected = reference(model, apply_rotary_pos_emb)
     out = {"model": "tiny-bf16", "transformers": transformers.__version__,
            "torch": torch.__version__, "dtype": "float32", "attn_implementation": "eager",
            "gen": GEN, "margin": MARGIN, "token_margin": TOKEN_MARGIN,
