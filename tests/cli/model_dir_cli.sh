@@ -9,8 +9,8 @@
 # model_file in a cluster file.
 # GLM-5 (glm_moe_dsa): a model of mkmodel's GLM layout (odd layers share the top-K of the
 # layer before) is checked and served at (2,2,1), (1,2,2) and (2,2,2); the directory
-# make_glm_logits.py saved with transformers (tests/data/hf_checkpoint/tiny-glm-bf16) too
-# once it is committed (skipped with a message before); broken indexer_types, a shared
+# make_glm_logits.py saved with transformers (tests/data/hf_checkpoint/tiny-glm-bf16) too;
+# broken indexer_types, a shared
 # first layer and a contradicting indexer_rope_interleave are refused by `checkpoint` and
 # `run` (exit 2, the key named).
 set -u
@@ -56,13 +56,9 @@ assert d["index_rope"] == "interleaved" and d["index_shared_layers"] == 2, d
 check_run "$work/glm"
 check_run "$work/glm" --pcp 1 --dcp 2 --tp 2
 check_run "$work/glm" --pcp 2 --dcp 2 --tp 2
-if [ -f "$data/tiny-glm-bf16/config.json" ]; then
-  "$bin" checkpoint "$data/tiny-glm-bf16" > /dev/null || fail "checkpoint tiny-glm-bf16 exited $?"
-  check_run "$data/tiny-glm-bf16"
-  check_run "$data/tiny-glm-bf16" --pcp 2 --dcp 2 --tp 2
-else
-  echo "model_dir_cli: skipped tests/data/hf_checkpoint/tiny-glm-bf16 (not made yet: make_glm_logits.py)"
-fi
+"$bin" checkpoint "$data/tiny-glm-bf16" > /dev/null || fail "checkpoint tiny-glm-bf16 exited $?"
+check_run "$data/tiny-glm-bf16"
+check_run "$data/tiny-glm-bf16" --pcp 2 --dcp 2 --tp 2
 glm_refused() { # NAME WANT PYTHON-EDIT: a copy of the glm dir whose config the edit breaks
   mkdir "$work/$1"
   cp "$work/glm/"* "$work/$1/"

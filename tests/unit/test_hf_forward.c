@@ -8,7 +8,7 @@
  * torch's values, the fp8 checkpoint runs and gives the same tokens on every layout, and
  * the loader's halves-to-interleaved permutation.
  * GLM-5 (glm_moe_dsa): the same comparison with tiny-glm-bf16 and glm_logits.json (made by
- * make_glm_logits.py; skipped until they are committed), and, on a model of mkmodel's
+ * make_glm_logits.py), and, on a model of mkmodel's
  * GLM layout, that a shared layer attends over the top-K of the layer before on every
  * layout, prefill and decode.
  *
@@ -186,12 +186,8 @@ LAYOUT_TESTS(, v32_vs_transformers)
 /* GLM-5: tests/data/hf_checkpoint/tiny-glm-bf16 (4 layers, indexer_types full, shared,
  * full, shared; interleaved indexer rotary; rms_norm_eps 1e-5) against transformers'
  * GlmMoeDsaForCausalLM (glm_logits.json), both made by make_glm_logits.py on a machine
- * with torch. Until they are committed the tests skip, saying so. */
+ * with torch (committed). */
 static void glm_vs_transformers(int P, int N, int T) {
-  if (access(SC_HF_DATA "/glm_logits.json", R_OK) != 0 ||
-      access(SC_HF_DATA "/tiny-glm-bf16/config.json", R_OK) != 0)
-    cr_skip_test("no GLM-5 reference yet: tests/data/hf_checkpoint/make_glm_logits.py (torch, "
-                 "transformers >= 5.17) writes tiny-glm-bf16/ and glm_logits.json");
   layout_vs_transformers(SC_HF_DATA "/tiny-glm-bf16", SC_HF_DATA "/glm_logits.json", P, N, T);
 }
 
