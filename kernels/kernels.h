@@ -246,6 +246,18 @@ typedef struct sc_kernels_ops {
                            const float *src, int64_t ld_src, int64_t src_rows,
                            const int32_t *rows, const float *weight, const float *add,
                            int64_t ld_add, float *out, int64_t ld_out);
+  /* fp8 weights kept resident, expanded to f32 before their layer runs (model/weights.h):
+   * `mats` matrices of [rows, cols] e4m3 bytes (kernels/fp8_e4m3.h) stored one after the
+   * other, each with its block scales, f32 [srows, scols] one table after the other;
+   * element (r, c) of matrix m is e4m3(q) * scale[(r + r_off) / block_rows][(c + c_off) /
+   * block_cols] of that matrix (r_off, c_off: where a TP slice starts inside its first
+   * scale block), the product in f32, written to out (mats x rows x cols, dense): the
+   * very floats the host's dequantization (model/fp8_block.h) gives. NULL on backends
+   * without it. */
+  int (*dequant_fp8)(sc_kernels *k, int32_t mats, int64_t rows, int64_t cols,
+                     const uint8_t *q, const float *scale, int64_t srows, int64_t scols,
+                     int32_t r_off, int32_t c_off, int32_t block_rows, int32_t block_cols,
+                     float *out);
   /* out[r][i] = silu(gate[r][i]) * up[r][i], silu(x) = x / (1 + exp(-x)), i < inter. */
   int (*swiglu)(sc_kernels *k, int64_t n_rows, int64_t inter, const float *gate,
                 int64_t ld_gate, const float *up, int64_t ld_up, float *out,

@@ -91,6 +91,21 @@ int sc_kcheck_weighted_sum_rows(int64_t n_tok, int32_t topk, int64_t width, cons
   return 0;
 }
 
+int sc_kcheck_dequant_fp8(int32_t mats, int64_t rows, int64_t cols, const uint8_t *q,
+                          const float *scale, int64_t srows, int64_t scols, int32_t r_off,
+                          int32_t c_off, int32_t block_rows, int32_t block_cols,
+                          const float *out) {
+  if (mats < 0 || rows < 0 || cols < 0 || block_rows < 1 || block_cols < 1 || r_off < 0 ||
+      c_off < 0 || r_off >= block_rows || c_off >= block_cols)
+    return SC_EINVAL;
+  if (mats == 0 || rows == 0 || cols == 0) return 1;
+  if (q == NULL || scale == NULL || out == NULL) return SC_EINVAL;
+  /* the scale table must cover the slice's last block */
+  if ((rows - 1 + r_off) / block_rows >= srows || (cols - 1 + c_off) / block_cols >= scols)
+    return SC_ERANGE;
+  return 0;
+}
+
 int sc_kcheck_rows_op(int64_t n_rows, int64_t width, const void *a, const void *b,
                       const void *c) {
   if (n_rows < 0 || width < 0) return SC_EINVAL;

@@ -39,6 +39,10 @@ int sc_kcheck_weighted_sum_rows(int64_t n_tok, int32_t topk, int64_t width, cons
                                 int64_t ld_src, int64_t src_rows, const int32_t *rows,
                                 const float *weight, const float *add, int64_t ld_add,
                                 const float *out, int64_t ld_out);
+int sc_kcheck_dequant_fp8(int32_t mats, int64_t rows, int64_t cols, const uint8_t *q,
+                          const float *scale, int64_t srows, int64_t scols, int32_t r_off,
+                          int32_t c_off, int32_t block_rows, int32_t block_cols,
+                          const float *out);
 /* swiglu and add: n_rows x width over three buffers (add passes y twice). */
 int sc_kcheck_rows_op(int64_t n_rows, int64_t width, const void *a, const void *b,
                       const void *c);

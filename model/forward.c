@@ -568,6 +568,9 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
      "forward: embedding");
 
   for (s->layer = 0; s->layer < mc->layers; s->layer++) {
+    /* a checkpoint's resident fp8 weights of this layer, expanded to f32 (weights.h) */
+    CK(sc_model_weights_expand(f->k, f->w, s->layer), "layer %d: cannot expand its fp8 weights",
+       s->layer);
     if ((rc = attention_layer(s)) || (rc = mlp_layer(s))) goto out;
   }
   s->layer = -1;

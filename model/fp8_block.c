@@ -5,14 +5,9 @@
 #include <string.h>
 
 #include "kernels/bf16.h"
+#include "kernels/fp8_e4m3.h"
 
-float sc_e4m3_to_f32(uint8_t b) {
-  const int e = (b >> 3) & 0xf, m = b & 7;
-  const float sign = (b & 0x80) ? -1.0f : 1.0f;
-  if (e == 0xf && m == 7) return NAN;
-  if (e == 0) return sign * ldexpf((float)m, -9);  /* subnormal: m/8 * 2^-6 */
-  return sign * ldexpf((float)(8 + m), e - 10);    /* (1 + m/8) * 2^(e-7) */
-}
+float sc_e4m3_to_f32(uint8_t b) { return sc_e4m3_value(b); }
 
 uint8_t sc_f32_to_e4m3(float f) {
   if (isnan(f)) return 0x7f;

@@ -11,10 +11,11 @@
  * figures, the largest over the T ranks:
  *   stored  the checkpoint's dtypes as released: a quantized linear 1 byte per element
  *           (fp8) with its F32 weight_scale_inv blocks covering the rank's slice (2 bytes
- *           without quantization_config), e_score_correction_bias F32, the rest BF16 -
- *           what a GPU keeping fp8 weights resident holds (issue 23 point 3)
- *   f32     every element in f32, scales dropped - what the CPU backend holds today
- *           (every weight dequantized at load)
+ *           without quantization_config), e_score_correction_bias F32, the rest BF16
+ *   f32     every element in f32, scales dropped - what the engine held when it
+ *           dequantized every weight at load
+ * (The engine now keeps fp8 weights resident but the bf16 tensors in f32, plus one
+ * layer's f32 expansion, docs/model.md: between the two, not counted here yet.)
  *
  * KV cache: a cached token is one row per layer of kv_lora_rank + qk_rope_head_dim (the
  * MLA row, 576 in V3.2) + index_head_dim (the indexer key kept beside it, 128) values, in

@@ -70,6 +70,8 @@ typedef struct loader {
   sc_diag *d;
   float *host; /* staging */
   size_t cap;
+  sc_model_weights *w; /* where resident fp8 weights are recorded (weights.h) */
+  int32_t cap_fp8;
 } loader;
 
 static float *stage(loader *L, size_t n) {
@@ -112,6 +114,98 @@ static int read_block(loader *L, const char *name, int64_t r0, int64_t nr, int64
     rc = e ? sc_st_read_f32(f, e, r0, nr, c0, nc, out) : SC_EINVAL;
   }
   return rc ? sc_fail(L->d, rc, "checkpoint: cannot read tensor \"%s\"", name) : 0;
+}
+
+/* ---- fp8 weights kept resident (weights.h, sc_fp8_resident) ---- */
+
+/* The shared f32 buffer a resident weight expands into: one per table kind, one per
+ * extra (sc_wxkind) kind. */
+#define SCRATCH_TABLE(kind) ((int32_t)(kind))
+#define SCRATCH_EXTRA(kind) (SC_W_LAYER_COUNT + (int32_t)(kind))
+#define SCRATCH_COUNT (SC_W_LAYER_COUNT + SC_WX_COUNT)
+
+/* Whether tensor `name` is stored in fp8 (then kept resident, unless its rows need a
+ * permutation at load: the indexer's, dequantized to f32 as before). */
+static bool is_fp8(loader *L, const char *name) {
+  const sc_hf_tensor *t = sc_hf_checkpoint_find(L->ck, name);
+  return t != NULL && t->dtype == SC_ST_F8_E4M3 && t->ndim == 2;
+}
+
+/* Records matrices names[0..mats) (each [rows, cols] in the file, all alike), the rank's
+ * block [r0, r0+nr) x [c0, c0+nc) of each, as one resident weight of `layer` read through
+ * *slot and expanding into shared buffer `scratch`: the e4m3 bytes and the scale blocks
+ * covering the slice, uploaded. */
+static int add_resident(loader *L, int32_t layer, float **slot, int32_t scratch,
+                        const char *const *names, int32_t mats, int64_t r0, int64_t nr,
+                        int64_t c0, int64_t nc) {
+  const int32_t br = L->ck->cfg.quant.block_rows, bc = L->ck->cfg.quant.block_cols;
+  const int32_t r_off = (int32_t)(r0 % br), c_off = (int32_t)(c0 % bc);
+  const int64_t srows = (r_off + nr - 1) / br + 1, scols = (c_off + nc - 1) / bc + 1;
+  const size_t qbytes = (size_t)(mats * nr * nc), sfloats = (size_t)(mats * srows * scols);
+  /* staging: the bytes, then the scales (in floats) */
+  float *h = stage(L, (qbytes + 3) / 4 + sfloats);
+  if (h == NULL) return sc_fail(L->d, SC_ENOMEM, "out of memory for tensor \"%s\"", names[0]);
+  uint8_t *hq = (uint8_t *)h;
+  float *hs = h + (qbytes + 3) / 4;
+  for (int32_t m = 0; m < mats; m++) {
+    const sc_hf_tensor *t = sc_hf_checkpoint_find(L->ck, names[m]);
+    char sname[SC_HF_MAX_NAME + 16];
+    snprintf(sname, sizeof sname, "%s_scale_inv", names[m]);
+    const sc_hf_tensor *s = sc_hf_checkpoint_find(L->ck, sname);
+    if (t == NULL || s == NULL)
+      return sc_fail(L->d, SC_EINVAL, "checkpoint: fp8 tensor \"%s\" or its scales are missing",
+                     names[m]);
+    const int64_t rows = t->shape[0], cols = t->shape[1], full_scols = (cols + bc - 1) / bc;
+    if (r0 + nr > rows || c0 + nc > cols ||
+        (uint64_t)((rows + br - 1) / br * full_scols) * 4 > s->bytes)
+      return sc_fail(L->d, SC_ERANGE, "checkpoint: block outside tensor \"%s\"", names[m]);
+    for (int64_t r = 0; r < nr; r++)
+      memcpy(hq + (m * nr + r) * nc, t->data + (r0 + r) * cols + c0, (size_t)nc);
+    for (int64_t sr = 0; sr < srows; sr++)
+      memcpy(hs + (m * srows + sr) * scols, s->data + ((r0 / br + sr) * full_scols + c0 / bc) * 4,
+             (size_t)scols * 4);
+  }
+  sc_model_weights *w = L->w;
+  if (w->num_fp8 == L->cap_fp8) {
+    const int32_t cap = L->cap_fp8 ? 2 * L->cap_fp8 : 64;
+    sc_fp8_resident *p = realloc(w->fp8, sizeof *p * (size_t)cap);
+    if (p == NULL) return sc_fail(L->d, SC_ENOMEM, "out of memory");
+    w->fp8 = p;
+    L->cap_fp8 = cap;
+  }
+  sc_fp8_resident *r = &w->fp8[w->num_fp8];
+  *r = (sc_fp8_resident){.layer = layer, .slot = slot, .mats = mats, .rows = nr, .cols = nc,
+                         .srows = srows, .scols = scols, .r_off = r_off, .c_off = c_off,
+                         .block_rows = br, .block_cols = bc, .scratch = scratch};
+  w->num_fp8++; /* (freed with the weights from here on, whatever follows) */
+  int rc = L->k->ops->alloc(L->k, qbytes, (void **)&r->q);
+  if (rc == 0) rc = L->k->ops->copy(L->k, r->q, hq, qbytes, SC_KCOPY_H2D);
+  if (rc == 0) rc = L->k->ops->alloc(L->k, sfloats * sizeof(float), (void **)&r->scale);
+  if (rc == 0) rc = L->k->ops->copy(L->k, r->scale, hs, sfloats * sizeof(float), SC_KCOPY_H2D);
+  return rc ? sc_fail(L->d, rc, "cannot upload fp8 tensor \"%s\"", names[0]) : 0;
+}
+
+/* The shared buffers, each as large as its largest user, and every resident weight's
+ * table entry pointed at its own. */
+static int assign_scratch(loader *L) {
+  sc_model_weights *w = L->w;
+  if (w->num_fp8 == 0) return 0;
+  size_t need[SCRATCH_COUNT] = {0};
+  for (int32_t i = 0; i < w->num_fp8; i++) {
+    const sc_fp8_resident *r = &w->fp8[i];
+    const size_t n = (size_t)(r->mats * r->rows * r->cols);
+    if (n > need[r->scratch]) need[r->scratch] = n;
+  }
+  w->scratch = calloc(SCRATCH_COUNT, sizeof *w->scratch);
+  if (w->scratch == NULL) return sc_fail(L->d, SC_ENOMEM, "out of memory");
+  w->num_scratch = SCRATCH_COUNT;
+  for (int32_t i = 0; i < SCRATCH_COUNT; i++) {
+    if (need[i] == 0) continue;
+    const int rc = L->k->ops->alloc(L->k, need[i] * sizeof(float), (void **)&w->scratch[i]);
+    if (rc) return sc_fail(L->d, rc, "cannot allocate an fp8 expansion buffer (%zu floats)", need[i]);
+  }
+  for (int32_t i = 0; i < w->num_fp8; i++) *w->fp8[i].slot = w->scratch[w->fp8[i].scratch];
+  return 0;
 }
 
 /* A kernel buffer of n floats holding host. */
@@ -188,12 +282,19 @@ static int load_table_tensor(loader *L, const sc_model_config *c, int32_t tp, in
   sc_model_tensor_info(c, index, &t);
   int64_t r0, nr, c0, nc;
   sc_model_tensor_slice(&t, tp, rank, &r0, &nr, &c0, &nc);
+  const int32_t kind =
+      index < SC_W_GLOBAL_COUNT ? -1 : (index - SC_W_GLOBAL_COUNT) % SC_W_LAYER_COUNT;
+  const bool permuted =
+      (kind == SC_W_IDX_WQ || kind == SC_W_IDX_WK) && !c->arch.index_interleaved;
+  if (kind >= 0 && !permuted && is_fp8(L, name)) {
+    const char *const names[1] = {name};
+    return add_resident(L, (index - SC_W_GLOBAL_COUNT) / SC_W_LAYER_COUNT, out,
+                        SCRATCH_TABLE(kind), names, 1, r0, nr, c0, nc);
+  }
   float *h = stage(L, (size_t)(nr * nc));
   if (h == NULL) return sc_fail(L->d, SC_ENOMEM, "out of memory for tensor \"%s\"", name);
   int rc = read_block(L, name, r0, nr, c0, nc, h);
   if (rc) return rc;
-  const int32_t kind =
-      index < SC_W_GLOBAL_COUNT ? -1 : (index - SC_W_GLOBAL_COUNT) % SC_W_LAYER_COUNT;
   if (kind == SC_W_IDX_WQ && !c->arch.index_interleaved)
     rc = halves_to_interleaved(h, c->index_heads, c->index_dim, c->rope_dim, nc);
   if (kind == SC_W_IDX_WK && !c->arch.index_interleaved)
@@ -206,9 +307,27 @@ static int load_table_tensor(loader *L, const sc_model_config *c, int32_t tp, in
  * expert's rows (split = rows) or columns of this rank, stacked expert by
  * expert. */
 static int load_experts(loader *L, const sc_model_config *c, int32_t tp, int32_t rank,
-                        const char *pre, const char *proj, bool split_cols, float **out) {
+                        int32_t layer, const char *pre, const char *proj, bool split_cols,
+                        sc_wxkind kind, float **out) {
   const int32_t E = c->arch.route.n_experts;
   const int64_t il = c->arch.moe_inter / tp, hid = c->hidden, per = il * hid;
+  char first[SC_HF_MAX_NAME];
+  snprintf(first, sizeof first, "%sexperts.0.%s.weight", pre, proj);
+  if (is_fp8(L, first)) { /* every expert's, stacked (the checkpoint's check made them alike) */
+    char(*names)[SC_HF_MAX_NAME] = malloc(sizeof *names * (size_t)E);
+    const char **ptrs = malloc(sizeof *ptrs * (size_t)E);
+    int rc = names && ptrs ? 0 : sc_fail(L->d, SC_ENOMEM, "out of memory");
+    for (int32_t e = 0; rc == 0 && e < E; e++) {
+      snprintf(names[e], sizeof names[e], "%sexperts.%d.%s.weight", pre, e, proj);
+      ptrs[e] = names[e];
+    }
+    if (rc == 0)
+      rc = split_cols ? add_resident(L, layer, out, SCRATCH_EXTRA(kind), ptrs, E, 0, hid, rank * il, il)
+                      : add_resident(L, layer, out, SCRATCH_EXTRA(kind), ptrs, E, rank * il, il, 0, hid);
+    free(names);
+    free(ptrs);
+    return rc;
+  }
   float *h = stage(L, (size_t)(per * E));
   if (h == NULL) return sc_fail(L->d, SC_ENOMEM, "out of memory for %sexperts", pre);
   char name[SC_HF_MAX_NAME];
@@ -223,12 +342,17 @@ static int load_experts(loader *L, const sc_model_config *c, int32_t tp, int32_t
 }
 
 /* A tensor read whole (replicated), or the rank's rows / columns (`split` 1 /
- * 2) of a [rows, cols] one. */
+ * 2) of a [rows, cols] one; an fp8 one of layer `layer` is kept resident, expanding into
+ * the shared buffer of `kind`. */
 static int load_plain(loader *L, const char *name, int64_t rows, int64_t cols, int split,
-                      int32_t tp, int32_t rank, float **out) {
+                      int32_t tp, int32_t rank, int32_t layer, sc_wxkind kind, float **out) {
   int64_t r0 = 0, nr = rows, c0 = 0, nc = cols;
   if (split == 1) nr = rows / tp, r0 = rank * nr;
   if (split == 2) nc = cols / tp, c0 = rank * nc;
+  if (is_fp8(L, name)) {
+    const char *const names[1] = {name};
+    return add_resident(L, layer, out, SCRATCH_EXTRA(kind), names, 1, r0, nr, c0, nc);
+  }
   float *h = stage(L, (size_t)(nr * nc));
   if (h == NULL) return sc_fail(L->d, SC_ENOMEM, "out of memory for tensor \"%s\"", name);
   const int rc = read_block(L, name, r0, nr, c0, nc, h);
@@ -256,19 +380,26 @@ static int load_layer_extras(loader *L, const sc_model_config *c, int32_t tp, in
   const int64_t sh = (int64_t)c->arch.moe_inter * c->arch.n_shared;
   snprintf(pre, sizeof pre, "model.layers.%d.mlp.", l);
   snprintf(name, sizeof name, "%sgate.weight", pre);
-  if ((rc = load_plain(L, name, E, hid, 0, tp, rank, &x[SC_WX_ROUTER]))) return rc;
+  if ((rc = load_plain(L, name, E, hid, 0, tp, rank, l, SC_WX_ROUTER, &x[SC_WX_ROUTER])))
+    return rc;
   snprintf(name, sizeof name, "%sgate.e_score_correction_bias", pre);
-  if ((rc = load_plain(L, name, 1, E, 0, tp, rank, &x[SC_WX_ROUTER_BIAS]))) return rc;
-  if ((rc = load_experts(L, c, tp, rank, pre, "gate_proj", false, &x[SC_WX_EXP_W1])) ||
-      (rc = load_experts(L, c, tp, rank, pre, "up_proj", false, &x[SC_WX_EXP_W3])) ||
-      (rc = load_experts(L, c, tp, rank, pre, "down_proj", true, &x[SC_WX_EXP_W2])))
+  if ((rc = load_plain(L, name, 1, E, 0, tp, rank, l, SC_WX_ROUTER_BIAS, &x[SC_WX_ROUTER_BIAS])))
+    return rc;
+  if ((rc = load_experts(L, c, tp, rank, l, pre, "gate_proj", false, SC_WX_EXP_W1,
+                         &x[SC_WX_EXP_W1])) ||
+      (rc = load_experts(L, c, tp, rank, l, pre, "up_proj", false, SC_WX_EXP_W3,
+                         &x[SC_WX_EXP_W3])) ||
+      (rc = load_experts(L, c, tp, rank, l, pre, "down_proj", true, SC_WX_EXP_W2,
+                         &x[SC_WX_EXP_W2])))
     return rc;
   snprintf(name, sizeof name, "%sshared_experts.gate_proj.weight", pre);
-  if ((rc = load_plain(L, name, sh, hid, 1, tp, rank, &x[SC_WX_SH_W1]))) return rc;
+  if ((rc = load_plain(L, name, sh, hid, 1, tp, rank, l, SC_WX_SH_W1, &x[SC_WX_SH_W1])))
+    return rc;
   snprintf(name, sizeof name, "%sshared_experts.up_proj.weight", pre);
-  if ((rc = load_plain(L, name, sh, hid, 1, tp, rank, &x[SC_WX_SH_W3]))) return rc;
+  if ((rc = load_plain(L, name, sh, hid, 1, tp, rank, l, SC_WX_SH_W3, &x[SC_WX_SH_W3])))
+    return rc;
   snprintf(name, sizeof name, "%sshared_experts.down_proj.weight", pre);
-  return load_plain(L, name, hid, sh, 2, tp, rank, &x[SC_WX_SH_W2]);
+  return load_plain(L, name, hid, sh, 2, tp, rank, l, SC_WX_SH_W2, &x[SC_WX_SH_W2]);
 }
 
 int sc_model_weights_from_checkpoint(sc_kernels *k, const sc_hf_checkpoint *ck,
@@ -276,7 +407,7 @@ int sc_model_weights_from_checkpoint(sc_kernels *k, const sc_hf_checkpoint *ck,
                                      sc_model_weights *w, sc_diag *d) {
   int rc = sc_model_weights_begin(cfg, tp, tp_rank, w, d);
   if (rc) return rc;
-  loader L = {.k = k, .ck = ck, .d = d};
+  loader L = {.k = k, .ck = ck, .d = d, .w = w};
   w->x = calloc((size_t)cfg->layers * SC_WX_COUNT, sizeof *w->x);
   if (w->x == NULL) {
     rc = sc_fail(d, SC_ENOMEM, "out of memory");
@@ -286,6 +417,7 @@ int sc_model_weights_from_checkpoint(sc_kernels *k, const sc_hf_checkpoint *ck,
     rc = load_table_tensor(&L, cfg, tp, tp_rank, i, &w->t[i]);
   for (int32_t l = 0; l < cfg->layers && rc == 0; l++)
     rc = load_layer_extras(&L, cfg, tp, tp_rank, l, w->x + (size_t)l * SC_WX_COUNT);
+  if (rc == 0) rc = assign_scratch(&L);
   if (rc) goto fail;
   free(L.host);
   return 0;

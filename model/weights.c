@@ -104,7 +104,30 @@ float sc_model_synthetic_value(const sc_model_config *c, const sc_tensor_info *t
   return value_at(c, t, sc_hash_name(c->seed, t->name), r, col);
 }
 
+int sc_model_weights_expand(sc_kernels *k, const sc_model_weights *w, int32_t layer) {
+  for (int32_t i = 0; i < w->num_fp8; i++) {
+    const sc_fp8_resident *r = &w->fp8[i];
+    if (r->layer != layer) continue;
+    const int rc = k->ops->dequant_fp8(k, r->mats, r->rows, r->cols, r->q, r->scale, r->srows,
+                                       r->scols, r->r_off, r->c_off, r->block_rows,
+                                       r->block_cols, *r->slot);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 void sc_model_weights_free(sc_kernels *k, sc_model_weights *w) {
+  /* the table entries of resident fp8 weights point into the shared scratch buffers:
+   * cleared here, the buffers freed once */
+  for (int32_t i = 0; i < w->num_fp8; i++) {
+    if (w->fp8[i].slot) *w->fp8[i].slot = NULL;
+    if (w->fp8[i].q) k->ops->free(k, w->fp8[i].q);
+    if (w->fp8[i].scale) k->ops->free(k, w->fp8[i].scale);
+  }
+  for (int32_t i = 0; i < w->num_scratch; i++)
+    if (w->scratch[i]) k->ops->free(k, w->scratch[i]);
+  free(w->fp8);
+  free(w->scratch);
   if (w->t != NULL)
     for (int32_t i = 0; i < w->num; i++)
       if (w->t[i]) k->ops->free(k, w->t[i]);

@@ -93,14 +93,42 @@ typedef enum sc_wxkind {
   SC_WX_COUNT
 } sc_wxkind;
 
+/* An fp8 weight of a checkpoint kept resident (issue 23, point 3): the rank's slice as
+ * e4m3 bytes and its block scales, in kernel buffers (a quarter of the f32 bytes plus
+ * 1/16384th for the scales), expanded to f32 by sc_model_weights_expand when its layer
+ * is about to run, into the buffer *slot points at. That buffer is shared by the same
+ * tensor of every layer, so only one layer's f32 weights exist at a time. `mats`
+ * matrices (the routed experts) are stored one after the other, as the f32 ones are. */
+typedef struct sc_fp8_resident {
+  int32_t layer;
+  float **slot;              /* the table entry the forward reads (&t[i] or &x[j]) */
+  uint8_t *q;                /* kernel buffer: mats x rows x cols e4m3 bytes */
+  float *scale;              /* kernel buffer: mats x srows x scols f32 */
+  int32_t mats;
+  int64_t rows, cols, srows, scols;
+  int32_t r_off, c_off;      /* where the slice starts inside its first scale block */
+  int32_t block_rows, block_cols;
+  int32_t scratch;           /* which shared f32 buffer it expands into */
+} sc_fp8_resident;
+
 typedef struct sc_model_weights {
   sc_model_config cfg;
   int32_t tp, tp_rank;
   int32_t num;
   float **t; /* [num] kernel buffers, each the rank's slice, row-major (NULL: a tensor
-                the model does not have, e.g. the dense FFN of a checkpoint's MoE layer) */
+                the model does not have, e.g. the dense FFN of a checkpoint's MoE layer;
+                for a resident fp8 weight, its layer's expansion, see sc_fp8_resident) */
   float **x; /* [cfg.layers * SC_WX_COUNT] sc_wxkind buffers, or NULL (synthetic) */
+  sc_fp8_resident *fp8;  /* [num_fp8] the resident fp8 weights, in layer order */
+  int32_t num_fp8;
+  float **scratch;       /* [num_scratch] the f32 buffers they expand into (owned) */
+  int32_t num_scratch;
 } sc_model_weights;
+
+/* Expands layer `layer`'s resident fp8 weights into their f32 buffers (queued on k, as the
+ * layer's work that follows is). A no-op without them. The forward calls it first thing
+ * in every layer. */
+int sc_model_weights_expand(sc_kernels *k, const sc_model_weights *w, int32_t layer);
 
 static inline float *sc_w(const sc_model_weights *w, int32_t layer, sc_wkind kind) {
   return w->t[sc_model_tensor_index(layer, kind)];

@@ -244,6 +244,7 @@ static const sc_kernels_ops k_cpu_ops = {
     .layernorm = sc_kcpu_layernorm,
     .weighted_sum_rows = sc_kcpu_weighted_sum_rows,
     .swiglu = sc_kcpu_swiglu,
+    .dequant_fp8 = sc_kcpu_dequant_fp8,
     .add = sc_kcpu_add,
     .gather_rows = sc_kcpu_gather_rows,
     .kv_write = sc_kcpu_kv_write,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/fp8_e4m3.h"
 
 typedef struct {
   int64_t dim;
@@ -155,6 +156,39 @@ int sc_kcpu_weighted_sum_rows(sc_kernels *k, int64_t n_tok, int32_t topk, int64_
                                         add, ld_add, out, ld_out));
   wsum_job j = {topk, width, ld_src, src_rows, ld_add, ld_out, src, weight, add, rows, out};
   return sc_kcpu_parallel(sc_kcpu_of(k), n_tok, 16, wsum_rows, &j);
+}
+
+typedef struct {
+  int64_t rows, cols, srows, scols;
+  const uint8_t *q;
+  const float *scale;
+  int32_t r_off, c_off, br, bc;
+  float *out;
+} dequant_job;
+
+/* items: (matrix, row) pairs */
+static int dequant_rows(void *p, int64_t b, int64_t e, int worker) {
+  (void)worker;
+  const dequant_job *j = p;
+  for (int64_t it = b; it < e; it++) {
+    const int64_t m = it / j->rows, r = it % j->rows;
+    const uint8_t *q = j->q + it * j->cols;
+    const float *s = j->scale + m * j->srows * j->scols + ((r + j->r_off) / j->br) * j->scols;
+    float *o = j->out + it * j->cols;
+    for (int64_t c = 0; c < j->cols; c++)
+      o[c] = sc_e4m3_value(q[c]) * s[(c + j->c_off) / j->bc];
+  }
+  return 0;
+}
+
+int sc_kcpu_dequant_fp8(sc_kernels *k, int32_t mats, int64_t rows, int64_t cols,
+                        const uint8_t *q, const float *scale, int64_t srows, int64_t scols,
+                        int32_t r_off, int32_t c_off, int32_t block_rows, int32_t block_cols,
+                        float *out) {
+  SC_KCHECK(sc_kcheck_dequant_fp8(mats, rows, cols, q, scale, srows, scols, r_off, c_off,
+                                  block_rows, block_cols, out));
+  dequant_job j = {rows, cols, srows, scols, q, scale, r_off, c_off, block_rows, block_cols, out};
+  return sc_kcpu_parallel(sc_kcpu_of(k), (int64_t)mats * rows, 16, dequant_rows, &j);
 }
 
 typedef struct {

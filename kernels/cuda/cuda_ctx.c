@@ -412,6 +412,7 @@ static const sc_kernels_ops k_cuda_ops = {
     .rope_freq = sc_kcuda_rope_freq,
     .layernorm = sc_kcuda_layernorm,
     .weighted_sum_rows = sc_kcuda_weighted_sum_rows,
+    .dequant_fp8 = sc_kcuda_dequant_fp8,
     .swiglu = sc_kcuda_swiglu,
     .add = sc_kcuda_add,
     .gather_rows = sc_kcuda_gather_rows,

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/fp8_e4m3.h"
 #include "kernels/lse_math.h"
 
 /* ---- RMSNorm: one block per row, sum of squares reduced in f32 over 256 threads ---- */
@@ -188,6 +189,33 @@ extern "C" int sc_kcuda_weighted_sum_rows(sc_kernels *k, int64_t n_tok, int32_t 
                                                               rows, weight, add, ld_add, out,
                                                               ld_out, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("weighted_sum_rows");
+}
+
+/* ---- fp8 weights to f32 (kernels.h dequant_fp8): one block per (matrix, row), its
+ * threads over the columns; the byte decoded by the host's own rule (fp8_e4m3.h) and
+ * multiplied by its block's scale in f32, so the floats equal the host dequantization's */
+__global__ void k_dequant_fp8(int64_t rows, int64_t cols, const uint8_t *q, const float *scale,
+                              int64_t srows, int64_t scols, int32_t r_off, int32_t c_off,
+                              int32_t br, int32_t bc, float *out) {
+  const int64_t it = blockIdx.x, m = it / rows, r = it % rows;
+  const uint8_t *qr = q + it * cols;
+  const float *s = scale + m * srows * scols + ((r + r_off) / br) * scols;
+  float *o = out + it * cols;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    o[c] = sc_e4m3_value(qr[c]) * s[(c + c_off) / bc];
+}
+
+extern "C" int sc_kcuda_dequant_fp8(sc_kernels *k, int32_t mats, int64_t rows, int64_t cols,
+                                    const uint8_t *q, const float *scale, int64_t srows,
+                                    int64_t scols, int32_t r_off, int32_t c_off,
+                                    int32_t block_rows, int32_t block_cols, float *out) {
+  SC_KCHECK(sc_kcheck_dequant_fp8(mats, rows, cols, q, scale, srows, scols, r_off, c_off,
+                                  block_rows, block_cols, out));
+  const int64_t n = (int64_t)mats * rows;
+  if (n > INT32_MAX) return SC_ERANGE;
+  k_dequant_fp8<<<(unsigned)n, 256, 0, sc_kcuda_of(k)->stream>>>(
+      rows, cols, q, scale, srows, scols, r_off, c_off, block_rows, block_cols, out);
+  return SC_CUDA_CHECK_LAUNCH("dequant_fp8");
 }
 
 /* ---- SwiGLU and add: 2-D grid, x over the row, y over rows ---- */

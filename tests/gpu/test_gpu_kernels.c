@@ -242,6 +242,30 @@ static void case_checkpoint_ops(void) {
       CHECK(gt_rel_err(yg + t * ldo, yc + t * ldo, (size_t)width) < 1e-6, "combine row %lld: %.3g",
             (long long)t, gt_rel_err(yg + t * ldo, yc + t * ldo, (size_t)width));
   }
+  /* dequant_fp8: 3 matrices of 70 x 300 bytes, a slice starting at (20, 50) inside its
+   * 128 x 128 scale blocks; every byte value: bit-identical floats (NaN for NaN codes) */
+  {
+    const int32_t mats = 3;
+    const int64_t drows = 70, dcols = 300, srows = 1, scols = 3;
+    const size_t nq = (size_t)(mats * drows * dcols), ns = (size_t)(mats * srows * scols);
+    uint8_t *hq8 = malloc(nq);
+    for (size_t i = 0; i < nq; i++) hq8[i] = (uint8_t)(i * 37 + 11);
+    float *hsc = gt_rand_f32(ns, 1e-4, 2);
+    pbuf Q8 = both(hq8, nq), SC = both(hsc, sizeof(float) * ns),
+         D = both_poison(sizeof(float) * nq);
+    float *dg = malloc(sizeof(float) * nq), *dc = malloc(sizeof(float) * nq);
+    CHECK(G->ops->dequant_fp8(G, mats, drows, dcols, Q8.g, SC.g, srows, scols, 20, 50, 128, 128,
+                              D.g) == 0, "dequant_fp8");
+    CHECK(C->ops->dequant_fp8(C, mats, drows, dcols, Q8.c, SC.c, srows, scols, 20, 50, 128, 128,
+                              D.c) == 0, "cpu");
+    CHECK(down(D, dg, dc, sizeof(float) * nq) == 0, "sync");
+    size_t differ = 0; /* NaN codes give a NaN on both (the GPU's canonical one) */
+    for (size_t i = 0; i < nq; i++)
+      differ += isnan(dg[i]) ? !isnan(dc[i]) : memcmp(&dg[i], &dc[i], sizeof(float)) != 0;
+    CHECK(differ == 0, "dequant_fp8: %zu floats differ from the CPU's", differ);
+    pfree(Q8), pfree(SC), pfree(D);
+    free(hq8), free(hsc), free(dg), free(dc);
+  }
   /* a pick past the expert rows: the device's error flag, read at the sync */
   rws[5] = (int32_t)src_rows;
   pbuf Rbad = both(rws, sizeof rws);

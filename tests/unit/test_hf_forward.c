@@ -193,8 +193,10 @@ static void glm_vs_transformers(int P, int N, int T) {
 
 LAYOUT_TESTS(glm_, glm_vs_transformers)
 
-/* fp8 weights: dequantized at load to exactly torch's values (transformers-fp8.json holds
- * layer 0's down_proj dequantized by torch), on both TP ranks' column slices. */
+/* fp8 weights: kept resident and expanded before their layer to exactly torch's values
+ * (transformers-fp8.json holds layer 0's down_proj dequantized by torch), on both TP
+ * ranks' column slices (a slice that starts inside a scale block included: the tiny
+ * model's down_proj has fewer columns than a block). */
 Test(hf_forward, fp8_weights_load_dequantized) {
   json_error_t err;
   json_t *ref = json_load_file(SC_HF_DATA "/transformers-fp8.json", 0, &err);
@@ -210,6 +212,8 @@ Test(hf_forward, fp8_weights_load_dequantized) {
       sc_diag d = {0};
       cr_assert_eq(sc_model_weights_load_dir(k, SC_HF_DATA "/tiny-fp8", T, r, &m, &w, &d), 0, "%s", d.msg);
       const int64_t cols = m.ffn_hidden / T;
+      cr_assert_gt(w.num_fp8, 0, "the fp8 weights are resident");
+      cr_assert_eq(sc_model_weights_expand(k, &w, 0), 0);
       const float *got = sc_w(&w, 0, SC_W_W2); /* CPU buffers are host memory */
       for (int64_t i = 0; i < m.hidden; i++)
         for (int64_t j = 0; j < cols; j++) {
