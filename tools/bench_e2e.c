@@ -53,8 +53,10 @@
 #include "base/curve_key.h"
 #include "client/client.h"
 #include "messages/messages.h"
+#include "model/hf_memory.h"
 #include "model/model_config.h"
 #include "tools/bench.h"
+#include "tools/cli.h"
 #include "tools/local_cluster.h"
 #include "tools/requests_file.h"
 
@@ -528,6 +530,45 @@ static void emit_case(sc_bench *b, const workload *w, int t, int l, const case_s
   sc_bench_add(b, "e2e.overhead", params, "fraction", cs->ovh, n, extra);
 }
 
+/* What the real model needs per GPU (issue 23): the published DeepSeek-V3.2 config
+ * (examples/deepseek-v3.2/config.json) at layouts that fit it on 80-141 GB GPUs and
+ * a single GPU for scale, one request at its full context, computed by sc_hf_memory (the
+ * figures of `sparsecp checkpoint --memory`), not measured: results "e2e.memory_v32",
+ * GiB per GPU of the fp8 weights as released, the bf16 KV cache and the step buffers.
+ * Skipped with a note when the example is not found. */
+static void emit_memory(sc_bench *b) {
+  static const int32_t layouts[][3] = {{1, 1, 1}, {1, 1, 8}, {1, 8, 8}, {2, 2, 8},
+                                       {4, 4, 8}, {1, 1, 16}};
+  char path[4096];
+  sc_cli_example_path("deepseek-v3.2/config.json", path, sizeof path);
+  sc_hf_config cfg;
+  sc_diag d = {0};
+  if (sc_hf_config_load(path, &cfg, &d) != 0) {
+    fprintf(stderr, "bench e2e: no memory figures of the published model: %s\n",
+            sc_diag_message(&d));
+    return;
+  }
+  for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+    const sc_hf_mem_in in = {.pcp = layouts[i][0], .dcp = layouts[i][1], .tp = layouts[i][2],
+                             .block_size = 16, .context = cfg.max_position_embeddings,
+                             .budget = 256};
+    sc_hf_mem m;
+    if (sc_hf_memory(&cfg, &in, &m, &d) != 0) continue;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    const double total = (double)(m.weights_stored + m.kv_bf16 + m.step_buffers + m.workspace) / gib;
+    char params[160], extra[256];
+    snprintf(params, sizeof params,
+             "\"model\":\"deepseek-v3.2\",\"pcp\":%d,\"dcp\":%d,\"tp\":%d,\"context\":%lld",
+             in.pcp, in.dcp, in.tp, (long long)in.context);
+    snprintf(extra, sizeof extra,
+             "\"computed\":true,\"weights_fp8_gib\":%.2f,\"weights_f32_gib\":%.2f,"
+             "\"kv_bf16_gib\":%.2f,\"step_and_workspace_gib\":%.2f",
+             (double)m.weights_stored / gib, (double)m.weights_f32 / gib,
+             (double)m.kv_bf16 / gib, (double)(m.step_buffers + m.workspace) / gib);
+    sc_bench_add(b, "e2e.memory_v32", params, "GiB", &total, 1, extra);
+  }
+}
+
 /* Round r's prompts: the same for every layout and transport of the round. */
 static int round_reqs(const workload *w, int32_t vocab, int r, e2e_req *prq, e2e_req *drq) {
   free_reqs(prq, w->prefill_reqs);
@@ -619,6 +660,7 @@ int sc_bench_e2e(sc_bench *b) {
       emit_case(b, w, t, l, &cs[t][l], &cs[t][0],
                 t == T_CURVE && on[T_TCP] ? &cs[T_TCP][l] : NULL);
     }
+  if (rc == 0) emit_memory(b);
   if (rc != 0) fprintf(stderr, "bench e2e: %s\n", why[0] ? why : sc_strerror(rc));
   free_reqs(prq, w->prefill_reqs);
   free_reqs(drq, w->decode_reqs);
