@@ -176,7 +176,9 @@ static int add_resident(loader *L, int32_t layer, float **slot, int32_t scratch,
   sc_fp8_resident *r = &w->fp8[w->num_fp8];
   *r = (sc_fp8_resident){.layer = layer, .slot = slot, .mats = mats, .rows = nr, .cols = nc,
                          .srows = srows, .scols = scols, .r_off = r_off, .c_off = c_off,
-                         .block_rows = br, .block_cols = bc, .scratch = scratch};
+                         .block_rows = br, .block_cols = bc, .scratch = scratch,
+                         .row0 = r0, .col0 = c0};
+  snprintf(r->source, sizeof r->source, "%s", names[0]);
   w->num_fp8++; /* (freed with the weights from here on, whatever follows) */
   int rc = L->k->ops->alloc(L->k, qbytes, (void **)&r->q);
   if (rc == 0) rc = L->k->ops->copy(L->k, r->q, hq, qbytes, SC_KCOPY_H2D);

@@ -17,8 +17,11 @@
  *   mlp.experts.E.{gate,up,down}_proj                    SC_WX_EXP_W1, W3 (rows of each
  *                                                        expert), W2 (its columns)
  *   mlp.shared_experts.{gate,up,down}_proj               SC_WX_SH_W1, W3 (rows), W2 (columns)
- * Every weight is read into f32: F32 as is, BF16 widened exactly, F8_E4M3 dequantized
- * with its weight_scale_inv blocks (model/fp8_block.h) on the rank's slice only.
+ * F32 weights are read as they are and BF16 ones widened exactly to f32. An F8_E4M3
+ * weight stays fp8: its rank's slice of bytes and the weight_scale_inv blocks covering it
+ * are kept resident and expanded to f32 before its layer runs (weights.h,
+ * sc_fp8_resident); the indexer's wq_b and wk, whose rows are permuted below when its
+ * rotary layout is the halves one, are dequantized at load (model/fp8_block.h).
  *
  * The indexer's rotary halves layout (pairs (x[i], x[i + d/2]) on the first d =
  * qk_rope_head_dim values of each indexer query head and of the key) is turned into the

@@ -109,6 +109,10 @@ typedef struct sc_fp8_resident {
   int32_t r_off, c_off;      /* where the slice starts inside its first scale block */
   int32_t block_rows, block_cols;
   int32_t scratch;           /* which shared f32 buffer it expands into */
+  /* where it came from, for checks: the checkpoint tensor of matrix 0 (the others are
+   * the next experts', "experts.E." in the name) and the slice's first row and column */
+  char source[96];
+  int64_t row0, col0;
 } sc_fp8_resident;
 
 typedef struct sc_model_weights {

@@ -534,8 +534,9 @@ static void emit_case(sc_bench *b, const workload *w, int t, int l, const case_s
  * (examples/deepseek-v3.2/config.json) at layouts that fit it on 80-141 GB GPUs and
  * a single GPU for scale, one request at its full context, computed by sc_hf_memory (the
  * figures of `sparsecp checkpoint --memory`), not measured: results "e2e.memory_v32",
- * GiB per GPU of the fp8 weights as released, the bf16 KV cache and the step buffers.
- * Skipped with a note when the example is not found. */
+ * GiB per GPU of the fp8 weights as released, the bf16 KV cache and the step buffers (a
+ * lower bound of the engine's: bench/e2e.md says what it adds). Skipped with a note when
+ * the example is not found. */
 static void emit_memory(sc_bench *b) {
   static const int32_t layouts[][3] = {{1, 1, 1}, {1, 1, 8}, {1, 8, 8}, {2, 2, 8},
                                        {4, 4, 8}, {1, 1, 16}};
@@ -553,7 +554,11 @@ static void emit_memory(sc_bench *b) {
                              .block_size = 16, .context = cfg.max_position_embeddings,
                              .budget = 256};
     sc_hf_mem m;
-    if (sc_hf_memory(&cfg, &in, &m, &d) != 0) continue;
+    if (sc_hf_memory(&cfg, &in, &m, &d) != 0) {
+      fprintf(stderr, "bench e2e: no memory figure at P %d N %d T %d: %s\n", in.pcp, in.dcp,
+              in.tp, sc_diag_message(&d));
+      continue;
+    }
     const double gib = 1024.0 * 1024.0 * 1024.0;
     const double total = (double)(m.weights_stored + m.kv_bf16 + m.step_buffers + m.workspace) / gib;
     char params[160], extra[256];

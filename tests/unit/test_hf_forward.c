@@ -25,7 +25,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/fp8_block.h"
 #include "model/harness.h"
+#include "model/hf_checkpoint.h"
 #include "model/hf_model.h"
 #include "model/hf_writer.h"
 #include "model/model_defaults.h"
@@ -224,6 +226,83 @@ Test(hf_forward, fp8_weights_load_dequantized) {
     }
   sc_kernels_destroy(k);
   json_decref(ref);
+}
+
+/* Every resident fp8 weight of every layer, once expanded, holds exactly what the host's
+ * dequantization (model/fp8_block.h) gives for its checkpoint slice: the expansion of the
+ * right layer, the right slice and scales, every expert. On tiny-fp8 (T = 1, 2) and on
+ * generated checkpoints whose slices start inside a scale block by rows and by columns,
+ * with scale tables several blocks tall and 8 stacked experts (DeepSeek-V3.2 and GLM-5's
+ * layouts, T = 1, 2, 4). */
+static void check_expansions(const char *dir, int T) {
+  sc_kernels *k;
+  cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
+  sc_hf_checkpoint ck;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_checkpoint_open(dir, &ck, &d), 0, "%s", d.msg);
+  for (int r = 0; r < T; r++) {
+    sc_model_config m;
+    sc_model_weights w;
+    cr_assert_eq(sc_model_weights_load_dir(k, dir, T, r, &m, &w, &d), 0, "%s", d.msg);
+    cr_assert_gt(w.num_fp8, 0);
+    int checked = 0;
+    for (int32_t layer = 0; layer < m.layers; layer++) {
+      cr_assert_eq(sc_model_weights_expand(k, &w, layer), 0);
+      for (int32_t i = 0; i < w.num_fp8; i++) {
+        const sc_fp8_resident *rs = &w.fp8[i];
+        if (rs->layer != layer) continue;
+        const float *got = *rs->slot; /* CPU buffers are host memory */
+        for (int32_t e = 0; e < rs->mats; e++) {
+          char name[SC_HF_MAX_NAME + 16], sname[SC_HF_MAX_NAME + 32];
+          snprintf(name, sizeof name, "%s", rs->source);
+          char *x = strstr(name, "experts.0.");
+          if (x) /* matrix e is expert e's */
+            snprintf(x, sizeof name - (size_t)(x - name), "experts.%d.%s", e, strstr(rs->source, "experts.0.") + 10);
+          snprintf(sname, sizeof sname, "%s_scale_inv", name);
+          const sc_hf_tensor *t = sc_hf_checkpoint_find(&ck, name),
+                             *sc = sc_hf_checkpoint_find(&ck, sname);
+          cr_assert(t && sc, "%s", name);
+          const sc_fp8_weight fw = {.q = t->data, .scale = sc->data, .rows = t->shape[0],
+                                    .cols = t->shape[1], .block_rows = rs->block_rows,
+                                    .block_cols = rs->block_cols};
+          const size_t n = (size_t)(rs->rows * rs->cols);
+          float *want = malloc(n * sizeof *want);
+          cr_assert_eq(sc_fp8_dequant_f32(&fw, rs->row0, rs->rows, rs->col0, rs->cols, want), 0);
+          cr_assert_eq(memcmp(got + (size_t)e * n, want, n * sizeof *want), 0,
+                       "%s T%d rank %d layer %d: the expansion differs from the dequantization",
+                       name, T, r, layer);
+          free(want);
+          checked++;
+        }
+      }
+    }
+    cr_assert_gt(checked, m.layers, "too few expansions checked (%d)", checked);
+    sc_model_weights_free(k, &w);
+  }
+  sc_hf_checkpoint_close(&ck);
+  sc_kernels_destroy(k);
+}
+
+Test(hf_forward, fp8_resident_expansions_equal_the_dequantization) {
+  for (int T = 1; T <= 2; T++) check_expansions(SC_HF_DATA "/tiny-fp8", T);
+  for (int glm = 0; glm < 2; glm++) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/sc-fp8res-%d-%d", (int)getpid(), glm);
+    sc_hf_gen g;
+    sc_hf_gen_default(&g);
+    g.hidden = 384; /* TP slices of 96 and 48 rows/columns: inside a 128 block */
+    g.experts = 8;
+    g.layers = 3;
+    g.dense_layers = 1;
+    g.vocab = 256;
+    g.glm = glm;
+    sc_diag d = {0};
+    cr_assert_eq(sc_hf_write_dir(dir, &g, &d), 0, "%s", d.msg);
+    for (int T = 1; T <= 4; T *= 2) check_expansions(dir, T);
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+  }
 }
 
 /* The fp8 checkpoint runs through the whole pipeline and every layout gives the single
