@@ -23,8 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "kernels/bf16.h"
+#include "model/safetensors.h"
 #include "model/fp8_block.h"
 #include "model/harness.h"
 #include "model/hf_checkpoint.h"
@@ -303,6 +306,119 @@ Test(hf_forward, fp8_resident_expansions_equal_the_dequantization) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
   }
+}
+
+/* An unquantized F32 copy of fp8 checkpoint dir in out: every fp8 weight dequantized on
+ * the host (model/fp8_block.h), its scales dropped, quantization_config removed. */
+typedef struct f32_copy {
+  const sc_hf_checkpoint *ck;
+  const int32_t *src; /* out index -> table index */
+} f32_copy;
+
+static int fill_f32(void *ud, int32_t index, void *dst) {
+  const f32_copy *c = ud;
+  const sc_hf_tensor *t = &c->ck->t[c->src[index]];
+  const int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
+  float *out = dst;
+  if (t->dtype == SC_ST_F8_E4M3) {
+    char sname[SC_HF_MAX_NAME + 16];
+    snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
+    const sc_hf_tensor *s = sc_hf_checkpoint_find(c->ck, sname);
+    if (s == NULL) return SC_EINVAL;
+    const sc_fp8_weight fw = {.q = t->data, .scale = s->data, .rows = rows, .cols = cols,
+                              .block_rows = c->ck->cfg.quant.block_rows,
+                              .block_cols = c->ck->cfg.quant.block_cols};
+    return sc_fp8_dequant_f32(&fw, 0, rows, 0, cols, out);
+  }
+  for (int64_t i = 0; i < rows * cols; i++) {
+    if (t->dtype == SC_ST_BF16) {
+      uint16_t b;
+      memcpy(&b, t->data + 2 * i, 2);
+      out[i] = sc_bf16_to_f32(b);
+    } else {
+      memcpy(&out[i], t->data + 4 * i, 4);
+    }
+  }
+  return 0;
+}
+
+static void write_f32_copy(const char *dir, const char *out) {
+  sc_hf_checkpoint ck;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_checkpoint_open(dir, &ck, &d), 0, "%s", d.msg);
+  cr_assert_eq(mkdir(out, 0700), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  json_error_t err;
+  json_t *cfg = json_load_file(path, 0, &err);
+  cr_assert_not_null(cfg, "%s", err.text);
+  json_object_del(cfg, "quantization_config");
+  snprintf(path, sizeof path, "%s/config.json", out);
+  cr_assert_eq(json_dump_file(cfg, path, JSON_INDENT(1)), 0);
+  json_decref(cfg);
+  sc_st_out *t = calloc((size_t)ck.num, sizeof *t);
+  int32_t *src = calloc((size_t)ck.num, sizeof *src), n = 0;
+  for (int32_t i = 0; i < ck.num; i++) {
+    const char *name = ck.t[i].name;
+    const size_t len = strlen(name);
+    if (len > 10 && strcmp(name + len - 10, "_scale_inv") == 0) continue;
+    t[n] = (sc_st_out){.name = name, .dtype = SC_ST_F32, .ndim = ck.t[i].ndim};
+    for (int k = 0; k < ck.t[i].ndim; k++) t[n].shape[k] = ck.t[i].shape[k];
+    src[n++] = i;
+  }
+  f32_copy c = {.ck = &ck, .src = src};
+  snprintf(path, sizeof path, "%s/model.safetensors", out);
+  cr_assert_eq(sc_st_write(path, t, n, fill_f32, &c, &d), 0, "%s", d.msg);
+  free(t);
+  free(src);
+  sc_hf_checkpoint_close(&ck);
+}
+
+/* The forward on resident fp8 weights gives bit for bit the logits of the same weights
+ * dequantized at load (an F32 copy of the checkpoint): the right layer's weights are
+ * expanded before each layer (one layer expanded for all would differ). tiny-fp8, and a
+ * generated checkpoint of 3 layers with 8 routed experts, at (1,1,1) and (2,2,2). */
+static void fp8_vs_f32(const char *dir) {
+  char copy[96];
+  snprintf(copy, sizeof copy, "/tmp/sc-fp8f32-%d", (int)getpid());
+  write_f32_copy(dir, copy);
+  ref_case cs[MAX_CASES];
+  const int n = load_ref(SC_HF_DATA "/logits.json", cs);
+  const size_t bytes = (size_t)MAX_CASES * MAX_LEN * VOCAB * sizeof(float);
+  float *a = calloc(1, bytes), *b = calloc(1, bytes);
+  static const int lay[][3] = {{1, 1, 1}, {2, 2, 2}};
+  for (int li = 0; li < 2; li++) {
+    sc_model_config m;
+    sc_harness *h = make(dir, lay[li][0], lay[li][1], lay[li][2], &m);
+    run(h, cs, n, true, a);
+    sc_harness_destroy(h);
+    h = make(copy, lay[li][0], lay[li][1], lay[li][2], &m);
+    run(h, cs, n, true, b);
+    sc_harness_destroy(h);
+    cr_assert_eq(memcmp(a, b, bytes), 0, "%s at (%d,%d,%d): fp8 resident and f32 logits differ",
+                 dir, lay[li][0], lay[li][1], lay[li][2]);
+  }
+  free(a);
+  free(b);
+  for (int i = 0; i < n; i++) free(cs[i].logits);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", copy);
+  cr_assert_eq(system(cmd), 0);
+}
+
+Test(hf_forward, fp8_forward_equals_weights_dequantized_at_load) {
+  fp8_vs_f32(SC_HF_DATA "/tiny-fp8");
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/sc-fp8gen-%d", (int)getpid());
+  sc_hf_gen g;
+  sc_hf_gen_default(&g);
+  g.hidden = 384, g.experts = 8, g.layers = 3, g.dense_layers = 1, g.vocab = VOCAB;
+  sc_diag d = {0};
+  cr_assert_eq(sc_hf_write_dir(dir, &g, &d), 0, "%s", d.msg);
+  fp8_vs_f32(dir);
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
 }
 
 /* The fp8 checkpoint runs through the whole pipeline and every layout gives the single
