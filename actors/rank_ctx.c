@@ -12,19 +12,28 @@
 #include "kernels/cuda/kernels_cuda.h"
 #endif
 
+#ifdef SC_HAVE_CUDA
+/* The NCCL backend fills (and its destroy clears) the whole comm; what belongs to the rank
+ * rather than to the communicators is put back: the desync injection, the last failure's
+ * record and the per-purpose statistics, which outlive a rebuild. */
+static void keep_rank_fields(sc_comm *c, const sc_comm *kept) {
+  c->inject_desync_step = kept->inject_desync_step;
+  c->last_failure = kept->last_failure;
+  memcpy(c->stats, kept->stats, sizeof kept->stats);
+}
+#endif
+
 int sc_rank_ctx_nccl_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT][128],
                           sc_diag *d) {
 #ifdef SC_HAVE_CUDA
   sc_nccl_id nid[SC_GROUP_COUNT];
   for (int g = 0; g < SC_GROUP_COUNT; g++) memcpy(nid[g].bytes, ids[g], SC_NCCL_ID_BYTES);
   void *stream = sc_kernels_cuda_stream(sc_engine_kernels(x->engine));
-  sc_comm kept = x->comm; /* the rank's fields survive the backend's fill */
+  const sc_comm kept = x->comm; /* the rank's fields survive the backend's fill */
   /* every process sees its one GPU as device 0 (CUDA_VISIBLE_DEVICES, docs/pipeline.md) */
   const int rc = sc_nccl_comm_create(&x->comm, &x->plan_cfg, x->rank, 0, nid, stream,
                                      x->cfg.deadline_ms);
-  x->comm.inject_desync_step = kept.inject_desync_step;
-  x->comm.last_failure = kept.last_failure;
-  memcpy(x->comm.stats, kept.stats, sizeof kept.stats);
+  keep_rank_fields(&x->comm, &kept);
   if (rc) return sc_fail(d, rc, "rank %d: cannot create the NCCL communicators: %s", x->rank,
                          sc_strerror(rc));
   x->nccl_comm = true;
@@ -38,13 +47,11 @@ int sc_rank_ctx_nccl_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT
 void sc_rank_ctx_nccl_drop(sc_rank_ctx *x) {
 #ifdef SC_HAVE_CUDA
   if (!x->nccl_comm) return;
-  sc_comm kept = x->comm; /* what is the rank's, not the backend's */
+  const sc_comm kept = x->comm;
   sc_nccl_abort(&x->comm);
   sc_nccl_comm_destroy(&x->comm);
   x->nccl_comm = false;
-  x->comm.inject_desync_step = kept.inject_desync_step;
-  x->comm.last_failure = kept.last_failure;
-  memcpy(x->comm.stats, kept.stats, sizeof kept.stats);
+  keep_rank_fields(&x->comm, &kept);
 #else
   (void)x;
 #endif

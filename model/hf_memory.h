@@ -66,6 +66,11 @@ typedef struct sc_hf_mem {
   uint64_t workspace;          /* the DCP context workspace (0 with N = 1) */
 } sc_hf_mem;
 
+/* What one rank needs in all with fp8 weights as released and a bf16 KV cache. */
+static inline uint64_t sc_hf_mem_total(const sc_hf_mem *m) {
+  return m->weights_stored + m->kv_bf16 + m->step_buffers + m->workspace;
+}
+
 /* The figures of cfg at in's layout. SC_EINVAL naming the rule when (P, N, T) is not a
  * layout sparsecp runs (SPEC.md §1; T dividing the heads and intermediate widths),
  * block_size, budget or context < 1, or the config is not one sparsecp serves. */

@@ -187,11 +187,25 @@ static int add_resident(loader *L, int32_t layer, float **slot, int32_t scratch,
   return rc ? sc_fail(L->d, rc, "cannot upload fp8 tensor \"%s\"", names[0]) : 0;
 }
 
-/* The shared buffers, each as large as its largest user, and every resident weight's
- * table entry pointed at its own. */
+static int by_layer(const void *a, const void *b) {
+  const int32_t la = ((const sc_fp8_resident *)a)->layer, lb = ((const sc_fp8_resident *)b)->layer;
+  return (la > lb) - (la < lb);
+}
+
+/* The records in layer order with each layer's first (the forward expands one layer at a
+ * time), the shared buffers, each as large as its largest user, and every resident
+ * weight's table entry pointed at its own. */
 static int assign_scratch(loader *L) {
   sc_model_weights *w = L->w;
   if (w->num_fp8 == 0) return 0;
+  qsort(w->fp8, (size_t)w->num_fp8, sizeof *w->fp8, by_layer); /* (slots point into t, x) */
+  const int32_t layers = w->cfg.layers;
+  if ((w->fp8_first = calloc((size_t)layers + 1, sizeof *w->fp8_first)) == NULL)
+    return sc_fail(L->d, SC_ENOMEM, "out of memory");
+  for (int32_t l = 0, i = 0; l <= layers; l++) {
+    while (i < w->num_fp8 && w->fp8[i].layer < l) i++;
+    w->fp8_first[l] = i;
+  }
   size_t need[SCRATCH_COUNT] = {0};
   for (int32_t i = 0; i < w->num_fp8; i++) {
     const sc_fp8_resident *r = &w->fp8[i];

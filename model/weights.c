@@ -105,9 +105,9 @@ float sc_model_synthetic_value(const sc_model_config *c, const sc_tensor_info *t
 }
 
 int sc_model_weights_expand(sc_kernels *k, const sc_model_weights *w, int32_t layer) {
-  for (int32_t i = 0; i < w->num_fp8; i++) {
+  if (w->fp8_first == NULL || layer < 0 || layer >= w->cfg.layers) return 0;
+  for (int32_t i = w->fp8_first[layer]; i < w->fp8_first[layer + 1]; i++) {
     const sc_fp8_resident *r = &w->fp8[i];
-    if (r->layer != layer) continue;
     const int rc = k->ops->dequant_fp8(k, r->mats, r->rows, r->cols, r->q, r->scale, r->srows,
                                        r->scols, r->r_off, r->c_off, r->block_rows,
                                        r->block_cols, *r->slot);
@@ -127,6 +127,7 @@ void sc_model_weights_free(sc_kernels *k, sc_model_weights *w) {
   for (int32_t i = 0; i < w->num_scratch; i++)
     if (w->scratch[i]) k->ops->free(k, w->scratch[i]);
   free(w->fp8);
+  free(w->fp8_first);
   free(w->scratch);
   if (w->t != NULL)
     for (int32_t i = 0; i < w->num; i++)

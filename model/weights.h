@@ -125,6 +125,8 @@ typedef struct sc_model_weights {
   float **x; /* [cfg.layers * SC_WX_COUNT] sc_wxkind buffers, or NULL (synthetic) */
   sc_fp8_resident *fp8;  /* [num_fp8] the resident fp8 weights, in layer order */
   int32_t num_fp8;
+  int32_t *fp8_first;    /* [cfg.layers + 1]: layer l's are fp8[fp8_first[l] ..
+                            fp8_first[l + 1]) (NULL without any) */
   float **scratch;       /* [num_scratch] the f32 buffers they expand into (owned) */
   int32_t num_scratch;
 } sc_model_weights;

@@ -560,7 +560,7 @@ static void emit_memory(sc_bench *b) {
       continue;
     }
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    const double total = (double)(m.weights_stored + m.kv_bf16 + m.step_buffers + m.workspace) / gib;
+    const double total = (double)sc_hf_mem_total(&m) / gib;
     char params[160], extra[256];
     snprintf(params, sizeof params,
              "\"model\":\"deepseek-v3.2\",\"pcp\":%d,\"dcp\":%d,\"tp\":%d,\"context\":%lld",

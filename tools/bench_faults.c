@@ -304,7 +304,8 @@ static void run_load(launch_proc *lp, const req_spec *reqs, int n, req_result *o
 
 typedef struct trial_stats {
   int trials, hangs, leftover, lost, differ, repeated, unstopped;
-  int not_killed;      /* the kill failed, or found no request in flight */
+  int missed;          /* the fault did not happen as planned: the kill failed or found
+                          no request in flight, or the injection did not fire */
   double *recovery_ms; /* node trials: one per trial that recovered */
   int num_recovery;
   double *notice_ms;   /* head trials: kill to a client's error, every failed request */
@@ -394,7 +395,7 @@ static int one_trial(const campaign *cp, int idx, bool head, uint64_t *rng, tria
   pthread_create(&rt, NULL, reader_main, &rd); /* the "restarted" lines as they come */
   run_load(&lp, cp->reqs, cp->num_reqs, got, do_kill, &kp);
   st->trials++;
-  st->not_killed += !kp.killed;
+  st->missed += !kp.killed;
   count_results(cp, got, st, head);
   if (!head) {
     uint64_t first = 0;
@@ -405,7 +406,7 @@ static int one_trial(const campaign *cp, int idx, bool head, uint64_t *rng, tria
       across |= got[i].before_kill && got[i].first_after_ns != 0;
     }
     if (first > kp.kill_ns) st->recovery_ms[st->num_recovery++] = (double)(first - kp.kill_ns) * 1e-6;
-    st->not_killed += !across; /* the kill fell between requests: nothing recovered */
+    st->missed += !across; /* the kill fell between requests: nothing recovered */
   } else {
     const int before = st->num_notice;
     /* the requests sent before the kill (later ones are refused at once: their client
@@ -427,7 +428,7 @@ static int one_trial(const campaign *cp, int idx, bool head, uint64_t *rng, tria
       if (!back) usleep(200000);
     }
     st->head_not_back += !back;
-    st->not_killed += st->num_notice == before; /* no request was in flight: nothing tested */
+    st->missed += st->num_notice == before; /* no request was in flight: nothing tested */
   }
   end_trial(&lp, &rd, rt, st);
   return 0;
@@ -472,18 +473,18 @@ static int inject_trial(const campaign *cp, int idx, uint64_t *rng, trial_stats 
   st->trials++;
   count_results(cp, got, st, false);
   const bool fired = fault_fired(errlog);
-  st->not_killed += !fired;
+  st->missed += !fired;
   if (!fired) fprintf(stderr, "bench faults: --inject %s on (%d,%d,%d) did not fire\n", inject,
                       (int)L[0], (int)L[1], (int)L[2]);
   end_trial(&lp, &rd, rt, st);
   return 0;
 }
 
-/* The counts of one kind of trial into the report ("faults.node.hangs", ...; the lost and
- * differing requests for node trials, whether the cluster came back for head trials);
- * returns their sum: every one must be 0. */
 enum { NODE_TRIALS, HEAD_TRIALS, INJECT_TRIALS };
 
+/* The counts of one kind of trial into the report ("faults.node.hangs", ...; the lost and
+ * differing requests for node and injection trials, whether the cluster came back for
+ * head trials); returns their sum: every one must be 0. */
 static int report_counts(sc_bench *b, int kind, const trial_stats *st) {
   static const char *const kinds[] = {"node", "head", "inject"};
   const struct {
@@ -498,8 +499,8 @@ static int report_counts(sc_bench *b, int kind, const trial_stats *st) {
       {"tokens_repeated", st->repeated, {true, true, true}},
       {"not_back", st->head_not_back, {false, true, false}},
       {"launch_not_stopped", st->unstopped, {true, true, true}},
-      {"kill_missed", st->not_killed, {true, true, false}},
-      {"not_fired", st->not_killed, {false, false, true}},
+      {"kill_missed", st->missed, {true, true, false}},
+      {"not_fired", st->missed, {false, false, true}},
   };
   char name[64], params[32];
   snprintf(params, sizeof params, "\"trials\":%d", st->trials);
@@ -573,7 +574,7 @@ int sc_bench_faults(sc_bench *b) {
     rc = inject_trial(&cp, i, &rng, &inj, got, errlog, inject);
     if (!b->json)
       fprintf(stderr, "  injection trial %d/%d (%s): lost %d, differ %d, not fired %d, hangs %d, "
-              "leftover %d\n", i + 1, inject_trials, inject, inj.lost, inj.differ, inj.not_killed,
+              "leftover %d\n", i + 1, inject_trials, inject, inj.lost, inj.differ, inj.missed,
               inj.hangs, inj.leftover);
   }
   unlink(errlog);

@@ -170,7 +170,7 @@ static int memory(const char *path, bool json, const sc_hf_mem_in *in_opt) {
     sc_cli_report_error("checkpoint", json, sc_diag_message(&d));
     return rc == SC_EIO || rc == SC_ENOMEM ? SC_EXIT_FAILURE : SC_EXIT_USAGE;
   }
-  const uint64_t total_bf16 = m.weights_stored + m.kv_bf16 + m.step_buffers + m.workspace;
+  const uint64_t total_bf16 = sc_hf_mem_total(&m);
   if (json) {
     sc_jsonw w;
     sc_jsonw_init(&w);

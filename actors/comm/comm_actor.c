@@ -248,8 +248,8 @@ static int on_comm_rebuild(sc_ctx *c, const sc_envelope *env, const void *body) 
    * collective deadline does not bound: twice that */
   const int64_t close_ms = 2 * s->ctx->cfg.deadline_ms;
   int rc = sc_step_gate_close(&s->ctx->gate, close_ms);
+  char why[160];
   if (rc) {
-    char why[160];
     snprintf(why, sizeof why, "rank %d: its executor did not leave the aborted step within "
              "%lld ms", s->ctx->rank, (long long)close_ms);
     SC_ERROR(LOG, "%s", why);
@@ -264,7 +264,6 @@ static int on_comm_rebuild(sc_ctx *c, const sc_envelope *env, const void *body) 
   watch_stop(s);
   sc_rank_ctx_nccl_drop(s->ctx);
   if ((rc = start_nccl(c, s)) != 0) {
-    char why[160];
     snprintf(why, sizeof why, "rank %d: cannot start the NCCL id exchange: %s", s->ctx->rank,
              sc_strerror(rc));
     SC_ERROR(LOG, "%s", why);

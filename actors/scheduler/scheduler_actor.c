@@ -782,8 +782,8 @@ static void rebuild_collectives(sc_ctx *c, scheduler *s, const char *why) {
   SC_INFO(LOG, "building generation %u of the collectives (%s)", (unsigned)s->comm_gen, why);
   for (int32_t r = 0; r < s->world; r++) {
     sc_msg_comm_rebuild *m = sc_msg_body_new(SC_MSG_COMM_REBUILD);
-    const int rc = m ? (m->generation = s->comm_gen, sc_send(c, s->comms[r], SC_MSG_COMM_REBUILD, m))
-                     : SC_ENOMEM;
+    if (m) m->generation = s->comm_gen;
+    const int rc = m ? sc_send(c, s->comms[r], SC_MSG_COMM_REBUILD, m) : SC_ENOMEM;
     if (rc) {
       sc_msg_body_destroy(SC_MSG_COMM_REBUILD, m);
       char end[256];
