@@ -143,12 +143,30 @@ static int build_cache_keys(const sc_plan *plan, const sc_meta_blocks *bt, sc_me
   if (rc) goto out;
   for (int32_t i = 0; i < plan->num_reqs; i++) {
     if (begin[i] < 0) continue;
-    int32_t e = begin[i];
-    /* Owned positions in ascending order: local index j = 0, 1, ... (end - begin of them) */
-    for (int64_t j = 0; e < end[i]; j++, e++) {
-      const int64_t round = j / c->interleave, off = j % c->interleave;
-      m->key_pos[e] = (int32_t)(round * c->dcp * c->interleave + (int64_t)me * c->interleave + off);
-      m->key_slots[e] = (int32_t)sc_kv_slot_local(bt_row(bt, i), bt->max_blocks, j, c->block_size);
+    /* Owned positions in ascending order: local index j = 0, 1, ... (end - begin of them).
+     * Every decode step rebuilds this list over the whole context, so the loop walks the
+     * interleave runs and the blocks with counters instead of dividing per key
+     * (sc_dcp_local_index / sc_kv_slot_local's arithmetic): with two divisions a key, a
+     * 131072-token context took 1.0 ms of host time a step (bench/long-context.md). */
+    const int32_t *row = bt_row(bt, i);
+    const int64_t span = (int64_t)c->dcp * c->interleave;
+    int64_t pos = (int64_t)me * c->interleave; /* position of local index j */
+    int32_t in_run = 0, in_block = 0, v = 0;   /* j % interleave, j % block_size, j / block_size */
+    int64_t base = v < bt->max_blocks && row[v] >= 0 ? (int64_t)row[v] * c->block_size : -1;
+    for (int32_t e = begin[i]; e < end[i]; e++) {
+      m->key_pos[e] = (int32_t)pos;
+      m->key_slots[e] = base < 0 ? -1 : (int32_t)(base + in_block);
+      if (++in_run == c->interleave) {
+        in_run = 0;
+        pos += span - c->interleave + 1;
+      } else {
+        pos++;
+      }
+      if (++in_block == c->block_size) {
+        in_block = 0;
+        v++;
+        base = v < bt->max_blocks && row[v] >= 0 ? (int64_t)row[v] * c->block_size : -1;
+      }
     }
   }
   for (int32_t k = 0; k < m->cache_tok_end; k++) {

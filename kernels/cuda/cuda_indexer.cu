@@ -45,6 +45,9 @@
 #define TC_ROWS_MAX 128 /* q rows per block: 8 m-tiles of 16 */
 #define TC_PAD 8        /* elements of padding per shared row: conflict-free fragments */
 #define TC_SMEM_MAX (SC_KCUDA_SMEM_MAX - 64) /* (the kernel's static words take the rest) */
+#define TC_MIN_SEG 512  /* keys of a chunk at least (4 tiles), so a short range spreads less */
+#define TC_CHUNKS_MAX 128 /* chunks of a token's range: a decode token over 128k keys takes
+                           * 128 blocks of 1024 keys, under the K of a block: no cut */
 
 static_assert(TC_KEYS == TC_THREADS, "a thread per key of a tile");
 
@@ -197,7 +200,8 @@ __device__ inline void tc_cut(uint64_t *cand, int K, uint64_t *tmp, int *sh, int
 
 template <int DIMP, int FMT, bool VEC>
 __global__ void __launch_bounds__(TC_THREADS)
-    k_idx_tc(sc_indexer_args a, int n_chunks, tc_shape sp, uint64_t *out_keys, int *flag) {
+    k_idx_tc(sc_indexer_args a, int n_chunks, tc_shape sp, uint64_t *out_keys, int *counts,
+             int64_t cap, int *flag) {
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
   constexpr int LD = DIMP + TC_PAD;
   constexpr int KS = DIMP / 16; /* k16 steps */
@@ -250,7 +254,8 @@ __global__ void __launch_bounds__(TC_THREADS)
       ue = te[j] > ue ? te[j] : ue;
     }
   const int64_t len = ue > ub ? ue - ub : 0;
-  const int64_t seg = (len + n_chunks - 1) / n_chunks;
+  int64_t seg = (len + n_chunks - 1) / n_chunks;
+  seg = seg < TC_MIN_SEG ? TC_MIN_SEG : seg; /* short ranges take fewer blocks */
   const int64_t s0 = ub + chunk * seg;
   const int64_t s1 = s0 + seg < ue ? s0 + seg : ue;
   const int64_t kstep = a.keys.ld * ES;
@@ -360,11 +365,20 @@ __global__ void __launch_bounds__(TC_THREADS)
     if (sp.stages == 2) vis = vis_next;
   }
   cp_async_wait_all();
+  __shared__ int64_t base_s;
   for (int j = 0; j < gn; j++) {
     if (fill[j] > K) tc_cut(cand + (size_t)j * room, K, tmp, sh, &fill[j], &thr[j], &min_s);
     const int n = fill[j];
-    uint64_t *o = out_keys + ((t0 + j) * n_chunks + chunk) * K;
-    for (int i = threadIdx.x; i < K; i += TC_THREADS) o[i] = i < n ? cand[(size_t)j * room + i] : 0;
+    if (counts == NULL) { /* the chunk's list of K, zero-padded */
+      uint64_t *o = out_keys + ((t0 + j) * n_chunks + chunk) * K;
+      for (int i = threadIdx.x; i < K; i += TC_THREADS) o[i] = i < n ? cand[(size_t)j * room + i] : 0;
+      continue;
+    }
+    /* appended to the token's survivors, wherever the chunks' blocks finish */
+    if (threadIdx.x == 0) base_s = (t0 + j) * cap + (n ? atomicAdd(&counts[t0 + j], n) : 0);
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += TC_THREADS) out_keys[base_s + i] = cand[(size_t)j * room + i];
+    __syncthreads();
   }
 }
 
@@ -398,7 +412,7 @@ static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, tc
 
 template <int DIMP, int FMT, bool VEC>
 static int launch_tc(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const tc_shape &sp,
-                     uint64_t *keys) {
+                     uint64_t *keys, int *counts) {
   int rc = sc_kcuda_err(cudaFuncSetAttribute(k_idx_tc<DIMP, FMT, VEC>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)TC_SMEM_MAX),
@@ -407,18 +421,19 @@ static int launch_tc(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const 
   const unsigned groups = (unsigned)sc_cdiv(a->n_tok, sp.group);
   k_idx_tc<DIMP, FMT, VEC><<<dim3(groups, (unsigned)n_chunks), TC_THREADS,
                              tc_smem(sp, a->topk, DIMP, (int)sc_kfmt_size((sc_kfmt)FMT)),
-                             c->stream>>>(*a, n_chunks, sp, keys, c->err_flag);
+                             c->stream>>>(*a, n_chunks, sp, keys, counts,
+                                          (int64_t)n_chunks * a->topk, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("indexer");
 }
 
 template <int DIMP, int FMT>
 static int launch_tc_vec(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const tc_shape &sp,
-                         uint64_t *keys) {
+                         uint64_t *keys, int *counts) {
   const int64_t es = (int64_t)sc_kfmt_size((sc_kfmt)FMT);
   const bool vec = (uintptr_t)a->keys.data % 16 == 0 && a->keys.ld * es % 16 == 0 &&
                    a->dim * es % 16 == 0;
-  return vec ? launch_tc<DIMP, FMT, true>(c, a, n_chunks, sp, keys)
-             : launch_tc<DIMP, FMT, false>(c, a, n_chunks, sp, keys);
+  return vec ? launch_tc<DIMP, FMT, true>(c, a, n_chunks, sp, keys, counts)
+             : launch_tc<DIMP, FMT, false>(c, a, n_chunks, sp, keys, counts);
 }
 
 /* The row width a kernel instance is compiled for: dim padded to 32, 64 or 128. */
@@ -426,11 +441,11 @@ static int dim_padded(int dim) { return dim <= 32 ? 32 : dim <= 64 ? 64 : 128; }
 
 template <int FMT>
 static int launch_tc_fmt(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const tc_shape &sp,
-                         uint64_t *keys) {
+                         uint64_t *keys, int *counts) {
   switch (dim_padded(a->dim)) {
-  case 32: return launch_tc_vec<32, FMT>(c, a, n_chunks, sp, keys);
-  case 64: return launch_tc_vec<64, FMT>(c, a, n_chunks, sp, keys);
-  default: return launch_tc_vec<128, FMT>(c, a, n_chunks, sp, keys);
+  case 32: return launch_tc_vec<32, FMT>(c, a, n_chunks, sp, keys, counts);
+  case 64: return launch_tc_vec<64, FMT>(c, a, n_chunks, sp, keys, counts);
+  default: return launch_tc_vec<128, FMT>(c, a, n_chunks, sp, keys, counts);
   }
 }
 
@@ -445,15 +460,30 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   /* enough blocks to cover the GPU about four times over, from the token count alone */
   const int64_t groups = sc_cdiv(a->n_tok, sp.group);
   int n_chunks = (int)sc_cdiv(4 * (int64_t)c->num_sms, groups);
-  n_chunks = n_chunks < 1 ? 1 : n_chunks > 32 ? 32 : n_chunks;
+  n_chunks = n_chunks < 1 ? 1 : n_chunks > TC_CHUNKS_MAX ? TC_CHUNKS_MAX : n_chunks;
   const size_t list_bytes = sizeof(uint64_t) * (size_t)a->n_tok * (size_t)n_chunks *
                             (size_t)a->topk;
-  uint64_t *keys = (uint64_t *)sc_kcuda_scratch(
-      c, list_bytes + sc_kcuda_topk_tree_bytes(a->n_tok, n_chunks, a->topk));
-  if (keys == NULL) return SC_ENOMEM;
-  const int rc = a->keys.fmt == SC_KFMT_F32 ? launch_tc_fmt<SC_KFMT_F32>(c, a, n_chunks, sp, keys)
-                                            : launch_tc_fmt<SC_KFMT_BF16>(c, a, n_chunks, sp, keys);
+  if (n_chunks == 1) { /* one list per token: one block per token sorts it */
+    uint64_t *keys = (uint64_t *)sc_kcuda_scratch(c, list_bytes);
+    if (keys == NULL) return SC_ENOMEM;
+    const int rc = a->keys.fmt == SC_KFMT_F32
+                       ? launch_tc_fmt<SC_KFMT_F32>(c, a, 1, sp, keys, NULL)
+                       : launch_tc_fmt<SC_KFMT_BF16>(c, a, 1, sp, keys, NULL);
+    return rc ? rc : sc_kcuda_topk_finish(c, a->n_tok, 1, a->topk, keys, a->out_pos,
+                                          a->out_cand, NULL);
+  }
+  /* chunks append their survivors per token; a select over many blocks finishes */
+  const size_t count_bytes = 16 * (size_t)sc_cdiv(sizeof(int) * (size_t)a->n_tok, 16);
+  char *scratch = (char *)sc_kcuda_scratch(
+      c, list_bytes + count_bytes + sc_kcuda_topk_radix_bytes(a->n_tok, a->topk));
+  if (scratch == NULL) return SC_ENOMEM;
+  uint64_t *keys = (uint64_t *)scratch;
+  int *counts = (int *)(scratch + list_bytes);
+  int rc = sc_kcuda_err(cudaMemsetAsync(counts, 0, count_bytes, c->stream), "indexer counts");
+  if (rc == 0)
+    rc = a->keys.fmt == SC_KFMT_F32 ? launch_tc_fmt<SC_KFMT_F32>(c, a, n_chunks, sp, keys, counts)
+                                    : launch_tc_fmt<SC_KFMT_BF16>(c, a, n_chunks, sp, keys, counts);
   if (rc) return rc;
-  return sc_kcuda_topk_finish(c, a->n_tok, n_chunks, a->topk, keys, a->out_pos, a->out_cand,
-                              keys + list_bytes / sizeof(uint64_t));
+  return sc_kcuda_topk_radix(c, a->n_tok, (int64_t)n_chunks * a->topk, a->topk, keys, counts,
+                             a->out_pos, a->out_cand, scratch + list_bytes + count_bytes);
 }

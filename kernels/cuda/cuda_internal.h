@@ -70,6 +70,13 @@ size_t sc_kcuda_topk_tree_bytes(int n_tok, int n_lists, int K);
 int sc_kcuda_topk_finish(sc_kcuda *c, int n_tok, int n_lists, int K, const uint64_t *keys,
                          int32_t *out_pos, sc_kcand *out_cand, uint64_t *tree);
 
+/* The sorted top-K of tokens whose candidates are many (cuda_topk_radix.cu): count[t]
+ * keys at keys[t * cap ...] (any order, 0 = none), selected over many blocks per token.
+ * `scratch` is sc_kcuda_topk_radix_bytes(n_tok, K) bytes of device memory. */
+size_t sc_kcuda_topk_radix_bytes(int n_tok, int K);
+int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64_t *keys,
+                        const int *count, int32_t *out_pos, sc_kcand *out_cand, void *scratch);
+
 /* Op entry points. */
 int sc_kcuda_inject_fault(sc_kernels *k);
 int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,

@@ -566,16 +566,16 @@ static void case_indexer(void) {
   indexer_case(SC_KFMT_F32, 16, 64, 300, 24);
   indexer_case(SC_KFMT_BF16, 8, 128, 2048, 10);
   indexer_case(SC_KFMT_F32, 4, 40, 17, 12);
-  indexer_case(SC_KFMT_F32, 4, 64, 2048, 1); /* a decode token: 32 chunks, a merge tree */
+  indexer_case(SC_KFMT_F32, 4, 64, 2048, 1); /* a decode token: chunks, the many-block select */
   indexer_case(SC_KFMT_F32, 4, 64, 256, 1102); /* grouped tokens, a group across requests */
   indexer_case(SC_KFMT_BF16, 8, 36, 100, 12);  /* rows not in 16-byte pieces: no cp.async */
   indexer_case(SC_KFMT_BF16, 8, 64, 255, 1102); /* an odd K in groups: shared memory aligned */
 }
 
-/* The indexer's layout invariance (SPEC.md §8): one token alone (32 chunks of its keys)
- * and the same token among many (one chunk each), and the key list split into two DCP-like
- * shards whose lists are then merged, all pick the same positions with bit-identical
- * scores. */
+/* The indexer's layout invariance (SPEC.md §8): one token alone (its keys in many chunks,
+ * the many-block select), the same token among many (one chunk each from 528 groups on),
+ * and the key list split into two DCP-like shards whose lists are then merged, all pick
+ * the same positions with bit-identical scores. */
 static void idx_run(sc_indexer_args a, int32_t first_tok, int32_t n_tok, const int32_t *kb,
                     const int32_t *ke, sc_kcand *out) {
   const size_t n = (size_t)n_tok * a.topk;
@@ -591,13 +591,17 @@ static void idx_run(sc_indexer_args a, int32_t first_tok, int32_t n_tok, const i
   G->ops->free(G, b), G->ops->free(G, e), G->ops->free(G, o);
 }
 
+/* distinct > 0: only that many distinct key rows (row i repeats row i % distinct), so
+ * many keys tie exactly and the lower positions must win at the K-th. */
 static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk,
-                                    int32_t n_tok) {
+                                    int32_t n_tok, int32_t distinct) {
   const int32_t L = 9000, half = 4321;
   const size_t es = fmt == SC_KFMT_F32 ? 4 : 2;
   float *q = gt_rand_f32((size_t)n_tok * heads * dim, -1, 1);
   float *w = gt_rand_f32((size_t)n_tok * heads, 0.01, 0.1);
   float *kf = gt_rand_f32((size_t)L * dim, -1, 1);
+  for (int32_t i = distinct; distinct > 0 && i < L; i++)
+    memcpy(kf + (size_t)i * dim, kf + (size_t)(i % distinct) * dim, sizeof(float) * dim);
   void *kh = kf;
   uint16_t *kb16 = NULL;
   if (fmt == SC_KFMT_BF16) {
@@ -643,8 +647,8 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
             G->ops->sync(G) == 0, "sync");
   CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
         "two shards merged differ from the whole key list");
-  printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d: alone, batched and sharded "
-         "identical\n", fmt, heads, dim, topk, n_tok);
+  printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d distinct=%d: alone, batched "
+         "and sharded identical\n", fmt, heads, dim, topk, n_tok, distinct);
   G->ops->free(G, Q), G->ops->free(G, W), G->ops->free(G, K), G->ops->free(G, Kp);
   G->ops->free(G, Qp), G->ops->free(G, Sh), G->ops->free(G, Mo);
   free(q), free(w), free(kf), free(kb16), free(kpos), free(qpos), free(rb), free(re);
@@ -654,14 +658,18 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
 /* Tokens are grouped per block from 2 x SMs x group tokens on (cuda_indexer.cu): the
  * large cases take the grouped path, 4 tokens a block at 4 heads, 2 at 64. */
 static void case_indexer_invariance(void) {
-  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40);
-  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 40);
-  indexer_invariance_case(SC_KFMT_F32, 20, 40, 100, 40);
-  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 1100);
-  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 512, 600);
-  indexer_invariance_case(SC_KFMT_F32, 3, 40, 64, 2200);
-  indexer_invariance_case(SC_KFMT_BF16, 5, 36, 64, 1100);
-  indexer_invariance_case(SC_KFMT_F32, 4, 64, 33, 1100); /* odd K, groups of 4 */
+  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0);
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 40, 0);
+  indexer_invariance_case(SC_KFMT_F32, 20, 40, 100, 40, 0);
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 1100, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 512, 600, 0);
+  indexer_invariance_case(SC_KFMT_F32, 3, 40, 64, 2200, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 5, 36, 64, 1100, 0);
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 33, 1100, 0); /* odd K, groups of 4 */
+  /* exact ties at the K-th: a token alone (the many-block select of cuda_topk_radix.cu)
+   * against batched (one list a token) and sharded (the merge) */
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 2200, 37);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 300, 40, 5);
 }
 
 /* ---- top-K merge and position maps ---- */

@@ -1,0 +1,215 @@
+/* cuda_topk_radix.cu - the top-K of tokens with many candidates, over many blocks per
+ * token: the indexer's chunk survivors when a step has few tokens (decode, short prefill
+ * chunks), where one block per token left the GPU idle (cuda_topk.cu's tree took about
+ * 160 us a layer for one decode token over 32k keys, H200, 2026-12-01).
+ *
+ * Input: per token t, count[t] keys (cuda_common.cuh's 64-bit order, 0 = none) at
+ * keys[t * cap ...], in any order (the indexer's chunk blocks append them as they finish).
+ *
+ * An exact radix select over the 64-bit keys, most significant digit first:
+ *   passes (one launch each, RSEL_PASSES of them): every block of a token histograms
+ *     the digit of its share of the keys that still match the token's prefix and adds
+ *     its bins to the token's histogram in global memory; the last block to finish (a
+ *     ticket) finds the bin that holds the K-th largest key, extends the prefix by it
+ *     and clears the histogram. A token is done once its bin holds exactly the keys
+ *     still needed (usually after the score's 32 bits and a few of the position's), or
+ *     from the first pass when it has at most K keys; later passes skip it.
+ *   gather: every key whose masked value is at least the prefix is one of the K.
+ *   sort: one block per token sorts its K keys (bitonic) and writes them.
+ * Keys are distinct (positions are), so the selection is exact and the result (sorted)
+ * does not depend on how the keys were split over chunks, blocks or launches: layout
+ * invariance needs nothing more (SPEC.md §8). */
+#include "kernels/cuda/cuda_select.cuh"
+
+#define RSEL_THREADS 256
+#define RSEL_BITS 11
+#define RSEL_BINS (1 << RSEL_BITS)
+#define RSEL_PASSES 6 /* 5 x 11 + 9 bits */
+#define RSEL_SORT_THREADS 512
+
+static_assert(RSEL_BINS % RSEL_THREADS == 0, "whole bins per thread in the scan");
+
+/* One token's select state in global memory (zeroed before the first pass). */
+typedef struct rsel_tok {
+  unsigned long long prefix, mask; /* digits found so far, and which bits they cover */
+  int need;                        /* keys still needed from inside the prefix */
+  int done;
+  int ticket;                      /* blocks of the current pass that have finished */
+  int taken;                       /* gather: keys written so far */
+} rsel_tok;
+
+/* Scratch layout: rsel_tok [n_tok], hist uint32 [n_tok][RSEL_BINS], sel uint64 [n_tok][K]. */
+static size_t rsel_state_bytes(int n_tok) {
+  return (sizeof(rsel_tok) + sizeof(unsigned) * RSEL_BINS) * (size_t)n_tok;
+}
+
+size_t sc_kcuda_topk_radix_bytes(int n_tok, int K) {
+  return rsel_state_bytes(n_tok) + sizeof(uint64_t) * (size_t)n_tok * (size_t)K;
+}
+
+/* The last block of a pass: the bin of the K-th largest key among those still matching,
+ * from the token's histogram (cleared for the next pass). h: shared [RSEL_BINS]. */
+__device__ void rsel_pick(rsel_tok *st, unsigned *hist, unsigned *h, int K, int shift,
+                          int width, bool first) {
+  __shared__ int part[RSEL_THREADS / 32];
+  __shared__ int total_s;
+  int need = st->need; /* read by all before the one thread that finds the bin writes it */
+  for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS) {
+    h[b] = __ldcg(&hist[b]);
+    hist[b] = 0;
+  }
+  __syncthreads();
+  /* thread i owns bins [i * per, (i + 1) * per); suffix sums from the top bin down */
+  constexpr int per = RSEL_BINS / RSEL_THREADS;
+  int mine = 0;
+  for (int b = 0; b < per; b++) mine += (int)h[(int)threadIdx.x * per + b];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int suf = mine; /* within the warp: bins of lanes >= lane */
+  for (int off = 1; off < 32; off <<= 1) {
+    const int o = __shfl_down_sync(0xffffffffu, suf, off);
+    if (lane + off < 32) suf += o;
+  }
+  if (lane == 0) part[warp] = suf;
+  __syncthreads();
+  int above = suf - mine; /* keys in bins above this thread's */
+  for (int w = warp + 1; w < RSEL_THREADS / 32; w++) above += part[w];
+  if (threadIdx.x == 0) {
+    int t = 0;
+    for (int w = 0; w < RSEL_THREADS / 32; w++) t += part[w];
+    total_s = t;
+  }
+  __syncthreads();
+  if (first) { /* every key is in the first histogram */
+    need = total_s < K ? total_s : K;
+    if (total_s <= K) { /* all of them: prefix and mask stay 0 */
+      if (threadIdx.x == 0) {
+        st->need = need;
+        st->done = 1;
+        st->ticket = 0;
+      }
+      return;
+    }
+  }
+  const int lo = (int)threadIdx.x * per; /* (signed: b goes below 0 in thread 0) */
+  for (int b = lo + per - 1; b >= lo; b--) {
+    const int c = (int)h[b];
+    if (above < need && above + c >= need) {
+      const unsigned long long digit_mask = ((1ull << width) - 1ull) << shift;
+      st->prefix |= (unsigned long long)b << shift;
+      st->mask |= digit_mask;
+      st->need = need - above;
+      st->done = c == need - above || shift == 0;
+    }
+    above += c;
+  }
+  if (threadIdx.x == 0) st->ticket = 0;
+}
+
+__global__ void __launch_bounds__(RSEL_THREADS)
+    k_rsel_pass(int64_t cap, int K, int shift, int width, bool first, const uint64_t *keys,
+                const int *count, rsel_tok *state, unsigned *hists) {
+  __shared__ unsigned h[RSEL_BINS];
+  __shared__ bool last;
+  const int t = blockIdx.y;
+  rsel_tok *st = &state[t];
+  if (st->done) return; /* set by an earlier launch: every block sees the same */
+  const unsigned long long prefix = st->prefix, mask = st->mask;
+  for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS) h[b] = 0;
+  __syncthreads();
+  const int n = count[t];
+  const uint64_t *kt = keys + (int64_t)t * cap;
+  const int stride = gridDim.x * RSEL_THREADS;
+  /* whole warps stay in the loop, so that equal bins are counted once per warp */
+  for (int i0 = blockIdx.x * RSEL_THREADS; i0 < n; i0 += stride) {
+    const int i = i0 + threadIdx.x;
+    const uint64_t key = i < n ? kt[i] : 0;
+    const bool in = key != 0 && (key & mask) == prefix;
+    const int bin = in ? (int)((key >> shift) & ((1u << width) - 1u)) : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, bin);
+    if (in && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&h[bin], __popc(peers));
+  }
+  __syncthreads();
+  unsigned *hist = hists + (size_t)t * RSEL_BINS;
+  for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS)
+    if (h[b]) atomicAdd(&hist[b], h[b]);
+  __threadfence(); /* the bins before the ticket */
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&st->ticket, 1) == (int)gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence(); /* every block's bins after its ticket */
+  rsel_pick(st, hist, h, K, shift, width, first);
+}
+
+/* Every key at or above the prefix, into sel[t][0 .. min(K, count)). */
+__global__ void __launch_bounds__(RSEL_THREADS)
+    k_rsel_gather(int64_t cap, int K, const uint64_t *keys, const int *count, rsel_tok *state,
+                  uint64_t *sel) {
+  const int t = blockIdx.y;
+  rsel_tok *st = &state[t];
+  const unsigned long long prefix = st->prefix, mask = st->mask;
+  const int n = count[t];
+  const uint64_t *kt = keys + (int64_t)t * cap;
+  const int stride = gridDim.x * RSEL_THREADS;
+  for (int i0 = blockIdx.x * RSEL_THREADS; i0 < n; i0 += stride) {
+    const int i = i0 + threadIdx.x;
+    const uint64_t key = i < n ? kt[i] : 0;
+    const int slot = warp_take_slot(&st->taken, key != 0 && (key & mask) >= prefix);
+    if (slot >= 0 && slot < K) sel[(int64_t)t * K + slot] = key;
+  }
+}
+
+/* One block per token: its keys sorted descending, written as positions / candidates. */
+__global__ void __launch_bounds__(RSEL_SORT_THREADS)
+    k_rsel_sort(int K, int M, const rsel_tok *state, const uint64_t *sel, int32_t *out_pos,
+                sc_kcand *out_cand) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint64_t *buf = (uint64_t *)smem; /* [M] */
+  const int64_t t = blockIdx.x;
+  const int n = state[t].taken < K ? state[t].taken : K;
+  for (int i = threadIdx.x; i < M; i += RSEL_SORT_THREADS) buf[i] = i < n ? sel[t * K + i] : 0;
+  __syncthreads();
+  block_sort_desc(buf, M);
+  for (int i = threadIdx.x; i < K; i += RSEL_SORT_THREADS) {
+    const sc_kcand c = sc_dev_topk_cand(buf[i]);
+    if (out_pos) out_pos[t * K + i] = c.pos;
+    if (out_cand) out_cand[t * K + i] = c;
+  }
+}
+
+int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64_t *keys,
+                        const int *count, int32_t *out_pos, sc_kcand *out_cand, void *scratch) {
+  if (n_tok <= 0) return 0;
+  if (n_tok > 65535 || K > SC_KCUDA_TOPK_MAX) return SC_ENOTSUP;
+  rsel_tok *state = (rsel_tok *)scratch;
+  unsigned *hists = (unsigned *)(state + n_tok);
+  uint64_t *sel = (uint64_t *)(hists + (size_t)n_tok * RSEL_BINS);
+  int rc = sc_kcuda_err(cudaMemsetAsync(scratch, 0, rsel_state_bytes(n_tok), c->stream),
+                        "top-K select state");
+  if (rc) return rc;
+  /* about two blocks per SM in all, at most one per 1024 keys of capacity */
+  int64_t per = sc_cdiv(2 * (int64_t)c->num_sms, n_tok);
+  const int64_t most = sc_cdiv(cap, 4 * RSEL_THREADS);
+  per = per > most ? most : per;
+  const dim3 grid((unsigned)(per < 1 ? 1 : per), (unsigned)n_tok);
+  int width = RSEL_BITS, shift = 64;
+  for (int p = 0; p < RSEL_PASSES; p++) {
+    width = shift < RSEL_BITS ? shift : RSEL_BITS;
+    shift -= width;
+    k_rsel_pass<<<grid, RSEL_THREADS, 0, c->stream>>>(cap, K, shift, width, p == 0, keys, count,
+                                                     state, hists);
+    if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select pass"))) return rc;
+  }
+  k_rsel_gather<<<grid, RSEL_THREADS, 0, c->stream>>>(cap, K, keys, count, state, sel);
+  if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select gather"))) return rc;
+  int M = 1;
+  while (M < K) M <<= 1;
+  const size_t smem = sizeof(uint64_t) * (size_t)M;
+  rc = sc_kcuda_err(cudaFuncSetAttribute(k_rsel_sort, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX)),
+                    "top-K sort smem");
+  if (rc) return rc;
+  k_rsel_sort<<<(unsigned)n_tok, RSEL_SORT_THREADS, smem, c->stream>>>(K, M, state, sel, out_pos,
+                                                                       out_cand);
+  return SC_CUDA_CHECK_LAUNCH("top-K sort");
+}
