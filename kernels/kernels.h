@@ -302,6 +302,17 @@ typedef struct sc_kernels_ops {
                        const int32_t *req, const int32_t *bt, int32_t max_blocks,
                        int32_t block_size, int32_t n, int32_t il, int32_t dcp_rank,
                        int32_t *out);
+  /* The cache key list of a step (plan/metadata.h), built where the indexer reads it: n_ranges
+   * request ranges tile [0, n_keys) in order; the entries e in [begin[r], end[r]) are
+   * this DCP rank's local indices j = e - begin[r] of request req[r]: pos[e] is j's
+   * position (plan/dcp.h sc_dcp_position), slot[e] its cache slot in block table row
+   * bt[req[r] * max_blocks ...] (SC_ERANGE when that block is missing). A decode step
+   * at a 128k context has 1 MB of these arrays, so they are not built on the host and
+   * uploaded. */
+  int (*cache_keys)(sc_kernels *k, int32_t n_ranges, int32_t n_keys, const int32_t *req,
+                    const int32_t *begin, const int32_t *end, const int32_t *bt,
+                    int32_t max_blocks, int32_t block_size, int32_t n, int32_t il,
+                    int32_t dcp_rank, int32_t *pos, int32_t *slot);
   int (*sparse_attn)(sc_kernels *k, const sc_attn_args *a);
   /* LSE merge over n_shards partial results gathered rank-major (SPEC.md §7):
    * lse[r * n_rows + i], out_in[(r * n_rows + i) * width ...]. NaN/+inf lse count as

@@ -173,6 +173,19 @@ int sc_kcheck_topk_to_slots(int32_t n_tok, int32_t topk, const int32_t *pos,
   return 0;
 }
 
+int sc_kcheck_cache_keys(int32_t n_ranges, int32_t n_keys, const int32_t *req,
+                         const int32_t *begin, const int32_t *end, const int32_t *bt,
+                         int32_t max_blocks, int32_t block_size, int32_t n, int32_t il,
+                         int32_t dcp_rank, const int32_t *pos, const int32_t *slot) {
+  if (n_ranges < 0 || n_keys < 0 || n < 1 || il < 1 || block_size < 1 || max_blocks < 0 ||
+      dcp_rank < 0 || dcp_rank >= n || block_size % il != 0)
+    return SC_EINVAL;
+  if (n_ranges == 0 || n_keys == 0) return 1;
+  if (req == NULL || begin == NULL || end == NULL || bt == NULL || pos == NULL || slot == NULL)
+    return SC_EINVAL;
+  return 0;
+}
+
 int sc_kcheck_topk_merge(int32_t n_tok, int32_t n_shards, int32_t topk, const sc_kcand *cand,
                          const int32_t *out_pos, const sc_kcand *out_cand) {
   if (n_tok < 0 || n_shards < 1 || topk < 0) return SC_EINVAL;

@@ -58,6 +58,10 @@ int sc_kcheck_kv_write(int64_t n, int64_t width, const float *src, int64_t ld_sr
 int sc_kcheck_topk_to_workspace(int32_t n_tok, int32_t topk, const int32_t *pos,
                                 const int32_t *base, int32_t shard_rows_total, int32_t n,
                                 int32_t il, const int32_t *out);
+int sc_kcheck_cache_keys(int32_t n_ranges, int32_t n_keys, const int32_t *req,
+                         const int32_t *begin, const int32_t *end, const int32_t *bt,
+                         int32_t max_blocks, int32_t block_size, int32_t n, int32_t il,
+                         int32_t dcp_rank, const int32_t *pos, const int32_t *slot);
 int sc_kcheck_topk_to_slots(int32_t n_tok, int32_t topk, const int32_t *pos,
                             const int32_t *req, const int32_t *bt, int32_t max_blocks,
                             int32_t block_size, int32_t n, int32_t il, int32_t dcp_rank,

@@ -16,7 +16,7 @@ enum {
   B_XG, B_XL, B_LOGITS,
   /* index arrays */
   I_IDS, I_POS, I_REQ, I_DSLOT, I_PSLOT, I_KSLOT, I_KPOS, I_KB, I_KE, I_WSB, I_BT, I_SSRC,
-  I_DEINT, I_CKPOS, I_LAST,
+  I_DEINT, I_CKPOS, I_LAST, I_KRREQ, I_KRB, I_KRE,
   B_COUNT
 };
 
@@ -535,12 +535,21 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   upload(f, I_REQ, m->tok_req, Tp, &rc);
   upload(f, I_DSLOT, m->decode_slots, D, &rc);
   upload(f, I_PSLOT, m->prefill_slots, (size_t)m->num_prefill_src, &rc);
-  upload(f, I_KSLOT, m->key_slots, (size_t)m->num_keys, &rc);
-  upload(f, I_KPOS, m->key_pos, (size_t)m->num_keys, &rc);
+  const size_t nkr = (size_t)m->num_key_ranges;
+  const int32_t *kr_req = upload(f, I_KRREQ, m->key_range_req, nkr, &rc);
+  const int32_t *kr_b = upload(f, I_KRB, m->key_range_begin, nkr, &rc);
+  const int32_t *kr_e = upload(f, I_KRE, m->key_range_end, nkr, &rc);
+  int32_t *kslot = ensure(f, I_KSLOT, (size_t)m->num_keys * sizeof(int32_t), &rc);
+  int32_t *kpos = ensure(f, I_KPOS, (size_t)m->num_keys * sizeof(int32_t), &rc);
   upload(f, I_KB, m->tok_key_begin, Tp, &rc);
   upload(f, I_KE, m->tok_key_end, Tp, &rc);
   upload(f, I_WSB, m->tok_ws_base, Tp, &rc);
-  upload(f, I_BT, in->block_table, (size_t)plan->num_reqs * in->max_blocks, &rc);
+  const int32_t *bt = upload(f, I_BT, in->block_table, (size_t)plan->num_reqs * in->max_blocks, &rc);
+  /* the cache key list (1 MB a step at a 128k context) is filled on the kernels' side */
+  if (rc == 0 && m->num_keys > 0)
+    rc = f->k->ops->cache_keys(f->k, m->num_key_ranges, m->num_keys, kr_req, kr_b, kr_e, bt,
+                               in->max_blocks, f->pc.block_size, f->pc.dcp, f->pc.interleave,
+                               m->coords.dcp_rank, kpos, kslot);
   int32_t *ssrc = ensure(f, I_SSRC, (size_t)sum_s * sizeof(int32_t), &rc);
   int32_t *deint = ensure(f, I_DEINT, (size_t)sum_e * sizeof(int32_t), &rc);
   int32_t *ckpos = ensure(f, I_CKPOS, (size_t)sum_e * sizeof(int32_t), &rc);

@@ -22,6 +22,11 @@ SC_HOSTDEV int64_t sc_dcp_local_index(int64_t p, int32_t n, int32_t il) {
   return (p / ((int64_t)n * il)) * il + p % il;
 }
 
+/* The position of rank r's local index j: the inverse of sc_dcp_local_index. */
+SC_HOSTDEV int64_t sc_dcp_position(int64_t j, int32_t n, int32_t il, int32_t r) {
+  return (j / il) * n * (int64_t)il + (int64_t)r * il + j % il;
+}
+
 /* Tokens of a request of extent len held by DCP rank r. Rank 0 always holds the most,
  * so local_len(len, 0) is the per-rank upper bound. */
 static inline int64_t sc_dcp_local_len(int64_t len, int32_t r, int32_t n, int32_t il) {

@@ -12,8 +12,9 @@ void sc_meta_free(sc_meta *m) {
   free(m->tok_pos);
   free(m->decode_slots);
   free(m->prefill_slots);
-  free(m->key_slots);
-  free(m->key_pos);
+  free(m->key_range_req);
+  free(m->key_range_begin);
+  free(m->key_range_end);
   free(m->tok_key_begin);
   free(m->tok_key_end);
   free(m->tok_ws_base);
@@ -119,14 +120,17 @@ out:
   return rc;
 }
 
-/* The cache key list: per request with cache-path rows, the positions this DCP rank owns
- * in [0, E). */
-static int build_cache_keys(const sc_plan *plan, const sc_meta_blocks *bt, sc_meta *m) {
+/* The cache key list's ranges: per request with cache-path rows, the positions this DCP
+ * rank owns in [0, E), in the order their first rows come. */
+static int build_cache_keys(const sc_plan *plan, sc_meta *m) {
   const sc_plan_config *c = &plan->cfg;
   const int32_t me = m->coords.dcp_rank;
   int rc = 0;
   int32_t *begin = alloc_i32((size_t)plan->num_reqs, &rc);
   int32_t *end = alloc_i32((size_t)plan->num_reqs, &rc);
+  m->key_range_req = alloc_i32((size_t)plan->num_reqs, &rc);
+  m->key_range_begin = alloc_i32((size_t)plan->num_reqs, &rc);
+  m->key_range_end = alloc_i32((size_t)plan->num_reqs, &rc);
   if (rc) goto out;
   int64_t total = 0;
   for (int32_t i = 0; i < plan->num_reqs; i++) begin[i] = end[i] = -1;
@@ -136,39 +140,12 @@ static int build_cache_keys(const sc_plan *plan, const sc_meta_blocks *bt, sc_me
     begin[req] = (int32_t)total;
     total += sc_dcp_local_len(plan->reqs[req].extent, me, c->dcp, c->interleave);
     end[req] = (int32_t)total;
+    const int32_t r = m->num_key_ranges++;
+    m->key_range_req[r] = req;
+    m->key_range_begin[r] = begin[req];
+    m->key_range_end[r] = end[req];
   }
   m->num_keys = (int32_t)total;
-  m->key_slots = alloc_i32((size_t)total, &rc);
-  m->key_pos = alloc_i32((size_t)total, &rc);
-  if (rc) goto out;
-  for (int32_t i = 0; i < plan->num_reqs; i++) {
-    if (begin[i] < 0) continue;
-    /* Owned positions in ascending order: local index j = 0, 1, ... (end - begin of them).
-     * Every decode step rebuilds this list over the whole context, so the loop walks the
-     * interleave runs and the blocks with counters instead of dividing per key
-     * (sc_dcp_local_index / sc_kv_slot_local's arithmetic): with two divisions a key, a
-     * 131072-token context took 1.0 ms of host time a step (bench/long-context.md). */
-    const int32_t *row = bt_row(bt, i);
-    const int64_t span = (int64_t)c->dcp * c->interleave;
-    int64_t pos = (int64_t)me * c->interleave; /* position of local index j */
-    int32_t in_run = 0, in_block = 0, v = 0;   /* j % interleave, j % block_size, j / block_size */
-    int64_t base = v < bt->max_blocks && row[v] >= 0 ? (int64_t)row[v] * c->block_size : -1;
-    for (int32_t e = begin[i]; e < end[i]; e++) {
-      m->key_pos[e] = (int32_t)pos;
-      m->key_slots[e] = base < 0 ? -1 : (int32_t)(base + in_block);
-      if (++in_run == c->interleave) {
-        in_run = 0;
-        pos += span - c->interleave + 1;
-      } else {
-        pos++;
-      }
-      if (++in_block == c->block_size) {
-        in_block = 0;
-        v++;
-        base = v < bt->max_blocks && row[v] >= 0 ? (int64_t)row[v] * c->block_size : -1;
-      }
-    }
-  }
   for (int32_t k = 0; k < m->cache_tok_end; k++) {
     m->tok_key_begin[k] = begin[m->tok_req[k]];
     m->tok_key_end[k] = end[m->tok_req[k]];
@@ -259,7 +236,7 @@ int sc_meta_build(const sc_plan *plan, int32_t global_rank, const sc_meta_blocks
     m->last_token[i] = pr->q > 0 ? pr->start + pr->q - 1 : -1;
   }
   if ((rc = build_tokens(plan, m)) || (rc = build_kv_writes(plan, bt, m)) ||
-      (rc = build_cache_keys(plan, bt, m)))
+      (rc = build_cache_keys(plan, m)))
     goto fail;
   if (c->dcp > 1 && (rc = build_chunks(plan, bt, m))) goto fail;
   return 0;

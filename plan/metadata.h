@@ -8,7 +8,9 @@
  * Two attention paths:
  *  - cache path: decode rows always, and prefill rows when N = 1. Such a token scores
  *    and attends over the KV rows its rank holds in its own cache: the *cache key list*
- *    (slot, position) of the positions this DCP rank owns, one range per request.
+ *    (slot, position) of the positions this DCP rank owns, one range per request. Only
+ *    the ranges are derived here; the kernels' cache_keys op fills the entries where
+ *    the indexer reads them (kernels/kernels.h), since a long context makes them large.
  *  - workspace path: prefill rows when N > 1. Each context_kv chunk gathers every DCP
  *    rank's shard of the chunk's requests (shard_src says which cache slots fill the
  *    rank's shard, -1 = padding); `deinterleave` puts the gathered rows in token order
@@ -62,10 +64,14 @@ typedef struct sc_meta {
   int32_t num_prefill_src;
   int32_t *prefill_slots;
 
-  /* cache path: rows [0, cache_tok_end) */
+  /* cache path: rows [0, cache_tok_end). The cache key list has num_keys entries, one
+   * range per request with cache-path rows, in order: entries [key_range_begin[r],
+   * key_range_end[r]) are this rank's local indices 0, 1, ... of request key_range_req[r]
+   * (its block table row). */
   int32_t cache_tok_end;
   int32_t num_keys;
-  int32_t *key_slots, *key_pos; /* [num_keys] the cache key list */
+  int32_t num_key_ranges;
+  int32_t *key_range_req, *key_range_begin, *key_range_end; /* [num_key_ranges] */
 
   /* per local row [t_pad]: key range (into the cache key list for cache-path rows, into
    * the chunk's context for workspace rows; empty for padding), workspace base */

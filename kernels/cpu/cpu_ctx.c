@@ -252,6 +252,7 @@ static const sc_kernels_ops k_cpu_ops = {
     .topk_merge = sc_kcpu_topk_merge,
     .topk_to_workspace = sc_kcpu_topk_to_workspace,
     .topk_to_slots = sc_kcpu_topk_to_slots,
+    .cache_keys = sc_kcpu_cache_keys,
     .sparse_attn = sc_kcpu_sparse_attn,
     .lse_merge = sc_kcpu_lse_merge,
     .lse_scale = sc_kcpu_lse_scale,

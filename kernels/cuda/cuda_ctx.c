@@ -421,6 +421,7 @@ static const sc_kernels_ops k_cuda_ops = {
     .topk_merge = sc_kcuda_topk_merge,
     .topk_to_workspace = sc_kcuda_topk_to_workspace,
     .topk_to_slots = sc_kcuda_topk_to_slots,
+    .cache_keys = sc_kcuda_cache_keys,
     .sparse_attn = sc_kcuda_sparse_attn,
     .lse_merge = sc_kcuda_lse_merge,
     .lse_scale = sc_kcuda_lse_scale,

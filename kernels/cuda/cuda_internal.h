@@ -114,6 +114,10 @@ int sc_kcuda_topk_to_workspace(sc_kernels *k, int32_t n_tok, int32_t topk,
                                const int32_t *pos, const int32_t *base,
                                int32_t shard_rows_total, int32_t n, int32_t il,
                                int32_t *out);
+int sc_kcuda_cache_keys(sc_kernels *k, int32_t n_ranges, int32_t n_keys, const int32_t *req,
+                        const int32_t *begin, const int32_t *end, const int32_t *bt,
+                        int32_t max_blocks, int32_t block_size, int32_t n, int32_t il,
+                        int32_t dcp_rank, int32_t *pos, int32_t *slot);
 int sc_kcuda_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk, const int32_t *pos,
                            const int32_t *req, const int32_t *bt, int32_t max_blocks,
                            int32_t block_size, int32_t n, int32_t il, int32_t dcp_rank,

@@ -209,6 +209,49 @@ extern "C" int sc_kcuda_topk_to_workspace(sc_kernels *k, int32_t n_tok, int32_t 
   return SC_CUDA_CHECK_LAUNCH("topk_to_workspace");
 }
 
+/* One thread per key: its range by binary search over begin (ranges tile the list in
+ * order), then the position and slot of its local index. */
+__global__ void k_cache_keys(int32_t n_ranges, int32_t n_keys, const int32_t *req,
+                             const int32_t *begin, const int32_t *end, const int32_t *bt,
+                             int32_t max_blocks, int32_t bs, int32_t n, int32_t il,
+                             int32_t rank, int32_t *pos, int32_t *slot, int *flag) {
+  const int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+  if (e >= n_keys) return;
+  int32_t lo = 0, hi = n_ranges - 1; /* the last range with begin <= e */
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if (begin[mid] <= e) lo = mid;
+    else hi = mid - 1;
+  }
+  if (req[lo] < 0 || e < begin[lo] || e >= end[lo]) {
+    sc_dev_raise(flag, SC_ERANGE);
+    return;
+  }
+  const int64_t j = e - begin[lo], v = j / bs;
+  const int32_t *row = bt + (int64_t)req[lo] * max_blocks;
+  const int64_t s = v < max_blocks && row[v] >= 0 ? (int64_t)row[v] * bs + j % bs : -1;
+  if (s < 0 || s > INT32_MAX) {
+    sc_dev_raise(flag, SC_ERANGE);
+    return;
+  }
+  pos[e] = (int32_t)sc_dcp_position(j, n, il, rank);
+  slot[e] = (int32_t)s;
+}
+
+extern "C" int sc_kcuda_cache_keys(sc_kernels *k, int32_t n_ranges, int32_t n_keys,
+                                   const int32_t *req, const int32_t *begin, const int32_t *end,
+                                   const int32_t *bt, int32_t max_blocks, int32_t block_size,
+                                   int32_t n, int32_t il, int32_t dcp_rank, int32_t *pos,
+                                   int32_t *slot) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  SC_KCHECK(sc_kcheck_cache_keys(n_ranges, n_keys, req, begin, end, bt, max_blocks, block_size,
+                                 n, il, dcp_rank, pos, slot));
+  k_cache_keys<<<(unsigned)sc_cdiv(n_keys, 256), 256, 0, c->stream>>>(
+      n_ranges, n_keys, req, begin, end, bt, max_blocks, block_size, n, il, dcp_rank, pos, slot,
+      c->err_flag);
+  return SC_CUDA_CHECK_LAUNCH("cache_keys");
+}
+
 __global__ void k_topk_to_slots(int64_t total, int32_t topk, const int32_t *pos,
                                 const int32_t *req, const int32_t *bt, int32_t max_blocks,
                                 int32_t bs, int32_t n, int32_t il, int32_t rank, int32_t *out,

@@ -735,6 +735,43 @@ static void case_topk_maps(void) {
   free(pos), free(hg), free(hc);
 }
 
+/* The cache key list from its ranges: bit-equal to the CPU backend (tests/unit/test_metadata.c
+ * checks that one against the DCP formulas); a missing block is SC_ERANGE. */
+static void case_cache_keys(void) {
+  enum { R = 5, MAXB = 400 };
+  const int32_t n = 2, il = 4, bs = 16, rank = 1;
+  int32_t req[R] = {3, 0, 4, 1, 2}, b[R], e[R], *bt = malloc(sizeof(int32_t) * 5 * MAXB);
+  int32_t nk = 0;
+  for (int r = 0; r < R; r++) { /* up to 6000 keys a range: blocks of 16 local indices */
+    b[r] = nk;
+    nk += r == 2 ? 0 : (int32_t)gt_int(1, 6000);
+    e[r] = nk;
+  }
+  for (int i = 0; i < 5 * MAXB; i++) bt[i] = (int32_t)gt_int(0, 100000);
+  pbuf Rq = both(req, sizeof req), Bg = both(b, sizeof b), En = both(e, sizeof e),
+       Bt = both(bt, sizeof(int32_t) * 5 * MAXB);
+  pbuf Op = both_poison(sizeof(int32_t) * (size_t)nk), Os = both_poison(sizeof(int32_t) * (size_t)nk);
+  CHECK(G->ops->cache_keys(G, R, nk, Rq.g, Bg.g, En.g, Bt.g, MAXB, bs, n, il, rank, Op.g, Os.g) == 0,
+        "cache_keys");
+  CHECK(C->ops->cache_keys(C, R, nk, Rq.c, Bg.c, En.c, Bt.c, MAXB, bs, n, il, rank, Op.c, Os.c) == 0,
+        "cache_keys cpu");
+  int32_t *hg = malloc(sizeof(int32_t) * (size_t)nk), *hc = malloc(sizeof(int32_t) * (size_t)nk);
+  CHECK(down(Op, hg, hc, sizeof(int32_t) * (size_t)nk) == 0, "sync");
+  CHECK(memcmp(hg, hc, sizeof(int32_t) * (size_t)nk) == 0, "cache_keys positions differ");
+  CHECK(down(Os, hg, hc, sizeof(int32_t) * (size_t)nk) == 0, "sync");
+  CHECK(memcmp(hg, hc, sizeof(int32_t) * (size_t)nk) == 0, "cache_keys slots differ");
+  bt[0 * MAXB + 0] = -1; /* request 0's first block (range 1): an error on both */
+  CHECK(G->ops->copy(G, Bt.g, bt, sizeof(int32_t), SC_KCOPY_H2D) == 0, "copy");
+  CHECK(G->ops->cache_keys(G, R, nk, Rq.g, Bg.g, En.g, Bt.g, MAXB, bs, n, il, rank, Op.g, Os.g) == 0 &&
+            G->ops->sync(G) == SC_ERANGE, "cache_keys: a missing block must be SC_ERANGE");
+  memcpy(Bt.c, bt, sizeof(int32_t));
+  CHECK(C->ops->cache_keys(C, R, nk, Rq.c, Bg.c, En.c, Bt.c, MAXB, bs, n, il, rank, Op.c, Os.c) ==
+            SC_ERANGE, "cache_keys cpu: a missing block must be SC_ERANGE");
+  printf("     cache keys: %d entries in %d ranges, equal to the reference\n", nk, R);
+  pfree(Rq), pfree(Bg), pfree(En), pfree(Bt), pfree(Op), pfree(Os);
+  free(bt), free(hg), free(hc);
+}
+
 /* ---- sparse attention ---- */
 
 /* kvfmt: the format given to the GPU; the CPU gets f32 rows holding the values the GPU
@@ -1076,6 +1113,7 @@ int main(void) {
   RUN_CASE(case_kv_write);
   RUN_CASE(case_indexer);
   RUN_CASE(case_indexer_invariance);
+  RUN_CASE(case_cache_keys);
   RUN_CASE(case_topk_merge);
   RUN_CASE(case_topk_maps);
   RUN_CASE(case_attention);

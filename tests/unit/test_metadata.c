@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "model/model_defaults.h"
 #include "plan/dcp.h"
 #include "plan/metadata.h"
@@ -166,21 +167,37 @@ static void check_rank(const sc_plan *p, const sc_meta_blocks *mb, int32_t g) {
       nexpected += sc_dcp_owner(p->reqs[i].extent - p->reqs[i].q + q, N, I) == me;
   cr_assert_eq(nwritten, nexpected, "rank %d writes %d positions, owns %d", g, nwritten, nexpected);
 
-  /* cache key lists: the owned positions of [0, E) with their slots, ascending */
+  /* cache key lists: the owned positions of [0, E) with their slots, ascending, as the
+   * kernels' cache_keys op fills them from the ranges (CPU backend) */
+  cr_assert_leq(m.num_key_ranges, p->num_reqs);
+  for (int32_t r = 0; r < m.num_key_ranges; r++)
+    cr_assert_eq(m.key_range_begin[r], r == 0 ? 0 : m.key_range_end[r - 1], "ranges tile the list");
+  cr_assert_eq(m.num_key_ranges ? m.key_range_end[m.num_key_ranges - 1] : 0, m.num_keys);
+  int32_t *key_pos = malloc(sizeof(int32_t) * ((size_t)m.num_keys + 1));
+  int32_t *key_slots = malloc(sizeof(int32_t) * ((size_t)m.num_keys + 1));
+  sc_kernels *kc = NULL;
+  cr_assert_eq(sc_kernels_cpu_create(&kc, 1), 0);
+  const int crc = kc->ops->cache_keys(kc, m.num_key_ranges, m.num_keys, m.key_range_req,
+                                      m.key_range_begin, m.key_range_end, mb->table,
+                                      mb->max_blocks, B, N, I, me, key_pos, key_slots);
+  cr_assert_eq(crc, 0, "cache_keys: %d", crc);
+  sc_kernels_destroy(kc);
   for (int32_t k = 0; k < m.cache_tok_end; k++) {
     const int32_t req = m.tok_req[k];
     const int32_t b = m.tok_key_begin[k], e = m.tok_key_end[k];
     cr_assert_eq(e - b, sc_dcp_local_len(p->reqs[req].extent, me, N, I));
     int32_t prev = -1;
     for (int32_t x = b; x < e; x++) {
-      const int32_t ps = m.key_pos[x];
+      const int32_t ps = key_pos[x];
       cr_assert_gt(ps, prev);
       prev = ps;
       cr_assert_eq(sc_dcp_owner(ps, N, I), me);
-      cr_assert_eq(m.key_slots[x],
+      cr_assert_eq(key_slots[x],
                    sc_kv_slot(mb->table + req * mb->max_blocks, mb->max_blocks, ps, B, N, I, me));
     }
   }
+  free(key_pos);
+  free(key_slots);
   /* workspace rows: shard rows are this rank's owned positions in order, then padding */
   for (int32_t ci = 0; ci < m.num_chunks; ci++) {
     const sc_plan_chunk *pc = &p->chunks[ci];
