@@ -161,7 +161,10 @@ typedef struct sc_indexer_args {
  *   lse[t,h] = ln Σ_j exp(s_j)             (natural log)
  * q and KV rows are dc + dr wide ([c_kv ; k_rope]). No selected row: out 0, lse -inf.
  * Prefill (rows of a gathered workspace) and decode (slots of a local KV shard) are the
- * same op; a backend may pick different kernels by shape. */
+ * same op; a backend may pick different kernels by shape and by `decode`, so results may
+ * differ in rounding between decode = true and false: a caller passes the same value for
+ * a token in every layout (the forward pass: true for decode rows, which are decode rows
+ * whatever P, N, T and batch). */
 typedef struct sc_attn_args {
   int32_t n_tok, n_heads, dc, dr, topk;
   float scale;
@@ -174,6 +177,7 @@ typedef struct sc_attn_args {
   int64_t ld_out;
   float *lse;          /* [n_tok][n_heads], ld_lse between tokens */
   int64_t ld_lse;
+  bool decode;         /* the rows are decode tokens (one query of a request each) */
 } sc_attn_args;
 
 typedef struct sc_kernels sc_kernels;

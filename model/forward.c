@@ -371,11 +371,19 @@ static int attention_layer(step_ctx *s) {
        "layer %d: top-K to cache slots", l);
   stage(s, SC_STAGE_ATTENTION);
   if (cte > 0 && !dcp_decode) {
-    const sc_attn_args aa = {
-        .n_tok = cte, .n_heads = s->Hl, .dc = s->dc, .dr = s->dr, .topk = s->K, .scale = scale,
-        .q = qabs, .ld_q = qaw, .kv = cache, .sel = sel, .ld_sel = s->K, .out = olat,
-        .ld_out = (int64_t)s->Hl * s->dc, .lse = lsex, .ld_lse = s->Hl};
-    CK(o->sparse_attn(k, &aa), "layer %d: attention (local cache)", l);
+    /* decode rows [0, D) and prefill rows [D, cte) apart: a backend may run them with
+     * different kernels, and a decode token is a decode row in every layout */
+    for (int part = 0; part < 2; part++) {
+      const int32_t t0 = part == 0 ? 0 : D, t1 = part == 0 ? D : cte;
+      if (t1 <= t0) continue;
+      const sc_attn_args aa = {
+          .n_tok = t1 - t0, .n_heads = s->Hl, .dc = s->dc, .dr = s->dr, .topk = s->K,
+          .scale = scale, .q = qabs + (size_t)t0 * qaw, .ld_q = qaw, .kv = cache,
+          .sel = sel + (size_t)t0 * s->K, .ld_sel = s->K,
+          .out = olat + (size_t)t0 * s->Hl * s->dc, .ld_out = (int64_t)s->Hl * s->dc,
+          .lse = lsex + (size_t)t0 * s->Hl, .ld_lse = s->Hl, .decode = part == 0};
+      CK(o->sparse_attn(k, &aa), "layer %d: attention (local cache)", l);
+    }
   } else if (dcp_decode) {
     /* Partial attention over this shard for H_att heads; rows (member, token, head) in
      * member-major order, so the reduce-scatter hands each member its own heads. */
@@ -387,7 +395,7 @@ static int attention_layer(step_ctx *s) {
           .n_tok = D, .n_heads = s->Hl, .dc = s->dc, .dr = s->dr, .topk = s->K, .scale = scale,
           .q = qsrc, .ld_q = qaw, .kv = cache, .sel = sel, .ld_sel = s->K,
           .out = od + (size_t)mq * D * s->Hl * s->dc, .ld_out = (int64_t)s->Hl * s->dc,
-          .lse = lse + (size_t)mq * D * s->Hl, .ld_lse = s->Hl};
+          .lse = lse + (size_t)mq * D * s->Hl, .ld_lse = s->Hl, .decode = true};
       CK(o->sparse_attn(k, &aa), "layer %d: decode attention (shard)", l);
     }
     const int64_t h_att = (int64_t)nq * s->Hl;

@@ -10,7 +10,8 @@
  * the scratch areas' growth), then `rounds` measured requests, one at a time: TTFT from
  * the submission to the first token event, TPOT = (last token event - first) / (tokens -
  * 1). The client sees tokens as the scheduler streams them, one step each, so TPOT is the
- * step time as a user sees it (host work between steps included). */
+ * step time as a user sees it (host work between steps included). Every case runs with
+ * the KV cache in f32 (the pipeline's default) and then in bf16 ("kv" in the params). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,14 +89,14 @@ static int one_request(sc_client *cl, sc_local_cluster *lc, const int32_t *promp
   return 0;
 }
 
-static int run_case(const char *model_file, const long_case *lcs, int rounds, int32_t vocab,
-                    long_sample *out, char *why, size_t why_len) {
+static int run_case(const char *model_file, const long_case *lcs, bool kv_bf16, int rounds,
+                    int32_t vocab, long_sample *out, char *why, size_t why_len) {
   const int32_t L = lcs->context;
   const sc_local_cluster_opts co = {
       .pcp = 1, .dcp = 1, .tp = 1, .model_file = model_file, .cuda = true, .gpus = 1,
       .nccl = true, .token_budget = L > 4096 ? L : 4096, .num_blocks = L / 16 + 128,
       .max_model_len = L + lcs->out + 64, .deadline_ms = 120000, .log_level = "warn",
-      .quiet = true};
+      .quiet = true, .kv_bf16 = kv_bf16};
   sc_local_cluster *lc = NULL;
   sc_client *cl = NULL;
   int32_t *prompt = malloc(sizeof(int32_t) * (size_t)L);
@@ -118,8 +119,8 @@ static int run_case(const char *model_file, const long_case *lcs, int rounds, in
   for (int r = 0; r < rounds; r++) {
     sc_requests_fill_prompt(prompt, L, vocab, 1000 + (uint64_t)r);
     if ((rc = one_request(cl, lc, prompt, L, lcs->out, &out[r], why, why_len)) != 0) goto out;
-    fprintf(stderr, "  context %d, round %d: ttft %.1f ms, tpot %.3f ms\n", L, r + 1,
-            out[r].ttft_ms, out[r].tpot_ms);
+    fprintf(stderr, "  %s KV, context %d, round %d: ttft %.1f ms, tpot %.3f ms\n",
+            kv_bf16 ? "bf16" : "f32", L, r + 1, out[r].ttft_ms, out[r].tpot_ms);
   }
 out:
   sc_client_close(cl);
@@ -153,27 +154,32 @@ int sc_bench_e2e_long(sc_bench *b) {
   double ttft[sizeof k_full / sizeof k_full[0]][LONG_MAX_ROUNDS];
   double tpot[sizeof k_full / sizeof k_full[0]][LONG_MAX_ROUNDS];
   char why[1024] = "";
-  int rc = 0;
-  for (int c = 0; c < n_cases && rc == 0; c++) {
-    long_sample s[LONG_MAX_ROUNDS];
-    if ((rc = run_case(model_file, &cases[c], rounds, model.vocab, s, why, sizeof why))) break;
-    for (int r = 0; r < rounds; r++) ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
-  }
-  if (rc) {
-    fprintf(stderr, "bench e2e: %s\n", why);
-    return rc;
-  }
-  const double tpot_short = sc_bench_median(tpot[0], rounds);
-  for (int c = 0; c < n_cases; c++) {
-    char params[256], extra[256];
-    snprintf(params, sizeof params,
-             "\"device\":\"cuda\",\"pcp\":1,\"dcp\":1,\"tp\":1,\"model\":\"model-long\","
-             "\"context\":%d,\"out_tokens\":%d",
-             cases[c].context, cases[c].out);
-    sc_bench_add(b, "e2e.ttft", params, "ms", ttft[c], rounds, NULL);
-    snprintf(extra, sizeof extra, "\"ratio_to_short_context\":%.4f",
-             sc_bench_median(tpot[c], rounds) / tpot_short);
-    sc_bench_add(b, "e2e.tpot", params, "ms", tpot[c], rounds, extra);
+  /* f32 rows (the pipeline's default, the CPU reference's) and bf16 rows, where the
+   * sparse attention runs on the tensor cores */
+  for (int kv = 0; kv < 2; kv++) {
+    int rc = 0;
+    for (int c = 0; c < n_cases && rc == 0; c++) {
+      long_sample s[LONG_MAX_ROUNDS];
+      if ((rc = run_case(model_file, &cases[c], kv == 1, rounds, model.vocab, s, why, sizeof why)))
+        break;
+      for (int r = 0; r < rounds; r++) ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
+    }
+    if (rc) {
+      fprintf(stderr, "bench e2e: %s\n", why);
+      return rc;
+    }
+    const double tpot_short = sc_bench_median(tpot[0], rounds);
+    for (int c = 0; c < n_cases; c++) {
+      char params[256], extra[256];
+      snprintf(params, sizeof params,
+               "\"device\":\"cuda\",\"pcp\":1,\"dcp\":1,\"tp\":1,\"model\":\"model-long\","
+               "\"kv\":\"%s\",\"context\":%d,\"out_tokens\":%d",
+               kv ? "bf16" : "f32", cases[c].context, cases[c].out);
+      sc_bench_add(b, "e2e.ttft", params, "ms", ttft[c], rounds, NULL);
+      snprintf(extra, sizeof extra, "\"ratio_to_short_context\":%.4f",
+               sc_bench_median(tpot[c], rounds) / tpot_short);
+      sc_bench_add(b, "e2e.tpot", params, "ms", tpot[c], rounds, extra);
+    }
   }
   return 0;
 }

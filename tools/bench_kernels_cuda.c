@@ -283,7 +283,7 @@ static int bench_attn(kc_ctx *c, const char *name, int32_t n_tok, int32_t per_re
                    .scale = 1.0f / sqrtf((float)w), .q = q, .ld_q = (int64_t)heads * w,
                    .kv = {kv, fmt, fmt == SC_KFMT_FP8_DS_MLA ? rb : w, rows}, .sel = dsel,
                    .ld_sel = topk, .out = out, .ld_out = (int64_t)heads * dc, .lse = lse,
-                   .ld_lse = heads}};
+                   .ld_lse = heads, .decode = strstr(name, ".decode") != NULL}};
   double secs[KC_MAX_RUNS];
   if ((rc = time_op(c, run_attn, &ac, secs))) goto out;
   char params[256];
@@ -512,17 +512,21 @@ int sc_bench_kernels_cuda(sc_bench *b) {
       (rc = bench_attn(&c, "kernel.sparse_attn.prefill", q ? 64 : 2048, q ? 64 : 2048, 128,
                        q ? 256 : 2048, q ? 8192 : 65536, SC_KFMT_BF16, 640)))
     goto out;
-  /* examples/model-long.json's attention (8 heads, f32 KV as the pipeline keeps it, top-K
-   * 2048 over a 32k context): the CUDA-core split kernel, one decode token and a 4096-token
-   * prefill chunk */
-  if (wanted("kernel.sparse_attn.decode") &&
-      (rc = bench_attn(&c, "kernel.sparse_attn.decode", 1, 1, 8, q ? 256 : 2048,
-                       q ? 4096 : 32768, SC_KFMT_F32, 0)))
-    goto out;
-  if (wanted("kernel.sparse_attn.prefill") &&
-      (rc = bench_attn(&c, "kernel.sparse_attn.prefill", q ? 64 : 4096, q ? 64 : 4096, 8,
-                       q ? 256 : 2048, q ? 4096 : 32768, SC_KFMT_F32, 0)))
-    goto out;
+  /* examples/model-long.json's attention (8 heads, top-K 2048 over a 32k context), one
+   * decode token and a 4096-token prefill chunk, with the KV rows in f32 (the pipeline's
+   * default: the CUDA-core split kernel) and in bf16 (--kv-format bf16: the split kernel
+   * for the decode token, the tensor cores for the prefill chunk) */
+  for (int bf = 0; bf < 2; bf++) {
+    const sc_kfmt fmt = bf ? SC_KFMT_BF16 : SC_KFMT_F32;
+    if (wanted("kernel.sparse_attn.decode") &&
+        (rc = bench_attn(&c, "kernel.sparse_attn.decode", 1, 1, 8, q ? 256 : 2048,
+                         q ? 4096 : 32768, fmt, 0)))
+      goto out;
+    if (wanted("kernel.sparse_attn.prefill") &&
+        (rc = bench_attn(&c, "kernel.sparse_attn.prefill", q ? 64 : 4096, q ? 64 : 4096, 8,
+                         q ? 256 : 2048, q ? 4096 : 32768, fmt, 0)))
+      goto out;
+  }
   if (wanted("kernel.indexer") &&
       ((rc = bench_indexer(&c, true, q ? 8 : 128, 64, 128, q ? 4096 : 16384, q ? 256 : 2048,
                            SC_KFMT_BF16)) ||

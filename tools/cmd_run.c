@@ -338,7 +338,7 @@ static void help(FILE *f) {
           "                    [--transport ipc|tcp]\n"
           "                    [--token-budget N] [--seed S] [--timeout SECONDS] [--quiet]\n"
           "                    [--clients K] [--gpus K] [--num-blocks B] [--max-model-len L]\n"
-          "                    [--deadline-ms MS] [--profile]\n"
+          "                    [--deadline-ms MS] [--profile] [--kv-format f32|bf16]\n"
           "\n"
           "Starts a local cluster (default P = 2, N = 2, T = 1 on the CPU), submits the\n"
           "requests of FILE (default examples/requests.jsonl) or K random ones, shows\n"
@@ -374,6 +374,10 @@ static void help(FILE *f) {
           "  --profile     every rank times each step's stages (dense, indexer, attention,\n"
           "                collectives, ...) and logs them (info); rank 0's are also in its\n"
           "                step_result on the taps (docs/pipeline.md, \"Profiling steps\")\n"
+          "  --kv-format   the KV cache rows: f32 (default, the CPU reference's) or bf16\n"
+          "                (half the memory; on CUDA the sparse attention then runs on the\n"
+          "                tensor cores, docs/cuda.md; the single-rank reference of\n"
+          "                --verify uses the same format)\n"
           "  --quiet       no progress, and the nodes' logs are discarded\n"
           "Exit status: 0 all requests finished (and verified), 1 a failure, 2 bad usage.\n",
           (double)TIE_MARGIN_CPU, (double)TIE_MARGIN_CUDA);

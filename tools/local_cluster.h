@@ -74,6 +74,7 @@ typedef struct sc_local_cluster_opts {
   int32_t http_timeout_s;       /* 0: the default */
   const char *tokenizer;        /* a tokenizer.json for text prompts; NULL: none */
   bool profile;                 /* executors time each step's stages (pipeline "profile") */
+  bool kv_bf16;                 /* KV cache rows in bf16 (pipeline "kv_format"), not f32 */
   int32_t rejoin_wait_ms;       /* pipeline.rejoin_wait_ms (0: a node's death ends the
                                    cluster): set by a caller that restarts nodes */
   int32_t step_retries;         /* pipeline.step_retries (0: a failed step's requests
@@ -153,6 +154,7 @@ enum {
   SC_LCOPT_TRANSPORT,
   SC_LCOPT_PROFILE,
   SC_LCOPT_MODEL_DIR,
+  SC_LCOPT_KV_FORMAT,
 };
 #define SC_LOCAL_CLUSTER_LONG_OPTIONS                                                    \
   {"pcp", required_argument, NULL, SC_LCOPT_PCP},                                        \
@@ -167,7 +169,8 @@ enum {
       {"inject", required_argument, NULL, SC_LCOPT_INJECT},                              \
       {"transport", required_argument, NULL, SC_LCOPT_TRANSPORT},                        \
       {"profile", no_argument, NULL, SC_LCOPT_PROFILE},                                  \
-      {"model-dir", required_argument, NULL, SC_LCOPT_MODEL_DIR}
+      {"model-dir", required_argument, NULL, SC_LCOPT_MODEL_DIR},                        \
+      {"kv-format", required_argument, NULL, SC_LCOPT_KV_FORMAT}
 
 /* Applies getopt_long's result ch (with its optarg) to o when it is one of the shared
  * options. Returns 1 when it was and its value is good, 0 when ch is not a shared option

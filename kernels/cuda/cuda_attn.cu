@@ -711,9 +711,17 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
   const int64_t width = (int64_t)a->dc + a->dr;
   const int64_t kv_step = sc_kcuda_row_step(&a->kv);
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
-  const bool mma_ok = a->kv.fmt != SC_KFMT_F32 && a->dc == WG_DC && a->dr == WG_D - WG_DC &&
-                      aligned16(a->kv.data) && kv_step % 16 == 0 && aligned16(a->q) &&
-                      (a->n_tok == 1 || a->ld_q % 4 == 0) && ((uintptr_t)a->out & 7) == 0 &&
+  /* A decode step with few heads takes the split kernel: the tensor-core kernel computes 64
+   * head rows a block and runs a token's rows through one block, so 8 heads (model-long)
+   * cost 166 us a layer for a decode token over bf16 rows, where the split kernel spreads
+   * them over 16 blocks (60 us over f32 rows; H200, 2026-12-02, bench/long-context.md).
+   * Prefill tokens fill the GPU either way, and there the tensor cores win (37 against
+   * 115 ms a layer for a 32k prompt, bf16 against f32 rows). */
+  const bool few_heads_decode = a->decode && a->n_heads * 4 <= WG_BM;
+  const bool mma_ok = !few_heads_decode && a->kv.fmt != SC_KFMT_F32 && a->dc == WG_DC &&
+                      a->dr == WG_D - WG_DC && aligned16(a->kv.data) && kv_step % 16 == 0 &&
+                      aligned16(a->q) && (a->n_tok == 1 || a->ld_q % 4 == 0) &&
+                      ((uintptr_t)a->out & 7) == 0 &&
                       (a->n_tok == 1 || a->ld_out % 2 == 0);
   if (mma_ok) {
     const int groups = (a->n_heads + WG_BM - 1) / WG_BM;

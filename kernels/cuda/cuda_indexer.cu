@@ -473,17 +473,16 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
                                           a->out_cand, NULL);
   }
   /* chunks append their survivors per token; a select over many blocks finishes */
-  const size_t count_bytes = 16 * (size_t)sc_cdiv(sizeof(int) * (size_t)a->n_tok, 16);
-  char *scratch = (char *)sc_kcuda_scratch(
-      c, list_bytes + count_bytes + sc_kcuda_topk_radix_bytes(a->n_tok, a->topk));
+  char *scratch =
+      (char *)sc_kcuda_scratch(c, list_bytes + sc_kcuda_topk_radix_bytes(a->n_tok, a->topk));
   if (scratch == NULL) return SC_ENOMEM;
   uint64_t *keys = (uint64_t *)scratch;
-  int *counts = (int *)(scratch + list_bytes);
-  int rc = sc_kcuda_err(cudaMemsetAsync(counts, 0, count_bytes, c->stream), "indexer counts");
+  int *counts = NULL;
+  int rc = sc_kcuda_topk_radix_begin(c, a->n_tok, scratch + list_bytes, &counts);
   if (rc == 0)
     rc = a->keys.fmt == SC_KFMT_F32 ? launch_tc_fmt<SC_KFMT_F32>(c, a, n_chunks, sp, keys, counts)
                                     : launch_tc_fmt<SC_KFMT_BF16>(c, a, n_chunks, sp, keys, counts);
   if (rc) return rc;
-  return sc_kcuda_topk_radix(c, a->n_tok, (int64_t)n_chunks * a->topk, a->topk, keys, counts,
-                             a->out_pos, a->out_cand, scratch + list_bytes + count_bytes);
+  return sc_kcuda_topk_radix(c, a->n_tok, (int64_t)n_chunks * a->topk, a->topk, keys,
+                             a->out_pos, a->out_cand, scratch + list_bytes);
 }

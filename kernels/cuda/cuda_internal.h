@@ -70,12 +70,15 @@ size_t sc_kcuda_topk_tree_bytes(int n_tok, int n_lists, int K);
 int sc_kcuda_topk_finish(sc_kcuda *c, int n_tok, int n_lists, int K, const uint64_t *keys,
                          int32_t *out_pos, sc_kcand *out_cand, uint64_t *tree);
 
-/* The sorted top-K of tokens whose candidates are many (cuda_topk_radix.cu): count[t]
- * keys at keys[t * cap ...] (any order, 0 = none), selected over many blocks per token.
- * `scratch` is sc_kcuda_topk_radix_bytes(n_tok, K) bytes of device memory. */
+/* The sorted top-K of tokens whose candidates are many (cuda_topk_radix.cu), selected
+ * over many blocks per token. `scratch` is sc_kcuda_topk_radix_bytes(n_tok, K) bytes of
+ * device memory; sc_kcuda_topk_radix_begin clears it (queued) and gives the per-token
+ * counts the producer raises as it appends keys at keys[t * cap ...] (any order, 0 =
+ * none); sc_kcuda_topk_radix then selects and writes the sorted top-K. */
 size_t sc_kcuda_topk_radix_bytes(int n_tok, int K);
+int sc_kcuda_topk_radix_begin(sc_kcuda *c, int n_tok, void *scratch, int **count);
 int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64_t *keys,
-                        const int *count, int32_t *out_pos, sc_kcand *out_cand, void *scratch);
+                        int32_t *out_pos, sc_kcand *out_cand, void *scratch);
 
 /* Op entry points. */
 int sc_kcuda_inject_fault(sc_kernels *k);

@@ -38,13 +38,22 @@ typedef struct rsel_tok {
   int taken;                       /* gather: keys written so far */
 } rsel_tok;
 
-/* Scratch layout: rsel_tok [n_tok], hist uint32 [n_tok][RSEL_BINS], sel uint64 [n_tok][K]. */
+/* Scratch layout: count int [n_tok] (padded to 16 bytes), rsel_tok [n_tok], hist uint32
+ * [n_tok][RSEL_BINS], sel uint64 [n_tok][K]. The first three start zeroed (one memset). */
+static size_t rsel_count_bytes(int n_tok) { return 16 * (size_t)sc_cdiv(4 * (int64_t)n_tok, 16); }
+
 static size_t rsel_state_bytes(int n_tok) {
-  return (sizeof(rsel_tok) + sizeof(unsigned) * RSEL_BINS) * (size_t)n_tok;
+  return rsel_count_bytes(n_tok) + (sizeof(rsel_tok) + sizeof(unsigned) * RSEL_BINS) * (size_t)n_tok;
 }
 
 size_t sc_kcuda_topk_radix_bytes(int n_tok, int K) {
   return rsel_state_bytes(n_tok) + sizeof(uint64_t) * (size_t)n_tok * (size_t)K;
+}
+
+int sc_kcuda_topk_radix_begin(sc_kcuda *c, int n_tok, void *scratch, int **count) {
+  *count = (int *)scratch;
+  return sc_kcuda_err(cudaMemsetAsync(scratch, 0, rsel_state_bytes(n_tok), c->stream),
+                      "top-K select state");
 }
 
 /* The last block of a pass: the bin of the K-th largest key among those still matching,
@@ -178,15 +187,14 @@ __global__ void __launch_bounds__(RSEL_SORT_THREADS)
 }
 
 int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64_t *keys,
-                        const int *count, int32_t *out_pos, sc_kcand *out_cand, void *scratch) {
+                        int32_t *out_pos, sc_kcand *out_cand, void *scratch) {
   if (n_tok <= 0) return 0;
   if (n_tok > 65535 || K > SC_KCUDA_TOPK_MAX) return SC_ENOTSUP;
-  rsel_tok *state = (rsel_tok *)scratch;
+  const int *count = (const int *)scratch;
+  rsel_tok *state = (rsel_tok *)((char *)scratch + rsel_count_bytes(n_tok));
   unsigned *hists = (unsigned *)(state + n_tok);
   uint64_t *sel = (uint64_t *)(hists + (size_t)n_tok * RSEL_BINS);
-  int rc = sc_kcuda_err(cudaMemsetAsync(scratch, 0, rsel_state_bytes(n_tok), c->stream),
-                        "top-K select state");
-  if (rc) return rc;
+  int rc = 0;
   /* about two blocks per SM in all, at most one per 1024 keys of capacity */
   int64_t per = sc_cdiv(2 * (int64_t)c->num_sms, n_tok);
   const int64_t most = sc_cdiv(cap, 4 * RSEL_THREADS);

@@ -42,6 +42,11 @@ check_run "$data/tiny-bf16"
 check_run "$data/tiny-bf16" --pcp 1 --dcp 1 --tp 2
 check_run "$data/tiny-bf16" --pcp 2 --dcp 2 --tp 2
 check_run "$data/tiny-fp8" --tp 2
+# bf16 KV rows (--kv-format): the layouts against a single-rank run that keeps them too
+check_run "$data/tiny-bf16" --pcp 2 --dcp 2 --kv-format bf16
+msg=$("$bin" run --kv-format fp16 --quiet 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && echo "$msg" | grep -qF -- "--kv-format must be f32 or bf16" ||
+  fail "run --kv-format fp16: exit $rc ($msg)"
 
 # GLM-5
 "$bin" mkmodel "$work/glm" --model-type glm_moe_dsa --dtype bf16 --layers 4 --dense-layers 1 \

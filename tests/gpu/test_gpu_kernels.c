@@ -777,7 +777,7 @@ static void case_cache_keys(void) {
 /* kvfmt: the format given to the GPU; the CPU gets f32 rows holding the values the GPU
  * reads (bf16-rounded, or fp8-dequantized through the reference). */
 static void attn_case(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, int32_t dr,
-                      int32_t topk, float scale, double tol) {
+                      int32_t topk, float scale, double tol, bool decode) {
   const int64_t rows = 3000, width = dc + dr;
   float *q = gt_rand_f32((size_t)n_tok * heads * width, -1, 1);
   float *kv = gt_rand_f32((size_t)(rows * width), -1, 1);
@@ -822,7 +822,7 @@ static void attn_case(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, i
   pbuf O = both_poison(sizeof(float) * no), Ls = both_poison(sizeof(float) * nl);
   sc_attn_args a = {.n_tok = n_tok, .n_heads = heads, .dc = dc, .dr = dr, .topk = topk,
                     .scale = scale, .ld_q = heads * width, .ld_sel = topk,
-                    .ld_out = (int64_t)heads * dc, .ld_lse = heads};
+                    .ld_out = (int64_t)heads * dc, .ld_lse = heads, .decode = decode};
   a.q = Q.g, a.kv = (sc_krows){gkv, kvfmt, gld, rows}, a.sel = S.g, a.out = O.g, a.lse = Ls.g;
   CHECK(G->ops->sparse_attn(G, &a) == 0, "attn");
   a.q = Q.c, a.kv = (sc_krows){ckv, SC_KFMT_F32, width, rows}, a.sel = S.c, a.out = O.c,
@@ -847,24 +847,27 @@ static void attn_case(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, i
   CHECK(e < tol && lmax < 10 * tol, "attn fmt %d heads %d dc %d: out rel err %.3g, lse max diff %.3g",
         kvfmt, heads, dc, e, lmax);
   CHECK(empty_bad == 0, "empty selection must give out 0 and lse -inf (%d bad)", empty_bad);
-  printf("     attn fmt=%d tok=%d heads=%d dc=%d dr=%d topk=%d scale=%.3f: rel err %.3g, lse diff %.3g\n",
-         kvfmt, n_tok, heads, dc, dr, topk, scale, e, lmax);
+  printf("     attn fmt=%d tok=%d heads=%d dc=%d dr=%d topk=%d scale=%.3f%s: rel err %.3g, lse "
+         "diff %.3g\n", kvfmt, n_tok, heads, dc, dr, topk, scale, decode ? " decode" : "", e, lmax);
   G->ops->free(G, gkv), C->ops->free(C, ckv);
   pfree(Q), pfree(S), pfree(O), pfree(Ls);
   free(q), free(kv), free(sel), free(og), free(oc), free(lg), free(lc);
 }
 
 static void case_attention(void) {
-  attn_case(SC_KFMT_F32, 7, 5, 64, 16, 50, 0.125f, 1e-5);     /* split kernel, f32 */
-  attn_case(SC_KFMT_BF16, 5, 6, 64, 16, 70, 0.125f, 1e-5);    /* split kernel, bf16 */
-  attn_case(SC_KFMT_F32, 3, 16, 512, 64, 100, 0.0417f, 1e-5); /* f32 at the model width */
-  attn_case(SC_KFMT_F32, 3, 8, 512, 64, 2048, 0.0417f, 1e-5); /* model-long: 16 splits */
-  attn_case(SC_KFMT_F32, 2, 20, 100, 13, 301, 0.1f, 1e-5);    /* odd width, partial head
+  attn_case(SC_KFMT_F32, 7, 5, 64, 16, 50, 0.125f, 1e-5, false);     /* split kernel, f32 */
+  attn_case(SC_KFMT_BF16, 5, 6, 64, 16, 70, 0.125f, 1e-5, false);    /* split kernel, bf16 */
+  attn_case(SC_KFMT_F32, 3, 16, 512, 64, 100, 0.0417f, 1e-5, false); /* f32 at the model width */
+  attn_case(SC_KFMT_F32, 3, 8, 512, 64, 2048, 0.0417f, 1e-5, false); /* model-long: 16 splits */
+  attn_case(SC_KFMT_F32, 2, 20, 100, 13, 301, 0.1f, 1e-5, false);    /* odd width, partial head
                                                                  group, split and tile */
-  attn_case(SC_KFMT_BF16, 5, 128, 512, 64, 200, 0.0417f, 1e-2); /* tensor cores */
-  attn_case(SC_KFMT_BF16, 4, 72, 512, 64, 77, 0.15f, 1e-2);     /* partial head group */
-  attn_case(SC_KFMT_FP8_DS_MLA, 5, 128, 512, 64, 200, 0.0417f, 1e-2);
-  attn_case(SC_KFMT_FP8_DS_MLA, 3, 64, 512, 64, 2048, 0.1f, 1e-2);
+  attn_case(SC_KFMT_BF16, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false); /* tensor cores */
+  attn_case(SC_KFMT_BF16, 4, 72, 512, 64, 77, 0.15f, 1e-2, false);     /* partial head group */
+  attn_case(SC_KFMT_BF16, 3, 8, 512, 64, 2048, 0.0417f, 1e-2, false); /* model-long, --kv-format bf16 */
+  attn_case(SC_KFMT_BF16, 3, 8, 512, 64, 2048, 0.0417f, 1e-5, true);  /* ... decode: split kernel */
+  attn_case(SC_KFMT_BF16, 2, 64, 512, 64, 2048, 0.0417f, 1e-2, true); /* 64 heads decode: tensor cores */
+  attn_case(SC_KFMT_FP8_DS_MLA, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false);
+  attn_case(SC_KFMT_FP8_DS_MLA, 3, 64, 512, 64, 2048, 0.1f, 1e-2, false);
 }
 
 /* A token's attention is the same to the bit whatever batch it comes in (SPEC.md §8: a
