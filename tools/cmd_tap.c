@@ -10,8 +10,9 @@
  *   --record F  writes each message to F (emptied first) as a tap_record message,
  *               4-byte little-endian length first (read back with sc_msg_decode)
  *   --perfetto F writes a Chrome trace (Perfetto / chrome://tracing) when the tap stops:
- *               one process per node, one track per actor, an instant per message and a
- *               slice per step on each actor that saw it
+ *               one process per node, one track per actor, an instant per message, a
+ *               slice per step on each actor that saw it, and a "stage ms" counter per
+ *               node with each profiled step's stage times (step_result.stage_ns)
  * Stops on SIGINT/SIGTERM, after --count messages or --duration seconds. */
 #include <errno.h>
 #include <getopt.h>
@@ -26,6 +27,7 @@
 #include "base/curve_key.h"
 #include "base/jsonw.h"
 #include "messages/messages.h"
+#include "model/step_prof.h"
 #include "tools/cli.h"
 
 static volatile sig_atomic_t g_stop;
@@ -94,6 +96,48 @@ static void span_touch(perfetto *p, int tid, int32_t node, uint64_t step, uint64
   p->spans[p->nspans++] = (step_span){tid, node, step, ns, ns};
 }
 
+/* Appends the event in p->scratch (its "ts" written later) at time ns. */
+static void perfetto_push(perfetto *p, uint64_t ns) {
+  sc_jsonw *w = &p->scratch;
+  if (p->nevs == p->capevs) {
+    const size_t cap = p->capevs ? 2 * p->capevs : 256;
+    instant *evs = realloc(p->evs, cap * sizeof *evs);
+    if (evs == NULL) {
+      p->oom = true;
+      return;
+    }
+    p->evs = evs;
+    p->capevs = cap;
+  }
+  const size_t off = p->frags.len;
+  if (sc_jsonw_status(w) != 0 || sc_buf_append(&p->frags, sc_jsonw_str(w) + 1, w->len - 1) != 0) {
+    p->oom = true;
+    return;
+  }
+  p->evs[p->nevs++] = (instant){ns, off, w->len - 1};
+}
+
+/* A profiled step's stage times (rank 0's step_result, docs/pipeline.md "Profiling
+ * steps") as one sample of a counter track per node, "stage ms": the step's time per
+ * stage in milliseconds, one series a stage. The stages of a step interleave layer by
+ * layer on the device, so their totals are shown as values, not as slices in time. */
+static void perfetto_stages(perfetto *p, uint64_t ns, int32_t node, const sc_msg_step_result *r) {
+  if (r->stage_ns.n != SC_STAGE_COUNT) return;
+  sc_jsonw *w = &p->scratch;
+  sc_jsonw_reset(w);
+  sc_jsonw_obj_begin(w);
+  sc_jsonw_kv_str(w, "name", "stage ms");
+  sc_jsonw_kv_str(w, "ph", "C");
+  sc_jsonw_kv_int(w, "pid", node);
+  sc_jsonw_key(w, "args");
+  sc_jsonw_obj_begin(w);
+  for (int i = 0; i < SC_STAGE_COUNT; i++)
+    sc_jsonw_kv_double(w, sc_stage_name(i), (double)r->stage_ns.v[i] * 1e-6);
+  sc_jsonw_obj_end(w);
+  sc_jsonw_obj_end(w);
+  perfetto_push(p, ns);
+}
+
 static void perfetto_add(perfetto *p, const char *topic, uint64_t ns, int32_t node,
                          const sc_envelope *env, const void *body) {
   if (p->nevs == 0 || ns < p->t0) p->t0 = ns;
@@ -126,22 +170,8 @@ static void perfetto_add(perfetto *p, const char *topic, uint64_t ns, int32_t no
   sc_jsonw_obj_end(w);
   sc_jsonw_obj_end(w);
   if (env->step > 0) span_touch(p, tid, node, env->step, ns);
-  if (p->nevs == p->capevs) {
-    const size_t cap = p->capevs ? 2 * p->capevs : 256;
-    instant *evs = realloc(p->evs, cap * sizeof *evs);
-    if (evs == NULL) {
-      p->oom = true;
-      return;
-    }
-    p->evs = evs;
-    p->capevs = cap;
-  }
-  const size_t off = p->frags.len;
-  if (sc_jsonw_status(w) != 0 || sc_buf_append(&p->frags, sc_jsonw_str(w) + 1, w->len - 1) != 0) {
-    p->oom = true;
-    return;
-  }
-  p->evs[p->nevs++] = (instant){ns, off, w->len - 1};
+  perfetto_push(p, ns);
+  if (env->type == SC_MSG_STEP_RESULT) perfetto_stages(p, ns, node, body);
 }
 
 /* Writes the trace to f and closes it. */

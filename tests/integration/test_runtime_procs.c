@@ -693,20 +693,26 @@ static void await_subscriber(void *xpub) {
     cr_assert_gt(zmq_recv(xpub, sub, sizeof sub, 0), 0, "the tap never subscribed");
 }
 
-/* Publishes one tap message: topic, then one record of a ping from node at time ns. */
-static void publish_ping(void *xpub, const char *topic, int32_t node, uint64_t ns) {
+/* Publishes one tap message: topic, then one record of a message (type, body) from node
+ * at time ns. */
+static void publish_msg(void *xpub, const char *topic, int32_t node, uint64_t ns, uint16_t type,
+                        const void *body) {
   sc_buf b;
   sc_buf_init(&b);
   cr_assert_eq(sc_buf_reserve(&b, SC_TAP_RECORD_HEADER), 0);
   b.len = SC_TAP_RECORD_HEADER;
-  sc_msg_ping p = {.seq = ns};
-  sc_envelope env = {.type = SC_MSG_PING, .src = {(uint16_t)node, 0, 1},
-                     .dst = {(uint16_t)node, 0, 1}};
-  cr_assert_eq(sc_msg_encode_append(&env, &p, &b), 0);
+  sc_envelope env = {.type = type, .src = {(uint16_t)node, 0, 1},
+                     .dst = {(uint16_t)node, 0, 1}, .step = 7};
+  cr_assert_eq(sc_msg_encode_append(&env, body, &b), 0);
   sc_tap_record_put_header(b.data, ns, node, (uint32_t)(b.len - SC_TAP_RECORD_HEADER));
   cr_assert_eq(zmq_send(xpub, topic, strlen(topic), ZMQ_SNDMORE), (int)strlen(topic));
   cr_assert_eq(zmq_send(xpub, b.data, b.len, 0), (int)b.len);
   sc_buf_free(&b);
+}
+
+static void publish_ping(void *xpub, const char *topic, int32_t node, uint64_t ns) {
+  const sc_msg_ping p = {.seq = ns};
+  publish_msg(xpub, topic, node, ns, SC_MSG_PING, &p);
 }
 
 Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
@@ -767,6 +773,39 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
     const int status = proc_reap(&t, 10000);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "tap status %d", status);
   }
+  /* a profiled step's stage times (step_result.stage_ns) become a counter sample: the
+   * step's milliseconds per stage, one series a stage */
+  {
+    char *argv[] = {"sparsecp", "tap", "--connect", ep, "--perfetto", trace,
+                    "--count", "1", NULL};
+    proc_start(&t, argv);
+    await_subscriber(xpub);
+    int32_t sampled[1] = {5};
+    float margin[1] = {1.0f};
+    uint64_t stage_ns[6] = {50000, 2500000, 1250000, 750000, 0, 40000};
+    sc_msg_step_result r = {.sampled = {sampled, 1}, .margin = {margin, 1}, .compute_ns = 4590000,
+                            .stage_ns = {stage_ns, 6}};
+    publish_msg(xpub, "0/executor/step_result", 0, 9000000, SC_MSG_STEP_RESULT, &r);
+    const int status = proc_reap(&t, 10000);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tap status %d", status);
+  }
+  root = json_load_file(trace, 0, &err);
+  cr_assert_not_null(root, "trace is not JSON: %s", err.text);
+  ev = json_object_get(root, "traceEvents");
+  int counters = 0;
+  for (size_t i = 0; i < json_array_size(ev); i++) {
+    json_t *e = json_array_get(ev, i);
+    const char *ph = json_string_value(json_object_get(e, "ph"));
+    if (ph == NULL || strcmp(ph, "C") != 0) continue;
+    counters++;
+    cr_assert_str_eq(json_string_value(json_object_get(e, "name")), "stage ms");
+    json_t *args = json_object_get(e, "args");
+    cr_assert_float_eq(json_number_value(json_object_get(args, "dense")), 2.5, 1e-9);
+    cr_assert_float_eq(json_number_value(json_object_get(args, "indexer")), 1.25, 1e-9);
+    cr_assert_float_eq(json_number_value(json_object_get(args, "head")), 0.04, 1e-9);
+  }
+  json_decref(root);
+  cr_assert_eq(counters, 1, "one counter sample for the profiled step");
   zmq_close(xpub);
   zmq_ctx_term(ctx);
   char cmd[64];
