@@ -18,28 +18,35 @@
  * So a token scores every pair bit-identically whatever its group, chunk, batch or
  * rank, and the exact selection that follows picks the same keys.
  *
- * Two launches:
- *  1. k_idx_tc: grid (token groups, chunks), 4 warps. A block takes G consecutive tokens
+ * Two stages:
+ *  1. k_idx_tc: grid (token groups, chunks), 8 warps. A block takes G consecutive tokens
  *     (G > 1 when a step has many tokens: prefill tokens of one request share their key
  *     range, so each key tile loaded serves G tokens) and a contiguous segment of the
  *     union of their key ranges, in tiles of 128 keys double-buffered in shared memory
  *     with cp.async (raw; f32 keys are rounded when the fragments are built; keys no
  *     token of the group may see are neither loaded nor, when a whole tile is, scored).
- *     The group's q sits in shared memory as bf16; a warp takes 32 keys of the tile,
+ *     The group's q sits in shared memory as bf16; a warp takes 16 keys of the tile,
  *     keeps their fragments for all the m-tiles in registers, runs the k16 steps per
  *     m-tile and folds ReLU x weight as above. Per token, keys that beat its running
  *     threshold (the K-th best key kept so far) are appended to its candidate buffer; a
  *     full buffer is cut back to the K best (cuda_select.cuh) and the threshold rises.
  *     Scores never leave the tile: nothing is allocated per (query, key).
- *  2. sc_kcuda_topk_finish (cuda_topk.cu): the chunks' K survivors merged, sorted,
- *     written.
+ *  2. With one chunk a token, sc_kcuda_topk_finish (cuda_topk.cu) sorts and writes each
+ *     token's K survivors; with several, the chunks append their survivors per token and
+ *     sc_kcuda_topk_radix (cuda_topk_radix.cu) selects the K over many blocks.
  * The group size and chunk count come from the token count alone (ops never read
  * buffer contents on the host), so key ranges stay on the device. */
 #include "kernels/cuda/cuda_select.cuh"
 
-#define TC_THREADS 128
+/* 8 warps, 16 keys each a tile. With 4 warps (32 keys each) the SM held one warp per
+ * scheduler (the candidate buffers take one block's worth of shared memory), and a 32k
+ * prompt's scoring stalled on dependent instructions and shared-memory loads: 0.15
+ * instructions issued a cycle per scheduler (ncu, H200, 2026-12-02: bench/long-context.md). */
+#define TC_THREADS 256
 #define TC_WARPS (TC_THREADS / 32)
-#define TC_KEYS 128     /* keys per tile: 32 per warp, one per thread when loading */
+#define TC_KEYS 128     /* keys per tile; a thread per key when loading their list entries */
+#define TC_KW (TC_KEYS / TC_WARPS) /* keys per warp */
+#define TC_NT (TC_KW / 8)          /* mma column tiles per warp */
 #define TC_MAX_DIM 128
 #define TC_GROUP_MAX 4  /* tokens per block */
 #define TC_ROWS_MAX 128 /* q rows per block: 8 m-tiles of 16 */
@@ -49,7 +56,8 @@
 #define TC_CHUNKS_MAX 128 /* chunks of a token's range: a decode token over 128k keys takes
                            * 128 blocks of 1024 keys, under the K of a block: no cut */
 
-static_assert(TC_KEYS == TC_THREADS, "a thread per key of a tile");
+static_assert(TC_KEYS <= TC_THREADS && TC_KW % 8 == 0 && TC_KW <= 32,
+              "a thread per key of a tile; whole column tiles per warp, a lane per key");
 
 /* How a launch is shaped: tokens per block, q rows per token and per block, candidate
  * room beyond K per token, key stages. None of it changes what is selected. */
@@ -120,7 +128,8 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
   constexpr int LD = DIMP + TC_PAD;      /* elements per shared row */
   constexpr int PIECES = DIMP * ES / 16; /* 16-byte pieces per row */
-  {
+  bool mine = false; /* whether some token may see this thread's key */
+  if (threadIdx.x < TC_KEYS) {
     const int64_t e = e0 + threadIdx.x;
     unsigned m = 0;
     int32_t pos = -1;
@@ -138,8 +147,9 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
     kpos[threadIdx.x] = pos;
     kmask[threadIdx.x] = (int)m;
     krow[threadIdx.x] = row;
+    mine = m != 0;
   }
-  if (!__syncthreads_or(kmask[threadIdx.x] != 0)) return false;
+  if (!__syncthreads_or(mine)) return false;
   if (VEC) {
     for (int i = threadIdx.x; i < TC_KEYS * PIECES; i += TC_THREADS) {
       const int j = i / PIECES, piece = i % PIECES;
@@ -161,19 +171,19 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
   return true;
 }
 
-/* One m-tile (16 q rows from row 16 mt) times a warp's 32 keys: acc[nt] holds the
+/* One m-tile (16 q rows from row 16 mt) times a warp's TC_KW keys: acc[nt] holds the
  * products of column tile nt, the k16 steps always in order. */
 template <int KS, int LD>
-__device__ inline void tc_mtile(float (&acc)[4][4], const uint16_t *q_s, int mt, int lane,
-                                const uint32_t (&b)[KS][4][2]) {
+__device__ inline void tc_mtile(float (&acc)[TC_NT][4], const uint16_t *q_s, int mt, int lane,
+                                const uint32_t (&b)[KS][TC_NT][2]) {
 #pragma unroll
-  for (int nt = 0; nt < 4; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+  for (int nt = 0; nt < TC_NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
 #pragma unroll
   for (int ks = 0; ks < KS; ks++) {
     uint32_t af[4];
     ldsm_x4(af, q_s + (size_t)(mt * 16 + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8);
 #pragma unroll
-    for (int nt = 0; nt < 4; nt++) mma_bf16_16816(acc[nt], af, b[ks][nt]);
+    for (int nt = 0; nt < TC_NT; nt++) mma_bf16_16816(acc[nt], af, b[ks][nt]);
   }
 }
 
@@ -290,23 +300,23 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     __syncthreads(); /* publishes the tile */
     if (vis) {
-      const unsigned char *kw = k_s + st * stage_bytes + (size_t)(warp * 32) * LD * ES;
-      uint32_t b[KS][4][2]; /* this warp's 32 keys: 4 column tiles of 8, every k16 step */
+      const unsigned char *kw = k_s + st * stage_bytes + (size_t)(warp * TC_KW) * LD * ES;
+      uint32_t b[KS][TC_NT][2]; /* this warp's keys: column tiles of 8, every k16 step */
 #pragma unroll
       for (int ks = 0; ks < KS; ks++)
 #pragma unroll
-        for (int nt = 0; nt < 4; nt++)
+        for (int nt = 0; nt < TC_NT; nt++)
           tc_b_frag<FMT>(b[ks][nt], kw + (size_t)(nt * 8 + g) * LD * ES, ks * 16, c);
       if (hp >= 16) { /* a token's m-tiles in order, then the 8 lanes of a key */
         const int per = hp / 16;
         for (int j = 0; j < gn; j++) {
-          float part[4][2] = {};
+          float part[TC_NT][2] = {};
           for (int mt = j * per; mt < (j + 1) * per; mt++) {
-            float acc[4][4];
+            float acc[TC_NT][4];
             tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
             const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
 #pragma unroll
-            for (int nt = 0; nt < 4; nt++)
+            for (int nt = 0; nt < TC_NT; nt++)
 #pragma unroll
               for (int x = 0; x < 2; x++) {
                 part[nt][x] = fmaf(w0, fmaxf(acc[nt][x], 0.0f), part[nt][x]);
@@ -314,7 +324,7 @@ __global__ void __launch_bounds__(TC_THREADS)
               }
           }
 #pragma unroll
-          for (int nt = 0; nt < 4; nt++)
+          for (int nt = 0; nt < TC_NT; nt++)
 #pragma unroll
             for (int x = 0; x < 2; x++) {
 #pragma unroll
@@ -326,12 +336,12 @@ __global__ void __launch_bounds__(TC_THREADS)
       } else { /* 16 / hp tokens per m-tile: a row per lane, then the token's hp lanes */
         const int per = 16 / hp;
         for (int mt = 0; mt * per < gn; mt++) {
-          float acc[4][4];
+          float acc[TC_NT][4];
           tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
           const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
           const int j0 = mt * per + g / hp, j1 = j0 + 8 / hp; /* rows g and g + 8 */
 #pragma unroll
-          for (int nt = 0; nt < 4; nt++)
+          for (int nt = 0; nt < TC_NT; nt++)
 #pragma unroll
             for (int x = 0; x < 2; x++) {
               float p0 = w0 * fmaxf(acc[nt][x], 0.0f), p1 = w1 * fmaxf(acc[nt][2 + x], 0.0f);
@@ -347,10 +357,11 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
       }
       __syncwarp();
-      /* per token, this warp's keys that beat its threshold join its candidates */
-      const int col = warp * 32 + lane;
-      const unsigned m = (unsigned)kmask_s[kb + col];
-      const int32_t kp = kpos_s[kb + col];
+      /* per token, this warp's keys (a lane each) that beat its threshold join its
+       * candidates */
+      const int col = warp * TC_KW + lane;
+      const unsigned m = lane < TC_KW ? (unsigned)kmask_s[kb + col] : 0u;
+      const int32_t kp = lane < TC_KW ? kpos_s[kb + col] : 0;
       for (int j = 0; j < gn; j++) {
         const uint64_t key = (m >> j) & 1u ? sc_dev_topk_key(sc_w[j * 32 + lane], kp) : 0;
         const int slot = warp_take_slot(&fill[j], key != 0 && key > thr[j]);
