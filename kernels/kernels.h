@@ -161,10 +161,11 @@ typedef struct sc_indexer_args {
  *   lse[t,h] = ln Σ_j exp(s_j)             (natural log)
  * q and KV rows are dc + dr wide ([c_kv ; k_rope]). No selected row: out 0, lse -inf.
  * Prefill (rows of a gathered workspace) and decode (slots of a local KV shard) are the
- * same op; a backend may pick different kernels by shape and by `decode`, so results may
- * differ in rounding between decode = true and false: a caller passes the same value for
- * a token in every layout (the forward pass: true for decode rows, which are decode rows
- * whatever P, N, T and batch). */
+ * same op; a backend may pick different kernels by shape, by `decode` and by
+ * `model_heads`, so results may differ in rounding between decode = true and false: a
+ * caller passes the same values for a token in every layout (the forward pass: true for
+ * decode rows, which are decode rows whatever P, N, T and batch, and the model's head
+ * count, which T does not change while n_heads does). */
 typedef struct sc_attn_args {
   int32_t n_tok, n_heads, dc, dr, topk;
   float scale;
@@ -178,6 +179,7 @@ typedef struct sc_attn_args {
   float *lse;          /* [n_tok][n_heads], ld_lse between tokens */
   int64_t ld_lse;
   bool decode;         /* the rows are decode tokens (one query of a request each) */
+  int32_t model_heads; /* the model's heads over all TP ranks (0: n_heads) */
 } sc_attn_args;
 
 typedef struct sc_kernels sc_kernels;
@@ -307,7 +309,8 @@ typedef struct sc_kernels_ops {
                        int32_t block_size, int32_t n, int32_t il, int32_t dcp_rank,
                        int32_t *out);
   /* The cache key list of a step (plan/metadata.h), built where the indexer reads it: n_ranges
-   * request ranges tile [0, n_keys) in order; the entries e in [begin[r], end[r]) are
+   * request ranges tile [0, n_keys) in order (else SC_ERANGE, as for a missing block;
+   * n_keys > 0 with no range is SC_EINVAL); the entries e in [begin[r], end[r]) are
    * this DCP rank's local indices j = e - begin[r] of request req[r]: pos[e] is j's
    * position (plan/dcp.h sc_dcp_position), slot[e] its cache slot in block table row
    * bt[req[r] * max_blocks ...] (SC_ERANGE when that block is missing). A decode step

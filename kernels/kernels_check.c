@@ -178,9 +178,9 @@ int sc_kcheck_cache_keys(int32_t n_ranges, int32_t n_keys, const int32_t *req,
                          int32_t max_blocks, int32_t block_size, int32_t n, int32_t il,
                          int32_t dcp_rank, const int32_t *pos, const int32_t *slot) {
   if (n_ranges < 0 || n_keys < 0 || n < 1 || il < 1 || block_size < 1 || max_blocks < 0 ||
-      dcp_rank < 0 || dcp_rank >= n || block_size % il != 0)
+      dcp_rank < 0 || dcp_rank >= n || block_size % il != 0 || (n_ranges == 0 && n_keys > 0))
     return SC_EINVAL;
-  if (n_ranges == 0 || n_keys == 0) return 1;
+  if (n_keys == 0) return 1;
   if (req == NULL || begin == NULL || end == NULL || bt == NULL || pos == NULL || slot == NULL)
     return SC_EINVAL;
   return 0;

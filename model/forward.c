@@ -381,7 +381,8 @@ static int attention_layer(step_ctx *s) {
           .scale = scale, .q = qabs + (size_t)t0 * qaw, .ld_q = qaw, .kv = cache,
           .sel = sel + (size_t)t0 * s->K, .ld_sel = s->K,
           .out = olat + (size_t)t0 * s->Hl * s->dc, .ld_out = (int64_t)s->Hl * s->dc,
-          .lse = lsex + (size_t)t0 * s->Hl, .ld_lse = s->Hl, .decode = part == 0};
+          .lse = lsex + (size_t)t0 * s->Hl, .ld_lse = s->Hl, .decode = part == 0,
+          .model_heads = s->f->mc.heads};
       CK(o->sparse_attn(k, &aa), "layer %d: attention (local cache)", l);
     }
   } else if (dcp_decode) {
@@ -395,7 +396,8 @@ static int attention_layer(step_ctx *s) {
           .n_tok = D, .n_heads = s->Hl, .dc = s->dc, .dr = s->dr, .topk = s->K, .scale = scale,
           .q = qsrc, .ld_q = qaw, .kv = cache, .sel = sel, .ld_sel = s->K,
           .out = od + (size_t)mq * D * s->Hl * s->dc, .ld_out = (int64_t)s->Hl * s->dc,
-          .lse = lse + (size_t)mq * D * s->Hl, .ld_lse = s->Hl, .decode = true};
+          .lse = lse + (size_t)mq * D * s->Hl, .ld_lse = s->Hl, .decode = true,
+          .model_heads = s->f->mc.heads};
       CK(o->sparse_attn(k, &aa), "layer %d: decode attention (shard)", l);
     }
     const int64_t h_att = (int64_t)nq * s->Hl;

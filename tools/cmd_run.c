@@ -375,8 +375,8 @@ static void help(FILE *f) {
           "                collectives, ...) and logs them (info); rank 0's are also in its\n"
           "                step_result on the taps (docs/pipeline.md, \"Profiling steps\")\n"
           "  --kv-format   the KV cache rows: f32 (default, the CPU reference's) or bf16\n"
-          "                (half the memory; on CUDA the sparse attention then runs on the\n"
-          "                tensor cores, docs/cuda.md; the single-rank reference of\n"
+          "                (half the memory; on CUDA the prefill attention then runs on\n"
+          "                the tensor cores, docs/cuda.md; the single-rank reference of\n"
           "                --verify uses the same format)\n"
           "  --quiet       no progress, and the nodes' logs are discarded\n"
           "Exit status: 0 all requests finished (and verified), 1 a failure, 2 bad usage.\n",

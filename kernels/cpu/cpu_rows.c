@@ -109,8 +109,10 @@ int sc_kcpu_cache_keys(sc_kernels *k, int32_t n_ranges, int32_t n_keys, const in
   (void)k;
   SC_KCHECK(sc_kcheck_cache_keys(n_ranges, n_keys, req, begin, end, bt, max_blocks, block_size,
                                  n, il, dcp_rank, pos, slot));
+  if (end[n_ranges - 1] != n_keys) return SC_ERANGE;
   for (int32_t r = 0; r < n_ranges; r++) {
-    if (req[r] < 0 || begin[r] < 0 || end[r] < begin[r] || end[r] > n_keys) return SC_ERANGE;
+    if (begin[r] != (r ? end[r - 1] : 0) || end[r] < begin[r]) return SC_ERANGE; /* tiling */
+    if (end[r] > begin[r] && req[r] < 0) return SC_ERANGE;
     /* The interleave runs and the blocks are walked with counters, not two divisions a
      * key (with them, the host spent 1.0 ms a step on a 128k context: bench/long-context.md).
      * block_size is a multiple of il (checked), so a block holds whole runs. */

@@ -716,8 +716,11 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
    * cost 166 us a layer for a decode token over bf16 rows, where the split kernel spreads
    * them over 16 blocks (60 us over f32 rows; H200, 2026-12-02, bench/long-context.md).
    * Prefill tokens fill the GPU either way, and there the tensor cores win (37 against
-   * 115 ms a layer for a 32k prompt, bf16 against f32 rows). */
-  const bool few_heads_decode = a->decode && a->n_heads * 4 <= WG_BM;
+   * 115 ms a layer for a 32k prompt, bf16 against f32 rows). The choice goes by the
+   * model's heads, not this rank's: under TP a 64-head model has 16 a rank at T = 4, and
+   * its decode tokens must take the kernel they take at T = 1. */
+  const int32_t model_heads = a->model_heads > 0 ? a->model_heads : a->n_heads;
+  const bool few_heads_decode = a->decode && model_heads * 4 <= WG_BM;
   const bool mma_ok = !few_heads_decode && a->kv.fmt != SC_KFMT_F32 && a->dc == WG_DC &&
                       a->dr == WG_D - WG_DC && aligned16(a->kv.data) && kv_step % 16 == 0 &&
                       aligned16(a->q) && (a->n_tok == 1 || a->ld_q % 4 == 0) &&

@@ -223,7 +223,10 @@ __global__ void k_cache_keys(int32_t n_ranges, int32_t n_keys, const int32_t *re
     if (begin[mid] <= e) lo = mid;
     else hi = mid - 1;
   }
-  if (req[lo] < 0 || e < begin[lo] || e >= end[lo]) {
+  /* the ranges must tile the list (what the CPU backend checks): this key's range starts
+   * where the one before ends, and the last ends at n_keys */
+  if (req[lo] < 0 || e < begin[lo] || e >= end[lo] || begin[lo] != (lo ? end[lo - 1] : 0) ||
+      (e == 0 && end[n_ranges - 1] != n_keys)) {
     sc_dev_raise(flag, SC_ERANGE);
     return;
   }

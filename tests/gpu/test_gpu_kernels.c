@@ -767,6 +767,16 @@ static void case_cache_keys(void) {
   memcpy(Bt.c, bt, sizeof(int32_t));
   CHECK(C->ops->cache_keys(C, R, nk, Rq.c, Bg.c, En.c, Bt.c, MAXB, bs, n, il, rank, Op.c, Os.c) ==
             SC_ERANGE, "cache_keys cpu: a missing block must be SC_ERANGE");
+  bt[0] = 5; /* the block back, then ranges that leave a key out: an error on both */
+  CHECK(G->ops->copy(G, Bt.g, bt, sizeof(int32_t), SC_KCOPY_H2D) == 0, "copy");
+  memcpy(Bt.c, bt, sizeof(int32_t));
+  b[3] += 1;
+  pbuf Bg2 = both(b, sizeof b);
+  CHECK(G->ops->cache_keys(G, R, nk, Rq.g, Bg2.g, En.g, Bt.g, MAXB, bs, n, il, rank, Op.g, Os.g) == 0 &&
+            G->ops->sync(G) == SC_ERANGE, "cache_keys: ranges with a gap must be SC_ERANGE");
+  CHECK(C->ops->cache_keys(C, R, nk, Rq.c, Bg2.c, En.c, Bt.c, MAXB, bs, n, il, rank, Op.c, Os.c) ==
+            SC_ERANGE, "cache_keys cpu: ranges with a gap must be SC_ERANGE");
+  pfree(Bg2);
   printf("     cache keys: %d entries in %d ranges, equal to the reference\n", nk, R);
   pfree(Rq), pfree(Bg), pfree(En), pfree(Bt), pfree(Op), pfree(Os);
   free(bt), free(hg), free(hc);

@@ -1,5 +1,6 @@
 /* Kernel tests: row gather and conversion, the workspace deinterleave against the
- * planner (SPEC.md §5), and KV write/read by slot mapping with DCP ownership (§4). */
+ * planner (SPEC.md §5), KV write/read by slot mapping with DCP ownership (§4), and the
+ * cache key list from its ranges. */
 #include <math.h>
 #include <string.h>
 
@@ -280,3 +281,40 @@ Test(kernels_rows, kv_write_read_dcp_n2_i1_f32) { check_kv_dcp(2, 1, SC_KFMT_F32
 Test(kernels_rows, kv_write_read_dcp_n4_i2_bf16) { check_kv_dcp(4, 2, SC_KFMT_BF16, 42); }
 Test(kernels_rows, kv_write_read_dcp_n3_i8_f32) { check_kv_dcp(3, 8, SC_KFMT_F32, 43); }
 Test(kernels_rows, kv_write_read_single_rank_bf16) { check_kv_dcp(1, 1, SC_KFMT_BF16, 44); }
+
+/* The cache key list from its ranges (cache_keys): entry j of a range is the rank's j-th
+ * owned position and its slot (tests/unit/test_metadata.c checks the same on the lists
+ * of random plans); ranges that do not tile the list and missing blocks are SC_ERANGE,
+ * keys without a range SC_EINVAL. */
+Test(kernels_rows, cache_keys_from_ranges) {
+  sc_kernels *k = tk_ctx(1);
+  enum { MAXB = 4 };
+  const int32_t n = 2, il = 2, bs = 4, rank = 1;
+  /* request 1 holds 5 local indices, request 0 none, request 2 three */
+  int32_t req[3] = {1, 0, 2}, begin[3] = {0, 5, 5}, end[3] = {5, 5, 8};
+  int32_t bt[3 * MAXB] = {-1, -1, -1, -1, 7, 3, -1, -1, 0, -1, -1, -1};
+  int32_t pos[8], slot[8];
+  cr_assert_eq(k->ops->cache_keys(k, 3, 8, req, begin, end, bt, MAXB, bs, n, il, rank, pos, slot), 0);
+  /* rank 1 owns positions 2, 3, 6, 7, 10, ... (runs of il = 2 out of every n * il = 4) */
+  const int32_t want_pos[8] = {2, 3, 6, 7, 10, 2, 3, 6};
+  const int32_t want_slot[8] = {28, 29, 30, 31, 12, 0, 1, 2}; /* bt[j / 4] * 4 + j % 4 */
+  for (int e = 0; e < 8; e++) {
+    cr_assert_eq(pos[e], want_pos[e], "entry %d: position %d", e, pos[e]);
+    cr_assert_eq(slot[e], want_slot[e], "entry %d: slot %d", e, slot[e]);
+    const int r = e < 5 ? 0 : 2, j = e - begin[r];
+    cr_assert_eq(slot[e], sc_kv_slot(bt + req[r] * MAXB, MAXB, pos[e], bs, n, il, rank));
+    cr_assert_eq(sc_dcp_local_index(pos[e], n, il), j);
+  }
+  int32_t gap_begin[3] = {0, 6, 6}; /* entry 5 in no range */
+  cr_assert_eq(k->ops->cache_keys(k, 3, 8, req, gap_begin, end, bt, MAXB, bs, n, il, rank, pos, slot),
+               SC_ERANGE);
+  int32_t short_end[3] = {5, 5, 7}; /* the last range ends before n_keys */
+  cr_assert_eq(k->ops->cache_keys(k, 3, 8, req, begin, short_end, bt, MAXB, bs, n, il, rank, pos, slot),
+               SC_ERANGE);
+  bt[1 * MAXB + 1] = -1; /* request 1's local indices 4.. have no block */
+  cr_assert_eq(k->ops->cache_keys(k, 3, 8, req, begin, end, bt, MAXB, bs, n, il, rank, pos, slot),
+               SC_ERANGE);
+  cr_assert_eq(k->ops->cache_keys(k, 0, 8, req, begin, end, bt, MAXB, bs, n, il, rank, pos, slot),
+               SC_EINVAL);
+  sc_kernels_destroy(k);
+}
