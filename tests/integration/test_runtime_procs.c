@@ -693,16 +693,16 @@ static void await_subscriber(void *xpub) {
     cr_assert_gt(zmq_recv(xpub, sub, sizeof sub, 0), 0, "the tap never subscribed");
 }
 
-/* Publishes one tap message: topic, then one record of a message (type, body) from node
- * at time ns. */
+/* Publishes one tap message: topic, then one record of a message (type, body, step) from
+ * node at time ns. */
 static void publish_msg(void *xpub, const char *topic, int32_t node, uint64_t ns, uint16_t type,
-                        const void *body) {
+                        uint64_t step, const void *body) {
   sc_buf b;
   sc_buf_init(&b);
   cr_assert_eq(sc_buf_reserve(&b, SC_TAP_RECORD_HEADER), 0);
   b.len = SC_TAP_RECORD_HEADER;
   sc_envelope env = {.type = type, .src = {(uint16_t)node, 0, 1},
-                     .dst = {(uint16_t)node, 0, 1}, .step = 7};
+                     .dst = {(uint16_t)node, 0, 1}, .step = step};
   cr_assert_eq(sc_msg_encode_append(&env, body, &b), 0);
   sc_tap_record_put_header(b.data, ns, node, (uint32_t)(b.len - SC_TAP_RECORD_HEADER));
   cr_assert_eq(zmq_send(xpub, topic, strlen(topic), ZMQ_SNDMORE), (int)strlen(topic));
@@ -712,7 +712,7 @@ static void publish_msg(void *xpub, const char *topic, int32_t node, uint64_t ns
 
 static void publish_ping(void *xpub, const char *topic, int32_t node, uint64_t ns) {
   const sc_msg_ping p = {.seq = ns};
-  publish_msg(xpub, topic, node, ns, SC_MSG_PING, &p);
+  publish_msg(xpub, topic, node, ns, SC_MSG_PING, 0, &p);
 }
 
 Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
@@ -785,7 +785,7 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
     uint64_t stage_ns[6] = {50000, 2500000, 1250000, 750000, 0, 40000};
     sc_msg_step_result r = {.sampled = {sampled, 1}, .margin = {margin, 1}, .compute_ns = 4590000,
                             .stage_ns = {stage_ns, 6}};
-    publish_msg(xpub, "0/executor/step_result", 0, 9000000, SC_MSG_STEP_RESULT, &r);
+    publish_msg(xpub, "0/executor/step_result", 0, 9000000, SC_MSG_STEP_RESULT, 7, &r);
     const int status = proc_reap(&t, 10000);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tap status %d", status);
   }
