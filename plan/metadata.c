@@ -146,9 +146,14 @@ static int build_cache_keys(const sc_plan *plan, sc_meta *m) {
     m->key_range_end[r] = end[req];
   }
   m->num_keys = (int32_t)total;
+  /* A token's range ends after the last key it may see (its own position): the list
+   * holds a request's positions in order, so the rest are all causally masked, and a
+   * prompt's token scans only its prefix rather than the whole prompt's keys. */
   for (int32_t k = 0; k < m->cache_tok_end; k++) {
-    m->tok_key_begin[k] = begin[m->tok_req[k]];
-    m->tok_key_end[k] = end[m->tok_req[k]];
+    const int32_t req = m->tok_req[k];
+    const int64_t seen = sc_dcp_local_len((int64_t)m->tok_pos[k] + 1, me, c->dcp, c->interleave);
+    m->tok_key_begin[k] = begin[req];
+    m->tok_key_end[k] = begin[req] + seen < end[req] ? begin[req] + (int32_t)seen : end[req];
   }
 out:
   free(begin);
@@ -193,8 +198,8 @@ static int build_chunks(const sc_plan *plan, const sc_meta_blocks *bt, sc_meta *
     if (mc->tok_end >= 0 && mc->tok_end != k) return SC_EINVAL; /* rows not contiguous */
     mc->tok_end = k + 1;
     m->tok_ws_base[k] = g->ws_start;
-    m->tok_key_begin[k] = g->cu_start;
-    m->tok_key_end[k] = g->cu_start + g->extent;
+    m->tok_key_begin[k] = g->cu_start; /* positions 0.. in order: up to its own */
+    m->tok_key_end[k] = g->cu_start + (m->tok_pos[k] < g->extent ? m->tok_pos[k] + 1 : g->extent);
   }
   for (int32_t ci = 0; ci < m->num_chunks; ci++)
     if (m->chunks[ci].tok_begin < 0) m->chunks[ci].tok_begin = m->chunks[ci].tok_end = 0;

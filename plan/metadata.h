@@ -74,7 +74,8 @@ typedef struct sc_meta {
   int32_t *key_range_req, *key_range_begin, *key_range_end; /* [num_key_ranges] */
 
   /* per local row [t_pad]: key range (into the cache key list for cache-path rows, into
-   * the chunk's context for workspace rows; empty for padding), workspace base */
+   * the chunk's context for workspace rows; its request's keys up to the row's own
+   * position, the later ones being causally masked; empty for padding), workspace base */
   int32_t *tok_key_begin, *tok_key_end, *tok_ws_base;
 
   int32_t num_chunks;

@@ -19,18 +19,22 @@
  * rank, and the exact selection that follows picks the same keys.
  *
  * Two stages:
- *  1. k_idx_tc: grid (token groups, chunks), 8 warps. A block takes G consecutive tokens
- *     (G > 1 when a step has many tokens: prefill tokens of one request share their key
+ *  1. k_idx_tc: 8 warps a block, as many blocks as fit on the GPU at once, taking work
+ *     items in turn. An item is G consecutive tokens (up to 32, and up to 256 q rows;
+ *     G > 1 when a step has many tokens: prefill tokens of one request share their key
  *     range, so each key tile loaded serves G tokens) and a contiguous segment of the
  *     union of their key ranges, in tiles of 128 keys double-buffered in shared memory
  *     with cp.async (raw; f32 keys are rounded when the fragments are built; keys no
  *     token of the group may see are neither loaded nor, when a whole tile is, scored).
  *     The group's q sits in shared memory as bf16; a warp takes 16 keys of the tile,
  *     keeps their fragments for all the m-tiles in registers, runs the k16 steps per
- *     m-tile and folds ReLU x weight as above. Per token, keys that beat its running
- *     threshold (the K-th best key kept so far) are appended to its candidate buffer; a
- *     full buffer is cut back to the K best (cuda_select.cuh) and the threshold rises.
- *     Scores never leave the tile: nothing is allocated per (query, key).
+ *     m-tile and folds ReLU x weight as above. Per token, keys that reach its threshold
+ *     are appended to its candidate list in global memory (K + TC_PIECE keys, the
+ *     block's own); a list without room for another tile is cut back by one warp (while
+ *     the others cut other tokens' lists) to a set that holds its K best, and the
+ *     threshold rises to that set's floor (cuda_select.cuh's warp_cut_topk). At the end
+ *     of an item a warp per token cuts its list to exactly its K best. Scores never
+ *     leave the tile: nothing is allocated per (query, key).
  *  2. With one chunk a token, sc_kcuda_topk_finish (cuda_topk.cu) sorts and writes each
  *     token's K survivors; with several, the chunks append their survivors per token and
  *     sc_kcuda_topk_radix (cuda_topk_radix.cu) selects the K over many blocks.
@@ -39,54 +43,49 @@
 #include "kernels/cuda/cuda_select.cuh"
 
 /* 8 warps, 16 keys each a tile. With 4 warps (32 keys each) the SM held one warp per
- * scheduler (the candidate buffers take one block's worth of shared memory), and a 32k
- * prompt's scoring stalled on dependent instructions and shared-memory loads: 0.15
- * instructions issued a cycle per scheduler (ncu, H200, 2026-12-02: bench/long-context.md). */
+ * scheduler, and a 32k prompt's scoring stalled on dependent instructions and
+ * shared-memory loads: 0.15 instructions issued a cycle per scheduler (ncu, H200,
+ * 2026-12-02: bench/long-context.md). */
 #define TC_THREADS 256
 #define TC_WARPS (TC_THREADS / 32)
 #define TC_KEYS 128     /* keys per tile; a thread per key when loading their list entries */
 #define TC_KW (TC_KEYS / TC_WARPS) /* keys per warp */
 #define TC_NT (TC_KW / 8)          /* mma column tiles per warp */
 #define TC_MAX_DIM 128
-#define TC_GROUP_MAX 4  /* tokens per block */
-#define TC_ROWS_MAX 128 /* q rows per block: 8 m-tiles of 16 */
+#define TC_GROUP_MAX 32 /* tokens per block: a bit each in a key's token mask */
+#define TC_ROWS_MAX 256 /* q rows per block: 16 m-tiles of 16 */
 #define TC_PAD 8        /* elements of padding per shared row: conflict-free fragments */
 #define TC_SMEM_MAX (SC_KCUDA_SMEM_MAX - 64) /* (the kernel's static words take the rest) */
 #define TC_MIN_SEG 512  /* keys of a chunk at least (4 tiles), so a short range spreads less */
 #define TC_CHUNKS_MAX 128 /* chunks of a token's range: a decode token over 128k keys takes
                            * 128 blocks of 1024 keys, under the K of a block: no cut */
+#define TC_PIECE 1024   /* candidate room per token beyond K, at least (2K from K = 512) */
+#define TC_SLACK 256    /* candidates a cut may keep beyond K: one radix pass, mostly */
 
-static_assert(TC_KEYS <= TC_THREADS && TC_KW % 8 == 0 && TC_KW <= 32,
-              "a thread per key of a tile; whole column tiles per warp, a lane per key");
+static_assert(TC_KW == 16 && TC_NT == 2,
+              "a half-warp per token when appending: 16 keys a warp, two column tiles");
+static_assert(TC_PIECE > TC_KEYS + TC_SLACK, "a cut must leave room for the next tile");
 
-/* How a launch is shaped: tokens per block, q rows per token and per block, candidate
- * room beyond K per token, key stages. None of it changes what is selected. */
+/* How a launch is shaped: tokens per block, q rows per token, m-tiles, key stages. None
+ * of it changes what is selected. */
 typedef struct tc_shape {
-  int group, hp, m_tiles, piece, stages;
+  int group, hp, m_tiles, stages;
+  int room; /* a token's candidate list in global memory: K + TC_PIECE keys */
 } tc_shape;
 
-/* K rounded up to even: the candidate rows and tmp are sized with it, so that they (and
- * with them the key stages and q) stay 16-byte multiples when K is odd. Without it an
- * odd K in a group of 2 or 4 put the key stages and q at 8 mod 16 (cp.async and ldmatrix
- * on misaligned addresses: the launch fails with a misaligned-address error). */
-__host__ __device__ inline int tc_keven(int K) { return (K + 1) & ~1; }
-
 /* Shared memory of one block, in bytes, laid out in this order (every part a multiple
- * of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned; KE is
- * tc_keven(K)):
- *   candidates uint64 [G][KE + piece], tmp uint64 [KE], thresholds uint64 [TC_GROUP_MAX],
- *   key rows int64 [2][TC_KEYS],
+ * of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
+ *   thresholds and largest keys uint64 [2][TC_GROUP_MAX], key rows int64 [2][TC_KEYS],
  *   keys [stages][TC_KEYS][DIMP + TC_PAD] in their own format,
- *   q bf16 [16 m_tiles][DIMP + TC_PAD], w f32 [16 m_tiles], scores f32 [TC_WARPS][G][32],
+ *   q bf16 [16 m_tiles][DIMP + TC_PAD], w f32 [16 m_tiles], scores f32 [TC_WARPS][G][TC_KW],
  *   per key of the two tiles: position, token mask int [2][2][TC_KEYS],
- *   select words int [SH_WORDS], fills int [TC_GROUP_MAX], token ranges int [3][4]. */
-static size_t tc_smem(const tc_shape &sp, int K, int dimp, int esize) {
+ *   cut bins int [TC_WARPS][256], fills and token ranges int [4][TC_GROUP_MAX]. */
+static size_t tc_smem(const tc_shape &sp, int dimp, int esize) {
   const size_t rows = 16 * (size_t)sp.m_tiles;
-  const size_t ke = (size_t)tc_keven(K);
-  return sizeof(uint64_t) * ((size_t)sp.group * (ke + sp.piece) + ke + TC_GROUP_MAX + 2 * TC_KEYS) +
+  return sizeof(uint64_t) * (2 * TC_GROUP_MAX + 2 * TC_KEYS) +
          (size_t)esize * (size_t)sp.stages * TC_KEYS * (size_t)(dimp + TC_PAD) +
-         2 * rows * (size_t)(dimp + TC_PAD) + 4 * rows + 4 * (size_t)TC_WARPS * sp.group * 32 +
-         sizeof(int) * (4 * TC_KEYS + SH_WORDS + TC_GROUP_MAX + 3 * TC_GROUP_MAX);
+         2 * rows * (size_t)(dimp + TC_PAD) + 4 * rows + 4 * (size_t)TC_WARPS * sp.group * TC_KW +
+         sizeof(int) * (4 * TC_KEYS + TC_WARPS * 256 + 4 * TC_GROUP_MAX);
 }
 
 /* The B fragment (k = 2c, 2c + 1 and 2c + 8, 2c + 9 of column n) of one key row held in
@@ -108,7 +107,26 @@ __device__ inline void tc_b_frag(uint32_t b[2], const void *row, int k0, int c) 
 typedef struct tc_tokens {
   const int *begin, *end, *qpos; /* shared [gn] */
   int gn;
+  bool same_range; /* one key range, query positions in order: a prompt's tokens */
 } tc_tokens;
+
+/* Bit j: token j may see the key at list entry e and position pos. */
+__device__ inline unsigned tc_token_mask(const tc_tokens &tk, int64_t e, int32_t pos) {
+  if (tk.same_range) { /* the tokens from the first with qpos >= pos on */
+    if (e < tk.begin[0] || e >= tk.end[0]) return 0;
+    int lo = 0, hi = tk.gn;
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (tk.qpos[mid] < pos) lo = mid + 1;
+      else hi = mid;
+    }
+    return (unsigned)(((1ull << tk.gn) - 1) & ~((1ull << lo) - 1));
+  }
+  unsigned m = 0;
+  for (int j = 0; j < tk.gn; j++)
+    if (e >= tk.begin[j] && e < tk.end[j] && pos <= tk.qpos[j]) m |= 1u << j;
+  return m;
+}
 
 /* Queues tile [e0, e0 + TC_KEYS) of the key list into stage `kbuf` and records each
  * key's position, token mask (bit j: token j may see it) and row in kpos/kmask/krow;
@@ -124,7 +142,7 @@ typedef struct tc_tokens {
 template <int DIMP, int FMT, bool VEC>
 __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &tk, int64_t e0,
                                     int64_t s1, int64_t kstep, void *kbuf, int *kpos,
-                                    int *kmask, int64_t *krow, int *flag) {
+                                    unsigned *kmask, int64_t *krow, int *flag) {
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
   constexpr int LD = DIMP + TC_PAD;      /* elements per shared row */
   constexpr int PIECES = DIMP * ES / 16; /* 16-byte pieces per row */
@@ -137,15 +155,14 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
     if (e < s1) {
       pos = a.key_pos[e];
       row = a.key_rows ? a.key_rows[e] : e;
-      for (int j = 0; j < tk.gn; j++)
-        if (e >= tk.begin[j] && e < tk.end[j] && pos <= tk.qpos[j]) m |= 1u << j;
+      m = tc_token_mask(tk, e, pos);
       if (m && (row < 0 || row >= a.keys.rows)) {
         sc_dev_raise(flag, SC_ERANGE);
         m = 0;
       }
     }
     kpos[threadIdx.x] = pos;
-    kmask[threadIdx.x] = (int)m;
+    kmask[threadIdx.x] = m;
     krow[threadIdx.x] = row;
     mine = m != 0;
   }
@@ -187,209 +204,246 @@ __device__ inline void tc_mtile(float (&acc)[TC_NT][4], const uint16_t *q_s, int
   }
 }
 
-/* Keeps the K best of token j's candidates and raises its threshold to the K-th. */
-__device__ inline void tc_cut(uint64_t *cand, int K, uint64_t *tmp, int *sh, int *fill,
-                              unsigned long long *thr, unsigned long long *min_s) {
-  const int n = block_keep_topk_counted(cand, *fill, *fill, K, tmp, sh); /* all real keys */
-  if (n == K) { /* the K-th best key so far: nothing at or below it can enter */
-    if (threadIdx.x == 0) *min_s = ~0ull;
-    unsigned long long lo = ~0ull;
-    for (int i = threadIdx.x; i < K; i += TC_THREADS) lo = cand[i] < lo ? cand[i] : lo;
-    for (int off = 16; off > 0; off >>= 1) {
-      const unsigned long long o = __shfl_xor_sync(0xffffffffu, lo, off);
-      lo = o < lo ? o : lo;
-    }
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) atomicMin(min_s, lo);
-    __syncthreads();
-    if (threadIdx.x == 0) *thr = *min_s;
-  }
-  if (threadIdx.x == 0) *fill = n;
-  __syncthreads();
-}
-
-template <int DIMP, int FMT, bool VEC>
-__global__ void __launch_bounds__(TC_THREADS)
-    k_idx_tc(sc_indexer_args a, int n_chunks, tc_shape sp, uint64_t *out_keys, int *counts,
-             int64_t cap, int *flag) {
+/* Scores this warp's TC_KW keys of the tile in shared memory `kw` against the group's
+ * gn tokens into sc_w[j * TC_KW + key] (the head sums as in the comment at the top). */
+template <int DIMP, int FMT>
+__device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_s,
+                                     const float *w_s, float *sc_w, int gn, int hp, int lane) {
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
   constexpr int LD = DIMP + TC_PAD;
   constexpr int KS = DIMP / 16; /* k16 steps */
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int K = a.topk, KE = tc_keven(K), G = sp.group, hp = sp.hp, M = 16 * sp.m_tiles;
-  const int room = KE + sp.piece;
-  uint64_t *cand = (uint64_t *)smem;                  /* [G][room] */
-  uint64_t *tmp = cand + (size_t)G * room;            /* [KE] */
-  unsigned long long *thr = (unsigned long long *)(tmp + KE); /* [TC_GROUP_MAX] */
-  int64_t *krow_s = (int64_t *)(thr + TC_GROUP_MAX);  /* [2][TC_KEYS] */
-  unsigned char *k_s = (unsigned char *)(krow_s + 2 * TC_KEYS); /* [stages][TC_KEYS][LD] */
-  uint16_t *q_s = (uint16_t *)(k_s + (size_t)sp.stages * TC_KEYS * LD * ES); /* [M][LD] */
-  float *w_s = (float *)(q_s + (size_t)M * LD);       /* [M] */
-  float *sc_s = w_s + M;                              /* [TC_WARPS][G][32] */
-  int *kpos_s = (int *)(sc_s + TC_WARPS * G * 32);    /* [2][TC_KEYS] */
-  int *kmask_s = kpos_s + 2 * TC_KEYS;                /* [2][TC_KEYS] */
-  int *sh = kmask_s + 2 * TC_KEYS;                    /* [SH_WORDS] */
-  int *fill = sh + SH_WORDS;                          /* [TC_GROUP_MAX] */
-  int *tb = fill + TC_GROUP_MAX, *te = tb + TC_GROUP_MAX, *tq = te + TC_GROUP_MAX;
-  __shared__ unsigned long long min_s;
-
-  const int64_t t0 = (int64_t)blockIdx.x * G; /* groups on x: prefill chunks are long */
-  const int chunk = blockIdx.y;
-  const int gn = a.n_tok - t0 < G ? (int)(a.n_tok - t0) : G;
-  const int H = a.n_heads;
-  for (int i = threadIdx.x; i < M * LD; i += TC_THREADS) {
-    const int r = i / LD, d = i % LD, j = r / hp, h = r % hp;
-    const float v = j < gn && h < H && d < a.dim ? a.q[(t0 + j) * a.ld_q + (int64_t)h * a.dim + d]
-                                                 : 0.0f;
-    q_s[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  }
-  for (int r = threadIdx.x; r < M; r += TC_THREADS) {
-    const int j = r / hp, h = r % hp;
-    w_s[r] = j < gn && h < H ? a.w[(t0 + j) * a.ld_w + h] : 0.0f;
-  }
-  if (threadIdx.x < gn) {
-    const int j = threadIdx.x;
-    tb[j] = a.key_begin[t0 + j];
-    te[j] = a.key_end[t0 + j];
-    tq[j] = a.q_pos[t0 + j];
-    fill[j] = 0;
-    thr[j] = 0; /* every real key is above 0 */
-  }
-  __syncthreads();
-  /* the union of the group's key ranges, split into n_chunks segments */
-  int64_t ub = INT64_MAX, ue = 0;
-  for (int j = 0; j < gn; j++)
-    if (te[j] > tb[j]) {
-      ub = tb[j] < ub ? tb[j] : ub;
-      ue = te[j] > ue ? te[j] : ue;
-    }
-  const int64_t len = ue > ub ? ue - ub : 0;
-  int64_t seg = (len + n_chunks - 1) / n_chunks;
-  seg = seg < TC_MIN_SEG ? TC_MIN_SEG : seg; /* short ranges take fewer blocks */
-  const int64_t s0 = ub + chunk * seg;
-  const int64_t s1 = s0 + seg < ue ? s0 + seg : ue;
-  const int64_t kstep = a.keys.ld * ES;
-  const int n_tiles = len > 0 && s1 > s0 ? (int)((s1 - s0 + TC_KEYS - 1) / TC_KEYS) : 0;
-  const size_t stage_bytes = (size_t)TC_KEYS * LD * ES;
-  const tc_tokens tk = {tb, te, tq, gn};
-
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-  float *sc_w = sc_s + warp * G * 32;
-  bool vis = false; /* whether any token may see the tile being scored */
-  if (n_tiles > 0) {
-    vis = tc_load_tile<DIMP, FMT, VEC>(a, tk, s0, s1, kstep, k_s, kpos_s, kmask_s, krow_s, flag);
-    cp_async_commit();
-  }
-  for (int tile = 0; tile < n_tiles; tile++) {
-    const int st = sp.stages == 2 ? tile & 1 : 0, kb = (tile & 1) * TC_KEYS, nb = TC_KEYS - kb;
-    const int64_t next = s0 + (int64_t)(tile + 1) * TC_KEYS;
-    bool vis_next = false;
-    if (sp.stages == 2) {
-      if (tile + 1 < n_tiles) /* the next tile loads while this one is scored */
-        vis_next = tc_load_tile<DIMP, FMT, VEC>(a, tk, next, s1, kstep,
-                                                k_s + (st ^ 1) * stage_bytes, kpos_s + nb,
-                                                kmask_s + nb, krow_s + nb, flag);
-      cp_async_commit(); /* (an empty group on the last tile keeps the wait count uniform) */
-      cp_async_wait_one();
-    } else {
-      if (tile > 0) /* one stage (a large K): the previous tile is done with it */
-        vis = tc_load_tile<DIMP, FMT, VEC>(a, tk, next - TC_KEYS, s1, kstep, k_s, kpos_s + kb,
-                                           kmask_s + kb, krow_s + kb, flag);
-      cp_async_commit();
-      cp_async_wait_all();
-    }
-    __syncthreads(); /* publishes the tile */
-    if (vis) {
-      const unsigned char *kw = k_s + st * stage_bytes + (size_t)(warp * TC_KW) * LD * ES;
-      uint32_t b[KS][TC_NT][2]; /* this warp's keys: column tiles of 8, every k16 step */
+  const int g = lane >> 2, c = lane & 3;
+  uint32_t b[KS][TC_NT][2]; /* this warp's keys: column tiles of 8, every k16 step */
 #pragma unroll
-      for (int ks = 0; ks < KS; ks++)
+  for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+    for (int nt = 0; nt < TC_NT; nt++)
+      tc_b_frag<FMT>(b[ks][nt], kw + (size_t)(nt * 8 + g) * LD * ES, ks * 16, c);
+  if (hp >= 16) { /* a token's m-tiles in order, then the 8 lanes of a key */
+    const int per = hp / 16;
+    for (int j = 0; j < gn; j++) {
+      float part[TC_NT][2] = {};
+      for (int mt = j * per; mt < (j + 1) * per; mt++) {
+        float acc[TC_NT][4];
+        tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
+        const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
 #pragma unroll
         for (int nt = 0; nt < TC_NT; nt++)
-          tc_b_frag<FMT>(b[ks][nt], kw + (size_t)(nt * 8 + g) * LD * ES, ks * 16, c);
-      if (hp >= 16) { /* a token's m-tiles in order, then the 8 lanes of a key */
-        const int per = hp / 16;
-        for (int j = 0; j < gn; j++) {
-          float part[TC_NT][2] = {};
-          for (int mt = j * per; mt < (j + 1) * per; mt++) {
-            float acc[TC_NT][4];
-            tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
-            const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
 #pragma unroll
-            for (int nt = 0; nt < TC_NT; nt++)
-#pragma unroll
-              for (int x = 0; x < 2; x++) {
-                part[nt][x] = fmaf(w0, fmaxf(acc[nt][x], 0.0f), part[nt][x]);
-                part[nt][x] = fmaf(w1, fmaxf(acc[nt][2 + x], 0.0f), part[nt][x]);
-              }
+          for (int x = 0; x < 2; x++) {
+            part[nt][x] = fmaf(w0, fmaxf(acc[nt][x], 0.0f), part[nt][x]);
+            part[nt][x] = fmaf(w1, fmaxf(acc[nt][2 + x], 0.0f), part[nt][x]);
           }
-#pragma unroll
-          for (int nt = 0; nt < TC_NT; nt++)
-#pragma unroll
-            for (int x = 0; x < 2; x++) {
-#pragma unroll
-              for (int off = 4; off < 32; off <<= 1)
-                part[nt][x] += __shfl_xor_sync(0xffffffffu, part[nt][x], off);
-              if (g == 0) sc_w[j * 32 + nt * 8 + 2 * c + x] = part[nt][x];
-            }
-        }
-      } else { /* 16 / hp tokens per m-tile: a row per lane, then the token's hp lanes */
-        const int per = 16 / hp;
-        for (int mt = 0; mt * per < gn; mt++) {
-          float acc[TC_NT][4];
-          tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
-          const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
-          const int j0 = mt * per + g / hp, j1 = j0 + 8 / hp; /* rows g and g + 8 */
-#pragma unroll
-          for (int nt = 0; nt < TC_NT; nt++)
-#pragma unroll
-            for (int x = 0; x < 2; x++) {
-              float p0 = w0 * fmaxf(acc[nt][x], 0.0f), p1 = w1 * fmaxf(acc[nt][2 + x], 0.0f);
-              for (int off = 4; off < 4 * hp; off <<= 1) {
-                p0 += __shfl_xor_sync(0xffffffffu, p0, off);
-                p1 += __shfl_xor_sync(0xffffffffu, p1, off);
-              }
-              if (g % hp == 0) {
-                if (j0 < gn) sc_w[j0 * 32 + nt * 8 + 2 * c + x] = p0;
-                if (j1 < gn) sc_w[j1 * 32 + nt * 8 + 2 * c + x] = p1;
-              }
-            }
-        }
       }
-      __syncwarp();
-      /* per token, this warp's keys (a lane each) that beat its threshold join its
-       * candidates */
-      const int col = warp * TC_KW + lane;
-      const unsigned m = lane < TC_KW ? (unsigned)kmask_s[kb + col] : 0u;
-      const int32_t kp = lane < TC_KW ? kpos_s[kb + col] : 0;
-      for (int j = 0; j < gn; j++) {
-        const uint64_t key = (m >> j) & 1u ? sc_dev_topk_key(sc_w[j * 32 + lane], kp) : 0;
-        const int slot = warp_take_slot(&fill[j], key != 0 && key > thr[j]);
-        if (slot >= 0) cand[(size_t)j * room + slot] = key;
-      }
+#pragma unroll
+      for (int nt = 0; nt < TC_NT; nt++)
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+#pragma unroll
+          for (int off = 4; off < 32; off <<= 1)
+            part[nt][x] += __shfl_xor_sync(0xffffffffu, part[nt][x], off);
+          if (g == 0) sc_w[j * TC_KW + nt * 8 + 2 * c + x] = part[nt][x];
+        }
     }
-    __syncthreads();
-    /* room for the next tile, or cut back to the K best and raise the threshold */
-    for (int j = 0; j < gn; j++)
-      if (fill[j] > room - TC_KEYS)
-        tc_cut(cand + (size_t)j * room, K, tmp, sh, &fill[j], &thr[j], &min_s);
-    if (sp.stages == 2) vis = vis_next;
+  } else { /* 16 / hp tokens per m-tile: a row per lane, then the token's hp lanes */
+    const int per = 16 / hp;
+    for (int mt = 0; mt * per < gn; mt++) {
+      float acc[TC_NT][4];
+      tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
+      const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
+      const int j0 = mt * per + g / hp, j1 = j0 + 8 / hp; /* rows g and g + 8 */
+#pragma unroll
+      for (int nt = 0; nt < TC_NT; nt++)
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+          float p0 = w0 * fmaxf(acc[nt][x], 0.0f), p1 = w1 * fmaxf(acc[nt][2 + x], 0.0f);
+          for (int off = 4; off < 4 * hp; off <<= 1) {
+            p0 += __shfl_xor_sync(0xffffffffu, p0, off);
+            p1 += __shfl_xor_sync(0xffffffffu, p1, off);
+          }
+          if (g % hp == 0) {
+            if (j0 < gn) sc_w[j0 * TC_KW + nt * 8 + 2 * c + x] = p0;
+            if (j1 < gn) sc_w[j1 * TC_KW + nt * 8 + 2 * c + x] = p1;
+          }
+        }
+    }
   }
-  cp_async_wait_all();
-  __shared__ int64_t base_s;
-  for (int j = 0; j < gn; j++) {
-    if (fill[j] > K) tc_cut(cand + (size_t)j * room, K, tmp, sh, &fill[j], &thr[j], &min_s);
-    const int n = fill[j];
-    if (counts == NULL) { /* the chunk's list of K, zero-padded */
-      uint64_t *o = out_keys + ((t0 + j) * n_chunks + chunk) * K;
-      for (int i = threadIdx.x; i < K; i += TC_THREADS) o[i] = i < n ? cand[(size_t)j * room + i] : 0;
-      continue;
+  __syncwarp();
+}
+
+/* Appends this warp's keys of the tile that reach their token's threshold to the token's
+ * list: a half-warp per token (a lane per key), one atomic per half-warp. */
+__device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos, int gn,
+                                 const unsigned long long *thr, unsigned long long *top,
+                                 int *fill, uint64_t *cb, int room, int *flag, int lane) {
+  const int half = lane >> 4, key = lane & 15;
+  const unsigned half_lanes = 0xffffu << (16 * half);
+  for (int j0 = 0; j0 < gn; j0 += 2) {
+    const int j = j0 + half;
+    const bool sees = j < gn && ((kmask >> j) & 1u);
+    const uint64_t k = sees ? sc_dev_topk_key(sc_w[j * TC_KW + key], kpos) : 0;
+    const bool want = sees && k >= thr[j];
+    const unsigned all = __ballot_sync(0xffffffffu, want);
+    if (all == 0) continue;
+    const unsigned b = all & half_lanes;
+    const int leader = b ? __ffs(b) - 1 : 16 * half;
+    unsigned long long mk = want ? k : 0; /* the half-warp's largest, for the cuts' range */
+#pragma unroll
+    for (int off = 8; off > 0; off >>= 1) {
+      const unsigned long long o = __shfl_xor_sync(0xffffffffu, mk, off);
+      mk = o > mk ? o : mk;
     }
-    /* appended to the token's survivors, wherever the chunks' blocks finish */
-    if (threadIdx.x == 0) base_s = (t0 + j) * cap + (n ? atomicAdd(&counts[t0 + j], n) : 0);
+    int base = 0;
+    if (b && lane == leader) {
+      base = atomicAdd(&fill[j], __popc(b));
+      atomicMax(&top[j], mk);
+    }
+    base = __shfl_sync(0xffffffffu, base, leader);
+    if (want) {
+      const int slot = base + __popc(b & ((1u << lane) - 1u));
+      if (slot < room) cb[(size_t)j * room + slot] = k;
+      else sc_dev_raise(flag, SC_EINVAL); /* duplicate positions: a cut leaves room otherwise */
+    }
+  }
+}
+
+/* Scoring blocks. A work item is a group of G consecutive tokens and one chunk of the
+ * union of their key ranges; the grid holds as many blocks as fit on the GPU at once,
+ * each taking items in turn from the heaviest (the last tokens of a causal prompt see
+ * the most keys), so that the candidate lists in global memory are the resident blocks'
+ * only: cbuf holds gridDim.x x G x room keys. */
+template <int DIMP, int FMT, bool VEC>
+__global__ void __launch_bounds__(TC_THREADS)
+    k_idx_tc(sc_indexer_args a, int n_chunks, tc_shape sp, int64_t n_items, uint64_t *cbuf,
+             uint64_t *out_keys, int *counts, int64_t cap, int *flag) {
+  constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
+  constexpr int LD = DIMP + TC_PAD;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int K = a.topk, G = sp.group, hp = sp.hp, M = 16 * sp.m_tiles, room = sp.room;
+  unsigned long long *thr = (unsigned long long *)smem;    /* [TC_GROUP_MAX] */
+  unsigned long long *top = thr + TC_GROUP_MAX;            /* [TC_GROUP_MAX] */
+  int64_t *krow_s = (int64_t *)(top + TC_GROUP_MAX);       /* [2][TC_KEYS] */
+  unsigned char *k_s = (unsigned char *)(krow_s + 2 * TC_KEYS); /* [stages][TC_KEYS][LD] */
+  uint16_t *q_s = (uint16_t *)(k_s + (size_t)sp.stages * TC_KEYS * LD * ES); /* [M][LD] */
+  float *w_s = (float *)(q_s + (size_t)M * LD);            /* [M] */
+  float *sc_s = w_s + M;                                   /* [TC_WARPS][G][TC_KW] */
+  int *kpos_s = (int *)(sc_s + TC_WARPS * G * TC_KW);      /* [2][TC_KEYS] */
+  unsigned *kmask_s = (unsigned *)(kpos_s + 2 * TC_KEYS);  /* [2][TC_KEYS] */
+  int *hist = (int *)(kmask_s + 2 * TC_KEYS);              /* [TC_WARPS][256] */
+  int *fill = hist + TC_WARPS * 256;                       /* [TC_GROUP_MAX] */
+  int *tb = fill + TC_GROUP_MAX, *te = tb + TC_GROUP_MAX, *tq = te + TC_GROUP_MAX;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t kstep = a.keys.ld * ES;
+  const size_t stage_bytes = (size_t)TC_KEYS * LD * ES;
+  uint64_t *cbase = cbuf + (size_t)blockIdx.x * G * room;
+  float *sc_w = sc_s + warp * G * TC_KW;
+  int *hist_w = hist + warp * 256;
+  const int H = a.n_heads;
+
+  for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
+    const int64_t r = n_items - 1 - item; /* the heaviest first */
+    const int64_t t0 = r / n_chunks * G;
+    const int chunk = (int)(r % n_chunks);
+    const int gn = a.n_tok - t0 < G ? (int)(a.n_tok - t0) : G;
+    __syncthreads(); /* the previous item is done with the shared words */
+    for (int i = threadIdx.x; i < M * LD; i += TC_THREADS) {
+      const int row = i / LD, d = i % LD, j = row / hp, h = row % hp;
+      const float v = j < gn && h < H && d < a.dim
+                          ? a.q[(t0 + j) * a.ld_q + (int64_t)h * a.dim + d]
+                          : 0.0f;
+      q_s[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    }
+    for (int row = threadIdx.x; row < M; row += TC_THREADS) {
+      const int j = row / hp, h = row % hp;
+      w_s[row] = j < gn && h < H ? a.w[(t0 + j) * a.ld_w + h] : 0.0f;
+    }
+    if (threadIdx.x < gn) {
+      const int j = threadIdx.x;
+      tb[j] = a.key_begin[t0 + j];
+      te[j] = a.key_end[t0 + j];
+      tq[j] = a.q_pos[t0 + j];
+      fill[j] = 0;
+      thr[j] = 1; /* every real key is 1 or more */
+      top[j] = 0;
+    }
     __syncthreads();
-    for (int i = threadIdx.x; i < n; i += TC_THREADS) out_keys[base_s + i] = cand[(size_t)j * room + i];
-    __syncthreads();
+    /* the union of the group's key ranges, split into n_chunks segments */
+    int64_t ub = INT64_MAX, ue = 0;
+    for (int j = 0; j < gn; j++)
+      if (te[j] > tb[j]) {
+        ub = tb[j] < ub ? tb[j] : ub;
+        ue = te[j] > ue ? te[j] : ue;
+      }
+    const int64_t len = ue > ub ? ue - ub : 0;
+    int64_t seg = (len + n_chunks - 1) / n_chunks;
+    seg = seg < TC_MIN_SEG ? TC_MIN_SEG : seg; /* short ranges take fewer blocks */
+    const int64_t s0 = ub + chunk * seg;
+    const int64_t s1 = s0 + seg < ue ? s0 + seg : ue;
+    const int n_tiles = len > 0 && s1 > s0 ? (int)((s1 - s0 + TC_KEYS - 1) / TC_KEYS) : 0;
+    bool same = true;
+    for (int j = 1; j < gn; j++)
+      same = same && tb[j] == tb[0] && te[j] == te[0] && tq[j] >= tq[j - 1];
+    const tc_tokens tk = {tb, te, tq, gn, same};
+
+    bool vis = false; /* whether any token may see the tile being scored */
+    if (n_tiles > 0) {
+      vis = tc_load_tile<DIMP, FMT, VEC>(a, tk, s0, s1, kstep, k_s, kpos_s, kmask_s, krow_s,
+                                         flag);
+      cp_async_commit();
+    }
+    for (int tile = 0; tile < n_tiles; tile++) {
+      const int st = sp.stages == 2 ? tile & 1 : 0, kb = (tile & 1) * TC_KEYS, nb = TC_KEYS - kb;
+      const int64_t next = s0 + (int64_t)(tile + 1) * TC_KEYS;
+      bool vis_next = false;
+      if (sp.stages == 2) {
+        if (tile + 1 < n_tiles) /* the next tile loads while this one is scored */
+          vis_next = tc_load_tile<DIMP, FMT, VEC>(a, tk, next, s1, kstep,
+                                                  k_s + (st ^ 1) * stage_bytes, kpos_s + nb,
+                                                  kmask_s + nb, krow_s + nb, flag);
+        cp_async_commit(); /* (an empty group on the last tile keeps the wait count uniform) */
+        cp_async_wait_one();
+      } else {
+        if (tile > 0) /* one stage: the previous tile is done with it */
+          vis = tc_load_tile<DIMP, FMT, VEC>(a, tk, next - TC_KEYS, s1, kstep, k_s,
+                                             kpos_s + kb, kmask_s + kb, krow_s + kb, flag);
+        cp_async_commit();
+        cp_async_wait_all();
+      }
+      __syncthreads(); /* publishes the tile */
+      if (vis) {
+        tc_score_tile<DIMP, FMT>(k_s + st * stage_bytes + (size_t)(warp * TC_KW) * LD * ES, q_s,
+                                 w_s, sc_w, gn, hp, lane);
+        const int col = kb + warp * TC_KW + (lane & 15);
+        tc_append(sc_w, kmask_s[col], kpos_s[col], gn, thr, top, fill, cbase, room, flag, lane);
+      }
+      __syncthreads();
+      /* a list without room for the next tile is cut back, a warp per token */
+      for (int j = warp; j < gn; j += TC_WARPS)
+        if (fill[j] > room - TC_KEYS) {
+          const int n = warp_cut_topk(cbase + (size_t)j * room, fill[j], K, K + TC_SLACK, hist_w,
+                                      (uint64_t *)&thr[j], top[j]);
+          if (lane == 0) fill[j] = n;
+        }
+      __syncthreads();
+      if (sp.stages == 2) vis = vis_next;
+    }
+    cp_async_wait_all();
+    /* each token's K best, a warp per token: a list of K (zero-padded) per chunk, or
+     * appended to the token's survivors wherever the chunks' blocks finish */
+    for (int j = warp; j < gn; j += TC_WARPS) {
+      uint64_t *cb = cbase + (size_t)j * room;
+      int n = warp_cut_topk(cb, fill[j], K, K, hist_w, (uint64_t *)&thr[j], top[j]);
+      n = n < K ? n : K; /* (more only for duplicate keys, which the contract excludes) */
+      if (counts == NULL) {
+        uint64_t *o = out_keys + ((t0 + j) * n_chunks + chunk) * K;
+        for (int i = lane; i < K; i += 32) o[i] = i < n ? cb[i] : 0;
+        continue;
+      }
+      int64_t base = 0;
+      if (lane == 0 && n) base = atomicAdd(&counts[t0 + j], n);
+      base = (t0 + j) * cap + __shfl_sync(0xffffffffu, base, 0);
+      for (int i = lane; i < n; i += 32) out_keys[base + i] = cb[i];
+    }
   }
 }
 
@@ -401,63 +455,61 @@ static int tc_rows_per_token(int H) {
   return p;
 }
 
-/* The largest group that fits (and pays: a step of few tokens wants blocks, not groups),
- * then the roomiest candidate buffer and two key stages where they fit. */
+/* Candidate room beyond K. A cut costs a few passes over a list, and a list fills again
+ * after room - K - TC_SLACK appends: with K = 2048, a 32k prompt's indexer took 1.37x as
+ * long with room K + 1024 as with K + 6144 (H200, 2026-12-02: bench/long-context.md). */
+static int tc_piece(int K) { return 2 * K > TC_PIECE ? 2 * K : TC_PIECE; }
+
+/* The largest group that pays (a step of few tokens wants blocks, not groups) and leaves
+ * room for two blocks an SM (with two key stages if they fit, else one); else the
+ * largest that fits at all. One block scores while the other waits on its cuts: a 32k
+ * prompt's indexer took 1.5x as long with 32 tokens a block and two stages (one block an
+ * SM) as with 16 (two blocks an SM); 1024 tokens of 64 heads took 1.2x as long with one
+ * token a block and two stages as with two and one stage (H200, 2026-12-02:
+ * bench/long-context.md). */
 static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, tc_shape *out) {
-  static const int layouts[5][2] = {{1024, 2}, {256, 2}, {TC_KEYS, 2}, {1024, 1}, {TC_KEYS, 1}};
   const int hp = tc_rows_per_token(a->n_heads);
-  for (int group = TC_GROUP_MAX; group >= 1; group /= 2) {
-    if (group > 1 && (a->n_tok < 2 * (int64_t)num_sms * group || group * hp > TC_ROWS_MAX))
-      continue;
-    tc_shape sp = {group, hp, (int)sc_cdiv((int64_t)group * hp, 16), 0, 0};
-    for (int li = 0; li < 5; li++) {
-      sp.piece = layouts[li][0], sp.stages = layouts[li][1];
-      if (tc_smem(sp, a->topk, dimp, es) <= TC_SMEM_MAX) {
-        *out = sp;
-        return 0;
+  /* 228 KB an SM, 1 KB of it reserved per block */
+  static const size_t limits[2] = {113 * 1024, TC_SMEM_MAX};
+  for (int li = 0; li < 2; li++)
+    for (int group = TC_GROUP_MAX; group >= 1; group /= 2) {
+      if (group > 1 && (a->n_tok < 2 * (int64_t)num_sms * group || group * hp > TC_ROWS_MAX))
+        continue;
+      for (int stages = 2; stages >= 1; stages--) {
+        const tc_shape sp = {group, hp, (int)sc_cdiv((int64_t)group * hp, 16), stages,
+                             a->topk + tc_piece(a->topk)};
+        if (tc_smem(sp, dimp, es) <= limits[li]) {
+          *out = sp;
+          return 0;
+        }
       }
     }
-  }
   return SC_ENOTSUP;
-}
-
-template <int DIMP, int FMT, bool VEC>
-static int launch_tc(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const tc_shape &sp,
-                     uint64_t *keys, int *counts) {
-  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_idx_tc<DIMP, FMT, VEC>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)TC_SMEM_MAX),
-                        "indexer smem");
-  if (rc) return rc;
-  const unsigned groups = (unsigned)sc_cdiv(a->n_tok, sp.group);
-  k_idx_tc<DIMP, FMT, VEC><<<dim3(groups, (unsigned)n_chunks), TC_THREADS,
-                             tc_smem(sp, a->topk, DIMP, (int)sc_kfmt_size((sc_kfmt)FMT)),
-                             c->stream>>>(*a, n_chunks, sp, keys, counts,
-                                          (int64_t)n_chunks * a->topk, c->err_flag);
-  return SC_CUDA_CHECK_LAUNCH("indexer");
-}
-
-template <int DIMP, int FMT>
-static int launch_tc_vec(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const tc_shape &sp,
-                         uint64_t *keys, int *counts) {
-  const int64_t es = (int64_t)sc_kfmt_size((sc_kfmt)FMT);
-  const bool vec = (uintptr_t)a->keys.data % 16 == 0 && a->keys.ld * es % 16 == 0 &&
-                   a->dim * es % 16 == 0;
-  return vec ? launch_tc<DIMP, FMT, true>(c, a, n_chunks, sp, keys, counts)
-             : launch_tc<DIMP, FMT, false>(c, a, n_chunks, sp, keys, counts);
 }
 
 /* The row width a kernel instance is compiled for: dim padded to 32, 64 or 128. */
 static int dim_padded(int dim) { return dim <= 32 ? 32 : dim <= 64 ? 64 : 128; }
 
+typedef void (*tc_kernel)(sc_indexer_args, int, tc_shape, int64_t, uint64_t *, uint64_t *,
+                          int *, int64_t, int *);
+
 template <int FMT>
-static int launch_tc_fmt(sc_kcuda *c, const sc_indexer_args *a, int n_chunks, const tc_shape &sp,
-                         uint64_t *keys, int *counts) {
-  switch (dim_padded(a->dim)) {
-  case 32: return launch_tc_vec<32, FMT>(c, a, n_chunks, sp, keys, counts);
-  case 64: return launch_tc_vec<64, FMT>(c, a, n_chunks, sp, keys, counts);
-  default: return launch_tc_vec<128, FMT>(c, a, n_chunks, sp, keys, counts);
+static tc_kernel tc_instance(int dimp, bool vec) {
+  switch (dimp) {
+  case 32: return vec ? k_idx_tc<32, FMT, true> : k_idx_tc<32, FMT, false>;
+  case 64: return vec ? k_idx_tc<64, FMT, true> : k_idx_tc<64, FMT, false>;
+  default: return vec ? k_idx_tc<128, FMT, true> : k_idx_tc<128, FMT, false>;
   }
+}
+
+/* The kernel instance for a's key format and width. VEC: 16-byte aligned rows in whole
+ * 16-byte pieces (cp.async). */
+static tc_kernel tc_pick(const sc_indexer_args *a) {
+  const int64_t es = (int64_t)sc_kfmt_size(a->keys.fmt);
+  const bool vec = (uintptr_t)a->keys.data % 16 == 0 && a->keys.ld * es % 16 == 0 &&
+                   a->dim * es % 16 == 0;
+  return a->keys.fmt == SC_KFMT_F32 ? tc_instance<SC_KFMT_F32>(dim_padded(a->dim), vec)
+                                    : tc_instance<SC_KFMT_BF16>(dim_padded(a->dim), vec);
 }
 
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
@@ -466,34 +518,43 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   if (a->dim > TC_MAX_DIM || a->topk > SC_KCUDA_TOPK_MAX || a->keys.fmt == SC_KFMT_FP8_DS_MLA)
     return SC_ENOTSUP;
   tc_shape sp;
-  if (tc_choose(a, c->num_sms, dim_padded(a->dim), (int)sc_kfmt_size(a->keys.fmt), &sp))
-    return SC_ENOTSUP;
-  /* enough blocks to cover the GPU about four times over, from the token count alone */
+  const int es = (int)sc_kfmt_size(a->keys.fmt);
+  if (tc_choose(a, c->num_sms, dim_padded(a->dim), es, &sp)) return SC_ENOTSUP;
+  const tc_kernel fn = tc_pick(a);
+  const size_t smem = tc_smem(sp, dim_padded(a->dim), es);
+  int per_sm = 0;
+  int rc = sc_kcuda_err(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)TC_SMEM_MAX),
+                        "indexer smem");
+  if (rc == 0)
+    rc = sc_kcuda_err(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, TC_THREADS, smem),
+                      "indexer occupancy");
+  if (rc) return rc;
+  /* enough items to cover the GPU about four times over, from the token count alone */
   const int64_t groups = sc_cdiv(a->n_tok, sp.group);
   int n_chunks = (int)sc_cdiv(4 * (int64_t)c->num_sms, groups);
   n_chunks = n_chunks < 1 ? 1 : n_chunks > TC_CHUNKS_MAX ? TC_CHUNKS_MAX : n_chunks;
+  const int64_t n_items = groups * n_chunks;
+  const int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * c->num_sms;
+  const int64_t grid = n_items < resident ? n_items : resident;
   const size_t list_bytes = sizeof(uint64_t) * (size_t)a->n_tok * (size_t)n_chunks *
                             (size_t)a->topk;
-  if (n_chunks == 1) { /* one list per token: one block per token sorts it */
-    uint64_t *keys = (uint64_t *)sc_kcuda_scratch(c, list_bytes);
-    if (keys == NULL) return SC_ENOMEM;
-    const int rc = a->keys.fmt == SC_KFMT_F32
-                       ? launch_tc_fmt<SC_KFMT_F32>(c, a, 1, sp, keys, NULL)
-                       : launch_tc_fmt<SC_KFMT_BF16>(c, a, 1, sp, keys, NULL);
-    return rc ? rc : sc_kcuda_topk_finish(c, a->n_tok, 1, a->topk, keys, a->out_pos,
-                                          a->out_cand, NULL);
-  }
-  /* chunks append their survivors per token; a select over many blocks finishes */
-  char *scratch =
-      (char *)sc_kcuda_scratch(c, list_bytes + sc_kcuda_topk_radix_bytes(a->n_tok, a->topk));
+  const size_t cand_bytes = sizeof(uint64_t) * (size_t)grid * sp.group * sp.room;
+  const size_t radix_bytes = n_chunks == 1 ? 0 : sc_kcuda_topk_radix_bytes(a->n_tok, a->topk);
+  char *scratch = (char *)sc_kcuda_scratch(c, list_bytes + cand_bytes + radix_bytes);
   if (scratch == NULL) return SC_ENOMEM;
-  uint64_t *keys = (uint64_t *)scratch;
-  int *counts = NULL;
-  int rc = sc_kcuda_topk_radix_begin(c, a->n_tok, scratch + list_bytes, &counts);
-  if (rc == 0)
-    rc = a->keys.fmt == SC_KFMT_F32 ? launch_tc_fmt<SC_KFMT_F32>(c, a, n_chunks, sp, keys, counts)
-                                    : launch_tc_fmt<SC_KFMT_BF16>(c, a, n_chunks, sp, keys, counts);
-  if (rc) return rc;
+  uint64_t *keys = (uint64_t *)scratch, *cand = (uint64_t *)(scratch + list_bytes);
+  void *radix = scratch + list_bytes + cand_bytes;
+  int *counts = NULL; /* one list per token when NULL: one block per token sorts it */
+  if (n_chunks > 1 && (rc = sc_kcuda_topk_radix_begin(c, a->n_tok, radix, &counts)) != 0)
+    return rc;
+  fn<<<(unsigned)grid, TC_THREADS, smem, c->stream>>>(*a, n_chunks, sp, n_items, cand, keys,
+                                                      counts, (int64_t)n_chunks * a->topk,
+                                                      c->err_flag);
+  if ((rc = SC_CUDA_CHECK_LAUNCH("indexer")) != 0) return rc;
+  if (n_chunks == 1)
+    return sc_kcuda_topk_finish(c, a->n_tok, 1, a->topk, keys, a->out_pos, a->out_cand, NULL);
+  /* the chunks appended their survivors per token; a select over many blocks finishes */
   return sc_kcuda_topk_radix(c, a->n_tok, (int64_t)n_chunks * a->topk, a->topk, keys,
-                             a->out_pos, a->out_cand, scratch + list_bytes);
+                             a->out_pos, a->out_cand, radix);
 }

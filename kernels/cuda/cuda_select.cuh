@@ -143,4 +143,122 @@ __device__ inline void block_sort_desc(uint64_t *buf, int m) {
     }
 }
 
+/* ---- one warp's cut of a candidate list in global memory ----
+ *
+ * The indexer's scoring blocks keep each token's candidates in global memory and let a
+ * warp cut one token's list while the other warps cut others' (a block-wide select of
+ * one token at a time, over candidates in shared memory, held a 32k prompt's blocks
+ * idle for most of their time and left room for 4 tokens a block: bench/long-context.md). */
+
+#define WARP_CUT_UNROLL 8 /* loads in flight per lane: the lists live in L2 or DRAM */
+
+/* Entries i0 + 32u + lane of buf[0..n) (0 past the end): one batch of the loads in flight. */
+__device__ inline void warp_load_batch(const uint64_t *buf, int n, int i0, int lane,
+                                       uint64_t (&v)[WARP_CUT_UNROLL]) {
+#pragma unroll
+  for (int u = 0; u < WARP_CUT_UNROLL; u++) {
+    const int i = i0 + u * 32 + lane;
+    v[u] = i < n ? buf[i] : 0;
+  }
+}
+
+/* The largest key of buf[0..n) (0 if none), to every lane of the warp. */
+__device__ inline uint64_t warp_max_key(const uint64_t *buf, int n) {
+  const int lane = threadIdx.x & 31;
+  uint64_t m = 0;
+  for (int i0 = 0; i0 < n; i0 += 32 * WARP_CUT_UNROLL) {
+    uint64_t v[WARP_CUT_UNROLL];
+    warp_load_batch(buf, n, i0, lane, v);
+#pragma unroll
+    for (int u = 0; u < WARP_CUT_UNROLL; u++) m = v[u] > m ? v[u] : m;
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    const uint64_t o = __shfl_xor_sync(0xffffffffu, m, off);
+    m = o > m ? o : m;
+  }
+  return m;
+}
+
+/* Keeps, of the distinct nonzero keys buf[0..n) (every one >= *floor, none above top;
+ * top 0: not known), a set that holds their K largest and at most keep_max keys
+ * (K <= keep_max), compacted to the front of buf in their order; raises *floor to a key
+ * that every kept key reaches and no dropped key does, and returns how many were kept
+ * (n when n <= keep_max: nothing to do).
+ *
+ * A radix select whose 256 bins span [lo, hi], the range still in question, so that a
+ * pass resolves 8 bits of the range rather than 8 bits of the key: the top-K of a list
+ * share most of their high bits, and the first pass usually ends it with keep_max a few
+ * hundred above K. With keep_max == K it narrows until the K-th key is a bin of its own
+ * (at most 8 passes). Duplicate keys (the callers' keys are distinct: positions are)
+ * could keep more than keep_max; callers bound their writes by their buffers anyway.
+ * All lanes of one warp call it; hist is 256 ints of shared memory of this warp's own. */
+__device__ inline int warp_cut_topk(uint64_t *buf, int n, int K, int keep_max, int *hist,
+                                    uint64_t *floor, uint64_t top) {
+  if (n <= keep_max) return n;
+  const int lane = threadIdx.x & 31;
+  uint64_t lo = *floor, hi = top ? top : warp_max_key(buf, n), edge = lo;
+  int need = K, above = 0; /* above: keys over hi, kept whatever the edge */
+  for (;;) {
+    const uint64_t span = hi - lo;
+    const int shift = (span >> 8) == 0 ? 0 : 56 - __clzll((long long)span); /* span >> shift < 256 */
+    for (int b = lane; b < 256; b += 32) hist[b] = 0;
+    __syncwarp();
+    for (int i0 = 0; i0 < n; i0 += 32 * WARP_CUT_UNROLL) {
+      uint64_t v[WARP_CUT_UNROLL];
+      warp_load_batch(buf, n, i0, lane, v);
+#pragma unroll
+      for (int u = 0; u < WARP_CUT_UNROLL; u++) {
+        const bool in = v[u] != 0 && v[u] >= lo && v[u] <= hi;
+        const int bin = in ? (int)((v[u] - lo) >> shift) : -1;
+        const unsigned peers = __match_any_sync(0xffffffffu, bin); /* lanes with my bin */
+        if (in && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
+      }
+    }
+    __syncwarp();
+    /* the bin holding the need-th largest key of the range: lane l owns bins 8l..8l+7 */
+    int s = 0;
+    for (int b = 0; b < 8; b++) s += hist[lane * 8 + b];
+    int suf = s; /* keys in the bins of lanes >= this one */
+    for (int off = 1; off < 32; off <<= 1) {
+      const int o = __shfl_down_sync(0xffffffffu, suf, off);
+      if (lane + off < 32) suf += o;
+    }
+    int running = suf - s, found = -1, higher = 0, here = 0;
+    for (int b = lane * 8 + 7; b >= lane * 8; b--) {
+      const int c = hist[b];
+      if (running < need && running + c >= need) found = b, higher = running, here = c;
+      running += c;
+    }
+    const unsigned who = __ballot_sync(0xffffffffu, found >= 0);
+    __syncwarp(); /* every lane has read hist before the next pass clears it */
+    if (who == 0) break; /* fewer than need keys in range: broken input; keep all from lo */
+    const int src = __ffs(who) - 1;
+    found = __shfl_sync(0xffffffffu, found, src);
+    higher = __shfl_sync(0xffffffffu, higher, src);
+    here = __shfl_sync(0xffffffffu, here, src);
+    edge = lo + ((uint64_t)found << shift);
+    if (above + higher + here <= keep_max || shift == 0) break;
+    above += higher, need -= higher; /* narrow to the bin */
+    lo = edge;
+    const uint64_t width = ((uint64_t)1 << shift) - 1;
+    hi = hi - lo > width ? lo + width : hi;
+  }
+  int kept = 0; /* in place: a lane writes at or before what it read */
+  for (int i0 = 0; i0 < n; i0 += 32 * WARP_CUT_UNROLL) {
+    uint64_t v[WARP_CUT_UNROLL];
+    warp_load_batch(buf, n, i0, lane, v);
+#pragma unroll
+    for (int u = 0; u < WARP_CUT_UNROLL; u++) {
+      const bool keep = v[u] != 0 && v[u] >= edge;
+      const unsigned b = __ballot_sync(0xffffffffu, keep);
+      if (keep) buf[kept + __popc(b & ((1u << lane) - 1u))] = v[u];
+      kept += __popc(b);
+    }
+  }
+  __syncwarp();
+  if (lane == 0) *floor = edge;
+  __syncwarp();
+  return kept;
+}
+
 #endif

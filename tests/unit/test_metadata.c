@@ -80,7 +80,9 @@ Test(metadata, spec_worked_example) {
   cr_assert_eq(m0.chunks[0].tok_end, 9);
   cr_assert_eq(m0.tok_ws_base[5], 6);
   cr_assert_eq(m0.tok_key_begin[5], 11);
-  cr_assert_eq(m0.tok_key_end[5], 25);
+  cr_assert_eq(m0.tok_key_end[5], 18); /* B@6 sees B's positions 0..6 of 0..13 */
+  cr_assert_eq(m0.tok_key_end[8], 25); /* B@13 sees them all */
+  cr_assert_eq(m0.tok_key_end[3], 10); /* A@9 sees A's 0..9 of 0..10 */
   /* DCP local lengths (request-major): A 6/5, B 7/7 */
   const int32_t lens[4] = {6, 5, 7, 7};
   int32_t got_lens[4];
@@ -185,7 +187,11 @@ static void check_rank(const sc_plan *p, const sc_meta_blocks *mb, int32_t g) {
   for (int32_t k = 0; k < m.cache_tok_end; k++) {
     const int32_t req = m.tok_req[k];
     const int32_t b = m.tok_key_begin[k], e = m.tok_key_end[k];
-    cr_assert_eq(e - b, sc_dcp_local_len(p->reqs[req].extent, me, N, I));
+    /* the request's keys up to the token's own position (the later ones are masked) */
+    cr_assert_eq(e - b, sc_dcp_local_len((int64_t)m.tok_pos[k] + 1, me, N, I));
+    const int32_t req_end = b + (int32_t)sc_dcp_local_len(p->reqs[req].extent, me, N, I);
+    for (int32_t x = b; x < req_end; x++)
+      cr_assert_eq(x < e, key_pos[x] <= m.tok_pos[k], "entry %d of token %d", x, k);
     int32_t prev = -1;
     for (int32_t x = b; x < e; x++) {
       const int32_t ps = key_pos[x];
