@@ -107,20 +107,28 @@ __device__ inline void tc_b_frag(uint32_t b[2], const void *row, int k0, int c) 
 typedef struct tc_tokens {
   const int *begin, *end, *qpos; /* shared [gn] */
   int gn;
-  bool same_range; /* one key range, query positions in order: a prompt's tokens */
+  bool ordered; /* one range start, ends and query positions in order: a prompt's tokens */
 } tc_tokens;
+
+/* The first j < n with a[j] >= v (n if none), a[] in order. */
+__device__ inline int tc_first_at_least(const int *a, int n, int64_t v) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (a[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
 
 /* Bit j: token j may see the key at list entry e and position pos. */
 __device__ inline unsigned tc_token_mask(const tc_tokens &tk, int64_t e, int32_t pos) {
-  if (tk.same_range) { /* the tokens from the first with qpos >= pos on */
-    if (e < tk.begin[0] || e >= tk.end[0]) return 0;
-    int lo = 0, hi = tk.gn;
-    while (lo < hi) {
-      const int mid = (lo + hi) >> 1;
-      if (tk.qpos[mid] < pos) lo = mid + 1;
-      else hi = mid;
-    }
-    return (unsigned)(((1ull << tk.gn) - 1) & ~((1ull << lo) - 1));
+  if (tk.ordered) { /* both conditions hold from some token on: the later of the two */
+    if (e < tk.begin[0]) return 0;
+    const int a = tc_first_at_least(tk.end, tk.gn, e + 1);
+    const int b = tc_first_at_least(tk.qpos, tk.gn, pos);
+    const int from = a > b ? a : b;
+    return (unsigned)(((1ull << tk.gn) - 1) & ~((1ull << from) - 1));
   }
   unsigned m = 0;
   for (int j = 0; j < tk.gn; j++)
@@ -380,10 +388,10 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int64_t s0 = ub + chunk * seg;
     const int64_t s1 = s0 + seg < ue ? s0 + seg : ue;
     const int n_tiles = len > 0 && s1 > s0 ? (int)((s1 - s0 + TC_KEYS - 1) / TC_KEYS) : 0;
-    bool same = true;
+    bool ordered = true;
     for (int j = 1; j < gn; j++)
-      same = same && tb[j] == tb[0] && te[j] == te[0] && tq[j] >= tq[j - 1];
-    const tc_tokens tk = {tb, te, tq, gn, same};
+      ordered = ordered && tb[j] == tb[0] && te[j] >= te[j - 1] && tq[j] >= tq[j - 1];
+    const tc_tokens tk = {tb, te, tq, gn, ordered};
 
     bool vis = false; /* whether any token may see the tile being scored */
     if (n_tiles > 0) {

@@ -444,7 +444,11 @@ static int cmp_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static void indexer_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, int32_t n_tok) {
+/* prompt: the tokens of one prompt in order, each seeing the first request's entries up
+ * to its own position (the ranges the metadata gives a causal prompt: cuda_indexer.cu's
+ * ordered tokens); else the two requests below, at random positions. */
+static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, int32_t n_tok,
+                            bool prompt) {
   /* two requests sharing one key list: tokens of the first see entries [0, L0), of the
    * second [L0, L), rows permuted, positions 0.. within each range */
   const int32_t L0 = 4000, L = 6000, R = 7000;
@@ -470,6 +474,12 @@ static void indexer_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, 
     const int32_t last = kend[t] - kbeg[t] - 1;
     qpos[t] = t % 5 == 0 ? (int32_t)gt_int(0, topk / 2)
                          : (int32_t)gt_int(topk < last ? topk : last, last);
+    if (prompt) {
+      qpos[t] = (int32_t)((int64_t)t * (L0 - 1) / (n_tok > 1 ? n_tok - 1 : 1));
+      kbeg[t] = 0;
+      kend[t] = t % 7 == 3 ? L0 : qpos[t] + 1; /* (a longer end changes nothing) */
+      if (t > 0 && kend[t] < kend[t - 1]) kend[t] = kend[t - 1];
+    }
   }
   pbuf Q = both(q, sizeof(float) * (size_t)n_tok * heads * dim);
   pbuf W = both(w, sizeof(float) * (size_t)n_tok * heads);
@@ -551,18 +561,24 @@ static void indexer_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, 
     }
   }
   free(qr), free(kr), free(all);
-  CHECK(bad == 0, "indexer fmt %d heads %d dim %d topk %d: %d mismatches (%d ties)", fmt,
-        heads, dim, topk, bad, ties);
-  printf("     indexer fmt=%d heads=%d dim=%d topk=%d: %d picks tied with the K-th, %d picks "
-         "unlike the f32 CPU reference within the bf16 rounding\n",
-         fmt, heads, dim, topk, ties, cpu_diff);
+  CHECK(bad == 0, "indexer fmt %d heads %d dim %d topk %d tokens %d%s: %d mismatches (%d ties)",
+        fmt, heads, dim, topk, n_tok, prompt ? " (a prompt)" : "", bad, ties);
+  printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d%s: %d picks tied with the K-th, "
+         "%d picks unlike the f32 CPU reference within the bf16 rounding\n",
+         fmt, heads, dim, topk, n_tok, prompt ? " (a prompt)" : "", ties, cpu_diff);
   pfree(Q), pfree(W), pfree(K), pfree(Rw), pfree(Kp), pfree(Qp), pfree(Kb), pfree(Ke),
       pfree(Oc), pfree(Op);
   free(q), free(w), free(kf), free(kb), free(rows), free(kpos), free(qpos), free(kbeg),
       free(kend), free(cg), free(cc), free(pg);
 }
 
+static void indexer_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, int32_t n_tok) {
+  indexer_case_as(fmt, heads, dim, topk, n_tok, false);
+}
+
 static void case_indexer(void) {
+  indexer_case_as(SC_KFMT_F32, 4, 64, 256, 9000, true); /* a prompt: 32 tokens a block */
+  indexer_case_as(SC_KFMT_BF16, 64, 128, 300, 1100, true);
   indexer_case(SC_KFMT_F32, 16, 64, 300, 24);
   indexer_case(SC_KFMT_BF16, 8, 128, 2048, 10);
   indexer_case(SC_KFMT_F32, 4, 40, 17, 12);
