@@ -6,7 +6,10 @@
  * loop blocks while ZMQ_EVENTS still reports input; `service` drains at most a capped
  * number of messages and returns true when it stopped at the cap, in which case a
  * uv_idle keeps the loop spinning (zero-timeout polls) until the socket is drained. A
- * zmq_send on the same socket can consume the fd's edge; the prepare check covers that.
+ * zmq_send on the same socket can consume the fd's edge; the prepare check covers that,
+ * also for sends from letters that the actor loop's own prepare runs after this one
+ * (its spin): the loop then takes one more turn without blocking (sc_loop.c,
+ * on_prepare; tests/unit/test_zmq_watch.c).
  *
  * Ownership: the watcher borrows the socket. sc_zmq_watch_close stops polling at once
  * (the owner may close the socket right after) and frees the watcher once libuv has run

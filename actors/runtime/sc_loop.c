@@ -28,6 +28,7 @@
 
 static void on_wake(uv_async_t *h);
 static void on_prepare(uv_prepare_t *h);
+static void on_turn_again(uv_idle_t *h);
 
 int sc__loop_create(sc_node *n, int index, sc_loop **out) {
   sc_loop *l = sc__calloc_lines(1, sizeof *l);
@@ -41,6 +42,9 @@ int sc__loop_create(sc_node *n, int index, sc_loop **out) {
   l->prep.data = l;
   uv_prepare_start(&l->prep, on_prepare);
   uv_unref((uv_handle_t *)&l->prep);
+  uv_idle_init(&l->uv, &l->turn_again);
+  l->turn_again.data = l;
+  uv_unref((uv_handle_t *)&l->turn_again);
   sc_mpsc_init(&l->runq);
   l->node = n;
   l->index = index;
@@ -343,9 +347,9 @@ static void on_wake(uv_async_t *h) {
 static bool runq_ready(void *l) { return sc_mpsc_maybe_nonempty(&((sc_loop *)l)->runq); }
 
 /* Spins briefly while work keeps arriving (cluster spin_us), running it as it comes, for
- * at most SC_SPIN_MAX_NS in all. */
-static void loop_spin(sc_loop *l) {
-  if (!l->hot || atomic_load_explicit(&l->stop, memory_order_acquire)) return;
+ * at most SC_SPIN_MAX_NS in all. True when it ran letters. */
+static bool loop_spin(sc_loop *l) {
+  if (!l->hot || atomic_load_explicit(&l->stop, memory_order_acquire)) return false;
   l->hot = false;
   const uint64_t end = sc_now_ns() + SC_SPIN_MAX_NS;
   atomic_store_explicit(&l->wake_pending, 1, memory_order_release);
@@ -354,17 +358,33 @@ static void loop_spin(sc_loop *l) {
   sc_wake_clear(&l->wake_pending);
   /* a producer that saw wake_pending=1 did not signal: look once more */
   if (sc_mpsc_maybe_nonempty(&l->runq)) sc__loop_wake(l);
+  return l->hot; /* (drain_runq sets it when it takes a slot) */
 }
+
+/* The extra turn's idle handle: an active idle handle makes that turn's poll return at
+ * once; it is needed for one turn only. */
+static void on_turn_again(uv_idle_t *h) { uv_idle_stop(h); }
 
 /* Before blocking: send what timers and other handles' callbacks sent to other nodes
  * (actors' sends left after their batches), spin, then let the transport publish the
  * loop's tap records and retry what its DEALERs refused (a send may have consumed their
  * fds' edge). libuv runs prepare handles newest first, so this one, started with the
- * loop, runs after those of the loop's other handles (the gateway's). */
+ * loop, runs after those of the loop's other handles (the gateway's socket watch,
+ * zmq_watch.h), whose checks of their sockets are then already done for this turn. A
+ * letter run in the spin may have sent on such a socket, and a zmq_send can consume
+ * the fd edge that announced input: the loop would block with requests unread, for
+ * good on a single node where nothing else wakes it (clients' requests stuck in the
+ * gateway's ROUTER: 1 in a few hundred runs of the pipeline tests' stream on two cores;
+ * tests/unit/test_zmq_watch.c builds that state on purpose). So after a spin that ran
+ * letters the loop takes one more turn without blocking, and every prepare handle
+ * looks again. */
 static void on_prepare(uv_prepare_t *h) {
   sc_loop *l = h->data;
   sc__transport_loop_flush(l->node->tr, l);
-  loop_spin(l);
+  if (loop_spin(l)) {
+    l->hot = false; /* no second spin: this one waited spin_us for letters or ran to its cap */
+    uv_idle_start(&l->turn_again, on_turn_again);
+  }
   if (sc__transport_loop_prepare(l->node->tr, l)) sc__loop_wake(l);
 }
 

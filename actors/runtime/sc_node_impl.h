@@ -219,6 +219,7 @@ struct sc_loop {
   uv_loop_t uv;
   uv_async_t wake;
   uv_prepare_t prep;
+  uv_idle_t turn_again;       /* one more turn without blocking (on_prepare) */
   bool hot;                   /* did work since the loop last blocked */
   uint64_t spin_off_until;    /* no spinning before this (oversubscribed CPU) */
   sc_mpsc runq;
