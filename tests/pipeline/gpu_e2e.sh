@@ -3,8 +3,8 @@
 # repository root with the CUDA build of sparsecp and its libraries in $DEVRUN (default
 # .devrun-e2e/; cuBLAS and NCCL come from the machine). Writes one JSON per run under $OUT and prints a summary.
 #   - four ranks sharing GPU 0 (host collectives, device buffers staged through host
-#     memory) and one rank with a one-rank NCCL communicator, each --verify'd against the
-#     single-rank CPU reference;
+#     memory) and one rank with a one-rank NCCL communicator, each --verify'd against
+#     one rank on the same GPU and against the single-rank CPU reference;
 #   - a device fault (--inject devfault) on ranks sharing GPU 0;
 #   - with two or more GPUs: P = N = 2 on two GPUs with NCCL (verified), desync, kill and
 #     device faults on NCCL, time to first token / per output token of one long prompt at
@@ -40,9 +40,10 @@ try:
 except Exception as e:
     print(f"{name:22s} rc={rc} no JSON ({e})"); sys.exit(0)
 v = d.get("verify", {})
+vc = d.get("verify_cpu", {})
 print(f"{name:22s} rc={rc} ok={d.get('ok')} gen={d.get('generated_tokens')} "
       f"ttft_p50={d.get('ttft_ms_p50')} tpot_p50={d.get('tpot_ms_p50')} tok/s={d.get('tokens_per_s')} "
-      f"verify={v} failed_at={d.get('failed_at_s')} elapsed={d.get('elapsed_s')} wall={time.time()-t0:.1f}s "
+      f"verify={v} verify_cpu={vc} failed_at={d.get('failed_at_s')} elapsed={d.get('elapsed_s')} wall={time.time()-t0:.1f}s "
       f"err={str(d.get('error',''))[:300]}")
 PY
 }
