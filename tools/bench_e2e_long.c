@@ -11,7 +11,10 @@
  * the submission to the first token event, TPOT = (last token event - first) / (tokens -
  * 1). The client sees tokens as the scheduler streams them, one step each, so TPOT is the
  * step time as a user sees it (host work between steps included). Every case runs with
- * the KV cache in f32 (the pipeline's default) and then in bf16 ("kv" in the params). */
+ * the KV cache in f32 (the pipeline's default) and then in bf16 ("kv" in the params).
+ * Then the short context once more with the steps profiled ("e2e.gpu_busy", issue 20):
+ * how much of a decode step's kernel span the device was busy (CUPTI's records of what
+ * ran, rank 0's step results on its tap), beside that run's TPOT. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,8 @@
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
 #include "tools/requests_file.h"
+#include "tools/tap_steps.h"
+#include "model/step_prof.h"
 
 
 #define LONG_MAX_ROUNDS 8
@@ -34,9 +39,12 @@ typedef struct long_case {
   int32_t out;     /* tokens generated after it */
 } long_case;
 
-/* What one request measured. */
+/* What one request measured; with a profile, what the device ran of its decode steps
+ * (their summed busy and span times and op counts, from rank 0's step results). */
 typedef struct long_sample {
   double ttft_ms, tpot_ms;
+  int32_t steps;
+  uint64_t busy_ns, span_ns, ops;
 } long_sample;
 
 /* Submits one prompt and waits for its end; ttft from submission to the first token
@@ -89,16 +97,49 @@ static int one_request(sc_client *cl, sc_local_cluster *lc, const int32_t *promp
   return 0;
 }
 
-static int run_case(const char *model_file, const long_case *lcs, bool kv_bf16, int rounds,
-                    int32_t vocab, long_sample *out, char *why, size_t why_len) {
+/* The step results of one measured request from the tap (one a token: its prefill step,
+ * then out - 1 decode steps): the decode steps' device activity into s. SC_ENOTSUP when
+ * they carry none (no CUPTI where the nodes run). */
+static int take_steps(sc_tap_steps *tap, int32_t out, long_sample *s, char *why,
+                      size_t why_len) {
+  for (int32_t i = 0; i < out; i++) {
+    sc_msg_step_result *r = NULL;
+    const int rc = sc_tap_steps_next(tap, 2000, &r);
+    if (rc) {
+      snprintf(why, why_len, "step %d of %d of a request not seen on the tap (%s)", i + 1, out,
+               sc_strerror(rc));
+      return rc;
+    }
+    const bool measured = r->device_ns.n == SC_DEVICE_COUNT;
+    if (measured && i > 0) { /* (i = 0: the prefill step) */
+      s->steps++;
+      s->busy_ns += r->device_ns.v[SC_DEVICE_BUSY_NS];
+      s->span_ns += r->device_ns.v[SC_DEVICE_SPAN_NS];
+      s->ops += r->device_ns.v[SC_DEVICE_OPS];
+    }
+    sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
+    if (!measured) {
+      snprintf(why, why_len, "the steps carry no device activity (no CUPTI on the GPU "
+                             "machine: libcupti.so.13 in the library path)");
+      return SC_ENOTSUP;
+    }
+  }
+  return 0;
+}
+
+/* One case on a fresh cluster; with `profile`, the executors profile the steps and each
+ * round's decode steps' device activity comes from the tap. */
+static int run_case(const char *model_file, const long_case *lcs, bool kv_bf16, bool profile,
+                    int rounds, int32_t vocab, long_sample *out, char *why, size_t why_len) {
   const int32_t L = lcs->context;
   const sc_local_cluster_opts co = {
       .pcp = 1, .dcp = 1, .tp = 1, .model_file = model_file, .cuda = true, .gpus = 1,
       .nccl = true, .token_budget = L > 4096 ? L : 4096, .num_blocks = L / 16 + 128,
       .max_model_len = L + lcs->out + 64, .deadline_ms = 120000, .log_level = "warn",
-      .quiet = true, .kv_bf16 = kv_bf16};
+      .quiet = true, .kv_bf16 = kv_bf16, .profile = profile, .taps = profile};
   sc_local_cluster *lc = NULL;
   sc_client *cl = NULL;
+  sc_tap_steps *tap = NULL;
   int32_t *prompt = malloc(sizeof(int32_t) * (size_t)L);
   sc_diag d = {0};
   int rc = prompt ? sc_local_cluster_start(&co, &lc, &d) : SC_ENOMEM;
@@ -110,23 +151,77 @@ static int run_case(const char *model_file, const long_case *lcs, bool kv_bf16, 
     snprintf(why, why_len, "%s", sc_diag_message(&d));
     goto out;
   }
+  if (profile && (rc = sc_tap_steps_open(sc_local_cluster_tap(lc, 0), &tap)) != 0) {
+    snprintf(why, why_len, "cannot subscribe to rank 0's tap: %s", sc_strerror(rc));
+    goto out;
+  }
   long_sample ignored;
   const int32_t one = 1;
   sc_requests_fill_prompt(prompt, L, vocab, 4242); /* the warm-up's own prompt */
   if ((rc = one_request(cl, lc, &one, 1, 2, &ignored, why, why_len)) != 0 ||
       (rc = one_request(cl, lc, prompt, L, 4, &ignored, why, why_len)) != 0)
     goto out;
+  if (tap) sc_tap_steps_drain(tap, 300); /* the warm-ups' steps (the subscription is up) */
   for (int r = 0; r < rounds; r++) {
     sc_requests_fill_prompt(prompt, L, vocab, 1000 + (uint64_t)r);
-    if ((rc = one_request(cl, lc, prompt, L, lcs->out, &out[r], why, why_len)) != 0) goto out;
-    fprintf(stderr, "  %s KV, context %d, round %d: ttft %.1f ms, tpot %.3f ms\n",
-            kv_bf16 ? "bf16" : "f32", L, r + 1, out[r].ttft_ms, out[r].tpot_ms);
+    out[r] = (long_sample){0};
+    if ((rc = one_request(cl, lc, prompt, L, lcs->out, &out[r], why, why_len)) != 0 ||
+        (tap && (rc = take_steps(tap, lcs->out, &out[r], why, why_len)) != 0))
+      goto out;
+    fprintf(stderr, "  %s KV, context %d, round %d%s: ttft %.1f ms, tpot %.3f ms", kv_bf16 ? "bf16" : "f32",
+            L, r + 1, profile ? " (profiled)" : "", out[r].ttft_ms, out[r].tpot_ms);
+    if (tap)
+      fprintf(stderr, ", a decode step's device busy %.3f ms of a %.3f ms kernel span, %.0f ops",
+              (double)out[r].busy_ns * 1e-6 / out[r].steps, (double)out[r].span_ns * 1e-6 / out[r].steps,
+              (double)out[r].ops / out[r].steps);
+    fprintf(stderr, "\n");
   }
 out:
+  sc_tap_steps_close(tap);
   sc_client_close(cl);
   sc_local_cluster_stop(lc);
   free(prompt);
   return rc;
+}
+
+/* The short context once more with every step profiled: TPOT then, and the share of a
+ * decode step's kernel span that the device was busy (issue 20), as "e2e.gpu_busy". A
+ * GPU machine without CUPTI skips it with a note. */
+static int busy_case(sc_bench *b, const char *model_file, const long_case *lc, bool kv_bf16,
+                     int rounds, int32_t vocab) {
+  long_sample s[LONG_MAX_ROUNDS];
+  char why[1024] = "";
+  const int rc = run_case(model_file, lc, kv_bf16, true, rounds, vocab, s, why, sizeof why);
+  if (rc == SC_ENOTSUP) {
+    fprintf(stderr, "bench e2e: no e2e.gpu_busy: %s\n", why);
+    return 0;
+  }
+  if (rc) {
+    fprintf(stderr, "bench e2e: %s\n", why);
+    return rc;
+  }
+  double share[LONG_MAX_ROUNDS], tpot[LONG_MAX_ROUNDS], busy_ms[LONG_MAX_ROUNDS],
+      span_ms[LONG_MAX_ROUNDS], ops[LONG_MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++) {
+    share[r] = s[r].span_ns ? 100.0 * (double)s[r].busy_ns / (double)s[r].span_ns : 0;
+    tpot[r] = s[r].tpot_ms;
+    busy_ms[r] = (double)s[r].busy_ns * 1e-6 / s[r].steps;
+    span_ms[r] = (double)s[r].span_ns * 1e-6 / s[r].steps;
+    ops[r] = (double)s[r].ops / s[r].steps;
+  }
+  const double tp = sc_bench_median(tpot, rounds), bu = sc_bench_median(busy_ms, rounds);
+  char params[256], extra[320];
+  snprintf(params, sizeof params,
+           "\"device\":\"cuda\",\"pcp\":1,\"dcp\":1,\"tp\":1,\"model\":\"model-long\","
+           "\"kv\":\"%s\",\"context\":%d,\"out_tokens\":%d,\"profile\":true",
+           kv_bf16 ? "bf16" : "f32", lc->context, lc->out);
+  /* busy of the kernel span, and of the step as a user sees it (TPOT, host gaps too) */
+  snprintf(extra, sizeof extra,
+           "\"tpot_ms\":%.4f,\"busy_ms\":%.4f,\"span_ms\":%.4f,\"ops\":%.1f,"
+           "\"busy_of_tpot\":%.4f",
+           tp, bu, sc_bench_median(span_ms, rounds), sc_bench_median(ops, rounds), bu / tp);
+  sc_bench_add(b, "e2e.gpu_busy", params, "%", share, rounds, extra);
+  return 0;
 }
 
 int sc_bench_e2e_long(sc_bench *b) {
@@ -160,7 +255,8 @@ int sc_bench_e2e_long(sc_bench *b) {
     int rc = 0;
     for (int c = 0; c < n_cases && rc == 0; c++) {
       long_sample s[LONG_MAX_ROUNDS];
-      if ((rc = run_case(model_file, &cases[c], kv == 1, rounds, model.vocab, s, why, sizeof why)))
+      if ((rc = run_case(model_file, &cases[c], kv == 1, false, rounds, model.vocab, s, why,
+                         sizeof why)))
         break;
       for (int r = 0; r < rounds; r++) ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
     }
@@ -180,6 +276,8 @@ int sc_bench_e2e_long(sc_bench *b) {
                sc_bench_median(tpot[c], rounds) / tpot_short);
       sc_bench_add(b, "e2e.tpot", params, "ms", tpot[c], rounds, extra);
     }
+    const int rc_busy = busy_case(b, model_file, &cases[0], kv == 1, rounds, model.vocab);
+    if (rc_busy) return rc_busy;
   }
   return 0;
 }

@@ -117,25 +117,43 @@ static void perfetto_push(perfetto *p, uint64_t ns) {
   p->evs[p->nevs++] = (instant){ns, off, w->len - 1};
 }
 
-/* A profiled step's stage times (rank 0's step_result, docs/pipeline.md "Profiling
- * steps") as one sample of a counter track per node, "stage ms": the step's time per
- * stage in milliseconds, one series a stage. The stages of a step interleave layer by
- * layer on the device, so their totals are shown as values, not as slices in time. */
-static void perfetto_stages(perfetto *p, uint64_t ns, int32_t node, const sc_msg_step_result *r) {
-  if (r->stage_ns.n != SC_STAGE_COUNT) return;
+/* Starts a counter sample (ph "C") of track `name` on node's process; its series go in
+ * as the args' members, then counter_end. */
+static sc_jsonw *counter_begin(perfetto *p, const char *name, int32_t node) {
   sc_jsonw *w = &p->scratch;
   sc_jsonw_reset(w);
   sc_jsonw_obj_begin(w);
-  sc_jsonw_kv_str(w, "name", "stage ms");
+  sc_jsonw_kv_str(w, "name", name);
   sc_jsonw_kv_str(w, "ph", "C");
   sc_jsonw_kv_int(w, "pid", node);
   sc_jsonw_key(w, "args");
   sc_jsonw_obj_begin(w);
+  return w;
+}
+
+static void counter_end(perfetto *p, uint64_t ns) {
+  sc_jsonw_obj_end(&p->scratch);
+  sc_jsonw_obj_end(&p->scratch);
+  perfetto_push(p, ns);
+}
+
+/* A profiled step's stage times (rank 0's step_result, docs/pipeline.md "Profiling
+ * steps") as one sample of a counter track per node, "stage ms": the step's time per
+ * stage in milliseconds, one series a stage. The stages of a step interleave layer by
+ * layer on the device, so their totals are shown as values, not as slices in time. What
+ * the device ran of the step (CUDA with CUPTI) goes to a second track, "device ms":
+ * busy and kernel span. */
+static void perfetto_stages(perfetto *p, uint64_t ns, int32_t node, const sc_msg_step_result *r) {
+  if (r->stage_ns.n != SC_STAGE_COUNT) return;
+  sc_jsonw *w = counter_begin(p, "stage ms", node);
   for (int i = 0; i < SC_STAGE_COUNT; i++)
     sc_jsonw_kv_double(w, sc_stage_name(i), (double)r->stage_ns.v[i] * 1e-6);
-  sc_jsonw_obj_end(w);
-  sc_jsonw_obj_end(w);
-  perfetto_push(p, ns);
+  counter_end(p, ns);
+  if (r->device_ns.n != SC_DEVICE_COUNT || p->oom) return;
+  w = counter_begin(p, "device ms", node);
+  sc_jsonw_kv_double(w, "busy", (double)r->device_ns.v[SC_DEVICE_BUSY_NS] * 1e-6);
+  sc_jsonw_kv_double(w, "span", (double)r->device_ns.v[SC_DEVICE_SPAN_NS] * 1e-6);
+  counter_end(p, ns);
 }
 
 static void perfetto_add(perfetto *p, const char *topic, uint64_t ns, int32_t node,

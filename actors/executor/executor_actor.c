@@ -124,36 +124,63 @@ static int report_complete(sc_ctx *c, executor *e, uint64_t step) {
   return rc;
 }
 
+/* A finished step's profile: its stage times, and what the device ran (CUDA with CUPTI). */
+typedef struct step_profile {
+  bool staged, measured;
+  uint64_t stage_ns[SC_STAGE_COUNT];
+  uint64_t device[SC_DEVICE_COUNT];
+} step_profile;
+
 /* With the pipeline's "profile": where the finished step's time went on this rank, one
- * info line (step_prof.h); rank 0's also travels in its step_result. Returns whether ns
- * holds the step's stage times: a profile that could not be taken (a mark or the read
- * failed) is reported once per rank and travels as no stage times, not as zeros that
- * the scheduler would add up as if measured. */
-static bool report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns,
-                           uint64_t ns[SC_STAGE_COUNT]) {
+ * info line (step_prof.h); rank 0's also travels in its step_result. A profile that
+ * could not be taken (a mark or the read failed) is reported once per rank and travels
+ * as no stage times, not as zeros that the scheduler would add up as if measured; the
+ * same for the device's busy time, which only CUDA with CUPTI knows. */
+static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns,
+                           step_profile *pr) {
   uint64_t span = 0;
-  const int rc = sc_engine_profile(e->ctx->engine, ns, &span);
+  const int rc = sc_engine_profile(e->ctx->engine, pr->stage_ns, &span);
   if (rc != 0) {
     if (!e->prof_warned)
       SC_WARN(LOG, "rank %d: step %llu: no stage profile (%s); steps whose marks fail carry "
               "none", e->ctx->rank, (unsigned long long)p->step, sc_strerror(rc));
     e->prof_warned = true;
-    return false;
+    return;
   }
-  char line[512];
+  pr->staged = true;
+  sc_kernels *k = sc_engine_kernels(e->ctx->engine);
+  int32_t ops = 0;
+  pr->measured = k->ops->busy_read(k, &pr->device[SC_DEVICE_BUSY_NS],
+                                   &pr->device[SC_DEVICE_SPAN_NS], &ops) == 0;
+  pr->device[SC_DEVICE_OPS] = (uint64_t)ops;
+  char line[640];
   int len = snprintf(line, sizeof line, "rank %d: step %llu: %.3f ms (device %.3f ms, queued in "
                      "%.3f ms, %.3f ms after the previous step):", e->ctx->rank,
                      (unsigned long long)p->step, (double)wall_ns * 1e-6, (double)span * 1e-6,
                      (double)e->queue_ns * 1e-6, (double)e->gap_ns * 1e-6);
   for (int i = 0; i < SC_STAGE_COUNT && len > 0 && (size_t)len < sizeof line; i++)
     len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f", sc_stage_name(i),
-                    (double)ns[i] * 1e-6);
+                    (double)pr->stage_ns[i] * 1e-6);
+  if (pr->measured && len > 0 && (size_t)len < sizeof line) {
+    const uint64_t b = pr->device[SC_DEVICE_BUSY_NS], sp = pr->device[SC_DEVICE_SPAN_NS];
+    snprintf(line + len, sizeof line - (size_t)len,
+             "; busy %.3f ms of a %.3f ms kernel span (%.1f%%), %d kernels, copies and sets",
+             (double)b * 1e-6, (double)sp * 1e-6, sp ? 100.0 * (double)b / (double)sp : 0.0,
+             ops);
+  }
   SC_INFO(LOG, "%s", line);
+}
+
+/* A copy of n u64 into a message array; false without memory. */
+static bool set_u64s(sc_msg_arr_u64 *a, const uint64_t *src, uint32_t n) {
+  if ((a->v = malloc(sizeof *a->v * n)) == NULL) return false;
+  memcpy(a->v, src, sizeof *a->v * n);
+  a->n = n;
   return true;
 }
 
 static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
-                             uint64_t compute_ns, const uint64_t *stage_ns) {
+                             uint64_t compute_ns, const step_profile *pr) {
   const sc_model_config *m = sc_engine_model(e->ctx->engine);
   const uint64_t step = p->step;
   const uint32_t n = p->in.sample.n;
@@ -178,13 +205,10 @@ static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
     r->margin.v[i] = sc_logits_top2_margin(lg, m->vocab);
   }
   r->compute_ns = compute_ns;
-  if (stage_ns) {
-    if ((r->stage_ns.v = malloc(sizeof *r->stage_ns.v * SC_STAGE_COUNT)) == NULL) {
-      sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
-      return SC_ENOMEM;
-    }
-    memcpy(r->stage_ns.v, stage_ns, sizeof *r->stage_ns.v * SC_STAGE_COUNT);
-    r->stage_ns.n = SC_STAGE_COUNT;
+  if ((pr->staged && !set_u64s(&r->stage_ns, pr->stage_ns, SC_STAGE_COUNT)) ||
+      (pr->measured && !set_u64s(&r->device_ns, pr->device, SC_DEVICE_COUNT))) {
+    sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
+    return SC_ENOMEM;
   }
   const int rc = sc_send_step(c, e->scheduler, SC_MSG_STEP_RESULT, step, r);
   if (rc) sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
@@ -195,9 +219,9 @@ static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
  * completion. */
 static int report_done(sc_ctx *c, executor *e, const sc_step_local *p) {
   const uint64_t wall = sc_now_ns() - e->t0;
-  uint64_t ns[SC_STAGE_COUNT];
-  const bool profiled = e->ctx->cfg.profile && report_profile(e, p, wall, ns);
-  return e->ctx->rank == 0 ? sample_and_report(c, e, p, wall, profiled ? ns : NULL)
+  step_profile pr = {0};
+  if (e->ctx->cfg.profile) report_profile(e, p, wall, &pr);
+  return e->ctx->rank == 0 ? sample_and_report(c, e, p, wall, &pr)
                            : report_complete(c, e, p->step);
 }
 

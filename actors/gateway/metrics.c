@@ -124,6 +124,24 @@ static void scheduler_part(out *o, const sc_msg_stats_report *r) {
   for (uint32_t i = 0; i < r->stage_ns.n && i < SC_STAGE_COUNT; i++)
     put(o, "sparsecp_step_stage_seconds_total{stage=\"%s\"} %.9f\n", sc_stage_name((int)i),
         (double)r->stage_ns.v[i] * 1e-9);
+  if (r->device_ns.n == SC_DEVICE_COUNT + 1) { /* profiled on a backend that can tell */
+    header(o, "sparsecp_step_device_busy_seconds_total", "counter",
+           "Time rank 0's device ran the profiled steps' kernels, copies and sets.");
+    put(o, "sparsecp_step_device_busy_seconds_total %.9f\n",
+        (double)r->device_ns.v[SC_DEVICE_BUSY_NS] * 1e-9);
+    header(o, "sparsecp_step_device_span_seconds_total", "counter",
+           "Their first start to last end, summed over those steps.");
+    put(o, "sparsecp_step_device_span_seconds_total %.9f\n",
+        (double)r->device_ns.v[SC_DEVICE_SPAN_NS] * 1e-9);
+    header(o, "sparsecp_step_device_ops_total", "counter",
+           "Kernels, copies and sets rank 0's device ran in those steps.");
+    put(o, "sparsecp_step_device_ops_total %llu\n",
+        (unsigned long long)r->device_ns.v[SC_DEVICE_OPS]);
+    header(o, "sparsecp_step_device_steps_total", "counter",
+           "Profiled steps whose device activity was measured.");
+    put(o, "sparsecp_step_device_steps_total %llu\n",
+        (unsigned long long)r->device_ns.v[SC_DEVICE_COUNT]);
+  }
 }
 
 int sc_gw_metrics_render(sc_buf *b, const sc_gw_counters *g, const sc_msg_stats_report *r) {

@@ -77,6 +77,8 @@ typedef struct scheduler {
   uint64_t desyncs;        /* steps failed with SC_EDESYNC */
   uint64_t purpose_colls[SC_PURPOSE_COUNT], purpose_bytes[SC_PURPOSE_COUNT];
   uint64_t stage_ns[SC_STAGE_COUNT]; /* rank 0's profiled steps, by stage (step_prof.h) */
+  /* rank 0's device activity (step_result.device_ns) summed, then the steps that had it */
+  uint64_t device_ns[SC_DEVICE_COUNT + 1];
 } scheduler;
 
 static int ensure_cap(scheduler *s, int32_t n) {
@@ -499,6 +501,10 @@ static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r) {
   sc_histo_add(&s->step_time, (double)(sc_now_ns() - s->step_start_ns) * 1e-9);
   if (r->stage_ns.n == SC_STAGE_COUNT)
     for (int i = 0; i < SC_STAGE_COUNT; i++) s->stage_ns[i] += r->stage_ns.v[i];
+  if (r->device_ns.n == SC_DEVICE_COUNT) {
+    for (int i = 0; i < SC_DEVICE_COUNT; i++) s->device_ns[i] += r->device_ns.v[i];
+    s->device_ns[SC_DEVICE_COUNT]++;
+  }
   for (int i = 0; i < n; i++) {
     const sc_sched_event *ev = &s->events[i];
     const float margin = (uint32_t)ev->entry < r->margin.n ? r->margin.v[ev->entry] : 0.0f;
@@ -909,7 +915,8 @@ static int fill_report(const scheduler *s, uint64_t seq, sc_msg_stats_report *r)
   return set_u64s(&r->step_buckets, s->step_time.counts, SC_HIST_N + 1) ||
                  set_u64s(&r->purpose_colls, s->purpose_colls, SC_PURPOSE_COUNT) ||
                  set_u64s(&r->purpose_bytes, s->purpose_bytes, SC_PURPOSE_COUNT) ||
-                 set_u64s(&r->stage_ns, s->stage_ns, SC_STAGE_COUNT)
+                 set_u64s(&r->stage_ns, s->stage_ns, SC_STAGE_COUNT) ||
+                 set_u64s(&r->device_ns, s->device_ns, SC_DEVICE_COUNT + 1)
              ? SC_ENOMEM
              : 0;
 }

@@ -206,6 +206,13 @@ static int cpu_marks_read(sc_kernels *k, int32_t n, uint64_t *ns) {
   return 0;
 }
 
+static int cpu_busy_read(sc_kernels *k, uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops) {
+  (void)k;
+  *busy_ns = *span_ns = 0;
+  *ops = 0;
+  return SC_ENOTSUP; /* the ops ran on the calling thread: the marks are the whole story */
+}
+
 static void cpu_destroy(sc_kernels *k) {
   sc_kcpu *c = sc_kcpu_of(k);
   if (c->started > 0) {
@@ -237,6 +244,7 @@ static const sc_kernels_ops k_cpu_ops = {
     .inject_fault = cpu_inject_fault,
     .mark = cpu_mark,
     .marks_read = cpu_marks_read,
+    .busy_read = cpu_busy_read,
     .gemm = sc_kcpu_gemm,
     .rmsnorm = sc_kcpu_rmsnorm,
     .rope = sc_kcpu_rope,

@@ -347,8 +347,10 @@ static int cu_gemm(sc_kernels *k, const sc_gemm *g) {
 static int cu_mark(sc_kernels *k, int32_t i) {
   sc_kcuda *c = sc_kcuda_of(k);
   if (i < 0 || i >= SC_KMARK_MAX) return SC_EINVAL;
-  if (c->marks == NULL && (c->marks = calloc(SC_KMARK_MAX, sizeof *c->marks)) == NULL)
-    return SC_ENOMEM;
+  if (c->marks == NULL) {
+    if ((c->marks = calloc(SC_KMARK_MAX, sizeof *c->marks)) == NULL) return SC_ENOMEM;
+    (void)sc_kcuda_busy_start(); /* profiling began: record what runs (busy_read) */
+  }
   if (c->marks[i] == NULL) {
     const int rc = sc_kcuda_err(cudaEventCreate(&c->marks[i]), "mark event");
     if (rc) return rc;
@@ -368,6 +370,11 @@ static int cu_marks_read(sc_kernels *k, int32_t n, uint64_t *ns) {
     ns[i] = ms > 0 ? (uint64_t)((double)ms * 1e6) : 0;
   }
   return 0;
+}
+
+static int cu_busy_read(sc_kernels *k, uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops) {
+  (void)k; /* (CUPTI records the whole process: cuda_busy.c) */
+  return sc_kcuda_busy_read(busy_ns, span_ns, ops);
 }
 
 static void cu_destroy(sc_kernels *k) {
@@ -406,6 +413,7 @@ static const sc_kernels_ops k_cuda_ops = {
     .inject_fault = sc_kcuda_inject_fault,
     .mark = cu_mark,
     .marks_read = cu_marks_read,
+    .busy_read = cu_busy_read,
     .gemm = cu_gemm,
     .rmsnorm = sc_kcuda_rmsnorm,
     .rope = sc_kcuda_rope,

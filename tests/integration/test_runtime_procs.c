@@ -774,7 +774,8 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "tap status %d", status);
   }
   /* a profiled step's stage times (step_result.stage_ns) become a counter sample: the
-   * step's milliseconds per stage, one series a stage */
+   * step's milliseconds per stage, one series a stage; what its device ran
+   * (step_result.device_ns) a second one, busy and span */
   {
     char *argv[] = {"sparsecp", "tap", "--connect", ep, "--perfetto", trace,
                     "--count", "1", NULL};
@@ -783,8 +784,9 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
     int32_t sampled[1] = {5};
     float margin[1] = {1.0f};
     uint64_t stage_ns[6] = {50000, 2500000, 1250000, 750000, 0, 40000};
+    uint64_t device_ns[3] = {3000000, 4500000, 98};
     sc_msg_step_result r = {.sampled = {sampled, 1}, .margin = {margin, 1}, .compute_ns = 4590000,
-                            .stage_ns = {stage_ns, 6}};
+                            .stage_ns = {stage_ns, 6}, .device_ns = {device_ns, 3}};
     publish_msg(xpub, "0/executor/step_result", 0, 9000000, SC_MSG_STEP_RESULT, 7, &r);
     const int status = proc_reap(&t, 10000);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tap status %d", status);
@@ -792,20 +794,29 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
   root = json_load_file(trace, 0, &err);
   cr_assert_not_null(root, "trace is not JSON: %s", err.text);
   ev = json_object_get(root, "traceEvents");
-  int counters = 0;
+  int stages = 0, devices = 0;
   for (size_t i = 0; i < json_array_size(ev); i++) {
     json_t *e = json_array_get(ev, i);
     const char *ph = json_string_value(json_object_get(e, "ph"));
     if (ph == NULL || strcmp(ph, "C") != 0) continue;
-    counters++;
-    cr_assert_str_eq(json_string_value(json_object_get(e, "name")), "stage ms");
+    const char *name = json_string_value(json_object_get(e, "name"));
     json_t *args = json_object_get(e, "args");
+    cr_assert_not_null(name);
+    if (strcmp(name, "device ms") == 0) {
+      devices++;
+      cr_assert_float_eq(json_number_value(json_object_get(args, "busy")), 3.0, 1e-9);
+      cr_assert_float_eq(json_number_value(json_object_get(args, "span")), 4.5, 1e-9);
+      continue;
+    }
+    stages++;
+    cr_assert_str_eq(name, "stage ms");
     cr_assert_float_eq(json_number_value(json_object_get(args, "dense")), 2.5, 1e-9);
     cr_assert_float_eq(json_number_value(json_object_get(args, "indexer")), 1.25, 1e-9);
     cr_assert_float_eq(json_number_value(json_object_get(args, "head")), 0.04, 1e-9);
   }
   json_decref(root);
-  cr_assert_eq(counters, 1, "one counter sample for the profiled step");
+  cr_assert_eq(stages, 1, "one counter sample of stages for the profiled step");
+  cr_assert_eq(devices, 1, "one counter sample of its device activity");
   zmq_close(xpub);
   zmq_ctx_term(ctx);
   char cmd[64];

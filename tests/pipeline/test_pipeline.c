@@ -20,6 +20,7 @@
 #include "messages/messages.h"
 #include "model/step_prof.h"
 #include "tools/local_cluster.h"
+#include "tools/tap_steps.h"
 
 #define EXE SC_SPARSECP_EXE
 #define SRC SC_SOURCE_DIR
@@ -663,6 +664,8 @@ static void stage_times_case(bool profile) {
     json_t *body = json_object_get(j, "body"), *st = json_object_get(body, "stage_ns");
     const double compute = json_number_value(json_object_get(body, "compute_ns"));
     cr_assert(json_is_array(st), "%.300s", line);
+    /* the CPU cannot tell busy device time from the host's: never zeros as if measured */
+    cr_assert_eq(json_array_size(json_object_get(body, "device_ns")), 0, "%.300s", line);
     if (!profile) {
       cr_assert_eq(json_array_size(st), 0, "an unprofiled step with stage times: %.300s", line);
     } else {
@@ -680,6 +683,41 @@ static void stage_times_case(bool profile) {
   sc_client_close(c);
   sc_local_cluster_stop(lc);
   pclose(tap);
+  assert_no_nodes_left();
+}
+
+/* The benches' tap reader (tools/tap_steps.h) gets each step of a request from rank 0's
+ * tap, decoded, in order, once its subscription is up. */
+Test(pipeline, the_tap_step_reader_sees_every_step_of_a_request) {
+  private_tmp();
+  sc_local_cluster *lc = start_small_profiled(2, 2, NULL, true);
+  sc_client *c;
+  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  sc_tap_steps *tap = NULL;
+  cr_assert_eq(sc_tap_steps_open(sc_local_cluster_tap(lc, 0), &tap), 0);
+  int32_t prompt[30];
+  for (int i = 0; i < 30; i++) prompt[i] = i + 1;
+  const sc_client_request req = {.prompt = prompt, .prompt_len = 30, .max_tokens = 4};
+  uint64_t id;
+  char msg[256];
+  cr_assert_eq(sc_client_submit(c, &req, &id), 0); /* proves the subscription up */
+  cr_assert_eq(finish(c, id, msg, sizeof msg), 4, "%s", msg);
+  cr_assert_gt(sc_tap_steps_drain(tap, 500), 0, "no step result on the tap");
+  cr_assert_eq(sc_client_submit(c, &req, &id), 0);
+  cr_assert_eq(finish(c, id, msg, sizeof msg), 4, "%s", msg);
+  for (int k = 0; k < 4; k++) { /* the prefill step, then three decode steps */
+    sc_msg_step_result *r = NULL;
+    cr_assert_eq(sc_tap_steps_next(tap, 2000, &r), 0, "step %d of the request", k);
+    cr_assert_eq(r->sampled.n, 1);
+    cr_assert_eq(r->stage_ns.n, SC_STAGE_COUNT);
+    cr_assert_eq(r->device_ns.n, 0, "the CPU cannot tell busy device time");
+    sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
+  }
+  sc_msg_step_result *extra = NULL;
+  cr_assert_eq(sc_tap_steps_next(tap, 200, &extra), SC_ETIMEDOUT, "a step the request did not run");
+  sc_tap_steps_close(tap);
+  sc_client_close(c);
+  sc_local_cluster_stop(lc);
   assert_no_nodes_left();
 }
 

@@ -200,6 +200,13 @@ Test(metrics, exposition) {
   stages[SC_STAGE_INDEXER] = 1500000000;
   r.stage_ns.v = stages;
   r.stage_ns.n = SC_STAGE_COUNT;
+  uint64_t device[SC_DEVICE_COUNT + 1] = {0};
+  device[SC_DEVICE_BUSY_NS] = 900000000;
+  device[SC_DEVICE_SPAN_NS] = 1200000000;
+  device[SC_DEVICE_OPS] = 5000;
+  device[SC_DEVICE_COUNT] = 4;
+  r.device_ns.v = device;
+  r.device_ns.n = SC_DEVICE_COUNT + 1;
   sc_buf b;
   sc_buf_init(&b);
   cr_assert_eq(sc_gw_metrics_render(&b, &g, &r), 0);
@@ -221,6 +228,10 @@ Test(metrics, exposition) {
   cr_expect(strstr(t, line), "%s missing", line);
   cr_expect(strstr(t, "sparsecp_step_stage_seconds_total{stage=\"indexer\"} 1.500000000\n"), "%s", t);
   cr_expect(strstr(t, "sparsecp_step_stage_seconds_total{stage=\"dense\"} 0.000000000\n"), "%s", t);
+  cr_expect(strstr(t, "sparsecp_step_device_busy_seconds_total 0.900000000\n"), "%s", t);
+  cr_expect(strstr(t, "sparsecp_step_device_span_seconds_total 1.200000000\n"), "%s", t);
+  cr_expect(strstr(t, "sparsecp_step_device_ops_total 5000\n"), "%s", t);
+  cr_expect(strstr(t, "sparsecp_step_device_steps_total 4\n"), "%s", t);
   /* every line: "# HELP/TYPE ..." or "name[{labels}] value" */
   for (const char *p = t; *p;) {
     const char *nl = strchr(p, '\n');

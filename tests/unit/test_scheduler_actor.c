@@ -165,6 +165,12 @@ static void result(uint64_t step) {
   m->stage_ns.v = calloc(SC_STAGE_COUNT, sizeof *m->stage_ns.v);
   m->stage_ns.n = SC_STAGE_COUNT;
   for (int i = 0; i < SC_STAGE_COUNT; i++) m->stage_ns.v[i] = (uint64_t)(i + 1) * step * 1000000;
+  /* and its device ran 3 ms of a 4 ms span in 10 + step ops */
+  m->device_ns.v = calloc(SC_DEVICE_COUNT, sizeof *m->device_ns.v);
+  m->device_ns.n = SC_DEVICE_COUNT;
+  m->device_ns.v[SC_DEVICE_BUSY_NS] = 3000000;
+  m->device_ns.v[SC_DEVICE_SPAN_NS] = 4000000;
+  m->device_ns.v[SC_DEVICE_OPS] = 10 + step;
   send_as(g_metadata, SC_MSG_STEP_RESULT, step, m);
 }
 
@@ -233,6 +239,11 @@ Test(scheduler_actor, stats_report_follows_steps_desyncs_and_the_stop) {
   }
   cr_assert_eq(r->stage_ns.n, SC_STAGE_COUNT);
   for (int k = 0; k < SC_STAGE_COUNT; k++) cr_assert_eq(r->stage_ns.v[k], (uint64_t)(k + 1) * 1000000);
+  cr_assert_eq(r->device_ns.n, SC_DEVICE_COUNT + 1);
+  cr_assert_eq(r->device_ns.v[SC_DEVICE_BUSY_NS], 3000000);
+  cr_assert_eq(r->device_ns.v[SC_DEVICE_SPAN_NS], 4000000);
+  cr_assert_eq(r->device_ns.v[SC_DEVICE_OPS], 11);
+  cr_assert_eq(r->device_ns.v[SC_DEVICE_COUNT], 1, "one step measured");
 
   submit(2);
   WAIT_SEEN(g_seen.batch_step == 2);

@@ -1,0 +1,176 @@
+/* cuda_busy.c - how long the GPU actually ran this process's work (issue 20: a step's
+ * GPU-busy share): CUPTI's activity records of kernels, copies and sets, each with its
+ * start and end on the device's clock.
+ *
+ * CUDA events between marks (the stage profile, cu_mark) time the stream, gaps included:
+ * a stretch where the device waited for the host to launch the next kernel counts as
+ * work. The records time only what ran; their union over a step is its busy time, first
+ * start to last end its kernel span, and busy / span the share this measures.
+ *
+ * CUPTI is loaded with dlopen when profiling first asks for it, so that a machine or a
+ * bundle without libcupti only loses this number (SC_ENOTSUP), and the library costs
+ * nothing when no profile is taken. Activity recording is process-wide: a process with one
+ * kernel context (a node's rank) reads its own work; several contexts in one process
+ * would read each other's too (none does that with profiling on).
+ *
+ * Threads: CUPTI hands completed buffers to its own thread (or to the flushing caller),
+ * so the records are appended and taken under a mutex. */
+#include <cupti.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "kernels/cuda/cuda_internal.h"
+
+#define LOG "cuda"
+#define BUSY_BUFFER_BYTES (1u << 20) /* a CUPTI activity buffer (records of ~100-200 bytes) */
+#define BUSY_MAX_SPANS (1u << 20)    /* records kept between two reads, beyond: dropped */
+
+typedef CUptiResult (*enable_fn)(CUpti_ActivityKind);
+typedef CUptiResult (*register_fn)(CUpti_BuffersCallbackRequestFunc,
+                                   CUpti_BuffersCallbackCompleteFunc);
+typedef CUptiResult (*flush_fn)(uint32_t);
+typedef CUptiResult (*next_fn)(uint8_t *, size_t, CUpti_Activity **);
+
+typedef struct busy_span {
+  uint64_t start, end;
+} busy_span;
+
+static struct {
+  pthread_once_t once;
+  int state; /* 0 not loaded, 1 recording, SC_E* why not */
+  flush_fn flush;
+  next_fn next;
+  pthread_mutex_t mu;
+  busy_span *spans; /* since the last read, in completion order */
+  uint32_t n, cap;
+  uint64_t dropped; /* records past BUSY_MAX_SPANS (the read then says so) */
+} g_busy = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+  *buffer = aligned_alloc(8, BUSY_BUFFER_BYTES);
+  *size = *buffer ? BUSY_BUFFER_BYTES : 0;
+  *max_records = 0; /* as many as fit */
+}
+
+static void add_span(uint64_t start, uint64_t end) {
+  if (end <= start) return;
+  if (g_busy.n == g_busy.cap) {
+    const uint32_t cap = g_busy.cap ? 2 * g_busy.cap : 4096;
+    busy_span *s = cap <= BUSY_MAX_SPANS ? realloc(g_busy.spans, sizeof *s * cap) : NULL;
+    if (s == NULL) {
+      g_busy.dropped++;
+      return;
+    }
+    g_busy.spans = s;
+    g_busy.cap = cap;
+  }
+  g_busy.spans[g_busy.n++] = (busy_span){start, end};
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                      size_t size, size_t valid) {
+  (void)ctx;
+  (void)stream;
+  (void)size;
+  CUpti_Activity *rec = NULL;
+  pthread_mutex_lock(&g_busy.mu);
+  while (valid > 0 && g_busy.next(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    switch (rec->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL: {
+      const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+      add_span(k->start, k->end);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
+      add_span(m->start, m->end);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
+      add_span(m->start, m->end);
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_busy.mu);
+  free(buffer);
+}
+
+static void load_cupti(void) {
+  /* the toolkit's soname first (what a bundle carries), then any */
+  void *lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) lib = dlopen("libcupti.so", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    SC_INFO(LOG, "no device busy times: cannot load libcupti (%s)", dlerror());
+    g_busy.state = SC_ENOTSUP;
+    return;
+  }
+  const enable_fn enable = (enable_fn)dlsym(lib, "cuptiActivityEnable");
+  const register_fn reg = (register_fn)dlsym(lib, "cuptiActivityRegisterCallbacks");
+  g_busy.flush = (flush_fn)dlsym(lib, "cuptiActivityFlushAll");
+  g_busy.next = (next_fn)dlsym(lib, "cuptiActivityGetNextRecord");
+  if (!enable || !reg || !g_busy.flush || !g_busy.next ||
+      reg(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
+      enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
+      enable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
+      enable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS) {
+    SC_WARN(LOG, "no device busy times: CUPTI activity recording could not be started");
+    g_busy.state = SC_ENOTSUP; /* (the library stays loaded: CUPTI may hold callbacks) */
+    return;
+  }
+  g_busy.state = 1;
+}
+
+int sc_kcuda_busy_start(void) {
+  pthread_once(&g_busy.once, load_cupti);
+  return g_busy.state == 1 ? 0 : g_busy.state;
+}
+
+static int by_start(const void *a, const void *b) {
+  const busy_span *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int sc_kcuda_busy_read(uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops) {
+  *busy_ns = *span_ns = 0;
+  *ops = 0;
+  const int rc = sc_kcuda_busy_start();
+  if (rc) return rc;
+  /* forced: the records of work that has finished, also from buffers not yet full */
+  if (g_busy.flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != CUPTI_SUCCESS) return SC_EIO;
+  pthread_mutex_lock(&g_busy.mu);
+  const bool lost = g_busy.dropped > 0;
+  qsort(g_busy.spans, g_busy.n, sizeof *g_busy.spans, by_start);
+  uint64_t busy = 0, cur_start = 0, cur_end = 0;
+  for (uint32_t i = 0; i < g_busy.n; i++) { /* the union of the spans */
+    const busy_span s = g_busy.spans[i];
+    if (i == 0 || s.start > cur_end) {
+      busy += cur_end - cur_start;
+      cur_start = s.start;
+      cur_end = s.end;
+    } else if (s.end > cur_end) {
+      cur_end = s.end;
+    }
+  }
+  busy += cur_end - cur_start;
+  uint64_t last = 0;
+  for (uint32_t i = 0; i < g_busy.n; i++)
+    if (g_busy.spans[i].end > last) last = g_busy.spans[i].end;
+  *busy_ns = busy;
+  *span_ns = g_busy.n ? last - g_busy.spans[0].start : 0;
+  *ops = (int32_t)(g_busy.n < INT32_MAX ? g_busy.n : INT32_MAX);
+  g_busy.n = 0;
+  g_busy.dropped = 0;
+  pthread_mutex_unlock(&g_busy.mu);
+  return lost ? SC_ENOMEM : 0;
+}
