@@ -124,7 +124,7 @@ static void scheduler_part(out *o, const sc_msg_stats_report *r) {
   for (uint32_t i = 0; i < r->stage_ns.n && i < SC_STAGE_COUNT; i++)
     put(o, "sparsecp_step_stage_seconds_total{stage=\"%s\"} %.9f\n", sc_stage_name((int)i),
         (double)r->stage_ns.v[i] * 1e-9);
-  if (r->device_ns.n == SC_DEVICE_COUNT + 1) { /* profiled on a backend that can tell */
+  if (r->device_ns.n == SC_DEVICE_COUNT + 1) { /* (0 until a step is measured: see steps) */
     header(o, "sparsecp_step_device_busy_seconds_total", "counter",
            "Time rank 0's device ran the profiled steps' kernels, copies and sets.");
     put(o, "sparsecp_step_device_busy_seconds_total %.9f\n",
