@@ -20,4 +20,12 @@ int32_t sc_sample_temperature(const float *logits, int32_t vocab, float temperat
 /* The largest logit minus the second largest (>= 0; 0 for vocab < 2). */
 float sc_logits_top2_margin(const float *logits, int32_t vocab);
 
+/* Both in one pass (what the head does for every sampled request of a step): *best as
+ * sc_sample_greedy, *margin as sc_logits_top2_margin. */
+void sc_logits_top2(const float *logits, int32_t vocab, int32_t *best, float *margin);
+/* The same answer one element at a time: the first index of the largest non-NaN logit
+ * (0 when none is above -inf), the top two values with repeats counted. The rules'
+ * statement, and `bench kernels`' baseline for sc_logits_top2 (host.sample_top2). */
+void sc_logits_top2_scalar(const float *logits, int32_t vocab, int32_t *best, float *margin);
+
 #endif

@@ -26,6 +26,7 @@
 #include "base/error.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "model/sampling.h"
 #include "tools/bench.h"
 
 typedef struct {
@@ -388,6 +389,49 @@ out:
   return rc;
 }
 
+/* ---- the head's sampling pass (model/sampling.h) ---- */
+
+typedef struct {
+  kb_ctx *c;
+  const float *logits;
+  int32_t vocab;
+  bool lanes;
+  volatile int32_t sink;
+} top2_case;
+
+static void run_top2(void *p) {
+  top2_case *tc = p;
+  int32_t best;
+  float margin;
+  if (tc->lanes) sc_logits_top2(tc->logits, tc->vocab, &best, &margin);
+  else sc_logits_top2_scalar(tc->logits, tc->vocab, &best, &margin);
+  tc->sink += best + (margin > 0);
+  tc->c->calls++;
+}
+
+/* The greedy token and top-2 margin of one request's logits, which the head computes for
+ * every sampled request after every step: one element at a time (the rules' statement,
+ * what the head ran before) and in vector lanes, in the same run. */
+static int bench_top2(kb_ctx *c, int32_t vocab) {
+  float *l = malloc(sizeof *l * (size_t)vocab);
+  if (l == NULL) return SC_ENOMEM;
+  uint32_t seed = 7;
+  for (int32_t i = 0; i < vocab; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    l[i] = (float)(seed >> 8) * (20.0f / 16777216.0f) - 10.0f;
+  }
+  for (int lanes = 0; lanes < 2 && c->rc == 0; lanes++) {
+    top2_case tc = {.c = c, .logits = l, .vocab = vocab, .lanes = lanes == 1};
+    char params[160];
+    snprintf(params, sizeof params, "\"device\":\"host\",\"vocab\":%d,\"impl\":\"%s\"",
+             vocab, lanes ? "lanes" : "scalar");
+    measure(c, run_top2, &tc, (double)vocab, "host.sample_top2", params, "glogit/s", NULL, 0,
+            false);
+  }
+  free(l);
+  return c->rc;
+}
+
 int sc_bench_kernels(sc_bench *b) {
   const char *device = b->device ? b->device : "cpu";
   if (strcmp(device, "cuda") == 0) {
@@ -429,6 +473,7 @@ int sc_bench_kernels(sc_bench *b) {
       (rc = bench_attn(&c, "kernel.sparse_attn.prefill", q ? 8 : 256, q ? 4 : 16,
                        q ? 64 : 2048, q ? 1024 : 8192, SC_KFMT_F32)))
     goto out;
+  rc = bench_top2(&c, 32768);
 out:
   sc_kernels_destroy(c.k);
   return rc;

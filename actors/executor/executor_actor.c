@@ -199,10 +199,10 @@ static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
     if (!p->in.sample.v[i]) continue;
     const float *lg = e->logits + (size_t)i * (size_t)m->vocab;
     const float t = p->in.temperature.v[i];
-    r->sampled.v[i] = t > 0 ? sc_sample_temperature(lg, m->vocab, t, p->in.seed.v[i],
-                                                    p->in.out_index.v[i])
-                            : sc_sample_greedy(lg, m->vocab);
-    r->margin.v[i] = sc_logits_top2_margin(lg, m->vocab);
+    sc_logits_top2(lg, m->vocab, &r->sampled.v[i], &r->margin.v[i]); /* (greedy's token) */
+    if (t > 0)
+      r->sampled.v[i] = sc_sample_temperature(lg, m->vocab, t, p->in.seed.v[i],
+                                              p->in.out_index.v[i]);
   }
   r->compute_ns = compute_ns;
   if ((pr->staged && !set_u64s(&r->stage_ns, pr->stage_ns, SC_STAGE_COUNT)) ||

@@ -310,6 +310,54 @@ Test(kv_cache, slots_are_unique_and_inside_the_rank_blocks) {
 
 /* ---- sampling ---- */
 
+/* The rules of sampling.h one element at a time: the first index of the largest non-NaN
+ * logit (0 when none is), the top two values with repeats counted. */
+static void top2_reference(const float *l, int32_t n, int32_t *best, float *margin) {
+  int32_t bi = 0;
+  for (int32_t i = 1; i < n; i++)
+    if (l[i] > l[bi] || (isnan(l[bi]) && !isnan(l[i]))) bi = i;
+  float a = -INFINITY, b = -INFINITY;
+  for (int32_t i = 0; i < n; i++) {
+    if (l[i] > a) {
+      b = a;
+      a = l[i];
+    } else if (l[i] > b) {
+      b = l[i];
+    }
+  }
+  *best = bi;
+  *margin = n < 2 ? 0.0f : a - b;
+}
+
+/* The one-pass lane version agrees with the reference bit for bit: random lengths around
+ * the lane blocks and the model's vocabulary, values from a few levels (ties across and
+ * within lanes), NaN and -inf sprinkled in, all-NaN and all--inf arrays. */
+Test(sampling, the_lane_top2_is_the_reference) {
+  uint64_t x = 12345;
+  static float l[32768 + 40];
+  for (int round = 0; round < 3000; round++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const int32_t n = round < 2000 ? (int32_t)(x >> 33) % 70 : 32768 + (int32_t)(x >> 33) % 40;
+    const int levels = 1 + (int)((x >> 20) % 6), special = (int)((x >> 40) % 4);
+    for (int32_t i = 0; i < n; i++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      const uint32_t r = (uint32_t)(x >> 32);
+      l[i] = (float)(r % (uint32_t)levels) - 2.5f;
+      if (special == 1 && r % 7 == 0) l[i] = NAN;
+      if (special == 2 && r % 5 == 0) l[i] = -INFINITY;
+      if (special == 3) l[i] = r % 2 ? NAN : -INFINITY; /* nothing above -inf */
+    }
+    int32_t b0, b1;
+    float m0, m1;
+    top2_reference(l, n, &b0, &m0);
+    sc_logits_top2(l, n, &b1, &m1);
+    cr_assert_eq(b1, b0, "round %d, n %d: best %d, the reference %d", round, n, b1, b0);
+    cr_assert(memcmp(&m0, &m1, sizeof m0) == 0 || (isnan(m0) && isnan(m1)),
+              "round %d, n %d: margin %g, the reference %g", round, n, (double)m1, (double)m0);
+    cr_assert_eq(sc_sample_greedy(l, n), b0);
+  }
+}
+
 Test(sampling, greedy_temperature_margin) {
   const float l[] = {1.0f, 3.0f, NAN, 3.0f, -2.0f};
   cr_assert_eq(sc_sample_greedy(l, 5), 1);
