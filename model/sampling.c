@@ -9,6 +9,13 @@
 
 /* The rules one element at a time (sampling.h). The lane pass below falls back to it
  * when no logit is above -inf, where "first non-NaN" and "index 0" part ways. */
+/* a - b, with a zero always +0: which of a -0 and a +0 is "first" depends on the order
+ * values are met in, which the lanes change (NaN stays: the same infinity twice). */
+static float margin_of(int32_t vocab, float a, float b) {
+  const float m = a - b;
+  return vocab < 2 || m == 0.0f ? 0.0f : m;
+}
+
 void sc_logits_top2_scalar(const float *logits, int32_t vocab, int32_t *best, float *margin) {
   int32_t bi = 0;
   for (int32_t i = 1; i < vocab; i++)
@@ -24,7 +31,7 @@ void sc_logits_top2_scalar(const float *logits, int32_t vocab, int32_t *best, fl
     }
   }
   *best = bi;
-  *margin = vocab < 2 ? 0.0f : a - b;
+  *margin = margin_of(vocab, a, b);
 }
 
 #define TOP2_LANES 16
@@ -96,7 +103,7 @@ void sc_logits_top2(const float *logits, int32_t vocab, int32_t *best, float *ma
     return;
   }
   *best = bi;
-  *margin = vocab < 2 ? 0.0f : a - b;
+  *margin = margin_of(vocab, a, b);
 }
 
 int32_t sc_sample_greedy(const float *logits, int32_t vocab) {

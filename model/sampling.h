@@ -17,7 +17,8 @@ int32_t sc_sample_greedy(const float *logits, int32_t vocab);
 int32_t sc_sample_temperature(const float *logits, int32_t vocab, float temperature,
                               uint64_t seed, int32_t index);
 
-/* The largest logit minus the second largest (>= 0; 0 for vocab < 2). */
+/* The largest logit minus the second largest: >= 0 (+0 when they are equal), NaN when
+ * both are the same infinity or none is above -inf; 0 for vocab < 2. */
 float sc_logits_top2_margin(const float *logits, int32_t vocab);
 
 /* Both in one pass (what the head does for every sampled request of a step): *best as

@@ -140,6 +140,12 @@ static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns
                            step_profile *pr) {
   uint64_t span = 0;
   const int rc = sc_engine_profile(e->ctx->engine, pr->stage_ns, &span);
+  /* read also when the stages failed: what ran belongs to this step, not the next */
+  sc_kernels *k = sc_engine_kernels(e->ctx->engine);
+  int32_t ops = 0;
+  pr->measured = k->ops->busy_read(k, &pr->device[SC_DEVICE_BUSY_NS],
+                                   &pr->device[SC_DEVICE_SPAN_NS], &ops) == 0 && rc == 0;
+  pr->device[SC_DEVICE_OPS] = (uint64_t)ops;
   if (rc != 0) {
     if (!e->prof_warned)
       SC_WARN(LOG, "rank %d: step %llu: no stage profile (%s); steps whose marks fail carry "
@@ -148,11 +154,6 @@ static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns
     return;
   }
   pr->staged = true;
-  sc_kernels *k = sc_engine_kernels(e->ctx->engine);
-  int32_t ops = 0;
-  pr->measured = k->ops->busy_read(k, &pr->device[SC_DEVICE_BUSY_NS],
-                                   &pr->device[SC_DEVICE_SPAN_NS], &ops) == 0;
-  pr->device[SC_DEVICE_OPS] = (uint64_t)ops;
   char line[640];
   int len = snprintf(line, sizeof line, "rank %d: step %llu: %.3f ms (device %.3f ms, queued in "
                      "%.3f ms, %.3f ms after the previous step):", e->ctx->rank,

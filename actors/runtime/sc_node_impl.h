@@ -220,7 +220,7 @@ struct sc_loop {
   uv_async_t wake;
   uv_prepare_t prep;
   uv_idle_t turn_again;       /* one more turn without blocking (on_prepare) */
-  bool hot;                   /* did work since the loop last blocked */
+  bool hot;                   /* took letters since its last spin: the next one spins */
   uint64_t spin_off_until;    /* no spinning before this (oversubscribed CPU) */
   sc_mpsc runq;
   _Atomic int wake_pending;

@@ -59,7 +59,7 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 }
 
 static void add_span(uint64_t start, uint64_t end) {
-  if (end <= start) return;
+  if (start == 0 || end <= start) return; /* (a record without its times) */
   if (g_busy.n == g_busy.cap) {
     const uint32_t cap = g_busy.cap ? 2 * g_busy.cap : 4096;
     busy_span *s = cap <= BUSY_MAX_SPANS ? realloc(g_busy.spans, sizeof *s * cap) : NULL;
@@ -150,7 +150,7 @@ int sc_kcuda_busy_read(uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops) {
   if (g_busy.flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != CUPTI_SUCCESS) return SC_EIO;
   pthread_mutex_lock(&g_busy.mu);
   const bool lost = g_busy.dropped > 0;
-  qsort(g_busy.spans, g_busy.n, sizeof *g_busy.spans, by_start);
+  if (g_busy.n > 0) qsort(g_busy.spans, g_busy.n, sizeof *g_busy.spans, by_start);
   uint64_t busy = 0, cur_start = 0, cur_end = 0;
   for (uint32_t i = 0; i < g_busy.n; i++) { /* the union of the spans */
     const busy_span s = g_busy.spans[i];

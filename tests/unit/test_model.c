@@ -326,12 +326,13 @@ static void top2_reference(const float *l, int32_t n, int32_t *best, float *marg
     }
   }
   *best = bi;
-  *margin = n < 2 ? 0.0f : a - b;
+  const float m = a - b; /* a zero margin is +0 (sampling.h) */
+  *margin = n < 2 || m == 0.0f ? 0.0f : m;
 }
 
 /* The one-pass lane version agrees with the reference bit for bit: random lengths around
  * the lane blocks and the model's vocabulary, values from a few levels (ties across and
- * within lanes), NaN and -inf sprinkled in, all-NaN and all--inf arrays. */
+ * within lanes), +0 and -0 mixed, NaN and +-inf sprinkled in, all-NaN and all--inf arrays. */
 Test(sampling, the_lane_top2_is_the_reference) {
   uint64_t x = 12345;
   static float l[32768 + 40];
@@ -343,8 +344,10 @@ Test(sampling, the_lane_top2_is_the_reference) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
       const uint32_t r = (uint32_t)(x >> 32);
       l[i] = (float)(r % (uint32_t)levels) - 2.5f;
+      if (levels == 6 && r % 3 == 0) l[i] = (r >> 8) % 2 ? 0.0f : -0.0f; /* equal zeros */
       if (special == 1 && r % 7 == 0) l[i] = NAN;
       if (special == 2 && r % 5 == 0) l[i] = -INFINITY;
+      if (special == 2 && r % 13 == 0) l[i] = INFINITY; /* (two of them: a NaN margin) */
       if (special == 3) l[i] = r % 2 ? NAN : -INFINITY; /* nothing above -inf */
     }
     int32_t b0, b1;
