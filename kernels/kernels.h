@@ -218,8 +218,9 @@ typedef struct sc_kernels_ops {
   /* What the device ran of this process's work since the last call (the first: since
    * marks were first recorded), once that work has finished, as marks_read: busy = the
    * time some kernel, copy or set ran (their union), span = the first one's start to the
-   * last one's end, ops = how many ran. busy / span is how much of the time the device
-   * was not waiting for the host. SC_ENOTSUP where it cannot be known (CPU, whose ops
+   * last one's end, ops = how many ran; span - busy are the gaps in which nothing ran
+   * (the device waiting for launches; a collective waiting for peers counts as busy).
+   * SC_ENOTSUP where it cannot be known (CPU, whose ops
    * are the host's own time; CUDA without CUPTI), SC_ENOMEM when records were lost (the
    * numbers then undercount). */
   int (*busy_read)(sc_kernels *k, uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops);

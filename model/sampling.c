@@ -7,8 +7,6 @@
 
 #include "base/hash.h"
 
-/* The rules one element at a time (sampling.h). The lane pass below falls back to it
- * when no logit is above -inf, where "first non-NaN" and "index 0" part ways. */
 /* a - b, with a zero always +0: which of a -0 and a +0 is "first" depends on the order
  * values are met in, which the lanes change (NaN stays: the same infinity twice). */
 static float margin_of(int32_t vocab, float a, float b) {
@@ -16,6 +14,8 @@ static float margin_of(int32_t vocab, float a, float b) {
   return vocab < 2 || m == 0.0f ? 0.0f : m;
 }
 
+/* The rules one element at a time (sampling.h). The lane pass below falls back to it
+ * when no logit is above -inf, where "first non-NaN" and "index 0" part ways. */
 void sc_logits_top2_scalar(const float *logits, int32_t vocab, int32_t *best, float *margin) {
   int32_t bi = 0;
   for (int32_t i = 1; i < vocab; i++)

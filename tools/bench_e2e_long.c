@@ -23,12 +23,12 @@
 #include "client/client.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/model_config.h"
+#include "model/step_prof.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
 #include "tools/requests_file.h"
 #include "tools/tap_steps.h"
-#include "model/step_prof.h"
 
 
 #define LONG_MAX_ROUNDS 8
@@ -95,6 +95,13 @@ static int one_request(sc_client *cl, sc_local_cluster *lc, const int32_t *promp
   s->ttft_ms = (t_first - t0) * 1e3;
   s->tpot_ms = (t_last - t_first) * 1e3 / (got - 1);
   return 0;
+}
+
+/* A request's decode steps on average: busy and kernel span in ms, ops. */
+static void per_step(const long_sample *s, double *busy_ms, double *span_ms, double *ops) {
+  *busy_ms = (double)s->busy_ns * 1e-6 / s->steps;
+  *span_ms = (double)s->span_ns * 1e-6 / s->steps;
+  *ops = (double)s->ops / s->steps;
 }
 
 /* The step results of one measured request from the tap (one a token: its prefill step,
@@ -172,10 +179,12 @@ static int run_case(const char *model_file, const long_case *lcs, bool kv_bf16, 
       goto out;
     fprintf(stderr, "  %s KV, context %d, round %d%s: ttft %.1f ms, tpot %.3f ms", kv_bf16 ? "bf16" : "f32",
             L, r + 1, profile ? " (profiled)" : "", out[r].ttft_ms, out[r].tpot_ms);
-    if (tap)
+    if (tap) {
+      double busy_ms, span_ms, ops;
+      per_step(&out[r], &busy_ms, &span_ms, &ops);
       fprintf(stderr, ", a decode step's device busy %.3f ms of a %.3f ms kernel span, %.0f ops",
-              (double)out[r].busy_ns * 1e-6 / out[r].steps, (double)out[r].span_ns * 1e-6 / out[r].steps,
-              (double)out[r].ops / out[r].steps);
+              busy_ms, span_ms, ops);
+    }
     fprintf(stderr, "\n");
   }
 out:
@@ -208,9 +217,7 @@ static int busy_case(sc_bench *b, const char *model_file, const long_case *lc, b
   for (int r = 0; r < rounds; r++) {
     share[r] = s[r].span_ns ? 100.0 * (double)s[r].busy_ns / (double)s[r].span_ns : 0;
     tpot[r] = s[r].tpot_ms;
-    busy_ms[r] = (double)s[r].busy_ns * 1e-6 / s[r].steps;
-    span_ms[r] = (double)s[r].span_ns * 1e-6 / s[r].steps;
-    ops[r] = (double)s[r].ops / s[r].steps;
+    per_step(&s[r], &busy_ms[r], &span_ms[r], &ops[r]);
   }
   const double tp = sc_bench_median(tpot, rounds), bu = sc_bench_median(busy_ms, rounds);
   char params[256], extra[320];
