@@ -54,7 +54,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
       "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len", "device",
       "cuda_device", "collectives", "tokenizer", "served_model_name", "profile",
-      "rejoin_wait_ms", "step_retries"};
+      "rejoin_wait_ms", "step_retries", "cuda_graphs"};
   json_object_foreach(p, key, v) {
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
@@ -145,6 +145,12 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   if (prof) {
     if (!json_is_boolean(prof)) return sc_fail(d, SC_EINVAL, "pipeline.profile must be true or false");
     c->profile = json_is_true(prof);
+  }
+  json_t *graphs = json_object_get(p, "cuda_graphs");
+  if (graphs) {
+    if (!json_is_boolean(graphs))
+      return sc_fail(d, SC_EINVAL, "pipeline.cuda_graphs must be true or false");
+    e->no_recordings = json_is_false(graphs);
   }
   json_t *inj = json_object_get(p, "inject");
   if (inj) {

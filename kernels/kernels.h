@@ -183,6 +183,8 @@ typedef struct sc_attn_args {
 } sc_attn_args;
 
 typedef struct sc_kernels sc_kernels;
+/* A recording of queued ops (record_begin), replayed with replay. Owned by the caller. */
+typedef struct sc_krecording sc_krecording;
 
 typedef struct sc_kernels_ops {
   /* ---- context and memory ---- */
@@ -224,6 +226,29 @@ typedef struct sc_kernels_ops {
    * are the host's own time; CUDA without CUPTI), SC_ENOMEM when records were lost (the
    * numbers then undercount). */
   int (*busy_read)(sc_kernels *k, uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops);
+  /* Recordings (CUDA graphs): the ops queued between record_begin and record_end are
+   * recorded, not run; replay queues them again, as one launch, exactly as they were
+   * called: the same buffers (read and written as they are when the replay runs), the
+   * same scalars and shapes, the same marks. A step whose shapes repeat (decode) is
+   * recorded once and replayed, which spares the host one launch per op and the device
+   * the gaps between them.
+   *
+   * Not recordable: copies from or to host memory, sync, notify, alloc and free, and any
+   * op that would need more scratch than the context has. Such a call fails while
+   * recording, and so does record_end, with SC_EAGAIN: none of the ops ran; queue them
+   * again without recording (an unrecorded op grows the scratch it needs, so a second
+   * recording of the same ops may succeed). An op that fails for another reason (its
+   * arguments) may return before it reaches the device: a recording is whole only when
+   * every op queued into it returned 0, and the caller discards it otherwise.
+   *
+   * A recording holds the context's scratch addresses: replay answers SC_EAGAIN without
+   * queueing anything once scratch has moved since (another shape needed more); record
+   * again. The caller keeps its own buffers in place while a recording of them lives.
+   * NULL on backends without recordings (CPU: ops run as they are called). */
+  int (*record_begin)(sc_kernels *k);
+  int (*record_end)(sc_kernels *k, sc_krecording **out);
+  int (*replay)(sc_kernels *k, sc_krecording *r);
+  void (*recording_free)(sc_kernels *k, sc_krecording *r); /* NULL is a no-op */
 
   /* ---- dense ---- */
   int (*gemm)(sc_kernels *k, const sc_gemm *g);

@@ -99,6 +99,7 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
     goto fail;
   e->have_cache = true;
   if ((rc = sc_forward_create(e->k, &e->w, &e->cache, comm, &e->pc, &e->fwd, d))) goto fail;
+  sc_forward_set_recordings(e->fwd, !cfg->no_recordings);
   *out = e;
   return 0;
 fail:
@@ -123,6 +124,14 @@ int sc_engine_step(sc_engine *e, const sc_engine_batch *b, sc_forward_out *out, 
 
 int sc_engine_queue(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {
   return sc_forward_step(e->fwd, in, out, d);
+}
+
+void sc_engine_recording_stats(const sc_engine *e, uint64_t *records, uint64_t *replays) {
+  sc_forward_recording_stats(e->fwd, records, replays);
+}
+
+sc_forward_host sc_engine_host_profile(const sc_engine *e) {
+  return sc_forward_host_profile(e->fwd);
 }
 
 int sc_engine_profile(const sc_engine *e, uint64_t ns[SC_STAGE_COUNT], uint64_t *span) {

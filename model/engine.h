@@ -31,6 +31,9 @@ typedef struct sc_engine_config {
   int kernel_threads;     /* CPU kernel worker threads (>= 1) */
   bool cuda;              /* kernels on a CUDA device instead of the CPU */
   int cuda_device;        /* which device */
+  bool no_recordings;     /* run every step's ops as they are called, never replaying a
+                             recording of them (sc_forward_set_recordings; the pipeline's
+                             "cuda_graphs": false) */
 } sc_engine_config;
 
 typedef struct sc_engine sc_engine;
@@ -76,8 +79,13 @@ int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc
 int sc_engine_queue(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d);
 int sc_engine_finish(sc_engine *e, int status, sc_diag *d);
 
+/* Steps recorded and replayed so far (sc_forward_recording_stats). */
+void sc_engine_recording_stats(const sc_engine *e, uint64_t *records, uint64_t *replays);
+
 /* After sc_engine_finish of a step queued with in->profile: its per-stage times
  * (sc_forward_profile). */
 int sc_engine_profile(const sc_engine *e, uint64_t ns[SC_STAGE_COUNT], uint64_t *span);
+/* The host's side of it (sc_forward_host_profile). */
+sc_forward_host sc_engine_host_profile(const sc_engine *e);
 
 #endif

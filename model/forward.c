@@ -2,9 +2,12 @@
 #include "model/forward.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
+#include "base/log.h"
 #include "model/kbuf.h"
 #include "model/moe_ffn.h"
 #include "model/yarn.h"
@@ -14,11 +17,60 @@ enum {
   B_X, B_XN, B_QL, B_Q, B_QABS, B_KV, B_IQ, B_IW, B_OLAT, B_OV, B_AO, B_G, B_U, B_H,
   B_PG, B_SHARD, B_WS, B_TOPK, B_SEL, B_CAND, B_CANDG, B_QG, B_OD, B_LSE, B_LSEG, B_LSEX,
   B_XG, B_XL, B_LOGITS,
-  /* index arrays */
-  I_IDS, I_POS, I_REQ, I_DSLOT, I_PSLOT, I_KSLOT, I_KPOS, I_KB, I_KE, I_WSB, I_BT, I_SSRC,
-  I_DEINT, I_CKPOS, I_LAST, I_KRREQ, I_KRB, I_KRE,
+  /* the index arrays a step uploads (U_*): a recordable step's in one piece, the others' */
+  B_UPLOAD, B_UPLOAD_OTHER,
+  /* index arrays built on the device, and the chunks' (prefill steps only) */
+  I_KSLOT, I_KPOS, I_SSRC, I_DEINT, I_CKPOS,
   B_COUNT
 };
+
+/* The index arrays a step uploads, each at its own place in an upload buffer
+ * (upload_all). */
+enum {
+  U_IDS, U_POS, U_REQ, U_DSLOT, U_PSLOT, U_LAST, U_KRREQ, U_KRB, U_KRE, U_KB, U_KE, U_WSB, U_BT,
+  U_COUNT
+};
+
+/* ---- recorded steps (kernels' recordings: CUDA graphs) ----
+ *
+ * A decode step of a given batch repeats its shapes step after step: only the contents
+ * of its buffers change (tokens, positions, slots, key lists), and step_prepare writes
+ * those before the compute. So step_body is recorded once per shape (rec_key) and
+ * replayed after that: one launch for the host instead of one per op (2500 a step for
+ * a 61-layer model), and no launch gaps on the device.
+ *
+ * Which steps: those without collectives (the plan has none: one rank) and without
+ * prefill rows (a prompt's shapes rarely repeat), of a model whose compute never reads
+ * device memory on the host (MoE routing does), and not when the top-K is captured for
+ * the caller (a host copy per layer). The others run as they always did.
+ *
+ * What a recording holds: the addresses of this forward's buffers (so any buffer that
+ * grows makes every recording stale: buf_epoch), of the kernels' scratch (the kernels
+ * answer SC_EAGAIN to a stale replay) and the shapes of rec_key. The key lists grow a
+ * little every step: they are sized in powers of two, and the block table is widened to
+ * a power of two (bt_w), so that a growing context does not change the key. The step's
+ * timing marks are part of the recording; the profile's host side (which mark is which
+ * stage) is kept with it and restored after each replay. */
+typedef struct rec_key {
+  int32_t t_pad, decode, reqs, logits_rows, bt_w;
+  bool profile, logits;
+} rec_key;
+
+struct sc_forward_rec {
+  rec_key key;
+  sc_krecording *rec;
+  uint64_t buf_epoch;  /* f->buf_epoch when it was recorded */
+  uint64_t last_used;  /* f->steps when it last ran (the least recent is replaced) */
+  int32_t fails;       /* recordings of this key that failed in a row */
+  sc_step_prof prof;   /* the profile's state after step_body, when profiled */
+};
+
+/* An upload buffer's layout: U_* array u holds cap[u] int32 from off[u] on. */
+typedef struct upload_area {
+  int buf; /* B_UPLOAD or B_UPLOAD_OTHER */
+  size_t cap[U_COUNT], off[U_COUNT], total;
+  int32_t *host; /* the image uploaded in one copy (B_UPLOAD only) */
+} upload_area;
 
 struct sc_forward {
   sc_kernels *k;
@@ -31,6 +83,8 @@ struct sc_forward {
   size_t cap[B_COUNT];
   int32_t *host_ids; /* host staging */
   size_t host_cap;
+  upload_area up[2];    /* B_UPLOAD's and B_UPLOAD_OTHER's layouts */
+  const upload_area *cur_up; /* the one of the step being queued */
   sc_coll_session sess; /* the step's, kept until sc_forward_finish */
   sc_step_prof prof;    /* the step's stage marks, when it is profiled */
   /* rotary embedding and attention scale: the synthetic model's plain RoPE from theta
@@ -39,6 +93,13 @@ struct sc_forward {
   float attn_factor;    /* the table's cos/sin factor */
   float scale;          /* attention softmax scale */
   sc_moe_ffn *moe;      /* MoE layers' scratch, or NULL when the model has none */
+  /* recorded steps (step_recorded) */
+  bool recordings;      /* record and replay the steps that allow it */
+  uint64_t buf_epoch;   /* bumped whenever a buffer of buf[] moves */
+  uint64_t steps;       /* recordable steps so far (the recordings' clock) */
+  uint64_t records, replays;
+  struct sc_forward_rec *rec; /* [SC_FORWARD_RECS] */
+  sc_forward_host host;       /* the last profiled step's host time */
 };
 
 /* The rotary table of a checkpoint model, its scales, and the kernels it needs. */
@@ -83,6 +144,13 @@ int sc_forward_create(sc_kernels *k, const sc_model_weights *w, sc_kv_cache *cac
   if (f == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
   *f = (sc_forward){.k = k, .w = w, .cache = cache, .comm = comm, .pc = *cfg, .mc = *m,
                     .attn_factor = 1.0f, .scale = 1.0f / sqrtf((float)sc_model_q_head_dim(m))};
+  f->up[0].buf = B_UPLOAD;
+  f->up[1].buf = B_UPLOAD_OTHER;
+  if (k->ops->record_begin != NULL &&
+      (f->rec = calloc(SC_FORWARD_RECS, sizeof *f->rec)) == NULL) {
+    free(f);
+    return sc_fail(d, SC_ENOMEM, "out of memory");
+  }
   if (m->arch.checkpoint) {
     const int rc = setup_checkpoint(f, d);
     if (rc) {
@@ -100,21 +168,102 @@ void sc_forward_destroy(sc_forward *f) {
     if (f->buf[i]) f->k->ops->free(f->k, f->buf[i]);
   if (f->inv_freq) f->k->ops->free(f->k, f->inv_freq);
   sc_moe_ffn_destroy(f->moe);
+  if (f->rec != NULL)
+    for (int i = 0; i < SC_FORWARD_RECS; i++) f->k->ops->recording_free(f->k, f->rec[i].rec);
+  free(f->rec);
   free(f->host_ids);
+  free(f->up[0].host);
   free(f);
 }
 
-static void *ensure(sc_forward *f, int i, size_t bytes, int *rc) {
-  return sc_kbuf_grow(f->k, &f->buf[i], &f->cap[i], bytes, rc);
+/* Buffers that only steps with prefill rows use: never part of a recording. */
+static bool prefill_only(int i) {
+  return i == B_UPLOAD_OTHER || i == I_SSRC || i == I_DEINT || i == I_CKPOS || i == B_PG ||
+         i == B_SHARD || i == B_WS;
 }
 
-/* Uploads n int32 from host into index buffer i. */
-static int32_t *upload(sc_forward *f, int i, const int32_t *host, size_t n, int *rc) {
-  int32_t *b = ensure(f, i, n * sizeof *host, rc);
-  if (*rc) return NULL;
-  if (n > 0 && (*rc = f->k->ops->copy(f->k, b, host, n * sizeof *host, SC_KCOPY_H2D)))
-    return NULL;
+static void *ensure(sc_forward *f, int i, size_t bytes, int *rc) {
+  const void *was = f->buf[i];
+  void *b = sc_kbuf_grow(f->k, &f->buf[i], &f->cap[i], bytes, rc);
+  if (b != was && !prefill_only(i)) f->buf_epoch++; /* (recordings of it are stale) */
   return b;
+}
+
+static int32_t pow2_at_least(int32_t n) {
+  int32_t p = 1;
+  while (p < n && p < (INT32_MAX >> 1) + 1) p <<= 1;
+  return p;
+}
+
+/* A step's cache key list grows by one entry per decode request: sized in powers of two,
+ * its buffers move (and the recordings that hold them go stale) only when it doubles. */
+static size_t key_list_bytes(int32_t num_keys) {
+  return (size_t)pow2_at_least(num_keys) * sizeof(int32_t);
+}
+
+/* Device address of uploaded index array u (after upload_all). */
+static int32_t *ix(const sc_forward *f, int u) {
+  return (int32_t *)f->buf[f->cur_up->buf] + f->cur_up->off[u];
+}
+
+/* One upload array's source: n int32 at p. */
+typedef struct upload_src {
+  const int32_t *p;
+  size_t n;
+} upload_src;
+
+/* Uploads every U_* array to its place in area a's buffer. Each array has a fixed place
+ * with room to the next power of two, so the layout (and the addresses a recorded step
+ * holds) changes only when an array outgrows its room.
+ *
+ * A decode step's arrays (`one_copy`: a few per request; the steps that are recorded)
+ * go in one copy of the area's image: a dozen small arrays then cost one transfer instead of a
+ * dozen (each a host call and a round of the copy engine's latency between kernels).
+ * The other steps copy array by array: their rooms are sized by the largest prompt seen
+ * (13 arrays of 128k tokens after a 128k prompt), and one copy of the whole area would
+ * carry those rooms' unused ends to the device every step. */
+static int upload_all(sc_forward *f, upload_area *a, const upload_src src[U_COUNT],
+                      bool one_copy) {
+  size_t cap[U_COUNT];
+  bool relayout = a->total == 0;
+  for (int u = 0; u < U_COUNT; u++) {
+    cap[u] = a->cap[u] ? a->cap[u] : 64; /* (256 bytes: every array starts aligned) */
+    while (cap[u] < src[u].n) cap[u] *= 2;
+    relayout |= cap[u] != a->cap[u];
+  }
+  if (relayout) { /* (the new layout holds only once everything it needs is there) */
+    size_t total = 0;
+    for (int u = 0; u < U_COUNT; u++) total += cap[u];
+    if (one_copy) {
+      int32_t *h = realloc(a->host, total * sizeof *h);
+      if (h == NULL) return SC_ENOMEM;
+      a->host = h;
+    }
+    for (size_t u = 0, off = 0; u < U_COUNT; off += cap[u], u++) {
+      a->cap[u] = cap[u];
+      a->off[u] = off;
+    }
+    a->total = total;
+    if (one_copy) f->buf_epoch++; /* the arrays moved inside a buffer recordings read */
+  }
+  int rc = 0;
+  int32_t *dev = ensure(f, a->buf, a->total * sizeof(int32_t), &rc);
+  if (rc) return rc;
+  f->cur_up = a;
+  if (!one_copy) {
+    for (int u = 0; u < U_COUNT && rc == 0; u++)
+      if (src[u].n > 0)
+        rc = f->k->ops->copy(f->k, dev + a->off[u], src[u].p, src[u].n * sizeof(int32_t),
+                             SC_KCOPY_H2D);
+    return rc;
+  }
+  size_t end = 0;
+  for (int u = 0; u < U_COUNT; u++) {
+    if (src[u].n == 0) continue;
+    memcpy(a->host + a->off[u], src[u].p, src[u].n * sizeof(int32_t));
+    if (a->off[u] + src[u].n > end) end = a->off[u] + src[u].n;
+  }
+  return end == 0 ? 0 : f->k->ops->copy(f->k, dev, a->host, end * sizeof(int32_t), SC_KCOPY_H2D);
 }
 
 typedef struct step_ctx {
@@ -127,6 +276,8 @@ typedef struct step_ctx {
   int32_t Tp, D, Hl, dn, dr, dc, dv, qd, kvw, iw, HI, dI, idr, K, hid, F, P, N, T, I, B;
   int32_t layer;
   bool has_prefill;
+  int32_t bt_w; /* the block table's row width on the device: max_blocks to a power of 2 */
+  int32_t nl;   /* rows whose logits are taken (step_prepare) */
 } step_ctx;
 
 static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t rows,
@@ -148,7 +299,7 @@ static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t 
 static int rope(step_ctx *s, int32_t n_heads, int32_t rot_dim, float *x, int64_t ld_tok,
                 int64_t ld_head) {
   const sc_forward *f = s->f;
-  const int32_t *pos = f->buf[I_POS];
+  const int32_t *pos = ix(f, U_POS);
   if (f->inv_freq == NULL)
     return f->k->ops->rope(f->k, s->Tp, n_heads, rot_dim, x, ld_tok, ld_head, pos,
                            f->mc.rope_theta);
@@ -209,7 +360,7 @@ static int attention_layer(step_ctx *s) {
   int32_t *topk = f->buf[B_TOPK], *sel = f->buf[B_SEL];
   sc_kcand *cand = f->buf[B_CAND];
   float *lsex = f->buf[B_LSEX];
-  const int32_t *pos = f->buf[I_POS];
+  const int32_t *pos = ix(f, U_POS);
   const sc_krows cache = sc_kv_cache_rows(f->cache, l);
   const float scale = f->scale;
   /* A checkpoint's q_norm and kv_norm have their own epsilon (model_config.h). */
@@ -287,11 +438,11 @@ static int attention_layer(step_ctx *s) {
               src, pg));
       src = pg;
     }
-    CK(o->kv_write(k, m->num_prefill_src, s->iw, src, s->iw, f->buf[I_PSLOT], cache),
+    CK(o->kv_write(k, m->num_prefill_src, s->iw, src, s->iw, ix(f, U_PSLOT), cache),
        "layer %d: prefill KV write", l);
   }
   if (D > 0)
-    CK(o->kv_write(k, D, s->iw, kv, s->iw, f->buf[I_DSLOT], cache), "layer %d: decode KV write", l);
+    CK(o->kv_write(k, D, s->iw, kv, s->iw, ix(f, U_DSLOT), cache), "layer %d: decode KV write", l);
 
   /* ---- workspace path: prefill rows under DCP, one context_kv gather per chunk ---- */
   if (s->has_prefill && s->N > 1) {
@@ -319,15 +470,15 @@ static int attention_layer(step_ctx *s) {
           .n_tok = n, .n_heads = s->HI, .dim = s->dI, .topk = s->K,
           .q = iq + (size_t)tb * iqw, .ld_q = iqw, .w = iwt + (size_t)tb * s->HI, .ld_w = s->HI,
           .q_pos = pos + tb, .keys = sc_krows_col(wsr, s->kvw), .key_rows = deint,
-          .key_pos = ckpos, .key_begin = (const int32_t *)f->buf[I_KB] + tb,
-          .key_end = (const int32_t *)f->buf[I_KE] + tb, .out_pos = topk + (size_t)tb * s->K,
+          .key_pos = ckpos, .key_begin = ix(f, U_KB) + tb,
+          .key_end = ix(f, U_KE) + tb, .out_pos = topk + (size_t)tb * s->K,
           .out_cand = cand + (size_t)tb * s->K};
       stage(s, SC_STAGE_INDEXER);
       if (own) CK(o->indexer_topk(k, &ia), "layer %d: indexer (chunk %d)", l, c);
       CK(capture(s, cand, tb, tb + n), "layer %d: top-K capture", l);
       if (own)
         CK(o->topk_to_workspace(k, n, s->K, topk + (size_t)tb * s->K,
-                                (const int32_t *)f->buf[I_WSB] + tb, S, s->N, s->I,
+                                ix(f, U_WSB) + tb, S, s->N, s->I,
                                 sel + (size_t)tb * s->K),
            "layer %d: top-K to workspace rows", l);
       const sc_attn_args aa = {
@@ -352,8 +503,8 @@ static int attention_layer(step_ctx *s) {
     const sc_indexer_args ia = {
         .n_tok = cte, .n_heads = s->HI, .dim = s->dI, .topk = s->K, .q = iq, .ld_q = iqw,
         .w = iwt, .ld_w = s->HI, .q_pos = pos, .keys = sc_krows_col(cache, s->kvw),
-        .key_rows = f->buf[I_KSLOT], .key_pos = f->buf[I_KPOS], .key_begin = f->buf[I_KB],
-        .key_end = f->buf[I_KE], .out_pos = topk, .out_cand = cand};
+        .key_rows = f->buf[I_KSLOT], .key_pos = f->buf[I_KPOS], .key_begin = ix(f, U_KB),
+        .key_end = ix(f, U_KE), .out_pos = topk, .out_cand = cand};
     CK(o->indexer_topk(k, &ia), "layer %d: indexer (local cache)", l);
   }
   if (dcp_decode) { /* every rank selects the same global top-K from all shards' picks */
@@ -366,7 +517,7 @@ static int attention_layer(step_ctx *s) {
   }
   CK(capture(s, cand, 0, cte), "layer %d: top-K capture", l);
   if (cte > 0 && own)
-    CK(o->topk_to_slots(k, cte, s->K, topk, f->buf[I_REQ], f->buf[I_BT], s->in->max_blocks,
+    CK(o->topk_to_slots(k, cte, s->K, topk, ix(f, U_REQ), ix(f, U_BT), s->bt_w,
                         s->B, s->N, s->I, m->coords.dcp_rank, sel),
        "layer %d: top-K to cache slots", l);
   stage(s, SC_STAGE_ATTENTION);
@@ -461,26 +612,24 @@ out:
   return rc;
 }
 
-int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {
+/* Whether the step's compute can be recorded and replayed (see "recorded steps"). */
+static bool recordable(const step_ctx *s) {
+  const sc_forward *f = s->f;
+  return f->recordings && f->k->ops->record_begin != NULL && s->in->plan->num_colls == 0 &&
+         !s->has_prefill && s->in->meta->num_chunks == 0 && f->moe == NULL &&
+         (s->out == NULL || s->out->topk == NULL);
+}
+
+/* Grows the step's buffers, uploads its index arrays and builds the cache key list:
+ * everything of a step that reads host memory or may allocate, so that what follows
+ * (step_body) can be recorded. The rows whose logits are taken are known here too. */
+static int step_prepare(step_ctx *s) {
+  sc_forward *f = s->f;
+  const sc_forward_in *in = s->in;
   const sc_plan *plan = in->plan;
   const sc_meta *m = in->meta;
   const sc_model_config *mc = &f->mc;
-  step_ctx sx = {.f = f, .in = in, .out = out, .sess = &f->sess, .d = d, .layer = -1};
-  step_ctx *s = &sx;
   int rc = 0;
-  s->Tp = m->t_pad, s->D = m->num_decode;
-  s->Hl = mc->heads / f->pc.tp, s->dn = mc->qk_nope_dim, s->dr = mc->rope_dim;
-  s->dc = mc->kv_lora_rank, s->dv = mc->v_head_dim, s->qd = sc_model_q_head_dim(mc);
-  s->kvw = s->dc + s->dr, s->iw = s->kvw + mc->index_dim, s->HI = mc->index_heads;
-  s->dI = mc->index_dim, s->idr = sc_model_index_rope_dim(mc), s->K = mc->topk;
-  s->hid = mc->hidden, s->F = mc->ffn_hidden / f->pc.tp;
-  s->P = f->pc.pcp, s->N = f->pc.dcp, s->T = f->pc.tp, s->I = f->pc.interleave;
-  s->B = f->pc.block_size;
-  for (int32_t i = 0; i < plan->num_ordered && !s->has_prefill; i++)
-    s->has_prefill = plan->reqs[plan->order[i]].flags & SC_REQ_PREFILL;
-  sc_coll_session_begin(s->sess, f->comm, plan->colls, plan->num_colls, in->step);
-  sc_step_prof_begin(&f->prof, in->profile ? f->k : NULL);
-
   const size_t Tp = (size_t)s->Tp, fl = sizeof(float);
   const int32_t nq = s->P == 1 ? s->N : 1;
   int64_t max_s = 0, sum_s = 0, sum_e = 0;
@@ -522,13 +671,15 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   CK(rc, "forward: cannot allocate step buffers");
 
   /* ---- index arrays ---- */
-  if (f->host_cap < Tp + (size_t)plan->num_reqs) {
-    int32_t *p = realloc(f->host_ids, (Tp + (size_t)plan->num_reqs) * sizeof *p);
+  const size_t nr = (size_t)plan->num_reqs, bt_n = nr * (size_t)s->bt_w;
+  const size_t host_need = Tp + nr + bt_n;
+  if (f->host_cap < host_need) {
+    int32_t *p = realloc(f->host_ids, host_need * sizeof *p);
     CK(p == NULL ? SC_ENOMEM : 0, "out of memory");
     f->host_ids = p;
-    f->host_cap = Tp + (size_t)plan->num_reqs;
+    f->host_cap = host_need;
   }
-  int32_t *ids = f->host_ids;
+  int32_t *ids = f->host_ids, *last = ids + Tp, *bt_host = last + nr;
   for (int32_t i = 0; i < plan->num_reqs; i++)
     if (plan->reqs[i].extent > mc->max_position)
       CK(SC_ERANGE, "request %d reaches extent %d; the model's max_position is %d", i,
@@ -540,25 +691,36 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
       CK(SC_EINVAL, "token id %d of global token %d is outside the vocabulary [0, %d)", ids[t], g,
          mc->vocab);
   }
-  upload(f, I_IDS, ids, Tp, &rc);
-  upload(f, I_POS, m->tok_pos, Tp, &rc);
-  upload(f, I_REQ, m->tok_req, Tp, &rc);
-  upload(f, I_DSLOT, m->decode_slots, D, &rc);
-  upload(f, I_PSLOT, m->prefill_slots, (size_t)m->num_prefill_src, &rc);
+  /* the block table, its rows widened to bt_w (the columns past max_blocks are never read:
+   * a position's block is below its request's extent) */
+  for (size_t r = 0; r < nr; r++) {
+    memcpy(bt_host + r * s->bt_w, in->block_table + r * in->max_blocks,
+           (size_t)in->max_blocks * sizeof *bt_host);
+    for (int32_t b = in->max_blocks; b < s->bt_w; b++) bt_host[r * s->bt_w + b] = -1;
+  }
+  /* the hidden rows of the last tokens whose logits are taken */
+  s->nl = 0;
+  for (int32_t i = 0; i < plan->num_reqs; i++)
+    if (m->last_token[i] >= 0 && (in->sample == NULL || in->sample[i]))
+      last[s->nl++] = m->hidden_restore[m->last_token[i]];
   const size_t nkr = (size_t)m->num_key_ranges;
-  const int32_t *kr_req = upload(f, I_KRREQ, m->key_range_req, nkr, &rc);
-  const int32_t *kr_b = upload(f, I_KRB, m->key_range_begin, nkr, &rc);
-  const int32_t *kr_e = upload(f, I_KRE, m->key_range_end, nkr, &rc);
-  int32_t *kslot = ensure(f, I_KSLOT, (size_t)m->num_keys * sizeof(int32_t), &rc);
-  int32_t *kpos = ensure(f, I_KPOS, (size_t)m->num_keys * sizeof(int32_t), &rc);
-  upload(f, I_KB, m->tok_key_begin, Tp, &rc);
-  upload(f, I_KE, m->tok_key_end, Tp, &rc);
-  upload(f, I_WSB, m->tok_ws_base, Tp, &rc);
-  const int32_t *bt = upload(f, I_BT, in->block_table, (size_t)plan->num_reqs * in->max_blocks, &rc);
+  upload_src up[U_COUNT] = {
+      [U_IDS] = {ids, Tp}, [U_POS] = {m->tok_pos, Tp}, [U_REQ] = {m->tok_req, Tp},
+      [U_DSLOT] = {m->decode_slots, D}, [U_PSLOT] = {m->prefill_slots, (size_t)m->num_prefill_src},
+      [U_LAST] = {last, (size_t)s->nl}, [U_KRREQ] = {m->key_range_req, nkr},
+      [U_KRB] = {m->key_range_begin, nkr}, [U_KRE] = {m->key_range_end, nkr},
+      [U_KB] = {m->tok_key_begin, Tp}, [U_KE] = {m->tok_key_end, Tp},
+      [U_WSB] = {m->tok_ws_base, Tp}, [U_BT] = {bt_host, bt_n}};
+  const bool one_copy = !s->has_prefill && m->num_chunks == 0; /* decode rows only */
+  CK(upload_all(f, &f->up[one_copy ? 0 : 1], up, one_copy),
+     "forward: cannot upload the step's index arrays");
+  int32_t *kslot = ensure(f, I_KSLOT, key_list_bytes(m->num_keys), &rc);
+  int32_t *kpos = ensure(f, I_KPOS, key_list_bytes(m->num_keys), &rc);
   /* the cache key list (1 MB a step at a 128k context) is filled on the kernels' side */
   if (rc == 0 && m->num_keys > 0)
-    rc = f->k->ops->cache_keys(f->k, m->num_key_ranges, m->num_keys, kr_req, kr_b, kr_e, bt,
-                               in->max_blocks, f->pc.block_size, f->pc.dcp, f->pc.interleave,
+    rc = f->k->ops->cache_keys(f->k, m->num_key_ranges, m->num_keys, ix(f, U_KRREQ),
+                               ix(f, U_KRB), ix(f, U_KRE), ix(f, U_BT), s->bt_w,
+                               f->pc.block_size, f->pc.dcp, f->pc.interleave,
                                m->coords.dcp_rank, kpos, kslot);
   int32_t *ssrc = ensure(f, I_SSRC, (size_t)sum_s * sizeof(int32_t), &rc);
   int32_t *deint = ensure(f, I_DEINT, (size_t)sum_e * sizeof(int32_t), &rc);
@@ -578,12 +740,21 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
     ckpos += ch->extent_total;
   }
   CK(rc, "forward: cannot upload the chunk index arrays");
+out:
+  return rc;
+}
 
-  /* ---- embedding ---- */
+/* The step's compute on the kernels' queue, from the embedding to the logits of the last
+ * rows (B_LOGITS): no host memory and no allocation, so that it can be recorded. */
+static int step_body(step_ctx *s) {
+  sc_forward *f = s->f;
+  const sc_model_config *mc = &f->mc;
+  int rc = 0;
+  const int64_t Tp = s->Tp;
   float *x = f->buf[B_X];
   const sc_krows embed = {f->w->t[SC_W_EMBED], SC_KFMT_F32, s->hid, mc->vocab};
-  CK(f->k->ops->gather_rows(f->k, (int64_t)Tp, s->hid, embed, f->buf[I_IDS],
-                            (sc_krows){x, SC_KFMT_F32, s->hid, (int64_t)Tp}),
+  CK(f->k->ops->gather_rows(f->k, Tp, s->hid, embed, ix(f, U_IDS),
+                            (sc_krows){x, SC_KFMT_F32, s->hid, Tp}),
      "forward: embedding");
 
   for (s->layer = 0; s->layer < mc->layers; s->layer++) {
@@ -602,41 +773,164 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
     CC(coll(s, SC_GROUP_PCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_HIDDEN_RESTORE, s->Tp, s->hid,
             x, xg));
   }
-  CK(sc_coll_session_end(s->sess), "%s", s->sess->diag.msg);
-  if (out != NULL && out->logits != NULL) {
-    int32_t *last = ids; /* reuse the staging array: rows of the last tokens */
-    int32_t nl = 0;
-    for (int32_t i = 0; i < plan->num_reqs; i++)
-      if (m->last_token[i] >= 0 && (in->sample == NULL || in->sample[i]))
-        last[nl++] = m->hidden_restore[m->last_token[i]];
-    const int32_t *dlast = upload(f, I_LAST, last, (size_t)nl, &rc);
-    CK(rc, "forward: upload");
-    float *xl = f->buf[B_XL], *logits = f->buf[B_LOGITS];
-    CK(f->k->ops->gather_rows(f->k, nl, s->hid,
-                              (sc_krows){xg, SC_KFMT_F32, s->hid, (int64_t)s->P * s->Tp}, dlast,
-                              (sc_krows){xl, SC_KFMT_F32, s->hid, nl}),
-       "forward: last-token rows");
-    CK(f->k->ops->rmsnorm(f->k, nl, s->hid, xl, s->hid, f->w->t[SC_W_NORM], mc->rms_eps, xl,
-                          s->hid),
-       "forward: final norm");
-    CK(sc_linear(f->k, nl, mc->vocab, s->hid, xl, s->hid, f->w->t[SC_W_HEAD], s->hid, logits,
-              mc->vocab, 1.0f),
-       "forward: LM head");
-    int32_t r = 0;
-    for (int32_t i = 0; i < plan->num_reqs; i++) {
-      float *dst = out->logits + (size_t)i * mc->vocab;
-      if (m->last_token[i] < 0 || (in->sample != NULL && !in->sample[i])) {
-        memset(dst, 0, (size_t)mc->vocab * fl);
-        continue;
-      }
-      CK(f->k->ops->copy(f->k, dst, logits + (size_t)r++ * mc->vocab, (size_t)mc->vocab * fl,
-                         SC_KCOPY_D2H_DEFERRED),
-         "forward: logits download");
-    }
-  }
-  sc_step_prof_end(&f->prof);
+  if (s->out == NULL || s->out->logits == NULL || s->nl == 0) goto out;
+  float *xl = f->buf[B_XL], *logits = f->buf[B_LOGITS];
+  CK(f->k->ops->gather_rows(f->k, s->nl, s->hid,
+                            (sc_krows){xg, SC_KFMT_F32, s->hid, (int64_t)s->P * s->Tp},
+                            ix(f, U_LAST), (sc_krows){xl, SC_KFMT_F32, s->hid, s->nl}),
+     "forward: last-token rows");
+  CK(f->k->ops->rmsnorm(f->k, s->nl, s->hid, xl, s->hid, f->w->t[SC_W_NORM], mc->rms_eps, xl,
+                        s->hid),
+     "forward: final norm");
+  CK(sc_linear(f->k, s->nl, mc->vocab, s->hid, xl, s->hid, f->w->t[SC_W_HEAD], s->hid, logits,
+               mc->vocab, 1.0f),
+     "forward: LM head");
 out:
   return rc;
+}
+
+/* The logits of the selected requests to the caller's memory, once the step has run. */
+static int step_download(step_ctx *s) {
+  sc_forward *f = s->f;
+  const sc_plan *plan = s->in->plan;
+  const sc_meta *m = s->in->meta;
+  const size_t vocab = (size_t)f->mc.vocab;
+  if (s->out == NULL || s->out->logits == NULL) return 0;
+  const float *logits = f->buf[B_LOGITS];
+  int32_t r = 0;
+  int rc = 0;
+  for (int32_t i = 0; i < plan->num_reqs; i++) {
+    float *dst = s->out->logits + (size_t)i * vocab;
+    if (m->last_token[i] < 0 || (s->in->sample != NULL && !s->in->sample[i])) {
+      memset(dst, 0, vocab * sizeof(float));
+      continue;
+    }
+    CK(f->k->ops->copy(f->k, dst, logits + (size_t)r++ * vocab, vocab * sizeof(float),
+                       SC_KCOPY_D2H_DEFERRED),
+       "forward: logits download");
+  }
+out:
+  return rc;
+}
+
+/* How often a key may fail to record before its steps just run (a shape that needs new
+ * scratch every time would otherwise be recorded and thrown away every step). */
+#define REC_MAX_FAILS 3
+
+
+static struct sc_forward_rec *rec_slot(sc_forward *f, const rec_key *key) {
+  struct sc_forward_rec *victim = &f->rec[0];
+  for (int i = 0; i < SC_FORWARD_RECS; i++) {
+    struct sc_forward_rec *e = &f->rec[i];
+    if (e->last_used > 0 && memcmp(&e->key, key, sizeof *key) == 0) return e;
+    if (e->last_used < victim->last_used) victim = e;
+  }
+  f->k->ops->recording_free(f->k, victim->rec);
+  memset(victim, 0, sizeof *victim);
+  victim->key = *key;
+  return victim;
+}
+
+static int step_recorded(step_ctx *s) {
+  sc_forward *f = s->f;
+  sc_kernels *k = f->k;
+  rec_key key;
+  memset(&key, 0, sizeof key); /* (compared with memcmp: no stray padding bytes) */
+  key.t_pad = s->Tp, key.decode = s->D, key.reqs = s->in->plan->num_reqs;
+  key.logits_rows = s->nl, key.bt_w = s->bt_w, key.profile = s->in->profile;
+  key.logits = s->out != NULL && s->out->logits != NULL;
+  struct sc_forward_rec *e = rec_slot(f, &key);
+  e->last_used = ++f->steps;
+  if (e->rec != NULL && e->buf_epoch == f->buf_epoch) {
+    const int rc = k->ops->replay(k, e->rec);
+    if (rc == 0) {
+      if (s->in->profile) f->prof = e->prof;
+      f->replays++;
+      return 0;
+    }
+    if (rc != SC_EAGAIN) return sc_fail(s->d, rc, "forward: cannot replay the step");
+  }
+  k->ops->recording_free(k, e->rec);
+  e->rec = NULL;
+  if (e->fails >= REC_MAX_FAILS) return step_body(s);
+  const sc_step_prof before = f->prof;
+  int rc = k->ops->record_begin(k);
+  if (rc == 0) {
+    const int body_rc = step_body(s);
+    rc = k->ops->record_end(k, &e->rec);
+    if (rc == 0 && body_rc != 0) { /* an op failed: the recording stops short of the step */
+      k->ops->recording_free(k, e->rec);
+      e->rec = NULL;
+      rc = body_rc;
+    }
+  }
+  if (rc == 0) {
+    e->fails = 0;
+    e->buf_epoch = f->buf_epoch;
+    e->prof = f->prof;
+    f->records++;
+    if ((rc = k->ops->replay(k, e->rec)) != 0)
+      return sc_fail(s->d, rc, "forward: cannot replay the step just recorded");
+    return 0;
+  }
+  /* Nothing ran: the same ops once more, as they are called. That grows what they needed
+   * (SC_EAGAIN: scratch), and any other failure (the recording's own, or an op's) shows
+   * there with its own message, or does not recur. */
+  SC_DEBUG("forward", "step %llu not recorded (%s): its ops run as they are called",
+           (unsigned long long)s->in->step, sc_strerror(rc));
+  e->fails++;
+  f->prof = before;
+  s->layer = -1;
+  if (s->d) *s->d = (sc_diag){0};
+  return step_body(s);
+}
+
+int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {
+  const sc_plan *plan = in->plan;
+  const sc_meta *m = in->meta;
+  const sc_model_config *mc = &f->mc;
+  step_ctx sx = {.f = f, .in = in, .out = out, .sess = &f->sess, .d = d, .layer = -1};
+  step_ctx *s = &sx;
+  int rc = 0;
+  s->Tp = m->t_pad, s->D = m->num_decode;
+  s->Hl = mc->heads / f->pc.tp, s->dn = mc->qk_nope_dim, s->dr = mc->rope_dim;
+  s->dc = mc->kv_lora_rank, s->dv = mc->v_head_dim, s->qd = sc_model_q_head_dim(mc);
+  s->kvw = s->dc + s->dr, s->iw = s->kvw + mc->index_dim, s->HI = mc->index_heads;
+  s->dI = mc->index_dim, s->idr = sc_model_index_rope_dim(mc), s->K = mc->topk;
+  s->hid = mc->hidden, s->F = mc->ffn_hidden / f->pc.tp;
+  s->P = f->pc.pcp, s->N = f->pc.dcp, s->T = f->pc.tp, s->I = f->pc.interleave;
+  s->B = f->pc.block_size;
+  s->bt_w = pow2_at_least(in->max_blocks);
+  for (int32_t i = 0; i < plan->num_ordered && !s->has_prefill; i++)
+    s->has_prefill = plan->reqs[plan->order[i]].flags & SC_REQ_PREFILL;
+  sc_coll_session_begin(s->sess, f->comm, plan->colls, plan->num_colls, in->step);
+  sc_step_prof_begin(&f->prof, in->profile ? f->k : NULL);
+
+  uint64_t t[4] = {in->profile ? sc_now_ns() : 0, 0, 0, 0};
+  const uint64_t replays = f->replays;
+  if ((rc = step_prepare(s))) goto out;
+  if (in->profile) t[1] = sc_now_ns();
+  if ((rc = recordable(s) ? step_recorded(s) : step_body(s))) goto out;
+  CK(sc_coll_session_end(s->sess), "%s", s->sess->diag.msg);
+  if (in->profile) t[2] = sc_now_ns();
+  if ((rc = step_download(s))) goto out;
+  sc_step_prof_end(&f->prof);
+  if (in->profile) {
+    t[3] = sc_now_ns();
+    f->host = (sc_forward_host){.prepare_ns = t[1] - t[0], .compute_ns = t[2] - t[1],
+                                .download_ns = t[3] - t[2], .replayed = f->replays != replays};
+  }
+out:
+  return rc;
+}
+
+void sc_forward_set_recordings(sc_forward *f, bool on) { f->recordings = on; }
+
+sc_forward_host sc_forward_host_profile(const sc_forward *f) { return f->host; }
+
+void sc_forward_recording_stats(const sc_forward *f, uint64_t *records, uint64_t *replays) {
+  *records = f->records;
+  *replays = f->replays;
 }
 
 int sc_forward_profile(const sc_forward *f, uint64_t ns[SC_STAGE_COUNT], uint64_t *span) {

@@ -86,4 +86,24 @@ int sc_forward_finish(sc_forward *f, sc_diag *d);
  * profiled (or a mark failed). */
 int sc_forward_profile(const sc_forward *f, uint64_t ns[SC_STAGE_COUNT], uint64_t *span);
 
+/* Where the host's time went while queueing the last step queued with in->profile: its
+ * buffers and uploads (step_prepare), its compute (every op queued, or one replay), its
+ * logits reads; and whether the compute was a replay. */
+typedef struct sc_forward_host {
+  uint64_t prepare_ns, compute_ns, download_ns;
+  bool replayed;
+} sc_forward_host;
+sc_forward_host sc_forward_host_profile(const sc_forward *f);
+
+/* Recorded steps (kernels.h record_begin; CUDA graphs): with `on`, a step without
+ * collectives or prefill rows is recorded the first time its shapes occur and replayed
+ * when they recur, up to SC_FORWARD_RECS shapes at a time; the results are the same
+ * bits (the same ops with the same arguments). Off by default; nothing changes on
+ * backends without recordings. */
+#define SC_FORWARD_RECS 8
+void sc_forward_set_recordings(sc_forward *f, bool on);
+/* Steps recorded and steps replayed so far (a replay of a step just recorded counts as
+ * a record only). */
+void sc_forward_recording_stats(const sc_forward *f, uint64_t *records, uint64_t *replays);
+
 #endif

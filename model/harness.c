@@ -54,6 +54,10 @@ int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d
       (rc = sc_plan_config_validate(&h->pc, d)))
     goto fail;
   h->world = sc_plan_world_size(&h->pc);
+  if (cfg->cuda && h->world != 1) {
+    rc = sc_fail(d, SC_ENOTSUP, "harness: CUDA ranks need a device-aware backend: one rank only");
+    goto fail;
+  }
   if ((rc = sc_mem_world_create(&h->pc, &h->mem))) {
     sc_fail(d, rc, "cannot create the in-memory world");
     goto fail;
@@ -65,7 +69,8 @@ int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d
   const sc_engine_config ec = {.plan = cfg->plan, .model = cfg->model, .weights = cfg->weights,
                               .model_dir = cfg->model_dir,
                                .num_blocks = cfg->num_blocks, .kv_fmt = cfg->kv_fmt,
-                               .kernel_threads = cfg->kernel_threads};
+                               .kernel_threads = cfg->kernel_threads, .cuda = cfg->cuda,
+                               .no_recordings = cfg->no_recordings};
   for (int32_t g = 0; g < h->world; g++) {
     rank *r = &h->ranks[g];
     r->h = h;
@@ -203,4 +208,8 @@ out:
   free(th);
   free(started);
   return rc;
+}
+
+void sc_harness_recording_stats(const sc_harness *h, uint64_t *records, uint64_t *replays) {
+  sc_engine_recording_stats(h->ranks[0].engine, records, replays);
 }

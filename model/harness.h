@@ -16,6 +16,7 @@
 #ifndef SC_HARNESS_H
 #define SC_HARNESS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/kernels.h"
@@ -32,6 +33,9 @@ typedef struct sc_harness_config {
   int64_t deadline_ms;    /* per collective; <= 0: none */
   const char *weights;    /* safetensors file, or NULL for synthetic weights */
   const char *model_dir;  /* a DeepSeek-V3.2 checkpoint directory (engine.h), or NULL */
+  bool cuda;              /* one rank on CUDA device 0 instead of the CPU (the in-memory
+                             backend cannot move device memory: more ranks are refused) */
+  bool no_recordings;     /* engine.h: never replay recorded steps */
 } sc_harness_config;
 
 typedef struct sc_harness sc_harness;
@@ -65,5 +69,8 @@ typedef struct sc_harness_result {
 
 int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result *res,
                     sc_diag *d);
+
+/* Rank 0's steps recorded and replayed so far (engine.h). */
+void sc_harness_recording_stats(const sc_harness *h, uint64_t *records, uint64_t *replays);
 
 #endif

@@ -14,7 +14,9 @@
  * the KV cache in f32 (the pipeline's default) and then in bf16 ("kv" in the params).
  * Then the short context once more with the steps profiled ("e2e.gpu_busy", issue 20):
  * how much of a decode step's kernel span the device was busy (CUPTI's records of what
- * ran, rank 0's step results on its tap), beside that run's TPOT. */
+ * ran, rank 0's step results on its tap), beside that run's TPOT. And once more with
+ * every op launched, none replayed from a CUDA graph ("e2e.tpot_launched"), for the
+ * graphs' speed-up in the same run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,16 +136,25 @@ static int take_steps(sc_tap_steps *tap, int32_t out, long_sample *s, char *why,
   return 0;
 }
 
-/* One case on a fresh cluster; with `profile`, the executors profile the steps and each
- * round's decode steps' device activity comes from the tap. */
-static int run_case(const char *model_file, const long_case *lcs, bool kv_bf16, bool profile,
-                    int rounds, int32_t vocab, long_sample *out, char *why, size_t why_len) {
+/* How a case's cluster runs. */
+typedef struct case_opts {
+  bool kv_bf16;   /* KV rows in bf16, not f32 */
+  bool profile;   /* the executors profile the steps; each round's decode steps' device
+                     activity comes from the tap */
+  bool no_graphs; /* every op launched, no step replayed from a CUDA graph */
+} case_opts;
+
+/* One case on a fresh cluster. */
+static int run_case(const char *model_file, const long_case *lcs, case_opts o, int rounds,
+                    int32_t vocab, long_sample *out, char *why, size_t why_len) {
   const int32_t L = lcs->context;
+  const bool kv_bf16 = o.kv_bf16, profile = o.profile;
   const sc_local_cluster_opts co = {
       .pcp = 1, .dcp = 1, .tp = 1, .model_file = model_file, .cuda = true, .gpus = 1,
       .nccl = true, .token_budget = L > 4096 ? L : 4096, .num_blocks = L / 16 + 128,
       .max_model_len = L + lcs->out + 64, .deadline_ms = 120000, .log_level = "warn",
-      .quiet = true, .kv_bf16 = kv_bf16, .profile = profile, .taps = profile};
+      .quiet = true, .kv_bf16 = kv_bf16, .profile = profile, .taps = profile,
+      .no_cuda_graphs = o.no_graphs};
   sc_local_cluster *lc = NULL;
   sc_client *cl = NULL;
   sc_tap_steps *tap = NULL;
@@ -177,8 +188,9 @@ static int run_case(const char *model_file, const long_case *lcs, bool kv_bf16, 
     if ((rc = one_request(cl, lc, prompt, L, lcs->out, &out[r], why, why_len)) != 0 ||
         (tap && (rc = take_steps(tap, lcs->out, &out[r], why, why_len)) != 0))
       goto out;
-    fprintf(stderr, "  %s KV, context %d, round %d%s: ttft %.1f ms, tpot %.3f ms", kv_bf16 ? "bf16" : "f32",
-            L, r + 1, profile ? " (profiled)" : "", out[r].ttft_ms, out[r].tpot_ms);
+    fprintf(stderr, "  %s KV, context %d, round %d%s%s: ttft %.1f ms, tpot %.3f ms",
+            kv_bf16 ? "bf16" : "f32", L, r + 1, profile ? " (profiled)" : "",
+            o.no_graphs ? " (no graphs)" : "", out[r].ttft_ms, out[r].tpot_ms);
     if (tap) {
       double busy_ms, span_ms, ops;
       per_step(&out[r], &busy_ms, &span_ms, &ops);
@@ -203,7 +215,8 @@ static int busy_case(sc_bench *b, const char *model_file, const long_case *lc, b
   if (lc->out < 3) return 0; /* (decode steps to measure: every case has more) */
   long_sample s[LONG_MAX_ROUNDS];
   char why[1024] = "";
-  const int rc = run_case(model_file, lc, kv_bf16, true, rounds, vocab, s, why, sizeof why);
+  const case_opts o = {.kv_bf16 = kv_bf16, .profile = true};
+  const int rc = run_case(model_file, lc, o, rounds, vocab, s, why, sizeof why);
   if (rc == SC_ENOTSUP) {
     fprintf(stderr, "bench e2e: no e2e.gpu_busy: %s\n", why);
     return 0;
@@ -231,6 +244,31 @@ static int busy_case(sc_bench *b, const char *model_file, const long_case *lc, b
            "\"busy_of_tpot\":%.4f",
            tp, bu, sc_bench_median(span_ms, rounds), sc_bench_median(ops, rounds), bu / tp);
   sc_bench_add(b, "e2e.gpu_busy", params, "%", share, rounds, extra);
+  return 0;
+}
+
+/* The short context once more with every op launched, no step replayed from a CUDA
+ * graph ("e2e.tpot_launched", issue 20): the baseline of the graphs, in the same run. */
+static int launched_case(sc_bench *b, const char *model_file, const long_case *lc, bool kv_bf16,
+                         int rounds, int32_t vocab, double tpot_graphs) {
+  long_sample s[LONG_MAX_ROUNDS];
+  char why[1024] = "";
+  const case_opts o = {.kv_bf16 = kv_bf16, .no_graphs = true};
+  const int rc = run_case(model_file, lc, o, rounds, vocab, s, why, sizeof why);
+  if (rc) {
+    fprintf(stderr, "bench e2e: %s\n", why);
+    return rc;
+  }
+  double tpot[LONG_MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++) tpot[r] = s[r].tpot_ms;
+  char params[256], extra[128];
+  snprintf(params, sizeof params,
+           "\"device\":\"cuda\",\"pcp\":1,\"dcp\":1,\"tp\":1,\"model\":\"model-long\","
+           "\"kv\":\"%s\",\"context\":%d,\"out_tokens\":%d,\"cuda_graphs\":false",
+           kv_bf16 ? "bf16" : "f32", lc->context, lc->out);
+  snprintf(extra, sizeof extra, "\"graphs_speedup\":%.4f",
+           sc_bench_median(tpot, rounds) / tpot_graphs);
+  sc_bench_add(b, "e2e.tpot_launched", params, "ms", tpot, rounds, extra);
   return 0;
 }
 
@@ -265,8 +303,8 @@ int sc_bench_e2e_long(sc_bench *b) {
     int rc = 0;
     for (int c = 0; c < n_cases && rc == 0; c++) {
       long_sample s[LONG_MAX_ROUNDS];
-      if ((rc = run_case(model_file, &cases[c], kv == 1, false, rounds, model.vocab, s, why,
-                         sizeof why)))
+      const case_opts o = {.kv_bf16 = kv == 1};
+      if ((rc = run_case(model_file, &cases[c], o, rounds, model.vocab, s, why, sizeof why)))
         break;
       for (int r = 0; r < rounds; r++) ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
     }
@@ -288,6 +326,8 @@ int sc_bench_e2e_long(sc_bench *b) {
     }
     const int rc_busy = busy_case(b, model_file, &cases[0], kv == 1, rounds, model.vocab);
     if (rc_busy) return rc_busy;
+    if ((rc = launched_case(b, model_file, &cases[0], kv == 1, rounds, model.vocab, tpot_short)))
+      return rc;
   }
   return 0;
 }

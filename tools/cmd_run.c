@@ -119,8 +119,12 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
       goto out;
     }
   cl = cls[0];
-  /* Warm-up: one tiny request proves the whole pipeline is up before the clock starts. */
-  const double t_ready_limit = sc_now_s() + 60;
+  /* Warm-up: one tiny request proves the whole pipeline is up before the clock starts.
+   * Its limit: up to 180 s (a node dies sooner than that: poll reports it), since making
+   * and loading weights takes time (examples/model-deep.json's 32 GB took 50-60 s on the
+   * GPU machine, too close to the 60 s this was). */
+  const int64_t ready_s = o->timeout_s < 180 ? o->timeout_s : 180;
+  const double t_ready_limit = sc_now_s() + (double)ready_s;
   {
     const int32_t one = 1;
     const sc_client_request w = {.prompt = &one, .prompt_len = 1, .max_tokens = 1};
@@ -138,9 +142,11 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
         ready = ev.kind == SC_CLIENT_DONE;
       }
     if (!ready) {
-      snprintf(why, why_len, g_interrupted ? "interrupted while the %s cluster was starting"
-                                           : "the %s cluster did not become ready within 60 s",
-               label);
+      if (g_interrupted)
+        snprintf(why, why_len, "interrupted while the %s cluster was starting", label);
+      else
+        snprintf(why, why_len, "the %s cluster did not become ready within %lld s", label,
+                 (long long)ready_s);
       goto out;
     }
   }
@@ -354,6 +360,7 @@ static void help(FILE *f) {
           "                    [--token-budget N] [--seed S] [--timeout SECONDS] [--quiet]\n"
           "                    [--clients K] [--gpus K] [--num-blocks B] [--max-model-len L]\n"
           "                    [--deadline-ms MS] [--profile] [--kv-format f32|bf16]\n"
+          "                    [--no-cuda-graphs]\n"
           "\n"
           "Starts a local cluster (default P = 2, N = 2, T = 1 on the CPU), submits the\n"
           "requests of FILE (default examples/requests.jsonl) or K random ones, shows\n"
@@ -394,6 +401,9 @@ static void help(FILE *f) {
           "                (half the memory; on CUDA the prefill attention then runs on\n"
           "                the tensor cores, docs/cuda.md; the single-rank reference of\n"
           "                --verify uses the same format)\n"
+          "  --no-cuda-graphs  launch every kernel of every step (by default, on CUDA, a\n"
+          "                one-rank decode step is recorded as a CUDA graph the first time\n"
+          "                its batch shape occurs and replayed after: docs/cuda.md)\n"
           "  --quiet       no progress, and the nodes' logs are discarded\n"
           "Exit status: 0 all requests finished (and verified), 1 a failure, 2 bad usage.\n",
           (double)TIE_MARGIN_CPU, (double)TIE_MARGIN_CUDA, (double)TIE_MARGIN_CUDA);

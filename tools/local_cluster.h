@@ -74,6 +74,8 @@ typedef struct sc_local_cluster_opts {
   int32_t http_timeout_s;       /* 0: the default */
   const char *tokenizer;        /* a tokenizer.json for text prompts; NULL: none */
   bool profile;                 /* executors time each step's stages (pipeline "profile") */
+  bool no_cuda_graphs;          /* pipeline "cuda_graphs": false (every op launched as
+                                   called; the baseline of a comparison) */
   bool kv_bf16;                 /* KV cache rows in bf16 (pipeline "kv_format"), not f32 */
   int32_t rejoin_wait_ms;       /* pipeline.rejoin_wait_ms (0: a node's death ends the
                                    cluster): set by a caller that restarts nodes */
@@ -155,6 +157,7 @@ enum {
   SC_LCOPT_PROFILE,
   SC_LCOPT_MODEL_DIR,
   SC_LCOPT_KV_FORMAT,
+  SC_LCOPT_NO_CUDA_GRAPHS,
 };
 #define SC_LOCAL_CLUSTER_LONG_OPTIONS                                                    \
   {"pcp", required_argument, NULL, SC_LCOPT_PCP},                                        \
@@ -170,7 +173,8 @@ enum {
       {"transport", required_argument, NULL, SC_LCOPT_TRANSPORT},                        \
       {"profile", no_argument, NULL, SC_LCOPT_PROFILE},                                  \
       {"model-dir", required_argument, NULL, SC_LCOPT_MODEL_DIR},                        \
-      {"kv-format", required_argument, NULL, SC_LCOPT_KV_FORMAT}
+      {"kv-format", required_argument, NULL, SC_LCOPT_KV_FORMAT},                        \
+      {"no-cuda-graphs", no_argument, NULL, SC_LCOPT_NO_CUDA_GRAPHS}
 
 /* Applies getopt_long's result ch (with its optarg) to o when it is one of the shared
  * options. Returns 1 when it was and its value is good, 0 when ch is not a shared option

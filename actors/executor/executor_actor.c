@@ -94,6 +94,11 @@ static void executor_terminate(sc_ctx *c, void *state, int reason) {
     e->first = p->next;
     sc_step_local_free(p);
   }
+  uint64_t recorded = 0, replayed = 0;
+  sc_engine_recording_stats(e->ctx->engine, &recorded, &replayed);
+  if (recorded + replayed > 0)
+    SC_INFO(LOG, "rank %d: %llu steps recorded, %llu replayed (CUDA graphs)", e->ctx->rank,
+            (unsigned long long)recorded, (unsigned long long)replayed);
   /* the collectives this rank ran, per purpose (SPARSECP_LOG=info shows them) */
   for (int k = 0; k < SC_PURPOSE_COUNT; k++) {
     const sc_coll_stat *st = &e->ctx->comm.stats[k];
@@ -154,11 +159,15 @@ static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns
     return;
   }
   pr->staged = true;
-  char line[640];
+  char line[768];
+  const sc_forward_host h = sc_engine_host_profile(e->ctx->engine);
   int len = snprintf(line, sizeof line, "rank %d: step %llu: %.3f ms (device %.3f ms, queued in "
-                     "%.3f ms, %.3f ms after the previous step):", e->ctx->rank,
-                     (unsigned long long)p->step, (double)wall_ns * 1e-6, (double)span * 1e-6,
-                     (double)e->queue_ns * 1e-6, (double)e->gap_ns * 1e-6);
+                     "%.3f ms: prepare %.3f, compute %.3f%s, download %.3f; %.3f ms after the "
+                     "previous step):", e->ctx->rank, (unsigned long long)p->step,
+                     (double)wall_ns * 1e-6, (double)span * 1e-6, (double)e->queue_ns * 1e-6,
+                     (double)h.prepare_ns * 1e-6, (double)h.compute_ns * 1e-6,
+                     h.replayed ? " (replayed)" : "", (double)h.download_ns * 1e-6,
+                     (double)e->gap_ns * 1e-6);
   for (int i = 0; i < SC_STAGE_COUNT && len > 0 && (size_t)len < sizeof line; i++)
     len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f", sc_stage_name(i),
                     (double)pr->stage_ns[i] * 1e-6);

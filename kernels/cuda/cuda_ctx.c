@@ -2,11 +2,13 @@
  * stream-ordered allocator, pinned staging for host copies, the device error flag,
  * dense products through cuBLAS, and the ops table.
  *
- * Host copies. H2D copies the caller's bytes into one of two pinned staging buffers and
- * queues an async copy from there, so copy returns at once and the caller may reuse its
- * memory; before a staging buffer is refilled its event (recorded after the copy that
- * read it) is waited on, which overlaps one chunk's transfer with the next chunk's fill.
- * D2H queues the copy into staging, waits for that event and memcpys out.
+ * Host copies. H2D copies the caller's bytes into a pinned staging buffer, after what
+ * earlier copies put there, and queues an async copy from there, so copy returns at once
+ * and the caller may reuse its memory. Only when the buffer is full does the other one
+ * take over, once the copies that last read it have finished (an event recorded when it
+ * was left): a step's dozen small uploads then never wait for the device, where one
+ * buffer per copy, alternating, made every upload wait for the one before the last.
+ * D2H queues the copy into staging, waits for it and memcpys out.
  *
  * Deferred reads and notify. The executor must not wait for the GPU inside a step: it
  * queues the whole step, then the logits read (SC_KCOPY_D2H_DEFERRED, into a pinned
@@ -25,6 +27,7 @@
 #include "kernels/cuda/cuda_internal.h"
 
 #define SC_KCUDA_STAGE_BYTES ((size_t)8 << 20)
+#define SC_KCUDA_BLAS_WS_BYTES ((size_t)32 << 20)
 
 /* Errors that leave the context unusable (every later call returns them): SC_EDEVICE,
  * so that a step whose fault surfaced before its notify (a kernel that faulted mid-step:
@@ -82,6 +85,11 @@ int sc_cuda_device_count(void) {
 
 void *sc_kcuda_scratch(sc_kcuda *c, size_t bytes) {
   if (bytes <= c->scratch_cap && c->scratch != NULL) return c->scratch;
+  if (c->recording) { /* (the op fails; unrecorded, it grows the scratch) */
+    sc_kcuda_record_refuse(c, "scratch growth");
+    return NULL;
+  }
+  c->mem_epoch++; /* recordings that hold the old address are stale from here on */
   size_t cap = c->scratch_cap ? c->scratch_cap : ((size_t)1 << 20);
   while (cap < bytes) cap *= 2;
   if (c->scratch != NULL &&
@@ -223,6 +231,7 @@ static int cu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
   sc_kcuda *c = sc_kcuda_of(k);
   struct sc_kcuda_readback *rb = c->rb;
   if (fn == NULL) return SC_EINVAL;
+  if (c->recording) return sc_kcuda_record_refuse(c, "notify"), SC_EAGAIN;
   if (atomic_load_explicit(&rb->pending, memory_order_acquire)) return SC_EAGAIN;
   int rc;
   if ((rc = sc_kcuda_err(cudaMemcpyAsync(rb->flag, c->err_flag, sizeof(int),
@@ -244,6 +253,7 @@ static int cu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
 static int cu_alloc(sc_kernels *k, size_t bytes, void **out) {
   sc_kcuda *c = sc_kcuda_of(k);
   *out = NULL;
+  if (c->recording) return sc_kcuda_record_refuse(c, "alloc"), SC_EAGAIN;
   const size_t rounded = (bytes + 255) / 256 * 256;
   if (rounded < bytes) return SC_ENOMEM;
   void *p = NULL;
@@ -255,6 +265,11 @@ static int cu_alloc(sc_kernels *k, size_t bytes, void **out) {
 
 static void cu_free(sc_kernels *k, void *buf) {
   if (buf == NULL) return;
+  if (sc_kcuda_of(k)->recording) { /* (the buffer stays: a leak the caller was told of) */
+    sc_kcuda_record_refuse(sc_kcuda_of(k), "free");
+    SC_ERROR("kernels.cuda", "free while recording: the buffer is not freed");
+    return;
+  }
   (void)sc_kcuda_err(cudaFreeAsync(buf, sc_kcuda_of(k)->stream), "free");
 }
 
@@ -264,12 +279,20 @@ static int cu_memset(sc_kernels *k, void *buf, int value, size_t bytes) {
   return sc_kcuda_err(cudaMemsetAsync(buf, value, bytes, sc_kcuda_of(k)->stream), "memset");
 }
 
-/* Claims the next staging buffer once the copy that last used it has finished. */
-static int stage_claim(sc_kcuda *c, int *which) {
-  const int s = c->stage_next;
-  c->stage_next ^= 1;
-  *which = s;
-  return sc_kcuda_err(cudaEventSynchronize(c->stage_ev[s]), "staging wait");
+/* n <= SC_KCUDA_STAGE_BYTES bytes of staging that no queued copy still reads. */
+static int stage_take(sc_kcuda *c, size_t n, uint8_t **at) {
+  if (c->stage_used + n > SC_KCUDA_STAGE_BYTES) {
+    const int s = c->stage_next;
+    int rc;
+    if ((rc = sc_kcuda_err(cudaEventRecord(c->stage_ev[s], c->stream), "staging event")) ||
+        (rc = sc_kcuda_err(cudaEventSynchronize(c->stage_ev[s ^ 1]), "staging wait")))
+      return rc;
+    c->stage_next = s ^ 1;
+    c->stage_used = 0;
+  }
+  *at = (uint8_t *)c->stage[c->stage_next] + c->stage_used;
+  c->stage_used += (n + 255) / 256 * 256;
+  return 0;
 }
 
 static int cu_copy(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_kcopy kind) {
@@ -277,31 +300,31 @@ static int cu_copy(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_k
   if ((unsigned)kind > SC_KCOPY_D2H_DEFERRED) return SC_EINVAL;
   if (bytes == 0) return 0;
   if (dst == NULL || src == NULL) return SC_EINVAL;
-  if (kind == SC_KCOPY_D2H_DEFERRED) return copy_deferred(c, dst, src, bytes);
-  int rc = 0;
   if (kind == SC_KCOPY_D2D)
     return sc_kcuda_err(
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream), "copy d2d");
+  /* host memory is read or written when the copy runs, not when a replay runs */
+  if (c->recording) return sc_kcuda_record_refuse(c, "copy to or from host memory"), SC_EAGAIN;
+  if (kind == SC_KCOPY_D2H_DEFERRED) return copy_deferred(c, dst, src, bytes);
+  int rc = 0;
   for (size_t off = 0; off < bytes; off += SC_KCUDA_STAGE_BYTES) {
     const size_t n = bytes - off < SC_KCUDA_STAGE_BYTES ? bytes - off : SC_KCUDA_STAGE_BYTES;
-    int s;
-    if ((rc = stage_claim(c, &s))) return rc;
+    uint8_t *at;
+    if ((rc = stage_take(c, n, &at))) return rc;
     if (kind == SC_KCOPY_H2D) {
-      memcpy(c->stage[s], (const char *)src + off, n);
-      if ((rc = sc_kcuda_err(cudaMemcpyAsync((char *)dst + off, c->stage[s], n,
-                                             cudaMemcpyHostToDevice, c->stream),
+      memcpy(at, (const char *)src + off, n);
+      if ((rc = sc_kcuda_err(cudaMemcpyAsync((char *)dst + off, at, n, cudaMemcpyHostToDevice,
+                                             c->stream),
                              "copy h2d")))
         return rc;
-      if ((rc = sc_kcuda_err(cudaEventRecord(c->stage_ev[s], c->stream), "staging event")))
-        return rc;
     } else {
-      if ((rc = sc_kcuda_err(cudaMemcpyAsync(c->stage[s], (const char *)src + off, n,
+      if ((rc = sc_kcuda_err(cudaMemcpyAsync(at, (const char *)src + off, n,
                                              cudaMemcpyDeviceToHost, c->stream),
                              "copy d2h")) ||
-          (rc = sc_kcuda_err(cudaEventRecord(c->stage_ev[s], c->stream), "staging event")) ||
-          (rc = sc_kcuda_err(cudaEventSynchronize(c->stage_ev[s]), "copy d2h wait")))
+          (rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "copy d2h wait")))
         return rc;
-      memcpy((char *)dst + off, c->stage[s], n);
+      memcpy((char *)dst + off, at, n);
+      c->stage_used = 0; /* the stream is idle: no copy reads staging any more */
     }
   }
   /* the data the caller now holds may be wrong if a kernel before it hit a bad index */
@@ -310,6 +333,7 @@ static int cu_copy(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_k
 
 static int cu_sync(sc_kernels *k) {
   sc_kcuda *c = sc_kcuda_of(k);
+  if (c->recording) return sc_kcuda_record_refuse(c, "sync"), SC_EAGAIN;
   const int rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "sync");
   if (rc) return rc;
   /* every queued notify has run (pending is 0): deferred reads queued since the last one
@@ -355,7 +379,11 @@ static int cu_mark(sc_kernels *k, int32_t i) {
     const int rc = sc_kcuda_err(cudaEventCreate(&c->marks[i]), "mark event");
     if (rc) return rc;
   }
-  return sc_kcuda_err(cudaEventRecord(c->marks[i], c->stream), "mark");
+  /* recorded as a node of its own, so that a replay records the event again (a plain
+   * record on a capturing stream only orders other streams' work) */
+  return sc_kcuda_err(cudaEventRecordWithFlags(c->marks[i], c->stream,
+                                               c->recording ? cudaEventRecordExternal : 0),
+                      "mark");
 }
 
 static int cu_marks_read(sc_kernels *k, int32_t n, uint64_t *ns) {
@@ -379,6 +407,11 @@ static int cu_busy_read(sc_kernels *k, uint64_t *busy_ns, uint64_t *span_ns, int
 
 static void cu_destroy(sc_kernels *k) {
   sc_kcuda *c = sc_kcuda_of(k);
+  if (c->recording) { /* a recording left open: drop it */
+    sc_krecording *r = NULL;
+    (void)sc_kcuda_record_end(k, &r);
+    sc_kcuda_recording_free(k, r);
+  }
   if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream); /* queued notifies run */
   if (c->scratch) (void)cudaFreeAsync(c->scratch, c->stream);
   if (c->err_flag) (void)cudaFreeAsync(c->err_flag, c->stream);
@@ -398,6 +431,7 @@ static void cu_destroy(sc_kernels *k) {
       if (c->marks[i]) (void)cudaEventDestroy(c->marks[i]);
   free(c->marks);
   if (c->blas) (void)cublasDestroy((cublasHandle_t)c->blas);
+  if (c->blas_ws) (void)cudaFree(c->blas_ws);
   if (c->own_stream && c->stream) (void)cudaStreamDestroy(c->stream);
   free(c);
 }
@@ -414,6 +448,10 @@ static const sc_kernels_ops k_cuda_ops = {
     .mark = cu_mark,
     .marks_read = cu_marks_read,
     .busy_read = cu_busy_read,
+    .record_begin = sc_kcuda_record_begin,
+    .record_end = sc_kcuda_record_end,
+    .replay = sc_kcuda_replay,
+    .recording_free = sc_kcuda_recording_free,
     .gemm = cu_gemm,
     .rmsnorm = sc_kcuda_rmsnorm,
     .rope = sc_kcuda_rope,
@@ -464,6 +502,11 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   if ((rc = blas_err(cublasSetStream(h, c->stream), "cublas stream")) ||
       (rc = blas_err(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "math mode")))
     goto fail;
+  /* cuBLAS's recommended workspace on Hopper: given, it never allocates one itself,
+   * which it may not do while the stream is recording */
+  if ((rc = sc_kcuda_err(cudaMalloc(&c->blas_ws, SC_KCUDA_BLAS_WS_BYTES), "cublas workspace")) ||
+      (rc = blas_err(cublasSetWorkspace(h, c->blas_ws, SC_KCUDA_BLAS_WS_BYTES), "cublas workspace")))
+    goto fail;
   for (int i = 0; i < 2; i++) {
     if ((rc = sc_kcuda_err(cudaMallocHost(&c->stage[i], SC_KCUDA_STAGE_BYTES), "pinned")) ||
         (rc = sc_kcuda_err(cudaEventCreateWithFlags(&c->stage_ev[i], cudaEventDisableTiming),
@@ -491,6 +534,7 @@ fail:
 void *sc_kernels_cuda_stream(sc_kernels *k) { return sc_kcuda_of(k)->stream; }
 
 int sc_kernels_cuda_set_tf32(sc_kernels *k, bool on) {
+  sc_kcuda_of(k)->mem_epoch++; /* recorded products keep the mode they were recorded in */
   return blas_err(cublasSetMathMode((cublasHandle_t)sc_kcuda_of(k)->blas,
                                     on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH),
                   "math mode");

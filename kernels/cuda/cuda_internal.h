@@ -36,9 +36,17 @@ typedef struct sc_kcuda {
   size_t scratch_cap;
   void *stage[2];        /* pinned host staging buffers for H2D / D2H */
   cudaEvent_t stage_ev[2];
-  int stage_next;
+  int stage_next;        /* the buffer being filled */
+  size_t stage_used;     /* its bytes taken by copies queued since it was last waited for */
   struct sc_kcuda_readback *rb; /* deferred D2H copies and notify (cuda_ctx.c) */
   cudaEvent_t *marks;    /* [SC_KMARK_MAX] timing marks, created at the first use of each */
+  void *blas_ws;         /* cuBLAS workspace, set once, so that a recorded product never
+                            asks cuBLAS to allocate */
+  /* recordings (cuda_record.c) */
+  uint64_t mem_epoch;    /* bumped whenever scratch moves: older recordings are stale */
+  uint64_t rec_epoch;    /* mem_epoch when the current recording began */
+  int recording;         /* the stream is capturing (record_begin .. record_end) */
+  const char *rec_why;   /* the first call refused while recording (it fails the recording) */
 } sc_kcuda;
 
 static inline sc_kcuda *sc_kcuda_of(sc_kernels *k) { return (sc_kcuda *)k->impl; }
@@ -87,7 +95,15 @@ int sc_kcuda_topk_radix_begin(sc_kcuda *c, int n_tok, void *scratch, int **count
 int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64_t *keys,
                         int32_t *out_pos, sc_kcand *out_cand, void *scratch);
 
+/* While recording: notes that `what` cannot be recorded, which fails the recording
+ * (record_end answers SC_EAGAIN). No-op when not recording. */
+void sc_kcuda_record_refuse(sc_kcuda *c, const char *what);
+
 /* Op entry points. */
+int sc_kcuda_record_begin(sc_kernels *k);
+int sc_kcuda_record_end(sc_kernels *k, sc_krecording **out);
+int sc_kcuda_replay(sc_kernels *k, sc_krecording *r);
+void sc_kcuda_recording_free(sc_kernels *k, sc_krecording *r);
 int sc_kcuda_inject_fault(sc_kernels *k);
 int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
                      int64_t ld_x, const float *w, float eps, float *out, int64_t ld_out);

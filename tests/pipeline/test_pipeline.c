@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "actors/pipeline_config.h"
 #include "base/clock.h"
 #include "client/client.h"
 #include "messages/messages.h"
@@ -131,6 +132,43 @@ static void assert_every_request_has_a_state(json_t *j) {
     }
   }
   cr_assert_gt(failed, 0, "a failed run with no failed request");
+}
+
+/* The pipeline's "cuda_graphs": a boolean, false turning the engines' recorded steps off
+ * (docs/cuda.md "Recorded steps"; on the CPU it changes nothing). */
+Test(pipeline, the_cuda_graphs_key_is_a_boolean) {
+  static const struct {
+    const char *value;
+    int rc;
+    bool off;
+  } cases[] = {{"false", 0, true}, {"true", 0, false}, {"\"no\"", SC_EINVAL, false}};
+  char dir[] = "/tmp/sc-pipecfg-XXXXXX", path[64];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/c.json", dir);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"nodes\":[{\"rank\":0,\"endpoint\":\"ipc://%s/n0\",\"coll\":\"ipc://%s/c0\"}],"
+               "\"pipeline\":{\"cuda_graphs\":%s}}", dir, dir, cases[i].value);
+    fclose(f);
+    sc_cluster c;
+    sc_diag d = {0};
+    cr_assert_eq(sc_cluster_load(path, &c, &d), 0, "%s", sc_diag_message(&d));
+    sc_pipeline_config pc;
+    bool present = false;
+    const int rc = sc_pipeline_config_load(path, &c, &pc, &present, &d);
+    cr_assert_eq(rc, cases[i].rc, "cuda_graphs %s: %s", cases[i].value, sc_diag_message(&d));
+    if (rc == 0) {
+      cr_assert(present);
+      cr_assert_eq(pc.engine.no_recordings, cases[i].off, "cuda_graphs %s", cases[i].value);
+      sc_pipeline_config_free(&pc);
+    } else {
+      cr_assert(strstr(d.msg, "cuda_graphs must be true or false"), "%s", d.msg);
+    }
+    sc_cluster_free(&c);
+  }
+  unlink(path);
+  rmdir(dir);
 }
 
 Test(pipeline, desync_is_refused_and_named) {
