@@ -100,6 +100,17 @@ typedef enum sc_kcopy {
   SC_KCOPY_D2H_DEFERRED = 3,
 } sc_kcopy;
 
+/* What the device ran of this process's work between two busy_read calls. */
+typedef struct sc_kbusy {
+  uint64_t busy_ns; /* the time some kernel, copy or set ran (their union) */
+  uint64_t span_ns; /* the first one's start to the last one's end */
+  uint64_t idle_before_ns; /* from the last one of the previous read to the first one of
+                              this read: how long the device sat idle in between (between
+                              two steps: the host's time from one step's end to the next
+                              one's first op); 0 on the first read */
+  int32_t ops;      /* how many ran */
+} sc_kbusy;
+
 /* Timing marks a context holds (kernels ops mark / marks_read). */
 #define SC_KMARK_MAX 4096
 
@@ -218,14 +229,13 @@ typedef struct sc_kernels_ops {
   int (*mark)(sc_kernels *k, int32_t i);
   int (*marks_read)(sc_kernels *k, int32_t n, uint64_t *ns);
   /* What the device ran of this process's work since the last call (the first: since
-   * marks were first recorded), once that work has finished, as marks_read: busy = the
-   * time some kernel, copy or set ran (their union), span = the first one's start to the
-   * last one's end, ops = how many ran; span - busy are the gaps in which nothing ran
-   * (the device waiting for launches; a collective waiting for peers counts as busy).
+   * marks were first recorded), once that work has finished, as marks_read (sc_kbusy);
+   * span - busy are the gaps in which nothing ran (the device waiting for launches; a
+   * collective waiting for peers counts as busy), idle_before the gap before the first.
    * SC_ENOTSUP where it cannot be known (CPU, whose ops
    * are the host's own time; CUDA without CUPTI), SC_ENOMEM when records were lost (the
    * numbers then undercount). */
-  int (*busy_read)(sc_kernels *k, uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops);
+  int (*busy_read)(sc_kernels *k, sc_kbusy *out);
   /* Recordings (CUDA graphs): the ops queued between record_begin and record_end are
    * recorded, not run; replay queues them again, as one launch, exactly as they were
    * called: the same buffers (read and written as they are when the replay runs), the

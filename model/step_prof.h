@@ -29,10 +29,17 @@ typedef enum sc_stage {
   SC_STAGE_COUNT
 } sc_stage;
 
-/* What the device ran of a profiled step (the kernels op busy_read), as the step's
- * report carries it (step_result.device_ns): the time some kernel, copy or set ran, the
- * first one's start to the last one's end, and how many ran. */
-enum { SC_DEVICE_BUSY_NS = 0, SC_DEVICE_SPAN_NS, SC_DEVICE_OPS, SC_DEVICE_COUNT };
+/* What the device ran of a profiled step (the kernels op busy_read, sc_kbusy), as the
+ * step's report carries it (step_result.device_ns): the time some kernel, copy or set
+ * ran, the first one's start to the last one's end, how many ran, and (schema 1.7) how
+ * long the device sat idle before the first, since the last op of the step before. */
+enum {
+  SC_DEVICE_BUSY_NS = 0,
+  SC_DEVICE_SPAN_NS,
+  SC_DEVICE_OPS,
+  SC_DEVICE_IDLE_BEFORE_NS,
+  SC_DEVICE_COUNT
+};
 
 /* Stage names as reports print them ("input", "dense", ...). */
 const char *sc_stage_name(int stage);

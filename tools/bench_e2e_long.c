@@ -46,7 +46,7 @@ typedef struct long_case {
 typedef struct long_sample {
   double ttft_ms, tpot_ms;
   int32_t steps;
-  uint64_t busy_ns, span_ns, ops;
+  uint64_t busy_ns, span_ns, ops, idle_ns;
 } long_sample;
 
 /* Submits one prompt and waits for its end; ttft from submission to the first token
@@ -99,11 +99,17 @@ static int one_request(sc_client *cl, sc_local_cluster *lc, const int32_t *promp
   return 0;
 }
 
-/* A request's decode steps on average: busy and kernel span in ms, ops. */
-static void per_step(const long_sample *s, double *busy_ms, double *span_ms, double *ops) {
-  *busy_ms = (double)s->busy_ns * 1e-6 / s->steps;
-  *span_ms = (double)s->span_ns * 1e-6 / s->steps;
-  *ops = (double)s->ops / s->steps;
+/* A request's decode steps on average. */
+typedef struct step_avg {
+  double busy_ms, span_ms, idle_ms; /* busy, kernel span, device idle before the step */
+  double ops;
+} step_avg;
+
+static step_avg per_step(const long_sample *s) {
+  return (step_avg){.busy_ms = (double)s->busy_ns * 1e-6 / s->steps,
+                    .span_ms = (double)s->span_ns * 1e-6 / s->steps,
+                    .idle_ms = (double)s->idle_ns * 1e-6 / s->steps,
+                    .ops = (double)s->ops / s->steps};
 }
 
 /* The step results of one measured request from the tap (one a token: its prefill step,
@@ -125,6 +131,7 @@ static int take_steps(sc_tap_steps *tap, int32_t out, long_sample *s, char *why,
       s->busy_ns += r->device_ns.v[SC_DEVICE_BUSY_NS];
       s->span_ns += r->device_ns.v[SC_DEVICE_SPAN_NS];
       s->ops += r->device_ns.v[SC_DEVICE_OPS];
+      s->idle_ns += r->device_ns.v[SC_DEVICE_IDLE_BEFORE_NS];
     }
     sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
     if (!measured) {
@@ -192,10 +199,9 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
             kv_bf16 ? "bf16" : "f32", L, r + 1, profile ? " (profiled)" : "",
             o.no_graphs ? " (no graphs)" : "", out[r].ttft_ms, out[r].tpot_ms);
     if (tap) {
-      double busy_ms, span_ms, ops;
-      per_step(&out[r], &busy_ms, &span_ms, &ops);
-      fprintf(stderr, ", a decode step's device busy %.3f ms of a %.3f ms kernel span, %.0f ops",
-              busy_ms, span_ms, ops);
+      const step_avg a = per_step(&out[r]);
+      fprintf(stderr, ", a decode step's device busy %.3f ms of a %.3f ms kernel span, %.0f "
+              "ops, idle %.3f ms before it", a.busy_ms, a.span_ms, a.ops, a.idle_ms);
     }
     fprintf(stderr, "\n");
   }
@@ -226,11 +232,12 @@ static int busy_case(sc_bench *b, const char *model_file, const long_case *lc, b
     return rc;
   }
   double share[LONG_MAX_ROUNDS], tpot[LONG_MAX_ROUNDS], busy_ms[LONG_MAX_ROUNDS],
-      span_ms[LONG_MAX_ROUNDS], ops[LONG_MAX_ROUNDS];
+      span_ms[LONG_MAX_ROUNDS], ops[LONG_MAX_ROUNDS], idle_ms[LONG_MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
     share[r] = s[r].span_ns ? 100.0 * (double)s[r].busy_ns / (double)s[r].span_ns : 0;
     tpot[r] = s[r].tpot_ms;
-    per_step(&s[r], &busy_ms[r], &span_ms[r], &ops[r]);
+    const step_avg a = per_step(&s[r]);
+    busy_ms[r] = a.busy_ms, span_ms[r] = a.span_ms, ops[r] = a.ops, idle_ms[r] = a.idle_ms;
   }
   const double tp = sc_bench_median(tpot, rounds), bu = sc_bench_median(busy_ms, rounds);
   char params[256], extra[320];
@@ -241,8 +248,9 @@ static int busy_case(sc_bench *b, const char *model_file, const long_case *lc, b
   /* busy of the kernel span, and of the step as a user sees it (TPOT, host gaps too) */
   snprintf(extra, sizeof extra,
            "\"tpot_ms\":%.4f,\"busy_ms\":%.4f,\"span_ms\":%.4f,\"ops\":%.1f,"
-           "\"busy_of_tpot\":%.4f",
-           tp, bu, sc_bench_median(span_ms, rounds), sc_bench_median(ops, rounds), bu / tp);
+           "\"busy_of_tpot\":%.4f,\"idle_before_ms\":%.4f",
+           tp, bu, sc_bench_median(span_ms, rounds), sc_bench_median(ops, rounds), bu / tp,
+           sc_bench_median(idle_ms, rounds));
   sc_bench_add(b, "e2e.gpu_busy", params, "%", share, rounds, extra);
   return 0;
 }

@@ -142,7 +142,7 @@ static void counter_end(perfetto *p, uint64_t ns) {
  * stage in milliseconds, one series a stage. The stages of a step interleave layer by
  * layer on the device, so their totals are shown as values, not as slices in time. What
  * the device ran of the step (CUDA with CUPTI) goes to a second track, "device ms":
- * busy and kernel span. */
+ * busy, kernel span, and the idle time before the step's first op. */
 static void perfetto_stages(perfetto *p, uint64_t ns, int32_t node, const sc_msg_step_result *r) {
   if (r->stage_ns.n != SC_STAGE_COUNT) return;
   sc_jsonw *w = counter_begin(p, "stage ms", node);
@@ -153,6 +153,7 @@ static void perfetto_stages(perfetto *p, uint64_t ns, int32_t node, const sc_msg
   w = counter_begin(p, "device ms", node);
   sc_jsonw_kv_double(w, "busy", (double)r->device_ns.v[SC_DEVICE_BUSY_NS] * 1e-6);
   sc_jsonw_kv_double(w, "span", (double)r->device_ns.v[SC_DEVICE_SPAN_NS] * 1e-6);
+  sc_jsonw_kv_double(w, "idle before", (double)r->device_ns.v[SC_DEVICE_IDLE_BEFORE_NS] * 1e-6);
   counter_end(p, ns);
 }
 

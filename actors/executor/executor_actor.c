@@ -147,10 +147,12 @@ static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns
   const int rc = sc_engine_profile(e->ctx->engine, pr->stage_ns, &span);
   /* read also when the stages failed: what ran belongs to this step, not the next */
   sc_kernels *k = sc_engine_kernels(e->ctx->engine);
-  int32_t ops = 0;
-  pr->measured = k->ops->busy_read(k, &pr->device[SC_DEVICE_BUSY_NS],
-                                   &pr->device[SC_DEVICE_SPAN_NS], &ops) == 0 && rc == 0;
-  pr->device[SC_DEVICE_OPS] = (uint64_t)ops;
+  sc_kbusy kb;
+  pr->measured = k->ops->busy_read(k, &kb) == 0 && rc == 0;
+  pr->device[SC_DEVICE_BUSY_NS] = kb.busy_ns;
+  pr->device[SC_DEVICE_SPAN_NS] = kb.span_ns;
+  pr->device[SC_DEVICE_OPS] = (uint64_t)kb.ops;
+  pr->device[SC_DEVICE_IDLE_BEFORE_NS] = kb.idle_before_ns;
   if (rc != 0) {
     if (!e->prof_warned)
       SC_WARN(LOG, "rank %d: step %llu: no stage profile (%s); steps whose marks fail carry "
@@ -174,9 +176,9 @@ static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns
   if (pr->measured && len > 0 && (size_t)len < sizeof line) {
     const uint64_t b = pr->device[SC_DEVICE_BUSY_NS], sp = pr->device[SC_DEVICE_SPAN_NS];
     snprintf(line + len, sizeof line - (size_t)len,
-             "; busy %.3f ms of a %.3f ms kernel span (%.1f%%), %d kernels, copies and sets",
-             (double)b * 1e-6, (double)sp * 1e-6, sp ? 100.0 * (double)b / (double)sp : 0.0,
-             ops);
+             "; busy %.3f ms of a %.3f ms kernel span (%.1f%%), %d kernels, copies and sets, "
+             "idle %.3f ms before", (double)b * 1e-6, (double)sp * 1e-6,
+             sp ? 100.0 * (double)b / (double)sp : 0.0, kb.ops, (double)kb.idle_before_ns * 1e-6);
   }
   SC_INFO(LOG, "%s", line);
 }

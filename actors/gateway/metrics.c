@@ -137,6 +137,11 @@ static void scheduler_part(out *o, const sc_msg_stats_report *r) {
            "Kernels, copies and sets rank 0's device ran in those steps.");
     put(o, "sparsecp_step_device_ops_total %llu\n",
         (unsigned long long)r->device_ns.v[SC_DEVICE_OPS]);
+    header(o, "sparsecp_step_device_idle_before_seconds_total", "counter",
+           "Time rank 0's device sat idle before those steps' first op, since the step "
+           "before's last.");
+    put(o, "sparsecp_step_device_idle_before_seconds_total %.9f\n",
+        (double)r->device_ns.v[SC_DEVICE_IDLE_BEFORE_NS] * 1e-9);
     header(o, "sparsecp_step_device_steps_total", "counter",
            "Profiled steps whose device activity was measured.");
     put(o, "sparsecp_step_device_steps_total %llu\n",

@@ -206,10 +206,9 @@ static int cpu_marks_read(sc_kernels *k, int32_t n, uint64_t *ns) {
   return 0;
 }
 
-static int cpu_busy_read(sc_kernels *k, uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops) {
+static int cpu_busy_read(sc_kernels *k, sc_kbusy *out) {
   (void)k;
-  *busy_ns = *span_ns = 0;
-  *ops = 0;
+  *out = (sc_kbusy){0};
   return SC_ENOTSUP; /* the ops ran on the calling thread: the marks are the whole story */
 }
 

@@ -50,6 +50,7 @@ static struct {
   busy_span *spans; /* since the last read, in completion order */
   uint32_t n, cap;
   uint64_t dropped; /* records past BUSY_MAX_SPANS (the read then says so) */
+  uint64_t last_end; /* the previous read's last end (0: no read had any) */
 } g_busy = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
@@ -141,9 +142,8 @@ static int by_start(const void *a, const void *b) {
   return x->start < y->start ? -1 : x->start > y->start;
 }
 
-int sc_kcuda_busy_read(uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops) {
-  *busy_ns = *span_ns = 0;
-  *ops = 0;
+int sc_kcuda_busy_read(sc_kbusy *out) {
+  *out = (sc_kbusy){0};
   const int rc = sc_kcuda_busy_start();
   if (rc) return rc;
   /* forced: the records of work that has finished, also from buffers not yet full */
@@ -166,9 +166,14 @@ int sc_kcuda_busy_read(uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops) {
   uint64_t last = 0;
   for (uint32_t i = 0; i < g_busy.n; i++)
     if (g_busy.spans[i].end > last) last = g_busy.spans[i].end;
-  *busy_ns = busy;
-  *span_ns = g_busy.n ? last - g_busy.spans[0].start : 0;
-  *ops = (int32_t)(g_busy.n < INT32_MAX ? g_busy.n : INT32_MAX);
+  out->busy_ns = busy;
+  if (g_busy.n > 0) {
+    const uint64_t first = g_busy.spans[0].start;
+    out->span_ns = last - first;
+    if (g_busy.last_end != 0 && first > g_busy.last_end) out->idle_before_ns = first - g_busy.last_end;
+    g_busy.last_end = last;
+  }
+  out->ops = (int32_t)(g_busy.n < INT32_MAX ? g_busy.n : INT32_MAX);
   g_busy.n = 0;
   g_busy.dropped = 0;
   pthread_mutex_unlock(&g_busy.mu);

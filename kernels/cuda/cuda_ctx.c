@@ -400,9 +400,9 @@ static int cu_marks_read(sc_kernels *k, int32_t n, uint64_t *ns) {
   return 0;
 }
 
-static int cu_busy_read(sc_kernels *k, uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops) {
+static int cu_busy_read(sc_kernels *k, sc_kbusy *out) {
   (void)k; /* (CUPTI records the whole process: cuda_busy.c) */
-  return sc_kcuda_busy_read(busy_ns, span_ns, ops);
+  return sc_kcuda_busy_read(out);
 }
 
 static void cu_destroy(sc_kernels *k) {

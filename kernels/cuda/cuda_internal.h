@@ -63,7 +63,7 @@ void *sc_kcuda_scratch(sc_kcuda *c, size_t bytes);
  * (0, or SC_ENOTSUP without CUPTI); the busy time, span and count of what ran since the
  * last read (the kernels op busy_read). */
 int sc_kcuda_busy_start(void);
-int sc_kcuda_busy_read(uint64_t *busy_ns, uint64_t *span_ns, int32_t *ops);
+int sc_kcuda_busy_read(sc_kbusy *out);
 
 /* Row-set check: known format (f32, bf16, fp8_ds_mla), rows >= 0, data when rows > 0,
  * ld >= width (fp8: width must be 576 and ld >= 656 bytes). */

@@ -19,6 +19,7 @@
 #include "actors/runtime/sc_pack.h"
 #include "actors/runtime/sc_tap_record.h"
 #include "base/clock.h"
+#include "model/step_prof.h"
 #include "tests/common/sc_test_proc.h"
 
 /* launch starts pipeline nodes; the small model keeps their start-up quick */
@@ -775,7 +776,7 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
   }
   /* a profiled step's stage times (step_result.stage_ns) become a counter sample: the
    * step's milliseconds per stage, one series a stage; what its device ran
-   * (step_result.device_ns) a second one, busy and span */
+   * (step_result.device_ns) a second one, busy, span and idle before */
   {
     char *argv[] = {"sparsecp", "tap", "--connect", ep, "--perfetto", trace,
                     "--count", "1", NULL};
@@ -784,9 +785,9 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
     int32_t sampled[1] = {5};
     float margin[1] = {1.0f};
     uint64_t stage_ns[6] = {50000, 2500000, 1250000, 750000, 0, 40000};
-    uint64_t device_ns[3] = {3000000, 4500000, 98};
+    uint64_t device_ns[SC_DEVICE_COUNT] = {3000000, 4500000, 98, 120000};
     sc_msg_step_result r = {.sampled = {sampled, 1}, .margin = {margin, 1}, .compute_ns = 4590000,
-                            .stage_ns = {stage_ns, 6}, .device_ns = {device_ns, 3}};
+                            .stage_ns = {stage_ns, 6}, .device_ns = {device_ns, SC_DEVICE_COUNT}};
     publish_msg(xpub, "0/executor/step_result", 0, 9000000, SC_MSG_STEP_RESULT, 7, &r);
     const int status = proc_reap(&t, 10000);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tap status %d", status);
@@ -806,6 +807,7 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
       devices++;
       cr_assert_float_eq(json_number_value(json_object_get(args, "busy")), 3.0, 1e-9);
       cr_assert_float_eq(json_number_value(json_object_get(args, "span")), 4.5, 1e-9);
+      cr_assert_float_eq(json_number_value(json_object_get(args, "idle before")), 0.12, 1e-9);
       continue;
     }
     stages++;

@@ -204,6 +204,7 @@ Test(metrics, exposition) {
   device[SC_DEVICE_BUSY_NS] = 900000000;
   device[SC_DEVICE_SPAN_NS] = 1200000000;
   device[SC_DEVICE_OPS] = 5000;
+  device[SC_DEVICE_IDLE_BEFORE_NS] = 250000000;
   device[SC_DEVICE_COUNT] = 4;
   r.device_ns.v = device;
   r.device_ns.n = SC_DEVICE_COUNT + 1;
@@ -231,6 +232,7 @@ Test(metrics, exposition) {
   cr_expect(strstr(t, "sparsecp_step_device_busy_seconds_total 0.900000000\n"), "%s", t);
   cr_expect(strstr(t, "sparsecp_step_device_span_seconds_total 1.200000000\n"), "%s", t);
   cr_expect(strstr(t, "sparsecp_step_device_ops_total 5000\n"), "%s", t);
+  cr_expect(strstr(t, "sparsecp_step_device_idle_before_seconds_total 0.250000000\n"), "%s", t);
   cr_expect(strstr(t, "sparsecp_step_device_steps_total 4\n"), "%s", t);
   /* every line: "# HELP/TYPE ..." or "name[{labels}] value" */
   for (const char *p = t; *p;) {

@@ -171,6 +171,7 @@ static void result(uint64_t step) {
   m->device_ns.v[SC_DEVICE_BUSY_NS] = 3000000;
   m->device_ns.v[SC_DEVICE_SPAN_NS] = 4000000;
   m->device_ns.v[SC_DEVICE_OPS] = 10 + step;
+  m->device_ns.v[SC_DEVICE_IDLE_BEFORE_NS] = 20000 + step;
   send_as(g_metadata, SC_MSG_STEP_RESULT, step, m);
 }
 
@@ -243,6 +244,7 @@ Test(scheduler_actor, stats_report_follows_steps_desyncs_and_the_stop) {
   cr_assert_eq(r->device_ns.v[SC_DEVICE_BUSY_NS], 3000000);
   cr_assert_eq(r->device_ns.v[SC_DEVICE_SPAN_NS], 4000000);
   cr_assert_eq(r->device_ns.v[SC_DEVICE_OPS], 11);
+  cr_assert_eq(r->device_ns.v[SC_DEVICE_IDLE_BEFORE_NS], 20001);
   cr_assert_eq(r->device_ns.v[SC_DEVICE_COUNT], 1, "one step measured");
 
   submit(2);

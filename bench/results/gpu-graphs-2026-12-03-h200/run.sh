@@ -10,7 +10,8 @@
 # apart) per run, so that each run gives four samples; --profile off; then bench e2e
 # again (E2E=1; the first had the upload area's bug, copying unused room every step).
 # PART=4: model-deep with graphs unprofiled and profiled in one call (TPOT against the
-# busy time CUPTI measures), and the default model on four ranks sharing the GPU (P4 N4,
+# busy time CUPTI measures, and the device's idle time between steps), the default model
+# profiled (idle between steps), and the default model on four ranks sharing the GPU (P4 N4,
 # host collectives, no graphs: they have collectives) against one rank.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -50,6 +51,8 @@ elif [ "${PART:-1}" = 4 ]; then
     lap $m-$v
   done
   for i in 0 1 2 3; do printf '{"prompt_len": 64, "max_tokens": 64, "arrive_ms": %d, "seed": %d}\n' $((i * 400)) $i; done > "$OUT/req4-default.jsonl"
+  SPARSECP_LOG=info timeout 100 .devrun/sparsecp run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --requests "$OUT/req4-default.jsonl" --clients 1 --json --profile > "$OUT/default-on-prof-x4.json" 2> "$OUT/default-on-prof-x4.err"
+  echo "default on-prof x4 rc=$?"; grep -h "executor: rank 0: step" "$OUT/default-on-prof-x4.err" | sed -n '30,31p' | cut -c1-460
   for l in "1 1 nccl" "4 4 host"; do set -- $l
     timeout 150 .devrun/sparsecp run --device cuda --collectives $3 --gpus 1 --pcp $1 --dcp $2 --requests "$OUT/req4-default.jsonl" --clients 1 --json > "$OUT/default-p$1n$2.json" 2> "$OUT/default-p$1n$2.err"
     echo "default P$1 N$2 $3 rc=$?"
