@@ -498,10 +498,10 @@ Test(step_prof, stretches_are_summed_by_stage) {
   uint64_t sum = 0;
   for (int i = 0; i < SC_STAGE_COUNT; i++) sum += ns[i];
   cr_assert_eq(sum, span, "the stages add up to the span");
-  cr_assert(ns[SC_STAGE_DENSE] >= 45000000 && ns[SC_STAGE_DENSE] < 200000000, "dense %llu",
-            (unsigned long long)ns[SC_STAGE_DENSE]);
-  cr_assert(ns[SC_STAGE_COLL] >= 20000000 && ns[SC_STAGE_COLL] < ns[SC_STAGE_DENSE], "coll %llu",
-            (unsigned long long)ns[SC_STAGE_COLL]);
+  /* lower bounds only (a loaded machine oversleeps, by any amount): with the sum equal to
+   * the span, a stretch counted in the wrong stage or twice still fails one of them */
+  cr_assert(ns[SC_STAGE_DENSE] >= 45000000, "dense %llu", (unsigned long long)ns[SC_STAGE_DENSE]);
+  cr_assert(ns[SC_STAGE_COLL] >= 20000000, "coll %llu", (unsigned long long)ns[SC_STAGE_COLL]);
   cr_assert(ns[SC_STAGE_INPUT] < 5000000 && ns[SC_STAGE_ATTENTION] == 0);
   cr_assert_str_eq(sc_stage_name(SC_STAGE_COLL), "collectives");
   /* more stage changes than marks: the last stretch takes the rest, the total holds */
