@@ -17,7 +17,7 @@ enum {
   B_X, B_XN, B_QL, B_Q, B_QABS, B_KV, B_IQ, B_IW, B_OLAT, B_OV, B_AO, B_G, B_U, B_H,
   B_PG, B_SHARD, B_WS, B_TOPK, B_SEL, B_CAND, B_CANDG, B_QG, B_OD, B_LSE, B_LSEG, B_LSEX,
   B_XG, B_XL, B_LOGITS,
-  /* the index arrays a step uploads (U_*): a recordable step's in one piece, the others' */
+  /* the index arrays a step uploads (U_*): a decode step's in one piece, the others' */
   B_UPLOAD, B_UPLOAD_OTHER,
   /* index arrays built on the device, and the chunks' (prefill steps only) */
   I_KSLOT, I_KPOS, I_SSRC, I_DEINT, I_CKPOS,
