@@ -85,7 +85,7 @@ void sc_engine_recording_stats(const sc_engine *e, uint64_t *records, uint64_t *
 /* After sc_engine_finish of a step queued with in->profile: its per-stage times
  * (sc_forward_profile). */
 int sc_engine_profile(const sc_engine *e, uint64_t ns[SC_STAGE_COUNT], uint64_t *span);
-/* The host's side of it (sc_forward_host_profile). */
+/* The host's time queueing the last step (sc_forward_host_profile; profiled or not). */
 sc_forward_host sc_engine_host_profile(const sc_engine *e);
 
 #endif

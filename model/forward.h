@@ -86,9 +86,9 @@ int sc_forward_finish(sc_forward *f, sc_diag *d);
  * profiled (or a mark failed). */
 int sc_forward_profile(const sc_forward *f, uint64_t ns[SC_STAGE_COUNT], uint64_t *span);
 
-/* Where the host's time went while queueing the last step queued with in->profile: its
- * buffers and uploads (step_prepare), its compute (every op queued, or one replay), its
- * logits reads; and whether the compute was a replay. */
+/* Where the host's time went while queueing the last step that was queued without a
+ * failure: its buffers and uploads (step_prepare), its compute (every op queued, or one
+ * replay), its logits reads; and whether the compute was a replay. */
 typedef struct sc_forward_host {
   uint64_t prepare_ns, compute_ns, download_ns;
   bool replayed;

@@ -45,6 +45,11 @@ typedef struct executor {
   uint64_t gap_ns;   /* from then to the running step's start: the host's time between
                         steps (result to the scheduler, next plan, metadata) */
   bool prof_warned;  /* a step's profile could not be taken (logged once) */
+  /* the host's time around the steps queued without a failure, summed (logged at the
+   * end: the profile line gives it per step, but only when profiled) */
+  struct {
+    uint64_t steps, replayed, gaps, gap_ns, prepare_ns, compute_ns, download_ns;
+  } host;
   sc_step_local *first, *last; /* steps that arrived while one was running, in order */
 } executor;
 
@@ -93,6 +98,16 @@ static void executor_terminate(sc_ctx *c, void *state, int reason) {
     sc_step_local *p = e->first;
     e->first = p->next;
     sc_step_local_free(p);
+  }
+  if (e->host.steps > 0) {
+    const double n = (double)e->host.steps;
+    SC_INFO(LOG, "rank %d: %llu steps queued in %.3f ms on average (prepare %.3f, compute %.3f, "
+            "download %.3f; %llu of them replayed), %.3f ms after the step before",
+            e->ctx->rank, (unsigned long long)e->host.steps,
+            (double)(e->host.prepare_ns + e->host.compute_ns + e->host.download_ns) * 1e-6 / n,
+            (double)e->host.prepare_ns * 1e-6 / n, (double)e->host.compute_ns * 1e-6 / n,
+            (double)e->host.download_ns * 1e-6 / n, (unsigned long long)e->host.replayed,
+            e->host.gaps ? (double)e->host.gap_ns * 1e-6 / (double)e->host.gaps : 0.0);
   }
   uint64_t recorded = 0, replayed = 0;
   sc_engine_recording_stats(e->ctx->engine, &recorded, &replayed);
@@ -321,6 +336,15 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
     sc_forward_out out = {.logits = want_logits ? e->logits : NULL};
     e->queue_rc = sc_engine_queue(x->engine, &in, &out, &e->queue_diag);
     e->queue_ns = sc_now_ns() - e->t0;
+    if (e->queue_rc == 0) {
+      const sc_forward_host h = sc_engine_host_profile(x->engine);
+      e->host.steps++;
+      e->host.replayed += h.replayed;
+      e->host.prepare_ns += h.prepare_ns;
+      e->host.compute_ns += h.compute_ns;
+      e->host.download_ns += h.download_ns;
+      if (e->done_ns) e->host.gaps++, e->host.gap_ns += e->gap_ns;
+    }
   } else {
     sc_fail(&e->queue_diag, e->queue_rc, "rank %d: step %llu was aborted before it started",
             x->rank, (unsigned long long)step);
