@@ -14,6 +14,7 @@
 # ones: LD_LIBRARY_PATH is unset for it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/.."  # (.devrun and tests/gpu are the repository's)
 case "${1:-}" in
 prepare)
   mkdir -p .devrun/whl
@@ -50,7 +51,7 @@ PY
   python3 "$here/attn_anchor.py" merge "$out/kernels.json" "$out/flashmla.jsonl" > "$out/kernels-anchored.json"
   ;;
 *)
-  sed -n '2,17p' "$0" >&2
+  sed -n '2,14p' "$0" >&2
   exit 2
   ;;
 esac

@@ -149,11 +149,13 @@ static void perfetto_stages(perfetto *p, uint64_t ns, int32_t node, const sc_msg
   for (int i = 0; i < SC_STAGE_COUNT; i++)
     sc_jsonw_kv_double(w, sc_stage_name(i), (double)r->stage_ns.v[i] * 1e-6);
   counter_end(p, ns);
-  if (r->device_ns.n != SC_DEVICE_COUNT || p->oom) return;
+  /* (schema 1.6 nodes send busy, span and ops; 1.7 adds the idle time) */
+  if (r->device_ns.n < SC_DEVICE_IDLE_BEFORE_NS || p->oom) return;
   w = counter_begin(p, "device ms", node);
   sc_jsonw_kv_double(w, "busy", (double)r->device_ns.v[SC_DEVICE_BUSY_NS] * 1e-6);
   sc_jsonw_kv_double(w, "span", (double)r->device_ns.v[SC_DEVICE_SPAN_NS] * 1e-6);
-  sc_jsonw_kv_double(w, "idle before", (double)r->device_ns.v[SC_DEVICE_IDLE_BEFORE_NS] * 1e-6);
+  if (r->device_ns.n > SC_DEVICE_IDLE_BEFORE_NS)
+    sc_jsonw_kv_double(w, "idle before", (double)r->device_ns.v[SC_DEVICE_IDLE_BEFORE_NS] * 1e-6);
   counter_end(p, ns);
 }
 

@@ -101,8 +101,9 @@ static void executor_terminate(sc_ctx *c, void *state, int reason) {
   }
   if (e->host.steps > 0) {
     const double n = (double)e->host.steps;
-    SC_INFO(LOG, "rank %d: %llu steps queued in %.3f ms on average (prepare %.3f, compute %.3f, "
-            "download %.3f; %llu of them replayed), %.3f ms after the step before",
+    SC_INFO(LOG, "rank %d: %llu steps, each %.3f ms of the host's on average to queue (prepare "
+            "%.3f, compute %.3f, download %.3f; %llu of them replayed), %.3f ms after the step "
+            "before",
             e->ctx->rank, (unsigned long long)e->host.steps,
             (double)(e->host.prepare_ns + e->host.compute_ns + e->host.download_ns) * 1e-6 / n,
             (double)e->host.prepare_ns * 1e-6 / n, (double)e->host.compute_ns * 1e-6 / n,

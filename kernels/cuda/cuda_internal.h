@@ -60,8 +60,8 @@ int sc_kcuda_launched(const char *what);
 void *sc_kcuda_scratch(sc_kcuda *c, size_t bytes);
 
 /* Device activity records (cuda_busy.c, CUPTI loaded on first use): start recording
- * (0, or SC_ENOTSUP without CUPTI); the busy time, span and count of what ran since the
- * last read (the kernels op busy_read). */
+ * (0, or SC_ENOTSUP without CUPTI); what ran since the last read (sc_kbusy: the kernels
+ * op busy_read). */
 int sc_kcuda_busy_start(void);
 int sc_kcuda_busy_read(sc_kbusy *out);
 

@@ -45,6 +45,12 @@ PY
 grep -q "kernel.sparse_attn.decode fp8_ds_mla x1" "$work/err" || fail "no table: $(cat "$work/err")"
 # nothing to compare with
 head -1 "$work/fm.jsonl" > "$work/none.jsonl"
-python3 "$src/bench/attn_anchor.py" merge "$kernels" "$work/none.jsonl" > /dev/null 2>&1 &&
+python3 "$src/bench/attn_anchor.py" merge "$kernels" "$work/none.jsonl" > /dev/null 2> "$work/err" &&
   fail "a merge without FlashMLA cases succeeded"
+grep -q "no FlashMLA case to compare with" "$work/err" || fail "no reason given: $(cat "$work/err")"
+# FlashMLA cases of other shapes only (nothing attached), and a line without names
+echo '{"phase": "decode", "tokens": 7, "q_per_request": 1, "tflops": 9.0}' > "$work/other.jsonl"
+python3 "$src/bench/attn_anchor.py" merge "$kernels" "$work/other.jsonl" > /dev/null 2> "$work/err" &&
+  fail "a merge that attached nothing succeeded"
+grep -q "no FlashMLA case to compare with (read 1)" "$work/err" || fail "$(cat "$work/err")"
 exit 0

@@ -41,17 +41,24 @@ set -- $pids
 ask "$work/ref1.json" "${greedy[@]}" || fail "reference request 1 failed: $(cat "$work/ref1.json")"
 ask "$work/ref2.json" "${sampled[@]}" || fail "reference request 2 failed: $(cat "$work/ref2.json")"
 
-# 1. node 1 dies while both requests generate: request 1 streams its tokens (no --json),
-# and the kill waits for its first ones (a loaded machine may not have sent the requests
-# a fixed time after their clients started, and then nothing would be tested)
-"$bin" submit --connect "$listen" --vocab 4096 --timeout 60 "${greedy[@]}" > "$work/got1.txt" &
+# a request streaming its tokens (no --json) into $1, options $2...
+stream() { out=$1; shift; "$bin" submit --connect "$listen" --vocab 4096 --timeout 60 "$@" > "$out"; }
+# waits (up to 20 s) until the streamed output $1 has 8 tokens: a loaded machine may not
+# have sent a request a fixed time after its client started, and then a kill tests nothing
+generating() {
+  for _ in $(seq 400); do
+    [ "$(head -1 "$1" 2>/dev/null | wc -w)" -ge 8 ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# 1. node 1 dies while both requests generate (request 1 streams: the kill waits for it)
+stream "$work/got1.txt" "${greedy[@]}" &
 c1=$!
 ask "$work/got2.json" "${sampled[@]}" &
 c2=$!
-for _ in $(seq 400); do
-  [ "$(head -1 "$work/got1.txt" 2>/dev/null | wc -w)" -ge 8 ] && break
-  sleep 0.05
-done
+generating "$work/got1.txt"
 kill -KILL "$2"
 wait $c1 || fail "request 1 failed across the kill: $(cat "$work/got1.txt")"
 wait $c2 || fail "request 2 failed across the kill: $(cat "$work/got2.json")"
@@ -66,13 +73,14 @@ grep -q '^\[done: ' "$work/got1.txt" || fail "request 1 did not end: $(cat "$wor
 [ "$(tokens "$work/got2.json")" = "$(tokens "$work/ref2.json")" ] ||
   fail "request 2's tokens differ from the undisturbed run's"
 
-# 2. the head dies: the client hears of it within 2 s, the cluster comes back
-ask "$work/got3.json" "${greedy[@]}" &
+# 2. the head dies under a generating request: its client hears of it within 2 s, the
+# cluster comes back
+stream "$work/got3.txt" "${greedy[@]}" &
 c3=$!
-sleep 0.4
+generating "$work/got3.txt" || fail "request 3 did not start: $(cat "$work/got3.txt")"
 t0=$(date +%s%N)
 kill -KILL "$1"
-wait $c3 && fail "request 3 succeeded although the head died under it: $(cat "$work/got3.json")"
+wait $c3 && fail "request 3 succeeded although the head died under it: $(cat "$work/got3.txt")"
 t1=$(date +%s%N)
 [ $(( (t1 - t0) / 1000000 )) -lt 2000 ] || fail "the client heard of the head's death after $(( (t1 - t0) / 1000000 )) ms"
 await "$work/l.out" '"event":"restarted","rank":0' || fail "the head was not started again: $(cat "$work/l.err")"
