@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels_recorder.h"
 #include "model/hf_model.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -75,6 +76,13 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
   } else if ((rc = sc_kernels_cpu_create(&e->k, cfg->kernel_threads > 0 ? cfg->kernel_threads : 1))) {
     sc_fail(d, rc, "rank %d: cannot create the CPU kernel context", global_rank);
     goto fail;
+  } else if (cfg->cpu_recorder) {
+    sc_kernels *w = NULL;
+    if ((rc = sc_kernels_recorder_wrap(e->k, &w))) {
+      sc_fail(d, rc, "rank %d: cannot wrap the CPU kernels in a recorder", global_rank);
+      goto fail;
+    }
+    e->k = w;
   }
   const int32_t tp_rank = comm->group_rank[SC_GROUP_TP];
   if (cfg->model_dir != NULL) {

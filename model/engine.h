@@ -34,6 +34,8 @@ typedef struct sc_engine_config {
   bool no_recordings;     /* run every step's ops as they are called, never replaying a
                              recording of them (sc_forward_set_recordings; the pipeline's
                              "cuda_graphs": false) */
+  bool cpu_recorder;      /* CPU kernels wrapped in a recorder (kernels/kernels_recorder.h):
+                             the recorded-step path on the CPU, for tests */
 } sc_engine_config;
 
 typedef struct sc_engine sc_engine;

@@ -70,7 +70,8 @@ int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d
                               .model_dir = cfg->model_dir,
                                .num_blocks = cfg->num_blocks, .kv_fmt = cfg->kv_fmt,
                                .kernel_threads = cfg->kernel_threads, .cuda = cfg->cuda,
-                               .no_recordings = cfg->no_recordings};
+                               .no_recordings = cfg->no_recordings,
+                               .cpu_recorder = cfg->cpu_recorder};
   for (int32_t g = 0; g < h->world; g++) {
     rank *r = &h->ranks[g];
     r->h = h;

@@ -36,6 +36,7 @@ typedef struct sc_harness_config {
   bool cuda;              /* one rank on CUDA device 0 instead of the CPU (the in-memory
                              backend cannot move device memory: more ranks are refused) */
   bool no_recordings;     /* engine.h: never replay recorded steps */
+  bool cpu_recorder;      /* engine.h: CPU kernels that record by keeping the calls */
 } sc_harness_config;
 
 typedef struct sc_harness sc_harness;

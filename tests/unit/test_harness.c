@@ -400,3 +400,78 @@ Test(harness, decode_row_of_several_tokens) {
   /* the decode row saw 31..33 positions, more than K: the selection was real */
   cr_assert_eq(ref_topk[1][(size_t)2 * K + K - 1].pos >= 0, true);
 }
+
+/* ---- recorded steps on the CPU (model/forward.c step_recorded) ---- */
+
+/* The forward pass's recorded steps through the recorder (kernels/kernels_recorder.h):
+ * three requests (prompts of 5, 40 and 70 tokens), then 150 decode steps with greedy
+ * tokens fed back, the last request stopping at step 90 (the batch changes shape),
+ * blocks of 8 tokens so that the block table widens and the key list doubles on the way.
+ * A one-rank harness replaying its decode steps and one launching every op give the same
+ * logits to the bit at every step (a recording that kept a stale buffer, or a body that
+ * read something only the host prepared, would differ; under ASan a freed buffer read by
+ * a replay would stop the test). */
+Test(harness, recorded_decode_steps_match_launched_ones) {
+  openblas_set_num_threads(1);
+  const sc_model_config m = small_model();
+  enum { R = 3, B = 8, MAXB = 32, STEPS = 151 };
+  sc_harness_config hc = {.model = m, .num_blocks = R * MAXB, .kv_fmt = SC_KFMT_F32,
+                          .kernel_threads = 1, .cpu_recorder = true};
+  sc_model_plan_config_default(&hc.plan);
+  hc.plan.block_size = B;
+  sc_harness *h[2];
+  sc_diag d = {0};
+  cr_assert_eq(sc_harness_create(&hc, &h[0], &d), 0, "%s", sc_diag_message(&d));
+  hc.no_recordings = true;
+  cr_assert_eq(sc_harness_create(&hc, &h[1], &d), 0, "%s", sc_diag_message(&d));
+  static float lg[2][R * 256];
+  const int32_t len[R] = {5, 40, 70};
+  int32_t done[R] = {0}, next[R] = {0};
+  for (int32_t step = 0; step < STEPS; step++) {
+    sc_batch_req br[R];
+    int32_t tokens[128], bstart[R + 1], blocks[R * MAXB], n = 0, nt = 0;
+    bstart[0] = 0;
+    for (int32_t i = 0; i < R; i++) {
+      if (i == 2 && step > 90) continue;
+      const bool prefill = step == 0;
+      const int32_t q = prefill ? len[i] : 1;
+      br[n] = (sc_batch_req){.id = i, .computed = done[i], .scheduled = q, .prefill = prefill};
+      for (int32_t t = 0; t < q; t++)
+        tokens[nt++] = prefill ? (7 * t + 13 * i + 1) % m.vocab : next[i];
+      const int32_t nb = (done[i] + q + B - 1) / B;
+      cr_assert_leq(nb, MAXB);
+      for (int32_t b = 0; b < nb; b++) blocks[bstart[n] + b] = i * MAXB + b;
+      bstart[n + 1] = bstart[n] + nb;
+      n++;
+    }
+    for (int k = 0; k < 2; k++) {
+      const sc_harness_batch b = {.step = (uint64_t)step + 1, .num_reqs = n, .reqs = br,
+                                  .tokens = tokens, .block_start = bstart, .blocks = blocks};
+      sc_harness_result res = {.logits = lg[k]};
+      cr_assert_eq(sc_harness_step(h[k], &b, &res, &d), 0, "step %d: %s", step,
+                   sc_diag_message(&d));
+    }
+    cr_assert_eq(memcmp(lg[0], lg[1], sizeof(float) * (size_t)n * m.vocab), 0,
+                 "step %d: the replayed step's logits differ from the launched one's", step);
+    for (int32_t j = 0; j < n; j++) {
+      const int32_t i = (int32_t)br[j].id;
+      const float *l = lg[0] + (size_t)j * m.vocab;
+      int32_t best = 0;
+      for (int32_t v = 1; v < m.vocab; v++) best = l[v] > l[best] ? v : best;
+      done[i] += br[j].scheduled;
+      next[i] = best;
+    }
+  }
+  uint64_t rec[2], rep[2];
+  sc_harness_recording_stats(h[0], &rec[0], &rep[0]);
+  sc_harness_recording_stats(h[1], &rec[1], &rep[1]);
+  fprintf(stderr, "recorded decode steps: %llu recordings, %llu replays over %d steps\n",
+          (unsigned long long)rec[0], (unsigned long long)rep[0], STEPS);
+  cr_assert_eq(rec[1] + rep[1], 0, "the launching harness recorded");
+  cr_assert_geq(rep[0], 130, "%llu of 150 decode steps replayed (%llu recorded)",
+                (unsigned long long)rep[0], (unsigned long long)rec[0]);
+  cr_assert_geq(rec[0], 3, "a new batch shape, a wider block table and a longer key list "
+                "each call for a new recording: %llu", (unsigned long long)rec[0]);
+  sc_harness_destroy(h[0]);
+  sc_harness_destroy(h[1]);
+}

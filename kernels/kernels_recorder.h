@@ -1,0 +1,28 @@
+/* kernels_recorder.h - recordings (kernels.h record_begin) for a backend that has none,
+ * by keeping the calls: while recording, every op's arguments are kept instead of the
+ * op running; a replay calls the inner backend's ops with them again, in order.
+ *
+ * What it is for: the forward pass's recorded steps (model/forward.c, step_recorded) on
+ * the CPU, so that the code that decides what to record, when a recording is stale and
+ * what a replay may rely on runs in the CPU test suite and not only on a GPU (where the
+ * CUDA backend records real graphs). A replay here costs what running the ops costs: it
+ * is never faster, so nothing but tests uses it.
+ *
+ * Contract as kernels.h states it: while recording, host copies, sync, notify, alloc,
+ * free and fault injection are refused with SC_EAGAIN and fail the recording; nothing
+ * runs until a replay. A recording holds pointers and scalars only (the buffers' contents
+ * are read when the replay runs). The inner backend's scratch is its own business: ops
+ * run afresh at each replay, so recordings never go stale here.
+ *
+ * Ownership: the wrapper owns the inner context (destroyed with it). One thread, as the
+ * inner context. */
+#ifndef SC_KERNELS_RECORDER_H
+#define SC_KERNELS_RECORDER_H
+
+#include "kernels/kernels.h"
+
+/* Wraps inner (which must have no recordings of its own) into *out. On failure inner
+ * is left to the caller. */
+int sc_kernels_recorder_wrap(sc_kernels *inner, sc_kernels **out);
+
+#endif
