@@ -38,27 +38,36 @@ static void drop_calls(rec_call *calls, int32_t n) {
   free(calls);
 }
 
+/* Notes the recording's first failure; returns rc. */
+static int fail(recorder *r, int rc) {
+  if (r->failed == 0) r->failed = rc;
+  return rc;
+}
+
+/* Forgets the calls kept so far. */
+static void forget(recorder *r) {
+  for (int32_t i = 0; i < r->n; i++) free(r->calls[i].args);
+  r->n = 0;
+}
+
 /* Keeps one call; the op "succeeds" (it runs at the replay). */
 static int keep(recorder *r, run_fn run, const void *args, size_t bytes) {
   if (r->n == r->cap) {
     const int32_t cap = r->cap ? 2 * r->cap : 256;
     rec_call *c = realloc(r->calls, sizeof *c * (size_t)cap);
-    if (c == NULL) return r->failed = SC_ENOMEM;
+    if (c == NULL) return fail(r, SC_ENOMEM);
     r->calls = c;
     r->cap = cap;
   }
   void *a = malloc(bytes);
-  if (a == NULL) return r->failed = SC_ENOMEM;
+  if (a == NULL) return fail(r, SC_ENOMEM);
   memcpy(a, args, bytes);
   r->calls[r->n++] = (rec_call){run, a};
   return 0;
 }
 
 /* A call that cannot be recorded: it fails, and so does the recording. */
-static int refuse(recorder *r) {
-  if (r->failed == 0) r->failed = SC_EAGAIN;
-  return SC_EAGAIN;
-}
+static int refuse(recorder *r) { return fail(r, SC_EAGAIN); }
 
 /* ---- recordings ---- */
 
@@ -67,7 +76,7 @@ static int w_record_begin(sc_kernels *k) {
   if (r->recording) return SC_EINVAL;
   r->recording = true;
   r->failed = 0;
-  r->n = 0;
+  forget(r);
   return 0;
 }
 
@@ -77,12 +86,14 @@ static int w_record_end(sc_kernels *k, sc_krecording **out) {
   if (!r->recording) return SC_EINVAL;
   r->recording = false;
   if (r->failed) {
-    for (int32_t i = 0; i < r->n; i++) free(r->calls[i].args);
-    r->n = 0;
-    return SC_EAGAIN;
+    forget(r);
+    return r->failed; /* (SC_EAGAIN for a refused call) */
   }
   sc_krecording *rec = malloc(sizeof *rec);
-  if (rec == NULL) return SC_ENOMEM;
+  if (rec == NULL) {
+    forget(r);
+    return SC_ENOMEM;
+  }
   *rec = (sc_krecording){r->calls, r->n};
   r->calls = NULL;
   r->n = r->cap = 0;
@@ -185,7 +196,8 @@ static int run_copy(sc_kernels *in, const void *p) {
 }
 static int w_copy(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_kcopy kind) {
   recorder *r = rec_of(k);
-  if (!r->recording) return r->in->ops->copy(r->in, dst, src, bytes, kind);
+  if (!r->recording || bytes == 0 || (unsigned)kind > SC_KCOPY_D2H_DEFERRED)
+    return r->in->ops->copy(r->in, dst, src, bytes, kind); /* (nothing, or its EINVAL) */
   if (kind != SC_KCOPY_D2D) return refuse(r); /* (host memory: read at call time) */
   const a_copy a = {dst, src, bytes};
   return keep(r, run_copy, &a, sizeof a);

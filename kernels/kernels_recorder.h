@@ -8,9 +8,11 @@
  * CUDA backend records real graphs). A replay here costs what running the ops costs: it
  * is never faster, so nothing but tests uses it.
  *
- * Contract as kernels.h states it: while recording, host copies, sync, notify, alloc,
- * free and fault injection are refused with SC_EAGAIN and fail the recording; nothing
- * runs until a replay. A recording holds pointers and scalars only (the buffers' contents
+ * Contract as kernels.h states it: while recording, host copies, sync, notify, alloc and
+ * free are refused with SC_EAGAIN and fail the recording (so are, beyond kernels.h's
+ * list, fault injection and the reads of marks and busy times: they act on the device's
+ * state at call time); nothing runs until a replay. Arguments are not checked until the
+ * replay runs the op (the CUDA backend checks them as it records). A recording holds pointers and scalars only (the buffers' contents
  * are read when the replay runs). The inner backend's scratch is its own business: ops
  * run afresh at each replay, so recordings never go stale here.
  *

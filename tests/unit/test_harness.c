@@ -423,8 +423,10 @@ Test(harness, recorded_decode_steps_match_launched_ones) {
   sc_diag d = {0};
   cr_assert_eq(sc_harness_create(&hc, &h[0], &d), 0, "%s", sc_diag_message(&d));
   hc.no_recordings = true;
+  hc.cpu_recorder = false; /* the reference: the plain CPU backend */
   cr_assert_eq(sc_harness_create(&hc, &h[1], &d), 0, "%s", sc_diag_message(&d));
   static float lg[2][R * 256];
+  cr_assert_leq(m.vocab, 256);
   const int32_t len[R] = {5, 40, 70};
   int32_t done[R] = {0}, next[R] = {0};
   for (int32_t step = 0; step < STEPS; step++) {
