@@ -20,6 +20,7 @@ typedef struct rec_call {
 struct sc_krecording {
   rec_call *calls;
   int32_t n;
+  uint64_t epoch; /* the recorder's when it was made */
 };
 
 typedef struct recorder {
@@ -29,6 +30,7 @@ typedef struct recorder {
   int failed; /* the first refusal or keeping failure while recording (0: none) */
   rec_call *calls;
   int32_t n, cap;
+  uint64_t epoch; /* bumped by sc_kernels_recorder_invalidate */
 } recorder;
 
 static recorder *rec_of(sc_kernels *k) { return (recorder *)k->impl; }
@@ -94,7 +96,7 @@ static int w_record_end(sc_kernels *k, sc_krecording **out) {
     forget(r);
     return SC_ENOMEM;
   }
-  *rec = (sc_krecording){r->calls, r->n};
+  *rec = (sc_krecording){r->calls, r->n, r->epoch};
   r->calls = NULL;
   r->n = r->cap = 0;
   *out = rec;
@@ -104,6 +106,7 @@ static int w_record_end(sc_kernels *k, sc_krecording **out) {
 static int w_replay(sc_kernels *k, sc_krecording *rec) {
   recorder *r = rec_of(k);
   if (rec == NULL || r->recording) return SC_EINVAL;
+  if (rec->epoch != r->epoch) return SC_EAGAIN;
   for (int32_t i = 0; i < rec->n; i++) {
     const int rc = rec->calls[i].run(r->in, rec->calls[i].args);
     if (rc) return rc;
@@ -625,5 +628,11 @@ int sc_kernels_recorder_wrap(sc_kernels *inner, sc_kernels **out) {
   r->in = inner;
   r->k = (sc_kernels){.ops = &k_recorder_ops, .device = inner->device, .impl = r};
   *out = &r->k;
+  return 0;
+}
+
+int sc_kernels_recorder_invalidate(sc_kernels *k) {
+  if (k == NULL || k->ops != &k_recorder_ops) return SC_EINVAL;
+  rec_of(k)->epoch++;
   return 0;
 }

@@ -14,7 +14,8 @@
  * state at call time); nothing runs until a replay. Arguments are not checked until the
  * replay runs the op (the CUDA backend checks them as it records). A recording holds pointers and scalars only (the buffers' contents
  * are read when the replay runs). The inner backend's scratch is its own business: ops
- * run afresh at each replay, so recordings never go stale here.
+ * run afresh at each replay, so recordings go stale only when a test says so
+ * (sc_kernels_recorder_invalidate).
  *
  * Ownership: the wrapper owns the inner context (destroyed with it). One thread, as the
  * inner context. */
@@ -26,5 +27,10 @@
 /* Wraps inner (which must have no recordings of its own) into *out. On failure inner
  * is left to the caller. */
 int sc_kernels_recorder_wrap(sc_kernels *inner, sc_kernels **out);
+
+/* Makes every recording made so far stale, as the CUDA backend's are once its scratch
+ * moves: their replay answers SC_EAGAIN without running anything (so that a test can
+ * take its caller through that path). SC_EINVAL when k is not a recorder. */
+int sc_kernels_recorder_invalidate(sc_kernels *k);
 
 #endif

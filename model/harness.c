@@ -214,3 +214,7 @@ out:
 void sc_harness_recording_stats(const sc_harness *h, uint64_t *records, uint64_t *replays) {
   sc_engine_recording_stats(h->ranks[0].engine, records, replays);
 }
+
+sc_kernels *sc_harness_kernels(const sc_harness *h, int32_t r) {
+  return r >= 0 && r < h->world ? sc_engine_kernels(h->ranks[r].engine) : NULL;
+}

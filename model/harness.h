@@ -71,6 +71,10 @@ typedef struct sc_harness_result {
 int sc_harness_step(sc_harness *h, const sc_harness_batch *b, sc_harness_result *res,
                     sc_diag *d);
 
+/* Rank r's kernel context (for tests that act on it between steps); NULL past the
+ * world. */
+sc_kernels *sc_harness_kernels(const sc_harness *h, int32_t r);
+
 /* Rank 0's steps recorded and replayed so far (engine.h). */
 void sc_harness_recording_stats(const sc_harness *h, uint64_t *records, uint64_t *replays);
 

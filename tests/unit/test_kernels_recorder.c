@@ -41,6 +41,16 @@ Test(recorder, a_replay_reads_the_buffers_as_they_are_then) {
   cr_assert_eq(k->ops->replay(k, r), 0);
   cr_assert_eq(k->ops->copy(k, got, y, sizeof got, SC_KCOPY_D2H), 0);
   for (int i = 0; i < N; i++) cr_assert_eq(got[i], (y0[i] + x0[i]) + x1[i], "element %d", i);
+  /* stale (as CUDA's once scratch moves): the replay runs nothing */
+  cr_assert_eq(sc_kernels_recorder_invalidate(k), 0);
+  cr_assert_eq(k->ops->replay(k, r), SC_EAGAIN);
+  float again[N];
+  cr_assert_eq(k->ops->copy(k, again, y, sizeof again, SC_KCOPY_D2H), 0);
+  cr_assert_eq(memcmp(again, got, sizeof got), 0, "a stale replay ran");
+  sc_kernels *cpu = NULL;
+  cr_assert_eq(sc_kernels_cpu_create(&cpu, 1), 0);
+  cr_assert_eq(sc_kernels_recorder_invalidate(cpu), SC_EINVAL, "not a recorder");
+  sc_kernels_destroy(cpu);
   k->ops->recording_free(k, r);
   k->ops->free(k, x);
   k->ops->free(k, y);
