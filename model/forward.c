@@ -84,7 +84,6 @@ struct sc_forward {
   int32_t *host_ids; /* host staging */
   size_t host_cap;
   upload_area up[2];    /* B_UPLOAD's and B_UPLOAD_OTHER's layouts */
-  const upload_area *cur_up; /* the one of the step being queued */
   sc_coll_session sess; /* the step's, kept until sc_forward_finish */
   sc_step_prof prof;    /* the step's stage marks, when it is profiled */
   /* rotary embedding and attention scale: the synthetic model's plain RoPE from theta
@@ -201,9 +200,24 @@ static size_t key_list_bytes(int32_t num_keys) {
   return (size_t)pow2_at_least(num_keys) * sizeof(int32_t);
 }
 
+typedef struct step_ctx {
+  sc_forward *f;
+  const sc_forward_in *in;
+  sc_forward_out *out;
+  sc_coll_session *sess; /* &f->sess */
+  sc_diag *d;
+  /* dims */
+  int32_t Tp, D, Hl, dn, dr, dc, dv, qd, kvw, iw, HI, dI, idr, K, hid, F, P, N, T, I, B;
+  int32_t layer;
+  bool has_prefill;
+  int32_t bt_w; /* the block table's row width on the device: max_blocks to a power of 2 */
+  int32_t nl;   /* rows whose logits are taken (step_prepare) */
+  const upload_area *up; /* where step_prepare put the step's index arrays (ix) */
+} step_ctx;
+
 /* Device address of uploaded index array u (after upload_all). */
-static int32_t *ix(const sc_forward *f, int u) {
-  return (int32_t *)f->buf[f->cur_up->buf] + f->cur_up->off[u];
+static int32_t *ix(const step_ctx *s, int u) {
+  return (int32_t *)s->f->buf[s->up->buf] + s->up->off[u];
 }
 
 /* One upload array's source: n int32 at p. */
@@ -222,8 +236,9 @@ typedef struct upload_src {
  * The other steps copy array by array: their rooms are sized by the largest prompt seen
  * (13 arrays of 128k tokens after a 128k prompt), and one copy of the whole area would
  * carry those rooms' unused ends to the device every step. */
-static int upload_all(sc_forward *f, upload_area *a, const upload_src src[U_COUNT],
+static int upload_all(step_ctx *s, upload_area *a, const upload_src src[U_COUNT],
                       bool one_copy) {
+  sc_forward *f = s->f;
   size_t cap[U_COUNT];
   bool relayout = a->total == 0;
   for (int u = 0; u < U_COUNT; u++) {
@@ -249,7 +264,7 @@ static int upload_all(sc_forward *f, upload_area *a, const upload_src src[U_COUN
   int rc = 0;
   int32_t *dev = ensure(f, a->buf, a->total * sizeof(int32_t), &rc);
   if (rc) return rc;
-  f->cur_up = a;
+  s->up = a;
   if (!one_copy) {
     for (int u = 0; u < U_COUNT && rc == 0; u++)
       if (src[u].n > 0)
@@ -265,20 +280,6 @@ static int upload_all(sc_forward *f, upload_area *a, const upload_src src[U_COUN
   }
   return end == 0 ? 0 : f->k->ops->copy(f->k, dev, a->host, end * sizeof(int32_t), SC_KCOPY_H2D);
 }
-
-typedef struct step_ctx {
-  sc_forward *f;
-  const sc_forward_in *in;
-  sc_forward_out *out;
-  sc_coll_session *sess; /* &f->sess */
-  sc_diag *d;
-  /* dims */
-  int32_t Tp, D, Hl, dn, dr, dc, dv, qd, kvw, iw, HI, dI, idr, K, hid, F, P, N, T, I, B;
-  int32_t layer;
-  bool has_prefill;
-  int32_t bt_w; /* the block table's row width on the device: max_blocks to a power of 2 */
-  int32_t nl;   /* rows whose logits are taken (step_prepare) */
-} step_ctx;
 
 static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t rows,
                 int64_t width, const void *send, void *recv) {
@@ -299,7 +300,7 @@ static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t 
 static int rope(step_ctx *s, int32_t n_heads, int32_t rot_dim, float *x, int64_t ld_tok,
                 int64_t ld_head) {
   const sc_forward *f = s->f;
-  const int32_t *pos = ix(f, U_POS);
+  const int32_t *pos = ix(s, U_POS);
   if (f->inv_freq == NULL)
     return f->k->ops->rope(f->k, s->Tp, n_heads, rot_dim, x, ld_tok, ld_head, pos,
                            f->mc.rope_theta);
@@ -360,7 +361,7 @@ static int attention_layer(step_ctx *s) {
   int32_t *topk = f->buf[B_TOPK], *sel = f->buf[B_SEL];
   sc_kcand *cand = f->buf[B_CAND];
   float *lsex = f->buf[B_LSEX];
-  const int32_t *pos = ix(f, U_POS);
+  const int32_t *pos = ix(s, U_POS);
   const sc_krows cache = sc_kv_cache_rows(f->cache, l);
   const float scale = f->scale;
   /* A checkpoint's q_norm and kv_norm have their own epsilon (model_config.h). */
@@ -438,11 +439,11 @@ static int attention_layer(step_ctx *s) {
               src, pg));
       src = pg;
     }
-    CK(o->kv_write(k, m->num_prefill_src, s->iw, src, s->iw, ix(f, U_PSLOT), cache),
+    CK(o->kv_write(k, m->num_prefill_src, s->iw, src, s->iw, ix(s, U_PSLOT), cache),
        "layer %d: prefill KV write", l);
   }
   if (D > 0)
-    CK(o->kv_write(k, D, s->iw, kv, s->iw, ix(f, U_DSLOT), cache), "layer %d: decode KV write", l);
+    CK(o->kv_write(k, D, s->iw, kv, s->iw, ix(s, U_DSLOT), cache), "layer %d: decode KV write", l);
 
   /* ---- workspace path: prefill rows under DCP, one context_kv gather per chunk ---- */
   if (s->has_prefill && s->N > 1) {
@@ -470,15 +471,15 @@ static int attention_layer(step_ctx *s) {
           .n_tok = n, .n_heads = s->HI, .dim = s->dI, .topk = s->K,
           .q = iq + (size_t)tb * iqw, .ld_q = iqw, .w = iwt + (size_t)tb * s->HI, .ld_w = s->HI,
           .q_pos = pos + tb, .keys = sc_krows_col(wsr, s->kvw), .key_rows = deint,
-          .key_pos = ckpos, .key_begin = ix(f, U_KB) + tb,
-          .key_end = ix(f, U_KE) + tb, .out_pos = topk + (size_t)tb * s->K,
+          .key_pos = ckpos, .key_begin = ix(s, U_KB) + tb,
+          .key_end = ix(s, U_KE) + tb, .out_pos = topk + (size_t)tb * s->K,
           .out_cand = cand + (size_t)tb * s->K};
       stage(s, SC_STAGE_INDEXER);
       if (own) CK(o->indexer_topk(k, &ia), "layer %d: indexer (chunk %d)", l, c);
       CK(capture(s, cand, tb, tb + n), "layer %d: top-K capture", l);
       if (own)
         CK(o->topk_to_workspace(k, n, s->K, topk + (size_t)tb * s->K,
-                                ix(f, U_WSB) + tb, S, s->N, s->I,
+                                ix(s, U_WSB) + tb, S, s->N, s->I,
                                 sel + (size_t)tb * s->K),
            "layer %d: top-K to workspace rows", l);
       const sc_attn_args aa = {
@@ -503,8 +504,8 @@ static int attention_layer(step_ctx *s) {
     const sc_indexer_args ia = {
         .n_tok = cte, .n_heads = s->HI, .dim = s->dI, .topk = s->K, .q = iq, .ld_q = iqw,
         .w = iwt, .ld_w = s->HI, .q_pos = pos, .keys = sc_krows_col(cache, s->kvw),
-        .key_rows = f->buf[I_KSLOT], .key_pos = f->buf[I_KPOS], .key_begin = ix(f, U_KB),
-        .key_end = ix(f, U_KE), .out_pos = topk, .out_cand = cand};
+        .key_rows = f->buf[I_KSLOT], .key_pos = f->buf[I_KPOS], .key_begin = ix(s, U_KB),
+        .key_end = ix(s, U_KE), .out_pos = topk, .out_cand = cand};
     CK(o->indexer_topk(k, &ia), "layer %d: indexer (local cache)", l);
   }
   if (dcp_decode) { /* every rank selects the same global top-K from all shards' picks */
@@ -517,7 +518,7 @@ static int attention_layer(step_ctx *s) {
   }
   CK(capture(s, cand, 0, cte), "layer %d: top-K capture", l);
   if (cte > 0 && own)
-    CK(o->topk_to_slots(k, cte, s->K, topk, ix(f, U_REQ), ix(f, U_BT), s->bt_w,
+    CK(o->topk_to_slots(k, cte, s->K, topk, ix(s, U_REQ), ix(s, U_BT), s->bt_w,
                         s->B, s->N, s->I, m->coords.dcp_rank, sel),
        "layer %d: top-K to cache slots", l);
   stage(s, SC_STAGE_ATTENTION);
@@ -712,14 +713,14 @@ static int step_prepare(step_ctx *s) {
       [U_KB] = {m->tok_key_begin, Tp}, [U_KE] = {m->tok_key_end, Tp},
       [U_WSB] = {m->tok_ws_base, Tp}, [U_BT] = {bt_host, bt_n}};
   const bool one_copy = !s->has_prefill && m->num_chunks == 0; /* decode rows only */
-  CK(upload_all(f, &f->up[one_copy ? 0 : 1], up, one_copy),
+  CK(upload_all(s, &f->up[one_copy ? 0 : 1], up, one_copy),
      "forward: cannot upload the step's index arrays");
   int32_t *kslot = ensure(f, I_KSLOT, key_list_bytes(m->num_keys), &rc);
   int32_t *kpos = ensure(f, I_KPOS, key_list_bytes(m->num_keys), &rc);
   /* the cache key list (1 MB a step at a 128k context) is filled on the kernels' side */
   if (rc == 0 && m->num_keys > 0)
-    rc = f->k->ops->cache_keys(f->k, m->num_key_ranges, m->num_keys, ix(f, U_KRREQ),
-                               ix(f, U_KRB), ix(f, U_KRE), ix(f, U_BT), s->bt_w,
+    rc = f->k->ops->cache_keys(f->k, m->num_key_ranges, m->num_keys, ix(s, U_KRREQ),
+                               ix(s, U_KRB), ix(s, U_KRE), ix(s, U_BT), s->bt_w,
                                f->pc.block_size, f->pc.dcp, f->pc.interleave,
                                m->coords.dcp_rank, kpos, kslot);
   int32_t *ssrc = ensure(f, I_SSRC, (size_t)sum_s * sizeof(int32_t), &rc);
@@ -753,7 +754,7 @@ static int step_body(step_ctx *s) {
   const int64_t Tp = s->Tp;
   float *x = f->buf[B_X];
   const sc_krows embed = {f->w->t[SC_W_EMBED], SC_KFMT_F32, s->hid, mc->vocab};
-  CK(f->k->ops->gather_rows(f->k, Tp, s->hid, embed, ix(f, U_IDS),
+  CK(f->k->ops->gather_rows(f->k, Tp, s->hid, embed, ix(s, U_IDS),
                             (sc_krows){x, SC_KFMT_F32, s->hid, Tp}),
      "forward: embedding");
 
@@ -777,7 +778,7 @@ static int step_body(step_ctx *s) {
   float *xl = f->buf[B_XL], *logits = f->buf[B_LOGITS];
   CK(f->k->ops->gather_rows(f->k, s->nl, s->hid,
                             (sc_krows){xg, SC_KFMT_F32, s->hid, (int64_t)s->P * s->Tp},
-                            ix(f, U_LAST), (sc_krows){xl, SC_KFMT_F32, s->hid, s->nl}),
+                            ix(s, U_LAST), (sc_krows){xl, SC_KFMT_F32, s->hid, s->nl}),
      "forward: last-token rows");
   CK(f->k->ops->rmsnorm(f->k, s->nl, s->hid, xl, s->hid, f->w->t[SC_W_NORM], mc->rms_eps, xl,
                         s->hid),
@@ -816,7 +817,6 @@ out:
 /* How often a key may fail to record before its steps just run (a shape that needs new
  * scratch every time would otherwise be recorded and thrown away every step). */
 #define REC_MAX_FAILS 3
-
 
 static struct sc_forward_rec *rec_slot(sc_forward *f, const rec_key *key) {
   struct sc_forward_rec *victim = &f->rec[0];

@@ -13,6 +13,7 @@
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/kernels.h"
 #include "model/harness.h"
+#include "tests/common/sc_test_decode.h"
 #include "tests/gpu/gpu_test.h"
 
 GPU_TEST_GLOBALS
@@ -161,88 +162,31 @@ static void case_marks_in_a_recording(void) {
 
 /* ---- the forward pass ---- */
 
-typedef struct req {
-  int32_t len, done; /* tokens in the cache */
-  int32_t next;      /* the token fed next */
-} req;
-
-/* One step of both harnesses; the logits of both to the bit. */
-static int step_both(sc_harness *h[2], uint64_t step, const sc_batch_req *br, int32_t n,
-                     const int32_t *tokens, const int32_t *bstart, const int32_t *blocks,
-                     int32_t vocab, float *lg[2]) {
-  for (int i = 0; i < 2; i++) {
-    const sc_harness_batch b = {.step = step, .num_reqs = n, .reqs = br, .tokens = tokens,
-                                .block_start = bstart, .blocks = blocks};
-    sc_harness_result res = {.logits = lg[i]};
-    sc_diag d = {0};
-    const int rc = sc_harness_step(h[i], &b, &res, &d);
-    if (rc) {
-      fprintf(stderr, "  step %llu (%s): %s\n", (unsigned long long)step,
-              i ? "launched" : "recorded", d.msg);
-      return rc;
-    }
-  }
-  return memcmp(lg[0], lg[1], sizeof(float) * (size_t)n * vocab) == 0 ? 0 : 1;
-}
-
-/* Three requests: prompts of 5, 40 and 70 tokens, then 150 decode steps of the three
- * (the last stops at step 90, which changes the batch's shape), greedy tokens fed back.
- * Blocks of 16 tokens, so the block table widens and the key list doubles on the way. */
+/* The scenario of tests/common/sc_test_decode.h (the CPU test runs it through the
+ * recorder) on CUDA with bf16 rows and blocks of 16 tokens: replayed and launched steps
+ * give the same logits to the bit at every step. */
 static void case_forward_recorded_steps_match(void) {
   sc_model_config m;
   sc_model_config_default(&m);
   m.layers = 3;
   m.max_position = 1024;
-  enum { R = 3, B = 16, MAXB = 32 };
-  sc_harness_config hc = {.model = m, .num_blocks = R * MAXB, .kv_fmt = SC_KFMT_BF16,
-                          .kernel_threads = 1, .cuda = true};
+  sc_harness_config hc = {.model = m, .num_blocks = SC_TEST_DECODE_BLOCKS,
+                          .kv_fmt = SC_KFMT_BF16, .kernel_threads = 1, .cuda = true};
   sc_plan_config_default(&hc.plan);
-  hc.plan.block_size = B;
+  hc.plan.block_size = 16;
   sc_harness *h[2] = {NULL, NULL};
   sc_diag d = {0};
   REQUIRE(sc_harness_create(&hc, &h[0], &d) == 0, "harness: %s", d.msg);
   hc.no_recordings = true;
   REQUIRE(sc_harness_create(&hc, &h[1], &d) == 0, "harness: %s", d.msg);
-  float *lg[2] = {malloc(sizeof(float) * R * m.vocab), malloc(sizeof(float) * R * m.vocab)};
-  req rq[R] = {{.len = 5}, {.len = 40}, {.len = 70}};
-  int32_t tokens[128], bstart[R + 1], blocks[R * MAXB];
-  sc_batch_req br[R];
-  int steps = 0, mismatches = 0;
-  for (int32_t step = 0; step < 151 && mismatches == 0; step++) {
-    int32_t n = 0, nt = 0;
-    bstart[0] = 0;
-    for (int32_t i = 0; i < R; i++) {
-      if (i == 2 && step > 90) continue;
-      const bool prefill = step == 0;
-      const int32_t q = prefill ? rq[i].len : 1;
-      br[n] = (sc_batch_req){.id = i, .computed = rq[i].done, .scheduled = q, .prefill = prefill};
-      for (int32_t t = 0; t < q; t++)
-        tokens[nt++] = prefill ? (int32_t)((7 * t + 13 * i + 1) % m.vocab) : rq[i].next;
-      const int32_t nb = (rq[i].done + q + B - 1) / B;
-      for (int32_t b = 0; b < nb; b++) blocks[bstart[n] + b] = i * MAXB + b;
-      bstart[n + 1] = bstart[n] + nb;
-      n++;
-    }
-    const int rc = step_both(h, (uint64_t)step + 1, br, n, tokens, bstart, blocks, m.vocab, lg);
-    REQUIRE(rc >= 0, "step %d failed", step);
-    if (rc > 0) {
-      mismatches++;
-      CHECK(0, "step %d: logits differ between recorded and launched steps", step);
-    }
-    for (int32_t j = 0; j < n; j++) { /* greedy next tokens, from the recorded run */
-      const int32_t i = (int32_t)br[j].id;
-      const float *l = lg[0] + (size_t)j * m.vocab;
-      int32_t best = 0;
-      for (int32_t v = 1; v < m.vocab; v++) best = l[v] > l[best] ? v : best;
-      rq[i].done += br[j].scheduled;
-      rq[i].next = best;
-    }
-    steps++;
-  }
+  char why[256] = "";
+  const int rc = sc_test_decode_pair(h, m.vocab, hc.plan.block_size, 151, NULL, NULL, why,
+                                     sizeof why);
+  CHECK(rc == 0, "%s", why);
   uint64_t rec[2], rep[2];
   sc_harness_recording_stats(h[0], &rec[0], &rep[0]);
   sc_harness_recording_stats(h[1], &rec[1], &rep[1]);
-  printf("     %d steps: %llu recorded, %llu replayed (the launched run: %llu, %llu)\n", steps,
+  printf("     151 steps: %llu recorded, %llu replayed (the launched run: %llu, %llu)\n",
          (unsigned long long)rec[0], (unsigned long long)rep[0], (unsigned long long)rec[1],
          (unsigned long long)rep[1]);
   CHECK(rec[1] == 0 && rep[1] == 0, "the harness without recordings recorded");
@@ -250,7 +194,6 @@ static void case_forward_recorded_steps_match(void) {
   CHECK(rec[0] >= 2, "the batch changed shape: expected a second recording");
   sc_harness_destroy(h[0]);
   sc_harness_destroy(h[1]);
-  free(lg[0]), free(lg[1]);
 }
 
 int main(void) {

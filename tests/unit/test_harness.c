@@ -17,6 +17,7 @@
 #include "model/harness.h"
 #include "model/model_defaults.h"
 #include "model/sampling.h"
+#include "tests/common/sc_test_decode.h"
 
 /* SPEC.md §8: fp32 relative 1e-4. A bf16 KV cache rounds each stored value to 8
  * significant bits, and a 1e-7 difference upstream can move a value across a rounding
@@ -404,71 +405,36 @@ Test(harness, decode_row_of_several_tokens) {
 
 /* ---- recorded steps on the CPU (model/forward.c step_recorded) ---- */
 
-/* The forward pass's recorded steps through the recorder (kernels/kernels_recorder.h):
- * three requests (prompts of 5, 40 and 70 tokens), then 150 decode steps with greedy
- * tokens fed back, the last request stopping at step 90 (the batch changes shape),
- * blocks of 8 tokens so that the block table widens and the key list doubles on the way.
- * A one-rank harness replaying its decode steps and one launching every op give the same
- * logits to the bit at every step (a recording that kept a stale buffer, or a body that
- * read something only the host prepared, would differ; under ASan a freed buffer read by
- * a replay would stop the test). */
+/* Now and then the recordings go stale (as CUDA's do when scratch moves): the forward
+ * records the shape again. */
+static void stale_now_and_then(int32_t step, void *arg) {
+  if (step % 40 == 20) cr_assert_eq(sc_kernels_recorder_invalidate(arg), 0);
+}
+
+/* The forward pass's recorded steps through the recorder (kernels/kernels_recorder.h), in
+ * the scenario of tests/common/sc_test_decode.h with blocks of 8 tokens: a one-rank
+ * harness replaying its decode steps and one launching every op on the plain CPU backend
+ * give the same logits to the bit at every step (a recording that kept a stale buffer, or
+ * a body that read something only the host prepared, would differ; under ASan a freed
+ * buffer read by a replay would stop the test). */
 Test(harness, recorded_decode_steps_match_launched_ones) {
   openblas_set_num_threads(1);
   const sc_model_config m = small_model();
-  enum { R = 3, B = 8, MAXB = 32, STEPS = 151 };
-  sc_harness_config hc = {.model = m, .num_blocks = R * MAXB, .kv_fmt = SC_KFMT_F32,
-                          .kernel_threads = 1, .cpu_recorder = true};
+  enum { STEPS = 151 };
+  sc_harness_config hc = {.model = m, .num_blocks = SC_TEST_DECODE_BLOCKS,
+                          .kv_fmt = SC_KFMT_F32, .kernel_threads = 1, .cpu_recorder = true};
   sc_model_plan_config_default(&hc.plan);
-  hc.plan.block_size = B;
+  hc.plan.block_size = 8;
   sc_harness *h[2];
   sc_diag d = {0};
   cr_assert_eq(sc_harness_create(&hc, &h[0], &d), 0, "%s", sc_diag_message(&d));
   hc.no_recordings = true;
   hc.cpu_recorder = false; /* the reference: the plain CPU backend */
   cr_assert_eq(sc_harness_create(&hc, &h[1], &d), 0, "%s", sc_diag_message(&d));
-  static float lg[2][R * 256];
-  cr_assert_leq(m.vocab, 256);
-  const int32_t len[R] = {5, 40, 70};
-  int32_t done[R] = {0}, next[R] = {0};
-  for (int32_t step = 0; step < STEPS; step++) {
-    sc_batch_req br[R];
-    int32_t tokens[128], bstart[R + 1], blocks[R * MAXB], n = 0, nt = 0;
-    bstart[0] = 0;
-    for (int32_t i = 0; i < R; i++) {
-      if (i == 2 && step > 90) continue;
-      const bool prefill = step == 0;
-      const int32_t q = prefill ? len[i] : 1;
-      br[n] = (sc_batch_req){.id = i, .computed = done[i], .scheduled = q, .prefill = prefill};
-      for (int32_t t = 0; t < q; t++)
-        tokens[nt++] = prefill ? (7 * t + 13 * i + 1) % m.vocab : next[i];
-      const int32_t nb = (done[i] + q + B - 1) / B;
-      cr_assert_leq(nb, MAXB);
-      for (int32_t b = 0; b < nb; b++) blocks[bstart[n] + b] = i * MAXB + b;
-      bstart[n + 1] = bstart[n] + nb;
-      n++;
-    }
-    /* now and then the recordings go stale (as CUDA's do when scratch moves): the
-     * forward records the shape again */
-    if (step % 40 == 20)
-      cr_assert_eq(sc_kernels_recorder_invalidate(sc_harness_kernels(h[0], 0)), 0);
-    for (int k = 0; k < 2; k++) {
-      const sc_harness_batch b = {.step = (uint64_t)step + 1, .num_reqs = n, .reqs = br,
-                                  .tokens = tokens, .block_start = bstart, .blocks = blocks};
-      sc_harness_result res = {.logits = lg[k]};
-      cr_assert_eq(sc_harness_step(h[k], &b, &res, &d), 0, "step %d: %s", step,
-                   sc_diag_message(&d));
-    }
-    cr_assert_eq(memcmp(lg[0], lg[1], sizeof(float) * (size_t)n * m.vocab), 0,
-                 "step %d: the replayed step's logits differ from the launched one's", step);
-    for (int32_t j = 0; j < n; j++) {
-      const int32_t i = (int32_t)br[j].id;
-      const float *l = lg[0] + (size_t)j * m.vocab;
-      int32_t best = 0;
-      for (int32_t v = 1; v < m.vocab; v++) best = l[v] > l[best] ? v : best;
-      done[i] += br[j].scheduled;
-      next[i] = best;
-    }
-  }
+  char why[256] = "";
+  const int rc = sc_test_decode_pair(h, m.vocab, hc.plan.block_size, STEPS, stale_now_and_then,
+                                     sc_harness_kernels(h[0], 0), why, sizeof why);
+  cr_assert_eq(rc, 0, "%s", why);
   uint64_t rec[2], rep[2];
   sc_harness_recording_stats(h[0], &rec[0], &rep[0]);
   sc_harness_recording_stats(h[1], &rec[1], &rep[1]);
