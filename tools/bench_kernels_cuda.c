@@ -514,8 +514,8 @@ int sc_bench_kernels_cuda(sc_bench *b) {
     goto out;
   /* examples/model-long.json's attention (8 heads, top-K 2048 over a 32k context), one
    * decode token and a 4096-token prefill chunk, with the KV rows in f32 (the pipeline's
-   * default: the CUDA-core split kernel) and in bf16 (--kv-format bf16: the split kernel
-   * for the decode token, the tensor cores for the prefill chunk) */
+   * default: the CUDA-core split kernel) and in bf16 (--kv-format bf16: the few-heads
+   * tensor-core kernel, the decode token in splits) */
   for (int bf = 0; bf < 2; bf++) {
     const sc_kfmt fmt = bf ? SC_KFMT_BF16 : SC_KFMT_F32;
     if (wanted("kernel.sparse_attn.decode") &&

@@ -1,6 +1,7 @@
 /* cuda_attn.cu - sparse MLA attention over selected KV rows (SPEC.md §7).
  *
- * Two kernels:
+ * Two kernels here; a third, for models with few heads over bf16 rows, is in
+ * cuda_attn_few.cu (sc_kcuda_sparse_attn below chooses):
  *  - k_attn_wg (bf16 and fp8_ds_mla KV, dc = 512, dr = 64, the real model; sm_90a): one
  *    block per (token, group of 64 heads), 4 warpgroups. All heads of a token share the
  *    selected rows (MLA's latent KV), so a block streams the token's rows in tiles of 32
@@ -14,12 +15,12 @@
  *    cores, each query's selected rows in fixed splits of 128 scored and reduced in
  *    parallel, then merged with their log-sum-exp in split order. The precise path; also
  *    the fallback. See its section comment.
- * Both keep the log-sum-exp in natural log: lse = ln Σ exp(s_j); no selected row gives
+ * All keep the log-sum-exp in natural log: lse = ln Σ exp(s_j); no selected row gives
  * out 0 and lse -inf. Rows equal to -1 are skipped; other out-of-range rows raise
  * SC_ERANGE (reported at the next sync) and are skipped. */
 #include <math.h>
 
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_attn.cuh"
 
 /* ---- the split path: CUDA cores, each query's selected rows in fixed splits ----
  *
@@ -45,7 +46,6 @@
 #define SPLIT_DC_MAX 1024
 #define SPLIT_COLS (SPLIT_DC_MAX / SPLIT_THREADS)
 #define SPLIT_W_MAX 1280                     /* dc + dr: the shared tile must fit */
-#define SPLIT_SCRATCH ((size_t)128 << 20)     /* partials of one token chunk, at most */
 
 static constexpr size_t split_smem(int64_t width) {
   return sizeof(float) * ((size_t)(SPLIT_TILE + SPLIT_HEADS) * (size_t)(width + 1) +
@@ -236,17 +236,23 @@ __global__ void __launch_bounds__(128)
   }
 }
 
+int sc_kcuda_attn_merge(sc_kcuda *c, const sc_attn_args *a, int n_splits, int64_t t0,
+                        int64_t n, const float *part_o, const float2 *part_ml) {
+  if (n_splits > SPLIT_MAX) return SC_ENOTSUP;
+  k_attn_merge<<<(unsigned)(n * a->n_heads), 128, 0, c->stream>>>(*a, n_splits, t0, part_o,
+                                                                    part_ml);
+  return SC_CUDA_CHECK_LAUNCH("sparse_attn (merge)");
+}
+
 template <int FMT>
 static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   const int64_t width = (int64_t)a->dc + a->dr;
   const int n_splits = (int)sc_cdiv(a->topk, SPLIT_ROWS); /* 0 when topk is: out 0 */
   const int groups = (int)sc_cdiv(a->n_heads, SPLIT_HEADS);
   if (n_splits > SPLIT_MAX) return SC_ENOTSUP;
-  const size_t per_tok = (size_t)a->n_heads * (size_t)(n_splits > 0 ? n_splits : 1) *
-                         (sizeof(float) * (size_t)a->dc + sizeof(float2));
-  int64_t chunk = (int64_t)(SPLIT_SCRATCH / per_tok);
-  chunk = chunk < 1 ? 1 : chunk > a->n_tok ? a->n_tok : chunk;
-  if (chunk * groups * n_splits > INT32_MAX) chunk = INT32_MAX / ((int64_t)groups * n_splits);
+  size_t per_tok;
+  const int64_t chunk =
+      sc_attn_part_chunk(a, n_splits, (int64_t)groups * (n_splits > 0 ? n_splits : 1), &per_tok);
   char *scratch = (char *)sc_kcuda_scratch(c, per_tok * (size_t)chunk);
   if (scratch == NULL) return SC_ENOMEM;
   float2 *part_ml = (float2 *)scratch;
@@ -263,9 +269,7 @@ static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
                                                           part_ml, c->err_flag);
       if ((rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (split)"))) break;
     }
-    k_attn_merge<<<(unsigned)(n * a->n_heads), 128, 0, c->stream>>>(*a, n_splits, t0, part_o,
-                                                                      part_ml);
-    rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (merge)");
+    rc = sc_kcuda_attn_merge(c, a, n_splits, t0, n, part_o, part_ml);
   }
   return rc;
 }
@@ -711,16 +715,20 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
   const int64_t width = (int64_t)a->dc + a->dr;
   const int64_t kv_step = sc_kcuda_row_step(&a->kv);
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
-  /* A decode step with few heads takes the split kernel: the tensor-core kernel computes 64
-   * head rows a block and runs a token's rows through one block, so 8 heads (model-long)
-   * cost 166 us a layer for a decode token over bf16 rows, where the split kernel spreads
-   * them over 16 blocks (60 us over f32 rows; H200, 2026-12-02, bench/long-context.md).
-   * Prefill tokens fill the GPU either way, and there the tensor cores win (37 against
-   * 115 ms a layer for a 32k prompt, bf16 against f32 rows). The choice goes by the
+  /* Models with few heads (at most 16 over all TP ranks) take the few-heads kernel over
+   * bf16 rows (cuda_attn_few.cu: the heads as mma's N, no padding), and the split kernel
+   * for their decode tokens over other rows: the wgmma kernel computes 64 head rows a
+   * block and runs a token's rows through one block, so 8 heads (model-long) cost 166 us
+   * a layer for a decode token, where the split kernel spreads them over 16 blocks (60 us
+   * over f32 rows; H200, 2026-12-02, bench/long-context.md). Prefill tokens over fp8 rows
+   * still take the wgmma kernel (it fills the GPU either way). The choice goes by the
    * model's heads, not this rank's: under TP a 64-head model has 16 a rank at T = 4, and
-   * its decode tokens must take the kernel they take at T = 1. */
+   * its tokens must take the kernel they take at T = 1. f32 rows stay on the split
+   * kernel, the precise path. */
   const int32_t model_heads = a->model_heads > 0 ? a->model_heads : a->n_heads;
-  const bool few_heads_decode = a->decode && model_heads * 4 <= WG_BM;
+  const bool few_heads = model_heads * 4 <= WG_BM;
+  if (few_heads && sc_kcuda_attn_few_takes(a, kv_step)) return sc_kcuda_attn_few(c, a, kv_step);
+  const bool few_heads_decode = a->decode && few_heads;
   const bool mma_ok = !few_heads_decode && a->kv.fmt != SC_KFMT_F32 && a->dc == WG_DC &&
                       a->dr == WG_D - WG_DC && aligned16(a->kv.data) && kv_step % 16 == 0 &&
                       aligned16(a->q) && (a->n_tok == 1 || a->ld_q % 4 == 0) &&

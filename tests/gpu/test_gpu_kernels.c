@@ -889,8 +889,14 @@ static void case_attention(void) {
                                                                  group, split and tile */
   attn_case(SC_KFMT_BF16, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false); /* tensor cores */
   attn_case(SC_KFMT_BF16, 4, 72, 512, 64, 77, 0.15f, 1e-2, false);     /* partial head group */
-  attn_case(SC_KFMT_BF16, 3, 8, 512, 64, 2048, 0.0417f, 1e-2, false); /* model-long, --kv-format bf16 */
-  attn_case(SC_KFMT_BF16, 3, 8, 512, 64, 2048, 0.0417f, 1e-5, true);  /* ... decode: split kernel */
+  /* few heads over bf16 rows: the few-heads kernel (model-long with --kv-format bf16),
+   * prefill tokens whole, decode tokens in splits; partial tiles, head groups and splits */
+  attn_case(SC_KFMT_BF16, 3, 8, 512, 64, 2048, 0.0417f, 1e-2, false);
+  attn_case(SC_KFMT_BF16, 3, 8, 512, 64, 2048, 0.0417f, 1e-2, true);
+  attn_case(SC_KFMT_BF16, 4, 16, 512, 64, 300, 0.0417f, 1e-2, false);
+  attn_case(SC_KFMT_BF16, 4, 5, 512, 64, 300, 0.0417f, 1e-2, true);
+  attn_case(SC_KFMT_BF16, 3, 12, 512, 64, 77, 0.15f, 1e-2, false);
+  attn_case(SC_KFMT_BF16, 3, 12, 512, 64, 100, 0.15f, 1e-2, true); /* one split */
   attn_case(SC_KFMT_BF16, 2, 64, 512, 64, 2048, 0.0417f, 1e-2, true); /* 64 heads decode: tensor cores */
   attn_case(SC_KFMT_FP8_DS_MLA, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false);
   attn_case(SC_KFMT_FP8_DS_MLA, 3, 64, 512, 64, 2048, 0.1f, 1e-2, false);
@@ -898,11 +904,13 @@ static void case_attention(void) {
 
 /* A token's attention is the same to the bit whatever batch it comes in (SPEC.md §8: a
  * multi-rank run batches tokens otherwise than a single rank): each token of a batch of 9
- * computed again alone, on the split kernel (f32) and the tensor cores (bf16). */
+ * computed again alone, on the split kernel (f32), the wgmma kernel (bf16, 64 heads) and
+ * the few-heads kernel (bf16, 8 heads; prefill and decode tokens). */
 static void case_attention_batch_invariance(void) {
-  for (int f = 0; f < 2; f++) {
+  for (int v = 0; v < 4; v++) {
+    const int f = v > 0;
     const sc_kfmt fmt = f ? SC_KFMT_BF16 : SC_KFMT_F32;
-    const int32_t n_tok = 9, heads = f ? 64 : 8, dc = 512, dr = 64, topk = 700;
+    const int32_t n_tok = 9, heads = v == 1 ? 64 : 8, dc = 512, dr = 64, topk = 700;
     const int64_t rows = 2000, width = dc + dr, es = f ? 2 : 4;
     float *q = gt_rand_f32((size_t)n_tok * heads * width, -1, 1);
     float *kv = gt_rand_f32((size_t)(rows * width), -1, 1);
@@ -923,7 +931,8 @@ static void case_attention_batch_invariance(void) {
     sc_attn_args a = {.n_tok = n_tok, .n_heads = heads, .dc = dc, .dr = dr, .topk = topk,
                       .scale = 0.05f, .q = Q, .ld_q = heads * width,
                       .kv = {K, fmt, width, rows}, .sel = S, .ld_sel = topk, .out = O,
-                      .ld_out = (int64_t)heads * dc, .lse = L, .ld_lse = heads};
+                      .ld_out = (int64_t)heads * dc, .lse = L, .ld_lse = heads,
+                      .decode = v == 3};
     CHECK(G->ops->sparse_attn(G, &a) == 0, "attn batch");
     for (int32_t t = 0; t < n_tok; t++) { /* token t alone, written at its own place */
       sc_attn_args b = a;
@@ -944,8 +953,8 @@ static void case_attention_batch_invariance(void) {
           "download");
     CHECK(memcmp(o, o1, sizeof(float) * no) == 0 && memcmp(l, l1, sizeof(float) * nl) == 0,
           "fmt %d: a token's attention differs between a batch of %d and alone", fmt, n_tok);
-    printf("     attn fmt=%d heads=%d: %d tokens, batched == alone, bit for bit\n", fmt, heads,
-           n_tok);
+    printf("     attn fmt=%d heads=%d%s: %d tokens, batched == alone, bit for bit\n", fmt,
+           heads, v == 3 ? " decode" : "", n_tok);
     void *ps[] = {Q, K, S, O, L, O1, L1};
     for (int i = 0; i < 7; i++) G->ops->free(G, ps[i]);
     free(q), free(kv), free(sel), free(o), free(o1), free(l), free(l1);

@@ -1,0 +1,40 @@
+/* cuda_attn.cuh - what the sparse attention kernels share (not a public header):
+ * cuda_attn.cu (the split and wgmma kernels, and the op's choice between kernels) and
+ * cuda_attn_few.cu (the few-heads tensor-core kernel).
+ *
+ * Split partials. A kernel that cuts a query's selected rows into fixed splits writes,
+ * per (token of the chunk tl, head h, split s), at i = (tl * n_heads + h) * n_splits + s:
+ * part_ml[i] = (m, l), the split's largest score (natural-log units, scale applied; -inf
+ * when it has no row) and Σ exp(score - m), and part_o[i * dc ..] = Σ exp(score - m) v,
+ * unnormalized. sc_kcuda_attn_merge combines a query's splits in split order. */
+#ifndef SC_KERNELS_CUDA_ATTN_CUH
+#define SC_KERNELS_CUDA_ATTN_CUH
+
+#include "kernels/cuda/cuda_common.cuh"
+
+/* Partials of one token chunk take at most this much scratch. */
+#define SC_ATTN_PART_SCRATCH ((size_t)128 << 20)
+
+/* Scratch per token of the partials and how many tokens one chunk takes (>= 1, <= n_tok,
+ * and a grid of chunk * blocks_per_token fits an int32). */
+static inline int64_t sc_attn_part_chunk(const sc_attn_args *a, int n_splits,
+                                         int64_t blocks_per_token, size_t *per_tok) {
+  *per_tok = (size_t)a->n_heads * (size_t)(n_splits > 0 ? n_splits : 1) *
+             (sizeof(float) * (size_t)a->dc + sizeof(float2));
+  int64_t chunk = (int64_t)(SC_ATTN_PART_SCRATCH / *per_tok);
+  chunk = chunk < 1 ? 1 : chunk > a->n_tok ? a->n_tok : chunk;
+  if (chunk * blocks_per_token > INT32_MAX) chunk = INT32_MAX / blocks_per_token;
+  return chunk;
+}
+
+/* Queues the merge of tokens t0 .. t0 + n - 1's split partials into a->out and a->lse. */
+int sc_kcuda_attn_merge(sc_kcuda *c, const sc_attn_args *a, int n_splits, int64_t t0,
+                        int64_t n, const float *part_o, const float2 *part_ml);
+
+/* The few-heads kernel (cuda_attn_few.cu): bf16 rows, dc = 512, dr = 64, 16-byte aligned
+ * rows; decode tokens in fixed splits of SC_ATTN_FEW_SPLIT rows, prefill tokens whole. */
+#define SC_ATTN_FEW_SPLIT 128
+bool sc_kcuda_attn_few_takes(const sc_attn_args *a, int64_t kv_step);
+int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
+
+#endif

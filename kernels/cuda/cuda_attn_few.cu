@@ -1,0 +1,312 @@
+/* cuda_attn_few.cu - sparse MLA attention on the tensor cores for models with few heads
+ * (at most 16 over all TP ranks: examples/model-long.json and the default model have 8),
+ * over bf16 KV rows, dc = 512, dr = 64 (SPEC.md §7).
+ *
+ * Why a kernel of its own: the wgmma kernel computes 64 head rows a block (wgmma's M), so
+ * at 8 heads 7/8 of its tensor-core work is padding (30.7 TFLOP/s for model-long's
+ * prefill, H200, 2026-12-02), and the split kernel runs on CUDA cores. Here the heads are
+ * mma.sync's N dimension (8) and the selected rows its M:
+ *  - S^T = K Q^T: a tile of 64 rows (16 a warp) against the block's 8 heads, k = 576 in
+ *    36 steps of m16n8k16; q's B fragments stay in registers for the whole block.
+ *  - an online softmax per head (column of S^T) in log2 units; the 4 warps' tile maxima
+ *    and sums meet in shared memory, always added in warp order.
+ *  - O^T += V^T P^T: each warp owns 128 of the 512 latent columns (8 m16 tiles, k = the
+ *    tile's 64 rows); V^T comes from the same K tile through ldmatrix.trans, P^T (bf16)
+ *    from shared memory.
+ * So the work is the model's, with no padding, and a tile of rows loaded once serves all
+ * of a token's heads. A row is 1152 bytes and serves 8 heads' 17 kFLOP, so at 8 heads the
+ * kernel is bound by how fast rows reach shared memory (two stages of 64 rows, cp.async),
+ * not by the tensor cores.
+ *
+ * A block takes one token, 8 heads and a span of the token's selected rows: all of them
+ * for prefill tokens (the output is written at once), fixed splits of SC_ATTN_FEW_SPLIT
+ * rows for decode tokens (a decode step has too few tokens to fill the GPU otherwise),
+ * whose partials sc_kcuda_attn_merge combines in split order. Every sum's order depends
+ * only on the token's own selected rows and on which of the two it is (decode or
+ * prefill, never the batch, the head count of a rank or the layout), so multi-rank runs
+ * stay token-identical to one rank (SPEC.md §8; case_attention_batch_invariance).
+ * Trailing tiles without a valid row are skipped: such a tile would leave m, l and O
+ * unchanged to the bit (its alpha is exactly 1 and its P exactly 0). */
+#include <math.h>
+
+#include "kernels/cuda/cuda_attn.cuh"
+
+#define FEW_D 576
+#define FEW_DC 512
+#define FEW_HEADS 8 /* mma's N: a block's heads */
+#define FEW_ROWS 64 /* rows a tile, 16 a warp in S */
+#define FEW_WARPS 4
+#define FEW_THREADS (32 * FEW_WARPS)
+#define FEW_KSTEPS (FEW_D / 16)
+#define FEW_LD 584 /* bf16 stride of a tile row (1168 bytes): the 8 rows an ldmatrix reads
+                      fall on 8 different 16-byte bank groups */
+#define FEW_PLD 72 /* bf16 stride of a head's P row: conflict-free 32-bit fragment loads */
+#define FEW_IDX_MAX SC_KCUDA_TOPK_MAX
+
+struct few_smem {
+  alignas(128) uint16_t kv[2][FEW_ROWS * FEW_LD];
+  alignas(16) uint16_t q[FEW_HEADS * FEW_LD];
+  alignas(16) uint16_t p[FEW_HEADS * FEW_PLD]; /* P^T: [head][row of the tile] */
+  float red_max[FEW_WARPS][FEW_HEADS], red_sum[FEW_WARPS][FEW_HEADS];
+  int last; /* the span's last valid row, -1: none */
+  /* followed by int32 idx[the span's rows, padded to whole tiles] */
+};
+#define FEW_SMEM_MAX (sizeof(few_smem) + sizeof(int32_t) * FEW_IDX_MAX)
+static_assert(FEW_SMEM_MAX <= SC_KCUDA_SMEM_MAX, "the few-heads tiles exceed shared memory");
+
+__device__ inline void ldsm_x4_trans(uint32_t r[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+/* Queues the rows idx[0 .. FEW_ROWS) (-1: a zero row) into a tile slot: a warp per row
+ * at a time, its lanes on the row's 72 consecutive 16-byte parts (lane, lane + 32, and
+ * lane + 64 for lanes 0-7). Address arithmetic is per row, not per part: the kernel's
+ * warps issue every instruction of the loads themselves, and an earlier version that
+ * computed each part's row and offset on its own spent more issue slots loading a tile
+ * than computing it (ncu, H200, 2026-12-03: one instruction per 3.45 cycles a warp). */
+__device__ inline void few_load_tile(uint16_t *slot, const int32_t *idx, const sc_attn_args &a,
+                                     int64_t kv_step) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll 4
+  for (int row = warp; row < FEW_ROWS; row += FEW_WARPS) {
+    const int32_t r = idx[row];
+    const char *src = (const char *)a.kv.data + (r >= 0 ? (int64_t)r * kv_step : 0) + 16 * lane;
+    uint16_t *dst = slot + row * FEW_LD + 8 * lane;
+    cp_async16(dst, src, r >= 0);
+    cp_async16(dst + 256, src + 512, r >= 0);
+    if (lane < FEW_D / 8 - 64) cp_async16(dst + 512, src + 1024, r >= 0);
+  }
+  cp_async_commit();
+}
+
+__device__ inline float few_warp_max(float v) {
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+__device__ inline float few_warp_sum(float v) {
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+/* blockIdx.x = (token of the chunk, head group, split). n_splits 1: the output and LSE are
+ * written; otherwise the split's partials (cuda_attn.cuh). */
+__global__ void __launch_bounds__(FEW_THREADS, 1)
+    k_attn_few(sc_attn_args a, int span, int n_splits, int64_t kv_step, int64_t t0,
+               float *part_o, float2 *part_ml, int *flag) {
+  extern __shared__ __align__(128) unsigned char few_raw[];
+  few_smem &sm = *(few_smem *)few_raw;
+  int32_t *idx = (int32_t *)(few_raw + sizeof(few_smem));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, c = lane & 3; /* mma fragment row and column pair */
+  const int groups = (a.n_heads + FEW_HEADS - 1) / FEW_HEADS;
+  const int64_t tl = blockIdx.x / ((int64_t)groups * n_splits);
+  const int hg = (int)(blockIdx.x / n_splits % groups), s = (int)(blockIdx.x % n_splits);
+  const int64_t t = t0 + tl;
+  const int h0 = hg * FEW_HEADS;
+  const int nh = a.n_heads - h0 < FEW_HEADS ? a.n_heads - h0 : FEW_HEADS;
+  const int j0 = s * span, nj = a.topk - j0 < span ? a.topk - j0 : span;
+  const float sl2 = a.scale * 1.4426950408889634f; /* scores in log2 units */
+
+  /* the span's rows (checked once), q rounded to bf16 */
+  if (threadIdx.x == 0) sm.last = -1;
+  __syncthreads();
+  const int32_t *sel = a.sel + t * a.ld_sel + j0;
+  const int padded = (nj + FEW_ROWS - 1) / FEW_ROWS * FEW_ROWS;
+  int last = -1;
+  for (int j = threadIdx.x; j < padded; j += FEW_THREADS) {
+    int32_t r = j < nj ? sel[j] : -1;
+    if (r != -1 && (r < 0 || r >= a.kv.rows)) {
+      sc_dev_raise(flag, SC_ERANGE);
+      r = -1;
+    }
+    idx[j] = r;
+    if (r >= 0) last = j;
+  }
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, off));
+  if (lane == 0 && last >= 0) atomicMax(&sm.last, last);
+  const float *q = a.q + t * a.ld_q + (int64_t)h0 * FEW_D;
+  for (int i = threadIdx.x; i < FEW_HEADS * (FEW_D / 2); i += FEW_THREADS) {
+    const int hh = i / (FEW_D / 2), x = 2 * (i % (FEW_D / 2));
+    const float v0 = hh < nh ? q[hh * FEW_D + x] : 0.0f;
+    const float v1 = hh < nh ? q[hh * FEW_D + x + 1] : 0.0f;
+    *(uint32_t *)(sm.q + hh * FEW_LD + x) = pack_bf16x2(v0, v1);
+  }
+  __syncthreads();
+  const int n_tiles = (sm.last + FEW_ROWS) / FEW_ROWS;
+  if (n_tiles > 0) few_load_tile(sm.kv[0], idx, a, kv_step);
+  /* q^T's B fragments: k = 2c, 2c + 1 (+ 8) of each step, n = head g */
+  uint32_t qf[FEW_KSTEPS][2];
+#pragma unroll
+  for (int ks = 0; ks < FEW_KSTEPS; ks++) {
+    qf[ks][0] = *(const uint32_t *)(sm.q + g * FEW_LD + 16 * ks + 2 * c);
+    qf[ks][1] = *(const uint32_t *)(sm.q + g * FEW_LD + 16 * ks + 8 + 2 * c);
+  }
+
+  /* O^T: latent columns 128 warp + 16 mt + g (+ 8), heads 2c, 2c + 1 (the D fragment);
+   * m, l: heads 2c, 2c + 1 (every warp keeps the same) */
+  float o[8][4];
+#pragma unroll
+  for (int mt = 0; mt < 8; mt++) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const int r_lo = 16 * warp + g; /* this thread's rows of S^T: r_lo, r_lo + 8 */
+  for (int tt = 0; tt < n_tiles; tt++) {
+    if (tt + 1 < n_tiles) {
+      few_load_tile(sm.kv[(tt + 1) & 1], idx + (tt + 1) * FEW_ROWS, a, kv_step);
+      cp_async_wait_one();
+    } else {
+      cp_async_wait_all();
+    }
+    __syncthreads();
+    const uint16_t *kv = sm.kv[tt & 1];
+    /* S^T of the warp's 16 rows, in four independent chains (k steps i, i + 4, ..) added
+     * in a fixed order, so the tensor cores' latency overlaps */
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    const uint16_t *arow = kv + (16 * warp + (lane & 15)) * FEW_LD + 8 * (lane >> 4);
+#pragma unroll
+    for (int ks = 0; ks < FEW_KSTEPS; ks++) {
+      uint32_t af[4];
+      ldsm_x4(af, arow + 16 * ks);
+      mma_bf16_16816(acc[ks & 3], af, qf[ks]);
+    }
+    const int32_t *ti = idx + tt * FEW_ROWS;
+    const bool v_lo = ti[r_lo] >= 0, v_hi = ti[r_lo + 8] >= 0;
+    float sv[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const float dot = (acc[0][e] + acc[1][e]) + (acc[2][e] + acc[3][e]);
+      sv[e] = (e < 2 ? v_lo : v_hi) ? dot * sl2 : -INFINITY;
+    }
+    /* the tile's max per head, over the warps in order */
+    float mx[2] = {few_warp_max(fmaxf(sv[0], sv[2])), few_warp_max(fmaxf(sv[1], sv[3]))};
+    if (g == 0) sm.red_max[warp][2 * c] = mx[0], sm.red_max[warp][2 * c + 1] = mx[1];
+    __syncthreads();
+    float alpha[2], p[4];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      float tm = sm.red_max[0][2 * c + j];
+#pragma unroll
+      for (int w = 1; w < FEW_WARPS; w++) tm = fmaxf(tm, sm.red_max[w][2 * c + j]);
+      const float m_new = fmaxf(m[j], tm);
+      alpha[j] = m[j] == -INFINITY ? 0.0f : exp2f(m[j] - m_new); /* nothing kept yet: 0 */
+      m[j] = m_new;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) p[e] = sv[e] == -INFINITY ? 0.0f : exp2f(sv[e] - m[e & 1]);
+    {
+      __nv_bfloat16 *ps = (__nv_bfloat16 *)sm.p;
+      ps[(2 * c) * FEW_PLD + r_lo] = __float2bfloat16_rn(p[0]);
+      ps[(2 * c + 1) * FEW_PLD + r_lo] = __float2bfloat16_rn(p[1]);
+      ps[(2 * c) * FEW_PLD + r_lo + 8] = __float2bfloat16_rn(p[2]);
+      ps[(2 * c + 1) * FEW_PLD + r_lo + 8] = __float2bfloat16_rn(p[3]);
+    }
+    const float su[2] = {few_warp_sum(p[0] + p[2]), few_warp_sum(p[1] + p[3])};
+    if (g == 0) sm.red_sum[warp][2 * c] = su[0], sm.red_sum[warp][2 * c + 1] = su[1];
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+      l[j] = l[j] * alpha[j] + ((sm.red_sum[0][2 * c + j] + sm.red_sum[1][2 * c + j]) +
+                                (sm.red_sum[2][2 * c + j] + sm.red_sum[3][2 * c + j]));
+#pragma unroll
+    for (int mt = 0; mt < 8; mt++) {
+      o[mt][0] *= alpha[0], o[mt][1] *= alpha[1];
+      o[mt][2] *= alpha[0], o[mt][3] *= alpha[1];
+    }
+    /* O^T += V^T P^T over the tile's 4 k16 steps of rows */
+    const int vr = (lane & 7) + 8 * ((lane >> 4) & 1), vc = 8 * ((lane >> 3) & 1);
+#pragma unroll
+    for (int ks = 0; ks < FEW_ROWS / 16; ks++) {
+      uint32_t pb[2];
+      pb[0] = *(const uint32_t *)(sm.p + g * FEW_PLD + 16 * ks + 2 * c);
+      pb[1] = *(const uint32_t *)(sm.p + g * FEW_PLD + 16 * ks + 8 + 2 * c);
+      const uint16_t *vrow = kv + (16 * ks + vr) * FEW_LD + 128 * warp + vc;
+#pragma unroll
+      for (int mt = 0; mt < 8; mt++) {
+        uint32_t af[4];
+        ldsm_x4_trans(af, vrow + 16 * mt);
+        mma_bf16_16816(o[mt], af, pb);
+      }
+    }
+    __syncthreads(); /* the slot, P and the sums are rewritten by the next tile */
+  }
+
+  const int h = h0 + 2 * c; /* this thread's heads: h, h + 1 */
+  if (n_splits == 1) {
+    const float inv[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      if (2 * c + j >= nh) continue;
+      float *out = a.out + t * a.ld_out + (int64_t)(h + j) * FEW_DC + 128 * warp + g;
+#pragma unroll
+      for (int mt = 0; mt < 8; mt++) {
+        out[16 * mt] = o[mt][j] * inv[j];
+        out[16 * mt + 8] = o[mt][2 + j] * inv[j];
+      }
+      if (warp == 0 && g == 0)
+        a.lse[t * a.ld_lse + h + j] =
+            l[j] > 0.0f ? (m[j] + log2f(l[j])) * 0.6931471805599453f : -INFINITY;
+    }
+  } else {
+    const int64_t base = (tl * a.n_heads + h) * n_splits + s;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      if (2 * c + j >= nh) continue;
+      const int64_t i = base + (int64_t)j * n_splits;
+      float *po = part_o + i * FEW_DC + 128 * warp + g;
+#pragma unroll
+      for (int mt = 0; mt < 8; mt++) {
+        po[16 * mt] = o[mt][j];
+        po[16 * mt + 8] = o[mt][2 + j];
+      }
+      if (warp == 0 && g == 0)
+        part_ml[i] = make_float2(m[j] == -INFINITY ? -INFINITY : m[j] * 0.6931471805599453f, l[j]);
+    }
+  }
+}
+
+bool sc_kcuda_attn_few_takes(const sc_attn_args *a, int64_t kv_step) {
+  return a->kv.fmt == SC_KFMT_BF16 && a->dc == FEW_DC && a->dr == FEW_D - FEW_DC &&
+         ((uintptr_t)a->kv.data & 15) == 0 && kv_step % 16 == 0 && a->topk <= FEW_IDX_MAX;
+}
+
+int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
+  if (a->n_tok == 0) return 0;
+  const int groups = (int)sc_cdiv(a->n_heads, FEW_HEADS);
+  /* decode tokens: fixed splits; prefill tokens: one span of every selected row (at
+   * least one, so that a token without rows still writes out 0 and lse -inf) */
+  const int span = a->decode ? SC_ATTN_FEW_SPLIT : (a->topk > 0 ? a->topk : 1);
+  const int n_splits = a->decode ? (int)sc_cdiv(a->topk > 0 ? a->topk : 1, span) : 1;
+  const size_t smem = sizeof(few_smem) + sizeof(int32_t) * (size_t)sc_cdiv(span, FEW_ROWS) *
+                                             FEW_ROWS;
+  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_few, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)FEW_SMEM_MAX),
+                        "attn smem");
+  if (rc) return rc;
+  if (n_splits == 1) {
+    const int64_t blocks = (int64_t)a->n_tok * groups;
+    if (blocks > INT32_MAX) return SC_ERANGE;
+    k_attn_few<<<(unsigned)blocks, FEW_THREADS, smem, c->stream>>>(*a, span, 1, kv_step, 0,
+                                                                   NULL, NULL, c->err_flag);
+    return SC_CUDA_CHECK_LAUNCH("sparse_attn (few heads)");
+  }
+  size_t per_tok;
+  const int64_t chunk = sc_attn_part_chunk(a, n_splits, (int64_t)groups * n_splits, &per_tok);
+  char *scratch = (char *)sc_kcuda_scratch(c, per_tok * (size_t)chunk);
+  if (scratch == NULL) return SC_ENOMEM;
+  float2 *part_ml = (float2 *)scratch;
+  float *part_o = (float *)(scratch + sizeof(float2) * (size_t)chunk * a->n_heads * n_splits);
+  for (int64_t t0 = 0; t0 < a->n_tok && rc == 0; t0 += chunk) {
+    const int64_t n = a->n_tok - t0 < chunk ? a->n_tok - t0 : chunk;
+    k_attn_few<<<(unsigned)(n * groups * n_splits), FEW_THREADS, smem, c->stream>>>(
+        *a, span, n_splits, kv_step, t0, part_o, part_ml, c->err_flag);
+    if ((rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (few heads)"))) break;
+    rc = sc_kcuda_attn_merge(c, a, n_splits, t0, n, part_o, part_ml);
+  }
+  return rc;
+}
