@@ -13,6 +13,11 @@
  * kernel context (a node's rank) reads its own work; several contexts in one process
  * would read each other's too (none does that with profiling on).
  *
+ * The same records are also counted by op name over the whole run (kernels by name,
+ * copies by direction, sets), and with SPARSECP_CUPTI_API=1 the host's CUDA runtime calls
+ * too; a profiled context logs both tables when it ends (sc_kcuda_busy_log_ops), for the
+ * next optimization's aim (docs/pipeline.md, "What the device ran, by op").
+ *
  * Threads: CUPTI hands completed buffers to its own thread (or to the flushing caller),
  * so the records are appended and taken under a mutex. */
 #include <cupti.h>
@@ -41,6 +46,23 @@ typedef struct busy_span {
   uint64_t start, end;
 } busy_span;
 
+/* What ran, by kernel (CUPTI shares one name string among a kernel's records, so the
+ * pointer is the key) or by kind of copy: for the log of the device's ops at the end. */
+typedef struct busy_op {
+  const char *name;
+  uint64_t count, ns;
+} busy_op;
+#define BUSY_OPS 512 /* distinct names kept (open addressing; more share "other") */
+
+/* Time by name: open addressing on the name's address (CUPTI's strings live as long as
+ * the process's functions; the runtime API's names are static). */
+typedef struct op_table {
+  busy_op v[BUSY_OPS];
+  uint32_t n;
+} op_table;
+
+typedef CUptiResult (*cb_name_fn)(CUpti_CallbackDomain, uint32_t, const char **);
+
 static struct {
   pthread_once_t once;
   int state; /* 0 not loaded, 1 recording, SC_E* why not */
@@ -51,6 +73,9 @@ static struct {
   uint32_t n, cap;
   uint64_t dropped; /* records past BUSY_MAX_SPANS (the read then says so) */
   uint64_t last_end; /* the previous read's last end (0: no read had any) */
+  op_table ops;    /* the device's kernels, copies and sets */
+  op_table api;    /* the host's CUDA runtime calls (SPARSECP_CUPTI_API=1) */
+  cb_name_fn cb_name;
 } g_busy = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
@@ -59,8 +84,27 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
   *max_records = 0; /* as many as fit */
 }
 
-static void add_span(uint64_t start, uint64_t end) {
+static void count_op(op_table *t, const char *name, uint64_t ns) {
+  const uintptr_t h = ((uintptr_t)name >> 4) * 0x9E3779B97F4A7C15ull;
+  for (uint32_t i = 0; i < BUSY_OPS; i++) {
+    busy_op *o = &t->v[(h + i) % BUSY_OPS];
+    if (o->name == NULL && t->n < BUSY_OPS - 1) { /* (one slot stays free) */
+      o->name = name;
+      t->n++;
+    }
+    if (o->name == name) {
+      o->count++;
+      o->ns += ns;
+      return;
+    }
+    if (o->name == NULL) break;
+  }
+  if (strcmp(name, "(other)") != 0) count_op(t, "(other)", ns);
+}
+
+static void add_span(const char *name, uint64_t start, uint64_t end) {
   if (start == 0 || end <= start) return; /* (a record without its times) */
+  count_op(&g_busy.ops, name ? name : "(kernel)", end - start);
   if (g_busy.n == g_busy.cap) {
     const uint32_t cap = g_busy.cap ? 2 * g_busy.cap : 4096;
     busy_span *s = cap <= BUSY_MAX_SPANS ? realloc(g_busy.spans, sizeof *s * cap) : NULL;
@@ -86,17 +130,30 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
     case CUPTI_ACTIVITY_KIND_KERNEL: {
       const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
-      add_span(k->start, k->end);
+      add_span(k->name, k->start, k->end);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-      add_span(m->start, m->end);
+      add_span(m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "(copy host to device)"
+               : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "(copy device to host)"
+               : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ? "(copy device to device)"
+                                                                : "(copy)",
+               m->start, m->end);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
-      add_span(m->start, m->end);
+      add_span("(set)", m->start, m->end);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME: { /* a host call: its own table, not a busy span */
+      const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)rec;
+      const char *name = NULL;
+      if (g_busy.cb_name == NULL ||
+          g_busy.cb_name(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name) != CUPTI_SUCCESS)
+        name = "(runtime call)";
+      if (a->end > a->start) count_op(&g_busy.api, name, a->end - a->start);
       break;
     }
     default:
@@ -128,6 +185,13 @@ static void load_cupti(void) {
     SC_WARN(LOG, "no device busy times: CUPTI activity recording could not be started");
     g_busy.state = SC_ENOTSUP; /* (the library stays loaded: CUPTI may hold callbacks) */
     return;
+  }
+  /* the host's runtime calls too, on request: they cost every call a record */
+  const char *api = getenv("SPARSECP_CUPTI_API");
+  if (api != NULL && strcmp(api, "1") == 0) {
+    g_busy.cb_name = (cb_name_fn)dlsym(lib, "cuptiGetCallbackName");
+    if (enable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS)
+      SC_WARN(LOG, "SPARSECP_CUPTI_API: the runtime calls cannot be recorded");
   }
   g_busy.state = 1;
 }
@@ -178,4 +242,42 @@ int sc_kcuda_busy_read(sc_kbusy *out) {
   g_busy.dropped = 0;
   pthread_mutex_unlock(&g_busy.mu);
   return lost ? SC_ENOMEM : 0;
+}
+
+static int by_time(const void *a, const void *b) {
+  const busy_op *x = a, *y = b;
+  return x->ns > y->ns ? -1 : x->ns < y->ns;
+}
+
+/* Logs (info) one table's `top` names by total time. */
+static void log_table(const op_table *t, int top, const char *what) {
+  pthread_mutex_lock(&g_busy.mu);
+  busy_op *v = malloc(sizeof *v * BUSY_OPS);
+  uint32_t n = 0;
+  uint64_t count = 0, ns = 0;
+  for (uint32_t i = 0; v && i < BUSY_OPS; i++)
+    if (t->v[i].name) {
+      v[n++] = t->v[i];
+      count += t->v[i].count;
+      ns += t->v[i].ns;
+    }
+  pthread_mutex_unlock(&g_busy.mu);
+  if (v == NULL || n == 0) {
+    free(v);
+    return;
+  }
+  qsort(v, n, sizeof *v, by_time);
+  SC_INFO(LOG, "%s: %llu in %.3f ms while profiled; by time (count, ms, mean us, name):", what,
+          (unsigned long long)count, (double)ns * 1e-6);
+  for (uint32_t i = 0; i < n && (int)i < top; i++)
+    SC_INFO(LOG, "  %8llu %10.3f %9.2f  %.120s", (unsigned long long)v[i].count,
+            (double)v[i].ns * 1e-6, (double)v[i].ns * 1e-3 / (double)v[i].count, v[i].name);
+  free(v);
+}
+
+void sc_kcuda_busy_log_ops(int top) {
+  if (g_busy.state != 1) return;
+  (void)g_busy.flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  log_table(&g_busy.ops, top, "the device's kernels, copies and sets");
+  log_table(&g_busy.api, top, "the host's CUDA runtime calls");
 }

@@ -426,9 +426,11 @@ static void cu_destroy(sc_kernels *k) {
     free(c->rb->reads);
     free(c->rb);
   }
-  if (c->marks)
+  if (c->marks) { /* a profiled context: what its device ran, by op */
+    sc_kcuda_busy_log_ops(25);
     for (int i = 0; i < SC_KMARK_MAX; i++)
       if (c->marks[i]) (void)cudaEventDestroy(c->marks[i]);
+  }
   free(c->marks);
   if (c->blas) (void)cublasDestroy((cublasHandle_t)c->blas);
   if (c->blas_ws) (void)cudaFree(c->blas_ws);

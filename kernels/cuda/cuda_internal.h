@@ -64,6 +64,9 @@ void *sc_kcuda_scratch(sc_kcuda *c, size_t bytes);
  * op busy_read). */
 int sc_kcuda_busy_start(void);
 int sc_kcuda_busy_read(sc_kbusy *out);
+/* Logs (info) the `top` ops that took the most device time since recording began, with
+ * their counts: what a profiled process ran, for the next optimization's aim. */
+void sc_kcuda_busy_log_ops(int top);
 
 /* Row-set check: known format (f32, bf16, fp8_ds_mla), rows >= 0, data when rows > 0,
  * ld >= width (fp8: width must be 576 and ld >= 656 bytes). */
