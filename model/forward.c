@@ -486,7 +486,8 @@ static int attention_layer(step_ctx *s) {
           .n_tok = n, .n_heads = s->Hl, .dc = s->dc, .dr = s->dr, .topk = s->K, .scale = scale,
           .q = qabs + (size_t)tb * qaw, .ld_q = qaw, .kv = wsr, .sel = sel + (size_t)tb * s->K,
           .ld_sel = s->K, .out = olat + (size_t)tb * s->Hl * s->dc, .ld_out = (int64_t)s->Hl * s->dc,
-          .lse = lsex + (size_t)tb * s->Hl, .ld_lse = s->Hl};
+          .lse = lsex + (size_t)tb * s->Hl, .ld_lse = s->Hl,
+          .model_heads = s->f->mc.heads}; /* (the kernel's choice must not follow T) */
       stage(s, SC_STAGE_ATTENTION);
       CK(o->sparse_attn(k, &aa), "layer %d: prefill attention (chunk %d)", l, c);
     }

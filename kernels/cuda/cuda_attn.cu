@@ -24,8 +24,9 @@
 
 /* ---- the split path: CUDA cores, each query's selected rows in fixed splits ----
  *
- * For what the tensor-core kernel does not take (f32 KV, other widths, head counts far
- * below 64 where it would pad most of its 64-row tiles). A block takes one token, a group
+ * For what the tensor-core kernels do not take: f32 KV, other widths, and the decode
+ * tokens of models with few heads over fp8 rows (the wgmma kernel would pad most of its
+ * 64-row tiles; over bf16 rows they take cuda_attn_few.cu). A block takes one token, a group
  * of SPLIT_HEADS heads and one split of SPLIT_ROWS selected rows; it streams the split in
  * tiles of SPLIT_TILE rows through shared memory (converted to f32 once), one warp per head
  * scores the tile (a lane per row), an online softmax per head, then P V with each thread
@@ -206,7 +207,8 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
 
 /* One block per (token, head) of the chunk: the splits' partials in split order (their
  * weights exp(m_s - M) computed once, by one thread, in that order). */
-#define SPLIT_MAX (SC_KCUDA_TOPK_MAX / SPLIT_ROWS)
+#define SPLIT_MAX SC_ATTN_SPLITS_MAX
+static_assert(SC_KCUDA_TOPK_MAX / SPLIT_ROWS <= SPLIT_MAX, "the largest top-K splits too finely");
 __global__ void __launch_bounds__(128)
     k_attn_merge(sc_attn_args a, int n_splits, int64_t t0, const float *part_o,
                  const float2 *part_ml) {

@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 
 /* Partials of one token chunk take at most this much scratch. */
+#define SC_ATTN_SPLITS_MAX 64 /* a query's splits that sc_kcuda_attn_merge takes */
 #define SC_ATTN_PART_SCRATCH ((size_t)128 << 20)
 
 /* Scratch per token of the partials and how many tokens one chunk takes (>= 1, <= n_tok,

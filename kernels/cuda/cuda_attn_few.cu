@@ -53,6 +53,8 @@ struct few_smem {
 };
 #define FEW_SMEM_MAX (sizeof(few_smem) + sizeof(int32_t) * FEW_IDX_MAX)
 static_assert(FEW_SMEM_MAX <= SC_KCUDA_SMEM_MAX, "the few-heads tiles exceed shared memory");
+static_assert(FEW_IDX_MAX / SC_ATTN_FEW_SPLIT <= SC_ATTN_SPLITS_MAX,
+              "a decode token's splits exceed what the merge takes");
 
 __device__ inline void ldsm_x4_trans(uint32_t r[4], const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -209,6 +211,7 @@ __global__ void __launch_bounds__(FEW_THREADS, 1)
     const float su[2] = {few_warp_sum(p[0] + p[2]), few_warp_sum(p[1] + p[3])};
     if (g == 0) sm.red_sum[warp][2 * c] = su[0], sm.red_sum[warp][2 * c + 1] = su[1];
     __syncthreads();
+    /* l sums the f32 p while P V takes them rounded to bf16, as the wgmma kernel does */
 #pragma unroll
     for (int j = 0; j < 2; j++)
       l[j] = l[j] * alpha[j] + ((sm.red_sum[0][2 * c + j] + sm.red_sum[1][2 * c + j]) +

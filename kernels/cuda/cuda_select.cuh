@@ -183,7 +183,9 @@ __device__ inline void block_sort_desc_reg(uint64_t *buf, int m) {
 }
 
 /* Sorts buf[0..m) (shared memory) descending; m a power of two; every thread of the
- * block calls it. */
+ * block calls it. The register version needs blockDim a multiple of 32 (full-warp
+ * shuffles; every caller's is) and E = m / blockDim in 1..16; other sizes (m below the
+ * block, or E = 32: top-K 8192 on 256 threads) take the plain network. */
 __device__ inline void block_sort_desc(uint64_t *buf, int m) {
   if (m % (int)blockDim.x == 0) {
     switch (m / (int)blockDim.x) {
