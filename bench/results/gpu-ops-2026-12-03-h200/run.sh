@@ -4,7 +4,8 @@
 # of model-long with bf16 rows (TTFT), P1 N1 on one GPU (NCCL). libcupti.so.13 is carried
 # in .devrun/lib. The default model once more with SPARSECP_CUPTI_API=1: the host's CUDA
 # runtime calls by time too (where a replayed step's 'prepare' goes). Outputs under $OUT.
-# BIN: the binary (built from branch wip/device-ops-log, which adds the ops log).
+# BIN: the binary. Ran once, 2026-12-03 09:01 UTC, with the binary of branch
+# wip/device-ops-log over 15892e4 (the ops log, merged to main right after); outputs here.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -f .devrun/lib/libopenblas.so.0.xz ] && xz -d .devrun/lib/libopenblas.so.0.xz
