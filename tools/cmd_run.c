@@ -17,6 +17,7 @@
 #include "base/jsonw.h"
 #include "client/client.h"
 #include "model/model_config.h"
+#include "model/model_defaults.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
@@ -376,6 +377,7 @@ static void help(FILE *f) {
           "                docs/model.md) instead of the embedded synthetic model, on the\n"
           "                CPU or CUDA (fp8 weights stay fp8, expanded a layer at a time);\n"
           "                without --requests it runs 8 random requests that fit the model\n"
+          "                (as for a --model whose vocabulary is below the default's)\n"
           "  --collectives host (default; device buffers staged through host memory) or\n"
           "                nccl (one rank per GPU, unique ids exchanged between the comm\n"
           "                actors; NCCL_NVLS_ENABLE=0 is set for the nodes)\n"
@@ -463,9 +465,12 @@ int sc_cmd_run(int argc, char **argv) {
 
   sc_requests rq = {0};
   int rc;
-  /* the example stream is made for the synthetic model's vocabulary and length: a
-   * checkpoint gets random requests unless a file is given */
-  if (co->model_dir && requests_path == NULL && num_random == 0) num_random = 8;
+  /* the example stream is made for the embedded synthetic model's vocabulary (its ids go
+   * up to 31000): a checkpoint, or a model file with a smaller vocabulary (such as
+   * examples/model-small.json's 4096), gets random requests unless a file is given */
+  if (requests_path == NULL && num_random == 0 &&
+      (co->model_dir || model.vocab < SC_MODEL_DEFAULT_VOCAB))
+    num_random = 8;
   if (num_random) {
     /* prompts of up to 256 tokens, and no request longer than the model allows */
     int32_t max_prompt = model.max_position - 16 - 1;
