@@ -306,7 +306,7 @@ int sc_bench_e2e_long(sc_bench *b) {
   double tpot[sizeof k_full / sizeof k_full[0]][LONG_MAX_ROUNDS];
   char why[1024] = "";
   /* f32 rows (the pipeline's default, the CPU reference's) and bf16 rows, where the
-   * prefill attention runs on the tensor cores */
+   * attention runs on the tensor cores */
   for (int kv = 0; kv < 2; kv++) {
     int rc = 0;
     for (int c = 0; c < n_cases && rc == 0; c++) {

@@ -17,7 +17,6 @@
 #include "base/jsonw.h"
 #include "client/client.h"
 #include "model/model_config.h"
-#include "model/model_defaults.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
 #include "tools/local_cluster.h"
@@ -377,7 +376,6 @@ static void help(FILE *f) {
           "                docs/model.md) instead of the embedded synthetic model, on the\n"
           "                CPU or CUDA (fp8 weights stay fp8, expanded a layer at a time);\n"
           "                without --requests it runs 8 random requests that fit the model\n"
-          "                (as for a --model whose vocabulary is below the default's)\n"
           "  --collectives host (default; device buffers staged through host memory) or\n"
           "                nccl (one rank per GPU, unique ids exchanged between the comm\n"
           "                actors; NCCL_NVLS_ENABLE=0 is set for the nodes)\n"
@@ -400,8 +398,8 @@ static void help(FILE *f) {
           "                collectives, ...) and logs them (info); rank 0's are also in its\n"
           "                step_result on the taps (docs/pipeline.md, \"Profiling steps\")\n"
           "  --kv-format   the KV cache rows: f32 (default, the CPU reference's) or bf16\n"
-          "                (half the memory; on CUDA the prefill attention then runs on\n"
-          "                the tensor cores, docs/cuda.md; the single-rank reference of\n"
+          "                (half the memory; on CUDA the attention then runs on the\n"
+          "                tensor cores, docs/cuda.md; the single-rank reference of\n"
           "                --verify uses the same format)\n"
           "  --no-cuda-graphs  launch every kernel of every step (by default, on CUDA, a\n"
           "                one-rank decode step is recorded as a CUDA graph the first time\n"
@@ -464,32 +462,37 @@ int sc_cmd_run(int argc, char **argv) {
   sc_diag d = {0};
 
   sc_requests rq = {0};
-  int rc;
-  /* the example stream is made for the embedded synthetic model's vocabulary (its ids go
-   * up to 31000): a checkpoint, or a model file with a smaller vocabulary (such as
-   * examples/model-small.json's 4096), gets random requests unless a file is given */
-  if (requests_path == NULL && num_random == 0 &&
-      (co->model_dir || model.vocab < SC_MODEL_DEFAULT_VOCAB))
-    num_random = 8;
-  if (num_random) {
-    /* prompts of up to 256 tokens, and no request longer than the model allows */
-    int32_t max_prompt = model.max_position - 16 - 1;
-    max_prompt = max_prompt > 256 ? 256 : max_prompt < 1 ? 1 : max_prompt;
-    rc = sc_requests_random((int32_t)num_random, max_prompt, 16, model.vocab, (uint64_t)seed, &rq);
-  } else {
+  int rc = 0;
+  /* The example stream is made for the embedded synthetic model: a checkpoint gets random
+   * requests unless a file is given, and so does a model file the stream does not fit
+   * (examples/model-small.json: ids beyond its vocabulary of 4096), with a note saying
+   * why. A file given by hand that does not fit is an error. */
+  if (co->model_dir && requests_path == NULL && num_random == 0) num_random = 8;
+  if (num_random == 0) {
     char example[4096];
-    if (requests_path == NULL)
-      requests_path = sc_cli_example_path("requests.jsonl", example, sizeof example);
+    const bool by_hand = requests_path != NULL;
+    if (!by_hand) requests_path = sc_cli_example_path("requests.jsonl", example, sizeof example);
     char *text = NULL;
     size_t len = 0;
     if ((rc = sc_cli_read_text_file("run", requests_path, 64u << 20, &text, &len)) != 0)
       return rc;
     rc = sc_requests_parse(text, model.vocab, &rq, &d);
     free(text);
-    if (rc) {
+    if (rc && by_hand) {
       sc_cli_error("run", "%s: %s", requests_path, sc_diag_message(&d));
       return SC_EXIT_USAGE;
     }
+    if (rc) {
+      fprintf(stderr, "sparsecp run: %s does not fit this model (%s): 8 random requests instead\n",
+              requests_path, sc_diag_message(&d));
+      num_random = 8;
+    }
+  }
+  if (num_random) {
+    /* prompts of up to 256 tokens, and no request longer than the model allows */
+    int32_t max_prompt = model.max_position - 16 - 1;
+    max_prompt = max_prompt > 256 ? 256 : max_prompt < 1 ? 1 : max_prompt;
+    rc = sc_requests_random((int32_t)num_random, max_prompt, 16, model.vocab, (uint64_t)seed, &rq);
   }
   if (rc) {
     sc_cli_error("run", "out of memory");

@@ -11,10 +11,11 @@
  *    thread). q is rounded to bf16 once when the block loads it. fp8 rows are staged raw
  *    and dequantized to bf16 in shared memory while the tensor cores run the S of the
  *    tile before. See the section comment below for the layout and the schedule.
- *  - k_attn_split + k_attn_merge (f32 KV, other widths, unaligned rows): f32 on CUDA
- *    cores, each query's selected rows in fixed splits of 128 scored and reduced in
- *    parallel, then merged with their log-sum-exp in split order. The precise path; also
- *    the fallback. See its section comment.
+ *  - k_attn_split + k_attn_merge (f32 KV, other widths, unaligned rows, and the decode
+ *    tokens of few-heads models over fp8 rows): f32 on CUDA cores, each query's selected
+ *    rows in fixed splits of 128 scored and reduced in parallel, then merged with their
+ *    log-sum-exp in split order (the merge also serves the few-heads kernel's decode
+ *    splits). The precise path; also the fallback. See its section comment.
  * All keep the log-sum-exp in natural log: lse = ln Σ exp(s_j); no selected row gives
  * out 0 and lse -inf. Rows equal to -1 are skipped; other out-of-range rows raise
  * SC_ERANGE (reported at the next sync) and are skipped. */
@@ -207,7 +208,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
 
 /* One block per (token, head) of the chunk: the splits' partials in split order (their
  * weights exp(m_s - M) computed once, by one thread, in that order). */
-#define SPLIT_MAX SC_ATTN_SPLITS_MAX
+#define SPLIT_MAX SC_ATTN_SPLITS_MAX /* (the merge's w_s array) */
 static_assert(SC_KCUDA_TOPK_MAX / SPLIT_ROWS <= SPLIT_MAX, "the largest top-K splits too finely");
 __global__ void __launch_bounds__(128)
     k_attn_merge(sc_attn_args a, int n_splits, int64_t t0, const float *part_o,
@@ -240,7 +241,7 @@ __global__ void __launch_bounds__(128)
 
 int sc_kcuda_attn_merge(sc_kcuda *c, const sc_attn_args *a, int n_splits, int64_t t0,
                         int64_t n, const float *part_o, const float2 *part_ml) {
-  if (n_splits > SPLIT_MAX) return SC_ENOTSUP;
+  /* (n_splits <= SPLIT_MAX: both callers assert it of the largest top-K) */
   k_attn_merge<<<(unsigned)(n * a->n_heads), 128, 0, c->stream>>>(*a, n_splits, t0, part_o,
                                                                     part_ml);
   return SC_CUDA_CHECK_LAUNCH("sparse_attn (merge)");

@@ -12,8 +12,8 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-/* Partials of one token chunk take at most this much scratch. */
 #define SC_ATTN_SPLITS_MAX 64 /* a query's splits that sc_kcuda_attn_merge takes */
+/* Partials of one token chunk take at most this much scratch. */
 #define SC_ATTN_PART_SCRATCH ((size_t)128 << 20)
 
 /* Scratch per token of the partials and how many tokens one chunk takes (>= 1, <= n_tok,
@@ -33,7 +33,8 @@ int sc_kcuda_attn_merge(sc_kcuda *c, const sc_attn_args *a, int n_splits, int64_
                         int64_t n, const float *part_o, const float2 *part_ml);
 
 /* The few-heads kernel (cuda_attn_few.cu): bf16 rows, dc = 512, dr = 64, 16-byte aligned
- * rows; decode tokens in fixed splits of SC_ATTN_FEW_SPLIT rows, prefill tokens whole. */
+ * rows, topk <= SC_KCUDA_TOPK_MAX; decode tokens in fixed splits of SC_ATTN_FEW_SPLIT
+ * rows, prefill tokens whole. */
 #define SC_ATTN_FEW_SPLIT 128
 bool sc_kcuda_attn_few_takes(const sc_attn_args *a, int64_t kv_step);
 int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);

@@ -56,12 +56,6 @@ static_assert(FEW_SMEM_MAX <= SC_KCUDA_SMEM_MAX, "the few-heads tiles exceed sha
 static_assert(FEW_IDX_MAX / SC_ATTN_FEW_SPLIT <= SC_ATTN_SPLITS_MAX,
               "a decode token's splits exceed what the merge takes");
 
-__device__ inline void ldsm_x4_trans(uint32_t r[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
 /* Queues the rows idx[0 .. FEW_ROWS) (-1: a zero row) into a tile slot: a warp per row
  * at a time, its lanes on the row's 72 consecutive 16-byte parts (lane, lane + 32, and
  * lane + 64 for lanes 0-7). Address arithmetic is per row, not per part: the kernel's

@@ -52,7 +52,8 @@ typedef struct busy_op {
   const char *name;
   uint64_t count, ns;
 } busy_op;
-#define BUSY_OPS 512 /* distinct names kept (open addressing; more share "other") */
+#define BUSY_OPS 512 /* distinct names kept (open addressing; more share "(other)") */
+static const char k_other[] = "(other)";
 
 /* Time by name: open addressing on the name's address (CUPTI's strings live as long as
  * the process's functions; the runtime API's names are static). */
@@ -84,11 +85,13 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
   *max_records = 0; /* as many as fit */
 }
 
+/* Adds one record's time to its name's entry; past BUSY_OPS - 1 names, to "(other)",
+ * which always finds the last slot (so the logged total keeps every record). */
 static void count_op(op_table *t, const char *name, uint64_t ns) {
   const uintptr_t h = ((uintptr_t)name >> 4) * 0x9E3779B97F4A7C15ull;
   for (uint32_t i = 0; i < BUSY_OPS; i++) {
     busy_op *o = &t->v[(h + i) % BUSY_OPS];
-    if (o->name == NULL && t->n < BUSY_OPS - 1) { /* (one slot stays free) */
+    if (o->name == NULL && (t->n < BUSY_OPS - 1 || name == k_other)) {
       o->name = name;
       t->n++;
     }
@@ -99,7 +102,7 @@ static void count_op(op_table *t, const char *name, uint64_t ns) {
     }
     if (o->name == NULL) break;
   }
-  if (strcmp(name, "(other)") != 0) count_op(t, "(other)", ns);
+  if (name != k_other) count_op(t, k_other, ns);
 }
 
 static void add_span(const char *name, uint64_t start, uint64_t end) {

@@ -96,6 +96,14 @@ __device__ inline void ldsm_x4(uint32_t r[4], const void *p) {
                : "r"(smem_u32(p)));
 }
 
+/* The same, each 8 x 8 matrix transposed on the way (an A fragment from a matrix stored
+ * K-major, as V^T from V's rows). */
+__device__ inline void ldsm_x4_trans(uint32_t r[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
 __device__ inline void cp_async16(void *dst, const void *src, bool pred) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)),
                "l"(src), "r"(pred ? 16 : 0));

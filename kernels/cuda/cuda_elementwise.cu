@@ -48,7 +48,7 @@ extern "C" int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, cons
 /* ---- RoPE: one thread per (token, group of ROPE_HEADS heads, pair) ----
  * Each thread computes its pair's angle in double (as the CPU reference) and rotates the
  * pair in its group's heads. One thread per (token, pair) looping over every head left a
- * decode step of a few tokens with a few hundred threads, each a chain of 128 dependent
+ * decode step of 4 tokens with 128 threads (32 pairs each), each a chain of 128 dependent
  * loads and stores at examples/model-deep.json's 128 heads: 15 us a launch, 3.7 of a
  * 25 ms step (H200, 2026-12-03, bench/results/gpu-ops-2026-12-03-h200/). Every value
  * goes through the same operations as before, so results do not change. */

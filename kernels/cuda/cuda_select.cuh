@@ -187,7 +187,7 @@ __device__ inline void block_sort_desc_reg(uint64_t *buf, int m) {
  * shuffles; every caller's is) and E = m / blockDim in 1..16; other sizes (m below the
  * block, or E = 32: top-K 8192 on 256 threads) take the plain network. */
 __device__ inline void block_sort_desc(uint64_t *buf, int m) {
-  if (m % (int)blockDim.x == 0) {
+  if (blockDim.x % 32 == 0 && m % (int)blockDim.x == 0) {
     switch (m / (int)blockDim.x) {
     case 1: block_sort_desc_reg<1>(buf, m); return;
     case 2: block_sort_desc_reg<2>(buf, m); return;

@@ -6,8 +6,8 @@
 # hand from a cluster file whose pipeline names the directory (model_dir) answers a
 # request; and the refusals (exit 2 with the reason): --model with --model-dir, a
 # directory that is not a checkpoint, --tp that does not divide the heads, model_dir with
-# model_file in a cluster file. A --model file whose vocabulary the example stream does
-# not fit (examples/model-small.json) gets random requests by default.
+# model_file in a cluster file. A --model file the example stream does not fit
+# (examples/model-small.json) gets random requests by default, with a note.
 # GLM-5 (glm_moe_dsa): a model of mkmodel's GLM layout (odd layers share the top-K of the
 # layer before) is checked and served at (2,2,1), (1,2,2) and (2,2,2); the directory
 # make_glm_logits.py saved with transformers (tests/data/hf_checkpoint/tiny-glm-bf16) too;
@@ -101,15 +101,19 @@ refused "exclude each other" --model "$src/examples/model-small.json" --model-di
 refused "config.json" --model-dir "$work"
 refused "not divisible by tp = 4" --model-dir "$data/tiny-bf16" --pcp 1 --dcp 1 --tp 4
 
-# a model file with a vocabulary below the example stream's ids (model-small: 4096) runs
-# 8 random requests that fit it, as a checkpoint does; the stream given by hand is refused
-out=$("$bin" run --model "$src/examples/model-small.json" --verify --json --quiet) ||
+# a model file the example stream does not fit (model-small: ids beyond its vocabulary of
+# 4096) runs 8 random requests that fit it, with a note; the stream given by hand is refused
+out=$("$bin" run --model "$src/examples/model-small.json" --verify --json --quiet 2> "$work/note") ||
   fail "run --model model-small.json exited $?: $out"
 python3 -c '
 import json, sys
 d = json.loads(sys.argv[1])
-assert d["ok"] and d["requests"] == 8 and d["verify"]["mismatches"] == 0, d
+v = d["verify"]
+assert d["ok"] and d["requests"] == 8 and d["generated_tokens"] > 0, d
+assert v["checked"] == 8 and v["mismatches"] == 0 and v["identical"] + v["ties"] == 8, v
 ' "$out" || fail "run --model model-small.json: $out"
+grep -q "does not fit this model.*8 random requests instead" "$work/note" ||
+  fail "run --model model-small.json gave no note: $(cat "$work/note")"
 refused "not a token id below 4096" --model "$src/examples/model-small.json" \
   --requests "$src/examples/requests.jsonl"
 
