@@ -15,8 +15,11 @@
  *    from shared memory.
  * So the work is the model's, with no padding, and a tile of rows loaded once serves all
  * of a token's heads. A row is 1152 bytes and serves 8 heads' 17 kFLOP, so at 8 heads the
- * kernel is bound by how fast rows reach shared memory (two stages of 64 rows, cp.async),
- * not by the tensor cores.
+ * kernel is about moving rows into shared memory (two stages of 64 rows, cp.async), not
+ * about the tensor cores: at 62 TFLOP/s it moves ~4.1 TB/s of rows, with one block of 4
+ * warps an SM (the stages fill shared memory) and little to hide one tile's loads behind
+ * but the tile before (H200, 2026-12-03, bench/long-context.md; 8 warps a block were 3%
+ * slower).
  *
  * A block takes one token, 8 heads and a span of the token's selected rows: all of them
  * for prefill tokens (the output is written at once), fixed splits of SC_ATTN_FEW_SPLIT
