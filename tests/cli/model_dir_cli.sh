@@ -27,17 +27,22 @@ fail() {
   exit 1
 }
 
-check_run() { # DIR ARGS...: run --verify --json, every greedy token checked, none differs
-  local dir=$1; shift
-  out=$("$bin" run --model-dir "$dir" "$@" --num-requests 10 --verify --json --quiet) ||
-    fail "run --model-dir $dir $* exited $?: $out"
+check_verified() { # N ARGS...: run ARGS --verify --json serves N requests, every greedy
+  # token checked, none differs (stderr in $work/run.err)
+  local n=$1; shift
+  out=$("$bin" run "$@" --verify --json --quiet 2> "$work/run.err") ||
+    fail "run $* exited $?: $out"
   python3 -c '
 import json, sys
-d = json.loads(sys.argv[1])
+d, n = json.loads(sys.argv[1]), int(sys.argv[2])
 v = d["verify"]
-assert d["ok"] and d["requests"] == 10 and d["generated_tokens"] > 0, d
-assert v["checked"] == 10 and v["mismatches"] == 0 and v["identical"] + v["ties"] == 10, v
-' "$out" || fail "run --model-dir $dir $*: $out"
+assert d["ok"] and d["requests"] == n and d["generated_tokens"] > 0, d
+assert v["checked"] == n and v["mismatches"] == 0 and v["identical"] + v["ties"] == n, v
+' "$out" "$n" || fail "run $*: $out"
+}
+check_run() { # DIR ARGS...: the checkpoint in DIR serves 10 random requests, verified
+  local dir=$1; shift
+  check_verified 10 --model-dir "$dir" "$@" --num-requests 10
 }
 check_run "$data/tiny-bf16"
 check_run "$data/tiny-bf16" --pcp 1 --dcp 1 --tp 2
@@ -103,17 +108,9 @@ refused "not divisible by tp = 4" --model-dir "$data/tiny-bf16" --pcp 1 --dcp 1 
 
 # a model file the example stream does not fit (model-small: ids beyond its vocabulary of
 # 4096) runs 8 random requests that fit it, with a note; the stream given by hand is refused
-out=$("$bin" run --model "$src/examples/model-small.json" --verify --json --quiet 2> "$work/note") ||
-  fail "run --model model-small.json exited $?: $out"
-python3 -c '
-import json, sys
-d = json.loads(sys.argv[1])
-v = d["verify"]
-assert d["ok"] and d["requests"] == 8 and d["generated_tokens"] > 0, d
-assert v["checked"] == 8 and v["mismatches"] == 0 and v["identical"] + v["ties"] == 8, v
-' "$out" || fail "run --model model-small.json: $out"
-grep -q "does not fit this model.*8 random requests instead" "$work/note" ||
-  fail "run --model model-small.json gave no note: $(cat "$work/note")"
+check_verified 8 --model "$src/examples/model-small.json"
+grep -q "does not fit this model.*8 random requests instead" "$work/run.err" ||
+  fail "run --model model-small.json gave no note: $(cat "$work/run.err")"
 refused "not a token id below 4096" --model "$src/examples/model-small.json" \
   --requests "$src/examples/requests.jsonl"
 
