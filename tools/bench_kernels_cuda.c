@@ -16,7 +16,11 @@
  *   indexer       2 * H_I * d_I per (token, causal key)
  * Result names equal the CPU kernels' with param "device":"cuda"; every result carries
  * tflops, gbps, time_us, floor_us, floor_bound and fraction_of_floor; attention adds
- * flashmla_tflops (410 decode / 640 prefill, H800) and fraction_of_flashmla. */
+ * flashmla_tflops (410 decode / 640 prefill, H800) and fraction_of_flashmla.
+ *
+ * SC_BENCH_KERNELS_ONLY=NAME runs the cases whose name contains NAME;
+ * SC_BENCH_INDEXER_TOKENS=N further keeps the indexer cases of N query tokens (so that a
+ * profiler's first k_idx_tc launch is the case it wants, e.g. 32768: model-long's prompt). */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -317,6 +321,8 @@ static int run_idx(kc_ctx *c, void *p) { return c->k->ops->indexer_topk(c->k, &(
  * consecutive query tokens at the end of one request of ctx keys (causal). */
 static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, int32_t dim,
                          int32_t ctx, int32_t topk, sc_kfmt kfmt) {
+  const char *only_tok = getenv("SC_BENCH_INDEXER_TOKENS");
+  if (only_tok && only_tok[0] && atoi(only_tok) != n_tok) return 0;
   const int64_t nkeys = decode ? (int64_t)n_tok * ctx : ctx;
   int32_t *qpos = malloc(sizeof(int32_t) * (size_t)n_tok), *kb = malloc(sizeof(int32_t) * (size_t)n_tok),
           *ke = malloc(sizeof(int32_t) * (size_t)n_tok), *kpos = malloc(sizeof(int32_t) * (size_t)nkeys);
@@ -539,10 +545,11 @@ int sc_bench_kernels_cuda(sc_bench *b) {
   for (int32_t ctx = 32768; ctx <= 131072 && wanted("kernel.indexer"); ctx *= 4)
     if ((rc = bench_indexer(&c, true, 1, 4, 64, q ? ctx / 8 : ctx, q ? 256 : 2048, SC_KFMT_F32)))
       goto out;
-  if (wanted("kernel.indexer") &&
-      (rc = bench_indexer(&c, false, q ? 2048 : 32768, 4, 64, q ? 2048 : 32768, q ? 256 : 2048,
-                          SC_KFMT_F32)))
-    goto out;
+  /* (and the same prompt over bf16 keys, as a cache of bf16 rows holds them) */
+  for (int bf = 0; bf < 2 && wanted("kernel.indexer"); bf++)
+    if ((rc = bench_indexer(&c, false, q ? 2048 : 32768, 4, 64, q ? 2048 : 32768, q ? 256 : 2048,
+                            bf ? SC_KFMT_BF16 : SC_KFMT_F32)))
+      goto out;
   if (wanted("kernel.topk") && (rc = bench_merge(&c, q ? 8 : 128, 4, q ? 256 : 2048))) goto out;
   if (wanted("kernel.gather") && (rc = bench_gather(&c, q ? 16384 : 262144, 704))) goto out;
   if (wanted("kernel.kv_write") &&
