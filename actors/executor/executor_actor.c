@@ -30,6 +30,7 @@
 #include "model/sampling.h"
 
 #define LOG "executor"
+#define BETWEEN_KEEP 4096 /* replayed steps whose time between steps is kept, the last ones */
 
 typedef struct executor {
   sc_rank_ctx *ctx;
@@ -51,7 +52,35 @@ typedef struct executor {
     uint64_t steps, replayed, gaps, gap_ns, prepare_ns, compute_ns, download_ns;
   } host;
   sc_step_local *first, *last; /* steps that arrived while one was running, in order */
+  /* For each replayed step (a decode step from a CUDA graph) queued right after the
+   * previous step's completion reached this actor: from that moment to this step's
+   * queueing done, in microseconds (the last BETWEEN_KEEP). This is the host's time
+   * between two decode steps (the result to the scheduler, its next plan, the metadata,
+   * the uploads and the launch); its median is logged at the end, since the means
+   * above also count the waits for requests to arrive. */
+  uint64_t seen_ns; /* when the last completion reached this actor (0: none) */
+  uint32_t between_us[BETWEEN_KEEP];
+  uint32_t n_between;
 } executor;
+
+static int cmp_u32(const void *a, const void *b) {
+  const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The info line of the kept between-step times: median and 90th percentile. */
+static void log_between(executor *e) {
+  const uint32_t n = e->n_between < BETWEEN_KEEP ? e->n_between : BETWEEN_KEEP;
+  if (n == 0) return;
+  uint32_t *v = malloc(sizeof *v * n);
+  if (v == NULL) return;
+  memcpy(v, e->between_us, sizeof *v * n);
+  qsort(v, n, sizeof *v, cmp_u32);
+  SC_INFO(LOG, "rank %d: between replayed steps (a completion in to the next step queued), "
+          "%u steps: median %.3f ms, 90th percentile %.3f ms", e->ctx->rank, n,
+          (double)v[n / 2] * 1e-3, (double)v[n * 9 / 10] * 1e-3);
+  free(v);
+}
 
 /* What the completion callback needs, allocated before the notify so that the callback
  * (CUDA's thread) neither allocates nor touches the actor's state. */
@@ -110,6 +139,7 @@ static void executor_terminate(sc_ctx *c, void *state, int reason) {
             (double)e->host.download_ns * 1e-6 / n, (unsigned long long)e->host.replayed,
             e->host.gaps ? (double)e->host.gap_ns * 1e-6 / (double)e->host.gaps : 0.0);
   }
+  log_between(e);
   uint64_t recorded = 0, replayed = 0;
   sc_engine_recording_stats(e->ctx->engine, &recorded, &replayed);
   if (recorded + replayed > 0)
@@ -345,6 +375,11 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
       e->host.compute_ns += h.compute_ns;
       e->host.download_ns += h.download_ns;
       if (e->done_ns) e->host.gaps++, e->host.gap_ns += e->gap_ns;
+      if (h.replayed && e->seen_ns) {
+        const uint64_t us = (sc_now_ns() - e->seen_ns) / 1000;
+        e->between_us[e->n_between++ % BETWEEN_KEEP] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+      }
+      e->seen_ns = 0; /* (a later step without a completion before it is not counted) */
     }
   } else {
     sc_fail(&e->queue_diag, e->queue_rc, "rank %d: step %llu was aborted before it started",
@@ -401,6 +436,7 @@ static int on_step_done(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   executor *e = sc_state(c);
   const sc_msg_step_done *m = body;
+  e->seen_ns = sc_now_ns();
   if (e->running == NULL || e->running->step != m->step) {
     SC_WARN(LOG, "rank %d: completion of step %llu, which is not running", e->ctx->rank,
             (unsigned long long)m->step);

@@ -15,11 +15,11 @@
  *    from shared memory.
  * So the work is the model's, with no padding, and a tile of rows loaded once serves all
  * of a token's heads. A row is 1152 bytes and serves 8 heads' 17 kFLOP, so at 8 heads the
- * kernel is about moving rows into shared memory (two stages of 64 rows, cp.async), not
- * about the tensor cores: at 62 TFLOP/s it moves ~4.1 TB/s of rows, with one block of 4
- * warps an SM (the stages fill shared memory) and little to hide one tile's loads behind
- * but the tile before (H200, 2026-12-03, bench/long-context.md; 8 warps a block were 3%
- * slower).
+ * kernel is about moving rows into shared memory (64-row tiles, cp.async), not about the
+ * tensor cores: at 66 TFLOP/s it moves ~4.4 TB/s of rows, L2 about 60% busy, with 4 or
+ * 8 warps an SM waiting on their own loads and ldmatrix-to-mma chains (H200, 2026-12-03,
+ * bench/long-context.md; tried and slower: 8 warps a block splitting a tile's rows, 3%;
+ * a ring of five 32-row slots keeping 1.5 tiles in flight, 3%).
  *
  * A block takes one token, 8 heads and a span of the token's selected rows: all of them
  * for prefill tokens (the output is written at once), fixed splits of SC_ATTN_FEW_SPLIT
@@ -46,15 +46,20 @@
 #define FEW_PLD 72 /* bf16 stride of a head's P row: conflict-free 32-bit fragment loads */
 #define FEW_IDX_MAX SC_KCUDA_TOPK_MAX
 
-struct few_smem {
-  alignas(128) uint16_t kv[2][FEW_ROWS * FEW_LD];
+/* STAGES tiles of rows: prefill tokens take one, so that two blocks share an SM (8 warps
+ * to hide each other's latencies, where one block of 4 warps an SM issued an
+ * instruction a scheduler every 5 cycles: 66.0 against 62.0 TFLOP/s); decode tokens two,
+ * the next tile loading while one is computed (16.0 against 16.4-16.8 us a token; H200,
+ * 2026-12-03, bench/long-context.md). */
+template <int STAGES> struct few_smem {
+  alignas(128) uint16_t kv[STAGES][FEW_ROWS * FEW_LD];
   alignas(16) uint16_t q[FEW_HEADS * FEW_LD];
   alignas(16) uint16_t p[FEW_HEADS * FEW_PLD]; /* P^T: [head][row of the tile] */
   float red_max[FEW_WARPS][FEW_HEADS], red_sum[FEW_WARPS][FEW_HEADS];
   int last; /* the span's last valid row, -1: none */
   /* followed by int32 idx[the span's rows, padded to whole tiles] */
 };
-#define FEW_SMEM_MAX (sizeof(few_smem) + sizeof(int32_t) * FEW_IDX_MAX)
+#define FEW_SMEM_MAX (sizeof(few_smem<2>) + sizeof(int32_t) * FEW_IDX_MAX)
 static_assert(FEW_SMEM_MAX <= SC_KCUDA_SMEM_MAX, "the few-heads tiles exceed shared memory");
 static_assert(FEW_IDX_MAX / SC_ATTN_FEW_SPLIT <= SC_ATTN_SPLITS_MAX,
               "a decode token's splits exceed what the merge takes");
@@ -93,12 +98,13 @@ __device__ inline float few_warp_sum(float v) {
 
 /* blockIdx.x = (token of the chunk, head group, split). n_splits 1: the output and LSE are
  * written; otherwise the split's partials (cuda_attn.cuh). */
-__global__ void __launch_bounds__(FEW_THREADS, 1)
+template <int STAGES>
+__global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
     k_attn_few(sc_attn_args a, int span, int n_splits, int64_t kv_step, int64_t t0,
                float *part_o, float2 *part_ml, int *flag) {
   extern __shared__ __align__(128) unsigned char few_raw[];
-  few_smem &sm = *(few_smem *)few_raw;
-  int32_t *idx = (int32_t *)(few_raw + sizeof(few_smem));
+  few_smem<STAGES> &sm = *(few_smem<STAGES> *)few_raw;
+  int32_t *idx = (int32_t *)(few_raw + sizeof(few_smem<STAGES>));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c = lane & 3; /* mma fragment row and column pair */
   const int groups = (a.n_heads + FEW_HEADS - 1) / FEW_HEADS;
@@ -154,14 +160,17 @@ __global__ void __launch_bounds__(FEW_THREADS, 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int r_lo = 16 * warp + g; /* this thread's rows of S^T: r_lo, r_lo + 8 */
   for (int tt = 0; tt < n_tiles; tt++) {
-    if (tt + 1 < n_tiles) {
+    if (STAGES == 1) {
+      if (tt > 0) few_load_tile(sm.kv[0], idx + tt * FEW_ROWS, a, kv_step);
+      cp_async_wait_all();
+    } else if (tt + 1 < n_tiles) {
       few_load_tile(sm.kv[(tt + 1) & 1], idx + (tt + 1) * FEW_ROWS, a, kv_step);
       cp_async_wait_one();
     } else {
       cp_async_wait_all();
     }
     __syncthreads();
-    const uint16_t *kv = sm.kv[tt & 1];
+    const uint16_t *kv = sm.kv[tt % STAGES];
     /* S^T of the warp's 16 rows, in four independent chains (k steps i, i + 4, ..) added
      * in a fixed order, so the tensor cores' latency overlaps */
     float acc[4][4];
@@ -282,17 +291,21 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
    * least one, so that a token without rows still writes out 0 and lse -inf) */
   const int span = a->decode ? SC_ATTN_FEW_SPLIT : (a->topk > 0 ? a->topk : 1);
   const int n_splits = a->decode ? (int)sc_cdiv(a->topk > 0 ? a->topk : 1, span) : 1;
-  const size_t smem = sizeof(few_smem) + sizeof(int32_t) * (size_t)sc_cdiv(span, FEW_ROWS) *
-                                             FEW_ROWS;
-  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_few, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const size_t idx_bytes = sizeof(int32_t) * (size_t)sc_cdiv(span, FEW_ROWS) * FEW_ROWS;
+  /* (one limit per kernel, the most any launch asks: see cuda_topk.cu's FINAL_SMEM_MAX) */
+  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_few<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)FEW_SMEM_MAX),
                         "attn smem");
+  if (rc == 0)
+    rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_few<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)FEW_SMEM_MAX),
+                      "attn smem");
   if (rc) return rc;
   if (n_splits == 1) {
     const int64_t blocks = (int64_t)a->n_tok * groups;
     if (blocks > INT32_MAX) return SC_ERANGE;
-    k_attn_few<<<(unsigned)blocks, FEW_THREADS, smem, c->stream>>>(*a, span, 1, kv_step, 0,
-                                                                   NULL, NULL, c->err_flag);
+    k_attn_few<1><<<(unsigned)blocks, FEW_THREADS, sizeof(few_smem<1>) + idx_bytes, c->stream>>>(
+        *a, span, 1, kv_step, 0, NULL, NULL, c->err_flag);
     return SC_CUDA_CHECK_LAUNCH("sparse_attn (few heads)");
   }
   size_t per_tok;
@@ -303,7 +316,8 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   float *part_o = (float *)(scratch + sizeof(float2) * (size_t)chunk * a->n_heads * n_splits);
   for (int64_t t0 = 0; t0 < a->n_tok && rc == 0; t0 += chunk) {
     const int64_t n = a->n_tok - t0 < chunk ? a->n_tok - t0 : chunk;
-    k_attn_few<<<(unsigned)(n * groups * n_splits), FEW_THREADS, smem, c->stream>>>(
+    k_attn_few<2><<<(unsigned)(n * groups * n_splits), FEW_THREADS,
+                    sizeof(few_smem<2>) + idx_bytes, c->stream>>>(
         *a, span, n_splits, kv_step, t0, part_o, part_ml, c->err_flag);
     if ((rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (few heads)"))) break;
     rc = sc_kcuda_attn_merge(c, a, n_splits, t0, n, part_o, part_ml);

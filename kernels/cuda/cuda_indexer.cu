@@ -59,7 +59,7 @@
 #define TC_MIN_SEG 512  /* keys of a chunk at least (4 tiles), so a short range spreads less */
 #define TC_CHUNKS_MAX 128 /* chunks of a token's range: a decode token over 128k keys takes
                            * 128 blocks of 1024 keys, under the K of a block: no cut */
-#define TC_PIECE 1024   /* candidate room per token beyond K, at least (2K from K = 512) */
+#define TC_PIECE 1024   /* candidate room per token beyond K, at least (4K from K = 256 up to 8192, then 2K) */
 #define TC_SLACK 256    /* candidates a cut may keep beyond K: one radix pass, mostly */
 
 static_assert(TC_KW == 16 && TC_NT == 2,
@@ -254,22 +254,27 @@ __device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_
         }
     }
   } else { /* 16 / hp tokens per m-tile: a row per lane, then the token's hp lanes */
-    const int per = 16 / hp;
+    /* hp is a power of two here: shifts and masks, not the integer divisions a runtime
+     * divisor costs in every m-tile (ncu, H200, 2026-12-03: a 32k prompt's scoring spent
+     * a tenth of its instructions there), and the shuffle steps unrolled */
+    const int lhp = 31 - __clz(hp), per = 16 >> lhp;
     for (int mt = 0; mt * per < gn; mt++) {
       float acc[TC_NT][4];
       tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
       const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
-      const int j0 = mt * per + g / hp, j1 = j0 + 8 / hp; /* rows g and g + 8 */
+      const int j0 = mt * per + (g >> lhp), j1 = j0 + (8 >> lhp); /* rows g and g + 8 */
 #pragma unroll
       for (int nt = 0; nt < TC_NT; nt++)
 #pragma unroll
         for (int x = 0; x < 2; x++) {
           float p0 = w0 * fmaxf(acc[nt][x], 0.0f), p1 = w1 * fmaxf(acc[nt][2 + x], 0.0f);
-          for (int off = 4; off < 4 * hp; off <<= 1) {
-            p0 += __shfl_xor_sync(0xffffffffu, p0, off);
-            p1 += __shfl_xor_sync(0xffffffffu, p1, off);
-          }
-          if (g % hp == 0) {
+#pragma unroll
+          for (int off = 4; off < 32; off <<= 1)
+            if (off < 4 * hp) { /* (uniform: every lane takes the same steps) */
+              p0 += __shfl_xor_sync(0xffffffffu, p0, off);
+              p1 += __shfl_xor_sync(0xffffffffu, p1, off);
+            }
+          if ((g & (hp - 1)) == 0) {
             if (j0 < gn) sc_w[j0 * TC_KW + nt * 8 + 2 * c + x] = p0;
             if (j1 < gn) sc_w[j1 * TC_KW + nt * 8 + 2 * c + x] = p1;
           }
@@ -280,9 +285,12 @@ __device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_
 }
 
 /* Appends this warp's keys of the tile that reach their token's threshold to the token's
- * list: a half-warp per token (a lane per key), one atomic per half-warp. */
+ * list: a half-warp per token (a lane per key), one atomic per half-warp. top[j] keeps
+ * the largest high word (score bits) appended, a bound for the cuts (tc_top_bound):
+ * 32 bits, so one redux and a native shared atomic, where a 64-bit maximum took four
+ * shuffle rounds and a compare-and-swap loop on every tile that appended. */
 __device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos, int gn,
-                                 const unsigned long long *thr, unsigned long long *top,
+                                 const unsigned long long *thr, unsigned *top,
                                  int *fill, uint64_t *cb, int room, int *flag, int lane) {
   const int half = lane >> 4, key = lane & 15;
   const unsigned half_lanes = 0xffffu << (16 * half);
@@ -295,12 +303,10 @@ __device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos
     if (all == 0) continue;
     const unsigned b = all & half_lanes;
     const int leader = b ? __ffs(b) - 1 : 16 * half;
-    unsigned long long mk = want ? k : 0; /* the half-warp's largest, for the cuts' range */
-#pragma unroll
-    for (int off = 8; off > 0; off >>= 1) {
-      const unsigned long long o = __shfl_xor_sync(0xffffffffu, mk, off);
-      mk = o > mk ? o : mk;
-    }
+    const unsigned hw = want ? (unsigned)(k >> 32) : 0u; /* for the cuts' range */
+    const unsigned m0 = __reduce_max_sync(0xffffffffu, half == 0 ? hw : 0u);
+    const unsigned m1 = __reduce_max_sync(0xffffffffu, half == 1 ? hw : 0u);
+    const unsigned mk = half ? m1 : m0;
     int base = 0;
     if (b && lane == leader) {
       base = atomicAdd(&fill[j], __popc(b));
@@ -313,6 +319,13 @@ __device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos
       else sc_dev_raise(flag, SC_EINVAL); /* duplicate positions: a cut leaves room otherwise */
     }
   }
+}
+
+/* An upper bound of the keys appended to a list whose largest high word is hw (0: none
+ * appended; warp_cut_topk then finds the largest itself): real keys have a nonzero high
+ * word (cuda_common.cuh's sc_dev_topk_key). */
+__device__ inline uint64_t tc_top_bound(unsigned hw) {
+  return hw ? ((uint64_t)hw << 32) | 0xffffffffull : 0;
 }
 
 /* Scoring blocks. A work item is a group of G consecutive tokens and one chunk of the
@@ -329,8 +342,8 @@ __global__ void __launch_bounds__(TC_THREADS)
   extern __shared__ __align__(16) unsigned char smem[];
   const int K = a.topk, G = sp.group, hp = sp.hp, M = 16 * sp.m_tiles, room = sp.room;
   unsigned long long *thr = (unsigned long long *)smem;    /* [TC_GROUP_MAX] */
-  unsigned long long *top = thr + TC_GROUP_MAX;            /* [TC_GROUP_MAX] */
-  int64_t *krow_s = (int64_t *)(top + TC_GROUP_MAX);       /* [2][TC_KEYS] */
+  unsigned *top = (unsigned *)(thr + TC_GROUP_MAX);        /* [TC_GROUP_MAX] (of u64 room) */
+  int64_t *krow_s = (int64_t *)(thr + 2 * TC_GROUP_MAX);   /* [2][TC_KEYS] */
   unsigned char *k_s = (unsigned char *)(krow_s + 2 * TC_KEYS); /* [stages][TC_KEYS][LD] */
   uint16_t *q_s = (uint16_t *)(k_s + (size_t)sp.stages * TC_KEYS * LD * ES); /* [M][LD] */
   float *w_s = (float *)(q_s + (size_t)M * LD);            /* [M] */
@@ -429,7 +442,7 @@ __global__ void __launch_bounds__(TC_THREADS)
       for (int j = warp; j < gn; j += TC_WARPS)
         if (fill[j] > room - TC_KEYS) {
           const int n = warp_cut_topk(cbase + (size_t)j * room, fill[j], K, K + TC_SLACK, hist_w,
-                                      (uint64_t *)&thr[j], top[j]);
+                                      (uint64_t *)&thr[j], tc_top_bound(top[j]));
           if (lane == 0) fill[j] = n;
         }
       __syncthreads();
@@ -440,7 +453,7 @@ __global__ void __launch_bounds__(TC_THREADS)
      * appended to the token's survivors wherever the chunks' blocks finish */
     for (int j = warp; j < gn; j += TC_WARPS) {
       uint64_t *cb = cbase + (size_t)j * room;
-      int n = warp_cut_topk(cb, fill[j], K, K, hist_w, (uint64_t *)&thr[j], top[j]);
+      int n = warp_cut_topk(cb, fill[j], K, K, hist_w, (uint64_t *)&thr[j], tc_top_bound(top[j]));
       n = n < K ? n : K; /* (more only for duplicate keys, which the contract excludes) */
       if (counts == NULL) {
         uint64_t *o = out_keys + ((t0 + j) * n_chunks + chunk) * K;
@@ -465,8 +478,16 @@ static int tc_rows_per_token(int H) {
 
 /* Candidate room beyond K. A cut costs a few passes over a list, and a list fills again
  * after room - K - TC_SLACK appends: with K = 2048, a 32k prompt's indexer took 1.37x as
- * long with room K + 1024 as with K + 6144 (H200, 2026-12-02: bench/long-context.md). */
-static int tc_piece(int K) { return 2 * K > TC_PIECE ? 2 * K : TC_PIECE; }
+ * long with room K + 1024 as with K + 6144 (H200, 2026-12-02), and 1.11x as long with
+ * K + 2K as with K + 4K (16.2 against 14.6 ms a layer, bf16 keys, 2026-12-03: a cut
+ * stops its block's other warps at the tile's last barrier; bench/long-context.md). The
+ * lists are the resident blocks' only (264 blocks x 32 tokens x 10240 keys, 0.7 GB, at
+ * K = 2048), so beyond 8192 keys the room stays at 2K, as it was. */
+static int tc_piece(int K) {
+  int p = 4 * K;
+  if (p > 8192) p = 2 * K > 8192 ? 2 * K : 8192;
+  return p > TC_PIECE ? p : TC_PIECE;
+}
 
 /* The largest group that pays (a step of few tokens wants blocks, not groups) and leaves
  * room for two blocks an SM (with two key stages if they fit, else one); else the

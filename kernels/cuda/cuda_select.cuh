@@ -130,7 +130,7 @@ __device__ inline int block_keep_topk(uint64_t *buf, int n, int K, uint64_t *tmp
  * descending run. */
 __device__ inline uint64_t bitonic_keep(uint64_t a, uint64_t b, int i, int j, int k) {
   const bool lower = (i & j) == 0, desc = (i & k) == 0;
-  return lower == desc ? (a > b ? a : b) : (a < b ? a : b);
+  return (a > b) == (lower == desc) ? a : b; /* one 64-bit compare, not two */
 }
 
 /* block_sort_desc with E = m / blockDim.x elements a thread, held in registers: thread
@@ -170,9 +170,9 @@ __device__ inline void block_sort_desc_reg(uint64_t *buf, int m) {
       for (int e = 0; e < E; e++) {
         if (e & jj) continue;
         const uint64_t a = v[e], b = v[e + jj];
-        const bool desc = ((base + e) & k) == 0;
-        v[e] = desc ? (a > b ? a : b) : (a < b ? a : b);
-        v[e + jj] = desc ? (a > b ? b : a) : (a < b ? b : a);
+        const bool first = (a > b) == (((base + e) & k) == 0); /* a stays at e */
+        v[e] = first ? a : b;
+        v[e + jj] = first ? b : a;
       }
     }
   }

@@ -63,7 +63,11 @@ __global__ void __launch_bounds__(TOPK_THREADS)
       }
     }
     __syncthreads();
-    n = block_keep_topk(buf, n + take * K, K, tmp, sh);
+    /* one list of K (the indexer's, one chunk a token) holds no more than K keys: nothing
+     * to select, and the sort puts its zero padding last. The select's count and
+     * compaction were a quarter of a 32k prompt's final top-K (ncu, H200, 2026-12-03). */
+    if (n + take * K <= K) n += take * K;
+    else n = block_keep_topk(buf, n + take * K, K, tmp, sh);
   }
   if (TO_KEYS) {
     uint64_t *o = out_keys + ((int64_t)t * n_groups + g) * K;
