@@ -123,4 +123,17 @@ PY
   echo "default rc=$?"; grep -E "between" "$OUT/default.err" | cut -c1-300
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' ', d.get('error'), 'tpot p50', d.get('tpot_ms_p50'), 'p99', d.get('tpot_ms_p99'))" "$OUT/default.json"
 fi
+if has 4; then # for the next step: room K + 6K (.devrun/p6) against K + 4K, and ncu of the final tree's prefill indexer (.devrun/li, -lineinfo)
+  for i in 1 2; do for v in cur p6; do
+    bin=.devrun/gpu_bench_kernels; [ $v = p6 ] && bin=.devrun/p6/gpu_bench_kernels
+    SC_BENCH_KERNELS_ONLY=kernel.indexer SC_BENCH_INDEXER_TOKENS=32768 timeout 120 $bin --json > "$OUT/kernels-indexer-$v-$i.json" 2> "$OUT/kernels-indexer-$v-$i.err"; echo "indexer $v $i rc=$?"; idx "$OUT/kernels-indexer-$v-$i.json"
+  done; done; lap kernels
+  SC_BENCH_KERNELS_ONLY=kernel.indexer SC_BENCH_INDEXER_TOKENS=32768 timeout 200 ncu --clock-control none --set full --import-source yes \
+    -k regex:'k_idx_tc|k_topk_final' --launch-count 2 -o "$OUT/idx32k" .devrun/li/gpu_bench_kernels --json > "$OUT/ncu.log" 2>&1; echo "ncu rc=$?"
+  ncu -i "$OUT/idx32k.ncu-rep" --page details > "$OUT/ncu-details.txt" 2>&1
+  grep -E "k_idx_tc|k_topk_final|Duration|Issued Warp|Warp Cycles Per Issued" "$OUT/ncu-details.txt" | head -20
+  ncu -i "$OUT/idx32k.ncu-rep" --page source --csv --print-source sass -k regex:k_idx_tc > "$OUT/ncu-src-idx.csv" 2>&1
+  ncu -i "$OUT/idx32k.ncu-rep" --page source --csv --print-source cuda,sass -k regex:k_topk_final > "$OUT/ncu-src-final.csv" 2>&1
+  gzip "$OUT"/ncu-src-*.csv; lap ncu
+fi
 cd "$OUT" && tar czf all.tgz --exclude=all.tgz --exclude="*.ncu-rep" * && ls -la
