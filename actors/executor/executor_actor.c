@@ -60,7 +60,7 @@ typedef struct executor {
    * above also count the waits for requests to arrive. */
   uint64_t seen_ns; /* when the last completion reached this actor (0: none) */
   uint32_t between_us[BETWEEN_KEEP];
-  uint32_t n_between;
+  uint64_t n_between; /* all such steps; the ring keeps the last BETWEEN_KEEP */
 } executor;
 
 static int cmp_u32(const void *a, const void *b) {
@@ -68,18 +68,17 @@ static int cmp_u32(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The info line of the kept between-step times: median and 90th percentile. */
+/* The info line of the kept between-step times: median and 90th percentile (at the
+ * end: the times are sorted in place). */
 static void log_between(executor *e) {
-  const uint32_t n = e->n_between < BETWEEN_KEEP ? e->n_between : BETWEEN_KEEP;
+  const uint64_t n = e->n_between < BETWEEN_KEEP ? e->n_between : BETWEEN_KEEP;
   if (n == 0) return;
-  uint32_t *v = malloc(sizeof *v * n);
-  if (v == NULL) return;
-  memcpy(v, e->between_us, sizeof *v * n);
-  qsort(v, n, sizeof *v, cmp_u32);
+  uint32_t *v = e->between_us;
+  qsort(v, (size_t)n, sizeof *v, cmp_u32);
   SC_INFO(LOG, "rank %d: between replayed steps (a completion in to the next step queued), "
-          "%u steps: median %.3f ms, 90th percentile %.3f ms", e->ctx->rank, n,
-          (double)v[n / 2] * 1e-3, (double)v[n * 9 / 10] * 1e-3);
-  free(v);
+          "the last %llu of %llu: median %.3f ms, 90th percentile %.3f ms", e->ctx->rank,
+          (unsigned long long)n, (unsigned long long)e->n_between, (double)v[n / 2] * 1e-3,
+          (double)v[n * 9 / 10] * 1e-3);
 }
 
 /* What the completion callback needs, allocated before the notify so that the callback
@@ -329,6 +328,10 @@ static void complete(sc_ctx *c, executor *e, int status) {
 static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   sc_rank_ctx *x = e->ctx;
   const uint64_t step = p->step;
+  /* the completion this step follows, taken whatever happens to the step (a step that
+   * fails before it is queued must not leave an old one to the next) */
+  const uint64_t seen_ns = e->seen_ns;
+  e->seen_ns = 0;
   if (sc_fault_fires(&x->cfg.inject, SC_FAULT_KILL, x->rank, step)) raise(SIGKILL);
   const uint32_t n = (uint32_t)p->plan.num_reqs;
   const sc_model_config *m = sc_engine_model(x->engine);
@@ -375,11 +378,10 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
       e->host.compute_ns += h.compute_ns;
       e->host.download_ns += h.download_ns;
       if (e->done_ns) e->host.gaps++, e->host.gap_ns += e->gap_ns;
-      if (h.replayed && e->seen_ns) {
-        const uint64_t us = (sc_now_ns() - e->seen_ns) / 1000;
+      if (h.replayed && seen_ns) {
+        const uint64_t us = (sc_now_ns() - seen_ns) / 1000;
         e->between_us[e->n_between++ % BETWEEN_KEEP] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
       }
-      e->seen_ns = 0; /* (a later step without a completion before it is not counted) */
     }
   } else {
     sc_fail(&e->queue_diag, e->queue_rc, "rank %d: step %llu was aborted before it started",
@@ -436,12 +438,12 @@ static int on_step_done(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   executor *e = sc_state(c);
   const sc_msg_step_done *m = body;
-  e->seen_ns = sc_now_ns();
   if (e->running == NULL || e->running->step != m->step) {
     SC_WARN(LOG, "rank %d: completion of step %llu, which is not running", e->ctx->rank,
             (unsigned long long)m->step);
     return 0;
   }
+  e->seen_ns = sc_now_ns();
   complete(c, e, m->status);
   pump(c, e);
   return 0;

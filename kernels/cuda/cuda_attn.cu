@@ -99,21 +99,21 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
   const int32_t *sel = a.sel + t * a.ld_sel;
   const int j1 = (s + 1) * SPLIT_ROWS < a.topk ? (s + 1) * SPLIT_ROWS : a.topk;
   for (int jt = s * SPLIT_ROWS; jt < j1; jt += SPLIT_TILE) {
-    int32_t r = -1;
+    int32_t mine = -1; /* this thread's row of the tile */
     if (threadIdx.x < SPLIT_TILE) {
       const int j = jt + (int)threadIdx.x;
-      r = j < j1 ? sel[j] : -1;
-      if (r != -1 && (r < 0 || r >= a.kv.rows)) {
+      mine = j < j1 ? sel[j] : -1;
+      if (mine != -1 && (mine < 0 || mine >= a.kv.rows)) {
         sc_dev_raise(flag, SC_ERANGE);
-        r = -1;
+        mine = -1;
       }
-      row_s[threadIdx.x] = r;
+      row_s[threadIdx.x] = mine;
     }
     /* A tile without a valid row is skipped: it would leave m, l and o unchanged to the
      * bit (alpha exactly 1, or 0 times a zero o; p 0). A decode token at a short context
      * selects fewer rows than top-K and its list ends in -1: model-deep's 16 splits of
      * 2048 slots at a 64-token context computed 32 times the rows there were. */
-    if (!__syncthreads_or(r >= 0)) continue;
+    if (!__syncthreads_or(mine >= 0)) continue;
     /* the tile, a warp per row: f32 rows go straight to shared memory (4-byte async
      * copies, all in flight at once; a skipped row is zero-filled by the copy); others are
      * converted on the way, several loads in flight per thread */

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int r_lo = 16 * warp + g; /* this thread's rows of S^T: r_lo, r_lo + 8 */
   for (int tt = 0; tt < n_tiles; tt++) {
-    if (STAGES == 1) {
+    if constexpr (STAGES == 1) { /* into the slot the last barrier freed */
       if (tt > 0) few_load_tile(sm.kv[0], idx + tt * FEW_ROWS, a, kv_step);
       cp_async_wait_all();
     } else if (tt + 1 < n_tiles) {
@@ -301,11 +301,15 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
                                            (int)FEW_SMEM_MAX),
                       "attn smem");
   if (rc) return rc;
-  if (n_splits == 1) {
+  if (n_splits == 1) { /* (a decode token with at most one split's rows as well) */
     const int64_t blocks = (int64_t)a->n_tok * groups;
     if (blocks > INT32_MAX) return SC_ERANGE;
-    k_attn_few<1><<<(unsigned)blocks, FEW_THREADS, sizeof(few_smem<1>) + idx_bytes, c->stream>>>(
-        *a, span, 1, kv_step, 0, NULL, NULL, c->err_flag);
+    if (a->decode)
+      k_attn_few<2><<<(unsigned)blocks, FEW_THREADS, sizeof(few_smem<2>) + idx_bytes, c->stream>>>(
+          *a, span, 1, kv_step, 0, NULL, NULL, c->err_flag);
+    else
+      k_attn_few<1><<<(unsigned)blocks, FEW_THREADS, sizeof(few_smem<1>) + idx_bytes, c->stream>>>(
+          *a, span, 1, kv_step, 0, NULL, NULL, c->err_flag);
     return SC_CUDA_CHECK_LAUNCH("sparse_attn (few heads)");
   }
   size_t per_tok;

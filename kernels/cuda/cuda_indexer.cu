@@ -59,7 +59,7 @@
 #define TC_MIN_SEG 512  /* keys of a chunk at least (4 tiles), so a short range spreads less */
 #define TC_CHUNKS_MAX 128 /* chunks of a token's range: a decode token over 128k keys takes
                            * 128 blocks of 1024 keys, under the K of a block: no cut */
-#define TC_PIECE 1024   /* candidate room per token beyond K, at least (4K from K = 256 up to 8192, then 2K) */
+#define TC_PIECE 1024   /* candidate room per token beyond K, at least (see tc_piece) */
 #define TC_SLACK 256    /* candidates a cut may keep beyond K: one radix pass, mostly */
 
 static_assert(TC_KW == 16 && TC_NT == 2,
@@ -75,7 +75,8 @@ typedef struct tc_shape {
 
 /* Shared memory of one block, in bytes, laid out in this order (every part a multiple
  * of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
- *   thresholds and largest keys uint64 [2][TC_GROUP_MAX], key rows int64 [2][TC_KEYS],
+ *   thresholds uint64 [TC_GROUP_MAX], largest score words uint32 [TC_GROUP_MAX] (in
+ *   uint64 room), key rows int64 [2][TC_KEYS],
  *   keys [stages][TC_KEYS][DIMP + TC_PAD] in their own format,
  *   q bf16 [16 m_tiles][DIMP + TC_PAD], w f32 [16 m_tiles], scores f32 [TC_WARPS][G][TC_KW],
  *   per key of the two tiles: position, token mask int [2][2][TC_KEYS],
@@ -287,7 +288,7 @@ __device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_
 /* Appends this warp's keys of the tile that reach their token's threshold to the token's
  * list: a half-warp per token (a lane per key), one atomic per half-warp. top[j] keeps
  * the largest high word (score bits) appended, a bound for the cuts (tc_top_bound):
- * 32 bits, so one redux and a native shared atomic, where a 64-bit maximum took four
+ * 32 bits, so a redux per half-warp and a native shared atomic, where a 64-bit maximum took four
  * shuffle rounds and a compare-and-swap loop on every tile that appended. */
 __device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos, int gn,
                                  const unsigned long long *thr, unsigned *top,
@@ -482,7 +483,9 @@ static int tc_rows_per_token(int H) {
  * K + 2K as with K + 4K (16.2 against 14.6 ms a layer, bf16 keys, 2026-12-03: a cut
  * stops its block's other warps at the tile's last barrier; bench/long-context.md). The
  * lists are the resident blocks' only (264 blocks x 32 tokens x 10240 keys, 0.7 GB, at
- * K = 2048), so beyond 8192 keys the room stays at 2K, as it was. */
+ * K = 2048; the kernel context's scratch, which grows in powers of two, then holds a 32k
+ * prompt's in 2 GiB where it held them in 1 GiB), so from K = 2048 on the room stays at
+ * max(8192, 2K): K + 4K up to K = 2048, K + max(8192, 2K) beyond, at least K + 1024. */
 static int tc_piece(int K) {
   int p = 4 * K;
   if (p > 8192) p = 2 * K > 8192 ? 2 * K : 8192;

@@ -63,9 +63,11 @@ __global__ void __launch_bounds__(TOPK_THREADS)
       }
     }
     __syncthreads();
-    /* one list of K (the indexer's, one chunk a token) holds no more than K keys: nothing
-     * to select, and the sort puts its zero padding last. The select's count and
-     * compaction were a quarter of a 32k prompt's final top-K (ncu, H200, 2026-12-03). */
+    /* one list of K (the indexer's with one chunk a token, one DCP shard, a tree level's
+     * last group) holds no more than K keys: nothing to select. Its zero padding stays
+     * where it is: the sort puts it last, and a next level's select drops it. The
+     * select's count and compaction were a quarter of a 32k prompt's final top-K (ncu,
+     * H200, 2026-12-03). */
     if (n + take * K <= K) n += take * K;
     else n = block_keep_topk(buf, n + take * K, K, tmp, sh);
   }
@@ -92,6 +94,12 @@ static int final_per_round(int K, int n_lists) {
   return r < n_lists ? r : n_lists;
 }
 
+/* Whether blocks reduce the lists in a tree before the last level: only with more lists
+ * than a round takes, and at least two a round, or a level would not shrink them (at
+ * K > 6400 a round takes one list: the last level's block then streams them all; before,
+ * the tree's loop launched levels of as many lists for ever). */
+static bool final_tree(int per_round, int n_lists) { return per_round >= 2 && n_lists > per_round; }
+
 static size_t final_smem(int K, int per_round) {
   return sizeof(uint64_t) * (size_t)K * (size_t)(2 + per_round) + sizeof(int) * SH_WORDS;
 }
@@ -107,7 +115,7 @@ static_assert(FINAL_SMEM_MAX <= SC_KCUDA_SMEM_MAX, "k_topk_final exceeds the sm_
 /* The tree's scratch: the lists of every level after the first (ping-pong). */
 size_t sc_kcuda_topk_tree_bytes(int n_tok, int n_lists, int K) {
   const int per_round = final_per_round(K, n_lists);
-  if (n_lists <= per_round) return 0;
+  if (!final_tree(per_round, n_lists)) return 0;
   return 2 * sizeof(uint64_t) * (size_t)n_tok * (size_t)sc_cdiv(n_lists, per_round) *
          (size_t)K;
 }
@@ -142,7 +150,7 @@ static int launch_final(sc_kcuda *c, int n_tok, int n_lists, int K, const uint64
   if (final_smem(K, per_round) > FINAL_SMEM_MAX) return SC_ENOTSUP; /* (see final_per_round) */
   const size_t level_len = sc_kcuda_topk_tree_bytes(n_tok, n_lists, K) / 2 / sizeof(uint64_t);
   int rc = 0, level = 0;
-  while (rc == 0 && n_lists > per_round) {
+  while (rc == 0 && final_tree(per_round, n_lists)) {
     uint64_t *next = tree + (level & 1) * level_len;
     rc = level == 0 ? launch_level<FROM_CAND, true>(c, n_tok, n_lists, per_round, K, per_round,
                                                      keys, cand, NULL, NULL, next)

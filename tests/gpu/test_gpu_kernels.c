@@ -724,6 +724,7 @@ static void topk_merge_case(int32_t n_tok, int32_t shards, int32_t topk) {
 static void case_topk_merge(void) {
   topk_merge_case(10, 4, 100);
   topk_merge_case(3, 23, 2048);
+  topk_merge_case(2, 3, 8000); /* a round takes one list: no tree (it never ended before) */
 }
 
 static void case_topk_maps(void) {

@@ -136,4 +136,11 @@ if has 4; then # for the next step: room K + 6K (.devrun/p6) against K + 4K, and
   ncu -i "$OUT/idx32k.ncu-rep" --page source --csv --print-source cuda,sass -k regex:k_topk_final > "$OUT/ncu-src-final.csv" 2>&1
   gzip "$OUT"/ncu-src-*.csv; lap ncu
 fi
+if has 5; then # after the review: a top-K merge at K = 8000 (a round takes one list), the few-heads kernel's stages by decode, the executor's log line
+  timeout 150 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|merge" "$OUT/test_kernels.log" | head -5
+  for i in 0 1 2 3; do printf '{"prompt_len": 64, "max_tokens": 64, "arrive_ms": %d, "seed": %d}\n' $((i * 500)) $i; done > "$OUT/req4.jsonl"
+  SPARSECP_LOG=info timeout 60 .devrun/sparsecp run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --requests "$OUT/req4.jsonl" --clients 1 --json > "$OUT/default.json" 2> "$OUT/default.err"
+  echo "default rc=$?"; grep -E "between" "$OUT/default.err" | cut -c1-300
+  timeout 60 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format bf16 --verify --model examples/model-long.json > "$OUT/verify-bf16-model-long.log" 2>&1; echo "verify rc=$? $(tail -1 "$OUT/verify-bf16-model-long.log")"
+fi
 cd "$OUT" && tar czf all.tgz --exclude=all.tgz --exclude="*.ncu-rep" * && ls -la
