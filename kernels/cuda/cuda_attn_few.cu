@@ -291,25 +291,21 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
    * least one, so that a token without rows still writes out 0 and lse -inf) */
   const int span = a->decode ? SC_ATTN_FEW_SPLIT : (a->topk > 0 ? a->topk : 1);
   const int n_splits = a->decode ? (int)sc_cdiv(a->topk > 0 ? a->topk : 1, span) : 1;
-  const size_t idx_bytes = sizeof(int32_t) * (size_t)sc_cdiv(span, FEW_ROWS) * FEW_ROWS;
+  /* prefill tokens: one stage, two blocks an SM; decode tokens: two (see few_smem) */
+  void (*const fn)(sc_attn_args, int, int, int64_t, int64_t, float *, float2 *, int *) =
+      a->decode ? k_attn_few<2> : k_attn_few<1>;
+  const size_t smem = (a->decode ? sizeof(few_smem<2>) : sizeof(few_smem<1>)) +
+                      sizeof(int32_t) * (size_t)sc_cdiv(span, FEW_ROWS) * FEW_ROWS;
   /* (one limit per kernel, the most any launch asks: see cuda_topk.cu's FINAL_SMEM_MAX) */
-  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_few<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  int rc = sc_kcuda_err(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)FEW_SMEM_MAX),
                         "attn smem");
-  if (rc == 0)
-    rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_few<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           (int)FEW_SMEM_MAX),
-                      "attn smem");
   if (rc) return rc;
   if (n_splits == 1) { /* (a decode token with at most one split's rows as well) */
     const int64_t blocks = (int64_t)a->n_tok * groups;
     if (blocks > INT32_MAX) return SC_ERANGE;
-    if (a->decode)
-      k_attn_few<2><<<(unsigned)blocks, FEW_THREADS, sizeof(few_smem<2>) + idx_bytes, c->stream>>>(
-          *a, span, 1, kv_step, 0, NULL, NULL, c->err_flag);
-    else
-      k_attn_few<1><<<(unsigned)blocks, FEW_THREADS, sizeof(few_smem<1>) + idx_bytes, c->stream>>>(
-          *a, span, 1, kv_step, 0, NULL, NULL, c->err_flag);
+    fn<<<(unsigned)blocks, FEW_THREADS, smem, c->stream>>>(*a, span, 1, kv_step, 0, NULL, NULL,
+                                                           c->err_flag);
     return SC_CUDA_CHECK_LAUNCH("sparse_attn (few heads)");
   }
   size_t per_tok;
@@ -320,8 +316,7 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   float *part_o = (float *)(scratch + sizeof(float2) * (size_t)chunk * a->n_heads * n_splits);
   for (int64_t t0 = 0; t0 < a->n_tok && rc == 0; t0 += chunk) {
     const int64_t n = a->n_tok - t0 < chunk ? a->n_tok - t0 : chunk;
-    k_attn_few<2><<<(unsigned)(n * groups * n_splits), FEW_THREADS,
-                    sizeof(few_smem<2>) + idx_bytes, c->stream>>>(
+    fn<<<(unsigned)(n * groups * n_splits), FEW_THREADS, smem, c->stream>>>(
         *a, span, n_splits, kv_step, t0, part_o, part_ml, c->err_flag);
     if ((rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (few heads)"))) break;
     rc = sc_kcuda_attn_merge(c, a, n_splits, t0, n, part_o, part_ml);
