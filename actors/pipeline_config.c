@@ -54,7 +54,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
       "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len", "device",
       "cuda_device", "collectives", "tokenizer", "served_model_name", "profile",
-      "rejoin_wait_ms", "step_retries", "cuda_graphs"};
+      "rejoin_wait_ms", "step_retries", "cuda_graphs", "overlap"};
   json_object_foreach(p, key, v) {
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
@@ -151,6 +151,14 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
     if (!json_is_boolean(graphs))
       return sc_fail(d, SC_EINVAL, "pipeline.cuda_graphs must be true or false");
     e->no_recordings = json_is_false(graphs);
+  }
+  json_t *ov = json_object_get(p, "overlap");
+  if (ov) {
+    const char *mode = json_is_string(ov) ? json_string_value(ov) : "";
+    if (strcmp(mode, "auto") == 0) c->overlap = SC_OVERLAP_AUTO;
+    else if (strcmp(mode, "on") == 0) c->overlap = SC_OVERLAP_ON;
+    else if (strcmp(mode, "off") == 0) c->overlap = SC_OVERLAP_OFF;
+    else return sc_fail(d, SC_EINVAL, "pipeline.overlap must be \"auto\", \"on\" or \"off\"");
   }
   json_t *inj = json_object_get(p, "inject");
   if (inj) {
@@ -295,4 +303,9 @@ void sc_pipeline_config_free(sc_pipeline_config *c) {
   free(c->rank_keys);
   c->rank_keys = NULL;
   sc_wipe(&c->node_key, sizeof c->node_key);
+}
+
+bool sc_pipeline_overlaps(const sc_pipeline_config *c) {
+  return c->num_ranks == 1 && !c->profile &&
+         (c->overlap == SC_OVERLAP_ON || (c->overlap == SC_OVERLAP_AUTO && c->engine.cuda));
 }

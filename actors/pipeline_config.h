@@ -17,6 +17,13 @@
 #include "messages/messages.h"
 #include "model/engine.h"
 
+/* pipeline.overlap: whether the scheduler plans a step while the one before runs (issue
+ * 20, docs/pipeline.md "Overlapped steps"). auto: where the device runs a step while the
+ * host goes on (CUDA); on: also on the CPU (whose ops run as they are queued, so a step
+ * planned ahead runs before the step before's tokens are sent: only for tests). Either
+ * way only on a one-rank cluster, and not while steps are profiled. */
+typedef enum sc_overlap { SC_OVERLAP_AUTO = 0, SC_OVERLAP_ON, SC_OVERLAP_OFF } sc_overlap;
+
 typedef struct sc_pipeline_config {
   sc_engine_config engine;        /* plan layout (pcp, dcp, tp, interleave, ...), model,
                                      weights, KV pool, kernel threads */
@@ -39,6 +46,7 @@ typedef struct sc_pipeline_config {
                                      their device buffers staged through host memory) */
   sc_faults inject;               /* `--inject KIND:RANK:STEP` (fault.h) */
   bool profile;                   /* executors time each step's stages (step_prof.h) */
+  sc_overlap overlap;             /* steps planned ahead (sc_pipeline_overlaps) */
   int32_t num_ranks;
   char (*coll_endpoints)[256];    /* [num_ranks] host collective endpoints */
   uint8_t (*rank_keys)[32];       /* [num_ranks] CURVE public keys (NULL: plain) */
@@ -68,4 +76,8 @@ typedef struct sc_pipeline_config {
 int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
                             sc_pipeline_config *out, bool *present, sc_diag *d);
 void sc_pipeline_config_free(sc_pipeline_config *c);
+
+/* Whether steps are planned ahead (sc_overlap): one rank, not profiled, and on CUDA or
+ * forced on. */
+bool sc_pipeline_overlaps(const sc_pipeline_config *c);
 #endif

@@ -211,8 +211,9 @@ typedef struct sc_kernels_ops {
    * making the caller wait (CUDA: a stream callback, also called after a device error,
    * with status SC_EDEVICE: the context is unusable from then on; CPU: at once, on the
    * calling thread, since every op has finished when it returns). Deferred copies
-   * queued before it have landed when fn runs (not after a device error). One notify
-   * may be outstanding at a time. */
+   * queued before it have landed when fn runs (not after a device error). Two notifies
+   * may be outstanding at once (a step queued while the one before runs); a third call
+   * waits for the first's fn to have run. */
   int (*notify)(sc_kernels *k, sc_knotify_fn fn, void *arg);
   /* Fault injection (`--inject devfault`): the device fails as it does when a kernel
    * faults. CUDA: queues a kernel that stores to an illegal address, which leaves the
@@ -329,6 +330,17 @@ typedef struct sc_kernels_ops {
    * a non-owner PCP copy). Slots other than -1 must be distinct (rows run in parallel). */
   int (*kv_write)(sc_kernels *k, int64_t n, int64_t width, const float *src,
                   int64_t ld_src, const int32_t *slots, sc_krows cache);
+  /* The greedy choice of n rows of logits: out[r] = the index of the largest of row r's
+   * width values (row r at x + r * ld), the lowest index among equal ones, a NaN below
+   * every number (a row of NaN gives 0): model/sampling.h's sc_logits_top2 rule, so that
+   * the host and the device name the same token. */
+  int (*argmax_rows)(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
+                     int32_t *out);
+  /* ids[at[j]] = src[row[j]] for j < n: a step planned ahead takes some of its input
+   * tokens from the greedy choices (argmax_rows) of the step before it, without a trip
+   * to the host (docs/pipeline.md, "Overlapped steps"). The at[j] must be distinct. */
+  int (*take_tokens)(sc_kernels *k, int32_t n, const int32_t *at, const int32_t *row,
+                     const int32_t *src, int32_t *ids);
 
   /* ---- sparse attention path ---- */
   int (*indexer_topk)(sc_kernels *k, const sc_indexer_args *a);

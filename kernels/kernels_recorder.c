@@ -420,6 +420,41 @@ static int w_add(sc_kernels *k, int64_t n_rows, int64_t width, const float *x, i
   return keep(r, run_add, &a, sizeof a);
 }
 
+typedef struct a_argmax {
+  int64_t n, width;
+  const float *x;
+  int64_t ld;
+  int32_t *out;
+} a_argmax;
+static int run_argmax(sc_kernels *in, const void *p) {
+  const a_argmax *a = p;
+  return in->ops->argmax_rows(in, a->n, a->width, a->x, a->ld, a->out);
+}
+static int w_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
+                         int32_t *out) {
+  recorder *r = rec_of(k);
+  if (!r->recording) return r->in->ops->argmax_rows(r->in, n, width, x, ld, out);
+  const a_argmax a = {n, width, x, ld, out};
+  return keep(r, run_argmax, &a, sizeof a);
+}
+
+typedef struct a_take {
+  int32_t n;
+  const int32_t *at, *row, *src;
+  int32_t *ids;
+} a_take;
+static int run_take(sc_kernels *in, const void *p) {
+  const a_take *a = p;
+  return in->ops->take_tokens(in, a->n, a->at, a->row, a->src, a->ids);
+}
+static int w_take_tokens(sc_kernels *k, int32_t n, const int32_t *at, const int32_t *row,
+                         const int32_t *src, int32_t *ids) {
+  recorder *r = rec_of(k);
+  if (!r->recording) return r->in->ops->take_tokens(r->in, n, at, row, src, ids);
+  const a_take a = {n, at, row, src, ids};
+  return keep(r, run_take, &a, sizeof a);
+}
+
 typedef struct a_gather {
   int64_t n, width;
   sc_krows src;
@@ -606,6 +641,8 @@ static const sc_kernels_ops k_recorder_ops = {
     .add = w_add,
     .gather_rows = w_gather_rows,
     .kv_write = w_kv_write,
+    .argmax_rows = w_argmax_rows,
+    .take_tokens = w_take_tokens,
     .indexer_topk = w_indexer_topk,
     .topk_merge = w_topk_merge,
     .topk_to_workspace = w_topk_to_workspace,

@@ -149,7 +149,11 @@ int sc_engine_profile(const sc_engine *e, uint64_t ns[SC_STAGE_COUNT], uint64_t 
 int sc_engine_finish(sc_engine *e, int status, sc_diag *d) {
   /* a collective that failed on the device explains a kernel error after it better */
   const int rc = sc_forward_finish(e->fwd, d);
-  if (rc || status == 0) return rc;
+  return rc ? rc : sc_engine_device_status(status, d);
+}
+
+int sc_engine_device_status(int status, sc_diag *d) {
+  if (status == 0) return 0;
   /* (no rank: whoever reports the step's failure names it) */
   return sc_fail(d, status, "a kernel failed on the device: %s", sc_strerror(status));
 }

@@ -17,6 +17,8 @@ enum {
   B_X, B_XN, B_QL, B_Q, B_QABS, B_KV, B_IQ, B_IW, B_OLAT, B_OV, B_AO, B_G, B_U, B_H,
   B_PG, B_SHARD, B_WS, B_TOPK, B_SEL, B_CAND, B_CANDG, B_QG, B_OD, B_LSE, B_LSEG, B_LSEX,
   B_XG, B_XL, B_LOGITS,
+  /* the greedy choice of each logits row, kept for the step after (in->follow_*) */
+  B_GREEDY,
   /* the index arrays a step uploads (U_*): a decode step's in one piece, the others' */
   B_UPLOAD, B_UPLOAD_OTHER,
   /* index arrays built on the device, and the chunks' (prefill steps only) */
@@ -28,6 +30,7 @@ enum {
  * (upload_all). */
 enum {
   U_IDS, U_POS, U_REQ, U_DSLOT, U_PSLOT, U_LAST, U_KRREQ, U_KRB, U_KRE, U_KB, U_KE, U_WSB, U_BT,
+  U_FAT, U_FROW, /* in->follow_*: where in U_IDS, and which row of B_GREEDY */
   U_COUNT
 };
 
@@ -52,8 +55,8 @@ enum {
  * timing marks are part of the recording; the profile's host side (which mark is which
  * stage) is kept with it and restored after each replay. */
 typedef struct rec_key {
-  int32_t t_pad, decode, reqs, logits_rows, bt_w;
-  bool profile, logits;
+  int32_t t_pad, decode, reqs, logits_rows, bt_w, follow;
+  bool profile, logits, greedy;
 } rec_key;
 
 struct sc_forward_rec {
@@ -99,6 +102,9 @@ struct sc_forward {
   uint64_t records, replays;
   struct sc_forward_rec *rec; /* [SC_FORWARD_RECS] */
   sc_forward_host host;       /* the last step's host time */
+  /* what B_GREEDY holds: the greedy rows of step greedy_of (0: none) */
+  uint64_t greedy_of, last_step;
+  int32_t greedy_rows;
 };
 
 /* The rotary table of a checkpoint model, its scales, and the kernels it needs. */
@@ -188,6 +194,36 @@ static void *ensure(sc_forward *f, int i, size_t bytes, int *rc) {
   return b;
 }
 
+/* B_GREEDY grows keeping what it holds: a step planned ahead takes its tokens from
+ * there after its own buffers were made ready (step_prepare), so the step before's rows
+ * must survive a move. */
+static int grow_greedy(sc_forward *f, size_t bytes) {
+  if (f->buf[B_GREEDY] != NULL && f->cap[B_GREEDY] >= bytes) return 0;
+  const size_t cap = bytes < 4096 ? 4096 : 2 * bytes;
+  void *nb = NULL;
+  int rc = f->k->ops->alloc(f->k, cap, &nb);
+  if (rc == 0 && f->buf[B_GREEDY] != NULL && f->greedy_rows > 0)
+    rc = f->k->ops->copy(f->k, nb, f->buf[B_GREEDY], (size_t)f->greedy_rows * sizeof(int32_t),
+                         SC_KCOPY_D2D);
+  if (rc) {
+    f->k->ops->free(f->k, nb);
+    return rc;
+  }
+  f->k->ops->free(f->k, f->buf[B_GREEDY]);
+  f->buf[B_GREEDY] = nb;
+  f->cap[B_GREEDY] = cap;
+  f->buf_epoch++; /* (recordings of it are stale) */
+  return 0;
+}
+
+int32_t sc_forward_logits_rows(const sc_meta *m, const uint8_t *sample, int32_t num_reqs,
+                               int32_t *row_of) {
+  int32_t n = 0;
+  for (int32_t i = 0; i < num_reqs; i++)
+    row_of[i] = m->last_token[i] >= 0 && (sample == NULL || sample[i]) ? n++ : -1;
+  return n;
+}
+
 static int32_t pow2_at_least(int32_t n) {
   int32_t p = 1;
   while (p < n && p < (INT32_MAX >> 1) + 1) p <<= 1;
@@ -212,6 +248,7 @@ typedef struct step_ctx {
   bool has_prefill;
   int32_t bt_w; /* the block table's row width on the device: max_blocks to a power of 2 */
   int32_t nl;   /* rows whose logits are taken (step_prepare) */
+  int32_t nf;   /* tokens of this rank taken from the step before (step_prepare) */
   const upload_area *up; /* where step_prepare put the step's index arrays (ix) */
 } step_ctx;
 
@@ -671,10 +708,14 @@ static int step_prepare(step_ctx *s) {
   ensure(f, B_XL, (size_t)plan->num_reqs * s->hid * fl, &rc);
   ensure(f, B_LOGITS, (size_t)plan->num_reqs * mc->vocab * fl, &rc);
   CK(rc, "forward: cannot allocate step buffers");
+  if (s->out != NULL && s->out->greedy != NULL)
+    CK(grow_greedy(f, (size_t)plan->num_reqs * sizeof(int32_t)),
+       "forward: cannot allocate step buffers");
 
   /* ---- index arrays ---- */
   const size_t nr = (size_t)plan->num_reqs, bt_n = nr * (size_t)s->bt_w;
-  const size_t host_need = Tp + nr + bt_n;
+  const size_t nfol = (size_t)in->n_follow, ntok = (size_t)plan->num_tokens;
+  const size_t host_need = Tp + nr + bt_n + 2 * nfol + ntok;
   if (f->host_cap < host_need) {
     int32_t *p = realloc(f->host_ids, host_need * sizeof *p);
     CK(p == NULL ? SC_ENOMEM : 0, "out of memory");
@@ -682,12 +723,38 @@ static int step_prepare(step_ctx *s) {
     f->host_cap = host_need;
   }
   int32_t *ids = f->host_ids, *last = ids + Tp, *bt_host = last + nr;
+  int32_t *fat = bt_host + bt_n, *frow = fat + nfol, *follow_of = frow + nfol;
+  if (nfol > 0) { /* the step before must be the one whose greedy rows B_GREEDY holds */
+    CK(in->follows == 0 || in->follows != f->greedy_of || f->last_step != in->follows
+           ? SC_EPROTO : 0,
+       "step %llu follows step %llu, but the step before on this rank was %llu (greedy rows "
+       "of %llu)", (unsigned long long)in->step, (unsigned long long)in->follows,
+       (unsigned long long)f->last_step, (unsigned long long)f->greedy_of);
+    for (size_t g = 0; g < ntok; g++) follow_of[g] = -1;
+    for (size_t j = 0; j < nfol; j++) {
+      const int32_t g = in->follow_tok[j], r = in->follow_row[j];
+      CK(g < 0 || (size_t)g >= ntok || follow_of[g] >= 0 || r < 0 || r >= f->greedy_rows
+             ? SC_EPROTO : 0,
+         "step %llu: token %d from row %d of step %llu: no such token or row (or twice)",
+         (unsigned long long)in->step, g, r, (unsigned long long)in->follows);
+      follow_of[g] = (int32_t)j;
+    }
+  }
   for (int32_t i = 0; i < plan->num_reqs; i++)
     if (plan->reqs[i].extent > mc->max_position)
       CK(SC_ERANGE, "request %d reaches extent %d; the model's max_position is %d", i,
          plan->reqs[i].extent, mc->max_position);
+  s->nf = 0;
   for (size_t t = 0; t < Tp; t++) {
     const int32_t g = m->tok_global[t];
+    if (nfol > 0 && g >= 0 && follow_of[g] >= 0) { /* (the device puts it there) */
+      CK(s->nf >= (int32_t)nfol ? SC_EPROTO : 0, "step %llu: a followed token held twice",
+         (unsigned long long)in->step);
+      ids[t] = 0;
+      fat[s->nf] = (int32_t)t;
+      frow[s->nf++] = in->follow_row[follow_of[g]];
+      continue;
+    }
     ids[t] = g < 0 ? -1 : in->tokens[g];
     if (g >= 0 && (ids[t] < 0 || ids[t] >= mc->vocab))
       CK(SC_EINVAL, "token id %d of global token %d is outside the vocabulary [0, %d)", ids[t], g,
@@ -712,7 +779,8 @@ static int step_prepare(step_ctx *s) {
       [U_LAST] = {last, (size_t)s->nl}, [U_KRREQ] = {m->key_range_req, nkr},
       [U_KRB] = {m->key_range_begin, nkr}, [U_KRE] = {m->key_range_end, nkr},
       [U_KB] = {m->tok_key_begin, Tp}, [U_KE] = {m->tok_key_end, Tp},
-      [U_WSB] = {m->tok_ws_base, Tp}, [U_BT] = {bt_host, bt_n}};
+      [U_WSB] = {m->tok_ws_base, Tp}, [U_BT] = {bt_host, bt_n},
+      [U_FAT] = {fat, (size_t)s->nf}, [U_FROW] = {frow, (size_t)s->nf}};
   const bool one_copy = !s->has_prefill && m->num_chunks == 0; /* decode rows only */
   CK(upload_all(s, &f->up[one_copy ? 0 : 1], up, one_copy),
      "forward: cannot upload the step's index arrays");
@@ -754,6 +822,10 @@ static int step_body(step_ctx *s) {
   int rc = 0;
   const int64_t Tp = s->Tp;
   float *x = f->buf[B_X];
+  if (s->nf > 0)
+    CK(f->k->ops->take_tokens(f->k, s->nf, ix(s, U_FAT), ix(s, U_FROW), f->buf[B_GREEDY],
+                              ix(s, U_IDS)),
+       "forward: the tokens of step %llu", (unsigned long long)s->in->follows);
   const sc_krows embed = {f->w->t[SC_W_EMBED], SC_KFMT_F32, s->hid, mc->vocab};
   CK(f->k->ops->gather_rows(f->k, Tp, s->hid, embed, ix(s, U_IDS),
                             (sc_krows){x, SC_KFMT_F32, s->hid, Tp}),
@@ -787,6 +859,9 @@ static int step_body(step_ctx *s) {
   CK(sc_linear(f->k, s->nl, mc->vocab, s->hid, xl, s->hid, f->w->t[SC_W_HEAD], s->hid, logits,
                mc->vocab, 1.0f),
      "forward: LM head");
+  if (s->out->greedy != NULL)
+    CK(f->k->ops->argmax_rows(f->k, s->nl, mc->vocab, logits, mc->vocab, f->buf[B_GREEDY]),
+       "forward: greedy tokens");
 out:
   return rc;
 }
@@ -811,6 +886,10 @@ static int step_download(step_ctx *s) {
                        SC_KCOPY_D2H_DEFERRED),
        "forward: logits download");
   }
+  if (s->out->greedy != NULL && s->nl > 0)
+    CK(f->k->ops->copy(f->k, s->out->greedy, f->buf[B_GREEDY], (size_t)s->nl * sizeof(int32_t),
+                       SC_KCOPY_D2H_DEFERRED),
+       "forward: greedy tokens download");
 out:
   return rc;
 }
@@ -840,6 +919,8 @@ static int step_recorded(step_ctx *s) {
   key.t_pad = s->Tp, key.decode = s->D, key.reqs = s->in->plan->num_reqs;
   key.logits_rows = s->nl, key.bt_w = s->bt_w, key.profile = s->in->profile;
   key.logits = s->out != NULL && s->out->logits != NULL;
+  key.greedy = key.logits && s->out->greedy != NULL;
+  key.follow = s->nf;
   struct sc_forward_rec *e = rec_slot(f, &key);
   e->last_used = ++f->steps;
   if (e->rec != NULL && e->buf_epoch == f->buf_epoch) {
@@ -905,6 +986,9 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   for (int32_t i = 0; i < plan->num_ordered && !s->has_prefill; i++)
     s->has_prefill = plan->reqs[plan->order[i]].flags & SC_REQ_PREFILL;
   sc_coll_session_begin(s->sess, f->comm, plan->colls, plan->num_colls, in->step);
+  /* what B_GREEDY holds once this step has been queued, for the step after if it follows
+   * (step_prepare checks): nothing usable until it was queued without a failure */
+  const bool greedy = out != NULL && out->logits != NULL && out->greedy != NULL;
   sc_step_prof_begin(&f->prof, in->profile ? f->k : NULL);
 
   /* (four clock reads a step: cheap enough to take always) */
@@ -921,6 +1005,9 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   f->host = (sc_forward_host){.prepare_ns = t[1] - t[0], .compute_ns = t[2] - t[1],
                               .download_ns = t[3] - t[2], .replayed = f->replays != replays};
 out:
+  f->last_step = in->step;
+  f->greedy_of = rc == 0 && greedy ? in->step : 0;
+  f->greedy_rows = f->greedy_of ? s->nl : 0;
   return rc;
 }
 

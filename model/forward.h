@@ -55,16 +55,33 @@ typedef struct sc_forward_in {
   const uint8_t *sample;      /* [num_reqs] 1 = compute this request's logits (the
                                  scheduler's sample[]); NULL = every request with q > 0 */
   bool profile;               /* mark the step's stages (sc_forward_profile) */
+  /* A step planned ahead (docs/pipeline.md, "Overlapped steps"): global token
+   * follow_tok[j] is the greedy choice of logits row follow_row[j] (out->greedy) of step
+   * `follows`, which must be the step queued on this forward just before this one, with
+   * out->greedy; the step's tokens[] hold anything there. The token never visits the
+   * host: the device takes it, so this step can be queued before that one has run. */
+  uint64_t follows;
+  int32_t n_follow;
+  const int32_t *follow_tok, *follow_row;
 } sc_forward_in;
 
 /* Outputs (host memory owned by the caller; any pointer may be NULL). */
 typedef struct sc_forward_out {
   float *logits;     /* [num_reqs][vocab]: last token of each selected request (see
                         sample; rows of the others are zeros) */
+  int32_t *greedy;   /* [rows] the greedy choice of every logits row (the kernels'
+                        argmax_rows: sc_logits_top2's token), rows as sc_forward_logits_rows
+                        numbers them; only with logits */
   sc_kcand *topk;    /* [layers][plan num_tokens][topk]: the (score, position) top-K of
                         every global token this rank holds, as selected (merged over DCP
                         for decode rows); entries of other tokens are left untouched */
 } sc_forward_out;
+
+/* The logits rows of a step: row_of[i] is request i's row among the rows the step
+ * computes (the selected requests with a last token on this rank, in batch order), or
+ * -1; returns how many rows there are. */
+int32_t sc_forward_logits_rows(const sc_meta *m, const uint8_t *sample, int32_t num_reqs,
+                               int32_t *row_of);
 
 /* Queues the step: every kernel, and every collective through the plan-checked session.
  * On a device the work may still be running when it returns 0: out->logits is filled,

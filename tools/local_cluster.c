@@ -219,6 +219,7 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->nccl) json_object_set_new(p, "collectives", json_string("nccl"));
   if (o->profile) json_object_set_new(p, "profile", json_true());
   if (o->no_cuda_graphs) json_object_set_new(p, "cuda_graphs", json_false());
+  if (o->overlap) json_object_set_new(p, "overlap", json_string(o->overlap));
   if (o->kv_bf16) json_object_set_new(p, "kv_format", json_string("bf16"));
   if (o->rejoin_wait_ms)
     json_object_set_new(p, "rejoin_wait_ms", json_integer(o->rejoin_wait_ms));
@@ -493,6 +494,13 @@ int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
   case SC_LCOPT_MODEL_DIR: o->model_dir = arg; return 1;
   case SC_LCOPT_PROFILE: o->profile = true; return 1;
   case SC_LCOPT_NO_CUDA_GRAPHS: o->no_cuda_graphs = true; return 1;
+  case SC_LCOPT_OVERLAP:
+    if (strcmp(arg, "auto") != 0 && strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
+      sc_cli_error(cmd, "--overlap must be auto, on or off, not '%s'", arg);
+      return SC_EINVAL;
+    }
+    o->overlap = arg;
+    return 1;
   case SC_LCOPT_KV_FORMAT: return pick_opt(cmd, "--kv-format", arg, "f32", "bf16", &o->kv_bf16);
   case SC_LCOPT_INJECT:
     if (o->num_inject == SC_LOCAL_CLUSTER_MAX_INJECT) {

@@ -77,6 +77,7 @@ typedef struct sc_local_cluster_opts {
   bool no_cuda_graphs;          /* pipeline "cuda_graphs": false (every op launched as
                                    called; the baseline of a comparison) */
   bool kv_bf16;                 /* KV cache rows in bf16 (pipeline "kv_format"), not f32 */
+  const char *overlap;          /* pipeline "overlap": "auto", "on" or "off"; NULL: auto */
   int32_t rejoin_wait_ms;       /* pipeline.rejoin_wait_ms (0: a node's death ends the
                                    cluster): set by a caller that restarts nodes */
   int32_t step_retries;         /* pipeline.step_retries (0: a failed step's requests
@@ -158,6 +159,7 @@ enum {
   SC_LCOPT_MODEL_DIR,
   SC_LCOPT_KV_FORMAT,
   SC_LCOPT_NO_CUDA_GRAPHS,
+  SC_LCOPT_OVERLAP,
 };
 #define SC_LOCAL_CLUSTER_LONG_OPTIONS                                                    \
   {"pcp", required_argument, NULL, SC_LCOPT_PCP},                                        \
@@ -174,7 +176,8 @@ enum {
       {"profile", no_argument, NULL, SC_LCOPT_PROFILE},                                  \
       {"model-dir", required_argument, NULL, SC_LCOPT_MODEL_DIR},                        \
       {"kv-format", required_argument, NULL, SC_LCOPT_KV_FORMAT},                        \
-      {"no-cuda-graphs", no_argument, NULL, SC_LCOPT_NO_CUDA_GRAPHS}
+      {"no-cuda-graphs", no_argument, NULL, SC_LCOPT_NO_CUDA_GRAPHS},                    \
+      {"overlap", required_argument, NULL, SC_LCOPT_OVERLAP}
 
 /* Applies getopt_long's result ch (with its optarg) to o when it is one of the shared
  * options. Returns 1 when it was and its value is good, 0 when ch is not a shared option

@@ -12,6 +12,16 @@
  * the logits looked at. Steps that arrive meanwhile wait here in order. On the CPU the
  * same path runs with a notify that fires at once.
  *
+ * Overlapped steps (docs/pipeline.md). A step planned ahead (step_inputs.prev_step: the
+ * scheduler made it while the step before was still running) is queued as soon as it
+ * arrives, behind the running one: its input tokens that the running step samples are
+ * taken on the device from that step's greedy choices (sc_forward_in.follow_*), so the
+ * device goes from one step to the next without waiting for the host, and this actor
+ * handles the first one's completion while the second runs. At most two steps are
+ * queued; a step follows only the step queued just before it on this rank, both without
+ * collectives (one rank: the forward's collective session is one), and it fails when
+ * that one failed.
+ *
  * It runs on a loop thread of its own (SC_LOOP_OWN): queueing a step may still block
  * (host collectives, staging copies, waiting for the communicators at start-up) and
  * must not hold up other actors. */
@@ -32,40 +42,100 @@
 #define LOG "executor"
 #define BETWEEN_KEEP 4096 /* replayed steps whose time between steps is kept, the last ones */
 
+/* A step queued on the engine whose step_done has not come yet, with the host memory
+ * its outputs land in (a slot's own, so that the next step's may land while this one's
+ * are read). */
+typedef struct run_slot {
+  sc_step_local *p;
+  int queue_rc;      /* what queueing it returned, and why */
+  sc_diag queue_diag;
+  uint64_t t0;
+  uint64_t queue_ns; /* how long queueing it took on the host */
+  uint64_t queued_at; /* when its queueing was done (0: it failed) */
+  uint64_t gap_ns;   /* from the previous completion handled to its start */
+  bool prev_failed;  /* the step it follows failed after this one was queued */
+  /* no completion callback comes for it (notify failed): the device's status from a
+   * sync, for complete() once the step before it, whose callback does come, is done */
+  bool synced;
+  int synced_status;
+  float *logits;
+  size_t logits_cap;
+  int32_t *greedy;   /* [rows] sc_forward_out.greedy, when has_greedy */
+  bool has_greedy;
+  size_t greedy_cap;
+  int32_t *rows;     /* [n_entries] each entry's logits row, -1: none
+                        (sc_forward_logits_rows); kept after the step completed */
+  int32_t n_entries, rows_cap;
+} run_slot;
+
 typedef struct executor {
   sc_rank_ctx *ctx;
   sc_actor_id scheduler;
-  float *logits;
-  size_t logits_cap;
-  sc_step_local *running; /* queued on the engine; its step_done has not come yet */
-  int queue_rc;           /* what queueing it returned, and why */
-  sc_diag queue_diag;
-  uint64_t t0;
-  uint64_t queue_ns; /* how long queueing the running step took on the host */
+  /* steps are planned ahead (sc_pipeline_overlaps): rank 0 has the device compute each
+   * step's greedy tokens for the step after */
+  bool overlap;
+  run_slot run[2];   /* queued on the engine, oldest first from run[head] */
+  int head, n_run;
   uint64_t done_ns;  /* when the previous step's completion was handled (0: none yet) */
-  uint64_t gap_ns;   /* from then to the running step's start: the host's time between
-                        steps (result to the scheduler, next plan, metadata) */
+  /* The step queued last on the engine, whether it failed, and its slot (whose rows stay
+   * until the next step queued there, which comes after the one that follows it): what a
+   * step planned ahead needs. */
+  uint64_t last_queued;
+  bool last_failed;
+  int last_slot;
+  int32_t *follow;   /* [2 * cap] a step's follow_tok, then follow_row */
+  int32_t follow_cap;
   bool prof_warned;  /* a step's profile could not be taken (logged once) */
   /* the host's time around the steps queued without a failure, summed (logged at the
    * end: the profile line gives it per step, but only when profiled) */
   struct {
-    uint64_t steps, replayed, gaps, gap_ns, prepare_ns, compute_ns, download_ns;
+    uint64_t steps, replayed, overlapped, gaps, gap_ns, prepare_ns, compute_ns, download_ns;
   } host;
-  sc_step_local *first, *last; /* steps that arrived while one was running, in order */
+  sc_step_local *first, *last; /* steps that arrived while they could not start, in order */
   /* For each replayed step (a decode step from a CUDA graph) queued right after the
    * previous step's completion reached this actor: from that moment to this step's
    * queueing done, in microseconds (the last BETWEEN_KEEP). This is the host's time
    * between two decode steps (the result to the scheduler, its next plan, the metadata,
    * the uploads and the launch); its median is logged at the end, since the means
-   * above also count the waits for requests to arrive. */
+   * above also count the waits for requests to arrive. An overlapped step is queued
+   * before the step before it completes: it has no such time. */
   uint64_t seen_ns; /* when the last completion reached this actor (0: none) */
   uint32_t between_us[BETWEEN_KEEP];
   uint64_t n_between; /* all such steps; the ring keeps the last BETWEEN_KEEP */
+  /* For each overlapped step: how long before the device was found done with the step
+   * before (its completion callback's clock) its queueing was done, in microseconds
+   * (negative: after). Positive, the device had it before it finished the step before
+   * (within the callback's latency): it did not wait for the host between the two. */
+  uint64_t device_done_ns; /* the callback's clock of the completion being handled */
+  int32_t lead_us[BETWEEN_KEEP];
+  uint64_t n_lead;
 } executor;
+
+static run_slot *oldest(executor *e) { return e->n_run ? &e->run[e->head] : NULL; }
 
 static int cmp_u32(const void *a, const void *b) {
   const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return (x > y) - (x < y);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+  const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The info line of the kept leads of overlapped steps (sorted in place, at the end). */
+static void log_leads(executor *e) {
+  const uint64_t n = e->n_lead < BETWEEN_KEEP ? e->n_lead : BETWEEN_KEEP;
+  if (n == 0) return;
+  int32_t *v = e->lead_us;
+  qsort(v, (size_t)n, sizeof *v, cmp_i32);
+  uint64_t late = 0;
+  while (late < n && v[late] < 0) late++;
+  SC_INFO(LOG, "rank %d: overlapped steps, the last %llu of %llu: queued a median %.3f ms before "
+          "the device finished the step before (10th percentile %.3f ms; negative: after); "
+          "%llu of them after it",
+          e->ctx->rank, (unsigned long long)n, (unsigned long long)e->n_lead,
+          (double)v[n / 2] * 1e-3, (double)v[n / 10] * 1e-3, (unsigned long long)late);
 }
 
 /* The info line of the kept between-step times: median and 90th percentile (at the
@@ -92,6 +162,7 @@ typedef struct done_note {
 static void on_device_done(void *arg, int status) {
   done_note *n = arg;
   n->msg->status = status;
+  n->msg->done_ns = sc_now_ns();
   sc_envelope env = {.type = SC_MSG_STEP_DONE, .step = n->msg->step, .src = n->self,
                      .dst = n->self};
   if (sc_node_send(n->node, &env, n->msg) != 0) {
@@ -106,22 +177,29 @@ static void on_device_done(void *arg, int status) {
 static int executor_init(sc_ctx *c, void *state, const void *arg) {
   executor *e = state;
   e->ctx = *(sc_rank_ctx *const *)arg;
+  e->overlap = sc_pipeline_overlaps(&e->ctx->cfg);
   return sc_node_resolve(sc_ctx_node(c), "scheduler@0", &e->scheduler);
 }
 
 static void executor_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
   executor *e = state;
-  if (e->running) {
-    /* The device may still write into the bundle and call back: let it finish. A step
+  if (e->n_run) {
+    /* The device may still write into the bundles and call back: let it finish. A step
      * still running at shutdown may wait in a collective for a peer that is gone, and
      * the comm actor's watch may already be stopped: abort the collectives first (the
      * node is stopping, nothing will use them again). */
     sc_step_gate_abort_all(&e->ctx->gate);
     sc_kernels *k = sc_engine_kernels(e->ctx->engine);
     (void)k->ops->sync(k);
-    sc_step_local_free(e->running);
+    for (int i = 0; i < e->n_run; i++) sc_step_local_free(e->run[(e->head + i) & 1].p);
   }
+  for (int i = 0; i < 2; i++) {
+    free(e->run[i].logits);
+    free(e->run[i].greedy);
+    free(e->run[i].rows);
+  }
+  free(e->follow);
   while (e->first) {
     sc_step_local *p = e->first;
     e->first = p->next;
@@ -130,15 +208,17 @@ static void executor_terminate(sc_ctx *c, void *state, int reason) {
   if (e->host.steps > 0) {
     const double n = (double)e->host.steps;
     SC_INFO(LOG, "rank %d: %llu steps, each %.3f ms of the host's on average to queue (prepare "
-            "%.3f, compute %.3f, download %.3f; %llu of them replayed), %.3f ms after the step "
-            "before",
+            "%.3f, compute %.3f, download %.3f; %llu of them replayed, %llu queued while the "
+            "step before ran), %.3f ms after the step before",
             e->ctx->rank, (unsigned long long)e->host.steps,
             (double)(e->host.prepare_ns + e->host.compute_ns + e->host.download_ns) * 1e-6 / n,
             (double)e->host.prepare_ns * 1e-6 / n, (double)e->host.compute_ns * 1e-6 / n,
             (double)e->host.download_ns * 1e-6 / n, (unsigned long long)e->host.replayed,
+            (unsigned long long)e->host.overlapped,
             e->host.gaps ? (double)e->host.gap_ns * 1e-6 / (double)e->host.gaps : 0.0);
   }
   log_between(e);
+  log_leads(e);
   uint64_t recorded = 0, replayed = 0;
   sc_engine_recording_stats(e->ctx->engine, &recorded, &replayed);
   if (recorded + replayed > 0)
@@ -152,7 +232,6 @@ static void executor_terminate(sc_ctx *c, void *state, int reason) {
             e->ctx->rank, sc_coll_purpose_name(k), (unsigned long long)st->calls,
             st->bus_bytes / 1e6, st->seconds, st->seconds > 0 ? st->bus_bytes / st->seconds / 1e9 : 0.0);
   }
-  free(e->logits);
 }
 
 /* failure: the failed collective's record, copied while the step was still inside the
@@ -186,8 +265,9 @@ typedef struct step_profile {
  * could not be taken (a mark or the read failed) is reported once per rank and travels
  * as no stage times, not as zeros that the scheduler would add up as if measured; the
  * same for the device's busy time, which only CUDA with CUPTI knows. */
-static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns,
+static void report_profile(executor *e, const run_slot *rs, uint64_t wall_ns,
                            step_profile *pr) {
+  const sc_step_local *p = rs->p;
   uint64_t span = 0;
   const int rc = sc_engine_profile(e->ctx->engine, pr->stage_ns, &span);
   /* read also when the stages failed: what ran belongs to this step, not the next */
@@ -211,10 +291,10 @@ static void report_profile(executor *e, const sc_step_local *p, uint64_t wall_ns
   int len = snprintf(line, sizeof line, "rank %d: step %llu: %.3f ms (device %.3f ms, queued in "
                      "%.3f ms: prepare %.3f, compute %.3f%s, download %.3f; %.3f ms after the "
                      "previous step):", e->ctx->rank, (unsigned long long)p->step,
-                     (double)wall_ns * 1e-6, (double)span * 1e-6, (double)e->queue_ns * 1e-6,
+                     (double)wall_ns * 1e-6, (double)span * 1e-6, (double)rs->queue_ns * 1e-6,
                      (double)h.prepare_ns * 1e-6, (double)h.compute_ns * 1e-6,
                      h.replayed ? " (replayed)" : "", (double)h.download_ns * 1e-6,
-                     (double)e->gap_ns * 1e-6);
+                     (double)rs->gap_ns * 1e-6);
   for (int i = 0; i < SC_STAGE_COUNT && len > 0 && (size_t)len < sizeof line; i++)
     len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f", sc_stage_name(i),
                     (double)pr->stage_ns[i] * 1e-6);
@@ -236,9 +316,13 @@ static bool set_u64s(sc_msg_arr_u64 *a, const uint64_t *src, uint32_t n) {
   return true;
 }
 
-static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
-                             uint64_t compute_ns, const step_profile *pr) {
+/* Rank 0: the tokens of the step that completed in slot rs, and its result to the
+ * scheduler. A greedy token is the device's choice (argmax_rows), which a step planned
+ * ahead may already have taken; the host's top-2 (its margin) must name the same one. */
+static int sample_and_report(sc_ctx *c, executor *e, const run_slot *rs, uint64_t compute_ns,
+                             const step_profile *pr) {
   const sc_model_config *m = sc_engine_model(e->ctx->engine);
+  const sc_step_local *p = rs->p;
   const uint64_t step = p->step;
   const uint32_t n = p->in.sample.n;
   sc_msg_step_result *r = sc_msg_body_new(SC_MSG_STEP_RESULT);
@@ -254,9 +338,17 @@ static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
     r->sampled.v[i] = -1;
     r->margin.v[i] = 0;
     if (!p->in.sample.v[i]) continue;
-    const float *lg = e->logits + (size_t)i * (size_t)m->vocab;
+    const float *lg = rs->logits + (size_t)i * (size_t)m->vocab;
     const float t = p->in.temperature.v[i];
     sc_logits_top2(lg, m->vocab, &r->sampled.v[i], &r->margin.v[i]); /* (greedy's token) */
+    const int32_t row = rs->rows[i];
+    if (rs->has_greedy && row >= 0 && rs->greedy[row] != r->sampled.v[i]) {
+      SC_ERROR(LOG, "rank %d: step %llu entry %u: the device's greedy token is %d, the host's "
+               "%d (argmax_rows and sc_logits_top2 disagree)", e->ctx->rank,
+               (unsigned long long)step, i, rs->greedy[row], r->sampled.v[i]);
+      sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
+      return SC_EPROTO;
+    }
     if (t > 0)
       r->sampled.v[i] = sc_sample_temperature(lg, m->vocab, t, p->in.seed.v[i],
                                               p->in.out_index.v[i]);
@@ -274,26 +366,43 @@ static int sample_and_report(sc_ctx *c, executor *e, const sc_step_local *p,
 
 /* A step that succeeded: its profile when taken, then rank 0's result or another rank's
  * completion. */
-static int report_done(sc_ctx *c, executor *e, const sc_step_local *p) {
-  const uint64_t wall = sc_now_ns() - e->t0;
+static int report_done(sc_ctx *c, executor *e, const run_slot *rs) {
+  const uint64_t wall = sc_now_ns() - rs->t0;
   step_profile pr = {0};
-  if (e->ctx->cfg.profile) report_profile(e, p, wall, &pr);
-  return e->ctx->rank == 0 ? sample_and_report(c, e, p, wall, &pr)
-                           : report_complete(c, e, p->step);
+  if (e->ctx->cfg.profile) report_profile(e, rs, wall, &pr);
+  return e->ctx->rank == 0 ? sample_and_report(c, e, rs, wall, &pr)
+                           : report_complete(c, e, rs->p->step);
 }
 
-/* The running step's work has completed on the device (status: the kernels' error, or
- * 0): the collectives' outcome, then the result or the abort report. */
+/* The oldest queued step's work has completed on the device (status: the kernels' error,
+ * or 0): the collectives' outcome, then the result or the abort report. */
 static void complete(sc_ctx *c, executor *e, int status) {
   sc_rank_ctx *x = e->ctx;
-  sc_step_local *p = e->running;
-  e->running = NULL;
-  sc_diag d = e->queue_diag;
-  int rc = e->queue_rc;
-  if (rc == 0) rc = sc_engine_finish(x->engine, status, &d);
+  run_slot *rs = oldest(e);
+  sc_step_local *p = rs->p;
+  e->head ^= 1;
+  e->n_run--;
+  const run_slot *next = e->n_run ? oldest(e) : NULL;
+  if (next && next->queued_at && e->device_done_ns) { /* an overlapped step: how early */
+    const int64_t us = ((int64_t)e->device_done_ns - (int64_t)next->queued_at) / 1000;
+    e->lead_us[e->n_lead++ % BETWEEN_KEEP] =
+        us > INT32_MAX ? INT32_MAX : us < INT32_MIN ? INT32_MIN : (int32_t)us;
+  }
+  sc_diag d = rs->queue_diag;
+  int rc = rs->queue_rc;
+  /* With a step queued after it, that step has taken the forward's collective session
+   * over (there were none: overlapped steps have no collectives); only the device says. */
+  if (rc == 0)
+    rc = e->n_run ? sc_engine_device_status(status, &d) : sc_engine_finish(x->engine, status, &d);
+  if (rc == 0 && rs->prev_failed)
+    rc = sc_fail(&d, SC_EABORTED, "rank %d: step %llu took its tokens from step %llu, which "
+                 "failed", x->rank, (unsigned long long)p->step,
+                 (unsigned long long)p->in.prev_step);
   const sc_coll_failure failure = x->comm.last_failure;
-  sc_step_gate_leave(&x->gate);
+  if (e->n_run == 0) sc_step_gate_leave(&x->gate);
   if (rc) {
+    if (p->step == e->last_queued) e->last_failed = true;
+    if (e->n_run) oldest(e)->prev_failed = true; /* (it follows this one) */
     if (rc != SC_EABORTED)
       SC_ERROR(LOG, "rank %d: step %llu failed: %s", x->rank, (unsigned long long)p->step,
                d.msg);
@@ -309,18 +418,70 @@ static void complete(sc_ctx *c, executor *e, int status) {
                "a new process takes its place", x->rank);
       sc_node_request_stop(sc_ctx_node(c), SC_EDEVICE);
     }
-  } else if ((rc = report_done(c, e, p)) != 0) {
+  } else if ((rc = report_done(c, e, rs)) != 0) {
     /* the step fails instead of waiting for a word that will not come (the scheduler
      * times out a held result, but none may ever arrive) */
     SC_ERROR(LOG, "rank %d: step %llu: cannot report its %s: %s", x->rank,
              (unsigned long long)p->step, x->rank == 0 ? "result" : "completion",
              sc_strerror(rc));
+    if (p->step == e->last_queued) e->last_failed = true;
+    if (e->n_run) oldest(e)->prev_failed = true;
     report_abort(c, e, p->step, rc,
                  x->rank == 0 ? "cannot report the step's result" : "cannot report its completion",
                  NULL);
   }
   sc_step_local_free(p);
+  rs->p = NULL;
   e->done_ns = sc_now_ns();
+}
+
+/* Grows *buf to hold n elements of size sz; false without memory. */
+static bool grow(void **buf, size_t *cap, size_t n, size_t sz) {
+  if (n <= *cap) return true;
+  void *b = realloc(*buf, (n ? n : 1) * sz);
+  if (b == NULL) return false;
+  *buf = b;
+  *cap = n;
+  return true;
+}
+
+/* The tokens a step planned ahead takes from the step queued before it (in.follow_*):
+ * 0, or a failure in d (the step it follows did not run here, or failed, or the inputs
+ * name an entry it does not have). */
+static int follow_tokens(executor *e, const sc_step_local *p, sc_forward_in *in, sc_diag *d) {
+  const uint32_t n = (uint32_t)p->plan.num_reqs;
+  const uint64_t prev = p->in.prev_step;
+  if (prev == 0) return 0;
+  if (prev != e->last_queued || e->last_failed)
+    return sc_fail(d, SC_EABORTED, "rank %d: step %llu takes its tokens from step %llu, which %s "
+                   "on this rank", e->ctx->rank, (unsigned long long)p->step,
+                   (unsigned long long)prev, prev == e->last_queued ? "failed" : "did not run");
+  const run_slot *before = &e->run[e->last_slot];
+  const uint32_t before_n = (uint32_t)before->n_entries;
+  if (p->in.prev_entry.n != n) return sc_fail(d, SC_EPROTO, "step %llu: prev_entry has %u "
+                                              "entries, the plan %u", (unsigned long long)p->step,
+                                              p->in.prev_entry.n, n);
+  size_t cap = (size_t)e->follow_cap;
+  if (!grow((void **)&e->follow, &cap, 2 * (size_t)n, sizeof *e->follow))
+    return sc_fail(d, SC_ENOMEM, "out of memory");
+  e->follow_cap = (int32_t)cap;
+  int32_t nf = 0, *tok = e->follow, *row = e->follow + n;
+  for (uint32_t i = 0; i < n; i++) {
+    const int32_t pe = p->in.prev_entry.v[i];
+    if (pe < 0) continue;
+    const sc_plan_req *r = &p->plan.reqs[i];
+    const int32_t from = (uint32_t)pe < before_n ? before->rows[pe] : -1;
+    if (r->q < 1 || from < 0)
+      return sc_fail(d, SC_EPROTO, "step %llu entry %u: no token of entry %d of step %llu to "
+                     "take", (unsigned long long)p->step, i, pe, (unsigned long long)prev);
+    tok[nf] = r->start + r->q - 1;
+    row[nf++] = from;
+  }
+  in->follows = prev;
+  in->n_follow = nf;
+  in->follow_tok = tok;
+  in->follow_row = row;
+  return 0;
 }
 
 /* Queues step p on the engine and asks for its completion; the outcome is handled in
@@ -329,64 +490,88 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   sc_rank_ctx *x = e->ctx;
   const uint64_t step = p->step;
   /* the completion this step follows, taken whatever happens to the step (a step that
-   * fails before it is queued must not leave an old one to the next) */
-  const uint64_t seen_ns = e->seen_ns;
+   * fails before it is queued must not leave an old one to the next); an overlapped
+   * step follows none */
+  const bool overlapped = e->n_run > 0;
+  const uint64_t seen_ns = overlapped ? 0 : e->seen_ns;
   e->seen_ns = 0;
   if (sc_fault_fires(&x->cfg.inject, SC_FAULT_KILL, x->rank, step)) raise(SIGKILL);
   const uint32_t n = (uint32_t)p->plan.num_reqs;
   const sc_model_config *m = sc_engine_model(x->engine);
   const bool want_logits = x->rank == 0;
-  if (want_logits) {
-    const size_t need = (size_t)n * (size_t)m->vocab;
-    if (need > e->logits_cap) {
-      float *l = realloc(e->logits, need * sizeof *l);
-      if (l == NULL) {
-        report_abort(c, e, step, SC_ENOMEM, "out of memory for the logits", NULL);
-        return SC_ENOMEM;
-      }
-      e->logits = l;
-      e->logits_cap = need;
-    }
+  const int slot = (e->head + e->n_run) & 1;
+  run_slot *rs = &e->run[slot];
+  size_t rows_cap = (size_t)rs->rows_cap;
+  if (!grow((void **)&rs->rows, &rows_cap, n, sizeof *rs->rows) ||
+      (want_logits && (!grow((void **)&rs->logits, &rs->logits_cap, (size_t)n * (size_t)m->vocab,
+                             sizeof *rs->logits) ||
+                       !grow((void **)&rs->greedy, &rs->greedy_cap, n, sizeof *rs->greedy)))) {
+    report_abort(c, e, step, SC_ENOMEM, "out of memory for the logits", NULL);
+    return SC_ENOMEM;
+  }
+  rs->rows_cap = (int32_t)rows_cap;
+  sc_forward_in in = {.step = step, .plan = &p->plan, .meta = &p->meta,
+                      .tokens = p->in.tokens.v, .block_table = p->block_table,
+                      .max_blocks = p->max_blocks, .sample = p->in.sample.v,
+                      .profile = x->cfg.profile};
+  sc_diag fd = {0};
+  const int frc = follow_tokens(e, p, &in, &fd);
+  /* (from here on this step is the one queued last, failed or not) */
+  e->last_queued = step;
+  e->last_failed = frc != 0;
+  e->last_slot = slot;
+  (void)sc_forward_logits_rows(&p->meta, p->in.sample.v, (int32_t)n, rs->rows);
+  rs->n_entries = (int32_t)n;
+  if (frc) {
+    if (frc != SC_EABORTED) SC_ERROR(LOG, "%s", fd.msg);
+    report_abort(c, e, step, frc, fd.msg, NULL);
+    return frc;
   }
   /* NCCL communicators come up after the id exchange; the first step may have to wait */
-  const int crc = sc_step_gate_wait_ready(&x->gate, x->cfg.deadline_ms);
+  const int crc = overlapped ? 0 : sc_step_gate_wait_ready(&x->gate, x->cfg.deadline_ms);
   if (crc) {
+    e->last_failed = true;
     char why[160];
     snprintf(why, sizeof why, "rank %d: the collectives are not ready: %s", x->rank,
              sc_strerror(crc));
     report_abort(c, e, step, crc, why, NULL);
     return crc;
   }
-  e->queue_diag = (sc_diag){0};
-  e->queue_rc = sc_step_gate_enter(&x->gate, step); /* SC_EABORTED: an abort came first */
-  e->t0 = sc_now_ns();
-  e->gap_ns = e->done_ns ? e->t0 - e->done_ns : 0;
-  e->running = p;
-  if (e->queue_rc == 0) {
-    const sc_forward_in in = {.step = step, .plan = &p->plan, .meta = &p->meta,
-                              .tokens = p->in.tokens.v, .block_table = p->block_table,
-                              .max_blocks = p->max_blocks, .sample = p->in.sample.v,
-                              .profile = x->cfg.profile};
-    sc_forward_out out = {.logits = want_logits ? e->logits : NULL};
-    e->queue_rc = sc_engine_queue(x->engine, &in, &out, &e->queue_diag);
-    e->queue_ns = sc_now_ns() - e->t0;
-    if (e->queue_rc == 0) {
+  rs->queue_diag = (sc_diag){0};
+  rs->queue_rc = sc_step_gate_enter(&x->gate, step); /* SC_EABORTED: an abort came first */
+  rs->t0 = sc_now_ns();
+  rs->gap_ns = e->done_ns && !overlapped ? rs->t0 - e->done_ns : 0;
+  rs->prev_failed = false;
+  rs->synced = false;
+  rs->queued_at = 0;
+  rs->p = p;
+  e->n_run++;
+  if (rs->queue_rc == 0) {
+    rs->has_greedy = want_logits && e->overlap;
+    sc_forward_out out = {.logits = want_logits ? rs->logits : NULL,
+                          .greedy = rs->has_greedy ? rs->greedy : NULL};
+    rs->queue_rc = sc_engine_queue(x->engine, &in, &out, &rs->queue_diag);
+    rs->queue_ns = sc_now_ns() - rs->t0;
+    if (rs->queue_rc == 0) {
+      rs->queued_at = sc_now_ns();
       const sc_forward_host h = sc_engine_host_profile(x->engine);
       e->host.steps++;
       e->host.replayed += h.replayed;
+      e->host.overlapped += overlapped;
       e->host.prepare_ns += h.prepare_ns;
       e->host.compute_ns += h.compute_ns;
       e->host.download_ns += h.download_ns;
-      if (e->done_ns) e->host.gaps++, e->host.gap_ns += e->gap_ns;
+      if (e->done_ns && !overlapped) e->host.gaps++, e->host.gap_ns += rs->gap_ns;
       if (h.replayed && seen_ns) {
         const uint64_t us = (sc_now_ns() - seen_ns) / 1000;
         e->between_us[e->n_between++ % BETWEEN_KEEP] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
       }
     }
   } else {
-    sc_fail(&e->queue_diag, e->queue_rc, "rank %d: step %llu was aborted before it started",
+    sc_fail(&rs->queue_diag, rs->queue_rc, "rank %d: step %llu was aborted before it started",
             x->rank, (unsigned long long)step);
   }
+  if (rs->queue_rc) e->last_failed = true;
   /* even a step that failed half-way is waited for: its queued work may still run */
   sc_kernels *k = sc_engine_kernels(x->engine);
   if (sc_fault_fires(&x->cfg.inject, SC_FAULT_DEVFAULT, x->rank, step))
@@ -400,19 +585,36 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
     rc = k->ops->notify(k, on_device_done, note);
   }
   if (rc) {
-    /* no callback will come: wait here instead */
+    /* no callback will come: wait here instead (for the steps queued before it too) */
     SC_WARN(LOG, "rank %d: step %llu: no completion callback (%s), waiting for the device",
             x->rank, (unsigned long long)step, sc_strerror(rc));
     if (msg) sc_msg_body_destroy(SC_MSG_STEP_DONE, msg);
     free(note);
-    complete(c, e, k->ops->sync(k));
+    /* a step before it still has its callback coming, with its own status: this one is
+     * completed after it (on_step_done) */
+    const int status = k->ops->sync(k);
+    if (e->n_run == 1) {
+      complete(c, e, status);
+    } else {
+      rs->synced = true;
+      rs->synced_status = status;
+    }
   }
   return 0;
 }
 
-/* Starts waiting steps, in order, while none is running. */
+/* Whether step p may be queued now: nothing runs, or it was planned ahead to follow the
+ * one step running (and neither has collectives: one forward session). */
+static bool may_start(const executor *e, const sc_step_local *p) {
+  if (e->n_run == 0) return true;
+  const sc_step_local *r = e->run[e->head].p;
+  return e->n_run == 1 && p->in.prev_step != 0 && p->in.prev_step == r->step &&
+         p->plan.num_colls == 0 && r->plan.num_colls == 0;
+}
+
+/* Starts waiting steps, in order, while they may start. */
 static void pump(sc_ctx *c, executor *e) {
-  while (e->running == NULL && e->first != NULL) {
+  while (e->first != NULL && may_start(e, e->first)) {
     sc_step_local *p = e->first;
     e->first = p->next;
     if (e->first == NULL) e->last = NULL;
@@ -433,18 +635,22 @@ static int on_step_local(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
-/* The running step's queued work has completed (sent by on_device_done). */
+/* The oldest queued step's work has completed (sent by on_device_done). */
 static int on_step_done(sc_ctx *c, const sc_envelope *env, const void *body) {
   (void)env;
   executor *e = sc_state(c);
   const sc_msg_step_done *m = body;
-  if (e->running == NULL || e->running->step != m->step) {
+  const run_slot *rs = oldest(e);
+  if (rs == NULL || rs->p->step != m->step) {
     SC_WARN(LOG, "rank %d: completion of step %llu, which is not running", e->ctx->rank,
             (unsigned long long)m->step);
     return 0;
   }
   e->seen_ns = sc_now_ns();
+  e->device_done_ns = m->done_ns;
   complete(c, e, m->status);
+  e->device_done_ns = 0;
+  while (e->n_run && oldest(e)->synced) complete(c, e, oldest(e)->synced_status);
   pump(c, e);
   return 0;
 }

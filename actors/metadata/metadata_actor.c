@@ -4,7 +4,9 @@
  * the rank's local inputs (positions, KV slot mappings, DCP lengths, top-K maps: the pure
  * plan/metadata.c) and hands the finished step to the executor of its node by
  * address. It runs on a shared loop, so while the executor is busy with one step the next
- * step's halves are already being joined and prepared. */
+ * step's halves are already being joined and prepared. Two steps may be joined at once:
+ * with overlap the scheduler ships a step planned ahead right after the one before
+ * (docs/pipeline.md, "Overlapped steps"), so their halves interleave. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +21,16 @@
 
 #define LOG "metadata"
 
+/* A step being joined: its bundle and which halves are in. */
+typedef struct joining {
+  sc_step_local *sl;          /* NULL: free */
+  bool have_plan, have_inputs;
+} joining;
+
 typedef struct metadata {
   sc_rank_ctx *ctx;
   sc_actor_id scheduler, executor;
-  sc_step_local *pending;     /* the step being joined */
-  bool have_plan, have_inputs;
+  joining pending[2];
   uint64_t last_step;         /* the newest step handed over (or dropped) */
 } metadata;
 
@@ -39,32 +46,54 @@ static int metadata_init(sc_ctx *c, void *state, const void *arg) {
 
 static void metadata_terminate(sc_ctx *c, void *state, int reason) {
   (void)c, (void)reason;
-  sc_step_local_free(((metadata *)state)->pending);
+  metadata *m = state;
+  for (int k = 0; k < 2; k++) sc_step_local_free(m->pending[k].sl);
 }
 
-/* The bundle of `step` into *out, dropping the halves of an older step that never
- * completed (its plan could not be built, or it was aborted). *out stays NULL for a stale
+/* The join of `step` into *out, dropping the halves of steps older than the one before
+ * it that never completed (a plan that could not be built, an aborted step: the step
+ * before may still be joining, planned with this one). *out stays NULL for a stale
  * message (returns 0) or when out of memory (SC_ENOMEM). */
-static int slot_for(metadata *m, uint64_t step, sc_step_local **out) {
+static int slot_for(metadata *m, uint64_t step, joining **out) {
   *out = NULL;
   if (step <= m->last_step) return 0;
-  if (m->pending && m->pending->step != step) {
-    sc_step_local_free(m->pending);
-    m->pending = NULL;
+  joining *free_one = NULL;
+  for (int k = 0; k < 2; k++) {
+    joining *j = &m->pending[k];
+    if (j->sl && j->sl->step + 1 < step) {
+      sc_step_local_free(j->sl);
+      j->sl = NULL;
+    }
+    if (j->sl && j->sl->step == step) {
+      *out = j;
+      return 0;
+    }
+    if (j->sl == NULL && free_one == NULL) free_one = j;
   }
-  if (m->pending == NULL) {
-    if ((m->pending = sc_step_local_new(step)) == NULL) return SC_ENOMEM;
-    m->have_plan = m->have_inputs = false;
+  if (free_one == NULL) { /* (two newer ones: this is older than both) */
+    joining *old = m->pending[0].sl->step < m->pending[1].sl->step ? &m->pending[0] : &m->pending[1];
+    if (old->sl->step > step) return 0;
+    sc_step_local_free(old->sl);
+    old->sl = NULL;
+    free_one = old;
   }
-  *out = m->pending;
+  if ((free_one->sl = sc_step_local_new(step)) == NULL) return SC_ENOMEM;
+  free_one->have_plan = free_one->have_inputs = false;
+  *out = free_one;
   return 0;
 }
 
-static int maybe_hand_over(sc_ctx *c, metadata *m) {
-  if (!m->have_plan || !m->have_inputs) return 0;
-  sc_step_local *sl = m->pending;
-  m->pending = NULL;
+static int maybe_hand_over(sc_ctx *c, metadata *m, joining *j) {
+  if (!j->have_plan || !j->have_inputs) return 0;
+  sc_step_local *sl = j->sl;
+  j->sl = NULL;
   m->last_step = sl->step;
+  /* an older one still joining never will: its successor is handed over */
+  for (int k = 0; k < 2; k++)
+    if (m->pending[k].sl && m->pending[k].sl->step < sl->step) {
+      sc_step_local_free(m->pending[k].sl);
+      m->pending[k].sl = NULL;
+    }
   sc_diag d = {0};
   int rc = sc_step_local_finish(sl, m->ctx->rank, m->ctx->cfg.engine.num_blocks, &d);
   if (rc) {
@@ -90,9 +119,10 @@ static int maybe_hand_over(sc_ctx *c, metadata *m) {
 
 static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
   metadata *m = sc_state(c);
-  sc_step_local *sl;
-  const int src = slot_for(m, env->step, &sl);
-  if (sl == NULL) return src;
+  joining *j;
+  const int src = slot_for(m, env->step, &j);
+  if (j == NULL) return src;
+  sc_step_local *sl = j->sl;
   const sc_msg_step_plan *p = body;
   sc_diag d = {0};
   /* The plan's gate re-checks its consistency (request ids included) and recomputes the
@@ -129,23 +159,24 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
   sl->req_ids = malloc(sizeof *sl->req_ids * (p->req_ids.n + 1));
   if (sl->req_ids == NULL) return SC_ENOMEM;
   memcpy(sl->req_ids, p->req_ids.v, sizeof *sl->req_ids * p->req_ids.n);
-  m->have_plan = true;
-  return maybe_hand_over(c, m);
+  j->have_plan = true;
+  return maybe_hand_over(c, m, j);
 }
 
 static int on_step_inputs(sc_ctx *c, const sc_envelope *env, const void *body) {
   metadata *m = sc_state(c);
-  sc_step_local *sl;
-  const int rc = slot_for(m, env->step, &sl);
-  if (sl == NULL) return rc;
+  joining *j;
+  const int rc = slot_for(m, env->step, &j);
+  if (j == NULL) return rc;
+  sc_step_local *sl = j->sl;
   /* Keep the body instead of copying it: its arrays move into the bundle. */
   sc_msg_step_inputs *in = sc_take_body(c);
   if (in == NULL) return SC_EINVAL; /* cannot happen inside a handler */
   sc_msg_body_clear(SC_MSG_STEP_INPUTS, &sl->in);
   sl->in = *in;
   free(in); /* the struct only; the arrays now belong to the bundle */
-  m->have_inputs = true;
-  return maybe_hand_over(c, m);
+  j->have_inputs = true;
+  return maybe_hand_over(c, m, j);
 }
 
 const sc_actor_spec sc_metadata_spec = {

@@ -21,6 +21,14 @@ typedef struct req {
    * (sc_sched_requeue_running) the prompt and every token generated so far */
   int32_t prefill_len;
   int32_t failures;    /* steps of it that failed in a row (sc_sched_retry_step) */
+  /* The steps in flight that hold it (at most two: one planned ahead, sc_sched_next_ahead)
+   * and what they add once advanced: computed and generated stay what the advanced
+   * steps made, so that a failure only has to forget these. */
+  int32_t flights;
+  int32_t ahead_q;     /* tokens of it those steps compute */
+  int32_t ahead_gen;   /* tokens they sample (0 or 1) */
+  int32_t last_entry;  /* its entry in the newest step in flight that holds it */
+  bool seen;           /* (fail_flights: counted once however many steps held it) */
   sc_sched_params params;
   int32_t *blocks;     /* reserved virtual blocks (whole extent) */
   int32_t num_blocks;
@@ -39,6 +47,13 @@ typedef struct client_acct {
   int32_t next_free;   /* free entries: the next free one, -1 at the end */
 } client_acct;
 
+/* A step in flight and the buffers it reuses. */
+typedef struct flight {
+  sc_sched_step step;
+  int32_t *step_slot;              /* slot of each entry */
+  int32_t cap_entries, cap_tokens, cap_blocks;
+} flight;
+
 struct sc_sched {
   sc_sched_config cfg;
   client_acct *clients;
@@ -52,11 +67,10 @@ struct sc_sched {
   /* tokens reserved by the requests held (prompt + max_tokens each), and their bound */
   int64_t held_tokens, max_held_tokens;
 
-  /* the step in flight and its reusable buffers */
-  bool in_flight;
-  sc_sched_step step;
-  int32_t *step_slot;              /* slot of each entry */
-  int32_t cap_entries, cap_tokens, cap_blocks;
+  /* the steps in flight, oldest first from fl[head], each with its reusable buffers */
+  flight fl[2];
+  int32_t head, num_flight;
+  uint64_t last_step;
   sc_sched_stats stats;
 };
 
@@ -183,14 +197,18 @@ void sc_sched_destroy(sc_sched *s) {
   free(s->free_blocks);
   free(s->clients);
   sc_index_free(&s->by_client);
-  free(s->step.reqs);
-  free(s->step.tokens);
-  free(s->step.sample);
-  free(s->step.params);
-  free(s->step.out_index);
-  free(s->step.block_start);
-  free(s->step.blocks);
-  free(s->step_slot);
+  for (int k = 0; k < 2; k++) {
+    flight *f = &s->fl[k];
+    free(f->step.reqs);
+    free(f->step.tokens);
+    free(f->step.sample);
+    free(f->step.params);
+    free(f->step.out_index);
+    free(f->step.prev_entry);
+    free(f->step.block_start);
+    free(f->step.blocks);
+    free(f->step_slot);
+  }
   free(s);
 }
 
@@ -290,12 +308,10 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
 int sc_sched_cancel(sc_sched *s, int64_t id) {
   const int32_t slot = find(s, id);
   if (slot < 0) return SC_ENOENT;
-  if (s->in_flight)
-    for (int32_t i = 0; i < s->step.num_reqs; i++)
-      if (s->step_slot[i] == slot) {
-        s->slots[slot].canceled = true; /* removed when the step is advanced */
-        return 0;
-      }
+  if (s->slots[slot].flights > 0) {
+    s->slots[slot].canceled = true; /* removed when its last step in flight ends */
+    return 0;
+  }
   if (s->slots[slot].state == SLOT_WAITING) remove_index(s->waiting, &s->num_waiting, slot);
   else remove_index(s->running, &s->num_running, slot);
   release(s, slot);
@@ -333,7 +349,7 @@ static int32_t next_fair(const sc_sched *s) {
   return best;
 }
 
-static int reserve_step(sc_sched *s, int32_t entries, int32_t tokens, int32_t blocks) {
+static int reserve_step(flight *f, int32_t entries, int32_t tokens, int32_t blocks) {
 #define RESERVE(ptr, cap, n)                                        \
   if ((n) > (cap)) {                                                \
     void *p_ = realloc((ptr), sizeof *(ptr) * (size_t)(n));         \
@@ -341,52 +357,79 @@ static int reserve_step(sc_sched *s, int32_t entries, int32_t tokens, int32_t bl
     (ptr) = p_;                                                     \
   }
   /* the per-entry arrays share one capacity; block_start needs one more slot */
-  RESERVE(s->step.reqs, s->cap_entries, entries + 1);
-  RESERVE(s->step.sample, s->cap_entries, entries + 1);
-  RESERVE(s->step.params, s->cap_entries, entries + 1);
-  RESERVE(s->step.out_index, s->cap_entries, entries + 1);
-  RESERVE(s->step_slot, s->cap_entries, entries + 1);
-  RESERVE(s->step.block_start, s->cap_entries, entries + 1);
-  if (entries + 1 > s->cap_entries) s->cap_entries = entries + 1;
-  RESERVE(s->step.tokens, s->cap_tokens, tokens);
-  if (tokens > s->cap_tokens) s->cap_tokens = tokens;
-  RESERVE(s->step.blocks, s->cap_blocks, blocks);
-  if (blocks > s->cap_blocks) s->cap_blocks = blocks;
+  RESERVE(f->step.reqs, f->cap_entries, entries + 1);
+  RESERVE(f->step.sample, f->cap_entries, entries + 1);
+  RESERVE(f->step.params, f->cap_entries, entries + 1);
+  RESERVE(f->step.out_index, f->cap_entries, entries + 1);
+  RESERVE(f->step.prev_entry, f->cap_entries, entries + 1);
+  RESERVE(f->step_slot, f->cap_entries, entries + 1);
+  RESERVE(f->step.block_start, f->cap_entries, entries + 1);
+  if (entries + 1 > f->cap_entries) f->cap_entries = entries + 1;
+  RESERVE(f->step.tokens, f->cap_tokens, tokens);
+  if (tokens > f->cap_tokens) f->cap_tokens = tokens;
+  RESERVE(f->step.blocks, f->cap_blocks, blocks);
+  if (blocks > f->cap_blocks) f->cap_blocks = blocks;
 #undef RESERVE
   return 0;
 }
 
-/* Appends one batch entry for request `slot` scheduling q tokens. */
-static void add_entry(sc_sched *s, int32_t slot, int32_t q) {
+/* Where request r stands once the steps in flight that hold it are advanced. */
+static int32_t eff_computed(const req_t *r) { return r->computed + r->ahead_q; }
+static int32_t eff_generated(const req_t *r) { return r->generated + r->ahead_gen; }
+
+/* Appends one batch entry for request `slot` scheduling q tokens. A token that the step
+ * in flight samples (planned ahead: at most one, the entry's last) is not known yet: its
+ * place holds 0 and prev_entry names the entry of that step which samples it. */
+static void add_entry(sc_sched *s, flight *f, int32_t slot, int32_t q) {
   req_t *r = &s->slots[slot];
-  sc_sched_step *st = &s->step;
+  sc_sched_step *st = &f->step;
   const int32_t i = st->num_reqs++;
-  const bool prefill = r->computed < r->prefill_len;
-  st->reqs[i] = (sc_batch_req){.id = r->id, .computed = r->computed, .scheduled = q,
-                               .prefill = prefill};
-  memcpy(st->tokens + st->num_tokens, r->tokens + r->computed, sizeof(int32_t) * (size_t)q);
+  const int32_t c = eff_computed(r);
+  const bool prefill = c < r->prefill_len;
+  st->reqs[i] = (sc_batch_req){.id = r->id, .computed = c, .scheduled = q, .prefill = prefill};
+  /* tokens past prompt + generated are sampled by a step in flight */
+  const int32_t known = r->prompt_len + r->generated;
+  const int32_t n_known = c + q <= known ? q : known - c;
+  memcpy(st->tokens + st->num_tokens, r->tokens + c, sizeof(int32_t) * (size_t)n_known);
+  st->prev_entry[i] = -1;
+  if (n_known < q) { /* (n_known == q - 1: see sc_sched_next_ahead) */
+    st->tokens[st->num_tokens + q - 1] = 0;
+    st->prev_entry[i] = r->last_entry;
+  }
   st->num_tokens += q;
-  st->sample[i] = (uint8_t)(r->computed + q >= r->prefill_len);
+  st->sample[i] = (uint8_t)(c + q >= r->prefill_len);
   st->params[i] = r->params;
-  st->out_index[i] = r->generated;
-  const int32_t nb = sc_sched_blocks_for(&s->cfg, (int64_t)r->computed + q);
+  st->out_index[i] = eff_generated(r);
+  const int32_t nb = sc_sched_blocks_for(&s->cfg, (int64_t)c + q);
   memcpy(st->blocks + st->block_start[i], r->blocks, sizeof(int32_t) * (size_t)nb);
   st->block_start[i + 1] = st->block_start[i] + nb;
-  s->step_slot[i] = slot;
+  f->step_slot[i] = slot;
+  r->flights++;
+  r->ahead_q += q;
+  r->ahead_gen += st->sample[i];
+  r->last_entry = i;
 }
 
-int sc_sched_next(sc_sched *s, sc_sched_step **out) {
-  *out = NULL;
-  if (s->in_flight) return SC_EAGAIN;
+/* Whether running request r takes part in a step planned ahead (sc_sched_next_ahead):
+ * not when the step in flight ends it (its last token, or a cancel), nor when that step
+ * draws its next token at a temperature (the device passes only the greedy choice on). */
+static bool joins_ahead(const req_t *r) {
+  return !r->canceled && eff_generated(r) < r->params.max_new_tokens &&
+         (r->ahead_gen == 0 || r->params.temperature == 0.0f);
+}
+
+/* Builds a step into f: decodes, running prefills, admissions (sc_sched_next). ahead: a
+ * step is in flight and this one follows it (sc_sched_next_ahead). */
+static int build_step(sc_sched *s, flight *f, bool ahead, sc_sched_step **out) {
   /* Worst case sizes: every running and admissible request scheduled. */
   int32_t max_entries = s->num_running + s->num_waiting;
   int64_t max_blocks = 0;
   for (int32_t i = 0; i < s->num_running; i++) max_blocks += s->slots[s->running[i]].num_blocks;
   max_blocks += s->cfg.num_blocks; /* admissions cannot take more than the pool */
-  int rc = reserve_step(s, max_entries, s->cfg.token_budget, (int32_t)max_blocks);
+  int rc = reserve_step(f, max_entries, s->cfg.token_budget, (int32_t)max_blocks);
   if (rc) return rc;
 
-  sc_sched_step *st = &s->step;
+  sc_sched_step *st = &f->step;
   st->num_reqs = 0;
   st->num_tokens = 0;
   st->block_start[0] = 0;
@@ -394,18 +437,18 @@ int sc_sched_next(sc_sched *s, sc_sched_step **out) {
   /* 1. decodes: one token each; they are latency-critical, so they go first */
   for (int32_t k = 0; k < s->num_running && budget > 0; k++) {
     const req_t *r = &s->slots[s->running[k]];
-    if (r->computed >= r->prefill_len) {
-      add_entry(s, s->running[k], 1);
+    if (eff_computed(r) >= r->prefill_len && (!ahead || joins_ahead(r))) {
+      add_entry(s, f, s->running[k], 1);
       budget--;
     }
   }
   /* 2. running prefills continue their prompt, cut to the budget (chunked prefill) */
   for (int32_t k = 0; k < s->num_running && budget > 0; k++) {
     const req_t *r = &s->slots[s->running[k]];
-    if (r->computed < r->prefill_len) {
-      const int32_t left = r->prefill_len - r->computed;
+    if (eff_computed(r) < r->prefill_len && !r->canceled) {
+      const int32_t left = r->prefill_len - eff_computed(r);
       const int32_t q = left < budget ? left : budget;
-      add_entry(s, s->running[k], q);
+      add_entry(s, f, s->running[k], q);
       budget -= q;
     }
   }
@@ -431,15 +474,30 @@ int sc_sched_next(sc_sched *s, sc_sched_step **out) {
     s->running[s->num_running++] = slot;
     s->stats.admitted++;
     const int32_t q = r->prefill_len < budget ? r->prefill_len : budget;
-    add_entry(s, slot, q);
+    add_entry(s, f, slot, q);
     budget -= q;
   }
   if (st->num_reqs == 0) return 0;
-  st->step++;
-  s->in_flight = true;
+  st->prev_step = ahead ? s->fl[s->head].step.step : 0;
+  st->step = ++s->last_step;
+  s->num_flight++;
   *out = st;
   return 0;
 }
+
+int sc_sched_next(sc_sched *s, sc_sched_step **out) {
+  *out = NULL;
+  if (s->num_flight > 0) return SC_EAGAIN;
+  return build_step(s, &s->fl[s->head], false, out);
+}
+
+int sc_sched_next_ahead(sc_sched *s, sc_sched_step **out) {
+  *out = NULL;
+  if (s->num_flight != 1) return SC_EAGAIN;
+  return build_step(s, &s->fl[s->head ^ 1], true, out);
+}
+
+int32_t sc_sched_in_flight(const sc_sched *s) { return s->num_flight; }
 
 static void finish(sc_sched *s, int32_t slot) {
   remove_index(s->running, &s->num_running, slot);
@@ -447,72 +505,122 @@ static void finish(sc_sched *s, int32_t slot) {
 }
 
 int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events) {
-  if (!s->in_flight) return SC_EINVAL;
+  if (s->num_flight == 0) return SC_EINVAL;
+  flight *f = &s->fl[s->head];
   int n = 0;
-  for (int32_t i = 0; i < s->step.num_reqs; i++) {
-    const int32_t slot = s->step_slot[i];
+  for (int32_t i = 0; i < f->step.num_reqs; i++) {
+    const int32_t slot = f->step_slot[i];
     req_t *r = &s->slots[slot];
-    r->computed += s->step.reqs[i].scheduled;
+    const int32_t q = f->step.reqs[i].scheduled;
+    r->computed += q;
+    r->ahead_q -= q;
+    r->ahead_gen -= f->step.sample[i];
+    r->flights--;
     r->failures = 0;
     if (r->canceled) {
-      finish(s, slot);
-      s->stats.canceled++;
+      if (r->flights == 0) { /* (else the step after this one ends it) */
+        finish(s, slot);
+        s->stats.canceled++;
+      }
       continue;
     }
-    if (!s->step.sample[i]) continue;
+    if (!f->step.sample[i]) continue;
     r->tokens[r->prompt_len + r->generated] = sampled[i];
     r->generated++;
     const bool done = r->generated >= r->params.max_new_tokens;
     events[n++] = (sc_sched_event){.id = r->id, .entry = i, .prompt_len = r->prompt_len,
                                    .token = sampled[i],
                                    .index = r->generated - 1, .finished = done};
-    if (done) {
+    if (done) { /* (no step planned ahead holds it: joins_ahead) */
       finish(s, slot);
       s->stats.finished++;
     }
   }
-  s->in_flight = false;
+  s->head ^= 1;
+  s->num_flight--;
   s->stats.steps++;
   return n;
 }
 
-int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids) {
-  if (!s->in_flight) return SC_EINVAL;
-  int n = 0;
-  for (int32_t i = 0; i < s->step.num_reqs; i++) {
-    failed_ids[n++] = s->slots[s->step_slot[i]].id;
-    finish(s, s->step_slot[i]);
-    s->stats.failed++;
+/* Every step in flight failed: each one's requests forget what it would have added (the
+ * newest first), and `each` runs once per request they held, in the order of the oldest
+ * step's entries, then the newer one's; it may finish the request. Returns the sum of
+ * what `each` returned. */
+static int fail_flights(sc_sched *s, int (*each)(sc_sched *s, int32_t slot, void *arg),
+                        void *arg) {
+  for (int32_t k = s->num_flight - 1; k >= 0; k--) {
+    const flight *f = &s->fl[(s->head + k) & 1];
+    for (int32_t i = 0; i < f->step.num_reqs; i++) {
+      req_t *r = &s->slots[f->step_slot[i]];
+      r->ahead_q -= f->step.reqs[i].scheduled;
+      r->ahead_gen -= f->step.sample[i];
+      r->flights--;
+      r->seen = false;
+    }
   }
-  s->in_flight = false;
-  s->stats.steps_failed++;
+  int n = 0;
+  for (int32_t k = 0; k < s->num_flight; k++) {
+    const flight *f = &s->fl[(s->head + k) & 1];
+    for (int32_t i = 0; i < f->step.num_reqs; i++) {
+      const int32_t slot = f->step_slot[i];
+      req_t *r = &s->slots[slot];
+      if (r->state == SLOT_FREE || r->seen) continue; /* (ended, or counted already) */
+      r->seen = true;
+      n += each(s, slot, arg);
+    }
+  }
+  s->stats.steps_failed += (uint64_t)s->num_flight;
+  s->num_flight = 0;
   return n;
+}
+
+static int fail_one(sc_sched *s, int32_t slot, void *arg) {
+  ((int64_t *)arg)[0] = s->slots[slot].id;
+  finish(s, slot);
+  s->stats.failed++;
+  return 1;
+}
+
+/* (fail_flights writes ids one at a time: arg is the next free place) */
+typedef struct id_sink {
+  int64_t *ids;
+  int32_t max_failures;
+} id_sink;
+
+static int fail_into(sc_sched *s, int32_t slot, void *arg) {
+  id_sink *sink = arg;
+  const int n = fail_one(s, slot, sink->ids);
+  sink->ids += n;
+  return n;
+}
+
+int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids) {
+  if (s->num_flight == 0) return SC_EINVAL;
+  id_sink sink = {.ids = failed_ids};
+  return fail_flights(s, fail_into, &sink);
+}
+
+static int retry_one(sc_sched *s, int32_t slot, void *arg) {
+  id_sink *sink = arg;
+  req_t *r = &s->slots[slot];
+  if (r->canceled) {
+    finish(s, slot);
+    s->stats.canceled++;
+    return 0;
+  }
+  if (++r->failures > sink->max_failures) return fail_into(s, slot, arg);
+  s->stats.retried++; /* stays running: computed unchanged, the same work next step */
+  return 0;
 }
 
 int sc_sched_retry_step(sc_sched *s, int32_t max_failures, int64_t *failed_ids) {
-  if (!s->in_flight) return SC_EINVAL;
-  int n = 0;
-  for (int32_t i = 0; i < s->step.num_reqs; i++) {
-    const int32_t slot = s->step_slot[i];
-    req_t *r = &s->slots[slot];
-    if (r->canceled) {
-      finish(s, slot);
-      s->stats.canceled++;
-    } else if (++r->failures > max_failures) {
-      failed_ids[n++] = r->id;
-      finish(s, slot);
-      s->stats.failed++;
-    } else {
-      s->stats.retried++; /* stays running: computed unchanged, the same work next step */
-    }
-  }
-  s->in_flight = false;
-  s->stats.steps_failed++;
-  return n;
+  if (s->num_flight == 0) return SC_EINVAL;
+  id_sink sink = {.ids = failed_ids, .max_failures = max_failures};
+  return fail_flights(s, retry_one, &sink);
 }
 
 int sc_sched_fail_all(sc_sched *s, int64_t *ids) {
-  int n = s->in_flight ? sc_sched_fail_step(s, ids) : 0;
+  int n = s->num_flight ? sc_sched_fail_step(s, ids) : 0;
   while (s->num_running > 0) {
     ids[n++] = s->slots[s->running[0]].id;
     finish(s, s->running[0]);
@@ -528,17 +636,18 @@ int sc_sched_fail_all(sc_sched *s, int64_t *ids) {
   return n;
 }
 
-int sc_sched_requeue_running(sc_sched *s) {
-  if (s->in_flight) {
-    /* the step's tokens never come; a request canceled meanwhile ends now */
-    for (int32_t i = 0; i < s->step.num_reqs; i++)
-      if (s->slots[s->step_slot[i]].canceled) {
-        finish(s, s->step_slot[i]);
-        s->stats.canceled++;
-      }
-    s->in_flight = false;
-    s->stats.steps_failed++;
+/* (requeue: the steps' tokens never come; a request canceled meanwhile ends now) */
+static int end_if_canceled(sc_sched *s, int32_t slot, void *arg) {
+  (void)arg;
+  if (s->slots[slot].canceled) {
+    finish(s, slot);
+    s->stats.canceled++;
   }
+  return 0;
+}
+
+int sc_sched_requeue_running(sc_sched *s) {
+  if (s->num_flight > 0) (void)fail_flights(s, end_if_canceled, NULL);
   const int32_t m = s->num_running;
   /* (waiting and running share the slot capacity, so both fit in waiting) */
   memmove(s->waiting + m, s->waiting, sizeof *s->waiting * (size_t)s->num_waiting);

@@ -8,6 +8,18 @@
  * After the ranks ran the step, sc_sched_advance() takes the sampled tokens and reports
  * what to stream to clients.
  *
+ * Steps planned ahead (issue 20, docs/pipeline.md "Overlapped steps"). While one step is
+ * in flight, sc_sched_next_ahead() may build the next one as if the first had already
+ * succeeded: each request of the first computed its tokens and sampled its token. The
+ * tokens it samples are not known yet, so an entry whose input is one of them says so
+ * (prev_entry: the entry of the step in flight that samples it), and whoever runs the
+ * step takes it from that step's result on the device; only the greedy choice travels
+ * that way, so a request that the step in flight samples at a temperature waits for the
+ * step after. A request that the step in flight ends (its last token, a cancel) is not
+ * planned again. Steps advance in order; when one fails, every step in flight fails with
+ * it (the later one rests on the earlier one's tokens), and sc_sched_fail_step,
+ * sc_sched_retry_step and sc_sched_requeue_running end them all.
+ *
  * KV blocks. Under DCP every rank holds 1/N of each block's tokens, so the scheduler
  * allocates *virtual* blocks of B*N tokens (SPEC.md §4) from one pool; the block tables
  * it emits are identical on all ranks. A request reserves the blocks for its whole
@@ -17,7 +29,7 @@
  * that could never fit (more blocks than the pool) is rejected at submission.
  *
  * Ownership: the scheduler owns the arrays of the sc_sched_step it returns; they stay
- * valid until the next sc_sched_next() or sc_sched_free(). Threads: one thread.
+ * valid until that step is advanced or failed. Threads: one thread.
  */
 #ifndef SC_SCHED_H
 #define SC_SCHED_H
@@ -80,6 +92,12 @@ typedef struct sc_sched_step {
   uint8_t *sample;        /* 1 if entry i produces a token this step */
   sc_sched_params *params;
   int32_t *out_index;     /* index of the token entry i produces (if it samples) */
+  /* A step planned ahead: prev_step is the step in flight it follows (0: none), and
+   * prev_entry[i] >= 0 says that entry i's last input token (0 in tokens) is the greedy
+   * token entry prev_entry[i] of prev_step samples; -1: all of entry i's tokens are in
+   * tokens. */
+  uint64_t prev_step;
+  int32_t *prev_entry;
   int32_t *block_start;   /* entry i's virtual blocks: blocks[block_start[i] .. [i+1]) */
   int32_t *blocks;
 } sc_sched_step;
@@ -118,30 +136,41 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
                     const sc_sched_params *params, sc_diag *d);
 
 /* Cancels a request. Waiting or running between steps: removed at once, blocks freed.
- * In the step in flight: removed when that step is advanced (its token is dropped).
+ * In a step in flight: removed when the last such step ends (its tokens are dropped).
  * Returns SC_ENOENT for an unknown id. */
 int sc_sched_cancel(sc_sched *s, int64_t id);
 
 /* Builds the next step. Returns 0 with *step NULL when nothing can run (idle).
- * SC_EAGAIN if the previous step was neither advanced nor failed. */
+ * SC_EAGAIN while a step is in flight (sc_sched_next_ahead plans past it). */
 int sc_sched_next(sc_sched *s, sc_sched_step **step);
 
-/* Completes the step in flight: sampled[i] is entry i's token (ignored unless
+/* With exactly one step in flight: builds the step after it, as if it had succeeded (see
+ * "Steps planned ahead" above). Returns 0 with *step NULL when nothing can run ahead,
+ * SC_EAGAIN with no step or two in flight. */
+int sc_sched_next_ahead(sc_sched *s, sc_sched_step **step);
+
+/* Steps in flight: 0, 1, or 2 with one planned ahead. */
+int32_t sc_sched_in_flight(const sc_sched *s);
+
+/* Completes the oldest step in flight: sampled[i] is entry i's token (ignored unless
  * step->sample[i]). Writes one event per sampled, not canceled entry into events
  * (room for num_reqs) and returns how many, or a negative code. */
 int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events);
 
-/* The step in flight failed (aborted on the ranks): its requests are removed and their
- * blocks freed; their ids are written to failed_ids (room for num_reqs); returns how
- * many. The caller sends each of their clients an error. Other requests continue. */
+/* The steps in flight failed (aborted on the ranks; with one planned ahead, both): their
+ * requests are removed and their blocks freed; their ids are written to failed_ids (room
+ * for the running requests), each once; returns how many. The caller sends each of
+ * their clients an error. Other requests continue. */
 int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids);
 
-/* The step in flight failed, but every rank still holds its KV cache (a refused
- * collective, a lost acknowledgement, a deadline): its requests run the same work again
+/* The steps in flight failed, but every rank still holds its KV cache (a refused
+ * collective, a lost acknowledgement, a deadline): their requests run the same work again
  * in a later step, their tokens unchanged since sampling depends only on (seed, request
  * id, output index). A request whose steps failed more than max_failures times in a row
- * is removed (its id written to failed_ids, room for num_reqs; the caller sends its
- * client an error), as is one canceled during the step. Returns how many failed. */
+ * is removed (its id written to failed_ids, room for the running requests; the caller
+ * sends its client an error), as is one canceled during the steps. Two steps in flight
+ * that fail together count as one failure of a request they both hold. Returns how many
+ * failed. */
 int sc_sched_retry_step(sc_sched *s, int32_t max_failures, int64_t *failed_ids);
 
 /* Removes every request (waiting and running; the step in flight, if any, is failed
@@ -155,8 +184,8 @@ int sc_sched_fail_all(sc_sched *s, int64_t *ids);
  * every token it generated (one prefill of them, chunked as any), and its next token is
  * the one it was about to produce: since sampling depends only on (seed, request id,
  * output index) and the model's results not on how the context is chunked, the client
- * receives exactly the tokens of a run without the failure, none twice. The step in
- * flight, if any, is dropped (counted in steps_failed; requests canceled during it end
+ * receives exactly the tokens of a run without the failure, none twice. The steps in
+ * flight, if any, are dropped (counted in steps_failed; requests canceled during them end
  * now). Returns how many requests were requeued. */
 int sc_sched_requeue_running(sc_sched *s);
 

@@ -7,7 +7,14 @@
  * with the fingerprint the partitioner planned, and a mismatch fails the step. The ranks
  * do not wait for them (verification is off the data path), but the step's tokens reach
  * no client until all are in and match: a result that comes first is held, for at most
- * the collective deadline (a rank that never acknowledges fails the step). */
+ * the collective deadline (a rank that never acknowledges fails the step).
+ *
+ * Steps planned ahead (docs/pipeline.md, "Overlapped steps"; sc_pipeline_overlaps): on
+ * one rank, the next step is planned and shipped as soon as one is started, so that
+ * the device never waits for the host between decode steps. Two steps are then in
+ * flight, each with its own checks (a step_track); their results are delivered in
+ * order, and a failure of either fails both (the later one took its tokens from the
+ * earlier one on the device). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,23 +29,34 @@
 
 #define LOG "scheduler"
 
+/* The checks of one step in flight: the fingerprint the partitioner planned, every
+ * rank's acknowledgement and completion, and its result when it came before them. */
+typedef struct step_track {
+  uint64_t step;           /* 0: none */
+  uint64_t start_ns;       /* when it was started (try_start) */
+  uint64_t planned_fp;
+  bool have_planned;
+  uint64_t *ack_fp;        /* [world] */
+  bool *acked;             /* [world] */
+  bool *completed;         /* [world]: step_complete came (ranks 1..world-1) */
+  /* the step's result when it came before every fingerprint and completion was in (or
+   * before the step ahead of it was delivered): its tokens reach no client until they
+   * all are, and the fingerprints match (check_acks) */
+  sc_msg_step_result *held_result;
+} step_track;
+
 typedef struct scheduler {
   sc_rank_ctx *ctx;
   sc_sched *sched;
   int32_t world;
   sc_actor_id gateway, partitioner;
   sc_actor_id *comms, *metadata; /* every rank's comm and metadata actors */
-  uint64_t in_flight;      /* step being run, 0 when idle */
-  /* fingerprint checks of the step in flight */
-  uint64_t planned_fp;
-  bool have_planned;
-  uint64_t *ack_fp;        /* [world] */
-  bool *acked;             /* [world] */
-  bool *completed;         /* [world]: step_complete came (ranks 1..world-1) */
-  /* the step's result when it came before every fingerprint and completion was in: its
-   * tokens reach no client until they all are, and the fingerprints match (check_acks) */
-  sc_msg_step_result *held_result;
-  uv_timer_t *ack_timer;   /* fails the step when a held result waits too long */
+  /* the steps in flight, oldest first from track[t_head]: one, or two with one planned
+   * ahead (overlap) */
+  step_track track[2];
+  int t_head, n_track;
+  bool overlap;            /* steps are planned ahead (sc_pipeline_overlaps) */
+  uv_timer_t *ack_timer;   /* fails the oldest step when its held result waits too long */
   sc_actor_id self;
   bool shutting_down;
   sc_node *node;
@@ -72,7 +90,6 @@ typedef struct scheduler {
   int64_t *ids;
   int32_t cap;
   /* totals for stats_report that the core does not see (its own are in sc_sched_stats) */
-  uint64_t step_start_ns;  /* when the step in flight was started (try_start) */
   sc_histo step_time;      /* finished steps: started to delivered (finish_step) */
   uint64_t desyncs;        /* steps failed with SC_EDESYNC */
   uint64_t purpose_colls[SC_PURPOSE_COUNT], purpose_bytes[SC_PURPOSE_COUNT];
@@ -120,13 +137,18 @@ static int scheduler_init(sc_ctx *c, void *state, const void *arg) {
   }
   s->comms = calloc((size_t)s->world, sizeof *s->comms);
   s->metadata = calloc((size_t)s->world, sizeof *s->metadata);
-  s->ack_fp = calloc((size_t)s->world, sizeof *s->ack_fp);
-  s->acked = calloc((size_t)s->world, sizeof *s->acked);
-  s->completed = calloc((size_t)s->world, sizeof *s->completed);
+  for (int k = 0; k < 2; k++) {
+    step_track *t = &s->track[k];
+    t->ack_fp = calloc((size_t)s->world, sizeof *t->ack_fp);
+    t->acked = calloc((size_t)s->world, sizeof *t->acked);
+    t->completed = calloc((size_t)s->world, sizeof *t->completed);
+    if (!t->ack_fp || !t->acked || !t->completed) return SC_ENOMEM;
+  }
+  s->overlap = sc_pipeline_overlaps(&s->ctx->cfg);
   s->down = calloc((size_t)s->world, sizeof *s->down);
   s->down_at_ns = calloc((size_t)s->world, sizeof *s->down_at_ns);
   s->comm_built = calloc((size_t)s->world, sizeof *s->comm_built);
-  if (!s->comms || !s->metadata || !s->ack_fp || !s->acked || !s->completed || !s->down ||
+  if (!s->comms || !s->metadata || !s->down ||
       !s->down_at_ns || !s->comm_built || ensure_cap(s, 64))
     return SC_ENOMEM;
   char name[48];
@@ -160,13 +182,16 @@ static void scheduler_terminate(sc_ctx *c, void *state, int reason) {
     uv_timer_stop(s->stop_timer);
     uv_close((uv_handle_t *)s->stop_timer, free_handle);
   }
-  if (s->held_result) sc_msg_body_destroy(SC_MSG_STEP_RESULT, s->held_result);
+  for (int k = 0; k < 2; k++) {
+    step_track *t = &s->track[k];
+    if (t->held_result) sc_msg_body_destroy(SC_MSG_STEP_RESULT, t->held_result);
+    free(t->ack_fp);
+    free(t->acked);
+    free(t->completed);
+  }
   sc_sched_destroy(s->sched);
   free(s->comms);
   free(s->metadata);
-  free(s->ack_fp);
-  free(s->acked);
-  free(s->completed);
   free(s->down);
   free(s->down_at_ns);
   free(s->comm_built);
@@ -247,8 +272,14 @@ static int send_step(sc_ctx *c, scheduler *s, const sc_sched_step *st) {
     in->seed.v = malloc(sizeof(uint64_t) * (n + 1));
     in->out_index.v = malloc(sizeof(int32_t) * (n + 1));
     in->temperature.n = in->seed.n = in->out_index.n = n;
+    in->prev_step = st->prev_step;
+    if (st->prev_step) {
+      in->prev_entry.v = copy_array(st->prev_entry, sizeof *st->prev_entry * n);
+      in->prev_entry.n = n;
+    }
     if (!in->tokens.v || !in->block_start.v || !in->blocks.v || !in->sample.v ||
-        !in->temperature.v || !in->seed.v || !in->out_index.v) {
+        !in->temperature.v || !in->seed.v || !in->out_index.v ||
+        (st->prev_step && !in->prev_entry.v)) {
       sc_msg_body_destroy(SC_MSG_STEP_INPUTS, in);
       return SC_ENOMEM;
     }
@@ -277,19 +308,40 @@ static int32_t first_deadline(const scheduler *s) {
   return first;
 }
 
-/* Starts the next step if none is running, the cluster is ready (every node up, the
- * collectives built) and there is work. */
+static step_track *head_track(scheduler *s) { return s->n_track ? &s->track[s->t_head] : NULL; }
+
+/* The track of a step in flight, or NULL (a step that was failed already). */
+static step_track *track_of(scheduler *s, uint64_t step) {
+  for (int k = 0; k < s->n_track; k++) {
+    step_track *t = &s->track[(s->t_head + k) & 1];
+    if (t->step == step && step != 0) return t;
+  }
+  return NULL;
+}
+
+/* The newest step in flight (0: none). */
+static uint64_t newest_step(const scheduler *s) {
+  return s->n_track ? s->track[(s->t_head + s->n_track - 1) & 1].step : 0;
+}
+
+/* Starts the next step if the cluster is ready (every node up, the collectives built)
+ * and there is work: when none is in flight, or with overlap the one planned ahead of
+ * the step in flight (sc_sched_next_ahead). */
 static void try_start(sc_ctx *c, scheduler *s) {
-  if (s->in_flight || s->shutting_down || !s->ready || first_deadline(s) >= 0 ||
-      s->rebuilding)
+  if (s->shutting_down || !s->ready || first_deadline(s) >= 0 || s->rebuilding ||
+      s->n_track > (s->overlap ? 1 : 0))
     return;
   sc_sched_step *st = NULL;
-  if (sc_sched_next(s->sched, &st) != 0 || st == NULL) return;
-  s->in_flight = s->last_started = st->step;
-  s->step_start_ns = sc_now_ns();
-  s->have_planned = false;
-  memset(s->acked, 0, sizeof *s->acked * (size_t)s->world);
-  memset(s->completed, 0, sizeof *s->completed * (size_t)s->world);
+  if ((s->n_track ? sc_sched_next_ahead(s->sched, &st) : sc_sched_next(s->sched, &st)) != 0 ||
+      st == NULL)
+    return;
+  step_track *t = &s->track[(s->t_head + s->n_track) & 1];
+  s->n_track++;
+  t->step = s->last_started = st->step;
+  t->start_ns = sc_now_ns();
+  t->have_planned = false;
+  memset(t->acked, 0, sizeof *t->acked * (size_t)s->world);
+  memset(t->completed, 0, sizeof *t->completed * (size_t)s->world);
   const int rc = send_step(c, s, st);
   if (rc) {
     /* some ranks may have their inputs and the plan already: abort it on every rank, or
@@ -297,16 +349,19 @@ static void try_start(sc_ctx *c, scheduler *s) {
     char why[96];
     snprintf(why, sizeof why, "the step could not be started (%s)", sc_strerror(rc));
     step_failed(c, s, 0, rc, why);
+    return;
   }
+  /* the step after it, planned ahead, ships while this one runs */
+  if (s->overlap && s->n_track == 1) try_start(c, s);
 }
 
 /* The first rank whose plan acknowledgement, or else whose completion (ranks other
  * than 0: rank 0's is its result), is not in yet; world when all are. */
-static int32_t first_missing(const scheduler *s) {
+static int32_t first_missing(const scheduler *s, const step_track *t) {
   for (int32_t r = 0; r < s->world; r++)
-    if (!s->acked[r]) return r;
+    if (!t->acked[r]) return r;
   for (int32_t r = 1; r < s->world; r++)
-    if (!s->completed[r]) return r;
+    if (!t->completed[r]) return r;
   return s->world;
 }
 
@@ -315,56 +370,68 @@ static int32_t first_missing(const scheduler *s) {
  * A rank's kernel error is read at the end of its step, possibly after rank 0 sent the
  * result, so a result that every rank has not confirmed could carry tokens computed from
  * a failed rank's data. */
-static bool all_confirmed(const scheduler *s) {
-  return s->have_planned && first_missing(s) == s->world;
+static bool all_confirmed(const scheduler *s, const step_track *t) {
+  return t->have_planned && first_missing(s, t) == s->world;
 }
 
-static void drop_held_result(scheduler *s) {
-  if (s->held_result) sc_msg_body_destroy(SC_MSG_STEP_RESULT, s->held_result);
-  s->held_result = NULL;
+/* Forgets every step in flight and their held results. */
+static void drop_tracks(scheduler *s) {
+  for (int k = 0; k < 2; k++) {
+    step_track *t = &s->track[k];
+    if (t->held_result) sc_msg_body_destroy(SC_MSG_STEP_RESULT, t->held_result);
+    t->held_result = NULL;
+    t->step = 0;
+  }
+  s->n_track = 0;
   uv_timer_stop(s->ack_timer);
 }
 
-/* A held result waited the collective deadline for a rank's acknowledgement or
- * completion: the step fails as if that rank had aborted it (a timer has no sc_ctx to
- * send with, so the abort goes to this actor as a letter; on_abort ignores it if the
- * step is over by then). */
-static void on_ack_timeout(uv_timer_t *t) {
-  scheduler *s = t->data;
-  if (s->held_result == NULL || s->in_flight == 0) return;
+/* A held result of the oldest step waited the collective deadline for a rank's
+ * acknowledgement or completion: the step fails as if that rank had aborted it (a timer
+ * has no sc_ctx to send with, so the abort goes to this actor as a letter; on_abort
+ * ignores it if the step is over by then). */
+static void on_ack_timeout(uv_timer_t *timer) {
+  scheduler *s = timer->data;
+  step_track *t = head_track(s);
+  if (t == NULL || t->held_result == NULL) return;
   /* the first rank still missing; the partitioner's fingerprint (head) when none is */
-  const int32_t missing = first_missing(s);
+  const int32_t missing = first_missing(s, t);
   sc_msg_step_abort *a = sc_msg_body_new(SC_MSG_STEP_ABORT);
   if (a == NULL) return;
   char why[160];
   if (missing < s->world)
     snprintf(why, sizeof why, "no %s within %lld ms",
-             s->acked[missing] ? "report that it completed the step" : "plan acknowledgement",
+             t->acked[missing] ? "report that it completed the step" : "plan acknowledgement",
              (long long)s->ctx->cfg.deadline_ms);
   else
     snprintf(why, sizeof why, "no plan fingerprint from the partitioner within %lld ms",
              (long long)s->ctx->cfg.deadline_ms);
   a->reason = SC_ETIMEDOUT;
   a->rank = missing < s->world ? missing : 0;
-  a->step = s->in_flight;
+  a->step = t->step;
   a->seq = -1;
   a->message = strdup(why);
-  sc_envelope env = {.type = SC_MSG_STEP_ABORT, .step = s->in_flight, .src = s->self,
+  sc_envelope env = {.type = SC_MSG_STEP_ABORT, .step = t->step, .src = s->self,
                      .dst = s->self};
   if (sc_node_send(s->node, &env, a) != 0) { /* a full mailbox: try again shortly */
     sc_msg_body_destroy(SC_MSG_STEP_ABORT, a);
-    uv_timer_start(t, on_ack_timeout, 100, 0);
+    uv_timer_start(timer, on_ack_timeout, 100, 0);
   }
 }
 
-/* Ends the step in flight on every rank: every comm aborts its communicator so blocked
- * collectives return. Its requests fail with errors to their clients, or with retry (the
- * pipeline's step_retries > 0; every rank still holds its KV cache) run the same work
- * again in a later step, failing only after step_retries failures in a row. */
+/* Ends the steps in flight on every rank: every comm aborts its communicator so blocked
+ * collectives return. Their requests fail with errors to their clients, or with retry
+ * (the pipeline's step_retries > 0; every rank still holds its KV cache) run the same
+ * work again in a later step, failing only after step_retries failures in a row. With a
+ * step planned ahead both end: it took its tokens from the one that failed. */
 static void end_step(sc_ctx *c, scheduler *s, int code, const char *why, bool retry) {
-  const uint64_t step = s->in_flight;
-  if (step == 0) return;
-  SC_ERROR(LOG, "step %llu failed: %s", (unsigned long long)step, why);
+  if (s->n_track == 0) return;
+  const uint64_t step = head_track(s)->step, newest = newest_step(s);
+  if (newest != step)
+    SC_ERROR(LOG, "steps %llu and %llu failed: %s", (unsigned long long)step,
+             (unsigned long long)newest, why);
+  else
+    SC_ERROR(LOG, "step %llu failed: %s", (unsigned long long)step, why);
   /* the one place every failed step passes (the core counts it in steps_failed): a
    * refused collective, a plan a rank rejected, a fingerprint that differs */
   if (code == SC_EDESYNC) s->desyncs++;
@@ -374,17 +441,21 @@ static void end_step(sc_ctx *c, scheduler *s, int code, const char *why, bool re
     const int n = retry ? sc_sched_retry_step(s->sched, s->ctx->cfg.step_retries, s->ids)
                         : sc_sched_fail_step(s->sched, s->ids);
     char msg[640];
-    snprintf(msg, sizeof msg, "step %llu failed: %s", (unsigned long long)step, why);
+    if (newest != step)
+      snprintf(msg, sizeof msg, "steps %llu and %llu failed: %s", (unsigned long long)step,
+               (unsigned long long)newest, why);
+    else
+      snprintf(msg, sizeof msg, "step %llu failed: %s", (unsigned long long)step, why);
     for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, msg);
     if (retry)
       SC_WARN(LOG, "step %llu: its requests run it again (%d ended with the error: that was "
                    "their step's failure %d in a row)",
               (unsigned long long)step, n, s->ctx->cfg.step_retries + 1);
   }
-  for (int32_t r = 0; r < s->world; r++)
-    sc_step_abort_send(c, s->comms[r], step, 0, code, why, NULL);
-  s->in_flight = 0;
-  drop_held_result(s);
+  for (int k = 0; k < s->n_track; k++)
+    for (int32_t r = 0; r < s->world; r++)
+      sc_step_abort_send(c, s->comms[r], s->track[(s->t_head + k) & 1].step, 0, code, why, NULL);
+  drop_tracks(s);
 }
 
 static void fail_step(sc_ctx *c, scheduler *s, int code, const char *why) {
@@ -397,6 +468,7 @@ static void fail_all_clients(sc_ctx *c, scheduler *s, int code, const char *msg)
   sc_sched_get_stats(s->sched, &st);
   if (ensure_cap(s, st.running + st.waiting + 1) != 0) return; /* see scheduler.cap */
   const int n = sc_sched_fail_all(s->sched, s->ids);
+  drop_tracks(s); /* (the core failed the steps in flight too) */
   for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, msg);
 }
 
@@ -433,28 +505,36 @@ static void step_failed(sc_ctx *c, scheduler *s, int32_t rank, int code, const c
 
 static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r);
 
-/* A rank whose fingerprint differs from the plan's fails the step; once every
- * fingerprint and completion is in and the fingerprints match, a result that came early
- * is delivered. */
+/* A rank whose fingerprint differs from its step's plan fails the steps in flight; once
+ * every fingerprint and completion of the oldest step is in and they match, its result,
+ * if it came early, is delivered (and then the next one's, if it is as ready). */
 static void check_acks(sc_ctx *c, scheduler *s) {
-  if (!s->have_planned) return;
-  for (int32_t r = 0; r < s->world; r++)
-    if (s->acked[r] && s->ack_fp[r] != s->planned_fp) {
-      char why[256];
-      snprintf(why, sizeof why,
-               "rank %d acknowledged plan fingerprint %016llx, the partitioner planned %016llx",
-               r, (unsigned long long)s->ack_fp[r], (unsigned long long)s->planned_fp);
-      s->acked[r] = false;
-      step_failed(c, s, r, SC_EDESYNC, why);
-      return;
-    }
-  if (s->held_result && all_confirmed(s)) {
-    sc_msg_step_result *r = s->held_result;
-    s->held_result = NULL;
+  for (int k = 0; k < s->n_track; k++) {
+    step_track *t = &s->track[(s->t_head + k) & 1];
+    if (!t->have_planned) continue;
+    for (int32_t r = 0; r < s->world; r++)
+      if (t->acked[r] && t->ack_fp[r] != t->planned_fp) {
+        char why[256];
+        snprintf(why, sizeof why,
+                 "rank %d acknowledged plan fingerprint %016llx of step %llu, the partitioner "
+                 "planned %016llx", r, (unsigned long long)t->ack_fp[r],
+                 (unsigned long long)t->step, (unsigned long long)t->planned_fp);
+        t->acked[r] = false;
+        step_failed(c, s, r, SC_EDESYNC, why);
+        return;
+      }
+  }
+  step_track *t;
+  while ((t = head_track(s)) != NULL && t->held_result && all_confirmed(s, t)) {
+    sc_msg_step_result *r = t->held_result;
+    t->held_result = NULL;
     uv_timer_stop(s->ack_timer);
     finish_step(c, s, r);
     sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
   }
+  /* the oldest step's result waits for a check: for at most the deadline */
+  if ((t = head_track(s)) != NULL && t->held_result && !uv_is_active((uv_handle_t *)s->ack_timer))
+    uv_timer_start(s->ack_timer, on_ack_timeout, (uint64_t)s->ctx->cfg.deadline_ms, 0);
 }
 
 /* ---- handlers ---- */
@@ -493,12 +573,15 @@ static int on_cancel(sc_ctx *c, const sc_envelope *env, const void *body) {
   return 0;
 }
 
-/* The step in flight is over, every rank ran the plan that was made and finished it
- * without an error: its tokens go to their clients and the next step starts. */
+/* The oldest step in flight is over, every rank ran the plan that was made and finished
+ * it without an error: its tokens go to their clients and the next step starts. */
 static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r) {
   const int n = sc_sched_advance(s->sched, r->sampled.v, s->events);
-  s->in_flight = 0;
-  sc_histo_add(&s->step_time, (double)(sc_now_ns() - s->step_start_ns) * 1e-9);
+  step_track *t = head_track(s);
+  sc_histo_add(&s->step_time, (double)(sc_now_ns() - t->start_ns) * 1e-9);
+  t->step = 0;
+  s->t_head ^= 1;
+  s->n_track--;
   if (r->stage_ns.n == SC_STAGE_COUNT)
     for (int i = 0; i < SC_STAGE_COUNT; i++) s->stage_ns[i] += r->stage_ns.v[i];
   if (r->device_ns.n == SC_DEVICE_COUNT) {
@@ -515,15 +598,18 @@ static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r) {
 
 static int on_result(sc_ctx *c, const sc_envelope *env, const void *body) {
   scheduler *s = sc_state(c);
-  if (env->step != s->in_flight) return 0; /* a step that was already failed */
-  if (all_confirmed(s)) {
+  step_track *t = track_of(s, env->step);
+  if (t == NULL) return 0; /* a step that was already failed */
+  if (t == head_track(s) && all_confirmed(s, t)) {
     finish_step(c, s, body);
-  } else { /* a fingerprint or a completion is still on its way (other senders, no order
-            * among them) */
-    drop_held_result(s);
-    s->held_result = sc_take_body(c);
-    uv_timer_start(s->ack_timer, on_ack_timeout, (uint64_t)s->ctx->cfg.deadline_ms, 0);
+    check_acks(c, s); /* (the next one's may be held, ready) */
+    return 0;
   }
+  /* a fingerprint or a completion is still on its way (other senders, no order among
+   * them), or the step before has not been delivered */
+  if (t->held_result) sc_msg_body_destroy(SC_MSG_STEP_RESULT, t->held_result);
+  t->held_result = sc_take_body(c);
+  check_acks(c, s);
   return 0;
 }
 
@@ -534,7 +620,7 @@ static int on_abort(sc_ctx *c, const sc_envelope *env, const void *body) {
    * whoever reports it first). A failed device matters whatever step it is reported
    * for: a collective that failed because of it may have failed that step first, and
    * every later step would fail too. */
-  if (a->step != s->in_flight && a->reason != SC_EDEVICE) return 0;
+  if (track_of(s, a->step) == NULL && a->reason != SC_EDEVICE) return 0;
   /* a rank speaks for itself (its node), or this actor's own timers for it: another
    * node naming a healthy rank as failed would have it awaited back for nothing */
   if (env->src.node != (uint16_t)a->rank && !sc_actor_id_eq(env->src, s->self)) return 0;
@@ -591,9 +677,10 @@ static int on_planned(sc_ctx *c, const sc_envelope *env, const void *body) {
   /* counted for a step that failed meanwhile too: its plan went to the ranks */
   add_purposes(s->purpose_colls, &p->purpose_colls);
   add_purposes(s->purpose_bytes, &p->purpose_bytes);
-  if (env->step != s->in_flight) return 0;
-  s->planned_fp = p->fingerprint;
-  s->have_planned = true;
+  step_track *t = track_of(s, env->step);
+  if (t == NULL) return 0;
+  t->planned_fp = p->fingerprint;
+  t->have_planned = true;
   check_acks(c, s);
   return 0;
 }
@@ -601,9 +688,10 @@ static int on_planned(sc_ctx *c, const sc_envelope *env, const void *body) {
 static int on_ack(sc_ctx *c, const sc_envelope *env, const void *body) {
   scheduler *s = sc_state(c);
   const sc_msg_plan_ack *a = body;
-  if (env->step != s->in_flight || a->rank < 0 || a->rank >= s->world) return 0;
-  s->acked[a->rank] = true;
-  s->ack_fp[a->rank] = a->fingerprint;
+  step_track *t = track_of(s, env->step);
+  if (t == NULL || a->rank < 0 || a->rank >= s->world) return 0;
+  t->acked[a->rank] = true;
+  t->ack_fp[a->rank] = a->fingerprint;
   check_acks(c, s);
   return 0;
 }
@@ -611,8 +699,9 @@ static int on_ack(sc_ctx *c, const sc_envelope *env, const void *body) {
 static int on_complete(sc_ctx *c, const sc_envelope *env, const void *body) {
   scheduler *s = sc_state(c);
   const sc_msg_step_complete *m = body;
-  if (env->step != s->in_flight || m->rank < 1 || m->rank >= s->world) return 0;
-  s->completed[m->rank] = true;
+  step_track *t = track_of(s, env->step);
+  if (t == NULL || m->rank < 1 || m->rank >= s->world) return 0;
+  t->completed[m->rank] = true;
   check_acks(c, s);
   return 0;
 }
@@ -711,12 +800,12 @@ static void await_rejoin(sc_ctx *c, scheduler *s, int32_t rank, const char *why)
    * in the communicator's creation): another starts once it is back */
   s->rebuilding = false;
   uv_timer_stop(s->rebuild_timer);
-  if (s->in_flight) {
+  for (int k = 0; k < s->n_track; k++)
     for (int32_t r = 0; r < s->world; r++)
-      if (!s->down[r]) sc_step_abort_send(c, s->comms[r], s->in_flight, 0, SC_EDOWN, why, NULL);
-    s->in_flight = 0;
-    drop_held_result(s);
-  }
+      if (!s->down[r])
+        sc_step_abort_send(c, s->comms[r], s->track[(s->t_head + k) & 1].step, 0, SC_EDOWN,
+                           why, NULL);
+  drop_tracks(s);
   const int n = sc_sched_requeue_running(s->sched);
   SC_WARN(LOG, "%s: %d running request(s) back in the queue; waiting up to %lld ms for a new "
                "process of node %d to rejoin",

@@ -2,6 +2,7 @@
  * and the maps from top-K positions to workspace rows and to local KV cache slots.
  * Every index is checked against its row set (SC_ERANGE), because on the CPU an
  * out-of-range index would silently corrupt memory. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
@@ -158,5 +159,29 @@ int sc_kcpu_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk, const int3
       out[t * topk + i] = (int32_t)slot;
     }
   }
+  return 0;
+}
+
+int sc_kcpu_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
+                        int32_t *out) {
+  (void)k;
+  if (n < 0 || width < 1 || width > INT32_MAX || ld < width || (n > 0 && (x == NULL || out == NULL)))
+    return SC_EINVAL;
+  for (int64_t r = 0; r < n; r++) {
+    const float *row = x + r * ld;
+    int32_t bi = 0;
+    for (int32_t i = 1; i < (int32_t)width; i++)
+      if (row[i] > row[bi] || (isnan(row[bi]) && !isnan(row[i]))) bi = i;
+    out[r] = bi;
+  }
+  return 0;
+}
+
+int sc_kcpu_take_tokens(sc_kernels *k, int32_t n, const int32_t *at, const int32_t *row,
+                        const int32_t *src, int32_t *ids) {
+  (void)k;
+  if (n < 0 || (n > 0 && (at == NULL || row == NULL || src == NULL || ids == NULL)))
+    return SC_EINVAL;
+  for (int32_t j = 0; j < n; j++) ids[at[j]] = src[row[j]];
   return 0;
 }

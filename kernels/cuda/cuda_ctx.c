@@ -14,7 +14,8 @@
  * queues the whole step, then the logits read (SC_KCOPY_D2H_DEFERRED, into a pinned
  * readback area) and a notify. notify queues a read of the error flag (and its reset)
  * and a stream callback; when the stream reaches it, that function copies every deferred
- * read to its destination and calls the caller's function, which sends the executor a
+ * read of its batch (two batches: the next step's may be queued meanwhile) to its
+ * destination and calls the caller's function, which sends the executor a
  * message (also after a device error, with SC_EDEVICE: cudaLaunchHostFunc would never
  * run then). The callback runs on the driver's thread and may not call CUDA, which
  * is why the readback bookkeeping is plain memory owned by this file. */
@@ -129,14 +130,21 @@ static int take_flag(sc_kcuda *c) {
   return v;
 }
 
-/* ---- deferred reads and notify ---- */
+/* ---- deferred reads and notify ----
+ *
+ * Two batches of reads, each with its own pinned area, error flag and callback: the reads
+ * queued since the last notify go into the open batch, and notify hands it to its
+ * callback and opens the other. So a step can be queued (its reads and its notify) while
+ * the step before's notify is still pending (an overlapped step, docs/pipeline.md): only
+ * a third one waits, for the first's callback (an event recorded after it: a stream
+ * callback holds the stream until it returns). */
 
 typedef struct deferred_read {
   void *dst;
   size_t off, bytes;
 } deferred_read;
 
-struct sc_kcuda_readback {
+typedef struct rb_batch {
   uint8_t *area; /* pinned */
   size_t cap, used;
   deferred_read *reads;
@@ -144,11 +152,18 @@ struct sc_kcuda_readback {
   int *flag; /* pinned: the error flag as the notify read it */
   sc_knotify_fn fn;
   void *arg;
-  atomic_int pending; /* a notify is queued and has not run yet */
+  cudaEvent_t passed; /* recorded after the callback */
+  bool no_event;      /* recording `passed` failed: wait for the callback by a sync */
+  atomic_int pending; /* a notify of it is queued and has not run yet */
+} rb_batch;
+
+struct sc_kcuda_readback {
+  rb_batch b[2];
+  int open; /* the batch that takes reads */
 };
 
-/* Lands every deferred read (the stream has passed them) and forgets them. */
-static void readback_apply(struct sc_kcuda_readback *rb) {
+/* Lands every deferred read of a batch (the stream has passed them) and forgets them. */
+static void readback_apply(rb_batch *rb) {
   for (int i = 0; i < rb->n; i++)
     memcpy(rb->reads[i].dst, rb->area + rb->reads[i].off, rb->reads[i].bytes);
   rb->n = 0;
@@ -161,7 +176,7 @@ static void readback_apply(struct sc_kcuda_readback *rb) {
  * error, which fails the step. */
 static void CUDART_CB notify_host_fn(cudaStream_t stream, cudaError_t err, void *p) {
   (void)stream;
-  struct sc_kcuda_readback *rb = p;
+  rb_batch *rb = p;
   if (err == cudaSuccess) {
     readback_apply(rb);
   } else { /* the reads did not run: forget them, their destinations keep what they had */
@@ -176,16 +191,23 @@ static void CUDART_CB notify_host_fn(cudaStream_t stream, cudaError_t err, void 
   fn(arg, status);
 }
 
-/* Waits until a queued notify has run (its host function owns the readback state). */
-static int readback_quiesce(sc_kcuda *c) {
-  if (!atomic_load_explicit(&c->rb->pending, memory_order_acquire)) return 0;
-  return sc_kcuda_err(cudaStreamSynchronize(c->stream), "notify wait");
+/* The open batch, once no notify of it is pending any more (its callback owns it until
+ * then). */
+static int open_batch(sc_kcuda *c, rb_batch **out) {
+  rb_batch *rb = &c->rb->b[c->rb->open];
+  *out = rb;
+  if (!atomic_load_explicit(&rb->pending, memory_order_acquire)) return 0;
+  int rc = rb->no_event ? 0 : sc_kcuda_err(cudaEventSynchronize(rb->passed), "notify wait");
+  /* (an event that did not record holds an older, finished moment: the stream then) */
+  if (rc == 0 && atomic_load_explicit(&rb->pending, memory_order_acquire))
+    rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "notify wait");
+  return rc;
 }
 
 static int copy_deferred(sc_kcuda *c, void *dst, const void *src, size_t bytes) {
-  struct sc_kcuda_readback *rb = c->rb;
+  rb_batch *rb;
   int rc;
-  if ((rc = readback_quiesce(c))) return rc;
+  if ((rc = open_batch(c, &rb))) return rc;
   const size_t off = (rb->used + 255) / 256 * 256;
   if (off + bytes > rb->cap) {
     /* reads already queued point into the old area: land them before replacing it */
@@ -229,11 +251,11 @@ static int copy_deferred(sc_kcuda *c, void *dst, const void *src, size_t bytes) 
 
 static int cu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
   sc_kcuda *c = sc_kcuda_of(k);
-  struct sc_kcuda_readback *rb = c->rb;
   if (fn == NULL) return SC_EINVAL;
   if (c->recording) return sc_kcuda_record_refuse(c, "notify"), SC_EAGAIN;
-  if (atomic_load_explicit(&rb->pending, memory_order_acquire)) return SC_EAGAIN;
+  rb_batch *rb;
   int rc;
+  if ((rc = open_batch(c, &rb))) return rc;
   if ((rc = sc_kcuda_err(cudaMemcpyAsync(rb->flag, c->err_flag, sizeof(int),
                                          cudaMemcpyDeviceToHost, c->stream),
                          "flag read")) ||
@@ -243,9 +265,19 @@ static int cu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
   rb->fn = fn;
   rb->arg = arg;
   atomic_store_explicit(&rb->pending, 1, memory_order_release);
-  if ((rc = sc_kcuda_err(cudaStreamAddCallback(c->stream, notify_host_fn, rb, 0), "notify")))
+  if ((rc = sc_kcuda_err(cudaStreamAddCallback(c->stream, notify_host_fn, rb, 0), "notify"))) {
     atomic_store_explicit(&rb->pending, 0, memory_order_release);
-  return rc;
+    /* the flag was read and cleared for a callback that will not come: put it back for
+     * the caller's sync to see (pinned memory is read when the copy runs, after the read) */
+    (void)cudaMemcpyAsync(c->err_flag, rb->flag, sizeof(int), cudaMemcpyHostToDevice, c->stream);
+    return rc;
+  }
+  /* The callback is queued: it will run and call fn, so this returns 0 whatever follows
+   * (the caller takes a failure to mean that no callback comes). Without the event,
+   * open_batch waits for it by a sync. */
+  rb->no_event = cudaEventRecord(rb->passed, c->stream) != cudaSuccess;
+  c->rb->open ^= 1;
+  return 0;
 }
 
 /* ---- memory ---- */
@@ -337,10 +369,10 @@ static int cu_sync(sc_kernels *k) {
   const int rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "sync");
   if (rc) return rc;
   /* every queued notify has run (pending is 0): deferred reads queued since the last one
-   * have landed in the readback area; copy them out now, so that a caller that syncs
+   * have landed in the open batch's area; copy them out now, so that a caller that syncs
    * instead of notifying (sc_engine_run, the executor when notify failed) gets its data
    * and no later notify writes into a destination that is gone by then */
-  readback_apply(c->rb);
+  readback_apply(&c->rb->b[c->rb->open]);
   return take_flag(c);
 }
 
@@ -421,9 +453,13 @@ static void cu_destroy(sc_kernels *k) {
     if (c->stage_ev[i]) (void)cudaEventDestroy(c->stage_ev[i]);
   }
   if (c->rb) {
-    if (c->rb->area) (void)cudaFreeHost(c->rb->area);
-    if (c->rb->flag) (void)cudaFreeHost(c->rb->flag);
-    free(c->rb->reads);
+    for (int i = 0; i < 2; i++) {
+      rb_batch *rb = &c->rb->b[i];
+      if (rb->area) (void)cudaFreeHost(rb->area);
+      if (rb->flag) (void)cudaFreeHost(rb->flag);
+      if (rb->passed) (void)cudaEventDestroy(rb->passed);
+      free(rb->reads);
+    }
     free(c->rb);
   }
   if (c->marks) { /* a profiled context: what its device ran, by op */
@@ -465,6 +501,8 @@ static const sc_kernels_ops k_cuda_ops = {
     .add = sc_kcuda_add,
     .gather_rows = sc_kcuda_gather_rows,
     .kv_write = sc_kcuda_kv_write,
+    .argmax_rows = sc_kcuda_argmax_rows,
+    .take_tokens = sc_kcuda_take_tokens,
     .indexer_topk = sc_kcuda_indexer_topk,
     .topk_merge = sc_kcuda_topk_merge,
     .topk_to_workspace = sc_kcuda_topk_to_workspace,
@@ -519,8 +557,12 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
     rc = SC_ENOMEM;
     goto fail;
   }
-  if ((rc = sc_kcuda_err(cudaMallocHost((void **)&c->rb->flag, sizeof(int)), "pinned flag")))
-    goto fail;
+  for (int i = 0; i < 2; i++)
+    if ((rc = sc_kcuda_err(cudaMallocHost((void **)&c->rb->b[i].flag, sizeof(int)),
+                           "pinned flag")) ||
+        (rc = sc_kcuda_err(cudaEventCreateWithFlags(&c->rb->b[i].passed, cudaEventDisableTiming),
+                           "event create")))
+      goto fail;
   if ((rc = sc_kcuda_err(cudaMallocAsync((void **)&c->err_flag, sizeof(int), c->stream),
                          "flag alloc")) ||
       (rc = sc_kcuda_err(cudaMemsetAsync(c->err_flag, 0, sizeof(int), c->stream),

@@ -179,6 +179,73 @@ extern "C" int sc_kcuda_kv_write(sc_kernels *k, int64_t n, int64_t width, const 
   return SC_CUDA_CHECK_LAUNCH("kv_write");
 }
 
+/* ---- the greedy token: argmax_rows, take_tokens ---- */
+
+/* A logit as a key whose unsigned order is sc_logits_top2's: numbers in their order (both
+ * zeros alike), every NaN below them all; the lowest index wins among equal ones. */
+__device__ __forceinline__ uint64_t argmax_key(float v, int32_t i) {
+  uint32_t u;
+  if (v != v) {
+    u = 0;
+  } else {
+    u = __float_as_uint(v == 0.0f ? 0.0f : v);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  }
+  return ((uint64_t)u << 32) | (uint32_t)~(uint32_t)i;
+}
+
+/* One block a row. */
+__global__ void k_argmax_rows(int64_t width, const float *x, int64_t ld, int32_t *out) {
+  __shared__ uint64_t warp_best[32];
+  const float *row = x + (int64_t)blockIdx.x * ld;
+  uint64_t best = 0;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    const uint64_t key = argmax_key(row[i], (int32_t)i);
+    best = key > best ? key : best;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint64_t other = __shfl_xor_sync(0xffffffffu, best, o);
+    best = other > best ? other : best;
+  }
+  if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    best = threadIdx.x < (blockDim.x >> 5) ? warp_best[threadIdx.x] : 0;
+    for (int o = 16; o > 0; o >>= 1) {
+      const uint64_t other = __shfl_xor_sync(0xffffffffu, best, o);
+      best = other > best ? other : best;
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = (int32_t)~(uint32_t)best;
+  }
+}
+
+extern "C" int sc_kcuda_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x,
+                                    int64_t ld, int32_t *out) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (n < 0 || width < 1 || width > INT32_MAX || ld < width || n > INT32_MAX ||
+      (n > 0 && (x == NULL || out == NULL)))
+    return SC_EINVAL;
+  if (n == 0) return 0;
+  k_argmax_rows<<<(unsigned)n, 512, 0, c->stream>>>(width, x, ld, out);
+  return SC_CUDA_CHECK_LAUNCH("argmax_rows");
+}
+
+__global__ void k_take_tokens(int32_t n, const int32_t *at, const int32_t *row,
+                              const int32_t *src, int32_t *ids) {
+  const int32_t j = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+  if (j < n) ids[at[j]] = src[row[j]];
+}
+
+extern "C" int sc_kcuda_take_tokens(sc_kernels *k, int32_t n, const int32_t *at,
+                                    const int32_t *row, const int32_t *src, int32_t *ids) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (n < 0 || (n > 0 && (at == NULL || row == NULL || src == NULL || ids == NULL)))
+    return SC_EINVAL;
+  if (n == 0) return 0;
+  k_take_tokens<<<(unsigned)sc_cdiv(n, 256), 256, 0, c->stream>>>(n, at, row, src, ids);
+  return SC_CUDA_CHECK_LAUNCH("take_tokens");
+}
+
 /* ---- top-K position maps ---- */
 
 __global__ void k_topk_to_ws(int64_t total, int32_t topk, const int32_t *pos,

@@ -21,6 +21,7 @@
 #include "kernels/bf16.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/kernels.h"
+#include "model/sampling.h"
 #include "tests/gpu/fp8_ref.h"
 #include "tests/gpu/gpu_spin.h"
 #include "tests/gpu/gpu_test.h"
@@ -1038,6 +1039,52 @@ static void case_errors(void) {
   free(q), free(kv);
 }
 
+/* ---- the greedy token: argmax_rows and take_tokens ---- */
+
+/* The device names the token the host's sc_logits_top2 names: ties to the lowest index,
+ * both zeros alike, NaN below everything (a row of NaN: 0), -inf rows, and a vocabulary
+ * as large as DeepSeek-V3.2's. */
+static void case_greedy(void) {
+  const int64_t width = 129280;
+  enum { ROWS = 9 };
+  float *x = malloc(sizeof(float) * ROWS * (size_t)width);
+  for (int64_t i = 0; i < ROWS * width; i++) x[i] = (float)gt_unif(-4.0, 4.0);
+  float *r;
+  r = x + 1 * width; r[7] = 9.0f; r[100000] = 9.0f; r[129279] = 9.0f;     /* ties */
+  r = x + 2 * width; for (int64_t i = 0; i < width; i++) r[i] = NAN;       /* all NaN */
+  r = x + 3 * width; for (int64_t i = 0; i < width; i++) r[i] = -INFINITY; /* all -inf */
+  r = x + 4 * width; for (int64_t i = 0; i < width; i++) r[i] = i % 3 ? -0.0f : 0.0f;
+  r = x + 5 * width; r[0] = NAN; r[5] = 50.0f; r[6] = NAN;                 /* NaN first */
+  r = x + 6 * width; r[width - 1] = INFINITY;
+  r = x + 7 * width; for (int64_t i = 0; i < width; i++) r[i] = (float)(i % 1000);
+  int32_t want[ROWS], got[ROWS];
+  pbuf X = both(x, sizeof(float) * ROWS * (size_t)width), O = both_poison(sizeof got);
+  CHECK(G->ops->argmax_rows(G, ROWS, width, X.g, width, O.g) == 0, "argmax_rows");
+  CHECK(C->ops->argmax_rows(C, ROWS, width, X.c, width, O.c) == 0, "argmax_rows (cpu)");
+  CHECK(down(O, got, want, sizeof got) == 0, "download");
+  for (int i = 0; i < ROWS; i++) {
+    int32_t host;
+    float margin;
+    sc_logits_top2(x + i * width, (int32_t)width, &host, &margin);
+    CHECK(got[i] == host && want[i] == host, "row %d: device %d, cpu kernel %d, host %d", i,
+          got[i], want[i], host);
+  }
+  CHECK(got[1] == 7 && got[2] == 0 && got[3] == 0 && got[5] == 5 && got[7] == 999,
+        "rows 1, 2, 3, 5, 7: %d %d %d %d %d", got[1], got[2], got[3], got[5], got[7]);
+  /* take_tokens: ids[at[j]] = src[row[j]] */
+  int32_t ids[16], at[3] = {2, 9, 15}, row[3] = {4, 0, 7}, back[16];
+  for (int i = 0; i < 16; i++) ids[i] = 1000 + i;
+  pbuf Id = both(ids, sizeof ids), At = both(at, sizeof at), Rw = both(row, sizeof row);
+  CHECK(G->ops->take_tokens(G, 3, At.g, Rw.g, O.g, Id.g) == 0, "take_tokens");
+  CHECK(down(Id, back, NULL, sizeof back) == 0, "download");
+  for (int i = 0; i < 16; i++) {
+    const int32_t w = i == 2 ? got[4] : i == 9 ? got[0] : i == 15 ? got[7] : 1000 + i;
+    CHECK(back[i] == w, "ids[%d] = %d, expected %d", i, back[i], w);
+  }
+  pfree(X), pfree(O), pfree(Id), pfree(At), pfree(Rw);
+  free(x);
+}
+
 /* ---- notify and deferred reads: the host queues and goes on ---- */
 
 typedef struct notice {
@@ -1080,13 +1127,40 @@ static void case_notify(void) {
   const double queued_s = (double)(sc_now_ns() - t0) * 1e-9;
   CHECK(queued_s < 0.2, "queueing behind 0.3 s of work returned after %.3f s", queued_s);
   CHECK(!atomic_load(&nt.fired), "the callback waits for the work");
-  CHECK(G->ops->notify(G, on_notice, &nt) == SC_EAGAIN, "one notify outstanding at a time");
+  /* a second step queued behind it (an overlapped step): its read and notify queue at
+   * once, into the other batch, and land their own bytes; a third waits for the first */
+  uint32_t *host2 = calloc(n, sizeof *host2);
+  void *B2 = NULL;
+  REQUIRE(G->ops->alloc(G, n * sizeof *host2, &B2) == 0, "alloc");
+  REQUIRE(sc_test_gpu_spin(sc_kernels_cuda_stream(G), 300) == 0, "spin");
+  CHECK(G->ops->memset(G, B2, 0x5a, n * sizeof *host2) == 0, "memset");
+  CHECK(G->ops->memset(G, B, 0, n * sizeof *host) == 0, "memset (after the first read)");
+  CHECK(G->ops->copy(G, host2, B2, n * sizeof *host2, SC_KCOPY_D2H_DEFERRED) == 0,
+        "second deferred read");
+  notice nt2 = {.landed = host2, .n = n};
+  CHECK(G->ops->notify(G, on_notice, &nt2) == 0, "a second notify while the first is pending");
+  const double queued2_s = (double)(sc_now_ns() - t0) * 1e-9;
+  CHECK(queued2_s < 0.2, "the second step queued after %.3f s", queued2_s);
+  notice nt3 = {.n = 0};
+  CHECK(G->ops->notify(G, on_notice, &nt3) == 0, "a third notify");
+  CHECK(atomic_load(&nt.fired), "a third notify waits for the first's callback");
   wait_fired(&nt);
   CHECK(atomic_load(&nt.fired) && atomic_load(&nt.status) == 0, "fired with status 0");
   CHECK((double)(nt.at_ns - t0) * 1e-9 >= 0.29, "fired after the spin (%.3f s)",
         (double)(nt.at_ns - t0) * 1e-9);
   CHECK(atomic_load(&nt.bad) == 0, "%d values had not landed when the callback ran",
         atomic_load(&nt.bad));
+  wait_fired(&nt2);
+  wait_fired(&nt3);
+  CHECK(atomic_load(&nt2.fired) && atomic_load(&nt2.status) == 0 && atomic_load(&nt2.bad) == 0,
+        "the second callback: fired %d, status %d, %d values missing", atomic_load(&nt2.fired),
+        atomic_load(&nt2.status), atomic_load(&nt2.bad));
+  CHECK(nt2.at_ns >= nt.at_ns && nt3.at_ns >= nt2.at_ns, "the callbacks ran in order");
+  CHECK((double)(nt2.at_ns - t0) * 1e-9 >= 0.59, "the second fired after both spins (%.3f s)",
+        (double)(nt2.at_ns - t0) * 1e-9);
+  G->ops->free(G, B2);
+  free(host2);
+  CHECK(G->ops->memset(G, B, 0x5a, n * sizeof *host) == 0, "memset");
 
   /* a kernel's error reaches the callback, and is cleared for the next one */
   const int32_t width = 80;
@@ -1163,6 +1237,7 @@ int main(void) {
   RUN_CASE(case_attention);
   RUN_CASE(case_attention_batch_invariance);
   RUN_CASE(case_lse);
+  RUN_CASE(case_greedy);
   RUN_CASE(case_errors);
   RUN_CASE(case_notify);
   RUN_CASE(case_device_fault);

@@ -37,10 +37,10 @@ static void private_tmp(void) {
 }
 
 /* Runs `sparsecp run ...` and parses its --json output; returns the exit status. */
-static int run_json(const char *args, json_t **out) {
+static int run_json_logged(const char *args, bool quiet, json_t **out) {
   char cmd[2048];
-  snprintf(cmd, sizeof cmd,
-           "%s run --model %s/examples/model-small.json --json --quiet %s", EXE, SRC, args);
+  snprintf(cmd, sizeof cmd, "%s run --model %s/examples/model-small.json --json %s %s", EXE,
+           SRC, quiet ? "--quiet" : "", args);
   FILE *p = popen(cmd, "r");
   cr_assert_not_null(p);
   static char buf[1 << 20];
@@ -52,6 +52,8 @@ static int run_json(const char *args, json_t **out) {
   cr_assert_not_null(*out, "`%s` printed no JSON: %s", cmd, buf);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+static int run_json(const char *args, json_t **out) { return run_json_logged(args, true, out); }
 
 /* No `sparsecp node` of this test's clusters is alive, and their folders are gone. */
 static void assert_no_nodes_left(void) {
@@ -134,6 +136,30 @@ static void assert_every_request_has_a_state(json_t *j) {
   cr_assert_gt(failed, 0, "a failed run with no failed request");
 }
 
+/* Loads a cluster file in dir of `ranks` nodes (P = ranks) whose pipeline section is the
+ * JSON object `pipeline`; returns sc_pipeline_config_load's code (*pc to free when 0). */
+static int load_pipeline(const char *dir, int ranks, const char *pipeline,
+                         sc_pipeline_config *pc, sc_diag *d) {
+  char path[64];
+  snprintf(path, sizeof path, "%s/c.json", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "{\"pcp\":%d,\"nodes\":[", ranks);
+  for (int r = 0; r < ranks; r++)
+    fprintf(f, "%s{\"rank\":%d,\"endpoint\":\"ipc://%s/n%d\",\"coll\":\"ipc://%s/c%d\"}",
+            r ? "," : "", r, dir, r, dir, r);
+  fprintf(f, "],\"pipeline\":%s}", pipeline);
+  fclose(f);
+  sc_cluster c;
+  cr_assert_eq(sc_cluster_load(path, &c, d), 0, "%s", sc_diag_message(d));
+  bool present = false;
+  const int rc = sc_pipeline_config_load(path, &c, pc, &present, d);
+  cr_assert(rc != 0 || present);
+  sc_cluster_free(&c);
+  unlink(path);
+  return rc;
+}
+
 /* The pipeline's "cuda_graphs": a boolean, false turning the engines' recorded steps off
  * (docs/cuda.md "Recorded steps"; on the CPU it changes nothing). */
 Test(pipeline, the_cuda_graphs_key_is_a_boolean) {
@@ -142,32 +168,21 @@ Test(pipeline, the_cuda_graphs_key_is_a_boolean) {
     int rc;
     bool off;
   } cases[] = {{"false", 0, true}, {"true", 0, false}, {"\"no\"", SC_EINVAL, false}};
-  char dir[] = "/tmp/sc-pipecfg-XXXXXX", path[64];
+  char dir[] = "/tmp/sc-pipecfg-XXXXXX", json[64];
   cr_assert_not_null(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/c.json", dir);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fprintf(f, "{\"nodes\":[{\"rank\":0,\"endpoint\":\"ipc://%s/n0\",\"coll\":\"ipc://%s/c0\"}],"
-               "\"pipeline\":{\"cuda_graphs\":%s}}", dir, dir, cases[i].value);
-    fclose(f);
-    sc_cluster c;
+    snprintf(json, sizeof json, "{\"cuda_graphs\":%s}", cases[i].value);
     sc_diag d = {0};
-    cr_assert_eq(sc_cluster_load(path, &c, &d), 0, "%s", sc_diag_message(&d));
     sc_pipeline_config pc;
-    bool present = false;
-    const int rc = sc_pipeline_config_load(path, &c, &pc, &present, &d);
+    const int rc = load_pipeline(dir, 1, json, &pc, &d);
     cr_assert_eq(rc, cases[i].rc, "cuda_graphs %s: %s", cases[i].value, sc_diag_message(&d));
     if (rc == 0) {
-      cr_assert(present);
       cr_assert_eq(pc.engine.no_recordings, cases[i].off, "cuda_graphs %s", cases[i].value);
       sc_pipeline_config_free(&pc);
     } else {
       cr_assert(strstr(d.msg, "cuda_graphs must be true or false"), "%s", d.msg);
     }
-    sc_cluster_free(&c);
   }
-  unlink(path);
   rmdir(dir);
 }
 
@@ -211,11 +226,15 @@ Test(pipeline, killed_node_gives_errors_not_a_hang) {
 
 /* A P x N cluster of the small model; inject: one --inject fault (and with it a 24-token
  * budget and a 1 s collective deadline), or NULL. */
+/* The pipeline's "overlap" of the clusters start_small_profiled makes (NULL: auto). */
+static const char *g_overlap;
+
 static sc_local_cluster *start_small_profiled(int p, int n, const char *inject, bool profile) {
   sc_local_cluster_opts o = {.pcp = p, .dcp = n, .tp = 1, .exe = EXE,
                              .model_file = SRC "/examples/model-small.json",
                              .quiet = true, .log_level = "error",
-                             .taps = true /* open_tap watches rank 0's */, .profile = profile};
+                             .taps = true /* open_tap watches rank 0's */, .profile = profile,
+                             .overlap = g_overlap};
   if (inject) {
     o.inject[0] = inject;
     o.num_inject = 1;
@@ -278,8 +297,9 @@ static int next_error(sc_client *c, char *msg, size_t len) {
 /* A 2 x 2 cluster with one injected fault, and a client *c that sent A (id[0]: 40
  * prompt tokens) and then B (id[1]: 5). On one connection A reaches the scheduler first:
  * A starts step 1 at once and fills its 24-token budget; B waits for the next step. */
-static sc_local_cluster *start_a_then_b(const char *inject, sc_client **c, uint64_t id[2]) {
-  sc_local_cluster *lc = start_with_client(2, 2, inject, c);
+static sc_local_cluster *start_a_then_b(int p, int n, const char *inject, sc_client **c,
+                                        uint64_t id[2]) {
+  sc_local_cluster *lc = start_with_client(p, n, inject, c);
   int32_t prompt[40];
   for (int i = 0; i < 40; i++) prompt[i] = (i * 31) % SMALL_VOCAB;
   const sc_client_request a = {.prompt = prompt, .prompt_len = 40, .max_tokens = 2};
@@ -293,10 +313,10 @@ static sc_local_cluster *start_a_then_b(const char *inject, sc_client **c, uint6
  * whose report that it completed the step is lost) fails that step, and the requests
  * that were waiting behind it are still served (nothing else would start the next step:
  * the failed step's result is ignored). */
-static void failed_ack_case(const char *inject, const char *want) {
+static void failed_ack_case_on(int p, int n, const char *inject, const char *want) {
   sc_client *c;
   uint64_t id[2];
-  sc_local_cluster *lc = start_a_then_b(inject, &c, id);
+  sc_local_cluster *lc = start_a_then_b(p, n, inject, &c, id);
   int tokens[2] = {0, 0}, ended = 0;
   bool failed[2] = {false, false};
   char msg[512] = "";
@@ -322,6 +342,10 @@ static void failed_ack_case(const char *inject, const char *want) {
   cr_assert_not_null(strstr(msg, want), "%s", msg);
   cr_assert_eq(tokens[1], 2);
   assert_no_nodes_left();
+}
+
+static void failed_ack_case(const char *inject, const char *want) {
+  failed_ack_case_on(2, 2, inject, want);
 }
 
 Test(pipeline, a_wrong_plan_ack_fails_its_step_and_the_queue_goes_on) {
@@ -350,7 +374,7 @@ Test(pipeline, a_lost_completion_fails_its_step_after_the_deadline) {
 Test(pipeline, a_failed_device_stops_the_cluster, .timeout = 60) {
   sc_client *c;
   uint64_t id[2];
-  sc_local_cluster *lc = start_a_then_b("devfault:1:1", &c, id);
+  sc_local_cluster *lc = start_a_then_b(2, 2, "devfault:1:1", &c, id);
   char msg[512];
   cr_assert_lt(finish(c, id[0], msg, sizeof msg), 0, "A was served");
   cr_assert(strstr(msg, "step 1 failed: rank 1: a kernel failed on the device") &&
@@ -792,4 +816,103 @@ Test(pipeline, a_vanished_client_has_its_request_canceled) {
   sc_local_cluster_stop(lc);
   pclose(tap);
   assert_no_nodes_left();
+}
+
+/* ---- overlapped steps (docs/pipeline.md): one rank, the pipeline's "overlap" on ---- */
+
+/* The tokens of every request of a --json run, one line each, into buf. */
+static void tokens_of(json_t *j, char *buf, size_t len) {
+  json_t *res = json_object_get(j, "results"), *r;
+  size_t i, at = 0;
+  buf[0] = '\0';
+  json_array_foreach(res, i, r) {
+    char *t = json_dumps(json_object_get(r, "tokens"), JSON_COMPACT);
+    cr_assert_not_null(t);
+    at += (size_t)snprintf(buf + at, at < len ? len - at : 0, "%zu %s\n", i, t);
+    free(t);
+  }
+  cr_assert_lt(at, len);
+}
+
+/* Steps planned ahead take their input tokens from the step before on the "device" (on
+ * the CPU, which queues them as it computes them: forced with overlap on) and give
+ * exactly the tokens of steps run one at a time; the executor's log says how many were
+ * queued while the step before ran. */
+Test(pipeline, overlapped_steps_give_the_tokens_of_steps_run_one_at_a_time) {
+  private_tmp();
+  static char on[1 << 16], off[1 << 16];
+  char args[768], log[128];
+  snprintf(log, sizeof log, "%s/run.log", g_tmp);
+  for (int k = 0; k < 2; k++) {
+    snprintf(args, sizeof args,
+             "--pcp 1 --dcp 1 --requests %s/tests/pipeline/stream.jsonl --token-budget 24 "
+             "--clients 3 --timeout 120 --overlap %s 2> %s", SRC, k ? "off" : "on", log);
+    json_t *j;
+    setenv("SPARSECP_LOG", "info", 1); /* (the nodes' logs, with the run's progress) */
+    const int rc = run_json_logged(args, false, &j);
+    unsetenv("SPARSECP_LOG");
+    cr_assert_eq(rc, 0, "overlap %s: exit %d, error: %s", k ? "off" : "on", rc,
+                 json_string_value(json_object_get(j, "error")));
+    cr_assert_eq(json_integer_value(json_object_get(j, "generated_tokens")), 65);
+    tokens_of(j, k ? off : on, sizeof on);
+    json_decref(j);
+    /* "... (prepare ..., 0 of them replayed, N queued while the step before ran) ..." */
+    FILE *f = fopen(log, "r");
+    cr_assert_not_null(f);
+    char line[1024];
+    long overlapped = -1;
+    while (fgets(line, sizeof line, f)) {
+      const char *at = strstr(line, " queued while the step before ran");
+      if (at == NULL) continue;
+      while (at > line && at[-1] >= '0' && at[-1] <= '9') at--;
+      overlapped = strtol(at, NULL, 10);
+    }
+    fclose(f);
+    unlink(log);
+    if (k == 0) cr_assert_gt(overlapped, 10, "overlap on: %ld steps overlapped", overlapped);
+    else cr_assert_eq(overlapped, 0, "overlap off: %ld steps overlapped", overlapped);
+  }
+  cr_assert_str_eq(on, off);
+  assert_no_nodes_left();
+}
+
+/* A failure of a step fails the step planned ahead of it too (it took its tokens from
+ * the failed one): A, in both, fails with a message naming both, and B, which arrived
+ * after both were planned, is served. */
+Test(pipeline, a_failed_step_fails_the_step_planned_ahead_and_the_queue_goes_on) {
+  g_overlap = "on";
+  failed_ack_case_on(1, 1, "badack:0:1",
+                     "steps 1 and 2 failed: rank 0 acknowledged plan fingerprint");
+}
+
+/* The pipeline's "overlap": auto, on or off; steps overlap only on one rank, not while
+ * profiled, and with auto only on CUDA. */
+Test(pipeline, the_overlap_key_says_where_steps_overlap) {
+  static const struct {
+    const char *value, *more;
+    int ranks, rc;
+    bool overlaps;
+  } cases[] = {{"\"auto\"", "", 1, 0, false},  /* the CPU */
+               {"\"on\"", "", 1, 0, true},
+               {"\"on\"", ",\"profile\":true", 1, 0, false},
+               {"\"on\"", "", 2, 0, false},
+               {"\"off\"", "", 1, 0, false},
+               {"\"yes\"", "", 1, SC_EINVAL, false},
+               {"true", "", 1, SC_EINVAL, false}};
+  char dir[] = "/tmp/sc-pipecfg-XXXXXX", json[128];
+  cr_assert_not_null(mkdtemp(dir));
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(json, sizeof json, "{\"overlap\":%s%s}", cases[i].value, cases[i].more);
+    sc_diag d = {0};
+    sc_pipeline_config pc;
+    const int rc = load_pipeline(dir, cases[i].ranks, json, &pc, &d);
+    cr_assert_eq(rc, cases[i].rc, "case %zu: %s", i, sc_diag_message(&d));
+    if (rc == 0) {
+      cr_assert_eq(sc_pipeline_overlaps(&pc), cases[i].overlaps, "case %zu", i);
+      sc_pipeline_config_free(&pc);
+    } else {
+      cr_assert(strstr(d.msg, "overlap must be"), "%s", d.msg);
+    }
+  }
+  rmdir(dir);
 }

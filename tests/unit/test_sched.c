@@ -543,3 +543,220 @@ Test(sched, random_streams_lose_nothing) {
     sc_sched_destroy(s);
   }
 }
+
+/* ---- steps planned ahead (sc_sched_next_ahead) ---- */
+
+Test(sched, a_step_planned_ahead_takes_the_token_of_the_step_in_flight) {
+  sc_sched *s = make(small_cfg());
+  submit(s, 1, 3, 3);
+  sc_sched_step *st, *ahead;
+  sc_sched_event ev[8];
+  cr_assert_eq(sc_sched_next_ahead(s, &st), SC_EAGAIN); /* nothing in flight */
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert(st->prev_step == 0 && st->prev_entry[0] == -1 && st->sample[0]);
+  cr_assert_eq(sc_sched_next(s, &ahead), SC_EAGAIN);
+  cr_assert_eq(sc_sched_next_ahead(s, &ahead), 0);
+  cr_assert_not_null(ahead);
+  cr_assert_eq(ahead->prev_step, st->step);
+  cr_assert_eq(ahead->step, st->step + 1);
+  cr_assert(ahead->num_reqs == 1 && !ahead->reqs[0].prefill && ahead->reqs[0].computed == 3);
+  cr_assert(ahead->prev_entry[0] == 0 && ahead->tokens[0] == 0 && ahead->out_index[0] == 1);
+  cr_assert_eq(sc_sched_in_flight(s), 2);
+  cr_assert_eq(sc_sched_next_ahead(s, &ahead), SC_EAGAIN); /* two in flight */
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){77}, ev), 1);
+  cr_assert(ev[0].token == 77 && ev[0].index == 0 && !ev[0].finished);
+  /* the third token is the last: a step after the second plans it, none after that */
+  cr_assert_eq(sc_sched_next_ahead(s, &st), 0);
+  cr_assert(st->reqs[0].computed == 4 && st->prev_entry[0] == 0 && st->out_index[0] == 2);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){78}, ev), 1);
+  cr_assert_eq(sc_sched_next_ahead(s, &ahead), 0);
+  cr_assert_null(ahead); /* the step in flight ends the request */
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){79}, ev), 1);
+  cr_assert(ev[0].finished && ev[0].index == 2);
+  /* a request that is not planned ahead takes its token from the step's input as ever */
+  submit(s, 2, 2, 3);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){50}, ev), 1);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert(st->prev_entry[0] == -1 && st->tokens[0] == 50);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){51}, ev), 1);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert(stats.running == 1 && stats.steps == 5 && stats.finished == 1);
+  sc_sched_destroy(s);
+}
+
+Test(sched, a_request_sampled_at_a_temperature_waits_for_its_token) {
+  sc_sched *s = make(small_cfg());
+  int32_t prompt[2] = {5, 6};
+  const sc_sched_params hot = {.max_new_tokens = 4, .temperature = 0.8f, .seed = 1};
+  cr_assert_eq(sc_sched_submit(s, 1, prompt, 2, &hot, NULL), 0);
+  submit(s, 2, 2, 4);
+  sc_sched_step *st;
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(st->num_reqs, 2);
+  cr_assert_eq(sc_sched_next_ahead(s, &st), 0);
+  cr_assert(st->num_reqs == 1 && st->reqs[0].id == 2 && st->prev_entry[0] == 1);
+  sc_sched_destroy(s);
+}
+
+Test(sched, two_failed_steps_in_flight_roll_back_to_before_the_first) {
+  sc_sched *s = make(small_cfg());
+  submit(s, 1, 3, 4);
+  sc_sched_step *st;
+  sc_sched_event ev[8];
+  int64_t ids[8];
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){70}, ev), 1);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(sc_sched_next_ahead(s, &st), 0);
+  submit(s, 2, 2, 1); /* waits: arrived after both were planned */
+  cr_assert_eq(sc_sched_retry_step(s, 1, ids), 0);
+  cr_assert_eq(sc_sched_in_flight(s), 0);
+  cr_assert_eq(sc_sched_next(s, &st), 0); /* the first step's work again */
+  cr_assert(st->reqs[0].id == 1 && st->reqs[0].computed == 3 && st->tokens[0] == 70);
+  cr_assert(st->out_index[0] == 1 && st->prev_entry[0] == -1);
+  cr_assert(st->num_reqs == 2 && st->reqs[1].id == 2);
+  cr_assert_eq(sc_sched_next_ahead(s, &st), 0);
+  /* a second failure of both in a row is request 1's second: past the limit of 1 */
+  cr_assert_eq(sc_sched_retry_step(s, 1, ids), 1);
+  cr_assert_eq(ids[0], 1);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.steps_failed, 4);
+  cr_assert_eq(stats.running, 1); /* request 2 ran once: its first failure */
+  cr_assert_eq(sc_sched_requeue_running(s), 1);
+  sc_sched_destroy(s);
+}
+
+Test(sched, a_request_canceled_with_two_steps_in_flight_ends_after_the_second) {
+  sc_sched *s = make(small_cfg());
+  submit(s, 1, 3, 5);
+  sc_sched_step *st;
+  sc_sched_event ev[8];
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(sc_sched_next_ahead(s, &st), 0);
+  cr_assert_eq(sc_sched_cancel(s, 1), 0);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){1}, ev), 0);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert_eq(stats.running, 1); /* the second step still writes its cache */
+  cr_assert_eq(sc_sched_next_ahead(s, &st), 0);
+  cr_assert_null(st); /* and it is not planned again */
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){2}, ev), 0);
+  sc_sched_get_stats(s, &stats);
+  cr_assert(stats.running == 0 && stats.canceled == 1 && stats.free_blocks == 16);
+  sc_sched_destroy(s);
+}
+
+/* A pipeline of steps planned ahead, as the scheduler actor runs it on one rank: every
+ * token an entry reads, known or taken from the step before, is the one that request's
+ * stream holds at that position; failures (both steps, retried) and cancels lose and
+ * duplicate nothing, and every block comes back. */
+Test(sched, random_streams_with_steps_planned_ahead_lose_nothing) {
+  uint64_t rng = 11;
+  int64_t taken_total = 0;
+  for (int trial = 0; trial < 40; trial++) {
+    sc_sched_config c = {.token_budget = 1 + (int)sc_test_rng_int(&rng, 1, 40),
+                         .max_running = (int)sc_test_rng_int(&rng, 1, 6),
+                         .block_size = (int)sc_test_rng_int(&rng, 1, 8),
+                         .dcp = (int)sc_test_rng_int(&rng, 1, 4),
+                         .num_blocks = (int)sc_test_rng_int(&rng, 8, 48), .max_model_len = 200};
+    sc_sched *s = make(c);
+    enum { NREQ = 30 };
+    int32_t want_new[NREQ], got[NREQ], plen[NREQ];
+    bool canceled[NREQ];
+    int accepted = 0, submitted = 0, n_canceled = 0;
+    memset(got, 0, sizeof got);
+    memset(canceled, 0, sizeof canceled);
+    sc_sched_step *fl[2] = {NULL, NULL}; /* in flight, oldest first */
+    int32_t sampled[2][64];
+    sc_sched_event ev[64];
+    int64_t ids[64];
+    for (int round = 0; round < 20000; round++) {
+      if (submitted < NREQ && sc_test_rng_int(&rng, 0, 2) == 0) {
+        const int id = submitted++;
+        plen[id] = (int)sc_test_rng_int(&rng, 1, 60);
+        want_new[id] = (int)sc_test_rng_int(&rng, 1, 10);
+        int32_t prompt[64];
+        for (int i = 0; i < plen[id]; i++) prompt[i] = id * 1000 + i;
+        const sc_sched_params p = {.max_new_tokens = want_new[id]};
+        if (sc_sched_submit(s, id, prompt, plen[id], &p, NULL) == 0) accepted++;
+        else want_new[id] = -1;
+      }
+      const int nf = sc_sched_in_flight(s);
+      cr_assert_eq(nf, (fl[0] != NULL) + (fl[1] != NULL));
+      const int act = (int)sc_test_rng_int(&rng, 0, 19);
+      if (nf > 0 && act == 0) { /* both fail, retried */
+        cr_assert_eq(sc_sched_retry_step(s, 1000, ids), 0);
+        fl[0] = fl[1] = NULL;
+        continue;
+      }
+      if (act == 1 && submitted > 0) { /* a client cancels */
+        const int id = (int)sc_test_rng_int(&rng, 0, submitted - 1);
+        if (want_new[id] > 0 && !canceled[id] && got[id] < want_new[id] &&
+            sc_sched_cancel(s, id) == 0) {
+          canceled[id] = true;
+          n_canceled++;
+        }
+        continue;
+      }
+      if (nf < 2 && (nf == 0 || act < 12)) {
+        sc_sched_step *st;
+        cr_assert_eq(nf == 0 ? sc_sched_next(s, &st) : sc_sched_next_ahead(s, &st), 0);
+        if (st != NULL) {
+          cr_assert_leq(st->num_tokens, c.token_budget);
+          cr_assert_eq(st->prev_step, nf ? fl[0]->step : 0);
+          int32_t off = 0;
+          for (int32_t i = 0; i < st->num_reqs; i++) {
+            const sc_batch_req *r = &st->reqs[i];
+            const int id = (int)r->id;
+            for (int32_t t = 0; t < r->scheduled; t++) {
+              const int32_t pos = r->computed + t;
+              const bool taken = t == r->scheduled - 1 && st->prev_entry[i] >= 0;
+              taken_total += taken;
+              const int32_t tok = taken ? sampled[0][st->prev_entry[i]] : st->tokens[off + t];
+              const int32_t want =
+                  pos < plen[id] ? id * 1000 + pos : 500000 + id * 100 + (pos - plen[id]);
+              cr_assert_eq(tok, want, "request %d position %d", id, pos);
+            }
+            if (st->prev_entry[i] >= 0)
+              cr_assert_eq(fl[0]->reqs[st->prev_entry[i]].id, r->id);
+            off += r->scheduled;
+            sampled[nf][i] = st->sample[i] ? 500000 + id * 100 + st->out_index[i] : -1;
+            for (int32_t j = 0; j < i; j++)
+              for (int32_t a = st->block_start[i]; a < st->block_start[i + 1]; a++)
+                for (int32_t b = st->block_start[j]; b < st->block_start[j + 1]; b++)
+                  cr_assert_neq(st->blocks[a], st->blocks[b], "block shared");
+          }
+          fl[nf] = st;
+          continue;
+        }
+        if (nf == 0) {
+          if (submitted == NREQ) break;
+          continue;
+        }
+      }
+      if (nf == 0) continue;
+      const int n = sc_sched_advance(s, sampled[0], ev);
+      for (int k = 0; k < n; k++) {
+        cr_assert_eq(ev[k].index, got[ev[k].id]);
+        got[ev[k].id]++;
+        cr_assert_eq(ev[k].finished, got[ev[k].id] == want_new[ev[k].id]);
+      }
+      memcpy(sampled[0], sampled[1], sizeof sampled[0]);
+      fl[0] = fl[1];
+      fl[1] = NULL;
+    }
+    for (int id = 0; id < submitted; id++)
+      if (want_new[id] > 0 && !canceled[id])
+        cr_assert_eq(got[id], want_new[id], "trial %d request %d", trial, id);
+    sc_sched_stats stats;
+    sc_sched_get_stats(s, &stats);
+    cr_assert(stats.running == 0 && stats.waiting == 0, "trial %d", trial);
+    cr_assert_eq(stats.free_blocks, c.num_blocks);
+    cr_assert_eq((int)(stats.finished + stats.canceled), accepted);
+    sc_sched_destroy(s);
+  }
+  cr_assert_gt(taken_total, 1000); /* (the streams did go through steps planned ahead) */
+}

@@ -1,0 +1,61 @@
+#!/bin/bash
+# Overlapped steps (issue 20 item 3) on one H200: the tree of this session's overlap
+# commit, from the repository root with the binaries in .devrun/.
+#  PART=1: test_gpu_kernels (argmax_rows/take_tokens against the host's sc_logits_top2,
+#    two notifies outstanding), test_gpu_graphs; decode TPOT of the default model,
+#    model-small and model-deep, --overlap off against auto (on: CUDA, one rank),
+#    alternating; the tokens of both compared; run --verify at P2 N2 (its one-rank
+#    reference overlaps).
+#  PART=2: after a helper's review (the readback's failure paths, the lead timed from the
+#    completion callback's clock): the tests again; off / auto once each for the default
+#    model (spaced and 4 at once) and model-small, one auto run of model-deep, for the
+#    executor's lead line; bench e2e (its clusters overlap by default).
+. bench/device_common.sh
+
+# tpot NAME MODEL_ARGS REQFILE CLIENTS [ROUNDS] [MODES]: overlap off / auto (MODES),
+# alternating, ROUNDS times (2); each run's
+# TPOT, its executor lines, and the tokens of every request compared between the modes
+tpot() {
+  for ((i = 1; i <= ${5:-2}; i++)); do for ov in ${6:-off auto}; do
+    f="$OUT/$1-$ov-$i"
+    SPARSECP_LOG=info timeout 120 .devrun/sparsecp run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 $2 --requests "$3" --clients $4 --overlap $ov --json > "$f.json" 2> "$f.err"
+    echo "$1 overlap $ov $i rc=$?"; show_run "$f.json"; grep -E "steps, each|between|overlapped steps" "$f.err" | cut -c1-330
+  done; done
+  [ "${6:-off auto}" = "off auto" ] && python3 - "$OUT/$1" <<'PY'
+import json, sys
+t = {ov: [r.get("tokens") for r in json.load(open(f"{sys.argv[1]}-{ov}-1.json"))["results"]] for ov in ("off", "auto")}
+print("  tokens identical with and without overlap:", t["off"] == t["auto"], sum(len(x or []) for x in t["auto"]), "tokens")
+PY
+  lap $1
+}
+
+if has 1; then
+  timeout 150 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|greedy|notify" "$OUT/test_kernels.log" | head
+  timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+  lap tests
+  requests 4 500 "$OUT/req4.jsonl"
+  requests 4 0 "$OUT/req4-together.jsonl"
+  tpot default "" "$OUT/req4.jsonl" 1
+  tpot default-batch4 "" "$OUT/req4-together.jsonl" 4
+  tpot small "--model examples/model-small.json" "$OUT/req4.jsonl" 1
+  requests 4 2500 "$OUT/req4-deep.jsonl"
+  tpot deep "--model examples/model-deep.json" "$OUT/req4-deep.jsonl" 1
+  for fmt in f32 bf16; do
+    timeout 90 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format $fmt --verify > "$OUT/verify-$fmt.log" 2>&1; echo "verify $fmt rc=$? $(grep -E 'verify|result' "$OUT/verify-$fmt.log" | tr -s ' ' | tr '\n' ' ')"
+  done
+  lap verify
+fi
+
+if has 2; then
+  timeout 150 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL" "$OUT/test_kernels.log" | head
+  timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+  lap tests
+  requests 4 500 "$OUT/req4.jsonl"
+  requests 4 0 "$OUT/req4-together.jsonl"
+  requests 4 2500 "$OUT/req4-deep.jsonl"
+  tpot default "" "$OUT/req4.jsonl" 1 1
+  tpot default-batch4 "" "$OUT/req4-together.jsonl" 4 1
+  tpot small "--model examples/model-small.json" "$OUT/req4.jsonl" 1 1
+  tpot deep "--model examples/model-deep.json" "$OUT/req4-deep.jsonl" 1 1 auto
+  timeout 250 .devrun/sparsecp bench e2e --device cuda --json > "$OUT/bench-e2e.json" 2> "$OUT/bench-e2e.err"; echo "e2e rc=$?"; show_e2e "$OUT/bench-e2e.json"; lap e2e
+fi
