@@ -589,6 +589,11 @@ typedef struct id_sink {
 
 static int fail_into(sc_sched *s, int32_t slot, void *arg) {
   id_sink *sink = arg;
+  if (s->slots[slot].canceled) { /* (its client was told it ended: no error on top) */
+    finish(s, slot);
+    s->stats.canceled++;
+    return 0;
+  }
   const int n = fail_one(s, slot, sink->ids);
   sink->ids += n;
   return n;

@@ -160,7 +160,8 @@ int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events
 /* The steps in flight failed (aborted on the ranks; with one planned ahead, both): their
  * requests are removed and their blocks freed; their ids are written to failed_ids (room
  * for the running requests), each once; returns how many. The caller sends each of
- * their clients an error. Other requests continue. */
+ * their clients an error. A request canceled during the steps ends as canceled, without
+ * an id (its client was told already). Other requests continue. */
 int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids);
 
 /* The steps in flight failed, but every rank still holds its KV cache (a refused

@@ -578,10 +578,13 @@ static int on_cancel(sc_ctx *c, const sc_envelope *env, const void *body) {
 static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r) {
   const int n = sc_sched_advance(s->sched, r->sampled.v, s->events);
   step_track *t = head_track(s);
-  sc_histo_add(&s->step_time, (double)(sc_now_ns() - t->start_ns) * 1e-9);
+  const uint64_t now = sc_now_ns();
+  sc_histo_add(&s->step_time, (double)(now - t->start_ns) * 1e-9);
   t->step = 0;
   s->t_head ^= 1;
   s->n_track--;
+  /* a step planned ahead counts from here: its time before was the step before's */
+  if (s->n_track) head_track(s)->start_ns = now;
   if (r->stage_ns.n == SC_STAGE_COUNT)
     for (int i = 0; i < SC_STAGE_COUNT; i++) s->stage_ns[i] += r->stage_ns.v[i];
   if (r->device_ns.n == SC_DEVICE_COUNT) {

@@ -760,3 +760,21 @@ Test(sched, random_streams_with_steps_planned_ahead_lose_nothing) {
   }
   cr_assert_gt(taken_total, 1000); /* (the streams did go through steps planned ahead) */
 }
+
+Test(sched, a_request_canceled_in_a_failed_step_ends_canceled_not_failed) {
+  sc_sched *s = make(small_cfg());
+  submit(s, 1, 3, 5);
+  submit(s, 2, 3, 5);
+  sc_sched_step *st;
+  int64_t ids[8];
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(sc_sched_next_ahead(s, &st), 0);
+  cr_assert_eq(sc_sched_cancel(s, 1), 0);
+  cr_assert_eq(sc_sched_fail_step(s, ids), 1);
+  cr_assert_eq(ids[0], 2);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert(stats.canceled == 1 && stats.failed == 1 && stats.running == 0);
+  cr_assert_eq(stats.free_blocks, 16);
+  sc_sched_destroy(s);
+}
