@@ -916,3 +916,67 @@ Test(pipeline, the_overlap_key_says_where_steps_overlap) {
   }
   rmdir(dir);
 }
+
+/* The tokens of two requests (40 and 7 prompt tokens, 30 new each) on a one-rank cluster
+ * with overlap on and `inject` (NULL: none) and step retries; each request's tokens
+ * into toks[k] (up to 30), their counts into n[k]; fails the test on an error. */
+static void two_requests_overlapped(const char *inject, int32_t toks[2][30], int n[2]) {
+  private_tmp();
+  sc_local_cluster_opts o = {.pcp = 1, .dcp = 1, .tp = 1, .exe = EXE,
+                             .model_file = SRC "/examples/model-small.json", .quiet = true,
+                             .log_level = "error", .overlap = "on", .step_retries = 2};
+  if (inject) {
+    o.inject[0] = inject;
+    o.num_inject = 1;
+    o.deadline_ms = 1000;
+  }
+  sc_local_cluster *lc = NULL;
+  sc_diag d = {0};
+  cr_assert_eq(sc_local_cluster_start(&o, &lc, &d), 0, "%s", d.msg);
+  sc_client *c;
+  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  int32_t prompt[40];
+  for (int i = 0; i < 40; i++) prompt[i] = (i * 37 + 11) % SMALL_VOCAB;
+  const sc_client_request a = {.prompt = prompt, .prompt_len = 40, .max_tokens = 30};
+  const sc_client_request b = {.prompt = prompt + 20, .prompt_len = 7, .max_tokens = 30};
+  uint64_t id[2];
+  cr_assert_eq(sc_client_submit(c, &a, &id[0]), 0);
+  cr_assert_eq(sc_client_submit(c, &b, &id[1]), 0);
+  n[0] = n[1] = 0;
+  int ended = 0;
+  const uint64_t until = sc_now_ns() + 60ull * 1000000000ull;
+  while (ended < 2 && sc_now_ns() < until) {
+    sc_client_event ev;
+    if (sc_client_next(c, 200, &ev) != 0) continue;
+    const int k = ev.request_id == id[0] ? 0 : ev.request_id == id[1] ? 1 : -1;
+    if (k < 0) continue;
+    cr_assert_neq(ev.kind, SC_CLIENT_ERROR, "%s: request %d: %s", inject ? inject : "none", k,
+                  ev.message);
+    if (ev.kind == SC_CLIENT_TOKENS) {
+      for (int32_t i = 0; i < ev.n && n[k] < 30; i++) toks[k][n[k]++] = ev.tokens[i];
+    } else {
+      ended++;
+    }
+  }
+  sc_client_close(c);
+  sc_local_cluster_stop(lc);
+  cr_assert_eq(ended, 2, "%s: %d of 2 requests ended", inject ? inject : "none", ended);
+  assert_no_nodes_left();
+}
+
+/* Failed steps (both in flight) run again with retries: the clients get exactly the
+ * tokens of an undisturbed run, none twice, and no error. */
+Test(pipeline, overlapped_steps_that_fail_run_again_with_the_same_tokens, .timeout = 120) {
+  int32_t want[2][30], got[2][30];
+  int nw[2], ng[2];
+  two_requests_overlapped(NULL, want, nw);
+  cr_assert(nw[0] == 30 && nw[1] == 30);
+  const char *faults[] = {"badack:0:6", "noack:0:9"};
+  for (int f = 0; f < 2; f++) {
+    two_requests_overlapped(faults[f], got, ng);
+    for (int k = 0; k < 2; k++) {
+      cr_assert_eq(ng[k], 30, "%s: request %d got %d tokens", faults[f], k, ng[k]);
+      cr_assert_arr_eq(got[k], want[k], sizeof want[k], "%s: request %d", faults[f], k);
+    }
+  }
+}
