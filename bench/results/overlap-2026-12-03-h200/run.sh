@@ -10,6 +10,12 @@
 #    completion callback's clock): the tests again; off / auto once each for the default
 #    model (spaced and 4 at once) and model-small, one auto run of model-deep, for the
 #    executor's lead line; bench e2e (its clusters overlap by default).
+#  PART=3: validation of the session's final tree: the GPU tests (nccl too), recovery on
+#    one-rank NCCL clusters (tests/gpu/recovery_gpu.sh parts 3 and 4: a device fault, and
+#    a failed step whose step planned ahead fails with it, both run again), run --verify
+#    at P2 N2, the default model overlapped, and four ranks sharing the GPU (P4 N4, host
+#    collectives; they do not overlap) against it.
+#  PART=4: bench e2e with its new baseline (e2e.tpot_one_at_a_time: overlap off).
 . bench/device_common.sh
 
 # tpot NAME MODEL_ARGS REQFILE CLIENTS [ROUNDS] [MODES]: overlap off / auto (MODES),
@@ -58,4 +64,34 @@ if has 2; then
   tpot small "--model examples/model-small.json" "$OUT/req4.jsonl" 1 1
   tpot deep "--model examples/model-deep.json" "$OUT/req4-deep.jsonl" 1 1 auto
   timeout 250 .devrun/sparsecp bench e2e --device cuda --json > "$OUT/bench-e2e.json" 2> "$OUT/bench-e2e.err"; echo "e2e rc=$?"; show_e2e "$OUT/bench-e2e.json"; lap e2e
+fi
+
+if has 3; then
+  timeout 150 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL" "$OUT/test_kernels.log" | head
+  timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+  timeout 150 .devrun/test_gpu_nccl > "$OUT/test_nccl.log" 2>&1; echo "test_gpu_nccl rc=$? $(tail -1 "$OUT/test_nccl.log")"
+  lap tests
+  SC_ONLY_DEVFAULT=1 timeout 200 tests/gpu/recovery_gpu.sh > "$OUT/recovery.log" 2>&1; echo "recovery_gpu (3, 4) rc=$?"; grep -E "rc=|tokens|generation|again" "$OUT/recovery.log" | cut -c1-200
+  grep -hE "steps [0-9]+ and [0-9]+ failed" "$OUT"/b.err "$OUT"/f.err | cut -c1-200 | head -3
+  lap recovery
+  for fmt in f32 bf16; do
+    timeout 90 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format $fmt --verify > "$OUT/verify-$fmt.log" 2>&1; echo "verify $fmt rc=$? $(grep -E 'verify|result' "$OUT/verify-$fmt.log" | tr -s ' ' | tr '\n' ' ')"
+  done
+  timeout 90 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format bf16 --verify --model examples/model-long.json > "$OUT/verify-bf16-long.log" 2>&1; echo "verify bf16 model-long rc=$? $(grep -E 'verify|result' "$OUT/verify-bf16-long.log" | tr -s ' ' | tr '\n' ' ')"
+  lap verify
+  requests 4 500 "$OUT/req4.jsonl"
+  tpot default "" "$OUT/req4.jsonl" 1 1 auto
+  timeout 150 .devrun/sparsecp run --device cuda --gpus 1 --pcp 4 --dcp 4 --requests "$OUT/req4.jsonl" --clients 1 --json > "$OUT/default-p4n4.json" 2> "$OUT/default-p4n4.err"; echo "P4 N4 rc=$?"; show_run "$OUT/default-p4n4.json"
+  lap p4n4
+fi
+
+if has 4; then
+  timeout 300 .devrun/sparsecp bench e2e --device cuda --json > "$OUT/bench-e2e.json" 2> "$OUT/bench-e2e.err"; echo "e2e rc=$?"
+  python3 - "$OUT/bench-e2e.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    p = r["params"]
+    print(" ", r["name"], p.get("context"), p.get("kv"), round(r["median"], 3), r["unit"], {k: v for k, v in r.items() if k.endswith("speedup") or k.startswith("ratio")})
+PY
+  lap e2e
 fi
