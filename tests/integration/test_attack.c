@@ -168,21 +168,25 @@ static const char *launch_spawn(launch *l, bool tcp) {
   return NULL;
 }
 
-/* Starts the cluster, reads its "launched" line and waits until both nodes are ready.
- * The --tap port was free a moment before launch binds it; should another process take
- * it meanwhile, launch says so and the start is tried again on another. */
-static void launch_start(launch *l, bool tcp) {
+static int launch_stop(launch *l);
+
+/* One start: the "launched" line read into the fields, both nodes ready. false when it
+ * did not come up because a port it was given (the --tap one here, or one launch picked
+ * for the nodes and collectives: all were free a moment before they were bound) was
+ * taken meanwhile by another process: launch's log says "Address already in use" (the
+ * nodes' bind failures) or that it cannot bind the tap endpoint. Any other failure fails
+ * the test. */
+static bool launch_try(launch *l, bool tcp) {
   memset(l, 0, sizeof *l);
   l->out = -1;
   snprintf(l->dir, sizeof l->dir, "/tmp/sc-attack-XXXXXX");
   cr_assert_not_null(mkdtemp(l->dir));
   snprintf(l->err_path, sizeof l->err_path, "%s/launch.err", l->dir);
-  const char *line = NULL;
-  for (int attempt = 0; line == NULL && attempt < 3; attempt++) {
-    if (tcp) snprintf(l->tap, sizeof l->tap, "tcp://127.0.0.1:%d", free_port());
-    line = launch_spawn(l, tcp);
-    if (line == NULL && log_lines(l, "cannot bind the tap endpoint", NULL, NULL) == 0) break;
-  }
+  if (tcp) snprintf(l->tap, sizeof l->tap, "tcp://127.0.0.1:%d", free_port());
+  const char *line = launch_spawn(l, tcp);
+  const bool port_taken = log_lines(l, "cannot bind the tap endpoint", NULL, NULL) > 0 ||
+                          log_lines(l, "Address already in use", NULL, NULL) > 0;
+  if (line == NULL && port_taken) return launch_stop(l), false;
   cr_assert_not_null(line, "launch printed no \"launched\" line");
   json_t *j = json_loads(line, 0, NULL);
   cr_assert_not_null(j, "not JSON: %s", line);
@@ -200,7 +204,19 @@ static void launch_start(launch *l, bool tcp) {
   if (slash) *slash = '\0';
   if (tcp) cr_assert(l->tap_server_key[0] && l->tap_key_file[0], "no tap key in: %s", line);
   for (int r = 0; r < 2; r++)
-    cr_assert_not_null(launch_expect(l, "\"ready\"", 15000), "node not ready");
+    if (launch_expect(l, "\"ready\"", 15000) == NULL) {
+      if (log_lines(l, "Address already in use", NULL, NULL) > 0) return launch_stop(l), false;
+      cr_assert_fail("node not ready");
+    }
+  return true;
+}
+
+/* Starts the cluster, reads its "launched" line and waits until both nodes are ready;
+ * a start whose ports were taken meanwhile (launch_try) is made again, up to 3 times. */
+static void launch_start(launch *l, bool tcp) {
+  bool up = false;
+  for (int attempt = 0; !up && attempt < 3; attempt++) up = launch_try(l, tcp);
+  cr_assert(up, "three starts in a row found a port taken");
   sc_diag d = {0};
   cr_assert_eq(sc_cluster_load(l->cluster_path, &l->c, &d), 0, "%s", sc_diag_message(&d));
   l->loaded = true;
