@@ -16,6 +16,11 @@
 #    at P2 N2, the default model overlapped, and four ranks sharing the GPU (P4 N4, host
 #    collectives; they do not overlap) against it.
 #  PART=4: bench e2e with its new baseline (e2e.tpot_one_at_a_time: overlap off).
+#  PART=5: the radix select's later passes not launched when no token has more keys than
+#    the top-K (.devrun, against .devrun/prev: the tree of 3ea8d16; tried, not kept, not
+#    committed: a max_keys bound in sc_indexer_args, bench/gpu-step.md): test_gpu_kernels
+#    (indexer_few_keys_case), the default model's and model-small's TPOT alternating
+#    (overlap auto), run --verify at P2 N2.
 . bench/device_common.sh
 
 # tpot NAME MODEL_ARGS REQFILE CLIENTS [ROUNDS] [MODES]: overlap off / auto (MODES),
@@ -94,4 +99,26 @@ for r in json.load(open(sys.argv[1]))["results"]:
     print(" ", r["name"], p.get("context"), p.get("kv"), round(r["median"], 3), r["unit"], {k: v for k, v in r.items() if k.endswith("speedup") or k.startswith("ratio")})
 PY
   lap e2e
+fi
+
+if has 5; then
+  timeout 150 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|bound" "$OUT/test_kernels.log" | head
+  lap tests
+  requests 4 500 "$OUT/req4.jsonl"
+  for i in 1 2; do for v in prev cur; do for m in default small; do
+    bin=.devrun/sparsecp; [ $v = prev ] && bin=.devrun/prev/sparsecp
+    margs=""; [ $m = small ] && margs="--model examples/model-small.json"
+    f="$OUT/$m-$v-$i"
+    SPARSECP_LOG=info timeout 60 $bin run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 $margs --requests "$OUT/req4.jsonl" --clients 1 --json > "$f.json" 2> "$f.err"
+    echo "$m $v $i rc=$?"; show_run "$f.json"
+  done; done; done
+  python3 - "$OUT" <<'PY'
+import json, sys
+for m in ("default", "small"):
+    t = {v: [r.get("tokens") for r in json.load(open(f"{sys.argv[1]}/{m}-{v}-1.json"))["results"]] for v in ("prev", "cur")}
+    print(" ", m, "tokens identical before and after:", t["prev"] == t["cur"])
+PY
+  lap tpot
+  timeout 90 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify > "$OUT/verify-f32.log" 2>&1; echo "verify f32 rc=$? $(grep -E 'verify|result' "$OUT/verify-f32.log" | tr -s ' ' | tr '\n' ' ')"
+  lap verify
 fi
