@@ -21,6 +21,8 @@
 #    committed: a max_keys bound in sc_indexer_args, bench/gpu-step.md): test_gpu_kernels
 #    (indexer_few_keys_case), the default model's and model-small's TPOT alternating
 #    (overlap auto), run --verify at P2 N2.
+#  PART=6: where four ranks sharing the GPU spend a step (P4 N4, host collectives,
+#    staged; default model, profiled): the executors' step lines and collective totals.
 . bench/device_common.sh
 
 # tpot NAME MODEL_ARGS REQFILE CLIENTS [ROUNDS] [MODES]: overlap off / auto (MODES),
@@ -121,4 +123,13 @@ PY
   lap tpot
   timeout 90 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify > "$OUT/verify-f32.log" 2>&1; echo "verify f32 rc=$? $(grep -E 'verify|result' "$OUT/verify-f32.log" | tr -s ' ' | tr '\n' ' ')"
   lap verify
+fi
+
+if has 6; then
+  requests 4 500 "$OUT/req4.jsonl"
+  SPARSECP_LOG=info timeout 120 .devrun/sparsecp run --device cuda --gpus 1 --pcp 4 --dcp 4 --profile --requests "$OUT/req4.jsonl" --clients 1 --json > "$OUT/p4n4-prof.json" 2> "$OUT/p4n4-prof.err"; echo "P4 N4 profiled rc=$?"; show_run "$OUT/p4n4-prof.json"
+  grep -E "rank 0: step (100|101|102):" "$OUT/p4n4-prof.err" | cut -c1-600
+  grep -E "rank (0|5): step 101:" "$OUT/p4n4-prof.err" | cut -c1-600
+  grep -E "rank 0 collectives|rank 0: [0-9]+ steps, each" "$OUT/p4n4-prof.err" | cut -c1-300
+  lap p4n4
 fi
