@@ -216,11 +216,15 @@ static int grow_greedy(sc_forward *f, size_t bytes) {
   return 0;
 }
 
+/* Whether request i has a logits row this step (sc_forward_logits_rows). */
+static bool has_logits_row(const sc_meta *m, const uint8_t *sample, int32_t i) {
+  return m->last_token[i] >= 0 && (sample == NULL || sample[i]);
+}
+
 int32_t sc_forward_logits_rows(const sc_meta *m, const uint8_t *sample, int32_t num_reqs,
                                int32_t *row_of) {
   int32_t n = 0;
-  for (int32_t i = 0; i < num_reqs; i++)
-    row_of[i] = m->last_token[i] >= 0 && (sample == NULL || sample[i]) ? n++ : -1;
+  for (int32_t i = 0; i < num_reqs; i++) row_of[i] = has_logits_row(m, sample, i) ? n++ : -1;
   return n;
 }
 
@@ -715,7 +719,7 @@ static int step_prepare(step_ctx *s) {
   /* ---- index arrays ---- */
   const size_t nr = (size_t)plan->num_reqs, bt_n = nr * (size_t)s->bt_w;
   const size_t nfol = (size_t)in->n_follow, ntok = (size_t)plan->num_tokens;
-  const size_t host_need = Tp + nr + bt_n + 2 * nfol + ntok;
+  const size_t host_need = Tp + nr + bt_n + (nfol ? 2 * nfol + ntok : 0);
   if (f->host_cap < host_need) {
     int32_t *p = realloc(f->host_ids, host_need * sizeof *p);
     CK(p == NULL ? SC_ENOMEM : 0, "out of memory");
@@ -770,8 +774,7 @@ static int step_prepare(step_ctx *s) {
   /* the hidden rows of the last tokens whose logits are taken */
   s->nl = 0;
   for (int32_t i = 0; i < plan->num_reqs; i++)
-    if (m->last_token[i] >= 0 && (in->sample == NULL || in->sample[i]))
-      last[s->nl++] = m->hidden_restore[m->last_token[i]];
+    if (has_logits_row(m, in->sample, i)) last[s->nl++] = m->hidden_restore[m->last_token[i]];
   const size_t nkr = (size_t)m->num_key_ranges;
   upload_src up[U_COUNT] = {
       [U_IDS] = {ids, Tp}, [U_POS] = {m->tok_pos, Tp}, [U_REQ] = {m->tok_req, Tp},
@@ -878,7 +881,7 @@ static int step_download(step_ctx *s) {
   int rc = 0;
   for (int32_t i = 0; i < plan->num_reqs; i++) {
     float *dst = s->out->logits + (size_t)i * vocab;
-    if (m->last_token[i] < 0 || (s->in->sample != NULL && !s->in->sample[i])) {
+    if (!has_logits_row(m, s->in->sample, i)) {
       memset(dst, 0, vocab * sizeof(float));
       continue;
     }

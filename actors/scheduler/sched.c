@@ -574,29 +574,22 @@ static int fail_flights(sc_sched *s, int (*each)(sc_sched *s, int32_t slot, void
   return n;
 }
 
-static int fail_one(sc_sched *s, int32_t slot, void *arg) {
-  ((int64_t *)arg)[0] = s->slots[slot].id;
-  finish(s, slot);
-  s->stats.failed++;
-  return 1;
-}
-
-/* (fail_flights writes ids one at a time: arg is the next free place) */
+/* (fail_flights' callbacks: arg is an id_sink, whose ids is the next free place) */
 typedef struct id_sink {
   int64_t *ids;
   int32_t max_failures;
 } id_sink;
 
+/* The request fails: its id to the sink; one canceled during the steps ends canceled (its
+ * client was told it ended: no error on top). */
 static int fail_into(sc_sched *s, int32_t slot, void *arg) {
   id_sink *sink = arg;
-  if (s->slots[slot].canceled) { /* (its client was told it ended: no error on top) */
-    finish(s, slot);
-    s->stats.canceled++;
-    return 0;
-  }
-  const int n = fail_one(s, slot, sink->ids);
-  sink->ids += n;
-  return n;
+  const bool canceled = s->slots[slot].canceled;
+  if (!canceled) *sink->ids++ = s->slots[slot].id;
+  finish(s, slot);
+  if (canceled) s->stats.canceled++;
+  else s->stats.failed++;
+  return !canceled;
 }
 
 int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids) {
@@ -605,17 +598,14 @@ int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids) {
   return fail_flights(s, fail_into, &sink);
 }
 
+/* The request runs the same work again, unless it was canceled or failed too often. */
 static int retry_one(sc_sched *s, int32_t slot, void *arg) {
-  id_sink *sink = arg;
   req_t *r = &s->slots[slot];
-  if (r->canceled) {
-    finish(s, slot);
-    s->stats.canceled++;
+  if (!r->canceled && ++r->failures <= ((id_sink *)arg)->max_failures) {
+    s->stats.retried++; /* stays running: computed unchanged, the same work next step */
     return 0;
   }
-  if (++r->failures > sink->max_failures) return fail_into(s, slot, arg);
-  s->stats.retried++; /* stays running: computed unchanged, the same work next step */
-  return 0;
+  return fail_into(s, slot, arg);
 }
 
 int sc_sched_retry_step(sc_sched *s, int32_t max_failures, int64_t *failed_ids) {

@@ -427,11 +427,13 @@ static void on_ack_timeout(uv_timer_t *timer) {
 static void end_step(sc_ctx *c, scheduler *s, int code, const char *why, bool retry) {
   if (s->n_track == 0) return;
   const uint64_t step = head_track(s)->step, newest = newest_step(s);
+  char msg[640]; /* "step 3 failed: why", or "steps 3 and 4 failed: why" */
   if (newest != step)
-    SC_ERROR(LOG, "steps %llu and %llu failed: %s", (unsigned long long)step,
+    snprintf(msg, sizeof msg, "steps %llu and %llu failed: %s", (unsigned long long)step,
              (unsigned long long)newest, why);
   else
-    SC_ERROR(LOG, "step %llu failed: %s", (unsigned long long)step, why);
+    snprintf(msg, sizeof msg, "step %llu failed: %s", (unsigned long long)step, why);
+  SC_ERROR(LOG, "%s", msg);
   /* the one place every failed step passes (the core counts it in steps_failed): a
    * refused collective, a plan a rank rejected, a fingerprint that differs */
   if (code == SC_EDESYNC) s->desyncs++;
@@ -440,12 +442,6 @@ static void end_step(sc_ctx *c, scheduler *s, int code, const char *why, bool re
   if (ensure_cap(s, st.running + 1) == 0) { /* see scheduler.cap */
     const int n = retry ? sc_sched_retry_step(s->sched, s->ctx->cfg.step_retries, s->ids)
                         : sc_sched_fail_step(s->sched, s->ids);
-    char msg[640];
-    if (newest != step)
-      snprintf(msg, sizeof msg, "steps %llu and %llu failed: %s", (unsigned long long)step,
-               (unsigned long long)newest, why);
-    else
-      snprintf(msg, sizeof msg, "step %llu failed: %s", (unsigned long long)step, why);
     for (int i = 0; i < n; i++) client_error(c, s, s->ids[i], code, msg);
     if (retry)
       SC_WARN(LOG, "step %llu: its requests run it again (%d ended with the error: that was "
@@ -603,13 +599,8 @@ static int on_result(sc_ctx *c, const sc_envelope *env, const void *body) {
   scheduler *s = sc_state(c);
   step_track *t = track_of(s, env->step);
   if (t == NULL) return 0; /* a step that was already failed */
-  if (t == head_track(s) && all_confirmed(s, t)) {
-    finish_step(c, s, body);
-    check_acks(c, s); /* (the next one's may be held, ready) */
-    return 0;
-  }
-  /* a fingerprint or a completion is still on its way (other senders, no order among
-   * them), or the step before has not been delivered */
+  /* held until its checks are all in (other senders, no order among them) and the step
+   * before was delivered: check_acks delivers it now when they are */
   if (t->held_result) sc_msg_body_destroy(SC_MSG_STEP_RESULT, t->held_result);
   t->held_result = sc_take_body(c);
   check_acks(c, s);

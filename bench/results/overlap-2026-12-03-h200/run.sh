@@ -21,8 +21,13 @@
 #    committed: a max_keys bound in sc_indexer_args, bench/gpu-step.md): test_gpu_kernels
 #    (indexer_few_keys_case), the default model's and model-small's TPOT alternating
 #    (overlap auto), run --verify at P2 N2.
+#  PART=7: after the final read of the change (sched's failure callbacks merged, one
+#    logits-row rule in the forward pass, the scheduler's result always held first):
+#    the GPU tests, the default model overlapped, run --verify at P2 N2.
 #  PART=6: where four ranks sharing the GPU spend a step (P4 N4, host collectives,
 #    staged; default model, profiled): the executors' step lines and collective totals.
+# (gpu_tests and verify_p2n2 were made functions after the calls, with the same commands,
+# PART 5's verify then adding --kv-format f32, the default.)
 . bench/device_common.sh
 
 # tpot NAME MODEL_ARGS REQFILE CLIENTS [ROUNDS] [MODES]: overlap off / auto (MODES),
@@ -42,9 +47,19 @@ PY
   lap $1
 }
 
-if has 1; then
-  timeout 150 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|greedy|notify" "$OUT/test_kernels.log" | head
+# gpu_tests PATTERN: test_gpu_kernels (its lines matching PATTERN shown) and test_gpu_graphs
+gpu_tests() {
+  timeout 150 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "$1" "$OUT/test_kernels.log" | head
   timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+}
+# verify_p2n2 FORMAT [NAME MODEL_ARGS]: run --verify at P2 N2, its verdict lines
+verify_p2n2() {
+  f="$OUT/verify-$1${2:+-$2}.log"
+  timeout 90 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format $1 --verify ${3:-} > "$f" 2>&1; echo "verify $1 ${2:-} rc=$? $(grep -E 'verify|result' "$f" | tr -s ' ' | tr '\n' ' ')"
+}
+
+if has 1; then
+  gpu_tests "FAIL|greedy|notify"
   lap tests
   requests 4 500 "$OUT/req4.jsonl"
   requests 4 0 "$OUT/req4-together.jsonl"
@@ -53,15 +68,12 @@ if has 1; then
   tpot small "--model examples/model-small.json" "$OUT/req4.jsonl" 1
   requests 4 2500 "$OUT/req4-deep.jsonl"
   tpot deep "--model examples/model-deep.json" "$OUT/req4-deep.jsonl" 1
-  for fmt in f32 bf16; do
-    timeout 90 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format $fmt --verify > "$OUT/verify-$fmt.log" 2>&1; echo "verify $fmt rc=$? $(grep -E 'verify|result' "$OUT/verify-$fmt.log" | tr -s ' ' | tr '\n' ' ')"
-  done
+  for fmt in f32 bf16; do verify_p2n2 $fmt; done
   lap verify
 fi
 
 if has 2; then
-  timeout 150 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL" "$OUT/test_kernels.log" | head
-  timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+  gpu_tests FAIL
   lap tests
   requests 4 500 "$OUT/req4.jsonl"
   requests 4 0 "$OUT/req4-together.jsonl"
@@ -74,17 +86,14 @@ if has 2; then
 fi
 
 if has 3; then
-  timeout 150 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL" "$OUT/test_kernels.log" | head
-  timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+  gpu_tests FAIL
   timeout 150 .devrun/test_gpu_nccl > "$OUT/test_nccl.log" 2>&1; echo "test_gpu_nccl rc=$? $(tail -1 "$OUT/test_nccl.log")"
   lap tests
   SC_ONLY_DEVFAULT=1 timeout 200 tests/gpu/recovery_gpu.sh > "$OUT/recovery.log" 2>&1; echo "recovery_gpu (3, 4) rc=$?"; grep -E "rc=|tokens|generation|again" "$OUT/recovery.log" | cut -c1-200
   grep -hE "steps [0-9]+ and [0-9]+ failed" "$OUT"/b.err "$OUT"/f.err | cut -c1-200 | head -3
   lap recovery
-  for fmt in f32 bf16; do
-    timeout 90 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format $fmt --verify > "$OUT/verify-$fmt.log" 2>&1; echo "verify $fmt rc=$? $(grep -E 'verify|result' "$OUT/verify-$fmt.log" | tr -s ' ' | tr '\n' ' ')"
-  done
-  timeout 90 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format bf16 --verify --model examples/model-long.json > "$OUT/verify-bf16-long.log" 2>&1; echo "verify bf16 model-long rc=$? $(grep -E 'verify|result' "$OUT/verify-bf16-long.log" | tr -s ' ' | tr '\n' ' ')"
+  for fmt in f32 bf16; do verify_p2n2 $fmt; done
+  verify_p2n2 bf16 long "--model examples/model-long.json"
   lap verify
   requests 4 500 "$OUT/req4.jsonl"
   tpot default "" "$OUT/req4.jsonl" 1 1 auto
@@ -121,7 +130,7 @@ for m in ("default", "small"):
     print(" ", m, "tokens identical before and after:", t["prev"] == t["cur"])
 PY
   lap tpot
-  timeout 90 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify > "$OUT/verify-f32.log" 2>&1; echo "verify f32 rc=$? $(grep -E 'verify|result' "$OUT/verify-f32.log" | tr -s ' ' | tr '\n' ' ')"
+  verify_p2n2 f32
   lap verify
 fi
 
@@ -132,4 +141,14 @@ if has 6; then
   grep -E "rank (0|5): step 101:" "$OUT/p4n4-prof.err" | cut -c1-600
   grep -E "rank 0 collectives|rank 0: [0-9]+ steps, each" "$OUT/p4n4-prof.err" | cut -c1-300
   lap p4n4
+fi
+
+if has 7; then
+  gpu_tests FAIL
+  lap tests
+  requests 4 500 "$OUT/req4.jsonl"
+  tpot default "" "$OUT/req4.jsonl" 1 1 auto
+  verify_p2n2 f32
+  verify_p2n2 bf16
+  lap verify
 fi
