@@ -180,7 +180,8 @@ static void help(FILE *f) {
           "                       [--step-retries K]\n"
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
           "                       [--inject KIND:RANK:STEP] [--profile] [--kv-format f32|bf16]\n"
-          "                       [--no-cuda-graphs] [--overlap auto|on|off]\n\n"
+          "                       [--no-cuda-graphs] [--overlap auto|on|off]\n"
+          "                       [--mps auto|on|off]\n\n"
           "Starts a local cluster of P*T node processes (default P = 1, N = 1, T = 1)\n"
           "running the inference pipeline (docs/pipeline.md) and keeps it up until\n"
           "Ctrl-C/SIGTERM (exit 0); a node that dies is reported and started again (see\n"
@@ -230,7 +231,7 @@ static void help(FILE *f) {
           "  --grace-ms     after a death that ends the cluster, time the others get\n"
           "                 before being stopped (default 2000)\n"
           "  --device, --collectives, --gpus, --model, --model-dir, --token-budget,\n"
-          "  --num-blocks, --kv-format, --no-cuda-graphs, --overlap,\n"
+          "  --num-blocks, --kv-format, --no-cuda-graphs, --overlap, --mps,\n"
           "  --inject, --profile  as for `sparsecp run` (with --http, /metrics adds\n"
           "                 sparsecp_step_stage_seconds_total)\n");
 }
@@ -356,6 +357,51 @@ static void reap_all(sc_local_cluster *lc, bool *failed) {
     sc_local_cluster_kill(lc, SIGKILL);
 }
 
+/* Ends of nodes handled together: at most one per node. */
+#define BATCH_MAX SC_LOCAL_CLUSTER_MAX_NODES
+
+/* A node that failed (exited nonzero, where a device fault ends one) on a GPU it shares
+ * under MPS may have taken the GPU's MPS server down with it: every other client of the
+ * server has lost its context too, and the server admits no new client (the node's new
+ * process) until they have all gone. So its GPU's other nodes are killed and reaped into
+ * the batch ex[0..n), every one of them (a process whose context faulted may take a while
+ * to leave the driver), and the batch is then recovered as one GPU's failure: *gpu_batch,
+ * one restart of the budget; with the head among them, the whole cluster starts again.
+ * A node killed by a signal leaves the server whole (its peers go on). (Any failure
+ * counts, not only a device's: a node's exit status says only that it failed, DESIGN.md
+ * §7.) Returns the batch's new size; *head is the head's index in it. */
+static int take_gpu_peers(sc_local_cluster *lc, sc_local_exit *ex, int n, int *head,
+                          bool *gpu_batch) {
+  bool unused = false, failed_shared[BATCH_MAX] = {false}, any = false;
+  for (int i = 0; i < n; i++)
+    if (!ex[i].signaled && ex[i].value > 0 && sc_local_cluster_mps_shared(lc, ex[i].rank) &&
+        sc_local_cluster_kill_gpu_peers(lc, ex[i].rank, SIGKILL) > 0) {
+      fprintf(stderr, "sparsecp launch: node %d failed on a GPU it shares under MPS: "
+                      "stopping the other nodes on that GPU with it\n", (int)ex[i].rank);
+      failed_shared[i] = any = true;
+    }
+  *gpu_batch = any;
+  const uint64_t slow = sc_now_ns() + 5000000000ull;
+  bool said = false;
+  while (any && n < BATCH_MAX && !g_stop) {
+    const int more = sc_local_cluster_reap(lc, ex + n, BATCH_MAX - n);
+    for (int i = n; i < n + more; i++) {
+      report_exit(&unused, &ex[i]);
+      if (ex[i].rank == 0) *head = i;
+    }
+    n += more;
+    any = false; /* whether a killed node has not been reaped yet */
+    for (int i = 0; i < n; i++)
+      any |= failed_shared[i] && sc_local_cluster_kill_gpu_peers(lc, ex[i].rank, 0) > 0;
+    if (any && !said && sc_now_ns() > slow) {
+      fprintf(stderr, "sparsecp launch: still waiting for the killed nodes to end\n");
+      said = true;
+    }
+    if (more == 0 && any) usleep(20000);
+  }
+  return n;
+}
+
 /* Keeps the cluster up until SIGINT/SIGTERM: a node other than the head that fails
  * (killed, or exits nonzero) is started again and rejoins (its running requests recompute
  * their context, clients see a pause: docs/pipeline.md, "Recovery"); when the head dies,
@@ -369,8 +415,8 @@ static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grac
   bool unused = false;
   bool unrecovered = false; /* a node ended and has not been started again (yet) */
   while (!g_stop && (stop_at == 0 || sc_now_ns() < stop_at)) {
-    sc_local_exit ex[16];
-    const int k = sc_local_cluster_reap(lc, ex, 16);
+    sc_local_exit ex[BATCH_MAX];
+    const int k = sc_local_cluster_reap(lc, ex, BATCH_MAX);
     if (k == 0) {
       usleep(20000);
       continue;
@@ -387,8 +433,8 @@ static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grac
     /* A node that stops in order was told to by the head, which ends the cluster (for an
      * error, or on an orderly stop): the head's own end decides, so wait for it. */
     const uint64_t until = sc_now_ns() + 3000000000ull;
-    while (orderly && head < 0 && n < 16 && sc_now_ns() < until && !g_stop) {
-      const int more = sc_local_cluster_reap(lc, ex + n, 16 - n);
+    while (orderly && head < 0 && n < BATCH_MAX && sc_now_ns() < until && !g_stop) {
+      const int more = sc_local_cluster_reap(lc, ex + n, BATCH_MAX - n);
       for (int i = n; i < n + more; i++) {
         report_exit(&unused, &ex[i]);
         if (ex[i].rank == 0) head = i;
@@ -397,6 +443,8 @@ static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grac
       if (more == 0) usleep(20000);
     }
     if (g_stop) break;
+    bool gpu_batch;
+    n = take_gpu_peers(lc, ex, n, &head, &gpu_batch);
     sc_diag d = {0};
     int rc = 0;
     if (head >= 0 && !ex[head].signaled && ex[head].value == 0) {
@@ -406,6 +454,10 @@ static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grac
       rc = SC_ECLOSED;
     } else if (head >= 0) {
       rc = may_restart(policy) ? restart_all(lc, &d) : SC_EFULL;
+    } else if (gpu_batch) {
+      /* one GPU's failure: one restart of the budget for all of its nodes */
+      rc = may_restart(policy) ? 0 : SC_EFULL;
+      for (int i = 0; i < n && rc == 0; i++) rc = restart_node(lc, ex[i].rank, &d);
     } else {
       for (int i = 0; i < n && rc == 0; i++)
         rc = may_restart(policy) ? restart_node(lc, ex[i].rank, &d) : SC_EFULL;

@@ -360,7 +360,7 @@ static void help(FILE *f) {
           "                    [--token-budget N] [--seed S] [--timeout SECONDS] [--quiet]\n"
           "                    [--clients K] [--gpus K] [--num-blocks B] [--max-model-len L]\n"
           "                    [--deadline-ms MS] [--profile] [--kv-format f32|bf16]\n"
-          "                    [--no-cuda-graphs] [--overlap auto|on|off]\n"
+          "                    [--no-cuda-graphs] [--overlap auto|on|off] [--mps auto|on|off]\n"
           "\n"
           "Starts a local cluster (default P = 2, N = 2, T = 1 on the CPU), submits the\n"
           "requests of FILE (default examples/requests.jsonl) or K random ones, shows\n"
@@ -406,6 +406,12 @@ static void help(FILE *f) {
           "                its batch shape occurs and replayed after: docs/cuda.md)\n"
           "  --overlap M   plan each step while the one before runs (one rank): auto (on\n"
           "                CUDA, the default), on (the CPU too), off; docs/pipeline.md\n"
+          "  --mps M       ranks sharing a GPU run under an MPS server, one context for\n"
+          "                them all (without, the GPU switches among their contexts at\n"
+          "                every collective, several times slower): auto (the default)\n"
+          "                uses the daemon the environment names, else starts one for\n"
+          "                the cluster, else warns and runs without; on: the same, but\n"
+          "                an error instead; off: none; docs/cuda.md\n"
           "  --quiet       no progress, and the nodes' logs are discarded\n"
           "Exit status: 0 all requests finished (and verified), 1 a failure, 2 bad usage.\n",
           (double)TIE_MARGIN_CPU, (double)TIE_MARGIN_CUDA, (double)TIE_MARGIN_CUDA);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -22,10 +23,12 @@
 #include "base/clock.h"
 #include "base/curve_key.h"
 #include "base/inet_addr.h"
+#include "base/log.h"
 #include "model/hf_model.h"
 #include "model/model_defaults.h"
 #include "plan/plan.h"
 #include "tools/cli.h"
+#include "tools/mps_daemon.h"
 
 typedef struct child {
   pid_t pid;
@@ -47,6 +50,11 @@ struct sc_local_cluster {
   const char *log_level;         /* borrowed from the options, as they promise */
   bool quiet, events, cuda, nccl;
   int32_t gpus;
+  sc_mps *mps;                   /* the cluster's own MPS daemon, or NULL */
+  char no_mps[PATH_MAX];         /* --mps off: an empty folder given to the nodes as
+                                    CUDA_MPS_PIPE_DIRECTORY ("" = none) */
+  bool under_mps;                /* ranks sharing a GPU run under an MPS server (the
+                                    cluster's own or the environment's) */
 };
 
 const char *sc_local_cluster_listen(const sc_local_cluster *c) { return c->listen; }
@@ -252,6 +260,12 @@ static int spawn(sc_local_cluster *lc, int32_t r, sc_diag *d) {
       setenv("CUDA_VISIBLE_DEVICES", dev, 1);
       /* NVLink multicast stays off on these hosts (shared/GPU.md) */
       if (lc->nccl) setenv("NCCL_NVLS_ENABLE", "0", 1);
+      if (lc->mps) {
+        setenv("CUDA_MPS_PIPE_DIRECTORY", sc_mps_pipe_dir(lc->mps), 1);
+        setenv("CUDA_MPS_LOG_DIRECTORY", sc_mps_log_dir(lc->mps), 1);
+      } else if (lc->no_mps[0]) {
+        setenv("CUDA_MPS_PIPE_DIRECTORY", lc->no_mps, 1);
+      }
     }
     if (lc->quiet) {
       const int fd = open("/dev/null", O_WRONLY);
@@ -267,6 +281,42 @@ static int spawn(sc_local_cluster *lc, int32_t r, sc_diag *d) {
     _exit(127);
   }
   lc->ch[r] = (child){.pid = pid, .alive = true};
+  return 0;
+}
+
+/* Ranks that share a GPU meet at every collective, and without MPS each meeting waits
+ * for the GPU to switch among their contexts (mps_daemon.h has the numbers). A daemon
+ * the environment names (CUDA_MPS_PIPE_DIRECTORY, or one at the default folder) is the
+ * user's: the nodes inherit it. Otherwise the cluster starts its own; where it cannot,
+ * mode "on" fails and "auto" warns and runs without. */
+static int start_mps(sc_local_cluster *lc, const char *mode, sc_diag *d) {
+  if (lc->cuda && strcmp(mode, "off") == 0) {
+    /* a folder where no daemon listens: a client that cannot reach one runs without
+     * MPS, whatever daemon the environment names */
+    if (path_in_dir(lc, "no-mps", lc->no_mps, sizeof lc->no_mps, d)) return SC_EINVAL;
+    if (mkdir(lc->no_mps, 0700) != 0)
+      return sc_fail(d, SC_ESYS, "cannot create %s: %s", lc->no_mps, strerror(errno));
+    return 0;
+  }
+  if (!lc->cuda || lc->n <= lc->gpus || strcmp(mode, "off") == 0) return 0;
+  const char *env = getenv("CUDA_MPS_PIPE_DIRECTORY");
+  if ((env && *env) || access("/tmp/nvidia-mps/control", F_OK) == 0) {
+    lc->under_mps = true;
+    return 0;
+  }
+  sc_diag why = {0};
+  const int rc = sc_mps_start(lc->dir, &lc->mps, &why);
+  if (rc == 0) {
+    lc->under_mps = true;
+    return 0;
+  }
+  if (strcmp(mode, "on") == 0)
+    return sc_fail(d, rc, "--mps on: %s", sc_diag_message(&why));
+  sc_log_write(SC_LOG_WARN, "cluster",
+               "%d ranks share %d GPU%s without MPS (%s): every collective waits for the GPU "
+               "to switch among their contexts, several times slower (--mps off says this "
+               "is meant)",
+               (int)lc->n, (int)lc->gpus, lc->gpus == 1 ? "" : "s", sc_diag_message(&why));
   return 0;
 }
 
@@ -318,6 +368,7 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
    * the nodes itself: waitpid would never see them end, a dead node would go unreported
    * and stopping would wait for nodes that are long gone. */
   signal(SIGCHLD, SIG_DFL);
+  rc = start_mps(lc, o->mps ? o->mps : "auto", d);
   for (int32_t r = 0; r < lc->n && rc == 0; r++) rc = spawn(lc, r, d);
   if (rc) {
     sc_local_cluster_stop(lc);
@@ -428,6 +479,20 @@ int32_t sc_local_cluster_wait(sc_local_cluster *c, int64_t timeout_ms, sc_local_
   return alive;
 }
 
+bool sc_local_cluster_mps_shared(const sc_local_cluster *c, int32_t rank) {
+  return c->under_mps && rank >= 0 && rank < c->n && (rank >= c->gpus || rank + c->gpus < c->n);
+}
+
+int32_t sc_local_cluster_kill_gpu_peers(sc_local_cluster *c, int32_t rank, int sig) {
+  int32_t n = 0;
+  for (int32_t r = 0; r < c->n; r++)
+    if (r != rank && r % c->gpus == rank % c->gpus && c->ch[r].alive) {
+      if (sig) kill(c->ch[r].pid, sig);
+      n++;
+    }
+  return n;
+}
+
 void sc_local_cluster_kill(sc_local_cluster *c, int sig) {
   for (int32_t r = 0; r < c->n; r++)
     if (c->ch[r].alive) kill(c->ch[r].pid, sig);
@@ -443,6 +508,7 @@ void sc_local_cluster_stop_report(sc_local_cluster *c, sc_local_exit_fn report, 
     sc_local_cluster_kill(c, SIGTERM);
     while (sc_local_cluster_wait(c, 3000, report, ud) > 0) sc_local_cluster_kill(c, SIGKILL);
   }
+  sc_mps_stop(c->mps);
   rm_dir(c->dir);
   free(c->ch);
   free(c->taps);
@@ -466,6 +532,16 @@ static int pick_opt(const char *cmd, const char *name, const char *arg, const ch
     return SC_EINVAL;
   }
   *second = strcmp(arg, b) == 0;
+  return 1;
+}
+
+/* An option of auto, on or off: *dst = arg. 1, or SC_EINVAL (said). */
+static int auto_opt(const char *cmd, const char *name, const char *arg, const char **dst) {
+  if (strcmp(arg, "auto") != 0 && strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
+    sc_cli_error(cmd, "%s must be auto, on or off, not '%s'", name, arg);
+    return SC_EINVAL;
+  }
+  *dst = arg;
   return 1;
 }
 
@@ -494,13 +570,8 @@ int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
   case SC_LCOPT_MODEL_DIR: o->model_dir = arg; return 1;
   case SC_LCOPT_PROFILE: o->profile = true; return 1;
   case SC_LCOPT_NO_CUDA_GRAPHS: o->no_cuda_graphs = true; return 1;
-  case SC_LCOPT_OVERLAP:
-    if (strcmp(arg, "auto") != 0 && strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
-      sc_cli_error(cmd, "--overlap must be auto, on or off, not '%s'", arg);
-      return SC_EINVAL;
-    }
-    o->overlap = arg;
-    return 1;
+  case SC_LCOPT_OVERLAP: return auto_opt(cmd, "--overlap", arg, &o->overlap);
+  case SC_LCOPT_MPS: return auto_opt(cmd, "--mps", arg, &o->mps);
   case SC_LCOPT_KV_FORMAT: return pick_opt(cmd, "--kv-format", arg, "f32", "bf16", &o->kv_bf16);
   case SC_LCOPT_INJECT:
     if (o->num_inject == SC_LOCAL_CLUSTER_MAX_INJECT) {

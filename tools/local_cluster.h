@@ -9,13 +9,17 @@
  * SIGTERM, waits up to 3 s, then SIGKILLs what is left, reaps everything and removes the
  * folder.
  *
- * Ownership: the cluster owns its children and folder. Threads: one thread; the caller
+ * Ownership: the cluster owns its children (and MPS daemon) and folder. Threads: one thread; the caller
  * must not reap children itself.
  *
  * The command-line options both commands take for the cluster (--pcp --dcp --tp --device
- * --collectives --gpus --model --model-dir --token-budget --num-blocks --inject --transport) are
- * parsed and checked here too, so that `run` and `launch` accept and refuse the same
- * input before any process starts.
+ * --collectives --gpus --model --model-dir --token-budget --num-blocks --inject --transport
+ * --mps ...) are parsed and checked here too, so that `run` and `launch` accept and refuse
+ * the same input before any process starts.
+ *
+ * Ranks that share a GPU run under an MPS server (the mps option): the cluster starts a
+ * private MPS control daemon (mps_daemon.h) before its nodes, unless the environment names
+ * one, and stops it after them.
  */
 #ifndef SC_LOCAL_CLUSTER_H
 #define SC_LOCAL_CLUSTER_H
@@ -82,6 +86,11 @@ typedef struct sc_local_cluster_opts {
                                    cluster): set by a caller that restarts nodes */
   int32_t step_retries;         /* pipeline.step_retries (0: a failed step's requests
                                    fail at once) */
+  const char *mps;              /* ranks sharing a GPU (--device cuda, more ranks than
+                                   --gpus) under an MPS server (tools/mps_daemon.h):
+                                   "auto" (NULL): the MPS daemon the environment names, else
+                                   one of the cluster's own, else without MPS and a warning;
+                                   "on": the same but an error instead; "off": none */
 } sc_local_cluster_opts;
 
 typedef struct sc_local_cluster sc_local_cluster;
@@ -134,6 +143,15 @@ int32_t sc_local_cluster_wait(sc_local_cluster *c, int64_t timeout_ms, sc_local_
                               void *ud);
 /* Sends sig to every child still running. */
 void sc_local_cluster_kill(sc_local_cluster *c, int sig);
+/* Whether node `rank` shares its GPU with other nodes under an MPS server (the cluster's
+ * own or the environment's). Their fates are tied: a device fault in one MPS client
+ * reaches every client of its server, and the server admits no new client until all of
+ * those have gone (measured on one H200: a new process of the faulted node could not
+ * create its context while the head still ran). */
+bool sc_local_cluster_mps_shared(const sc_local_cluster *c, int32_t rank);
+/* Sends sig (0: none) to every node still running on node `rank`'s GPU other than rank
+ * itself; returns how many there are. */
+int32_t sc_local_cluster_kill_gpu_peers(sc_local_cluster *c, int32_t rank, int sig);
 /* Stops and reaps every child, removes the folder, frees c. NULL is a no-op. */
 void sc_local_cluster_stop(sc_local_cluster *c);
 /* The same, calling report(ud, exit) for every child that ends meanwhile (on this
@@ -160,6 +178,7 @@ enum {
   SC_LCOPT_KV_FORMAT,
   SC_LCOPT_NO_CUDA_GRAPHS,
   SC_LCOPT_OVERLAP,
+  SC_LCOPT_MPS,
 };
 #define SC_LOCAL_CLUSTER_LONG_OPTIONS                                                    \
   {"pcp", required_argument, NULL, SC_LCOPT_PCP},                                        \
@@ -177,7 +196,8 @@ enum {
       {"model-dir", required_argument, NULL, SC_LCOPT_MODEL_DIR},                        \
       {"kv-format", required_argument, NULL, SC_LCOPT_KV_FORMAT},                        \
       {"no-cuda-graphs", no_argument, NULL, SC_LCOPT_NO_CUDA_GRAPHS},                    \
-      {"overlap", required_argument, NULL, SC_LCOPT_OVERLAP}
+      {"overlap", required_argument, NULL, SC_LCOPT_OVERLAP},                            \
+      {"mps", required_argument, NULL, SC_LCOPT_MPS}
 
 /* Applies getopt_long's result ch (with its optarg) to o when it is one of the shared
  * options. Returns 1 when it was and its value is good, 0 when ch is not a shared option

@@ -11,7 +11,9 @@
 #  4. a node that keeps dying (--restarts 1): launch gives up and exits 1, nothing left;
 #  5. a device fault on node 1 under a request: node 1 stops itself (its device context
 #     is unusable), launch starts it again, it rejoins, the collectives are rebuilt, and
-#     the client receives the undisturbed run's tokens without an error;
+#     the client receives the undisturbed run's tokens without an error (--mps off: on a
+#     GPU the fault stays node 1's only when its context is its own; under MPS it reaches
+#     every rank on the GPU, tests/gpu/recovery_gpu.sh part 5);
 #  6. a desync (node 1 asks for a collective the plan does not have) under a request: the
 #     step is refused and run again, and the client gets the undisturbed run's tokens.
 # SC_LAUNCH_EXTRA: more launch options (tests/gpu/recovery_gpu.sh: --device cuda).
@@ -125,7 +127,7 @@ pids="$(field "$work/g.out" pids) $again"
 running $pids && fail "nodes left running: $pids"
 
 # 5. a device fault on node 1: it stops itself and rejoins, the request goes on
-"$bin" launch --pcp 2 --dcp 2 --model "$model" --inject devfault:1:3 "${extra[@]}" > "$work/f.out" 2> "$work/f.err" &
+"$bin" launch --pcp 2 --dcp 2 --model "$model" --inject devfault:1:3 --mps off "${extra[@]}" > "$work/f.out" 2> "$work/f.err" &
 lpid=$!
 await "$work/f.out" '"launched"' || fail "no launched line: $(cat "$work/f.err")"
 listen=$(field "$work/f.out" listen)
