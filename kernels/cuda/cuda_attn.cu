@@ -71,6 +71,7 @@ template <int FMT>
 __global__ void __launch_bounds__(SPLIT_THREADS)
     k_attn_split(sc_attn_args a, int n_splits, int64_t kv_step, int64_t t0, float *part_o,
                  float2 *part_ml, int *flag) {
+  sc_dev_pdl_enter();
   extern __shared__ float sm[];
   const int width = a.dc + a.dr, ws = width + 1; /* +1: lanes read rows without conflicts */
   float *kv_s = sm;                              /* [SPLIT_TILE][ws] */
@@ -218,6 +219,7 @@ static_assert(SC_KCUDA_TOPK_MAX / SPLIT_ROWS <= SPLIT_MAX, "the largest top-K sp
 __global__ void __launch_bounds__(128)
     k_attn_merge(sc_attn_args a, int n_splits, int64_t t0, const float *part_o,
                  const float2 *part_ml) {
+  sc_dev_pdl_enter();
   __shared__ float w_s[SPLIT_MAX];
   __shared__ float inv_s;
   const int64_t tl = blockIdx.x / a.n_heads;
@@ -247,8 +249,8 @@ __global__ void __launch_bounds__(128)
 int sc_kcuda_attn_merge(sc_kcuda *c, const sc_attn_args *a, int n_splits, int64_t t0,
                         int64_t n, const float *part_o, const float2 *part_ml) {
   /* (n_splits <= SPLIT_MAX: both callers assert it of the largest top-K) */
-  k_attn_merge<<<(unsigned)(n * a->n_heads), 128, 0, c->stream>>>(*a, n_splits, t0, part_o,
-                                                                    part_ml);
+  sc_kcuda_launch(c, k_attn_merge, (unsigned)(n * a->n_heads), 128, 0, *a, n_splits, t0, part_o,
+                  part_ml);
   return SC_CUDA_CHECK_LAUNCH("sparse_attn (merge)");
 }
 
@@ -272,9 +274,8 @@ static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   for (int64_t t0 = 0; t0 < a->n_tok && rc == 0; t0 += chunk) {
     const int64_t n = a->n_tok - t0 < chunk ? a->n_tok - t0 : chunk;
     if (n_splits > 0) {
-      k_attn_split<FMT><<<(unsigned)(n * groups * n_splits), SPLIT_THREADS,
-                          split_smem(width), c->stream>>>(*a, n_splits, kv_step, t0, part_o,
-                                                          part_ml, c->err_flag);
+      sc_kcuda_launch(c, k_attn_split<FMT>, (unsigned)(n * groups * n_splits), SPLIT_THREADS,
+                      split_smem(width), *a, n_splits, kv_step, t0, part_o, part_ml, c->err_flag);
       if ((rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (split)"))) break;
     }
     rc = sc_kcuda_attn_merge(c, a, n_splits, t0, n, part_o, part_ml);
@@ -511,6 +512,7 @@ __device__ inline void wg_store_s(wg_smem &sm, const float (&s)[16], int wg, int
 template <bool FP8>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     k_attn_wg(sc_attn_args a, int64_t kv_step, int *flag) {
+  sc_dev_pdl_enter();
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   /* the swizzle atoms need 1024-byte alignment, which the dynamic base does not promise */
   wg_smem &sm = *(wg_smem *)(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
@@ -752,7 +754,7 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
                                                 (int)smem),
                            "attn smem")))
       return rc;
-    kern<<<(unsigned)blocks, WG_THREADS, smem, c->stream>>>(*a, kv_step, c->err_flag);
+    sc_kcuda_launch(c, kern, (unsigned)blocks, WG_THREADS, smem, *a, kv_step, c->err_flag);
     return SC_CUDA_CHECK_LAUNCH("sparse_attn (wgmma)");
   }
   if (a->dc > SPLIT_DC_MAX || width > SPLIT_W_MAX) return SC_ENOTSUP;

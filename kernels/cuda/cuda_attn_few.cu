@@ -102,6 +102,7 @@ template <int STAGES>
 __global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
     k_attn_few(sc_attn_args a, int span, int n_splits, int64_t kv_step, int64_t t0,
                float *part_o, float2 *part_ml, int *flag) {
+  sc_dev_pdl_enter();
   extern __shared__ __align__(128) unsigned char few_raw[];
   few_smem<STAGES> &sm = *(few_smem<STAGES> *)few_raw;
   int32_t *idx = (int32_t *)(few_raw + sizeof(few_smem<STAGES>));
@@ -304,8 +305,8 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   if (n_splits == 1) { /* (a decode token with at most one split's rows as well) */
     const int64_t blocks = (int64_t)a->n_tok * groups;
     if (blocks > INT32_MAX) return SC_ERANGE;
-    fn<<<(unsigned)blocks, FEW_THREADS, smem, c->stream>>>(*a, span, 1, kv_step, 0, NULL, NULL,
-                                                           c->err_flag);
+    sc_kcuda_launch(c, fn, (unsigned)blocks, FEW_THREADS, smem, *a, span, 1, kv_step, 0,
+                    (float *)NULL, (float2 *)NULL, c->err_flag);
     return SC_CUDA_CHECK_LAUNCH("sparse_attn (few heads)");
   }
   size_t per_tok;
@@ -316,8 +317,8 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   float *part_o = (float *)(scratch + sizeof(float2) * (size_t)chunk * a->n_heads * n_splits);
   for (int64_t t0 = 0; t0 < a->n_tok && rc == 0; t0 += chunk) {
     const int64_t n = a->n_tok - t0 < chunk ? a->n_tok - t0 : chunk;
-    fn<<<(unsigned)(n * groups * n_splits), FEW_THREADS, smem, c->stream>>>(
-        *a, span, n_splits, kv_step, t0, part_o, part_ml, c->err_flag);
+    sc_kcuda_launch(c, fn, (unsigned)(n * groups * n_splits), FEW_THREADS, smem, *a, span, n_splits,
+                    kv_step, t0, part_o, part_ml, c->err_flag);
     if ((rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (few heads)"))) break;
     rc = sc_kcuda_attn_merge(c, a, n_splits, t0, n, part_o, part_ml);
   }

@@ -13,6 +13,51 @@
 
 #define SC_CUDA_CHECK_LAUNCH(what) sc_kcuda_launched(what)
 
+/* ---- launches: programmatic dependent launch ----
+ *
+ * A decode step is some 90 short kernels back to back, and the time between one kernel's
+ * end and the next one's start was a third of it (default model, one H200: the device
+ * busy 0.28 ms of a 0.42 ms kernel span, bench/gpu-step.md). So every kernel of this
+ * backend is launched by sc_kcuda_launch, with programmatic stream serialization allowed,
+ * and begins with sc_dev_pdl_enter():
+ *  - griddepcontrol.wait: nothing before it touches memory, and it returns once the
+ *    kernel before in the stream has finished and its writes are visible. So what a
+ *    kernel reads and writes, and so what it computes, is what it was without PDL;
+ *  - griddepcontrol.launch_dependents: then the kernel after it may be launched. Its
+ *    blocks are scheduled beside this kernel's last wave and wait there, so the launch
+ *    latency is hidden. Waiting first and triggering second means at most one kernel
+ *    waits ahead of the one running: triggers before waits would let every kernel of a
+ *    step be launched, each one parking blocks on the SMs.
+ * Kernels launched by others (cuBLAS) are ordered as usual: theirs has no attribute, and
+ * ours after them waits for them to finish. Without the attribute (c->pdl 0), the wait
+ * and the trigger do nothing. A kernel that touched memory before the wait would race
+ * with the one before it, on the GPU only and only sometimes: tests/cuda_pdl.py checks
+ * that every kernel here begins with sc_dev_pdl_enter() and none is launched with <<<>>>.
+ * Measured (bench/gpu-step.md, "Launch gaps"): TPOT 3-6% lower on the small models. */
+__device__ __forceinline__ void sc_dev_pdl_enter() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+/* kernel<<<grid, block, smem, c->stream>>>(args...) with PDL allowed when c->pdl; the
+ * launch's error is the thread's last error, as a <<<>>> launch's (SC_CUDA_CHECK_LAUNCH
+ * reads it). */
+template <typename... KernelArgs, typename... Args>
+static inline void sc_kcuda_launch(const sc_kcuda *c, void (*kernel)(KernelArgs...), dim3 grid,
+                                   dim3 block, size_t smem, Args &&...args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = c->stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = c->pdl ? 1 : 0;
+  (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+}
+
 /* The largest top-K this backend takes: the indexer's select and the attention's split
  * count are both sized for it. */
 #define SC_KCUDA_TOPK_MAX 8192

@@ -522,6 +522,10 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->k.ops = &k_cuda_ops;
   c->k.device = "cuda";
   c->k.impl = c;
+  /* programmatic dependent launch (cuda_common.cuh) unless SPARSECP_CUDA_PDL=0, the
+   * baseline of a comparison in one run */
+  const char *pdl = getenv("SPARSECP_CUDA_PDL");
+  c->pdl = !(pdl && strcmp(pdl, "0") == 0);
   int rc;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,

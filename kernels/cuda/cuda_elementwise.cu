@@ -14,6 +14,7 @@
 /* ---- RMSNorm: one block per row, sum of squares reduced in f32 over 256 threads ---- */
 __global__ void k_rmsnorm(int64_t dim, const float *x, int64_t ld_x, const float *w,
                           float eps, float *out, int64_t ld_out) {
+  sc_dev_pdl_enter();
   const int64_t r = blockIdx.x;
   const float *xr = x + r * ld_x;
   float *o = out + r * ld_out;
@@ -40,8 +41,8 @@ extern "C" int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, cons
                                 int64_t ld_out) {
   SC_KCHECK(sc_kcheck_rmsnorm(n_rows, dim, x, ld_x, eps, out, ld_out));
   if (n_rows > INT32_MAX) return SC_ERANGE;
-  k_rmsnorm<<<(unsigned)n_rows, 256, 0, sc_kcuda_of(k)->stream>>>(dim, x, ld_x, w, eps, out,
-                                                                    ld_out);
+  sc_kcuda_launch(sc_kcuda_of(k), k_rmsnorm, (unsigned)n_rows, 256, 0, dim, x, ld_x, w, eps, out,
+                  ld_out);
   return SC_CUDA_CHECK_LAUNCH("rmsnorm");
 }
 
@@ -84,6 +85,7 @@ static unsigned rope_blocks(int64_t n_tok, int32_t n_heads, int32_t pairs) {
 
 __global__ void k_rope(int64_t n_tok, int32_t n_heads, int32_t half, float *x, int64_t ld_tok,
                        int64_t ld_head, const int32_t *pos, double theta, int32_t rot_dim) {
+  sc_dev_pdl_enter();
   int64_t t;
   int32_t h0, h1, i;
   if (!rope_thread(n_tok, n_heads, half, &t, &h0, &h1, &i)) return;
@@ -97,8 +99,8 @@ extern "C" int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int3
                              float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
                              float theta) {
   SC_KCHECK(sc_kcheck_rope(n_tok, n_heads, rot_dim, x, ld_head, pos, theta));
-  k_rope<<<rope_blocks(n_tok, n_heads, rot_dim / 2), 256, 0, sc_kcuda_of(k)->stream>>>(
-      n_tok, n_heads, rot_dim / 2, x, ld_tok, ld_head, pos, (double)theta, rot_dim);
+  sc_kcuda_launch(sc_kcuda_of(k), k_rope, rope_blocks(n_tok, n_heads, rot_dim / 2), 256, 0, n_tok,
+                  n_heads, rot_dim / 2, x, ld_tok, ld_head, pos, (double)theta, rot_dim);
   return SC_CUDA_CHECK_LAUNCH("rope");
 }
 
@@ -107,6 +109,7 @@ extern "C" int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int3
 __global__ void k_rope_freq(int64_t n_tok, int32_t n_heads, int32_t half, float *x,
                             int64_t ld_tok, int64_t ld_head, const int32_t *pos,
                             const double *inv_freq, double factor) {
+  sc_dev_pdl_enter();
   int64_t t;
   int32_t h0, h1, i;
   if (!rope_thread(n_tok, n_heads, half, &t, &h0, &h1, &i)) return;
@@ -119,8 +122,9 @@ extern "C" int sc_kcuda_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads,
                                   float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
                                   const double *inv_freq, float attn_factor) {
   SC_KCHECK(sc_kcheck_rope_freq(n_tok, n_heads, rot_dim, x, ld_head, pos, inv_freq, attn_factor));
-  k_rope_freq<<<rope_blocks(n_tok, n_heads, rot_dim / 2), 256, 0, sc_kcuda_of(k)->stream>>>(
-      n_tok, n_heads, rot_dim / 2, x, ld_tok, ld_head, pos, inv_freq, (double)attn_factor);
+  sc_kcuda_launch(sc_kcuda_of(k), k_rope_freq, rope_blocks(n_tok, n_heads, rot_dim / 2), 256, 0,
+                  n_tok, n_heads, rot_dim / 2, x, ld_tok, ld_head, pos, inv_freq,
+                  (double)attn_factor);
   return SC_CUDA_CHECK_LAUNCH("rope_freq");
 }
 
@@ -142,6 +146,7 @@ __device__ double block_sum_d(double v, double *part) {
 
 __global__ void k_layernorm(int64_t dim, const float *x, int64_t ld_x, const float *w,
                             const float *b, float eps, float *out, int64_t ld_out) {
+  sc_dev_pdl_enter();
   const int64_t r = blockIdx.x;
   const float *xr = x + r * ld_x;
   float *o = out + r * ld_out;
@@ -166,8 +171,8 @@ extern "C" int sc_kcuda_layernorm(sc_kernels *k, int64_t n_rows, int64_t dim, co
   SC_KCHECK(sc_kcheck_rmsnorm(n_rows, dim, x, ld_x, eps, out, ld_out));
   if (n_rows > INT32_MAX) return SC_ERANGE;
   if (n_rows == 0) return 0;
-  k_layernorm<<<(unsigned)n_rows, 256, 0, sc_kcuda_of(k)->stream>>>(dim, x, ld_x, w, b, eps,
-                                                                      out, ld_out);
+  sc_kcuda_launch(sc_kcuda_of(k), k_layernorm, (unsigned)n_rows, 256, 0, dim, x, ld_x, w, b, eps,
+                  out, ld_out);
   return SC_CUDA_CHECK_LAUNCH("layernorm");
 }
 
@@ -178,6 +183,7 @@ __global__ void k_weighted_sum_rows(int32_t topk, int64_t width, const float *sr
                                     int64_t ld_src, int64_t src_rows, const int32_t *rows,
                                     const float *weight, const float *add, int64_t ld_add,
                                     float *out, int64_t ld_out, int *flag) {
+  sc_dev_pdl_enter();
   const int64_t t = blockIdx.x;
   const int32_t *rt = rows + t * topk;
   const float *wt = weight + t * topk;
@@ -205,9 +211,8 @@ extern "C" int sc_kcuda_weighted_sum_rows(sc_kernels *k, int64_t n_tok, int32_t 
   if (n_tok > INT32_MAX) return SC_ERANGE;
   if (n_tok == 0) return 0;
   sc_kcuda *c = sc_kcuda_of(k);
-  k_weighted_sum_rows<<<(unsigned)n_tok, 256, 0, c->stream>>>(topk, width, src, ld_src, src_rows,
-                                                              rows, weight, add, ld_add, out,
-                                                              ld_out, c->err_flag);
+  sc_kcuda_launch(c, k_weighted_sum_rows, (unsigned)n_tok, 256, 0, topk, width, src, ld_src,
+                  src_rows, rows, weight, add, ld_add, out, ld_out, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("weighted_sum_rows");
 }
 
@@ -217,6 +222,7 @@ extern "C" int sc_kcuda_weighted_sum_rows(sc_kernels *k, int64_t n_tok, int32_t 
 __global__ void k_dequant_fp8(int64_t rows, int64_t cols, const uint8_t *q, const float *scale,
                               int64_t srows, int64_t scols, int32_t r_off, int32_t c_off,
                               int32_t br, int32_t bc, float *out) {
+  sc_dev_pdl_enter();
   const int64_t it = blockIdx.x, m = it / rows, r = it % rows;
   const uint8_t *qr = q + it * cols;
   const float *s = scale + m * srows * scols + ((r + r_off) / br) * scols;
@@ -233,14 +239,15 @@ extern "C" int sc_kcuda_dequant_fp8(sc_kernels *k, int32_t mats, int64_t rows, i
                                   block_rows, block_cols, out));
   const int64_t n = (int64_t)mats * rows;
   if (n > INT32_MAX) return SC_ERANGE;
-  k_dequant_fp8<<<(unsigned)n, 256, 0, sc_kcuda_of(k)->stream>>>(
-      rows, cols, q, scale, srows, scols, r_off, c_off, block_rows, block_cols, out);
+  sc_kcuda_launch(sc_kcuda_of(k), k_dequant_fp8, (unsigned)n, 256, 0, rows, cols, q, scale, srows,
+                  scols, r_off, c_off, block_rows, block_cols, out);
   return SC_CUDA_CHECK_LAUNCH("dequant_fp8");
 }
 
 /* ---- SwiGLU and add: 2-D grid, x over the row, y over rows ---- */
 __global__ void k_swiglu(int64_t n_rows, int64_t inter, const float *gate, int64_t ld_gate,
                          const float *up, int64_t ld_up, float *out, int64_t ld_out) {
+  sc_dev_pdl_enter();
   for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y)
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < inter;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -251,6 +258,7 @@ __global__ void k_swiglu(int64_t n_rows, int64_t inter, const float *gate, int64
 
 __global__ void k_add(int64_t n_rows, int64_t width, const float *x, int64_t ld_x, float *y,
                       int64_t ld_y) {
+  sc_dev_pdl_enter();
   for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y)
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < width;
          i += (int64_t)gridDim.x * blockDim.x)
@@ -266,16 +274,16 @@ extern "C" int sc_kcuda_swiglu(sc_kernels *k, int64_t n_rows, int64_t inter,
                                const float *gate, int64_t ld_gate, const float *up,
                                int64_t ld_up, float *out, int64_t ld_out) {
   SC_KCHECK(sc_kcheck_rows_op(n_rows, inter, gate, up, out));
-  k_swiglu<<<grid2d(n_rows, inter), 256, 0, sc_kcuda_of(k)->stream>>>(
-      n_rows, inter, gate, ld_gate, up, ld_up, out, ld_out);
+  sc_kcuda_launch(sc_kcuda_of(k), k_swiglu, grid2d(n_rows, inter), 256, 0, n_rows, inter, gate,
+                  ld_gate, up, ld_up, out, ld_out);
   return SC_CUDA_CHECK_LAUNCH("swiglu");
 }
 
 extern "C" int sc_kcuda_add(sc_kernels *k, int64_t n_rows, int64_t width, const float *x,
                             int64_t ld_x, float *y, int64_t ld_y) {
   SC_KCHECK(sc_kcheck_rows_op(n_rows, width, x, y, y));
-  k_add<<<grid2d(n_rows, width), 256, 0, sc_kcuda_of(k)->stream>>>(n_rows, width, x, ld_x,
-                                                                     y, ld_y);
+  sc_kcuda_launch(sc_kcuda_of(k), k_add, grid2d(n_rows, width), 256, 0, n_rows, width, x, ld_x, y,
+                  ld_y);
   return SC_CUDA_CHECK_LAUNCH("add");
 }
 
@@ -285,6 +293,7 @@ extern "C" int sc_kcuda_add(sc_kernels *k, int64_t n_rows, int64_t width, const 
 
 __global__ void k_lse_merge(int32_t n_shards, int64_t n_rows, int64_t width, const float *lse,
                             const float *out_in, float *out, float *lse_out) {
+  sc_dev_pdl_enter();
   const int64_t i = blockIdx.x;
   const double big_l = sc_lse_merged(lse, n_shards, n_rows, i);
   for (int64_t x = threadIdx.x; x < width; x += blockDim.x) {
@@ -300,6 +309,7 @@ __global__ void k_lse_merge(int32_t n_shards, int64_t n_rows, int64_t width, con
 
 __global__ void k_lse_scale(int32_t n_shards, int32_t shard, int64_t n_rows, int64_t width,
                             const float *lse, float *out, float *lse_out) {
+  sc_dev_pdl_enter();
   const int64_t i = blockIdx.x;
   const double big_l = sc_lse_merged(lse, n_shards, n_rows, i);
   const float f = sc_lse_weight(lse[shard * n_rows + i], big_l);
@@ -315,8 +325,8 @@ extern "C" int sc_kcuda_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_row
                                   float *out, float *lse_out) {
   SC_KCHECK(sc_kcheck_lse_merge(n_shards, n_rows, width, lse, out_in, out));
   if (n_rows > INT32_MAX) return SC_ERANGE;
-  k_lse_merge<<<(unsigned)n_rows, 128, 0, sc_kcuda_of(k)->stream>>>(n_shards, n_rows, width,
-                                                                      lse, out_in, out, lse_out);
+  sc_kcuda_launch(sc_kcuda_of(k), k_lse_merge, (unsigned)n_rows, 128, 0, n_shards, n_rows, width,
+                  lse, out_in, out, lse_out);
   return SC_CUDA_CHECK_LAUNCH("lse_merge");
 }
 
@@ -325,15 +335,18 @@ extern "C" int sc_kcuda_lse_scale(sc_kernels *k, int32_t n_shards, int32_t shard
                                   float *lse_out) {
   SC_KCHECK(sc_kcheck_lse_scale(n_shards, shard, n_rows, width, lse, out));
   if (n_rows > INT32_MAX) return SC_ERANGE;
-  k_lse_scale<<<(unsigned)n_rows, 128, 0, sc_kcuda_of(k)->stream>>>(n_shards, shard, n_rows,
-                                                                      width, lse, out, lse_out);
+  sc_kcuda_launch(sc_kcuda_of(k), k_lse_scale, (unsigned)n_rows, 128, 0, n_shards, shard, n_rows,
+                  width, lse, out, lse_out);
   return SC_CUDA_CHECK_LAUNCH("lse_scale");
 }
 
 /* ---- fault injection: a store to an address no allocation has (an illegal address) ---- */
-__global__ void k_fault(int *nowhere) { *(volatile int *)nowhere = 1; }
+__global__ void k_fault(int *nowhere) {
+  sc_dev_pdl_enter();
+  *(volatile int *)nowhere = 1;
+}
 
 extern "C" int sc_kcuda_inject_fault(sc_kernels *k) {
-  k_fault<<<1, 1, 0, sc_kcuda_of(k)->stream>>>((int *)(uintptr_t)0x10);
+  sc_kcuda_launch(sc_kcuda_of(k), k_fault, 1, 1, 0, (int *)(uintptr_t)0x10);
   return sc_kcuda_launched("fault");
 }

@@ -338,6 +338,7 @@ template <int DIMP, int FMT, bool VEC>
 __global__ void __launch_bounds__(TC_THREADS)
     k_idx_tc(sc_indexer_args a, int n_chunks, tc_shape sp, int64_t n_items, uint64_t *cbuf,
              uint64_t *out_keys, int *counts, int64_t cap, int *flag) {
+  sc_dev_pdl_enter();
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
   constexpr int LD = DIMP + TC_PAD;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -580,9 +581,8 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   int *counts = NULL; /* one list per token when NULL: one block per token sorts it */
   if (n_chunks > 1 && (rc = sc_kcuda_topk_radix_begin(c, a->n_tok, radix, &counts)) != 0)
     return rc;
-  fn<<<(unsigned)grid, TC_THREADS, smem, c->stream>>>(*a, n_chunks, sp, n_items, cand, keys,
-                                                      counts, (int64_t)n_chunks * a->topk,
-                                                      c->err_flag);
+  sc_kcuda_launch(c, fn, (unsigned)grid, TC_THREADS, smem, *a, n_chunks, sp, n_items, cand, keys,
+                  counts, (int64_t)n_chunks * a->topk, c->err_flag);
   if ((rc = SC_CUDA_CHECK_LAUNCH("indexer")) != 0) return rc;
   if (n_chunks == 1)
     return sc_kcuda_topk_finish(c, a->n_tok, 1, a->topk, keys, a->out_pos, a->out_cand, NULL);

@@ -28,6 +28,8 @@ extern "C" {
 typedef struct sc_kcuda {
   sc_kernels k;
   int num_sms;
+  int pdl;               /* kernels launched with programmatic dependent launch
+                            (sc_kcuda_launch; SPARSECP_CUDA_PDL=0 turns it off) */
   cudaStream_t stream;
   int own_stream;
   void *blas;            /* cublasHandle_t; math mode set at create and by set_tf32 */

@@ -15,6 +15,7 @@ template <typename T>
 __global__ void k_gather_same(int64_t n, int64_t words, const char *src, int64_t src_step,
                               int64_t src_rows, const int32_t *idx, char *dst,
                               int64_t dst_step, int *flag) {
+  sc_dev_pdl_enter();
   const int64_t i = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (i >= n) return;
@@ -48,6 +49,7 @@ __global__ void k_gather_same(int64_t n, int64_t words, const char *src, int64_t
 __global__ void k_gather_conv(int64_t n, int64_t width, const char *src, int sfmt,
                               int64_t src_step, int64_t src_rows, const int32_t *idx, char *dst,
                               int dfmt, int64_t dst_step, int *flag) {
+  sc_dev_pdl_enter();
   const int64_t i = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (i >= n) return;
@@ -85,23 +87,22 @@ extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_
     const char *sp = (const char *)src.data;
     char *dp = (char *)dst.data;
     if (a == 16)
-      k_gather_same<uint4><<<grid, 256, 0, c->stream>>>(n, bytes / 16, sp, ss, src.rows, idx, dp,
-                                                        ds, c->err_flag);
+      sc_kcuda_launch(c, k_gather_same<uint4>, grid, 256, 0, n, bytes / 16, sp, ss, src.rows, idx,
+                      dp, ds, c->err_flag);
     else if (a == 4)
-      k_gather_same<uint32_t><<<grid, 256, 0, c->stream>>>(n, bytes / 4, sp, ss, src.rows, idx,
-                                                           dp, ds, c->err_flag);
+      sc_kcuda_launch(c, k_gather_same<uint32_t>, grid, 256, 0, n, bytes / 4, sp, ss, src.rows, idx,
+                      dp, ds, c->err_flag);
     else if (a == 2)
-      k_gather_same<uint16_t><<<grid, 256, 0, c->stream>>>(n, bytes / 2, sp, ss, src.rows, idx,
-                                                           dp, ds, c->err_flag);
+      sc_kcuda_launch(c, k_gather_same<uint16_t>, grid, 256, 0, n, bytes / 2, sp, ss, src.rows, idx,
+                      dp, ds, c->err_flag);
     else
-      k_gather_same<uint8_t><<<grid, 256, 0, c->stream>>>(n, bytes, sp, ss, src.rows, idx, dp,
-                                                          ds, c->err_flag);
+      sc_kcuda_launch(c, k_gather_same<uint8_t>, grid, 256, 0, n, bytes, sp, ss, src.rows, idx, dp,
+                      ds, c->err_flag);
     return SC_CUDA_CHECK_LAUNCH("gather_rows");
   }
   if (dst.fmt == SC_KFMT_FP8_DS_MLA) return SC_ENOTSUP; /* quantize with kv_write */
-  k_gather_conv<<<grid, 256, 0, c->stream>>>(n, width, (const char *)src.data, src.fmt, ss,
-                                             src.rows, idx, (char *)dst.data, dst.fmt, ds,
-                                             c->err_flag);
+  sc_kcuda_launch(c, k_gather_conv, grid, 256, 0, n, width, (const char *)src.data, src.fmt, ss,
+                  src.rows, idx, (char *)dst.data, dst.fmt, ds, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("gather_rows");
 }
 
@@ -110,6 +111,7 @@ extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_
 __global__ void k_kv_write(int64_t n, int64_t width, const float *src, int64_t ld_src,
                            const int32_t *slots, char *cache, int fmt, int64_t step,
                            int64_t rows, bool vec4, int *flag) {
+  sc_dev_pdl_enter();
   const int64_t i = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (i >= n) return;
@@ -173,9 +175,9 @@ extern "C" int sc_kcuda_kv_write(sc_kernels *k, int64_t n, int64_t width, const 
   const int64_t step = sc_kcuda_row_step(&cache);
   const bool vec4 = cache.fmt != SC_KFMT_FP8_DS_MLA && width % 4 == 0 && aligned(src, 16) &&
                     (n == 1 || ld_src % 4 == 0) && aligned(cache.data, 16) && step % 16 == 0;
-  k_kv_write<<<(unsigned)sc_cdiv(n, ROWS_PER_BLOCK), 256, 0, c->stream>>>(
-      n, width, src, ld_src, slots, (char *)cache.data, cache.fmt, step, cache.rows, vec4,
-      c->err_flag);
+  sc_kcuda_launch(c, k_kv_write, (unsigned)sc_cdiv(n, ROWS_PER_BLOCK), 256, 0, n, width, src,
+                  ld_src, slots, (char *)cache.data, cache.fmt, step, cache.rows, vec4,
+                  c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("kv_write");
 }
 
@@ -196,6 +198,7 @@ __device__ __forceinline__ uint64_t argmax_key(float v, int32_t i) {
 
 /* One block a row. */
 __global__ void k_argmax_rows(int64_t width, const float *x, int64_t ld, int32_t *out) {
+  sc_dev_pdl_enter();
   __shared__ uint64_t warp_best[32];
   const float *row = x + (int64_t)blockIdx.x * ld;
   uint64_t best = 0;
@@ -226,12 +229,13 @@ extern "C" int sc_kcuda_argmax_rows(sc_kernels *k, int64_t n, int64_t width, con
       (n > 0 && (x == NULL || out == NULL)))
     return SC_EINVAL;
   if (n == 0) return 0;
-  k_argmax_rows<<<(unsigned)n, 512, 0, c->stream>>>(width, x, ld, out);
+  sc_kcuda_launch(c, k_argmax_rows, (unsigned)n, 512, 0, width, x, ld, out);
   return SC_CUDA_CHECK_LAUNCH("argmax_rows");
 }
 
 __global__ void k_take_tokens(int32_t n, const int32_t *at, const int32_t *row,
                               const int32_t *src, int32_t *ids) {
+  sc_dev_pdl_enter();
   const int32_t j = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
   if (j < n) ids[at[j]] = src[row[j]];
 }
@@ -242,7 +246,7 @@ extern "C" int sc_kcuda_take_tokens(sc_kernels *k, int32_t n, const int32_t *at,
   if (n < 0 || (n > 0 && (at == NULL || row == NULL || src == NULL || ids == NULL)))
     return SC_EINVAL;
   if (n == 0) return 0;
-  k_take_tokens<<<(unsigned)sc_cdiv(n, 256), 256, 0, c->stream>>>(n, at, row, src, ids);
+  sc_kcuda_launch(c, k_take_tokens, (unsigned)sc_cdiv(n, 256), 256, 0, n, at, row, src, ids);
   return SC_CUDA_CHECK_LAUNCH("take_tokens");
 }
 
@@ -251,6 +255,7 @@ extern "C" int sc_kcuda_take_tokens(sc_kernels *k, int32_t n, const int32_t *at,
 __global__ void k_topk_to_ws(int64_t total, int32_t topk, const int32_t *pos,
                              const int32_t *base, int32_t srt, int32_t n, int32_t il,
                              int32_t *out, int *flag) {
+  sc_dev_pdl_enter();
   const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= total) return;
   const int32_t p = pos[e];
@@ -274,8 +279,8 @@ extern "C" int sc_kcuda_topk_to_workspace(sc_kernels *k, int32_t n_tok, int32_t 
   sc_kcuda *c = sc_kcuda_of(k);
   SC_KCHECK(sc_kcheck_topk_to_workspace(n_tok, topk, pos, base, shard_rows_total, n, il, out));
   const int64_t total = (int64_t)n_tok * topk;
-  k_topk_to_ws<<<(unsigned)sc_cdiv(total, 256), 256, 0, c->stream>>>(
-      total, topk, pos, base, shard_rows_total, n, il, out, c->err_flag);
+  sc_kcuda_launch(c, k_topk_to_ws, (unsigned)sc_cdiv(total, 256), 256, 0, total, topk, pos, base,
+                  shard_rows_total, n, il, out, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("topk_to_workspace");
 }
 
@@ -285,6 +290,7 @@ __global__ void k_cache_keys(int32_t n_ranges, int32_t n_keys, const int32_t *re
                              const int32_t *begin, const int32_t *end, const int32_t *bt,
                              int32_t max_blocks, int32_t bs, int32_t n, int32_t il,
                              int32_t rank, int32_t *pos, int32_t *slot, int *flag) {
+  sc_dev_pdl_enter();
   const int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
   if (e >= n_keys) return;
   int32_t lo = 0, hi = n_ranges - 1; /* the last range with begin <= e */
@@ -319,9 +325,8 @@ extern "C" int sc_kcuda_cache_keys(sc_kernels *k, int32_t n_ranges, int32_t n_ke
   sc_kcuda *c = sc_kcuda_of(k);
   SC_KCHECK(sc_kcheck_cache_keys(n_ranges, n_keys, req, begin, end, bt, max_blocks, block_size,
                                  n, il, dcp_rank, pos, slot));
-  k_cache_keys<<<(unsigned)sc_cdiv(n_keys, 256), 256, 0, c->stream>>>(
-      n_ranges, n_keys, req, begin, end, bt, max_blocks, block_size, n, il, dcp_rank, pos, slot,
-      c->err_flag);
+  sc_kcuda_launch(c, k_cache_keys, (unsigned)sc_cdiv(n_keys, 256), 256, 0, n_ranges, n_keys, req,
+                  begin, end, bt, max_blocks, block_size, n, il, dcp_rank, pos, slot, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("cache_keys");
 }
 
@@ -329,6 +334,7 @@ __global__ void k_topk_to_slots(int64_t total, int32_t topk, const int32_t *pos,
                                 const int32_t *req, const int32_t *bt, int32_t max_blocks,
                                 int32_t bs, int32_t n, int32_t il, int32_t rank, int32_t *out,
                                 int *flag) {
+  sc_dev_pdl_enter();
   const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= total) return;
   const int32_t p = pos[e];
@@ -358,7 +364,7 @@ extern "C" int sc_kcuda_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk
   SC_KCHECK(sc_kcheck_topk_to_slots(n_tok, topk, pos, req, bt, max_blocks, block_size, n, il,
                                     dcp_rank, out));
   const int64_t total = (int64_t)n_tok * topk;
-  k_topk_to_slots<<<(unsigned)sc_cdiv(total, 256), 256, 0, c->stream>>>(
-      total, topk, pos, req, bt, max_blocks, block_size, n, il, dcp_rank, out, c->err_flag);
+  sc_kcuda_launch(c, k_topk_to_slots, (unsigned)sc_cdiv(total, 256), 256, 0, total, topk, pos, req,
+                  bt, max_blocks, block_size, n, il, dcp_rank, out, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("topk_to_slots");
 }

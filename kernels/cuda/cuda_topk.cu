@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
     k_topk_final(int n_tok, int n_lists, int per_block, int K, int M, int per_round,
                  const uint64_t *keys, const sc_kcand *cand, int32_t *out_pos,
                  sc_kcand *out_cand, uint64_t *out_keys) {
+  sc_dev_pdl_enter();
   extern __shared__ __align__(16) unsigned char smem[];
   uint64_t *buf = (uint64_t *)smem;        /* [K * (1 + per_round)] >= K + M */
   uint64_t *tmp = buf + K * (1 + per_round); /* [K] */
@@ -131,10 +132,9 @@ static int launch_level(sc_kcuda *c, int n_tok, int n_lists, int per_block, int 
   if (rc) return rc;
   const int64_t blocks = (int64_t)n_tok * sc_cdiv(n_lists, per_block);
   if (blocks > INT32_MAX) return SC_ERANGE;
-  k_topk_final<FROM_CAND, TO_KEYS><<<(unsigned)blocks, TOPK_THREADS,
-                                     final_smem(K, per_round), c->stream>>>(
-      n_tok, n_lists, per_block, K, pow2_at_least(K), per_round, keys, cand, out_pos,
-      out_cand, out_keys);
+  sc_kcuda_launch(c, k_topk_final<FROM_CAND, TO_KEYS>, (unsigned)blocks, TOPK_THREADS,
+                  final_smem(K, per_round), n_tok, n_lists, per_block, K, pow2_at_least(K),
+                  per_round, keys, cand, out_pos, out_cand, out_keys);
   return SC_CUDA_CHECK_LAUNCH("topk merge");
 }
 

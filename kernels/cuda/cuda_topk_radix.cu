@@ -117,6 +117,7 @@ __device__ void rsel_pick(rsel_tok *st, unsigned *hist, unsigned *h, int K, int 
 __global__ void __launch_bounds__(RSEL_THREADS)
     k_rsel_pass(int64_t cap, int K, int shift, int width, bool first, const uint64_t *keys,
                 const int *count, rsel_tok *state, unsigned *hists) {
+  sc_dev_pdl_enter();
   __shared__ unsigned h[RSEL_BINS];
   __shared__ bool last;
   const int t = blockIdx.y;
@@ -154,6 +155,7 @@ __global__ void __launch_bounds__(RSEL_THREADS)
 __global__ void __launch_bounds__(RSEL_THREADS)
     k_rsel_gather(int64_t cap, int K, const uint64_t *keys, const int *count, rsel_tok *state,
                   uint64_t *sel) {
+  sc_dev_pdl_enter();
   const int t = blockIdx.y;
   rsel_tok *st = &state[t];
   const unsigned long long prefix = st->prefix, mask = st->mask;
@@ -172,6 +174,7 @@ __global__ void __launch_bounds__(RSEL_THREADS)
 __global__ void __launch_bounds__(RSEL_SORT_THREADS)
     k_rsel_sort(int K, int M, const rsel_tok *state, const uint64_t *sel, int32_t *out_pos,
                 sc_kcand *out_cand) {
+  sc_dev_pdl_enter();
   extern __shared__ __align__(16) unsigned char smem[];
   uint64_t *buf = (uint64_t *)smem; /* [M] */
   const int64_t t = blockIdx.x;
@@ -204,11 +207,11 @@ int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64
   for (int p = 0; p < RSEL_PASSES; p++) {
     width = shift < RSEL_BITS ? shift : RSEL_BITS;
     shift -= width;
-    k_rsel_pass<<<grid, RSEL_THREADS, 0, c->stream>>>(cap, K, shift, width, p == 0, keys, count,
-                                                     state, hists);
+    sc_kcuda_launch(c, k_rsel_pass, grid, RSEL_THREADS, 0, cap, K, shift, width, p == 0, keys,
+                    count, state, hists);
     if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select pass"))) return rc;
   }
-  k_rsel_gather<<<grid, RSEL_THREADS, 0, c->stream>>>(cap, K, keys, count, state, sel);
+  sc_kcuda_launch(c, k_rsel_gather, grid, RSEL_THREADS, 0, cap, K, keys, count, state, sel);
   if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select gather"))) return rc;
   int M = 1;
   while (M < K) M <<= 1;
@@ -217,7 +220,7 @@ int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64
                                          (int)(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX)),
                     "top-K sort smem");
   if (rc) return rc;
-  k_rsel_sort<<<(unsigned)n_tok, RSEL_SORT_THREADS, smem, c->stream>>>(K, M, state, sel, out_pos,
-                                                                       out_cand);
+  sc_kcuda_launch(c, k_rsel_sort, (unsigned)n_tok, RSEL_SORT_THREADS, smem, K, M, state, sel,
+                  out_pos, out_cand);
   return SC_CUDA_CHECK_LAUNCH("top-K sort");
 }
