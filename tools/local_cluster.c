@@ -27,6 +27,7 @@
 #include "model/hf_model.h"
 #include "model/model_defaults.h"
 #include "plan/plan.h"
+#include "tools/child_env.h"
 #include "tools/cli.h"
 #include "tools/mps_daemon.h"
 
@@ -246,40 +247,46 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   return rc;
 }
 
-/* Starts node r as a child (`sparsecp node --cluster FILE --rank r`). */
+/* Starts node r as a child (`sparsecp node --cluster FILE --rank r`). Its environment
+ * is built before the fork (child_env.h: launch forks restarts while its threads run). */
 static int spawn(sc_local_cluster *lc, int32_t r, sc_diag *d) {
+  char dev[16];
+  snprintf(dev, sizeof dev, "%d", (int)(r % lc->gpus));
+  const char *const names[] = {"SPARSECP_LOG", "CUDA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE",
+                               "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"};
+  const char *const values[] = {
+      lc->log_level,
+      lc->cuda ? dev : NULL,
+      /* NVLink multicast stays off on these hosts (shared/GPU.md) */
+      lc->cuda && lc->nccl ? "0" : NULL,
+      !lc->cuda ? NULL : lc->mps ? sc_mps_pipe_dir(lc->mps) : lc->no_mps[0] ? lc->no_mps : NULL,
+      lc->cuda && lc->mps ? sc_mps_log_dir(lc->mps) : NULL,
+  };
+  char **envp = sc_child_env_new(names, values, sizeof names / sizeof *names);
+  if (envp == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
+  char rank[16];
+  snprintf(rank, sizeof rank, "%d", (int)r);
+  char *args[] = {"sparsecp", "node", "--cluster", lc->path, "--rank", rank,
+                  lc->events ? "--events" : NULL, NULL};
   const pid_t pid = fork();
-  if (pid < 0) return sc_fail(d, SC_ESYS, "fork: %s", strerror(errno));
+  if (pid < 0) {
+    const int e = errno;
+    free(envp);
+    return sc_fail(d, SC_ESYS, "fork: %s", strerror(e));
+  }
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != lc->parent) _exit(1);
-    if (lc->log_level) setenv("SPARSECP_LOG", lc->log_level, 1);
-    if (lc->cuda) {
-      char dev[16];
-      snprintf(dev, sizeof dev, "%d", (int)(r % lc->gpus));
-      setenv("CUDA_VISIBLE_DEVICES", dev, 1);
-      /* NVLink multicast stays off on these hosts (shared/GPU.md) */
-      if (lc->nccl) setenv("NCCL_NVLS_ENABLE", "0", 1);
-      if (lc->mps) {
-        setenv("CUDA_MPS_PIPE_DIRECTORY", sc_mps_pipe_dir(lc->mps), 1);
-        setenv("CUDA_MPS_LOG_DIRECTORY", sc_mps_log_dir(lc->mps), 1);
-      } else if (lc->no_mps[0]) {
-        setenv("CUDA_MPS_PIPE_DIRECTORY", lc->no_mps, 1);
-      }
-    }
     if (lc->quiet) {
       const int fd = open("/dev/null", O_WRONLY);
       if (fd >= 0) dup2(fd, 2);
     }
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
-    char rank[16];
-    snprintf(rank, sizeof rank, "%d", (int)r);
-    char *args[] = {"sparsecp", "node", "--cluster", lc->path, "--rank", rank,
-                    lc->events ? "--events" : NULL, NULL};
-    execv(lc->exe, args);
+    execve(lc->exe, args, envp);
     _exit(127);
   }
+  free(envp);
   lc->ch[r] = (child){.pid = pid, .alive = true};
   return 0;
 }
@@ -299,11 +306,20 @@ static int start_mps(sc_local_cluster *lc, const char *mode, sc_diag *d) {
     return 0;
   }
   if (!lc->cuda || lc->n <= lc->gpus || strcmp(mode, "off") == 0) return 0;
+  /* The user's daemon, when one answers (a control socket can outlive its daemon; with
+   * no control program to ask, it is taken at its word) */
   const char *env = getenv("CUDA_MPS_PIPE_DIRECTORY");
-  if ((env && *env) || access("/tmp/nvidia-mps/control", F_OK) == 0) {
+  const char *theirs = env && *env                                      ? env
+                       : access("/tmp/nvidia-mps/control", F_OK) == 0 ? "/tmp/nvidia-mps"
+                                                                      : NULL;
+  const int probe = theirs ? sc_mps_probe(theirs) : SC_ENOENT;
+  if (theirs && (probe == 0 || probe == SC_ENOENT)) {
     lc->under_mps = true;
     return 0;
   }
+  if (theirs)
+    sc_log_write(SC_LOG_INFO, "cluster",
+                 "no MPS daemon answers at %s: starting the cluster's own", theirs);
   sc_diag why = {0};
   const int rc = sc_mps_start(lc->dir, &lc->mps, &why);
   if (rc == 0) {

@@ -19,8 +19,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-
-extern char **environ;
+#include "tools/child_env.h"
 
 #define MPS_CONTROL "nvidia-cuda-mps-control"
 
@@ -52,28 +51,11 @@ static bool find_control(char *out, size_t cap) {
   return false;
 }
 
-/* environ without any CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY of its own, plus
- * ours: built before forking, so that the child only execs. One allocation. */
+/* environ with our two folders, for every exec (child_env.h: built before forking). */
 static char **make_envp(const sc_mps *m) {
-  size_t n = 0, bytes = 0;
-  char *const none[] = {NULL};
-  char *const *env = environ ? environ : none; /* (after clearenv) */
-  for (char *const *e = env; *e; e++) n++;
-  const char *pipe_kv = "CUDA_MPS_PIPE_DIRECTORY=", *log_kv = "CUDA_MPS_LOG_DIRECTORY=";
-  bytes = strlen(pipe_kv) + strlen(m->pipe_dir) + 1 + strlen(log_kv) + strlen(m->log_dir) + 1;
-  char **envp = malloc((n + 3) * sizeof *envp + bytes);
-  if (envp == NULL) return NULL;
-  char *s = (char *)(envp + n + 3);
-  size_t k = 0;
-  for (char *const *e = env; *e; e++)
-    if (strncmp(*e, pipe_kv, strlen(pipe_kv)) != 0 && strncmp(*e, log_kv, strlen(log_kv)) != 0)
-      envp[k++] = *e;
-  envp[k++] = s;
-  s += sprintf(s, "%s%s", pipe_kv, m->pipe_dir) + 1;
-  envp[k++] = s;
-  sprintf(s, "%s%s", log_kv, m->log_dir);
-  envp[k] = NULL;
-  return envp;
+  static const char *const names[] = {"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"};
+  const char *const values[] = {m->pipe_dir, m->log_dir[0] ? m->log_dir : NULL};
+  return sc_child_env_new(names, values, 2);
 }
 
 /* Waits up to timeout_ms for child pid to end (reaped); false if it still runs. */
@@ -248,6 +230,22 @@ int sc_mps_start(const char *dir, sc_mps **out, sc_diag *d) {
   free_mps(m);
   return sc_fail(d, SC_EIO, "the MPS %s did not start%s%s", up ? "server" : "control daemon",
                  why[0] ? ": " : up ? "" : " (no control socket within 5 s)", why);
+}
+
+int sc_mps_probe(const char *pipe_dir) {
+  sc_mps *m = calloc(1, sizeof *m);
+  if (m == NULL) return SC_ENOMEM;
+  int rc = SC_ENOENT;
+  char answer[64];
+  if (find_control(m->exe, sizeof m->exe)) {
+    snprintf(m->pipe_dir, sizeof m->pipe_dir, "%s", pipe_dir);
+    rc = strlen(pipe_dir) >= sizeof m->pipe_dir ? SC_EINVAL
+         : (m->envp = make_envp(m)) == NULL   ? SC_ENOMEM
+         : control(m, "get_server_list", answer, sizeof answer) == 0 ? 0
+                                                                     : SC_EIO;
+  }
+  free_mps(m);
+  return rc;
 }
 
 void sc_mps_stop(sc_mps *m) {

@@ -41,6 +41,12 @@ int sc_mps_start(const char *dir, sc_mps **out, sc_diag *d);
 const char *sc_mps_pipe_dir(const sc_mps *m);
 const char *sc_mps_log_dir(const sc_mps *m);
 
+/* Whether a daemon answers at pipe_dir (one the environment names): 0 when the control
+ * program, run as its client, says which servers it runs; SC_EIO when it fails (no daemon
+ * listens there: a socket left behind), SC_ENOENT when there is no control program to
+ * ask, SC_EINVAL, SC_ENOMEM. */
+int sc_mps_probe(const char *pipe_dir);
+
 /* Asks the daemon to quit (it stops its server), waits up to 3 s, then kills it; reaps
  * it and frees m. Call it after the nodes ended. NULL is a no-op. */
 void sc_mps_stop(sc_mps *m);

@@ -1,4 +1,5 @@
-/* The cluster's own MPS daemon (tools/mps_daemon.h) against a stand-in control program
+/* The environments the launcher builds for its children (tools/child_env.h), and the
+ * cluster's own MPS daemon (tools/mps_daemon.h) against a stand-in control program
  * (tests/data/fake-mps): started, its server checked, stopped with `quit`, and each way
  * it can fail reported with the daemon's own words and no child left behind. The real
  * daemon is exercised on the GPU machine (bench/gpu-step.md, "Ranks sharing a GPU"). */
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tools/child_env.h"
 #include "tools/mps_daemon.h"
 
 /* Each test runs in its own process (criterion's fork), so PATH and the environment
@@ -51,6 +53,13 @@ static bool log_has(const char *needle) {
   return strstr(text, needle) != NULL;
 }
 
+/* The pipe folder sc_mps_start makes in dir. */
+static const char *want_pipe_dir(void) {
+  static char path[128];
+  snprintf(path, sizeof path, "%s/mps", dir);
+  return path;
+}
+
 TestSuite(mps_daemon, .init = setup, .fini = teardown);
 
 Test(mps_daemon, starts_serves_and_quits) {
@@ -70,6 +79,22 @@ Test(mps_daemon, starts_serves_and_quits) {
   cr_assert(!log_has("quit"));
   sc_mps_stop(m);
   cr_assert(log_has("fake mps: quit"), "stop asks the daemon to quit");
+  assert_no_children();
+}
+
+Test(mps_daemon, probe_tells_a_daemon_from_a_socket_left_behind) {
+  sc_mps *m = NULL;
+  sc_diag d = {0};
+  cr_assert_eq(sc_mps_start(dir, &m, &d), 0, "%s", d.msg);
+  cr_assert_eq(sc_mps_probe(sc_mps_pipe_dir(m)), 0, "a daemon that answers");
+  char empty[128];
+  snprintf(empty, sizeof empty, "%s/none", dir);
+  cr_assert_eq(mkdir(empty, 0700), 0);
+  cr_assert_eq(sc_mps_probe(empty), SC_EIO, "no daemon there");
+  sc_mps_stop(m);
+  cr_assert_eq(sc_mps_probe(want_pipe_dir()), SC_EIO, "its daemon has quit");
+  setenv("PATH", "/nonexistent", 1);
+  cr_assert_eq(sc_mps_probe(empty), SC_ENOENT, "no control program to ask");
   assert_no_children();
 }
 
@@ -107,4 +132,34 @@ Test(mps_daemon, no_control_program_and_long_folders_are_refused) {
   cr_assert_eq(sc_mps_start(longdir, &m, &d), SC_EINVAL);
   cr_assert_not_null(strstr(d.msg, "too long"), "%s", d.msg);
   assert_no_children();
+}
+
+/* How many entries of env are exactly kv. */
+static int count_entry(char **env, const char *kv) {
+  int n = 0;
+  for (char **e = env; *e; e++) n += strcmp(*e, kv) == 0;
+  return n;
+}
+
+Test(child_env, sets_replaces_and_keeps) {
+  setenv("SC_TEST_A", "1", 1);
+  setenv("SC_TEST_AB", "2", 1);
+  unsetenv("SC_TEST_NEW");
+  const char *const names[] = {"SC_TEST_A", "SC_TEST_NEW", "SC_TEST_AB_UNSET", "PATH"};
+  const char *const values[] = {"x", "y", NULL, NULL};
+  char **env = sc_child_env_new(names, values, 4);
+  cr_assert_not_null(env);
+  cr_assert_eq(count_entry(env, "SC_TEST_A=x"), 1);
+  cr_assert_eq(count_entry(env, "SC_TEST_A=1"), 0, "the old value is gone");
+  cr_assert_eq(count_entry(env, "SC_TEST_AB=2"), 1, "a longer name is another variable");
+  cr_assert_eq(count_entry(env, "SC_TEST_NEW=y"), 1);
+  char path[4096];
+  snprintf(path, sizeof path, "PATH=%s", getenv("PATH"));
+  cr_assert_eq(count_entry(env, path), 1, "a NULL value leaves the variable as it is");
+  int n = 0, m = 0;
+  for (char **e = env; *e; e++) n++;
+  extern char **environ;
+  for (char **e = environ; *e; e++) m++;
+  cr_assert_eq(n, m + 1, "one variable added, none lost");
+  free(env);
 }
