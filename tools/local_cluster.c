@@ -306,14 +306,14 @@ static int start_mps(sc_local_cluster *lc, const char *mode, sc_diag *d) {
     return 0;
   }
   if (!lc->cuda || lc->n <= lc->gpus || strcmp(mode, "off") == 0) return 0;
-  /* The user's daemon, when one answers (a control socket can outlive its daemon; with
-   * no control program to ask, it is taken at its word) */
+  /* The user's daemon, unless the control program says none answers there (a control
+   * socket can outlive its daemon); when it cannot be asked, it is taken at its word */
   const char *env = getenv("CUDA_MPS_PIPE_DIRECTORY");
   const char *theirs = env && *env                                      ? env
                        : access("/tmp/nvidia-mps/control", F_OK) == 0 ? "/tmp/nvidia-mps"
                                                                       : NULL;
   const int probe = theirs ? sc_mps_probe(theirs) : SC_ENOENT;
-  if (theirs && (probe == 0 || probe == SC_ENOENT)) {
+  if (theirs && probe != SC_EIO) {
     lc->under_mps = true;
     return 0;
   }

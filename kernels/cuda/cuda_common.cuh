@@ -39,12 +39,12 @@ __device__ __forceinline__ void sc_dev_pdl_enter() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
-/* kernel<<<grid, block, smem, c->stream>>>(args...) with PDL allowed when c->pdl; the
- * launch's error is the thread's last error, as a <<<>>> launch's (SC_CUDA_CHECK_LAUNCH
- * reads it). */
+/* kernel<<<grid, block, smem, c->stream>>>(args...) with PDL allowed when c->pdl. The
+ * launch's error is also the thread's last error, as a <<<>>> launch's, which is what
+ * SC_CUDA_CHECK_LAUNCH reads. */
 template <typename... KernelArgs, typename... Args>
-static inline void sc_kcuda_launch(const sc_kcuda *c, void (*kernel)(KernelArgs...), dim3 grid,
-                                   dim3 block, size_t smem, Args &&...args) {
+static inline cudaError_t sc_kcuda_launch(const sc_kcuda *c, void (*kernel)(KernelArgs...),
+                                          dim3 grid, dim3 block, size_t smem, Args &&...args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -53,9 +53,9 @@ static inline void sc_kcuda_launch(const sc_kcuda *c, void (*kernel)(KernelArgs.
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = c->stream;
-  cfg.attrs = attr;
+  cfg.attrs = c->pdl ? attr : NULL;
   cfg.numAttrs = c->pdl ? 1 : 0;
-  (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
 }
 
 /* The largest top-K this backend takes: the indexer's select and the attention's split

@@ -23,6 +23,7 @@
 #include <cublas_v2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/log.h"
 #include "kernels/cuda/cuda_internal.h"
@@ -522,10 +523,11 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->k.ops = &k_cuda_ops;
   c->k.device = "cuda";
   c->k.impl = c;
-  /* programmatic dependent launch (cuda_common.cuh) unless SPARSECP_CUDA_PDL=0, the
-   * baseline of a comparison in one run */
+  /* programmatic dependent launch (cuda_common.cuh) unless SPARSECP_CUDA_PDL is 0, off
+   * or false: the baseline of a comparison in one run */
   const char *pdl = getenv("SPARSECP_CUDA_PDL");
-  c->pdl = !(pdl && strcmp(pdl, "0") == 0);
+  c->pdl = !(pdl && (strcmp(pdl, "0") == 0 || strcasecmp(pdl, "off") == 0 ||
+                     strcasecmp(pdl, "false") == 0));
   int rc;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,8 +92,21 @@ Test(mps_daemon, probe_tells_a_daemon_from_a_socket_left_behind) {
   snprintf(empty, sizeof empty, "%s/none", dir);
   cr_assert_eq(mkdir(empty, 0700), 0);
   cr_assert_eq(sc_mps_probe(empty), SC_EIO, "no daemon there");
-  sc_mps_stop(m);
-  cr_assert_eq(sc_mps_probe(want_pipe_dir()), SC_EIO, "its daemon has quit");
+  /* a socket left behind: the daemon killed, its control node still there */
+  char pid_file[160];
+  snprintf(pid_file, sizeof pid_file, "%s/daemon.pid", want_pipe_dir());
+  FILE *f = fopen(pid_file, "r");
+  cr_assert_not_null(f);
+  int pid = 0;
+  cr_assert_eq(fscanf(f, "%d", &pid), 1);
+  fclose(f);
+  cr_assert_eq(kill(pid, SIGKILL), 0);
+  (void)waitpid(pid, NULL, 0);
+  char sock[160];
+  snprintf(sock, sizeof sock, "%s/control", want_pipe_dir());
+  cr_assert_eq(access(sock, F_OK), 0, "the control node is left behind");
+  cr_assert_eq(sc_mps_probe(want_pipe_dir()), SC_EIO, "a socket left behind");
+  sc_mps_stop(m); /* (its daemon is gone: quit finds none, and stop reaps nothing more) */
   setenv("PATH", "/nonexistent", 1);
   cr_assert_eq(sc_mps_probe(empty), SC_ENOENT, "no control program to ask");
   assert_no_children();
