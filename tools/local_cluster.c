@@ -52,6 +52,7 @@ struct sc_local_cluster {
   bool quiet, events, cuda, nccl;
   int32_t gpus;
   sc_mps *mps;                   /* the cluster's own MPS daemon, or NULL */
+  bool mps_ended;                /* it was found ended (sc_local_cluster_mps_check) */
   char no_mps[PATH_MAX];         /* --mps off: an empty folder given to the nodes as
                                     CUDA_MPS_PIPE_DIRECTORY ("" = none) */
   bool under_mps;                /* ranks sharing a GPU run under an MPS server (the
@@ -493,6 +494,17 @@ int32_t sc_local_cluster_wait(sc_local_cluster *c, int64_t timeout_ms, sc_local_
   int32_t alive;
   while ((alive = reap(c, report, ud)) > 0 && sc_now_ns() < until) usleep(10000);
   return alive;
+}
+
+bool sc_local_cluster_mps_check(sc_local_cluster *c) {
+  if (c->mps == NULL || c->mps_ended) return c->mps != NULL && !c->mps_ended;
+  sc_diag why = {0};
+  if (sc_mps_alive(c->mps, &why)) return true;
+  c->mps_ended = true;
+  sc_log_write(SC_LOG_WARN, "cluster",
+               "the cluster's MPS daemon %s: nodes started from now on run without MPS",
+               sc_diag_message(&why));
+  return false;
 }
 
 bool sc_local_cluster_mps_shared(const sc_local_cluster *c, int32_t rank) {

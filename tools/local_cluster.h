@@ -143,6 +143,9 @@ int32_t sc_local_cluster_wait(sc_local_cluster *c, int64_t timeout_ms, sc_local_
                               void *ud);
 /* Sends sig to every child still running. */
 void sc_local_cluster_kill(sc_local_cluster *c, int sig);
+/* Whether the cluster's own MPS daemon, when it has one, still runs; the first time it
+ * is found ended this logs a warning (nodes started from then on run without MPS). */
+bool sc_local_cluster_mps_check(sc_local_cluster *c);
 /* Whether node `rank` shares its GPU with other nodes under an MPS server (the cluster's
  * own or the environment's). Their fates are tied: a device fault in one MPS client
  * reaches every client of its server, and the server admits no new client until all of

@@ -232,6 +232,18 @@ int sc_mps_start(const char *dir, sc_mps **out, sc_diag *d) {
                  why[0] ? ": " : up ? "" : " (no control socket within 5 s)", why);
 }
 
+bool sc_mps_alive(sc_mps *m, sc_diag *d) {
+  if (m->pid <= 0) return false;
+  int status;
+  if (waitpid(m->pid, &status, WNOHANG) != m->pid) return true;
+  m->pid = 0; /* reaped: stop has no process left to stop */
+  if (WIFSIGNALED(status))
+    sc_fail(d, SC_EIO, "was killed by signal %d", WTERMSIG(status));
+  else
+    sc_fail(d, SC_EIO, "exited with status %d", WEXITSTATUS(status));
+  return false;
+}
+
 int sc_mps_probe(const char *pipe_dir) {
   sc_mps *m = calloc(1, sizeof *m);
   if (m == NULL) return SC_ENOMEM;
@@ -250,6 +262,10 @@ int sc_mps_probe(const char *pipe_dir) {
 
 void sc_mps_stop(sc_mps *m) {
   if (m == NULL) return;
+  if (m->pid <= 0) { /* it ended already (sc_mps_alive) */
+    free_mps(m);
+    return;
+  }
   char answer[64];
   int status;
   (void)control(m, "quit", answer, sizeof answer);

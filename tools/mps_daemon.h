@@ -25,6 +25,8 @@
 #ifndef SC_MPS_DAEMON_H
 #define SC_MPS_DAEMON_H
 
+#include <stdbool.h>
+
 #include "base/error.h"
 
 typedef struct sc_mps sc_mps;
@@ -40,6 +42,11 @@ int sc_mps_start(const char *dir, sc_mps **out, sc_diag *d);
  * CUDA_MPS_LOG_DIRECTORY). */
 const char *sc_mps_pipe_dir(const sc_mps *m);
 const char *sc_mps_log_dir(const sc_mps *m);
+
+/* Whether the daemon still runs: false once it has ended (then reaped, with why in d:
+ * "exited with status S" or "was killed by signal S"). A daemon that ended serves no new
+ * node: those run without MPS. */
+bool sc_mps_alive(sc_mps *m, sc_diag *d);
 
 /* Whether a daemon answers at pipe_dir (one the environment names): 0 when the control
  * program, run as its client, says which servers it runs; SC_EIO when it fails (no daemon

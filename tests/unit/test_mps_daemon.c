@@ -83,7 +83,7 @@ Test(mps_daemon, starts_serves_and_quits) {
   assert_no_children();
 }
 
-Test(mps_daemon, probe_tells_a_daemon_from_a_socket_left_behind) {
+Test(mps_daemon, probe_and_alive_tell_a_daemon_from_one_that_ended) {
   sc_mps *m = NULL;
   sc_diag d = {0};
   cr_assert_eq(sc_mps_start(dir, &m, &d), 0, "%s", d.msg);
@@ -100,13 +100,16 @@ Test(mps_daemon, probe_tells_a_daemon_from_a_socket_left_behind) {
   int pid = 0;
   cr_assert_eq(fscanf(f, "%d", &pid), 1);
   fclose(f);
+  cr_assert(sc_mps_alive(m, &d), "%s", d.msg);
   cr_assert_eq(kill(pid, SIGKILL), 0);
-  (void)waitpid(pid, NULL, 0);
+  for (int i = 0; i < 200 && sc_mps_alive(m, &d); i++) usleep(10000);
+  cr_assert_not_null(strstr(d.msg, "was killed by signal 9"), "%s", d.msg);
+  cr_assert(!sc_mps_alive(m, &d), "an ended daemon stays ended");
   char sock[160];
   snprintf(sock, sizeof sock, "%s/control", want_pipe_dir());
   cr_assert_eq(access(sock, F_OK), 0, "the control node is left behind");
   cr_assert_eq(sc_mps_probe(want_pipe_dir()), SC_EIO, "a socket left behind");
-  sc_mps_stop(m); /* (its daemon is gone: quit finds none, and stop reaps nothing more) */
+  sc_mps_stop(m); /* (its daemon was reaped by sc_mps_alive: nothing left to stop) */
   setenv("PATH", "/nonexistent", 1);
   cr_assert_eq(sc_mps_probe(empty), SC_ENOENT, "no control program to ask");
   assert_no_children();
