@@ -10,7 +10,9 @@ kernel before it, on the GPU only and only sometimes. So this checks, for every 
   - no kernel is launched with <<<...>>> (every launch goes through sc_kcuda_launch,
     which sets the attribute the check above makes safe),
 
-and exits 1 naming each place that does not.
+and exits 1 naming each place that does not. Declarations (prototypes) are skipped, their
+definitions checked; subfolders are searched; a __global__ inside a macro is refused,
+since the check cannot follow a macro to the kernels it declares.
 
     tests/cuda_pdl.py [ROOT]          (ctest runs it as `cuda_pdl`)
 """
@@ -32,7 +34,13 @@ def check(path, text):
     code = strip_comments(text)
     for m in GLOBAL.finditer(code):
         brace = code.find("{", m.end())
+        semi = code.find(";", m.end())
         line = code.count("\n", 0, m.start()) + 1
+        if code[:m.start()].rsplit("\n", 1)[-1].lstrip().startswith("#"):
+            bad.append(f"{path}:{line}: __global__ in a macro (this check cannot follow it)")
+            continue
+        if semi != -1 and (brace == -1 or semi < brace):
+            continue  # a declaration: its definition is checked where it is
         body = code[brace + 1:].lstrip()
         if not body.startswith("sc_dev_pdl_enter();"):
             bad.append(f"{path}:{line}: a kernel whose body does not begin with sc_dev_pdl_enter();")
@@ -46,9 +54,9 @@ def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
     folder = os.path.join(root, "kernels", "cuda")
     bad, kernels = [], 0
-    for name in sorted(os.listdir(folder)):
-        if name.endswith((".cu", ".cuh")):
-            path = os.path.join(folder, name)
+    paths = sorted(os.path.join(d, f) for d, _, files in os.walk(folder) for f in files)
+    for path in paths:
+        if path.endswith((".cu", ".cuh")):
             text = open(path, encoding="utf-8").read()
             kernels += len(GLOBAL.findall(strip_comments(text)))
             bad += check(os.path.relpath(path, root), text)
@@ -57,7 +65,7 @@ def main():
     if kernels == 0:
         print(f"{folder}: no kernel found (the check would pass vacuously)")
         return 1
-    print(f"cuda_pdl: {kernels} kernels, {len(bad)} problems")
+    print(f"cuda_pdl: {kernels} __global__ found, {len(bad)} problems")
     return 1 if bad else 0
 
 
