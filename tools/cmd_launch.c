@@ -446,6 +446,7 @@ static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grac
     if (g_stop) break;
     bool gpu_batch;
     n = take_gpu_peers(lc, ex, n, &head, &gpu_batch);
+    if (g_stop) break; /* (a stop signal while the GPU's nodes were being reaped) */
     sc_diag d = {0};
     int rc = 0;
     if (head >= 0 && !ex[head].signaled && ex[head].value == 0) {
