@@ -343,10 +343,11 @@ int sc_bench_e2e_long(sc_bench *b) {
     }
     const int rc_busy = busy_case(b, model_file, &cases[0], kv == 1, rounds, model.vocab);
     if (rc_busy) return rc_busy;
-    for (int no_graphs = 1; no_graphs >= 0; no_graphs--)
-      if ((rc = baseline_case(b, model_file, &cases[0], kv == 1, no_graphs, rounds, model.vocab,
-                              tpot_short)))
-        return rc;
+    if ((rc = baseline_case(b, model_file, &cases[0], kv == 1, true, rounds, model.vocab,
+                            tpot_short)) ||
+        (rc = baseline_case(b, model_file, &cases[0], kv == 1, false, rounds, model.vocab,
+                            tpot_short)))
+      return rc;
   }
   return 0;
 }

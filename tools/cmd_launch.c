@@ -416,7 +416,7 @@ static bool supervise(sc_local_cluster *lc, restart_policy *policy, int64_t grac
   bool unrecovered = false; /* a node ended and has not been started again (yet) */
   while (!g_stop && (stop_at == 0 || sc_now_ns() < stop_at)) {
     sc_local_exit ex[BATCH_MAX];
-    (void)sc_local_cluster_mps_check(lc); /* (says so once when the daemon ended) */
+    sc_local_cluster_mps_check(lc); /* (says so once when the daemon ended) */
     const int k = sc_local_cluster_reap(lc, ex, BATCH_MAX);
     if (k == 0) {
       usleep(20000);

@@ -295,8 +295,9 @@ static int spawn(sc_local_cluster *lc, int32_t r, sc_diag *d) {
 /* Ranks that share a GPU meet at every collective, and without MPS each meeting waits
  * for the GPU to switch among their contexts (mps_daemon.h has the numbers). A daemon
  * the environment names (CUDA_MPS_PIPE_DIRECTORY, or one at the default folder) is the
- * user's: the nodes inherit it. Otherwise the cluster starts its own; where it cannot,
- * mode "on" fails and "auto" warns and runs without. */
+ * user's, and the nodes inherit it, unless it does not answer. Otherwise the cluster
+ * starts its own; where it cannot, mode "on" fails and "auto" warns and runs without.
+ * Mode "off" keeps the nodes from any daemon. */
 static int start_mps(sc_local_cluster *lc, const char *mode, sc_diag *d) {
   if (lc->cuda && strcmp(mode, "off") == 0) {
     /* a folder where no daemon listens: a client that cannot reach one runs without
@@ -306,7 +307,7 @@ static int start_mps(sc_local_cluster *lc, const char *mode, sc_diag *d) {
       return sc_fail(d, SC_ESYS, "cannot create %s: %s", lc->no_mps, strerror(errno));
     return 0;
   }
-  if (!lc->cuda || lc->n <= lc->gpus || strcmp(mode, "off") == 0) return 0;
+  if (!lc->cuda || lc->n <= lc->gpus) return 0;
   /* The user's daemon, unless the control program says none answers there (a control
    * socket can outlive its daemon); when it cannot be asked, it is taken at its word */
   const char *env = getenv("CUDA_MPS_PIPE_DIRECTORY");
@@ -496,15 +497,13 @@ int32_t sc_local_cluster_wait(sc_local_cluster *c, int64_t timeout_ms, sc_local_
   return alive;
 }
 
-bool sc_local_cluster_mps_check(sc_local_cluster *c) {
-  if (c->mps == NULL || c->mps_ended) return c->mps != NULL && !c->mps_ended;
+void sc_local_cluster_mps_check(sc_local_cluster *c) {
   sc_diag why = {0};
-  if (sc_mps_alive(c->mps, &why)) return true;
+  if (c->mps == NULL || c->mps_ended || sc_mps_alive(c->mps, &why)) return;
   c->mps_ended = true;
   sc_log_write(SC_LOG_WARN, "cluster",
                "the cluster's MPS daemon %s: nodes started from now on run without MPS",
                sc_diag_message(&why));
-  return false;
 }
 
 bool sc_local_cluster_mps_shared(const sc_local_cluster *c, int32_t rank) {

@@ -9,8 +9,8 @@
  * SIGTERM, waits up to 3 s, then SIGKILLs what is left, reaps everything and removes the
  * folder.
  *
- * Ownership: the cluster owns its children (and MPS daemon) and folder. Threads: one thread; the caller
- * must not reap children itself.
+ * Ownership: the cluster owns its children (its MPS daemon among them) and folder.
+ * Threads: one thread; the caller must not reap children itself.
  *
  * The command-line options both commands take for the cluster (--pcp --dcp --tp --device
  * --collectives --gpus --model --model-dir --token-budget --num-blocks --inject --transport
@@ -143,9 +143,9 @@ int32_t sc_local_cluster_wait(sc_local_cluster *c, int64_t timeout_ms, sc_local_
                               void *ud);
 /* Sends sig to every child still running. */
 void sc_local_cluster_kill(sc_local_cluster *c, int sig);
-/* Whether the cluster's own MPS daemon, when it has one, still runs; the first time it
- * is found ended this logs a warning (nodes started from then on run without MPS). */
-bool sc_local_cluster_mps_check(sc_local_cluster *c);
+/* Logs a warning the first time the cluster's own MPS daemon, when it has one, is found
+ * ended: nodes started from then on run without MPS. */
+void sc_local_cluster_mps_check(sc_local_cluster *c);
 /* Whether node `rank` shares its GPU with other nodes under an MPS server (the cluster's
  * own or the environment's). Their fates are tied: a device fault in one MPS client
  * reaches every client of its server, and the server admits no new client until all of

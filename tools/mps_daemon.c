@@ -153,6 +153,15 @@ static void free_mps(sc_mps *m) {
   free(m);
 }
 
+/* Ends the daemon that did not quit: SIGTERM, and SIGKILL 2 s later. SIGTERM first: on
+ * the H200 a daemon ended by SIGTERM (its parent killed) left no server behind; what a
+ * SIGKILLed one leaves was not tried. Reaps it. */
+static void end_daemon(sc_mps *m) {
+  int status;
+  kill(m->pid, SIGTERM);
+  if (!wait_child(m->pid, 2000, &status)) kill(m->pid, SIGKILL), waitpid(m->pid, &status, 0);
+}
+
 int sc_mps_start(const char *dir, sc_mps **out, sc_diag *d) {
   *out = NULL;
   if (strlen(dir) > MPS_DIR_MAX)
@@ -186,7 +195,7 @@ int sc_mps_start(const char *dir, sc_mps **out, sc_diag *d) {
     return sc_fail(d, SC_ESYS, "fork: %s", strerror(e));
   }
   if (m->pid == 0) {
-    /* SIGTERM, not SIGKILL: the daemon then stops its server on its way out */
+    /* SIGTERM, not SIGKILL (end_daemon says why) */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(1);
     const int devnull = open("/dev/null", O_RDONLY);
@@ -223,10 +232,7 @@ int sc_mps_start(const char *dir, sc_mps **out, sc_diag *d) {
     return 0;
   }
   last_log_line(m, why, sizeof why);
-  if (!ended) {
-    kill(m->pid, SIGTERM);
-    if (!wait_child(m->pid, 2000, &status)) kill(m->pid, SIGKILL), waitpid(m->pid, &status, 0);
-  }
+  if (!ended) end_daemon(m);
   free_mps(m);
   return sc_fail(d, SC_EIO, "the MPS %s did not start%s%s", up ? "server" : "control daemon",
                  why[0] ? ": " : up ? "" : " (no control socket within 5 s)", why);
@@ -247,14 +253,18 @@ bool sc_mps_alive(sc_mps *m, sc_diag *d) {
 int sc_mps_probe(const char *pipe_dir) {
   sc_mps *m = calloc(1, sizeof *m);
   if (m == NULL) return SC_ENOMEM;
-  int rc = SC_ENOENT;
   char answer[64];
-  if (find_control(m->exe, sizeof m->exe)) {
+  int rc;
+  if (!find_control(m->exe, sizeof m->exe)) {
+    rc = SC_ENOENT;
+  } else if (strlen(pipe_dir) >= sizeof m->pipe_dir) {
+    rc = SC_EINVAL;
+  } else {
     snprintf(m->pipe_dir, sizeof m->pipe_dir, "%s", pipe_dir);
-    rc = strlen(pipe_dir) >= sizeof m->pipe_dir ? SC_EINVAL
-         : (m->envp = make_envp(m)) == NULL   ? SC_ENOMEM
-         : control(m, "get_server_list", answer, sizeof answer) == 0 ? 0
-                                                                     : SC_EIO;
+    m->envp = make_envp(m);
+    rc = m->envp == NULL                                           ? SC_ENOMEM
+         : control(m, "get_server_list", answer, sizeof answer) != 0 ? SC_EIO
+                                                                     : 0;
   }
   free_mps(m);
   return rc;
@@ -269,11 +279,6 @@ void sc_mps_stop(sc_mps *m) {
   char answer[64];
   int status;
   (void)control(m, "quit", answer, sizeof answer);
-  /* SIGTERM before SIGKILL: on SIGTERM the daemon still stops its server, which a
-   * SIGKILLed daemon would leave behind on the GPU */
-  if (!wait_child(m->pid, 3000, &status)) {
-    kill(m->pid, SIGTERM);
-    if (!wait_child(m->pid, 2000, &status)) kill(m->pid, SIGKILL), waitpid(m->pid, &status, 0);
-  }
+  if (!wait_child(m->pid, 3000, &status)) end_daemon(m);
   free_mps(m);
 }

@@ -374,6 +374,13 @@ static int report_done(sc_ctx *c, executor *e, const run_slot *rs) {
                            : report_complete(c, e, rs->p->step);
 }
 
+/* Step `step`, just taken off the queue, failed: a step planned ahead of it takes its
+ * tokens from a failure (the one queued after it, or one that arrives later). */
+static void mark_failed(executor *e, uint64_t step) {
+  if (step == e->last_queued) e->last_failed = true;
+  if (e->n_run) oldest(e)->prev_failed = true; /* (it follows this one) */
+}
+
 /* The oldest queued step's work has completed on the device (status: the kernels' error,
  * or 0): the collectives' outcome, then the result or the abort report. */
 static void complete(sc_ctx *c, executor *e, int status) {
@@ -401,8 +408,7 @@ static void complete(sc_ctx *c, executor *e, int status) {
   const sc_coll_failure failure = x->comm.last_failure;
   if (e->n_run == 0) sc_step_gate_leave(&x->gate);
   if (rc) {
-    if (p->step == e->last_queued) e->last_failed = true;
-    if (e->n_run) oldest(e)->prev_failed = true; /* (it follows this one) */
+    mark_failed(e, p->step);
     if (rc != SC_EABORTED)
       SC_ERROR(LOG, "rank %d: step %llu failed: %s", x->rank, (unsigned long long)p->step,
                d.msg);
@@ -424,8 +430,7 @@ static void complete(sc_ctx *c, executor *e, int status) {
     SC_ERROR(LOG, "rank %d: step %llu: cannot report its %s: %s", x->rank,
              (unsigned long long)p->step, x->rank == 0 ? "result" : "completion",
              sc_strerror(rc));
-    if (p->step == e->last_queued) e->last_failed = true;
-    if (e->n_run) oldest(e)->prev_failed = true;
+    mark_failed(e, p->step);
     report_abort(c, e, p->step, rc,
                  x->rank == 0 ? "cannot report the step's result" : "cannot report its completion",
                  NULL);

@@ -308,20 +308,21 @@ static int32_t first_deadline(const scheduler *s) {
   return first;
 }
 
-static step_track *head_track(scheduler *s) { return s->n_track ? &s->track[s->t_head] : NULL; }
+/* The k-th step in flight from the oldest (k <= n_track: n_track is the next one's). */
+static step_track *track_at(scheduler *s, int k) { return &s->track[(s->t_head + k) & 1]; }
+
+static step_track *head_track(scheduler *s) { return s->n_track ? track_at(s, 0) : NULL; }
 
 /* The track of a step in flight, or NULL (a step that was failed already). */
 static step_track *track_of(scheduler *s, uint64_t step) {
-  for (int k = 0; k < s->n_track; k++) {
-    step_track *t = &s->track[(s->t_head + k) & 1];
-    if (t->step == step && step != 0) return t;
-  }
+  for (int k = 0; k < s->n_track; k++)
+    if (track_at(s, k)->step == step && step != 0) return track_at(s, k);
   return NULL;
 }
 
 /* The newest step in flight (0: none). */
-static uint64_t newest_step(const scheduler *s) {
-  return s->n_track ? s->track[(s->t_head + s->n_track - 1) & 1].step : 0;
+static uint64_t newest_step(scheduler *s) {
+  return s->n_track ? track_at(s, s->n_track - 1)->step : 0;
 }
 
 /* Starts the next step if the cluster is ready (every node up, the collectives built)
@@ -335,7 +336,7 @@ static void try_start(sc_ctx *c, scheduler *s) {
   if ((s->n_track ? sc_sched_next_ahead(s->sched, &st) : sc_sched_next(s->sched, &st)) != 0 ||
       st == NULL)
     return;
-  step_track *t = &s->track[(s->t_head + s->n_track) & 1];
+  step_track *t = track_at(s, s->n_track);
   s->n_track++;
   t->step = s->last_started = st->step;
   t->start_ns = sc_now_ns();
@@ -372,6 +373,15 @@ static int32_t first_missing(const scheduler *s, const step_track *t) {
  * a failed rank's data. */
 static bool all_confirmed(const scheduler *s, const step_track *t) {
   return t->have_planned && first_missing(s, t) == s->world;
+}
+
+/* Every step in flight is aborted on every rank (but those down, with skip_down): each
+ * comm aborts its communicator so that blocked collectives return. */
+static void abort_tracks(sc_ctx *c, scheduler *s, int code, const char *why, bool skip_down) {
+  for (int k = 0; k < s->n_track; k++)
+    for (int32_t r = 0; r < s->world; r++)
+      if (!skip_down || !s->down[r])
+        sc_step_abort_send(c, s->comms[r], track_at(s, k)->step, 0, code, why, NULL);
 }
 
 /* Forgets every step in flight and their held results. */
@@ -448,9 +458,7 @@ static void end_step(sc_ctx *c, scheduler *s, int code, const char *why, bool re
                    "their step's failure %d in a row)",
               (unsigned long long)step, n, s->ctx->cfg.step_retries + 1);
   }
-  for (int k = 0; k < s->n_track; k++)
-    for (int32_t r = 0; r < s->world; r++)
-      sc_step_abort_send(c, s->comms[r], s->track[(s->t_head + k) & 1].step, 0, code, why, NULL);
+  abort_tracks(c, s, code, why, false);
   drop_tracks(s);
 }
 
@@ -506,7 +514,7 @@ static void finish_step(sc_ctx *c, scheduler *s, const sc_msg_step_result *r);
  * if it came early, is delivered (and then the next one's, if it is as ready). */
 static void check_acks(sc_ctx *c, scheduler *s) {
   for (int k = 0; k < s->n_track; k++) {
-    step_track *t = &s->track[(s->t_head + k) & 1];
+    step_track *t = track_at(s, k);
     if (!t->have_planned) continue;
     for (int32_t r = 0; r < s->world; r++)
       if (t->acked[r] && t->ack_fp[r] != t->planned_fp) {
@@ -794,11 +802,7 @@ static void await_rejoin(sc_ctx *c, scheduler *s, int32_t rank, const char *why)
    * in the communicator's creation): another starts once it is back */
   s->rebuilding = false;
   uv_timer_stop(s->rebuild_timer);
-  for (int k = 0; k < s->n_track; k++)
-    for (int32_t r = 0; r < s->world; r++)
-      if (!s->down[r])
-        sc_step_abort_send(c, s->comms[r], s->track[(s->t_head + k) & 1].step, 0, SC_EDOWN,
-                           why, NULL);
+  abort_tracks(c, s, SC_EDOWN, why, true);
   drop_tracks(s);
   const int n = sc_sched_requeue_running(s->sched);
   SC_WARN(LOG, "%s: %d running request(s) back in the queue; waiting up to %lld ms for a new "

@@ -224,11 +224,11 @@ Test(pipeline, killed_node_gives_errors_not_a_hang) {
   assert_no_nodes_left();
 }
 
-/* A P x N cluster of the small model; inject: one --inject fault (and with it a 24-token
- * budget and a 1 s collective deadline), or NULL. */
 /* The pipeline's "overlap" of the clusters start_small_profiled makes (NULL: auto). */
 static const char *g_overlap;
 
+/* A P x N cluster of the small model; inject: one --inject fault (and with it a 24-token
+ * budget and a 1 s collective deadline), or NULL. */
 static sc_local_cluster *start_small_profiled(int p, int n, const char *inject, bool profile) {
   sc_local_cluster_opts o = {.pcp = p, .dcp = n, .tp = 1, .exe = EXE,
                              .model_file = SRC "/examples/model-small.json",

@@ -67,9 +67,8 @@ Test(mps_daemon, starts_serves_and_quits) {
   sc_mps *m = NULL;
   sc_diag d = {0};
   cr_assert_eq(sc_mps_start(dir, &m, &d), 0, "%s", d.msg);
+  cr_assert_str_eq(sc_mps_pipe_dir(m), want_pipe_dir());
   char want[128];
-  snprintf(want, sizeof want, "%s/mps", dir);
-  cr_assert_str_eq(sc_mps_pipe_dir(m), want);
   snprintf(want, sizeof want, "%s/mps-log", dir);
   cr_assert_str_eq(sc_mps_log_dir(m), want);
   struct stat st;
@@ -115,25 +114,26 @@ Test(mps_daemon, probe_and_alive_tell_a_daemon_from_one_that_ended) {
   assert_no_children();
 }
 
-Test(mps_daemon, a_server_that_does_not_start_is_reported) {
-  setenv("FAKE_MPS_SERVER_FAIL", "1", 1);
+/* A start that fails with SC_EIO, its message saying what did not start and why (the
+ * daemon's own words), and no child left. */
+static void assert_start_fails(const char *what, const char *why) {
   sc_mps *m = NULL;
   sc_diag d = {0};
   cr_assert_eq(sc_mps_start(dir, &m, &d), SC_EIO);
   cr_assert_null(m);
-  cr_assert_not_null(strstr(d.msg, "the MPS server did not start: "), "%s", d.msg);
-  cr_assert_not_null(strstr(d.msg, "no rights"), "the daemon's reason: %s", d.msg);
+  cr_assert_not_null(strstr(d.msg, what), "%s", d.msg);
+  cr_assert_not_null(strstr(d.msg, why), "the daemon's reason: %s", d.msg);
   assert_no_children();
 }
 
+Test(mps_daemon, a_server_that_does_not_start_is_reported) {
+  setenv("FAKE_MPS_SERVER_FAIL", "1", 1);
+  assert_start_fails("the MPS server did not start: ", "no rights");
+}
+
 Test(mps_daemon, a_daemon_that_does_not_start_is_reported) {
-  setenv("FAKE_MPS_DAEMON_FAIL", "1", 1);
-  sc_mps *m = NULL;
-  sc_diag d = {0};
-  cr_assert_eq(sc_mps_start(dir, &m, &d), SC_EIO);
-  cr_assert_not_null(strstr(d.msg, "control daemon did not start"), "%s", d.msg);
-  cr_assert_not_null(strstr(d.msg, "cannot open the device"), "what it printed: %s", d.msg);
-  assert_no_children();
+  setenv("FAKE_MPS_DAEMON_FAIL", "1", 1); /* (what it printed is its reason) */
+  assert_start_fails("control daemon did not start", "cannot open the device");
 }
 
 Test(mps_daemon, no_control_program_and_long_folders_are_refused) {
