@@ -137,6 +137,37 @@ typedef struct sc_gemm {
   int64_t batch; /* 0 or 1: a single product */
 } sc_gemm;
 
+/* Linear layers that read one input (the projections of a normed hidden row):
+ * out_j[r][0..n_j) = alpha_j * x[r] W_j^T for every part j, W_j row-major [n_j][k] with
+ * leading dimension ld_w. `gated` (two parts: gate, then up) is SwiGLU's first half:
+ * out_0[r][i] = g / (1 + exp(-g)) * u with g, u part 0's and 1's values, as swiglu
+ * computes it; part 1's out is scratch then (its contents are undefined afterwards).
+ *
+ * One op instead of one gemm a part, because a decode step's products are a few rows
+ * each and cost their launches more than their arithmetic (bench/gpu-step.md). CPU: the
+ * parts' gemms (and swiglu) in order, exactly what separate calls compute. CUDA: for a
+ * few rows one kernel over all parts, whose every output sums its k products in one
+ * fixed order whatever the row count, the parts and the launch shape (docs/cuda.md);
+ * otherwise the CPU's sequence, on cuBLAS. The outputs must not overlap the input or
+ * each other. */
+#define SC_LINEARS_MAX 4
+typedef struct sc_linear_part {
+  const float *w;
+  int64_t n, ld_w;
+  float alpha;
+  float *out;
+  int64_t ld_out;
+} sc_linear_part;
+
+typedef struct sc_linears {
+  int64_t rows, k;
+  const float *x;
+  int64_t ld_x;
+  int32_t n_parts; /* 1..SC_LINEARS_MAX; 2 when gated */
+  bool gated;
+  sc_linear_part part[SC_LINEARS_MAX];
+} sc_linears;
+
 /* Lightning indexer scores and top-K (SPEC.md §7), one query token per row:
  *   score(t, s) = Σ_h w[t,h] * ReLU(<q[t,h], key(s)>)
  * over the keys of token t that satisfy key_pos <= q_pos[t]; the top-K by score, ties to
@@ -263,6 +294,7 @@ typedef struct sc_kernels_ops {
 
   /* ---- dense ---- */
   int (*gemm)(sc_kernels *k, const sc_gemm *g);
+  int (*linears)(sc_kernels *k, const sc_linears *a);
 
   /* ---- elementwise (out may equal the input for in-place use) ---- */
   /* out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w   (w: [dim] buffer, NULL = ones) */

@@ -16,6 +16,28 @@ int sc_kcheck_gemm(const sc_gemm *g) {
   return 0;
 }
 
+int sc_kcheck_linears(const sc_linears *a) {
+  if (a == NULL || a->rows < 0 || a->k < 0 || a->n_parts < 1 || a->n_parts > SC_LINEARS_MAX ||
+      (a->gated && (a->n_parts != 2 || a->part[0].n != a->part[1].n)))
+    return SC_EINVAL;
+  /* the parts go to gemm, whose BLAS interfaces take 32-bit sizes */
+  if (a->rows > INT32_MAX || a->k > INT32_MAX || a->ld_x > INT32_MAX) return SC_ERANGE;
+  if (a->ld_x < (a->k > 1 ? a->k : 1)) return SC_EINVAL;
+  bool work = false;
+  for (int32_t j = 0; j < a->n_parts; j++) {
+    const sc_linear_part *p = &a->part[j];
+    if (p->n < 0 || p->n > INT32_MAX) return p->n < 0 ? SC_EINVAL : SC_ERANGE;
+    if (p->ld_w < (a->k > 1 ? a->k : 1) || p->ld_out < (p->n > 1 ? p->n : 1) ||
+        p->ld_w > INT32_MAX || p->ld_out > INT32_MAX)
+      return SC_EINVAL;
+    if (a->rows > 0 && p->n > 0) {
+      if (p->out == NULL || (a->k > 0 && (p->w == NULL || a->x == NULL))) return SC_EINVAL;
+      work = true;
+    }
+  }
+  return work ? 0 : 1;
+}
+
 int sc_kcheck_attn(const sc_attn_args *a, sc_krows_check_fn check_rows) {
   if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dc < 1 || a->dr < 0 || a->topk < 0)
     return SC_EINVAL;

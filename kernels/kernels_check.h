@@ -26,6 +26,7 @@ typedef int (*sc_krows_check_fn)(const sc_krows *rows, int64_t width);
 int sc_kcheck_rows(const sc_krows *r, int64_t width);
 
 int sc_kcheck_gemm(const sc_gemm *g);
+int sc_kcheck_linears(const sc_linears *a);
 int sc_kcheck_attn(const sc_attn_args *a, sc_krows_check_fn check_rows);
 int sc_kcheck_indexer(const sc_indexer_args *a, sc_krows_check_fn check_rows);
 int sc_kcheck_rmsnorm(int64_t n_rows, int64_t dim, const float *x, int64_t ld_x, float eps,

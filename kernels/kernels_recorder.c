@@ -225,6 +225,12 @@ static int w_gemm(sc_kernels *k, const sc_gemm *g) {
   return r->recording ? keep(r, run_gemm, g, sizeof *g) : r->in->ops->gemm(r->in, g);
 }
 
+static int run_linears(sc_kernels *in, const void *p) { return in->ops->linears(in, p); }
+static int w_linears(sc_kernels *k, const sc_linears *a) {
+  recorder *r = rec_of(k);
+  return r->recording ? keep(r, run_linears, a, sizeof *a) : r->in->ops->linears(r->in, a);
+}
+
 static int run_indexer(sc_kernels *in, const void *p) { return in->ops->indexer_topk(in, p); }
 static int w_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   recorder *r = rec_of(k);
@@ -631,6 +637,7 @@ static const sc_kernels_ops k_recorder_ops = {
     .replay = w_replay,
     .recording_free = w_recording_free,
     .gemm = w_gemm,
+    .linears = w_linears,
     .rmsnorm = w_rmsnorm,
     .rope = w_rope,
     .rope_freq = w_rope_freq,

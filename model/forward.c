@@ -14,7 +14,7 @@
 
 /* Scratch buffers (kernel memory), grown to the largest step and reused. */
 enum {
-  B_X, B_XN, B_QL, B_Q, B_QABS, B_KV, B_IQ, B_IW, B_OLAT, B_OV, B_AO, B_G, B_U, B_H,
+  B_X, B_XN, B_QL, B_Q, B_QABS, B_KV, B_IQ, B_IW, B_OLAT, B_OV, B_AO, B_U, B_H,
   B_PG, B_SHARD, B_WS, B_TOPK, B_SEL, B_CAND, B_CANDG, B_QG, B_OD, B_LSE, B_LSEG, B_LSEX,
   B_XG, B_XL, B_LOGITS,
   /* the greedy choice of each logits row, kept for the step after (in->follow_*) */
@@ -418,41 +418,45 @@ static int attention_layer(step_ctx *s) {
   stage(s, SC_STAGE_DENSE);
   CK(o->rmsnorm(k, Tp, s->hid, x, s->hid, sc_w(w, l, SC_W_ATTN_NORM), f->mc.rms_eps, xn, s->hid),
      "layer %d: attn_norm", l);
+  /* The projections of xn (q's latent, the KV row, the index key and the indexer's head
+   * weights) are one op, and those of the normed q latent (q and the index query)
+   * another: a decode step's products are a few rows each (kernels.h, sc_linears). */
   const int32_t qr = f->mc.q_lora_rank;
-  CK(sc_linear(k, Tp, qr, s->hid, xn, s->hid, sc_w(w, l, SC_W_WQ_A), s->hid, ql, qr, 1.0f),
-     "layer %d: wq_a", l);
+  const int64_t qw = (int64_t)s->Hl * s->qd, iqw = (int64_t)s->HI * s->dI;
+  sc_linears from_xn = {.rows = Tp, .k = s->hid, .x = xn, .ld_x = s->hid, .n_parts = 2};
+  from_xn.part[0] = (sc_linear_part){sc_w(w, l, SC_W_WQ_A), qr, s->hid, 1.0f, ql, qr};
+  /* KV row [c_kv ; k_rope] and the index key, one cache row wide */
+  from_xn.part[1] = (sc_linear_part){sc_w(w, l, SC_W_WKV_A), s->kvw, s->hid, 1.0f, kv, s->iw};
+  if (own) {
+    from_xn.part[2] = (sc_linear_part){sc_w(w, l, SC_W_IDX_WK), s->dI, s->hid, 1.0f,
+                                       kv + s->kvw, s->iw};
+    from_xn.part[3] = (sc_linear_part){sc_w(w, l, SC_W_IDX_WW), s->HI, s->hid,
+                                       1.0f / sqrtf((float)s->dI * (float)s->HI), iwt, s->HI};
+    from_xn.n_parts = 4;
+  }
+  CK(o->linears(k, &from_xn), "layer %d: wq_a, wkv_a%s", l, own ? ", indexer wk and weights" : "");
   CK(o->rmsnorm(k, Tp, qr, ql, qr, sc_w(w, l, SC_W_Q_NORM), leps, ql, qr),
      "layer %d: q_norm", l);
-  const int64_t qw = (int64_t)s->Hl * s->qd;
-  CK(sc_linear(k, Tp, qw, qr, ql, qr, sc_w(w, l, SC_W_WQ_B), qr, q, qw, 1.0f), "layer %d: wq_b", l);
-  if (s->dr > 0)
-    CK(rope(s, s->Hl, s->dr, q + s->dn, qw, s->qd), "layer %d: q rope", l);
-  /* KV row [c_kv ; k_rope] and the index key, one cache row wide */
-  CK(sc_linear(k, Tp, s->kvw, s->hid, xn, s->hid, sc_w(w, l, SC_W_WKV_A), s->hid, kv, s->iw, 1.0f),
-     "layer %d: wkv_a", l);
   CK(o->rmsnorm(k, Tp, s->dc, kv, s->iw, sc_w(w, l, SC_W_KV_NORM), leps, kv, s->iw),
      "layer %d: kv_norm", l);
-  if (s->dr > 0)
+  sc_linears from_ql = {.rows = Tp, .k = qr, .x = ql, .ld_x = qr, .n_parts = own ? 2 : 1};
+  from_ql.part[0] = (sc_linear_part){sc_w(w, l, SC_W_WQ_B), qw, qr, 1.0f, q, qw};
+  if (own) from_ql.part[1] = (sc_linear_part){sc_w(w, l, SC_W_IDX_WQ), iqw, qr, 1.0f, iq, iqw};
+  CK(o->linears(k, &from_ql), "layer %d: wq_b%s", l, own ? ", indexer wq" : "");
+  if (s->dr > 0) {
+    CK(rope(s, s->Hl, s->dr, q + s->dn, qw, s->qd), "layer %d: q rope", l);
     CK(rope(s, 1, s->dr, kv + s->dc, s->iw, s->dr), "layer %d: k rope", l);
-  const int64_t iqw = (int64_t)s->HI * s->dI;
+  }
   if (own) {
-    CK(sc_linear(k, Tp, s->dI, s->hid, xn, s->hid, sc_w(w, l, SC_W_IDX_WK), s->hid, kv + s->kvw,
-                 s->iw, 1.0f),
-       "layer %d: indexer wk", l);
     const float *knw = sc_wx(w, l, SC_WX_IDX_KNORM_W), *knb = sc_wx(w, l, SC_WX_IDX_KNORM_B);
     if (knw != NULL) /* a checkpoint's indexer key: LayerNorm before its rotary part */
       CK(o->layernorm(k, Tp, s->dI, kv + s->kvw, s->iw, knw, knb, f->mc.arch.index_norm_eps,
                       kv + s->kvw, s->iw),
          "layer %d: indexer k_norm", l);
-    CK(sc_linear(k, Tp, iqw, qr, ql, qr, sc_w(w, l, SC_W_IDX_WQ), qr, iq, iqw, 1.0f),
-       "layer %d: indexer wq", l);
     if (s->idr > 0) {
       CK(rope(s, 1, s->idr, kv + s->kvw, s->iw, s->dI), "layer %d: index key rope", l);
       CK(rope(s, s->HI, s->idr, iq, iqw, s->dI), "layer %d: index query rope", l);
     }
-    CK(sc_linear(k, Tp, s->HI, s->hid, xn, s->hid, sc_w(w, l, SC_W_IDX_WW), s->hid, iwt, s->HI,
-                 1.0f / sqrtf((float)s->dI * (float)s->HI)),
-       "layer %d: indexer weights", l);
   }
   /* Absorb W_UK: qabs[t,h,:dc] = q_nope[t,h] * W_UK[h]; then copy q_rope after it. */
   const float *wkvb = sc_w(w, l, SC_W_WKV_B);
@@ -632,18 +636,19 @@ static int mlp_layer(step_ctx *s) {
   const sc_model_weights *w = f->w;
   const int32_t l = s->layer, Tp = s->Tp, F = s->F;
   int rc = 0;
-  float *x = f->buf[B_X], *xn = f->buf[B_XN], *g = f->buf[B_G], *u = f->buf[B_U],
+  float *x = f->buf[B_X], *xn = f->buf[B_XN], *u = f->buf[B_U],
         *h = f->buf[B_H], *ao = f->buf[B_AO];
   CK(o->rmsnorm(k, Tp, s->hid, x, s->hid, sc_w(w, l, SC_W_FFN_NORM), f->mc.rms_eps, xn, s->hid),
      "layer %d: ffn_norm", l);
   if (sc_model_layer_is_moe(&f->mc, l)) { /* the rank's partial sum, as the dense one */
     if ((rc = sc_moe_ffn_run(f->moe, w, l, Tp, xn, s->in->meta->tok_global, ao, s->d))) goto out;
   } else {
-    CK(sc_linear(k, Tp, F, s->hid, xn, s->hid, sc_w(w, l, SC_W_W1), s->hid, g, F, 1.0f),
-       "layer %d: w1", l);
-    CK(sc_linear(k, Tp, F, s->hid, xn, s->hid, sc_w(w, l, SC_W_W3), s->hid, u, F, 1.0f),
-       "layer %d: w3", l);
-    CK(o->swiglu(k, Tp, F, g, F, u, F, h, F), "layer %d: swiglu", l);
+    /* h = SwiGLU(xn W1^T, xn W3^T), u scratch */
+    const sc_linears gate_up = {.rows = Tp, .k = s->hid, .x = xn, .ld_x = s->hid, .n_parts = 2,
+                                .gated = true,
+                                .part = {{sc_w(w, l, SC_W_W1), F, s->hid, 1.0f, h, F},
+                                         {sc_w(w, l, SC_W_W3), F, s->hid, 1.0f, u, F}}};
+    CK(o->linears(k, &gate_up), "layer %d: w1, w3, swiglu", l);
     CK(sc_linear(k, Tp, s->hid, F, h, F, sc_w(w, l, SC_W_W2), F, ao, s->hid, 1.0f),
        "layer %d: w2", l);
   }
@@ -693,7 +698,6 @@ static int step_prepare(step_ctx *s) {
   ensure(f, B_OLAT, Tp * Hl * s->dc * fl, &rc);
   ensure(f, B_OV, Tp * Hl * s->dv * fl, &rc);
   ensure(f, B_AO, Tp * s->hid * fl, &rc);
-  ensure(f, B_G, Tp * s->F * fl, &rc);
   ensure(f, B_U, Tp * s->F * fl, &rc);
   ensure(f, B_H, Tp * s->F * fl, &rc);
   ensure(f, B_PG, (size_t)m->num_prefill_src * s->iw * fl, &rc);

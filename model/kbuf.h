@@ -1,6 +1,6 @@
 /* kbuf.h - two helpers the model's compute files share: a kernel buffer grown to the
  * largest size asked for (scratch kept from step to step), and the linear layer
- * y = alpha * x W^T through the kernels' gemm. Any thread that owns the context. */
+ * y = alpha * x W^T through the kernels' linears op. Any thread that owns the context. */
 #ifndef SC_KBUF_H
 #define SC_KBUF_H
 
@@ -25,14 +25,14 @@ static inline void *sc_kbuf_grow(sc_kernels *k, void **buf, size_t *cap, size_t 
   return *buf;
 }
 
-/* y[rows][n] = alpha * x[rows][kk] * W^T, W row-major [n][kk] with leading dimension ldw. */
+/* y[rows][n] = alpha * x[rows][kk] * W^T, W row-major [n][kk] with leading dimension ldw:
+ * the kernels' linears op with one part. */
 static inline int sc_linear(sc_kernels *k, int64_t rows, int64_t n, int64_t kk, const float *x,
                             int64_t ldx, const float *wt, int64_t ldw, float *y, int64_t ldy,
                             float alpha) {
-  if (rows == 0) return 0;
-  const sc_gemm g = {.trans_b = true, .m = rows, .n = n, .k = kk, .alpha = alpha, .beta = 0.0f,
-                     .a = x, .lda = ldx, .b = wt, .ldb = ldw, .c = y, .ldc = ldy, .batch = 1};
-  return k->ops->gemm(k, &g);
+  const sc_linears a = {.rows = rows, .k = kk, .x = x, .ld_x = ldx, .n_parts = 1,
+                        .part = {{wt, n, ldw, alpha, y, ldy}}};
+  return k->ops->linears(k, &a);
 }
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "base/clock.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/kernels_linears.h"
 
 #define SC_KCPU_MAX_THREADS 256
 #define SC_KCPU_ALIGN 256
@@ -245,6 +246,7 @@ static const sc_kernels_ops k_cpu_ops = {
     .marks_read = cpu_marks_read,
     .busy_read = cpu_busy_read,
     .gemm = sc_kcpu_gemm,
+    .linears = sc_kernels_linears_by_gemm,
     .rmsnorm = sc_kcpu_rmsnorm,
     .rope = sc_kcpu_rope,
     .rope_freq = sc_kcpu_rope_freq,

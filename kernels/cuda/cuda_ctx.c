@@ -492,6 +492,7 @@ static const sc_kernels_ops k_cuda_ops = {
     .replay = sc_kcuda_replay,
     .recording_free = sc_kcuda_recording_free,
     .gemm = cu_gemm,
+    .linears = sc_kcuda_linears,
     .rmsnorm = sc_kcuda_rmsnorm,
     .rope = sc_kcuda_rope,
     .rope_freq = sc_kcuda_rope_freq,

@@ -128,6 +128,7 @@ int sc_kcuda_dequant_fp8(sc_kernels *k, int32_t mats, int64_t rows, int64_t cols
                          const uint8_t *q, const float *scale, int64_t srows, int64_t scols,
                          int32_t r_off, int32_t c_off, int32_t block_rows, int32_t block_cols,
                          float *out);
+int sc_kcuda_linears(sc_kernels *k, const sc_linears *a);
 int sc_kcuda_swiglu(sc_kernels *k, int64_t n_rows, int64_t inter, const float *gate,
                     int64_t ld_gate, const float *up, int64_t ld_up, float *out,
                     int64_t ld_out);

@@ -127,6 +127,99 @@ static void case_gemm(void) {
   gemm_case(false, true, 128, 96, 512, 0, 1e-5);
 }
 
+/* ---- linears ---- */
+
+/* One linears op over `rows` rows of x from row r0 (three parts, or gated), on both
+ * backends; out (rows x ldo, poisoned first) comes back in hg / hc. */
+typedef struct {
+  int64_t k, ldx, ldo, n[3];
+  bool gated;
+  pbuf x, w[3];
+} lin_setup;
+
+static void lin_run(const lin_setup *ls, int64_t r0, int64_t rows, float *hg, float *hc) {
+  const size_t bytes = sizeof(float) * (size_t)(rows * ls->ldo);
+  pbuf out = both_poison(bytes), upb = both_poison(sizeof(float) * (size_t)(rows * ls->n[0]));
+  const int parts = ls->gated ? 2 : 3;
+  for (int side = 0; side < 2; side++) {
+    sc_kernels *k = side ? C : G;
+    float *o = side ? out.c : out.g;
+    sc_linears a = {.rows = rows, .k = ls->k, .x = (float *)(side ? ls->x.c : ls->x.g) + r0 * ls->ldx,
+                    .ld_x = ls->ldx, .n_parts = parts, .gated = ls->gated};
+    int64_t col = 0;
+    for (int j = 0; j < parts; j++) {
+      a.part[j] = (sc_linear_part){side ? ls->w[j].c : ls->w[j].g, ls->n[j], ls->k,
+                                   j == 2 ? 0.125f : 1.0f - 0.25f * (float)j, o + col, ls->ldo};
+      if (!ls->gated) col += ls->n[j];
+    }
+    if (ls->gated) a.part[1].out = side ? upb.c : upb.g, a.part[1].ld_out = ls->n[0];
+    CHECK(k->ops->linears(k, &a) == 0, "%s linears", side ? "cpu" : "gpu");
+  }
+  CHECK(down(out, hg, hc, bytes) == 0, "gpu sync");
+  pfree(out), pfree(upb);
+  /* the columns past the outputs stay poisoned (NaN) on both sides: not compared */
+  const int64_t width = ls->gated ? ls->n[0] : ls->n[0] + ls->n[1] + ls->n[2];
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = width; c < ls->ldo; c++) hg[r * ls->ldo + c] = hc[r * ls->ldo + c] = 0.0f;
+}
+
+static lin_setup lin_make(int64_t k, int64_t rows_max, bool gated) {
+  lin_setup ls = {.k = k, .ldx = k + 4, .n = {96, 300, 37}, .gated = gated};
+  if (gated) ls.n[1] = ls.n[0];
+  ls.ldo = gated ? ls.n[0] + 5 : ls.n[0] + ls.n[1] + ls.n[2] + 5;
+  float *x = gt_rand_f32((size_t)(rows_max * ls.ldx), -1, 1);
+  ls.x = both(x, sizeof(float) * (size_t)(rows_max * ls.ldx));
+  free(x);
+  for (int j = 0; j < (gated ? 2 : 3); j++) {
+    float *w = gt_rand_f32((size_t)(ls.n[j] * k), -1, 1);
+    ls.w[j] = both(w, sizeof(float) * (size_t)(ls.n[j] * k));
+    free(w);
+  }
+  return ls;
+}
+
+static void lin_free(lin_setup *ls) {
+  pfree(ls->x);
+  for (int j = 0; j < (ls->gated ? 2 : 3); j++) pfree(ls->w[j]);
+}
+
+/* Against the CPU for 1-8 rows (the kernel, where k is in float4s) and 11 rows (cuBLAS
+ * part by part); and the kernel's promise: a row's outputs are bit-identical whatever
+ * the rows beside it. */
+static void lin_case(int64_t k, bool gated) {
+  const int64_t rmax = 11;
+  lin_setup ls = lin_make(k, rmax, gated);
+  const size_t all = (size_t)(rmax * ls.ldo);
+  float *hg = malloc(sizeof(float) * all), *hc = malloc(sizeof(float) * all);
+  float *one = malloc(sizeof(float) * all), *tmp = malloc(sizeof(float) * all);
+  const int64_t counts[] = {1, 3, 8, 11};
+  for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+    const int64_t rows = counts[i];
+    lin_run(&ls, 0, rows, hg, hc);
+    const double e = gt_rel_err(hg, hc, (size_t)(rows * ls.ldo));
+    CHECK(e < 1e-5, "linears k=%lld gated=%d rows=%lld: rel err %.3g", (long long)k, gated,
+          (long long)rows, e);
+    if (rows > 8 || k % 4 != 0) continue; /* cuBLAS's: no such promise */
+    /* row r alone against row r of this batch */
+    for (int64_t r = 0; r < rows; r++) {
+      lin_run(&ls, r, 1, one, tmp);
+      CHECK(memcmp(one, hg + r * ls.ldo, sizeof(float) * (size_t)ls.ldo) == 0,
+            "linears k=%lld gated=%d: row %lld alone differs from row %lld of %lld",
+            (long long)k, gated, (long long)r, (long long)r, (long long)rows);
+    }
+  }
+  lin_free(&ls);
+  free(hg), free(hc), free(one), free(tmp);
+}
+
+static void case_linears(void) {
+  lin_case(512, false);
+  lin_case(512, true);
+  lin_case(2052, false); /* three chunks of x, the last partial */
+  lin_case(2052, true);
+  lin_case(10, false);   /* k not in float4s: cuBLAS part by part */
+}
+
 /* ---- elementwise ---- */
 
 static void case_elementwise(void) {
@@ -887,6 +980,8 @@ static void case_attention(void) {
   attn_case(SC_KFMT_BF16, 5, 6, 64, 16, 70, 0.125f, 1e-5, false);    /* split kernel, bf16 */
   attn_case(SC_KFMT_F32, 3, 16, 512, 64, 100, 0.0417f, 1e-5, false); /* f32 at the model width */
   attn_case(SC_KFMT_F32, 3, 8, 512, 64, 2048, 0.0417f, 1e-5, false); /* model-long: 16 splits */
+  attn_case(SC_KFMT_F32, 4, 8, 512, 64, 64, 0.0417f, 1e-5, true);    /* the default model:
+                                                                 splits of 32, 2 heads a block */
   attn_case(SC_KFMT_F32, 2, 20, 100, 13, 301, 0.1f, 1e-5, false);    /* odd width, partial head
                                                                  group, split and tile */
   attn_case(SC_KFMT_BF16, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false); /* tensor cores */
@@ -911,12 +1006,15 @@ static void case_attention(void) {
 /* A token's attention is the same to the bit whatever batch it comes in (SPEC.md §8: a
  * multi-rank run batches tokens otherwise than a single rank): each token of a batch of 9
  * computed again alone, on the split kernel (f32), the wgmma kernel (bf16, 64 heads) and
- * the few-heads kernel (bf16, 8 heads; prefill and decode tokens). */
+ * the few-heads kernel (bf16, 8 heads; prefill and decode tokens); and a batch of 20 over
+ * a top-K of 200 on the split kernel, which takes 8 heads a block for the batch and 2 for
+ * a token alone. */
 static void case_attention_batch_invariance(void) {
-  for (int v = 0; v < 4; v++) {
-    const int f = v > 0;
+  for (int v = 0; v < 5; v++) {
+    const int f = v > 0 && v < 4;
     const sc_kfmt fmt = f ? SC_KFMT_BF16 : SC_KFMT_F32;
-    const int32_t n_tok = 9, heads = v == 1 ? 64 : 8, dc = 512, dr = 64, topk = 700;
+    const int32_t n_tok = v == 4 ? 20 : 9, heads = v == 1 ? 64 : 8, dc = 512, dr = 64,
+                  topk = v == 4 ? 200 : 700;
     const int64_t rows = 2000, width = dc + dr, es = f ? 2 : 4;
     float *q = gt_rand_f32((size_t)n_tok * heads * width, -1, 1);
     float *kv = gt_rand_f32((size_t)(rows * width), -1, 1);
@@ -1225,6 +1323,7 @@ int main(void) {
   }
   RUN_CASE(case_memory);
   RUN_CASE(case_gemm);
+  RUN_CASE(case_linears);
   RUN_CASE(case_elementwise);
   RUN_CASE(case_checkpoint_ops);
   RUN_CASE(case_gather);

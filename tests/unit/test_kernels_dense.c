@@ -81,6 +81,92 @@ Test(kernels_dense, gemm_rejects_short_leading_dimensions) {
   sc_kernels_destroy(k);
 }
 
+/* The linears op: every part against the naive product in float64, through one output
+ * buffer with a row pitch wider than any part (the parts side by side, as the forward
+ * pass lays out the KV row and the index key), and gated against SwiGLU's formula. */
+static void check_linears(bool gated, uint64_t seed) {
+  sc_kernels *k = tk_ctx(2);
+  const int64_t rows = 3, kk = 10, ldx = 12, n[3] = {4, 7, 2}, ldw[3] = {10, 13, 11};
+  const float alpha[3] = {1.0f, -0.5f, 0.25f};
+  const int parts = gated ? 2 : 3;
+  const int64_t nn = gated ? 4 : n[0] + n[1] + n[2], ldo = nn + 3; /* gated: n 4, 4 */
+  float *x = tk_rand_f32(&seed, (size_t)(rows * ldx), -1, 1);
+  float *w[3], *dw[3];
+  for (int j = 0; j < parts; j++) {
+    w[j] = tk_rand_f32(&seed, (size_t)((gated ? 4 : n[j]) * ldw[j]), -1, 1);
+    dw[j] = tk_up(k, w[j], sizeof(float) * (size_t)((gated ? 4 : n[j]) * ldw[j]));
+  }
+  float *dx = tk_up(k, x, sizeof(float) * (size_t)(rows * ldx));
+  float *dout = tk_zeros(k, sizeof(float) * (size_t)(rows * ldo)),
+        *dup = tk_zeros(k, sizeof(float) * (size_t)(rows * 4));
+  sc_linears a = {.rows = rows, .k = kk, .x = dx, .ld_x = ldx, .n_parts = parts, .gated = gated};
+  int64_t col = 0;
+  for (int j = 0; j < parts; j++) {
+    const int64_t nj = gated ? 4 : n[j];
+    a.part[j] = (sc_linear_part){dw[j], nj, ldw[j], alpha[j], dout + col, ldo};
+    if (!gated) col += nj;
+  }
+  if (gated) a.part[1].out = dup, a.part[1].ld_out = 4;
+  cr_assert_eq(k->ops->linears(k, &a), 0);
+  float *out = malloc(sizeof(float) * (size_t)(rows * ldo));
+  tk_down(k, out, dout, sizeof(float) * (size_t)(rows * ldo));
+  double *want = calloc((size_t)(rows * ldo), sizeof(double));
+  for (int64_t r = 0; r < rows; r++) {
+    col = 0;
+    for (int j = 0; j < (gated ? 1 : parts); j++) {
+      const int64_t nj = gated ? 4 : n[j];
+      for (int64_t i = 0; i < nj; i++) {
+        double d[2] = {0, 0};
+        for (int q = 0; q < (gated ? 2 : 1); q++)
+          for (int64_t c = 0; c < kk; c++)
+            d[q] += (double)x[r * ldx + c] * w[j + q][i * ldw[j + q] + c];
+        const double g = alpha[j] * d[0];
+        want[r * ldo + col + i] = gated ? g / (1 + exp(-g)) * (alpha[1] * d[1]) : g;
+      }
+      col += nj;
+    }
+    for (int64_t c = col; c < ldo; c++) want[r * ldo + c] = 0; /* untouched */
+  }
+  cr_assert_lt(rel_err(out, want, rows * ldo), 1e-6, "gated=%d", gated);
+  for (int j = 0; j < parts; j++) free(w[j]), k->ops->free(k, dw[j]);
+  free(x), free(out), free(want);
+  k->ops->free(k, dx);
+  k->ops->free(k, dout);
+  k->ops->free(k, dup);
+  sc_kernels_destroy(k);
+}
+
+Test(kernels_dense, linears_match_the_products) { check_linears(false, 6); }
+Test(kernels_dense, linears_gated_match_swiglu) { check_linears(true, 7); }
+
+Test(kernels_dense, linears_reject_bad_arguments) {
+  sc_kernels *k = tk_ctx(1);
+  float *x = tk_zeros(k, 64 * sizeof(float));
+  sc_linears a = {.rows = 2, .k = 4, .x = x, .ld_x = 4, .n_parts = 2,
+                  .part = {{x, 3, 4, 1.0f, x + 32, 3}, {x, 2, 4, 1.0f, x + 48, 2}}};
+  cr_assert_eq(k->ops->linears(k, &a), 0);
+  a.gated = true;
+  cr_assert_eq(k->ops->linears(k, &a), SC_EINVAL, "gated parts of unequal widths");
+  a.gated = false;
+  a.n_parts = 0;
+  cr_assert_eq(k->ops->linears(k, &a), SC_EINVAL, "no part");
+  a.n_parts = SC_LINEARS_MAX + 1;
+  cr_assert_eq(k->ops->linears(k, &a), SC_EINVAL, "too many parts");
+  a.n_parts = 2;
+  a.part[1].ld_w = 3;
+  cr_assert_eq(k->ops->linears(k, &a), SC_EINVAL, "ld_w 3 < k 4");
+  a.part[1].ld_w = 4;
+  a.part[0].ld_out = 2;
+  cr_assert_eq(k->ops->linears(k, &a), SC_EINVAL, "ld_out 2 < n 3");
+  a.part[0].ld_out = 3;
+  a.part[1].out = NULL;
+  cr_assert_eq(k->ops->linears(k, &a), SC_EINVAL, "no output");
+  a.rows = 0; /* nothing to do: no pointer is looked at */
+  cr_assert_eq(k->ops->linears(k, &a), 0);
+  k->ops->free(k, x);
+  sc_kernels_destroy(k);
+}
+
 Test(kernels_dense, rmsnorm_matches_formula_in_place_and_without_weight) {
   sc_kernels *k = tk_ctx(2);
   uint64_t seed = 9;

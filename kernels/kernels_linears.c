@@ -1,0 +1,19 @@
+#include "kernels/kernels_linears.h"
+
+#include "kernels/kernels_check.h"
+
+int sc_kernels_linears_by_gemm(sc_kernels *k, const sc_linears *a) {
+  SC_KCHECK(sc_kcheck_linears(a));
+  for (int32_t j = 0; j < a->n_parts; j++) {
+    const sc_linear_part *p = &a->part[j];
+    const sc_gemm g = {.trans_b = true, .m = a->rows, .n = p->n, .k = a->k, .alpha = p->alpha,
+                       .a = a->x, .lda = a->ld_x, .b = p->w, .ldb = p->ld_w, .c = p->out,
+                       .ldc = p->ld_out, .batch = 1};
+    const int rc = k->ops->gemm(k, &g);
+    if (rc) return rc;
+  }
+  if (!a->gated) return 0;
+  const sc_linear_part *g = &a->part[0], *u = &a->part[1];
+  return k->ops->swiglu(k, a->rows, g->n, g->out, g->ld_out, u->out, u->ld_out, g->out,
+                        g->ld_out);
+}
