@@ -13,7 +13,8 @@
  *    tile before. See the section comment below for the layout and the schedule.
  *  - k_attn_split + k_attn_merge (f32 KV, other widths, unaligned rows, and the decode
  *    tokens of few-heads models over fp8 rows): f32 on CUDA cores, each query's selected
- *    rows in fixed splits of 128 scored and reduced in parallel, then merged with their
+ *    rows in fixed splits (128 rows; 32 up to a top-K of 256) scored and reduced in
+ *    parallel, then merged with their
  *    log-sum-exp in split order (the merge also serves the few-heads kernel's decode
  *    splits). The precise path; also the fallback. See its section comment.
  * All keep the log-sum-exp in natural log: lse = ln Σ exp(s_j); no selected row gives
@@ -28,34 +29,45 @@
  * For what the tensor-core kernels do not take: f32 KV, other widths, and the decode
  * tokens of models with few heads over fp8 rows (the wgmma kernel would pad most of its
  * 64-row tiles; over bf16 rows they take cuda_attn_few.cu). A block takes one token, a group
- * of SPLIT_HEADS heads and one split of SPLIT_ROWS selected rows; it streams the split in
- * tiles of SPLIT_TILE rows through shared memory (converted to f32 once), one warp per head
- * scores the tile (a lane per row), an online softmax per head, then P V with each thread
- * holding SPLIT_COLS latent columns of every head. It writes the split's (max, sum,
- * unnormalized output); k_attn_merge combines a query's splits in split order.
+ * of HB heads (8, or 2 when the launch would have few blocks) and one split of selected
+ * rows; it streams the split in tiles of SPLIT_TILE rows through shared memory (converted
+ * to f32 once), scores the tile in two stages (below), an online softmax per head (a warp
+ * per head), then P V with each thread holding SPLIT_COLS latent columns of every head. It
+ * writes the split's (max, sum, unnormalized output); k_attn_merge combines a query's
+ * splits in split order.
  *
  * Why splits: a decode step has one token per request, and a token's 2048 rows in one
  * block ran on one SM for milliseconds (5.8 ms a layer at model-long's 8 heads, H200,
- * 2026-12-01). Why fixed: the split size is a constant, so a query's result (the order of
- * every sum) depends on its own selected rows only, never on the batch or the layout
- * (SPEC.md §7-8; multi-rank runs stay token-identical). Long batches are cut into token
- * chunks only to bound the partials' scratch, which changes no per-token sum. */
+ * 2026-12-01). Why fixed: the split size depends on the top-K alone (split_rows), so a
+ * query's result (the order of every sum) depends on its own selected rows only, never
+ * on the batch or the layout (SPEC.md §7-8; multi-rank runs stay token-identical). Long
+ * batches are cut into token chunks only to bound the partials' scratch, which changes
+ * no per-token sum. Nor does HB: a (head, row) score is summed in the same order in
+ * every group shape (see the scores below), and every head's softmax and P V are its own.
+ *
+ * Why HB = 2 for few blocks: the default model's decode token (8 heads, 64 rows) was one
+ * block of ~10k instructions a warp on one SM, 29 us a layer (ncu, H200, 2026-12-03:
+ * bench/gpu-step.md); four groups of 2 heads and splits of 32 rows make it 8 blocks. */
 
-#define SPLIT_ROWS 128
 #define SPLIT_TILE 32   /* = the warp size: a lane per row when scoring */
-#define SPLIT_HEADS 8   /* = the warps of a block: a warp per head when scoring */
+#define SPLIT_WARPS 8   /* = the score slices: warp w sums the elements x = w (mod 8) */
 #define SPLIT_THREADS 256
 #define SPLIT_DC_MAX 1024
 #define SPLIT_COLS (SPLIT_DC_MAX / SPLIT_THREADS)
 #define SPLIT_W_MAX 1280                     /* dc + dr: the shared tile must fit */
+#define SPLIT_ROWS_MAX 128
 
-static constexpr size_t split_smem(int64_t width) {
-  return sizeof(float) * ((size_t)(SPLIT_TILE + SPLIT_HEADS) * (size_t)(width + 1) +
-                          (SPLIT_HEADS + 1) * SPLIT_HEADS * SPLIT_TILE + SPLIT_HEADS) +
+/* Rows a split takes: 128, or one tile when the top-K is small enough that 128 would
+ * leave a token's rows to one or two blocks. A function of the top-K only (see above). */
+static inline int split_rows(int32_t topk) { return topk <= 256 ? SPLIT_TILE : SPLIT_ROWS_MAX; }
+
+static constexpr size_t split_smem(int64_t width, int hb) {
+  return sizeof(float) * ((size_t)(SPLIT_TILE + hb) * (size_t)(width + 1) +
+                          (size_t)(SPLIT_WARPS + 1) * hb * SPLIT_TILE + hb) +
          sizeof(int) * SPLIT_TILE;
 }
 
-static_assert(split_smem(SPLIT_W_MAX) <= 227 * 1024,
+static_assert(split_smem(SPLIT_W_MAX, 8) <= 227 * 1024,
               "the split tile exceeds sm_90's shared memory");
 
 /* 4 bytes global -> shared, asynchronous; pred false writes 0 (src is still a valid
@@ -67,39 +79,45 @@ __device__ inline void split_cp_async4(float *dst, const void *src, bool pred) {
                : "memory");
 }
 
-template <int FMT>
+template <int FMT, int HB>
 __global__ void __launch_bounds__(SPLIT_THREADS)
-    k_attn_split(sc_attn_args a, int n_splits, int64_t kv_step, int64_t t0, float *part_o,
-                 float2 *part_ml, int *flag) {
+    k_attn_split(sc_attn_args a, int n_splits, int rows_per_split, int64_t kv_step, int64_t t0,
+                 float *part_o, float2 *part_ml, int *flag) {
   sc_dev_pdl_enter();
+  static_assert(HB == 2 || HB == 4 || HB == 8, "a lane's (head pair, row group) layout");
+  /* score stage 1: lane = (head pair, row group), HB / 2 pairs, RPL rows a lane */
+  constexpr int PAIRS = HB / 2, RPL = SPLIT_TILE * PAIRS / 32;
   extern __shared__ float sm[];
   const int width = a.dc + a.dr, ws = width + 1; /* +1: lanes read rows without conflicts */
   float *kv_s = sm;                              /* [SPLIT_TILE][ws] */
-  float *q_s = kv_s + SPLIT_TILE * ws;           /* [SPLIT_HEADS][ws] */
-  float *red_s = q_s + SPLIT_HEADS * ws;         /* [slice][SPLIT_HEADS][SPLIT_TILE] */
-  float *p_s = red_s + SPLIT_HEADS * SPLIT_HEADS * SPLIT_TILE; /* [SPLIT_HEADS][SPLIT_TILE] */
-  float *alpha_s = p_s + SPLIT_HEADS * SPLIT_TILE; /* [SPLIT_HEADS] */
-  int *row_s = (int *)(alpha_s + SPLIT_HEADS);   /* [SPLIT_TILE] */
+  float *q_s = kv_s + SPLIT_TILE * ws;           /* [HB][ws] */
+  float *red_s = q_s + HB * ws;                  /* [slice][HB][SPLIT_TILE] */
+  float *p_s = red_s + SPLIT_WARPS * HB * SPLIT_TILE; /* [HB][SPLIT_TILE] */
+  float *alpha_s = p_s + HB * SPLIT_TILE;        /* [HB] */
+  int *row_s = (int *)(alpha_s + HB);            /* [SPLIT_TILE] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int groups = (a.n_heads + SPLIT_HEADS - 1) / SPLIT_HEADS;
+  const int groups = (a.n_heads + HB - 1) / HB;
   const int64_t tl = blockIdx.x / ((int64_t)groups * n_splits); /* token within the chunk */
   const int g = (int)(blockIdx.x / n_splits % groups), s = (int)(blockIdx.x % n_splits);
   const int64_t t = t0 + tl;
-  const int h0 = g * SPLIT_HEADS;
-  const int nh = a.n_heads - h0 < SPLIT_HEADS ? a.n_heads - h0 : SPLIT_HEADS;
-  for (int i = threadIdx.x; i < SPLIT_HEADS * width; i += SPLIT_THREADS) {
-    const int hh = i / width, x = i % width;
-    q_s[hh * ws + x] = hh < nh ? a.q[t * a.ld_q + (int64_t)(h0 + hh) * width + x] : 0.0f;
+  const int h0 = g * HB;
+  const int nh = a.n_heads - h0 < HB ? a.n_heads - h0 : HB;
+  /* q, all of it in flight at once (the tile's wait, or the one after the loop, ends it) */
+  const float *qt = a.q + t * a.ld_q + (int64_t)h0 * width;
+  for (int i = threadIdx.x; i < HB * width; i += SPLIT_THREADS) {
+    const int hh = i / width, x = i - hh * width;
+    split_cp_async4(q_s + hh * ws + x, hh < nh ? qt + i : a.q, hh < nh);
   }
-  float m = -INFINITY, l = 0.0f; /* warp w's head: running max and sum */
-  float o[SPLIT_HEADS][SPLIT_COLS];
+  float m = -INFINITY, l = 0.0f; /* warp w's head (w < HB): running max and sum */
+  float o[HB][SPLIT_COLS];
 #pragma unroll
-  for (int hh = 0; hh < SPLIT_HEADS; hh++)
+  for (int hh = 0; hh < HB; hh++)
 #pragma unroll
     for (int c = 0; c < SPLIT_COLS; c++) o[hh][c] = 0.0f;
   const int32_t *sel = a.sel + t * a.ld_sel;
-  const int j1 = (s + 1) * SPLIT_ROWS < a.topk ? (s + 1) * SPLIT_ROWS : a.topk;
-  for (int jt = s * SPLIT_ROWS; jt < j1; jt += SPLIT_TILE) {
+  const int jb = s * rows_per_split;
+  const int j1 = jb + rows_per_split < a.topk ? jb + rows_per_split : a.topk;
+  for (int jt = jb; jt < j1; jt += SPLIT_TILE) {
     int32_t mine = -1; /* this thread's row of the tile */
     if (threadIdx.x < SPLIT_TILE) {
       const int j = jt + (int)threadIdx.x;
@@ -118,7 +136,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
     /* the tile, a warp per row: f32 rows go straight to shared memory (4-byte async
      * copies, all in flight at once; a skipped row is zero-filled by the copy); others are
      * converted on the way, several loads in flight per thread */
-    for (int rr = warp; rr < SPLIT_TILE; rr += SPLIT_HEADS) {
+    for (int rr = warp; rr < SPLIT_TILE; rr += SPLIT_WARPS) {
       const int32_t r = row_s[rr];
       const char *row = (const char *)a.kv.data + (r >= 0 ? r : 0) * kv_step;
       float *dst = kv_s + rr * ws;
@@ -129,20 +147,23 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
         for (int x = lane; x < width; x += 32) dst[x] = r >= 0 ? sc_dev_load(row, FMT, x) : 0.0f;
       }
     }
-    if (FMT == SC_KFMT_F32) asm volatile("cp.async.wait_all;\n" ::: "memory");
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
     /* scores, in two stages so that each shared-memory load feeds more than one FMA:
-     * warp w sums the elements x = w, w + 8, ... of 2 heads x 4 rows (lane: heads
-     * 2 (lane & 3) + {0, 1}, rows 4 (lane >> 2) + {0..3}), then warp = head, lane = row
-     * adds the 8 slices in slice order: a fixed order, whatever the batch */
+     * warp w sums the elements x = w, w + 8, ... of 2 heads x RPL rows (lane: heads
+     * 2 (lane % PAIRS) + {0, 1}, rows RPL (lane / PAIRS) + {0..RPL-1}), then warp = head,
+     * lane = row adds the 8 slices in slice order: a fixed order, whatever the batch and
+     * HB */
     {
-      const int hp = 2 * (lane & 3), r0 = 4 * (lane >> 2);
+      const int hp = 2 * (lane % PAIRS), r0 = RPL * (lane / PAIRS);
       const float *q0 = q_s + hp * ws, *k0 = kv_s + r0 * ws;
-      float d[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-      for (int x = warp; x < width; x += SPLIT_HEADS) {
+      float d[2][RPL];
+#pragma unroll
+      for (int i = 0; i < RPL; i++) d[0][i] = d[1][i] = 0.0f;
+      for (int x = warp; x < width; x += SPLIT_WARPS) {
         const float qa = q0[x], qb = q0[ws + x];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < RPL; i++) {
           const float k = k0[i * ws + x];
           d[0][i] = fmaf(qa, k, d[0][i]);
           d[1][i] = fmaf(qb, k, d[1][i]);
@@ -151,57 +172,60 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
 #pragma unroll
       for (int j = 0; j < 2; j++)
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-          red_s[(warp * SPLIT_HEADS + hp + j) * SPLIT_TILE + r0 + i] = d[j][i];
+        for (int i = 0; i < RPL; i++)
+          red_s[(warp * HB + hp + j) * SPLIT_TILE + r0 + i] = d[j][i];
     }
     __syncthreads();
-    float sc = -INFINITY;
-    if (warp < nh && row_s[lane] >= 0) {
-      float dot = 0.0f;
+    if (warp < HB) {
+      float sc = -INFINITY;
+      if (warp < nh && row_s[lane] >= 0) {
+        float dot = 0.0f;
 #pragma unroll
-      for (int xs = 0; xs < SPLIT_HEADS; xs++)
-        dot += red_s[(xs * SPLIT_HEADS + warp) * SPLIT_TILE + lane];
-      sc = dot * a.scale;
+        for (int xs = 0; xs < SPLIT_WARPS; xs++)
+          dot += red_s[(xs * HB + warp) * SPLIT_TILE + lane];
+        sc = dot * a.scale;
+      }
+      float mt = sc;
+      for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+      const float m_new = fmaxf(m, mt);
+      const float alpha = m == -INFINITY ? 0.0f : expf(m - m_new); /* nothing kept yet: 0 */
+      const float p = sc == -INFINITY ? 0.0f : expf(sc - m_new);
+      float ps = p;
+      for (int off = 16; off > 0; off >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, off);
+      l = l * alpha + ps;
+      m = m_new;
+      p_s[warp * SPLIT_TILE + lane] = p;
+      if (lane == 0) alpha_s[warp] = alpha;
     }
-    float mt = sc;
-    for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-    const float m_new = fmaxf(m, mt);
-    const float alpha = m == -INFINITY ? 0.0f : expf(m - m_new); /* nothing kept yet: 0 */
-    const float p = sc == -INFINITY ? 0.0f : expf(sc - m_new);
-    float ps = p;
-    for (int off = 16; off > 0; off >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, off);
-    l = l * alpha + ps;
-    m = m_new;
-    p_s[warp * SPLIT_TILE + lane] = p;
-    if (lane == 0) alpha_s[warp] = alpha;
     __syncthreads();
     /* O = alpha O + P V: this thread's columns of every head */
 #pragma unroll
-    for (int hh = 0; hh < SPLIT_HEADS; hh++) {
+    for (int hh = 0; hh < HB; hh++) {
       const float al = alpha_s[hh];
 #pragma unroll
       for (int c = 0; c < SPLIT_COLS; c++) o[hh][c] *= al;
     }
     for (int rr = 0; rr < SPLIT_TILE; rr++) {
       if (row_s[rr] < 0) continue; /* (the same for every thread: no divergence) */
-      float pv[SPLIT_HEADS];
+      float pv[HB];
 #pragma unroll
-      for (int hh = 0; hh < SPLIT_HEADS; hh++) pv[hh] = p_s[hh * SPLIT_TILE + rr];
+      for (int hh = 0; hh < HB; hh++) pv[hh] = p_s[hh * SPLIT_TILE + rr];
 #pragma unroll
       for (int c = 0; c < SPLIT_COLS; c++) {
         const int x = (int)threadIdx.x + SPLIT_THREADS * c;
         if (x < a.dc) {
           const float v = kv_s[rr * ws + x];
 #pragma unroll
-          for (int hh = 0; hh < SPLIT_HEADS; hh++) o[hh][c] = fmaf(pv[hh], v, o[hh][c]);
+          for (int hh = 0; hh < HB; hh++) o[hh][c] = fmaf(pv[hh], v, o[hh][c]);
         }
       }
     }
     __syncthreads(); /* the next tile overwrites rows, p and alpha */
   }
+  asm volatile("cp.async.wait_all;\n" ::: "memory"); /* q, when every tile was skipped */
   const int64_t base = (tl * a.n_heads + h0) * n_splits + s;
 #pragma unroll
-  for (int hh = 0; hh < SPLIT_HEADS; hh++) {
+  for (int hh = 0; hh < HB; hh++) {
     if (hh >= nh) break;
 #pragma unroll
     for (int c = 0; c < SPLIT_COLS; c++) {
@@ -215,7 +239,9 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
 /* One block per (token, head) of the chunk: the splits' partials in split order (their
  * weights exp(m_s - M) computed once, by one thread, in that order). */
 #define SPLIT_MAX SC_ATTN_SPLITS_MAX /* (the merge's w_s array) */
-static_assert(SC_KCUDA_TOPK_MAX / SPLIT_ROWS <= SPLIT_MAX, "the largest top-K splits too finely");
+static_assert(SC_KCUDA_TOPK_MAX / SPLIT_ROWS_MAX <= SPLIT_MAX &&
+                  256 / SPLIT_TILE <= SPLIT_MAX,
+              "the largest top-K splits too finely");
 __global__ void __launch_bounds__(128)
     k_attn_merge(sc_attn_args a, int n_splits, int64_t t0, const float *part_o,
                  const float2 *part_ml) {
@@ -254,12 +280,22 @@ int sc_kcuda_attn_merge(sc_kcuda *c, const sc_attn_args *a, int n_splits, int64_
   return SC_CUDA_CHECK_LAUNCH("sparse_attn (merge)");
 }
 
+typedef void (*split_kernel)(sc_attn_args, int, int, int64_t, int64_t, float *, float2 *, int *);
+
 template <int FMT>
 static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   const int64_t width = (int64_t)a->dc + a->dr;
-  const int n_splits = (int)sc_cdiv(a->topk, SPLIT_ROWS); /* 0 when topk is: out 0 */
-  const int groups = (int)sc_cdiv(a->n_heads, SPLIT_HEADS);
+  const int rows = split_rows(a->topk);
+  const int n_splits = (int)sc_cdiv(a->topk, rows); /* 0 when topk is: out 0 */
   if (n_splits > SPLIT_MAX) return SC_ENOTSUP;
+  /* two heads a block when groups of 8 would not give every SM a block (HB changes no
+   * sum: see the section comment) */
+  const int hb = a->n_tok * sc_cdiv(a->n_heads, 8) * (n_splits > 0 ? n_splits : 1) <
+                         (int64_t)c->num_sms
+                     ? 2
+                     : 8;
+  const int groups = (int)sc_cdiv(a->n_heads, hb);
+  const split_kernel fn = hb == 2 ? k_attn_split<FMT, 2> : k_attn_split<FMT, 8>;
   size_t per_tok;
   const int64_t chunk =
       sc_attn_part_chunk(a, n_splits, (int64_t)groups * (n_splits > 0 ? n_splits : 1), &per_tok);
@@ -267,15 +303,15 @@ static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   if (scratch == NULL) return SC_ENOMEM;
   float2 *part_ml = (float2 *)scratch;
   float *part_o = (float *)(scratch + sizeof(float2) * (size_t)chunk * a->n_heads * n_splits);
-  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_attn_split<FMT>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)split_smem(SPLIT_W_MAX)),
+  int rc = sc_kcuda_err(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)split_smem(SPLIT_W_MAX, 8)),
                         "attn smem");
   for (int64_t t0 = 0; t0 < a->n_tok && rc == 0; t0 += chunk) {
     const int64_t n = a->n_tok - t0 < chunk ? a->n_tok - t0 : chunk;
     if (n_splits > 0) {
-      sc_kcuda_launch(c, k_attn_split<FMT>, (unsigned)(n * groups * n_splits), SPLIT_THREADS,
-                      split_smem(width), *a, n_splits, kv_step, t0, part_o, part_ml, c->err_flag);
+      sc_kcuda_launch(c, fn, (unsigned)(n * groups * n_splits), SPLIT_THREADS,
+                      split_smem(width, hb), *a, n_splits, rows, kv_step, t0, part_o, part_ml,
+                      c->err_flag);
       if ((rc = SC_CUDA_CHECK_LAUNCH("sparse_attn (split)"))) break;
     }
     rc = sc_kcuda_attn_merge(c, a, n_splits, t0, n, part_o, part_ml);
