@@ -54,7 +54,8 @@ int sc_kcheck_attn(const sc_attn_args *a, sc_krows_check_fn check_rows) {
 }
 
 int sc_kcheck_indexer(const sc_indexer_args *a, sc_krows_check_fn check_rows) {
-  if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dim < 1 || a->topk < 0)
+  if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dim < 1 || a->topk < 0 ||
+      a->max_keys < 0)
     return SC_EINVAL;
   const int rc = check_rows(&a->keys, a->dim);
   if (rc) return rc;

@@ -551,7 +551,10 @@ static int attention_layer(step_ctx *s) {
         .n_tok = cte, .n_heads = s->HI, .dim = s->dI, .topk = s->K, .q = iq, .ld_q = iqw,
         .w = iwt, .ld_w = s->HI, .q_pos = pos, .keys = sc_krows_col(cache, s->kvw),
         .key_rows = f->buf[I_KSLOT], .key_pos = f->buf[I_KPOS], .key_begin = ix(s, U_KB),
-        .key_end = ix(s, U_KE), .out_pos = topk, .out_cand = cand};
+        .key_end = ix(s, U_KE), .out_pos = topk, .out_cand = cand,
+        /* a token's keys are its request's positions, within bt_w blocks (bt_w is part of
+         * a recording's key, so a replay's bound holds) */
+        .max_keys = s->bt_w * s->B};
     CK(o->indexer_topk(k, &ia), "layer %d: indexer (local cache)", l);
   }
   if (dcp_decode) { /* every rank selects the same global top-K from all shards' picks */

@@ -38,8 +38,9 @@
  *  2. With one chunk a token, sc_kcuda_topk_finish (cuda_topk.cu) sorts and writes each
  *     token's K survivors; with several, the chunks append their survivors per token and
  *     sc_kcuda_topk_radix (cuda_topk_radix.cu) selects the K over many blocks.
- * The group size and chunk count come from the token count alone (ops never read
- * buffer contents on the host), so key ranges stay on the device. */
+ * The group size and chunk count come from the token count and the caller's bound of a
+ * token's keys (max_keys; ops never read buffer contents on the host), so key ranges
+ * stay on the device. */
 #include "kernels/cuda/cuda_select.cuh"
 
 /* 8 warps, 16 keys each a tile. With 4 warps (32 keys each) the SM held one warp per
@@ -563,10 +564,18 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
     rc = sc_kcuda_err(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, TC_THREADS, smem),
                       "indexer occupancy");
   if (rc) return rc;
-  /* enough items to cover the GPU about four times over, from the token count alone */
+  /* enough items to cover the GPU about four times over, from the token count alone;
+   * with the caller's bound of a token's keys, no more chunks than a group's keys fill
+   * at TC_MIN_SEG each. A decode token at a short context was 128 chunks, all but one
+   * empty, and a select over all of them (6 passes, a sort and a gather) where one
+   * chunk needs only the sort. The chunks change nothing selected. */
   const int64_t groups = sc_cdiv(a->n_tok, sp.group);
-  int n_chunks = (int)sc_cdiv(4 * (int64_t)c->num_sms, groups);
-  n_chunks = n_chunks < 1 ? 1 : n_chunks > TC_CHUNKS_MAX ? TC_CHUNKS_MAX : n_chunks;
+  int64_t want = sc_cdiv(4 * (int64_t)c->num_sms, groups);
+  if (a->max_keys > 0) {
+    const int64_t most = sc_cdiv((int64_t)a->max_keys * sp.group, TC_MIN_SEG);
+    want = want < most ? want : most;
+  }
+  const int n_chunks = want < 1 ? 1 : want > TC_CHUNKS_MAX ? TC_CHUNKS_MAX : (int)want;
   const int64_t n_items = groups * n_chunks;
   const int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * c->num_sms;
   const int64_t grid = n_items < resident ? n_items : resident;

@@ -17,7 +17,8 @@
  * w[4g + c] x[4g + c] for g = l, l + 32, l + 64, ... (g ascending, c = 0..3) with fmaf,
  * then the 32 lanes' sums meet in an xor butterfly (16, 8, 4, 2, 1). So a row's output
  * depends on that row of x alone: a decode token's projections are bit-identical in a
- * batch of 1 or 8 and on every rank (cuBLAS picks its kernel by the row count). Then
+ * batch of 1 or 8 and on every rank, as long as the kernel takes the op (up to 8 rows;
+ * cuBLAS, which takes more, picks its kernel by the row count). Then
  * alpha times the sum, as gemm's alpha; gated: g / (1 + exp(-g)) * u, as k_swiglu.
  *
  * What it takes: rows <= LIN_ROWS_MAX, k a multiple of 4, x and every W 16-byte aligned
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(LIN_THREADS)
         wrow[r] = (const float4 *)(a.part[j].w + n * a.part[j].ld_w);
         orow[r] = a.part[j].out + n;
         alpha[r] = a.part[j].alpha;
-        if (GATED) urow[r] = (const float4 *)(a.part[1].w + n * a.part[1].ld_w);
+        if constexpr (GATED) urow[r] = (const float4 *)(a.part[1].w + n * a.part[1].ld_w);
       }
   }
   const int64_t ld_out[SC_LINEARS_MAX] = {a.part[0].ld_out, a.part[1].ld_out, a.part[2].ld_out,
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(LIN_THREADS)
 #pragma unroll
     for (int m = 0; m < MB; m++) {
       acc[r][m] = 0.0f;
-      if (GATED) accu[r][m] = 0.0f;
+      if constexpr (GATED) accu[r][m] = 0.0f;
     }
   const int64_t k4 = a.k / 4, ldx4 = a.ld_x / 4;
   const float4 *x4 = (const float4 *)a.x;
@@ -92,7 +93,7 @@ __global__ void __launch_bounds__(LIN_THREADS)
 #pragma unroll
       for (int r = 0; r < R; r++) {
         w[r] = __ldg(wrow[r] + c0 + c);
-        if (GATED) wu[r] = __ldg(urow[r] + c0 + c);
+        if constexpr (GATED) wu[r] = __ldg(urow[r] + c0 + c);
       }
 #pragma unroll
       for (int m = 0; m < MB; m++) {
@@ -103,7 +104,7 @@ __global__ void __launch_bounds__(LIN_THREADS)
           acc[r][m] = fmaf(w[r].y, x.y, acc[r][m]);
           acc[r][m] = fmaf(w[r].z, x.z, acc[r][m]);
           acc[r][m] = fmaf(w[r].w, x.w, acc[r][m]);
-          if (GATED) {
+          if constexpr (GATED) {
             accu[r][m] = fmaf(wu[r].x, x.x, accu[r][m]);
             accu[r][m] = fmaf(wu[r].y, x.y, accu[r][m]);
             accu[r][m] = fmaf(wu[r].z, x.z, accu[r][m]);
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(LIN_THREADS)
 #pragma unroll
       for (int m = 0; m < MB; m++) {
         acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);
-        if (GATED) accu[r][m] += __shfl_xor_sync(0xffffffffu, accu[r][m], off);
+        if constexpr (GATED) accu[r][m] += __shfl_xor_sync(0xffffffffu, accu[r][m], off);
       }
   /* lane m writes x row m's outputs */
 #pragma unroll
@@ -135,7 +136,7 @@ __global__ void __launch_bounds__(LIN_THREADS)
     for (int m = 0; m < MB; m++) {
       if (lane != m || m >= rows) continue;
       float v = alpha[r] * acc[r][m];
-      if (GATED) {
+      if constexpr (GATED) {
         const float u = a.part[1].alpha * accu[r][m];
         v = v / (1.0f + expf(-v)) * u;
       }
@@ -188,8 +189,7 @@ extern "C" int sc_kcuda_linears(sc_kernels *k, const sc_linears *a) {
   const int r = sc_cdiv(units, (int64_t)LIN_WARPS * 4) >= 2 * (int64_t)c->num_sms ? 4 : 1;
   const int mb = a->rows <= 1 ? 1 : a->rows <= 2 ? 2 : a->rows <= 4 ? 4 : 8;
   const lin_kernel fn = a->gated ? lin_pick<true>(mb, r) : lin_pick<false>(mb, r);
-  const int64_t blocks = sc_cdiv(units, (int64_t)LIN_WARPS * r);
-  if (blocks > INT32_MAX) return SC_ERANGE;
+  const int64_t blocks = sc_cdiv(units, (int64_t)LIN_WARPS * r); /* (units <= 4 x INT32_MAX) */
   const size_t smem = sizeof(float) * (size_t)mb * LIN_KC;
   sc_kcuda_launch(c, fn, (unsigned)blocks, LIN_THREADS, smem, args, pl);
   return SC_CUDA_CHECK_LAUNCH("linears");

@@ -129,50 +129,32 @@ static void case_gemm(void) {
 
 /* ---- linears ---- */
 
-/* One linears op over `rows` rows of x from row r0 (three parts, or gated), on both
- * backends; out (rows x ldo, poisoned first) comes back in hg / hc. */
+/* Up to 4 parts over one x, each with its own W (leading dimension ld_w) and its own
+ * output buffer (leading dimension n + 3, so that a write into the next row's columns or
+ * with another part's ld shows). */
+#define LIN_PARTS 4
 typedef struct {
-  int64_t k, ldx, ldo, n[3];
+  int64_t k, ldx, x_off; /* x_off: x starts this many floats into its buffer */
+  int n_parts;
   bool gated;
-  pbuf x, w[3];
+  int64_t n[LIN_PARTS], ld_w[LIN_PARTS];
+  pbuf x, w[LIN_PARTS];
 } lin_setup;
 
-static void lin_run(const lin_setup *ls, int64_t r0, int64_t rows, float *hg, float *hc) {
-  const size_t bytes = sizeof(float) * (size_t)(rows * ls->ldo);
-  pbuf out = both_poison(bytes), upb = both_poison(sizeof(float) * (size_t)(rows * ls->n[0]));
-  const int parts = ls->gated ? 2 : 3;
-  for (int side = 0; side < 2; side++) {
-    sc_kernels *k = side ? C : G;
-    float *o = side ? out.c : out.g;
-    sc_linears a = {.rows = rows, .k = ls->k, .x = (float *)(side ? ls->x.c : ls->x.g) + r0 * ls->ldx,
-                    .ld_x = ls->ldx, .n_parts = parts, .gated = ls->gated};
-    int64_t col = 0;
-    for (int j = 0; j < parts; j++) {
-      a.part[j] = (sc_linear_part){side ? ls->w[j].c : ls->w[j].g, ls->n[j], ls->k,
-                                   j == 2 ? 0.125f : 1.0f - 0.25f * (float)j, o + col, ls->ldo};
-      if (!ls->gated) col += ls->n[j];
-    }
-    if (ls->gated) a.part[1].out = side ? upb.c : upb.g, a.part[1].ld_out = ls->n[0];
-    CHECK(k->ops->linears(k, &a) == 0, "%s linears", side ? "cpu" : "gpu");
-  }
-  CHECK(down(out, hg, hc, bytes) == 0, "gpu sync");
-  pfree(out), pfree(upb);
-  /* the columns past the outputs stay poisoned (NaN) on both sides: not compared */
-  const int64_t width = ls->gated ? ls->n[0] : ls->n[0] + ls->n[1] + ls->n[2];
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = width; c < ls->ldo; c++) hg[r * ls->ldo + c] = hc[r * ls->ldo + c] = 0.0f;
-}
+static int64_t lin_ldo(const lin_setup *ls, int j) { return ls->n[j] + 3; }
 
-static lin_setup lin_make(int64_t k, int64_t rows_max, bool gated) {
-  lin_setup ls = {.k = k, .ldx = k + 4, .n = {96, 300, 37}, .gated = gated};
-  if (gated) ls.n[1] = ls.n[0];
-  ls.ldo = gated ? ls.n[0] + 5 : ls.n[0] + ls.n[1] + ls.n[2] + 5;
-  float *x = gt_rand_f32((size_t)(rows_max * ls.ldx), -1, 1);
-  ls.x = both(x, sizeof(float) * (size_t)(rows_max * ls.ldx));
+static lin_setup lin_make(int64_t k, int64_t rows_max, int n_parts, const int64_t *n,
+                          int64_t ld_w_extra, int64_t x_off, bool gated) {
+  lin_setup ls = {.k = k, .ldx = k + 4, .x_off = x_off, .n_parts = n_parts, .gated = gated};
+  const size_t xn = (size_t)(rows_max * ls.ldx + x_off);
+  float *x = gt_rand_f32(xn, -1, 1);
+  ls.x = both(x, sizeof(float) * xn);
   free(x);
-  for (int j = 0; j < (gated ? 2 : 3); j++) {
-    float *w = gt_rand_f32((size_t)(ls.n[j] * k), -1, 1);
-    ls.w[j] = both(w, sizeof(float) * (size_t)(ls.n[j] * k));
+  for (int j = 0; j < n_parts; j++) {
+    ls.n[j] = n[j], ls.ld_w[j] = k + ld_w_extra + 4 * j;
+    const size_t wn = (size_t)((n[j] > 0 ? n[j] : 1) * ls.ld_w[j]);
+    float *w = gt_rand_f32(wn, -1, 1);
+    ls.w[j] = both(w, sizeof(float) * wn);
     free(w);
   }
   return ls;
@@ -180,44 +162,99 @@ static lin_setup lin_make(int64_t k, int64_t rows_max, bool gated) {
 
 static void lin_free(lin_setup *ls) {
   pfree(ls->x);
-  for (int j = 0; j < (ls->gated ? 2 : 3); j++) pfree(ls->w[j]);
+  for (int j = 0; j < ls->n_parts; j++) pfree(ls->w[j]);
 }
 
-/* Against the CPU for 1-8 rows (the kernel, where k is in float4s) and 11 rows (cuBLAS
- * part by part); and the kernel's promise: a row's outputs are bit-identical whatever
- * the rows beside it. */
-static void lin_case(int64_t k, bool gated) {
+/* Parts [j0, j1) of ls over rows r0 .. r0 + rows - 1 on both backends (gated: both
+ * parts, out in part 0's). hg[j] / hc[j]: part j's output, rows x ldo; checks that
+ * the GPU left every column past n as it was poisoned. */
+static void lin_run(const lin_setup *ls, int j0, int j1, int64_t r0, int64_t rows,
+                    float **hg, float **hc) {
+  pbuf out[LIN_PARTS];
+  for (int j = j0; j < j1; j++) out[j] = both_poison(sizeof(float) * (size_t)(rows * lin_ldo(ls, j)));
+  for (int side = 0; side < 2; side++) {
+    sc_kernels *k = side ? C : G;
+    const float *x = (const float *)(side ? ls->x.c : ls->x.g) + ls->x_off + r0 * ls->ldx;
+    sc_linears a = {.rows = rows, .k = ls->k, .x = x, .ld_x = ls->ldx, .n_parts = j1 - j0,
+                    .gated = ls->gated};
+    for (int j = j0; j < j1; j++)
+      a.part[j - j0] = (sc_linear_part){side ? ls->w[j].c : ls->w[j].g, ls->n[j], ls->ld_w[j],
+                                        1.0f - 0.375f * (float)j,
+                                        side ? out[j].c : out[j].g, lin_ldo(ls, j)};
+    CHECK(k->ops->linears(k, &a) == 0, "%s linears", side ? "cpu" : "gpu");
+  }
+  for (int j = j0; j < j1; j++) {
+    const int64_t ldo = lin_ldo(ls, j);
+    CHECK(down(out[j], hg[j], hc[j], sizeof(float) * (size_t)(rows * ldo)) == 0, "gpu sync");
+    pfree(out[j]);
+    if (ls->gated && j == 1) continue; /* scratch */
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = ls->n[j]; c < ldo; c++) {
+        uint32_t bits;
+        memcpy(&bits, hg[j] + r * ldo + c, 4);
+        CHECK(bits == 0xffffffffu, "linears: part %d row %lld column %lld (past n %lld) written",
+              j, (long long)r, (long long)c, (long long)ls->n[j]);
+        hg[j][r * ldo + c] = hc[j][r * ldo + c] = 0.0f; /* (compared below) */
+      }
+  }
+}
+
+/* Against the CPU for 1, 2, 3, 8 rows (the kernel, where it takes the operands) and 11
+ * (cuBLAS part by part); where the kernel runs, its promise: a row's outputs are
+ * bit-identical whatever the rows beside it and whatever parts share the op. */
+static void lin_case(const char *what, int64_t k, int n_parts, const int64_t *n,
+                     int64_t ld_w_extra, int64_t x_off, bool gated, bool kernel) {
   const int64_t rmax = 11;
-  lin_setup ls = lin_make(k, rmax, gated);
-  const size_t all = (size_t)(rmax * ls.ldo);
-  float *hg = malloc(sizeof(float) * all), *hc = malloc(sizeof(float) * all);
-  float *one = malloc(sizeof(float) * all), *tmp = malloc(sizeof(float) * all);
-  const int64_t counts[] = {1, 3, 8, 11};
+  lin_setup ls = lin_make(k, rmax, n_parts, n, ld_w_extra, x_off, gated);
+  float *hg[LIN_PARTS], *hc[LIN_PARTS], *one[LIN_PARTS], *tmp[LIN_PARTS];
+  for (int j = 0; j < n_parts; j++) {
+    const size_t sz = sizeof(float) * (size_t)(rmax * lin_ldo(&ls, j));
+    hg[j] = malloc(sz), hc[j] = malloc(sz), one[j] = malloc(sz), tmp[j] = malloc(sz);
+  }
+  const int outs = gated ? 1 : n_parts;
+  const int64_t counts[] = {1, 2, 3, 8, 11};
   for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
     const int64_t rows = counts[i];
-    lin_run(&ls, 0, rows, hg, hc);
-    const double e = gt_rel_err(hg, hc, (size_t)(rows * ls.ldo));
-    CHECK(e < 1e-5, "linears k=%lld gated=%d rows=%lld: rel err %.3g", (long long)k, gated,
-          (long long)rows, e);
-    if (rows > 8 || k % 4 != 0) continue; /* cuBLAS's: no such promise */
-    /* row r alone against row r of this batch */
-    for (int64_t r = 0; r < rows; r++) {
-      lin_run(&ls, r, 1, one, tmp);
-      CHECK(memcmp(one, hg + r * ls.ldo, sizeof(float) * (size_t)ls.ldo) == 0,
-            "linears k=%lld gated=%d: row %lld alone differs from row %lld of %lld",
-            (long long)k, gated, (long long)r, (long long)r, (long long)rows);
+    lin_run(&ls, 0, n_parts, 0, rows, hg, hc);
+    for (int j = 0; j < outs; j++) {
+      const double e = gt_rel_err(hg[j], hc[j], (size_t)(rows * lin_ldo(&ls, j)));
+      CHECK(e < 1e-5, "linears %s: rows %lld, part %d: rel err %.3g", what, (long long)rows, j,
+            e);
+    }
+    if (rows > 8 || !kernel) continue;
+    for (int64_t r = 0; r < rows; r++) { /* row r alone */
+      lin_run(&ls, 0, n_parts, r, 1, one, tmp);
+      for (int j = 0; j < outs; j++)
+        CHECK(memcmp(one[j], hg[j] + r * lin_ldo(&ls, j), sizeof(float) * (size_t)ls.n[j]) == 0,
+              "linears %s: row %lld alone differs from row %lld of %lld (part %d)", what,
+              (long long)r, (long long)r, (long long)rows, j);
+    }
+    for (int j = 0; j < n_parts && !gated; j++) { /* part j alone */
+      lin_run(&ls, j, j + 1, 0, rows, one, tmp);
+      CHECK(memcmp(one[j], hg[j], sizeof(float) * (size_t)(rows * lin_ldo(&ls, j))) == 0,
+            "linears %s: part %d alone differs from itself among %d parts (%lld rows)", what, j,
+            n_parts, (long long)rows);
     }
   }
+  printf("     linears %s: against the CPU%s\n", what,
+         kernel ? "; alone, batched and among other parts identical" : "");
   lin_free(&ls);
-  free(hg), free(hc), free(one), free(tmp);
+  for (int j = 0; j < n_parts; j++) free(hg[j]), free(hc[j]), free(one[j]), free(tmp[j]);
 }
 
 static void case_linears(void) {
-  lin_case(512, false);
-  lin_case(512, true);
-  lin_case(2052, false); /* three chunks of x, the last partial */
-  lin_case(2052, true);
-  lin_case(10, false);   /* k not in float4s: cuBLAS part by part */
+  const int64_t three[3] = {96, 300, 37}, with_empty[4] = {96, 300, 0, 37};
+  const int64_t gate[2] = {96, 96}, wide[2] = {9000, 40};
+  lin_case("3 parts", 512, 3, three, 0, 0, false, true);
+  lin_case("4 parts, one empty", 512, 4, with_empty, 8, 0, false, true);
+  lin_case("gated", 512, 2, gate, 0, 0, true, true);
+  lin_case("3 chunks of x", 2052, 3, three, 0, 0, false, true);
+  lin_case("3 chunks of x, gated", 2052, 2, gate, 0, 0, true, true);
+  /* 9040 rows: 4 a warp (the LM head's shape), and the part of 40 beside it */
+  lin_case("4 rows a warp", 512, 2, wide, 0, 0, false, true);
+  lin_case("x not 16-byte aligned (cuBLAS)", 512, 3, three, 0, 1, false, false);
+  lin_case("ld_w not in float4s (cuBLAS)", 512, 3, three, 1, 0, false, false);
+  lin_case("k not in float4s (cuBLAS)", 10, 3, three, 0, 0, false, false);
 }
 
 /* ---- elementwise ---- */
@@ -747,6 +784,16 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     idx_run(a, picks[i], 1, rb, re, one);
     CHECK(memcmp(one, full + picks[i] * per, sizeof(sc_kcand) * per) == 0,
           "token %d alone picks differently than among %d tokens", picks[i], n_tok);
+    /* the caller's bound of a token's keys shapes the launch only (fewer chunks): a true
+     * bound, and one far too small, pick the same */
+    const int32_t bounds[2] = {L, 100};
+    for (int j = 0; j < 2; j++) {
+      sc_indexer_args b = a;
+      b.max_keys = bounds[j];
+      idx_run(b, picks[i], 1, rb, re, one);
+      CHECK(memcmp(one, full + picks[i] * per, sizeof(sc_kcand) * per) == 0,
+            "token %d alone with max_keys %d picks differently", picks[i], bounds[j]);
+    }
   }
   idx_run(a, 0, n_tok, rb, lo_e, sh);
   idx_run(a, 0, n_tok, hi_b, re, sh + nall);

@@ -263,6 +263,9 @@ Test(kernels_topk, rejects_rows_outside_the_key_set) {
   cr_assert_eq(k->ops->indexer_topk(k, &a), SC_ERANGE);
   a.out_pos = NULL;
   cr_assert_eq(k->ops->indexer_topk(k, &a), SC_EINVAL, "no output at all");
+  a.out_pos = out;
+  a.max_keys = -1;
+  cr_assert_eq(k->ops->indexer_topk(k, &a), SC_EINVAL, "a negative bound of the keys");
   void *bufs[] = {q, w, keys, z, one, rows, out};
   for (size_t i = 0; i < 7; i++) k->ops->free(k, bufs[i]);
   sc_kernels_destroy(k);

@@ -11,7 +11,8 @@
 #  PART=4: model-long decoding at an 8k context, P4 N4 under MPS, each binary; ncu of the
 #          new attention split kernel.
 #  BINS (default "base new"): the binaries compared in PART 2 and 4, .devrun/B/sparsecp
-#  (new: .devrun/sparsecp); DEEP_BINS the same for model-deep. Call 2 carried base
+#  (new: .devrun/sparsecp); DEEP_BINS the same for model-deep ("none": skipped);
+#  P4_ROUNDS the rounds of P4 N4 (default 1; 0: none). Call 2 carried base
 #  (034e6b2), lin (e1ee323, the linears) and new (the attention's heads a block).
 . bench/device_common.sh
 requests 4 500 "$OUT/req4.jsonl"
@@ -49,7 +50,7 @@ PY
 if has 2; then
   tpot default "" 2 "${BINS:-base new}"
   tpot small "--model examples/model-small.json" 2 "${BINS:-base new}"
-  tpot deep "--model examples/model-deep.json" 1 "${DEEP_BINS:-base new}"
+  [ "${DEEP_BINS:-}" != none ] && tpot deep "--model examples/model-deep.json" 1 "${DEEP_BINS:-base new}"
   for b in ${BINS:-base new}; do
     bin=.devrun/sparsecp; [ $b != new ] && bin=.devrun/$b/sparsecp
     SPARSECP_LOG=info timeout 150 $bin run $run1 --profile --requests "$OUT/req1.jsonl" > "$OUT/prof-$b.json" 2> "$OUT/prof-$b.err"
