@@ -351,6 +351,12 @@ typedef struct sc_kernels_ops {
   /* y[r] += x[r] (the residual add). */
   int (*add)(sc_kernels *k, int64_t n_rows, int64_t width, const float *x, int64_t ld_x,
              float *y, int64_t ld_y);
+  /* add, then rmsnorm of the sums: y[r] += x[r]; out[r] = rmsnorm(y[r]) with w and eps
+   * (the residual add and the norm of the next sublayer, one launch on CUDA; out may
+   * equal y, not x). */
+  int (*add_rmsnorm)(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x, int64_t ld_x,
+                     float *y, int64_t ld_y, const float *w, float eps, float *out,
+                     int64_t ld_out);
 
   /* ---- rows: gather, KV write ---- */
   /* dst row i = src row idx[i] (width elements), converting between formats; idx NULL =

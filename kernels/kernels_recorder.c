@@ -225,6 +225,32 @@ static int w_gemm(sc_kernels *k, const sc_gemm *g) {
   return r->recording ? keep(r, run_gemm, g, sizeof *g) : r->in->ops->gemm(r->in, g);
 }
 
+typedef struct a_add_rmsnorm {
+  int64_t n_rows, dim;
+  const float *x;
+  int64_t ld_x;
+  float *y;
+  int64_t ld_y;
+  const float *w;
+  float eps;
+  float *out;
+  int64_t ld_out;
+} a_add_rmsnorm;
+static int run_add_rmsnorm(sc_kernels *in, const void *p) {
+  const a_add_rmsnorm *a = p;
+  return in->ops->add_rmsnorm(in, a->n_rows, a->dim, a->x, a->ld_x, a->y, a->ld_y, a->w, a->eps,
+                              a->out, a->ld_out);
+}
+static int w_add_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
+                         int64_t ld_x, float *y, int64_t ld_y, const float *w, float eps,
+                         float *out, int64_t ld_out) {
+  recorder *r = rec_of(k);
+  if (!r->recording)
+    return r->in->ops->add_rmsnorm(r->in, n_rows, dim, x, ld_x, y, ld_y, w, eps, out, ld_out);
+  const a_add_rmsnorm a = {n_rows, dim, x, ld_x, y, ld_y, w, eps, out, ld_out};
+  return keep(r, run_add_rmsnorm, &a, sizeof a);
+}
+
 static int run_linears(sc_kernels *in, const void *p) { return in->ops->linears(in, p); }
 static int w_linears(sc_kernels *k, const sc_linears *a) {
   recorder *r = rec_of(k);
@@ -645,6 +671,7 @@ static const sc_kernels_ops k_recorder_ops = {
     .weighted_sum_rows = w_weighted_sum_rows,
     .dequant_fp8 = w_dequant_fp8,
     .swiglu = w_swiglu,
+    .add_rmsnorm = w_add_rmsnorm,
     .add = w_add,
     .gather_rows = w_gather_rows,
     .kv_write = w_kv_write,
@@ -665,7 +692,7 @@ int sc_kernels_recorder_wrap(sc_kernels *inner, sc_kernels **out) {
   if (inner == NULL || inner->ops->record_begin != NULL) return SC_EINVAL;
   /* every op the inner backend has must be one this table forwards */
   const sc_kernels_ops *o = inner->ops;
-  if (!o->linears || !o->rope_freq || !o->layernorm || !o->weighted_sum_rows || !o->dequant_fp8)
+  if (!o->linears || !o->add_rmsnorm || !o->rope_freq || !o->layernorm || !o->weighted_sum_rows || !o->dequant_fp8)
     return SC_ENOTSUP;
   recorder *r = calloc(1, sizeof *r);
   if (r == NULL) return SC_ENOMEM;

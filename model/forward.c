@@ -254,6 +254,10 @@ typedef struct step_ctx {
   int32_t nl;   /* rows whose logits are taken (step_prepare) */
   int32_t nf;   /* tokens of this rank taken from the step before (step_prepare) */
   const upload_area *up; /* where step_prepare put the step's index arrays (ix) */
+  /* B_AO holds a sublayer's output not yet added to the residual stream B_X: the next
+   * sublayer adds it as it norms x (add_rmsnorm, one launch), the last one after the
+   * layers (sublayer_in, residual_flush) */
+  bool residual;
 } step_ctx;
 
 /* Device address of uploaded index array u (after upload_all). */
@@ -388,6 +392,25 @@ static int capture(step_ctx *s, const sc_kcand *cand_buf, int32_t b, int32_t e) 
   return rc;
 }
 
+/* xn = rmsnorm(x) with w, after adding the sublayer output still pending (s->residual). */
+static int sublayer_in(step_ctx *s, const float *w, float *xn) {
+  sc_forward *f = s->f;
+  float *x = f->buf[B_X];
+  if (!s->residual)
+    return f->k->ops->rmsnorm(f->k, s->Tp, s->hid, x, s->hid, w, f->mc.rms_eps, xn, s->hid);
+  s->residual = false;
+  return f->k->ops->add_rmsnorm(f->k, s->Tp, s->hid, f->buf[B_AO], s->hid, x, s->hid, w,
+                                f->mc.rms_eps, xn, s->hid);
+}
+
+/* x += the sublayer output still pending, if any. */
+static int residual_flush(step_ctx *s) {
+  if (!s->residual) return 0;
+  s->residual = false;
+  sc_forward *f = s->f;
+  return f->k->ops->add(f->k, s->Tp, s->hid, f->buf[B_AO], s->hid, f->buf[B_X], s->hid);
+}
+
 static int attention_layer(step_ctx *s) {
   sc_forward *f = s->f;
   sc_kernels *k = f->k;
@@ -396,7 +419,7 @@ static int attention_layer(step_ctx *s) {
   const sc_meta *m = s->in->meta;
   const int32_t l = s->layer, Tp = s->Tp, D = s->D;
   int rc = 0;
-  float *x = f->buf[B_X], *xn = f->buf[B_XN], *ql = f->buf[B_QL], *q = f->buf[B_Q],
+  float *xn = f->buf[B_XN], *ql = f->buf[B_QL], *q = f->buf[B_Q],
         *qabs = f->buf[B_QABS], *kv = f->buf[B_KV], *iq = f->buf[B_IQ], *iwt = f->buf[B_IW],
         *olat = f->buf[B_OLAT], *ov = f->buf[B_OV], *ao = f->buf[B_AO];
   int32_t *topk = f->buf[B_TOPK], *sel = f->buf[B_SEL];
@@ -416,8 +439,7 @@ static int attention_layer(step_ctx *s) {
 
   /* ---- projections ---- */
   stage(s, SC_STAGE_DENSE);
-  CK(o->rmsnorm(k, Tp, s->hid, x, s->hid, sc_w(w, l, SC_W_ATTN_NORM), f->mc.rms_eps, xn, s->hid),
-     "layer %d: attn_norm", l);
+  CK(sublayer_in(s, sc_w(w, l, SC_W_ATTN_NORM), xn), "layer %d: attn_norm", l);
   /* The projections of xn (q's latent, the KV row, the index key and the indexer's head
    * weights) are one op, and those of the normed q latent (q and the index query)
    * another: a decode step's products are a few rows each (kernels.h, sc_linears). */
@@ -627,7 +649,7 @@ static int attention_layer(step_ctx *s) {
   if (s->T > 1) {
     CC(coll(s, SC_GROUP_TP, SC_OP_ALL_REDUCE, SC_DT_F32, SC_PURPOSE_ATTN_OUT, Tp, s->hid, ao, ao));
   }
-  CK(o->add(k, Tp, s->hid, ao, s->hid, x, s->hid), "layer %d: residual", l);
+  s->residual = true; /* added by the MLP's norm */
 out:
   return rc;
 }
@@ -639,10 +661,9 @@ static int mlp_layer(step_ctx *s) {
   const sc_model_weights *w = f->w;
   const int32_t l = s->layer, Tp = s->Tp, F = s->F;
   int rc = 0;
-  float *x = f->buf[B_X], *xn = f->buf[B_XN], *u = f->buf[B_U],
+  float *xn = f->buf[B_XN], *u = f->buf[B_U],
         *h = f->buf[B_H], *ao = f->buf[B_AO];
-  CK(o->rmsnorm(k, Tp, s->hid, x, s->hid, sc_w(w, l, SC_W_FFN_NORM), f->mc.rms_eps, xn, s->hid),
-     "layer %d: ffn_norm", l);
+  CK(sublayer_in(s, sc_w(w, l, SC_W_FFN_NORM), xn), "layer %d: ffn_norm", l);
   if (sc_model_layer_is_moe(&f->mc, l)) { /* the rank's partial sum, as the dense one */
     if ((rc = sc_moe_ffn_run(f->moe, w, l, Tp, xn, s->in->meta->tok_global, ao, s->d))) goto out;
   } else {
@@ -658,7 +679,7 @@ static int mlp_layer(step_ctx *s) {
   if (s->T > 1) {
     CC(coll(s, SC_GROUP_TP, SC_OP_ALL_REDUCE, SC_DT_F32, SC_PURPOSE_MLP_OUT, Tp, s->hid, ao, ao));
   }
-  CK(o->add(k, Tp, s->hid, ao, s->hid, x, s->hid), "layer %d: residual", l);
+  s->residual = true; /* added by the next layer's norm, or after the last layer */
 out:
   return rc;
 }
@@ -848,6 +869,7 @@ static int step_body(step_ctx *s) {
     if ((rc = attention_layer(s)) || (rc = mlp_layer(s))) goto out;
   }
   s->layer = -1;
+  CK(residual_flush(s), "forward: the last layer's residual");
 
   /* ---- restore the global token order, final norm, LM head ---- */
   stage(s, SC_STAGE_HEAD);

@@ -13,7 +13,7 @@
 
 #include "base/clock.h"
 #include "kernels/cpu/cpu_internal.h"
-#include "kernels/kernels_linears.h"
+#include "kernels/kernels_composed.h"
 
 #define SC_KCPU_MAX_THREADS 256
 #define SC_KCPU_ALIGN 256
@@ -255,6 +255,7 @@ static const sc_kernels_ops k_cpu_ops = {
     .swiglu = sc_kcpu_swiglu,
     .dequant_fp8 = sc_kcpu_dequant_fp8,
     .add = sc_kcpu_add,
+    .add_rmsnorm = sc_kernels_add_rmsnorm_by_ops,
     .gather_rows = sc_kcpu_gather_rows,
     .kv_write = sc_kcpu_kv_write,
     .argmax_rows = sc_kcpu_argmax_rows,

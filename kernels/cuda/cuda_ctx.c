@@ -501,6 +501,7 @@ static const sc_kernels_ops k_cuda_ops = {
     .dequant_fp8 = sc_kcuda_dequant_fp8,
     .swiglu = sc_kcuda_swiglu,
     .add = sc_kcuda_add,
+    .add_rmsnorm = sc_kcuda_add_rmsnorm,
     .gather_rows = sc_kcuda_gather_rows,
     .kv_write = sc_kcuda_kv_write,
     .argmax_rows = sc_kcuda_argmax_rows,

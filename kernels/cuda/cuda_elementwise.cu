@@ -12,14 +12,10 @@
 #include "kernels/lse_math.h"
 
 /* ---- RMSNorm: one block per row, sum of squares reduced in f32 over 256 threads ---- */
-__global__ void k_rmsnorm(int64_t dim, const float *x, int64_t ld_x, const float *w,
-                          float eps, float *out, int64_t ld_out) {
-  sc_dev_pdl_enter();
-  const int64_t r = blockIdx.x;
-  const float *xr = x + r * ld_x;
-  float *o = out + r * ld_out;
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+
+/* 1 / sqrt(mean + eps) from each thread's partial sum of squares: the warps' butterflies,
+ * then the first warp's over their results (the same order for every row). */
+__device__ inline float rms_inv(float ss, int64_t dim, float eps) {
   __shared__ float part[32];
   for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
   if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
@@ -30,7 +26,18 @@ __global__ void k_rmsnorm(int64_t dim, const float *x, int64_t ld_x, const float
     if (threadIdx.x == 0) part[0] = v;
   }
   __syncthreads();
-  const float inv = rsqrtf(part[0] / (float)dim + eps);
+  return rsqrtf(part[0] / (float)dim + eps);
+}
+
+__global__ void k_rmsnorm(int64_t dim, const float *x, int64_t ld_x, const float *w,
+                          float eps, float *out, int64_t ld_out) {
+  sc_dev_pdl_enter();
+  const int64_t r = blockIdx.x;
+  const float *xr = x + r * ld_x;
+  float *o = out + r * ld_out;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  const float inv = rms_inv(ss, dim, eps);
   /* in place is allowed: every thread reads its own elements before writing them */
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
     o[i] = xr[i] * inv * (w ? w[i] : 1.0f);
@@ -44,6 +51,40 @@ extern "C" int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, cons
   sc_kcuda_launch(sc_kcuda_of(k), k_rmsnorm, (unsigned)n_rows, 256, 0, dim, x, ld_x, w, eps, out,
                   ld_out);
   return SC_CUDA_CHECK_LAUNCH("rmsnorm");
+}
+
+/* The residual add and the norm after it: y = y + x as k_add, then k_rmsnorm's sums over
+ * the new y, so the results are those of the two kernels (each thread reads back only
+ * the elements it wrote). */
+__global__ void k_add_rmsnorm(int64_t dim, const float *x, int64_t ld_x, float *y, int64_t ld_y,
+                              const float *w, float eps, float *out, int64_t ld_out) {
+  sc_dev_pdl_enter();
+  const int64_t r = blockIdx.x;
+  const float *xr = x + r * ld_x;
+  float *yr = y + r * ld_y, *o = out + r * ld_out;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = yr[i] + xr[i];
+    yr[i] = v;
+    ss += v * v;
+  }
+  const float inv = rms_inv(ss, dim, eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    o[i] = yr[i] * inv * (w ? w[i] : 1.0f);
+}
+
+extern "C" int sc_kcuda_add_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
+                                    int64_t ld_x, float *y, int64_t ld_y, const float *w,
+                                    float eps, float *out, int64_t ld_out) {
+  /* the checks of add, then of rmsnorm, as the CPU's two calls make them */
+  const int ra = sc_kcheck_rows_op(n_rows, dim, x, y, y);
+  if (ra < 0) return ra;
+  SC_KCHECK(sc_kcheck_rmsnorm(n_rows, dim, y, ld_y, eps, out, ld_out));
+  if (ra > 0) return 0;
+  if (n_rows > INT32_MAX) return SC_ERANGE;
+  sc_kcuda_launch(sc_kcuda_of(k), k_add_rmsnorm, (unsigned)n_rows, 256, 0, dim, x, ld_x, y, ld_y,
+                  w, eps, out, ld_out);
+  return SC_CUDA_CHECK_LAUNCH("add_rmsnorm");
 }
 
 /* ---- RoPE: one thread per (token, group of ROPE_HEADS heads, pair) ----

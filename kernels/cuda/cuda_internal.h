@@ -132,6 +132,9 @@ int sc_kcuda_linears(sc_kernels *k, const sc_linears *a);
 int sc_kcuda_swiglu(sc_kernels *k, int64_t n_rows, int64_t inter, const float *gate,
                     int64_t ld_gate, const float *up, int64_t ld_up, float *out,
                     int64_t ld_out);
+int sc_kcuda_add_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
+                         int64_t ld_x, float *y, int64_t ld_y, const float *w, float eps,
+                         float *out, int64_t ld_out);
 int sc_kcuda_add(sc_kernels *k, int64_t n_rows, int64_t width, const float *x,
                  int64_t ld_x, float *y, int64_t ld_y);
 int sc_kcuda_lse_merge(sc_kernels *k, int32_t n_shards, int64_t n_rows, int64_t width,

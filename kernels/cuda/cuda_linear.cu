@@ -23,9 +23,9 @@
  *
  * What it takes: rows <= LIN_ROWS_MAX, k a multiple of 4, x and every W 16-byte aligned
  * with leading dimensions in whole float4s. Anything else goes to cuBLAS part by part
- * (kernels_linears.c), as do prefill steps, whose many rows want a real GEMM. */
+ * (kernels_composed.c), as do prefill steps, whose many rows want a real GEMM. */
 #include "kernels/cuda/cuda_common.cuh"
-#include "kernels/kernels_linears.h"
+#include "kernels/kernels_composed.h"
 
 #define LIN_THREADS 256
 #define LIN_WARPS (LIN_THREADS / 32)

@@ -306,6 +306,32 @@ static void case_elementwise(void) {
   CHECK(C->ops->add(C, rows, dim, Gt.c, ld, U.c, ld) == 0, "add cpu");
   CHECK(down(U, hg, hc, sizeof(float) * nx) == 0, "sync");
   CHECK(memcmp(hg, hc, sizeof(float) * nx) == 0, "add differs");
+  /* add_rmsnorm: the sums as add's (exactly), the norm against the CPU, and both to the
+   * bit what the GPU's add and rmsnorm give as two launches */
+  float *hy = malloc(sizeof(float) * nx), *hy2 = malloc(sizeof(float) * nx);
+  pbuf Y = both(upv, sizeof(float) * nx), Y2 = both(upv, sizeof(float) * nx);
+  pbuf N = both_poison(sizeof(float) * nx), N2 = both_poison(sizeof(float) * nx);
+  CHECK(G->ops->add_rmsnorm(G, rows, dim, Gt.g, ld, Y.g, ld, W.g, 1e-6f, N.g, ld) == 0,
+        "add_rmsnorm");
+  CHECK(C->ops->add_rmsnorm(C, rows, dim, Gt.c, ld, Y.c, ld, W.c, 1e-6f, N.c, ld) == 0,
+        "add_rmsnorm cpu");
+  CHECK(G->ops->add(G, rows, dim, Gt.g, ld, Y2.g, ld) == 0 &&
+            G->ops->rmsnorm(G, rows, dim, Y2.g, ld, W.g, 1e-6f, N2.g, ld) == 0,
+        "add, rmsnorm");
+  CHECK(down(Y, hg, hc, sizeof(float) * nx) == 0 && down(Y2, hy2, NULL, sizeof(float) * nx) == 0,
+        "sync");
+  CHECK(memcmp(hg, hc, sizeof(float) * nx) == 0, "add_rmsnorm: the sums differ from the CPU's");
+  CHECK(memcmp(hg, hy2, sizeof(float) * nx) == 0, "add_rmsnorm: the sums differ from add's");
+  CHECK(down(N, hg, hc, sizeof(float) * nx) == 0 && down(N2, hy, NULL, sizeof(float) * nx) == 0,
+        "sync");
+  for (int64_t r = 0; r < rows; r++) {
+    CHECK(gt_rel_err(hg + r * ld, hc + r * ld, (size_t)dim) < 1e-5, "add_rmsnorm row %lld",
+          (long long)r);
+    CHECK(memcmp(hg + r * ld, hy + r * ld, sizeof(float) * (size_t)dim) == 0,
+          "add_rmsnorm row %lld differs from add then rmsnorm", (long long)r);
+  }
+  pfree(Y), pfree(Y2), pfree(N), pfree(N2);
+  free(hy), free(hy2);
   pfree(X), pfree(W), pfree(O), pfree(Q), pfree(P), pfree(Gt), pfree(U), pfree(S);
   free(x), free(w), free(hg), free(hc), free(q), free(qg), free(qc), free(gate), free(upv);
 }

@@ -203,6 +203,40 @@ Test(kernels_dense, rmsnorm_matches_formula_in_place_and_without_weight) {
   sc_kernels_destroy(k);
 }
 
+Test(kernels_dense, add_rmsnorm_adds_then_norms_the_sums) {
+  sc_kernels *k = tk_ctx(2);
+  uint64_t seed = 10;
+  const int64_t rows = 5, dim = 24, ld = 26;
+  float *x = tk_rand_f32(&seed, (size_t)(rows * ld), -2, 2);
+  float *y = tk_rand_f32(&seed, (size_t)(rows * ld), -2, 2);
+  float *w = tk_rand_f32(&seed, (size_t)dim, 0.5, 1.5);
+  float *dx = tk_up(k, x, sizeof(float) * (size_t)(rows * ld));
+  float *dy = tk_up(k, y, sizeof(float) * (size_t)(rows * ld));
+  float *dw = tk_up(k, w, sizeof(float) * (size_t)dim);
+  float *dout = tk_zeros(k, sizeof(float) * (size_t)(rows * dim));
+  cr_assert_eq(k->ops->add_rmsnorm(k, rows, dim, dx, ld, dy, ld, dw, 1e-6f, dout, dim), 0);
+  float *ys = malloc(sizeof(float) * (size_t)(rows * ld)), *o = malloc(sizeof(float) * (size_t)(rows * dim));
+  tk_down(k, ys, dy, sizeof(float) * (size_t)(rows * ld));
+  tk_down(k, o, dout, sizeof(float) * (size_t)(rows * dim));
+  for (int64_t r = 0; r < rows; r++) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; i++) {
+      const float sum = y[r * ld + i] + x[r * ld + i];
+      cr_assert_eq(ys[r * ld + i], sum, "y holds the sums");
+      ss += (double)sum * sum;
+    }
+    for (int64_t i = dim; i < ld; i++) cr_assert_eq(ys[r * ld + i], y[r * ld + i], "padding kept");
+    const double inv = 1.0 / sqrt(ss / dim + 1e-6);
+    for (int64_t i = 0; i < dim; i++) {
+      const double v = (double)ys[r * ld + i] * inv * w[i];
+      cr_assert(fabs(o[r * dim + i] - v) <= 1e-6 * fmax(1, fabs(v)));
+    }
+  }
+  free(x), free(y), free(w), free(ys), free(o);
+  k->ops->free(k, dx), k->ops->free(k, dy), k->ops->free(k, dw), k->ops->free(k, dout);
+  sc_kernels_destroy(k);
+}
+
 Test(kernels_dense, rope_rotates_interleaved_pairs) {
   sc_kernels *k = tk_ctx(2);
   uint64_t seed = 10;

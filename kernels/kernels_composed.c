@@ -1,4 +1,4 @@
-#include "kernels/kernels_linears.h"
+#include "kernels/kernels_composed.h"
 
 #include "kernels/kernels_check.h"
 
@@ -16,4 +16,11 @@ int sc_kernels_linears_by_gemm(sc_kernels *k, const sc_linears *a) {
   const sc_linear_part *g = &a->part[0], *u = &a->part[1];
   return k->ops->swiglu(k, a->rows, g->n, g->out, g->ld_out, u->out, u->ld_out, g->out,
                         g->ld_out);
+}
+
+int sc_kernels_add_rmsnorm_by_ops(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
+                                  int64_t ld_x, float *y, int64_t ld_y, const float *w,
+                                  float eps, float *out, int64_t ld_out) {
+  const int rc = k->ops->add(k, n_rows, dim, x, ld_x, y, ld_y);
+  return rc ? rc : k->ops->rmsnorm(k, n_rows, dim, y, ld_y, w, eps, out, ld_out);
 }
