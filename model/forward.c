@@ -576,7 +576,8 @@ static int attention_layer(step_ctx *s) {
         .key_end = ix(s, U_KE), .out_pos = topk, .out_cand = cand,
         /* a token's keys are its request's positions, within bt_w blocks (bt_w is part of
          * a recording's key, so a replay's bound holds) */
-        .max_keys = s->bt_w * s->B};
+        .max_keys = (int32_t)((int64_t)s->bt_w * s->B < INT32_MAX ? (int64_t)s->bt_w * s->B
+                                                                      : INT32_MAX)};
     CK(o->indexer_topk(k, &ia), "layer %d: indexer (local cache)", l);
   }
   if (dcp_decode) { /* every rank selects the same global top-K from all shards' picks */
@@ -853,6 +854,9 @@ static int step_body(step_ctx *s) {
   int rc = 0;
   const int64_t Tp = s->Tp;
   float *x = f->buf[B_X];
+  /* (a step whose recording failed runs again on the same s: no residual of the failed
+   * run may be added to this run's embedding) */
+  s->residual = false;
   if (s->nf > 0)
     CK(f->k->ops->take_tokens(f->k, s->nf, ix(s, U_FAT), ix(s, U_FROW), f->buf[B_GREEDY],
                               ix(s, U_IDS)),

@@ -232,8 +232,25 @@ Test(kernels_dense, add_rmsnorm_adds_then_norms_the_sums) {
       cr_assert(fabs(o[r * dim + i] - v) <= 1e-6 * fmax(1, fabs(v)));
     }
   }
+  /* in place (out = y) without a weight: y holds the normed sums */
+  float *dy2 = tk_up(k, y, sizeof(float) * (size_t)(rows * ld));
+  cr_assert_eq(k->ops->add_rmsnorm(k, rows, dim, dx, ld, dy2, ld, NULL, 1e-6f, dy2, ld), 0);
+  tk_down(k, ys, dy2, sizeof(float) * (size_t)(rows * ld));
+  for (int64_t r = 0; r < rows; r++) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; i++) {
+      const float sum = y[r * ld + i] + x[r * ld + i];
+      ss += (double)sum * sum;
+    }
+    const double inv = 1.0 / sqrt(ss / dim + 1e-6);
+    for (int64_t i = 0; i < dim; i++) {
+      const double v = (double)(y[r * ld + i] + x[r * ld + i]) * inv;
+      cr_assert(fabs(ys[r * ld + i] - v) <= 1e-6 * fmax(1, fabs(v)));
+    }
+  }
   free(x), free(y), free(w), free(ys), free(o);
-  k->ops->free(k, dx), k->ops->free(k, dy), k->ops->free(k, dw), k->ops->free(k, dout);
+  k->ops->free(k, dx), k->ops->free(k, dy), k->ops->free(k, dy2), k->ops->free(k, dw);
+  k->ops->free(k, dout);
   sc_kernels_destroy(k);
 }
 
