@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/curve_key.h"
+#include "base/grow.h"
 #include "base/log.h"
 #include "base/zap.h"
 #include "collectives/backend_host_inbox.h"
@@ -38,15 +39,6 @@ typedef struct host_be {
 } host_be;
 
 static const char *const k_wake_fmt = "inproc://sc-host-coll-wake-%p";
-
-static int grow(void **buf, size_t *cap, size_t bytes) {
-  if (bytes <= *cap) return 0;
-  void *p = realloc(*buf, bytes);
-  if (p == NULL) return SC_ENOMEM;
-  *buf = p;
-  *cap = bytes;
-  return 0;
-}
 
 static int send_block(host_be *be, int32_t dst, sc_group g, const void *data, size_t bytes) {
   const sc_inbox_header h = {.epoch = be->in.epoch, .group = (uint32_t)g,
@@ -172,7 +164,7 @@ static int host_all_gather(void *self, sc_group g, sc_dtype dt, const void *send
  * scratch slot k (received). Writes the result to recv. */
 static int reduce_into(host_be *be, sc_group g, sc_dtype dt, const void *mine, void *recv,
                        size_t count) {
-  if (grow((void **)&be->acc, &be->acc_cap, count * sizeof(float))) return SC_ENOMEM;
+  if (sc_grow((void **)&be->acc, &be->acc_cap, count * sizeof(float))) return SC_ENOMEM;
   const size_t bytes = count * sc_dtype_size(dt);
   for (int32_t k = 0; k < be->size[g]; k++) {
     const void *src = k == be->me[g] ? mine : be->scratch + (size_t)k * bytes;
@@ -188,7 +180,7 @@ static int exchange_and_reduce(host_be *be, sc_group g, sc_dtype dt, const uint8
   if (dt != SC_DT_F32 && dt != SC_DT_BF16) return SC_ENOTSUP;
   const size_t bytes = count * sc_dtype_size(dt);
   const uint64_t dl = deadline_of(be);
-  int rc = grow((void **)&be->scratch, &be->scratch_cap, (size_t)be->size[g] * bytes);
+  int rc = sc_grow((void **)&be->scratch, &be->scratch_cap, (size_t)be->size[g] * bytes);
   if (rc == 0) rc = send_all(be, g, send, bytes, stride_bytes);
   for (int32_t k = 0; k < be->size[g] && rc == 0; k++)
     if (k != be->me[g])

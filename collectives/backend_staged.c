@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "base/grow.h"
+
 /* Only the inner backend (ops, self) moves here: everything else in the sc_comm (groups,
  * session bookkeeping, stats) stays where it is and goes on being written while wrapped. */
 typedef struct staged {
@@ -13,15 +15,6 @@ typedef struct staged {
   size_t cap_send, cap_recv;
 } staged;
 
-static int grow(void **buf, size_t *cap, size_t bytes) {
-  if (bytes <= *cap) return 0;
-  void *p = realloc(*buf, bytes);
-  if (p == NULL) return SC_ENOMEM;
-  *buf = p;
-  *cap = bytes;
-  return 0;
-}
-
 static int st_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
                   void *recv, size_t count, sc_diag *d) {
   staged *s = self;
@@ -29,7 +22,8 @@ static int st_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void
   const size_t in = count * esz;
   const size_t out = op == SC_OP_ALL_GATHER ? G * in : op == SC_OP_REDUCE_SCATTER ? in / G : in;
   int rc;
-  if ((rc = grow(&s->send_h, &s->cap_send, in + 1)) || (rc = grow(&s->recv_h, &s->cap_recv, out + 1)))
+  if ((rc = sc_grow(&s->send_h, &s->cap_send, in + 1)) ||
+      (rc = sc_grow(&s->recv_h, &s->cap_recv, out + 1)))
     return rc;
   if (in && (rc = s->k->ops->copy(s->k, s->send_h, send, in, SC_KCOPY_D2H))) return rc;
   rc = s->inner_ops->run(s->inner_self, op, g, dt, s->send_h, s->recv_h, count, d);

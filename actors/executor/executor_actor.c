@@ -36,6 +36,7 @@
 #include "actors/step_abort.h"
 #include "actors/step_local.h"
 #include "base/clock.h"
+#include "base/grow.h"
 #include "base/log.h"
 #include "model/sampling.h"
 
@@ -440,16 +441,6 @@ static void complete(sc_ctx *c, executor *e, int status) {
   e->done_ns = sc_now_ns();
 }
 
-/* Grows *buf to hold n elements of size sz; false without memory. */
-static bool grow(void **buf, size_t *cap, size_t n, size_t sz) {
-  if (n <= *cap) return true;
-  void *b = realloc(*buf, (n ? n : 1) * sz);
-  if (b == NULL) return false;
-  *buf = b;
-  *cap = n;
-  return true;
-}
-
 /* The tokens a step planned ahead takes from the step queued before it (in.follow_*):
  * 0, or a failure in d (the step it follows did not run here, or failed, or the inputs
  * name an entry it does not have). */
@@ -465,7 +456,7 @@ static int follow_tokens(executor *e, const sc_step_local *p, sc_forward_in *in,
   const uint32_t before_n = (uint32_t)before->n_entries;
   /* (prev_entry has an entry per request: sc_step_local_finish checked) */
   size_t cap = (size_t)e->follow_cap;
-  if (!grow((void **)&e->follow, &cap, 2 * (size_t)n, sizeof *e->follow))
+  if (sc_grow_n((void **)&e->follow, &cap, 2 * (size_t)n, sizeof *e->follow))
     return sc_fail(d, SC_ENOMEM, "out of memory");
   e->follow_cap = (int32_t)cap;
   int32_t nf = 0, *tok = e->follow, *row = e->follow + n;
@@ -505,10 +496,11 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   const int slot = (e->head + e->n_run) & 1;
   run_slot *rs = &e->run[slot];
   size_t rows_cap = (size_t)rs->rows_cap;
-  if (!grow((void **)&rs->rows, &rows_cap, n, sizeof *rs->rows) ||
-      (want_logits && (!grow((void **)&rs->logits, &rs->logits_cap, (size_t)n * (size_t)m->vocab,
-                             sizeof *rs->logits) ||
-                       !grow((void **)&rs->greedy, &rs->greedy_cap, n, sizeof *rs->greedy)))) {
+  if (sc_grow_n((void **)&rs->rows, &rows_cap, n, sizeof *rs->rows) ||
+      (want_logits &&
+       (sc_grow_n((void **)&rs->logits, &rs->logits_cap, (size_t)n * (size_t)m->vocab,
+                  sizeof *rs->logits) ||
+        sc_grow_n((void **)&rs->greedy, &rs->greedy_cap, n, sizeof *rs->greedy)))) {
     report_abort(c, e, step, SC_ENOMEM, "out of memory for the logits", NULL);
     return SC_ENOMEM;
   }

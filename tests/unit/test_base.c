@@ -11,6 +11,7 @@
 #include "base/curve_key.h"
 #include "base/error.h"
 #include "base/file_read.h"
+#include "base/grow.h"
 #include "base/index.h"
 #include "base/inet_addr.h"
 #include "base/jsonw.h"
@@ -41,6 +42,31 @@ Test(error, fail_formats_and_returns_code) {
   cr_assert_eq(sc_fail(NULL, SC_ERANGE, "ignored"), SC_ERANGE);
   sc_diag empty = {.code = SC_ETIMEDOUT};
   cr_assert_str_eq(sc_diag_message(&empty), "timed out");
+}
+
+Test(grow, keeps_contents_grows_only_and_refuses_an_overflowing_count) {
+  void *buf = NULL;
+  size_t cap = 0;
+  cr_assert_eq(sc_grow(&buf, &cap, 16), 0);
+  cr_assert_eq(cap, 16);
+  memcpy(buf, "0123456789abcdef", 16);
+  cr_assert_eq(sc_grow(&buf, &cap, 8), 0, "smaller: nothing to do");
+  cr_assert_eq(cap, 16);
+  cr_assert_eq(sc_grow(&buf, &cap, 4096), 0);
+  cr_assert_eq(cap, 4096);
+  cr_assert(memcmp(buf, "0123456789abcdef", 16) == 0, "contents kept");
+  size_t n = 4096 / sizeof(int64_t);
+  cr_assert_eq(sc_grow_n(&buf, &n, 1000, sizeof(int64_t)), 0);
+  cr_assert_eq(n, 1000);
+  cr_assert(memcmp(buf, "0123456789abcdef", 16) == 0, "contents kept");
+  void *was = buf;
+  cr_assert_eq(sc_grow_n(&buf, &n, SIZE_MAX / 4, 8), SC_ENOMEM, "n * sz overflows");
+  cr_assert(buf == was && n == 1000, "left as it was");
+  void *none = NULL;
+  size_t c0 = 0;
+  cr_assert_eq(sc_grow_n(&none, &c0, 0, 8), 0, "nothing asked, nothing to do");
+  cr_assert_null(none);
+  free(buf);
 }
 
 Test(jsonw, nested_values_get_commas_and_escapes) {
