@@ -692,7 +692,8 @@ int sc_kernels_recorder_wrap(sc_kernels *inner, sc_kernels **out) {
   if (inner == NULL || inner->ops->record_begin != NULL) return SC_EINVAL;
   /* every op the inner backend has must be one this table forwards */
   const sc_kernels_ops *o = inner->ops;
-  if (!o->linears || !o->add_rmsnorm || !o->rope_freq || !o->layernorm || !o->weighted_sum_rows || !o->dequant_fp8)
+  if (!o->linears || !o->add_rmsnorm || !o->rope_freq || !o->layernorm ||
+      !o->weighted_sum_rows || !o->dequant_fp8)
     return SC_ENOTSUP;
   recorder *r = calloc(1, sizeof *r);
   if (r == NULL) return SC_ENOMEM;

@@ -658,7 +658,6 @@ out:
 static int mlp_layer(step_ctx *s) {
   sc_forward *f = s->f;
   sc_kernels *k = f->k;
-  const sc_kernels_ops *o = k->ops;
   const sc_model_weights *w = f->w;
   const int32_t l = s->layer, Tp = s->Tp, F = s->F;
   int rc = 0;
@@ -668,12 +667,8 @@ static int mlp_layer(step_ctx *s) {
   if (sc_model_layer_is_moe(&f->mc, l)) { /* the rank's partial sum, as the dense one */
     if ((rc = sc_moe_ffn_run(f->moe, w, l, Tp, xn, s->in->meta->tok_global, ao, s->d))) goto out;
   } else {
-    /* h = SwiGLU(xn W1^T, xn W3^T), u scratch */
-    const sc_linears gate_up = {.rows = Tp, .k = s->hid, .x = xn, .ld_x = s->hid, .n_parts = 2,
-                                .gated = true,
-                                .part = {{sc_w(w, l, SC_W_W1), F, s->hid, 1.0f, h, F},
-                                         {sc_w(w, l, SC_W_W3), F, s->hid, 1.0f, u, F}}};
-    CK(o->linears(k, &gate_up), "layer %d: w1, w3, swiglu", l);
+    CK(sc_linear_gated(k, Tp, F, s->hid, xn, sc_w(w, l, SC_W_W1), sc_w(w, l, SC_W_W3), h, u),
+       "layer %d: w1, w3, swiglu", l);
     CK(sc_linear(k, Tp, s->hid, F, h, F, sc_w(w, l, SC_W_W2), F, ao, s->hid, 1.0f),
        "layer %d: w2", l);
   }

@@ -1,6 +1,7 @@
-/* kbuf.h - two helpers the model's compute files share: a kernel buffer grown to the
- * largest size asked for (scratch kept from step to step), and the linear layer
- * y = alpha * x W^T through the kernels' linears op. Any thread that owns the context. */
+/* kbuf.h - helpers the model's compute files share: a kernel buffer grown to the largest
+ * size asked for (scratch kept from step to step), the linear layer y = alpha * x W^T and
+ * the gated pair of SwiGLU, through the kernels' linears op. Any thread that owns the
+ * context. */
 #ifndef SC_KBUF_H
 #define SC_KBUF_H
 
@@ -32,6 +33,16 @@ static inline int sc_linear(sc_kernels *k, int64_t rows, int64_t n, int64_t kk, 
                             float alpha) {
   const sc_linears a = {.rows = rows, .k = kk, .x = x, .ld_x = ldx, .n_parts = 1,
                         .part = {{wt, n, ldw, alpha, y, ldy}}};
+  return k->ops->linears(k, &a);
+}
+
+/* g[rows][n] = SwiGLU(x W1^T, x W3^T), W1 and W3 row-major [n][kk], x and the outputs
+ * dense (u: scratch of the same shape): the kernels' linears op, gated. */
+static inline int sc_linear_gated(sc_kernels *k, int64_t rows, int64_t n, int64_t kk,
+                                  const float *x, const float *w1, const float *w3, float *g,
+                                  float *u) {
+  const sc_linears a = {.rows = rows, .k = kk, .x = x, .ld_x = kk, .n_parts = 2, .gated = true,
+                        .part = {{w1, n, kk, 1.0f, g, n}, {w3, n, kk, 1.0f, u, n}}};
   return k->ops->linears(k, &a);
 }
 

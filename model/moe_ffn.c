@@ -72,15 +72,6 @@ static int host_grow(sc_moe_ffn *m, size_t rows, size_t k, size_t E) {
     }                                                                                              \
   } while (0)
 
-/* g[r] = SwiGLU(x[r] W1^T, x[r] W3^T) over `rows` rows of width hid, inter wide (u:
- * scratch), one linears op (kernels.h). */
-static int gate_up(sc_kernels *k, int64_t rows, int64_t inter, int64_t hid, const float *x,
-                   const float *w1, const float *w3, float *g, float *u) {
-  const sc_linears a = {.rows = rows, .k = hid, .x = x, .ld_x = hid, .n_parts = 2, .gated = true,
-                        .part = {{w1, inter, hid, 1.0f, g, inter}, {w3, inter, hid, 1.0f, u, inter}}};
-  return k->ops->linears(k, &a);
-}
-
 int sc_moe_ffn_run(sc_moe_ffn *m, const sc_model_weights *w, int32_t layer, int64_t rows,
                    const float *xn, const int32_t *tok_global, float *out, sc_diag *d) {
   sc_kernels *k = m->k;
@@ -161,7 +152,7 @@ int sc_moe_ffn_run(sc_moe_ffn *m, const sc_model_weights *w, int32_t layer, int6
     const int64_t b = m->count[e], n = m->count[e + 1] - b;
     if (n == 0) continue;
     const int64_t off = (int64_t)e * il * hid;
-    CK(gate_up(k, n, il, hid, xg + b * hid, w1 + off, w3 + off, g + b * il, u + b * il),
+    CK(sc_linear_gated(k, n, il, hid, xg + b * hid, w1 + off, w3 + off, g + b * il, u + b * il),
        "layer %d: expert %d gate, up and swiglu", layer, e);
     CK(sc_linear(k, n, hid, il, g + b * il, il, w2 + off, il, y + b * hid, hid, 1.0f),
        "layer %d: expert %d down", layer, e);
@@ -169,8 +160,8 @@ int sc_moe_ffn_run(sc_moe_ffn *m, const sc_model_weights *w, int32_t layer, int6
 
   /* ---- shared expert on every row (when there is one), then the combine ---- */
   if (sl > 0) {
-    CK(gate_up(k, rows, sl, hid, xn, sc_wx(w, layer, SC_WX_SH_W1), sc_wx(w, layer, SC_WX_SH_W3),
-               sg, su),
+    CK(sc_linear_gated(k, rows, sl, hid, xn, sc_wx(w, layer, SC_WX_SH_W1),
+                       sc_wx(w, layer, SC_WX_SH_W3), sg, su),
        "layer %d: shared gate, up and swiglu", layer);
     CK(sc_linear(k, rows, hid, sl, sg, sl, sc_wx(w, layer, SC_WX_SH_W2), sl, sh, hid, 1.0f),
        "layer %d: shared down", layer);

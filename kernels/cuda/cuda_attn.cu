@@ -14,9 +14,9 @@
  *  - k_attn_split + k_attn_merge (f32 KV, other widths, unaligned rows, and the decode
  *    tokens of few-heads models over fp8 rows): f32 on CUDA cores, each query's selected
  *    rows in fixed splits (128 rows; 32 up to a top-K of 256) scored and reduced in
- *    parallel, then merged with their
- *    log-sum-exp in split order (the merge also serves the few-heads kernel's decode
- *    splits). The precise path; also the fallback. See its section comment.
+ *    parallel, then merged with their log-sum-exp in split order (the merge also serves
+ *    the few-heads kernel's decode splits). The precise path; also the fallback. See its
+ *    section comment.
  * All keep the log-sum-exp in natural log: lse = ln Σ exp(s_j); no selected row gives
  * out 0 and lse -inf. Rows equal to -1 are skipped; other out-of-range rows raise
  * SC_ERANGE (reported at the next sync) and are skipped. */
@@ -56,10 +56,13 @@
 #define SPLIT_COLS (SPLIT_DC_MAX / SPLIT_THREADS)
 #define SPLIT_W_MAX 1280                     /* dc + dr: the shared tile must fit */
 #define SPLIT_ROWS_MAX 128
+#define SPLIT_SMALL_TOPK 256 /* up to this top-K a split is one tile */
 
 /* Rows a split takes: 128, or one tile when the top-K is small enough that 128 would
  * leave a token's rows to one or two blocks. A function of the top-K only (see above). */
-static inline int split_rows(int32_t topk) { return topk <= 256 ? SPLIT_TILE : SPLIT_ROWS_MAX; }
+static inline int split_rows(int32_t topk) {
+  return topk <= SPLIT_SMALL_TOPK ? SPLIT_TILE : SPLIT_ROWS_MAX;
+}
 
 static constexpr size_t split_smem(int64_t width, int hb) {
   return sizeof(float) * ((size_t)(SPLIT_TILE + hb) * (size_t)(width + 1) +
@@ -240,7 +243,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
  * weights exp(m_s - M) computed once, by one thread, in that order). */
 #define SPLIT_MAX SC_ATTN_SPLITS_MAX /* (the merge's w_s array) */
 static_assert(SC_KCUDA_TOPK_MAX / SPLIT_ROWS_MAX <= SPLIT_MAX &&
-                  256 / SPLIT_TILE <= SPLIT_MAX,
+                  SPLIT_SMALL_TOPK / SPLIT_TILE <= SPLIT_MAX,
               "the largest top-K splits too finely");
 __global__ void __launch_bounds__(128)
     k_attn_merge(sc_attn_args a, int n_splits, int64_t t0, const float *part_o,

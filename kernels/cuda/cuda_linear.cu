@@ -52,6 +52,7 @@ __global__ void __launch_bounds__(LIN_THREADS)
    * copied to local memory) */
   const float4 *wrow[R], *urow[R]; /* urow: gated, the up part's row of the same unit */
   float *orow[R];
+  int64_t ldo[R];
   float alpha[R];
 #pragma unroll
   for (int r = 0; r < R; r++) {
@@ -63,12 +64,11 @@ __global__ void __launch_bounds__(LIN_THREADS)
         const int64_t n = u - pl.start[j];
         wrow[r] = (const float4 *)(a.part[j].w + n * a.part[j].ld_w);
         orow[r] = a.part[j].out + n;
+        ldo[r] = a.part[j].ld_out;
         alpha[r] = a.part[j].alpha;
         if constexpr (GATED) urow[r] = (const float4 *)(a.part[1].w + n * a.part[1].ld_w);
       }
   }
-  const int64_t ld_out[SC_LINEARS_MAX] = {a.part[0].ld_out, a.part[1].ld_out, a.part[2].ld_out,
-                                          a.part[3].ld_out};
   float acc[R][MB], accu[GATED ? R : 1][MB];
 #pragma unroll
   for (int r = 0; r < R; r++)
@@ -128,10 +128,6 @@ __global__ void __launch_bounds__(LIN_THREADS)
 #pragma unroll
   for (int r = 0; r < R; r++) {
     if (u0 + r >= units) break;
-    int64_t ld = ld_out[0];
-#pragma unroll
-    for (int j = 1; j < SC_LINEARS_MAX; j++)
-      if (j < a.n_parts && u0 + r >= pl.start[j]) ld = ld_out[j];
 #pragma unroll
     for (int m = 0; m < MB; m++) {
       if (lane != m || m >= rows) continue;
@@ -140,7 +136,7 @@ __global__ void __launch_bounds__(LIN_THREADS)
         const float u = a.part[1].alpha * accu[r][m];
         v = v / (1.0f + expf(-v)) * u;
       }
-      orow[r][m * ld] = v;
+      orow[r][m * ldo[r]] = v;
     }
   }
 }

@@ -167,6 +167,13 @@ Test(kernels_dense, linears_reject_bad_arguments) {
   sc_kernels_destroy(k);
 }
 
+/* 1 / sqrt(mean(v^2) + eps) in double: RMSNorm's factor for the reference. */
+static double rms_inv_ref(const float *v, int64_t dim, double eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < dim; i++) ss += (double)v[i] * v[i];
+  return 1.0 / sqrt(ss / dim + eps);
+}
+
 Test(kernels_dense, rmsnorm_matches_formula_in_place_and_without_weight) {
   sc_kernels *k = tk_ctx(2);
   uint64_t seed = 9;
@@ -183,9 +190,7 @@ Test(kernels_dense, rmsnorm_matches_formula_in_place_and_without_weight) {
   tk_down(k, o, dout, sizeof(float) * (size_t)(rows * dim));
   tk_down(k, xi, dx, sizeof(float) * (size_t)(rows * ld));
   for (int64_t r = 0; r < rows; r++) {
-    double ss = 0;
-    for (int64_t i = 0; i < dim; i++) ss += (double)x[r * ld + i] * x[r * ld + i];
-    const double inv = 1.0 / sqrt(ss / dim + eps);
+    const double inv = rms_inv_ref(x + r * ld, dim, eps);
     for (int64_t i = 0; i < dim; i++) {
       const double v = x[r * ld + i] * inv;
       cr_assert(fabs(o[r * dim + i] - v * w[i]) <= 1e-6 * fmax(1, fabs(v * w[i])));
@@ -203,52 +208,39 @@ Test(kernels_dense, rmsnorm_matches_formula_in_place_and_without_weight) {
   sc_kernels_destroy(k);
 }
 
+/* add_rmsnorm twice: with a weight into its own output, and in place (out = y) without
+ * one; y must hold the sums (its padding kept), the outputs their norms. */
 Test(kernels_dense, add_rmsnorm_adds_then_norms_the_sums) {
   sc_kernels *k = tk_ctx(2);
   uint64_t seed = 10;
   const int64_t rows = 5, dim = 24, ld = 26;
+  const size_t ny = sizeof(float) * (size_t)(rows * ld), no = sizeof(float) * (size_t)(rows * dim);
   float *x = tk_rand_f32(&seed, (size_t)(rows * ld), -2, 2);
   float *y = tk_rand_f32(&seed, (size_t)(rows * ld), -2, 2);
   float *w = tk_rand_f32(&seed, (size_t)dim, 0.5, 1.5);
-  float *dx = tk_up(k, x, sizeof(float) * (size_t)(rows * ld));
-  float *dy = tk_up(k, y, sizeof(float) * (size_t)(rows * ld));
-  float *dw = tk_up(k, w, sizeof(float) * (size_t)dim);
-  float *dout = tk_zeros(k, sizeof(float) * (size_t)(rows * dim));
+  float *dx = tk_up(k, x, ny), *dy = tk_up(k, y, ny), *dy2 = tk_up(k, y, ny);
+  float *dw = tk_up(k, w, sizeof(float) * (size_t)dim), *dout = tk_zeros(k, no);
   cr_assert_eq(k->ops->add_rmsnorm(k, rows, dim, dx, ld, dy, ld, dw, 1e-6f, dout, dim), 0);
-  float *ys = malloc(sizeof(float) * (size_t)(rows * ld)), *o = malloc(sizeof(float) * (size_t)(rows * dim));
-  tk_down(k, ys, dy, sizeof(float) * (size_t)(rows * ld));
-  tk_down(k, o, dout, sizeof(float) * (size_t)(rows * dim));
+  cr_assert_eq(k->ops->add_rmsnorm(k, rows, dim, dx, ld, dy2, ld, NULL, 1e-6f, dy2, ld), 0);
+  float *ys = malloc(ny), *yn = malloc(ny), *o = malloc(no);
+  float *sum = malloc(sizeof(float) * (size_t)dim);
+  tk_down(k, ys, dy, ny);
+  tk_down(k, yn, dy2, ny);
+  tk_down(k, o, dout, no);
   for (int64_t r = 0; r < rows; r++) {
-    double ss = 0;
     for (int64_t i = 0; i < dim; i++) {
-      const float sum = y[r * ld + i] + x[r * ld + i];
-      cr_assert_eq(ys[r * ld + i], sum, "y holds the sums");
-      ss += (double)sum * sum;
+      sum[i] = y[r * ld + i] + x[r * ld + i];
+      cr_assert_eq(ys[r * ld + i], sum[i], "y holds the sums");
     }
     for (int64_t i = dim; i < ld; i++) cr_assert_eq(ys[r * ld + i], y[r * ld + i], "padding kept");
-    const double inv = 1.0 / sqrt(ss / dim + 1e-6);
+    const double inv = rms_inv_ref(sum, dim, 1e-6);
     for (int64_t i = 0; i < dim; i++) {
-      const double v = (double)ys[r * ld + i] * inv * w[i];
-      cr_assert(fabs(o[r * dim + i] - v) <= 1e-6 * fmax(1, fabs(v)));
+      const double v = sum[i] * inv;
+      cr_assert(fabs(o[r * dim + i] - v * w[i]) <= 1e-6 * fmax(1, fabs(v * w[i])));
+      cr_assert(fabs(yn[r * ld + i] - v) <= 1e-6 * fmax(1, fabs(v)), "in place, no weight");
     }
   }
-  /* in place (out = y) without a weight: y holds the normed sums */
-  float *dy2 = tk_up(k, y, sizeof(float) * (size_t)(rows * ld));
-  cr_assert_eq(k->ops->add_rmsnorm(k, rows, dim, dx, ld, dy2, ld, NULL, 1e-6f, dy2, ld), 0);
-  tk_down(k, ys, dy2, sizeof(float) * (size_t)(rows * ld));
-  for (int64_t r = 0; r < rows; r++) {
-    double ss = 0;
-    for (int64_t i = 0; i < dim; i++) {
-      const float sum = y[r * ld + i] + x[r * ld + i];
-      ss += (double)sum * sum;
-    }
-    const double inv = 1.0 / sqrt(ss / dim + 1e-6);
-    for (int64_t i = 0; i < dim; i++) {
-      const double v = (double)(y[r * ld + i] + x[r * ld + i]) * inv;
-      cr_assert(fabs(ys[r * ld + i] - v) <= 1e-6 * fmax(1, fabs(v)));
-    }
-  }
-  free(x), free(y), free(w), free(ys), free(o);
+  free(x), free(y), free(w), free(ys), free(yn), free(o), free(sum);
   k->ops->free(k, dx), k->ops->free(k, dy), k->ops->free(k, dy2), k->ops->free(k, dw);
   k->ops->free(k, dout);
   sc_kernels_destroy(k);
