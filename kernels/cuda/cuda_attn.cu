@@ -23,6 +23,7 @@
 #include <math.h>
 
 #include "kernels/cuda/cuda_attn.cuh"
+#include "kernels/cuda/cuda_wgmma.cuh"
 
 /* ---- the split path: CUDA cores, each query's selected rows in fixed splits ----
  *
@@ -338,7 +339,7 @@ static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
  *  - O += P V: P (bf16, row-major) goes to registers with ldmatrix (wgmma's A from
  *    registers), V is the same K tile read as an N-major B; each warpgroup owns 128 of
  *    the 512 output columns (2 wgmma m64n128k16, O in 64 registers per thread).
- * Q and the KV tiles use the 128-byte-swizzled K-major layout (wg_off below). The first
+ * Q and the KV tiles use the 128-byte-swizzled K-major layout (cuda_wgmma.cuh). The first
  * version kept wgmma's unswizzled "core matrix" layout and ran at 155 (bf16 decode)
  * TFLOP/s: wgmma's reads of it conflict on the banks; the swizzle gave 196.
  *
@@ -374,55 +375,8 @@ struct wg_smem {
 /* fp8 staging of 32 raw rows, row-major (20992 bytes), in the third kv slot */
 __device__ inline uint8_t *wg_raw(wg_smem &sm) { return (uint8_t *)sm.kv[2]; }
 
-/* Byte offset of 16-byte chunk p (elements 8p..8p+7) of row r in a tile of n_rows rows in
- * the 128-byte-swizzled K-major layout: column blocks of 64 elements (cb = p / 8), each
- * n_rows x 128 bytes in atoms of 8 rows x 128 bytes (1024 bytes, 1024-aligned), chunk
- * c = p % 8 of row r stored at c ^ (r % 8). */
-template <int N_ROWS>
-__device__ inline uint32_t wg_off(int r, int p) {
-  return (p >> 3) * (N_ROWS * 128) + (r >> 3) * 1024 + (r & 7) * 128 + (((p & 7) ^ (r & 7)) << 4);
-}
 #define wg_kv_off wg_off<WG_BN>
 #define wg_q_off wg_off<WG_BM>
-
-/* A wgmma shared-memory matrix descriptor, 128-byte swizzle: start address, leading and
- * stride byte offsets (16-byte units), mode 1 in bits 62-63. */
-__device__ inline uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
-         ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
-}
-
-__device__ inline void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ inline void wg_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ inline void wg_wait0() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-/* Ordinary stores (and cp.async) write through the generic proxy; wgmma reads through the
- * async proxy: each writing thread fences before the barrier that publishes the data. */
-__device__ inline void fence_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-/* Keeps the compiler from moving accumulator reads or writes across the async wgmma. */
-template <int N>
-__device__ inline void wg_pin(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-__device__ inline void wgmma_m64n32(float d[16], uint64_t da, uint64_t db, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
-      "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15])
-      : "l"(da), "l"(db), "r"(scale_d));
-}
 
 /* A from registers (4 per thread: the m16n8k16 A fragment of the thread's warp rows) */
 __device__ inline void wgmma_m64n128_rs(float d[64], const uint32_t a[4], uint64_t db) {

@@ -16,7 +16,10 @@
  * lanes adds them (log2 hp steps). Every key of a tile goes through the same
  * instructions, the k16 steps run in the same order, and adding a zero row is exact.
  * So a token scores every pair bit-identically whatever its group, chunk, batch or
- * rank, and the exact selection that follows picks the same keys.
+ * rank, and the exact selection that follows picks the same keys. Tokens of 64 head
+ * rows over bf16 keys score on wgmma (tc_score_tile_wg), whose head sum has another
+ * fixed shape; which of the two scores a launch depends only on the model and the key
+ * cache's format and alignment (tc_path_of), never on the layout.
  *
  * Two stages:
  *  1. k_idx_tc: 8 warps a block, as many blocks as fit on the GPU at once, taking work
@@ -28,13 +31,16 @@
  *     token of the group may see are neither loaded nor, when a whole tile is, scored).
  *     The group's q sits in shared memory as bf16; a warp takes 16 keys of the tile,
  *     keeps their fragments for all the m-tiles in registers, runs the k16 steps per
- *     m-tile and folds ReLU x weight as above. Per token, keys that reach its threshold
+ *     m-tile and folds ReLU x weight as above (with wgmma: a warpgroup takes 64 keys
+ *     as A, a token's q rows as B, and each of its warps ends with the same 16 keys'
+ *     scores). Per token, keys that reach its threshold
  *     are appended to its candidate list in global memory (K + TC_PIECE keys, the
  *     block's own); a list without room for another tile is cut back by one warp (while
  *     the others cut other tokens' lists) to a set that holds its K best, and the
  *     threshold rises to that set's floor (cuda_select.cuh's warp_cut_topk). At the end
- *     of an item a warp per token cuts its list to exactly its K best. Scores never
- *     leave the tile: nothing is allocated per (query, key).
+ *     of an item a team of warps per token (all 8 for one token, 4 each for two, ...)
+ *     selects exactly its K best into the item's output. Scores never leave the tile:
+ *     nothing is allocated per (query, key).
  *  2. With one chunk a token, sc_kcuda_topk_finish (cuda_topk.cu) sorts and writes each
  *     token's K survivors; with several, the chunks append their survivors per token and
  *     sc_kcuda_topk_radix (cuda_topk_radix.cu) selects the K over many blocks.
@@ -42,6 +48,7 @@
  * token's keys (max_keys; ops never read buffer contents on the host), so key ranges
  * stay on the device. */
 #include "kernels/cuda/cuda_select.cuh"
+#include "kernels/cuda/cuda_wgmma.cuh"
 
 /* 8 warps, 16 keys each a tile. With 4 warps (32 keys each) the SM held one warp per
  * scheduler, and a 32k prompt's scoring stalled on dependent instructions and
@@ -74,20 +81,38 @@ typedef struct tc_shape {
   int room; /* a token's candidate list in global memory: K + TC_PIECE keys */
 } tc_shape;
 
-/* Shared memory of one block, in bytes, laid out in this order (every part a multiple
- * of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
+/* Shared memory of one block: byte offsets of its arrays, in this order (every part a
+ * multiple of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
+ *   keys [stages][TC_KEYS rows] in their own format, q bf16 [16 m_tiles rows],
  *   thresholds uint64 [TC_GROUP_MAX], largest score words uint32 [TC_GROUP_MAX] (in
- *   uint64 room), key rows int64 [2][TC_KEYS],
- *   keys [stages][TC_KEYS][DIMP + TC_PAD] in their own format,
- *   q bf16 [16 m_tiles][DIMP + TC_PAD], w f32 [16 m_tiles], scores f32 [TC_WARPS][G][TC_KW],
- *   per key of the two tiles: position, token mask int [2][2][TC_KEYS],
- *   cut bins int [TC_WARPS][256], fills and token ranges int [4][TC_GROUP_MAX]. */
-static size_t tc_smem(const tc_shape &sp, int dimp, int esize) {
-  const size_t rows = 16 * (size_t)sp.m_tiles;
-  return sizeof(uint64_t) * (2 * TC_GROUP_MAX + 2 * TC_KEYS) +
-         (size_t)esize * (size_t)sp.stages * TC_KEYS * (size_t)(dimp + TC_PAD) +
-         2 * rows * (size_t)(dimp + TC_PAD) + 4 * rows + 4 * (size_t)TC_WARPS * sp.group * TC_KW +
-         sizeof(int) * (4 * TC_KEYS + TC_WARPS * 256 + 4 * TC_GROUP_MAX);
+ *   uint64 room), key rows int64 [2][TC_KEYS], w f32 [16 m_tiles],
+ *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int
+ *   [2][2][TC_KEYS], cut bins int [TC_WARPS][256], fills and token ranges int
+ *   [4][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int [2][TC_WARPS].
+ * A key or q row is DIMP + TC_PAD elements (the padding keeps mma.sync's fragment loads
+ * conflict-free); with WG (wgmma scoring) DIMP elements in the 128-byte-swizzled layout
+ * of cuda_wgmma.cuh, which wants the keys and q 1024-aligned: the kernel aligns the
+ * dynamic base by hand, so `total` holds 1024 bytes of slack. */
+typedef struct tc_layout {
+  size_t k, q, thr, top, krow, w, sc, kpos, kmask, hist, fill, total;
+} tc_layout;
+
+__host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int esize, bool wg) {
+  const size_t rows = 16 * (size_t)sp.m_tiles, ld = (size_t)dimp + (wg ? 0 : TC_PAD);
+  tc_layout l;
+  l.k = 0;
+  l.q = l.k + (size_t)esize * (size_t)sp.stages * TC_KEYS * ld;
+  l.thr = l.q + 2 * rows * ld;
+  l.top = l.thr + sizeof(uint64_t) * TC_GROUP_MAX;
+  l.krow = l.top + sizeof(uint64_t) * TC_GROUP_MAX;
+  l.w = l.krow + sizeof(int64_t) * 2 * TC_KEYS;
+  l.sc = l.w + 4 * rows;
+  l.kpos = l.sc + 4 * (size_t)TC_WARPS * sp.group * TC_KW;
+  l.kmask = l.kpos + sizeof(int) * 2 * TC_KEYS;
+  l.hist = l.kmask + sizeof(int) * 2 * TC_KEYS;
+  l.fill = l.hist + sizeof(int) * TC_WARPS * 256;
+  l.total = l.fill + sizeof(int) * (4 * TC_GROUP_MAX + 2 * TC_WARPS) + (wg ? 1024 : 0);
+  return l;
 }
 
 /* The B fragment (k = 2c, 2c + 1 and 2c + 8, 2c + 9 of column n) of one key row held in
@@ -138,51 +163,75 @@ __device__ inline unsigned tc_token_mask(const tc_tokens &tk, int64_t e, int32_t
   return m;
 }
 
-/* Queues tile [e0, e0 + TC_KEYS) of the key list into stage `kbuf` and records each
- * key's position, token mask (bit j: token j may see it) and row in kpos/kmask/krow;
- * returns (to every thread) whether any token may see any key of the tile. A bad row of
- * a key some token may see raises SC_ERANGE, and nobody sees it. Keys nobody may see
- * are not read (zeros), and a tile nobody may see is not loaded at all. Each thread
- * reads its key's list entry once, and the pieces of the rows take it from shared
- * memory: when every piece read it again, a 32k-token prefill took 194 ms a layer
+/* A key's list entry: its position and row, read a tile ahead of the tile that queues
+ * its row, so that the read is not on the way to the copies (with it there, the loads
+ * took a quarter of a 64-head indexer's time: ncu, H200, 2026-12-04). */
+typedef struct tc_entry {
+  int64_t row;
+  int32_t pos; /* -1: past the segment */
+} tc_entry;
+
+/* Thread i < TC_KEYS: the entry of key e0 + i of the list (the segment ends at s1). */
+__device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_t s1) {
+  tc_entry x = {0, -1};
+  const int64_t e = e0 + threadIdx.x;
+  if (threadIdx.x < TC_KEYS && e < s1) {
+    x.pos = a.key_pos[e];
+    x.row = a.key_rows ? a.key_rows[e] : e;
+  }
+  return x;
+}
+
+/* Queues tile [e0, e0 + TC_KEYS) of the key list (entries x, from tc_fetch) into stage
+ * `kbuf` and records each key's position, token mask (bit j: token j may see it) and row
+ * in kpos/kmask/krow; returns (to every thread) whether any token may see any key of the
+ * tile. A bad row of a key some token may see raises SC_ERANGE, and nobody sees it. Keys
+ * nobody may see are not read (zeros), and a tile nobody may see is not loaded at all.
+ * Each thread reads its key's list entry once, and the pieces of the rows take it from
+ * shared memory: when every piece read it again, a 32k-token prefill took 194 ms a layer
  * instead of 74 (H200, 2026-12-02: bench/long-context.md).
- * VEC: rows start 16-byte aligned and span whole 16-byte pieces
- * (cp.async of 16 bytes); otherwise element by element through registers (same values,
- * slower). */
-template <int DIMP, int FMT, bool VEC>
+ * VEC: rows start 16-byte aligned and span whole 16-byte pieces (cp.async of 16 bytes);
+ * a thread copies the same piece of every (TC_THREADS / pieces)-th row, so that its
+ * addresses differ by constants (the piece and row arithmetic of each copy was a tenth
+ * of a 64-head indexer's instructions). Otherwise element by element through registers
+ * (same values, slower). WG: into the swizzled layout that wgmma reads. */
+template <int DIMP, int FMT, bool VEC, bool WG>
 __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &tk, int64_t e0,
-                                    int64_t s1, int64_t kstep, void *kbuf, int *kpos,
+                                    tc_entry x, int64_t kstep, void *kbuf, int *kpos,
                                     unsigned *kmask, int64_t *krow, int *flag) {
+  static_assert(!WG || (VEC && FMT == SC_KFMT_BF16), "wgmma scoring: bf16 rows by cp.async");
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
-  constexpr int LD = DIMP + TC_PAD;      /* elements per shared row */
-  constexpr int PIECES = DIMP * ES / 16; /* 16-byte pieces per row */
+  constexpr int LD = DIMP + TC_PAD;      /* elements per shared row (not WG) */
+  constexpr int PIECES = DIMP * ES / 16; /* 16-byte pieces per row: a power of two */
   bool mine = false; /* whether some token may see this thread's key */
   if (threadIdx.x < TC_KEYS) {
-    const int64_t e = e0 + threadIdx.x;
     unsigned m = 0;
-    int32_t pos = -1;
-    int64_t row = 0;
-    if (e < s1) {
-      pos = a.key_pos[e];
-      row = a.key_rows ? a.key_rows[e] : e;
-      m = tc_token_mask(tk, e, pos);
-      if (m && (row < 0 || row >= a.keys.rows)) {
+    if (x.pos >= 0) {
+      m = tc_token_mask(tk, e0 + threadIdx.x, x.pos);
+      if (m && (x.row < 0 || x.row >= a.keys.rows)) {
         sc_dev_raise(flag, SC_ERANGE);
         m = 0;
       }
     }
-    kpos[threadIdx.x] = pos;
+    kpos[threadIdx.x] = x.pos;
     kmask[threadIdx.x] = m;
-    krow[threadIdx.x] = row;
+    krow[threadIdx.x] = x.row;
     mine = m != 0;
   }
   if (!__syncthreads_or(mine)) return false;
   if (VEC) {
-    for (int i = threadIdx.x; i < TC_KEYS * PIECES; i += TC_THREADS) {
-      const int j = i / PIECES, piece = i % PIECES;
-      const bool ok = kmask[j] != 0 && piece * 16 < a.dim * ES;
-      const char *src = (const char *)a.keys.data + (ok ? krow[j] * kstep + piece * 16 : 0);
-      cp_async16((char *)kbuf + ((size_t)j * LD * ES + piece * 16), src, ok);
+    static_assert(TC_THREADS % PIECES == 0 && (TC_THREADS / PIECES) % 8 == 0,
+                  "a thread's rows 8k apart: one swizzle phase");
+    constexpr int RS = TC_THREADS / PIECES; /* rows between a thread's copies */
+    constexpr int DST_STEP = WG ? RS * 128 : RS * LD * ES;
+    const int piece = threadIdx.x % PIECES, r0 = threadIdx.x / PIECES;
+    const bool in_dim = piece * 16 < a.dim * ES;
+    char *dst = (char *)kbuf + (WG ? wg_off<TC_KEYS>(r0, piece) : r0 * LD * ES + piece * 16);
+    const char *base = (const char *)a.keys.data + piece * 16;
+#pragma unroll
+    for (int j = r0; j < TC_KEYS; j += RS, dst += DST_STEP) {
+      const bool ok = in_dim && kmask[j] != 0;
+      cp_async16(dst, ok ? base + krow[j] * kstep : (const char *)a.keys.data, ok);
     }
   } else {
     for (int i = threadIdx.x; i < TC_KEYS * DIMP; i += TC_THREADS) {
@@ -286,6 +335,58 @@ __device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_
   __syncwarp();
 }
 
+/* The same with wgmma, for tokens of exactly 64 head rows (hp = 64: DeepSeek-V3.2's 64
+ * index heads) over bf16 keys: warpgroup wgi scores keys 64 wgi .. 64 wgi + 63 of the
+ * tile (warp w of the block keys 16 w .. 16 w + 15, as tc_score_tile) against one token
+ * at a time, S^T = K Q^T in 8 (DIMP = 128) wgmma m64n64k16 with keys as A and the
+ * token's q rows as B, both read from shared memory. Head sum: each thread folds its 16
+ * heads (columns 8 n + 2 c + x, n then x in order) of its two keys, then the 4 lanes of a
+ * key add theirs (xor 1, 2). The same instructions for every token, whatever its group:
+ * a pair's score depends only on (q[t], w[t], k_s). It differs from tc_score_tile's in
+ * rounding (another summation order); the choice between the two depends only on the
+ * model's index heads and the keys' format and alignment, never on the layout. */
+template <int DIMP>
+__device__ inline void tc_score_tile_wg(uint32_t k_base, uint32_t q_base, int m_rows,
+                                        const float *w_s, float *sc_w, int gn, int warp,
+                                        int lane) {
+  constexpr int KS = DIMP / 16;
+  const int g = lane >> 2, c = lane & 3;
+  const uint64_t da = wg_desc(k_base + (uint32_t)(warp >> 2) * 8 * 1024, 16, 1024);
+  for (int j = 0; j < gn; j++) {
+    float d[32];
+    const uint64_t db = wg_desc(q_base + (uint32_t)j * 8 * 1024, 16, 1024);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+      const uint32_t oa = (ks >> 2) * (TC_KEYS * 128) + (ks & 3) * 32;
+      const uint32_t ob = (ks >> 2) * (m_rows * 128) + (ks & 3) * 32;
+      wgmma_m64n64(d, da + (oa >> 4), db + (ob >> 4), ks > 0);
+    }
+    wg_commit();
+    wg_wait0();
+    wg_pin(d);
+    const float *wj = w_s + j * 64 + 2 * c;
+    float p0 = 0.0f, p1 = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int x = 0; x < 2; x++) {
+        const float wv = wj[8 * n + x];
+        p0 = fmaf(wv, fmaxf(d[4 * n + x], 0.0f), p0);
+        p1 = fmaf(wv, fmaxf(d[4 * n + 2 + x], 0.0f), p1);
+      }
+    p0 += __shfl_xor_sync(0xffffffffu, p0, 1);
+    p1 += __shfl_xor_sync(0xffffffffu, p1, 1);
+    p0 += __shfl_xor_sync(0xffffffffu, p0, 2);
+    p1 += __shfl_xor_sync(0xffffffffu, p1, 2);
+    if (c == 0) {
+      sc_w[j * TC_KW + g] = p0;
+      sc_w[j * TC_KW + g + 8] = p1;
+    }
+  }
+  __syncwarp();
+}
+
 /* Appends this warp's keys of the tile that reach their token's threshold to the token's
  * list: a half-warp per token (a lane per key), one atomic per half-warp. top[j] keeps
  * the largest high word (score bits) appended, a bound for the cuts (tc_top_bound):
@@ -335,27 +436,31 @@ __device__ inline uint64_t tc_top_bound(unsigned hw) {
  * each taking items in turn from the heaviest (the last tokens of a causal prompt see
  * the most keys), so that the candidate lists in global memory are the resident blocks'
  * only: cbuf holds gridDim.x x G x room keys. */
-template <int DIMP, int FMT, bool VEC>
+template <int DIMP, int FMT, bool VEC, bool WG>
 __global__ void __launch_bounds__(TC_THREADS)
     k_idx_tc(sc_indexer_args a, int n_chunks, tc_shape sp, int64_t n_items, uint64_t *cbuf,
              uint64_t *out_keys, int *counts, int64_t cap, int *flag) {
   sc_dev_pdl_enter();
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
-  constexpr int LD = DIMP + TC_PAD;
-  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int LD = WG ? DIMP : DIMP + TC_PAD;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  /* (the swizzle atoms of WG need 1024-byte alignment, which the dynamic base lacks) */
+  unsigned char *smem = smem_raw + (WG ? (1024 - (smem_u32(smem_raw) & 1023)) & 1023 : 0);
   const int K = a.topk, G = sp.group, hp = sp.hp, M = 16 * sp.m_tiles, room = sp.room;
-  unsigned long long *thr = (unsigned long long *)smem;    /* [TC_GROUP_MAX] */
-  unsigned *top = (unsigned *)(thr + TC_GROUP_MAX);        /* [TC_GROUP_MAX] (of u64 room) */
-  int64_t *krow_s = (int64_t *)(thr + 2 * TC_GROUP_MAX);   /* [2][TC_KEYS] */
-  unsigned char *k_s = (unsigned char *)(krow_s + 2 * TC_KEYS); /* [stages][TC_KEYS][LD] */
-  uint16_t *q_s = (uint16_t *)(k_s + (size_t)sp.stages * TC_KEYS * LD * ES); /* [M][LD] */
-  float *w_s = (float *)(q_s + (size_t)M * LD);            /* [M] */
-  float *sc_s = w_s + M;                                   /* [TC_WARPS][G][TC_KW] */
-  int *kpos_s = (int *)(sc_s + TC_WARPS * G * TC_KW);      /* [2][TC_KEYS] */
-  unsigned *kmask_s = (unsigned *)(kpos_s + 2 * TC_KEYS);  /* [2][TC_KEYS] */
-  int *hist = (int *)(kmask_s + 2 * TC_KEYS);              /* [TC_WARPS][256] */
-  int *fill = hist + TC_WARPS * 256;                       /* [TC_GROUP_MAX] */
+  const tc_layout lay = tc_lay(sp, DIMP, ES, WG);
+  unsigned char *k_s = smem + lay.k;                          /* [stages][TC_KEYS][LD] */
+  uint16_t *q_s = (uint16_t *)(smem + lay.q);                 /* [M][LD] */
+  unsigned long long *thr = (unsigned long long *)(smem + lay.thr); /* [TC_GROUP_MAX] */
+  unsigned *top = (unsigned *)(smem + lay.top);               /* [TC_GROUP_MAX] */
+  int64_t *krow_s = (int64_t *)(smem + lay.krow);             /* [2][TC_KEYS] */
+  float *w_s = (float *)(smem + lay.w);                       /* [M] */
+  float *sc_s = (float *)(smem + lay.sc);                     /* [TC_WARPS][G][TC_KW] */
+  int *kpos_s = (int *)(smem + lay.kpos);                     /* [2][TC_KEYS] */
+  unsigned *kmask_s = (unsigned *)(smem + lay.kmask);         /* [2][TC_KEYS] */
+  int *hist = (int *)(smem + lay.hist);                       /* [TC_WARPS][256] */
+  int *fill = (int *)(smem + lay.fill);                       /* [TC_GROUP_MAX] */
   int *tb = fill + TC_GROUP_MAX, *te = tb + TC_GROUP_MAX, *tq = te + TC_GROUP_MAX;
+  int *team_n = tq + TC_GROUP_MAX;                            /* [2][TC_WARPS] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t kstep = a.keys.ld * ES;
   const size_t stage_bytes = (size_t)TC_KEYS * LD * ES;
@@ -370,12 +475,27 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int chunk = (int)(r % n_chunks);
     const int gn = a.n_tok - t0 < G ? (int)(a.n_tok - t0) : G;
     __syncthreads(); /* the previous item is done with the shared words */
-    for (int i = threadIdx.x; i < M * LD; i += TC_THREADS) {
-      const int row = i / LD, d = i % LD, j = row / hp, h = row % hp;
-      const float v = j < gn && h < H && d < a.dim
-                          ? a.q[(t0 + j) * a.ld_q + (int64_t)h * a.dim + d]
-                          : 0.0f;
-      q_s[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    if (WG) { /* 8 elements a thread, a 16-byte store into the swizzled layout */
+      for (int i = threadIdx.x; i < M * (DIMP / 8); i += TC_THREADS) {
+        const int row = i / (DIMP / 8), p = i % (DIMP / 8), j = row / hp, h = row % hp;
+        const float *src = a.q + (t0 + j) * a.ld_q + (int64_t)h * a.dim;
+        float v[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          v[e] = j < gn && h < H && 8 * p + e < a.dim ? src[8 * p + e] : 0.0f;
+        *(uint4 *)((char *)q_s + wg_off_n(M, row, p)) =
+            make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
+                       pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
+      }
+      fence_async_smem(); /* wgmma reads q through the async proxy */
+    } else {
+      for (int i = threadIdx.x; i < M * LD; i += TC_THREADS) {
+        const int row = i / LD, d = i % LD, j = row / hp, h = row % hp;
+        const float v = j < gn && h < H && d < a.dim
+                            ? a.q[(t0 + j) * a.ld_q + (int64_t)h * a.dim + d]
+                            : 0.0f;
+        q_s[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+      }
     }
     for (int row = threadIdx.x; row < M; row += TC_THREADS) {
       const int j = row / hp, h = row % hp;
@@ -410,33 +530,45 @@ __global__ void __launch_bounds__(TC_THREADS)
     const tc_tokens tk = {tb, te, tq, gn, ordered};
 
     bool vis = false; /* whether any token may see the tile being scored */
+    tc_entry x_next = {0, -1}; /* the entries of the next tile to queue */
     if (n_tiles > 0) {
-      vis = tc_load_tile<DIMP, FMT, VEC>(a, tk, s0, s1, kstep, k_s, kpos_s, kmask_s, krow_s,
-                                         flag);
+      vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, s0, tc_fetch(a, s0, s1), kstep, k_s, kpos_s,
+                                             kmask_s, krow_s, flag);
       cp_async_commit();
+      x_next = tc_fetch(a, s0 + TC_KEYS, s1);
     }
     for (int tile = 0; tile < n_tiles; tile++) {
       const int st = sp.stages == 2 ? tile & 1 : 0, kb = (tile & 1) * TC_KEYS, nb = TC_KEYS - kb;
       const int64_t next = s0 + (int64_t)(tile + 1) * TC_KEYS;
       bool vis_next = false;
       if (sp.stages == 2) {
-        if (tile + 1 < n_tiles) /* the next tile loads while this one is scored */
-          vis_next = tc_load_tile<DIMP, FMT, VEC>(a, tk, next, s1, kstep,
-                                                  k_s + (st ^ 1) * stage_bytes, kpos_s + nb,
-                                                  kmask_s + nb, krow_s + nb, flag);
+        if (tile + 1 < n_tiles) { /* the next tile loads while this one is scored */
+          vis_next = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next, x_next, kstep,
+                                                      k_s + (st ^ 1) * stage_bytes, kpos_s + nb,
+                                                      kmask_s + nb, krow_s + nb, flag);
+          x_next = tc_fetch(a, next + TC_KEYS, s1);
+        }
         cp_async_commit(); /* (an empty group on the last tile keeps the wait count uniform) */
         cp_async_wait_one();
+        if (WG) fence_async_smem();
       } else {
-        if (tile > 0) /* one stage: the previous tile is done with it */
-          vis = tc_load_tile<DIMP, FMT, VEC>(a, tk, next - TC_KEYS, s1, kstep, k_s,
-                                             kpos_s + kb, kmask_s + kb, krow_s + kb, flag);
+        if (tile > 0) { /* one stage: the previous tile is done with it */
+          vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next - TC_KEYS, x_next, kstep, k_s,
+                                                 kpos_s + kb, kmask_s + kb, krow_s + kb, flag);
+          x_next = tc_fetch(a, next, s1);
+        }
         cp_async_commit();
         cp_async_wait_all();
+        if (WG) fence_async_smem();
       }
       __syncthreads(); /* publishes the tile */
       if (vis) {
-        tc_score_tile<DIMP, FMT>(k_s + st * stage_bytes + (size_t)(warp * TC_KW) * LD * ES, q_s,
-                                 w_s, sc_w, gn, hp, lane);
+        if (WG)
+          tc_score_tile_wg<DIMP>(smem_u32(k_s + st * stage_bytes), smem_u32(q_s), M, w_s, sc_w,
+                                 gn, warp, lane);
+        else
+          tc_score_tile<DIMP, FMT>(k_s + st * stage_bytes + (size_t)(warp * TC_KW) * LD * ES,
+                                   q_s, w_s, sc_w, gn, hp, lane);
         const int col = kb + warp * TC_KW + (lane & 15);
         tc_append(sc_w, kmask_s[col], kpos_s[col], gn, thr, top, fill, cbase, room, flag, lane);
       }
@@ -452,21 +584,39 @@ __global__ void __launch_bounds__(TC_THREADS)
       if (sp.stages == 2) vis = vis_next;
     }
     cp_async_wait_all();
-    /* each token's K best, a warp per token: a list of K (zero-padded) per chunk, or
-     * appended to the token's survivors wherever the chunks' blocks finish */
-    for (int j = warp; j < gn; j += TC_WARPS) {
-      uint64_t *cb = cbase + (size_t)j * room;
-      int n = warp_cut_topk(cb, fill[j], K, K, hist_w, (uint64_t *)&thr[j], tc_top_bound(top[j]));
-      n = n < K ? n : K; /* (more only for duplicate keys, which the contract excludes) */
-      if (counts == NULL) {
-        uint64_t *o = out_keys + ((t0 + j) * n_chunks + chunk) * K;
-        for (int i = lane; i < K; i += 32) o[i] = i < n ? cb[i] : 0;
-        continue;
+    /* each token's K best, by a team of TC_WARPS / gn warps (a power of two; one warp
+     * from 5 tokens on, or when no list holds more than K: then it is a copy, which
+     * the teams' barriers made slower): a list of K (zero-padded) per chunk, or appended
+     * to the token's survivors wherever the chunks' blocks finish */
+    bool select = false;
+    for (int j = 0; j < gn; j++) select = select || fill[j] > K;
+    const int tw = !select || gn >= TC_WARPS / 2 + 1 ? 1 : gn > 2 ? 2 : TC_WARPS / gn;
+    const int team = warp / tw, teams = TC_WARPS / tw;
+    const cut_team tm = {tw, warp % tw, 1 + team};
+    int *emitted = team_n + team, *reserved = team_n + TC_WARPS + team;
+    for (int j = team; j < gn; j += teams) {
+      const int64_t t = t0 + j;
+      const int want = fill[j] < K ? fill[j] : K; /* what the cut keeps: distinct keys */
+      if (tm.idx == 0 && lane == 0) {
+        *emitted = 0;
+        *reserved = counts != NULL ? atomicAdd(counts + t, want) : 0; /* one atomic */
       }
-      int64_t base = 0;
-      if (lane == 0 && n) base = atomicAdd(&counts[t0 + j], n);
-      base = (t0 + j) * cap + __shfl_sync(0xffffffffu, base, 0);
-      for (int i = lane; i < n; i += 32) out_keys[base + i] = cb[i];
+      team_sync(tm);
+      uint64_t *o = counts != NULL ? out_keys + t * cap + *reserved
+                                   : out_keys + (t * n_chunks + chunk) * K;
+      const int len = counts != NULL ? want : K;
+      const uint64_t *cb = cbase + (size_t)j * room;
+      int n = fill[j]; /* K or fewer: all of them, a plain copy */
+      if (n > K) {
+        team_emit_topk(cb, n, K, hist + team * tw * 256, thr[j], tc_top_bound(top[j]), tm,
+                       emitted, o, len);
+        team_sync(tm);
+        n = *emitted;
+      } else {
+        for (int i = tm.idx * 32 + lane; i < n; i += tw * 32) o[i] = cb[i];
+      }
+      for (int i = n + tm.idx * 32 + lane; i < len; i += tw * 32) o[i] = 0; /* padding */
+      team_sync(tm); /* every warp has read the counts before the next token's reset */
     }
   }
 }
@@ -501,7 +651,8 @@ static int tc_piece(int K) {
  * SM) as with 16 (two blocks an SM); 1024 tokens of 64 heads took 1.2x as long with one
  * token a block and two stages as with two and one stage (H200, 2026-12-02:
  * bench/long-context.md). */
-static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, tc_shape *out) {
+static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, bool wg,
+                     tc_shape *out) {
   const int hp = tc_rows_per_token(a->n_heads);
   /* 228 KB an SM, 1 KB of it reserved per block */
   static const size_t limits[2] = {113 * 1024, TC_SMEM_MAX};
@@ -512,13 +663,33 @@ static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, tc
       for (int stages = 2; stages >= 1; stages--) {
         const tc_shape sp = {group, hp, (int)sc_cdiv((int64_t)group * hp, 16), stages,
                              a->topk + tc_piece(a->topk)};
-        if (tc_smem(sp, dimp, es) <= limits[li]) {
+        if (tc_lay(sp, dimp, es, wg).total <= limits[li]) {
           *out = sp;
           return 0;
         }
       }
     }
   return SC_ENOTSUP;
+}
+
+/* Chunks of each group's key range (1 to most). With as many groups as resident blocks
+ * or more, one: no select over the chunks' survivors follows (two chunks for 1024 tokens
+ * of 64 heads made that select a fifth of the op: ncu, H200, 2026-12-04), and the
+ * heaviest-first order of the items balances the blocks. With fewer, enough chunks to
+ * give every resident block an item, the count that keeps the resident blocks' rounds
+ * per group's worth of work, ceil(groups c / resident) / c, the fewest (the fewer
+ * chunks of two with as few rounds): 128 decode tokens on 264 blocks take two chunks
+ * where three would take two rounds of a third each. */
+static int tc_chunks(int64_t groups, int64_t resident, int64_t most) {
+  if (groups >= resident) return 1;
+  const int64_t cap = sc_cdiv(resident, groups);
+  most = most < cap ? most : cap;
+  int64_t best = 1, best_rounds = 1;
+  for (int64_t ch = 2; ch <= most; ch++) {
+    const int64_t rounds = sc_cdiv(groups * ch, resident);
+    if (rounds * best < best_rounds * ch) best = ch, best_rounds = rounds; /* fewer per unit */
+  }
+  return (int)best;
 }
 
 /* The row width a kernel instance is compiled for: dim padded to 32, 64 or 128. */
@@ -530,20 +701,37 @@ typedef void (*tc_kernel)(sc_indexer_args, int, tc_shape, int64_t, uint64_t *, u
 template <int FMT>
 static tc_kernel tc_instance(int dimp, bool vec) {
   switch (dimp) {
-  case 32: return vec ? k_idx_tc<32, FMT, true> : k_idx_tc<32, FMT, false>;
-  case 64: return vec ? k_idx_tc<64, FMT, true> : k_idx_tc<64, FMT, false>;
-  default: return vec ? k_idx_tc<128, FMT, true> : k_idx_tc<128, FMT, false>;
+  case 32: return vec ? k_idx_tc<32, FMT, true, false> : k_idx_tc<32, FMT, false, false>;
+  case 64: return vec ? k_idx_tc<64, FMT, true, false> : k_idx_tc<64, FMT, false, false>;
+  default: return vec ? k_idx_tc<128, FMT, true, false> : k_idx_tc<128, FMT, false, false>;
   }
 }
 
-/* The kernel instance for a's key format and width. VEC: 16-byte aligned rows in whole
- * 16-byte pieces (cp.async). */
-static tc_kernel tc_pick(const sc_indexer_args *a) {
-  const int64_t es = (int64_t)sc_kfmt_size(a->keys.fmt);
-  const bool vec = (uintptr_t)a->keys.data % 16 == 0 && a->keys.ld * es % 16 == 0 &&
-                   a->dim * es % 16 == 0;
-  return a->keys.fmt == SC_KFMT_F32 ? tc_instance<SC_KFMT_F32>(dim_padded(a->dim), vec)
-                                    : tc_instance<SC_KFMT_BF16>(dim_padded(a->dim), vec);
+/* How a's keys are read and scored. VEC: 16-byte aligned rows in whole 16-byte pieces
+ * (cp.async). WG: wgmma scoring (tc_score_tile_wg): 64 head rows a token (49 to 64 index
+ * heads), bf16 keys read by cp.async, rows padded to 64 or 128. Both depend only on the
+ * model and the key cache's format and alignment, so every layout scores alike. */
+typedef struct tc_path {
+  int dimp, es;
+  bool vec, wg;
+} tc_path;
+
+static tc_path tc_path_of(const sc_indexer_args *a) {
+  tc_path p;
+  p.dimp = dim_padded(a->dim);
+  p.es = (int)sc_kfmt_size(a->keys.fmt);
+  p.vec = (uintptr_t)a->keys.data % 16 == 0 && a->keys.ld * p.es % 16 == 0 &&
+          a->dim * p.es % 16 == 0;
+  p.wg = p.vec && a->keys.fmt == SC_KFMT_BF16 && p.dimp >= 64 &&
+         tc_rows_per_token(a->n_heads) == 64;
+  return p;
+}
+
+static tc_kernel tc_pick(const sc_indexer_args *a, const tc_path &p) {
+  if (p.wg) return p.dimp == 64 ? k_idx_tc<64, SC_KFMT_BF16, true, true>
+                                : k_idx_tc<128, SC_KFMT_BF16, true, true>;
+  return a->keys.fmt == SC_KFMT_F32 ? tc_instance<SC_KFMT_F32>(p.dimp, p.vec)
+                                    : tc_instance<SC_KFMT_BF16>(p.dimp, p.vec);
 }
 
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
@@ -552,10 +740,10 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   if (a->dim > TC_MAX_DIM || a->topk > SC_KCUDA_TOPK_MAX || a->keys.fmt == SC_KFMT_FP8_DS_MLA)
     return SC_ENOTSUP;
   tc_shape sp;
-  const int es = (int)sc_kfmt_size(a->keys.fmt);
-  if (tc_choose(a, c->num_sms, dim_padded(a->dim), es, &sp)) return SC_ENOTSUP;
-  const tc_kernel fn = tc_pick(a);
-  const size_t smem = tc_smem(sp, dim_padded(a->dim), es);
+  const tc_path path = tc_path_of(a);
+  if (tc_choose(a, c->num_sms, path.dimp, path.es, path.wg, &sp)) return SC_ENOTSUP;
+  const tc_kernel fn = tc_pick(a, path);
+  const size_t smem = tc_lay(sp, path.dimp, path.es, path.wg).total;
   int per_sm = 0;
   int rc = sc_kcuda_err(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)TC_SMEM_MAX),
@@ -564,20 +752,19 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
     rc = sc_kcuda_err(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, TC_THREADS, smem),
                       "indexer occupancy");
   if (rc) return rc;
-  /* enough items to cover the GPU about four times over, from the token count alone;
-   * with the caller's bound of a token's keys, no more chunks than a group's keys fill
-   * at TC_MIN_SEG each. A decode token at a short context was 128 chunks, all but one
+  /* with the caller's bound of a token's keys, no more chunks than a group's keys fill
+   * at TC_MIN_SEG each: a decode token at a short context was 128 chunks, all but one
    * empty, and a select over all of them (6 passes, a sort and a gather) where one
    * chunk needs only the sort. The chunks change nothing selected. */
   const int64_t groups = sc_cdiv(a->n_tok, sp.group);
-  int64_t want = sc_cdiv(4 * (int64_t)c->num_sms, groups);
-  if (a->max_keys > 0) {
-    const int64_t most = sc_cdiv((int64_t)a->max_keys * sp.group, TC_MIN_SEG);
-    want = want < most ? want : most;
-  }
-  const int n_chunks = want < 1 ? 1 : want > TC_CHUNKS_MAX ? TC_CHUNKS_MAX : (int)want;
-  const int64_t n_items = groups * n_chunks;
   const int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * c->num_sms;
+  int64_t most = TC_CHUNKS_MAX;
+  if (a->max_keys > 0) {
+    const int64_t bound = sc_cdiv((int64_t)a->max_keys * sp.group, TC_MIN_SEG);
+    most = bound < most ? bound : most;
+  }
+  const int n_chunks = tc_chunks(groups, resident, most);
+  const int64_t n_items = groups * n_chunks;
   const int64_t grid = n_items < resident ? n_items : resident;
   const size_t list_bytes = sizeof(uint64_t) * (size_t)a->n_tok * (size_t)n_chunks *
                             (size_t)a->topk;

@@ -214,12 +214,14 @@ __device__ inline void block_sort_desc(uint64_t *buf, int m) {
     }
 }
 
-/* ---- one warp's cut of a candidate list in global memory ----
+/* ---- cuts of a candidate list in global memory, by one warp or a team of warps ----
  *
  * The indexer's scoring blocks keep each token's candidates in global memory and let a
  * warp cut one token's list while the other warps cut others' (a block-wide select of
  * one token at a time, over candidates in shared memory, held a 32k prompt's blocks
- * idle for most of their time and left room for 4 tokens a block: bench/long-context.md). */
+ * idle for most of their time and left room for 4 tokens a block: bench/long-context.md).
+ * At the end of a work item, when the block has fewer tokens than warps, the warps
+ * split into teams, one list a team. */
 
 #define WARP_CUT_UNROLL 8 /* loads in flight per lane: the lists live in L2 or DRAM */
 
@@ -250,31 +252,43 @@ __device__ inline uint64_t warp_max_key(const uint64_t *buf, int n) {
   return m;
 }
 
-/* Keeps, of the distinct nonzero keys buf[0..n) (every one >= *floor, none above top;
- * top 0: not known), a set that holds their K largest and at most keep_max keys
- * (K <= keep_max), compacted to the front of buf in their order; raises *floor to a key
- * that every kept key reaches and no dropped key does, and returns how many were kept
- * (n when n <= keep_max: nothing to do).
+/* The warps that cut one list together: w consecutive warps (w a power of two, at most
+ * 8), this one the idx-th, meeting at named barrier `bar` (1 + the team's index: 0 is
+ * __syncthreads'); a team of one meets at __syncwarp. Each warp takes the batches idx,
+ * idx + w, .. of the list. */
+typedef struct cut_team {
+  int w, idx, bar;
+} cut_team;
+
+__device__ inline void team_sync(const cut_team &tm) {
+  if (tm.w == 1) __syncwarp();
+  else asm volatile("bar.sync %0, %1;\n" ::"r"(tm.bar), "r"(tm.w * 32) : "memory");
+}
+
+/* The edge of a cut of the distinct nonzero keys buf[0..n) (every one >= lo, none above
+ * top; top 0: not known): a key that the K largest reach and such that at most keep_max
+ * keys (K <= keep_max) reach it, or failing that (fewer than K keys in range: broken
+ * input) lo. The team's warps call it with the same arguments; hist is 256 ints of
+ * shared memory of the team's own.
  *
  * A radix select whose 256 bins span [lo, hi], the range still in question, so that a
  * pass resolves 8 bits of the range rather than 8 bits of the key: the top-K of a list
  * share most of their high bits, and the first pass usually ends it with keep_max a few
  * hundred above K. With keep_max == K it narrows until the K-th key is a bin of its own
- * (at most 8 passes). Duplicate keys (the callers' keys are distinct: positions are)
- * could keep more than keep_max; callers bound their writes by their buffers anyway.
- * All lanes of one warp call it; hist is 256 ints of shared memory of this warp's own. */
-__device__ inline int warp_cut_topk(uint64_t *buf, int n, int K, int keep_max, int *hist,
-                                    uint64_t *floor, uint64_t top) {
-  if (n <= keep_max) return n;
+ * (at most 8 passes). Every warp of the team adds its batches to the one histogram, then
+ * reads it whole and takes the same decision. */
+__device__ inline uint64_t team_cut_edge(const uint64_t *buf, int n, int K, int keep_max,
+                                         int *hist, uint64_t lo, uint64_t top,
+                                         const cut_team &tm) {
   const int lane = threadIdx.x & 31;
-  uint64_t lo = *floor, hi = top ? top : warp_max_key(buf, n), edge = lo;
+  uint64_t hi = top ? top : warp_max_key(buf, n), edge = lo;
   int need = K, above = 0; /* above: keys over hi, kept whatever the edge */
   for (;;) {
     const uint64_t span = hi - lo;
     const int shift = (span >> 8) == 0 ? 0 : 56 - __clzll((long long)span); /* span >> shift < 256 */
-    for (int b = lane; b < 256; b += 32) hist[b] = 0;
-    __syncwarp();
-    for (int i0 = 0; i0 < n; i0 += 32 * WARP_CUT_UNROLL) {
+    for (int b = tm.idx * 32 + lane; b < 256; b += tm.w * 32) hist[b] = 0;
+    team_sync(tm);
+    for (int i0 = tm.idx * 32 * WARP_CUT_UNROLL; i0 < n; i0 += tm.w * 32 * WARP_CUT_UNROLL) {
       uint64_t v[WARP_CUT_UNROLL];
       warp_load_batch(buf, n, i0, lane, v);
 #pragma unroll
@@ -285,7 +299,7 @@ __device__ inline int warp_cut_topk(uint64_t *buf, int n, int K, int keep_max, i
         if (in && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
       }
     }
-    __syncwarp();
+    team_sync(tm);
     /* the bin holding the need-th largest key of the range: lane l owns bins 8l..8l+7 */
     int s = 0;
     for (int b = 0; b < 8; b++) s += hist[lane * 8 + b];
@@ -301,7 +315,7 @@ __device__ inline int warp_cut_topk(uint64_t *buf, int n, int K, int keep_max, i
       running += c;
     }
     const unsigned who = __ballot_sync(0xffffffffu, found >= 0);
-    __syncwarp(); /* every lane has read hist before the next pass clears it */
+    team_sync(tm); /* every lane has read hist before the next pass clears it */
     if (who == 0) break; /* fewer than need keys in range: broken input; keep all from lo */
     const int src = __ffs(who) - 1;
     found = __shfl_sync(0xffffffffu, found, src);
@@ -314,6 +328,23 @@ __device__ inline int warp_cut_topk(uint64_t *buf, int n, int K, int keep_max, i
     const uint64_t width = ((uint64_t)1 << shift) - 1;
     hi = hi - lo > width ? lo + width : hi;
   }
+  return edge;
+}
+
+/* Keeps, of the distinct nonzero keys buf[0..n) (every one >= *floor, none above top;
+ * top 0: not known), a set that holds their K largest and at most keep_max keys
+ * (K <= keep_max), compacted to the front of buf in their order; raises *floor to a key
+ * that every kept key reaches and no dropped key does, and returns how many were kept
+ * (n when n <= keep_max: nothing to do). Duplicate keys (the callers' keys are
+ * distinct: positions are) could keep more than keep_max; callers bound their writes by
+ * their buffers anyway. All lanes of one warp call it; hist is 256 ints of shared memory
+ * of this warp's own. */
+__device__ inline int warp_cut_topk(uint64_t *buf, int n, int K, int keep_max, int *hist,
+                                    uint64_t *floor, uint64_t top) {
+  if (n <= keep_max) return n;
+  const int lane = threadIdx.x & 31;
+  const cut_team one = {1, 0, 0};
+  const uint64_t edge = team_cut_edge(buf, n, K, keep_max, hist, *floor, top, one);
   int kept = 0; /* in place: a lane writes at or before what it read */
   for (int i0 = 0; i0 < n; i0 += 32 * WARP_CUT_UNROLL) {
     uint64_t v[WARP_CUT_UNROLL];
@@ -330,6 +361,31 @@ __device__ inline int warp_cut_topk(uint64_t *buf, int n, int K, int keep_max, i
   if (lane == 0) *floor = edge;
   __syncwarp();
   return kept;
+}
+
+/* The K largest of the distinct nonzero keys buf[0..n) (every one >= floor, none above
+ * top; top 0: not known; all of them when there are K or fewer), written to dst at
+ * slots taken from *counter (shared or global memory), those below `limit` (duplicate
+ * keys, which the callers' contract excludes, could take more than K). The keys land in
+ * no particular order: the callers sort or select them next. The team's warps call it
+ * with the same arguments; hist as team_cut_edge's. A cut by one warp while the block's
+ * other warps waited at the next barrier took a third of the 64-head indexer's time
+ * (ncu, H200, 2026-12-04: bench/long-context.md). */
+__device__ inline void team_emit_topk(const uint64_t *buf, int n, int K, int *hist,
+                                      uint64_t floor, uint64_t top, const cut_team &tm,
+                                      int *counter, uint64_t *dst, int limit) {
+  const int lane = threadIdx.x & 31;
+  const uint64_t edge = n <= K ? floor : team_cut_edge(buf, n, K, K, hist, floor, top, tm);
+  for (int i0 = tm.idx * 32 * WARP_CUT_UNROLL; i0 < n; i0 += tm.w * 32 * WARP_CUT_UNROLL) {
+    uint64_t v[WARP_CUT_UNROLL];
+    warp_load_batch(buf, n, i0, lane, v);
+#pragma unroll
+    for (int u = 0; u < WARP_CUT_UNROLL; u++) {
+      const bool keep = v[u] != 0 && v[u] >= edge;
+      const int slot = warp_take_slot(counter, keep);
+      if (keep && slot < limit) dst[slot] = v[u];
+    }
+  }
 }
 
 #endif

@@ -752,6 +752,8 @@ static void case_indexer(void) {
   indexer_case(SC_KFMT_F32, 4, 64, 256, 1102); /* grouped tokens, a group across requests */
   indexer_case(SC_KFMT_BF16, 8, 36, 100, 12);  /* rows not in 16-byte pieces: no cp.async */
   indexer_case(SC_KFMT_BF16, 8, 64, 255, 1102); /* an odd K in groups: shared memory aligned */
+  /* 64 head rows over bf16 keys score on wgmma: 50 heads (14 zero rows), rows of 64 */
+  indexer_case(SC_KFMT_BF16, 50, 64, 256, 24);
 }
 
 /* The indexer's layout invariance (SPEC.md §8): one token alone (its keys in many chunks,
@@ -848,9 +850,12 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
 }
 
 /* Tokens are grouped per block from 2 x SMs x group tokens on (cuda_indexer.cu): the
- * large cases take the grouped path, 4 tokens a block at 4 heads, 2 at 64. */
+ * large cases take the grouped path, 4 tokens a block at 4 heads, 2 or 4 at 64 (from 528
+ * and 1056 tokens on a 132-SM GPU). 64 heads over bf16 keys take the wgmma scoring. */
 static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 64, 256, 600, 0);
   indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 40, 0);
   indexer_invariance_case(SC_KFMT_F32, 20, 40, 100, 40, 0);
   indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 1100, 0);
