@@ -85,7 +85,7 @@ typedef struct tc_shape {
  * multiple of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
  *   keys [stages][TC_KEYS rows] in their own format, q bf16 [16 m_tiles rows],
  *   thresholds uint64 [TC_GROUP_MAX], largest score words uint32 [TC_GROUP_MAX] (in
- *   uint64 room), key rows int64 [2][TC_KEYS], w f32 [16 m_tiles],
+ *   uint64 room), key row byte offsets int64 [2][TC_KEYS], w f32 [16 m_tiles],
  *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int
  *   [2][2][TC_KEYS], cut bins int [TC_WARPS][256], fills and token ranges int
  *   [4][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int [2][TC_WARPS].
@@ -94,7 +94,7 @@ typedef struct tc_shape {
  * of cuda_wgmma.cuh, which wants the keys and q 1024-aligned: the kernel aligns the
  * dynamic base by hand, so `total` holds 1024 bytes of slack. */
 typedef struct tc_layout {
-  size_t k, q, thr, top, krow, w, sc, kpos, kmask, hist, fill, total;
+  size_t k, q, thr, top, koff, w, sc, kpos, kmask, hist, fill, total;
 } tc_layout;
 
 __host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int esize, bool wg) {
@@ -104,8 +104,8 @@ __host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int es
   l.q = l.k + (size_t)esize * (size_t)sp.stages * TC_KEYS * ld;
   l.thr = l.q + 2 * rows * ld;
   l.top = l.thr + sizeof(uint64_t) * TC_GROUP_MAX;
-  l.krow = l.top + sizeof(uint64_t) * TC_GROUP_MAX;
-  l.w = l.krow + sizeof(int64_t) * 2 * TC_KEYS;
+  l.koff = l.top + sizeof(uint64_t) * TC_GROUP_MAX;
+  l.w = l.koff + sizeof(int64_t) * 2 * TC_KEYS;
   l.sc = l.w + 4 * rows;
   l.kpos = l.sc + 4 * (size_t)TC_WARPS * sp.group * TC_KW;
   l.kmask = l.kpos + sizeof(int) * 2 * TC_KEYS;
@@ -184,7 +184,8 @@ __device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_
 
 /* Queues tile [e0, e0 + TC_KEYS) of the key list (entries x, from tc_fetch) into stage
  * `kbuf` and records each key's position, token mask (bit j: token j may see it) and row
- * in kpos/kmask/krow; returns (to every thread) whether any token may see any key of the
+ * in kpos/kmask/koff (the byte offset of its row, -1 for a key nobody may see); returns
+ * (to every thread) whether any token may see any key of the
  * tile. A bad row of a key some token may see raises SC_ERANGE, and nobody sees it. Keys
  * nobody may see are not read (zeros), and a tile nobody may see is not loaded at all.
  * Each thread reads its key's list entry once, and the pieces of the rows take it from
@@ -198,7 +199,7 @@ __device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_
 template <int DIMP, int FMT, bool VEC, bool WG>
 __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &tk, int64_t e0,
                                     tc_entry x, int64_t kstep, void *kbuf, int *kpos,
-                                    unsigned *kmask, int64_t *krow, int *flag) {
+                                    unsigned *kmask, int64_t *koff, int *flag) {
   static_assert(!WG || (VEC && FMT == SC_KFMT_BF16), "wgmma scoring: bf16 rows by cp.async");
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
   constexpr int LD = DIMP + TC_PAD;      /* elements per shared row (not WG) */
@@ -215,7 +216,7 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
     }
     kpos[threadIdx.x] = x.pos;
     kmask[threadIdx.x] = m;
-    krow[threadIdx.x] = x.row;
+    koff[threadIdx.x] = m ? x.row * kstep : -1;
     mine = m != 0;
   }
   if (!__syncthreads_or(mine)) return false;
@@ -229,15 +230,16 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
     char *dst = (char *)kbuf + (WG ? wg_off<TC_KEYS>(r0, piece) : r0 * LD * ES + piece * 16);
     const char *base = (const char *)a.keys.data + piece * 16;
 #pragma unroll
-    for (int j = r0; j < TC_KEYS; j += RS, dst += DST_STEP) {
-      const bool ok = in_dim && kmask[j] != 0;
-      cp_async16(dst, ok ? base + krow[j] * kstep : (const char *)a.keys.data, ok);
+    for (int k = 0; k < TC_KEYS / RS; k++) {
+      const int64_t off = koff[r0 + k * RS];
+      const bool ok = in_dim && off >= 0;
+      cp_async16(dst + k * DST_STEP, base + (ok ? off : 0), ok);
     }
   } else {
     for (int i = threadIdx.x; i < TC_KEYS * DIMP; i += TC_THREADS) {
       const int j = i / DIMP, d = i % DIMP;
-      const bool ok = kmask[j] != 0 && d < a.dim;
-      const char *src = (const char *)a.keys.data + (ok ? krow[j] * kstep : 0);
+      const bool ok = koff[j] >= 0 && d < a.dim;
+      const char *src = (const char *)a.keys.data + (ok ? koff[j] : 0);
       if (FMT == SC_KFMT_F32)
         ((float *)kbuf)[(size_t)j * LD + d] = ok ? ((const float *)src)[d] : 0.0f;
       else
@@ -360,7 +362,7 @@ __device__ inline void tc_score_tile_wg(uint32_t k_base, uint32_t q_base, int m_
     for (int ks = 0; ks < KS; ks++) {
       const uint32_t oa = (ks >> 2) * (TC_KEYS * 128) + (ks & 3) * 32;
       const uint32_t ob = (ks >> 2) * (m_rows * 128) + (ks & 3) * 32;
-      wgmma_m64n64(d, da + (oa >> 4), db + (ob >> 4), ks > 0);
+      wgmma_m64n64(d, wg_desc_add(da, oa), wg_desc_add(db, ob), ks > 0);
     }
     wg_commit();
     wg_wait0();
@@ -452,7 +454,7 @@ __global__ void __launch_bounds__(TC_THREADS)
   uint16_t *q_s = (uint16_t *)(smem + lay.q);                 /* [M][LD] */
   unsigned long long *thr = (unsigned long long *)(smem + lay.thr); /* [TC_GROUP_MAX] */
   unsigned *top = (unsigned *)(smem + lay.top);               /* [TC_GROUP_MAX] */
-  int64_t *krow_s = (int64_t *)(smem + lay.krow);             /* [2][TC_KEYS] */
+  int64_t *koff_s = (int64_t *)(smem + lay.koff);             /* [2][TC_KEYS] */
   float *w_s = (float *)(smem + lay.w);                       /* [M] */
   float *sc_s = (float *)(smem + lay.sc);                     /* [TC_WARPS][G][TC_KW] */
   int *kpos_s = (int *)(smem + lay.kpos);                     /* [2][TC_KEYS] */
@@ -533,7 +535,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     tc_entry x_next = {0, -1}; /* the entries of the next tile to queue */
     if (n_tiles > 0) {
       vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, s0, tc_fetch(a, s0, s1), kstep, k_s, kpos_s,
-                                             kmask_s, krow_s, flag);
+                                             kmask_s, koff_s, flag);
       cp_async_commit();
       x_next = tc_fetch(a, s0 + TC_KEYS, s1);
     }
@@ -545,7 +547,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         if (tile + 1 < n_tiles) { /* the next tile loads while this one is scored */
           vis_next = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next, x_next, kstep,
                                                       k_s + (st ^ 1) * stage_bytes, kpos_s + nb,
-                                                      kmask_s + nb, krow_s + nb, flag);
+                                                      kmask_s + nb, koff_s + nb, flag);
           x_next = tc_fetch(a, next + TC_KEYS, s1);
         }
         cp_async_commit(); /* (an empty group on the last tile keeps the wait count uniform) */
@@ -554,7 +556,7 @@ __global__ void __launch_bounds__(TC_THREADS)
       } else {
         if (tile > 0) { /* one stage: the previous tile is done with it */
           vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next - TC_KEYS, x_next, kstep, k_s,
-                                                 kpos_s + kb, kmask_s + kb, krow_s + kb, flag);
+                                                 kpos_s + kb, kmask_s + kb, koff_s + kb, flag);
           x_next = tc_fetch(a, next, s1);
         }
         cp_async_commit();

@@ -34,6 +34,14 @@ __device__ inline uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
          ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
 
+/* desc moved on by `bytes` (a multiple of 16): the address field of a shared-memory
+ * descriptor never carries out of its 14 bits, so one 32-bit add of the low word does
+ * it where a 64-bit add took two. */
+__device__ inline uint64_t wg_desc_add(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = (uint32_t)desc + (bytes >> 4), hi = (uint32_t)(desc >> 32);
+  return ((uint64_t)hi << 32) | lo;
+}
+
 __device__ inline void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ inline void wg_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");

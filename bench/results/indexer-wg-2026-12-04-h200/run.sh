@@ -11,6 +11,7 @@
 #          (bench/indexer_ref.py) in the same call (NO_TORCH=1: not).
 #  PART=4: bench e2e --device cuda of .devrun.
 #  PART=5: test_gpu_kernels' indexer cases only.
+#  PART=7: compute-sanitizer memcheck of test_gpu_kernels' indexer cases.
 #  PART=6: ncu, full set with source counters, of the scoring kernel on the 64-head
 #          prefill case (.devrun/li: the same tree built with -lineinfo).
 . bench/device_common.sh
@@ -41,6 +42,10 @@ if has 2; then
     grep -E "^  [a-zA-Z_]+.*\(|Duration|Registers Per|Block Size|Grid Size|Dynamic Shared|Theoretical Occ|Achieved Occ|Issued Warp|No Eligible|Warp Cycles Per Issued|Stall|DRAM Throughput|Memory Throughput|L2 Hit|Executed Ipc" "$OUT/ncu-idx-$tok.txt" | head -40
   done
   lap ncu
+fi
+if has 7; then
+  SC_GPU_CASES=indexer timeout 240 compute-sanitizer --tool memcheck .devrun/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1; echo "memcheck indexer rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log")"
+  lap memcheck
 fi
 if has 6; then
   for tok in ${NCU_TOKENS:-1024}; do
