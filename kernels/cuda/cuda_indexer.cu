@@ -17,9 +17,10 @@
  * instructions, the k16 steps run in the same order, and adding a zero row is exact.
  * So a token scores every pair bit-identically whatever its group, chunk, batch or
  * rank, and the exact selection that follows picks the same keys. Tokens of 64 head
- * rows over bf16 keys score on wgmma (tc_score_tile_wg), whose head sum has another
- * fixed shape; which of the two scores a launch depends only on the model and the key
- * cache's format and alignment (tc_path_of), never on the layout.
+ * rows (and rows of 64 or 128) score on wgmma (tc_score_tile_wg), whose head sum has
+ * another fixed shape; which of the two scores a launch depends on the model alone
+ * (tc_path_of), never on the layout or the keys' format (f32 keys are rounded to bf16
+ * on either path).
  *
  * Two stages:
  *  1. k_idx_tc: 8 warps a block, as many blocks as fit on the GPU at once, taking work
@@ -27,19 +28,21 @@
  *     G > 1 when a step has many tokens: prefill tokens of one request share their key
  *     range, so each key tile loaded serves G tokens) and a contiguous segment of the
  *     union of their key ranges, in tiles of 128 keys double-buffered in shared memory
- *     with cp.async (raw; f32 keys are rounded when the fragments are built; keys no
- *     token of the group may see are neither loaded nor, when a whole tile is, scored).
+ *     with cp.async (raw; f32 keys are rounded when the fragments are built, or on the
+ *     way in for wgmma; keys no token of the group may see are neither loaded nor, when
+ *     a whole tile is, scored).
  *     The group's q sits in shared memory as bf16; a warp takes 16 keys of the tile,
  *     keeps their fragments for all the m-tiles in registers, runs the k16 steps per
  *     m-tile and folds ReLU x weight as above (with wgmma: a warpgroup takes 64 keys
  *     as A, a token's q rows as B, and each of its warps ends with the same 16 keys'
  *     scores). Per token, keys that reach its threshold
- *     are appended to its candidate list in global memory (K + TC_PIECE keys, the
- *     block's own); a list without room for another tile is cut back by one warp (while
+ *     are appended to its candidate list in global memory (K + tc_piece(K) keys,
+ *     the block's own); a list without room for another tile is cut back by one warp (while
  *     the others cut other tokens' lists) to a set that holds its K best, and the
  *     threshold rises to that set's floor (cuda_select.cuh's warp_cut_topk). At the end
- *     of an item a team of warps per token (all 8 for one token, 4 each for two, ...)
- *     selects exactly its K best into the item's output. Scores never leave the tile:
+ *     of an item a team of warps per token (all 8 for one token, 4 each for two, 2 for
+ *     three or four, one from five on or when no list holds more than K) selects
+ *     exactly its K best into the item's output. Scores never leave the tile:
  *     nothing is allocated per (query, key).
  *  2. With one chunk a token, sc_kcuda_topk_finish (cuda_topk.cu) sorts and writes each
  *     token's K survivors; with several, the chunks append their survivors per token and
@@ -78,7 +81,7 @@ static_assert(TC_PIECE > TC_KEYS + TC_SLACK, "a cut must leave room for the next
  * of it changes what is selected. */
 typedef struct tc_shape {
   int group, hp, m_tiles, stages;
-  int room; /* a token's candidate list in global memory: K + TC_PIECE keys */
+  int room; /* a token's candidate list in global memory: K + tc_piece(K) keys */
 } tc_shape;
 
 /* Shared memory of one block: byte offsets of its arrays, in this order (every part a
@@ -168,16 +171,18 @@ __device__ inline unsigned tc_token_mask(const tc_tokens &tk, int64_t e, int32_t
  * took a quarter of a 64-head indexer's time: ncu, H200, 2026-12-04). */
 typedef struct tc_entry {
   int64_t row;
-  int32_t pos; /* -1: past the segment */
+  int32_t pos;
+  bool in; /* within the segment */
 } tc_entry;
 
 /* Thread i < TC_KEYS: the entry of key e0 + i of the list (the segment ends at s1). */
 __device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_t s1) {
-  tc_entry x = {0, -1};
+  tc_entry x = {0, -1, false};
   const int64_t e = e0 + threadIdx.x;
   if (threadIdx.x < TC_KEYS && e < s1) {
     x.pos = a.key_pos[e];
     x.row = a.key_rows ? a.key_rows[e] : e;
+    x.in = true;
   }
   return x;
 }
@@ -195,19 +200,20 @@ __device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_
  * a thread copies the same piece of every (TC_THREADS / pieces)-th row, so that its
  * addresses differ by constants (the piece and row arithmetic of each copy was a tenth
  * of a 64-head indexer's instructions). Otherwise element by element through registers
- * (same values, slower). WG: into the swizzled layout that wgmma reads. */
+ * (same values, slower). WG: into the swizzled layout that wgmma reads, as bf16: bf16
+ * rows by cp.async when VEC, f32 rows (rounded to nearest even, as tc_b_frag rounds them)
+ * and unaligned bf16 rows through registers, 8 elements a thread at a time. */
 template <int DIMP, int FMT, bool VEC, bool WG>
 __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &tk, int64_t e0,
                                     tc_entry x, int64_t kstep, void *kbuf, int *kpos,
                                     unsigned *kmask, int64_t *koff, int *flag) {
-  static_assert(!WG || (VEC && FMT == SC_KFMT_BF16), "wgmma scoring: bf16 rows by cp.async");
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
   constexpr int LD = DIMP + TC_PAD;      /* elements per shared row (not WG) */
   constexpr int PIECES = DIMP * ES / 16; /* 16-byte pieces per row: a power of two */
   bool mine = false; /* whether some token may see this thread's key */
   if (threadIdx.x < TC_KEYS) {
     unsigned m = 0;
-    if (x.pos >= 0) {
+    if (x.in) {
       m = tc_token_mask(tk, e0 + threadIdx.x, x.pos);
       if (m && (x.row < 0 || x.row >= a.keys.rows)) {
         sc_dev_raise(flag, SC_ERANGE);
@@ -220,7 +226,32 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
     mine = m != 0;
   }
   if (!__syncthreads_or(mine)) return false;
-  if (VEC) {
+  if (WG && (FMT == SC_KFMT_F32 || !VEC)) {
+    constexpr int P8 = DIMP / 8; /* 16-byte pieces of a bf16 row */
+    for (int i = threadIdx.x; i < TC_KEYS * P8; i += TC_THREADS) {
+      const int j = i / P8, p = i % P8;
+      const int64_t off = koff[j];
+      float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      if (off >= 0) {
+        const char *src = (const char *)a.keys.data + off;
+        if (FMT == SC_KFMT_F32 && VEC) { /* rows in whole float4s: dim a multiple of 4 */
+          const float4 *f = (const float4 *)src + 2 * p;
+          if (8 * p < a.dim) *(float4 *)&v[0] = f[0];
+          if (8 * p + 4 < a.dim) *(float4 *)&v[4] = f[1];
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; e++)
+            if (8 * p + e < a.dim)
+              v[e] = FMT == SC_KFMT_F32 ? ((const float *)src)[8 * p + e]
+                                        : __bfloat162float(__ushort_as_bfloat16(
+                                              ((const uint16_t *)src)[8 * p + e]));
+        }
+      }
+      *(uint4 *)((char *)kbuf + wg_off<TC_KEYS>(j, p)) =
+          make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]),
+                     pack_bf16x2(v[6], v[7]));
+    }
+  } else if (VEC) {
     static_assert(TC_THREADS % PIECES == 0 && (TC_THREADS / PIECES) % 8 == 0,
                   "a thread's rows 8k apart: one swizzle phase");
     constexpr int RS = TC_THREADS / PIECES; /* rows between a thread's copies */
@@ -338,15 +369,15 @@ __device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_
 }
 
 /* The same with wgmma, for tokens of exactly 64 head rows (hp = 64: DeepSeek-V3.2's 64
- * index heads) over bf16 keys: warpgroup wgi scores keys 64 wgi .. 64 wgi + 63 of the
+ * index heads), keys as bf16 in the swizzled layout: warpgroup wgi scores keys 64 wgi .. 64 wgi + 63 of the
  * tile (warp w of the block keys 16 w .. 16 w + 15, as tc_score_tile) against one token
  * at a time, S^T = K Q^T in 8 (DIMP = 128) wgmma m64n64k16 with keys as A and the
  * token's q rows as B, both read from shared memory. Head sum: each thread folds its 16
  * heads (columns 8 n + 2 c + x, n then x in order) of its two keys, then the 4 lanes of a
  * key add theirs (xor 1, 2). The same instructions for every token, whatever its group:
  * a pair's score depends only on (q[t], w[t], k_s). It differs from tc_score_tile's in
- * rounding (another summation order); the choice between the two depends only on the
- * model's index heads and the keys' format and alignment, never on the layout. */
+ * rounding (another summation order); the choice between the two depends on the model's
+ * index heads and width alone, never on the layout. */
 template <int DIMP>
 __device__ inline void tc_score_tile_wg(uint32_t k_base, uint32_t q_base, int m_rows,
                                         const float *w_s, float *sc_w, int gn, int warp,
@@ -427,7 +458,7 @@ __device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos
 }
 
 /* An upper bound of the keys appended to a list whose largest high word is hw (0: none
- * appended; warp_cut_topk then finds the largest itself): real keys have a nonzero high
+ * appended; team_cut_edge then finds the largest itself): real keys have a nonzero high
  * word (cuda_common.cuh's sc_dev_topk_key). */
 __device__ inline uint64_t tc_top_bound(unsigned hw) {
   return hw ? ((uint64_t)hw << 32) | 0xffffffffull : 0;
@@ -449,7 +480,8 @@ __global__ void __launch_bounds__(TC_THREADS)
   /* (the swizzle atoms of WG need 1024-byte alignment, which the dynamic base lacks) */
   unsigned char *smem = smem_raw + (WG ? (1024 - (smem_u32(smem_raw) & 1023)) & 1023 : 0);
   const int K = a.topk, G = sp.group, hp = sp.hp, M = 16 * sp.m_tiles, room = sp.room;
-  const tc_layout lay = tc_lay(sp, DIMP, ES, WG);
+  constexpr int KES = WG ? 2 : ES; /* bytes of a key element in shared memory */
+  const tc_layout lay = tc_lay(sp, DIMP, KES, WG);
   unsigned char *k_s = smem + lay.k;                          /* [stages][TC_KEYS][LD] */
   uint16_t *q_s = (uint16_t *)(smem + lay.q);                 /* [M][LD] */
   unsigned long long *thr = (unsigned long long *)(smem + lay.thr); /* [TC_GROUP_MAX] */
@@ -465,7 +497,7 @@ __global__ void __launch_bounds__(TC_THREADS)
   int *team_n = tq + TC_GROUP_MAX;                            /* [2][TC_WARPS] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t kstep = a.keys.ld * ES;
-  const size_t stage_bytes = (size_t)TC_KEYS * LD * ES;
+  const size_t stage_bytes = (size_t)TC_KEYS * LD * KES;
   uint64_t *cbase = cbuf + (size_t)blockIdx.x * G * room;
   float *sc_w = sc_s + warp * G * TC_KW;
   int *hist_w = hist + warp * 256;
@@ -532,7 +564,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     const tc_tokens tk = {tb, te, tq, gn, ordered};
 
     bool vis = false; /* whether any token may see the tile being scored */
-    tc_entry x_next = {0, -1}; /* the entries of the next tile to queue */
+    tc_entry x_next = {0, -1, false}; /* the entries of the next tile to queue */
     if (n_tiles > 0) {
       vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, s0, tc_fetch(a, s0, s1), kstep, k_s, kpos_s,
                                              kmask_s, koff_s, flag);
@@ -677,8 +709,8 @@ static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, bo
 /* Chunks of each group's key range (1 to most). With as many groups as resident blocks
  * or more, one: no select over the chunks' survivors follows (two chunks for 1024 tokens
  * of 64 heads made that select a fifth of the op: ncu, H200, 2026-12-04), and the
- * heaviest-first order of the items balances the blocks. With fewer, enough chunks to
- * give every resident block an item, the count that keeps the resident blocks' rounds
+ * heaviest-first order of the items balances the blocks. With fewer, up to as many
+ * chunks as give every resident block an item, the count that keeps the resident blocks' rounds
  * per group's worth of work, ceil(groups c / resident) / c, the fewest (the fewer
  * chunks of two with as few rounds): 128 decode tokens on 264 blocks take two chunks
  * where three would take two rounds of a third each. */
@@ -711,8 +743,10 @@ static tc_kernel tc_instance(int dimp, bool vec) {
 
 /* How a's keys are read and scored. VEC: 16-byte aligned rows in whole 16-byte pieces
  * (cp.async). WG: wgmma scoring (tc_score_tile_wg): 64 head rows a token (49 to 64 index
- * heads), bf16 keys read by cp.async, rows padded to 64 or 128. Both depend only on the
- * model and the key cache's format and alignment, so every layout scores alike. */
+ * heads), rows padded to 64 or 128, keys of either format. WG depends on the model
+ * alone: a DCP prefill scores over the f32 workspace what one rank scores over its bf16
+ * cache, and both must sum alike (bf16 keys only, as it first was, made the picks of a
+ * 64-head model depend on the DCP size). VEC only changes how rows are read. */
 typedef struct tc_path {
   int dimp, es;
   bool vec, wg;
@@ -724,16 +758,21 @@ static tc_path tc_path_of(const sc_indexer_args *a) {
   p.es = (int)sc_kfmt_size(a->keys.fmt);
   p.vec = (uintptr_t)a->keys.data % 16 == 0 && a->keys.ld * p.es % 16 == 0 &&
           a->dim * p.es % 16 == 0;
-  p.wg = p.vec && a->keys.fmt == SC_KFMT_BF16 && p.dimp >= 64 &&
-         tc_rows_per_token(a->n_heads) == 64;
+  p.wg = p.dimp >= 64 && tc_rows_per_token(a->n_heads) == 64;
   return p;
 }
 
+template <int FMT>
+static tc_kernel tc_instance_wg(int dimp, bool vec) {
+  if (dimp == 64) return vec ? k_idx_tc<64, FMT, true, true> : k_idx_tc<64, FMT, false, true>;
+  return vec ? k_idx_tc<128, FMT, true, true> : k_idx_tc<128, FMT, false, true>;
+}
+
 static tc_kernel tc_pick(const sc_indexer_args *a, const tc_path &p) {
-  if (p.wg) return p.dimp == 64 ? k_idx_tc<64, SC_KFMT_BF16, true, true>
-                                : k_idx_tc<128, SC_KFMT_BF16, true, true>;
-  return a->keys.fmt == SC_KFMT_F32 ? tc_instance<SC_KFMT_F32>(p.dimp, p.vec)
-                                    : tc_instance<SC_KFMT_BF16>(p.dimp, p.vec);
+  const bool f32 = a->keys.fmt == SC_KFMT_F32;
+  if (p.wg) return f32 ? tc_instance_wg<SC_KFMT_F32>(p.dimp, p.vec)
+                       : tc_instance_wg<SC_KFMT_BF16>(p.dimp, p.vec);
+  return f32 ? tc_instance<SC_KFMT_F32>(p.dimp, p.vec) : tc_instance<SC_KFMT_BF16>(p.dimp, p.vec);
 }
 
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
@@ -743,9 +782,10 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
     return SC_ENOTSUP;
   tc_shape sp;
   const tc_path path = tc_path_of(a);
-  if (tc_choose(a, c->num_sms, path.dimp, path.es, path.wg, &sp)) return SC_ENOTSUP;
+  const int kes = path.wg ? 2 : path.es; /* keys in shared memory: bf16 for wgmma */
+  if (tc_choose(a, c->num_sms, path.dimp, kes, path.wg, &sp)) return SC_ENOTSUP;
   const tc_kernel fn = tc_pick(a, path);
-  const size_t smem = tc_lay(sp, path.dimp, path.es, path.wg).total;
+  const size_t smem = tc_lay(sp, path.dimp, kes, path.wg).total;
   int per_sm = 0;
   int rc = sc_kcuda_err(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)TC_SMEM_MAX),

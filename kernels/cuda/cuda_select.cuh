@@ -2,8 +2,9 @@
  * (cuda_common.cuh's sc_dev_topk_key order), shared by the indexer's scoring kernel and
  * the top-K merge (not a public header).
  *
- * The helpers are called by every thread of the block with the same n, and loop over
- * [0, n) in steps of the block so that the lanes of a warp stay together: they aggregate
+ * The block helpers are called by every thread of the block with the same n (the cuts
+ * at the end, by one warp or a team of warps: see there), and loop over [0, n) in steps
+ * of the block so that the lanes of a warp stay together: they aggregate
  * their shared-memory atomics per warp. Scores cluster (the top bytes of most keys
  * agree), and one atomic per key on the same bin or counter serialized whole warps (a
  * decode token's merge of 32 lists took 0.24 ms a layer, H200, 2026-12-01). */

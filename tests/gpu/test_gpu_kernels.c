@@ -754,12 +754,14 @@ static void case_indexer(void) {
   indexer_case(SC_KFMT_BF16, 8, 64, 255, 1102); /* an odd K in groups: shared memory aligned */
   /* 64 head rows over bf16 keys score on wgmma: 50 heads (14 zero rows), rows of 64 */
   indexer_case(SC_KFMT_BF16, 50, 64, 256, 24);
+  indexer_case(SC_KFMT_F32, 64, 128, 256, 20); /* f32 keys rounded on the way to wgmma */
 }
 
 /* The indexer's layout invariance (SPEC.md §8): one token alone (its keys in many chunks,
- * the many-block select), the same token among many (one chunk each from 528 groups on),
- * and the key list split into two DCP-like shards whose lists are then merged, all pick
- * the same positions with bit-identical scores. */
+ * the many-block select), the same token among many (one chunk each once the groups fill
+ * the resident blocks), the key list split into two DCP-like shards whose lists are then
+ * merged, and bf16 keys against f32 keys of the same values (one rank's cache against a
+ * DCP prefill's workspace), all pick the same positions with bit-identical scores. */
 static void idx_run(sc_indexer_args a, int32_t first_tok, int32_t n_tok, const int32_t *kb,
                     const int32_t *ke, sc_kcand *out) {
   const size_t n = (size_t)n_tok * a.topk;
@@ -816,6 +818,17 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
   sc_kcand *full = malloc(sizeof(sc_kcand) * nall), *one = malloc(sizeof(sc_kcand) * per),
            *sh = malloc(sizeof(sc_kcand) * 2 * nall), *merged = malloc(sizeof(sc_kcand) * nall);
   idx_run(a, 0, n_tok, rb, re, full);
+  if (fmt == SC_KFMT_BF16) { /* the same values as f32 keys, as a DCP prefill's workspace */
+    float *kr = malloc(sizeof(float) * (size_t)L * dim);
+    for (size_t i = 0; i < (size_t)L * dim; i++) kr[i] = sc_bf16_to_f32(kb16[i]);
+    sc_indexer_args b = a;
+    b.keys = (sc_krows){up(G, kr, sizeof(float) * (size_t)L * dim), SC_KFMT_F32, dim, L};
+    idx_run(b, 0, n_tok, rb, re, merged);
+    CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
+          "f32 keys holding the bf16 keys' values pick differently");
+    G->ops->free(G, (void *)b.keys.data);
+    free(kr);
+  }
   const int32_t picks[3] = {0, 17 % n_tok, n_tok - 1};
   for (int i = 0; i < 3; i++) {
     idx_run(a, picks[i], 1, rb, re, one);
@@ -841,8 +854,9 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
             G->ops->sync(G) == 0, "sync");
   CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
         "two shards merged differ from the whole key list");
-  printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d distinct=%d: alone, batched "
-         "and sharded identical\n", fmt, heads, dim, topk, n_tok, distinct);
+  printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d distinct=%d: alone, batched%s "
+         "and sharded identical\n", fmt, heads, dim, topk, n_tok, distinct,
+         fmt == SC_KFMT_BF16 ? ", as f32 keys" : "");
   G->ops->free(G, Q), G->ops->free(G, W), G->ops->free(G, K), G->ops->free(G, Kp);
   G->ops->free(G, Qp), G->ops->free(G, Sh), G->ops->free(G, Mo);
   free(q), free(w), free(kf), free(kb16), free(kpos), free(qpos), free(rb), free(re);
@@ -856,6 +870,7 @@ static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 64, 256, 600, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 36, 128, 300, 0); /* rows not in 16-byte pieces */
   indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 40, 0);
   indexer_invariance_case(SC_KFMT_F32, 20, 40, 100, 40, 0);
   indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 1100, 0);

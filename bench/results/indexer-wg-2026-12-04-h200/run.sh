@@ -12,6 +12,8 @@
 #  PART=4: bench e2e --device cuda of .devrun.
 #  PART=5: test_gpu_kernels' indexer cases only.
 #  PART=7: compute-sanitizer memcheck of test_gpu_kernels' indexer cases.
+#  PART=8: run --verify at P2 N2 of the default model with DeepSeek-V3.2's indexer shape
+#          (64 index heads x 128), f32 and bf16 rows: the wgmma scoring in the pipeline.
 #  PART=6: ncu, full set with source counters, of the scoring kernel on the 64-head
 #          prefill case (.devrun/li: the same tree built with -lineinfo).
 . bench/device_common.sh
@@ -46,6 +48,13 @@ fi
 if has 7; then
   SC_GPU_CASES=indexer timeout 240 compute-sanitizer --tool memcheck .devrun/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1; echo "memcheck indexer rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log")"
   lap memcheck
+fi
+if has 8; then
+  printf '{"index_heads": 64, "index_dim": 128}\n' > "$OUT/idx64.json"
+  for fmt in "" "--kv-format bf16"; do
+    timeout 200 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify --model "$OUT/idx64.json" $fmt > "$OUT/verify64.log" 2>&1; echo "verify idx64 P2 N2 $fmt rc=$? $(grep -E 'verify' "$OUT/verify64.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+  done
+  lap verify64
 fi
 if has 6; then
   for tok in ${NCU_TOKENS:-1024}; do
