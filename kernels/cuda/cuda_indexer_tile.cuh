@@ -1,0 +1,424 @@
+/* cuda_indexer_tile.cuh - what the indexer's scoring kernel (cuda_indexer.cu) does with
+ * one tile of keys: the launch shape and shared-memory layout it is compiled against,
+ * which tokens may see which keys, the tile's loads into shared memory, its scores (mma.sync,
+ * or wgmma for 64 head rows) with the ReLU x weight fold, and the appends of the keys that
+ * reach a token's threshold. The item loop, the cuts and the launch policy are in
+ * cuda_indexer.cu, whose header comment tells the whole design; not a public header. */
+#ifndef SC_KERNELS_CUDA_INDEXER_TILE_CUH
+#define SC_KERNELS_CUDA_INDEXER_TILE_CUH
+
+#include "kernels/cuda/cuda_select.cuh"
+#include "kernels/cuda/cuda_wgmma.cuh"
+/* 8 warps, 16 keys each a tile. With 4 warps (32 keys each) the SM held one warp per
+ * scheduler, and a 32k prompt's scoring stalled on dependent instructions and
+ * shared-memory loads: 0.15 instructions issued a cycle per scheduler (ncu, H200,
+ * 2026-12-02: bench/long-context.md). */
+#define TC_THREADS 256
+#define TC_WARPS (TC_THREADS / 32)
+#define TC_KEYS 128     /* keys per tile; a thread per key when loading their list entries */
+#define TC_KW (TC_KEYS / TC_WARPS) /* keys per warp */
+#define TC_NT (TC_KW / 8)          /* mma column tiles per warp */
+#define TC_MAX_DIM 128
+#define TC_GROUP_MAX 32 /* tokens per block: a bit each in a key's token mask */
+#define TC_ROWS_MAX 256 /* q rows per block: 16 m-tiles of 16 */
+#define TC_PAD 8        /* elements of padding per shared row: conflict-free fragments */
+#define TC_SMEM_MAX (SC_KCUDA_SMEM_MAX - 64) /* (the kernel's static words take the rest) */
+#define TC_MIN_SEG 512  /* keys of a chunk at least (4 tiles), so a short range spreads less */
+#define TC_CHUNKS_MAX 128 /* chunks of a token's range: a decode token over 128k keys takes
+                           * 128 blocks of 1024 keys, under the K of a block: no cut */
+#define TC_PIECE 1024   /* candidate room per token beyond K, at least (see tc_piece) */
+#define TC_SLACK 256    /* candidates a cut may keep beyond K: one radix pass, mostly */
+
+static_assert(TC_KW == 16 && TC_NT == 2,
+              "a half-warp per token when appending: 16 keys a warp, two column tiles");
+static_assert(TC_PIECE > TC_KEYS + TC_SLACK, "a cut must leave room for the next tile");
+
+/* How a launch is shaped: tokens per block, q rows per token, m-tiles, key stages. None
+ * of it changes what is selected. */
+typedef struct tc_shape {
+  int group, hp, m_tiles, stages;
+  int room; /* a token's candidate list in global memory: K + tc_piece(K) keys */
+} tc_shape;
+
+/* Shared memory of one block: byte offsets of its arrays, in this order (every part a
+ * multiple of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
+ *   keys [stages][TC_KEYS rows] in their own format, q bf16 [16 m_tiles rows],
+ *   thresholds uint64 [TC_GROUP_MAX], largest score words uint32 [TC_GROUP_MAX] (in
+ *   uint64 room), key row byte offsets int64 [2][TC_KEYS], w f32 [16 m_tiles],
+ *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int
+ *   [2][2][TC_KEYS], cut bins int [TC_WARPS][256], fills and token ranges int
+ *   [4][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int [2][TC_WARPS].
+ * A key or q row is DIMP + TC_PAD elements (the padding keeps mma.sync's fragment loads
+ * conflict-free); with WG (wgmma scoring) DIMP elements in the 128-byte-swizzled layout
+ * of cuda_wgmma.cuh, which wants the keys and q 1024-aligned: the kernel aligns the
+ * dynamic base by hand, so `total` holds 1024 bytes of slack. */
+typedef struct tc_layout {
+  size_t k, q, thr, top, koff, w, sc, kpos, kmask, hist, fill, total;
+} tc_layout;
+
+__host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int esize, bool wg) {
+  const size_t rows = 16 * (size_t)sp.m_tiles, ld = (size_t)dimp + (wg ? 0 : TC_PAD);
+  tc_layout l;
+  l.k = 0;
+  l.q = l.k + (size_t)esize * (size_t)sp.stages * TC_KEYS * ld;
+  l.thr = l.q + 2 * rows * ld;
+  l.top = l.thr + sizeof(uint64_t) * TC_GROUP_MAX;
+  l.koff = l.top + sizeof(uint64_t) * TC_GROUP_MAX;
+  l.w = l.koff + sizeof(int64_t) * 2 * TC_KEYS;
+  l.sc = l.w + 4 * rows;
+  l.kpos = l.sc + 4 * (size_t)TC_WARPS * sp.group * TC_KW;
+  l.kmask = l.kpos + sizeof(int) * 2 * TC_KEYS;
+  l.hist = l.kmask + sizeof(int) * 2 * TC_KEYS;
+  l.fill = l.hist + sizeof(int) * TC_WARPS * 256;
+  l.total = l.fill + sizeof(int) * (4 * TC_GROUP_MAX + 2 * TC_WARPS) + (wg ? 1024 : 0);
+  return l;
+}
+
+/* The B fragment (k = 2c, 2c + 1 and 2c + 8, 2c + 9 of column n) of one key row held in
+ * shared memory, as packed bf16 pairs. */
+template <int FMT>
+__device__ inline void tc_b_frag(uint32_t b[2], const void *row, int k0, int c) {
+  if (FMT == SC_KFMT_F32) {
+    const float2 lo = *(const float2 *)((const float *)row + k0 + 2 * c);
+    const float2 hi = *(const float2 *)((const float *)row + k0 + 2 * c + 8);
+    b[0] = pack_bf16x2(lo.x, lo.y);
+    b[1] = pack_bf16x2(hi.x, hi.y);
+  } else {
+    b[0] = *(const uint32_t *)((const uint16_t *)row + k0 + 2 * c);
+    b[1] = *(const uint32_t *)((const uint16_t *)row + k0 + 2 * c + 8);
+  }
+}
+
+/* The group's tokens as the loads see them: key ranges and query positions. */
+typedef struct tc_tokens {
+  const int *begin, *end, *qpos; /* shared [gn] */
+  int gn;
+  bool ordered; /* one range start, ends and query positions in order: a prompt's tokens */
+} tc_tokens;
+
+/* The first j < n with a[j] >= v (n if none), a[] in order. */
+__device__ inline int tc_first_at_least(const int *a, int n, int64_t v) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (a[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* Bit j: token j may see the key at list entry e and position pos. */
+__device__ inline unsigned tc_token_mask(const tc_tokens &tk, int64_t e, int32_t pos) {
+  if (tk.ordered) { /* both conditions hold from some token on: the later of the two */
+    if (e < tk.begin[0]) return 0;
+    const int a = tc_first_at_least(tk.end, tk.gn, e + 1);
+    const int b = tc_first_at_least(tk.qpos, tk.gn, pos);
+    const int from = a > b ? a : b;
+    return (unsigned)(((1ull << tk.gn) - 1) & ~((1ull << from) - 1));
+  }
+  unsigned m = 0;
+  for (int j = 0; j < tk.gn; j++)
+    if (e >= tk.begin[j] && e < tk.end[j] && pos <= tk.qpos[j]) m |= 1u << j;
+  return m;
+}
+
+/* A key's list entry: its position and row, read a tile ahead of the tile that queues
+ * its row, so that the read is not on the way to the copies (with it there, the loads
+ * took a quarter of a 64-head indexer's time: ncu, H200, 2026-12-04). */
+typedef struct tc_entry {
+  int64_t row;
+  int32_t pos;
+  bool in; /* within the segment */
+} tc_entry;
+
+/* Thread i < TC_KEYS: the entry of key e0 + i of the list (the segment ends at s1). */
+__device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_t s1) {
+  tc_entry x = {0, -1, false};
+  const int64_t e = e0 + threadIdx.x;
+  if (threadIdx.x < TC_KEYS && e < s1) {
+    x.pos = a.key_pos[e];
+    x.row = a.key_rows ? a.key_rows[e] : e;
+    x.in = true;
+  }
+  return x;
+}
+
+/* Queues tile [e0, e0 + TC_KEYS) of the key list (entries x, from tc_fetch) into stage
+ * `kbuf` and records each key's position, token mask (bit j: token j may see it) and row
+ * in kpos/kmask/koff (the byte offset of its row, -1 for a key nobody may see); returns
+ * (to every thread) whether any token may see any key of the
+ * tile. A bad row of a key some token may see raises SC_ERANGE, and nobody sees it. Keys
+ * nobody may see are not read (zeros), and a tile nobody may see is not loaded at all.
+ * Each thread reads its key's list entry once, and the pieces of the rows take it from
+ * shared memory: when every piece read it again, a 32k-token prefill took 194 ms a layer
+ * instead of 74 (H200, 2026-12-02: bench/long-context.md).
+ * VEC: rows start 16-byte aligned and span whole 16-byte pieces (cp.async of 16 bytes);
+ * a thread copies the same piece of every (TC_THREADS / pieces)-th row, so that its
+ * addresses differ by constants (the piece and row arithmetic of each copy was a tenth
+ * of a 64-head indexer's instructions). Otherwise element by element through registers
+ * (same values, slower). WG: into the swizzled layout that wgmma reads, as bf16: bf16
+ * rows by cp.async when VEC, f32 rows (rounded to nearest even, as tc_b_frag rounds them)
+ * and unaligned bf16 rows through registers, 8 elements a thread at a time. */
+template <int DIMP, int FMT, bool VEC, bool WG>
+__device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &tk, int64_t e0,
+                                    tc_entry x, int64_t kstep, void *kbuf, int *kpos,
+                                    unsigned *kmask, int64_t *koff, int *flag) {
+  constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
+  constexpr int LD = DIMP + TC_PAD;      /* elements per shared row (not WG) */
+  constexpr int PIECES = DIMP * ES / 16; /* 16-byte pieces per row: a power of two */
+  bool mine = false; /* whether some token may see this thread's key */
+  if (threadIdx.x < TC_KEYS) {
+    unsigned m = 0;
+    if (x.in) {
+      m = tc_token_mask(tk, e0 + threadIdx.x, x.pos);
+      if (m && (x.row < 0 || x.row >= a.keys.rows)) {
+        sc_dev_raise(flag, SC_ERANGE);
+        m = 0;
+      }
+    }
+    kpos[threadIdx.x] = x.pos;
+    kmask[threadIdx.x] = m;
+    koff[threadIdx.x] = m ? x.row * kstep : -1;
+    mine = m != 0;
+  }
+  if (!__syncthreads_or(mine)) return false;
+  if (WG && (FMT == SC_KFMT_F32 || !VEC)) {
+    constexpr int P8 = DIMP / 8; /* 16-byte pieces of a bf16 row */
+    for (int i = threadIdx.x; i < TC_KEYS * P8; i += TC_THREADS) {
+      const int j = i / P8, p = i % P8;
+      const int64_t off = koff[j];
+      float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      if (off >= 0) {
+        const char *src = (const char *)a.keys.data + off;
+        if (FMT == SC_KFMT_F32 && VEC) { /* rows in whole float4s: dim a multiple of 4 */
+          const float4 *f = (const float4 *)src + 2 * p;
+          if (8 * p < a.dim) *(float4 *)&v[0] = f[0];
+          if (8 * p + 4 < a.dim) *(float4 *)&v[4] = f[1];
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; e++)
+            if (8 * p + e < a.dim)
+              v[e] = FMT == SC_KFMT_F32 ? ((const float *)src)[8 * p + e]
+                                        : __bfloat162float(__ushort_as_bfloat16(
+                                              ((const uint16_t *)src)[8 * p + e]));
+        }
+      }
+      *(uint4 *)((char *)kbuf + wg_off<TC_KEYS>(j, p)) =
+          make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]),
+                     pack_bf16x2(v[6], v[7]));
+    }
+  } else if (VEC) {
+    static_assert(TC_THREADS % PIECES == 0 && (TC_THREADS / PIECES) % 8 == 0,
+                  "a thread's rows 8k apart: one swizzle phase");
+    constexpr int RS = TC_THREADS / PIECES; /* rows between a thread's copies */
+    constexpr int DST_STEP = WG ? RS * 128 : RS * LD * ES;
+    const int piece = threadIdx.x % PIECES, r0 = threadIdx.x / PIECES;
+    const bool in_dim = piece * 16 < a.dim * ES;
+    char *dst = (char *)kbuf + (WG ? wg_off<TC_KEYS>(r0, piece) : r0 * LD * ES + piece * 16);
+    const char *base = (const char *)a.keys.data + piece * 16;
+#pragma unroll
+    for (int k = 0; k < TC_KEYS / RS; k++) {
+      const int64_t off = koff[r0 + k * RS];
+      const bool ok = in_dim && off >= 0;
+      cp_async16(dst + k * DST_STEP, base + (ok ? off : 0), ok);
+    }
+  } else {
+    for (int i = threadIdx.x; i < TC_KEYS * DIMP; i += TC_THREADS) {
+      const int j = i / DIMP, d = i % DIMP;
+      const bool ok = koff[j] >= 0 && d < a.dim;
+      const char *src = (const char *)a.keys.data + (ok ? koff[j] : 0);
+      if (FMT == SC_KFMT_F32)
+        ((float *)kbuf)[(size_t)j * LD + d] = ok ? ((const float *)src)[d] : 0.0f;
+      else
+        ((uint16_t *)kbuf)[(size_t)j * LD + d] = ok ? ((const uint16_t *)src)[d] : 0;
+    }
+  }
+  return true;
+}
+
+/* One m-tile (16 q rows from row 16 mt) times a warp's TC_KW keys: acc[nt] holds the
+ * products of column tile nt, the k16 steps always in order. */
+template <int KS, int LD>
+__device__ inline void tc_mtile(float (&acc)[TC_NT][4], const uint16_t *q_s, int mt, int lane,
+                                const uint32_t (&b)[KS][TC_NT][2]) {
+#pragma unroll
+  for (int nt = 0; nt < TC_NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < KS; ks++) {
+    uint32_t af[4];
+    ldsm_x4(af, q_s + (size_t)(mt * 16 + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int nt = 0; nt < TC_NT; nt++) mma_bf16_16816(acc[nt], af, b[ks][nt]);
+  }
+}
+
+/* Scores this warp's TC_KW keys of the tile in shared memory `kw` against the group's
+ * gn tokens into sc_w[j * TC_KW + key] (the head sums as in the comment at the top). */
+template <int DIMP, int FMT>
+__device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_s,
+                                     const float *w_s, float *sc_w, int gn, int hp, int lane) {
+  constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
+  constexpr int LD = DIMP + TC_PAD;
+  constexpr int KS = DIMP / 16; /* k16 steps */
+  const int g = lane >> 2, c = lane & 3;
+  uint32_t b[KS][TC_NT][2]; /* this warp's keys: column tiles of 8, every k16 step */
+#pragma unroll
+  for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+    for (int nt = 0; nt < TC_NT; nt++)
+      tc_b_frag<FMT>(b[ks][nt], kw + (size_t)(nt * 8 + g) * LD * ES, ks * 16, c);
+  if (hp >= 16) { /* a token's m-tiles in order, then the 8 lanes of a key */
+    const int per = hp / 16;
+    for (int j = 0; j < gn; j++) {
+      float part[TC_NT][2] = {};
+      for (int mt = j * per; mt < (j + 1) * per; mt++) {
+        float acc[TC_NT][4];
+        tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
+        const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
+#pragma unroll
+        for (int nt = 0; nt < TC_NT; nt++)
+#pragma unroll
+          for (int x = 0; x < 2; x++) {
+            part[nt][x] = fmaf(w0, fmaxf(acc[nt][x], 0.0f), part[nt][x]);
+            part[nt][x] = fmaf(w1, fmaxf(acc[nt][2 + x], 0.0f), part[nt][x]);
+          }
+      }
+#pragma unroll
+      for (int nt = 0; nt < TC_NT; nt++)
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+#pragma unroll
+          for (int off = 4; off < 32; off <<= 1)
+            part[nt][x] += __shfl_xor_sync(0xffffffffu, part[nt][x], off);
+          if (g == 0) sc_w[j * TC_KW + nt * 8 + 2 * c + x] = part[nt][x];
+        }
+    }
+  } else { /* 16 / hp tokens per m-tile: a row per lane, then the token's hp lanes */
+    /* hp is a power of two here: shifts and masks, not the integer divisions a runtime
+     * divisor costs in every m-tile (ncu, H200, 2026-12-03: a 32k prompt's scoring spent
+     * a tenth of its instructions there), and the shuffle steps unrolled */
+    const int lhp = 31 - __clz(hp), per = 16 >> lhp;
+    for (int mt = 0; mt * per < gn; mt++) {
+      float acc[TC_NT][4];
+      tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
+      const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
+      const int j0 = mt * per + (g >> lhp), j1 = j0 + (8 >> lhp); /* rows g and g + 8 */
+#pragma unroll
+      for (int nt = 0; nt < TC_NT; nt++)
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+          float p0 = w0 * fmaxf(acc[nt][x], 0.0f), p1 = w1 * fmaxf(acc[nt][2 + x], 0.0f);
+#pragma unroll
+          for (int off = 4; off < 32; off <<= 1)
+            if (off < 4 * hp) { /* (uniform: every lane takes the same steps) */
+              p0 += __shfl_xor_sync(0xffffffffu, p0, off);
+              p1 += __shfl_xor_sync(0xffffffffu, p1, off);
+            }
+          if ((g & (hp - 1)) == 0) {
+            if (j0 < gn) sc_w[j0 * TC_KW + nt * 8 + 2 * c + x] = p0;
+            if (j1 < gn) sc_w[j1 * TC_KW + nt * 8 + 2 * c + x] = p1;
+          }
+        }
+    }
+  }
+  __syncwarp();
+}
+
+/* The same with wgmma, for tokens of exactly 64 head rows (hp = 64: DeepSeek-V3.2's 64
+ * index heads), keys as bf16 in the swizzled layout: warpgroup wgi scores keys 64 wgi ..
+ * 64 wgi + 63 of the tile (warp w of the block keys 16 w .. 16 w + 15, as tc_score_tile)
+ * against one token
+ * at a time, S^T = K Q^T in 8 (DIMP = 128) wgmma m64n64k16 with keys as A and the
+ * token's q rows as B, both read from shared memory. Head sum: each thread folds its 16
+ * heads (columns 8 n + 2 c + x, n then x in order) of its two keys, then the 4 lanes of a
+ * key add theirs (xor 1, 2). The same instructions for every token, whatever its group:
+ * a pair's score depends only on (q[t], w[t], k_s). It differs from tc_score_tile's in
+ * rounding (another summation order); the choice between the two depends on the model's
+ * index heads and width alone, never on the layout. */
+template <int DIMP>
+__device__ inline void tc_score_tile_wg(uint32_t k_base, uint32_t q_base, int m_rows,
+                                        const float *w_s, float *sc_w, int gn, int warp,
+                                        int lane) {
+  constexpr int KS = DIMP / 16;
+  const int g = lane >> 2, c = lane & 3;
+  const uint64_t da = wg_desc(k_base + (uint32_t)(warp >> 2) * 8 * 1024, 16, 1024);
+  for (int j = 0; j < gn; j++) {
+    float d[32];
+    const uint64_t db = wg_desc(q_base + (uint32_t)j * 8 * 1024, 16, 1024);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+      const uint32_t oa = (ks >> 2) * (TC_KEYS * 128) + (ks & 3) * 32;
+      const uint32_t ob = (ks >> 2) * (m_rows * 128) + (ks & 3) * 32;
+      wgmma_m64n64(d, wg_desc_add(da, oa), wg_desc_add(db, ob), ks > 0);
+    }
+    wg_commit();
+    wg_wait0();
+    wg_pin(d);
+    const float *wj = w_s + j * 64 + 2 * c;
+    float p0 = 0.0f, p1 = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int x = 0; x < 2; x++) {
+        const float wv = wj[8 * n + x];
+        p0 = fmaf(wv, fmaxf(d[4 * n + x], 0.0f), p0);
+        p1 = fmaf(wv, fmaxf(d[4 * n + 2 + x], 0.0f), p1);
+      }
+    p0 += __shfl_xor_sync(0xffffffffu, p0, 1);
+    p1 += __shfl_xor_sync(0xffffffffu, p1, 1);
+    p0 += __shfl_xor_sync(0xffffffffu, p0, 2);
+    p1 += __shfl_xor_sync(0xffffffffu, p1, 2);
+    if (c == 0) {
+      sc_w[j * TC_KW + g] = p0;
+      sc_w[j * TC_KW + g + 8] = p1;
+    }
+  }
+  __syncwarp();
+}
+
+/* Appends this warp's keys of the tile that reach their token's threshold to the token's
+ * list: a half-warp per token (a lane per key), one atomic per half-warp. top[j] keeps
+ * the largest high word (score bits) appended, a bound for the cuts (tc_top_bound):
+ * 32 bits, so a redux per half-warp and a native shared atomic, where a 64-bit maximum took four
+ * shuffle rounds and a compare-and-swap loop on every tile that appended. */
+__device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos, int gn,
+                                 const unsigned long long *thr, unsigned *top,
+                                 int *fill, uint64_t *cb, int room, int *flag, int lane) {
+  const int half = lane >> 4, key = lane & 15;
+  const unsigned half_lanes = 0xffffu << (16 * half);
+  for (int j0 = 0; j0 < gn; j0 += 2) {
+    const int j = j0 + half;
+    const bool sees = j < gn && ((kmask >> j) & 1u);
+    const uint64_t k = sees ? sc_dev_topk_key(sc_w[j * TC_KW + key], kpos) : 0;
+    const bool want = sees && k >= thr[j];
+    const unsigned all = __ballot_sync(0xffffffffu, want);
+    if (all == 0) continue;
+    const unsigned b = all & half_lanes;
+    const int leader = b ? __ffs(b) - 1 : 16 * half;
+    const unsigned hw = want ? (unsigned)(k >> 32) : 0u; /* for the cuts' range */
+    const unsigned m0 = __reduce_max_sync(0xffffffffu, half == 0 ? hw : 0u);
+    const unsigned m1 = __reduce_max_sync(0xffffffffu, half == 1 ? hw : 0u);
+    const unsigned mk = half ? m1 : m0;
+    int base = 0;
+    if (b && lane == leader) {
+      base = atomicAdd(&fill[j], __popc(b));
+      atomicMax(&top[j], mk);
+    }
+    base = __shfl_sync(0xffffffffu, base, leader);
+    if (want) {
+      const int slot = base + __popc(b & ((1u << lane) - 1u));
+      if (slot < room) cb[(size_t)j * room + slot] = k;
+      else sc_dev_raise(flag, SC_EINVAL); /* duplicate positions: a cut leaves room otherwise */
+    }
+  }
+}
+
+/* An upper bound of the keys appended to a list whose largest high word is hw (0: none
+ * appended; team_cut_edge then finds the largest itself): real keys have a nonzero high
+ * word (cuda_common.cuh's sc_dev_topk_key). */
+__device__ inline uint64_t tc_top_bound(unsigned hw) {
+  return hw ? ((uint64_t)hw << 32) | 0xffffffffull : 0;
+}
+
+#endif
