@@ -2,8 +2,8 @@
  *   score(t, s) = Σ_h w[t,h] * ReLU(<q[t,h], k_s>), then the top-K of each token.
  *
  * Precision. q and the keys are rounded to bf16 (round to nearest even; bf16 keys are
- * taken as they are), products are exact in the f32 accumulators of mma.sync, and the
- * ReLU x weight sum runs in f32. DeepSeek-V3.2 itself scores in fp8; the CPU reference
+ * taken as they are), products are exact in the f32 accumulators of mma.sync or wgmma,
+ * and the ReLU x weight sum runs in f32. DeepSeek-V3.2 itself scores in fp8; the CPU reference
  * scores in f32 on the unrounded values, so GPU and CPU may pick differently among keys
  * whose scores lie within the rounding (tests/gpu/test_gpu_kernels.c bounds it).
  *
@@ -330,7 +330,8 @@ static tc_kernel tc_instance(int dimp, bool vec) {
 }
 
 /* How a's keys are read and scored. VEC: 16-byte aligned rows in whole 16-byte pieces
- * (cp.async). WG: wgmma scoring (tc_score_tile_wg): 64 head rows a token (49 to 64 index
+ * (cp.async; f32 keys for wgmma: float4 loads through registers). WG: wgmma scoring
+ * (tc_score_tile_wg): 64 head rows a token (49 to 64 index
  * heads), rows padded to 64 or 128, keys of either format. WG depends on the model
  * alone: a DCP prefill scores over the f32 workspace what one rank scores over its bf16
  * cache, and both must sum alike (bf16 keys only, as it first was, made the picks of a

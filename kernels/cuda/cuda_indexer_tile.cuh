@@ -42,7 +42,8 @@ typedef struct tc_shape {
 
 /* Shared memory of one block: byte offsets of its arrays, in this order (every part a
  * multiple of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
- *   keys [stages][TC_KEYS rows] in their own format, q bf16 [16 m_tiles rows],
+ *   keys [stages][TC_KEYS rows] in their own format (bf16 for wgmma, whatever the keys'
+ *   format), q bf16 [16 m_tiles rows],
  *   thresholds uint64 [TC_GROUP_MAX], largest score words uint32 [TC_GROUP_MAX] (in
  *   uint64 room), key row byte offsets int64 [2][TC_KEYS], w f32 [16 m_tiles],
  *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int

@@ -1,7 +1,7 @@
 /* cuda_wgmma.cuh - Hopper's warpgroup matrix products (wgmma, sm_90a) as the kernels use
  * them: the 128-byte-swizzled shared-memory layout, its descriptors, the fences and the
  * instruction shapes. Shared by the sparse attention (cuda_attn.cu) and the indexer's
- * wide-head scoring (cuda_indexer.cu); not a public header.
+ * scoring of tokens of 64 head rows (cuda_indexer_tile.cuh); not a public header.
  *
  * A warpgroup is 4 consecutive warps (128 threads) that issue each wgmma together. The
  * f32 accumulator of m64nNk16 is the mma.sync m16n8 fragment repeated: warp w of the

@@ -752,9 +752,10 @@ static void case_indexer(void) {
   indexer_case(SC_KFMT_F32, 4, 64, 256, 1102); /* grouped tokens, a group across requests */
   indexer_case(SC_KFMT_BF16, 8, 36, 100, 12);  /* rows not in 16-byte pieces: no cp.async */
   indexer_case(SC_KFMT_BF16, 8, 64, 255, 1102); /* an odd K in groups: shared memory aligned */
-  /* 64 head rows over bf16 keys score on wgmma: 50 heads (14 zero rows), rows of 64 */
+  /* 64 head rows score on wgmma: 50 heads (14 zero rows), rows of 64 */
   indexer_case(SC_KFMT_BF16, 50, 64, 256, 24);
   indexer_case(SC_KFMT_F32, 64, 128, 256, 20); /* f32 keys rounded on the way to wgmma */
+  indexer_case(SC_KFMT_F32, 64, 70, 128, 12);  /* ... element by element: not in float4s */
 }
 
 /* The indexer's layout invariance (SPEC.md §8): one token alone (its keys in many chunks,
@@ -864,8 +865,10 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
 }
 
 /* Tokens are grouped per block from 2 x SMs x group tokens on (cuda_indexer.cu): the
- * large cases take the grouped path, 4 tokens a block at 4 heads, 2 or 4 at 64 (from 528
- * and 1056 tokens on a 132-SM GPU). 64 heads over bf16 keys take the wgmma scoring. */
+ * large cases take the grouped path, 4 tokens a block at 4 heads, 2 at 64 (from 528
+ * tokens on a 132-SM GPU; 4 at rows of 64 from 1056, which no case reaches: at rows of
+ * 128 the shared memory of 4 leaves no room for two blocks an SM). 64 heads take the
+ * wgmma scoring, whatever the keys' format. */
 static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0);
