@@ -306,6 +306,9 @@ void sc_pipeline_config_free(sc_pipeline_config *c) {
 }
 
 bool sc_pipeline_overlaps(const sc_pipeline_config *c) {
-  return c->num_ranks == 1 && !c->profile &&
-         (c->overlap == SC_OVERLAP_ON || (c->overlap == SC_OVERLAP_AUTO && c->engine.cuda));
+  if (c->profile) return false;
+  /* several ranks: host collectives, and only when asked for ("auto" keeps them one step
+   * at a time until a GPU has measured the overlap of ranks sharing it) */
+  if (c->num_ranks > 1) return !c->nccl && c->overlap == SC_OVERLAP_ON;
+  return c->overlap == SC_OVERLAP_ON || (c->overlap == SC_OVERLAP_AUTO && c->engine.cuda);
 }

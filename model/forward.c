@@ -878,7 +878,8 @@ static int step_body(step_ctx *s) {
     CC(coll(s, SC_GROUP_PCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_HIDDEN_RESTORE, s->Tp, s->hid,
             x, xg));
   }
-  if (s->out == NULL || s->out->logits == NULL || s->nl == 0) goto out;
+  if (s->out == NULL || (s->out->logits == NULL && s->out->greedy == NULL) || s->nl == 0)
+    goto out;
   float *xl = f->buf[B_XL], *logits = f->buf[B_LOGITS];
   CK(f->k->ops->gather_rows(f->k, s->nl, s->hid,
                             (sc_krows){xg, SC_KFMT_F32, s->hid, (int64_t)s->P * s->Tp},
@@ -897,17 +898,18 @@ out:
   return rc;
 }
 
-/* The logits of the selected requests to the caller's memory, once the step has run. */
+/* The logits of the selected requests, and their greedy tokens, to the caller's memory,
+ * once the step has run. */
 static int step_download(step_ctx *s) {
   sc_forward *f = s->f;
   const sc_plan *plan = s->in->plan;
   const sc_meta *m = s->in->meta;
   const size_t vocab = (size_t)f->mc.vocab;
-  if (s->out == NULL || s->out->logits == NULL) return 0;
+  if (s->out == NULL) return 0;
   const float *logits = f->buf[B_LOGITS];
   int32_t r = 0;
   int rc = 0;
-  for (int32_t i = 0; i < plan->num_reqs; i++) {
+  for (int32_t i = 0; s->out->logits != NULL && i < plan->num_reqs; i++) {
     float *dst = s->out->logits + (size_t)i * vocab;
     if (!has_logits_row(m, s->in->sample, i)) {
       memset(dst, 0, vocab * sizeof(float));
@@ -950,7 +952,7 @@ static int step_recorded(step_ctx *s) {
   key.t_pad = s->Tp, key.decode = s->D, key.reqs = s->in->plan->num_reqs;
   key.logits_rows = s->nl, key.bt_w = s->bt_w, key.profile = s->in->profile;
   key.logits = s->out != NULL && s->out->logits != NULL;
-  key.greedy = key.logits && s->out->greedy != NULL;
+  key.greedy = s->out != NULL && s->out->greedy != NULL;
   key.follow = s->nf;
   struct sc_forward_rec *e = rec_slot(f, &key);
   e->last_used = ++f->steps;
@@ -1019,7 +1021,7 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   sc_coll_session_begin(s->sess, f->comm, plan->colls, plan->num_colls, in->step);
   /* what B_GREEDY holds once this step has been queued, for the step after if it follows
    * (step_prepare checks): nothing usable until it was queued without a failure */
-  const bool greedy = out != NULL && out->logits != NULL && out->greedy != NULL;
+  const bool greedy = out != NULL && out->greedy != NULL;
   sc_step_prof_begin(&f->prof, in->profile ? f->k : NULL);
 
   /* (four clock reads a step: cheap enough to take always) */

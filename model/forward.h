@@ -71,7 +71,8 @@ typedef struct sc_forward_out {
                         sample; rows of the others are zeros) */
   int32_t *greedy;   /* [rows] the greedy choice of every logits row (the kernels'
                         argmax_rows: sc_logits_top2's token), rows as sc_forward_logits_rows
-                        numbers them; only with logits */
+                        numbers them; with or without logits (a rank other than 0 keeps
+                        them for the step after without reading the logits) */
   sc_kcand *topk;    /* [layers][plan num_tokens][topk]: the (score, position) top-K of
                         every global token this rank holds, as selected (merged over DCP
                         for decode rows); entries of other tokens are left untouched */

@@ -18,9 +18,12 @@
  * taken on the device from that step's greedy choices (sc_forward_in.follow_*), so the
  * device goes from one step to the next without waiting for the host, and this actor
  * handles the first one's completion while the second runs. At most two steps are
- * queued; a step follows only the step queued just before it on this rank, both without
- * collectives (one rank: the forward's collective session is one), and it fails when
- * that one failed.
+ * queued; a step follows only the step queued just before it on this rank, and it fails
+ * when that one failed. Every rank computes the greedy tokens (each holds every token's
+ * hidden state after the hidden_restore all-gather), rank 0 also the logits. The
+ * forward's collective session is one: two steps with collectives overlap only where
+ * their outcome is known once the forward pass is queued (host collectives: they ran
+ * on this thread), not with NCCL's, which is read at the step's completion.
  *
  * It runs on a loop thread of its own (SC_LOOP_OWN): queueing a step may still block
  * (host collectives, staging copies, waiting for the communicators at start-up) and
@@ -55,6 +58,7 @@ typedef struct run_slot {
   uint64_t queued_at; /* when its queueing was done (0: it failed) */
   uint64_t gap_ns;   /* from the previous completion handled to its start */
   bool prev_failed;  /* the step it follows failed after this one was queued */
+  bool reported;     /* its queueing failed and that was reported at once */
   /* no completion callback comes for it (notify failed): the device's status from a
    * sync, for complete() once the step before it, whose callback does come, is done */
   bool synced;
@@ -72,8 +76,8 @@ typedef struct run_slot {
 typedef struct executor {
   sc_rank_ctx *ctx;
   sc_actor_id scheduler;
-  /* steps are planned ahead (sc_pipeline_overlaps): rank 0 has the device compute each
-   * step's greedy tokens for the step after */
+  /* steps are planned ahead (sc_pipeline_overlaps): the device computes each step's
+   * greedy tokens for the step after, on every rank */
   bool overlap;
   run_slot run[2];   /* queued on the engine, oldest first from run[head] */
   int head, n_run;
@@ -399,7 +403,8 @@ static void complete(sc_ctx *c, executor *e, int status) {
   sc_diag d = rs->queue_diag;
   int rc = rs->queue_rc;
   /* With a step queued after it, that step has taken the forward's collective session
-   * over (there were none: overlapped steps have no collectives); only the device says. */
+   * over: there were none, or their outcome was known at queueing (may_start), so only
+   * the device says. */
   if (rc == 0)
     rc = e->n_run ? sc_engine_device_status(status, &d) : sc_engine_finish(x->engine, status, &d);
   if (rc == 0 && rs->prev_failed)
@@ -416,7 +421,8 @@ static void complete(sc_ctx *c, executor *e, int status) {
     /* A failed device (status, not rc: a collective's failure may be what rc names) is
      * reported as such, whatever else failed: every later step of this process would fail
      * the same way, so the scheduler stops the cluster ... */
-    report_abort(c, e, p->step, status == SC_EDEVICE ? SC_EDEVICE : rc, d.msg, &failure);
+    if (!rs->reported || status == SC_EDEVICE)
+      report_abort(c, e, p->step, status == SC_EDEVICE ? SC_EDEVICE : rc, d.msg, &failure);
     /* ... and with recovery (the head awaits a lost node's new process) a node other
      * than the head then stops itself: its supervisor starts a new process, with a new
      * device context, which rejoins (docs/pipeline.md, "Recovery") */
@@ -492,15 +498,14 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   if (sc_fault_fires(&x->cfg.inject, SC_FAULT_KILL, x->rank, step)) raise(SIGKILL);
   const uint32_t n = (uint32_t)p->plan.num_reqs;
   const sc_model_config *m = sc_engine_model(x->engine);
-  const bool want_logits = x->rank == 0;
+  const bool want_logits = x->rank == 0, want_greedy = e->overlap;
   const int slot = (e->head + e->n_run) & 1;
   run_slot *rs = &e->run[slot];
   size_t rows_cap = (size_t)rs->rows_cap;
   if (sc_grow_n((void **)&rs->rows, &rows_cap, n, sizeof *rs->rows) ||
-      (want_logits &&
-       (sc_grow_n((void **)&rs->logits, &rs->logits_cap, (size_t)n * (size_t)m->vocab,
-                  sizeof *rs->logits) ||
-        sc_grow_n((void **)&rs->greedy, &rs->greedy_cap, n, sizeof *rs->greedy)))) {
+      (want_logits && sc_grow_n((void **)&rs->logits, &rs->logits_cap,
+                                (size_t)n * (size_t)m->vocab, sizeof *rs->logits)) ||
+      (want_greedy && sc_grow_n((void **)&rs->greedy, &rs->greedy_cap, n, sizeof *rs->greedy))) {
     report_abort(c, e, step, SC_ENOMEM, "out of memory for the logits", NULL);
     return SC_ENOMEM;
   }
@@ -537,12 +542,13 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   rs->t0 = sc_now_ns();
   rs->gap_ns = e->done_ns && !overlapped ? rs->t0 - e->done_ns : 0;
   rs->prev_failed = false;
+  rs->reported = false;
   rs->synced = false;
   rs->queued_at = 0;
   rs->p = p;
   e->n_run++;
   if (rs->queue_rc == 0) {
-    rs->has_greedy = want_logits && e->overlap;
+    rs->has_greedy = want_greedy;
     sc_forward_out out = {.logits = want_logits ? rs->logits : NULL,
                           .greedy = rs->has_greedy ? rs->greedy : NULL};
     rs->queue_rc = sc_engine_queue(x->engine, &in, &out, &rs->queue_diag);
@@ -566,7 +572,14 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
     sc_fail(&rs->queue_diag, rs->queue_rc, "rank %d: step %llu was aborted before it started",
             x->rank, (unsigned long long)step);
   }
-  if (rs->queue_rc) e->last_failed = true;
+  if (rs->queue_rc) {
+    e->last_failed = true;
+    /* reported now, not at its completion: a step planned ahead of it fails at once on
+     * this rank ("takes its tokens from a step that failed"), and the scheduler names the
+     * first failure it hears of (a desync's shapes, DESIGN.md §4) */
+    report_abort(c, e, step, rs->queue_rc, rs->queue_diag.msg, &x->comm.last_failure);
+    rs->reported = true;
+  }
   /* even a step that failed half-way is waited for: its queued work may still run */
   sc_kernels *k = sc_engine_kernels(x->engine);
   if (sc_fault_fires(&x->cfg.inject, SC_FAULT_DEVFAULT, x->rank, step))
@@ -599,12 +612,15 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
 }
 
 /* Whether step p may be queued now: nothing runs, or it was planned ahead to follow the
- * one step running (and neither has collectives: one forward session). */
+ * one step running, and either has no collectives or their outcome was known when the
+ * running one was queued (the forward's collective session is one: a stream-ordered
+ * backend reads the running step's at its completion). */
 static bool may_start(const executor *e, const sc_step_local *p) {
   if (e->n_run == 0) return true;
   const sc_step_local *r = e->run[e->head].p;
-  return e->n_run == 1 && p->in.prev_step != 0 && p->in.prev_step == r->step &&
-         p->plan.num_colls == 0 && r->plan.num_colls == 0;
+  const bool one_session = (p->plan.num_colls == 0 && r->plan.num_colls == 0) ||
+                           !e->ctx->cfg.nccl;
+  return e->n_run == 1 && p->in.prev_step != 0 && p->in.prev_step == r->step && one_session;
 }
 
 /* Starts waiting steps, in order, while they may start. */

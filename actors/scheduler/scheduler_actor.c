@@ -10,8 +10,8 @@
  * the collective deadline (a rank that never acknowledges fails the step).
  *
  * Steps planned ahead (docs/pipeline.md, "Overlapped steps"; sc_pipeline_overlaps): on
- * one rank, the next step is planned and shipped as soon as one is started, so that
- * the device never waits for the host between decode steps. Two steps are then in
+ * one rank or with host collectives, the next step is planned and shipped as soon as
+ * one is started, so that the device never waits for the host between decode steps. Two steps are then in
  * flight, each with its own checks (a step_track); their results are delivered in
  * order, and a failure of either fails both (the later one took its tokens from the
  * earlier one on the device). */

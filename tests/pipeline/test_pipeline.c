@@ -818,7 +818,7 @@ Test(pipeline, a_vanished_client_has_its_request_canceled) {
   assert_no_nodes_left();
 }
 
-/* ---- overlapped steps (docs/pipeline.md): one rank, the pipeline's "overlap" on ---- */
+/* ---- overlapped steps (docs/pipeline.md): the pipeline's "overlap" on ---- */
 
 /* The tokens of every request of a --json run, one line each, into buf. */
 static void tokens_of(json_t *j, char *buf, size_t len) {
@@ -836,17 +836,18 @@ static void tokens_of(json_t *j, char *buf, size_t len) {
 
 /* Steps planned ahead take their input tokens from the step before on the "device" (on
  * the CPU, which queues them as it computes them: forced with overlap on) and give
- * exactly the tokens of steps run one at a time; the executor's log says how many were
- * queued while the step before ran. */
-Test(pipeline, overlapped_steps_give_the_tokens_of_steps_run_one_at_a_time) {
+ * exactly the tokens of steps run one at a time; the executors' logs say how many were
+ * queued while the step before ran. layout: the run's --pcp and --dcp. */
+static void overlapped_like_one_at_a_time(const char *layout) {
   private_tmp();
   static char on[1 << 16], off[1 << 16];
   char args[768], log[128];
   snprintf(log, sizeof log, "%s/run.log", g_tmp);
   for (int k = 0; k < 2; k++) {
     snprintf(args, sizeof args,
-             "--pcp 1 --dcp 1 --requests %s/tests/pipeline/stream.jsonl --token-budget 24 "
-             "--clients 3 --timeout 120 --overlap %s 2> %s", SRC, k ? "off" : "on", log);
+             "%s --requests %s/tests/pipeline/stream.jsonl --token-budget 24 "
+             "--clients 3 --timeout 120 --overlap %s 2> %s", layout, SRC, k ? "off" : "on",
+             log);
     json_t *j;
     setenv("SPARSECP_LOG", "info", 1); /* (the nodes' logs, with the run's progress) */
     const int rc = run_json_logged(args, false, &j);
@@ -869,11 +870,24 @@ Test(pipeline, overlapped_steps_give_the_tokens_of_steps_run_one_at_a_time) {
     }
     fclose(f);
     unlink(log);
-    if (k == 0) cr_assert_gt(overlapped, 10, "overlap on: %ld steps overlapped", overlapped);
-    else cr_assert_eq(overlapped, 0, "overlap off: %ld steps overlapped", overlapped);
+    if (k == 0)
+      cr_assert_gt(overlapped, 10, "%s, overlap on: %ld steps overlapped", layout, overlapped);
+    else
+      cr_assert_eq(overlapped, 0, "%s, overlap off: %ld steps overlapped", layout, overlapped);
   }
-  cr_assert_str_eq(on, off);
+  cr_assert_str_eq(on, off, "%s", layout);
   assert_no_nodes_left();
+}
+
+Test(pipeline, overlapped_steps_give_the_tokens_of_steps_run_one_at_a_time) {
+  overlapped_like_one_at_a_time("--pcp 1 --dcp 1");
+}
+
+/* Several ranks with host collectives: every rank takes the tokens from its own device's
+ * greedy rows, and the collectives of the step planned ahead run right behind those of
+ * the step before. */
+Test(pipeline, overlapped_steps_on_several_ranks_give_the_same_tokens, .timeout = 120) {
+  overlapped_like_one_at_a_time("--pcp 2 --dcp 2");
 }
 
 /* A failure of a step fails the step planned ahead of it too (it took its tokens from
@@ -885,8 +899,8 @@ Test(pipeline, a_failed_step_fails_the_step_planned_ahead_and_the_queue_goes_on)
                      "steps 1 and 2 failed: rank 0 acknowledged plan fingerprint");
 }
 
-/* The pipeline's "overlap": auto, on or off; steps overlap only on one rank, not while
- * profiled, and with auto only on CUDA. */
+/* The pipeline's "overlap": auto, on or off; not while profiled; one rank with auto only
+ * on CUDA; several ranks only with on and host collectives (not NCCL's). */
 Test(pipeline, the_overlap_key_says_where_steps_overlap) {
   static const struct {
     const char *value, *more;
@@ -895,7 +909,10 @@ Test(pipeline, the_overlap_key_says_where_steps_overlap) {
   } cases[] = {{"\"auto\"", "", 1, 0, false},  /* the CPU */
                {"\"on\"", "", 1, 0, true},
                {"\"on\"", ",\"profile\":true", 1, 0, false},
-               {"\"on\"", "", 2, 0, false},
+               {"\"on\"", "", 2, 0, true},
+               {"\"auto\"", "", 2, 0, false},
+               {"\"on\"", ",\"collectives\":\"nccl\"", 2, 0, false},
+               {"\"on\"", ",\"collectives\":\"nccl\"", 1, 0, true},
                {"\"off\"", "", 1, 0, false},
                {"\"yes\"", "", 1, SC_EINVAL, false},
                {"true", "", 1, SC_EINVAL, false}};
@@ -917,12 +934,14 @@ Test(pipeline, the_overlap_key_says_where_steps_overlap) {
   rmdir(dir);
 }
 
-/* The tokens of two requests (40 and 7 prompt tokens, 30 new each) on a one-rank cluster
- * with overlap on and `inject` (NULL: none) and step retries; each request's tokens
- * into toks[k] (up to 30), their counts into n[k]; fails the test on an error. */
-static void two_requests_overlapped(const char *inject, int32_t toks[2][30], int n[2]) {
+/* The tokens of two requests (40 and 7 prompt tokens, 30 new each) on a cluster of
+ * pcp x dcp ranks with overlap on and `inject` (NULL: none) and step retries; each
+ * request's tokens into toks[k] (up to 30), their counts into n[k]; fails the test on an
+ * error. */
+static void two_requests_overlapped_on(int pcp, int dcp, const char *inject,
+                                       int32_t toks[2][30], int n[2]) {
   private_tmp();
-  sc_local_cluster_opts o = {.pcp = 1, .dcp = 1, .tp = 1, .exe = EXE,
+  sc_local_cluster_opts o = {.pcp = pcp, .dcp = dcp, .tp = 1, .exe = EXE,
                              .model_file = SRC "/examples/model-small.json", .quiet = true,
                              .log_level = "error", .overlap = "on", .step_retries = 2};
   if (inject) {
@@ -964,6 +983,10 @@ static void two_requests_overlapped(const char *inject, int32_t toks[2][30], int
   assert_no_nodes_left();
 }
 
+static void two_requests_overlapped(const char *inject, int32_t toks[2][30], int n[2]) {
+  two_requests_overlapped_on(1, 1, inject, toks, n);
+}
+
 /* Failed steps (both in flight) run again with retries: the clients get exactly the
  * tokens of an undisturbed run, none twice, and no error. */
 Test(pipeline, overlapped_steps_that_fail_run_again_with_the_same_tokens, .timeout = 120) {
@@ -974,6 +997,24 @@ Test(pipeline, overlapped_steps_that_fail_run_again_with_the_same_tokens, .timeo
   const char *faults[] = {"badack:0:6", "noack:0:9"};
   for (int f = 0; f < 2; f++) {
     two_requests_overlapped(faults[f], got, ng);
+    for (int k = 0; k < 2; k++) {
+      cr_assert_eq(ng[k], 30, "%s: request %d got %d tokens", faults[f], k, ng[k]);
+      cr_assert_arr_eq(got[k], want[k], sizeof want[k], "%s: request %d", faults[f], k);
+    }
+  }
+}
+
+/* The same at P2 N2 (two ranks) with host collectives: a refused collective (desync) on rank 1
+ * and a wrong acknowledgement fail both steps in flight on every rank, the ranks blocked
+ * in the later one's collectives are let go, and both run again. */
+Test(pipeline, overlapped_steps_on_several_ranks_that_fail_run_again, .timeout = 180) {
+  int32_t want[2][30], got[2][30];
+  int nw[2], ng[2];
+  two_requests_overlapped_on(2, 2, NULL, want, nw);
+  cr_assert(nw[0] == 30 && nw[1] == 30);
+  const char *faults[] = {"desync:1:6", "badack:1:9"};
+  for (int f = 0; f < 2; f++) {
+    two_requests_overlapped_on(2, 2, faults[f], got, ng);
     for (int k = 0; k < 2; k++) {
       cr_assert_eq(ng[k], 30, "%s: request %d got %d tokens", faults[f], k, ng[k]);
       cr_assert_arr_eq(got[k], want[k], sizeof want[k], "%s: request %d", faults[f], k);
