@@ -9,7 +9,11 @@
  *   executor: for every step sc_step_gate_wait_ready (it waits only while the
  *             communicators do not exist: at start-up and during a rebuild),
  *             sc_step_gate_enter ... run the step ...
- *             sc_step_gate_leave;
+ *             sc_step_gate_leave; with overlapped steps (docs/pipeline.md) the next
+ *             step enters before the one before has left (leave comes once no step
+ *             is queued): the gate then holds the step entered last, which is right
+ *             when the one before's collectives ended before it entered (host
+ *             collectives; several ranks on NCCL do not overlap);
  *   comm:     sc_step_gate_set_ready once the communicators exist (or failed),
  *             sc_step_gate_abort for every step_abort the scheduler sends;
  *             sc_step_gate_close before it replaces the communicators (a rebuild),
