@@ -16,7 +16,8 @@
 #     every rank on the GPU, tests/gpu/recovery_gpu.sh part 5);
 #  6. a desync (node 1 asks for a collective the plan does not have) under a request: the
 #     step is refused and run again, and the client gets the undisturbed run's tokens.
-# SC_LAUNCH_EXTRA: more launch options (tests/gpu/recovery_gpu.sh: --device cuda).
+# SC_LAUNCH_EXTRA: more launch options (tests/gpu/recovery_gpu.sh: --device cuda; ctest
+# cli_recovery_overlap: --overlap on, the two ranks' steps overlapped).
 set -u
 bin=$1
 src=$2
