@@ -338,9 +338,19 @@ static int start_mps(sc_local_cluster *lc, const char *mode, sc_diag *d) {
   return 0;
 }
 
+/* The injections, parsed as the nodes will parse them: one they refuse would end every
+ * node at start-up, and a cluster whose caller waits for it would never serve. */
+static int check_injections(const sc_local_cluster_opts *o, int32_t ranks, sc_diag *d) {
+  sc_faults probe = {0};
+  for (int32_t i = 0; i < o->num_inject; i++)
+    if (sc_faults_parse(&probe, o->inject[i], ranks, d) != 0) return SC_EINVAL;
+  return 0;
+}
+
 int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **out,
                            sc_diag *d) {
   *out = NULL;
+  if (check_injections(o, o->pcp * o->tp, d)) return SC_EINVAL;
   sc_local_cluster *lc = calloc(1, sizeof *lc);
   if (lc == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
   lc->n = o->pcp * o->tp;
@@ -647,13 +657,10 @@ int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
     return SC_EINVAL;
   }
   /* the nodes' own parser, so that what passes here cannot fail in every child */
-  sc_faults probe = {0};
-  for (int32_t i = 0; i < o->num_inject; i++) {
-    sc_diag why = {0};
-    if (sc_faults_parse(&probe, o->inject[i], ranks, &why) != 0) {
-      sc_cli_error(cmd, "%s", sc_diag_message(&why));
-      return SC_EINVAL;
-    }
+  sc_diag why = {0};
+  if (check_injections(o, ranks, &why)) {
+    sc_cli_error(cmd, "%s", sc_diag_message(&why));
+    return SC_EINVAL;
   }
   if (model) *model = m;
   return 0;

@@ -1010,6 +1010,21 @@ Test(pipeline, overlapped_steps_that_fail_run_again_with_the_same_tokens, .timeo
   }
 }
 
+/* A local cluster refuses, before it starts a node, an injection its nodes would refuse
+ * (a rank it does not have): each node would exit at start-up, and a caller waiting for
+ * the cluster to serve would wait for nothing. */
+Test(pipeline, a_local_cluster_refuses_an_injection_its_nodes_would_refuse) {
+  private_tmp();
+  sc_local_cluster_opts o = {.pcp = 2, .dcp = 2, .tp = 1, .exe = EXE, .quiet = true,
+                             .inject = {"badack:2:9"}, .num_inject = 1};
+  sc_local_cluster *lc = NULL;
+  sc_diag d = {0};
+  cr_assert_eq(sc_local_cluster_start(&o, &lc, &d), SC_EINVAL);
+  cr_assert_null(lc);
+  cr_assert(strstr(d.msg, "RANK in [0, 1]") != NULL, "%s", d.msg);
+  assert_no_nodes_left();
+}
+
 /* The same at P2 N2 (two ranks) with host collectives: a refused collective (desync) on
  * rank 1 and a wrong acknowledgement fail both steps in flight on every rank, the ranks
  * blocked in the later one's collectives are let go at once (not at the collective
