@@ -58,7 +58,8 @@ typedef struct run_slot {
   uint64_t queued_at; /* when its queueing was done (0: it failed) */
   uint64_t gap_ns;   /* from the previous completion handled to its start */
   bool prev_failed;  /* the step it follows failed after this one was queued */
-  bool reported;     /* its queueing failed and that was reported at once */
+  bool reported;     /* its queueing failed and that was reported before its completion
+                        (a step that follows it failed for it: start_step) */
   /* no completion callback comes for it (notify failed): the device's status from a
    * sync, for complete() once the step before it, whose callback does come, is done */
   bool synced;
@@ -516,6 +517,11 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
                       .profile = x->cfg.profile};
   sc_diag fd = {0};
   const int frc = follow_tokens(e, p, &in, &fd);
+  /* the step it follows, when still queued here */
+  run_slot *before = e->n_run && e->run[e->last_slot].p &&
+                             e->run[e->last_slot].p->step == p->in.prev_step
+                         ? &e->run[e->last_slot]
+                         : NULL;
   /* (from here on this step is the one queued last, failed or not) */
   e->last_queued = step;
   e->last_failed = frc != 0;
@@ -524,6 +530,14 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   rs->n_entries = (int32_t)n;
   if (frc) {
     if (frc != SC_EABORTED) SC_ERROR(LOG, "%s", fd.msg);
+    /* It follows a step whose queueing failed here and whose completion is still to
+     * come: that failure first, so that the scheduler, which names the first it hears
+     * of, names it (a desync's shapes, DESIGN.md §4) rather than this consequence. */
+    if (before && before->queue_rc && !before->reported) {
+      report_abort(c, e, before->p->step, before->queue_rc, before->queue_diag.msg,
+                   &x->comm.last_failure);
+      before->reported = true;
+    }
     report_abort(c, e, step, frc, fd.msg, NULL);
     return frc;
   }
@@ -572,14 +586,7 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
     sc_fail(&rs->queue_diag, rs->queue_rc, "rank %d: step %llu was aborted before it started",
             x->rank, (unsigned long long)step);
   }
-  if (rs->queue_rc) {
-    e->last_failed = true;
-    /* reported now, not at its completion: a step planned ahead of it fails at once on
-     * this rank ("takes its tokens from a step that failed"), and the scheduler names the
-     * first failure it hears of (a desync's shapes, DESIGN.md §4) */
-    report_abort(c, e, step, rs->queue_rc, rs->queue_diag.msg, &x->comm.last_failure);
-    rs->reported = true;
-  }
+  if (rs->queue_rc) e->last_failed = true;
   /* even a step that failed half-way is waited for: its queued work may still run */
   sc_kernels *k = sc_engine_kernels(x->engine);
   if (sc_fault_fires(&x->cfg.inject, SC_FAULT_DEVFAULT, x->rank, step))
