@@ -11,10 +11,10 @@
  *
  * Steps planned ahead (docs/pipeline.md, "Overlapped steps"; sc_pipeline_overlaps): on
  * one rank or with host collectives, the next step is planned and shipped as soon as
- * one is started, so that the device never waits for the host between decode steps. Two steps are then in
- * flight, each with its own checks (a step_track); their results are delivered in
- * order, and a failure of either fails both (the later one took its tokens from the
- * earlier one on the device). */
+ * one is started, so that the device never waits for the host between decode steps.
+ * Two steps are then in flight, each with its own checks (a step_track); their results
+ * are delivered in order, and a failure of either fails both (the later one took its
+ * tokens from the earlier one on the device). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
