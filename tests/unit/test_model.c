@@ -393,6 +393,9 @@ typedef struct desync_rank {
   bool profile; /* queue the step with its stage marks, read them after */
   int prof_rc;
   uint64_t ns[SC_STAGE_COUNT], span;
+  float *logits;   /* sc_forward_out's, when asked for */
+  bool greedy_on;  /* ask for the greedy tokens too, into greedy[] */
+  int32_t greedy[8];
 } desync_rank;
 
 static void *desync_main(void *arg) {
@@ -415,7 +418,8 @@ static void *desync_main(void *arg) {
   const int32_t tokens[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   const sc_forward_in in = {.step = 3, .plan = r->plan, .meta = &meta, .tokens = tokens,
                             .block_table = bt, .max_blocks = 4, .profile = r->profile};
-  r->rc = sc_forward_step(f, &in, NULL, &r->d);
+  sc_forward_out out = {.logits = r->logits, .greedy = r->greedy_on ? r->greedy : NULL};
+  r->rc = sc_forward_step(f, &in, r->logits || r->greedy_on ? &out : NULL, &r->d);
   if (r->rc) sc_mem_world_abort(r->w);
   if (r->rc == 0) r->rc = sc_forward_finish(f, &r->d);
   r->prof_rc = sc_forward_profile(f, r->ns, &r->span);
@@ -471,6 +475,39 @@ Test(forward, rank_with_wrong_local_view_is_refused_not_hung) {
   sc_mem_world_destroy(w);
   sc_plan_free(&pa);
   sc_plan_free(&pb);
+}
+
+/* Overlapped steps on several ranks (docs/pipeline.md): every rank computes the greedy
+ * tokens of the step's logits rows, rank 0 with its logits, the others without, and
+ * they all agree with the host's choice over rank 0's logits. */
+Test(forward, every_rank_computes_the_greedy_tokens_rank_0_takes_from_its_logits) {
+  const sc_model_config m = tiny();
+  sc_plan_config pc = tp2_layout(&m);
+  sc_plan pa;
+  sc_plan_init(&pa);
+  cr_assert_eq(sc_plan_build(&pa, &pc, two_prefills, 2, NULL), 0);
+  sc_mem_world *w;
+  cr_assert_eq(sc_mem_world_create(&pc, &w), 0);
+  float *logits = calloc(2 * (size_t)m.vocab, sizeof *logits);
+  desync_rank r[2];
+  for (int i = 0; i < 2; i++)
+    r[i] = (desync_rank){.w = w, .plan = &pa, .meta_plan = &pa, .pc = &pc, .m = &m, .g = i,
+                         .logits = i == 0 ? logits : NULL, .greedy_on = true,
+                         .greedy = {-1, -1, -1, -1, -1, -1, -1, -1}};
+  run_two_ranks(r);
+  for (int i = 0; i < 2; i++) cr_assert_eq(r[i].rc, 0, "rank %d: %s", i, r[i].d.msg);
+  for (int row = 0; row < 2; row++) { /* both requests have a logits row, in order */
+    int32_t tok;
+    float margin;
+    sc_logits_top2(logits + (size_t)row * m.vocab, m.vocab, &tok, &margin);
+    cr_assert_eq(r[0].greedy[row], tok, "row %d: rank 0 %d, the host %d", row, r[0].greedy[row],
+                 tok);
+    cr_assert_eq(r[1].greedy[row], tok, "row %d: rank 1 %d, the host %d", row, r[1].greedy[row],
+                 tok);
+  }
+  free(logits);
+  sc_mem_world_destroy(w);
+  sc_plan_free(&pa);
 }
 
 /* ---- where a step's time goes (model/step_prof.h) ---- */
