@@ -451,6 +451,33 @@ static void run_two_ranks(desync_rank r[2]) {
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
 }
 
+/* One step of two_prefills on the tiny model's two TP ranks: its plan, world and the
+ * ranks' defaults, which a test changes before run_two_ranks(t.r). Not moved once
+ * initialised: the ranks point into it. */
+typedef struct two_rank_step {
+  sc_model_config m;
+  sc_plan_config pc;
+  sc_plan plan;
+  sc_mem_world *w;
+  desync_rank r[2];
+} two_rank_step;
+
+static void two_rank_step_init(two_rank_step *t) {
+  t->m = tiny();
+  t->pc = tp2_layout(&t->m);
+  sc_plan_init(&t->plan);
+  cr_assert_eq(sc_plan_build(&t->plan, &t->pc, two_prefills, 2, NULL), 0);
+  cr_assert_eq(sc_mem_world_create(&t->pc, &t->w), 0);
+  for (int i = 0; i < 2; i++)
+    t->r[i] = (desync_rank){.w = t->w, .plan = &t->plan, .meta_plan = &t->plan, .pc = &t->pc,
+                            .m = &t->m, .g = i};
+}
+
+static void two_rank_step_free(two_rank_step *t) {
+  sc_mem_world_destroy(t->w);
+  sc_plan_free(&t->plan);
+}
+
 Test(forward, rank_with_wrong_local_view_is_refused_not_hung) {
   const sc_model_config m = tiny();
   sc_plan_config pc = tp2_layout(&m);
@@ -481,33 +508,26 @@ Test(forward, rank_with_wrong_local_view_is_refused_not_hung) {
  * tokens of the step's logits rows, rank 0 with its logits, the others without, and
  * they all agree with the host's choice over rank 0's logits. */
 Test(forward, every_rank_computes_the_greedy_tokens_rank_0_takes_from_its_logits) {
-  const sc_model_config m = tiny();
-  sc_plan_config pc = tp2_layout(&m);
-  sc_plan pa;
-  sc_plan_init(&pa);
-  cr_assert_eq(sc_plan_build(&pa, &pc, two_prefills, 2, NULL), 0);
-  sc_mem_world *w;
-  cr_assert_eq(sc_mem_world_create(&pc, &w), 0);
-  float *logits = calloc(2 * (size_t)m.vocab, sizeof *logits);
-  desync_rank r[2];
-  for (int i = 0; i < 2; i++)
-    r[i] = (desync_rank){.w = w, .plan = &pa, .meta_plan = &pa, .pc = &pc, .m = &m, .g = i,
-                         .logits = i == 0 ? logits : NULL, .greedy_on = true,
-                         .greedy = {-1, -1, -1, -1, -1, -1, -1, -1}};
-  run_two_ranks(r);
-  for (int i = 0; i < 2; i++) cr_assert_eq(r[i].rc, 0, "rank %d: %s", i, r[i].d.msg);
+  two_rank_step t;
+  two_rank_step_init(&t);
+  float *logits = calloc(2 * (size_t)t.m.vocab, sizeof *logits);
+  for (int i = 0; i < 2; i++) {
+    t.r[i].logits = i == 0 ? logits : NULL;
+    t.r[i].greedy_on = true;
+    for (int j = 0; j < 8; j++) t.r[i].greedy[j] = -1;
+  }
+  run_two_ranks(t.r);
+  for (int i = 0; i < 2; i++) cr_assert_eq(t.r[i].rc, 0, "rank %d: %s", i, t.r[i].d.msg);
   for (int row = 0; row < 2; row++) { /* both requests have a logits row, in order */
     int32_t tok;
     float margin;
-    sc_logits_top2(logits + (size_t)row * m.vocab, m.vocab, &tok, &margin);
-    cr_assert_eq(r[0].greedy[row], tok, "row %d: rank 0 %d, the host %d", row, r[0].greedy[row],
-                 tok);
-    cr_assert_eq(r[1].greedy[row], tok, "row %d: rank 1 %d, the host %d", row, r[1].greedy[row],
-                 tok);
+    sc_logits_top2(logits + (size_t)row * t.m.vocab, t.m.vocab, &tok, &margin);
+    for (int i = 0; i < 2; i++)
+      cr_assert_eq(t.r[i].greedy[row], tok, "row %d: rank %d %d, the host %d", row, i,
+                   t.r[i].greedy[row], tok);
   }
   free(logits);
-  sc_mem_world_destroy(w);
-  sc_plan_free(&pa);
+  two_rank_step_free(&t);
 }
 
 /* ---- where a step's time goes (model/step_prof.h) ---- */
@@ -573,17 +593,10 @@ Test(step_prof, stretches_are_summed_by_stage) {
 /* A profiled step of two TP ranks: every stage the tiny model runs takes time, the
  * TP all-reduces show as collectives, and the stages add up to the step's span. */
 Test(step_prof, a_profiled_forward_step_has_every_stage) {
-  const sc_model_config m = tiny();
-  sc_plan_config pc = tp2_layout(&m);
-  sc_plan pa;
-  sc_plan_init(&pa);
-  cr_assert_eq(sc_plan_build(&pa, &pc, two_prefills, 2, NULL), 0);
-  sc_mem_world *w;
-  cr_assert_eq(sc_mem_world_create(&pc, &w), 0);
-  desync_rank r[2];
-  for (int i = 0; i < 2; i++)
-    r[i] = (desync_rank){.w = w, .plan = &pa, .meta_plan = &pa, .pc = &pc, .m = &m, .g = i,
-                         .profile = i == 0};
+  two_rank_step t;
+  two_rank_step_init(&t);
+  desync_rank *r = t.r;
+  r[0].profile = true;
   run_two_ranks(r);
   for (int i = 0; i < 2; i++) cr_assert_eq(r[i].rc, 0, "rank %d: %s", i, r[i].d.msg);
   cr_assert_eq(r[0].prof_rc, 0);
@@ -595,6 +608,5 @@ Test(step_prof, a_profiled_forward_step_has_every_stage) {
   }
   cr_assert_eq(sum, r[0].span);
   cr_assert_eq(r[1].prof_rc, SC_ENOTSUP, "rank 1 was not profiled");
-  sc_mem_world_destroy(w);
-  sc_plan_free(&pa);
+  two_rank_step_free(&t);
 }
