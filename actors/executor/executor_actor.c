@@ -517,11 +517,7 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
                       .profile = x->cfg.profile};
   sc_diag fd = {0};
   const int frc = follow_tokens(e, p, &in, &fd);
-  /* the step it follows, when still queued here */
-  run_slot *before = e->n_run && e->run[e->last_slot].p &&
-                             e->run[e->last_slot].p->step == p->in.prev_step
-                         ? &e->run[e->last_slot]
-                         : NULL;
+  run_slot *before = &e->run[e->last_slot]; /* the step queued last, before this one */
   /* (from here on this step is the one queued last, failed or not) */
   e->last_queued = step;
   e->last_failed = frc != 0;
@@ -533,7 +529,8 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
     /* It follows a step whose queueing failed here and whose completion is still to
      * come: that failure first, so that the scheduler, which names the first it hears
      * of, names it (a desync's shapes, DESIGN.md §4) rather than this consequence. */
-    if (before && before->queue_rc && !before->reported) {
+    if (e->n_run && before->p && before->p->step == p->in.prev_step && before->queue_rc &&
+        !before->reported) {
       report_abort(c, e, before->p->step, before->queue_rc, before->queue_diag.msg,
                    &x->comm.last_failure);
       before->reported = true;
