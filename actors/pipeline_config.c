@@ -307,8 +307,11 @@ void sc_pipeline_config_free(sc_pipeline_config *c) {
 
 bool sc_pipeline_overlaps(const sc_pipeline_config *c) {
   if (c->profile) return false;
-  /* several ranks: host collectives, and only when asked for ("auto" keeps them one step
-   * at a time until a GPU has measured the overlap of ranks sharing it) */
-  if (c->num_ranks > 1) return !c->nccl && c->overlap == SC_OVERLAP_ON;
+  /* NCCL's outcome is read at completion, so a step cannot queue collectives behind
+   * another's (docs/pipeline.md, "Overlapped steps"): several NCCL ranks do not overlap.
+   * "auto" overlaps on CUDA only: on the CPU ops run as they are queued (no faster).
+   * Four ranks sharing an H200 (2026-12-04, bench/gpu-step.md): TPOT 1.24-1.29 ms
+   * overlapped against 1.45-1.48 ms one step at a time, tokens identical. */
+  if (c->num_ranks > 1 && c->nccl) return false;
   return c->overlap == SC_OVERLAP_ON || (c->overlap == SC_OVERLAP_AUTO && c->engine.cuda);
 }

@@ -905,8 +905,8 @@ Test(pipeline, a_failed_step_fails_the_step_planned_ahead_and_the_queue_goes_on)
                      "steps 1 and 2 failed: rank 0 acknowledged plan fingerprint");
 }
 
-/* The pipeline's "overlap": auto, on or off; not while profiled; one rank with auto only
- * on CUDA; several ranks only with on and host collectives (not NCCL's). */
+/* The pipeline's "overlap": auto, on or off; not while profiled; auto only on CUDA;
+ * several ranks only with host collectives (not NCCL's). */
 Test(pipeline, the_overlap_key_says_where_steps_overlap) {
   static const struct {
     const char *value, *more;
@@ -916,7 +916,10 @@ Test(pipeline, the_overlap_key_says_where_steps_overlap) {
                {"\"on\"", "", 1, 0, true},
                {"\"on\"", ",\"profile\":true", 1, 0, false},
                {"\"on\"", "", 2, 0, true},
-               {"\"auto\"", "", 2, 0, false},
+               {"\"auto\"", "", 2, 0, false},  /* the CPU */
+               {"\"auto\"", ",\"device\":\"cuda\"", 2, 0, true},
+               {"\"auto\"", ",\"device\":\"cuda\",\"collectives\":\"nccl\"", 2, 0, false},
+               {"\"auto\"", ",\"device\":\"cuda\"", 1, 0, true},
                {"\"on\"", ",\"collectives\":\"nccl\"", 2, 0, false},
                {"\"on\"", ",\"collectives\":\"nccl\"", 1, 0, true},
                {"\"off\"", "", 1, 0, false},
