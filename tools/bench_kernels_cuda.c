@@ -20,7 +20,8 @@
  *
  * SC_BENCH_KERNELS_ONLY=NAME runs the cases whose name contains NAME;
  * SC_BENCH_INDEXER_TOKENS=N further keeps the indexer cases of N query tokens (so that a
- * profiler's first k_idx_tc launch is the case it wants, e.g. 32768: model-long's prompt). */
+ * profiler's first k_idx_tc launch is the case it wants, e.g. 32768: model-long's prompt),
+ * and SC_BENCH_INDEXER_KEYS=N those over N keys (131072: one decode token at 128k). */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -322,7 +323,10 @@ static int run_idx(kc_ctx *c, void *p) { return c->k->ops->indexer_topk(c->k, &(
 static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, int32_t dim,
                          int32_t ctx, int32_t topk, sc_kfmt kfmt) {
   const char *only_tok = getenv("SC_BENCH_INDEXER_TOKENS");
-  if (only_tok && only_tok[0] && atoi(only_tok) != n_tok) return 0;
+  const char *only_keys = getenv("SC_BENCH_INDEXER_KEYS");
+  if ((only_tok && only_tok[0] && atoi(only_tok) != n_tok) ||
+      (only_keys && only_keys[0] && atoi(only_keys) != ctx))
+    return 0;
   const int64_t nkeys = decode ? (int64_t)n_tok * ctx : ctx;
   int32_t *qpos = malloc(sizeof(int32_t) * (size_t)n_tok), *kb = malloc(sizeof(int32_t) * (size_t)n_tok),
           *ke = malloc(sizeof(int32_t) * (size_t)n_tok), *kpos = malloc(sizeof(int32_t) * (size_t)nkeys);
@@ -351,7 +355,8 @@ static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, i
   idx_case ic = {{.n_tok = n_tok, .n_heads = heads, .dim = dim, .topk = topk, .q = bufs[0],
                   .ld_q = (int64_t)heads * dim, .w = bufs[1], .ld_w = heads, .q_pos = bufs[3],
                   .keys = {bufs[2], kfmt, dim, nkeys}, .key_pos = bufs[6],
-                  .key_begin = bufs[4], .key_end = bufs[5], .out_cand = bufs[7]}};
+                  .key_begin = bufs[4], .key_end = bufs[5], .out_cand = bufs[7],
+                  .max_keys = ctx}}; /* (the model passes its block table's width) */
   double secs[KC_MAX_RUNS];
   if ((rc = time_op(c, run_idx, &ic, secs))) goto out;
   char params[256];

@@ -39,12 +39,13 @@ __device__ __forceinline__ void sc_dev_pdl_enter() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
-/* kernel<<<grid, block, smem, c->stream>>>(args...) with PDL allowed when c->pdl. The
- * launch's error is also the thread's last error, as a <<<>>> launch's, which is what
+/* kernel<<<grid, block, smem, stream>>>(args...), with PDL allowed when pdl. The launch's
+ * error is also the thread's last error, as a <<<>>> launch's, which is what
  * SC_CUDA_CHECK_LAUNCH reads. */
 template <typename... KernelArgs, typename... Args>
-static inline cudaError_t sc_kcuda_launch(const sc_kcuda *c, void (*kernel)(KernelArgs...),
-                                          dim3 grid, dim3 block, size_t smem, Args &&...args) {
+static inline cudaError_t sc_kcuda_launch_on(cudaStream_t stream, bool pdl,
+                                             void (*kernel)(KernelArgs...), dim3 grid,
+                                             dim3 block, size_t smem, Args &&...args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -52,10 +53,30 @@ static inline cudaError_t sc_kcuda_launch(const sc_kcuda *c, void (*kernel)(Kern
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
-  cfg.stream = c->stream;
-  cfg.attrs = c->pdl ? attr : NULL;
-  cfg.numAttrs = c->pdl ? 1 : 0;
+  cfg.stream = stream;
+  cfg.attrs = pdl ? attr : NULL;
+  cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+}
+
+/* The backend's launch: on c's stream, PDL allowed when c->pdl. */
+template <typename... KernelArgs, typename... Args>
+static inline cudaError_t sc_kcuda_launch(const sc_kcuda *c, void (*kernel)(KernelArgs...),
+                                          dim3 grid, dim3 block, size_t smem, Args &&...args) {
+  return sc_kcuda_launch_on(c->stream, c->pdl != 0, kernel, grid, block, smem,
+                            static_cast<Args &&>(args)...);
+}
+
+/* A launch without PDL, for a kernel of a few blocks that each compute much: launched
+ * early, its blocks are placed beside the kernel before's, where that one leaves room,
+ * and may crowd onto a few SMs. The top-K ranking's 32 blocks (cuda_topk_radix.cu) took
+ * 12 us more a decode token with PDL than without (H200, 2026-12-04). */
+template <typename... KernelArgs, typename... Args>
+static inline cudaError_t sc_kcuda_launch_spread(const sc_kcuda *c, void (*kernel)(KernelArgs...),
+                                                 dim3 grid, dim3 block, size_t smem,
+                                                 Args &&...args) {
+  return sc_kcuda_launch_on(c->stream, false, kernel, grid, block, smem,
+                            static_cast<Args &&>(args)...);
 }
 
 /* The largest top-K this backend takes: the indexer's select and the attention's split

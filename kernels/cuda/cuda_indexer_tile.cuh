@@ -23,9 +23,12 @@
 #define TC_ROWS_MAX 256 /* q rows per block: 16 m-tiles of 16 */
 #define TC_PAD 8        /* elements of padding per shared row: conflict-free fragments */
 #define TC_SMEM_MAX (SC_KCUDA_SMEM_MAX - 64) /* (the kernel's static words take the rest) */
-#define TC_MIN_SEG 512  /* keys of a chunk at least (4 tiles), so a short range spreads less */
-#define TC_CHUNKS_MAX 128 /* chunks of a token's range: a decode token over 128k keys takes
-                           * 128 blocks of 1024 keys, under the K of a block: no cut */
+#define TC_MIN_SEG 256  /* keys of a chunk at least (2 tiles), so a short range spreads less */
+#define TC_CHUNKS_MAX 256 /* chunks of a token's range: a decode token over 128k keys takes
+                           * 256 blocks of 512 keys, under the K of a block: no cut. Its
+                           * op took 45.7 us, 49.8 with at most 128 chunks of at least 512
+                           * keys; over 32k keys 37-39 us against 43-46 (H200, 2026-12-04):
+                           * a block's few tiles wait on memory one after another */
 #define TC_PIECE 1024   /* candidate room per token beyond K, at least (see tc_piece) */
 #define TC_SLACK 256    /* candidates a cut may keep beyond K: one radix pass, mostly */
 

@@ -1,0 +1,58 @@
+# run.sh - one decode token's indexer over a long context (issue 18: TPOT at 128k <= 1.3x
+# a short context's), 2026-12-04, one H200. From the repository root on the GPU machine,
+# binaries in .devrun/ (.devrun/base/: the tree before the change, for a baseline):
+#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1" bash bench/results/select-2026-12-04-h200/run.sh
+#  PART=1: ncu (durations, grids) of every kernel of the indexer op, model-long's shape (4
+#          heads x 64, f32 keys, top-K 2048), one token over 32768 and over 131072 keys;
+#          the second and third calls of the op (the first is a warm-up).
+#  PART=2: kernel.indexer of each binary of BINS (default "new base"), alternating, twice.
+#  PART=3: bench e2e --device cuda of each binary of BINS.
+#  PART=5: test_gpu_kernels' indexer cases.
+#  PART=4: validation: test_gpu_kernels, test_gpu_graphs, run --verify at P2 N2 (f32, bf16).
+. bench/device_common.sh
+if has 1; then
+  for keys in 32768 131072; do
+    SC_BENCH_KERNELS_ONLY=kernel.indexer SC_BENCH_INDEXER_TOKENS=1 SC_BENCH_INDEXER_KEYS=$keys timeout 200 \
+      ncu --clock-control none -k regex:'k_idx|k_rsel|k_topk' --launch-skip ${SKIP:-9} --launch-count ${COUNT:-18} --section SpeedOfLight --section LaunchStats \
+      ${NCU_BIN:-.devrun/gpu_bench_kernels} --json > "$OUT/ncu-$keys.txt" 2>&1
+    echo "ncu one token over $keys keys rc=$?"
+    python3 - "$OUT/ncu-$keys.txt" <<'PY'
+import re, sys
+name = None
+for l in open(sys.argv[1]):
+    m = re.match(r"^  (?:void )?(\w+)(<.*?>)?\(.*\) \(([\d, ]+)\)x\(([\d, ]+)\)", l)
+    if m: name = m.group(1) + " grid(" + m.group(3) + ")"
+    m = re.search(r"Duration\s+(\S+)\s+([\d.,]+)", l)
+    if m and name: print(f"    {name:40s} {m.group(2):>10s} {m.group(1)}"); name = None
+PY
+  done
+  lap ncu
+fi
+if has 2; then
+  for i in 1 2; do for v in ${BINS:-new base}; do
+    bin=.devrun/gpu_bench_kernels; [ $v != new ] && bin=.devrun/$v/gpu_bench_kernels
+    SC_BENCH_KERNELS_ONLY=kernel.indexer timeout 150 $bin --json > "$OUT/kernels-indexer-$v-$i.json" 2> "$OUT/kernels-indexer-$v-$i.err"
+    echo "indexer $v $i rc=$?"; show_indexer "$OUT/kernels-indexer-$v-$i.json"
+  done; done
+  lap kernels
+fi
+if has 3; then
+  for v in ${BINS:-new base}; do
+    bin=.devrun/sparsecp; [ $v != new ] && bin=.devrun/$v/sparsecp
+    timeout 300 $bin bench e2e --device cuda --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"; echo "e2e $v rc=$?"; show_e2e "$OUT/bench-e2e-$v.json"
+  done
+  lap e2e
+fi
+if has 5; then
+  SC_GPU_CASES=indexer timeout 200 .devrun/test_gpu_kernels > "$OUT/test_indexer.log" 2>&1; echo "test_gpu_kernels indexer rc=$? $(grep -c '^ok' "$OUT/test_indexer.log") ok"; grep -E "FAIL|not ok" "$OUT/test_indexer.log" | cut -c1-200 | head -30
+  lap tests
+fi
+if has 4; then
+  timeout 200 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head
+  timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+  for fmt in "" "--kv-format bf16"; do
+    timeout 150 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+  done
+  lap validation
+fi
+cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err 2>/dev/null; rm -f *.log *.json *.err ncu-*.txt
