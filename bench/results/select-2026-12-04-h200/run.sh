@@ -8,6 +8,7 @@
 #  PART=2: kernel.indexer of each binary of BINS (default "new base"), alternating, twice.
 #  PART=3: bench e2e --device cuda of each binary of BINS.
 #  PART=5: test_gpu_kernels' indexer cases.
+#  PART=6: compute-sanitizer memcheck of test_gpu_kernels' indexer cases.
 #  PART=4: validation: test_gpu_kernels, test_gpu_graphs, run --verify at P2 N2 (f32, bf16).
 . bench/device_common.sh
 if has 1; then
@@ -46,6 +47,10 @@ fi
 if has 5; then
   SC_GPU_CASES=indexer timeout 200 .devrun/test_gpu_kernels > "$OUT/test_indexer.log" 2>&1; echo "test_gpu_kernels indexer rc=$? $(grep -c '^ok' "$OUT/test_indexer.log") ok"; grep -E "FAIL|not ok" "$OUT/test_indexer.log" | cut -c1-200 | head -30
   lap tests
+fi
+if has 6; then
+  SC_GPU_CASES=indexer timeout 300 compute-sanitizer --tool memcheck .devrun/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1; echo "memcheck indexer rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log")"
+  lap memcheck
 fi
 if has 4; then
   timeout 200 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head
