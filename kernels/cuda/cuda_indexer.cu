@@ -384,14 +384,15 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
                       "indexer occupancy");
   if (rc) return rc;
   /* with the caller's bound of a token's keys, no more chunks than a group's keys fill
-   * at TC_MIN_SEG each: a decode token at a short context was 128 chunks, all but one
-   * empty, and a select over all of them (6 passes, a sort and a gather) where one
-   * chunk needs only the sort. The chunks change nothing selected. */
+   * at TC_MIN_SEG each, and one up to TC_SPLIT_MIN keys: a decode token at a short
+   * context was TC_CHUNKS_MAX chunks, all but one empty, and a select over all of them
+   * where one chunk needs only the sort. The chunks change nothing selected. */
   const int64_t groups = sc_cdiv(a->n_tok, sp.group);
   const int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * c->num_sms;
   int64_t most = TC_CHUNKS_MAX;
   if (a->max_keys > 0) {
-    const int64_t bound = sc_cdiv((int64_t)a->max_keys * sp.group, TC_MIN_SEG);
+    const int64_t keys = (int64_t)a->max_keys * sp.group;
+    const int64_t bound = keys <= TC_SPLIT_MIN ? 1 : sc_cdiv(keys, TC_MIN_SEG);
     most = bound < most ? bound : most;
   }
   const int n_chunks = tc_chunks(groups, resident, most);
