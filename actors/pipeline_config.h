@@ -21,9 +21,9 @@
  * 20, docs/pipeline.md "Overlapped steps"). auto: where the device runs a step while the
  * host goes on (CUDA); on: also on the CPU (whose ops run as they are queued, so a step
  * planned ahead runs before the step before's tokens are sent: only for tests). Either
- * way not while steps are profiled. Several ranks overlap only with "on" and host
- * collectives (whose outcome is known when a step's forward pass has been queued, where
- * NCCL's is read at its completion). */
+ * way not while steps are profiled. Several ranks overlap only with host collectives
+ * (whose outcome is known when a step's forward pass has been queued, where NCCL's is
+ * read at its completion). */
 typedef enum sc_overlap { SC_OVERLAP_AUTO = 0, SC_OVERLAP_ON, SC_OVERLAP_OFF } sc_overlap;
 
 typedef struct sc_pipeline_config {
@@ -79,7 +79,7 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
                             sc_pipeline_config *out, bool *present, sc_diag *d);
 void sc_pipeline_config_free(sc_pipeline_config *c);
 
-/* Whether steps are planned ahead (sc_overlap): not profiled; one rank on CUDA or forced
- * on; several ranks forced on, with host collectives. */
+/* Whether steps are planned ahead (sc_overlap): not profiled; on CUDA or forced on; several
+ * ranks only with host collectives. */
 bool sc_pipeline_overlaps(const sc_pipeline_config *c);
 #endif

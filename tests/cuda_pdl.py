@@ -8,7 +8,8 @@ kernel before it, on the GPU only and only sometimes. So this checks, for every 
 
   - every __global__ function's body begins with `sc_dev_pdl_enter();`, and
   - no kernel is launched with <<<...>>> (every launch goes through sc_kcuda_launch,
-    which sets the attribute the check above makes safe),
+    which sets the attribute the check above makes safe, or sc_kcuda_launch_spread,
+    which launches without it),
 
 and exits 1 naming each place that does not. Declarations (prototypes) are skipped, their
 definitions checked; subfolders are searched; a __global__ inside a macro is refused,

@@ -18,8 +18,8 @@
  * A decode step is some 90 short kernels back to back, and the time between one kernel's
  * end and the next one's start was a third of it (default model, one H200: the device
  * busy 0.28 ms of a 0.42 ms kernel span, bench/gpu-step.md). So every kernel of this
- * backend is launched by sc_kcuda_launch, with programmatic stream serialization allowed,
- * and begins with sc_dev_pdl_enter():
+ * backend is launched by sc_kcuda_launch, with programmatic stream serialization allowed
+ * (or by sc_kcuda_launch_spread, below, without), and begins with sc_dev_pdl_enter():
  *  - griddepcontrol.wait: nothing before it touches memory, and it returns once the
  *    kernel before in the stream has finished and its writes are visible. So what a
  *    kernel reads and writes, and so what it computes, is what it was without PDL;

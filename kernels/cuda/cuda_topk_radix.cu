@@ -31,6 +31,8 @@
 #define RSEL_PASSES 6 /* 5 x 11 + 9 bits */
 #define RSEL_SORT_THREADS 512
 #define RANK_KEYS 64 /* keys a ranking block places: two a lane of each warp */
+static_assert(RANK_KEYS == 64 && RSEL_THREADS >= RANK_KEYS && RSEL_THREADS % 32 == 0,
+              "k_rsel_rank: lanes hold keys lane and 32 + lane, threads below RANK_KEYS write");
 
 static_assert(RSEL_BINS % RSEL_THREADS == 0, "whole bins per thread in the scan");
 

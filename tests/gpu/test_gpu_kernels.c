@@ -687,9 +687,13 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
       ng += g[i].pos >= 0;
       nc += c[i].pos >= 0;
       if (pg[(size_t)t * topk + i] != g[i].pos) bad++;
-      /* GPU order: (score desc, pos asc), padding last */
+      /* GPU order: (score desc, pos asc), padding last: written as (-inf, -1), not left
+       * as the poison (a score of NaN) */
       if (i > 0 && g[i].pos >= 0 &&
           !(g[i - 1].score > g[i].score || (g[i - 1].score == g[i].score && g[i - 1].pos < g[i].pos)))
+        bad++;
+      if (g[i].pos < 0 && (g[i].pos != -1 || !(g[i].score == -INFINITY) ||
+                           (i + 1 < topk && g[i + 1].pos >= 0)))
         bad++;
     }
     const int expect = qpos[t] + 1 < topk ? qpos[t] + 1 : topk;
@@ -881,6 +885,10 @@ static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_F32, 3, 40, 64, 2200, 0);
   indexer_invariance_case(SC_KFMT_BF16, 5, 36, 64, 1100, 0);
   indexer_invariance_case(SC_KFMT_F32, 4, 64, 33, 1100, 0); /* odd K, groups of 4 */
+  /* K = 8100 (not a multiple of 64, 64 KB of ranks' shared memory): three tokens take the
+   * radix select's sort, one alone its ranks (cuda_topk_radix.cu), some with fewer keys
+   * than K (padding compared too) */
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 8100, 3, 0);
   /* exact ties at the K-th: a token alone (the many-block select of cuda_topk_radix.cu)
    * against batched (one list a token) and sharded (the merge) */
   indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 2200, 37);

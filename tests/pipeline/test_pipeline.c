@@ -919,6 +919,9 @@ Test(pipeline, the_overlap_key_says_where_steps_overlap) {
                {"\"auto\"", "", 2, 0, false},  /* the CPU */
                {"\"auto\"", ",\"device\":\"cuda\"", 2, 0, true},
                {"\"auto\"", ",\"device\":\"cuda\",\"collectives\":\"nccl\"", 2, 0, false},
+               {"\"auto\"", ",\"device\":\"cuda\",\"collectives\":\"host\"", 2, 0, true},
+               {"\"auto\"", ",\"device\":\"cuda\",\"profile\":true", 2, 0, false},
+               {"\"off\"", ",\"device\":\"cuda\"", 2, 0, false},
                {"\"auto\"", ",\"device\":\"cuda\"", 1, 0, true},
                {"\"on\"", ",\"collectives\":\"nccl\"", 2, 0, false},
                {"\"on\"", ",\"collectives\":\"nccl\"", 1, 0, true},
