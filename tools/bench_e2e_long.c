@@ -1,7 +1,8 @@
 /* bench_e2e_long.c - `sparsecp bench e2e --device cuda`: what long contexts cost end to
  * end on the GPU (issue 18): time to first token of one long prompt, and time per output
  * token once that prompt's context is in the cache, at a short context (64 tokens) and at
- * 32k and 128k, on one GPU (P = N = 1, a one-rank NCCL communicator).
+ * 32k and 128k, on one GPU (P = N = 1, a one-rank NCCL communicator), and where there
+ * are two GPUs also at P = N = 2 (below).
  *
  * The model is examples/model-long.json (the default model's widths with top-K 2048 and
  * positions up to 256k), read from `--model`'s default place: ./examples, else the source
@@ -18,7 +19,9 @@
  * every op launched, none replayed from a CUDA graph ("e2e.tpot_launched"), for the
  * graphs' speed-up in the same run, and with every step run one at a time, none planned
  * while the one before runs ("e2e.tpot_one_at_a_time", pipeline overlap off), for the
- * overlapped steps' (docs/pipeline.md). */
+ * overlapped steps' (docs/pipeline.md). Where the machine has two GPUs or more, the TTFT
+ * and TPOT cases run once more at P = N = 2, a GPU a rank with NCCL ("pcp" and "dcp" 2 in
+ * the params; their ratio_to_short_context against the 64-token TPOT of that layout). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,7 @@
 
 
 #define LONG_MAX_ROUNDS 8
+#define LONG_MAX_CASES 3 /* contexts of the full run */
 #define LONG_TIMEOUT_S 300
 
 typedef struct long_case {
@@ -147,6 +151,7 @@ static int take_steps(sc_tap_steps *tap, int32_t out, long_sample *s, char *why,
 
 /* How a case's cluster runs. */
 typedef struct case_opts {
+  bool p2n2;      /* P = N = 2 on two GPUs (NCCL), not P = N = 1 on one */
   bool kv_bf16;   /* KV rows in bf16, not f32 */
   bool profile;   /* the executors profile the steps; each round's decode steps' device
                      activity comes from the tap */
@@ -159,8 +164,9 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
                     int32_t vocab, long_sample *out, char *why, size_t why_len) {
   const int32_t L = lcs->context;
   const bool kv_bf16 = o.kv_bf16, profile = o.profile;
+  const int32_t n = o.p2n2 ? 2 : 1;
   const sc_local_cluster_opts co = {
-      .pcp = 1, .dcp = 1, .tp = 1, .model_file = model_file, .cuda = true, .gpus = 1,
+      .pcp = n, .dcp = n, .tp = 1, .model_file = model_file, .cuda = true, .gpus = n,
       .nccl = true, .token_budget = L > 4096 ? L : 4096, .num_blocks = L / 16 + 128,
       .max_model_len = L + lcs->out + 64, .deadline_ms = 120000, .log_level = "warn",
       .quiet = true, .kv_bf16 = kv_bf16, .profile = profile, .taps = profile,
@@ -172,7 +178,8 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
   sc_diag d = {0};
   int rc = prompt ? sc_local_cluster_start(&co, &lc, &d) : SC_ENOMEM;
   if (rc) {
-    snprintf(why, why_len, "cannot start a one-GPU cluster: %s", sc_diag_message(&d));
+    snprintf(why, why_len, "cannot start a P%d N%d cluster on %d GPU(s): %s", n, n, n,
+             sc_diag_message(&d));
     goto out;
   }
   if ((rc = sc_client_connect(&cl, sc_local_cluster_listen(lc), &d)) != 0) {
@@ -198,8 +205,8 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
     if ((rc = one_request(cl, lc, prompt, L, lcs->out, &out[r], why, why_len)) != 0 ||
         (tap && (rc = take_steps(tap, lcs->out, &out[r], why, why_len)) != 0))
       goto out;
-    fprintf(stderr, "  %s KV, context %d, round %d%s%s: ttft %.1f ms, tpot %.3f ms",
-            kv_bf16 ? "bf16" : "f32", L, r + 1, profile ? " (profiled)" : "",
+    fprintf(stderr, "  P%d N%d, %s KV, context %d, round %d%s%s: ttft %.1f ms, tpot %.3f ms",
+            n, n, kv_bf16 ? "bf16" : "f32", L, r + 1, profile ? " (profiled)" : "",
             o.no_graphs ? " (no graphs)" : o.no_overlap ? " (one step at a time)" : "",
             out[r].ttft_ms, out[r].tpot_ms);
     if (tap) {
@@ -289,14 +296,61 @@ static int baseline_case(sc_bench *b, const char *model_file, const long_case *l
   return 0;
 }
 
+/* The TTFT and TPOT cases of one layout, with f32 and then bf16 KV rows; at P = N = 1
+ * also the profiled and baseline cases of the short context. */
+static int layout_cases(sc_bench *b, const char *model_file, const long_case *cases,
+                        int n_cases, int rounds, int32_t vocab, bool p2n2) {
+  const int32_t n = p2n2 ? 2 : 1;
+  double ttft[LONG_MAX_CASES][LONG_MAX_ROUNDS], tpot[LONG_MAX_CASES][LONG_MAX_ROUNDS];
+  char why[1024] = "";
+  /* f32 rows (the pipeline's default, the CPU reference's) and bf16 rows, where the
+   * attention runs on the tensor cores */
+  for (int kv = 0; kv < 2; kv++) {
+    int rc = 0;
+    for (int c = 0; c < n_cases && rc == 0; c++) {
+      long_sample s[LONG_MAX_ROUNDS];
+      const case_opts o = {.p2n2 = p2n2, .kv_bf16 = kv == 1};
+      if ((rc = run_case(model_file, &cases[c], o, rounds, vocab, s, why, sizeof why))) break;
+      for (int r = 0; r < rounds; r++) ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
+    }
+    if (rc) {
+      fprintf(stderr, "bench e2e: %s\n", why);
+      return rc;
+    }
+    const double tpot_short = sc_bench_median(tpot[0], rounds);
+    for (int c = 0; c < n_cases; c++) {
+      char params[256], extra[256];
+      snprintf(params, sizeof params,
+               "\"device\":\"cuda\",\"pcp\":%d,\"dcp\":%d,\"tp\":1,\"gpus\":%d,"
+               "\"model\":\"model-long\",\"kv\":\"%s\",\"context\":%d,\"out_tokens\":%d",
+               n, n, n, kv ? "bf16" : "f32", cases[c].context, cases[c].out);
+      sc_bench_add(b, "e2e.ttft", params, "ms", ttft[c], rounds, NULL);
+      snprintf(extra, sizeof extra, "\"ratio_to_short_context\":%.4f",
+               sc_bench_median(tpot[c], rounds) / tpot_short);
+      sc_bench_add(b, "e2e.tpot", params, "ms", tpot[c], rounds, extra);
+    }
+    if (p2n2) continue;
+    const int rc_busy = busy_case(b, model_file, &cases[0], kv == 1, rounds, vocab);
+    if (rc_busy) return rc_busy;
+    if ((rc = baseline_case(b, model_file, &cases[0], kv == 1, true, rounds, vocab,
+                            tpot_short)) ||
+        (rc = baseline_case(b, model_file, &cases[0], kv == 1, false, rounds, vocab,
+                            tpot_short)))
+      return rc;
+  }
+  return 0;
+}
+
 int sc_bench_e2e_long(sc_bench *b) {
   static const long_case k_full[] = {{64, 64}, {32768, 64}, {131072, 64}};
   static const long_case k_quick[] = {{64, 16}, {4096, 16}};
+  _Static_assert(sizeof k_full / sizeof k_full[0] <= LONG_MAX_CASES, "layout_cases' arrays");
   const long_case *cases = b->quick ? k_quick : k_full;
   const int n_cases = (int)(b->quick ? sizeof k_quick / sizeof k_quick[0]
                                      : sizeof k_full / sizeof k_full[0]);
   const int rounds = b->quick ? 1 : 3;
-  if (sc_cuda_device_count() < 1) {
+  const int gpus = sc_cuda_device_count();
+  if (gpus < 1) {
     fprintf(stderr, "bench e2e: --device cuda: no CUDA device here\n");
     return SC_ENOTSUP;
   }
@@ -308,46 +362,11 @@ int sc_bench_e2e_long(sc_bench *b) {
     fprintf(stderr, "bench e2e: %s\n", sc_diag_message(&d));
     return SC_EINVAL;
   }
-  fprintf(stderr, "bench e2e (cuda): %s, P1 N1 on one GPU, %d round(s) per context\n",
-          model_file, rounds);
-  /* (k_full has the most cases) */
-  double ttft[sizeof k_full / sizeof k_full[0]][LONG_MAX_ROUNDS];
-  double tpot[sizeof k_full / sizeof k_full[0]][LONG_MAX_ROUNDS];
-  char why[1024] = "";
-  /* f32 rows (the pipeline's default, the CPU reference's) and bf16 rows, where the
-   * attention runs on the tensor cores */
-  for (int kv = 0; kv < 2; kv++) {
-    int rc = 0;
-    for (int c = 0; c < n_cases && rc == 0; c++) {
-      long_sample s[LONG_MAX_ROUNDS];
-      const case_opts o = {.kv_bf16 = kv == 1};
-      if ((rc = run_case(model_file, &cases[c], o, rounds, model.vocab, s, why, sizeof why)))
-        break;
-      for (int r = 0; r < rounds; r++) ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
-    }
-    if (rc) {
-      fprintf(stderr, "bench e2e: %s\n", why);
-      return rc;
-    }
-    const double tpot_short = sc_bench_median(tpot[0], rounds);
-    for (int c = 0; c < n_cases; c++) {
-      char params[256], extra[256];
-      snprintf(params, sizeof params,
-               "\"device\":\"cuda\",\"pcp\":1,\"dcp\":1,\"tp\":1,\"model\":\"model-long\","
-               "\"kv\":\"%s\",\"context\":%d,\"out_tokens\":%d",
-               kv ? "bf16" : "f32", cases[c].context, cases[c].out);
-      sc_bench_add(b, "e2e.ttft", params, "ms", ttft[c], rounds, NULL);
-      snprintf(extra, sizeof extra, "\"ratio_to_short_context\":%.4f",
-               sc_bench_median(tpot[c], rounds) / tpot_short);
-      sc_bench_add(b, "e2e.tpot", params, "ms", tpot[c], rounds, extra);
-    }
-    const int rc_busy = busy_case(b, model_file, &cases[0], kv == 1, rounds, model.vocab);
-    if (rc_busy) return rc_busy;
-    if ((rc = baseline_case(b, model_file, &cases[0], kv == 1, true, rounds, model.vocab,
-                            tpot_short)) ||
-        (rc = baseline_case(b, model_file, &cases[0], kv == 1, false, rounds, model.vocab,
-                            tpot_short)))
-      return rc;
-  }
-  return 0;
+  fprintf(stderr, "bench e2e (cuda): %s, P1 N1 on one GPU%s, %d round(s) per context\n",
+          model_file, gpus >= 2 ? ", then P2 N2 on two (NCCL)" : " (one GPU here: no P2 N2)",
+          rounds);
+  int rc = layout_cases(b, model_file, cases, n_cases, rounds, model.vocab, false);
+  if (rc == 0 && gpus >= 2)
+    rc = layout_cases(b, model_file, cases, n_cases, rounds, model.vocab, true);
+  return rc;
 }

@@ -18,7 +18,8 @@ static const struct {
     {"messages", sc_bench_messages, "actor message rate and round trip: inproc, ipc, tcp, tcp+curve, tap"},
     {"e2e", sc_bench_e2e,
      "prefill/decode tok/s of local CPU clusters P1N1..P4N4, step overhead;\n"
-     "             --device cuda: TTFT and TPOT at long contexts on one GPU"},
+     "             --device cuda: TTFT and TPOT at long contexts on one GPU (and at\n"
+     "             P2 N2 on two, where the machine has them)"},
     {"http", sc_bench_http, "req/s, TTFT, TPOT of 1/16/64 streaming clients: HTTP vs ZeroMQ"},
     {"faults", sc_bench_faults,
      "node and head kills under launch with client load: lost requests, tokens that\n"
@@ -35,7 +36,8 @@ static void help(FILE *f) {
           "(DESIGN.md §7)\n"
           "  --quick  fewer, shorter runs (a smoke test, not a measurement)\n"
           "  --device cpu|cuda  kernel backend of `bench kernels`; for `bench e2e`, cuda\n"
-          "                     times long contexts on one GPU (examples/model-long.json)\n");
+          "                     times long contexts on one GPU, and on two at P2 N2 where\n"
+          "                     there are two (examples/model-long.json)\n");
 }
 
 int sc_cmd_bench(int argc, char **argv) {
