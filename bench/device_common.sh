@@ -41,7 +41,7 @@ show_e2e() { python3 - "$1" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:
     p = r["params"]
-    print(" ", r["name"], {k: p[k] for k in ("context", "kv") if k in p}, round(r["median"], 3), r["unit"], r.get("ratio_to_short_context", ""))
+    print(" ", r["name"], {k: p[k] for k in ("pcp", "context", "kv") if k in p}, round(r["median"], 3), r["unit"], r.get("ratio_to_short_context", ""))
 PY
 }
 
