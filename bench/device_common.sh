@@ -5,7 +5,8 @@
 #    puts .devrun/lib and the machine's cuBLAS on LD_LIBRARY_PATH (tests/gpu/cuda_env.sh),
 #    and writes the GPU, driver, clock and date to $OUT/gpu.txt;
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
-#    "1 3", names part N; default 1).
+#    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
+#    indexer_alternating, gpu_tests, verify_p2n2, indexer_tests, memcheck_indexer).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -f .devrun/lib/libopenblas.so.0.xz ] && xz -d .devrun/lib/libopenblas.so.0.xz
@@ -55,4 +56,39 @@ requests() {
   for ((i = 0; i < $1; i++)); do
     printf '{"prompt_len": 64, "max_tokens": 64, "arrive_ms": %d, "seed": %d}\n' $((i * $2)) $i
   done > "$3"
+}
+
+# bin_of TOOL NAME: .devrun/TOOL for the tree in .devrun ("new"), else .devrun/NAME/TOOL.
+bin_of() { if [ "$2" = new ]; then echo ".devrun/$1"; else echo ".devrun/$2/$1"; fi; }
+
+# indexer_alternating BINS: kernel.indexer of each binary of BINS (see bin_of), in turn,
+# twice, results in $OUT/kernels-indexer-NAME-ROUND.json.
+indexer_alternating() {
+  for i in 1 2; do for v in $1; do
+    SC_BENCH_KERNELS_ONLY=kernel.indexer timeout 150 "$(bin_of gpu_bench_kernels "$v")" --json > "$OUT/kernels-indexer-$v-$i.json" 2> "$OUT/kernels-indexer-$v-$i.err"
+    echo "indexer $v $i rc=$?"; show_indexer "$OUT/kernels-indexer-$v-$i.json"
+  done; done
+}
+
+# gpu_tests: test_gpu_kernels and test_gpu_graphs of .devrun, logs in $OUT.
+gpu_tests() {
+  timeout 200 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head
+  timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+}
+
+# verify_p2n2 [OPTION...]: run --verify of .devrun at P2 N2 on the GPU with f32 and then
+# bf16 rows, with the options given.
+verify_p2n2() {
+  for fmt in "" "--kv-format bf16"; do
+    timeout 150 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify "$@" $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 $* $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+  done
+}
+
+# indexer_tests: test_gpu_kernels' indexer cases only; memcheck_indexer: the same under
+# compute-sanitizer's memcheck. Logs in $OUT.
+indexer_tests() {
+  SC_GPU_CASES=indexer timeout 200 .devrun/test_gpu_kernels > "$OUT/test_indexer.log" 2>&1; echo "test_gpu_kernels indexer rc=$? $(grep -c '^ok' "$OUT/test_indexer.log") ok"; grep -E "FAIL|not ok" "$OUT/test_indexer.log" | cut -c1-200 | head -30
+}
+memcheck_indexer() {
+  SC_GPU_CASES=indexer timeout 300 compute-sanitizer --tool memcheck .devrun/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1; echo "memcheck indexer rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log")"
 }

@@ -167,7 +167,7 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
   const int32_t L = lcs->context;
   const bool kv_bf16 = o.kv_bf16, profile = o.profile;
   const int32_t n = o.p2n2 ? 2 : 1;
-  /* (two NCCL ranks, never run here yet: their nodes' errors shown, not quieted) */
+  /* (two NCCL ranks: their nodes' errors shown, so that a start-up failure says why) */
   const sc_local_cluster_opts co = {
       .pcp = n, .dcp = n, .tp = 1, .model_file = model_file, .cuda = true, .gpus = n,
       .nccl = true, .token_budget = L > 4096 ? L : 4096, .num_blocks = L / 16 + 128,

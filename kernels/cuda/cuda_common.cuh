@@ -69,8 +69,9 @@ static inline cudaError_t sc_kcuda_launch(const sc_kcuda *c, void (*kernel)(Kern
 
 /* A launch without PDL, for a kernel of a few blocks that each compute much: launched
  * early, its blocks are placed beside the kernel before's, where that one leaves room,
- * and may crowd onto a few SMs. The top-K ranking's 32 blocks (cuda_topk_radix.cu) took
- * 12 us more a decode token with PDL than without (H200, 2026-12-04). */
+ * and may crowd onto a few SMs. With the top-K ranking's 32 blocks (cuda_topk_radix.cu)
+ * launched with PDL, a decode token's indexer op took 12-19 us more than without (over
+ * 32k-128k keys, H200, 2026-12-04). */
 template <typename... KernelArgs, typename... Args>
 static inline cudaError_t sc_kcuda_launch_spread(const sc_kcuda *c, void (*kernel)(KernelArgs...),
                                                  dim3 grid, dim3 block, size_t smem,

@@ -391,8 +391,8 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   const int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * c->num_sms;
   int64_t most = TC_CHUNKS_MAX;
   if (a->max_keys > 0) {
-    const int64_t keys = (int64_t)a->max_keys * sp.group;
-    const int64_t bound = keys <= TC_SPLIT_MIN ? 1 : sc_cdiv(keys, TC_MIN_SEG);
+    const int64_t span = (int64_t)a->max_keys * sp.group; /* a group's keys at most */
+    const int64_t bound = span <= TC_SPLIT_MIN ? 1 : sc_cdiv(span, TC_MIN_SEG);
     most = bound < most ? bound : most;
   }
   const int n_chunks = tc_chunks(groups, resident, most);

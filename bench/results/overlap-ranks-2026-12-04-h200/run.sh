@@ -15,11 +15,8 @@ requests 4 500 "$OUT/req4.jsonl"
 run1="--device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --clients 1 --json"
 run4="--device cuda --gpus 1 --pcp 4 --dcp 4 --mps auto --clients 1 --json"
 if has 1; then
-  timeout 200 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head
-  timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
-  for ov in off on; do for fmt in "" "--kv-format bf16"; do
-    timeout 150 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify --overlap $ov $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 overlap $ov $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
-  done; done
+  gpu_tests
+  for ov in off on; do verify_p2n2 --overlap $ov; done
   timeout 200 .devrun/sparsecp run --device cuda --pcp 4 --dcp 4 --mps auto --verify --overlap on > "$OUT/verify4.log" 2>&1; echo "verify P4 N4 overlap on rc=$? $(grep -E 'verify' "$OUT/verify4.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
   lap validation
 fi

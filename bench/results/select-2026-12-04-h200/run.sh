@@ -30,34 +30,26 @@ PY
   lap ncu
 fi
 if has 2; then
-  for i in 1 2; do for v in ${BINS:-new base}; do
-    bin=.devrun/gpu_bench_kernels; [ $v != new ] && bin=.devrun/$v/gpu_bench_kernels
-    SC_BENCH_KERNELS_ONLY=kernel.indexer timeout 150 $bin --json > "$OUT/kernels-indexer-$v-$i.json" 2> "$OUT/kernels-indexer-$v-$i.err"
-    echo "indexer $v $i rc=$?"; show_indexer "$OUT/kernels-indexer-$v-$i.json"
-  done; done
+  indexer_alternating "${BINS:-new base}"
   lap kernels
 fi
 if has 3; then
   for v in ${BINS:-new base}; do
-    bin=.devrun/sparsecp; [ $v != new ] && bin=.devrun/$v/sparsecp
-    timeout 300 $bin bench e2e --device cuda --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"; echo "e2e $v rc=$?"; show_e2e "$OUT/bench-e2e-$v.json"
+    timeout 300 "$(bin_of sparsecp "$v")" bench e2e --device cuda --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"; echo "e2e $v rc=$?"; show_e2e "$OUT/bench-e2e-$v.json"
   done
   lap e2e
 fi
 if has 5; then
-  SC_GPU_CASES=indexer timeout 200 .devrun/test_gpu_kernels > "$OUT/test_indexer.log" 2>&1; echo "test_gpu_kernels indexer rc=$? $(grep -c '^ok' "$OUT/test_indexer.log") ok"; grep -E "FAIL|not ok" "$OUT/test_indexer.log" | cut -c1-200 | head -30
+  indexer_tests
   lap tests
 fi
 if has 6; then
-  SC_GPU_CASES=indexer timeout 300 compute-sanitizer --tool memcheck .devrun/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1; echo "memcheck indexer rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log")"
+  memcheck_indexer
   lap memcheck
 fi
 if has 4; then
-  timeout 200 .devrun/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head
-  timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
-  for fmt in "" "--kv-format bf16"; do
-    timeout 150 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
-  done
+  gpu_tests
+  verify_p2n2
   lap validation
 fi
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err 2>/dev/null; rm -f *.log *.json *.err ncu-*.txt
