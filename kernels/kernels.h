@@ -168,6 +168,27 @@ typedef struct sc_linears {
   sc_linear_part part[SC_LINEARS_MAX];
 } sc_linears;
 
+/* Several rotary embeddings of the same tokens in one op (a decode step's q, k, index key
+ * and index query: one launch where four took ~4 us each on the GPU). Part p rotates
+ * part[p].n_heads heads of rot_dim values as the rope op does (rope_freq's when inv_freq
+ * is set), each part exactly as the rope op alone would; parts must not overlap. */
+#define SC_ROPES_MAX 4
+typedef struct sc_rope_part {
+  int32_t n_heads, rot_dim;
+  float *x;
+  int64_t ld_tok, ld_head;
+} sc_rope_part;
+
+typedef struct sc_ropes {
+  int64_t n_tok;
+  const int32_t *pos;
+  float theta;              /* the rope op's, when inv_freq is NULL */
+  const double *inv_freq;   /* rope_freq's table (device memory) and factor, or NULL */
+  float attn_factor;
+  int32_t n_parts;          /* 0..SC_ROPES_MAX */
+  sc_rope_part part[SC_ROPES_MAX];
+} sc_ropes;
+
 /* Lightning indexer scores and top-K (SPEC.md §7), one query token per row:
  *   score(t, s) = Σ_h w[t,h] * ReLU(<q[t,h], key(s)>)
  * over the keys of token t that satisfy key_pos <= q_pos[t]; the top-K by score, ties to
@@ -317,6 +338,8 @@ typedef struct sc_kernels_ops {
   int (*rope_freq)(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
                    int64_t ld_tok, int64_t ld_head, const int32_t *pos,
                    const double *inv_freq, float attn_factor);
+  /* The parts of r, each as rope (or rope_freq, with r->inv_freq) would rotate it. */
+  int (*ropes)(sc_kernels *k, const sc_ropes *r);
   /* LayerNorm: out[r] = (x[r] - mean) / sqrt(var + eps) * w + b, var the biased variance
    * (torch.nn.LayerNorm), statistics in double; w, b: [dim] buffers (NULL = ones, zeros).
    * The lightning indexer's key norm. NULL on backends without it. */

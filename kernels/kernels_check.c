@@ -100,6 +100,24 @@ int sc_kcheck_rope_freq(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const f
   return sc_kcheck_rope(n_tok, n_heads, rot_dim, x, ld_head, pos, 1.0f);
 }
 
+/* 0: every part is to be rotated; 1: nothing to do; or SC_EINVAL. Parts with nothing to
+ * rotate (no heads, no rotary values) are allowed and skipped. */
+int sc_kcheck_ropes(const sc_ropes *r) {
+  if (r == NULL || r->n_parts < 0 || r->n_parts > SC_ROPES_MAX) return SC_EINVAL;
+  bool any = false;
+  for (int32_t p = 0; p < r->n_parts; p++) {
+    const sc_rope_part *q = &r->part[p];
+    const int rc = r->inv_freq ? sc_kcheck_rope_freq(r->n_tok, q->n_heads, q->rot_dim, q->x,
+                                                     q->ld_head, r->pos, r->inv_freq,
+                                                     r->attn_factor)
+                               : sc_kcheck_rope(r->n_tok, q->n_heads, q->rot_dim, q->x,
+                                                q->ld_head, r->pos, r->theta);
+    if (rc < 0) return rc;
+    any = any || rc == 0;
+  }
+  return any ? 0 : 1;
+}
+
 int sc_kcheck_weighted_sum_rows(int64_t n_tok, int32_t topk, int64_t width, const float *src,
                                 int64_t ld_src, int64_t src_rows, const int32_t *rows,
                                 const float *weight, const float *add, int64_t ld_add,

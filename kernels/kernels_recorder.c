@@ -329,6 +329,12 @@ static int w_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t ro
   return keep(r, run_rope_freq, &a, sizeof a);
 }
 
+static int run_ropes(sc_kernels *in, const void *p) { return in->ops->ropes(in, p); }
+static int w_ropes(sc_kernels *k, const sc_ropes *a) {
+  recorder *r = rec_of(k);
+  return r->recording ? keep(r, run_ropes, a, sizeof *a) : r->in->ops->ropes(r->in, a);
+}
+
 typedef struct a_layernorm {
   int64_t n_rows, dim;
   const float *x;
@@ -667,6 +673,7 @@ static const sc_kernels_ops k_recorder_ops = {
     .rmsnorm = w_rmsnorm,
     .rope = w_rope,
     .rope_freq = w_rope_freq,
+    .ropes = w_ropes,
     .layernorm = w_layernorm,
     .weighted_sum_rows = w_weighted_sum_rows,
     .dequant_fp8 = w_dequant_fp8,
@@ -692,7 +699,7 @@ int sc_kernels_recorder_wrap(sc_kernels *inner, sc_kernels **out) {
   if (inner == NULL || inner->ops->record_begin != NULL) return SC_EINVAL;
   /* every op the inner backend has must be one this table forwards */
   const sc_kernels_ops *o = inner->ops;
-  if (!o->linears || !o->add_rmsnorm || !o->rope_freq || !o->layernorm ||
+  if (!o->linears || !o->add_rmsnorm || !o->rope_freq || !o->ropes || !o->layernorm ||
       !o->weighted_sum_rows || !o->dequant_fp8)
     return SC_ENOTSUP;
   recorder *r = calloc(1, sizeof *r);

@@ -340,19 +340,6 @@ static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t 
   return rc;
 }
 
-/* Rotary embedding of n_heads heads of every local token (x, ld_tok, ld_head as the
- * kernel's): the plain RoPE of the synthetic model or the checkpoint's table. */
-static int rope(step_ctx *s, int32_t n_heads, int32_t rot_dim, float *x, int64_t ld_tok,
-                int64_t ld_head) {
-  const sc_forward *f = s->f;
-  const int32_t *pos = ix(s, U_POS);
-  if (f->inv_freq == NULL)
-    return f->k->ops->rope(f->k, s->Tp, n_heads, rot_dim, x, ld_tok, ld_head, pos,
-                           f->mc.rope_theta);
-  return f->k->ops->rope_freq(f->k, s->Tp, n_heads, rot_dim, x, ld_tok, ld_head, pos,
-                              f->inv_freq, f->attn_factor);
-}
-
 /* The work queued from here on belongs to `stage` (step_prof.h). */
 static void stage(step_ctx *s, sc_stage st) { sc_step_prof_enter(&s->f->prof, st); }
 
@@ -465,21 +452,23 @@ static int attention_layer(step_ctx *s) {
   from_ql.part[0] = (sc_linear_part){sc_w(w, l, SC_W_WQ_B), qw, qr, 1.0f, q, qw};
   if (own) from_ql.part[1] = (sc_linear_part){sc_w(w, l, SC_W_IDX_WQ), iqw, qr, 1.0f, iq, iqw};
   CK(o->linears(k, &from_ql), "layer %d: wq_b%s", l, own ? ", indexer wq" : "");
+  const float *knw = own ? sc_wx(w, l, SC_WX_IDX_KNORM_W) : NULL;
+  if (knw != NULL) /* a checkpoint's indexer key: LayerNorm before its rotary part */
+    CK(o->layernorm(k, Tp, s->dI, kv + s->kvw, s->iw, knw, sc_wx(w, l, SC_WX_IDX_KNORM_B),
+                    f->mc.arch.index_norm_eps, kv + s->kvw, s->iw),
+       "layer %d: indexer k_norm", l);
+  /* q's and the KV row's rotary parts, then the index key's and query's: one op */
+  sc_ropes rot = {.n_tok = Tp, .pos = ix(s, U_POS), .theta = f->mc.rope_theta,
+                  .inv_freq = f->inv_freq, .attn_factor = f->attn_factor};
   if (s->dr > 0) {
-    CK(rope(s, s->Hl, s->dr, q + s->dn, qw, s->qd), "layer %d: q rope", l);
-    CK(rope(s, 1, s->dr, kv + s->dc, s->iw, s->dr), "layer %d: k rope", l);
+    rot.part[rot.n_parts++] = (sc_rope_part){s->Hl, s->dr, q + s->dn, qw, s->qd};
+    rot.part[rot.n_parts++] = (sc_rope_part){1, s->dr, kv + s->dc, s->iw, s->dr};
   }
-  if (own) {
-    const float *knw = sc_wx(w, l, SC_WX_IDX_KNORM_W), *knb = sc_wx(w, l, SC_WX_IDX_KNORM_B);
-    if (knw != NULL) /* a checkpoint's indexer key: LayerNorm before its rotary part */
-      CK(o->layernorm(k, Tp, s->dI, kv + s->kvw, s->iw, knw, knb, f->mc.arch.index_norm_eps,
-                      kv + s->kvw, s->iw),
-         "layer %d: indexer k_norm", l);
-    if (s->idr > 0) {
-      CK(rope(s, 1, s->idr, kv + s->kvw, s->iw, s->dI), "layer %d: index key rope", l);
-      CK(rope(s, s->HI, s->idr, iq, iqw, s->dI), "layer %d: index query rope", l);
-    }
+  if (own && s->idr > 0) {
+    rot.part[rot.n_parts++] = (sc_rope_part){1, s->idr, kv + s->kvw, s->iw, s->dI};
+    rot.part[rot.n_parts++] = (sc_rope_part){s->HI, s->idr, iq, iqw, s->dI};
   }
+  if (rot.n_parts > 0) CK(o->ropes(k, &rot), "layer %d: rope", l);
   /* Absorb W_UK: qabs[t,h,:dc] = q_nope[t,h] * W_UK[h]; then copy q_rope after it. */
   const float *wkvb = sc_w(w, l, SC_W_WKV_B);
   const int64_t hstride = (int64_t)(s->dn + s->dv) * s->dc;

@@ -250,6 +250,7 @@ static const sc_kernels_ops k_cpu_ops = {
     .rmsnorm = sc_kcpu_rmsnorm,
     .rope = sc_kcpu_rope,
     .rope_freq = sc_kcpu_rope_freq,
+    .ropes = sc_kcpu_ropes,
     .layernorm = sc_kcpu_layernorm,
     .weighted_sum_rows = sc_kcpu_weighted_sum_rows,
     .swiglu = sc_kcpu_swiglu,

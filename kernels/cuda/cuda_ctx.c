@@ -496,6 +496,7 @@ static const sc_kernels_ops k_cuda_ops = {
     .rmsnorm = sc_kcuda_rmsnorm,
     .rope = sc_kcuda_rope,
     .rope_freq = sc_kcuda_rope_freq,
+    .ropes = sc_kcuda_ropes,
     .layernorm = sc_kcuda_layernorm,
     .weighted_sum_rows = sc_kcuda_weighted_sum_rows,
     .dequant_fp8 = sc_kcuda_dequant_fp8,

@@ -106,10 +106,12 @@ __device__ inline void rope_pairs(float *v, int64_t ld_head, int32_t h0, int32_t
   }
 }
 
-/* (token, head group, pair) of thread id; false past the end */
+/* (token, head group, pair) of the thread in block `block` of the rotation; false past
+ * the end */
 __device__ inline bool rope_thread(int64_t n_tok, int32_t n_heads, int32_t pairs, int64_t *t,
-                                   int32_t *h0, int32_t *h1, int32_t *i) {
-  const int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+                                   int32_t *h0, int32_t *h1, int32_t *i,
+                                   int64_t block = blockIdx.x) {
+  const int64_t id = block * blockDim.x + threadIdx.x;
   const int32_t groups = (n_heads + ROPE_HEADS - 1) / ROPE_HEADS;
   if (id >= n_tok * groups * pairs) return false;
   *i = (int32_t)(id % pairs);
@@ -124,16 +126,29 @@ static unsigned rope_blocks(int64_t n_tok, int32_t n_heads, int32_t pairs) {
   return (unsigned)sc_cdiv(n_tok * sc_cdiv(n_heads, ROPE_HEADS) * pairs, 256);
 }
 
+/* Pair i of token t in heads h0..h1: the rope op's rotation, or rope_freq's (inv_freq). */
+__device__ inline void rope_rotate(float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
+                                   int64_t t, int32_t h0, int32_t h1, int32_t i, int32_t rot_dim,
+                                   double theta, const double *inv_freq, double factor) {
+  if (inv_freq == NULL) {
+    const double ang = (double)pos[t] * pow(theta, -2.0 * i / (double)rot_dim);
+    double sd, cd;
+    sincos(ang, &sd, &cd);
+    rope_pairs(x + t * ld_tok + 2 * i, ld_head, h0, h1, (float)cd, (float)sd);
+  } else {
+    const double ang = (double)pos[t] * inv_freq[i];
+    rope_pairs(x + t * ld_tok + 2 * i, ld_head, h0, h1, (float)(cos(ang) * factor),
+               (float)(sin(ang) * factor));
+  }
+}
+
 __global__ void k_rope(int64_t n_tok, int32_t n_heads, int32_t half, float *x, int64_t ld_tok,
                        int64_t ld_head, const int32_t *pos, double theta, int32_t rot_dim) {
   sc_dev_pdl_enter();
   int64_t t;
   int32_t h0, h1, i;
   if (!rope_thread(n_tok, n_heads, half, &t, &h0, &h1, &i)) return;
-  const double ang = (double)pos[t] * pow(theta, -2.0 * i / (double)rot_dim);
-  double sd, cd;
-  sincos(ang, &sd, &cd);
-  rope_pairs(x + t * ld_tok + 2 * i, ld_head, h0, h1, (float)cd, (float)sd);
+  rope_rotate(x, ld_tok, ld_head, pos, t, h0, h1, i, rot_dim, theta, NULL, 1.0);
 }
 
 extern "C" int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
@@ -154,9 +169,7 @@ __global__ void k_rope_freq(int64_t n_tok, int32_t n_heads, int32_t half, float 
   int64_t t;
   int32_t h0, h1, i;
   if (!rope_thread(n_tok, n_heads, half, &t, &h0, &h1, &i)) return;
-  const double ang = (double)pos[t] * inv_freq[i];
-  rope_pairs(x + t * ld_tok + 2 * i, ld_head, h0, h1, (float)(cos(ang) * factor),
-             (float)(sin(ang) * factor));
+  rope_rotate(x, ld_tok, ld_head, pos, t, h0, h1, i, 2 * half, 0.0, inv_freq, factor);
 }
 
 extern "C" int sc_kcuda_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
@@ -167,6 +180,45 @@ extern "C" int sc_kcuda_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads,
                   n_tok, n_heads, rot_dim / 2, x, ld_tok, ld_head, pos, inv_freq,
                   (double)attn_factor);
   return SC_CUDA_CHECK_LAUNCH("rope_freq");
+}
+
+/* ---- several rotations of the same tokens, one launch: each part's blocks as its own
+ * launch would have them (first[p] .. first[p + 1]), so every value is rotated by the
+ * same operations as by k_rope or k_rope_freq ---- */
+typedef struct rope_launch {
+  sc_ropes r;
+  int64_t first[SC_ROPES_MAX + 1];
+} rope_launch;
+
+__global__ void k_ropes(rope_launch a) {
+  sc_dev_pdl_enter();
+  int p = 0;
+  while (p + 1 < a.r.n_parts && blockIdx.x >= a.first[p + 1]) p++;
+  const sc_rope_part &q = a.r.part[p];
+  int64_t t;
+  int32_t h0, h1, i;
+  if (!rope_thread(a.r.n_tok, q.n_heads, q.rot_dim / 2, &t, &h0, &h1, &i,
+                   (int64_t)blockIdx.x - a.first[p]))
+    return;
+  rope_rotate(q.x, q.ld_tok, q.ld_head, a.r.pos, t, h0, h1, i, q.rot_dim, (double)a.r.theta,
+              a.r.inv_freq, (double)a.r.attn_factor);
+}
+
+extern "C" int sc_kcuda_ropes(sc_kernels *k, const sc_ropes *r) {
+  SC_KCHECK(sc_kcheck_ropes(r));
+  rope_launch a = {*r, {0}};
+  int32_t n = 0; /* the parts with something to rotate */
+  for (int32_t p = 0; p < r->n_parts; p++) {
+    const sc_rope_part &q = r->part[p];
+    if (q.n_heads == 0 || q.rot_dim == 0) continue;
+    a.r.part[n] = q;
+    a.first[n + 1] = a.first[n] + rope_blocks(r->n_tok, q.n_heads, q.rot_dim / 2);
+    n++;
+  }
+  a.r.n_parts = n;
+  if (a.first[n] > INT32_MAX) return SC_ERANGE;
+  sc_kcuda_launch(sc_kcuda_of(k), k_ropes, (unsigned)a.first[n], 256, 0, a);
+  return SC_CUDA_CHECK_LAUNCH("ropes");
 }
 
 /* ---- LayerNorm: one block per row, mean and biased variance in double (two passes, as

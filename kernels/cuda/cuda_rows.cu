@@ -7,6 +7,9 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "plan/dcp.h"
 
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+
 
 #define ROWS_PER_BLOCK 8
 
@@ -196,40 +199,69 @@ __device__ __forceinline__ uint64_t argmax_key(float v, int32_t i) {
   return ((uint64_t)u << 32) | (uint32_t)~(uint32_t)i;
 }
 
-/* One block a row. */
-__global__ void k_argmax_rows(int64_t width, const float *x, int64_t ld, int32_t *out) {
-  sc_dev_pdl_enter();
-  __shared__ uint64_t warp_best[32];
-  const float *row = x + (int64_t)blockIdx.x * ld;
+/* A row's best key over this thread's elements and then the block's (in every thread
+ * of warp 0), from element `first` on in steps of `stride`. Four loads in flight a
+ * thread: a row of the vocabulary is 129,280 logits, read once. */
+__device__ __forceinline__ uint64_t argmax_block(const float *row, int64_t width,
+                                                 int64_t first, int64_t stride,
+                                                 uint64_t *warp_best) {
   uint64_t best = 0;
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
-    const uint64_t key = argmax_key(row[i], (int32_t)i);
-    best = key > best ? key : best;
+  int64_t i = first;
+  for (; i + 3 * stride < width; i += 4 * stride) {
+    const float v0 = row[i], v1 = row[i + stride], v2 = row[i + 2 * stride],
+                v3 = row[i + 3 * stride];
+    uint64_t k = argmax_key(v0, (int32_t)i);
+    k = max(k, argmax_key(v1, (int32_t)(i + stride)));
+    k = max(k, argmax_key(v2, (int32_t)(i + 2 * stride)));
+    k = max(k, argmax_key(v3, (int32_t)(i + 3 * stride)));
+    best = max(best, k);
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    const uint64_t other = __shfl_xor_sync(0xffffffffu, best, o);
-    best = other > best ? other : best;
-  }
+  for (; i < width; i += stride) best = max(best, argmax_key(row[i], (int32_t)i));
+  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
   if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best;
   __syncthreads();
   if (threadIdx.x < 32) {
     best = threadIdx.x < (blockDim.x >> 5) ? warp_best[threadIdx.x] : 0;
-    for (int o = 16; o > 0; o >>= 1) {
-      const uint64_t other = __shfl_xor_sync(0xffffffffu, best, o);
-      best = other > best ? other : best;
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = (int32_t)~(uint32_t)best;
+    for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
   }
+  return best;
+}
+
+/* A cluster of ARGMAX_CTAS blocks a row: one block a row took 30 us over the default
+ * model's 129,280 logits, the largest kernel of its decode step (ncu, H200, 2026-12-04:
+ * bench/gpu-step.md). Each block takes every ARGMAX_CTAS-th stretch of the row, and block
+ * 0 takes the largest of the blocks' keys from their shared memory. Keys are distinct
+ * (the index is in them), so the maximum is the same whatever the split. */
+#define ARGMAX_CTAS 8
+#define ARGMAX_THREADS 512
+__global__ void __cluster_dims__(ARGMAX_CTAS, 1, 1) __launch_bounds__(ARGMAX_THREADS)
+    k_argmax_rows(int64_t width, const float *x, int64_t ld, int32_t *out) {
+  sc_dev_pdl_enter();
+  __shared__ uint64_t warp_best[32];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int r = (int)cluster.block_rank();
+  const int64_t row = blockIdx.x / ARGMAX_CTAS;
+  const uint64_t best = argmax_block(x + row * ld, width, (int64_t)r * ARGMAX_THREADS + threadIdx.x,
+                                     (int64_t)ARGMAX_CTAS * ARGMAX_THREADS, warp_best);
+  if (threadIdx.x == 0) warp_best[0] = best; /* (warp 0 has read the others) */
+  cluster.sync(); /* every block's best is in its warp_best[0] */
+  if (r == 0 && threadIdx.x == 0) {
+    uint64_t b = 0;
+    for (int c = 0; c < ARGMAX_CTAS; c++) b = max(b, *cluster.map_shared_rank(warp_best, c));
+    out[row] = (int32_t)~(uint32_t)b;
+  }
+  cluster.sync(); /* no block leaves while block 0 reads its shared memory */
 }
 
 extern "C" int sc_kcuda_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x,
                                     int64_t ld, int32_t *out) {
   sc_kcuda *c = sc_kcuda_of(k);
-  if (n < 0 || width < 1 || width > INT32_MAX || ld < width || n > INT32_MAX ||
+  if (n < 0 || width < 1 || width > INT32_MAX || ld < width || n > INT32_MAX / ARGMAX_CTAS ||
       (n > 0 && (x == NULL || out == NULL)))
     return SC_EINVAL;
   if (n == 0) return 0;
-  sc_kcuda_launch(c, k_argmax_rows, (unsigned)n, 512, 0, width, x, ld, out);
+  sc_kcuda_launch(c, k_argmax_rows, (unsigned)(n * ARGMAX_CTAS), ARGMAX_THREADS, 0, width, x, ld,
+                  out);
   return SC_CUDA_CHECK_LAUNCH("argmax_rows");
 }
 

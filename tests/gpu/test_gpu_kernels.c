@@ -345,6 +345,52 @@ static void case_elementwise(void) {
   free(x), free(w), free(hg), free(hc), free(q), free(qg), free(qc), free(gate), free(upv);
 }
 
+/* ropes: one launch of several parts rotates each part to the bit as its own rope (or
+ * rope_freq) launch does; parts of different head counts, widths and strides, one of
+ * them empty, with theta and with a table. */
+static void case_ropes(void) {
+  enum { NT = 7, LA = 5 * 80 + 3, LB = 70, LC = 3 * 40 + 1 };
+  const size_t n = (size_t)NT * (LA + LB + LC);
+  int32_t pos[NT];
+  for (int i = 0; i < NT; i++) pos[i] = (int32_t)gt_int(0, 150000);
+  double inv[32];
+  for (int i = 0; i < 32; i++) inv[i] = pow(10000.0, -2.0 * i / 64.0) * (i < 9 ? 1.0 : 0.04);
+  float *x = gt_rand_f32(n, -1, 1), *one = malloc(sizeof(float) * n),
+        *all = malloc(sizeof(float) * n);
+  pbuf P = both(pos, sizeof pos), F = both(inv, sizeof inv);
+  for (int table = 0; table < 2; table++) {
+    pbuf A = both(x, sizeof(float) * n), B = both(x, sizeof(float) * n);
+    float *a = (float *)A.g, *b = (float *)B.g;
+    sc_ropes r = {.n_tok = NT, .pos = (const int32_t *)P.g, .theta = 10000.0f,
+                  .inv_freq = table ? (const double *)F.g : NULL, .attn_factor = 1.1f,
+                  .n_parts = 4};
+    const int64_t oa = 0, ob = (int64_t)NT * LA, oc = ob + (int64_t)NT * LB;
+    r.part[0] = (sc_rope_part){5, 64, a + oa, LA, 80};
+    r.part[1] = (sc_rope_part){1, 64, a + ob, LB, 64};
+    r.part[2] = (sc_rope_part){0, 64, a + ob + 1, LB, 64}; /* nothing to rotate */
+    r.part[3] = (sc_rope_part){3, 32, a + oc, LC, 40};
+    CHECK(G->ops->ropes(G, &r) == 0, "ropes (table %d)", table);
+    for (int p = 0; p < 4; p++) {
+      const sc_rope_part q = r.part[p];
+      float *xb = b + (q.x - a);
+      CHECK((table ? G->ops->rope_freq(G, NT, q.n_heads, q.rot_dim, xb, q.ld_tok, q.ld_head,
+                                       r.pos, r.inv_freq, r.attn_factor)
+                   : G->ops->rope(G, NT, q.n_heads, q.rot_dim, xb, q.ld_tok, q.ld_head, r.pos,
+                                  r.theta)) == 0,
+            "rope part %d", p);
+    }
+    CHECK(down(A, all, NULL, sizeof(float) * n) == 0 && down(B, one, NULL, sizeof(float) * n) == 0,
+          "sync");
+    CHECK(memcmp(all, one, sizeof(float) * n) == 0, "ropes differ from rope (table %d)", table);
+    CHECK(memcmp(all, x, sizeof(float) * n) != 0, "ropes rotated nothing");
+    pfree(A), pfree(B);
+  }
+  sc_ropes bad = {.n_tok = 1, .pos = (const int32_t *)P.g, .theta = 1.0f, .n_parts = 5};
+  CHECK(G->ops->ropes(G, &bad) == SC_EINVAL, "5 parts accepted");
+  pfree(P), pfree(F);
+  free(x), free(one), free(all);
+}
+
 /* The ops a checkpoint's model adds (rope_freq, layernorm, weighted_sum_rows) against the
  * CPU reference: the same tolerances as their synthetic-model siblings; the combine's sum
  * is taken in the same order on both (picks in order from 0, the shared expert last), so
@@ -1285,6 +1331,25 @@ static void case_greedy(void) {
   }
   CHECK(got[1] == 7 && got[2] == 0 && got[3] == 0 && got[5] == 5 && got[7] == 999,
         "rows 1, 2, 3, 5, 7: %d %d %d %d %d", got[1], got[2], got[3], got[5], got[7]);
+  /* rows narrower than a block and than the cluster's stride, with a stride of their own */
+  for (int w = 1; w <= 4100; w += 4099 / 3) {
+    enum { NR = 3, LD = 4104 };
+    float *y = malloc(sizeof(float) * NR * LD);
+    for (int i = 0; i < NR * LD; i++) y[i] = (float)gt_unif(-1.0, 1.0);
+    y[LD + w - 1] = 5.0f; /* row 1: the last element */
+    int32_t g3[NR];
+    pbuf Y = both(y, sizeof(float) * NR * LD), P = both_poison(sizeof g3);
+    CHECK(G->ops->argmax_rows(G, NR, w, Y.g, LD, P.g) == 0, "argmax_rows width %d", w);
+    CHECK(down(P, g3, NULL, sizeof g3) == 0, "download");
+    for (int i = 0; i < NR; i++) {
+      int32_t host;
+      float margin;
+      sc_logits_top2(y + i * LD, w, &host, &margin);
+      CHECK(g3[i] == host, "width %d row %d: device %d, host %d", w, i, g3[i], host);
+    }
+    pfree(Y), pfree(P);
+    free(y);
+  }
   /* take_tokens: ids[at[j]] = src[row[j]] */
   int32_t ids[16], at[3] = {2, 9, 15}, row[3] = {4, 0, 7}, back[16];
   for (int i = 0; i < 16; i++) ids[i] = 1000 + i;
@@ -1442,6 +1507,7 @@ int main(void) {
   RUN_CASE(case_linears);
   RUN_CASE(case_elementwise);
   RUN_CASE(case_checkpoint_ops);
+  RUN_CASE(case_ropes);
   RUN_CASE(case_gather);
   RUN_CASE(case_kv_write);
   RUN_CASE(case_indexer);

@@ -281,6 +281,37 @@ Test(kernels_dense, rope_rotates_interleaved_pairs) {
   sc_kernels_destroy(k);
 }
 
+Test(kernels_dense, ropes_rotate_each_part_as_rope_does) {
+  sc_kernels *k = tk_ctx(2);
+  uint64_t seed = 12;
+  enum { NT = 6, LA = 2 * 20 + 3, LB = 18 };
+  const size_t n = (size_t)NT * (LA + LB);
+  float *x = tk_rand_f32(&seed, n, -1, 1);
+  int32_t pos[NT];
+  for (int i = 0; i < NT; i++) pos[i] = (int32_t)tk_int(&seed, 0, 100000);
+  float *da = tk_up(k, x, sizeof(float) * n), *db = tk_up(k, x, sizeof(float) * n);
+  int32_t *dpos = tk_up(k, pos, sizeof pos);
+  sc_ropes r = {.n_tok = NT, .pos = dpos, .theta = 500.0f, .n_parts = 2};
+  r.part[0] = (sc_rope_part){2, 16, da, LA, 20};
+  r.part[1] = (sc_rope_part){1, 8, da + NT * LA, LB, 8};
+  cr_assert_eq(k->ops->ropes(k, &r), 0);
+  cr_assert_eq(k->ops->rope(k, NT, 2, 16, db, LA, 20, dpos, 500.0f), 0);
+  cr_assert_eq(k->ops->rope(k, NT, 1, 8, db + NT * LA, LB, 8, dpos, 500.0f), 0);
+  float *ya = malloc(sizeof(float) * n), *yb = malloc(sizeof(float) * n);
+  tk_down(k, ya, da, sizeof(float) * n);
+  tk_down(k, yb, db, sizeof(float) * n);
+  cr_assert(memcmp(ya, yb, sizeof(float) * n) == 0, "ropes differ from rope");
+  cr_assert(memcmp(ya, x, sizeof(float) * n) != 0, "nothing rotated");
+  r.n_parts = SC_ROPES_MAX + 1;
+  cr_assert_eq(k->ops->ropes(k, &r), SC_EINVAL);
+  r.n_parts = 1;
+  r.part[0].rot_dim = 15; /* odd */
+  cr_assert_eq(k->ops->ropes(k, &r), SC_EINVAL);
+  free(x), free(ya), free(yb);
+  k->ops->free(k, da), k->ops->free(k, db), k->ops->free(k, dpos);
+  sc_kernels_destroy(k);
+}
+
 Test(kernels_dense, swiglu_and_add_match_formula) {
   sc_kernels *k = tk_ctx(2);
   uint64_t seed = 11;
