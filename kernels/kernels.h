@@ -168,6 +168,27 @@ typedef struct sc_linears {
   sc_linear_part part[SC_LINEARS_MAX];
 } sc_linears;
 
+/* Two RMSNorms of the same rows in one op (a layer's q latent and c_kv after their
+ * projections: one launch where two took ~4 us each on the GPU): part p exactly as
+ * rmsnorm(n_rows, part[p].dim, x, ld_x, w, eps, out, ld_out) alone. Parts must not
+ * overlap (each may be in place). */
+#define SC_RMSNORMS_MAX 2
+typedef struct sc_rmsnorm_part {
+  int64_t dim;
+  const float *x;
+  int64_t ld_x;
+  const float *w; /* NULL = ones */
+  float *out;
+  int64_t ld_out;
+} sc_rmsnorm_part;
+
+typedef struct sc_rmsnorms {
+  int64_t n_rows;
+  float eps;
+  int32_t n_parts; /* 0..SC_RMSNORMS_MAX */
+  sc_rmsnorm_part part[SC_RMSNORMS_MAX];
+} sc_rmsnorms;
+
 /* Several rotary embeddings of the same tokens in one op (a decode step's q, k, index key
  * and index query: one launch where four took ~4 us each on the GPU). Part p rotates
  * part[p].n_heads heads of rot_dim values as the rope op does (rope_freq's when inv_freq
@@ -324,6 +345,8 @@ typedef struct sc_kernels_ops {
   /* out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w   (w: [dim] buffer, NULL = ones) */
   int (*rmsnorm)(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x, int64_t ld_x,
                  const float *w, float eps, float *out, int64_t ld_out);
+  /* The parts of a, each as rmsnorm would normalise it. */
+  int (*rmsnorms)(sc_kernels *k, const sc_rmsnorms *a);
   /* Rotary embedding in place on x[t, h, 0..rot_dim), interleaved pairs: pair i is
    * (x[2i], x[2i+1]), rotated by angle pos[t] * theta^(-2i/rot_dim) (DeepSeek's rope
    * layout). Head h of token t starts at x + t*ld_tok + h*ld_head; rot_dim even. */

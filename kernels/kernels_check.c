@@ -100,6 +100,19 @@ int sc_kcheck_rope_freq(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const f
   return sc_kcheck_rope(n_tok, n_heads, rot_dim, x, ld_head, pos, 1.0f);
 }
 
+/* 0: some part has rows to normalise; 1: nothing to do; or SC_EINVAL. */
+int sc_kcheck_rmsnorms(const sc_rmsnorms *a) {
+  if (a == NULL || a->n_parts < 0 || a->n_parts > SC_RMSNORMS_MAX) return SC_EINVAL;
+  bool any = false;
+  for (int32_t p = 0; p < a->n_parts; p++) {
+    const sc_rmsnorm_part *q = &a->part[p];
+    const int rc = sc_kcheck_rmsnorm(a->n_rows, q->dim, q->x, q->ld_x, a->eps, q->out, q->ld_out);
+    if (rc < 0) return rc;
+    any = any || rc == 0;
+  }
+  return any ? 0 : 1;
+}
+
 /* 0: every part is to be rotated; 1: nothing to do; or SC_EINVAL. Parts with nothing to
  * rotate (no heads, no rotary values) are allowed and skipped. */
 int sc_kcheck_ropes(const sc_ropes *r) {

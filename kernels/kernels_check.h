@@ -34,6 +34,7 @@ int sc_kcheck_rmsnorm(int64_t n_rows, int64_t dim, const float *x, int64_t ld_x,
 int sc_kcheck_rope(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const float *x,
                    int64_t ld_head, const int32_t *pos, float theta);
 int sc_kcheck_ropes(const sc_ropes *r);
+int sc_kcheck_rmsnorms(const sc_rmsnorms *a);
 int sc_kcheck_rope_freq(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const float *x,
                         int64_t ld_head, const int32_t *pos, const double *inv_freq,
                         float attn_factor);

@@ -24,3 +24,26 @@ int sc_kernels_add_rmsnorm_by_ops(sc_kernels *k, int64_t n_rows, int64_t dim, co
   const int rc = k->ops->add(k, n_rows, dim, x, ld_x, y, ld_y);
   return rc ? rc : k->ops->rmsnorm(k, n_rows, dim, y, ld_y, w, eps, out, ld_out);
 }
+
+int sc_kernels_rmsnorms_by_ops(sc_kernels *k, const sc_rmsnorms *a) {
+  SC_KCHECK(sc_kcheck_rmsnorms(a));
+  int rc = 0;
+  for (int32_t p = 0; p < a->n_parts && rc == 0; p++) {
+    const sc_rmsnorm_part *q = &a->part[p];
+    rc = k->ops->rmsnorm(k, a->n_rows, q->dim, q->x, q->ld_x, q->w, a->eps, q->out, q->ld_out);
+  }
+  return rc;
+}
+
+int sc_kernels_ropes_by_ops(sc_kernels *k, const sc_ropes *r) {
+  SC_KCHECK(sc_kcheck_ropes(r));
+  int rc = 0;
+  for (int32_t p = 0; p < r->n_parts && rc == 0; p++) {
+    const sc_rope_part *q = &r->part[p];
+    rc = r->inv_freq ? k->ops->rope_freq(k, r->n_tok, q->n_heads, q->rot_dim, q->x, q->ld_tok,
+                                         q->ld_head, r->pos, r->inv_freq, r->attn_factor)
+                     : k->ops->rope(k, r->n_tok, q->n_heads, q->rot_dim, q->x, q->ld_tok,
+                                    q->ld_head, r->pos, r->theta);
+  }
+  return rc;
+}

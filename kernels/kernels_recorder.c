@@ -290,6 +290,12 @@ static int w_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
   return keep(r, run_rmsnorm, &a, sizeof a);
 }
 
+static int run_rmsnorms(sc_kernels *in, const void *p) { return in->ops->rmsnorms(in, p); }
+static int w_rmsnorms(sc_kernels *k, const sc_rmsnorms *a) {
+  recorder *r = rec_of(k);
+  return r->recording ? keep(r, run_rmsnorms, a, sizeof *a) : r->in->ops->rmsnorms(r->in, a);
+}
+
 typedef struct a_rope {
   int64_t n_tok;
   int32_t n_heads, rot_dim;
@@ -671,6 +677,7 @@ static const sc_kernels_ops k_recorder_ops = {
     .gemm = w_gemm,
     .linears = w_linears,
     .rmsnorm = w_rmsnorm,
+    .rmsnorms = w_rmsnorms,
     .rope = w_rope,
     .rope_freq = w_rope_freq,
     .ropes = w_ropes,
@@ -699,7 +706,7 @@ int sc_kernels_recorder_wrap(sc_kernels *inner, sc_kernels **out) {
   if (inner == NULL || inner->ops->record_begin != NULL) return SC_EINVAL;
   /* every op the inner backend has must be one this table forwards */
   const sc_kernels_ops *o = inner->ops;
-  if (!o->linears || !o->add_rmsnorm || !o->rope_freq || !o->ropes || !o->layernorm ||
+  if (!o->linears || !o->add_rmsnorm || !o->rope_freq || !o->ropes || !o->rmsnorms || !o->layernorm ||
       !o->weighted_sum_rows || !o->dequant_fp8)
     return SC_ENOTSUP;
   recorder *r = calloc(1, sizeof *r);

@@ -444,10 +444,11 @@ static int attention_layer(step_ctx *s) {
     from_xn.n_parts = 4;
   }
   CK(o->linears(k, &from_xn), "layer %d: wq_a, wkv_a%s", l, own ? ", indexer wk and weights" : "");
-  CK(o->rmsnorm(k, Tp, qr, ql, qr, sc_w(w, l, SC_W_Q_NORM), leps, ql, qr),
-     "layer %d: q_norm", l);
-  CK(o->rmsnorm(k, Tp, s->dc, kv, s->iw, sc_w(w, l, SC_W_KV_NORM), leps, kv, s->iw),
-     "layer %d: kv_norm", l);
+  const sc_rmsnorms norms = {
+      .n_rows = Tp, .eps = leps, .n_parts = 2,
+      .part = {{qr, ql, qr, sc_w(w, l, SC_W_Q_NORM), ql, qr},
+               {s->dc, kv, s->iw, sc_w(w, l, SC_W_KV_NORM), kv, s->iw}}};
+  CK(o->rmsnorms(k, &norms), "layer %d: q_norm, kv_norm", l);
   sc_linears from_ql = {.rows = Tp, .k = qr, .x = ql, .ld_x = qr, .n_parts = own ? 2 : 1};
   from_ql.part[0] = (sc_linear_part){sc_w(w, l, SC_W_WQ_B), qw, qr, 1.0f, q, qw};
   if (own) from_ql.part[1] = (sc_linear_part){sc_w(w, l, SC_W_IDX_WQ), iqw, qr, 1.0f, iq, iqw};

@@ -86,20 +86,6 @@ int sc_kcpu_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot
   return sc_kcpu_parallel(sc_kcpu_of(k), n_tok, 16, rope_rows, &j);
 }
 
-/* One part after another: the CPU gains nothing from one pass over them. */
-int sc_kcpu_ropes(sc_kernels *k, const sc_ropes *r) {
-  SC_KCHECK(sc_kcheck_ropes(r));
-  int rc = 0;
-  for (int32_t p = 0; p < r->n_parts && rc == 0; p++) {
-    const sc_rope_part *q = &r->part[p];
-    rc = r->inv_freq ? sc_kcpu_rope_freq(k, r->n_tok, q->n_heads, q->rot_dim, q->x, q->ld_tok,
-                                         q->ld_head, r->pos, r->inv_freq, r->attn_factor)
-                     : sc_kcpu_rope(k, r->n_tok, q->n_heads, q->rot_dim, q->x, q->ld_tok,
-                                    q->ld_head, r->pos, r->theta);
-  }
-  return rc;
-}
-
 typedef struct {
   int64_t dim;
   const float *x, *w, *b;

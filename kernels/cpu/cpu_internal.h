@@ -77,7 +77,6 @@ int sc_kcpu_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
                     int64_t ld_x, const float *w, float eps, float *out, int64_t ld_out);
 int sc_kcpu_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
                  int64_t ld_tok, int64_t ld_head, const int32_t *pos, float theta);
-int sc_kcpu_ropes(sc_kernels *k, const sc_ropes *r);
 int sc_kcpu_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
                       float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
                       const double *inv_freq, float attn_factor);

@@ -494,6 +494,7 @@ static const sc_kernels_ops k_cuda_ops = {
     .gemm = cu_gemm,
     .linears = sc_kcuda_linears,
     .rmsnorm = sc_kcuda_rmsnorm,
+    .rmsnorms = sc_kcuda_rmsnorms,
     .rope = sc_kcuda_rope,
     .rope_freq = sc_kcuda_rope_freq,
     .ropes = sc_kcuda_ropes,

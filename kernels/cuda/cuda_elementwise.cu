@@ -29,10 +29,9 @@ __device__ inline float rms_inv(float ss, int64_t dim, float eps) {
   return rsqrtf(part[0] / (float)dim + eps);
 }
 
-__global__ void k_rmsnorm(int64_t dim, const float *x, int64_t ld_x, const float *w,
-                          float eps, float *out, int64_t ld_out) {
-  sc_dev_pdl_enter();
-  const int64_t r = blockIdx.x;
+/* Row r of one RMSNorm, by the block. */
+__device__ inline void rmsnorm_row(int64_t r, int64_t dim, const float *x, int64_t ld_x,
+                                   const float *w, float eps, float *out, int64_t ld_out) {
   const float *xr = x + r * ld_x;
   float *o = out + r * ld_out;
   float ss = 0.0f;
@@ -41,6 +40,28 @@ __global__ void k_rmsnorm(int64_t dim, const float *x, int64_t ld_x, const float
   /* in place is allowed: every thread reads its own elements before writing them */
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
     o[i] = xr[i] * inv * (w ? w[i] : 1.0f);
+}
+
+__global__ void k_rmsnorm(int64_t dim, const float *x, int64_t ld_x, const float *w,
+                          float eps, float *out, int64_t ld_out) {
+  sc_dev_pdl_enter();
+  rmsnorm_row(blockIdx.x, dim, x, ld_x, w, eps, out, ld_out);
+}
+
+/* The parts of an rmsnorms op: blockIdx.y the part, blockIdx.x its row, each row as
+ * k_rmsnorm normalises it. */
+__global__ void k_rmsnorms(sc_rmsnorms a) {
+  sc_dev_pdl_enter();
+  const sc_rmsnorm_part &p = a.part[blockIdx.y];
+  rmsnorm_row(blockIdx.x, p.dim, p.x, p.ld_x, p.w, a.eps, p.out, p.ld_out);
+}
+
+extern "C" int sc_kcuda_rmsnorms(sc_kernels *k, const sc_rmsnorms *a) {
+  SC_KCHECK(sc_kcheck_rmsnorms(a));
+  if (a->n_rows > INT32_MAX) return SC_ERANGE;
+  sc_kcuda_launch(sc_kcuda_of(k), k_rmsnorms, dim3((unsigned)a->n_rows, (unsigned)a->n_parts),
+                  256, 0, *a);
+  return SC_CUDA_CHECK_LAUNCH("rmsnorms");
 }
 
 extern "C" int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,

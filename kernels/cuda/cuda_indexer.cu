@@ -229,7 +229,10 @@ __global__ void __launch_bounds__(TC_THREADS)
       const int len = counts != NULL ? want : K;
       const uint64_t *cb = cbase + (size_t)j * room;
       int n = fill[j]; /* K or fewer: all of them, a plain copy */
-      if (n > K) {
+      if (n > K && n <= tw * TC_RANK_PER_WARP) { /* short: ranked (same K, sorted) */
+        team_rank_topk(cb, n, K, (uint64_t *)(hist + team * tw * 256), tm, o);
+        n = K;
+      } else if (n > K) {
         team_emit_topk(cb, n, K, hist + team * tw * 256, thr[j], tc_top_bound(top[j]), tm,
                        emitted, o, len);
         team_sync(tm);

@@ -33,6 +33,9 @@
                            * a block's few tiles wait on memory one after another */
 #define TC_PIECE 1024   /* candidate room per token beyond K, at least (see tc_piece) */
 #define TC_SLACK 256    /* candidates a cut may keep beyond K: one radix pass, mostly */
+#define TC_RANK_PER_WARP 64 /* keys a warp of an end-of-item team ranks at most (a list
+                             * of up to 64 w keys for a team of w warps, staged in the
+                             * team's 1 KB a warp of histogram): team_rank_topk */
 
 static_assert(TC_KW == 16 && TC_NT == 2,
               "a half-warp per token when appending: 16 keys a warp, two column tiles");

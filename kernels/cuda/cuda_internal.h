@@ -115,6 +115,7 @@ int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, const float *x,
 int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim, float *x,
                   int64_t ld_tok, int64_t ld_head, const int32_t *pos, float theta);
 int sc_kcuda_ropes(sc_kernels *k, const sc_ropes *r);
+int sc_kcuda_rmsnorms(sc_kernels *k, const sc_rmsnorms *a);
 int sc_kcuda_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
                        float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
                        const double *inv_freq, float attn_factor);

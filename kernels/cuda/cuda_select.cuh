@@ -389,4 +389,26 @@ __device__ inline void team_emit_topk(const uint64_t *buf, int n, int K, int *hi
   }
 }
 
+/* The K largest of the distinct nonzero keys buf[0..n) (K < n <= the stage's room), in
+ * descending order at dst[0..K): a key's slot is the count of larger keys, each thread
+ * ranking its keys against all n staged in shared memory (`stage`, the team's own; the
+ * reads are broadcasts). For a short list this beats team_emit_topk's radix passes,
+ * which with keep_max == K narrow until the K-th key has a bin of its own: up to eight
+ * passes of three barriers and a read of the list each (a decode token of the default
+ * model, K = 64 over a 64-128-token context: the indexer's one block took 16-17 us,
+ * ncu, H200, 2026-12-04: bench/gpu-step.md). The team's warps call it alike. */
+__device__ inline void team_rank_topk(const uint64_t *buf, int n, int K, uint64_t *stage,
+                                      const cut_team &tm, uint64_t *dst) {
+  const int first = tm.idx * 32 + (threadIdx.x & 31), step = tm.w * 32;
+  for (int i = first; i < n; i += step) stage[i] = buf[i];
+  team_sync(tm);
+  for (int i = first; i < n; i += step) {
+    const uint64_t v = stage[i];
+    int r = 0;
+    for (int j = 0; j < n; j++) r += stage[j] > v;
+    if (r < K) dst[r] = v;
+  }
+  team_sync(tm); /* the stage is the team's histogram again after this */
+}
+
 #endif

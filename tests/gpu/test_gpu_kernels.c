@@ -345,6 +345,38 @@ static void case_elementwise(void) {
   free(x), free(w), free(hg), free(hc), free(q), free(qg), free(qc), free(gate), free(upv);
 }
 
+/* rmsnorms: one launch of two parts normalises each to the bit as its own rmsnorm launch
+ * does (one in place, one out of place without weight). */
+static void case_rmsnorms(void) {
+  enum { NR = 5, DA = 256, LA = 260, DB = 512, LB = 640 };
+  const size_t n = (size_t)NR * (LA + LB);
+  float *x = gt_rand_f32(n, -3, 3), *w = gt_rand_f32(DA, 0.5, 1.5);
+  float *one = malloc(sizeof(float) * n), *all = malloc(sizeof(float) * n);
+  pbuf A = both(x, sizeof(float) * n), B = both(x, sizeof(float) * n), W = both(w, sizeof(float) * DA);
+  pbuf OA = both_poison(sizeof(float) * n), OB = both_poison(sizeof(float) * n);
+  float *a = (float *)A.g, *b = (float *)B.g;
+  const sc_rmsnorms r = {.n_rows = NR, .eps = 1e-6f, .n_parts = 2,
+                         .part = {{DA, a, LA, (const float *)W.g, a, LA},
+                                  {DB, a + NR * LA, LB, NULL, (float *)OA.g, LB}}};
+  CHECK(G->ops->rmsnorms(G, &r) == 0, "rmsnorms");
+  CHECK(G->ops->rmsnorm(G, NR, DA, b, LA, (const float *)W.g, 1e-6f, b, LA) == 0 &&
+            G->ops->rmsnorm(G, NR, DB, b + NR * LA, LB, NULL, 1e-6f, (float *)OB.g, LB) == 0,
+        "rmsnorm");
+  CHECK(down(A, all, NULL, sizeof(float) * n) == 0 && down(B, one, NULL, sizeof(float) * n) == 0,
+        "sync");
+  CHECK(memcmp(all, one, sizeof(float) * n) == 0, "rmsnorms in place differ from rmsnorm");
+  CHECK(down(OA, all, NULL, sizeof(float) * n) == 0 && down(OB, one, NULL, sizeof(float) * n) == 0,
+        "sync");
+  for (int r0 = 0; r0 < NR; r0++)
+    CHECK(memcmp(all + r0 * LB, one + r0 * LB, sizeof(float) * DB) == 0,
+          "rmsnorms row %d differs from rmsnorm", r0);
+  sc_rmsnorms bad = r;
+  bad.n_parts = 3;
+  CHECK(G->ops->rmsnorms(G, &bad) == SC_EINVAL, "3 parts accepted");
+  pfree(A), pfree(B), pfree(W), pfree(OA), pfree(OB);
+  free(x), free(w), free(one), free(all);
+}
+
 /* ropes: one launch of several parts rotates each part to the bit as its own rope (or
  * rope_freq) launch does; parts of different head counts, widths and strides, one of
  * them empty, with theta and with a table. */
@@ -1508,6 +1540,7 @@ int main(void) {
   RUN_CASE(case_elementwise);
   RUN_CASE(case_checkpoint_ops);
   RUN_CASE(case_ropes);
+  RUN_CASE(case_rmsnorms);
   RUN_CASE(case_gather);
   RUN_CASE(case_kv_write);
   RUN_CASE(case_indexer);

@@ -312,6 +312,36 @@ Test(kernels_dense, ropes_rotate_each_part_as_rope_does) {
   sc_kernels_destroy(k);
 }
 
+Test(kernels_dense, rmsnorms_normalise_each_part_as_rmsnorm_does) {
+  sc_kernels *k = tk_ctx(2);
+  uint64_t seed = 13;
+  enum { NR = 4, DA = 24, LA = 30, DB = 40 };
+  const size_t n = (size_t)NR * (LA + DB);
+  float *x = tk_rand_f32(&seed, n, -2, 2), *w = tk_rand_f32(&seed, DA, 0.5, 1.5);
+  float *da = tk_up(k, x, sizeof(float) * n), *db = tk_up(k, x, sizeof(float) * n);
+  float *dw = tk_up(k, w, sizeof(float) * DA);
+  const sc_rmsnorms r = {.n_rows = NR, .eps = 1e-5f, .n_parts = 2,
+                         .part = {{DA, da, LA, dw, da, LA},
+                                  {DB, da + NR * LA, DB, NULL, da + NR * LA, DB}}};
+  cr_assert_eq(k->ops->rmsnorms(k, &r), 0);
+  cr_assert_eq(k->ops->rmsnorm(k, NR, DA, db, LA, dw, 1e-5f, db, LA), 0);
+  cr_assert_eq(k->ops->rmsnorm(k, NR, DB, db + NR * LA, DB, NULL, 1e-5f, db + NR * LA, DB), 0);
+  float *ya = malloc(sizeof(float) * n), *yb = malloc(sizeof(float) * n);
+  tk_down(k, ya, da, sizeof(float) * n);
+  tk_down(k, yb, db, sizeof(float) * n);
+  cr_assert(memcmp(ya, yb, sizeof(float) * n) == 0, "rmsnorms differ from rmsnorm");
+  cr_assert(memcmp(ya, x, sizeof(float) * n) != 0, "nothing normalised");
+  sc_rmsnorms bad = r;
+  bad.n_parts = SC_RMSNORMS_MAX + 1;
+  cr_assert_eq(k->ops->rmsnorms(k, &bad), SC_EINVAL);
+  bad.n_parts = 1;
+  bad.part[0].dim = 0;
+  cr_assert_eq(k->ops->rmsnorms(k, &bad), SC_EINVAL);
+  free(x), free(w), free(ya), free(yb);
+  k->ops->free(k, da), k->ops->free(k, db), k->ops->free(k, dw);
+  sc_kernels_destroy(k);
+}
+
 Test(kernels_dense, swiglu_and_add_match_formula) {
   sc_kernels *k = tk_ctx(2);
   uint64_t seed = 11;
