@@ -192,12 +192,18 @@ typedef struct sc_rmsnorms {
 /* Several rotary embeddings of the same tokens in one op (a decode step's q, k, index key
  * and index query: one launch where four took ~4 us each on the GPU). Part p rotates
  * part[p].n_heads heads of rot_dim values as the rope op does (rope_freq's when inv_freq
- * is set), each part exactly as the rope op alone would; parts must not overlap. */
+ * is set), each part exactly as the rope op alone would, in place or into its out; parts
+ * (and outs) must not overlap. */
 #define SC_ROPES_MAX 4
 typedef struct sc_rope_part {
   int32_t n_heads, rot_dim;
   float *x;
   int64_t ld_tok, ld_head;
+  /* NULL: in place; else the rotated values go here (rows as x's, by these strides) and x
+   * is left as it was (the MLA query's rotary part goes straight after its absorbed
+   * latent part) */
+  float *out;
+  int64_t ld_tok_out, ld_head_out;
 } sc_rope_part;
 
 typedef struct sc_ropes {

@@ -126,6 +126,8 @@ int sc_kcheck_ropes(const sc_ropes *r) {
                                : sc_kcheck_rope(r->n_tok, q->n_heads, q->rot_dim, q->x,
                                                 q->ld_head, r->pos, r->theta);
     if (rc < 0) return rc;
+    if (rc == 0 && q->out != NULL && q->n_heads > 1 && q->ld_head_out < q->rot_dim)
+      return SC_EINVAL;
     any = any || rc == 0;
   }
   return any ? 0 : 1;

@@ -35,15 +35,43 @@ int sc_kernels_rmsnorms_by_ops(sc_kernels *k, const sc_rmsnorms *a) {
   return rc;
 }
 
+/* A part's rotary values copied to its out, by gather_rows: one call when its (token,
+ * head) rows step evenly on both sides, else one a token. */
+static int rope_part_copy(sc_kernels *k, int64_t n_tok, const sc_rope_part *q) {
+  const bool even = q->n_heads == 1 || (q->ld_tok == q->n_heads * q->ld_head &&
+                                        q->ld_tok_out == q->n_heads * q->ld_head_out);
+  if (even) {
+    const int64_t n = n_tok * q->n_heads;
+    const int64_t sx = q->n_heads > 1 ? q->ld_head : q->ld_tok;
+    const int64_t so = q->n_heads > 1 ? q->ld_head_out : q->ld_tok_out;
+    return k->ops->gather_rows(k, n, q->rot_dim, (sc_krows){q->x, SC_KFMT_F32, sx, n}, NULL,
+                               (sc_krows){q->out, SC_KFMT_F32, so, n});
+  }
+  int rc = 0;
+  for (int64_t t = 0; t < n_tok && rc == 0; t++)
+    rc = k->ops->gather_rows(
+        k, q->n_heads, q->rot_dim, (sc_krows){q->x + t * q->ld_tok, SC_KFMT_F32, q->ld_head, q->n_heads},
+        NULL, (sc_krows){q->out + t * q->ld_tok_out, SC_KFMT_F32, q->ld_head_out, q->n_heads});
+  return rc;
+}
+
+/* Out of place: the copy, then the rotation in place there (the same values). */
 int sc_kernels_ropes_by_ops(sc_kernels *k, const sc_ropes *r) {
   SC_KCHECK(sc_kcheck_ropes(r));
   int rc = 0;
   for (int32_t p = 0; p < r->n_parts && rc == 0; p++) {
     const sc_rope_part *q = &r->part[p];
-    rc = r->inv_freq ? k->ops->rope_freq(k, r->n_tok, q->n_heads, q->rot_dim, q->x, q->ld_tok,
-                                         q->ld_head, r->pos, r->inv_freq, r->attn_factor)
-                     : k->ops->rope(k, r->n_tok, q->n_heads, q->rot_dim, q->x, q->ld_tok,
-                                    q->ld_head, r->pos, r->theta);
+    if (q->n_heads == 0 || q->rot_dim == 0) continue;
+    float *x = q->x;
+    int64_t ld_tok = q->ld_tok, ld_head = q->ld_head;
+    if (q->out != NULL) {
+      if ((rc = rope_part_copy(k, r->n_tok, q))) break;
+      x = q->out, ld_tok = q->ld_tok_out, ld_head = q->ld_head_out;
+    }
+    rc = r->inv_freq ? k->ops->rope_freq(k, r->n_tok, q->n_heads, q->rot_dim, x, ld_tok, ld_head,
+                                         r->pos, r->inv_freq, r->attn_factor)
+                     : k->ops->rope(k, r->n_tok, q->n_heads, q->rot_dim, x, ld_tok, ld_head,
+                                    r->pos, r->theta);
   }
   return rc;
 }

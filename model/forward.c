@@ -432,6 +432,7 @@ static int attention_layer(step_ctx *s) {
    * another: a decode step's products are a few rows each (kernels.h, sc_linears). */
   const int32_t qr = f->mc.q_lora_rank;
   const int64_t qw = (int64_t)s->Hl * s->qd, iqw = (int64_t)s->HI * s->dI;
+  const int64_t qaw = (int64_t)s->Hl * s->kvw; /* qabs: [q_nope W_UK ; q_rope] a head */
   sc_linears from_xn = {.rows = Tp, .k = s->hid, .x = xn, .ld_x = s->hid, .n_parts = 2};
   from_xn.part[0] = (sc_linear_part){sc_w(w, l, SC_W_WQ_A), qr, s->hid, 1.0f, ql, qr};
   /* KV row [c_kv ; k_rope] and the index key, one cache row wide */
@@ -462,28 +463,27 @@ static int attention_layer(step_ctx *s) {
   sc_ropes rot = {.n_tok = Tp, .pos = ix(s, U_POS), .theta = f->mc.rope_theta,
                   .inv_freq = f->inv_freq, .attn_factor = f->attn_factor};
   if (s->dr > 0) {
-    rot.part[rot.n_parts++] = (sc_rope_part){s->Hl, s->dr, q + s->dn, qw, s->qd};
-    rot.part[rot.n_parts++] = (sc_rope_part){1, s->dr, kv + s->dc, s->iw, s->dr};
+    /* q's into qabs, after each head's absorbed latent part (below) */
+    rot.part[rot.n_parts++] = (sc_rope_part){
+        .n_heads = s->Hl, .rot_dim = s->dr, .x = q + s->dn, .ld_tok = qw, .ld_head = s->qd,
+        .out = qabs + s->dc, .ld_tok_out = qaw, .ld_head_out = s->kvw};
+    rot.part[rot.n_parts++] = (sc_rope_part){
+        .n_heads = 1, .rot_dim = s->dr, .x = kv + s->dc, .ld_tok = s->iw, .ld_head = s->dr};
   }
   if (own && s->idr > 0) {
-    rot.part[rot.n_parts++] = (sc_rope_part){1, s->idr, kv + s->kvw, s->iw, s->dI};
-    rot.part[rot.n_parts++] = (sc_rope_part){s->HI, s->idr, iq, iqw, s->dI};
+    rot.part[rot.n_parts++] = (sc_rope_part){
+        .n_heads = 1, .rot_dim = s->idr, .x = kv + s->kvw, .ld_tok = s->iw, .ld_head = s->dI};
+    rot.part[rot.n_parts++] = (sc_rope_part){
+        .n_heads = s->HI, .rot_dim = s->idr, .x = iq, .ld_tok = iqw, .ld_head = s->dI};
   }
   if (rot.n_parts > 0) CK(o->ropes(k, &rot), "layer %d: rope", l);
-  /* Absorb W_UK: qabs[t,h,:dc] = q_nope[t,h] * W_UK[h]; then copy q_rope after it. */
+  /* Absorb W_UK: qabs[t,h,:dc] = q_nope[t,h] * W_UK[h] (q_rope is already after it) */
   const float *wkvb = sc_w(w, l, SC_W_WKV_B);
   const int64_t hstride = (int64_t)(s->dn + s->dv) * s->dc;
-  const int64_t qaw = (int64_t)s->Hl * s->kvw;
   const sc_gemm absorb = {.m = Tp, .n = s->dc, .k = s->dn, .alpha = 1.0f, .a = q, .lda = qw,
                           .stride_a = s->qd, .b = wkvb, .ldb = s->dc, .stride_b = hstride,
                           .c = qabs, .ldc = qaw, .stride_c = s->kvw, .batch = s->Hl};
   CK(o->gemm(k, &absorb), "layer %d: W_UK absorption", l);
-  if (s->dr > 0) {
-    const int64_t hr = (int64_t)Tp * s->Hl;
-    CK(o->gather_rows(k, hr, s->dr, (sc_krows){q + s->dn, SC_KFMT_F32, s->qd, hr}, NULL,
-                      (sc_krows){qabs + s->dc, SC_KFMT_F32, s->kvw, hr}),
-       "layer %d: q rope copy", l);
-  }
   CK(o->memset(k, olat, 0, (size_t)Tp * s->Hl * s->dc * sizeof(float)), "memset");
 
   /* ---- KV writes: prefill rows (owner copies, gathered over PCP), then decode rows ---- */
@@ -858,26 +858,38 @@ static int step_body(step_ctx *s) {
     if ((rc = attention_layer(s)) || (rc = mlp_layer(s))) goto out;
   }
   s->layer = -1;
+  const bool want_logits = s->out != NULL &&
+                           (s->out->logits != NULL || s->out->greedy != NULL) && s->nl > 0;
+  /* One rank whose every row gives logits (a decode step): the last residual add and the
+   * final norm are one op over all rows, and the gather moves normed rows (a row's norm
+   * is its own: the same values as norming the gathered rows) */
+  const bool norm_all = want_logits && s->P == 1 && s->nl == Tp && s->residual;
+  if (norm_all) {
+    s->residual = false;
+    CK(f->k->ops->add_rmsnorm(f->k, Tp, s->hid, f->buf[B_AO], s->hid, x, s->hid,
+                              f->w->t[SC_W_NORM], mc->rms_eps, f->buf[B_XN], s->hid),
+       "forward: the last layer's residual and the final norm");
+  }
   CK(residual_flush(s), "forward: the last layer's residual");
 
   /* ---- restore the global token order, final norm, LM head ---- */
   stage(s, SC_STAGE_HEAD);
-  float *xg = x;
+  float *xg = norm_all ? f->buf[B_XN] : x;
   if (s->P > 1) {
     xg = f->buf[B_XG];
     CC(coll(s, SC_GROUP_PCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_HIDDEN_RESTORE, s->Tp, s->hid,
             x, xg));
   }
-  if (s->out == NULL || (s->out->logits == NULL && s->out->greedy == NULL) || s->nl == 0)
-    goto out;
+  if (!want_logits) goto out;
   float *xl = f->buf[B_XL], *logits = f->buf[B_LOGITS];
   CK(f->k->ops->gather_rows(f->k, s->nl, s->hid,
                             (sc_krows){xg, SC_KFMT_F32, s->hid, (int64_t)s->P * s->Tp},
                             ix(s, U_LAST), (sc_krows){xl, SC_KFMT_F32, s->hid, s->nl}),
      "forward: last-token rows");
-  CK(f->k->ops->rmsnorm(f->k, s->nl, s->hid, xl, s->hid, f->w->t[SC_W_NORM], mc->rms_eps, xl,
-                        s->hid),
-     "forward: final norm");
+  if (!norm_all)
+    CK(f->k->ops->rmsnorm(f->k, s->nl, s->hid, xl, s->hid, f->w->t[SC_W_NORM], mc->rms_eps, xl,
+                          s->hid),
+       "forward: final norm");
   CK(sc_linear(f->k, s->nl, mc->vocab, s->hid, xl, s->hid, f->w->t[SC_W_HEAD], s->hid, logits,
                mc->vocab, 1.0f),
      "forward: LM head");

@@ -117,13 +117,12 @@ extern "C" int sc_kcuda_add_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, 
  * goes through the same operations as before, so results do not change. */
 #define ROPE_HEADS 4
 
-__device__ inline void rope_pairs(float *v, int64_t ld_head, int32_t h0, int32_t h1, float cs,
-                                  float sn) {
+__device__ inline void rope_pairs(const float *v, int64_t ld_head, float *y, int64_t ld_head_y,
+                                  int32_t h0, int32_t h1, float cs, float sn) {
   for (int32_t h = h0; h < h1; h++) {
-    float *p = v + h * ld_head;
-    const float a = p[0], c = p[1];
-    p[0] = a * cs - c * sn;
-    p[1] = a * sn + c * cs;
+    const float a = v[h * ld_head], c = v[h * ld_head + 1];
+    y[h * ld_head_y] = a * cs - c * sn;
+    y[h * ld_head_y + 1] = a * sn + c * cs;
   }
 }
 
@@ -147,18 +146,22 @@ static unsigned rope_blocks(int64_t n_tok, int32_t n_heads, int32_t pairs) {
   return (unsigned)sc_cdiv(n_tok * sc_cdiv(n_heads, ROPE_HEADS) * pairs, 256);
 }
 
-/* Pair i of token t in heads h0..h1: the rope op's rotation, or rope_freq's (inv_freq). */
-__device__ inline void rope_rotate(float *x, int64_t ld_tok, int64_t ld_head, const int32_t *pos,
+/* Pair i of token t in heads h0..h1 of x, rotated into y (which may be x): the rope op's
+ * rotation, or rope_freq's (inv_freq). */
+__device__ inline void rope_rotate(const float *x, int64_t ld_tok, int64_t ld_head, float *y,
+                                   int64_t ld_tok_y, int64_t ld_head_y, const int32_t *pos,
                                    int64_t t, int32_t h0, int32_t h1, int32_t i, int32_t rot_dim,
                                    double theta, const double *inv_freq, double factor) {
+  const float *v = x + t * ld_tok + 2 * i;
+  float *w = y + t * ld_tok_y + 2 * i;
   if (inv_freq == NULL) {
     const double ang = (double)pos[t] * pow(theta, -2.0 * i / (double)rot_dim);
     double sd, cd;
     sincos(ang, &sd, &cd);
-    rope_pairs(x + t * ld_tok + 2 * i, ld_head, h0, h1, (float)cd, (float)sd);
+    rope_pairs(v, ld_head, w, ld_head_y, h0, h1, (float)cd, (float)sd);
   } else {
     const double ang = (double)pos[t] * inv_freq[i];
-    rope_pairs(x + t * ld_tok + 2 * i, ld_head, h0, h1, (float)(cos(ang) * factor),
+    rope_pairs(v, ld_head, w, ld_head_y, h0, h1, (float)(cos(ang) * factor),
                (float)(sin(ang) * factor));
   }
 }
@@ -169,7 +172,7 @@ __global__ void k_rope(int64_t n_tok, int32_t n_heads, int32_t half, float *x, i
   int64_t t;
   int32_t h0, h1, i;
   if (!rope_thread(n_tok, n_heads, half, &t, &h0, &h1, &i)) return;
-  rope_rotate(x, ld_tok, ld_head, pos, t, h0, h1, i, rot_dim, theta, NULL, 1.0);
+  rope_rotate(x, ld_tok, ld_head, x, ld_tok, ld_head, pos, t, h0, h1, i, rot_dim, theta, NULL, 1.0);
 }
 
 extern "C" int sc_kcuda_rope(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
@@ -190,7 +193,8 @@ __global__ void k_rope_freq(int64_t n_tok, int32_t n_heads, int32_t half, float 
   int64_t t;
   int32_t h0, h1, i;
   if (!rope_thread(n_tok, n_heads, half, &t, &h0, &h1, &i)) return;
-  rope_rotate(x, ld_tok, ld_head, pos, t, h0, h1, i, 2 * half, 0.0, inv_freq, factor);
+  rope_rotate(x, ld_tok, ld_head, x, ld_tok, ld_head, pos, t, h0, h1, i, 2 * half, 0.0, inv_freq,
+              factor);
 }
 
 extern "C" int sc_kcuda_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads, int32_t rot_dim,
@@ -205,7 +209,7 @@ extern "C" int sc_kcuda_rope_freq(sc_kernels *k, int64_t n_tok, int32_t n_heads,
 
 /* ---- several rotations of the same tokens, one launch: each part's blocks as its own
  * launch would have them (first[p] .. first[p + 1]), so every value is rotated by the
- * same operations as by k_rope or k_rope_freq ---- */
+ * same operations as by k_rope or k_rope_freq (into the part's out when it has one) ---- */
 typedef struct rope_launch {
   sc_ropes r;
   int64_t first[SC_ROPES_MAX + 1];
@@ -221,8 +225,10 @@ __global__ void k_ropes(rope_launch a) {
   if (!rope_thread(a.r.n_tok, q.n_heads, q.rot_dim / 2, &t, &h0, &h1, &i,
                    (int64_t)blockIdx.x - a.first[p]))
     return;
-  rope_rotate(q.x, q.ld_tok, q.ld_head, a.r.pos, t, h0, h1, i, q.rot_dim, (double)a.r.theta,
-              a.r.inv_freq, (double)a.r.attn_factor);
+  float *y = q.out ? q.out : q.x;
+  rope_rotate(q.x, q.ld_tok, q.ld_head, y, q.out ? q.ld_tok_out : q.ld_tok,
+              q.out ? q.ld_head_out : q.ld_head, a.r.pos, t, h0, h1, i, q.rot_dim,
+              (double)a.r.theta, a.r.inv_freq, (double)a.r.attn_factor);
 }
 
 extern "C" int sc_kcuda_ropes(sc_kernels *k, const sc_ropes *r) {

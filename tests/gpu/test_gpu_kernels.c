@@ -379,28 +379,31 @@ static void case_rmsnorms(void) {
 
 /* ropes: one launch of several parts rotates each part to the bit as its own rope (or
  * rope_freq) launch does; parts of different head counts, widths and strides, one of
- * them empty, with theta and with a table. */
+ * them empty, one rotated into another buffer (its input left as it was), with theta
+ * and with a table. */
 static void case_ropes(void) {
-  enum { NT = 7, LA = 5 * 80 + 3, LB = 70, LC = 3 * 40 + 1 };
-  const size_t n = (size_t)NT * (LA + LB + LC);
+  enum { NT = 7, LA = 5 * 80 + 3, LB = 70, LC = 3 * 40 + 1, LO = 3 * 36 };
+  const size_t n = (size_t)NT * (LA + LB + LC), no = (size_t)NT * LO;
   int32_t pos[NT];
   for (int i = 0; i < NT; i++) pos[i] = (int32_t)gt_int(0, 150000);
   double inv[32];
   for (int i = 0; i < 32; i++) inv[i] = pow(10000.0, -2.0 * i / 64.0) * (i < 9 ? 1.0 : 0.04);
   float *x = gt_rand_f32(n, -1, 1), *one = malloc(sizeof(float) * n),
-        *all = malloc(sizeof(float) * n);
+        *all = malloc(sizeof(float) * n), *yo = malloc(sizeof(float) * no);
   pbuf P = both(pos, sizeof pos), F = both(inv, sizeof inv);
   for (int table = 0; table < 2; table++) {
-    pbuf A = both(x, sizeof(float) * n), B = both(x, sizeof(float) * n);
+    pbuf A = both(x, sizeof(float) * n), B = both(x, sizeof(float) * n), O = both_poison(sizeof(float) * no);
     float *a = (float *)A.g, *b = (float *)B.g;
     sc_ropes r = {.n_tok = NT, .pos = (const int32_t *)P.g, .theta = 10000.0f,
                   .inv_freq = table ? (const double *)F.g : NULL, .attn_factor = 1.1f,
                   .n_parts = 4};
     const int64_t oa = 0, ob = (int64_t)NT * LA, oc = ob + (int64_t)NT * LB;
-    r.part[0] = (sc_rope_part){5, 64, a + oa, LA, 80};
-    r.part[1] = (sc_rope_part){1, 64, a + ob, LB, 64};
-    r.part[2] = (sc_rope_part){0, 64, a + ob + 1, LB, 64}; /* nothing to rotate */
-    r.part[3] = (sc_rope_part){3, 32, a + oc, LC, 40};
+    r.part[0] = (sc_rope_part){.n_heads = 5, .rot_dim = 64, .x = a + oa, .ld_tok = LA, .ld_head = 80};
+    r.part[1] = (sc_rope_part){.n_heads = 1, .rot_dim = 64, .x = a + ob, .ld_tok = LB, .ld_head = 64};
+    r.part[2] = (sc_rope_part){.n_heads = 0, .rot_dim = 64, .x = a + ob + 1, .ld_tok = LB,
+                               .ld_head = 64}; /* nothing to rotate */
+    r.part[3] = (sc_rope_part){.n_heads = 3, .rot_dim = 32, .x = a + oc, .ld_tok = LC, .ld_head = 40,
+                               .out = (float *)O.g, .ld_tok_out = LO, .ld_head_out = 36};
     CHECK(G->ops->ropes(G, &r) == 0, "ropes (table %d)", table);
     for (int p = 0; p < 4; p++) {
       const sc_rope_part q = r.part[p];
@@ -411,16 +414,23 @@ static void case_ropes(void) {
                                   r.theta)) == 0,
             "rope part %d", p);
     }
-    CHECK(down(A, all, NULL, sizeof(float) * n) == 0 && down(B, one, NULL, sizeof(float) * n) == 0,
+    CHECK(down(A, all, NULL, sizeof(float) * n) == 0 && down(B, one, NULL, sizeof(float) * n) == 0 &&
+              down(O, yo, NULL, sizeof(float) * no) == 0,
           "sync");
-    CHECK(memcmp(all, one, sizeof(float) * n) == 0, "ropes differ from rope (table %d)", table);
-    CHECK(memcmp(all, x, sizeof(float) * n) != 0, "ropes rotated nothing");
-    pfree(A), pfree(B);
+    CHECK(memcmp(all, one, sizeof(float) * oc) == 0, "ropes differ from rope (table %d)", table);
+    CHECK(memcmp(all, x, sizeof(float) * oc) != 0, "ropes rotated nothing");
+    CHECK(memcmp(all + oc, x + oc, sizeof(float) * (n - oc)) == 0,
+          "an out-of-place part changed its input (table %d)", table);
+    for (int t = 0; t < NT; t++)
+      for (int h = 0; h < 3; h++)
+        CHECK(memcmp(yo + t * LO + h * 36, one + oc + t * LC + h * 40, sizeof(float) * 32) == 0,
+              "out of place, token %d head %d, differs from rope (table %d)", t, h, table);
+    pfree(A), pfree(B), pfree(O);
   }
   sc_ropes bad = {.n_tok = 1, .pos = (const int32_t *)P.g, .theta = 1.0f, .n_parts = 5};
   CHECK(G->ops->ropes(G, &bad) == SC_EINVAL, "5 parts accepted");
   pfree(P), pfree(F);
-  free(x), free(one), free(all);
+  free(x), free(one), free(all), free(yo);
 }
 
 /* The ops a checkpoint's model adds (rope_freq, layernorm, weighted_sum_rows) against the

@@ -284,31 +284,50 @@ Test(kernels_dense, rope_rotates_interleaved_pairs) {
 Test(kernels_dense, ropes_rotate_each_part_as_rope_does) {
   sc_kernels *k = tk_ctx(2);
   uint64_t seed = 12;
-  enum { NT = 6, LA = 2 * 20 + 3, LB = 18 };
-  const size_t n = (size_t)NT * (LA + LB);
+  enum { NT = 6, LA = 2 * 20 + 3, LB = 18, LC = 3 * 10, LO = 3 * 12 + 1 };
+  const size_t n = (size_t)NT * (LA + LB + LC), no = (size_t)NT * LO;
   float *x = tk_rand_f32(&seed, n, -1, 1);
   int32_t pos[NT];
   for (int i = 0; i < NT; i++) pos[i] = (int32_t)tk_int(&seed, 0, 100000);
   float *da = tk_up(k, x, sizeof(float) * n), *db = tk_up(k, x, sizeof(float) * n);
+  float *dout = tk_zeros(k, sizeof(float) * no);
   int32_t *dpos = tk_up(k, pos, sizeof pos);
-  sc_ropes r = {.n_tok = NT, .pos = dpos, .theta = 500.0f, .n_parts = 2};
-  r.part[0] = (sc_rope_part){2, 16, da, LA, 20};
-  r.part[1] = (sc_rope_part){1, 8, da + NT * LA, LB, 8};
+  float *c = da + NT * (LA + LB); /* part 2: 3 heads of 10, rotated into dout (heads of 12) */
+  sc_ropes r = {.n_tok = NT, .pos = dpos, .theta = 500.0f, .n_parts = 3};
+  r.part[0] = (sc_rope_part){.n_heads = 2, .rot_dim = 16, .x = da, .ld_tok = LA, .ld_head = 20};
+  r.part[1] = (sc_rope_part){
+      .n_heads = 1, .rot_dim = 8, .x = da + NT * LA, .ld_tok = LB, .ld_head = 8};
+  r.part[2] = (sc_rope_part){.n_heads = 3, .rot_dim = 10, .x = c, .ld_tok = LC, .ld_head = 10,
+                             .out = dout, .ld_tok_out = LO, .ld_head_out = 12};
   cr_assert_eq(k->ops->ropes(k, &r), 0);
   cr_assert_eq(k->ops->rope(k, NT, 2, 16, db, LA, 20, dpos, 500.0f), 0);
   cr_assert_eq(k->ops->rope(k, NT, 1, 8, db + NT * LA, LB, 8, dpos, 500.0f), 0);
+  cr_assert_eq(k->ops->rope(k, NT, 3, 10, db + NT * (LA + LB), LC, 10, dpos, 500.0f), 0);
   float *ya = malloc(sizeof(float) * n), *yb = malloc(sizeof(float) * n);
+  float *yo = malloc(sizeof(float) * no);
   tk_down(k, ya, da, sizeof(float) * n);
   tk_down(k, yb, db, sizeof(float) * n);
-  cr_assert(memcmp(ya, yb, sizeof(float) * n) == 0, "ropes differ from rope");
-  cr_assert(memcmp(ya, x, sizeof(float) * n) != 0, "nothing rotated");
+  tk_down(k, yo, dout, sizeof(float) * no);
+  const size_t in_place = (size_t)NT * (LA + LB);
+  cr_assert(memcmp(ya, yb, sizeof(float) * in_place) == 0, "ropes differ from rope");
+  cr_assert(memcmp(ya, x, sizeof(float) * in_place) != 0, "nothing rotated");
+  cr_assert(memcmp(ya + in_place, x + in_place, sizeof(float) * (n - in_place)) == 0,
+            "an out-of-place part changed its input");
+  for (int t = 0; t < NT; t++)
+    for (int h = 0; h < 3; h++) {
+      cr_assert(memcmp(yo + t * LO + h * 12, yb + in_place + t * LC + h * 10, sizeof(float) * 10) ==
+                    0,
+                "out of place: token %d head %d differs from rope", t, h);
+      cr_assert(yo[t * LO + h * 12 + 10] == 0.0f && yo[t * LO + h * 12 + 11] == 0.0f,
+                "out of place: beyond rot_dim written");
+    }
   r.n_parts = SC_ROPES_MAX + 1;
   cr_assert_eq(k->ops->ropes(k, &r), SC_EINVAL);
   r.n_parts = 1;
   r.part[0].rot_dim = 15; /* odd */
   cr_assert_eq(k->ops->ropes(k, &r), SC_EINVAL);
-  free(x), free(ya), free(yb);
-  k->ops->free(k, da), k->ops->free(k, db), k->ops->free(k, dpos);
+  free(x), free(ya), free(yb), free(yo);
+  k->ops->free(k, da), k->ops->free(k, db), k->ops->free(k, dout), k->ops->free(k, dpos);
   sc_kernels_destroy(k);
 }
 

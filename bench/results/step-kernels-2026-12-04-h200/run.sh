@@ -7,6 +7,9 @@
 #          P1 N1, NCCL, graphs on: name, grid, duration, in launch order.
 #          KERNELS (a regex, default all) limits the kernels profiled.
 #  PART=3: validation: test_gpu_kernels, test_gpu_graphs, run --verify at P2 N2.
+#  PART=4: tests/gpu/recovery_gpu.sh part 5 (a device fault on ranks sharing the GPU
+#          under MPS, now overlapped by default).
+#  PART=5: bench e2e --device cuda of the tree in .devrun.
 #  PART=2: default model decode TPOT at one rank (4 requests 500 ms apart), the binaries of
 #          BINS (default "new base") in turn, ROUNDS times (default 3).
 . bench/device_common.sh
@@ -43,5 +46,14 @@ if has 2; then
     echo "one rank $v $i rc=$?"; show_run "$OUT/one-$v-$i.json"
   done; done
   lap tpot
+fi
+if has 4; then
+  SC_RECOVERY_PARTS="5" timeout 150 tests/gpu/recovery_gpu.sh > "$OUT/recovery_gpu.log" 2>&1
+  echo "recovery_gpu part 5 rc=$?"; grep -E "^==|rc=|expected|identical|differ" "$OUT/recovery_gpu.log" | head -8
+  lap recovery
+fi
+if has 5; then
+  timeout 150 .devrun/sparsecp bench e2e --device cuda --json > "$OUT/bench-e2e.json" 2> "$OUT/bench-e2e.err"; echo "e2e rc=$?"; show_e2e "$OUT/bench-e2e.json"
+  lap e2e
 fi
 cd "$OUT" && tar czf all.tgz *.txt *.json *.jsonl *.err *.log 2>/dev/null; rm -f *.log *.json *.err *.jsonl ncu-*.txt
