@@ -1,15 +1,15 @@
 /* cuda_rows.cu - row movement: gather with format conversion (the workspace deinterleave,
  * shard packing, embedding lookup), KV write by slot mapping (f32, bf16 and the
- * fp8_ds_mla quantization), and the maps from top-K positions to workspace rows and to
- * local KV slots. One warp per row; a row whose bytes, base and strides are 16-byte
- * aligned and needs no conversion moves as 16-byte vectors (the deinterleave case, which
- * is a pure bandwidth problem). Bad indices raise SC_ERANGE through the error flag. */
+ * fp8_ds_mla quantization), the maps from top-K positions to workspace rows and to local
+ * KV slots, and each row's greedy token (argmax_rows: a thread block cluster a row). One
+ * warp per row; a row whose bytes, base and strides are 16-byte aligned and needs no
+ * conversion moves as 16-byte vectors (the deinterleave case, which is a pure bandwidth
+ * problem). Bad indices raise SC_ERANGE through the error flag. */
 #include "kernels/cuda/cuda_common.cuh"
 #include "plan/dcp.h"
 
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
-
 
 #define ROWS_PER_BLOCK 8
 
