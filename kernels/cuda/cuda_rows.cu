@@ -201,7 +201,7 @@ __device__ __forceinline__ uint64_t argmax_key(float v, int32_t i) {
 
 /* A row's best key over this thread's elements and then the block's (in every thread
  * of warp 0), from element `first` on in steps of `stride`. Four loads in flight a
- * thread: a row of the vocabulary is 129,280 logits, read once. */
+ * thread: a row is the vocabulary (DeepSeek-V3.2's: 129,280 logits), read once. */
 __device__ __forceinline__ uint64_t argmax_block(const float *row, int64_t width,
                                                  int64_t first, int64_t stride,
                                                  uint64_t *warp_best) {
@@ -228,7 +228,7 @@ __device__ __forceinline__ uint64_t argmax_block(const float *row, int64_t width
 }
 
 /* A cluster of ARGMAX_CTAS blocks a row: one block a row took 30 us over the default
- * model's 129,280 logits, the largest kernel of its decode step (ncu, H200, 2026-12-04:
+ * model's 32,768 logits, the largest kernel of its decode step (ncu, H200, 2026-12-04:
  * bench/gpu-step.md). Each block takes every ARGMAX_CTAS-th stretch of the row, and block
  * 0 takes the largest of the blocks' keys from their shared memory. Keys are distinct
  * (the index is in them), so the maximum is the same whatever the split. */
