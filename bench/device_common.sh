@@ -6,7 +6,8 @@
 #    and writes the GPU, driver, clock and date to $OUT/gpu.txt;
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
-#    indexer_alternating, gpu_tests, verify_p2n2, indexer_tests, memcheck_indexer).
+#    tpot_alternating, e2e_each, indexer_alternating, gpu_tests, verify_p2n2,
+#    indexer_tests, memcheck_indexer).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -f .devrun/lib/libopenblas.so.0.xz ] && xz -d .devrun/lib/libopenblas.so.0.xz
@@ -60,6 +61,26 @@ requests() {
 
 # bin_of TOOL NAME: .devrun/TOOL for the tree in .devrun ("new"), else .devrun/NAME/TOOL.
 bin_of() { if [ "$2" = new ]; then echo ".devrun/$1"; else echo ".devrun/$2/$1"; fi; }
+
+# tpot_alternating ROUNDS BINS REQUESTS: the default model's decode TPOT at one rank
+# (NCCL, GPU 0, one client) of each binary of BINS (see bin_of) in turn, ROUNDS times,
+# results in $OUT/one-NAME-ROUND.json (.err: the run's info log).
+tpot_alternating() {
+  for ((i = 1; i <= $1; i++)); do for v in $2; do
+    SPARSECP_LOG=info timeout 100 "$(bin_of sparsecp "$v")" run --device cuda --collectives nccl \
+      --gpus 1 --pcp 1 --dcp 1 --clients 1 --json --requests "$3" > "$OUT/one-$v-$i.json" 2> "$OUT/one-$v-$i.err"
+    echo "one rank $v $i rc=$?"; show_run "$OUT/one-$v-$i.json"
+  done; done
+}
+
+# e2e_each BINS: `bench e2e --device cuda` of each binary of BINS, in
+# $OUT/bench-e2e-NAME.json.
+e2e_each() {
+  for v in $1; do
+    timeout 300 "$(bin_of sparsecp "$v")" bench e2e --device cuda --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"
+    echo "e2e $v rc=$?"; show_e2e "$OUT/bench-e2e-$v.json"
+  done
+}
 
 # indexer_alternating BINS: kernel.indexer of each binary of BINS (see bin_of), in turn,
 # twice, results in $OUT/kernels-indexer-NAME-ROUND.json.

@@ -14,16 +14,11 @@ if has 1; then
   lap validation
 fi
 if has 2; then
-  for ((i = 1; i <= ${ROUNDS:-3}; i++)); do for v in ${BINS:-new base}; do
-    timeout 100 "$(bin_of sparsecp "$v")" run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --clients 1 --json --requests "$OUT/req4.jsonl" > "$OUT/one-$v-$i.json" 2> "$OUT/one-$v-$i.err"
-    echo "one rank $v $i rc=$?"; show_run "$OUT/one-$v-$i.json"
-  done; done
+  tpot_alternating "${ROUNDS:-3}" "${BINS:-new base}" "$OUT/req4.jsonl"
   lap tpot
 fi
 if has 3; then
-  for v in ${E2E:-new}; do
-    timeout 300 "$(bin_of sparsecp "$v")" bench e2e --device cuda --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"; echo "e2e $v rc=$?"; show_e2e "$OUT/bench-e2e-$v.json"
-  done
+  e2e_each "${E2E:-new}"
   lap e2e
 fi
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.jsonl *.err 2>/dev/null; rm -f *.log *.json *.err *.jsonl

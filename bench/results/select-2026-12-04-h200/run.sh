@@ -34,9 +34,7 @@ if has 2; then
   lap kernels
 fi
 if has 3; then
-  for v in ${BINS:-new base}; do
-    timeout 300 "$(bin_of sparsecp "$v")" bench e2e --device cuda --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"; echo "e2e $v rc=$?"; show_e2e "$OUT/bench-e2e-$v.json"
-  done
+  e2e_each "${BINS:-new base}"
   lap e2e
 fi
 if has 5; then

@@ -41,10 +41,7 @@ if has 3; then
   lap validation
 fi
 if has 2; then
-  for ((i = 1; i <= ${ROUNDS:-3}; i++)); do for v in ${BINS:-new base}; do
-    SPARSECP_LOG=info timeout 100 "$(bin_of sparsecp "$v")" run $run1 --requests "$OUT/req4.jsonl" > "$OUT/one-$v-$i.json" 2> "$OUT/one-$v-$i.err"
-    echo "one rank $v $i rc=$?"; show_run "$OUT/one-$v-$i.json"
-  done; done
+  tpot_alternating "${ROUNDS:-3}" "${BINS:-new base}" "$OUT/req4.jsonl"
   lap tpot
 fi
 if has 4; then
@@ -53,7 +50,7 @@ if has 4; then
   lap recovery
 fi
 if has 5; then
-  timeout 150 .devrun/sparsecp bench e2e --device cuda --json > "$OUT/bench-e2e.json" 2> "$OUT/bench-e2e.err"; echo "e2e rc=$?"; show_e2e "$OUT/bench-e2e.json"
+  e2e_each new
   lap e2e
 fi
 cd "$OUT" && tar czf all.tgz *.txt *.json *.jsonl *.err *.log 2>/dev/null; rm -f *.log *.json *.err *.jsonl ncu-*.txt
