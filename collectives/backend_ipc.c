@@ -1,0 +1,247 @@
+/* backend_ipc.c - the host side of the device collectives between ranks that share a GPU
+ * (backend_ipc.h; WIP: compiled, never run): the regions, the comm's vtable, rounds of a
+ * collective sized to the region's blocks. */
+#include "collectives/backend_ipc.h"
+
+#include <cuda_runtime_api.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "collectives/backend_ipc_dev.h"
+#include "collectives/backend_nccl.h" /* sc_nccl_id_needed: which groups have an instance */
+#include "kernels/cuda/kernels_cuda.h"
+
+/* What an id carries: the handle, then the region's geometry. */
+typedef struct ipc_id_layout {
+  cudaIpcMemHandle_t handle;
+  int32_t members;
+  uint64_t block_bytes;
+} ipc_id_layout;
+_Static_assert(sizeof(ipc_id_layout) <= SC_IPC_ID_BYTES, "an IPC id outgrew its bytes");
+
+typedef struct ipc_group {
+  unsigned char *region; /* mapped (NULL: a group of one, or DCP aliasing PCP) */
+  int32_t members, me;
+  uint64_t block_bytes;
+  uint64_t *seq;         /* device word: the group's rounds so far */
+  bool owned;            /* member 0's own allocation (sc_ipc_region_destroy frees it) */
+} ipc_group;
+
+typedef struct ipc_rank {
+  cudaStream_t stream;   /* the compute stream: rounds sit at their place in it */
+  ipc_group g[SC_GROUP_COUNT];
+  int *status;           /* device: 0 or the code the comm died with; fail_seq after it */
+  uint64_t *fail_seq;
+  int *abort_host;       /* pinned, mapped: written by abort (any thread) */
+  int *abort_dev;
+  int64_t deadline_ms;
+  int32_t calls;         /* collectives run since reset */
+  int dead;              /* the code, once finish has seen it */
+} ipc_rank;
+
+static int cuda_err(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return 0;
+  SC_ERROR("coll.ipc", "%s: %s", what, cudaGetErrorString(e));
+  return sc_cuda_status((int)e);
+}
+
+static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+int sc_ipc_region_create(int32_t members, size_t block_bytes, sc_ipc_id *id, void **owned) {
+  if (members < 2 || members > SC_IPC_MEMBERS_MAX || block_bytes == 0 || id == NULL ||
+      owned == NULL)
+    return SC_EINVAL;
+  ipc_id_layout l = {.members = members, .block_bytes = round_up(block_bytes, 256)};
+  const size_t bytes = SC_IPC_DATA_AT + 2 * (size_t)members * l.block_bytes;
+  void *p = NULL;
+  int rc = cuda_err(cudaMalloc(&p, bytes), "ipc region");
+  if (rc == 0) rc = cuda_err(cudaMemset(p, 0, bytes), "ipc region clear");
+  if (rc == 0) rc = cuda_err(cudaIpcGetMemHandle(&l.handle, p), "ipc handle");
+  if (rc) {
+    if (p) (void)cudaFree(p);
+    return rc;
+  }
+  memset(id->bytes, 0, sizeof id->bytes);
+  memcpy(id->bytes, &l, sizeof l);
+  *owned = p;
+  return 0;
+}
+
+void sc_ipc_region_destroy(void *owned) {
+  if (owned) (void)cudaFree(owned);
+}
+
+static const sc_coll_ops k_ipc_ops;
+
+static void free_rank(ipc_rank *r) {
+  for (int g = 0; g < SC_GROUP_COUNT; g++) {
+    const ipc_group *x = &r->g[g];
+    if (x->region && !x->owned && !(g == SC_GROUP_DCP && x->region == r->g[SC_GROUP_PCP].region))
+      (void)cudaIpcCloseMemHandle(x->region);
+  }
+  if (r->status) (void)cudaFree(r->status); /* status, fail_seq and the seqs: one allocation */
+  if (r->abort_host) (void)cudaFreeHost(r->abort_host);
+  free(r);
+}
+
+int sc_ipc_comm_create(sc_comm *comm, const sc_plan_config *cfg, int32_t global_rank,
+                       const sc_ipc_id ids[SC_GROUP_COUNT], void *const owned[SC_GROUP_COUNT],
+                       void *compute_stream, int64_t deadline_ms) {
+  if (cfg == NULL || ids == NULL || comm == NULL || global_rank < 0 ||
+      global_rank >= sc_plan_world_size(cfg))
+    return SC_EINVAL;
+  ipc_rank *r = calloc(1, sizeof *r);
+  if (r == NULL) return SC_ENOMEM;
+  memset(comm, 0, sizeof *comm);
+  sc_comm_init_groups(comm, cfg, global_rank);
+  r->stream = (cudaStream_t)compute_stream;
+  r->deadline_ms = deadline_ms;
+  /* status, fail_seq, a seq per group: one device allocation, zeroed */
+  void *words = NULL;
+  int rc = cuda_err(cudaMalloc(&words, 64 + 8 * SC_GROUP_COUNT), "ipc words");
+  if (rc == 0) rc = cuda_err(cudaMemset(words, 0, 64 + 8 * SC_GROUP_COUNT), "ipc words clear");
+  if (rc) goto fail;
+  r->status = words;
+  r->fail_seq = (uint64_t *)((char *)words + 8);
+  if ((rc = cuda_err(cudaHostAlloc((void **)&r->abort_host, sizeof(int), cudaHostAllocMapped),
+                     "ipc abort word")) ||
+      (rc = cuda_err(cudaHostGetDevicePointer((void **)&r->abort_dev, r->abort_host, 0),
+                     "ipc abort word mapping")))
+    goto fail;
+  *(volatile int *)r->abort_host = 0;
+  for (int g = 0; g < SC_GROUP_COUNT; g++) {
+    ipc_group *x = &r->g[g];
+    x->members = comm->group_size[g];
+    x->me = comm->group_rank[g];
+    x->seq = (uint64_t *)((char *)words + 64 + 8 * g);
+    if (x->members < 2 || !sc_nccl_id_needed(cfg, (sc_group)g)) continue;
+    ipc_id_layout l;
+    memcpy(&l, ids[g].bytes, sizeof l);
+    if (l.members != x->members) {
+      rc = SC_EINVAL;
+      goto fail;
+    }
+    x->block_bytes = l.block_bytes;
+    if (owned != NULL && owned[g] != NULL) { /* member 0: its own allocation */
+      x->region = owned[g];
+      x->owned = true;
+      continue;
+    }
+    void *p = NULL;
+    if ((rc = cuda_err(cudaIpcOpenMemHandle(&p, l.handle, cudaIpcMemLazyEnablePeerAccess),
+                       "ipc open")))
+      goto fail;
+    x->region = p;
+  }
+  if (cfg->pcp > 1) r->g[SC_GROUP_DCP] = r->g[SC_GROUP_PCP];
+  comm->ops = &k_ipc_ops;
+  comm->self = r;
+  return 0;
+fail:
+  free_rank(r);
+  memset(comm, 0, sizeof *comm);
+  return rc;
+}
+
+void sc_ipc_comm_destroy(sc_comm *comm) {
+  if (comm == NULL || comm->ops != &k_ipc_ops) return;
+  (void)cudaStreamSynchronize(((ipc_rank *)comm->self)->stream);
+  free_rank(comm->self);
+  comm->self = NULL;
+  comm->ops = NULL;
+}
+
+void sc_ipc_abort(sc_comm *comm) {
+  if (comm == NULL || comm->ops != &k_ipc_ops) return;
+  ipc_rank *r = comm->self;
+  atomic_thread_fence(memory_order_seq_cst);
+  *(volatile int *)r->abort_host = 1;
+}
+
+static size_t dt_size(sc_dtype dt) { return dt == SC_DT_BF16 ? 2 : 4; }
+
+/* A group of one: the collective is a copy (or nothing, in place). */
+static int solo(ipc_rank *r, const void *send, void *recv, size_t bytes) {
+  if (send == recv || bytes == 0) return 0;
+  return cuda_err(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, r->stream),
+                  "ipc solo copy");
+}
+
+/* The collective in rounds of at most a block a member: every member cuts it alike (the
+ * sizes are the plan's), so the rounds match. */
+static int ipc_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const void *send,
+                   void *recv, size_t count, sc_diag *d) {
+  ipc_rank *r = self;
+  if (r->dead) return r->dead;
+  if ((unsigned)grp >= SC_GROUP_COUNT || (op != SC_OP_ALL_GATHER && dt == SC_DT_W32))
+    return sc_fail(d, SC_EINVAL, "ipc collective: bad group or type");
+  const ipc_group *x = &r->g[grp];
+  const size_t es = dt_size(dt), bytes = count * es;
+  r->calls++;
+  if (x->members < 2) return solo(r, send, recv, bytes);
+  if (x->region == NULL) return sc_fail(d, SC_EINVAL, "ipc collective: group not mapped");
+  const uint64_t timeout_ns = r->deadline_ms > 0 ? (uint64_t)r->deadline_ms * 1000000u : 0;
+  const sc_ipc_dev dv = {x->region, x->members, x->me, x->block_bytes, x->seq, r->status,
+                         r->fail_seq, r->abort_dev, timeout_ns};
+  const unsigned char *s = send;
+  unsigned char *o = recv;
+  int rc = 0;
+  if (op == SC_OP_ALL_GATHER || op == SC_OP_ALL_REDUCE) {
+    const uint64_t piece = x->block_bytes / es * es; /* whole elements a round */
+    for (uint64_t at = 0; at < bytes && rc == 0; at += piece) {
+      const uint64_t n = bytes - at < piece ? bytes - at : piece;
+      rc = sc_ipc_round(&dv, op, dt, s + at, 0, 1, n, o + at, bytes, r->stream);
+    }
+  } else { /* reduce_scatter: block b of the send goes to member b */
+    if (count % (size_t)x->members != 0) return sc_fail(d, SC_EINVAL, "reduce_scatter: uneven");
+    const uint64_t part = bytes / (uint64_t)x->members;
+    const uint64_t piece = x->block_bytes / (uint64_t)x->members / es * es;
+    for (uint64_t at = 0; at < part && rc == 0; at += piece) {
+      const uint64_t n = part - at < piece ? part - at : piece;
+      rc = sc_ipc_round(&dv, op, dt, s + at, part, x->members, n, o + at, 0, r->stream);
+    }
+  }
+  return rc ? sc_fail(d, rc, "ipc collective: launch failed") : 0;
+}
+
+static void ipc_abort_op(void *self, uint64_t epoch) {
+  (void)epoch; /* WIP: any abort kills the comm (NCCL's backend ignores stale epochs) */
+  ipc_rank *r = self;
+  atomic_thread_fence(memory_order_seq_cst);
+  *(volatile int *)r->abort_host = 1;
+}
+
+static void ipc_reset_op(void *self, uint64_t epoch) {
+  (void)epoch;
+  ipc_rank *r = self;
+  r->calls = 0;
+}
+
+/* The step's work has completed: the device status says whether a wait failed. Device
+ * times per collective are not measured yet (zeros). */
+static int ipc_finish(void *self, double *seconds, int32_t n, int32_t *failed) {
+  ipc_rank *r = self;
+  int status = 0;
+  int rc = cuda_err(cudaMemcpy(&status, r->status, sizeof status, cudaMemcpyDeviceToHost),
+                    "ipc status");
+  if (rc == 0 && status != 0) {
+    r->dead = status;
+    rc = status;
+  }
+  if (rc) {
+    *failed = r->calls > 0 ? r->calls - 1 : 0; /* WIP: the round's collective, from fail_seq */
+    return rc;
+  }
+  for (int32_t i = 0; i < n; i++) seconds[i] = 0.0;
+  return 0;
+}
+
+static const sc_coll_ops k_ipc_ops = {
+    .run = ipc_run,
+    .abort = ipc_abort_op,
+    .reset = ipc_reset_op,
+    .finish = ipc_finish,
+};

@@ -1,0 +1,156 @@
+/* backend_ipc_dev.cu - the kernels of backend_ipc (backend_ipc.h tells the protocol):
+ * a round is a put and a combine, each waiting (one thread a block) for the peers' words
+ * of the shared header, then moving its share of the bytes; the last block of each
+ * publishes this member's word. WIP: compiled, never run. */
+#include "collectives/backend_ipc_dev.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "base/error.h"
+
+#define IPC_THREADS 256
+#define IPC_BLOCKS_MAX 64 /* a round's bytes are a few MB at most: 64 SMs move them */
+
+__device__ __forceinline__ uint64_t ld_acquire(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(uint64_t *p, uint64_t v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t now_ns(void) {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ uint64_t *words(const sc_ipc_dev &d, int at) {
+  return (uint64_t *)(d.region + at);
+}
+__device__ __forceinline__ unsigned char *block_of(const sc_ipc_dev &d, uint64_t s, int m) {
+  return d.region + SC_IPC_DATA_AT + ((s & 1) * (uint64_t)d.members + (uint64_t)m) * d.block_bytes;
+}
+
+/* Thread 0 of a block: waits until every member's word at `at` reaches want. False (and
+ * the comm's status raised, once) on the deadline or an abort. */
+__device__ bool ipc_wait(const sc_ipc_dev &d, int at, uint64_t want, uint64_t s) {
+  const uint64_t *w = words(d, at);
+  const uint64_t t0 = now_ns();
+  unsigned polls = 0;
+  for (int m = 0; m < d.members; m++) {
+    while (ld_acquire(w + m) < want) {
+      int code = 0;
+      if ((++polls & 63) == 0 && *d.abort_word != 0) code = SC_EABORTED;
+      else if (d.timeout_ns != 0 && now_ns() - t0 > d.timeout_ns) code = SC_ETIMEDOUT;
+      if (code != 0) {
+        if (atomicCAS(d.status, 0, code) == 0) *d.fail_seq = s;
+        return false;
+      }
+      __nanosleep(128);
+    }
+  }
+  return true;
+}
+
+/* The last block of the grid to arrive at phase p publishes v at this member's word `at`
+ * (every block's stores before it, by the fence each block makes first). */
+__device__ void ipc_publish(const sc_ipc_dev &d, int p, int at, uint64_t v, bool advance) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  __threadfence();
+  unsigned *arrive = (unsigned *)(d.region + SC_IPC_ARRIVE_AT) + p * 16 + d.me;
+  if (atomicAdd(arrive, 1u) != gridDim.x - 1) return;
+  *arrive = 0;
+  __threadfence();
+  st_release(words(d, at) + d.me, v);
+  if (advance) *d.seq = v;
+}
+
+/* Copies n bytes (16-byte pieces when both ends allow), grid-stride; peers' bytes read
+ * past L1 (__ldcg), which may hold a slot's lines from its use two rounds ago. */
+__device__ void ipc_copy(unsigned char *dst, const unsigned char *src, uint64_t n, bool from_peer) {
+  const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+  if ((((uintptr_t)dst | (uintptr_t)src | n) & 15) == 0) {
+    const uint4 *s = (const uint4 *)src;
+    uint4 *o = (uint4 *)dst;
+    for (uint64_t i = tid; i < n / 16; i += step) o[i] = from_peer ? __ldcg(s + i) : s[i];
+  } else {
+    for (uint64_t i = tid; i < n; i += step) dst[i] = from_peer ? __ldcg(src + i) : src[i];
+  }
+}
+
+__device__ __forceinline__ float ipc_load(sc_dtype dt, const unsigned char *p, uint64_t i) {
+  if (dt == SC_DT_BF16)
+    return __bfloat162float(__ushort_as_bfloat16(__ldcg((const unsigned short *)p + i)));
+  return __ldcg((const float *)p + i);
+}
+
+__global__ void __launch_bounds__(IPC_THREADS)
+    k_ipc_put(sc_ipc_dev d, const unsigned char *send, uint64_t send_stride, int pieces,
+              uint64_t piece_bytes) {
+  __shared__ int go;
+  __shared__ uint64_t s_sh;
+  if (threadIdx.x == 0) {
+    const uint64_t s = *d.seq + 1;
+    s_sh = s;
+    /* slot s & 1 was last used by round s - 2: free once every member has read it */
+    go = *d.status == 0 && ipc_wait(d, SC_IPC_READ_AT, s >= 2 ? s - 2 : 0, s);
+  }
+  __syncthreads();
+  if (!go) return;
+  const uint64_t s = s_sh;
+  unsigned char *mine = block_of(d, s, d.me);
+  for (int p = 0; p < pieces; p++)
+    ipc_copy(mine + (uint64_t)p * piece_bytes, send + (uint64_t)p * send_stride, piece_bytes, false);
+  ipc_publish(d, 0, SC_IPC_WRITTEN_AT, s, false);
+}
+
+__global__ void __launch_bounds__(IPC_THREADS)
+    k_ipc_combine(sc_ipc_dev d, sc_coll_op op, sc_dtype dt, uint64_t piece_bytes,
+                  unsigned char *recv, uint64_t recv_member_stride) {
+  __shared__ int go;
+  __shared__ uint64_t s_sh;
+  if (threadIdx.x == 0) {
+    const uint64_t s = *d.seq + 1;
+    s_sh = s;
+    go = *d.status == 0 && ipc_wait(d, SC_IPC_WRITTEN_AT, s, s);
+  }
+  __syncthreads();
+  if (!go) return;
+  const uint64_t s = s_sh;
+  if (op == SC_OP_ALL_GATHER) {
+    for (int m = 0; m < d.members; m++)
+      ipc_copy(recv + (uint64_t)m * recv_member_stride, block_of(d, s, m), piece_bytes, true);
+  } else {
+    const uint64_t es = dt == SC_DT_BF16 ? 2 : 4, n = piece_bytes / es;
+    const uint64_t off = op == SC_OP_REDUCE_SCATTER ? (uint64_t)d.me * piece_bytes : 0;
+    const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+      float acc = 0.0f; /* coll_reduce.h: 0 + the first, then the others in member order */
+      for (int m = 0; m < d.members; m++) acc = acc + ipc_load(dt, block_of(d, s, m) + off, i);
+      if (dt == SC_DT_BF16) ((__nv_bfloat16 *)recv)[i] = __float2bfloat16_rn(acc);
+      else ((float *)recv)[i] = acc;
+    }
+  }
+  ipc_publish(d, 1, SC_IPC_READ_AT, s, true);
+}
+
+extern "C" int sc_ipc_round(const sc_ipc_dev *d, sc_coll_op op, sc_dtype dt, const void *send,
+                            uint64_t send_stride, int32_t pieces, uint64_t piece_bytes,
+                            void *recv, uint64_t recv_member_stride, void *stream) {
+  if ((uint64_t)pieces * piece_bytes > d->block_bytes || d->members > 16) return SC_EINVAL;
+  const uint64_t per_block = (uint64_t)IPC_THREADS * 16 * 4; /* 64 KB a block */
+  const uint64_t total = (uint64_t)pieces * piece_bytes * (op == SC_OP_ALL_GATHER ? d->members : 1);
+  uint64_t blocks = (total + per_block - 1) / per_block;
+  blocks = blocks < 1 ? 1 : blocks > IPC_BLOCKS_MAX ? IPC_BLOCKS_MAX : blocks;
+  cudaStream_t st = (cudaStream_t)stream;
+  k_ipc_put<<<(unsigned)blocks, IPC_THREADS, 0, st>>>(*d, (const unsigned char *)send, send_stride,
+                                                     pieces, piece_bytes);
+  k_ipc_combine<<<(unsigned)blocks, IPC_THREADS, 0, st>>>(*d, op, dt, piece_bytes,
+                                                         (unsigned char *)recv, recv_member_stride);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? 0 : SC_ESYS;
+}

@@ -1,0 +1,49 @@
+/* backend_ipc_dev.h - the device side of backend_ipc (backend_ipc.h): one group
+ * instance's view of the shared region, and the launch of one round of a collective
+ * (put, then combine) on a stream. Not a public header. */
+#ifndef SC_BACKEND_IPC_DEV_H
+#define SC_BACKEND_IPC_DEV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plan/coll_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Header words of a region (bytes from its base), then the slots. */
+#define SC_IPC_WRITTEN_AT 0                                    /* u64 [MEMBERS_MAX] */
+#define SC_IPC_READ_AT 128                                     /* u64 [MEMBERS_MAX] */
+#define SC_IPC_ARRIVE_AT 256                                   /* u32 [2][MEMBERS_MAX] */
+#define SC_IPC_DATA_AT 512
+
+typedef struct sc_ipc_dev {
+  unsigned char *region;   /* the group's region, mapped in this process */
+  int32_t members, me;
+  uint64_t block_bytes;    /* a member's block in a slot (a multiple of 256) */
+  uint64_t *seq;           /* this rank's count of the group's rounds (device) */
+  int *status;             /* this rank's comm status (device): 0, or SC_ETIMEDOUT or
+                            * SC_EABORTED; fail_seq[0] the round it failed in */
+  uint64_t *fail_seq;
+  const volatile int *abort_word; /* host-mapped: nonzero aborts */
+  uint64_t timeout_ns;     /* a wait's bound (0: none) */
+} sc_ipc_dev;
+
+/* One round of a collective, queued on `stream` (a cudaStream_t): put copies this
+ * member's `pieces` pieces of piece_bytes each (piece p at send + p * send_stride) into
+ * its block, back to back; combine then writes, for op
+ *   ALL_GATHER:     member m's piece 0 to recv + m * recv_member_stride;
+ *   ALL_REDUCE:     the sum over the members of their piece 0 (elements of dt) to recv;
+ *   REDUCE_SCATTER: the sum over the members of their piece `me` to recv.
+ * Sums run over members 0..G-1 in order, in f32 (bf16 widened, rounded once at the end). */
+int sc_ipc_round(const sc_ipc_dev *d, sc_coll_op op, sc_dtype dt, const void *send,
+                 uint64_t send_stride, int32_t pieces, uint64_t piece_bytes, void *recv,
+                 uint64_t recv_member_stride, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
