@@ -130,9 +130,11 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   json_t *coll = json_object_get(p, "collectives");
   if (coll) {
     const char *name = json_string_value(coll);
-    if (name == NULL || (strcmp(name, "host") && strcmp(name, "nccl")))
-      return sc_fail(d, SC_EINVAL, "pipeline.collectives must be \"host\" or \"nccl\"");
+    if (name == NULL || (strcmp(name, "host") && strcmp(name, "nccl") && strcmp(name, "ipc")))
+      return sc_fail(d, SC_EINVAL,
+                     "pipeline.collectives must be \"host\", \"nccl\" or \"ipc\"");
     c->nccl = strcmp(name, "nccl") == 0;
+    c->ipc = strcmp(name, "ipc") == 0;
   }
   json_t *kf = json_object_get(p, "kv_format");
   if (kf) {
@@ -312,6 +314,6 @@ bool sc_pipeline_overlaps(const sc_pipeline_config *c) {
    * "auto" overlaps on CUDA only: on the CPU ops run as they are queued (no faster).
    * Four ranks sharing an H200 (2026-12-04, bench/gpu-step.md): TPOT 1.24-1.29 ms
    * overlapped against 1.45-1.48 ms one step at a time, tokens identical. */
-  if (c->num_ranks > 1 && c->nccl) return false;
+  if (c->num_ranks > 1 && (c->nccl || c->ipc)) return false; /* (ipc: stream-ordered too) */
   return c->overlap == SC_OVERLAP_ON || (c->overlap == SC_OVERLAP_AUTO && c->engine.cuda);
 }

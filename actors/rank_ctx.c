@@ -8,6 +8,7 @@
 #include "collectives/backend_host.h"
 #include "collectives/backend_staged.h"
 #ifdef SC_HAVE_CUDA
+#include "collectives/backend_ipc.h"
 #include "collectives/backend_nccl.h"
 #include "kernels/cuda/kernels_cuda.h"
 #endif
@@ -57,6 +58,77 @@ void sc_rank_ctx_nccl_drop(sc_rank_ctx *x) {
 #endif
 }
 
+bool sc_rank_ctx_ipc_needed(const sc_rank_ctx *x, int g) {
+#ifdef SC_HAVE_CUDA
+  return x->comm.group_size[g] >= 2 && sc_nccl_id_needed(&x->plan_cfg, (sc_group)g);
+#else
+  (void)x, (void)g;
+  return false;
+#endif
+}
+
+/* A region's blocks: the largest block a plan of this configuration holds, as the host
+ * backend bounds it, up to 8 MB (larger collectives run in rounds, backend_ipc.h). */
+static size_t ipc_block_bytes(const sc_rank_ctx *x) {
+  const size_t most = sc_plan_max_block_bytes(&x->plan_cfg, x->cfg.sched.token_budget);
+  return most < ((size_t)8 << 20) ? most : ((size_t)8 << 20);
+}
+
+int sc_rank_ctx_ipc_region(sc_rank_ctx *x, int g, unsigned char id[128], sc_diag *d) {
+#ifdef SC_HAVE_CUDA
+  sc_ipc_id iid;
+  const int rc = sc_ipc_region_create(x->comm.group_size[g], ipc_block_bytes(x), &iid,
+                                      &x->ipc_owned[g]);
+  if (rc) return sc_fail(d, rc, "rank %d: cannot create the IPC region of group %d: %s",
+                         x->rank, g, sc_strerror(rc));
+  memcpy(id, iid.bytes, SC_IPC_ID_BYTES);
+  return 0;
+#else
+  (void)x, (void)g, (void)id;
+  return sc_fail(d, SC_ENOTSUP, "this sparsecp was built without CUDA");
+#endif
+}
+
+int sc_rank_ctx_ipc_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT][128],
+                         sc_diag *d) {
+#ifdef SC_HAVE_CUDA
+  sc_ipc_id iid[SC_GROUP_COUNT];
+  for (int g = 0; g < SC_GROUP_COUNT; g++) memcpy(iid[g].bytes, ids[g], SC_IPC_ID_BYTES);
+  void *stream = sc_kernels_cuda_stream(sc_engine_kernels(x->engine));
+  const sc_comm kept = x->comm;
+  const int rc = sc_ipc_comm_create(&x->comm, &x->plan_cfg, x->rank, iid,
+                                    (void *const *)x->ipc_owned, stream, x->cfg.deadline_ms);
+  keep_rank_fields(&x->comm, &kept);
+  if (rc) return sc_fail(d, rc, "rank %d: cannot map the IPC regions: %s", x->rank,
+                         sc_strerror(rc));
+  x->ipc_comm = true;
+  return 0;
+#else
+  (void)x, (void)ids;
+  return sc_fail(d, SC_ENOTSUP, "this sparsecp was built without CUDA");
+#endif
+}
+
+/* (The owner frees its region right after its own comm: a member still mapping it is
+ * being rebuilt too; what CUDA makes of that is one of the things to see on the GPU.) */
+void sc_rank_ctx_ipc_drop(sc_rank_ctx *x) {
+#ifdef SC_HAVE_CUDA
+  if (x->ipc_comm) {
+    const sc_comm kept = x->comm;
+    sc_ipc_abort(&x->comm);
+    sc_ipc_comm_destroy(&x->comm);
+    x->ipc_comm = false;
+    keep_rank_fields(&x->comm, &kept);
+  }
+  for (int g = 0; g < SC_GROUP_COUNT; g++) {
+    sc_ipc_region_destroy(x->ipc_owned[g]);
+    x->ipc_owned[g] = NULL;
+  }
+#else
+  (void)x;
+#endif
+}
+
 int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx **out,
                        sc_diag *d) {
   *out = NULL;
@@ -74,17 +146,19 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
   sc_wipe(&x->cfg.node_key, sizeof x->cfg.node_key); /* ZeroMQ keeps its own copy */
   /* NCCL: the comm actor exchanges the unique ids and creates the communicators, then
    * opens the gate; the host backend's exist once this function returns */
-  sc_step_gate_init(&x->gate, &x->comm, !cfg->nccl);
+  const bool device_coll = cfg->nccl || cfg->ipc; /* built later by the comm actor */
+  sc_step_gate_init(&x->gate, &x->comm, !device_coll);
   x->rank = rank;
   x->plan_cfg = cfg->engine.plan;
   sc_model_config_to_plan(&cfg->engine.model, &x->plan_cfg);
-  if (cfg->nccl && !cfg->engine.cuda) {
-    rc = sc_fail(d, SC_EINVAL, "NCCL collectives need \"device\": \"cuda\"");
+  if (device_coll && !cfg->engine.cuda) {
+    rc = sc_fail(d, SC_EINVAL, "%s collectives need \"device\": \"cuda\"",
+                 cfg->nccl ? "NCCL" : "IPC");
     goto fail;
   }
   /* 1. the comm's groups (the engine takes its TP slice from them), and for host
    *    collectives the backend itself */
-  if (cfg->nccl) {
+  if (device_coll) {
     sc_comm_init_groups(&x->comm, &x->plan_cfg, rank);
   } else {
     for (int32_t r = 0; r < cfg->num_ranks; r++) eps[r] = cfg->coll_endpoints[r];
@@ -104,7 +178,7 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
   /* 2. the engine (weights, cache, forward) */
   if ((rc = sc_engine_create(&cfg->engine, rank, &x->comm, &x->engine, d))) goto fail;
   /* 3. device buffers: staged through host memory for the host backend, or NCCL */
-  if (cfg->engine.cuda && !cfg->nccl) {
+  if (cfg->engine.cuda && !device_coll) {
     if ((rc = sc_staged_comm_create(&x->comm, sc_engine_kernels(x->engine), d))) goto fail;
     x->staged = true;
   }
@@ -126,6 +200,7 @@ void sc_rank_ctx_destroy(sc_rank_ctx *x) {
 #ifdef SC_HAVE_CUDA
   if (x->nccl_comm) sc_nccl_comm_destroy(&x->comm);
 #endif
+  sc_rank_ctx_ipc_drop(x);
   if (x->host_comm) sc_host_comm_destroy(&x->comm);
   sc_engine_destroy(x->engine);
   sc_step_gate_destroy(&x->gate);

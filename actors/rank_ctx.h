@@ -5,6 +5,9 @@
  *
  * Backend choice: "collectives": "nccl" gives NCCL communicators, created later by the
  * comm actor once the unique ids were exchanged (the gate stays pending until then);
+ * "ipc" (WIP, never run) likewise gives device collectives between ranks sharing one GPU
+ * (collectives/backend_ipc.h), member 0 of each group creating the group's region and
+ * the comm actor carrying its id where NCCL's travels;
  * otherwise the host backend over ZeroMQ binds this rank's endpoint at once, and with
  * "device": "cuda" its device buffers are staged through host memory (several ranks
  * sharing one GPU, DESIGN.md §8).
@@ -28,6 +31,9 @@ typedef struct sc_rank_ctx {
   sc_comm comm;                   /* the collectives of this rank: the executor's thread,
                                      and the comm actor's through the gate */
   bool host_comm, nccl_comm, staged; /* which backend comm holds, and whether staged */
+  bool ipc_comm;
+  void *ipc_owned[SC_GROUP_COUNT]; /* the regions this rank created (member 0): freed by
+                                      the drop, after the comm */
   sc_engine *engine;              /* owned; used by the executor's thread only */
   sc_plan_config plan_cfg;        /* what the partitioner plans with */
   sc_step_gate gate;              /* executor <-> comm actor */
@@ -49,5 +55,15 @@ int sc_rank_ctx_nccl_init(sc_rank_ctx *ctx, const unsigned char ids[SC_GROUP_COU
  * comm actor's thread, with the gate closed (sc_step_gate_close). The collectives'
  * statistics are kept. */
 void sc_rank_ctx_nccl_drop(sc_rank_ctx *ctx);
+
+/* "ipc": whether group g needs a region (two members or more, DCP not sharing PCP's);
+ * member 0 creates it with sc_rank_ctx_ipc_region (its id to send), then every member
+ * sc_rank_ctx_ipc_init from the ids; sc_rank_ctx_ipc_drop before a rebuild. The comm
+ * actor's thread, as for NCCL. */
+bool sc_rank_ctx_ipc_needed(const sc_rank_ctx *ctx, int g);
+int sc_rank_ctx_ipc_region(sc_rank_ctx *ctx, int g, unsigned char id[128], sc_diag *d);
+int sc_rank_ctx_ipc_init(sc_rank_ctx *ctx, const unsigned char ids[SC_GROUP_COUNT][128],
+                         sc_diag *d);
+void sc_rank_ctx_ipc_drop(sc_rank_ctx *ctx);
 
 #endif

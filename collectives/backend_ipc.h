@@ -32,10 +32,14 @@
  * `finish` reports. Kernels of several processes run at once only under MPS: without it
  * a waiting kernel holds the GPU until its context's time slice ends.
  *
- * Status: written and compiled, never run. Not done: the comm actor's id exchange and
- * rebuild for it (as for NCCL), `--collectives ipc` in the pipeline config and the
- * launchers, the executor's graphs with it, a GPU test (several processes on one GPU),
- * recovery and desync tests, and the measurements. */
+ * Status: written and compiled, never run. Wired in (branch wip/ipc-collectives):
+ * `"collectives": "ipc"` / `--collectives ipc` (every rank on one GPU), the comm actor's
+ * id exchange and rebuild as for NCCL (actors/rank_ctx.h), steps one at a time as with
+ * NCCL (a stream-ordered backend). Not done: running tests/gpu/test_gpu_ipc.c and `run
+ * --collectives ipc --verify` on the GPU, steps with collectives in CUDA graphs (the
+ * kernels are capturable: the round counter is on the device), per-collective device
+ * times, the failing collective's index from fail_seq, recovery and desync tests, and the
+ * P4 N4 measurements. */
 #ifndef SC_BACKEND_IPC_H
 #define SC_BACKEND_IPC_H
 

@@ -353,7 +353,7 @@ static void verify(const sc_requests *rq, const req_result *a, const req_result 
 static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp run [--pcp P] [--dcp N] [--tp T] [--device cpu|cuda]\n"
-          "                    [--collectives host|nccl] [--model FILE | --model-dir DIR]\n"
+          "                    [--collectives host|nccl|ipc] [--model FILE | --model-dir DIR]\n"
           "                    [--requests FILE.jsonl | --num-requests K] [--verify] [--json]\n"
           "                    [--inject KIND:RANK:STEP]\n"
           "                    [--transport ipc|tcp]\n"
@@ -378,7 +378,8 @@ static void help(FILE *f) {
           "                without --requests it runs 8 random requests that fit the model\n"
           "  --collectives host (default; device buffers staged through host memory) or\n"
           "                nccl (one rank per GPU, unique ids exchanged between the comm\n"
-          "                actors; NCCL_NVLS_ENABLE=0 is set for the nodes)\n"
+          "                actors; NCCL_NVLS_ENABLE=0 is set for the nodes) or ipc (WIP,\n"
+          "                never run: ranks sharing GPU 0 exchange on the device)\n"
           "  --gpus K      with --device cuda: rank r runs on GPU r %% K (default 1: all\n"
           "                ranks share GPU 0, which needs --collectives host)\n"
           "  --inject F    fault injection: desync:RANK:STEP makes that rank's executor ask\n"
@@ -527,7 +528,7 @@ int sc_cmd_run(int argc, char **argv) {
     sc_local_cluster_opts single = *co;
     single.pcp = single.dcp = single.tp = 1;
     single.num_inject = 0;
-    single.nccl = false; /* (one rank runs no collectives) */
+    single.nccl = single.ipc = false; /* (one rank runs no collectives) */
     refs[nref++] = (reference){.label = co->cuda ? "single rank, cuda" : "single rank",
                                .key = "verify", .cluster = single,
                                .tie_margin = co->cuda && co->kv_bf16 ? TIE_MARGIN_CUDA
@@ -568,7 +569,7 @@ int sc_cmd_run(int argc, char **argv) {
     sc_jsonw_kv_int(&w, "dcp", co->dcp);
     sc_jsonw_kv_int(&w, "tp", co->tp);
     sc_jsonw_kv_str(&w, "device", co->cuda ? "cuda" : "cpu");
-    sc_jsonw_kv_str(&w, "collectives", co->nccl ? "nccl" : "host");
+    sc_jsonw_kv_str(&w, "collectives", co->nccl ? "nccl" : co->ipc ? "ipc" : "host");
     sc_jsonw_obj_end(&w);
     sc_jsonw_kv_int(&w, "requests", s.requests);
     sc_jsonw_kv_int(&w, "prompt_tokens", s.prompt_tokens);
@@ -627,7 +628,7 @@ int sc_cmd_run(int argc, char **argv) {
     sc_jsonw_free(&w);
   } else {
     printf("\n%-24s %s (%d nodes, %s, %s collectives)\n", "cluster", label, co->pcp * co->tp,
-           co->cuda ? "cuda" : "cpu", co->nccl ? "nccl" : "host");
+           co->cuda ? "cuda" : "cpu", co->nccl ? "nccl" : co->ipc ? "ipc" : "host");
     printf("%-24s %d\n", "requests", s.requests);
     printf("%-24s %lld\n", "prompt tokens", (long long)s.prompt_tokens);
     printf("%-24s %lld\n", "generated tokens", (long long)s.generated);

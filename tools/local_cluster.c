@@ -227,6 +227,7 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->max_model_len) json_object_set_new(p, "max_model_len", json_integer(o->max_model_len));
   if (o->cuda) json_object_set_new(p, "device", json_string("cuda"));
   if (o->nccl) json_object_set_new(p, "collectives", json_string("nccl"));
+  if (o->ipc) json_object_set_new(p, "collectives", json_string("ipc"));
   if (o->profile) json_object_set_new(p, "profile", json_true());
   if (o->no_cuda_graphs) json_object_set_new(p, "cuda_graphs", json_false());
   if (o->overlap) json_object_set_new(p, "overlap", json_string(o->overlap));
@@ -601,7 +602,13 @@ int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
 #endif
     return rc;
   }
-  case SC_LCOPT_COLLECTIVES: return pick_opt(cmd, "--collectives", arg, "host", "nccl", &o->nccl);
+  case SC_LCOPT_COLLECTIVES:
+    if (strcmp(arg, "ipc") == 0) { /* (WIP, never run: collectives/backend_ipc.h) */
+      o->nccl = false, o->ipc = true;
+      return 1;
+    }
+    o->ipc = false;
+    return pick_opt(cmd, "--collectives", arg, "host", "nccl", &o->nccl);
   case SC_LCOPT_TRANSPORT: return pick_opt(cmd, "--transport", arg, "ipc", "tcp", &o->tcp);
   case SC_LCOPT_MODEL: o->model_file = arg; return 1;
   case SC_LCOPT_MODEL_DIR: o->model_dir = arg; return 1;
@@ -648,6 +655,11 @@ int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
   if (ranks > SC_LOCAL_CLUSTER_MAX_NODES) {
     sc_cli_error(cmd, "a local cluster has at most %d nodes (--pcp %d x --tp %d is %d)",
                  SC_LOCAL_CLUSTER_MAX_NODES, (int)o->pcp, (int)o->tp, (int)ranks);
+    return SC_EINVAL;
+  }
+  if (o->ipc && (!o->cuda || o->gpus > 1)) {
+    sc_cli_error(cmd, "--collectives ipc needs --device cuda and every rank on one GPU "
+                      "(--gpus 1)");
     return SC_EINVAL;
   }
   if (o->nccl && (!o->cuda || o->gpus < ranks)) {

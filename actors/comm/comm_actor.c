@@ -140,14 +140,17 @@ static void maybe_init_nccl(sc_ctx *c, comm_state *s) {
     if (s->need_id[g] && (!s->have_id[g] || s->id_gen[g] != s->generation)) return;
   s->building = false;
   sc_diag d = {0};
-  int rc = sc_rank_ctx_nccl_init(s->ctx, (const unsigned char(*)[128])s->ids, &d);
+  const bool ipc = s->ctx->cfg.ipc;
+  int rc = ipc ? sc_rank_ctx_ipc_init(s->ctx, (const unsigned char(*)[128])s->ids, &d)
+               : sc_rank_ctx_nccl_init(s->ctx, (const unsigned char(*)[128])s->ids, &d);
 #ifdef SC_HAVE_CUDA
-  if (rc == 0 && (rc = watch_start(c, s)) != 0)
+  /* (the IPC backend bounds its waits on the device: no watch) */
+  if (rc == 0 && !ipc && (rc = watch_start(c, s)) != 0)
     sc_fail(&d, rc, "rank %d: cannot start the NCCL watch", s->ctx->rank);
 #endif
   if (rc) SC_ERROR(LOG, "%s", d.msg);
-  else SC_INFO(LOG, "rank %d: NCCL communicators of generation %u ready", s->ctx->rank,
-               (unsigned)s->generation);
+  else SC_INFO(LOG, "rank %d: %s collectives of generation %u ready", s->ctx->rank,
+               ipc ? "IPC" : "NCCL", (unsigned)s->generation);
   sc_step_gate_set_ready(&s->ctx->gate, rc ? rc : 1);
   report_ready(c, s, rc, d.msg);
 }
@@ -160,12 +163,23 @@ static int start_nccl(sc_ctx *c, comm_state *s) {
   const sc_plan_config *pc = &s->ctx->plan_cfg;
   const int32_t me = s->ctx->rank;
   s->building = true;
+  const bool ipc = s->ctx->cfg.ipc;
   for (int g = 0; g < SC_GROUP_COUNT; g++) {
-    s->need_id[g] = sc_nccl_id_needed(pc, (sc_group)g);
+    /* IPC: a region only for a group of two or more (one alone copies) */
+    s->need_id[g] = ipc ? sc_rank_ctx_ipc_needed(s->ctx, g) : sc_nccl_id_needed(pc, (sc_group)g);
     if (!s->need_id[g] || !sc_nccl_id_owner(pc, me, (sc_group)g)) continue;
-    sc_nccl_id id;
-    if (sc_nccl_get_unique_id(&id)) return SC_ESYS;
-    memcpy(s->ids[g], id.bytes, sizeof s->ids[g]);
+    if (ipc) {
+      sc_diag d = {0};
+      const int rc = sc_rank_ctx_ipc_region(s->ctx, g, s->ids[g], &d);
+      if (rc) {
+        SC_ERROR(LOG, "%s", d.msg);
+        return rc;
+      }
+    } else {
+      sc_nccl_id id;
+      if (sc_nccl_get_unique_id(&id)) return SC_ESYS;
+      memcpy(s->ids[g], id.bytes, sizeof s->ids[g]);
+    }
     s->have_id[g] = true;
     s->id_gen[g] = s->generation;
     int32_t members[SC_PLAN_MAX_PARALLEL];
@@ -256,13 +270,14 @@ static int on_comm_rebuild(sc_ctx *c, const sc_envelope *env, const void *body) 
     report_ready(c, s, rc, why);
     return 0;
   }
-  if (!s->ctx->cfg.nccl) {
+  if (!s->ctx->cfg.nccl && !s->ctx->cfg.ipc) {
     sc_step_gate_set_ready(&s->ctx->gate, 1);
     report_ready(c, s, 0, NULL);
     return 0;
   }
   watch_stop(s);
   sc_rank_ctx_nccl_drop(s->ctx);
+  sc_rank_ctx_ipc_drop(s->ctx);
   if ((rc = start_nccl(c, s)) != 0) {
     snprintf(why, sizeof why, "rank %d: cannot start the NCCL id exchange: %s", s->ctx->rank,
              sc_strerror(rc));

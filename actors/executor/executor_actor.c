@@ -623,7 +623,7 @@ static bool may_start(const executor *e, const sc_step_local *p) {
   if (e->n_run == 0) return true;
   const sc_step_local *r = e->run[e->head].p;
   const bool one_session = (p->plan.num_colls == 0 && r->plan.num_colls == 0) ||
-                           !e->ctx->cfg.nccl;
+                           !(e->ctx->cfg.nccl || e->ctx->cfg.ipc);
   return e->n_run == 1 && p->in.prev_step != 0 && p->in.prev_step == r->step && one_session;
 }
 
