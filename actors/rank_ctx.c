@@ -109,8 +109,26 @@ int sc_rank_ctx_ipc_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT]
 #endif
 }
 
-/* (The owner frees its region right after its own comm: a member still mapping it is
- * being rebuilt too; what CUDA makes of that is one of the things to see on the GPU.) */
+/* The regions this rank created for an earlier generation are kept, not freed: a peer
+ * may still map one (it drops its comm when its own rebuild message comes), and freeing
+ * an exported allocation before every importer closed it is undefined (CUDA). A rebuild
+ * follows a failure, so they are few; beyond IPC_RETIRED_MAX the oldest goes, by then
+ * long unmapped by every live peer. All are freed with the rank (its peers are shutting
+ * down too). */
+static void ipc_retire(sc_rank_ctx *x, void *region) {
+#ifdef SC_HAVE_CUDA
+  if (region == NULL) return;
+  if (x->ipc_retired_n == SC_RANK_IPC_RETIRED_MAX) {
+    sc_ipc_region_destroy(x->ipc_retired[0]);
+    memmove(x->ipc_retired, x->ipc_retired + 1, sizeof(void *) * (SC_RANK_IPC_RETIRED_MAX - 1));
+    x->ipc_retired_n--;
+  }
+  x->ipc_retired[x->ipc_retired_n++] = region;
+#else
+  (void)x, (void)region;
+#endif
+}
+
 void sc_rank_ctx_ipc_drop(sc_rank_ctx *x) {
 #ifdef SC_HAVE_CUDA
   if (x->ipc_comm) {
@@ -121,7 +139,7 @@ void sc_rank_ctx_ipc_drop(sc_rank_ctx *x) {
     keep_rank_fields(&x->comm, &kept);
   }
   for (int g = 0; g < SC_GROUP_COUNT; g++) {
-    sc_ipc_region_destroy(x->ipc_owned[g]);
+    ipc_retire(x, x->ipc_owned[g]);
     x->ipc_owned[g] = NULL;
   }
 #else
@@ -201,6 +219,9 @@ void sc_rank_ctx_destroy(sc_rank_ctx *x) {
   if (x->nccl_comm) sc_nccl_comm_destroy(&x->comm);
 #endif
   sc_rank_ctx_ipc_drop(x);
+#ifdef SC_HAVE_CUDA
+  for (int i = 0; i < x->ipc_retired_n; i++) sc_ipc_region_destroy(x->ipc_retired[i]);
+#endif
   if (x->host_comm) sc_host_comm_destroy(&x->comm);
   sc_engine_destroy(x->engine);
   sc_step_gate_destroy(&x->gate);

@@ -25,6 +25,8 @@
 #include "actors/pipeline_config.h"
 #include "collectives/step_gate.h"
 
+#define SC_RANK_IPC_RETIRED_MAX 12
+
 typedef struct sc_rank_ctx {
   sc_pipeline_config cfg;         /* read-only */
   int32_t rank;
@@ -32,8 +34,10 @@ typedef struct sc_rank_ctx {
                                      and the comm actor's through the gate */
   bool host_comm, nccl_comm, staged; /* which backend comm holds, and whether staged */
   bool ipc_comm;
-  void *ipc_owned[SC_GROUP_COUNT]; /* the regions this rank created (member 0): freed by
-                                      the drop, after the comm */
+  void *ipc_owned[SC_GROUP_COUNT]; /* the regions this rank created (member 0) */
+  void *ipc_retired[SC_RANK_IPC_RETIRED_MAX]; /* and those of earlier generations, kept
+                                                 while peers may map them (rank_ctx.c) */
+  int ipc_retired_n;
   sc_engine *engine;              /* owned; used by the executor's thread only */
   sc_plan_config plan_cfg;        /* what the partitioner plans with */
   sc_step_gate gate;              /* executor <-> comm actor */

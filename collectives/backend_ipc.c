@@ -30,16 +30,26 @@ typedef struct ipc_group {
   bool owned;            /* member 0's own allocation (sc_ipc_region_destroy frees it) */
 } ipc_group;
 
+/* The device times of one collective: events around its rounds (not while the stream is
+ * captured into a graph: a replayed step's collectives are not timed). */
+typedef struct ipc_timing {
+  cudaEvent_t start, end;
+  uint64_t epoch; /* the step whose collective they timed (0: none) */
+} ipc_timing;
+
 typedef struct ipc_rank {
   cudaStream_t stream;   /* the compute stream: rounds sit at their place in it */
   ipc_group g[SC_GROUP_COUNT];
-  int *status;           /* device: 0 or the code the comm died with; fail_seq after it */
-  uint64_t *fail_seq;
+  int *status;           /* device: 0 or the code the comm died with */
+  sc_ipc_failure *failure_host; /* pinned, mapped: the device's record of the failure */
+  sc_ipc_failure *failure_dev;
   int *abort_host;       /* pinned, mapped: written by abort (any thread) */
   int *abort_dev;
   int64_t deadline_ms;
-  int32_t calls;         /* collectives run since reset */
-  int dead;              /* the code, once finish has seen it */
+  _Atomic uint64_t epoch; /* the step of the last reset */
+  ipc_timing *timing;    /* [n_timing], by plan position */
+  int32_t n_timing;
+  int dead;              /* the code, once finish or reset has seen it */
 } ipc_rank;
 
 static int cuda_err(cudaError_t e, const char *what) {
@@ -82,9 +92,23 @@ static void free_rank(ipc_rank *r) {
     if (x->region && !x->owned && !(g == SC_GROUP_DCP && x->region == r->g[SC_GROUP_PCP].region))
       (void)cudaIpcCloseMemHandle(x->region);
   }
-  if (r->status) (void)cudaFree(r->status); /* status, fail_seq and the seqs: one allocation */
+  for (int32_t i = 0; i < r->n_timing; i++) {
+    (void)cudaEventDestroy(r->timing[i].start);
+    (void)cudaEventDestroy(r->timing[i].end);
+  }
+  free(r->timing);
+  if (r->status) (void)cudaFree(r->status); /* status and the seqs: one allocation */
+  if (r->failure_host) (void)cudaFreeHost(r->failure_host);
   if (r->abort_host) (void)cudaFreeHost(r->abort_host);
   free(r);
+}
+
+/* A pinned host word the device reads or writes through its mapping. */
+static int mapped(size_t bytes, void **host, void **dev, const char *what) {
+  int rc = cuda_err(cudaHostAlloc(host, bytes, cudaHostAllocMapped), what);
+  if (rc == 0) rc = cuda_err(cudaHostGetDevicePointer(dev, *host, 0), what);
+  if (rc == 0) memset(*host, 0, bytes);
+  return rc;
 }
 
 int sc_ipc_comm_create(sc_comm *comm, const sc_plan_config *cfg, int32_t global_rank,
@@ -99,19 +123,17 @@ int sc_ipc_comm_create(sc_comm *comm, const sc_plan_config *cfg, int32_t global_
   sc_comm_init_groups(comm, cfg, global_rank);
   r->stream = (cudaStream_t)compute_stream;
   r->deadline_ms = deadline_ms;
-  /* status, fail_seq, a seq per group: one device allocation, zeroed */
+  /* status and a seq per group: one device allocation, zeroed */
   void *words = NULL;
   int rc = cuda_err(cudaMalloc(&words, 64 + 8 * SC_GROUP_COUNT), "ipc words");
   if (rc == 0) rc = cuda_err(cudaMemset(words, 0, 64 + 8 * SC_GROUP_COUNT), "ipc words clear");
   if (rc) goto fail;
   r->status = words;
-  r->fail_seq = (uint64_t *)((char *)words + 8);
-  if ((rc = cuda_err(cudaHostAlloc((void **)&r->abort_host, sizeof(int), cudaHostAllocMapped),
-                     "ipc abort word")) ||
-      (rc = cuda_err(cudaHostGetDevicePointer((void **)&r->abort_dev, r->abort_host, 0),
-                     "ipc abort word mapping")))
+  if ((rc = mapped(sizeof(sc_ipc_failure), (void **)&r->failure_host, (void **)&r->failure_dev,
+                   "ipc failure record")) ||
+      (rc = mapped(sizeof(int), (void **)&r->abort_host, (void **)&r->abort_dev,
+                   "ipc abort word")))
     goto fail;
-  *(volatile int *)r->abort_host = 0;
   for (int g = 0; g < SC_GROUP_COUNT; g++) {
     ipc_group *x = &r->g[g];
     x->members = comm->group_size[g];
@@ -154,88 +176,137 @@ void sc_ipc_comm_destroy(sc_comm *comm) {
   comm->ops = NULL;
 }
 
-void sc_ipc_abort(sc_comm *comm) {
-  if (comm == NULL || comm->ops != &k_ipc_ops) return;
-  ipc_rank *r = comm->self;
+static void raise_abort(ipc_rank *r) {
   atomic_thread_fence(memory_order_seq_cst);
   *(volatile int *)r->abort_host = 1;
+}
+
+void sc_ipc_abort(sc_comm *comm) {
+  if (comm == NULL || comm->ops != &k_ipc_ops) return;
+  raise_abort(comm->self);
 }
 
 static size_t dt_size(sc_dtype dt) { return dt == SC_DT_BF16 ? 2 : 4; }
 
 /* A group of one: the collective is a copy (or nothing, in place). */
-static int solo(ipc_rank *r, const void *send, void *recv, size_t bytes) {
+static int solo(const ipc_rank *r, const void *send, void *recv, size_t bytes) {
   if (send == recv || bytes == 0) return 0;
   return cuda_err(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, r->stream),
                   "ipc solo copy");
 }
 
+/* Events for the collective at plan position seq, created on first use. */
+static ipc_timing *timing_of(ipc_rank *r, int32_t seq) {
+  if (seq < 0) return NULL;
+  if (seq >= r->n_timing) {
+    int32_t n = r->n_timing ? r->n_timing : 8;
+    while (n <= seq) n *= 2;
+    ipc_timing *t = realloc(r->timing, (size_t)n * sizeof *t);
+    if (t == NULL) return NULL;
+    r->timing = t;
+    for (; r->n_timing < n; r->n_timing++) {
+      ipc_timing *x = &t[r->n_timing];
+      x->epoch = 0;
+      if (cudaEventCreate(&x->start) != cudaSuccess) return NULL;
+      if (cudaEventCreate(&x->end) != cudaSuccess) {
+        (void)cudaEventDestroy(x->start);
+        return NULL;
+      }
+    }
+  }
+  return &r->timing[seq];
+}
+
 /* The collective in rounds of at most a block a member: every member cuts it alike (the
  * sizes are the plan's), so the rounds match. */
-static int ipc_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const void *send,
-                   void *recv, size_t count, sc_diag *d) {
+static int ipc_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtype dt,
+                   const void *send, void *recv, size_t count, sc_diag *d) {
   ipc_rank *r = self;
   if (r->dead) return r->dead;
   if ((unsigned)grp >= SC_GROUP_COUNT || (op != SC_OP_ALL_GATHER && dt == SC_DT_W32))
     return sc_fail(d, SC_EINVAL, "ipc collective: bad group or type");
   const ipc_group *x = &r->g[grp];
   const size_t es = dt_size(dt), bytes = count * es;
-  r->calls++;
-  if (x->members < 2) return solo(r, send, recv, bytes);
-  if (x->region == NULL) return sc_fail(d, SC_EINVAL, "ipc collective: group not mapped");
-  const uint64_t timeout_ns = r->deadline_ms > 0 ? (uint64_t)r->deadline_ms * 1000000u : 0;
-  const sc_ipc_dev dv = {x->region, x->members, x->me, x->block_bytes, x->seq, r->status,
-                         r->fail_seq, r->abort_dev, timeout_ns};
-  const unsigned char *s = send;
-  unsigned char *o = recv;
-  int rc = 0;
-  if (op == SC_OP_ALL_GATHER || op == SC_OP_ALL_REDUCE) {
-    const uint64_t piece = x->block_bytes / es * es; /* whole elements a round */
-    for (uint64_t at = 0; at < bytes && rc == 0; at += piece) {
-      const uint64_t n = bytes - at < piece ? bytes - at : piece;
-      rc = sc_ipc_round(&dv, op, dt, s + at, 0, 1, n, o + at, bytes, r->stream);
-    }
-  } else { /* reduce_scatter: block b of the send goes to member b */
-    if (count % (size_t)x->members != 0) return sc_fail(d, SC_EINVAL, "reduce_scatter: uneven");
-    const uint64_t part = bytes / (uint64_t)x->members;
-    const uint64_t piece = x->block_bytes / (uint64_t)x->members / es * es;
-    for (uint64_t at = 0; at < part && rc == 0; at += piece) {
-      const uint64_t n = part - at < piece ? part - at : piece;
-      rc = sc_ipc_round(&dv, op, dt, s + at, part, x->members, n, o + at, 0, r->stream);
+  /* timed unless captured into a graph (a recording holds no events of a step) */
+  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  int rc = cuda_err(cudaStreamIsCapturing(r->stream, &cap), "ipc capture status");
+  if (rc) return sc_fail(d, rc, "ipc collective: cannot query the stream");
+  ipc_timing *t = cap == cudaStreamCaptureStatusNone ? timing_of(r, seq) : NULL;
+  if (t && cudaEventRecord(t->start, r->stream) != cudaSuccess) t = NULL;
+  if (x->members < 2) {
+    rc = solo(r, send, recv, bytes);
+  } else if (x->region == NULL) {
+    return sc_fail(d, SC_EINVAL, "ipc collective: group not mapped");
+  } else {
+    const uint64_t timeout_ns = r->deadline_ms > 0 ? (uint64_t)r->deadline_ms * 1000000u : 0;
+    const sc_ipc_dev dv = {.region = x->region, .members = x->members, .me = x->me,
+                           .block_bytes = x->block_bytes, .seq = x->seq, .status = r->status,
+                           .failure = r->failure_dev, .abort_word = r->abort_dev,
+                           .timeout_ns = timeout_ns, .call = seq};
+    const unsigned char *s = send;
+    unsigned char *o = recv;
+    if (op == SC_OP_ALL_GATHER || op == SC_OP_ALL_REDUCE) {
+      const uint64_t piece = x->block_bytes / es * es; /* whole elements a round */
+      for (uint64_t at = 0; at < bytes && rc == 0; at += piece) {
+        const uint64_t n = bytes - at < piece ? bytes - at : piece;
+        rc = sc_ipc_round(&dv, op, dt, s + at, 0, 1, n, o + at, bytes, r->stream);
+      }
+    } else { /* reduce_scatter: block b of the send goes to member b */
+      if (count % (size_t)x->members != 0) return sc_fail(d, SC_EINVAL, "reduce_scatter: uneven");
+      const uint64_t part = bytes / (uint64_t)x->members;
+      const uint64_t piece = x->block_bytes / (uint64_t)x->members / es * es;
+      for (uint64_t at = 0; at < part && rc == 0; at += piece) {
+        const uint64_t n = part - at < piece ? part - at : piece;
+        rc = sc_ipc_round(&dv, op, dt, s + at, part, x->members, n, o + at, 0, r->stream);
+      }
     }
   }
-  return rc ? sc_fail(d, rc, "ipc collective: launch failed") : 0;
+  if (rc) return sc_fail(d, rc, "ipc collective: launch failed");
+  if (t && cudaEventRecord(t->end, r->stream) == cudaSuccess) t->epoch = atomic_load(&r->epoch);
+  return 0;
 }
 
+/* An abort of a step that ended is ignored, as NCCL's backend ignores it (coll.h). */
 static void ipc_abort_op(void *self, uint64_t epoch) {
-  (void)epoch; /* WIP: any abort kills the comm (NCCL's backend ignores stale epochs) */
   ipc_rank *r = self;
-  atomic_thread_fence(memory_order_seq_cst);
-  *(volatile int *)r->abort_host = 1;
+  if (epoch != 0 && epoch < atomic_load(&r->epoch)) return;
+  raise_abort(r);
 }
 
+/* A new step. An abort that no wait acted on is forgotten (the stream has passed the
+ * last step's rounds: wait for it, then read the failure record); one that killed a
+ * wait leaves the comm dead: the peers' counters no longer match this rank's, so only a
+ * new comm over a new region goes on (the scheduler rebuilds every rank's after a
+ * failed step, as for NCCL). */
 static void ipc_reset_op(void *self, uint64_t epoch) {
-  (void)epoch;
   ipc_rank *r = self;
-  r->calls = 0;
+  atomic_store(&r->epoch, epoch);
+  if (*(volatile int *)r->abort_host == 0 || r->dead) return;
+  (void)cudaStreamSynchronize(r->stream);
+  const int code = ((volatile sc_ipc_failure *)r->failure_host)->code;
+  if (code != 0) r->dead = code;
+  else *(volatile int *)r->abort_host = 0;
 }
 
-/* The step's work has completed: the device status says whether a wait failed. Device
- * times per collective are not measured yet (zeros). */
+/* The step's work has completed (coll.h): the host-mapped record says whether a wait
+ * failed, and in which collective; the events give each timed collective's device time. */
 static int ipc_finish(void *self, double *seconds, int32_t n, int32_t *failed) {
   ipc_rank *r = self;
-  int status = 0;
-  int rc = cuda_err(cudaMemcpy(&status, r->status, sizeof status, cudaMemcpyDeviceToHost),
-                    "ipc status");
-  if (rc == 0 && status != 0) {
-    r->dead = status;
-    rc = status;
+  const volatile sc_ipc_failure *f = r->failure_host;
+  if (f->code != 0 && r->dead == 0) r->dead = f->code;
+  if (r->dead) {
+    *failed = f->call;
+    return r->dead;
   }
-  if (rc) {
-    *failed = r->calls > 0 ? r->calls - 1 : 0; /* WIP: the round's collective, from fail_seq */
-    return rc;
+  const uint64_t epoch = atomic_load(&r->epoch);
+  for (int32_t i = 0; i < n; i++) {
+    float ms = 0.0f;
+    const ipc_timing *t = i < r->n_timing ? &r->timing[i] : NULL;
+    seconds[i] = t && t->epoch == epoch &&
+                         cudaEventElapsedTime(&ms, t->start, t->end) == cudaSuccess
+                     ? ms * 1e-3
+                     : 0.0;
   }
-  for (int32_t i = 0; i < n; i++) seconds[i] = 0.0;
   return 0;
 }
 
@@ -244,4 +315,5 @@ static const sc_coll_ops k_ipc_ops = {
     .abort = ipc_abort_op,
     .reset = ipc_reset_op,
     .finish = ipc_finish,
+    .recordable = true,
 };

@@ -1,5 +1,5 @@
 /* backend_ipc.h - collectives between ranks that share one GPU, done on the device
- * (WIP, not wired into the pipeline and never run: see "Status" below).
+ * (WIP, never run on a GPU: see "Status" below).
  *
  * Why. Ranks sharing a GPU (MPS) cannot use NCCL (one rank a device), so today they take
  * the host backend staged through host memory: each collective a read-back, a host sync,
@@ -17,8 +17,9 @@
  *   written[m]  the sequence number of the last block m wrote into its slot (release);
  *   read[m]     the last sequence number whose blocks m has finished reading;
  *   arrive[p][m] m's own count of its blocks done with phase p (the last one publishes).
- * Collective s (1, 2, ..: every member runs the same sequence, because every member runs
- * the same plan; the counter lives on the device, so a graph replays it):
+ * Round s (1, 2, ..; a collective is as many rounds as its bytes need blocks, and every
+ * member runs the same sequence, because every member runs the same plan; the counter
+ * lives on the device, so a graph replays it):
  *   put:     wait until every read[m] >= s - 2 (slot s & 1 is free: its last use, s - 2,
  *            is read everywhere), copy send into slot[s & 1][me], the last block
  *            publishes written[me] = s;
@@ -27,19 +28,26 @@
  *            rule, bf16 widened, summed in f32 and rounded once), the last block
  *            publishes read[me] = s and advances the counter.
  * Waits spin (one thread a block) against a deadline (%globaltimer) and a host-mapped
- * abort word; a timeout or an abort raises the rank's device status and every later
- * collective of the comm returns at once (dead, as an aborted NCCL communicator), which
- * `finish` reports. Kernels of several processes run at once only under MPS: without it
- * a waiting kernel holds the GPU until its context's time slice ends.
+ * abort word; a timeout or an abort raises the rank's device status, records the code
+ * and the collective's plan position in a host-mapped record (so `finish` reads it
+ * without a copy), and every later round of the comm returns at once (dead, as an
+ * aborted NCCL communicator). Kernels of several processes run at once only under MPS:
+ * without it a waiting kernel holds the GPU until its context's time slice ends.
  *
- * Status: written and compiled, never run. Wired in (branch wip/ipc-collectives):
- * `"collectives": "ipc"` / `--collectives ipc` (every rank on one GPU), the comm actor's
- * id exchange and rebuild as for NCCL (actors/rank_ctx.h), steps one at a time as with
- * NCCL (a stream-ordered backend). Not done: running tests/gpu/test_gpu_ipc.c and `run
- * --collectives ipc --verify` on the GPU, steps with collectives in CUDA graphs (the
- * kernels are capturable: the round counter is on the device), per-collective device
- * times, the failing collective's index from fail_seq, recovery and desync tests, and the
- * P4 N4 measurements. */
+ * Recordable (sc_coll_ops.recordable): a round reads its sequence number from the
+ * device and nothing from the host but the abort word, so a step's collectives may be
+ * captured into its CUDA graph with its kernels (model/forward.c checks a replay's
+ * collectives against the plan first). Device times come from events around each
+ * collective, except while captured (a replayed step's collectives have none).
+ *
+ * Regions outlive their comms: a member that created one keeps it after a rebuild until
+ * its rank ends (actors/rank_ctx.c), since a peer may still map it.
+ *
+ * Status: written and compiled, never run on a GPU. Wired in: `"collectives": "ipc"` /
+ * `--collectives ipc` (every rank on one GPU), the comm actor's id exchange and rebuild
+ * as for NCCL (actors/rank_ctx.h), steps one at a time as with NCCL (no overlap).
+ * Not done: running tests/gpu/test_gpu_ipc.c and `run --collectives ipc --verify` on the
+ * GPU, recovery and desync tests over it, and the P4 N4 measurements. */
 #ifndef SC_BACKEND_IPC_H
 #define SC_BACKEND_IPC_H
 

@@ -1,7 +1,7 @@
 /* backend_ipc_dev.cu - the kernels of backend_ipc (backend_ipc.h tells the protocol):
  * a round is a put and a combine, each waiting (one thread a block) for the peers' words
  * of the shared header, then moving its share of the bytes; the last block of each
- * publishes this member's word. WIP: compiled, never run. */
+ * publishes this member's word. WIP: compiled, never run on a GPU. */
 #include "collectives/backend_ipc_dev.h"
 
 #include <cuda_bf16.h>
@@ -12,13 +12,16 @@
 #define IPC_THREADS 256
 #define IPC_BLOCKS_MAX 64 /* a round's bytes are a few MB at most: 64 SMs move them */
 
+/* The header words are written and read by kernels of other processes (MPS clients of
+ * the same GPU): system scope, the strongest, since what scope suffices between
+ * processes on one device is not spelled out; a few words a round, so it costs little. */
 __device__ __forceinline__ uint64_t ld_acquire(const uint64_t *p) {
   uint64_t v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 __device__ __forceinline__ void st_release(uint64_t *p, uint64_t v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 __device__ __forceinline__ uint64_t now_ns(void) {
   uint64_t t;
@@ -33,19 +36,27 @@ __device__ __forceinline__ unsigned char *block_of(const sc_ipc_dev &d, uint64_t
   return d.region + SC_IPC_DATA_AT + ((s & 1) * (uint64_t)d.members + (uint64_t)m) * d.block_bytes;
 }
 
-/* Thread 0 of a block: waits until every member's word at `at` reaches want. False (and
- * the comm's status raised, once) on the deadline or an abort. */
-__device__ bool ipc_wait(const sc_ipc_dev &d, int at, uint64_t want, uint64_t s) {
+/* Thread 0 of a block: waits until every member's word at `at` reaches want. False on
+ * the deadline or an abort (the comm's status raised and the failure recorded, once) or
+ * when another wait of this rank failed meanwhile (the comm is dead: give up at once). */
+__device__ bool ipc_wait(const sc_ipc_dev &d, int at, uint64_t want) {
   const uint64_t *w = words(d, at);
   const uint64_t t0 = now_ns();
   unsigned polls = 0;
   for (int m = 0; m < d.members; m++) {
     while (ld_acquire(w + m) < want) {
       int code = 0;
-      if ((++polls & 63) == 0 && *d.abort_word != 0) code = SC_EABORTED;
-      else if (d.timeout_ns != 0 && now_ns() - t0 > d.timeout_ns) code = SC_ETIMEDOUT;
+      if ((++polls & 63) == 0) {
+        if (*(volatile int *)d.status != 0) return false;
+        if (*d.abort_word != 0) code = SC_EABORTED;
+        else if (d.timeout_ns != 0 && now_ns() - t0 > d.timeout_ns) code = SC_ETIMEDOUT;
+      }
       if (code != 0) {
-        if (atomicCAS(d.status, 0, code) == 0) *d.fail_seq = s;
+        if (atomicCAS(d.status, 0, code) == 0) {
+          d.failure->call = d.call;
+          __threadfence_system();
+          d.failure->code = code;
+        }
         return false;
       }
       __nanosleep(128);
@@ -59,11 +70,11 @@ __device__ bool ipc_wait(const sc_ipc_dev &d, int at, uint64_t want, uint64_t s)
 __device__ void ipc_publish(const sc_ipc_dev &d, int p, int at, uint64_t v, bool advance) {
   __syncthreads();
   if (threadIdx.x != 0) return;
-  __threadfence();
+  __threadfence_system();
   unsigned *arrive = (unsigned *)(d.region + SC_IPC_ARRIVE_AT) + p * 16 + d.me;
   if (atomicAdd(arrive, 1u) != gridDim.x - 1) return;
   *arrive = 0;
-  __threadfence();
+  __threadfence_system();
   st_release(words(d, at) + d.me, v);
   if (advance) *d.seq = v;
 }
@@ -97,7 +108,7 @@ __global__ void __launch_bounds__(IPC_THREADS)
     const uint64_t s = *d.seq + 1;
     s_sh = s;
     /* slot s & 1 was last used by round s - 2: free once every member has read it */
-    go = *d.status == 0 && ipc_wait(d, SC_IPC_READ_AT, s >= 2 ? s - 2 : 0, s);
+    go = *d.status == 0 && ipc_wait(d, SC_IPC_READ_AT, s >= 2 ? s - 2 : 0);
   }
   __syncthreads();
   if (!go) return;
@@ -116,7 +127,7 @@ __global__ void __launch_bounds__(IPC_THREADS)
   if (threadIdx.x == 0) {
     const uint64_t s = *d.seq + 1;
     s_sh = s;
-    go = *d.status == 0 && ipc_wait(d, SC_IPC_WRITTEN_AT, s, s);
+    go = *d.status == 0 && ipc_wait(d, SC_IPC_WRITTEN_AT, s);
   }
   __syncthreads();
   if (!go) return;

@@ -19,16 +19,24 @@ extern "C" {
 #define SC_IPC_ARRIVE_AT 256                                   /* u32 [2][MEMBERS_MAX] */
 #define SC_IPC_DATA_AT 512
 
+/* Where a rank's comm records its first failure: host-mapped, so that `finish` reads it
+ * without a copy; written once, by the wait that won the device status word. */
+typedef struct sc_ipc_failure {
+  int32_t code; /* 0, SC_ETIMEDOUT or SC_EABORTED */
+  int32_t call; /* the plan position of the collective that failed */
+} sc_ipc_failure;
+
 typedef struct sc_ipc_dev {
   unsigned char *region;   /* the group's region, mapped in this process */
   int32_t members, me;
   uint64_t block_bytes;    /* a member's block in a slot (a multiple of 256) */
   uint64_t *seq;           /* this rank's count of the group's rounds (device) */
-  int *status;             /* this rank's comm status (device): 0, or SC_ETIMEDOUT or
-                            * SC_EABORTED; fail_seq[0] the round it failed in */
-  uint64_t *fail_seq;
-  const volatile int *abort_word; /* host-mapped: nonzero aborts */
+  int *status;             /* this rank's comm status (device): 0, or the code it died
+                            * with; every round reads it first (a dead comm moves nothing) */
+  volatile sc_ipc_failure *failure; /* host-mapped (device address): the first failure */
+  const volatile int *abort_word;   /* host-mapped: nonzero aborts */
   uint64_t timeout_ns;     /* a wait's bound (0: none) */
+  int32_t call;            /* the collective's plan position, for the failure record */
 } sc_ipc_dev;
 
 /* One round of a collective, queued on `stream` (a cudaStream_t): put copies this

@@ -228,8 +228,9 @@ static void reduce_block(const mem_group *g, int dt, size_t off, size_t n, float
     sc_coll_accumulate((sc_dtype)dt, acc, (const char *)g->send[k] + off * esz, n, k == 0);
 }
 
-static int mem_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const void *send,
-                   void *recv, size_t count, sc_diag *d) {
+static int mem_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtype dt,
+                   const void *send, void *recv, size_t count, sc_diag *d) {
+  (void)seq;
   (void)d; /* (its failures are the rendezvous's: the codes say all there is) */
   mem_rank *r = self;
   sc_mem_world *w = r->w;

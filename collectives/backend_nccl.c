@@ -355,9 +355,10 @@ static int enqueue(nccl_rank *r, int32_t i, sc_coll_op op, sc_group grp, sc_dtyp
   return cuda_err(cudaStreamWaitEvent(r->compute, k->end, 0), "compute waits comm");
 }
 
-static int nccl_run(void *self, sc_coll_op op, sc_group grp, sc_dtype dt, const void *send,
-                    void *recv, size_t count, sc_diag *d) {
-  (void)d; /* (it only queues: failures on the device come back through finish) */
+static int nccl_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtype dt,
+                    const void *send, void *recv, size_t count, sc_diag *d) {
+  (void)d, (void)seq; /* (it only queues: failures on the device come back through finish,
+                       * which names the failing call by its own count) */
   nccl_rank *r = self;
   if ((unsigned)op >= SC_OP_COUNT || (unsigned)grp >= SC_GROUP_COUNT ||
       (unsigned)dt >= SC_DT_COUNT)

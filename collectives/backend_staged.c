@@ -15,8 +15,8 @@ typedef struct staged {
   size_t cap_send, cap_recv;
 } staged;
 
-static int st_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
-                  void *recv, size_t count, sc_diag *d) {
+static int st_run(void *self, int32_t seq, sc_coll_op op, sc_group g, sc_dtype dt,
+                  const void *send, void *recv, size_t count, sc_diag *d) {
   staged *s = self;
   const size_t esz = sc_dtype_size(dt), G = (size_t)s->comm->group_size[g];
   const size_t in = count * esz;
@@ -26,7 +26,7 @@ static int st_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void
       (rc = sc_grow(&s->recv_h, &s->cap_recv, out + 1)))
     return rc;
   if (in && (rc = s->k->ops->copy(s->k, s->send_h, send, in, SC_KCOPY_D2H))) return rc;
-  rc = s->inner_ops->run(s->inner_self, op, g, dt, s->send_h, s->recv_h, count, d);
+  rc = s->inner_ops->run(s->inner_self, seq, op, g, dt, s->send_h, s->recv_h, count, d);
   if (rc == 0 && out) rc = s->k->ops->copy(s->k, recv, s->recv_h, out, SC_KCOPY_H2D);
   return rc;
 }

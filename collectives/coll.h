@@ -37,9 +37,11 @@ typedef struct sc_coll_ops {
    * backend (NCCL, which has `finish`) only queues the collective at its place among the
    * device work and returns; failures on the device are reported by `finish`. d (may be
    * NULL) receives a sentence on failure, naming the peer when one is to blame (a block
-   * of the wrong size, a block that never came). */
-  int (*run)(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
-             void *recv, size_t count, sc_diag *d);
+   * of the wrong size, a block that never came). seq is the entry's position in the
+   * step's plan: a backend whose failures surface later (finish) names the collective
+   * by it. */
+  int (*run)(void *self, int32_t seq, sc_coll_op op, sc_group g, sc_dtype dt,
+             const void *send, void *recv, size_t count, sc_diag *d);
   /* Aborts the collectives of step `epoch` (the epoch of reset), 0: of every step from
    * now on: wakes a collective of that step blocked on this comm with SC_EABORTED, and
    * later calls of that step fail the same way. An abort for a step before the current
@@ -64,6 +66,12 @@ typedef struct sc_coll_ops {
    * the session); a backend also accepts the plan of a step it has not been reset to
    * yet, for the reset that follows. May be NULL (nothing to learn). */
   void (*expect)(void *self, uint64_t epoch, const sc_coll *plan, int32_t num);
+  /* Whether a step's collectives may be recorded with its kernels (a CUDA graph) and
+   * replayed: run only queues device work on the compute stream, which reads nothing
+   * the host writes between replays and needs no host call to complete (backend_ipc.h).
+   * A replayed step's collectives are checked against its plan before the replay is
+   * launched (sc_coll_session_replay), as run checks each one. */
+  bool recordable;
 } sc_coll_ops;
 
 /* Per-purpose totals the session keeps (for logs and benchmarks). bus_bytes follows the
@@ -96,9 +104,14 @@ typedef struct sc_comm {
   uint64_t inject_desync_step;
   sc_coll_failure last_failure; /* written by the session on failure (the one record) */
   sc_coll_stat stats[SC_PURPOSE_COUNT];
+  /* Which comm this is: sc_comm_init_groups gives every comm built in the process a new
+   * number (a recorded step's collectives hold the addresses of the comm they were
+   * recorded with: model/forward.c keys its recordings by it). */
+  uint64_t instance;
 } sc_comm;
 
-/* Fills sizes and ranks of the three groups of global rank g (SPEC.md §1). */
+/* Fills sizes and ranks of the three groups of global rank g (SPEC.md §1), and a new
+ * instance number. */
 void sc_comm_init_groups(sc_comm *comm, const sc_plan_config *cfg, int32_t global_rank);
 
 /* Global ranks of the members of `group` containing global rank g, in group-rank order
@@ -129,6 +142,13 @@ void sc_coll_session_begin(sc_coll_session *s, sc_comm *comm, const sc_coll *pla
  * fails with the same code (the step is dead). */
 int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send,
                         void *recv);
+
+/* A recorded step about to be replayed (sc_coll_ops.recordable): checks the n
+ * collectives the recording queued, in order, against the next planned entries as
+ * sc_coll_session_run does (the same refusal and message on a mismatch) and counts
+ * them as run, launching nothing: the replay queues them. Call it before the replay,
+ * so that a desync is refused before a byte moves. */
+int sc_coll_session_replay(sc_coll_session *s, const sc_coll *reqs, int32_t n);
 
 /* Checks that every planned entry was run; SC_EDESYNC otherwise. */
 int sc_coll_session_end(sc_coll_session *s);

@@ -1,4 +1,5 @@
 /* coll_session.c - the plan check in front of every collective (DESIGN.md §4). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -7,6 +8,8 @@
 #include "collectives/coll.h"
 
 void sc_comm_init_groups(sc_comm *comm, const sc_plan_config *cfg, int32_t g) {
+  static atomic_uint_fast64_t instances;
+  comm->instance = atomic_fetch_add(&instances, 1) + 1;
   const sc_rank_coords rc = sc_plan_rank_coords(cfg, g);
   comm->coords = rc;
   comm->group_size[SC_GROUP_TP] = cfg->tp;
@@ -95,25 +98,29 @@ static int fail_entry(sc_coll_session *s, int rc, const sc_coll *p, const sc_col
   return rc;
 }
 
-int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send,
-                        void *recv) {
-  if (s->failed) return s->failed;
-  sc_coll asked = *req;
+/* The planned entry that request req matches, or NULL with the refusal recorded (the
+ * desync injection applies to the session's first request). */
+static const sc_coll *admit(sc_coll_session *s, const sc_coll *req, sc_coll *asked) {
+  *asked = *req;
   if (s->inject_desync) {
     s->inject_desync = false;
-    asked.rows += 1;
+    asked->rows += 1;
   }
-  if (s->next >= s->num) return refuse(s, NULL, &asked);
+  if (s->next >= s->num) {
+    refuse(s, NULL, asked);
+    return NULL;
+  }
   const sc_coll *p = &s->plan[s->next];
-  if (!sc_coll_matches(p, &asked)) return refuse(s, p, &asked);
-  const size_t count = (size_t)p->rows * (size_t)p->width;
-  const sc_coll_ops *ops = s->comm->ops;
-  const uint64_t t0 = sc_now_ns();
-  sc_diag why = {0};
-  const int rc = ops->run(s->comm->self, p->op, p->group, p->dtype, send, recv, count, &why);
-  if (rc != 0) return fail_entry(s, rc, p, &asked, "", why.msg);
-  /* bus bytes of the entry, for the per-purpose totals */
-  const double bytes = (double)count * (double)sc_dtype_size(p->dtype);
+  if (!sc_coll_matches(p, asked)) {
+    refuse(s, p, asked);
+    return NULL;
+  }
+  return p;
+}
+
+/* Planned entry p has been launched: its bus bytes into the per-purpose totals. */
+static sc_coll_stat *count_entry(sc_coll_session *s, const sc_coll *p) {
+  const double bytes = (double)p->rows * (double)p->width * (double)sc_dtype_size(p->dtype);
   const double G = (double)s->comm->group_size[p->group];
   const double bus = p->op == SC_OP_ALL_GATHER   ? (G - 1) * bytes
                      : p->op == SC_OP_ALL_REDUCE ? 2 * (G - 1) / G * bytes
@@ -121,8 +128,41 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
   sc_coll_stat *st = &s->comm->stats[p->purpose];
   st->calls++;
   st->bus_bytes += bus;
-  if (ops->finish == NULL) st->seconds += (double)(sc_now_ns() - t0) * 1e-9;
   s->next++;
+  return st;
+}
+
+int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send,
+                        void *recv) {
+  if (s->failed) return s->failed;
+  sc_coll asked;
+  const sc_coll *p = admit(s, req, &asked);
+  if (p == NULL) return s->failed;
+  const size_t count = (size_t)p->rows * (size_t)p->width;
+  const sc_coll_ops *ops = s->comm->ops;
+  const uint64_t t0 = sc_now_ns();
+  sc_diag why = {0};
+  const int rc =
+      ops->run(s->comm->self, s->next, p->op, p->group, p->dtype, send, recv, count, &why);
+  if (rc != 0) return fail_entry(s, rc, p, &asked, "", why.msg);
+  sc_coll_stat *st = count_entry(s, p);
+  if (ops->finish == NULL) st->seconds += (double)(sc_now_ns() - t0) * 1e-9;
+  return 0;
+}
+
+int sc_coll_session_replay(sc_coll_session *s, const sc_coll *reqs, int32_t n) {
+  if (s->failed) return s->failed;
+  if (n > 0 && !s->comm->ops->recordable)
+    return s->failed = sc_fail(&s->diag, SC_EINVAL,
+                               "rank %d, step %llu: a recorded step with collectives, on a "
+                               "backend that cannot replay them",
+                               s->comm->coords.global, (unsigned long long)s->step);
+  for (int32_t i = 0; i < n; i++) {
+    sc_coll asked;
+    const sc_coll *p = admit(s, &reqs[i], &asked);
+    if (p == NULL) return s->failed;
+    count_entry(s, p);
+  }
   return 0;
 }
 

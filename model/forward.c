@@ -42,10 +42,17 @@ enum {
  * replayed after that: one launch for the host instead of one per op (2500 a step for
  * a 61-layer model), and no launch gaps on the device.
  *
- * Which steps: those without collectives (the plan has none: one rank) and without
- * prefill rows (a prompt's shapes rarely repeat), of a model whose compute never reads
- * device memory on the host (MoE routing does), and not when the top-K is captured for
- * the caller (a host copy per layer). The others run as they always did.
+ * Which steps: those without prefill rows (a prompt's shapes rarely repeat), of a model
+ * whose compute never reads device memory on the host (MoE routing does), and not when
+ * the top-K is captured for the caller (a host copy per layer); with collectives only on
+ * a backend that can replay them (sc_coll_ops.recordable: the IPC backend's kernels;
+ * NCCL's and the staged host's are not recorded). The others run as they always did.
+ *
+ * A recording with collectives keeps the requests its step made (rec->colls); before each
+ * replay they are checked against the step's plan (sc_coll_session_replay), so a step
+ * whose plan changed is refused before the replay moves a byte, as a run would refuse it.
+ * The recording holds the comm's device addresses too: the comm's instance is part of
+ * the key, so a rebuilt comm records anew.
  *
  * What a recording holds: the addresses of this forward's buffers (so any buffer that
  * grows makes every recording stale: buf_epoch), of the kernels' scratch (the kernels
@@ -55,6 +62,7 @@ enum {
  * timing marks are part of the recording; the profile's host side (which mark is which
  * stage) is kept with it and restored after each replay. */
 typedef struct rec_key {
+  uint64_t comm_instance; /* (0 for a step without collectives) */
   int32_t t_pad, decode, reqs, logits_rows, bt_w, follow;
   bool profile, logits, greedy;
 } rec_key;
@@ -66,6 +74,8 @@ struct sc_forward_rec {
   uint64_t last_used;  /* f->steps when it last ran (the least recent is replaced) */
   int32_t fails;       /* recordings of this key that failed in a row */
   sc_step_prof prof;   /* the profile's state after step_body, when profiled */
+  sc_coll *colls;      /* the collectives the recorded step asked for, in order */
+  int32_t num_colls, cap_colls;
 };
 
 /* An upload buffer's layout: U_* array u holds cap[u] int32 from off[u] on. */
@@ -101,6 +111,7 @@ struct sc_forward {
   uint64_t steps;       /* recordable steps so far (the recordings' clock) */
   uint64_t records, replays;
   struct sc_forward_rec *rec; /* [SC_FORWARD_RECS] */
+  struct sc_forward_rec *recording; /* the entry being recorded (coll() adds to it) */
   sc_forward_host host;       /* the last step's host time */
   /* what B_GREEDY holds: the greedy rows of step greedy_of (0: none) */
   uint64_t greedy_of, last_step;
@@ -174,7 +185,10 @@ void sc_forward_destroy(sc_forward *f) {
   if (f->inv_freq) f->k->ops->free(f->k, f->inv_freq);
   sc_moe_ffn_destroy(f->moe);
   if (f->rec != NULL)
-    for (int i = 0; i < SC_FORWARD_RECS; i++) f->k->ops->recording_free(f->k, f->rec[i].rec);
+    for (int i = 0; i < SC_FORWARD_RECS; i++) {
+      f->k->ops->recording_free(f->k, f->rec[i].rec);
+      free(f->rec[i].colls);
+    }
   free(f->rec);
   free(f->host_ids);
   free(f->up[0].host);
@@ -334,8 +348,18 @@ static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t 
   sc_step_prof *p = &s->f->prof;
   const sc_stage was = sc_step_prof_stage(p);
   sc_step_prof_enter(p, SC_STAGE_COLL);
-  const int rc = sc_coll_session_run(s->sess, &req, send, recv);
+  int rc = sc_coll_session_run(s->sess, &req, send, recv);
   sc_step_prof_enter(p, was);
+  struct sc_forward_rec *e = s->f->recording;
+  if (rc == 0 && e != NULL) { /* (kept as asked: a replay is checked as this was) */
+    if (e->num_colls == e->cap_colls) {
+      const int32_t cap = e->cap_colls ? 2 * e->cap_colls : 16;
+      sc_coll *c = realloc(e->colls, (size_t)cap * sizeof *c);
+      if (c == NULL) return sc_fail(s->d, SC_ENOMEM, "out of memory");
+      e->colls = c, e->cap_colls = cap;
+    }
+    e->colls[e->num_colls++] = req;
+  }
   if (rc && s->d) *s->d = s->sess->diag;
   return rc;
 }
@@ -673,8 +697,10 @@ out:
 /* Whether the step's compute can be recorded and replayed (see "recorded steps"). */
 static bool recordable(const step_ctx *s) {
   const sc_forward *f = s->f;
-  return f->recordings && f->k->ops->record_begin != NULL && s->in->plan->num_colls == 0 &&
-         !s->has_prefill && s->in->meta->num_chunks == 0 && f->moe == NULL &&
+  const bool colls_ok = s->in->plan->num_colls == 0 ||
+                        (f->comm->ops != NULL && f->comm->ops->recordable);
+  return f->recordings && f->k->ops->record_begin != NULL && colls_ok && !s->has_prefill &&
+         s->in->meta->num_chunks == 0 && f->moe == NULL &&
          (s->out == NULL || s->out->topk == NULL);
 }
 
@@ -941,9 +967,28 @@ static struct sc_forward_rec *rec_slot(sc_forward *f, const rec_key *key) {
     if (e->last_used < victim->last_used) victim = e;
   }
   f->k->ops->recording_free(f->k, victim->rec);
+  sc_coll *colls = victim->colls; /* (the room is kept) */
+  const int32_t cap = victim->cap_colls;
   memset(victim, 0, sizeof *victim);
   victim->key = *key;
+  victim->colls = colls, victim->cap_colls = cap;
   return victim;
+}
+
+/* Where the step's collective session stood, to go back to when a step that was
+ * checked or recorded ends up running op by op after all (nothing of it ran). */
+typedef struct sess_mark {
+  sc_coll_session sess;
+  sc_coll_stat stats[SC_PURPOSE_COUNT];
+} sess_mark;
+
+static void sess_mark_take(const step_ctx *s, sess_mark *m) {
+  m->sess = *s->sess;
+  memcpy(m->stats, s->sess->comm->stats, sizeof m->stats);
+}
+static void sess_mark_restore(step_ctx *s, const sess_mark *m) {
+  *s->sess = m->sess;
+  memcpy(s->sess->comm->stats, m->stats, sizeof m->stats);
 }
 
 static int step_recorded(step_ctx *s) {
@@ -956,24 +1001,35 @@ static int step_recorded(step_ctx *s) {
   key.logits = s->out != NULL && s->out->logits != NULL;
   key.greedy = s->out != NULL && s->out->greedy != NULL;
   key.follow = s->nf;
+  key.comm_instance = s->in->plan->num_colls > 0 ? f->comm->instance : 0;
   struct sc_forward_rec *e = rec_slot(f, &key);
   e->last_used = ++f->steps;
+  sess_mark mark;
+  sess_mark_take(s, &mark);
   if (e->rec != NULL && e->buf_epoch == f->buf_epoch) {
-    const int rc = k->ops->replay(k, e->rec);
-    if (rc == 0) {
+    int rc = sc_coll_session_replay(s->sess, e->colls, e->num_colls);
+    if (rc) {
+      if (s->d) *s->d = s->sess->diag;
+      return rc;
+    }
+    if ((rc = k->ops->replay(k, e->rec)) == 0) {
       if (s->in->profile) f->prof = e->prof;
       f->replays++;
       return 0;
     }
     if (rc != SC_EAGAIN) return sc_fail(s->d, rc, "forward: cannot replay the step");
+    sess_mark_restore(s, &mark); /* nothing was launched: recorded again below */
   }
   k->ops->recording_free(k, e->rec);
   e->rec = NULL;
+  e->num_colls = 0;
   if (e->fails >= REC_MAX_FAILS) return step_body(s);
   const sc_step_prof before = f->prof;
   int rc = k->ops->record_begin(k);
   if (rc == 0) {
+    f->recording = e;
     const int body_rc = step_body(s);
+    f->recording = NULL;
     rc = k->ops->record_end(k, &e->rec);
     if (rc == 0 && body_rc != 0) { /* an op failed: the recording stops short of the step */
       k->ops->recording_free(k, e->rec);
@@ -997,6 +1053,7 @@ static int step_recorded(step_ctx *s) {
            (unsigned long long)s->in->step, sc_strerror(rc));
   e->fails++;
   f->prof = before;
+  sess_mark_restore(s, &mark); /* the recorded requests launched nothing */
   s->layer = -1;
   if (s->d) *s->d = (sc_diag){0};
   return step_body(s);

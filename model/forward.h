@@ -114,7 +114,8 @@ typedef struct sc_forward_host {
 sc_forward_host sc_forward_host_profile(const sc_forward *f);
 
 /* Recorded steps (kernels.h record_begin; CUDA graphs): with `on`, a step without
- * collectives or prefill rows is recorded the first time its shapes occur and replayed
+ * prefill rows, and without collectives unless the comm can replay them
+ * (sc_coll_ops.recordable), is recorded the first time its shapes occur and replayed
  * when they recur, up to SC_FORWARD_RECS shapes at a time; the results are the same
  * bits (the same ops with the same arguments). Off by default; nothing changes on
  * backends without recordings. */

@@ -1,24 +1,31 @@
 /* test_gpu_ipc.c - the device collectives between processes sharing one GPU
  * (collectives/backend_ipc.h, WIP): G = 2 and 4 child processes on device 0, member 0
  * creating the region (blocks of 4 KB, so that every collective takes several rounds)
- * and passing its id through pipes; all_gather (f32, words), all_reduce (f32, bf16) and
+ * and passing its id through pipes; all_gather (f32), all_reduce (f32, bf16) and
  * reduce_scatter against sums taken on the host in the same member order (so bit for
- * bit); then a member that never comes: the other's finish says SC_ETIMEDOUT. The
- * parent never touches CUDA (a forked child of an initialised context is unusable).
- * Without MPS the children's kernels take turns by time slice (slow, but they meet).
- * Never run yet. */
+ * bit), each collective's device time from finish; then two of them captured into a
+ * CUDA graph and replayed three times over new inputs (what a recorded step does); then
+ * a member that never comes: the other's finish says SC_ETIMEDOUT at the deadline, or
+ * SC_EABORTED at once when aborted from another thread, naming the collective by its
+ * plan position, and the comm stays dead after a reset. The parent never touches CUDA
+ * (a forked child of an initialised context is unusable). Without MPS the children's
+ * kernels take turns by time slice (slow, but they meet). Never run yet. */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "collectives/backend_ipc.h"
 #include "kernels/bf16.h"
 
 #define BLOCK 4096
+
+enum mode { ALL, ABSENT, ABORT }; /* every member; member 1 never comes (deadline, abort) */
 
 static int fails;
 #define EXPECT(cond, ...)                                          \
@@ -43,10 +50,95 @@ static void down(void *h, const void *d, size_t n) {
   if (cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost) != cudaSuccess) abort();
 }
 
-/* One member's life: its comm, the collectives, the checks. `absent`: the member that
- * never calls (-1: none). Returns the number of failures. */
-static int member(int G, int me, sc_ipc_id id, void *owned, int absent) {
-  if (me == absent) return 0;
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void *abort_later(void *arg) {
+  usleep(300 * 1000);
+  sc_ipc_abort(arg);
+  return NULL;
+}
+
+/* A member whose peer never comes: the first of two collectives fails on the device. */
+static int member_alone(int me, sc_comm *comm, cudaStream_t st, void *send, void *recv,
+                        enum mode mode) {
+  sc_diag d;
+  pthread_t th;
+  if (mode == ABORT && pthread_create(&th, NULL, abort_later, comm) != 0) return 1;
+  const double t0 = now_s();
+  EXPECT(comm->ops->run(comm->self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv,
+                        64, &d) == 0, "run 0");
+  EXPECT(comm->ops->run(comm->self, 1, SC_OP_ALL_REDUCE, SC_GROUP_PCP, SC_DT_F32, send, recv,
+                        64, &d) == 0, "run 1");
+  (void)cudaStreamSynchronize(st);
+  const double took = now_s() - t0;
+  if (mode == ABORT) pthread_join(th, NULL);
+  double secs[2];
+  int32_t failed = -1;
+  const int f = comm->ops->finish(comm->self, secs, 2, &failed);
+  const int want = mode == ABORT ? SC_EABORTED : SC_ETIMEDOUT;
+  EXPECT(f == want, "a member never came: finish %d, expected %d", f, want);
+  EXPECT(failed == 0, "the failure named collective %d, expected 0", failed);
+  if (mode == ABORT) EXPECT(took < 10.0, "the abort took %.1f s (deadline 60 s)", took);
+  comm->ops->reset(comm->self, 2);
+  EXPECT(comm->ops->run(comm->self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv,
+                        64, &d) == want, "a dead comm ran a collective after its reset");
+  return fails;
+}
+
+/* Collectives 0 (all_reduce f32, NR) and 1 (all_gather f32, NG) captured into a graph on
+ * st and replayed three times, each over new inputs (value + the replay's number). */
+static int member_graph(int G, int me, sc_comm *comm, cudaStream_t st, float *h, float *back,
+                        void *send, void *recv, void *recv2, size_t NR, size_t NG) {
+  sc_diag d;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  EXPECT(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "capture");
+  EXPECT(comm->ops->run(comm->self, 0, SC_OP_ALL_REDUCE, SC_GROUP_PCP, SC_DT_F32, send, recv,
+                        NR, &d) == 0, "captured all_reduce");
+  EXPECT(comm->ops->run(comm->self, 1, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv2,
+                        NG, &d) == 0, "captured all_gather");
+  EXPECT(cudaStreamEndCapture(st, &graph) == cudaSuccess, "end capture");
+  EXPECT(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+  if (fails) return fails;
+  for (int rep = 1; rep <= 3 && fails == 0; rep++) {
+    for (size_t i = 0; i < NR; i++) h[i] = value(me, i) + (float)rep;
+    if (cudaMemcpy(send, h, sizeof(float) * NR, cudaMemcpyHostToDevice) != cudaSuccess) abort();
+    EXPECT(cudaGraphLaunch(exec, st) == cudaSuccess, "graph launch %d", rep);
+    EXPECT(cudaStreamSynchronize(st) == cudaSuccess, "graph %d", rep);
+    down(back, recv, sizeof(float) * NR);
+    for (size_t i = 0; i < NR; i++) {
+      float acc = 0.0f;
+      for (int m = 0; m < G; m++) acc = acc + (value(m, i) + (float)rep);
+      if (back[i] != acc) {
+        EXPECT(0, "replay %d, all_reduce: element %zu: %g, expected %g", rep, i, back[i], acc);
+        break;
+      }
+    }
+    down(back, recv2, sizeof(float) * NG * G);
+    for (int m = 0; m < G; m++)
+      for (size_t i = 0; i < NG; i++)
+        if (back[m * NG + i] != value(m, i) + (float)rep) {
+          EXPECT(0, "replay %d, all_gather: member %d element %zu", rep, m, i);
+          m = G;
+          break;
+        }
+  }
+  double secs[2];
+  int32_t failed = -1;
+  EXPECT(comm->ops->finish(comm->self, secs, 2, &failed) == 0, "finish after the replays");
+  (void)cudaGraphExecDestroy(exec);
+  (void)cudaGraphDestroy(graph);
+  return fails;
+}
+
+/* One member's life: its comm, the collectives, the checks. Returns the number of
+ * failures. */
+static int member(int G, int me, sc_ipc_id id, void *owned, enum mode mode) {
+  if (mode != ALL && me == 1) return 0;
   sc_plan_config cfg = {.pcp = G, .dcp = G, .tp = 1};
   sc_ipc_id ids[SC_GROUP_COUNT] = {{{0}}};
   void *own[SC_GROUP_COUNT] = {NULL};
@@ -55,7 +147,7 @@ static int member(int G, int me, sc_ipc_id id, void *owned, int absent) {
   cudaStream_t st;
   if (cudaStreamCreate(&st) != cudaSuccess) return 1;
   sc_comm comm;
-  const int rc = sc_ipc_comm_create(&comm, &cfg, me, ids, own, st, absent >= 0 ? 2000 : 30000);
+  const int rc = sc_ipc_comm_create(&comm, &cfg, me, ids, own, st, mode == ABSENT ? 2000 : 60000);
   EXPECT(rc == 0, "comm create: %d", rc);
   if (rc) return fails;
   enum { NG = 3000, NR = 5000, NB = 777, NS = 1500 };
@@ -66,18 +158,13 @@ static int member(int G, int me, sc_ipc_id id, void *owned, int absent) {
   sc_diag d;
   int32_t failed = -1;
   double secs[8];
-  if (absent >= 0) {
-    EXPECT(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, NG,
-                         &d) == 0,
-           "run");
-    (void)cudaStreamSynchronize(st);
-    const int f = comm.ops->finish(comm.self, secs, 1, &failed);
-    EXPECT(f == SC_ETIMEDOUT, "a member never came: finish %d, expected SC_ETIMEDOUT", f);
+  if (mode != ALL) {
+    member_alone(me, &comm, st, send, recv, mode);
     sc_ipc_comm_destroy(&comm);
     return fails;
   }
   /* all_gather f32 */
-  EXPECT(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, NG, &d) == 0,
+  EXPECT(comm.ops->run(comm.self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, NG, &d) == 0,
          "all_gather");
   (void)cudaStreamSynchronize(st);
   down(back, recv, sizeof(float) * NG * G);
@@ -88,7 +175,7 @@ static int member(int G, int me, sc_ipc_id id, void *owned, int absent) {
         break;
       }
   /* all_reduce f32 */
-  EXPECT(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_PCP, SC_DT_F32, send, recv, NR, &d) == 0,
+  EXPECT(comm.ops->run(comm.self, 1, SC_OP_ALL_REDUCE, SC_GROUP_PCP, SC_DT_F32, send, recv, NR, &d) == 0,
          "all_reduce");
   (void)cudaStreamSynchronize(st);
   down(back, recv, sizeof(float) * NR);
@@ -104,7 +191,7 @@ static int member(int G, int me, sc_ipc_id id, void *owned, int absent) {
   uint16_t *hb = malloc(sizeof(uint16_t) * NB), *bb = malloc(sizeof(uint16_t) * NB);
   for (size_t i = 0; i < NB; i++) hb[i] = sc_f32_to_bf16(value(me, i));
   void *sb = up(hb, sizeof(uint16_t) * NB);
-  EXPECT(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_PCP, SC_DT_BF16, sb, recv, NB, &d) == 0,
+  EXPECT(comm.ops->run(comm.self, 2, SC_OP_ALL_REDUCE, SC_GROUP_PCP, SC_DT_BF16, sb, recv, NB, &d) == 0,
          "all_reduce bf16");
   (void)cudaStreamSynchronize(st);
   down(bb, recv, sizeof(uint16_t) * NB);
@@ -120,7 +207,7 @@ static int member(int G, int me, sc_ipc_id id, void *owned, int absent) {
   float *hs = malloc(sizeof(float) * NS * G);
   for (size_t i = 0; i < (size_t)NS * G; i++) hs[i] = value(me, i);
   void *ss = up(hs, sizeof(float) * NS * G);
-  EXPECT(comm.ops->run(comm.self, SC_OP_REDUCE_SCATTER, SC_GROUP_PCP, SC_DT_F32, ss, recv,
+  EXPECT(comm.ops->run(comm.self, 3, SC_OP_REDUCE_SCATTER, SC_GROUP_PCP, SC_DT_F32, ss, recv,
                        (size_t)NS * G, &d) == 0,
          "reduce_scatter");
   (void)cudaStreamSynchronize(st);
@@ -135,6 +222,12 @@ static int member(int G, int me, sc_ipc_id id, void *owned, int absent) {
   }
   const int f = comm.ops->finish(comm.self, secs, 4, &failed);
   EXPECT(f == 0, "finish: %d", f);
+  for (int i = 0; i < 4; i++) EXPECT(secs[i] > 0.0, "collective %d: device time %g s", i, secs[i]);
+  void *recv2 = NULL;
+  if (cudaMalloc(&recv2, sizeof(float) * NG * 16) != cudaSuccess) abort();
+  comm.ops->reset(comm.self, 2);
+  member_graph(G, me, &comm, st, h, back, send, recv, recv2, NR, NG);
+  (void)cudaFree(recv2);
   sc_ipc_comm_destroy(&comm);
   free(h), free(back), free(hb), free(bb), free(hs);
   return fails;
@@ -142,7 +235,7 @@ static int member(int G, int me, sc_ipc_id id, void *owned, int absent) {
 
 /* G children; member 0 creates the region and writes its id to the others' pipes, then
  * waits for their exit before freeing it (it must outlive their mappings). */
-static int run_group(int G, int absent) {
+static int run_group(int G, enum mode mode) {
   int fds[16][2], done[2];
   pid_t pid[16];
   if (pipe(done) != 0) return 1;
@@ -161,7 +254,7 @@ static int run_group(int G, int absent) {
     } else if (read(fds[m][0], &id, sizeof id) != (ssize_t)sizeof id) {
       _exit(1);
     }
-    const int f = member(G, m, id, owned, absent);
+    const int f = member(G, m, id, owned, mode);
     if (m == 0) { /* the others' mappings are closed before the region is freed */
       char c;
       for (int k = 1; k < G; k++)
@@ -197,12 +290,16 @@ int main(void) {
   }
   int bad = 0;
   for (int G = 2; G <= 4; G += 2) {
-    const int b = run_group(G, -1);
-    printf("%s collectives over %d processes\n", b ? "FAIL" : "ok", G);
+    const int b = run_group(G, ALL);
+    printf("%s collectives over %d processes, direct and replayed from a graph\n",
+           b ? "FAIL" : "ok", G);
     bad += b;
   }
-  const int b = run_group(2, 1);
+  int b = run_group(2, ABSENT);
   printf("%s a member that never came: SC_ETIMEDOUT\n", b ? "FAIL" : "ok");
+  bad += b;
+  b = run_group(2, ABORT);
+  printf("%s a member that never came, aborted: SC_EABORTED\n", b ? "FAIL" : "ok");
   bad += b;
   return bad ? 1 : 0;
 }

@@ -98,15 +98,15 @@ static void case_one_rank_session(void) {
   /* an abort with nothing in flight takes the communicators down at once, for good */
   comm.ops->reset(comm.self, 1);
   float *one = dev_alloc(sizeof(float) * 64);
-  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64, NULL) == 0,
+  CHECK(comm.ops->run(comm.self, 0, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64, NULL) == 0,
         "a collective before the abort");
   CHECK(cudaDeviceSynchronize() == cudaSuccess, "drain");
   sc_nccl_abort(&comm);
-  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64, NULL) ==
+  CHECK(comm.ops->run(comm.self, 0, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64, NULL) ==
             SC_EABORTED,
         "an abort fails the next collective");
   comm.ops->reset(comm.self, 2);
-  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64, NULL) ==
+  CHECK(comm.ops->run(comm.self, 0, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, one, one, 64, NULL) ==
             SC_EABORTED,
         "aborted communicators stay dead after reset");
   cudaFree(one);
@@ -150,7 +150,7 @@ static void case_stream_order(void) {
   REQUIRE(sc_test_gpu_spin(cs, 300) == 0, "spin");
   CHECK(cudaMemsetAsync(send, 0x3f, n * sizeof *send, cs) == cudaSuccess, "fill");
   comm.ops->reset(comm.self, 1);
-  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, send, recv, n, NULL) == 0,
+  CHECK(comm.ops->run(comm.self, 0, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, send, recv, n, NULL) == 0,
         "queue");
   const double queued_s = (double)(sc_now_ns() - t0) * 1e-9;
   CHECK(cudaMemcpyAsync(host, recv, n * sizeof *host, cudaMemcpyDeviceToHost, cs) == 0, "read");
@@ -187,7 +187,7 @@ static void case_compute_ahead_is_not_the_collectives(void) {
   const uint64_t t0 = sc_now_ns();
   REQUIRE(sc_test_gpu_spin(cs, 1500) == 0, "spin");
   comm.ops->reset(comm.self, 1);
-  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024, NULL) == 0,
+  CHECK(comm.ops->run(comm.self, 0, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024, NULL) == 0,
         "queueing returns at once");
   watch_until_idle(&comm);
   const double waited = (double)(sc_now_ns() - t0) * 1e-9;
@@ -224,7 +224,7 @@ static void *init_rank(void *p) {
     return NULL;
   }
   a->comm.ops->reset(a->comm.self, 1);
-  a->rc = a->comm.ops->run(a->comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf,
+  a->rc = a->comm.ops->run(a->comm.self, 0, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf,
                            1024, NULL);
   if (a->rc == 0) {
     watch_until_idle(&a->comm);
@@ -269,7 +269,7 @@ static void case_deadline(void) {
   float *buf = dev_alloc(sizeof(float) * 1024);
   comm->ops->reset(comm->self, 2);
   const uint64_t t0 = sc_now_ns();
-  CHECK(comm->ops->run(comm->self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024, NULL) == 0,
+  CHECK(comm->ops->run(comm->self, 0, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024, NULL) == 0,
         "queueing returns at once");
   watch_until_idle(comm);
   const double waited = (double)(sc_now_ns() - t0) * 1e-9;
@@ -281,7 +281,7 @@ static void case_deadline(void) {
   const int rc = comm->ops->finish(comm->self, &sec, 1, &failed);
   CHECK(rc == SC_ETIMEDOUT && failed == 0, "finish: expected SC_ETIMEDOUT for collective 0, got "
         "%d for %d", rc, failed);
-  CHECK(comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_DCP, SC_DT_F32, buf, buf, 16, NULL) ==
+  CHECK(comm->ops->run(comm->self, 0, SC_OP_ALL_GATHER, SC_GROUP_DCP, SC_DT_F32, buf, buf, 16, NULL) ==
             SC_EABORTED,
         "calls after the abort fail");
   sc_nccl_comm_destroy(&a[0].comm);
@@ -309,7 +309,7 @@ static void case_abort_thread(void) {
   REQUIRE(make_comm(&cfg, 10000, &comm) == 0, "init");
   float *buf = dev_alloc(sizeof(float) * 1024);
   REQUIRE(sc_test_gpu_spin(sc_nccl_comm_stream(&comm), 1500) == 0, "spin");
-  CHECK(comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024, NULL) == 0,
+  CHECK(comm.ops->run(comm.self, 0, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_F32, buf, buf, 1024, NULL) == 0,
         "queueing returns at once");
   abort_arg aa = {&comm, 200};
   pthread_t th;

@@ -125,13 +125,13 @@ static int every_op(rank_arg *a, sc_comm *comm) {
     for (size_t i = 0; i < count * (size_t)G; i++) send[i] = val(a->rank, i);
     /* all_gather: member k's block is k's send */
     int rc =
-        comm->ops->run(comm->self, SC_OP_ALL_GATHER, (sc_group)g, SC_DT_F32, send, recv, count, NULL);
+        comm->ops->run(comm->self, 0, SC_OP_ALL_GATHER, (sc_group)g, SC_DT_F32, send, recv, count, NULL);
     CHECK(a, rc == 0, "all_gather %s: %d", sc_group_name(g), rc);
     for (int32_t k = 0; k < G; k++)
       for (size_t i = 0; i < count; i++)
         CHECK(a, recv[k * count + i] == val(members[k], i), "all_gather %s value", sc_group_name(g));
     /* all_reduce, f32 */
-    rc = comm->ops->run(comm->self, SC_OP_ALL_REDUCE, (sc_group)g, SC_DT_F32, send, recv, count, NULL);
+    rc = comm->ops->run(comm->self, 0, SC_OP_ALL_REDUCE, (sc_group)g, SC_DT_F32, send, recv, count, NULL);
     CHECK(a, rc == 0, "all_reduce: %d", rc);
     for (size_t i = 0; i < count; i++) {
       float want = 0;
@@ -139,7 +139,7 @@ static int every_op(rank_arg *a, sc_comm *comm) {
       CHECK(a, recv[i] == want, "all_reduce %s [%zu] %g != %g", sc_group_name(g), i, recv[i], want);
     }
     /* reduce_scatter: G blocks of `count`; I get the sum of block me */
-    rc = comm->ops->run(comm->self, SC_OP_REDUCE_SCATTER, (sc_group)g, SC_DT_F32, send, recv,
+    rc = comm->ops->run(comm->self, 0, SC_OP_REDUCE_SCATTER, (sc_group)g, SC_DT_F32, send, recv,
                         count * (size_t)G, NULL);
     CHECK(a, rc == 0, "reduce_scatter: %d", rc);
     const int32_t me = comm->group_rank[g];
@@ -151,7 +151,7 @@ static int every_op(rank_arg *a, sc_comm *comm) {
     /* bf16 all_reduce of small integers is exact */
     uint16_t bs[37], br[37];
     for (size_t i = 0; i < count; i++) bs[i] = sc_f32_to_bf16((float)(a->rank + (int)i % 5));
-    rc = comm->ops->run(comm->self, SC_OP_ALL_REDUCE, (sc_group)g, SC_DT_BF16, bs, br, count, NULL);
+    rc = comm->ops->run(comm->self, 0, SC_OP_ALL_REDUCE, (sc_group)g, SC_DT_BF16, bs, br, count, NULL);
     CHECK(a, rc == 0, "bf16 all_reduce: %d", rc);
     for (size_t i = 0; i < count; i++) {
       float want = 0;
@@ -238,7 +238,7 @@ static int skip_one(rank_arg *a, sc_comm *comm) {
   if (a->rank != 3) {
     const uint64_t t0 = sc_now_ns();
     const int rc =
-        comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL);
+        comm->ops->run(comm->self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL);
     const double ms = (double)(sc_now_ns() - t0) / 1e6;
     if (a->rank == 1) CHECK(a, rc == SC_ETIMEDOUT && ms >= 290 && ms < 2000, "rank 1: rc %d after %.0f ms", rc, ms);
     if (a->rank == 0 || a->rank == 2) CHECK(a, rc == 0, "rank %d: %d", a->rank, rc);
@@ -248,7 +248,7 @@ static int skip_one(rank_arg *a, sc_comm *comm) {
   while (sc_now_ns() < resume) usleep(10 * 1000);
   sc_host_comm_reset(comm, 2);
   const int rc =
-      comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL);
+      comm->ops->run(comm->self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL);
   CHECK(a, rc == 0, "after reset: %d", rc);
   return 0;
 }
@@ -270,7 +270,7 @@ static int wrong_block(rank_arg *a, sc_comm *comm) {
   float send[3] = {1, 2, 3}, recv[6];
   sc_diag d = {0};
   sc_host_comm_reset(comm, 1);
-  const int rc = comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send,
+  const int rc = comm->ops->run(comm->self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send,
                                 recv, a->rank == 1 ? 3 : 2, &d);
   /* each comm closes its sockets without lingering: neither goes before the other has
    * its block */
@@ -308,7 +308,7 @@ static void *blocked(void *p) {
   float send[2] = {0}, recv[4];
   const uint64_t t0 = sc_now_ns();
   b->rc =
-      b->comm->ops->run(b->comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 2, NULL);
+      b->comm->ops->run(b->comm->self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 2, NULL);
   b->ms = (double)(sc_now_ns() - t0) / 1e6;
   return NULL;
 }
@@ -328,7 +328,7 @@ Test(backend_host, abort_wakes_a_blocked_collective) {
   cr_assert_eq(b.rc, SC_EABORTED);
   cr_assert_lt(b.ms, 1000);
   float x[2] = {0}, y[4];
-  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
+  cr_assert_eq(comm.ops->run(comm.self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
                SC_EABORTED);
   sc_host_comm_destroy(&comm);
   world_done(&w);
@@ -347,13 +347,13 @@ Test(backend_host, an_abort_of_an_earlier_step_does_not_reach_the_current_one) {
   float x[2] = {0}, y[4];
   comm.ops->reset(comm.self, 5);
   comm.ops->abort(comm.self, 4); /* late: step 4 is over */
-  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
+  cr_assert_eq(comm.ops->run(comm.self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
                SC_ETIMEDOUT);
   comm.ops->abort(comm.self, 5);
-  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
+  cr_assert_eq(comm.ops->run(comm.self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
                SC_EABORTED);
   comm.ops->reset(comm.self, 6);
-  cr_assert_eq(comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
+  cr_assert_eq(comm.ops->run(comm.self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, x, y, 2, NULL),
                SC_ETIMEDOUT);
   sc_host_comm_destroy(&comm);
   world_done(&w);
@@ -445,7 +445,7 @@ static void open_rank(const world *w, int32_t rank, size_t max_block_bytes, sc_c
 static void gather2(sc_comm *comm, sc_group g, float want0, float want1) {
   float send[2] = {0, 0}, recv[4] = {-1, -1, -1, -1};
   sc_diag d = {0};
-  cr_assert_eq(comm->ops->run(comm->self, SC_OP_ALL_GATHER, g, SC_DT_F32, send, recv, 2, &d),
+  cr_assert_eq(comm->ops->run(comm->self, 0, SC_OP_ALL_GATHER, g, SC_DT_F32, send, recv, 2, &d),
                0, "%s", d.msg);
   const int other = 1 - comm->group_rank[g];
   cr_assert(recv[2 * other] == want0 && recv[2 * other + 1] == want1,
@@ -732,7 +732,7 @@ Test(backend_host, a_plan_told_before_its_reset_applies_to_its_blocks) {
 static int curve_body(rank_arg *a, sc_comm *comm) {
   sc_host_comm_reset(comm, 1);
   float send[2] = {(float)a->rank + 1, (float)a->rank + 2}, recv[4];
-  int rc = comm->ops->run(comm->self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv,
+  int rc = comm->ops->run(comm->self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv,
                           2, NULL);
   CHECK(a, rc == 0, "gather: %d", rc);
   const int other = 1 - a->rank;

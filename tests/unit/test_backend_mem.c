@@ -55,7 +55,7 @@ static int body_all(thr *t, sc_comm *c) {
     const int G = c->group_size[grp], me = c->group_rank[grp];
     float send[CNT], recv[CNT * 8], red[CNT * 8];
     for (int i = 0; i < CNT; i++) send[i] = (float)(t->g * 100 + i);
-    int rc = c->ops->run(c->self, SC_OP_ALL_GATHER, grp, SC_DT_F32, send, recv, CNT, NULL);
+    int rc = c->ops->run(c->self, 0, SC_OP_ALL_GATHER, grp, SC_DT_F32, send, recv, CNT, NULL);
     if (rc) return rc;
     /* Members of this group, by global rank, in group-rank order. */
     int members[8], nm = 0;
@@ -77,7 +77,7 @@ static int body_all(thr *t, sc_comm *c) {
     /* all_reduce in place */
     float acc[CNT * 8];
     for (int i = 0; i < CNT * G; i++) acc[i] = (float)(t->g + i);
-    if ((rc = c->ops->run(c->self, SC_OP_ALL_REDUCE, grp, SC_DT_F32, acc, acc, (size_t)CNT * G, NULL)))
+    if ((rc = c->ops->run(c->self, 0, SC_OP_ALL_REDUCE, grp, SC_DT_F32, acc, acc, (size_t)CNT * G, NULL)))
       return rc;
     for (int i = 0; i < CNT * G; i++) {
       float want = 0;
@@ -86,7 +86,7 @@ static int body_all(thr *t, sc_comm *c) {
     }
     /* reduce_scatter: block `me` of the element-wise sum */
     for (int i = 0; i < CNT * G; i++) red[i] = (float)(t->g * 7 + i);
-    if ((rc = c->ops->run(c->self, SC_OP_REDUCE_SCATTER, grp, SC_DT_F32, red, recv,
+    if ((rc = c->ops->run(c->self, 0, SC_OP_REDUCE_SCATTER, grp, SC_DT_F32, red, recv,
                           (size_t)CNT * G, NULL)))
       return rc;
     for (int i = 0; i < CNT; i++) {
@@ -122,7 +122,7 @@ static int body_rounds(thr *t, sc_comm *c) {
   for (int round = 0; round < 300; round++) {
     const size_t n = 1 + (size_t)round % 64;
     for (size_t i = 0; i < n; i++) send[i] = (float)(round * 1000 + t->g * 64 + (int)i);
-    int rc = c->ops->run(c->self, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, send, recv, n, NULL);
+    int rc = c->ops->run(c->self, 0, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, send, recv, n, NULL);
     if (rc) return rc;
     for (int k = 0; k < c->group_size[SC_GROUP_TP]; k++)
       for (size_t i = 0; i < n; i++)
@@ -144,7 +144,7 @@ Test(backend_mem, many_rounds) {
 static int body_bf16(thr *t, sc_comm *c) {
   uint16_t v[4] = {0x3f80, 0x4000, 0xbf80, 0x3f00}; /* 1, 2, -1, 0.5 */
   uint16_t out[4];
-  int rc = c->ops->run(c->self, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_BF16, v, out, 4, NULL);
+  int rc = c->ops->run(c->self, 0, SC_OP_ALL_REDUCE, SC_GROUP_TP, SC_DT_BF16, v, out, 4, NULL);
   if (rc) return rc;
   /* two ranks: 2, 4, -2, 1 */
   const uint16_t want[4] = {0x4000, 0x4080, 0xc000, 0x3f80};
@@ -163,7 +163,7 @@ Test(backend_mem, bf16_reduce) {
 
 static int body_mismatch(thr *t, sc_comm *c) {
   float a[8] = {0}, b[32];
-  return c->ops->run(c->self, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, a, b, t->g == 0 ? 4 : 8, NULL);
+  return c->ops->run(c->self, 0, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, a, b, t->g == 0 ? 4 : 8, NULL);
 }
 
 Test(backend_mem, disagreement_fails_every_member) {
@@ -177,13 +177,13 @@ Test(backend_mem, disagreement_fails_every_member) {
  * fails because the world is poisoned. */
 static int body_timeout(thr *t, sc_comm *c) {
   float a[2] = {1, 2}, b[4];
-  int rc = c->ops->run(c->self, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, a, b, 2, NULL);
+  int rc = c->ops->run(c->self, 0, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, a, b, 2, NULL);
   if (rc) return rc;
   if (t->g == 1) {
     usleep(300 * 1000);
-    return c->ops->run(c->self, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, a, b, 2, NULL);
+    return c->ops->run(c->self, 0, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, a, b, 2, NULL);
   }
-  return c->ops->run(c->self, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, a, b, 2, NULL) == SC_ETIMEDOUT
+  return c->ops->run(c->self, 0, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, a, b, 2, NULL) == SC_ETIMEDOUT
              ? (t->extra = 1, SC_ETIMEDOUT)
              : -100;
 }
@@ -205,7 +205,7 @@ static void *blocked(void *arg) {
   sc_comm c;
   sc_mem_comm_create(&c, a->w, 0, 0);
   float x = 1, y[2];
-  a->rc = c.ops->run(c.self, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, &x, y, 1, NULL);
+  a->rc = c.ops->run(c.self, 0, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, &x, y, 1, NULL);
   return NULL;
 }
 
@@ -225,7 +225,7 @@ Test(backend_mem, abort_wakes_blocked_rank_and_reset_recovers) {
   sc_comm c;
   sc_mem_comm_create(&c, w, 1, 0);
   float x = 1, y[2];
-  cr_assert_eq(c.ops->run(c.self, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, &x, y, 1, NULL), SC_EABORTED);
+  cr_assert_eq(c.ops->run(c.self, 0, SC_OP_ALL_GATHER, SC_GROUP_TP, SC_DT_F32, &x, y, 1, NULL), SC_EABORTED);
   sc_mem_world_reset(w);
   thr t[2];
   for (int g = 0; g < 2; g++) t[g] = (thr){.w = w, .cfg = cfg, .g = g, .body = body_bf16};

@@ -35,14 +35,14 @@ static void *rank_main(void *p) {
   k->ops->alloc(k, sizeof host, &send);
   k->ops->alloc(k, 8 * sizeof(float), &recv);
   k->ops->copy(k, send, host, sizeof host, SC_KCOPY_H2D);
-  if ((r->rc = comm.ops->run(comm.self, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL)))
+  if ((r->rc = comm.ops->run(comm.self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL)))
     return NULL;
   k->ops->copy(k, r->gathered, recv, 8 * sizeof(float), SC_KCOPY_D2H);
-  if ((r->rc = comm.ops->run(comm.self, SC_OP_ALL_REDUCE, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL)))
+  if ((r->rc = comm.ops->run(comm.self, 0, SC_OP_ALL_REDUCE, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL)))
     return NULL;
   k->ops->copy(k, r->reduced, recv, 4 * sizeof(float), SC_KCOPY_D2H);
   if ((r->rc =
-           comm.ops->run(comm.self, SC_OP_REDUCE_SCATTER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL)))
+           comm.ops->run(comm.self, 0, SC_OP_REDUCE_SCATTER, SC_GROUP_PCP, SC_DT_F32, send, recv, 4, NULL)))
     return NULL;
   k->ops->copy(k, r->scattered, recv, 2 * sizeof(float), SC_KCOPY_D2H);
   sc_staged_comm_destroy(&comm);
@@ -75,9 +75,9 @@ Test(backend_staged, same_results_as_the_in_memory_backend) {
 /* An inner backend that only records what reaches it. */
 static int inner_aborts;
 static uint64_t inner_epoch;
-static int inner_run(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
-                     void *recv, size_t count, sc_diag *d) {
-  (void)self, (void)op, (void)g, (void)dt, (void)send, (void)recv, (void)count, (void)d;
+static int inner_run(void *self, int32_t seq, sc_coll_op op, sc_group g, sc_dtype dt,
+                     const void *send, void *recv, size_t count, sc_diag *d) {
+  (void)self, (void)seq, (void)op, (void)g, (void)dt, (void)send, (void)recv, (void)count, (void)d;
   return 0;
 }
 static uint64_t inner_abort_epoch;

@@ -8,18 +8,21 @@
 #include "model/model_defaults.h"
 
 static int launched;
-static int count_op(void *self, sc_coll_op op, sc_group g, sc_dtype dt, const void *send,
-                    void *recv, size_t count, sc_diag *d) {
+static int32_t last_seq;
+static int count_op(void *self, int32_t seq, sc_coll_op op, sc_group g, sc_dtype dt,
+                    const void *send, void *recv, size_t count, sc_diag *d) {
   (void)self, (void)op, (void)g, (void)dt, (void)send, (void)recv, (void)count, (void)d;
   launched++;
+  last_seq = seq;
   return 0;
 }
 static const sc_coll_ops k_counting = {.run = count_op};
+static const sc_coll_ops k_counting_recordable = {.run = count_op, .recordable = true};
 
 /* A backend whose peer sent a block of the wrong size, as the host backend says it. */
-static int wrong_block_op(void *self, sc_coll_op op, sc_group g, sc_dtype dt,
+static int wrong_block_op(void *self, int32_t seq, sc_coll_op op, sc_group g, sc_dtype dt,
                           const void *send, void *recv, size_t count, sc_diag *d) {
-  (void)self, (void)op, (void)g, (void)dt, (void)send, (void)recv, (void)count;
+  (void)self, (void)seq, (void)op, (void)g, (void)dt, (void)send, (void)recv, (void)count;
   return sc_fail(d, SC_EDESYNC, "rank 0 sent a 8-byte block where this rank's plan has 64");
 }
 static const sc_coll_ops k_wrong_block = {.run = wrong_block_op};
@@ -46,7 +49,10 @@ Test(coll_session, runs_the_plan_in_order_and_refuses_a_mismatch) {
   sc_coll_session s;
   sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 7);
   launched = 0;
-  for (int k = 0; k < 3; k++) cr_assert_eq(sc_coll_session_run(&s, &plan.colls[k], NULL, NULL), 0);
+  for (int k = 0; k < 3; k++) {
+    cr_assert_eq(sc_coll_session_run(&s, &plan.colls[k], NULL, NULL), 0);
+    cr_assert_eq(last_seq, k, "the backend is told the entry's plan position");
+  }
   cr_assert_eq(launched, 3);
   sc_coll bad = plan.colls[3];
   bad.width += 8;
@@ -117,5 +123,55 @@ Test(coll_session, injected_desync_is_refused_only_at_its_step) {
   cr_assert_eq(sc_coll_session_run(&s, &plan.colls[0], NULL, NULL), SC_EDESYNC);
   cr_assert_eq(launched, 1);
   cr_assert_eq(comm.last_failure.actual.rows, plan.colls[0].rows + 1);
+  sc_plan_free(&plan);
+}
+
+/* A replayed step (model/forward.c's recordings): its recorded collectives are checked
+ * against the step's plan and counted as run, and nothing reaches the backend (the replay
+ * queues them); a recording that no longer fits the plan is refused before the replay,
+ * with the message a run would give; and a backend that cannot replay collectives
+ * refuses a recording that holds some. */
+Test(coll_session, a_replay_is_checked_against_the_plan_and_launches_nothing) {
+  sc_plan plan;
+  sc_comm comm;
+  make(&plan, &comm);
+  comm.ops = &k_counting_recordable;
+  sc_coll_session s;
+  launched = 0;
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 5);
+  cr_assert_eq(sc_coll_session_replay(&s, plan.colls, plan.num_colls), 0);
+  cr_assert_eq(launched, 0);
+  cr_assert_eq(sc_coll_session_end(&s), 0);
+  uint64_t calls = 0;
+  for (int p = 0; p < SC_PURPOSE_COUNT; p++) calls += comm.stats[p].calls;
+  cr_assert_eq(calls, (uint64_t)plan.num_colls, "replayed collectives count in the stats");
+
+  sc_coll stale[64];
+  cr_assert_leq(plan.num_colls, 64);
+  memcpy(stale, plan.colls, sizeof(sc_coll) * (size_t)plan.num_colls);
+  stale[2].rows += 1;
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 6);
+  cr_assert_eq(sc_coll_session_replay(&s, stale, plan.num_colls), SC_EDESYNC);
+  cr_assert_not_null(strstr(s.diag.msg, "desync on rank 1, step 6, seq 2"), "%s", s.diag.msg);
+  cr_assert_eq(comm.last_failure.seq, 2);
+  cr_assert_eq(sc_coll_session_replay(&s, plan.colls, plan.num_colls), SC_EDESYNC, "dead step");
+  /* fewer recorded than planned: the end says which entry never ran */
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 7);
+  cr_assert_eq(sc_coll_session_replay(&s, plan.colls, plan.num_colls - 1), 0);
+  cr_assert_eq(sc_coll_session_end(&s), SC_EDESYNC);
+  /* the injected desync trips a replay's check as it trips a run's */
+  comm.inject_desync_step = 8;
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 8);
+  cr_assert_eq(sc_coll_session_replay(&s, plan.colls, plan.num_colls), SC_EDESYNC);
+  cr_assert_eq(comm.last_failure.actual.rows, plan.colls[0].rows + 1);
+  comm.inject_desync_step = 0;
+
+  comm.ops = &k_counting;
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 9);
+  cr_assert_eq(sc_coll_session_replay(&s, plan.colls, plan.num_colls), SC_EINVAL);
+  cr_assert_eq(sc_coll_session_replay(&s, plan.colls, 0), SC_EINVAL, "the step stays failed");
+  sc_coll_session_begin(&s, &comm, plan.colls, 0, 10);
+  cr_assert_eq(sc_coll_session_replay(&s, plan.colls, 0), 0, "no collectives: any backend");
+  cr_assert_eq(launched, 0);
   sc_plan_free(&plan);
 }
