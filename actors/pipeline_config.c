@@ -309,11 +309,12 @@ void sc_pipeline_config_free(sc_pipeline_config *c) {
 
 bool sc_pipeline_overlaps(const sc_pipeline_config *c) {
   if (c->profile) return false;
-  /* NCCL's outcome is read at completion, so a step cannot queue collectives behind
-   * another's (docs/pipeline.md, "Overlapped steps"): several NCCL ranks do not overlap.
+  /* NCCL's backend counts a step's collectives from its reset, so a step cannot queue
+   * collectives behind another's (docs/pipeline.md, "Overlapped steps"): several NCCL
+   * ranks do not overlap (the host and IPC backends' steps do: coll.h, overlaps).
    * "auto" overlaps on CUDA only: on the CPU ops run as they are queued (no faster).
    * Four ranks sharing an H200 (2026-12-04, bench/gpu-step.md): TPOT 1.24-1.29 ms
    * overlapped against 1.45-1.48 ms one step at a time, tokens identical. */
-  if (c->num_ranks > 1 && (c->nccl || c->ipc)) return false; /* (ipc: stream-ordered too) */
+  if (c->num_ranks > 1 && c->nccl) return false; /* (executor_actor.c, may_start) */
   return c->overlap == SC_OVERLAP_ON || (c->overlap == SC_OVERLAP_AUTO && c->engine.cuda);
 }

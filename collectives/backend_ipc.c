@@ -37,18 +37,31 @@ typedef struct ipc_timing {
   uint64_t epoch; /* the step whose collective they timed (0: none) */
 } ipc_timing;
 
+/* Steps with collectives, as the device counts them (sc_ipc_step_begin) and the host
+ * learns them (expect): which step a failure record's step_no is. Two steps are queued
+ * at most (overlapped steps), so a few entries are plenty. */
+#define IPC_STEPS_KEPT 8
+typedef struct ipc_step {
+  uint64_t no, epoch;
+} ipc_step;
+
 typedef struct ipc_rank {
   cudaStream_t stream;   /* the compute stream: rounds sit at their place in it */
   ipc_group g[SC_GROUP_COUNT];
   int *status;           /* device: 0 or the code the comm died with */
+  uint64_t *steps_dev;   /* device: steps with collectives so far (sc_ipc_step_begin) */
   sc_ipc_failure *failure_host; /* pinned, mapped: the device's record of the failure */
   sc_ipc_failure *failure_dev;
   int *abort_host;       /* pinned, mapped: written by abort (any thread) */
   int *abort_dev;
   int64_t deadline_ms;
   _Atomic uint64_t epoch; /* the step of the last reset */
-  ipc_timing *timing;    /* [n_timing], by plan position */
-  int32_t n_timing;
+  _Atomic uint64_t finished; /* the step of the last finish (an abort of it is stale) */
+  ipc_timing *timing[2]; /* [n_timing[p]] by plan position, for steps of parity p (two
+                          * steps are in flight at most) */
+  int32_t n_timing[2];
+  uint64_t steps_no;     /* steps with collectives planned so far (expect) */
+  ipc_step steps[IPC_STEPS_KEPT]; /* the last of them, by no % IPC_STEPS_KEPT */
   int dead;              /* the code, once finish or reset has seen it */
 } ipc_rank;
 
@@ -92,12 +105,14 @@ static void free_rank(ipc_rank *r) {
     if (x->region && !x->owned && !(g == SC_GROUP_DCP && x->region == r->g[SC_GROUP_PCP].region))
       (void)cudaIpcCloseMemHandle(x->region);
   }
-  for (int32_t i = 0; i < r->n_timing; i++) {
-    (void)cudaEventDestroy(r->timing[i].start);
-    (void)cudaEventDestroy(r->timing[i].end);
+  for (int p = 0; p < 2; p++) {
+    for (int32_t i = 0; i < r->n_timing[p]; i++) {
+      (void)cudaEventDestroy(r->timing[p][i].start);
+      (void)cudaEventDestroy(r->timing[p][i].end);
+    }
+    free(r->timing[p]);
   }
-  free(r->timing);
-  if (r->status) (void)cudaFree(r->status); /* status and the seqs: one allocation */
+  if (r->status) (void)cudaFree(r->status); /* status, steps and the seqs: one allocation */
   if (r->failure_host) (void)cudaFreeHost(r->failure_host);
   if (r->abort_host) (void)cudaFreeHost(r->abort_host);
   free(r);
@@ -123,12 +138,14 @@ int sc_ipc_comm_create(sc_comm *comm, const sc_plan_config *cfg, int32_t global_
   sc_comm_init_groups(comm, cfg, global_rank);
   r->stream = (cudaStream_t)compute_stream;
   r->deadline_ms = deadline_ms;
-  /* status and a seq per group: one device allocation, zeroed */
+  /* status (at 0), the step count (at 8) and a seq per group (from 64): one device
+   * allocation, zeroed */
   void *words = NULL;
   int rc = cuda_err(cudaMalloc(&words, 64 + 8 * SC_GROUP_COUNT), "ipc words");
   if (rc == 0) rc = cuda_err(cudaMemset(words, 0, 64 + 8 * SC_GROUP_COUNT), "ipc words clear");
   if (rc) goto fail;
   r->status = words;
+  r->steps_dev = (uint64_t *)((char *)words + 8);
   if ((rc = mapped(sizeof(sc_ipc_failure), (void **)&r->failure_host, (void **)&r->failure_dev,
                    "ipc failure record")) ||
       (rc = mapped(sizeof(int), (void **)&r->abort_host, (void **)&r->abort_dev,
@@ -195,17 +212,18 @@ static int solo(const ipc_rank *r, const void *send, void *recv, size_t bytes) {
                   "ipc solo copy");
 }
 
-/* Events for the collective at plan position seq, created on first use. */
-static ipc_timing *timing_of(ipc_rank *r, int32_t seq) {
+/* Events for the collective at plan position seq of a step of parity p, created on
+ * first use. */
+static ipc_timing *timing_of(ipc_rank *r, int p, int32_t seq) {
   if (seq < 0) return NULL;
-  if (seq >= r->n_timing) {
-    int32_t n = r->n_timing ? r->n_timing : 8;
+  if (seq >= r->n_timing[p]) {
+    int32_t n = r->n_timing[p] ? r->n_timing[p] : 8;
     while (n <= seq) n *= 2;
-    ipc_timing *t = realloc(r->timing, (size_t)n * sizeof *t);
+    ipc_timing *t = realloc(r->timing[p], (size_t)n * sizeof *t);
     if (t == NULL) return NULL;
-    r->timing = t;
-    for (; r->n_timing < n; r->n_timing++) {
-      ipc_timing *x = &t[r->n_timing];
+    r->timing[p] = t;
+    for (; r->n_timing[p] < n; r->n_timing[p]++) {
+      ipc_timing *x = &t[r->n_timing[p]];
       x->epoch = 0;
       if (cudaEventCreate(&x->start) != cudaSuccess) return NULL;
       if (cudaEventCreate(&x->end) != cudaSuccess) {
@@ -214,7 +232,7 @@ static ipc_timing *timing_of(ipc_rank *r, int32_t seq) {
       }
     }
   }
-  return &r->timing[seq];
+  return &r->timing[p][seq];
 }
 
 /* The collective in rounds of at most a block a member: every member cuts it alike (the
@@ -231,8 +249,12 @@ static int ipc_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtyp
   enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   int rc = cuda_err(cudaStreamIsCapturing(r->stream, &cap), "ipc capture status");
   if (rc) return sc_fail(d, rc, "ipc collective: cannot query the stream");
-  ipc_timing *t = cap == cudaStreamCaptureStatusNone ? timing_of(r, seq) : NULL;
+  const uint64_t epoch = atomic_load(&r->epoch);
+  ipc_timing *t = cap == cudaStreamCaptureStatusNone ? timing_of(r, (int)(epoch & 1), seq) : NULL;
   if (t && cudaEventRecord(t->start, r->stream) != cudaSuccess) t = NULL;
+  const sc_ipc_dev step_dv = {.steps = r->steps_dev};
+  if (seq == 0 && (rc = sc_ipc_step_begin(&step_dv, r->stream)) != 0)
+    return sc_fail(d, rc, "ipc collective: cannot count the step");
   if (x->members < 2) {
     rc = solo(r, send, recv, bytes);
   } else if (x->region == NULL) {
@@ -240,7 +262,8 @@ static int ipc_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtyp
   } else {
     const uint64_t timeout_ns = r->deadline_ms > 0 ? (uint64_t)r->deadline_ms * 1000000u : 0;
     const sc_ipc_dev dv = {.region = x->region, .members = x->members, .me = x->me,
-                           .block_bytes = x->block_bytes, .seq = x->seq, .status = r->status,
+                           .block_bytes = x->block_bytes, .seq = x->seq,
+                           .steps = r->steps_dev, .status = r->status,
                            .failure = r->failure_dev, .abort_word = r->abort_dev,
                            .timeout_ns = timeout_ns, .call = seq};
     const unsigned char *s = send;
@@ -262,19 +285,21 @@ static int ipc_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtyp
     }
   }
   if (rc) return sc_fail(d, rc, "ipc collective: launch failed");
-  if (t && cudaEventRecord(t->end, r->stream) == cudaSuccess) t->epoch = atomic_load(&r->epoch);
+  if (t && cudaEventRecord(t->end, r->stream) == cudaSuccess) t->epoch = epoch;
   return 0;
 }
 
-/* An abort of a step that ended is ignored, as NCCL's backend ignores it (coll.h). */
+/* An abort of a step that has finished is ignored, as NCCL's backend ignores an abort of
+ * an earlier step (coll.h); one of the step in flight, or of the next, kills the comm
+ * (its peers' counters would no longer match this rank's). */
 static void ipc_abort_op(void *self, uint64_t epoch) {
   ipc_rank *r = self;
-  if (epoch != 0 && epoch < atomic_load(&r->epoch)) return;
+  if (epoch != 0 && epoch <= atomic_load(&r->finished)) return;
   raise_abort(r);
 }
 
 /* A new step. An abort that no wait acted on is forgotten (the stream has passed the
- * last step's rounds: wait for it, then read the failure record); one that killed a
+ * rounds queued so far: wait for it, then read the failure record); one that killed a
  * wait leaves the comm dead: the peers' counters no longer match this rank's, so only a
  * new comm over a new region goes on (the scheduler rebuilds every rank's after a
  * failed step, as for NCCL). */
@@ -288,20 +313,43 @@ static void ipc_reset_op(void *self, uint64_t epoch) {
   else *(volatile int *)r->abort_host = 0;
 }
 
-/* The step's work has completed (coll.h): the host-mapped record says whether a wait
- * failed, and in which collective; the events give each timed collective's device time. */
-static int ipc_finish(void *self, double *seconds, int32_t n, int32_t *failed) {
+/* The plan of step `epoch`: a step with collectives is counted as the device will count
+ * it (its first collective begins with sc_ipc_step_begin). */
+static void ipc_expect(void *self, uint64_t epoch, const sc_coll *plan, int32_t num) {
+  (void)plan;
   ipc_rank *r = self;
+  if (num <= 0) return;
+  r->steps_no++;
+  r->steps[r->steps_no % IPC_STEPS_KEPT] = (ipc_step){.no = r->steps_no, .epoch = epoch};
+}
+
+/* The step of the device's step count `no` (0: not known, taken as the step asking). */
+static uint64_t epoch_of(const ipc_rank *r, uint64_t no) {
+  const ipc_step *x = &r->steps[no % IPC_STEPS_KEPT];
+  return no != 0 && x->no == no ? x->epoch : 0;
+}
+
+/* Step `epoch`'s work has completed (coll.h): the host-mapped record says whether a wait
+ * failed, in which step and collective; the events give each timed collective's device
+ * time. A failure in a later step (queued after this one) leaves this one's result
+ * alone: its collectives had completed. */
+static int ipc_finish(void *self, uint64_t epoch, double *seconds, int32_t n, int32_t *failed) {
+  ipc_rank *r = self;
+  atomic_store(&r->finished, epoch);
   const volatile sc_ipc_failure *f = r->failure_host;
-  if (f->code != 0 && r->dead == 0) r->dead = f->code;
-  if (r->dead) {
-    *failed = f->call;
-    return r->dead;
+  const int code = f->code;
+  if (code != 0) {
+    if (r->dead == 0) r->dead = code;
+    const uint64_t when = epoch_of(r, f->step_no);
+    if (when == 0 || when <= epoch) {
+      *failed = f->call;
+      return code;
+    }
   }
-  const uint64_t epoch = atomic_load(&r->epoch);
+  const int p = (int)(epoch & 1);
   for (int32_t i = 0; i < n; i++) {
     float ms = 0.0f;
-    const ipc_timing *t = i < r->n_timing ? &r->timing[i] : NULL;
+    const ipc_timing *t = i < r->n_timing[p] ? &r->timing[p][i] : NULL;
     seconds[i] = t && t->epoch == epoch &&
                          cudaEventElapsedTime(&ms, t->start, t->end) == cudaSuccess
                      ? ms * 1e-3
@@ -315,5 +363,7 @@ static const sc_coll_ops k_ipc_ops = {
     .abort = ipc_abort_op,
     .reset = ipc_reset_op,
     .finish = ipc_finish,
+    .expect = ipc_expect,
     .recordable = true,
+    .overlaps = true,
 };

@@ -43,9 +43,15 @@
  * Regions outlive their comms: a member that created one keeps it after a rebuild until
  * its rank ends (actors/rank_ctx.c), since a peer may still map it.
  *
+ * Overlapped steps (sc_coll_ops.overlaps; docs/pipeline.md): the next step's rounds may
+ * be queued before this one's finish. Events are kept per step parity; a failure record
+ * holds the device's count of steps with collectives (a kernel before each step's first
+ * collective adds one), which `expect` maps to the host's step, so that finish reports
+ * a failure with the step it happened in.
+ *
  * Status: written and compiled, never run on a GPU. Wired in: `"collectives": "ipc"` /
  * `--collectives ipc` (every rank on one GPU), the comm actor's id exchange and rebuild
- * as for NCCL (actors/rank_ctx.h), steps one at a time as with NCCL (no overlap).
+ * as for NCCL (actors/rank_ctx.h).
  * Not done: running tests/gpu/test_gpu_ipc.c and `run --collectives ipc --verify` on the
  * GPU, recovery and desync tests over it, and the P4 N4 measurements. */
 #ifndef SC_BACKEND_IPC_H

@@ -54,6 +54,7 @@ __device__ bool ipc_wait(const sc_ipc_dev &d, int at, uint64_t want) {
       if (code != 0) {
         if (atomicCAS(d.status, 0, code) == 0) {
           d.failure->call = d.call;
+          d.failure->step_no = *(volatile uint64_t *)d.steps;
           __threadfence_system();
           d.failure->code = code;
         }
@@ -164,4 +165,11 @@ extern "C" int sc_ipc_round(const sc_ipc_dev *d, sc_coll_op op, sc_dtype dt, con
                                                          (unsigned char *)recv, recv_member_stride);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? 0 : SC_ESYS;
+}
+
+__global__ void k_ipc_step_begin(uint64_t *steps) { *steps += 1; }
+
+extern "C" int sc_ipc_step_begin(const sc_ipc_dev *d, void *stream) {
+  k_ipc_step_begin<<<1, 1, 0, (cudaStream_t)stream>>>(d->steps);
+  return cudaGetLastError() == cudaSuccess ? 0 : SC_ESYS;
 }

@@ -22,8 +22,9 @@ extern "C" {
 /* Where a rank's comm records its first failure: host-mapped, so that `finish` reads it
  * without a copy; written once, by the wait that won the device status word. */
 typedef struct sc_ipc_failure {
-  int32_t code; /* 0, SC_ETIMEDOUT or SC_EABORTED */
-  int32_t call; /* the plan position of the collective that failed */
+  int32_t code;     /* 0, SC_ETIMEDOUT or SC_EABORTED */
+  int32_t call;     /* the plan position of the collective that failed */
+  uint64_t step_no; /* the device's count of steps with collectives then (its step) */
 } sc_ipc_failure;
 
 typedef struct sc_ipc_dev {
@@ -31,6 +32,9 @@ typedef struct sc_ipc_dev {
   int32_t members, me;
   uint64_t block_bytes;    /* a member's block in a slot (a multiple of 256) */
   uint64_t *seq;           /* this rank's count of the group's rounds (device) */
+  uint64_t *steps;         /* this rank's count of steps with collectives (device): a
+                            * failure records it, so the host knows whose step failed
+                            * when two are queued (sc_ipc_step_begin) */
   int *status;             /* this rank's comm status (device): 0, or the code it died
                             * with; every round reads it first (a dead comm moves nothing) */
   volatile sc_ipc_failure *failure; /* host-mapped (device address): the first failure */
@@ -49,6 +53,10 @@ typedef struct sc_ipc_dev {
 int sc_ipc_round(const sc_ipc_dev *d, sc_coll_op op, sc_dtype dt, const void *send,
                  uint64_t send_stride, int32_t pieces, uint64_t piece_bytes, void *recv,
                  uint64_t recv_member_stride, void *stream);
+
+/* Queued before the first collective of a step (plan position 0): counts the step on
+ * the device (*d->steps += 1), in stream order, so that a replayed graph counts too. */
+int sc_ipc_step_begin(const sc_ipc_dev *d, void *stream);
 
 #ifdef __cplusplus
 }

@@ -51,14 +51,16 @@ typedef struct sc_coll_ops {
   void (*abort)(void *self, uint64_t epoch);
   /* Starts a new step (epoch, increasing): clears an earlier abort and forgets anything
    * left over from a failed step. Called by the executor's thread between steps, when no
-   * collective is running. May be NULL (nothing to reset). */
+   * collective is running, or, on a backend whose steps overlap (`overlaps`), while the
+   * device may still run the step before's. May be NULL (nothing to reset). */
   void (*reset)(void *self, uint64_t epoch);
   /* Stream-ordered backends only (NULL elsewhere: run has finished each collective when
    * it returns, and the session counts its wall time). Called once the device work
-   * queued after the step's collectives has completed: returns 0 and the device seconds
-   * of collectives 0..n-1 since reset, or the first failure on the device with *failed
-   * the index of the collective concerned. */
-  int (*finish)(void *self, double *seconds, int32_t n, int32_t *failed);
+   * queued after the collectives of step `epoch` has completed: returns 0 and the device
+   * seconds of its collectives 0..n-1, or the first failure on the device with *failed
+   * the index of the collective concerned (a failure in a later step, queued already
+   * when steps overlap, is that step's: this one returns 0). */
+  int (*finish)(void *self, uint64_t epoch, double *seconds, int32_t n, int32_t *failed);
   /* The collective plan of step `epoch` (num entries, borrowed for the call only), told
    * by sc_coll_session_begin before the step's first collective: a backend that receives
    * blocks from its peers sizes and admits them by it (backend_host.h). The executor
@@ -72,6 +74,12 @@ typedef struct sc_coll_ops {
    * A replayed step's collectives are checked against its plan before the replay is
    * launched (sc_coll_session_replay), as run checks each one. */
   bool recordable;
+  /* Stream-ordered, and steps may overlap (docs/pipeline.md, "Overlapped steps"): the
+   * next step's reset, plan and collectives may be queued before this one's finish
+   * (which names its step). The IPC backend's; NCCL's counts a step's collectives from
+   * its reset, so its steps run one at a time. (A backend without finish completes
+   * each collective in run: its steps overlap anyway.) */
+  bool overlaps;
 } sc_coll_ops;
 
 /* Per-purpose totals the session keeps (for logs and benchmarks). bus_bytes follows the

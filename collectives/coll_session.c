@@ -172,7 +172,7 @@ int sc_coll_session_finish(sc_coll_session *s) {
   /* without memory for the times the outcome still counts: the stats go without them */
   double *sec = calloc((size_t)s->next, sizeof *sec);
   int32_t bad = 0;
-  const int rc = ops->finish(s->comm->self, sec, sec ? s->next : 0, &bad);
+  const int rc = ops->finish(s->comm->self, s->step, sec, sec ? s->next : 0, &bad);
   if (rc == 0) {
     for (int32_t i = 0; sec && i < s->next; i++)
       s->comm->stats[s->plan[i].purpose].seconds += sec[i];

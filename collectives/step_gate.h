@@ -13,7 +13,10 @@
  *             step enters before the one before has left (leave comes once no step
  *             is queued): the gate then holds the step entered last, which is right
  *             when the one before's collectives ended before it entered (host
- *             collectives; several ranks on NCCL do not overlap);
+ *             collectives), or when an abort of the step entered last ends the one
+ *             before's too (the IPC backend: an abort kills its comm, and the scheduler
+ *             aborts both steps, the later one having taken its tokens from the earlier);
+ *             several ranks on NCCL do not overlap;
  *   comm:     sc_step_gate_set_ready once the communicators exist (or failed),
  *             sc_step_gate_abort for every step_abort the scheduler sends;
  *             sc_step_gate_close before it replaces the communicators (a rebuild),

@@ -146,16 +146,16 @@ int sc_engine_profile(const sc_engine *e, uint64_t ns[SC_STAGE_COUNT], uint64_t 
   return sc_forward_profile(e->fwd, ns, span);
 }
 
-int sc_engine_finish(sc_engine *e, int status, sc_diag *d) {
-  /* a collective that failed on the device explains a kernel error after it better */
-  const int rc = sc_forward_finish(e->fwd, d);
-  return rc ? rc : sc_engine_device_status(status, d);
-}
-
-int sc_engine_device_status(int status, sc_diag *d) {
+static int device_status(int status, sc_diag *d) {
   if (status == 0) return 0;
   /* (no rank: whoever reports the step's failure names it) */
   return sc_fail(d, status, "a kernel failed on the device: %s", sc_strerror(status));
+}
+
+int sc_engine_finish(sc_engine *e, int status, sc_diag *d) {
+  /* a collective that failed on the device explains a kernel error after it better */
+  const int rc = sc_forward_finish(e->fwd, d);
+  return rc ? rc : device_status(status, d);
 }
 
 int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {

@@ -77,13 +77,11 @@ int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc
  * callback's aftermath, calls sc_engine_finish with the callback's status: 0, or the
  * failure of a collective on the device or of a kernel, with d saying which. in and out
  * must stay valid until then; a failed queue still needs the notify before the next
- * step (work queued before the failure may be running). */
+ * step (work queued before the failure may be running), but no finish. Two steps may be
+ * queued before the first is finished (overlapped steps): finishes come in queue order
+ * (sc_forward_finish). */
 int sc_engine_queue(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d);
 int sc_engine_finish(sc_engine *e, int status, sc_diag *d);
-/* The device's part of sc_engine_finish alone (status 0, or its failure in d): for a step
- * without collectives after which another step was queued already (an overlapped step,
- * docs/pipeline.md), whose collective session that one has taken over. */
-int sc_engine_device_status(int status, sc_diag *d);
 
 /* Steps recorded and replayed so far (sc_forward_recording_stats). */
 void sc_engine_recording_stats(const sc_engine *e, uint64_t *records, uint64_t *replays);

@@ -97,7 +97,10 @@ struct sc_forward {
   int32_t *host_ids; /* host staging */
   size_t host_cap;
   upload_area up[2];    /* B_UPLOAD's and B_UPLOAD_OTHER's layouts */
-  sc_coll_session sess; /* the step's, kept until sc_forward_finish */
+  /* the sessions of the steps queued and not finished yet, oldest first from sess_head:
+   * two with overlapped steps (docs/pipeline.md), a step's kept until sc_forward_finish */
+  sc_coll_session sess[SC_FORWARD_IN_FLIGHT];
+  int32_t sess_head, sess_n;
   sc_step_prof prof;    /* the step's stage marks, when it is profiled */
   /* rotary embedding and attention scale: the synthetic model's plain RoPE from theta
    * (inv_freq NULL) or a checkpoint's table (model/yarn.h) */
@@ -258,7 +261,7 @@ typedef struct step_ctx {
   sc_forward *f;
   const sc_forward_in *in;
   sc_forward_out *out;
-  sc_coll_session *sess; /* &f->sess */
+  sc_coll_session *sess; /* the step's, in f->sess */
   sc_diag *d;
   /* dims */
   int32_t Tp, D, Hl, dn, dr, dc, dv, qd, kvw, iw, HI, dI, idr, K, hid, F, P, N, T, I, B;
@@ -1059,11 +1062,37 @@ static int step_recorded(step_ctx *s) {
   return step_body(s);
 }
 
+static int forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
+                        sc_coll_session *sess, sc_diag *d);
+
 int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {
+  if (f->sess_n == SC_FORWARD_IN_FLIGHT)
+    return sc_fail(d, SC_EINVAL, "forward: step %llu queued with %d steps unfinished",
+                   (unsigned long long)in->step, SC_FORWARD_IN_FLIGHT);
+  sc_coll_session *sess = &f->sess[(f->sess_head + f->sess_n) % SC_FORWARD_IN_FLIGHT];
+  f->sess_n++;
+  const int rc = forward_step(f, in, out, sess, d);
+  if (rc) f->sess_n--; /* (a step that failed to queue has nothing to finish) */
+  return rc;
+}
+
+int sc_forward_finish(sc_forward *f, sc_diag *d) {
+  if (f->sess_n == 0) return 0;
+  sc_coll_session *sess = &f->sess[f->sess_head];
+  f->sess_head = (f->sess_head + 1) % SC_FORWARD_IN_FLIGHT;
+  f->sess_n--;
+  const int rc = sc_coll_session_finish(sess);
+  if (rc && d) *d = sess->diag;
+  return rc;
+}
+
+/* sc_forward_step with the step's session. */
+static int forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
+                        sc_coll_session *sess, sc_diag *d) {
   const sc_plan *plan = in->plan;
   const sc_meta *m = in->meta;
   const sc_model_config *mc = &f->mc;
-  step_ctx sx = {.f = f, .in = in, .out = out, .sess = &f->sess, .d = d, .layer = -1};
+  step_ctx sx = {.f = f, .in = in, .out = out, .sess = sess, .d = d, .layer = -1};
   step_ctx *s = &sx;
   int rc = 0;
   s->Tp = m->t_pad, s->D = m->num_decode;
@@ -1116,8 +1145,4 @@ int sc_forward_profile(const sc_forward *f, uint64_t ns[SC_STAGE_COUNT], uint64_
   return sc_step_prof_read(&f->prof, ns, span);
 }
 
-int sc_forward_finish(sc_forward *f, sc_diag *d) {
-  const int rc = sc_coll_session_finish(&f->sess);
-  if (rc && d) *d = f->sess.diag;
-  return rc;
-}
+

@@ -94,9 +94,13 @@ int32_t sc_forward_logits_rows(const sc_meta *m, const uint8_t *sample, int32_t 
  * before the failure before reusing the buffers). */
 int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out, sc_diag *d);
 
-/* After the step's queued work has completed: the outcome of its collectives on the
- * device (0, or the failure, named in d, that a stream-ordered backend reported), and
- * their device times into the comm's stats. */
+/* After the oldest queued step's work has completed: the outcome of its collectives on
+ * the device (0, or the failure, named in d, that a stream-ordered backend reported), and
+ * their device times into the comm's stats. Every step queued without a failure is
+ * finished, in order; up to SC_FORWARD_IN_FLIGHT may be queued and not finished (a
+ * step queued while the one before runs: overlapped steps, docs/pipeline.md). 0 when
+ * none is. */
+#define SC_FORWARD_IN_FLIGHT 2
 int sc_forward_finish(sc_forward *f, sc_diag *d);
 
 /* After sc_forward_finish of a step queued with in->profile: the time of its stages

@@ -408,7 +408,7 @@ static void help(FILE *f) {
           "                and replayed after: docs/cuda.md)\n"
           "  --overlap M   plan each step while the one before runs: auto (on CUDA, the\n"
           "                default), on (also the CPU), off; several ranks only with\n"
-          "                host collectives (not NCCL or ipc); docs/pipeline.md\n"
+          "                host or ipc collectives (not NCCL); docs/pipeline.md\n"
           "  --mps M       ranks sharing a GPU run under an MPS server, one context for\n"
           "                them all (without, the GPU switches among their contexts at\n"
           "                every collective, several times slower): auto (the default)\n"

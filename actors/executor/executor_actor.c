@@ -403,11 +403,9 @@ static void complete(sc_ctx *c, executor *e, int status) {
   }
   sc_diag d = rs->queue_diag;
   int rc = rs->queue_rc;
-  /* With a step queued after it, that step has taken the forward's collective session
-   * over: there were none, or their outcome was known at queueing (may_start), so only
-   * the device says. */
-  if (rc == 0)
-    rc = e->n_run ? sc_engine_device_status(status, &d) : sc_engine_finish(x->engine, status, &d);
+  /* (the forward keeps each queued step's collective session until its finish, also
+   * with the next step queued already) */
+  if (rc == 0) rc = sc_engine_finish(x->engine, status, &d);
   if (rc == 0 && rs->prev_failed)
     rc = sc_fail(&d, SC_EABORTED, "rank %d: step %llu took its tokens from step %llu, which "
                  "failed", x->rank, (unsigned long long)p->step,
@@ -616,15 +614,18 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
 }
 
 /* Whether step p may be queued now: nothing runs, or it was planned ahead to follow the
- * one step running, and either has no collectives or their outcome was known when the
- * running one was queued (the forward's collective session is one: a stream-ordered
- * backend reads the running step's at its completion). */
+ * one step running, and either has no collectives or the backend lets steps overlap: it
+ * completes each collective as it runs (host collectives), or its steps may overlap on
+ * the device (sc_coll_ops.overlaps: the IPC backend; not NCCL's, which counts a step's
+ * collectives from its reset). (While a step runs it holds the gate, so the comm is not
+ * being replaced under this read.) */
 static bool may_start(const executor *e, const sc_step_local *p) {
   if (e->n_run == 0) return true;
   const sc_step_local *r = e->run[e->head].p;
-  const bool one_session = (p->plan.num_colls == 0 && r->plan.num_colls == 0) ||
-                           !(e->ctx->cfg.nccl || e->ctx->cfg.ipc);
-  return e->n_run == 1 && p->in.prev_step != 0 && p->in.prev_step == r->step && one_session;
+  const sc_coll_ops *ops = e->ctx->comm.ops;
+  const bool colls_overlap = ops != NULL && (ops->finish == NULL || ops->overlaps);
+  const bool ok = (p->plan.num_colls == 0 && r->plan.num_colls == 0) || colls_overlap;
+  return e->n_run == 1 && p->in.prev_step != 0 && p->in.prev_step == r->step && ok;
 }
 
 /* Starts waiting steps, in order, while they may start. */

@@ -78,7 +78,7 @@ static int member_alone(int me, sc_comm *comm, cudaStream_t st, void *send, void
   if (mode == ABORT) pthread_join(th, NULL);
   double secs[2];
   int32_t failed = -1;
-  const int f = comm->ops->finish(comm->self, secs, 2, &failed);
+  const int f = comm->ops->finish(comm->self, 0, secs, 2, &failed);
   const int want = mode == ABORT ? SC_EABORTED : SC_ETIMEDOUT;
   EXPECT(f == want, "a member never came: finish %d, expected %d", f, want);
   EXPECT(failed == 0, "the failure named collective %d, expected 0", failed);
@@ -129,7 +129,7 @@ static int member_graph(int G, int me, sc_comm *comm, cudaStream_t st, float *h,
   }
   double secs[2];
   int32_t failed = -1;
-  EXPECT(comm->ops->finish(comm->self, secs, 2, &failed) == 0, "finish after the replays");
+  EXPECT(comm->ops->finish(comm->self, 0, secs, 2, &failed) == 0, "finish after the replays");
   (void)cudaGraphExecDestroy(exec);
   (void)cudaGraphDestroy(graph);
   return fails;
@@ -220,7 +220,7 @@ static int member(int G, int me, sc_ipc_id id, void *owned, enum mode mode) {
       break;
     }
   }
-  const int f = comm.ops->finish(comm.self, secs, 4, &failed);
+  const int f = comm.ops->finish(comm.self, 0, secs, 4, &failed);
   EXPECT(f == 0, "finish: %d", f);
   for (int i = 0; i < 4; i++) EXPECT(secs[i] > 0.0, "collective %d: device time %g s", i, secs[i]);
   void *recv2 = NULL;

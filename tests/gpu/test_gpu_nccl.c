@@ -166,7 +166,7 @@ static void case_stream_order(void) {
   CHECK(atomic_load(&g_pokes) >= 1, "the watch was poked (%d)", atomic_load(&g_pokes));
   double sec = 0;
   int32_t failed = -1;
-  CHECK(comm.ops->finish(comm.self, &sec, 1, &failed) == 0 && sec > 0, "finish: %g s", sec);
+  CHECK(comm.ops->finish(comm.self, 0, &sec, 1, &failed) == 0 && sec > 0, "finish: %g s", sec);
   sc_nccl_set_watch(&comm, NULL, NULL);
   sc_nccl_comm_destroy(&comm);
   cudaFree(send), cudaFree(recv), cudaFreeHost(host);
@@ -195,7 +195,7 @@ static void case_compute_ahead_is_not_the_collectives(void) {
         waited);
   double sec = 0;
   int32_t failed = -1;
-  const int rc = comm.ops->finish(comm.self, &sec, 1, &failed);
+  const int rc = comm.ops->finish(comm.self, 0, &sec, 1, &failed);
   CHECK(rc == 0, "finish: %d (collective %d): the compute ahead was counted", rc, failed);
   sc_nccl_comm_destroy(&comm);
   cudaFree(buf);
@@ -230,7 +230,7 @@ static void *init_rank(void *p) {
     watch_until_idle(&a->comm);
     double sec = 0;
     int32_t failed = -1;
-    a->rc = a->comm.ops->finish(a->comm.self, &sec, 1, &failed);
+    a->rc = a->comm.ops->finish(a->comm.self, 0, &sec, 1, &failed);
   }
   cudaFree(buf);
   return NULL;
@@ -278,7 +278,7 @@ static void case_deadline(void) {
   printf("     deadline 3 s, the watch aborted after %.3f s (abort included)\n", waited);
   double sec = 0;
   int32_t failed = -1;
-  const int rc = comm->ops->finish(comm->self, &sec, 1, &failed);
+  const int rc = comm->ops->finish(comm->self, 0, &sec, 1, &failed);
   CHECK(rc == SC_ETIMEDOUT && failed == 0, "finish: expected SC_ETIMEDOUT for collective 0, got "
         "%d for %d", rc, failed);
   CHECK(comm->ops->run(comm->self, 0, SC_OP_ALL_GATHER, SC_GROUP_DCP, SC_DT_F32, buf, buf, 16, NULL) ==
@@ -322,7 +322,7 @@ static void case_abort_thread(void) {
   CHECK(cudaDeviceSynchronize() == cudaSuccess, "the streams drain after the abort");
   double sec = 0;
   int32_t failed = -1;
-  const int rc = comm.ops->finish(comm.self, &sec, 1, &failed);
+  const int rc = comm.ops->finish(comm.self, 0, &sec, 1, &failed);
   CHECK(rc == SC_EABORTED && failed == 0, "finish: expected SC_EABORTED for collective 0, got "
         "%d for %d", rc, failed);
   sc_nccl_comm_destroy(&comm);

@@ -398,36 +398,55 @@ typedef struct desync_rank {
   int32_t greedy[8];
 } desync_rank;
 
-static void *desync_main(void *arg) {
-  desync_rank *r = arg;
+/* What a rank of these tests holds: kernels, comm, weights, cache, forward, metadata. */
+typedef struct rank_env {
   sc_kernels *k;
-  sc_kernels_cpu_create(&k, 1);
   sc_comm comm;
-  sc_mem_comm_create(&comm, r->w, r->g, 10000);
   sc_model_weights wt;
   sc_kv_cache cache;
   sc_forward *f;
-  sc_model_weights_synthetic(k, r->m, r->pc->tp, comm.group_rank[SC_GROUP_TP], &wt, NULL);
-  sc_kv_cache_create(k, r->m->layers, 16, r->pc->block_size,
-                     sc_model_kv_width(r->m) + r->m->index_dim, SC_KFMT_F32, &cache, NULL);
-  sc_forward_create(k, &wt, &cache, &comm, r->pc, &f, NULL);
-  const int32_t bt[2 * 4] = {0, 1, 2, 3, 4, 5, 6, 7};
-  const sc_meta_blocks mb = {.table = bt, .max_blocks = 4, .num_blocks = 16};
   sc_meta meta;
-  cr_assert_eq(sc_meta_build(r->meta_plan, r->g, &mb, &meta, NULL), 0);
-  const int32_t tokens[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-  const sc_forward_in in = {.step = 3, .plan = r->plan, .meta = &meta, .tokens = tokens,
-                            .block_table = bt, .max_blocks = 4, .profile = r->profile};
+} rank_env;
+
+static const int32_t k_bt[2 * 4] = {0, 1, 2, 3, 4, 5, 6, 7};
+static const int32_t k_tokens[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+static void env_open(const desync_rank *r, rank_env *e) {
+  sc_kernels_cpu_create(&e->k, 1);
+  sc_mem_comm_create(&e->comm, r->w, r->g, 10000);
+  sc_model_weights_synthetic(e->k, r->m, r->pc->tp, e->comm.group_rank[SC_GROUP_TP], &e->wt,
+                             NULL);
+  sc_kv_cache_create(e->k, r->m->layers, 16, r->pc->block_size,
+                     sc_model_kv_width(r->m) + r->m->index_dim, SC_KFMT_F32, &e->cache, NULL);
+  sc_forward_create(e->k, &e->wt, &e->cache, &e->comm, r->pc, &e->f, NULL);
+  const sc_meta_blocks mb = {.table = k_bt, .max_blocks = 4, .num_blocks = 16};
+  cr_assert_eq(sc_meta_build(r->meta_plan, r->g, &mb, &e->meta, NULL), 0);
+}
+
+static void env_close(rank_env *e) {
+  sc_meta_free(&e->meta);
+  sc_forward_destroy(e->f);
+  sc_kv_cache_free(e->k, &e->cache);
+  sc_model_weights_free(e->k, &e->wt);
+  sc_kernels_destroy(e->k);
+}
+
+static sc_forward_in step_in(const desync_rank *r, const rank_env *e, uint64_t step) {
+  return (sc_forward_in){.step = step, .plan = r->plan, .meta = &e->meta, .tokens = k_tokens,
+                         .block_table = k_bt, .max_blocks = 4, .profile = r->profile};
+}
+
+static void *desync_main(void *arg) {
+  desync_rank *r = arg;
+  rank_env e;
+  env_open(r, &e);
+  const sc_forward_in in = step_in(r, &e, 3);
   sc_forward_out out = {.logits = r->logits, .greedy = r->greedy_on ? r->greedy : NULL};
-  r->rc = sc_forward_step(f, &in, r->logits || r->greedy_on ? &out : NULL, &r->d);
+  r->rc = sc_forward_step(e.f, &in, r->logits || r->greedy_on ? &out : NULL, &r->d);
   if (r->rc) sc_mem_world_abort(r->w);
-  if (r->rc == 0) r->rc = sc_forward_finish(f, &r->d);
-  r->prof_rc = sc_forward_profile(f, r->ns, &r->span);
-  sc_meta_free(&meta);
-  sc_forward_destroy(f);
-  sc_kv_cache_free(k, &cache);
-  sc_model_weights_free(k, &wt);
-  sc_kernels_destroy(k);
+  if (r->rc == 0) r->rc = sc_forward_finish(e.f, &r->d);
+  r->prof_rc = sc_forward_profile(e.f, r->ns, &r->span);
+  env_close(&e);
   return NULL;
 }
 
@@ -527,6 +546,86 @@ Test(forward, every_rank_computes_the_greedy_tokens_rank_0_takes_from_its_logits
                    t.r[i].greedy[row], tok);
   }
   free(logits);
+  two_rank_step_free(&t);
+}
+
+/* The memory backend made to look stream-ordered: finish is told each step, in the
+ * order the forward finishes them, and fails one chosen step's collective. */
+typedef struct ordered_comm {
+  const sc_coll_ops *inner_ops;
+  void *inner;
+  uint64_t finished[4];
+  int n_finished;
+  uint64_t fail_step;
+  int32_t fail_call;
+} ordered_comm;
+
+static int oc_run(void *self, int32_t seq, sc_coll_op op, sc_group g, sc_dtype dt,
+                  const void *send, void *recv, size_t count, sc_diag *d) {
+  ordered_comm *o = self;
+  return o->inner_ops->run(o->inner, seq, op, g, dt, send, recv, count, d);
+}
+
+static int oc_finish(void *self, uint64_t epoch, double *seconds, int32_t n, int32_t *failed) {
+  ordered_comm *o = self;
+  if (o->n_finished < 4) o->finished[o->n_finished++] = epoch;
+  for (int32_t i = 0; i < n; i++) seconds[i] = 0.0;
+  if (epoch != o->fail_step) return 0;
+  *failed = o->fail_call;
+  return SC_ETIMEDOUT;
+}
+
+static const sc_coll_ops k_ordered = {.run = oc_run, .finish = oc_finish, .overlaps = true};
+
+typedef struct overlap_rank {
+  desync_rank r;
+  ordered_comm oc;
+  int rc3, fin[3];
+  sc_diag d3, dfin[3];
+} overlap_rank;
+
+static void *overlap_main(void *arg) {
+  overlap_rank *o = arg;
+  rank_env e;
+  env_open(&o->r, &e);
+  o->oc.inner_ops = e.comm.ops, o->oc.inner = e.comm.self;
+  e.comm.ops = &k_ordered, e.comm.self = &o->oc;
+  const sc_forward_in a = step_in(&o->r, &e, 3), b = step_in(&o->r, &e, 4),
+                      c = step_in(&o->r, &e, 5);
+  o->r.rc = sc_forward_step(e.f, &a, NULL, &o->r.d);
+  if (o->r.rc == 0) o->r.rc = sc_forward_step(e.f, &b, NULL, &o->r.d);
+  o->rc3 = sc_forward_step(e.f, &c, NULL, &o->d3); /* two unfinished: refused */
+  for (int i = 0; i < 3; i++) o->fin[i] = sc_forward_finish(e.f, &o->dfin[i]);
+  e.comm.ops = o->oc.inner_ops, e.comm.self = o->oc.inner;
+  env_close(&e);
+  return NULL;
+}
+
+/* Overlapped steps on a stream-ordered backend (the IPC backend's): two steps queued
+ * before either is finished keep a collective session each, finished in queue order
+ * with their own step; a third is refused; a failure on the device is named with the
+ * step and plan position it belongs to. */
+Test(forward, two_queued_steps_are_finished_in_order_each_with_its_session) {
+  two_rank_step t;
+  two_rank_step_init(&t);
+  overlap_rank o[2];
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) {
+    o[i] = (overlap_rank){.r = t.r[i], .oc = {.fail_step = 4, .fail_call = 1}};
+    pthread_create(&th[i], NULL, overlap_main, &o[i]);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(o[i].r.rc, 0, "rank %d: %s", i, o[i].r.d.msg);
+    cr_assert_eq(o[i].rc3, SC_EINVAL, "rank %d: a third step was queued", i);
+    cr_assert(strstr(o[i].d3.msg, "2 steps unfinished"), "%s", o[i].d3.msg);
+    cr_assert_eq(o[i].fin[0], 0, "rank %d: step 3: %s", i, o[i].dfin[0].msg);
+    cr_assert_eq(o[i].fin[1], SC_ETIMEDOUT, "rank %d: step 4 finished with %d", i, o[i].fin[1]);
+    cr_assert(strstr(o[i].dfin[1].msg, "step 4, seq 1"), "%s", o[i].dfin[1].msg);
+    cr_assert_eq(o[i].fin[2], 0, "rank %d: nothing left to finish", i);
+    cr_assert_eq(o[i].oc.n_finished, 2);
+    cr_assert(o[i].oc.finished[0] == 3 && o[i].oc.finished[1] == 4);
+  }
   two_rank_step_free(&t);
 }
 

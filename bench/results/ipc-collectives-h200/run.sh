@@ -9,8 +9,9 @@
 #  PART=2: run --verify with --collectives ipc --mps on: P2 N2 f32 and bf16 rows, P4 N4,
 #          P2 N2 with --no-cuda-graphs.
 #  PART=3: default model decode TPOT (4 requests of 64 + 64 tokens, 500 ms apart): P4 N4
-#          on the one GPU under MPS with host collectives (staged), ipc, ipc without graphs,
-#          ROUNDS times (default 2) in turn, and one rank (NCCL) once a round.
+#          on the one GPU under MPS with host collectives (staged), ipc (graphs, steps
+#          overlapped), ipc one step at a time, ipc without graphs, ROUNDS times
+#          (default 2) in turn, and one rank (NCCL) once a round.
 #  PART=4: fault injections at P2 N2 over ipc: desync, devfault, kill on rank 1 at step 5
 #          (each should end as docs/pipeline.md documents for NCCL).
 . bench/device_common.sh
@@ -37,11 +38,11 @@ fi
 if has 3; then
   p4="--device cuda --gpus 1 --pcp 4 --dcp 4 --mps on --clients 1 --json --requests $OUT/req4.jsonl"
   for ((i = 1; i <= ${ROUNDS:-2}; i++)); do
-    for v in "host" "ipc" "ipc --no-cuda-graphs"; do
+    for v in "host" "ipc" "ipc --overlap off" "ipc --no-cuda-graphs"; do
       f="$OUT/p4-${v// /}-$i"
       SPARSECP_LOG=info timeout 150 .devrun/sparsecp run $p4 --collectives $v > "$f.json" 2> "$f.err"
       echo "P4 N4 $v $i rc=$?"; show_run "$f.json"
-      grep -h "replayed (CUDA graphs)" "$f.err" | head -4
+      grep -h "replayed (CUDA graphs)\|overlapped steps" "$f.err" | head -8
     done
     tpot_alternating 1 new "$OUT/req4.jsonl"
   done
