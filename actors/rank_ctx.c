@@ -99,7 +99,9 @@ int sc_rank_ctx_ipc_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT]
   const int rc = sc_ipc_comm_create(&x->comm, &x->plan_cfg, x->rank, iid,
                                     (void *const *)x->ipc_owned, stream, x->cfg.deadline_ms);
   keep_rank_fields(&x->comm, &kept);
-  if (rc) return sc_fail(d, rc, "rank %d: cannot map the IPC regions: %s", x->rank,
+  if (rc) return sc_fail(d, rc, "rank %d: cannot map the IPC regions (ipc collectives need "
+                         "every rank on one GPU, its processes MPS clients of one server): %s",
+                         x->rank,
                          sc_strerror(rc));
   x->ipc_comm = true;
   return 0;
