@@ -174,7 +174,10 @@ __device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_
  * FP8 (fp8_index keys, kernels.h): their e4m3 values widened to bf16 (exactly) through
  * registers, 8 a thread at a time (one 8-byte load when VEC), into either path's layout
  * as bf16 keys would be; each key's scale into ksc (0 for a key nobody may see), by
- * the thread of its list entry, for the score (tc_append). */
+ * the thread of its list entry, for the score (tc_append). Unlike cp.async, these loads
+ * wait for their bytes before the tile before is scored; if that shows, the next step is
+ * to stage the raw bytes by cp.async (two stages of half a bf16 stage each) and widen
+ * them into one bf16 stage just before the tile is scored (written before any GPU run). */
 template <int DIMP, int FMT, bool VEC, bool WG>
 __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &tk, int64_t e0,
                                     tc_entry x, int64_t kstep, void *kbuf, int *kpos,
