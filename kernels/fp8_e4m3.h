@@ -1,13 +1,16 @@
 /* fp8_e4m3.h - the exact value of an e4m3fn byte (torch.float8_e4m3fn, safetensors
  * F8_E4M3: 1 sign bit, 4 exponent bits with bias 7, 3 mantissa bits; exponent 0 is
  * subnormal, m * 2^-9; no infinities; S.1111.111 is NaN, so 448 is the largest finite
- * value). Every e4m3 value is exact in f32, so the host, the CPU kernels and the CUDA
- * kernels (through SC_HOSTDEV) decode a byte to the same float. Pure; any thread. */
+ * value), the nearest byte of a float, and the quantization of an fp8_index key row
+ * (kernels.h SC_KFMT_FP8_INDEX). Every e4m3 value is exact in f32, so the host, the CPU
+ * kernels and the CUDA kernels (through SC_HOSTDEV) decode a byte to the same float.
+ * Pure; any thread. */
 #ifndef SC_FP8_E4M3_H
 #define SC_FP8_E4M3_H
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/hostdev.h"
 
@@ -17,6 +20,49 @@ SC_HOSTDEV float sc_e4m3_value(uint8_t b) {
   if (e == 0xf && m == 7) return NAN;
   if (e == 0) return sign * ldexpf((float)m, -9);  /* subnormal: m/8 * 2^-6 */
   return sign * ldexpf((float)(8 + m), e - 10);    /* (1 + m/8) * 2^(e-7) */
+}
+
+/* The e4m3fn byte nearest to f, ties to even; |f| from 448 on saturates to +-448 (as
+ * quantizers do after scaling) and NaN gives 0x7f. The scalings by powers of two are
+ * exact, so the one rounding is rintf's (to nearest even in the default mode). */
+SC_HOSTDEV uint8_t sc_e4m3_encode(float f) {
+  if (f != f) return 0x7f;
+  const uint8_t sign = signbit(f) ? 0x80 : 0;
+  const float a = fabsf(f);
+  if (a >= 448.0f) return sign | 0x7e;
+  if (a < 0.015625f) { /* below 2^-6: subnormal steps of 2^-9 (8 steps is 2^-6: e = 1) */
+    const int m = (int)rintf(ldexpf(a, 9));
+    return sign | (uint8_t)(m == 8 ? 0x08 : m);
+  }
+  int x;
+  (void)frexpf(a, &x);                 /* a = f * 2^x, f in [0.5, 1): 2^(x-1) <= a */
+  int m = (int)rintf(ldexpf(a, 4 - x)); /* a / 2^(x-1) * 8, in [8, 16] */
+  int e = x - 1 + 7;
+  if (m == 16) m = 8, e++;
+  if (e > 15 || (e == 15 && m - 8 == 7)) return sign | 0x7e; /* (not reached below 448) */
+  return sign | (uint8_t)(e << 3) | (uint8_t)(m - 8);
+}
+
+/* One key of `dim` values as an fp8_index row (kernels.h): the scale is the least power
+ * of two with amax / scale <= 448 (1 for a row of zeros), so k / scale is exact and each
+ * value is rounded once; the bytes, then the scale at SC_KFP8_INDEX_SCALE_AT(dim) (the
+ * padding before it zeroed). A NaN value becomes the NaN byte. */
+SC_HOSTDEV void sc_kfp8_index_quantize(const float *k, int32_t dim, uint8_t *row) {
+  float amax = 0.0f;
+  for (int32_t i = 0; i < dim; i++) {
+    const float a = fabsf(k[i]);
+    amax = a > amax ? a : amax;
+  }
+  float scale = 1.0f;
+  if (amax > 0.0f && amax <= 3.0e38f) {
+    int x;
+    const float f = frexpf(amax / 448.0f, &x); /* amax / 448 = f * 2^x, f in [0.5, 1) */
+    scale = ldexpf(1.0f, f == 0.5f ? x - 1 : x);
+  }
+  for (int32_t i = 0; i < dim; i++) row[i] = sc_e4m3_encode(k[i] / scale);
+  const int32_t at = (dim + 3) / 4 * 4;
+  for (int32_t i = dim; i < at; i++) row[i] = 0;
+  memcpy(row + at, &scale, sizeof scale);
 }
 
 #endif

@@ -58,22 +58,44 @@ typedef enum sc_kfmt {
    * format counts ld in bytes. kv_write quantizes into it, sparse_attn and gather_rows
    * (to f32/bf16) read it. Value 3: 2 is sc_dtype's W32. */
   SC_KFMT_FP8_DS_MLA = 3,
+  /* Index keys in e4m3 with one scale a row, as DeepSeek-V3.2's indexer keeps its keys
+   * (SPEC.md §7): `dim` e4m3 bytes, then the f32 scale at byte SC_KFP8_INDEX_SCALE_AT(dim)
+   * (dim rounded up to 4). A key is its scale times its e4m3 values, and its indexer
+   * score is the scale times the score of its e4m3 values (sc_indexer_args). Not a
+   * per-element format: sc_kfmt_size is 0, ld counts bytes (at least
+   * SC_KFP8_INDEX_ROW_BYTES(dim)), and only indexer_topk takes it. fp8_e4m3.h has the
+   * quantizer (sc_kfp8_index_quantize: a power-of-two scale, so that the values are
+   * exact). */
+  SC_KFMT_FP8_INDEX = 4,
 } sc_kfmt;
 
 #define SC_KFP8_DS_MLA_ROW_BYTES 656 /* 512 + 4*4 + 64*2 */
+#define SC_KFP8_INDEX_SCALE_AT(dim) (((int64_t)(dim) + 3) / 4 * 4)
+#define SC_KFP8_INDEX_ROW_BYTES(dim) (SC_KFP8_INDEX_SCALE_AT(dim) + 4)
 
-/* Bytes per element of a format (0 for an unknown one). */
+/* Bytes per element of a format (0 for an unknown one, and for the fp8 layouts, whose
+ * rows are counted in bytes). */
 static inline size_t sc_kfmt_size(sc_kfmt fmt) {
   return fmt == SC_KFMT_F32 ? 4 : fmt == SC_KFMT_BF16 ? 2 : 0;
+}
+
+/* Whether a format's rows are counted in bytes (ld): the fp8 layouts. */
+static inline bool sc_kfmt_bytes(sc_kfmt fmt) {
+  return fmt == SC_KFMT_FP8_DS_MLA || fmt == SC_KFMT_FP8_INDEX;
 }
 
 /* A set of rows in a buffer: row r starts at element r * ld of data. */
 typedef struct sc_krows {
   void *data;    /* buffer pointer to element 0 of row 0 */
   sc_kfmt fmt;
-  int64_t ld;    /* elements between consecutive rows */
+  int64_t ld;    /* elements between consecutive rows (bytes for the fp8 layouts) */
   int64_t rows;  /* number of valid rows: every index into the set must be < rows */
 } sc_krows;
+
+/* Bytes between consecutive rows of r. */
+static inline int64_t sc_krows_stride(const sc_krows *r) {
+  return sc_kfmt_bytes(r->fmt) ? r->ld : r->ld * (int64_t)sc_kfmt_size(r->fmt);
+}
 
 /* The same rows starting `col` elements further into each row (a column slice, e.g.
  * the index keys stored after the 576 KV values of a workspace row). */
@@ -236,7 +258,9 @@ typedef struct sc_indexer_args {
   const float *w;          /* [n_tok][n_heads] head weights (already scaled), ld_w */
   int64_t ld_w;
   const int32_t *q_pos;    /* [n_tok] position of each query token */
-  sc_krows keys;           /* index-key rows, dim wide (f32 or bf16) */
+  sc_krows keys;           /* index-key rows, dim wide (f32, bf16, or fp8_index: then
+                            * score(t, s) is scale(s) times the score of s's e4m3
+                            * values, the product rounded once) */
   const int32_t *key_rows; /* [key list] row of each entry, or NULL for identity */
   const int32_t *key_pos;  /* [key list] position of each entry */
   const int32_t *key_begin, *key_end; /* [n_tok] range of the key list per token

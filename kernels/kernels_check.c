@@ -57,8 +57,15 @@ int sc_kcheck_indexer(const sc_indexer_args *a, sc_krows_check_fn check_rows) {
   if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dim < 1 || a->topk < 0 ||
       a->max_keys < 0)
     return SC_EINVAL;
-  const int rc = check_rows(&a->keys, a->dim);
-  if (rc) return rc;
+  const sc_krows *r = &a->keys;
+  if (r->fmt == SC_KFMT_FP8_INDEX) { /* the indexer's own layout (kernels.h) */
+    if (r->rows < 0 || (r->rows > 1 && r->ld < SC_KFP8_INDEX_ROW_BYTES(a->dim)) ||
+        (r->rows > 0 && r->data == NULL))
+      return SC_EINVAL;
+  } else {
+    const int rc = check_rows(r, a->dim);
+    if (rc) return rc;
+  }
   if (a->n_tok == 0 || a->topk == 0) return 1;
   if (a->q == NULL || a->w == NULL || a->q_pos == NULL || a->key_pos == NULL ||
       a->key_begin == NULL || a->key_end == NULL ||

@@ -9,24 +9,7 @@
 
 float sc_e4m3_to_f32(uint8_t b) { return sc_e4m3_value(b); }
 
-uint8_t sc_f32_to_e4m3(float f) {
-  if (isnan(f)) return 0x7f;
-  const uint8_t sign = signbit(f) ? 0x80 : 0;
-  const float a = fabsf(f);
-  if (a >= 448.0f) return sign | 0x7e;
-  /* Positive codes 0..0x7e increase with their value: find the last one <= a. */
-  int lo = 0, hi = 0x7e;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (sc_e4m3_to_f32((uint8_t)mid) <= a) lo = mid;
-    else hi = mid - 1;
-  }
-  if (lo < 0x7e) {
-    const float below = sc_e4m3_to_f32((uint8_t)lo), above = sc_e4m3_to_f32((uint8_t)(lo + 1));
-    if (a - below > above - a || (a - below == above - a && (lo & 1))) lo++;
-  }
-  return sign | (uint8_t)lo;
-}
+uint8_t sc_f32_to_e4m3(float f) { return sc_e4m3_encode(f); }
 
 static int check(const sc_fp8_weight *w, int64_t row0, int64_t nrows, int64_t col0,
                  int64_t ncols) {

@@ -31,6 +31,7 @@
 
 #include "base/error.h"
 #include "kernels/bf16.h"
+#include "kernels/fp8_e4m3.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "tools/bench.h"
 
@@ -74,14 +75,12 @@ static float *rand_f32(kc_ctx *c, size_t n, uint32_t seed) {
   return d;
 }
 
-/* `bytes` of device memory filled by repeating a 64 MiB random bf16 block (the reads of
- * the benchmarks are random rows over far more than the L2, so repetition is harmless). */
-static void *rand_bf16_big(kc_ctx *c, size_t bytes, uint32_t seed) {
-  const size_t blk = bytes < ((size_t)64 << 20) ? bytes : ((size_t)64 << 20);
-  uint16_t *h = malloc(blk);
+/* `bytes` of device memory filled by repeating the host block h of blk bytes (the reads
+ * of the benchmarks are random rows over far more than the L2, so repetition is
+ * harmless); frees h. */
+static void *repeat_block(kc_ctx *c, void *h, size_t blk, size_t bytes) {
   char *d = dalloc(c, bytes);
   if (h == NULL || d == NULL) goto out;
-  for (size_t i = 0; i < blk / 2; i++) h[i] = sc_f32_to_bf16(frand(&seed));
   if (c->k->ops->copy(c->k, d, h, blk, SC_KCOPY_H2D) != 0) {
     d = NULL;
     goto out;
@@ -95,6 +94,33 @@ static void *rand_bf16_big(kc_ctx *c, size_t bytes, uint32_t seed) {
 out:
   free(h);
   return d;
+}
+
+#define BIG_BLOCK ((size_t)64 << 20)
+
+/* `bytes` of random bf16 values (a 64 MiB block repeated). */
+static void *rand_bf16_big(kc_ctx *c, size_t bytes, uint32_t seed) {
+  const size_t blk = bytes < BIG_BLOCK ? bytes : BIG_BLOCK;
+  uint16_t *h = malloc(blk);
+  if (h != NULL)
+    for (size_t i = 0; i < blk / 2; i++) h[i] = sc_f32_to_bf16(frand(&seed));
+  return repeat_block(c, h, blk, bytes);
+}
+
+/* n fp8_index key rows of dim random values, ld bytes apart (a block of up to 64 MiB of
+ * rows, quantized as a cache would hold them, repeated). */
+static void *rand_fp8_index_big(kc_ctx *c, int64_t n, int32_t dim, int64_t ld, uint32_t seed) {
+  const size_t bytes = (size_t)n * (size_t)ld;
+  const size_t rows = (bytes < BIG_BLOCK ? bytes : BIG_BLOCK) / (size_t)ld;
+  uint8_t *h = calloc(rows, (size_t)ld);
+  float *v = malloc(sizeof(float) * (size_t)dim);
+  if (h != NULL && v != NULL)
+    for (size_t r = 0; r < rows; r++) {
+      for (int32_t i = 0; i < dim; i++) v[i] = frand(&seed);
+      sc_kfp8_index_quantize(v, dim, h + r * (size_t)ld);
+    }
+  free(v);
+  return repeat_block(c, h, rows * (size_t)ld, bytes);
 }
 
 static void *upload(kc_ctx *c, const void *h, size_t bytes) {
@@ -343,8 +369,13 @@ static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, i
   for (int64_t e = 0; e < nkeys; e++) kpos[e] = (int32_t)(e % ctx);
   bufs[0] = rand_f32(c, (size_t)n_tok * heads * dim, 3);
   bufs[1] = rand_f32(c, (size_t)n_tok * heads, 4);
-  bufs[2] = kfmt == SC_KFMT_F32 ? (void *)rand_f32(c, (size_t)nkeys * dim, 5)
-                                : rand_bf16_big(c, sizeof(uint16_t) * (size_t)nkeys * dim, 5);
+  /* fp8_index rows: 16-byte multiples, as a cache of them would lay them out */
+  const int64_t ld = kfmt == SC_KFMT_FP8_INDEX ? (SC_KFP8_INDEX_ROW_BYTES(dim) + 15) / 16 * 16 : dim;
+  const double row_bytes = kfmt == SC_KFMT_FP8_INDEX ? (double)SC_KFP8_INDEX_ROW_BYTES(dim)
+                                                      : (double)sc_kfmt_size(kfmt) * dim;
+  bufs[2] = kfmt == SC_KFMT_F32        ? (void *)rand_f32(c, (size_t)nkeys * dim, 5)
+            : kfmt == SC_KFMT_FP8_INDEX ? rand_fp8_index_big(c, nkeys, dim, ld, 5)
+                                        : rand_bf16_big(c, sizeof(uint16_t) * (size_t)nkeys * dim, 5);
   bufs[3] = upload(c, qpos, sizeof(int32_t) * (size_t)n_tok);
   bufs[4] = upload(c, kb, sizeof(int32_t) * (size_t)n_tok);
   bufs[5] = upload(c, ke, sizeof(int32_t) * (size_t)n_tok);
@@ -354,7 +385,7 @@ static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, i
     if (bufs[i] == NULL) goto out;
   idx_case ic = {{.n_tok = n_tok, .n_heads = heads, .dim = dim, .topk = topk, .q = bufs[0],
                   .ld_q = (int64_t)heads * dim, .w = bufs[1], .ld_w = heads, .q_pos = bufs[3],
-                  .keys = {bufs[2], kfmt, dim, nkeys}, .key_pos = bufs[6],
+                  .keys = {bufs[2], kfmt, ld, nkeys}, .key_pos = bufs[6],
                   .key_begin = bufs[4], .key_end = bufs[5], .out_cand = bufs[7],
                   .max_keys = ctx}}; /* (the model passes its block table's width) */
   double secs[KC_MAX_RUNS];
@@ -364,9 +395,9 @@ static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, i
            "\"device\":\"cuda\",\"phase\":\"%s\",\"tokens\":%d,\"index_heads\":%d,"
            "\"index_dim\":%d,\"keys\":%d,\"topk\":%d,\"keys_fmt\":\"%s\"",
            decode ? "decode" : "prefill", n_tok, heads, dim, ctx, topk,
-           kfmt == SC_KFMT_F32 ? "f32" : "bf16");
+           kfmt == SC_KFMT_F32 ? "f32" : kfmt == SC_KFMT_FP8_INDEX ? "fp8_index" : "bf16");
   const double flops = 2.0 * heads * dim * pairs;
-  const double bytes = (decode ? (double)nkeys : (double)ctx) * (sc_kfmt_size(kfmt) * dim + 4.0) +
+  const double bytes = (decode ? (double)nkeys : (double)ctx) * (row_bytes + 4.0) +
                        (double)n_tok * (4.0 * heads * dim + 4.0 * heads + 8.0 * topk);
   report(c, "kernel.indexer", params, flops, bytes, secs, 0);
 out:
@@ -538,12 +569,16 @@ int sc_bench_kernels_cuda(sc_bench *b) {
                          q ? 256 : 2048, q ? 4096 : 32768, fmt, 0)))
       goto out;
   }
-  if (wanted("kernel.indexer") &&
-      ((rc = bench_indexer(&c, true, q ? 8 : 128, 64, 128, q ? 4096 : 16384, q ? 256 : 2048,
-                           SC_KFMT_BF16)) ||
-       (rc = bench_indexer(&c, false, q ? 64 : 1024, 64, 128, q ? 4096 : 16384,
-                           q ? 256 : 2048, SC_KFMT_BF16))))
-    goto out;
+  /* DeepSeek-V3.2's indexer shape over bf16 keys, and over fp8_index keys as the model
+   * keeps them (half the bytes a key) */
+  for (int f8 = 0; f8 < 2 && wanted("kernel.indexer"); f8++) {
+    const sc_kfmt kf = f8 ? SC_KFMT_FP8_INDEX : SC_KFMT_BF16;
+    if ((rc = bench_indexer(&c, true, q ? 8 : 128, 64, 128, q ? 4096 : 16384, q ? 256 : 2048,
+                            kf)) ||
+        (rc = bench_indexer(&c, false, q ? 64 : 1024, 64, 128, q ? 4096 : 16384,
+                            q ? 256 : 2048, kf)))
+      goto out;
+  }
   /* examples/model-long.json's indexer (4 heads x 64, top-K 2048, keys in its f32 cache):
    * one decode token over a long context, what a decode step at 32k and 128k context pays
    * per layer, and a whole 32k prompt in one step, what its prefill pays per layer */

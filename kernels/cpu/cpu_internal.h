@@ -41,13 +41,14 @@ void *sc_kcpu_scratch(sc_kcpu *c, int worker, int slot, size_t bytes);
 
 /* Row r of a row set. */
 static inline const void *sc_kcpu_row(const sc_krows *r, int64_t row) {
-  return (const char *)r->data + row * r->ld * (int64_t)sc_kfmt_size(r->fmt);
+  return (const char *)r->data + row * sc_krows_stride(r);
 }
 
 /* Converts `width` elements of a row to f32 (dst must not alias src). */
 void sc_kcpu_row_to_f32(const void *src, sc_kfmt fmt, int64_t width, float *dst);
 
-/* Row sets are checked with sc_kcheck_rows (kernels_check.h): the CPU has no extra format. */
+/* Row sets are checked with sc_kcheck_rows (kernels_check.h): the CPU has no extra format
+ * but the indexer's fp8_index keys (sc_kcheck_indexer takes them). */
 
 /* The total order of top-K selection: a ranks before b when its score is higher, or
  * equal with a lower position. NaN scores are stored as -inf before they get here. */

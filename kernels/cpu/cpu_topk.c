@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/fp8_e4m3.h"
 
 #define SC_KIDX_BLOCK 256
 
@@ -124,10 +125,12 @@ static void emit_topk(sc_kcand *v, int64_t n, int32_t k, int32_t *out_pos,
 }
 
 /* Scores the `nb` keys of a block of SC_KIDX_BLOCK key rows, ldk apart (rows beyond nb
- * are zero), and appends them to cands. */
+ * are zero), and appends them to cands; sblk: the keys' scales (fp8_index keys, whose
+ * rows hold their e4m3 values), or NULL. */
 static void score_block(const sc_indexer_args *a, const float *qt, const float *wt,
-                        const float *kblk, int64_t ldk, const int32_t *pblk, int32_t nb,
-                        float *logits, float *score, sc_kcand *cands) {
+                        const float *kblk, int64_t ldk, const int32_t *pblk,
+                        const float *sblk, int32_t nb, float *logits, float *score,
+                        sc_kcand *cands) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_heads, SC_KIDX_BLOCK, a->dim,
               1.0f, qt, a->dim, kblk, (blasint)ldk, 0.0f, logits, SC_KIDX_BLOCK);
   /* over the whole block (padding rows score 0 and are not pushed): a constant trip
@@ -142,23 +145,42 @@ static void score_block(const sc_indexer_args *a, const float *qt, const float *
       acc[s] += wh * v;
     }
   }
+  if (sblk != NULL)
+    for (int32_t s = 0; s < nb; s++) score[s] = sblk[s] * score[s];
   for (int32_t s = 0; s < nb; s++)
     cands[s] = (sc_kcand){isnan(score[s]) ? -INFINITY : score[s], pblk[s]};
+}
+
+/* A key row as the scorer takes it: its values in f32 (an fp8_index row's e4m3 values,
+ * without the scale, which *scale receives; 1 for the other formats). */
+static void key_to_f32(const sc_krows *keys, int64_t row, int32_t dim, float *dst,
+                       float *scale) {
+  const void *src = sc_kcpu_row(keys, row);
+  if (keys->fmt != SC_KFMT_FP8_INDEX) {
+    sc_kcpu_row_to_f32(src, keys->fmt, dim, dst);
+    *scale = 1.0f;
+    return;
+  }
+  const uint8_t *b = src;
+  for (int32_t i = 0; i < dim; i++) dst[i] = sc_e4m3_value(b[i]);
+  memcpy(scale, b + SC_KFP8_INDEX_SCALE_AT(dim), sizeof *scale);
 }
 
 static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
   const idx_job *j = p;
   const sc_indexer_args *a = j->a;
   const int64_t kb = SC_KIDX_BLOCK;
-  const size_t bytes = sizeof(float) * (size_t)(kb * a->dim + (int64_t)a->n_heads * kb + kb) +
+  const size_t bytes = sizeof(float) * (size_t)(kb * a->dim + (int64_t)a->n_heads * kb + 2 * kb) +
                        sizeof(int32_t) * (size_t)kb;
   char *mem = sc_kcpu_scratch(j->c, worker, 0, bytes);
   if (mem == NULL) return SC_ENOMEM;
   float *kblk = (float *)mem;
   float *logits = kblk + kb * a->dim;
   float *score = logits + (int64_t)a->n_heads * kb;
-  int32_t *pblk = (int32_t *)(score + kb);
+  float *sblk = score + kb; /* the keys' scales (fp8_index) */
+  int32_t *pblk = (int32_t *)(sblk + kb);
   const bool direct = a->key_rows == NULL && a->keys.fmt == SC_KFMT_F32;
+  const bool scaled = a->keys.fmt == SC_KFMT_FP8_INDEX;
 
   for (int64_t t = b; t < e; t++) {
     const float *qt = a->q + t * a->ld_q, *wt = a->w + t * a->ld_w;
@@ -180,7 +202,7 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
         for (int64_t x = en; x < en + kb && causal; x++) causal = a->key_pos[x] <= qpos;
         if (causal) {
           score_block(a, qt, wt, (const float *)sc_kcpu_row(&a->keys, en), a->keys.ld,
-                      a->key_pos + en, (int32_t)kb, logits, score, cands + nc);
+                      a->key_pos + en, NULL, (int32_t)kb, logits, score, cands + nc);
           nc += kb;
           en += kb - 1;
           continue;
@@ -190,18 +212,19 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
       if (kp > qpos) continue; /* causality by position */
       const int64_t row = a->key_rows ? a->key_rows[en] : en;
       if (row < 0 || row >= a->keys.rows) return SC_ERANGE;
-      sc_kcpu_row_to_f32(sc_kcpu_row(&a->keys, row), a->keys.fmt, a->dim,
-                         kblk + (int64_t)nb * a->dim);
+      key_to_f32(&a->keys, row, a->dim, kblk + (int64_t)nb * a->dim, &sblk[nb]);
       pblk[nb++] = kp;
       if (nb == kb) {
-        score_block(a, qt, wt, kblk, a->dim, pblk, nb, logits, score, cands + nc);
+        score_block(a, qt, wt, kblk, a->dim, pblk, scaled ? sblk : NULL, nb, logits, score,
+                    cands + nc);
         nc += nb;
         nb = 0;
       }
     }
     if (nb > 0) {
       memset(kblk + (int64_t)nb * a->dim, 0, sizeof(float) * (size_t)((kb - nb) * a->dim));
-      score_block(a, qt, wt, kblk, a->dim, pblk, nb, logits, score, cands + nc);
+      score_block(a, qt, wt, kblk, a->dim, pblk, scaled ? sblk : NULL, nb, logits, score,
+                  cands + nc);
       nc += nb;
     }
     emit_topk(cands, nc, a->topk, a->out_pos ? a->out_pos + t * a->topk : NULL,

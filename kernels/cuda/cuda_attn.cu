@@ -426,21 +426,7 @@ __device__ inline void wg_convert_fp8(wg_smem &sm, int st) {
     uint4 *dst = (uint4 *)((char *)sm.kv[st] + wg_kv_off(row, part));
     if (part < 64) {
       const float scale = *(const float *)(raw + SC_FP8_SCALE_OFF + 4 * (part / 16));
-      const uint2 v = *(const uint2 *)(raw + part * 8);
-      const uint32_t w[2] = {v.x, v.y};
-      uint32_t outw[4];
-#pragma unroll
-      for (int i = 0; i < 2; i++) {
-        const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i] & 0xffff),
-                                                          __NV_E4M3);
-        const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i] >> 16),
-                                                          __NV_E4M3);
-        const float2 flo = __half22float2(*(const __half2 *)&lo);
-        const float2 fhi = __half22float2(*(const __half2 *)&hi);
-        outw[2 * i] = pack_bf16x2(flo.x * scale, flo.y * scale);
-        outw[2 * i + 1] = pack_bf16x2(fhi.x * scale, fhi.y * scale);
-      }
-      *dst = make_uint4(outw[0], outw[1], outw[2], outw[3]);
+      *dst = e4m3x8_to_bf16x8(*(const uint2 *)(raw + part * 8), scale);
     } else {
       *dst = *(const uint4 *)(raw + SC_FP8_ROPE_OFF + (part - 64) * 16);
     }

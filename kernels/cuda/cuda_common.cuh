@@ -153,6 +153,25 @@ __device__ inline uint32_t pack_bf16x2(float a, float b) {
   return *(const uint32_t *)&v;
 }
 
+/* Eight e4m3fn bytes (little-endian in v) -> eight bf16 of their values times scale, in
+ * order (the conversion to f16 is exact, and so is scale 1: every e4m3 value is a bf16). */
+__device__ inline uint4 e4m3x8_to_bf16x8(uint2 v, float scale) {
+  const uint32_t w[2] = {v.x, v.y};
+  uint32_t o[4];
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i] & 0xffff),
+                                                      __NV_E4M3);
+    const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i] >> 16),
+                                                      __NV_E4M3);
+    const float2 flo = __half22float2(*(const __half2 *)&lo);
+    const float2 fhi = __half22float2(*(const __half2 *)&hi);
+    o[2 * i] = pack_bf16x2(flo.x * scale, flo.y * scale);
+    o[2 * i + 1] = pack_bf16x2(fhi.x * scale, fhi.y * scale);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 __device__ inline uint32_t smem_u32(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
 }

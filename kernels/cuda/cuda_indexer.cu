@@ -2,8 +2,9 @@
  *   score(t, s) = Σ_h w[t,h] * ReLU(<q[t,h], k_s>), then the top-K of each token.
  *
  * Precision. q and the keys are rounded to bf16 (round to nearest even; bf16 keys are
- * taken as they are), products are exact in the f32 accumulators of mma.sync or wgmma,
- * and the ReLU x weight sum runs in f32. DeepSeek-V3.2 itself scores in fp8; the CPU reference
+ * taken as they are, and so are the e4m3 values of fp8_index keys, which bf16 holds
+ * exactly), products are exact in the f32 accumulators of mma.sync or wgmma,
+ * and the ReLU x weight sum runs in f32 (an fp8_index key's times its scale, once). DeepSeek-V3.2 itself scores in fp8; the CPU reference
  * scores in f32 on the unrounded values, so GPU and CPU may pick differently among keys
  * whose scores lie within the rounding (tests/gpu/test_gpu_kernels.c bounds it).
  *
@@ -62,14 +63,16 @@ __global__ void __launch_bounds__(TC_THREADS)
     k_idx_tc(sc_indexer_args a, int n_chunks, tc_shape sp, int64_t n_items, uint64_t *cbuf,
              uint64_t *out_keys, int *counts, int64_t cap, int *flag) {
   sc_dev_pdl_enter();
-  constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
+  constexpr bool FP8 = FMT == SC_KFMT_FP8_INDEX;
+  constexpr int ES = FMT == SC_KFMT_F32 ? 4 : FP8 ? 1 : 2; /* bytes of an element in memory */
+  constexpr int SFMT = FP8 ? SC_KFMT_BF16 : FMT;           /* the keys' format in shared memory */
   constexpr int LD = WG ? DIMP : DIMP + TC_PAD;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   /* (the swizzle atoms of WG need 1024-byte alignment, which the dynamic base lacks) */
   unsigned char *smem = smem_raw + (WG ? (1024 - (smem_u32(smem_raw) & 1023)) & 1023 : 0);
   const int K = a.topk, G = sp.group, hp = sp.hp, M = 16 * sp.m_tiles, room = sp.room;
-  constexpr int KES = WG ? 2 : ES; /* bytes of a key element in shared memory */
-  const tc_layout lay = tc_lay(sp, DIMP, KES, WG);
+  constexpr int KES = WG || FP8 ? 2 : ES; /* bytes of a key element in shared memory */
+  const tc_layout lay = tc_lay(sp, DIMP, KES, WG, FP8);
   unsigned char *k_s = smem + lay.k;                          /* [stages][TC_KEYS][LD] */
   uint16_t *q_s = (uint16_t *)(smem + lay.q);                 /* [M][LD] */
   unsigned long long *thr = (unsigned long long *)(smem + lay.thr); /* [TC_GROUP_MAX] */
@@ -79,6 +82,7 @@ __global__ void __launch_bounds__(TC_THREADS)
   float *sc_s = (float *)(smem + lay.sc);                     /* [TC_WARPS][G][TC_KW] */
   int *kpos_s = (int *)(smem + lay.kpos);                     /* [2][TC_KEYS] */
   unsigned *kmask_s = (unsigned *)(smem + lay.kmask);         /* [2][TC_KEYS] */
+  float *ksc_s = (float *)(smem + lay.ksc);                   /* [2][TC_KEYS] (FP8 only) */
   int *hist = (int *)(smem + lay.hist);                       /* [TC_WARPS][256] */
   int *fill = (int *)(smem + lay.fill);                       /* [TC_GROUP_MAX] */
   int *tb = fill + TC_GROUP_MAX, *te = tb + TC_GROUP_MAX, *tq = te + TC_GROUP_MAX;
@@ -155,7 +159,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     tc_entry x_next = {0, -1, false}; /* the entries of the next tile to queue */
     if (n_tiles > 0) {
       vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, s0, tc_fetch(a, s0, s1), kstep, k_s, kpos_s,
-                                             kmask_s, koff_s, flag);
+                                             kmask_s, koff_s, ksc_s, flag);
       cp_async_commit();
       x_next = tc_fetch(a, s0 + TC_KEYS, s1);
     }
@@ -167,7 +171,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         if (tile + 1 < n_tiles) { /* the next tile loads while this one is scored */
           vis_next = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next, x_next, kstep,
                                                       k_s + (st ^ 1) * stage_bytes, kpos_s + nb,
-                                                      kmask_s + nb, koff_s + nb, flag);
+                                                      kmask_s + nb, koff_s + nb, ksc_s + nb, flag);
           x_next = tc_fetch(a, next + TC_KEYS, s1);
         }
         cp_async_commit(); /* (an empty group on the last tile keeps the wait count uniform) */
@@ -176,7 +180,8 @@ __global__ void __launch_bounds__(TC_THREADS)
       } else {
         if (tile > 0) { /* one stage: the previous tile is done with it */
           vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next - TC_KEYS, x_next, kstep, k_s,
-                                                 kpos_s + kb, kmask_s + kb, koff_s + kb, flag);
+                                                 kpos_s + kb, kmask_s + kb, koff_s + kb,
+                                                 ksc_s + kb, flag);
           x_next = tc_fetch(a, next, s1);
         }
         cp_async_commit();
@@ -189,10 +194,11 @@ __global__ void __launch_bounds__(TC_THREADS)
           tc_score_tile_wg<DIMP>(smem_u32(k_s + st * stage_bytes), smem_u32(q_s), M, w_s, sc_w,
                                  gn, warp, lane);
         else
-          tc_score_tile<DIMP, FMT>(k_s + st * stage_bytes + (size_t)(warp * TC_KW) * LD * ES,
-                                   q_s, w_s, sc_w, gn, hp, lane);
+          tc_score_tile<DIMP, SFMT>(k_s + st * stage_bytes + (size_t)(warp * TC_KW) * LD * KES,
+                                    q_s, w_s, sc_w, gn, hp, lane);
         const int col = kb + warp * TC_KW + (lane & 15);
-        tc_append(sc_w, kmask_s[col], kpos_s[col], gn, thr, top, fill, cbase, room, flag, lane);
+        tc_append(sc_w, kmask_s[col], kpos_s[col], FP8 ? ksc_s[col] : 1.0f, gn, thr, top, fill,
+                  cbase, room, flag, lane);
       }
       __syncthreads();
       /* a list without room for the next tile is cut back, a warp per token */
@@ -277,7 +283,7 @@ static int tc_piece(int K) {
  * token a block and two stages as with two and one stage (H200, 2026-12-02:
  * bench/long-context.md). */
 static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, bool wg,
-                     tc_shape *out) {
+                     bool scaled, tc_shape *out) {
   const int hp = tc_rows_per_token(a->n_heads);
   /* 228 KB an SM, 1 KB of it reserved per block */
   static const size_t limits[2] = {113 * 1024, TC_SMEM_MAX};
@@ -288,7 +294,7 @@ static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, bo
       for (int stages = 2; stages >= 1; stages--) {
         const tc_shape sp = {group, hp, (int)sc_cdiv((int64_t)group * hp, 16), stages,
                              a->topk + tc_piece(a->topk)};
-        if (tc_lay(sp, dimp, es, wg).total <= limits[li]) {
+        if (tc_lay(sp, dimp, es, wg, scaled).total <= limits[li]) {
           *out = sp;
           return 0;
         }
@@ -341,13 +347,14 @@ static tc_kernel tc_instance(int dimp, bool vec) {
  * 64-head model depend on the DCP size). VEC only changes how rows are read. */
 typedef struct tc_path {
   int dimp, es;
-  bool vec, wg;
+  bool vec, wg, fp8;
 } tc_path;
 
 static tc_path tc_path_of(const sc_indexer_args *a) {
   tc_path p;
   p.dimp = dim_padded(a->dim);
-  p.es = (int)sc_kfmt_size(a->keys.fmt);
+  p.fp8 = a->keys.fmt == SC_KFMT_FP8_INDEX;
+  p.es = p.fp8 ? 1 : (int)sc_kfmt_size(a->keys.fmt);
   p.vec = (uintptr_t)a->keys.data % 16 == 0 && a->keys.ld * p.es % 16 == 0 &&
           a->dim * p.es % 16 == 0;
   p.wg = p.dimp >= 64 && tc_rows_per_token(a->n_heads) == 64;
@@ -362,9 +369,12 @@ static tc_kernel tc_instance_wg(int dimp, bool vec) {
 
 static tc_kernel tc_pick(const sc_indexer_args *a, const tc_path &p) {
   const bool f32 = a->keys.fmt == SC_KFMT_F32;
-  if (p.wg) return f32 ? tc_instance_wg<SC_KFMT_F32>(p.dimp, p.vec)
-                       : tc_instance_wg<SC_KFMT_BF16>(p.dimp, p.vec);
-  return f32 ? tc_instance<SC_KFMT_F32>(p.dimp, p.vec) : tc_instance<SC_KFMT_BF16>(p.dimp, p.vec);
+  if (p.wg) return p.fp8 ? tc_instance_wg<SC_KFMT_FP8_INDEX>(p.dimp, p.vec)
+                   : f32 ? tc_instance_wg<SC_KFMT_F32>(p.dimp, p.vec)
+                         : tc_instance_wg<SC_KFMT_BF16>(p.dimp, p.vec);
+  return p.fp8 ? tc_instance<SC_KFMT_FP8_INDEX>(p.dimp, p.vec)
+         : f32 ? tc_instance<SC_KFMT_F32>(p.dimp, p.vec)
+               : tc_instance<SC_KFMT_BF16>(p.dimp, p.vec);
 }
 
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
@@ -374,10 +384,11 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
     return SC_ENOTSUP;
   tc_shape sp;
   const tc_path path = tc_path_of(a);
-  const int kes = path.wg ? 2 : path.es; /* keys in shared memory: bf16 for wgmma */
-  if (tc_choose(a, c->num_sms, path.dimp, kes, path.wg, &sp)) return SC_ENOTSUP;
+  /* keys in shared memory: bf16 for wgmma and for fp8_index keys */
+  const int kes = path.wg || path.fp8 ? 2 : path.es;
+  if (tc_choose(a, c->num_sms, path.dimp, kes, path.wg, path.fp8, &sp)) return SC_ENOTSUP;
   const tc_kernel fn = tc_pick(a, path);
-  const size_t smem = tc_lay(sp, path.dimp, kes, path.wg).total;
+  const size_t smem = tc_lay(sp, path.dimp, kes, path.wg, path.fp8).total;
   int per_sm = 0;
   int rc = sc_kcuda_err(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)TC_SMEM_MAX),

@@ -51,21 +51,23 @@ typedef struct tc_shape {
 /* Shared memory of one block: byte offsets of its arrays, in this order (every part a
  * multiple of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
  *   keys [stages][TC_KEYS rows] in their own format (bf16 for wgmma, whatever the keys'
- *   format), q bf16 [16 m_tiles rows],
+ *   format, and for fp8_index keys on either path), q bf16 [16 m_tiles rows],
  *   thresholds uint64 [TC_GROUP_MAX], largest score words uint32 [TC_GROUP_MAX] (in
  *   uint64 room), key row byte offsets int64 [2][TC_KEYS], w f32 [16 m_tiles],
  *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int
- *   [2][2][TC_KEYS], cut bins int [TC_WARPS][256], fills and token ranges int
+ *   [2][2][TC_KEYS], the scales of fp8_index keys f32 [2][TC_KEYS] (none for other
+ *   formats), cut bins int [TC_WARPS][256], fills and token ranges int
  *   [4][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int [2][TC_WARPS].
  * A key or q row is DIMP + TC_PAD elements (the padding keeps mma.sync's fragment loads
  * conflict-free); with WG (wgmma scoring) DIMP elements in the 128-byte-swizzled layout
  * of cuda_wgmma.cuh, which wants the keys and q 1024-aligned: the kernel aligns the
  * dynamic base by hand, so `total` holds 1024 bytes of slack. */
 typedef struct tc_layout {
-  size_t k, q, thr, top, koff, w, sc, kpos, kmask, hist, fill, total;
+  size_t k, q, thr, top, koff, w, sc, kpos, kmask, ksc, hist, fill, total;
 } tc_layout;
 
-__host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int esize, bool wg) {
+__host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int esize, bool wg,
+                                            bool scaled) {
   const size_t rows = 16 * (size_t)sp.m_tiles, ld = (size_t)dimp + (wg ? 0 : TC_PAD);
   tc_layout l;
   l.k = 0;
@@ -77,7 +79,8 @@ __host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int es
   l.sc = l.w + 4 * rows;
   l.kpos = l.sc + 4 * (size_t)TC_WARPS * sp.group * TC_KW;
   l.kmask = l.kpos + sizeof(int) * 2 * TC_KEYS;
-  l.hist = l.kmask + sizeof(int) * 2 * TC_KEYS;
+  l.ksc = l.kmask + sizeof(int) * 2 * TC_KEYS;
+  l.hist = l.ksc + (scaled ? sizeof(float) * 2 * TC_KEYS : 0);
   l.fill = l.hist + sizeof(int) * TC_WARPS * 256;
   l.total = l.fill + sizeof(int) * (4 * TC_GROUP_MAX + 2 * TC_WARPS) + (wg ? 1024 : 0);
   return l;
@@ -167,11 +170,18 @@ __device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_
  * of a 64-head indexer's instructions). Otherwise element by element through registers
  * (same values, slower). WG: into the swizzled layout that wgmma reads, as bf16: bf16
  * rows by cp.async when VEC, f32 rows (rounded to nearest even, as tc_b_frag rounds them)
- * and unaligned bf16 rows through registers, 8 elements a thread at a time. */
+ * and unaligned bf16 rows through registers, 8 elements a thread at a time.
+ * FP8 (fp8_index keys, kernels.h): their e4m3 values widened to bf16 (exactly) through
+ * registers, 8 a thread at a time (one 8-byte load when VEC), into either path's layout
+ * as bf16 keys would be; each key's scale into ksc (0 for a key nobody may see), by
+ * the thread of its list entry, for the score (tc_append). Unlike cp.async, these loads
+ * wait for their bytes before the tile before is scored; if that shows, the next step is
+ * to stage the raw bytes by cp.async (two stages of half a bf16 stage each) and widen
+ * them into one bf16 stage just before the tile is scored (written before any GPU run). */
 template <int DIMP, int FMT, bool VEC, bool WG>
 __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &tk, int64_t e0,
                                     tc_entry x, int64_t kstep, void *kbuf, int *kpos,
-                                    unsigned *kmask, int64_t *koff, int *flag) {
+                                    unsigned *kmask, int64_t *koff, float *ksc, int *flag) {
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
   constexpr int LD = DIMP + TC_PAD;      /* elements per shared row (not WG) */
   constexpr int PIECES = DIMP * ES / 16; /* 16-byte pieces per row: a power of two */
@@ -189,9 +199,42 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
     kmask[threadIdx.x] = m;
     koff[threadIdx.x] = m ? x.row * kstep : -1;
     mine = m != 0;
+    if constexpr (FMT == SC_KFMT_FP8_INDEX) { /* (byte loads: ld need not keep it aligned) */
+      uint32_t u = 0;
+      if (m) {
+        const uint8_t *sp = (const uint8_t *)a.keys.data + x.row * kstep +
+                            SC_KFP8_INDEX_SCALE_AT(a.dim);
+        u = (uint32_t)sp[0] | (uint32_t)sp[1] << 8 | (uint32_t)sp[2] << 16 |
+            (uint32_t)sp[3] << 24;
+      }
+      ksc[threadIdx.x] = __uint_as_float(u);
+    }
   }
   if (!__syncthreads_or(mine)) return false;
-  if (WG && (FMT == SC_KFMT_F32 || !VEC)) {
+  if constexpr (FMT == SC_KFMT_FP8_INDEX) {
+    constexpr int P8 = DIMP / 8;        /* 8-element pieces of a row */
+    constexpr int LDB = DIMP + TC_PAD;  /* bf16 elements per shared row (not WG) */
+    for (int i = threadIdx.x; i < TC_KEYS * P8; i += TC_THREADS) {
+      const int j = i / P8, p = i % P8;
+      const int64_t off = koff[j];
+      uint2 raw = make_uint2(0, 0); /* e4m3 zeros */
+      if (off >= 0 && 8 * p < a.dim) {
+        const uint8_t *src = (const uint8_t *)a.keys.data + off + 8 * p;
+        if (VEC) { /* rows of whole 16-byte pieces, 16-byte aligned */
+          raw = *(const uint2 *)src;
+        } else {
+          uint32_t b[2] = {0, 0};
+#pragma unroll
+          for (int e = 0; e < 8; e++)
+            if (8 * p + e < a.dim) b[e >> 2] |= (uint32_t)src[e] << (8 * (e & 3));
+          raw = make_uint2(b[0], b[1]);
+        }
+      }
+      const uint4 v = e4m3x8_to_bf16x8(raw, 1.0f);
+      if (WG) *(uint4 *)((char *)kbuf + wg_off<TC_KEYS>(j, p)) = v;
+      else *(uint4 *)((char *)kbuf + ((size_t)j * LDB + 8 * p) * 2) = v;
+    }
+  } else if (WG && (FMT == SC_KFMT_F32 || !VEC)) {
     constexpr int P8 = DIMP / 8; /* 16-byte pieces of a bf16 row */
     for (int i = threadIdx.x; i < TC_KEYS * P8; i += TC_THREADS) {
       const int j = i / P8, p = i % P8;
@@ -387,19 +430,21 @@ __device__ inline void tc_score_tile_wg(uint32_t k_base, uint32_t q_base, int m_
 }
 
 /* Appends this warp's keys of the tile that reach their token's threshold to the token's
- * list: a half-warp per token (a lane per key), one atomic per half-warp. top[j] keeps
+ * list: a half-warp per token (a lane per key), one atomic per half-warp. A key's score
+ * is its head sum times kscale (an fp8_index key's scale; 1 for the other formats, which
+ * leaves every score as it is). top[j] keeps
  * the largest high word (score bits) appended, a bound for the cuts (tc_top_bound):
  * 32 bits, so a redux per half-warp and a native shared atomic, where a 64-bit maximum took four
  * shuffle rounds and a compare-and-swap loop on every tile that appended. */
-__device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos, int gn,
-                                 const unsigned long long *thr, unsigned *top,
+__device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos, float kscale,
+                                 int gn, const unsigned long long *thr, unsigned *top,
                                  int *fill, uint64_t *cb, int room, int *flag, int lane) {
   const int half = lane >> 4, key = lane & 15;
   const unsigned half_lanes = 0xffffu << (16 * half);
   for (int j0 = 0; j0 < gn; j0 += 2) {
     const int j = j0 + half;
     const bool sees = j < gn && ((kmask >> j) & 1u);
-    const uint64_t k = sees ? sc_dev_topk_key(sc_w[j * TC_KW + key], kpos) : 0;
+    const uint64_t k = sees ? sc_dev_topk_key(sc_w[j * TC_KW + key] * kscale, kpos) : 0;
     const bool want = sees && k >= thr[j];
     const unsigned all = __ballot_sync(0xffffffffu, want);
     if (all == 0) continue;

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "kernels/bf16.h"
+#include "kernels/fp8_e4m3.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/kernels.h"
 #include "model/sampling.h"
@@ -693,6 +694,32 @@ static double exact_score(const float *q, const float *w, int32_t heads, int32_t
 
 static float round_bf16(float v) { return sc_bf16_to_f32(sc_f32_to_bf16(v)); }
 
+/* exact_score of a key with a scale (an fp8_index key: its e4m3 values in keys_f32, its
+ * scale in scales[row]; scales NULL: 1), the scale of the error bound scaled alike. */
+static double scaled_score(const float *q, const float *w, int32_t heads, int32_t dim,
+                           const float *keys_f32, const float *scales, int64_t row,
+                           double *scale) {
+  const double s = scales ? scales[row] : 1.0;
+  const double v = exact_score(q, w, heads, dim, keys_f32, row, scale);
+  if (scale) *scale *= s;
+  return v * s;
+}
+
+/* R rows of dim values as fp8_index rows (ld bytes each, 16-byte multiples), the
+ * quantizer's scales into scales[R], and vals[] replaced by the e4m3 values (what the
+ * kernels score before the scale). */
+static uint8_t *fp8_index_rows(float *vals, int32_t R, int32_t dim, int64_t *ld, float *scales) {
+  *ld = (SC_KFP8_INDEX_ROW_BYTES(dim) + 15) / 16 * 16;
+  uint8_t *b = calloc((size_t)R * (size_t)*ld, 1);
+  for (int64_t r = 0; r < R; r++) {
+    uint8_t *row = b + r * *ld;
+    sc_kfp8_index_quantize(vals + r * dim, dim, row);
+    memcpy(&scales[r], row + SC_KFP8_INDEX_SCALE_AT(dim), sizeof(float));
+    for (int32_t x = 0; x < dim; x++) vals[r * dim + x] = sc_e4m3_value(row[x]);
+  }
+  return b;
+}
+
 static int cmp_desc(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
   return x < y ? 1 : x > y ? -1 : 0;
@@ -714,6 +741,10 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
     kb[i] = sc_f32_to_bf16(kf[i]);
     if (fmt == SC_KFMT_BF16) kf[i] = sc_bf16_to_f32(kb[i]); /* the values actually scored */
   }
+  /* fp8_index: kf becomes the e4m3 values, each row's score scaled by ks[row] */
+  int64_t ld = dim;
+  float *ks = fmt == SC_KFMT_FP8_INDEX ? malloc(sizeof(float) * R) : NULL;
+  uint8_t *k8 = ks ? fp8_index_rows(kf, R, dim, &ld, ks) : NULL;
   int32_t *rows = malloc(sizeof(int32_t) * R), *kpos = malloc(sizeof(int32_t) * L);
   for (int32_t i = 0; i < R; i++) rows[i] = i;
   gt_shuffle_i32(rows, R);
@@ -737,8 +768,9 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
   }
   pbuf Q = both(q, sizeof(float) * (size_t)n_tok * heads * dim);
   pbuf W = both(w, sizeof(float) * (size_t)n_tok * heads);
-  pbuf K = fmt == SC_KFMT_F32 ? both(kf, sizeof(float) * (size_t)R * dim)
-                              : both(kb, sizeof(uint16_t) * (size_t)R * dim);
+  pbuf K = k8 ? both(k8, (size_t)R * (size_t)ld)
+           : fmt == SC_KFMT_F32 ? both(kf, sizeof(float) * (size_t)R * dim)
+                                : both(kb, sizeof(uint16_t) * (size_t)R * dim);
   pbuf Rw = both(rows, sizeof(int32_t) * R), Kp = both(kpos, sizeof(int32_t) * L);
   pbuf Qp = both(qpos, sizeof(int32_t) * (size_t)n_tok), Kb = both(kbeg, sizeof(int32_t) * (size_t)n_tok),
        Ke = both(kend, sizeof(int32_t) * (size_t)n_tok);
@@ -746,11 +778,11 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
   pbuf Oc = both_poison(sizeof(sc_kcand) * ncand), Op = both_poison(sizeof(int32_t) * ncand);
   sc_indexer_args a = {.n_tok = n_tok, .n_heads = heads, .dim = dim, .topk = topk,
                        .ld_q = (int64_t)heads * dim, .ld_w = heads};
-  a.q = Q.g, a.w = W.g, a.q_pos = Qp.g, a.keys = (sc_krows){K.g, fmt, dim, R};
+  a.q = Q.g, a.w = W.g, a.q_pos = Qp.g, a.keys = (sc_krows){K.g, fmt, ld, R};
   a.key_rows = Rw.g, a.key_pos = Kp.g, a.key_begin = Kb.g, a.key_end = Ke.g;
   a.out_pos = Op.g, a.out_cand = Oc.g;
   CHECK(G->ops->indexer_topk(G, &a) == 0, "indexer");
-  a.q = Q.c, a.w = W.c, a.q_pos = Qp.c, a.keys = (sc_krows){K.c, fmt, dim, R};
+  a.q = Q.c, a.w = W.c, a.q_pos = Qp.c, a.keys = (sc_krows){K.c, fmt, ld, R};
   a.key_rows = Rw.c, a.key_pos = Kp.c, a.key_begin = Kb.c, a.key_end = Ke.c;
   a.out_pos = Op.c, a.out_cand = Oc.c;
   CHECK(C->ops->indexer_topk(C, &a) == 0, "indexer cpu");
@@ -795,15 +827,15 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
     /* the exact top-K of the rounded values: the K-th best score */
     int nv = 0;
     for (int32_t p = 0; p <= qpos[t]; p++)
-      all[nv++] = exact_score(qrt, wt, heads, dim, kr, rows[base + p], NULL);
+      all[nv++] = scaled_score(qrt, wt, heads, dim, kr, ks, rows[base + p], NULL);
     qsort(all, (size_t)nv, sizeof(double), cmp_desc);
     const double kth_r = all[ng - 1];
     double kscale;
-    const double kth_c = exact_score(qt, wt, heads, dim, kf, rows[base + c[nc - 1].pos], &kscale);
+    const double kth_c = scaled_score(qt, wt, heads, dim, kf, ks, rows[base + c[nc - 1].pos], &kscale);
     for (int32_t i = 0; i < ng; i++) {
       double sc;
       const int64_t row = rows[base + g[i].pos];
-      const double ex = exact_score(qrt, wt, heads, dim, kr, row, &sc);
+      const double ex = scaled_score(qrt, wt, heads, dim, kr, ks, row, &sc);
       const double tol = 1e-5 * (1.0 + sc);
       if (fabs(ex - g[i].score) > tol) bad++;          /* the GPU score itself */
       if (ex < kth_r - tol) bad++;                      /* a pick below the exact K-th */
@@ -812,7 +844,7 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
       for (int32_t j = 0; j < nc && !in_c; j++) in_c = c[j].pos == g[i].pos;
       if (!in_c) {
         double fs;
-        const double f = exact_score(qt, wt, heads, dim, kf, row, &fs);
+        const double f = scaled_score(qt, wt, heads, dim, kf, ks, row, &fs);
         if (fabs(f - kth_c) <= 0x1p-7 * (fs + kscale) + tol) cpu_diff++;
         else bad++;
       }
@@ -827,7 +859,7 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
   pfree(Q), pfree(W), pfree(K), pfree(Rw), pfree(Kp), pfree(Qp), pfree(Kb), pfree(Ke),
       pfree(Oc), pfree(Op);
   free(q), free(w), free(kf), free(kb), free(rows), free(kpos), free(qpos), free(kbeg),
-      free(kend), free(cg), free(cc), free(pg);
+      free(kend), free(cg), free(cc), free(pg), free(ks), free(k8);
 }
 
 static void indexer_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, int32_t n_tok) {
@@ -848,6 +880,13 @@ static void case_indexer(void) {
   indexer_case(SC_KFMT_BF16, 50, 64, 256, 24);
   indexer_case(SC_KFMT_F32, 64, 128, 256, 20); /* f32 keys rounded on the way to wgmma */
   indexer_case(SC_KFMT_F32, 64, 70, 128, 12);  /* ... element by element: not in float4s */
+  /* fp8_index keys (e4m3 widened to bf16 on the way in, the scale on the head sum): wgmma
+   * and mma.sync, 8-byte loads and byte by byte, a prompt and decode tokens */
+  indexer_case_as(SC_KFMT_FP8_INDEX, 64, 128, 300, 1100, true);
+  indexer_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 20);
+  indexer_case(SC_KFMT_FP8_INDEX, 4, 64, 2048, 1);
+  indexer_case(SC_KFMT_FP8_INDEX, 8, 36, 100, 12); /* rows not in 16-byte pieces */
+  indexer_case(SC_KFMT_FP8_INDEX, 64, 70, 128, 12);
 }
 
 /* The indexer's layout invariance (SPEC.md §8): one token alone (its keys in many chunks,
@@ -875,7 +914,7 @@ static void idx_run(sc_indexer_args a, int32_t first_tok, int32_t n_tok, const i
 static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk,
                                     int32_t n_tok, int32_t distinct) {
   const int32_t L = 9000, half = 4321;
-  const size_t es = fmt == SC_KFMT_F32 ? 4 : 2;
+  const size_t es = fmt == SC_KFMT_F32 ? 4 : 2; /* (fp8_index: rows of ld bytes) */
   float *q = gt_rand_f32((size_t)n_tok * heads * dim, -1, 1);
   float *w = gt_rand_f32((size_t)n_tok * heads, 0.01, 0.1);
   float *kf = gt_rand_f32((size_t)L * dim, -1, 1);
@@ -883,7 +922,15 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     memcpy(kf + (size_t)i * dim, kf + (size_t)(i % distinct) * dim, sizeof(float) * dim);
   void *kh = kf;
   uint16_t *kb16 = NULL;
-  if (fmt == SC_KFMT_BF16) {
+  int64_t ld = dim;
+  size_t kbytes = es * (size_t)L * dim;
+  float *k8s = NULL;
+  uint8_t *k8 = NULL;
+  if (fmt == SC_KFMT_FP8_INDEX) {
+    k8s = malloc(sizeof(float) * L);
+    k8 = fp8_index_rows(kf, L, dim, &ld, k8s);
+    kh = k8, kbytes = (size_t)L * (size_t)ld;
+  } else if (fmt == SC_KFMT_BF16) {
     kb16 = malloc(sizeof(uint16_t) * (size_t)L * dim);
     for (size_t i = 0; i < (size_t)L * dim; i++) kb16[i] = sc_f32_to_bf16(kf[i]);
     kh = kb16;
@@ -902,11 +949,11 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     hi_b[t] = rb[t] > half ? rb[t] : half;          /* shard 1: [half, re) */
   }
   void *Q = up(G, q, sizeof(float) * nt * heads * dim), *W = up(G, w, sizeof(float) * nt * heads);
-  void *K = up(G, kh, es * (size_t)L * dim), *Kp = up(G, kpos, sizeof(int32_t) * L);
+  void *K = up(G, kh, kbytes), *Kp = up(G, kpos, sizeof(int32_t) * L);
   void *Qp = up(G, qpos, sizeof(int32_t) * nt);
   const sc_indexer_args a = {.n_heads = heads, .dim = dim, .topk = topk, .q = Q,
                              .ld_q = (int64_t)heads * dim, .w = W, .ld_w = heads, .q_pos = Qp,
-                             .keys = {K, fmt, dim, L}, .key_pos = Kp};
+                             .keys = {K, fmt, ld, L}, .key_pos = Kp};
   const size_t per = (size_t)topk, nall = nt * per;
   sc_kcand *full = malloc(sizeof(sc_kcand) * nall), *one = malloc(sizeof(sc_kcand) * per),
            *sh = malloc(sizeof(sc_kcand) * 2 * nall), *merged = malloc(sizeof(sc_kcand) * nall);
@@ -953,7 +1000,7 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
   G->ops->free(G, Q), G->ops->free(G, W), G->ops->free(G, K), G->ops->free(G, Kp);
   G->ops->free(G, Qp), G->ops->free(G, Sh), G->ops->free(G, Mo);
   free(q), free(w), free(kf), free(kb16), free(kpos), free(qpos), free(rb), free(re);
-  free(lo_e), free(hi_b), free(full), free(one), free(sh), free(merged);
+  free(lo_e), free(hi_b), free(full), free(one), free(sh), free(merged), free(k8s), free(k8);
 }
 
 /* Tokens are grouped per block from 2 x SMs x group tokens on (cuda_indexer.cu): the
@@ -981,6 +1028,9 @@ static void case_indexer_invariance(void) {
    * against batched (one list a token) and sharded (the merge) */
   indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 2200, 37);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 300, 40, 5);
+  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 1100, 0);
+  indexer_invariance_case(SC_KFMT_FP8_INDEX, 4, 64, 2048, 40, 0);
+  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 300, 40, 5);
 }
 
 /* ---- top-K merge and position maps ---- */

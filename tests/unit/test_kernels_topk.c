@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/bf16.h"
+#include "kernels/fp8_e4m3.h"
 #include "plan/dcp.h"
 #include "test_kernels.h"
 
@@ -20,7 +21,9 @@ static int bf_cmp(const void *pa, const void *pb) {
 
 /* Small-integer inputs make every f32 product and sum exact, so brute force in double
  * computes exactly the kernel's scores, and ties (many, with values in [-2, 2]) must be
- * broken exactly as SPEC.md says: higher score, then lower position. */
+ * broken exactly as SPEC.md says: higher score, then lower position. fp8_index keys hold
+ * such values exactly (as 128 x their value, scale 2^-7; a row of zeros scale 1), and the
+ * scale times the score of the e4m3 values is then exact too. */
 static void check_indexer_exact(sc_kfmt fmt, int threads, uint64_t seed) {
   sc_kernels *k = tk_ctx(threads);
   const int32_t n_tok = 12, nh = 4, dim = 8, topk = 16, nkeys = 600, rows = 700;
@@ -46,7 +49,17 @@ static void check_indexer_exact(sc_kfmt fmt, int threads, uint64_t seed) {
   ke[5] = kb[5]; /* an empty key range: all padding */
 
   void *keys;
-  if (fmt == SC_KFMT_BF16) {
+  int64_t ld = ldk; /* the row set's: elements, or bytes for fp8_index */
+  if (fmt == SC_KFMT_FP8_INDEX) {
+    ld = (SC_KFP8_INDEX_ROW_BYTES(dim) + 15) / 16 * 16;
+    uint8_t *b = calloc((size_t)(rows * ld), 1);
+    for (int64_t r = 0; r < rows; r++) sc_kfp8_index_quantize(kh + r * ldk, dim, b + r * ld);
+    float s;
+    memcpy(&s, b + SC_KFP8_INDEX_SCALE_AT(dim), sizeof s); /* row 0's scale: 2^-7 or 1 */
+    cr_assert(s == 0.0078125f || s == 1.0f, "scale %g", s);
+    keys = tk_up(k, b, (size_t)(rows * ld));
+    free(b);
+  } else if (fmt == SC_KFMT_BF16) {
     uint16_t *b = malloc(sizeof(uint16_t) * (size_t)(rows * ldk));
     for (int64_t i = 0; i < rows * ldk; i++) b[i] = sc_f32_to_bf16(kh[i]);
     keys = tk_up(k, b, sizeof(uint16_t) * (size_t)(rows * ldk));
@@ -63,7 +76,7 @@ static void check_indexer_exact(sc_kfmt fmt, int threads, uint64_t seed) {
   sc_kcand *ocand = tk_zeros(k, sizeof(sc_kcand) * (size_t)(n_tok * topk));
   const sc_indexer_args a = {.n_tok = n_tok, .n_heads = nh, .dim = dim, .topk = topk,
                              .q = q, .ld_q = nh * dim, .w = w, .ld_w = nh, .q_pos = dqpos,
-                             .keys = {keys, fmt, ldk, rows}, .key_rows = dkr,
+                             .keys = {keys, fmt, ld, rows}, .key_rows = dkr,
                              .key_pos = dkp, .key_begin = dkb, .key_end = dke,
                              .out_pos = opos, .out_cand = ocand};
   cr_assert_eq(k->ops->indexer_topk(k, &a), 0);
@@ -117,6 +130,104 @@ Test(kernels_topk, indexer_f32_matches_brute_force_with_ties) {
 
 Test(kernels_topk, indexer_bf16_matches_brute_force_threads) {
   check_indexer_exact(SC_KFMT_BF16, 2, 12);
+}
+
+Test(kernels_topk, indexer_fp8_index_keys_match_brute_force) {
+  check_indexer_exact(SC_KFMT_FP8_INDEX, 2, 13);
+}
+
+/* The quantizer of fp8_index rows: the least power-of-two scale that fits the largest
+ * value, each value its nearest e4m3 byte (the encoder agrees with the nearest of all 254
+ * finite bytes, ties to even, on random and on halfway values), the scale after the
+ * values, and a row of zeros with scale 1. And the score of an fp8_index key is its scale
+ * times the score of its e4m3 values, in one rounding. */
+static int nearest_e4m3(float f) { /* by search: the byte whose value is nearest, even on ties */
+  int best = -1;
+  double bd = INFINITY;
+  for (int b = 0; b < 256; b++) {
+    if ((b & 0x7f) == 0x7f) continue;
+    const float v = sc_e4m3_value((uint8_t)b);
+    if (v == 0.0f && (b & 0x80) != (signbit(f) ? 0x80 : 0)) continue; /* the zero of f's sign */
+    const double d = fabs((double)v - (double)f);
+    if (d < bd || (d == bd && (b & 1) == 0 && (best & 1) == 1)) bd = d, best = b;
+  }
+  return best;
+}
+
+Test(kernels_topk, fp8_index_quantizer) {
+  uint64_t seed = 21;
+  for (int i = 0; i < 20000; i++) {
+    const float f = (float)ldexp((double)tk_int(&seed, -100000, 100000) / 1e5,
+                                 (int)tk_int(&seed, -12, 9));
+    if (fabsf(f) >= 448.0f) continue;
+    cr_assert_eq(sc_e4m3_encode(f), nearest_e4m3(f), "%a", (double)f);
+  }
+  for (int b = 0; b < 0x7e; b++) { /* halfway between neighbours: to the even byte */
+    const float lo = sc_e4m3_value((uint8_t)b), hi = sc_e4m3_value((uint8_t)(b + 1));
+    const float mid = (lo + hi) / 2;
+    cr_assert_eq(sc_e4m3_encode(mid), (b & 1) ? b + 1 : b, "between 0x%02x and 0x%02x", b, b + 1);
+    cr_assert_eq(sc_e4m3_encode(-mid), 0x80 | ((b & 1) ? b + 1 : b));
+  }
+  cr_assert_eq(sc_e4m3_encode(460.0f), 0x7e);
+  const float k[5] = {3.0f, -0.5f, 104.0f, 0.0f, 1e-6f};
+  uint8_t row[SC_KFP8_INDEX_ROW_BYTES(5)];
+  sc_kfp8_index_quantize(k, 5, row);
+  float s;
+  memcpy(&s, row + SC_KFP8_INDEX_SCALE_AT(5), sizeof s);
+  cr_assert_eq(s, 0.25f, "104 / 448 = 0.232: scale 2^-2, got %g", s);
+  cr_assert_eq(sc_e4m3_value(row[2]) * s, 104.0f); /* 416 = 1.625 * 2^8 */
+  cr_assert_eq(sc_e4m3_value(row[0]) * s, 3.0f);
+  cr_assert_eq(row[5], 0, "padding before the scale");
+  const float z[3] = {0.0f, -0.0f, 0.0f};
+  sc_kfp8_index_quantize(z, 3, row);
+  memcpy(&s, row + SC_KFP8_INDEX_SCALE_AT(3), sizeof s);
+  cr_assert_eq(s, 1.0f);
+  cr_assert(row[0] == 0 && row[1] == 0x80 && row[2] == 0);
+}
+
+Test(kernels_topk, fp8_index_score_is_the_scale_times_the_e4m3_score) {
+  sc_kernels *k = tk_ctx(1);
+  enum { NH = 3, DIM = 16, NK = 40 };
+  const int64_t ld = SC_KFP8_INDEX_ROW_BYTES(DIM);
+  uint64_t seed = 5;
+  float q[NH * DIM], w[NH], kv[NK * DIM];
+  for (int i = 0; i < NH * DIM; i++) q[i] = (float)tk_int(&seed, -1000, 1000) / 997.0f;
+  for (int i = 0; i < NH; i++) w[i] = (float)tk_int(&seed, 1, 1000) / 991.0f;
+  for (int i = 0; i < NK * DIM; i++) kv[i] = (float)tk_int(&seed, -1000, 1000) / 83.0f;
+  uint8_t rows[NK * SC_KFP8_INDEX_ROW_BYTES(DIM)];
+  for (int r = 0; r < NK; r++) sc_kfp8_index_quantize(kv + r * DIM, DIM, rows + r * ld);
+  int32_t pos[NK], qpos = NK, kb = 0, ke = NK;
+  for (int i = 0; i < NK; i++) pos[i] = i;
+  void *dk = tk_up(k, rows, sizeof rows);
+  float *dq = tk_up(k, q, sizeof q), *dw = tk_up(k, w, sizeof w);
+  int32_t *dp = tk_up(k, pos, sizeof pos), *dqp = tk_up(k, &qpos, sizeof qpos),
+          *dkb = tk_up(k, &kb, sizeof kb), *dke = tk_up(k, &ke, sizeof ke);
+  sc_kcand *oc = tk_zeros(k, sizeof(sc_kcand) * NK);
+  const sc_indexer_args a = {.n_tok = 1, .n_heads = NH, .dim = DIM, .topk = NK, .q = dq,
+                             .ld_q = NH * DIM, .w = dw, .ld_w = NH, .q_pos = dqp,
+                             .keys = {dk, SC_KFMT_FP8_INDEX, ld, NK}, .key_pos = dp,
+                             .key_begin = dkb, .key_end = dke, .out_cand = oc};
+  cr_assert_eq(k->ops->indexer_topk(k, &a), 0);
+  sc_kcand got[NK];
+  tk_down(k, got, oc, sizeof got);
+  for (int i = 0; i < NK; i++) {
+    const int r = got[i].pos;
+    float s;
+    memcpy(&s, rows + r * ld + SC_KFP8_INDEX_SCALE_AT(DIM), sizeof s);
+    double e4 = 0, deq = 0; /* over the e4m3 values, and over the dequantized key */
+    for (int h = 0; h < NH; h++) {
+      double d = 0;
+      for (int x = 0; x < DIM; x++) d += (double)q[h * DIM + x] * sc_e4m3_value(rows[r * ld + x]);
+      e4 += w[h] * (d > 0 ? d : 0);
+      deq += w[h] * (d > 0 ? d : 0) * s;
+    }
+    cr_assert(fabs(got[i].score - s * e4) <= 1e-5 * (1 + fabs(s * e4)), "key %d: %g, want %g", r,
+              got[i].score, s * e4);
+    cr_assert(fabs(deq - s * e4) <= 1e-12 * (1 + fabs(deq)), "a power-of-two scale is exact");
+  }
+  void *bufs[] = {dk, dq, dw, dp, dqp, dkb, dke, oc};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->ops->free(k, bufs[i]);
+  sc_kernels_destroy(k);
 }
 
 Test(kernels_topk, merge_orders_by_score_then_position) {
