@@ -6,9 +6,10 @@
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/fp8-index-h200/run.sh
 #  PART=1: test_gpu_kernels' indexer cases (fp8_index against the CPU reference and its
 #          layout invariance among them), then under compute-sanitizer memcheck.
-#  PART=2: kernel.indexer of each binary of BINS (default "new base"), alternating,
-#          twice: bf16 and fp8_index keys on the 64-head shapes (the base has bf16 only),
-#          and the PyTorch indexer (bench/indexer_ref.py) in the same call.
+#  PART=2: kernel.indexer of each binary of BINS (default "new"; "new base" with
+#          .devrun/base/gpu_bench_kernels of main carried, to see that bf16 did not move),
+#          alternating, twice: bf16 and fp8_index keys on the 64-head shapes (the base has
+#          bf16 only), and the PyTorch indexer (bench/indexer_ref.py) in the same call.
 #  PART=3: the whole of test_gpu_kernels and test_gpu_graphs (the loader and the append
 #          changed for every format).
 . bench/device_common.sh
@@ -18,7 +19,7 @@ if has 1; then
   lap tests
 fi
 if has 2; then
-  indexer_alternating "${BINS:-new base}"
+  indexer_alternating "${BINS:-new}"
   timeout 200 python3 bench/indexer_ref.py > "$OUT/torch-anchor.jsonl" 2> "$OUT/torch-anchor.err"
   echo "torch rc=$?"; cut -c1-200 "$OUT/torch-anchor.jsonl"
   lap kernels
