@@ -67,12 +67,14 @@ bool sc_rank_ctx_ipc_needed(const sc_rank_ctx *x, int g) {
 #endif
 }
 
+#ifdef SC_HAVE_CUDA
 /* A region's blocks: the largest block a plan of this configuration holds, as the host
  * backend bounds it, up to 8 MB (larger collectives run in rounds, backend_ipc.h). */
 static size_t ipc_block_bytes(const sc_rank_ctx *x) {
   const size_t most = sc_plan_max_block_bytes(&x->plan_cfg, x->cfg.sched.token_budget);
   return most < ((size_t)8 << 20) ? most : ((size_t)8 << 20);
 }
+#endif
 
 int sc_rank_ctx_ipc_region(sc_rank_ctx *x, int g, unsigned char id[128], sc_diag *d) {
 #ifdef SC_HAVE_CUDA
@@ -117,8 +119,8 @@ int sc_rank_ctx_ipc_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT]
  * follows a failure, so they are few; beyond IPC_RETIRED_MAX the oldest goes, by then
  * long unmapped by every live peer. All are freed with the rank (its peers are shutting
  * down too). */
-static void ipc_retire(sc_rank_ctx *x, void *region) {
 #ifdef SC_HAVE_CUDA
+static void ipc_retire(sc_rank_ctx *x, void *region) {
   if (region == NULL) return;
   if (x->ipc_retired_n == SC_RANK_IPC_RETIRED_MAX) {
     sc_ipc_region_destroy(x->ipc_retired[0]);
@@ -126,10 +128,8 @@ static void ipc_retire(sc_rank_ctx *x, void *region) {
     x->ipc_retired_n--;
   }
   x->ipc_retired[x->ipc_retired_n++] = region;
-#else
-  (void)x, (void)region;
-#endif
 }
+#endif
 
 void sc_rank_ctx_ipc_drop(sc_rank_ctx *x) {
 #ifdef SC_HAVE_CUDA
