@@ -29,6 +29,9 @@ typedef struct mem_rank {
   int64_t deadline_ms;
   float *scratch;  /* reduction results, written to recv after the second barrier */
   size_t scratch_cap;
+  sc_mem_queue_fn queue; /* where collectives are queued (sc_mem_comm_queue_through), or
+                            NULL: they run at once */
+  void *queue_ctx;
 } mem_rank;
 
 struct sc_mem_world {
@@ -228,11 +231,10 @@ static void reduce_block(const mem_group *g, int dt, size_t off, size_t n, float
     sc_coll_accumulate((sc_dtype)dt, acc, (const char *)g->send[k] + off * esz, n, k == 0);
 }
 
-static int mem_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtype dt,
-                   const void *send, void *recv, size_t count, sc_diag *d) {
-  (void)seq;
-  (void)d; /* (its failures are the rendezvous's: the codes say all there is) */
-  mem_rank *r = self;
+/* The collective itself, run now (its failures are the rendezvous's: the codes say all
+ * there is). */
+static int mem_run_now(mem_rank *r, sc_coll_op op, sc_group grp, sc_dtype dt,
+                       const void *send, void *recv, size_t count) {
   sc_mem_world *w = r->w;
   if ((unsigned)op >= SC_OP_COUNT || (unsigned)grp >= SC_GROUP_COUNT ||
       (unsigned)dt >= SC_DT_COUNT)
@@ -286,6 +288,31 @@ static int mem_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtyp
   return rc;
 }
 
+/* A collective's arguments, for a queue that runs it later (sc_mem_comm_queue_through). */
+typedef struct mem_call {
+  mem_rank *r;
+  sc_coll_op op;
+  sc_group grp;
+  sc_dtype dt;
+  const void *send;
+  void *recv;
+  size_t count;
+} mem_call;
+
+static int mem_call_run(const void *args) {
+  const mem_call *c = args;
+  return mem_run_now(c->r, c->op, c->grp, c->dt, c->send, c->recv, c->count);
+}
+
+static int mem_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtype dt,
+                   const void *send, void *recv, size_t count, sc_diag *d) {
+  (void)seq, (void)d;
+  mem_rank *r = self;
+  if (r->queue == NULL) return mem_run_now(r, op, grp, dt, send, recv, count);
+  const mem_call c = {r, op, grp, dt, send, recv, count};
+  return r->queue(r->queue_ctx, mem_call_run, &c, sizeof c);
+}
+
 /* (the in-memory world of the tests has no steps: any abort ends it) */
 static void mem_abort(void *self, uint64_t epoch) {
   (void)epoch;
@@ -296,3 +323,18 @@ static const sc_coll_ops k_mem_ops = {
     .run = mem_run,
     .abort = mem_abort,
 };
+
+/* The same, queued with the kernels' work (sc_mem_comm_queue_through): recordable. */
+static const sc_coll_ops k_mem_queued_ops = {
+    .run = mem_run,
+    .abort = mem_abort,
+    .recordable = true,
+};
+
+void sc_mem_comm_queue_through(sc_comm *comm, sc_mem_queue_fn queue, void *ctx) {
+  if (comm == NULL || (comm->ops != &k_mem_ops && comm->ops != &k_mem_queued_ops)) return;
+  mem_rank *r = comm->self;
+  r->queue = queue;
+  r->queue_ctx = ctx;
+  comm->ops = queue ? &k_mem_queued_ops : &k_mem_ops;
+}

@@ -30,6 +30,7 @@
 #ifndef SC_BACKEND_MEM_H
 #define SC_BACKEND_MEM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "collectives/coll.h"
@@ -44,6 +45,16 @@ void sc_mem_world_destroy(sc_mem_world *w);
  * (milliseconds per collective; <= 0: none). */
 int sc_mem_comm_create(sc_comm *comm, sc_mem_world *w, int32_t global_rank,
                        int64_t deadline_ms);
+
+/* Queues the collectives of comm where its rank's kernel work is queued instead of
+ * running them at once: queue(ctx, fn, args, size) runs fn on a copy of args at its place
+ * among that work, or now, returning fn's result (kernels_recorder.h's
+ * sc_kernels_recorder_call: recorded steps, whose replays then run the collectives in
+ * order with the ops). The comm then says it is recordable (coll.h), so that the
+ * forward's recorded steps with collectives run in the CPU tests (model/harness.h). */
+typedef int (*sc_mem_queue_fn)(void *ctx, int (*fn)(const void *args), const void *args,
+                               size_t size);
+void sc_mem_comm_queue_through(sc_comm *comm, sc_mem_queue_fn queue, void *ctx);
 
 /* Poisons the world: blocked and later collectives fail with SC_EABORTED. Any thread. */
 void sc_mem_world_abort(sc_mem_world *w);

@@ -5,6 +5,7 @@
  * recording is the list of (runner, arguments) in call order. */
 #include "kernels/kernels_recorder.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -715,6 +716,32 @@ int sc_kernels_recorder_wrap(sc_kernels *inner, sc_kernels **out) {
   r->k = (sc_kernels){.ops = &k_recorder_ops, .device = inner->device, .impl = r};
   *out = &r->k;
   return 0;
+}
+
+/* A kept host call: the function, then a copy of its arguments. */
+typedef struct host_call {
+  int (*fn)(const void *args);
+  max_align_t args[]; /* (aligned for whatever the caller's struct holds) */
+} host_call;
+
+static int run_host_call(sc_kernels *in, const void *p) {
+  (void)in;
+  const host_call *h = p;
+  return h->fn(h->args);
+}
+
+int sc_kernels_recorder_call(sc_kernels *k, int (*fn)(const void *args), const void *args,
+                             size_t size) {
+  if (k == NULL || k->ops != &k_recorder_ops || fn == NULL) return SC_EINVAL;
+  recorder *r = rec_of(k);
+  if (!r->recording) return fn(args);
+  host_call *h = malloc(sizeof *h + size);
+  if (h == NULL) return fail(r, SC_ENOMEM);
+  h->fn = fn;
+  memcpy(h->args, args, size);
+  const int rc = keep(r, run_host_call, h, sizeof *h + size);
+  free(h);
+  return rc;
 }
 
 int sc_kernels_recorder_invalidate(sc_kernels *k) {

@@ -22,11 +22,22 @@
 #ifndef SC_KERNELS_RECORDER_H
 #define SC_KERNELS_RECORDER_H
 
+#include <stddef.h>
+
 #include "kernels/kernels.h"
 
 /* Wraps inner (which must have no recordings of its own) into *out. On failure inner
  * is left to the caller. */
 int sc_kernels_recorder_wrap(sc_kernels *inner, sc_kernels **out);
+
+/* A host call kept in order with the ops, as a backend that queues work on the stream
+ * would queue it (collectives/backend_mem.h queues its collectives here when its ranks
+ * record: their replays then run them at their place among the ops): while recording,
+ * a copy of the `size` bytes at args is kept and fn runs on it at that place in every
+ * replay (a failure fails the replay); otherwise fn(args) runs now and its result is
+ * returned. SC_EINVAL when k is not a recorder. */
+int sc_kernels_recorder_call(sc_kernels *k, int (*fn)(const void *args), const void *args,
+                             size_t size);
 
 /* Makes every recording made so far stale, as the CUDA backend's are once its scratch
  * moves: their replay answers SC_EAGAIN without running anything (so that a test can

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "collectives/backend_mem.h"
+#include "kernels/kernels_recorder.h"
 #include "model/engine.h"
 
 typedef struct rank {
@@ -39,6 +40,12 @@ void sc_harness_destroy(sc_harness *h) {
   sc_mem_world_destroy(h->mem);
   sc_plan_free(&h->plan);
   free(h);
+}
+
+/* (sc_mem_queue_fn over a rank's recorder) */
+static int queue_in_recording(void *ctx, int (*fn)(const void *args), const void *args,
+                              size_t size) {
+  return sc_kernels_recorder_call(ctx, fn, args, size);
 }
 
 int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d) {
@@ -79,6 +86,10 @@ int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d
     if ((rc = sc_mem_comm_create(&r->comm, h->mem, g, cfg->deadline_ms)) ||
         (rc = sc_engine_create(&ec, g, &r->comm, &r->engine, d)))
       goto fail;
+    /* recording ranks queue their collectives with their ops, so that steps with
+     * collectives are recorded and replayed too (model/forward.c) */
+    if (cfg->cpu_recorder && !cfg->cuda && !cfg->no_recordings)
+      sc_mem_comm_queue_through(&r->comm, queue_in_recording, sc_engine_kernels(r->engine));
   }
   *out = h;
   return 0;

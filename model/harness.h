@@ -36,7 +36,9 @@ typedef struct sc_harness_config {
   bool cuda;              /* one rank on CUDA device 0 instead of the CPU (the in-memory
                              backend cannot move device memory: more ranks are refused) */
   bool no_recordings;     /* engine.h: never replay recorded steps */
-  bool cpu_recorder;      /* engine.h: CPU kernels that record by keeping the calls */
+  bool cpu_recorder;      /* engine.h: CPU kernels that record by keeping the calls;
+                             the ranks' in-memory collectives are then queued with
+                             their ops, so steps with collectives are recorded too */
 } sc_harness_config;
 
 typedef struct sc_harness sc_harness;
