@@ -72,8 +72,10 @@ __global__ void __launch_bounds__(TC_THREADS)
   unsigned char *smem = smem_raw + (WG ? (1024 - (smem_u32(smem_raw) & 1023)) & 1023 : 0);
   const int K = a.topk, G = sp.group, hp = sp.hp, M = 16 * sp.m_tiles, room = sp.room;
   constexpr int KES = WG || FP8 ? 2 : ES; /* bytes of a key element in shared memory */
-  const tc_layout lay = tc_lay(sp, DIMP, KES, WG, FP8);
+  constexpr bool RAW = FP8 && VEC; /* staged raw, widened before scoring (tc_widen_fp8) */
+  const tc_layout lay = tc_lay(sp, DIMP, KES, WG, FP8, RAW);
   unsigned char *k_s = smem + lay.k;                          /* [stages][TC_KEYS][LD] */
+  unsigned char *raw_s = smem + lay.raw;                      /* RAW: [stages][TC_KEYS][DIMP] */
   uint16_t *q_s = (uint16_t *)(smem + lay.q);                 /* [M][LD] */
   unsigned long long *thr = (unsigned long long *)(smem + lay.thr); /* [TC_GROUP_MAX] */
   unsigned *top = (unsigned *)(smem + lay.top);               /* [TC_GROUP_MAX] */
@@ -89,7 +91,9 @@ __global__ void __launch_bounds__(TC_THREADS)
   int *team_n = tq + TC_GROUP_MAX;                            /* [2][TC_WARPS] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t kstep = a.keys.ld * ES;
-  const size_t stage_bytes = (size_t)TC_KEYS * LD * KES;
+  /* a stage as loaded: raw bytes (RAW), else the keys as scored */
+  const size_t stage_bytes = RAW ? (size_t)TC_KEYS * DIMP : (size_t)TC_KEYS * LD * KES;
+  unsigned char *load_s = RAW ? raw_s : k_s;
   uint64_t *cbase = cbuf + (size_t)blockIdx.x * G * room;
   float *sc_w = sc_s + warp * G * TC_KW;
   int *hist_w = hist + warp * 256;
@@ -158,8 +162,8 @@ __global__ void __launch_bounds__(TC_THREADS)
     bool vis = false; /* whether any token may see the tile being scored */
     tc_entry x_next = {0, -1, false}; /* the entries of the next tile to queue */
     if (n_tiles > 0) {
-      vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, s0, tc_fetch(a, s0, s1), kstep, k_s, kpos_s,
-                                             kmask_s, koff_s, ksc_s, flag);
+      vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, s0, tc_fetch(a, s0, s1), kstep, load_s,
+                                             kpos_s, kmask_s, koff_s, ksc_s, flag);
       cp_async_commit();
       x_next = tc_fetch(a, s0 + TC_KEYS, s1);
     }
@@ -170,7 +174,7 @@ __global__ void __launch_bounds__(TC_THREADS)
       if (sp.stages == 2) {
         if (tile + 1 < n_tiles) { /* the next tile loads while this one is scored */
           vis_next = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next, x_next, kstep,
-                                                      k_s + (st ^ 1) * stage_bytes, kpos_s + nb,
+                                                      load_s + (st ^ 1) * stage_bytes, kpos_s + nb,
                                                       kmask_s + nb, koff_s + nb, ksc_s + nb, flag);
           x_next = tc_fetch(a, next + TC_KEYS, s1);
         }
@@ -179,7 +183,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         if (WG) fence_async_smem();
       } else {
         if (tile > 0) { /* one stage: the previous tile is done with it */
-          vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next - TC_KEYS, x_next, kstep, k_s,
+          vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next - TC_KEYS, x_next, kstep, load_s,
                                                  kpos_s + kb, kmask_s + kb, koff_s + kb,
                                                  ksc_s + kb, flag);
           x_next = tc_fetch(a, next, s1);
@@ -189,13 +193,20 @@ __global__ void __launch_bounds__(TC_THREADS)
         if (WG) fence_async_smem();
       }
       __syncthreads(); /* publishes the tile */
+      if constexpr (RAW) { /* widened into the one bf16 stage, scored next */
+        if (vis) {
+          tc_widen_fp8<DIMP, WG>(raw_s + st * stage_bytes, k_s);
+          if (WG) fence_async_smem();
+        }
+        __syncthreads();
+      }
+      unsigned char *kt = RAW ? k_s : k_s + st * stage_bytes; /* the tile as scored */
       if (vis) {
         if (WG)
-          tc_score_tile_wg<DIMP>(smem_u32(k_s + st * stage_bytes), smem_u32(q_s), M, w_s, sc_w,
-                                 gn, warp, lane);
+          tc_score_tile_wg<DIMP>(smem_u32(kt), smem_u32(q_s), M, w_s, sc_w, gn, warp, lane);
         else
-          tc_score_tile<DIMP, SFMT>(k_s + st * stage_bytes + (size_t)(warp * TC_KW) * LD * KES,
-                                    q_s, w_s, sc_w, gn, hp, lane);
+          tc_score_tile<DIMP, SFMT>(kt + (size_t)(warp * TC_KW) * LD * KES, q_s, w_s, sc_w, gn,
+                                    hp, lane);
         const int col = kb + warp * TC_KW + (lane & 15);
         tc_append(sc_w, kmask_s[col], kpos_s[col], FP8 ? ksc_s[col] : 1.0f, gn, thr, top, fill,
                   cbase, room, flag, lane);
@@ -283,7 +294,7 @@ static int tc_piece(int K) {
  * token a block and two stages as with two and one stage (H200, 2026-12-02:
  * bench/long-context.md). */
 static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, bool wg,
-                     bool scaled, tc_shape *out) {
+                     bool scaled, bool raw, tc_shape *out) {
   const int hp = tc_rows_per_token(a->n_heads);
   /* 228 KB an SM, 1 KB of it reserved per block */
   static const size_t limits[2] = {113 * 1024, TC_SMEM_MAX};
@@ -294,7 +305,7 @@ static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, bo
       for (int stages = 2; stages >= 1; stages--) {
         const tc_shape sp = {group, hp, (int)sc_cdiv((int64_t)group * hp, 16), stages,
                              a->topk + tc_piece(a->topk)};
-        if (tc_lay(sp, dimp, es, wg, scaled).total <= limits[li]) {
+        if (tc_lay(sp, dimp, es, wg, scaled, raw).total <= limits[li]) {
           *out = sp;
           return 0;
         }
@@ -386,9 +397,10 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   const tc_path path = tc_path_of(a);
   /* keys in shared memory: bf16 for wgmma and for fp8_index keys */
   const int kes = path.wg || path.fp8 ? 2 : path.es;
-  if (tc_choose(a, c->num_sms, path.dimp, kes, path.wg, path.fp8, &sp)) return SC_ENOTSUP;
+  const bool raw = path.fp8 && path.vec; /* staged raw (tc_widen_fp8) */
+  if (tc_choose(a, c->num_sms, path.dimp, kes, path.wg, path.fp8, raw, &sp)) return SC_ENOTSUP;
   const tc_kernel fn = tc_pick(a, path);
-  const size_t smem = tc_lay(sp, path.dimp, kes, path.wg, path.fp8).total;
+  const size_t smem = tc_lay(sp, path.dimp, kes, path.wg, path.fp8, raw).total;
   int per_sm = 0;
   int rc = sc_kcuda_err(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)TC_SMEM_MAX),

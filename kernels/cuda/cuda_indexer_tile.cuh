@@ -51,7 +51,9 @@ typedef struct tc_shape {
 /* Shared memory of one block: byte offsets of its arrays, in this order (every part a
  * multiple of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
  *   keys [stages][TC_KEYS rows] in their own format (bf16 for wgmma, whatever the keys'
- *   format, and for fp8_index keys on either path), q bf16 [16 m_tiles rows],
+ *   format, and for fp8_index keys on either path; fp8_index keys in 16-byte pieces take
+ *   one bf16 stage and their raw bytes [stages][TC_KEYS][DIMP] after it, widened into the
+ *   bf16 stage just before their tile is scored), q bf16 [16 m_tiles rows],
  *   thresholds uint64 [TC_GROUP_MAX], largest score words uint32 [TC_GROUP_MAX] (in
  *   uint64 room), key row byte offsets int64 [2][TC_KEYS], w f32 [16 m_tiles],
  *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int
@@ -63,15 +65,17 @@ typedef struct tc_shape {
  * of cuda_wgmma.cuh, which wants the keys and q 1024-aligned: the kernel aligns the
  * dynamic base by hand, so `total` holds 1024 bytes of slack. */
 typedef struct tc_layout {
-  size_t k, q, thr, top, koff, w, sc, kpos, kmask, ksc, hist, fill, total;
+  size_t k, raw, q, thr, top, koff, w, sc, kpos, kmask, ksc, hist, fill, total;
 } tc_layout;
 
+/* scaled: fp8_index keys (their scales); raw: and staged raw (in 16-byte pieces). */
 __host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int esize, bool wg,
-                                            bool scaled) {
+                                            bool scaled, bool raw) {
   const size_t rows = 16 * (size_t)sp.m_tiles, ld = (size_t)dimp + (wg ? 0 : TC_PAD);
   tc_layout l;
   l.k = 0;
-  l.q = l.k + (size_t)esize * (size_t)sp.stages * TC_KEYS * ld;
+  l.raw = l.k + (size_t)esize * (size_t)(raw ? 1 : sp.stages) * TC_KEYS * ld;
+  l.q = l.raw + (raw ? (size_t)sp.stages * TC_KEYS * (size_t)dimp : 0);
   l.thr = l.q + 2 * rows * ld;
   l.top = l.thr + sizeof(uint64_t) * TC_GROUP_MAX;
   l.koff = l.top + sizeof(uint64_t) * TC_GROUP_MAX;
@@ -171,13 +175,12 @@ __device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_
  * (same values, slower). WG: into the swizzled layout that wgmma reads, as bf16: bf16
  * rows by cp.async when VEC, f32 rows (rounded to nearest even, as tc_b_frag rounds them)
  * and unaligned bf16 rows through registers, 8 elements a thread at a time.
- * FP8 (fp8_index keys, kernels.h): their e4m3 values widened to bf16 (exactly) through
- * registers, 8 a thread at a time (one 8-byte load when VEC), into either path's layout
- * as bf16 keys would be; each key's scale into ksc (0 for a key nobody may see), by
- * the thread of its list entry, for the score (tc_append). Unlike cp.async, these loads
- * wait for their bytes before the tile before is scored; if that shows, the next step is
- * to stage the raw bytes by cp.async (two stages of half a bf16 stage each) and widen
- * them into one bf16 stage just before the tile is scored (written before any GPU run). */
+ * FP8 (fp8_index keys, kernels.h): each key's scale into ksc (0 for a key nobody may
+ * see), for the score (tc_append). VEC: the raw bytes by cp.async (16-byte pieces as the
+ * bf16 path's, the scale by a 4-byte one) into the raw stage kbuf, widened by
+ * tc_widen_fp8 once the tile has come; otherwise their e4m3 values widened to bf16
+ * (exactly) through registers, 8 a thread at a time, into either path's layout as bf16
+ * keys would be (those loads wait for their bytes before the tile before is scored). */
 template <int DIMP, int FMT, bool VEC, bool WG>
 __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &tk, int64_t e0,
                                     tc_entry x, int64_t kstep, void *kbuf, int *kpos,
@@ -199,19 +202,34 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
     kmask[threadIdx.x] = m;
     koff[threadIdx.x] = m ? x.row * kstep : -1;
     mine = m != 0;
-    if constexpr (FMT == SC_KFMT_FP8_INDEX) { /* (byte loads: ld need not keep it aligned) */
-      uint32_t u = 0;
-      if (m) {
-        const uint8_t *sp = (const uint8_t *)a.keys.data + x.row * kstep +
-                            SC_KFP8_INDEX_SCALE_AT(a.dim);
-        u = (uint32_t)sp[0] | (uint32_t)sp[1] << 8 | (uint32_t)sp[2] << 16 |
-            (uint32_t)sp[3] << 24;
+    if constexpr (FMT == SC_KFMT_FP8_INDEX) {
+      const uint8_t *sp = (const uint8_t *)a.keys.data + (m ? x.row * kstep : 0) +
+                          SC_KFP8_INDEX_SCALE_AT(a.dim);
+      if (VEC) { /* (rows 16-byte aligned: the scale is 4-byte aligned) */
+        cp_async4(&ksc[threadIdx.x], sp, m != 0);
+      } else { /* byte loads: ld need not keep it aligned */
+        const uint32_t u = m ? (uint32_t)sp[0] | (uint32_t)sp[1] << 8 | (uint32_t)sp[2] << 16 |
+                                   (uint32_t)sp[3] << 24
+                             : 0u;
+        ksc[threadIdx.x] = __uint_as_float(u);
       }
-      ksc[threadIdx.x] = __uint_as_float(u);
     }
   }
   if (!__syncthreads_or(mine)) return false;
-  if constexpr (FMT == SC_KFMT_FP8_INDEX) {
+  if constexpr (FMT == SC_KFMT_FP8_INDEX && VEC) { /* raw 16-byte pieces, as bf16's below */
+    constexpr int PIECES = DIMP / 16;
+    constexpr int RS = TC_THREADS / PIECES; /* rows between a thread's copies */
+    const int piece = threadIdx.x % PIECES, r0 = threadIdx.x / PIECES;
+    const bool in_dim = piece * 16 < a.dim;
+    char *dst = (char *)kbuf + r0 * DIMP + piece * 16;
+    const char *base = (const char *)a.keys.data + piece * 16;
+#pragma unroll
+    for (int k = 0; k < TC_KEYS / RS; k++) {
+      const int64_t off = koff[r0 + k * RS];
+      const bool ok = in_dim && off >= 0;
+      cp_async16(dst + k * RS * DIMP, base + (ok ? off : 0), ok);
+    }
+  } else if constexpr (FMT == SC_KFMT_FP8_INDEX) {
     constexpr int P8 = DIMP / 8;        /* 8-element pieces of a row */
     constexpr int LDB = DIMP + TC_PAD;  /* bf16 elements per shared row (not WG) */
     for (int i = threadIdx.x; i < TC_KEYS * P8; i += TC_THREADS) {
@@ -220,15 +238,11 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
       uint2 raw = make_uint2(0, 0); /* e4m3 zeros */
       if (off >= 0 && 8 * p < a.dim) {
         const uint8_t *src = (const uint8_t *)a.keys.data + off + 8 * p;
-        if (VEC) { /* rows of whole 16-byte pieces, 16-byte aligned */
-          raw = *(const uint2 *)src;
-        } else {
-          uint32_t b[2] = {0, 0};
+        uint32_t b[2] = {0, 0};
 #pragma unroll
-          for (int e = 0; e < 8; e++)
-            if (8 * p + e < a.dim) b[e >> 2] |= (uint32_t)src[e] << (8 * (e & 3));
-          raw = make_uint2(b[0], b[1]);
-        }
+        for (int e = 0; e < 8; e++)
+          if (8 * p + e < a.dim) b[e >> 2] |= (uint32_t)src[e] << (8 * (e & 3));
+        raw = make_uint2(b[0], b[1]);
       }
       const uint4 v = e4m3x8_to_bf16x8(raw, 1.0f);
       if (WG) *(uint4 *)((char *)kbuf + wg_off<TC_KEYS>(j, p)) = v;
@@ -286,6 +300,29 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
     }
   }
   return true;
+}
+
+/* fp8_index keys staged raw (tc_load_tile, VEC): the tile's e4m3 values widened to bf16
+ * (exactly) from the raw stage into the bf16 stage kbuf, in either path's layout; rows
+ * nobody may see were staged as zeros and stay zeros. */
+template <int DIMP, bool WG>
+__device__ inline void tc_widen_fp8(const unsigned char *raw, void *kbuf) {
+  constexpr int P16 = DIMP / 16;       /* 16-byte pieces of a raw row */
+  constexpr int LDB = DIMP + TC_PAD;   /* bf16 elements per shared row (not WG) */
+  for (int i = threadIdx.x; i < TC_KEYS * P16; i += TC_THREADS) {
+    const int j = i / P16, q = i % P16;
+    const uint4 v = *(const uint4 *)(raw + (size_t)j * DIMP + 16 * q);
+    const uint4 lo = e4m3x8_to_bf16x8(make_uint2(v.x, v.y), 1.0f);
+    const uint4 hi = e4m3x8_to_bf16x8(make_uint2(v.z, v.w), 1.0f);
+    if (WG) {
+      *(uint4 *)((char *)kbuf + wg_off<TC_KEYS>(j, 2 * q)) = lo;
+      *(uint4 *)((char *)kbuf + wg_off<TC_KEYS>(j, 2 * q + 1)) = hi;
+    } else {
+      uint4 *dst = (uint4 *)((char *)kbuf + ((size_t)j * LDB + 16 * q) * 2);
+      dst[0] = lo;
+      dst[1] = hi;
+    }
+  }
 }
 
 /* One m-tile (16 q rows from row 16 mt) times a warp's TC_KW keys: acc[nt] holds the
