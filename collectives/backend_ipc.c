@@ -82,6 +82,8 @@ int sc_ipc_region_create(int32_t members, size_t block_bytes, sc_ipc_id *id, voi
   void *p = NULL;
   int rc = cuda_err(cudaMalloc(&p, bytes), "ipc region");
   if (rc == 0) rc = cuda_err(cudaMemset(p, 0, bytes), "ipc region clear");
+  /* (cleared before its handle leaves: a peer's kernels are ordered with nothing here) */
+  if (rc == 0) rc = cuda_err(cudaDeviceSynchronize(), "ipc region clear");
   if (rc == 0) rc = cuda_err(cudaIpcGetMemHandle(&l.handle, p), "ipc handle");
   if (rc) {
     if (p) (void)cudaFree(p);
@@ -143,6 +145,8 @@ int sc_ipc_comm_create(sc_comm *comm, const sc_plan_config *cfg, int32_t global_
   void *words = NULL;
   int rc = cuda_err(cudaMalloc(&words, 64 + 8 * SC_GROUP_COUNT), "ipc words");
   if (rc == 0) rc = cuda_err(cudaMemset(words, 0, 64 + 8 * SC_GROUP_COUNT), "ipc words clear");
+  /* (the compute stream need not wait for the default one: cleared before it is used) */
+  if (rc == 0) rc = cuda_err(cudaDeviceSynchronize(), "ipc words clear");
   if (rc) goto fail;
   r->status = words;
   r->steps_dev = (uint64_t *)((char *)words + 8);
