@@ -179,7 +179,7 @@ int sc_ipc_comm_create(sc_comm *comm, const sc_plan_config *cfg, int32_t global_
       goto fail;
     x->region = p;
   }
-  if (cfg->pcp > 1) r->g[SC_GROUP_DCP] = r->g[SC_GROUP_PCP];
+  if (cfg->pcp > 1 && cfg->dcp > 1) r->g[SC_GROUP_DCP] = r->g[SC_GROUP_PCP]; /* one group */
   comm->ops = &k_ipc_ops;
   comm->self = r;
   return 0;
