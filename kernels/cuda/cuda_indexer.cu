@@ -3,10 +3,11 @@
  *
  * Precision. q and the keys are rounded to bf16 (round to nearest even; bf16 keys are
  * taken as they are, and so are the e4m3 values of fp8_index keys, which bf16 holds
- * exactly), products are exact in the f32 accumulators of mma.sync or wgmma,
- * and the ReLU x weight sum runs in f32 (an fp8_index key's times its scale, once). DeepSeek-V3.2 itself scores in fp8; the CPU reference
- * scores in f32 on the unrounded values, so GPU and CPU may pick differently among keys
- * whose scores lie within the rounding (tests/gpu/test_gpu_kernels.c bounds it).
+ * exactly), products are exact in the f32 accumulators of mma.sync or wgmma, and the
+ * ReLU x weight sum runs in f32 (an fp8_index key's then times its scale, once).
+ * DeepSeek-V3.2 itself scores in fp8; the CPU reference scores in f32 on the unrounded
+ * values, so GPU and CPU may pick differently among keys whose scores lie within the
+ * rounding (tests/gpu/test_gpu_kernels.c bounds it).
  *
  * Layout invariance. A pair's score depends only on (q[t], w[t], k_s). A token's heads
  * occupy hp rows of the q tile (hp: the head count rounded up to a power of two below
