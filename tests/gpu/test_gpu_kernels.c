@@ -969,6 +969,21 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     G->ops->free(G, (void *)b.keys.data);
     free(kr);
   }
+  if (fmt == SC_KFMT_FP8_INDEX) {
+    /* f32 keys holding the dequantized values (e4m3 x a power-of-two scale, exact in
+     * bf16): every product, sum and fold is the fp8 path's scaled by that power of two,
+     * which the fp8 path applies once at the end, so the same picks and scores to the bit
+     * (what a DCP prefill's f32 workspace would need against a cache of fp8 keys) */
+    float *kd = malloc(sizeof(float) * (size_t)L * dim);
+    for (size_t i = 0; i < (size_t)L * dim; i++) kd[i] = kf[i] * k8s[i / (size_t)dim];
+    sc_indexer_args b = a;
+    b.keys = (sc_krows){up(G, kd, sizeof(float) * (size_t)L * dim), SC_KFMT_F32, dim, L};
+    idx_run(b, 0, n_tok, rb, re, merged);
+    CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
+          "f32 keys holding the fp8_index keys' dequantized values pick differently");
+    G->ops->free(G, (void *)b.keys.data);
+    free(kd);
+  }
   const int32_t picks[3] = {0, 17 % n_tok, n_tok - 1};
   for (int i = 0; i < 3; i++) {
     idx_run(a, picks[i], 1, rb, re, one);
@@ -996,7 +1011,7 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
         "two shards merged differ from the whole key list");
   printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d distinct=%d: alone, batched%s "
          "and sharded identical\n", fmt, heads, dim, topk, n_tok, distinct,
-         fmt == SC_KFMT_BF16 ? ", as f32 keys" : "");
+         fmt == SC_KFMT_F32 ? "" : ", as f32 keys");
   G->ops->free(G, Q), G->ops->free(G, W), G->ops->free(G, K), G->ops->free(G, Kp);
   G->ops->free(G, Qp), G->ops->free(G, Sh), G->ops->free(G, Mo);
   free(q), free(w), free(kf), free(kb16), free(kpos), free(qpos), free(rb), free(re);
