@@ -409,7 +409,8 @@ static void *desync_main(void *arg) {
   sc_forward *f;
   sc_model_weights_synthetic(k, r->m, r->pc->tp, comm.group_rank[SC_GROUP_TP], &wt, NULL);
   sc_kv_cache_create(k, r->m->layers, 16, r->pc->block_size,
-                     sc_model_kv_width(r->m) + r->m->index_dim, SC_KFMT_F32, &cache, NULL);
+                     sc_model_kv_width(r->m) + r->m->index_dim, r->m->index_dim, SC_KFMT_F32,
+                     SC_KFMT_F32, &cache, NULL);
   sc_forward_create(k, &wt, &cache, &comm, r->pc, &f, NULL);
   const int32_t bt[2 * 4] = {0, 1, 2, 3, 4, 5, 6, 7};
   const sc_meta_blocks mb = {.table = bt, .max_blocks = 4, .num_blocks = 16};
