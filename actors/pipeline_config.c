@@ -52,8 +52,8 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
   static const char *const known[] = {
       "model", "model_file", "model_dir", "weights", "interleave", "block_size", "pad_multiple",
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
-      "deadline_ms", "kernel_threads", "kv_format", "inject", "max_prompt_len", "device",
-      "cuda_device", "collectives", "tokenizer", "served_model_name", "profile",
+      "deadline_ms", "kernel_threads", "kv_format", "index_format", "inject", "max_prompt_len",
+      "device", "cuda_device", "collectives", "tokenizer", "served_model_name", "profile",
       "rejoin_wait_ms", "step_retries", "cuda_graphs", "overlap"};
   json_object_foreach(p, key, v) {
     bool ok = false;
@@ -142,6 +142,13 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
     if (s && strcmp(s, "f32") == 0) e->kv_fmt = SC_KFMT_F32;
     else if (s && strcmp(s, "bf16") == 0) e->kv_fmt = SC_KFMT_BF16;
     else return sc_fail(d, SC_EINVAL, "pipeline.kv_format must be \"f32\" or \"bf16\"");
+  }
+  json_t *xf = json_object_get(p, "index_format");
+  if (xf) {
+    const char *s = json_string_value(xf);
+    if (s && strcmp(s, "kv") == 0) e->index_fp8 = false;
+    else if (s && strcmp(s, "fp8") == 0) e->index_fp8 = true;
+    else return sc_fail(d, SC_EINVAL, "pipeline.index_format must be \"kv\" or \"fp8\"");
   }
   json_t *prof = json_object_get(p, "profile");
   if (prof) {

@@ -43,7 +43,7 @@ show_e2e() { python3 - "$1" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:
     p = r["params"]
-    print(" ", r["name"], {k: p[k] for k in ("pcp", "context", "kv") if k in p}, round(r["median"], 3), r["unit"], r.get("ratio_to_short_context", ""))
+    print(" ", r["name"], {k: p[k] for k in ("pcp", "context", "kv", "index") if k in p}, round(r["median"], 3), r["unit"], r.get("ratio_to_short_context", ""))
 PY
 }
 
@@ -74,10 +74,10 @@ tpot_alternating() {
 }
 
 # e2e_each BINS: `bench e2e --device cuda` of each binary of BINS, in
-# $OUT/bench-e2e-NAME.json.
+# $OUT/bench-e2e-NAME.json (each within E2E_TIMEOUT s, default 300).
 e2e_each() {
   for v in $1; do
-    timeout 300 "$(bin_of sparsecp "$v")" bench e2e --device cuda --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"
+    timeout "${E2E_TIMEOUT:-300}" "$(bin_of sparsecp "$v")" bench e2e --device cuda --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"
     echo "e2e $v rc=$?"; show_e2e "$OUT/bench-e2e-$v.json"
   done
 }

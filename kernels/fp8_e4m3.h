@@ -43,9 +43,19 @@ SC_HOSTDEV uint8_t sc_e4m3_encode(float f) {
   return sign | (uint8_t)(e << 3) | (uint8_t)(m - 8);
 }
 
-/* One key of `dim` values as an fp8_index row (kernels.h): the scale is the least power
- * of two with amax / scale <= 448 (1 for a row of zeros), so k / scale is exact and each
- * value is rounded once; the bytes, then the scale at SC_KFP8_INDEX_SCALE_AT(dim) (the
+/* The scale of an fp8_index row whose largest |value| is amax (NaN values left out): the
+ * least power of two with amax / scale <= 448 (1 for a row of zeros), so that every
+ * value / scale is exact before its one rounding. A device quantizer that reduces amax
+ * over threads calls it to get the host's scale, and so the host's bytes. */
+SC_HOSTDEV float sc_kfp8_index_scale(float amax) {
+  if (!(amax > 0.0f && amax <= 3.0e38f)) return 1.0f;
+  int x;
+  const float f = frexpf(amax / 448.0f, &x); /* amax / 448 = f * 2^x, f in [0.5, 1) */
+  return ldexpf(1.0f, f == 0.5f ? x - 1 : x);
+}
+
+/* One key of `dim` values as an fp8_index row (kernels.h): the e4m3 bytes of
+ * k / sc_kfp8_index_scale(amax), then the scale at SC_KFP8_INDEX_SCALE_AT(dim) (the
  * padding before it zeroed). A NaN value becomes the NaN byte. */
 SC_HOSTDEV void sc_kfp8_index_quantize(const float *k, int32_t dim, uint8_t *row) {
   float amax = 0.0f;
@@ -53,12 +63,7 @@ SC_HOSTDEV void sc_kfp8_index_quantize(const float *k, int32_t dim, uint8_t *row
     const float a = fabsf(k[i]);
     amax = a > amax ? a : amax;
   }
-  float scale = 1.0f;
-  if (amax > 0.0f && amax <= 3.0e38f) {
-    int x;
-    const float f = frexpf(amax / 448.0f, &x); /* amax / 448 = f * 2^x, f in [0.5, 1) */
-    scale = ldexpf(1.0f, f == 0.5f ? x - 1 : x);
-  }
+  const float scale = sc_kfp8_index_scale(amax);
   for (int32_t i = 0; i < dim; i++) row[i] = sc_e4m3_encode(k[i] / scale);
   const int32_t at = (dim + 3) / 4 * 4;
   for (int32_t i = dim; i < at; i++) row[i] = 0;

@@ -63,9 +63,11 @@ typedef enum sc_kfmt {
    * (dim rounded up to 4). A key is its scale times its e4m3 values, and its indexer
    * score is the scale times the score of its e4m3 values (sc_indexer_args). Not a
    * per-element format: sc_kfmt_size is 0, ld counts bytes (at least
-   * SC_KFP8_INDEX_ROW_BYTES(dim)), and only indexer_topk takes it. fp8_e4m3.h has the
-   * quantizer (sc_kfp8_index_quantize: a power-of-two scale, so that the values are
-   * exact). */
+   * SC_KFP8_INDEX_ROW_BYTES(dim); the CUDA backend wants 4-byte aligned rows, and reads
+   * 16-byte aligned ones fastest), the op's width is dim. indexer_topk scores it,
+   * kv_write quantizes into it (sc_kfp8_index_quantize of fp8_e4m3.h: a power-of-two
+   * scale, so that the values are exact) and gather_rows widens it to f32 or bf16 (scale
+   * times value: exact in both, so the widened keys score as the fp8 ones). */
   SC_KFMT_FP8_INDEX = 4,
 } sc_kfmt;
 
@@ -438,13 +440,14 @@ typedef struct sc_kernels_ops {
   /* dst row i = src row idx[i] (width elements), converting between formats; idx NULL =
    * identity (a strided 2-D copy); idx[i] = -1 gives a zero row. Serves embedding lookup
    * (token ids into the f32 table), shard packing, and the workspace deinterleave
-   * (idx = sc_plan_fill_deinterleave's output). dst.rows >= n; dst must not overlap
-   * src. */
+   * (idx = sc_plan_fill_deinterleave's output), and fp8_index keys widened (src only).
+   * dst.rows >= n; dst must not overlap src. */
   int (*gather_rows)(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
                      const int32_t *idx, sc_krows dst);
   /* KV write by slot mapping: cache row slots[i] = src row i (f32, converted to the
-   * cache's format), slots[i] = -1 skips the row (a token this DCP rank does not own, or
-   * a non-owner PCP copy). Slots other than -1 must be distinct (rows run in parallel). */
+   * cache's format, fp8_index quantized), slots[i] = -1 skips the row (a token this DCP
+   * rank does not own, or a non-owner PCP copy). Slots other than -1 must be distinct
+   * (rows run in parallel). */
   int (*kv_write)(sc_kernels *k, int64_t n, int64_t width, const float *src,
                   int64_t ld_src, const int32_t *slots, sc_krows cache);
   /* The greedy choice of n rows of logits: out[r] = the index of the largest of row r's

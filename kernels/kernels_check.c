@@ -53,19 +53,23 @@ int sc_kcheck_attn(const sc_attn_args *a, sc_krows_check_fn check_rows) {
   return 0;
 }
 
+/* Rows of index keys: the fp8_index layout (kernels.h: width is the key's dim, ld counts
+ * bytes), checked here for every backend, or a backend's per-element formats. */
+static int check_key_rows(const sc_krows *r, int64_t width, sc_krows_check_fn check_rows) {
+  if (r->fmt != SC_KFMT_FP8_INDEX) return check_rows(r, width);
+  if (width < 0 || width > INT32_MAX || r->rows < 0 ||
+      (r->rows > 1 && r->ld < SC_KFP8_INDEX_ROW_BYTES(width)) ||
+      (r->rows > 0 && r->data == NULL))
+    return SC_EINVAL;
+  return 0;
+}
+
 int sc_kcheck_indexer(const sc_indexer_args *a, sc_krows_check_fn check_rows) {
   if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dim < 1 || a->topk < 0 ||
       a->max_keys < 0)
     return SC_EINVAL;
-  const sc_krows *r = &a->keys;
-  if (r->fmt == SC_KFMT_FP8_INDEX) { /* the indexer's own layout (kernels.h) */
-    if (r->rows < 0 || (r->rows > 1 && r->ld < SC_KFP8_INDEX_ROW_BYTES(a->dim)) ||
-        (r->rows > 0 && r->data == NULL))
-      return SC_EINVAL;
-  } else {
-    const int rc = check_rows(r, a->dim);
-    if (rc) return rc;
-  }
+  const int rc = check_key_rows(&a->keys, a->dim, check_rows);
+  if (rc) return rc;
   if (a->n_tok == 0 || a->topk == 0) return 1;
   if (a->q == NULL || a->w == NULL || a->q_pos == NULL || a->key_pos == NULL ||
       a->key_begin == NULL || a->key_end == NULL ||
@@ -198,7 +202,8 @@ int sc_kcheck_gather_rows(int64_t n, int64_t width, const sc_krows *src, const s
                           sc_krows_check_fn check_rows) {
   int rc;
   if (n < 0) return SC_EINVAL;
-  if ((rc = check_rows(src, width)) || (rc = check_rows(dst, width))) return rc;
+  if (dst->fmt == SC_KFMT_FP8_INDEX) return SC_ENOTSUP; /* quantize with kv_write */
+  if ((rc = check_key_rows(src, width, check_rows)) || (rc = check_rows(dst, width))) return rc;
   if (n == 0 || width == 0) return 1;
   if (dst->rows < n) return SC_ERANGE;
   return 0;
@@ -209,7 +214,7 @@ int sc_kcheck_kv_write(int64_t n, int64_t width, const float *src, int64_t ld_sr
                        sc_krows_check_fn check_rows) {
   int rc;
   if (n < 0) return SC_EINVAL;
-  if ((rc = check_rows(cache, width))) return rc;
+  if ((rc = check_key_rows(cache, width, check_rows))) return rc;
   if (n == 0 || width == 0) return 1;
   if (src == NULL || slots == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
   return 0;

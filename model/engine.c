@@ -103,7 +103,8 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
   e->have_weights = true;
   const int32_t width = sc_model_kv_width(&cfg->model) + cfg->model.index_dim;
   if ((rc = sc_kv_cache_create(e->k, cfg->model.layers, cfg->num_blocks, e->pc.block_size,
-                               width, cfg->kv_fmt, &e->cache, d)))
+                               width, cfg->model.index_dim, cfg->kv_fmt,
+                               cfg->index_fp8 ? SC_KFMT_FP8_INDEX : cfg->kv_fmt, &e->cache, d)))
     goto fail;
   e->have_cache = true;
   if ((rc = sc_forward_create(e->k, &e->w, &e->cache, comm, &e->pc, &e->fwd, d))) goto fail;

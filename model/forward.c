@@ -157,7 +157,7 @@ int sc_forward_create(sc_kernels *k, const sc_model_weights *w, sc_kv_cache *cac
   if (cfg->dtype != SC_DT_F32)
     return sc_fail(d, SC_ENOTSUP, "forward: only f32 collectives are implemented");
   if (cache->layers != m->layers || cache->width != sc_model_kv_width(m) + m->index_dim ||
-      cache->block_size != cfg->block_size)
+      cache->index_dim != m->index_dim || cache->block_size != cfg->block_size)
     return sc_fail(d, SC_EINVAL, "forward: the KV cache shape does not fit the model and plan");
   sc_forward *f = calloc(1, sizeof *f);
   if (f == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
@@ -383,6 +383,35 @@ static void stage(step_ctx *s, sc_stage st) { sc_step_prof_enter(&s->f->prof, st
     if ((rc = (expr)) != 0) goto out;   \
   } while (0)
 
+/* Cache slots slots[i] = row i of src (f32 rows s->iw apart: the KV values, then the index
+ * key): one write when the key is in the KV row, a second into the key rows when the keys
+ * are apart (then only for a layer with its own keys: a shared layer's are never read). */
+static int cache_write(step_ctx *s, int64_t n, const float *src, const int32_t *slots, bool own) {
+  const sc_kv_cache *c = s->f->cache;
+  sc_kernels *k = s->f->k;
+  const sc_krows rows = sc_kv_cache_rows(c, s->layer);
+  if (!sc_kv_cache_keys_apart(c)) return k->ops->kv_write(k, n, s->iw, src, s->iw, slots, rows);
+  int rc = k->ops->kv_write(k, n, s->kvw, src, s->iw, slots, rows);
+  if (rc == 0 && own)
+    rc = k->ops->kv_write(k, n, s->dI, src + s->kvw, s->iw, slots, sc_kv_cache_keys(c, s->layer));
+  return rc;
+}
+
+/* Shard row i = cache slot slots[i] in f32, s->iw wide (as cache_write takes them; keys
+ * apart are widened exactly, so the workspace's keys score as the cache's). */
+static int shard_pack(step_ctx *s, int64_t n, const int32_t *slots, float *shard, bool own) {
+  const sc_kv_cache *c = s->f->cache;
+  sc_kernels *k = s->f->k;
+  const sc_krows rows = sc_kv_cache_rows(c, s->layer);
+  const sc_krows dst = {shard, SC_KFMT_F32, s->iw, n};
+  if (!sc_kv_cache_keys_apart(c)) return k->ops->gather_rows(k, n, s->iw, rows, slots, dst);
+  int rc = k->ops->gather_rows(k, n, s->kvw, rows, slots, dst);
+  if (rc == 0 && own)
+    rc = k->ops->gather_rows(k, n, s->dI, sc_kv_cache_keys(c, s->layer), slots,
+                             sc_krows_col(dst, s->kvw));
+  return rc;
+}
+
 /* Captures the selected (score, position) sets of local rows [b, e) for this layer. */
 static int capture(step_ctx *s, const sc_kcand *cand_buf, int32_t b, int32_t e) {
   if (s->out == NULL || s->out->topk == NULL || e <= b) return 0;
@@ -447,8 +476,8 @@ static int attention_layer(step_ctx *s) {
   /* A layer without its own indexer (GLM-5's "shared" layers) attends over the top-K of
    * the last layer that has one: topk, cand and sel still hold it, for the same rows, and
    * they are layer-independent (positions, cache slots, workspace rows; the context
-   * workspace of a chunk has the same layout in every layer). The index key columns of
-   * its KV rows are left as they are: no layer reads them. */
+   * workspace of a chunk has the same layout in every layer). Its index keys are not
+   * read: written with its KV rows when they share a row, left unwritten when apart. */
   const bool own = !sc_model_layer_index_shared(&f->mc, l);
 
   /* ---- projections ---- */
@@ -462,7 +491,7 @@ static int attention_layer(step_ctx *s) {
   const int64_t qaw = (int64_t)s->Hl * s->kvw; /* qabs: [q_nope W_UK ; q_rope] a head */
   sc_linears from_xn = {.rows = Tp, .k = s->hid, .x = xn, .ld_x = s->hid, .n_parts = 2};
   from_xn.part[0] = (sc_linear_part){sc_w(w, l, SC_W_WQ_A), qr, s->hid, 1.0f, ql, qr};
-  /* KV row [c_kv ; k_rope] and the index key, one cache row wide */
+  /* KV row [c_kv ; k_rope] and the index key, one row (as cache_write takes them) */
   from_xn.part[1] = (sc_linear_part){sc_w(w, l, SC_W_WKV_A), s->kvw, s->hid, 1.0f, kv, s->iw};
   if (own) {
     from_xn.part[2] = (sc_linear_part){sc_w(w, l, SC_W_IDX_WK), s->dI, s->hid, 1.0f,
@@ -523,11 +552,11 @@ static int attention_layer(step_ctx *s) {
               src, pg));
       src = pg;
     }
-    CK(o->kv_write(k, m->num_prefill_src, s->iw, src, s->iw, ix(s, U_PSLOT), cache),
-       "layer %d: prefill KV write", l);
+    CK(cache_write(s, m->num_prefill_src, src, ix(s, U_PSLOT), own), "layer %d: prefill KV write",
+       l);
   }
   if (D > 0)
-    CK(o->kv_write(k, D, s->iw, kv, s->iw, ix(s, U_DSLOT), cache), "layer %d: decode KV write", l);
+    CK(cache_write(s, D, kv, ix(s, U_DSLOT), own), "layer %d: decode KV write", l);
 
   /* ---- workspace path: prefill rows under DCP, one context_kv gather per chunk ---- */
   if (s->has_prefill && s->N > 1) {
@@ -543,8 +572,7 @@ static int attention_layer(step_ctx *s) {
       ssrc_off += S;
       deint_off += mc->extent_total;
       stage(s, SC_STAGE_DENSE);
-      CK(o->gather_rows(k, S, s->iw, cache, ssrc, (sc_krows){shard, SC_KFMT_F32, s->iw, S}),
-         "layer %d: shard pack", l);
+      CK(shard_pack(s, S, ssrc, shard, own), "layer %d: shard pack", l);
       CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_CONTEXT_KV, S, s->iw,
               shard, ws));
       const int32_t tb = mc->tok_begin, n = mc->tok_end - mc->tok_begin;
@@ -588,7 +616,7 @@ static int attention_layer(step_ctx *s) {
   if (cte > 0 && own) {
     const sc_indexer_args ia = {
         .n_tok = cte, .n_heads = s->HI, .dim = s->dI, .topk = s->K, .q = iq, .ld_q = iqw,
-        .w = iwt, .ld_w = s->HI, .q_pos = pos, .keys = sc_krows_col(cache, s->kvw),
+        .w = iwt, .ld_w = s->HI, .q_pos = pos, .keys = sc_kv_cache_keys(f->cache, l),
         .key_rows = f->buf[I_KSLOT], .key_pos = f->buf[I_KPOS], .key_begin = ix(s, U_KB),
         .key_end = ix(s, U_KE), .out_pos = topk, .out_cand = cand,
         /* a token's keys are its request's positions, within bt_w blocks (bt_w is part of

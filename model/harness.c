@@ -76,6 +76,7 @@ int sc_harness_create(const sc_harness_config *cfg, sc_harness **out, sc_diag *d
   const sc_engine_config ec = {.plan = cfg->plan, .model = cfg->model, .weights = cfg->weights,
                               .model_dir = cfg->model_dir,
                                .num_blocks = cfg->num_blocks, .kv_fmt = cfg->kv_fmt,
+                               .index_fp8 = cfg->index_fp8,
                                .kernel_threads = cfg->kernel_threads, .cuda = cfg->cuda,
                                .no_recordings = cfg->no_recordings,
                                .cpu_recorder = cfg->cpu_recorder};

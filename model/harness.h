@@ -29,6 +29,7 @@ typedef struct sc_harness_config {
   sc_model_config model;
   int32_t num_blocks;     /* physical blocks per rank (= the scheduler's virtual pool) */
   sc_kfmt kv_fmt;         /* SC_KFMT_F32 or SC_KFMT_BF16 */
+  bool index_fp8;         /* engine.h: the indexer keys in fp8_index rows */
   int kernel_threads;     /* per rank context (>= 1) */
   int64_t deadline_ms;    /* per collective; <= 0: none */
   const char *weights;    /* safetensors file, or NULL for synthetic weights */

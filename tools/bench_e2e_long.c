@@ -155,6 +155,7 @@ static int take_steps(sc_tap_steps *tap, int32_t out, long_sample *s, char *why,
 typedef struct case_opts {
   bool p2n2;      /* P = N = 2 on two GPUs (NCCL), not P = N = 1 on one */
   bool kv_bf16;   /* KV rows in bf16, not f32 */
+  bool index_fp8; /* the indexer keys in fp8 rows of their own (--index-format fp8) */
   bool profile;   /* the executors profile the steps; each round's decode steps' device
                      activity comes from the tap */
   bool no_graphs; /* every op launched, no step replayed from a CUDA graph */
@@ -172,7 +173,8 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
       .pcp = n, .dcp = n, .tp = 1, .model_file = model_file, .cuda = true, .gpus = n,
       .nccl = true, .token_budget = L > 4096 ? L : 4096, .num_blocks = L / 16 + 128,
       .max_model_len = L + lcs->out + 64, .deadline_ms = 120000, .log_level = "warn",
-      .quiet = !o.p2n2, .kv_bf16 = kv_bf16, .profile = profile, .taps = profile,
+      .quiet = !o.p2n2, .kv_bf16 = kv_bf16, .index_fp8 = o.index_fp8, .profile = profile,
+      .taps = profile,
       .no_cuda_graphs = o.no_graphs, .overlap = o.no_overlap ? "off" : NULL};
   sc_local_cluster *lc = NULL;
   sc_client *cl = NULL;
@@ -208,8 +210,9 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
     if ((rc = one_request(cl, lc, prompt, L, lcs->out, &out[r], why, why_len)) != 0 ||
         (tap && (rc = take_steps(tap, lcs->out, &out[r], why, why_len)) != 0))
       goto out;
-    fprintf(stderr, "  P%d N%d, %s KV, context %d, round %d%s%s: ttft %.1f ms, tpot %.3f ms",
-            n, n, kv_bf16 ? "bf16" : "f32", L, r + 1, profile ? " (profiled)" : "",
+    fprintf(stderr, "  P%d N%d, %s KV%s, context %d, round %d%s%s: ttft %.1f ms, tpot %.3f ms",
+            n, n, kv_bf16 ? "bf16" : "f32", o.index_fp8 ? " and fp8 index keys" : "", L, r + 1,
+            profile ? " (profiled)" : "",
             o.no_graphs ? " (no graphs)" : o.no_overlap ? " (one step at a time)" : "",
             out[r].ttft_ms, out[r].tpot_ms);
     if (tap) {
@@ -299,20 +302,23 @@ static int baseline_case(sc_bench *b, const char *model_file, const long_case *l
   return 0;
 }
 
-/* The TTFT and TPOT cases of one layout, with f32 and then bf16 KV rows; at P = N = 1
- * also the profiled and baseline cases of the short context. */
+/* The TTFT and TPOT cases of one layout, with f32 and then bf16 KV rows (at P = N = 1
+ * each also with the profiled and baseline cases of the short context), then bf16 KV rows
+ * with fp8 index keys (their params say "index":"fp8"). */
 static int layout_cases(sc_bench *b, const char *model_file, const long_case *cases,
                         int n_cases, int rounds, int32_t vocab, bool p2n2) {
   const int32_t n = p2n2 ? 2 : 1;
   double ttft[LONG_MAX_CASES][LONG_MAX_ROUNDS], tpot[LONG_MAX_CASES][LONG_MAX_ROUNDS];
   char why[1024] = "";
-  /* f32 rows (the pipeline's default, the CPU reference's) and bf16 rows, where the
-   * attention runs on the tensor cores */
-  for (int kv = 0; kv < 2; kv++) {
+  /* f32 rows (the pipeline's default, the CPU reference's), bf16 rows, where the
+   * attention runs on the tensor cores, and bf16 rows with DeepSeek-V3.2's fp8 index keys
+   * (a decode step's indexer reads 144 bytes a key instead of 256) */
+  for (int kv = 0; kv < 3; kv++) {
     int rc = 0;
+    const bool fp8 = kv == 2;
     for (int c = 0; c < n_cases && rc == 0; c++) {
       long_sample s[LONG_MAX_ROUNDS];
-      const case_opts o = {.p2n2 = p2n2, .kv_bf16 = kv == 1};
+      const case_opts o = {.p2n2 = p2n2, .kv_bf16 = kv >= 1, .index_fp8 = fp8};
       if ((rc = run_case(model_file, &cases[c], o, rounds, vocab, s, why, sizeof why))) break;
       for (int r = 0; r < rounds; r++) ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
     }
@@ -325,14 +331,15 @@ static int layout_cases(sc_bench *b, const char *model_file, const long_case *ca
       char params[256], extra[256];
       snprintf(params, sizeof params,
                "\"device\":\"cuda\",\"pcp\":%d,\"dcp\":%d,\"tp\":1,\"gpus\":%d,"
-               "\"model\":\"model-long\",\"kv\":\"%s\",\"context\":%d,\"out_tokens\":%d",
-               n, n, n, kv ? "bf16" : "f32", cases[c].context, cases[c].out);
+               "\"model\":\"model-long\",\"kv\":\"%s\",%s\"context\":%d,\"out_tokens\":%d",
+               n, n, n, kv ? "bf16" : "f32", fp8 ? "\"index\":\"fp8\"," : "", cases[c].context,
+               cases[c].out);
       sc_bench_add(b, "e2e.ttft", params, "ms", ttft[c], rounds, NULL);
       snprintf(extra, sizeof extra, "\"ratio_to_short_context\":%.4f",
                sc_bench_median(tpot[c], rounds) / tpot_short);
       sc_bench_add(b, "e2e.tpot", params, "ms", tpot[c], rounds, extra);
     }
-    if (p2n2) continue;
+    if (p2n2 || fp8) continue;
     const int rc_busy = busy_case(b, model_file, &cases[0], kv == 1, rounds, vocab);
     if (rc_busy) return rc_busy;
     if ((rc = baseline_case(b, model_file, &cases[0], kv == 1, true, rounds, vocab,

@@ -180,6 +180,7 @@ static void help(FILE *f) {
           "                       [--step-retries K]\n"
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
           "                       [--inject KIND:RANK:STEP] [--profile] [--kv-format f32|bf16]\n"
+          "                       [--index-format kv|fp8]\n"
           "                       [--no-cuda-graphs] [--overlap auto|on|off]\n"
           "                       [--mps auto|on|off]\n\n"
           "Starts a local cluster of P*T node processes (default P = 1, N = 1, T = 1)\n"
@@ -231,7 +232,7 @@ static void help(FILE *f) {
           "  --grace-ms     after a death that ends the cluster, time the others get\n"
           "                 before being stopped (default 2000)\n"
           "  --device, --collectives, --gpus, --model, --model-dir, --token-budget,\n"
-          "  --num-blocks, --kv-format, --no-cuda-graphs, --overlap, --mps,\n"
+          "  --num-blocks, --kv-format, --index-format, --no-cuda-graphs, --overlap, --mps,\n"
           "  --inject, --profile  as for `sparsecp run` (with --http, /metrics adds\n"
           "                 sparsecp_step_stage_seconds_total)\n");
 }

@@ -232,6 +232,7 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->no_cuda_graphs) json_object_set_new(p, "cuda_graphs", json_false());
   if (o->overlap) json_object_set_new(p, "overlap", json_string(o->overlap));
   if (o->kv_bf16) json_object_set_new(p, "kv_format", json_string("bf16"));
+  if (o->index_fp8) json_object_set_new(p, "index_format", json_string("fp8"));
   if (o->rejoin_wait_ms)
     json_object_set_new(p, "rejoin_wait_ms", json_integer(o->rejoin_wait_ms));
   if (o->step_retries) json_object_set_new(p, "step_retries", json_integer(o->step_retries));
@@ -617,6 +618,8 @@ int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
   case SC_LCOPT_OVERLAP: return auto_opt(cmd, "--overlap", arg, &o->overlap);
   case SC_LCOPT_MPS: return auto_opt(cmd, "--mps", arg, &o->mps);
   case SC_LCOPT_KV_FORMAT: return pick_opt(cmd, "--kv-format", arg, "f32", "bf16", &o->kv_bf16);
+  case SC_LCOPT_INDEX_FORMAT:
+    return pick_opt(cmd, "--index-format", arg, "kv", "fp8", &o->index_fp8);
   case SC_LCOPT_INJECT:
     if (o->num_inject == SC_LOCAL_CLUSTER_MAX_INJECT) {
       sc_cli_error(cmd, "at most %d --inject options", SC_LOCAL_CLUSTER_MAX_INJECT);

@@ -82,6 +82,8 @@ typedef struct sc_local_cluster_opts {
   bool no_cuda_graphs;          /* pipeline "cuda_graphs": false (every op launched as
                                    called; the baseline of a comparison) */
   bool kv_bf16;                 /* KV cache rows in bf16 (pipeline "kv_format"), not f32 */
+  bool index_fp8;               /* the indexer keys in fp8 rows of their own (pipeline
+                                   "index_format": "fp8"), not in the KV rows */
   const char *overlap;          /* pipeline "overlap": "auto", "on" or "off"; NULL: auto */
   int32_t rejoin_wait_ms;       /* pipeline.rejoin_wait_ms (0: a node's death ends the
                                    cluster): set by a caller that restarts nodes */
@@ -180,6 +182,7 @@ enum {
   SC_LCOPT_PROFILE,
   SC_LCOPT_MODEL_DIR,
   SC_LCOPT_KV_FORMAT,
+  SC_LCOPT_INDEX_FORMAT,
   SC_LCOPT_NO_CUDA_GRAPHS,
   SC_LCOPT_OVERLAP,
   SC_LCOPT_MPS,
@@ -199,6 +202,7 @@ enum {
       {"profile", no_argument, NULL, SC_LCOPT_PROFILE},                                  \
       {"model-dir", required_argument, NULL, SC_LCOPT_MODEL_DIR},                        \
       {"kv-format", required_argument, NULL, SC_LCOPT_KV_FORMAT},                        \
+      {"index-format", required_argument, NULL, SC_LCOPT_INDEX_FORMAT},                  \
       {"no-cuda-graphs", no_argument, NULL, SC_LCOPT_NO_CUDA_GRAPHS},                    \
       {"overlap", required_argument, NULL, SC_LCOPT_OVERLAP},                            \
       {"mps", required_argument, NULL, SC_LCOPT_MPS}

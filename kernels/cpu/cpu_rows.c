@@ -1,16 +1,30 @@
-/* cpu_rows.c - row movement: gather (with format conversion), KV write by slot mapping,
- * and the maps from top-K positions to workspace rows and to local KV cache slots.
+/* cpu_rows.c - row movement: gather (with format conversion, fp8_index keys widened), KV
+ * write by slot mapping (fp8_index keys quantized), and the maps from top-K positions to
+ * workspace rows and to local KV cache slots.
  * Every index is checked against its row set (SC_ERANGE), because on the CPU an
  * out-of-range index would silently corrupt memory. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/fp8_e4m3.h"
 #include "plan/dcp.h"
 
-/* dst[0..width) = src row in src_fmt, converted to dst_fmt. */
+/* dst[0..width) = src row in src_fmt, converted to dst_fmt (an fp8_index row is width
+ * keys' values: widened from it, quantized into it). */
 static void convert_row(const void *src, sc_kfmt sf, void *dst, sc_kfmt df, int64_t width) {
-  if (sf == df) {
+  if (df == SC_KFMT_FP8_INDEX) { /* (from f32: kv_write) */
+    sc_kfp8_index_quantize(src, (int32_t)width, dst);
+  } else if (sf == SC_KFMT_FP8_INDEX) {
+    const uint8_t *b = src;
+    float scale;
+    memcpy(&scale, b + SC_KFP8_INDEX_SCALE_AT(width), sizeof scale);
+    for (int64_t i = 0; i < width; i++) {
+      const float v = scale * sc_e4m3_value(b[i]); /* exact: a power-of-two scale */
+      if (df == SC_KFMT_F32) ((float *)dst)[i] = v;
+      else ((uint16_t *)dst)[i] = sc_f32_to_bf16(v);
+    }
+  } else if (sf == df) {
     memcpy(dst, src, (size_t)width * sc_kfmt_size(sf));
   } else if (df == SC_KFMT_F32) {
     sc_kcpu_row_to_f32(src, sf, width, dst);
@@ -32,7 +46,7 @@ static int gather_part(void *p, int64_t b, int64_t e, int worker) {
   const gather_job *j = p;
   const size_t dsz = sc_kfmt_size(j->dst.fmt);
   for (int64_t i = b; i < e; i++) {
-    void *d = (char *)j->dst.data + i * j->dst.ld * (int64_t)dsz;
+    void *d = (char *)j->dst.data + i * sc_krows_stride(&j->dst);
     const int64_t r = j->idx ? j->idx[i] : i;
     if (r == -1) {
       memset(d, 0, (size_t)j->width * dsz);
@@ -62,13 +76,12 @@ typedef struct {
 static int kvw_part(void *p, int64_t b, int64_t e, int worker) {
   (void)worker;
   const kvw_job *j = p;
-  const size_t csz = sc_kfmt_size(j->cache.fmt);
   for (int64_t i = b; i < e; i++) {
     const int64_t s = j->slots[i];
     if (s == -1) continue;
     if (s < 0 || s >= j->cache.rows) return SC_ERANGE;
     convert_row(j->src + i * j->ld_src, SC_KFMT_F32,
-                (char *)j->cache.data + s * j->cache.ld * (int64_t)csz, j->cache.fmt,
+                (char *)j->cache.data + s * sc_krows_stride(&j->cache), j->cache.fmt,
                 j->width);
   }
   return 0;

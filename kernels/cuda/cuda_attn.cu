@@ -673,7 +673,7 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
   SC_KCHECK(sc_kcheck_attn(a, sc_kcuda_check_rows));
   int rc;
   const int64_t width = (int64_t)a->dc + a->dr;
-  const int64_t kv_step = sc_kcuda_row_step(&a->kv);
+  const int64_t kv_step = sc_krows_stride(&a->kv);
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
   /* Models with few heads (at most 16 over all TP ranks) take the few-heads kernel over
    * bf16 rows (cuda_attn_few.cu: the heads as mma's N, no padding), and the split kernel

@@ -73,10 +73,6 @@ void sc_kcuda_busy_log_ops(int top);
 /* Row-set check: known format (f32, bf16, fp8_ds_mla), rows >= 0, data when rows > 0,
  * ld >= width (fp8: width must be 576 and ld >= 656 bytes). */
 int sc_kcuda_check_rows(const sc_krows *r, int64_t width);
-/* Bytes per row step of a row set (ld * element size; fp8: ld is already bytes). */
-static inline int64_t sc_kcuda_row_step(const sc_krows *r) {
-  return r->fmt == SC_KFMT_FP8_DS_MLA ? r->ld : r->ld * (int64_t)sc_kfmt_size(r->fmt);
-}
 
 /* The opt-in shared memory limit of one block on sm_90. */
 #define SC_KCUDA_SMEM_MAX (227 * 1024)

@@ -6,6 +6,7 @@
  * conversion moves as 16-byte vectors (the deinterleave case, which is a pure bandwidth
  * problem). Bad indices raise SC_ERANGE through the error flag. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/fp8_e4m3.h"
 #include "plan/dcp.h"
 
 #include <cooperative_groups.h>
@@ -48,7 +49,8 @@ __global__ void k_gather_same(int64_t n, int64_t words, const char *src, int64_t
   }
 }
 
-/* Converting gather: dst f32 or bf16 from f32, bf16 or fp8_ds_mla. */
+/* Converting gather: dst f32 or bf16 from f32, bf16, fp8_ds_mla or fp8_index (scale
+ * times value, the host's decoding of the byte: exact). */
 __global__ void k_gather_conv(int64_t n, int64_t width, const char *src, int sfmt,
                               int64_t src_step, int64_t src_rows, const int32_t *idx, char *dst,
                               int dfmt, int64_t dst_step, int *flag) {
@@ -63,8 +65,12 @@ __global__ void k_gather_conv(int64_t n, int64_t width, const char *src, int sfm
     return;
   }
   const char *s = r == -1 ? NULL : src + r * src_step;
+  const bool index_keys = sfmt == SC_KFMT_FP8_INDEX;
+  const float scale = s && index_keys ? *(const float *)(s + SC_KFP8_INDEX_SCALE_AT(width)) : 1.0f;
   for (int64_t x = lane; x < width; x += 32) {
-    const float v = s ? sc_dev_load(s, sfmt, x) : 0.0f;
+    const float v = s == NULL  ? 0.0f
+                    : index_keys ? scale * sc_e4m3_value((uint8_t)s[x])
+                                 : sc_dev_load(s, sfmt, x);
     if (dfmt == SC_KFMT_F32) ((float *)d)[x] = v;
     else ((uint16_t *)d)[x] = sc_f32_to_bf16(v);
   }
@@ -76,7 +82,7 @@ extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_
                                     const int32_t *idx, sc_krows dst) {
   sc_kcuda *c = sc_kcuda_of(k);
   SC_KCHECK(sc_kcheck_gather_rows(n, width, &src, &dst, sc_kcuda_check_rows));
-  const int64_t ss = sc_kcuda_row_step(&src), ds = sc_kcuda_row_step(&dst);
+  const int64_t ss = sc_krows_stride(&src), ds = sc_krows_stride(&dst);
   const unsigned grid = (unsigned)sc_cdiv(n, ROWS_PER_BLOCK);
   if (src.fmt == dst.fmt) {
     const int64_t bytes = src.fmt == SC_KFMT_FP8_DS_MLA ? SC_KFP8_DS_MLA_ROW_BYTES
@@ -104,6 +110,8 @@ extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_
     return SC_CUDA_CHECK_LAUNCH("gather_rows");
   }
   if (dst.fmt == SC_KFMT_FP8_DS_MLA) return SC_ENOTSUP; /* quantize with kv_write */
+  if (src.fmt == SC_KFMT_FP8_INDEX && (ss % 4 != 0 || !aligned(src.data, 4)))
+    return SC_EINVAL; /* the scales are f32 words */
   sc_kcuda_launch(c, k_gather_conv, grid, 256, 0, n, width, (const char *)src.data, src.fmt, ss,
                   src.rows, idx, (char *)dst.data, dst.fmt, ds, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("gather_rows");
@@ -143,6 +151,19 @@ __global__ void k_kv_write(int64_t n, int64_t width, const float *src, int64_t l
     for (int64_t e = lane; e < width; e += 32) ((float *)d)[e] = x[e];
   } else if (fmt == SC_KFMT_BF16) {
     for (int64_t e = lane; e < width; e += 32) ((uint16_t *)d)[e] = sc_f32_to_bf16(x[e]);
+  } else if (fmt == SC_KFMT_FP8_INDEX) {
+    /* sc_kfp8_index_quantize's row, its amax reduced over the warp (a maximum: the order
+     * does not matter, NaN is left out by fmaxf as by the host's comparison) */
+    float amax = 0.0f;
+    for (int64_t e = lane; e < width; e += 32) amax = fmaxf(amax, fabsf(x[e]));
+    for (int off = 16; off > 0; off >>= 1)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const float scale = sc_kfp8_index_scale(amax);
+    uint8_t *b = (uint8_t *)d;
+    for (int64_t e = lane; e < width; e += 32) b[e] = sc_e4m3_encode(x[e] / scale);
+    const int64_t at = SC_KFP8_INDEX_SCALE_AT(width);
+    for (int64_t e = width + lane; e < at; e += 32) b[e] = 0;
+    if (lane == 0) *(float *)(b + at) = scale;
   } else {
     /* fp8_ds_mla: per 128-value tile, scale = amax / 448 (1 for an all-zero tile), each
      * value x / scale rounded to nearest-even e4m3 with saturation */
@@ -173,10 +194,10 @@ extern "C" int sc_kcuda_kv_write(sc_kernels *k, int64_t n, int64_t width, const 
                                  int64_t ld_src, const int32_t *slots, sc_krows cache) {
   sc_kcuda *c = sc_kcuda_of(k);
   SC_KCHECK(sc_kcheck_kv_write(n, width, src, ld_src, slots, &cache, sc_kcuda_check_rows));
-  if (cache.fmt == SC_KFMT_FP8_DS_MLA && (cache.ld % 4 != 0 || !aligned(cache.data, 4)))
+  if (sc_kfmt_bytes(cache.fmt) && (cache.ld % 4 != 0 || !aligned(cache.data, 4)))
     return SC_EINVAL; /* scales are f32 words */
-  const int64_t step = sc_kcuda_row_step(&cache);
-  const bool vec4 = cache.fmt != SC_KFMT_FP8_DS_MLA && width % 4 == 0 && aligned(src, 16) &&
+  const int64_t step = sc_krows_stride(&cache);
+  const bool vec4 = !sc_kfmt_bytes(cache.fmt) && width % 4 == 0 && aligned(src, 16) &&
                     (n == 1 || ld_src % 4 == 0) && aligned(cache.data, 16) && step % 16 == 0;
   sc_kcuda_launch(c, k_kv_write, (unsigned)sc_cdiv(n, ROWS_PER_BLOCK), 256, 0, n, width, src,
                   ld_src, slots, (char *)cache.data, cache.fmt, step, cache.rows, vec4,

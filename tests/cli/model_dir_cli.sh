@@ -13,7 +13,8 @@
 # make_glm_logits.py saved with transformers (tests/data/hf_checkpoint/tiny-glm-bf16) too;
 # broken indexer_types, a shared
 # first layer and a contradicting indexer_rope_interleave are refused by `checkpoint` and
-# `run` (exit 2, the key named).
+# `run` (exit 2, the key named). fp8 index keys (--index-format fp8) on the tiny checkpoint,
+# the embedded model and the GLM layout, against single-rank runs that keep them too.
 set -u
 bin=$1
 src=$2
@@ -53,6 +54,13 @@ check_run "$data/tiny-bf16" --pcp 2 --dcp 2 --kv-format bf16
 msg=$("$bin" run --kv-format fp16 --quiet 2>&1 >/dev/null); rc=$?
 [ $rc -eq 2 ] && echo "$msg" | grep -qF -- "--kv-format must be f32 or bf16" ||
   fail "run --kv-format fp16: exit $rc ($msg)"
+# fp8 index keys (--index-format fp8, docs/model.md): the layouts against a single-rank
+# run that keeps them too, with bf16 KV rows, and on the embedded model
+check_run "$data/tiny-bf16" --pcp 2 --dcp 2 --kv-format bf16 --index-format fp8
+check_verified 8 --index-format fp8 --num-requests 8
+msg=$("$bin" run --index-format bf16 --quiet 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && echo "$msg" | grep -qF -- "--index-format must be kv or fp8" ||
+  fail "run --index-format bf16: exit $rc ($msg)"
 
 # GLM-5
 "$bin" mkmodel "$work/glm" --model-type glm_moe_dsa --dtype bf16 --layers 4 --dense-layers 1 \
@@ -67,6 +75,7 @@ assert d["index_rope"] == "interleaved" and d["index_shared_layers"] == 2, d
 check_run "$work/glm"
 check_run "$work/glm" --pcp 1 --dcp 2 --tp 2
 check_run "$work/glm" --pcp 2 --dcp 2 --tp 2
+check_run "$work/glm" --pcp 2 --dcp 2 --index-format fp8 # shared layers write no keys
 "$bin" checkpoint "$data/tiny-glm-bf16" > /dev/null || fail "checkpoint tiny-glm-bf16 exited $?"
 check_run "$data/tiny-glm-bf16"
 check_run "$data/tiny-glm-bf16" --pcp 2 --dcp 2 --tp 2

@@ -574,6 +574,59 @@ static void case_gather(void) {
   gather_case(SC_KFMT_F32, SC_KFMT_F32, 128, 128, 128, false);  /* 16-byte identity */
 }
 
+/* fp8_index keys (the KV cache's index keys with --index-format fp8): written by kv_write
+ * and widened by gather_rows on the GPU as on the CPU, byte for byte (rows of zeros and of
+ * other magnitudes, untouched slots included; no NaN, whose bits a GPU product does not
+ * keep); 128 wide in 144-byte rows as the cache lays them out, 40 wide in 48-byte rows. */
+static void fp8_index_rows_case(int32_t dim, int64_t ld) {
+  const int64_t n = 300, rows = 500, ldx = dim + 5;
+  float *x = gt_rand_f32((size_t)(n * ldx), -4, 4);
+  for (int64_t i = 0; i < dim; i++) x[2 * ldx + i] = 0.0f;
+  for (int64_t r = 3; r < n; r += 11)
+    for (int64_t i = 0; i < dim; i++) x[r * ldx + i] *= r % 2 ? 3000.0f : 1e-4f;
+  int32_t *slots = malloc(sizeof(int32_t) * (size_t)n), *perm = malloc(sizeof(int32_t) * (size_t)rows);
+  for (int32_t i = 0; i < rows; i++) perm[i] = i;
+  gt_shuffle_i32(perm, rows);
+  for (int64_t i = 0; i < n; i++) slots[i] = gt_int(0, 9) == 0 ? -1 : perm[i];
+  const size_t bytes = (size_t)(rows * ld);
+  uint8_t *init = malloc(bytes);
+  for (size_t i = 0; i < bytes; i++) init[i] = (uint8_t)(gt_next() & 0x77); /* no NaN byte */
+  for (int64_t r = 0; r < rows; r++) { /* a finite scale in every row, written or not */
+    const float one = 1.0f;
+    memcpy(init + r * ld + SC_KFP8_INDEX_SCALE_AT(dim), &one, sizeof one);
+  }
+  pbuf X = both(x, sizeof(float) * (size_t)(n * ldx)), Sl = both(slots, sizeof(int32_t) * (size_t)n),
+       K = both(init, bytes);
+  const sc_krows kg = {K.g, SC_KFMT_FP8_INDEX, ld, rows}, kc = {K.c, SC_KFMT_FP8_INDEX, ld, rows};
+  CHECK(G->ops->kv_write(G, n, dim, X.g, ldx, Sl.g, kg) == 0, "kv_write fp8_index");
+  CHECK(C->ops->kv_write(C, n, dim, X.c, ldx, Sl.c, kc) == 0, "kv_write fp8_index cpu");
+  uint8_t *hg = malloc(bytes), *hc = malloc(bytes);
+  CHECK(down(K, hg, hc, bytes) == 0, "sync");
+  CHECK(memcmp(hg, hc, bytes) == 0, "kv_write fp8_index dim %d: bytes differ", dim);
+  for (int f = 0; f < 2; f++) {
+    const sc_kfmt df = f ? SC_KFMT_BF16 : SC_KFMT_F32;
+    const size_t db = (size_t)(n * dim) * sc_kfmt_size(df);
+    pbuf D = both_poison(db);
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)gt_int(-1, rows - 1);
+    pbuf I = both(idx, sizeof(int32_t) * (size_t)n);
+    CHECK(G->ops->gather_rows(G, n, dim, kg, I.g, (sc_krows){D.g, df, dim, n}) == 0, "widen");
+    CHECK(C->ops->gather_rows(C, n, dim, kc, I.c, (sc_krows){D.c, df, dim, n}) == 0, "widen cpu");
+    uint8_t *wg = malloc(db), *wc = malloc(db);
+    CHECK(down(D, wg, wc, db) == 0, "sync");
+    CHECK(memcmp(wg, wc, db) == 0, "widened fp8_index dim %d to fmt %d differ", dim, df);
+    pfree(D), pfree(I);
+    free(idx), free(wg), free(wc);
+  }
+  pfree(X), pfree(Sl), pfree(K);
+  free(x), free(slots), free(perm), free(init), free(hg), free(hc);
+}
+
+static void case_fp8_index_rows(void) {
+  fp8_index_rows_case(128, 144);
+  fp8_index_rows_case(40, 48);
+}
+
 static void case_kv_write(void) {
   const int64_t n = 200, width = 576, rows = 400;
   float *src = gt_rand_f32((size_t)(n * width), -2, 2);
@@ -1618,6 +1671,7 @@ int main(void) {
   RUN_CASE(case_rmsnorms);
   RUN_CASE(case_gather);
   RUN_CASE(case_kv_write);
+  RUN_CASE(case_fp8_index_rows);
   RUN_CASE(case_indexer);
   RUN_CASE(case_indexer_invariance);
   RUN_CASE(case_cache_keys);

@@ -85,9 +85,10 @@ static sc_sched *make_sched(int32_t B, int32_t N) {
   return s;
 }
 
+/* index_fp8: the indexer keys in fp8 rows of their own (docs/model.md, "fp8 index keys") */
 static sc_harness *make_harness(const sc_model_config *m, int P, int N, int T, int I, int B,
-                                int64_t max_rows, sc_kfmt fmt, int pad) {
-  sc_harness_config hc = {.model = *m, .num_blocks = 128, .kv_fmt = fmt,
+                                int64_t max_rows, sc_kfmt fmt, bool index_fp8, int pad) {
+  sc_harness_config hc = {.model = *m, .num_blocks = 128, .kv_fmt = fmt, .index_fp8 = index_fp8,
                           .kernel_threads = 1, .deadline_ms = 20000};
   sc_model_plan_config_default(&hc.plan);
   hc.plan.pcp = P;
@@ -128,13 +129,13 @@ static bool same_positions(const sc_kcand *a, const sc_kcand *b, int32_t K) {
 }
 
 static void run_equivalence(const sc_model_config *m, int P, int N, int T, int I, uint64_t seed,
-                            sc_kfmt fmt, stats *st) {
+                            sc_kfmt fmt, bool index_fp8, stats *st) {
   REL_TOL = fmt == SC_KFMT_BF16 ? REL_TOL_BF16 : REL_TOL_F32;
   const int B = 4;
   const int64_t max_rows = 40; /* small: long prompts spill into several context chunks */
-  sc_harness *ref = make_harness(m, 1, 1, 1, 1, B, max_rows, fmt, 1);
+  sc_harness *ref = make_harness(m, 1, 1, 1, 1, B, max_rows, fmt, index_fp8, 1);
   /* odd seeds pad T_pad to a multiple of 8: more rows that are padding on every rank */
-  sc_harness *dist = make_harness(m, P, N, T, I, B, max_rows, fmt, seed % 2 ? 8 : 1);
+  sc_harness *dist = make_harness(m, P, N, T, I, B, max_rows, fmt, index_fp8, seed % 2 ? 8 : 1);
   sc_sched *sr = make_sched(B, 1), *sd = make_sched(B, N);
   arrival arr[8];
   const int32_t na = make_stream(seed, P, m->vocab, arr, 8);
@@ -276,7 +277,7 @@ static void equivalence_all(const sc_model_config *m, int seeds) {
           if (P > 1 && N != 1 && N != P) continue;
           if (P == 1 && T % N != 0) continue;
           configs++;
-          for (int s = 0; s < seeds; s++) run_equivalence(m, P, N, T, I, 1000u + (unsigned)s, SC_KFMT_F32, &st);
+          for (int s = 0; s < seeds; s++) run_equivalence(m, P, N, T, I, 1000u + (unsigned)s, SC_KFMT_F32, false, &st);
         }
   fprintf(stderr,
           "equivalence: %d configs x %d streams, %d steps (%d with several context chunks, %d "
@@ -306,10 +307,10 @@ Test(harness, equivalence_real_kv_row) {
   m.index_dim = 64;
   m.qk_nope_dim = 32;
   stats st = {0}, sb = {0};
-  run_equivalence(&m, 2, 2, 2, 2, 77, SC_KFMT_F32, &st);
-  run_equivalence(&m, 1, 2, 2, 1, 78, SC_KFMT_F32, &st);
-  run_equivalence(&m, 2, 2, 1, 1, 79, SC_KFMT_BF16, &sb);
-  run_equivalence(&m, 1, 2, 2, 2, 80, SC_KFMT_BF16, &sb);
+  run_equivalence(&m, 2, 2, 2, 2, 77, SC_KFMT_F32, false, &st);
+  run_equivalence(&m, 1, 2, 2, 1, 78, SC_KFMT_F32, false, &st);
+  run_equivalence(&m, 2, 2, 1, 1, 79, SC_KFMT_BF16, false, &sb);
+  run_equivalence(&m, 1, 2, 2, 2, 80, SC_KFMT_BF16, false, &sb);
   const stats *all[2] = {&st, &sb};
   for (int i = 0; i < 2; i++)
     fprintf(stderr, "real KV row, %s cache: %d steps, %d top-K sets (%d near ties), %d logit rows "
@@ -320,13 +321,67 @@ Test(harness, equivalence_real_kv_row) {
   cr_assert_gt(st.tokens_compared, 0);
 }
 
+/* fp8 index keys (docs/model.md): one rank and several quantize and score the same keys,
+ * on the layouts that read them the most ways: PCP x DCP (the workspace's widened keys in
+ * prefill chunks, the DCP candidate merge in decode), DCP inside TP, and PCP alone (each
+ * rank's own cache), with f32 and bf16 KV rows. And the format takes effect: a one-rank
+ * run's top-K scores over fp8 keys are not those over the KV rows' keys. */
+Test(harness, equivalence_fp8_index_keys) {
+  openblas_set_num_threads(1);
+  sc_model_config m = small_model();
+  m.kv_lora_rank = 512;
+  m.rope_dim = 64;
+  m.index_dim = 64;
+  m.qk_nope_dim = 32;
+  stats st = {0}, sb = {0};
+  run_equivalence(&m, 2, 2, 1, 2, 81, SC_KFMT_F32, true, &st);
+  run_equivalence(&m, 1, 2, 2, 1, 82, SC_KFMT_F32, true, &st);
+  run_equivalence(&m, 4, 1, 1, 1, 83, SC_KFMT_F32, true, &st);
+  run_equivalence(&m, 2, 2, 2, 1, 84, SC_KFMT_BF16, true, &sb);
+  const stats *all[2] = {&st, &sb};
+  for (int i = 0; i < 2; i++)
+    fprintf(stderr, "fp8 index keys, %s KV rows: %d steps, %d top-K sets (%d near ties), %d "
+            "logit rows (max rel %.3g), %d greedy tokens (%d ties)\n", i ? "bf16" : "f32",
+            all[i]->steps, all[i]->topk_compared, all[i]->topk_ties, all[i]->logit_rows,
+            all[i]->max_rel, all[i]->tokens_compared, all[i]->greedy_ties);
+  cr_assert_gt(st.tokens_compared, 0);
+  cr_assert_gt(sb.tokens_compared, 0);
+
+  /* one prompt, one rank, with and without fp8 keys: its top-K scores differ */
+  sc_kcand *cand[2];
+  const int32_t n = 24;
+  for (int f = 0; f < 2; f++) {
+    sc_harness *h = make_harness(&m, 1, 1, 1, 1, 4, 1 << 20, SC_KFMT_F32, f == 1, 1);
+    const sc_batch_req reqs[1] = {{.id = 1, .computed = 0, .scheduled = n, .prefill = true}};
+    int32_t tokens[24], blocks[6] = {0, 1, 2, 3, 4, 5};
+    for (int32_t i = 0; i < n; i++) tokens[i] = (i * 7 + 3) % m.vocab;
+    const int32_t block_start[2] = {0, 6};
+    const uint8_t sample[1] = {1};
+    cand[f] = calloc((size_t)m.layers * n * (size_t)m.topk, sizeof *cand[f]);
+    float *logits = calloc((size_t)m.vocab, sizeof(float));
+    sc_harness_result r = {.logits = logits, .topk = cand[f]};
+    const sc_harness_batch b = {.step = 0, .num_reqs = 1, .reqs = reqs, .tokens = tokens,
+                                .block_start = block_start, .blocks = blocks, .sample = sample};
+    sc_diag d = {0};
+    cr_assert_eq(sc_harness_step(h, &b, &r, &d), 0, "%s", sc_diag_message(&d));
+    free(logits);
+    sc_harness_destroy(h);
+  }
+  int differ = 0;
+  for (size_t i = 0; i < (size_t)m.layers * n * (size_t)m.topk; i++)
+    differ += cand[0][i].pos >= 0 && cand[0][i].score != cand[1][i].score;
+  cr_assert_gt(differ, 0, "fp8 index keys left every top-K score as it was");
+  free(cand[0]);
+  free(cand[1]);
+}
+
 /* One rank fails (a token id only it holds is outside the vocabulary): it reports the
  * cause, the others are woken by the abort instead of hanging in their collective, and
  * the next step runs normally. */
 Test(harness, failing_rank_aborts_the_step_cleanly) {
   openblas_set_num_threads(1);
   const sc_model_config m = small_model();
-  sc_harness *h = make_harness(&m, 2, 1, 1, 1, 4, 1 << 20, SC_KFMT_F32, 1);
+  sc_harness *h = make_harness(&m, 2, 1, 1, 1, 4, 1 << 20, SC_KFMT_F32, false, 1);
   const sc_batch_req reqs[1] = {{.id = 9, .computed = 0, .scheduled = 4, .prefill = true}};
   int32_t tokens[4] = {1, m.vocab + 5, 3, 4}; /* token 1 lives on PCP rank 1 only */
   const int32_t bstart[2] = {0, 1}, blocks[1] = {3};
@@ -365,7 +420,7 @@ Test(harness, decode_row_of_several_tokens) {
   sc_kcand ref_topk[2][2 * 30 * 8];
   for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
     const int P = layouts[l][0], N = layouts[l][1], T = layouts[l][2], I = layouts[l][3];
-    sc_harness *h = make_harness(&m, P, N, T, I, 4, 1 << 20, SC_KFMT_F32, 1);
+    sc_harness *h = make_harness(&m, P, N, T, I, 4, 1 << 20, SC_KFMT_F32, false, 1);
     for (int st = 0; st < 2; st++) {
       const sc_harness_batch b = {.step = (uint64_t)st + 1, .num_reqs = st ? 2 : 1,
                                   .reqs = st ? s2 : s1, .tokens = tokens,

@@ -230,6 +230,106 @@ Test(kernels_topk, fp8_index_score_is_the_scale_times_the_e4m3_score) {
   sc_kernels_destroy(k);
 }
 
+/* The fp8_index keys a KV cache would hold: kv_write quantizes f32 keys into them as
+ * sc_kfp8_index_quantize does (skipped slots untouched), gather_rows widens them to f32 and
+ * bf16 as scale times value, and the widened keys score as the fp8 ones to the bit (a
+ * DCP prefill scores widened keys in its workspace where one rank scores its cache's). */
+Test(kernels_topk, fp8_index_keys_written_widened_and_scored_alike) {
+  sc_kernels *k = tk_ctx(2);
+  enum { NH = 4, DIM = 40, NK = 300, NT = 5, TOPK = 24 };
+  const int64_t ld = (SC_KFP8_INDEX_ROW_BYTES(DIM) + 15) / 16 * 16, ldx = DIM + 3;
+  uint64_t seed = 77;
+  float *x = tk_rand_f32(&seed, (size_t)NK * ldx, -3.0, 3.0);
+  for (int r = 0; r < NK; r += 7) /* rows of other magnitudes: other scales */
+    for (int i = 0; i < DIM; i++) x[r * ldx + i] *= r % 2 ? 900.0f : 1e-3f;
+  for (int i = 0; i < DIM; i++) x[14 * ldx + i] = 0.0f; /* scale 1 */
+  int32_t slots[NK];
+  for (int i = 0; i < NK; i++) slots[i] = i;
+  tk_shuffle_i32(&seed, slots, NK);
+  const int32_t skipped[2] = {slots[3], slots[10]};
+  slots[3] = slots[10] = -1; /* rows not this rank's: their slots keep what they held */
+  float *dx = tk_up(k, x, sizeof(float) * (size_t)NK * ldx);
+  int32_t *dslots = tk_up(k, slots, sizeof slots);
+  uint8_t *fill = malloc((size_t)(NK * ld));
+  memset(fill, 0xab, (size_t)(NK * ld));
+  void *cache = tk_up(k, fill, (size_t)(NK * ld));
+  const sc_krows keys = {cache, SC_KFMT_FP8_INDEX, ld, NK};
+  cr_assert_eq(k->ops->kv_write(k, NK, DIM, dx, ldx, dslots, keys), 0);
+  uint8_t *got = malloc((size_t)(NK * ld)), want[SC_KFP8_INDEX_ROW_BYTES(DIM)];
+  tk_down(k, got, cache, (size_t)(NK * ld));
+  for (int i = 0; i < NK; i++) {
+    if (slots[i] < 0) continue;
+    sc_kfp8_index_quantize(x + i * ldx, DIM, want);
+    cr_assert_eq(memcmp(got + slots[i] * ld, want, sizeof want), 0, "row %d", i);
+  }
+  for (int j = 0; j < 2; j++)
+    cr_assert_eq(memcmp(got + skipped[j] * ld, fill, (size_t)ld), 0, "slot %d", skipped[j]);
+  /* the skipped slots hold no key: give them some, as an older step would have */
+  for (int j = 0; j < 2; j++) sc_kfp8_index_quantize(x + 3 * ldx, DIM, got + skipped[j] * ld);
+  cr_assert_eq(k->ops->copy(k, cache, got, (size_t)(NK * ld), SC_KCOPY_H2D), 0);
+
+  /* widened: every slot, in a shuffled order, into f32 and bf16 rows */
+  int32_t order[NK];
+  for (int i = 0; i < NK; i++) order[i] = i;
+  tk_shuffle_i32(&seed, order, NK);
+  int32_t *dorder = tk_up(k, order, sizeof order);
+  float *w32 = tk_zeros(k, sizeof(float) * (size_t)NK * DIM);
+  uint16_t *w16 = tk_zeros(k, sizeof(uint16_t) * (size_t)NK * DIM);
+  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, keys, dorder, (sc_krows){w32, SC_KFMT_F32, DIM, NK}), 0);
+  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, keys, dorder, (sc_krows){w16, SC_KFMT_BF16, DIM, NK}), 0);
+  float *g32 = malloc(sizeof(float) * (size_t)NK * DIM);
+  uint16_t *g16 = malloc(sizeof(uint16_t) * (size_t)NK * DIM);
+  tk_down(k, g32, w32, sizeof(float) * (size_t)NK * DIM);
+  tk_down(k, g16, w16, sizeof(uint16_t) * (size_t)NK * DIM);
+  for (int i = 0; i < NK; i++) {
+    const uint8_t *row = got + order[i] * ld;
+    float s;
+    memcpy(&s, row + SC_KFP8_INDEX_SCALE_AT(DIM), sizeof s);
+    for (int c = 0; c < DIM; c++) {
+      cr_assert_eq(g32[i * DIM + c], s * sc_e4m3_value(row[c]), "row %d col %d", i, c);
+      cr_assert_eq(sc_bf16_to_f32(g16[i * DIM + c]), g32[i * DIM + c], "bf16 holds it exactly");
+    }
+  }
+
+  /* scored: over the fp8 cache (key e at slot order[e]) and over the widened rows */
+  float *q = tk_rand_f32(&seed, (size_t)NT * NH * DIM, -1.0, 1.0);
+  float *wt = tk_rand_f32(&seed, (size_t)NT * NH, 0.1, 1.0);
+  int32_t pos[NK], qpos[NT], kb[NT], ke[NT], ident[NK];
+  for (int i = 0; i < NK; i++) pos[i] = i, ident[i] = i;
+  for (int t = 0; t < NT; t++) qpos[t] = NK - 1 - 37 * t, kb[t] = 0, ke[t] = NK;
+  float *dq = tk_up(k, q, sizeof(float) * (size_t)NT * NH * DIM);
+  float *dw = tk_up(k, wt, sizeof(float) * (size_t)NT * NH);
+  int32_t *dpos = tk_up(k, pos, sizeof pos), *dqpos = tk_up(k, qpos, sizeof qpos),
+          *dkb = tk_up(k, kb, sizeof kb), *dke = tk_up(k, ke, sizeof ke),
+          *dident = tk_up(k, ident, sizeof ident);
+  sc_kcand res[3][NT * TOPK];
+  const sc_krows srcs[3] = {keys, {w32, SC_KFMT_F32, DIM, NK}, {w16, SC_KFMT_BF16, DIM, NK}};
+  for (int v = 0; v < 3; v++) {
+    sc_kcand *oc = tk_zeros(k, sizeof res[v]);
+    const sc_indexer_args a = {
+        .n_tok = NT, .n_heads = NH, .dim = DIM, .topk = TOPK, .q = dq, .ld_q = NH * DIM,
+        .w = dw, .ld_w = NH, .q_pos = dqpos, .keys = srcs[v],
+        .key_rows = v == 0 ? dorder : dident, .key_pos = dpos, .key_begin = dkb,
+        .key_end = dke, .out_cand = oc};
+    cr_assert_eq(k->ops->indexer_topk(k, &a), 0, "keys %d", v);
+    tk_down(k, res[v], oc, sizeof res[v]);
+    k->ops->free(k, oc);
+  }
+  for (int v = 1; v < 3; v++)
+    cr_assert_eq(memcmp(res[0], res[v], sizeof res[0]), 0, "widened keys %d score otherwise", v);
+  cr_assert_neq(res[0][0].pos, -1);
+
+  /* not a gather target, and its rows must hold their bytes */
+  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, srcs[1], NULL, keys), SC_ENOTSUP);
+  cr_assert_eq(k->ops->kv_write(k, NK, DIM, dx, ldx, dslots,
+                                (sc_krows){cache, SC_KFMT_FP8_INDEX, DIM, NK}),
+               SC_EINVAL);
+  free(x), free(fill), free(got), free(g32), free(g16), free(q), free(wt);
+  void *bufs[] = {dx, dslots, cache, dorder, w32, w16, dq, dw, dpos, dqpos, dkb, dke, dident};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->ops->free(k, bufs[i]);
+  sc_kernels_destroy(k);
+}
+
 Test(kernels_topk, merge_orders_by_score_then_position) {
   sc_kernels *k = tk_ctx(1);
   /* 2 shards x 1 token x K = 3, rank-major */

@@ -417,7 +417,8 @@ static void env_open(const desync_rank *r, rank_env *e) {
   sc_model_weights_synthetic(e->k, r->m, r->pc->tp, e->comm.group_rank[SC_GROUP_TP], &e->wt,
                              NULL);
   sc_kv_cache_create(e->k, r->m->layers, 16, r->pc->block_size,
-                     sc_model_kv_width(r->m) + r->m->index_dim, SC_KFMT_F32, &e->cache, NULL);
+                     sc_model_kv_width(r->m) + r->m->index_dim, r->m->index_dim, SC_KFMT_F32,
+                     SC_KFMT_F32, &e->cache, NULL);
   sc_forward_create(e->k, &e->wt, &e->cache, &e->comm, r->pc, &e->f, NULL);
   const sc_meta_blocks mb = {.table = k_bt, .max_blocks = 4, .num_blocks = 16};
   cr_assert_eq(sc_meta_build(r->meta_plan, r->g, &mb, &e->meta, NULL), 0);

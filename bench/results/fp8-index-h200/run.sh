@@ -11,7 +11,11 @@
 #          alternating, twice: bf16 and fp8_index keys on the 64-head shapes (the base has
 #          bf16 only), and the PyTorch indexer (bench/indexer_ref.py) in the same call.
 #  PART=3: the whole of test_gpu_kernels and test_gpu_graphs (the loader and the append
-#          changed for every format).
+#          changed for every format; the fp8_index kv_write and widening gather are in
+#          test_gpu_kernels' case_fp8_index_rows).
+#  PART=4: the pipeline with fp8 index keys in the KV cache (--index-format fp8): run
+#          --verify at P2 N2 on one GPU (f32 and bf16 KV rows), then bench e2e --device
+#          cuda, whose third pass is bf16 rows with fp8 index keys ("index":"fp8").
 . bench/device_common.sh
 if has 1; then
   indexer_tests
@@ -27,5 +31,11 @@ fi
 if has 3; then
   gpu_tests
   lap validation
+fi
+if has 4; then
+  verify_p2n2 --index-format fp8
+  lap verify
+  E2E_TIMEOUT=450 e2e_each new
+  lap e2e
 fi
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.jsonl *.err 2>/dev/null; rm -f *.log *.json *.jsonl *.err
