@@ -7,6 +7,7 @@
 
 #include "model/hf_checkpoint.h"
 #include "model/hf_model.h"
+#include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_defaults.h"
 #include "plan/plan.h"
@@ -101,9 +102,13 @@ int sc_hf_memory(const sc_hf_config *cfg, const sc_hf_mem_in *in, sc_hf_mem *out
   o.kv_row_values = iw;
   o.kv_token_f32 = (uint64_t)(iw * cfg->num_hidden_layers) * 4;
   o.kv_token_bf16 = (uint64_t)(iw * cfg->num_hidden_layers) * 2;
+  o.kv_token_bf16_fp8_index =
+      (uint64_t)(((iw - cfg->index_head_dim) * 2 + SC_KV_INDEX_ROW_BYTES(cfg->index_head_dim)) *
+                 cfg->num_hidden_layers);
   o.kv_slots = (L + B * N - 1) / (B * N) * B;
   o.kv_f32 = (uint64_t)o.kv_slots * o.kv_token_f32;
   o.kv_bf16 = (uint64_t)o.kv_slots * o.kv_token_bf16;
+  o.kv_bf16_fp8_index = (uint64_t)o.kv_slots * o.kv_token_bf16_fp8_index;
 
   /* step buffers (values per row, f32), model/forward.c's and moe_ffn.c's */
   const int64_t P = in->pcp, hid = cfg->hidden_size, Hl = cfg->num_attention_heads / T;

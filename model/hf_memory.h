@@ -19,7 +19,9 @@
  *
  * KV cache: a cached token is one row per layer of kv_lora_rank + qk_rope_head_dim (the
  * MLA row, 576 in V3.2) + index_head_dim (the indexer key kept beside it, 128) values, in
- * f32 or bf16 (the formats the engine's KV cache supports, pipeline kv_format). A rank
+ * f32 or bf16 (the formats the engine's KV cache supports, pipeline kv_format); or bf16
+ * KV rows and the key in an fp8 row of its own (pipeline index_format "fp8":
+ * SC_KV_INDEX_ROW_BYTES, 144 bytes at 128 values). A rank
  * holds a position only if its DCP group gives it to it (SPEC.md §4): with N > 1 a
  * request of L tokens takes ceil(L / (B N)) blocks of B slots on each rank of its group
  * (B the KV block size), with N = 1 every rank holds all L (TP and PCP peers each keep
@@ -59,8 +61,10 @@ typedef struct sc_hf_mem {
   uint64_t weights_total;      /* the whole table in the released dtypes, one copy */
   int64_t kv_row_values;       /* per token and layer: kv_lora + rope + index_dim */
   uint64_t kv_token_f32, kv_token_bf16; /* per cached token on a rank, all layers */
+  uint64_t kv_token_bf16_fp8_index; /* the same with bf16 KV rows and fp8 index keys in
+                                       rows of their own (--index-format fp8) */
   int64_t kv_slots;            /* KV slots the rank holds for the context */
-  uint64_t kv_f32, kv_bf16;    /* kv_slots x kv_token_* */
+  uint64_t kv_f32, kv_bf16, kv_bf16_fp8_index; /* kv_slots x kv_token_* */
   int64_t step_rows;           /* ceil(budget / P) */
   uint64_t step_buffers;       /* the step buffers' estimate for step_rows */
   uint64_t workspace;          /* the DCP context workspace (0 with N = 1) */

@@ -97,6 +97,7 @@ d = json.loads(sys.argv[1]); b = d["bytes"]
 assert d["tp"] == 8 and d["context"] == 163840 and d["weights_dtype"] == "fp8", d
 assert b["weights_total"] == 674030337216 and b["kv_token_bf16"] == 61 * 704 * 2, d
 assert 80 << 30 < b["weights_stored"] < 90 << 30 and b["kv_bf16"] == 163840 * b["kv_token_bf16"], d
+assert b["kv_token_bf16_fp8_index"] == 61 * (576 * 2 + 144), d
 ' "$out" || fail "--memory: $out"
 "$bin" checkpoint "$src/examples/deepseek-v3.2/config.json" --memory --pcp 4 --dcp 4 --tp 8 \
   --context 131072 | grep -q "KV cache, bf16" || fail "--memory text"

@@ -79,6 +79,10 @@ Test(hf_memory, tiny_fp8_at_p1_n2_t2_by_hand) {
   cr_assert_eq(m.kv_token_f32, 448);
   cr_assert_eq(m.kv_slots, 512);
   cr_assert_eq(m.kv_bf16, 512 * 224);
+  /* fp8 index keys: 40 bf16 values (80 bytes) and a 16-value key in 16 + 4 bytes padded
+   * to 32, a layer: the bf16 row's 112 (a key this short saves nothing) */
+  cr_assert_eq(m.kv_token_bf16_fp8_index, 2 * (40 * 2 + 32));
+  cr_assert_eq(m.kv_bf16_fp8_index, 512 * 224);
   cr_assert_eq(m.kv_f32, 512 * 448);
   cr_assert_eq(m.step_rows, 256);
   cr_assert_eq(m.step_buffers, 256 * 1095 * 4);
