@@ -447,7 +447,7 @@ typedef struct sc_kernels_ops {
   /* KV write by slot mapping: cache row slots[i] = src row i (f32, converted to the
    * cache's format, fp8_index quantized), slots[i] = -1 skips the row (a token this DCP
    * rank does not own, or a non-owner PCP copy). Slots other than -1 must be distinct
-   * (rows run in parallel). */
+   * (rows run in parallel). slots NULL: row i to row i (n <= cache.rows). */
   int (*kv_write)(sc_kernels *k, int64_t n, int64_t width, const float *src,
                   int64_t ld_src, const int32_t *slots, sc_krows cache);
   /* The greedy choice of n rows of logits: out[r] = the index of the largest of row r's

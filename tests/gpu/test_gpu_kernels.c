@@ -603,6 +603,11 @@ static void fp8_index_rows_case(int32_t dim, int64_t ld) {
   uint8_t *hg = malloc(bytes), *hc = malloc(bytes);
   CHECK(down(K, hg, hc, bytes) == 0, "sync");
   CHECK(memcmp(hg, hc, bytes) == 0, "kv_write fp8_index dim %d: bytes differ", dim);
+  /* slots NULL: row i to row i (the forward's index queries) */
+  CHECK(G->ops->kv_write(G, 7, dim, X.g, ldx, NULL, kg) == 0, "kv_write fp8_index in place");
+  CHECK(C->ops->kv_write(C, 7, dim, X.c, ldx, NULL, kc) == 0, "kv_write fp8_index in place cpu");
+  CHECK(down(K, hg, hc, bytes) == 0, "sync");
+  CHECK(memcmp(hg, hc, bytes) == 0, "kv_write fp8_index dim %d, slots NULL: bytes differ", dim);
   for (int f = 0; f < 2; f++) {
     const sc_kfmt df = f ? SC_KFMT_BF16 : SC_KFMT_F32;
     const size_t db = (size_t)(n * dim) * sc_kfmt_size(df);

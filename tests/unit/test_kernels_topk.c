@@ -319,6 +319,15 @@ Test(kernels_topk, fp8_index_keys_written_widened_and_scored_alike) {
     cr_assert_eq(memcmp(res[0], res[v], sizeof res[0]), 0, "widened keys %d score otherwise", v);
   cr_assert_neq(res[0][0].pos, -1);
 
+  /* slots NULL: row i to row i (the forward rounds its index queries so), at most rows */
+  cr_assert_eq(k->ops->kv_write(k, 5, DIM, dx, ldx, NULL, keys), 0);
+  tk_down(k, got, cache, (size_t)(5 * ld));
+  for (int i = 0; i < 5; i++) {
+    sc_kfp8_index_quantize(x + i * ldx, DIM, want);
+    cr_assert_eq(memcmp(got + i * ld, want, sizeof want), 0, "row %d in place", i);
+  }
+  cr_assert_eq(k->ops->kv_write(k, NK + 1, DIM, dx, ldx, NULL, keys), SC_ERANGE);
+
   /* not a gather target, and its rows must hold their bytes */
   cr_assert_eq(k->ops->gather_rows(k, NK, DIM, srcs[1], NULL, keys), SC_ENOTSUP);
   cr_assert_eq(k->ops->kv_write(k, NK, DIM, dx, ldx, dslots,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/fp8_e4m3.h"
 #include "model/harness.h"
 #include "model/model_defaults.h"
 #include "model/sampling.h"
@@ -67,10 +68,24 @@ typedef struct ref_out {
   double logits[128];
   int32_t topk[2][MAXL][4];   /* [layer][token][k] */
   double kth_gap[2][MAXL];    /* score gap between the K-th and (K+1)-th candidate */
+  double score[2][MAXL][MAXL]; /* [layer][token][key]: every indexer score, keys <= token */
+  double score_max[2][MAXL];   /* the largest |score| of a token */
 } ref_out;
 
-/* The documented model over tokens[0..L) of one request (positions 0..L-1). */
-static void reference(const sc_model_config *m, const int32_t *tokens, int L, ref_out *out) {
+/* n values as an fp8_index row holds them (docs/model.md, "fp8 index keys"): the
+ * quantizer's rule of kernels/fp8_e4m3.h on the values in f32 (as the forward has them),
+ * each then scale times its e4m3 value. */
+static void round_e4m3(double *v, int n) {
+  float f[64], amax = 0.0f;
+  for (int i = 0; i < n; i++) f[i] = (float)v[i], amax = fmaxf(amax, fabsf(f[i]));
+  const float sc = sc_kfp8_index_scale(amax);
+  for (int i = 0; i < n; i++) v[i] = (double)sc * sc_e4m3_value(sc_e4m3_encode(f[i] / sc));
+}
+
+/* The documented model over tokens[0..L) of one request (positions 0..L-1); index_fp8:
+ * the indexer's keys and each query head rounded by round_e4m3 (--index-format fp8). */
+static void reference(const sc_model_config *m, const int32_t *tokens, int L, bool index_fp8,
+                      ref_out *out) {
   const int H = m->heads, dn = m->qk_nope_dim, dr = m->rope_dim, dc = m->kv_lora_rank;
   const int dv = m->v_head_dim, hid = m->hidden, qr = m->q_lora_rank, HI = m->index_heads;
   const int dI = m->index_dim, K = m->topk, F = m->ffn_hidden, qd = dn + dr;
@@ -102,6 +117,10 @@ static void reference(const sc_model_config *m, const int32_t *tokens, int L, re
       rope(kidx[t], idr, t, theta);
       matvec(W[SC_W_IDX_WQ], HI * dI, qr, ql, qidx[t]);
       for (int h = 0; h < HI; h++) rope(qidx[t] + h * dI, idr, t, theta);
+      if (index_fp8) {
+        round_e4m3(kidx[t], dI);
+        for (int h = 0; h < HI; h++) round_e4m3(qidx[t] + h * dI, dI);
+      }
       matvec(W[SC_W_IDX_WW], HI, hid, xn[t], widx[t]);
       for (int h = 0; h < HI; h++) widx[t][h] /= sqrt((double)dI * HI);
     }
@@ -118,6 +137,8 @@ static void reference(const sc_model_config *m, const int32_t *tokens, int L, re
         }
         score[s] = sc;
         order[s] = s;
+        out->score[l][t][s] = sc;
+        out->score_max[l][t] = fmax(out->score_max[l][t], fabs(sc));
       }
       for (int a = 0; a <= t; a++)
         for (int b = a + 1; b <= t; b++)
@@ -187,6 +208,15 @@ static void compare(const sc_model_config *m, const ref_out *r, const float *log
   for (int l = 0; l < m->layers; l++)
     for (int t = 0; t < nt; t++) {
       const sc_kcand *got = topk + ((size_t)l * nt + t) * K;
+      for (int k = 0; k < K; k++) { /* each pick's score, as the float64 model's */
+        const int32_t p = got[k].pos;
+        if (p < 0) continue;
+        cr_assert(p <= tok0 + t, "layer %d token %d: picked the later key %d", l, tok0 + t, p);
+        const double want = r->score[l][tok0 + t][p];
+        cr_assert_leq(fabs(got[k].score - want), 1e-5 * r->score_max[l][tok0 + t] + 1e-9,
+                      "layer %d token %d key %d: score %.9g, float64 %.9g", l, tok0 + t, p,
+                      (double)got[k].score, want);
+      }
       for (int k = 0; k < K; k++) {
         bool found = false;
         for (int j = 0; j < K && !found; j++) found = got[j].pos == r->topk[l][tok0 + t][k];
@@ -210,10 +240,12 @@ static void compare(const sc_model_config *m, const ref_out *r, const float *log
   fprintf(stderr, "model_ref: step at token %d: logits rel %.3g vs float64\n", tok0, diff / mx);
 }
 
-Test(model_ref, single_rank_matches_float64_model) {
+/* index_fp8: the harness keeps fp8 index keys and the float64 model rounds as they do */
+static void single_rank_vs_float64(bool index_fp8) {
   openblas_set_num_threads(1);
   const sc_model_config m = ref_model();
-  sc_harness_config hc = {.model = m, .num_blocks = 8, .kv_fmt = SC_KFMT_F32, .kernel_threads = 1};
+  sc_harness_config hc = {.model = m, .num_blocks = 8, .kv_fmt = SC_KFMT_F32,
+                          .index_fp8 = index_fp8, .kernel_threads = 1};
   sc_model_plan_config_default(&hc.plan);
   hc.plan.block_size = 4;
   sc_harness *h;
@@ -234,7 +266,7 @@ Test(model_ref, single_rank_matches_float64_model) {
     sc_harness_result r = {.logits = logits, .topk = topk};
     cr_assert_eq(sc_harness_step(h, &b, &r, &d), 0, "%s", d.msg);
     ref_out *ro = calloc(1, sizeof *ro);
-    reference(&m, tokens, c + q, ro);
+    reference(&m, tokens, c + q, index_fp8, ro);
     compare(&m, ro, logits, topk, q, c, &near_ties);
     compared++;
     free(ro);
@@ -243,14 +275,18 @@ Test(model_ref, single_rank_matches_float64_model) {
   sc_harness_destroy(h);
 }
 
+Test(model_ref, single_rank_matches_float64_model) { single_rank_vs_float64(false); }
+Test(model_ref, single_rank_fp8_index_keys_match_float64_model) { single_rank_vs_float64(true); }
+
 /* A multi-request batch (a chunked prefill with c > 0 and q > 1, a decode beside a
  * prefill, decodes of q = 2 and 3) on several layouts, each request against the float64
  * model over its own tokens: an error that every layout shares (the equivalence tests
  * compare layouts with each other) shows here. */
-static void batch_vs_float64(int P, int N, int T, int I) {
+static void batch_vs_float64(int P, int N, int T, int I, bool index_fp8) {
   openblas_set_num_threads(1);
   const sc_model_config m = ref_model();
-  sc_harness_config hc = {.model = m, .num_blocks = 16, .kv_fmt = SC_KFMT_F32, .kernel_threads = 1};
+  sc_harness_config hc = {.model = m, .num_blocks = 16, .kv_fmt = SC_KFMT_F32,
+                          .index_fp8 = index_fp8, .kernel_threads = 1};
   sc_model_plan_config_default(&hc.plan);
   hc.plan.block_size = 4;
   hc.plan.pcp = P;
@@ -288,7 +324,7 @@ static void batch_vs_float64(int P, int N, int T, int I) {
     for (int i = 0; i < nreq; i++) {
       const int c = req[i].computed, q = req[i].scheduled;
       ref_out *ro = calloc(1, sizeof *ro);
-      reference(&m, i == 0 ? ta : tb, c + q, ro);
+      reference(&m, i == 0 ? ta : tb, c + q, index_fp8, ro);
       /* top-K of this request's tokens: rows off..off+q of [layer][nt][K] */
       sc_kcand sub[2 * 16 * 4];
       for (int l = 0; l < m.layers; l++)
@@ -303,9 +339,13 @@ static void batch_vs_float64(int P, int N, int T, int I) {
   sc_harness_destroy(h);
 }
 
-Test(model_ref, batch_single_rank_vs_float64) { batch_vs_float64(1, 1, 1, 1); }
-Test(model_ref, batch_p2_n2_vs_float64) { batch_vs_float64(2, 2, 1, 1); }
-Test(model_ref, batch_p2_n1_vs_float64) { batch_vs_float64(2, 1, 1, 1); }
-Test(model_ref, batch_p4_n4_i2_vs_float64) { batch_vs_float64(4, 4, 1, 2); }
-Test(model_ref, batch_p1_t2_n2_vs_float64) { batch_vs_float64(1, 2, 2, 1); }
-Test(model_ref, batch_p2_t2_n2_i4_vs_float64) { batch_vs_float64(2, 2, 2, 4); }
+Test(model_ref, batch_single_rank_vs_float64) { batch_vs_float64(1, 1, 1, 1, false); }
+Test(model_ref, batch_p2_n2_vs_float64) { batch_vs_float64(2, 2, 1, 1, false); }
+Test(model_ref, batch_p2_n1_vs_float64) { batch_vs_float64(2, 1, 1, 1, false); }
+Test(model_ref, batch_p4_n4_i2_vs_float64) { batch_vs_float64(4, 4, 1, 2, false); }
+Test(model_ref, batch_p1_t2_n2_vs_float64) { batch_vs_float64(1, 2, 2, 1, false); }
+Test(model_ref, batch_p2_t2_n2_i4_vs_float64) { batch_vs_float64(2, 2, 2, 4, false); }
+
+/* fp8 index keys: the layouts that read them the most ways (DCP's workspace and merge) */
+Test(model_ref, batch_p2_n2_fp8_index_keys_vs_float64) { batch_vs_float64(2, 2, 1, 1, true); }
+Test(model_ref, batch_p1_t2_n2_fp8_index_keys_vs_float64) { batch_vs_float64(1, 2, 2, 1, true); }
