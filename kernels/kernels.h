@@ -66,8 +66,9 @@ typedef enum sc_kfmt {
    * SC_KFP8_INDEX_ROW_BYTES(dim); the CUDA backend wants 4-byte aligned rows, and reads
    * 16-byte aligned ones fastest), the op's width is dim. indexer_topk scores it,
    * kv_write quantizes into it (sc_kfp8_index_quantize of fp8_e4m3.h: a power-of-two
-   * scale, so that the values are exact) and gather_rows widens it to f32 or bf16 (scale
-   * times value: exact in both, so the widened keys score as the fp8 ones). */
+   * scale, so that the values are exact) and gather_rows copies it or widens it to f32
+   * or bf16 (scale times value: exact in both, so the widened keys score as the fp8
+   * ones). */
   SC_KFMT_FP8_INDEX = 4,
 } sc_kfmt;
 
@@ -440,8 +441,10 @@ typedef struct sc_kernels_ops {
   /* dst row i = src row idx[i] (width elements), converting between formats; idx NULL =
    * identity (a strided 2-D copy); idx[i] = -1 gives a zero row. Serves embedding lookup
    * (token ids into the f32 table), shard packing, and the workspace deinterleave
-   * (idx = sc_plan_fill_deinterleave's output), and fp8_index keys widened (src only).
-   * dst.rows >= n; dst must not overlap src. */
+   * (idx = sc_plan_fill_deinterleave's output); fp8_index keys copied as they are
+   * (SC_KFP8_INDEX_ROW_BYTES(width) bytes a row; a -1 gives a row of zero bytes, scale 0)
+   * or widened, never made (kv_write quantizes). dst.rows >= n; dst must not overlap
+   * src. */
   int (*gather_rows)(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
                      const int32_t *idx, sc_krows dst);
   /* KV write by slot mapping: cache row slots[i] = src row i (f32, converted to the

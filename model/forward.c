@@ -161,6 +161,10 @@ int sc_forward_create(sc_kernels *k, const sc_model_weights *w, sc_kv_cache *cac
   if (cache->layers != m->layers || cache->width != sc_model_kv_width(m) + m->index_dim ||
       cache->index_dim != m->index_dim || cache->block_size != cfg->block_size)
     return sc_fail(d, SC_EINVAL, "forward: the KV cache shape does not fit the model and plan");
+  /* (a shard row carries an fp8 key's row in the room of its f32 values: row_keys) */
+  if (sc_kv_cache_keys_apart(cache) &&
+      SC_KFP8_INDEX_ROW_BYTES(m->index_dim) > 4 * (int64_t)m->index_dim)
+    return sc_fail(d, SC_EINVAL, "forward: fp8 index keys need index_dim >= 2");
   sc_forward *f = calloc(1, sizeof *f);
   if (f == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
   *f = (sc_forward){.k = k, .w = w, .cache = cache, .comm = comm, .pc = *cfg, .mc = *m,
@@ -399,8 +403,17 @@ static int cache_write(step_ctx *s, int64_t n, const float *src, const int32_t *
   return rc;
 }
 
-/* Shard row i = cache slot slots[i] in f32, s->iw wide (as cache_write takes them; keys
- * apart are widened exactly, so the workspace's keys score as the cache's). */
+/* The index keys of n rows of f32 rows s->iw wide (a shard or the context workspace):
+ * the last s->dI values, or with fp8 keys the fp8_index row that shard_pack copied into
+ * their room (SC_KFP8_INDEX_ROW_BYTES(dI) <= 4 dI bytes, sc_forward_create checks). */
+static sc_krows row_keys(const step_ctx *s, float *rows, int64_t n) {
+  if (!sc_kv_cache_keys_apart(s->f->cache)) return (sc_krows){rows + s->kvw, SC_KFMT_F32, s->iw, n};
+  return (sc_krows){rows + s->kvw, SC_KFMT_FP8_INDEX, (int64_t)s->iw * (int64_t)sizeof(float), n};
+}
+
+/* Shard row i = cache slot slots[i] in f32 rows s->iw wide: the KV values, then the key
+ * (row_keys: fp8 keys as they are, so that the workspace's keys are the cache's bytes and
+ * every token scores them by the same code, whichever path it takes). */
 static int shard_pack(step_ctx *s, int64_t n, const int32_t *slots, float *shard, bool own) {
   const sc_kv_cache *c = s->f->cache;
   sc_kernels *k = s->f->k;
@@ -410,7 +423,7 @@ static int shard_pack(step_ctx *s, int64_t n, const int32_t *slots, float *shard
   int rc = k->ops->gather_rows(k, n, s->kvw, rows, slots, dst);
   if (rc == 0 && own)
     rc = k->ops->gather_rows(k, n, s->dI, sc_kv_cache_keys(c, s->layer), slots,
-                             sc_krows_col(dst, s->kvw));
+                             row_keys(s, shard, n));
   return rc;
 }
 
@@ -600,7 +613,7 @@ static int attention_layer(step_ctx *s) {
       const sc_indexer_args ia = {
           .n_tok = n, .n_heads = s->HI, .dim = s->dI, .topk = s->K,
           .q = iq + (size_t)tb * iqw, .ld_q = iqw, .w = iwt + (size_t)tb * s->HI, .ld_w = s->HI,
-          .q_pos = pos + tb, .keys = sc_krows_col(wsr, s->kvw), .key_rows = deint,
+          .q_pos = pos + tb, .keys = row_keys(s, ws, wsr.rows), .key_rows = deint,
           .key_pos = ckpos, .key_begin = ix(s, U_KB) + tb,
           .key_end = ix(s, U_KE) + tb, .out_pos = topk + (size_t)tb * s->K,
           .out_cand = cand + (size_t)tb * s->K};

@@ -6,8 +6,8 @@
  * or bf16), so one KV write and one gather move both. With fp8 index keys (index_fmt
  * SC_KFMT_FP8_INDEX, DeepSeek-V3.2's: e4m3 values and a power-of-two scale a key,
  * kernels.h) the keys live apart, in rows of their own: a decode step's indexer then
- * reads a third of the bytes of bf16 keys' 256 (at index_dim 128), and every reader
- * sees the same quantized key (a DCP prefill widens them into its workspace exactly).
+ * reads 144 bytes a key where bf16 keys take 256 (at index_dim 128), and every reader
+ * sees the same quantized key (a DCP prefill copies the rows into its workspace).
  *
  * Addressing: block tables are identical on all DCP ranks. The scheduler allocates
  * *virtual* blocks of B*N token positions; position p of a request lies in virtual

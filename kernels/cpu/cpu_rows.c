@@ -13,7 +13,9 @@
 /* dst[0..width) = src row in src_fmt, converted to dst_fmt (an fp8_index row is width
  * keys' values: widened from it, quantized into it). */
 static void convert_row(const void *src, sc_kfmt sf, void *dst, sc_kfmt df, int64_t width) {
-  if (df == SC_KFMT_FP8_INDEX) { /* (from f32: kv_write) */
+  if (df == SC_KFMT_FP8_INDEX && sf == SC_KFMT_FP8_INDEX) {
+    memcpy(dst, src, (size_t)SC_KFP8_INDEX_ROW_BYTES(width));
+  } else if (df == SC_KFMT_FP8_INDEX) { /* (from f32: kv_write) */
     sc_kfp8_index_quantize(src, (int32_t)width, dst);
   } else if (sf == SC_KFMT_FP8_INDEX) {
     const uint8_t *b = src;
@@ -49,7 +51,8 @@ static int gather_part(void *p, int64_t b, int64_t e, int worker) {
     void *d = (char *)j->dst.data + i * sc_krows_stride(&j->dst);
     const int64_t r = j->idx ? j->idx[i] : i;
     if (r == -1) {
-      memset(d, 0, (size_t)j->width * dsz);
+      memset(d, 0, j->dst.fmt == SC_KFMT_FP8_INDEX ? (size_t)SC_KFP8_INDEX_ROW_BYTES(j->width)
+                                                   : (size_t)j->width * dsz);
       continue;
     }
     if (r < 0 || r >= j->src.rows) return SC_ERANGE;

@@ -575,7 +575,7 @@ static void case_gather(void) {
 }
 
 /* fp8_index keys (the KV cache's index keys with --index-format fp8): written by kv_write
- * and widened by gather_rows on the GPU as on the CPU, byte for byte (rows of zeros and of
+ * (slots NULL too), widened and copied by gather_rows on the GPU as on the CPU, byte for byte (rows of zeros and of
  * other magnitudes, untouched slots included; no NaN, whose bits a GPU product does not
  * keep); 128 wide in 144-byte rows as the cache lays them out, 40 wide in 48-byte rows. */
 static void fp8_index_rows_case(int32_t dim, int64_t ld) {
@@ -622,6 +622,24 @@ static void fp8_index_rows_case(int32_t dim, int64_t ld) {
     CHECK(memcmp(wg, wc, db) == 0, "widened fp8_index dim %d to fmt %d differ", dim, df);
     pfree(D), pfree(I);
     free(idx), free(wg), free(wc);
+  }
+  { /* copied as they are into rows of 4 dim bytes (a DCP shard's key room) */
+    const size_t cb = (size_t)(n * 4 * dim);
+    pbuf D = both_poison(cb);
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)gt_int(-1, rows - 1);
+    pbuf I = both(idx, sizeof(int32_t) * (size_t)n);
+    const sc_krows dg = {D.g, SC_KFMT_FP8_INDEX, 4 * dim, n}, dc = {D.c, SC_KFMT_FP8_INDEX, 4 * dim, n};
+    CHECK(G->ops->gather_rows(G, n, dim, kg, I.g, dg) == 0, "copy fp8_index");
+    CHECK(C->ops->gather_rows(C, n, dim, kc, I.c, dc) == 0, "copy fp8_index cpu");
+    uint8_t *cg = malloc(cb), *cc = malloc(cb);
+    CHECK(down(D, cg, cc, cb) == 0, "sync");
+    int bad = 0;
+    for (int64_t r = 0; r < n; r++)
+      bad += memcmp(cg + r * 4 * dim, cc + r * 4 * dim, (size_t)SC_KFP8_INDEX_ROW_BYTES(dim)) != 0;
+    CHECK(bad == 0, "copied fp8_index dim %d: %d rows differ", dim, bad);
+    pfree(D), pfree(I);
+    free(idx), free(cg), free(cc);
   }
   pfree(X), pfree(Sl), pfree(K);
   free(x), free(slots), free(perm), free(init), free(hg), free(hc);

@@ -230,10 +230,10 @@ Test(kernels_topk, fp8_index_score_is_the_scale_times_the_e4m3_score) {
   sc_kernels_destroy(k);
 }
 
-/* The fp8_index keys a KV cache would hold: kv_write quantizes f32 keys into them as
- * sc_kfp8_index_quantize does (skipped slots untouched), gather_rows widens them to f32 and
- * bf16 as scale times value, and the widened keys score as the fp8 ones to the bit (a
- * DCP prefill scores widened keys in its workspace where one rank scores its cache's). */
+/* The fp8_index keys a KV cache holds: kv_write quantizes f32 keys into them as
+ * sc_kfp8_index_quantize does (skipped slots untouched; slots NULL in place), gather_rows
+ * widens them to f32 and bf16 as scale times value, and the widened keys score as the fp8
+ * ones to the bit; gather_rows also copies them as they are (a DCP shard's keys). */
 Test(kernels_topk, fp8_index_keys_written_widened_and_scored_alike) {
   sc_kernels *k = tk_ctx(2);
   enum { NH = 4, DIM = 40, NK = 300, NT = 5, TOPK = 24 };
@@ -327,6 +327,22 @@ Test(kernels_topk, fp8_index_keys_written_widened_and_scored_alike) {
     cr_assert_eq(memcmp(got + i * ld, want, sizeof want), 0, "row %d in place", i);
   }
   cr_assert_eq(k->ops->kv_write(k, NK + 1, DIM, dx, ldx, NULL, keys), SC_ERANGE);
+
+  /* copied as they are, into rows of another stride (a DCP shard's key room), -1: zeros */
+  const int64_t ldc = 4 * DIM;
+  uint8_t *cp = tk_zeros(k, (size_t)(NK * ldc));
+  order[1] = -1;
+  cr_assert_eq(k->ops->copy(k, dorder, order, sizeof order, SC_KCOPY_H2D), 0);
+  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, keys, dorder,
+                                   (sc_krows){cp, SC_KFMT_FP8_INDEX, ldc, NK}), 0);
+  uint8_t *gc = malloc((size_t)(NK * ldc)), zero[SC_KFP8_INDEX_ROW_BYTES(DIM)] = {0};
+  tk_down(k, got, cache, (size_t)(NK * ld));
+  tk_down(k, gc, cp, (size_t)(NK * ldc));
+  for (int i = 0; i < NK; i++)
+    cr_assert_eq(memcmp(gc + i * ldc, order[i] < 0 ? zero : got + order[i] * ld, sizeof zero), 0,
+                 "copied row %d", i);
+  free(gc);
+  k->ops->free(k, cp);
 
   /* not a gather target, and its rows must hold their bytes */
   cr_assert_eq(k->ops->gather_rows(k, NK, DIM, srcs[1], NULL, keys), SC_ENOTSUP);
