@@ -70,4 +70,10 @@ SC_HOSTDEV void sc_kfp8_index_quantize(const float *k, int32_t dim, uint8_t *row
   memcpy(row + at, &scale, sizeof scale);
 }
 
+/* The value an fp8_index row gives x when its scale is `scale` (sc_kfp8_index_scale):
+ * scale times the nearest e4m3 value of x / scale (exact in f32 and in bf16). */
+SC_HOSTDEV float sc_kfp8_index_round(float x, float scale) {
+  return scale * sc_e4m3_value(sc_e4m3_encode(x / scale));
+}
+
 #endif

@@ -263,7 +263,10 @@ typedef struct sc_indexer_args {
   const int32_t *q_pos;    /* [n_tok] position of each query token */
   sc_krows keys;           /* index-key rows, dim wide (f32, bf16, or fp8_index: then
                             * score(t, s) is scale(s) times the score of s's e4m3
-                            * values, the product rounded once) */
+                            * values, the product rounded once, and each head of q is
+                            * first rounded as an fp8_index row would hold it,
+                            * sc_kfp8_index_round with its own sc_kfp8_index_scale, as
+                            * DeepSeek-V3.2 rounds its index queries) */
   const int32_t *key_rows; /* [key list] row of each entry, or NULL for identity */
   const int32_t *key_pos;  /* [key list] position of each entry */
   const int32_t *key_begin, *key_end; /* [n_tok] range of the key list per token
@@ -450,7 +453,7 @@ typedef struct sc_kernels_ops {
   /* KV write by slot mapping: cache row slots[i] = src row i (f32, converted to the
    * cache's format, fp8_index quantized), slots[i] = -1 skips the row (a token this DCP
    * rank does not own, or a non-owner PCP copy). Slots other than -1 must be distinct
-   * (rows run in parallel). slots NULL: row i to row i (n <= cache.rows). */
+   * (rows run in parallel). */
   int (*kv_write)(sc_kernels *k, int64_t n, int64_t width, const float *src,
                   int64_t ld_src, const int32_t *slots, sc_krows cache);
   /* The greedy choice of n rows of logits: out[r] = the index of the largest of row r's

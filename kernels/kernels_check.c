@@ -218,8 +218,7 @@ int sc_kcheck_kv_write(int64_t n, int64_t width, const float *src, int64_t ld_sr
   if (n < 0) return SC_EINVAL;
   if ((rc = check_key_rows(cache, width, check_rows))) return rc;
   if (n == 0 || width == 0) return 1;
-  if (src == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
-  if (slots == NULL && n > cache->rows) return SC_ERANGE;
+  if (src == NULL || slots == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
   return 0;
 }
 

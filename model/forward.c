@@ -17,8 +17,6 @@ enum {
   B_X, B_XN, B_QL, B_Q, B_QABS, B_KV, B_IQ, B_IW, B_OLAT, B_OV, B_AO, B_U, B_H,
   B_PG, B_SHARD, B_WS, B_TOPK, B_SEL, B_CAND, B_CANDG, B_QG, B_OD, B_LSE, B_LSEG, B_LSEX,
   B_XG, B_XL, B_LOGITS,
-  /* the index queries as fp8_index rows, on their way to being rounded (round_queries) */
-  B_IQ8,
   /* the greedy choice of each logits row, kept for the step after (in->follow_*) */
   B_GREEDY,
   /* the index arrays a step uploads (U_*): a decode step's in one piece, the others' */
@@ -427,20 +425,6 @@ static int shard_pack(step_ctx *s, int64_t n, const int32_t *slots, float *shard
   return rc;
 }
 
-/* With fp8 index keys the indexer scores as DeepSeek-V3.2's: each query head of the
- * step's n tokens (rows of dI values in iq) rounded to e4m3 values times a power-of-two
- * scale of its own, exactly as a key is (kv_write quantizes it into fp8_index rows,
- * gather_rows widens them back in place). Per token and head: the same values in every
- * layout. */
-static int round_queries(step_ctx *s, int64_t n, float *iq) {
-  sc_kernels *k = s->f->k;
-  const int64_t rows = n * s->HI;
-  const sc_krows q8 = {s->f->buf[B_IQ8], SC_KFMT_FP8_INDEX, SC_KV_INDEX_ROW_BYTES(s->dI), rows};
-  int rc = k->ops->kv_write(k, rows, s->dI, iq, s->dI, NULL, q8);
-  if (rc == 0) rc = k->ops->gather_rows(k, rows, s->dI, q8, NULL, (sc_krows){iq, SC_KFMT_F32, s->dI, rows});
-  return rc;
-}
-
 /* Captures the selected (score, position) sets of local rows [b, e) for this layer. */
 static int capture(step_ctx *s, const sc_kcand *cand_buf, int32_t b, int32_t e) {
   if (s->out == NULL || s->out->topk == NULL || e <= b) return 0;
@@ -562,8 +546,6 @@ static int attention_layer(step_ctx *s) {
         .n_heads = s->HI, .rot_dim = s->idr, .x = iq, .ld_tok = iqw, .ld_head = s->dI};
   }
   if (rot.n_parts > 0) CK(o->ropes(k, &rot), "layer %d: rope", l);
-  if (own && sc_kv_cache_keys_apart(f->cache))
-    CK(round_queries(s, Tp, iq), "layer %d: index queries to e4m3", l);
   /* Absorb W_UK: qabs[t,h,:dc] = q_nope[t,h] * W_UK[h] (q_rope is already after it) */
   const float *wkvb = sc_w(w, l, SC_W_WKV_B);
   const int64_t hstride = (int64_t)(s->dn + s->dv) * s->dc;
@@ -793,8 +775,6 @@ static int step_prepare(step_ctx *s) {
   ensure(f, B_KV, Tp * s->iw * fl, &rc);
   ensure(f, B_IQ, Tp * s->HI * s->dI * fl, &rc);
   ensure(f, B_IW, Tp * s->HI * fl, &rc);
-  if (sc_kv_cache_keys_apart(f->cache))
-    ensure(f, B_IQ8, Tp * s->HI * SC_KV_INDEX_ROW_BYTES(s->dI), &rc);
   ensure(f, B_OLAT, Tp * Hl * s->dc * fl, &rc);
   ensure(f, B_OV, Tp * Hl * s->dv * fl, &rc);
   ensure(f, B_AO, Tp * s->hid * fl, &rc);

@@ -80,7 +80,7 @@ static int kvw_part(void *p, int64_t b, int64_t e, int worker) {
   (void)worker;
   const kvw_job *j = p;
   for (int64_t i = b; i < e; i++) {
-    const int64_t s = j->slots ? j->slots[i] : i;
+    const int64_t s = j->slots[i];
     if (s == -1) continue;
     if (s < 0 || s >= j->cache.rows) return SC_ERANGE;
     convert_row(j->src + i * j->ld_src, SC_KFMT_F32,

@@ -171,7 +171,10 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
   const sc_indexer_args *a = j->a;
   const int64_t kb = SC_KIDX_BLOCK;
   const size_t bytes = sizeof(float) * (size_t)(kb * a->dim + (int64_t)a->n_heads * kb + 2 * kb) +
-                       sizeof(int32_t) * (size_t)kb;
+                       sizeof(int32_t) * (size_t)kb +
+                       (a->keys.fmt == SC_KFMT_FP8_INDEX
+                            ? sizeof(float) * (size_t)a->n_heads * (size_t)a->dim
+                            : 0);
   char *mem = sc_kcpu_scratch(j->c, worker, 0, bytes);
   if (mem == NULL) return SC_ENOMEM;
   float *kblk = (float *)mem;
@@ -179,11 +182,23 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
   float *score = logits + (int64_t)a->n_heads * kb;
   float *sblk = score + kb; /* the keys' scales (fp8_index) */
   int32_t *pblk = (int32_t *)(sblk + kb);
+  float *qround = (float *)(pblk + kb); /* a token's rounded q (fp8_index keys) */
   const bool direct = a->key_rows == NULL && a->keys.fmt == SC_KFMT_F32;
   const bool scaled = a->keys.fmt == SC_KFMT_FP8_INDEX;
 
   for (int64_t t = b; t < e; t++) {
     const float *qt = a->q + t * a->ld_q, *wt = a->w + t * a->ld_w;
+    if (scaled) { /* each head rounded as an fp8_index row (kernels.h) */
+      for (int32_t h = 0; h < a->n_heads; h++) {
+        const float *x = qt + (int64_t)h * a->dim;
+        float amax = 0.0f;
+        for (int32_t i = 0; i < a->dim; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        const float sc = sc_kfp8_index_scale(amax);
+        for (int32_t i = 0; i < a->dim; i++)
+          qround[(int64_t)h * a->dim + i] = sc_kfp8_index_round(x[i], sc);
+      }
+      qt = qround;
+    }
     const int32_t qpos = a->q_pos[t];
     const int64_t end = a->key_end[t], len = end - a->key_begin[t];
     if (a->key_begin[t] < 0) return SC_ERANGE;

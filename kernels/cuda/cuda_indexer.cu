@@ -4,10 +4,14 @@
  * Precision. q and the keys are rounded to bf16 (round to nearest even; bf16 keys are
  * taken as they are, and so are the e4m3 values of fp8_index keys, which bf16 holds
  * exactly), products are exact in the f32 accumulators of mma.sync or wgmma, and the
- * ReLU x weight sum runs in f32 (an fp8_index key's then times its scale, once).
- * DeepSeek-V3.2 itself scores in fp8; the CPU reference scores in f32 on the unrounded
- * values, so GPU and CPU may pick differently among keys whose scores lie within the
- * rounding (tests/gpu/test_gpu_kernels.c bounds it).
+ * ReLU x weight sum runs in f32 (an fp8_index key's then times its scale, once). Over
+ * fp8_index keys each head of q is first rounded to e4m3 with a power-of-two scale of
+ * its own (kernels.h; exact in bf16 too), and tokens of 64 head rows over rows of up to
+ * 128 values score e4m3 products as DeepSeek-V3.2 does (tc_w8: keys and q stay bytes,
+ * wgmma m64n64k32, the head scale folded into the weight), whose sums the tensor cores
+ * round in their own way. The CPU reference scores in f32 on the unrounded values (on
+ * the rounded q over fp8_index keys), so GPU and CPU may pick differently among keys
+ * whose scores lie within the rounding (tests/gpu/test_gpu_kernels.c bounds it).
  *
  * Layout invariance. A pair's score depends only on (q[t], w[t], k_s). A token's heads
  * occupy hp rows of the q tile (hp: the head count rounded up to a power of two below
@@ -19,10 +23,11 @@
  * instructions, the k16 steps run in the same order, and adding a zero row is exact.
  * So a token scores every pair bit-identically whatever its group, chunk, batch or
  * rank, and the exact selection that follows picks the same keys. Tokens of 64 head
- * rows (and rows of 64 or 128) score on wgmma (tc_score_tile_wg), whose head sum has
- * another fixed shape; which of the two scores a launch depends on the model alone
- * (tc_path_of), never on the layout or the keys' format (f32 keys are rounded to bf16
- * on either path).
+ * rows (and rows of 64 or 128) score on wgmma (tc_score_tile_wg, or tc_score_tile_w8
+ * over fp8_index keys), whose head sum has another fixed shape; which scores a launch
+ * depends on the model and on whether the keys are fp8_index (tc_path_of), never on the
+ * layout, the keys' alignment, or f32 against bf16 keys (f32 keys are rounded to bf16 on
+ * either path). A DCP prefill's workspace holds fp8_index keys as the cache does.
  *
  * Two stages:
  *  1. k_idx_tc: 8 warps a block, as many blocks as fit on the GPU at once, taking work
@@ -72,8 +77,9 @@ __global__ void __launch_bounds__(TC_THREADS)
   /* (the swizzle atoms of WG need 1024-byte alignment, which the dynamic base lacks) */
   unsigned char *smem = smem_raw + (WG ? (1024 - (smem_u32(smem_raw) & 1023)) & 1023 : 0);
   const int K = a.topk, G = sp.group, hp = sp.hp, M = 16 * sp.m_tiles, room = sp.room;
-  constexpr int KES = WG || FP8 ? 2 : ES; /* bytes of a key element in shared memory */
-  constexpr bool RAW = FP8 && VEC; /* staged raw, widened before scoring (tc_widen_fp8) */
+  constexpr bool W8 = tc_w8(DIMP, FMT, WG); /* e4m3 products (tc_score_tile_w8) */
+  constexpr int KES = W8 ? 1 : WG || FP8 ? 2 : ES; /* bytes of a key element in shared memory */
+  constexpr bool RAW = FP8 && VEC && !W8; /* staged raw, widened before scoring (tc_widen_fp8) */
   const tc_layout lay = tc_lay(sp, DIMP, KES, WG, FP8, RAW);
   unsigned char *k_s = smem + lay.k;                          /* [stages][TC_KEYS][LD] */
   unsigned char *raw_s = smem + lay.raw;                      /* RAW: [stages][TC_KEYS][DIMP] */
@@ -82,6 +88,7 @@ __global__ void __launch_bounds__(TC_THREADS)
   unsigned *top = (unsigned *)(smem + lay.top);               /* [TC_GROUP_MAX] */
   int64_t *koff_s = (int64_t *)(smem + lay.koff);             /* [2][TC_KEYS] */
   float *w_s = (float *)(smem + lay.w);                       /* [M] */
+  float *qsc_s = (float *)(smem + lay.qsc);                   /* [M] (FP8 only) */
   float *sc_s = (float *)(smem + lay.sc);                     /* [TC_WARPS][G][TC_KW] */
   int *kpos_s = (int *)(smem + lay.kpos);                     /* [2][TC_KEYS] */
   unsigned *kmask_s = (unsigned *)(smem + lay.kmask);         /* [2][TC_KEYS] */
@@ -106,14 +113,44 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int chunk = (int)(r % n_chunks);
     const int gn = a.n_tok - t0 < G ? (int)(a.n_tok - t0) : G;
     __syncthreads(); /* the previous item is done with the shared words */
-    if (WG) { /* 8 elements a thread, a 16-byte store into the swizzled layout */
+    if constexpr (FP8) { /* over fp8_index keys each head of q is rounded (kernels.h): its
+                          * scale, the host's rule on its amax (a warp a row) */
+      for (int row = warp; row < M; row += TC_WARPS) {
+        const int j = row / hp, h = row % hp;
+        float amax = 0.0f;
+        if (j < gn && h < H) {
+          const float *src = a.q + (t0 + j) * a.ld_q + (int64_t)h * a.dim;
+          for (int d = lane; d < a.dim; d += 32) amax = fmaxf(amax, fabsf(src[d]));
+        }
+        for (int off = 16; off > 0; off >>= 1)
+          amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        if (lane == 0) qsc_s[row] = sc_kfp8_index_scale(amax);
+      }
+      __syncthreads();
+    }
+    if (W8) { /* 16 e4m3 bytes a thread (of q / its scale), a 16-byte store, swizzled */
+      for (int i = threadIdx.x; i < M * (DIMP / 16); i += TC_THREADS) {
+        const int row = i / (DIMP / 16), p = i % (DIMP / 16), j = row / hp, h = row % hp;
+        const float *src = a.q + (t0 + j) * a.ld_q + (int64_t)h * a.dim;
+        const float qs = qsc_s[row];
+        uint32_t b[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int e = 0; e < 16; e++)
+          if (j < gn && h < H && 16 * p + e < a.dim)
+            b[e >> 2] |= (uint32_t)sc_e4m3_encode(src[16 * p + e] / qs) << (8 * (e & 3));
+        *(uint4 *)((char *)q_s + wg_off_n(M, row, p)) = make_uint4(b[0], b[1], b[2], b[3]);
+      }
+      fence_async_smem(); /* wgmma reads q through the async proxy */
+    } else if (WG) { /* 8 elements a thread, a 16-byte store into the swizzled layout */
       for (int i = threadIdx.x; i < M * (DIMP / 8); i += TC_THREADS) {
         const int row = i / (DIMP / 8), p = i % (DIMP / 8), j = row / hp, h = row % hp;
         const float *src = a.q + (t0 + j) * a.ld_q + (int64_t)h * a.dim;
         float v[8];
 #pragma unroll
-        for (int e = 0; e < 8; e++)
+        for (int e = 0; e < 8; e++) {
           v[e] = j < gn && h < H && 8 * p + e < a.dim ? src[8 * p + e] : 0.0f;
+          if (FP8) v[e] = sc_kfp8_index_round(v[e], qsc_s[row]); /* (exact in bf16) */
+        }
         *(uint4 *)((char *)q_s + wg_off_n(M, row, p)) =
             make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
                        pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
@@ -122,15 +159,16 @@ __global__ void __launch_bounds__(TC_THREADS)
     } else {
       for (int i = threadIdx.x; i < M * LD; i += TC_THREADS) {
         const int row = i / LD, d = i % LD, j = row / hp, h = row % hp;
-        const float v = j < gn && h < H && d < a.dim
-                            ? a.q[(t0 + j) * a.ld_q + (int64_t)h * a.dim + d]
-                            : 0.0f;
+        float v = j < gn && h < H && d < a.dim ? a.q[(t0 + j) * a.ld_q + (int64_t)h * a.dim + d]
+                                               : 0.0f;
+        if (FP8) v = sc_kfp8_index_round(v, qsc_s[row]); /* (exact in bf16) */
         q_s[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
       }
     }
     for (int row = threadIdx.x; row < M; row += TC_THREADS) {
       const int j = row / hp, h = row % hp;
-      w_s[row] = j < gn && h < H ? a.w[(t0 + j) * a.ld_w + h] : 0.0f;
+      /* (W8: q's scale with the weight, exact: a power of two) */
+      w_s[row] = j < gn && h < H ? a.w[(t0 + j) * a.ld_w + h] * (W8 ? qsc_s[row] : 1.0f) : 0.0f;
     }
     if (threadIdx.x < gn) {
       const int j = threadIdx.x;
@@ -203,7 +241,9 @@ __global__ void __launch_bounds__(TC_THREADS)
       }
       unsigned char *kt = RAW ? k_s : k_s + st * stage_bytes; /* the tile as scored */
       if (vis) {
-        if (WG)
+        if (W8)
+          tc_score_tile_w8(smem_u32(kt), smem_u32(q_s), w_s, sc_w, gn, warp, lane);
+        else if (WG)
           tc_score_tile_wg<DIMP>(smem_u32(kt), smem_u32(q_s), M, w_s, sc_w, gn, warp, lane);
         else
           tc_score_tile<DIMP, SFMT>(kt + (size_t)(warp * TC_KW) * LD * KES, q_s, w_s, sc_w, gn,
@@ -359,7 +399,7 @@ static tc_kernel tc_instance(int dimp, bool vec) {
  * 64-head model depend on the DCP size). VEC only changes how rows are read. */
 typedef struct tc_path {
   int dimp, es;
-  bool vec, wg, fp8;
+  bool vec, wg, fp8, w8;
 } tc_path;
 
 static tc_path tc_path_of(const sc_indexer_args *a) {
@@ -370,6 +410,7 @@ static tc_path tc_path_of(const sc_indexer_args *a) {
   p.vec = (uintptr_t)a->keys.data % 16 == 0 && a->keys.ld * p.es % 16 == 0 &&
           a->dim * p.es % 16 == 0;
   p.wg = p.dimp >= 64 && tc_rows_per_token(a->n_heads) == 64;
+  p.w8 = tc_w8(p.dimp, a->keys.fmt, p.wg);
   return p;
 }
 
@@ -396,9 +437,9 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
     return SC_ENOTSUP;
   tc_shape sp;
   const tc_path path = tc_path_of(a);
-  /* keys in shared memory: bf16 for wgmma and for fp8_index keys */
-  const int kes = path.wg || path.fp8 ? 2 : path.es;
-  const bool raw = path.fp8 && path.vec; /* staged raw (tc_widen_fp8) */
+  /* keys in shared memory: e4m3 for W8, else bf16 for wgmma and for fp8_index keys */
+  const int kes = path.w8 ? 1 : path.wg || path.fp8 ? 2 : path.es;
+  const bool raw = path.fp8 && path.vec && !path.w8; /* staged raw (tc_widen_fp8) */
   if (tc_choose(a, c->num_sms, path.dimp, kes, path.wg, path.fp8, raw, &sp)) return SC_ENOTSUP;
   const tc_kernel fn = tc_pick(a, path);
   const size_t smem = tc_lay(sp, path.dimp, kes, path.wg, path.fp8, raw).total;

@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/cuda_select.cuh"
 #include "kernels/cuda/cuda_wgmma.cuh"
+#include "kernels/fp8_e4m3.h"
 /* 8 warps, 16 keys each a tile. With 4 warps (32 keys each) the SM held one warp per
  * scheduler, and a 32k prompt's scoring stalled on dependent instructions and
  * shared-memory loads: 0.15 instructions issued a cycle per scheduler (ncu, H200,
@@ -41,6 +42,17 @@ static_assert(TC_KW == 16 && TC_NT == 2,
               "a half-warp per token when appending: 16 keys a warp, two column tiles");
 static_assert(TC_PIECE > TC_KEYS + TC_SLACK, "a cut must leave room for the next tile");
 
+/* Whether a kernel instance scores e4m3 products (tc_score_tile_w8): fp8_index keys, 64
+ * head rows (WG), rows of up to 128 bytes (DIMP 128: one swizzle row). Its keys and q stay
+ * e4m3 bytes in shared memory; the other fp8_index instances widen both to bf16 (exactly)
+ * and score as over bf16 keys. Like WG it depends on the model and the keys' format
+ * alone, never on their alignment (which only changes how rows are read): a DCP prefill's
+ * workspace and a rank's cache hold the same fp8 rows at other strides, and their scores
+ * must sum alike. */
+__host__ __device__ constexpr bool tc_w8(int dimp, int fmt, bool wg) {
+  return fmt == SC_KFMT_FP8_INDEX && wg && dimp == 128;
+}
+
 /* How a launch is shaped: tokens per block, q rows per token, m-tiles, key stages. None
  * of it changes what is selected. */
 typedef struct tc_shape {
@@ -53,9 +65,11 @@ typedef struct tc_shape {
  *   keys [stages][TC_KEYS rows] in their own format (bf16 for wgmma, whatever the keys'
  *   format, and for fp8_index keys on either path; fp8_index keys in 16-byte pieces take
  *   one bf16 stage and their raw bytes [stages][TC_KEYS][DIMP] after it, widened into the
- *   bf16 stage just before their tile is scored), q bf16 [16 m_tiles rows],
+ *   bf16 stage just before their tile is scored, except on wgmma at DIMP 128, where
+ *   they stay e4m3 bytes, W8), q bf16 [16 m_tiles rows] (W8: e4m3 bytes),
  *   thresholds uint64 [TC_GROUP_MAX], largest score words uint32 [TC_GROUP_MAX] (in
- *   uint64 room), key row byte offsets int64 [2][TC_KEYS], w f32 [16 m_tiles],
+ *   uint64 room), key row byte offsets int64 [2][TC_KEYS], w f32 [16 m_tiles], the
+ *   scales of q's heads f32 [16 m_tiles] (fp8_index keys only),
  *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int
  *   [2][2][TC_KEYS], the scales of fp8_index keys f32 [2][TC_KEYS] (none for other
  *   formats), cut bins int [TC_WARPS][256], fills and token ranges int
@@ -65,10 +79,11 @@ typedef struct tc_shape {
  * of cuda_wgmma.cuh, which wants the keys and q 1024-aligned: the kernel aligns the
  * dynamic base by hand, so `total` holds 1024 bytes of slack. */
 typedef struct tc_layout {
-  size_t k, raw, q, thr, top, koff, w, sc, kpos, kmask, ksc, hist, fill, total;
+  size_t k, raw, q, thr, top, koff, w, qsc, sc, kpos, kmask, ksc, hist, fill, total;
 } tc_layout;
 
-/* scaled: fp8_index keys (their scales); raw: and staged raw (in 16-byte pieces). */
+/* scaled: fp8_index keys (their scales, and q's head scales); raw: and staged raw (in
+ * 16-byte pieces). esize 1: keys and q as e4m3 bytes (tc_score_tile_w8). */
 __host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int esize, bool wg,
                                             bool scaled, bool raw) {
   const size_t rows = 16 * (size_t)sp.m_tiles, ld = (size_t)dimp + (wg ? 0 : TC_PAD);
@@ -76,11 +91,12 @@ __host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int es
   l.k = 0;
   l.raw = l.k + (size_t)esize * (size_t)(raw ? 1 : sp.stages) * TC_KEYS * ld;
   l.q = l.raw + (raw ? (size_t)sp.stages * TC_KEYS * (size_t)dimp : 0);
-  l.thr = l.q + 2 * rows * ld;
+  l.thr = l.q + (esize == 1 ? 1 : 2) * rows * ld;
   l.top = l.thr + sizeof(uint64_t) * TC_GROUP_MAX;
   l.koff = l.top + sizeof(uint64_t) * TC_GROUP_MAX;
   l.w = l.koff + sizeof(int64_t) * 2 * TC_KEYS;
-  l.sc = l.w + 4 * rows;
+  l.qsc = l.w + 4 * rows;
+  l.sc = l.qsc + (scaled ? 4 * rows : 0);
   l.kpos = l.sc + 4 * (size_t)TC_WARPS * sp.group * TC_KW;
   l.kmask = l.kpos + sizeof(int) * 2 * TC_KEYS;
   l.ksc = l.kmask + sizeof(int) * 2 * TC_KEYS;
@@ -185,7 +201,9 @@ template <int DIMP, int FMT, bool VEC, bool WG>
 __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &tk, int64_t e0,
                                     tc_entry x, int64_t kstep, void *kbuf, int *kpos,
                                     unsigned *kmask, int64_t *koff, float *ksc, int *flag) {
-  constexpr int ES = FMT == SC_KFMT_F32 ? 4 : 2;
+  /* W8 (tc_w8): fp8_index bytes straight into the swizzled layout, as bf16 rows go */
+  constexpr bool W8 = tc_w8(DIMP, FMT, WG);
+  constexpr int ES = W8 ? 1 : FMT == SC_KFMT_F32 ? 4 : 2;
   constexpr int LD = DIMP + TC_PAD;      /* elements per shared row (not WG) */
   constexpr int PIECES = DIMP * ES / 16; /* 16-byte pieces per row: a power of two */
   bool mine = false; /* whether some token may see this thread's key */
@@ -216,7 +234,7 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
     }
   }
   if (!__syncthreads_or(mine)) return false;
-  if constexpr (FMT == SC_KFMT_FP8_INDEX && VEC) { /* raw 16-byte pieces, as bf16's below */
+  if constexpr (FMT == SC_KFMT_FP8_INDEX && VEC && !W8) { /* raw 16-byte pieces, as bf16's below */
     constexpr int PIECES = DIMP / 16;
     constexpr int RS = TC_THREADS / PIECES; /* rows between a thread's copies */
     const int piece = threadIdx.x % PIECES, r0 = threadIdx.x / PIECES;
@@ -229,7 +247,7 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
       const bool ok = in_dim && off >= 0;
       cp_async16(dst + k * RS * DIMP, base + (ok ? off : 0), ok);
     }
-  } else if constexpr (FMT == SC_KFMT_FP8_INDEX) {
+  } else if constexpr (FMT == SC_KFMT_FP8_INDEX && !W8) {
     constexpr int P8 = DIMP / 8;        /* 8-element pieces of a row */
     constexpr int LDB = DIMP + TC_PAD;  /* bf16 elements per shared row (not WG) */
     for (int i = threadIdx.x; i < TC_KEYS * P8; i += TC_THREADS) {
@@ -247,6 +265,20 @@ __device__ inline bool tc_load_tile(const sc_indexer_args &a, const tc_tokens &t
       const uint4 v = e4m3x8_to_bf16x8(raw, 1.0f);
       if (WG) *(uint4 *)((char *)kbuf + wg_off<TC_KEYS>(j, p)) = v;
       else *(uint4 *)((char *)kbuf + ((size_t)j * LDB + 8 * p) * 2) = v;
+    }
+  } else if constexpr (W8 && !VEC) { /* e4m3 bytes, 16 a thread, into the swizzled layout */
+    constexpr int P16 = DIMP / 16;
+    for (int i = threadIdx.x; i < TC_KEYS * P16; i += TC_THREADS) {
+      const int j = i / P16, p = i % P16;
+      const int64_t off = koff[j];
+      uint32_t b[4] = {0, 0, 0, 0};
+      if (off >= 0 && 16 * p < a.dim) {
+        const uint8_t *src = (const uint8_t *)a.keys.data + off + 16 * p;
+#pragma unroll
+        for (int e = 0; e < 16; e++)
+          if (16 * p + e < a.dim) b[e >> 2] |= (uint32_t)src[e] << (8 * (e & 3));
+      }
+      *(uint4 *)((char *)kbuf + wg_off<TC_KEYS>(j, p)) = make_uint4(b[0], b[1], b[2], b[3]);
     }
   } else if (WG && (FMT == SC_KFMT_F32 || !VEC)) {
     constexpr int P8 = DIMP / 8; /* 16-byte pieces of a bf16 row */
@@ -413,6 +445,32 @@ __device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_
   __syncwarp();
 }
 
+/* A token's ReLU x weight fold over its 64 head rows from one m64n64 accumulator (keys as
+ * rows, heads as columns): each thread folds its 16 heads (columns 8 n + 2 c + x, n then
+ * x in order) of its two keys, then the 4 lanes of a key add theirs (xor 1, 2); the
+ * warp's 16 keys' sums go to sc[0..16). w: the token's 64 weights. */
+__device__ inline void tc_fold_wg(const float (&d)[32], const float *w, float *sc, int lane) {
+  const int g = lane >> 2, c = lane & 3;
+  const float *wj = w + 2 * c;
+  float p0 = 0.0f, p1 = 0.0f;
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int x = 0; x < 2; x++) {
+      const float wv = wj[8 * n + x];
+      p0 = fmaf(wv, fmaxf(d[4 * n + x], 0.0f), p0);
+      p1 = fmaf(wv, fmaxf(d[4 * n + 2 + x], 0.0f), p1);
+    }
+  p0 += __shfl_xor_sync(0xffffffffu, p0, 1);
+  p1 += __shfl_xor_sync(0xffffffffu, p1, 1);
+  p0 += __shfl_xor_sync(0xffffffffu, p0, 2);
+  p1 += __shfl_xor_sync(0xffffffffu, p1, 2);
+  if (c == 0) {
+    sc[g] = p0;
+    sc[g + 8] = p1;
+  }
+}
+
 /* The same with wgmma, for tokens of exactly 64 head rows (hp = 64: DeepSeek-V3.2's 64
  * index heads), keys as bf16 in the swizzled layout: warpgroup wgi scores keys 64 wgi ..
  * 64 wgi + 63 of the tile (warp w of the block keys 16 w .. 16 w + 15, as tc_score_tile)
@@ -429,7 +487,6 @@ __device__ inline void tc_score_tile_wg(uint32_t k_base, uint32_t q_base, int m_
                                         const float *w_s, float *sc_w, int gn, int warp,
                                         int lane) {
   constexpr int KS = DIMP / 16;
-  const int g = lane >> 2, c = lane & 3;
   const uint64_t da = wg_desc(k_base + (uint32_t)(warp >> 2) * 8 * 1024, 16, 1024);
   for (int j = 0; j < gn; j++) {
     float d[32];
@@ -444,24 +501,29 @@ __device__ inline void tc_score_tile_wg(uint32_t k_base, uint32_t q_base, int m_
     wg_commit();
     wg_wait0();
     wg_pin(d);
-    const float *wj = w_s + j * 64 + 2 * c;
-    float p0 = 0.0f, p1 = 0.0f;
+    tc_fold_wg(d, w_s + j * 64, sc_w + j * TC_KW, lane);
+  }
+  __syncwarp();
+}
+
+/* tc_score_tile_wg over e4m3 keys and q (W8): 4 wgmma m64n64k32 for rows of 128 bytes
+ * (one swizzle row, the keys and the token's q rows as there), e4m3 products summed in
+ * the tensor cores' own order; w_s holds each head's weight times its q scale, so the
+ * fold is tc_score_tile_wg's and the key's scale comes in tc_append. */
+__device__ inline void tc_score_tile_w8(uint32_t k_base, uint32_t q_base, const float *w_s,
+                                        float *sc_w, int gn, int warp, int lane) {
+  const uint64_t da = wg_desc(k_base + (uint32_t)(warp >> 2) * 8 * 1024, 16, 1024);
+  for (int j = 0; j < gn; j++) {
+    float d[32];
+    const uint64_t db = wg_desc(q_base + (uint32_t)j * 8 * 1024, 16, 1024);
+    wg_fence();
 #pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-      for (int x = 0; x < 2; x++) {
-        const float wv = wj[8 * n + x];
-        p0 = fmaf(wv, fmaxf(d[4 * n + x], 0.0f), p0);
-        p1 = fmaf(wv, fmaxf(d[4 * n + 2 + x], 0.0f), p1);
-      }
-    p0 += __shfl_xor_sync(0xffffffffu, p0, 1);
-    p1 += __shfl_xor_sync(0xffffffffu, p1, 1);
-    p0 += __shfl_xor_sync(0xffffffffu, p0, 2);
-    p1 += __shfl_xor_sync(0xffffffffu, p1, 2);
-    if (c == 0) {
-      sc_w[j * TC_KW + g] = p0;
-      sc_w[j * TC_KW + g + 8] = p1;
-    }
+    for (int ks = 0; ks < 4; ks++)
+      wgmma_m64n64_e4m3(d, wg_desc_add(da, 32 * ks), wg_desc_add(db, 32 * ks), ks > 0);
+    wg_commit();
+    wg_wait0();
+    wg_pin(d);
+    tc_fold_wg(d, w_s + j * 64, sc_w + j * TC_KW, lane);
   }
   __syncwarp();
 }

@@ -127,7 +127,7 @@ __global__ void k_kv_write(int64_t n, int64_t width, const float *src, int64_t l
   const int64_t i = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (i >= n) return;
-  const int64_t s = slots ? slots[i] : i;
+  const int64_t s = slots[i];
   if (s == -1) return;
   if (s < 0 || s >= rows) {
     if (lane == 0) sc_dev_raise(flag, SC_ERANGE);

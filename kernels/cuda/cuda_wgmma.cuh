@@ -88,6 +88,19 @@ __device__ inline void wgmma_m64n64(float d[32], uint64_t da, uint64_t db, int s
       : "l"(da), "l"(db), "r"(scale_d));
 }
 
+/* d (+)= A B^T over e4m3 values, A and B K-major in shared memory (k32: the same 32 bytes
+ * of a 128-byte row as a bf16 k16 step); scale_d 0 overwrites d. */
+__device__ inline void wgmma_m64n64_e4m3(float d[32], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+      "}, %32, %33, p, 1, 1;\n}\n"
+      : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
 /* d += A B, A from registers (4 per thread: the m16n8k16 A fragment of the thread's
  * warp rows), B N-major in shared memory. */
 __device__ inline void wgmma_m64n128_rs(float d[64], const uint32_t a[4], uint64_t db) {

@@ -575,7 +575,7 @@ static void case_gather(void) {
 }
 
 /* fp8_index keys (the KV cache's index keys with --index-format fp8): written by kv_write
- * (slots NULL too), widened and copied by gather_rows on the GPU as on the CPU, byte for byte (rows of zeros and of
+ * and widened and copied by gather_rows on the GPU as on the CPU, byte for byte (rows of zeros and of
  * other magnitudes, untouched slots included; no NaN, whose bits a GPU product does not
  * keep); 128 wide in 144-byte rows as the cache lays them out, 40 wide in 48-byte rows. */
 static void fp8_index_rows_case(int32_t dim, int64_t ld) {
@@ -603,11 +603,6 @@ static void fp8_index_rows_case(int32_t dim, int64_t ld) {
   uint8_t *hg = malloc(bytes), *hc = malloc(bytes);
   CHECK(down(K, hg, hc, bytes) == 0, "sync");
   CHECK(memcmp(hg, hc, bytes) == 0, "kv_write fp8_index dim %d: bytes differ", dim);
-  /* slots NULL: row i to row i (the forward's index queries) */
-  CHECK(G->ops->kv_write(G, 7, dim, X.g, ldx, NULL, kg) == 0, "kv_write fp8_index in place");
-  CHECK(C->ops->kv_write(C, 7, dim, X.c, ldx, NULL, kc) == 0, "kv_write fp8_index in place cpu");
-  CHECK(down(K, hg, hc, bytes) == 0, "sync");
-  CHECK(memcmp(hg, hc, bytes) == 0, "kv_write fp8_index dim %d, slots NULL: bytes differ", dim);
   for (int f = 0; f < 2; f++) {
     const sc_kfmt df = f ? SC_KFMT_BF16 : SC_KFMT_F32;
     const size_t db = (size_t)(n * dim) * sc_kfmt_size(df);
@@ -796,6 +791,23 @@ static uint8_t *fp8_index_rows(float *vals, int32_t R, int32_t dim, int64_t *ld,
   return b;
 }
 
+/* q's heads as the indexer rounds them over fp8_index keys (kernels.h), in place. */
+static void round_heads_fp8(float *q, int64_t n_rows, int32_t dim) {
+  for (int64_t r = 0; r < n_rows; r++) {
+    float amax = 0.0f, *x = q + r * dim;
+    for (int32_t i = 0; i < dim; i++) amax = fmaxf(amax, fabsf(x[i]));
+    const float sc = sc_kfp8_index_scale(amax);
+    for (int32_t i = 0; i < dim; i++) x[i] = sc_kfp8_index_round(x[i], sc);
+  }
+}
+
+/* Whether the GPU scores these keys with e4m3 products (cuda_indexer_tile.cuh's tc_w8:
+ * fp8_index rows, 64 head rows, rows of 65 to 128 values): their sums then round as the
+ * tensor cores' fp8 path does, not to f32 accumulation. */
+static bool takes_w8(sc_kfmt fmt, int32_t heads, int32_t dim) {
+  return fmt == SC_KFMT_FP8_INDEX && heads > 48 && heads <= 64 && dim > 64 && dim <= 128;
+}
+
 static int cmp_desc(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
   return x < y ? 1 : x > y ? -1 : 0;
@@ -867,12 +879,20 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
   CHECK(down(Oc, cg, cc, sizeof(sc_kcand) * ncand) == 0, "sync");
   CHECK(down(Op, pg, NULL, sizeof(int32_t) * ncand) == 0, "sync");
   /* The GPU scores q and keys rounded to bf16 (cuda_indexer.cu). Against those values
-   * scored exactly, its scores must be right to f32 accumulation (1e-5 of the scale) and
-   * its picks the exact top-K up to ties within that. Against the CPU reference (f32 on
-   * the unrounded values) the picks may differ only where the rounding (2^-7 of the
-   * scale: both operands) can reorder scores. */
-  float *qr = malloc(sizeof(float) * (size_t)n_tok * heads * dim), *kr = malloc(sizeof(float) * (size_t)R * dim);
-  for (size_t i = 0; i < (size_t)n_tok * heads * dim; i++) qr[i] = round_bf16(q[i]);
+   * scored exactly, its scores must be right to f32 accumulation (1e-5 of the scale; with
+   * e4m3 products, 2^-12) and its picks the exact top-K up to ties within that. Against
+   * the CPU reference (f32 on the unrounded values) the picks may differ only where the
+   * rounding (2^-7 of the scale: both operands) can reorder scores. Over fp8_index keys
+   * both round q's heads to e4m3 first (kernels.h), which the host does here too. */
+  const size_t nq = (size_t)n_tok * heads * dim;
+  float *qr = malloc(sizeof(float) * nq), *kr = malloc(sizeof(float) * (size_t)R * dim);
+  for (size_t i = 0; i < nq; i++) qr[i] = round_bf16(q[i]);
+  if (fmt == SC_KFMT_FP8_INDEX) {
+    memcpy(qr, q, sizeof(float) * nq);
+    round_heads_fp8(qr, (int64_t)n_tok * heads, dim);
+    memcpy(q, qr, sizeof(float) * nq); /* (what the CPU reference scores, below) */
+  }
+  const double acc_tol = takes_w8(fmt, heads, dim) ? 0x1p-12 : 1e-5;
   for (size_t i = 0; i < (size_t)R * dim; i++) kr[i] = round_bf16(kf[i]);
   double *all = malloc(sizeof(double) * L);
   int ties = 0, cpu_diff = 0, bad = 0;
@@ -912,7 +932,7 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
       double sc;
       const int64_t row = rows[base + g[i].pos];
       const double ex = scaled_score(qrt, wt, heads, dim, kr, ks, row, &sc);
-      const double tol = 1e-5 * (1.0 + sc);
+      const double tol = acc_tol * (1.0 + sc);
       if (fabs(ex - g[i].score) > tol) bad++;          /* the GPU score itself */
       if (ex < kth_r - tol) bad++;                      /* a pick below the exact K-th */
       else if (ex < kth_r) ties++;                      /* ... within the accumulation */
@@ -962,7 +982,8 @@ static void case_indexer(void) {
   indexer_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 20);
   indexer_case(SC_KFMT_FP8_INDEX, 4, 64, 2048, 1);
   indexer_case(SC_KFMT_FP8_INDEX, 8, 36, 100, 12); /* rows not in 16-byte pieces */
-  indexer_case(SC_KFMT_FP8_INDEX, 64, 70, 128, 12);
+  indexer_case(SC_KFMT_FP8_INDEX, 64, 70, 128, 12); /* e4m3 products over rows read by bytes */
+  indexer_case(SC_KFMT_FP8_INDEX, 64, 96, 256, 30); /* ... by cp.async, 2 pieces zero */
 }
 
 /* The indexer's layout invariance (SPEC.md §8): one token alone (its keys in many chunks,
@@ -994,6 +1015,9 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
   float *q = gt_rand_f32((size_t)n_tok * heads * dim, -1, 1);
   float *w = gt_rand_f32((size_t)n_tok * heads, 0.01, 0.1);
   float *kf = gt_rand_f32((size_t)L * dim, -1, 1);
+  /* (over fp8_index keys the indexer rounds q's heads to e4m3, kernels.h: rounded here
+   * already, q scores alike over the f32 keys compared below) */
+  if (fmt == SC_KFMT_FP8_INDEX) round_heads_fp8(q, (int64_t)n_tok * heads, dim);
   for (int32_t i = distinct; distinct > 0 && i < L; i++)
     memcpy(kf + (size_t)i * dim, kf + (size_t)(i % distinct) * dim, sizeof(float) * dim);
   void *kh = kf;
@@ -1046,10 +1070,28 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     free(kr);
   }
   if (fmt == SC_KFMT_FP8_INDEX) {
+    /* the same rows at other strides: as a DCP prefill's workspace holds them (the room
+     * of dim f32 values a row), and 4 bytes more (no 16-byte pieces: read otherwise,
+     * scored alike): the same picks and scores to the bit */
+    for (int v = 0; v < 2; v++) {
+      const int64_t ldw = 4 * (int64_t)dim + 4 * v;
+      uint8_t *kw = calloc((size_t)L, (size_t)ldw);
+      for (int64_t r = 0; r < L; r++)
+        memcpy(kw + r * ldw, k8 + r * ld, (size_t)SC_KFP8_INDEX_ROW_BYTES(dim));
+      sc_indexer_args b = a;
+      b.keys = (sc_krows){up(G, kw, (size_t)L * (size_t)ldw), SC_KFMT_FP8_INDEX, ldw, L};
+      idx_run(b, 0, n_tok, rb, re, merged);
+      CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
+            "fp8_index rows %lld bytes apart pick differently", (long long)ldw);
+      G->ops->free(G, (void *)b.keys.data);
+      free(kw);
+    }
+  }
+  if (fmt == SC_KFMT_FP8_INDEX && !takes_w8(fmt, heads, dim)) {
     /* f32 keys holding the dequantized values (e4m3 x a power-of-two scale, exact in
      * bf16): every product, sum and fold is the fp8 path's scaled by that power of two,
      * which the fp8 path applies once at the end, so the same picks and scores to the bit
-     * (what a DCP prefill's f32 workspace would need against a cache of fp8 keys) */
+     * (not with e4m3 products, which sum otherwise than bf16 ones) */
     float *kd = malloc(sizeof(float) * (size_t)L * dim);
     for (size_t i = 0; i < (size_t)L * dim; i++) kd[i] = kf[i] * k8s[i / (size_t)dim];
     sc_indexer_args b = a;
@@ -1122,6 +1164,7 @@ static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 1100, 0);
   indexer_invariance_case(SC_KFMT_FP8_INDEX, 4, 64, 2048, 40, 0);
   indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 300, 40, 5);
+  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 70, 256, 300, 0); /* e4m3 products, bytes */
 }
 
 /* ---- top-K merge and position maps ---- */
