@@ -1087,7 +1087,8 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
       for (int64_t r = 0; r < L; r++)
         memcpy(kw + r * ldw, k8 + r * ld, (size_t)SC_KFP8_INDEX_ROW_BYTES(dim));
       same_over(a, kw, (size_t)L * (size_t)ldw, SC_KFMT_FP8_INDEX, ldw, n_tok, rb, re, full,
-                merged, v ? "fp8_index rows at an unaligned stride" : "fp8_index rows at a workspace's stride");
+                merged, v ? "fp8_index rows at an unaligned stride"
+                          : "fp8_index rows at a workspace's stride");
       free(kw);
     }
   }
