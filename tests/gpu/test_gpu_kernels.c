@@ -1006,6 +1006,18 @@ static void idx_run(sc_indexer_args a, int32_t first_tok, int32_t n_tok, const i
   G->ops->free(G, b), G->ops->free(G, e), G->ops->free(G, o);
 }
 
+/* a's n_tok tokens over the same keys held otherwise (`bytes` of host memory: a's rows in
+ * format fmt, ld apart) pick as in `full`, scores to the bit; scratch: room for them. */
+static void same_over(sc_indexer_args a, const void *host, size_t bytes, sc_kfmt fmt, int64_t ld,
+                      int32_t n_tok, const int32_t *rb, const int32_t *re, const sc_kcand *full,
+                      sc_kcand *scratch, const char *what) {
+  a.keys = (sc_krows){up(G, host, bytes), fmt, ld, a.keys.rows};
+  idx_run(a, 0, n_tok, rb, re, scratch);
+  CHECK(memcmp(scratch, full, sizeof(sc_kcand) * (size_t)n_tok * a.topk) == 0,
+        "%s pick differently", what);
+  G->ops->free(G, (void *)a.keys.data);
+}
+
 /* distinct > 0: only that many distinct key rows (row i repeats row i % distinct), so
  * many keys tie exactly and the lower positions must win at the K-th. */
 static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk,
@@ -1061,12 +1073,8 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
   if (fmt == SC_KFMT_BF16) { /* the same values as f32 keys, as a DCP prefill's workspace */
     float *kr = malloc(sizeof(float) * (size_t)L * dim);
     for (size_t i = 0; i < (size_t)L * dim; i++) kr[i] = sc_bf16_to_f32(kb16[i]);
-    sc_indexer_args b = a;
-    b.keys = (sc_krows){up(G, kr, sizeof(float) * (size_t)L * dim), SC_KFMT_F32, dim, L};
-    idx_run(b, 0, n_tok, rb, re, merged);
-    CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
-          "f32 keys holding the bf16 keys' values pick differently");
-    G->ops->free(G, (void *)b.keys.data);
+    same_over(a, kr, sizeof(float) * (size_t)L * dim, SC_KFMT_F32, dim, n_tok, rb, re, full,
+              merged, "f32 keys holding the bf16 keys' values");
     free(kr);
   }
   if (fmt == SC_KFMT_FP8_INDEX) {
@@ -1078,12 +1086,9 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
       uint8_t *kw = calloc((size_t)L, (size_t)ldw);
       for (int64_t r = 0; r < L; r++)
         memcpy(kw + r * ldw, k8 + r * ld, (size_t)SC_KFP8_INDEX_ROW_BYTES(dim));
-      sc_indexer_args b = a;
-      b.keys = (sc_krows){up(G, kw, (size_t)L * (size_t)ldw), SC_KFMT_FP8_INDEX, ldw, L};
-      idx_run(b, 0, n_tok, rb, re, merged);
-      CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
-            "fp8_index rows %lld bytes apart pick differently", (long long)ldw);
-      G->ops->free(G, (void *)b.keys.data);
+      same_over(a, kw, (size_t)L * (size_t)ldw, SC_KFMT_FP8_INDEX, ldw, n_tok, rb, re, full,
+                merged, v ? "fp8_index rows at an unaligned stride"
+                          : "fp8_index rows at a workspace's stride");
       free(kw);
     }
   }
@@ -1094,12 +1099,8 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
      * (not with e4m3 products, which sum otherwise than bf16 ones) */
     float *kd = malloc(sizeof(float) * (size_t)L * dim);
     for (size_t i = 0; i < (size_t)L * dim; i++) kd[i] = kf[i] * k8s[i / (size_t)dim];
-    sc_indexer_args b = a;
-    b.keys = (sc_krows){up(G, kd, sizeof(float) * (size_t)L * dim), SC_KFMT_F32, dim, L};
-    idx_run(b, 0, n_tok, rb, re, merged);
-    CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
-          "f32 keys holding the fp8_index keys' dequantized values pick differently");
-    G->ops->free(G, (void *)b.keys.data);
+    same_over(a, kd, sizeof(float) * (size_t)L * dim, SC_KFMT_F32, dim, n_tok, rb, re, full,
+              merged, "f32 keys holding the fp8_index keys' dequantized values");
     free(kd);
   }
   const int32_t picks[3] = {0, 17 % n_tok, n_tok - 1};

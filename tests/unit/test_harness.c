@@ -296,56 +296,59 @@ Test(harness, equivalence_every_layout) {
   equivalence_all(&m, 4);
 }
 
-/* The real KV row (kv_lora_rank 512 + rope_dim 64) and index width 64, on the layouts
- * that move it the most ways: PCP x DCP with TP, and DCP inside TP (decode_q gather,
- * reduce-scatter). Both runs also with bf16 KV caches (rows round identically). */
-Test(harness, equivalence_real_kv_row) {
-  openblas_set_num_threads(1);
+/* The small model with the real KV row (kv_lora_rank 512 + rope_dim 64) and index width
+ * 64. */
+static sc_model_config real_row_model(void) {
   sc_model_config m = small_model();
   m.kv_lora_rank = 512;
   m.rope_dim = 64;
   m.index_dim = 64;
   m.qk_nope_dim = 32;
+  return m;
+}
+
+/* Prints what runs with f32 (st) and bf16 (sb) KV rows compared, each having compared
+ * some greedy tokens. */
+static void report_f32_bf16(const char *what, const stats *st, const stats *sb) {
+  const stats *all[2] = {st, sb};
+  for (int i = 0; i < 2; i++)
+    fprintf(stderr, "%s, %s KV rows: %d steps, %d top-K sets (%d near ties), %d logit rows "
+            "(max rel %.3g), %d greedy tokens (%d ties)\n", what, i ? "bf16" : "f32",
+            all[i]->steps, all[i]->topk_compared, all[i]->topk_ties, all[i]->logit_rows,
+            all[i]->max_rel, all[i]->tokens_compared, all[i]->greedy_ties);
+  cr_assert_gt(st->tokens_compared, 0);
+  cr_assert_gt(sb->tokens_compared, 0);
+}
+
+/* The real KV row on the layouts that move it the most ways: PCP x DCP with TP, and DCP
+ * inside TP (decode_q gather, reduce-scatter). Both runs also with bf16 KV caches (rows
+ * round identically). */
+Test(harness, equivalence_real_kv_row) {
+  openblas_set_num_threads(1);
+  const sc_model_config m = real_row_model();
   stats st = {0}, sb = {0};
   run_equivalence(&m, 2, 2, 2, 2, 77, SC_KFMT_F32, false, &st);
   run_equivalence(&m, 1, 2, 2, 1, 78, SC_KFMT_F32, false, &st);
   run_equivalence(&m, 2, 2, 1, 1, 79, SC_KFMT_BF16, false, &sb);
   run_equivalence(&m, 1, 2, 2, 2, 80, SC_KFMT_BF16, false, &sb);
-  const stats *all[2] = {&st, &sb};
-  for (int i = 0; i < 2; i++)
-    fprintf(stderr, "real KV row, %s cache: %d steps, %d top-K sets (%d near ties), %d logit rows "
-            "(max rel %.3g), %d greedy tokens (%d ties)\n", i ? "bf16" : "f32", all[i]->steps,
-            all[i]->topk_compared, all[i]->topk_ties, all[i]->logit_rows, all[i]->max_rel,
-            all[i]->tokens_compared, all[i]->greedy_ties);
-  cr_assert_gt(sb.tokens_compared, 0);
-  cr_assert_gt(st.tokens_compared, 0);
+  report_f32_bf16("real KV row", &st, &sb);
 }
 
 /* fp8 index keys (docs/model.md): one rank and several quantize and score the same keys,
- * on the layouts that read them the most ways: PCP x DCP (the workspace's widened keys in
- * prefill chunks, the DCP candidate merge in decode), DCP inside TP, and PCP alone (each
- * rank's own cache), with f32 and bf16 KV rows. And the format takes effect: a one-rank
- * run's top-K scores over fp8 keys are not those over the KV rows' keys. */
+ * on the layouts that read them the most ways: PCP x DCP (the cache's fp8 rows copied
+ * into the workspace in prefill chunks, the DCP candidate merge in decode), DCP inside
+ * TP, and PCP alone (each rank's own cache), with f32 and bf16 KV rows. And the format
+ * takes effect: a one-rank run's top-K scores over fp8 keys are not those over the KV
+ * rows' keys. */
 Test(harness, equivalence_fp8_index_keys) {
   openblas_set_num_threads(1);
-  sc_model_config m = small_model();
-  m.kv_lora_rank = 512;
-  m.rope_dim = 64;
-  m.index_dim = 64;
-  m.qk_nope_dim = 32;
+  const sc_model_config m = real_row_model();
   stats st = {0}, sb = {0};
   run_equivalence(&m, 2, 2, 1, 2, 81, SC_KFMT_F32, true, &st);
   run_equivalence(&m, 1, 2, 2, 1, 82, SC_KFMT_F32, true, &st);
   run_equivalence(&m, 4, 1, 1, 1, 83, SC_KFMT_F32, true, &st);
   run_equivalence(&m, 2, 2, 2, 1, 84, SC_KFMT_BF16, true, &sb);
-  const stats *all[2] = {&st, &sb};
-  for (int i = 0; i < 2; i++)
-    fprintf(stderr, "fp8 index keys, %s KV rows: %d steps, %d top-K sets (%d near ties), %d "
-            "logit rows (max rel %.3g), %d greedy tokens (%d ties)\n", i ? "bf16" : "f32",
-            all[i]->steps, all[i]->topk_compared, all[i]->topk_ties, all[i]->logit_rows,
-            all[i]->max_rel, all[i]->tokens_compared, all[i]->greedy_ties);
-  cr_assert_gt(st.tokens_compared, 0);
-  cr_assert_gt(sb.tokens_compared, 0);
+  report_f32_bf16("fp8 index keys", &st, &sb);
 
   /* one prompt, one rank, with and without fp8 keys: its top-K scores differ */
   sc_kcand *cand[2];

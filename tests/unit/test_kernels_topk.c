@@ -287,8 +287,9 @@ Test(kernels_topk, fp8_index_keys_written_widened_and_scored_alike) {
   int32_t *dorder = tk_up(k, order, sizeof order);
   float *w32 = tk_zeros(k, sizeof(float) * (size_t)NK * DIM);
   uint16_t *w16 = tk_zeros(k, sizeof(uint16_t) * (size_t)NK * DIM);
-  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, keys, dorder, (sc_krows){w32, SC_KFMT_F32, DIM, NK}), 0);
-  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, keys, dorder, (sc_krows){w16, SC_KFMT_BF16, DIM, NK}), 0);
+  const sc_krows d32 = {w32, SC_KFMT_F32, DIM, NK}, d16 = {w16, SC_KFMT_BF16, DIM, NK};
+  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, keys, dorder, d32), 0);
+  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, keys, dorder, d16), 0);
   float *g32 = malloc(sizeof(float) * (size_t)NK * DIM);
   uint16_t *g16 = malloc(sizeof(uint16_t) * (size_t)NK * DIM);
   tk_down(k, g32, w32, sizeof(float) * (size_t)NK * DIM);
