@@ -5,7 +5,10 @@ cuBLAS, ReLU, head weights, sum, causal mask, torch.topk), on the shapes of spar
 one model-long decode token over 32k and 128k keys. (A copy of
 ../shared/tools/anchors/indexer_ref.py with the decode cases added, issue 18.)
 FLOPs counted as sparsecp counts them: 2 * heads * dim per (token, visible key).
-Optionally DeepGEMM's fp8 MQA logits when its wheel loads. One JSON line per case."""
+The 64-head shapes also in fp8 as a user would write DeepSeek-V3.2's fp8 indexer
+(e4m3 q and keys with power-of-two scales, torch._scaled_mm, scales applied after: the
+anchor of sparsecp's fp8_index keys). Optionally DeepGEMM's fp8 MQA logits when its
+wheel loads. One JSON line per case."""
 import json, sys, traceback
 import torch
 
@@ -37,6 +40,45 @@ def indexer(q, k, w, topk, first_pos, chunk=256):
     return torch.cat(res)
 
 
+def pow2_scale(x):
+    """Per row of the last dimension: the least power of two s with amax / s <= 448."""
+    amax = x.abs().amax(-1, keepdim=True).float().clamp(min=1e-30)
+    return torch.exp2(torch.ceil(torch.log2(amax / 448.0)))
+
+
+def indexer_fp8(q8, qs, k8, ks, w, topk, first_pos, chunk=256):
+    """q8 [S,H,D] e4m3 with scales qs [S,H,1], k8 [T,D] e4m3 with ks [T,1], w [S,H]."""
+    S, H, D = q8.shape
+    T = k8.shape[0]
+    one = torch.ones((), device=q8.device, dtype=torch.float32)
+    res = []
+    for a in range(0, S, chunk):
+        b = min(S, a + chunk)
+        lg = torch._scaled_mm(q8[a:b].reshape(-1, D), k8.t(), scale_a=one, scale_b=one,
+                              out_dtype=torch.bfloat16).view(b - a, H, T)
+        sc = (torch.relu(lg.float()) * (w[a:b] * qs[a:b, :, 0])[:, :, None]).sum(1) * ks[:, 0][None, :]
+        if first_pos is not None:
+            pos = torch.arange(T, device=q8.device)[None, :]
+            lim = (first_pos + torch.arange(a, b, device=q8.device) + 1)[:, None]
+            sc = sc.masked_fill(pos >= lim, float("-inf"))
+        res.append(torch.topk(sc, min(topk, T), dim=1).indices)
+    return torch.cat(res)
+
+
+def case_fp8(name, S, T, H, D, topk, causal, chunk=256):
+    q = torch.randn(S, H, D, dtype=torch.float32, device="cuda")
+    k = torch.randn(T, D, dtype=torch.float32, device="cuda")
+    w = torch.randn(S, H, dtype=torch.float32, device="cuda")
+    qs, ks = pow2_scale(q), pow2_scale(k)
+    q8 = (q / qs).to(torch.float8_e4m3fn)
+    k8 = (k / ks).to(torch.float8_e4m3fn).contiguous()
+    first = (T - S) if causal else None
+    ms = timeit(lambda: indexer_fp8(q8, qs, k8, ks, w, topk, first, chunk))
+    pairs = sum(min(T, T - S + i + 1) for i in range(S)) if causal else S * T
+    return dict(case=name, ms=ms, tflops=2 * H * D * pairs / (ms * 1e-3) / 1e12, S=S, T=T, H=H,
+                D=D, topk=topk, fmt="fp8")
+
+
 def case(name, S, T, H, D, topk, causal, chunk=256):
     q = torch.randn(S, H, D, dtype=torch.bfloat16, device="cuda")
     k = torch.randn(T, D, dtype=torch.bfloat16, device="cuda")
@@ -66,6 +108,13 @@ def main():
             print(json.dumps(case(*c)), flush=True)
         except Exception:
             print(f"{c[0]} failed", file=sys.stderr); traceback.print_exc()
+        torch.cuda.empty_cache()
+    for c in cases[:2]:  # the 64-head shapes in fp8
+        name = c[0].replace("torch.indexer.", "torch.indexer.fp8.")
+        try:
+            print(json.dumps(case_fp8(name, *c[1:])), flush=True)
+        except Exception:
+            print(f"{name} failed", file=sys.stderr); traceback.print_exc()
         torch.cuda.empty_cache()
     try:
         import deep_gemm

@@ -10,7 +10,8 @@
 #          .devrun/base/gpu_bench_kernels of main carried, to see that bf16 did not move),
 #          alternating, twice: bf16 and fp8_index keys on the 64-head shapes (the base has
 #          bf16 only; fp8_index keys there score e4m3 products, tc_w8, with q's heads
-#          rounded), and the PyTorch indexer (bench/indexer_ref.py) in the same call.
+#          rounded), and the PyTorch indexer (bench/indexer_ref.py: bf16, and on the
+#          64-head shapes fp8 with torch._scaled_mm) in the same call.
 #  PART=3: the whole of test_gpu_kernels and test_gpu_graphs (the loader and the append
 #          changed for every format; the fp8_index kv_write and widening gather are in
 #          test_gpu_kernels' case_fp8_index_rows).
