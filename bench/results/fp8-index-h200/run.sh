@@ -37,7 +37,7 @@ fi
 if has 4; then
   verify_p2n2 --index-format fp8
   lap verify
-  E2E_TIMEOUT=450 e2e_each new
+  e2e_each new
   lap e2e
 fi
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.jsonl *.err 2>/dev/null; rm -f *.log *.json *.jsonl *.err
