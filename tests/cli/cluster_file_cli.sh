@@ -9,6 +9,7 @@
 #    promised prompts it can never accept. The node refuses to start (exit 2).
 #  - a head whose cluster never becomes ready: no step, and an answer for the waiting
 #    request.
+#  - an index_format the engine does not have: refused at start (exit 2), the key named.
 set -u
 bin=$1
 src=$2
@@ -65,6 +66,21 @@ out=$(timeout 20 "$bin" node --cluster "$work/long.json" --rank 0 2>&1)
 rc=$?
 [ $rc -eq 2 ] || fail "a node promising 400000-token prompts of 5-byte ids exited $rc: $out"
 case $out in *"max_prompt_len 400000 does not fit one client message"*"at most 209510"*) ;;
+*) fail "unexpected error: $out" ;; esac
+
+# An index_format the engine does not have is refused at start with the key named.
+python3 - "$work" "$src/examples/model-small.json" > "$work/ifmt.json" <<'PY'
+import json, sys
+d, model = sys.argv[1], sys.argv[2]
+print(json.dumps({"pcp": 1, "dcp": 1, "tp": 1, "listen": f"ipc://{d}/client2",
+                  "nodes": [{"rank": 0, "endpoint": f"ipc://{d}/node2", "tap": f"ipc://{d}/tap2",
+                             "coll": f"ipc://{d}/coll2"}],
+                  "pipeline": {"model_file": model, "index_format": "bf16"}}))
+PY
+out=$(timeout 20 "$bin" node --cluster "$work/ifmt.json" --rank 0 2>&1)
+rc=$?
+[ $rc -eq 2 ] || fail "a node with index_format bf16 exited $rc: $out"
+case $out in *'pipeline.index_format must be "kv" or "fp8"'*) ;;
 *) fail "unexpected error: $out" ;; esac
 
 # A head whose cluster never becomes ready (rank 1 never starts) runs no step, and the
