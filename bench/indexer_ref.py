@@ -24,19 +24,26 @@ def timeit(fn, samples=7):
     return out[len(out) // 2]
 
 
+def select(sc, a, b, first_pos, topk):
+    """The top-K of scores sc [b - a, T] of queries a..b, each seeing keys < first_pos + i + 1
+    (first_pos None: all)."""
+    T = sc.shape[1]
+    if first_pos is not None:
+        pos = torch.arange(T, device=sc.device)[None, :]
+        lim = (first_pos + torch.arange(a, b, device=sc.device) + 1)[:, None]
+        sc = sc.masked_fill(pos >= lim, float("-inf"))
+    return torch.topk(sc, min(topk, T), dim=1).indices
+
+
 def indexer(q, k, w, topk, first_pos, chunk=256):
     """q [S,H,D] bf16, k [T,D] bf16, w [S,H] f32; query i sees keys < first_pos + i + 1."""
-    S, T = q.shape[0], k.shape[0]
+    S = q.shape[0]
     res = []
     for a in range(0, S, chunk):
         b = min(S, a + chunk)
         lg = torch.einsum("shd,td->sht", q[a:b], k)            # bf16 tensor cores
         sc = (torch.relu(lg.float()) * w[a:b, :, None]).sum(1)  # [s, T]
-        if first_pos is not None:
-            pos = torch.arange(T, device=q.device)[None, :]
-            lim = (first_pos + torch.arange(a, b, device=q.device) + 1)[:, None]
-            sc = sc.masked_fill(pos >= lim, float("-inf"))
-        res.append(torch.topk(sc, min(topk, T), dim=1).indices)
+        res.append(select(sc, a, b, first_pos, topk))
     return torch.cat(res)
 
 
@@ -57,11 +64,7 @@ def indexer_fp8(q8, qs, k8, ks, w, topk, first_pos, chunk=256):
         lg = torch._scaled_mm(q8[a:b].reshape(-1, D), k8.t(), scale_a=one, scale_b=one,
                               out_dtype=torch.bfloat16).view(b - a, H, T)
         sc = (torch.relu(lg.float()) * (w[a:b] * qs[a:b, :, 0])[:, :, None]).sum(1) * ks[:, 0][None, :]
-        if first_pos is not None:
-            pos = torch.arange(T, device=q8.device)[None, :]
-            lim = (first_pos + torch.arange(a, b, device=q8.device) + 1)[:, None]
-            sc = sc.masked_fill(pos >= lim, float("-inf"))
-        res.append(torch.topk(sc, min(topk, T), dim=1).indices)
+        res.append(select(sc, a, b, first_pos, topk))
     return torch.cat(res)
 
 
