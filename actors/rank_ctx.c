@@ -103,8 +103,7 @@ int sc_rank_ctx_ipc_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT]
   keep_rank_fields(&x->comm, &kept);
   if (rc) return sc_fail(d, rc, "rank %d: cannot map the IPC regions (ipc collectives need "
                          "every rank on one GPU, its processes MPS clients of one server): %s",
-                         x->rank,
-                         sc_strerror(rc));
+                         x->rank, sc_strerror(rc));
   x->ipc_comm = true;
   return 0;
 #else
