@@ -66,15 +66,17 @@ typedef enum sc_kfmt {
    * SC_KFP8_INDEX_ROW_BYTES(dim); the CUDA backend wants 4-byte aligned rows, and reads
    * 16-byte aligned ones fastest), the op's width is dim. indexer_topk scores it,
    * kv_write quantizes into it (sc_kfp8_index_quantize of fp8_e4m3.h: a power-of-two
-   * scale, so that the values are exact) and gather_rows copies it or widens it to f32
-   * or bf16 (scale times value: exact in both, so the widened keys score as the fp8
-   * ones). */
+   * scale, so that the values are exact) and gather_rows copies it to rows of the same
+   * format. */
   SC_KFMT_FP8_INDEX = 4,
 } sc_kfmt;
 
 #define SC_KFP8_DS_MLA_ROW_BYTES 656 /* 512 + 4*4 + 64*2 */
 #define SC_KFP8_INDEX_SCALE_AT(dim) (((int64_t)(dim) + 3) / 4 * 4)
 #define SC_KFP8_INDEX_ROW_BYTES(dim) (SC_KFP8_INDEX_SCALE_AT(dim) + 4)
+/* The row step of fp8_index rows in whole 16-byte pieces, which the CUDA indexer stages
+ * by cp.async (a 128-value key: 132 bytes, in 144): how the KV cache lays them out. */
+#define SC_KFP8_INDEX_ROW_STEP(dim) ((SC_KFP8_INDEX_ROW_BYTES(dim) + 15) / 16 * 16)
 
 /* Bytes per element of a format (0 for an unknown one, and for the fp8 layouts, whose
  * rows are counted in bytes). */
@@ -445,9 +447,9 @@ typedef struct sc_kernels_ops {
    * identity (a strided 2-D copy); idx[i] = -1 gives a zero row. Serves embedding lookup
    * (token ids into the f32 table), shard packing, and the workspace deinterleave
    * (idx = sc_plan_fill_deinterleave's output); fp8_index keys copied as they are
-   * (SC_KFP8_INDEX_ROW_BYTES(width) bytes a row; a -1 gives a row of zero bytes, scale 0)
-   * or widened, never made (kv_write quantizes). dst.rows >= n; dst must not overlap
-   * src. */
+   * into fp8_index rows only (SC_KFP8_INDEX_ROW_BYTES(width) bytes a row; a -1 gives a
+   * row of zero bytes, scale 0; kv_write makes them). dst.rows >= n; dst must not
+   * overlap src. */
   int (*gather_rows)(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
                      const int32_t *idx, sc_krows dst);
   /* KV write by slot mapping: cache row slots[i] = src row i (f32, converted to the

@@ -202,8 +202,8 @@ int sc_kcheck_gather_rows(int64_t n, int64_t width, const sc_krows *src, const s
                           sc_krows_check_fn check_rows) {
   int rc;
   if (n < 0) return SC_EINVAL;
-  if (dst->fmt == SC_KFMT_FP8_INDEX && src->fmt != SC_KFMT_FP8_INDEX)
-    return SC_ENOTSUP; /* quantize with kv_write */
+  if ((dst->fmt == SC_KFMT_FP8_INDEX) != (src->fmt == SC_KFMT_FP8_INDEX))
+    return SC_ENOTSUP; /* fp8_index rows are copied, made by kv_write */
   if ((rc = check_key_rows(src, width, check_rows)) ||
       (rc = check_key_rows(dst, width, check_rows)))
     return rc;

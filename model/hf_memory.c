@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_model.h"
-#include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_defaults.h"
 #include "plan/plan.h"
@@ -103,7 +103,7 @@ int sc_hf_memory(const sc_hf_config *cfg, const sc_hf_mem_in *in, sc_hf_mem *out
   o.kv_token_f32 = (uint64_t)(iw * cfg->num_hidden_layers) * 4;
   o.kv_token_bf16 = (uint64_t)(iw * cfg->num_hidden_layers) * 2;
   o.kv_token_bf16_fp8_index =
-      (uint64_t)(((iw - cfg->index_head_dim) * 2 + SC_KV_INDEX_ROW_BYTES(cfg->index_head_dim)) *
+      (uint64_t)(((iw - cfg->index_head_dim) * 2 + SC_KFP8_INDEX_ROW_STEP(cfg->index_head_dim)) *
                  cfg->num_hidden_layers);
   o.kv_slots = (L + B * N - 1) / (B * N) * B;
   o.kv_f32 = (uint64_t)o.kv_slots * o.kv_token_f32;

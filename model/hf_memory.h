@@ -21,7 +21,7 @@
  * MLA row, 576 in V3.2) + index_head_dim (the indexer key kept beside it, 128) values, in
  * f32 or bf16 (the formats the engine's KV cache supports, pipeline kv_format); or bf16
  * KV rows and the key in an fp8 row of its own (pipeline index_format "fp8":
- * SC_KV_INDEX_ROW_BYTES, 144 bytes at 128 values). A rank
+ * SC_KFP8_INDEX_ROW_STEP, 144 bytes at 128 values). A rank
  * holds a position only if its DCP group gives it to it (SPEC.md §4): with N > 1 a
  * request of L tokens takes ceil(L / (B N)) blocks of B slots on each rank of its group
  * (B the KV block size), with N = 1 every rank holds all L (TP and PCP peers each keep

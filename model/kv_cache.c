@@ -68,7 +68,7 @@ int sc_kv_cache_create(sc_kernels *k, int32_t layers, int32_t num_blocks, int32_
   int rc = alloc_layers(k, layers, (size_t)slots * (size_t)row_values * sc_kfmt_size(fmt),
                         &c->data, "KV rows", d);
   if (rc == 0 && apart)
-    rc = alloc_layers(k, layers, (size_t)slots * (size_t)SC_KV_INDEX_ROW_BYTES(index_dim),
+    rc = alloc_layers(k, layers, (size_t)slots * (size_t)SC_KFP8_INDEX_ROW_STEP(index_dim),
                       &c->index, "index keys", d);
   if (rc) sc_kv_cache_free(k, c);
   return rc;

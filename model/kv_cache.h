@@ -5,9 +5,10 @@
  * key is stored in the KV row after its values, in its format (f32 for the CPU reference,
  * or bf16), so one KV write and one gather move both. With fp8 index keys (index_fmt
  * SC_KFMT_FP8_INDEX, DeepSeek-V3.2's: e4m3 values and a power-of-two scale a key,
- * kernels.h) the keys live apart, in rows of their own: a decode step's indexer then
- * reads 144 bytes a key where bf16 keys take 256 (at index_dim 128), and every reader
- * sees the same quantized key (a DCP prefill copies the rows into its workspace).
+ * kernels.h) the keys live apart, in rows of their own (SC_KFP8_INDEX_ROW_STEP apart: 144
+ * bytes at index_dim 128, of which a decode step's indexer reads 132 where it reads 256
+ * of a bf16 key), and every reader sees the same quantized key (a DCP prefill copies the
+ * rows into its workspace).
  *
  * Addressing: block tables are identical on all DCP ranks. The scheduler allocates
  * *virtual* blocks of B*N token positions; position p of a request lies in virtual
@@ -28,10 +29,6 @@
 #include "base/error.h"
 #include "kernels/kernels.h"
 #include "plan/dcp.h"
-
-/* Bytes between two fp8_index key rows of the cache: whole 16-byte pieces, which the
- * CUDA indexer stages by cp.async (a 128-value key: 132 bytes, in 144). */
-#define SC_KV_INDEX_ROW_BYTES(dim) ((SC_KFP8_INDEX_ROW_BYTES(dim) + 15) / 16 * 16)
 
 typedef struct sc_kv_cache {
   int32_t layers, num_blocks, block_size;
@@ -65,7 +62,7 @@ static inline sc_krows sc_kv_cache_keys(const sc_kv_cache *c, int32_t layer) {
   if (!sc_kv_cache_keys_apart(c))
     return sc_krows_col(sc_kv_cache_rows(c, layer), c->width - c->index_dim);
   return (sc_krows){.data = c->index[layer], .fmt = SC_KFMT_FP8_INDEX,
-                    .ld = SC_KV_INDEX_ROW_BYTES(c->index_dim), .rows = sc_kv_cache_slots(c)};
+                    .ld = SC_KFP8_INDEX_ROW_STEP(c->index_dim), .rows = sc_kv_cache_slots(c)};
 }
 
 #endif

@@ -312,7 +312,7 @@ static int layout_cases(sc_bench *b, const char *model_file, const long_case *ca
   char why[1024] = "";
   /* f32 rows (the pipeline's default, the CPU reference's), bf16 rows, where the
    * attention runs on the tensor cores, and bf16 rows with DeepSeek-V3.2's fp8 index keys
-   * (a decode step's indexer reads 144 bytes a key instead of 256) */
+   * (a decode step's indexer reads 132 bytes a key instead of 256) */
   for (int kv = 0; kv < 3; kv++) {
     int rc = 0;
     const bool fp8 = kv == 2;

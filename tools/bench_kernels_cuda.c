@@ -369,8 +369,8 @@ static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, i
   for (int64_t e = 0; e < nkeys; e++) kpos[e] = (int32_t)(e % ctx);
   bufs[0] = rand_f32(c, (size_t)n_tok * heads * dim, 3);
   bufs[1] = rand_f32(c, (size_t)n_tok * heads, 4);
-  /* fp8_index rows: 16-byte multiples, as a cache of them would lay them out */
-  const int64_t ld = kfmt == SC_KFMT_FP8_INDEX ? (SC_KFP8_INDEX_ROW_BYTES(dim) + 15) / 16 * 16 : dim;
+  /* fp8_index rows as the KV cache lays them out */
+  const int64_t ld = kfmt == SC_KFMT_FP8_INDEX ? SC_KFP8_INDEX_ROW_STEP(dim) : dim;
   const double row_bytes = kfmt == SC_KFMT_FP8_INDEX ? (double)SC_KFP8_INDEX_ROW_BYTES(dim)
                                                       : (double)sc_kfmt_size(kfmt) * dim;
   bufs[2] = kfmt == SC_KFMT_F32        ? (void *)rand_f32(c, (size_t)nkeys * dim, 5)

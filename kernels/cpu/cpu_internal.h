@@ -48,7 +48,8 @@ static inline const void *sc_kcpu_row(const sc_krows *r, int64_t row) {
 void sc_kcpu_row_to_f32(const void *src, sc_kfmt fmt, int64_t width, float *dst);
 
 /* Row sets are checked with sc_kcheck_rows (kernels_check.h): the CPU has no extra format
- * but the indexer's fp8_index keys (sc_kcheck_indexer takes them). */
+ * (fp8_index keys, which kv_write, gather_rows and the indexer take, are checked there
+ * for every backend). */
 
 /* The total order of top-K selection: a ranks before b when its score is higher, or
  * equal with a lower position. NaN scores are stored as -inf before they get here. */

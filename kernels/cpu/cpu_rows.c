@@ -1,4 +1,4 @@
-/* cpu_rows.c - row movement: gather (with format conversion, fp8_index keys widened), KV
+/* cpu_rows.c - row movement: gather (with format conversion; fp8_index rows copied), KV
  * write by slot mapping (fp8_index keys quantized), and the maps from top-K positions to
  * workspace rows and to local KV cache slots.
  * Every index is checked against its row set (SC_ERANGE), because on the CPU an
@@ -11,21 +11,12 @@
 #include "plan/dcp.h"
 
 /* dst[0..width) = src row in src_fmt, converted to dst_fmt (an fp8_index row is width
- * keys' values: widened from it, quantized into it). */
+ * keys' values: copied as it is, or quantized into from f32 by kv_write). */
 static void convert_row(const void *src, sc_kfmt sf, void *dst, sc_kfmt df, int64_t width) {
   if (df == SC_KFMT_FP8_INDEX && sf == SC_KFMT_FP8_INDEX) {
     memcpy(dst, src, (size_t)SC_KFP8_INDEX_ROW_BYTES(width));
-  } else if (df == SC_KFMT_FP8_INDEX) { /* (from f32: kv_write) */
+  } else if (df == SC_KFMT_FP8_INDEX) {
     sc_kfp8_index_quantize(src, (int32_t)width, dst);
-  } else if (sf == SC_KFMT_FP8_INDEX) {
-    const uint8_t *b = src;
-    float scale;
-    memcpy(&scale, b + SC_KFP8_INDEX_SCALE_AT(width), sizeof scale);
-    for (int64_t i = 0; i < width; i++) {
-      const float v = scale * sc_e4m3_value(b[i]); /* exact: a power-of-two scale */
-      if (df == SC_KFMT_F32) ((float *)dst)[i] = v;
-      else ((uint16_t *)dst)[i] = sc_f32_to_bf16(v);
-    }
   } else if (sf == df) {
     memcpy(dst, src, (size_t)width * sc_kfmt_size(sf));
   } else if (df == SC_KFMT_F32) {

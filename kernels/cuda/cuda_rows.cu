@@ -49,8 +49,7 @@ __global__ void k_gather_same(int64_t n, int64_t words, const char *src, int64_t
   }
 }
 
-/* Converting gather: dst f32 or bf16 from f32, bf16, fp8_ds_mla or fp8_index (scale
- * times value, the host's decoding of the byte: exact). */
+/* Converting gather: dst f32 or bf16 from f32, bf16 or fp8_ds_mla. */
 __global__ void k_gather_conv(int64_t n, int64_t width, const char *src, int sfmt,
                               int64_t src_step, int64_t src_rows, const int32_t *idx, char *dst,
                               int dfmt, int64_t dst_step, int *flag) {
@@ -65,12 +64,8 @@ __global__ void k_gather_conv(int64_t n, int64_t width, const char *src, int sfm
     return;
   }
   const char *s = r == -1 ? NULL : src + r * src_step;
-  const bool index_keys = sfmt == SC_KFMT_FP8_INDEX;
-  const float scale = s && index_keys ? *(const float *)(s + SC_KFP8_INDEX_SCALE_AT(width)) : 1.0f;
   for (int64_t x = lane; x < width; x += 32) {
-    const float v = s == NULL  ? 0.0f
-                    : index_keys ? scale * sc_e4m3_value((uint8_t)s[x])
-                                 : sc_dev_load(s, sfmt, x);
+    const float v = s ? sc_dev_load(s, sfmt, x) : 0.0f;
     if (dfmt == SC_KFMT_F32) ((float *)d)[x] = v;
     else ((uint16_t *)d)[x] = sc_f32_to_bf16(v);
   }
@@ -111,8 +106,6 @@ extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_
     return SC_CUDA_CHECK_LAUNCH("gather_rows");
   }
   if (dst.fmt == SC_KFMT_FP8_DS_MLA) return SC_ENOTSUP; /* quantize with kv_write */
-  if (src.fmt == SC_KFMT_FP8_INDEX && (ss % 4 != 0 || !aligned(src.data, 4)))
-    return SC_EINVAL; /* the scales are f32 words */
   sc_kcuda_launch(c, k_gather_conv, grid, 256, 0, n, width, (const char *)src.data, src.fmt, ss,
                   src.rows, idx, (char *)dst.data, dst.fmt, ds, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("gather_rows");

@@ -61,7 +61,7 @@ static void check_indexer_exact(sc_kfmt fmt, int threads, uint64_t seed) {
   void *keys;
   int64_t ld = ldk; /* the row set's: elements, or bytes for fp8_index */
   if (fmt == SC_KFMT_FP8_INDEX) {
-    ld = (SC_KFP8_INDEX_ROW_BYTES(dim) + 15) / 16 * 16;
+    ld = SC_KFP8_INDEX_ROW_STEP(dim);
     uint8_t *b = calloc((size_t)(rows * ld), 1);
     for (int64_t r = 0; r < rows; r++) sc_kfp8_index_quantize(kh + r * ldk, dim, b + r * ld);
     float s;
@@ -243,13 +243,13 @@ Test(kernels_topk, fp8_index_score_is_the_scale_times_the_e4m3_score) {
 }
 
 /* The fp8_index keys a KV cache holds: kv_write quantizes f32 keys into them as
- * sc_kfp8_index_quantize does (skipped slots untouched), gather_rows
- * widens them to f32 and bf16 as scale times value, and the widened keys score as the fp8
- * ones to the bit; gather_rows also copies them as they are (a DCP shard's keys). */
-Test(kernels_topk, fp8_index_keys_written_widened_and_scored_alike) {
+ * sc_kfp8_index_quantize does (skipped slots untouched); they score as f32 and bf16 keys
+ * of their values (scale times e4m3 value, exact in both) to the bit; gather_rows copies
+ * them as they are (a DCP shard's keys) and makes no other format of them. */
+Test(kernels_topk, fp8_index_keys_written_copied_and_scored_alike) {
   sc_kernels *k = tk_ctx(2);
   enum { NH = 4, DIM = 40, NK = 300, NT = 5, TOPK = 24 };
-  const int64_t ld = (SC_KFP8_INDEX_ROW_BYTES(DIM) + 15) / 16 * 16, ldx = DIM + 3;
+  const int64_t ld = SC_KFP8_INDEX_ROW_STEP(DIM), ldx = DIM + 3;
   uint64_t seed = 77;
   float *x = tk_rand_f32(&seed, (size_t)NK * ldx, -3.0, 3.0);
   for (int r = 0; r < NK; r += 7) /* rows of other magnitudes: other scales */
@@ -280,37 +280,34 @@ Test(kernels_topk, fp8_index_keys_written_widened_and_scored_alike) {
   for (int j = 0; j < 2; j++) sc_kfp8_index_quantize(x + 3 * ldx, DIM, got + skipped[j] * ld);
   cr_assert_eq(k->ops->copy(k, cache, got, (size_t)(NK * ld), SC_KCOPY_H2D), 0);
 
-  /* widened: every slot, in a shuffled order, into f32 and bf16 rows */
+  /* the keys' values (scale times e4m3 value), every slot in a shuffled order, as f32 and
+   * bf16 rows: exact in both */
   int32_t order[NK];
   for (int i = 0; i < NK; i++) order[i] = i;
   tk_shuffle_i32(&seed, order, NK);
   int32_t *dorder = tk_up(k, order, sizeof order);
-  float *w32 = tk_zeros(k, sizeof(float) * (size_t)NK * DIM);
-  uint16_t *w16 = tk_zeros(k, sizeof(uint16_t) * (size_t)NK * DIM);
-  const sc_krows d32 = {w32, SC_KFMT_F32, DIM, NK}, d16 = {w16, SC_KFMT_BF16, DIM, NK};
-  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, keys, dorder, d32), 0);
-  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, keys, dorder, d16), 0);
   float *g32 = malloc(sizeof(float) * (size_t)NK * DIM);
   uint16_t *g16 = malloc(sizeof(uint16_t) * (size_t)NK * DIM);
-  tk_down(k, g32, w32, sizeof(float) * (size_t)NK * DIM);
-  tk_down(k, g16, w16, sizeof(uint16_t) * (size_t)NK * DIM);
   for (int i = 0; i < NK; i++) {
     const uint8_t *row = got + order[i] * ld;
     float s;
     memcpy(&s, row + SC_KFP8_INDEX_SCALE_AT(DIM), sizeof s);
     for (int c = 0; c < DIM; c++) {
-      cr_assert_eq(g32[i * DIM + c], s * sc_e4m3_value(row[c]), "row %d col %d", i, c);
+      g32[i * DIM + c] = s * sc_e4m3_value(row[c]);
+      g16[i * DIM + c] = sc_f32_to_bf16(g32[i * DIM + c]);
       cr_assert_eq(sc_bf16_to_f32(g16[i * DIM + c]), g32[i * DIM + c], "bf16 holds it exactly");
     }
   }
+  float *w32 = tk_up(k, g32, sizeof(float) * (size_t)NK * DIM);
+  uint16_t *w16 = tk_up(k, g16, sizeof(uint16_t) * (size_t)NK * DIM);
 
-  /* scored: over the fp8 cache (key e at slot order[e]) and over the widened rows */
+  /* scored: over the fp8 cache (key e at slot order[e]) and over those values */
   float *q = tk_rand_f32(&seed, (size_t)NT * NH * DIM, -1.0, 1.0);
   float *wt = tk_rand_f32(&seed, (size_t)NT * NH, 0.1, 1.0);
   int32_t pos[NK], qpos[NT], kb[NT], ke[NT], ident[NK];
   for (int i = 0; i < NK; i++) pos[i] = i, ident[i] = i;
   for (int t = 0; t < NT; t++) qpos[t] = NK - 1 - 37 * t, kb[t] = 0, ke[t] = NK;
-  /* the widened keys' queries rounded as the indexer rounds them over fp8_index keys
+  /* the f32 and bf16 keys' queries rounded as the indexer rounds them over fp8_index keys
    * (rounding again is exact: the fp8 run sees the same values) */
   for (int t = 0; t < NT; t++) round_heads(q + t * NH * DIM, NH, DIM, q + t * NH * DIM);
   float *dq = tk_up(k, q, sizeof(float) * (size_t)NT * NH * DIM);
@@ -332,7 +329,7 @@ Test(kernels_topk, fp8_index_keys_written_widened_and_scored_alike) {
     k->ops->free(k, oc);
   }
   for (int v = 1; v < 3; v++)
-    cr_assert_eq(memcmp(res[0], res[v], sizeof res[0]), 0, "widened keys %d score otherwise", v);
+    cr_assert_eq(memcmp(res[0], res[v], sizeof res[0]), 0, "keys of format %d score otherwise", v);
   cr_assert_neq(res[0][0].pos, -1);
 
   /* copied as they are, into rows of another stride (a DCP shard's key room), -1: zeros */
@@ -351,8 +348,10 @@ Test(kernels_topk, fp8_index_keys_written_widened_and_scored_alike) {
   free(gc);
   k->ops->free(k, cp);
 
-  /* not a gather target, and its rows must hold their bytes */
+  /* made only by kv_write (not gathered from nor into another format), and its rows must
+   * hold their bytes */
   cr_assert_eq(k->ops->gather_rows(k, NK, DIM, srcs[1], NULL, keys), SC_ENOTSUP);
+  cr_assert_eq(k->ops->gather_rows(k, NK, DIM, keys, NULL, srcs[1]), SC_ENOTSUP);
   cr_assert_eq(k->ops->kv_write(k, NK, DIM, dx, ldx, dslots,
                                 (sc_krows){cache, SC_KFMT_FP8_INDEX, DIM, NK}),
                SC_EINVAL);
