@@ -40,7 +40,7 @@ void sc_engine_destroy(sc_engine *e) {
 }
 
 uint64_t sc_engine_config_digest(const sc_engine_config *cfg) {
-  const uint8_t rest[2] = {(uint8_t)cfg->kv_fmt, cfg->weights != NULL};
+  const uint8_t rest[3] = {(uint8_t)cfg->kv_fmt, cfg->index_fp8, cfg->weights != NULL};
   return sc_fnv1a(sc_model_config_digest(&cfg->model), rest, sizeof rest);
 }
 

@@ -44,7 +44,7 @@ typedef struct sc_engine sc_engine;
 
 /* A digest of what a rank computes with beyond the layout: the model (every field of
  * cfg->model, sc_model_config_digest), whether its weights come from a file, and the KV
- * format. Not the weights' path (nodes may keep the same checkpoint at other
+ * and index formats. Not the weights' path (nodes may keep the same checkpoint at other
  * paths) nor the backend. Equal on every node that read the same cluster file and model;
  * the planner carries it (sc_plan_config.engine_digest) for the ranks to compare. */
 uint64_t sc_engine_config_digest(const sc_engine_config *cfg);

@@ -16,8 +16,8 @@ bool sc_plan_config_same(const sc_plan_config *a, const sc_plan_config *b, char 
   SC_SAME(dtype)
 #undef SC_SAME
   if (a->engine_digest != b->engine_digest) {
-    snprintf(out, len, "engine %016llx/%016llx: the model, its weights or the KV "
-             "format", (unsigned long long)a->engine_digest,
+    snprintf(out, len, "engine %016llx/%016llx: the model, its weights or the KV or "
+             "index format", (unsigned long long)a->engine_digest,
              (unsigned long long)b->engine_digest);
     return false;
   }

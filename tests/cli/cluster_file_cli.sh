@@ -4,7 +4,7 @@
 #    rank 1), as two hosts with different copies of the file would be: the plan's
 #    fingerprint covers the collectives, not the layout each rank computes with, so this
 #    used to give wrong tokens without an error. The step must fail naming the
-#    difference. Likewise two nodes that differ in the KV cache's format or in the
+#    difference. Likewise two nodes that differ in the KV cache's formats or in the
 #    synthetic model's seed (the engine's digest in the plan's configuration).
 #  - a max_prompt_len longer than one client message can carry: the gateway would have
 #    promised prompts it can never accept. The node refuses to start (exit 2).
@@ -65,8 +65,9 @@ assert d["tokens"] == [] and "differs from the head" in d["error"] and sys.argv[
 ' "$res" "$expect" || fail "$name: submit printed '$res'"
 }
 mismatch interleave interleave interleave 1 interleave 2
-# the cache's format and the synthetic model's weights are not in the layout: the
+# the cache's formats and the synthetic model's weights are not in the layout: the
 # engine's digest rides with it
+mismatch index-format engine index_format '"kv"' index_format '"fp8"'
 mismatch kv-format engine kv_format '"f32"' kv_format '"bf16"'
 mismatch seed engine seed 1 seed 2
 
