@@ -170,6 +170,7 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
   x->rank = rank;
   x->plan_cfg = cfg->engine.plan;
   sc_model_config_to_plan(&cfg->engine.model, &x->plan_cfg);
+  x->plan_cfg.engine_digest = sc_engine_config_digest(&cfg->engine);
   if (device_coll && !cfg->engine.cuda) {
     rc = sc_fail(d, SC_EINVAL, "%s collectives need \"device\": \"cuda\"",
                  cfg->nccl ? "NCCL" : "IPC");

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "kernels/kernels_recorder.h"
 #include "model/hf_model.h"
 #include "model/kv_cache.h"
@@ -36,6 +37,11 @@ void sc_engine_destroy(sc_engine *e) {
   sc_kernels_destroy(e->k);
   free(e->bt);
   free(e);
+}
+
+uint64_t sc_engine_config_digest(const sc_engine_config *cfg) {
+  const uint8_t rest[2] = {(uint8_t)cfg->kv_fmt, cfg->weights != NULL};
+  return sc_fnv1a(sc_model_config_digest(&cfg->model), rest, sizeof rest);
 }
 
 int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *comm,

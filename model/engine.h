@@ -40,6 +40,13 @@ typedef struct sc_engine_config {
 
 typedef struct sc_engine sc_engine;
 
+/* A digest of what a rank computes with beyond the layout: the model (every field of
+ * cfg->model, sc_model_config_digest), whether its weights come from a file, and the KV
+ * format. Not the weights' path (nodes may keep the same checkpoint at other
+ * paths) nor the backend. Equal on every node that read the same cluster file and model;
+ * the planner carries it (sc_plan_config.engine_digest) for the ranks to compare. */
+uint64_t sc_engine_config_digest(const sc_engine_config *cfg);
+
 /* Validates the configuration (model, layout, TP split) and builds the rank's state.
  * comm must already describe global_rank's groups (any backend). */
 int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *comm,

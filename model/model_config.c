@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/file_read.h"
+#include "base/hash.h"
 #include "model/model_defaults.h"
 
 void sc_model_config_default(sc_model_config *c) {
@@ -103,26 +104,50 @@ int sc_model_config_validate(const sc_model_config *c, sc_diag *d) {
   return 0;
 }
 
-bool sc_model_config_same(const sc_model_config *a, const sc_model_config *b) {
+/* Every field of the configuration as bytes, one after another (no padding): what
+ * sc_model_config_same compares and sc_model_config_digest hashes, so that the two can
+ * never disagree about which fields make a model. Floats go as their bits: -0 and 0 differ,
+ * which only errs towards "not the same". */
+typedef struct canon {
+  uint8_t b[sizeof(sc_model_config) + 64];
+  size_t n;
+} canon;
+
+static void put(canon *k, const void *p, size_t n) {
+  memcpy(k->b + k->n, p, n);
+  k->n += n;
+}
+#define PUT(k, x) put(k, &(x), sizeof(x))
+
+static void canon_of(const sc_model_config *c, canon *k) {
+  k->n = 0;
   for (size_t i = 0; i < sizeof INT_KEYS / sizeof INT_KEYS[0]; i++)
-    if (*int_field((sc_model_config *)a, &INT_KEYS[i]) != *int_field((sc_model_config *)b, &INT_KEYS[i]))
-      return false;
-  const sc_model_arch *x = &a->arch, *y = &b->arch;
-  const sc_hf_rope_scaling *r = &x->rope, *q = &y->rope;
-  return a->rms_eps == b->rms_eps && a->rope_theta == b->rope_theta && a->seed == b->seed &&
-         a->init_scale == b->init_scale && x->checkpoint == y->checkpoint &&
-         r->type == q->type && r->factor == q->factor &&
-         r->original_max_position_embeddings == q->original_max_position_embeddings &&
-         r->beta_fast == q->beta_fast && r->beta_slow == q->beta_slow &&
-         r->mscale == q->mscale && r->mscale_all_dim == q->mscale_all_dim &&
-         x->first_dense == y->first_dense && x->route.n_experts == y->route.n_experts &&
-         x->route.n_group == y->route.n_group && x->route.topk_group == y->route.topk_group &&
-         x->route.k == y->route.k && x->route.norm_topk_prob == y->route.norm_topk_prob &&
-         x->route.routed_scaling_factor == y->route.routed_scaling_factor &&
-         x->moe_inter == y->moe_inter && x->n_shared == y->n_shared &&
-         x->index_norm_eps == y->index_norm_eps && x->latent_norm_eps == y->latent_norm_eps &&
-         x->index_interleaved == y->index_interleaved &&
-         !memcmp(x->index_shared, y->index_shared, sizeof x->index_shared);
+    put(k, int_field((sc_model_config *)c, &INT_KEYS[i]), sizeof(int32_t));
+  PUT(k, c->rms_eps), PUT(k, c->rope_theta), PUT(k, c->seed), PUT(k, c->init_scale);
+  const sc_model_arch *x = &c->arch;
+  const sc_hf_rope_scaling *r = &x->rope;
+  const uint8_t flags = (uint8_t)(x->checkpoint | x->route.norm_topk_prob << 1 |
+                                  x->index_interleaved << 2);
+  PUT(k, flags), PUT(k, r->type), PUT(k, r->factor);
+  PUT(k, r->original_max_position_embeddings), PUT(k, r->beta_fast), PUT(k, r->beta_slow);
+  PUT(k, r->mscale), PUT(k, r->mscale_all_dim), PUT(k, x->first_dense);
+  PUT(k, x->route.n_experts), PUT(k, x->route.n_group), PUT(k, x->route.topk_group);
+  PUT(k, x->route.k), PUT(k, x->route.routed_scaling_factor), PUT(k, x->moe_inter);
+  PUT(k, x->n_shared), PUT(k, x->index_norm_eps), PUT(k, x->latent_norm_eps);
+  PUT(k, x->index_shared);
+}
+#undef PUT
+
+bool sc_model_config_same(const sc_model_config *a, const sc_model_config *b) {
+  canon x, y;
+  canon_of(a, &x), canon_of(b, &y);
+  return x.n == y.n && !memcmp(x.b, y.b, x.n);
+}
+
+uint64_t sc_model_config_digest(const sc_model_config *c) {
+  canon k;
+  canon_of(c, &k);
+  return sc_fnv1a(SC_FNV_OFFSET, k.b, k.n);
 }
 
 int sc_model_config_check_tp(const sc_model_config *c, int32_t tp, sc_diag *d) {

@@ -15,6 +15,12 @@ bool sc_plan_config_same(const sc_plan_config *a, const sc_plan_config *b, char 
   SC_SAME(kv_lora_rank) SC_SAME(rope_dim) SC_SAME(index_dim) SC_SAME(topk) SC_SAME(hidden)
   SC_SAME(dtype)
 #undef SC_SAME
+  if (a->engine_digest != b->engine_digest) {
+    snprintf(out, len, "engine %016llx/%016llx: the model, its weights or the KV "
+             "format", (unsigned long long)a->engine_digest,
+             (unsigned long long)b->engine_digest);
+    return false;
+  }
   if (len) out[0] = '\0';
   return true;
 }

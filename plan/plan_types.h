@@ -30,6 +30,10 @@ typedef struct sc_plan_config {
   int32_t topk;
   int32_t hidden;
   sc_dtype dtype;       /* element type of activation and KV collectives */
+  uint64_t engine_digest; /* what else the ranks compute with (the model, its weights' kind,
+                             the KV format: sc_engine_config_digest), as a
+                             digest that rides with the layout so that a rank can see that
+                             the head's is its own; never planned with. 0: not known */
 } sc_plan_config;
 
 #define SC_PLAN_MAX_PARALLEL 1024      /* bound on P, N and T */

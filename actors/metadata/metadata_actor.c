@@ -135,7 +135,7 @@ static int on_step_plan(sc_ctx *c, const sc_envelope *env, const void *body) {
    * pass takes from its own configuration: a node that read another cluster file or
    * model (another interleave, say) would compute on other tokens with no collective
    * the wiser. So the layout must be the head's. */
-  char diff[96];
+  char diff[128];
   if (rc == 0 && !sc_plan_config_same(&m->ctx->plan_cfg, &sl->plan.cfg, diff, sizeof diff))
     rc = sc_fail(&d, SC_EDESYNC,
                  "this rank's configuration differs from the head's plan (%s, here/there): "

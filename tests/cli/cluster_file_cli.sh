@@ -4,7 +4,8 @@
 #    rank 1), as two hosts with different copies of the file would be: the plan's
 #    fingerprint covers the collectives, not the layout each rank computes with, so this
 #    used to give wrong tokens without an error. The step must fail naming the
-#    difference.
+#    difference. Likewise two nodes that differ in the KV cache's format or in the
+#    synthetic model's seed (the engine's digest in the plan's configuration).
 #  - a max_prompt_len longer than one client message can carry: the gateway would have
 #    promised prompts it can never accept. The node refuses to start (exit 2).
 #  - a head whose cluster never becomes ready: no step, and an answer for the waiting
@@ -21,35 +22,52 @@ fail() {
   rm -rf "$work"
   exit 1
 }
-for r in 0 1; do
-  python3 - "$work" "$src/examples/model-small.json" "$((r + 1))" > "$work/c$r.json" <<'PY'
+# mismatch NAME EXPECT KEY0 VALUE0 KEY1 VALUE1: two nodes whose pipelines differ in
+# KEY0=VALUE0 on rank 0 and KEY1=VALUE1 on rank 1 (a key "seed" goes into the model); the
+# first step must fail with an error that contains EXPECT.
+mismatch() {
+  local name=$1 expect=$2 r res rc
+  for r in 0 1; do
+    python3 - "$work/$name" "$src/examples/model-small.json" "${@:$((3 + 2 * r)):2}" \
+      > "$work/$name-c$r.json" <<'PY'
 import json, sys
-d, model, il = sys.argv[1], sys.argv[2], int(sys.argv[3])
-print(json.dumps({"pcp": 2, "dcp": 2, "tp": 1, "listen": f"ipc://{d}/client",
-                  "nodes": [{"rank": r, "endpoint": f"ipc://{d}/node-{r}",
-                             "tap": f"ipc://{d}/tap-{r}", "coll": f"ipc://{d}/coll-{r}"}
+d, model, key, value = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+pipeline = {"model_file": model, "deadline_ms": 3000}
+if key == "seed":
+    pipeline = {"model": dict(json.load(open(model)), seed=value), "deadline_ms": 3000}
+else:
+    pipeline[key] = value
+print(json.dumps({"pcp": 2, "dcp": 2, "tp": 1, "listen": f"ipc://{d}-client",
+                  "nodes": [{"rank": r, "endpoint": f"ipc://{d}-node-{r}",
+                             "tap": f"ipc://{d}-tap-{r}", "coll": f"ipc://{d}-coll-{r}"}
                             for r in range(2)],
-                  "pipeline": {"model_file": model, "interleave": il, "deadline_ms": 3000}}))
+                  "pipeline": pipeline}))
 PY
-done
-for r in 0 1; do
-  "$bin" node --cluster "$work/c$r.json" --rank $r > "$work/n$r.log" 2>&1 &
-  pids="$pids $!"
-done
-res=$("$bin" submit --connect "ipc://$work/client" --prompt-len 100 --max-tokens 4 --vocab 4096 \
-  --json --timeout 30)
-rc=$?
-# shellcheck disable=SC2086
-kill -TERM $pids 2>/dev/null
-# shellcheck disable=SC2086
-wait $pids 2>/dev/null
-pids=
-[ $rc -eq 1 ] || fail "submit exited $rc, expected 1 (a failed step): $res"
-python3 -c '
+  done
+  for r in 0 1; do
+    "$bin" node --cluster "$work/$name-c$r.json" --rank $r > "$work/$name-n$r.log" 2>&1 &
+    pids="$pids $!"
+  done
+  res=$("$bin" submit --connect "ipc://$work/$name-client" --prompt-len 100 --max-tokens 4 \
+    --vocab 4096 --json --timeout 30)
+  rc=$?
+  # shellcheck disable=SC2086
+  kill -TERM $pids 2>/dev/null
+  # shellcheck disable=SC2086
+  wait $pids 2>/dev/null
+  pids=
+  [ $rc -eq 1 ] || fail "$name: submit exited $rc, expected 1 (a failed step): $res"
+  python3 -c '
 import json, sys
 d = json.loads(sys.argv[1])
-assert d["tokens"] == [] and "differs from the head" in d["error"] and "interleave" in d["error"], d
-' "$res" || fail "submit printed '$res'"
+assert d["tokens"] == [] and "differs from the head" in d["error"] and sys.argv[2] in d["error"], d
+' "$res" "$expect" || fail "$name: submit printed '$res'"
+}
+mismatch interleave interleave interleave 1 interleave 2
+# the cache's format and the synthetic model's weights are not in the layout: the
+# engine's digest rides with it
+mismatch kv-format engine kv_format '"f32"' kv_format '"bf16"'
+mismatch seed engine seed 1 seed 2
 
 python3 - "$work" "$src/examples/model-small.json" > "$work/long.json" <<'PY'
 import json, sys
@@ -70,9 +88,10 @@ case $out in *"max_prompt_len 400000 does not fit one client message"*"at most 2
 # A head whose cluster never becomes ready (rank 1 never starts) runs no step, and the
 # request that waited meanwhile is answered with the reason when the head gives up (it
 # used to be sent to rank 1's queue and left without an answer when the head exited).
-"$bin" node --cluster "$work/c0.json" --rank 0 --ready-timeout 3000 > "$work/alone.log" 2>&1 &
+"$bin" node --cluster "$work/interleave-c0.json" --rank 0 --ready-timeout 3000 \
+  > "$work/alone.log" 2>&1 &
 pids=$!
-res=$("$bin" submit --connect "ipc://$work/client" --prompt-len 10 --max-tokens 4 --vocab 4096 \
+res=$("$bin" submit --connect "ipc://$work/interleave-client" --prompt-len 10 --max-tokens 4 --vocab 4096 \
   --json --timeout 20)
 rc=$?
 wait $pids
