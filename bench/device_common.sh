@@ -54,6 +54,7 @@ show_run() {
 
 # requests N GAP_MS FILE: N requests of 64 prompt + 64 new tokens, GAP_MS apart.
 requests() {
+  local i
   for ((i = 0; i < $1; i++)); do
     printf '{"prompt_len": 64, "max_tokens": 64, "arrive_ms": %d, "seed": %d}\n' $((i * $2)) $i
   done > "$3"
@@ -66,6 +67,7 @@ bin_of() { if [ "$2" = new ]; then echo ".devrun/$1"; else echo ".devrun/$2/$1";
 # (NCCL, GPU 0, one client) of each binary of BINS (see bin_of) in turn, ROUNDS times,
 # results in $OUT/one-NAME-ROUND.json (.err: the run's info log).
 tpot_alternating() {
+  local i v
   for ((i = 1; i <= $1; i++)); do for v in $2; do
     SPARSECP_LOG=info timeout 100 "$(bin_of sparsecp "$v")" run --device cuda --collectives nccl \
       --gpus 1 --pcp 1 --dcp 1 --clients 1 --json --requests "$3" > "$OUT/one-$v-$i.json" 2> "$OUT/one-$v-$i.err"
@@ -77,6 +79,7 @@ tpot_alternating() {
 # $OUT/bench-e2e-NAME.json (each within E2E_TIMEOUT s, default 450: three KV formats
 # since the fp8 index keys' pass).
 e2e_each() {
+  local v
   for v in $1; do
     timeout "${E2E_TIMEOUT:-450}" "$(bin_of sparsecp "$v")" bench e2e --device cuda --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"
     echo "e2e $v rc=$?"; show_e2e "$OUT/bench-e2e-$v.json"
@@ -86,6 +89,7 @@ e2e_each() {
 # indexer_alternating BINS: kernel.indexer of each binary of BINS (see bin_of), in turn,
 # twice, results in $OUT/kernels-indexer-NAME-ROUND.json.
 indexer_alternating() {
+  local i v
   for i in 1 2; do for v in $1; do
     SC_BENCH_KERNELS_ONLY=kernel.indexer timeout 150 "$(bin_of gpu_bench_kernels "$v")" --json > "$OUT/kernels-indexer-$v-$i.json" 2> "$OUT/kernels-indexer-$v-$i.err"
     echo "indexer $v $i rc=$?"; show_indexer "$OUT/kernels-indexer-$v-$i.json"
@@ -101,6 +105,7 @@ gpu_tests() {
 # verify_p2n2 [OPTION...]: run --verify of .devrun at P2 N2 on the GPU with f32 and then
 # bf16 rows, with the options given.
 verify_p2n2() {
+  local fmt
   for fmt in "" "--kv-format bf16"; do
     timeout 150 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify "$@" $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 $* $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
   done

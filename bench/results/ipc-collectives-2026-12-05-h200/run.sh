@@ -3,7 +3,7 @@
 # was lent that session); the call that runs it records its date in $OUT/gpu.txt.
 # From the repository root on the GPU machine, binaries in .devrun/ (sparsecp,
 # test_gpu_ipc, test_gpu_kernels, test_gpu_graphs):
-#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2" bash bench/results/ipc-collectives-h200/run.sh
+#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2" bash bench/results/ipc-collectives-2026-12-05-h200/run.sh
 #  PART=1: test_gpu_ipc under an MPS daemon of its own, then without MPS (slower: the
 #          children's kernels take turns by time slice).
 #  PART=2: run --verify with --collectives ipc --mps on: P2 N2 f32 and bf16 rows, P4 N4,

@@ -3,7 +3,7 @@
 # (no device was lent that session); the call that runs it records its date in
 # $OUT/gpu.txt. From the repository root on the GPU machine, binaries in .devrun/
 # (test_gpu_kernels, gpu_bench_kernels; .devrun/base/: the tree before, for a baseline):
-#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/fp8-index-h200/run.sh
+#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/fp8-index-2026-12-05-h200/run.sh
 #  PART=1: test_gpu_kernels' indexer cases (fp8_index against the CPU reference and its
 #          layout invariance among them), then under compute-sanitizer memcheck.
 #  PART=2: kernel.indexer of each binary of BINS (default "new"; "new base" with
