@@ -1,5 +1,4 @@
-/* backend_ipc.h - collectives between ranks that share one GPU, done on the device
- * (WIP, never run on a GPU: see "Status" below).
+/* backend_ipc.h - collectives between ranks that share one GPU, done on the device.
  *
  * Why. Ranks sharing a GPU (MPS) cannot use NCCL (one rank a device), so today they take
  * the host backend staged through host memory: each collective a read-back, a host sync,
@@ -49,11 +48,12 @@
  * collective adds one), which `expect` maps to the host's step, so that finish reports
  * a failure with the step it happened in.
  *
- * Status: written and compiled, never run on a GPU. Wired in: `"collectives": "ipc"` /
- * `--collectives ipc` (every rank on one GPU), the comm actor's id exchange and rebuild
- * as for NCCL (actors/rank_ctx.h).
- * Not done: running tests/gpu/test_gpu_ipc.c and `run --collectives ipc --verify` on the
- * GPU, recovery and desync tests over it, and the P4 N4 measurements. */
+ * Status: wired in as `"collectives": "ipc"` / `--collectives ipc` (every rank on one
+ * GPU), the comm actor's id exchange and rebuild as for NCCL (actors/rank_ctx.h). Run on
+ * one H200 on 2026-12-05 (bench/gpu-step.md): tests/gpu/test_gpu_ipc.c with and without
+ * MPS, `run --verify` at P2 N2 and P4 N4 (identical to one rank), the desync, devfault
+ * and kill injections (ending as with NCCL); four ranks decode at 2.2x one rank's TPOT.
+ * Not run over it yet: a rank's recovery (rejoin and rebuild). */
 #ifndef SC_BACKEND_IPC_H
 #define SC_BACKEND_IPC_H
 
