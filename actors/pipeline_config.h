@@ -47,8 +47,7 @@ typedef struct sc_pipeline_config {
                                      host backend (CPU ranks, or ranks sharing a GPU,
                                      their device buffers staged through host memory) */
   bool ipc;                       /* "collectives": "ipc": device collectives between
-                                     ranks sharing one GPU (collectives/backend_ipc.h;
-                                     WIP, never run) */
+                                     ranks sharing one GPU (collectives/backend_ipc.h) */
   sc_faults inject;               /* `--inject KIND:RANK:STEP` (fault.h) */
   bool profile;                   /* executors time each step's stages (step_prof.h) */
   sc_overlap overlap;             /* steps planned ahead (sc_pipeline_overlaps) */

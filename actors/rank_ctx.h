@@ -5,7 +5,7 @@
  *
  * Backend choice: "collectives": "nccl" gives NCCL communicators, created later by the
  * comm actor once the unique ids were exchanged (the gate stays pending until then);
- * "ipc" (WIP, never run) likewise gives device collectives between ranks sharing one GPU
+ * "ipc" likewise gives device collectives between ranks sharing one GPU
  * (collectives/backend_ipc.h), member 0 of each group creating the group's region and
  * the comm actor carrying its id where NCCL's travels;
  * otherwise the host backend over ZeroMQ binds this rank's endpoint at once, and with

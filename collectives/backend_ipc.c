@@ -1,5 +1,5 @@
 /* backend_ipc.c - the host side of the device collectives between ranks that share a GPU
- * (backend_ipc.h; WIP: compiled, never run): the regions, the comm's vtable, rounds of a
+ * (backend_ipc.h): the regions, the comm's vtable, rounds of a
  * collective sized to the region's blocks. */
 #include "collectives/backend_ipc.h"
 

@@ -604,7 +604,7 @@ int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
     return rc;
   }
   case SC_LCOPT_COLLECTIVES:
-    if (strcmp(arg, "ipc") == 0) { /* (WIP, never run: collectives/backend_ipc.h) */
+    if (strcmp(arg, "ipc") == 0) { /* (collectives/backend_ipc.h) */
       o->nccl = false, o->ipc = true;
       return 1;
     }

@@ -65,7 +65,7 @@ typedef struct sc_local_cluster_opts {
   int32_t gpus;                 /* with cuda: rank r uses GPU r % gpus (each process sees
                                    only that one, through CUDA_VISIBLE_DEVICES); 0 = 1 */
   bool nccl;                    /* NCCL collectives instead of the host backend */
-  bool ipc;                     /* device collectives of ranks sharing one GPU (WIP) */
+  bool ipc;                     /* device collectives of ranks sharing one GPU */
   const char *listen;           /* the head's client endpoint; NULL: one in the folder */
   const char *listen_key_file;  /* CURVE secret key file for it (absolute path); NULL:
                                    plain */
