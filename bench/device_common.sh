@@ -7,7 +7,7 @@
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, gpu_tests, verify_p2n2,
-#    indexer_tests, memcheck_indexer).
+#    indexer_tests, memcheck_indexer, ipc_test_mps).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -f .devrun/lib/libopenblas.so.0.xz ] && xz -d .devrun/lib/libopenblas.so.0.xz
@@ -109,6 +109,16 @@ verify_p2n2() {
   for fmt in "" "--kv-format bf16"; do
     timeout 150 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify "$@" $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 $* $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
   done
+}
+
+# ipc_test_mps: test_gpu_ipc of .devrun under an MPS daemon of its own (log in $OUT).
+ipc_test_mps() {
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/sc-ipc-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/sc-ipc-mps-log
+  mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+  nvidia-cuda-mps-control -d; echo "mps start rc=$?"
+  timeout 200 .devrun/test_gpu_ipc > "$OUT/test_ipc_mps.log" 2>&1; echo "test_gpu_ipc (MPS) rc=$?"; head -20 "$OUT/test_ipc_mps.log"
+  echo quit | nvidia-cuda-mps-control; sleep 1
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
 
 # indexer_tests: test_gpu_kernels' indexer cases only; memcheck_indexer: the same under

@@ -17,12 +17,7 @@
 . bench/device_common.sh
 requests 4 500 "$OUT/req4.jsonl"
 if has 1; then
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/sc-ipc-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/sc-ipc-mps-log
-  mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
-  nvidia-cuda-mps-control -d; echo "mps start rc=$?"
-  timeout 200 .devrun/test_gpu_ipc > "$OUT/test_ipc_mps.log" 2>&1; echo "test_gpu_ipc (MPS) rc=$?"; head -20 "$OUT/test_ipc_mps.log"
-  echo quit | nvidia-cuda-mps-control; sleep 1
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  ipc_test_mps
   lap "test_gpu_ipc mps"
   timeout 200 .devrun/test_gpu_ipc > "$OUT/test_ipc_nomps.log" 2>&1; echo "test_gpu_ipc (no MPS) rc=$?"; head -20 "$OUT/test_ipc_nomps.log"
   lap "test_gpu_ipc no mps"
