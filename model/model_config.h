@@ -88,7 +88,8 @@ int sc_model_config_load(const char *path, sc_model_config *c, sc_diag *d);
 /* a and b describe the same model (every field, the checkpoint architecture included). */
 bool sc_model_config_same(const sc_model_config *a, const sc_model_config *b);
 /* A 64-bit digest of every field sc_model_config_same compares (FNV-1a): equal for the
- * same model, on any host. */
+ * same model on any host of the same byte order (the fields go as their bytes; every
+ * supported host is little-endian). */
 uint64_t sc_model_config_digest(const sc_model_config *c);
 
 /* Copies the model dimensions the planner needs into a parallel configuration. */
