@@ -102,6 +102,70 @@ Test(model_config, rejections_name_the_key) {
   cr_assert_eq(sc_model_config_load("/nonexistent/model.json", &m, &d), SC_ENOENT);
 }
 
+/* sc_model_config_same and the digest that the step plan carries (sc_engine_config_digest)
+ * see every field, and no padding: a node that differs from the head in any one of them
+ * must be caught, and two nodes with the same model must never be told apart. */
+static void expect_differs(const sc_model_config *a, const sc_model_config *b, const char *what) {
+  cr_assert(!sc_model_config_same(a, b), "same() missed %s", what);
+  cr_assert(sc_model_config_digest(a) != sc_model_config_digest(b), "the digest missed %s", what);
+}
+
+Test(model_config, same_and_digest_see_every_field) {
+  sc_model_config a;
+  sc_model_config_default(&a);
+  a.arch.checkpoint = true; /* every arch field in use, each with a value to change */
+  a.arch.rope = (sc_hf_rope_scaling){1, 40.0, 4096, 32.0, 1.0, 1.0, 1.0};
+  a.arch.first_dense = 1;
+  a.arch.route = (sc_moe_route_cfg){8, 2, 1, 2, true, 2.5};
+  a.arch.moe_inter = 64, a.arch.n_shared = 1;
+  a.arch.index_norm_eps = 1e-6f, a.arch.latent_norm_eps = 1e-6f;
+#define MUT(expr)                                                                       \
+  do {                                                                                  \
+    sc_model_config b = a;                                                              \
+    expr;                                                                               \
+    expect_differs(&a, &b, #expr);                                                      \
+  } while (0)
+  MUT(b.vocab++); MUT(b.hidden++); MUT(b.layers++); MUT(b.heads++); MUT(b.q_lora_rank++);
+  MUT(b.kv_lora_rank++); MUT(b.qk_nope_dim++); MUT(b.rope_dim += 2); MUT(b.v_head_dim++);
+  MUT(b.index_heads++); MUT(b.index_dim++); MUT(b.topk++); MUT(b.ffn_hidden++);
+  MUT(b.max_position++); MUT(b.rms_eps *= 2); MUT(b.rope_theta *= 2); MUT(b.seed++);
+  MUT(b.init_scale *= 2); MUT(b.arch.checkpoint = false); MUT(b.arch.rope.type = 0);
+  MUT(b.arch.rope.factor *= 2); MUT(b.arch.rope.original_max_position_embeddings++);
+  MUT(b.arch.rope.beta_fast *= 2); MUT(b.arch.rope.beta_slow *= 2);
+  MUT(b.arch.rope.mscale *= 2); MUT(b.arch.rope.mscale_all_dim *= 2);
+  MUT(b.arch.first_dense++); MUT(b.arch.route.n_experts++); MUT(b.arch.route.n_group++);
+  MUT(b.arch.route.topk_group++); MUT(b.arch.route.k++);
+  MUT(b.arch.route.norm_topk_prob = false); MUT(b.arch.route.routed_scaling_factor *= 2);
+  MUT(b.arch.moe_inter++); MUT(b.arch.n_shared++); MUT(b.arch.index_norm_eps *= 2);
+  MUT(b.arch.latent_norm_eps *= 2); MUT(b.arch.index_interleaved = true);
+  MUT(b.arch.index_shared[0] ^= 1); MUT(b.arch.index_shared[SC_HF_MAX_LAYERS / 8 - 1] ^= 0x80);
+#undef MUT
+  /* the same fields over other padding bytes: the same model, the same digest */
+  sc_model_config b;
+  memset(&b, 0xA5, sizeof b);
+  b.vocab = a.vocab, b.hidden = a.hidden, b.layers = a.layers, b.heads = a.heads;
+  b.q_lora_rank = a.q_lora_rank, b.kv_lora_rank = a.kv_lora_rank;
+  b.qk_nope_dim = a.qk_nope_dim, b.rope_dim = a.rope_dim, b.v_head_dim = a.v_head_dim;
+  b.index_heads = a.index_heads, b.index_dim = a.index_dim, b.topk = a.topk;
+  b.ffn_hidden = a.ffn_hidden, b.max_position = a.max_position, b.rms_eps = a.rms_eps;
+  b.rope_theta = a.rope_theta, b.seed = a.seed, b.init_scale = a.init_scale;
+  b.arch.checkpoint = a.arch.checkpoint, b.arch.rope.type = a.arch.rope.type;
+  b.arch.rope.factor = a.arch.rope.factor;
+  b.arch.rope.original_max_position_embeddings = a.arch.rope.original_max_position_embeddings;
+  b.arch.rope.beta_fast = a.arch.rope.beta_fast, b.arch.rope.beta_slow = a.arch.rope.beta_slow;
+  b.arch.rope.mscale = a.arch.rope.mscale, b.arch.rope.mscale_all_dim = a.arch.rope.mscale_all_dim;
+  b.arch.first_dense = a.arch.first_dense, b.arch.route.n_experts = a.arch.route.n_experts;
+  b.arch.route.n_group = a.arch.route.n_group, b.arch.route.topk_group = a.arch.route.topk_group;
+  b.arch.route.k = a.arch.route.k, b.arch.route.norm_topk_prob = a.arch.route.norm_topk_prob;
+  b.arch.route.routed_scaling_factor = a.arch.route.routed_scaling_factor;
+  b.arch.moe_inter = a.arch.moe_inter, b.arch.n_shared = a.arch.n_shared;
+  b.arch.index_norm_eps = a.arch.index_norm_eps, b.arch.latent_norm_eps = a.arch.latent_norm_eps;
+  b.arch.index_interleaved = a.arch.index_interleaved;
+  memcpy(b.arch.index_shared, a.arch.index_shared, sizeof b.arch.index_shared);
+  cr_assert(sc_model_config_same(&a, &b), "padding made two equal models differ");
+  cr_assert_eq(sc_model_config_digest(&a), sc_model_config_digest(&b));
+}
+
 /* ---- weights ---- */
 
 static float *download(sc_kernels *k, const float *buf, size_t n) {
