@@ -168,7 +168,7 @@ static void proxy_stop(proxy *p) {
 static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp launch [--pcp P] [--dcp N] [--tp T] [--device cpu|cuda]\n"
-          "                       [--collectives host|nccl] [--gpus K]\n"
+          "                       [--collectives host|nccl|ipc] [--gpus K]\n"
           "                       [--model FILE | --model-dir DIR]\n"
           "                       [--listen ENDPOINT] [--listen-key-file F] [--client-keys F]\n"
           "                       [--tap ENDPOINT]\n"
