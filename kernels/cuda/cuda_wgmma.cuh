@@ -66,6 +66,11 @@ __device__ inline void wg_pin(float (&d)[N]) {
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),              \
       "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 
+/* The asm operands %0 .. %31: the 32 accumulators of an m64n64 wgmma (WG_D8 x 4). */
+#define WG_ACC32                                                                          \
+  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                                \
+  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+
 /* d (+)= A B^T, A and B K-major in shared memory; scale_d 0 overwrites d. */
 __device__ inline void wgmma_m64n32(float d[16], uint64_t da, uint64_t db, int scale_d) {
   asm volatile(
@@ -80,9 +85,7 @@ __device__ inline void wgmma_m64n32(float d[16], uint64_t da, uint64_t db, int s
 __device__ inline void wgmma_m64n64(float d[32], uint64_t da, uint64_t db, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" WG_ACC32
       "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
       : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
       : "l"(da), "l"(db), "r"(scale_d));
@@ -93,9 +96,7 @@ __device__ inline void wgmma_m64n64(float d[32], uint64_t da, uint64_t db, int s
 __device__ inline void wgmma_m64n64_e4m3(float d[32], uint64_t da, uint64_t db, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {" WG_ACC32
       "}, %32, %33, p, 1, 1;\n}\n"
       : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
       : "l"(da), "l"(db), "r"(scale_d));
