@@ -1,16 +1,17 @@
 /* cuda_attn.cu - sparse MLA attention over selected KV rows (SPEC.md §7).
  *
- * Two kernels here; a third, for models with few heads over bf16 rows, is in
- * cuda_attn_few.cu (sc_kcuda_sparse_attn below chooses):
- *  - k_attn_wg (bf16 and fp8_ds_mla KV, dc = 512, dr = 64, the real model; sm_90a): one
- *    block per (token, group of 64 heads), 4 warpgroups. All heads of a token share the
- *    selected rows (MLA's latent KV), so a block streams the token's rows in tiles of 32
- *    through shared memory (cp.async) and runs both products on wgmma: S = Q K^T (64 x
- *    32, k = 576 split over the 4 warpgroups), an online softmax in f32 over S, then
- *    O += P V (64 x 512, each warpgroup 128 columns) with O in registers (64 floats per
- *    thread). q is rounded to bf16 once when the block loads it. fp8 rows are staged raw
- *    and dequantized to bf16 in shared memory while the tensor cores run the S of the
- *    tile before. See the section comment below for the layout and the schedule.
+ * Two kernels here; bf16 rows of the real model's shape take cuda_attn_ws.cu's (warpgroups
+ * in roles, 1.4x this file's k_attn_wg: bench/kernels-cuda.md), and models with few heads
+ * over bf16 rows cuda_attn_few.cu's (sc_kcuda_sparse_attn below chooses):
+ *  - k_attn_wg (fp8_ds_mla KV, and bf16 with SPARSECP_ATTN_WS=0; dc = 512, dr = 64;
+ *    sm_90a): one block per (token, group of 64 heads), 4 warpgroups. All heads of a
+ *    token share the selected rows (MLA's latent KV), so a block streams the token's rows
+ *    in tiles of 32 through shared memory (cp.async) and runs both products on wgmma: S =
+ *    Q K^T (64 x 32, k = 576 split over the 4 warpgroups), an online softmax in f32 over
+ *    S, then O += P V (64 x 512, each warpgroup 128 columns) with O in registers (64
+ *    floats per thread). q is rounded to bf16 once when the block loads it. fp8 rows are
+ *    staged raw and dequantized to bf16 in shared memory while the tensor cores run the S
+ *    of the tile before. See the section comment below for the layout and the schedule.
  *  - k_attn_split + k_attn_merge (f32 KV, other widths, unaligned rows, and the decode
  *    tokens of few-heads models over fp8 rows): f32 on CUDA cores, each query's selected
  *    rows in fixed splits (128 rows; 32 up to a top-K of 256) scored and reduced in
@@ -694,6 +695,8 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
                       aligned16(a->q) && (a->n_tok == 1 || a->ld_q % 4 == 0) &&
                       ((uintptr_t)a->out & 7) == 0 &&
                       (a->n_tok == 1 || a->ld_out % 2 == 0);
+  if (mma_ok && !fp8 && c->attn_ws && sc_kcuda_attn_ws_takes(a, kv_step))
+    return sc_kcuda_attn_ws(c, a, kv_step);
   if (mma_ok) {
     const int groups = (a->n_heads + WG_BM - 1) / WG_BM;
     const int64_t blocks = (int64_t)a->n_tok * groups;

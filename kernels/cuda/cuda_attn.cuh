@@ -1,6 +1,7 @@
 /* cuda_attn.cuh - what the sparse attention kernels share (not a public header):
- * cuda_attn.cu (the split and wgmma kernels, and the op's choice between kernels) and
- * cuda_attn_few.cu (the few-heads tensor-core kernel).
+ * cuda_attn.cu (the split and wgmma kernels, and the op's choice between kernels),
+ * cuda_attn_few.cu (the few-heads tensor-core kernel) and cuda_attn_ws.cu (bf16 rows,
+ * warpgroups in roles).
  *
  * Split partials. A kernel that cuts a query's selected rows into fixed splits writes,
  * per (token of the chunk tl, head h, split s), at i = (tl * n_heads + h) * n_splits + s:
@@ -38,5 +39,10 @@ int sc_kcuda_attn_merge(sc_kcuda *c, const sc_attn_args *a, int n_splits, int64_
 #define SC_ATTN_FEW_SPLIT 128
 bool sc_kcuda_attn_few_takes(const sc_attn_args *a, int64_t kv_step);
 int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
+
+/* The kernel of warpgroups in roles (cuda_attn_ws.cu): bf16 rows, dc = 512, dr = 64,
+ * 64 head rows a block, rows and q 16-byte aligned. */
+bool sc_kcuda_attn_ws_takes(const sc_attn_args *a, int64_t kv_step);
+int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
 
 #endif

@@ -532,6 +532,9 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   const char *pdl = getenv("SPARSECP_CUDA_PDL");
   c->pdl = !(pdl && (strcmp(pdl, "0") == 0 || strcasecmp(pdl, "off") == 0 ||
                      strcasecmp(pdl, "false") == 0));
+  const char *ws = getenv("SPARSECP_ATTN_WS");
+  c->attn_ws = !(ws && (strcmp(ws, "0") == 0 || strcasecmp(ws, "off") == 0 ||
+                        strcasecmp(ws, "false") == 0));
   int rc;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,

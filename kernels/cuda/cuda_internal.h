@@ -30,6 +30,9 @@ typedef struct sc_kcuda {
   int num_sms;
   int pdl;               /* kernels launched with programmatic dependent launch
                             (sc_kcuda_launch; SPARSECP_CUDA_PDL=0 turns it off) */
+  int attn_ws;           /* bf16 rows of 64-head models take the kernel of warpgroups in
+                            roles (cuda_attn_ws.cu); SPARSECP_ATTN_WS=0: k_attn_wg, the
+                            baseline of a comparison in one run */
   cudaStream_t stream;
   int own_stream;
   void *blas;            /* cublasHandle_t; math mode set at create and by set_tf32 */

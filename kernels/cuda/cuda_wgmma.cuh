@@ -117,6 +117,79 @@ __device__ inline void wgmma_m64n128_rs(float d[64], const uint32_t a[4], uint64
         WG_D8(56)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
+
+/* The 128 accumulators of an m64n256 wgmma: asm operands %0 .. %127. */
+#define WG_D128                                                                           \
+  WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56),     \
+      WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88), WG_D8(96), WG_D8(104), WG_D8(112),         \
+      WG_D8(120)
+#define WG_ACC128                                                                         \
+  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
+  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
+  "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
+  "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63," \
+  "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79," \
+  "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95," \
+  "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111," \
+  "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+
+/* d += A B over 256 columns, A from registers (as wgmma_m64n128_rs), B N-major in shared
+ * memory. */
+__device__ inline void wgmma_m64n256_rs(float d[128], const uint32_t a[4], uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" WG_ACC128
+               "}, {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}\n"
+               : WG_D128
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+/* d += A B over 256 columns, A K-major and B N-major, both in shared memory. */
+__device__ inline void wgmma_m64n256_ss(float d[128], uint64_t da, uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" WG_ACC128
+               "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+               : WG_D128
+               : "l"(da), "l"(db), "r"(1));
+}
+#undef WG_ACC128
+#undef WG_D128
 #undef WG_D8
+
+/* ---- mbarriers and named barriers, for blocks whose warpgroups take roles ----
+ *
+ * An mbarrier in shared memory completes a phase when `count` arrivals have come; a
+ * waiter names the phase by its parity (the n-th completion has parity n % 2). Arrivals
+ * release and waits acquire (CTA scope), so what a thread wrote before arriving is
+ * visible to a thread past the wait. */
+__device__ inline void mbar_init(uint64_t *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count)
+               : "memory");
+}
+__device__ inline void mbar_arrive(uint64_t *bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(
+                   smem_u32(bar))
+               : "memory");
+}
+/* One arrival once every cp.async this thread issued before has landed (counted in the
+ * barrier's `count`: noinc). */
+__device__ inline void mbar_arrive_cp_async(uint64_t *bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar))
+               : "memory");
+}
+__device__ inline void mbar_wait(uint64_t *bar, unsigned parity) {
+  asm volatile("{\n.reg .pred done;\nWAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+               "r"(parity)
+               : "memory");
+}
+/* Named barrier `id` (1-15; 0 is __syncthreads') of n threads: arrive and go on, or
+ * arrive and wait for all n. */
+__device__ inline void named_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ inline void named_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 
 #endif
