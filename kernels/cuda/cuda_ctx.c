@@ -518,6 +518,12 @@ static const sc_kernels_ops k_cuda_ops = {
     .lse_scale = sc_kcuda_lse_scale,
 };
 
+/* Whether environment variable `name` is 0, off or false (any case). */
+static bool env_off(const char *name) {
+  const char *v = getenv(name);
+  return v && (strcmp(v, "0") == 0 || strcasecmp(v, "off") == 0 || strcasecmp(v, "false") == 0);
+}
+
 int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   *out = NULL;
   if (device < 0) return SC_EINVAL;
@@ -527,14 +533,11 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->k.ops = &k_cuda_ops;
   c->k.device = "cuda";
   c->k.impl = c;
-  /* programmatic dependent launch (cuda_common.cuh) unless SPARSECP_CUDA_PDL is 0, off
-   * or false: the baseline of a comparison in one run */
-  const char *pdl = getenv("SPARSECP_CUDA_PDL");
-  c->pdl = !(pdl && (strcmp(pdl, "0") == 0 || strcasecmp(pdl, "off") == 0 ||
-                     strcasecmp(pdl, "false") == 0));
-  const char *ws = getenv("SPARSECP_ATTN_WS");
-  c->attn_ws = !(ws && (strcmp(ws, "0") == 0 || strcasecmp(ws, "off") == 0 ||
-                        strcasecmp(ws, "false") == 0));
+  /* programmatic dependent launch (cuda_common.cuh) and the attention kernel of
+   * warpgroups in roles (cuda_attn_ws.cu) unless switched off: the baselines of
+   * comparisons in one run */
+  c->pdl = !env_off("SPARSECP_CUDA_PDL");
+  c->attn_ws = !env_off("SPARSECP_ATTN_WS");
   int rc;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,
