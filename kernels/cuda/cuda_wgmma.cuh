@@ -1,6 +1,7 @@
 /* cuda_wgmma.cuh - Hopper's warpgroup matrix products (wgmma, sm_90a) as the kernels use
- * them: the 128-byte-swizzled shared-memory layout, its descriptors, the fences and the
- * instruction shapes. Shared by the sparse attention (cuda_attn.cu) and the indexer's
+ * them: the 128-byte-swizzled shared-memory layout, its descriptors, the fences, the
+ * instruction shapes, and the mbarriers and named barriers of blocks whose warpgroups take
+ * roles. Shared by the sparse attention (cuda_attn.cu, cuda_attn_ws.cu) and the indexer's
  * scoring of tokens of 64 head rows (cuda_indexer_tile.cuh); not a public header.
  *
  * A warpgroup is 4 consecutive warps (128 threads) that issue each wgmma together. The
@@ -119,18 +120,18 @@ __device__ inline void wgmma_m64n128_rs(float d[64], const uint32_t a[4], uint64
 }
 
 /* The 128 accumulators of an m64n256 wgmma: asm operands %0 .. %127. */
-#define WG_D128                                                                           \
-  WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56),     \
-      WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88), WG_D8(96), WG_D8(104), WG_D8(112),         \
+#define WG_D128                                                                          \
+  WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56),    \
+      WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88), WG_D8(96), WG_D8(104), WG_D8(112),        \
       WG_D8(120)
-#define WG_ACC128                                                                         \
-  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
-  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
-  "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
-  "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63," \
-  "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79," \
-  "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95," \
-  "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111," \
+#define WG_ACC128                                                                        \
+  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                               \
+  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"                     \
+  "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"                     \
+  "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"                     \
+  "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"                     \
+  "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"                     \
+  "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"         \
   "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
 
 /* d += A B over 256 columns, A from registers (as wgmma_m64n128_rs), B N-major in shared
