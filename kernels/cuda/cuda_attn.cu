@@ -377,7 +377,6 @@ struct wg_smem {
 __device__ inline uint8_t *wg_raw(wg_smem &sm) { return (uint8_t *)sm.kv[2]; }
 
 #define wg_kv_off wg_off<WG_BN>
-#define wg_q_off wg_off<WG_BM>
 
 /* Queues tile `tile` (bf16: into kv slot tile % 3; fp8: its raw rows into the staging
  * area) and records which of its rows are valid (slot tile % 4). Each thread always
@@ -483,19 +482,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 
   if (n_tiles > 0) wg_load_tile<FP8>(sm, a, wg_sel(a, sel, 0), 0, kv_step, flag);
   int32_t r_next = wg_sel(a, sel, 1); /* this thread's row of the next tile to queue */
-  /* q (f32) -> bf16, swizzled layout; heads past n_heads are zero rows whose output is
-   * dropped. Each warp step: 8 rows x 4 float4 (conflict-free 8-byte stores). */
-  for (int i = threadIdx.x; i < WG_BM * (WG_D / 4); i += WG_THREADS) {
-    const int u = i >> 5, ln = i & 31;
-    const int row = (u & 7) * 8 + (ln & 7), c4 = (u >> 3) * 4 + (ln >> 3);
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (h0 + row < a.n_heads)
-      v = *(const float4 *)(a.q + t * a.ld_q + (int64_t)(h0 + row) * WG_D + c4 * 4);
-    uint2 pk;
-    pk.x = (uint32_t)sc_f32_to_bf16(v.x) | ((uint32_t)sc_f32_to_bf16(v.y) << 16);
-    pk.y = (uint32_t)sc_f32_to_bf16(v.z) | ((uint32_t)sc_f32_to_bf16(v.w) << 16);
-    *(uint2 *)((char *)sm.q + wg_q_off(row, c4 / 2) + (c4 % 2) * 8) = pk;
-  }
+  static_assert(WG_BM == 64 && WG_D == 576, "sc_attn_load_q64's shape");
+  sc_attn_load_q64(sm.q, a, t, h0, threadIdx.x, WG_THREADS);
   if (threadIdx.x < WG_BM) {
     sm.m[threadIdx.x] = -INFINITY;
     sm.l[threadIdx.x] = 0.0f;

@@ -12,6 +12,7 @@
 #define SC_KERNELS_CUDA_ATTN_CUH
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_wgmma.cuh"
 
 #define SC_ATTN_SPLITS_MAX 64 /* a query's splits that sc_kcuda_attn_merge takes */
 /* Partials of one token chunk take at most this much scratch. */
@@ -39,6 +40,26 @@ int sc_kcuda_attn_merge(sc_kcuda *c, const sc_attn_args *a, int n_splits, int64_
 #define SC_ATTN_FEW_SPLIT 128
 bool sc_kcuda_attn_few_takes(const sc_attn_args *a, int64_t kv_step);
 int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
+
+/* Token t's q rows h0 .. h0 + 63 (f32, width 576) -> bf16 into q_s, 64 rows in the
+ * 128-byte-swizzled K-major layout that wgmma reads (cuda_wgmma.cuh), by n threads of
+ * which this is thread i; heads past n_heads are zero rows whose output is dropped. A
+ * warp step writes 8 rows x 4 float4 (conflict-free 8-byte stores). The caller fences
+ * (fence_async_smem) and syncs before wgmma reads it. Shared by k_attn_wg and k_attn_ws. */
+__device__ inline void sc_attn_load_q64(uint16_t *q_s, const sc_attn_args &a, int64_t t, int h0,
+                                        int i0, int n) {
+  for (int i = i0; i < 64 * (576 / 4); i += n) {
+    const int u = i >> 5, ln = i & 31;
+    const int row = (u & 7) * 8 + (ln & 7), c4 = (u >> 3) * 4 + (ln >> 3);
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (h0 + row < a.n_heads)
+      v = *(const float4 *)(a.q + t * a.ld_q + (int64_t)(h0 + row) * 576 + c4 * 4);
+    uint2 pk;
+    pk.x = (uint32_t)sc_f32_to_bf16(v.x) | ((uint32_t)sc_f32_to_bf16(v.y) << 16);
+    pk.y = (uint32_t)sc_f32_to_bf16(v.z) | ((uint32_t)sc_f32_to_bf16(v.w) << 16);
+    *(uint2 *)((char *)q_s + wg_off<64>(row, c4 / 2) + (c4 % 2) * 8) = pk;
+  }
+}
 
 /* The kernel of warpgroups in roles (cuda_attn_ws.cu): bf16 rows, dc = 512, dr = 64,
  * 64 head rows a block, rows and q 16-byte aligned. */

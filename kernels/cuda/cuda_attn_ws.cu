@@ -56,8 +56,9 @@ struct ws_smem {
   float linv[WS_BM];  /* 1 / l at the end (0: no row) */
   /* per slot, bit r % 8 of byte r / 8: row r of the tile is valid. Written by the
    * producer before its arrive on the slot's full barrier (a release), read by WG0 after
-   * its wait (an acquire); compute-sanitizer's racecheck does not count the mbarrier as
-   * ordering them and reports these bytes as hazards (2026-12-05, bench/kernels-cuda.md) */
+   * its wait (an acquire). compute-sanitizer's racecheck reported hazards whose pattern fits
+   * these bytes, as if it did not count the mbarrier (2026-12-05, bench/kernels-cuda.md;
+   * not mapped to source lines) */
   alignas(8) uint8_t valid[2][8];
   uint64_t full[2], empty[2];
 };
@@ -148,21 +149,10 @@ __device__ inline void ws_store_o(const sc_attn_args &a, const float (&o)[128], 
   }
 }
 
-/* q (f32) -> bf16 in the swizzled layout, by both consumers (256 threads); heads past
- * n_heads are zero rows whose output is dropped. A warp step: 8 rows x 4 float4
- * (conflict-free). */
+/* q -> bf16 in the swizzled layout, by both consumers (256 threads), then their barrier. */
 __device__ inline void ws_load_q(ws_smem &sm, const sc_attn_args &a, int64_t t, int h0) {
-  for (int i = threadIdx.x; i < WS_BM * (WS_D / 4); i += 256) {
-    const int u = i >> 5, ln = i & 31;
-    const int row = (u & 7) * 8 + (ln & 7), c4 = (u >> 3) * 4 + (ln >> 3);
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (h0 + row < a.n_heads)
-      v = *(const float4 *)(a.q + t * a.ld_q + (int64_t)(h0 + row) * WS_D + c4 * 4);
-    uint2 pk;
-    pk.x = (uint32_t)sc_f32_to_bf16(v.x) | ((uint32_t)sc_f32_to_bf16(v.y) << 16);
-    pk.y = (uint32_t)sc_f32_to_bf16(v.z) | ((uint32_t)sc_f32_to_bf16(v.w) << 16);
-    *(uint2 *)((char *)sm.q + wg_off<WS_BM>(row, c4 / 2) + (c4 % 2) * 8) = pk;
-  }
+  static_assert(WS_BM == 64 && WS_D == 576, "sc_attn_load_q64's shape");
+  sc_attn_load_q64(sm.q, a, t, h0, threadIdx.x, 256);
   fence_async_smem();
   named_sync(WS_BAR_Q, 256);
 }
