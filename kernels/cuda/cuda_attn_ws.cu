@@ -9,8 +9,10 @@
  * quarter of the time. Here, as in FlashMLA's SM90 sparse kernels (their schedule, our
  * code), a block of 3 warpgroups takes one token and 64 heads, tiles of 64 selected rows:
  *  - WG2, the producer, copies each tile's rows (cp.async, 1152 bytes a row) into one of
- *    two slots and records which rows are valid; an mbarrier per slot says full (its
- *    copies landed), another says empty (both consumers are done with it).
+ *    two slots; an mbarrier per slot says full (its copies landed), another says empty
+ *    (both consumers are done with it). WG0 reads which rows are valid from the
+ *    selection itself (two loads a thread a tile, a tile ahead, and two ballots), so no
+ *    word but the rows passes between the roles through shared memory.
  *  - WG0 computes S = Q K^T for the whole tile (36 wgmma m64n64k16, Q and K from shared
  *    memory), the online softmax in registers, writes P (bf16) and each head's rescale
  *    of O to shared memory for WG1, and O[:, 0:256] += P V with P from its registers.
@@ -54,12 +56,6 @@ struct ws_smem {
   alignas(1024) uint16_t p[WS_BM * WS_BN]; /* P, K-major swizzled: A of WG1's P V */
   float alpha[WS_BM]; /* the current tile's rescale of O, per head row */
   float linv[WS_BM];  /* 1 / l at the end (0: no row) */
-  /* per slot, bit r % 8 of byte r / 8: row r of the tile is valid. Written by the
-   * producer before its arrive on the slot's full barrier (a release), read by WG0 after
-   * its wait (an acquire). compute-sanitizer's racecheck reported hazards whose pattern fits
-   * these bytes, as if it did not count the mbarrier (2026-12-05, bench/kernels-cuda.md;
-   * not mapped to source lines) */
-  alignas(8) uint8_t valid[2][8];
   uint64_t full[2], empty[2];
 };
 
@@ -72,6 +68,25 @@ template <int N> __device__ inline void ws_setmaxnreg_inc() {
 }
 template <int N> __device__ inline void ws_setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N) : "memory");
+}
+
+/* Whether selected row r is read: -1 is no row; other rows out of range are skipped too
+ * (the producer raises SC_ERANGE for them). The producer zero-fills the rows it skips and
+ * WG0 masks their scores; both ask this. */
+__device__ inline bool ws_row_ok(const sc_attn_args &a, int32_t r) {
+  return r >= 0 && r < a.kv.rows;
+}
+
+/* The rows of tile `tile` that are valid, bit i for row i: each lane reads two entries of
+ * the selection (WG0's warps do it alike, a tile ahead: ws_sel_pair). */
+__device__ inline int2 ws_sel_pair(const sc_attn_args &a, const int32_t *sel, int tile, int lane) {
+  const int j = tile * WS_BN + lane;
+  return make_int2(j < a.topk ? sel[j] : -1, j + 32 < a.topk ? sel[j + 32] : -1);
+}
+__device__ inline uint64_t ws_valid_bits(const sc_attn_args &a, int2 r) {
+  const unsigned lo = __ballot_sync(0xffffffffu, ws_row_ok(a, r.x));
+  const unsigned hi = __ballot_sync(0xffffffffu, ws_row_ok(a, r.y));
+  return (uint64_t)hi << 32 | lo;
 }
 
 /* The producer: thread (warp w, lane l) copies rows w * 8 + l % 8 and 32 more of every
@@ -100,9 +115,7 @@ __device__ inline void ws_produce(ws_smem &sm, const sc_attn_args &a, const int3
     for (int k = 0; k < 2; k++) {
       const int row = r0 + 32 * k;
       const int32_t r = cur[k];
-      const bool ok = r >= 0 && r < a.kv.rows;
-      const unsigned bits = __ballot_sync(0xffffffffu, ok);
-      if (lane == 0) sm.valid[s][warp + 4 * k] = (uint8_t)(bits & 0xffu);
+      const bool ok = ws_row_ok(a, r);
       if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
       const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
       const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
@@ -113,8 +126,7 @@ __device__ inline void ws_produce(ws_smem &sm, const sc_attn_args &a, const int3
                    src + (ok ? part * 16 : 0), ok);
       }
     }
-    mbar_arrive_cp_async(&sm.full[s]); /* the copies, when they land */
-    mbar_arrive(&sm.full[s]);          /* the valid bits (release) */
+    mbar_arrive_cp_async(&sm.full[s]); /* when the copies land */
   }
   cp_async_wait_all(); /* (no copy outlives its thread) */
 }
@@ -168,12 +180,20 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
   const float sl2 = a.scale * 1.4426950408889634f; /* scores in log2 units */
   const uint32_t q_base = smem_u32(sm.q);
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* rows g, g + 8 */
-  /* V (N-major): LBO = the next 64 columns (a column block of the tile), SBO = the next 8
-   * rows; WG0's columns are column blocks 0-3 */
+  const int32_t *sel = a.sel + t * a.ld_sel;
+  int2 sel_next = ws_sel_pair(a, sel, 0, lane); /* this lane's entries of the next tile */
   for (int tile = 0; tile < n_tiles; tile++) {
     const int s = tile & 1;
     mbar_wait(&sm.full[s], (tile >> 1) & 1);
     fence_async_smem(); /* the copies were generic-proxy writes; wgmma reads async */
+    const uint64_t vb = ws_valid_bits(a, sel_next);
+    sel_next = ws_sel_pair(a, sel, tile + 1, lane);
+    if (vb == 0) { /* no valid row: skipped (see ws_consume1), the barriers kept */
+      if (tile > 0) named_sync(WS_BAR_PFREE, 256);
+      named_arrive(WS_BAR_PREADY, 256);
+      mbar_arrive(&sm.empty[s]);
+      continue;
+    }
     const uint32_t kv_base = smem_u32(sm.kv[s]);
     float sacc[32];
     {
@@ -190,7 +210,6 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
     }
     /* online softmax over this thread's 16 columns of rows g and g + 8 (a row's 4
      * threads: xor 1, 2), invalid rows of the tile -inf */
-    const uint64_t vb = *(const uint64_t *)sm.valid[s];
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < 8; j++)
@@ -248,7 +267,8 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
     }
     fence_async_smem(); /* WG1's wgmma reads P through the async proxy */
     named_arrive(WS_BAR_PREADY, 256);
-    /* O[:, 0:256] = O * alpha + P V */
+    /* O[:, 0:256] = O * alpha + P V; V is N-major: LBO = the next 64 columns (a column
+     * block of the tile), SBO = the next 8 rows; WG0's columns are blocks 0-3 */
     ws_rescale(o, al[0], al[1]);
     {
       const uint64_t dv = wg_desc(kv_base, WS_CB, 1024);
@@ -292,9 +312,22 @@ __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_til
 #pragma unroll
   for (int i = 0; i < 128; i++) o[i] = 0.0f;
   const uint64_t dp = wg_desc(smem_u32(sm.p), 16, 1024);
+  const int32_t *sel = a.sel + t * a.ld_sel;
+  int2 sel_next = ws_sel_pair(a, sel, 0, lane);
   for (int tile = 0; tile < n_tiles; tile++) {
     const int s = tile & 1;
+    /* A tile without a valid row leaves m, l and O as they are to the bit (alpha exactly
+     * 1, P exactly 0), so both consumers skip its products: a decode token at a short
+     * context selects fewer rows than top-K and its list ends in -1 (model-deep's 2048
+     * slots at a 64-token context are 31 such tiles of 32). */
+    const uint64_t vb = ws_valid_bits(a, sel_next);
+    sel_next = ws_sel_pair(a, sel, tile + 1, lane);
     named_sync(WS_BAR_PREADY, 256); /* P and alpha of this tile; its slot is full */
+    if (vb == 0) {
+      mbar_arrive(&sm.empty[s]);
+      if (tile + 1 < n_tiles) named_arrive(WS_BAR_PFREE, 256);
+      continue;
+    }
     fence_async_smem();
     ws_rescale(o, sm.alpha[wr * 16 + g], sm.alpha[wr * 16 + g + 8]);
     const uint64_t dv = wg_desc(smem_u32(sm.kv[s]) + 4 * WS_CB, WS_CB, 1024); /* blocks 4-7 */
@@ -329,7 +362,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int s = 0; s < 2; s++) {
-      mbar_init(&sm.full[s], 256);  /* the producer's 128 threads: copies and bits */
+      mbar_init(&sm.full[s], 128);  /* the producer's threads, as their copies land */
       mbar_init(&sm.empty[s], 256); /* both consumers */
     }
   }

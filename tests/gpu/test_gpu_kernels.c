@@ -1278,6 +1278,8 @@ static void attn_case(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, i
   for (int64_t i = 0; i < (int64_t)n_tok * topk; i++)
     sel[i] = gt_int(0, 9) == 0 ? -1 : (int32_t)gt_int(0, rows - 1);
   for (int32_t i = 0; i < topk; i++) sel[(n_tok - 1) * topk + i] = -1; /* an empty shard */
+  if (n_tok >= 3) /* a short context: 70 rows, then -1 (kernels skip tiles without a row) */
+    for (int32_t i = 70; i < topk; i++) sel[(n_tok - 2) * topk + i] = -1;
   void *gkv = NULL;
   int64_t gld = width;
   if (kvfmt == SC_KFMT_F32) {

@@ -9,6 +9,13 @@
 #  PART=2: kernel.sparse_attn of "wg" (SPARSECP_ATTN_WS=0) and "ws", alternating, twice.
 #  PART=3: FlashMLA's sparse kernels on the same shapes (bench/attn_anchor.py flashmla).
 #  PART=4: compute-sanitizer memcheck, then racecheck, of the attention cases.
+#  PART=5: the pipeline: run --verify at P2 N2 on one GPU with bf16 rows over a 2-layer
+#          model of model-deep's shape (128 heads: the new kernel), then all of
+#          test_gpu_kernels and test_gpu_graphs (.devrun/attnws/).
+#  PART=6: model-deep decode TPOT, bf16 rows, P1 N1, NCCL (4 requests of 64 + 64 tokens,
+#          2.5 s apart), SPARSECP_ATTN_WS=0 and 1 in turn, twice.
+#  PART=7: ncu of one k_attn_ws launch of the bf16 decode case (128 x 1 query): speed of
+#          light, warp states, scheduler.
 . bench/device_common.sh
 B=.devrun/attnws
 attn128() { python3 - "$1" <<'PY'
@@ -44,5 +51,30 @@ if has 4; then
     echo "$tool attention rc=$? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/$tool-attention.log" | head -2)"
   done
   lap sanitizer
+fi
+if has 5; then
+  sed 's/"layers": 61/"layers": 2/' examples/model-deep.json > "$OUT/m128.json"
+  timeout 200 $B/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format bf16 --model "$OUT/m128.json" --verify > "$OUT/verify-m128.log" 2>&1
+  echo "verify P2 N2 bf16 m128 rc=$? $(grep -E 'verify' "$OUT/verify-m128.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+  timeout 200 $B/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head
+  timeout 150 $B/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+  lap pipeline
+fi
+if has 6; then
+  requests 4 2500 "$OUT/req-deep.jsonl"
+  for i in 1 2; do for ws in 0 1; do
+    f="$OUT/deep-ws$ws-$i"
+    SPARSECP_ATTN_WS=$ws SPARSECP_LOG=info timeout 100 $B/sparsecp run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --clients 1 \
+      --model examples/model-deep.json --kv-format bf16 --json --requests "$OUT/req-deep.jsonl" > "$f.json" 2> "$f.err"
+    echo "model-deep bf16 ws=$ws $i rc=$?"; show_run "$f.json"
+  done; done
+  lap deep
+fi
+if has 7; then
+  SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.decode timeout 120 ncu --clock-control none -k regex:k_attn_ws --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+    $B/gpu_bench_kernels --json > "$OUT/ncu-ws-decode.txt" 2>&1; echo "ncu rc=$?"
+  grep -E "Duration|Throughput|Eligible|Active Warps|Warp Cycles|Stall|Registers" "$OUT/ncu-ws-decode.txt" | head -24
+  lap ncu
 fi
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.jsonl *.err 2>/dev/null; rm -f *.log *.json *.jsonl *.err
