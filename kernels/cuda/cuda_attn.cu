@@ -1,9 +1,10 @@
 /* cuda_attn.cu - sparse MLA attention over selected KV rows (SPEC.md §7).
  *
- * Two kernels here; bf16 rows of the real model's shape take cuda_attn_ws.cu's (warpgroups
- * in roles, 1.4x this file's k_attn_wg: bench/kernels-cuda.md), and models with few heads
- * over bf16 rows cuda_attn_few.cu's (sc_kcuda_sparse_attn below chooses):
- *  - k_attn_wg (fp8_ds_mla KV, and bf16 with SPARSECP_ATTN_WS=0; dc = 512, dr = 64;
+ * Two kernels here; rows of the real model's shape, bf16 or fp8_ds_mla, take
+ * cuda_attn_ws.cu's (warpgroups in roles, 1.4x this file's k_attn_wg over bf16 rows:
+ * bench/kernels-cuda.md), and models with few heads over bf16 rows cuda_attn_few.cu's
+ * (sc_kcuda_sparse_attn below chooses):
+ *  - k_attn_wg (with SPARSECP_ATTN_WS=0, the baseline of a comparison; dc = 512, dr = 64;
  *    sm_90a): one block per (token, group of 64 heads), 4 warpgroups. All heads of a
  *    token share the selected rows (MLA's latent KV), so a block streams the token's rows
  *    in tiles of 32 through shared memory (cp.async) and runs both products on wgmma: S =
@@ -683,7 +684,7 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
                       aligned16(a->q) && (a->n_tok == 1 || a->ld_q % 4 == 0) &&
                       ((uintptr_t)a->out & 7) == 0 &&
                       (a->n_tok == 1 || a->ld_out % 2 == 0);
-  if (mma_ok && !fp8 && c->attn_ws && sc_kcuda_attn_ws_takes(a, kv_step))
+  if (mma_ok && c->attn_ws && sc_kcuda_attn_ws_takes(a, kv_step))
     return sc_kcuda_attn_ws(c, a, kv_step);
   if (mma_ok) {
     const int groups = (a->n_heads + WG_BM - 1) / WG_BM;

@@ -1,5 +1,5 @@
-/* cuda_attn_ws.cu - sparse MLA attention over bf16 KV rows with warpgroups in roles
- * (sm_90a): dc = 512, dr = 64, 64 head rows a block, the shape of DeepSeek-V3.2's
+/* cuda_attn_ws.cu - sparse MLA attention over bf16 and fp8_ds_mla KV rows with
+ * warpgroups in roles (sm_90a): dc = 512, dr = 64, 64 head rows a block, the shape of DeepSeek-V3.2's
  * attention (SPEC.md §7). sc_kcuda_sparse_attn (cuda_attn.cu) chooses it.
  *
  * Why another kernel: k_attn_wg (cuda_attn.cu) splits S = Q K^T of a 32-row tile over
@@ -9,8 +9,10 @@
  * quarter of the time. Here, as in FlashMLA's SM90 sparse kernels (their schedule, our
  * code), a block of 3 warpgroups takes one token and 64 heads, tiles of 64 selected rows:
  *  - WG2, the producer, copies each tile's rows (cp.async, 1152 bytes a row) into one of
- *    two slots; an mbarrier per slot says full (its copies landed), another says empty
- *    (both consumers are done with it). WG0 reads which rows are valid from the
+ *    two slots, or dequantizes fp8_ds_mla rows (656 bytes) into them through registers
+ *    (FlashMLA's producer does too; it shares the work of a token's 128 heads between
+ *    the two CTAs of a cluster, which this one does not); an mbarrier per slot says full
+ *    (its rows landed), another says empty (both consumers are done with it). WG0 reads which rows are valid from the
  *    selection itself (two loads a thread a tile, a tile ahead, and two ballots), so no
  *    word but the rows passes between the roles through shared memory.
  *  - WG0 computes S = Q K^T for the whole tile (36 wgmma m64n64k16, Q and K from shared
@@ -89,11 +91,44 @@ __device__ inline uint64_t ws_valid_bits(const sc_attn_args &a, int2 r) {
   return (uint64_t)hi << 32 | lo;
 }
 
-/* The producer: thread (warp w, lane l) copies rows w * 8 + l % 8 and 32 more of every
- * tile, 16-byte parts l / 8 + 4 m (m < 18): per warp step the 8 lanes of a part write 8
- * rows of one swizzle atom (conflict-free), and a row's 4 lanes read 64 contiguous bytes.
- * Row indices are read a tile ahead (a global load on the way to the copies would put
- * its latency on every tile). */
+/* One fp8_ds_mla row's share of this thread into the bf16 tile (ws_produce, FP8): its 16
+ * parts p0 + 4 m (m < 16) of the 512 e4m3 values (8 bytes each: a row's 4 lanes read 32
+ * contiguous bytes) times their 128-value tile's scale, all loaded before any is
+ * converted, and its 2 parts of the 64 bf16 rope values copied as they are (cp.async).
+ * A row not read is zeros. */
+__device__ inline void ws_fp8_row(char *slot, const char *src, bool ok, int row, int p0) {
+  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
+  uint2 v[16];
+  float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (ok) {
+#pragma unroll
+    for (int m = 0; m < 16; m++) v[m] = *(const uint2 *)(src + 8 * (p0 + 4 * m));
+    sc = *(const float4 *)(src + SC_FP8_SCALE_OFF);
+  }
+#pragma unroll
+  for (int m = 0; m < 16; m++) {
+    const int part = p0 + 4 * m; /* column block m / 2, chunk p0 + 4 (m % 2) */
+    const float scale = (m >> 2) == 0 ? sc.x : (m >> 2) == 1 ? sc.y : (m >> 2) == 2 ? sc.z : sc.w;
+    const uint4 w = ok ? e4m3x8_to_bf16x8(v[m], scale) : make_uint4(0, 0, 0, 0);
+    *(uint4 *)(slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4)) = w;
+  }
+#pragma unroll
+  for (int m = 16; m < 18; m++) {
+    const int part = p0 + 4 * m, q = part - 64; /* rope: 16 bytes of bf16 */
+    cp_async16(slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4),
+               src + (ok ? SC_FP8_ROPE_OFF + 16 * q : 0), ok);
+  }
+}
+
+/* The producer: thread (warp w, lane l) fills rows w * 8 + l % 8 and 32 more of every
+ * tile, 16-byte parts l / 8 + 4 m (m < 18) of the bf16 tile: per warp step the 8 lanes of
+ * a part write 8 rows of one swizzle atom (conflict-free), and a row's 4 lanes read 64
+ * contiguous bytes (bf16) or 32 (fp8). bf16 rows go by cp.async; fp8_ds_mla rows are
+ * dequantized through registers (ws_fp8_row), stored, fenced for the async proxy that
+ * wgmma reads through, and announced by an arrive of their own. Row indices are read a
+ * tile ahead (a global load on the way to the copies would put its latency on every
+ * tile). */
+template <bool FP8>
 __device__ inline void ws_produce(ws_smem &sm, const sc_attn_args &a, const int32_t *sel,
                                   int n_tiles, int64_t kv_step, int *flag) {
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
@@ -118,6 +153,10 @@ __device__ inline void ws_produce(ws_smem &sm, const sc_attn_args &a, const int3
       const bool ok = ws_row_ok(a, r);
       if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
       const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
+      if (FP8) {
+        ws_fp8_row(slot, src, ok, row, p0);
+        continue;
+      }
       const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
 #pragma unroll 2 /* (all 18 unrolled held 36 addresses: 104 registers) */
       for (int m = 0; m < 18; m++) {
@@ -127,6 +166,10 @@ __device__ inline void ws_produce(ws_smem &sm, const sc_attn_args &a, const int3
       }
     }
     mbar_arrive_cp_async(&sm.full[s]); /* when the copies land */
+    if (FP8) { /* the dequantized parts: stored, fenced, announced */
+      fence_async_smem();
+      mbar_arrive(&sm.full[s]);
+    }
   }
   cp_async_wait_all(); /* (no copy outlives its thread) */
 }
@@ -347,6 +390,7 @@ __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_til
   ws_store_o(a, o, sm.linv, t, h0, WS_HALF, wr, g, tq);
 }
 
+template <bool FP8>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     k_attn_ws(sc_attn_args a, int64_t kv_step, int *flag) {
   sc_dev_pdl_enter();
@@ -362,7 +406,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int s = 0; s < 2; s++) {
-      mbar_init(&sm.full[s], 128);  /* the producer's threads, as their copies land */
+      /* the producer's threads as their copies land (and, fp8, once they stored) */
+      mbar_init(&sm.full[s], FP8 ? 256 : 128);
       mbar_init(&sm.empty[s], 256); /* both consumers */
     }
   }
@@ -370,7 +415,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 
   if (wg == 2) {
     ws_setmaxnreg_dec<88>();
-    ws_produce(sm, a, sel, n_tiles, kv_step, flag);
+    ws_produce<FP8>(sm, a, sel, n_tiles, kv_step, flag);
   } else if (wg == 0) {
     ws_setmaxnreg_inc<240>();
     ws_load_q(sm, a, t, h0);
@@ -383,8 +428,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 }
 
 bool sc_kcuda_attn_ws_takes(const sc_attn_args *a, int64_t kv_step) {
-  return a->kv.fmt == SC_KFMT_BF16 && a->dc == WS_DC && a->dr == WS_D - WS_DC &&
-         ((uintptr_t)a->kv.data & 15) == 0 && kv_step % 16 == 0 &&
+  return (a->kv.fmt == SC_KFMT_BF16 || a->kv.fmt == SC_KFMT_FP8_DS_MLA) && a->dc == WS_DC &&
+         a->dr == WS_D - WS_DC && ((uintptr_t)a->kv.data & 15) == 0 && kv_step % 16 == 0 &&
          ((uintptr_t)a->q & 15) == 0 && (a->n_tok == 1 || a->ld_q % 4 == 0) &&
          ((uintptr_t)a->out & 7) == 0 && (a->n_tok == 1 || a->ld_out % 2 == 0);
 }
@@ -396,10 +441,12 @@ int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   if (blocks == 0) return 0;
   const size_t smem = sizeof(ws_smem) + 1024; /* + alignment of the swizzle atoms */
   static_assert(sizeof(ws_smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
+  void (*const kern)(sc_attn_args, int64_t, int *) =
+      a->kv.fmt == SC_KFMT_FP8_DS_MLA ? k_attn_ws<true> : k_attn_ws<false>;
   int rc = sc_kcuda_err(
-      cudaFuncSetAttribute(k_attn_ws, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "attn smem");
   if (rc) return rc;
-  sc_kcuda_launch(c, k_attn_ws, (unsigned)blocks, WS_THREADS, smem, *a, kv_step, c->err_flag);
+  sc_kcuda_launch(c, kern, (unsigned)blocks, WS_THREADS, smem, *a, kv_step, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("sparse_attn (warpgroups in roles)");
 }
