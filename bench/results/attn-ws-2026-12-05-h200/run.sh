@@ -1,12 +1,14 @@
-# run.sh - sparse attention over bf16 rows with warpgroups in roles (k_attn_ws, branch
-# wip/attn-ws, written without a GPU) beside k_attn_wg (SPARSECP_ATTN_WS=0) and
+# run.sh - sparse attention with warpgroups in roles (k_attn_ws, branch wip/attn-ws:
+# bf16 rows, first run in call 1; since then valid rows from the selection, empty tiles
+# skipped and fp8_ds_mla rows, not yet run) beside k_attn_wg (SPARSECP_ATTN_WS=0) and
 # FlashMLA, one H200; the call records its date in $OUT/gpu.txt. From the repository
 # root on the GPU machine, binaries of the branch in .devrun/attnws/ (test_gpu_kernels,
 # gpu_bench_kernels), the sgl-flash-mla wheel in .devrun/whl (bench/attn_anchor.sh prepare):
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/attn-ws-2026-12-05-h200/run.sh
 #  PART=1: test_gpu_kernels' attention cases (against the CPU reference; a token batched
 #          and alone bit for bit), the new kernel by default.
-#  PART=2: kernel.sparse_attn of "wg" (SPARSECP_ATTN_WS=0) and "ws", alternating, twice.
+#  PART=2: kernel.sparse_attn of "wg" (SPARSECP_ATTN_WS=0) and "ws", alternating, twice
+#          (bf16 and fp8_ds_mla rows).
 #  PART=3: FlashMLA's sparse kernels on the same shapes (bench/attn_anchor.py flashmla).
 #  PART=4: compute-sanitizer memcheck, then racecheck, of the attention cases.
 #  PART=5: the pipeline: run --verify at P2 N2 on one GPU with bf16 rows over a 2-layer
