@@ -7,7 +7,8 @@
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, gpu_tests, verify_p2n2,
-#    indexer_tests, memcheck_indexer, ipc_test_mps).
+#    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
+#    attn_pipeline_checks).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -f .devrun/lib/libopenblas.so.0.xz ] && xz -d .devrun/lib/libopenblas.so.0.xz
@@ -36,6 +37,35 @@ for r in json.load(open(sys.argv[1]))["results"]:
     if "sparse_attn" in r["name"] and p.get("heads") == 8 and sys.argv[2] in ("", p.get("kv")):
         print(" ", r["name"], p["tokens"], p["kv"], "tflops", r["tflops"], "us", r["time_us"])
 PY
+}
+
+# show_attn128 FILE: the sparse attention results at 128 heads (FlashMLA's shapes).
+show_attn128() { python3 - "$1" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    p = r["params"]
+    if "sparse_attn" in r["name"] and p.get("heads") == 128:
+        print(" ", r["name"], p.get("tokens"), p.get("kv"), "tflops", r["tflops"], "us", r["time_us"])
+PY
+}
+
+# flashmla_anchor: FlashMLA's sparse kernels on bench kernels' shapes (the wheel in
+# .devrun/whl, bench/attn_anchor.sh prepare) -> $OUT/flashmla.jsonl, printed.
+flashmla_anchor() {
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .devrun/whl/sgl_flash_mla-*.whl
+  env -u LD_LIBRARY_PATH PYTHONPATH=/tmp/site timeout 200 python3 bench/attn_anchor.py flashmla > "$OUT/flashmla.jsonl" 2> "$OUT/flashmla.err"
+  echo "flashmla rc=$?"; cut -c1-200 "$OUT/flashmla.jsonl"
+}
+
+# attn_pipeline_checks B: run --verify at P2 N2 on one GPU with bf16 rows over a 2-layer
+# model of model-deep's shape (128 heads: the warpgroup attention kernels), then all of
+# test_gpu_kernels and test_gpu_graphs, binaries in B.
+attn_pipeline_checks() {
+  sed 's/"layers": 61/"layers": 2/' examples/model-deep.json > "$OUT/m128.json"
+  timeout 200 $1/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format bf16 --model "$OUT/m128.json" --verify > "$OUT/verify-m128.log" 2>&1
+  echo "verify P2 N2 bf16 m128 rc=$? $(grep -E 'verify' "$OUT/verify-m128.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+  timeout 200 $1/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head
+  timeout 150 $1/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
 }
 
 # show_e2e FILE: the cases of a `bench e2e --json` file with their medians.

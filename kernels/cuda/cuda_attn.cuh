@@ -61,9 +61,11 @@ __device__ inline void sc_attn_load_q64(uint16_t *q_s, const sc_attn_args &a, in
   }
 }
 
-/* The kernel of warpgroups in roles (cuda_attn_ws.cu): bf16 rows, dc = 512, dr = 64,
- * 64 head rows a block, rows and q 16-byte aligned. */
+/* The kernels of warpgroups in roles (cuda_attn_ws.cu, cuda_attn_pairs.cu): bf16 or
+ * fp8_ds_mla rows, dc = 512, dr = 64, 64 head rows a block, rows and q 16-byte aligned.
+ * sc_kcuda_attn_ws launches the pairs kernel unless c->attn_pairs is off. */
 bool sc_kcuda_attn_ws_takes(const sc_attn_args *a, int64_t kv_step);
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
+int sc_kcuda_attn_pairs(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
 
 #endif

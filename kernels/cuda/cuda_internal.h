@@ -33,6 +33,8 @@ typedef struct sc_kcuda {
   int attn_ws;           /* bf16 rows of 64-head models take the kernel of warpgroups in
                             roles (cuda_attn_ws.cu); SPARSECP_ATTN_WS=0: k_attn_wg, the
                             baseline of a comparison in one run */
+  int attn_pairs;        /* ... and of those, the schedule of tiles in pairs
+                            (cuda_attn_pairs.cu); SPARSECP_ATTN_PAIRS=0: k_attn_ws's */
   cudaStream_t stream;
   int own_stream;
   void *blas;            /* cublasHandle_t; math mode set at create and by set_tf32 */

@@ -50,6 +50,10 @@ __device__ inline void wg_commit() {
 __device__ inline void wg_wait0() {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
+/* Waits until at most the newest committed group is pending. */
+__device__ inline void wg_wait1() {
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
 /* Ordinary stores (and cp.async) write through the generic proxy; wgmma reads through the
  * async proxy: each writing thread fences before the barrier that publishes the data. */
 __device__ inline void fence_async_smem() {
@@ -60,6 +64,15 @@ template <int N>
 __device__ inline void wg_pin(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+/* The same for the A fragments of register-sourced wgmma (P V): pinned after the wait,
+ * they stay live, in their registers, until the hardware has read them (a register the
+ * compiler thought free could be reused under an in-flight wgmma). */
+__device__ inline void wg_pin_a(uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++) asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
 /* The f32 accumulator operands d[i] .. d[i + 7] of a wgmma asm statement. */

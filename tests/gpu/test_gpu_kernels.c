@@ -1269,14 +1269,28 @@ static void case_cache_keys(void) {
 
 /* kvfmt: the format given to the GPU; the CPU gets f32 rows holding the values the GPU
  * reads (bf16-rounded, or fp8-dequantized through the reference). */
-static void attn_case(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, int32_t dr,
-                      int32_t topk, float scale, double tol, bool decode) {
+static int cmp_i32(const void *x, const void *y) {
+  const int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+  return (a > b) - (a < b);
+}
+
+/* ramp: scores that grow along each token's selection (row r's first value 60 r / rows, q's
+ * 1, the selection sorted), so that the running max moves by more than the 2^8 the
+ * tensor-core kernels let it lag (cuda_attn_ws.cuh) in later tiles, between the two tiles
+ * of a pair too: their rescales of O and P run. */
+static void attn_case_as(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, int32_t dr,
+                         int32_t topk, float scale, double tol, bool decode, bool ramp) {
   const int64_t rows = 3000, width = dc + dr;
   float *q = gt_rand_f32((size_t)n_tok * heads * width, -1, 1);
   float *kv = gt_rand_f32((size_t)(rows * width), -1, 1);
   int32_t *sel = malloc(sizeof(int32_t) * (size_t)n_tok * topk);
   for (int64_t i = 0; i < (int64_t)n_tok * topk; i++)
     sel[i] = gt_int(0, 9) == 0 ? -1 : (int32_t)gt_int(0, rows - 1);
+  if (ramp) {
+    for (int64_t r = 0; r < rows; r++) kv[r * width] = (float)(60.0 * (double)r / (double)rows);
+    for (int64_t i = 0; i < (int64_t)n_tok * heads; i++) q[i * width] = 1.0f;
+    for (int32_t t = 0; t < n_tok; t++) qsort(sel + (size_t)t * topk, (size_t)topk, sizeof *sel, cmp_i32);
+  }
   for (int32_t i = 0; i < topk; i++) sel[(n_tok - 1) * topk + i] = -1; /* an empty shard */
   if (n_tok >= 3) /* a short context: 70 rows, then -1 (kernels skip tiles without a row) */
     for (int32_t i = 70; i < topk; i++) sel[(n_tok - 2) * topk + i] = -1;
@@ -1342,11 +1356,17 @@ static void attn_case(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, i
   CHECK(e < tol && lmax < 10 * tol, "attn fmt %d heads %d dc %d: out rel err %.3g, lse max diff %.3g",
         kvfmt, heads, dc, e, lmax);
   CHECK(empty_bad == 0, "empty selection must give out 0 and lse -inf (%d bad)", empty_bad);
-  printf("     attn fmt=%d tok=%d heads=%d dc=%d dr=%d topk=%d scale=%.3f%s: rel err %.3g, lse "
-         "diff %.3g\n", kvfmt, n_tok, heads, dc, dr, topk, scale, decode ? " decode" : "", e, lmax);
+  printf("     attn fmt=%d tok=%d heads=%d dc=%d dr=%d topk=%d scale=%.3f%s%s: rel err %.3g, lse "
+         "diff %.3g\n", kvfmt, n_tok, heads, dc, dr, topk, scale, decode ? " decode" : "",
+         ramp ? " ramp" : "", e, lmax);
   G->ops->free(G, gkv), C->ops->free(C, ckv);
   pfree(Q), pfree(S), pfree(O), pfree(Ls);
   free(q), free(kv), free(sel), free(og), free(oc), free(lg), free(lc);
+}
+
+static void attn_case(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, int32_t dr,
+                      int32_t topk, float scale, double tol, bool decode) {
+  attn_case_as(kvfmt, n_tok, heads, dc, dr, topk, scale, tol, decode, false);
 }
 
 static void case_attention(void) {
@@ -1371,6 +1391,9 @@ static void case_attention(void) {
   attn_case(SC_KFMT_BF16, 3, 12, 512, 64, 77, 0.15f, 1e-2, false);
   attn_case(SC_KFMT_BF16, 3, 12, 512, 64, 100, 0.15f, 1e-2, true); /* one split */
   attn_case(SC_KFMT_BF16, 2, 64, 512, 64, 2048, 0.0417f, 1e-2, true); /* 64 heads decode: tensor cores */
+  attn_case(SC_KFMT_BF16, 4, 64, 512, 64, 150, 0.15f, 1e-2, false); /* 3 tiles: a pair of one */
+  attn_case_as(SC_KFMT_BF16, 3, 128, 512, 64, 2048, 0.15f, 1e-2, true, true);
+  attn_case_as(SC_KFMT_FP8_DS_MLA, 3, 64, 512, 64, 1024, 0.15f, 1e-2, false, true);
   attn_case(SC_KFMT_FP8_DS_MLA, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false);
   attn_case(SC_KFMT_FP8_DS_MLA, 3, 64, 512, 64, 2048, 0.1f, 1e-2, false);
   /* few heads over fp8 rows: prefill tokens on the wgmma kernel (8 of its 64 head rows),

@@ -20,14 +20,6 @@
 #          light, warp states, scheduler.
 . bench/device_common.sh
 B=.devrun/attnws
-attn128() { python3 - "$1" <<'PY'
-import json, sys
-for r in json.load(open(sys.argv[1]))["results"]:
-    p = r["params"]
-    if "sparse_attn" in r["name"] and p.get("heads") == 128:
-        print(" ", r["name"], p.get("tokens"), p.get("kv"), "tflops", r["tflops"], "us", r["time_us"])
-PY
-}
 if has 1; then
   SC_GPU_CASES=attention timeout 200 $B/test_gpu_kernels > "$OUT/test_attention.log" 2>&1
   echo "ws test_gpu_kernels attention rc=$? $(grep -c '^ok' "$OUT/test_attention.log") ok"; grep -E "FAIL|not ok|attn" "$OUT/test_attention.log" | cut -c1-220 | head -20
@@ -37,14 +29,12 @@ if has 2; then
   for i in 1 2; do for v in wg ws; do
     ws=1; [ $v = wg ] && ws=0
     SPARSECP_ATTN_WS=$ws SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 150 $B/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
-    echo "attn $v $i rc=$?"; attn128 "$OUT/kernels-attn-$v-$i.json"
+    echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
   done; done
   lap kernels
 fi
 if has 3; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .devrun/whl/sgl_flash_mla-*.whl
-  env -u LD_LIBRARY_PATH PYTHONPATH=/tmp/site timeout 200 python3 bench/attn_anchor.py flashmla > "$OUT/flashmla.jsonl" 2> "$OUT/flashmla.err"
-  echo "flashmla rc=$?"; cut -c1-200 "$OUT/flashmla.jsonl"
+  flashmla_anchor
   lap flashmla
 fi
 if has 4; then
@@ -55,11 +45,7 @@ if has 4; then
   lap sanitizer
 fi
 if has 5; then
-  sed 's/"layers": 61/"layers": 2/' examples/model-deep.json > "$OUT/m128.json"
-  timeout 200 $B/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format bf16 --model "$OUT/m128.json" --verify > "$OUT/verify-m128.log" 2>&1
-  echo "verify P2 N2 bf16 m128 rc=$? $(grep -E 'verify' "$OUT/verify-m128.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
-  timeout 200 $B/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head
-  timeout 150 $B/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+  attn_pipeline_checks $B
   lap pipeline
 fi
 if has 6; then

@@ -1,0 +1,76 @@
+# run.sh - sparse attention with tiles in pairs (k_attn_pairs, cuda_attn_pairs.cu; branch
+# wip/attn-pair, compiled on 2026-12-05 and not yet run) beside k_attn_ws
+# (SPARSECP_ATTN_PAIRS=0), k_attn_wg (SPARSECP_ATTN_WS=0) and FlashMLA, one H200; the call
+# records its date in $OUT/gpu.txt. From the repository root on the GPU machine,
+# binaries of the branch in .devrun/pairs/ (test_gpu_kernels, gpu_bench_kernels,
+# test_gpu_graphs, sparsecp), the sgl-flash-mla wheel in .devrun/whl
+# (bench/attn_anchor.sh prepare):
+#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/attn-pairs-h200/run.sh
+#  PART=1: test_gpu_kernels' attention cases (against the CPU reference; a token batched
+#          and alone bit for bit) with k_attn_pairs (the default), then with k_attn_ws.
+#  PART=2: kernel.sparse_attn of "wg", "ws" and "pairs", alternating, twice (bf16 and
+#          fp8_ds_mla rows).
+#  PART=3: FlashMLA's sparse kernels on the same shapes (bench/attn_anchor.py flashmla).
+#  PART=4: compute-sanitizer memcheck, racecheck and synccheck of the attention cases
+#          (k_attn_pairs).
+#  PART=5: the pipeline: run --verify at P2 N2 on one GPU with bf16 rows over a 2-layer
+#          model of model-deep's shape (128 heads: the new kernel), then all of
+#          test_gpu_kernels and test_gpu_graphs.
+#  PART=6: model-deep decode TPOT, bf16 rows, P1 N1, NCCL (4 requests of 64 + 64 tokens,
+#          2.5 s apart), SPARSECP_ATTN_PAIRS=0 and 1 in turn, twice.
+#  PART=7: ncu of one k_attn_pairs launch of the bf16 decode case (128 x 1 query) and one
+#          of the prefill case: speed of light, warp states, scheduler.
+. bench/device_common.sh
+B=.devrun/pairs
+# kernel_env V: the environment that picks attention kernel V
+kernel_env() { case $1 in wg) echo SPARSECP_ATTN_WS=0 ;; ws) echo SPARSECP_ATTN_PAIRS=0 ;; *) echo SPARSECP_ATTN_PAIRS=1 ;; esac; }
+if has 1; then
+  for v in pairs ws; do
+    env $(kernel_env $v) SC_GPU_CASES=attention timeout 200 $B/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
+    echo "$v test_gpu_kernels attention rc=$? $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"
+    grep -E "FAIL|not ok|attn .*(heads=(64|128)|ramp)" "$OUT/test_attention_$v.log" | cut -c1-200 | head -14
+  done
+  lap tests
+fi
+if has 2; then
+  for i in 1 2; do for v in wg ws pairs; do
+    env $(kernel_env $v) SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 150 $B/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
+    echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
+  done; done
+  lap kernels
+fi
+if has 3; then
+  flashmla_anchor
+  lap flashmla
+fi
+if has 4; then
+  for tool in memcheck racecheck synccheck; do
+    SC_GPU_CASES=attention timeout 200 compute-sanitizer --tool $tool $B/test_gpu_kernels > "$OUT/$tool-attention.log" 2>&1
+    echo "$tool attention rc=$? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/$tool-attention.log" | head -2)"
+  done
+  lap sanitizer
+fi
+if has 5; then
+  attn_pipeline_checks $B
+  lap pipeline
+fi
+if has 6; then
+  requests 4 2500 "$OUT/req-deep.jsonl"
+  for i in 1 2; do for p in 0 1; do
+    f="$OUT/deep-pairs$p-$i"
+    SPARSECP_ATTN_PAIRS=$p SPARSECP_LOG=info timeout 100 $B/sparsecp run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --clients 1 \
+      --model examples/model-deep.json --kv-format bf16 --json --requests "$OUT/req-deep.jsonl" > "$f.json" 2> "$f.err"
+    echo "model-deep bf16 pairs=$p $i rc=$?"; show_run "$f.json"
+  done; done
+  lap deep
+fi
+if has 7; then
+  for c in decode prefill; do
+    SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$c timeout 120 ncu --clock-control none -k regex:k_attn_pairs --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+      $B/gpu_bench_kernels --json > "$OUT/ncu-pairs-$c.txt" 2>&1; echo "ncu $c rc=$?"
+    grep -E "Duration|Throughput|Eligible|Active Warps|Warp Cycles|Stall|Registers" "$OUT/ncu-pairs-$c.txt" | head -16
+  done
+  lap ncu
+fi
+cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.jsonl *.err 2>/dev/null; rm -f *.log *.json *.jsonl *.err

@@ -1,0 +1,328 @@
+/* cuda_attn_ws.cuh - what the two sparse attention kernels of warpgroups in roles share
+ * (sm_90a; not a public header): cuda_attn_ws.cu (one warpgroup computes S and the
+ * softmax of every tile) and cuda_attn_pairs.cu (tiles in pairs, each consumer warpgroup
+ * the S and softmax of one). Both take one token and 64 heads a block of 3 warpgroups,
+ * dc = 512, dr = 64 (DeepSeek-V3.2's attention, SPEC.md §7), tiles of 64 selected rows in
+ * two shared-memory slots that the producer warpgroup (ws_produce) fills; the shape,
+ * the producer, and the pieces of a tile's softmax live here.
+ *
+ * Numerics (both kernels): q rounded to bf16, scores in log2 units, the running max
+ * moves only when a score exceeds it by more than 2^8 (so most tiles rescale nothing),
+ * P in bf16 (<= 256), O and the sums in f32; out = O / l, lse = (m + log2 l) ln 2. The
+ * order of every sum is fixed by the tile shape, so a query's output and lse depend only
+ * on its own selected rows (SPEC §8: whatever P, N, T or the batch). Rows equal to -1
+ * are skipped (zeros, masked), other out-of-range rows raise SC_ERANGE and are skipped. */
+#ifndef SC_KERNELS_CUDA_ATTN_WS_CUH
+#define SC_KERNELS_CUDA_ATTN_WS_CUH
+
+#include <math.h>
+
+#include "kernels/cuda/cuda_attn.cuh"
+#include "kernels/cuda/cuda_wgmma.cuh"
+
+#define WS_BM 64 /* head rows a block: wgmma's M */
+#define WS_BN 64 /* selected rows a tile */
+#define WS_D 576
+#define WS_DC 512
+#define WS_HALF (WS_DC / 2) /* O columns a consumer owns */
+#define WS_THREADS 384
+#define WS_KSTEPS (WS_D / 16)
+#define WS_CB (WS_BN * 128) /* bytes of a 64-column block of a tile (or of Q, or P) */
+
+typedef uint16_t ws_slot[WS_BN * WS_D]; /* one tile of rows, bf16, 9 column blocks */
+
+template <int N> __device__ inline void ws_setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N) : "memory");
+}
+template <int N> __device__ inline void ws_setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N) : "memory");
+}
+
+/* Whether selected row r is read: -1 is no row; other rows out of range are skipped too
+ * (the producer raises SC_ERANGE for them). The producer zero-fills the rows it skips and
+ * the consumers mask their scores; both ask this. */
+__device__ inline bool ws_row_ok(const sc_attn_args &a, int32_t r) {
+  return r >= 0 && r < a.kv.rows;
+}
+
+/* The rows of tile `tile` that are valid, bit i for row i: each lane reads two entries of
+ * the selection (a consumer's warps do it alike, a tile ahead: ws_sel_pair). */
+__device__ inline int2 ws_sel_pair(const sc_attn_args &a, const int32_t *sel, int tile, int lane) {
+  const int j = tile * WS_BN + lane;
+  return make_int2(j < a.topk ? sel[j] : -1, j + 32 < a.topk ? sel[j + 32] : -1);
+}
+__device__ inline uint64_t ws_valid_bits(const sc_attn_args &a, int2 r) {
+  const unsigned lo = __ballot_sync(0xffffffffu, ws_row_ok(a, r.x));
+  const unsigned hi = __ballot_sync(0xffffffffu, ws_row_ok(a, r.y));
+  return (uint64_t)hi << 32 | lo;
+}
+
+/* One fp8_ds_mla row's share of this thread into the bf16 tile (ws_produce, FP8): its 16
+ * parts p0 + 4 m (m < 16) of the 512 e4m3 values (8 bytes each: a row's 4 lanes read 32
+ * contiguous bytes) times their 128-value tile's scale, all loaded before any is
+ * converted, and its 2 parts of the 64 bf16 rope values copied as they are (cp.async).
+ * A row not read is zeros. */
+__device__ inline void ws_fp8_row(char *slot, const char *src, bool ok, int row, int p0) {
+  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
+  uint2 v[16];
+  float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (ok) {
+#pragma unroll
+    for (int m = 0; m < 16; m++) v[m] = *(const uint2 *)(src + 8 * (p0 + 4 * m));
+    sc = *(const float4 *)(src + SC_FP8_SCALE_OFF);
+  }
+#pragma unroll
+  for (int m = 0; m < 16; m++) {
+    const int part = p0 + 4 * m; /* column block m / 2, chunk p0 + 4 (m % 2) */
+    const float scale = (m >> 2) == 0 ? sc.x : (m >> 2) == 1 ? sc.y : (m >> 2) == 2 ? sc.z : sc.w;
+    const uint4 w = ok ? e4m3x8_to_bf16x8(v[m], scale) : make_uint4(0, 0, 0, 0);
+    *(uint4 *)(slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4)) = w;
+  }
+#pragma unroll
+  for (int m = 16; m < 18; m++) {
+    const int part = p0 + 4 * m, q = part - 64; /* rope: 16 bytes of bf16 */
+    cp_async16(slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4),
+               src + (ok ? SC_FP8_ROPE_OFF + 16 * q : 0), ok);
+  }
+}
+
+/* The producer: tile j into slot j % 2 once both consumers released the tile two before
+ * (empty[s], 256 arrivals), announced on full[s] (128 arrivals as the copies land; fp8:
+ * 256, once more after the stores). Thread (warp w, lane l) fills rows w * 8 + l % 8 and
+ * 32 more of every tile, 16-byte parts l / 8 + 4 m (m < 18) of the bf16 tile: per warp
+ * step the 8 lanes of a part write 8 rows of one swizzle atom (conflict-free), and a
+ * row's 4 lanes read 64 contiguous bytes (bf16) or 32 (fp8). bf16 rows go by cp.async;
+ * fp8_ds_mla rows are dequantized through registers (ws_fp8_row), stored, fenced for the
+ * async proxy that wgmma reads through, and announced by an arrive of their own. Row
+ * indices are read a tile ahead (a global load on the way to the copies would put its
+ * latency on every tile). */
+template <bool FP8>
+__device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
+                                  const sc_attn_args &a, const int32_t *sel, int n_tiles,
+                                  int64_t kv_step, int *flag) {
+  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
+  const int r0 = warp * 8 + (lane & 7), p0 = lane >> 3;
+  int32_t nxt[2];
+#pragma unroll
+  for (int k = 0; k < 2; k++) nxt[k] = r0 + 32 * k < a.topk ? sel[r0 + 32 * k] : -1;
+  for (int tile = 0; tile < n_tiles; tile++) {
+    const int s = tile & 1;
+    if (tile >= 2) mbar_wait(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
+    int32_t cur[2] = {nxt[0], nxt[1]};
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const int j = (tile + 1) * WS_BN + r0 + 32 * k;
+      nxt[k] = tile + 1 < n_tiles && j < a.topk ? sel[j] : -1;
+    }
+    char *slot = (char *)kv[s];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const int row = r0 + 32 * k;
+      const int32_t r = cur[k];
+      const bool ok = ws_row_ok(a, r);
+      if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
+      const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
+      if (FP8) {
+        ws_fp8_row(slot, src, ok, row, p0);
+        continue;
+      }
+      const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
+#pragma unroll 2 /* (all 18 unrolled held 36 addresses: 104 registers) */
+      for (int m = 0; m < 18; m++) {
+        const int part = p0 + 4 * m; /* column block m / 2, chunk p0 + 4 (m % 2) */
+        cp_async16(slot + (m >> 1) * WS_CB + rb + ((((part & 7) ^ (row & 7))) << 4),
+                   src + (ok ? part * 16 : 0), ok);
+      }
+    }
+    mbar_arrive_cp_async(&full[s]); /* when the copies land */
+    if (FP8) { /* the dequantized parts: stored, fenced, announced */
+      fence_async_smem();
+      mbar_arrive(&full[s]);
+    }
+  }
+  cp_async_wait_all(); /* (no copy outlives its thread) */
+}
+
+/* Issues S = Q K^T of a tile (36 wgmma m64n64k16, Q and K from shared memory) into s and
+ * commits them as one group; the caller waits. */
+__device__ inline void ws_scores(float (&s)[32], uint32_t q_base, uint32_t kv_base) {
+  const uint64_t dq = wg_desc(q_base, 16, 1024), dk = wg_desc(kv_base, 16, 1024);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < WS_KSTEPS; kk++) {
+    const uint32_t off = (uint32_t)((kk >> 2) * WS_CB + (kk & 3) * 32);
+    wgmma_m64n64(s, wg_desc_add(dq, off), wg_desc_add(dk, off), kk > 0);
+  }
+  wg_commit();
+}
+
+/* This thread's 16 scores of rows g and g + 8 into log2 units, invalid rows of the tile
+ * (bits of vb) -inf; returns each row's max over the row's 4 threads (xor 1, 2). */
+__device__ inline float2 ws_mask_max(float (&s)[32], uint64_t vb, float sl2, int tq) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+#pragma unroll
+    for (int x = 0; x < 2; x++) {
+      const bool ok = (vb >> (8 * j + 2 * tq + x)) & 1u;
+      s[4 * j + x] = ok ? s[4 * j + x] * sl2 : -INFINITY;
+      s[4 * j + 2 + x] = ok ? s[4 * j + 2 + x] * sl2 : -INFINITY;
+      mx[0] = fmaxf(mx[0], s[4 * j + x]);
+      mx[1] = fmaxf(mx[1], s[4 * j + 2 + x]);
+    }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+  }
+  return make_float2(mx[0], mx[1]);
+}
+
+/* The running max after a tile whose row max is mx: it moves only by more than 2^8 (so
+ * P = 2^(s - m) <= 256 stays exact in bf16's range, and most tiles rescale nothing). */
+__device__ inline float ws_next_max(float m, float mx) { return mx > m + 8.0f ? mx : m; }
+/* 2^(from - to), the rescale of sums kept at max `from` to max `to` (>= from); 1 while
+ * no row has been seen. */
+__device__ inline float ws_rescale_factor(float from, float to) {
+  return to == -INFINITY ? 1.0f : exp2f(from - to);
+}
+
+/* P = 2^(s - m) of this thread's scores as the A fragments of the 4 k16 steps of P V
+ * (step j / 2: a0 row g, its 2 columns, a1 row g + 8, then the 8 columns after), and
+ * each row's sum of the f32 values; a row without a max (-inf) is 0. */
+__device__ inline float2 ws_probs(uint32_t (&pa)[4][4], const float (&s)[32], float m0,
+                                  float m1) {
+  float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    float pv[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const float mr = (e >> 1) ? m1 : m0;
+      pv[e] = mr == -INFINITY ? 0.0f : exp2f(s[4 * j + e] - mr);
+      sum[e >> 1] += pv[e];
+    }
+    pa[j >> 1][2 * (j & 1)] = pack_bf16x2(pv[0], pv[1]);
+    pa[j >> 1][2 * (j & 1) + 1] = pack_bf16x2(pv[2], pv[3]);
+  }
+  return make_float2(sum[0], sum[1]);
+}
+
+/* Stores this thread's P fragments into pb, a 64 x 64 bf16 block, K-major swizzled: the
+ * A operand of another warpgroup's P V. The caller fences for the async proxy. */
+__device__ inline void ws_store_p(char *pb, const uint32_t (&pa)[4][4], int wr, int g, int tq) {
+  const int ra = wr * 16 + g, rb = ra + 8;
+#pragma unroll
+  for (int ks = 0; ks < 4; ks++) {
+    *(uint32_t *)(pb + wg_off<WS_BM>(ra, 2 * ks) + 4 * tq) = pa[ks][0];
+    *(uint32_t *)(pb + wg_off<WS_BM>(rb, 2 * ks) + 4 * tq) = pa[ks][1];
+    *(uint32_t *)(pb + wg_off<WS_BM>(ra, 2 * ks + 1) + 4 * tq) = pa[ks][2];
+    *(uint32_t *)(pb + wg_off<WS_BM>(rb, 2 * ks + 1) + 4 * tq) = pa[ks][3];
+  }
+}
+
+/* Rescales this thread's O rows (wr * 16 + g and + 8) by al0, al1: skipped by a warp whose
+ * rows all keep their max (the common case, see the top). */
+__device__ inline void ws_rescale(float (&o)[128], float al0, float al1) {
+  if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+      o[4 * j] *= al0;
+      o[4 * j + 1] *= al0;
+      o[4 * j + 2] *= al1;
+      o[4 * j + 3] *= al1;
+    }
+  }
+}
+
+/* Stores this thread's part of a consumer's O half (columns c0 ..) as O / l, inv0 and
+ * inv1 = 1 / l of rows wr * 16 + g and + 8. */
+__device__ inline void ws_store_o(const sc_attn_args &a, const float (&o)[128], float inv0,
+                                  float inv1, int64_t t, int h0, int c0, int wr, int g, int tq) {
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int row = wr * 16 + g + half * 8, h = h0 + row;
+    if (h >= a.n_heads) continue;
+    const float inv = half ? inv1 : inv0;
+    float *out = a.out + t * a.ld_out + (int64_t)h * WS_DC + c0 + 2 * tq;
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+      *(float2 *)(out + 8 * j) =
+          make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+  }
+}
+
+/* q -> bf16 in the swizzled layout, by both consumers (256 threads), then their named
+ * barrier `bar`. */
+__device__ inline void ws_load_q(uint16_t *q, const sc_attn_args &a, int64_t t, int h0,
+                                 int bar) {
+  static_assert(WS_BM == 64 && WS_D == 576, "sc_attn_load_q64's shape");
+  sc_attn_load_q64(q, a, t, h0, threadIdx.x, 256);
+  fence_async_smem();
+  named_sync(bar, 256);
+}
+
+/* ---- the block: which token and heads, its shared memory, its barriers, its launch ---- */
+
+/* Block blockIdx.x's token t, first head h0, its selection and tile count. */
+struct ws_block {
+  int64_t t;
+  int h0, n_tiles;
+  const int32_t *sel;
+};
+__device__ inline ws_block ws_block_of(const sc_attn_args &a) {
+  const int groups = (a.n_heads + WS_BM - 1) / WS_BM;
+  ws_block b;
+  b.t = blockIdx.x / groups;
+  b.h0 = (int)(blockIdx.x % groups) * WS_BM;
+  b.n_tiles = (a.topk + WS_BN - 1) / WS_BN;
+  b.sel = a.sel + b.t * a.ld_sel;
+  return b;
+}
+
+/* The bytes from the dynamic shared memory's base to the block's structure: the swizzle
+ * atoms need 1024-byte alignment, which the base does not promise (the launch asks 1024
+ * bytes more). (An offset, not a pointer: the kernel indexes its __shared__ array, so the
+ * compiler keeps shared-window addressing; through a returned pointer it lost it, and
+ * k_attn_pairs spilled.) */
+__device__ inline uint32_t ws_smem_pad(const unsigned char *raw) {
+  return (1024 - (smem_u32(raw) & 1023)) & 1023;
+}
+
+/* Thread 0 sets up the slots' barriers: full[s] counts the producer's threads as their
+ * copies land (and, fp8, once more when they stored), empty[s] both consumers; then the
+ * block syncs. */
+template <bool FP8>
+__device__ inline void ws_init_slots(uint64_t *full, uint64_t *empty) {
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+      mbar_init(&full[s], FP8 ? 256 : 128);
+      mbar_init(&empty[s], 256);
+    }
+  }
+  __syncthreads();
+}
+
+/* Launches kernel K<fp8?> over a's tokens, a block per token and 64 heads, with the
+ * shared memory of Smem. */
+template <typename Smem>
+inline int ws_launch(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step,
+                     void (*bf16)(sc_attn_args, int64_t, int *),
+                     void (*fp8)(sc_attn_args, int64_t, int *), const char *what) {
+  const int groups = (a->n_heads + WS_BM - 1) / WS_BM;
+  const int64_t blocks = (int64_t)a->n_tok * groups;
+  if (blocks > INT32_MAX) return SC_ERANGE;
+  if (blocks == 0) return 0;
+  const size_t smem = sizeof(Smem) + 1024; /* + alignment of the swizzle atoms */
+  static_assert(sizeof(Smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
+  void (*const kern)(sc_attn_args, int64_t, int *) = a->kv.fmt == SC_KFMT_FP8_DS_MLA ? fp8 : bf16;
+  int rc = sc_kcuda_err(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+      "attn smem");
+  if (rc) return rc;
+  sc_kcuda_launch(c, kern, (unsigned)blocks, WS_THREADS, smem, *a, kv_step, c->err_flag);
+  return SC_CUDA_CHECK_LAUNCH(what);
+}
+
+#endif
