@@ -90,6 +90,14 @@ __device__ inline void pair_finish(pair_smem &sm, const sc_attn_args &a, const f
   ws_store_o(a, o, inv[0], inv[1], t, h0, wg * WS_HALF, wr, g, tq);
 }
 
+/* Releases slot s to the producer, and in a cluster (CROSS) to the other block's too,
+ * which writes half of every tile into this block's slots. */
+template <bool CROSS>
+__device__ inline void pair_release(pair_smem &sm, int s, uint32_t peer_empty) {
+  mbar_arrive(&sm.empty[s]);
+  if (CROSS) mbar_arrive_remote(peer_empty + 8 * (uint32_t)s);
+}
+
 /* A consumer: wg 0 takes tile 2i of each pair and O[:, 0:256], wg 1 tile 2i + 1 and
  * O[:, 256:512] (see the top). One program for both, the roles' differences in small
  * warpgroup-uniform branches: with a copy of the loop for each, ptxas spilled 144 bytes
@@ -97,6 +105,7 @@ __device__ inline void pair_finish(pair_smem &sm, const sc_attn_args &a, const f
  * Barrier turns: WG0 passes P1(i) before it arrives at M0(i + 1), and WG1 arrives at
  * P1(i) after it passed M0(i), so no barrier sees two arrivals of one side before the
  * other side's wait; likewise M1 and P0 through M0. */
+template <bool CROSS>
 __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_tiles, int64_t t,
                                     int h0, int wg) {
   const int tid = threadIdx.x & 127, wr = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
@@ -114,6 +123,8 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
   const int32_t *sel = a.sel + t * a.ld_sel;
   int2 nx0 = ws_sel_pair(a, sel, 0, lane), nx1 = ws_sel_pair(a, sel, 1, lane);
   bool owe1 = false; /* WG0: slot 1 of the last pair not released, its P1 V1_L in flight */
+  /* CROSS: the other block's empty barriers (its producer writes into these slots too) */
+  const uint32_t peer_empty = CROSS ? cluster_addr(sm.empty, cluster_rank() ^ 1) : 0;
   const int n_pairs = (n_tiles + 1) >> 1;
   for (int i = 0; i < n_pairs; i++) {
     const unsigned ph = i & 1;
@@ -136,12 +147,12 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
     wg_pin(o);
     wg_pin(s);
     if (owe1) {
-      mbar_arrive(&sm.empty[1]);
+      pair_release<CROSS>(sm, 1, peer_empty);
       owe1 = false;
     }
     if ((v0 | v1) == 0) {
-      mbar_arrive(&sm.empty[0]);
-      if (has1) mbar_arrive(&sm.empty[1]);
+      pair_release<CROSS>(sm, 0, peer_empty);
+      if (has1) pair_release<CROSS>(sm, 1, peer_empty);
       continue;
     }
     const float2 mx = vm ? ws_mask_max(s, vm, sl2, tq) : make_float2(-INFINITY, -INFINITY);
@@ -201,7 +212,7 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
         fence_async_smem();
       }
       named_arrive(PR_BAR_P0, 256);
-      mbar_arrive(&sm.empty[0]);
+      pair_release<CROSS>(sm, 0, peer_empty);
     }
     named_sync(wg ? PR_BAR_P0 : PR_BAR_P1, 256);
     if (vo) { /* O += P V of the other's tile, P from its slot */
@@ -219,25 +230,29 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
       wg_wait0();
       wg_pin(o);
       if (vm) wg_pin_a(pa);
-      mbar_arrive(&sm.empty[0]);
-      if (has1) mbar_arrive(&sm.empty[1]);
+      pair_release<CROSS>(sm, 0, peer_empty);
+      if (has1) pair_release<CROSS>(sm, 1, peer_empty);
     } else if (vo) {
       owe1 = true; /* WG0 waits for P1 V1_L beside the next pair's S0 */
     } else if (has1) {
-      mbar_arrive(&sm.empty[1]);
+      pair_release<CROSS>(sm, 1, peer_empty);
     }
   }
   wg_wait0();
   wg_pin(o);
-  if (owe1) mbar_arrive(&sm.empty[1]);
+  if (owe1) pair_release<CROSS>(sm, 1, peer_empty);
   pair_finish(sm, a, o, l_run, m_run, wg, t, h0);
 }
 
 /* Registers a thread of each role may hold (setmaxnreg): 216 + 216 + 72 = 504 = 3 x 168,
  * the launch's 168 a thread moved between roles (FlashMLA's split): each consumer holds
- * its half of O (128), S (32) and P (16). No spills over bf16 rows; over fp8 rows 20
- * bytes (ptxas -v, 2026-12-05), where neither role alone spills at these counts. */
-template <bool FP8>
+ * its half of O (128), S (32) and P (16). CROSS (fp8_ds_mla rows, a token's two head
+ * groups in a cluster of two blocks): each producer dequantizes half of every tile for
+ * both (ws_fp8_row_cross), FlashMLA's "crossover", since dequantizing is what bounds an
+ * fp8 tile; the blocks sync as a cluster after their barriers are set up and before
+ * either exits (the other may still write into its slots or arrive at its barriers).
+ * Spills (ptxas -v, 2026-12-05): see sc_kcuda_attn_pairs. */
+template <bool FP8, bool CROSS>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     k_attn_pairs(sc_attn_args a, int64_t kv_step, int *flag) {
   sc_dev_pdl_enter();
@@ -245,18 +260,31 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   pair_smem &sm = *(pair_smem *)(smem_raw + ws_smem_pad(smem_raw));
   const ws_block b = ws_block_of(a);
   const int wg = threadIdx.x >> 7;
-  ws_init_slots<FP8>(sm.full, sm.empty);
+  ws_init_slots<FP8, CROSS>(sm.full, sm.empty);
   if (wg == 2) {
     ws_setmaxnreg_dec<72>();
-    ws_produce<FP8>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
+    ws_produce<FP8, CROSS>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
   } else {
     ws_setmaxnreg_inc<216>();
     ws_load_q(sm.q, a, b.t, b.h0, PR_BAR_Q);
-    pair_consume(sm, a, b.n_tiles, b.t, b.h0, wg);
+    pair_consume<CROSS>(sm, a, b.n_tiles, b.t, b.h0, wg);
   }
+  if (CROSS) cluster_sync();
 }
 
+/* fp8_ds_mla rows of a model whose tokens have an even number of 64-head groups (128
+ * heads: DeepSeek-V3.2's) take the cluster (c->attn_cross, SPARSECP_ATTN_CROSS=0 turns it
+ * off: the baseline of a comparison); the pairs of blocks are a token's groups 2j, 2j + 1,
+ * whose selected rows are the same. Spills (ptxas -v, 2026-12-05): none over bf16 rows,
+ * 20 bytes over fp8 rows, 36 in clusters, where neither role alone spills at these
+ * register counts (208 / 88 and 224 / 56 spilled more). */
 int sc_kcuda_attn_pairs(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
-  return ws_launch<pair_smem>(c, a, kv_step, k_attn_pairs<false>, k_attn_pairs<true>,
+  const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
+  const int groups = (a->n_heads + WS_BM - 1) / WS_BM;
+  if (fp8 && c->attn_cross && groups % 2 == 0)
+    return ws_launch<pair_smem>(c, a, kv_step, k_attn_pairs<true, true>, 2,
+                                "sparse_attn (tiles in pairs, clusters)");
+  return ws_launch<pair_smem>(c, a, kv_step,
+                              fp8 ? k_attn_pairs<true, false> : k_attn_pairs<false, false>, 1,
                               "sparse_attn (tiles in pairs)");
 }

@@ -185,10 +185,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   ws_smem &sm = *(ws_smem *)(smem_raw + ws_smem_pad(smem_raw));
   const ws_block b = ws_block_of(a);
   const int wg = threadIdx.x >> 7;
-  ws_init_slots<FP8>(sm.full, sm.empty);
+  ws_init_slots<FP8, false>(sm.full, sm.empty);
   if (wg == 2) {
     ws_setmaxnreg_dec<88>();
-    ws_produce<FP8>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
+    ws_produce<FP8, false>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
   } else if (wg == 0) {
     ws_setmaxnreg_inc<240>();
     ws_load_q(sm.q, a, b.t, b.h0, WS_BAR_Q);
@@ -209,6 +209,7 @@ bool sc_kcuda_attn_ws_takes(const sc_attn_args *a, int64_t kv_step) {
 
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   if (c->attn_pairs) return sc_kcuda_attn_pairs(c, a, kv_step);
-  return ws_launch<ws_smem>(c, a, kv_step, k_attn_ws<false>, k_attn_ws<true>,
-                            "sparse_attn (warpgroups in roles)");
+  return ws_launch<ws_smem>(c, a, kv_step,
+                            a->kv.fmt == SC_KFMT_FP8_DS_MLA ? k_attn_ws<true> : k_attn_ws<false>,
+                            1, "sparse_attn (warpgroups in roles)");
 }

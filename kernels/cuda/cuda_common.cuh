@@ -39,23 +39,32 @@ __device__ __forceinline__ void sc_dev_pdl_enter() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
-/* kernel<<<grid, block, smem, stream>>>(args...), with PDL allowed when pdl. The launch's
- * error is also the thread's last error, as a <<<>>> launch's, which is what
- * SC_CUDA_CHECK_LAUNCH reads. */
+/* kernel<<<grid, block, smem, stream>>>(args...), with PDL allowed when pdl, in clusters
+ * of `cluster` blocks along x when more than 1. The launch's error is also the thread's
+ * last error, as a <<<>>> launch's, which is what SC_CUDA_CHECK_LAUNCH reads. */
 template <typename... KernelArgs, typename... Args>
-static inline cudaError_t sc_kcuda_launch_on(cudaStream_t stream, bool pdl,
+static inline cudaError_t sc_kcuda_launch_on(cudaStream_t stream, bool pdl, unsigned cluster,
                                              void (*kernel)(KernelArgs...), dim3 grid,
                                              dim3 block, size_t smem, Args &&...args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster;
+    attr[n].val.clusterDim.y = 1;
+    attr[n++].val.clusterDim.z = 1;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cfg.attrs = pdl ? attr : NULL;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.attrs = n ? attr : NULL;
+  cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
 }
 
@@ -63,7 +72,16 @@ static inline cudaError_t sc_kcuda_launch_on(cudaStream_t stream, bool pdl,
 template <typename... KernelArgs, typename... Args>
 static inline cudaError_t sc_kcuda_launch(const sc_kcuda *c, void (*kernel)(KernelArgs...),
                                           dim3 grid, dim3 block, size_t smem, Args &&...args) {
-  return sc_kcuda_launch_on(c->stream, c->pdl != 0, kernel, grid, block, smem,
+  return sc_kcuda_launch_on(c->stream, c->pdl != 0, 1, kernel, grid, block, smem,
+                            static_cast<Args &&>(args)...);
+}
+
+/* The same in clusters of `cluster` blocks (consecutive along x). */
+template <typename... KernelArgs, typename... Args>
+static inline cudaError_t sc_kcuda_launch_cluster(const sc_kcuda *c, unsigned cluster,
+                                                  void (*kernel)(KernelArgs...), dim3 grid,
+                                                  dim3 block, size_t smem, Args &&...args) {
+  return sc_kcuda_launch_on(c->stream, c->pdl != 0, cluster, kernel, grid, block, smem,
                             static_cast<Args &&>(args)...);
 }
 
@@ -76,7 +94,7 @@ template <typename... KernelArgs, typename... Args>
 static inline cudaError_t sc_kcuda_launch_spread(const sc_kcuda *c, void (*kernel)(KernelArgs...),
                                                  dim3 grid, dim3 block, size_t smem,
                                                  Args &&...args) {
-  return sc_kcuda_launch_on(c->stream, false, kernel, grid, block, smem,
+  return sc_kcuda_launch_on(c->stream, false, 1, kernel, grid, block, smem,
                             static_cast<Args &&>(args)...);
 }
 

@@ -540,6 +540,7 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->pdl = !env_off("SPARSECP_CUDA_PDL");
   c->attn_ws = !env_off("SPARSECP_ATTN_WS");
   c->attn_pairs = !env_off("SPARSECP_ATTN_PAIRS");
+  c->attn_cross = !env_off("SPARSECP_ATTN_CROSS");
   int rc;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,

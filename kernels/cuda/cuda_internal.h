@@ -35,6 +35,9 @@ typedef struct sc_kcuda {
                             baseline of a comparison in one run */
   int attn_pairs;        /* ... and of those, the schedule of tiles in pairs
                             (cuda_attn_pairs.cu); SPARSECP_ATTN_PAIRS=0: k_attn_ws's */
+  int attn_cross;        /* ... and over fp8_ds_mla rows of 128-head models, clusters of
+                            two blocks that dequantize for each other; SPARSECP_ATTN_CROSS=0:
+                            one block a head group */
   cudaStream_t stream;
   int own_stream;
   void *blas;            /* cublasHandle_t; math mode set at create and by set_tf32 */

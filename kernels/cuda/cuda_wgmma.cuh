@@ -1,7 +1,8 @@
 /* cuda_wgmma.cuh - Hopper's warpgroup matrix products (wgmma, sm_90a) as the kernels use
  * them: the 128-byte-swizzled shared-memory layout, its descriptors, the fences, the
- * instruction shapes, and the mbarriers and named barriers of blocks whose warpgroups take
- * roles. Shared by the sparse attention (cuda_attn.cu, cuda_attn_ws.cu) and the indexer's
+ * instruction shapes, the mbarriers and named barriers of blocks whose warpgroups take
+ * roles, and the shared-memory operations of clusters of blocks. Shared by the sparse
+ * attention (cuda_attn.cu, cuda_attn_ws.cuh and its two kernels) and the indexer's
  * scoring of tokens of 64 head rows (cuda_indexer_tile.cuh); not a public header.
  *
  * A warpgroup is 4 consecutive warps (128 threads) that issue each wgmma together. The
@@ -197,6 +198,66 @@ __device__ inline void mbar_wait(uint64_t *bar, unsigned parity) {
                "r"(parity)
                : "memory");
 }
+/* One arrival that also expects `bytes` more of asynchronous writes (st.async, TMA) in the
+ * current phase: the phase completes when its arrivals have come and those bytes landed
+ * (the bytes may land before the expectation is posted: the count goes negative). */
+__device__ inline void mbar_arrive_expect_tx(uint64_t *bar, unsigned bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(
+                   smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+/* ---- clusters of blocks (distributed shared memory) ----
+ *
+ * A block's shared-memory address (smem_u32) names its own; mapa turns it into the same
+ * place in block `rank` of the cluster, which st.async writes and mbarrier arrivals of
+ * cluster scope take. */
+__device__ inline unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ inline uint32_t cluster_addr(const void *p, unsigned rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
+  return r;
+}
+/* 16 bytes into another block's shared memory at cluster address dst, counted (16 bytes
+ * of transaction) on the mbarrier at cluster address bar in that block. */
+__device__ inline void st_async16(uint32_t dst, uint4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(dst),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
+               : "memory");
+}
+/* An arrival on the mbarrier at cluster address bar (another block's), releasing at
+ * cluster scope what this thread did before. */
+__device__ inline void mbar_arrive_remote(uint32_t bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar)
+               : "memory");
+}
+/* mbar_wait acquiring at cluster scope: for a barrier that the other block's threads
+ * arrive at (what they did before arriving is visible after). */
+__device__ inline void mbar_wait_cluster(uint64_t *bar, unsigned parity) {
+  asm volatile("{\n.reg .pred done;\nWAIT:\n"
+               "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+               "r"(parity)
+               : "memory");
+}
+/* cluster_sync: every thread of every block of the cluster waits for all; what each did
+ * before (mbarrier inits after fence_mbar_init included) is visible to all after. A
+ * cluster kernel passes it after setting up its barriers, before any block touches
+ * another's, and once more before exiting, so that no block exits while another may
+ * still write into its shared memory or arrive at its barriers. */
+__device__ inline void fence_mbar_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ inline void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+
 /* Named barrier `id` (1-15; 0 is __syncthreads') of n threads: arrive and go on, or
  * arrive and wait for all n. */
 __device__ inline void named_arrive(int id, int n) {
