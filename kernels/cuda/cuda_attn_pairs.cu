@@ -1,7 +1,7 @@
 /* cuda_attn_pairs.cu - sparse MLA attention over bf16 and fp8_ds_mla KV rows, tiles in
  * pairs (sm_90a): the block of cuda_attn_ws.cu (3 warpgroups, one token and 64 heads,
- * 64-row tiles in two slots filled by ws_produce; shape and numerics in
- * cuda_attn_ws.cuh) with the two consumers' work made symmetric. sc_kcuda_attn_ws
+ * 64-row tiles in two slots; shape and numerics in cuda_attn_ws.cuh) with the two
+ * consumers' work made symmetric and the slots handed over by halves. sc_kcuda_attn_ws
  * launches it unless SPARSECP_ATTN_PAIRS=0.
  *
  * Why: in k_attn_ws one consumer computes every tile's S (36 of the tile's 52 wgmma
@@ -13,15 +13,32 @@
  * of O's columns, adding P V of both tiles:
  *   WG0: S0 = Q K0^T; m0 = the running max after S0 -> WG1; P0 = 2^(S0 - m0);
  *        O_L = O_L * 2^(m - m0) + P0 V0_L;  [m1 from WG1]  P0 and O_L rescaled to m1;
- *        P0 -> slot 0; O_L += P1 V1_L (P1 from slot 1, in flight under WG0's next S)
+ *        P0 -> slot 0; O_L += P1 V1_L (in flight under WG0's next S0)
  *   WG1: S1 = Q K1^T;  [m0 from WG0]  m1 = the running max after S1 -> WG0;
- *        P1 = 2^(S1 - m1) -> slot 1; O_R = O_R * 2^(m - m1) + P1 V1_R;  [P0]  O_R += P0 V0_R
+ *        P1 = 2^(S1 - m1) -> p1; O_R = O_R * 2^(m - m1) + P1 V1_R;  [P0]  O_R += P0 V0_R
  * The two maxima pass through shared memory at two named barriers, and each P at one
- * more: it goes into its own slot's rope block (K's columns 512-575), which nothing
- * reads once the slot's S is done, so the slots, Q and a few hundred bytes are all the
- * shared memory (FlashMLA keeps one of its two P there). A slot is released (empty, 256
- * arrivals) once both consumers are done with it: WG0 with S0 and P0 V0_L, WG1 with
- * P0 V0_R, and the reverse for slot 1.
+ * more: P0 into slot 0's rope block (K's columns 512-575, which nothing reads once S0 is
+ * done), P1 into p1.
+ *
+ * Halves. A slot is two halves, L (column blocks 0-3: K's and V's columns 0-255) and R
+ * (blocks 4-8), each with its own full and empty barrier, so that a half is refilled as
+ * soon as its last reader is done rather than when the whole tile is:
+ *   slot 0 L: S0 and P0 V0_L, both WG0's: released by WG0 after its own P V;
+ *   slot 0 R: S0 (WG0) and P0 V0_R with P0 in it (WG1, after P0 was written): by WG1;
+ *   slot 1 R: S1 and P1 V1_R, both WG1's: by WG1;
+ *   slot 1 L: S1 (WG1) and P1 V1_L (WG0, after P1 was written): by WG0.
+ * The producer fills a pair's halves in the order 0L, 1R, 0R, 1L (ws_pair_produce), and
+ * WG0 scores its tile L then R, WG1 R then L, each starting on the half that comes first.
+ * p1 is free again when WG0 releases slot 1 L (WG1 waits for that barrier before writing
+ * the next P1).
+ *
+ * Clusters (fp8_ds_mla rows, a token's two 64-head groups: 128 heads): dequantizing is
+ * what bounds an fp8 tile, so the two blocks of a cluster each dequantize half of every
+ * tile's rows, once for both, writing each 16 bytes into their own slot and by st.async
+ * into the other's (FlashMLA's "crossover"). A half's full barrier then also expects the
+ * other block's bytes, its empty barrier also counts the other block's consumers, and
+ * the blocks sync as a cluster after setting up their barriers and before either exits.
+ *
  * Each consumer's l sums its own tiles' P (in the order of the tiles) and the two meet
  * at the end: l = l_WG0 + l_WG1, in that order. A pair without a valid row is skipped by
  * both (they read the same selection entries), and either tile of a pair with none
@@ -34,18 +51,149 @@
 #define PR_BAR_M0 2 /* WG0 wrote m0 */
 #define PR_BAR_M1 3 /* WG1 wrote m1 */
 #define PR_BAR_P0 4 /* WG0 wrote P0 into slot 0 */
-#define PR_BAR_P1 5 /* WG1 wrote P1 into slot 1 */
+#define PR_BAR_P1 5 /* WG1 wrote P1 into p1 */
 #define PR_BAR_L 6  /* both wrote their share of l */
 
-#define PR_P_OFF (8 * WS_CB) /* a slot's P: its rope block, free once its S is done */
+#define PR_P_OFF (8 * WS_CB) /* P0: slot 0's rope block, free once S0 is done */
+#define PR_L 0               /* a slot's halves: column blocks 0-3 */
+#define PR_R 1               /* and 4-8 */
+/* Bytes the other block of a cluster writes into half h of a slot: its 32 rows, bf16. */
+#define PR_CROSS_TX(h) ((WS_BN / 2) * ((h) ? 5 : 4) * 128)
 
 struct pair_smem {
   alignas(1024) uint16_t q[WS_BM * WS_D];
   alignas(1024) ws_slot kv[2];
+  alignas(1024) uint16_t p1[WS_BM * WS_BN]; /* P1, K-major swizzled: A of WG0's P1 V1_L */
   float m0[WS_BM], m1[WS_BM]; /* per head row: the max after tile 2i, after 2i + 1 */
   float l[2][WS_BM];          /* each consumer's l at the end */
-  uint64_t full[2], empty[2];
+  uint64_t full[2][2], empty[2][2]; /* [slot][half] */
 };
+
+/* ---- the producer ---- */
+
+/* Half H of one row of a slot: its 16-byte parts p0 + 4 m (column block m / 2) for m in
+ * 0-7 (L) or 8-17 (R). bf16 rows by cp.async; fp8_ds_mla rows dequantized through
+ * registers (the half's 8 parts of e4m3 values, loaded before any is converted, times
+ * their 128-value tile's scale), the rope (m 16, 17) copied through them too, and in a
+ * cluster (CROSS) each 16 bytes also written by st.async into the other block's slot
+ * (counted on its full barrier peer_full). A row not read is zeros. */
+template <bool FP8, bool CROSS, int H>
+__device__ inline void pair_fill_half(char *slot, uint32_t peer_slot, uint32_t peer_full,
+                                      const char *src, bool ok, int row, int p0) {
+  constexpr int M0 = H ? 8 : 0, M1 = H ? 18 : 8;
+  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
+  if (!FP8) {
+#pragma unroll 2
+    for (int m = M0; m < M1; m++) {
+      const int part = p0 + 4 * m;
+      cp_async16(slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4),
+                 src + (ok ? part * 16 : 0), ok);
+    }
+    return;
+  }
+  uint2 v[8];
+  float2 sc = make_float2(0.f, 0.f);
+  uint4 rope[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  if (ok) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = *(const uint2 *)(src + 8 * (p0 + 4 * (M0 + k)));
+    sc = *(const float2 *)(src + SC_FP8_SCALE_OFF + 8 * H); /* the half's two tiles */
+    if (H)
+#pragma unroll
+      for (int k = 0; k < 2; k++)
+        rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
+  }
+#pragma unroll
+  for (int m = M0; m < M1; m++) {
+    const int part = p0 + 4 * m;
+    const uint4 w = m >= 16 ? rope[m - 16]
+                    : ok    ? e4m3x8_to_bf16x8(v[m - M0], ((m - M0) >> 2) ? sc.y : sc.x)
+                            : make_uint4(0, 0, 0, 0);
+    const uint32_t off = (uint32_t)((m >> 1) * WS_CB) + rb + (((part & 7) ^ (row & 7)) << 4);
+    *(uint4 *)(slot + off) = w;
+    if (CROSS) st_async16(peer_slot + off, w, peer_full);
+  }
+}
+
+/* Fills half H of slot s with the rows `rows` of this thread (ROWS of them: rows r0 and
+ * r0 + 32 of the tile, or in a cluster r0 + 32 rank alone) once the half's readers of
+ * the pair before released it, and announces it: 128 arrivals as the copies land (bf16)
+ * or after the stores and the fence for wgmma's async proxy (fp8); in a cluster one more
+ * that posts the other block's bytes. */
+template <bool FP8, bool CROSS, int H, int ROWS>
+__device__ inline void pair_produce_half(pair_smem &sm, const sc_attn_args &a, int s, int pair,
+                                         const int32_t (&rows)[ROWS], int r0, int p0,
+                                         unsigned peer, int64_t kv_step, int *flag) {
+  if (pair > 0) {
+    if (CROSS)
+      mbar_wait_cluster(&sm.empty[s][H], (pair - 1) & 1);
+    else
+      mbar_wait(&sm.empty[s][H], (pair - 1) & 1);
+  }
+  if (CROSS && (threadIdx.x & 127) == 0) mbar_arrive_expect_tx(&sm.full[s][H], PR_CROSS_TX(H));
+  char *slot = (char *)sm.kv[s];
+  const uint32_t peer_slot = CROSS ? cluster_addr(slot, peer) : 0;
+  const uint32_t peer_full = CROSS ? cluster_addr(&sm.full[s][H], peer) : 0;
+#pragma unroll
+  for (int k = 0; k < ROWS; k++) {
+    const int32_t r = rows[k];
+    const bool ok = ws_row_ok(a, r);
+    if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
+    const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
+    pair_fill_half<FP8, CROSS, H>(slot, peer_slot, peer_full, src, ok, r0 + 32 * k, p0);
+  }
+  if (FP8) {
+    fence_async_smem();
+    mbar_arrive(&sm.full[s][H]);
+  } else {
+    mbar_arrive_cp_async(&sm.full[s][H]);
+  }
+}
+
+/* The producer warpgroup: each pair's halves in the order 0L, 1R, 0R, 1L (see the top);
+ * thread (warp w, lane l) fills rows w * 8 + l % 8 (+ 32) of a tile, 16-byte parts
+ * l / 8 + 4 m, as ws_produce does; row indices are read a pair ahead. */
+template <bool FP8, bool CROSS>
+__device__ inline void pair_produce(pair_smem &sm, const sc_attn_args &a, const int32_t *sel,
+                                    int n_tiles, int64_t kv_step, int *flag) {
+  static_assert(FP8 || !CROSS, "a cluster shares dequantized rows only");
+  constexpr int ROWS = CROSS ? 1 : 2;
+  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
+  const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
+  const int r0 = warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0);
+  const int n_pairs = (n_tiles + 1) >> 1;
+  int32_t nxt[2][ROWS]; /* this thread's rows of the next pair's two tiles */
+#pragma unroll
+  for (int t = 0; t < 2; t++)
+#pragma unroll
+    for (int k = 0; k < ROWS; k++) {
+      const int j = t * WS_BN + r0 + 32 * k;
+      nxt[t][k] = t < n_tiles && j < a.topk ? sel[j] : -1;
+    }
+  for (int i = 0; i < n_pairs; i++) {
+    int32_t c0[ROWS], c1[ROWS];
+#pragma unroll
+    for (int k = 0; k < ROWS; k++) {
+      c0[k] = nxt[0][k];
+      c1[k] = nxt[1][k];
+    }
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+      for (int k = 0; k < ROWS; k++) {
+        const int tile = 2 * i + 2 + t, j = tile * WS_BN + r0 + 32 * k;
+        nxt[t][k] = tile < n_tiles && j < a.topk ? sel[j] : -1;
+      }
+    const bool has1 = 2 * i + 1 < n_tiles;
+    pair_produce_half<FP8, CROSS, PR_L>(sm, a, 0, i, c0, r0, p0, peer, kv_step, flag);
+    if (has1) pair_produce_half<FP8, CROSS, PR_R>(sm, a, 1, i, c1, r0, p0, peer, kv_step, flag);
+    pair_produce_half<FP8, CROSS, PR_R>(sm, a, 0, i, c0, r0, p0, peer, kv_step, flag);
+    if (has1) pair_produce_half<FP8, CROSS, PR_L>(sm, a, 1, i, c1, r0, p0, peer, kv_step, flag);
+  }
+  cp_async_wait_all(); /* (no copy outlives its thread) */
+}
+
+/* ---- the consumers ---- */
 
 /* P fragments rescaled by be0 (row g) and be1 (row g + 8): only after the max moved by
  * more than 2^8 in the other tile of the pair (rare); bf16 rounded again. */
@@ -90,18 +238,29 @@ __device__ inline void pair_finish(pair_smem &sm, const sc_attn_args &a, const f
   ws_store_o(a, o, inv[0], inv[1], t, h0, wg * WS_HALF, wr, g, tq);
 }
 
-/* Releases slot s to the producer, and in a cluster (CROSS) to the other block's too,
- * which writes half of every tile into this block's slots. */
+/* Waits until half h of slot s holds pair `ph`'s rows (the copies were generic-proxy
+ * writes, or the other block's st.async; wgmma reads through the async proxy). */
+__device__ inline void pair_wait_full(pair_smem &sm, int s, int h, unsigned ph) {
+  mbar_wait(&sm.full[s][h], ph);
+  fence_async_smem();
+}
+
+/* Releases half h of slot s to the producer, and in a cluster (CROSS) to the other
+ * block's too, which writes half of every tile's rows into this block's slots. */
 template <bool CROSS>
-__device__ inline void pair_release(pair_smem &sm, int s, uint32_t peer_empty) {
-  mbar_arrive(&sm.empty[s]);
-  if (CROSS) mbar_arrive_remote(peer_empty + 8 * (uint32_t)s);
+__device__ inline void pair_release(pair_smem &sm, int s, int h, uint32_t peer_empty) {
+  mbar_arrive(&sm.empty[s][h]);
+  if (CROSS) mbar_arrive_remote(peer_empty + 8 * (uint32_t)(2 * s + h));
 }
 
 /* A consumer: wg 0 takes tile 2i of each pair and O[:, 0:256], wg 1 tile 2i + 1 and
  * O[:, 256:512] (see the top). One program for both, the roles' differences in small
  * warpgroup-uniform branches: with a copy of the loop for each, ptxas spilled 144 bytes
- * at 216 registers where either copy alone spilled 16.
+ * at 216 registers where either copy alone spilled 16. Waits on wgmma groups stand
+ * without a condition wherever the compiler cannot see which products are in flight: a
+ * wait it has to insert itself on a path it thinks divergent serializes every wgmma of
+ * the kernel (ptxas C7518, C7520; committing empty groups did the same), and the
+ * releases that follow them go by which groups were committed.
  * Barrier turns: WG0 passes P1(i) before it arrives at M0(i + 1), and WG1 arrives at
  * P1(i) after it passed M0(i), so no barrier sees two arrivals of one side before the
  * other side's wait; likewise M1 and P0 through M0. */
@@ -117,14 +276,24 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
   const uint32_t q_base = smem_u32(sm.q);
   const uint32_t mine = smem_u32(sm.kv[wg]), other = smem_u32(sm.kv[wg ^ 1]);
   /* V is N-major: LBO = the next 64 columns (a column block), SBO = the next 8 rows; a
-   * consumer's columns are blocks 4 wg .. 4 wg + 3 */
+   * consumer's columns are blocks 4 wg .. 4 wg + 3, the half it releases of its own slot
+   * after its P V (WG0: slot 0 L; WG1: slot 1 R) */
   const uint32_t cols = (uint32_t)(wg * 4 * WS_CB);
+  /* the other tile's P: WG0 reads P1 from p1, WG1 P0 from slot 0's rope block */
+  const uint32_t p_other = wg ? smem_u32(sm.kv[0]) + PR_P_OFF : smem_u32(sm.p1);
+  char *const p_mine = wg ? (char *)sm.p1 : (char *)sm.kv[0] + PR_P_OFF;
+  const int h_mine = wg ? PR_R : PR_L; /* the half of my slot I release after my P V */
+  /* my tile's S half by half as they land: WG0 L first (k16 steps 0-15, then R's
+   * 16-35), WG1 R first (steps 16-31, then 32-35 and L's 0-15: the same 16 steps before
+   * the second half's wait); both halves are waited for even without a valid row, since
+   * their zero-fills must land before the halves are released */
+  const int h_first = h_mine, rot = wg ? 16 : 0;
+  /* CROSS: the other block's empty barriers (its producer writes into these slots too) */
+  const uint32_t peer_empty = CROSS ? cluster_addr(sm.empty, cluster_rank() ^ 1) : 0;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
   const int32_t *sel = a.sel + t * a.ld_sel;
   int2 nx0 = ws_sel_pair(a, sel, 0, lane), nx1 = ws_sel_pair(a, sel, 1, lane);
-  bool owe1 = false; /* WG0: slot 1 of the last pair not released, its P1 V1_L in flight */
-  /* CROSS: the other block's empty barriers (its producer writes into these slots too) */
-  const uint32_t peer_empty = CROSS ? cluster_addr(sm.empty, cluster_rank() ^ 1) : 0;
+  bool owe1 = false; /* WG0: slot 1 L of the last pair not released, its P1 V1_L in flight */
   const int n_pairs = (n_tiles + 1) >> 1;
   for (int i = 0; i < n_pairs; i++) {
     const unsigned ph = i & 1;
@@ -133,26 +302,42 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
     nx0 = ws_sel_pair(a, sel, 2 * i + 2, lane);
     nx1 = ws_sel_pair(a, sel, 2 * i + 3, lane);
     const uint64_t vm = wg ? v1 : v0, vo = wg ? v0 : v1; /* my tile's valid rows, the other's */
-    /* (also before releasing a tile without rows: its zero-fills must land first) */
-    if (wg == 0 || has1) {
-      mbar_wait(&sm.full[wg], ph);
-      fence_async_smem(); /* the copies were generic-proxy writes; wgmma reads async */
-    }
     float s[32];
-    if (vm) ws_scores(s, q_base, mine); /* (WG0: beside the last pair's P1 V1_L) */
-    /* Waits without a condition, here and below, wherever the compiler cannot see which
-     * products are in flight: a wait it has to insert itself on a path it thinks
-     * divergent serializes every wgmma of the kernel (ptxas C7518). */
+    if (wg == 0 || has1) pair_wait_full(sm, wg, h_first, ph);
+    if (vm) {
+      ws_scores_rotated<0, 16>(s, q_base, mine, rot);
+      wg_commit();
+    }
+    wg_wait1(); /* WG0, S0's first steps committed: the last pair's P1 V1_L is done (no pin
+                 * of O here: the compiler cannot tell which group is left) */
+    if (owe1 && vm) {
+      pair_release<CROSS>(sm, 1, PR_L, peer_empty);
+      owe1 = false;
+    }
+    if (wg == 0 || has1) pair_wait_full(sm, wg, h_first ^ 1, ph);
+    if (vm) {
+      ws_scores_rotated<16, WS_KSTEPS>(s, q_base, mine, rot);
+      wg_commit();
+    }
     wg_wait0();
     wg_pin(o);
     wg_pin(s);
-    if (owe1) {
-      pair_release<CROSS>(sm, 1, peer_empty);
+    if (owe1) { /* (no S0 this pair: the wait above was the one) */
+      pair_release<CROSS>(sm, 1, PR_L, peer_empty);
       owe1 = false;
     }
-    if ((v0 | v1) == 0) {
-      pair_release<CROSS>(sm, 0, peer_empty);
-      if (has1) pair_release<CROSS>(sm, 1, peer_empty);
+    if ((v0 | v1) == 0) { /* nothing to add: both halves of both slots released */
+      if (wg == 0) {
+        pair_release<CROSS>(sm, 0, PR_L, peer_empty);
+        if (has1) {
+          pair_wait_full(sm, 1, PR_L, ph);
+          pair_release<CROSS>(sm, 1, PR_L, peer_empty);
+        }
+      } else {
+        if (has1) pair_release<CROSS>(sm, 1, PR_R, peer_empty);
+        pair_wait_full(sm, 0, PR_R, ph);
+        pair_release<CROSS>(sm, 0, PR_R, peer_empty);
+      }
       continue;
     }
     const float2 mx = vm ? ws_mask_max(s, vm, sl2, tq) : make_float2(-INFINITY, -INFINITY);
@@ -179,9 +364,10 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
     l_run[0] = l_run[0] * al0 + sum.x;
     l_run[1] = l_run[1] * al1 + sum.y;
     ws_rescale(o, al0, al1);
-    if (wg) { /* P1 is final (m1 is the pair's max): to WG0 before its registers are read */
+    if (wg) { /* P1 is final (m1 is the pair's max): to WG0, once it read the last one */
       if (vm) {
-        ws_store_p((char *)sm.kv[1] + PR_P_OFF, pa, wr, g, tq);
+        if (i > 0) mbar_wait(&sm.empty[1][PR_L], (i - 1) & 1);
+        ws_store_p(p_mine, pa, wr, g, tq);
         fence_async_smem(); /* WG0's wgmma reads P1 through the async proxy */
       }
       named_arrive(PR_BAR_P1, 256);
@@ -194,10 +380,11 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
         wgmma_m64n256_rs(o, pa[ks], wg_desc(mine + cols + 2 * ks * 1024, WS_CB, 1024));
       wg_commit();
     }
-    if (wg == 0) { /* P0 and O_L to the pair's max m1, P0 to WG1; slot 0 done */
+    if (wg == 0) { /* P0 and O_L to the pair's max m1, P0 to WG1 */
       wg_wait0();
       wg_pin(o);
       if (vm) wg_pin_a(pa);
+      pair_release<CROSS>(sm, 0, PR_L, peer_empty); /* S0 and P0 V0_L done */
       named_sync(PR_BAR_M1, 256);
       const float m1[2] = {sm.m1[ra], sm.m1[ra + 8]};
       const float be0 = ws_rescale_factor(mm[0], m1[0]), be1 = ws_rescale_factor(mm[1], m1[1]);
@@ -206,52 +393,73 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
       l_run[0] *= be0;
       l_run[1] *= be1;
       ws_rescale(o, be0, be1);
+      wg_pin(o);
       if (vm) {
         pair_scale_p(pa, be0, be1);
-        ws_store_p((char *)sm.kv[0] + PR_P_OFF, pa, wr, g, tq);
+        ws_store_p(p_mine, pa, wr, g, tq);
         fence_async_smem();
       }
       named_arrive(PR_BAR_P0, 256);
-      pair_release<CROSS>(sm, 0, peer_empty);
     }
     named_sync(wg ? PR_BAR_P0 : PR_BAR_P1, 256);
-    if (vo) { /* O += P V of the other's tile, P from its slot */
-      mbar_wait(&sm.full[wg ^ 1], ph);
-      fence_async_smem();
-      wg_pin(o);
+    /* O += P V of the other's tile, P from shared memory; its V is the half of the other
+     * slot that I release (WG0: slot 1 L; WG1: slot 0 R) */
+    const int h_other = wg ? PR_R : PR_L;
+    if (wg || has1) pair_wait_full(sm, wg ^ 1, h_other, ph);
+    if (vo) { /* (no pin here: WG1's O is in flight; WG0 pinned its rescale above) */
       wg_fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ks++)
-        wgmma_m64n256_ss(o, wg_desc(other + PR_P_OFF + 32 * ks, 16, 1024),
+        wgmma_m64n256_ss(o, wg_desc(p_other + 32 * ks, 16, 1024),
                          wg_desc(other + cols + 2 * ks * 1024, WS_CB, 1024));
       wg_commit();
     }
-    if (wg) { /* both products done: both slots released */
+    if (wg) { /* my P V, then the other's: each half released when read (with both in
+               * flight, the first wait leaves the other's, the newer) */
+      wg_wait1(); /* (no pins between: O may still be in flight) */
+      if (has1 && vo) pair_release<CROSS>(sm, 1, h_mine, peer_empty);
       wg_wait0();
       wg_pin(o);
       if (vm) wg_pin_a(pa);
-      pair_release<CROSS>(sm, 0, peer_empty);
-      if (has1) pair_release<CROSS>(sm, 1, peer_empty);
+      if (has1 && !vo) pair_release<CROSS>(sm, 1, h_mine, peer_empty);
+      pair_release<CROSS>(sm, 0, h_other, peer_empty);
     } else if (vo) {
       owe1 = true; /* WG0 waits for P1 V1_L beside the next pair's S0 */
     } else if (has1) {
-      pair_release<CROSS>(sm, 1, peer_empty);
+      pair_release<CROSS>(sm, 1, h_other, peer_empty);
     }
   }
   wg_wait0();
   wg_pin(o);
-  if (owe1) pair_release<CROSS>(sm, 1, peer_empty);
+  if (owe1) pair_release<CROSS>(sm, 1, PR_L, peer_empty);
   pair_finish(sm, a, o, l_run, m_run, wg, t, h0);
+}
+
+/* Thread 0 sets up the halves' barriers: full 128 arrivals (the producer's threads; in a
+ * cluster one more, which posts the other block's bytes), empty 128 (the consumer that
+ * releases the half; in a cluster 256, the other block's too). Then the block syncs, or
+ * the cluster (the other block arrives at these). */
+template <bool CROSS>
+__device__ inline void pair_init(pair_smem &sm) {
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < 2; s++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        mbar_init(&sm.full[s][h], CROSS ? 129 : 128);
+        mbar_init(&sm.empty[s][h], CROSS ? 256 : 128);
+      }
+    if (CROSS) fence_mbar_init();
+  }
+  if (CROSS)
+    cluster_sync();
+  else
+    __syncthreads();
 }
 
 /* Registers a thread of each role may hold (setmaxnreg): 216 + 216 + 72 = 504 = 3 x 168,
  * the launch's 168 a thread moved between roles (FlashMLA's split): each consumer holds
- * its half of O (128), S (32) and P (16). CROSS (fp8_ds_mla rows, a token's two head
- * groups in a cluster of two blocks): each producer dequantizes half of every tile for
- * both (ws_fp8_row_cross), FlashMLA's "crossover", since dequantizing is what bounds an
- * fp8 tile; the blocks sync as a cluster after their barriers are set up and before
- * either exits (the other may still write into its slots or arrive at its barriers).
- * Spills (ptxas -v, 2026-12-05): see sc_kcuda_attn_pairs. */
+ * its half of O (128), S (32) and P (16). Spills: see sc_kcuda_attn_pairs. */
 template <bool FP8, bool CROSS>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     k_attn_pairs(sc_attn_args a, int64_t kv_step, int *flag) {
@@ -260,10 +468,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   pair_smem &sm = *(pair_smem *)(smem_raw + ws_smem_pad(smem_raw));
   const ws_block b = ws_block_of(a);
   const int wg = threadIdx.x >> 7;
-  ws_init_slots<FP8, CROSS>(sm.full, sm.empty);
+  pair_init<CROSS>(sm);
   if (wg == 2) {
     ws_setmaxnreg_dec<72>();
-    ws_produce<FP8, CROSS>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
+    pair_produce<FP8, CROSS>(sm, a, b.sel, b.n_tiles, kv_step, flag);
   } else {
     ws_setmaxnreg_inc<216>();
     ws_load_q(sm.q, a, b.t, b.h0, PR_BAR_Q);
@@ -273,11 +481,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 }
 
 /* fp8_ds_mla rows of a model whose tokens have an even number of 64-head groups (128
- * heads: DeepSeek-V3.2's) take the cluster (c->attn_cross, SPARSECP_ATTN_CROSS=0 turns it
- * off: the baseline of a comparison); the pairs of blocks are a token's groups 2j, 2j + 1,
- * whose selected rows are the same. Spills (ptxas -v, 2026-12-05): none over bf16 rows,
- * 20 bytes over fp8 rows, 36 in clusters, where neither role alone spills at these
- * register counts (208 / 88 and 224 / 56 spilled more). */
+ * heads: DeepSeek-V3.2's) take the cluster (c->attn_cross; SPARSECP_ATTN_CROSS=0 turns it
+ * off: the baseline of a comparison); a cluster's blocks are a token's groups 2j, 2j + 1,
+ * whose selected rows are the same. */
 int sc_kcuda_attn_pairs(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
   const int groups = (a->n_heads + WS_BM - 1) / WS_BM;

@@ -185,10 +185,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   ws_smem &sm = *(ws_smem *)(smem_raw + ws_smem_pad(smem_raw));
   const ws_block b = ws_block_of(a);
   const int wg = threadIdx.x >> 7;
-  ws_init_slots<FP8, false>(sm.full, sm.empty);
+  ws_init_slots<FP8>(sm.full, sm.empty);
   if (wg == 2) {
     ws_setmaxnreg_dec<88>();
-    ws_produce<FP8, false>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
+    ws_produce<FP8>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
   } else if (wg == 0) {
     ws_setmaxnreg_inc<240>();
     ws_load_q(sm.q, a, b.t, b.h0, WS_BAR_Q);

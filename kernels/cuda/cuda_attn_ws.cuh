@@ -86,92 +86,42 @@ __device__ inline void ws_fp8_row(char *slot, const char *src, bool ok, int row,
   }
 }
 
-/* ws_fp8_row for a cluster of two blocks (the two head groups of a token, "crossover"
- * after FlashMLA's fp8 decode kernel): each block's producer dequantizes half of a
- * tile's rows, once for both, and writes each 16 bytes into its own slot and, by
- * st.async, to the same place in the other block's (counted on that block's full barrier
- * at peer_full). The rope goes through registers too. */
-__device__ inline void ws_fp8_row_cross(char *slot, uint32_t peer_slot, uint32_t peer_full,
-                                        const char *src, bool ok, int row, int p0) {
-  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
-  uint2 v[16];
-  float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
-  uint4 rope[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-  if (ok) {
-#pragma unroll
-    for (int m = 0; m < 16; m++) v[m] = *(const uint2 *)(src + 8 * (p0 + 4 * m));
-    sc = *(const float4 *)(src + SC_FP8_SCALE_OFF);
-#pragma unroll
-    for (int k = 0; k < 2; k++) rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
-  }
-#pragma unroll
-  for (int m = 0; m < 18; m++) {
-    const int part = p0 + 4 * m; /* column block m / 2, chunk p0 + 4 (m % 2) */
-    const float scale = (m >> 2) == 0 ? sc.x : (m >> 2) == 1 ? sc.y : (m >> 2) == 2 ? sc.z : sc.w;
-    const uint4 w = m >= 16 ? rope[m - 16] : ok ? e4m3x8_to_bf16x8(v[m], scale) : make_uint4(0, 0, 0, 0);
-    const uint32_t off = (uint32_t)((m >> 1) * WS_CB) + rb + (((part & 7) ^ (row & 7)) << 4);
-    *(uint4 *)(slot + off) = w;
-    st_async16(peer_slot + off, w, peer_full);
-  }
-}
-
-/* Bytes of a tile the other block of a cluster writes into this one's slot: its half of
- * the rows, bf16. */
-#define WS_CROSS_TX (WS_BN / 2 * WS_D * 2)
-
 /* The producer: tile j into slot j % 2 once both consumers released the tile two before
- * (empty[s], 256 arrivals; 512 in a cluster, the other block's consumers too), announced
- * on full[s] (128 arrivals as the copies land; fp8: 256, once more after the stores; in
- * a cluster 129, one of which posts the other block's bytes). Thread (warp w, lane l)
- * fills rows w * 8 + l % 8 and 32 more of every tile (in a cluster only the first of
- * them, or only the second in the block of rank 1), 16-byte parts l / 8 + 4 m (m < 18)
- * of the bf16 tile: per warp step the 8 lanes of a part write 8 rows of one swizzle
- * atom (conflict-free), and a row's 4 lanes read 64 contiguous bytes (bf16) or 32 (fp8).
- * bf16 rows go by cp.async; fp8_ds_mla rows are dequantized through registers
- * (ws_fp8_row, ws_fp8_row_cross), stored, fenced for the async proxy that wgmma reads
- * through, and announced by an arrive of their own. Row indices are read a tile ahead (a
- * global load on the way to the copies would put its latency on every tile). */
-template <bool FP8, bool CROSS>
+ * (empty[s], 256 arrivals), announced on full[s] (128 arrivals as the copies land; fp8:
+ * 256, once more after the stores). Thread (warp w, lane l) fills rows w * 8 + l % 8 and
+ * 32 more of every tile, 16-byte parts l / 8 + 4 m (m < 18) of the bf16 tile: per warp
+ * step the 8 lanes of a part write 8 rows of one swizzle atom (conflict-free), and a
+ * row's 4 lanes read 64 contiguous bytes (bf16) or 32 (fp8). bf16 rows go by cp.async;
+ * fp8_ds_mla rows are dequantized through registers (ws_fp8_row), stored, fenced for the
+ * async proxy that wgmma reads through, and announced by an arrive of their own. Row
+ * indices are read a tile ahead (a global load on the way to the copies would put its
+ * latency on every tile). */
+template <bool FP8>
 __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
                                   const sc_attn_args &a, const int32_t *sel, int n_tiles,
                                   int64_t kv_step, int *flag) {
-  static_assert(FP8 || !CROSS, "a cluster shares dequantized rows only");
-  constexpr int ROWS = CROSS ? 1 : 2; /* rows of a tile this thread fills */
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
-  const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
-  const int r0 = warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0), p0 = lane >> 3;
-  int32_t nxt[ROWS];
+  const int r0 = warp * 8 + (lane & 7), p0 = lane >> 3;
+  int32_t nxt[2];
 #pragma unroll
-  for (int k = 0; k < ROWS; k++) nxt[k] = r0 + 32 * k < a.topk ? sel[r0 + 32 * k] : -1;
+  for (int k = 0; k < 2; k++) nxt[k] = r0 + 32 * k < a.topk ? sel[r0 + 32 * k] : -1;
   for (int tile = 0; tile < n_tiles; tile++) {
     const int s = tile & 1;
-    if (tile >= 2) { /* tile - 2 released */
-      if (CROSS)
-        mbar_wait_cluster(&empty[s], ((tile >> 1) - 1) & 1);
-      else
-        mbar_wait(&empty[s], ((tile >> 1) - 1) & 1);
-    }
-    if (CROSS && tid == 0) mbar_arrive_expect_tx(&full[s], WS_CROSS_TX);
-    int32_t cur[ROWS];
+    if (tile >= 2) mbar_wait(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
+    int32_t cur[2] = {nxt[0], nxt[1]};
 #pragma unroll
-    for (int k = 0; k < ROWS; k++) {
-      cur[k] = nxt[k];
+    for (int k = 0; k < 2; k++) {
       const int j = (tile + 1) * WS_BN + r0 + 32 * k;
       nxt[k] = tile + 1 < n_tiles && j < a.topk ? sel[j] : -1;
     }
     char *slot = (char *)kv[s];
 #pragma unroll
-    for (int k = 0; k < ROWS; k++) {
+    for (int k = 0; k < 2; k++) {
       const int row = r0 + 32 * k;
       const int32_t r = cur[k];
       const bool ok = ws_row_ok(a, r);
       if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
       const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
-      if (CROSS) {
-        ws_fp8_row_cross(slot, cluster_addr(slot, peer), cluster_addr(&full[s], peer), src, ok,
-                         row, p0);
-        continue;
-      }
       if (FP8) {
         ws_fp8_row(slot, src, ok, row, p0);
         continue;
@@ -184,7 +134,7 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
                    src + (ok ? part * 16 : 0), ok);
       }
     }
-    if (!CROSS) mbar_arrive_cp_async(&full[s]); /* when the copies land */
+    mbar_arrive_cp_async(&full[s]); /* when the copies land */
     if (FP8) { /* the dequantized parts: stored, fenced, announced */
       fence_async_smem();
       mbar_arrive(&full[s]);
@@ -193,16 +143,40 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
   cp_async_wait_all(); /* (no copy outlives its thread) */
 }
 
-/* Issues S = Q K^T of a tile (36 wgmma m64n64k16, Q and K from shared memory) into s and
- * commits them as one group; the caller waits. */
-__device__ inline void ws_scores(float (&s)[32], uint32_t q_base, uint32_t kv_base) {
+/* Issues the k16 steps K0 .. K1 - 1 of S = Q K^T of a tile (wgmma m64n64k16, Q and K
+ * from shared memory; 4 steps a 64-column block), the first overwriting s when FIRST;
+ * the caller commits and waits. */
+template <int K0, int K1, bool FIRST>
+__device__ inline void ws_scores_part(float (&s)[32], uint32_t q_base, uint32_t kv_base) {
   const uint64_t dq = wg_desc(q_base, 16, 1024), dk = wg_desc(kv_base, 16, 1024);
   wg_fence();
 #pragma unroll
-  for (int kk = 0; kk < WS_KSTEPS; kk++) {
+  for (int kk = K0; kk < K1; kk++) {
     const uint32_t off = (uint32_t)((kk >> 2) * WS_CB + (kk & 3) * 32);
+    wgmma_m64n64(s, wg_desc_add(dq, off), wg_desc_add(dk, off), !(FIRST && kk == K0));
+  }
+}
+/* Steps K0 .. K1 - 1 of the 36 in an order rotated by rot (step kk is k16 step
+ * (kk + rot) mod 36), the first overwriting s: for code that both consumers of a block
+ * run, each starting on another half of the tile. Unrolled, the rotation in the
+ * descriptors only (a loop of wgmma, or the two orders in two branches, made ptxas
+ * serialize every wgmma of the kernel: C7520). */
+template <int K0, int K1>
+__device__ inline void ws_scores_rotated(float (&s)[32], uint32_t q_base, uint32_t kv_base,
+                                         int rot) {
+  const uint64_t dq = wg_desc(q_base, 16, 1024), dk = wg_desc(kv_base, 16, 1024);
+  wg_fence();
+#pragma unroll
+  for (int kk = K0; kk < K1; kk++) {
+    int kr = kk + rot;
+    kr -= kr >= WS_KSTEPS ? WS_KSTEPS : 0;
+    const uint32_t off = (uint32_t)((kr >> 2) * WS_CB + (kr & 3) * 32);
     wgmma_m64n64(s, wg_desc_add(dq, off), wg_desc_add(dk, off), kk > 0);
   }
+}
+/* All 36 steps of a tile's S, committed as one group. */
+__device__ inline void ws_scores(float (&s)[32], uint32_t q_base, uint32_t kv_base) {
+  ws_scores_part<0, WS_KSTEPS, true>(s, q_base, kv_base);
   wg_commit();
 }
 
@@ -339,22 +313,17 @@ __device__ inline uint32_t ws_smem_pad(const unsigned char *raw) {
   return (1024 - (smem_u32(raw) & 1023)) & 1023;
 }
 
-/* Thread 0 sets up the slots' barriers (counts: ws_produce), then the block syncs (the
- * cluster, CROSS: the other block arrives at them). */
-template <bool FP8, bool CROSS>
+/* Thread 0 sets up the slots' barriers (counts: ws_produce), then the block syncs. */
+template <bool FP8>
 __device__ inline void ws_init_slots(uint64_t *full, uint64_t *empty) {
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int s = 0; s < 2; s++) {
-      mbar_init(&full[s], CROSS ? 129 : FP8 ? 256 : 128);
-      mbar_init(&empty[s], CROSS ? 512 : 256);
+      mbar_init(&full[s], FP8 ? 256 : 128);
+      mbar_init(&empty[s], 256);
     }
-    if (CROSS) fence_mbar_init();
   }
-  if (CROSS)
-    cluster_sync();
-  else
-    __syncthreads();
+  __syncthreads();
 }
 
 /* Launches the kernel `kern` over a's tokens, a block per token and 64 heads, with the

@@ -1,17 +1,19 @@
-# run.sh - sparse attention with tiles in pairs (k_attn_pairs, cuda_attn_pairs.cu; branch
-# wip/attn-pair, compiled on 2026-12-05 and not yet run; over fp8_ds_mla rows at 128
-# heads in clusters of two blocks, "cross", or without them, "flat":
-# SPARSECP_ATTN_CROSS=0) beside k_attn_ws (SPARSECP_ATTN_PAIRS=0), k_attn_wg
-# (SPARSECP_ATTN_WS=0) and FlashMLA, one H200; the call
-# records its date in $OUT/gpu.txt. From the repository root on the GPU machine,
-# binaries of the branch in .devrun/pairs/ (test_gpu_kernels, gpu_bench_kernels,
-# test_gpu_graphs, sparsecp), the sgl-flash-mla wheel in .devrun/whl
-# (bench/attn_anchor.sh prepare):
+# run.sh - sparse attention with tiles in pairs (k_attn_pairs, cuda_attn_pairs.cu, branch
+# wip/attn-pair; compiled on 2026-12-05, not yet run): slots handed over by halves, and
+# over fp8_ds_mla rows at 128 heads in clusters of two blocks ("pairs", the default) or
+# one block a head group ("flat": SPARSECP_ATTN_CROSS=0); beside k_attn_ws
+# (SPARSECP_ATTN_PAIRS=0), k_attn_wg (SPARSECP_ATTN_WS=0), "pairs1" (the branch at
+# 2d7dff8: slots handed over whole; its test_gpu_kernels and gpu_bench_kernels in
+# .devrun/pairs1/) and FlashMLA, one H200; the call records its date in $OUT/gpu.txt.
+# From the repository root on the GPU machine, the branch's binaries in .devrun/pairs/
+# (test_gpu_kernels, gpu_bench_kernels, test_gpu_graphs, sparsecp), the sgl-flash-mla
+# wheel in .devrun/whl (bench/attn_anchor.sh prepare):
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/attn-pairs-h200/run.sh
 #  PART=1: test_gpu_kernels' attention cases (against the CPU reference; a token batched
-#          and alone bit for bit) with k_attn_pairs (the default: cross), flat, and k_attn_ws.
-#  PART=2: kernel.sparse_attn of "wg", "ws", "flat" and "pairs", alternating, twice (bf16
-#          and fp8_ds_mla rows).
+#          and alone bit for bit) with k_attn_pairs (the default: cross), flat, pairs1
+#          and k_attn_ws.
+#  PART=2: kernel.sparse_attn of "wg", "ws", "pairs1", "flat" and "pairs", alternating,
+#          twice (bf16 and fp8_ds_mla rows).
 #  PART=3: FlashMLA's sparse kernels on the same shapes (bench/attn_anchor.py flashmla).
 #  PART=4: compute-sanitizer memcheck, racecheck and synccheck of the attention cases
 #          (k_attn_pairs).
@@ -24,19 +26,20 @@
 #          of the prefill case: speed of light, warp states, scheduler.
 . bench/device_common.sh
 B=.devrun/pairs
-# kernel_env V: the environment that picks attention kernel V
+# kernel_env V: the environment that picks attention kernel V; bin_dir V: its binaries
 kernel_env() { case $1 in wg) echo SPARSECP_ATTN_WS=0 ;; ws) echo SPARSECP_ATTN_PAIRS=0 ;; flat) echo SPARSECP_ATTN_CROSS=0 ;; *) echo SPARSECP_ATTN_PAIRS=1 ;; esac; }
+bin_dir() { if [ "$1" = pairs1 ]; then echo .devrun/pairs1; else echo $B; fi; }
 if has 1; then
-  for v in pairs flat ws; do
-    env $(kernel_env $v) SC_GPU_CASES=attention timeout 200 $B/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
+  for v in pairs flat pairs1 ws; do
+    env $(kernel_env $v) SC_GPU_CASES=attention timeout 200 $(bin_dir $v)/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
     echo "$v test_gpu_kernels attention rc=$? $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"
     grep -E "FAIL|not ok|attn .*(heads=(64|128)|ramp)" "$OUT/test_attention_$v.log" | cut -c1-200 | head -14
   done
   lap tests
 fi
 if has 2; then
-  for i in 1 2; do for v in wg ws flat pairs; do
-    env $(kernel_env $v) SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 150 $B/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
+  for i in 1 2; do for v in wg ws pairs1 flat pairs; do
+    env $(kernel_env $v) SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 150 $(bin_dir $v)/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
     echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
   done; done
   lap kernels
