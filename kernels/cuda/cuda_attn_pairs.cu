@@ -39,6 +39,11 @@
  * other block's bytes, its empty barrier also counts the other block's consumers, and
  * the blocks sync as a cluster after setting up their barriers and before either exits.
  *
+ * The protocol (these barriers, the halves, the wgmma groups and what each role reads and
+ * writes) is modelled step for step in tests/attn_pairs_protocol.py, which runs it under
+ * random interleavings on the CPU (no deadlock, race or misread, and broken variants
+ * caught): change both together.
+ *
  * Each consumer's l sums its own tiles' P (in the order of the tiles) and the two meet
  * at the end: l = l_WG0 + l_WG1, in that order. A pair without a valid row is skipped by
  * both (they read the same selection entries), and either tile of a pair with none
@@ -364,7 +369,9 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
     l_run[0] = l_run[0] * al0 + sum.x;
     l_run[1] = l_run[1] * al1 + sum.y;
     ws_rescale(o, al0, al1);
-    if (wg) { /* P1 is final (m1 is the pair's max): to WG0, once it read the last one */
+    if (wg) { /* P1 is final (m1 is the pair's max): to WG0, once it read the last one
+               * (implied already: WG0 waited for all its groups before M0; kept as
+               * insurance, it costs a test of a completed barrier) */
       if (vm) {
         if (i > 0) mbar_wait(&sm.empty[1][PR_L], (i - 1) & 1);
         ws_store_p(p_mine, pa, wr, g, tq);
