@@ -24,6 +24,10 @@
 #          2.5 s apart), SPARSECP_ATTN_PAIRS=0 and 1 in turn, twice.
 #  PART=7: ncu of one k_attn_pairs launch of the bf16 decode case (128 x 1 query) and one
 #          of the prefill case: speed of light, warp states, scheduler.
+#  PART=8: (issue 20, beside) the default model's decode TPOT at P4 N4 over ipc under MPS
+#          with each client's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 100, 50 and 25 in turn,
+#          and one rank (NCCL), twice: whether four ranks' kernels interfere less when
+#          each may fill only part of the GPU (2.05-2.20x one rank so far; goal 2x).
 . bench/device_common.sh
 B=.devrun/pairs
 # kernel_env V: the environment that picks attention kernel V; bin_dir V: its binaries
@@ -77,5 +81,20 @@ if has 7; then
     grep -E "Duration|Throughput|Eligible|Active Warps|Warp Cycles|Stall|Registers" "$OUT/ncu-pairs-$c.txt" | head -16
   done
   lap ncu
+fi
+if has 8; then
+  requests 4 500 "$OUT/req4.jsonl"
+  p4="--device cuda --gpus 1 --pcp 4 --dcp 4 --mps on --collectives ipc --clients 1 --json --requests $OUT/req4.jsonl"
+  for i in 1 2; do
+    for pct in 100 50 25; do
+      f="$OUT/p4-ipc-pct$pct-$i"
+      CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$pct SPARSECP_LOG=info timeout 150 $B/sparsecp run $p4 > "$f.json" 2> "$f.err"
+      echo "P4 N4 ipc, active threads $pct% $i rc=$?"; show_run "$f.json"
+    done
+    f="$OUT/one-$i"
+    SPARSECP_LOG=info timeout 100 $B/sparsecp run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --clients 1 --json --requests "$OUT/req4.jsonl" > "$f.json" 2> "$f.err"
+    echo "one rank $i rc=$?"; show_run "$f.json"
+  done
+  lap mps-threads
 fi
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.jsonl *.err 2>/dev/null; rm -f *.log *.json *.jsonl *.err
