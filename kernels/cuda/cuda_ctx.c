@@ -533,10 +533,9 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->k.ops = &k_cuda_ops;
   c->k.device = "cuda";
   c->k.impl = c;
-  /* programmatic dependent launch (cuda_common.cuh) and the attention kernel of
-   * warpgroups in roles (cuda_attn_ws.cu, tiles in pairs: cuda_attn_pairs.cu) unless
-   * switched off: the baselines of
-   * comparisons in one run */
+  /* programmatic dependent launch (cuda_common.cuh) and the attention kernels of
+   * warpgroups in roles (cuda_attn_pairs.cu, its clusters over fp8 rows, and
+   * cuda_attn_ws.cu) unless switched off: the baselines of comparisons in one run */
   c->pdl = !env_off("SPARSECP_CUDA_PDL");
   c->attn_ws = !env_off("SPARSECP_ATTN_WS");
   c->attn_pairs = !env_off("SPARSECP_ATTN_PAIRS");
