@@ -33,17 +33,22 @@ B=.devrun/pairs
 # kernel_env V: the environment that picks attention kernel V; bin_dir V: its binaries
 kernel_env() { case $1 in wg) echo SPARSECP_ATTN_WS=0 ;; ws) echo SPARSECP_ATTN_PAIRS=0 ;; flat) echo SPARSECP_ATTN_CROSS=0 ;; *) echo SPARSECP_ATTN_PAIRS=1 ;; esac; }
 bin_dir() { if [ "$1" = pairs1 ]; then echo .devrun/pairs1; else echo $B; fi; }
+# (the attention cases took 2 s and a benchmark pass 7 s in session 29: a kernel that
+# hangs costs its timeout, and a variant whose tests fail is left out of the benchmark)
+touch "$OUT/failed_variants"
 if has 1; then
   for v in pairs flat pairs1 ws; do
-    env $(kernel_env $v) SC_GPU_CASES=attention timeout 200 $(bin_dir $v)/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
-    echo "$v test_gpu_kernels attention rc=$? $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"
+    env $(kernel_env $v) SC_GPU_CASES=attention timeout 60 $(bin_dir $v)/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
+    rc=$?; echo "$v test_gpu_kernels attention rc=$rc $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"
+    [ $rc = 0 ] || echo $v >> "$OUT/failed_variants"
     grep -E "FAIL|not ok|attn .*(heads=(64|128)|ramp)" "$OUT/test_attention_$v.log" | cut -c1-200 | head -14
   done
   lap tests
 fi
 if has 2; then
   for i in 1 2; do for v in wg ws pairs1 flat pairs; do
-    env $(kernel_env $v) SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 150 $(bin_dir $v)/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
+    if grep -qx $v "$OUT/failed_variants"; then echo "attn $v $i: skipped (tests failed)"; continue; fi
+    env $(kernel_env $v) SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 $(bin_dir $v)/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
     echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
   done; done
   lap kernels
@@ -54,7 +59,7 @@ if has 3; then
 fi
 if has 4; then
   for tool in memcheck racecheck synccheck; do
-    SC_GPU_CASES=attention timeout 200 compute-sanitizer --tool $tool $B/test_gpu_kernels > "$OUT/$tool-attention.log" 2>&1
+    SC_GPU_CASES=attention timeout 150 compute-sanitizer --tool $tool $B/test_gpu_kernels > "$OUT/$tool-attention.log" 2>&1
     echo "$tool attention rc=$? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/$tool-attention.log" | head -2)"
   done
   lap sanitizer
