@@ -78,7 +78,7 @@ if has 6; then
   done; done
   lap deep
 fi
-if has 7; then
+if has 7 && ! grep -qx pairs "$OUT/failed_variants"; then
   for c in decode prefill; do
     SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$c timeout 120 ncu --clock-control none -k regex:k_attn_pairs --launch-skip 2 --launch-count 1 \
       --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
