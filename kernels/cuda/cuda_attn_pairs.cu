@@ -82,17 +82,20 @@ struct pair_smem {
  * their 128-value tile's scale), the rope (m 16, 17) copied through them too, and in a
  * cluster (CROSS) each 16 bytes also written by st.async into the other block's slot
  * (counted on its full barrier peer_full). A row not read is zeros. */
-template <bool FP8, bool CROSS, int H>
+template <bool FP8, bool CROSS, bool HINTS, int H>
 __device__ inline void pair_fill_half(char *slot, uint32_t peer_slot, uint32_t peer_full,
-                                      const char *src, bool ok, int row, int p0) {
+                                      const char *src, bool ok, int row, int p0, uint64_t pol) {
   constexpr int M0 = H ? 8 : 0, M1 = H ? 18 : 8;
   const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
   if (!FP8) {
 #pragma unroll 2
     for (int m = M0; m < M1; m++) {
       const int part = p0 + 4 * m;
-      cp_async16(slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4),
-                 src + (ok ? part * 16 : 0), ok);
+      char *dst = slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4);
+      if (HINTS)
+        cp_async16_hint(dst, src + (ok ? part * 16 : 0), ok, pol);
+      else
+        cp_async16(dst, src + (ok ? part * 16 : 0), ok);
     }
     return;
   }
@@ -101,7 +104,10 @@ __device__ inline void pair_fill_half(char *slot, uint32_t peer_slot, uint32_t p
   uint4 rope[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
   if (ok) {
 #pragma unroll
-    for (int k = 0; k < 8; k++) v[k] = *(const uint2 *)(src + 8 * (p0 + 4 * (M0 + k)));
+    for (int k = 0; k < 8; k++) {
+      const char *at = src + 8 * (p0 + 4 * (M0 + k));
+      v[k] = HINTS ? ld_nc_u2_hint(at, pol) : *(const uint2 *)at;
+    }
     sc = *(const float2 *)(src + SC_FP8_SCALE_OFF + 8 * H); /* the half's two tiles */
     if (H)
 #pragma unroll
@@ -125,10 +131,11 @@ __device__ inline void pair_fill_half(char *slot, uint32_t peer_slot, uint32_t p
  * the pair before released it, and announces it: 128 arrivals as the copies land (bf16)
  * or after the stores and the fence for wgmma's async proxy (fp8); in a cluster one more
  * that posts the other block's bytes. */
-template <bool FP8, bool CROSS, int H, int ROWS>
+template <bool FP8, bool CROSS, bool HINTS, int H, int ROWS>
 __device__ inline void pair_produce_half(pair_smem &sm, const sc_attn_args &a, int s, int pair,
                                          const int32_t (&rows)[ROWS], int r0, int p0,
-                                         unsigned peer, int64_t kv_step, int *flag) {
+                                         unsigned peer, int64_t kv_step, int *flag,
+                                         uint64_t pol) {
   if (pair > 0) {
     if (CROSS)
       mbar_wait_cluster(&sm.empty[s][H], (pair - 1) & 1);
@@ -145,7 +152,8 @@ __device__ inline void pair_produce_half(pair_smem &sm, const sc_attn_args &a, i
     const bool ok = ws_row_ok(a, r);
     if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
     const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
-    pair_fill_half<FP8, CROSS, H>(slot, peer_slot, peer_full, src, ok, r0 + 32 * k, p0);
+    pair_fill_half<FP8, CROSS, HINTS, H>(slot, peer_slot, peer_full, src, ok, r0 + 32 * k, p0,
+                                         pol);
   }
   if (FP8) {
     fence_async_smem();
@@ -158,7 +166,7 @@ __device__ inline void pair_produce_half(pair_smem &sm, const sc_attn_args &a, i
 /* The producer warpgroup: each pair's halves in the order 0L, 1R, 0R, 1L (see the top);
  * thread (warp w, lane l) fills rows w * 8 + l % 8 (+ 32) of a tile, 16-byte parts
  * l / 8 + 4 m, as ws_produce does; row indices are read a pair ahead. */
-template <bool FP8, bool CROSS>
+template <bool FP8, bool CROSS, bool HINTS>
 __device__ inline void pair_produce(pair_smem &sm, const sc_attn_args &a, const int32_t *sel,
                                     int n_tiles, int64_t kv_step, int *flag) {
   static_assert(FP8 || !CROSS, "a cluster shares dequantized rows only");
@@ -167,6 +175,7 @@ __device__ inline void pair_produce(pair_smem &sm, const sc_attn_args &a, const 
   const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
   const int r0 = warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0);
   const int n_pairs = (n_tiles + 1) >> 1;
+  const uint64_t pol = HINTS ? l2_evict_last() : 0;
   int32_t nxt[2][ROWS]; /* this thread's rows of the next pair's two tiles */
 #pragma unroll
   for (int t = 0; t < 2; t++)
@@ -190,10 +199,16 @@ __device__ inline void pair_produce(pair_smem &sm, const sc_attn_args &a, const 
         nxt[t][k] = tile < n_tiles && j < a.topk ? sel[j] : -1;
       }
     const bool has1 = 2 * i + 1 < n_tiles;
-    pair_produce_half<FP8, CROSS, PR_L>(sm, a, 0, i, c0, r0, p0, peer, kv_step, flag);
-    if (has1) pair_produce_half<FP8, CROSS, PR_R>(sm, a, 1, i, c1, r0, p0, peer, kv_step, flag);
-    pair_produce_half<FP8, CROSS, PR_R>(sm, a, 0, i, c0, r0, p0, peer, kv_step, flag);
-    if (has1) pair_produce_half<FP8, CROSS, PR_L>(sm, a, 1, i, c1, r0, p0, peer, kv_step, flag);
+    pair_produce_half<FP8, CROSS, HINTS, PR_L>(sm, a, 0, i, c0, r0, p0, peer, kv_step, flag,
+                                               pol);
+    if (has1)
+      pair_produce_half<FP8, CROSS, HINTS, PR_R>(sm, a, 1, i, c1, r0, p0, peer, kv_step, flag,
+                                                 pol);
+    pair_produce_half<FP8, CROSS, HINTS, PR_R>(sm, a, 0, i, c0, r0, p0, peer, kv_step, flag,
+                                               pol);
+    if (has1)
+      pair_produce_half<FP8, CROSS, HINTS, PR_L>(sm, a, 1, i, c1, r0, p0, peer, kv_step, flag,
+                                                 pol);
   }
   cp_async_wait_all(); /* (no copy outlives its thread) */
 }
@@ -466,8 +481,9 @@ __device__ inline void pair_init(pair_smem &sm) {
 
 /* Registers a thread of each role may hold (setmaxnreg): 216 + 216 + 72 = 504 = 3 x 168,
  * the launch's 168 a thread moved between roles (FlashMLA's split): each consumer holds
- * its half of O (128), S (32) and P (16). Spills: see sc_kcuda_attn_pairs. */
-template <bool FP8, bool CROSS>
+ * its half of O (128), S (32) and P (16). ptxas -v (2026-12-05): no spills in any of the
+ * six instances. */
+template <bool FP8, bool CROSS, bool HINTS>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     k_attn_pairs(sc_attn_args a, int64_t kv_step, int *flag) {
   sc_dev_pdl_enter();
@@ -478,7 +494,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   pair_init<CROSS>(sm);
   if (wg == 2) {
     ws_setmaxnreg_dec<72>();
-    pair_produce<FP8, CROSS>(sm, a, b.sel, b.n_tiles, kv_step, flag);
+    pair_produce<FP8, CROSS, HINTS>(sm, a, b.sel, b.n_tiles, kv_step, flag);
   } else {
     ws_setmaxnreg_inc<216>();
     ws_load_q(sm.q, a, b.t, b.h0, PR_BAR_Q);
@@ -490,14 +506,19 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 /* fp8_ds_mla rows of a model whose tokens have an even number of 64-head groups (128
  * heads: DeepSeek-V3.2's) take the cluster (c->attn_cross; SPARSECP_ATTN_CROSS=0 turns it
  * off: the baseline of a comparison); a cluster's blocks are a token's groups 2j, 2j + 1,
- * whose selected rows are the same. */
+ * whose selected rows are the same. The producer's loads carry L2 hints (keep the rows,
+ * which other tokens select too; fetch the 256 bytes around each read, the rest of its
+ * row), as FlashMLA's do, unless c->attn_hints is off (SPARSECP_ATTN_HINTS=0: the
+ * baseline of a comparison). */
 int sc_kcuda_attn_pairs(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
-  const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
+  const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA, hints = c->attn_hints != 0;
   const int groups = (a->n_heads + WS_BM - 1) / WS_BM;
   if (fp8 && c->attn_cross && groups % 2 == 0)
-    return ws_launch<pair_smem>(c, a, kv_step, k_attn_pairs<true, true>, 2,
-                                "sparse_attn (tiles in pairs, clusters)");
-  return ws_launch<pair_smem>(c, a, kv_step,
-                              fp8 ? k_attn_pairs<true, false> : k_attn_pairs<false, false>, 1,
-                              "sparse_attn (tiles in pairs)");
+    return ws_launch<pair_smem>(
+        c, a, kv_step, hints ? k_attn_pairs<true, true, true> : k_attn_pairs<true, true, false>, 2,
+        "sparse_attn (tiles in pairs, clusters)");
+  void (*const kern)(sc_attn_args, int64_t, int *) =
+      fp8 ? (hints ? k_attn_pairs<true, false, true> : k_attn_pairs<true, false, false>)
+          : (hints ? k_attn_pairs<false, false, true> : k_attn_pairs<false, false, false>);
+  return ws_launch<pair_smem>(c, a, kv_step, kern, 1, "sparse_attn (tiles in pairs)");
 }

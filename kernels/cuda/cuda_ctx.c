@@ -534,12 +534,13 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->k.device = "cuda";
   c->k.impl = c;
   /* programmatic dependent launch (cuda_common.cuh) and the attention kernels of
-   * warpgroups in roles (cuda_attn_pairs.cu, its clusters over fp8 rows, and
+   * warpgroups in roles (cuda_attn_pairs.cu, its clusters over fp8 rows and L2 hints, and
    * cuda_attn_ws.cu) unless switched off: the baselines of comparisons in one run */
   c->pdl = !env_off("SPARSECP_CUDA_PDL");
   c->attn_ws = !env_off("SPARSECP_ATTN_WS");
   c->attn_pairs = !env_off("SPARSECP_ATTN_PAIRS");
   c->attn_cross = !env_off("SPARSECP_ATTN_CROSS");
+  c->attn_hints = !env_off("SPARSECP_ATTN_HINTS");
   int rc;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,

@@ -38,6 +38,8 @@ typedef struct sc_kcuda {
   int attn_cross;        /* ... and over fp8_ds_mla rows of 128-head models, clusters of
                             two blocks that dequantize for each other; SPARSECP_ATTN_CROSS=0:
                             one block a head group */
+  int attn_hints;        /* ... and their producers' loads carry L2 hints (evict last,
+                            256-byte prefetch); SPARSECP_ATTN_HINTS=0: none */
   cudaStream_t stream;
   int own_stream;
   void *blas;            /* cublasHandle_t; math mode set at create and by set_tf32 */

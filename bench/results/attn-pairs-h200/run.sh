@@ -1,7 +1,8 @@
 # run.sh - sparse attention with tiles in pairs (k_attn_pairs, cuda_attn_pairs.cu, branch
 # wip/attn-pair; compiled on 2026-12-05, not yet run): slots handed over by halves, and
 # over fp8_ds_mla rows at 128 heads in clusters of two blocks ("pairs", the default) or
-# one block a head group ("flat": SPARSECP_ATTN_CROSS=0); beside k_attn_ws
+# one block a head group ("flat": SPARSECP_ATTN_CROSS=0), the producer's loads with L2
+# hints (or without: "nohints", SPARSECP_ATTN_HINTS=0); beside k_attn_ws
 # (SPARSECP_ATTN_PAIRS=0), k_attn_wg (SPARSECP_ATTN_WS=0), "pairs1" (the branch at
 # 2d7dff8: slots handed over whole; its test_gpu_kernels and gpu_bench_kernels in
 # .devrun/pairs1/) and FlashMLA, one H200; the call records its date in $OUT/gpu.txt.
@@ -12,8 +13,8 @@
 #  PART=1: test_gpu_kernels' attention cases (against the CPU reference; a token batched
 #          and alone bit for bit) with k_attn_pairs (the default: cross), flat, pairs1
 #          and k_attn_ws.
-#  PART=2: kernel.sparse_attn of "wg", "ws", "pairs1", "flat" and "pairs", alternating,
-#          twice (bf16 and fp8_ds_mla rows).
+#  PART=2: kernel.sparse_attn of "wg", "ws", "pairs1", "flat", "nohints" and "pairs",
+#          alternating, twice (bf16 and fp8_ds_mla rows).
 #  PART=3: FlashMLA's sparse kernels on the same shapes (bench/attn_anchor.py flashmla).
 #  PART=4: compute-sanitizer memcheck, racecheck and synccheck of the attention cases
 #          (k_attn_pairs).
@@ -31,7 +32,7 @@
 . bench/device_common.sh
 B=.devrun/pairs
 # kernel_env V: the environment that picks attention kernel V; bin_dir V: its binaries
-kernel_env() { case $1 in wg) echo SPARSECP_ATTN_WS=0 ;; ws) echo SPARSECP_ATTN_PAIRS=0 ;; flat) echo SPARSECP_ATTN_CROSS=0 ;; *) echo SPARSECP_ATTN_PAIRS=1 ;; esac; }
+kernel_env() { case $1 in wg) echo SPARSECP_ATTN_WS=0 ;; ws) echo SPARSECP_ATTN_PAIRS=0 ;; flat) echo SPARSECP_ATTN_CROSS=0 ;; nohints) echo SPARSECP_ATTN_HINTS=0 ;; *) echo SPARSECP_ATTN_PAIRS=1 ;; esac; }
 bin_dir() { if [ "$1" = pairs1 ]; then echo .devrun/pairs1; else echo $B; fi; }
 # (the attention cases took 2 s and a benchmark pass 7 s in session 29: a kernel that
 # hangs costs its timeout, and a variant whose tests fail is left out of the benchmark)
@@ -46,7 +47,7 @@ if has 1; then
   lap tests
 fi
 if has 2; then
-  for i in 1 2; do for v in wg ws pairs1 flat pairs; do
+  for i in 1 2; do for v in wg ws pairs1 flat nohints pairs; do
     if grep -qx $v "$OUT/failed_variants"; then echo "attn $v $i: skipped (tests failed)"; continue; fi
     env $(kernel_env $v) SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 $(bin_dir $v)/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
     echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
