@@ -4,8 +4,8 @@
  * consumers' work made symmetric and the slots handed over by halves. sc_kcuda_attn_ws
  * launches it unless SPARSECP_ATTN_PAIRS=0.
  *
- * Why: in k_attn_ws one consumer computes every tile's S (36 of the tile's 52 wgmma
- * steps of tensor time) and softmax, and the other only half of P V, so the first is the
+ * Why: in k_attn_ws one consumer computes every tile's S (36 wgmma m64n64k16, about half
+ * the tile's tensor work) and softmax, and the other only half of P V, so the first is the
  * critical path and the tensor cores wait on its softmax (0.68-0.82 of FlashMLA, H200,
  * 2026-12-05). Here, as FlashMLA's SM90 sparse prefill does (their schedule, our code),
  * tile 2i (slot 0) belongs to WG0 and tile 2i + 1 (slot 1) to WG1; each computes S and
@@ -27,7 +27,7 @@
  *   slot 0 R: S0 (WG0) and P0 V0_R with P0 in it (WG1, after P0 was written): by WG1;
  *   slot 1 R: S1 and P1 V1_R, both WG1's: by WG1;
  *   slot 1 L: S1 (WG1) and P1 V1_L (WG0, after P1 was written): by WG0.
- * The producer fills a pair's halves in the order 0L, 1R, 0R, 1L (ws_pair_produce), and
+ * The producer fills a pair's halves in the order 0L, 1R, 0R, 1L (pair_produce), and
  * WG0 scores its tile L then R, WG1 R then L, each starting on the half that comes first.
  * p1 is free again when WG0 releases slot 1 L (WG1 waits for that barrier before writing
  * the next P1).
@@ -50,8 +50,8 @@
  * skips its products. */
 #include "kernels/cuda/cuda_attn_ws.cuh"
 
-/* named barriers of the two consumers (256 threads: one warpgroup arrives, the other
- * waits, once a pair; each is passed in strict turn, see pair_consume) */
+/* named barriers of the two consumers (256 threads; at M0-P1 one warpgroup arrives and
+ * the other waits, once a pair, in strict turn: see pair_consume; at Q and L both wait) */
 #define PR_BAR_Q 1  /* Q converted */
 #define PR_BAR_M0 2 /* WG0 wrote m0 */
 #define PR_BAR_M1 3 /* WG1 wrote m1 */
