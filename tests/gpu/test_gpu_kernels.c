@@ -1289,7 +1289,8 @@ static void attn_case_as(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc
   if (ramp) {
     for (int64_t r = 0; r < rows; r++) kv[r * width] = (float)(60.0 * (double)r / (double)rows);
     for (int64_t i = 0; i < (int64_t)n_tok * heads; i++) q[i * width] = 1.0f;
-    for (int32_t t = 0; t < n_tok; t++) qsort(sel + (size_t)t * topk, (size_t)topk, sizeof *sel, cmp_i32);
+    for (int32_t t = 0; t < n_tok; t++)
+      qsort(sel + (size_t)t * topk, (size_t)topk, sizeof *sel, cmp_i32);
   }
   for (int32_t i = 0; i < topk; i++) sel[(n_tok - 1) * topk + i] = -1; /* an empty shard */
   if (n_tok >= 3) /* a short context: 70 rows, then -1 (kernels skip tiles without a row) */
