@@ -17,7 +17,7 @@
 #          alternating, twice (bf16 and fp8_ds_mla rows).
 #  PART=3: FlashMLA's sparse kernels on the same shapes (bench/attn_anchor.py flashmla).
 #  PART=4: compute-sanitizer memcheck, racecheck and synccheck of the attention cases
-#          (k_attn_pairs).
+#          (k_attn_pairs), and racecheck again without clusters.
 #  PART=5: the pipeline: run --verify at P2 N2 on one GPU with bf16 rows over a 2-layer
 #          model of model-deep's shape (128 heads: the new kernel), then all of
 #          test_gpu_kernels and test_gpu_graphs.
@@ -63,6 +63,9 @@ if has 4; then
     SC_GPU_CASES=attention timeout 150 compute-sanitizer --tool $tool $B/test_gpu_kernels > "$OUT/$tool-attention.log" 2>&1
     echo "$tool attention rc=$? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/$tool-attention.log" | head -2)"
   done
+  # (again without clusters, in case the tool does not follow distributed shared memory)
+  SPARSECP_ATTN_CROSS=0 SC_GPU_CASES=attention timeout 150 compute-sanitizer --tool racecheck $B/test_gpu_kernels > "$OUT/racecheck-flat-attention.log" 2>&1
+  echo "racecheck (flat) attention rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-flat-attention.log" | head -1)"
   lap sanitizer
 fi
 if has 5; then
