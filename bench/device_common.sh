@@ -8,7 +8,7 @@
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, gpu_tests, verify_p2n2,
 #    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
-#    attn_pipeline_checks).
+#    attn_pipeline_checks, deep_tpot_alternating).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -f .devrun/lib/libopenblas.so.0.xz ] && xz -d .devrun/lib/libopenblas.so.0.xz
@@ -66,6 +66,20 @@ attn_pipeline_checks() {
   echo "verify P2 N2 bf16 m128 rc=$? $(grep -E 'verify' "$OUT/verify-m128.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
   timeout 200 $1/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head
   timeout 150 $1/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+}
+
+# deep_tpot_alternating VAR B: model-deep's decode TPOT with bf16 rows, P1 N1, NCCL (4
+# requests of 64 + 64 tokens, 2.5 s apart), environment variable VAR 0 and 1 in turn,
+# twice, binaries in B: the comparison of two attention kernels in the pipeline.
+deep_tpot_alternating() {
+  local i v f
+  requests 4 2500 "$OUT/req-deep.jsonl"
+  for i in 1 2; do for v in 0 1; do
+    f="$OUT/deep-$1$v-$i"
+    env "$1=$v" SPARSECP_LOG=info timeout 100 $2/sparsecp run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --clients 1 \
+      --model examples/model-deep.json --kv-format bf16 --json --requests "$OUT/req-deep.jsonl" > "$f.json" 2> "$f.err"
+    echo "model-deep bf16 $1=$v $i rc=$?"; show_run "$f.json"
+  done; done
 }
 
 # show_e2e FILE: the cases of a `bench e2e --json` file with their medians.

@@ -600,16 +600,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 
     /* O = O * alpha + P V: this warpgroup's 128 columns, k = 32 in two steps */
     {
-      const float al0 = sm.alpha[wr * 16 + g], al1 = sm.alpha[wr * 16 + g + 8];
-      if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-          o[4 * j] *= al0;
-          o[4 * j + 1] *= al0;
-          o[4 * j + 2] *= al1;
-          o[4 * j + 3] *= al1;
-        }
-      }
+      sc_attn_rescale(o, sm.alpha[wr * 16 + g], sm.alpha[wr * 16 + g + 8]);
       /* P (A) from registers: this warp's 16 rows, the mma.sync A fragment layout */
       uint32_t pa[WG_BN / 16][4];
 #pragma unroll
@@ -662,7 +653,6 @@ static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
   SC_KCHECK(sc_kcheck_attn(a, sc_kcuda_check_rows));
-  int rc;
   const int64_t width = (int64_t)a->dc + a->dr;
   const int64_t kv_step = sc_krows_stride(&a->kv);
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
@@ -685,21 +675,10 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
                       aligned16(a->q) && (a->n_tok == 1 || a->ld_q % 4 == 0) &&
                       ((uintptr_t)a->out & 7) == 0 &&
                       (a->n_tok == 1 || a->ld_out % 2 == 0);
-  if (mma_ok && c->attn_ws && sc_kcuda_attn_ws_takes(a, kv_step))
-    return sc_kcuda_attn_ws(c, a, kv_step);
-  if (mma_ok) {
-    const int groups = (a->n_heads + WG_BM - 1) / WG_BM;
-    const int64_t blocks = (int64_t)a->n_tok * groups;
-    if (blocks > INT32_MAX) return SC_ERANGE;
-    const size_t smem = sizeof(wg_smem) + 1024; /* + alignment of the swizzle atoms */
-    void (*const kern)(sc_attn_args, int64_t, int *) = fp8 ? k_attn_wg<true> : k_attn_wg<false>;
-    if ((rc = sc_kcuda_err(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                (int)smem),
-                           "attn smem")))
-      return rc;
-    sc_kcuda_launch(c, kern, (unsigned)blocks, WG_THREADS, smem, *a, kv_step, c->err_flag);
-    return SC_CUDA_CHECK_LAUNCH("sparse_attn (wgmma)");
-  }
+  if (mma_ok && c->attn_ws) return sc_kcuda_attn_ws(c, a, kv_step);
+  if (mma_ok) /* (+ 1024: alignment of the swizzle atoms) */
+    return sc_attn_launch_groups(c, a, kv_step, fp8 ? k_attn_wg<true> : k_attn_wg<false>,
+                                 WG_THREADS, sizeof(wg_smem) + 1024, 1, "sparse_attn (wgmma)");
   if (a->dc > SPLIT_DC_MAX || width > SPLIT_W_MAX) return SC_ENOTSUP;
   if (a->n_tok == 0) return 0;
   /* (one constant shared-memory limit per kernel: the attribute is process-wide, see

@@ -61,10 +61,44 @@ __device__ inline void sc_attn_load_q64(uint16_t *q_s, const sc_attn_args &a, in
   }
 }
 
-/* The kernels of warpgroups in roles (cuda_attn_ws.cu, cuda_attn_pairs.cu): bf16 or
- * fp8_ds_mla rows, dc = 512, dr = 64, 64 head rows a block, rows and q 16-byte aligned.
- * sc_kcuda_attn_ws launches the pairs kernel unless c->attn_pairs is off. */
-bool sc_kcuda_attn_ws_takes(const sc_attn_args *a, int64_t kv_step);
+/* Rescales a thread's wgmma D fragment o (rows g and g + 8 of its warp: o[4 j], o[4 j + 1]
+ * and o[4 j + 2], o[4 j + 3]) by al0 and al1: skipped by a warp whose rows all keep their
+ * max (the running max moves only by more than 2^8, so most tiles rescale nothing). */
+template <int N>
+__device__ inline void sc_attn_rescale(float (&o)[N], float al0, float al1) {
+  if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {
+#pragma unroll
+    for (int j = 0; j < N / 4; j++) {
+      o[4 * j] *= al0;
+      o[4 * j + 1] *= al0;
+      o[4 * j + 2] *= al1;
+      o[4 * j + 3] *= al1;
+    }
+  }
+}
+
+/* Launches `kern` over a's tokens, a block of `threads` per token and group of 64 heads,
+ * `smem` bytes of dynamic shared memory, in clusters of `cluster` blocks: the launch of
+ * the 64-head kernels (k_attn_wg, k_attn_ws, k_attn_pairs). */
+inline int sc_attn_launch_groups(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step,
+                                 void (*kern)(sc_attn_args, int64_t, int *), int threads,
+                                 size_t smem, unsigned cluster, const char *what) {
+  const int64_t blocks = (int64_t)a->n_tok * ((a->n_heads + 63) / 64);
+  if (blocks > INT32_MAX) return SC_ERANGE;
+  if (blocks == 0) return 0;
+  int rc = sc_kcuda_err(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+      "attn smem");
+  if (rc) return rc;
+  sc_kcuda_launch_cluster(c, cluster, kern, (unsigned)blocks, threads, smem, *a, kv_step,
+                          c->err_flag);
+  return SC_CUDA_CHECK_LAUNCH(what);
+}
+
+/* The kernels of warpgroups in roles (cuda_attn_ws.cu, cuda_attn_pairs.cu), for what the
+ * wgmma kernel takes (sc_kcuda_sparse_attn's mma_ok: bf16 or fp8_ds_mla rows, dc = 512,
+ * dr = 64, rows and q 16-byte aligned). sc_kcuda_attn_ws launches the pairs kernel unless
+ * c->attn_pairs is off. */
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
 int sc_kcuda_attn_pairs(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
 

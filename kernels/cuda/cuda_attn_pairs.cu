@@ -234,13 +234,9 @@ __device__ inline void pair_scale_p(uint32_t (&pa)[4][4], float be0, float be1) 
 __device__ inline void pair_finish(pair_smem &sm, const sc_attn_args &a, const float (&o)[128],
                                    float (&l_run)[2], const float (&m_run)[2], int wg,
                                    int64_t t, int h0) {
-  const int tid = threadIdx.x & 127, wr = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const auto [wr, lane, g, tq] = ws_place_of();
   const int ra = wr * 16 + g;
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-  }
+  ws_row_sums(l_run);
   if (tq == 0) {
     sm.l[wg][ra] = l_run[0];
     sm.l[wg][ra + 8] = l_run[1];
@@ -287,11 +283,10 @@ __device__ inline void pair_release(pair_smem &sm, int s, int h, uint32_t peer_e
 template <bool CROSS>
 __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_tiles, int64_t t,
                                     int h0, int wg) {
-  const int tid = threadIdx.x & 127, wr = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const auto [wr, lane, g, tq] = ws_place_of();
   const int ra = wr * 16 + g;
   float o[128]; /* rows ra, ra + 8, columns 8 j + 2 tq (+ 1): the wgmma D fragment */
-#pragma unroll
-  for (int i = 0; i < 128; i++) o[i] = 0.0f;
+  ws_zero(o);
   const float sl2 = a.scale * 1.4426950408889634f; /* scores in log2 units */
   const uint32_t q_base = smem_u32(sm.q);
   const uint32_t mine = smem_u32(sm.kv[wg]), other = smem_u32(sm.kv[wg ^ 1]);
@@ -383,7 +378,7 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
     m_run[1] = mm[1];
     l_run[0] = l_run[0] * al0 + sum.x;
     l_run[1] = l_run[1] * al1 + sum.y;
-    ws_rescale(o, al0, al1);
+    sc_attn_rescale(o, al0, al1);
     if (wg) { /* P1 is final (m1 is the pair's max): to WG0, once it read the last one
                * (implied already: WG0 waited for all its groups before M0; kept as
                * insurance, it costs a test of a completed barrier) */
@@ -414,7 +409,7 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
       m_run[1] = m1[1];
       l_run[0] *= be0;
       l_run[1] *= be1;
-      ws_rescale(o, be0, be1);
+      sc_attn_rescale(o, be0, be1);
       wg_pin(o);
       if (vm) {
         pair_scale_p(pa, be0, be1);
@@ -513,12 +508,15 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 int sc_kcuda_attn_pairs(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA, hints = c->attn_hints != 0;
   const int groups = (a->n_heads + WS_BM - 1) / WS_BM;
+  static_assert(sizeof(pair_smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
+  const size_t smem = sizeof(pair_smem) + 1024; /* + alignment of the swizzle atoms */
   if (fp8 && c->attn_cross && groups % 2 == 0)
-    return ws_launch<pair_smem>(
-        c, a, kv_step, hints ? k_attn_pairs<true, true, true> : k_attn_pairs<true, true, false>, 2,
-        "sparse_attn (tiles in pairs, clusters)");
+    return sc_attn_launch_groups(
+        c, a, kv_step, hints ? k_attn_pairs<true, true, true> : k_attn_pairs<true, true, false>,
+        WS_THREADS, smem, 2, "sparse_attn (tiles in pairs, clusters)");
   void (*const kern)(sc_attn_args, int64_t, int *) =
       fp8 ? (hints ? k_attn_pairs<true, false, true> : k_attn_pairs<true, false, false>)
           : (hints ? k_attn_pairs<false, false, true> : k_attn_pairs<false, false, false>);
-  return ws_launch<pair_smem>(c, a, kv_step, kern, 1, "sparse_attn (tiles in pairs)");
+  return sc_attn_launch_groups(c, a, kv_step, kern, WS_THREADS, smem, 1,
+                               "sparse_attn (tiles in pairs)");
 }

@@ -45,11 +45,9 @@ struct ws_smem {
 /* WG0: S, the softmax, P and alpha for WG1, and O[:, 0:256] (see the top). */
 __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_tiles, int64_t t,
                                    int h0) {
-  const int tid = threadIdx.x & 127, wr = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  /* O rows wr * 16 + g (+ 8), columns 8 j + 2 tq (+ 1): the wgmma D fragment */
-  float o[128];
-#pragma unroll
-  for (int i = 0; i < 128; i++) o[i] = 0.0f;
+  const auto [wr, lane, g, tq] = ws_place_of();
+  float o[128]; /* rows wr * 16 + g (+ 8), columns 8 j + 2 tq (+ 1): the wgmma D fragment */
+  ws_zero(o);
   const float sl2 = a.scale * 1.4426950408889634f; /* scores in log2 units */
   const uint32_t q_base = smem_u32(sm.q);
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* rows g, g + 8 */
@@ -95,7 +93,7 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
     named_arrive(WS_BAR_PREADY, 256);
     /* O[:, 0:256] = O * alpha + P V; V is N-major: LBO = the next 64 columns (a column
      * block of the tile), SBO = the next 8 rows; WG0's columns are blocks 0-3 */
-    ws_rescale(o, al[0], al[1]);
+    sc_attn_rescale(o, al[0], al[1]);
     {
       const uint64_t dv = wg_desc(kv_base, WS_CB, 1024);
       wg_pin(o);
@@ -110,11 +108,7 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
     mbar_arrive(&sm.empty[s]);
   }
   /* l over a row's 4 threads; 1 / l to WG1; lse = (m + log2 l) ln 2 */
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-  }
+  ws_row_sums(l_run);
   if (tq == 0) {
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -133,10 +127,9 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
 /* WG1: O[:, 256:512] with WG0's P (see the top). */
 __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_tiles, int64_t t,
                                    int h0) {
-  const int tid = threadIdx.x & 127, wr = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const auto [wr, lane, g, tq] = ws_place_of();
   float o[128];
-#pragma unroll
-  for (int i = 0; i < 128; i++) o[i] = 0.0f;
+  ws_zero(o);
   const uint64_t dp = wg_desc(smem_u32(sm.p), 16, 1024);
   const int32_t *sel = a.sel + t * a.ld_sel;
   int2 sel_next = ws_sel_pair(a, sel, 0, lane);
@@ -155,7 +148,7 @@ __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_til
       continue;
     }
     fence_async_smem();
-    ws_rescale(o, sm.alpha[wr * 16 + g], sm.alpha[wr * 16 + g + 8]);
+    sc_attn_rescale(o, sm.alpha[wr * 16 + g], sm.alpha[wr * 16 + g + 8]);
     const uint64_t dv = wg_desc(smem_u32(sm.kv[s]) + 4 * WS_CB, WS_CB, 1024); /* blocks 4-7 */
     wg_pin(o);
     wg_fence();
@@ -200,16 +193,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   }
 }
 
-bool sc_kcuda_attn_ws_takes(const sc_attn_args *a, int64_t kv_step) {
-  return (a->kv.fmt == SC_KFMT_BF16 || a->kv.fmt == SC_KFMT_FP8_DS_MLA) && a->dc == WS_DC &&
-         a->dr == WS_D - WS_DC && ((uintptr_t)a->kv.data & 15) == 0 && kv_step % 16 == 0 &&
-         ((uintptr_t)a->q & 15) == 0 && (a->n_tok == 1 || a->ld_q % 4 == 0) &&
-         ((uintptr_t)a->out & 7) == 0 && (a->n_tok == 1 || a->ld_out % 2 == 0);
-}
-
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   if (c->attn_pairs) return sc_kcuda_attn_pairs(c, a, kv_step);
-  return ws_launch<ws_smem>(c, a, kv_step,
-                            a->kv.fmt == SC_KFMT_FP8_DS_MLA ? k_attn_ws<true> : k_attn_ws<false>,
-                            1, "sparse_attn (warpgroups in roles)");
+  static_assert(sizeof(ws_smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
+  return sc_attn_launch_groups(c, a, kv_step,
+                               a->kv.fmt == SC_KFMT_FP8_DS_MLA ? k_attn_ws<true> : k_attn_ws<false>,
+                               WS_THREADS, sizeof(ws_smem) + 1024, 1,
+                               "sparse_attn (warpgroups in roles)");
 }

@@ -245,19 +245,31 @@ __device__ inline void ws_store_p(char *pb, const uint32_t (&pa)[4][4], int wr, 
   }
 }
 
-/* Rescales this thread's O rows (wr * 16 + g and + 8) by al0, al1: skipped by a warp whose
- * rows all keep their max (the common case, see the top). */
-__device__ inline void ws_rescale(float (&o)[128], float al0, float al1) {
-  if (__any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {
+/* A consumer thread's place in the wgmma fragments (cuda_wgmma.cuh): warp wr of its
+ * warpgroup, lane, row g = lane / 4 of the warp's 16 (and g + 8), column pair tq = lane % 4. */
+struct ws_place {
+  int wr, lane, g, tq;
+};
+__device__ inline ws_place ws_place_of() {
+  const int tid = threadIdx.x & 127, lane = tid & 31;
+  return {tid >> 5, lane, lane >> 2, lane & 3};
+}
+
+/* A consumer's half of O, zeroed. */
+__device__ inline void ws_zero(float (&o)[128]) {
 #pragma unroll
-    for (int j = 0; j < 32; j++) {
-      o[4 * j] *= al0;
-      o[4 * j + 1] *= al0;
-      o[4 * j + 2] *= al1;
-      o[4 * j + 3] *= al1;
-    }
+  for (int i = 0; i < 128; i++) o[i] = 0.0f;
+}
+
+/* Each row's l summed over the row's 4 threads (xor 1, then 2: one order). */
+__device__ inline void ws_row_sums(float (&l)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
 }
+
 
 /* Stores this thread's part of a consumer's O half (columns c0 ..) as O / l, inv0 and
  * inv1 = 1 / l of rows wr * 16 + g and + 8. */
@@ -324,27 +336,6 @@ __device__ inline void ws_init_slots(uint64_t *full, uint64_t *empty) {
     }
   }
   __syncthreads();
-}
-
-/* Launches the kernel `kern` over a's tokens, a block per token and 64 heads, with the
- * shared memory of Smem, in clusters of `cluster` blocks. */
-template <typename Smem>
-inline int ws_launch(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step,
-                     void (*kern)(sc_attn_args, int64_t, int *), unsigned cluster,
-                     const char *what) {
-  const int groups = (a->n_heads + WS_BM - 1) / WS_BM;
-  const int64_t blocks = (int64_t)a->n_tok * groups;
-  if (blocks > INT32_MAX) return SC_ERANGE;
-  if (blocks == 0) return 0;
-  const size_t smem = sizeof(Smem) + 1024; /* + alignment of the swizzle atoms */
-  static_assert(sizeof(Smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
-  int rc = sc_kcuda_err(
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-      "attn smem");
-  if (rc) return rc;
-  sc_kcuda_launch_cluster(c, cluster, kern, (unsigned)blocks, WS_THREADS, smem, *a, kv_step,
-                          c->err_flag);
-  return SC_CUDA_CHECK_LAUNCH(what);
 }
 
 #endif

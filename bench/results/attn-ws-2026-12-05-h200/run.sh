@@ -49,13 +49,7 @@ if has 5; then
   lap pipeline
 fi
 if has 6; then
-  requests 4 2500 "$OUT/req-deep.jsonl"
-  for i in 1 2; do for ws in 0 1; do
-    f="$OUT/deep-ws$ws-$i"
-    SPARSECP_ATTN_WS=$ws SPARSECP_LOG=info timeout 100 $B/sparsecp run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --clients 1 \
-      --model examples/model-deep.json --kv-format bf16 --json --requests "$OUT/req-deep.jsonl" > "$f.json" 2> "$f.err"
-    echo "model-deep bf16 ws=$ws $i rc=$?"; show_run "$f.json"
-  done; done
+  deep_tpot_alternating SPARSECP_ATTN_WS $B
   lap deep
 fi
 if has 7; then
