@@ -683,8 +683,7 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
                       aligned16(a->q) && (a->n_tok == 1 || a->ld_q % 4 == 0) &&
                       ((uintptr_t)a->out & 7) == 0 &&
                       (a->n_tok == 1 || a->ld_out % 2 == 0);
-  if (mma_ok && !fp8 && c->attn_ws && sc_kcuda_attn_ws_takes(a, kv_step))
-    return sc_kcuda_attn_ws(c, a, kv_step);
+  if (mma_ok && !fp8 && c->attn_ws) return sc_kcuda_attn_ws(c, a, kv_step);
   if (mma_ok) {
     const int groups = (a->n_heads + WG_BM - 1) / WG_BM;
     const int64_t blocks = (int64_t)a->n_tok * groups;

@@ -61,9 +61,9 @@ __device__ inline void sc_attn_load_q64(uint16_t *q_s, const sc_attn_args &a, in
   }
 }
 
-/* The kernel of warpgroups in roles (cuda_attn_ws.cu): bf16 rows, dc = 512, dr = 64,
- * 64 head rows a block, rows and q 16-byte aligned. */
-bool sc_kcuda_attn_ws_takes(const sc_attn_args *a, int64_t kv_step);
+/* The kernel of warpgroups in roles (cuda_attn_ws.cu), for the bf16 rows that the wgmma
+ * kernel takes (sc_kcuda_sparse_attn's mma_ok: dc = 512, dr = 64, rows and q 16-byte
+ * aligned), 64 head rows a block. */
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
 
 #endif

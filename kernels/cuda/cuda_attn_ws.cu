@@ -168,8 +168,6 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
   const float sl2 = a.scale * 1.4426950408889634f; /* scores in log2 units */
   const uint32_t q_base = smem_u32(sm.q);
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* rows g, g + 8 */
-  /* V (N-major): LBO = the next 64 columns (a column block of the tile), SBO = the next 8
-   * rows; WG0's columns are column blocks 0-3 */
   for (int tile = 0; tile < n_tiles; tile++) {
     const int s = tile & 1;
     mbar_wait(&sm.full[s], (tile >> 1) & 1);
@@ -248,7 +246,8 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
     }
     fence_async_smem(); /* WG1's wgmma reads P through the async proxy */
     named_arrive(WS_BAR_PREADY, 256);
-    /* O[:, 0:256] = O * alpha + P V */
+    /* O[:, 0:256] = O * alpha + P V; V is N-major: LBO = the next 64 columns (a column
+     * block of the tile), SBO = the next 8 rows; WG0's columns are blocks 0-3 */
     ws_rescale(o, al[0], al[1]);
     {
       const uint64_t dv = wg_desc(kv_base, WS_CB, 1024);
@@ -347,13 +346,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     ws_load_q(sm, a, t, h0);
     ws_consume1(sm, a, n_tiles, t, h0);
   }
-}
-
-bool sc_kcuda_attn_ws_takes(const sc_attn_args *a, int64_t kv_step) {
-  return a->kv.fmt == SC_KFMT_BF16 && a->dc == WS_DC && a->dr == WS_D - WS_DC &&
-         ((uintptr_t)a->kv.data & 15) == 0 && kv_step % 16 == 0 &&
-         ((uintptr_t)a->q & 15) == 0 && (a->n_tok == 1 || a->ld_q % 4 == 0) &&
-         ((uintptr_t)a->out & 7) == 0 && (a->n_tok == 1 || a->ld_out % 2 == 0);
 }
 
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
