@@ -1269,8 +1269,10 @@ static void case_cache_keys(void) {
 
 /* kvfmt: the format given to the GPU; the CPU gets f32 rows holding the values the GPU
  * reads (bf16-rounded, or fp8-dequantized through the reference). */
-static int cmp_i32(const void *x, const void *y) {
-  const int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+/* Rows in increasing order, the empty entries (-1) last: sorted with them first, the
+ * short-context token below would keep 70 empty entries and no row. */
+static int cmp_sel(const void *x, const void *y) {
+  const uint32_t a = (uint32_t) * (const int32_t *)x, b = (uint32_t) * (const int32_t *)y;
   return (a > b) - (a < b);
 }
 
@@ -1290,7 +1292,7 @@ static void attn_case_as(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc
     for (int64_t r = 0; r < rows; r++) kv[r * width] = (float)(60.0 * (double)r / (double)rows);
     for (int64_t i = 0; i < (int64_t)n_tok * heads; i++) q[i * width] = 1.0f;
     for (int32_t t = 0; t < n_tok; t++)
-      qsort(sel + (size_t)t * topk, (size_t)topk, sizeof *sel, cmp_i32);
+      qsort(sel + (size_t)t * topk, (size_t)topk, sizeof *sel, cmp_sel);
   }
   for (int32_t i = 0; i < topk; i++) sel[(n_tok - 1) * topk + i] = -1; /* an empty shard */
   if (n_tok >= 3) /* a short context: 70 rows, then -1 (kernels skip tiles without a row) */
@@ -1350,7 +1352,7 @@ static void attn_case_as(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc
       empty_bad += !(lg[i] == -INFINITY);
       continue;
     }
-    const double d = fabs((double)lg[i] - lc[i]);
+    const double d = lg[i] == lc[i] ? 0 : fabs((double)lg[i] - lc[i]); /* -inf == -inf */
     lmax = isnan(d) ? INFINITY : d > lmax ? d : lmax;
   }
   for (size_t i = (size_t)(n_tok - 1) * heads * dc; i < no; i++) empty_bad += og[i] != 0.0f;
