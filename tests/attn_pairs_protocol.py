@@ -210,7 +210,10 @@ def consumer(b, wg):
         if wg:
             yield ('bar_sync', b, 'M0', wg)
         yield ('bar_arrive', b, 'M1' if wg else 'M0', wg)
-        if wg:
+        if vm:  # O += P V of my tile: V is my half of my slot
+            read(mine, h_mine, tile_mine, i)
+            commit()
+        if wg:  # P1 stored while its P1 V1_R runs
             if vm:
                 if i > 0:
                     yield ('wait', b, ('empty', 1, L), (i - 1) & 1)
@@ -218,9 +221,6 @@ def consumer(b, wg):
                     raise Fail('wg1 writes p1 while it is read')
                 b.p1 = i
             yield ('bar_arrive', b, 'P1', wg)
-        if vm:  # O += P V of my tile: V is my half of my slot
-            read(mine, h_mine, tile_mine, i)
-            commit()
         if wg == 0:
             yield from wait_group(0)
             release(0, L, i)

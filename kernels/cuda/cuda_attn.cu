@@ -675,7 +675,8 @@ extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
                       aligned16(a->q) && (a->n_tok == 1 || a->ld_q % 4 == 0) &&
                       ((uintptr_t)a->out & 7) == 0 &&
                       (a->n_tok == 1 || a->ld_out % 2 == 0);
-  if (mma_ok && c->attn_ws) return sc_kcuda_attn_ws(c, a, kv_step);
+  /* (the warpgroup-role kernels take the max of raw scores and scale it: scale > 0) */
+  if (mma_ok && c->attn_ws && a->scale > 0.0f) return sc_kcuda_attn_ws(c, a, kv_step);
   if (mma_ok) /* (+ 1024: alignment of the swizzle atoms) */
     return sc_attn_launch_groups(c, a, kv_step, fp8 ? k_attn_wg<true> : k_attn_wg<false>,
                                  WG_THREADS, sizeof(wg_smem) + 1024, 1, "sparse_attn (wgmma)");

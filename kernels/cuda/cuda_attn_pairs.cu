@@ -372,23 +372,13 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
     named_arrive(wg ? PR_BAR_M1 : PR_BAR_M0, 256);
     uint32_t pa[4][4];
     float2 sum = make_float2(0.0f, 0.0f);
-    if (vm) sum = ws_probs(pa, s, mm[0], mm[1]);
+    if (vm) sum = ws_probs(pa, s, sl2, mm[0], mm[1]);
     const float al0 = ws_rescale_factor(m_run[0], mm[0]), al1 = ws_rescale_factor(m_run[1], mm[1]);
     m_run[0] = mm[0];
     m_run[1] = mm[1];
     l_run[0] = l_run[0] * al0 + sum.x;
     l_run[1] = l_run[1] * al1 + sum.y;
     sc_attn_rescale(o, al0, al1);
-    if (wg) { /* P1 is final (m1 is the pair's max): to WG0, once it read the last one
-               * (implied already: WG0 waited for all its groups before M0; kept as
-               * insurance, it costs a test of a completed barrier) */
-      if (vm) {
-        if (i > 0) mbar_wait(&sm.empty[1][PR_L], (i - 1) & 1);
-        ws_store_p(p_mine, pa, wr, g, tq);
-        fence_async_smem(); /* WG0's wgmma reads P1 through the async proxy */
-      }
-      named_arrive(PR_BAR_P1, 256);
-    }
     if (vm) { /* O += P V of my tile, P from registers */
       wg_pin(o);
       wg_fence();
@@ -396,6 +386,18 @@ __device__ inline void pair_consume(pair_smem &sm, const sc_attn_args &a, int n_
       for (int ks = 0; ks < 4; ks++)
         wgmma_m64n256_rs(o, pa[ks], wg_desc(mine + cols + 2 * ks * 1024, WS_CB, 1024));
       wg_commit();
+    }
+    if (wg) { /* P1 is final (m1 is the pair's max): to WG0, once it read the last one
+               * (implied already: WG0 waited for all its groups before M0; kept as
+               * insurance, it costs a test of a completed barrier). Stored while P1 V1_R
+               * runs (the wgmma only reads pa), as FlashMLA's WG1 does: the tensor cores
+               * start on it before the stores. */
+      if (vm) {
+        if (i > 0) mbar_wait(&sm.empty[1][PR_L], (i - 1) & 1);
+        ws_store_p(p_mine, pa, wr, g, tq);
+        fence_async_smem(); /* WG0's wgmma reads P1 through the async proxy */
+      }
+      named_arrive(PR_BAR_P1, 256);
     }
     if (wg == 0) { /* P0 and O_L to the pair's max m1, P0 to WG1 */
       wg_wait0();

@@ -79,7 +79,7 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
       m_run[r] = m_new[r];
     }
     uint32_t pa[4][4]; /* P as the A fragments of the 4 k16 steps of P V */
-    const float2 sum = ws_probs(pa, sacc, m_run[0], m_run[1]);
+    const float2 sum = ws_probs(pa, sacc, sl2, m_run[0], m_run[1]);
     l_run[0] = l_run[0] * al[0] + sum.x;
     l_run[1] = l_run[1] * al[1] + sum.y;
     /* P and alpha to WG1, once it is done with the last tile's */

@@ -180,8 +180,10 @@ __device__ inline void ws_scores(float (&s)[32], uint32_t q_base, uint32_t kv_ba
   wg_commit();
 }
 
-/* This thread's 16 scores of rows g and g + 8 into log2 units, invalid rows of the tile
- * (bits of vb) -inf; returns each row's max over the row's 4 threads (xor 1, 2). */
+/* This thread's 16 raw scores of rows g and g + 8 with the invalid rows of the tile
+ * (bits of vb) -inf; returns each row's max over the row's 4 threads (xor 1, 2) in log2
+ * units (times sl2 > 0: sc_kcuda_sparse_attn sends no other scale here). The scores stay
+ * raw: ws_probs scales each by the same FMA that subtracts the max. */
 __device__ inline float2 ws_mask_max(float (&s)[32], uint64_t vb, float sl2, int tq) {
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -189,8 +191,8 @@ __device__ inline float2 ws_mask_max(float (&s)[32], uint64_t vb, float sl2, int
 #pragma unroll
     for (int x = 0; x < 2; x++) {
       const bool ok = (vb >> (8 * j + 2 * tq + x)) & 1u;
-      s[4 * j + x] = ok ? s[4 * j + x] * sl2 : -INFINITY;
-      s[4 * j + 2 + x] = ok ? s[4 * j + 2 + x] * sl2 : -INFINITY;
+      s[4 * j + x] = ok ? s[4 * j + x] : -INFINITY;
+      s[4 * j + 2 + x] = ok ? s[4 * j + 2 + x] : -INFINITY;
       mx[0] = fmaxf(mx[0], s[4 * j + x]);
       mx[1] = fmaxf(mx[1], s[4 * j + 2 + x]);
     }
@@ -199,7 +201,7 @@ __device__ inline float2 ws_mask_max(float (&s)[32], uint64_t vb, float sl2, int
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
   }
-  return make_float2(mx[0], mx[1]);
+  return make_float2(mx[0] * sl2, mx[1] * sl2);
 }
 
 /* The running max after a tile whose row max is mx: it moves only by more than 2^8 (so
@@ -208,22 +210,23 @@ __device__ inline float ws_next_max(float m, float mx) { return mx > m + 8.0f ? 
 /* 2^(from - to), the rescale of sums kept at max `from` to max `to` (>= from); 1 while
  * no row has been seen. */
 __device__ inline float ws_rescale_factor(float from, float to) {
-  return to == -INFINITY ? 1.0f : exp2f(from - to);
+  return to == -INFINITY ? 1.0f : ex2_ftz(from - to);
 }
 
-/* P = 2^(s - m) of this thread's scores as the A fragments of the 4 k16 steps of P V
- * (step j / 2: a0 row g, its 2 columns, a1 row g + 8, then the 8 columns after), and
- * each row's sum of the f32 values; a row without a max (-inf) is 0. */
-__device__ inline float2 ws_probs(uint32_t (&pa)[4][4], const float (&s)[32], float m0,
-                                  float m1) {
+/* P = 2^(s sl2 - m) of this thread's raw scores (ws_mask_max) as the A fragments of the
+ * 4 k16 steps of P V (step j / 2: a0 row g, its 2 columns, a1 row g + 8, then the 8
+ * columns after), and each row's sum of the f32 values. One FMA and one ex2 a score: a
+ * row without a max (-inf) has only -inf scores, which its max taken as 0 sends to 0. */
+__device__ inline float2 ws_probs(uint32_t (&pa)[4][4], const float (&s)[32], float sl2,
+                                  float m0, float m1) {
+  const float nm[2] = {m0 == -INFINITY ? 0.0f : -m0, m1 == -INFINITY ? 0.0f : -m1};
   float sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int j = 0; j < 8; j++) {
     float pv[4];
 #pragma unroll
     for (int e = 0; e < 4; e++) {
-      const float mr = (e >> 1) ? m1 : m0;
-      pv[e] = mr == -INFINITY ? 0.0f : exp2f(s[4 * j + e] - mr);
+      pv[e] = ex2_ftz(fmaf(s[4 * j + e], sl2, nm[e >> 1]));
       sum[e >> 1] += pv[e];
     }
     pa[j >> 1][2 * (j & 1)] = pack_bf16x2(pv[0], pv[1]);

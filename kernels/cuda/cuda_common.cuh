@@ -163,6 +163,17 @@ __device__ inline sc_kcand sc_dev_topk_cand(uint64_t key) {
 
 /* ---- tensor-core and asynchronous-copy helpers ---- */
 
+/* 2^x by the special-function unit alone, results under 2^-126 flushed to 0. exp2f
+ * without --use_fast_math also scales subnormal results (a compare and two predicated
+ * multiplies around each ex2), which the softmax's probabilities never need: P is
+ * rounded to bf16, and a term under 2^-126 of a sum whose largest term is >= 1 is lost
+ * in any case. The same on every layout, so no token depends on it. */
+__device__ inline float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /* Two floats -> packed bf16x2 (low half = a), one cvt.rn.bf16x2.f32: round to nearest
  * even, the same bits as sc_f32_to_bf16 (kernels/bf16.h) for every non-NaN value (NaN
  * stays NaN). */
