@@ -485,7 +485,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   if (n_tiles > 0) wg_load_tile<FP8>(sm, a, wg_sel(a, sel, 0), 0, kv_step, flag);
   int32_t r_next = wg_sel(a, sel, 1); /* this thread's row of the next tile to queue */
   static_assert(WG_BM == 64 && WG_D == 576, "sc_attn_load_q64's shape");
-  sc_attn_load_q64(sm.q, a, t, h0, threadIdx.x, WG_THREADS);
+  sc_attn_load_q64<WG_THREADS, 1>(sm.q, a, t, h0, threadIdx.x); /* (9 or 18 at a time spilled) */
   if (threadIdx.x < WG_BM) {
     sm.m[threadIdx.x] = -INFINITY;
     sm.l[threadIdx.x] = 0.0f;

@@ -42,22 +42,39 @@ bool sc_kcuda_attn_few_takes(const sc_attn_args *a, int64_t kv_step);
 int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
 
 /* Token t's q rows h0 .. h0 + 63 (f32, width 576) -> bf16 into q_s, 64 rows in the
- * 128-byte-swizzled K-major layout that wgmma reads (cuda_wgmma.cuh), by n threads of
- * which this is thread i; heads past n_heads are zero rows whose output is dropped. A
- * warp step writes 8 rows x 4 float4 (conflict-free 8-byte stores). The caller fences
- * (fence_async_smem) and syncs before wgmma reads it. Shared by k_attn_wg and k_attn_ws. */
+ * 128-byte-swizzled K-major layout that wgmma reads (cuda_wgmma.cuh), by N threads of
+ * which this is thread i0; heads past n_heads are zero rows whose output is dropped. A
+ * warp step writes 8 rows x 4 float4 (conflict-free 8-byte stores). Each thread has
+ * BATCH loads in flight before it converts any: one at a time (the loads could not pass the
+ * shared-memory stores, which the compiler must assume alias q), each paid a global
+ * load's whole latency, 36 of them a block before its first product. The caller fences
+ * (fence_async_smem) and syncs before wgmma reads it. Shared by k_attn_wg, k_attn_ws and
+ * k_attn_pairs. */
+template <int N, int BATCH>
 __device__ inline void sc_attn_load_q64(uint16_t *q_s, const sc_attn_args &a, int64_t t, int h0,
-                                        int i0, int n) {
-  for (int i = i0; i < 64 * (576 / 4); i += n) {
-    const int u = i >> 5, ln = i & 31;
-    const int row = (u & 7) * 8 + (ln & 7), c4 = (u >> 3) * 4 + (ln >> 3);
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (h0 + row < a.n_heads)
-      v = *(const float4 *)(a.q + t * a.ld_q + (int64_t)(h0 + row) * 576 + c4 * 4);
-    uint2 pk;
-    pk.x = (uint32_t)sc_f32_to_bf16(v.x) | ((uint32_t)sc_f32_to_bf16(v.y) << 16);
-    pk.y = (uint32_t)sc_f32_to_bf16(v.z) | ((uint32_t)sc_f32_to_bf16(v.w) << 16);
-    *(uint2 *)((char *)q_s + wg_off<64>(row, c4 / 2) + (c4 % 2) * 8) = pk;
+                                        int i0) {
+  constexpr int ITER = 64 * (576 / 4) / N;
+  static_assert(ITER * N == 64 * (576 / 4) && ITER % BATCH == 0, "whole batches a thread");
+  const float *q = a.q + t * a.ld_q;
+#pragma unroll 1
+  for (int b = 0; b < ITER; b += BATCH) {
+    float4 v[BATCH];
+#pragma unroll
+    for (int k = 0; k < BATCH; k++) {
+      const int i = i0 + (b + k) * N, u = i >> 5, ln = i & 31;
+      const int row = (u & 7) * 8 + (ln & 7), c4 = (u >> 3) * 4 + (ln >> 3);
+      v[k] = h0 + row < a.n_heads ? *(const float4 *)(q + (int64_t)(h0 + row) * 576 + c4 * 4)
+                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int k = 0; k < BATCH; k++) {
+      const int i = i0 + (b + k) * N, u = i >> 5, ln = i & 31;
+      const int row = (u & 7) * 8 + (ln & 7), c4 = (u >> 3) * 4 + (ln >> 3);
+      uint2 pk;
+      pk.x = (uint32_t)sc_f32_to_bf16(v[k].x) | ((uint32_t)sc_f32_to_bf16(v[k].y) << 16);
+      pk.y = (uint32_t)sc_f32_to_bf16(v[k].z) | ((uint32_t)sc_f32_to_bf16(v[k].w) << 16);
+      *(uint2 *)((char *)q_s + wg_off<64>(row, c4 / 2) + (c4 % 2) * 8) = pk;
+    }
   }
 }
 

@@ -296,7 +296,7 @@ __device__ inline void ws_store_o(const sc_attn_args &a, const float (&o)[128], 
 __device__ inline void ws_load_q(uint16_t *q, const sc_attn_args &a, int64_t t, int h0,
                                  int bar) {
   static_assert(WS_BM == 64 && WS_D == 576, "sc_attn_load_q64's shape");
-  sc_attn_load_q64(q, a, t, h0, threadIdx.x, 256);
+  sc_attn_load_q64<256, 18>(q, a, t, h0, threadIdx.x);
   fence_async_smem();
   named_sync(bar, 256);
 }

@@ -33,12 +33,12 @@
 B=.devrun/pairs
 # kernel_env V: the environment that picks attention kernel V; bin_dir V: its binaries
 kernel_env() { case $1 in wg) echo SPARSECP_ATTN_WS=0 ;; ws) echo SPARSECP_ATTN_PAIRS=0 ;; flat) echo SPARSECP_ATTN_CROSS=0 ;; nohints) echo SPARSECP_ATTN_HINTS=0 ;; *) echo SPARSECP_ATTN_PAIRS=1 ;; esac; }
-bin_dir() { case $1 in pairs1|fast) echo .devrun/$1 ;; *) echo $B ;; esac; }
+bin_dir() { case $1 in pairs1|fast|fastq) echo .devrun/$1 ;; *) echo $B ;; esac; }
 # (the attention cases took 2 s and a benchmark pass 7 s in session 29: a kernel that
 # hangs costs its timeout, and a variant whose tests fail is left out of the benchmark)
 touch "$OUT/failed_variants"
 if has 1; then
-  for v in pairs flat ws fast; do
+  for v in pairs flat ws fast fastq; do
     env $(kernel_env $v) SC_GPU_CASES=attention timeout 60 $(bin_dir $v)/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
     rc=$?; echo "$v test_gpu_kernels attention rc=$rc $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"
     [ $rc = 0 ] || echo $v >> "$OUT/failed_variants"
@@ -47,7 +47,7 @@ if has 1; then
   lap tests
 fi
 if has 2; then
-  for i in 1 2; do for v in wg ws pairs1 flat nohints pairs fast; do
+  for i in 1 2; do for v in wg ws pairs1 flat nohints pairs fast fastq; do
     if grep -qx $v "$OUT/failed_variants"; then echo "attn $v $i: skipped (tests failed)"; continue; fi
     env $(kernel_env $v) SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 $(bin_dir $v)/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
     echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
@@ -77,7 +77,7 @@ if has 6; then
   lap deep
 fi
 if has 7; then
-  for v in pairs fast; do
+  for v in pairs fastq; do
     if grep -qx $v "$OUT/failed_variants"; then continue; fi
     for c in decode prefill; do
       SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$c timeout 120 ncu --clock-control none -k regex:k_attn_pairs --launch-skip 2 --launch-count 1 \
