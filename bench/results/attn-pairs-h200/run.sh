@@ -34,11 +34,17 @@ B=.devrun/pairs
 # kernel_env V: the environment that picks attention kernel V; bin_dir V: its binaries
 kernel_env() { case $1 in wg) echo SPARSECP_ATTN_WS=0 ;; ws) echo SPARSECP_ATTN_PAIRS=0 ;; flat) echo SPARSECP_ATTN_CROSS=0 ;; nohints) echo SPARSECP_ATTN_HINTS=0 ;; *) echo SPARSECP_ATTN_PAIRS=1 ;; esac; }
 bin_dir() { case $1 in pairs1|fast|fastq) echo .devrun/$1 ;; *) echo $B ;; esac; }
+# the variants of PART 1 and 2 (session 31's first calls: "pairs flat ws fast fastq" and
+# "wg ws pairs1 flat nohints pairs fast fastq"; fast, fastq and pairs1 from their own dirs)
+TESTED=${TESTED:-pairs flat ws}
+BENCHED=${BENCHED:-wg ws flat nohints pairs}
+# (parts run in the order 1 2 3 7 5 4 6 8: the sanitizers last of the checks, being the
+# slowest)
 # (the attention cases took 2 s and a benchmark pass 7 s in session 29: a kernel that
 # hangs costs its timeout, and a variant whose tests fail is left out of the benchmark)
 touch "$OUT/failed_variants"
 if has 1; then
-  for v in pairs flat ws fast fastq; do
+  for v in $TESTED; do
     env $(kernel_env $v) SC_GPU_CASES=attention timeout 60 $(bin_dir $v)/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
     rc=$?; echo "$v test_gpu_kernels attention rc=$rc $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"
     [ $rc = 0 ] || echo $v >> "$OUT/failed_variants"
@@ -47,7 +53,7 @@ if has 1; then
   lap tests
 fi
 if has 2; then
-  for i in 1 2; do for v in wg ws pairs1 flat nohints pairs fast fastq; do
+  for i in 1 2; do for v in $BENCHED; do
     if grep -qx $v "$OUT/failed_variants"; then echo "attn $v $i: skipped (tests failed)"; continue; fi
     env $(kernel_env $v) SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 $(bin_dir $v)/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
     echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
@@ -58,35 +64,37 @@ if has 3; then
   flashmla_anchor
   lap flashmla
 fi
-if has 4; then
-  for tool in memcheck racecheck synccheck; do
-    SC_GPU_CASES=attention timeout 150 compute-sanitizer --tool $tool $B/test_gpu_kernels > "$OUT/$tool-attention.log" 2>&1
-    echo "$tool attention rc=$? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/$tool-attention.log" | head -2)"
+if has 7; then
+  for v in ${PROFILED:-pairs ws}; do
+    if grep -qx $v "$OUT/failed_variants"; then continue; fi
+    for c in decode prefill; do
+      env $(kernel_env $v) SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$c timeout 120 ncu --clock-control none -k regex:k_attn_ --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+        --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio \
+        $(bin_dir $v)/gpu_bench_kernels --json > "$OUT/ncu-$v-$c.txt" 2>&1; echo "ncu $v $c rc=$?"
+      grep -E "void k_attn|Duration|Compute \(SM\) Th|L2 Hit|Eligible Warps|Warp Cycles Per Issued" "$OUT/ncu-$v-$c.txt" | head -8 | cut -c1-110
+      grep -E "issue_stalled" "$OUT/ncu-$v-$c.txt" | awk '$NF+0 >= 0.15' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | cut -c1-90
+    done
   done
-  # (again without clusters, in case the tool does not follow distributed shared memory)
-  SPARSECP_ATTN_CROSS=0 SC_GPU_CASES=attention timeout 150 compute-sanitizer --tool racecheck $B/test_gpu_kernels > "$OUT/racecheck-flat-attention.log" 2>&1
-  echo "racecheck (flat) attention rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-flat-attention.log" | head -1)"
-  lap sanitizer
+  lap ncu
 fi
 if has 5; then
   attn_pipeline_checks $B
   lap pipeline
 fi
+if has 4; then
+  for tool in memcheck racecheck synccheck; do
+    SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool $tool $B/test_gpu_kernels > "$OUT/$tool-attention.log" 2>&1
+    echo "$tool attention rc=$? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/$tool-attention.log" | head -2)"
+  done
+  # (again without clusters, in case the tool does not follow distributed shared memory)
+  SPARSECP_ATTN_CROSS=0 SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool racecheck $B/test_gpu_kernels > "$OUT/racecheck-flat-attention.log" 2>&1
+  echo "racecheck (flat) attention rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-flat-attention.log" | head -1)"
+  lap sanitizer
+fi
 if has 6; then
   deep_tpot_alternating SPARSECP_ATTN_PAIRS $B
   lap deep
-fi
-if has 7; then
-  for v in pairs fastq; do
-    if grep -qx $v "$OUT/failed_variants"; then continue; fi
-    for c in decode prefill; do
-      SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$c timeout 120 ncu --clock-control none -k regex:k_attn_pairs --launch-skip 2 --launch-count 1 \
-        --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy --section MemoryWorkloadAnalysis \
-        $(bin_dir $v)/gpu_bench_kernels --json > "$OUT/ncu-$v-$c.txt" 2>&1; echo "ncu $v $c rc=$?"
-      grep -E "k_attn_pairs|Duration|Throughput|Eligible|Active Warps|Warp Cycles|Stall|Registers|Hit Rate|Busy" "$OUT/ncu-$v-$c.txt" | head -24 | cut -c1-150
-    done
-  done
-  lap ncu
 fi
 if has 8; then
   requests 4 500 "$OUT/req4.jsonl"
