@@ -2,15 +2,23 @@
  * pairs (sm_90a): the block of cuda_attn_ws.cu (3 warpgroups, one token and 64 heads,
  * 64-row tiles in two slots; shape and numerics in cuda_attn_ws.cuh) with the two
  * consumers' work made symmetric and the slots handed over by halves. sc_kcuda_attn_ws
- * launches it unless SPARSECP_ATTN_PAIRS=0.
+ * launches it over fp8_ds_mla rows in clusters (below), the one case where it measured
+ * faster (SPARSECP_ATTN_PAIRS=1: always, =0: never).
  *
- * Why: in k_attn_ws one consumer computes every tile's S (36 wgmma m64n64k16, about half
- * the tile's tensor work) and softmax, and the other only half of P V, so the first is the
- * critical path and the tensor cores wait on its softmax (0.68-0.82 of FlashMLA, H200,
- * 2026-12-05). Here, as FlashMLA's SM90 sparse prefill does (their schedule, our code),
- * tile 2i (slot 0) belongs to WG0 and tile 2i + 1 (slot 1) to WG1; each computes S and
- * the softmax of its own tile while the other's products run, and each keeps its half
- * of O's columns, adding P V of both tiles:
+ * Measured (one H100, 2026-12-05, bench/kernels-cuda.md): the symmetric schedule did not
+ * pay by itself. k_attn_ws, with the same exp2 and q loading, ran 8% faster on bf16 rows
+ * (352 against 326 TFLOP/s decode, 391 against 364 prefill); the pairs win over fp8 rows
+ * only through the clusters (272 against ws's 249; one block a group they lost). Why
+ * was not profiled: the handovers at four named barriers a pair and the P exchange are
+ * the likely cost.
+ *
+ * The reasoning that led here: in k_attn_ws one consumer computes every tile's S (36
+ * wgmma m64n64k16, about half the tile's tensor work) and softmax, and the other only
+ * half of P V, so the first is the critical path and the tensor cores wait on its
+ * softmax (0.68-0.82 of FlashMLA, H200, 2026-12-05). Here, as FlashMLA's SM90 sparse
+ * prefill does (their schedule, our code), tile 2i (slot 0) belongs to WG0 and tile
+ * 2i + 1 (slot 1) to WG1; each computes S and the softmax of its own tile while the
+ * other's products run, and each keeps its half of O's columns, adding P V of both tiles:
  *   WG0: S0 = Q K0^T; m0 = the running max after S0 -> WG1; P0 = 2^(S0 - m0);
  *        O_L = O_L * 2^(m - m0) + P0 V0_L;  [m1 from WG1]  P0 and O_L rescaled to m1;
  *        P0 -> slot 0; O_L += P1 V1_L (in flight under WG0's next S0)
@@ -503,10 +511,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 /* fp8_ds_mla rows of a model whose tokens have an even number of 64-head groups (128
  * heads: DeepSeek-V3.2's) take the cluster (c->attn_cross; SPARSECP_ATTN_CROSS=0 turns it
  * off: the baseline of a comparison); a cluster's blocks are a token's groups 2j, 2j + 1,
- * whose selected rows are the same. The producer's loads carry L2 hints (keep the rows,
- * which other tokens select too; fetch the 256 bytes around each read, the rest of its
- * row), as FlashMLA's do, unless c->attn_hints is off (SPARSECP_ATTN_HINTS=0: the
- * baseline of a comparison). */
+ * whose selected rows are the same. With c->attn_hints (SPARSECP_ATTN_HINTS=1) the
+ * producer's loads carry FlashMLA's L2 hints (keep the rows, which other tokens select
+ * too; fetch the 256 bytes around each read, the rest of its row): off by default, as
+ * they cost fp8 decode 3% (271.6 against 263.2 TFLOP/s without, H100, 2026-12-05) and
+ * moved bf16 rows and prefill by under 1%. */
 int sc_kcuda_attn_pairs(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA, hints = c->attn_hints != 0;
   const int groups = (a->n_heads + WS_BM - 1) / WS_BM;

@@ -1,8 +1,8 @@
 /* cuda_attn_ws.cu - sparse MLA attention over bf16 and fp8_ds_mla KV rows with
  * warpgroups in roles (sm_90a), one warpgroup computing every tile's S and softmax; the
  * shape, the producer and the numerics are cuda_attn_ws.cuh's. sc_kcuda_sparse_attn
- * (cuda_attn.cu) chooses it, or, by default, cuda_attn_pairs.cu's schedule of the same
- * block (SPARSECP_ATTN_PAIRS=0 keeps this one: the baseline of a comparison in one run).
+ * (cuda_attn.cu) chooses it, and it passes fp8_ds_mla rows that go in clusters to
+ * cuda_attn_pairs.cu's schedule of the same block, the faster there (sc_kcuda_attn_ws).
  *
  * Why another kernel: k_attn_wg (cuda_attn.cu) splits S = Q K^T of a 32-row tile over
  * four warpgroups by k and sums their partials through shared memory, and every phase
@@ -193,8 +193,16 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   }
 }
 
+/* Which schedule (c->attn_pairs < 0): on one H100 (2026-12-05, bench/kernels-cuda.md)
+ * this kernel beat the tiles in pairs over bf16 rows (352 against 326 TFLOP/s on the
+ * decode case, 391 against 364 on prefill) and over fp8 rows one block a head group, and
+ * lost only over fp8 rows in clusters (249 against 272), where the pairs' two blocks
+ * dequantize each row once for both. */
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
-  if (c->attn_pairs) return sc_kcuda_attn_pairs(c, a, kv_step);
+  const int groups = (a->n_heads + WS_BM - 1) / WS_BM;
+  const bool clusters = a->kv.fmt == SC_KFMT_FP8_DS_MLA && c->attn_cross && groups % 2 == 0;
+  if (c->attn_pairs > 0 || (c->attn_pairs < 0 && clusters))
+    return sc_kcuda_attn_pairs(c, a, kv_step);
   static_assert(sizeof(ws_smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
   return sc_attn_launch_groups(c, a, kv_step,
                                a->kv.fmt == SC_KFMT_FP8_DS_MLA ? k_attn_ws<true> : k_attn_ws<false>,

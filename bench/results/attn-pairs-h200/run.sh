@@ -1,30 +1,31 @@
-# run.sh - sparse attention with tiles in pairs (k_attn_pairs, cuda_attn_pairs.cu, branch
-# wip/attn-pair; compiled on 2026-12-05, not yet run): slots handed over by halves, and
-# over fp8_ds_mla rows at 128 heads in clusters of two blocks ("pairs", the default) or
-# one block a head group ("flat": SPARSECP_ATTN_CROSS=0), the producer's loads with L2
-# hints (or without: "nohints", SPARSECP_ATTN_HINTS=0); beside k_attn_ws
-# (SPARSECP_ATTN_PAIRS=0), k_attn_wg (SPARSECP_ATTN_WS=0), "pairs1" (the branch at
-# 2d7dff8: slots handed over whole; its test_gpu_kernels and gpu_bench_kernels in
-# .devrun/pairs1/) and FlashMLA, one H200; the call records its date in $OUT/gpu.txt.
-# From the repository root on the GPU machine, the branch's binaries in .devrun/pairs/
-# (test_gpu_kernels, gpu_bench_kernels, test_gpu_graphs, sparsecp), the sgl-flash-mla
-# wheel in .devrun/whl (bench/attn_anchor.sh prepare):
+# run.sh - the warpgroup-role attention kernels side by side with FlashMLA on one GPU:
+# k_attn_ws (cuda_attn_ws.cu), k_attn_pairs (cuda_attn_pairs.cu: tiles in pairs, slots
+# handed over by halves, over fp8_ds_mla rows at 128 heads clusters of two blocks) and
+# k_attn_wg; first run in session 31 (2026-12-05, one H100: bench/kernels-cuda.md, raw in
+# bench/results/attn-pairs-2026-12-05-h100/). The call records the GPU and date in
+# $OUT/gpu.txt. From the repository root on the GPU machine, the binaries in
+# .devrun/pairs/ (test_gpu_kernels, gpu_bench_kernels, test_gpu_graphs, sparsecp), the
+# sgl-flash-mla wheel in .devrun/whl (bench/attn_anchor.sh prepare):
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/attn-pairs-h200/run.sh
+# Variants (kernel_env): "auto" the default choice (k_attn_ws, the pairs over fp8 rows in
+# clusters), "ws" and "pairs" always that kernel, "flat" the pairs without clusters,
+# "hints" the pairs with FlashMLA's L2 hints, "wg" k_attn_wg; "pairs1", "fast" and
+# "fastq" are earlier builds in their own .devrun folders. (In the logs of session 31's
+# calls 1-3, before the default changed, "pairs" had the hints on and "nohints" was
+# today's "pairs".)
 #  PART=1: test_gpu_kernels' attention cases (against the CPU reference; a token batched
-#          and alone bit for bit) with k_attn_pairs (the default: cross), flat, pairs1
-#          and k_attn_ws.
-#  PART=2: kernel.sparse_attn of "wg", "ws", "pairs1", "flat", "nohints" and "pairs",
-#          alternating, twice (bf16 and fp8_ds_mla rows).
+#          and alone bit for bit) with each of $TESTED.
+#  PART=2: kernel.sparse_attn of each of $BENCHED, alternating, twice.
 #  PART=3: FlashMLA's sparse kernels on the same shapes (bench/attn_anchor.py flashmla).
-#  PART=4: compute-sanitizer memcheck, racecheck and synccheck of the attention cases
-#          (k_attn_pairs), and racecheck again without clusters.
+#  PART=4: compute-sanitizer memcheck, racecheck and synccheck of the attention cases,
+#          and racecheck again without clusters (racecheck ran past 100 s on an H100).
 #  PART=5: the pipeline: run --verify at P2 N2 on one GPU with bf16 rows over a 2-layer
-#          model of model-deep's shape (128 heads: the new kernel), then all of
-#          test_gpu_kernels and test_gpu_graphs.
+#          model of model-deep's shape (128 heads), then all of test_gpu_kernels and
+#          test_gpu_graphs.
 #  PART=6: model-deep decode TPOT, bf16 rows, P1 N1, NCCL (4 requests of 64 + 64 tokens,
 #          2.5 s apart), SPARSECP_ATTN_PAIRS=0 and 1 in turn, twice.
-#  PART=7: ncu of one k_attn_pairs launch of the bf16 decode case (128 x 1 query) and one
-#          of the prefill case: speed of light, warp states, scheduler.
+#  PART=7: ncu of one launch of each of $PROFILED on the decode and prefill cases: speed
+#          of light, memory, warp states and the stall reasons.
 #  PART=8: (issue 20, beside) the default model's decode TPOT at P4 N4 over ipc under MPS
 #          with each client's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 100, 50 and 25 in turn,
 #          and one rank (NCCL), twice: whether four ranks' kernels interfere less when
@@ -32,12 +33,16 @@
 . bench/device_common.sh
 B=.devrun/pairs
 # kernel_env V: the environment that picks attention kernel V; bin_dir V: its binaries
-kernel_env() { case $1 in wg) echo SPARSECP_ATTN_WS=0 ;; ws) echo SPARSECP_ATTN_PAIRS=0 ;; flat) echo SPARSECP_ATTN_CROSS=0 ;; nohints) echo SPARSECP_ATTN_HINTS=0 ;; *) echo SPARSECP_ATTN_PAIRS=1 ;; esac; }
+kernel_env() {
+  case $1 in
+    wg) echo SPARSECP_ATTN_WS=0 ;; ws) echo SPARSECP_ATTN_PAIRS=0 ;; pairs) echo SPARSECP_ATTN_PAIRS=1 ;;
+    flat) echo SPARSECP_ATTN_PAIRS=1 SPARSECP_ATTN_CROSS=0 ;;
+    hints) echo SPARSECP_ATTN_PAIRS=1 SPARSECP_ATTN_HINTS=1 ;; *) echo SPARSECP_ATTN_WS=1 ;;
+  esac
+}
 bin_dir() { case $1 in pairs1|fast|fastq) echo .devrun/$1 ;; *) echo $B ;; esac; }
-# the variants of PART 1 and 2 (session 31's first calls: "pairs flat ws fast fastq" and
-# "wg ws pairs1 flat nohints pairs fast fastq"; fast, fastq and pairs1 from their own dirs)
-TESTED=${TESTED:-pairs flat ws}
-BENCHED=${BENCHED:-wg ws flat nohints pairs}
+TESTED=${TESTED:-auto pairs flat ws}
+BENCHED=${BENCHED:-wg ws pairs auto}
 # (parts run in the order 1 2 3 7 5 4 6 8: the sanitizers last of the checks, being the
 # slowest)
 # (the attention cases took 2 s and a benchmark pass 7 s in session 29: a kernel that
