@@ -84,56 +84,6 @@ struct pair_smem {
 
 /* ---- the producer ---- */
 
-/* Half H of one row of a slot: its 16-byte parts p0 + 4 m (column block m / 2) for m in
- * 0-7 (L) or 8-17 (R). bf16 rows by cp.async; fp8_ds_mla rows dequantized through
- * registers (the half's 8 parts of e4m3 values, loaded before any is converted, times
- * their 128-value tile's scale), the rope (m 16, 17) copied through them too, and in a
- * cluster (CROSS) each 16 bytes also written by st.async into the other block's slot
- * (counted on its full barrier peer_full). A row not read is zeros. */
-template <bool FP8, bool CROSS, bool HINTS, int H>
-__device__ inline void pair_fill_half(char *slot, uint32_t peer_slot, uint32_t peer_full,
-                                      const char *src, bool ok, int row, int p0, uint64_t pol) {
-  constexpr int M0 = H ? 8 : 0, M1 = H ? 18 : 8;
-  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
-  if (!FP8) {
-#pragma unroll 2
-    for (int m = M0; m < M1; m++) {
-      const int part = p0 + 4 * m;
-      char *dst = slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4);
-      if (HINTS)
-        cp_async16_hint(dst, src + (ok ? part * 16 : 0), ok, pol);
-      else
-        cp_async16(dst, src + (ok ? part * 16 : 0), ok);
-    }
-    return;
-  }
-  uint2 v[8];
-  float2 sc = make_float2(0.f, 0.f);
-  uint4 rope[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-  if (ok) {
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      const char *at = src + 8 * (p0 + 4 * (M0 + k));
-      v[k] = HINTS ? ld_nc_u2_hint(at, pol) : *(const uint2 *)at;
-    }
-    sc = *(const float2 *)(src + SC_FP8_SCALE_OFF + 8 * H); /* the half's two tiles */
-    if (H)
-#pragma unroll
-      for (int k = 0; k < 2; k++)
-        rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
-  }
-#pragma unroll
-  for (int m = M0; m < M1; m++) {
-    const int part = p0 + 4 * m;
-    const uint4 w = m >= 16 ? rope[m - 16]
-                    : ok    ? e4m3x8_to_bf16x8(v[m - M0], ((m - M0) >> 2) ? sc.y : sc.x)
-                            : make_uint4(0, 0, 0, 0);
-    const uint32_t off = (uint32_t)((m >> 1) * WS_CB) + rb + (((part & 7) ^ (row & 7)) << 4);
-    *(uint4 *)(slot + off) = w;
-    if (CROSS) st_async16(peer_slot + off, w, peer_full);
-  }
-}
-
 /* Fills half H of slot s with the rows `rows` of this thread (ROWS of them: rows r0 and
  * r0 + 32 of the tile, or in a cluster r0 + 32 rank alone) once the half's readers of
  * the pair before released it, and announces it: 128 arrivals as the copies land (bf16)
@@ -160,7 +110,7 @@ __device__ inline void pair_produce_half(pair_smem &sm, const sc_attn_args &a, i
     const bool ok = ws_row_ok(a, r);
     if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
     const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
-    pair_fill_half<FP8, CROSS, HINTS, H>(slot, peer_slot, peer_full, src, ok, r0 + 32 * k, p0,
+    ws_fill_half<FP8, CROSS, HINTS, H>(slot, peer_slot, peer_full, src, ok, r0 + 32 * k, p0,
                                          pol);
   }
   if (FP8) {

@@ -10,8 +10,9 @@
  * same shapes (H200, 2026-12-03, bench/kernels-cuda.md), its tensor cores busy about a
  * quarter of the time. Here, after FlashMLA's SM90 sparse kernels (their roles, our
  * code), a block of 3 warpgroups takes one token and 64 heads, tiles of 64 selected rows:
- *  - WG2, the producer (ws_produce), fills two slots (FlashMLA's producer shares the work
- *    of a token's 128 heads between the two CTAs of a cluster, which this one does not).
+ *  - WG2, the producer (ws_produce), fills two slots; over fp8_ds_mla rows of 128-head
+ *    models the two blocks of a token run as a cluster whose producers each dequantize
+ *    half of every tile's rows for both (FlashMLA's "crossover"; see ws_produce).
  *    WG0 reads which rows are valid from the selection itself (two loads a thread a
  *    tile, a tile ahead, and two ballots), so no word but the rows passes between the
  *    roles through shared memory.
@@ -42,7 +43,17 @@ struct ws_smem {
   uint64_t full[2], empty[2];
 };
 
+/* Releases slot s to the producer, and in a cluster (CROSS) to the other block's, which
+ * writes half of every tile's rows into this block's slots (peer_empty: that block's
+ * empty barriers). */
+template <bool CROSS>
+__device__ inline void ws_release(ws_smem &sm, int s, uint32_t peer_empty) {
+  mbar_arrive(&sm.empty[s]);
+  if (CROSS) mbar_arrive_remote(peer_empty + 8 * (uint32_t)s);
+}
+
 /* WG0: S, the softmax, P and alpha for WG1, and O[:, 0:256] (see the top). */
+template <bool CROSS>
 __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_tiles, int64_t t,
                                    int h0) {
   const auto [wr, lane, g, tq] = ws_place_of();
@@ -50,6 +61,7 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
   ws_zero(o);
   const float sl2 = a.scale * 1.4426950408889634f; /* scores in log2 units */
   const uint32_t q_base = smem_u32(sm.q);
+  const uint32_t peer_empty = CROSS ? cluster_addr(sm.empty, cluster_rank() ^ 1) : 0;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* rows g, g + 8 */
   const int32_t *sel = a.sel + t * a.ld_sel;
   int2 sel_next = ws_sel_pair(a, sel, 0, lane); /* this lane's entries of the next tile */
@@ -62,7 +74,7 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
     if (vb == 0) { /* no valid row: skipped (see ws_consume1), the barriers kept */
       if (tile > 0) named_sync(WS_BAR_PFREE, 256);
       named_arrive(WS_BAR_PREADY, 256);
-      mbar_arrive(&sm.empty[s]);
+      ws_release<CROSS>(sm, s, peer_empty);
       continue;
     }
     const uint32_t kv_base = smem_u32(sm.kv[s]);
@@ -105,7 +117,7 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
       wg_wait0();
       wg_pin(o);
     }
-    mbar_arrive(&sm.empty[s]);
+    ws_release<CROSS>(sm, s, peer_empty);
   }
   /* l over a row's 4 threads; 1 / l to WG1; lse = (m + log2 l) ln 2 */
   ws_row_sums(l_run);
@@ -125,12 +137,14 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
 }
 
 /* WG1: O[:, 256:512] with WG0's P (see the top). */
+template <bool CROSS>
 __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_tiles, int64_t t,
                                    int h0) {
   const auto [wr, lane, g, tq] = ws_place_of();
   float o[128];
   ws_zero(o);
   const uint64_t dp = wg_desc(smem_u32(sm.p), 16, 1024);
+  const uint32_t peer_empty = CROSS ? cluster_addr(sm.empty, cluster_rank() ^ 1) : 0;
   const int32_t *sel = a.sel + t * a.ld_sel;
   int2 sel_next = ws_sel_pair(a, sel, 0, lane);
   for (int tile = 0; tile < n_tiles; tile++) {
@@ -143,7 +157,7 @@ __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_til
     sel_next = ws_sel_pair(a, sel, tile + 1, lane);
     named_sync(WS_BAR_PREADY, 256); /* P and alpha of this tile; its slot is full */
     if (vb == 0) {
-      mbar_arrive(&sm.empty[s]);
+      ws_release<CROSS>(sm, s, peer_empty);
       if (tile + 1 < n_tiles) named_arrive(WS_BAR_PFREE, 256);
       continue;
     }
@@ -159,7 +173,7 @@ __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_til
     wg_commit();
     wg_wait0();
     wg_pin(o);
-    mbar_arrive(&sm.empty[s]);
+    ws_release<CROSS>(sm, s, peer_empty);
     if (tile + 1 < n_tiles) named_arrive(WS_BAR_PFREE, 256);
   }
   named_sync(WS_BAR_L, 256);
@@ -169,8 +183,11 @@ __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_til
 /* Registers a thread of each role may hold (setmaxnreg): 240 + 176 + 88 = 504 = 3 x 168,
  * the launch's 168 a thread (65536 / 384, in 8s) moved between roles; more than the
  * producer gives up would leave an inc waiting forever. WG0 holds its half of O (128),
- * S (32) and P (16) and spilled at 232; WG1 its half of O, and spilled at 168. */
-template <bool FP8>
+ * S (32) and P (16) and spilled at 232; WG1 its half of O, and spilled at 168. In a
+ * cluster (CROSS, see ws_produce) the blocks sync once their barriers are set up and
+ * again before either exits: the other block writes into this one's slots and arrives
+ * at its barriers until its last tile. */
+template <bool FP8, bool CROSS>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     k_attn_ws(sc_attn_args a, int64_t kv_step, int *flag) {
   sc_dev_pdl_enter();
@@ -178,34 +195,42 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   ws_smem &sm = *(ws_smem *)(smem_raw + ws_smem_pad(smem_raw));
   const ws_block b = ws_block_of(a);
   const int wg = threadIdx.x >> 7;
-  ws_init_slots<FP8>(sm.full, sm.empty);
+  ws_init_slots<FP8, CROSS>(sm.full, sm.empty);
   if (wg == 2) {
     ws_setmaxnreg_dec<88>();
-    ws_produce<FP8>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
+    ws_produce<FP8, CROSS>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
   } else if (wg == 0) {
     ws_setmaxnreg_inc<240>();
     ws_load_q(sm.q, a, b.t, b.h0, WS_BAR_Q);
-    ws_consume0(sm, a, b.n_tiles, b.t, b.h0);
+    ws_consume0<CROSS>(sm, a, b.n_tiles, b.t, b.h0);
   } else {
     ws_setmaxnreg_inc<176>();
     ws_load_q(sm.q, a, b.t, b.h0, WS_BAR_Q);
-    ws_consume1(sm, a, b.n_tiles, b.t, b.h0);
+    ws_consume1<CROSS>(sm, a, b.n_tiles, b.t, b.h0);
   }
+  if (CROSS) cluster_sync();
 }
 
-/* Which schedule (c->attn_pairs < 0): on one H100 (2026-12-05, bench/kernels-cuda.md)
- * this kernel beat the tiles in pairs over bf16 rows (352 against 326 TFLOP/s on the
- * decode case, 391 against 364 on prefill) and over fp8 rows one block a head group, and
- * lost only over fp8 rows in clusters (249 against 272), where the pairs' two blocks
- * dequantize each row once for both. */
+/* fp8_ds_mla rows of a model whose tokens have an even number of 64-head groups (128
+ * heads: DeepSeek-V3.2's) run a token's groups 2j, 2j + 1 as a cluster of two blocks
+ * that dequantize for each other (c->attn_cross; SPARSECP_ATTN_CROSS=0: one block a
+ * group). The tiles-in-pairs schedule takes over only when asked (c->attn_pairs > 0,
+ * SPARSECP_ATTN_PAIRS=1): on one H100 (2026-12-05, bench/kernels-cuda.md) this kernel
+ * beat it over bf16 rows (352 against 326 TFLOP/s on the decode case, 391 against 364 on
+ * prefill) and over fp8 rows one block a group; the pairs' 272 over fp8 rows came from
+ * their clusters (one block a group: +13-17%), which this kernel has since (not yet run
+ * on a GPU: wip/ws-cross). */
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
+  if (c->attn_pairs > 0) return sc_kcuda_attn_pairs(c, a, kv_step);
+  const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
   const int groups = (a->n_heads + WS_BM - 1) / WS_BM;
-  const bool clusters = a->kv.fmt == SC_KFMT_FP8_DS_MLA && c->attn_cross && groups % 2 == 0;
-  if (c->attn_pairs > 0 || (c->attn_pairs < 0 && clusters))
-    return sc_kcuda_attn_pairs(c, a, kv_step);
   static_assert(sizeof(ws_smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
-  return sc_attn_launch_groups(c, a, kv_step,
-                               a->kv.fmt == SC_KFMT_FP8_DS_MLA ? k_attn_ws<true> : k_attn_ws<false>,
-                               WS_THREADS, sizeof(ws_smem) + 1024, 1,
+  const size_t smem = sizeof(ws_smem) + 1024; /* + alignment of the swizzle atoms */
+  if (fp8 && c->attn_cross && groups % 2 == 0)
+    return sc_attn_launch_groups(c, a, kv_step, k_attn_ws<true, true>, WS_THREADS, smem, 2,
+                                 "sparse_attn (warpgroups in roles, clusters)");
+  void (*const kern)(sc_attn_args, int64_t, int *) =
+      fp8 ? k_attn_ws<true, false> : k_attn_ws<false, false>;
+  return sc_attn_launch_groups(c, a, kv_step, kern, WS_THREADS, smem, 1,
                                "sparse_attn (warpgroups in roles)");
 }

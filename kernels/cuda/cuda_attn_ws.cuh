@@ -86,42 +86,121 @@ __device__ inline void ws_fp8_row(char *slot, const char *src, bool ok, int row,
   }
 }
 
+/* Half H of one row of a slot: its 16-byte parts p0 + 4 m (column block m / 2) for m in
+ * 0-7 (H = 0: column blocks 0-3) or 8-17 (H = 1: blocks 4-8). bf16 rows by cp.async;
+ * fp8_ds_mla rows dequantized through registers (the half's 8 parts of e4m3 values,
+ * loaded before any is converted, times their 128-value tile's scale), the rope (m 16,
+ * 17) copied through them too, and in a cluster (CROSS) each 16 bytes also written by
+ * st.async into the other block's slot (counted on its full barrier peer_full). A row
+ * not read is zeros. With HINTS the loads carry the L2 policy pol and a 256-byte
+ * prefetch. Used by k_attn_pairs (by halves) and k_attn_ws's clusters (both halves). */
+template <bool FP8, bool CROSS, bool HINTS, int H>
+__device__ inline void ws_fill_half(char *slot, uint32_t peer_slot, uint32_t peer_full,
+                                    const char *src, bool ok, int row, int p0, uint64_t pol) {
+  constexpr int M0 = H ? 8 : 0, M1 = H ? 18 : 8;
+  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
+  if (!FP8) {
+#pragma unroll 2
+    for (int m = M0; m < M1; m++) {
+      const int part = p0 + 4 * m;
+      char *dst = slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4);
+      if (HINTS)
+        cp_async16_hint(dst, src + (ok ? part * 16 : 0), ok, pol);
+      else
+        cp_async16(dst, src + (ok ? part * 16 : 0), ok);
+    }
+    return;
+  }
+  uint2 v[8];
+  float2 sc = make_float2(0.f, 0.f);
+  uint4 rope[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  if (ok) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const char *at = src + 8 * (p0 + 4 * (M0 + k));
+      v[k] = HINTS ? ld_nc_u2_hint(at, pol) : *(const uint2 *)at;
+    }
+    sc = *(const float2 *)(src + SC_FP8_SCALE_OFF + 8 * H); /* the half's two tiles */
+    if (H)
+#pragma unroll
+      for (int k = 0; k < 2; k++)
+        rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
+  }
+#pragma unroll
+  for (int m = M0; m < M1; m++) {
+    const int part = p0 + 4 * m;
+    const uint4 w = m >= 16 ? rope[m - 16]
+                    : ok    ? e4m3x8_to_bf16x8(v[m - M0], ((m - M0) >> 2) ? sc.y : sc.x)
+                            : make_uint4(0, 0, 0, 0);
+    const uint32_t off = (uint32_t)((m >> 1) * WS_CB) + rb + (((part & 7) ^ (row & 7)) << 4);
+    *(uint4 *)(slot + off) = w;
+    if (CROSS) st_async16(peer_slot + off, w, peer_full);
+  }
+}
+
+/* Bytes the other block of a cluster writes into a slot: its 32 rows, bf16. */
+#define WS_CROSS_TX ((WS_BN / 2) * WS_D * 2)
+
 /* The producer: tile j into slot j % 2 once both consumers released the tile two before
- * (empty[s], 256 arrivals), announced on full[s] (128 arrivals as the copies land; fp8:
- * 256, once more after the stores). Thread (warp w, lane l) fills rows w * 8 + l % 8 and
- * 32 more of every tile, 16-byte parts l / 8 + 4 m (m < 18) of the bf16 tile: per warp
- * step the 8 lanes of a part write 8 rows of one swizzle atom (conflict-free), and a
- * row's 4 lanes read 64 contiguous bytes (bf16) or 32 (fp8). bf16 rows go by cp.async;
- * fp8_ds_mla rows are dequantized through registers (ws_fp8_row), stored, fenced for the
- * async proxy that wgmma reads through, and announced by an arrive of their own. Row
- * indices are read a tile ahead (a global load on the way to the copies would put its
- * latency on every tile). */
-template <bool FP8>
+ * (empty[s], 256 arrivals; in a cluster 512, the other block's consumers too), announced
+ * on full[s] (128 arrivals as the copies land; fp8: 256, once more after the stores; in a
+ * cluster 129, see below). Thread (warp w, lane l) fills rows w * 8 + l % 8 and 32 more
+ * of every tile, 16-byte parts l / 8 + 4 m (m < 18) of the bf16 tile: per warp step the
+ * 8 lanes of a part write 8 rows of one swizzle atom (conflict-free), and a row's 4 lanes
+ * read 64 contiguous bytes (bf16) or 32 (fp8). bf16 rows go by cp.async; fp8_ds_mla rows
+ * are dequantized through registers (ws_fp8_row), stored, fenced for the async proxy
+ * that wgmma reads through, and announced by an arrive of their own. Row indices are
+ * read a tile ahead (a global load on the way to the copies would put its latency on
+ * every tile).
+ * CROSS (fp8_ds_mla rows, a token's two head groups as a cluster of two blocks: their
+ * selected rows are the same): each producer dequantizes only its block's 32 rows of
+ * every tile (rows 32 rank ..), rope included, through registers, and stores each 16
+ * bytes into both blocks' slots, the other's by st.async, which counts the bytes on that
+ * block's full barrier: each block's thread 0 arms its own with the other's bytes
+ * (expect_tx, the 129th arrival) before its producer's 128 arrive. */
+template <bool FP8, bool CROSS>
 __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
                                   const sc_attn_args &a, const int32_t *sel, int n_tiles,
                                   int64_t kv_step, int *flag) {
-  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
-  const int r0 = warp * 8 + (lane & 7), p0 = lane >> 3;
-  int32_t nxt[2];
+  static_assert(FP8 || !CROSS, "a cluster shares dequantized rows only");
+  constexpr int ROWS = CROSS ? 1 : 2;
+  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
+  const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
+  const int r0 = warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0);
+  int32_t nxt[ROWS];
 #pragma unroll
-  for (int k = 0; k < 2; k++) nxt[k] = r0 + 32 * k < a.topk ? sel[r0 + 32 * k] : -1;
+  for (int k = 0; k < ROWS; k++) nxt[k] = r0 + 32 * k < a.topk ? sel[r0 + 32 * k] : -1;
   for (int tile = 0; tile < n_tiles; tile++) {
     const int s = tile & 1;
-    if (tile >= 2) mbar_wait(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
-    int32_t cur[2] = {nxt[0], nxt[1]};
+    if (tile >= 2) { /* tile - 2 released */
+      if (CROSS)
+        mbar_wait_cluster(&empty[s], ((tile >> 1) - 1) & 1);
+      else
+        mbar_wait(&empty[s], ((tile >> 1) - 1) & 1);
+    }
+    if (CROSS && tid == 0) mbar_arrive_expect_tx(&full[s], WS_CROSS_TX);
+    int32_t cur[ROWS];
 #pragma unroll
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < ROWS; k++) {
+      cur[k] = nxt[k];
       const int j = (tile + 1) * WS_BN + r0 + 32 * k;
       nxt[k] = tile + 1 < n_tiles && j < a.topk ? sel[j] : -1;
     }
     char *slot = (char *)kv[s];
+    const uint32_t peer_slot = CROSS ? cluster_addr(slot, peer) : 0;
+    const uint32_t peer_full = CROSS ? cluster_addr(&full[s], peer) : 0;
 #pragma unroll
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < ROWS; k++) {
       const int row = r0 + 32 * k;
       const int32_t r = cur[k];
       const bool ok = ws_row_ok(a, r);
       if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
       const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
+      if (CROSS) {
+        ws_fill_half<true, true, false, 0>(slot, peer_slot, peer_full, src, ok, row, p0, 0);
+        ws_fill_half<true, true, false, 1>(slot, peer_slot, peer_full, src, ok, row, p0, 0);
+        continue;
+      }
       if (FP8) {
         ws_fp8_row(slot, src, ok, row, p0);
         continue;
@@ -134,7 +213,7 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
                    src + (ok ? part * 16 : 0), ok);
       }
     }
-    mbar_arrive_cp_async(&full[s]); /* when the copies land */
+    if (!CROSS) mbar_arrive_cp_async(&full[s]); /* when the copies land */
     if (FP8) { /* the dequantized parts: stored, fenced, announced */
       fence_async_smem();
       mbar_arrive(&full[s]);
@@ -328,17 +407,22 @@ __device__ inline uint32_t ws_smem_pad(const unsigned char *raw) {
   return (1024 - (smem_u32(raw) & 1023)) & 1023;
 }
 
-/* Thread 0 sets up the slots' barriers (counts: ws_produce), then the block syncs. */
-template <bool FP8>
+/* Thread 0 sets up the slots' barriers (counts: ws_produce), then the block syncs, or in
+ * a cluster (CROSS) the cluster, whose other block arrives at these. */
+template <bool FP8, bool CROSS>
 __device__ inline void ws_init_slots(uint64_t *full, uint64_t *empty) {
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int s = 0; s < 2; s++) {
-      mbar_init(&full[s], FP8 ? 256 : 128);
-      mbar_init(&empty[s], 256);
+      mbar_init(&full[s], CROSS ? 129 : FP8 ? 256 : 128);
+      mbar_init(&empty[s], CROSS ? 512 : 256);
     }
+    if (CROSS) fence_mbar_init();
   }
-  __syncthreads();
+  if (CROSS)
+    cluster_sync();
+  else
+    __syncthreads();
 }
 
 #endif

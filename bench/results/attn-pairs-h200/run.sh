@@ -8,7 +8,7 @@
 # sgl-flash-mla wheel in .devrun/whl (bench/attn_anchor.sh prepare):
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/attn-pairs-h200/run.sh
 # Variants (kernel_env): "auto" the default choice (k_attn_ws, the pairs over fp8 rows in
-# clusters), "ws" and "pairs" always that kernel, "flat" the pairs without clusters,
+# clusters), "ws" and "pairs" always that kernel, "wsflat" k_attn_ws without clusters, "flat" the pairs without clusters,
 # "hints" the pairs with FlashMLA's L2 hints, "wg" k_attn_wg; "pairs1", "fast" and
 # "fastq" are earlier builds in their own .devrun folders. (In the logs of session 31's
 # calls 1-3, before the default changed, "pairs" had the hints on and "nohints" was
@@ -36,11 +36,14 @@ B=.devrun/pairs
 kernel_env() {
   case $1 in
     wg) echo SPARSECP_ATTN_WS=0 ;; ws) echo SPARSECP_ATTN_PAIRS=0 ;; pairs) echo SPARSECP_ATTN_PAIRS=1 ;;
+    wsflat) echo SPARSECP_ATTN_PAIRS=0 SPARSECP_ATTN_CROSS=0 ;;
     flat) echo SPARSECP_ATTN_PAIRS=1 SPARSECP_ATTN_CROSS=0 ;;
     hints) echo SPARSECP_ATTN_PAIRS=1 SPARSECP_ATTN_HINTS=1 ;; *) echo SPARSECP_ATTN_WS=1 ;;
   esac
 }
 bin_dir() { case $1 in pairs1|fast|fastq) echo .devrun/$1 ;; *) echo $B ;; esac; }
+# (on branch wip/ws-cross k_attn_ws takes fp8 rows in clusters too: "ws" and "auto" are
+# it, "wsflat" without clusters, "pairs" the pairs' clusters)
 TESTED=${TESTED:-auto pairs flat ws}
 BENCHED=${BENCHED:-wg ws pairs auto}
 # (parts run in the order 1 2 3 7 5 4 6 8: the sanitizers last of the checks, being the
