@@ -30,15 +30,11 @@ CPU), the max and l exchange's arithmetic, and memory-model details below a barr
 Run: python3 tests/attn_pairs_protocol.py [--self-test] (exit 0 when every schedule
 passes; --self-test first checks that each of a few broken variants is caught).
 """
-import itertools
-import random
 import sys
 
+from protocol_model import Fail, Shared, main
+
 L, R = 0, 1
-
-
-class Fail(Exception):
-    pass
 
 
 # Mutations (--self-test): each breaks one rule of the protocol the way a plausible edit
@@ -56,20 +52,17 @@ MUTANTS = {
 }
 
 
-class Block:
+class Block(Shared):
     """One block's shared memory and barriers; in a cluster (peer set) the two blocks of a
     token, whose producers each fill one part (half the rows) of every half of both."""
 
     def __init__(self, valid, rank=0, cross=False):
+        super().__init__(rank)
         self.n_tiles = len(valid)
         self.valid = valid
-        self.rank = rank
         self.cross = cross
-        self.peer = None
         units = 2 if cross else 1  # arrivals a phase: warpgroups (and the peer's bytes)
         e_units = 1 if MUTANT == 'no-peer-release' else units
-        # mbarriers: [completed phases, arrivals in the current phase, arrivals a phase]
-        self.mb = {}
         for s in (0, 1):
             for h in (L, R):
                 self.mb[('full', s, h)] = [0, 0, units]
@@ -79,26 +72,6 @@ class Block:
         self.released = {(s, h): -1 for s in (0, 1) for h in (L, R)}  # last pair released
         self.p1 = None   # pair whose P1 p1 holds
         self.p0 = None   # pair whose P0 slot 0 R holds
-        self.bar = {}    # named barrier id -> warpgroups arrived in its current turn
-        self.gen = {}    # named barrier id -> turns completed
-        self.groups = {0: [], 1: []}  # committed groups: the regions each reads
-        self.open = {0: [], 1: []}    # reads issued since the last commit
-
-    def arrive(self, key):
-        st = self.mb[key]
-        st[1] += 1
-        if st[1] > st[2]:
-            raise Fail('block %d: %s over-arrived' % (self.rank, key))
-        if st[1] == st[2]:
-            st[0] += 1
-            st[1] = 0
-
-    def can_wait(self, key, parity):
-        return (self.mb[key][0] & 1) != parity
-
-    def pending_reads(self, region):
-        return [wg for wg in (0, 1) for g in self.groups[wg] + [self.open[wg]] for r in g
-                if r == region]
 
 
 def producer(b):
@@ -268,135 +241,5 @@ def consumer(b, wg):
     yield ('bar_sync', b, 'L', wg)
 
 
-def run(valid, rng, cross):
-    if cross:
-        blocks = [Block(valid, 0, True), Block(valid, 1, True)]
-        blocks[0].peer, blocks[1].peer = blocks[1], blocks[0]
-    else:
-        blocks = [Block(valid)]
-    roles = {}
-    for b in blocks:
-        roles[(b.rank, 'p')] = producer(b)
-        roles[(b.rank, 0)] = consumer(b, 0)
-        roles[(b.rank, 1)] = consumer(b, 1)
-    pending = {}
-    done = set()
-    blocked_bar = {}
-
-    def ready(op):
-        kind = op[0]
-        if kind == 'step' or kind in ('bar_arrive', 'bar_sync'):
-            return True
-        if kind == 'wait':
-            return op[1].can_wait(op[2], op[3])
-        if kind == 'wait_group':
-            return len(op[1].groups[op[2]]) <= op[3]
-        raise AssertionError(op)
-
-    def perform(op):
-        """Does op; returns (block, barrier, turn) when a bar_sync must wait."""
-        if op[0] in ('bar_arrive', 'bar_sync'):
-            b, bid, wg = op[1], op[2], op[3]
-            arr = b.bar.setdefault(bid, [])
-            if wg in arr:
-                raise Fail('barrier %s: warpgroup %d arrives twice in one turn' % (bid, wg))
-            arr.append(wg)
-            gen = b.gen.get(bid, 0)
-            if len(arr) == 2:
-                b.bar[bid] = []
-                b.gen[bid] = gen + 1
-                return None
-            if op[0] == 'bar_sync':
-                return (b, bid, gen)
-        return None
-
-    for k in roles:
-        try:
-            pending[k] = next(roles[k])
-        except StopIteration:
-            done.add(k)
-    steps = 0
-    while len(done) < len(roles):
-        steps += 1
-        if steps > 200000:
-            raise Fail('no progress')
-        cands = []
-        for k in roles:
-            if k in done:
-                continue
-            if k in blocked_bar:
-                b, bid, gen = blocked_bar[k]
-                if b.gen.get(bid, 0) > gen:
-                    cands.append(('unbar', k))
-                continue
-            if ready(pending[k]):
-                cands.append(('go', k))
-        for b in blocks:
-            for wg in (0, 1):
-                if b.groups[wg]:
-                    cands.append(('complete', (b, wg)))
-        if not cands:
-            raise Fail('deadlock: %s' % {k: (blocked_bar.get(k) or pending[k][::2])
-                                          for k in roles if k not in done})
-        what, k = rng.choice(cands)
-        if what == 'complete':
-            k[0].groups[k[1]].pop(0)
-            continue
-        if what == 'unbar':
-            del blocked_bar[k]
-        else:
-            w = perform(pending[k])
-            if w is not None:
-                blocked_bar[k] = w
-                continue
-        try:
-            pending[k] = next(roles[k])
-        except StopIteration:
-            done.add(k)
-    for b in blocks:
-        for bid, arr in b.bar.items():
-            if arr:
-                raise Fail('barrier %s left with %s arrived' % (bid, arr))
-
-
-def check_all(rng, reps):
-    """Runs every case, one block and a cluster of two; returns (schedules run, the first
-    failure or None)."""
-    n = 0
-    for cross in (False, True):
-        for n_tiles in range(1, 7):
-            for valid in itertools.product((True, False), repeat=n_tiles):
-                for _ in range(reps):
-                    try:
-                        run(list(valid), rng, cross)
-                    except Fail as e:
-                        return n, '%s tiles %s: %s' % ('cluster' if cross else 'block', ''.join(
-                            'v' if v else '-' for v in valid), e)
-                    n += 1
-    return n, None
-
-
-def main():
-    global MUTANT
-    if '--self-test' in sys.argv:
-        missed = []
-        for m, what in MUTANTS.items():
-            MUTANT = m
-            _, err = check_all(random.Random(2), 30)
-            print('mutant %-20s %s' % (m, 'caught: ' + err if err else 'MISSED (%s)' % what))
-            if err is None:
-                missed.append(m)
-        MUTANT = None
-        if missed:
-            return 1
-    n, err = check_all(random.Random(1), 150)
-    if err:
-        print('FAIL', err)
-        return 1
-    print('attn_pairs_protocol: %d schedules over 1-6 tiles, one block and a cluster of two: '
-          'no deadlock, race or misread' % n)
-    return 0
-
-
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(main(sys.argv, sys.modules[__name__]))

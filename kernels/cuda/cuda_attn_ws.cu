@@ -43,6 +43,10 @@ struct ws_smem {
   uint64_t full[2], empty[2];
 };
 
+/* (The synchronization below, ws_produce's and the clusters' included, is modelled step
+ * for step in tests/attn_ws_protocol.py and run there under random interleavings:
+ * change both together.) */
+
 /* Releases slot s to the producer, and in a cluster (CROSS) to the other block's, which
  * writes half of every tile's rows into this block's slots (peer_empty: that block's
  * empty barriers). */
