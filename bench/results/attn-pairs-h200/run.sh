@@ -8,9 +8,10 @@
 # sgl-flash-mla wheel in .devrun/whl (bench/attn_anchor.sh prepare):
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/attn-pairs-h200/run.sh
 # Variants (kernel_env): "auto" the default choice (k_attn_ws, the pairs over fp8 rows in
-# clusters), "ws" and "pairs" always that kernel, "wsflat" k_attn_ws without clusters, "flat" the pairs without clusters,
-# "hints" the pairs with FlashMLA's L2 hints, "wg" k_attn_wg; "pairs1", "fast" and
-# "fastq" are earlier builds in their own .devrun folders. (In the logs of session 31's
+# clusters), "ws" and "pairs" always that kernel, "wsflat" k_attn_ws without clusters,
+# "flat" the pairs without clusters, "hints" the pairs with FlashMLA's L2 hints, "wg"
+# k_attn_wg; "pairs1", "fast", "fastq", "wscross", "wspipe" and "few" are the default
+# choice of the builds in their own .devrun folders. (In the logs of session 31's
 # calls 1-3, before the default changed, "pairs" had the hints on and "nohints" was
 # today's "pairs".)
 #  PART=1: test_gpu_kernels' attention cases (against the CPU reference; a token batched
@@ -41,7 +42,7 @@ kernel_env() {
     hints) echo SPARSECP_ATTN_PAIRS=1 SPARSECP_ATTN_HINTS=1 ;; *) echo SPARSECP_ATTN_WS=1 ;;
   esac
 }
-bin_dir() { case $1 in pairs1|fast|fastq) echo .devrun/$1 ;; *) echo $B ;; esac; }
+bin_dir() { case $1 in pairs1|fast|fastq|wscross|wspipe|few) echo .devrun/$1 ;; *) echo $B ;; esac; }
 # (on branch wip/ws-cross k_attn_ws takes fp8 rows in clusters too: "ws" and "auto" are
 # it, "wsflat" without clusters, "pairs" the pairs' clusters)
 TESTED=${TESTED:-auto pairs flat ws}
