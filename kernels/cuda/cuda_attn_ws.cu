@@ -226,15 +226,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
  * on a GPU: wip/ws-cross). */
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   if (c->attn_pairs > 0) return sc_kcuda_attn_pairs(c, a, kv_step);
-  const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
-  const int groups = (a->n_heads + WS_BM - 1) / WS_BM;
   static_assert(sizeof(ws_smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
   const size_t smem = sizeof(ws_smem) + 1024; /* + alignment of the swizzle atoms */
-  if (fp8 && c->attn_cross && groups % 2 == 0)
+  if (sc_attn_clusters(c, a))
     return sc_attn_launch_groups(c, a, kv_step, k_attn_ws<true, true>, WS_THREADS, smem, 2,
                                  "sparse_attn (warpgroups in roles, clusters)");
   void (*const kern)(sc_attn_args, int64_t, int *) =
-      fp8 ? k_attn_ws<true, false> : k_attn_ws<false, false>;
+      a->kv.fmt == SC_KFMT_FP8_DS_MLA ? k_attn_ws<true, false> : k_attn_ws<false, false>;
   return sc_attn_launch_groups(c, a, kv_step, kern, WS_THREADS, smem, 1,
                                "sparse_attn (warpgroups in roles)");
 }
