@@ -1,6 +1,6 @@
-"""protocol_model.py - what the models of the attention kernels' synchronization share
-(attn_pairs_protocol.py, attn_ws_protocol.py): a block's barriers and wgmma groups, a
-scheduler that runs the roles of one block or a cluster of two under random
+"""protocol_model.py - the machinery of attn_ws_protocol.py's model of the attention
+kernel's synchronization, apart from the kernel's roles: a block's barriers and wgmma
+groups, a scheduler that runs the roles of one block or a cluster of two under random
 interleavings, and the driver that runs every case and the broken variants.
 
 A role is a generator that yields the operation it waits on next:

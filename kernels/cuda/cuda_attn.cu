@@ -1,8 +1,8 @@
 /* cuda_attn.cu - sparse MLA attention over selected KV rows (SPEC.md §7).
  *
  * Two kernels here; rows of the real model's shape, bf16 or fp8_ds_mla, take the
- * kernels of warpgroups in roles (cuda_attn_ws.cu; cuda_attn_pairs.cu when asked:
- * 1.4-1.7x this file's k_attn_wg in one run, bench/kernels-cuda.md), and
+ * kernel of warpgroups in roles (cuda_attn_ws.cu: 1.4-1.7x this file's k_attn_wg in
+ * one run, bench/kernels-cuda.md), and
  * models with few heads over bf16 rows cuda_attn_few.cu's (sc_kcuda_sparse_attn below
  * chooses):
  *  - k_attn_wg (with SPARSECP_ATTN_WS=0, the baseline of a comparison; dc = 512, dr = 64;

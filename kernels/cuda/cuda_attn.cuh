@@ -48,8 +48,7 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
  * BATCH loads in flight before it converts any: one at a time (the loads could not pass
  * the shared-memory stores, which the compiler must assume alias q), each paid a global
  * load's whole latency, 36 of them a block before its first product. The caller fences
- * (fence_async_smem) and syncs before wgmma reads it. Shared by k_attn_wg, k_attn_ws and
- * k_attn_pairs. */
+ * (fence_async_smem) and syncs before wgmma reads it. Shared by k_attn_wg and k_attn_ws. */
 template <int N, int BATCH>
 __device__ inline void sc_attn_load_q64(uint16_t *q_s, const sc_attn_args &a, int64_t t, int h0,
                                         int i0) {
@@ -96,7 +95,7 @@ __device__ inline void sc_attn_rescale(float (&o)[N], float al0, float al1) {
 
 /* Launches `kern` over a's tokens, a block of `threads` per token and group of 64 heads,
  * `smem` bytes of dynamic shared memory, in clusters of `cluster` blocks: the launch of
- * the 64-head kernels (k_attn_wg, k_attn_ws, k_attn_pairs). */
+ * the 64-head kernels (k_attn_wg, k_attn_ws). */
 inline int sc_attn_launch_groups(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step,
                                  void (*kern)(sc_attn_args, int64_t, int *), int threads,
                                  size_t smem, unsigned cluster, const char *what) {
@@ -119,11 +118,9 @@ inline bool sc_attn_clusters(const sc_kcuda *c, const sc_attn_args *a) {
   return a->kv.fmt == SC_KFMT_FP8_DS_MLA && c->attn_cross && (a->n_heads + 63) / 64 % 2 == 0;
 }
 
-/* The kernels of warpgroups in roles (cuda_attn_ws.cu, cuda_attn_pairs.cu), for what the
- * wgmma kernel takes (sc_kcuda_sparse_attn's mma_ok: bf16 or fp8_ds_mla rows, dc = 512,
- * dr = 64, rows and q 16-byte aligned). sc_kcuda_attn_ws launches the pairs kernel only
- * when c->attn_pairs asks for it (see there). */
+/* The kernel of warpgroups in roles (cuda_attn_ws.cu), for what the wgmma kernel takes
+ * (sc_kcuda_sparse_attn's mma_ok: bf16 or fp8_ds_mla rows, dc = 512, dr = 64, rows and q
+ * 16-byte aligned). */
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
-int sc_kcuda_attn_pairs(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
 
 #endif

@@ -1,8 +1,7 @@
 /* cuda_attn_ws.cu - sparse MLA attention over bf16 and fp8_ds_mla KV rows with
  * warpgroups in roles (sm_90a), one warpgroup computing every tile's S and softmax; the
  * shape, the producer and the numerics are cuda_attn_ws.cuh's. sc_kcuda_sparse_attn
- * (cuda_attn.cu) chooses it, and it passes fp8_ds_mla rows that go in clusters to
- * cuda_attn_pairs.cu's schedule of the same block, the faster there (sc_kcuda_attn_ws).
+ * (cuda_attn.cu) chooses it.
  *
  * Why another kernel: k_attn_wg (cuda_attn.cu) splits S = Q K^T of a 32-row tile over
  * four warpgroups by k and sums their partials through shared memory, and every phase
@@ -218,14 +217,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 /* fp8_ds_mla rows of a model whose tokens have an even number of 64-head groups (128
  * heads: DeepSeek-V3.2's) run a token's groups 2j, 2j + 1 as a cluster of two blocks
  * that dequantize for each other (c->attn_cross; SPARSECP_ATTN_CROSS=0: one block a
- * group). The tiles-in-pairs schedule takes over only when asked (c->attn_pairs > 0,
- * SPARSECP_ATTN_PAIRS=1): on one H100 (2026-12-05, bench/kernels-cuda.md) this kernel
- * beat it over bf16 rows (352 against 326 TFLOP/s on the decode case, 391 against 364 on
- * prefill) and over fp8 rows one block a group; the pairs' 272 over fp8 rows came from
- * their clusters (one block a group: +13-17%), which this kernel has since (not yet run
- * on a GPU: wip/ws-cross). */
+ * group): on one H200 (2026-12-05, bench/kernels-cuda.md) 330 TFLOP/s on the decode case
+ * against 247 one block a group. */
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
-  if (c->attn_pairs > 0) return sc_kcuda_attn_pairs(c, a, kv_step);
   static_assert(sizeof(ws_smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
   const size_t smem = sizeof(ws_smem) + 1024; /* + alignment of the swizzle atoms */
   if (sc_attn_clusters(c, a))

@@ -1,12 +1,13 @@
-/* cuda_attn_ws.cuh - what the two sparse attention kernels of warpgroups in roles share
- * (sm_90a; not a public header): cuda_attn_ws.cu (one warpgroup computes S and the
- * softmax of every tile) and cuda_attn_pairs.cu (tiles in pairs, each consumer warpgroup
- * the S and softmax of one). Both take one token and 64 heads a block of 3 warpgroups,
- * dc = 512, dr = 64 (DeepSeek-V3.2's attention, SPEC.md §7), tiles of 64 selected rows in
- * two shared-memory slots that the producer warpgroup (ws_produce) fills; the shape,
- * the producer, and the pieces of a tile's softmax live here.
+/* cuda_attn_ws.cuh - the pieces of the sparse attention kernel of warpgroups in roles
+ * (cuda_attn_ws.cu; sm_90a; not a public header): one token and 64 heads a block of 3
+ * warpgroups, dc = 512, dr = 64 (DeepSeek-V3.2's attention, SPEC.md §7), tiles of 64
+ * selected rows in two shared-memory slots that the producer warpgroup (ws_produce)
+ * fills; the shape, the producer, and the pieces of a tile's softmax live here.
+ * (A second kernel over the same pieces, cuda_attn_pairs.cu, made the consumers
+ * symmetric as FlashMLA's SM90 sparse kernels do; it lost on every case and was removed
+ * on 2026-12-05: bench/kernels-cuda.md.)
  *
- * Numerics (both kernels): q rounded to bf16, scores in log2 units, the running max
+ * Numerics: q rounded to bf16, scores in log2 units, the running max
  * moves only when a score exceeds it by more than 2^8 (so most tiles rescale nothing),
  * P in bf16 (<= 256), O and the sums in f32; out = O / l, lse = (m + log2 l) ln 2. The
  * order of every sum is fixed by the tile shape, so a query's output and lse depend only
@@ -86,31 +87,19 @@ __device__ inline void ws_fp8_row(char *slot, const char *src, bool ok, int row,
   }
 }
 
-/* Half H of one row of a slot: its 16-byte parts p0 + 4 m (column block m / 2) for m in
- * 0-7 (H = 0: column blocks 0-3) or 8-17 (H = 1: blocks 4-8). bf16 rows by cp.async;
- * fp8_ds_mla rows dequantized through registers (the half's 8 parts of e4m3 values,
- * loaded before any is converted, times their 128-value tile's scale), the rope (m 16,
- * 17) copied through them too, and in a cluster (CROSS) each 16 bytes also written by
- * st.async into the other block's slot (counted on its full barrier peer_full). A row
- * not read is zeros. With HINTS the loads carry the L2 policy pol and a 256-byte
- * prefetch. Used by k_attn_pairs (by halves) and k_attn_ws's clusters (both halves). */
-template <bool FP8, bool CROSS, bool HINTS, int H>
-__device__ inline void ws_fill_half(char *slot, uint32_t peer_slot, uint32_t peer_full,
-                                    const char *src, bool ok, int row, int p0, uint64_t pol) {
+/* Half H of one fp8_ds_mla row of a slot in a cluster, written into both blocks' slots:
+ * its 16-byte parts p0 + 4 m (column block m / 2) for m in 0-7 (H = 0: column blocks
+ * 0-3) or 8-17 (H = 1: blocks 4-8), dequantized through registers (the half's 8 parts of
+ * e4m3 values, loaded before any is converted, times their 128-value tile's scale), the
+ * rope (m 16, 17) copied through them too; each 16 bytes stored here and by st.async into
+ * the other block's slot (counted on its full barrier peer_full). A row not read is
+ * zeros. (By halves: a whole row's 16 loads in flight cost the producer's 88 registers
+ * more than they hold.) */
+template <int H>
+__device__ inline void ws_cross_half(char *slot, uint32_t peer_slot, uint32_t peer_full,
+                                     const char *src, bool ok, int row, int p0) {
   constexpr int M0 = H ? 8 : 0, M1 = H ? 18 : 8;
   const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
-  if (!FP8) {
-#pragma unroll 2
-    for (int m = M0; m < M1; m++) {
-      const int part = p0 + 4 * m;
-      char *dst = slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4);
-      if (HINTS)
-        cp_async16_hint(dst, src + (ok ? part * 16 : 0), ok, pol);
-      else
-        cp_async16(dst, src + (ok ? part * 16 : 0), ok);
-    }
-    return;
-  }
   uint2 v[8];
   float2 sc = make_float2(0.f, 0.f);
   uint4 rope[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
@@ -118,7 +107,7 @@ __device__ inline void ws_fill_half(char *slot, uint32_t peer_slot, uint32_t pee
 #pragma unroll
     for (int k = 0; k < 8; k++) {
       const char *at = src + 8 * (p0 + 4 * (M0 + k));
-      v[k] = HINTS ? ld_nc_u2_hint(at, pol) : *(const uint2 *)at;
+      v[k] = *(const uint2 *)at;
     }
     sc = *(const float2 *)(src + SC_FP8_SCALE_OFF + 8 * H); /* the half's two tiles */
     if (H)
@@ -134,7 +123,7 @@ __device__ inline void ws_fill_half(char *slot, uint32_t peer_slot, uint32_t pee
                             : make_uint4(0, 0, 0, 0);
     const uint32_t off = (uint32_t)((m >> 1) * WS_CB) + rb + (((part & 7) ^ (row & 7)) << 4);
     *(uint4 *)(slot + off) = w;
-    if (CROSS) st_async16(peer_slot + off, w, peer_full);
+    st_async16(peer_slot + off, w, peer_full);
   }
 }
 
@@ -192,8 +181,8 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
       if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
       const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
       if (CROSS) {
-        ws_fill_half<true, true, false, 0>(slot, peer_slot, peer_full, src, ok, row, p0, 0);
-        ws_fill_half<true, true, false, 1>(slot, peer_slot, peer_full, src, ok, row, p0, 0);
+        ws_cross_half<0>(slot, peer_slot, peer_full, src, ok, row, p0);
+        ws_cross_half<1>(slot, peer_slot, peer_full, src, ok, row, p0);
         continue;
       }
       if (FP8) {
@@ -217,27 +206,16 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
   cp_async_wait_all(); /* (no copy outlives its thread) */
 }
 
-/* Steps K0 .. K1 - 1 of the 36 in an order rotated by rot (step kk is k16 step
- * (kk + rot) mod 36), the first overwriting s: for code that both consumers of a block
- * run, each starting on another half of the tile. Unrolled, the rotation in the
- * descriptors only (a loop of wgmma, or the two orders in two branches, made ptxas
- * serialize every wgmma of the kernel: C7520). */
-template <int K0, int K1>
-__device__ inline void ws_scores_rotated(float (&s)[32], uint32_t q_base, uint32_t kv_base,
-                                         int rot) {
+/* A tile's S = Q K^T: the 36 k16 steps in order, committed as one group. (Unrolled: a
+ * loop of wgmma made ptxas serialize every wgmma of the kernel, C7520.) */
+__device__ inline void ws_scores(float (&s)[32], uint32_t q_base, uint32_t kv_base) {
   const uint64_t dq = wg_desc(q_base, 16, 1024), dk = wg_desc(kv_base, 16, 1024);
   wg_fence();
 #pragma unroll
-  for (int kk = K0; kk < K1; kk++) {
-    int kr = kk + rot;
-    kr -= kr >= WS_KSTEPS ? WS_KSTEPS : 0;
-    const uint32_t off = (uint32_t)((kr >> 2) * WS_CB + (kr & 3) * 32);
+  for (int kk = 0; kk < WS_KSTEPS; kk++) {
+    const uint32_t off = (uint32_t)((kk >> 2) * WS_CB + (kk & 3) * 32);
     wgmma_m64n64(s, wg_desc_add(dq, off), wg_desc_add(dk, off), kk > 0);
   }
-}
-/* All 36 steps of a tile's S in order, committed as one group. */
-__device__ inline void ws_scores(float (&s)[32], uint32_t q_base, uint32_t kv_base) {
-  ws_scores_rotated<0, WS_KSTEPS>(s, q_base, kv_base, 0);
   wg_commit();
 }
 
@@ -352,13 +330,13 @@ __device__ inline void ws_store_o(const sc_attn_args &a, const float (&o)[128], 
 }
 
 /* q -> bf16 in the swizzled layout, by both consumers (256 threads), then their named
- * barrier `bar`. */
+ * barrier `bar` (unaligned: k_attn_ws's consumers call this from their own branches). */
 __device__ inline void ws_load_q(uint16_t *q, const sc_attn_args &a, int64_t t, int h0,
                                  int bar) {
   static_assert(WS_BM == 64 && WS_D == 576, "sc_attn_load_q64's shape");
   sc_attn_load_q64<256, 18>(q, a, t, h0, threadIdx.x);
   fence_async_smem();
-  named_sync(bar, 256);
+  named_sync_unaligned(bar, 256);
 }
 
 /* ---- the block: which token and heads, its shared memory, its barriers, its launch ---- */
@@ -382,8 +360,8 @@ __device__ inline ws_block ws_block_of(const sc_attn_args &a) {
 /* The bytes from the dynamic shared memory's base to the block's structure: the swizzle
  * atoms need 1024-byte alignment, which the base does not promise (the launch asks 1024
  * bytes more). (An offset, not a pointer: the kernel indexes its __shared__ array, so the
- * compiler keeps shared-window addressing; through a returned pointer it lost it, and
- * k_attn_pairs spilled.) */
+ * compiler keeps shared-window addressing; through a returned pointer it lost it, and a
+ * kernel of these pieces spilled.) */
 __device__ inline uint32_t ws_smem_pad(const unsigned char *raw) {
   return (1024 - (smem_u32(raw) & 1023)) & 1023;
 }

@@ -223,28 +223,6 @@ __device__ inline void cp_async16(void *dst, const void *src, bool pred) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)),
                "l"(src), "r"(pred ? 16 : 0));
 }
-/* An L2 policy for data that other blocks read again soon (evict last). */
-__device__ inline uint64_t l2_evict_last() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
-  return p;
-}
-/* cp_async16 with hints to L2: keep the source by `policy`, and fetch the 256 bytes
- * around it (the rest of a row, which the next copies read). */
-__device__ inline void cp_async16_hint(void *dst, const void *src, bool pred, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(
-                   smem_u32(dst)),
-               "l"(src), "r"(pred ? 16 : 0), "l"(policy)
-               : "memory");
-}
-/* 8 read-only bytes from global memory with the same hints. */
-__device__ inline uint2 ld_nc_u2_hint(const void *src, uint64_t policy) {
-  uint2 v;
-  asm volatile("ld.global.nc.L2::cache_hint.L2::256B.v2.u32 {%0, %1}, [%2], %3;\n"
-               : "=r"(v.x), "=r"(v.y)
-               : "l"(src), "l"(policy));
-  return v;
-}
 /* 4 bytes global -> shared, asynchronous (the source 4-byte aligned); pred false writes
  * zeros. */
 __device__ inline void cp_async4(void *dst, const void *src, bool pred) {

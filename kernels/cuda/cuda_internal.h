@@ -33,16 +33,9 @@ typedef struct sc_kcuda {
   int attn_ws;           /* bf16 and fp8_ds_mla rows at dc 512 take the kernels of
                             warpgroups in roles (cuda_attn_ws.cu); SPARSECP_ATTN_WS=0:
                             k_attn_wg, the baseline of a comparison in one run */
-  int attn_pairs;        /* ... and of those, the schedule of tiles in pairs
-                            (cuda_attn_pairs.cu): -1 where it is the faster (fp8_ds_mla
-                            rows in clusters, sc_kcuda_attn_ws), else k_attn_ws's;
-                            SPARSECP_ATTN_PAIRS=0 never, =1 always */
   int attn_cross;        /* ... and over fp8_ds_mla rows of 128-head models, clusters of
                             two blocks that dequantize for each other; SPARSECP_ATTN_CROSS=0:
                             one block a head group */
-  int attn_hints;        /* ... and their producers' loads carry L2 hints (evict last,
-                            256-byte prefetch): off (they slowed fp8 decode by 3% and
-                            gained nothing elsewhere); SPARSECP_ATTN_HINTS=1 on */
   cudaStream_t stream;
   int own_stream;
   void *blas;            /* cublasHandle_t; math mode set at create and by set_tf32 */

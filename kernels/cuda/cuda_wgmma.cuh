@@ -265,5 +265,13 @@ __device__ inline void named_arrive(int id, int n) {
 __device__ inline void named_sync(int id, int n) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
+/* The same wait where the threads that block reach it from different code (each role
+ * from its own branch): bar.sync is barrier.sync.aligned, whose contract is that all the
+ * threads blocking in one generation execute the same instruction, and compute-sanitizer's
+ * synccheck holds kernels to it ("Divergent thread(s) in block"). The unaligned form costs
+ * more a call, so it is for waits outside the tile loops. */
+__device__ inline void named_sync_unaligned(int id, int n) {
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 
 #endif

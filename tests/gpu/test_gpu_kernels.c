@@ -1394,10 +1394,10 @@ static void case_attention(void) {
   attn_case(SC_KFMT_BF16, 3, 12, 512, 64, 77, 0.15f, 1e-2, false);
   attn_case(SC_KFMT_BF16, 3, 12, 512, 64, 100, 0.15f, 1e-2, true); /* one split */
   attn_case(SC_KFMT_BF16, 2, 64, 512, 64, 2048, 0.0417f, 1e-2, true); /* 64 heads decode: tensor cores */
-  attn_case(SC_KFMT_BF16, 4, 64, 512, 64, 150, 0.15f, 1e-2, false); /* 3 tiles: a pair of one */
+  attn_case(SC_KFMT_BF16, 4, 64, 512, 64, 150, 0.15f, 1e-2, false); /* 3 tiles */
   attn_case_as(SC_KFMT_BF16, 3, 128, 512, 64, 2048, 0.15f, 1e-2, true, true);
   /* 128 heads over fp8 rows: a token's two head groups in a cluster that dequantizes for
-   * both (cuda_attn_pairs.cu); 3 tiles, and a max that moves */
+   * both (cuda_attn_ws.cu); 3 tiles, and a max that moves */
   attn_case(SC_KFMT_FP8_DS_MLA, 4, 128, 512, 64, 150, 0.15f, 1e-2, true);
   attn_case_as(SC_KFMT_FP8_DS_MLA, 3, 128, 512, 64, 1024, 0.15f, 1e-2, false, true);
   attn_case(SC_KFMT_FP8_DS_MLA, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false);
