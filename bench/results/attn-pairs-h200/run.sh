@@ -31,7 +31,7 @@
 #          and one rank (NCCL), twice: whether four ranks' kernels interfere less when
 #          each may fill only part of the GPU (2.05-2.20x one rank so far; goal 2x).
 . bench/device_common.sh
-B=.devrun/pairs
+B=${B:-.devrun/pairs} # (the binaries under test; B=.devrun/wscross for branch wip/ws-cross)
 # kernel_env V: the environment that picks attention kernel V; bin_dir V: its binaries
 kernel_env() {
   case $1 in
