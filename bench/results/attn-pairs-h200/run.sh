@@ -9,8 +9,9 @@
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/attn-pairs-h200/run.sh
 # Variants (kernel_env): "auto" the default choice (k_attn_ws, the pairs over fp8 rows in
 # clusters), "ws" and "pairs" always that kernel, "flat" the pairs without clusters,
-# "hints" the pairs with FlashMLA's L2 hints, "wg" k_attn_wg; "pairs1", "fast" and
-# "fastq" are earlier builds in their own .devrun folders. (In the logs of session 31's
+# "hints" the pairs with FlashMLA's L2 hints, "wg" k_attn_wg; "pairs1", "fast",
+# "fastq", "wscross", "wspipe" and "few" are the default choice of the builds in their
+# own .devrun folders. (In the logs of session 31's
 # calls 1-3, before the default changed, "pairs" had the hints on and "nohints" was
 # today's "pairs".)
 #  PART=1: test_gpu_kernels' attention cases (against the CPU reference; a token batched
@@ -40,7 +41,7 @@ kernel_env() {
     hints) echo SPARSECP_ATTN_PAIRS=1 SPARSECP_ATTN_HINTS=1 ;; *) echo SPARSECP_ATTN_WS=1 ;;
   esac
 }
-bin_dir() { case $1 in pairs1|fast|fastq) echo .devrun/$1 ;; *) echo $B ;; esac; }
+bin_dir() { case $1 in pairs1|fast|fastq|wscross|wspipe|few) echo .devrun/$1 ;; *) echo $B ;; esac; }
 TESTED=${TESTED:-auto pairs flat ws}
 BENCHED=${BENCHED:-wg ws pairs auto}
 # (parts run in the order 1 2 3 7 5 4 6 8: the sanitizers last of the checks, being the
