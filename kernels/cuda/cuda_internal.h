@@ -30,9 +30,9 @@ typedef struct sc_kcuda {
   int num_sms;
   int pdl;               /* kernels launched with programmatic dependent launch
                             (sc_kcuda_launch; SPARSECP_CUDA_PDL=0 turns it off) */
-  int attn_ws;           /* bf16 rows of 64-head models take the kernel of warpgroups in
-                            roles (cuda_attn_ws.cu); SPARSECP_ATTN_WS=0: k_attn_wg, the
-                            baseline of a comparison in one run */
+  int attn_ws;           /* bf16 and fp8_ds_mla rows at dc 512 take the kernels of
+                            warpgroups in roles (cuda_attn_ws.cu); SPARSECP_ATTN_WS=0:
+                            k_attn_wg, the baseline of a comparison in one run */
   int attn_pairs;        /* ... and of those, the schedule of tiles in pairs
                             (cuda_attn_pairs.cu): -1 where it is the faster (fp8_ds_mla
                             rows in clusters, sc_kcuda_attn_ws), else k_attn_ws's;
