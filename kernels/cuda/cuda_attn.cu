@@ -1,9 +1,9 @@
 /* cuda_attn.cu - sparse MLA attention over selected KV rows (SPEC.md §7).
  *
  * Two kernels here; rows of the real model's shape, bf16 or fp8_ds_mla, take the
- * kernels of warpgroups in roles (cuda_attn_pairs.cu by default, cuda_attn_ws.cu with
- * SPARSECP_ATTN_PAIRS=0: 1.4x this file's k_attn_wg over bf16 rows, bench/kernels-cuda.md),
- * and models with few heads over bf16 rows cuda_attn_few.cu's (sc_kcuda_sparse_attn below
+ * kernels of warpgroups in roles (cuda_attn_ws.cu, and cuda_attn_pairs.cu over fp8 rows
+ * in clusters: 1.4-1.7x this file's k_attn_wg in one run, bench/kernels-cuda.md), and
+ * models with few heads over bf16 rows cuda_attn_few.cu's (sc_kcuda_sparse_attn below
  * chooses):
  *  - k_attn_wg (with SPARSECP_ATTN_WS=0, the baseline of a comparison; dc = 512, dr = 64;
  *    sm_90a): one block per (token, group of 64 heads), 4 warpgroups. All heads of a

@@ -45,8 +45,8 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
  * 128-byte-swizzled K-major layout that wgmma reads (cuda_wgmma.cuh), by N threads of
  * which this is thread i0; heads past n_heads are zero rows whose output is dropped. A
  * warp step writes 8 rows x 4 float4 (conflict-free 8-byte stores). Each thread has
- * BATCH loads in flight before it converts any: one at a time (the loads could not pass the
- * shared-memory stores, which the compiler must assume alias q), each paid a global
+ * BATCH loads in flight before it converts any: one at a time (the loads could not pass
+ * the shared-memory stores, which the compiler must assume alias q), each paid a global
  * load's whole latency, 36 of them a block before its first product. The caller fences
  * (fence_async_smem) and syncs before wgmma reads it. Shared by k_attn_wg, k_attn_ws and
  * k_attn_pairs. */
@@ -112,10 +112,17 @@ inline int sc_attn_launch_groups(sc_kcuda *c, const sc_attn_args *a, int64_t kv_
   return SC_CUDA_CHECK_LAUNCH(what);
 }
 
+/* Whether a token's 64-head groups run in clusters of two blocks that dequantize each
+ * other's rows: fp8_ds_mla rows, an even number of groups (128 heads: DeepSeek-V3.2's),
+ * unless c->attn_cross is off (SPARSECP_ATTN_CROSS=0). */
+inline bool sc_attn_clusters(const sc_kcuda *c, const sc_attn_args *a) {
+  return a->kv.fmt == SC_KFMT_FP8_DS_MLA && c->attn_cross && (a->n_heads + 63) / 64 % 2 == 0;
+}
+
 /* The kernels of warpgroups in roles (cuda_attn_ws.cu, cuda_attn_pairs.cu), for what the
  * wgmma kernel takes (sc_kcuda_sparse_attn's mma_ok: bf16 or fp8_ds_mla rows, dc = 512,
- * dr = 64, rows and q 16-byte aligned). sc_kcuda_attn_ws launches the pairs kernel unless
- * c->attn_pairs is off. */
+ * dr = 64, rows and q 16-byte aligned). sc_kcuda_attn_ws launches the pairs kernel where
+ * it is the faster (see there) or c->attn_pairs asks for it. */
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
 int sc_kcuda_attn_pairs(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step);
 

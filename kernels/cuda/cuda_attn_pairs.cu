@@ -144,12 +144,7 @@ __device__ inline void pair_produce_half(pair_smem &sm, const sc_attn_args &a, i
                                          const int32_t (&rows)[ROWS], int r0, int p0,
                                          unsigned peer, int64_t kv_step, int *flag,
                                          uint64_t pol) {
-  if (pair > 0) {
-    if (CROSS)
-      mbar_wait_cluster(&sm.empty[s][H], (pair - 1) & 1);
-    else
-      mbar_wait(&sm.empty[s][H], (pair - 1) & 1);
-  }
+  if (pair > 0) mbar_wait<CROSS>(&sm.empty[s][H], (pair - 1) & 1);
   if (CROSS && (threadIdx.x & 127) == 0) mbar_arrive_expect_tx(&sm.full[s][H], PR_CROSS_TX(H));
   char *slot = (char *)sm.kv[s];
   const uint32_t peer_slot = CROSS ? cluster_addr(slot, peer) : 0;
@@ -518,10 +513,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
  * moved bf16 rows and prefill by under 1%. */
 int sc_kcuda_attn_pairs(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA, hints = c->attn_hints != 0;
-  const int groups = (a->n_heads + WS_BM - 1) / WS_BM;
   static_assert(sizeof(pair_smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
   const size_t smem = sizeof(pair_smem) + 1024; /* + alignment of the swizzle atoms */
-  if (fp8 && c->attn_cross && groups % 2 == 0)
+  if (sc_attn_clusters(c, a))
     return sc_attn_launch_groups(
         c, a, kv_step, hints ? k_attn_pairs<true, true, true> : k_attn_pairs<true, true, false>,
         WS_THREADS, smem, 2, "sparse_attn (tiles in pairs, clusters)");

@@ -199,9 +199,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
  * lost only over fp8 rows in clusters (249 against 272), where the pairs' two blocks
  * dequantize each row once for both. */
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
-  const int groups = (a->n_heads + WS_BM - 1) / WS_BM;
-  const bool clusters = a->kv.fmt == SC_KFMT_FP8_DS_MLA && c->attn_cross && groups % 2 == 0;
-  if (c->attn_pairs > 0 || (c->attn_pairs < 0 && clusters))
+  if (c->attn_pairs > 0 || (c->attn_pairs < 0 && sc_attn_clusters(c, a)))
     return sc_kcuda_attn_pairs(c, a, kv_step);
   static_assert(sizeof(ws_smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
   return sc_attn_launch_groups(c, a, kv_step,

@@ -143,19 +143,6 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
   cp_async_wait_all(); /* (no copy outlives its thread) */
 }
 
-/* Issues the k16 steps K0 .. K1 - 1 of S = Q K^T of a tile (wgmma m64n64k16, Q and K
- * from shared memory; 4 steps a 64-column block), the first overwriting s when FIRST;
- * the caller commits and waits. */
-template <int K0, int K1, bool FIRST>
-__device__ inline void ws_scores_part(float (&s)[32], uint32_t q_base, uint32_t kv_base) {
-  const uint64_t dq = wg_desc(q_base, 16, 1024), dk = wg_desc(kv_base, 16, 1024);
-  wg_fence();
-#pragma unroll
-  for (int kk = K0; kk < K1; kk++) {
-    const uint32_t off = (uint32_t)((kk >> 2) * WS_CB + (kk & 3) * 32);
-    wgmma_m64n64(s, wg_desc_add(dq, off), wg_desc_add(dk, off), !(FIRST && kk == K0));
-  }
-}
 /* Steps K0 .. K1 - 1 of the 36 in an order rotated by rot (step kk is k16 step
  * (kk + rot) mod 36), the first overwriting s: for code that both consumers of a block
  * run, each starting on another half of the tile. Unrolled, the rotation in the
@@ -174,9 +161,9 @@ __device__ inline void ws_scores_rotated(float (&s)[32], uint32_t q_base, uint32
     wgmma_m64n64(s, wg_desc_add(dq, off), wg_desc_add(dk, off), kk > 0);
   }
 }
-/* All 36 steps of a tile's S, committed as one group. */
+/* All 36 steps of a tile's S in order, committed as one group. */
 __device__ inline void ws_scores(float (&s)[32], uint32_t q_base, uint32_t kv_base) {
-  ws_scores_part<0, WS_KSTEPS, true>(s, q_base, kv_base);
+  ws_scores_rotated<0, WS_KSTEPS>(s, q_base, kv_base, 0);
   wg_commit();
 }
 
@@ -272,7 +259,6 @@ __device__ inline void ws_row_sums(float (&l)[2]) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
 }
-
 
 /* Stores this thread's part of a consumer's O half (columns c0 ..) as O / l, inv0 and
  * inv1 = 1 / l of rows wr * 16 + g and + 8. */

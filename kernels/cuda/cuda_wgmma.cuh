@@ -191,19 +191,26 @@ __device__ inline void mbar_arrive_cp_async(uint64_t *bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar))
                : "memory");
 }
+/* Waits until phase `parity` of the barrier completed. CLUSTER: acquiring at cluster
+ * scope, for a barrier that another block's threads arrive at (what they did before
+ * arriving is visible after). */
+#define SC_MBAR_WAIT_ASM(sem)                                                                  \
+  "{\n.reg .pred done;\nWAIT:\nmbarrier.try_wait.parity" sem                                   \
+  ".shared::cta.b64 done, [%0], %1;\n@!done bra WAIT;\n}\n"
+template <bool CLUSTER = false>
 __device__ inline void mbar_wait(uint64_t *bar, unsigned parity) {
-  asm volatile("{\n.reg .pred done;\nWAIT:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
-               "r"(parity)
-               : "memory");
+  if (CLUSTER)
+    asm volatile(SC_MBAR_WAIT_ASM(".acquire.cluster")::"r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+  else
+    asm volatile(SC_MBAR_WAIT_ASM("")::"r"(smem_u32(bar)), "r"(parity) : "memory");
 }
 /* One arrival that also expects `bytes` more of asynchronous writes (st.async, TMA) in the
  * current phase: the phase completes when its arrivals have come and those bytes landed
  * (the bytes may land before the expectation is posted: the count goes negative). */
 __device__ inline void mbar_arrive_expect_tx(uint64_t *bar, unsigned bytes) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(
-                   smem_u32(bar)),
+  asm volatile("{\n.reg .b64 st;\n"
+               "mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(smem_u32(bar)),
                "r"(bytes)
                : "memory");
 }
@@ -226,7 +233,8 @@ __device__ inline uint32_t cluster_addr(const void *p, unsigned rank) {
 /* 16 bytes into another block's shared memory at cluster address dst, counted (16 bytes
  * of transaction) on the mbarrier at cluster address bar in that block. */
 __device__ inline void st_async16(uint32_t dst, uint4 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(dst),
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 "
+               "[%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(dst),
                "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
                : "memory");
 }
@@ -234,15 +242,6 @@ __device__ inline void st_async16(uint32_t dst, uint4 v, uint32_t bar) {
  * cluster scope what this thread did before. */
 __device__ inline void mbar_arrive_remote(uint32_t bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar)
-               : "memory");
-}
-/* mbar_wait acquiring at cluster scope: for a barrier that the other block's threads
- * arrive at (what they did before arriving is visible after). */
-__device__ inline void mbar_wait_cluster(uint64_t *bar, unsigned parity) {
-  asm volatile("{\n.reg .pred done;\nWAIT:\n"
-               "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-               "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
-               "r"(parity)
                : "memory");
 }
 /* cluster_sync: every thread of every block of the cluster waits for all; what each did

@@ -1267,8 +1267,6 @@ static void case_cache_keys(void) {
 
 /* ---- sparse attention ---- */
 
-/* kvfmt: the format given to the GPU; the CPU gets f32 rows holding the values the GPU
- * reads (bf16-rounded, or fp8-dequantized through the reference). */
 /* Rows in increasing order, the empty entries (-1) last: sorted with them first, the
  * short-context token below would keep 70 empty entries and no row. */
 static int cmp_sel(const void *x, const void *y) {
@@ -1276,7 +1274,9 @@ static int cmp_sel(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-/* ramp: scores that grow along each token's selection (row r's first value 60 r / rows, q's
+/* kvfmt: the format given to the GPU; the CPU gets f32 rows holding the values the GPU
+ * reads (bf16-rounded, or fp8-dequantized through the reference).
+ * ramp: scores that grow along each token's selection (row r's first value 60 r / rows, q's
  * 1, the selection sorted), so that the running max moves by more than the 2^8 the
  * tensor-core kernels let it lag (cuda_attn_ws.cuh) in later tiles, between the two tiles
  * of a pair too: their rescales of O and P run. */
