@@ -123,24 +123,46 @@ __global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
   const int32_t *sel = a.sel + t * a.ld_sel + j0;
   const int padded = (nj + FEW_ROWS - 1) / FEW_ROWS * FEW_ROWS;
   int last = -1;
-  for (int j = threadIdx.x; j < padded; j += FEW_THREADS) {
-    int32_t r = j < nj ? sel[j] : -1;
-    if (r != -1 && (r < 0 || r >= a.kv.rows)) {
-      sc_dev_raise(flag, SC_ERANGE);
-      r = -1;
+  /* (the selection 8 loads a thread at a time, q in one batch of 18 pairs: with one load
+   * an iteration, which the compiler cannot move past the shared-memory stores it must
+   * assume alias, a block paid a global load's latency 16 + 18 times before its first
+   * tile, most of a 128-row decode split's time) */
+  for (int jb = threadIdx.x; jb < padded; jb += 8 * FEW_THREADS) {
+    int32_t rows[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const int j = jb + k * FEW_THREADS;
+      rows[k] = j < nj ? sel[j] : -1;
     }
-    idx[j] = r;
-    if (r >= 0) last = j;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const int j = jb + k * FEW_THREADS;
+      int32_t r = rows[k];
+      if (j >= padded) break;
+      if (r != -1 && (r < 0 || r >= a.kv.rows)) {
+        sc_dev_raise(flag, SC_ERANGE);
+        r = -1;
+      }
+      idx[j] = r;
+      if (r >= 0) last = j;
+    }
   }
 #pragma unroll
   for (int off = 1; off < 32; off <<= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, off));
   if (lane == 0 && last >= 0) atomicMax(&sm.last, last);
   const float *q = a.q + t * a.ld_q + (int64_t)h0 * FEW_D;
-  for (int i = threadIdx.x; i < FEW_HEADS * (FEW_D / 2); i += FEW_THREADS) {
-    const int hh = i / (FEW_D / 2), x = 2 * (i % (FEW_D / 2));
-    const float v0 = hh < nh ? q[hh * FEW_D + x] : 0.0f;
-    const float v1 = hh < nh ? q[hh * FEW_D + x + 1] : 0.0f;
-    *(uint32_t *)(sm.q + hh * FEW_LD + x) = pack_bf16x2(v0, v1);
+  constexpr int Q_ITER = FEW_HEADS * (FEW_D / 2) / FEW_THREADS;
+  static_assert(Q_ITER * FEW_THREADS == FEW_HEADS * (FEW_D / 2), "whole steps a thread");
+  float2 qv[Q_ITER];
+#pragma unroll
+  for (int k = 0; k < Q_ITER; k++) {
+    const int i = threadIdx.x + k * FEW_THREADS, hh = i / (FEW_D / 2), x = 2 * (i % (FEW_D / 2));
+    qv[k] = hh < nh ? make_float2(q[hh * FEW_D + x], q[hh * FEW_D + x + 1]) : make_float2(0, 0);
+  }
+#pragma unroll
+  for (int k = 0; k < Q_ITER; k++) {
+    const int i = threadIdx.x + k * FEW_THREADS, hh = i / (FEW_D / 2), x = 2 * (i % (FEW_D / 2));
+    *(uint32_t *)(sm.q + hh * FEW_LD + x) = pack_bf16x2(qv[k].x, qv[k].y);
   }
   __syncthreads();
   const int n_tiles = (sm.last + FEW_ROWS) / FEW_ROWS;
