@@ -1,34 +1,37 @@
-# run.sh - sparse attention with warpgroups in roles (k_attn_ws, branch wip/attn-ws:
-# bf16 rows, first run in call 1; since then valid rows from the selection, empty tiles
-# skipped and fp8_ds_mla rows, not yet run) beside k_attn_wg (SPARSECP_ATTN_WS=0) and
-# FlashMLA, one H200; the call records its date in $OUT/gpu.txt. From the repository
-# root on the GPU machine, binaries of the branch in .devrun/attnws/ (test_gpu_kernels,
-# gpu_bench_kernels), the sgl-flash-mla wheel in .devrun/whl (bench/attn_anchor.sh prepare):
-#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3" bash bench/results/attn-ws-2026-12-05-h200/run.sh
-#  PART=1: test_gpu_kernels' attention cases (against the CPU reference; a token batched
-#          and alone bit for bit), the new kernel by default.
-#  PART=2: kernel.sparse_attn of "wg" (SPARSECP_ATTN_WS=0) and "ws", alternating, twice
-#          (bf16 and fp8_ds_mla rows).
+# run.sh - main's attention after the merges of session 32 (k_attn_ws in clusters over
+# fp8_ds_mla rows, k_attn_pairs removed, ws_load_q's barrier unaligned; k_attn_few's
+# batched loads): the checks and the numbers beside FlashMLA, on one GPU. From the
+# repository root on the GPU machine, binaries in $B (default .devrun/main: sparsecp,
+# test_gpu_kernels, gpu_bench_kernels, test_gpu_graphs), the sgl-flash-mla wheel in
+# .devrun/whl (bench/attn_anchor.sh prepare):
+#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; PART="1 2 3 5 4" bash bench/results/attn-ws-2026-12-05-h200/run.sh
+#  PART=1: test_gpu_kernels' attention cases, clusters on ("auto") and off ("flat").
+#  PART=2: kernel.sparse_attn, auto and flat alternating, twice.
 #  PART=3: FlashMLA's sparse kernels on the same shapes (bench/attn_anchor.py flashmla).
-#  PART=4: compute-sanitizer memcheck, then racecheck, of the attention cases.
-#  PART=5: the pipeline: run --verify at P2 N2 on one GPU with bf16 rows over a 2-layer
-#          model of model-deep's shape (128 heads: the new kernel), then all of
-#          test_gpu_kernels and test_gpu_graphs (.devrun/attnws/).
-#  PART=6: model-deep decode TPOT, bf16 rows, P1 N1, NCCL (4 requests of 64 + 64 tokens,
-#          2.5 s apart), SPARSECP_ATTN_WS=0 and 1 in turn, twice.
-#  PART=7: ncu of one k_attn_ws launch of the bf16 decode case (128 x 1 query): speed of
-#          light, warp states, scheduler.
+#  PART=5: run --verify at P2 N2 over a 2-layer model of model-deep's shape with bf16
+#          rows and with fp8_ds_mla rows (the clusters in the pipeline), then all of
+#          test_gpu_kernels and test_gpu_graphs.
+#  PART=6: branch wip/bf16-cross (binaries in $NEW, default .devrun/bx: k_attn_ws in
+#          clusters over bf16 rows too): its attention cases, its kernel.sparse_attn
+#          alternating with $B's, twice, and run --verify at P2 N2 with bf16 rows over the
+#          2-layer model of model-deep's shape (the clusters in the pipeline).
+#  PART=4: compute-sanitizer memcheck of the attention cases and synccheck of all of
+#          test_gpu_kernels (racecheck is left out: it ran past 100 s on the attention
+#          cases alone in session 31 and again here before).
 . bench/device_common.sh
-B=.devrun/attnws
+B=${B:-.devrun/main}
+env_of() { case $1 in flat) echo SPARSECP_ATTN_CROSS=0 ;; *) echo SPARSECP_ATTN_WS=1 ;; esac; }
 if has 1; then
-  SC_GPU_CASES=attention timeout 200 $B/test_gpu_kernels > "$OUT/test_attention.log" 2>&1
-  echo "ws test_gpu_kernels attention rc=$? $(grep -c '^ok' "$OUT/test_attention.log") ok"; grep -E "FAIL|not ok|attn" "$OUT/test_attention.log" | cut -c1-220 | head -20
+  for v in auto flat; do
+    env $(env_of $v) SC_GPU_CASES=attention timeout 60 $B/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
+    echo "$v test_gpu_kernels attention rc=$? $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"
+    grep -E "FAIL|not ok" "$OUT/test_attention_$v.log" | cut -c1-200 | head
+  done
   lap tests
 fi
 if has 2; then
-  for i in 1 2; do for v in wg ws; do
-    ws=1; [ $v = wg ] && ws=0
-    SPARSECP_ATTN_WS=$ws SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 150 $B/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
+  for i in 1 2; do for v in auto flat; do
+    env $(env_of $v) SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 $B/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
     echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
   done; done
   lap kernels
@@ -37,26 +40,33 @@ if has 3; then
   flashmla_anchor
   lap flashmla
 fi
-if has 4; then
-  for tool in memcheck racecheck; do
-    SC_GPU_CASES=attention timeout 200 compute-sanitizer --tool $tool $B/test_gpu_kernels > "$OUT/$tool-attention.log" 2>&1
-    echo "$tool attention rc=$? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/$tool-attention.log" | head -2)"
-  done
-  lap sanitizer
-fi
 if has 5; then
   attn_pipeline_checks $B
+  timeout 200 $B/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format fp8_ds_mla --model "$OUT/m128.json" --verify > "$OUT/verify-m128-fp8.log" 2>&1
+  echo "verify P2 N2 fp8_ds_mla m128 rc=$? $(grep -E 'verify' "$OUT/verify-m128-fp8.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
   lap pipeline
 fi
 if has 6; then
-  deep_tpot_alternating SPARSECP_ATTN_WS $B
-  lap deep
+  NEW=${NEW:-.devrun/bx}
+  SC_GPU_CASES=attention timeout 60 $NEW/test_gpu_kernels > "$OUT/test_attention_bx.log" 2>&1
+  echo "bx test_gpu_kernels attention rc=$? $(grep -c '^ok' "$OUT/test_attention_bx.log") ok"
+  grep -E "FAIL|not ok" "$OUT/test_attention_bx.log" | cut -c1-200 | head
+  for i in 1 2; do for v in main bx; do
+    d=$B; [ $v = bx ] && d=$NEW
+    SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 $d/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
+    echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
+  done; done
+  sed 's/"layers": 61/"layers": 2/' examples/model-deep.json > "$OUT/m128.json"
+  timeout 200 $NEW/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format bf16 --model "$OUT/m128.json" --verify > "$OUT/verify-m128-bx.log" 2>&1
+  echo "bx verify P2 N2 bf16 m128 rc=$? $(grep -E 'verify' "$OUT/verify-m128-bx.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+  lap bf16-cross
 fi
-if has 7; then
-  SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.decode timeout 120 ncu --clock-control none -k regex:k_attn_ws --launch-skip 2 --launch-count 1 \
-    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
-    $B/gpu_bench_kernels --json > "$OUT/ncu-ws-decode.txt" 2>&1; echo "ncu rc=$?"
-  grep -E "Duration|Throughput|Eligible|Active Warps|Warp Cycles|Stall|Registers" "$OUT/ncu-ws-decode.txt" | head -24
-  lap ncu
+if has 4; then
+  SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool memcheck $B/test_gpu_kernels > "$OUT/memcheck-attention.log" 2>&1
+  echo "memcheck attention rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-attention.log" | head -1)"
+  timeout 240 compute-sanitizer --tool synccheck $B/test_gpu_kernels > "$OUT/synccheck-all.log" 2>&1
+  echo "synccheck all rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/synccheck-all.log" | head -1)"
+  grep -E "^=========     at " "$OUT/synccheck-all.log" | sort | uniq -c | head -5
+  lap sanitizer
 fi
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.jsonl *.err 2>/dev/null; rm -f *.log *.json *.jsonl *.err
