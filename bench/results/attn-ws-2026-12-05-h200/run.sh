@@ -15,8 +15,8 @@
 #          clusters over bf16 rows too): its attention cases, its kernel.sparse_attn
 #          alternating with $B's, twice, and run --verify at P2 N2 with bf16 rows over the
 #          2-layer model of model-deep's shape (the clusters in the pipeline).
-#  PART=4: compute-sanitizer memcheck of the attention cases and synccheck of all of
-#          test_gpu_kernels (racecheck is left out: it ran past 100 s on the attention
+#  PART=4: compute-sanitizer memcheck and synccheck of the attention cases, and synccheck
+#          of all of test_gpu_kernels (at most $SYNC_ALL_S s, default 150) (racecheck is left out: it ran past 100 s on the attention
 #          cases alone in session 31 and again here before).
 . bench/device_common.sh
 B=${B:-.devrun/main}
@@ -64,7 +64,9 @@ fi
 if has 4; then
   SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool memcheck $B/test_gpu_kernels > "$OUT/memcheck-attention.log" 2>&1
   echo "memcheck attention rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-attention.log" | head -1)"
-  timeout 240 compute-sanitizer --tool synccheck $B/test_gpu_kernels > "$OUT/synccheck-all.log" 2>&1
+  SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool synccheck $B/test_gpu_kernels > "$OUT/synccheck-attention.log" 2>&1
+  echo "synccheck attention rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/synccheck-attention.log" | head -1)"
+  timeout ${SYNC_ALL_S:-150} compute-sanitizer --tool synccheck $B/test_gpu_kernels > "$OUT/synccheck-all.log" 2>&1
   echo "synccheck all rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/synccheck-all.log" | head -1)"
   grep -E "^=========     at " "$OUT/synccheck-all.log" | sort | uniq -c | head -5
   lap sanitizer
