@@ -11,11 +11,11 @@ timeout 90 $B/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_ke
 SC_GPU_CASES=attention timeout 30 $NEW/test_gpu_kernels > "$OUT/test_attention_bx.log" 2>&1
 echo "bx test_gpu_kernels attention rc=$? $(grep -c '^ok' "$OUT/test_attention_bx.log") ok"
 grep -E "FAIL|not ok" "$OUT/test_attention_bx.log" | cut -c1-200 | head
-for v in main bx main bx; do
+for i in 1 2; do for v in main bx; do
   d=$B; [ $v = bx ] && d=$NEW
-  SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 30 $d/gpu_bench_kernels --json > "$OUT/kernels-attn-$v.json" 2> "$OUT/kernels-attn-$v.err"
-  echo "attn $v rc=$?"; show_attn128 "$OUT/kernels-attn-$v.json"
-done
+  SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 30 $d/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
+  echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
+done; done
 lap checks
 sed 's/"layers": 61/"layers": 2/' examples/model-deep.json > "$OUT/m128.json"
 timeout ${VERIFY_S:-100} $B/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format fp8_ds_mla --model "$OUT/m128.json" --verify > "$OUT/verify-m128-fp8.log" 2>&1
