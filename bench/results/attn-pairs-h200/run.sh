@@ -31,6 +31,9 @@
 #          with each client's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 100, 50 and 25 in turn,
 #          and one rank (NCCL), twice: whether four ranks' kernels interfere less when
 #          each may fill only part of the GPU (2.05-2.20x one rank so far; goal 2x).
+# (k_attn_pairs and its switches left main in fcc5c62 (session 32): from then on the
+# variants "pairs", "flat" and "hints" run k_attn_ws; build d6729c2 to compare them
+# again. Session 32's script: ../attn-ws-2026-12-05-h200/.)
 . bench/device_common.sh
 B=${B:-.devrun/pairs} # (the binaries under test; B=.devrun/wscross for branch wip/ws-cross)
 # kernel_env V: the environment that picks attention kernel V; bin_dir V: its binaries
