@@ -1383,8 +1383,6 @@ static void case_attention(void) {
                                                                  second group partial */
   attn_case(SC_KFMT_F32, 2, 20, 100, 13, 301, 0.1f, 1e-5, false);    /* odd width, partial head
                                                                  group, split and tile */
-  attn_case(SC_KFMT_BF16, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false); /* tensor cores */
-  attn_case(SC_KFMT_BF16, 4, 72, 512, 64, 77, 0.15f, 1e-2, false);     /* partial head group */
   /* few heads over bf16 rows: the few-heads kernel (model-long with --kv-format bf16),
    * prefill tokens whole, decode tokens in splits; partial tiles, head groups and splits */
   attn_case(SC_KFMT_BF16, 3, 8, 512, 64, 2048, 0.0417f, 1e-2, false);
@@ -1394,18 +1392,28 @@ static void case_attention(void) {
   attn_case(SC_KFMT_BF16, 3, 12, 512, 64, 77, 0.15f, 1e-2, false);
   attn_case(SC_KFMT_BF16, 3, 12, 512, 64, 100, 0.15f, 1e-2, true); /* one split */
   attn_case(SC_KFMT_BF16, 2, 64, 512, 64, 2048, 0.0417f, 1e-2, true); /* 64 heads decode: tensor cores */
-  attn_case(SC_KFMT_BF16, 4, 64, 512, 64, 150, 0.15f, 1e-2, false); /* 3 tiles */
+  /* 128 heads (clusters of two blocks a token) on long selections; the short ones are
+   * case_attention_roles' */
   attn_case_as(SC_KFMT_BF16, 3, 128, 512, 64, 2048, 0.15f, 1e-2, true, true);
-  /* 128 heads over fp8 rows: a token's two head groups in a cluster that dequantizes for
-   * both (cuda_attn_ws.cu); 3 tiles, and a max that moves */
-  attn_case(SC_KFMT_FP8_DS_MLA, 4, 128, 512, 64, 150, 0.15f, 1e-2, true);
   attn_case_as(SC_KFMT_FP8_DS_MLA, 3, 128, 512, 64, 1024, 0.15f, 1e-2, false, true);
-  attn_case(SC_KFMT_FP8_DS_MLA, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false);
   attn_case(SC_KFMT_FP8_DS_MLA, 3, 64, 512, 64, 2048, 0.1f, 1e-2, false);
   /* few heads over fp8 rows: prefill tokens on the wgmma kernel (8 of its 64 head rows),
    * decode tokens on the split kernel */
   attn_case(SC_KFMT_FP8_DS_MLA, 3, 8, 512, 64, 2048, 0.0417f, 1e-2, false);
   attn_case(SC_KFMT_FP8_DS_MLA, 3, 8, 512, 64, 2048, 0.0417f, 1e-2, true);
+}
+
+/* The kernel of warpgroups in roles (cuda_attn_ws.cu) on a few tiles a token: 64 and 128
+ * heads (a token's two head groups in a cluster that reads rows for both), a partial head
+ * group, bf16 and fp8_ds_mla rows, a max that moves. Small enough for compute-sanitizer's
+ * racecheck (SC_GPU_CASES=attention_roles), which ran past 100 s on case_attention's
+ * 2048-row cases. */
+static void case_attention_roles(void) {
+  attn_case(SC_KFMT_BF16, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false);
+  attn_case(SC_KFMT_BF16, 4, 72, 512, 64, 77, 0.15f, 1e-2, false);
+  attn_case(SC_KFMT_BF16, 4, 64, 512, 64, 150, 0.15f, 1e-2, false);
+  attn_case(SC_KFMT_FP8_DS_MLA, 4, 128, 512, 64, 150, 0.15f, 1e-2, true);
+  attn_case(SC_KFMT_FP8_DS_MLA, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false);
 }
 
 /* A token's attention is the same to the bit whatever batch it comes in (SPEC.md §8: a
@@ -1762,6 +1770,7 @@ int main(void) {
   RUN_CASE(case_topk_merge);
   RUN_CASE(case_topk_maps);
   RUN_CASE(case_attention);
+  RUN_CASE(case_attention_roles);
   RUN_CASE(case_attention_batch_invariance);
   RUN_CASE(case_lse);
   RUN_CASE(case_greedy);

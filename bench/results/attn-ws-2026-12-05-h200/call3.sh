@@ -1,5 +1,6 @@
 # call3.sh - the next call (session 32's device time ran out before it; most important
-# first): synccheck of main's attention cases (the unaligned barrier of fcc5c62), all of
+# first): synccheck of main's attention cases (the unaligned barrier of fcc5c62),
+# racecheck of its short warpgroup-role cases (case_attention_roles), all of
 # main's test_gpu_kernels, the attention cases of each branch in $VARIANTS and
 # kernel.sparse_attn of main and each branch alternating, twice, then run --verify at P2
 # N2 over the 2-layer model of model-deep's shape: fp8_ds_mla rows on main (k_attn_ws's
@@ -13,6 +14,8 @@ B=.devrun/main
 VARIANTS=${VARIANTS:-c1 bx}
 SC_GPU_CASES=attention timeout 60 compute-sanitizer --tool synccheck $B/test_gpu_kernels > "$OUT/synccheck-attention.log" 2>&1
 echo "synccheck attention rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/synccheck-attention.log" | head -1)"
+SC_GPU_CASES=attention_roles timeout 90 compute-sanitizer --tool racecheck $B/test_gpu_kernels > "$OUT/racecheck-roles.log" 2>&1
+echo "racecheck attention_roles rc=$? $(grep -h 'RACECHECK SUMMARY\|ERROR SUMMARY' "$OUT/racecheck-roles.log" | head -2 | tr '\n' ' ')"
 timeout 90 $B/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head
 ok_variants=""
 for v in $VARIANTS; do
