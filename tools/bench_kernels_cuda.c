@@ -549,10 +549,17 @@ int sc_bench_kernels_cuda(sc_bench *b) {
                            q ? 256 : 2048, q ? 4096 : 16384,
                            f ? SC_KFMT_FP8_DS_MLA : SC_KFMT_BF16, 410)))
         goto out;
-  /* sparse prefill: 2048 query tokens of one request over a 64K-row workspace */
+  /* sparse prefill: 2048 query tokens of one request over a 64K-row workspace; and over
+   * 2048 rows (2.4 MB, resident in L2): the kernel's rate when its rows arrive fast, so
+   * that the two say how much of the first is the rows' way from memory (FlashMLA runs
+   * both shapes too: bench/attn_anchor.py) */
   if (wanted("kernel.sparse_attn.prefill") &&
       (rc = bench_attn(&c, "kernel.sparse_attn.prefill", q ? 64 : 2048, q ? 64 : 2048, 128,
                        q ? 256 : 2048, q ? 8192 : 65536, SC_KFMT_BF16, 640)))
+    goto out;
+  if (wanted("kernel.sparse_attn.prefill_l2") &&
+      (rc = bench_attn(&c, "kernel.sparse_attn.prefill_l2", q ? 64 : 2048, q ? 64 : 2048, 128,
+                       q ? 256 : 2048, q ? 256 : 2048, SC_KFMT_BF16, 0)))
     goto out;
   /* examples/model-long.json's attention (8 heads, top-K 2048 over a 32k context), one
    * decode token and a 4096-token prefill chunk, with the KV rows in f32 (the pipeline's
