@@ -2,7 +2,8 @@
 # first): synccheck of main's attention cases (the unaligned barrier of fcc5c62),
 # racecheck of its short warpgroup-role cases (case_attention_roles), all of
 # main's test_gpu_kernels, the attention cases of each branch in $VARIANTS and
-# kernel.sparse_attn of main and each branch alternating, twice, then run --verify at P2
+# kernel.sparse_attn of main and each branch alternating, twice (with prefill_l2, the
+# prefill over rows that stay in L2), FlashMLA on the same shapes, then run --verify at P2
 # N2 over the 2-layer model of model-deep's shape: fp8_ds_mla rows on main (k_attn_ws's
 # clusters in the pipeline) and bf16 rows on bx (its clusters). Same set-up as run.sh;
 # binaries in .devrun/main and .devrun/<variant>:
@@ -29,6 +30,8 @@ for i in 1 2; do for v in main $ok_variants; do
   echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json"
 done; done
 lap checks
+flashmla_anchor # (with the L2-resident prefill: bench kernels' prefill_l2)
+lap flashmla
 sed 's/"layers": 61/"layers": 2/' examples/model-deep.json > "$OUT/m128.json"
 timeout ${VERIFY_S:-100} $B/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format fp8_ds_mla --model "$OUT/m128.json" --verify > "$OUT/verify-m128-fp8.log" 2>&1
 echo "verify P2 N2 fp8_ds_mla m128 rc=$? $(grep -E 'verify' "$OUT/verify-m128-fp8.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
