@@ -10,9 +10,11 @@
 #   c1  wip/cross-1lat: fp8 rows in clusters, a producer thread's whole row loaded before
 #       any part is converted (one load latency a tile where the halves paid two)
 #   bx  wip/bf16-cross: c1 + bf16 rows in clusters too (whole rows through registers)
+#   l2  wip/l2-ahead: main + the producer's bulk L2 prefetch of the next tile's rows
+#       before it waits for this tile's slot
 . bench/device_common.sh
 B=.devrun/main
-VARIANTS=${VARIANTS:-c1 bx}
+VARIANTS=${VARIANTS:-c1 bx l2}
 SC_GPU_CASES=attention timeout 60 compute-sanitizer --tool synccheck $B/test_gpu_kernels > "$OUT/synccheck-attention.log" 2>&1
 echo "synccheck attention rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/synccheck-attention.log" | head -1)"
 SC_GPU_CASES=attention_roles timeout 90 compute-sanitizer --tool racecheck $B/test_gpu_kernels > "$OUT/racecheck-roles.log" 2>&1
