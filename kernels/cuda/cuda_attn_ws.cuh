@@ -93,8 +93,8 @@ __device__ inline void ws_fp8_row(char *slot, const char *src, bool ok, int row,
  * e4m3 values, loaded before any is converted, times their 128-value tile's scale), the
  * rope (m 16, 17) copied through them too; each 16 bytes stored here and by st.async into
  * the other block's slot (counted on its full barrier peer_full). A row not read is
- * zeros. (By halves: a whole row's 16 loads in flight cost the producer's 88 registers
- * more than they hold.) */
+ * zeros. (By halves, as the removed pairs kernel filled its slots; a whole row's loads
+ * in flight fit the producer's 88 registers too, and wip/cross-1lat does that.) */
 template <int H>
 __device__ inline void ws_cross_half(char *slot, uint32_t peer_slot, uint32_t peer_full,
                                      const char *src, bool ok, int row, int p0) {
