@@ -1,7 +1,8 @@
 # device_common.sh - sourced by the bench/results/*/run.sh scripts that run on the GPU
 # machine (from the repository root, binaries in .devrun/): the set-up every such call
 # needs and printers for the JSON the benchmarks write. Sourcing it:
-#  - makes $OUT (default /tmp/out), unpacks the carried OpenBLAS if it travelled xz'd,
+#  - makes $OUT (default /tmp/out), unpacks whatever travelled xz'd under .devrun (the
+#    binaries keep their mode; a call that forgot to unpack them found none),
 #    puts .devrun/lib and the machine's cuBLAS on LD_LIBRARY_PATH (tests/gpu/cuda_env.sh),
 #    and writes the GPU, driver, clock and date to $OUT/gpu.txt;
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
@@ -11,7 +12,7 @@
 #    attn_pipeline_checks, deep_tpot_alternating).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-[ -f .devrun/lib/libopenblas.so.0.xz ] && xz -d .devrun/lib/libopenblas.so.0.xz
+find .devrun -name '*.xz' -exec xz -T8 -d {} + 2> /dev/null
 . tests/gpu/cuda_env.sh "$PWD/.devrun/lib" > /dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
 date -u >> "$OUT/gpu.txt"
