@@ -111,13 +111,6 @@ inline int sc_attn_launch_groups(sc_kcuda *c, const sc_attn_args *a, int64_t kv_
   return SC_CUDA_CHECK_LAUNCH(what);
 }
 
-/* Whether a token's 64-head groups run in clusters of two blocks that dequantize each
- * other's rows: fp8_ds_mla rows, an even number of groups (128 heads: DeepSeek-V3.2's),
- * unless c->attn_cross is off (SPARSECP_ATTN_CROSS=0). */
-inline bool sc_attn_clusters(const sc_kcuda *c, const sc_attn_args *a) {
-  return a->kv.fmt == SC_KFMT_FP8_DS_MLA && c->attn_cross && (a->n_heads + 63) / 64 % 2 == 0;
-}
-
 /* The kernel of warpgroups in roles (cuda_attn_ws.cu), for what the wgmma kernel takes
  * (sc_kcuda_sparse_attn's mma_ok: bf16 or fp8_ds_mla rows, dc = 512, dr = 64, rows and q
  * 16-byte aligned). */

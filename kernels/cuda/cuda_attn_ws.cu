@@ -219,10 +219,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
  * that dequantize for each other (c->attn_cross; SPARSECP_ATTN_CROSS=0: one block a
  * group): on one H200 (2026-12-05, bench/kernels-cuda.md) 330 TFLOP/s on the decode case
  * against 247 one block a group. */
+static bool ws_clusters(const sc_kcuda *c, const sc_attn_args *a) {
+  return a->kv.fmt == SC_KFMT_FP8_DS_MLA && c->attn_cross && (a->n_heads + 63) / 64 % 2 == 0;
+}
 int sc_kcuda_attn_ws(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   static_assert(sizeof(ws_smem) + 1024 <= SC_KCUDA_SMEM_MAX, "one block's shared memory");
   const size_t smem = sizeof(ws_smem) + 1024; /* + alignment of the swizzle atoms */
-  if (sc_attn_clusters(c, a))
+  if (ws_clusters(c, a))
     return sc_attn_launch_groups(c, a, kv_step, k_attn_ws<true, true>, WS_THREADS, smem, 2,
                                  "sparse_attn (warpgroups in roles, clusters)");
   void (*const kern)(sc_attn_args, int64_t, int *) =

@@ -523,10 +523,6 @@ static bool env_off(const char *name) {
   const char *v = getenv(name);
   return v && (strcmp(v, "0") == 0 || strcasecmp(v, "off") == 0 || strcasecmp(v, "false") == 0);
 }
-static bool env_on(const char *name) {
-  const char *v = getenv(name);
-  return v && (strcmp(v, "1") == 0 || strcasecmp(v, "on") == 0 || strcasecmp(v, "true") == 0);
-}
 
 int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   *out = NULL;

@@ -30,7 +30,7 @@ typedef struct sc_kcuda {
   int num_sms;
   int pdl;               /* kernels launched with programmatic dependent launch
                             (sc_kcuda_launch; SPARSECP_CUDA_PDL=0 turns it off) */
-  int attn_ws;           /* bf16 and fp8_ds_mla rows at dc 512 take the kernels of
+  int attn_ws;           /* bf16 and fp8_ds_mla rows at dc 512 take the kernel of
                             warpgroups in roles (cuda_attn_ws.cu); SPARSECP_ATTN_WS=0:
                             k_attn_wg, the baseline of a comparison in one run */
   int attn_cross;        /* ... and over fp8_ds_mla rows of 128-head models, clusters of

@@ -1278,8 +1278,8 @@ static int cmp_sel(const void *x, const void *y) {
  * reads (bf16-rounded, or fp8-dequantized through the reference).
  * ramp: scores that grow along each token's selection (row r's first value 60 r / rows, q's
  * 1, the selection sorted), so that the running max moves by more than the 2^8 the
- * tensor-core kernels let it lag (cuda_attn_ws.cuh) in later tiles, between the two tiles
- * of a pair too: their rescales of O and P run. */
+ * tensor-core kernels let it lag (cuda_attn_ws.cuh) in later tiles: their rescales of O
+ * and P run. */
 static void attn_case_as(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, int32_t dr,
                          int32_t topk, float scale, double tol, bool decode, bool ramp) {
   const int64_t rows = 3000, width = dc + dr;
