@@ -58,72 +58,40 @@ __device__ inline uint64_t ws_valid_bits(const sc_attn_args &a, int2 r) {
   return (uint64_t)hi << 32 | lo;
 }
 
-/* One fp8_ds_mla row's share of this thread into the bf16 tile (ws_produce, FP8): its 16
+/* This thread's share of one fp8_ds_mla row, dequantized into the bf16 tile of a slot
+ * (ws_produce; FP8) and, in a cluster (PEER), into the other block's slot too: its 16
  * parts p0 + 4 m (m < 16) of the 512 e4m3 values (8 bytes each: a row's 4 lanes read 32
- * contiguous bytes) times their 128-value tile's scale, all loaded before any is
- * converted, and its 2 parts of the 64 bf16 rope values copied as they are (cp.async).
- * A row not read is zeros. */
-__device__ inline void ws_fp8_row(char *slot, const char *src, bool ok, int row, int p0) {
+ * contiguous bytes), its 128-value tiles' scales and its 2 parts of the 64 bf16 rope
+ * values, all loaded before any is converted, so a tile costs one load latency (the
+ * clusters' first version went by halves, two: 2-3% slower on the decode case, H100,
+ * 2026-12-05, bench/kernels-cuda.md); then each 16 bytes of the tile (column block m / 2)
+ * stored here and, PEER, by st.async into the other block's slot (counted on its full
+ * barrier peer_full). A row not read is zeros. */
+template <bool PEER>
+__device__ inline void ws_fp8_row(char *slot, uint32_t peer_slot, uint32_t peer_full,
+                                  const char *src, bool ok, int row, int p0) {
   const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
   uint2 v[16];
   float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
+  uint4 rope[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
   if (ok) {
 #pragma unroll
     for (int m = 0; m < 16; m++) v[m] = *(const uint2 *)(src + 8 * (p0 + 4 * m));
     sc = *(const float4 *)(src + SC_FP8_SCALE_OFF);
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+      rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
   }
 #pragma unroll
-  for (int m = 0; m < 16; m++) {
-    const int part = p0 + 4 * m; /* column block m / 2, chunk p0 + 4 (m % 2) */
-    const float scale = (m >> 2) == 0 ? sc.x : (m >> 2) == 1 ? sc.y : (m >> 2) == 2 ? sc.z : sc.w;
-    const uint4 w = ok ? e4m3x8_to_bf16x8(v[m], scale) : make_uint4(0, 0, 0, 0);
-    *(uint4 *)(slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4)) = w;
-  }
-#pragma unroll
-  for (int m = 16; m < 18; m++) {
-    const int part = p0 + 4 * m, q = part - 64; /* rope: 16 bytes of bf16 */
-    cp_async16(slot + (m >> 1) * WS_CB + rb + (((part & 7) ^ (row & 7)) << 4),
-               src + (ok ? SC_FP8_ROPE_OFF + 16 * q : 0), ok);
-  }
-}
-
-/* Half H of one fp8_ds_mla row of a slot in a cluster, written into both blocks' slots:
- * its 16-byte parts p0 + 4 m (column block m / 2) for m in 0-7 (H = 0: column blocks
- * 0-3) or 8-17 (H = 1: blocks 4-8), dequantized through registers (the half's 8 parts of
- * e4m3 values, loaded before any is converted, times their 128-value tile's scale), the
- * rope (m 16, 17) copied through them too; each 16 bytes stored here and by st.async into
- * the other block's slot (counted on its full barrier peer_full). A row not read is
- * zeros. (By halves, as the removed pairs kernel filled its slots; a whole row's loads
- * in flight fit the producer's 88 registers too, and wip/cross-1lat does that.) */
-template <int H>
-__device__ inline void ws_cross_half(char *slot, uint32_t peer_slot, uint32_t peer_full,
-                                     const char *src, bool ok, int row, int p0) {
-  constexpr int M0 = H ? 8 : 0, M1 = H ? 18 : 8;
-  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
-  uint2 v[8];
-  float2 sc = make_float2(0.f, 0.f);
-  uint4 rope[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-  if (ok) {
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      const char *at = src + 8 * (p0 + 4 * (M0 + k));
-      v[k] = *(const uint2 *)at;
-    }
-    sc = *(const float2 *)(src + SC_FP8_SCALE_OFF + 8 * H); /* the half's two tiles */
-    if (H)
-#pragma unroll
-      for (int k = 0; k < 2; k++)
-        rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
-  }
-#pragma unroll
-  for (int m = M0; m < M1; m++) {
+  for (int m = 0; m < 18; m++) {
     const int part = p0 + 4 * m;
+    const float scale = (m >> 2) == 0 ? sc.x : (m >> 2) == 1 ? sc.y : (m >> 2) == 2 ? sc.z : sc.w;
     const uint4 w = m >= 16 ? rope[m - 16]
-                    : ok    ? e4m3x8_to_bf16x8(v[m - M0], ((m - M0) >> 2) ? sc.y : sc.x)
+                    : ok    ? e4m3x8_to_bf16x8(v[m], scale)
                             : make_uint4(0, 0, 0, 0);
     const uint32_t off = (uint32_t)((m >> 1) * WS_CB) + rb + (((part & 7) ^ (row & 7)) << 4);
     *(uint4 *)(slot + off) = w;
-    st_async16(peer_slot + off, w, peer_full);
+    if (PEER) st_async16(peer_slot + off, w, peer_full);
   }
 }
 
@@ -132,26 +100,27 @@ __device__ inline void ws_cross_half(char *slot, uint32_t peer_slot, uint32_t pe
 
 /* The producer: tile j into slot j % 2 once both consumers released the tile two before
  * (empty[s], 256 arrivals; in a cluster 512, the other block's consumers too), announced
- * on full[s] (128 arrivals as the copies land; fp8: 256, once more after the stores; in a
- * cluster 129, see below). Thread (warp w, lane l) fills rows w * 8 + l % 8 and 32 more
- * of every tile, 16-byte parts l / 8 + 4 m (m < 18) of the bf16 tile: per warp step the
- * 8 lanes of a part write 8 rows of one swizzle atom (conflict-free), and a row's 4 lanes
- * read 64 contiguous bytes (bf16) or 32 (fp8). bf16 rows go by cp.async; fp8_ds_mla rows
- * are dequantized through registers (ws_fp8_row), stored, fenced for the async proxy
- * that wgmma reads through, and announced by an arrive of their own. Row indices are
- * read a tile ahead (a global load on the way to the copies would put its latency on
- * every tile).
+ * on full[s] (128 arrivals, as the copies land or after the stores; in a cluster 129, see
+ * below). Thread (warp w, lane l) fills rows w * 8 + l % 8 and 32 more of every tile,
+ * 16-byte parts l / 8 + 4 m (m < 18) of the bf16 tile: per warp step the 8 lanes of a
+ * part write 8 rows of one swizzle atom (conflict-free), and a row's 4 lanes read 64
+ * contiguous bytes (bf16) or 32 (fp8). bf16 rows go by cp.async; fp8_ds_mla rows are
+ * dequantized through registers (ws_fp8_row), stored, fenced for the async proxy that
+ * wgmma reads through, and announced by an arrive of their own. Row indices are read a
+ * tile ahead (a global load on the way to the copies would put its latency on every
+ * tile).
  * CROSS (fp8_ds_mla rows, a token's two head groups as a cluster of two blocks: their
  * selected rows are the same): each producer dequantizes only its block's 32 rows of
- * every tile (rows 32 rank ..), rope included, through registers, and stores each 16
- * bytes into both blocks' slots, the other's by st.async, which counts the bytes on that
- * block's full barrier: each block's thread 0 arms its own with the other's bytes
- * (expect_tx, the 129th arrival) before its producer's 128 arrive. */
+ * every tile (rows 32 rank ..) and stores each 16 bytes into both blocks' slots, the
+ * other's by st.async, which counts the bytes on that block's full barrier: each block's
+ * thread 0 arms its own with the other's bytes (expect_tx, the 129th arrival) before its
+ * producer's 128 arrive. */
 template <bool FP8, bool CROSS>
 __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
                                   const sc_attn_args &a, const int32_t *sel, int n_tiles,
                                   int64_t kv_step, int *flag) {
-  static_assert(FP8 || !CROSS, "a cluster shares dequantized rows only");
+  static_assert(FP8 || !CROSS, "a cluster shares dequantized rows only (over bf16 rows, "
+                                "rows through registers lost 27-30%: bench/kernels-cuda.md)");
   constexpr int ROWS = CROSS ? 1 : 2;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
   const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
@@ -180,13 +149,8 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
       const bool ok = ws_row_ok(a, r);
       if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
       const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
-      if (CROSS) {
-        ws_cross_half<0>(slot, peer_slot, peer_full, src, ok, row, p0);
-        ws_cross_half<1>(slot, peer_slot, peer_full, src, ok, row, p0);
-        continue;
-      }
       if (FP8) {
-        ws_fp8_row(slot, src, ok, row, p0);
+        ws_fp8_row<CROSS>(slot, peer_slot, peer_full, src, ok, row, p0);
         continue;
       }
       const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
@@ -197,8 +161,9 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
                    src + (ok ? part * 16 : 0), ok);
       }
     }
-    if (!CROSS) mbar_arrive_cp_async(&full[s]); /* when the copies land */
-    if (FP8) { /* the dequantized parts: stored, fenced, announced */
+    if (!FP8) {
+      mbar_arrive_cp_async(&full[s]); /* when the copies land */
+    } else { /* the dequantized parts: stored, fenced, announced */
       fence_async_smem();
       mbar_arrive(&full[s]);
     }
@@ -373,7 +338,7 @@ __device__ inline void ws_init_slots(uint64_t *full, uint64_t *empty) {
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int s = 0; s < 2; s++) {
-      mbar_init(&full[s], CROSS ? 129 : FP8 ? 256 : 128);
+      mbar_init(&full[s], CROSS ? 129 : 128);
       mbar_init(&empty[s], CROSS ? 512 : 256);
     }
     if (CROSS) fence_mbar_init();
