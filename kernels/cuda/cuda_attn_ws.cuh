@@ -120,7 +120,7 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
                                   const sc_attn_args &a, const int32_t *sel, int n_tiles,
                                   int64_t kv_step, int *flag) {
   static_assert(FP8 || !CROSS, "a cluster shares dequantized rows only (over bf16 rows, "
-                                "rows through registers lost 27-30%: bench/kernels-cuda.md)");
+                                "rows through registers lost 37-41%: bench/kernels-cuda.md)");
   constexpr int ROWS = CROSS ? 1 : 2;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
   const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
