@@ -1,33 +1,48 @@
-# run3.sh - session 33's third call. Binaries: .devrun/main (24b1382's gpu_bench_kernels),
-# .devrun/new (run2's tree + WG1 waiting at PFREE too, ws_pfree: racecheck), .devrun/new2
-# (new + bf16 rows copied by 8 lanes a row, 128 contiguous bytes a step; ncu in run2 put
-# 33% excess shared wavefronts on the old copies). Racecheck and synccheck of new, its
-# tests, kernel.sparse_attn of main / new / new2 alternating twice, FlashMLA.
+# run3.sh - the call session 33 prepared and could not run (no device machine started
+# after its second call; its device time went to failed starts). It compares k_attn_ws
+# of main with three changes kept as patches in pending/ (also branch wip/ws-cols, which
+# may not survive into a new checkout), none of them ever run on a GPU:
+#   1-pfree.patch  WG1 waits at PFREE too (unaligned barrier.sync on both sides), so that
+#                  racecheck can run clean: call 2 reported 15,626 WAR hazards, every one
+#                  shown WG1's read of alpha against WG0's next write, ordered by
+#                  bar.arrive/bar.sync (PTX orders it; racecheck does not take it)
+#   2-lines.patch  bf16 rows copied by 8 lanes a row, 128 contiguous bytes a step (ncu in
+#                  call 2: 33% excess shared-memory wavefronts on the 4-lanes-a-row copies)
+#   3-cols.patch   WG0's P V over 128 columns of O, WG1's over 384 (ncu in call 2: WG1
+#                  waited for WG0's P half its time; a tile is WG0's chain of S, softmax,
+#                  P and its half of P V); built with -DWS_C0=64, 64 and 448 columns
+# Binaries to build on the build machine (CUDA; each set: test_gpu_kernels and
+# gpu_bench_kernels, xz'd, device_common.sh unpacks them):
+#   .devrun/main  main before the patches       .devrun/new   + 1-pfree
+#   .devrun/new2  + 1-pfree + 2-lines           .devrun/new3  + all three
+#   .devrun/new4  all three, CMAKE_CUDA_FLAGS=-DWS_C0=64
+# plus .devrun/lib (device-bundle, without cuBLAS) and .devrun/whl (bench/attn_anchor.sh
+# prepare); the whole tree with .devrun must stay under 64 MiB. Then:
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/attn-cross-2026-12-05/run3.sh
+# Racecheck of new and new3 (0 hazards expected), synccheck of new3, the attention cases
+# of each, kernel.sparse_attn of main / new / new2 / new3 / new4 alternating twice,
+# FlashMLA, all of new3's test_gpu_kernels. Merge what passes and gains; then run
+# `run --verify` at P2 N2 with bf16 rows on the 2-layer model of model-deep's shape.
 . bench/device_common.sh
 N=.devrun/new
 SC_GPU_CASES=attention_roles timeout 100 compute-sanitizer --tool racecheck $N/test_gpu_kernels > "$OUT/racecheck-roles.log" 2>&1
 echo "racecheck attention_roles new rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-roles.log" | head -1)"
-SC_GPU_CASES=attention_roles timeout 100 compute-sanitizer --tool racecheck .devrun/new2/test_gpu_kernels > "$OUT/racecheck-roles2.log" 2>&1
-echo "racecheck attention_roles new2 rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-roles2.log" | head -1)"
-SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool synccheck $N/test_gpu_kernels > "$OUT/synccheck-attention.log" 2>&1
+SC_GPU_CASES=attention_roles timeout 100 compute-sanitizer --tool racecheck .devrun/new3/test_gpu_kernels > "$OUT/racecheck-roles3.log" 2>&1
+echo "racecheck attention_roles new3 rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-roles3.log" | head -1)"
+SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool synccheck .devrun/new3/test_gpu_kernels > "$OUT/synccheck-attention.log" 2>&1
 echo "synccheck attention rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/synccheck-attention.log" | head -1)"
-for v in new new2; do
+for v in new new2 new3 new4; do
   SC_GPU_CASES=attention timeout 60 .devrun/$v/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
   echo "$v attention rc=$? $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"; grep -E "FAIL|not ok" "$OUT/test_attention_$v.log" | cut -c1-200 | head -5
 done
 lap checks
-for i in 1 2; do for v in main new new2; do
+for i in 1 2; do for v in main new new2 new3 new4; do
   SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
   echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json" | grep -v "decode 256"
 done; done
 lap kernels
 flashmla_anchor
 lap flashmla
-timeout 120 $N/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head -5
-timeout 100 $N/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
-sed 's/"layers": 61/"layers": 2/' examples/model-deep.json > "$OUT/m128.json"
-timeout 100 $N/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format bf16 --model "$OUT/m128.json" --verify > "$OUT/verify-m128-bf16.log" 2>&1
-echo "verify P2 N2 bf16 m128 rc=$? $(grep -E 'verify' "$OUT/verify-m128-bf16.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+timeout 120 .devrun/new3/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "new3 test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head -5
 lap tests
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
