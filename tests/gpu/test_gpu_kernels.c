@@ -1274,34 +1274,26 @@ static int cmp_sel(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-/* kvfmt: the format given to the GPU; the CPU gets f32 rows holding the values the GPU
- * reads (bf16-rounded, or fp8-dequantized through the reference).
- * ramp: scores that grow along each token's selection (row r's first value 60 r / rows, q's
- * 1, the selection sorted), so that the running max moves by more than the 2^8 the
- * tensor-core kernels let it lag (cuda_attn_ws.cuh) in later tiles: their rescales of O
- * and P run. */
-static void attn_case_as(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, int32_t dr,
-                         int32_t topk, float scale, double tol, bool decode, bool ramp) {
-  const int64_t rows = 3000, width = dc + dr;
-  float *q = gt_rand_f32((size_t)n_tok * heads * width, -1, 1);
-  float *kv = gt_rand_f32((size_t)(rows * width), -1, 1);
-  int32_t *sel = malloc(sizeof(int32_t) * (size_t)n_tok * topk);
+/* Random attention inputs: q (n_tok x heads x width), KV rows (rows x width) and each
+ * token's topk selected rows, about one in `skip` of them -1. */
+static void attn_rand_inputs(int32_t n_tok, int32_t heads, int64_t width, int64_t rows,
+                             int32_t topk, int skip, float **q, float **kv, int32_t **sel) {
+  *q = gt_rand_f32((size_t)n_tok * heads * width, -1, 1);
+  *kv = gt_rand_f32((size_t)(rows * width), -1, 1);
+  *sel = malloc(sizeof(int32_t) * (size_t)n_tok * topk);
   for (int64_t i = 0; i < (int64_t)n_tok * topk; i++)
-    sel[i] = gt_int(0, 9) == 0 ? -1 : (int32_t)gt_int(0, rows - 1);
-  if (ramp) {
-    for (int64_t r = 0; r < rows; r++) kv[r * width] = (float)(60.0 * (double)r / (double)rows);
-    for (int64_t i = 0; i < (int64_t)n_tok * heads; i++) q[i * width] = 1.0f;
-    for (int32_t t = 0; t < n_tok; t++)
-      qsort(sel + (size_t)t * topk, (size_t)topk, sizeof *sel, cmp_sel);
-  }
-  for (int32_t i = 0; i < topk; i++) sel[(n_tok - 1) * topk + i] = -1; /* an empty shard */
-  if (n_tok >= 3) /* a short context: 70 rows, then -1 (kernels skip tiles without a row) */
-    for (int32_t i = 70; i < topk; i++) sel[(n_tok - 2) * topk + i] = -1;
+    (*sel)[i] = gt_int(0, skip - 1) == 0 ? -1 : (int32_t)gt_int(0, rows - 1);
+}
+
+/* KV rows kv (f32, rows x width) on the device in format fmt (bf16 rounded here, fp8_ds_mla
+ * quantized by the GPU's kv_write), their stride in *ld; kv is left holding the values the
+ * device holds (the CPU reference reads them). */
+static void *attn_kv_up(float *kv, int64_t rows, int64_t width, sc_kfmt fmt, int64_t *ld) {
   void *gkv = NULL;
-  int64_t gld = width;
-  if (kvfmt == SC_KFMT_F32) {
+  *ld = width;
+  if (fmt == SC_KFMT_F32) {
     gkv = up(G, kv, sizeof(float) * (size_t)(rows * width));
-  } else if (kvfmt == SC_KFMT_BF16) {
+  } else if (fmt == SC_KFMT_BF16) {
     uint16_t *h = malloc(sizeof(uint16_t) * (size_t)(rows * width));
     for (int64_t i = 0; i < rows * width; i++) {
       h[i] = sc_f32_to_bf16(kv[i]);
@@ -1310,14 +1302,14 @@ static void attn_case_as(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc
     gkv = up(G, h, sizeof(uint16_t) * (size_t)(rows * width));
     free(h);
   } else { /* fp8: the GPU quantizes with kv_write; the CPU reads the reference's values */
-    gld = SC_KFP8_DS_MLA_ROW_BYTES;
+    *ld = SC_KFP8_DS_MLA_ROW_BYTES;
     void *src = up(G, kv, sizeof(float) * (size_t)(rows * width));
     int32_t *slots = malloc(sizeof(int32_t) * (size_t)rows);
     for (int32_t i = 0; i < rows; i++) slots[i] = i;
     void *sl = up(G, slots, sizeof(int32_t) * (size_t)rows);
-    if (G->ops->alloc(G, (size_t)(rows * gld), &gkv)) abort();
+    if (G->ops->alloc(G, (size_t)(rows * *ld), &gkv)) abort();
     CHECK(G->ops->kv_write(G, rows, width, src, width, sl,
-                           (sc_krows){gkv, SC_KFMT_FP8_DS_MLA, gld, rows}) == 0,
+                           (sc_krows){gkv, SC_KFMT_FP8_DS_MLA, *ld, rows}) == 0,
           "kv_write fp8");
     uint8_t row[SC_KFP8_DS_MLA_ROW_BYTES];
     for (int64_t r = 0; r < rows; r++) {
@@ -1327,6 +1319,32 @@ static void attn_case_as(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc
     G->ops->free(G, src), G->ops->free(G, sl);
     free(slots);
   }
+  return gkv;
+}
+
+/* kvfmt: the format given to the GPU; the CPU gets f32 rows holding the values the GPU
+ * reads (bf16-rounded, or fp8-dequantized through the reference).
+ * ramp: scores that grow along each token's selection (row r's first value 60 r / rows, q's
+ * 1, the selection sorted), so that the running max moves by more than the 2^8 the
+ * tensor-core kernels let it lag (cuda_attn_ws.cuh) in later tiles: their rescales of O
+ * and P run. */
+static void attn_case_as(sc_kfmt kvfmt, int32_t n_tok, int32_t heads, int32_t dc, int32_t dr,
+                         int32_t topk, float scale, double tol, bool decode, bool ramp) {
+  const int64_t rows = 3000, width = dc + dr;
+  float *q, *kv;
+  int32_t *sel;
+  attn_rand_inputs(n_tok, heads, width, rows, topk, 10, &q, &kv, &sel);
+  if (ramp) {
+    for (int64_t r = 0; r < rows; r++) kv[r * width] = (float)(60.0 * (double)r / (double)rows);
+    for (int64_t i = 0; i < (int64_t)n_tok * heads; i++) q[i * width] = 1.0f;
+    for (int32_t t = 0; t < n_tok; t++)
+      qsort(sel + (size_t)t * topk, (size_t)topk, sizeof *sel, cmp_sel);
+  }
+  for (int32_t i = 0; i < topk; i++) sel[(n_tok - 1) * topk + i] = -1; /* an empty shard */
+  if (n_tok >= 3) /* a short context: 70 rows, then -1 (kernels skip tiles without a row) */
+    for (int32_t i = 70; i < topk; i++) sel[(n_tok - 2) * topk + i] = -1;
+  int64_t gld;
+  void *gkv = attn_kv_up(kv, rows, width, kvfmt, &gld);
   void *ckv = up(C, kv, sizeof(float) * (size_t)(rows * width));
   pbuf Q = both(q, sizeof(float) * (size_t)n_tok * heads * width);
   pbuf S = both(sel, sizeof(int32_t) * (size_t)n_tok * topk);
@@ -1416,6 +1434,57 @@ static void case_attention_roles(void) {
   attn_case(SC_KFMT_FP8_DS_MLA, 5, 128, 512, 64, 200, 0.0417f, 1e-2, false);
 }
 
+/* An invariance case's inputs on the device (random q, KV rows in fmt, selections about
+ * one in `skip` -1; dc 512, dr 64, scale 0.05), the args of the whole batch, which write
+ * into o and l, and room for the same tokens computed another way (o1, l1). */
+typedef struct {
+  void *q, *kv, *sel, *o, *l, *o1, *l1;
+  size_t no, nl;
+  sc_attn_args a;
+} attn_fixture;
+
+static attn_fixture attn_fixture_make(sc_kfmt fmt, int32_t n_tok, int32_t heads, int32_t topk,
+                                      int64_t rows, int skip) {
+  const int32_t dc = 512, dr = 64;
+  const int64_t width = dc + dr;
+  float *q, *kv;
+  int32_t *sel;
+  attn_rand_inputs(n_tok, heads, width, rows, topk, skip, &q, &kv, &sel);
+  attn_fixture x = {.no = (size_t)n_tok * heads * dc, .nl = (size_t)n_tok * heads};
+  int64_t ld_kv;
+  x.kv = attn_kv_up(kv, rows, width, fmt, &ld_kv);
+  x.q = up(G, q, sizeof(float) * (size_t)n_tok * heads * width);
+  x.sel = up(G, sel, sizeof(int32_t) * (size_t)n_tok * topk);
+  const size_t bo = sizeof(float) * x.no, bl = sizeof(float) * x.nl;
+  if (G->ops->alloc(G, bo, &x.o) || G->ops->alloc(G, bl, &x.l) || G->ops->alloc(G, bo, &x.o1) ||
+      G->ops->alloc(G, bl, &x.l1))
+    abort();
+  x.a = (sc_attn_args){.n_tok = n_tok, .n_heads = heads, .dc = dc, .dr = dr, .topk = topk,
+                       .scale = 0.05f, .q = x.q, .ld_q = heads * width,
+                       .kv = {x.kv, fmt, ld_kv, rows}, .sel = x.sel, .ld_sel = topk,
+                       .out = x.o, .ld_out = (int64_t)heads * dc, .lse = x.l, .ld_lse = heads};
+  free(q), free(kv), free(sel);
+  return x;
+}
+
+/* Whether the two results are the same to the bit; frees the fixture. */
+static bool attn_fixture_same(attn_fixture *x) {
+  float *o = malloc(sizeof(float) * x->no), *o1 = malloc(sizeof(float) * x->no);
+  float *l = malloc(sizeof(float) * x->nl), *l1 = malloc(sizeof(float) * x->nl);
+  CHECK(G->ops->copy(G, o, x->o, sizeof(float) * x->no, SC_KCOPY_D2H) == 0 &&
+            G->ops->copy(G, o1, x->o1, sizeof(float) * x->no, SC_KCOPY_D2H) == 0 &&
+            G->ops->copy(G, l, x->l, sizeof(float) * x->nl, SC_KCOPY_D2H) == 0 &&
+            G->ops->copy(G, l1, x->l1, sizeof(float) * x->nl, SC_KCOPY_D2H) == 0 &&
+            G->ops->sync(G) == 0,
+        "download");
+  const bool same =
+      memcmp(o, o1, sizeof(float) * x->no) == 0 && memcmp(l, l1, sizeof(float) * x->nl) == 0;
+  free(o), free(o1), free(l), free(l1);
+  void *ps[] = {x->q, x->kv, x->sel, x->o, x->l, x->o1, x->l1};
+  for (int i = 0; i < 7; i++) G->ops->free(G, ps[i]);
+  return same;
+}
+
 /* A token's attention is the same to the bit whatever batch it comes in (SPEC.md §8: a
  * multi-rank run batches tokens otherwise than a single rank): each token of a batch of 9
  * computed again alone, on the split kernel (f32), the wgmma kernel (bf16, 64 heads) and
@@ -1424,59 +1493,50 @@ static void case_attention_roles(void) {
  * for a token alone. */
 static void case_attention_batch_invariance(void) {
   for (int v = 0; v < 5; v++) {
-    const int f = v > 0 && v < 4;
-    const sc_kfmt fmt = f ? SC_KFMT_BF16 : SC_KFMT_F32;
+    const sc_kfmt fmt = v > 0 && v < 4 ? SC_KFMT_BF16 : SC_KFMT_F32;
     /* v 4: 150 tokens x 7 splits, more blocks than any GPU has SMs */
-    const int32_t n_tok = v == 4 ? 150 : 9, heads = v == 1 ? 64 : 8, dc = 512, dr = 64,
-                  topk = v == 4 ? 200 : 700;
-    const int64_t rows = 2000, width = dc + dr, es = f ? 2 : 4;
-    float *q = gt_rand_f32((size_t)n_tok * heads * width, -1, 1);
-    float *kv = gt_rand_f32((size_t)(rows * width), -1, 1);
-    int32_t *sel = malloc(sizeof(int32_t) * (size_t)n_tok * topk);
-    for (int64_t i = 0; i < (int64_t)n_tok * topk; i++)
-      sel[i] = gt_int(0, 7) == 0 ? -1 : (int32_t)gt_int(0, rows - 1);
-    if (f) { /* bf16 rows */
-      uint16_t *h = (uint16_t *)kv;
-      for (int64_t i = 0; i < rows * width; i++) h[i] = sc_f32_to_bf16(kv[i]);
-    }
-    void *Q = up(G, q, sizeof(float) * (size_t)n_tok * heads * width);
-    void *K = up(G, kv, (size_t)(es * rows * width)), *S = up(G, sel, sizeof(int32_t) * (size_t)n_tok * topk);
-    const size_t no = (size_t)n_tok * heads * dc, nl = (size_t)n_tok * heads;
-    void *O = NULL, *L = NULL, *O1 = NULL, *L1 = NULL;
-    if (G->ops->alloc(G, sizeof(float) * no, &O) || G->ops->alloc(G, sizeof(float) * nl, &L) ||
-        G->ops->alloc(G, sizeof(float) * no, &O1) || G->ops->alloc(G, sizeof(float) * nl, &L1))
-      abort();
-    sc_attn_args a = {.n_tok = n_tok, .n_heads = heads, .dc = dc, .dr = dr, .topk = topk,
-                      .scale = 0.05f, .q = Q, .ld_q = heads * width,
-                      .kv = {K, fmt, width, rows}, .sel = S, .ld_sel = topk, .out = O,
-                      .ld_out = (int64_t)heads * dc, .lse = L, .ld_lse = heads,
-                      .decode = v == 3};
-    CHECK(G->ops->sparse_attn(G, &a) == 0, "attn batch");
+    const int32_t n_tok = v == 4 ? 150 : 9, heads = v == 1 ? 64 : 8, topk = v == 4 ? 200 : 700;
+    attn_fixture x = attn_fixture_make(fmt, n_tok, heads, topk, 2000, 8);
+    x.a.decode = v == 3;
+    CHECK(G->ops->sparse_attn(G, &x.a) == 0, "attn batch");
     for (int32_t t = 0; t < n_tok; t++) { /* token t alone, written at its own place */
-      sc_attn_args b = a;
+      sc_attn_args b = x.a;
       b.n_tok = 1;
-      b.q = (const float *)Q + (size_t)t * heads * width;
-      b.sel = (const int32_t *)S + (size_t)t * topk;
-      b.out = (float *)O1 + (size_t)t * heads * dc;
-      b.lse = (float *)L1 + (size_t)t * heads;
+      b.q = (const float *)x.q + (size_t)t * x.a.ld_q;
+      b.sel = (const int32_t *)x.sel + (size_t)t * topk;
+      b.out = (float *)x.o1 + (size_t)t * x.a.ld_out;
+      b.lse = (float *)x.l1 + (size_t)t * heads;
       CHECK(G->ops->sparse_attn(G, &b) == 0, "attn alone");
     }
-    float *o = malloc(sizeof(float) * no), *o1 = malloc(sizeof(float) * no);
-    float *l = malloc(sizeof(float) * nl), *l1 = malloc(sizeof(float) * nl);
-    CHECK(G->ops->copy(G, o, O, sizeof(float) * no, SC_KCOPY_D2H) == 0 &&
-              G->ops->copy(G, o1, O1, sizeof(float) * no, SC_KCOPY_D2H) == 0 &&
-              G->ops->copy(G, l, L, sizeof(float) * nl, SC_KCOPY_D2H) == 0 &&
-              G->ops->copy(G, l1, L1, sizeof(float) * nl, SC_KCOPY_D2H) == 0 &&
-              G->ops->sync(G) == 0,
-          "download");
-    CHECK(memcmp(o, o1, sizeof(float) * no) == 0 && memcmp(l, l1, sizeof(float) * nl) == 0,
+    CHECK(attn_fixture_same(&x),
           "fmt %d heads %d%s: a token's attention differs between a batch of %d and alone", fmt,
           heads, v == 3 ? " decode" : "", n_tok);
     printf("     attn fmt=%d heads=%d%s: %d tokens, batched == alone, bit for bit\n", fmt,
            heads, v == 3 ? " decode" : "", n_tok);
-    void *ps[] = {Q, K, S, O, L, O1, L1};
-    for (int i = 0; i < 7; i++) G->ops->free(G, ps[i]);
-    free(q), free(kv), free(sel), free(o), free(o1), free(l), free(l1);
+  }
+}
+
+/* A token's heads give the same bits whether one launch takes all 128 (over fp8_ds_mla
+ * rows: a token's two head groups as a cluster of two blocks that dequantize half of
+ * every tile's rows each, for both) or two launches take 64 each (one block a group, as
+ * each rank under TP = 2; SPEC.md §8): the slots hold the same bf16 values either way,
+ * and every sum is a block's own. bf16 rows too (one block a group in both). */
+static void case_attention_head_groups(void) {
+  for (int f = 0; f < 2; f++) {
+    const sc_kfmt fmt = f ? SC_KFMT_FP8_DS_MLA : SC_KFMT_BF16;
+    attn_fixture x = attn_fixture_make(fmt, 3, 128, 300, 1500, 10);
+    CHECK(G->ops->sparse_attn(G, &x.a) == 0, "attn 128 heads");
+    for (int grp = 0; grp < 2; grp++) { /* heads 64 grp .. 64 grp + 63, strides kept */
+      sc_attn_args b = x.a;
+      b.n_heads = 64;
+      b.q = (const float *)x.q + (size_t)grp * 64 * (x.a.dc + x.a.dr);
+      b.out = (float *)x.o1 + (size_t)grp * 64 * x.a.dc;
+      b.lse = (float *)x.l1 + (size_t)grp * 64;
+      CHECK(G->ops->sparse_attn(G, &b) == 0, "attn 64 heads");
+    }
+    CHECK(attn_fixture_same(&x), "fmt %d: 128 heads in one launch differ from two launches of 64",
+          fmt);
+    printf("     attn fmt=%d: 128 heads in one launch == two launches of 64, bit for bit\n", fmt);
   }
 }
 
@@ -1772,6 +1832,7 @@ int main(void) {
   RUN_CASE(case_attention);
   RUN_CASE(case_attention_roles);
   RUN_CASE(case_attention_batch_invariance);
+  RUN_CASE(case_attention_head_groups);
   RUN_CASE(case_lse);
   RUN_CASE(case_greedy);
   RUN_CASE(case_errors);
