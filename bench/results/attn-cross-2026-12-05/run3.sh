@@ -11,13 +11,14 @@
 #   3-cols.patch   WG0's P V over 128 columns of O, WG1's over 384 (ncu in call 2: WG1
 #                  waited for WG0's P half its time; a tile is WG0's chain of S, softmax,
 #                  P and its half of P V); built with -DWS_C0=64, 64 and 448 columns
-# Binaries to build on the build machine (CUDA; each set: test_gpu_kernels and
-# gpu_bench_kernels, xz'd, device_common.sh unpacks them):
+# Binaries: `bash bench/results/attn-cross-2026-12-05/build.sh` on the build machine (from
+# the repository root; ~4 minutes on 2 cores) builds and stages them, each set
+# test_gpu_kernels and gpu_bench_kernels, xz'd (device_common.sh unpacks them):
 #   .devrun/main  main before the patches       .devrun/new   + 1-pfree
 #   .devrun/new2  + 1-pfree + 2-lines           .devrun/new3  + all three
 #   .devrun/new4  all three, CMAKE_CUDA_FLAGS=-DWS_C0=64
-# plus .devrun/lib (device-bundle, without cuBLAS) and .devrun/whl (bench/attn_anchor.sh
-# prepare); the whole tree with .devrun must stay under 64 MiB. Then:
+# with .devrun/lib and .devrun/whl (39 MB in all on 2026-12-05). Then, with carry
+# [".devrun"]:
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/attn-cross-2026-12-05/run3.sh
 # Racecheck of new and new3 (0 hazards expected), synccheck of new3, the attention cases
 # of each, kernel.sparse_attn of main / new / new2 / new3 / new4 alternating twice,
