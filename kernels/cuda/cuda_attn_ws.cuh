@@ -63,7 +63,7 @@ __device__ inline uint64_t ws_valid_bits(const sc_attn_args &a, int2 r) {
  * parts p0 + 4 m (m < 16) of the 512 e4m3 values (8 bytes each: a row's 4 lanes read 32
  * contiguous bytes), its 128-value tiles' scales and its 2 parts of the 64 bf16 rope
  * values, all loaded before any is converted, so a tile costs one load latency (the
- * clusters' first version went by halves, two: 2-3% slower on the decode case, H100,
+ * clusters' first version went by halves, two: 2-3.5% slower on the decode case, H100,
  * 2026-12-05, bench/kernels-cuda.md); then each 16 bytes of the tile (column block m / 2)
  * stored here and, PEER, by st.async into the other block's slot (counted on its full
  * barrier peer_full). A row not read is zeros. */
@@ -103,8 +103,9 @@ __device__ inline void ws_fp8_row(char *slot, uint32_t peer_slot, uint32_t peer_
  * on full[s] (128 arrivals, as the copies land or after the stores; in a cluster 129, see
  * below). Thread (warp w, lane l) fills rows w * 8 + l % 8 and 32 more of every tile,
  * 16-byte parts l / 8 + 4 m (m < 18) of the bf16 tile: per warp step the 8 lanes of a
- * part write 8 rows of one swizzle atom (conflict-free), and a row's 4 lanes read 64
- * contiguous bytes (bf16) or 32 (fp8). bf16 rows go by cp.async; fp8_ds_mla rows are
+ * part write 8 rows of one swizzle atom (8 distinct bank groups; yet ncu counted 33%
+ * excess shared wavefronts on the bf16 cp.async stores, H100, 2026-12-05, cause not
+ * established), and a row's 4 lanes read 64 contiguous bytes (bf16) or 32 (fp8). bf16 rows go by cp.async; fp8_ds_mla rows are
  * dequantized through registers (ws_fp8_row), stored, fenced for the async proxy that
  * wgmma reads through, and announced by an arrive of their own. Row indices are read a
  * tile ahead (a global load on the way to the copies would put its latency on every
