@@ -44,6 +44,20 @@ done; done
 lap kernels
 flashmla_anchor
 lap flashmla
-timeout 120 .devrun/new3/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "new3 test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head -5
+# (session 34: new3 also carries sparsecp and test_gpu_graphs) run --verify P2 N2 bf16 on
+# the 2-layer model of model-deep's shape, all of test_gpu_kernels, test_gpu_graphs
+attn_pipeline_checks .devrun/new3
 lap tests
+# (session 34) ncu of the fp8_ds_mla decode in clusters, main and new3: what limits it
+for v in main new3; do
+  SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.decode timeout 150 ncu --clock-control none --set full --import-source yes \
+    --kernel-name-base demangled -k "regex:k_attn_ws<true, true>" --launch-skip 2 --launch-count 1 \
+    -o "$OUT/ncu-fp8-$v" .devrun/$v/gpu_bench_kernels --json > "$OUT/ncu-fp8-$v.txt" 2>&1
+  echo "ncu fp8 decode $v rc=$?"
+  ncu -i "$OUT/ncu-fp8-$v.ncu-rep" --page source --csv --print-source cuda,sass > "$OUT/ncu-src-fp8-$v.csv" 2>&1
+  ncu -i "$OUT/ncu-fp8-$v.ncu-rep" --page details > "$OUT/ncu-det-fp8-$v.txt" 2>&1
+  grep -E "k_attn|Duration|Eligible Warps|Warp Cycles Per Issued|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth|Compute \(SM\)|DRAM Throughput" "$OUT/ncu-det-fp8-$v.txt" | head -14 | cut -c1-120
+  gzip -f "$OUT/ncu-src-fp8-$v.csv"; rm -f "$OUT/ncu-fp8-$v.ncu-rep"
+done
+lap ncu
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
