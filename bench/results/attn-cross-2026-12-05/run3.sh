@@ -51,7 +51,7 @@ lap tests
 # (session 34) ncu of the fp8_ds_mla decode in clusters, main and new3: what limits it
 for v in main new3; do
   SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.decode timeout 150 ncu --clock-control none --set full --import-source yes \
-    --kernel-name-base demangled -k "regex:k_attn_ws<true, true>" --launch-skip 2 --launch-count 1 \
+    --kernel-name-base demangled -k "regex:k_attn_ws<1, 1>" --launch-skip 2 --launch-count 1 \
     -o "$OUT/ncu-fp8-$v" .devrun/$v/gpu_bench_kernels --json > "$OUT/ncu-fp8-$v.txt" 2>&1
   echo "ncu fp8 decode $v rc=$?"
   ncu -i "$OUT/ncu-fp8-$v.ncu-rep" --page source --csv --print-source cuda,sass > "$OUT/ncu-src-fp8-$v.csv" 2>&1
