@@ -135,7 +135,7 @@ def consumer(b, wg):
             if not v:
                 release(s, j)
                 if j + 1 < n:
-                    yield ('bar_arrive', b, 'PFREE', wg)
+                    yield ('bar_sync', b, 'PFREE', wg)  # ws_pfree: both wait
                 continue
             read_slot(s, j)  # O[:, 256:] += P V, P from shared memory
             if b.p != j:
@@ -149,7 +149,7 @@ def consumer(b, wg):
                 yield ('wait_group', b, wg, 0)
                 release(s, j)
             if j + 1 < n:
-                yield ('bar_arrive', b, 'PFREE', wg)
+                yield ('bar_sync', b, 'PFREE', wg)
     if wg == 0:
         yield ('bar_arrive', b, 'L', wg)
     else:

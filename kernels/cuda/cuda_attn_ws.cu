@@ -30,7 +30,7 @@
 /* named barriers of the two consumers (256 threads) */
 #define WS_BAR_Q 1      /* Q converted */
 #define WS_BAR_PREADY 2 /* WG0 wrote P and alpha of a tile */
-#define WS_BAR_PFREE 3  /* WG1 is done reading them */
+#define WS_BAR_PFREE 3  /* WG1 is done reading them (both wait: ws_pfree) */
 #define WS_BAR_L 4      /* WG0 wrote 1 / l */
 
 struct ws_smem {
@@ -45,6 +45,14 @@ struct ws_smem {
 /* (The synchronization below, ws_produce's and the clusters' included, is modelled step
  * for step in tests/attn_ws_protocol.py and run there under random interleavings:
  * change both together.) */
+
+/* WG0 waits here before it writes a tile's P and alpha, and WG1 after it read the tile
+ * before's: both block (WG1 has nothing to do until WG0's next P anyway), from their own
+ * code, so unaligned. With WG1 only arriving (bar.arrive), as before 2026-12-05, the
+ * order was the same by PTX's barrier semantics, but compute-sanitizer's racecheck took
+ * WG1's read of alpha and WG0's next write as a race (15,626 hazards over
+ * case_attention_roles, H100): a checker that reports nothing is worth the wait. */
+__device__ inline void ws_pfree() { named_sync_unaligned(WS_BAR_PFREE, 256); }
 
 /* Releases slot s to the producer, and in a cluster (CROSS) to the other block's, which
  * writes half of every tile's rows into this block's slots (peer_empty: that block's
@@ -75,7 +83,7 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
     const uint64_t vb = ws_valid_bits(a, sel_next);
     sel_next = ws_sel_pair(a, sel, tile + 1, lane);
     if (vb == 0) { /* no valid row: skipped (see ws_consume1), the barriers kept */
-      if (tile > 0) named_sync(WS_BAR_PFREE, 256);
+      if (tile > 0) ws_pfree();
       named_arrive(WS_BAR_PREADY, 256);
       ws_release<CROSS>(sm, s, peer_empty);
       continue;
@@ -98,7 +106,7 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
     l_run[0] = l_run[0] * al[0] + sum.x;
     l_run[1] = l_run[1] * al[1] + sum.y;
     /* P and alpha to WG1, once it is done with the last tile's */
-    if (tile > 0) named_sync(WS_BAR_PFREE, 256);
+    if (tile > 0) ws_pfree();
     ws_store_p((char *)sm.p, pa, wr, g, tq);
     if (tq == 0) {
       sm.alpha[wr * 16 + g] = al[0];
@@ -161,7 +169,7 @@ __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_til
     named_sync(WS_BAR_PREADY, 256); /* P and alpha of this tile; its slot is full */
     if (vb == 0) {
       ws_release<CROSS>(sm, s, peer_empty);
-      if (tile + 1 < n_tiles) named_arrive(WS_BAR_PFREE, 256);
+      if (tile + 1 < n_tiles) ws_pfree();
       continue;
     }
     fence_async_smem();
@@ -177,7 +185,7 @@ __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_til
     wg_wait0();
     wg_pin(o);
     ws_release<CROSS>(sm, s, peer_empty);
-    if (tile + 1 < n_tiles) named_arrive(WS_BAR_PFREE, 256);
+    if (tile + 1 < n_tiles) ws_pfree();
   }
   named_sync(WS_BAR_L, 256);
   ws_store_o(a, o, sm.linv[wr * 16 + g], sm.linv[wr * 16 + g + 8], t, h0, WS_HALF, wr, g, tq);

@@ -101,15 +101,17 @@ __device__ inline void ws_fp8_row(char *slot, uint32_t peer_slot, uint32_t peer_
 /* The producer: tile j into slot j % 2 once both consumers released the tile two before
  * (empty[s], 256 arrivals; in a cluster 512, the other block's consumers too), announced
  * on full[s] (128 arrivals, as the copies land or after the stores; in a cluster 129, see
- * below). Thread (warp w, lane l) fills rows w * 8 + l % 8 and 32 more of every tile,
- * 16-byte parts l / 8 + 4 m (m < 18) of the bf16 tile: per warp step the 8 lanes of a
- * part write 8 rows of one swizzle atom (8 distinct bank groups; yet ncu counted 33%
- * excess shared wavefronts on the bf16 cp.async stores, H100, 2026-12-05, cause not
- * established), and a row's 4 lanes read 64 contiguous bytes (bf16) or 32 (fp8). bf16 rows go by cp.async; fp8_ds_mla rows are
- * dequantized through registers (ws_fp8_row), stored, fenced for the async proxy that
- * wgmma reads through, and announced by an arrive of their own. Row indices are read a
- * tile ahead (a global load on the way to the copies would put its latency on every
- * tile).
+ * below). bf16 rows: thread (warp w, lane l) copies rows w * 4 + l / 8 + 16 k (k < 4) of
+ * every tile by cp.async, 16-byte chunk l % 8 of each of the 9 column blocks, so a warp
+ * step reads 4 rows' 128 contiguous bytes and writes whole 128-byte swizzle lines (until
+ * 2026-12-05 a row's 4 lanes read 64 bytes a step and ncu counted 33% excess shared
+ * wavefronts on those stores: this layout took 9-10% off every bf16 case, H100,
+ * bench/kernels-cuda.md). fp8_ds_mla rows: thread (w, l) takes rows w * 8 + l % 8 (and 32
+ * more outside a cluster), parts l / 8 + 4 m of the 576 values (a row's 4 lanes read 32
+ * contiguous bytes), dequantized through registers (ws_fp8_row), stored, fenced for the
+ * async proxy that wgmma reads through, and announced by an arrive of their own. Row
+ * indices are read a tile ahead (a global load on the way to the copies would put its
+ * latency on every tile).
  * CROSS (fp8_ds_mla rows, a token's two head groups as a cluster of two blocks: their
  * selected rows are the same): each producer dequantizes only its block's 32 rows of
  * every tile (rows 32 rank ..) and stores each 16 bytes into both blocks' slots, the
@@ -122,13 +124,17 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
                                   int64_t kv_step, int *flag) {
   static_assert(FP8 || !CROSS, "a cluster shares dequantized rows only (over bf16 rows, "
                                 "rows through registers lost 37-41%: bench/kernels-cuda.md)");
-  constexpr int ROWS = CROSS ? 1 : 2;
+  /* fp8: rows r0 + 32 k, a row's 4 lanes side by side (p0 = lane / 8 their part); bf16:
+   * rows r0 + 16 k, a row's 8 lanes side by side, 128 contiguous bytes a step */
+  constexpr int ROWS = CROSS ? 1 : FP8 ? 2 : 4, RSTEP = FP8 ? 32 : 16;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
   const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
-  const int r0 = warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0);
+  const int r0 = FP8 ? warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0)
+                     : warp * 4 + (lane >> 3);
+  const bool lead = FP8 ? p0 == 0 : (lane & 7) == 0; /* raises a row out of range */
   int32_t nxt[ROWS];
 #pragma unroll
-  for (int k = 0; k < ROWS; k++) nxt[k] = r0 + 32 * k < a.topk ? sel[r0 + 32 * k] : -1;
+  for (int k = 0; k < ROWS; k++) nxt[k] = r0 + RSTEP * k < a.topk ? sel[r0 + RSTEP * k] : -1;
   for (int tile = 0; tile < n_tiles; tile++) {
     const int s = tile & 1;
     if (tile >= 2) mbar_wait<CROSS>(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
@@ -137,7 +143,7 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
 #pragma unroll
     for (int k = 0; k < ROWS; k++) {
       cur[k] = nxt[k];
-      const int j = (tile + 1) * WS_BN + r0 + 32 * k;
+      const int j = (tile + 1) * WS_BN + r0 + RSTEP * k;
       nxt[k] = tile + 1 < n_tiles && j < a.topk ? sel[j] : -1;
     }
     char *slot = (char *)kv[s];
@@ -145,22 +151,21 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
     const uint32_t peer_full = CROSS ? cluster_addr(&full[s], peer) : 0;
 #pragma unroll
     for (int k = 0; k < ROWS; k++) {
-      const int row = r0 + 32 * k;
+      const int row = r0 + RSTEP * k;
       const int32_t r = cur[k];
       const bool ok = ws_row_ok(a, r);
-      if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
+      if (lead && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
       const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
       if (FP8) {
         ws_fp8_row<CROSS>(slot, peer_slot, peer_full, src, ok, row, p0);
         continue;
       }
       const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
-#pragma unroll 2 /* (all 18 unrolled held 36 addresses: 104 registers) */
-      for (int m = 0; m < 18; m++) {
-        const int part = p0 + 4 * m; /* column block m / 2, chunk p0 + 4 (m % 2) */
-        cp_async16(slot + (m >> 1) * WS_CB + rb + ((((part & 7) ^ (row & 7))) << 4),
-                   src + (ok ? part * 16 : 0), ok);
-      }
+      const int c = lane & 7; /* chunk c of every column block m */
+#pragma unroll
+      for (int m = 0; m < 9; m++)
+        cp_async16(slot + m * WS_CB + rb + ((c ^ (row & 7)) << 4), src + (ok ? 16 * (c + 8 * m) : 0),
+                   ok);
     }
     if (!FP8) {
       mbar_arrive_cp_async(&full[s]); /* when the copies land */
