@@ -1,0 +1,25 @@
+# run4.sh - session 34's second call (binaries: build4.sh; with carry [".devrun"]:
+#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/attn-cross-2026-12-05/run4.sh)
+# The attention cases of p16 and ahead, memcheck and racecheck of ahead's, then
+# kernel.sparse_attn of main / p16 / ahead alternating twice, FlashMLA, and all of
+# ahead's test_gpu_kernels.
+. bench/device_common.sh
+for v in p16 ahead; do
+  SC_GPU_CASES=attention timeout 60 .devrun/$v/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
+  echo "$v attention rc=$? $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"; grep -E "FAIL|not ok" "$OUT/test_attention_$v.log" | cut -c1-200 | head -5
+done
+SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool memcheck .devrun/ahead/test_gpu_kernels > "$OUT/memcheck-attention.log" 2>&1
+echo "memcheck attention ahead rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-attention.log" | head -1)"
+SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool racecheck .devrun/ahead/test_gpu_kernels > "$OUT/racecheck-attention.log" 2>&1
+echo "racecheck attention ahead rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-attention.log" | head -1)"
+lap checks
+for i in 1 2; do for v in main p16 ahead; do
+  SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
+  echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json" | grep -v "decode 256"
+done; done
+lap kernels
+flashmla_anchor
+lap flashmla
+timeout 150 .devrun/ahead/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "ahead test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head -5
+lap tests
+cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
