@@ -22,4 +22,20 @@ flashmla_anchor
 lap flashmla
 timeout 150 .devrun/ahead/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "ahead test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | head -5
 lap tests
+# ncu with source counters: main's bf16 prefill over L2-resident rows, main's and ahead's
+# fp8 decode in clusters (kernels picked by their mangled names)
+ncu_case() { # NAME BINARY_SET CASE MANGLED
+  SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$3 timeout 150 ncu --clock-control none --set full --import-source yes \
+    --kernel-name-base mangled -k "regex:$4" --launch-skip 2 --launch-count 1 \
+    -o "$OUT/ncu-$1" .devrun/$2/gpu_bench_kernels --json > "$OUT/ncu-$1.txt" 2>&1
+  echo "ncu $1 rc=$?"
+  ncu -i "$OUT/ncu-$1.ncu-rep" --page source --csv --print-source cuda,sass > "$OUT/ncu-src-$1.csv" 2>&1
+  ncu -i "$OUT/ncu-$1.ncu-rep" --page details > "$OUT/ncu-det-$1.txt" 2>&1
+  grep -E "k_attn|Duration|Eligible Warps|Warp Cycles Per Issued|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth" "$OUT/ncu-det-$1.txt" | head -10 | cut -c1-120
+  gzip -f "$OUT/ncu-src-$1.csv"; rm -f "$OUT/ncu-$1.ncu-rep"
+}
+ncu_case prefill_l2 main prefill_l2 _Z9k_attn_wsILb0ELb0E
+ncu_case fp8-main main decode _Z9k_attn_wsILb1ELb1E
+ncu_case fp8-ahead ahead decode _Z9k_attn_wsILb1ELb1E
+lap ncu
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
