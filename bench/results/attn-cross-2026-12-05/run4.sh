@@ -1,6 +1,6 @@
 # run4.sh - session 34's second call (binaries: build4.sh; with carry [".devrun"]:
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/attn-cross-2026-12-05/run4.sh)
-# The attention cases of p16 and ahead, memcheck and racecheck of ahead's, then
+# The attention cases of p16 and ahead, memcheck of ahead's, then
 # kernel.sparse_attn of main / p16 / ahead alternating twice, FlashMLA, ncu. (The
 # whole of test_gpu_kernels left out: the device time left was short.)
 . bench/device_common.sh
@@ -10,8 +10,6 @@ for v in p16 ahead; do
 done
 SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool memcheck .devrun/ahead/test_gpu_kernels > "$OUT/memcheck-attention.log" 2>&1
 echo "memcheck attention ahead rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-attention.log" | head -1)"
-SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool racecheck .devrun/ahead/test_gpu_kernels > "$OUT/racecheck-attention.log" 2>&1
-echo "racecheck attention ahead rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-attention.log" | head -1)"
 lap checks
 for i in 1 2; do for v in main p16 ahead; do
   SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
@@ -20,8 +18,7 @@ done; done
 lap kernels
 flashmla_anchor
 lap flashmla
-# ncu with source counters: main's bf16 prefill over L2-resident rows, main's and ahead's
-# fp8 decode in clusters (kernels picked by their mangled names)
+# ncu with source counters: main's and ahead's fp8 decode in clusters (kernels picked by their mangled names)
 ncu_case() { # NAME BINARY_SET CASE MANGLED
   SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$3 timeout 150 ncu --clock-control none --set full --import-source yes \
     --kernel-name-base mangled -k "regex:$4" --launch-skip 2 --launch-count 1 \
@@ -32,7 +29,6 @@ ncu_case() { # NAME BINARY_SET CASE MANGLED
   grep -E "k_attn|Duration|Eligible Warps|Warp Cycles Per Issued|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth" "$OUT/ncu-det-$1.txt" | head -10 | cut -c1-120
   gzip -f "$OUT/ncu-src-$1.csv"; rm -f "$OUT/ncu-$1.ncu-rep"
 }
-ncu_case prefill_l2 main prefill_l2 _Z9k_attn_wsILb0ELb0E
 ncu_case fp8-main main decode _Z9k_attn_wsILb1ELb1E
 ncu_case fp8-ahead ahead decode _Z9k_attn_wsILb1ELb1E
 lap ncu
