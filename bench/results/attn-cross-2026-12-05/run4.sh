@@ -18,7 +18,7 @@ done; done
 lap kernels
 flashmla_anchor
 lap flashmla
-# ncu with source counters: main's and ahead's fp8 decode in clusters (kernels picked by their mangled names)
+# ncu with source counters: ahead's fp8 decode in clusters (kernels picked by their mangled names)
 ncu_case() { # NAME BINARY_SET CASE MANGLED
   SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$3 timeout 150 ncu --clock-control none --set full --import-source yes \
     --kernel-name-base mangled -k "regex:$4" --launch-skip 2 --launch-count 1 \
@@ -29,7 +29,7 @@ ncu_case() { # NAME BINARY_SET CASE MANGLED
   grep -E "k_attn|Duration|Eligible Warps|Warp Cycles Per Issued|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth" "$OUT/ncu-det-$1.txt" | head -10 | cut -c1-120
   gzip -f "$OUT/ncu-src-$1.csv"; rm -f "$OUT/ncu-$1.ncu-rep"
 }
-ncu_case fp8-main main decode _Z9k_attn_wsILb1ELb1E
+
 ncu_case fp8-ahead ahead decode _Z9k_attn_wsILb1ELb1E
 lap ncu
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
