@@ -2,13 +2,14 @@
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/attn-cross-2026-12-05/run4.sh)
 # The attention cases of p16 and ahead, memcheck of ahead's, then
 # kernel.sparse_attn of main / p16 / ahead alternating twice, FlashMLA, ncu. (The
-# whole of test_gpu_kernels left out: the device time left was short.)
+# whole of test_gpu_kernels left out: the device time left was short; SHORT=1 leaves out
+# memcheck and ncu too.)
 . bench/device_common.sh
 for v in p16 ahead; do
   SC_GPU_CASES=attention timeout 60 .devrun/$v/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
   echo "$v attention rc=$? $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"; grep -E "FAIL|not ok" "$OUT/test_attention_$v.log" | cut -c1-200 | head -5
 done
-SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool memcheck .devrun/ahead/test_gpu_kernels > "$OUT/memcheck-attention.log" 2>&1
+[ -z "$SHORT" ] && SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool memcheck .devrun/ahead/test_gpu_kernels > "$OUT/memcheck-attention.log" 2>&1
 echo "memcheck attention ahead rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-attention.log" | head -1)"
 lap checks
 for i in 1 2; do for v in main p16 ahead; do
@@ -30,6 +31,6 @@ ncu_case() { # NAME BINARY_SET CASE MANGLED
   gzip -f "$OUT/ncu-src-$1.csv"; rm -f "$OUT/ncu-$1.ncu-rep"
 }
 
-ncu_case fp8-ahead ahead decode _Z9k_attn_wsILb1ELb1E
+[ -z "$SHORT" ] && ncu_case fp8-ahead ahead decode _Z9k_attn_wsILb1ELb1E
 lap ncu
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
