@@ -98,6 +98,84 @@ __device__ inline void ws_fp8_row(char *slot, uint32_t peer_slot, uint32_t peer_
 /* Bytes the other block of a cluster writes into a slot: its 32 rows, bf16. */
 #define WS_CROSS_TX ((WS_BN / 2) * WS_D * 2)
 
+/* bf16 rows (see ws_produce): rows r0 + 16 k, a row's 8 lanes side by side. */
+__device__ inline void ws_produce_bf16(ws_slot *kv, uint64_t *full, uint64_t *empty,
+                                       const sc_attn_args &a, const int32_t *sel,
+                                       int n_tiles, int64_t kv_step, int *flag) {
+  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, c = lane & 7;
+  const int r0 = warp * 4 + (lane >> 3); /* this lane copies chunk c of each column block */
+  int32_t nxt[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) nxt[k] = r0 + 16 * k < a.topk ? sel[r0 + 16 * k] : -1;
+  for (int tile = 0; tile < n_tiles; tile++) {
+    const int s = tile & 1;
+    if (tile >= 2) mbar_wait<false>(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
+    int32_t cur[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      cur[k] = nxt[k];
+      const int j = (tile + 1) * WS_BN + r0 + 16 * k;
+      nxt[k] = tile + 1 < n_tiles && j < a.topk ? sel[j] : -1;
+    }
+    char *slot = (char *)kv[s];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const int row = r0 + 16 * k;
+      const int32_t r = cur[k];
+      const bool ok = ws_row_ok(a, r);
+      if (c == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
+      const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
+      const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
+#pragma unroll
+      for (int m = 0; m < 9; m++)
+        cp_async16(slot + m * WS_CB + rb + ((c ^ (row & 7)) << 4),
+                   src + (ok ? 16 * (c + 8 * m) : 0), ok);
+    }
+    mbar_arrive_cp_async(&full[s]); /* when the copies land */
+  }
+  cp_async_wait_all(); /* (no copy outlives its thread) */
+}
+
+/* fp8_ds_mla rows (see ws_produce): rows r0 + 32 k, a row's 4 lanes side by side (p0 =
+ * lane / 8 their part). */
+template <bool CROSS>
+__device__ inline void ws_produce_fp8(ws_slot *kv, uint64_t *full, uint64_t *empty,
+                                      const sc_attn_args &a, const int32_t *sel, int n_tiles,
+                                      int64_t kv_step, int *flag) {
+  constexpr int ROWS = CROSS ? 1 : 2;
+  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
+  const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
+  const int r0 = warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0);
+  int32_t nxt[ROWS];
+#pragma unroll
+  for (int k = 0; k < ROWS; k++) nxt[k] = r0 + 32 * k < a.topk ? sel[r0 + 32 * k] : -1;
+  for (int tile = 0; tile < n_tiles; tile++) {
+    const int s = tile & 1;
+    if (tile >= 2) mbar_wait<CROSS>(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
+    if (CROSS && tid == 0) mbar_arrive_expect_tx(&full[s], WS_CROSS_TX);
+    int32_t cur[ROWS];
+#pragma unroll
+    for (int k = 0; k < ROWS; k++) {
+      cur[k] = nxt[k];
+      const int j = (tile + 1) * WS_BN + r0 + 32 * k;
+      nxt[k] = tile + 1 < n_tiles && j < a.topk ? sel[j] : -1;
+    }
+    char *slot = (char *)kv[s];
+    const uint32_t peer_slot = CROSS ? cluster_addr(slot, peer) : 0;
+    const uint32_t peer_full = CROSS ? cluster_addr(&full[s], peer) : 0;
+#pragma unroll
+    for (int k = 0; k < ROWS; k++) {
+      const int32_t r = cur[k];
+      const bool ok = ws_row_ok(a, r);
+      if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
+      const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
+      ws_fp8_row<CROSS>(slot, peer_slot, peer_full, src, ok, r0 + 32 * k, p0);
+    }
+    fence_async_smem(); /* the stores, for the async proxy that wgmma reads through */
+    mbar_arrive(&full[s]);
+  }
+}
+
 /* The producer: tile j into slot j % 2 once both consumers released the tile two before
  * (empty[s], 256 arrivals; in a cluster 512, the other block's consumers too), announced
  * on full[s] (128 arrivals, as the copies land or after the stores; in a cluster 129, see
@@ -124,57 +202,10 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
                                   int64_t kv_step, int *flag) {
   static_assert(FP8 || !CROSS, "a cluster shares dequantized rows only (over bf16 rows, "
                                 "rows through registers lost 37-41%: bench/kernels-cuda.md)");
-  /* fp8: rows r0 + 32 k, a row's 4 lanes side by side (p0 = lane / 8 their part); bf16:
-   * rows r0 + 16 k, a row's 8 lanes side by side, 128 contiguous bytes a step */
-  constexpr int ROWS = CROSS ? 1 : FP8 ? 2 : 4, RSTEP = FP8 ? 32 : 16;
-  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
-  const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
-  const int r0 = FP8 ? warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0)
-                     : warp * 4 + (lane >> 3);
-  const bool lead = FP8 ? p0 == 0 : (lane & 7) == 0; /* raises a row out of range */
-  int32_t nxt[ROWS];
-#pragma unroll
-  for (int k = 0; k < ROWS; k++) nxt[k] = r0 + RSTEP * k < a.topk ? sel[r0 + RSTEP * k] : -1;
-  for (int tile = 0; tile < n_tiles; tile++) {
-    const int s = tile & 1;
-    if (tile >= 2) mbar_wait<CROSS>(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
-    if (CROSS && tid == 0) mbar_arrive_expect_tx(&full[s], WS_CROSS_TX);
-    int32_t cur[ROWS];
-#pragma unroll
-    for (int k = 0; k < ROWS; k++) {
-      cur[k] = nxt[k];
-      const int j = (tile + 1) * WS_BN + r0 + RSTEP * k;
-      nxt[k] = tile + 1 < n_tiles && j < a.topk ? sel[j] : -1;
-    }
-    char *slot = (char *)kv[s];
-    const uint32_t peer_slot = CROSS ? cluster_addr(slot, peer) : 0;
-    const uint32_t peer_full = CROSS ? cluster_addr(&full[s], peer) : 0;
-#pragma unroll
-    for (int k = 0; k < ROWS; k++) {
-      const int row = r0 + RSTEP * k;
-      const int32_t r = cur[k];
-      const bool ok = ws_row_ok(a, r);
-      if (lead && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
-      const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
-      if (FP8) {
-        ws_fp8_row<CROSS>(slot, peer_slot, peer_full, src, ok, row, p0);
-        continue;
-      }
-      const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
-      const int c = lane & 7; /* chunk c of every column block m */
-#pragma unroll
-      for (int m = 0; m < 9; m++)
-        cp_async16(slot + m * WS_CB + rb + ((c ^ (row & 7)) << 4), src + (ok ? 16 * (c + 8 * m) : 0),
-                   ok);
-    }
-    if (!FP8) {
-      mbar_arrive_cp_async(&full[s]); /* when the copies land */
-    } else { /* the dequantized parts: stored, fenced, announced */
-      fence_async_smem();
-      mbar_arrive(&full[s]);
-    }
-  }
-  cp_async_wait_all(); /* (no copy outlives its thread) */
+  if constexpr (FP8)
+    ws_produce_fp8<CROSS>(kv, full, empty, a, sel, n_tiles, kv_step, flag);
+  else
+    ws_produce_bf16(kv, full, empty, a, sel, n_tiles, kv_step, flag);
 }
 
 /* A tile's S = Q K^T: the 36 k16 steps in order, committed as one group. (Unrolled: a
