@@ -9,7 +9,8 @@
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, gpu_tests, verify_p2n2,
 #    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
-#    attn_pipeline_checks, deep_tpot_alternating).
+#    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_alternating,
+#    ncu_attn).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 find .devrun -name '*.xz' -exec xz -T8 -d {} + 2> /dev/null
@@ -173,4 +174,38 @@ indexer_tests() {
 }
 memcheck_indexer() {
   SC_GPU_CASES=indexer timeout 300 compute-sanitizer --tool memcheck .devrun/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1; echo "memcheck indexer rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log")"
+}
+
+# attention_cases V...: the attention cases of test_gpu_kernels of each .devrun/V.
+attention_cases() {
+  local v
+  for v in "$@"; do
+    SC_GPU_CASES=attention timeout 60 .devrun/$v/test_gpu_kernels > "$OUT/test_attention_$v.log" 2>&1
+    echo "$v attention rc=$? $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"
+    grep -E "FAIL|not ok" "$OUT/test_attention_$v.log" | cut -c1-200 | head -5
+  done
+}
+
+# attn_alternating V...: kernel.sparse_attn of each .devrun/V in turn, twice (the 128-head
+# cases printed).
+attn_alternating() {
+  local i v
+  for i in 1 2; do for v in "$@"; do
+    SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
+    echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json" | grep -v "decode 256"
+  done; done
+}
+
+# ncu_attn NAME V CASE MANGLED: ncu with source counters of one launch of the kernel whose
+# mangled name matches MANGLED (ncu's demangled names read k_attn_ws<(bool)1, (bool)1>)
+# in .devrun/V's kernel.sparse_attn.CASE; the source page gzipped, the details kept.
+ncu_attn() {
+  SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$3 timeout 150 ncu --clock-control none --set full --import-source yes \
+    --kernel-name-base mangled -k "regex:$4" --launch-skip 2 --launch-count 1 \
+    -o "$OUT/ncu-$1" .devrun/$2/gpu_bench_kernels --json > "$OUT/ncu-$1.txt" 2>&1
+  echo "ncu $1 rc=$?"
+  ncu -i "$OUT/ncu-$1.ncu-rep" --page source --csv --print-source cuda,sass > "$OUT/ncu-src-$1.csv" 2>&1
+  ncu -i "$OUT/ncu-$1.ncu-rep" --page details > "$OUT/ncu-det-$1.txt" 2>&1
+  grep -E "k_attn|Duration|Eligible Warps|Warp Cycles Per Issued|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth" "$OUT/ncu-det-$1.txt" | head -10 | cut -c1-120
+  gzip -f "$OUT/ncu-src-$1.csv"; rm -f "$OUT/ncu-$1.ncu-rep"
 }
