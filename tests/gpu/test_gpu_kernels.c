@@ -1486,18 +1486,30 @@ static bool attn_fixture_same(attn_fixture *x) {
 }
 
 /* A token's attention is the same to the bit whatever batch it comes in (SPEC.md §8: a
- * multi-rank run batches tokens otherwise than a single rank): each token of a batch of 9
+ * multi-rank run batches tokens otherwise than a single rank): each token of a batch
  * computed again alone, on the split kernel (f32), the wgmma kernel (bf16, 64 heads) and
- * the few-heads kernel (bf16, 8 heads; prefill and decode tokens); and a batch of 150
- * over a top-K of 200 on the split kernel, which takes 8 heads a block for the batch and 2
- * for a token alone. */
+ * the few-heads kernel (bf16, 8 heads; prefill and decode tokens); a batch of 150 over a
+ * top-K of 200 on the split kernel, which takes 8 heads a block for the batch and 2 for a
+ * token alone; and batches of the kernel of warpgroups in roles with more blocks than the
+ * GPU runs at once, over bf16 rows and over fp8_ds_mla rows in clusters of two. */
 static void case_attention_batch_invariance(void) {
-  for (int v = 0; v < 5; v++) {
-    const sc_kfmt fmt = v > 0 && v < 4 ? SC_KFMT_BF16 : SC_KFMT_F32;
-    /* v 4: 150 tokens x 7 splits, more blocks than any GPU has SMs */
-    const int32_t n_tok = v == 4 ? 150 : 9, heads = v == 1 ? 64 : 8, topk = v == 4 ? 200 : 700;
-    attn_fixture x = attn_fixture_make(fmt, n_tok, heads, topk, 2000, 8);
-    x.a.decode = v == 3;
+  static const struct {
+    sc_kfmt fmt;
+    int32_t n_tok, heads, topk;
+    bool decode;
+  } vs[] = {
+      {SC_KFMT_F32, 9, 8, 700, false},
+      {SC_KFMT_BF16, 9, 64, 700, false},
+      {SC_KFMT_BF16, 9, 8, 700, false},
+      {SC_KFMT_BF16, 9, 8, 700, true},
+      {SC_KFMT_F32, 150, 8, 200, false}, /* 150 tokens x 7 splits, more blocks than SMs */
+      {SC_KFMT_BF16, 300, 64, 300, true},        /* 300 blocks of 5 tiles */
+      {SC_KFMT_FP8_DS_MLA, 200, 128, 200, true}, /* 400 blocks in clusters of two */
+  };
+  for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
+    const int32_t n_tok = vs[v].n_tok, heads = vs[v].heads, topk = vs[v].topk;
+    attn_fixture x = attn_fixture_make(vs[v].fmt, n_tok, heads, topk, 2000, 8);
+    x.a.decode = vs[v].decode;
     CHECK(G->ops->sparse_attn(G, &x.a) == 0, "attn batch");
     for (int32_t t = 0; t < n_tok; t++) { /* token t alone, written at its own place */
       sc_attn_args b = x.a;
@@ -1509,10 +1521,10 @@ static void case_attention_batch_invariance(void) {
       CHECK(G->ops->sparse_attn(G, &b) == 0, "attn alone");
     }
     CHECK(attn_fixture_same(&x),
-          "fmt %d heads %d%s: a token's attention differs between a batch of %d and alone", fmt,
-          heads, v == 3 ? " decode" : "", n_tok);
-    printf("     attn fmt=%d heads=%d%s: %d tokens, batched == alone, bit for bit\n", fmt,
-           heads, v == 3 ? " decode" : "", n_tok);
+          "fmt %d heads %d%s: a token's attention differs between a batch of %d and alone",
+          vs[v].fmt, heads, vs[v].decode ? " decode" : "", n_tok);
+    printf("     attn fmt=%d heads=%d%s: %d tokens, batched == alone, bit for bit\n", vs[v].fmt,
+           heads, vs[v].decode ? " decode" : "", n_tok);
   }
 }
 

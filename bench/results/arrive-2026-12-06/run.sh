@@ -1,0 +1,31 @@
+#!/bin/bash
+# run.sh - session 35's second call (branch wip/arrive; binaries: stage.sh LINEINFO=1 of
+# bench/results/attn-persist-2026-12-06 on that branch; with carry [".devrun"]:
+#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/arrive-2026-12-06/run.sh)
+# The consumers' release of the other block's slot in clusters (fp8_ds_mla rows), chosen
+# by SPARSECP_WS_ARRIVE in one binary: 0 mbarrier.arrive.release.cluster by every
+# thread (main; ncu of session 35's first call: 10% of the stall samples, stall_membar),
+# 1 the default semantics (release at CTA scope, as CUTLASS's ClusterBarrier::arrive),
+# 2 the same by lane 0 of each warp. The attention cases and all of test_gpu_kernels in
+# each mode, memcheck and racecheck of 2's, kernel.sparse_attn alternating twice,
+# FlashMLA, ncu of 2's fp8 decode.
+. bench/device_common.sh
+for m in 1 2; do
+  SPARSECP_WS_ARRIVE=$m timeout 150 .devrun/new/test_gpu_kernels > "$OUT/test_kernels-a$m.log" 2>&1
+  echo "test_gpu_kernels arrive=$m rc=$? $(grep -c '^ok' "$OUT/test_kernels-a$m.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels-a$m.log" | head -5
+done
+SPARSECP_WS_ARRIVE=2 SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool memcheck .devrun/new/test_gpu_kernels > "$OUT/memcheck-attention.log" 2>&1
+echo "memcheck attention arrive=2 rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-attention.log" | head -1)"
+SPARSECP_WS_ARRIVE=2 SC_GPU_CASES=attention_roles timeout 150 compute-sanitizer --tool racecheck .devrun/new/test_gpu_kernels > "$OUT/racecheck-roles.log" 2>&1
+echo "racecheck roles arrive=2 rc=$? $(grep -h 'RACECHECK SUMMARY\|ERROR SUMMARY' "$OUT/racecheck-roles.log" | head -2 | tr '\n' ' ')"
+lap checks
+for i in 1 2; do for m in 0 1 2; do
+  SPARSECP_WS_ARRIVE=$m SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/new/gpu_bench_kernels --json > "$OUT/kernels-attn-a$m-$i.json" 2> "$OUT/kernels-attn-a$m-$i.err"
+  echo "attn arrive=$m $i rc=$?"; show_attn128 "$OUT/kernels-attn-a$m-$i.json" | grep fp8
+done; done
+lap kernels
+flashmla_anchor
+lap flashmla
+[ -x .devrun/li/gpu_bench_kernels ] && SPARSECP_WS_ARRIVE=2 ncu_attn fp8-a2 li decode _Z9k_attn_wsILb1ELb1E
+lap ncu
+cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
