@@ -8,7 +8,7 @@
 # 1 the default semantics (release at CTA scope, as CUTLASS's ClusterBarrier::arrive),
 # 2 the same by lane 0 of each warp. The attention cases of 1, all of test_gpu_kernels of
 # 2, memcheck and racecheck of 2's, kernel.sparse_attn alternating twice,
-# FlashMLA, ncu of 2's fp8 decode.
+# FlashMLA, ncu of 2's fp8 decode (not with SHORT=1).
 . bench/device_common.sh
 SPARSECP_WS_ARRIVE=1 SC_GPU_CASES=attention timeout 60 .devrun/new/test_gpu_kernels > "$OUT/test_attention-a1.log" 2>&1
 echo "attention cases arrive=1 rc=$? $(grep -c '^ok' "$OUT/test_attention-a1.log") ok"; grep -E "FAIL|not ok" "$OUT/test_attention-a1.log" | head -5
@@ -26,6 +26,6 @@ done; done
 lap kernels
 flashmla_anchor
 lap flashmla
-[ -x .devrun/li/gpu_bench_kernels ] && SPARSECP_WS_ARRIVE=2 ncu_attn fp8-a2 li decode _Z9k_attn_wsILb1ELb1E
+[ -z "${SHORT:-}" ] && [ -x .devrun/li/gpu_bench_kernels ] && SPARSECP_WS_ARRIVE=2 ncu_attn fp8-a2 li decode _Z9k_attn_wsILb1ELb1E
 lap ncu
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
