@@ -1,10 +1,12 @@
 #!/bin/bash
-# run.sh - session 35's second call (branch wip/arrive; binaries: stage.sh LINEINFO=1 of
-# bench/results/attn-persist-2026-12-06 on that branch; with carry [".devrun"]:
-#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/arrive-2026-12-06/run.sh)
+# run.sh - prepared in session 35, not run (the session's device time went to failed
+# starts). On branch wip/arrive: `LINEINFO=1 bash bench/results/attn-persist-2026-12-06/stage.sh`
+# (builds build/ and a -lineinfo kernel benchmark into .devrun), then with carry [".devrun"]:
+#   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/arrive-2026-12-06/run.sh
+# (SHORT=1: without ncu, ~2 minutes).
 # The consumers' release of the other block's slot in clusters (fp8_ds_mla rows), chosen
 # by SPARSECP_WS_ARRIVE in one binary: 0 mbarrier.arrive.release.cluster by every
-# thread (main; ncu of session 35's first call: 10% of the stall samples, stall_membar),
+# thread (main; ncu of session 35's first call: 12% of the stall samples, stall_membar),
 # 1 the default semantics (release at CTA scope, as CUTLASS's ClusterBarrier::arrive),
 # 2 the same by lane 0 of each warp. The attention cases of 1, all of test_gpu_kernels of
 # 2, memcheck and racecheck of 2's, kernel.sparse_attn alternating twice,

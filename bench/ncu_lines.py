@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""ncu_lines.py - where a kernel's warps wait, by source line, from ncu's source page.
+
+Input: the CSV of `ncu -i REPORT --page source --csv --print-source cuda,sass` (plain or
+gzipped; device_common.sh's ncu_attn writes one), from a binary built with -lineinfo.
+The page holds one section a source file ("File Path", then a header row "Line No", ...,
+then a row a line, each followed by rows of its SASS instructions); this prints the N
+lines with the most warp stall samples, each with its share of the kernel's samples, its
+three largest stall reasons and the line's source, then the totals by reason. An
+instruction inlined from a function belongs to a line in each file of the chain (the
+line of the call and the line in the callee), so lines of different files may count the
+same samples: shares are of the kernel's samples counted once an instruction (by
+address), and do not add up to 100%.
+
+Run: python3 bench/ncu_lines.py FILE.csv[.gz] [N]   (N: 20 unless given)
+"""
+import collections
+import csv
+import gzip
+import io
+import sys
+
+
+def read_rows(path):
+    raw = gzip.open(path) if path.endswith('.gz') else open(path, 'rb')
+    return csv.reader(io.TextIOWrapper(raw, errors='replace'))
+
+
+def stalls(header, row):
+    """A row's stall samples: 'all' and each reason's (issued or not)."""
+    out = collections.Counter()
+    for name, value in zip(header, row):
+        try:
+            v = float(value or 0)
+        except ValueError:
+            continue
+        if name == 'Warp Stall Sampling (All Samples)':
+            out['all'] += v
+        elif name.startswith('stall_') and not name.endswith('(Not Issued)'):
+            out[name[6:]] += v
+    return out
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    top = int(argv[2]) if len(argv) > 2 else 20
+    samples = collections.Counter()
+    reasons = collections.defaultdict(collections.Counter)
+    text = {}
+    totals = collections.Counter()
+    by_address = {}
+    where, header = None, None
+    for row in read_rows(argv[1]):
+        if not row:
+            continue
+        if row[0] == 'File Path':
+            where = row[1].rsplit('/', 1)[-1]
+            continue
+        if row[0] == 'Line No':
+            header = row
+            continue
+        if header is None:
+            continue
+        if not row[0] and len(row) > 2 and row[2].startswith('0x'):  # an instruction
+            by_address[row[2]] = stalls(header, row)
+            continue
+        if not row[0].isdigit():
+            continue
+        key = (where, int(row[0]))
+        text[key] = row[1].strip()
+        line = stalls(header, row)
+        samples[key] += line.pop('all', 0)
+        reasons[key].update(line)
+    for inst in by_address.values():
+        totals.update(inst)
+    whole = totals.pop('all', 0)
+    if whole == 0:
+        print('no stall samples in %s (built without -lineinfo?)' % argv[1])
+        return 1
+    print('%d stall samples (each instruction once); the %d lines with the most:'
+          % (whole, top))
+    for key, v in samples.most_common(top):
+        why = ', '.join('%s %d' % r for r in reasons[key].most_common(3) if r[1] > 0)
+        print('%5.1f%% %s:%d  [%s]  %s' % (100 * v / whole, key[0], key[1], why,
+                                          text[key][:80]))
+    print('by reason: ' + ', '.join('%s %.1f%%' % (k, 100 * v / whole)
+                                   for k, v in totals.most_common(8)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
