@@ -1,11 +1,12 @@
-# variants.sh - sourced by build.sh and build4.sh (from the repository root on the build
+# variants.sh - sourced by build.sh, build4.sh and other calls' build scripts, which set
+# VARIANTS_DIR to their own folder (from the repository root on the build
 # machine): build_variant builds main's HEAD with patches of pending/ applied in a
 # worktree under /tmp and copies its test_gpu_kernels and gpu_bench_kernels to
 # .devrun/NAME; stage_devrun bundles the libraries (.devrun/lib, without cuBLAS, which
 # the GPU machine has), xz's the binaries and the larger libraries, fetches the FlashMLA
 # wheel and removes the worktrees.
 set -euo pipefail
-here=bench/results/attn-cross-2026-12-05
+here=${VARIANTS_DIR:-bench/results/attn-cross-2026-12-05} # (the patches are $here/pending/*)
 base=$(git rev-parse HEAD)
 rm -rf .devrun && mkdir -p .devrun
 build_variant() { # NAME "PATCHES" CUDA_FLAGS [EXTRA TARGETS]
