@@ -10,7 +10,7 @@
 #    tpot_alternating, e2e_each, indexer_alternating, gpu_tests, verify_p2n2,
 #    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_alternating,
-#    ncu_attn).
+#    attn_env_alternating, ncu_attn).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 find .devrun -name '*.xz' -exec xz -T8 -d {} + 2> /dev/null
@@ -193,6 +193,18 @@ attn_alternating() {
   for i in 1 2; do for v in "$@"; do
     SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/kernels-attn-$v-$i.json" 2> "$OUT/kernels-attn-$v-$i.err"
     echo "attn $v $i rc=$?"; show_attn128 "$OUT/kernels-attn-$v-$i.json" | grep -v "decode 256"
+  done; done
+}
+
+# attn_env_alternating VAR "VALUES" V [PATTERN]: kernel.sparse_attn of .devrun/V with the
+# environment variable VAR at each of VALUES in turn, twice (the 128-head cases printed,
+# those matching PATTERN where given): two sides of a comparison in one binary.
+attn_env_alternating() {
+  local i x f
+  for i in 1 2; do for x in $2; do
+    f="$OUT/kernels-attn-$1-$x-$i"
+    env "$1=$x" SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/$3/gpu_bench_kernels --json > "$f.json" 2> "$f.err"
+    echo "attn $1=$x $i rc=$?"; show_attn128 "$f.json" | grep -e "${4:-}"
   done; done
 }
 

@@ -77,7 +77,8 @@ def main(argv):
         totals.update(inst)
     whole = totals.pop('all', 0)
     if whole == 0:
-        print('no stall samples in %s (built without -lineinfo?)' % argv[1])
+        print('no stall samples in %s (a binary without -lineinfo, or a page printed '
+              'without its SASS rows: --print-source cuda,sass)' % argv[1])
         return 1
     print('%d stall samples (each instruction once); the %d lines with the most:'
           % (whole, top))

@@ -21,10 +21,7 @@ echo "memcheck attention arrive=2 rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck
 SPARSECP_WS_ARRIVE=2 SC_GPU_CASES=attention_roles timeout 150 compute-sanitizer --tool racecheck .devrun/new/test_gpu_kernels > "$OUT/racecheck-roles.log" 2>&1
 echo "racecheck roles arrive=2 rc=$? $(grep -h 'RACECHECK SUMMARY\|ERROR SUMMARY' "$OUT/racecheck-roles.log" | head -2 | tr '\n' ' ')"
 lap checks
-for i in 1 2; do for m in 0 1 2; do
-  SPARSECP_WS_ARRIVE=$m SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/new/gpu_bench_kernels --json > "$OUT/kernels-attn-a$m-$i.json" 2> "$OUT/kernels-attn-a$m-$i.err"
-  echo "attn arrive=$m $i rc=$?"; show_attn128 "$OUT/kernels-attn-a$m-$i.json" | grep fp8
-done; done
+attn_env_alternating SPARSECP_WS_ARRIVE "0 1 2" new fp8
 lap kernels
 flashmla_anchor
 lap flashmla

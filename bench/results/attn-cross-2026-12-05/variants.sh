@@ -23,13 +23,15 @@ build_variant() { # NAME "PATCHES" CUDA_FLAGS [EXTRA TARGETS]
   for t in $extra; do cp "$(find "$wt/build" -name "$t" -type f -perm -u+x | head -1)" ".devrun/$name/"; done
   echo "$name: $base + ${patches:-nothing} ${flags}"
 }
-stage_devrun() { # NAMES...: the variants built (their worktrees go)
+stage_devrun() { # NAMES...: the variants built (their worktrees go, where there are any)
   local v
   /work/shared/tools/device-bundle .devrun/lib .devrun/"$1"/* > /dev/null || true
   rm -f .devrun/lib/libcublas*
   find .devrun -type f ! -path '.devrun/lib/*' -exec xz -T0 -6 {} +
   find .devrun/lib -type f ! -name '*.xz' -size +200k -exec xz -T0 -6 {} +
   bash bench/attn_anchor.sh prepare > /dev/null
-  for v in "$@"; do git worktree remove --force "/tmp/attn-cross-$v"; done
+  for v in "$@"; do
+    [ ! -d "/tmp/attn-cross-$v" ] || git worktree remove --force "/tmp/attn-cross-$v"
+  done
   du -sh .devrun
 }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # (Ran from branch wip/persist, whose k_attn_ws has SPARSECP_ATTN_PERSIST; kept as the
-# record of that call, bench/kernels-cuda.md "session 35".)
+# record of that call, bench/kernels-cuda.md "session 35"; since rewritten with the
+# helpers of bench/device_common.sh, same steps.)
 # run.sh - session 35's call (binaries: stage.sh; with carry [".devrun"]:
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/attn-persist-2026-12-06/run.sh)
 # k_attn_ws whose blocks take item after item (ws_work) against a block an item
@@ -15,10 +16,7 @@ echo "memcheck attention rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-attentio
 [ -z "${SHORT:-}" ] && { SC_GPU_CASES=attention_roles timeout 150 compute-sanitizer --tool racecheck .devrun/new/test_gpu_kernels > "$OUT/racecheck-roles.log" 2>&1
 echo "racecheck roles rc=$? $(grep -h 'RACECHECK SUMMARY\|ERROR SUMMARY' "$OUT/racecheck-roles.log" | head -2 | tr '\n' ' ')"; }
 lap checks
-for i in 1 2; do for p in 1 0; do
-  SPARSECP_ATTN_PERSIST=$p SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/new/gpu_bench_kernels --json > "$OUT/kernels-attn-p$p-$i.json" 2> "$OUT/kernels-attn-p$p-$i.err"
-  echo "attn persist=$p $i rc=$?"; show_attn128 "$OUT/kernels-attn-p$p-$i.json"
-done; done
+attn_env_alternating SPARSECP_ATTN_PERSIST "1 0" new
 lap kernels
 flashmla_anchor
 lap flashmla
