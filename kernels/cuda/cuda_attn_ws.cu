@@ -208,14 +208,14 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   const int wg = threadIdx.x >> 7;
   ws_init_slots<FP8, CROSS>(sm.full, sm.empty);
   if (wg == 2) {
-    ws_setmaxnreg_dec<88>();
+    ws_setmaxnreg_dec<WS_REGS_PRODUCER>();
     ws_produce<FP8, CROSS>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
   } else if (wg == 0) {
-    ws_setmaxnreg_inc<240>();
+    ws_setmaxnreg_inc<WS_REGS_WG0>();
     ws_load_q(sm.q, a, b.t, b.h0, WS_BAR_Q);
     ws_consume0<CROSS>(sm, a, b.n_tiles, b.t, b.h0);
   } else {
-    ws_setmaxnreg_inc<176>();
+    ws_setmaxnreg_inc<WS_REGS_WG1>();
     ws_load_q(sm.q, a, b.t, b.h0, WS_BAR_Q);
     ws_consume1<CROSS>(sm, a, b.n_tiles, b.t, b.h0);
   }

@@ -29,6 +29,19 @@
 #define WS_THREADS 384
 #define WS_KSTEPS (WS_D / 16)
 #define WS_CB (WS_BN * 128) /* bytes of a 64-column block of a tile (or of Q, or P) */
+/* EXPERIMENT knobs (-D...): the fp8 producer of clusters loading a tile ahead
+ * (ws_produce_fp8), and the registers of the roles (k_attn_ws; they sum to 504) */
+#ifndef WS_FP8_AHEAD
+#define WS_FP8_AHEAD 1
+#endif
+#ifndef WS_REGS_WG0
+#define WS_REGS_WG0 208
+#endif
+#ifndef WS_REGS_PRODUCER
+#define WS_REGS_PRODUCER 120
+#endif
+#define WS_REGS_WG1 176
+static_assert(WS_REGS_WG0 + WS_REGS_WG1 + WS_REGS_PRODUCER == 504, "3 x 168 a thread");
 
 typedef uint16_t ws_slot[WS_BN * WS_D]; /* one tile of rows, bf16, 9 column blocks */
 
@@ -58,36 +71,50 @@ __device__ inline uint64_t ws_valid_bits(const sc_attn_args &a, int2 r) {
   return (uint64_t)hi << 32 | lo;
 }
 
-/* This thread's share of one fp8_ds_mla row, dequantized into the bf16 tile of a slot
- * (ws_produce; FP8) and, in a cluster (PEER), into the other block's slot too: its 16
- * parts p0 + 4 m (m < 16) of the 512 e4m3 values (8 bytes each: a row's 4 lanes read 32
- * contiguous bytes), its 128-value tiles' scales and its 2 parts of the 64 bf16 rope
- * values, all loaded before any is converted, so a tile costs one load latency (the
- * clusters' first version went by halves, two: 2-3.5% slower on the decode case, H100,
- * 2026-12-05, bench/kernels-cuda.md); then each 16 bytes of the tile (column block m / 2)
- * stored here and, PEER, by st.async into the other block's slot (counted on its full
- * barrier peer_full). A row not read is zeros. */
-template <bool PEER>
-__device__ inline void ws_fp8_row(char *slot, uint32_t peer_slot, uint32_t peer_full,
-                                  const char *src, bool ok, int row, int p0) {
-  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
+/* This thread's share of one fp8_ds_mla row (ws_produce; FP8): its 16 parts p0 + 4 m
+ * (m < 16) of the 512 e4m3 values (8 bytes each: a row's 4 lanes read 32 contiguous
+ * bytes), its 128-value tiles' scales and its 2 parts of the 64 bf16 rope values, loaded
+ * all at once (ws_fp8_load), so a tile costs one load latency (the clusters' first
+ * version went by halves, two: 2-3.5% slower on the decode case, H100, 2026-12-05,
+ * bench/kernels-cuda.md); then dequantized into the bf16 tile of a slot (ws_fp8_store).
+ * A row not read (ok false) is zeros. */
+struct ws_fp8_share {
   uint2 v[16];
-  float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
-  uint4 rope[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  float4 sc;
+  uint4 rope[2];
+  bool ok;
+};
+__device__ inline ws_fp8_share ws_fp8_load(const char *src, bool ok, int p0) {
+  ws_fp8_share x;
+  x.ok = ok;
+  x.sc = make_float4(0.f, 0.f, 0.f, 0.f);
+  x.rope[0] = x.rope[1] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int m = 0; m < 16; m++) x.v[m] = make_uint2(0, 0);
   if (ok) {
 #pragma unroll
-    for (int m = 0; m < 16; m++) v[m] = *(const uint2 *)(src + 8 * (p0 + 4 * m));
-    sc = *(const float4 *)(src + SC_FP8_SCALE_OFF);
+    for (int m = 0; m < 16; m++) x.v[m] = *(const uint2 *)(src + 8 * (p0 + 4 * m));
+    x.sc = *(const float4 *)(src + SC_FP8_SCALE_OFF);
 #pragma unroll
     for (int k = 0; k < 2; k++)
-      rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
+      x.rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
   }
+  return x;
+}
+/* Each 16 bytes of the share (column block m / 2 of the tile) stored into row `row` of
+ * the slot and, PEER (a cluster), by st.async into the other block's slot (counted on
+ * its full barrier peer_full). */
+template <bool PEER>
+__device__ inline void ws_fp8_store(const ws_fp8_share &x, char *slot, uint32_t peer_slot,
+                                    uint32_t peer_full, int row, int p0) {
+  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
 #pragma unroll
   for (int m = 0; m < 18; m++) {
     const int part = p0 + 4 * m;
+    const float4 &sc = x.sc;
     const float scale = (m >> 2) == 0 ? sc.x : (m >> 2) == 1 ? sc.y : (m >> 2) == 2 ? sc.z : sc.w;
-    const uint4 w = m >= 16 ? rope[m - 16]
-                    : ok    ? e4m3x8_to_bf16x8(v[m], scale)
+    const uint4 w = m >= 16 ? x.rope[m - 16]
+                    : x.ok  ? e4m3x8_to_bf16x8(x.v[m], scale)
                             : make_uint4(0, 0, 0, 0);
     const uint32_t off = (uint32_t)((m >> 1) * WS_CB) + rb + (((part & 7) ^ (row & 7)) << 4);
     *(uint4 *)(slot + off) = w;
@@ -136,16 +163,24 @@ __device__ inline void ws_produce_bf16(ws_slot *kv, uint64_t *full, uint64_t *em
   cp_async_wait_all(); /* (no copy outlives its thread) */
 }
 
-/* fp8_ds_mla rows (see ws_produce): rows r0 + 32 k, a row's 4 lanes side by side (p0 =
- * lane / 8 their part). */
+/* The selected row r of this thread's share read (ws_fp8_load): -1 and rows out of
+ * range (SC_ERANGE raised, by one lane of the row's 4) are zeros. */
+__device__ inline ws_fp8_share ws_fp8_load_row(const sc_attn_args &a, int32_t r, int64_t kv_step,
+                                               int *flag, int p0) {
+  const bool ok = ws_row_ok(a, r);
+  if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
+  return ws_fp8_load((const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0), ok, p0);
+}
+
+/* The fp8 producer without the loads a tile ahead: each tile's rows (ROWS a thread)
+ * loaded once its slot is free, then dequantized and stored. */
 template <bool CROSS>
-__device__ inline void ws_produce_fp8(ws_slot *kv, uint64_t *full, uint64_t *empty,
-                                      const sc_attn_args &a, const int32_t *sel, int n_tiles,
-                                      int64_t kv_step, int *flag) {
+__device__ inline void ws_produce_fp8_rows(ws_slot *kv, uint64_t *full, uint64_t *empty,
+                                           const sc_attn_args &a, const int32_t *sel,
+                                           int n_tiles, int64_t kv_step, int *flag, int r0,
+                                           int p0, unsigned peer) {
   constexpr int ROWS = CROSS ? 1 : 2;
-  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
-  const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
-  const int r0 = warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0);
+  const int tid = threadIdx.x & 127;
   int32_t nxt[ROWS];
 #pragma unroll
   for (int k = 0; k < ROWS; k++) nxt[k] = r0 + 32 * k < a.topk ? sel[r0 + 32 * k] : -1;
@@ -164,15 +199,47 @@ __device__ inline void ws_produce_fp8(ws_slot *kv, uint64_t *full, uint64_t *emp
     const uint32_t peer_slot = CROSS ? cluster_addr(slot, peer) : 0;
     const uint32_t peer_full = CROSS ? cluster_addr(&full[s], peer) : 0;
 #pragma unroll
-    for (int k = 0; k < ROWS; k++) {
-      const int32_t r = cur[k];
-      const bool ok = ws_row_ok(a, r);
-      if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
-      const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
-      ws_fp8_row<CROSS>(slot, peer_slot, peer_full, src, ok, r0 + 32 * k, p0);
-    }
+    for (int k = 0; k < ROWS; k++)
+      ws_fp8_store<CROSS>(ws_fp8_load_row(a, cur[k], kv_step, flag, p0), slot, peer_slot,
+                          peer_full, r0 + 32 * k, p0);
     fence_async_smem(); /* the stores, for the async proxy that wgmma reads through */
     mbar_arrive(&full[s]);
+  }
+}
+
+/* fp8_ds_mla rows (see ws_produce): rows r0 + 32 k, a row's 4 lanes side by side (p0 =
+ * lane / 8 their part). In a cluster (one row a thread) the loads of tile j + 1 are
+ * issued before tile j's share is converted and stored (two shares in registers: the
+ * producer holds WS_REGS_PRODUCER): a tile's load latency then overlaps the tile
+ * before's dequantization, where it came after it (ncu of the fp8 decode, H100,
+ * 2026-12-06: 28% of the stall samples on the first use of the loads). */
+template <bool CROSS>
+__device__ inline void ws_produce_fp8(ws_slot *kv, uint64_t *full, uint64_t *empty,
+                                      const sc_attn_args &a, const int32_t *sel, int n_tiles,
+                                      int64_t kv_step, int *flag) {
+  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
+  const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
+  const int r0 = warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0);
+  if constexpr (CROSS && WS_FP8_AHEAD) {
+    ws_fp8_share cur = ws_fp8_load_row(a, r0 < a.topk ? sel[r0] : -1, kv_step, flag, p0);
+    int32_t e_next = WS_BN + r0 < a.topk ? sel[WS_BN + r0] : -1; /* tile 1's entry */
+    for (int tile = 0; tile < n_tiles; tile++) {
+      const int s = tile & 1;
+      const ws_fp8_share nxt = ws_fp8_load_row(a, tile + 1 < n_tiles ? e_next : -1, kv_step,
+                                               flag, p0);
+      const int j = (tile + 2) * WS_BN + r0;
+      e_next = tile + 2 < n_tiles && j < a.topk ? sel[j] : -1;
+      if (tile >= 2) mbar_wait<true>(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
+      if (tid == 0) mbar_arrive_expect_tx(&full[s], WS_CROSS_TX);
+      char *slot = (char *)kv[s];
+      ws_fp8_store<true>(cur, slot, cluster_addr(slot, peer), cluster_addr(&full[s], peer),
+                         r0, p0);
+      fence_async_smem(); /* the stores, for the async proxy that wgmma reads through */
+      mbar_arrive(&full[s]);
+      cur = nxt;
+    }
+  } else {
+    ws_produce_fp8_rows<CROSS>(kv, full, empty, a, sel, n_tiles, kv_step, flag, r0, p0, peer);
   }
 }
 
