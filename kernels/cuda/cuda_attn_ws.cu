@@ -56,11 +56,15 @@ __device__ inline void ws_pfree() { named_sync_unaligned(WS_BAR_PFREE, 256); }
 
 /* Releases slot s to the producer, and in a cluster (CROSS) to the other block's, which
  * writes half of every tile's rows into this block's slots (peer_empty: that block's
- * empty barriers). */
+ * empty barriers): there one arrival a warp, by lane 0 once the warp's lanes are past
+ * their wgmma wait (the warpgroup's reads of the slot are complete by then). */
 template <bool CROSS>
 __device__ inline void ws_release(ws_smem &sm, int s, uint32_t peer_empty) {
   mbar_arrive(&sm.empty[s]);
-  if (CROSS) mbar_arrive_remote(peer_empty + 8 * (uint32_t)s);
+  if (CROSS) {
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive_remote(peer_empty + 8 * (uint32_t)s);
+  }
 }
 
 /* WG0: S, the softmax, P and alpha for WG1, and O[:, 0:256] (see the top). */

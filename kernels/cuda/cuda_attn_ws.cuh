@@ -122,6 +122,9 @@ __device__ inline void ws_fp8_store(const ws_fp8_share &x, char *slot, uint32_t 
   }
 }
 
+/* Arrivals of the other block of a cluster on a slot's empty barrier: one a consumer warp
+ * (ws_release). */
+#define WS_PEER_RELEASES 8
 /* Bytes the other block of a cluster writes into a slot: its 32 rows, bf16. */
 #define WS_CROSS_TX ((WS_BN / 2) * WS_D * 2)
 
@@ -244,7 +247,8 @@ __device__ inline void ws_produce_fp8(ws_slot *kv, uint64_t *full, uint64_t *emp
 }
 
 /* The producer: tile j into slot j % 2 once both consumers released the tile two before
- * (empty[s], 256 arrivals; in a cluster 512, the other block's consumers too), announced
+ * (empty[s], 256 arrivals; in a cluster 264, the other block's 8 consumer warps too:
+ * WS_PEER_RELEASES, ws_release), announced
  * on full[s] (128 arrivals, as the copies land or after the stores; in a cluster 129, see
  * below). bf16 rows: thread (warp w, lane l) copies rows w * 4 + l / 8 + 16 k (k < 4) of
  * every tile by cp.async, 16-byte chunk l % 8 of each of the 9 column blocks, so a warp
@@ -443,7 +447,7 @@ __device__ inline void ws_init_slots(uint64_t *full, uint64_t *empty) {
 #pragma unroll
     for (int s = 0; s < 2; s++) {
       mbar_init(&full[s], CROSS ? 129 : 128);
-      mbar_init(&empty[s], CROSS ? 512 : 256);
+      mbar_init(&empty[s], CROSS ? 256 + WS_PEER_RELEASES : 256);
     }
     if (CROSS) fence_mbar_init();
   }
