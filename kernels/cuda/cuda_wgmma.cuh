@@ -243,7 +243,7 @@ __device__ inline void st_async16(uint32_t dst, uint4 v, uint32_t bar) {
  * arrival that hands back a buffer this block has finished reading by operations already
  * complete (wgmma after its wait_group), which is all the sparse attention's clusters
  * do. A release at cluster scope (.release.cluster) waited like a memory barrier in
- * every consumer thread every tile: 9.8% of the fp8 decode's stall samples (ncu, H100,
+ * every consumer thread every tile: 12% of the fp8 decode's stall samples (ncu, H100,
  * 2026-12-06, bench/kernels-cuda.md). */
 __device__ inline void mbar_arrive_remote(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
