@@ -46,6 +46,8 @@ class Block(Shared):
         self.n_tiles = len(valid)
         self.valid = valid
         self.cross = cross
+        # (units: a warpgroup's arrivals, as many as it makes in the kernel, 128 on its
+        # own block's barrier and one a warp, 4, on the other's; a block's producer's)
         full_units = 2 if cross and MUTANT != 'no-peer-bytes' else 1
         empty_units = 4 if cross and MUTANT != 'no-peer-release' else 2
         for s in (0, 1):

@@ -56,11 +56,15 @@ __device__ inline void ws_pfree() { named_sync_unaligned(WS_BAR_PFREE, 256); }
 
 /* Releases slot s to the producer, and in a cluster (CROSS) to the other block's, which
  * writes half of every tile's rows into this block's slots (peer_empty: that block's
- * empty barriers). */
+ * empty barriers): there one arrival a warp, by lane 0 once the warp's lanes are past
+ * their wgmma wait (the warpgroup's reads of the slot are complete by then). */
 template <bool CROSS>
 __device__ inline void ws_release(ws_smem &sm, int s, uint32_t peer_empty) {
   mbar_arrive(&sm.empty[s]);
-  if (CROSS) mbar_arrive_remote(peer_empty + 8 * (uint32_t)s);
+  if (CROSS) {
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive_remote(peer_empty + 8 * (uint32_t)s);
+  }
 }
 
 /* WG0: S, the softmax, P and alpha for WG1, and O[:, 0:256] (see the top). */
@@ -208,14 +212,14 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   const int wg = threadIdx.x >> 7;
   ws_init_slots<FP8, CROSS>(sm.full, sm.empty);
   if (wg == 2) {
-    ws_setmaxnreg_dec<88>();
+    ws_setmaxnreg_dec<WS_REGS_PRODUCER>();
     ws_produce<FP8, CROSS>(sm.kv, sm.full, sm.empty, a, b.sel, b.n_tiles, kv_step, flag);
   } else if (wg == 0) {
-    ws_setmaxnreg_inc<240>();
+    ws_setmaxnreg_inc<WS_REGS_WG0>();
     ws_load_q(sm.q, a, b.t, b.h0, WS_BAR_Q);
     ws_consume0<CROSS>(sm, a, b.n_tiles, b.t, b.h0);
   } else {
-    ws_setmaxnreg_inc<176>();
+    ws_setmaxnreg_inc<WS_REGS_WG1>();
     ws_load_q(sm.q, a, b.t, b.h0, WS_BAR_Q);
     ws_consume1<CROSS>(sm, a, b.n_tiles, b.t, b.h0);
   }

@@ -29,6 +29,15 @@
 #define WS_THREADS 384
 #define WS_KSTEPS (WS_D / 16)
 #define WS_CB (WS_BN * 128) /* bytes of a 64-column block of a tile (or of Q, or P) */
+/* The registers of the roles (k_attn_ws's setmaxnreg; 3 x 168 a thread in all): WG0
+ * holds S, P and half of O; the fp8 producer of clusters two shares of rows
+ * (ws_produce_fp8; at 88 it spilled 176 bytes). 240 / 176 / 88 before: the look-ahead
+ * with these was 4.6% faster on the fp8 decode, prefill and bf16 decode within 1% (H100,
+ * 2026-12-06, bench/kernels-cuda.md). */
+#define WS_REGS_WG0 208
+#define WS_REGS_WG1 176
+#define WS_REGS_PRODUCER 120
+static_assert(WS_REGS_WG0 + WS_REGS_WG1 + WS_REGS_PRODUCER == 504, "3 x 168 a thread");
 
 typedef uint16_t ws_slot[WS_BN * WS_D]; /* one tile of rows, bf16, 9 column blocks */
 
@@ -58,36 +67,50 @@ __device__ inline uint64_t ws_valid_bits(const sc_attn_args &a, int2 r) {
   return (uint64_t)hi << 32 | lo;
 }
 
-/* This thread's share of one fp8_ds_mla row, dequantized into the bf16 tile of a slot
- * (ws_produce; FP8) and, in a cluster (PEER), into the other block's slot too: its 16
- * parts p0 + 4 m (m < 16) of the 512 e4m3 values (8 bytes each: a row's 4 lanes read 32
- * contiguous bytes), its 128-value tiles' scales and its 2 parts of the 64 bf16 rope
- * values, all loaded before any is converted, so a tile costs one load latency (the
- * clusters' first version went by halves, two: 2-3.5% slower on the decode case, H100,
- * 2026-12-05, bench/kernels-cuda.md); then each 16 bytes of the tile (column block m / 2)
- * stored here and, PEER, by st.async into the other block's slot (counted on its full
- * barrier peer_full). A row not read is zeros. */
-template <bool PEER>
-__device__ inline void ws_fp8_row(char *slot, uint32_t peer_slot, uint32_t peer_full,
-                                  const char *src, bool ok, int row, int p0) {
-  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
+/* This thread's share of one fp8_ds_mla row (ws_produce; FP8): its 16 parts p0 + 4 m
+ * (m < 16) of the 512 e4m3 values (8 bytes each: a row's 4 lanes read 32 contiguous
+ * bytes), its 128-value tiles' scales and its 2 parts of the 64 bf16 rope values, loaded
+ * all at once (ws_fp8_load), so a tile costs one load latency (the clusters' first
+ * version went by halves, two: 2-3.5% slower on the decode case, H100, 2026-12-05,
+ * bench/kernels-cuda.md); then dequantized into the bf16 tile of a slot (ws_fp8_store).
+ * A row not read (ok false) is zeros. */
+struct ws_fp8_share {
   uint2 v[16];
-  float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
-  uint4 rope[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  float4 sc;
+  uint4 rope[2];
+  bool ok;
+};
+__device__ inline ws_fp8_share ws_fp8_load(const char *src, bool ok, int p0) {
+  ws_fp8_share x;
+  x.ok = ok;
+  x.sc = make_float4(0.f, 0.f, 0.f, 0.f);
+  x.rope[0] = x.rope[1] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int m = 0; m < 16; m++) x.v[m] = make_uint2(0, 0);
   if (ok) {
 #pragma unroll
-    for (int m = 0; m < 16; m++) v[m] = *(const uint2 *)(src + 8 * (p0 + 4 * m));
-    sc = *(const float4 *)(src + SC_FP8_SCALE_OFF);
+    for (int m = 0; m < 16; m++) x.v[m] = *(const uint2 *)(src + 8 * (p0 + 4 * m));
+    x.sc = *(const float4 *)(src + SC_FP8_SCALE_OFF);
 #pragma unroll
     for (int k = 0; k < 2; k++)
-      rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
+      x.rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
   }
+  return x;
+}
+/* Each 16 bytes of the share (column block m / 2 of the tile) stored into row `row` of
+ * the slot and, PEER (a cluster), by st.async into the other block's slot (counted on
+ * its full barrier peer_full). */
+template <bool PEER>
+__device__ inline void ws_fp8_store(const ws_fp8_share &x, char *slot, uint32_t peer_slot,
+                                    uint32_t peer_full, int row, int p0) {
+  const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
 #pragma unroll
   for (int m = 0; m < 18; m++) {
     const int part = p0 + 4 * m;
+    const float4 &sc = x.sc;
     const float scale = (m >> 2) == 0 ? sc.x : (m >> 2) == 1 ? sc.y : (m >> 2) == 2 ? sc.z : sc.w;
-    const uint4 w = m >= 16 ? rope[m - 16]
-                    : ok    ? e4m3x8_to_bf16x8(v[m], scale)
+    const uint4 w = m >= 16 ? x.rope[m - 16]
+                    : x.ok  ? e4m3x8_to_bf16x8(x.v[m], scale)
                             : make_uint4(0, 0, 0, 0);
     const uint32_t off = (uint32_t)((m >> 1) * WS_CB) + rb + (((part & 7) ^ (row & 7)) << 4);
     *(uint4 *)(slot + off) = w;
@@ -95,6 +118,9 @@ __device__ inline void ws_fp8_row(char *slot, uint32_t peer_slot, uint32_t peer_
   }
 }
 
+/* Arrivals of the other block of a cluster on a slot's empty barrier: one a consumer warp
+ * (ws_release). */
+#define WS_PEER_RELEASES 8
 /* Bytes the other block of a cluster writes into a slot: its 32 rows, bf16. */
 #define WS_CROSS_TX ((WS_BN / 2) * WS_D * 2)
 
@@ -136,60 +162,105 @@ __device__ inline void ws_produce_bf16(ws_slot *kv, uint64_t *full, uint64_t *em
   cp_async_wait_all(); /* (no copy outlives its thread) */
 }
 
-/* fp8_ds_mla rows (see ws_produce): rows r0 + 32 k, a row's 4 lanes side by side (p0 =
- * lane / 8 their part). */
-template <bool CROSS>
-__device__ inline void ws_produce_fp8(ws_slot *kv, uint64_t *full, uint64_t *empty,
-                                      const sc_attn_args &a, const int32_t *sel, int n_tiles,
-                                      int64_t kv_step, int *flag) {
-  constexpr int ROWS = CROSS ? 1 : 2;
-  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
-  const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
-  const int r0 = warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0);
-  int32_t nxt[ROWS];
+/* The selected row r of this thread's share read (ws_fp8_load): -1 and rows out of
+ * range (SC_ERANGE raised, by one lane of the row's 4) are zeros. */
+__device__ inline ws_fp8_share ws_fp8_load_row(const sc_attn_args &a, int32_t r, int64_t kv_step,
+                                               int *flag, int p0) {
+  const bool ok = ws_row_ok(a, r);
+  if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
+  return ws_fp8_load((const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0), ok, p0);
+}
+
+/* fp8_ds_mla rows, one block a group (see ws_produce): two rows a thread, r0 and
+ * r0 + 32, loaded once their slot is free, then dequantized and stored (a tile ahead
+ * would need four shares in registers). */
+__device__ inline void ws_produce_fp8_block(ws_slot *kv, uint64_t *full, uint64_t *empty,
+                                            const sc_attn_args &a, const int32_t *sel,
+                                            int n_tiles, int64_t kv_step, int *flag, int r0,
+                                            int p0) {
+  int32_t nxt[2];
 #pragma unroll
-  for (int k = 0; k < ROWS; k++) nxt[k] = r0 + 32 * k < a.topk ? sel[r0 + 32 * k] : -1;
+  for (int k = 0; k < 2; k++) nxt[k] = r0 + 32 * k < a.topk ? sel[r0 + 32 * k] : -1;
   for (int tile = 0; tile < n_tiles; tile++) {
     const int s = tile & 1;
-    if (tile >= 2) mbar_wait<CROSS>(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
-    if (CROSS && tid == 0) mbar_arrive_expect_tx(&full[s], WS_CROSS_TX);
-    int32_t cur[ROWS];
+    if (tile >= 2) mbar_wait<false>(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
+    int32_t cur[2];
 #pragma unroll
-    for (int k = 0; k < ROWS; k++) {
+    for (int k = 0; k < 2; k++) {
       cur[k] = nxt[k];
       const int j = (tile + 1) * WS_BN + r0 + 32 * k;
       nxt[k] = tile + 1 < n_tiles && j < a.topk ? sel[j] : -1;
     }
-    char *slot = (char *)kv[s];
-    const uint32_t peer_slot = CROSS ? cluster_addr(slot, peer) : 0;
-    const uint32_t peer_full = CROSS ? cluster_addr(&full[s], peer) : 0;
 #pragma unroll
-    for (int k = 0; k < ROWS; k++) {
-      const int32_t r = cur[k];
-      const bool ok = ws_row_ok(a, r);
-      if (p0 == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
-      const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
-      ws_fp8_row<CROSS>(slot, peer_slot, peer_full, src, ok, r0 + 32 * k, p0);
-    }
+    for (int k = 0; k < 2; k++)
+      ws_fp8_store<false>(ws_fp8_load_row(a, cur[k], kv_step, flag, p0), (char *)kv[s], 0, 0,
+                          r0 + 32 * k, p0);
     fence_async_smem(); /* the stores, for the async proxy that wgmma reads through */
     mbar_arrive(&full[s]);
   }
 }
 
+/* fp8_ds_mla rows in a cluster (see ws_produce): one row a thread, r0, into both blocks'
+ * slots. The loads of tile j + 1 are issued before tile j's share is converted and
+ * stored (two shares in registers: the producer holds WS_REGS_PRODUCER), so a tile's
+ * load latency overlaps the tile before's dequantization where it came after it (ncu of
+ * the fp8 decode, H100, 2026-12-06: 28% of the stall samples on the first use of the
+ * loads; with it the decode case 2% faster, 4.6% with the registers and the releases of
+ * one arrival a warp, bench/kernels-cuda.md). */
+__device__ inline void ws_produce_fp8_cluster(ws_slot *kv, uint64_t *full, uint64_t *empty,
+                                              const sc_attn_args &a, const int32_t *sel,
+                                              int n_tiles, int64_t kv_step, int *flag,
+                                              int r0, int p0, unsigned peer) {
+  const int tid = threadIdx.x & 127;
+  ws_fp8_share cur = ws_fp8_load_row(a, r0 < a.topk ? sel[r0] : -1, kv_step, flag, p0);
+  int32_t e_next = WS_BN + r0 < a.topk ? sel[WS_BN + r0] : -1; /* tile 1's entry */
+  for (int tile = 0; tile < n_tiles; tile++) {
+    const int s = tile & 1;
+    const ws_fp8_share nxt =
+        ws_fp8_load_row(a, tile + 1 < n_tiles ? e_next : -1, kv_step, flag, p0);
+    const int j = (tile + 2) * WS_BN + r0;
+    e_next = tile + 2 < n_tiles && j < a.topk ? sel[j] : -1;
+    if (tile >= 2) mbar_wait<true>(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
+    if (tid == 0) mbar_arrive_expect_tx(&full[s], WS_CROSS_TX);
+    char *slot = (char *)kv[s];
+    ws_fp8_store<true>(cur, slot, cluster_addr(slot, peer), cluster_addr(&full[s], peer), r0,
+                       p0);
+    fence_async_smem(); /* the stores, for the async proxy that wgmma reads through */
+    mbar_arrive(&full[s]);
+    cur = nxt;
+  }
+}
+
+/* fp8_ds_mla rows (see ws_produce): rows r0 + 32 k, a row's 4 lanes side by side (p0 =
+ * lane / 8 their part); in a cluster this block's producer writes the rows of the other
+ * block's half too. */
+template <bool CROSS>
+__device__ inline void ws_produce_fp8(ws_slot *kv, uint64_t *full, uint64_t *empty,
+                                      const sc_attn_args &a, const int32_t *sel, int n_tiles,
+                                      int64_t kv_step, int *flag) {
+  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, p0 = lane >> 3;
+  const unsigned peer = CROSS ? cluster_rank() ^ 1 : 0;
+  const int r0 = warp * 8 + (lane & 7) + (CROSS ? 32 * (int)(peer ^ 1) : 0);
+  if constexpr (CROSS)
+    ws_produce_fp8_cluster(kv, full, empty, a, sel, n_tiles, kv_step, flag, r0, p0, peer);
+  else
+    ws_produce_fp8_block(kv, full, empty, a, sel, n_tiles, kv_step, flag, r0, p0);
+}
+
 /* The producer: tile j into slot j % 2 once both consumers released the tile two before
- * (empty[s], 256 arrivals; in a cluster 512, the other block's consumers too), announced
- * on full[s] (128 arrivals, as the copies land or after the stores; in a cluster 129, see
- * below). bf16 rows: thread (warp w, lane l) copies rows w * 4 + l / 8 + 16 k (k < 4) of
- * every tile by cp.async, 16-byte chunk l % 8 of each of the 9 column blocks, so a warp
- * step reads 4 rows' 128 contiguous bytes and writes whole 128-byte swizzle lines (until
- * 2026-12-05 a row's 4 lanes read 64 bytes a step and ncu counted 33% excess shared
- * wavefronts on those stores: this layout took 9-10% off every bf16 case, H100,
- * bench/kernels-cuda.md). fp8_ds_mla rows: thread (w, l) takes rows w * 8 + l % 8 (and 32
- * more outside a cluster), parts l / 8 + 4 m of the 576 values (a row's 4 lanes read 32
- * contiguous bytes), dequantized through registers (ws_fp8_row), stored, fenced for the
- * async proxy that wgmma reads through, and announced by an arrive of their own. Row
- * indices are read a tile ahead (a global load on the way to the copies would put its
- * latency on every tile).
+ * (empty[s], 256 arrivals; in a cluster 264, the other block's 8 consumer warps too:
+ * WS_PEER_RELEASES, ws_release), announced on full[s] (128 arrivals, as the copies land
+ * or after the stores; in a cluster 129, see below). bf16 rows: thread (warp w, lane l)
+ * copies rows w * 4 + l / 8 + 16 k (k < 4) of every tile by cp.async, 16-byte chunk l %
+ * 8 of each of the 9 column blocks, so a warp step reads 4 rows' 128 contiguous bytes
+ * and writes whole 128-byte swizzle lines (until 2026-12-05 a row's 4 lanes read 64
+ * bytes a step and ncu counted 33% excess shared wavefronts on those stores: this layout
+ * took 9-10% off every bf16 case, H100, bench/kernels-cuda.md). fp8_ds_mla rows: thread
+ * (w, l) takes rows w * 8 + l % 8 (and 32 more outside a cluster), parts l / 8 + 4 m of
+ * the 576 values (a row's 4 lanes read 32 contiguous bytes), dequantized through
+ * registers (ws_fp8_load, ws_fp8_store), stored, fenced for the async proxy that wgmma
+ * reads through, and announced by an arrive of their own. Row indices are read a tile
+ * ahead (a global load on the way to the copies would put its latency on every tile).
  * CROSS (fp8_ds_mla rows, a token's two head groups as a cluster of two blocks: their
  * selected rows are the same): each producer dequantizes only its block's 32 rows of
  * every tile (rows 32 rank ..) and stores each 16 bytes into both blocks' slots, the
@@ -376,7 +447,7 @@ __device__ inline void ws_init_slots(uint64_t *full, uint64_t *empty) {
 #pragma unroll
     for (int s = 0; s < 2; s++) {
       mbar_init(&full[s], CROSS ? 129 : 128);
-      mbar_init(&empty[s], CROSS ? 512 : 256);
+      mbar_init(&empty[s], CROSS ? 256 + WS_PEER_RELEASES : 256);
     }
     if (CROSS) fence_mbar_init();
   }
