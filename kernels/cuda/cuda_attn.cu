@@ -42,9 +42,10 @@
  *
  * Why splits: a decode step has one token per request, and a token's 2048 rows in one
  * block ran on one SM for milliseconds (5.8 ms a layer at model-long's 8 heads, H200,
- * 2026-12-01). Why fixed: the split size depends on the top-K alone (split_rows), so a
- * query's result (the order of every sum) depends on its own selected rows only, never
- * on the batch or the layout (SPEC.md §7-8; multi-rank runs stay token-identical). Long
+ * 2026-12-01). Why fixed: the split size depends on the top-K alone (split_rows; and on
+ * whether the tokens are decode tokens, which no layout changes), so a query's result
+ * (the order of every sum) depends on its own selected rows only, never on the batch or
+ * the layout (SPEC.md §7-8; multi-rank runs stay token-identical). Long
  * batches are cut into token chunks only to bound the partials' scratch, which changes
  * no per-token sum. Nor does HB: a (head, row) score is summed in the same order in
  * every group shape (see the scores below), and every head's softmax and P V are its own.
@@ -62,10 +63,20 @@
 #define SPLIT_ROWS_MAX 128
 #define SPLIT_SMALL_TOPK 256 /* up to this top-K a split is one tile */
 
+#define SPLIT_DECODE_ROWS 64 /* a decode token's split (SC_ATTN_SPLITS_MAX at most) */
+
 /* Rows a split takes: 128, or one tile when the top-K is small enough that 128 would
- * leave a token's rows to one or two blocks. A function of the top-K only (see above). */
-static inline int split_rows(int32_t topk) {
-  return topk <= SPLIT_SMALL_TOPK ? SPLIT_TILE : SPLIT_ROWS_MAX;
+ * leave a token's rows to one or two blocks; a decode token's 64 (more where the top-K
+ * would need more than SC_ATTN_SPLITS_MAX splits), since a decode step's few tokens are
+ * a few blocks each: model-long's decode token over f32 rows took 28.5-28.7 us with 64 against
+ * 33.2-33.5 with 128 and 36.6-36.8 with 32 (the merge's share grows), H100, 2026-12-06,
+ * bench/long-context.md. A function of the top-K and of whether the tokens are decode
+ * tokens, which no layout changes (see above). */
+static inline int split_rows(int32_t topk, bool decode) {
+  if (topk <= SPLIT_SMALL_TOPK) return SPLIT_TILE;
+  if (!decode) return SPLIT_ROWS_MAX;
+  const int fit = (int)sc_cdiv(sc_cdiv(topk, SC_ATTN_SPLITS_MAX), SPLIT_TILE) * SPLIT_TILE;
+  return fit > SPLIT_DECODE_ROWS ? fit : SPLIT_DECODE_ROWS;
 }
 
 static constexpr size_t split_smem(int64_t width, int hb) {
@@ -292,7 +303,7 @@ typedef void (*split_kernel)(sc_attn_args, int, int, int64_t, int64_t, float *, 
 template <int FMT>
 static int launch_split(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   const int64_t width = (int64_t)a->dc + a->dr;
-  const int rows = split_rows(a->topk);
+  const int rows = split_rows(a->topk, a->decode);
   const int n_splits = (int)sc_cdiv(a->topk, rows); /* 0 when topk is: out 0 */
   if (n_splits > SPLIT_MAX) return SC_ENOTSUP;
   /* two heads a block when groups of 8 would not give every SM a block (HB changes no

@@ -1395,6 +1395,7 @@ static void case_attention(void) {
   attn_case(SC_KFMT_BF16, 5, 6, 64, 16, 70, 0.125f, 1e-5, false);    /* split kernel, bf16 */
   attn_case(SC_KFMT_F32, 3, 16, 512, 64, 100, 0.0417f, 1e-5, false); /* f32 at the model width */
   attn_case(SC_KFMT_F32, 3, 8, 512, 64, 2048, 0.0417f, 1e-5, false); /* model-long: 16 splits */
+  attn_case(SC_KFMT_F32, 3, 8, 512, 64, 2048, 0.0417f, 1e-5, true);  /* its decode: 32 splits */
   attn_case(SC_KFMT_F32, 4, 8, 512, 64, 64, 0.0417f, 1e-5, true);    /* the default model:
                                                                  splits of 32, 2 heads a block */
   attn_case(SC_KFMT_F32, 150, 12, 512, 64, 200, 0.0417f, 1e-5, false); /* 8 heads a block, the
