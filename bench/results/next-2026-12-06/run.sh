@@ -1,11 +1,12 @@
 #!/bin/bash
-# run.sh - the next call for issue 19 (binaries: build.sh; with carry [".devrun"]:
+# run.sh - the next call for issues 19 and 18 (binaries: build.sh; with carry [".devrun"]:
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/next-2026-12-06/run.sh)
 # The attention cases of halves, l2 and b2, racecheck and memcheck of halves' (its barriers
 # changed), kernel.sparse_attn of main / halves / l2 / b2 alternating twice, FlashMLA.
-# ~3.5 minutes; SHORT=1 leaves out the sanitizers (~2 minutes). Merge what wins once its
-# attention cases pass (halves: racecheck clean, and tests/attn_ws_protocol.py updated
-# for the two half barriers first).
+# Then idxl2's indexer cases and kernel.indexer of main and idxl2 alternating twice
+# (issue 18). ~5 minutes; SHORT=1 leaves out the sanitizers (~4 minutes). Merge what
+# wins once its cases pass (halves: racecheck clean; its branch's
+# tests/attn_ws_protocol.py models the two half barriers).
 . bench/device_common.sh
 attention_cases halves l2 b2
 if [ -z "${SHORT:-}" ]; then
@@ -19,4 +20,8 @@ attn_alternating main halves l2 b2
 lap kernels
 flashmla_anchor
 lap flashmla
+SC_GPU_CASES=indexer timeout 100 .devrun/idxl2/test_gpu_kernels > "$OUT/test_indexer-idxl2.log" 2>&1
+echo "idxl2 indexer cases rc=$? $(grep -c '^ok' "$OUT/test_indexer-idxl2.log") ok"; grep -E "FAIL|not ok" "$OUT/test_indexer-idxl2.log" | cut -c1-200 | head -5
+indexer_alternating "main idxl2"
+lap indexer
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
