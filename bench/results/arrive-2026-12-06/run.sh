@@ -27,4 +27,4 @@ flashmla_anchor
 lap flashmla
 [ -z "${SHORT:-}" ] && [ -x .devrun/li/gpu_bench_kernels ] && SPARSECP_WS_ARRIVE=2 ncu_attn fp8-a2 li decode _Z9k_attn_wsILb1ELb1E
 lap ncu
-cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
+cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl *.csv.gz 2>/dev/null; rm -f *.log *.json *.err *.csv.gz

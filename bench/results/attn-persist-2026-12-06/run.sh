@@ -26,4 +26,4 @@ lap pipeline
 # -lineinfo, stage.sh LINEINFO=1) of the fp8 decode in clusters: where its producer waits
 [ -z "${SHORT:-}" ] && [ -x .devrun/li/gpu_bench_kernels ] && ncu_attn fp8-persist li decode _Z9k_attn_wsILb1ELb1E
 lap ncu
-cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
+cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl *.csv.gz 2>/dev/null; rm -f *.log *.json *.err *.csv.gz

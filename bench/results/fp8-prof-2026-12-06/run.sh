@@ -18,4 +18,4 @@ if [ -z "${SHORT:-}" ]; then
   ncu_attn bf16 li decode _Z9k_attn_wsILb0ELb0E
   lap ncu
 fi
-cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
+cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl *.csv.gz 2>/dev/null; rm -f *.log *.json *.err *.csv.gz
