@@ -195,10 +195,10 @@ __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_til
   ws_store_o(a, o, sm.linv[wr * 16 + g], sm.linv[wr * 16 + g + 8], t, h0, WS_HALF, wr, g, tq);
 }
 
-/* Registers a thread of each role may hold (setmaxnreg): 240 + 176 + 88 = 504 = 3 x 168,
- * the launch's 168 a thread (65536 / 384, in 8s) moved between roles; more than the
- * producer gives up would leave an inc waiting forever. WG0 holds its half of O (128),
- * S (32) and P (16) and spilled at 232; WG1 its half of O, and spilled at 168. In a
+/* Registers a thread of each role may hold (setmaxnreg, WS_REGS_*): 208 + 176 + 120 = 504
+ * = 3 x 168, the launch's 168 a thread (65536 / 384, in 8s) moved between roles; more than
+ * the producer gives up would leave an inc waiting forever. WG0 holds its half of O
+ * (128), S (32) and P (16); WG1 its half of O, and spilled at 168. In a
  * cluster (CROSS, see ws_produce) the blocks sync once their barriers are set up and
  * again before either exits: the other block writes into this one's slots and arrives
  * at its barriers until its last tile. */
