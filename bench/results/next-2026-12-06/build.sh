@@ -9,18 +9,20 @@
 #    L2 (cp.async.bulk.prefetch.L2, one instruction a row) before it waits for the slot, so
 #    the copies issued once the slot is free find them there (over fp8 rows in clusters
 #    the rows of the tile after the look-ahead's);
+#  - hl2 (pending/halves-l2.patch, wip/halves-l2): halves and l2 together;
 #  - idxl2 (pending/idxl2.patch, wip/idx-l2ahead, issue 18): the indexer's scoring blocks
 #    fetch the rows of the key tile after next into L2 as they read its list entries (the
 #    decode shape reads its keys at ~2 TB/s of the 4.8, tiles one at a time);
 #  - b2 (pending/b2.patch, wip/fp8-bf16x2): FlashMLA's dequantization, bf16x2 multiplies by
 #    the scale rounded to bf16 (5 instructions a pair against 6; a numerics change).
 # From the repository root on the build machine (a few minutes on two cores); stages
-# .devrun/{main,halves,l2,idxl2,b2} and the FlashMLA wheel; then run.sh with carry [".devrun"].
+# .devrun/{main,halves,l2,hl2,idxl2,b2} and the FlashMLA wheel; then run.sh with carry [".devrun"].
 export VARIANTS_DIR=bench/results/next-2026-12-06
 . bench/results/attn-cross-2026-12-05/variants.sh
 build_variant main "" ""
 build_variant halves "halves" ""
 build_variant l2 "l2" ""
+build_variant hl2 "halves-l2" ""
 build_variant idxl2 "idxl2" ""
 build_variant b2 "b2" ""
-stage_devrun main halves l2 idxl2 b2
+stage_devrun main halves l2 hl2 idxl2 b2

@@ -1,14 +1,14 @@
 #!/bin/bash
 # run.sh - the next call for issues 19 and 18 (binaries: build.sh; with carry [".devrun"]:
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/next-2026-12-06/run.sh)
-# The attention cases of halves, l2 and b2, racecheck and memcheck of halves' (its barriers
-# changed), kernel.sparse_attn of main / halves / l2 / b2 alternating twice, FlashMLA.
+# The attention cases of halves, l2, hl2 and b2, racecheck and memcheck of halves' (its barriers
+# changed), kernel.sparse_attn of main / halves / l2 / hl2 / b2 alternating twice, FlashMLA.
 # Then idxl2's indexer cases and kernel.indexer of main and idxl2 alternating twice
-# (issue 18). ~5 minutes; SHORT=1 leaves out the sanitizers (~4 minutes). Merge what
+# (issue 18). ~5.5 minutes; SHORT=1 leaves out the sanitizers (~4.5 minutes). Merge what
 # wins once its cases pass (halves: racecheck clean; its branch's
 # tests/attn_ws_protocol.py models the two half barriers).
 . bench/device_common.sh
-attention_cases halves l2 b2
+attention_cases halves l2 hl2 b2
 if [ -z "${SHORT:-}" ]; then
   SC_GPU_CASES=attention_roles timeout 150 compute-sanitizer --tool racecheck .devrun/halves/test_gpu_kernels > "$OUT/racecheck-halves.log" 2>&1
   echo "racecheck roles halves rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-halves.log" | head -1)"
@@ -16,7 +16,7 @@ if [ -z "${SHORT:-}" ]; then
   echo "memcheck attention halves rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-halves.log" | head -1)"
 fi
 lap checks
-attn_alternating main halves l2 b2
+attn_alternating main halves l2 hl2 b2
 lap kernels
 flashmla_anchor
 lap flashmla
