@@ -123,11 +123,11 @@ tpot_alternating() {
 
 # e2e_each BINS: `bench e2e --device cuda` of each binary of BINS, in
 # $OUT/bench-e2e-NAME.json (each within E2E_TIMEOUT s, default 450: three KV formats
-# since the fp8 index keys' pass).
+# since the fp8 index keys' pass; E2E_ARGS="--kv-format f32", say, times one, ~1/3).
 e2e_each() {
   local v
   for v in $1; do
-    timeout "${E2E_TIMEOUT:-450}" "$(bin_of sparsecp "$v")" bench e2e --device cuda --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"
+    timeout "${E2E_TIMEOUT:-450}" "$(bin_of sparsecp "$v")" bench e2e --device cuda ${E2E_ARGS:-} --json > "$OUT/bench-e2e-$v.json" 2> "$OUT/bench-e2e-$v.err"
     echo "e2e $v rc=$?"; show_e2e "$OUT/bench-e2e-$v.json"
   done
 }

@@ -12,7 +12,9 @@
  * the submission to the first token event, TPOT = (last token event - first) / (tokens -
  * 1). The client sees tokens as the scheduler streams them, one step each, so TPOT is the
  * step time as a user sees it (host work between steps included). Every case runs with
- * the KV cache in f32 (the pipeline's default) and then in bf16 ("kv" in the params).
+ * the KV cache in f32 (the pipeline's default) and then in bf16 ("kv" in the params), and
+ * in bf16 with fp8 index keys ("index"), or only in those --kv-format and --index-format
+ * name.
  * Then the short context once more with the steps profiled ("e2e.gpu_busy", issue 20):
  * how much of a decode step's kernel span the device was busy (CUPTI's records of what
  * ran, rank 0's step results on its tap), beside that run's TPOT. And once more with
@@ -305,6 +307,15 @@ static int baseline_case(sc_bench *b, const char *model_file, const long_case *l
 /* The TTFT and TPOT cases of one layout, with f32 and then bf16 KV rows (at P = N = 1
  * each also with the profiled and baseline cases of the short context), then bf16 KV rows
  * with fp8 index keys (their params say "index":"fp8"). */
+/* Whether format kv (0 f32 rows, 1 bf16 rows, 2 bf16 rows with fp8 index keys) is among
+ * those --kv-format and --index-format ask for (all without them): a call on the GPU
+ * machine can then time one format's cases in a third of the time. */
+static bool kv_wanted(const sc_bench *b, int kv) {
+  if (b->index_format != NULL) return kv == 2; /* (cmd_bench: only fp8, with bf16 rows) */
+  if (b->kv_format == NULL) return true;
+  return strcmp(b->kv_format, "f32") == 0 ? kv == 0 : kv == 1;
+}
+
 static int layout_cases(sc_bench *b, const char *model_file, const long_case *cases,
                         int n_cases, int rounds, int32_t vocab, bool p2n2) {
   const int32_t n = p2n2 ? 2 : 1;
@@ -314,6 +325,7 @@ static int layout_cases(sc_bench *b, const char *model_file, const long_case *ca
    * attention runs on the tensor cores, and bf16 rows with DeepSeek-V3.2's fp8 index keys
    * (a decode step's indexer reads 132 bytes a key instead of 256) */
   for (int kv = 0; kv < 3; kv++) {
+    if (!kv_wanted(b, kv)) continue;
     int rc = 0;
     const bool fp8 = kv == 2;
     for (int c = 0; c < n_cases && rc == 0; c++) {

@@ -1,4 +1,4 @@
-/* cmd_bench.c - `sparsecp bench KIND [--json] [--quick]`. */
+/* cmd_bench.c - `sparsecp bench KIND [--json] [--quick] [--device ...] [formats]`. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,7 +28,8 @@ static const struct {
 #define NUM_KINDS (sizeof k_bench_kinds / sizeof k_bench_kinds[0])
 
 static void help(FILE *f) {
-  fprintf(f, "usage: sparsecp bench KIND [--json] [--quick] [--device cpu|cuda]\n\nKinds:\n");
+  fprintf(f, "usage: sparsecp bench KIND [--json] [--quick] [--device cpu|cuda]\n"
+             "                      [--kv-format f32|bf16] [--index-format fp8]\n\nKinds:\n");
   for (size_t i = 0; i < NUM_KINDS; i++)
     fprintf(f, "  %-10s %s\n", k_bench_kinds[i].kind, k_bench_kinds[i].what);
   fprintf(f,
@@ -37,13 +38,18 @@ static void help(FILE *f) {
           "  --quick  fewer, shorter runs (a smoke test, not a measurement)\n"
           "  --device cpu|cuda  kernel backend of `bench kernels`; for `bench e2e`, cuda\n"
           "                     times long contexts on one GPU, and on two at P2 N2 where\n"
-          "                     there are two (examples/model-long.json)\n");
+          "                     there are two (examples/model-long.json)\n"
+          "  --kv-format f32|bf16, --index-format fp8  bench e2e --device cuda: only the\n"
+          "                     cases of these KV rows (and index keys: fp8 goes with bf16\n"
+          "                     rows); without them f32, bf16, and bf16 with fp8 index keys\n");
 }
 
 int sc_cmd_bench(int argc, char **argv) {
   static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
                                        {"quick", no_argument, NULL, 'q'},
                                        {"device", required_argument, NULL, 'd'},
+                                       {"kv-format", required_argument, NULL, 'k'},
+                                       {"index-format", required_argument, NULL, 'i'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   sc_bench b = {0};
@@ -54,6 +60,8 @@ int sc_cmd_bench(int argc, char **argv) {
     case 'j': b.json = true; break;
     case 'q': b.quick = true; break;
     case 'd': b.device = optarg; break;
+    case 'k': b.kv_format = optarg; break;
+    case 'i': b.index_format = optarg; break;
     case 'h': help(stdout); return SC_EXIT_OK;
     default: help(stderr); return SC_EXIT_USAGE;
     }
@@ -74,6 +82,22 @@ int sc_cmd_bench(int argc, char **argv) {
   /* (kernels and e2e read it; the others would ignore it silently) */
   if (b.device != NULL && strcmp(kind, "kernels") != 0 && strcmp(kind, "e2e") != 0) {
     sc_cli_error("bench", "--device applies to bench kernels and bench e2e");
+    return SC_EXIT_USAGE;
+  }
+  /* (only the GPU's long-context cases come in these formats) */
+  if ((b.kv_format != NULL || b.index_format != NULL) &&
+      (strcmp(kind, "e2e") != 0 || b.device == NULL || strcmp(b.device, "cuda") != 0)) {
+    sc_cli_error("bench", "--kv-format and --index-format apply to bench e2e --device cuda");
+    return SC_EXIT_USAGE;
+  }
+  if (b.kv_format != NULL && strcmp(b.kv_format, "f32") != 0 && strcmp(b.kv_format, "bf16") != 0) {
+    sc_cli_error("bench", "--kv-format %s: f32 or bf16", b.kv_format);
+    return SC_EXIT_USAGE;
+  }
+  if (b.index_format != NULL &&
+      (strcmp(b.index_format, "fp8") != 0 || (b.kv_format && strcmp(b.kv_format, "f32") == 0))) {
+    sc_cli_error("bench", "--index-format %s: fp8, with bf16 KV rows (bench e2e's cases)",
+                 b.index_format);
     return SC_EXIT_USAGE;
   }
   b.kind = kind;

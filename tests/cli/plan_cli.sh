@@ -38,6 +38,12 @@ printf '{' | "$bin" plan 2>/dev/null; [ $? -eq 2 ] || fail "table mode bad input
 "$bin" plan --bogus 2>/dev/null; [ $? -eq 2 ] || fail "unknown option should exit 2"
 "$bin" bench nosuchbench 2>/dev/null; [ $? -eq 2 ] || fail "unknown bench should exit 2"
 "$bin" bench kernels --device tpu --quick >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench kernels --device tpu should exit 2"
+# bench e2e --device cuda's format selection: refused before anything runs (no GPU needed)
+"$bin" bench kernels --kv-format f32 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench kernels --kv-format should exit 2"
+"$bin" bench e2e --kv-format f32 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench e2e --kv-format without --device cuda should exit 2"
+"$bin" bench e2e --device cuda --kv-format f16 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench e2e --kv-format f16 should exit 2"
+"$bin" bench e2e --device cuda --kv-format f32 --index-format fp8 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench e2e f32 rows with fp8 index keys should exit 2"
+"$bin" bench e2e --device cuda --index-format e5m2 2>&1 >/dev/null | grep -q "index-format e5m2" || fail "bench e2e --index-format e5m2 names the value"
 SC_BENCH_MESSAGES_ONLY=carrier-pigeon "$bin" bench messages --quick >/dev/null 2>&1
 [ $? -eq 2 ] || fail "SC_BENCH_MESSAGES_ONLY naming no transport should exit 2"
 SC_BENCH_MESSAGES_SPIN_US=100001 "$bin" bench messages --quick >/dev/null 2>&1
