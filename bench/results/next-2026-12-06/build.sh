@@ -15,11 +15,12 @@
 #    decode shape reads its keys at ~2 TB/s of the 4.8, tiles one at a time);
 #  - b2 (pending/b2.patch, wip/fp8-bf16x2): FlashMLA's dequantization, bf16x2 multiplies by
 #    the scale rounded to bf16 (5 instructions a pair against 6; a numerics change).
+# main's sparsecp too, for issue 18's TPOT ratio over f32 rows (bench e2e --kv-format f32).
 # From the repository root on the build machine (a few minutes on two cores); stages
 # .devrun/{main,halves,l2,hl2,idxl2,b2} and the FlashMLA wheel; then run.sh with carry [".devrun"].
 export VARIANTS_DIR=bench/results/next-2026-12-06
 . bench/results/attn-cross-2026-12-05/variants.sh
-build_variant main "" ""
+build_variant main "" "" "sparsecp"
 build_variant halves "halves" ""
 build_variant l2 "l2" ""
 build_variant hl2 "halves-l2" ""
