@@ -9,8 +9,8 @@
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, gpu_tests, verify_p2n2,
 #    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
-#    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_alternating,
-#    attn_env_alternating, ncu_attn).
+#    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
+#    attn_alternating, attn_env_alternating, ncu_attn).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 find .devrun -name '*.xz' -exec xz -T8 -d {} + 2> /dev/null
@@ -184,6 +184,17 @@ attention_cases() {
     echo "$v attention rc=$? $(grep -c '^ok' "$OUT/test_attention_$v.log") ok"
     grep -E "FAIL|not ok" "$OUT/test_attention_$v.log" | cut -c1-200 | head -5
   done
+}
+
+# attn_sanitize TOOL V: compute-sanitizer's TOOL over .devrun/V's attention cases
+# (racecheck: the roles' cases, the kernel of warpgroups in roles alone; memcheck: all),
+# its log in $OUT and its summary printed. An environment prefix reaches the binary
+# (SPARSECP_ATTN_WS4=1 attn_sanitize racecheck ws4).
+attn_sanitize() {
+  local cases=attention t=100 log="$OUT/$1-$2.log"
+  [ "$1" = racecheck ] && cases=attention_roles t=150
+  SC_GPU_CASES=$cases timeout $t compute-sanitizer --tool "$1" .devrun/$2/test_gpu_kernels > "$log" 2>&1
+  echo "$1 $cases $2 rc=$? $(grep -h 'RACECHECK SUMMARY\|ERROR SUMMARY' "$log" | head -1)"
 }
 
 # attn_alternating V...: kernel.sparse_attn of each .devrun/V in turn, twice (the 128-head

@@ -304,9 +304,6 @@ static int baseline_case(sc_bench *b, const char *model_file, const long_case *l
   return 0;
 }
 
-/* The TTFT and TPOT cases of one layout, with f32 and then bf16 KV rows (at P = N = 1
- * each also with the profiled and baseline cases of the short context), then bf16 KV rows
- * with fp8 index keys (their params say "index":"fp8"). */
 /* Whether format kv (0 f32 rows, 1 bf16 rows, 2 bf16 rows with fp8 index keys) is among
  * those --kv-format and --index-format ask for (all without them): a call on the GPU
  * machine can then time one format's cases in a third of the time. */
@@ -316,6 +313,9 @@ static bool kv_wanted(const sc_bench *b, int kv) {
   return strcmp(b->kv_format, "f32") == 0 ? kv == 0 : kv == 1;
 }
 
+/* The TTFT and TPOT cases of one layout, with f32 and then bf16 KV rows (at P = N = 1
+ * each also with the profiled and baseline cases of the short context), then bf16 KV rows
+ * with fp8 index keys (their params say "index":"fp8"), those kv_wanted. */
 static int layout_cases(sc_bench *b, const char *model_file, const long_case *cases,
                         int n_cases, int rounds, int32_t vocab, bool p2n2) {
   const int32_t n = p2n2 ? 2 : 1;

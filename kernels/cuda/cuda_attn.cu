@@ -42,7 +42,7 @@
  *
  * Why splits: a decode step has one token per request, and a token's 2048 rows in one
  * block ran on one SM for milliseconds (5.8 ms a layer at model-long's 8 heads, H200,
- * 2026-12-01). Why fixed: the split size depends on the top-K alone (split_rows; and on
+ * 2026-12-01). Why fixed: the split size depends on the top-K (split_rows; and on
  * whether the tokens are decode tokens, which no layout changes), so a query's result
  * (the order of every sum) depends on its own selected rows only, never on the batch or
  * the layout (SPEC.md §7-8; multi-rank runs stay token-identical). Long
@@ -68,10 +68,10 @@
 /* Rows a split takes: 128, or one tile when the top-K is small enough that 128 would
  * leave a token's rows to one or two blocks; a decode token's 64 (more where the top-K
  * would need more than SC_ATTN_SPLITS_MAX splits), since a decode step's few tokens are
- * a few blocks each: model-long's decode token over f32 rows took 28.5-28.7 us with 64 against
- * 33.2-33.5 with 128 and 36.6-36.8 with 32 (the merge's share grows), H100, 2026-12-06,
- * bench/long-context.md. A function of the top-K and of whether the tokens are decode
- * tokens, which no layout changes (see above). */
+ * a few blocks each: model-long's decode token over f32 rows took 28.5-28.7 us with 64
+ * against 33.2-33.5 with 128 and 36.6-36.8 with 32 (the merge's share grows), H100,
+ * 2026-12-06, bench/long-context.md. A function of the top-K and of whether the tokens
+ * are decode tokens, which no layout changes (see above). */
 static inline int split_rows(int32_t topk, bool decode) {
   if (topk <= SPLIT_SMALL_TOPK) return SPLIT_TILE;
   if (!decode) return SPLIT_ROWS_MAX;

@@ -9,10 +9,8 @@
 . bench/device_common.sh
 attention_cases arrive ahead regs both
 if [ -z "${SHORT:-}" ]; then
-  SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool memcheck .devrun/both/test_gpu_kernels > "$OUT/memcheck-attention.log" 2>&1
-  echo "memcheck attention both rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-attention.log" | head -1)"
-  SC_GPU_CASES=attention_roles timeout 150 compute-sanitizer --tool racecheck .devrun/both/test_gpu_kernels > "$OUT/racecheck-roles.log" 2>&1
-  echo "racecheck roles both rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-roles.log" | head -1)"
+  attn_sanitize memcheck both
+  attn_sanitize racecheck both
   timeout 150 .devrun/both/test_gpu_kernels > "$OUT/test_kernels-both.log" 2>&1
   echo "test_gpu_kernels both rc=$? $(grep -c '^ok' "$OUT/test_kernels-both.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels-both.log" | head -5
 fi

@@ -11,10 +11,8 @@
 . bench/device_common.sh
 attention_cases halves l2 hl2 b2
 if [ -z "${SHORT:-}" ]; then
-  SC_GPU_CASES=attention_roles timeout 150 compute-sanitizer --tool racecheck .devrun/halves/test_gpu_kernels > "$OUT/racecheck-halves.log" 2>&1
-  echo "racecheck roles halves rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-halves.log" | head -1)"
-  SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool memcheck .devrun/halves/test_gpu_kernels > "$OUT/memcheck-halves.log" 2>&1
-  echo "memcheck attention halves rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-halves.log" | head -1)"
+  attn_sanitize racecheck halves
+  attn_sanitize memcheck halves
 fi
 lap checks
 attn_alternating main halves l2 hl2 b2

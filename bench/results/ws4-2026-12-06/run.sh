@@ -12,10 +12,8 @@ lap kernels
 flashmla_anchor
 lap flashmla
 if [ -z "${SHORT:-}" ]; then
-  SPARSECP_ATTN_WS4=1 SC_GPU_CASES=attention_roles timeout 150 compute-sanitizer --tool racecheck .devrun/ws4/test_gpu_kernels > "$OUT/racecheck-ws4.log" 2>&1
-  echo "racecheck roles ws4 rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-ws4.log" | head -1)"
-  SPARSECP_ATTN_WS4=1 SC_GPU_CASES=attention timeout 100 compute-sanitizer --tool memcheck .devrun/ws4/test_gpu_kernels > "$OUT/memcheck-ws4.log" 2>&1
-  echo "memcheck attention ws4 rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-ws4.log" | head -1)"
+  SPARSECP_ATTN_WS4=1 attn_sanitize racecheck ws4
+  SPARSECP_ATTN_WS4=1 attn_sanitize memcheck ws4
   lap sanitizers
 fi
 cd "$OUT" && tar czf all.tgz *.txt *.log *.json *.err *.jsonl 2>/dev/null; rm -f *.log *.json *.err
