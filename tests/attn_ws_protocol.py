@@ -6,7 +6,8 @@ interleavings on the CPU, for one block and for a cluster of two (fp8_ds_mla row
 every tile into both blocks' slots).
 
 Transcribed step for step (the scheduler and checks are protocol_model.py's): the slots'
-full and empty mbarriers, the consumers' named barriers (PREADY: WG0 wrote P and alpha;
+full mbarriers (two a slot: its column blocks 0-3 and 4-8, each announced as it lands)
+and empty mbarriers, the consumers' named barriers (PREADY: WG0 wrote P and alpha;
 PFREE: WG1 is done with them; L: WG0 wrote 1 / l), the wgmma groups, and what each role
 reads and writes: the slots (which tile each block's rows of a slot hold) and P. The
 checker fails on a deadlock, a read of a slot not holding the tile expected or not yet
@@ -34,6 +35,7 @@ MUTANTS = {
     'release-before-wait': "WG1 releases its slot before its P V completes",
     'p-before-pfree': "WG0 writes the next P before it waits for WG1 to be done with the "
                       "last",
+    'no-half-wait': "WG0 issues S's second half without waiting for that half to land",
 }
 
 
@@ -51,9 +53,11 @@ class Block(Shared):
         full_units = 2 if cross and MUTANT != 'no-peer-bytes' else 1
         empty_units = 4 if cross and MUTANT != 'no-peer-release' else 2
         for s in (0, 1):
-            self.mb[('full', s)] = [0, 0, full_units]
+            for h in (0, 1):  # a slot's two halves, column blocks 0-3 and 4-8
+                self.mb[('full', s, h)] = [0, 0, full_units]
             self.mb[('empty', s)] = [0, 0, empty_units]
-        self.slot = {s: {0: None, 1: None} for s in (0, 1)}  # tile each part holds
+        # the tile each (part, half) of a slot holds
+        self.slot = {s: {(part, h): None for part in (0, 1) for h in (0, 1)} for s in (0, 1)}
         self.released = {(s, wg): -1 for s in (0, 1) for wg in (0, 1)}  # last tile
         self.p = None  # tile whose P (and alpha) sm.p holds
 
@@ -66,34 +70,37 @@ def producer(b):
         s = j & 1
         if j >= 2 and MUTANT != 'no-empty-wait':
             yield ('wait', b, ('empty', s), ((j >> 1) - 1) & 1)
-        for t in targets:
-            if t.pending_reads(('slot', s)):
-                raise Fail('producer %d writes block %d slot %d while a group reads it'
-                           % (b.rank, t.rank, s))
-            if min(t.released[(s, wg)] for wg in (0, 1)) < j - 2:
-                raise Fail('producer %d writes block %d slot %d before it was released'
-                           % (b.rank, t.rank, s))
-            for part in parts:
-                t.slot[s][part] = j
-        yield ('step',)
-        b.arrive(('full', s))  # own stores, fenced, announced
-        if b.cross and MUTANT != 'no-peer-bytes':
-            b.peer.arrive(('full', s))  # the st.async bytes land on the peer's barrier
-        yield ('step',)
+        for h in (0, 1):  # the first half's stores, announced, then the second's
+            for t in targets:
+                if t.pending_reads(('slot', s, h)):
+                    raise Fail('producer %d writes block %d slot %d half %d while a group '
+                               'reads it' % (b.rank, t.rank, s, h))
+                if min(t.released[(s, wg)] for wg in (0, 1)) < j - 2:
+                    raise Fail('producer %d writes block %d slot %d before it was released'
+                               % (b.rank, t.rank, s))
+                for part in parts:
+                    t.slot[s][(part, h)] = j
+            yield ('step',)
+            b.arrive(('full', s, h))  # own stores, fenced, announced
+            if b.cross and MUTANT != 'no-peer-bytes':
+                b.peer.arrive(('full', s, h))  # the st.async bytes on the peer's barrier
+            yield ('step',)
 
 
 def consumer(b, wg):
     """ws_consume0 (wg 0) and ws_consume1 (wg 1)."""
 
-    def read_slot(s, j):
-        got = b.slot[s]
-        if got[0] != j or got[1] != j or b.mb[('full', s)][0] < (j >> 1) + 1:
-            raise Fail('block %d wg%d reads slot %d expecting tile %d: holds %s (%d phases '
-                       'full)' % (b.rank, wg, s, j, got, b.mb[('full', s)][0]))
-        b.open[wg].append(('slot', s))
+    def read_slot(s, j, halves=(0, 1)):
+        for h in halves:
+            got = [b.slot[s][(part, h)] for part in (0, 1)]
+            if got[0] != j or got[1] != j or b.mb[('full', s, h)][0] < (j >> 1) + 1:
+                raise Fail('block %d wg%d reads slot %d half %d expecting tile %d: holds %s '
+                           '(%d phases full)' % (b.rank, wg, s, h, j, got,
+                                                 b.mb[('full', s, h)][0]))
+            b.open[wg].append(('slot', s, h))
 
     def release(s, j, check=True):
-        if check and b.reading(wg, ('slot', s)):
+        if check and (b.reading(wg, ('slot', s, 0)) or b.reading(wg, ('slot', s, 1))):
             raise Fail('block %d wg%d releases slot %d with a group still reading it'
                        % (b.rank, wg, s))
         b.released[(s, wg)] = j
@@ -111,14 +118,18 @@ def consumer(b, wg):
         s = j & 1
         v = b.valid[j]
         if wg == 0:
-            yield ('wait', b, ('full', s), (j >> 1) & 1)
-            if not v:  # no valid row: skipped, the barriers kept
+            yield ('wait', b, ('full', s, 0), (j >> 1) & 1)
+            if not v:  # no valid row: skipped, the barriers kept (both halves waited)
+                yield ('wait', b, ('full', s, 1), (j >> 1) & 1)
                 if j > 0:
                     yield ('bar_sync', b, 'PFREE', wg)
                 yield ('bar_arrive', b, 'PREADY', wg)
                 release(s, j)
                 continue
-            read_slot(s, j)  # S = Q K^T
+            read_slot(s, j, (0,))  # S's first 16 k-steps, issued
+            if MUTANT != 'no-half-wait':
+                yield ('wait', b, ('full', s, 1), (j >> 1) & 1)  # while they run
+            read_slot(s, j, (1,))  # the other 20
             b.commit(wg)
             yield ('wait_group', b, wg, 0)
             if MUTANT == 'p-before-pfree':

@@ -39,7 +39,7 @@ struct ws_smem {
   alignas(1024) uint16_t p[WS_BM * WS_BN]; /* P, K-major swizzled: A of WG1's P V */
   float alpha[WS_BM]; /* the current tile's rescale of O, per head row */
   float linv[WS_BM];  /* 1 / l at the end (0: no row) */
-  uint64_t full[2], empty[2];
+  uint64_t full[4], empty[2]; /* full[2 s + h]: slot s's half h (WS_LO_BLOCKS) */
 };
 
 /* (The synchronization below, ws_produce's and the clusters' included, is modelled step
@@ -82,11 +82,12 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
   int2 sel_next = ws_sel_pair(a, sel, 0, lane); /* this lane's entries of the next tile */
   for (int tile = 0; tile < n_tiles; tile++) {
     const int s = tile & 1;
-    mbar_wait(&sm.full[s], (tile >> 1) & 1);
+    mbar_wait(&sm.full[2 * s], (tile >> 1) & 1);
     fence_async_smem(); /* the copies were generic-proxy writes; wgmma reads async */
     const uint64_t vb = ws_valid_bits(a, sel_next);
     sel_next = ws_sel_pair(a, sel, tile + 1, lane);
     if (vb == 0) { /* no valid row: skipped (see ws_consume1), the barriers kept */
+      mbar_wait(&sm.full[2 * s + 1], (tile >> 1) & 1);
       if (tile > 0) ws_pfree();
       named_arrive(WS_BAR_PREADY, 256);
       ws_release<CROSS>(sm, s, peer_empty);
@@ -94,7 +95,7 @@ __device__ inline void ws_consume0(ws_smem &sm, const sc_attn_args &a, int n_til
     }
     const uint32_t kv_base = smem_u32(sm.kv[s]);
     float sacc[32];
-    ws_scores(sacc, q_base, kv_base);
+    ws_scores(sacc, q_base, kv_base, &sm.full[2 * s + 1], (tile >> 1) & 1);
     wg_wait0();
     wg_pin(sacc);
     const float2 mx = ws_mask_max(sacc, vb, sl2, tq);

@@ -100,12 +100,12 @@ __device__ inline ws_fp8_share ws_fp8_load(const char *src, bool ok, int p0) {
 /* Each 16 bytes of the share (column block m / 2 of the tile) stored into row `row` of
  * the slot and, PEER (a cluster), by st.async into the other block's slot (counted on
  * its full barrier peer_full). */
-template <bool PEER>
+template <bool PEER, int M0 = 0, int M1 = 18>
 __device__ inline void ws_fp8_store(const ws_fp8_share &x, char *slot, uint32_t peer_slot,
                                     uint32_t peer_full, int row, int p0) {
   const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
 #pragma unroll
-  for (int m = 0; m < 18; m++) {
+  for (int m = M0; m < M1; m++) {
     const int part = p0 + 4 * m;
     const float4 &sc = x.sc;
     const float scale = (m >> 2) == 0 ? sc.x : (m >> 2) == 1 ? sc.y : (m >> 2) == 2 ? sc.z : sc.w;
@@ -123,6 +123,14 @@ __device__ inline void ws_fp8_store(const ws_fp8_share &x, char *slot, uint32_t 
 #define WS_PEER_RELEASES 8
 /* Bytes the other block of a cluster writes into a slot: its 32 rows, bf16. */
 #define WS_CROSS_TX ((WS_BN / 2) * WS_D * 2)
+/* Each slot has two full barriers, full[2 s + h]: h = 0 for the tile's column blocks 0-3
+ * (WS_LO_BLOCKS, S's k-steps 0-15), 1 for blocks 4-8. WG0 issues S's first 16 k-steps
+ * once the first half has landed and waits for the second while they run, as FlashMLA's
+ * sparse prefill hands its K tiles over: 2.7-3.8% off every case of kernel.sparse_attn
+ * (H100, 2026-12-06, bench/kernels-cuda.md). */
+#define WS_LO_BLOCKS 4
+#define WS_CROSS_TX_LO ((WS_BN / 2) * WS_LO_BLOCKS * 128)
+#define WS_CROSS_TX_HI (WS_CROSS_TX - WS_CROSS_TX_LO)
 
 /* bf16 rows (see ws_produce): rows r0 + 16 k, a row's 8 lanes side by side. */
 __device__ inline void ws_produce_bf16(ws_slot *kv, uint64_t *full, uint64_t *empty,
@@ -144,20 +152,28 @@ __device__ inline void ws_produce_bf16(ws_slot *kv, uint64_t *full, uint64_t *em
       nxt[k] = tile + 1 < n_tiles && j < a.topk ? sel[j] : -1;
     }
     char *slot = (char *)kv[s];
+    const char *src[4];
+    bool ok[4];
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-      const int row = r0 + 16 * k;
       const int32_t r = cur[k];
-      const bool ok = ws_row_ok(a, r);
-      if (c == 0 && !ok && r != -1) sc_dev_raise(flag, SC_ERANGE);
-      const char *src = (const char *)a.kv.data + (ok ? (int64_t)r * kv_step : 0);
-      const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
-#pragma unroll
-      for (int m = 0; m < 9; m++)
-        cp_async16(slot + m * WS_CB + rb + ((c ^ (row & 7)) << 4),
-                   src + (ok ? 16 * (c + 8 * m) : 0), ok);
+      ok[k] = ws_row_ok(a, r);
+      if (c == 0 && !ok[k] && r != -1) sc_dev_raise(flag, SC_ERANGE);
+      src[k] = (const char *)a.kv.data + (ok[k] ? (int64_t)r * kv_step : 0);
     }
-    mbar_arrive_cp_async(&full[s]); /* when the copies land */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const int row = r0 + 16 * k;
+        const uint32_t rb = (uint32_t)((row >> 3) * 1024 + (row & 7) * 128);
+#pragma unroll
+        for (int m = h ? WS_LO_BLOCKS : 0; m < (h ? 9 : WS_LO_BLOCKS); m++)
+          cp_async16(slot + m * WS_CB + rb + ((c ^ (row & 7)) << 4),
+                     src[k] + (ok[k] ? 16 * (c + 8 * m) : 0), ok[k]);
+      }
+      mbar_arrive_cp_async(&full[2 * s + h]); /* when the half's copies land */
+    }
   }
   cp_async_wait_all(); /* (no copy outlives its thread) */
 }
@@ -191,12 +207,19 @@ __device__ inline void ws_produce_fp8_block(ws_slot *kv, uint64_t *full, uint64_
       const int j = (tile + 1) * WS_BN + r0 + 32 * k;
       nxt[k] = tile + 1 < n_tiles && j < a.topk ? sel[j] : -1;
     }
+    ws_fp8_share x[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) x[k] = ws_fp8_load_row(a, cur[k], kv_step, flag, p0);
 #pragma unroll
     for (int k = 0; k < 2; k++)
-      ws_fp8_store<false>(ws_fp8_load_row(a, cur[k], kv_step, flag, p0), (char *)kv[s], 0, 0,
-                          r0 + 32 * k, p0);
+      ws_fp8_store<false, 0, 2 * WS_LO_BLOCKS>(x[k], (char *)kv[s], 0, 0, r0 + 32 * k, p0);
     fence_async_smem(); /* the stores, for the async proxy that wgmma reads through */
-    mbar_arrive(&full[s]);
+    mbar_arrive(&full[2 * s]);
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+      ws_fp8_store<false, 2 * WS_LO_BLOCKS, 18>(x[k], (char *)kv[s], 0, 0, r0 + 32 * k, p0);
+    fence_async_smem();
+    mbar_arrive(&full[2 * s + 1]);
   }
 }
 
@@ -221,12 +244,20 @@ __device__ inline void ws_produce_fp8_cluster(ws_slot *kv, uint64_t *full, uint6
     const int j = (tile + 2) * WS_BN + r0;
     e_next = tile + 2 < n_tiles && j < a.topk ? sel[j] : -1;
     if (tile >= 2) mbar_wait<true>(&empty[s], ((tile >> 1) - 1) & 1); /* tile - 2 released */
-    if (tid == 0) mbar_arrive_expect_tx(&full[s], WS_CROSS_TX);
+    if (tid == 0) {
+      mbar_arrive_expect_tx(&full[2 * s], WS_CROSS_TX_LO);
+      mbar_arrive_expect_tx(&full[2 * s + 1], WS_CROSS_TX_HI);
+    }
     char *slot = (char *)kv[s];
-    ws_fp8_store<true>(cur, slot, cluster_addr(slot, peer), cluster_addr(&full[s], peer), r0,
-                       p0);
+    const uint32_t peer_slot = cluster_addr(slot, peer);
+    ws_fp8_store<true, 0, 2 * WS_LO_BLOCKS>(cur, slot, peer_slot,
+                                            cluster_addr(&full[2 * s], peer), r0, p0);
     fence_async_smem(); /* the stores, for the async proxy that wgmma reads through */
-    mbar_arrive(&full[s]);
+    mbar_arrive(&full[2 * s]);
+    ws_fp8_store<true, 2 * WS_LO_BLOCKS, 18>(cur, slot, peer_slot,
+                                             cluster_addr(&full[2 * s + 1], peer), r0, p0);
+    fence_async_smem();
+    mbar_arrive(&full[2 * s + 1]);
     cur = nxt;
   }
 }
@@ -249,8 +280,9 @@ __device__ inline void ws_produce_fp8(ws_slot *kv, uint64_t *full, uint64_t *emp
 
 /* The producer: tile j into slot j % 2 once both consumers released the tile two before
  * (empty[s], 256 arrivals; in a cluster 264, the other block's 8 consumer warps too:
- * WS_PEER_RELEASES, ws_release), announced on full[s] (128 arrivals, as the copies land
- * or after the stores; in a cluster 129, see below). bf16 rows: thread (warp w, lane l)
+ * WS_PEER_RELEASES, ws_release), announced half by half on full[2 s] and full[2 s + 1]
+ * (128 arrivals each, as the copies land or after the stores; in a cluster 129, see
+ * below). bf16 rows: thread (warp w, lane l)
  * copies rows w * 4 + l / 8 + 16 k (k < 4) of every tile by cp.async, 16-byte chunk l %
  * 8 of each of the 9 column blocks, so a warp step reads 4 rows' 128 contiguous bytes
  * and writes whole 128-byte swizzle lines (until 2026-12-05 a row's 4 lanes read 64
@@ -279,15 +311,24 @@ __device__ inline void ws_produce(ws_slot *kv, uint64_t *full, uint64_t *empty,
     ws_produce_bf16(kv, full, empty, a, sel, n_tiles, kv_step, flag);
 }
 
-/* A tile's S = Q K^T: the 36 k16 steps in order, committed as one group. (Unrolled: a
- * loop of wgmma made ptxas serialize every wgmma of the kernel, C7520.) */
-__device__ inline void ws_scores(float (&s)[32], uint32_t q_base, uint32_t kv_base) {
+/* A tile's S = Q K^T: the 36 k16 steps in order, committed as one group; the 16 over
+ * the slot's first half are issued before the wait for its second (full_hi). (Unrolled:
+ * a loop of wgmma made ptxas serialize every wgmma of the kernel, C7520.) */
+__device__ inline void ws_scores(float (&s)[32], uint32_t q_base, uint32_t kv_base,
+                                 uint64_t *full_hi, int phase) {
   const uint64_t dq = wg_desc(q_base, 16, 1024), dk = wg_desc(kv_base, 16, 1024);
   wg_fence();
 #pragma unroll
-  for (int kk = 0; kk < WS_KSTEPS; kk++) {
+  for (int kk = 0; kk < 4 * WS_LO_BLOCKS; kk++) {
     const uint32_t off = (uint32_t)((kk >> 2) * WS_CB + (kk & 3) * 32);
     wgmma_m64n64(s, wg_desc_add(dq, off), wg_desc_add(dk, off), kk > 0);
+  }
+  mbar_wait(full_hi, phase); /* the tile's second half, while the first's products run */
+  fence_async_smem();
+#pragma unroll
+  for (int kk = 4 * WS_LO_BLOCKS; kk < WS_KSTEPS; kk++) {
+    const uint32_t off = (uint32_t)((kk >> 2) * WS_CB + (kk & 3) * 32);
+    wgmma_m64n64(s, wg_desc_add(dq, off), wg_desc_add(dk, off), 1);
   }
   wg_commit();
 }
@@ -446,7 +487,8 @@ __device__ inline void ws_init_slots(uint64_t *full, uint64_t *empty) {
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int s = 0; s < 2; s++) {
-      mbar_init(&full[s], CROSS ? 129 : 128);
+      mbar_init(&full[2 * s], CROSS ? 129 : 128);
+      mbar_init(&full[2 * s + 1], CROSS ? 129 : 128);
       mbar_init(&empty[s], CROSS ? 256 + WS_PEER_RELEASES : 256);
     }
     if (CROSS) fence_mbar_init();
