@@ -222,7 +222,8 @@ attn_env_alternating() {
 # ncu_attn NAME V CASE MANGLED: ncu with source counters of one launch of the kernel whose
 # mangled name matches MANGLED (ncu's demangled names read k_attn_ws<(bool)1, (bool)1>)
 # in .devrun/V's kernel.sparse_attn.CASE; the source page gzipped (and its top lines
-# printed by bench/ncu_lines.py: build V with -lineinfo), the details kept.
+# printed by bench/ncu_lines.py, and its top instructions with --sass: build V with
+# -lineinfo), the details kept.
 ncu_attn() {
   SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$3 timeout 150 ncu --clock-control none --set full --import-source yes \
     --kernel-name-base mangled -k "regex:$4" --launch-skip 2 --launch-count 1 \
@@ -233,4 +234,5 @@ ncu_attn() {
   grep -E "k_attn|Duration|Eligible Warps|Warp Cycles Per Issued|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth" "$OUT/ncu-det-$1.txt" | head -10 | cut -c1-120
   gzip -f "$OUT/ncu-src-$1.csv"; rm -f "$OUT/ncu-$1.ncu-rep"
   python3 bench/ncu_lines.py "$OUT/ncu-src-$1.csv.gz" 12 | cut -c1-160
+  python3 bench/ncu_lines.py --sass "$OUT/ncu-src-$1.csv.gz" 6 | cut -c1-160
 }

@@ -12,7 +12,14 @@ line of the call and the line in the callee), so lines of different files may co
 same samples: shares are of the kernel's samples counted once an instruction (by
 address), and do not add up to 100%.
 
-Run: python3 bench/ncu_lines.py FILE.csv[.gz] [N]   (N: 20 unless given)
+With --sass, the N instructions with the most samples instead, each after the 4 before it
+(offsets from the kernel's first instruction): a wait's samples fall on the instruction
+after it (a try-wait's branch, the one that reads a loaded register), so the lines
+before say what was waited for, e.g. which mbarrier (its shared-memory offset) or named
+barrier. A source line inlined into several roles of a kernel (an mbarrier wait) sums
+the roles' samples; this view keeps them apart.
+
+Run: python3 bench/ncu_lines.py [--sass] FILE.csv[.gz] [N]   (N: 20 unless given)
 """
 import collections
 import csv
@@ -41,7 +48,28 @@ def stalls(header, row):
     return out
 
 
+def print_sass(by_address, sass, whole, top):
+    """The `top` instructions with the most samples, each after the 4 before it."""
+    order = sorted(by_address, key=lambda a: int(a, 16))
+    base = int(order[0], 16)
+    index = {a: i for i, a in enumerate(order)}
+    print('%d stall samples; the %d instructions with the most, each after the 4 before '
+          'it (samples, offset, instruction):' % (whole, top))
+    ranked = sorted(order, key=lambda a: -by_address[a]['all'])[:top]
+    for a in ranked:
+        inst = by_address[a]
+        why = ', '.join('%s %d' % r for r in
+                        sorted(((k, v) for k, v in inst.items() if k != 'all' and v > 0),
+                               key=lambda kv: -kv[1])[:3])
+        print('%5.1f%% [%s]' % (100 * inst['all'] / whole, why))
+        for b in order[max(0, index[a] - 4):index[a] + 1]:
+            print('   %6d +0x%05x %s' % (by_address[b]['all'], int(b, 16) - base,
+                                       sass[b][:90]))
+
+
 def main(argv):
+    sass_view = '--sass' in argv
+    argv = [a for a in argv if a != '--sass']
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
@@ -50,7 +78,7 @@ def main(argv):
     reasons = collections.defaultdict(collections.Counter)
     text = {}
     totals = collections.Counter()
-    by_address = {}
+    by_address, sass = {}, {}
     where, header = None, None
     for row in read_rows(argv[1]):
         if not row:
@@ -63,8 +91,9 @@ def main(argv):
             continue
         if header is None:
             continue
-        if not row[0] and len(row) > 2 and row[2].startswith('0x'):  # an instruction
+        if not row[0] and len(row) > 3 and row[2].startswith('0x'):  # an instruction
             by_address[row[2]] = stalls(header, row)
+            sass[row[2]] = row[3].strip()
             continue
         if not row[0].isdigit():
             continue
@@ -80,6 +109,9 @@ def main(argv):
         print('no stall samples in %s (a binary without -lineinfo, or a page printed '
               'without its SASS rows: --print-source cuda,sass)' % argv[1])
         return 1
+    if sass_view:
+        print_sass(by_address, sass, whole, top)
+        return 0
     print('%d stall samples (each instruction once); the %d lines with the most:'
           % (whole, top))
     for key, v in samples.most_common(top):
