@@ -126,7 +126,7 @@ __device__ inline void ws_fp8_store(const ws_fp8_share &x, char *slot, uint32_t 
 /* Each slot has two full barriers, full[2 s + h]: h = 0 for the tile's column blocks 0-3
  * (WS_LO_BLOCKS, S's k-steps 0-15), 1 for blocks 4-8. WG0 issues S's first 16 k-steps
  * once the first half has landed and waits for the second while they run, as FlashMLA's
- * sparse prefill hands its K tiles over: 2.7-3.8% off every case of kernel.sparse_attn
+ * sparse prefill hands its K tiles over: 2.4-3.8% off every case of kernel.sparse_attn
  * (H100, 2026-12-06, bench/kernels-cuda.md). */
 #define WS_LO_BLOCKS 4
 #define WS_CROSS_TX_LO ((WS_BN / 2) * WS_LO_BLOCKS * 128)
