@@ -1,7 +1,8 @@
 /* backend_ipc_dev.cu - the kernels of backend_ipc (backend_ipc.h tells the protocol):
  * a round is a put and a combine, each waiting (one thread a block) for the peers' words
  * of the shared header, then moving its share of the bytes; the last block of each
- * publishes this member's word. WIP: compiled, never run on a GPU. */
+ * publishes this member's word. Run on one H200 (2026-12-05) and one H100 (2026-12-06):
+ * bench/gpu-step.md. */
 #include "collectives/backend_ipc_dev.h"
 
 #include <cuda_bf16.h>
