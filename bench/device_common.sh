@@ -157,12 +157,13 @@ verify_p2n2() {
   done
 }
 
-# ipc_test_mps: test_gpu_ipc of .devrun under an MPS daemon of its own (log in $OUT).
+# ipc_test_mps [BIN]: test_gpu_ipc (BIN, default .devrun/test_gpu_ipc) under an MPS daemon
+# of its own (log in $OUT).
 ipc_test_mps() {
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/sc-ipc-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/sc-ipc-mps-log
   mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
   nvidia-cuda-mps-control -d; echo "mps start rc=$?"
-  timeout 200 .devrun/test_gpu_ipc > "$OUT/test_ipc_mps.log" 2>&1; echo "test_gpu_ipc (MPS) rc=$?"; head -20 "$OUT/test_ipc_mps.log"
+  timeout 200 ${1:-.devrun/test_gpu_ipc} > "$OUT/test_ipc_mps.log" 2>&1; echo "test_gpu_ipc (MPS) rc=$?"; head -20 "$OUT/test_ipc_mps.log"
   echo quit | nvidia-cuda-mps-control; sleep 1
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
