@@ -11,12 +11,15 @@
 #    fences and four acquire/release words a round, seven rounds a P4 N4 decode step,
 #    whose collectives stage is ~0.3 ms of the four ranks' 0.57: bench/gpu-step.md);
 #  - nosleep: gpuscope without the 128 ns pause between polls (-DIPC_SLEEP_NS=0).
-# From the repository root on the build machine (~6 minutes on two cores); then run.sh
+# From the repository root on the build machine (~4 minutes on two cores, 40 MB); then run.sh
 # with carry [".devrun"].
 export VARIANTS_DIR=bench/results/next-2026-12-07
 . bench/results/attn-cross-2026-12-05/variants.sh
-build_variant main "" "" "sparsecp test_gpu_ipc"
+build_variant main "" "" "sparsecp"
 build_variant pf2 "pf2" ""
 build_variant gpuscope "gpuscope" "" "sparsecp test_gpu_ipc"
 build_variant nosleep "gpuscope" "-DIPC_SLEEP_NS=0" "sparsecp"
 stage_devrun main pf2 gpuscope nosleep
+# (the ipc variants' kernel tests and benches are main's: 9 MB the call need not carry)
+rm -f .devrun/{gpuscope,nosleep}/{test_gpu_kernels,gpu_bench_kernels}.xz
+du -sh .devrun
