@@ -1,5 +1,6 @@
 #!/bin/bash
-# run.sh - the next call for issues 19 and 18 (binaries: build.sh; with carry [".devrun"]:
+# run.sh - the next call for issues 19 and 18, prepared in session 36, run in session 37
+# (call1/; bench/kernels-cuda.md, bench/long-context.md) (binaries: build.sh; with carry [".devrun"]:
 #   export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash bench/results/next-2026-12-06/run.sh)
 # The attention cases of halves, l2, hl2 and b2, racecheck and memcheck of halves' (its
 # barriers changed), kernel.sparse_attn of main / halves / l2 / hl2 / b2 alternating
