@@ -199,7 +199,8 @@ __device__ inline void ws_consume1(ws_smem &sm, const sc_attn_args &a, int n_til
 /* Registers a thread of each role may hold (setmaxnreg, WS_REGS_*): 208 + 176 + 120 = 504
  * = 3 x 168, the launch's 168 a thread (65536 / 384, in 8s) moved between roles; more than
  * the producer gives up would leave an inc waiting forever. WG0 holds its half of O
- * (128), S (32) and P (16); WG1 its half of O, and spilled at 168. In a
+ * (128), S (32) and P (16); WG1 its half of O (176; since 2026-12-06 ptxas fits it in
+ * 168 too, not measured). In a
  * cluster (CROSS, see ws_produce) the blocks sync once their barriers are set up and
  * again before either exits: the other block writes into this one's slots and arrives
  * at its barriers until its last tile. */

@@ -129,6 +129,7 @@ __device__ inline void ws_fp8_store(const ws_fp8_share &x, char *slot, uint32_t 
  * sparse prefill hands its K tiles over: 2.4-3.8% off every case of kernel.sparse_attn
  * (H100, 2026-12-06, bench/kernels-cuda.md). */
 #define WS_LO_BLOCKS 4
+#define WS_FP8_LO_PARTS (2 * WS_LO_BLOCKS) /* ws_fp8_store's 16-byte parts m of that half */
 #define WS_CROSS_TX_LO ((WS_BN / 2) * WS_LO_BLOCKS * 128)
 #define WS_CROSS_TX_HI (WS_CROSS_TX - WS_CROSS_TX_LO)
 
@@ -212,12 +213,12 @@ __device__ inline void ws_produce_fp8_block(ws_slot *kv, uint64_t *full, uint64_
     for (int k = 0; k < 2; k++) x[k] = ws_fp8_load_row(a, cur[k], kv_step, flag, p0);
 #pragma unroll
     for (int k = 0; k < 2; k++)
-      ws_fp8_store<false, 0, 2 * WS_LO_BLOCKS>(x[k], (char *)kv[s], 0, 0, r0 + 32 * k, p0);
+      ws_fp8_store<false, 0, WS_FP8_LO_PARTS>(x[k], (char *)kv[s], 0, 0, r0 + 32 * k, p0);
     fence_async_smem(); /* the stores, for the async proxy that wgmma reads through */
     mbar_arrive(&full[2 * s]);
 #pragma unroll
     for (int k = 0; k < 2; k++)
-      ws_fp8_store<false, 2 * WS_LO_BLOCKS, 18>(x[k], (char *)kv[s], 0, 0, r0 + 32 * k, p0);
+      ws_fp8_store<false, WS_FP8_LO_PARTS, 18>(x[k], (char *)kv[s], 0, 0, r0 + 32 * k, p0);
     fence_async_smem();
     mbar_arrive(&full[2 * s + 1]);
   }
@@ -250,12 +251,12 @@ __device__ inline void ws_produce_fp8_cluster(ws_slot *kv, uint64_t *full, uint6
     }
     char *slot = (char *)kv[s];
     const uint32_t peer_slot = cluster_addr(slot, peer);
-    ws_fp8_store<true, 0, 2 * WS_LO_BLOCKS>(cur, slot, peer_slot,
-                                            cluster_addr(&full[2 * s], peer), r0, p0);
+    ws_fp8_store<true, 0, WS_FP8_LO_PARTS>(cur, slot, peer_slot,
+                                         cluster_addr(&full[2 * s], peer), r0, p0);
     fence_async_smem(); /* the stores, for the async proxy that wgmma reads through */
     mbar_arrive(&full[2 * s]);
-    ws_fp8_store<true, 2 * WS_LO_BLOCKS, 18>(cur, slot, peer_slot,
-                                             cluster_addr(&full[2 * s + 1], peer), r0, p0);
+    ws_fp8_store<true, WS_FP8_LO_PARTS, 18>(cur, slot, peer_slot,
+                                          cluster_addr(&full[2 * s + 1], peer), r0, p0);
     fence_async_smem();
     mbar_arrive(&full[2 * s + 1]);
     cur = nxt;
@@ -282,17 +283,17 @@ __device__ inline void ws_produce_fp8(ws_slot *kv, uint64_t *full, uint64_t *emp
  * (empty[s], 256 arrivals; in a cluster 264, the other block's 8 consumer warps too:
  * WS_PEER_RELEASES, ws_release), announced half by half on full[2 s] and full[2 s + 1]
  * (128 arrivals each, as the copies land or after the stores; in a cluster 129, see
- * below). bf16 rows: thread (warp w, lane l)
- * copies rows w * 4 + l / 8 + 16 k (k < 4) of every tile by cp.async, 16-byte chunk l %
- * 8 of each of the 9 column blocks, so a warp step reads 4 rows' 128 contiguous bytes
- * and writes whole 128-byte swizzle lines (until 2026-12-05 a row's 4 lanes read 64
- * bytes a step and ncu counted 33% excess shared wavefronts on those stores: this layout
- * took 9-10% off every bf16 case, H100, bench/kernels-cuda.md). fp8_ds_mla rows: thread
- * (w, l) takes rows w * 8 + l % 8 (and 32 more outside a cluster), parts l / 8 + 4 m of
- * the 576 values (a row's 4 lanes read 32 contiguous bytes), dequantized through
- * registers (ws_fp8_load, ws_fp8_store), stored, fenced for the async proxy that wgmma
- * reads through, and announced by an arrive of their own. Row indices are read a tile
- * ahead (a global load on the way to the copies would put its latency on every tile).
+ * below). bf16 rows: thread (warp w, lane l) copies rows w * 4 + l / 8 + 16 k (k < 4) of
+ * every tile by cp.async, 16-byte chunk l % 8 of each of the 9 column blocks, so a warp
+ * step reads 4 rows' 128 contiguous bytes and writes whole 128-byte swizzle lines (until
+ * 2026-12-05 a row's 4 lanes read 64 bytes a step and ncu counted 33% excess shared
+ * wavefronts on those stores: this layout took 9-10% off every bf16 case, H100,
+ * bench/kernels-cuda.md). fp8_ds_mla rows: thread (w, l) takes rows w * 8 + l % 8 (and
+ * 32 more outside a cluster), parts l / 8 + 4 m of the 576 values (a row's 4 lanes read
+ * 32 contiguous bytes), dequantized through registers (ws_fp8_load, ws_fp8_store),
+ * stored, fenced for the async proxy that wgmma reads through, and announced by an
+ * arrive of their own. Row indices are read a tile ahead (a global load on the way to
+ * the copies would put its latency on every tile).
  * CROSS (fp8_ds_mla rows, a token's two head groups as a cluster of two blocks: their
  * selected rows are the same): each producer dequantizes only its block's 32 rows of
  * every tile (rows 32 rank ..) and stores each 16 bytes into both blocks' slots, the
