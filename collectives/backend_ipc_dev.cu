@@ -14,15 +14,21 @@
 #define IPC_BLOCKS_MAX 64 /* a round's bytes are a few MB at most: 64 SMs move them */
 
 /* The header words are written and read by kernels of other processes (MPS clients of
- * the same GPU): system scope, the strongest, since what scope suffices between
- * processes on one device is not spelled out; a few words a round, so it costs little. */
+ * the same GPU), so they need a scope that holds those threads. GPU scope does: PTX's
+ * .gpu scope is every thread on the same device, whatever process launched it, and an
+ * ipc group is one device by construction (every rank on one GPU; backend_ipc.h); the
+ * device's L2 is where the members' stores meet. System scope, used before, also orders
+ * against the host and peer devices, which no reader here is: on one H100 (2026-12-06,
+ * bench/gpu-step.md) GPU scope took a P4 N4 decode step from 0.576-0.592 ms to
+ * 0.519-0.539 (the step's seven rounds each wait on the slowest member's words). The
+ * failure record alone is read by the host: its fence stays at system scope. */
 __device__ __forceinline__ uint64_t ld_acquire(const uint64_t *p) {
   uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 __device__ __forceinline__ void st_release(uint64_t *p, uint64_t v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 __device__ __forceinline__ uint64_t now_ns(void) {
   uint64_t t;
@@ -72,11 +78,11 @@ __device__ bool ipc_wait(const sc_ipc_dev &d, int at, uint64_t want) {
 __device__ void ipc_publish(const sc_ipc_dev &d, int p, int at, uint64_t v, bool advance) {
   __syncthreads();
   if (threadIdx.x != 0) return;
-  __threadfence_system();
+  __threadfence();
   unsigned *arrive = (unsigned *)(d.region + SC_IPC_ARRIVE_AT) + p * 16 + d.me;
   if (atomicAdd(arrive, 1u) != gridDim.x - 1) return;
   *arrive = 0;
-  __threadfence_system();
+  __threadfence();
   st_release(words(d, at) + d.me, v);
   if (advance) *d.seq = v;
 }

@@ -1,4 +1,5 @@
 #!/bin/bash
+# Ran in session 38 (2026-12-06 08:05 UTC, H100): call1/ (bench/kernels-cuda.md, bench/gpu-step.md).
 # run.sh - the next call, prepared in session 37 (binaries: build.sh; with carry
 # [".devrun"]: export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash run.sh). ~4 minutes.
 #  1. issue 19: pf2's attention cases and memcheck, kernel.sparse_attn of main and pf2
