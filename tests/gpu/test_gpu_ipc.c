@@ -1,16 +1,20 @@
 /* test_gpu_ipc.c - the device collectives between processes sharing one GPU
  * (collectives/backend_ipc.h): G = 2 and 4 child processes on device 0, member 0
- * creating the region (blocks of 4 KB, so that every collective takes several rounds)
- * and passing its id through pipes; all_gather (f32), all_reduce (f32, bf16) and
- * reduce_scatter against sums taken on the host in the same member order (so bit for
- * bit), each collective's device time from finish; then two of them captured into a
- * CUDA graph and replayed three times over new inputs (what a recorded step does); then
- * a member that never comes: the other's finish says SC_ETIMEDOUT at the deadline, or
- * SC_EABORTED at once when aborted from another thread, naming the collective by its
- * plan position, and the comm stays dead after a reset. The parent never touches CUDA
- * (a forked child of an initialised context is unusable). Without MPS the children's
- * kernels take turns by time slice (slow, but they meet). Passed on one H200 with and
- * without MPS (2026-12-05, bench/gpu-step.md). */
+ * creating the region and passing its id through pipes. Twice: over blocks of 4 KB, so
+ * that every collective takes several rounds of one thread block each (as a decode
+ * step's do), and over blocks of 128 KB with 32 times the elements, so that a round
+ * takes several thread blocks, whose last one publishes the member's word. Each time
+ * all_gather (f32), all_reduce (f32, bf16) and reduce_scatter against sums taken on the
+ * host in the same member order (so bit for bit), each collective's device time from
+ * finish; then two of them captured into a CUDA graph and replayed three times over new
+ * inputs (what a recorded step does). Then a member that never comes: the other's
+ * finish says SC_ETIMEDOUT at the deadline, or SC_EABORTED at once when aborted from
+ * another thread, naming the collective by its plan position, and the comm stays dead
+ * after a reset. The parent never touches CUDA (a forked child of an initialised context
+ * is unusable). Without MPS the children's kernels take turns by time slice (slow, but
+ * they meet). Passed on one H200 with and
+ * without MPS (2026-12-05, bench/gpu-step.md); both block sizes under MPS on one H100
+ * (2026-12-06). */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -24,7 +28,8 @@
 #include "collectives/backend_ipc.h"
 #include "kernels/bf16.h"
 
-#define BLOCK 4096
+#define BLOCK_SMALL 4096
+#define BLOCK_LARGE (128 * 1024)
 
 enum mode { ALL, ABSENT, ABORT }; /* every member; member 1 never comes (deadline, abort) */
 
@@ -138,7 +143,7 @@ static int member_graph(int G, int me, sc_comm *comm, cudaStream_t st, float *h,
 
 /* One member's life: its comm, the collectives, the checks. Returns the number of
  * failures. */
-static int member(int G, int me, sc_ipc_id id, void *owned, enum mode mode) {
+static int member(int G, int me, sc_ipc_id id, void *owned, enum mode mode, size_t block) {
   if (mode != ALL && me == 1) return 0;
   sc_plan_config cfg = {.pcp = G, .dcp = G, .tp = 1};
   sc_ipc_id ids[SC_GROUP_COUNT] = {{{0}}};
@@ -151,7 +156,8 @@ static int member(int G, int me, sc_ipc_id id, void *owned, enum mode mode) {
   const int rc = sc_ipc_comm_create(&comm, &cfg, me, ids, own, st, mode == ABSENT ? 2000 : 60000);
   EXPECT(rc == 0, "comm create: %d", rc);
   if (rc) return fails;
-  enum { NG = 3000, NR = 5000, NB = 777, NS = 1500 };
+  const size_t scale = block / BLOCK_SMALL; /* the elements grow with the rounds' blocks */
+  const size_t NG = 3000 * scale, NR = 5000 * scale, NB = 777 * scale, NS = 1500 * scale;
   float *h = malloc(sizeof(float) * NR * 4), *back = malloc(sizeof(float) * NR * 16);
   for (size_t i = 0; i < NR; i++) h[i] = value(me, i);
   void *send = up(h, sizeof(float) * NR), *recv = NULL;
@@ -236,7 +242,7 @@ static int member(int G, int me, sc_ipc_id id, void *owned, enum mode mode) {
 
 /* G children; member 0 creates the region and writes its id to the others' pipes, then
  * waits for their exit before freeing it (it must outlive their mappings). */
-static int run_group(int G, enum mode mode) {
+static int run_group(int G, enum mode mode, size_t block) {
   int fds[16][2], done[2];
   pid_t pid[16];
   if (pipe(done) != 0) return 1;
@@ -249,13 +255,13 @@ static int run_group(int G, enum mode mode) {
     sc_ipc_id id;
     void *owned = NULL;
     if (m == 0) {
-      if (sc_ipc_region_create(G, BLOCK, &id, &owned) != 0) _exit(1);
+      if (sc_ipc_region_create(G, block, &id, &owned) != 0) _exit(1);
       for (int k = 1; k < G; k++)
         if (write(fds[k][1], &id, sizeof id) != (ssize_t)sizeof id) _exit(1);
     } else if (read(fds[m][0], &id, sizeof id) != (ssize_t)sizeof id) {
       _exit(1);
     }
-    const int f = member(G, m, id, owned, mode);
+    const int f = member(G, m, id, owned, mode, block);
     if (m == 0) { /* the others' mappings are closed before the region is freed */
       char c;
       for (int k = 1; k < G; k++)
@@ -290,16 +296,17 @@ int main(void) {
     return 77;
   }
   int bad = 0;
-  for (int G = 2; G <= 4; G += 2) {
-    const int b = run_group(G, ALL);
-    printf("%s collectives over %d processes, direct and replayed from a graph\n",
-           b ? "FAIL" : "ok", G);
-    bad += b;
-  }
-  int b = run_group(2, ABSENT);
+  for (int G = 2; G <= 4; G += 2)
+    for (size_t block = BLOCK_SMALL; block <= BLOCK_LARGE; block *= BLOCK_LARGE / BLOCK_SMALL) {
+      const int b = run_group(G, ALL, block);
+      printf("%s collectives over %d processes, blocks of %zu KB, direct and replayed from a "
+             "graph\n", b ? "FAIL" : "ok", G, block / 1024);
+      bad += b;
+    }
+  int b = run_group(2, ABSENT, BLOCK_SMALL);
   printf("%s a member that never came: SC_ETIMEDOUT\n", b ? "FAIL" : "ok");
   bad += b;
-  b = run_group(2, ABORT);
+  b = run_group(2, ABORT, BLOCK_SMALL);
   printf("%s a member that never came, aborted: SC_EABORTED\n", b ? "FAIL" : "ok");
   bad += b;
   return bad ? 1 : 0;
