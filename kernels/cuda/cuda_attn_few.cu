@@ -6,20 +6,28 @@
  * at 8 heads 7/8 of its tensor-core work is padding (30.7 TFLOP/s for model-long's
  * prefill, H200, 2026-12-02), and the split kernel runs on CUDA cores. Here the heads are
  * mma.sync's N dimension (8) and the selected rows its M:
- *  - S^T = K Q^T: a tile of 64 rows (16 a warp) against the block's 8 heads, k = 576 in
- *    36 steps of m16n8k16; q's B fragments stay in registers for the whole block.
+ *  - S^T = K Q^T: a tile of R rows against the block's 8 heads, k = 576 in 36 steps of
+ *    m16n8k16; q's B fragments stay in registers for the whole block. R = 64 (decode
+ *    tokens): a warp takes 16 rows over all 36 steps; R = 32 (prefill tokens): two warps
+ *    take each 16 rows, one the first 18 steps and the other the last 18, and both add
+ *    the halves through shared memory (half 0 + half 1: one fixed order).
  *  - an online softmax per head (column of S^T) in log2 units; the 4 warps' tile maxima
  *    and sums meet in shared memory, always added in warp order.
  *  - O^T += V^T P^T: each warp owns 128 of the 512 latent columns (8 m16 tiles, k = the
- *    tile's 64 rows); V^T comes from the same K tile through ldmatrix.trans, P^T (bf16)
+ *    tile's R rows); V^T comes from the same K tile through ldmatrix.trans, P^T (bf16)
  *    from shared memory.
  * So the work is the model's, with no padding, and a tile of rows loaded once serves all
  * of a token's heads. A row is 1152 bytes and serves 8 heads' 17 kFLOP, so at 8 heads the
- * kernel is about moving rows into shared memory (64-row tiles, cp.async), not about the
- * tensor cores: at 66 TFLOP/s it moves ~4.4 TB/s of rows, L2 about 60% busy, with 4 or
- * 8 warps an SM waiting on their own loads and ldmatrix-to-mma chains (H200, 2026-12-03,
- * bench/long-context.md; tried and slower: 8 warps a block splitting a tile's rows, 3%;
- * a ring of five 32-row slots keeping 1.5 tiles in flight, 3%).
+ * kernel is about moving rows into shared memory (cp.async), not about the tensor cores.
+ * Prefill tokens, most of a long prompt's attention, take 32-row tiles in two stages (the
+ * next tile's rows load while one is computed) and two blocks an SM: a 4096-token chunk
+ * over 32k rows 1,986-1,990 us against 2,187-2,195 us with one 64-row stage (H100,
+ * 2026-12-06), where the same kernel without its loads took 853-860 us and with 43% fewer
+ * bytes a row only 11% less: what cost was the loads' latency in a block that waited for
+ * each tile before computing it, not bandwidth (bench/long-context.md). Tried before and
+ * slower: 8 warps a block splitting a tile's rows (3%); one block an SM with two 64-row
+ * stages (62.0 against 66.0 TFLOP/s) or a ring of five 32-row slots (3%; H200,
+ * 2026-12-03): at one block an SM 4 warps issue too little.
  *
  * A block takes one token, 8 heads and a span of the token's selected rows: all of them
  * for prefill tokens (the output is written at once), fixed splits of SC_ATTN_FEW_SPLIT
@@ -37,7 +45,8 @@
 #define FEW_D 576
 #define FEW_DC 512
 #define FEW_HEADS 8 /* mma's N: a block's heads */
-#define FEW_ROWS 64 /* rows a tile, 16 a warp in S */
+#define FEW_ROWS 64 /* rows a tile of decode tokens (the most: idx is padded to it) */
+#define FEW_ROWS_PREFILL 32
 #define FEW_WARPS 4
 #define FEW_THREADS (32 * FEW_WARPS)
 #define FEW_KSTEPS (FEW_D / 16)
@@ -46,35 +55,36 @@
 #define FEW_PLD 72 /* bf16 stride of a head's P row: conflict-free 32-bit fragment loads */
 #define FEW_IDX_MAX SC_KCUDA_TOPK_MAX
 
-/* STAGES tiles of rows: prefill tokens take one, so that two blocks share an SM (8 warps
- * to hide each other's latencies, where one block of 4 warps an SM issued an
- * instruction a scheduler every 5 cycles: 66.0 against 62.0 TFLOP/s); decode tokens two,
- * the next tile loading while one is computed (16.0 against 16.4-16.8 us a token; H200,
- * 2026-12-03, bench/long-context.md). */
-template <int STAGES> struct few_smem {
-  alignas(128) uint16_t kv[STAGES][FEW_ROWS * FEW_LD];
+/* Two stages of R rows: the next tile loads while one is computed. Decode tokens: R = 64,
+ * one block an SM (a decode step's few blocks; 64 rows against 32 not measured); prefill
+ * tokens: R = 32, two blocks an SM (8 warps). */
+template <int R> struct few_smem {
+  alignas(128) uint16_t kv[2][R * FEW_LD];
   alignas(16) uint16_t q[FEW_HEADS * FEW_LD];
   alignas(16) uint16_t p[FEW_HEADS * FEW_PLD]; /* P^T: [head][row of the tile] */
   float red_max[FEW_WARPS][FEW_HEADS], red_sum[FEW_WARPS][FEW_HEADS];
+  /* R = 32: each k half's partial S^T of each row block, [half][row block][lane][4] */
+  float part[R < 64 ? 2 : 1][R < 64 ? 2 : 1][R < 64 ? 32 : 1][4];
   int last; /* the span's last valid row, -1: none */
   /* followed by int32 idx[the span's rows, padded to whole tiles] */
 };
-#define FEW_SMEM_MAX (sizeof(few_smem<2>) + sizeof(int32_t) * FEW_IDX_MAX)
+#define FEW_SMEM_MAX (sizeof(few_smem<FEW_ROWS>) + sizeof(int32_t) * FEW_IDX_MAX)
 static_assert(FEW_SMEM_MAX <= SC_KCUDA_SMEM_MAX, "the few-heads tiles exceed shared memory");
 static_assert(FEW_IDX_MAX / SC_ATTN_FEW_SPLIT <= SC_ATTN_SPLITS_MAX,
               "a decode token's splits exceed what the merge takes");
 
-/* Queues the rows idx[0 .. FEW_ROWS) (-1: a zero row) into a tile slot: a warp per row
+/* Queues the rows idx[0 .. R) (-1: a zero row) into a tile slot: a warp per row
  * at a time, its lanes on the row's 72 consecutive 16-byte parts (lane, lane + 32, and
  * lane + 64 for lanes 0-7). Address arithmetic is per row, not per part: the kernel's
  * warps issue every instruction of the loads themselves, and an earlier version that
  * computed each part's row and offset on its own spent more issue slots loading a tile
  * than computing it (ncu, H200, 2026-12-03: one instruction per 3.45 cycles a warp). */
+template <int R>
 __device__ inline void few_load_tile(uint16_t *slot, const int32_t *idx, const sc_attn_args &a,
                                      int64_t kv_step) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll 4
-  for (int row = warp; row < FEW_ROWS; row += FEW_WARPS) {
+  for (int row = warp; row < R; row += FEW_WARPS) {
     const int32_t r = idx[row];
     const char *src = (const char *)a.kv.data + (r >= 0 ? (int64_t)r * kv_step : 0) + 16 * lane;
     uint16_t *dst = slot + row * FEW_LD + 8 * lane;
@@ -98,14 +108,18 @@ __device__ inline float few_warp_sum(float v) {
 
 /* blockIdx.x = (token of the chunk, head group, split). n_splits 1: the output and LSE are
  * written; otherwise the split's partials (cuda_attn.cuh). */
-template <int STAGES>
-__global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
+template <int R>
+__global__ void __launch_bounds__(FEW_THREADS, R < FEW_ROWS ? 2 : 1)
     k_attn_few(sc_attn_args a, int span, int n_splits, int64_t kv_step, int64_t t0,
                float *part_o, float2 *part_ml, int *flag) {
   sc_dev_pdl_enter();
   extern __shared__ __align__(128) unsigned char few_raw[];
-  few_smem<STAGES> &sm = *(few_smem<STAGES> *)few_raw;
-  int32_t *idx = (int32_t *)(few_raw + sizeof(few_smem<STAGES>));
+  few_smem<R> &sm = *(few_smem<R> *)few_raw;
+  int32_t *idx = (int32_t *)(few_raw + sizeof(few_smem<R>));
+  /* R = 64: warp w takes rows 16w.. of S over every k step; R = 32: rows 16 (w % 2)..
+   * over k steps 18 (w / 2).., the halves added through shared memory (half 0 + half 1) */
+  constexpr int RB = R / 16, KS = FEW_WARPS / RB, KSTEPS_W = FEW_KSTEPS / KS;
+  static_assert(RB * KS == FEW_WARPS && KSTEPS_W * KS == FEW_KSTEPS, "the warps cover S");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c = lane & 3; /* mma fragment row and column pair */
   const int groups = (a.n_heads + FEW_HEADS - 1) / FEW_HEADS;
@@ -121,7 +135,7 @@ __global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
   if (threadIdx.x == 0) sm.last = -1;
   __syncthreads();
   const int32_t *sel = a.sel + t * a.ld_sel + j0;
-  const int padded = (nj + FEW_ROWS - 1) / FEW_ROWS * FEW_ROWS;
+  const int padded = (nj + R - 1) / R * R;
   int last = -1;
   /* (the selection 8 loads a thread at a time, q in one batch of 18 pairs: with one load
    * an iteration, which the compiler cannot move past the shared-memory stores it must
@@ -165,14 +179,16 @@ __global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
     *(uint32_t *)(sm.q + hh * FEW_LD + x) = pack_bf16x2(qv[k].x, qv[k].y);
   }
   __syncthreads();
-  const int n_tiles = (sm.last + FEW_ROWS) / FEW_ROWS;
-  if (n_tiles > 0) few_load_tile(sm.kv[0], idx, a, kv_step);
-  /* q^T's B fragments: k = 2c, 2c + 1 (+ 8) of each step, n = head g */
-  uint32_t qf[FEW_KSTEPS][2];
+  const int n_tiles = (sm.last + R) / R;
+  if (n_tiles > 0) few_load_tile<R>(sm.kv[0], idx, a, kv_step);
+  /* q^T's B fragments of the warp's k steps: k = 2c, 2c + 1 (+ 8) of each, n = head g */
+  const int rb = warp % RB, kh = warp / RB; /* the warp's row block and k part */
+  uint32_t qf[KSTEPS_W][2];
 #pragma unroll
-  for (int ks = 0; ks < FEW_KSTEPS; ks++) {
-    qf[ks][0] = *(const uint32_t *)(sm.q + g * FEW_LD + 16 * ks + 2 * c);
-    qf[ks][1] = *(const uint32_t *)(sm.q + g * FEW_LD + 16 * ks + 8 + 2 * c);
+  for (int k = 0; k < KSTEPS_W; k++) {
+    const int ks = kh * KSTEPS_W + k;
+    qf[k][0] = *(const uint32_t *)(sm.q + g * FEW_LD + 16 * ks + 2 * c);
+    qf[k][1] = *(const uint32_t *)(sm.q + g * FEW_LD + 16 * ks + 8 + 2 * c);
   }
 
   /* O^T: latent columns 128 warp + 16 mt + g (+ 8), heads 2c, 2c + 1 (the D fragment);
@@ -181,39 +197,44 @@ __global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
 #pragma unroll
   for (int mt = 0; mt < 8; mt++) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  const int r_lo = 16 * warp + g; /* this thread's rows of S^T: r_lo, r_lo + 8 */
+  const int r_lo = 16 * rb + g; /* this thread's rows of S^T: r_lo, r_lo + 8 */
   for (int tt = 0; tt < n_tiles; tt++) {
-    if constexpr (STAGES == 1) { /* into the slot the last barrier freed */
-      if (tt > 0) few_load_tile(sm.kv[0], idx + tt * FEW_ROWS, a, kv_step);
-      cp_async_wait_all();
-    } else if (tt + 1 < n_tiles) {
-      few_load_tile(sm.kv[(tt + 1) & 1], idx + (tt + 1) * FEW_ROWS, a, kv_step);
+    if (tt + 1 < n_tiles) { /* into the slot the last barrier freed */
+      few_load_tile<R>(sm.kv[(tt + 1) & 1], idx + (tt + 1) * R, a, kv_step);
       cp_async_wait_one();
     } else {
       cp_async_wait_all();
     }
     __syncthreads();
-    const uint16_t *kv = sm.kv[tt % STAGES];
-    /* S^T of the warp's 16 rows, in four independent chains (k steps i, i + 4, ..) added
-     * in a fixed order, so the tensor cores' latency overlaps */
+    const uint16_t *kv = sm.kv[tt & 1];
+    /* S^T of the warp's 16 rows over its k steps, in four independent chains (steps i,
+     * i + 4, ..) added in a fixed order, so the tensor cores' latency overlaps */
     float acc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
-    const uint16_t *arow = kv + (16 * warp + (lane & 15)) * FEW_LD + 8 * (lane >> 4);
+    const uint16_t *arow =
+        kv + (16 * rb + (lane & 15)) * FEW_LD + 8 * (lane >> 4) + 16 * kh * KSTEPS_W;
 #pragma unroll
-    for (int ks = 0; ks < FEW_KSTEPS; ks++) {
+    for (int k = 0; k < KSTEPS_W; k++) {
       uint32_t af[4];
-      ldsm_x4(af, arow + 16 * ks);
-      mma_bf16_16816(acc[ks & 3], af, qf[ks]);
+      ldsm_x4(af, arow + 16 * k);
+      mma_bf16_16816(acc[k & 3], af, qf[k]);
     }
-    const int32_t *ti = idx + tt * FEW_ROWS;
+    const int32_t *ti = idx + tt * R;
     const bool v_lo = ti[r_lo] >= 0, v_hi = ti[r_lo + 8] >= 0;
     float sv[4];
+    float dot[4];
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const float dot = (acc[0][e] + acc[1][e]) + (acc[2][e] + acc[3][e]);
-      sv[e] = (e < 2 ? v_lo : v_hi) ? dot * sl2 : -INFINITY;
+    for (int e = 0; e < 4; e++) dot[e] = (acc[0][e] + acc[1][e]) + (acc[2][e] + acc[3][e]);
+    if constexpr (KS == 2) { /* the k halves meet: half 0 + half 1, in both warps of a pair */
+      *(float4 *)sm.part[kh][rb][lane] = make_float4(dot[0], dot[1], dot[2], dot[3]);
+      __syncthreads();
+      const float4 h0 = *(const float4 *)sm.part[0][rb][lane];
+      const float4 h1 = *(const float4 *)sm.part[1][rb][lane];
+      dot[0] = h0.x + h1.x, dot[1] = h0.y + h1.y, dot[2] = h0.z + h1.z, dot[3] = h0.w + h1.w;
     }
+#pragma unroll
+    for (int e = 0; e < 4; e++) sv[e] = (e < 2 ? v_lo : v_hi) ? dot[e] * sl2 : -INFINITY;
     /* the tile's max per head, over the warps in order */
     float mx[2] = {few_warp_max(fmaxf(sv[0], sv[2])), few_warp_max(fmaxf(sv[1], sv[3]))};
     if (g == 0) sm.red_max[warp][2 * c] = mx[0], sm.red_max[warp][2 * c + 1] = mx[1];
@@ -230,7 +251,7 @@ __global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
     }
 #pragma unroll
     for (int e = 0; e < 4; e++) p[e] = sv[e] == -INFINITY ? 0.0f : exp2f(sv[e] - m[e & 1]);
-    {
+    if (kh == 0) {
       __nv_bfloat16 *ps = (__nv_bfloat16 *)sm.p;
       ps[(2 * c) * FEW_PLD + r_lo] = __float2bfloat16_rn(p[0]);
       ps[(2 * c + 1) * FEW_PLD + r_lo] = __float2bfloat16_rn(p[1]);
@@ -243,8 +264,9 @@ __global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
     /* l sums the f32 p while P V takes them rounded to bf16, as the wgmma kernel does */
 #pragma unroll
     for (int j = 0; j < 2; j++)
-      l[j] = l[j] * alpha[j] + ((sm.red_sum[0][2 * c + j] + sm.red_sum[1][2 * c + j]) +
-                                (sm.red_sum[2][2 * c + j] + sm.red_sum[3][2 * c + j]));
+      l[j] = l[j] * alpha[j] + (RB == 4 ? (sm.red_sum[0][2 * c + j] + sm.red_sum[1][2 * c + j]) +
+                                              (sm.red_sum[2][2 * c + j] + sm.red_sum[3][2 * c + j])
+                                        : sm.red_sum[0][2 * c + j] + sm.red_sum[1][2 * c + j]);
 #pragma unroll
     for (int mt = 0; mt < 8; mt++) {
       o[mt][0] *= alpha[0], o[mt][1] *= alpha[1];
@@ -253,7 +275,7 @@ __global__ void __launch_bounds__(FEW_THREADS, 3 - STAGES)
     /* O^T += V^T P^T over the tile's 4 k16 steps of rows */
     const int vr = (lane & 7) + 8 * ((lane >> 4) & 1), vc = 8 * ((lane >> 3) & 1);
 #pragma unroll
-    for (int ks = 0; ks < FEW_ROWS / 16; ks++) {
+    for (int ks = 0; ks < R / 16; ks++) {
       uint32_t pb[2];
       pb[0] = *(const uint32_t *)(sm.p + g * FEW_PLD + 16 * ks + 2 * c);
       pb[1] = *(const uint32_t *)(sm.p + g * FEW_PLD + 16 * ks + 8 + 2 * c);
@@ -314,11 +336,11 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
    * least one, so that a token without rows still writes out 0 and lse -inf) */
   const int span = a->decode ? SC_ATTN_FEW_SPLIT : (a->topk > 0 ? a->topk : 1);
   const int n_splits = a->decode ? (int)sc_cdiv(a->topk > 0 ? a->topk : 1, span) : 1;
-  /* prefill tokens: one stage, two blocks an SM; decode tokens: two (see few_smem) */
+  /* prefill tokens: 32-row tiles, two blocks an SM; decode tokens: 64 (see few_smem) */
   void (*const fn)(sc_attn_args, int, int, int64_t, int64_t, float *, float2 *, int *) =
-      a->decode ? k_attn_few<2> : k_attn_few<1>;
-  const size_t smem = (a->decode ? sizeof(few_smem<2>) : sizeof(few_smem<1>)) +
-                      sizeof(int32_t) * (size_t)sc_cdiv(span, FEW_ROWS) * FEW_ROWS;
+      a->decode ? k_attn_few<FEW_ROWS> : k_attn_few<FEW_ROWS_PREFILL>;
+  const size_t tiles = a->decode ? sizeof(few_smem<FEW_ROWS>) : sizeof(few_smem<FEW_ROWS_PREFILL>);
+  const size_t smem = tiles + sizeof(int32_t) * (size_t)sc_cdiv(span, FEW_ROWS) * FEW_ROWS;
   /* (one limit per kernel, the most any launch asks: see cuda_topk.cu's FINAL_SMEM_MAX) */
   int rc = sc_kcuda_err(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)FEW_SMEM_MAX),
