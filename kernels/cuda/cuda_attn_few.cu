@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(FEW_THREADS, R < FEW_ROWS ? 2 : 1)
     }
 #pragma unroll
     for (int e = 0; e < 4; e++) p[e] = sv[e] == -INFINITY ? 0.0f : exp2f(sv[e] - m[e & 1]);
-    if (kh == 0) {
+    if (kh == 0) { /* (one writer a row block) */
       __nv_bfloat16 *ps = (__nv_bfloat16 *)sm.p;
       ps[(2 * c) * FEW_PLD + r_lo] = __float2bfloat16_rn(p[0]);
       ps[(2 * c + 1) * FEW_PLD + r_lo] = __float2bfloat16_rn(p[1]);
@@ -261,18 +261,23 @@ __global__ void __launch_bounds__(FEW_THREADS, R < FEW_ROWS ? 2 : 1)
     const float su[2] = {few_warp_sum(p[0] + p[2]), few_warp_sum(p[1] + p[3])};
     if (g == 0) sm.red_sum[warp][2 * c] = su[0], sm.red_sum[warp][2 * c + 1] = su[1];
     __syncthreads();
-    /* l sums the f32 p while P V takes them rounded to bf16, as the wgmma kernel does */
+    /* l sums the f32 p while P V takes them rounded to bf16, as the wgmma kernel does;
+     * over the row blocks (warps 0 .. RB - 1: with R = 32 warps 2 and 3 hold the same rows
+     * as 0 and 1) */
+    float rs[2];
 #pragma unroll
     for (int j = 0; j < 2; j++)
-      l[j] = l[j] * alpha[j] + (RB == 4 ? (sm.red_sum[0][2 * c + j] + sm.red_sum[1][2 * c + j]) +
-                                              (sm.red_sum[2][2 * c + j] + sm.red_sum[3][2 * c + j])
-                                        : sm.red_sum[0][2 * c + j] + sm.red_sum[1][2 * c + j]);
+      rs[j] = RB == 4 ? (sm.red_sum[0][2 * c + j] + sm.red_sum[1][2 * c + j]) +
+                            (sm.red_sum[2][2 * c + j] + sm.red_sum[3][2 * c + j])
+                      : sm.red_sum[0][2 * c + j] + sm.red_sum[1][2 * c + j];
+#pragma unroll
+    for (int j = 0; j < 2; j++) l[j] = l[j] * alpha[j] + rs[j];
 #pragma unroll
     for (int mt = 0; mt < 8; mt++) {
       o[mt][0] *= alpha[0], o[mt][1] *= alpha[1];
       o[mt][2] *= alpha[0], o[mt][3] *= alpha[1];
     }
-    /* O^T += V^T P^T over the tile's 4 k16 steps of rows */
+    /* O^T += V^T P^T over the tile's R / 16 k16 steps of rows */
     const int vr = (lane & 7) + 8 * ((lane >> 4) & 1), vc = 8 * ((lane >> 3) & 1);
 #pragma unroll
     for (int ks = 0; ks < R / 16; ks++) {
