@@ -208,6 +208,16 @@ attn_alternating() {
   done; done
 }
 
+# attn8_alternating ROUNDS V...: kernel.sparse_attn of each .devrun/V in turn, ROUNDS
+# times, the 8-head cases over bf16 rows printed (model-long's: the few-heads kernel).
+attn8_alternating() {
+  local i v n=$1; shift
+  for ((i = 1; i <= n; i++)); do for v in "$@"; do
+    SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/attn8-$v-$i.json" 2> "$OUT/attn8-$v-$i.err"
+    echo "attn8 $v $i rc=$?"; show_attn "$OUT/attn8-$v-$i.json" bf16
+  done; done
+}
+
 # attn_env_alternating VAR "VALUES" V [PATTERN]: kernel.sparse_attn of .devrun/V with the
 # environment variable VAR at each of VALUES in turn, twice (the 128-head cases printed,
 # those matching PATTERN where given): two sides of a comparison in one binary.

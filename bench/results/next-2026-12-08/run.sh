@@ -12,9 +12,6 @@ attn_sanitize memcheck fbulk
 SC_GPU_CASES=attention_batch timeout 200 compute-sanitizer --tool racecheck .devrun/fbulk/test_gpu_kernels > "$OUT/racecheck-fbulk.log" 2>&1
 echo "racecheck batch fbulk rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-fbulk.log") few: $(grep -c k_attn_few "$OUT/racecheck-fbulk.log")"
 lap checks
-for i in 1 2 3; do for v in main fbulk; do
-  SC_BENCH_KERNELS_ONLY=kernel.sparse_attn timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/attn8-$v-$i.json" 2> "$OUT/attn8-$v-$i.err"
-  echo "attn8 $v $i rc=$?"; show_attn "$OUT/attn8-$v-$i.json" bf16
-done; done
+attn8_alternating 3 main fbulk
 lap attention
 cd "$OUT" && tar czf all.tgz *.log *.json *.err 2>/dev/null; rm -f *.log *.json *.err
