@@ -10,7 +10,7 @@
 #    tpot_alternating, e2e_each, indexer_alternating, gpu_tests, verify_p2n2,
 #    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
-#    attn_alternating, attn_env_alternating, ncu_attn).
+#    attn_alternating, attn8_alternating, attn_env_alternating, ncu_attn).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 find .devrun -name '*.xz' -exec xz -T8 -d {} + 2> /dev/null

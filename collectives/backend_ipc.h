@@ -53,7 +53,7 @@
  * one H200 on 2026-12-05 (bench/gpu-step.md): tests/gpu/test_gpu_ipc.c with and without
  * MPS, `run --verify` at P2 N2 and P4 N4 (identical to one rank), the desync, devfault
  * and kill injections (ending as with NCCL); four ranks decode at 2.2x one rank's TPOT
- * (1.87-2.17x on one H100 with the words at GPU scope, 2026-12-06).
+ * (1.70-2.46x over thirteen rounds on one H100 with the words at GPU scope, 2026-12-06).
  * Not run over it yet: a rank's recovery (rejoin and rebuild). */
 #ifndef SC_BACKEND_IPC_H
 #define SC_BACKEND_IPC_H
