@@ -57,8 +57,21 @@ __host__ __device__ constexpr bool tc_w8(int dimp, int fmt, bool wg) {
  * of it changes what is selected. */
 typedef struct tc_shape {
   int group, hp, m_tiles, stages;
-  int room; /* a token's candidate list in global memory: K + tc_piece(K) keys */
+  int room;   /* a token's candidate list in global memory: K + tc_piece(K) keys */
+  int stride; /* 1; S: a sample pass, over every S-th entry of the key list (a token's
+               * range [b, e) becomes entries [ceil(b/S), ceil(e/S)) of the sample,
+               * sample entry i being list entry i S: cuda_indexer.cu's floors) */
 } tc_shape;
+
+/* Where a token's threshold starts, and the pass that repairs a wrong start (the sampled
+ * floors of cuda_indexer.cu). All NULL: every threshold starts at 1, every group is
+ * scored. */
+typedef struct tc_floor {
+  const unsigned long long *thr0; /* [n_tok] the first threshold of each token */
+  int *redo;       /* [groups]: set where a token of the group appended fewer than K keys
+                    * from a start above 1, so its K best may lie below the start */
+  const int *only; /* [groups]: only the groups set here are scored (the repair) */
+} tc_floor;
 
 /* Shared memory of one block: byte offsets of its arrays, in this order (every part a
  * multiple of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
@@ -72,8 +85,8 @@ typedef struct tc_shape {
  *   scales of q's heads f32 [16 m_tiles] (fp8_index keys only),
  *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int
  *   [2][2][TC_KEYS], the scales of fp8_index keys f32 [2][TC_KEYS] (none for other
- *   formats), cut bins int [TC_WARPS][256], fills and token ranges int
- *   [4][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int [2][TC_WARPS].
+ *   formats), cut bins int [TC_WARPS][256], fills, token ranges and keys dropped by
+ *   cuts int [5][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int [2][TC_WARPS].
  * A key or q row is DIMP + TC_PAD elements (the padding keeps mma.sync's fragment loads
  * conflict-free); with WG (wgmma scoring) DIMP elements in the 128-byte-swizzled layout
  * of cuda_wgmma.cuh, which wants the keys and q 1024-aligned: the kernel aligns the
@@ -102,7 +115,7 @@ __host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int es
   l.ksc = l.kmask + sizeof(int) * 2 * TC_KEYS;
   l.hist = l.ksc + (scaled ? sizeof(float) * 2 * TC_KEYS : 0);
   l.fill = l.hist + sizeof(int) * TC_WARPS * 256;
-  l.total = l.fill + sizeof(int) * (4 * TC_GROUP_MAX + 2 * TC_WARPS) + (wg ? 1024 : 0);
+  l.total = l.fill + sizeof(int) * (5 * TC_GROUP_MAX + 2 * TC_WARPS) + (wg ? 1024 : 0);
   return l;
 }
 
@@ -163,11 +176,13 @@ typedef struct tc_entry {
   bool in; /* within the segment */
 } tc_entry;
 
-/* Thread i < TC_KEYS: the entry of key e0 + i of the list (the segment ends at s1). */
-__device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_t s1) {
+/* Thread i < TC_KEYS: the entry of key e0 + i of the list, or of its sample of every
+ * stride-th entry (the segment ends at s1). */
+__device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_t s1,
+                                    int stride) {
   tc_entry x = {0, -1, false};
-  const int64_t e = e0 + threadIdx.x;
-  if (threadIdx.x < TC_KEYS && e < s1) {
+  const int64_t e = (e0 + threadIdx.x) * stride;
+  if (threadIdx.x < TC_KEYS && e0 + threadIdx.x < s1) {
     x.pos = a.key_pos[e];
     x.row = a.key_rows ? a.key_rows[e] : e;
     x.in = true;
