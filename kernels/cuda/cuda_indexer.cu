@@ -472,13 +472,20 @@ __global__ void k_idx_floor(const uint64_t *sample, int r, int n_tok, int G,
 /* The sample's stride S for the floors (1: none). Only where a token's list is one chunk
  * (a prompt of many tokens: decode tokens and short chunks spread a token over chunks
  * instead) and the tile's products are few (hp x dimp <= 1024: 64 heads of 128 are
- * bound by their products, which a sample pass would add to). S: the largest power of
- * two with K / S >= 64 and a sample of a token's keys at most max_keys / S >= 2K. */
+ * bound by their products, which a sample pass would add to), over lists of 8K keys or
+ * more (max_keys). S: the largest power of two up to 32 with K / S >= 64 (so r keeps a
+ * uniform sample's spread within a fifth of K / S): the sample pass costs a tile's
+ * fixed work per sampled tile, and at S = 8 it was a fifth of a 32k prompt's indexer
+ * (ncu, H100, 2026-12-06). SPARSECP_INDEXER_FLOORS=S (a power of two) fixes it, for
+ * comparisons in one run. */
 static int tc_sample_stride(const sc_kcuda *c, const sc_indexer_args *a, const tc_shape &sp,
                             int dimp, int n_chunks) {
-  if (!c->idx_floors || n_chunks != 1 || a->max_keys <= 0 || sp.hp * dimp > 1024) return 1;
+  if (c->idx_floors == 0 || n_chunks != 1 || a->max_keys < 8 * (int64_t)a->topk ||
+      sp.hp * dimp > 1024)
+    return 1;
+  if (c->idx_floors > 1) return c->idx_floors;
   int S = 1;
-  while (2 * S <= a->topk / 64 && (int64_t)a->max_keys / (2 * S) >= 2 * (int64_t)a->topk) S *= 2;
+  while (2 * S <= 32 && 2 * S <= a->topk / 64) S *= 2;
   return S >= 4 ? S : 1;
 }
 

@@ -429,32 +429,52 @@ __device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_
           if (g == 0) sc_w[j * TC_KW + nt * 8 + 2 * c + x] = part[nt][x];
         }
     }
-  } else { /* 16 / hp tokens per m-tile: a row per lane, then the token's hp lanes */
-    /* hp is a power of two here: shifts and masks, not the integer divisions a runtime
-     * divisor costs in every m-tile (ncu, H200, 2026-12-03: a 32k prompt's scoring spent
-     * a tenth of its instructions there), and the shuffle steps unrolled */
+  } else { /* 16 / hp tokens per m-tile, scored transposed: keys as the rows */
+    /* The warp's 16 keys are the A operand (their fragments are b's registers: keys g
+     * and g + 8 are column g of b's two column tiles) and each half of the m-tile's q
+     * rows a B operand (the halves of the same ldmatrix load), so a lane holds keys g
+     * and g + 8 against q rows 2c and 2c + 1 of each half: two heads of one token from
+     * hp = 2 on, added in the lane, then xor 1 (and 2) over the token's 4 (8) rows' lanes.
+     * That is the tree the rows-as-q fold added (heads h and h ^ 1, then pairs, then
+     * fours; each product w x ReLU rounded alone, __fmul_rn: no fused multiply-add), in a
+     * quarter of its shuffles, which were the scoring's largest stall (ncu, H100,
+     * 2026-12-06: a 32k prompt's full pass). hp is a power of two below 16. */
     const int lhp = 31 - __clz(hp), per = 16 >> lhp;
     for (int mt = 0; mt * per < gn; mt++) {
-      float acc[TC_NT][4];
-      tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
-      const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
-      const int j0 = mt * per + (g >> lhp), j1 = j0 + (8 >> lhp); /* rows g and g + 8 */
+      float acc[2][4]; /* [half of the m-tile][key g: q rows 2c, 2c + 1; key g + 8: same] */
 #pragma unroll
-      for (int nt = 0; nt < TC_NT; nt++)
+      for (int h = 0; h < 2; h++) acc[h][0] = acc[h][1] = acc[h][2] = acc[h][3] = 0.0f;
 #pragma unroll
-        for (int x = 0; x < 2; x++) {
-          float p0 = w0 * fmaxf(acc[nt][x], 0.0f), p1 = w1 * fmaxf(acc[nt][2 + x], 0.0f);
+      for (int ks = 0; ks < KS; ks++) {
+        uint32_t qf[4];
+        ldsm_x4(qf, q_s + (size_t)(mt * 16 + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8);
+        const uint32_t ka[4] = {b[ks][0][0], b[ks][1][0], b[ks][0][1], b[ks][1][1]};
+        const uint32_t q0[2] = {qf[0], qf[2]}, q1[2] = {qf[1], qf[3]};
+        mma_bf16_16816(acc[0], ka, q0);
+        mma_bf16_16816(acc[1], ka, q1);
+      }
 #pragma unroll
-          for (int off = 4; off < 32; off <<= 1)
-            if (off < 4 * hp) { /* (uniform: every lane takes the same steps) */
-              p0 += __shfl_xor_sync(0xffffffffu, p0, off);
-              p1 += __shfl_xor_sync(0xffffffffu, p1, off);
-            }
-          if ((g & (hp - 1)) == 0) {
-            if (j0 < gn) sc_w[j0 * TC_KW + nt * 8 + 2 * c + x] = p0;
-            if (j1 < gn) sc_w[j1 * TC_KW + nt * 8 + 2 * c + x] = p1;
-          }
+      for (int h = 0; h < 2; h++) {
+        const int row = mt * 16 + h * 8 + 2 * c; /* q rows row, row + 1 */
+        const float w0 = w_s[row], w1 = w_s[row + 1];
+        float p[2]; /* keys g, g + 8 */
+#pragma unroll
+        for (int y = 0; y < 2; y++) {
+          const float e0 = __fmul_rn(w0, fmaxf(acc[h][2 * y], 0.0f));
+          const float e1 = __fmul_rn(w1, fmaxf(acc[h][2 * y + 1], 0.0f));
+          p[y] = e0; /* hp = 1: rows row and row + 1 are two tokens */
+          if (hp >= 2) p[y] = e0 + e1;
+          if (hp >= 4) p[y] += __shfl_xor_sync(0xffffffffu, p[y], 1);
+          if (hp >= 8) p[y] += __shfl_xor_sync(0xffffffffu, p[y], 2);
         }
+        const int j = row >> lhp;
+        if ((row & (hp - 1)) == 0) { /* the token's first lane */
+          if (j < gn) sc_w[j * TC_KW + g] = p[0], sc_w[j * TC_KW + 8 + g] = p[1];
+          if (hp == 1 && j + 1 < gn) /* the second token of the pair */
+            sc_w[(j + 1) * TC_KW + g] = __fmul_rn(w1, fmaxf(acc[h][1], 0.0f)),
+            sc_w[(j + 1) * TC_KW + 8 + g] = __fmul_rn(w1, fmaxf(acc[h][3], 0.0f));
+        }
+      }
     }
   }
   __syncwarp();
