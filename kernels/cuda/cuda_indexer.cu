@@ -18,8 +18,9 @@
  * 16, to a multiple of 16 from there; the extra rows are zero with weight zero), and
  * its head sum has one shape fixed by hp alone: from 16 heads, each lane folds its two
  * rows of each of the token's m-tiles in order, then a shuffle over the 8 lanes of a
- * key (xor 4, 8, 16); below, each lane holds one row and a shuffle over the token's hp
- * lanes adds them (log2 hp steps). Every key of a tile goes through the same
+ * key (xor 4, 8, 16); below, the keys are the mma's rows (tc_score_tile's transposed
+ * fold), a lane adds a token's two heads it holds, then a shuffle over its hp / 2 lanes
+ * (log2 hp - 1 steps): the same tree of pairs. Every key of a tile goes through the same
  * instructions, the k16 steps run in the same order, and adding a zero row is exact.
  * So a token scores every pair bit-identically whatever its group, chunk, batch or
  * rank, and the exact selection that follows picks the same keys. Tokens of 64 head
@@ -56,7 +57,9 @@
  *     sc_kcuda_topk_radix (cuda_topk_radix.cu) selects the K over many blocks.
  * The group size and chunk count come from the token count and the caller's bound of a
  * token's keys (max_keys; ops never read buffer contents on the host), so key ranges
- * stay on the device. */
+ * stay on the device. A prompt of few index heads over long lists runs stage 1 three
+ * times (the sampled floors, below): over a sample of each token's keys, then over all
+ * of them from a threshold the sample gives, then again for the groups it misled. */
 #include "kernels/cuda/cuda_indexer_tile.cuh"
 
 /* Scoring blocks. A work item is a group of G consecutive tokens and one chunk of the
