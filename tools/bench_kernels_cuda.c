@@ -592,8 +592,9 @@ int sc_bench_kernels_cuda(sc_bench *b) {
   for (int32_t ctx = 32768; ctx <= 131072 && wanted("kernel.indexer"); ctx *= 4)
     if ((rc = bench_indexer(&c, true, 1, 4, 64, q ? ctx / 8 : ctx, q ? 256 : 2048, SC_KFMT_F32)))
       goto out;
-  /* (and the same prompt over bf16 keys, as a cache of bf16 rows holds them) */
-  for (int bf = 0; bf < 2 && wanted("kernel.indexer"); bf++)
+  /* (and the same prompt over bf16 keys, as a cache of bf16 rows holds them; alone with
+   * SC_BENCH_KERNELS_ONLY=kernel.indexer.prompt, for a profiler) */
+  for (int bf = 0; bf < 2 && wanted("kernel.indexer.prompt"); bf++)
     if ((rc = bench_indexer(&c, false, q ? 2048 : 32768, 4, 64, q ? 2048 : 32768, q ? 256 : 2048,
                             bf ? SC_KFMT_BF16 : SC_KFMT_F32)))
       goto out;

@@ -524,6 +524,15 @@ static bool env_off(const char *name) {
   return v && (strcmp(v, "0") == 0 || strcasecmp(v, "off") == 0 || strcasecmp(v, "false") == 0);
 }
 
+/* SPARSECP_INDEXER_FLOORS: off (0, off, false), a sample stride (a power of two from 2 to
+ * 256), else the rule of cuda_indexer.cu (1). */
+static int env_floors(void) {
+  if (env_off("SPARSECP_INDEXER_FLOORS")) return 0;
+  const char *v = getenv("SPARSECP_INDEXER_FLOORS");
+  const int s = v ? atoi(v) : 1;
+  return s >= 2 && s <= 256 && (s & (s - 1)) == 0 ? s : 1;
+}
+
 int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   *out = NULL;
   if (device < 0) return SC_EINVAL;
@@ -533,12 +542,14 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->k.ops = &k_cuda_ops;
   c->k.device = "cuda";
   c->k.impl = c;
-  /* programmatic dependent launch (cuda_common.cuh) and the attention kernel of
-   * warpgroups in roles (cuda_attn_ws.cu) with its clusters over fp8 rows unless switched
-   * off: the other sides of comparisons in one run */
+  /* programmatic dependent launch (cuda_common.cuh), the attention kernel of warpgroups
+   * in roles (cuda_attn_ws.cu) with its clusters over fp8 rows, and the indexer's sampled
+   * floors (cuda_indexer.cu) unless switched off: the other sides of comparisons in one
+   * run */
   c->pdl = !env_off("SPARSECP_CUDA_PDL");
   c->attn_ws = !env_off("SPARSECP_ATTN_WS");
   c->attn_cross = !env_off("SPARSECP_ATTN_CROSS");
+  c->idx_floors = env_floors();
   int rc;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,

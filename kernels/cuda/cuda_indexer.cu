@@ -18,8 +18,9 @@
  * 16, to a multiple of 16 from there; the extra rows are zero with weight zero), and
  * its head sum has one shape fixed by hp alone: from 16 heads, each lane folds its two
  * rows of each of the token's m-tiles in order, then a shuffle over the 8 lanes of a
- * key (xor 4, 8, 16); below, each lane holds one row and a shuffle over the token's hp
- * lanes adds them (log2 hp steps). Every key of a tile goes through the same
+ * key (xor 4, 8, 16); below, the keys are the mma's rows (tc_score_tile's transposed
+ * fold), a lane adds a token's two heads it holds, then a shuffle over its hp / 2 lanes
+ * (log2 hp - 1 steps): the same tree of pairs. Every key of a tile goes through the same
  * instructions, the k16 steps run in the same order, and adding a zero row is exact.
  * So a token scores every pair bit-identically whatever its group, chunk, batch or
  * rank, and the exact selection that follows picks the same keys. Tokens of 64 head
@@ -56,7 +57,9 @@
  *     sc_kcuda_topk_radix (cuda_topk_radix.cu) selects the K over many blocks.
  * The group size and chunk count come from the token count and the caller's bound of a
  * token's keys (max_keys; ops never read buffer contents on the host), so key ranges
- * stay on the device. */
+ * stay on the device. A prompt of few index heads over long lists runs stage 1 three
+ * times (the sampled floors, below): over a sample of each token's keys, then over all
+ * of them from a threshold the sample gives, then again for the groups it misled. */
 #include "kernels/cuda/cuda_indexer_tile.cuh"
 
 /* Scoring blocks. A work item is a group of G consecutive tokens and one chunk of the
@@ -67,7 +70,7 @@
 template <int DIMP, int FMT, bool VEC, bool WG>
 __global__ void __launch_bounds__(TC_THREADS)
     k_idx_tc(sc_indexer_args a, int n_chunks, tc_shape sp, int64_t n_items, uint64_t *cbuf,
-             uint64_t *out_keys, int *counts, int64_t cap, int *flag) {
+             uint64_t *out_keys, int *counts, int64_t cap, int *flag, tc_floor fl) {
   sc_dev_pdl_enter();
   constexpr bool FP8 = FMT == SC_KFMT_FP8_INDEX;
   constexpr int ES = FMT == SC_KFMT_F32 ? 4 : FP8 ? 1 : 2; /* bytes of an element in memory */
@@ -96,7 +99,8 @@ __global__ void __launch_bounds__(TC_THREADS)
   int *hist = (int *)(smem + lay.hist);                       /* [TC_WARPS][256] */
   int *fill = (int *)(smem + lay.fill);                       /* [TC_GROUP_MAX] */
   int *tb = fill + TC_GROUP_MAX, *te = tb + TC_GROUP_MAX, *tq = te + TC_GROUP_MAX;
-  int *team_n = tq + TC_GROUP_MAX;                            /* [2][TC_WARPS] */
+  int *dropped = tq + TC_GROUP_MAX;                           /* [TC_GROUP_MAX] */
+  int *team_n = dropped + TC_GROUP_MAX;                       /* [2][TC_WARPS] */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t kstep = a.keys.ld * ES;
   /* a stage as loaded: raw bytes (RAW), else the keys as scored */
@@ -112,6 +116,8 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int64_t t0 = r / n_chunks * G;
     const int chunk = (int)(r % n_chunks);
     const int gn = a.n_tok - t0 < G ? (int)(a.n_tok - t0) : G;
+    const int64_t g = r / n_chunks;
+    if (fl.only != NULL && fl.only[g] == 0) continue; /* (the same word for every thread) */
     __syncthreads(); /* the previous item is done with the shared words */
     if constexpr (FP8) { /* over fp8_index keys each head of q is rounded (kernels.h): its
                           * scale, the host's rule on its amax (a warp a row) */
@@ -171,12 +177,13 @@ __global__ void __launch_bounds__(TC_THREADS)
       w_s[row] = j < gn && h < H ? a.w[(t0 + j) * a.ld_w + h] * (W8 ? qsc_s[row] : 1.0f) : 0.0f;
     }
     if (threadIdx.x < gn) {
-      const int j = threadIdx.x;
-      tb[j] = a.key_begin[t0 + j];
-      te[j] = a.key_end[t0 + j];
+      const int j = threadIdx.x, S = sp.stride; /* (a sample's range: tc_shape) */
+      tb[j] = (a.key_begin[t0 + j] + S - 1) / S;
+      te[j] = (a.key_end[t0 + j] + S - 1) / S;
       tq[j] = a.q_pos[t0 + j];
       fill[j] = 0;
-      thr[j] = 1; /* every real key is 1 or more */
+      dropped[j] = 0;
+      thr[j] = fl.thr0 != NULL ? fl.thr0[t0 + j] : 1; /* every real key is 1 or more */
       top[j] = 0;
     }
     __syncthreads();
@@ -201,10 +208,10 @@ __global__ void __launch_bounds__(TC_THREADS)
     bool vis = false; /* whether any token may see the tile being scored */
     tc_entry x_next = {0, -1, false}; /* the entries of the next tile to queue */
     if (n_tiles > 0) {
-      vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, s0, tc_fetch(a, s0, s1), kstep, load_s,
+      vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, s0, tc_fetch(a, s0, s1, sp.stride), kstep, load_s,
                                              kpos_s, kmask_s, koff_s, ksc_s, flag);
       cp_async_commit();
-      x_next = tc_fetch(a, s0 + TC_KEYS, s1);
+      x_next = tc_fetch(a, s0 + TC_KEYS, s1, sp.stride);
     }
     for (int tile = 0; tile < n_tiles; tile++) {
       const int st = sp.stages == 2 ? tile & 1 : 0, kb = (tile & 1) * TC_KEYS, nb = TC_KEYS - kb;
@@ -215,7 +222,7 @@ __global__ void __launch_bounds__(TC_THREADS)
           vis_next = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next, x_next, kstep,
                                                       load_s + (st ^ 1) * stage_bytes, kpos_s + nb,
                                                       kmask_s + nb, koff_s + nb, ksc_s + nb, flag);
-          x_next = tc_fetch(a, next + TC_KEYS, s1);
+          x_next = tc_fetch(a, next + TC_KEYS, s1, sp.stride);
         }
         cp_async_commit(); /* (an empty group on the last tile keeps the wait count uniform) */
         cp_async_wait_one();
@@ -225,7 +232,7 @@ __global__ void __launch_bounds__(TC_THREADS)
           vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, next - TC_KEYS, x_next, kstep, load_s,
                                                  kpos_s + kb, kmask_s + kb, koff_s + kb,
                                                  ksc_s + kb, flag);
-          x_next = tc_fetch(a, next, s1);
+          x_next = tc_fetch(a, next, s1, sp.stride);
         }
         cp_async_commit();
         cp_async_wait_all();
@@ -258,12 +265,17 @@ __global__ void __launch_bounds__(TC_THREADS)
         if (fill[j] > room - TC_KEYS) {
           const int n = warp_cut_topk(cbase + (size_t)j * room, fill[j], K, K + TC_SLACK, hist_w,
                                       (uint64_t *)&thr[j], tc_top_bound(top[j]));
-          if (lane == 0) fill[j] = n;
+          if (lane == 0) dropped[j] += fill[j] - n, fill[j] = n;
         }
       __syncthreads();
       if (sp.stages == 2) vis = vis_next;
     }
     cp_async_wait_all();
+    /* every key at or above a token's start was appended (and kept or cut): K of them
+     * or more, and its K best are among them; fewer, and the repair scores it again */
+    if (fl.redo != NULL && threadIdx.x < gn && fl.thr0[t0 + threadIdx.x] > 1 &&
+        fill[threadIdx.x] + dropped[threadIdx.x] < K)
+      fl.redo[g] = 1;
     /* each token's K best, by a team of TC_WARPS / gn warps (a power of two; one warp
      * from 5 tokens on, or when no list holds more than K: then it is a copy, which
      * the teams' barriers made slower): a list of K (zero-padded) per chunk, or appended
@@ -345,7 +357,7 @@ static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, bo
         continue;
       for (int stages = 2; stages >= 1; stages--) {
         const tc_shape sp = {group, hp, (int)sc_cdiv((int64_t)group * hp, 16), stages,
-                             a->topk + tc_piece(a->topk)};
+                             a->topk + tc_piece(a->topk), 1};
         if (tc_lay(sp, dimp, es, wg, scaled, raw).total <= limits[li]) {
           *out = sp;
           return 0;
@@ -379,7 +391,7 @@ static int tc_chunks(int64_t groups, int64_t resident, int64_t most) {
 static int dim_padded(int dim) { return dim <= 32 ? 32 : dim <= 64 ? 64 : 128; }
 
 typedef void (*tc_kernel)(sc_indexer_args, int, tc_shape, int64_t, uint64_t *, uint64_t *,
-                          int *, int64_t, int *);
+                          int *, int64_t, int *, tc_floor);
 
 template <int FMT>
 static tc_kernel tc_instance(int dimp, bool vec) {
@@ -430,6 +442,64 @@ static tc_kernel tc_pick(const sc_indexer_args *a, const tc_path &p) {
                : tc_instance<SC_KFMT_BF16>(p.dimp, p.vec);
 }
 
+/* Sampled floors. Where scoring is cheap beside selecting (few head rows of few values:
+ * model-long's 4 x 64) and a token sees many keys, most of the indexer's time went to
+ * appending candidates and cutting lists: a threshold that starts at 1 lets a token's
+ * first K + tc_piece(K) keys in, all of them, and the cuts that follow read them again
+ * (a 32k prompt: ~14 ms a layer on an H100, its products a fraction of one). So a first
+ * pass scores every S-th key of each token's list and selects each token's r best of
+ * them (r a little above K / S); the r-th, a key some token truly has, starts its
+ * threshold in the full pass. Keys at or above it are r S of the token's keys or so,
+ * a little above K: no cuts, a short list to select from. Exact whatever the sample:
+ * a start at or below the token's K-th best key loses nothing; a start above it shows as
+ * fewer than K keys appended, and a repair pass scores that token's group again from 1
+ * (r sits 4 standard deviations of a uniform sample's rank above K / S, so that is rare;
+ * a sample that is not uniform, scores periodic in the list, costs time, never keys).
+ * The picks never depend on S, r or the repair; the three launches always run, whatever
+ * the keys (a decision on the device, none on the host). */
+__global__ void k_idx_floor(const uint64_t *sample, int r, int n_tok, int G,
+                            unsigned long long *thr0, int *redo) {
+  sc_dev_pdl_enter();
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n_tok) return;
+  /* the sample pass wrote each token's r best, or all it had and zeros after them */
+  const uint64_t *row = sample + t * r;
+  uint64_t lo = ~0ull;
+  int n = 0;
+  for (int i = 0; i < r; i++)
+    if (row[i] != 0) lo = row[i] < lo ? row[i] : lo, n++;
+  thr0[t] = n == r ? lo : 1; /* fewer than r sampled: no start, every key appends */
+  if (t % G == 0) redo[t / G] = 0;
+}
+
+/* The sample's stride S for the floors (1: none). Only where a token's list is one chunk
+ * (a prompt of many tokens: decode tokens and short chunks spread a token over chunks
+ * instead) and the tile's products are few (hp x dimp <= 1024: 64 heads of 128 are
+ * bound by their products, which a sample pass would add to), over lists of 8K keys or
+ * more (max_keys). S: the largest power of two up to 32 with K / S >= 64 (so r keeps a
+ * uniform sample's spread within a fifth of K / S): the sample pass costs a tile's
+ * fixed work per sampled tile, and at S = 8 it was a fifth of a 32k prompt's indexer
+ * (ncu, H100, 2026-12-06). SPARSECP_INDEXER_FLOORS=S (a power of two) fixes it, for
+ * comparisons in one run. */
+static int tc_sample_stride(const sc_kcuda *c, const sc_indexer_args *a, const tc_shape &sp,
+                            int dimp, int n_chunks) {
+  if (c->idx_floors == 0 || n_chunks != 1 || a->max_keys < 8 * (int64_t)a->topk ||
+      sp.hp * dimp > 1024)
+    return 1;
+  if (c->idx_floors > 1) return c->idx_floors;
+  int S = 1;
+  while (2 * S <= 32 && 2 * S <= a->topk / 64) S *= 2;
+  return S >= 4 ? S : 1;
+}
+
+/* The sample's r: K / S and four standard deviations of a uniform sample's count. */
+static int tc_sample_r(int K, int S) {
+  const int m = (int)sc_cdiv(K, S);
+  int sd = 1;
+  while (sd * sd < m) sd++;
+  return m + 4 * sd + 4;
+}
+
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
   SC_KCHECK(sc_kcheck_indexer(a, sc_kcuda_check_rows));
@@ -470,16 +540,52 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
                             (size_t)a->topk;
   const size_t cand_bytes = sizeof(uint64_t) * (size_t)grid * sp.group * sp.room;
   const size_t radix_bytes = n_chunks == 1 ? 0 : sc_kcuda_topk_radix_bytes(a->n_tok, a->topk);
-  char *scratch = (char *)sc_kcuda_scratch(c, list_bytes + cand_bytes + radix_bytes);
+  const int S = tc_sample_stride(c, a, sp, path.dimp, n_chunks), r = tc_sample_r(a->topk, S);
+  const size_t floor_bytes = S == 1 ? 0
+                                    : sizeof(uint64_t) * (size_t)a->n_tok * r +
+                                          sizeof(uint64_t) * (size_t)a->n_tok +
+                                          sizeof(int) * (size_t)groups;
+  char *scratch =
+      (char *)sc_kcuda_scratch(c, list_bytes + cand_bytes + radix_bytes + floor_bytes);
   if (scratch == NULL) return SC_ENOMEM;
   uint64_t *keys = (uint64_t *)scratch, *cand = (uint64_t *)(scratch + list_bytes);
   void *radix = scratch + list_bytes + cand_bytes;
+  tc_floor none = {NULL, NULL, NULL}, fl = none;
+  if (S > 1) { /* the sample pass, its floors, then the full pass and its repair */
+    char *f = scratch + list_bytes + cand_bytes + radix_bytes;
+    uint64_t *sample = (uint64_t *)f;
+    unsigned long long *thr0 =
+        (unsigned long long *)(f + sizeof(uint64_t) * (size_t)a->n_tok * r);
+    int *redo = (int *)((char *)thr0 + sizeof(uint64_t) * (size_t)a->n_tok);
+    sc_indexer_args as = *a;
+    as.topk = r;
+    tc_shape ss = sp;
+    ss.stride = S;
+    /* a list that holds every sampled key of a token: no cuts (within the full pass's
+     * candidate memory, which the sample pass uses before it) */
+    const int64_t all = sc_cdiv(a->max_keys, S) + TC_KEYS;
+    ss.room = r + tc_piece(r);
+    if (ss.room < all) ss.room = all < sp.room ? (int)all : sp.room;
+    sc_kcuda_launch(c, fn, (unsigned)grid, TC_THREADS, smem, as, 1, ss, n_items, cand, sample,
+                    (int *)NULL, (int64_t)r, c->err_flag, none);
+    if ((rc = SC_CUDA_CHECK_LAUNCH("indexer sample")) != 0) return rc;
+    sc_kcuda_launch(c, k_idx_floor, (unsigned)sc_cdiv(a->n_tok, 256), 256, 0, (const uint64_t *)sample,
+                    r, a->n_tok, sp.group, thr0, redo);
+    if ((rc = SC_CUDA_CHECK_LAUNCH("indexer floors")) != 0) return rc;
+    fl = {thr0, redo, NULL};
+  }
   int *counts = NULL; /* one list per token when NULL: one block per token sorts it */
   if (n_chunks > 1 && (rc = sc_kcuda_topk_radix_begin(c, a->n_tok, radix, &counts)) != 0)
     return rc;
   sc_kcuda_launch(c, fn, (unsigned)grid, TC_THREADS, smem, *a, n_chunks, sp, n_items, cand, keys,
-                  counts, (int64_t)n_chunks * a->topk, c->err_flag);
+                  counts, (int64_t)n_chunks * a->topk, c->err_flag, fl);
   if ((rc = SC_CUDA_CHECK_LAUNCH("indexer")) != 0) return rc;
+  if (S > 1) { /* the repair: the groups whose start was above a token's K-th best */
+    const tc_floor repair = {NULL, NULL, fl.redo};
+    sc_kcuda_launch(c, fn, (unsigned)grid, TC_THREADS, smem, *a, n_chunks, sp, n_items, cand,
+                    keys, counts, (int64_t)n_chunks * a->topk, c->err_flag, repair);
+    if ((rc = SC_CUDA_CHECK_LAUNCH("indexer repair")) != 0) return rc;
+  }
   if (n_chunks == 1)
     return sc_kcuda_topk_finish(c, a->n_tok, 1, a->topk, keys, a->out_pos, a->out_cand, NULL);
   /* the chunks appended their survivors per token; a select over many blocks finishes */

@@ -57,8 +57,21 @@ __host__ __device__ constexpr bool tc_w8(int dimp, int fmt, bool wg) {
  * of it changes what is selected. */
 typedef struct tc_shape {
   int group, hp, m_tiles, stages;
-  int room; /* a token's candidate list in global memory: K + tc_piece(K) keys */
+  int room;   /* a token's candidate list in global memory: K + tc_piece(K) keys */
+  int stride; /* 1; S: a sample pass, over every S-th entry of the key list (a token's
+               * range [b, e) becomes entries [ceil(b/S), ceil(e/S)) of the sample,
+               * sample entry i being list entry i S: cuda_indexer.cu's floors) */
 } tc_shape;
+
+/* Where a token's threshold starts, and the pass that repairs a wrong start (the sampled
+ * floors of cuda_indexer.cu). All NULL: every threshold starts at 1, every group is
+ * scored. */
+typedef struct tc_floor {
+  const unsigned long long *thr0; /* [n_tok] the first threshold of each token */
+  int *redo;       /* [groups]: set where a token of the group appended fewer than K keys
+                    * from a start above 1, so its K best may lie below the start */
+  const int *only; /* [groups]: only the groups set here are scored (the repair) */
+} tc_floor;
 
 /* Shared memory of one block: byte offsets of its arrays, in this order (every part a
  * multiple of 16 bytes, so the 16-byte cp.async and ldmatrix addresses stay aligned):
@@ -72,8 +85,8 @@ typedef struct tc_shape {
  *   scales of q's heads f32 [16 m_tiles] (fp8_index keys only),
  *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int
  *   [2][2][TC_KEYS], the scales of fp8_index keys f32 [2][TC_KEYS] (none for other
- *   formats), cut bins int [TC_WARPS][256], fills and token ranges int
- *   [4][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int [2][TC_WARPS].
+ *   formats), cut bins int [TC_WARPS][256], fills, token ranges and keys dropped by
+ *   cuts int [5][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int [2][TC_WARPS].
  * A key or q row is DIMP + TC_PAD elements (the padding keeps mma.sync's fragment loads
  * conflict-free); with WG (wgmma scoring) DIMP elements in the 128-byte-swizzled layout
  * of cuda_wgmma.cuh, which wants the keys and q 1024-aligned: the kernel aligns the
@@ -102,7 +115,7 @@ __host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int es
   l.ksc = l.kmask + sizeof(int) * 2 * TC_KEYS;
   l.hist = l.ksc + (scaled ? sizeof(float) * 2 * TC_KEYS : 0);
   l.fill = l.hist + sizeof(int) * TC_WARPS * 256;
-  l.total = l.fill + sizeof(int) * (4 * TC_GROUP_MAX + 2 * TC_WARPS) + (wg ? 1024 : 0);
+  l.total = l.fill + sizeof(int) * (5 * TC_GROUP_MAX + 2 * TC_WARPS) + (wg ? 1024 : 0);
   return l;
 }
 
@@ -163,11 +176,13 @@ typedef struct tc_entry {
   bool in; /* within the segment */
 } tc_entry;
 
-/* Thread i < TC_KEYS: the entry of key e0 + i of the list (the segment ends at s1). */
-__device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_t s1) {
+/* Thread i < TC_KEYS: the entry of key e0 + i of the list, or of its sample of every
+ * stride-th entry (the segment ends at s1). */
+__device__ inline tc_entry tc_fetch(const sc_indexer_args &a, int64_t e0, int64_t s1,
+                                    int stride) {
   tc_entry x = {0, -1, false};
-  const int64_t e = e0 + threadIdx.x;
-  if (threadIdx.x < TC_KEYS && e < s1) {
+  const int64_t e = (e0 + threadIdx.x) * stride;
+  if (threadIdx.x < TC_KEYS && e0 + threadIdx.x < s1) {
     x.pos = a.key_pos[e];
     x.row = a.key_rows ? a.key_rows[e] : e;
     x.in = true;
@@ -414,32 +429,52 @@ __device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_
           if (g == 0) sc_w[j * TC_KW + nt * 8 + 2 * c + x] = part[nt][x];
         }
     }
-  } else { /* 16 / hp tokens per m-tile: a row per lane, then the token's hp lanes */
-    /* hp is a power of two here: shifts and masks, not the integer divisions a runtime
-     * divisor costs in every m-tile (ncu, H200, 2026-12-03: a 32k prompt's scoring spent
-     * a tenth of its instructions there), and the shuffle steps unrolled */
+  } else { /* 16 / hp tokens per m-tile, scored transposed: keys as the rows */
+    /* The warp's 16 keys are the A operand (their fragments are b's registers: keys g
+     * and g + 8 are column g of b's two column tiles) and each half of the m-tile's q
+     * rows a B operand (the halves of the same ldmatrix load), so a lane holds keys g
+     * and g + 8 against q rows 2c and 2c + 1 of each half: two heads of one token from
+     * hp = 2 on, added in the lane, then xor 1 (and 2) over the token's 4 (8) rows' lanes.
+     * That is the tree the rows-as-q fold added (heads h and h ^ 1, then pairs, then
+     * fours; each product w x ReLU rounded alone, __fmul_rn: no fused multiply-add), in a
+     * quarter of its shuffles, which were the scoring's largest stall (ncu, H100,
+     * 2026-12-06: a 32k prompt's full pass). hp is a power of two below 16. */
     const int lhp = 31 - __clz(hp), per = 16 >> lhp;
     for (int mt = 0; mt * per < gn; mt++) {
-      float acc[TC_NT][4];
-      tc_mtile<KS, LD>(acc, q_s, mt, lane, b);
-      const float w0 = w_s[mt * 16 + g], w1 = w_s[mt * 16 + g + 8];
-      const int j0 = mt * per + (g >> lhp), j1 = j0 + (8 >> lhp); /* rows g and g + 8 */
+      float acc[2][4]; /* [half of the m-tile][key g: q rows 2c, 2c + 1; key g + 8: same] */
 #pragma unroll
-      for (int nt = 0; nt < TC_NT; nt++)
+      for (int h = 0; h < 2; h++) acc[h][0] = acc[h][1] = acc[h][2] = acc[h][3] = 0.0f;
 #pragma unroll
-        for (int x = 0; x < 2; x++) {
-          float p0 = w0 * fmaxf(acc[nt][x], 0.0f), p1 = w1 * fmaxf(acc[nt][2 + x], 0.0f);
+      for (int ks = 0; ks < KS; ks++) {
+        uint32_t qf[4];
+        ldsm_x4(qf, q_s + (size_t)(mt * 16 + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8);
+        const uint32_t ka[4] = {b[ks][0][0], b[ks][1][0], b[ks][0][1], b[ks][1][1]};
+        const uint32_t q0[2] = {qf[0], qf[2]}, q1[2] = {qf[1], qf[3]};
+        mma_bf16_16816(acc[0], ka, q0);
+        mma_bf16_16816(acc[1], ka, q1);
+      }
 #pragma unroll
-          for (int off = 4; off < 32; off <<= 1)
-            if (off < 4 * hp) { /* (uniform: every lane takes the same steps) */
-              p0 += __shfl_xor_sync(0xffffffffu, p0, off);
-              p1 += __shfl_xor_sync(0xffffffffu, p1, off);
-            }
-          if ((g & (hp - 1)) == 0) {
-            if (j0 < gn) sc_w[j0 * TC_KW + nt * 8 + 2 * c + x] = p0;
-            if (j1 < gn) sc_w[j1 * TC_KW + nt * 8 + 2 * c + x] = p1;
-          }
+      for (int h = 0; h < 2; h++) {
+        const int row = mt * 16 + h * 8 + 2 * c; /* q rows row, row + 1 */
+        const float w0 = w_s[row], w1 = w_s[row + 1];
+        float p[2]; /* keys g, g + 8 */
+#pragma unroll
+        for (int y = 0; y < 2; y++) {
+          const float e0 = __fmul_rn(w0, fmaxf(acc[h][2 * y], 0.0f));
+          const float e1 = __fmul_rn(w1, fmaxf(acc[h][2 * y + 1], 0.0f));
+          p[y] = e0; /* hp = 1: rows row and row + 1 are two tokens */
+          if (hp >= 2) p[y] = e0 + e1;
+          if (hp >= 4) p[y] += __shfl_xor_sync(0xffffffffu, p[y], 1);
+          if (hp >= 8) p[y] += __shfl_xor_sync(0xffffffffu, p[y], 2);
         }
+        const int j = row >> lhp;
+        if ((row & (hp - 1)) == 0) { /* the token's first lane */
+          if (j < gn) sc_w[j * TC_KW + g] = p[0], sc_w[j * TC_KW + 8 + g] = p[1];
+          if (hp == 1 && j + 1 < gn) /* the second token of the pair */
+            sc_w[(j + 1) * TC_KW + g] = __fmul_rn(w1, fmaxf(acc[h][1], 0.0f)),
+            sc_w[(j + 1) * TC_KW + 8 + g] = __fmul_rn(w1, fmaxf(acc[h][3], 0.0f));
+        }
+      }
     }
   }
   __syncwarp();

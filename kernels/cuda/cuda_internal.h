@@ -36,6 +36,9 @@ typedef struct sc_kcuda {
   int attn_cross;        /* ... and over fp8_ds_mla rows of 128-head models, clusters of
                             two blocks that dequantize for each other; SPARSECP_ATTN_CROSS=0:
                             one block a head group */
+  int idx_floors;        /* prompts of few index heads start each token's threshold at a
+                            sampled floor (cuda_indexer.cu): 1, the sample's stride by
+                            its rule; SPARSECP_INDEXER_FLOORS=0: off (at 1), =S: stride S */
   cudaStream_t stream;
   int own_stream;
   void *blas;            /* cublasHandle_t; math mode set at create and by set_tf32 */

@@ -799,17 +799,31 @@ static int cmp_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* prompt: the tokens of one prompt in order, each seeing the first request's entries up
- * to its own position (the ranges the metadata gives a causal prompt: cuda_indexer.cu's
- * ordered tokens); else the two requests below, at random positions. */
+/* How an indexer case is laid out (bits). IDX_PROMPT: the tokens of one prompt in order,
+ * each seeing the first request's entries up to its own position (the ranges the metadata
+ * gives a causal prompt: cuda_indexer.cu's ordered tokens); else the two requests below,
+ * at random positions. IDX_BOUND: max_keys given (the first request's length, a bound of
+ * every range), which lets a prompt of few head rows take the sampled floors
+ * (cuda_indexer.cu). IDX_PERIODIC: and every 32nd entry of the list a key 8 times as
+ * long, so that a sample of every 4th entry over-rates a token's keys and starts its
+ * threshold above its K-th best wherever it sees ~1600 keys or more: the repair's case. */
+enum { IDX_PROMPT = 1, IDX_BOUND = 2, IDX_PERIODIC = 4 };
+
 static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, int32_t n_tok,
-                            bool prompt) {
+                            int how) {
+  const bool prompt = how & IDX_PROMPT;
   /* two requests sharing one key list: tokens of the first see entries [0, L0), of the
    * second [L0, L), rows permuted, positions 0.. within each range */
   const int32_t L0 = 4000, L = 6000, R = 7000;
   float *q = gt_rand_f32((size_t)n_tok * heads * dim, -1, 1);
   float *w = gt_rand_f32((size_t)n_tok * heads, 0.01, 0.1);
   float *kf = gt_rand_f32((size_t)R * dim, -1, 1);
+  int32_t *rows = malloc(sizeof(int32_t) * R), *kpos = malloc(sizeof(int32_t) * L);
+  for (int32_t i = 0; i < R; i++) rows[i] = i;
+  gt_shuffle_i32(rows, R);
+  if (how & IDX_PERIODIC)
+    for (int32_t e = 0; e < L; e += 32)
+      for (int32_t d = 0; d < dim; d++) kf[(size_t)rows[e] * dim + d] *= 8.0f;
   uint16_t *kb = malloc(sizeof(uint16_t) * (size_t)R * dim);
   for (int64_t i = 0; i < (int64_t)R * dim; i++) {
     kb[i] = sc_f32_to_bf16(kf[i]);
@@ -819,9 +833,6 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
   int64_t ld = dim;
   float *ks = fmt == SC_KFMT_FP8_INDEX ? malloc(sizeof(float) * R) : NULL;
   uint8_t *k8 = ks ? fp8_index_rows(kf, R, dim, &ld, ks) : NULL;
-  int32_t *rows = malloc(sizeof(int32_t) * R), *kpos = malloc(sizeof(int32_t) * L);
-  for (int32_t i = 0; i < R; i++) rows[i] = i;
-  gt_shuffle_i32(rows, R);
   for (int32_t e = 0; e < L; e++) kpos[e] = e < L0 ? e : e - L0;
   int32_t *qpos = malloc(sizeof(int32_t) * (size_t)n_tok), *kbeg = malloc(sizeof(int32_t) * (size_t)n_tok),
           *kend = malloc(sizeof(int32_t) * (size_t)n_tok);
@@ -855,6 +866,7 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
   a.q = Q.g, a.w = W.g, a.q_pos = Qp.g, a.keys = (sc_krows){K.g, fmt, ld, R};
   a.key_rows = Rw.g, a.key_pos = Kp.g, a.key_begin = Kb.g, a.key_end = Ke.g;
   a.out_pos = Op.g, a.out_cand = Oc.g;
+  a.max_keys = how & (IDX_BOUND | IDX_PERIODIC) ? L0 : 0;
   CHECK(G->ops->indexer_topk(G, &a) == 0, "indexer");
   a.q = Q.c, a.w = W.c, a.q_pos = Qp.c, a.keys = (sc_krows){K.c, fmt, ld, R};
   a.key_rows = Rw.c, a.key_pos = Kp.c, a.key_begin = Kb.c, a.key_end = Ke.c;
@@ -933,11 +945,13 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
     }
   }
   free(qr), free(kr), free(all);
+  const char *as = how == 0 ? "" : how == IDX_PROMPT ? " (a prompt)"
+                      : how & IDX_PERIODIC ? " (bounded, periodic keys)" : " (bounded)";
   CHECK(bad == 0, "indexer fmt %d heads %d dim %d topk %d tokens %d%s: %d mismatches (%d ties)",
-        fmt, heads, dim, topk, n_tok, prompt ? " (a prompt)" : "", bad, ties);
+        fmt, heads, dim, topk, n_tok, as, bad, ties);
   printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d%s: %d picks tied with the K-th, "
          "%d picks unlike the f32 CPU reference within the bf16 rounding\n",
-         fmt, heads, dim, topk, n_tok, prompt ? " (a prompt)" : "", ties, cpu_diff);
+         fmt, heads, dim, topk, n_tok, as, ties, cpu_diff);
   pfree(Q), pfree(W), pfree(K), pfree(Rw), pfree(Kp), pfree(Qp), pfree(Kb), pfree(Ke),
       pfree(Oc), pfree(Op);
   free(q), free(w), free(kf), free(kb), free(rows), free(kpos), free(qpos), free(kbeg),
@@ -945,12 +959,16 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
 }
 
 static void indexer_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, int32_t n_tok) {
-  indexer_case_as(fmt, heads, dim, topk, n_tok, false);
+  indexer_case_as(fmt, heads, dim, topk, n_tok, 0);
 }
 
 static void case_indexer(void) {
-  indexer_case_as(SC_KFMT_F32, 4, 64, 256, 9000, true); /* a prompt: 32 tokens a block */
-  indexer_case_as(SC_KFMT_BF16, 64, 128, 300, 1100, true);
+  indexer_case_as(SC_KFMT_F32, 4, 64, 256, 9000, IDX_PROMPT); /* 32 tokens a block */
+  /* ... with its bound: the sampled floors, and keys that make them wrong (the repair) */
+  indexer_case_as(SC_KFMT_BF16, 4, 64, 256, 9000, IDX_PROMPT | IDX_BOUND);
+  indexer_case_as(SC_KFMT_BF16, 4, 64, 256, 9000, IDX_PROMPT | IDX_PERIODIC);
+  indexer_case_as(SC_KFMT_F32, 4, 64, 256, 1102, IDX_BOUND); /* groups across requests */
+  indexer_case_as(SC_KFMT_BF16, 64, 128, 300, 1100, IDX_PROMPT);
   indexer_case(SC_KFMT_F32, 16, 64, 300, 24);
   indexer_case(SC_KFMT_BF16, 8, 128, 2048, 10);
   indexer_case(SC_KFMT_F32, 4, 40, 17, 12);
@@ -964,7 +982,7 @@ static void case_indexer(void) {
   indexer_case(SC_KFMT_F32, 64, 70, 128, 12);  /* ... element by element: not in float4s */
   /* fp8_index keys (e4m3 widened to bf16 on the way in, the scale on the head sum): wgmma
    * and mma.sync, 8-byte loads and byte by byte, a prompt and decode tokens */
-  indexer_case_as(SC_KFMT_FP8_INDEX, 64, 128, 300, 1100, true);
+  indexer_case_as(SC_KFMT_FP8_INDEX, 64, 128, 300, 1100, IDX_PROMPT);
   indexer_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 20);
   indexer_case(SC_KFMT_FP8_INDEX, 4, 64, 2048, 1);
   indexer_case(SC_KFMT_FP8_INDEX, 8, 36, 100, 12); /* rows not in 16-byte pieces */
