@@ -1,0 +1,15 @@
+#!/bin/bash
+# build.sh - the next call, prepared in session 39 (2026-12-06) for issue 18: main against
+# notop (branch wip/idx-notop, pending/notop.patch): behind a sampled floor the full
+# pass's appends stop keeping each token's largest score word (two reduce_max a
+# half-warp pair and a shared atomicMax every append round: ~8% of the pass's stall
+# samples, ncu of main fd6cd15, results/state-2026-12-06c/call1), and a cut or the end's
+# select finds the largest itself (ptxas: 112-128 registers, no spill); with it dcpmax
+# (pending/dcpmax.patch, the branch's second commit): the DCP prefill's indexer call gets
+# its chunk's extent as max_keys, so a long prompt's chunks take the floors at N > 1 too
+# (no effect at P1 N1). From the repository root (~3 minutes).
+export VARIANTS_DIR=bench/results/next-2026-12-09
+. bench/results/attn-cross-2026-12-05/variants.sh
+build_variant main "" "" "sparsecp"
+build_variant notop "notop dcpmax" "" "sparsecp"
+stage_devrun main notop
