@@ -7,9 +7,14 @@
 # select finds the largest itself (ptxas: 112-128 registers, no spill); with it dcpmax
 # (pending/dcpmax.patch, the branch's second commit): the DCP prefill's indexer call gets
 # its chunk's extent as max_keys, so a long prompt's chunks take the floors at N > 1 too
-# (no effect at P1 N1). From the repository root (~3 minutes).
+# (no effect at P1 N1). And sortsw (branch wip/sort-swizzle, pending/sortsw.patch): the
+# register bitonic sort's exchanges across warps in xor-swizzled shared-memory slots,
+# where in order they were 8-way bank conflicts (the sort, k_topk_final, was 2.6 of a 32k
+# prompt's 10.8 ms indexer, its largest stall "mio"). From the repository root (~5
+# minutes).
 export VARIANTS_DIR=bench/results/next-2026-12-09
 . bench/results/attn-cross-2026-12-05/variants.sh
 build_variant main "" "" "sparsecp"
 build_variant notop "notop dcpmax" "" "sparsecp"
-stage_devrun main notop
+build_variant sortsw "sortsw" ""
+stage_devrun main notop sortsw
