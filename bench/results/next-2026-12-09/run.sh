@@ -6,7 +6,8 @@
 # H100), bench e2e over bf16 rows of main and notop. PART=2 (a second call, ~5 minutes):
 # run --verify of model-long at P2 N2 over bf16 rows with two 8k prompts in one step
 # (dcpmax: the floors in the DCP prefill chunks) and a 32k prompt's TTFT at P2 N2 on the
-# one GPU (host collectives) of main and notop. Merge notop for a clear gain on the 32k
+# one GPU (host collectives) of main and notop, then main's 32k prompt as one step under
+# --profile (where the rest of its TTFT goes). Merge notop for a clear gain on the 32k
 # prompt with its checks clean, dcpmax with its verify, sortsw for a gain with its cases
 # (then its memcheck and all of test_gpu_kernels on the merged tree).
 . bench/device_common.sh
@@ -40,5 +41,14 @@ for v in main notop main notop; do
   echo "P2 N2 32k prompt $v rc=$?"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' ttft', d.get('ttft_ms_p50'), d.get('error'))" "$OUT/p2n2-$v.json"
 done
 lap p2n2
+# where a 32k prompt's 67 ms go when it is one step (the TTFT: 2 x ~16 ms of
+# attention, 2 x ~10.8 of indexer, ~14 of the rest): main, profiled, P1 N1
+SPARSECP_LOG=info timeout 120 .devrun/main/sparsecp run --device cuda --pcp 1 --dcp 1 --clients 1 \
+  --model examples/model-long.json --kv-format bf16 --token-budget 32768 --max-model-len 32800 \
+  --num-blocks 1100 --requests "$OUT/long.jsonl" --profile --json > "$OUT/prof-long.json" 2> "$OUT/prof-long.err"
+echo "profiled 32k prompt, one step rc=$?"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' ttft', d.get('ttft_ms_p50'), d.get('error'))" "$OUT/prof-long.json"
+grep -A24 "by time" "$OUT/prof-long.err" | cut -c1-160 | head -26
+grep -iE "stage" "$OUT/prof-long.err" | head -4 | cut -c1-250
+lap profile
 fi
 cd "$OUT" && tar czf all.tgz *.log *.json *.err 2>/dev/null; rm -f *.log *.json *.err
