@@ -1,27 +1,27 @@
 #!/bin/bash
 # run.sh - the next call, prepared in session 39 (binaries: build.sh; carry [".devrun"]:
 # export LD_LIBRARY_PATH=$PWD/.devrun/lib; bash run.sh). ~6 minutes: notop's indexer
-# cases and their memcheck, sortsw's indexer and top-K cases, kernel.indexer of main,
-# notop and sortsw alternating twice (the 32k prompt's indexer: main 10.8 ms on an
+# cases and their memcheck, sort128's indexer and top-K cases, kernel.indexer of main,
+# notop, sortsw and sort128 alternating twice (the 32k prompt's indexer: main 10.8 ms on an
 # H100), bench e2e over bf16 rows of main and notop. PART=2 (a second call, ~5 minutes):
 # run --verify of model-long at P2 N2 over bf16 rows with two 8k prompts in one step
 # (dcpmax: the floors in the DCP prefill chunks) and a 32k prompt's TTFT at P2 N2 on the
 # one GPU (host collectives) of main and notop, then main's 32k prompt as one step under
 # --profile (where the rest of its TTFT goes). Merge notop for a clear gain on the 32k
-# prompt with its checks clean, dcpmax with its verify, sortsw for a gain with its cases
-# (then its memcheck and all of test_gpu_kernels on the merged tree).
+# prompt with its checks clean, dcpmax with its verify, sortsw / sort128 for a gain with
+# the cases (then their memcheck and all of test_gpu_kernels on the merged tree).
 . bench/device_common.sh
 if has 1; then
 SC_GPU_CASES=indexer timeout 200 .devrun/notop/test_gpu_kernels > "$OUT/test_indexer.log" 2>&1
 echo "notop indexer cases rc=$? $(grep -c '^ok' "$OUT/test_indexer.log") ok"; grep -E "FAIL|not ok" "$OUT/test_indexer.log" | cut -c1-200 | head
 SC_GPU_CASES=indexer timeout 300 compute-sanitizer --tool memcheck .devrun/notop/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1
 echo "memcheck indexer notop rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log")"
-for c in indexer topk; do
-  SC_GPU_CASES=$c timeout 150 .devrun/sortsw/test_gpu_kernels > "$OUT/test_sortsw_$c.log" 2>&1
-  echo "sortsw $c cases rc=$? $(grep -c '^ok' "$OUT/test_sortsw_$c.log") ok"; grep -E "FAIL|not ok" "$OUT/test_sortsw_$c.log" | cut -c1-200 | head -5
+for c in indexer topk; do # (sort128 holds sortsw: its cases cover both)
+  SC_GPU_CASES=$c timeout 150 .devrun/sort128/test_gpu_kernels > "$OUT/test_sort128_$c.log" 2>&1
+  echo "sort128 $c cases rc=$? $(grep -c '^ok' "$OUT/test_sort128_$c.log") ok"; grep -E "FAIL|not ok" "$OUT/test_sort128_$c.log" | cut -c1-200 | head -5
 done
 lap checks
-indexer_alternating "main notop sortsw"
+indexer_alternating "main notop sortsw sort128"
 lap indexer
 e2e_each_bf16() { local v; for v in "$@"; do
   timeout 100 .devrun/$v/sparsecp bench e2e --device cuda --kv-format bf16 --json > "$OUT/e2e-$v.json" 2> "$OUT/e2e-$v.err"
