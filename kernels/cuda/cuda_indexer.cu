@@ -208,8 +208,8 @@ __global__ void __launch_bounds__(TC_THREADS)
     bool vis = false; /* whether any token may see the tile being scored */
     tc_entry x_next = {0, -1, false}; /* the entries of the next tile to queue */
     if (n_tiles > 0) {
-      vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, s0, tc_fetch(a, s0, s1, sp.stride), kstep, load_s,
-                                             kpos_s, kmask_s, koff_s, ksc_s, flag);
+      vis = tc_load_tile<DIMP, FMT, VEC, WG>(a, tk, s0, tc_fetch(a, s0, s1, sp.stride), kstep,
+                                             load_s, kpos_s, kmask_s, koff_s, ksc_s, flag);
       cp_async_commit();
       x_next = tc_fetch(a, s0 + TC_KEYS, s1, sp.stride);
     }
@@ -476,11 +476,11 @@ __global__ void k_idx_floor(const uint64_t *sample, int r, int n_tok, int G,
  * (a prompt of many tokens: decode tokens and short chunks spread a token over chunks
  * instead) and the tile's products are few (hp x dimp <= 1024: 64 heads of 128 are
  * bound by their products, which a sample pass would add to), over lists of 8K keys or
- * more (max_keys). S: the largest power of two up to 32 with K / S >= 64 (so r keeps a
- * uniform sample's spread within a fifth of K / S): the sample pass costs a tile's
- * fixed work per sampled tile, and at S = 8 it was a fifth of a 32k prompt's indexer
- * (ncu, H100, 2026-12-06). SPARSECP_INDEXER_FLOORS=S (a power of two) fixes it, for
- * comparisons in one run. */
+ * more (max_keys). S: the largest power of two up to 32 with K / S >= 64 (where r's
+ * margin, 4 sqrt(K / S), is at most half of K / S). The sample pass costs a tile's
+ * fixed work per sampled tile: at S = 8 it was a sixth of a 32k prompt's indexer, at
+ * 32 a twentieth, and 64 was no faster (ncu and kernel.indexer, H100, 2026-12-06).
+ * SPARSECP_INDEXER_FLOORS=S (a power of two) fixes it, for comparisons in one run. */
 static int tc_sample_stride(const sc_kcuda *c, const sc_indexer_args *a, const tc_shape &sp,
                             int dimp, int n_chunks) {
   if (c->idx_floors == 0 || n_chunks != 1 || a->max_keys < 8 * (int64_t)a->topk ||
@@ -569,8 +569,8 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
     sc_kcuda_launch(c, fn, (unsigned)grid, TC_THREADS, smem, as, 1, ss, n_items, cand, sample,
                     (int *)NULL, (int64_t)r, c->err_flag, none);
     if ((rc = SC_CUDA_CHECK_LAUNCH("indexer sample")) != 0) return rc;
-    sc_kcuda_launch(c, k_idx_floor, (unsigned)sc_cdiv(a->n_tok, 256), 256, 0, (const uint64_t *)sample,
-                    r, a->n_tok, sp.group, thr0, redo);
+    sc_kcuda_launch(c, k_idx_floor, (unsigned)sc_cdiv(a->n_tok, 256), 256, 0,
+                    (const uint64_t *)sample, r, a->n_tok, sp.group, thr0, redo);
     if ((rc = SC_CUDA_CHECK_LAUNCH("indexer floors")) != 0) return rc;
     fl = {thr0, redo, NULL};
   }
