@@ -972,6 +972,11 @@ static void case_indexer(void) {
   indexer_case(SC_KFMT_F32, 16, 64, 300, 24);
   indexer_case(SC_KFMT_BF16, 8, 128, 2048, 10);
   indexer_case(SC_KFMT_F32, 4, 40, 17, 12);
+  /* below 4 head rows the transposed fold's other shapes: one head (a q row a token),
+   * two (both in a lane), three (four rows, one of weight zero) */
+  indexer_case(SC_KFMT_BF16, 1, 64, 100, 24);
+  indexer_case(SC_KFMT_F32, 2, 64, 128, 40);
+  indexer_case(SC_KFMT_BF16, 3, 64, 64, 1102);
   indexer_case(SC_KFMT_F32, 4, 64, 2048, 1); /* a decode token: chunks, the many-block select */
   indexer_case(SC_KFMT_F32, 4, 64, 256, 1102); /* grouped tokens, a group across requests */
   indexer_case(SC_KFMT_BF16, 8, 36, 100, 12);  /* rows not in 16-byte pieces: no cp.async */
