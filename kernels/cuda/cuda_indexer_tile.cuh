@@ -86,7 +86,8 @@ typedef struct tc_floor {
  *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int
  *   [2][2][TC_KEYS], the scales of fp8_index keys f32 [2][TC_KEYS] (none for other
  *   formats), cut bins int [TC_WARPS][256], fills, token ranges and keys dropped by
- *   cuts int [5][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int [2][TC_WARPS].
+ *   cuts int [5][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int
+ *   [2][TC_WARPS].
  * A key or q row is DIMP + TC_PAD elements (the padding keeps mma.sync's fragment loads
  * conflict-free); with WG (wgmma scoring) DIMP elements in the 128-byte-swizzled layout
  * of cuda_wgmma.cuh, which wants the keys and q 1024-aligned: the kernel aligns the
