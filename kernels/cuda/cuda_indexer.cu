@@ -113,10 +113,9 @@ __global__ void __launch_bounds__(TC_THREADS)
 
   for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
     const int64_t r = n_items - 1 - item; /* the heaviest first */
-    const int64_t t0 = r / n_chunks * G;
+    const int64_t g = r / n_chunks, t0 = g * G; /* the group, its first token */
     const int chunk = (int)(r % n_chunks);
     const int gn = a.n_tok - t0 < G ? (int)(a.n_tok - t0) : G;
-    const int64_t g = r / n_chunks;
     if (fl.only != NULL && fl.only[g] == 0) continue; /* (the same word for every thread) */
     __syncthreads(); /* the previous item is done with the shared words */
     if constexpr (FP8) { /* over fp8_index keys each head of q is rounded (kernels.h): its

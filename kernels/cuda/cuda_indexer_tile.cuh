@@ -69,7 +69,8 @@ typedef struct tc_shape {
 typedef struct tc_floor {
   const unsigned long long *thr0; /* [n_tok] the first threshold of each token */
   int *redo;       /* [groups]: set where a token of the group appended fewer than K keys
-                    * from a start above 1, so its K best may lie below the start */
+                    * from a start above 1, so its K best may lie below the start (only
+                    * with thr0) */
   const int *only; /* [groups]: only the groups set here are scored (the repair) */
 } tc_floor;
 

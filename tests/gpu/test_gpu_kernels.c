@@ -806,7 +806,9 @@ static int cmp_desc(const void *a, const void *b) {
  * every range), which lets a prompt of few head rows take the sampled floors
  * (cuda_indexer.cu). IDX_PERIODIC: and every 32nd entry of the list a key 8 times as
  * long, so that a sample of every 4th entry over-rates a token's keys and starts its
- * threshold above its K-th best wherever it sees ~1600 keys or more: the repair's case. */
+ * threshold above its K-th best wherever it sees ~2400 keys or more (a simulation of
+ * these distributions in Python: 2 of 3 tokens at 2400 keys, 3 of 3 from 3200, none up
+ * to 1600): the repair's case, which must then find the K best. */
 enum { IDX_PROMPT = 1, IDX_BOUND = 2, IDX_PERIODIC = 4 };
 
 static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, int32_t n_tok,
