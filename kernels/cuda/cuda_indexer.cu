@@ -255,8 +255,8 @@ __global__ void __launch_bounds__(TC_THREADS)
           tc_score_tile<DIMP, SFMT>(kt + (size_t)(warp * TC_KW) * LD * KES, q_s, w_s, sc_w, gn,
                                     hp, lane);
         const int col = kb + warp * TC_KW + (lane & 15);
-        tc_append(sc_w, kmask_s[col], kpos_s[col], FP8 ? ksc_s[col] : 1.0f, gn, thr, top, fill,
-                  cbase, room, flag, lane);
+        tc_append(sc_w, kmask_s[col], kpos_s[col], FP8 ? ksc_s[col] : 1.0f, gn, thr, top,
+                  fl.thr0 == NULL, fill, cbase, room, flag, lane);
       }
       __syncthreads();
       /* a list without room for the next tile is cut back, a warp per token */

@@ -568,13 +568,17 @@ __device__ inline void tc_score_tile_w8(uint32_t k_base, uint32_t q_base, const 
 /* Appends this warp's keys of the tile that reach their token's threshold to the token's
  * list: a half-warp per token (a lane per key), one atomic per half-warp. A key's score
  * is its head sum times kscale (an fp8_index key's scale; 1 for the other formats, which
- * leaves every score as it is). top[j] keeps
- * the largest high word (score bits) appended, a bound for the cuts (tc_top_bound):
+ * leaves every score as it is). With track_top, top[j] keeps
+ * the largest high word (score bits) appended, a bound for the cuts (tc_top_bound;
+ * without, top stays 0 and a cut finds the largest itself: behind a sampled floor
+ * lists are rarely cut, and the bound's reductions and atomic were ~8% of the pass's
+ * stalls, ncu, H100, 2026-12-06):
  * 32 bits, so a redux per half-warp and a native shared atomic, where a 64-bit maximum took four
  * shuffle rounds and a compare-and-swap loop on every tile that appended. */
 __device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos, float kscale,
                                  int gn, const unsigned long long *thr, unsigned *top,
-                                 int *fill, uint64_t *cb, int room, int *flag, int lane) {
+                                 bool track_top, int *fill, uint64_t *cb, int room, int *flag,
+                                 int lane) {
   const int half = lane >> 4, key = lane & 15;
   const unsigned half_lanes = 0xffffu << (16 * half);
   for (int j0 = 0; j0 < gn; j0 += 2) {
@@ -586,14 +590,17 @@ __device__ inline void tc_append(const float *sc_w, unsigned kmask, int32_t kpos
     if (all == 0) continue;
     const unsigned b = all & half_lanes;
     const int leader = b ? __ffs(b) - 1 : 16 * half;
-    const unsigned hw = want ? (unsigned)(k >> 32) : 0u; /* for the cuts' range */
-    const unsigned m0 = __reduce_max_sync(0xffffffffu, half == 0 ? hw : 0u);
-    const unsigned m1 = __reduce_max_sync(0xffffffffu, half == 1 ? hw : 0u);
-    const unsigned mk = half ? m1 : m0;
+    unsigned mk = 0;
+    if (track_top) { /* (uniform) */
+      const unsigned hw = want ? (unsigned)(k >> 32) : 0u; /* for the cuts' range */
+      const unsigned m0 = __reduce_max_sync(0xffffffffu, half == 0 ? hw : 0u);
+      const unsigned m1 = __reduce_max_sync(0xffffffffu, half == 1 ? hw : 0u);
+      mk = half ? m1 : m0;
+    }
     int base = 0;
     if (b && lane == leader) {
       base = atomicAdd(&fill[j], __popc(b));
-      atomicMax(&top[j], mk);
+      if (track_top) atomicMax(&top[j], mk);
     }
     base = __shfl_sync(0xffffffffu, base, leader);
     if (want) {
