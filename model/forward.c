@@ -598,7 +598,10 @@ static int attention_layer(step_ctx *s) {
           .q_pos = pos + tb, .keys = row_keys(s, ws, wsr.rows), .key_rows = deint,
           .key_pos = ckpos, .key_begin = ix(s, U_KB) + tb,
           .key_end = ix(s, U_KE) + tb, .out_pos = topk + (size_t)tb * s->K,
-          .out_cand = cand + (size_t)tb * s->K};
+          .out_cand = cand + (size_t)tb * s->K,
+          /* the chunk's key list is its extent (deint, ckpos): a bound of every range,
+           * which lets a long prompt's chunk take the sampled floors (cuda_indexer.cu) */
+          .max_keys = mc->extent_total};
       stage(s, SC_STAGE_INDEXER);
       if (own) CK(o->indexer_topk(k, &ia), "layer %d: indexer (chunk %d)", l, c);
       CK(capture(s, cand, tb, tb + n), "layer %d: top-K capture", l);
