@@ -134,13 +134,26 @@ __device__ inline uint64_t bitonic_keep(uint64_t a, uint64_t b, int i, int j, in
   return (a > b) == (lower == desc) ? a : b; /* one 64-bit compare, not two */
 }
 
+/* Where block_sort_desc_reg keeps element i in shared memory for its exchanges across
+ * warps: element e of the E a thread holds moves within the thread's E slots (xor), so
+ * that the 16 threads of a half-warp, each touching its own e, hit 16 different 8-byte
+ * bank pairs. In order (slot i), thread t's element e sat E x 8 bytes after thread t -
+ * 1's: at E = 8, 16 threads in two bank pairs, an 8-way conflict on every store and load
+ * of the exchanges (the sort's largest stall: ncu, H100, 2026-12-06, k_topk_final of a
+ * 32k prompt, "mio"). E is a power of two up to 16. */
+template <int E>
+__device__ inline int sort_slot(int i) {
+  constexpr int LG = E >= 16 ? 4 : E >= 8 ? 3 : E >= 4 ? 2 : E >= 2 ? 1 : 0;
+  return i ^ (((i / E) >> (4 - LG)) & (E - 1));
+}
+
 /* block_sort_desc with E = m / blockDim.x elements a thread, held in registers: thread
  * t holds elements t E .. t E + E - 1, so the exchanges at distance j < E stay in the
  * thread, those at j < 32 E go through warp shuffles, and only those at j >= 32 E through
- * shared memory (6 of the 66 stages at m = 2048 and 256 threads). The same network as
- * the plain version: the same result. The plain version's 66 block barriers and
- * shared-memory round trips took 30 us to sort one decode token's 2048 keys (H200,
- * 2026-12-03, k_rsel_sort), 4.6 ms a layer for a 32k prompt's (k_topk_final). */
+ * shared memory (6 of the 66 stages at m = 2048 and 256 threads), in sort_slot's places.
+ * The same network as the plain version: the same result. The plain version's 66 block
+ * barriers and shared-memory round trips took 30 us to sort one decode token's 2048 keys
+ * (H200, 2026-12-03, k_rsel_sort), 4.6 ms a layer for a 32k prompt's (k_topk_final). */
 template <int E>
 __device__ inline void block_sort_desc_reg(uint64_t *buf, int m) {
   const int base = (int)threadIdx.x * E;
@@ -153,10 +166,11 @@ __device__ inline void block_sort_desc_reg(uint64_t *buf, int m) {
       if (j >= 32 * E) { /* another warp's elements */
         __syncthreads(); /* (the last such stage's reads are done) */
 #pragma unroll
-        for (int e = 0; e < E; e++) buf[base + e] = v[e];
+        for (int e = 0; e < E; e++) buf[sort_slot<E>(base + e)] = v[e];
         __syncthreads();
 #pragma unroll
-        for (int e = 0; e < E; e++) v[e] = bitonic_keep(v[e], buf[(base + e) ^ j], base + e, j, k);
+        for (int e = 0; e < E; e++)
+          v[e] = bitonic_keep(v[e], buf[sort_slot<E>((base + e) ^ j)], base + e, j, k);
       } else { /* another lane's: the same e of lane ^ (j / E) */
 #pragma unroll
         for (int e = 0; e < E; e++)
