@@ -247,7 +247,9 @@ typedef struct sc_ropes {
  *   score(t, s) = Σ_h w[t,h] * ReLU(<q[t,h], key(s)>)
  * over the keys of token t that satisfy key_pos <= q_pos[t]; the top-K by score, ties to
  * the lower position, fewer candidates than topk -> the rest padded (pos -1, score -inf).
- * Output is sorted by (score desc, pos asc).
+ * Output order is a function of the selected set alone, so every layout lists a set
+ * alike: the CPU reference sorts by (score desc, pos asc), CUDA lists by ascending
+ * position (no sort: cuda_select.cuh); padding last in both.
  *
  * The keys of token t are the key-list entries e in [key_begin[t], key_end[t]): row
  * key_rows[e] of `keys` (or row e itself when key_rows is NULL) at position key_pos[e].
@@ -473,8 +475,8 @@ typedef struct sc_kernels_ops {
   /* ---- sparse attention path ---- */
   int (*indexer_topk)(sc_kernels *k, const sc_indexer_args *a);
   /* Global top-K from the candidates of n_shards DCP ranks, gathered rank-major:
-   * cand[(r * n_tok + t) * topk + i]. Same order and tie rule as indexer_topk; padding
-   * (pos -1) is ignored. Writes out_pos and/or out_cand ([n_tok][topk]; either NULL). */
+   * cand[(r * n_tok + t) * topk + i], in any order. Same output order and tie rule as
+   * indexer_topk; padding (pos -1) is ignored. Writes out_pos and/or out_cand ([n_tok][topk]; either NULL). */
   int (*topk_merge)(sc_kernels *k, int32_t n_tok, int32_t n_shards, int32_t topk,
                     const sc_kcand *cand, int32_t *out_pos, sc_kcand *out_cand);
   /* Top-K positions -> rows of a chunk's context_kv workspace (SPEC.md §5 step 5):

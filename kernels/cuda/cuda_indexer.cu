@@ -52,8 +52,8 @@
  *     three or four, one from five on or when no list holds more than K) selects
  *     exactly its K best into the item's output. Scores never leave the tile:
  *     nothing is allocated per (query, key).
- *  2. With one chunk a token, sc_kcuda_topk_finish (cuda_topk.cu) sorts and writes each
- *     token's K survivors; with several, the chunks append their survivors per token and
+ *  2. With one chunk a token, sc_kcuda_topk_finish (cuda_topk.cu) writes each token's
+ *     K survivors in position order; with several, the chunks append their survivors per token and
  *     sc_kcuda_topk_radix (cuda_topk_radix.cu) selects the K over many blocks.
  * The group size and chunk count come from the token count and the caller's bound of a
  * token's keys (max_keys; ops never read buffer contents on the host), so key ranges
@@ -523,7 +523,7 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   /* with the caller's bound of a token's keys, no more chunks than a group's keys fill
    * at TC_MIN_SEG each, and one up to TC_SPLIT_MIN keys: a decode token at a short
    * context was TC_CHUNKS_MAX chunks, all but one empty, and a select over all of them
-   * where one chunk needs only the sort. The chunks change nothing selected. */
+   * where one chunk needs only the write. The chunks change nothing selected. */
   const int64_t groups = sc_cdiv(a->n_tok, sp.group);
   const int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * c->num_sms;
   int64_t most = TC_CHUNKS_MAX;
@@ -573,7 +573,7 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
     if ((rc = SC_CUDA_CHECK_LAUNCH("indexer floors")) != 0) return rc;
     fl = {thr0, redo, NULL};
   }
-  int *counts = NULL; /* one list per token when NULL: one block per token sorts it */
+  int *counts = NULL; /* one list per token when NULL: one block per token writes it */
   if (n_chunks > 1 && (rc = sc_kcuda_topk_radix_begin(c, a->n_tok, radix, &counts)) != 0)
     return rc;
   sc_kcuda_launch(c, fn, (unsigned)grid, TC_THREADS, smem, *a, n_chunks, sp, n_items, cand, keys,

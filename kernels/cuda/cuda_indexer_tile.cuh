@@ -26,7 +26,7 @@
 #define TC_SMEM_MAX (SC_KCUDA_SMEM_MAX - 64) /* (the kernel's static words take the rest) */
 #define TC_MIN_SEG 256  /* keys of a chunk at least (2 tiles), so a short range spreads less */
 #define TC_SPLIT_MIN 512 /* keys of a group's range below which it is one chunk (no select
-                          * after the scores, only the sort of one list) */
+                          * after the scores, only the write of one list) */
 #define TC_CHUNKS_MAX 256 /* chunks of a token's range: a decode token over 128k keys takes
                            * 256 blocks of 512 keys, under the K of a block: no cut. Its
                            * op took 45.7 us, 49.8 with at most 128 chunks of at least 512

@@ -87,19 +87,19 @@ int sc_kcuda_check_rows(const sc_krows *r, int64_t width);
 #define SC_KCUDA_SMEM_MAX (227 * 1024)
 
 /* Top-K lists of 64-bit keys (cuda_common.cuh's order; 0 = none), n_lists of K per
- * token at keys[(t * n_lists + l) * K], merged into the sorted top-K of each token
- * (out_pos and/or out_cand, either NULL). `tree` is scratch of
+ * token at keys[(t * n_lists + l) * K], merged into the top-K of each token in position
+ * order (cuda_select.cuh; out_pos and/or out_cand, either NULL). `tree` is scratch of
  * sc_kcuda_topk_tree_bytes(n_tok, n_lists, K) bytes (none needed when that is 0). */
 size_t sc_kcuda_topk_tree_bytes(int n_tok, int n_lists, int K);
 int sc_kcuda_topk_finish(sc_kcuda *c, int n_tok, int n_lists, int K, const uint64_t *keys,
                          int32_t *out_pos, sc_kcand *out_cand, uint64_t *tree);
 
-/* The sorted top-K of tokens whose candidates are many (cuda_topk_radix.cu), selected
+/* The top-K (in position order) of tokens whose candidates are many (cuda_topk_radix.cu), selected
  * over many blocks per token. `scratch` is sc_kcuda_topk_radix_bytes(n_tok, K) bytes of
  * device memory; sc_kcuda_topk_radix_begin clears its counts and select state (queued)
  * and gives the per-token
  * counts the producer raises as it appends keys at keys[t * cap ...] (any order, 0 =
- * none); sc_kcuda_topk_radix then selects and writes the sorted top-K. */
+ * none); sc_kcuda_topk_radix then selects and writes the top-K. */
 size_t sc_kcuda_topk_radix_bytes(int n_tok, int K);
 int sc_kcuda_topk_radix_begin(sc_kcuda *c, int n_tok, void *scratch, int **count);
 int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64_t *keys,

@@ -125,108 +125,103 @@ __device__ inline int block_keep_topk(uint64_t *buf, int n, int K, uint64_t *tmp
   return block_keep_topk_counted(buf, n, block_count_nonzero(buf, n, sh), K, tmp, sh);
 }
 
-/* One compare-exchange of a bitonic sort, from the side of element i (value a, its
- * partner i ^ j holding b): what element i keeps. Runs of k are sorted descending where
- * i & k is 0, ascending elsewhere; the lower index of a pair takes the larger value in a
- * descending run. */
-__device__ inline uint64_t bitonic_keep(uint64_t a, uint64_t b, int i, int j, int k) {
-  const bool lower = (i & j) == 0, desc = (i & k) == 0;
-  return (a > b) == (lower == desc) ? a : b; /* one 64-bit compare, not two */
+/* ---- a token's selection written in position order ----
+ *
+ * Every CUDA top-K output (indexer_topk, topk_merge) lists a token's selected keys by
+ * ascending position, padding (-1) last. SPEC.md §7-8 fix the selected set, not an
+ * order, and any order that is a function of the set alone keeps every layout's lists
+ * the same (kernels.h); the CPU reference lists by score. Position order needs no sort:
+ * a key's slot is the number of selected positions below its own, read off a bitmap of
+ * the token's positions with a prefix count over its words. The bitonic sort by score it
+ * replaces was 2.0 of a 32k prompt's 10.2 ms indexer a layer (k_topk_final, H100,
+ * 2026-12-06, bench/long-context.md); the rows also reach the attention in the order
+ * the KV cache holds them.
+ *
+ * Positions are taken in windows of POS_WINDOW (one pass for contexts up to 32k, four
+ * at 128k), so any position a 32-bit int holds works. */
+#define POS_WORDS 1024
+#define POS_WINDOW (32 * POS_WORDS)
+#define POS_SMEM (sizeof(uint32_t) * POS_WORDS + sizeof(int) * (POS_WORDS + 32 + 2)) /* static */
+
+__device__ inline int32_t topk_key_pos(uint64_t key) {
+  return (int32_t)(0xffffffffu - (uint32_t)key);
 }
 
-/* Where block_sort_desc_reg keeps element i in shared memory for its exchanges across
- * warps: element e of the E a thread holds moves within the thread's E slots (xor), so
- * that the 16 threads of a half-warp, each touching its own e, hit 16 different 8-byte
- * bank pairs. In order (slot i), thread t's element e sat E x 8 bytes after thread t -
- * 1's: at E = 8, 16 threads in two bank pairs, an 8-way conflict on every store and load
- * of the exchanges (the sort's largest stall: ncu, H100, 2026-12-06, k_topk_final of a
- * 32k prompt, "mio"). E is a power of two up to 16. */
-template <int E>
-__device__ inline int sort_slot(int i) {
-  constexpr int LG = E >= 16 ? 4 : E >= 8 ? 3 : E >= 4 ? 2 : E >= 2 ? 1 : 0;
-  return i ^ (((i / E) >> (4 - LG)) & (E - 1));
-}
-
-/* block_sort_desc with E = m / blockDim.x elements a thread, held in registers: thread
- * t holds elements t E .. t E + E - 1, so the exchanges at distance j < E stay in the
- * thread, those at j < 32 E go through warp shuffles, and only those at j >= 32 E through
- * shared memory (6 of the 66 stages at m = 2048 and 256 threads), in sort_slot's places.
- * The same network as the plain version: the same result. The plain version's 66 block
- * barriers and shared-memory round trips took 30 us to sort one decode token's 2048 keys
- * (H200, 2026-12-03, k_rsel_sort), 4.6 ms a layer for a 32k prompt's (k_topk_final). */
-template <int E>
-__device__ inline void block_sort_desc_reg(uint64_t *buf, int m) {
-  const int base = (int)threadIdx.x * E;
-  uint64_t v[E];
-#pragma unroll
-  for (int e = 0; e < E; e++) v[e] = buf[base + e];
-  for (int k = 2; k <= m; k <<= 1) {
-    int j = k >> 1;
-    for (; j >= E; j >>= 1) {
-      if (j >= 32 * E) { /* another warp's elements */
-        __syncthreads(); /* (the last such stage's reads are done) */
-#pragma unroll
-        for (int e = 0; e < E; e++) buf[sort_slot<E>(base + e)] = v[e];
-        __syncthreads();
-#pragma unroll
-        for (int e = 0; e < E; e++)
-          v[e] = bitonic_keep(v[e], buf[sort_slot<E>((base + e) ^ j)], base + e, j, k);
-      } else { /* another lane's: the same e of lane ^ (j / E) */
-#pragma unroll
-        for (int e = 0; e < E; e++)
-          v[e] = bitonic_keep(v[e], __shfl_xor_sync(0xffffffffu, v[e], j / E), base + e, j, k);
-      }
-    }
-    /* j < E: within the thread (unrolled, so that v is indexed by constants) */
-#pragma unroll
-    for (int jj = E / 2; jj > 0; jj >>= 1) {
-      if (jj > j) continue;
-#pragma unroll
-      for (int e = 0; e < E; e++) {
-        if (e & jj) continue;
-        const uint64_t a = v[e], b = v[e + jj];
-        const bool first = (a > b) == (((base + e) & k) == 0); /* a stays at e */
-        v[e] = first ? a : b;
-        v[e + jj] = first ? b : a;
-      }
-    }
-  }
-  __syncthreads(); /* (the last shared-memory stage's reads are done) */
-#pragma unroll
-  for (int e = 0; e < E; e++) buf[base + e] = v[e];
+/* Writes the nonzero keys of buf[0..n) (shared memory, at most K of them, distinct
+ * positions; zero keys are padding) as out_pos[0..K) and/or out_cand[0..K) (either NULL)
+ * by ascending position, the rest padded as (-inf, -1). All threads of the block call
+ * it; blockDim.x is a power of two from 32 to POS_WORDS. */
+__device__ inline void block_write_by_position(const uint64_t *buf, int n, int K,
+                                               int32_t *out_pos, sc_kcand *out_cand) {
+  __shared__ uint32_t bits[POS_WORDS]; /* the window's positions */
+  __shared__ int below[POS_WORDS];     /* selected positions before each word */
+  __shared__ int warp_sum[32];
+  __shared__ int range[2];             /* the token's lowest and highest position */
+  const int tid = (int)threadIdx.x, nthr = (int)blockDim.x, lane = tid & 31;
+  const int warp = tid >> 5, warps = nthr >> 5, per = POS_WORDS / nthr;
+  if (tid == 0) range[0] = INT32_MAX, range[1] = -1;
   __syncthreads();
-}
-
-/* Sorts buf[0..m) (shared memory) descending; m a power of two; every thread of the
- * block calls it. The register version needs blockDim a multiple of 32 (full-warp
- * shuffles; every caller's is) and E = m / blockDim in 1..16; other sizes (m below the
- * block, or E = 32: top-K 8192 on 256 threads) take the plain network. */
-__device__ inline void block_sort_desc(uint64_t *buf, int m) {
-  if (blockDim.x % 32 == 0 && m % (int)blockDim.x == 0) {
-    switch (m / (int)blockDim.x) {
-    case 1: block_sort_desc_reg<1>(buf, m); return;
-    case 2: block_sort_desc_reg<2>(buf, m); return;
-    case 4: block_sort_desc_reg<4>(buf, m); return;
-    case 8: block_sort_desc_reg<8>(buf, m); return;
-    case 16: block_sort_desc_reg<16>(buf, m); return;
-    default: break;
+  int lo = INT32_MAX, hi = -1;
+  for (int i = tid; i < n; i += nthr)
+    if (buf[i] != 0) {
+      const int32_t p = topk_key_pos(buf[i]);
+      lo = p < lo ? p : lo;
+      hi = p > hi ? p : hi;
     }
+  for (int off = 16; off > 0; off >>= 1) {
+    const int l = __shfl_xor_sync(0xffffffffu, lo, off), h = __shfl_xor_sync(0xffffffffu, hi, off);
+    lo = l < lo ? l : lo;
+    hi = h > hi ? h : hi;
   }
-  for (int k = 2; k <= m; k <<= 1)
-    for (int j = k >> 1; j > 0; j >>= 1) {
-      for (int i = threadIdx.x; i < m; i += blockDim.x) {
-        const int ixj = i ^ j;
-        if (ixj > i) {
-          const uint64_t a = buf[i], b = buf[ixj];
-          const bool desc = (i & k) == 0;
-          if (desc ? a < b : a > b) {
-            buf[i] = b;
-            buf[ixj] = a;
-          }
-        }
-      }
-      __syncthreads();
+  if (lane == 0 && hi >= 0) atomicMin(&range[0], lo), atomicMax(&range[1], hi);
+  __syncthreads();
+  lo = range[0], hi = range[1];
+  int written = 0;
+  /* (no key at all: hi is -1 and no window runs) */
+  for (int64_t w0 = (int64_t)lo / POS_WINDOW * POS_WINDOW; w0 <= hi; w0 += POS_WINDOW) {
+    for (int w = tid; w < POS_WORDS; w += nthr) bits[w] = 0;
+    __syncthreads();
+    for (int i = tid; i < n; i += nthr) {
+      const int64_t d = buf[i] != 0 ? topk_key_pos(buf[i]) - w0 : -1;
+      if (d >= 0 && d < POS_WINDOW) atomicOr(&bits[d >> 5], 1u << (d & 31));
     }
+    __syncthreads();
+    /* the prefix count: each thread sums its `per` words, the block scans the sums */
+    int mine = 0;
+    for (int j = 0; j < per; j++) mine += __popc(bits[tid * per + j]);
+    int incl = mine;
+    for (int off = 1; off < 32; off <<= 1) {
+      const int o = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl += o;
+    }
+    if (lane == 31) warp_sum[warp] = incl;
+    __syncthreads();
+    int before = written + incl - mine, total = 0;
+    for (int v = 0; v < warps; v++) {
+      const int s = warp_sum[v];
+      before += v < warp ? s : 0;
+      total += s;
+    }
+    for (int j = 0; j < per; j++) {
+      below[tid * per + j] = before;
+      before += __popc(bits[tid * per + j]);
+    }
+    __syncthreads();
+    for (int i = tid; i < n; i += nthr) {
+      const int64_t d = buf[i] != 0 ? topk_key_pos(buf[i]) - w0 : -1;
+      if (d < 0 || d >= POS_WINDOW) continue;
+      const int slot = below[d >> 5] + __popc(bits[d >> 5] & ((1u << (d & 31)) - 1u));
+      const sc_kcand c = sc_dev_topk_cand(buf[i]);
+      if (out_pos) out_pos[slot] = c.pos;
+      if (out_cand) out_cand[slot] = c;
+    }
+    written += total;
+    __syncthreads(); /* (every thread has read the window before the next one clears it) */
+  }
+  for (int i = written + tid; i < K; i += nthr) {
+    if (out_pos) out_pos[i] = -1;
+    if (out_cand) out_cand[i] = sc_dev_topk_cand(0);
+  }
 }
 
 /* ---- cuts of a candidate list in global memory, by one warp or a team of warps ----

@@ -8,36 +8,31 @@
  * k_topk_final: blocks stream lists through the block select of cuda_select.cuh (as
  * many lists per round as fit in ~200 KB of shared memory, so a DCP merge of 4 x 2048
  * candidates is one select); with more lists than that, a tree of blocks reduces them
- * first; the last block per token bitonic-sorts the K winners and writes positions
- * and/or (score, position). topk_merge reads sc_kcand lists (position -1 = padding). */
+ * first; the last block per token writes the K winners in position order
+ * (cuda_select.cuh), as positions and/or (score, position). topk_merge reads sc_kcand
+ * lists (position -1 = padding). */
 #include "kernels/cuda/cuda_select.cuh"
 
 #define TOPK_THREADS 256
 
-static int pow2_at_least(int v) {
-  int p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
-/* ---- launch 2: merge lists (a tree of blocks when there are many), sort, write ----
+/* ---- launch 2: merge lists (a tree of blocks when there are many), write ----
  *
  * A block merges lists [g * per_block, ...) of its token, per_round lists per select.
  * With TO_KEYS it writes its K survivors (unsorted, 0 = none) as one list of the next
- * level; the last level (one block per token) sorts them and writes positions and/or
- * candidates. A tree, not one block streaming every list: a decode token's 32 chunk lists
- * in one block took 0.24 ms a layer (the block loads 512 KB and selects four times),
- * while the GPU sat idle. The selection is exact, so how lists are grouped cannot change
+ * level; the last level (one block per token) writes them in position order, as
+ * positions and/or candidates. A tree, not one block streaming every list: a decode
+ * token's 32 chunk lists in one block took 0.24 ms a layer (the block loads 512 KB and
+ * selects four times), while the GPU sat idle. The selection is exact, so how lists are grouped cannot change
  * which keys win. */
 
 template <bool FROM_CAND, bool TO_KEYS>
 __global__ void __launch_bounds__(TOPK_THREADS)
-    k_topk_final(int n_tok, int n_lists, int per_block, int K, int M, int per_round,
+    k_topk_final(int n_tok, int n_lists, int per_block, int K, int per_round,
                  const uint64_t *keys, const sc_kcand *cand, int32_t *out_pos,
                  sc_kcand *out_cand, uint64_t *out_keys) {
   sc_dev_pdl_enter();
   extern __shared__ __align__(16) unsigned char smem[];
-  uint64_t *buf = (uint64_t *)smem;        /* [K * (1 + per_round)] >= K + M */
+  uint64_t *buf = (uint64_t *)smem;        /* [K * (1 + per_round)] */
   uint64_t *tmp = buf + K * (1 + per_round); /* [K] */
   int *sh = (int *)(tmp + K);
   const int n_groups = (n_lists + per_block - 1) / per_block;
@@ -66,26 +61,21 @@ __global__ void __launch_bounds__(TOPK_THREADS)
     __syncthreads();
     /* one list of K (the indexer's with one chunk a token, one DCP shard, a tree level's
      * last group) holds no more than K keys: nothing to select. Its zero padding stays
-     * where it is: the sort puts it last, and a next level's select drops it. The
+     * where it is: the writer and a next level's select skip it. The
      * select's count and compaction were a quarter of a 32k prompt's final top-K (ncu,
      * H200, 2026-12-03). */
     if (n + take * K <= K) n += take * K;
     else n = block_keep_topk(buf, n + take * K, K, tmp, sh);
   }
-  if (TO_KEYS) {
+  if constexpr (TO_KEYS) {
     uint64_t *o = out_keys + ((int64_t)t * n_groups + g) * K;
     for (int i = threadIdx.x; i < K; i += blockDim.x) o[i] = i < n ? buf[i] : 0;
   } else {
-    for (int i = n + threadIdx.x; i < M; i += blockDim.x) buf[i] = 0;
-    __syncthreads();
-    block_sort_desc(buf, M);
-    for (int i = threadIdx.x; i < K; i += blockDim.x) {
-      const sc_kcand c = sc_dev_topk_cand(buf[i]);
-      if (out_pos) out_pos[t * K + i] = c.pos;
-      if (out_cand) out_cand[t * K + i] = c;
-    }
+    block_write_by_position(buf, n, K, out_pos ? out_pos + t * K : NULL,
+                            out_cand ? out_cand + t * K : NULL);
   }
 }
+static_assert(POS_WORDS % TOPK_THREADS == 0, "block_write_by_position: whole words a thread");
 
 /* Lists merged per select round: as many as fit in about 200 KB of shared memory. */
 static int final_per_round(int K, int n_lists) {
@@ -111,7 +101,8 @@ static size_t final_smem(int K, int per_round) {
  * (two kernel contexts in one process: the launch then fails). final_per_round keeps
  * K * (2 + per_round) within 200 KB / 8 for every K <= SC_KCUDA_TOPK_MAX. */
 #define FINAL_SMEM_MAX (200 * 1024 + sizeof(int) * SH_WORDS)
-static_assert(FINAL_SMEM_MAX <= SC_KCUDA_SMEM_MAX, "k_topk_final exceeds the sm_90 opt-in limit");
+static_assert(FINAL_SMEM_MAX + POS_SMEM <= SC_KCUDA_SMEM_MAX,
+              "k_topk_final exceeds the sm_90 opt-in limit");
 
 /* The tree's scratch: the lists of every level after the first (ping-pong). */
 size_t sc_kcuda_topk_tree_bytes(int n_tok, int n_lists, int K) {
@@ -133,8 +124,7 @@ static int launch_level(sc_kcuda *c, int n_tok, int n_lists, int per_block, int 
   const int64_t blocks = (int64_t)n_tok * sc_cdiv(n_lists, per_block);
   if (blocks > INT32_MAX) return SC_ERANGE;
   sc_kcuda_launch(c, k_topk_final<FROM_CAND, TO_KEYS>, (unsigned)blocks, TOPK_THREADS,
-                  final_smem(K, per_round), n_tok, n_lists, per_block, K, pow2_at_least(K),
-                  per_round, keys, cand, out_pos, out_cand, out_keys);
+                  final_smem(K, per_round), n_tok, n_lists, per_block, K, per_round, keys, cand, out_pos, out_cand, out_keys);
   return SC_CUDA_CHECK_LAUNCH("topk merge");
 }
 

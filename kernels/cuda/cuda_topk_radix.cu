@@ -15,21 +15,22 @@
  *     still needed (usually after the score's 32 bits and a few of the position's), or
  *     from the first pass when it has at most K keys; later passes skip it.
  *   gather: every key whose masked value is at least the prefix is one of the K.
- *   sort: one block per token sorts its K keys (bitonic) and writes them; or, when the
- *     step has few tokens, RANK_KEYS keys a block are ranked against all of the token's
- *     K (a key's slot is the count of keys above it), many blocks a token: one block's
+ *   write: one block per token writes its K keys in position order (cuda_select.cuh's
+ *     bitmap); or, when the step has few tokens, RANK_KEYS keys a block are ranked
+ *     against all of the token's K (a key's slot is the count of keys at lower
+ *     positions), many blocks a token: when this step was a sort by score, one block's
  *     bitonic sort of 2048 keys took 15.3 us of a decode token's ~60 us at 128k keys,
  *     the ranks in 32 blocks 6.9 us (ncu, H200, 2026-12-04); the op 57 -> 50 us.
- * Keys are distinct (positions are), so the selection is exact and the result (sorted)
- * does not depend on how the keys were split over chunks, blocks or launches: layout
- * invariance needs nothing more (SPEC.md §8). */
+ * Keys are distinct (positions are), so the selection is exact and the result (in
+ * position order) does not depend on how the keys were split over chunks, blocks or
+ * launches: layout invariance needs nothing more (SPEC.md §8). */
 #include "kernels/cuda/cuda_select.cuh"
 
 #define RSEL_THREADS 256
 #define RSEL_BITS 11
 #define RSEL_BINS (1 << RSEL_BITS)
 #define RSEL_PASSES 6 /* 5 x 11 + 9 bits */
-#define RSEL_SORT_THREADS 512
+#define RSEL_WRITE_THREADS 512
 #define RANK_KEYS 64 /* keys a ranking block places: two a lane of each warp */
 static_assert(RANK_KEYS == 64 && RSEL_THREADS >= RANK_KEYS && RSEL_THREADS % 32 == 0,
               "k_rsel_rank: lanes hold keys lane and 32 + lane, threads below RANK_KEYS write");
@@ -177,30 +178,30 @@ __global__ void __launch_bounds__(RSEL_THREADS)
   }
 }
 
-/* One block per token: its keys sorted descending, written as positions / candidates. */
-__global__ void __launch_bounds__(RSEL_SORT_THREADS)
-    k_rsel_sort(int K, int M, const rsel_tok *state, const uint64_t *sel, int32_t *out_pos,
-                sc_kcand *out_cand) {
+/* One block per token: its keys written in position order, as positions / candidates. */
+__global__ void __launch_bounds__(RSEL_WRITE_THREADS)
+    k_rsel_write(int K, const rsel_tok *state, const uint64_t *sel, int32_t *out_pos,
+                 sc_kcand *out_cand) {
   sc_dev_pdl_enter();
   extern __shared__ __align__(16) unsigned char smem[];
-  uint64_t *buf = (uint64_t *)smem; /* [M] */
+  uint64_t *buf = (uint64_t *)smem; /* [K] */
   const int64_t t = blockIdx.x;
   const int n = state[t].taken < K ? state[t].taken : K;
-  for (int i = threadIdx.x; i < M; i += RSEL_SORT_THREADS) buf[i] = i < n ? sel[t * K + i] : 0;
+  for (int i = threadIdx.x; i < n; i += RSEL_WRITE_THREADS) buf[i] = sel[t * K + i];
   __syncthreads();
-  block_sort_desc(buf, M);
-  for (int i = threadIdx.x; i < K; i += RSEL_SORT_THREADS) {
-    const sc_kcand c = sc_dev_topk_cand(buf[i]);
-    if (out_pos) out_pos[t * K + i] = c.pos;
-    if (out_cand) out_cand[t * K + i] = c;
-  }
+  block_write_by_position(buf, n, K, out_pos ? out_pos + t * K : NULL,
+                          out_cand ? out_cand + t * K : NULL);
 }
+static_assert(POS_WORDS % RSEL_WRITE_THREADS == 0, "block_write_by_position: whole words a thread");
+static_assert(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX + POS_SMEM <= SC_KCUDA_SMEM_MAX,
+              "k_rsel_write's shared memory");
 
 /* RANK_KEYS keys of token blockIdx.y's selection, from blockIdx.x * RANK_KEYS: the slot
- * of a key is the count of the token's keys above it (keys are distinct, so the slots
- * are those of the sorted order). Each warp counts over its eighth of the keys, the
- * warps' counts are added in a fixed order. Slots from the token's key count to K get
- * none, as the sort writes them. */
+ * of a key is the count of the token's keys at lower positions (positions are
+ * distinct, so the slots are those of k_rsel_write's order). A key's position is its
+ * low word reversed (cuda_common.cuh), so a lower position is a larger low word. Each
+ * warp counts over its eighth of the keys, the warps' counts are added in a fixed
+ * order. Slots from the token's key count to K get none, as k_rsel_write writes them. */
 __global__ void __launch_bounds__(RSEL_THREADS)
     k_rsel_rank(int K, const rsel_tok *state, const uint64_t *sel, int32_t *out_pos,
                 sc_kcand *out_cand) {
@@ -219,9 +220,9 @@ __global__ void __launch_bounds__(RSEL_THREADS)
   const int per = (n + warps - 1) / warps, lo = warp * per, hi = lo + per < n ? lo + per : n;
   int r0 = 0, r1 = 0;
   for (int j = lo; j < hi; j++) {
-    const uint64_t y = all[j];
-    r0 += y > x0;
-    r1 += y > x1;
+    const uint32_t y = (uint32_t)all[j];
+    r0 += y > (uint32_t)x0;
+    r1 += y > (uint32_t)x1;
   }
   part[warp][lane] = r0;
   part[warp][32 + lane] = r1;
@@ -264,7 +265,8 @@ int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64
   }
   sc_kcuda_launch(c, k_rsel_gather, grid, RSEL_THREADS, 0, cap, K, keys, count, state, sel);
   if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select gather"))) return rc;
-  /* ranks when the sort would leave most SMs idle: at most about two ranking blocks an SM */
+  /* ranks when one block a token would leave most SMs idle: at most about two ranking
+   * blocks an SM */
   const int rank_blocks = (int)sc_cdiv(K, RANK_KEYS);
   if ((int64_t)n_tok * rank_blocks <= 2 * (int64_t)c->num_sms) {
     const size_t all = sizeof(uint64_t) * (size_t)K;
@@ -276,14 +278,12 @@ int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64
                            RSEL_THREADS, all, K, state, sel, out_pos, out_cand);
     return SC_CUDA_CHECK_LAUNCH("top-K rank");
   }
-  int M = 1;
-  while (M < K) M <<= 1;
-  const size_t smem = sizeof(uint64_t) * (size_t)M;
-  rc = sc_kcuda_err(cudaFuncSetAttribute(k_rsel_sort, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const size_t smem = sizeof(uint64_t) * (size_t)K;
+  rc = sc_kcuda_err(cudaFuncSetAttribute(k_rsel_write, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX)),
-                    "top-K sort smem");
+                    "top-K write smem");
   if (rc) return rc;
-  sc_kcuda_launch(c, k_rsel_sort, (unsigned)n_tok, RSEL_SORT_THREADS, smem, K, M, state, sel,
+  sc_kcuda_launch(c, k_rsel_write, (unsigned)n_tok, RSEL_WRITE_THREADS, smem, K, state, sel,
                   out_pos, out_cand);
-  return SC_CUDA_CHECK_LAUNCH("top-K sort");
+  return SC_CUDA_CHECK_LAUNCH("top-K write");
 }

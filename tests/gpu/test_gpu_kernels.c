@@ -903,11 +903,9 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
       ng += g[i].pos >= 0;
       nc += c[i].pos >= 0;
       if (pg[(size_t)t * topk + i] != g[i].pos) bad++;
-      /* GPU order: (score desc, pos asc), padding last: written as (-inf, -1), not left
-       * as the poison (a score of NaN) */
-      if (i > 0 && g[i].pos >= 0 &&
-          !(g[i - 1].score > g[i].score || (g[i - 1].score == g[i].score && g[i - 1].pos < g[i].pos)))
-        bad++;
+      /* GPU order: ascending position (kernels.h), padding last: written as (-inf, -1),
+       * not left as the poison (a score of NaN) */
+      if (i > 0 && g[i].pos >= 0 && !(g[i - 1].pos < g[i].pos)) bad++;
       if (g[i].pos < 0 && (g[i].pos != -1 || !(g[i].score == -INFINITY) ||
                            (i + 1 < topk && g[i + 1].pos >= 0)))
         bad++;
@@ -1181,6 +1179,11 @@ static void case_indexer_invariance(void) {
 
 /* ---- top-K merge and position maps ---- */
 
+static int cmp_cand_pos(const void *x, const void *y) {
+  const int32_t a = ((const sc_kcand *)x)->pos, b = ((const sc_kcand *)y)->pos;
+  return (a > b) - (a < b);
+}
+
 /* shards 23 at topk 2048: more lists than one select round takes, so a tree of blocks */
 static void topk_merge_case(int32_t n_tok, int32_t shards, int32_t topk) {
   const size_t n = (size_t)n_tok * shards * topk;
@@ -1205,6 +1208,15 @@ static void topk_merge_case(int32_t n_tok, int32_t shards, int32_t topk) {
   int32_t *pg = malloc(bytes), *pc = malloc(bytes);
   CHECK(down(Oc, hg, hc, bytes) == 0 && down(Op, pg, pc, sizeof(int32_t) * (size_t)n_tok * topk) == 0,
         "sync");
+  /* the CPU reference lists best-first, CUDA by position (kernels.h): the same set in
+   * the GPU's order, padding last in both */
+  for (int32_t t = 0; t < n_tok; t++) {
+    sc_kcand *c = hc + (size_t)t * topk;
+    int32_t nv = 0;
+    while (nv < topk && c[nv].pos >= 0) nv++;
+    qsort(c, (size_t)nv, sizeof *c, cmp_cand_pos);
+    for (int32_t i = 0; i < topk; i++) pc[(size_t)t * topk + i] = c[i].pos;
+  }
   CHECK(memcmp(hg, hc, bytes) == 0, "merged candidates differ");
   CHECK(memcmp(pg, pc, sizeof(int32_t) * (size_t)n_tok * topk) == 0, "merged positions differ");
   printf("     merge tok=%d shards=%d topk=%d: equal to the reference\n", n_tok, shards, topk);
