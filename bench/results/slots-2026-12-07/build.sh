@@ -1,0 +1,12 @@
+#!/bin/bash
+# build.sh - prepared in session 40 (2026-12-06) for the next session: main (8454967 or
+# later: the top-K in position order) against fast (pending/fast.patch = branch
+# wip/slots32: topk_to_slots in 32-bit arithmetic, four entries a thread, where six 64-bit
+# divisions an entry made it 0.70 ms a layer of a 32k prompt; and the forward pass asks
+# the indexer for scores only where a DCP merge or a capture reads them, not 512 MB a
+# layer of a 32k prompt for nothing). From the repository root (~4 minutes).
+export VARIANTS_DIR=bench/results/slots-2026-12-07
+. bench/results/attn-cross-2026-12-05/variants.sh
+build_variant main "" "" "sparsecp"
+build_variant fast "fast" "" "sparsecp test_gpu_graphs"
+stage_devrun main fast
