@@ -1,6 +1,7 @@
 /* cuda_select.cuh - block-wide selection of the K largest 64-bit top-K keys
- * (cuda_common.cuh's sc_dev_topk_key order), shared by the indexer's scoring kernel and
- * the top-K merge (not a public header).
+ * (cuda_common.cuh's sc_dev_topk_key order) and the writing of a selection in position
+ * order, shared by the indexer's scoring kernel and the top-K merge (not a public
+ * header).
  *
  * The block helpers are called by every thread of the block with the same n (the cuts
  * at the end, by one warp or a team of warps: see there), and loop over [0, n) in steps
@@ -141,7 +142,8 @@ __device__ inline int block_keep_topk(uint64_t *buf, int n, int K, uint64_t *tmp
  * at 128k), so any position a 32-bit int holds works. */
 #define POS_WORDS 1024
 #define POS_WINDOW (32 * POS_WORDS)
-#define POS_SMEM (sizeof(uint32_t) * POS_WORDS + sizeof(int) * (POS_WORDS + 32 + 2)) /* static */
+/* the writer's static shared memory (its callers' budgets count it) */
+#define POS_SMEM (sizeof(uint32_t) * POS_WORDS + sizeof(int) * (POS_WORDS + 32 + 2))
 
 __device__ inline int32_t topk_key_pos(uint64_t key) {
   return (int32_t)(0xffffffffu - (uint32_t)key);
@@ -169,7 +171,8 @@ __device__ inline void block_write_by_position(const uint64_t *buf, int n, int K
       hi = p > hi ? p : hi;
     }
   for (int off = 16; off > 0; off >>= 1) {
-    const int l = __shfl_xor_sync(0xffffffffu, lo, off), h = __shfl_xor_sync(0xffffffffu, hi, off);
+    const int l = __shfl_xor_sync(0xffffffffu, lo, off);
+    const int h = __shfl_xor_sync(0xffffffffu, hi, off);
     lo = l < lo ? l : lo;
     hi = h > hi ? h : hi;
   }

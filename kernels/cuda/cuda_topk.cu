@@ -22,8 +22,8 @@
  * level; the last level (one block per token) writes them in position order, as
  * positions and/or candidates. A tree, not one block streaming every list: a decode
  * token's 32 chunk lists in one block took 0.24 ms a layer (the block loads 512 KB and
- * selects four times), while the GPU sat idle. The selection is exact, so how lists are grouped cannot change
- * which keys win. */
+ * selects four times), while the GPU sat idle. The selection is exact, so how lists
+ * are grouped cannot change which keys win. */
 
 template <bool FROM_CAND, bool TO_KEYS>
 __global__ void __launch_bounds__(TOPK_THREADS)
@@ -124,7 +124,8 @@ static int launch_level(sc_kcuda *c, int n_tok, int n_lists, int per_block, int 
   const int64_t blocks = (int64_t)n_tok * sc_cdiv(n_lists, per_block);
   if (blocks > INT32_MAX) return SC_ERANGE;
   sc_kcuda_launch(c, k_topk_final<FROM_CAND, TO_KEYS>, (unsigned)blocks, TOPK_THREADS,
-                  final_smem(K, per_round), n_tok, n_lists, per_block, K, per_round, keys, cand, out_pos, out_cand, out_keys);
+                  final_smem(K, per_round), n_tok, n_lists, per_block, K, per_round, keys, cand,
+                  out_pos, out_cand, out_keys);
   return SC_CUDA_CHECK_LAUNCH("topk merge");
 }
 
