@@ -4,9 +4,11 @@
 # wip/slots32: topk_to_slots in 32-bit arithmetic, four entries a thread, where six 64-bit
 # divisions an entry made it 0.70 ms a layer of a 32k prompt; and the forward pass asks
 # the indexer for scores only where a DCP merge or a capture reads them, not 512 MB a
-# layer of a 32k prompt for nothing). From the repository root (~4 minutes).
+# layer of a 32k prompt for nothing), with pending/tf32.patch (branch wip/gemm-tf32:
+# SPARSECP_GEMM_TF32=1 puts cuBLAS's gemms on TF32 tensor cores; off unless set, so the
+# one binary is both sides). From the repository root (~4 minutes).
 export VARIANTS_DIR=bench/results/slots-2026-12-07
 . bench/results/attn-cross-2026-12-05/variants.sh
 build_variant main "" "" "sparsecp"
-build_variant fast "fast" "" "sparsecp test_gpu_graphs"
+build_variant fast "fast tf32" "" "sparsecp test_gpu_graphs"
 stage_devrun main fast
