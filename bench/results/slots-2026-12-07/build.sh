@@ -6,9 +6,12 @@
 # the indexer for scores only where a DCP merge or a capture reads them, not 512 MB a
 # layer of a 32k prompt for nothing), with pending/tf32.patch (branch wip/gemm-tf32:
 # SPARSECP_GEMM_TF32=1 puts cuBLAS's gemms on TF32 tensor cores; off unless set, so the
-# one binary is both sides). From the repository root (~4 minutes).
+# one binary is both sides) and pending/norms.patch (branch wip/norm-warps: RMSNorm of
+# rows up to 2048 wide by a warp a row, the 256-thread block's sums replayed to the bit;
+# the 32k prompt's q_norm / kv_norm took 178 us a launch). From the repository root
+# (~4 minutes).
 export VARIANTS_DIR=bench/results/slots-2026-12-07
 . bench/results/attn-cross-2026-12-05/variants.sh
 build_variant main "" "" "sparsecp"
-build_variant fast "fast tf32" "" "sparsecp test_gpu_graphs"
+build_variant fast "fast tf32 norms" "" "sparsecp test_gpu_graphs"
 stage_devrun main fast
