@@ -476,7 +476,8 @@ typedef struct sc_kernels_ops {
   int (*indexer_topk)(sc_kernels *k, const sc_indexer_args *a);
   /* Global top-K from the candidates of n_shards DCP ranks, gathered rank-major:
    * cand[(r * n_tok + t) * topk + i], in any order. Same output order and tie rule as
-   * indexer_topk; padding (pos -1) is ignored. Writes out_pos and/or out_cand ([n_tok][topk]; either NULL). */
+   * indexer_topk; padding (pos -1) is ignored. Writes out_pos and/or out_cand
+   * ([n_tok][topk]; either NULL). */
   int (*topk_merge)(sc_kernels *k, int32_t n_tok, int32_t n_shards, int32_t topk,
                     const sc_kcand *cand, int32_t *out_pos, sc_kcand *out_cand);
   /* Top-K positions -> rows of a chunk's context_kv workspace (SPEC.md §5 step 5):

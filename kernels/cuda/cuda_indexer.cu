@@ -53,8 +53,9 @@
  *     exactly its K best into the item's output. Scores never leave the tile:
  *     nothing is allocated per (query, key).
  *  2. With one chunk a token, sc_kcuda_topk_finish (cuda_topk.cu) writes each token's
- *     K survivors in position order; with several, the chunks append their survivors per token and
- *     sc_kcuda_topk_radix (cuda_topk_radix.cu) selects the K over many blocks.
+ *     K survivors in position order; with several, the chunks append their survivors
+ *     per token and sc_kcuda_topk_radix (cuda_topk_radix.cu) selects the K over many
+ *     blocks.
  * The group size and chunk count come from the token count and the caller's bound of a
  * token's keys (max_keys; ops never read buffer contents on the host), so key ranges
  * stay on the device. A prompt of few index heads over long lists runs stage 1 three

@@ -94,10 +94,10 @@ size_t sc_kcuda_topk_tree_bytes(int n_tok, int n_lists, int K);
 int sc_kcuda_topk_finish(sc_kcuda *c, int n_tok, int n_lists, int K, const uint64_t *keys,
                          int32_t *out_pos, sc_kcand *out_cand, uint64_t *tree);
 
-/* The top-K (in position order) of tokens whose candidates are many (cuda_topk_radix.cu), selected
- * over many blocks per token. `scratch` is sc_kcuda_topk_radix_bytes(n_tok, K) bytes of
- * device memory; sc_kcuda_topk_radix_begin clears its counts and select state (queued)
- * and gives the per-token
+/* The top-K (in position order) of tokens whose candidates are many
+ * (cuda_topk_radix.cu), selected over many blocks per token. `scratch` is
+ * sc_kcuda_topk_radix_bytes(n_tok, K) bytes of device memory; sc_kcuda_topk_radix_begin
+ * clears its counts and select state (queued) and gives the per-token
  * counts the producer raises as it appends keys at keys[t * cap ...] (any order, 0 =
  * none); sc_kcuda_topk_radix then selects and writes the top-K. */
 size_t sc_kcuda_topk_radix_bytes(int n_tok, int K);

@@ -192,7 +192,8 @@ __global__ void __launch_bounds__(RSEL_WRITE_THREADS)
   block_write_by_position(buf, n, K, out_pos ? out_pos + t * K : NULL,
                           out_cand ? out_cand + t * K : NULL);
 }
-static_assert(POS_WORDS % RSEL_WRITE_THREADS == 0, "block_write_by_position: whole words a thread");
+static_assert(POS_WORDS % RSEL_WRITE_THREADS == 0,
+              "block_write_by_position: whole words a thread");
 static_assert(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX + POS_SMEM <= SC_KCUDA_SMEM_MAX,
               "k_rsel_write's shared memory");
 
@@ -279,7 +280,8 @@ int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64
     return SC_CUDA_CHECK_LAUNCH("top-K rank");
   }
   const size_t smem = sizeof(uint64_t) * (size_t)K;
-  rc = sc_kcuda_err(cudaFuncSetAttribute(k_rsel_write, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  rc = sc_kcuda_err(cudaFuncSetAttribute(k_rsel_write,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX)),
                     "top-K write smem");
   if (rc) return rc;
