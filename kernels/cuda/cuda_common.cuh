@@ -147,6 +147,11 @@ __device__ inline uint64_t sc_dev_topk_key(float score, int32_t pos) {
   return ((uint64_t)u << 32) | (uint64_t)(0xffffffffu - (uint32_t)pos);
 }
 
+/* The position of a nonzero key (of 0: -1, as sc_dev_topk_cand gives it). */
+__device__ inline int32_t sc_dev_topk_pos(uint64_t key) {
+  return (int32_t)(0xffffffffu - (uint32_t)key);
+}
+
 __device__ inline sc_kcand sc_dev_topk_cand(uint64_t key) {
   sc_kcand c;
   if (key == 0) {
@@ -157,7 +162,7 @@ __device__ inline sc_kcand sc_dev_topk_cand(uint64_t key) {
   uint32_t u = (uint32_t)(key >> 32);
   u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
   c.score = __uint_as_float(u);
-  c.pos = (int32_t)(0xffffffffu - (uint32_t)key);
+  c.pos = sc_dev_topk_pos(key);
   return c;
 }
 

@@ -145,10 +145,6 @@ __device__ inline int block_keep_topk(uint64_t *buf, int n, int K, uint64_t *tmp
 /* the writer's static shared memory (its callers' budgets count it) */
 #define POS_SMEM (sizeof(uint32_t) * POS_WORDS + sizeof(int) * (POS_WORDS + 32 + 2))
 
-__device__ inline int32_t topk_key_pos(uint64_t key) {
-  return (int32_t)(0xffffffffu - (uint32_t)key);
-}
-
 /* Writes the nonzero keys of buf[0..n) (shared memory, at most K of them, distinct
  * positions; zero keys are padding) as out_pos[0..K) and/or out_cand[0..K) (either NULL)
  * by ascending position, the rest padded as (-inf, -1). All threads of the block call
@@ -166,7 +162,7 @@ __device__ inline void block_write_by_position(const uint64_t *buf, int n, int K
   int lo = INT32_MAX, hi = -1;
   for (int i = tid; i < n; i += nthr)
     if (buf[i] != 0) {
-      const int32_t p = topk_key_pos(buf[i]);
+      const int32_t p = sc_dev_topk_pos(buf[i]);
       lo = p < lo ? p : lo;
       hi = p > hi ? p : hi;
     }
@@ -185,7 +181,7 @@ __device__ inline void block_write_by_position(const uint64_t *buf, int n, int K
     for (int w = tid; w < POS_WORDS; w += nthr) bits[w] = 0;
     __syncthreads();
     for (int i = tid; i < n; i += nthr) {
-      const int64_t d = buf[i] != 0 ? topk_key_pos(buf[i]) - w0 : -1;
+      const int64_t d = buf[i] != 0 ? sc_dev_topk_pos(buf[i]) - w0 : -1;
       if (d >= 0 && d < POS_WINDOW) atomicOr(&bits[d >> 5], 1u << (d & 31));
     }
     __syncthreads();
@@ -211,7 +207,7 @@ __device__ inline void block_write_by_position(const uint64_t *buf, int n, int K
     }
     __syncthreads();
     for (int i = tid; i < n; i += nthr) {
-      const int64_t d = buf[i] != 0 ? topk_key_pos(buf[i]) - w0 : -1;
+      const int64_t d = buf[i] != 0 ? sc_dev_topk_pos(buf[i]) - w0 : -1;
       if (d < 0 || d >= POS_WINDOW) continue;
       const int slot = below[d >> 5] + __popc(bits[d >> 5] & ((1u << (d & 31)) - 1u));
       const sc_kcand c = sc_dev_topk_cand(buf[i]);

@@ -199,10 +199,8 @@ static_assert(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX + POS_SMEM <= SC_KCUDA_SMEM_M
 
 /* RANK_KEYS keys of token blockIdx.y's selection, from blockIdx.x * RANK_KEYS: the slot
  * of a key is the count of the token's keys at lower positions (positions are
- * distinct, so the slots are those of k_rsel_write's order). A key's position is its
- * low word reversed (cuda_common.cuh), so a lower position is a larger low word. Each
- * warp counts over its eighth of the keys, the warps' counts are added in a fixed
- * order. Slots from the token's key count to K get none, as k_rsel_write writes them. */
+ * distinct, so the slots are those of k_rsel_write's order). Each warp counts over its
+ * eighth of the keys, the warps' counts are added in a fixed order. Slots from the token's key count to K get none, as k_rsel_write writes them. */
 __global__ void __launch_bounds__(RSEL_THREADS)
     k_rsel_rank(int K, const rsel_tok *state, const uint64_t *sel, int32_t *out_pos,
                 sc_kcand *out_cand) {
@@ -220,10 +218,11 @@ __global__ void __launch_bounds__(RSEL_THREADS)
   const uint64_t x1 = first + 32 + lane < n ? all[first + 32 + lane] : 0;
   const int per = (n + warps - 1) / warps, lo = warp * per, hi = lo + per < n ? lo + per : n;
   int r0 = 0, r1 = 0;
+  const int32_t p0 = sc_dev_topk_pos(x0), p1 = sc_dev_topk_pos(x1);
   for (int j = lo; j < hi; j++) {
-    const uint32_t y = (uint32_t)all[j];
-    r0 += y > (uint32_t)x0;
-    r1 += y > (uint32_t)x1;
+    const int32_t p = sc_dev_topk_pos(all[j]);
+    r0 += p < p0;
+    r1 += p < p1;
   }
   part[warp][lane] = r0;
   part[warp][32 + lane] = r1;
