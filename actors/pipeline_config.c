@@ -136,20 +136,9 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
     c->nccl = strcmp(name, "nccl") == 0;
     c->ipc = strcmp(name, "ipc") == 0;
   }
-  json_t *kf = json_object_get(p, "kv_format");
-  if (kf) {
-    const char *s = json_string_value(kf);
-    if (s && strcmp(s, "f32") == 0) e->kv_fmt = SC_KFMT_F32;
-    else if (s && strcmp(s, "bf16") == 0) e->kv_fmt = SC_KFMT_BF16;
-    else return sc_fail(d, SC_EINVAL, "pipeline.kv_format must be \"f32\" or \"bf16\"");
-  }
-  json_t *xf = json_object_get(p, "index_format");
-  if (xf) {
-    const char *s = json_string_value(xf);
-    if (s && strcmp(s, "kv") == 0) e->index_fp8 = false;
-    else if (s && strcmp(s, "fp8") == 0) e->index_fp8 = true;
-    else return sc_fail(d, SC_EINVAL, "pipeline.index_format must be \"kv\" or \"fp8\"");
-  }
+  for (const char *const *f = (const char *const[]){"kv_format", "index_format", NULL}; *f; f++)
+    if (json_object_get(p, *f) && !json_is_string(json_object_get(p, *f)))
+      return sc_fail(d, SC_EINVAL, "pipeline.%s must be a string", *f);
   json_t *prof = json_object_get(p, "profile");
   if (prof) {
     if (!json_is_boolean(prof)) return sc_fail(d, SC_EINVAL, "pipeline.profile must be true or false");
@@ -300,10 +289,42 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   if ((rc = sc_model_config_validate(&e->model, d)) || (rc = sc_plan_config_validate(&pc, d)) ||
       (rc = sc_model_config_check_tp(&e->model, pc.tp, d)))
     goto out;
+  rc = sc_pipeline_kv_formats(json_string_value(json_object_get(p, "kv_format")),
+                              json_string_value(json_object_get(p, "index_format")), &e->model,
+                              &e->kv_fmt, &e->index_fp8, d);
 out:
   json_decref(root);
   if (rc) sc_pipeline_config_free(c);
   return rc;
+}
+
+int sc_pipeline_kv_formats(const char *kv_format, const char *index_format,
+                           const sc_model_config *m, sc_kfmt *kv, bool *index_fp8, sc_diag *d) {
+  *kv = SC_KFMT_F32;
+  *index_fp8 = false;
+  if (kv_format == NULL || strcmp(kv_format, "f32") == 0) *kv = SC_KFMT_F32;
+  else if (strcmp(kv_format, "bf16") == 0) *kv = SC_KFMT_BF16;
+  else if (strcmp(kv_format, "fp8_ds_mla") == 0) *kv = SC_KFMT_FP8_DS_MLA;
+  else
+    return sc_fail(d, SC_EINVAL,
+                   "pipeline.kv_format must be \"f32\", \"bf16\" or \"fp8_ds_mla\"");
+  if (index_format == NULL) *index_fp8 = *kv == SC_KFMT_FP8_DS_MLA;
+  else if (strcmp(index_format, "kv") == 0) *index_fp8 = false;
+  else if (strcmp(index_format, "fp8") == 0) *index_fp8 = true;
+  else return sc_fail(d, SC_EINVAL, "pipeline.index_format must be \"kv\" or \"fp8\"");
+  if (*kv != SC_KFMT_FP8_DS_MLA) return 0;
+  /* fp8_ds_mla rows hold the 576 KV values and nothing else (kernels.h), so the keys live
+   * apart, in fp8 as DeepSeek-V3.2 keeps them: the one layout that format has. */
+  if (!*index_fp8)
+    return sc_fail(d, SC_EINVAL, "kv_format fp8_ds_mla keeps the index keys in fp8 rows of "
+                                 "their own: index_format fp8 (the default with it), not kv");
+  if (m->kv_lora_rank != SC_KFP8_DS_MLA_NOPE || m->rope_dim != SC_KFP8_DS_MLA_ROPE ||
+      m->index_dim < 2)
+    return sc_fail(d, SC_EINVAL,
+                   "kv_format fp8_ds_mla is DeepSeek-V3.2's row: kv_lora_rank 512 and rope_dim "
+                   "64 (this model: %d and %d) and an indexer (index_dim >= 2, here %d)",
+                   m->kv_lora_rank, m->rope_dim, m->index_dim);
+  return 0;
 }
 
 void sc_pipeline_config_free(sc_pipeline_config *c) {

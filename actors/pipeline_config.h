@@ -81,6 +81,14 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
                             sc_pipeline_config *out, bool *present, sc_diag *d);
 void sc_pipeline_config_free(sc_pipeline_config *c);
 
+/* The KV cache's row format and whether the index keys live apart in fp8 rows, from
+ * pipeline.kv_format ("f32", the default; "bf16"; "fp8_ds_mla") and pipeline.index_format
+ * ("kv", the default; "fp8"; the only one and the default of fp8_ds_mla rows) for model m
+ * (fp8_ds_mla rows are DeepSeek-V3.2's: kv_lora_rank 512, rope_dim 64). NULL: not given.
+ * SC_EINVAL + message for a combination the cache cannot hold. */
+int sc_pipeline_kv_formats(const char *kv_format, const char *index_format,
+                           const sc_model_config *m, sc_kfmt *kv, bool *index_fp8, sc_diag *d);
+
 /* Whether steps are planned ahead (sc_overlap): not profiled; on CUDA or forced on; several
  * ranks only with host collectives. */
 bool sc_pipeline_overlaps(const sc_pipeline_config *c);

@@ -46,17 +46,18 @@
 #include <stdint.h>
 
 /* Element format of KV / index-key rows. Values equal sc_dtype's (coll_types.h) for the
- * formats they share, so a row set can travel through a collective unchanged. The CUDA
- * backend appends its fp8_ds_mla layout here. */
+ * formats they share, so a row set can travel through a collective unchanged. */
 typedef enum sc_kfmt {
   SC_KFMT_F32 = 0,
   SC_KFMT_BF16 = 1, /* upper 16 bits of an IEEE f32; conversion rounds to nearest even */
-  /* CUDA backend only (SPEC.md §7): a 576-wide MLA row (dc 512 + dr 64) packed into
-   * SC_KFP8_DS_MLA_ROW_BYTES bytes: 512 e4m3 values, 4 f32 scales (one per 128 values,
-   * value = e4m3 * scale), then the 64 rope values as bf16. Not a per-element format:
-   * sc_kfmt_size is 0 (so the CPU backend answers SC_ENOTSUP) and an sc_krows of this
-   * format counts ld in bytes. kv_write quantizes into it, sparse_attn and gather_rows
-   * (to f32/bf16) read it. Value 3: 2 is sc_dtype's W32. */
+  /* DeepSeek-V3.2's fp8 KV rows (SPEC.md §7): a 576-wide MLA row (dc 512 + dr 64) packed
+   * into SC_KFP8_DS_MLA_ROW_BYTES bytes: 512 e4m3 values, 4 f32 scales (one per 128
+   * values, value = e4m3 * scale), then the 64 rope values as bf16. Not a per-element
+   * format: sc_kfmt_size is 0 and an sc_krows of this format counts ld in bytes (at
+   * least the row's 656; 4-byte aligned rows: the scales are f32 words). kv_write
+   * quantizes into it (sc_kfp8_ds_mla_quantize of fp8_e4m3.h, on every backend the same
+   * bytes), sparse_attn reads it, gather_rows converts it to f32 or bf16 rows or copies
+   * it to rows of its own format. Value 3: 2 is sc_dtype's W32. */
   SC_KFMT_FP8_DS_MLA = 3,
   /* Index keys in e4m3 with one scale a row, as DeepSeek-V3.2's indexer keeps its keys
    * (SPEC.md §7): `dim` e4m3 bytes, then the f32 scale at byte SC_KFP8_INDEX_SCALE_AT(dim)
@@ -72,6 +73,11 @@ typedef enum sc_kfmt {
 } sc_kfmt;
 
 #define SC_KFP8_DS_MLA_ROW_BYTES 656 /* 512 + 4*4 + 64*2 */
+#define SC_KFP8_DS_MLA_NOPE 512      /* e4m3 values at byte 0 */
+#define SC_KFP8_DS_MLA_TILE 128      /* values a scale */
+#define SC_KFP8_DS_MLA_SCALE_AT 512  /* the 4 f32 scales */
+#define SC_KFP8_DS_MLA_ROPE_AT 528   /* the 64 bf16 rope values */
+#define SC_KFP8_DS_MLA_ROPE 64
 #define SC_KFP8_INDEX_SCALE_AT(dim) (((int64_t)(dim) + 3) / 4 * 4)
 #define SC_KFP8_INDEX_ROW_BYTES(dim) (SC_KFP8_INDEX_SCALE_AT(dim) + 4)
 /* The row step of fp8_index rows in whole 16-byte pieces, which the CUDA indexer stages

@@ -38,11 +38,11 @@ int sc_kcheck_linears(const sc_linears *a) {
   return work ? 0 : 1;
 }
 
-int sc_kcheck_attn(const sc_attn_args *a, sc_krows_check_fn check_rows) {
+int sc_kcheck_attn(const sc_attn_args *a) {
   if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dc < 1 || a->dr < 0 || a->topk < 0)
     return SC_EINVAL;
   const int64_t width = (int64_t)a->dc + a->dr;
-  const int rc = check_rows(&a->kv, width);
+  const int rc = sc_kcheck_rows(&a->kv, width);
   if (rc) return rc;
   if (a->n_tok == 0) return 1;
   if (a->q == NULL || a->out == NULL || a->lse == NULL || (a->topk > 0 && a->sel == NULL))
@@ -53,10 +53,10 @@ int sc_kcheck_attn(const sc_attn_args *a, sc_krows_check_fn check_rows) {
   return 0;
 }
 
-/* Rows of index keys: the fp8_index layout (kernels.h: width is the key's dim, ld counts
- * bytes), checked here for every backend, or a backend's per-element formats. */
-static int check_key_rows(const sc_krows *r, int64_t width, sc_krows_check_fn check_rows) {
-  if (r->fmt != SC_KFMT_FP8_INDEX) return check_rows(r, width);
+/* Rows of index keys in the fp8_index layout (kernels.h: width is the key's dim, ld
+ * counts bytes), or rows of the other formats. */
+static int check_key_rows(const sc_krows *r, int64_t width) {
+  if (r->fmt != SC_KFMT_FP8_INDEX) return sc_kcheck_rows(r, width);
   if (width < 0 || width > INT32_MAX || r->rows < 0 ||
       (r->rows > 1 && r->ld < SC_KFP8_INDEX_ROW_BYTES(width)) ||
       (r->rows > 0 && r->data == NULL))
@@ -64,11 +64,11 @@ static int check_key_rows(const sc_krows *r, int64_t width, sc_krows_check_fn ch
   return 0;
 }
 
-int sc_kcheck_indexer(const sc_indexer_args *a, sc_krows_check_fn check_rows) {
+int sc_kcheck_indexer(const sc_indexer_args *a) {
   if (a == NULL || a->n_tok < 0 || a->n_heads < 1 || a->dim < 1 || a->topk < 0 ||
       a->max_keys < 0)
     return SC_EINVAL;
-  const int rc = check_key_rows(&a->keys, a->dim, check_rows);
+  const int rc = check_key_rows(&a->keys, a->dim);
   if (rc) return rc;
   if (a->n_tok == 0 || a->topk == 0) return 1;
   if (a->q == NULL || a->w == NULL || a->q_pos == NULL || a->key_pos == NULL ||
@@ -80,6 +80,14 @@ int sc_kcheck_indexer(const sc_indexer_args *a, sc_krows_check_fn check_rows) {
 }
 
 int sc_kcheck_rows(const sc_krows *r, int64_t width) {
+  if (r->fmt == SC_KFMT_FP8_DS_MLA) { /* one layout: 576 values in 656 bytes */
+    if (r->rows > 0 && width != (int64_t)SC_KFP8_DS_MLA_NOPE + SC_KFP8_DS_MLA_ROPE)
+      return SC_ENOTSUP;
+    if (r->rows < 0 || (r->rows > 1 && r->ld < SC_KFP8_DS_MLA_ROW_BYTES) ||
+        (r->rows > 0 && r->data == NULL))
+      return SC_EINVAL;
+    return 0;
+  }
   if (sc_kfmt_size(r->fmt) == 0) return SC_ENOTSUP;
   if (width < 0 || r->rows < 0 || (r->rows > 1 && r->ld < width)) return SC_EINVAL;
   if (r->rows > 0 && r->data == NULL) return SC_EINVAL;
@@ -198,14 +206,13 @@ int sc_kcheck_lse_scale(int32_t n_shards, int32_t shard, int64_t n_rows, int64_t
   return 0;
 }
 
-int sc_kcheck_gather_rows(int64_t n, int64_t width, const sc_krows *src, const sc_krows *dst,
-                          sc_krows_check_fn check_rows) {
+int sc_kcheck_gather_rows(int64_t n, int64_t width, const sc_krows *src, const sc_krows *dst) {
   int rc;
   if (n < 0) return SC_EINVAL;
-  if ((dst->fmt == SC_KFMT_FP8_INDEX) != (src->fmt == SC_KFMT_FP8_INDEX))
-    return SC_ENOTSUP; /* fp8_index rows are copied, made by kv_write */
-  if ((rc = check_key_rows(src, width, check_rows)) ||
-      (rc = check_key_rows(dst, width, check_rows)))
+  if ((dst->fmt == SC_KFMT_FP8_INDEX) != (src->fmt == SC_KFMT_FP8_INDEX) ||
+      (dst->fmt == SC_KFMT_FP8_DS_MLA && src->fmt != SC_KFMT_FP8_DS_MLA))
+    return SC_ENOTSUP; /* fp8 rows are copied, made by kv_write */
+  if ((rc = check_key_rows(src, width)) || (rc = check_key_rows(dst, width)))
     return rc;
   if (n == 0 || width == 0) return 1;
   if (dst->rows < n) return SC_ERANGE;
@@ -213,11 +220,10 @@ int sc_kcheck_gather_rows(int64_t n, int64_t width, const sc_krows *src, const s
 }
 
 int sc_kcheck_kv_write(int64_t n, int64_t width, const float *src, int64_t ld_src,
-                       const int32_t *slots, const sc_krows *cache,
-                       sc_krows_check_fn check_rows) {
+                       const int32_t *slots, const sc_krows *cache) {
   int rc;
   if (n < 0) return SC_EINVAL;
-  if ((rc = check_key_rows(cache, width, check_rows))) return rc;
+  if ((rc = check_key_rows(cache, width))) return rc;
   if (n == 0 || width == 0) return 1;
   if (src == NULL || slots == NULL || (n > 1 && ld_src < width)) return SC_EINVAL;
   return 0;

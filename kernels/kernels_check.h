@@ -1,6 +1,6 @@
 /* kernels_check.h - the argument rules of kernels.h that every backend applies the same
- * way, so a backend differs from another only in what it computes. A backend passes its
- * own row-set check (which formats it supports). Each returns a negative SC_E* code for
+ * way, so a backend differs from another only in what it computes (every backend takes
+ * every row format of kernels.h). Each returns a negative SC_E* code for
  * invalid arguments, 1 when the op has nothing to do (empty shapes), 0 to run it.
  * Pure functions; any thread. */
 #ifndef SC_KERNELS_CHECK_H
@@ -12,8 +12,6 @@
 extern "C" {
 #endif
 
-typedef int (*sc_krows_check_fn)(const sc_krows *rows, int64_t width);
-
 /* Returns from the calling op: with the error, or 0 when there is nothing to do. */
 #define SC_KCHECK(expr)                    \
   do {                                     \
@@ -22,13 +20,15 @@ typedef int (*sc_krows_check_fn)(const sc_krows *rows, int64_t width);
       return sc_kcheck_rc_ < 0 ? sc_kcheck_rc_ : 0; \
   } while (0)
 
-/* A row set of a plain format (f32, bf16); backends with more formats wrap it. */
+/* A row set of KV rows `width` values wide: f32, bf16 (ld >= width) or fp8_ds_mla (width
+ * 576, ld >= 656 bytes); the fp8_index key rows are the indexer's, kv_write's and
+ * gather_rows' (checked inside those). */
 int sc_kcheck_rows(const sc_krows *r, int64_t width);
 
 int sc_kcheck_gemm(const sc_gemm *g);
 int sc_kcheck_linears(const sc_linears *a);
-int sc_kcheck_attn(const sc_attn_args *a, sc_krows_check_fn check_rows);
-int sc_kcheck_indexer(const sc_indexer_args *a, sc_krows_check_fn check_rows);
+int sc_kcheck_attn(const sc_attn_args *a);
+int sc_kcheck_indexer(const sc_indexer_args *a);
 int sc_kcheck_rmsnorm(int64_t n_rows, int64_t dim, const float *x, int64_t ld_x, float eps,
                       const float *out, int64_t ld_out);
 int sc_kcheck_rope(int64_t n_tok, int32_t n_heads, int32_t rot_dim, const float *x,
@@ -53,11 +53,9 @@ int sc_kcheck_lse_merge(int32_t n_shards, int64_t n_rows, int64_t width, const f
                         const float *out_in, const float *out);
 int sc_kcheck_lse_scale(int32_t n_shards, int32_t shard, int64_t n_rows, int64_t width,
                         const float *lse, const float *out);
-int sc_kcheck_gather_rows(int64_t n, int64_t width, const sc_krows *src, const sc_krows *dst,
-                          sc_krows_check_fn check_rows);
+int sc_kcheck_gather_rows(int64_t n, int64_t width, const sc_krows *src, const sc_krows *dst);
 int sc_kcheck_kv_write(int64_t n, int64_t width, const float *src, int64_t ld_src,
-                       const int32_t *slots, const sc_krows *cache,
-                       sc_krows_check_fn check_rows);
+                       const int32_t *slots, const sc_krows *cache);
 int sc_kcheck_topk_to_workspace(int32_t n_tok, int32_t topk, const int32_t *pos,
                                 const int32_t *base, int32_t shard_rows_total, int32_t n,
                                 int32_t il, const int32_t *out);

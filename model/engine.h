@@ -27,7 +27,7 @@ typedef struct sc_engine_config {
                              (sc_model_config_load_dir), which create checks. CPU only
                              for now: the CUDA kernels lack the checkpoint's ops */
   int32_t num_blocks;     /* physical KV blocks of this rank (= the scheduler's pool) */
-  sc_kfmt kv_fmt;         /* SC_KFMT_F32 or SC_KFMT_BF16 */
+  sc_kfmt kv_fmt;         /* SC_KFMT_F32, SC_KFMT_BF16 or SC_KFMT_FP8_DS_MLA (index_fp8) */
   bool index_fp8;         /* the indexer keys in fp8_index rows of their own (DeepSeek-V3.2's
                              format, model/kv_cache.h), not in the KV rows in kv_fmt */
   int kernel_threads;     /* CPU kernel worker threads (>= 1) */

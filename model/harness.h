@@ -28,7 +28,7 @@ typedef struct sc_harness_config {
                              max_gathered_rows; model dimensions are taken from model */
   sc_model_config model;
   int32_t num_blocks;     /* physical blocks per rank (= the scheduler's virtual pool) */
-  sc_kfmt kv_fmt;         /* SC_KFMT_F32 or SC_KFMT_BF16 */
+  sc_kfmt kv_fmt;         /* SC_KFMT_F32, SC_KFMT_BF16 or SC_KFMT_FP8_DS_MLA (index_fp8) */
   bool index_fp8;         /* engine.h: the indexer keys in fp8_index rows */
   int kernel_threads;     /* per rank context (>= 1) */
   int64_t deadline_ms;    /* per collective; <= 0: none */

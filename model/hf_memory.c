@@ -105,10 +105,15 @@ int sc_hf_memory(const sc_hf_config *cfg, const sc_hf_mem_in *in, sc_hf_mem *out
   o.kv_token_bf16_fp8_index =
       (uint64_t)(((iw - cfg->index_head_dim) * 2 + SC_KFP8_INDEX_ROW_STEP(cfg->index_head_dim)) *
                  cfg->num_hidden_layers);
+  if (cfg->kv_lora_rank == SC_KFP8_DS_MLA_NOPE && cfg->qk_rope_head_dim == SC_KFP8_DS_MLA_ROPE)
+    o.kv_token_fp8_ds_mla =
+        (uint64_t)((SC_KFP8_DS_MLA_ROW_BYTES + SC_KFP8_INDEX_ROW_STEP(cfg->index_head_dim)) *
+                   cfg->num_hidden_layers);
   o.kv_slots = (L + B * N - 1) / (B * N) * B;
   o.kv_f32 = (uint64_t)o.kv_slots * o.kv_token_f32;
   o.kv_bf16 = (uint64_t)o.kv_slots * o.kv_token_bf16;
   o.kv_bf16_fp8_index = (uint64_t)o.kv_slots * o.kv_token_bf16_fp8_index;
+  o.kv_fp8_ds_mla = (uint64_t)o.kv_slots * o.kv_token_fp8_ds_mla;
 
   /* step buffers (values per row, f32), model/forward.c's and moe_ffn.c's */
   const int64_t P = in->pcp, hid = cfg->hidden_size, Hl = cfg->num_attention_heads / T;

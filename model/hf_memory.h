@@ -63,8 +63,11 @@ typedef struct sc_hf_mem {
   uint64_t kv_token_f32, kv_token_bf16; /* per cached token on a rank, all layers */
   uint64_t kv_token_bf16_fp8_index; /* the same with bf16 KV rows and fp8 index keys in
                                        rows of their own (--index-format fp8) */
+  uint64_t kv_token_fp8_ds_mla; /* with fp8_ds_mla KV rows (656 bytes) and fp8 index keys
+                                   (--kv-format fp8_ds_mla); 0 for a model whose rows are
+                                   not that format's (kv_lora_rank 512, rope 64) */
   int64_t kv_slots;            /* KV slots the rank holds for the context */
-  uint64_t kv_f32, kv_bf16, kv_bf16_fp8_index; /* kv_slots x kv_token_* */
+  uint64_t kv_f32, kv_bf16, kv_bf16_fp8_index, kv_fp8_ds_mla; /* kv_slots x kv_token_* */
   int64_t step_rows;           /* ceil(budget / P) */
   uint64_t step_buffers;       /* the step buffers' estimate for step_rows */
   uint64_t workspace;          /* the DCP context workspace (0 with N = 1) */

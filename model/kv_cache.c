@@ -46,8 +46,13 @@ int sc_kv_cache_create(sc_kernels *k, int32_t layers, int32_t num_blocks, int32_
   if (index_dim < 0 || index_dim >= width)
     return sc_fail(d, SC_EINVAL, "kv cache: index_dim %d must be in [0, width %d)", index_dim,
                    width);
-  if (sc_kfmt_size(fmt) == 0) return sc_fail(d, SC_EINVAL, "kv cache: unknown row format %d", fmt);
+  const bool fp8_rows = fmt == SC_KFMT_FP8_DS_MLA;
+  if (sc_kfmt_size(fmt) == 0 && !fp8_rows)
+    return sc_fail(d, SC_EINVAL, "kv cache: unknown row format %d", fmt);
   const bool apart = index_fmt == SC_KFMT_FP8_INDEX;
+  if (fp8_rows && (!apart || width - index_dim != SC_KFP8_DS_MLA_NOPE + SC_KFP8_DS_MLA_ROPE))
+    return sc_fail(d, SC_EINVAL, "kv cache: fp8_ds_mla rows hold 576 KV values (%d here) and "
+                   "their index keys apart in fp8_index rows", width - index_dim);
   if (!apart && index_fmt != fmt)
     return sc_fail(d, SC_EINVAL, "kv cache: index keys in format %d: the KV rows' (%d) or "
                    "fp8_index", index_fmt, fmt);
@@ -65,8 +70,9 @@ int sc_kv_cache_create(sc_kernels *k, int32_t layers, int32_t num_blocks, int32_
   c->fmt = fmt;
   c->index_fmt = index_fmt;
   const int64_t row_values = apart ? width - index_dim : width;
-  int rc = alloc_layers(k, layers, (size_t)slots * (size_t)row_values * sc_kfmt_size(fmt),
-                        &c->data, "KV rows", d);
+  const size_t row_bytes =
+      fp8_rows ? SC_KFP8_DS_MLA_ROW_BYTES : (size_t)row_values * sc_kfmt_size(fmt);
+  int rc = alloc_layers(k, layers, (size_t)slots * row_bytes, &c->data, "KV rows", d);
   if (rc == 0 && apart)
     rc = alloc_layers(k, layers, (size_t)slots * (size_t)SC_KFP8_INDEX_ROW_STEP(index_dim),
                       &c->index, "index keys", d);

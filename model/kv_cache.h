@@ -8,7 +8,9 @@
  * kernels.h) the keys live apart, in rows of their own (SC_KFP8_INDEX_ROW_STEP apart: 144
  * bytes at index_dim 128, of which a decode step's indexer reads 132 where it reads 256
  * of a bf16 key), and every reader sees the same quantized key (a DCP prefill copies the
- * rows into its workspace).
+ * rows into its workspace). KV rows in fp8_ds_mla (DeepSeek-V3.2's KV cache: 656 bytes a
+ * row where bf16 takes 1152, kernels.h) hold only the 576 KV values, so their keys live
+ * apart, always in fp8_index rows.
  *
  * Addressing: block tables are identical on all DCP ranks. The scheduler allocates
  * *virtual* blocks of B*N token positions; position p of a request lies in virtual
@@ -34,13 +36,14 @@ typedef struct sc_kv_cache {
   int32_t layers, num_blocks, block_size;
   int32_t width;     /* kv_width + index_dim: a token's values in a layer */
   int32_t index_dim; /* the last index_dim of them: its indexer key */
-  sc_kfmt fmt;       /* the KV values' format: f32 or bf16 */
+  sc_kfmt fmt;       /* the KV values' format: f32, bf16 or fp8_ds_mla */
   sc_kfmt index_fmt; /* the keys': fmt (in data's rows) or SC_KFMT_FP8_INDEX (in index) */
   void **data;       /* [layers] kernel buffers of num_blocks*block_size rows */
   void **index;      /* [layers] fp8_index key rows; NULL when the keys are in data */
 } sc_kv_cache;
 
-/* index_fmt: fmt, or SC_KFMT_FP8_INDEX for keys apart. */
+/* index_fmt: fmt, or SC_KFMT_FP8_INDEX for keys apart (the only choice of fp8_ds_mla
+ * rows, whose width - index_dim must be their 576). */
 int sc_kv_cache_create(sc_kernels *k, int32_t layers, int32_t num_blocks, int32_t block_size,
                        int32_t width, int32_t index_dim, sc_kfmt fmt, sc_kfmt index_fmt,
                        sc_kv_cache *c, sc_diag *d);
@@ -53,7 +56,9 @@ static inline int64_t sc_kv_cache_slots(const sc_kv_cache *c) {
 static inline bool sc_kv_cache_keys_apart(const sc_kv_cache *c) { return c->index != NULL; }
 /* A layer's rows in data: the KV values, then the key's unless they are apart. */
 static inline sc_krows sc_kv_cache_rows(const sc_kv_cache *c, int32_t layer) {
-  const int64_t ld = sc_kv_cache_keys_apart(c) ? c->width - c->index_dim : c->width;
+  const int64_t ld = c->fmt == SC_KFMT_FP8_DS_MLA     ? SC_KFP8_DS_MLA_ROW_BYTES
+                     : sc_kv_cache_keys_apart(c) ? c->width - c->index_dim
+                                                 : c->width;
   return (sc_krows){.data = c->data[layer], .fmt = c->fmt, .ld = ld,
                     .rows = sc_kv_cache_slots(c)};
 }

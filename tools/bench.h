@@ -18,8 +18,8 @@ typedef struct sc_bench {
   bool json;
   bool quick;      /* --quick: fewer and shorter runs, for smoke tests */
   const char *device; /* --device: kernel backend of `bench kernels` (NULL = cpu) */
-  /* --kv-format f32|bf16, --index-format fp8: `bench e2e --device cuda` times only the
-   * cases of these rows (NULL: every one; cmd_bench checks the values) */
+  /* --kv-format f32|bf16|fp8_ds_mla, --index-format kv|fp8: `bench e2e --device cuda`
+   * times only the cases of these rows (NULL: every one; cmd_bench checks the values) */
   const char *kv_format, *index_format;
   sc_jsonw results; /* the JSON array of results, built incrementally */
   int num_results;

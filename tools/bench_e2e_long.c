@@ -12,9 +12,9 @@
  * the submission to the first token event, TPOT = (last token event - first) / (tokens -
  * 1). The client sees tokens as the scheduler streams them, one step each, so TPOT is the
  * step time as a user sees it (host work between steps included). Every case runs with
- * the KV cache in f32 (the pipeline's default) and then in bf16 ("kv" in the params), and
- * in bf16 with fp8 index keys ("index"), or only in those --kv-format and --index-format
- * name.
+ * the KV cache in f32 (the pipeline's default), then in bf16 ("kv" in the params), in
+ * bf16 with fp8 index keys ("index"), and in fp8_ds_mla (DeepSeek-V3.2's KV cache, its
+ * keys in fp8), or only in those --kv-format and --index-format name (kv_layouts).
  * Then the short context once more with the steps profiled ("e2e.gpu_busy", issue 20):
  * how much of a decode step's kernel span the device was busy (CUPTI's records of what
  * ran, rank 0's step results on its tap), beside that run's TPOT. And once more with
@@ -153,11 +153,26 @@ static int take_steps(sc_tap_steps *tap, int32_t out, long_sample *s, char *why,
   return 0;
 }
 
+/* The KV cache layouts the cases run in: the rows' format and where the index keys live
+ * (pipeline kv_format and index_format). The f32 and bf16 rows' short context also runs
+ * the profiled and the baseline cases (`extras`). */
+typedef struct kv_layout {
+  const char *kv, *index;
+  bool index_default; /* index is kv's default index_format (sc_pipeline_kv_formats) */
+  bool extras;
+} kv_layout;
+static const kv_layout kv_layouts[] = {
+    {"f32", "kv", true, true},   /* the pipeline's default, the CPU reference's */
+    {"bf16", "kv", true, true},  /* the attention on the tensor cores */
+    {"bf16", "fp8", false, false}, /* DeepSeek-V3.2's index keys: a decode step's indexer
+                                      reads 132 bytes a key instead of 256 */
+    {"fp8_ds_mla", "fp8", true, false}, /* and its KV rows: 656 bytes where bf16 has 1152 */
+};
+
 /* How a case's cluster runs. */
 typedef struct case_opts {
   bool p2n2;      /* P = N = 2 on two GPUs (NCCL), not P = N = 1 on one */
-  bool kv_bf16;   /* KV rows in bf16, not f32 */
-  bool index_fp8; /* the indexer keys in fp8 rows of their own (--index-format fp8) */
+  const kv_layout *kv;
   bool profile;   /* the executors profile the steps; each round's decode steps' device
                      activity comes from the tap */
   bool no_graphs; /* every op launched, no step replayed from a CUDA graph */
@@ -168,14 +183,14 @@ typedef struct case_opts {
 static int run_case(const char *model_file, const long_case *lcs, case_opts o, int rounds,
                     int32_t vocab, long_sample *out, char *why, size_t why_len) {
   const int32_t L = lcs->context;
-  const bool kv_bf16 = o.kv_bf16, profile = o.profile;
+  const bool profile = o.profile;
   const int32_t n = o.p2n2 ? 2 : 1;
   /* (two NCCL ranks: their nodes' errors shown, so that a start-up failure says why) */
   const sc_local_cluster_opts co = {
       .pcp = n, .dcp = n, .tp = 1, .model_file = model_file, .cuda = true, .gpus = n,
       .nccl = true, .token_budget = L > 4096 ? L : 4096, .num_blocks = L / 16 + 128,
       .max_model_len = L + lcs->out + 64, .deadline_ms = 120000, .log_level = "warn",
-      .quiet = !o.p2n2, .kv_bf16 = kv_bf16, .index_fp8 = o.index_fp8, .profile = profile,
+      .quiet = !o.p2n2, .kv_format = o.kv->kv, .index_format = o.kv->index, .profile = profile,
       .taps = profile,
       .no_cuda_graphs = o.no_graphs, .overlap = o.no_overlap ? "off" : NULL};
   sc_local_cluster *lc = NULL;
@@ -213,7 +228,7 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
         (tap && (rc = take_steps(tap, lcs->out, &out[r], why, why_len)) != 0))
       goto out;
     fprintf(stderr, "  P%d N%d, %s KV%s, context %d, round %d%s%s: ttft %.1f ms, tpot %.3f ms",
-            n, n, kv_bf16 ? "bf16" : "f32", o.index_fp8 ? " and fp8 index keys" : "", L, r + 1,
+            n, n, o.kv->kv, strcmp(o.kv->index, "fp8") == 0 ? " and fp8 index keys" : "", L, r + 1,
             profile ? " (profiled)" : "",
             o.no_graphs ? " (no graphs)" : o.no_overlap ? " (one step at a time)" : "",
             out[r].ttft_ms, out[r].tpot_ms);
@@ -235,12 +250,12 @@ out:
 /* The short context once more with every step profiled: TPOT then, and the share of a
  * decode step's kernel span that the device was busy (issue 20), as "e2e.gpu_busy". A
  * GPU machine without CUPTI skips it with a note. */
-static int busy_case(sc_bench *b, const char *model_file, const long_case *lc, bool kv_bf16,
-                     int rounds, int32_t vocab) {
+static int busy_case(sc_bench *b, const char *model_file, const long_case *lc,
+                     const kv_layout *kv, int rounds, int32_t vocab) {
   if (lc->out < 3) return 0; /* (decode steps to measure: every case has more) */
   long_sample s[LONG_MAX_ROUNDS];
   char why[1024] = "";
-  const case_opts o = {.kv_bf16 = kv_bf16, .profile = true};
+  const case_opts o = {.kv = kv, .profile = true};
   const int rc = run_case(model_file, lc, o, rounds, vocab, s, why, sizeof why);
   if (rc == SC_ENOTSUP) {
     fprintf(stderr, "bench e2e: no e2e.gpu_busy: %s\n", why);
@@ -263,7 +278,7 @@ static int busy_case(sc_bench *b, const char *model_file, const long_case *lc, b
   snprintf(params, sizeof params,
            "\"device\":\"cuda\",\"pcp\":1,\"dcp\":1,\"tp\":1,\"gpus\":1,\"model\":\"model-long\","
            "\"kv\":\"%s\",\"context\":%d,\"out_tokens\":%d,\"profile\":true",
-           kv_bf16 ? "bf16" : "f32", lc->context, lc->out);
+           kv->kv, lc->context, lc->out);
   /* busy of the kernel span, and of the step as a user sees it (TPOT, host gaps too) */
   snprintf(extra, sizeof extra,
            "\"tpot_ms\":%.4f,\"busy_ms\":%.4f,\"span_ms\":%.4f,\"ops\":%.1f,"
@@ -279,11 +294,11 @@ static int busy_case(sc_bench *b, const char *model_file, const long_case *lc, b
  * with the steps one at a time, none planned ahead ("e2e.tpot_one_at_a_time",
  * overlap_speedup). */
 static int baseline_case(sc_bench *b, const char *model_file, const long_case *lc,
-                         bool kv_bf16, bool no_graphs, int rounds, int32_t vocab,
+                         const kv_layout *kv, bool no_graphs, int rounds, int32_t vocab,
                          double tpot_default) {
   long_sample s[LONG_MAX_ROUNDS];
   char why[1024] = "";
-  const case_opts o = {.kv_bf16 = kv_bf16, .no_graphs = no_graphs, .no_overlap = !no_graphs};
+  const case_opts o = {.kv = kv, .no_graphs = no_graphs, .no_overlap = !no_graphs};
   const int rc = run_case(model_file, lc, o, rounds, vocab, s, why, sizeof why);
   if (rc) {
     fprintf(stderr, "bench e2e: %s\n", why);
@@ -295,7 +310,7 @@ static int baseline_case(sc_bench *b, const char *model_file, const long_case *l
   snprintf(params, sizeof params,
            "\"device\":\"cuda\",\"pcp\":1,\"dcp\":1,\"tp\":1,\"gpus\":1,\"model\":\"model-long\","
            "\"kv\":\"%s\",\"context\":%d,\"out_tokens\":%d,%s",
-           kv_bf16 ? "bf16" : "f32", lc->context, lc->out,
+           kv->kv, lc->context, lc->out,
            no_graphs ? "\"cuda_graphs\":false" : "\"overlap\":\"off\"");
   snprintf(extra, sizeof extra, "\"%s_speedup\":%.4f", no_graphs ? "graphs" : "overlap",
            sc_bench_median(tpot, rounds) / tpot_default);
@@ -304,33 +319,31 @@ static int baseline_case(sc_bench *b, const char *model_file, const long_case *l
   return 0;
 }
 
-/* Whether format kv (0 f32 rows, 1 bf16 rows, 2 bf16 rows with fp8 index keys) is among
- * those --kv-format and --index-format ask for (all without them): a call on the GPU
- * machine can then time one format's cases in a third of the time. */
-static bool kv_wanted(const sc_bench *b, int kv) {
-  if (b->index_format != NULL) return kv == 2; /* (cmd_bench: only fp8, with bf16 rows) */
-  if (b->kv_format == NULL) return true;
-  return strcmp(b->kv_format, "f32") == 0 ? kv == 0 : kv == 1;
+/* Whether a KV layout is among those --kv-format and --index-format ask for (all
+ * without them; a format alone with its default index_format): a call on the GPU machine
+ * can then time one layout's cases in a fraction of the time. */
+static bool kv_wanted(const sc_bench *b, const kv_layout *kv) {
+  if (b->kv_format != NULL && strcmp(b->kv_format, kv->kv) != 0) return false;
+  if (b->index_format != NULL) return strcmp(b->index_format, kv->index) == 0;
+  return b->kv_format == NULL || kv->index_default;
 }
 
-/* The TTFT and TPOT cases of one layout, with f32 and then bf16 KV rows (at P = N = 1
- * each also with the profiled and baseline cases of the short context), then bf16 KV rows
- * with fp8 index keys (their params say "index":"fp8"), those kv_wanted. */
+/* The TTFT and TPOT cases of one layout in each KV layout kv_wanted (at P = N = 1 the f32
+ * and bf16 rows' also with the profiled and baseline cases of the short context; the
+ * params say "index":"fp8" where the keys are apart in fp8). */
 static int layout_cases(sc_bench *b, const char *model_file, const long_case *cases,
                         int n_cases, int rounds, int32_t vocab, bool p2n2) {
   const int32_t n = p2n2 ? 2 : 1;
   double ttft[LONG_MAX_CASES][LONG_MAX_ROUNDS], tpot[LONG_MAX_CASES][LONG_MAX_ROUNDS];
   char why[1024] = "";
-  /* f32 rows (the pipeline's default, the CPU reference's), bf16 rows, where the
-   * attention runs on the tensor cores, and bf16 rows with DeepSeek-V3.2's fp8 index keys
-   * (a decode step's indexer reads 132 bytes a key instead of 256) */
-  for (int kv = 0; kv < 3; kv++) {
+  for (size_t li = 0; li < sizeof kv_layouts / sizeof kv_layouts[0]; li++) {
+    const kv_layout *kv = &kv_layouts[li];
     if (!kv_wanted(b, kv)) continue;
     int rc = 0;
-    const bool fp8 = kv == 2;
+    const bool fp8 = strcmp(kv->index, "fp8") == 0;
     for (int c = 0; c < n_cases && rc == 0; c++) {
       long_sample s[LONG_MAX_ROUNDS];
-      const case_opts o = {.p2n2 = p2n2, .kv_bf16 = kv >= 1, .index_fp8 = fp8};
+      const case_opts o = {.p2n2 = p2n2, .kv = kv};
       if ((rc = run_case(model_file, &cases[c], o, rounds, vocab, s, why, sizeof why))) break;
       for (int r = 0; r < rounds; r++) ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
     }
@@ -344,19 +357,19 @@ static int layout_cases(sc_bench *b, const char *model_file, const long_case *ca
       snprintf(params, sizeof params,
                "\"device\":\"cuda\",\"pcp\":%d,\"dcp\":%d,\"tp\":1,\"gpus\":%d,"
                "\"model\":\"model-long\",\"kv\":\"%s\",%s\"context\":%d,\"out_tokens\":%d",
-               n, n, n, kv ? "bf16" : "f32", fp8 ? "\"index\":\"fp8\"," : "", cases[c].context,
+               n, n, n, kv->kv, fp8 ? "\"index\":\"fp8\"," : "", cases[c].context,
                cases[c].out);
       sc_bench_add(b, "e2e.ttft", params, "ms", ttft[c], rounds, NULL);
       snprintf(extra, sizeof extra, "\"ratio_to_short_context\":%.4f",
                sc_bench_median(tpot[c], rounds) / tpot_short);
       sc_bench_add(b, "e2e.tpot", params, "ms", tpot[c], rounds, extra);
     }
-    if (p2n2 || fp8) continue;
-    const int rc_busy = busy_case(b, model_file, &cases[0], kv == 1, rounds, vocab);
+    if (p2n2 || !kv->extras) continue;
+    const int rc_busy = busy_case(b, model_file, &cases[0], kv, rounds, vocab);
     if (rc_busy) return rc_busy;
-    if ((rc = baseline_case(b, model_file, &cases[0], kv == 1, true, rounds, vocab,
+    if ((rc = baseline_case(b, model_file, &cases[0], kv, true, rounds, vocab,
                             tpot_short)) ||
-        (rc = baseline_case(b, model_file, &cases[0], kv == 1, false, rounds, vocab,
+        (rc = baseline_case(b, model_file, &cases[0], kv, false, rounds, vocab,
                             tpot_short)))
       return rc;
   }

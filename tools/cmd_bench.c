@@ -29,7 +29,7 @@ static const struct {
 
 static void help(FILE *f) {
   fprintf(f, "usage: sparsecp bench KIND [--json] [--quick] [--device cpu|cuda]\n"
-             "                      [--kv-format f32|bf16] [--index-format fp8]\n\nKinds:\n");
+             "                      [--kv-format f32|bf16|fp8_ds_mla] [--index-format kv|fp8]\n\nKinds:\n");
   for (size_t i = 0; i < NUM_KINDS; i++)
     fprintf(f, "  %-10s %s\n", k_bench_kinds[i].kind, k_bench_kinds[i].what);
   fprintf(f,
@@ -39,9 +39,10 @@ static void help(FILE *f) {
           "  --device cpu|cuda  kernel backend of `bench kernels`; for `bench e2e`, cuda\n"
           "                     times long contexts on one GPU, and on two at P2 N2 where\n"
           "                     there are two (examples/model-long.json)\n"
-          "  --kv-format f32|bf16, --index-format fp8  bench e2e --device cuda: only the\n"
-          "                     cases of these KV rows (and index keys: fp8 goes with bf16\n"
-          "                     rows); without them f32, bf16, and bf16 with fp8 index keys\n");
+          "  --kv-format F, --index-format I  bench e2e --device cuda: only the cases of\n"
+          "                     these KV rows and index keys (a format alone: with its\n"
+          "                     default keys); without them f32 and bf16 rows with their\n"
+          "                     keys, bf16 rows with fp8 keys, fp8_ds_mla rows (fp8 keys)\n");
 }
 
 int sc_cmd_bench(int argc, char **argv) {
@@ -90,14 +91,22 @@ int sc_cmd_bench(int argc, char **argv) {
     sc_cli_error("bench", "--kv-format and --index-format apply to bench e2e --device cuda");
     return SC_EXIT_USAGE;
   }
-  if (b.kv_format != NULL && strcmp(b.kv_format, "f32") != 0 && strcmp(b.kv_format, "bf16") != 0) {
-    sc_cli_error("bench", "--kv-format %s: f32 or bf16", b.kv_format);
+  if (b.kv_format != NULL && strcmp(b.kv_format, "f32") != 0 &&
+      strcmp(b.kv_format, "bf16") != 0 && strcmp(b.kv_format, "fp8_ds_mla") != 0) {
+    sc_cli_error("bench", "--kv-format %s: f32, bf16 or fp8_ds_mla", b.kv_format);
     return SC_EXIT_USAGE;
   }
+  /* (bench e2e's layouts: f32 and bf16 rows with their keys, bf16 and fp8_ds_mla rows
+   * with fp8 keys apart) */
   if (b.index_format != NULL &&
-      (strcmp(b.index_format, "fp8") != 0 || (b.kv_format && strcmp(b.kv_format, "f32") == 0))) {
-    sc_cli_error("bench", "--index-format %s: fp8, with bf16 KV rows (bench e2e's cases)",
-                 b.index_format);
+      (strcmp(b.index_format, "kv") != 0 && strcmp(b.index_format, "fp8") != 0)) {
+    sc_cli_error("bench", "--index-format %s: kv or fp8", b.index_format);
+    return SC_EXIT_USAGE;
+  }
+  if (b.index_format != NULL && b.kv_format != NULL &&
+      strcmp(b.kv_format, strcmp(b.index_format, "fp8") == 0 ? "f32" : "fp8_ds_mla") == 0) {
+    sc_cli_error("bench", "--kv-format %s --index-format %s: bench e2e has no such cases",
+                 b.kv_format, b.index_format);
     return SC_EXIT_USAGE;
   }
   b.kind = kind;

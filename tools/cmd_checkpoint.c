@@ -186,12 +186,14 @@ static int memory(const char *path, bool json, const sc_hf_mem_in *in_opt) {
     static const char *const K[] = {"weights_stored", "weights_replicated", "weights_f32",
                                     "weights_total", "kv_token_bf16", "kv_token_f32",
                                     "kv_token_bf16_fp8_index", "kv_bf16", "kv_f32",
-                                    "kv_bf16_fp8_index", "step_buffers", "workspace",
+                                    "kv_bf16_fp8_index", "kv_token_fp8_ds_mla",
+                                    "kv_fp8_ds_mla", "step_buffers", "workspace",
                                     "total_bf16_kv"};
     const uint64_t V[] = {m.weights_stored, m.weights_replicated, m.weights_f32,
                           m.weights_total, m.kv_token_bf16, m.kv_token_f32,
                           m.kv_token_bf16_fp8_index, m.kv_bf16, m.kv_f32,
-                          m.kv_bf16_fp8_index, m.step_buffers, m.workspace, total_bf16};
+                          m.kv_bf16_fp8_index, m.kv_token_fp8_ds_mla, m.kv_fp8_ds_mla,
+                          m.step_buffers, m.workspace, total_bf16};
     sc_jsonw_key(&w, "bytes");
     sc_jsonw_obj_begin(&w);
     for (size_t i = 0; i < sizeof V / sizeof V[0]; i++) {
@@ -225,6 +227,11 @@ static int memory(const char *path, bool json, const sc_hf_mem_in *in_opt) {
     snprintf(note, sizeof note, "%llu B a token (--index-format fp8)",
              (unsigned long long)m.kv_token_bf16_fp8_index);
     mem_row("KV cache, bf16 + fp8 index keys", m.kv_bf16_fp8_index, note);
+    if (m.kv_token_fp8_ds_mla > 0) {
+      snprintf(note, sizeof note, "%llu B a token (--kv-format fp8_ds_mla)",
+               (unsigned long long)m.kv_token_fp8_ds_mla);
+      mem_row("KV cache, fp8_ds_mla + fp8 index keys", m.kv_fp8_ds_mla, note);
+    }
     snprintf(note, sizeof note, "estimate, %lld rows", (long long)m.step_rows);
     mem_row("step buffers", m.step_buffers, note);
     mem_row("DCP context workspace", m.workspace, in.dcp > 1 ? "a prefill chunk over the context" : "none with N = 1");

@@ -19,6 +19,7 @@
 #include <zmq.h>
 
 #include "actors/fault.h"
+#include "actors/pipeline_config.h"
 #include "actors/runtime/sc_cluster.h"
 #include "base/clock.h"
 #include "base/curve_key.h"
@@ -231,8 +232,8 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->profile) json_object_set_new(p, "profile", json_true());
   if (o->no_cuda_graphs) json_object_set_new(p, "cuda_graphs", json_false());
   if (o->overlap) json_object_set_new(p, "overlap", json_string(o->overlap));
-  if (o->kv_bf16) json_object_set_new(p, "kv_format", json_string("bf16"));
-  if (o->index_fp8) json_object_set_new(p, "index_format", json_string("fp8"));
+  if (o->kv_format) json_object_set_new(p, "kv_format", json_string(o->kv_format));
+  if (o->index_format) json_object_set_new(p, "index_format", json_string(o->index_format));
   if (o->rejoin_wait_ms)
     json_object_set_new(p, "rejoin_wait_ms", json_integer(o->rejoin_wait_ms));
   if (o->step_retries) json_object_set_new(p, "step_retries", json_integer(o->step_retries));
@@ -617,9 +618,20 @@ int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
   case SC_LCOPT_NO_CUDA_GRAPHS: o->no_cuda_graphs = true; return 1;
   case SC_LCOPT_OVERLAP: return auto_opt(cmd, "--overlap", arg, &o->overlap);
   case SC_LCOPT_MPS: return auto_opt(cmd, "--mps", arg, &o->mps);
-  case SC_LCOPT_KV_FORMAT: return pick_opt(cmd, "--kv-format", arg, "f32", "bf16", &o->kv_bf16);
-  case SC_LCOPT_INDEX_FORMAT:
-    return pick_opt(cmd, "--index-format", arg, "kv", "fp8", &o->index_fp8);
+  /* (the values here; whether they go together, and with the model, in validate) */
+  case SC_LCOPT_KV_FORMAT:
+    if (strcmp(arg, "f32") != 0 && strcmp(arg, "bf16") != 0 && strcmp(arg, "fp8_ds_mla") != 0) {
+      sc_cli_error(cmd, "--kv-format must be f32, bf16 or fp8_ds_mla");
+      return SC_EINVAL;
+    }
+    o->kv_format = arg;
+    return 1;
+  case SC_LCOPT_INDEX_FORMAT: {
+    bool fp8;
+    const int rc = pick_opt(cmd, "--index-format", arg, "kv", "fp8", &fp8);
+    if (rc == 1) o->index_format = arg;
+    return rc;
+  }
   case SC_LCOPT_INJECT:
     if (o->num_inject == SC_LOCAL_CLUSTER_MAX_INJECT) {
       sc_cli_error(cmd, "at most %d --inject options", SC_LOCAL_CLUSTER_MAX_INJECT);
@@ -650,7 +662,10 @@ int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
   sc_model_plan_config_default(&pc);
   pc.pcp = o->pcp, pc.dcp = o->dcp, pc.tp = o->tp;
   sc_model_config_to_plan(&m, &pc);
-  if (sc_plan_config_validate(&pc, &d) || sc_model_config_check_tp(&m, pc.tp, &d)) {
+  sc_kfmt kv;
+  bool index_fp8;
+  if (sc_plan_config_validate(&pc, &d) || sc_model_config_check_tp(&m, pc.tp, &d) ||
+      sc_pipeline_kv_formats(o->kv_format, o->index_format, &m, &kv, &index_fp8, &d)) {
     sc_cli_error(cmd, "%s", sc_diag_message(&d));
     return SC_EINVAL;
   }

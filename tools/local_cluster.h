@@ -81,9 +81,11 @@ typedef struct sc_local_cluster_opts {
   bool profile;                 /* executors time each step's stages (pipeline "profile") */
   bool no_cuda_graphs;          /* pipeline "cuda_graphs": false (every op launched as
                                    called; the baseline of a comparison) */
-  bool kv_bf16;                 /* KV cache rows in bf16 (pipeline "kv_format"), not f32 */
-  bool index_fp8;               /* the indexer keys in fp8 rows of their own (pipeline
-                                   "index_format": "fp8"), not in the KV rows */
+  const char *kv_format;        /* pipeline "kv_format": "f32", "bf16", "fp8_ds_mla"; NULL:
+                                   the default (f32) */
+  const char *index_format;     /* pipeline "index_format": "kv" (the keys in the KV rows)
+                                   or "fp8" (in fp8 rows of their own); NULL: the default
+                                   (sc_pipeline_kv_formats) */
   const char *overlap;          /* pipeline "overlap": "auto", "on" or "off"; NULL: auto */
   int32_t rejoin_wait_ms;       /* pipeline.rejoin_wait_ms (0: a node's death ends the
                                    cluster): set by a caller that restarts nodes */

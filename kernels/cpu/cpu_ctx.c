@@ -13,6 +13,7 @@
 
 #include "base/clock.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/fp8_e4m3.h"
 #include "kernels/kernels_composed.h"
 
 #define SC_KCPU_MAX_THREADS 256
@@ -124,6 +125,8 @@ void *sc_kcpu_scratch(sc_kcpu *c, int worker, int slot, size_t bytes) {
 void sc_kcpu_row_to_f32(const void *src, sc_kfmt fmt, int64_t width, float *dst) {
   if (fmt == SC_KFMT_F32) {
     memcpy(dst, src, (size_t)width * sizeof(float));
+  } else if (fmt == SC_KFMT_FP8_DS_MLA) { /* (width is 576: sc_kcheck_rows) */
+    sc_kfp8_ds_mla_dequantize(src, dst);
   } else {
     /* blocks of 8 with a fixed trip count so the compiler vectorises the widening */
     const uint16_t *h = src;

@@ -47,10 +47,6 @@ static inline const void *sc_kcpu_row(const sc_krows *r, int64_t row) {
 /* Converts `width` elements of a row to f32 (dst must not alias src). */
 void sc_kcpu_row_to_f32(const void *src, sc_kfmt fmt, int64_t width, float *dst);
 
-/* Row sets are checked with sc_kcheck_rows (kernels_check.h): the CPU has no extra format
- * (fp8_index keys, which kv_write, gather_rows and the indexer take, are checked there
- * for every backend). */
-
 /* The total order of top-K selection: a ranks before b when its score is higher, or
  * equal with a lower position. NaN scores are stored as -inf before they get here. */
 static inline int sc_kcand_better(sc_kcand a, sc_kcand b) {

@@ -1,5 +1,5 @@
 /* cpu_rows.c - row movement: gather (with format conversion; fp8_index rows copied), KV
- * write by slot mapping (fp8_index keys quantized), and the maps from top-K positions to
+ * write by slot mapping (fp8_index keys and fp8_ds_mla rows quantized), and the maps from top-K positions to
  * workspace rows and to local KV cache slots.
  * Every index is checked against its row set (SC_ERANGE), because on the CPU an
  * out-of-range index would silently corrupt memory. */
@@ -10,19 +10,32 @@
 #include "kernels/fp8_e4m3.h"
 #include "plan/dcp.h"
 
-/* dst[0..width) = src row in src_fmt, converted to dst_fmt (an fp8_index row is width
- * keys' values: copied as it is, or quantized into from f32 by kv_write). */
+/* The bytes of a row of `width` values in fmt. */
+static size_t row_bytes(sc_kfmt fmt, int64_t width) {
+  return fmt == SC_KFMT_FP8_INDEX    ? (size_t)SC_KFP8_INDEX_ROW_BYTES(width)
+         : fmt == SC_KFMT_FP8_DS_MLA ? (size_t)SC_KFP8_DS_MLA_ROW_BYTES
+                                     : (size_t)width * sc_kfmt_size(fmt);
+}
+
+/* dst[0..width) = src row in src_fmt, converted to dst_fmt (an fp8 row, fp8_index or
+ * fp8_ds_mla, is copied as it is, or quantized into from f32 by kv_write; the checks
+ * leave no other conversion into them). */
 static void convert_row(const void *src, sc_kfmt sf, void *dst, sc_kfmt df, int64_t width) {
-  if (df == SC_KFMT_FP8_INDEX && sf == SC_KFMT_FP8_INDEX) {
-    memcpy(dst, src, (size_t)SC_KFP8_INDEX_ROW_BYTES(width));
+  if (sf == df) {
+    memcpy(dst, src, row_bytes(sf, width));
   } else if (df == SC_KFMT_FP8_INDEX) {
     sc_kfp8_index_quantize(src, (int32_t)width, dst);
-  } else if (sf == df) {
-    memcpy(dst, src, (size_t)width * sc_kfmt_size(sf));
+  } else if (df == SC_KFMT_FP8_DS_MLA) {
+    sc_kfp8_ds_mla_quantize(src, dst);
   } else if (df == SC_KFMT_F32) {
     sc_kcpu_row_to_f32(src, sf, width, dst);
-  } else { /* f32 -> bf16 */
+  } else { /* bf16 from f32, or from fp8_ds_mla's values (576) */
+    float deq[SC_KFP8_DS_MLA_NOPE + SC_KFP8_DS_MLA_ROPE];
     const float *s = src;
+    if (sf == SC_KFMT_FP8_DS_MLA) {
+      sc_kfp8_ds_mla_dequantize(src, deq);
+      s = deq;
+    }
     uint16_t *d = dst;
     for (int64_t i = 0; i < width; i++) d[i] = sc_f32_to_bf16(s[i]);
   }
@@ -37,13 +50,11 @@ typedef struct {
 static int gather_part(void *p, int64_t b, int64_t e, int worker) {
   (void)worker;
   const gather_job *j = p;
-  const size_t dsz = sc_kfmt_size(j->dst.fmt);
   for (int64_t i = b; i < e; i++) {
     void *d = (char *)j->dst.data + i * sc_krows_stride(&j->dst);
     const int64_t r = j->idx ? j->idx[i] : i;
     if (r == -1) {
-      memset(d, 0, j->dst.fmt == SC_KFMT_FP8_INDEX ? (size_t)SC_KFP8_INDEX_ROW_BYTES(j->width)
-                                                   : (size_t)j->width * dsz);
+      memset(d, 0, row_bytes(j->dst.fmt, j->width));
       continue;
     }
     if (r < 0 || r >= j->src.rows) return SC_ERANGE;
@@ -54,7 +65,7 @@ static int gather_part(void *p, int64_t b, int64_t e, int worker) {
 
 int sc_kcpu_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
                         const int32_t *idx, sc_krows dst) {
-  SC_KCHECK(sc_kcheck_gather_rows(n, width, &src, &dst, sc_kcheck_rows));
+  SC_KCHECK(sc_kcheck_gather_rows(n, width, &src, &dst));
   gather_job j = {width, src, dst, idx};
   return sc_kcpu_parallel(sc_kcpu_of(k), n, 256, gather_part, &j);
 }
@@ -83,7 +94,7 @@ static int kvw_part(void *p, int64_t b, int64_t e, int worker) {
 
 int sc_kcpu_kv_write(sc_kernels *k, int64_t n, int64_t width, const float *src,
                      int64_t ld_src, const int32_t *slots, sc_krows cache) {
-  SC_KCHECK(sc_kcheck_kv_write(n, width, src, ld_src, slots, &cache, sc_kcheck_rows));
+  SC_KCHECK(sc_kcheck_kv_write(n, width, src, ld_src, slots, &cache));
   kvw_job j = {width, src, ld_src, slots, cache};
   /* rows run in parallel: the API requires distinct slots (one owner copy per token) */
   return sc_kcpu_parallel(sc_kcpu_of(k), n, 256, kvw_part, &j);

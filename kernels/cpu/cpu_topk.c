@@ -249,7 +249,7 @@ static int idx_tokens(void *p, int64_t b, int64_t e, int worker) {
 }
 
 int sc_kcpu_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
-  SC_KCHECK(sc_kcheck_indexer(a, sc_kcheck_rows));
+  SC_KCHECK(sc_kcheck_indexer(a));
   idx_job j = {a, sc_kcpu_of(k)};
   return sc_kcpu_parallel(j.c, a->n_tok, 1, idx_tokens, &j);
 }

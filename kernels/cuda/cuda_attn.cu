@@ -438,10 +438,10 @@ __device__ inline void wg_convert_fp8(wg_smem &sm, int st) {
     const uint8_t *raw = wg_raw(sm) + row * SC_KFP8_DS_MLA_ROW_BYTES;
     uint4 *dst = (uint4 *)((char *)sm.kv[st] + wg_kv_off(row, part));
     if (part < 64) {
-      const float scale = *(const float *)(raw + SC_FP8_SCALE_OFF + 4 * (part / 16));
+      const float scale = *(const float *)(raw + SC_KFP8_DS_MLA_SCALE_AT + 4 * (part / 16));
       *dst = e4m3x8_to_bf16x8(*(const uint2 *)(raw + part * 8), scale);
     } else {
-      *dst = *(const uint4 *)(raw + SC_FP8_ROPE_OFF + (part - 64) * 16);
+      *dst = *(const uint4 *)(raw + SC_KFP8_DS_MLA_ROPE_AT + (part - 64) * 16);
     }
   }
 }
@@ -663,20 +663,19 @@ static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" int sc_kcuda_sparse_attn(sc_kernels *k, const sc_attn_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
-  SC_KCHECK(sc_kcheck_attn(a, sc_kcuda_check_rows));
+  SC_KCHECK(sc_kcheck_attn(a));
   const int64_t width = (int64_t)a->dc + a->dr;
   const int64_t kv_step = sc_krows_stride(&a->kv);
   const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
   /* Models with few heads (at most 16 over all TP ranks) take the few-heads kernel over
-   * bf16 rows (cuda_attn_few.cu: the heads as mma's N, no padding), and the split kernel
-   * for their decode tokens over other rows: the wgmma kernel computes 64 head rows a
-   * block and runs a token's rows through one block, so 8 heads (model-long) cost 166 us
-   * a layer for a decode token, where the split kernel spreads them over 16 blocks (60 us
-   * over f32 rows; H200, 2026-12-02, bench/long-context.md). Prefill tokens over fp8 rows
-   * still take the wgmma kernel (it fills the GPU either way). The choice goes by the
-   * model's heads, not this rank's: under TP a 64-head model has 16 a rank at T = 4, and
-   * its tokens must take the kernel they take at T = 1. f32 rows stay on the split
-   * kernel, the precise path. */
+   * bf16 and fp8_ds_mla rows (cuda_attn_few.cu: the heads as mma's N, no padding), and
+   * the split kernel for their decode tokens over f32 rows: the wgmma kernel computes 64
+   * head rows a block and runs a token's rows through one block, so 8 heads (model-long)
+   * cost 166 us a layer for a decode token, where the split kernel spreads them over 16
+   * blocks (60 us over f32 rows; H200, 2026-12-02, bench/long-context.md). The choice
+   * goes by the model's heads, not this rank's: under TP a 64-head model has 16 a rank at
+   * T = 4, and its tokens must take the kernel they take at T = 1. f32 rows stay on the
+   * split kernel, the precise path. */
   const int32_t model_heads = a->model_heads > 0 ? a->model_heads : a->n_heads;
   const bool few_heads = model_heads * 4 <= WG_BM;
   if (few_heads && sc_kcuda_attn_few_takes(a, kv_step)) return sc_kcuda_attn_few(c, a, kv_step);

@@ -1,6 +1,6 @@
 /* cuda_attn_few.cu - sparse MLA attention on the tensor cores for models with few heads
  * (at most 16 over all TP ranks: examples/model-long.json and the default model have 8),
- * over bf16 KV rows, dc = 512, dr = 64 (SPEC.md §7).
+ * over bf16 or fp8_ds_mla KV rows, dc = 512, dr = 64 (SPEC.md §7).
  *
  * Why a kernel of its own: the wgmma kernel computes 64 head rows a block (wgmma's M), so
  * at 8 heads 7/8 of its tensor-core work is padding (30.7 TFLOP/s for model-long's
@@ -29,6 +29,11 @@
  * stages (62.0 against 66.0 TFLOP/s) or a ring of five 32-row slots (3%; H200,
  * 2026-12-03): at one block an SM 4 warps issue too little.
  *
+ * fp8_ds_mla rows (656 bytes where bf16 has 1152: this kernel is about moving rows) land
+ * in a staging area of two tiles, which the block dequantizes into its one bf16 tile
+ * (value = e4m3 x its 128-value tile's scale, rounded to bf16, as the wgmma kernel's fp8
+ * path does) before computing it; the loads run two tiles ahead of the computation.
+ *
  * A block takes one token, 8 heads and a span of the token's selected rows: all of them
  * for prefill tokens (the output is written at once), fixed splits of SC_ATTN_FEW_SPLIT
  * rows for decode tokens (a decode step has too few tokens to fill the GPU otherwise),
@@ -55,11 +60,13 @@
 #define FEW_PLD 72 /* bf16 stride of a head's P row: conflict-free 32-bit fragment loads */
 #define FEW_IDX_MAX SC_KCUDA_TOPK_MAX
 
-/* Two stages of R rows: the next tile loads while one is computed. Decode tokens: R = 64,
- * one block an SM (a decode step's few blocks; 64 rows against 32 not measured); prefill
- * tokens: R = 32, two blocks an SM (8 warps). */
-template <int R> struct few_smem {
-  alignas(128) uint16_t kv[2][R * FEW_LD];
+/* Two stages of R rows: the next tile loads while one is computed (FP8: two stages of raw
+ * rows and one bf16 tile they are dequantized into). Decode tokens: R = 64, one block an
+ * SM (a decode step's few blocks; 64 rows against 32 not measured); prefill tokens: R =
+ * 32, two blocks an SM (8 warps). */
+template <int R, bool FP8> struct few_smem {
+  alignas(128) uint16_t kv[FP8 ? 1 : 2][R * FEW_LD];
+  alignas(16) uint8_t raw[FP8 ? 2 : 1][FP8 ? R * SC_KFP8_DS_MLA_ROW_BYTES : 16];
   alignas(16) uint16_t q[FEW_HEADS * FEW_LD];
   alignas(16) uint16_t p[FEW_HEADS * FEW_PLD]; /* P^T: [head][row of the tile] */
   float red_max[FEW_WARPS][FEW_HEADS], red_sum[FEW_WARPS][FEW_HEADS];
@@ -68,31 +75,59 @@ template <int R> struct few_smem {
   int last; /* the span's last valid row, -1: none */
   /* followed by int32 idx[the span's rows, padded to whole tiles] */
 };
-#define FEW_SMEM_MAX (sizeof(few_smem<FEW_ROWS>) + sizeof(int32_t) * FEW_IDX_MAX)
+#define FEW_SMEM_MAX (sizeof(few_smem<FEW_ROWS, true>) + sizeof(int32_t) * FEW_IDX_MAX)
+static_assert(sizeof(few_smem<FEW_ROWS, true>) >= sizeof(few_smem<FEW_ROWS, false>),
+              "FEW_SMEM_MAX is the largest launch");
 static_assert(FEW_SMEM_MAX <= SC_KCUDA_SMEM_MAX, "the few-heads tiles exceed shared memory");
 static_assert(FEW_IDX_MAX / SC_ATTN_FEW_SPLIT <= SC_ATTN_SPLITS_MAX,
               "a decode token's splits exceed what the merge takes");
 
-/* Queues the rows idx[0 .. R) (-1: a zero row) into a tile slot: a warp per row
- * at a time, its lanes on the row's 72 consecutive 16-byte parts (lane, lane + 32, and
- * lane + 64 for lanes 0-7). Address arithmetic is per row, not per part: the kernel's
- * warps issue every instruction of the loads themselves, and an earlier version that
- * computed each part's row and offset on its own spent more issue slots loading a tile
- * than computing it (ncu, H200, 2026-12-03: one instruction per 3.45 cycles a warp). */
-template <int R>
-__device__ inline void few_load_tile(uint16_t *slot, const int32_t *idx, const sc_attn_args &a,
-                                     int64_t kv_step) {
+/* Queues the rows idx[0 .. R) (-1: a zero row) into a slot: a warp per row at a time,
+ * its lanes on the row's consecutive 16-byte parts (lane, lane + 32, ..): a bf16 row's 72
+ * into a tile (rows FEW_LD apart), or an fp8_ds_mla row's 41 into a staging slot (rows
+ * 656 bytes apart). Address arithmetic is per row, not per part: the kernel's warps issue
+ * every instruction of the loads themselves, and an earlier version that computed each
+ * part's row and offset on its own spent more issue slots loading a tile than computing
+ * it (ncu, H200, 2026-12-03: one instruction per 3.45 cycles a warp). */
+template <int R, bool FP8>
+__device__ inline void few_load(void *slot, const int32_t *idx, const sc_attn_args &a,
+                                int64_t kv_step) {
+  constexpr int PARTS = FP8 ? SC_KFP8_DS_MLA_ROW_BYTES / 16 : FEW_D / 8;
+  constexpr int ROW_BYTES = FP8 ? SC_KFP8_DS_MLA_ROW_BYTES : 2 * FEW_LD;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll 4
   for (int row = warp; row < R; row += FEW_WARPS) {
     const int32_t r = idx[row];
     const char *src = (const char *)a.kv.data + (r >= 0 ? (int64_t)r * kv_step : 0) + 16 * lane;
-    uint16_t *dst = slot + row * FEW_LD + 8 * lane;
-    cp_async16(dst, src, r >= 0);
-    cp_async16(dst + 256, src + 512, r >= 0);
-    if (lane < FEW_D / 8 - 64) cp_async16(dst + 512, src + 1024, r >= 0);
+    char *dst = (char *)slot + row * ROW_BYTES + 16 * lane;
+#pragma unroll
+    for (int k = 0; k < (PARTS + 31) / 32; k++)
+      if (32 * k + lane < PARTS) cp_async16(dst + 512 * k, src + 512 * k, r >= 0);
   }
   cp_async_commit();
+}
+
+/* A staging slot's R fp8_ds_mla rows -> the bf16 tile: a warp per row, each lane eight
+ * e4m3 values twice (values 8 lane and 8 lane + 256: their tiles' scales) and lanes 0-7
+ * eight rope values as they are. A zero-filled row (no row selected) gives zeros. */
+template <int R>
+__device__ inline void few_dequant(uint16_t *tile, const uint8_t *slot) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll 2
+  for (int row = warp; row < R; row += FEW_WARPS) {
+    const uint8_t *src = slot + row * SC_KFP8_DS_MLA_ROW_BYTES;
+    uint16_t *dst = tile + row * FEW_LD;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int u = lane + 32 * h; /* values 8 u .. 8 u + 7 */
+      const float scale =
+          *(const float *)(src + SC_KFP8_DS_MLA_SCALE_AT + 4 * (8 * u / SC_KFP8_DS_MLA_TILE));
+      *(uint4 *)(dst + 8 * u) = e4m3x8_to_bf16x8(*(const uint2 *)(src + 8 * u), scale);
+    }
+    if (lane < SC_KFP8_DS_MLA_ROPE / 8)
+      *(uint4 *)(dst + FEW_DC + 8 * lane) =
+          *(const uint4 *)(src + SC_KFP8_DS_MLA_ROPE_AT + 16 * lane);
+  }
 }
 
 __device__ inline float few_warp_max(float v) {
@@ -108,14 +143,14 @@ __device__ inline float few_warp_sum(float v) {
 
 /* blockIdx.x = (token of the chunk, head group, split). n_splits 1: the output and LSE are
  * written; otherwise the split's partials (cuda_attn.cuh). */
-template <int R>
+template <int R, bool FP8>
 __global__ void __launch_bounds__(FEW_THREADS, R < FEW_ROWS ? 2 : 1)
     k_attn_few(sc_attn_args a, int span, int n_splits, int64_t kv_step, int64_t t0,
                float *part_o, float2 *part_ml, int *flag) {
   sc_dev_pdl_enter();
   extern __shared__ __align__(128) unsigned char few_raw[];
-  few_smem<R> &sm = *(few_smem<R> *)few_raw;
-  int32_t *idx = (int32_t *)(few_raw + sizeof(few_smem<R>));
+  few_smem<R, FP8> &sm = *(few_smem<R, FP8> *)few_raw;
+  int32_t *idx = (int32_t *)(few_raw + sizeof(few_smem<R, FP8>));
   /* R = 64: warp w takes rows 16w.. of S over every k step; R = 32: rows 16 (w % 2)..
    * over k steps 18 (w / 2).., the halves added through shared memory (half 0 + half 1) */
   constexpr int RB = R / 16, KS = FEW_WARPS / RB, KSTEPS_W = FEW_KSTEPS / KS;
@@ -180,7 +215,12 @@ __global__ void __launch_bounds__(FEW_THREADS, R < FEW_ROWS ? 2 : 1)
   }
   __syncthreads();
   const int n_tiles = (sm.last + R) / R;
-  if (n_tiles > 0) few_load_tile<R>(sm.kv[0], idx, a, kv_step);
+  if constexpr (FP8) {
+    if (n_tiles > 0) few_load<R, true>(sm.raw[0], idx, a, kv_step);
+    if (n_tiles > 1) few_load<R, true>(sm.raw[1], idx + R, a, kv_step);
+  } else if (n_tiles > 0) {
+    few_load<R, false>(sm.kv[0], idx, a, kv_step);
+  }
   /* q^T's B fragments of the warp's k steps: k = 2c, 2c + 1 (+ 8) of each, n = head g */
   const int rb = warp % RB, kh = warp / RB; /* the warp's row block and k part */
   uint32_t qf[KSTEPS_W][2];
@@ -199,14 +239,23 @@ __global__ void __launch_bounds__(FEW_THREADS, R < FEW_ROWS ? 2 : 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int r_lo = 16 * rb + g; /* this thread's rows of S^T: r_lo, r_lo + 8 */
   for (int tt = 0; tt < n_tiles; tt++) {
-    if (tt + 1 < n_tiles) { /* into the slot the last barrier freed */
-      few_load_tile<R>(sm.kv[(tt + 1) & 1], idx + (tt + 1) * R, a, kv_step);
-      cp_async_wait_one();
+    if constexpr (FP8) { /* tile tt + 1 stays in flight; tile tt + 2 into the slot tt leaves */
+      if (tt + 1 < n_tiles) cp_async_wait_one();
+      else cp_async_wait_all();
+      __syncthreads();
+      few_dequant<R>(sm.kv[0], sm.raw[tt & 1]);
+      __syncthreads();
+      if (tt + 2 < n_tiles) few_load<R, true>(sm.raw[tt & 1], idx + (tt + 2) * R, a, kv_step);
     } else {
-      cp_async_wait_all();
+      if (tt + 1 < n_tiles) { /* into the slot the last barrier freed */
+        few_load<R, false>(sm.kv[(tt + 1) & 1], idx + (tt + 1) * R, a, kv_step);
+        cp_async_wait_one();
+      } else {
+        cp_async_wait_all();
+      }
+      __syncthreads();
     }
-    __syncthreads();
-    const uint16_t *kv = sm.kv[tt & 1];
+    const uint16_t *kv = sm.kv[FP8 ? 0 : tt & 1];
     /* S^T of the warp's 16 rows over its k steps, in four independent chains (steps i,
      * i + 4, ..) added in a fixed order, so the tensor cores' latency overlaps */
     float acc[4][4];
@@ -330,8 +379,9 @@ __global__ void __launch_bounds__(FEW_THREADS, R < FEW_ROWS ? 2 : 1)
 }
 
 bool sc_kcuda_attn_few_takes(const sc_attn_args *a, int64_t kv_step) {
-  return a->kv.fmt == SC_KFMT_BF16 && a->dc == FEW_DC && a->dr == FEW_D - FEW_DC &&
-         ((uintptr_t)a->kv.data & 15) == 0 && kv_step % 16 == 0 && a->topk <= FEW_IDX_MAX;
+  return (a->kv.fmt == SC_KFMT_BF16 || a->kv.fmt == SC_KFMT_FP8_DS_MLA) && a->dc == FEW_DC &&
+         a->dr == FEW_D - FEW_DC && ((uintptr_t)a->kv.data & 15) == 0 && kv_step % 16 == 0 &&
+         a->topk <= FEW_IDX_MAX;
 }
 
 int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
@@ -342,9 +392,14 @@ int sc_kcuda_attn_few(sc_kcuda *c, const sc_attn_args *a, int64_t kv_step) {
   const int span = a->decode ? SC_ATTN_FEW_SPLIT : (a->topk > 0 ? a->topk : 1);
   const int n_splits = a->decode ? (int)sc_cdiv(a->topk > 0 ? a->topk : 1, span) : 1;
   /* prefill tokens: 32-row tiles, two blocks an SM; decode tokens: 64 (see few_smem) */
+  const bool fp8 = a->kv.fmt == SC_KFMT_FP8_DS_MLA;
   void (*const fn)(sc_attn_args, int, int, int64_t, int64_t, float *, float2 *, int *) =
-      a->decode ? k_attn_few<FEW_ROWS> : k_attn_few<FEW_ROWS_PREFILL>;
-  const size_t tiles = a->decode ? sizeof(few_smem<FEW_ROWS>) : sizeof(few_smem<FEW_ROWS_PREFILL>);
+      a->decode ? (fp8 ? k_attn_few<FEW_ROWS, true> : k_attn_few<FEW_ROWS, false>)
+                : (fp8 ? k_attn_few<FEW_ROWS_PREFILL, true> : k_attn_few<FEW_ROWS_PREFILL, false>);
+  const size_t tiles =
+      a->decode ? (fp8 ? sizeof(few_smem<FEW_ROWS, true>) : sizeof(few_smem<FEW_ROWS, false>))
+                : (fp8 ? sizeof(few_smem<FEW_ROWS_PREFILL, true>)
+                       : sizeof(few_smem<FEW_ROWS_PREFILL, false>));
   const size_t smem = tiles + sizeof(int32_t) * (size_t)sc_cdiv(span, FEW_ROWS) * FEW_ROWS;
   /* (one limit per kernel, the most any launch asks: see cuda_topk.cu's FINAL_SMEM_MAX) */
   int rc = sc_kcuda_err(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -90,10 +90,10 @@ __device__ inline ws_fp8_share ws_fp8_load(const char *src, bool ok, int p0) {
   if (ok) {
 #pragma unroll
     for (int m = 0; m < 16; m++) x.v[m] = *(const uint2 *)(src + 8 * (p0 + 4 * m));
-    x.sc = *(const float4 *)(src + SC_FP8_SCALE_OFF);
+    x.sc = *(const float4 *)(src + SC_KFP8_DS_MLA_SCALE_AT);
 #pragma unroll
     for (int k = 0; k < 2; k++)
-      x.rope[k] = *(const uint4 *)(src + SC_FP8_ROPE_OFF + 16 * (p0 + 4 * k));
+      x.rope[k] = *(const uint4 *)(src + SC_KFP8_DS_MLA_ROPE_AT + 16 * (p0 + 4 * k));
   }
   return x;
 }

@@ -106,12 +106,7 @@ static inline cudaError_t sc_kcuda_launch_spread(const sc_kcuda *c, void (*kerne
 __device__ inline void sc_dev_raise(int *flag, int code) { atomicCAS(flag, 0, code); }
 
 
-/* ---- fp8_ds_mla (SPEC.md §7): [512 x e4m3][4 x f32 scale][64 x bf16] = 656 bytes ---- */
-#define SC_FP8_NOPE 512
-#define SC_FP8_ROPE 64
-#define SC_FP8_TILE 128
-#define SC_FP8_SCALE_OFF 512
-#define SC_FP8_ROPE_OFF 528
+/* ---- fp8_ds_mla (SPEC.md §7, kernels.h): [512 x e4m3][4 x f32 scale][64 x bf16] ---- */
 
 __device__ inline float sc_dev_e4m3(uint8_t v) {
   __nv_fp8_e4m3 x;
@@ -121,11 +116,11 @@ __device__ inline float sc_dev_e4m3(uint8_t v) {
 
 /* Element i (< 576) of an fp8_ds_mla row, dequantized. */
 __device__ inline float sc_dev_fp8_elem(const uint8_t *row, int64_t i) {
-  if (i < SC_FP8_NOPE) {
-    const float s = *(const float *)(row + SC_FP8_SCALE_OFF + 4 * (i / SC_FP8_TILE));
+  if (i < SC_KFP8_DS_MLA_NOPE) {
+    const float s = *(const float *)(row + SC_KFP8_DS_MLA_SCALE_AT + 4 * (i / SC_KFP8_DS_MLA_TILE));
     return sc_dev_e4m3(row[i]) * s;
   }
-  return sc_bf16_to_f32(((const uint16_t *)(row + SC_FP8_ROPE_OFF))[i - SC_FP8_NOPE]);
+  return sc_bf16_to_f32(((const uint16_t *)(row + SC_KFP8_DS_MLA_ROPE_AT))[i - SC_KFP8_DS_MLA_NOPE]);
 }
 
 /* Element i of row `r` of a row set, as f32. */

@@ -105,17 +105,6 @@ void *sc_kcuda_scratch(sc_kcuda *c, size_t bytes) {
   return c->scratch;
 }
 
-int sc_kcuda_check_rows(const sc_krows *r, int64_t width) {
-  if (r->fmt == SC_KFMT_FP8_DS_MLA) {
-    if (r->rows < 0 || (r->rows > 0 && width != 576) ||
-        (r->rows > 1 && r->ld < SC_KFP8_DS_MLA_ROW_BYTES))
-      return width != 576 && r->rows > 0 ? SC_ENOTSUP : SC_EINVAL;
-    if (r->rows > 0 && r->data == NULL) return SC_EINVAL;
-    return 0;
-  }
-  return sc_kcheck_rows(r, width);
-}
-
 /* The kernels' error flag: read and clear it (after the stream is idle). */
 static int take_flag(sc_kcuda *c) {
   int v = 0;

@@ -502,7 +502,7 @@ static int tc_sample_r(int K, int S) {
 
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
-  SC_KCHECK(sc_kcheck_indexer(a, sc_kcuda_check_rows));
+  SC_KCHECK(sc_kcheck_indexer(a));
   if (a->dim > TC_MAX_DIM || a->topk > SC_KCUDA_TOPK_MAX || a->keys.fmt == SC_KFMT_FP8_DS_MLA)
     return SC_ENOTSUP;
   tc_shape sp;

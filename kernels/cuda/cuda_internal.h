@@ -79,10 +79,6 @@ int sc_kcuda_busy_read(sc_kbusy *out);
  * their counts: what a profiled process ran, for the next optimization's aim. */
 void sc_kcuda_busy_log_ops(int top);
 
-/* Row-set check: known format (f32, bf16, fp8_ds_mla), rows >= 0, data when rows > 0,
- * ld >= width (fp8: width must be 576 and ld >= 656 bytes). */
-int sc_kcuda_check_rows(const sc_krows *r, int64_t width);
-
 /* The opt-in shared memory limit of one block on sm_90. */
 #define SC_KCUDA_SMEM_MAX (227 * 1024)
 

@@ -76,7 +76,7 @@ static bool aligned(const void *p, int64_t a) { return ((uintptr_t)p % (uintptr_
 extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_krows src,
                                     const int32_t *idx, sc_krows dst) {
   sc_kcuda *c = sc_kcuda_of(k);
-  SC_KCHECK(sc_kcheck_gather_rows(n, width, &src, &dst, sc_kcuda_check_rows));
+  SC_KCHECK(sc_kcheck_gather_rows(n, width, &src, &dst));
   const int64_t ss = sc_krows_stride(&src), ds = sc_krows_stride(&dst);
   const unsigned grid = (unsigned)sc_cdiv(n, ROWS_PER_BLOCK);
   if (src.fmt == dst.fmt) {
@@ -105,7 +105,6 @@ extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_
                       ds, c->err_flag);
     return SC_CUDA_CHECK_LAUNCH("gather_rows");
   }
-  if (dst.fmt == SC_KFMT_FP8_DS_MLA) return SC_ENOTSUP; /* quantize with kv_write */
   sc_kcuda_launch(c, k_gather_conv, grid, 256, 0, n, width, (const char *)src.data, src.fmt, ss,
                   src.rows, idx, (char *)dst.data, dst.fmt, ds, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("gather_rows");
@@ -164,30 +163,30 @@ __global__ void k_kv_write(int64_t n, int64_t width, const float *src, int64_t l
     for (int tile = 0; tile < 4; tile++) {
       float v[4], amax = 0.0f;
       for (int j = 0; j < 4; j++) {
-        v[j] = x[tile * SC_FP8_TILE + lane * 4 + j];
+        v[j] = x[tile * SC_KFP8_DS_MLA_TILE + lane * 4 + j];
         amax = fmaxf(amax, fabsf(v[j]));
       }
       for (int off = 16; off > 0; off >>= 1)
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-      const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+      const float scale = sc_kfp8_ds_mla_scale(amax);
       uint32_t packed = 0;
       for (int j = 0; j < 4; j++) {
         const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(v[j] / scale, __NV_SATFINITE,
                                                            __NV_E4M3);
         packed |= (uint32_t)q << (8 * j);
       }
-      *(uint32_t *)(d + tile * SC_FP8_TILE + lane * 4) = packed;
-      if (lane == 0) *(float *)(d + SC_FP8_SCALE_OFF + 4 * tile) = scale;
+      *(uint32_t *)(d + tile * SC_KFP8_DS_MLA_TILE + lane * 4) = packed;
+      if (lane == 0) *(float *)(d + SC_KFP8_DS_MLA_SCALE_AT + 4 * tile) = scale;
     }
-    uint16_t *rope = (uint16_t *)(d + SC_FP8_ROPE_OFF);
-    for (int e = lane; e < SC_FP8_ROPE; e += 32) rope[e] = sc_f32_to_bf16(x[SC_FP8_NOPE + e]);
+    uint16_t *rope = (uint16_t *)(d + SC_KFP8_DS_MLA_ROPE_AT);
+    for (int e = lane; e < SC_KFP8_DS_MLA_ROPE; e += 32) rope[e] = sc_f32_to_bf16(x[SC_KFP8_DS_MLA_NOPE + e]);
   }
 }
 
 extern "C" int sc_kcuda_kv_write(sc_kernels *k, int64_t n, int64_t width, const float *src,
                                  int64_t ld_src, const int32_t *slots, sc_krows cache) {
   sc_kcuda *c = sc_kcuda_of(k);
-  SC_KCHECK(sc_kcheck_kv_write(n, width, src, ld_src, slots, &cache, sc_kcuda_check_rows));
+  SC_KCHECK(sc_kcheck_kv_write(n, width, src, ld_src, slots, &cache));
   if (sc_kfmt_bytes(cache.fmt) && (cache.ld % 4 != 0 || !aligned(cache.data, 4)))
     return SC_EINVAL; /* scales are f32 words */
   const int64_t step = sc_krows_stride(&cache);

@@ -14,7 +14,8 @@
 # broken indexer_types, a shared
 # first layer and a contradicting indexer_rope_interleave are refused by `checkpoint` and
 # `run` (exit 2, the key named). fp8 index keys (--index-format fp8) on the tiny checkpoint,
-# the embedded model and the GLM layout, against single-rank runs that keep them too.
+# the embedded model and the GLM layout, and fp8_ds_mla KV rows on the embedded model,
+# against single-rank runs that keep them too.
 set -u
 bin=$1
 src=$2
@@ -52,7 +53,7 @@ check_run "$data/tiny-fp8" --tp 2
 # bf16 KV rows (--kv-format): the layouts against a single-rank run that keeps them too
 check_run "$data/tiny-bf16" --pcp 2 --dcp 2 --kv-format bf16
 msg=$("$bin" run --kv-format fp16 --quiet 2>&1 >/dev/null); rc=$?
-[ $rc -eq 2 ] && echo "$msg" | grep -qF -- "--kv-format must be f32 or bf16" ||
+[ $rc -eq 2 ] && echo "$msg" | grep -qF -- "--kv-format must be f32, bf16 or fp8_ds_mla" ||
   fail "run --kv-format fp16: exit $rc ($msg)"
 # fp8 index keys (--index-format fp8, docs/model.md): the layouts against a single-rank
 # run that keeps them too, with bf16 KV rows, and on the embedded model
@@ -61,6 +62,17 @@ check_verified 8 --index-format fp8 --num-requests 8
 msg=$("$bin" run --index-format bf16 --quiet 2>&1 >/dev/null); rc=$?
 [ $rc -eq 2 ] && echo "$msg" | grep -qF -- "--index-format must be kv or fp8" ||
   fail "run --index-format bf16: exit $rc ($msg)"
+# fp8_ds_mla KV rows (--kv-format fp8_ds_mla, DeepSeek-V3.2's, its keys in fp8 rows of
+# their own): the embedded model's layouts against a single-rank run that keeps them too;
+# refused with the keys in the KV rows, and for a model of other widths (the tiny one's)
+check_verified 8 --kv-format fp8_ds_mla --num-requests 8
+msg=$("$bin" run --kv-format fp8_ds_mla --index-format kv --quiet 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && echo "$msg" | grep -qF -- "index_format fp8" ||
+  fail "run --kv-format fp8_ds_mla --index-format kv: exit $rc ($msg)"
+msg=$("$bin" run --kv-format fp8_ds_mla --model-dir "$data/tiny-bf16" --quiet 2>&1 >/dev/null)
+rc=$?
+[ $rc -eq 2 ] && echo "$msg" | grep -qF -- "kv_lora_rank 512 and rope_dim 64 (this model: 32 and 8)" ||
+  fail "run --kv-format fp8_ds_mla on the tiny checkpoint: exit $rc ($msg)"
 
 # GLM-5
 "$bin" mkmodel "$work/glm" --model-type glm_moe_dsa --dtype bf16 --layers 4 --dense-layers 1 \

@@ -23,7 +23,7 @@
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/kernels.h"
 #include "model/sampling.h"
-#include "tests/gpu/fp8_ref.h"
+#include "tests/common/fp8_ref.h"
 #include "tests/gpu/gpu_spin.h"
 #include "tests/gpu/gpu_test.h"
 
@@ -684,10 +684,18 @@ static void case_kv_write(void) {
   }
   CHECK(bad_rows == 0, "fp8 quantization differs from the reference: %d rows, %d bytes",
         bad_rows, bad_bytes);
-  /* the CPU backend refuses the GPU-only layout */
-  CHECK(C->ops->kv_write(C, 1, width, X.c, width, Sl.c,
-                         (sc_krows){X.c, SC_KFMT_FP8_DS_MLA, rb, 1}) == SC_ENOTSUP,
-        "cpu backend should answer ENOTSUP for fp8_ds_mla");
+  /* the CPU backend's rows: the same bytes (untouched rows included) */
+  void *cc = NULL;
+  REQUIRE(C->ops->alloc(C, bytes, &cc) == 0, "alloc");
+  CHECK(C->ops->memset(C, cc, 0xff, bytes) == 0 &&
+            C->ops->kv_write(C, n, width, X.c, width, Sl.c,
+                             (sc_krows){cc, SC_KFMT_FP8_DS_MLA, rb, rows}) == 0,
+        "kv_write fp8 cpu");
+  uint8_t *hc = malloc(bytes);
+  CHECK(C->ops->copy(C, hc, cc, bytes, SC_KCOPY_D2H) == 0, "copy");
+  CHECK(memcmp(hg, hc, bytes) == 0, "fp8_ds_mla rows of the CPU backend differ from the GPU's");
+  C->ops->free(C, cc);
+  free(hc);
   /* fp8 -> f32 / bf16 dequantizing gather, and fp8 -> fp8 copy */
   const int64_t ng = 150;
   int32_t *gidx = malloc(sizeof(int32_t) * (size_t)ng);
@@ -1453,10 +1461,15 @@ static void case_attention(void) {
   attn_case_as(SC_KFMT_BF16, 3, 128, 512, 64, 2048, 0.15f, 1e-2, true, true);
   attn_case_as(SC_KFMT_FP8_DS_MLA, 3, 128, 512, 64, 1024, 0.15f, 1e-2, false, true);
   attn_case(SC_KFMT_FP8_DS_MLA, 3, 64, 512, 64, 2048, 0.1f, 1e-2, false);
-  /* few heads over fp8 rows: prefill tokens on the wgmma kernel (8 of its 64 head rows),
-   * decode tokens on the split kernel */
+  /* few heads over fp8 rows: the few-heads kernel's staged and dequantized tiles (model-long
+   * with --kv-format fp8_ds_mla), the same shapes as bf16's, and a moving max */
   attn_case(SC_KFMT_FP8_DS_MLA, 3, 8, 512, 64, 2048, 0.0417f, 1e-2, false);
   attn_case(SC_KFMT_FP8_DS_MLA, 3, 8, 512, 64, 2048, 0.0417f, 1e-2, true);
+  attn_case(SC_KFMT_FP8_DS_MLA, 4, 16, 512, 64, 300, 0.0417f, 1e-2, false);
+  attn_case(SC_KFMT_FP8_DS_MLA, 4, 5, 512, 64, 300, 0.0417f, 1e-2, true);
+  attn_case(SC_KFMT_FP8_DS_MLA, 3, 12, 512, 64, 77, 0.15f, 1e-2, false);
+  attn_case(SC_KFMT_FP8_DS_MLA, 3, 12, 512, 64, 100, 0.15f, 1e-2, true); /* one split */
+  attn_case_as(SC_KFMT_FP8_DS_MLA, 3, 8, 512, 64, 1024, 0.15f, 1e-2, false, true);
 }
 
 /* The kernel of warpgroups in roles (cuda_attn_ws.cu) on a few tiles a token: 64 and 128
@@ -1526,7 +1539,7 @@ static bool attn_fixture_same(attn_fixture *x) {
 /* A token's attention is the same to the bit whatever batch it comes in (SPEC.md §8: a
  * multi-rank run batches tokens otherwise than a single rank): each token of a batch
  * computed again alone, on the split kernel (f32), the wgmma kernel (bf16, 64 heads) and
- * the few-heads kernel (bf16, 8 heads; prefill and decode tokens); a batch of 150 over a
+ * the few-heads kernel (bf16 and fp8_ds_mla, 8 heads; prefill and decode tokens); a batch of 150 over a
  * top-K of 200 on the split kernel, which takes 8 heads a block for the batch and 2 for a
  * token alone; and batches of the kernel of warpgroups in roles with more blocks than the
  * GPU runs at once, over bf16 rows and over fp8_ds_mla rows in clusters of two. */
@@ -1543,6 +1556,8 @@ static void case_attention_batch_invariance(void) {
       {SC_KFMT_F32, 150, 8, 200, false}, /* 150 tokens x 7 splits, more blocks than SMs */
       {SC_KFMT_BF16, 300, 64, 300, true},        /* 300 blocks of 5 tiles */
       {SC_KFMT_FP8_DS_MLA, 200, 128, 200, true}, /* 400 blocks in clusters of two */
+      {SC_KFMT_FP8_DS_MLA, 9, 8, 700, false},    /* the few-heads kernel's fp8 tiles */
+      {SC_KFMT_FP8_DS_MLA, 9, 8, 700, true},
   };
   for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
     const int32_t n_tok = vs[v].n_tok, heads = vs[v].heads, topk = vs[v].topk;

@@ -1,7 +1,7 @@
 /* fp8_ref.c - CPU reference of e4m3 and the fp8_ds_mla row (see fp8_ref.h). Encoding
  * searches the table of the 127 non-negative finite codes, so it is exact by
  * construction rather than by bit tricks. */
-#include "tests/gpu/fp8_ref.h"
+#include "tests/common/fp8_ref.h"
 
 #include <math.h>
 #include <string.h>
