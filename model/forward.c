@@ -425,9 +425,12 @@ static int shard_pack(step_ctx *s, int64_t n, const int32_t *slots, float *shard
   return rc;
 }
 
+/* Whether the caller asked for the selected sets (sc_forward_out.topk). */
+static bool capturing(const step_ctx *s) { return s->out != NULL && s->out->topk != NULL; }
+
 /* Captures the selected (score, position) sets of local rows [b, e) for this layer. */
 static int capture(step_ctx *s, const sc_kcand *cand_buf, int32_t b, int32_t e) {
-  if (s->out == NULL || s->out->topk == NULL || e <= b) return 0;
+  if (!capturing(s) || e <= b) return 0;
   sc_forward *f = s->f;
   const sc_meta *m = s->in->meta;
   const size_t per = (size_t)s->K;
@@ -598,7 +601,7 @@ static int attention_layer(step_ctx *s) {
           .q_pos = pos + tb, .keys = row_keys(s, ws, wsr.rows), .key_rows = deint,
           .key_pos = ckpos, .key_begin = ix(s, U_KB) + tb,
           .key_end = ix(s, U_KE) + tb, .out_pos = topk + (size_t)tb * s->K,
-          .out_cand = cand + (size_t)tb * s->K,
+          .out_cand = capturing(s) ? cand + (size_t)tb * s->K : NULL, /* (else unread) */
           /* the chunk's key list is its extent (deint, ckpos): a bound of every range,
            * which lets a long prompt's chunk take the sampled floors (cuda_indexer.cu) */
           .max_keys = mc->extent_total};
@@ -634,7 +637,10 @@ static int attention_layer(step_ctx *s) {
         .n_tok = cte, .n_heads = s->HI, .dim = s->dI, .topk = s->K, .q = iq, .ld_q = iqw,
         .w = iwt, .ld_w = s->HI, .q_pos = pos, .keys = sc_kv_cache_keys(f->cache, l),
         .key_rows = f->buf[I_KSLOT], .key_pos = f->buf[I_KPOS], .key_begin = ix(s, U_KB),
-        .key_end = ix(s, U_KE), .out_pos = topk, .out_cand = cand,
+        .key_end = ix(s, U_KE), .out_pos = topk,
+        /* the scores go to the other DCP ranks or to a capture, else nowhere: a 32k
+         * prompt's would be 512 MB written a layer for nothing */
+        .out_cand = dcp_decode || capturing(s) ? cand : NULL,
         /* a token's keys are its request's positions, within bt_w blocks (bt_w is part of
          * a recording's key, so a replay's bound holds) */
         .max_keys = (int32_t)((int64_t)s->bt_w * s->B < INT32_MAX ? (int64_t)s->bt_w * s->B

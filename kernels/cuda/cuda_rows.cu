@@ -376,30 +376,50 @@ extern "C" int sc_kcuda_cache_keys(sc_kernels *k, int32_t n_ranges, int32_t n_ke
   return SC_CUDA_CHECK_LAUNCH("cache_keys");
 }
 
+/* plan/dcp.h's map of a position to this rank's cache slot (-1: another rank's or
+ * none), in 32 bits: the 64-bit divisions of the shared functions (six an entry) made
+ * the op instruction-bound, 0.70 ms a layer for a 32k prompt's 64M entries (ncu, H100,
+ * 2026-12-06). The host checks that positions, n * il and block_size * n fit. -2: the
+ * position's block is outside the table (an error). */
+__device__ inline int64_t slot_of_position(uint32_t p, const int32_t *row, int32_t max_blocks,
+                                           uint32_t bs, uint32_t n, uint32_t il, uint32_t rank) {
+  uint32_t local = p;
+  if (n > 1) {
+    if (p / il % n != rank) return -1;
+    local = p / (n * il) * il + p % il;
+  }
+  const uint32_t v = local / bs; /* = p / (bs * n): block_size is a multiple of il */
+  if (v >= (uint32_t)max_blocks || row[v] < 0) return -2;
+  return (int64_t)row[v] * bs + (local - v * bs);
+}
+
+#define SLOTS_PER_THREAD 4 /* consecutive entries: one division for their token */
+
 __global__ void k_topk_to_slots(int64_t total, int32_t topk, const int32_t *pos,
                                 const int32_t *req, const int32_t *bt, int32_t max_blocks,
                                 int32_t bs, int32_t n, int32_t il, int32_t rank, int32_t *out,
                                 int *flag) {
   sc_dev_pdl_enter();
-  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= total) return;
-  const int32_t p = pos[e];
-  if (p < 0 || sc_dcp_owner(p, n, il) != rank) {
-    out[e] = -1;
-    return;
+  const int64_t e0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * SLOTS_PER_THREAD;
+  if (e0 >= total) return;
+  int64_t t = e0 / topk;
+  int32_t i = (int32_t)(e0 - t * topk); /* entry e0's index within its token */
+#pragma unroll
+  for (int u = 0; u < SLOTS_PER_THREAD; u++, i++) {
+    const int64_t e = e0 + u;
+    if (e >= total) break;
+    if (i == topk) t++, i = 0;
+    const int32_t p = pos[e];
+    int64_t slot = -1;
+    if (p >= 0)
+      slot = slot_of_position((uint32_t)p, bt + (int64_t)req[t] * max_blocks, max_blocks,
+                              (uint32_t)bs, (uint32_t)n, (uint32_t)il, (uint32_t)rank);
+    if (slot < -1 || slot > INT32_MAX) {
+      sc_dev_raise(flag, SC_ERANGE);
+      return;
+    }
+    out[e] = (int32_t)slot;
   }
-  const int32_t *row = bt + (int64_t)req[e / topk] * max_blocks;
-  const int64_t v = p / ((int64_t)bs * n);
-  if (v >= max_blocks || row[v] < 0) {
-    sc_dev_raise(flag, SC_ERANGE);
-    return;
-  }
-  const int64_t slot = (int64_t)row[v] * bs + sc_dcp_local_index(p, n, il) - v * bs;
-  if (slot > INT32_MAX) {
-    sc_dev_raise(flag, SC_ERANGE);
-    return;
-  }
-  out[e] = (int32_t)slot;
 }
 
 extern "C" int sc_kcuda_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk,
@@ -409,8 +429,10 @@ extern "C" int sc_kcuda_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk
   sc_kcuda *c = sc_kcuda_of(k);
   SC_KCHECK(sc_kcheck_topk_to_slots(n_tok, topk, pos, req, bt, max_blocks, block_size, n, il,
                                     dcp_rank, out));
+  if ((int64_t)n * il > INT32_MAX || (int64_t)block_size * n > INT32_MAX) return SC_ERANGE;
   const int64_t total = (int64_t)n_tok * topk;
-  sc_kcuda_launch(c, k_topk_to_slots, (unsigned)sc_cdiv(total, 256), 256, 0, total, topk, pos, req,
+  sc_kcuda_launch(c, k_topk_to_slots, (unsigned)sc_cdiv(total, 256 * SLOTS_PER_THREAD), 256, 0,
+                  total, topk, pos, req,
                   bt, max_blocks, block_size, n, il, dcp_rank, out, c->err_flag);
   return SC_CUDA_CHECK_LAUNCH("topk_to_slots");
 }

@@ -1238,13 +1238,14 @@ static void case_topk_merge(void) {
   topk_merge_case(2, 3, 8000); /* a round takes one list: no tree (it never ended before) */
 }
 
-static void case_topk_maps(void) {
-  const int32_t n_tok = 20, topk = 64, n = 4, il = 2, bs = 8, maxb = 10, rank = 1;
+/* n_tok <= 20, three requests of maxb <= 10 blocks */
+static void topk_maps_case(int32_t n_tok, int32_t topk, int32_t n, int32_t il, int32_t bs,
+                           int32_t maxb, int32_t rank) {
   const size_t m = (size_t)n_tok * topk;
   int32_t *pos = malloc(sizeof(int32_t) * m), base[20], req[20], bt[3 * 10];
   for (size_t i = 0; i < m; i++) pos[i] = (int32_t)gt_int(-1, maxb * bs * n - 1);
   for (int i = 0; i < n_tok; i++) base[i] = (int32_t)gt_int(0, 1000), req[i] = (int32_t)gt_int(0, 2);
-  for (int i = 0; i < 30; i++) bt[i] = (int32_t)gt_int(0, 500);
+  for (int i = 0; i < 3 * maxb; i++) bt[i] = (int32_t)gt_int(0, 500);
   pbuf P = both(pos, sizeof(int32_t) * m), B = both(base, sizeof base), Rq = both(req, sizeof req),
        Bt = both(bt, sizeof bt);
   pbuf O1 = both_poison(sizeof(int32_t) * m), O2 = both_poison(sizeof(int32_t) * m);
@@ -1258,9 +1259,15 @@ static void case_topk_maps(void) {
   CHECK(down(O1, hg, hc, sizeof(int32_t) * m) == 0, "sync");
   CHECK(memcmp(hg, hc, sizeof(int32_t) * m) == 0, "topk_to_workspace differs");
   CHECK(down(O2, hg, hc, sizeof(int32_t) * m) == 0, "sync");
-  CHECK(memcmp(hg, hc, sizeof(int32_t) * m) == 0, "topk_to_slots differs");
+  CHECK(memcmp(hg, hc, sizeof(int32_t) * m) == 0, "topk_to_slots differs (n %d il %d)", n, il);
   pfree(P), pfree(B), pfree(Rq), pfree(Bt), pfree(O1), pfree(O2);
   free(pos), free(hg), free(hc);
+}
+
+static void case_topk_maps(void) {
+  topk_maps_case(20, 64, 4, 2, 8, 10, 1);
+  /* one rank (no owner test), an odd K: a thread's entries cross tokens, a short tail */
+  topk_maps_case(7, 37, 1, 1, 16, 10, 0);
 }
 
 /* The cache key list from its ranges: bit-equal to the CPU backend (tests/unit/test_metadata.c
