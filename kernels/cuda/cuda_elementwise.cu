@@ -56,11 +56,63 @@ __global__ void k_rmsnorms(sc_rmsnorms a) {
   rmsnorm_row(blockIdx.x, p.dim, p.x, p.ld_x, p.w, a.eps, p.out, p.ld_out);
 }
 
+/* ---- RMSNorm of rows up to RMS_WARP_DIM wide: a warp a row, the block's sums ----
+ *
+ * A block of 256 threads for a row of a few hundred values spent its time starting and
+ * meeting at its barrier: a 32k prompt's q_norm and kv_norm took 178 us a launch (two
+ * parts of 32768 rows; H100, 2026-12-06, bench/long-context.md). Here lane l plays
+ * threads l, 32 + l, ..., 224 + l of rmsnorm_row's block: the same partial sums, the
+ * same butterfly per warp of them, the same first-warp butterfly over the eight warp
+ * sums, so the same 1 / rms to the bit, and each value is scaled as there
+ * (test_gpu_kernels compares add_rmsnorm, still the block's, with add then rmsnorm to
+ * the bit). Up to RMS_WARP_DIM a lane loads at most 64 values. */
+#define RMS_THREADS 256
+#define RMS_WARPS (RMS_THREADS / 32)
+#define RMS_WARP_DIM 2048
+
+__device__ inline float rms_inv_as_block(const float *xr, int64_t dim, float eps) {
+  const int lane = threadIdx.x & 31;
+  float warp_sum[RMS_WARPS];
+#pragma unroll
+  for (int v = 0; v < RMS_WARPS; v++) {
+    float ss = 0.0f;
+    for (int64_t i = v * 32 + lane; i < dim; i += RMS_THREADS) ss += xr[i] * xr[i];
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    warp_sum[v] = __shfl_sync(0xffffffffu, ss, 0); /* (thread 32 v's part[v]) */
+  }
+  float p = 0.0f;
+#pragma unroll
+  for (int v = 0; v < RMS_WARPS; v++) p = lane == v ? warp_sum[v] : p;
+  for (int off = 16; off > 0; off >>= 1) p += __shfl_xor_sync(0xffffffffu, p, off);
+  return rsqrtf(__shfl_sync(0xffffffffu, p, 0) / (float)dim + eps);
+}
+
+/* blockIdx.y the part (rmsnorms; 0 for rmsnorm), warp w of block b its row 8 b + w. */
+__global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_rows(sc_rmsnorms a) {
+  sc_dev_pdl_enter();
+  const sc_rmsnorm_part &p = a.part[blockIdx.y];
+  const int64_t r = (int64_t)blockIdx.x * RMS_WARPS + (threadIdx.x >> 5);
+  if (r >= a.n_rows) return; /* (a whole warp: no shuffle waits for it) */
+  const float *xr = p.x + r * p.ld_x;
+  float *o = p.out + r * p.ld_out;
+  const float inv = rms_inv_as_block(xr, p.dim, a.eps);
+  /* in place is allowed: the lanes' loads above are done before any store (shuffles) */
+  for (int64_t i = threadIdx.x & 31; i < p.dim; i += 32)
+    o[i] = xr[i] * inv * (p.w ? p.w[i] : 1.0f);
+}
+
 extern "C" int sc_kcuda_rmsnorms(sc_kernels *k, const sc_rmsnorms *a) {
   SC_KCHECK(sc_kcheck_rmsnorms(a));
   if (a->n_rows > INT32_MAX) return SC_ERANGE;
-  sc_kcuda_launch(sc_kcuda_of(k), k_rmsnorms, dim3((unsigned)a->n_rows, (unsigned)a->n_parts),
-                  256, 0, *a);
+  bool narrow = true;
+  for (int i = 0; i < a->n_parts; i++) narrow = narrow && a->part[i].dim <= RMS_WARP_DIM;
+  if (narrow)
+    sc_kcuda_launch(sc_kcuda_of(k), k_rmsnorm_rows,
+                    dim3((unsigned)sc_cdiv(a->n_rows, RMS_WARPS), (unsigned)a->n_parts),
+                    RMS_THREADS, 0, *a);
+  else
+    sc_kcuda_launch(sc_kcuda_of(k), k_rmsnorms, dim3((unsigned)a->n_rows, (unsigned)a->n_parts),
+                    RMS_THREADS, 0, *a);
   return SC_CUDA_CHECK_LAUNCH("rmsnorms");
 }
 
@@ -69,8 +121,15 @@ extern "C" int sc_kcuda_rmsnorm(sc_kernels *k, int64_t n_rows, int64_t dim, cons
                                 int64_t ld_out) {
   SC_KCHECK(sc_kcheck_rmsnorm(n_rows, dim, x, ld_x, eps, out, ld_out));
   if (n_rows > INT32_MAX) return SC_ERANGE;
-  sc_kcuda_launch(sc_kcuda_of(k), k_rmsnorm, (unsigned)n_rows, 256, 0, dim, x, ld_x, w, eps, out,
-                  ld_out);
+  if (dim <= RMS_WARP_DIM) {
+    const sc_rmsnorms one = {.n_rows = n_rows, .eps = eps, .n_parts = 1,
+                             .part = {{dim, x, ld_x, w, out, ld_out}}};
+    sc_kcuda_launch(sc_kcuda_of(k), k_rmsnorm_rows, (unsigned)sc_cdiv(n_rows, RMS_WARPS),
+                    RMS_THREADS, 0, one);
+  } else {
+    sc_kcuda_launch(sc_kcuda_of(k), k_rmsnorm, (unsigned)n_rows, RMS_THREADS, 0, dim, x, ld_x,
+                    w, eps, out, ld_out);
+  }
   return SC_CUDA_CHECK_LAUNCH("rmsnorm");
 }
 
