@@ -54,7 +54,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
       "deadline_ms", "kernel_threads", "kv_format", "index_format", "inject", "max_prompt_len",
       "device", "cuda_device", "collectives", "tokenizer", "served_model_name", "profile",
-      "rejoin_wait_ms", "step_retries", "cuda_graphs", "overlap"};
+      "rejoin_wait_ms", "step_retries", "cuda_graphs", "overlap", "gemm_precision"};
   json_object_foreach(p, key, v) {
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
@@ -125,6 +125,16 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
     if (name == NULL || (strcmp(name, "cpu") && strcmp(name, "cuda")))
       return sc_fail(d, SC_EINVAL, "pipeline.device must be \"cpu\" or \"cuda\"");
     e->cuda = strcmp(name, "cuda") == 0;
+  }
+  json_t *gp = json_object_get(p, "gemm_precision");
+  if (gp) {
+    const char *name = json_string_value(gp);
+    if (name == NULL || (strcmp(name, "f32") && strcmp(name, "tf32")))
+      return sc_fail(d, SC_EINVAL, "pipeline.gemm_precision must be \"f32\" or \"tf32\"");
+    e->gemm_tf32 = strcmp(name, "tf32") == 0;
+    /* (the CPU's gemms are the f32 reference: asking it for TF32 is a mistake to say) */
+    if (e->gemm_tf32 && !e->cuda)
+      return sc_fail(d, SC_EINVAL, "pipeline.gemm_precision \"tf32\" is for device \"cuda\"");
   }
   if ((rc = get_i32(p, "cuda_device", 0, 1024, &e->cuda_device, d))) return rc;
   json_t *coll = json_object_get(p, "collectives");

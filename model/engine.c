@@ -40,7 +40,8 @@ void sc_engine_destroy(sc_engine *e) {
 }
 
 uint64_t sc_engine_config_digest(const sc_engine_config *cfg) {
-  const uint8_t rest[3] = {(uint8_t)cfg->kv_fmt, cfg->index_fp8, cfg->weights != NULL};
+  const uint8_t rest[4] = {(uint8_t)cfg->kv_fmt, cfg->index_fp8, cfg->weights != NULL,
+                           cfg->gemm_tf32};
   return sc_fnv1a(sc_model_config_digest(&cfg->model), rest, sizeof rest);
 }
 
@@ -73,6 +74,10 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
     if ((rc = sc_kernels_cuda_create(&e->k, cfg->cuda_device, NULL))) {
       sc_fail(d, rc, "rank %d: cannot create a CUDA kernel context on device %d: %s",
               global_rank, cfg->cuda_device, sc_strerror(rc));
+      goto fail;
+    }
+    if (cfg->gemm_tf32 && (rc = sc_kernels_cuda_set_tf32(e->k, true))) {
+      sc_fail(d, rc, "rank %d: cannot put the gemms on TF32: %s", global_rank, sc_strerror(rc));
       goto fail;
     }
 #else

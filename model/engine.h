@@ -32,6 +32,8 @@ typedef struct sc_engine_config {
                              format, model/kv_cache.h), not in the KV rows in kv_fmt */
   int kernel_threads;     /* CPU kernel worker threads (>= 1) */
   bool cuda;              /* kernels on a CUDA device instead of the CPU */
+  bool gemm_tf32;         /* CUDA: cuBLAS's gemms on TF32 tensor cores (sc_kernels_cuda_
+                             set_tf32: ~1e-3 relative, where f32 is the CPU's rounding) */
   int cuda_device;        /* which device */
   bool no_recordings;     /* run every step's ops as they are called, never replaying a
                              recording of them (sc_forward_set_recordings; the pipeline's

@@ -21,6 +21,7 @@ typedef struct sc_bench {
   /* --kv-format f32|bf16|fp8_ds_mla, --index-format kv|fp8: `bench e2e --device cuda`
    * times only the cases of these rows (NULL: every one; cmd_bench checks the values) */
   const char *kv_format, *index_format;
+  const char *gemm_precision; /* --gemm-precision f32|tf32: the same, of the gemms */
   sc_jsonw results; /* the JSON array of results, built incrementally */
   int num_results;
 } sc_bench;

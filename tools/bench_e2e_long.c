@@ -13,8 +13,9 @@
  * 1). The client sees tokens as the scheduler streams them, one step each, so TPOT is the
  * step time as a user sees it (host work between steps included). Every case runs with
  * the KV cache in f32 (the pipeline's default), then in bf16 ("kv" in the params), in
- * bf16 with fp8 index keys ("index"), and in fp8_ds_mla (DeepSeek-V3.2's KV cache, its
- * keys in fp8), or only in those --kv-format and --index-format name (kv_layouts).
+ * bf16 with fp8 index keys ("index"), in fp8_ds_mla (DeepSeek-V3.2's KV cache, its keys in
+ * fp8), and in bf16 with the gemms on TF32 tensor cores ("gemm"), or only in those
+ * --kv-format, --index-format and --gemm-precision name (kv_layouts).
  * Then the short context once more with the steps profiled ("e2e.gpu_busy", issue 20):
  * how much of a decode step's kernel span the device was busy (CUPTI's records of what
  * ran, rank 0's step results on its tap), beside that run's TPOT. And once more with
@@ -153,20 +154,22 @@ static int take_steps(sc_tap_steps *tap, int32_t out, long_sample *s, char *why,
   return 0;
 }
 
-/* The KV cache layouts the cases run in: the rows' format and where the index keys live
- * (pipeline kv_format and index_format). The f32 and bf16 rows' short context also runs
- * the profiled and the baseline cases (`extras`). */
+/* The layouts the cases run in: the KV rows' format, where the index keys live and the
+ * gemms' precision (pipeline kv_format, index_format, gemm_precision). The f32 and bf16
+ * rows' short context also runs the profiled and the baseline cases (`extras`). */
 typedef struct kv_layout {
   const char *kv, *index;
   bool index_default; /* index is kv's default index_format (sc_pipeline_kv_formats) */
   bool extras;
+  bool tf32;          /* gemm_precision tf32 */
 } kv_layout;
 static const kv_layout kv_layouts[] = {
-    {"f32", "kv", true, true},   /* the pipeline's default, the CPU reference's */
-    {"bf16", "kv", true, true},  /* the attention on the tensor cores */
-    {"bf16", "fp8", false, false}, /* DeepSeek-V3.2's index keys: a decode step's indexer
-                                      reads 132 bytes a key instead of 256 */
-    {"fp8_ds_mla", "fp8", true, false}, /* and its KV rows: 656 bytes where bf16 has 1152 */
+    {"f32", "kv", true, true, false},   /* the pipeline's default, the CPU reference's */
+    {"bf16", "kv", true, true, false},  /* the attention on the tensor cores */
+    {"bf16", "fp8", false, false, false}, /* DeepSeek-V3.2's index keys: a decode step's
+                                             indexer reads 132 bytes a key, not 256 */
+    {"fp8_ds_mla", "fp8", true, false, false}, /* and its KV rows: 656 bytes, not 1152 */
+    {"bf16", "kv", true, false, true}, /* the dense layers' gemms on the tensor cores */
 };
 
 /* How a case's cluster runs. */
@@ -190,7 +193,8 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
       .pcp = n, .dcp = n, .tp = 1, .model_file = model_file, .cuda = true, .gpus = n,
       .nccl = true, .token_budget = L > 4096 ? L : 4096, .num_blocks = L / 16 + 128,
       .max_model_len = L + lcs->out + 64, .deadline_ms = 120000, .log_level = "warn",
-      .quiet = !o.p2n2, .kv_format = o.kv->kv, .index_format = o.kv->index, .profile = profile,
+      .quiet = !o.p2n2, .kv_format = o.kv->kv, .index_format = o.kv->index,
+      .gemm_tf32 = o.kv->tf32, .profile = profile,
       .taps = profile,
       .no_cuda_graphs = o.no_graphs, .overlap = o.no_overlap ? "off" : NULL};
   sc_local_cluster *lc = NULL;
@@ -227,8 +231,9 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
     if ((rc = one_request(cl, lc, prompt, L, lcs->out, &out[r], why, why_len)) != 0 ||
         (tap && (rc = take_steps(tap, lcs->out, &out[r], why, why_len)) != 0))
       goto out;
-    fprintf(stderr, "  P%d N%d, %s KV%s, context %d, round %d%s%s: ttft %.1f ms, tpot %.3f ms",
-            n, n, o.kv->kv, strcmp(o.kv->index, "fp8") == 0 ? " and fp8 index keys" : "", L, r + 1,
+    fprintf(stderr, "  P%d N%d, %s KV%s%s, context %d, round %d%s%s: ttft %.1f ms, tpot %.3f ms",
+            n, n, o.kv->kv, strcmp(o.kv->index, "fp8") == 0 ? " and fp8 index keys" : "",
+            o.kv->tf32 ? ", TF32 gemms" : "", L, r + 1,
             profile ? " (profiled)" : "",
             o.no_graphs ? " (no graphs)" : o.no_overlap ? " (one step at a time)" : "",
             out[r].ttft_ms, out[r].tpot_ms);
@@ -324,6 +329,8 @@ static int baseline_case(sc_bench *b, const char *model_file, const long_case *l
  * can then time one layout's cases in a fraction of the time. */
 static bool kv_wanted(const sc_bench *b, const kv_layout *kv) {
   if (b->kv_format != NULL && strcmp(b->kv_format, kv->kv) != 0) return false;
+  if (b->gemm_precision != NULL && strcmp(b->gemm_precision, kv->tf32 ? "tf32" : "f32") != 0)
+    return false;
   if (b->index_format != NULL) return strcmp(b->index_format, kv->index) == 0;
   return b->kv_format == NULL || kv->index_default;
 }
@@ -356,8 +363,9 @@ static int layout_cases(sc_bench *b, const char *model_file, const long_case *ca
       char params[256], extra[256];
       snprintf(params, sizeof params,
                "\"device\":\"cuda\",\"pcp\":%d,\"dcp\":%d,\"tp\":1,\"gpus\":%d,"
-               "\"model\":\"model-long\",\"kv\":\"%s\",%s\"context\":%d,\"out_tokens\":%d",
-               n, n, n, kv->kv, fp8 ? "\"index\":\"fp8\"," : "", cases[c].context,
+               "\"model\":\"model-long\",\"kv\":\"%s\",%s%s\"context\":%d,\"out_tokens\":%d",
+               n, n, n, kv->kv, fp8 ? "\"index\":\"fp8\"," : "",
+               kv->tf32 ? "\"gemm\":\"tf32\"," : "", cases[c].context,
                cases[c].out);
       sc_bench_add(b, "e2e.ttft", params, "ms", ttft[c], rounds, NULL);
       snprintf(extra, sizeof extra, "\"ratio_to_short_context\":%.4f",

@@ -29,7 +29,8 @@ static const struct {
 
 static void help(FILE *f) {
   fprintf(f, "usage: sparsecp bench KIND [--json] [--quick] [--device cpu|cuda]\n"
-             "                      [--kv-format f32|bf16|fp8_ds_mla] [--index-format kv|fp8]\n\nKinds:\n");
+             "                      [--kv-format f32|bf16|fp8_ds_mla] [--index-format kv|fp8]\n"
+             "                      [--gemm-precision f32|tf32]\n\nKinds:\n");
   for (size_t i = 0; i < NUM_KINDS; i++)
     fprintf(f, "  %-10s %s\n", k_bench_kinds[i].kind, k_bench_kinds[i].what);
   fprintf(f,
@@ -39,10 +40,11 @@ static void help(FILE *f) {
           "  --device cpu|cuda  kernel backend of `bench kernels`; for `bench e2e`, cuda\n"
           "                     times long contexts on one GPU, and on two at P2 N2 where\n"
           "                     there are two (examples/model-long.json)\n"
-          "  --kv-format F, --index-format I  bench e2e --device cuda: only the cases of\n"
-          "                     these KV rows and index keys (a format alone: with its\n"
-          "                     default keys); without them f32 and bf16 rows with their\n"
-          "                     keys, bf16 rows with fp8 keys, fp8_ds_mla rows (fp8 keys)\n");
+          "  --kv-format F, --index-format I, --gemm-precision G  bench e2e --device cuda:\n"
+          "                     only the cases of these KV rows, index keys and gemms (a\n"
+          "                     format alone: with its default keys); without them f32 and\n"
+          "                     bf16 rows with their keys, bf16 rows with fp8 keys,\n"
+          "                     fp8_ds_mla rows (fp8 keys), bf16 rows with TF32 gemms\n");
 }
 
 int sc_cmd_bench(int argc, char **argv) {
@@ -51,6 +53,7 @@ int sc_cmd_bench(int argc, char **argv) {
                                        {"device", required_argument, NULL, 'd'},
                                        {"kv-format", required_argument, NULL, 'k'},
                                        {"index-format", required_argument, NULL, 'i'},
+                                       {"gemm-precision", required_argument, NULL, 'g'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   sc_bench b = {0};
@@ -63,6 +66,7 @@ int sc_cmd_bench(int argc, char **argv) {
     case 'd': b.device = optarg; break;
     case 'k': b.kv_format = optarg; break;
     case 'i': b.index_format = optarg; break;
+    case 'g': b.gemm_precision = optarg; break;
     case 'h': help(stdout); return SC_EXIT_OK;
     default: help(stderr); return SC_EXIT_USAGE;
     }
@@ -86,9 +90,15 @@ int sc_cmd_bench(int argc, char **argv) {
     return SC_EXIT_USAGE;
   }
   /* (only the GPU's long-context cases come in these formats) */
-  if ((b.kv_format != NULL || b.index_format != NULL) &&
+  if ((b.kv_format != NULL || b.index_format != NULL || b.gemm_precision != NULL) &&
       (strcmp(kind, "e2e") != 0 || b.device == NULL || strcmp(b.device, "cuda") != 0)) {
-    sc_cli_error("bench", "--kv-format and --index-format apply to bench e2e --device cuda");
+    sc_cli_error("bench", "--kv-format, --index-format and --gemm-precision apply to bench "
+                          "e2e --device cuda");
+    return SC_EXIT_USAGE;
+  }
+  if (b.gemm_precision != NULL && strcmp(b.gemm_precision, "f32") != 0 &&
+      strcmp(b.gemm_precision, "tf32") != 0) {
+    sc_cli_error("bench", "--gemm-precision %s: f32 or tf32", b.gemm_precision);
     return SC_EXIT_USAGE;
   }
   if (b.kv_format != NULL && strcmp(b.kv_format, "f32") != 0 &&

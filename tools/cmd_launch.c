@@ -181,7 +181,7 @@ static void help(FILE *f) {
           "                       [--grace-ms MS] [--token-budget N] [--num-blocks B]\n"
           "                       [--inject KIND:RANK:STEP] [--profile]\n"
           "                       [--kv-format f32|bf16|fp8_ds_mla]\n"
-          "                       [--index-format kv|fp8]\n"
+          "                       [--index-format kv|fp8] [--gemm-precision f32|tf32]\n"
           "                       [--no-cuda-graphs] [--overlap auto|on|off]\n"
           "                       [--mps auto|on|off]\n\n"
           "Starts a local cluster of P*T node processes (default P = 1, N = 1, T = 1)\n"
@@ -233,9 +233,9 @@ static void help(FILE *f) {
           "  --grace-ms     after a death that ends the cluster, time the others get\n"
           "                 before being stopped (default 2000)\n"
           "  --device, --collectives, --gpus, --model, --model-dir, --token-budget,\n"
-          "  --num-blocks, --kv-format, --index-format, --no-cuda-graphs, --overlap, --mps,\n"
-          "  --inject, --profile  as for `sparsecp run` (with --http, /metrics adds\n"
-          "                 sparsecp_step_stage_seconds_total)\n");
+          "  --num-blocks, --kv-format, --index-format, --gemm-precision,\n"
+          "  --no-cuda-graphs, --overlap, --mps, --inject, --profile  as for `sparsecp run`\n"
+          "                 (with --http, /metrics adds sparsecp_step_stage_seconds_total)\n");
 }
 
 /* The "launched" event line (DESIGN.md §7): through the JSON writer, since the cluster

@@ -361,7 +361,7 @@ static void help(FILE *f) {
           "                    [--clients K] [--gpus K] [--num-blocks B] [--max-model-len L]\n"
           "                    [--deadline-ms MS] [--profile]\n"
           "                    [--kv-format f32|bf16|fp8_ds_mla]\n"
-          "                    [--index-format kv|fp8]\n"
+          "                    [--index-format kv|fp8] [--gemm-precision f32|tf32]\n"
           "                    [--no-cuda-graphs] [--overlap auto|on|off] [--mps auto|on|off]\n"
           "\n"
           "Starts a local cluster (default P = 2, N = 2, T = 1 on the CPU), submits the\n"
@@ -411,6 +411,9 @@ static void help(FILE *f) {
           "                scale a key, in rows of their own, and each query head rounded\n"
           "                alike; the reference of --verify uses the same; the only one,\n"
           "                and the default, of fp8_ds_mla rows)\n"
+          "  --gemm-precision  with --device cuda: f32 (default: cuBLAS's exact f32\n"
+          "                gemms on CUDA cores) or tf32 (on the tensor cores, ~1e-3\n"
+          "                relative; the single-rank reference of --verify uses the same)\n"
           "  --no-cuda-graphs  launch every kernel of every step (by default, on CUDA, a\n"
           "                decode step of one rank, or of ranks with ipc collectives, is\n"
           "                recorded as a CUDA graph the first time its batch shape occurs\n"
@@ -548,6 +551,7 @@ int sc_cmd_run(int argc, char **argv) {
                                                                  : TIE_MARGIN_CPU};
     if (co->cuda) {
       single.cuda = false;
+      single.gemm_tf32 = false; /* (the CPU's gemms are f32) */
       refs[nref++] = (reference){.label = "CPU reference", .key = "verify_cpu",
                                  .cluster = single, .tie_margin = TIE_MARGIN_CUDA};
     }

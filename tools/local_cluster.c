@@ -233,6 +233,7 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->no_cuda_graphs) json_object_set_new(p, "cuda_graphs", json_false());
   if (o->overlap) json_object_set_new(p, "overlap", json_string(o->overlap));
   if (o->kv_format) json_object_set_new(p, "kv_format", json_string(o->kv_format));
+  if (o->gemm_tf32) json_object_set_new(p, "gemm_precision", json_string("tf32"));
   if (o->index_format) json_object_set_new(p, "index_format", json_string(o->index_format));
   if (o->rejoin_wait_ms)
     json_object_set_new(p, "rejoin_wait_ms", json_integer(o->rejoin_wait_ms));
@@ -626,6 +627,8 @@ int sc_local_cluster_parse_opt(const char *cmd, int ch, const char *arg,
     }
     o->kv_format = arg;
     return 1;
+  case SC_LCOPT_GEMM_PRECISION:
+    return pick_opt(cmd, "--gemm-precision", arg, "f32", "tf32", &o->gemm_tf32);
   case SC_LCOPT_INDEX_FORMAT: {
     bool fp8;
     const int rc = pick_opt(cmd, "--index-format", arg, "kv", "fp8", &fp8);
@@ -673,6 +676,11 @@ int sc_local_cluster_validate(const char *cmd, const sc_local_cluster_opts *o,
   if (ranks > SC_LOCAL_CLUSTER_MAX_NODES) {
     sc_cli_error(cmd, "a local cluster has at most %d nodes (--pcp %d x --tp %d is %d)",
                  SC_LOCAL_CLUSTER_MAX_NODES, (int)o->pcp, (int)o->tp, (int)ranks);
+    return SC_EINVAL;
+  }
+  if (o->gemm_tf32 && !o->cuda) {
+    sc_cli_error(cmd, "--gemm-precision tf32 needs --device cuda (the CPU's gemms are the "
+                      "f32 reference)");
     return SC_EINVAL;
   }
   if (o->ipc && (!o->cuda || o->gpus > 1)) {

@@ -87,6 +87,7 @@ typedef struct sc_local_cluster_opts {
                                    or "fp8" (in fp8 rows of their own); NULL: the default
                                    (sc_pipeline_kv_formats) */
   const char *overlap;          /* pipeline "overlap": "auto", "on" or "off"; NULL: auto */
+  bool gemm_tf32;               /* pipeline "gemm_precision": "tf32" (CUDA), not f32 */
   int32_t rejoin_wait_ms;       /* pipeline.rejoin_wait_ms (0: a node's death ends the
                                    cluster): set by a caller that restarts nodes */
   int32_t step_retries;         /* pipeline.step_retries (0: a failed step's requests
@@ -188,6 +189,7 @@ enum {
   SC_LCOPT_NO_CUDA_GRAPHS,
   SC_LCOPT_OVERLAP,
   SC_LCOPT_MPS,
+  SC_LCOPT_GEMM_PRECISION,
 };
 #define SC_LOCAL_CLUSTER_LONG_OPTIONS                                                    \
   {"pcp", required_argument, NULL, SC_LCOPT_PCP},                                        \
@@ -207,7 +209,8 @@ enum {
       {"index-format", required_argument, NULL, SC_LCOPT_INDEX_FORMAT},                  \
       {"no-cuda-graphs", no_argument, NULL, SC_LCOPT_NO_CUDA_GRAPHS},                    \
       {"overlap", required_argument, NULL, SC_LCOPT_OVERLAP},                            \
-      {"mps", required_argument, NULL, SC_LCOPT_MPS}
+      {"mps", required_argument, NULL, SC_LCOPT_MPS},                                    \
+      {"gemm-precision", required_argument, NULL, SC_LCOPT_GEMM_PRECISION}
 
 /* Applies getopt_long's result ch (with its optarg) to o when it is one of the shared
  * options. Returns 1 when it was and its value is good, 0 when ch is not a shared option

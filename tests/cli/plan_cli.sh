@@ -44,6 +44,10 @@ printf '{' | "$bin" plan 2>/dev/null; [ $? -eq 2 ] || fail "table mode bad input
 "$bin" bench e2e --device cuda --kv-format f16 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench e2e --kv-format f16 should exit 2"
 "$bin" bench e2e --device cuda --kv-format f32 --index-format fp8 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench e2e f32 rows with fp8 index keys should exit 2"
 "$bin" bench e2e --device cuda --index-format e5m2 2>&1 >/dev/null | grep -q "index-format e5m2" || fail "bench e2e --index-format e5m2 names the value"
+"$bin" bench e2e --device cuda --gemm-precision f16 2>&1 >/dev/null | grep -q "gemm-precision f16" || fail "bench e2e --gemm-precision f16 names the value"
+"$bin" bench e2e --kv-format fp8_ds_mla --index-format kv --device cuda >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench e2e fp8_ds_mla rows with their keys in them should exit 2"
+# TF32 gemms are the GPU's: refused on the CPU (the f32 reference) before anything starts
+"$bin" run --gemm-precision tf32 2>&1 >/dev/null | grep -q "needs --device cuda" || fail "run --gemm-precision tf32 on the CPU should be refused"
 SC_BENCH_MESSAGES_ONLY=carrier-pigeon "$bin" bench messages --quick >/dev/null 2>&1
 [ $? -eq 2 ] || fail "SC_BENCH_MESSAGES_ONLY naming no transport should exit 2"
 SC_BENCH_MESSAGES_SPIN_US=100001 "$bin" bench messages --quick >/dev/null 2>&1
