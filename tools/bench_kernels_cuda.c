@@ -563,10 +563,12 @@ int sc_bench_kernels_cuda(sc_bench *b) {
     goto out;
   /* examples/model-long.json's attention (8 heads, top-K 2048 over a 32k context), one
    * decode token and a 4096-token prefill chunk, with the KV rows in f32 (the pipeline's
-   * default: the CUDA-core split kernel) and in bf16 (--kv-format bf16: the few-heads
-   * tensor-core kernel, the decode token in splits) */
-  for (int bf = 0; bf < 2; bf++) {
-    const sc_kfmt fmt = bf ? SC_KFMT_BF16 : SC_KFMT_F32;
+   * default: the CUDA-core split kernel), in bf16 (--kv-format bf16: the few-heads
+   * tensor-core kernel, the decode token in splits) and in fp8_ds_mla (the same kernel,
+   * its tiles dequantized from staged rows) */
+  static const sc_kfmt long_fmts[] = {SC_KFMT_F32, SC_KFMT_BF16, SC_KFMT_FP8_DS_MLA};
+  for (size_t fi = 0; fi < sizeof long_fmts / sizeof long_fmts[0]; fi++) {
+    const sc_kfmt fmt = long_fmts[fi];
     if (wanted("kernel.sparse_attn.decode") &&
         (rc = bench_attn(&c, "kernel.sparse_attn.decode", 1, 1, 8, q ? 256 : 2048,
                          q ? 4096 : 32768, fmt, 0)))
