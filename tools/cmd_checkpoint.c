@@ -230,7 +230,7 @@ static int memory(const char *path, bool json, const sc_hf_mem_in *in_opt) {
     if (m.kv_token_fp8_ds_mla > 0) {
       snprintf(note, sizeof note, "%llu B a token (--kv-format fp8_ds_mla)",
                (unsigned long long)m.kv_token_fp8_ds_mla);
-      mem_row("KV cache, fp8_ds_mla + fp8 index keys", m.kv_fp8_ds_mla, note);
+      mem_row("KV cache, fp8_ds_mla + fp8 keys", m.kv_fp8_ds_mla, note);
     }
     snprintf(note, sizeof note, "estimate, %lld rows", (long long)m.step_rows);
     mem_row("step buffers", m.step_buffers, note);

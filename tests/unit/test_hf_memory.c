@@ -83,10 +83,27 @@ Test(hf_memory, tiny_fp8_at_p1_n2_t2_by_hand) {
    * to 32, a layer: the bf16 row's 112 (a key this short saves nothing) */
   cr_assert_eq(m.kv_token_bf16_fp8_index, 2 * (40 * 2 + 32));
   cr_assert_eq(m.kv_bf16_fp8_index, 512 * 224);
+  cr_assert_eq(m.kv_token_fp8_ds_mla, 0); /* (kv_lora 32: not the fp8_ds_mla row's 512) */
+  cr_assert_eq(m.kv_fp8_ds_mla, 0);
   cr_assert_eq(m.kv_f32, 512 * 448);
   cr_assert_eq(m.step_rows, 256);
   cr_assert_eq(m.step_buffers, 256 * 1095 * 4);
   cr_assert_eq(m.workspace, 3 * 500 * 56 * 4);
+}
+
+/* fp8_ds_mla rows where the model has their widths (kv_lora 512, rope 64): 656 bytes a
+ * row and the key's fp8_index row (index_dim 64: 64 + 4 bytes padded to 80), a layer. */
+Test(hf_memory, fp8_ds_mla_rows_by_hand) {
+  sc_hf_config c = tiny();
+  c.kv_lora_rank = 512, c.qk_rope_head_dim = 64, c.index_head_dim = 64;
+  sc_hf_mem m;
+  sc_diag d = {0};
+  const sc_hf_mem_in in = {.pcp = 1, .dcp = 2, .tp = 2, .block_size = 16, .context = 1000,
+                           .budget = 256};
+  cr_assert_eq(sc_hf_memory(&c, &in, &m, &d), 0, "%s", d.msg);
+  cr_assert_eq(m.kv_token_fp8_ds_mla, 2 * (656 + 80));
+  cr_assert_eq(m.kv_fp8_ds_mla, 512 * 2 * (656 + 80));
+  cr_assert_eq(m.kv_token_bf16, 2 * (512 + 64 + 64) * 2);
 }
 
 Test(hf_memory, refuses_layouts_sparsecp_does_not_run) {
