@@ -2,8 +2,9 @@
  * F8_E4M3: 1 sign bit, 4 exponent bits with bias 7, 3 mantissa bits; exponent 0 is
  * subnormal, m * 2^-9; no infinities; S.1111.111 is NaN, so 448 is the largest finite
  * value), the nearest byte of a float, and the quantizations of an fp8_index key row and
- * of an fp8_ds_mla KV row (kernels.h SC_KFMT_FP8_INDEX, SC_KFMT_FP8_DS_MLA). Every e4m3 value is exact in f32, so the host, the CPU
- * kernels and the CUDA kernels (through SC_HOSTDEV) decode a byte to the same float.
+ * of an fp8_ds_mla KV row (kernels.h SC_KFMT_FP8_INDEX, SC_KFMT_FP8_DS_MLA). Every e4m3
+ * value is exact in f32, so the host, the CPU kernels and the CUDA kernels (through
+ * SC_HOSTDEV) decode a byte to the same float.
  * Pure; any thread. */
 #ifndef SC_FP8_E4M3_H
 #define SC_FP8_E4M3_H

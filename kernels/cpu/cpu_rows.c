@@ -1,6 +1,6 @@
-/* cpu_rows.c - row movement: gather (with format conversion; fp8_index rows copied), KV
- * write by slot mapping (fp8_index keys and fp8_ds_mla rows quantized), and the maps from top-K positions to
- * workspace rows and to local KV cache slots.
+/* cpu_rows.c - row movement: gather (with format conversion; fp8 rows copied), KV write by
+ * slot mapping (fp8_index keys and fp8_ds_mla rows quantized), and the maps from top-K
+ * positions to workspace rows and to local KV cache slots.
  * Every index is checked against its row set (SC_ERANGE), because on the CPU an
  * out-of-range index would silently corrupt memory. */
 #include <math.h>

@@ -120,7 +120,8 @@ __device__ inline float sc_dev_fp8_elem(const uint8_t *row, int64_t i) {
     const float s = *(const float *)(row + SC_KFP8_DS_MLA_SCALE_AT + 4 * (i / SC_KFP8_DS_MLA_TILE));
     return sc_dev_e4m3(row[i]) * s;
   }
-  return sc_bf16_to_f32(((const uint16_t *)(row + SC_KFP8_DS_MLA_ROPE_AT))[i - SC_KFP8_DS_MLA_NOPE]);
+  const uint16_t *rope = (const uint16_t *)(row + SC_KFP8_DS_MLA_ROPE_AT);
+  return sc_bf16_to_f32(rope[i - SC_KFP8_DS_MLA_NOPE]);
 }
 
 /* Element i of row `r` of a row set, as f32. */

@@ -179,7 +179,8 @@ __global__ void k_kv_write(int64_t n, int64_t width, const float *src, int64_t l
       if (lane == 0) *(float *)(d + SC_KFP8_DS_MLA_SCALE_AT + 4 * tile) = scale;
     }
     uint16_t *rope = (uint16_t *)(d + SC_KFP8_DS_MLA_ROPE_AT);
-    for (int e = lane; e < SC_KFP8_DS_MLA_ROPE; e += 32) rope[e] = sc_f32_to_bf16(x[SC_KFP8_DS_MLA_NOPE + e]);
+    for (int e = lane; e < SC_KFP8_DS_MLA_ROPE; e += 32)
+      rope[e] = sc_f32_to_bf16(x[SC_KFP8_DS_MLA_NOPE + e]);
   }
 }
 

@@ -1546,9 +1546,9 @@ static bool attn_fixture_same(attn_fixture *x) {
 /* A token's attention is the same to the bit whatever batch it comes in (SPEC.md §8: a
  * multi-rank run batches tokens otherwise than a single rank): each token of a batch
  * computed again alone, on the split kernel (f32), the wgmma kernel (bf16, 64 heads) and
- * the few-heads kernel (bf16 and fp8_ds_mla, 8 heads; prefill and decode tokens); a batch of 150 over a
- * top-K of 200 on the split kernel, which takes 8 heads a block for the batch and 2 for a
- * token alone; and batches of the kernel of warpgroups in roles with more blocks than the
+ * the few-heads kernel (bf16 and fp8_ds_mla, 8 heads; prefill and decode tokens); a
+ * batch of 150 over a top-K of 200 on the split kernel, which takes 8 heads a block for
+ * the batch and 2 for a token alone; and batches of the kernel of warpgroups in roles with more blocks than the
  * GPU runs at once, over bf16 rows and over fp8_ds_mla rows in clusters of two. */
 static void case_attention_batch_invariance(void) {
   static const struct {
