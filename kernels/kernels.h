@@ -90,6 +90,14 @@ static inline size_t sc_kfmt_size(sc_kfmt fmt) {
   return fmt == SC_KFMT_F32 ? 4 : fmt == SC_KFMT_BF16 ? 2 : 0;
 }
 
+/* The bytes of one row of `width` values in fmt (an fp8_ds_mla row's width is its 576, an
+ * fp8_index row's the key's dim: SC_KFP8_INDEX_ROW_BYTES, before any padding to a step). */
+static inline int64_t sc_kfmt_row_bytes(sc_kfmt fmt, int64_t width) {
+  return fmt == SC_KFMT_FP8_DS_MLA ? SC_KFP8_DS_MLA_ROW_BYTES
+         : fmt == SC_KFMT_FP8_INDEX ? SC_KFP8_INDEX_ROW_BYTES(width)
+                                    : width * (int64_t)sc_kfmt_size(fmt);
+}
+
 /* Whether a format's rows are counted in bytes (ld): the fp8 layouts. */
 static inline bool sc_kfmt_bytes(sc_kfmt fmt) {
   return fmt == SC_KFMT_FP8_DS_MLA || fmt == SC_KFMT_FP8_INDEX;

@@ -69,10 +69,8 @@ int sc_kv_cache_create(sc_kernels *k, int32_t layers, int32_t num_blocks, int32_
   c->index_dim = index_dim;
   c->fmt = fmt;
   c->index_fmt = index_fmt;
-  const int64_t row_values = apart ? width - index_dim : width;
-  const size_t row_bytes =
-      fp8_rows ? SC_KFP8_DS_MLA_ROW_BYTES : (size_t)row_values * sc_kfmt_size(fmt);
-  int rc = alloc_layers(k, layers, (size_t)slots * row_bytes, &c->data, "KV rows", d);
+  const int64_t row_bytes = sc_kfmt_row_bytes(fmt, apart ? width - index_dim : width);
+  int rc = alloc_layers(k, layers, (size_t)slots * (size_t)row_bytes, &c->data, "KV rows", d);
   if (rc == 0 && apart)
     rc = alloc_layers(k, layers, (size_t)slots * (size_t)SC_KFP8_INDEX_ROW_STEP(index_dim),
                       &c->index, "index keys", d);

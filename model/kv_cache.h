@@ -56,9 +56,8 @@ static inline int64_t sc_kv_cache_slots(const sc_kv_cache *c) {
 static inline bool sc_kv_cache_keys_apart(const sc_kv_cache *c) { return c->index != NULL; }
 /* A layer's rows in data: the KV values, then the key's unless they are apart. */
 static inline sc_krows sc_kv_cache_rows(const sc_kv_cache *c, int32_t layer) {
-  const int64_t ld = c->fmt == SC_KFMT_FP8_DS_MLA     ? SC_KFP8_DS_MLA_ROW_BYTES
-                     : sc_kv_cache_keys_apart(c) ? c->width - c->index_dim
-                                                 : c->width;
+  const int64_t values = sc_kv_cache_keys_apart(c) ? c->width - c->index_dim : c->width;
+  const int64_t ld = sc_kfmt_bytes(c->fmt) ? sc_kfmt_row_bytes(c->fmt, values) : values;
   return (sc_krows){.data = c->data[layer], .fmt = c->fmt, .ld = ld,
                     .rows = sc_kv_cache_slots(c)};
 }

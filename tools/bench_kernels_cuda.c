@@ -265,9 +265,7 @@ static int bench_attn(kc_ctx *c, const char *name, int32_t n_tok, int32_t per_re
   const int32_t dc = 512, dr = 64, w = dc + dr;
   const int32_t n_req = (n_tok + per_req - 1) / per_req;
   const int64_t rows = (int64_t)n_req * ctx;
-  const int64_t rb = fmt == SC_KFMT_FP8_DS_MLA ? SC_KFP8_DS_MLA_ROW_BYTES
-                     : fmt == SC_KFMT_F32     ? 4 * w
-                                              : 2 * w;
+  const int64_t rb = sc_kfmt_row_bytes(fmt, w);
   int rc = SC_ENOMEM;
   int32_t *sel = malloc(sizeof(int32_t) * (size_t)n_tok * topk);
   void *kv = NULL, *q = NULL, *dsel = NULL, *out = NULL, *lse = NULL, *src = NULL, *slots = NULL;

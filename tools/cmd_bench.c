@@ -106,15 +106,17 @@ int sc_cmd_bench(int argc, char **argv) {
     sc_cli_error("bench", "--kv-format %s: f32, bf16 or fp8_ds_mla", b.kv_format);
     return SC_EXIT_USAGE;
   }
-  /* (bench e2e's layouts: f32 and bf16 rows with their keys, bf16 and fp8_ds_mla rows
-   * with fp8 keys apart) */
   if (b.index_format != NULL &&
       (strcmp(b.index_format, "kv") != 0 && strcmp(b.index_format, "fp8") != 0)) {
     sc_cli_error("bench", "--index-format %s: kv or fp8", b.index_format);
     return SC_EXIT_USAGE;
   }
-  if (b.index_format != NULL && b.kv_format != NULL &&
-      strcmp(b.kv_format, strcmp(b.index_format, "fp8") == 0 ? "f32" : "fp8_ds_mla") == 0) {
+  /* (bench e2e's layouts: f32 and bf16 rows with their keys, bf16 and fp8_ds_mla rows
+   * with fp8 keys apart) */
+  const bool fp8_keys = b.index_format != NULL && strcmp(b.index_format, "fp8") == 0;
+  const bool kv_keys = b.index_format != NULL && !fp8_keys;
+  if (b.kv_format != NULL && ((fp8_keys && strcmp(b.kv_format, "f32") == 0) ||
+                              (kv_keys && strcmp(b.kv_format, "fp8_ds_mla") == 0))) {
     sc_cli_error("bench", "--kv-format %s --index-format %s: bench e2e has no such cases",
                  b.kv_format, b.index_format);
     return SC_EXIT_USAGE;

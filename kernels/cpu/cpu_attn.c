@@ -29,9 +29,7 @@ static int attn_tokens(void *p, int64_t b, int64_t e, int worker) {
   float *kv = sc_kcpu_scratch(j->c, worker, 0, bytes);
   if (kv == NULL) return SC_ENOMEM;
   float *s = kv + (int64_t)a->topk * width;
-  const int64_t row_bytes = a->kv.fmt == SC_KFMT_FP8_DS_MLA
-                                ? SC_KFP8_DS_MLA_ROW_BYTES
-                                : width * (int64_t)sc_kfmt_size(a->kv.fmt);
+  const int64_t row_bytes = sc_kfmt_row_bytes(a->kv.fmt, width);
 
   for (int64_t t = b; t < e; t++) {
     const int32_t *sel = a->sel + t * a->ld_sel;

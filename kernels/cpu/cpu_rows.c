@@ -10,19 +10,12 @@
 #include "kernels/fp8_e4m3.h"
 #include "plan/dcp.h"
 
-/* The bytes of a row of `width` values in fmt. */
-static size_t row_bytes(sc_kfmt fmt, int64_t width) {
-  return fmt == SC_KFMT_FP8_INDEX    ? (size_t)SC_KFP8_INDEX_ROW_BYTES(width)
-         : fmt == SC_KFMT_FP8_DS_MLA ? (size_t)SC_KFP8_DS_MLA_ROW_BYTES
-                                     : (size_t)width * sc_kfmt_size(fmt);
-}
-
 /* dst[0..width) = src row in src_fmt, converted to dst_fmt (an fp8 row, fp8_index or
  * fp8_ds_mla, is copied as it is, or quantized into from f32 by kv_write; the checks
  * leave no other conversion into them). */
 static void convert_row(const void *src, sc_kfmt sf, void *dst, sc_kfmt df, int64_t width) {
   if (sf == df) {
-    memcpy(dst, src, row_bytes(sf, width));
+    memcpy(dst, src, (size_t)sc_kfmt_row_bytes(sf, width));
   } else if (df == SC_KFMT_FP8_INDEX) {
     sc_kfp8_index_quantize(src, (int32_t)width, dst);
   } else if (df == SC_KFMT_FP8_DS_MLA) {
@@ -54,7 +47,7 @@ static int gather_part(void *p, int64_t b, int64_t e, int worker) {
     void *d = (char *)j->dst.data + i * sc_krows_stride(&j->dst);
     const int64_t r = j->idx ? j->idx[i] : i;
     if (r == -1) {
-      memset(d, 0, row_bytes(j->dst.fmt, j->width));
+      memset(d, 0, (size_t)sc_kfmt_row_bytes(j->dst.fmt, j->width));
       continue;
     }
     if (r < 0 || r >= j->src.rows) return SC_ERANGE;

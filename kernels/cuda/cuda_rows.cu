@@ -80,9 +80,7 @@ extern "C" int sc_kcuda_gather_rows(sc_kernels *k, int64_t n, int64_t width, sc_
   const int64_t ss = sc_krows_stride(&src), ds = sc_krows_stride(&dst);
   const unsigned grid = (unsigned)sc_cdiv(n, ROWS_PER_BLOCK);
   if (src.fmt == dst.fmt) {
-    const int64_t bytes = src.fmt == SC_KFMT_FP8_DS_MLA    ? SC_KFP8_DS_MLA_ROW_BYTES
-                          : src.fmt == SC_KFMT_FP8_INDEX ? SC_KFP8_INDEX_ROW_BYTES(width)
-                                                         : width * (int64_t)sc_kfmt_size(src.fmt);
+    const int64_t bytes = sc_kfmt_row_bytes(src.fmt, width);
     const int64_t a = (bytes % 16 == 0 && ss % 16 == 0 && ds % 16 == 0 &&
                        aligned(src.data, 16) && aligned(dst.data, 16))  ? 16
                       : (bytes % 4 == 0 && ss % 4 == 0 && ds % 4 == 0 &&
