@@ -522,6 +522,12 @@ static int env_floors(void) {
   return s >= 2 && s <= 256 && (s & (s - 1)) == 0 ? s : 1;
 }
 
+/* SPARSECP_INDEXER_MERGE: block (1), radix (2), else the rule of cuda_indexer.cu (0). */
+static int env_merge(void) {
+  const char *v = getenv("SPARSECP_INDEXER_MERGE");
+  return v == NULL ? 0 : strcmp(v, "block") == 0 ? 1 : strcmp(v, "radix") == 0 ? 2 : 0;
+}
+
 int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   *out = NULL;
   if (device < 0) return SC_EINVAL;
@@ -533,12 +539,13 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->k.impl = c;
   /* programmatic dependent launch (cuda_common.cuh), the attention kernel of warpgroups
    * in roles (cuda_attn_ws.cu) with its clusters over fp8 rows, and the indexer's sampled
-   * floors (cuda_indexer.cu) unless switched off: the other sides of comparisons in one
-   * run */
+   * floors (cuda_indexer.cu) unless switched off, and how the indexer merges a token's
+   * chunks: the other sides of comparisons in one run */
   c->pdl = !env_off("SPARSECP_CUDA_PDL");
   c->attn_ws = !env_off("SPARSECP_ATTN_WS");
   c->attn_cross = !env_off("SPARSECP_ATTN_CROSS");
   c->idx_floors = env_floors();
+  c->idx_merge = env_merge();
   int rc;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,

@@ -53,9 +53,11 @@
  *     exactly its K best into the item's output. Scores never leave the tile:
  *     nothing is allocated per (query, key).
  *  2. With one chunk a token, sc_kcuda_topk_finish (cuda_topk.cu) writes each token's
- *     K survivors in position order; with several, the chunks append their survivors
- *     per token and sc_kcuda_topk_radix (cuda_topk_radix.cu) selects the K over many
- *     blocks.
+ *     K survivors in position order. With several, where the step has tokens enough to
+ *     give most SMs one (tc_merge_by_block), each chunk writes a list of K and
+ *     sc_kcuda_topk_finish selects a token's K from its lists in one block; else the
+ *     chunks append their survivors per token and sc_kcuda_topk_radix
+ *     (cuda_topk_radix.cu) selects the K over many blocks.
  * The group size and chunk count come from the token count and the caller's bound of a
  * token's keys (max_keys; ops never read buffer contents on the host), so key ranges
  * stay on the device. A prompt of few index heads over long lists runs stage 1 three
@@ -500,6 +502,19 @@ static int tc_sample_r(int K, int S) {
   return m + 4 * sd + 4;
 }
 
+/* How the survivors of several chunks a token are selected: by one block a token
+ * (k_topk_final over the token's chunk lists in shared memory, one launch) where the
+ * step has tokens enough to give most SMs a block, else by the radix select over many
+ * blocks a token (cuda_topk_radix.cu, a launch a pass). 128 decode tokens of 64 heads
+ * over 16384 keys each (two chunks a token): 261 us against 307 over bf16 keys, 247
+ * against 264 over fp8_index keys (H100, 2026-12-06, bench/long-context.md). Both are
+ * exact and write in position order: the choice changes no pick.
+ * SPARSECP_INDEXER_MERGE=block or radix fixes it (c->idx_merge). */
+static bool tc_merge_by_block(const sc_kcuda *c, int n_tok) {
+  if (c->idx_merge != 0) return c->idx_merge == 1;
+  return 2 * (int64_t)n_tok >= c->num_sms;
+}
+
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
   SC_KCHECK(sc_kcheck_indexer(a));
@@ -539,7 +554,10 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   const size_t list_bytes = sizeof(uint64_t) * (size_t)a->n_tok * (size_t)n_chunks *
                             (size_t)a->topk;
   const size_t cand_bytes = sizeof(uint64_t) * (size_t)grid * sp.group * sp.room;
-  const size_t radix_bytes = n_chunks == 1 ? 0 : sc_kcuda_topk_radix_bytes(a->n_tok, a->topk);
+  const bool by_block = n_chunks > 1 && tc_merge_by_block(c, a->n_tok);
+  const size_t radix_bytes = n_chunks == 1 ? 0
+                             : by_block    ? sc_kcuda_topk_tree_bytes(a->n_tok, n_chunks, a->topk)
+                                           : sc_kcuda_topk_radix_bytes(a->n_tok, a->topk);
   const int S = tc_sample_stride(c, a, sp, path.dimp, n_chunks), r = tc_sample_r(a->topk, S);
   const size_t floor_bytes = S == 1 ? 0
                                     : sizeof(uint64_t) * (size_t)a->n_tok * r +
@@ -575,7 +593,8 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
     fl = {thr0, redo, NULL};
   }
   int *counts = NULL; /* one list per token when NULL: one block per token writes it */
-  if (n_chunks > 1 && (rc = sc_kcuda_topk_radix_begin(c, a->n_tok, radix, &counts)) != 0)
+  if (n_chunks > 1 && !by_block &&
+      (rc = sc_kcuda_topk_radix_begin(c, a->n_tok, radix, &counts)) != 0)
     return rc;
   sc_kcuda_launch(c, fn, (unsigned)grid, TC_THREADS, smem, *a, n_chunks, sp, n_items, cand, keys,
                   counts, (int64_t)n_chunks * a->topk, c->err_flag, fl);
@@ -586,8 +605,9 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
                     keys, counts, (int64_t)n_chunks * a->topk, c->err_flag, repair);
     if ((rc = SC_CUDA_CHECK_LAUNCH("indexer repair")) != 0) return rc;
   }
-  if (n_chunks == 1)
-    return sc_kcuda_topk_finish(c, a->n_tok, 1, a->topk, keys, a->out_pos, a->out_cand, NULL);
+  if (n_chunks == 1 || by_block) /* a list of K per chunk: one block a token selects */
+    return sc_kcuda_topk_finish(c, a->n_tok, n_chunks, a->topk, keys, a->out_pos, a->out_cand,
+                                (uint64_t *)radix);
   /* the chunks appended their survivors per token; a select over many blocks finishes */
   return sc_kcuda_topk_radix(c, a->n_tok, (int64_t)n_chunks * a->topk, a->topk, keys,
                              a->out_pos, a->out_cand, radix);

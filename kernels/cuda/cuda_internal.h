@@ -39,6 +39,10 @@ typedef struct sc_kcuda {
   int idx_floors;        /* prompts of few index heads start each token's threshold at a
                             sampled floor (cuda_indexer.cu): 1, the sample's stride by
                             its rule; SPARSECP_INDEXER_FLOORS=0: off (at 1), =S: stride S */
+  int idx_merge;         /* how several chunks' survivors of a token are selected
+                            (cuda_indexer.cu's tc_merge_by_block): 0 by its rule; 1 by one
+                            block a token, 2 by the radix select
+                            (SPARSECP_INDEXER_MERGE=block or radix) */
   cudaStream_t stream;
   int own_stream;
   void *blas;            /* cublasHandle_t; math mode set at create and by set_tf32 */
