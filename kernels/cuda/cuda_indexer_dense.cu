@@ -40,6 +40,7 @@
 #define DN_THREADS (128 * DN_WGS)
 #define DN_KEYS 64                   /* keys a tile: wgmma's M */
 #define DN_STAGES 4                  /* a warpgroup's ring of tiles */
+#define DN_ENT_SLOTS (2 * DN_STAGES) /* tiles' list entries in flight (see k_idx_dense) */
 #define DN_MIN_TILES 16              /* tiles an item at least (8 a warpgroup: a ring's worth) */
 #define DN_SEL_THREADS 1024
 #define DN_SEL_PER (DN_MAX_KEYS / DN_SEL_THREADS) /* keys a select thread holds */
@@ -50,8 +51,9 @@ static_assert((1 << DN_BITS) == 2 * DN_SEL_THREADS, "two histogram bins a select
 
 /* Shared memory of k_idx_dense (1024-aligned by hand: the swizzle atoms): tiles
  * [DN_WGS][DN_STAGES] of 64 rows of 128 values (e4m3 bytes or bf16), q 64 rows alike, the
- * token's weights and head scales f32 [64] each, then per tile slot the keys' positions
- * (-1: not seen) and fp8_index scales [DN_WGS][DN_STAGES][64] each. */
+ * token's weights and head scales f32 [64] each, per tile slot the keys' positions (-1:
+ * not seen) and fp8_index scales [DN_WGS][DN_STAGES][64] each, then the list entries in
+ * flight, position and row [DN_WGS][DN_ENT_SLOTS][2][64]. */
 template <bool W8> struct dn_layout {
   static constexpr int ROWB = W8 ? 128 : 256; /* bytes of a row of 128 values */
   static constexpr int TILE = DN_KEYS * ROWB;
@@ -61,55 +63,21 @@ template <bool W8> struct dn_layout {
   static constexpr size_t QSC = W + 64 * sizeof(float);
   static constexpr size_t KPOS = QSC + 64 * sizeof(float);
   static constexpr size_t KSC = KPOS + (size_t)SLOTS * DN_KEYS * sizeof(int);
-  static constexpr size_t TOTAL = KSC + (size_t)SLOTS * DN_KEYS * sizeof(float) + 1024;
+  static constexpr size_t ENT = KSC + (size_t)SLOTS * DN_KEYS * sizeof(float);
+  static constexpr size_t TOTAL =
+      ENT + (size_t)DN_WGS * DN_ENT_SLOTS * 2 * DN_KEYS * sizeof(int) + 1024;
 };
 
-/* A key of this thread's tile slot: its row's byte offset in the keys (-1: the token
- * does not see it) and position. */
-typedef struct dn_entry {
-  int64_t off;
-  int32_t pos;
-} dn_entry;
-
-/* List index i of token range [kb, kb + len) as the scoring kernel sees it (tc_token_mask
- * and tc_load_tile for one token): seen when within the range and at or before the query's
- * position; a bad row of a seen key raises SC_ERANGE and is not seen. */
-__device__ inline dn_entry dn_fetch(const sc_indexer_args &a, int64_t kb, int64_t len, int64_t i,
-                                    int32_t qpos, int64_t kstep, bool raise, int *flag) {
-  dn_entry x = {-1, -1};
-  if (i >= len) return x;
-  const int64_t e = kb + i;
-  const int32_t pos = a.key_pos[e];
-  if (pos > qpos) return x;
-  const int64_t row = a.key_rows ? a.key_rows[e] : e;
-  if (row < 0 || row >= a.keys.rows) {
-    if (raise) sc_dev_raise(flag, SC_ERANGE);
-    return x;
-  }
-  x.off = row * kstep;
-  x.pos = pos;
-  return x;
-}
-
-/* This thread's half hf of key row `key` into the tile slot `tile`: 16-byte pieces
- * hf * PIECES / 2 .., swizzled as wgmma reads them (wg_off_n over 64 rows; pieces past
- * dim are zeros, as are the rows of keys not seen); the half-0 thread records the
- * position and, W8, copies the scale. */
-template <bool W8>
-__device__ inline void dn_issue(const sc_indexer_args &a, const dn_entry &x, unsigned char *tile,
-                                int *kpos, float *ksc, int key, int hf) {
-  constexpr int ES = W8 ? 1 : 2, PIECES = 128 * ES / 16, HALF = PIECES / 2;
-  const bool ok = x.off >= 0;
-  const char *src = (const char *)a.keys.data + (ok ? x.off : 0);
-#pragma unroll
-  for (int m = 0; m < HALF; m++) {
-    const int p = hf * HALF + m;
-    cp_async16(tile + wg_off_n(DN_KEYS, key, p), src + 16 * p, ok && 16 * p < a.dim * ES);
-  }
-  if (hf == 0) {
-    kpos[key] = ok ? x.pos : -1;
-    if (W8) cp_async4(&ksc[key], src + SC_KFP8_INDEX_SCALE_AT(a.dim), ok);
-  }
+/* Whether list index i (position pos, row `row`) of a token range [kb, kb + len) is seen,
+ * as the scoring kernel decides it (tc_token_mask and tc_load_tile for one token): within
+ * the range, at or before the query's position, and a row of the keys (a bad row of a
+ * seen key raises SC_ERANGE when `raise`: its key's owner). */
+__device__ inline bool dn_seen(const sc_indexer_args &a, int64_t i, int64_t len, int32_t pos,
+                               int64_t row, int32_t qpos, bool raise, int *flag) {
+  if (i >= len || pos > qpos) return false;
+  if (row >= 0 && row < a.keys.rows) return true;
+  if (raise) sc_dev_raise(flag, SC_ERANGE);
+  return false;
 }
 
 template <int N> __device__ inline void dn_cp_async_wait() {
@@ -154,11 +122,21 @@ __global__ void __launch_bounds__(DN_THREADS)
   uint16_t *q_s = (uint16_t *)(smem + L::Q);
   float *w_s = (float *)(smem + L::W), *qsc_s = (float *)(smem + L::QSC);
   const int wg = threadIdx.x >> 7, wt = threadIdx.x & 127, lane = threadIdx.x & 31;
-  const int key = wt >> 1, hf = wt & 1; /* the row this thread copies half hf of */
+  /* A tile's copies: thread wt copies 16-byte piece wt % PIECES of rows wt / PIECES + R k,
+   * so a warp's copy reads whole rows (a row's 128 or 256 bytes by 8 or 16 lanes side by
+   * side; when each lane took half a row, each copy read half of every 32-byte sector it
+   * touched, and L2 ran at 93% of its throughput with DRAM at 60%: ncu, H100,
+   * 2026-12-06). Thread wt < 64 owns key wt: its list entry, visibility and scale. */
+  constexpr int ES = W8 ? 1 : 2, PIECES = 128 * ES / 16, R = 128 / PIECES;
+  const int piece = wt % PIECES, r0 = wt / PIECES;
+  const bool owner = wt < DN_KEYS;
   unsigned char *tiles = smem + (size_t)wg * S * L::TILE;
   int *kpos_s = (int *)(smem + L::KPOS) + wg * S * DN_KEYS;
   float *ksc_s = (float *)(smem + L::KSC) + wg * S * DN_KEYS;
-  const int64_t kstep = a.keys.ld * (W8 ? 1 : 2);
+  int *ent_s = (int *)(smem + L::ENT) + wg * DN_ENT_SLOTS * 2 * DN_KEYS; /* [slot][pos, row][64] */
+  const int64_t kstep = a.keys.ld * ES;
+  const char *kbase = (const char *)a.keys.data;
+  const bool in_dim = 16 * piece < a.dim * ES;
   const int per = cap / n_chunks, n_tiles = per / DN_KEYS;
   const int mine = n_tiles > wg ? (n_tiles - wg + DN_WGS - 1) / DN_WGS : 0;
 
@@ -177,28 +155,62 @@ __global__ void __launch_bounds__(DN_THREADS)
     __syncthreads(); /* q and the weights */
     /* my j-th tile: the chunk's tile wg + DN_WGS j, list indices ti(j) .. + 63 */
     auto ti = [&](int j) { return i0 + (int64_t)(wg + DN_WGS * j) * DN_KEYS; };
-    auto fetch = [&](int j) {
-      const dn_entry none = {-1, -1};
-      return j < mine ? dn_fetch(a, kb, len, ti(j) + key, qpos, kstep, hf == 0, flag) : none;
+    /* Tile j's list entries reach entry slot j % DN_ENT_SLOTS by cp.async from their
+     * owners, in the group of tile j - S + 1's copies (or the item's first group), and are
+     * read by every thread once that group has landed and the warpgroup has met: no
+     * global load stands between two tiles' copies (with the entries read one tile
+     * ahead in registers, their latency set the pace: 301 us for the bf16 decode shape,
+     * H100, 2026-12-06). A slot is written again 2 S tiles later, past a meeting that
+     * follows every read of it. */
+    auto request = [&](int j) {
+      const int64_t i = ti(j) + wt;
+      if (!owner || j >= mine || i >= len) return;
+      int *e = ent_s + (j % DN_ENT_SLOTS) * 2 * DN_KEYS + wt;
+      cp_async4(e, a.key_pos + kb + i, true);
+      if (a.key_rows) cp_async4(e + DN_KEYS, a.key_rows + kb + i, true);
     };
+    /* tile j into its slot j % S: the rows' pieces, the owners' positions (-1: not seen)
+     * and, W8, scales */
+    auto issue = [&](int j) {
+      const int sl = j % S;
+      const int *e = ent_s + (j % DN_ENT_SLOTS) * 2 * DN_KEYS;
+      const int64_t i0t = ti(j);
+      unsigned char *tile = tiles + sl * L::TILE;
+#pragma unroll
+      for (int k = 0; k < DN_KEYS / R; k++) {
+        const int r = r0 + R * k;
+        const int64_t i = i0t + r, row = i < len && a.key_rows ? e[DN_KEYS + r] : kb + i;
+        const bool ok = dn_seen(a, i, len, i < len ? e[r] : 0, row, qpos, false, flag);
+        cp_async16(tile + wg_off_n(DN_KEYS, r, piece), kbase + (ok ? row * kstep : 0) + 16 * piece,
+                   ok && in_dim);
+      }
+      if (owner) {
+        const int64_t i = i0t + wt, row = i < len && a.key_rows ? e[DN_KEYS + wt] : kb + i;
+        const int32_t pos = i < len ? e[wt] : 0;
+        const bool ok = dn_seen(a, i, len, pos, row, qpos, true, flag);
+        kpos_s[sl * DN_KEYS + wt] = ok ? pos : -1;
+        if (W8)
+          cp_async4(&ksc_s[sl * DN_KEYS + wt],
+                    kbase + (ok ? row * kstep : 0) + SC_KFP8_INDEX_SCALE_AT(a.dim), ok);
+      }
+    };
+    for (int j = 0; j < S - 1; j++) request(j); /* the ring's first tiles' entries */
+    cp_async_commit();
+    cp_async_wait_all();
+    named_sync(1 + wg, 128);
     for (int j = 0; j < S - 1; j++) { /* the ring's first tiles */
-      if (j < mine)
-        dn_issue<W8>(a, fetch(j), tiles + j * L::TILE, kpos_s + j * DN_KEYS,
-                     ksc_s + j * DN_KEYS, key, hf);
+      if (j < mine) issue(j);
+      request(j + S - 1);
       cp_async_commit();
     }
-    dn_entry nxt = fetch(S - 1);
     for (int j = 0; j < mine; j++) {
       const int st = j % S;
-      dn_cp_async_wait<S - 2>(); /* my copies of tile j have landed */
+      dn_cp_async_wait<S - 2>(); /* my copies of tile j, my entries of tile j + S - 1 */
       fence_async_smem();        /* (for wgmma's async proxy) */
       named_sync(1 + wg, 128);   /* everyone's have, and tile j - 1's slot is read */
-      const int sn = (j + S - 1) % S;
-      if (j + S - 1 < mine)
-        dn_issue<W8>(a, nxt, tiles + sn * L::TILE, kpos_s + sn * DN_KEYS, ksc_s + sn * DN_KEYS,
-                     key, hf);
+      if (j + S - 1 < mine) issue(j + S - 1);
+      request(j + 2 * S - 2);
       cp_async_commit(); /* (an empty group past the end keeps the count) */
-      nxt = fetch(j + S);
       float s0 = 0.0f, s1 = 0.0f;
       if (ti(j) < len) { /* (uniform) a tile past the range is zeros */
         float d[32];
@@ -232,24 +244,37 @@ __global__ void __launch_bounds__(DN_SEL_THREADS, 1)
   __shared__ int ctl[5]; /* bin, need, equal count; then the two slot counters */
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t t = blockIdx.x, kb = key_begin[t];
+  __shared__ unsigned wlo[DN_SEL_THREADS / 32], whi[DN_SEL_THREADS / 32];
   uint64_t k[DN_SEL_PER];
   int mine = 0;
+  unsigned lo = 0xffffffffu, hi = 0; /* this thread's least and largest words */
 #pragma unroll
   for (int j = 0; j < DN_SEL_PER; j++) {
     const int i = j * DN_SEL_THREADS + tid;
     const uint32_t w = i < cap ? words[t * cap + i] : 0u;
     k[j] = w ? (uint64_t)w << 32 | (0xffffffffu - (uint32_t)key_pos[kb + i]) : 0;
     mine += k[j] != 0;
+    if (w) lo = w < lo ? w : lo, hi = w > hi ? w : hi;
   }
-  for (int off = 16; off > 0; off >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, off);
-  if (lane == 0) wsum[warp] = mine;
+  for (int off = 16; off > 0; off >>= 1) {
+    mine += __shfl_xor_sync(0xffffffffu, mine, off);
+    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
+    hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+  }
+  if (lane == 0) wsum[warp] = mine, wlo[warp] = lo, whi[warp] = hi;
   __syncthreads();
   int total = 0;
-  for (int v = 0; v < DN_SEL_THREADS / 32; v++) total += wsum[v];
+  for (int v = 0; v < DN_SEL_THREADS / 32; v++)
+    total += wsum[v], lo = min(lo, wlo[v]), hi = max(hi, whi[v]);
   const bool all = total <= K;
-  uint64_t prefix = 0, mask = 0;
+  /* The words' high bits that every key shares (those of the least and the largest) are
+   * decided before any pass: the first digit starts below them. From the top bit, the
+   * digits of scores that vary by a few powers of two fell in a dozen bins, and the
+   * shared atomics on them serialized the first pass. */
+  const int common = hi > lo ? __clz(hi ^ lo) : 32;
+  uint64_t mask = common ? (~0ull << (64 - common)) : 0, prefix = ((uint64_t)hi << 32) & mask;
   int need = K;
-  for (int shift = 64; !all && shift > 0;) {
+  for (int shift = 64 - common; !all && shift > 0;) {
     const int width = shift < DN_BITS ? shift : DN_BITS;
     shift -= width;
     const unsigned nb = 1u << width;

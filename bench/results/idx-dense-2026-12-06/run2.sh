@@ -1,5 +1,5 @@
 #!/bin/bash
-# run2.sh - session 42's second call (~5 minutes), binaries in .devrun/new (main + the
+# run2.sh - session 42's second and third calls (~5 minutes), binaries in .devrun/new (main + the
 # indexer's dense path, wip/idx-dense; SPARSECP_INDEXER_DENSE=0 gives the scoring
 # kernel's path in the same binary):
 #  1. kernel.indexer, the 64-head decode shape (128 tokens over 16384 keys), dense off
