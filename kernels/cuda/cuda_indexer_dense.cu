@@ -5,15 +5,16 @@
  *
  * Why a path of its own. The scoring kernel of cuda_indexer.cu serves every shape: groups
  * of tokens sharing key tiles, thresholds, appends to candidate lists, cuts. A decode
- * step shares nothing between tokens, so all of that is overhead: its 128 tokens over
- * 16384 keys each read their keys at 1.3 TB/s over fp8_index keys (228 us for the scores
- * of bf16 keys, H100, 2026-12-06, bench/long-context.md), a block's tiles one at a time
- * behind three barriers and the appends of every key. Here:
+ * step shares nothing between tokens, so all of that is overhead: 128 tokens over 16384
+ * fp8_index keys each took 246 us there, 171 here; over bf16 keys 261 and 221 (H100,
+ * 2026-12-06, bench/long-context.md), where the scoring kernel's blocks take their tiles
+ * one at a time behind three barriers and append every key. Here:
  *
  *  1. k_idx_dense: a block takes (token, chunk) items in turn; its two warpgroups take
  *     the chunk's 64-key tiles alternately, each through a ring of DN_STAGES tiles of its
- *     own (cp.async, a tile's copies issued DN_STAGES - 1 tiles ahead, list entries a
- *     tile before that), so the only barriers in the loop are a warpgroup's own. A tile
+ *     own (cp.async, a tile's copies issued DN_STAGES - 1 tiles ahead, its list entries
+ *     DN_STAGES - 1 tiles before that), so the only barriers in the loop are a
+ *     warpgroup's own. A tile
  *     is scored as the scoring kernel scores it (the same q staging, tc_stage_q; the
  *     same wgmma instructions in the same order; the same fold, tc_fold_wg_sums; the
  *     same product by an fp8_index key's scale), so a pair's score is the same bits on
