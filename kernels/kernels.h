@@ -292,8 +292,10 @@ typedef struct sc_indexer_args {
   int32_t *out_pos;        /* [n_tok][topk] selected positions, or NULL */
   sc_kcand *out_cand;      /* [n_tok][topk] (score, position), or NULL */
   int32_t max_keys;        /* a bound of every token's range the caller knows on the host
-                            * (0: none). A hint for the launch shape only: what is
-                            * selected is the same whatever it says */
+                            * (0: none). It shapes the launch, never what is selected;
+                            * a range longer than a nonzero bound is an error (SC_EINVAL,
+                            * from the device) where a kernel sizes its buffers by it
+                            * (CUDA's dense path of decode steps), else harmless */
 } sc_indexer_args;
 
 /* Sparse MLA attention with absorbed weights (SPEC.md §7), per token t and head h:

@@ -112,7 +112,6 @@ __global__ void __launch_bounds__(TC_THREADS)
   uint64_t *cbase = cbuf + (size_t)blockIdx.x * G * room;
   float *sc_w = sc_s + warp * G * TC_KW;
   int *hist_w = hist + warp * 256;
-  const int H = a.n_heads;
 
   for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
     const int64_t r = n_items - 1 - item; /* the heaviest first */
@@ -121,63 +120,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int gn = a.n_tok - t0 < G ? (int)(a.n_tok - t0) : G;
     if (fl.only != NULL && fl.only[g] == 0) continue; /* (the same word for every thread) */
     __syncthreads(); /* the previous item is done with the shared words */
-    if constexpr (FP8) { /* over fp8_index keys each head of q is rounded (kernels.h): its
-                          * scale, the host's rule on its amax (a warp a row) */
-      for (int row = warp; row < M; row += TC_WARPS) {
-        const int j = row / hp, h = row % hp;
-        float amax = 0.0f;
-        if (j < gn && h < H) {
-          const float *src = a.q + (t0 + j) * a.ld_q + (int64_t)h * a.dim;
-          for (int d = lane; d < a.dim; d += 32) amax = fmaxf(amax, fabsf(src[d]));
-        }
-        for (int off = 16; off > 0; off >>= 1)
-          amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-        if (lane == 0) qsc_s[row] = sc_kfp8_index_scale(amax);
-      }
-      __syncthreads();
-    }
-    if (W8) { /* 16 e4m3 bytes a thread (of q / its scale), a 16-byte store, swizzled */
-      for (int i = threadIdx.x; i < M * (DIMP / 16); i += TC_THREADS) {
-        const int row = i / (DIMP / 16), p = i % (DIMP / 16), j = row / hp, h = row % hp;
-        const float *src = a.q + (t0 + j) * a.ld_q + (int64_t)h * a.dim;
-        const float qs = qsc_s[row];
-        uint32_t b[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int e = 0; e < 16; e++)
-          if (j < gn && h < H && 16 * p + e < a.dim)
-            b[e >> 2] |= (uint32_t)sc_e4m3_encode(src[16 * p + e] / qs) << (8 * (e & 3));
-        *(uint4 *)((char *)q_s + wg_off_n(M, row, p)) = make_uint4(b[0], b[1], b[2], b[3]);
-      }
-      fence_async_smem(); /* wgmma reads q through the async proxy */
-    } else if (WG) { /* 8 elements a thread, a 16-byte store into the swizzled layout */
-      for (int i = threadIdx.x; i < M * (DIMP / 8); i += TC_THREADS) {
-        const int row = i / (DIMP / 8), p = i % (DIMP / 8), j = row / hp, h = row % hp;
-        const float *src = a.q + (t0 + j) * a.ld_q + (int64_t)h * a.dim;
-        float v[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-          v[e] = j < gn && h < H && 8 * p + e < a.dim ? src[8 * p + e] : 0.0f;
-          if (FP8) v[e] = sc_kfp8_index_round(v[e], qsc_s[row]); /* (exact in bf16) */
-        }
-        *(uint4 *)((char *)q_s + wg_off_n(M, row, p)) =
-            make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
-                       pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
-      }
-      fence_async_smem(); /* wgmma reads q through the async proxy */
-    } else {
-      for (int i = threadIdx.x; i < M * LD; i += TC_THREADS) {
-        const int row = i / LD, d = i % LD, j = row / hp, h = row % hp;
-        float v = j < gn && h < H && d < a.dim ? a.q[(t0 + j) * a.ld_q + (int64_t)h * a.dim + d]
-                                               : 0.0f;
-        if (FP8) v = sc_kfp8_index_round(v, qsc_s[row]); /* (exact in bf16) */
-        q_s[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
-      }
-    }
-    for (int row = threadIdx.x; row < M; row += TC_THREADS) {
-      const int j = row / hp, h = row % hp;
-      /* (W8: q's scale with the weight, exact: a power of two) */
-      w_s[row] = j < gn && h < H ? a.w[(t0 + j) * a.ld_w + h] * (W8 ? qsc_s[row] : 1.0f) : 0.0f;
-    }
+    tc_stage_q<DIMP, FP8, W8, WG>(a, t0, gn, hp, M, q_s, w_s, qsc_s);
     if (threadIdx.x < gn) {
       const int j = threadIdx.x, S = sp.stride; /* (a sample's range: tc_shape) */
       tb[j] = (a.key_begin[t0 + j] + S - 1) / S;
@@ -515,6 +458,19 @@ static bool tc_merge_by_block(const sc_kcuda *c, int n_tok) {
   return 2 * (int64_t)n_tok >= c->num_sms;
 }
 
+/* Whether a step takes the dense path (cuda_indexer_dense.cu): tokens that share no key
+ * tiles (one a block, sp.group 1) and are enough to give most SMs one, 64 head rows of 128
+ * values (dims of 65-128) on wgmma over bf16 or fp8_index keys in 16-byte pieces (f32
+ * keys take the scoring kernel, which rounds them to the same bf16), and the caller's
+ * bound of a token's range at most SC_KCUDA_DENSE_MAX_KEYS. Both paths score a pair to
+ * the same bits and select exactly, so the choice changes no pick. */
+static bool tc_dense(const sc_kcuda *c, const sc_indexer_args *a, const tc_path &p,
+                     const tc_shape &sp) {
+  return c->idx_dense && p.wg && p.dimp == 128 && p.vec && a->keys.fmt != SC_KFMT_F32 &&
+         (p.w8 || a->keys.fmt == SC_KFMT_BF16) && sp.group == 1 && a->max_keys > 0 &&
+         a->max_keys <= SC_KCUDA_DENSE_MAX_KEYS && 2 * (int64_t)a->n_tok >= c->num_sms;
+}
+
 extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   sc_kcuda *c = sc_kcuda_of(k);
   SC_KCHECK(sc_kcheck_indexer(a));
@@ -526,6 +482,7 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   const int kes = path.w8 ? 1 : path.wg || path.fp8 ? 2 : path.es;
   const bool raw = path.fp8 && path.vec && !path.w8; /* staged raw (tc_widen_fp8) */
   if (tc_choose(a, c->num_sms, path.dimp, kes, path.wg, path.fp8, raw, &sp)) return SC_ENOTSUP;
+  if (tc_dense(c, a, path, sp)) return sc_kcuda_indexer_dense(c, a, path.w8);
   const tc_kernel fn = tc_pick(a, path);
   const size_t smem = tc_lay(sp, path.dimp, kes, path.wg, path.fp8, raw).total;
   int per_sm = 0;

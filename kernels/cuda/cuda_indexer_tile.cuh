@@ -484,10 +484,14 @@ __device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_
 
 /* A token's ReLU x weight fold over its 64 head rows from one m64n64 accumulator (keys as
  * rows, heads as columns): each thread folds its 16 heads (columns 8 n + 2 c + x, n then
- * x in order) of its two keys, then the 4 lanes of a key add theirs (xor 1, 2); the
- * warp's 16 keys' sums go to sc[0..16). w: the token's 64 weights. */
-__device__ inline void tc_fold_wg(const float (&d)[32], const float *w, float *sc, int lane) {
-  const int g = lane >> 2, c = lane & 3;
+ * x in order) of its two keys, then the 4 lanes of a key add theirs (xor 1, 2): every lane
+ * of the key's 4 ends with the sums of keys lane / 4 (s0) and lane / 4 + 8 (s1) of the
+ * warp's 16; tc_fold_wg puts them in sc[0..16). w: the token's 64 weights. The dense
+ * decode path (cuda_indexer_dense.cu) folds with the same function: one sum, one
+ * score. */
+__device__ inline void tc_fold_wg_sums(const float (&d)[32], const float *w, int lane, float &s0,
+                                       float &s1) {
+  const int c = lane & 3;
   const float *wj = w + 2 * c;
   float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
@@ -502,7 +506,13 @@ __device__ inline void tc_fold_wg(const float (&d)[32], const float *w, float *s
   p1 += __shfl_xor_sync(0xffffffffu, p1, 1);
   p0 += __shfl_xor_sync(0xffffffffu, p0, 2);
   p1 += __shfl_xor_sync(0xffffffffu, p1, 2);
-  if (c == 0) {
+  s0 = p0, s1 = p1;
+}
+__device__ inline void tc_fold_wg(const float (&d)[32], const float *w, float *sc, int lane) {
+  const int g = lane >> 2;
+  float p0, p1;
+  tc_fold_wg_sums(d, w, lane, p0, p1);
+  if ((lane & 3) == 0) {
     sc[g] = p0;
     sc[g + 8] = p1;
   }
@@ -563,6 +573,78 @@ __device__ inline void tc_score_tile_w8(uint32_t k_base, uint32_t q_base, const 
     tc_fold_wg(d, w_s + j * 64, sc_w + j * TC_KW, lane);
   }
   __syncwarp();
+}
+
+/* The group's q rows (M = 16 m-tiles: token j's heads at rows j hp ..) into q_s in the
+ * layout its scoring reads (W8: e4m3 bytes, swizzled; WG: bf16, swizzled; else bf16
+ * rows of DIMP + TC_PAD), the weights into w_s, and over fp8_index keys each head's
+ * scale into qsc_s (kernels.h: q rounded as an fp8_index row would hold it; W8 folds the
+ * scale into the weight). Rows past the group's tokens or heads are zeros of weight
+ * zero. Every thread of the block calls it; the caller's barrier publishes the rows
+ * (each writer fenced them for wgmma's async proxy). The scoring kernel and the dense
+ * decode path (cuda_indexer_dense.cu) stage alike: a pair scores the same in both. */
+template <int DIMP, bool FP8, bool W8, bool WG>
+__device__ inline void tc_stage_q(const sc_indexer_args &a, int64_t t0, int gn, int hp, int M,
+                                  uint16_t *q_s, float *w_s, float *qsc_s) {
+  constexpr int LD = WG ? DIMP : DIMP + TC_PAD;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = a.n_heads;
+  if constexpr (FP8) { /* over fp8_index keys each head of q is rounded (kernels.h): its
+                        * scale, the host's rule on its amax (a warp a row) */
+    for (int row = warp; row < M; row += TC_WARPS) {
+      const int j = row / hp, h = row % hp;
+      float amax = 0.0f;
+      if (j < gn && h < H) {
+        const float *src = a.q + (t0 + j) * a.ld_q + (int64_t)h * a.dim;
+        for (int d = lane; d < a.dim; d += 32) amax = fmaxf(amax, fabsf(src[d]));
+      }
+      for (int off = 16; off > 0; off >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      if (lane == 0) qsc_s[row] = sc_kfp8_index_scale(amax);
+    }
+    __syncthreads();
+  }
+  if (W8) { /* 16 e4m3 bytes a thread (of q / its scale), a 16-byte store, swizzled */
+    for (int i = threadIdx.x; i < M * (DIMP / 16); i += TC_THREADS) {
+      const int row = i / (DIMP / 16), p = i % (DIMP / 16), j = row / hp, h = row % hp;
+      const float *src = a.q + (t0 + j) * a.ld_q + (int64_t)h * a.dim;
+      const float qs = qsc_s[row];
+      uint32_t b[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int e = 0; e < 16; e++)
+        if (j < gn && h < H && 16 * p + e < a.dim)
+          b[e >> 2] |= (uint32_t)sc_e4m3_encode(src[16 * p + e] / qs) << (8 * (e & 3));
+      *(uint4 *)((char *)q_s + wg_off_n(M, row, p)) = make_uint4(b[0], b[1], b[2], b[3]);
+    }
+    fence_async_smem(); /* wgmma reads q through the async proxy */
+  } else if (WG) { /* 8 elements a thread, a 16-byte store into the swizzled layout */
+    for (int i = threadIdx.x; i < M * (DIMP / 8); i += TC_THREADS) {
+      const int row = i / (DIMP / 8), p = i % (DIMP / 8), j = row / hp, h = row % hp;
+      const float *src = a.q + (t0 + j) * a.ld_q + (int64_t)h * a.dim;
+      float v[8];
+#pragma unroll
+      for (int e = 0; e < 8; e++) {
+        v[e] = j < gn && h < H && 8 * p + e < a.dim ? src[8 * p + e] : 0.0f;
+        if (FP8) v[e] = sc_kfp8_index_round(v[e], qsc_s[row]); /* (exact in bf16) */
+      }
+      *(uint4 *)((char *)q_s + wg_off_n(M, row, p)) =
+          make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
+                     pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
+    }
+    fence_async_smem(); /* wgmma reads q through the async proxy */
+  } else {
+    for (int i = threadIdx.x; i < M * LD; i += TC_THREADS) {
+      const int row = i / LD, d = i % LD, j = row / hp, h = row % hp;
+      float v = j < gn && h < H && d < a.dim ? a.q[(t0 + j) * a.ld_q + (int64_t)h * a.dim + d]
+                                             : 0.0f;
+      if (FP8) v = sc_kfp8_index_round(v, qsc_s[row]); /* (exact in bf16) */
+      q_s[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    }
+  }
+  for (int row = threadIdx.x; row < M; row += TC_THREADS) {
+    const int j = row / hp, h = row % hp;
+    /* (W8: q's scale with the weight, exact: a power of two) */
+    w_s[row] = j < gn && h < H ? a.w[(t0 + j) * a.ld_w + h] * (W8 ? qsc_s[row] : 1.0f) : 0.0f;
+  }
 }
 
 /* Appends this warp's keys of the tile that reach their token's threshold to the token's

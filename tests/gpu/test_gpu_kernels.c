@@ -998,6 +998,9 @@ static void case_indexer(void) {
   indexer_case_as(SC_KFMT_FP8_INDEX, 64, 128, 300, 1100, IDX_PROMPT);
   indexer_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 20);
   indexer_case(SC_KFMT_FP8_INDEX, 4, 64, 2048, 1);
+  /* 200 tokens of 64 heads x 128 with the caller's bound: the dense path */
+  indexer_case_as(SC_KFMT_BF16, 64, 128, 2048, 200, IDX_BOUND);
+  indexer_case_as(SC_KFMT_FP8_INDEX, 64, 128, 2048, 200, IDX_BOUND);
   indexer_case(SC_KFMT_FP8_INDEX, 8, 36, 100, 12); /* rows not in 16-byte pieces */
   indexer_case(SC_KFMT_FP8_INDEX, 64, 70, 128, 12); /* e4m3 products over rows read by bytes */
   indexer_case(SC_KFMT_FP8_INDEX, 64, 96, 256, 30); /* ... by cp.async, 2 pieces zero */
@@ -1038,7 +1041,7 @@ static void same_over(sc_indexer_args a, const void *host, size_t bytes, sc_kfmt
 /* distinct > 0: only that many distinct key rows (row i repeats row i % distinct), so
  * many keys tie exactly and the lower positions must win at the K-th. */
 static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk,
-                                    int32_t n_tok, int32_t distinct) {
+                                    int32_t n_tok, int32_t distinct, int32_t max_keys) {
   const int32_t L = 9000, half = 4321;
   const size_t es = fmt == SC_KFMT_F32 ? 4 : 2; /* (fp8_index: rows of ld bytes) */
   float *q = gt_rand_f32((size_t)n_tok * heads * dim, -1, 1);
@@ -1082,11 +1085,23 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
   void *Qp = up(G, qpos, sizeof(int32_t) * nt);
   const sc_indexer_args a = {.n_heads = heads, .dim = dim, .topk = topk, .q = Q,
                              .ld_q = (int64_t)heads * dim, .w = W, .ld_w = heads, .q_pos = Qp,
-                             .keys = {K, fmt, ld, L}, .key_pos = Kp};
+                             .keys = {K, fmt, ld, L}, .key_pos = Kp, .max_keys = max_keys};
   const size_t per = (size_t)topk, nall = nt * per;
   sc_kcand *full = malloc(sizeof(sc_kcand) * nall), *one = malloc(sizeof(sc_kcand) * per),
            *sh = malloc(sizeof(sc_kcand) * 2 * nall), *merged = malloc(sizeof(sc_kcand) * nall);
   idx_run(a, 0, n_tok, rb, re, full);
+  if (max_keys > 0) { /* a bound that is not one: the dense path refuses the step */
+    sc_indexer_args b = a;
+    b.max_keys = 100;
+    b.n_tok = n_tok;
+    b.key_begin = up(G, rb, sizeof(int32_t) * nt), b.key_end = up(G, re, sizeof(int32_t) * nt);
+    CHECK(G->ops->alloc(G, sizeof(sc_kcand) * nall, (void **)&b.out_cand) == 0, "alloc");
+    CHECK(G->ops->indexer_topk(G, &b) == 0, "indexer launch");
+    CHECK(G->ops->sync(G) == SC_EINVAL, "a range past max_keys must surface as SC_EINVAL");
+    CHECK(G->ops->sync(G) == 0, "the flag is cleared once reported");
+    G->ops->free(G, (void *)b.key_begin), G->ops->free(G, (void *)b.key_end);
+    G->ops->free(G, b.out_cand);
+  }
   if (fmt == SC_KFMT_BF16) { /* the same values as f32 keys, as a DCP prefill's workspace */
     float *kr = malloc(sizeof(float) * (size_t)L * dim);
     for (size_t i = 0; i < (size_t)L * dim; i++) kr[i] = sc_bf16_to_f32(kb16[i]);
@@ -1160,29 +1175,36 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
  * 128 the shared memory of 4 leaves no room for two blocks an SM). 64 heads take the
  * wgmma scoring, whatever the keys' format. */
 static void case_indexer_invariance(void) {
-  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0);
-  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0);
-  indexer_invariance_case(SC_KFMT_BF16, 64, 64, 256, 600, 0);
-  indexer_invariance_case(SC_KFMT_BF16, 64, 36, 128, 300, 0); /* rows not in 16-byte pieces */
-  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 40, 0);
-  indexer_invariance_case(SC_KFMT_F32, 20, 40, 100, 40, 0);
-  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 1100, 0);
-  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 512, 600, 0);
-  indexer_invariance_case(SC_KFMT_F32, 3, 40, 64, 2200, 0);
-  indexer_invariance_case(SC_KFMT_BF16, 5, 36, 64, 1100, 0);
-  indexer_invariance_case(SC_KFMT_F32, 4, 64, 33, 1100, 0); /* odd K, groups of 4 */
+  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 64, 256, 600, 0, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 36, 128, 300, 0, 0); /* rows not in 16-byte pieces */
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 40, 0, 0);
+  indexer_invariance_case(SC_KFMT_F32, 20, 40, 100, 40, 0, 0);
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 1100, 0, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 512, 600, 0, 0);
+  indexer_invariance_case(SC_KFMT_F32, 3, 40, 64, 2200, 0, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 5, 36, 64, 1100, 0, 0);
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 33, 1100, 0, 0); /* odd K, groups of 4 */
   /* K = 8100 (not a multiple of 64, 64 KB of ranks' shared memory): three tokens take the
    * radix select's sort, one alone its ranks (cuda_topk_radix.cu), some with fewer keys
    * than K (padding compared too) */
-  indexer_invariance_case(SC_KFMT_F32, 4, 64, 8100, 3, 0);
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 8100, 3, 0, 0);
   /* exact ties at the K-th: a token alone (the many-block select of cuda_topk_radix.cu)
    * against batched (one list a token) and sharded (the merge) */
-  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 2200, 37);
-  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 300, 40, 5);
-  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 1100, 0);
-  indexer_invariance_case(SC_KFMT_FP8_INDEX, 4, 64, 2048, 40, 0);
-  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 300, 40, 5);
-  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 70, 256, 300, 0); /* e4m3 products, bytes */
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 2200, 37, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 300, 40, 5, 0);
+  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 1100, 0, 0);
+  indexer_invariance_case(SC_KFMT_FP8_INDEX, 4, 64, 2048, 40, 0, 0);
+  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 300, 40, 5, 0);
+  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 70, 256, 300, 0, 0); /* e4m3 products, bytes */
+  /* with the caller's bound, 200 tokens of 64 heads x 128 take the dense path
+   * (cuda_indexer_dense.cu, on GPUs of up to 400 SMs), a token alone and the f32 keys the
+   * scoring kernel: the same scores to the bit, and the same picks, also at ties */
+  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 200, 0, 9000);
+  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 200, 0, 9000);
+  indexer_invariance_case(SC_KFMT_BF16, 64, 128, 300, 200, 5, 9000);
+  indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 96, 512, 200, 5, 9000); /* pieces past dim */
 }
 
 /* ---- top-K merge and position maps ---- */

@@ -1,0 +1,371 @@
+/* cuda_indexer_dense.cu - the lightning indexer's dense path (SPEC.md §7): steps of many
+ * tokens with a key list each (decode: one token a request over its own context), 64
+ * index heads of 128 values, bf16 or fp8_index keys, every token's range within a known
+ * bound of at most DN_MAX_KEYS keys.
+ *
+ * Why a path of its own. The scoring kernel of cuda_indexer.cu serves every shape: groups
+ * of tokens sharing key tiles, thresholds, appends to candidate lists, cuts. A decode
+ * step shares nothing between tokens, so all of that is overhead: 128 tokens over 16384
+ * fp8_index keys each took 246 us there, 171 here; over bf16 keys 261 and 221 (H100,
+ * 2026-12-06, bench/long-context.md), where the scoring kernel's blocks take their tiles
+ * one at a time behind three barriers and append every key. Here:
+ *
+ *  1. k_idx_dense: a block takes (token, chunk) items in turn; its two warpgroups take
+ *     the chunk's 64-key tiles alternately, each through a ring of DN_STAGES tiles of its
+ *     own (cp.async, a tile's copies issued DN_STAGES - 1 tiles ahead, its list entries
+ *     DN_STAGES - 1 tiles before that), so the only barriers in the loop are a
+ *     warpgroup's own. A tile
+ *     is scored as the scoring kernel scores it (the same q staging, tc_stage_q; the
+ *     same wgmma instructions in the same order; the same fold, tc_fold_wg_sums; the
+ *     same product by an fp8_index key's scale), so a pair's score is the same bits on
+ *     either path and the choice of path changes no pick (SPEC.md §8). Each key's score
+ *     goes out as the high word of its 64-bit order key (cuda_common.cuh), 0 for a key
+ *     the token may not see: 4 bytes a key of the list, n_tok x cap words in all (a
+ *     decode step's keys are its tokens' own, so these are the keys' count, not a
+ *     per-(query, key) product of a prompt; 8 MB for 128 tokens over 16384 keys, the
+ *     keys themselves 277 MB in fp8_index).
+ *  2. k_topk_dense: one block of 1024 threads a token holds its (at most 16384) words in
+ *     registers, with each key's position (key_pos) as the low word, selects the K
+ *     largest 64-bit keys by radix passes of 11 bits over a shared histogram (usually
+ *     three: the scores' 32 bits decide), and writes them in position order
+ *     (block_write_by_position). Exact: keys are distinct, as positions are.
+ *
+ * The bound. cap (words a token) comes from max_keys, the caller's bound of every
+ * token's range; a longer range raises SC_EINVAL and is scored up to cap only (an error
+ * on the step, never a silent pick): the forward pass's bound is its block table's
+ * width, a true one. */
+#include "kernels/cuda/cuda_indexer_tile.cuh"
+
+#define DN_MAX_KEYS SC_KCUDA_DENSE_MAX_KEYS
+#define DN_WGS 2                     /* warpgroups a block, each streaming its tiles */
+#define DN_THREADS (128 * DN_WGS)
+#define DN_KEYS 64                   /* keys a tile: wgmma's M */
+#define DN_STAGES 4                  /* a warpgroup's ring of tiles */
+#define DN_ENT_SLOTS (2 * DN_STAGES) /* tiles' list entries in flight (see k_idx_dense) */
+#define DN_MIN_TILES 16              /* tiles an item at least (8 a warpgroup: a ring's worth) */
+#define DN_SEL_THREADS 1024
+#define DN_SEL_PER (DN_MAX_KEYS / DN_SEL_THREADS) /* keys a select thread holds */
+#define DN_BITS 11                   /* radix digit */
+static_assert(DN_THREADS == TC_THREADS, "tc_stage_q strides by TC_THREADS");
+static_assert(DN_MAX_KEYS % DN_SEL_THREADS == 0, "whole keys a select thread");
+static_assert((1 << DN_BITS) == 2 * DN_SEL_THREADS, "two histogram bins a select thread");
+
+/* Shared memory of k_idx_dense (1024-aligned by hand: the swizzle atoms): tiles
+ * [DN_WGS][DN_STAGES] of 64 rows of 128 values (e4m3 bytes or bf16), q 64 rows alike, the
+ * token's weights and head scales f32 [64] each, per tile slot the keys' positions (-1:
+ * not seen) and fp8_index scales [DN_WGS][DN_STAGES][64] each, then the list entries in
+ * flight, position and row [DN_WGS][DN_ENT_SLOTS][2][64]. */
+template <bool W8> struct dn_layout {
+  static constexpr int ROWB = W8 ? 128 : 256; /* bytes of a row of 128 values */
+  static constexpr int TILE = DN_KEYS * ROWB;
+  static constexpr int SLOTS = DN_WGS * DN_STAGES;
+  static constexpr size_t Q = (size_t)SLOTS * TILE;
+  static constexpr size_t W = Q + 64 * ROWB;
+  static constexpr size_t QSC = W + 64 * sizeof(float);
+  static constexpr size_t KPOS = QSC + 64 * sizeof(float);
+  static constexpr size_t KSC = KPOS + (size_t)SLOTS * DN_KEYS * sizeof(int);
+  static constexpr size_t ENT = KSC + (size_t)SLOTS * DN_KEYS * sizeof(float);
+  static constexpr size_t TOTAL =
+      ENT + (size_t)DN_WGS * DN_ENT_SLOTS * 2 * DN_KEYS * sizeof(int) + 1024;
+};
+
+/* Whether list index i (position pos, row `row`) of a token range [kb, kb + len) is seen,
+ * as the scoring kernel decides it (tc_token_mask and tc_load_tile for one token): within
+ * the range, at or before the query's position, and a row of the keys (a bad row of a
+ * seen key raises SC_ERANGE when `raise`: its key's owner). */
+__device__ inline bool dn_seen(const sc_indexer_args &a, int64_t i, int64_t len, int32_t pos,
+                               int64_t row, int32_t qpos, bool raise, int *flag) {
+  if (i >= len || pos > qpos) return false;
+  if (row >= 0 && row < a.keys.rows) return true;
+  if (raise) sc_dev_raise(flag, SC_ERANGE);
+  return false;
+}
+
+template <int N> __device__ inline void dn_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* S^T = K Q^T of one tile, as tc_score_tile_w8 / tc_score_tile_wg issue it: keys as A
+ * (64 rows), the token's 64 head rows as B, k in order. */
+template <bool W8>
+__device__ inline void dn_score(float (&d)[32], uint32_t k_addr, uint32_t q_addr) {
+  const uint64_t da = wg_desc(k_addr, 16, 1024), db = wg_desc(q_addr, 16, 1024);
+  wg_fence();
+  if constexpr (W8) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+      wgmma_m64n64_e4m3(d, wg_desc_add(da, 32 * ks), wg_desc_add(db, 32 * ks), ks > 0);
+  } else {
+#pragma unroll
+    for (int ks = 0; ks < 8; ks++) {
+      const uint32_t o = (ks >> 2) * (DN_KEYS * 128) + (ks & 3) * 32; /* (q: 64 rows too) */
+      wgmma_m64n64(d, wg_desc_add(da, o), wg_desc_add(db, o), ks > 0);
+    }
+  }
+  wg_commit();
+  wg_wait0();
+  wg_pin(d);
+}
+
+/* Scores: item r is token r / n_chunks, words [chunk * per, (chunk + 1) * per) of its cap
+ * (per = cap / n_chunks, a multiple of 64); words[t * cap + i] is the order key's high
+ * word of list entry key_begin[t] + i, 0 where the token does not see it or past its
+ * range. W8: fp8_index keys (e4m3 products); else bf16 keys. */
+template <bool W8>
+__global__ void __launch_bounds__(DN_THREADS)
+    k_idx_dense(sc_indexer_args a, int n_chunks, int64_t n_items, int cap, uint32_t *words,
+                int *flag) {
+  sc_dev_pdl_enter();
+  using L = dn_layout<W8>;
+  constexpr int S = DN_STAGES;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  uint16_t *q_s = (uint16_t *)(smem + L::Q);
+  float *w_s = (float *)(smem + L::W), *qsc_s = (float *)(smem + L::QSC);
+  const int wg = threadIdx.x >> 7, wt = threadIdx.x & 127, lane = threadIdx.x & 31;
+  /* A tile's copies: thread wt copies 16-byte piece wt % PIECES of rows wt / PIECES + R k,
+   * so a warp's copy reads whole rows (a row's 128 or 256 bytes by 8 or 16 lanes side by
+   * side; when each lane took half a row, each copy read half of every 32-byte sector it
+   * touched, and L2 ran at 93% of its throughput with DRAM at 60%: ncu, H100,
+   * 2026-12-06). Thread wt < 64 owns key wt: its list entry, visibility and scale. */
+  constexpr int ES = W8 ? 1 : 2, PIECES = 128 * ES / 16, R = 128 / PIECES;
+  const int piece = wt % PIECES, r0 = wt / PIECES;
+  const bool owner = wt < DN_KEYS;
+  unsigned char *tiles = smem + (size_t)wg * S * L::TILE;
+  int *kpos_s = (int *)(smem + L::KPOS) + wg * S * DN_KEYS;
+  float *ksc_s = (float *)(smem + L::KSC) + wg * S * DN_KEYS;
+  int *ent_s = (int *)(smem + L::ENT) + wg * DN_ENT_SLOTS * 2 * DN_KEYS; /* [slot][pos, row][64] */
+  const int64_t kstep = a.keys.ld * ES;
+  const char *kbase = (const char *)a.keys.data;
+  const bool in_dim = 16 * piece < a.dim * ES;
+  const int per = cap / n_chunks, n_tiles = per / DN_KEYS;
+  const int mine = n_tiles > wg ? (n_tiles - wg + DN_WGS - 1) / DN_WGS : 0;
+
+  for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
+    const int64_t t = item / n_chunks;
+    const int64_t i0 = (item % n_chunks) * (int64_t)per;
+    __syncthreads(); /* the previous item is done with q and the weights */
+    tc_stage_q<128, W8, W8, true>(a, t, 1, 64, 64, q_s, w_s, qsc_s);
+    const int64_t kb = a.key_begin[t], ke = a.key_end[t];
+    const int32_t qpos = a.q_pos[t];
+    int64_t len = ke > kb ? ke - kb : 0;
+    if (len > cap) { /* the caller's bound was not one */
+      if (threadIdx.x == 0 && i0 == 0) sc_dev_raise(flag, SC_EINVAL);
+      len = cap;
+    }
+    __syncthreads(); /* q and the weights */
+    /* my j-th tile: the chunk's tile wg + DN_WGS j, list indices ti(j) .. + 63 */
+    auto ti = [&](int j) { return i0 + (int64_t)(wg + DN_WGS * j) * DN_KEYS; };
+    /* Tile j's list entries reach entry slot j % DN_ENT_SLOTS by cp.async from their
+     * owners, in the group of tile j - S + 1's copies (or the item's first group), and are
+     * read by every thread once that group has landed and the warpgroup has met: no
+     * global load stands between two tiles' copies (with the entries read one tile
+     * ahead in registers, their latency set the pace: 301 us for the bf16 decode shape,
+     * H100, 2026-12-06). A slot is written again 2 S tiles later, past a meeting that
+     * follows every read of it. */
+    auto request = [&](int j) {
+      const int64_t i = ti(j) + wt;
+      if (!owner || j >= mine || i >= len) return;
+      int *e = ent_s + (j % DN_ENT_SLOTS) * 2 * DN_KEYS + wt;
+      cp_async4(e, a.key_pos + kb + i, true);
+      if (a.key_rows) cp_async4(e + DN_KEYS, a.key_rows + kb + i, true);
+    };
+    /* tile j into its slot j % S: the rows' pieces, the owners' positions (-1: not seen)
+     * and, W8, scales */
+    auto issue = [&](int j) {
+      const int sl = j % S;
+      const int *e = ent_s + (j % DN_ENT_SLOTS) * 2 * DN_KEYS;
+      const int64_t i0t = ti(j);
+      unsigned char *tile = tiles + sl * L::TILE;
+#pragma unroll
+      for (int k = 0; k < DN_KEYS / R; k++) {
+        const int r = r0 + R * k;
+        const int64_t i = i0t + r, row = i < len && a.key_rows ? e[DN_KEYS + r] : kb + i;
+        const bool ok = dn_seen(a, i, len, i < len ? e[r] : 0, row, qpos, false, flag);
+        cp_async16(tile + wg_off_n(DN_KEYS, r, piece), kbase + (ok ? row * kstep : 0) + 16 * piece,
+                   ok && in_dim);
+      }
+      if (owner) {
+        const int64_t i = i0t + wt, row = i < len && a.key_rows ? e[DN_KEYS + wt] : kb + i;
+        const int32_t pos = i < len ? e[wt] : 0;
+        const bool ok = dn_seen(a, i, len, pos, row, qpos, true, flag);
+        kpos_s[sl * DN_KEYS + wt] = ok ? pos : -1;
+        if (W8)
+          cp_async4(&ksc_s[sl * DN_KEYS + wt],
+                    kbase + (ok ? row * kstep : 0) + SC_KFP8_INDEX_SCALE_AT(a.dim), ok);
+      }
+    };
+    for (int j = 0; j < S - 1; j++) request(j); /* the ring's first tiles' entries */
+    cp_async_commit();
+    cp_async_wait_all();
+    named_sync(1 + wg, 128);
+    for (int j = 0; j < S - 1; j++) { /* the ring's first tiles */
+      if (j < mine) issue(j);
+      request(j + S - 1);
+      cp_async_commit();
+    }
+    for (int j = 0; j < mine; j++) {
+      const int st = j % S;
+      dn_cp_async_wait<S - 2>(); /* my copies of tile j, my entries of tile j + S - 1 */
+      fence_async_smem();        /* (for wgmma's async proxy) */
+      named_sync(1 + wg, 128);   /* everyone's have, and tile j - 1's slot is read */
+      if (j + S - 1 < mine) issue(j + S - 1);
+      request(j + 2 * S - 2);
+      cp_async_commit(); /* (an empty group past the end keeps the count) */
+      float s0 = 0.0f, s1 = 0.0f;
+      if (ti(j) < len) { /* (uniform) a tile past the range is zeros */
+        float d[32];
+        dn_score<W8>(d, smem_u32(tiles + st * L::TILE), smem_u32(q_s));
+        tc_fold_wg_sums(d, w_s, lane, s0, s1);
+      }
+      /* lane 4 g + c of warp w holds keys 16 w + g (s0) and 16 w + g + 8 (s1): c = 0
+       * writes the first, c = 1 the second */
+      const int c = lane & 3;
+      if (c < 2) {
+        const int kk = ((wt >> 5) << 4) + (lane >> 2) + 8 * c;
+        const int32_t pos = kpos_s[st * DN_KEYS + kk];
+        const float ks = W8 ? ksc_s[st * DN_KEYS + kk] : 1.0f;
+        words[t * cap + ti(j) + kk] =
+            pos >= 0 ? (uint32_t)(sc_dev_topk_key((c ? s1 : s0) * ks, pos) >> 32) : 0u;
+      }
+    }
+    cp_async_wait_all();
+  }
+}
+
+/* The top-K of each token's words (one block a token): keys (word, ~position) in
+ * registers, radix passes over the bits still undecided, then position order. */
+__global__ void __launch_bounds__(DN_SEL_THREADS, 1)
+    k_topk_dense(const uint32_t *words, int cap, int K, const int32_t *key_pos,
+                 const int32_t *key_begin, int32_t *out_pos, sc_kcand *out_cand) {
+  sc_dev_pdl_enter();
+  extern __shared__ uint64_t sel_buf[]; /* [K] the selected keys */
+  __shared__ int hist[1 << DN_BITS];
+  __shared__ int wsum[DN_SEL_THREADS / 32];
+  __shared__ int ctl[5]; /* bin, need, equal count; then the two slot counters */
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t t = blockIdx.x, kb = key_begin[t];
+  __shared__ unsigned wlo[DN_SEL_THREADS / 32], whi[DN_SEL_THREADS / 32];
+  uint64_t k[DN_SEL_PER];
+  int mine = 0;
+  unsigned lo = 0xffffffffu, hi = 0; /* this thread's least and largest words */
+#pragma unroll
+  for (int j = 0; j < DN_SEL_PER; j++) {
+    const int i = j * DN_SEL_THREADS + tid;
+    const uint32_t w = i < cap ? words[t * cap + i] : 0u;
+    k[j] = w ? (uint64_t)w << 32 | (0xffffffffu - (uint32_t)key_pos[kb + i]) : 0;
+    mine += k[j] != 0;
+    if (w) lo = w < lo ? w : lo, hi = w > hi ? w : hi;
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    mine += __shfl_xor_sync(0xffffffffu, mine, off);
+    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
+    hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+  }
+  if (lane == 0) wsum[warp] = mine, wlo[warp] = lo, whi[warp] = hi;
+  __syncthreads();
+  int total = 0;
+  for (int v = 0; v < DN_SEL_THREADS / 32; v++)
+    total += wsum[v], lo = min(lo, wlo[v]), hi = max(hi, whi[v]);
+  const bool all = total <= K;
+  /* The words' high bits that every key shares (those of the least and the largest) are
+   * decided before any pass: the first digit starts below them. From the top bit, the
+   * digits of scores that vary by a few powers of two fell in a dozen bins, and the
+   * shared atomics on them serialized the first pass. */
+  const int common = hi > lo ? __clz(hi ^ lo) : 32;
+  uint64_t mask = common ? (~0ull << (64 - common)) : 0, prefix = ((uint64_t)hi << 32) & mask;
+  int need = K;
+  for (int shift = 64 - common; !all && shift > 0;) {
+    const int width = shift < DN_BITS ? shift : DN_BITS;
+    shift -= width;
+    const unsigned nb = 1u << width;
+    hist[2 * tid] = hist[2 * tid + 1] = 0;
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < DN_SEL_PER; j++)
+      if (k[j] != 0 && (k[j] & mask) == prefix) atomicAdd(&hist[(k[j] >> shift) & (nb - 1)], 1);
+    __syncthreads();
+    /* thread i holds bins 2i, 2i + 1: the keys above them are the sums of higher threads */
+    const int c0 = hist[2 * tid], c1 = hist[2 * tid + 1], s = c0 + c1;
+    int suf = s; /* over this warp's lanes >= lane */
+    for (int off = 1; off < 32; off <<= 1) {
+      const int o = __shfl_down_sync(0xffffffffu, suf, off);
+      if (lane + off < 32) suf += o;
+    }
+    if (lane == 0) wsum[warp] = suf;
+    __syncthreads();
+    int above = suf - s;
+    for (int v = warp + 1; v < DN_SEL_THREADS / 32; v++) above += wsum[v];
+    if (above < need && above + s >= need) {
+      const bool hi = above + c1 >= need;
+      ctl[0] = hi ? 2 * tid + 1 : 2 * tid;
+      ctl[1] = hi ? need - above : need - above - c1;
+      ctl[2] = hi ? c1 : c0;
+    }
+    __syncthreads();
+    prefix |= (uint64_t)ctl[0] << shift;
+    mask |= (uint64_t)(nb - 1) << shift;
+    need = ctl[1];
+    const bool done = ctl[2] == need;
+    __syncthreads(); /* (ctl and wsum read before the next pass writes them) */
+    if (done) break;
+  }
+  if (tid == 0) ctl[3] = ctl[4] = 0;
+  __syncthreads();
+  const int above = K - need; /* keys above the prefix: slots [0, above) */
+#pragma unroll
+  for (int j = 0; j < DN_SEL_PER; j++) {
+    const uint64_t m = k[j] & mask;
+    const int hi = warp_take_slot(&ctl[3], k[j] != 0 && (all || m > prefix));
+    const int eq = warp_take_slot(&ctl[4], k[j] != 0 && !all && m == prefix);
+    if (hi >= 0) sel_buf[hi] = k[j];
+    if (eq >= 0 && eq < need) sel_buf[above + eq] = k[j];
+  }
+  __syncthreads();
+  block_write_by_position(sel_buf, all ? total : K, K, out_pos ? out_pos + t * K : NULL,
+                          out_cand ? out_cand + t * K : NULL);
+}
+
+template <bool W8> static int dense_launch(sc_kcuda *c, const sc_indexer_args *a) {
+  using L = dn_layout<W8>;
+  int per_sm = 0;
+  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_idx_dense<W8>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)L::TOTAL),
+                        "indexer dense smem");
+  if (rc == 0)
+    rc = sc_kcuda_err(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_idx_dense<W8>,
+                                                                    DN_THREADS, L::TOTAL),
+                      "indexer dense occupancy");
+  if (rc) return rc;
+  /* chunks: as many as give every resident block an item (the tokens' items in one
+   * round), each at least DN_MIN_TILES tiles, cap within DN_MAX_KEYS */
+  const int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * c->num_sms;
+  const int tiles = (int)sc_cdiv(a->max_keys, DN_KEYS);
+  int n_chunks = (int)(resident / a->n_tok);
+  if (n_chunks > tiles / DN_MIN_TILES) n_chunks = tiles / DN_MIN_TILES;
+  if (n_chunks < 1) n_chunks = 1;
+  while (n_chunks > 1 && sc_cdiv(tiles, n_chunks) * n_chunks * DN_KEYS > DN_MAX_KEYS) n_chunks--;
+  const int cap = (int)sc_cdiv(tiles, n_chunks) * n_chunks * DN_KEYS;
+  uint32_t *words =
+      (uint32_t *)sc_kcuda_scratch(c, sizeof(uint32_t) * (size_t)a->n_tok * (size_t)cap);
+  if (words == NULL) return SC_ENOMEM;
+  const int64_t n_items = (int64_t)a->n_tok * n_chunks;
+  const int64_t grid = n_items < resident ? n_items : resident;
+  sc_kcuda_launch(c, k_idx_dense<W8>, (unsigned)grid, DN_THREADS, L::TOTAL, *a, n_chunks,
+                  n_items, cap, words, c->err_flag);
+  if ((rc = SC_CUDA_CHECK_LAUNCH("indexer dense")) != 0) return rc;
+  const size_t sel = sizeof(uint64_t) * (size_t)a->topk;
+  rc = sc_kcuda_err(cudaFuncSetAttribute(k_topk_dense, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX)),
+                    "indexer dense select smem");
+  if (rc) return rc;
+  sc_kcuda_launch(c, k_topk_dense, (unsigned)a->n_tok, DN_SEL_THREADS, sel,
+                  (const uint32_t *)words, cap, a->topk, a->key_pos, a->key_begin, a->out_pos,
+                  a->out_cand);
+  return SC_CUDA_CHECK_LAUNCH("indexer dense select");
+}
+
+int sc_kcuda_indexer_dense(sc_kcuda *c, const sc_indexer_args *a, bool w8) {
+  return w8 ? dense_launch<true>(c, a) : dense_launch<false>(c, a);
+}
