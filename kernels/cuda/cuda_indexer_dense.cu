@@ -43,7 +43,9 @@
 #define DN_WGS 2                     /* warpgroups a block, each streaming its tiles */
 #define DN_THREADS (128 * DN_WGS)
 #define DN_KEYS 64                   /* keys a tile: wgmma's M */
+#ifndef DN_STAGES /* (a build may set it: the other side of a comparison) */
 #define DN_STAGES 4                  /* a warpgroup's ring of tiles */
+#endif
 #define DN_ENT_SLOTS (2 * DN_STAGES) /* tiles' list entries in flight (see k_idx_dense) */
 #define DN_MIN_TILES 16              /* tiles an item at least (8 a warpgroup: a ring's worth) */
 #define DN_SEL_THREADS 1024
