@@ -20,7 +20,7 @@ ncu_idx() { # NAME MANGLED
   python3 bench/ncu_lines.py --sass "$OUT/ncu-src-$1.csv.gz" 8 | cut -c1-160
 }
 for r in 1 2; do for v in prof s3; do
-  SC_BENCH_KERNELS_ONLY=kernel.indexer SC_BENCH_INDEXER_TOKENS=128 timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/idx-$v-$r.json" 2>&1
+  SC_BENCH_KERNELS_ONLY=kernel.indexer SC_BENCH_INDEXER_TOKENS=128 timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/idx-$v-$r.json" 2> "$OUT/idx-$v-$r.err"
   echo "indexer $v $r"; show_indexer "$OUT/idx-$v-$r.json"
 done; done
 SC_GPU_CASES=indexer timeout 120 .devrun/s3/test_gpu_kernels > "$OUT/test_indexer_s3.log" 2>&1
