@@ -23,7 +23,10 @@
  *     the token may not see: 4 bytes a key of the list, n_tok x cap words in all (a
  *     decode step's keys are its tokens' own, so these are the keys' count, not a
  *     per-(query, key) product of a prompt; 8 MB for 128 tokens over 16384 keys, the
- *     keys themselves 277 MB in fp8_index).
+ *     keys themselves 277 MB in fp8_index). A prompt's chunk takes this path only while
+ *     its tokens are too few to share key tiles (the scoring kernel's groups start at
+ *     2 x SMs x 2 tokens) and its keys within 16384: at most 527 x 16384 words, 34 MB,
+ *     on 132 SMs; longer prompts never allocate per pair.
  *  2. k_topk_dense: one block of 1024 threads a token holds its (at most 16384) words in
  *     registers, with each key's position (key_pos) as the low word, selects the K
  *     largest 64-bit keys by radix passes of 11 bits over a shared histogram (usually
@@ -40,7 +43,9 @@
 #define DN_WGS 2                     /* warpgroups a block, each streaming its tiles */
 #define DN_THREADS (128 * DN_WGS)
 #define DN_KEYS 64                   /* keys a tile: wgmma's M */
+#ifndef DN_STAGES /* (a build may set it: the other side of a comparison) */
 #define DN_STAGES 4                  /* a warpgroup's ring of tiles */
+#endif
 #define DN_ENT_SLOTS (2 * DN_STAGES) /* tiles' list entries in flight (see k_idx_dense) */
 #define DN_MIN_TILES 16              /* tiles an item at least (8 a warpgroup: a ring's worth) */
 #define DN_SEL_THREADS 1024
