@@ -10,7 +10,7 @@
 #    tpot_alternating, e2e_each, indexer_alternating, gpu_tests, verify_p2n2,
 #    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
-#    attn_alternating, attn8_alternating, attn_env_alternating, ncu_attn).
+#    attn_alternating, attn8_alternating, attn_env_alternating, ncu_src, ncu_attn).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 find .devrun -name '*.xz' -exec xz -T8 -d {} + 2> /dev/null
@@ -230,20 +230,23 @@ attn_env_alternating() {
   done; done
 }
 
-# ncu_attn NAME V CASE MANGLED: ncu with source counters of one launch of the kernel whose
-# mangled name matches MANGLED (ncu's demangled names read k_attn_ws<(bool)1, (bool)1>)
-# in .devrun/V's kernel.sparse_attn.CASE; the source page gzipped (and its top lines
+# ncu_src NAME V MANGLED: ncu with source counters of one launch (the third) of the kernel
+# whose mangled name matches MANGLED (ncu's demangled names read k_attn_ws<(bool)1,
+# (bool)1>) in .devrun/V's gpu_bench_kernels, its cases chosen by the caller's
+# environment (SC_BENCH_KERNELS_ONLY, ...); the source page gzipped (and its top lines
 # printed by bench/ncu_lines.py, and its top instructions with --sass: build V with
 # -lineinfo), the details kept.
-ncu_attn() {
-  SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$3 timeout 150 ncu --clock-control none --set full --import-source yes \
-    --kernel-name-base mangled -k "regex:$4" --launch-skip 2 --launch-count 1 \
+ncu_src() {
+  timeout 150 ncu --clock-control none --set full --import-source yes \
+    --kernel-name-base mangled -k "regex:$3" --launch-skip 2 --launch-count 1 \
     -o "$OUT/ncu-$1" .devrun/$2/gpu_bench_kernels --json > "$OUT/ncu-$1.txt" 2>&1
   echo "ncu $1 rc=$?"
   ncu -i "$OUT/ncu-$1.ncu-rep" --page source --csv --print-source cuda,sass > "$OUT/ncu-src-$1.csv" 2>&1
   ncu -i "$OUT/ncu-$1.ncu-rep" --page details > "$OUT/ncu-det-$1.txt" 2>&1
-  grep -E "k_attn|Duration|Eligible Warps|Warp Cycles Per Issued|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth" "$OUT/ncu-det-$1.txt" | head -10 | cut -c1-120
+  grep -E "Duration|Eligible Warps|Warp Cycles Per Issued|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth|DRAM Throughput" "$OUT/ncu-det-$1.txt" | head -10 | cut -c1-120
   gzip -f "$OUT/ncu-src-$1.csv"; rm -f "$OUT/ncu-$1.ncu-rep"
   python3 bench/ncu_lines.py "$OUT/ncu-src-$1.csv.gz" 12 | cut -c1-160
   python3 bench/ncu_lines.py --sass "$OUT/ncu-src-$1.csv.gz" 6 | cut -c1-160
 }
+# ncu_attn NAME V CASE MANGLED: ncu_src of kernel.sparse_attn.CASE.
+ncu_attn() { SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$3 ncu_src "$1" "$2" "$4"; }

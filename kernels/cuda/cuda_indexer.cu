@@ -466,7 +466,7 @@ static bool tc_merge_by_block(const sc_kcuda *c, int n_tok) {
  * the same bits and select exactly, so the choice changes no pick. */
 static bool tc_dense(const sc_kcuda *c, const sc_indexer_args *a, const tc_path &p,
                      const tc_shape &sp) {
-  return c->idx_dense && p.wg && p.dimp == 128 && p.vec && a->keys.fmt != SC_KFMT_F32 &&
+  return c->idx_dense && p.wg && p.dimp == 128 && p.vec &&
          (p.w8 || a->keys.fmt == SC_KFMT_BF16) && sp.group == 1 && a->max_keys > 0 &&
          a->max_keys <= SC_KCUDA_DENSE_MAX_KEYS && 2 * (int64_t)a->n_tok >= c->num_sms;
 }
@@ -512,7 +512,8 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
                             (size_t)a->topk;
   const size_t cand_bytes = sizeof(uint64_t) * (size_t)grid * sp.group * sp.room;
   const bool by_block = n_chunks > 1 && tc_merge_by_block(c, a->n_tok);
-  const size_t radix_bytes = n_chunks == 1 ? 0
+  /* the select after the chunks: a block's tree levels, or the radix select's state */
+  const size_t merge_bytes = n_chunks == 1 ? 0
                              : by_block    ? sc_kcuda_topk_tree_bytes(a->n_tok, n_chunks, a->topk)
                                            : sc_kcuda_topk_radix_bytes(a->n_tok, a->topk);
   const int S = tc_sample_stride(c, a, sp, path.dimp, n_chunks), r = tc_sample_r(a->topk, S);
@@ -521,13 +522,13 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
                                           sizeof(uint64_t) * (size_t)a->n_tok +
                                           sizeof(int) * (size_t)groups;
   char *scratch =
-      (char *)sc_kcuda_scratch(c, list_bytes + cand_bytes + radix_bytes + floor_bytes);
+      (char *)sc_kcuda_scratch(c, list_bytes + cand_bytes + merge_bytes + floor_bytes);
   if (scratch == NULL) return SC_ENOMEM;
   uint64_t *keys = (uint64_t *)scratch, *cand = (uint64_t *)(scratch + list_bytes);
-  void *radix = scratch + list_bytes + cand_bytes;
+  void *merge = scratch + list_bytes + cand_bytes;
   tc_floor none = {NULL, NULL, NULL}, fl = none;
   if (S > 1) { /* the sample pass, its floors, then the full pass and its repair */
-    char *f = scratch + list_bytes + cand_bytes + radix_bytes;
+    char *f = scratch + list_bytes + cand_bytes + merge_bytes;
     uint64_t *sample = (uint64_t *)f;
     unsigned long long *thr0 =
         (unsigned long long *)(f + sizeof(uint64_t) * (size_t)a->n_tok * r);
@@ -551,7 +552,7 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   }
   int *counts = NULL; /* one list per token when NULL: one block per token writes it */
   if (n_chunks > 1 && !by_block &&
-      (rc = sc_kcuda_topk_radix_begin(c, a->n_tok, radix, &counts)) != 0)
+      (rc = sc_kcuda_topk_radix_begin(c, a->n_tok, merge, &counts)) != 0)
     return rc;
   sc_kcuda_launch(c, fn, (unsigned)grid, TC_THREADS, smem, *a, n_chunks, sp, n_items, cand, keys,
                   counts, (int64_t)n_chunks * a->topk, c->err_flag, fl);
@@ -564,8 +565,8 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   }
   if (n_chunks == 1 || by_block) /* a list of K per chunk: one block a token selects */
     return sc_kcuda_topk_finish(c, a->n_tok, n_chunks, a->topk, keys, a->out_pos, a->out_cand,
-                                (uint64_t *)radix);
+                                (uint64_t *)merge);
   /* the chunks appended their survivors per token; a select over many blocks finishes */
   return sc_kcuda_topk_radix(c, a->n_tok, (int64_t)n_chunks * a->topk, a->topk, keys,
-                             a->out_pos, a->out_cand, radix);
+                             a->out_pos, a->out_cand, merge);
 }

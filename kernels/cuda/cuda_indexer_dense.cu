@@ -47,7 +47,7 @@
 #define DN_STAGES 4                  /* a warpgroup's ring of tiles */
 #endif
 #define DN_ENT_SLOTS (2 * DN_STAGES) /* tiles' list entries in flight (see k_idx_dense) */
-#define DN_MIN_TILES 16              /* tiles an item at least (8 a warpgroup: a ring's worth) */
+#define DN_MIN_TILES 16              /* tiles an item at least (8 a warpgroup: two rings) */
 #define DN_SEL_THREADS 1024
 #define DN_SEL_PER (DN_MAX_KEYS / DN_SEL_THREADS) /* keys a select thread holds */
 #define DN_BITS 11                   /* radix digit */
@@ -248,37 +248,38 @@ __global__ void __launch_bounds__(DN_SEL_THREADS, 1)
   __shared__ int hist[1 << DN_BITS];
   __shared__ int wsum[DN_SEL_THREADS / 32];
   __shared__ int ctl[5]; /* bin, need, equal count; then the two slot counters */
+  __shared__ unsigned wmin_s[DN_SEL_THREADS / 32], wmax_s[DN_SEL_THREADS / 32];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t t = blockIdx.x, kb = key_begin[t];
-  __shared__ unsigned wlo[DN_SEL_THREADS / 32], whi[DN_SEL_THREADS / 32];
   uint64_t k[DN_SEL_PER];
   int mine = 0;
-  unsigned lo = 0xffffffffu, hi = 0; /* this thread's least and largest words */
+  unsigned wmin = 0xffffffffu, wmax = 0; /* the least and largest nonzero word */
 #pragma unroll
   for (int j = 0; j < DN_SEL_PER; j++) {
     const int i = j * DN_SEL_THREADS + tid;
     const uint32_t w = i < cap ? words[t * cap + i] : 0u;
     k[j] = w ? (uint64_t)w << 32 | (0xffffffffu - (uint32_t)key_pos[kb + i]) : 0;
     mine += k[j] != 0;
-    if (w) lo = w < lo ? w : lo, hi = w > hi ? w : hi;
+    if (w) wmin = min(wmin, w), wmax = max(wmax, w);
   }
   for (int off = 16; off > 0; off >>= 1) {
     mine += __shfl_xor_sync(0xffffffffu, mine, off);
-    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
-    hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+    wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, off));
+    wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, off));
   }
-  if (lane == 0) wsum[warp] = mine, wlo[warp] = lo, whi[warp] = hi;
+  if (lane == 0) wsum[warp] = mine, wmin_s[warp] = wmin, wmax_s[warp] = wmax;
   __syncthreads();
   int total = 0;
   for (int v = 0; v < DN_SEL_THREADS / 32; v++)
-    total += wsum[v], lo = min(lo, wlo[v]), hi = max(hi, whi[v]);
+    total += wsum[v], wmin = min(wmin, wmin_s[v]), wmax = max(wmax, wmax_s[v]);
   const bool all = total <= K;
   /* The words' high bits that every key shares (those of the least and the largest) are
-   * decided before any pass: the first digit starts below them. From the top bit, the
-   * digits of scores that vary by a few powers of two fell in a dozen bins, and the
-   * shared atomics on them serialized the first pass. */
-  const int common = hi > lo ? __clz(hi ^ lo) : 32;
-  uint64_t mask = common ? (~0ull << (64 - common)) : 0, prefix = ((uint64_t)hi << 32) & mask;
+   * decided before any pass: the first digit starts below them, where the scores differ
+   * (from the top bit, scores within a few powers of two would share most of its bins;
+   * not measured apart from the rest of this select). */
+  const int common = wmax > wmin ? __clz(wmax ^ wmin) : 32;
+  uint64_t mask = common ? (~0ull << (64 - common)) : 0,
+           prefix = ((uint64_t)wmax << 32) & mask;
   int need = K;
   for (int shift = 64 - common; !all && shift > 0;) {
     const int width = shift < DN_BITS ? shift : DN_BITS;

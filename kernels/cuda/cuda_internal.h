@@ -94,13 +94,13 @@ void sc_kcuda_busy_log_ops(int top);
  * order (cuda_select.cuh; out_pos and/or out_cand, either NULL). `tree` is scratch of
  * sc_kcuda_topk_tree_bytes(n_tok, n_lists, K) bytes (none needed when that is 0). */
 size_t sc_kcuda_topk_tree_bytes(int n_tok, int n_lists, int K);
+int sc_kcuda_topk_finish(sc_kcuda *c, int n_tok, int n_lists, int K, const uint64_t *keys,
+                         int32_t *out_pos, sc_kcand *out_cand, uint64_t *tree);
 /* The indexer's dense path (cuda_indexer_dense.cu): every token's range within
  * a->max_keys <= SC_KCUDA_DENSE_MAX_KEYS keys, 64 index heads of 65-128 values, keys
  * bf16 (w8 false) or fp8_index (w8 true) in 16-byte pieces; cuda_indexer.cu decides. */
 #define SC_KCUDA_DENSE_MAX_KEYS 16384
 int sc_kcuda_indexer_dense(sc_kcuda *c, const sc_indexer_args *a, bool w8);
-int sc_kcuda_topk_finish(sc_kcuda *c, int n_tok, int n_lists, int K, const uint64_t *keys,
-                         int32_t *out_pos, sc_kcand *out_cand, uint64_t *tree);
 
 /* The top-K (in position order) of tokens whose candidates are many
  * (cuda_topk_radix.cu), selected over many blocks per token. `scratch` is
