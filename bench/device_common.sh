@@ -230,15 +230,16 @@ attn_env_alternating() {
   done; done
 }
 
-# ncu_src NAME V MANGLED: ncu with source counters of one launch (the third) of the kernel
-# whose mangled name matches MANGLED (ncu's demangled names read k_attn_ws<(bool)1,
-# (bool)1>) in .devrun/V's gpu_bench_kernels, its cases chosen by the caller's
+# ncu_src NAME V MANGLED: ncu with source counters of one launch (the third; with
+# NCU_SKIP=N, the (N+1)-th) of the kernel whose mangled name matches MANGLED (ncu's
+# demangled names read k_attn_ws<(bool)1, (bool)1>) in .devrun/V's gpu_bench_kernels,
+# its cases chosen by the caller's
 # environment (SC_BENCH_KERNELS_ONLY, ...); the source page gzipped (and its top lines
 # printed by bench/ncu_lines.py, and its top instructions with --sass: build V with
 # -lineinfo), the details kept.
 ncu_src() {
   timeout 150 ncu --clock-control none --set full --import-source yes \
-    --kernel-name-base mangled -k "regex:$3" --launch-skip 2 --launch-count 1 \
+    --kernel-name-base mangled -k "regex:$3" --launch-skip "${NCU_SKIP:-2}" --launch-count 1 \
     -o "$OUT/ncu-$1" .devrun/$2/gpu_bench_kernels --json > "$OUT/ncu-$1.txt" 2>&1
   echo "ncu $1 rc=$?"
   ncu -i "$OUT/ncu-$1.ncu-rep" --page source --csv --print-source cuda,sass > "$OUT/ncu-src-$1.csv" 2>&1

@@ -539,14 +539,15 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->k.impl = c;
   /* programmatic dependent launch (cuda_common.cuh), the attention kernel of warpgroups
    * in roles (cuda_attn_ws.cu) with its clusters over fp8 rows, and the indexer's sampled
-   * floors and dense path (cuda_indexer.cu) unless switched off, and how the indexer
-   * merges a token's chunks: the other sides of comparisons in one run */
+   * floors, dense path and few-heads tile (cuda_indexer.cu) unless switched off, and how
+   * the indexer merges a token's chunks: the other sides of comparisons in one run */
   c->pdl = !env_off("SPARSECP_CUDA_PDL");
   c->attn_ws = !env_off("SPARSECP_ATTN_WS");
   c->attn_cross = !env_off("SPARSECP_ATTN_CROSS");
   c->idx_floors = env_floors();
   c->idx_merge = env_merge();
   c->idx_dense = !env_off("SPARSECP_INDEXER_DENSE");
+  c->idx_few = !env_off("SPARSECP_INDEXER_FEW");
   int rc;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,

@@ -43,15 +43,16 @@
  *     keeps their fragments for all the m-tiles in registers, runs the k16 steps per
  *     m-tile and folds ReLU x weight as above (with wgmma: a warpgroup takes 64 keys
  *     as A, a token's q rows as B, and each of its warps ends with the same 16 keys'
- *     scores). Per token, keys that reach its threshold
- *     are appended to its candidate list in global memory (K + tc_piece(K) keys,
- *     the block's own); a list without room for another tile is cut back by one warp (while
- *     the others cut other tokens' lists) to a set that holds its K best, and the
- *     threshold rises to that set's floor (cuda_select.cuh's warp_cut_topk). At the end
- *     of an item a team of warps per token (all 8 for one token, 4 each for two, 2 for
- *     three or four, one from five on or when no list holds more than K) selects
- *     exactly its K best into the item's output. Scores never leave the tile:
- *     nothing is allocated per (query, key).
+ *     scores; below 16 head rows a token, over rows of 64 values, each lane tests the
+ *     sums the fold leaves it and appends from registers: cuda_indexer_few.cuh). Per
+ *     token, keys that reach its threshold are appended to its candidate list in global
+ *     memory (K + tc_piece(K) keys, the block's own); a list without room for another
+ *     tile is cut back by one warp (while the others cut other tokens' lists) to a set
+ *     that holds its K best, and the threshold rises to that set's floor (cuda_select.cuh's
+ *     warp_cut_topk). At the end of an item a team of warps per token (all 8 for one
+ *     token, 4 each for two, 2 for three or four, one from five on or when no list holds
+ *     more than K) selects exactly its K best into the item's output. Scores never leave
+ *     the tile: nothing is allocated per (query, key).
  *  2. With one chunk a token, sc_kcuda_topk_finish (cuda_topk.cu) writes each token's
  *     K survivors in position order. With several, where the step has tokens enough to
  *     give most SMs one (tc_merge_by_block), each chunk writes a list of K and
@@ -63,7 +64,7 @@
  * stay on the device. A prompt of few index heads over long lists runs stage 1 three
  * times (the sampled floors, below): over a sample of each token's keys, then over all
  * of them from a threshold the sample gives, then again for the groups it misled. */
-#include "kernels/cuda/cuda_indexer_tile.cuh"
+#include "kernels/cuda/cuda_indexer_few.cuh"
 
 /* Scoring blocks. A work item is a group of G consecutive tokens and one chunk of the
  * union of their key ranges; the grid holds as many blocks as fit on the GPU at once,
@@ -192,7 +193,14 @@ __global__ void __launch_bounds__(TC_THREADS)
         __syncthreads();
       }
       unsigned char *kt = RAW ? k_s : k_s + st * stage_bytes; /* the tile as scored */
-      if (vis) {
+      if (tc_few_fits(DIMP, VEC, WG) && vis && sp.few) { /* sums tested in registers */
+        const int col = kb + warp * TC_KW + (lane >> 2); /* keys g and g + 8 */
+        const tc_lane_keys kk = {{kmask_s[col], kmask_s[col + 8]},
+                                 {kpos_s[col], kpos_s[col + 8]},
+                                 {FP8 ? ksc_s[col] : 1.0f, FP8 ? ksc_s[col + 8] : 1.0f}};
+        tc_score_few<DIMP, SFMT>(hp, kt + (size_t)(warp * TC_KW) * LD * KES, q_s, w_s, gn, kk,
+                                 thr, top, fl.thr0 == NULL, fill, cbase, room, flag, lane);
+      } else if (vis) {
         if (W8)
           tc_score_tile_w8(smem_u32(kt), smem_u32(q_s), w_s, sc_w, gn, warp, lane);
         else if (WG)
@@ -212,10 +220,13 @@ __global__ void __launch_bounds__(TC_THREADS)
                                       (uint64_t *)&thr[j], tc_top_bound(top[j]));
           if (lane == 0) dropped[j] += fill[j] - n, fill[j] = n;
         }
-      __syncthreads();
+      /* (no barrier here: a cut's lists, fills and thresholds are next read by the scoring
+       * of the next tile, after that tile's publishing barrier, which every cutting warp
+       * reaches only when done; the loads before it touch none of them) */
       if (sp.stages == 2) vis = vis_next;
     }
     cp_async_wait_all();
+    __syncthreads(); /* the last tile's cuts are done */
     /* every key at or above a token's start was appended (and kept or cut): K of them
      * or more, and its K best are among them; fewer, and the repair scores it again */
     if (fl.redo != NULL && threadIdx.x < gn && fl.thr0[t0 + threadIdx.x] > 1 &&
@@ -302,7 +313,7 @@ static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, bo
         continue;
       for (int stages = 2; stages >= 1; stages--) {
         const tc_shape sp = {group, hp, (int)sc_cdiv((int64_t)group * hp, 16), stages,
-                             a->topk + tc_piece(a->topk), 1};
+                             a->topk + tc_piece(a->topk), 1, 0};
         if (tc_lay(sp, dimp, es, wg, scaled, raw).total <= limits[li]) {
           *out = sp;
           return 0;
@@ -482,6 +493,7 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   const int kes = path.w8 ? 1 : path.wg || path.fp8 ? 2 : path.es;
   const bool raw = path.fp8 && path.vec && !path.w8; /* staged raw (tc_widen_fp8) */
   if (tc_choose(a, c->num_sms, path.dimp, kes, path.wg, path.fp8, raw, &sp)) return SC_ENOTSUP;
+  sp.few = c->idx_few && sp.hp < 16 && tc_few_fits(path.dimp, path.vec, path.wg);
   if (tc_dense(c, a, path, sp)) return sc_kcuda_indexer_dense(c, a, path.w8);
   const tc_kernel fn = tc_pick(a, path);
   const size_t smem = tc_lay(sp, path.dimp, kes, path.wg, path.fp8, raw).total;

@@ -61,6 +61,8 @@ typedef struct tc_shape {
   int stride; /* 1; S: a sample pass, over every S-th entry of the key list (a token's
                * range [b, e) becomes entries [ceil(b/S), ceil(e/S)) of the sample,
                * sample entry i being list entry i S: cuda_indexer.cu's floors) */
+  int few;    /* hp < 16 where tc_few_fits: scored and appended in one go
+               * (cuda_indexer_few.cuh); 0: tc_score_tile, then tc_append (the same keys) */
 } tc_shape;
 
 /* Where a token's threshold starts, and the pass that repairs a wrong start (the sampled

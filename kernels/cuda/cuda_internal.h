@@ -39,6 +39,10 @@ typedef struct sc_kcuda {
   int idx_floors;        /* prompts of few index heads start each token's threshold at a
                             sampled floor (cuda_indexer.cu): 1, the sample's stride by
                             its rule; SPARSECP_INDEXER_FLOORS=0: off (at 1), =S: stride S */
+  int idx_few;           /* tokens of fewer than 16 index head rows over rows of 64
+                            values score and append a tile in one go
+                            (cuda_indexer_few.cuh); SPARSECP_INDEXER_FEW=0: the sums through
+                            shared memory, the other side of a comparison in one run */
   int idx_dense;         /* decode-like steps of 64 index heads take the dense path
                             (cuda_indexer_dense.cu); SPARSECP_INDEXER_DENSE=0: the
                             scoring kernel's, the other side of a comparison in one run */

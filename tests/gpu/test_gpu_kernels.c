@@ -1038,6 +1038,11 @@ static void same_over(sc_indexer_args a, const void *host, size_t bytes, sc_kfmt
   G->ops->free(G, (void *)a.keys.data);
 }
 
+/* A CUDA context whose few-heads indexer tiles sum through shared memory
+ * (SPARSECP_INDEXER_FEW=0, read when a context is created): the other side of the fused
+ * tile of cuda_indexer_few.cuh, which must pick alike. Made by case_indexer_invariance. */
+static sc_kernels *G_nofew;
+
 /* distinct > 0: only that many distinct key rows (row i repeats row i % distinct), so
  * many keys tie exactly and the lower positions must win at the K-th. */
 static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk,
@@ -1135,6 +1140,14 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
               merged, "f32 keys holding the fp8_index keys' dequantized values");
     free(kd);
   }
+  if (heads <= 8 && G_nofew != NULL) { /* (head rows below 16: the fused tile) */
+    sc_kernels *fused = G;
+    G = G_nofew; /* (idx_run's buffers come from the context it runs on) */
+    idx_run(a, 0, n_tok, rb, re, merged);
+    G = fused;
+    CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
+          "the few-heads tile picks differently from sums through shared memory");
+  }
   const int32_t picks[3] = {0, 17 % n_tok, n_tok - 1};
   for (int i = 0; i < 3; i++) {
     idx_run(a, picks[i], 1, rb, re, one);
@@ -1160,9 +1173,10 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
             G->ops->sync(G) == 0, "sync");
   CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
         "two shards merged differ from the whole key list");
-  printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d distinct=%d: alone, batched%s "
+  printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d distinct=%d: alone, batched%s%s "
          "and sharded identical\n", fmt, heads, dim, topk, n_tok, distinct,
-         fmt == SC_KFMT_F32 ? "" : ", as f32 keys");
+         fmt == SC_KFMT_F32 ? "" : ", as f32 keys",
+         heads <= 8 && G_nofew != NULL ? ", without the fused tile" : "");
   G->ops->free(G, Q), G->ops->free(G, W), G->ops->free(G, K), G->ops->free(G, Kp);
   G->ops->free(G, Qp), G->ops->free(G, Sh), G->ops->free(G, Mo);
   free(q), free(w), free(kf), free(kb16), free(kpos), free(qpos), free(rb), free(re);
@@ -1175,6 +1189,13 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
  * 128 the shared memory of 4 leaves no room for two blocks an SM). 64 heads take the
  * wgmma scoring, whatever the keys' format. */
 static void case_indexer_invariance(void) {
+  const char *few = getenv("SPARSECP_INDEXER_FEW");
+  char *saved = few ? strdup(few) : NULL;
+  setenv("SPARSECP_INDEXER_FEW", "0", 1);
+  CHECK(sc_kernels_cuda_create(&G_nofew, 0, NULL) == 0, "a second CUDA context");
+  if (saved) setenv("SPARSECP_INDEXER_FEW", saved, 1);
+  else unsetenv("SPARSECP_INDEXER_FEW");
+  free(saved);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 64, 256, 600, 0, 0);
@@ -1205,6 +1226,12 @@ static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 200, 0, 9000);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 300, 200, 5, 9000);
   indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 96, 512, 200, 5, 9000); /* pieces past dim */
+  /* one and two head rows a token (the fused tile's other shapes; 3 and 5 heads above
+   * take 4 and 8), with ties */
+  indexer_invariance_case(SC_KFMT_BF16, 1, 64, 256, 1100, 0, 0);
+  indexer_invariance_case(SC_KFMT_F32, 2, 64, 300, 600, 7, 0);
+  if (G_nofew) sc_kernels_destroy(G_nofew);
+  G_nofew = NULL;
 }
 
 /* ---- top-K merge and position maps ---- */
