@@ -1,13 +1,13 @@
 #!/bin/bash
 # run5.sh - prepared for session 44 (session 43's device time ran out before it could
-# start; build5.sh stages it): the validation of session 43's tree that its calls did not
-# run (c3 ran its indexer cases) and an experiment. PART 1 (the default)
-# run --verify at P2 N2 over f32 and bf16 rows (the default model: 4 index heads, the
-# fused tile) and of model-long with two 8k prompts (the floors and the fused tile on
-# both sides), test_gpu_graphs, test_gpu_kernels, the indexer cases under memcheck; PART 2 an experiment
-# for the next session: cut-atomics.patch (.devrun/cutatom: team_cut_edge with one shared
-# atomic a key, no __match_any_sync) against the final tree, kernel.indexer alternating
-# twice, and its indexer invariance cases.
+# start; build5.sh stages it). PART 1 (the default): the checks of session 43's tree its
+# calls did not run (c3 ran its indexer cases): run --verify at P2 N2 over f32 and bf16
+# rows (the default model: 4 index heads, the fused tile) and of model-long with two 8k
+# prompts (the floors and the fused tile on both sides), test_gpu_graphs,
+# test_gpu_kernels, the indexer cases under memcheck. PART 2: cut-atomics.patch
+# (.devrun/cutatom: team_cut_edge with one shared atomic a key, no __match_any_sync)
+# against main, kernel.indexer alternating twice, and its indexer invariance cases.
+# PART 3: every kernel of model-long's decode indexer over 128k keys, timed by ncu.
 . bench/device_common.sh
 B=.devrun/new
 if has 1; then
@@ -33,5 +33,14 @@ if has 2; then
   SC_GPU_CASES=indexer_invariance timeout 60 .devrun/cutatom/test_gpu_kernels > "$OUT/test_inv_cutatom.log" 2>&1
   echo "cutatom invariance rc=$? $(grep -c '^ok' "$OUT/test_inv_cutatom.log") ok"; grep -E "FAIL|not ok" "$OUT/test_inv_cutatom.log" | head -5
   lap experiment
+fi
+if has 3; then # where model-long's decode token over 128k keys spends its ~47 us a layer (the
+  # indexer is most of what a 128k context adds to a TPOT): every kernel of two ops, timed
+  SC_BENCH_KERNELS_ONLY=kernel.indexer SC_BENCH_INDEXER_TOKENS=1 SC_BENCH_INDEXER_KEYS=131072 \
+    timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip 40 \
+    --launch-count 24 .devrun/new/gpu_bench_kernels --json > "$OUT/ncu-decode128k.log" 2>&1
+  echo "ncu decode 128k rc=$?"
+  grep -E "^  [A-Za-z_].*\(|gpu__time_duration" "$OUT/ncu-decode128k.log" | cut -c1-100 | paste - - | head -24
+  lap decode128k
 fi
 cd "$OUT" && tar czf all.tgz *.log *.json 2>/dev/null; rm -f *.log *.json *.err
