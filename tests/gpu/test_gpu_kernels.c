@@ -1176,7 +1176,7 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
   printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d distinct=%d: alone, batched%s%s "
          "and sharded identical\n", fmt, heads, dim, topk, n_tok, distinct,
          fmt == SC_KFMT_F32 ? "" : ", as f32 keys",
-         heads <= 8 && G_nofew != NULL ? ", without the fused tile" : "");
+         heads <= 8 && G_nofew != NULL ? ", with SPARSECP_INDEXER_FEW=0" : "");
   G->ops->free(G, Q), G->ops->free(G, W), G->ops->free(G, K), G->ops->free(G, Kp);
   G->ops->free(G, Qp), G->ops->free(G, Sh), G->ops->free(G, Mo);
   free(q), free(w), free(kf), free(kb16), free(kpos), free(qpos), free(rb), free(re);
@@ -1226,10 +1226,12 @@ static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 128, 2048, 200, 0, 9000);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 300, 200, 5, 9000);
   indexer_invariance_case(SC_KFMT_FP8_INDEX, 64, 96, 512, 200, 5, 9000); /* pieces past dim */
-  /* one and two head rows a token (the fused tile's other shapes; 3 and 5 heads above
-   * take 4 and 8), with ties */
+  /* the fused tile's other head-row counts (rows of 64 values in 16-byte pieces: 3 heads
+   * over rows of 40 above take 4 head rows; 5 over rows of 36 keep the shared-memory path
+   * on both sides): 1, 2 (with ties) and 8 */
   indexer_invariance_case(SC_KFMT_BF16, 1, 64, 256, 1100, 0, 0);
   indexer_invariance_case(SC_KFMT_F32, 2, 64, 300, 600, 7, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 6, 64, 128, 600, 0, 0);
   if (G_nofew) sc_kernels_destroy(G_nofew);
   G_nofew = NULL;
 }
