@@ -4,7 +4,7 @@
 # .devrun/new; main with cut-atomics.patch applied (team_cut_edge: one shared atomic a
 # key) into .devrun/cutatom (gpu_bench_kernels, test_gpu_kernels); the libraries they
 # need into .devrun/lib (xz'd; device_common.sh unpacks them). Call run5.sh with carry
-# [".devrun"] and PART="1 2 3".
+# [".devrun"] and PART="1 2 3" (4: racecheck, if time allows).
 set -euo pipefail
 build() { # PATCH DIR TARGETS...: main, with PATCH (a file, or - for none) applied
   local patch=$1 wt=/tmp/build5-$2; shift 2

@@ -8,6 +8,7 @@
 # (.devrun/cutatom: team_cut_edge with one shared atomic a key, no __match_any_sync)
 # against main, kernel.indexer alternating twice, and its indexer invariance cases.
 # PART 3: every kernel of model-long's decode indexer over 128k keys, timed by ncu.
+# PART 4: racecheck of the indexer invariance cases (slow: within 300 s, or cut).
 . bench/device_common.sh
 B=.devrun/new
 if has 1; then
@@ -42,5 +43,10 @@ if has 3; then # where model-long's decode token over 128k keys spends its ~47 u
   echo "ncu decode 128k rc=$?"
   grep -E "^  [A-Za-z_].*\(|gpu__time_duration" "$OUT/ncu-decode128k.log" | cut -c1-100 | paste - - | head -24
   lap decode128k
+fi
+if has 4; then # the barrier session 43 took out of the scoring kernel's tile loop, under racecheck
+  SC_GPU_CASES=indexer_invariance timeout 300 compute-sanitizer --tool racecheck .devrun/new/test_gpu_kernels > "$OUT/racecheck-indexer.log" 2>&1
+  echo "racecheck indexer_invariance rc=$? $(grep -h 'RACECHECK SUMMARY' "$OUT/racecheck-indexer.log")"
+  lap racecheck
 fi
 cd "$OUT" && tar czf all.tgz *.log *.json 2>/dev/null; rm -f *.log *.json *.err
