@@ -40,8 +40,9 @@ typedef struct tc_lane_keys {
  * KEY_BY_LANE of key g + 8 (lane & 1): one sum a token). The lanes holding a token's sums
  * are tmask (the masks partition the warp); a token's count is taken by one lane, the
  * first of its group (lane & 3 == lane & cmask) in the group's row t of the warp (lane
- * 4 t + that), so that one shared atomic instruction serves every token of the m-tile;
- * a lane's keys follow its lower lanes' in the list. */
+ * 4 t + that), so that one shared atomic instruction serves every token of the call (of
+ * an m-tile at 4 and 8 head rows; of a half at 1 and 2, called a half at a time); a
+ * lane's keys follow its lower lanes' in the list. */
 template <int NT, int VPT, bool KEY_BY_LANE>
 __device__ inline void tc_few_append(const float (&s)[NT * VPT], const int (&j)[NT], int gn,
                                      unsigned tmask, int cmask, const tc_lane_keys &kk,
