@@ -497,7 +497,7 @@ static int run_kvw(kc_ctx *c, void *p) {
 }
 
 static int bench_kv_write(kc_ctx *c, int64_t n, sc_kfmt fmt) {
-  const int64_t rb = fmt == SC_KFMT_FP8_DS_MLA ? SC_KFP8_DS_MLA_ROW_BYTES : 2 * 576;
+  const int64_t rb = sc_kfmt_row_bytes(fmt, 576);
   int32_t *h = malloc(sizeof(int32_t) * (size_t)n);
   kvw_case v = {n, NULL, NULL, {0}};
   int rc = SC_ENOMEM;
