@@ -522,6 +522,13 @@ static int env_floors(void) {
   return s >= 2 && s <= 256 && (s & (s - 1)) == 0 ? s : 1;
 }
 
+/* SPARSECP_INDEXER_GROUP: a power of two from 1 to 32, else the rule (0). */
+static int env_group(void) {
+  const char *v = getenv("SPARSECP_INDEXER_GROUP");
+  const int g = v ? atoi(v) : 0;
+  return g >= 1 && g <= 32 && (g & (g - 1)) == 0 ? g : 0;
+}
+
 /* SPARSECP_INDEXER_MERGE: block (1), radix (2), else the rule of cuda_indexer.cu (0). */
 static int env_merge(void) {
   const char *v = getenv("SPARSECP_INDEXER_MERGE");
@@ -545,6 +552,7 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->attn_ws = !env_off("SPARSECP_ATTN_WS");
   c->attn_cross = !env_off("SPARSECP_ATTN_CROSS");
   c->idx_floors = env_floors();
+  c->idx_group = env_group();
   c->idx_merge = env_merge();
   c->idx_dense = !env_off("SPARSECP_INDEXER_DENSE");
   c->idx_few = !env_off("SPARSECP_INDEXER_FEW");

@@ -301,15 +301,17 @@ static int tc_piece(int K) {
  * prompt's indexer took 1.5x as long with 32 tokens a block and two stages (one block an
  * SM) as with 16 (two blocks an SM); 1024 tokens of 64 heads took 1.2x as long with one
  * token a block and two stages as with two and one stage (H200, 2026-12-02:
- * bench/long-context.md). */
-static int tc_choose(const sc_indexer_args *a, int num_sms, int dimp, int es, bool wg,
-                     bool scaled, bool raw, tc_shape *out) {
+ * bench/long-context.md). group_max > 0 (SPARSECP_INDEXER_GROUP) caps the group and drops
+ * the token-count rule: the other side of a comparison in one run. */
+static int tc_choose(const sc_indexer_args *a, int num_sms, int group_max, int dimp, int es,
+                     bool wg, bool scaled, bool raw, tc_shape *out) {
   const int hp = tc_rows_per_token(a->n_heads);
   /* 228 KB an SM, 1 KB of it reserved per block */
   static const size_t limits[2] = {113 * 1024, TC_SMEM_MAX};
   for (int li = 0; li < 2; li++)
-    for (int group = TC_GROUP_MAX; group >= 1; group /= 2) {
-      if (group > 1 && (a->n_tok < 2 * (int64_t)num_sms * group || group * hp > TC_ROWS_MAX))
+    for (int group = group_max > 0 ? group_max : TC_GROUP_MAX; group >= 1; group /= 2) {
+      if (group > 1 && ((group_max == 0 && a->n_tok < 2 * (int64_t)num_sms * group) ||
+                        group * hp > TC_ROWS_MAX))
         continue;
       for (int stages = 2; stages >= 1; stages--) {
         const tc_shape sp = {group, hp, (int)sc_cdiv((int64_t)group * hp, 16), stages,
@@ -430,21 +432,26 @@ __global__ void k_idx_floor(const uint64_t *sample, int r, int n_tok, int G,
 
 /* The sample's stride S for the floors (1: none). Only where a token's list is one chunk
  * (a prompt of many tokens: decode tokens and short chunks spread a token over chunks
- * instead) and the tile's products are few (hp x dimp <= 1024: 64 heads of 128 are
- * bound by their products, which a sample pass would add to), over lists of 8K keys or
- * more (max_keys). S: the largest power of two up to 32 with K / S >= 64 (where r's
- * margin, 4 sqrt(K / S), is at most half of K / S). The sample pass costs a tile's
- * fixed work per sampled tile: at S = 8 it was a sixth of a 32k prompt's indexer, at
- * 32 a twentieth, and 64 was no faster (ncu and kernel.indexer, H100, 2026-12-06).
+ * instead), over lists of 8K keys or more (max_keys). The sample pass costs a tile's
+ * fixed work per sampled tile, and its products; the floors save the appends of most
+ * keys, the cuts, and most of the end-of-item select. Few products a tile (hp x dimp <=
+ * 1024: model-long's 4 x 64): S the largest power of two up to 32 with K / S >= 64 (r's
+ * margin, 4 sqrt(K / S), at most half of K / S): at S = 8 the sample pass was a sixth of
+ * a 32k prompt's indexer, at 32 a twentieth, and 64 was no faster (H100, 2026-12-06).
+ * Many (DeepSeek-V3.2's 64 x 128): the products are most of the sample pass, so a
+ * sparser sample pays: up to 64 with K / S >= 32; 1024 causal tokens over 16384 keys
+ * took 1,249 us with no floors, 1,169-1,176 at S = 16, 1,082-1,088 at 32 and 1,034 at 64
+ * (bf16 keys; fp8_index 1,130-1,132 / 1,006-1,008 / 961-964 / 937-943; H100, 2026-12-06,
+ * bench/long-context.md; larger S not measured).
  * SPARSECP_INDEXER_FLOORS=S (a power of two) fixes it, for comparisons in one run. */
 static int tc_sample_stride(const sc_kcuda *c, const sc_indexer_args *a, const tc_shape &sp,
                             int dimp, int n_chunks) {
-  if (c->idx_floors == 0 || n_chunks != 1 || a->max_keys < 8 * (int64_t)a->topk ||
-      sp.hp * dimp > 1024)
-    return 1;
+  if (c->idx_floors == 0 || n_chunks != 1 || a->max_keys < 8 * (int64_t)a->topk) return 1;
   if (c->idx_floors > 1) return c->idx_floors;
+  const bool few = sp.hp * dimp <= 1024;
+  const int most = few ? 32 : 64, per = few ? 64 : 32; /* S at most; K / S at least */
   int S = 1;
-  while (2 * S <= 32 && 2 * S <= a->topk / 64) S *= 2;
+  while (2 * S <= most && 2 * S <= a->topk / per) S *= 2;
   return S >= 4 ? S : 1;
 }
 
@@ -492,7 +499,8 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
   /* keys in shared memory: e4m3 for W8, else bf16 for wgmma and for fp8_index keys */
   const int kes = path.w8 ? 1 : path.wg || path.fp8 ? 2 : path.es;
   const bool raw = path.fp8 && path.vec && !path.w8; /* staged raw (tc_widen_fp8) */
-  if (tc_choose(a, c->num_sms, path.dimp, kes, path.wg, path.fp8, raw, &sp)) return SC_ENOTSUP;
+  if (tc_choose(a, c->num_sms, c->idx_group, path.dimp, kes, path.wg, path.fp8, raw, &sp))
+    return SC_ENOTSUP;
   sp.few = c->idx_few && sp.hp < 16 && tc_few_fits(path.dimp, path.vec, path.wg);
   if (tc_dense(c, a, path, sp)) return sc_kcuda_indexer_dense(c, a, path.w8);
   const tc_kernel fn = tc_pick(a, path);

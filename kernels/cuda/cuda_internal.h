@@ -36,9 +36,12 @@ typedef struct sc_kcuda {
   int attn_cross;        /* ... and over fp8_ds_mla rows of 128-head models, clusters of
                             two blocks that dequantize for each other; SPARSECP_ATTN_CROSS=0:
                             one block a head group */
-  int idx_floors;        /* prompts of few index heads start each token's threshold at a
+  int idx_floors;        /* prompts over long lists start each token's threshold at a
                             sampled floor (cuda_indexer.cu): 1, the sample's stride by
                             its rule; SPARSECP_INDEXER_FLOORS=0: off (at 1), =S: stride S */
+  int idx_group;         /* the scoring kernel's tokens a group: 0, by tc_choose's rule;
+                            SPARSECP_INDEXER_GROUP=G (a power of two up to 32): G at most,
+                            whatever the step's token count (a comparison in one run) */
   int idx_few;           /* tokens of fewer than 16 index head rows over rows of 64
                             values score and append a tile in one go
                             (cuda_indexer_few.cuh); SPARSECP_INDEXER_FEW=0: the sums through

@@ -303,9 +303,14 @@ __device__ inline uint64_t team_cut_edge(const uint64_t *buf, int n, int K, int 
 #pragma unroll
       for (int u = 0; u < WARP_CUT_UNROLL; u++) {
         const bool in = v[u] != 0 && v[u] >= lo && v[u] <= hi;
-        const int bin = in ? (int)((v[u] - lo) >> shift) : -1;
-        const unsigned peers = __match_any_sync(0xffffffffu, bin); /* lanes with my bin */
-        if (in && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
+        /* one shared atomic a key: the bins span the range still in question, so a
+         * warp's keys seldom share one, and a match of the lanes of each bin first (the
+         * largest stall of a 32k prompt's full pass, 9% of its samples) cost more than
+         * the contention it saved: without it the 64-head prompt's indexer is 10-13%
+         * faster, the 4-head 32k prompt's 8.5-9% (H100, 2026-12-06, bench/long-context.md).
+         * The radix selects over whole digits (k_rsel_pass, block_keep_topk_counted),
+         * whose keys crowd a few bins, keep the match. */
+        if (in) atomicAdd(&hist[(int)((v[u] - lo) >> shift)], 1);
       }
     }
     team_sync(tm);
