@@ -3,7 +3,8 @@
 # it): .devrun/s2 = main 3e62768 + team_cut_edge with one shared atomic a key
 # (cut-atomics.patch) + sampled floors for tokens of many products (64 x 128: S up to
 # 64; SPARSECP_INDEXER_FLOORS=S reaches every shape) + three 64-head floors cases in
-# test_gpu_kernels + SPARSECP_INDEXER_GROUP; .devrun/new = main 3e62768 (the base).
+# test_gpu_kernels + SPARSECP_INDEXER_GROUP; .devrun/new = main 3e62768 (the base);
+# .devrun/dpos = s2 + dense-pos.patch.
 #  1. kernel.indexer of s2 with floors off (0), at the rule (1), at S = 128, and at the
 #     rule with groups of up to 4 tokens whatever the token count (g4), twice;
 #  2. s2's test_gpu_kernels (all cases) and test_gpu_graphs;
@@ -11,7 +12,9 @@
 #     8k prompts (bf16 rows; the cache sized for them);
 #  4. ncu: each kernel of model-long's one decode token over 128k keys (s2);
 #  5. bench e2e over bf16 rows, base then s2;
-#  6. compute-sanitizer memcheck of s2's indexer cases.
+#  6. compute-sanitizer memcheck of s2's indexer cases;
+#  7. dense-pos.patch (.devrun/dpos: the dense select's positions loaded beside its words)
+#     against s2, kernel.indexer alternating twice, and its indexer cases.
 . bench/device_common.sh
 B=.devrun/s2
 if has 1; then
@@ -57,5 +60,14 @@ if has 6; then
   SC_GPU_CASES=indexer timeout ${MC_T:-150} compute-sanitizer --tool memcheck $B/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1
   echo "memcheck indexer rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log") $(grep -c '^ok' "$OUT/memcheck-indexer.log") ok"
   lap memcheck
+fi
+if has 7; then
+  for i in 1 2; do for v in s2 dpos; do
+    SC_BENCH_KERNELS_ONLY=kernel.indexer timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/dpos-$v-$i.json" 2> /dev/null
+    echo "indexer $v $i rc=$?"; show_indexer "$OUT/dpos-$v-$i.json" | grep "'tokens': 128"
+  done; done
+  SC_GPU_CASES=indexer timeout 150 .devrun/dpos/test_gpu_kernels > "$OUT/test-dpos.log" 2>&1
+  echo "dpos indexer cases rc=$? $(grep -c '^ok' "$OUT/test-dpos.log") ok"; grep -E "FAIL|not ok" "$OUT/test-dpos.log" | head -5
+  lap dpos
 fi
 cd "$OUT" && tar czf all2.tgz *.json *.log 2>/dev/null; rm -f *.json *.log *.err
