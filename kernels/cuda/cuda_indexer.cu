@@ -61,7 +61,7 @@
  *     (cuda_topk_radix.cu) selects the K over many blocks.
  * The group size and chunk count come from the token count and the caller's bound of a
  * token's keys (max_keys; ops never read buffer contents on the host), so key ranges
- * stay on the device. A prompt of few index heads over long lists runs stage 1 three
+ * stay on the device. A prompt over long lists (one chunk a token) runs stage 1 three
  * times (the sampled floors, below): over a sample of each token's keys, then over all
  * of them from a threshold the sample gives, then again for the groups it misled. */
 #include "kernels/cuda/cuda_indexer_few.cuh"
@@ -400,11 +400,12 @@ static tc_kernel tc_pick(const sc_indexer_args *a, const tc_path &p) {
                : tc_instance<SC_KFMT_BF16>(p.dimp, p.vec);
 }
 
-/* Sampled floors. Where scoring is cheap beside selecting (few head rows of few values:
- * model-long's 4 x 64) and a token sees many keys, most of the indexer's time went to
- * appending candidates and cutting lists: a threshold that starts at 1 lets a token's
- * first K + tc_piece(K) keys in, all of them, and the cuts that follow read them again
- * (a 32k prompt: ~14 ms a layer on an H100, its products a fraction of one). So a first
+/* Sampled floors. Where a token sees many keys, much of the indexer's time went to
+ * appending candidates and cutting lists (most of it where scoring is cheap, few head
+ * rows of few values as model-long's 4 x 64; at 64 heads of 128 the floors still take
+ * 17% off: tc_sample_stride): a threshold that starts at 1 lets a token's first K +
+ * tc_piece(K) keys in, all of them, and the cuts that follow read them again (a 32k
+ * prompt of model-long: ~14 ms a layer on an H100, its products a fraction of one). So a first
  * pass scores every S-th key of each token's list and selects each token's r best of
  * them (r a little above K / S); the r-th, a key some token truly has, starts its
  * threshold in the full pass. Keys at or above it are r S of the token's keys or so,
