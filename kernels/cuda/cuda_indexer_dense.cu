@@ -94,7 +94,8 @@ template <int N> __device__ inline void dn_cp_async_wait() {
  * (64 rows), the token's 64 head rows as B, k in order. */
 template <bool W8>
 __device__ inline void dn_score(float (&d)[32], uint32_t k_addr, uint32_t q_addr) {
-  const uint64_t da = wg_desc(k_addr, 16, 1024), db = wg_desc(q_addr, 16, 1024);
+  const uint64_t da = wg_desc(wg_uniform(k_addr), 16, 1024);
+  const uint64_t db = wg_desc(wg_uniform(q_addr), 16, 1024);
   wg_fence();
   if constexpr (W8) {
 #pragma unroll

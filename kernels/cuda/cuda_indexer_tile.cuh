@@ -494,16 +494,16 @@ __device__ inline void tc_score_tile(const unsigned char *kw, const uint16_t *q_
 __device__ inline void tc_fold_wg_sums(const float (&d)[32], const float *w, int lane, float &s0,
                                        float &s1) {
   const int c = lane & 3;
-  const float *wj = w + 2 * c;
+  const float2 *wj = (const float2 *)(w + 2 * c); /* (w: 8-byte aligned) heads 2c, 2c + 1 */
   float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
-  for (int n = 0; n < 8; n++)
-#pragma unroll
-    for (int x = 0; x < 2; x++) {
-      const float wv = wj[8 * n + x];
-      p0 = fmaf(wv, fmaxf(d[4 * n + x], 0.0f), p0);
-      p1 = fmaf(wv, fmaxf(d[4 * n + 2 + x], 0.0f), p1);
-    }
+  for (int n = 0; n < 8; n++) {
+    const float2 wv = wj[4 * n]; /* one 8-byte load of the pair's two weights */
+    p0 = fmaf(wv.x, fmaxf(d[4 * n], 0.0f), p0);
+    p1 = fmaf(wv.x, fmaxf(d[4 * n + 2], 0.0f), p1);
+    p0 = fmaf(wv.y, fmaxf(d[4 * n + 1], 0.0f), p0);
+    p1 = fmaf(wv.y, fmaxf(d[4 * n + 3], 0.0f), p1);
+  }
   p0 += __shfl_xor_sync(0xffffffffu, p0, 1);
   p1 += __shfl_xor_sync(0xffffffffu, p1, 1);
   p0 += __shfl_xor_sync(0xffffffffu, p0, 2);
@@ -536,7 +536,9 @@ __device__ inline void tc_score_tile_wg(uint32_t k_base, uint32_t q_base, int m_
                                         const float *w_s, float *sc_w, int gn, int warp,
                                         int lane) {
   constexpr int KS = DIMP / 16;
-  const uint64_t da = wg_desc(k_base + (uint32_t)(warp >> 2) * 8 * 1024, 16, 1024);
+  const uint64_t da = wg_desc(wg_uniform(k_base + (uint32_t)(warp >> 2) * 8 * 1024), 16, 1024);
+  q_base = wg_uniform(q_base), m_rows = (int)wg_uniform((uint32_t)m_rows);
+  gn = (int)wg_uniform((uint32_t)gn);
   for (int j = 0; j < gn; j++) {
     float d[32];
     const uint64_t db = wg_desc(q_base + (uint32_t)j * 8 * 1024, 16, 1024);
@@ -561,7 +563,8 @@ __device__ inline void tc_score_tile_wg(uint32_t k_base, uint32_t q_base, int m_
  * fold is tc_score_tile_wg's and the key's scale comes in tc_append. */
 __device__ inline void tc_score_tile_w8(uint32_t k_base, uint32_t q_base, const float *w_s,
                                         float *sc_w, int gn, int warp, int lane) {
-  const uint64_t da = wg_desc(k_base + (uint32_t)(warp >> 2) * 8 * 1024, 16, 1024);
+  const uint64_t da = wg_desc(wg_uniform(k_base + (uint32_t)(warp >> 2) * 8 * 1024), 16, 1024);
+  q_base = wg_uniform(q_base), gn = (int)wg_uniform((uint32_t)gn);
   for (int j = 0; j < gn; j++) {
     float d[32];
     const uint64_t db = wg_desc(q_base + (uint32_t)j * 8 * 1024, 16, 1024);

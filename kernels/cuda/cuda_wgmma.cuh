@@ -36,6 +36,16 @@ __device__ inline uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
          ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
 
+/* v as every lane of the warp holds it, broadcast from lane 0 so that ptxas can prove it
+ * warp-uniform (as CUTLASS's canonical_warp_group_idx does). A descriptor built from
+ * threadIdx.x (a warpgroup's index) or from a loaded value stays in ordinary registers and
+ * is moved to uniform ones (R2UR) before every wgmma: 32 of the 187 instructions of the
+ * 64-head scoring kernel's pass over a token's 64 keys. With the scorers' bases broadcast,
+ * k_idx_dense's R2UR went from 16 to 4 and the bf16 k_idx_tc's from 35 to 27, and 1024
+ * causal tokens of 64 heads from 1,017 to 995 us (H100, 2026-12-06). The caller passes a
+ * value that is uniform already: lane 0's is every lane's. */
+__device__ inline uint32_t wg_uniform(uint32_t v) { return __shfl_sync(0xffffffffu, v, 0); }
+
 /* desc moved on by `bytes` (a multiple of 16): the address field of a shared-memory
  * descriptor never carries out of its 14 bits, so one 32-bit add of the low word does
  * it where a 64-bit add took two. */
