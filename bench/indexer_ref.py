@@ -106,13 +106,16 @@ def main():
         ("torch.indexer.decode 1x32768 h4 d64 (model-long, one layer)", 1, 32768, 4, 64, 2048, False, 1),
         ("torch.indexer.decode 1x131072 h4 d64 (model-long, one layer)", 1, 131072, 4, 64, 2048, False, 1),
     ]
+    # --only SUBSTR: the cases whose name holds SUBSTR (a device call short of time)
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
+    cases = [c for c in cases if only in c[0]]
     for c in cases:
         try:
             print(json.dumps(case(*c)), flush=True)
         except Exception:
             print(f"{c[0]} failed", file=sys.stderr); traceback.print_exc()
         torch.cuda.empty_cache()
-    for c in cases[:2]:  # the 64-head shapes in fp8
+    for c in [c for c in cases if " h64 " in c[0]]:  # the 64-head shapes in fp8
         name = c[0].replace("torch.indexer.", "torch.indexer.fp8.")
         try:
             print(json.dumps(case_fp8(name, *c[1:])), flush=True)

@@ -1,0 +1,44 @@
+#!/bin/bash
+# run6.sh (session 45, call 3; prepared, not run: four starts got no machine and the
+# device time ran out; build6.sh stages it): .devrun/next = main + groups4.patch: the
+# group rule (a group pays while the step's groups give 7 of every 8 of two blocks an SM
+# one) + floors up to S = 128 for tokens of many products + cut bins sized by the group (tc_hist_ints: 4 KB a
+# block up to 4 tokens, so 4 tokens of 64 heads over bf16 keys fit two blocks an SM at
+# one stage); .devrun/unif = main (d5b6104 or later: session 44's tree + unif.patch).
+# ~4.5 minutes. Parts:
+#  1. next's indexer cases (the floors cases now at S = 16) and run --verify P2 N2 (the
+#     default model, f32 and bf16 rows);
+#  2. kernel.indexer alternating twice: next, next with SPARSECP_INDEXER_FLOORS=64 (the
+#     old floors rule), next with SPARSECP_INDEXER_GROUP=2 (groups of 2 at most, the old
+#     group rule for 64 heads), unif; PyTorch's 64-head indexer for the ratios;
+#  3. compute-sanitizer memcheck of next's indexer cases.
+. bench/device_common.sh
+idx() { # V TAG [ENV...]: kernel.indexer of .devrun/V, the results printed
+  local v=$1 tag=$2; shift 2
+  env "$@" SC_BENCH_KERNELS_ONLY=kernel.indexer timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/idx-$tag.json" 2> /dev/null
+  echo "indexer $tag rc=$?"; show_indexer "$OUT/idx-$tag.json"
+}
+if has 1; then
+  SC_GPU_CASES=indexer timeout 100 .devrun/next/test_gpu_kernels > "$OUT/test-next.log" 2>&1
+  echo "next indexer cases rc=$? $(grep -c '^ok' "$OUT/test-next.log") ok"; grep -E "FAIL|not ok" "$OUT/test-next.log" | head -5
+  grep -h "heads=64 dim=128 topk=256 tokens=1100" "$OUT/test-next.log" | cut -c1-200
+  for fmt in "" "--kv-format bf16"; do
+    timeout 100 .devrun/next/sparsecp run --device cuda --pcp 2 --dcp 2 --verify $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+  done
+  lap cases
+fi
+if has 2; then
+  for i in 1 2; do
+    idx next next-$i; idx next f64-$i SPARSECP_INDEXER_FLOORS=64; idx next g2-$i SPARSECP_INDEXER_GROUP=2
+    idx unif unif-$i
+  done
+  timeout 150 /opt/torch/.venv/bin/python3 bench/indexer_ref.py --only h64 > "$OUT/torch-anchor.jsonl" 2>&1
+  echo "PyTorch anchor rc=$?"; grep -E '"H": 64' "$OUT/torch-anchor.jsonl" | cut -c1-200
+  lap indexer
+fi
+if has 3; then
+  SC_GPU_CASES=indexer timeout ${MC_T:-120} compute-sanitizer --tool memcheck .devrun/next/test_gpu_kernels > "$OUT/memcheck-next.log" 2>&1
+  echo "memcheck indexer next rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-next.log") $(grep -c '^ok' "$OUT/memcheck-next.log") ok"
+  lap memcheck
+fi
+cd "$OUT" && tar czf all6.tgz *.json *.jsonl *.log 2>/dev/null; rm -f *.json *.jsonl *.log
