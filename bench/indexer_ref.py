@@ -7,8 +7,11 @@ one model-long decode token over 32k and 128k keys. (A copy of
 FLOPs counted as sparsecp counts them: 2 * heads * dim per (token, visible key).
 The 64-head shapes also in fp8 as a user would write DeepSeek-V3.2's fp8 indexer
 (e4m3 q and keys with power-of-two scales, torch._scaled_mm, scales applied after: the
-anchor of sparsecp's fp8_index keys). Optionally DeepGEMM's fp8 MQA logits when its
-wheel loads. One JSON line per case."""
+anchor of sparsecp's fp8_index keys). Its decode cases give every token the same key
+set (sparsecp's kernel.indexer decode_shared case); the decode case of sparsecp, a
+context a token, has its own version here (decode_own, bf16). Optionally DeepGEMM's fp8
+MQA logits when its wheel loads. One JSON line per case; --only SUBSTR keeps the cases
+whose name holds SUBSTR."""
 import json, sys, traceback
 import torch
 
@@ -96,6 +99,24 @@ def case(name, S, T, H, D, topk, causal, chunk=256):
     return dict(case=name, ms=ms, tflops=flops / (ms * 1e-3) / 1e12, S=S, T=T, H=H, D=D, topk=topk)
 
 
+def case_own(name, S, T, H, D, topk):
+    """Decode tokens each over its own context of T keys (a batch of requests, as
+    sparsecp's kernel.indexer decode case; the cases above share one key set): a batched
+    GEMM over the tokens' keys [S, T, D], then the same fold and torch.topk."""
+    q = torch.randn(S, H, D, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(S, T, D, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(S, H, dtype=torch.float32, device="cuda")
+
+    def run():
+        lg = torch.bmm(q, k.transpose(1, 2))                   # [S, H, T], bf16 tensor cores
+        sc = (torch.relu(lg.float()) * w[:, :, None]).sum(1)  # [S, T]
+        return sc.topk(min(topk, T), dim=-1).indices
+
+    ms = timeit(run)
+    return dict(case=name, ms=ms, tflops=2 * H * D * S * T / (ms * 1e-3) / 1e12, S=S, T=T,
+                H=H, D=D, topk=topk, contexts="own")
+
+
 def main():
     print(json.dumps(dict(torch=torch.__version__, gpu=torch.cuda.get_device_name(0))), flush=True)
     cases = [
@@ -121,6 +142,14 @@ def main():
             print(json.dumps(case_fp8(name, *c[1:])), flush=True)
         except Exception:
             print(f"{name} failed", file=sys.stderr); traceback.print_exc()
+        torch.cuda.empty_cache()
+    own = ("torch.indexer.decode_own 128x16384 h64 d128 (a context a token)", 128, 16384, 64,
+           128, 2048)
+    if only in own[0]:
+        try:
+            print(json.dumps(case_own(*own)), flush=True)
+        except Exception:
+            print(f"{own[0]} failed", file=sys.stderr); traceback.print_exc()
         torch.cuda.empty_cache()
     try:
         import deep_gemm

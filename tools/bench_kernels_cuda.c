@@ -342,10 +342,16 @@ typedef struct {
 
 static int run_idx(kc_ctx *c, void *p) { return c->k->ops->indexer_topk(c->k, &((idx_case *)p)->a); }
 
-/* decode: every token its own request of ctx keys, all visible; prefill: n_tok
- * consecutive query tokens at the end of one request of ctx keys (causal). */
-static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, int32_t dim,
+/* IDX_DECODE: every token its own request of ctx keys, all visible (a batch of decode
+ * tokens); IDX_SHARED: every token sees all ctx keys of one request, the problem
+ * bench/indexer_ref.py's decode case solves (its tokens share one key set), so that the
+ * two compare like for like; IDX_PREFILL: n_tok consecutive query tokens at the end of
+ * one request of ctx keys (causal). */
+typedef enum { IDX_DECODE, IDX_SHARED, IDX_PREFILL } idx_phase;
+
+static int bench_indexer(kc_ctx *c, idx_phase phase, int32_t n_tok, int32_t heads, int32_t dim,
                          int32_t ctx, int32_t topk, sc_kfmt kfmt) {
+  const bool decode = phase == IDX_DECODE;
   const char *only_tok = getenv("SC_BENCH_INDEXER_TOKENS");
   const char *only_keys = getenv("SC_BENCH_INDEXER_KEYS");
   if ((only_tok && only_tok[0] && atoi(only_tok) != n_tok) ||
@@ -361,7 +367,7 @@ static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, i
   for (int32_t t = 0; t < n_tok; t++) {
     kb[t] = decode ? t * ctx : 0;
     ke[t] = kb[t] + ctx;
-    qpos[t] = decode ? ctx - 1 : ctx - n_tok + t;
+    qpos[t] = phase == IDX_PREFILL ? ctx - n_tok + t : ctx - 1;
     pairs += qpos[t] + 1;
   }
   for (int64_t e = 0; e < nkeys; e++) kpos[e] = (int32_t)(e % ctx);
@@ -392,7 +398,8 @@ static int bench_indexer(kc_ctx *c, bool decode, int32_t n_tok, int32_t heads, i
   snprintf(params, sizeof params,
            "\"device\":\"cuda\",\"phase\":\"%s\",\"tokens\":%d,\"index_heads\":%d,"
            "\"index_dim\":%d,\"keys\":%d,\"topk\":%d,\"keys_fmt\":\"%s\"",
-           decode ? "decode" : "prefill", n_tok, heads, dim, ctx, topk,
+           phase == IDX_DECODE ? "decode" : phase == IDX_SHARED ? "decode_shared" : "prefill",
+           n_tok, heads, dim, ctx, topk,
            kfmt == SC_KFMT_F32 ? "f32" : kfmt == SC_KFMT_FP8_INDEX ? "fp8_index" : "bf16");
   const double flops = 2.0 * heads * dim * pairs;
   const double bytes = (decode ? (double)nkeys : (double)ctx) * (row_bytes + 4.0) +
@@ -577,12 +584,15 @@ int sc_bench_kernels_cuda(sc_bench *b) {
       goto out;
   }
   /* DeepSeek-V3.2's indexer shape over bf16 keys, and over fp8_index keys as the model
-   * keeps them (half the bytes a key) */
+   * keeps them (half the bytes a key); the decode tokens also over one shared context,
+   * PyTorch's anchor's problem */
   for (int f8 = 0; f8 < 2 && wanted("kernel.indexer"); f8++) {
     const sc_kfmt kf = f8 ? SC_KFMT_FP8_INDEX : SC_KFMT_BF16;
-    if ((rc = bench_indexer(&c, true, q ? 8 : 128, 64, 128, q ? 4096 : 16384, q ? 256 : 2048,
-                            kf)) ||
-        (rc = bench_indexer(&c, false, q ? 64 : 1024, 64, 128, q ? 4096 : 16384,
+    if ((rc = bench_indexer(&c, IDX_DECODE, q ? 8 : 128, 64, 128, q ? 4096 : 16384,
+                            q ? 256 : 2048, kf)) ||
+        (rc = bench_indexer(&c, IDX_PREFILL, q ? 64 : 1024, 64, 128, q ? 4096 : 16384,
+                            q ? 256 : 2048, kf)) ||
+        (rc = bench_indexer(&c, IDX_SHARED, q ? 8 : 128, 64, 128, q ? 4096 : 16384,
                             q ? 256 : 2048, kf)))
       goto out;
   }
@@ -590,13 +600,14 @@ int sc_bench_kernels_cuda(sc_bench *b) {
    * one decode token over a long context, what a decode step at 32k and 128k context pays
    * per layer, and a whole 32k prompt in one step, what its prefill pays per layer */
   for (int32_t ctx = 32768; ctx <= 131072 && wanted("kernel.indexer"); ctx *= 4)
-    if ((rc = bench_indexer(&c, true, 1, 4, 64, q ? ctx / 8 : ctx, q ? 256 : 2048, SC_KFMT_F32)))
+    if ((rc = bench_indexer(&c, IDX_DECODE, 1, 4, 64, q ? ctx / 8 : ctx, q ? 256 : 2048,
+                            SC_KFMT_F32)))
       goto out;
   /* (and the same prompt over bf16 keys, as a cache of bf16 rows holds them; alone with
    * SC_BENCH_KERNELS_ONLY=kernel.indexer.prompt, for a profiler) */
   for (int bf = 0; bf < 2 && wanted("kernel.indexer.prompt"); bf++)
-    if ((rc = bench_indexer(&c, false, q ? 2048 : 32768, 4, 64, q ? 2048 : 32768, q ? 256 : 2048,
-                            bf ? SC_KFMT_BF16 : SC_KFMT_F32)))
+    if ((rc = bench_indexer(&c, IDX_PREFILL, q ? 2048 : 32768, 4, 64, q ? 2048 : 32768,
+                            q ? 256 : 2048, bf ? SC_KFMT_BF16 : SC_KFMT_F32)))
       goto out;
   if (wanted("kernel.topk") && (rc = bench_merge(&c, q ? 8 : 128, 4, q ? 256 : 2048))) goto out;
   if (wanted("kernel.gather") && (rc = bench_gather(&c, q ? 16384 : 262144, 704))) goto out;
