@@ -11,7 +11,7 @@
 #  2. kernel.indexer alternating twice: next, next with SPARSECP_INDEXER_FLOORS=64 (the
 #     old floors rule), next with SPARSECP_INDEXER_GROUP=2 (groups of 2 at most, the old
 #     group rule for 64 heads), unif; PyTorch's 64-head indexer for the ratios (main
-#     from 1a?: kernel.indexer's decode_shared case and the anchor's decode_own, the two
+#     from 48e5e8c on: kernel.indexer's decode_shared case and the anchor's decode_own, the two
 #     like-for-like pairs of the decode shape);
 #  3. compute-sanitizer memcheck of next's indexer cases.
 . bench/device_common.sh
