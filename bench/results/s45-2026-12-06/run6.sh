@@ -5,7 +5,7 @@
 # one) + floors up to S = 128 for tokens of many products + cut bins sized by the group (tc_hist_ints: 4 KB a
 # block up to 4 tokens, so 4 tokens of 64 heads over bf16 keys fit two blocks an SM at
 # one stage); .devrun/unif = main (d5b6104 or later: session 44's tree + unif.patch).
-# ~4.5 minutes. Parts:
+# ~5.5 minutes with PART="1 2 3 4". Parts:
 #  1. next's indexer cases (the floors cases now at S = 16) and run --verify P2 N2 (the
 #     default model, f32 and bf16 rows);
 #  2. kernel.indexer alternating twice: next, next with SPARSECP_INDEXER_FLOORS=64 (the
@@ -13,7 +13,9 @@
 #     group rule for 64 heads), unif; PyTorch's 64-head indexer for the ratios (main
 #     from 48e5e8c on: kernel.indexer's decode_shared case and the anchor's decode_own, the two
 #     like-for-like pairs of the decode shape);
-#  3. compute-sanitizer memcheck of next's indexer cases.
+#  3. compute-sanitizer memcheck of next's indexer cases;
+#  4. bench e2e over bf16 rows with next's sparsecp (five rounds a case from d52b75b on:
+#     TTFT 32k / 128k and the TPOT ratios).
 . bench/device_common.sh
 idx() { # V TAG [ENV...]: kernel.indexer of .devrun/V, the results printed
   local v=$1 tag=$2; shift 2
@@ -43,4 +45,9 @@ if has 3; then
   echo "memcheck indexer next rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-next.log") $(grep -c '^ok' "$OUT/memcheck-next.log") ok"
   lap memcheck
 fi
-cd "$OUT" && tar czf all6.tgz *.json *.jsonl *.log 2>/dev/null; rm -f *.json *.jsonl *.log
+if has 4; then
+  timeout 150 .devrun/next/sparsecp bench e2e --device cuda --kv-format bf16 --json > "$OUT/e2e-next.json" 2> "$OUT/e2e-next.err"
+  echo "e2e bf16 next rc=$?"; show_e2e "$OUT/e2e-next.json" | grep -v "launched\|one_at"
+  lap e2e
+fi
+cd "$OUT" && tar czf all6.tgz *.json *.jsonl *.log *.err 2>/dev/null; rm -f *.json *.jsonl *.log *.err
