@@ -1,5 +1,5 @@
 #!/bin/bash
-# run6.sh (session 45, call 3; prepared, not run: four starts got no machine and the
+# run6.sh (session 45, call 3; prepared, not run: five starts got no machine and the
 # device time ran out; build6.sh stages it): .devrun/next = main + groups4.patch: the
 # group rule (a group pays while the step's groups give 7 of every 8 of two blocks an SM
 # one) + floors up to S = 128 for tokens of many products + cut bins sized by the group (tc_hist_ints: 4 KB a
