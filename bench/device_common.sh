@@ -7,7 +7,7 @@
 #    and writes the GPU, driver, clock and date to $OUT/gpu.txt;
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
-#    tpot_alternating, e2e_each, indexer_alternating, gpu_tests, verify_p2n2,
+#    tpot_alternating, e2e_each, indexer_alternating, indexer_env, gpu_tests, verify_p2n2,
 #    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
 #    attn_alternating, attn8_alternating, attn_env_alternating, ncu_src, ncu_attn).
@@ -148,12 +148,15 @@ gpu_tests() {
   timeout 150 .devrun/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
 }
 
-# verify_p2n2 [OPTION...]: run --verify of .devrun at P2 N2 on the GPU with f32 and then
+# The steps below run the binaries in $BIN (default .devrun: a call of one build), or in
+# a folder of several builds' (BIN=.devrun/next verify_p2n2).
+
+# verify_p2n2 [OPTION...]: run --verify of $BIN at P2 N2 on the GPU with f32 and then
 # bf16 rows, with the options given.
 verify_p2n2() {
   local fmt
   for fmt in "" "--kv-format bf16"; do
-    timeout 150 .devrun/sparsecp run --device cuda --pcp 2 --dcp 2 --verify "$@" $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 $* $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+    timeout 150 ${BIN:-.devrun}/sparsecp run --device cuda --pcp 2 --dcp 2 --verify "$@" $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 $* $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
   done
 }
 
@@ -168,13 +171,22 @@ ipc_test_mps() {
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
 
-# indexer_tests: test_gpu_kernels' indexer cases only; memcheck_indexer: the same under
-# compute-sanitizer's memcheck. Logs in $OUT.
+# indexer_tests: test_gpu_kernels' indexer cases only (of $BIN); memcheck_indexer: the
+# same under compute-sanitizer's memcheck (at most MC_T seconds, default 300). Logs in
+# $OUT.
 indexer_tests() {
-  SC_GPU_CASES=indexer timeout 200 .devrun/test_gpu_kernels > "$OUT/test_indexer.log" 2>&1; echo "test_gpu_kernels indexer rc=$? $(grep -c '^ok' "$OUT/test_indexer.log") ok"; grep -E "FAIL|not ok" "$OUT/test_indexer.log" | cut -c1-200 | head -30
+  SC_GPU_CASES=indexer timeout 200 ${BIN:-.devrun}/test_gpu_kernels > "$OUT/test_indexer.log" 2>&1; echo "test_gpu_kernels indexer rc=$? $(grep -c '^ok' "$OUT/test_indexer.log") ok"; grep -E "FAIL|not ok" "$OUT/test_indexer.log" | cut -c1-200 | head -30
 }
 memcheck_indexer() {
-  SC_GPU_CASES=indexer timeout 300 compute-sanitizer --tool memcheck .devrun/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1; echo "memcheck indexer rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log")"
+  SC_GPU_CASES=indexer timeout ${MC_T:-300} compute-sanitizer --tool memcheck ${BIN:-.devrun}/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1; echo "memcheck indexer rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log")"
+}
+
+# indexer_env V TAG [VAR=VALUE...]: kernel.indexer of .devrun/V with the environment
+# given (a knob's two sides in one binary), to $OUT/idx-TAG.json, printed.
+indexer_env() {
+  local v=$1 tag=$2; shift 2
+  env "$@" SC_BENCH_KERNELS_ONLY=kernel.indexer timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/idx-$tag.json" 2> /dev/null
+  echo "indexer $tag rc=$?"; show_indexer "$OUT/idx-$tag.json"
 }
 
 # attention_cases V...: the attention cases of test_gpu_kernels of each .devrun/V.

@@ -117,6 +117,15 @@ def case_own(name, S, T, H, D, topk):
                 H=H, D=D, topk=topk, contexts="own")
 
 
+def emit(name, fn, *args):
+    """One case's JSON line, or its failure on stderr; the next case runs either way."""
+    try:
+        print(json.dumps(fn(name, *args)), flush=True)
+    except Exception:
+        print(f"{name} failed", file=sys.stderr); traceback.print_exc()
+    torch.cuda.empty_cache()
+
+
 def main():
     print(json.dumps(dict(torch=torch.__version__, gpu=torch.cuda.get_device_name(0))), flush=True)
     cases = [
@@ -131,26 +140,13 @@ def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
     cases = [c for c in cases if only in c[0]]
     for c in cases:
-        try:
-            print(json.dumps(case(*c)), flush=True)
-        except Exception:
-            print(f"{c[0]} failed", file=sys.stderr); traceback.print_exc()
-        torch.cuda.empty_cache()
+        emit(c[0], case, *c[1:])
     for c in [c for c in cases if " h64 " in c[0]]:  # the 64-head shapes in fp8
-        name = c[0].replace("torch.indexer.", "torch.indexer.fp8.")
-        try:
-            print(json.dumps(case_fp8(name, *c[1:])), flush=True)
-        except Exception:
-            print(f"{name} failed", file=sys.stderr); traceback.print_exc()
-        torch.cuda.empty_cache()
+        emit(c[0].replace("torch.indexer.", "torch.indexer.fp8."), case_fp8, *c[1:])
     own = ("torch.indexer.decode_own 128x16384 h64 d128 (a context a token)", 128, 16384, 64,
            128, 2048)
     if only in own[0]:
-        try:
-            print(json.dumps(case_own(*own)), flush=True)
-        except Exception:
-            print(f"{own[0]} failed", file=sys.stderr); traceback.print_exc()
-        torch.cuda.empty_cache()
+        emit(own[0], case_own, *own[1:])
     try:
         import deep_gemm
         print(json.dumps(dict(deep_gemm="loaded", version=getattr(deep_gemm, "__version__", "?"))), flush=True)

@@ -5,7 +5,7 @@
 # one) + floors up to S = 128 for tokens of many products + cut bins sized by the group (tc_hist_ints: 4 KB a
 # block up to 4 tokens, so 4 tokens of 64 heads over bf16 keys fit two blocks an SM at
 # one stage); .devrun/unif = main (d5b6104 or later: session 44's tree + unif.patch).
-# ~5.5 minutes with PART="1 2 3 4". Parts:
+# ~5.5 minutes with PART="1 2 3 4" MC_T=100. Parts:
 #  1. next's indexer cases (the floors cases now at S = 16) and run --verify P2 N2 (the
 #     default model, f32 and bf16 rows);
 #  2. kernel.indexer alternating twice: next, next with SPARSECP_INDEXER_FLOORS=64 (the
@@ -17,32 +17,23 @@
 #  4. bench e2e over bf16 rows with next's sparsecp (five rounds a case from d52b75b on:
 #     TTFT 32k / 128k and the TPOT ratios).
 . bench/device_common.sh
-idx() { # V TAG [ENV...]: kernel.indexer of .devrun/V, the results printed
-  local v=$1 tag=$2; shift 2
-  env "$@" SC_BENCH_KERNELS_ONLY=kernel.indexer timeout 60 .devrun/$v/gpu_bench_kernels --json > "$OUT/idx-$tag.json" 2> /dev/null
-  echo "indexer $tag rc=$?"; show_indexer "$OUT/idx-$tag.json"
-}
 if has 1; then
-  SC_GPU_CASES=indexer timeout 100 .devrun/next/test_gpu_kernels > "$OUT/test-next.log" 2>&1
-  echo "next indexer cases rc=$? $(grep -c '^ok' "$OUT/test-next.log") ok"; grep -E "FAIL|not ok" "$OUT/test-next.log" | head -5
-  grep -h "heads=64 dim=128 topk=256 tokens=1100" "$OUT/test-next.log" | cut -c1-200
-  for fmt in "" "--kv-format bf16"; do
-    timeout 100 .devrun/next/sparsecp run --device cuda --pcp 2 --dcp 2 --verify $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
-  done
+  BIN=.devrun/next indexer_tests
+  grep -h "heads=64 dim=128 topk=256 tokens=1100" "$OUT/test_indexer.log" | cut -c1-200
+  BIN=.devrun/next verify_p2n2
   lap cases
 fi
 if has 2; then
   for i in 1 2; do
-    idx next next-$i; idx next f64-$i SPARSECP_INDEXER_FLOORS=64; idx next g2-$i SPARSECP_INDEXER_GROUP=2
-    idx unif unif-$i
+    indexer_env next next-$i; indexer_env next f64-$i SPARSECP_INDEXER_FLOORS=64
+    indexer_env next g2-$i SPARSECP_INDEXER_GROUP=2; indexer_env unif unif-$i
   done
   timeout 150 /opt/torch/.venv/bin/python3 bench/indexer_ref.py --only h64 > "$OUT/torch-anchor.jsonl" 2>&1
   echo "PyTorch anchor rc=$?"; grep -E '"H": 64' "$OUT/torch-anchor.jsonl" | cut -c1-200
   lap indexer
 fi
 if has 3; then
-  SC_GPU_CASES=indexer timeout ${MC_T:-120} compute-sanitizer --tool memcheck .devrun/next/test_gpu_kernels > "$OUT/memcheck-next.log" 2>&1
-  echo "memcheck indexer next rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-next.log") $(grep -c '^ok' "$OUT/memcheck-next.log") ok"
+  BIN=.devrun/next memcheck_indexer
   lap memcheck
 fi
 if has 4; then
