@@ -8,6 +8,7 @@
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, indexer_env, gpu_tests, verify_p2n2,
+#    verify_long8k,
 #    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
 #    attn_alternating, attn8_alternating, attn_env_alternating, ncu_src, ncu_attn).
@@ -158,6 +159,16 @@ verify_p2n2() {
   for fmt in "" "--kv-format bf16"; do
     timeout 150 ${BIN:-.devrun}/sparsecp run --device cuda --pcp 2 --dcp 2 --verify "$@" $fmt > "$OUT/verify.log" 2>&1; echo "verify P2 N2 $* $fmt rc=$? $(grep -E 'verify' "$OUT/verify.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
   done
+}
+
+# verify_long8k: run --verify at P2 N2 over bf16 rows with model-long and two 8k prompts
+# (16 tokens each; the cache sized for them), binaries in BIN (default .devrun): decode
+# steps over thousands of keys, whose indexer selects over many blocks.
+verify_long8k() {
+  local i
+  for i in 0 1; do printf '{"prompt_len": 8192, "max_tokens": 16, "arrive_ms": %d, "seed": %d}\n' $((i * 10)) $i; done > "$OUT/req8k.jsonl"
+  timeout 150 ${BIN:-.devrun}/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format bf16 --verify --model examples/model-long.json --token-budget 16384 --max-model-len 8320 --num-blocks 1024 --requests "$OUT/req8k.jsonl" > "$OUT/verify-long.log" 2>&1
+  echo "verify P2 N2 model-long bf16 8k rc=$? $(grep -E 'verify|error' "$OUT/verify-long.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
 }
 
 # ipc_test_mps [BIN]: test_gpu_ipc (BIN, default .devrun/test_gpu_ipc) under an MPS daemon
