@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(TC_THREADS)
   int *kpos_s = (int *)(smem + lay.kpos);                     /* [2][TC_KEYS] */
   unsigned *kmask_s = (unsigned *)(smem + lay.kmask);         /* [2][TC_KEYS] */
   float *ksc_s = (float *)(smem + lay.ksc);                   /* [2][TC_KEYS] (FP8 only) */
-  int *hist = (int *)(smem + lay.hist);                       /* [TC_WARPS][256] */
+  int *hist = (int *)(smem + lay.hist);                       /* [tc_hist_ints(G)] */
   int *fill = (int *)(smem + lay.fill);                       /* [TC_GROUP_MAX] */
   int *tb = fill + TC_GROUP_MAX, *te = tb + TC_GROUP_MAX, *tq = te + TC_GROUP_MAX;
   int *dropped = tq + TC_GROUP_MAX;                           /* [TC_GROUP_MAX] */
@@ -241,6 +241,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     const int tw = !select || gn >= TC_WARPS / 2 + 1 ? 1 : gn > 2 ? 2 : TC_WARPS / gn;
     const int team = warp / tw, teams = TC_WARPS / tw;
     const cut_team tm = {tw, warp % tw, 1 + team};
+    int *team_hist = hist + team * tc_team_hist_ints(tw); /* (tc_hist_ints: they fit) */
     int *emitted = team_n + team, *reserved = team_n + TC_WARPS + team;
     for (int j = team; j < gn; j += teams) {
       const int64_t t = t0 + j;
@@ -256,10 +257,10 @@ __global__ void __launch_bounds__(TC_THREADS)
       const uint64_t *cb = cbase + (size_t)j * room;
       int n = fill[j]; /* K or fewer: all of them, a plain copy */
       if (n > K && n <= tw * TC_RANK_PER_WARP) { /* short: ranked (same K, sorted) */
-        team_rank_topk(cb, n, K, (uint64_t *)(hist + team * tw * 256), tm, o);
+        team_rank_topk(cb, n, K, (uint64_t *)team_hist, tm, o);
         n = K;
       } else if (n > K) {
-        team_emit_topk(cb, n, K, hist + team * tw * 256, thr[j], tc_top_bound(top[j]), tm,
+        team_emit_topk(cb, n, K, team_hist, thr[j], tc_top_bound(top[j]), tm,
                        emitted, o, len);
         team_sync(tm);
         n = *emitted;
@@ -295,14 +296,20 @@ static int tc_piece(int K) {
   return p > TC_PIECE ? p : TC_PIECE;
 }
 
-/* The largest group that pays (a step of few tokens wants blocks, not groups) and leaves
- * room for two blocks an SM (with two key stages if they fit, else one); else the
- * largest that fits at all. One block scores while the other waits on its cuts: a 32k
- * prompt's indexer took 1.5x as long with 32 tokens a block and two stages (one block an
- * SM) as with 16 (two blocks an SM); 1024 tokens of 64 heads took 1.2x as long with one
- * token a block and two stages as with two and one stage (H200, 2026-12-02:
- * bench/long-context.md). group_max > 0 (SPARSECP_INDEXER_GROUP) caps the group and drops
- * the token-count rule: the other side of a comparison in one run. */
+/* The largest group that pays and leaves room for two blocks an SM (with two key stages
+ * if they fit, else one); else the largest that fits at all. One block scores while the
+ * other waits on its cuts: a 32k prompt's indexer took 1.5x as long with 32 tokens a
+ * block and two stages (one block an SM) as with 16 (two blocks an SM); 1024 tokens of 64
+ * heads took 1.2x as long with one token a block and two stages as with two and one stage
+ * (H200, 2026-12-02: bench/long-context.md). A group pays while the step's groups give at
+ * least 7 of every 8 of those blocks one (a step of few tokens wants blocks, not groups):
+ * a group scores each key tile it loads for all its tokens, and 1024 tokens of 64 heads
+ * (256 groups of 4 for 264 blocks) took 730-737 us over fp8_index keys and 788-794 over
+ * bf16 keys (there at one key stage, tc_hist_ints) against 891 and 971 in groups of 2,
+ * the rule's choice when it asked for a block each (H100, 2026-12-07,
+ * bench/long-context.md). group_max > 0
+ * (SPARSECP_INDEXER_GROUP) caps the group and drops the token-count rule: the other side
+ * of a comparison in one run. */
 static int tc_choose(const sc_indexer_args *a, int num_sms, int group_max, int dimp, int es,
                      bool wg, bool scaled, bool raw, tc_shape *out) {
   const int hp = tc_rows_per_token(a->n_heads);
@@ -310,7 +317,7 @@ static int tc_choose(const sc_indexer_args *a, int num_sms, int group_max, int d
   static const size_t limits[2] = {113 * 1024, TC_SMEM_MAX};
   for (int li = 0; li < 2; li++)
     for (int group = group_max > 0 ? group_max : TC_GROUP_MAX; group >= 1; group /= 2) {
-      if (group > 1 && ((group_max == 0 && a->n_tok < 2 * (int64_t)num_sms * group) ||
+      if (group > 1 && ((group_max == 0 && 8 * a->n_tok < 7 * 2 * (int64_t)num_sms * group) ||
                         group * hp > TC_ROWS_MAX))
         continue;
       for (int stages = 2; stages >= 1; stages--) {
@@ -440,17 +447,19 @@ __global__ void k_idx_floor(const uint64_t *sample, int r, int n_tok, int G,
  * margin, 4 sqrt(K / S), at most half of K / S): at S = 8 the sample pass was a sixth of
  * a 32k prompt's indexer, at 32 a twentieth, and 64 was no faster (H100, 2026-12-06).
  * Many (DeepSeek-V3.2's 64 x 128): the products are most of the sample pass, so a
- * sparser sample pays: up to 64 with K / S >= 32; 1024 causal tokens over 16384 keys
+ * sparser sample pays: up to 128 with K / S >= 16; 1024 causal tokens over 16384 keys
  * took 1,249 us with no floors, 1,169-1,176 at S = 16, 1,082-1,088 at 32 and 1,034 at 64
- * (bf16 keys; fp8_index 1,130-1,132 / 1,006-1,008 / 961-964 / 937-943; H100, 2026-12-06,
- * bench/long-context.md; larger S not measured).
+ * (bf16 keys; fp8_index 1,130-1,132 / 1,006-1,008 / 961-964 / 937-943), and in a later
+ * tree 1,017-1,018 at 64 against 990 at 128 (fp8_index 923-924 / 906; H100, 2026-12-06,
+ * bench/long-context.md; larger S not measured: r's margin grows with S, m + 4 sqrt(m)
+ * sampled keys for m = K / S).
  * SPARSECP_INDEXER_FLOORS=S (a power of two) fixes it, for comparisons in one run. */
 static int tc_sample_stride(const sc_kcuda *c, const sc_indexer_args *a, const tc_shape &sp,
                             int dimp, int n_chunks) {
   if (c->idx_floors == 0 || n_chunks != 1 || a->max_keys < 8 * (int64_t)a->topk) return 1;
   if (c->idx_floors > 1) return c->idx_floors;
   const bool few = sp.hp * dimp <= 1024;
-  const int most = few ? 32 : 64, per = few ? 64 : 32; /* S at most; K / S at least */
+  const int most = few ? 32 : 128, per = few ? 64 : 16; /* S at most; K / S at least */
   int S = 1;
   while (2 * S <= most && 2 * S <= a->topk / per) S *= 2;
   return S >= 4 ? S : 1;

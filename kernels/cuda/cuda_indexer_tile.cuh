@@ -36,7 +36,7 @@
 #define TC_SLACK 256    /* candidates a cut may keep beyond K: one radix pass, mostly */
 #define TC_RANK_PER_WARP 64 /* keys a warp of an end-of-item team ranks at most (a list
                              * of up to 64 w keys for a team of w warps, staged in the
-                             * team's 1 KB a warp of histogram): team_rank_topk */
+                             * team's cut bins, tc_team_hist_ints): team_rank_topk */
 
 static_assert(TC_KW == 16 && TC_NT == 2,
               "a half-warp per token when appending: 16 keys a warp, two column tiles");
@@ -88,7 +88,7 @@ typedef struct tc_floor {
  *   scales of q's heads f32 [16 m_tiles] (fp8_index keys only),
  *   scores f32 [TC_WARPS][G][TC_KW], per key of the two tiles: position, token mask int
  *   [2][2][TC_KEYS], the scales of fp8_index keys f32 [2][TC_KEYS] (none for other
- *   formats), cut bins int [TC_WARPS][256], fills, token ranges and keys dropped by
+ *   formats), cut bins int [tc_hist_ints(G)], fills, token ranges and keys dropped by
  *   cuts int [5][TC_GROUP_MAX], the end-of-item cut teams' counts and bases int
  *   [2][TC_WARPS].
  * A key or q row is DIMP + TC_PAD elements (the padding keeps mma.sync's fragment loads
@@ -98,6 +98,25 @@ typedef struct tc_floor {
 typedef struct tc_layout {
   size_t k, raw, q, thr, top, koff, w, qsc, sc, kpos, kmask, ksc, hist, fill, total;
 } tc_layout;
+
+/* The cut bins of an end-of-item team of tw warps: 256 for its cuts (team_cut_edge), or
+ * room for a staged list of up to TC_RANK_PER_WARP keys a warp of 64 bits
+ * (team_rank_topk). */
+__host__ __device__ constexpr int tc_team_hist_ints(int tw) {
+  return 2 * TC_RANK_PER_WARP * tw > 256 ? 2 * TC_RANK_PER_WARP * tw : 256;
+}
+/* The cut bins of a block of G tokens: 256 a warp for the warps that cut a token's list
+ * between tiles (warp j cuts token j), and the end-of-item teams' (k_idx_tc: up to 4
+ * tokens, TC_WARPS / tw <= 4 teams of tw >= 2 warps, 1024 bins in all; from 5, teams of
+ * one warp). A block of 4 tokens of 64 heads over bf16 keys then fits two blocks an SM
+ * (at one key stage), which 8 KB of bins a block whatever its group did not. */
+__host__ __device__ constexpr int tc_hist_ints(int G) {
+  return G <= TC_WARPS / 2 ? 256 * (TC_WARPS / 2) : 256 * TC_WARPS;
+}
+static_assert(TC_WARPS * tc_team_hist_ints(1) <= tc_hist_ints(TC_WARPS) &&
+                  (TC_WARPS / 2) * tc_team_hist_ints(2) <= tc_hist_ints(TC_WARPS / 2) &&
+                  tc_team_hist_ints(TC_WARPS) <= tc_hist_ints(1),
+              "the end-of-item teams' bins fit the block's");
 
 /* scaled: fp8_index keys (their scales, and q's head scales); raw: and staged raw (in
  * 16-byte pieces). esize 1: keys and q as e4m3 bytes (tc_score_tile_w8). */
@@ -118,7 +137,7 @@ __host__ __device__ inline tc_layout tc_lay(const tc_shape &sp, int dimp, int es
   l.kmask = l.kpos + sizeof(int) * 2 * TC_KEYS;
   l.ksc = l.kmask + sizeof(int) * 2 * TC_KEYS;
   l.hist = l.ksc + (scaled ? sizeof(float) * 2 * TC_KEYS : 0);
-  l.fill = l.hist + sizeof(int) * TC_WARPS * 256;
+  l.fill = l.hist + sizeof(int) * (size_t)tc_hist_ints(sp.group);
   l.total = l.fill + sizeof(int) * (5 * TC_GROUP_MAX + 2 * TC_WARPS) + (wg ? 1024 : 0);
   return l;
 }

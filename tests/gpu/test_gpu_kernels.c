@@ -977,9 +977,10 @@ static void case_indexer(void) {
   indexer_case_as(SC_KFMT_BF16, 4, 64, 256, 9000, IDX_PROMPT | IDX_PERIODIC);
   indexer_case_as(SC_KFMT_F32, 4, 64, 256, 1102, IDX_BOUND); /* groups across requests */
   indexer_case_as(SC_KFMT_BF16, 64, 128, 300, 1100, IDX_PROMPT);
-  /* ... with its bound: the floors on wgmma (bf16, e4m3 products; S = 8, r = 60), and
-   * the repair: every 32nd entry is in a stride-8 sample, a quarter of it, so from ~1920
-   * keys a token's r-th sampled key is one of the long ones, and only ~60 keys reach it */
+  /* ... with its bound: the floors on wgmma (bf16, e4m3 products; S = 16, r = 36), and
+   * the repair: every 32nd entry is in a stride-16 sample, half of it, so from ~1150
+   * keys a token's r-th sampled key is one of the long ones, and only ~2 r = 72 keys
+   * reach it, fewer than K */
   indexer_case_as(SC_KFMT_BF16, 64, 128, 256, 1100, IDX_PROMPT | IDX_BOUND);
   indexer_case_as(SC_KFMT_FP8_INDEX, 64, 128, 256, 1100, IDX_PROMPT | IDX_BOUND);
   indexer_case_as(SC_KFMT_BF16, 64, 128, 256, 1100, IDX_PROMPT | IDX_PERIODIC);
