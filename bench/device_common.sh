@@ -8,7 +8,7 @@
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, indexer_env, gpu_tests, verify_p2n2,
-#    verify_long8k,
+#    verify_long8k, other_gpu_tests,
 #    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
 #    attn_alternating, attn8_alternating, attn_env_alternating, ncu_src, ncu_attn).
@@ -180,6 +180,15 @@ ipc_test_mps() {
   timeout 200 ${1:-.devrun/test_gpu_ipc} > "$OUT/test_ipc_mps.log" 2>&1; echo "test_gpu_ipc (MPS) rc=$?"; head -20 "$OUT/test_ipc_mps.log"
   echo quit | nvidia-cuda-mps-control; sleep 1
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+
+# other_gpu_tests [BIN]: test_gpu_graphs, test_gpu_nccl and test_gpu_ipc (under MPS) of
+# BIN (default .devrun), the GPU tests besides test_gpu_kernels; logs in $OUT.
+other_gpu_tests() {
+  local b=${1:-.devrun}
+  timeout 100 $b/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
+  timeout 100 $b/test_gpu_nccl > "$OUT/test_nccl.log" 2>&1; echo "test_gpu_nccl rc=$? $(tail -1 "$OUT/test_nccl.log")"
+  ipc_test_mps $b/test_gpu_ipc | tail -3
 }
 
 # indexer_tests: test_gpu_kernels' indexer cases only (of $BIN); memcheck_indexer: the

@@ -13,9 +13,7 @@
 #     prompts.
 . bench/device_common.sh
 if has 1; then
-  timeout 100 .devrun/m/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
-  timeout 100 .devrun/m/test_gpu_nccl > "$OUT/test_nccl.log" 2>&1; echo "test_gpu_nccl rc=$? $(tail -1 "$OUT/test_nccl.log")"
-  ipc_test_mps .devrun/m/test_gpu_ipc | tail -3
+  other_gpu_tests .devrun/m
   lap tests
 fi
 if has 2; then
