@@ -305,8 +305,8 @@ static int tc_piece(int K) {
  * least 7 of every 8 of those blocks one (a step of few tokens wants blocks, not groups):
  * a group scores each key tile it loads for all its tokens, and 1024 tokens of 64 heads
  * (256 groups of 4 for 264 blocks) took 730-737 us over fp8_index keys and 788-794 over
- * bf16 keys (there at one key stage, tc_hist_ints) against 891 and 971 in groups of 2,
- * the rule's choice when it asked for a block each (H100, 2026-12-07,
+ * bf16 keys (there at one key stage, tc_hist_ints) against 910-912 and 995 in groups of
+ * 2, the choice of the rule before, which asked for a block each (H100, 2026-12-07,
  * bench/long-context.md). group_max > 0
  * (SPARSECP_INDEXER_GROUP) caps the group and drops the token-count rule: the other side
  * of a comparison in one run. */
