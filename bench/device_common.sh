@@ -8,7 +8,7 @@
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, indexer_env, gpu_tests, verify_p2n2,
-#    verify_long8k, other_gpu_tests,
+#    verify_long8k, other_gpu_tests, torch_indexer,
 #    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
 #    attn_alternating, attn8_alternating, attn_env_alternating, ncu_src, ncu_attn).
@@ -189,6 +189,13 @@ other_gpu_tests() {
   timeout 100 $b/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
   timeout 100 $b/test_gpu_nccl > "$OUT/test_nccl.log" 2>&1; echo "test_gpu_nccl rc=$? $(tail -1 "$OUT/test_nccl.log")"
   ipc_test_mps $b/test_gpu_ipc | tail -3
+}
+
+# torch_indexer: PyTorch's indexer + top-K on the 64-head shapes (bench/indexer_ref.py
+# --only h64) -> $OUT/torch-anchor.jsonl, the cases printed.
+torch_indexer() {
+  timeout 150 /opt/torch/.venv/bin/python3 bench/indexer_ref.py --only h64 > "$OUT/torch-anchor.jsonl" 2>&1
+  echo "PyTorch anchor rc=$?"; grep -E '"H": 64' "$OUT/torch-anchor.jsonl" | cut -c1-120
 }
 
 # indexer_tests: test_gpu_kernels' indexer cases only (of $BIN); memcheck_indexer: the

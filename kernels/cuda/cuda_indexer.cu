@@ -307,9 +307,8 @@ static int tc_piece(int K) {
  * (256 groups of 4 for 264 blocks) took 730-737 us over fp8_index keys and 788-794 over
  * bf16 keys (there at one key stage, tc_hist_ints) against 910-912 and 995 in groups of
  * 2, the choice of the rule before, which asked for a block each (H100, 2026-12-07,
- * bench/long-context.md). group_max > 0
- * (SPARSECP_INDEXER_GROUP) caps the group and drops the token-count rule: the other side
- * of a comparison in one run. */
+ * bench/long-context.md). group_max > 0 (SPARSECP_INDEXER_GROUP) caps the group and drops
+ * the token-count rule: the other side of a comparison in one run. */
 static int tc_choose(const sc_indexer_args *a, int num_sms, int group_max, int dimp, int es,
                      bool wg, bool scaled, bool raw, tc_shape *out) {
   const int hp = tc_rows_per_token(a->n_heads);

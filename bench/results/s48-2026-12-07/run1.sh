@@ -24,8 +24,7 @@ if has 2; then
   lap probes
 fi
 if has 3; then
-  timeout 150 /opt/torch/.venv/bin/python3 bench/indexer_ref.py --only h64 > "$OUT/torch-anchor.jsonl" 2>&1
-  echo "PyTorch anchor rc=$?"; grep -E '"H": 64' "$OUT/torch-anchor.jsonl" | cut -c1-120
+  torch_indexer
   lap torch
 fi
 if has 4; then
