@@ -14,7 +14,9 @@
 #    attn_alternating, attn8_alternating, attn_env_alternating, ncu_src, ncu_attn).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-find .devrun -name '*.xz' -exec xz -T8 -d {} + 2> /dev/null
+# (-f: a warm machine may keep a copy unpacked by the call before, beside which xz -d
+# without it stopped: session 49's second call found binaries of the first still packed)
+find .devrun -name '*.xz' -exec xz -T8 -d -f {} + 2> /dev/null
 . tests/gpu/cuda_env.sh "$PWD/.devrun/lib" > /dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
 date -u >> "$OUT/gpu.txt"
