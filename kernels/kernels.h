@@ -296,6 +296,12 @@ typedef struct sc_indexer_args {
                             * a range longer than a nonzero bound is an error (SC_EINVAL,
                             * from the device) where a kernel sizes its buffers by it
                             * (CUDA's dense path of decode steps), else harmless */
+  int32_t keys_shared;     /* a hint the caller knows on the host (0 or 1): consecutive
+                            * tokens mostly share their key list (the same key_begin: a
+                            * prompt's tokens over their request's keys, not a batch of
+                            * decode tokens), so a kernel may score them from keys loaded
+                            * once. It shapes the launch, never what is selected: tokens
+                            * that do not share are scored apart */
 } sc_indexer_args;
 
 /* Sparse MLA attention with absorbed weights (SPEC.md §7), per token t and head h:

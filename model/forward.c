@@ -470,6 +470,17 @@ static int residual_flush(step_ctx *s) {
   return f->k->ops->add(f->k, s->Tp, s->hid, f->buf[B_AO], s->hid, f->buf[B_X], s->hid);
 }
 
+/* sc_indexer_args.keys_shared of the indexer's tokens [b, e) (key_begin: the host's
+ * copy of their ranges' starts): whether at least half the pairs of consecutive tokens,
+ * counted from b, share their key list, as a prompt's rows do and a batch of decode rows
+ * does not. A hint that shapes a kernel's launch (CUDA's dense path scores such a pair
+ * from keys loaded once), never what it selects. */
+static int32_t keys_shared(const int32_t *key_begin, int32_t b, int32_t e) {
+  int32_t pairs = 0, shared = 0;
+  for (int32_t t = b; t + 1 < e; t += 2, pairs++) shared += key_begin[t] == key_begin[t + 1];
+  return pairs > 0 && 2 * shared >= pairs;
+}
+
 static int attention_layer(step_ctx *s) {
   sc_forward *f = s->f;
   sc_kernels *k = f->k;
@@ -604,7 +615,8 @@ static int attention_layer(step_ctx *s) {
           .out_cand = capturing(s) ? cand + (size_t)tb * s->K : NULL, /* (else unread) */
           /* the chunk's key list is its extent (deint, ckpos): a bound of every range,
            * which lets a long prompt's chunk take the sampled floors (cuda_indexer.cu) */
-          .max_keys = mc->extent_total};
+          .max_keys = mc->extent_total,
+          .keys_shared = keys_shared(m->tok_key_begin, tb, tb + n)};
       stage(s, SC_STAGE_INDEXER);
       if (own) CK(o->indexer_topk(k, &ia), "layer %d: indexer (chunk %d)", l, c);
       CK(capture(s, cand, tb, tb + n), "layer %d: top-K capture", l);
@@ -644,7 +656,9 @@ static int attention_layer(step_ctx *s) {
         /* a token's keys are its request's positions, within bt_w blocks (bt_w is part of
          * a recording's key, so a replay's bound holds) */
         .max_keys = (int32_t)((int64_t)s->bt_w * s->B < INT32_MAX ? (int64_t)s->bt_w * s->B
-                                                                      : INT32_MAX)};
+                                                                      : INT32_MAX),
+        /* (a replay may hold another step's hint: it never changes what is selected) */
+        .keys_shared = keys_shared(m->tok_key_begin, 0, cte)};
     CK(o->indexer_topk(k, &ia), "layer %d: indexer (local cache)", l);
   }
   if (dcp_decode) { /* every rank selects the same global top-K from all shards' picks */

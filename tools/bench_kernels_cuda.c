@@ -391,7 +391,9 @@ static int bench_indexer(kc_ctx *c, idx_phase phase, int32_t n_tok, int32_t head
                   .ld_q = (int64_t)heads * dim, .w = bufs[1], .ld_w = heads, .q_pos = bufs[3],
                   .keys = {bufs[2], kfmt, ld, nkeys}, .key_pos = bufs[6],
                   .key_begin = bufs[4], .key_end = bufs[5], .out_cand = bufs[7],
-                  .max_keys = ctx}}; /* (the model passes its block table's width) */
+                  .max_keys = ctx, /* (the model passes its block table's width) */
+                  /* (a prompt's tokens share their list, as the forward pass says) */
+                  .keys_shared = !decode}};
   double secs[KC_MAX_RUNS];
   if ((rc = time_op(c, run_idx, &ic, secs))) goto out;
   char params[256];

@@ -535,6 +535,14 @@ static int env_merge(void) {
   return v == NULL ? 0 : strcmp(v, "block") == 0 ? 1 : strcmp(v, "radix") == 0 ? 2 : 0;
 }
 
+/* SPARSECP_INDEXER_SHARE: 1 or 4 tokens a unit of the dense path over shared key lists,
+ * else 2 (cuda_indexer_dense.cu). */
+static int env_share(void) {
+  const char *v = getenv("SPARSECP_INDEXER_SHARE");
+  const int n = v ? atoi(v) : 2;
+  return n == 1 || n == 4 ? n : 2;
+}
+
 int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   *out = NULL;
   if (device < 0) return SC_EINVAL;
@@ -546,8 +554,9 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->k.impl = c;
   /* programmatic dependent launch (cuda_common.cuh), the attention kernel of warpgroups
    * in roles (cuda_attn_ws.cu) with its clusters over fp8 rows, and the indexer's sampled
-   * floors, dense path and few-heads tile (cuda_indexer.cu) unless switched off, and how
-   * the indexer merges a token's chunks: the other sides of comparisons in one run */
+   * floors, dense path (and its units of shared keys) and few-heads tile (cuda_indexer.cu) unless
+   * switched off, and how the indexer merges a token's chunks: the other sides of
+   * comparisons in one run */
   c->pdl = !env_off("SPARSECP_CUDA_PDL");
   c->attn_ws = !env_off("SPARSECP_ATTN_WS");
   c->attn_cross = !env_off("SPARSECP_ATTN_CROSS");
@@ -555,6 +564,7 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->idx_group = env_group();
   c->idx_merge = env_merge();
   c->idx_dense = !env_off("SPARSECP_INDEXER_DENSE");
+  c->idx_share = env_share();
   c->idx_few = !env_off("SPARSECP_INDEXER_FEW");
   int rc;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||

@@ -10,23 +10,26 @@
  * 2026-12-06, bench/long-context.md), where the scoring kernel's blocks take their tiles
  * one at a time behind three barriers and append every key. Here:
  *
- *  1. k_idx_dense: a block takes (token, chunk) items in turn; its two warpgroups take
- *     the chunk's 64-key tiles alternately, each through a ring of DN_STAGES tiles of its
- *     own (cp.async, a tile's copies issued DN_STAGES - 1 tiles ahead, its list entries
- *     DN_STAGES - 1 tiles before that), so the only barriers in the loop are a
- *     warpgroup's own. A tile
- *     is scored as the scoring kernel scores it (the same q staging, tc_stage_q; the
- *     same wgmma instructions in the same order; the same fold, tc_fold_wg_sums; the
- *     same product by an fp8_index key's scale), so a pair's score is the same bits on
- *     either path and the choice of path changes no pick (SPEC.md §8). Each key's score
- *     goes out as the high word of its 64-bit order key (cuda_common.cuh), 0 for a key
- *     the token may not see: 4 bytes a key of the list, n_tok x cap words in all (a
- *     decode step's keys are its tokens' own, so these are the keys' count, not a
- *     per-(query, key) product of a prompt; 8 MB for 128 tokens over 16384 keys, the
- *     keys themselves 277 MB in fp8_index). A prompt's chunk takes this path only while
- *     its tokens are too few to share key tiles (the scoring kernel's groups start at
- *     2 x SMs x 2 tokens) and its keys within 16384: at most 527 x 16384 words, 34 MB,
- *     on 132 SMs; longer prompts never allocate per pair.
+ *  1. k_idx_dense: a block takes (unit, chunk) items in turn (a unit: a token, or two,
+ *     below); its two warpgroups take the chunk's 64-key tiles alternately, each through
+ *     a ring of DN_STAGES tiles of its own (cp.async, a tile's copies issued
+ *     DN_STAGES - 1 tiles ahead, its list entries DN_STAGES - 1 tiles before that), so the only
+ *     barriers in the loop are a warpgroup's own. A tile is scored as the scoring kernel
+ *     scores it (the same q staging, tc_stage_q; the same wgmma instructions in the same
+ *     order; the same fold, tc_fold_wg_sums; the same product by an fp8_index key's
+ *     scale), so a pair's score is the same bits on either path and the choice of path
+ *     changes no pick (SPEC.md §8). Each key's score goes out as the high word of its
+ *     64-bit order key (cuda_common.cuh), 0 for a key the token may not see: 4 bytes a
+ *     key of the list, n_tok x cap words in all (a decode step's keys are its tokens'
+ *     own, so these are the keys' count, not a per-(query, key) product of a prompt;
+ *     8 MB for 128 tokens over 16384 keys, the keys themselves 277 MB in fp8_index). A
+ *     prompt's chunk takes this path only while its tokens are too few for the scoring
+ *     kernel's groups (tc_choose: from 7/8 of 2 x SMs x 2 tokens on) and its keys within
+ *     16384: at most 461 x 16384 words, 30 MB, on 132 SMs; longer prompts never allocate
+ *     per pair. Such a chunk's tokens share their key list, and where the caller says so
+ *     (sc_indexer_args.keys_shared) a unit of two (or four) consecutive tokens of one
+ *     list loads each tile once for all: 128 tokens over one shared list of 16384 bf16
+ *     keys read 537 MB through L2 one token a unit, 268 in pairs.
  *  2. k_topk_dense: one block of 1024 threads a token holds its (at most 16384) words in
  *     registers, with each key's position (key_pos) as the low word, selects the K
  *     largest 64-bit keys by radix passes of 11 bits over a shared histogram (usually
@@ -56,31 +59,35 @@ static_assert(DN_MAX_KEYS % DN_SEL_THREADS == 0, "whole keys a select thread");
 static_assert((1 << DN_BITS) == 2 * DN_SEL_THREADS, "two histogram bins a select thread");
 
 /* Shared memory of k_idx_dense (1024-aligned by hand: the swizzle atoms): tiles
- * [DN_WGS][DN_STAGES] of 64 rows of 128 values (e4m3 bytes or bf16), q 64 rows alike, the
- * token's weights and head scales f32 [64] each, per tile slot the keys' positions (-1:
- * not seen) and fp8_index scales [DN_WGS][DN_STAGES][64] each, then the list entries in
- * flight, position and row [DN_WGS][DN_ENT_SLOTS][2][64]. */
-template <bool W8> struct dn_layout {
+ * [DN_WGS][DN_STAGES] of 64 rows of 128 values (e4m3 bytes or bf16), q 64 rows a token of
+ * the item (GMAX) alike, the tokens' weights and head scales f32 [GMAX][64] each, per
+ * tile slot the keys' positions (-1: seen by no token of the pass) and fp8_index scales
+ * [DN_WGS][DN_STAGES][64] each, then the list entries in flight, position and row
+ * [DN_WGS][DN_ENT_SLOTS][2][64]. */
+template <bool W8, int GMAX> struct dn_layout {
   static constexpr int ROWB = W8 ? 128 : 256; /* bytes of a row of 128 values */
   static constexpr int TILE = DN_KEYS * ROWB;
   static constexpr int SLOTS = DN_WGS * DN_STAGES;
   static constexpr size_t Q = (size_t)SLOTS * TILE;
-  static constexpr size_t W = Q + 64 * ROWB;
-  static constexpr size_t QSC = W + 64 * sizeof(float);
-  static constexpr size_t KPOS = QSC + 64 * sizeof(float);
+  static constexpr size_t W = Q + (size_t)GMAX * 64 * ROWB;
+  static constexpr size_t QSC = W + GMAX * 64 * sizeof(float);
+  static constexpr size_t KPOS = QSC + GMAX * 64 * sizeof(float);
   static constexpr size_t KSC = KPOS + (size_t)SLOTS * DN_KEYS * sizeof(int);
   static constexpr size_t ENT = KSC + (size_t)SLOTS * DN_KEYS * sizeof(float);
   static constexpr size_t TOTAL =
       ENT + (size_t)DN_WGS * DN_ENT_SLOTS * 2 * DN_KEYS * sizeof(int) + 1024;
 };
 
-/* Whether list index i (position pos, row `row`) of a token range [kb, kb + len) is seen,
- * as the scoring kernel decides it (tc_token_mask and tc_load_tile for one token): within
- * the range, at or before the query's position, and a row of the keys (a bad row of a
- * seen key raises SC_ERANGE when `raise`: its key's owner). */
-__device__ inline bool dn_seen(const sc_indexer_args &a, int64_t i, int64_t len, int32_t pos,
-                               int64_t row, int32_t qpos, bool raise, int *flag) {
-  if (i >= len || pos > qpos) return false;
+/* Whether list index i (position pos) of a token's range [kb, kb + len) is one the
+ * token sees, as the scoring kernel decides it (tc_token_mask and tc_load_tile for one
+ * token): within the range and at or before the query's position. */
+__device__ inline bool dn_vis(int64_t i, int64_t len, int32_t pos, int32_t qpos) {
+  return i < len && pos <= qpos;
+}
+
+/* Whether a seen key's row is one of the keys (a bad row raises SC_ERANGE when `raise`:
+ * its key's owner). */
+__device__ inline bool dn_row_ok(const sc_indexer_args &a, int64_t row, bool raise, int *flag) {
   if (row >= 0 && row < a.keys.rows) return true;
   if (raise) sc_dev_raise(flag, SC_ERANGE);
   return false;
@@ -91,9 +98,10 @@ template <int N> __device__ inline void dn_cp_async_wait() {
 }
 
 /* S^T = K Q^T of one tile, as tc_score_tile_w8 / tc_score_tile_wg issue it: keys as A
- * (64 rows), the token's 64 head rows as B, k in order. */
+ * (64 rows), a token's 64 head rows as B (at q_addr, in a layout of q_rows rows: the
+ * item's tokens), k in order. */
 template <bool W8>
-__device__ inline void dn_score(float (&d)[32], uint32_t k_addr, uint32_t q_addr) {
+__device__ inline void dn_score(float (&d)[32], uint32_t k_addr, uint32_t q_addr, int q_rows) {
   const uint64_t da = wg_desc(wg_uniform(k_addr), 16, 1024);
   const uint64_t db = wg_desc(wg_uniform(q_addr), 16, 1024);
   wg_fence();
@@ -104,8 +112,9 @@ __device__ inline void dn_score(float (&d)[32], uint32_t k_addr, uint32_t q_addr
   } else {
 #pragma unroll
     for (int ks = 0; ks < 8; ks++) {
-      const uint32_t o = (ks >> 2) * (DN_KEYS * 128) + (ks & 3) * 32; /* (q: 64 rows too) */
-      wgmma_m64n64(d, wg_desc_add(da, o), wg_desc_add(db, o), ks > 0);
+      const uint32_t oa = (ks >> 2) * (DN_KEYS * 128) + (ks & 3) * 32;
+      const uint32_t ob = (ks >> 2) * (q_rows * 128) + (ks & 3) * 32;
+      wgmma_m64n64(d, wg_desc_add(da, oa), wg_desc_add(db, ob), ks > 0);
     }
   }
   wg_commit();
@@ -113,16 +122,22 @@ __device__ inline void dn_score(float (&d)[32], uint32_t k_addr, uint32_t q_addr
   wg_pin(d);
 }
 
-/* Scores: item r is token r / n_chunks, words [chunk * per, (chunk + 1) * per) of its cap
- * (per = cap / n_chunks, a multiple of 64); words[t * cap + i] is the order key's high
- * word of list entry key_begin[t] + i, 0 where the token does not see it or past its
- * range. W8: fp8_index keys (e4m3 products); else bf16 keys. */
-template <bool W8>
+/* Scores: item r is unit r / n_chunks (tokens GMAX u .. GMAX u + GMAX - 1, those that
+ * exist) and list indices [chunk * per, (chunk + 1) * per) of its tokens' cap words (per =
+ * cap / n_chunks, a multiple of 64); words[t * cap + i] is the order key's high word of
+ * list entry key_begin[t] + i, 0 where the token does not see it or past its range. W8:
+ * fp8_index keys (e4m3 products); else bf16 keys. With GMAX 2 or 4 (the caller's hint
+ * that consecutive tokens share their key list, sc_indexer_args.keys_shared) a unit's
+ * tokens, all of one key_begin, take one pass: each tile is loaded once for all (a key
+ * any of them sees) and scored for each with the instructions it takes alone, so the
+ * bytes read shrink by GMAX and no score changes; a unit of other lists takes a pass a
+ * token. */
+template <bool W8, int GMAX>
 __global__ void __launch_bounds__(DN_THREADS)
     k_idx_dense(sc_indexer_args a, int n_chunks, int64_t n_items, int cap, uint32_t *words,
                 int *flag) {
   sc_dev_pdl_enter();
-  using L = dn_layout<W8>;
+  using L = dn_layout<W8, GMAX>;
   constexpr int S = DN_STAGES;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -148,94 +163,126 @@ __global__ void __launch_bounds__(DN_THREADS)
   const int mine = n_tiles > wg ? (n_tiles - wg + DN_WGS - 1) / DN_WGS : 0;
 
   for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
-    const int64_t t = item / n_chunks;
+    const int64_t tu = item / n_chunks * GMAX; /* the unit's first token */
     const int64_t i0 = (item % n_chunks) * (int64_t)per;
-    __syncthreads(); /* the previous item is done with q and the weights */
-    tc_stage_q<128, W8, W8, true>(a, t, 1, 64, 64, q_s, w_s, qsc_s);
-    const int64_t kb = a.key_begin[t], ke = a.key_end[t];
-    const int32_t qpos = a.q_pos[t];
-    int64_t len = ke > kb ? ke - kb : 0;
-    if (len > cap) { /* the caller's bound was not one */
-      if (threadIdx.x == 0 && i0 == 0) sc_dev_raise(flag, SC_EINVAL);
-      len = cap;
-    }
-    __syncthreads(); /* q and the weights */
-    /* my j-th tile: the chunk's tile wg + DN_WGS j, list indices ti(j) .. + 63 */
-    auto ti = [&](int j) { return i0 + (int64_t)(wg + DN_WGS * j) * DN_KEYS; };
-    /* Tile j's list entries reach entry slot j % DN_ENT_SLOTS by cp.async from their
-     * owners, in the group of tile j - S + 1's copies (or the item's first group), and are
-     * read by every thread once that group has landed and the warpgroup has met: no
-     * global load stands between two tiles' copies (with the entries read one tile
-     * ahead in registers, their latency set the pace: 301 us for the bf16 decode shape,
-     * H100, 2026-12-06). A slot is written again 2 S tiles later, past a meeting that
-     * follows every read of it. */
-    auto request = [&](int j) {
-      const int64_t i = ti(j) + wt;
-      if (!owner || j >= mine || i >= len) return;
-      int *e = ent_s + (j % DN_ENT_SLOTS) * 2 * DN_KEYS + wt;
-      cp_async4(e, a.key_pos + kb + i, true);
-      if (a.key_rows) cp_async4(e + DN_KEYS, a.key_rows + kb + i, true);
-    };
-    /* tile j into its slot j % S: the rows' pieces, the owners' positions (-1: not seen)
-     * and, W8, scales */
-    auto issue = [&](int j) {
-      const int sl = j % S;
-      const int *e = ent_s + (j % DN_ENT_SLOTS) * 2 * DN_KEYS;
-      const int64_t i0t = ti(j);
-      unsigned char *tile = tiles + sl * L::TILE;
+    const int in_unit = a.n_tok - tu < GMAX ? (int)(a.n_tok - tu) : GMAX;
+    bool together = in_unit > 1; /* every token of the unit on the first one's list */
+    for (int tk = 1; tk < in_unit; tk++)
+      together = together && a.key_begin[tu + tk] == a.key_begin[tu];
+    const int gn = together ? in_unit : 1; /* tokens a pass */
+    for (int64_t t0 = tu; t0 < tu + in_unit; t0 += gn) {
+      __syncthreads(); /* the previous pass is done with q and the weights */
+      tc_stage_q<128, W8, W8, true>(a, t0, gn, 64, 64 * gn, q_s, w_s, qsc_s);
+      const int64_t kb = a.key_begin[t0];
+      int64_t len[GMAX], len_u = 0; /* each token's range and their union (one start) */
+      int32_t qpos[GMAX];
 #pragma unroll
-      for (int k = 0; k < DN_KEYS / R; k++) {
-        const int r = r0 + R * k;
-        const int64_t i = i0t + r, row = i < len && a.key_rows ? e[DN_KEYS + r] : kb + i;
-        const bool ok = dn_seen(a, i, len, i < len ? e[r] : 0, row, qpos, false, flag);
-        cp_async16(tile + wg_off_n(DN_KEYS, r, piece), kbase + (ok ? row * kstep : 0) + 16 * piece,
-                   ok && in_dim);
+      for (int tk = 0; tk < GMAX; tk++) {
+        len[tk] = 0, qpos[tk] = -1;
+        if (tk >= gn) continue;
+        const int64_t ke = a.key_end[t0 + tk];
+        len[tk] = ke > kb ? ke - kb : 0;
+        qpos[tk] = a.q_pos[t0 + tk];
+        if (len[tk] > cap) { /* the caller's bound was not one */
+          if (threadIdx.x == 0 && i0 == 0) sc_dev_raise(flag, SC_EINVAL);
+          len[tk] = cap;
+        }
+        len_u = len[tk] > len_u ? len[tk] : len_u;
       }
-      if (owner) {
-        const int64_t i = i0t + wt, row = i < len && a.key_rows ? e[DN_KEYS + wt] : kb + i;
-        const int32_t pos = i < len ? e[wt] : 0;
-        const bool ok = dn_seen(a, i, len, pos, row, qpos, true, flag);
-        kpos_s[sl * DN_KEYS + wt] = ok ? pos : -1;
-        if (W8)
-          cp_async4(&ksc_s[sl * DN_KEYS + wt],
-                    kbase + (ok ? row * kstep : 0) + SC_KFP8_INDEX_SCALE_AT(a.dim), ok);
-      }
-    };
-    for (int j = 0; j < S - 1; j++) request(j); /* the ring's first tiles' entries */
-    cp_async_commit();
-    cp_async_wait_all();
-    named_sync(1 + wg, 128);
-    for (int j = 0; j < S - 1; j++) { /* the ring's first tiles */
-      if (j < mine) issue(j);
-      request(j + S - 1);
+      __syncthreads(); /* q and the weights */
+      /* my j-th tile: the chunk's tile wg + DN_WGS j, list indices ti(j) .. + 63 */
+      auto ti = [&](int j) { return i0 + (int64_t)(wg + DN_WGS * j) * DN_KEYS; };
+      /* whether any token of the pass sees list index i at position pos */
+      auto seen = [&](int64_t i, int32_t pos) {
+        bool v = false;
+#pragma unroll
+        for (int tk = 0; tk < GMAX; tk++) v = v || dn_vis(i, len[tk], pos, qpos[tk]);
+        return v;
+      };
+      /* Tile j's list entries reach entry slot j % DN_ENT_SLOTS by cp.async from their
+       * owners, in the group of tile j - S + 1's copies (or the item's first group), and are
+       * read by every thread once that group has landed and the warpgroup has met: no
+       * global load stands between two tiles' copies (with the entries read one tile
+       * ahead in registers, their latency set the pace: 301 us for the bf16 decode shape,
+       * H100, 2026-12-06). A slot is written again 2 S tiles later, past a meeting that
+       * follows every read of it. */
+      auto request = [&](int j) {
+        const int64_t i = ti(j) + wt;
+        if (!owner || j >= mine || i >= len_u) return;
+        int *e = ent_s + (j % DN_ENT_SLOTS) * 2 * DN_KEYS + wt;
+        cp_async4(e, a.key_pos + kb + i, true);
+        if (a.key_rows) cp_async4(e + DN_KEYS, a.key_rows + kb + i, true);
+      };
+      /* tile j into its slot j % S: the rows' pieces, the owners' positions (-1: seen by no
+       * token of the pass; which of them sees it is decided again at the write) and, W8,
+       * scales */
+      auto issue = [&](int j) {
+        const int sl = j % S;
+        const int *e = ent_s + (j % DN_ENT_SLOTS) * 2 * DN_KEYS;
+        const int64_t i0t = ti(j);
+        unsigned char *tile = tiles + sl * L::TILE;
+#pragma unroll
+        for (int k = 0; k < DN_KEYS / R; k++) {
+          const int r = r0 + R * k;
+          const int64_t i = i0t + r, row = i < len_u && a.key_rows ? e[DN_KEYS + r] : kb + i;
+          const bool ok = seen(i, i < len_u ? e[r] : 0) && dn_row_ok(a, row, false, flag);
+          cp_async16(tile + wg_off_n(DN_KEYS, r, piece),
+                     kbase + (ok ? row * kstep : 0) + 16 * piece, ok && in_dim);
+        }
+        if (owner) {
+          const int64_t i = i0t + wt, row = i < len_u && a.key_rows ? e[DN_KEYS + wt] : kb + i;
+          const int32_t pos = i < len_u ? e[wt] : 0;
+          const bool ok = seen(i, pos) && dn_row_ok(a, row, true, flag);
+          kpos_s[sl * DN_KEYS + wt] = ok ? pos : -1;
+          if (W8)
+            cp_async4(&ksc_s[sl * DN_KEYS + wt],
+                      kbase + (ok ? row * kstep : 0) + SC_KFP8_INDEX_SCALE_AT(a.dim), ok);
+        }
+      };
+      for (int j = 0; j < S - 1; j++) request(j); /* the ring's first tiles' entries */
       cp_async_commit();
-    }
-    for (int j = 0; j < mine; j++) {
-      const int st = j % S;
-      dn_cp_async_wait<S - 2>(); /* my copies of tile j, my entries of tile j + S - 1 */
-      fence_async_smem();        /* (for wgmma's async proxy) */
-      named_sync(1 + wg, 128);   /* everyone's have, and tile j - 1's slot is read */
-      if (j + S - 1 < mine) issue(j + S - 1);
-      request(j + 2 * S - 2);
-      cp_async_commit(); /* (an empty group past the end keeps the count) */
-      float s0 = 0.0f, s1 = 0.0f;
-      if (ti(j) < len) { /* (uniform) a tile past the range is zeros */
-        float d[32];
-        dn_score<W8>(d, smem_u32(tiles + st * L::TILE), smem_u32(q_s));
-        tc_fold_wg_sums(d, w_s, lane, s0, s1);
+      cp_async_wait_all();
+      named_sync(1 + wg, 128);
+      for (int j = 0; j < S - 1; j++) { /* the ring's first tiles */
+        if (j < mine) issue(j);
+        request(j + S - 1);
+        cp_async_commit();
       }
-      /* lane 4 g + c of warp w holds keys 16 w + g (s0) and 16 w + g + 8 (s1): c = 0
-       * writes the first, c = 1 the second */
-      const int c = lane & 3;
-      if (c < 2) {
-        const int kk = ((wt >> 5) << 4) + (lane >> 2) + 8 * c;
-        const int32_t pos = kpos_s[st * DN_KEYS + kk];
+      for (int j = 0; j < mine; j++) {
+        const int st = j % S;
+        dn_cp_async_wait<S - 2>(); /* my copies of tile j, my entries of tile j + S - 1 */
+        fence_async_smem();        /* (for wgmma's async proxy) */
+        named_sync(1 + wg, 128);   /* everyone's have, and tile j - 1's slot is read */
+        if (j + S - 1 < mine) issue(j + S - 1);
+        request(j + 2 * S - 2);
+        cp_async_commit(); /* (an empty group past the end keeps the count) */
+        float s0[GMAX], s1[GMAX];
+#pragma unroll
+        for (int tk = 0; tk < GMAX; tk++) {
+          s0[tk] = s1[tk] = 0.0f;
+          if (tk < gn && ti(j) < len[tk]) { /* (uniform) a tile past the range is zeros */
+            float d[32];
+            /* (token tk's 64 rows start 8 KB on in either q layout) */
+            dn_score<W8>(d, smem_u32(tiles + st * L::TILE), smem_u32(q_s) + tk * 64 * 128,
+                         64 * gn);
+            tc_fold_wg_sums(d, w_s + 64 * tk, lane, s0[tk], s1[tk]);
+          }
+        }
+        /* lane 4 g + c of warp w holds keys 16 w + g (s0) and 16 w + g + 8 (s1) of every
+         * token: c = 0 and 1 write those of the even tokens, c = 2 and 3 of the odd */
+        const int c = lane & 3, kk = ((wt >> 5) << 4) + (lane >> 2) + 8 * (c & 1);
+        const int32_t pos = kpos_s[st * DN_KEYS + kk]; /* (-1: no token of the pass sees it) */
         const float ks = W8 ? ksc_s[st * DN_KEYS + kk] : 1.0f;
-        words[t * cap + ti(j) + kk] =
-            pos >= 0 ? (uint32_t)(sc_dev_topk_key((c ? s1 : s0) * ks, pos) >> 32) : 0u;
+#pragma unroll
+        for (int tk = 0; tk < GMAX; tk++) {
+          if ((tk & 1) != (c >> 1) || tk >= gn) continue;
+          const bool vis = pos >= 0 && dn_vis(ti(j) + kk, len[tk], pos, qpos[tk]);
+          words[(t0 + tk) * cap + ti(j) + kk] =
+              vis ? (uint32_t)(sc_dev_topk_key((c & 1 ? s1[tk] : s0[tk]) * ks, pos) >> 32) : 0u;
+        }
       }
+      cp_async_wait_all();
     }
-    cp_async_wait_all();
   }
 }
 
@@ -333,23 +380,24 @@ __global__ void __launch_bounds__(DN_SEL_THREADS, 1)
                           out_cand ? out_cand + t * K : NULL);
 }
 
-template <bool W8> static int dense_launch(sc_kcuda *c, const sc_indexer_args *a) {
-  using L = dn_layout<W8>;
+template <bool W8, int GMAX> static int dense_launch(sc_kcuda *c, const sc_indexer_args *a) {
+  using L = dn_layout<W8, GMAX>;
+  const auto kernel = k_idx_dense<W8, GMAX>;
   int per_sm = 0;
-  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_idx_dense<W8>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+  int rc = sc_kcuda_err(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)L::TOTAL),
                         "indexer dense smem");
   if (rc == 0)
-    rc = sc_kcuda_err(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_idx_dense<W8>,
-                                                                    DN_THREADS, L::TOTAL),
+    rc = sc_kcuda_err(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, DN_THREADS,
+                                                                    L::TOTAL),
                       "indexer dense occupancy");
   if (rc) return rc;
-  /* chunks: as many as give every resident block an item (the tokens' items in one
+  /* chunks: as many as give every resident block an item (the units' items in one
    * round), each at least DN_MIN_TILES tiles, cap within DN_MAX_KEYS */
   const int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * c->num_sms;
+  const int64_t units = sc_cdiv(a->n_tok, GMAX);
   const int tiles = (int)sc_cdiv(a->max_keys, DN_KEYS);
-  int n_chunks = (int)(resident / a->n_tok);
+  int n_chunks = (int)(resident / units);
   if (n_chunks > tiles / DN_MIN_TILES) n_chunks = tiles / DN_MIN_TILES;
   if (n_chunks < 1) n_chunks = 1;
   while (n_chunks > 1 && sc_cdiv(tiles, n_chunks) * n_chunks * DN_KEYS > DN_MAX_KEYS) n_chunks--;
@@ -357,10 +405,10 @@ template <bool W8> static int dense_launch(sc_kcuda *c, const sc_indexer_args *a
   uint32_t *words =
       (uint32_t *)sc_kcuda_scratch(c, sizeof(uint32_t) * (size_t)a->n_tok * (size_t)cap);
   if (words == NULL) return SC_ENOMEM;
-  const int64_t n_items = (int64_t)a->n_tok * n_chunks;
+  const int64_t n_items = units * n_chunks;
   const int64_t grid = n_items < resident ? n_items : resident;
-  sc_kcuda_launch(c, k_idx_dense<W8>, (unsigned)grid, DN_THREADS, L::TOTAL, *a, n_chunks,
-                  n_items, cap, words, c->err_flag);
+  sc_kcuda_launch(c, kernel, (unsigned)grid, DN_THREADS, L::TOTAL, *a, n_chunks, n_items, cap,
+                  words, c->err_flag);
   if ((rc = SC_CUDA_CHECK_LAUNCH("indexer dense")) != 0) return rc;
   const size_t sel = sizeof(uint64_t) * (size_t)a->topk;
   rc = sc_kcuda_err(cudaFuncSetAttribute(k_topk_dense, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -373,6 +421,15 @@ template <bool W8> static int dense_launch(sc_kcuda *c, const sc_indexer_args *a
   return SC_CUDA_CHECK_LAUNCH("indexer dense select");
 }
 
+/* Units of c->idx_share tokens (GMAX; 2 unless SPARSECP_INDEXER_SHARE says 1 or 4) where
+ * the caller says consecutive tokens share their key list, else one token a unit. */
+template <bool W8> static int dense_units(sc_kcuda *c, const sc_indexer_args *a) {
+  const int share = a->keys_shared ? c->idx_share : 1;
+  return share >= 4 ? dense_launch<W8, 4>(c, a)
+         : share == 2 ? dense_launch<W8, 2>(c, a)
+                      : dense_launch<W8, 1>(c, a);
+}
+
 int sc_kcuda_indexer_dense(sc_kcuda *c, const sc_indexer_args *a, bool w8) {
-  return w8 ? dense_launch<true>(c, a) : dense_launch<false>(c, a);
+  return w8 ? dense_units<true>(c, a) : dense_units<false>(c, a);
 }

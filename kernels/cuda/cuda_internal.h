@@ -49,6 +49,10 @@ typedef struct sc_kcuda {
   int idx_dense;         /* decode-like steps of 64 index heads take the dense path
                             (cuda_indexer_dense.cu); SPARSECP_INDEXER_DENSE=0: the
                             scoring kernel's, the other side of a comparison in one run */
+  int idx_share;         /* tokens of one key list that the dense path scores from the
+                            same tiles where the caller says tokens share their lists
+                            (sc_indexer_args.keys_shared): 2; SPARSECP_INDEXER_SHARE=1 or
+                            4, the other sides of a comparison in one run */
   int idx_merge;         /* how several chunks' survivors of a token are selected
                             (cuda_indexer.cu's tc_merge_by_block): 0 by its rule; 1 by one
                             block a token, 2 by the radix select

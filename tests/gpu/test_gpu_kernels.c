@@ -816,8 +816,9 @@ static int cmp_desc(const void *a, const void *b) {
  * long, so that a sample of every 4th entry over-rates a token's keys and starts its
  * threshold above its K-th best wherever it sees ~2400 keys or more (a simulation of
  * these distributions in Python: 2 of 3 tokens at 2400 keys, 3 of 3 from 3200, none up
- * to 1600): the repair's case, which must then find the K best. */
-enum { IDX_PROMPT = 1, IDX_BOUND = 2, IDX_PERIODIC = 4 };
+ * to 1600): the repair's case, which must then find the K best. IDX_SHARED: the caller's
+ * hint that neighbours share their key list (keys_shared: the dense path's pairs). */
+enum { IDX_PROMPT = 1, IDX_BOUND = 2, IDX_PERIODIC = 4, IDX_SHARED = 8 };
 
 static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, int32_t n_tok,
                             int how) {
@@ -877,6 +878,7 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
   a.key_rows = Rw.g, a.key_pos = Kp.g, a.key_begin = Kb.g, a.key_end = Ke.g;
   a.out_pos = Op.g, a.out_cand = Oc.g;
   a.max_keys = how & (IDX_BOUND | IDX_PERIODIC) ? L0 : 0;
+  a.keys_shared = (how & IDX_SHARED) != 0;
   CHECK(G->ops->indexer_topk(G, &a) == 0, "indexer");
   a.q = Q.c, a.w = W.c, a.q_pos = Qp.c, a.keys = (sc_krows){K.c, fmt, ld, R};
   a.key_rows = Rw.c, a.key_pos = Kp.c, a.key_begin = Kb.c, a.key_end = Ke.c;
@@ -954,7 +956,9 @@ static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t top
   }
   free(qr), free(kr), free(all);
   const char *as = how == 0 ? "" : how == IDX_PROMPT ? " (a prompt)"
-                      : how & IDX_PERIODIC ? " (bounded, periodic keys)" : " (bounded)";
+                      : how & IDX_PERIODIC ? " (bounded, periodic keys)"
+                      : how & IDX_SHARED   ? " (bounded, keys_shared)"
+                                           : " (bounded)";
   CHECK(bad == 0, "indexer fmt %d heads %d dim %d topk %d tokens %d%s: %d mismatches (%d ties)",
         fmt, heads, dim, topk, n_tok, as, bad, ties);
   printf("     indexer fmt=%d heads=%d dim=%d topk=%d tokens=%d%s: %d picks tied with the K-th, "
@@ -1008,6 +1012,10 @@ static void case_indexer(void) {
   /* 200 tokens of 64 heads x 128 with the caller's bound: the dense path */
   indexer_case_as(SC_KFMT_BF16, 64, 128, 2048, 200, IDX_BOUND);
   indexer_case_as(SC_KFMT_FP8_INDEX, 64, 128, 2048, 200, IDX_BOUND);
+  /* ... in pairs of one key list (keys_shared): a prompt's nested ranges, its odd last
+   * token alone; two requests' tokens over e4m3 products */
+  indexer_case_as(SC_KFMT_BF16, 64, 128, 2048, 201, IDX_PROMPT | IDX_BOUND | IDX_SHARED);
+  indexer_case_as(SC_KFMT_FP8_INDEX, 64, 128, 2048, 200, IDX_BOUND | IDX_SHARED);
   indexer_case(SC_KFMT_FP8_INDEX, 8, 36, 100, 12); /* rows not in 16-byte pieces */
   indexer_case(SC_KFMT_FP8_INDEX, 64, 70, 128, 12); /* e4m3 products over rows read by bytes */
   indexer_case(SC_KFMT_FP8_INDEX, 64, 96, 256, 30); /* ... by cp.async, 2 pieces zero */
@@ -1049,6 +1057,9 @@ static void same_over(sc_indexer_args a, const void *host, size_t bytes, sc_kfmt
  * (SPARSECP_INDEXER_FEW=0, read when a context is created): the other side of the fused
  * tile of cuda_indexer_few.cuh, which must pick alike. Made by case_indexer_invariance. */
 static sc_kernels *G_nofew;
+/* ... and one whose dense path takes four tokens a unit over shared key lists
+ * (SPARSECP_INDEXER_SHARE=4; two by default): they must pick alike too */
+static sc_kernels *G_share4;
 
 /* distinct > 0: only that many distinct key rows (row i repeats row i % distinct), so
  * many keys tie exactly and the lower positions must win at the K-th. */
@@ -1102,6 +1113,23 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
   sc_kcand *full = malloc(sizeof(sc_kcand) * nall), *one = malloc(sizeof(sc_kcand) * per),
            *sh = malloc(sizeof(sc_kcand) * 2 * nall), *merged = malloc(sizeof(sc_kcand) * nall);
   idx_run(a, 0, n_tok, rb, re, full);
+  if (max_keys > 0) { /* the hint that neighbours share their key list shapes the launch
+                       * only (the dense path's pairs): rb gives pairs of one list and of
+                       * two, which pick as one token a unit does, scores to the bit */
+    sc_indexer_args h = a;
+    h.keys_shared = 1;
+    idx_run(h, 0, n_tok, rb, re, merged);
+    CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
+          "tokens in pairs (keys_shared) pick differently from one a unit");
+    if (G_share4 != NULL) {
+      sc_kernels *two = G;
+      G = G_share4; /* (idx_run's buffers come from the context it runs on) */
+      idx_run(h, 0, n_tok, rb, re, merged);
+      G = two;
+      CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
+            "tokens in fours (keys_shared) pick differently from one a unit");
+    }
+  }
   if (max_keys > 0) { /* a bound that is not one: the dense path refuses the step */
     sc_indexer_args b = a;
     b.max_keys = 100;
@@ -1203,6 +1231,13 @@ static void case_indexer_invariance(void) {
   if (saved) setenv("SPARSECP_INDEXER_FEW", saved, 1);
   else unsetenv("SPARSECP_INDEXER_FEW");
   free(saved);
+  const char *share = getenv("SPARSECP_INDEXER_SHARE");
+  saved = share ? strdup(share) : NULL;
+  setenv("SPARSECP_INDEXER_SHARE", "4", 1);
+  CHECK(sc_kernels_cuda_create(&G_share4, 0, NULL) == 0, "a third CUDA context");
+  if (saved) setenv("SPARSECP_INDEXER_SHARE", saved, 1);
+  else unsetenv("SPARSECP_INDEXER_SHARE");
+  free(saved);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 64, 256, 600, 0, 0);
@@ -1240,7 +1275,8 @@ static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_F32, 2, 64, 300, 600, 7, 0);
   indexer_invariance_case(SC_KFMT_BF16, 6, 64, 128, 600, 0, 0);
   if (G_nofew) sc_kernels_destroy(G_nofew);
-  G_nofew = NULL;
+  if (G_share4) sc_kernels_destroy(G_share4);
+  G_nofew = G_share4 = NULL;
 }
 
 /* ---- top-K merge and position maps ---- */
