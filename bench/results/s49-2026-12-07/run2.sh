@@ -1,29 +1,39 @@
 #!/bin/bash
-# run2.sh (session 49; prepared, not run): units.patch (on main d6f7c20, which merged
-# session 48's pairs.patch: the units by the keys' format, four over bf16 keys and two
-# over fp8_index keys; the kernel of one token a unit with its pass count a constant; the
-# invariance cases' starts in twelves, so that units of four also take tokens together,
-# and their runs on other contexts in one helper) in .devrun/n against main's .devrun/m,
-# both staged by build2.sh. Call with carry [".devrun"] and PART "1 2 3" (~6 minutes;
-# "1 2" ~3.5). Merge if the cases and memcheck pass; the constant pass count is for the
-# own-context decode over bf16 keys, 225 us with pairs against 220 before them (H200).
-#  1. kernel.indexer of n and m alternating, twice;
-#  2. test_gpu_kernels' indexer cases (n; the patch changes no other kernel);
-#  3. memcheck of n's indexer cases.
+# run2.sh (session 49; prepared, not run): on main d6f7c20 (session 48's pairs.patch
+# merged), staged by build2.sh:
+#  - .devrun/n = units.patch: units by the keys' format (four over bf16 keys, two over
+#    fp8_index keys); the kernel of one token a unit with its pass count a constant
+#    (pairs' one-token kernel took 225 us on the own-context bf16 decode, 220 before,
+#    H200); the invariance cases' starts in twelves, so that units of four also take
+#    tokens together, and their runs on other contexts in one helper;
+#  - .devrun/p = units-pipe.patch: units, and over bf16 keys two tokens of a unit scored
+#    by interleaved wgmma chains (two accumulators; the shared-list fit of session 49's c1
+#    gave ~0.74 us a scoring against ~0.13 us of tensor-core work: latency, if the
+#    interleave pays);
+#  - .devrun/m = main.
+# Call with carry [".devrun"] and PART "1 2 3" (~9 minutes; "1 2" ~6). Merge units if its
+# cases and memcheck pass; pipe on top if its cases pass and the shared bf16 decode gains.
+#  1. kernel.indexer of n, p and m in turn, twice;
+#  2. test_gpu_kernels' indexer cases of n and p (the patches change no other kernel);
+#  3. memcheck of p's indexer cases (p holds all of n's code but the scoring loop).
 . bench/device_common.sh
 if has 1; then
   for r in 1 2; do
-    indexer_env n new$r
+    indexer_env n units$r
+    indexer_env p pipe$r
     indexer_env m main$r
   done
   lap probes
 fi
 if has 2; then
-  BIN=.devrun/n indexer_tests
+  for b in n p; do
+    BIN=.devrun/$b indexer_tests
+    mv "$OUT/test_indexer.log" "$OUT/test_indexer_$b.log"
+  done
   lap tests
 fi
 if has 3; then
-  BIN=.devrun/n MC_T=${MC_T:-200} memcheck_indexer
+  BIN=.devrun/p MC_T=${MC_T:-200} memcheck_indexer
   lap memcheck
 fi
 cd "$OUT" && tar czf all.tgz *.json *.log 2>/dev/null; rm -f *.json *.log
