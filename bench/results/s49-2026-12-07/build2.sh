@@ -1,6 +1,7 @@
 #!/bin/bash
-# build2.sh - stages run2.sh (from the repository root, ~9 minutes on two cores): for each
-# SIDE:PATCH of SIDES (default: n = units.patch, p = units-pipe.patch, m = none), BASE
+# build2.sh - stages run2.sh (from the repository root, a few minutes): for each
+# SIDE:PATCH of SIDES (default: n = units.patch, p = units-pipe.patch, x =
+# units-tiles.patch, m = none), BASE
 # (default HEAD) with PATCH (beside this script) applied into .devrun/SIDE
 # (gpu_bench_kernels; test_gpu_kernels where a patch applies), the libraries in
 # .devrun/lib, everything xz'd (device_common.sh unpacks it).
@@ -8,7 +9,7 @@ set -euo pipefail
 BASE=${BASE:-HEAD}
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf .devrun && mkdir -p .devrun
-for sp in ${SIDES:-n:units.patch p:units-pipe.patch m:}; do
+for sp in ${SIDES:-n:units.patch p:units-pipe.patch x:units-tiles.patch m:}; do
   side=${sp%%:*} patch=${sp#*:} wt=/tmp/build2-${sp%%:*}
   mkdir -p .devrun/$side
   rm -rf "$wt"; git worktree prune
