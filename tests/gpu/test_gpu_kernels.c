@@ -1041,6 +1041,16 @@ static void idx_run(sc_indexer_args a, int32_t first_tok, int32_t n_tok, const i
   G->ops->free(G, b), G->ops->free(G, e), G->ops->free(G, o);
 }
 
+/* idx_run of every token on context k, another CUDA context of the device (the other
+ * side of a knob read when a context is created), its buffers from k. */
+static void idx_run_on(sc_kernels *k, sc_indexer_args a, int32_t n_tok, const int32_t *kb,
+                       const int32_t *ke, sc_kcand *out) {
+  sc_kernels *was = G;
+  G = k;
+  idx_run(a, 0, n_tok, kb, ke, out);
+  G = was;
+}
+
 /* a's n_tok tokens over the same keys held otherwise (`bytes` of host memory: a's rows in
  * format fmt, ld apart) pick as in `full`, scores to the bit; scratch: room for them. */
 static void same_over(sc_indexer_args a, const void *host, size_t bytes, sc_kfmt fmt, int64_t ld,
@@ -1096,8 +1106,12 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
   int32_t *lo_e = malloc(sizeof(int32_t) * nt), *hi_b = malloc(sizeof(int32_t) * nt);
   for (int32_t i = 0; i < L; i++) kpos[i] = i;
   for (int32_t t = 0; t < n_tok; t++) {
-    /* neighbours with different key ranges share a block when tokens are grouped */
-    rb[t] = t % 3 == 1 ? 1000 : 0;
+    /* neighbours with different key ranges share a block when tokens are grouped; the
+     * starts go in twelves: two units of four of one start (0-3, 8-11) and one of two
+     * (4-7: 4, 5 apart and 6, 7 alike), so the dense path's units (keys_shared) take
+     * their tokens together and apart (with period 3, as before, a unit of four never
+     * held one list); the ends (period 3) differ within a unit */
+    rb[t] = t % 12 < 4 || t % 12 == 5 ? 1000 : 0;
     re[t] = t % 3 == 2 ? L - 500 : L;
     qpos[t] = re[t] - 1 - (int32_t)gt_int(0, 3000); /* causal: each token sees a prefix */
     lo_e[t] = re[t] < half ? re[t] : half;          /* shard 0: [rb, half) */
@@ -1114,7 +1128,7 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
            *sh = malloc(sizeof(sc_kcand) * 2 * nall), *merged = malloc(sizeof(sc_kcand) * nall);
   idx_run(a, 0, n_tok, rb, re, full);
   if (max_keys > 0) { /* the hint that neighbours share their key list shapes the launch
-                       * only (the dense path's pairs): rb gives pairs of one list and of
+                       * only (the dense path's units): rb gives units of one list and of
                        * two, which pick as one token a unit does, scores to the bit */
     sc_indexer_args h = a;
     h.keys_shared = 1;
@@ -1122,10 +1136,7 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
           "tokens in pairs (keys_shared) pick differently from one a unit");
     if (G_share4 != NULL) {
-      sc_kernels *two = G;
-      G = G_share4; /* (idx_run's buffers come from the context it runs on) */
-      idx_run(h, 0, n_tok, rb, re, merged);
-      G = two;
+      idx_run_on(G_share4, h, n_tok, rb, re, merged);
       CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
             "tokens in fours (keys_shared) pick differently from one a unit");
     }
@@ -1176,10 +1187,7 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     free(kd);
   }
   if (heads <= 8 && G_nofew != NULL) { /* (head rows below 16: the fused tile) */
-    sc_kernels *fused = G;
-    G = G_nofew; /* (idx_run's buffers come from the context it runs on) */
-    idx_run(a, 0, n_tok, rb, re, merged);
-    G = fused;
+    idx_run_on(G_nofew, a, n_tok, rb, re, merged);
     CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
           "the few-heads tile picks differently from sums through shared memory");
   }
@@ -1218,26 +1226,28 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
   free(lo_e), free(hi_b), free(full), free(one), free(sh), free(merged), free(k8s), free(k8);
 }
 
+/* A CUDA context created with environment variable var set to val (read when a context
+ * is created), the variable restored after. */
+static sc_kernels *context_with(const char *var, const char *val) {
+  const char *was = getenv(var);
+  char *saved = was ? strdup(was) : NULL;
+  setenv(var, val, 1);
+  sc_kernels *k = NULL;
+  CHECK(sc_kernels_cuda_create(&k, 0, NULL) == 0, "a CUDA context with %s=%s", var, val);
+  if (saved) setenv(var, saved, 1);
+  else unsetenv(var);
+  free(saved);
+  return k;
+}
+
 /* Tokens are grouped per block from 2 x SMs x group tokens on (cuda_indexer.cu): the
  * large cases take the grouped path, 4 tokens a block at 4 heads, 2 at 64 (from 528
  * tokens on a 132-SM GPU; 4 at rows of 64 from 1056, which no case reaches: at rows of
  * 128 the shared memory of 4 leaves no room for two blocks an SM). 64 heads take the
  * wgmma scoring, whatever the keys' format. */
 static void case_indexer_invariance(void) {
-  const char *few = getenv("SPARSECP_INDEXER_FEW");
-  char *saved = few ? strdup(few) : NULL;
-  setenv("SPARSECP_INDEXER_FEW", "0", 1);
-  CHECK(sc_kernels_cuda_create(&G_nofew, 0, NULL) == 0, "a second CUDA context");
-  if (saved) setenv("SPARSECP_INDEXER_FEW", saved, 1);
-  else unsetenv("SPARSECP_INDEXER_FEW");
-  free(saved);
-  const char *share = getenv("SPARSECP_INDEXER_SHARE");
-  saved = share ? strdup(share) : NULL;
-  setenv("SPARSECP_INDEXER_SHARE", "4", 1);
-  CHECK(sc_kernels_cuda_create(&G_share4, 0, NULL) == 0, "a third CUDA context");
-  if (saved) setenv("SPARSECP_INDEXER_SHARE", saved, 1);
-  else unsetenv("SPARSECP_INDEXER_SHARE");
-  free(saved);
+  G_nofew = context_with("SPARSECP_INDEXER_FEW", "0");
+  G_share4 = context_with("SPARSECP_INDEXER_SHARE", "4");
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 64, 256, 600, 0, 0);
