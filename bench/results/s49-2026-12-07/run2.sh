@@ -1,11 +1,10 @@
 #!/bin/bash
-# run2.sh (session 49; prepared, not run): on main d6f7c20 (session 48's pairs.patch
-# merged), staged by build2.sh:
+# run2.sh (session 49; prepared, not run): on main 665fe46 (session 48's pairs.patch
+# merged in d6f7c20, the invariance cases' starts in twelves since), staged by build2.sh:
 #  - .devrun/n = units.patch: units by the keys' format (four over bf16 keys, two over
 #    fp8_index keys); the kernel of one token a unit with its pass count a constant
 #    (pairs' one-token kernel took 225 us on the own-context bf16 decode, 220 before,
-#    H200); the invariance cases' starts in twelves, so that units of four also take
-#    tokens together, and their runs on other contexts in one helper;
+#    H200); the invariance cases against contexts of two and of four tokens a unit;
 #  - .devrun/p = units-pipe.patch: units, and over bf16 keys two tokens of a unit scored
 #    by interleaved wgmma chains (two accumulators; the shared-list fit of session 49's c1
 #    gave ~0.74 us a scoring against ~0.13 us of tensor-core work: latency, if the
