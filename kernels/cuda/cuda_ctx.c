@@ -535,12 +535,12 @@ static int env_merge(void) {
   return v == NULL ? 0 : strcmp(v, "block") == 0 ? 1 : strcmp(v, "radix") == 0 ? 2 : 0;
 }
 
-/* SPARSECP_INDEXER_SHARE: 1 or 4 tokens a unit of the dense path over shared key lists,
- * else 2 (cuda_indexer_dense.cu). */
+/* SPARSECP_INDEXER_SHARE: 1, 2 or 4 tokens a unit of the dense path over shared key
+ * lists, else 0: by the keys' format (cuda_indexer_dense.cu's dense_units). */
 static int env_share(void) {
   const char *v = getenv("SPARSECP_INDEXER_SHARE");
-  const int n = v ? atoi(v) : 2;
-  return n == 1 || n == 4 ? n : 2;
+  const int n = v ? atoi(v) : 0;
+  return n == 1 || n == 2 || n == 4 ? n : 0;
 }
 
 int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {

@@ -29,7 +29,9 @@
  *     per pair. Such a chunk's tokens share their key list, and where the caller says so
  *     (sc_indexer_args.keys_shared) a unit of two (or four) consecutive tokens of one
  *     list loads each tile once for all: 128 tokens over one shared list of 16384 bf16
- *     keys read 537 MB through L2 one token a unit, 268 in pairs.
+ *     keys read 537 MB through L2 one token a unit, 268 in pairs. One token a unit
+ *     over bf16 keys (a decode batch's own contexts) takes its tiles two at a time
+ *     instead (dn_tile_pairs), their wgmma chains interleaved.
  *  2. k_topk_dense: one block of 1024 threads a token holds its (at most 16384) words in
  *     registers, with each key's position (key_pos) as the low word, selects the K
  *     largest 64-bit keys by radix passes of 11 bits over a shared histogram (usually
@@ -65,9 +67,15 @@ static_assert((1 << DN_BITS) == 2 * DN_SEL_THREADS, "two histogram bins a select
  * [DN_WGS][DN_STAGES][64] each, then the list entries in flight, position and row
  * [DN_WGS][DN_ENT_SLOTS][2][64]. */
 template <bool W8, int GMAX> struct dn_layout {
+  /* a warpgroup's ring: one slot more for the kernel that scores two tiles at a time
+   * (one token a unit over bf16 keys: dn_tile_pairs), which keeps three tiles in flight
+   * as the others do; six would pass the 227 KB a block may have (192.5 KB with five) */
+  static constexpr bool TILE_PAIRS = !W8 && GMAX == 1;
+  static constexpr int STAGES = TILE_PAIRS ? DN_STAGES + 1 : DN_STAGES;
+  static constexpr int ENT_SLOTS = 2 * STAGES; /* tiles' list entries in flight */
   static constexpr int ROWB = W8 ? 128 : 256; /* bytes of a row of 128 values */
   static constexpr int TILE = DN_KEYS * ROWB;
-  static constexpr int SLOTS = DN_WGS * DN_STAGES;
+  static constexpr int SLOTS = DN_WGS * STAGES;
   static constexpr size_t Q = (size_t)SLOTS * TILE;
   static constexpr size_t W = Q + (size_t)GMAX * 64 * ROWB;
   static constexpr size_t QSC = W + GMAX * 64 * sizeof(float);
@@ -75,7 +83,7 @@ template <bool W8, int GMAX> struct dn_layout {
   static constexpr size_t KSC = KPOS + (size_t)SLOTS * DN_KEYS * sizeof(int);
   static constexpr size_t ENT = KSC + (size_t)SLOTS * DN_KEYS * sizeof(float);
   static constexpr size_t TOTAL =
-      ENT + (size_t)DN_WGS * DN_ENT_SLOTS * 2 * DN_KEYS * sizeof(int) + 1024;
+      ENT + (size_t)DN_WGS * ENT_SLOTS * 2 * DN_KEYS * sizeof(int) + 1024;
 };
 
 /* Whether list index i (position pos) of a token's range [kb, kb + len) is one the
@@ -97,29 +105,117 @@ template <int N> __device__ inline void dn_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/* S^T = K Q^T of one tile, as tc_score_tile_w8 / tc_score_tile_wg issue it: keys as A
- * (64 rows), a token's 64 head rows as B (at q_addr, in a layout of q_rows rows: the
- * item's tokens), k in order. */
-template <bool W8>
-__device__ inline void dn_score(float (&d)[32], uint32_t k_addr, uint32_t q_addr, int q_rows) {
-  const uint64_t da = wg_desc(wg_uniform(k_addr), 16, 1024);
-  const uint64_t db = wg_desc(wg_uniform(q_addr), 16, 1024);
+/* S^T = K Q^T of N (1 or 2) tile-token pairs, as tc_score_tile_w8 / tc_score_tile_wg
+ * issue one: keys as A (64 rows at k_addr[i]), a token's 64 head rows as B (at
+ * q_addr[i], in a layout of q_rows rows: the item's tokens), k in order. Two chains go
+ * out interleaved, k-step by k-step, so that one's products run in the other's latency:
+ * each accumulator gets the instructions it gets alone, so the same bits. */
+template <bool W8, int N>
+__device__ inline void dn_score_async(float (&d)[N][32], const uint32_t (&k_addr)[N],
+                                      const uint32_t (&q_addr)[N], int q_rows) {
+  static_assert(N == 1 || N == 2, "one chain or two");
+  uint64_t da[N], db[N];
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    da[i] = wg_desc(wg_uniform(k_addr[i]), 16, 1024), db[i] = wg_desc(wg_uniform(q_addr[i]), 16, 1024);
   wg_fence();
   if constexpr (W8) {
 #pragma unroll
     for (int ks = 0; ks < 4; ks++)
-      wgmma_m64n64_e4m3(d, wg_desc_add(da, 32 * ks), wg_desc_add(db, 32 * ks), ks > 0);
+#pragma unroll
+      for (int i = 0; i < N; i++)
+        wgmma_m64n64_e4m3(d[i], wg_desc_add(da[i], 32 * ks), wg_desc_add(db[i], 32 * ks), ks > 0);
   } else {
 #pragma unroll
     for (int ks = 0; ks < 8; ks++) {
       const uint32_t oa = (ks >> 2) * (DN_KEYS * 128) + (ks & 3) * 32;
       const uint32_t ob = (ks >> 2) * (q_rows * 128) + (ks & 3) * 32;
-      wgmma_m64n64(d, wg_desc_add(da, oa), wg_desc_add(db, ob), ks > 0);
+#pragma unroll
+      for (int i = 0; i < N; i++)
+        wgmma_m64n64(d[i], wg_desc_add(da[i], oa), wg_desc_add(db[i], ob), ks > 0);
     }
   }
   wg_commit();
+}
+/* ... and waits for them. */
+template <bool W8, int N>
+__device__ inline void dn_score(float (&d)[N][32], const uint32_t (&k_addr)[N],
+                                const uint32_t (&q_addr)[N], int q_rows) {
+  dn_score_async<W8, N>(d, k_addr, q_addr, q_rows);
   wg_wait0();
-  wg_pin(d);
+#pragma unroll
+  for (int i = 0; i < N; i++) wg_pin(d[i]);
+}
+/* A unit's token tk (and tk + 1) over one tile: their 64 rows start 8 KB apart in
+ * either q layout. */
+template <bool W8, int N>
+__device__ inline void dn_score_tokens(float (&d)[N][32], uint32_t k_addr, uint32_t q_addr, int tk,
+                                       int q_rows) {
+  uint32_t ka[N], qa[N];
+#pragma unroll
+  for (int i = 0; i < N; i++) ka[i] = k_addr, qa[i] = q_addr + (uint32_t)((tk + i) * 64 * 128);
+  dn_score<W8, N>(d, ka, qa, q_rows);
+}
+
+/* The ring of one warpgroup for one token a pass over bf16 keys, two tiles at a time:
+ * tiles a and a + 1 are scored by interleaved wgmma chains (dn_score_async: each gets
+ * the instructions it got alone, so the same bits), the chains' latencies overlapping
+ * where one tile's chain ran alone behind the barrier. Tile t sits in slot t % S, one
+ * cp.async group a tile, issued S - 2 tiles ahead, into the slot of tile t - S (done by
+ * the pair before this iteration's barrier), so that `wait_group<1>` finds tiles a and
+ * a + 1 landed while a + 2 may still be on its way, and three tiles are in flight beside
+ * the two scored; a tile's list entries ride in the group of the tile four before it
+ * (entry slot t % 2 S, rewritten six tiles after its read, past a barrier). An odd last
+ * tile is scored alone. request / issue: the kernel's; in_range(j): whether tile j holds
+ * keys of the token's range (uniform; two tiles past it issue no chain, a tile past it
+ * scores zeros); write(j, s0, s1): tile j's words from its folded sums. */
+template <int S, typename Req, typename Iss, typename InRange, typename Write>
+__device__ inline void dn_tile_pairs(int mine, Req &&request, Iss &&issue, InRange &&in_range,
+                                     uint32_t tiles_addr, int tile_bytes, uint32_t q_addr,
+                                     const float *w_s, Write &&write, int wg, int lane) {
+  static_assert(S == 5, "two tiles scored, one landed or landing, two issued");
+  for (int t = 0; t < S - 1; t++) request(t); /* tiles 0 .. 3's entries */
+  cp_async_commit();
+  cp_async_wait_all();
+  named_sync(1 + wg, 128);
+  for (int t = 0; t < S - 2; t++) { /* tiles 0 .. 2, a group each, with 4 .. 6's entries */
+    if (t < mine) issue(t);
+    request(t + 4);
+    cp_async_commit();
+  }
+  auto slot = [&](int t) { return tiles_addr + (uint32_t)((t % S) * tile_bytes); };
+  for (int a = 0; a < mine; a += 2) {
+    dn_cp_async_wait<1>();   /* my copies of tiles a and a + 1 (a + 2's may be pending) */
+    fence_async_smem();      /* (for wgmma's async proxy) */
+    named_sync(1 + wg, 128); /* everyone's have; tiles a - 2 and a - 1 are done */
+#pragma unroll
+    for (int t = a + 3; t <= a + 4; t++) {
+      if (t < mine) issue(t);
+      request(t + 4);
+      cp_async_commit(); /* (an empty group past the end keeps the count) */
+    }
+    float s[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    if (a + 1 < mine) {
+      if (in_range(a) || in_range(a + 1)) {
+        float d[2][32];
+        const uint32_t ka[2] = {slot(a), slot(a + 1)}, qa[2] = {q_addr, q_addr};
+        dn_score<false, 2>(d, ka, qa, 64);
+        tc_fold_wg_sums(d[0], w_s, lane, s[0][0], s[0][1]);
+        tc_fold_wg_sums(d[1], w_s, lane, s[1][0], s[1][1]);
+      }
+      write(a, s[0][0], s[0][1]);
+      write(a + 1, s[1][0], s[1][1]);
+    } else {
+      if (in_range(a)) {
+        float d[1][32];
+        const uint32_t ka[1] = {slot(a)}, qa[1] = {q_addr};
+        dn_score<false, 1>(d, ka, qa, 64);
+        tc_fold_wg_sums(d[0], w_s, lane, s[0][0], s[0][1]);
+      }
+      write(a, s[0][0], s[0][1]);
+    }
+  }
+  cp_async_wait_all();
 }
 
 /* Scores: item r is unit r / n_chunks (tokens GMAX u .. GMAX u + GMAX - 1, those that
@@ -138,7 +234,7 @@ __global__ void __launch_bounds__(DN_THREADS)
                 int *flag) {
   sc_dev_pdl_enter();
   using L = dn_layout<W8, GMAX>;
-  constexpr int S = DN_STAGES;
+  constexpr int S = L::STAGES, ES_N = L::ENT_SLOTS;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   uint16_t *q_s = (uint16_t *)(smem + L::Q);
@@ -155,7 +251,7 @@ __global__ void __launch_bounds__(DN_THREADS)
   unsigned char *tiles = smem + (size_t)wg * S * L::TILE;
   int *kpos_s = (int *)(smem + L::KPOS) + wg * S * DN_KEYS;
   float *ksc_s = (float *)(smem + L::KSC) + wg * S * DN_KEYS;
-  int *ent_s = (int *)(smem + L::ENT) + wg * DN_ENT_SLOTS * 2 * DN_KEYS; /* [slot][pos, row][64] */
+  int *ent_s = (int *)(smem + L::ENT) + wg * ES_N * 2 * DN_KEYS; /* [slot][pos, row][64] */
   const int64_t kstep = a.keys.ld * ES;
   const char *kbase = (const char *)a.keys.data;
   const bool in_dim = 16 * piece < a.dim * ES;
@@ -169,7 +265,10 @@ __global__ void __launch_bounds__(DN_THREADS)
     bool together = in_unit > 1; /* every token of the unit on the first one's list */
     for (int tk = 1; tk < in_unit; tk++)
       together = together && a.key_begin[tu + tk] == a.key_begin[tu];
-    const int gn = together ? in_unit : 1; /* tokens a pass */
+    /* tokens a pass: a constant 1 in the kernel of one token a unit, whose passes are
+     * then those before units (with gn at run time it took 2.4% longer on 128 decode
+     * tokens over their own 16384 bf16 keys, H200, 2026-12-07, bench/long-context.md) */
+    const int gn = GMAX == 1 ? 1 : together ? in_unit : 1;
     for (int64_t t0 = tu; t0 < tu + in_unit; t0 += gn) {
       __syncthreads(); /* the previous pass is done with q and the weights */
       tc_stage_q<128, W8, W8, true>(a, t0, gn, 64, 64 * gn, q_s, w_s, qsc_s);
@@ -199,7 +298,7 @@ __global__ void __launch_bounds__(DN_THREADS)
         for (int tk = 0; tk < GMAX; tk++) v = v || dn_vis(i, len[tk], pos, qpos[tk]);
         return v;
       };
-      /* Tile j's list entries reach entry slot j % DN_ENT_SLOTS by cp.async from their
+      /* Tile j's list entries reach entry slot j % ES_N by cp.async from their
        * owners, in the group of tile j - S + 1's copies (or the item's first group), and are
        * read by every thread once that group has landed and the warpgroup has met: no
        * global load stands between two tiles' copies (with the entries read one tile
@@ -209,7 +308,7 @@ __global__ void __launch_bounds__(DN_THREADS)
       auto request = [&](int j) {
         const int64_t i = ti(j) + wt;
         if (!owner || j >= mine || i >= len_u) return;
-        int *e = ent_s + (j % DN_ENT_SLOTS) * 2 * DN_KEYS + wt;
+        int *e = ent_s + (j % ES_N) * 2 * DN_KEYS + wt;
         cp_async4(e, a.key_pos + kb + i, true);
         if (a.key_rows) cp_async4(e + DN_KEYS, a.key_rows + kb + i, true);
       };
@@ -218,7 +317,7 @@ __global__ void __launch_bounds__(DN_THREADS)
        * scales */
       auto issue = [&](int j) {
         const int sl = j % S;
-        const int *e = ent_s + (j % DN_ENT_SLOTS) * 2 * DN_KEYS;
+        const int *e = ent_s + (j % ES_N) * 2 * DN_KEYS;
         const int64_t i0t = ti(j);
         unsigned char *tile = tiles + sl * L::TILE;
 #pragma unroll
@@ -239,49 +338,79 @@ __global__ void __launch_bounds__(DN_THREADS)
                       kbase + (ok ? row * kstep : 0) + SC_KFP8_INDEX_SCALE_AT(a.dim), ok);
         }
       };
-      for (int j = 0; j < S - 1; j++) request(j); /* the ring's first tiles' entries */
-      cp_async_commit();
-      cp_async_wait_all();
-      named_sync(1 + wg, 128);
-      for (int j = 0; j < S - 1; j++) { /* the ring's first tiles */
-        if (j < mine) issue(j);
-        request(j + S - 1);
+      if constexpr (L::TILE_PAIRS) {
+        dn_tile_pairs<S>(mine, request, issue, [&](int j) { return ti(j) < len[0]; },
+                       smem_u32(tiles), L::TILE, smem_u32(q_s), w_s, [&](int j, float s0, float s1) {
+                         const int c = lane & 3, kk = ((wt >> 5) << 4) + (lane >> 2) + 8 * c;
+                         if (c >= 2) return;
+                         const int32_t pos = kpos_s[(j % S) * DN_KEYS + kk]; /* (-1: not seen) */
+                         words[t0 * cap + ti(j) + kk] =
+                             pos >= 0 ? (uint32_t)(sc_dev_topk_key(c ? s1 : s0, pos) >> 32) : 0u;
+                       }, wg, lane);
+      } else {
+        for (int j = 0; j < S - 1; j++) request(j); /* the ring's first tiles' entries */
         cp_async_commit();
-      }
-      for (int j = 0; j < mine; j++) {
-        const int st = j % S;
-        dn_cp_async_wait<S - 2>(); /* my copies of tile j, my entries of tile j + S - 1 */
-        fence_async_smem();        /* (for wgmma's async proxy) */
-        named_sync(1 + wg, 128);   /* everyone's have, and tile j - 1's slot is read */
-        if (j + S - 1 < mine) issue(j + S - 1);
-        request(j + 2 * S - 2);
-        cp_async_commit(); /* (an empty group past the end keeps the count) */
-        float s0[GMAX], s1[GMAX];
+        cp_async_wait_all();
+        named_sync(1 + wg, 128);
+        for (int j = 0; j < S - 1; j++) { /* the ring's first tiles */
+          if (j < mine) issue(j);
+          request(j + S - 1);
+          cp_async_commit();
+        }
+        for (int j = 0; j < mine; j++) {
+          const int st = j % S;
+          dn_cp_async_wait<S - 2>(); /* my copies of tile j, my entries of tile j + S - 1 */
+          fence_async_smem();        /* (for wgmma's async proxy) */
+          named_sync(1 + wg, 128);   /* everyone's have, and tile j - 1's slot is read */
+          if (j + S - 1 < mine) issue(j + S - 1);
+          request(j + 2 * S - 2);
+          cp_async_commit(); /* (an empty group past the end keeps the count) */
+          float s0[GMAX], s1[GMAX];
+          const uint32_t k_addr = smem_u32(tiles + st * L::TILE);
 #pragma unroll
-        for (int tk = 0; tk < GMAX; tk++) {
-          s0[tk] = s1[tk] = 0.0f;
-          if (tk < gn && ti(j) < len[tk]) { /* (uniform) a tile past the range is zeros */
-            float d[32];
-            /* (token tk's 64 rows start 8 KB on in either q layout) */
-            dn_score<W8>(d, smem_u32(tiles + st * L::TILE), smem_u32(q_s) + tk * 64 * 128,
-                         64 * gn);
-            tc_fold_wg_sums(d, w_s + 64 * tk, lane, s0[tk], s1[tk]);
+          for (int tk = 0; tk < GMAX; tk++) s0[tk] = s1[tk] = 0.0f;
+          /* a tile past a token's range is zeros to it (uniform); over bf16 keys two tokens
+           * that both see some of it are scored together (dn_score_tokens), a token alone
+           * else.
+           * (Not over fp8_index keys: two accumulators take that kernel from 114 registers
+           * to 132, past the 128 that let two blocks share an SM; over bf16 keys the shared
+           * memory holds one block an SM whatever the registers, 158 with them. Token tk's
+           * 64 rows start 8 KB on in either q layout.) */
+#pragma unroll
+          for (int tk = 0; tk < GMAX; tk += 2) {
+            const bool h0 = tk < gn && ti(j) < len[tk];
+            const bool h1 = tk + 1 < GMAX && tk + 1 < gn && ti(j) < len[tk + 1];
+            if (!W8 && h0 && h1) {
+              float d[2][32];
+              dn_score_tokens<W8, 2>(d, k_addr, smem_u32(q_s), tk, 64 * gn);
+              tc_fold_wg_sums(d[0], w_s + 64 * tk, lane, s0[tk], s1[tk]);
+              tc_fold_wg_sums(d[1], w_s + 64 * (tk + 1), lane, s0[tk + 1], s1[tk + 1]);
+              continue;
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+              if (!(i ? h1 : h0)) continue;
+              float d[1][32];
+              dn_score_tokens<W8, 1>(d, k_addr, smem_u32(q_s), tk + i, 64 * gn);
+              tc_fold_wg_sums(d[0], w_s + 64 * (tk + i), lane, s0[tk + i], s1[tk + i]);
+            }
+          }
+          /* lane 4 g + c of warp w holds keys 16 w + g (s0) and 16 w + g + 8 (s1) of every
+           * token: c = 0 and 1 write those of the even tokens, c = 2 and 3 of the odd */
+          const int c = lane & 3, kk = ((wt >> 5) << 4) + (lane >> 2) + 8 * (c & 1);
+          const int32_t pos = kpos_s[st * DN_KEYS + kk]; /* (-1: no token of the pass sees it) */
+          const float ks = W8 ? ksc_s[st * DN_KEYS + kk] : 1.0f;
+#pragma unroll
+          for (int tk = 0; tk < GMAX; tk++) {
+            if ((tk & 1) != (c >> 1) || tk >= gn) continue;
+            /* (one token a pass: its position -1 already says it does not see the key) */
+            const bool vis = pos >= 0 && (GMAX == 1 || dn_vis(ti(j) + kk, len[tk], pos, qpos[tk]));
+            words[(t0 + tk) * cap + ti(j) + kk] =
+                vis ? (uint32_t)(sc_dev_topk_key((c & 1 ? s1[tk] : s0[tk]) * ks, pos) >> 32) : 0u;
           }
         }
-        /* lane 4 g + c of warp w holds keys 16 w + g (s0) and 16 w + g + 8 (s1) of every
-         * token: c = 0 and 1 write those of the even tokens, c = 2 and 3 of the odd */
-        const int c = lane & 3, kk = ((wt >> 5) << 4) + (lane >> 2) + 8 * (c & 1);
-        const int32_t pos = kpos_s[st * DN_KEYS + kk]; /* (-1: no token of the pass sees it) */
-        const float ks = W8 ? ksc_s[st * DN_KEYS + kk] : 1.0f;
-#pragma unroll
-        for (int tk = 0; tk < GMAX; tk++) {
-          if ((tk & 1) != (c >> 1) || tk >= gn) continue;
-          const bool vis = pos >= 0 && dn_vis(ti(j) + kk, len[tk], pos, qpos[tk]);
-          words[(t0 + tk) * cap + ti(j) + kk] =
-              vis ? (uint32_t)(sc_dev_topk_key((c & 1 ? s1[tk] : s0[tk]) * ks, pos) >> 32) : 0u;
-        }
+        cp_async_wait_all();
       }
-      cp_async_wait_all();
     }
   }
 }
@@ -421,10 +550,14 @@ template <bool W8, int GMAX> static int dense_launch(sc_kcuda *c, const sc_index
   return SC_CUDA_CHECK_LAUNCH("indexer dense select");
 }
 
-/* Units of c->idx_share tokens (GMAX; 2 unless SPARSECP_INDEXER_SHARE says 1 or 4) where
- * the caller says consecutive tokens share their key list, else one token a unit. */
+/* Units of GMAX tokens where the caller says consecutive tokens share their key list,
+ * else one token a unit. GMAX by the keys' format unless SPARSECP_INDEXER_SHARE says 1, 2
+ * or 4 (c->idx_share): 4 over bf16 keys, 2 over fp8_index keys. 128 decode tokens over
+ * one shared list of 16384 keys on an H200 (2026-12-07, bench/long-context.md), us, one /
+ * two / four tokens a unit: bf16 231 / 174 / 141, fp8_index 141.5 / 123.4 / 148.2 (the
+ * fp8 kernel of four holds 122 registers where that of two holds 114). */
 template <bool W8> static int dense_units(sc_kcuda *c, const sc_indexer_args *a) {
-  const int share = a->keys_shared ? c->idx_share : 1;
+  const int share = !a->keys_shared ? 1 : c->idx_share ? c->idx_share : W8 ? 2 : 4;
   return share >= 4 ? dense_launch<W8, 4>(c, a)
          : share == 2 ? dense_launch<W8, 2>(c, a)
                       : dense_launch<W8, 1>(c, a);

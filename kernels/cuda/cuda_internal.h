@@ -51,8 +51,9 @@ typedef struct sc_kcuda {
                             scoring kernel's, the other side of a comparison in one run */
   int idx_share;         /* tokens of one key list that the dense path scores from the
                             same tiles where the caller says tokens share their lists
-                            (sc_indexer_args.keys_shared): 2; SPARSECP_INDEXER_SHARE=1 or
-                            4, the other sides of a comparison in one run */
+                            (sc_indexer_args.keys_shared): 0, by the keys' format;
+                            SPARSECP_INDEXER_SHARE=1, 2 or 4, the other sides of a
+                            comparison in one run */
   int idx_merge;         /* how several chunks' survivors of a token are selected
                             (cuda_indexer.cu's tc_merge_by_block): 0 by its rule; 1 by one
                             block a token, 2 by the radix select

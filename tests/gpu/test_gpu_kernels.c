@@ -817,7 +817,7 @@ static int cmp_desc(const void *a, const void *b) {
  * threshold above its K-th best wherever it sees ~2400 keys or more (a simulation of
  * these distributions in Python: 2 of 3 tokens at 2400 keys, 3 of 3 from 3200, none up
  * to 1600): the repair's case, which must then find the K best. IDX_SHARED: the caller's
- * hint that neighbours share their key list (keys_shared: the dense path's pairs). */
+ * hint that neighbours share their key list (keys_shared: the dense path's units). */
 enum { IDX_PROMPT = 1, IDX_BOUND = 2, IDX_PERIODIC = 4, IDX_SHARED = 8 };
 
 static void indexer_case_as(sc_kfmt fmt, int32_t heads, int32_t dim, int32_t topk, int32_t n_tok,
@@ -1012,8 +1012,9 @@ static void case_indexer(void) {
   /* 200 tokens of 64 heads x 128 with the caller's bound: the dense path */
   indexer_case_as(SC_KFMT_BF16, 64, 128, 2048, 200, IDX_BOUND);
   indexer_case_as(SC_KFMT_FP8_INDEX, 64, 128, 2048, 200, IDX_BOUND);
-  /* ... in pairs of one key list (keys_shared): a prompt's nested ranges, its odd last
-   * token alone; two requests' tokens over e4m3 products */
+  /* ... in units of one key list (keys_shared; by default four over bf16 keys, two over
+   * fp8_index keys): a prompt's nested ranges, its last token (201 = 50 x 4 + 1) alone;
+   * two requests' tokens over e4m3 products */
   indexer_case_as(SC_KFMT_BF16, 64, 128, 2048, 201, IDX_PROMPT | IDX_BOUND | IDX_SHARED);
   indexer_case_as(SC_KFMT_FP8_INDEX, 64, 128, 2048, 200, IDX_BOUND | IDX_SHARED);
   indexer_case(SC_KFMT_FP8_INDEX, 8, 36, 100, 12); /* rows not in 16-byte pieces */
@@ -1067,9 +1068,10 @@ static void same_over(sc_indexer_args a, const void *host, size_t bytes, sc_kfmt
  * (SPARSECP_INDEXER_FEW=0, read when a context is created): the other side of the fused
  * tile of cuda_indexer_few.cuh, which must pick alike. Made by case_indexer_invariance. */
 static sc_kernels *G_nofew;
-/* ... and one whose dense path takes four tokens a unit over shared key lists
- * (SPARSECP_INDEXER_SHARE=4; two by default): they must pick alike too */
-static sc_kernels *G_share4;
+/* ... and two whose dense path takes two and four tokens a unit over shared key lists
+ * (SPARSECP_INDEXER_SHARE=2, =4; by default four over bf16 keys, two over fp8_index
+ * keys): they must pick alike too */
+static sc_kernels *G_share[2];
 
 /* distinct > 0: only that many distinct key rows (row i repeats row i % distinct), so
  * many keys tie exactly and the lower positions must win at the K-th. */
@@ -1109,8 +1111,7 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     /* neighbours with different key ranges share a block when tokens are grouped; the
      * starts go in twelves: two units of four of one start (0-3, 8-11) and one of two
      * (4-7: 4, 5 apart and 6, 7 alike), so the dense path's units (keys_shared) take
-     * their tokens together and apart (with period 3, as before, a unit of four never
-     * held one list); the ends (period 3) differ within a unit */
+     * their tokens together and apart; the ends (period 3) differ within a unit */
     rb[t] = t % 12 < 4 || t % 12 == 5 ? 1000 : 0;
     re[t] = t % 3 == 2 ? L - 500 : L;
     qpos[t] = re[t] - 1 - (int32_t)gt_int(0, 3000); /* causal: each token sees a prefix */
@@ -1134,11 +1135,12 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     h.keys_shared = 1;
     idx_run(h, 0, n_tok, rb, re, merged);
     CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
-          "tokens in pairs (keys_shared) pick differently from one a unit");
-    if (G_share4 != NULL) {
-      idx_run_on(G_share4, h, n_tok, rb, re, merged);
+          "tokens in the format's units (keys_shared) pick differently from one a unit");
+    for (int u = 0; u < 2; u++) {
+      if (G_share[u] == NULL) continue;
+      idx_run_on(G_share[u], h, n_tok, rb, re, merged);
       CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
-            "tokens in fours (keys_shared) pick differently from one a unit");
+            "tokens in %s (keys_shared) pick differently from one a unit", u ? "fours" : "pairs");
     }
   }
   if (max_keys > 0) { /* a bound that is not one: the dense path refuses the step */
@@ -1247,7 +1249,8 @@ static sc_kernels *context_with(const char *var, const char *val) {
  * wgmma scoring, whatever the keys' format. */
 static void case_indexer_invariance(void) {
   G_nofew = context_with("SPARSECP_INDEXER_FEW", "0");
-  G_share4 = context_with("SPARSECP_INDEXER_SHARE", "4");
+  G_share[0] = context_with("SPARSECP_INDEXER_SHARE", "2");
+  G_share[1] = context_with("SPARSECP_INDEXER_SHARE", "4");
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 64, 256, 600, 0, 0);
@@ -1285,8 +1288,9 @@ static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_F32, 2, 64, 300, 600, 7, 0);
   indexer_invariance_case(SC_KFMT_BF16, 6, 64, 128, 600, 0, 0);
   if (G_nofew) sc_kernels_destroy(G_nofew);
-  if (G_share4) sc_kernels_destroy(G_share4);
-  G_nofew = G_share4 = NULL;
+  for (int u = 0; u < 2; u++)
+    if (G_share[u]) sc_kernels_destroy(G_share[u]), G_share[u] = NULL;
+  G_nofew = NULL;
 }
 
 /* ---- top-K merge and position maps ---- */

@@ -13,6 +13,8 @@
 #    own-context decode) scored two tiles at a time by interleaved chains (five slots a
 #    warpgroup, 146 registers; bench/long-context.md's sketch, session 49);
 #  - .devrun/m = main.
+# (P2 names part 2's builds, default "n p"; session 50 ran PART "1 2 4" P2=n: x holds p's
+# code, so x's cases and memcheck cover p's too.)
 # Call with carry [".devrun"] and PART "1 2 3" (~9 minutes; "1 2" ~6), then PART 4 (~3).
 # Merge units if its cases and memcheck pass; pipe on top if its cases pass and the
 # shared bf16 decode gains; tiles on top if its cases pass and the own-context bf16
@@ -32,7 +34,7 @@ if has 1; then
   lap probes
 fi
 if has 2; then
-  for b in n p; do
+  for b in ${P2:-n p}; do
     BIN=.devrun/$b indexer_tests
     mv "$OUT/test_indexer.log" "$OUT/test_indexer_$b.log"
   done
