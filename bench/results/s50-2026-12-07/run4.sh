@@ -6,15 +6,16 @@
 # SPARSECP_INDEXER_CHUNKS, the most chunks of a token's key range (256 by default: a
 # decode token over 128k keys takes 256 scoring blocks of 512 keys, ~20 us for 17 MB of
 # bf16 keys by session 45's ncu; 512 asks whether more blocks in flight read them
-# sooner, as 128 -> 256 did, 49.8 -> 45.7 us an op on an H200). Why: the 128k decode token's indexer op is
-# ~48 us a layer, its select ~26 of them (eight launches, four finding the token done);
+# sooner, as 128 -> 256 did, 49.8 -> 45.7 us an op on an H200). Why coop: the 128k
+# decode token's indexer op is ~48 us a layer, its select ~26 of them (eight launches,
+# four finding the token done);
 # issue 18's TPOT ratio at 128k spreads over 1.11-1.56 on an H100 (session 50, median
 # 1.25). Call with carry [".devrun"] and PART "1 2 3" (~6 min), then PART "4 5" (~4 min):
 #  1. test_gpu_kernels' indexer cases (each case's tokens also on a context with
 #     SPARSECP_TOPK_COOP=0, alone and together: the same picks);
 #  2. kernel.indexer, coop and a launch a pass alternating, three times (the one-token
 #     decode rows over 32k / 128k keys are the select's; the others must not move), and
-#     coop with SPARSECP_INDEXER_CHUNKS=512;
+#     coop with SPARSECP_INDEXER_CHUNKS=512; PyTorch's indexer first;
 #  3. bench e2e over bf16 rows, coop and not alternating, twice (TPOT at 128k: the graphs
 #     record the cooperative launch);
 #  4. memcheck of the indexer cases;
@@ -28,6 +29,7 @@ if has 1; then
   lap tests
 fi
 if has 2; then
+  torch_indexer # (issue 18's ratios from the call that may merge coop)
   for r in 1 2 3; do
     indexer_env c coop$r
     indexer_env c passes$r SPARSECP_TOPK_COOP=0
