@@ -10,7 +10,7 @@
  * 2026-12-06, bench/long-context.md), where the scoring kernel's blocks take their tiles
  * one at a time behind three barriers and append every key. Here:
  *
- *  1. k_idx_dense: a block takes (unit, chunk) items in turn (a unit: a token, or two,
+ *  1. k_idx_dense: a block takes (unit, chunk) items in turn (a unit: a token, or several,
  *     below); its two warpgroups take the chunk's 64-key tiles alternately, each through
  *     a ring of DN_STAGES tiles of its own (cp.async, a tile's copies issued
  *     DN_STAGES - 1 tiles ahead, its list entries DN_STAGES - 1 tiles before that), so the only
@@ -27,11 +27,13 @@
  *     kernel's groups (tc_choose: from 7/8 of 2 x SMs x 2 tokens on) and its keys within
  *     16384: at most 461 x 16384 words, 30 MB, on 132 SMs; longer prompts never allocate
  *     per pair. Such a chunk's tokens share their key list, and where the caller says so
- *     (sc_indexer_args.keys_shared) a unit of two (or four) consecutive tokens of one
- *     list loads each tile once for all: 128 tokens over one shared list of 16384 bf16
- *     keys read 537 MB through L2 one token a unit, 268 in pairs. One token a unit
- *     over bf16 keys (a decode batch's own contexts) takes its tiles two at a time
- *     instead (dn_tile_pairs), their wgmma chains interleaved.
+ *     (sc_indexer_args.keys_shared) a unit of consecutive tokens of one list (four over
+ *     bf16 keys, two over fp8_index keys: dense_units) loads each tile once for all:
+ *     128 tokens over one shared list of 16384 bf16 keys read 537 MB through L2 one
+ *     token a unit, 268 in pairs, 134 in fours; over bf16 keys a unit's tokens are
+ *     scored two at a time by interleaved wgmma chains (dn_score_tokens). One token a
+ *     unit over bf16 keys (a decode batch's own contexts) takes its tiles two at a
+ *     time the same way (dn_tile_pairs).
  *  2. k_topk_dense: one block of 1024 threads a token holds its (at most 16384) words in
  *     registers, with each key's position (key_pos) as the low word, selects the K
  *     largest 64-bit keys by radix passes of 11 bits over a shared histogram (usually
