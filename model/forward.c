@@ -272,6 +272,8 @@ typedef struct step_ctx {
   int32_t layer;
   bool has_prefill;
   int32_t bt_w; /* the block table's row width on the device: max_blocks to a power of 2 */
+  int32_t cache_keys_shared; /* keys_shared of the local cache's tokens [0, cache_tok_end):
+                              * the same in every layer, so counted once a step */
   int32_t nl;   /* rows whose logits are taken (step_prepare) */
   int32_t nf;   /* tokens of this rank taken from the step before (step_prepare) */
   const upload_area *up; /* where step_prepare put the step's index arrays (ix) */
@@ -658,7 +660,7 @@ static int attention_layer(step_ctx *s) {
         .max_keys = (int32_t)((int64_t)s->bt_w * s->B < INT32_MAX ? (int64_t)s->bt_w * s->B
                                                                       : INT32_MAX),
         /* (a replay may hold another step's hint: it never changes what is selected) */
-        .keys_shared = keys_shared(m->tok_key_begin, 0, cte)};
+        .keys_shared = s->cache_keys_shared};
     CK(o->indexer_topk(k, &ia), "layer %d: indexer (local cache)", l);
   }
   if (dcp_decode) { /* every rank selects the same global top-K from all shards' picks */
@@ -1168,6 +1170,7 @@ static int forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *
   s->P = f->pc.pcp, s->N = f->pc.dcp, s->T = f->pc.tp, s->I = f->pc.interleave;
   s->B = f->pc.block_size;
   s->bt_w = pow2_at_least(in->max_blocks);
+  s->cache_keys_shared = keys_shared(m->tok_key_begin, 0, m->cache_tok_end);
   for (int32_t i = 0; i < plan->num_ordered && !s->has_prefill; i++)
     s->has_prefill = plan->reqs[plan->order[i]].flags & SC_REQ_PREFILL;
   sc_coll_session_begin(s->sess, f->comm, plan->colls, plan->num_colls, in->step);

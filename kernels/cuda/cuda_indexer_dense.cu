@@ -53,7 +53,6 @@
 #ifndef DN_STAGES /* (a build may set it: the other side of a comparison) */
 #define DN_STAGES 4                  /* a warpgroup's ring of tiles */
 #endif
-#define DN_ENT_SLOTS (2 * DN_STAGES) /* tiles' list entries in flight (see k_idx_dense) */
 #define DN_MIN_TILES 16              /* tiles an item at least (8 a warpgroup: two rings) */
 #define DN_SEL_THREADS 1024
 #define DN_SEL_PER (DN_MAX_KEYS / DN_SEL_THREADS) /* keys a select thread holds */
@@ -63,11 +62,11 @@ static_assert(DN_MAX_KEYS % DN_SEL_THREADS == 0, "whole keys a select thread");
 static_assert((1 << DN_BITS) == 2 * DN_SEL_THREADS, "two histogram bins a select thread");
 
 /* Shared memory of k_idx_dense (1024-aligned by hand: the swizzle atoms): tiles
- * [DN_WGS][DN_STAGES] of 64 rows of 128 values (e4m3 bytes or bf16), q 64 rows a token of
+ * [DN_WGS][STAGES] of 64 rows of 128 values (e4m3 bytes or bf16), q 64 rows a token of
  * the item (GMAX) alike, the tokens' weights and head scales f32 [GMAX][64] each, per
  * tile slot the keys' positions (-1: seen by no token of the pass) and fp8_index scales
- * [DN_WGS][DN_STAGES][64] each, then the list entries in flight, position and row
- * [DN_WGS][DN_ENT_SLOTS][2][64]. */
+ * [DN_WGS][STAGES][64] each, then the list entries in flight, position and row
+ * [DN_WGS][ENT_SLOTS][2][64] (STAGES: DN_STAGES, or one more, below). */
 template <bool W8, int GMAX> struct dn_layout {
   /* a warpgroup's ring: one slot more for the kernel that scores two tiles at a time
    * (one token a unit over bf16 keys: dn_tile_pairs), which keeps three tiles in flight
