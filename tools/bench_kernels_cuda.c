@@ -598,13 +598,15 @@ int sc_bench_kernels_cuda(sc_bench *b) {
                             q ? 256 : 2048, kf)))
       goto out;
   }
-  /* examples/model-long.json's indexer (4 heads x 64, top-K 2048, keys in its f32 cache):
-   * one decode token over a long context, what a decode step at 32k and 128k context pays
-   * per layer, and a whole 32k prompt in one step, what its prefill pays per layer */
-  for (int32_t ctx = 32768; ctx <= 131072 && wanted("kernel.indexer"); ctx *= 4)
-    if ((rc = bench_indexer(&c, IDX_DECODE, 1, 4, 64, q ? ctx / 8 : ctx, q ? 256 : 2048,
-                            SC_KFMT_F32)))
-      goto out;
+  /* examples/model-long.json's indexer (4 heads x 64, top-K 2048, keys in its f32 cache,
+   * then in a cache of bf16 rows, as bench e2e's runs keep them): one decode token over
+   * a long context, what a decode step at 32k and 128k context pays per layer, and a
+   * whole 32k prompt in one step, what its prefill pays per layer */
+  for (int bf = 0; bf < 2 && wanted("kernel.indexer"); bf++)
+    for (int32_t ctx = 32768; ctx <= 131072; ctx *= 4)
+      if ((rc = bench_indexer(&c, IDX_DECODE, 1, 4, 64, q ? ctx / 8 : ctx, q ? 256 : 2048,
+                              bf ? SC_KFMT_BF16 : SC_KFMT_F32)))
+        goto out;
   /* (and the same prompt over bf16 keys, as a cache of bf16 rows holds them; alone with
    * SC_BENCH_KERNELS_ONLY=kernel.indexer.prompt, for a profiler) */
   for (int bf = 0; bf < 2 && wanted("kernel.indexer.prompt"); bf++)

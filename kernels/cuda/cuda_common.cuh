@@ -40,14 +40,20 @@ __device__ __forceinline__ void sc_dev_pdl_enter() {
 }
 
 /* kernel<<<grid, block, smem, stream>>>(args...), with PDL allowed when pdl, in clusters
- * of `cluster` blocks along x when more than 1. The launch's error is also the thread's
- * last error, as a <<<>>> launch's, which is what SC_CUDA_CHECK_LAUNCH reads. */
+ * of `cluster` blocks along x when more than 1, cooperative (every block resident at
+ * once) when coop. The launch's error is also the thread's last error, as a <<<>>>
+ * launch's, which is what SC_CUDA_CHECK_LAUNCH reads. */
 template <typename... KernelArgs, typename... Args>
 static inline cudaError_t sc_kcuda_launch_on(cudaStream_t stream, bool pdl, unsigned cluster,
-                                             void (*kernel)(KernelArgs...), dim3 grid,
-                                             dim3 block, size_t smem, Args &&...args) {
-  cudaLaunchAttribute attr[2];
+                                             bool coop, void (*kernel)(KernelArgs...),
+                                             dim3 grid, dim3 block, size_t smem,
+                                             Args &&...args) {
+  cudaLaunchAttribute attr[3];
   unsigned n = 0;
+  if (coop) {
+    attr[n].id = cudaLaunchAttributeCooperative;
+    attr[n++].val.cooperative = 1;
+  }
   if (pdl) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n++].val.programmaticStreamSerializationAllowed = 1;
@@ -72,7 +78,7 @@ static inline cudaError_t sc_kcuda_launch_on(cudaStream_t stream, bool pdl, unsi
 template <typename... KernelArgs, typename... Args>
 static inline cudaError_t sc_kcuda_launch(const sc_kcuda *c, void (*kernel)(KernelArgs...),
                                           dim3 grid, dim3 block, size_t smem, Args &&...args) {
-  return sc_kcuda_launch_on(c->stream, c->pdl != 0, 1, kernel, grid, block, smem,
+  return sc_kcuda_launch_on(c->stream, c->pdl != 0, 1, false, kernel, grid, block, smem,
                             static_cast<Args &&>(args)...);
 }
 
@@ -81,7 +87,7 @@ template <typename... KernelArgs, typename... Args>
 static inline cudaError_t sc_kcuda_launch_cluster(const sc_kcuda *c, unsigned cluster,
                                                   void (*kernel)(KernelArgs...), dim3 grid,
                                                   dim3 block, size_t smem, Args &&...args) {
-  return sc_kcuda_launch_on(c->stream, c->pdl != 0, cluster, kernel, grid, block, smem,
+  return sc_kcuda_launch_on(c->stream, c->pdl != 0, cluster, false, kernel, grid, block, smem,
                             static_cast<Args &&>(args)...);
 }
 
@@ -94,7 +100,18 @@ template <typename... KernelArgs, typename... Args>
 static inline cudaError_t sc_kcuda_launch_spread(const sc_kcuda *c, void (*kernel)(KernelArgs...),
                                                  dim3 grid, dim3 block, size_t smem,
                                                  Args &&...args) {
-  return sc_kcuda_launch_on(c->stream, false, 1, kernel, grid, block, smem,
+  return sc_kcuda_launch_on(c->stream, false, 1, false, kernel, grid, block, smem,
+                            static_cast<Args &&>(args)...);
+}
+
+/* A cooperative launch (cudaLaunchAttributeCooperative: every block of the grid resident
+ * at once, so blocks may wait for each other; the grid must fit the device), without
+ * PDL: blocks launched early beside the kernel before's might not all find room. */
+template <typename... KernelArgs, typename... Args>
+static inline cudaError_t sc_kcuda_launch_coop(const sc_kcuda *c, void (*kernel)(KernelArgs...),
+                                               dim3 grid, dim3 block, size_t smem,
+                                               Args &&...args) {
+  return sc_kcuda_launch_on(c->stream, false, 1, true, kernel, grid, block, smem,
                             static_cast<Args &&>(args)...);
 }
 

@@ -555,8 +555,8 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   /* programmatic dependent launch (cuda_common.cuh), the attention kernel of warpgroups
    * in roles (cuda_attn_ws.cu) with its clusters over fp8 rows, and the indexer's sampled
    * floors, dense path (and its units of shared keys) and few-heads tile (cuda_indexer.cu) unless
-   * switched off, and how the indexer merges a token's chunks: the other sides of
-   * comparisons in one run */
+   * switched off, and how the indexer merges a token's chunks (and the radix select's
+   * cooperative launch, below): the other sides of comparisons in one run */
   c->pdl = !env_off("SPARSECP_CUDA_PDL");
   c->attn_ws = !env_off("SPARSECP_ATTN_WS");
   c->attn_cross = !env_off("SPARSECP_ATTN_CROSS");
@@ -566,12 +566,15 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->idx_dense = !env_off("SPARSECP_INDEXER_DENSE");
   c->idx_share = env_share();
   c->idx_few = !env_off("SPARSECP_INDEXER_FEW");
-  int rc;
+  int rc, coop = 0;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,
                                                 device),
+                         "device attribute")) ||
+      (rc = sc_kcuda_err(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device),
                          "device attribute")))
     goto fail;
+  c->topk_coop = coop && !env_off("SPARSECP_TOPK_COOP");
   if (stream != NULL) {
     c->stream = (cudaStream_t)stream;
   } else {

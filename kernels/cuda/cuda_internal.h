@@ -54,6 +54,10 @@ typedef struct sc_kcuda {
                             (sc_indexer_args.keys_shared): 0, by the keys' format;
                             SPARSECP_INDEXER_SHARE=1, 2 or 4, the other sides of a
                             comparison in one run */
+  int topk_coop;         /* the radix select's passes and gather in one cooperative
+                            launch (cuda_topk_radix.cu's k_rsel_coop) where the device
+                            has cooperative launches; SPARSECP_TOPK_COOP=0: a launch
+                            each, the other side of a comparison in one run */
   int idx_merge;         /* how several chunks' survivors of a token are selected
                             (cuda_indexer.cu's tc_merge_by_block): 0 by its rule; 1 by one
                             block a token, 2 by the radix select

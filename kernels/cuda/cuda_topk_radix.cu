@@ -6,8 +6,10 @@
  * Input: per token t, count[t] keys (cuda_common.cuh's 64-bit order, 0 = none) at
  * keys[t * cap ...], in any order (the indexer's chunk blocks append them as they finish).
  *
- * An exact radix select over the 64-bit keys, most significant digit first:
- *   passes (one launch each, RSEL_PASSES of them): every block of a token histograms
+ * An exact radix select over the 64-bit keys, most significant digit first, the passes
+ * and the gather in one cooperative launch (k_rsel_coop, below: the default) or a launch
+ * each (SPARSECP_TOPK_COOP=0, or a device without cooperative launches):
+ *   passes (RSEL_PASSES of them): every block of a token histograms
  *     the digit of its share of the keys that still match the token's prefix and adds
  *     its bins to the token's histogram in global memory; the last block to finish (a
  *     ticket) finds the bin that holds the K-th largest key, extends the prefix by it
@@ -44,6 +46,7 @@ typedef struct rsel_tok {
   int done;
   int ticket;                      /* blocks of the current pass that have finished */
   int taken;                       /* gather: keys written so far */
+  int passed;                      /* k_rsel_coop: passes whose bin is picked */
 } rsel_tok;
 
 /* Scratch layout: count int [n_tok] (padded to 16 bytes), rsel_tok [n_tok], hist uint32
@@ -70,7 +73,9 @@ __device__ void rsel_pick(rsel_tok *st, unsigned *hist, unsigned *h, int K, int 
                           int width, bool first) {
   __shared__ int part[RSEL_THREADS / 32];
   __shared__ int total_s;
-  int need = st->need; /* read by all before the one thread that finds the bin writes it */
+  /* read by all before the one thread that finds the bin writes it; the state through
+   * L2, as every read of it that k_rsel_coop makes after another block's pick */
+  int need = __ldcg(&st->need);
   for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS) {
     h[b] = __ldcg(&hist[b]);
     hist[b] = 0;
@@ -112,8 +117,8 @@ __device__ void rsel_pick(rsel_tok *st, unsigned *hist, unsigned *h, int K, int 
     const int c = (int)h[b];
     if (above < need && above + c >= need) {
       const unsigned long long digit_mask = ((1ull << width) - 1ull) << shift;
-      st->prefix |= (unsigned long long)b << shift;
-      st->mask |= digit_mask;
+      st->prefix = __ldcg(&st->prefix) | (unsigned long long)b << shift;
+      st->mask = __ldcg(&st->mask) | digit_mask;
       st->need = need - above;
       st->done = c == need - above || shift == 0;
     }
@@ -122,16 +127,17 @@ __device__ void rsel_pick(rsel_tok *st, unsigned *hist, unsigned *h, int K, int 
   if (threadIdx.x == 0) st->ticket = 0;
 }
 
-__global__ void __launch_bounds__(RSEL_THREADS)
-    k_rsel_pass(int64_t cap, int K, int shift, int width, bool first, const uint64_t *keys,
-                const int *count, rsel_tok *state, unsigned *hists) {
-  sc_dev_pdl_enter();
-  __shared__ unsigned h[RSEL_BINS];
+/* One pass of token t over this block's share of its keys: the digit at shift (width
+ * bits) of every key that matches the token's prefix, counted in h (shared
+ * [RSEL_BINS]) and added to the token's histogram; the last block of the pass to finish
+ * (a ticket) picks the bin (rsel_pick). Returns whether this block was that one. The
+ * state is read through L2 (__ldcg): in k_rsel_coop an earlier pass of the same launch
+ * wrote it. */
+__device__ bool rsel_count(int64_t cap, int K, int shift, int width, bool first,
+                           const uint64_t *keys, const int *count, rsel_tok *st,
+                           unsigned *hist, unsigned *h, int t) {
   __shared__ bool last;
-  const int t = blockIdx.y;
-  rsel_tok *st = &state[t];
-  if (st->done) return; /* set by an earlier launch: every block sees the same */
-  const unsigned long long prefix = st->prefix, mask = st->mask;
+  const unsigned long long prefix = __ldcg(&st->prefix), mask = __ldcg(&st->mask);
   for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS) h[b] = 0;
   __syncthreads();
   const int n = count[t];
@@ -147,26 +153,23 @@ __global__ void __launch_bounds__(RSEL_THREADS)
     if (in && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&h[bin], __popc(peers));
   }
   __syncthreads();
-  unsigned *hist = hists + (size_t)t * RSEL_BINS;
   for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS)
     if (h[b]) atomicAdd(&hist[b], h[b]);
   __threadfence(); /* the bins before the ticket */
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(&st->ticket, 1) == (int)gridDim.x - 1;
   __syncthreads();
-  if (!last) return;
+  if (!last) return false;
   __threadfence(); /* every block's bins after its ticket */
   rsel_pick(st, hist, h, K, shift, width, first);
+  return true;
 }
 
-/* Every key at or above the prefix, into sel[t][0 .. min(K, count)). */
-__global__ void __launch_bounds__(RSEL_THREADS)
-    k_rsel_gather(int64_t cap, int K, const uint64_t *keys, const int *count, rsel_tok *state,
-                  uint64_t *sel) {
-  sc_dev_pdl_enter();
-  const int t = blockIdx.y;
-  rsel_tok *st = &state[t];
-  const unsigned long long prefix = st->prefix, mask = st->mask;
+/* Every key of this block's share of token t's at or above the prefix, into
+ * sel[t][0 .. min(K, count)). */
+__device__ void rsel_gather(int64_t cap, int K, const uint64_t *keys, const int *count,
+                            rsel_tok *st, uint64_t *sel, int t) {
+  const unsigned long long prefix = __ldcg(&st->prefix), mask = __ldcg(&st->mask);
   const int n = count[t];
   const uint64_t *kt = keys + (int64_t)t * cap;
   const int stride = gridDim.x * RSEL_THREADS;
@@ -176,6 +179,77 @@ __global__ void __launch_bounds__(RSEL_THREADS)
     const int slot = warp_take_slot(&st->taken, key != 0 && (key & mask) >= prefix);
     if (slot >= 0 && slot < K) sel[(int64_t)t * K + slot] = key;
   }
+}
+
+__global__ void __launch_bounds__(RSEL_THREADS)
+    k_rsel_pass(int64_t cap, int K, int shift, int width, bool first, const uint64_t *keys,
+                const int *count, rsel_tok *state, unsigned *hists) {
+  sc_dev_pdl_enter();
+  __shared__ unsigned h[RSEL_BINS];
+  const int t = blockIdx.y;
+  rsel_tok *st = &state[t];
+  if (st->done) return; /* set by an earlier launch: every block sees the same */
+  rsel_count(cap, K, shift, width, first, keys, count, st, hists + (size_t)t * RSEL_BINS, h, t);
+}
+
+/* Every key at or above the prefix, into sel[t][0 .. min(K, count)). */
+__global__ void __launch_bounds__(RSEL_THREADS)
+    k_rsel_gather(int64_t cap, int K, const uint64_t *keys, const int *count, rsel_tok *state,
+                  uint64_t *sel) {
+  sc_dev_pdl_enter();
+  const int t = blockIdx.y;
+  rsel_gather(cap, K, keys, count, &state[t], sel, t);
+}
+
+/* ---- the passes and the gather in one cooperative launch ----
+ *
+ * A launch a pass pays a kernel boundary for each: a decode token over 128k keys took six
+ * passes (four finding the token done and returning, 2.8-2.9 us each), the gather and
+ * the ranks, ~41 of its indexer op's ~63 us under ncu (H100, 2026-12-06,
+ * bench/long-context.md). Here the same grid takes every pass and the gather in one
+ * launch: after a pass a token's blocks meet at its state (rsel_meet), and a token done
+ * leaves the passes at once. Blocks that wait for others are safe only where all of
+ * them hold an SM at once, which a cooperative launch guarantees (a select in one
+ * cluster of 8 blocks a token, session 46, was slower: 8 SMs read the keys). The
+ * counting, the picks and the gather are the passes' own (rsel_count, rsel_gather), so
+ * the same keys are selected. Measured (kernel.indexer, one decode token of model-long's
+ * indexer, H100, 2026-12-07): the op over 131072 keys 47.6-48.1 -> 43.0-43.3 us, over
+ * 32768 keys 35.3-36.1 -> 31.5-31.9; less than the ~19 us the launches cost under ncu,
+ * since in the stream a launch's set-up overlaps the one before. */
+
+/* Token t's blocks after pass p: the last one to finish it has picked the bin (its
+ * `last`) and says so; the others wait until it has. */
+__device__ void rsel_meet(rsel_tok *st, bool last, int p) {
+  __syncthreads(); /* (the picker's threads have written the state) */
+  if (threadIdx.x == 0) {
+    if (last) {
+      __threadfence();
+      atomicExch(&st->passed, p + 1);
+    } else {
+      while (*(volatile int *)&st->passed <= p) __nanosleep(100);
+      __threadfence(); /* (the state's reads after the flag's) */
+    }
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(RSEL_THREADS)
+    k_rsel_coop(int64_t cap, int K, const uint64_t *keys, const int *count, rsel_tok *state,
+                unsigned *hists, uint64_t *sel) {
+  sc_dev_pdl_enter();
+  __shared__ unsigned h[RSEL_BINS];
+  const int t = blockIdx.y;
+  rsel_tok *st = &state[t];
+  unsigned *hist = hists + (size_t)t * RSEL_BINS;
+  int shift = 64;
+  for (int p = 0; p < RSEL_PASSES; p++) {
+    const int width = shift < RSEL_BITS ? shift : RSEL_BITS;
+    shift -= width;
+    const bool last = rsel_count(cap, K, shift, width, p == 0, keys, count, st, hist, h, t);
+    rsel_meet(st, last, p);
+    if (__ldcg(&st->done)) break; /* (the same in every block of the token) */
+  }
+  rsel_gather(cap, K, keys, count, st, sel, t);
 }
 
 /* One block per token: its keys written in position order, as positions / candidates. */
@@ -254,17 +328,28 @@ int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64
   int64_t per = sc_cdiv(2 * (int64_t)c->num_sms, n_tok);
   const int64_t most = sc_cdiv(cap, 4 * RSEL_THREADS);
   per = per > most ? most : per;
-  const dim3 grid((unsigned)(per < 1 ? 1 : per), (unsigned)n_tok);
-  int width = RSEL_BITS, shift = 64;
-  for (int p = 0; p < RSEL_PASSES; p++) {
-    width = shift < RSEL_BITS ? shift : RSEL_BITS;
-    shift -= width;
-    sc_kcuda_launch(c, k_rsel_pass, grid, RSEL_THREADS, 0, cap, K, shift, width, p == 0, keys,
-                    count, state, hists);
-    if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select pass"))) return rc;
+  if (c->topk_coop && n_tok <= c->num_sms) {
+    /* at most one block an SM in all (the grid must be resident at once, and other
+     * kernels, another rank's under MPS among them, may hold part of each SM) */
+    const int64_t fit = c->num_sms / n_tok;
+    const dim3 grid((unsigned)(per < fit ? per : fit), (unsigned)n_tok);
+    rc = sc_kcuda_err(sc_kcuda_launch_coop(c, k_rsel_coop, grid, RSEL_THREADS, 0, cap, K, keys,
+                                           count, state, hists, sel),
+                      "top-K select");
+    if (rc) return rc;
+  } else {
+    const dim3 grid((unsigned)(per < 1 ? 1 : per), (unsigned)n_tok);
+    int width = RSEL_BITS, shift = 64;
+    for (int p = 0; p < RSEL_PASSES; p++) {
+      width = shift < RSEL_BITS ? shift : RSEL_BITS;
+      shift -= width;
+      sc_kcuda_launch(c, k_rsel_pass, grid, RSEL_THREADS, 0, cap, K, shift, width, p == 0, keys,
+                      count, state, hists);
+      if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select pass"))) return rc;
+    }
+    sc_kcuda_launch(c, k_rsel_gather, grid, RSEL_THREADS, 0, cap, K, keys, count, state, sel);
+    if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select gather"))) return rc;
   }
-  sc_kcuda_launch(c, k_rsel_gather, grid, RSEL_THREADS, 0, cap, K, keys, count, state, sel);
-  if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select gather"))) return rc;
   /* ranks when one block a token would leave most SMs idle: at most about two ranking
    * blocks an SM */
   const int rank_blocks = (int)sc_cdiv(K, RANK_KEYS);

@@ -1042,13 +1042,13 @@ static void idx_run(sc_indexer_args a, int32_t first_tok, int32_t n_tok, const i
   G->ops->free(G, b), G->ops->free(G, e), G->ops->free(G, o);
 }
 
-/* idx_run of every token on context k, another CUDA context of the device (the other
- * side of a knob read when a context is created), its buffers from k. */
-static void idx_run_on(sc_kernels *k, sc_indexer_args a, int32_t n_tok, const int32_t *kb,
-                       const int32_t *ke, sc_kcand *out) {
+/* idx_run on context k, another CUDA context of the device (the other side of a knob
+ * read when a context is created), its buffers from k. */
+static void idx_run_on(sc_kernels *k, sc_indexer_args a, int32_t first_tok, int32_t n_tok,
+                       const int32_t *kb, const int32_t *ke, sc_kcand *out) {
   sc_kernels *was = G;
   G = k;
-  idx_run(a, 0, n_tok, kb, ke, out);
+  idx_run(a, first_tok, n_tok, kb, ke, out);
   G = was;
 }
 
@@ -1072,6 +1072,10 @@ static sc_kernels *G_nofew;
  * (SPARSECP_INDEXER_SHARE=2, =4; by default four over bf16 keys, two over fp8_index
  * keys): they must pick alike too */
 static sc_kernels *G_share[2];
+/* ... and one whose radix select (tokens fewer than half the SMs, several chunks each)
+ * takes a launch a pass (SPARSECP_TOPK_COOP=0) where the default takes every pass and the
+ * gather in one cooperative launch */
+static sc_kernels *G_nocoop;
 
 /* distinct > 0: only that many distinct key rows (row i repeats row i % distinct), so
  * many keys tie exactly and the lower positions must win at the K-th. */
@@ -1138,7 +1142,7 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
           "tokens in the format's units (keys_shared) pick differently from one a unit");
     for (int u = 0; u < 2; u++) {
       if (G_share[u] == NULL) continue;
-      idx_run_on(G_share[u], h, n_tok, rb, re, merged);
+      idx_run_on(G_share[u], h, 0, n_tok, rb, re, merged);
       CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
             "tokens in %s (keys_shared) pick differently from one a unit", u ? "fours" : "pairs");
     }
@@ -1188,8 +1192,13 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
               merged, "f32 keys holding the fp8_index keys' dequantized values");
     free(kd);
   }
+  if (G_nocoop != NULL) {
+    idx_run_on(G_nocoop, a, 0, n_tok, rb, re, merged);
+    CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
+          "the radix select a launch a pass picks differently from one cooperative launch");
+  }
   if (heads <= 8 && G_nofew != NULL) { /* (head rows below 16: the fused tile) */
-    idx_run_on(G_nofew, a, n_tok, rb, re, merged);
+    idx_run_on(G_nofew, a, 0, n_tok, rb, re, merged);
     CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
           "the few-heads tile picks differently from sums through shared memory");
   }
@@ -1198,6 +1207,11 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     idx_run(a, picks[i], 1, rb, re, one);
     CHECK(memcmp(one, full + picks[i] * per, sizeof(sc_kcand) * per) == 0,
           "token %d alone picks differently than among %d tokens", picks[i], n_tok);
+    if (G_nocoop != NULL) { /* (a token alone: the radix select over up to an SM's worth) */
+      idx_run_on(G_nocoop, a, picks[i], 1, rb, re, one);
+      CHECK(memcmp(one, full + picks[i] * per, sizeof(sc_kcand) * per) == 0,
+            "token %d alone picks differently a launch a pass", picks[i]);
+    }
     /* the caller's bound of a token's keys shapes the launch only (fewer chunks): a true
      * bound, and one far too small, pick the same */
     const int32_t bounds[2] = {L, 100};
@@ -1251,6 +1265,7 @@ static void case_indexer_invariance(void) {
   G_nofew = context_with("SPARSECP_INDEXER_FEW", "0");
   G_share[0] = context_with("SPARSECP_INDEXER_SHARE", "2");
   G_share[1] = context_with("SPARSECP_INDEXER_SHARE", "4");
+  G_nocoop = context_with("SPARSECP_TOPK_COOP", "0");
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 64, 256, 600, 0, 0);
@@ -1288,6 +1303,7 @@ static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_F32, 2, 64, 300, 600, 7, 0);
   indexer_invariance_case(SC_KFMT_BF16, 6, 64, 128, 600, 0, 0);
   if (G_nofew) sc_kernels_destroy(G_nofew);
+  if (G_nocoop) sc_kernels_destroy(G_nocoop), G_nocoop = NULL;
   for (int u = 0; u < 2; u++)
     if (G_share[u]) sc_kernels_destroy(G_share[u]), G_share[u] = NULL;
   G_nofew = NULL;
