@@ -22,7 +22,9 @@
  *     against all of the token's K (a key's slot is the count of keys at lower
  *     positions), many blocks a token: when this step was a sort by score, one block's
  *     bitonic sort of 2048 keys took 15.3 us of a decode token's ~60 us at 128k keys,
- *     the ranks in 32 blocks 6.9 us (ncu, H200, 2026-12-04); the op 57 -> 50 us.
+ *     the ranks in 32 blocks 6.9 us (ncu, H200, 2026-12-04); the op 57 -> 50 us. The
+     ranks run in the cooperative launch when it runs (after a meet of the token's
+     blocks), else in a launch of their own (k_rsel_rank).
  * Keys are distinct (positions are), so the selection is exact and the result (in
  * position order) does not depend on how the keys were split over chunks, blocks or
  * launches: layout invariance needs nothing more (SPEC.md §8). */
@@ -32,6 +34,7 @@
 #define RSEL_BITS 11
 #define RSEL_BINS (1 << RSEL_BITS)
 #define RSEL_PASSES 6 /* 5 x 11 + 9 bits */
+#define RSEL_BATCH 4  /* keys a thread loads at once (rsel_each_key) */
 #define RSEL_WRITE_THREADS 512
 #define RANK_KEYS 64 /* keys a ranking block places: two a lane of each warp */
 static_assert(RANK_KEYS == 64 && RSEL_THREADS >= RANK_KEYS && RSEL_THREADS % 32 == 0,
@@ -47,6 +50,7 @@ typedef struct rsel_tok {
   int ticket;                      /* blocks of the current pass that have finished */
   int taken;                       /* gather: keys written so far */
   int passed;                      /* k_rsel_coop: passes whose bin is picked */
+  int gathered;                    /* k_rsel_coop: blocks done with the gather */
 } rsel_tok;
 
 /* Scratch layout: count int [n_tok] (padded to 16 bytes), rsel_tok [n_tok], hist uint32
@@ -127,6 +131,25 @@ __device__ void rsel_pick(rsel_tok *st, unsigned *hist, unsigned *h, int K, int 
   if (threadIdx.x == 0) st->ticket = 0;
 }
 
+/* f(key) for each of this block's share of a token's n keys at kt (0 for a lane past n:
+ * whole warps stay in the loop, so that a warp's collectives in f see every lane). A
+ * thread loads RSEL_BATCH keys before f sees any: one wait for them where a loop of one
+ * key a turn waited once per key (a decode token over 128k keys gives a thread of a
+ * one-block-an-SM grid about four). Through L1: a block reads the same share in every
+ * pass and in the gather. */
+template <typename F>
+__device__ inline void rsel_each_key(const uint64_t *kt, int n, F f) {
+  const int stride = gridDim.x * RSEL_THREADS;
+  for (int i0 = blockIdx.x * RSEL_THREADS; i0 < n; i0 += RSEL_BATCH * stride) {
+    const int i = i0 + (int)threadIdx.x;
+    uint64_t kb[RSEL_BATCH];
+#pragma unroll
+    for (int r = 0; r < RSEL_BATCH; r++) kb[r] = i + r * stride < n ? kt[i + r * stride] : 0;
+#pragma unroll
+    for (int r = 0; r < RSEL_BATCH; r++) f(kb[r]);
+  }
+}
+
 /* One pass of token t over this block's share of its keys: the digit at shift (width
  * bits) of every key that matches the token's prefix, counted in h (shared
  * [RSEL_BINS]) and added to the token's histogram; the last block of the pass to finish
@@ -140,18 +163,13 @@ __device__ bool rsel_count(int64_t cap, int K, int shift, int width, bool first,
   const unsigned long long prefix = __ldcg(&st->prefix), mask = __ldcg(&st->mask);
   for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS) h[b] = 0;
   __syncthreads();
-  const int n = count[t];
-  const uint64_t *kt = keys + (int64_t)t * cap;
-  const int stride = gridDim.x * RSEL_THREADS;
-  /* whole warps stay in the loop, so that equal bins are counted once per warp */
-  for (int i0 = blockIdx.x * RSEL_THREADS; i0 < n; i0 += stride) {
-    const int i = i0 + threadIdx.x;
-    const uint64_t key = i < n ? kt[i] : 0;
+  /* equal bins counted once a warp */
+  rsel_each_key(keys + (int64_t)t * cap, count[t], [&](uint64_t key) {
     const bool in = key != 0 && (key & mask) == prefix;
     const int bin = in ? (int)((key >> shift) & ((1u << width) - 1u)) : -1;
     const unsigned peers = __match_any_sync(0xffffffffu, bin);
     if (in && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&h[bin], __popc(peers));
-  }
+  });
   __syncthreads();
   for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS)
     if (h[b]) atomicAdd(&hist[b], h[b]);
@@ -170,15 +188,10 @@ __device__ bool rsel_count(int64_t cap, int K, int shift, int width, bool first,
 __device__ void rsel_gather(int64_t cap, int K, const uint64_t *keys, const int *count,
                             rsel_tok *st, uint64_t *sel, int t) {
   const unsigned long long prefix = __ldcg(&st->prefix), mask = __ldcg(&st->mask);
-  const int n = count[t];
-  const uint64_t *kt = keys + (int64_t)t * cap;
-  const int stride = gridDim.x * RSEL_THREADS;
-  for (int i0 = blockIdx.x * RSEL_THREADS; i0 < n; i0 += stride) {
-    const int i = i0 + threadIdx.x;
-    const uint64_t key = i < n ? kt[i] : 0;
+  rsel_each_key(keys + (int64_t)t * cap, count[t], [&](uint64_t key) {
     const int slot = warp_take_slot(&st->taken, key != 0 && (key & mask) >= prefix);
     if (slot >= 0 && slot < K) sel[(int64_t)t * K + slot] = key;
-  }
+  });
 }
 
 __global__ void __launch_bounds__(RSEL_THREADS)
@@ -199,6 +212,55 @@ __global__ void __launch_bounds__(RSEL_THREADS)
   sc_dev_pdl_enter();
   const int t = blockIdx.y;
   rsel_gather(cap, K, keys, count, &state[t], sel, t);
+}
+
+/* Ranks, the step after the gather when a step has few tokens: RANK_KEYS keys of token
+ * t's selection `all` (n of them, in shared memory), from `first`: the slot of a key is
+ * the count of the token's keys at lower positions (positions are distinct, so the slots
+ * are those of k_rsel_write's order). Each warp counts over its eighth of the keys, the
+ * warps' counts are added in a fixed order. Slots from the token's key count to K get
+ * none, as k_rsel_write writes them. part: shared [RSEL_THREADS / 32][RANK_KEYS]. */
+__device__ void rsel_rank_keys(const uint64_t *all, int n, int K, int first, int64_t t,
+                               int (*part)[RANK_KEYS], int32_t *out_pos, sc_kcand *out_cand) {
+  constexpr int warps = RSEL_THREADS / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint64_t x0 = first + lane < n ? all[first + lane] : 0;
+  const uint64_t x1 = first + 32 + lane < n ? all[first + 32 + lane] : 0;
+  const int per = (n + warps - 1) / warps, lo = warp * per, hi = lo + per < n ? lo + per : n;
+  int r0 = 0, r1 = 0;
+  const int32_t p0 = sc_dev_topk_pos(x0), p1 = sc_dev_topk_pos(x1);
+  for (int j = lo; j < hi; j++) {
+    const int32_t p = sc_dev_topk_pos(all[j]);
+    r0 += p < p0;
+    r1 += p < p1;
+  }
+  part[warp][lane] = r0;
+  part[warp][32 + lane] = r1;
+  __syncthreads();
+  if (threadIdx.x < RANK_KEYS && first + (int)threadIdx.x < K) {
+    const int i = first + (int)threadIdx.x;
+    int slot = i; /* past the token's keys: an empty slot of its own */
+    uint64_t key = 0;
+    if (i < n) {
+      slot = 0;
+      for (int w = 0; w < warps; w++) slot += part[w][threadIdx.x];
+      key = all[i];
+    }
+    const sc_kcand c = sc_dev_topk_cand(key);
+    if (out_pos) out_pos[t * K + slot] = c.pos;
+    if (out_cand) out_cand[t * K + slot] = c;
+  }
+  __syncthreads(); /* (part is read before the next call's writes) */
+}
+
+/* Token t's selection (the gather's, its first min(taken, K) of sel), into shared `all`;
+ * returns how many. */
+__device__ int rsel_stage_sel(int K, const rsel_tok *st, const uint64_t *sel, int64_t t,
+                              uint64_t *all) {
+  const int taken = __ldcg(&st->taken), n = taken < K ? taken : K;
+  for (int i = threadIdx.x; i < n; i += RSEL_THREADS) all[i] = __ldcg(&sel[t * K + i]);
+  __syncthreads();
+  return n;
 }
 
 /* ---- the passes and the gather in one cooperative launch ----
@@ -233,11 +295,36 @@ __device__ void rsel_meet(rsel_tok *st, bool last, int p) {
   __syncthreads();
 }
 
+/* Token t's blocks after the gather: each says it is done, and a block that ranks waits
+ * for all of them (the others leave). */
+__device__ void rsel_gathered(rsel_tok *st, bool wait) {
+  __syncthreads(); /* (every thread's keys are in sel) */
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(&st->gathered, 1);
+    if (wait) {
+      while (*(volatile int *)&st->gathered < (int)gridDim.x) __nanosleep(100);
+      __threadfence(); /* (sel's reads after the count's) */
+    }
+  }
+  __syncthreads();
+}
+
+/* The passes and the gather of token blockIdx.y; with `rank`, also the ranks (when
+ * k_rsel_rank would follow: the step has few tokens), the selection staged in dynamic
+ * shared memory [K], a block taking the RANK_KEYS-key pieces blockIdx.x, + gridDim.x, ...
+ * A kernel boundary less: k_rsel_rank took 6.2 us beside the cooperative launch's 21.7
+ * under ncu for a decode token over 128k keys; with the ranks here (and rsel_each_key's batches)
+ * its indexer op over bf16 keys took 38.2-38.3 us against 40.4-40.6 (H100, 2026-12-07,
+ * bench/long-context.md). */
 __global__ void __launch_bounds__(RSEL_THREADS)
     k_rsel_coop(int64_t cap, int K, const uint64_t *keys, const int *count, rsel_tok *state,
-                unsigned *hists, uint64_t *sel) {
+                unsigned *hists, uint64_t *sel, bool rank, int32_t *out_pos,
+                sc_kcand *out_cand) {
   sc_dev_pdl_enter();
+  extern __shared__ __align__(16) unsigned char smem[];
   __shared__ unsigned h[RSEL_BINS];
+  __shared__ int part[RSEL_THREADS / 32][RANK_KEYS];
   const int t = blockIdx.y;
   rsel_tok *st = &state[t];
   unsigned *hist = hists + (size_t)t * RSEL_BINS;
@@ -250,6 +337,14 @@ __global__ void __launch_bounds__(RSEL_THREADS)
     if (__ldcg(&st->done)) break; /* (the same in every block of the token) */
   }
   rsel_gather(cap, K, keys, count, st, sel, t);
+  if (!rank) return;
+  const int pieces = (K + RANK_KEYS - 1) / RANK_KEYS;
+  rsel_gathered(st, (int)blockIdx.x < pieces);
+  if ((int)blockIdx.x >= pieces) return;
+  uint64_t *all = (uint64_t *)smem; /* [K] */
+  const int n = rsel_stage_sel(K, st, sel, t, all);
+  for (int piece = blockIdx.x; piece < pieces; piece += gridDim.x)
+    rsel_rank_keys(all, n, K, piece * RANK_KEYS, t, part, out_pos, out_cand);
 }
 
 /* One block per token: its keys written in position order, as positions / candidates. */
@@ -271,10 +366,7 @@ static_assert(POS_WORDS % RSEL_WRITE_THREADS == 0,
 static_assert(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX + POS_SMEM <= SC_KCUDA_SMEM_MAX,
               "k_rsel_write's shared memory");
 
-/* RANK_KEYS keys of token blockIdx.y's selection, from blockIdx.x * RANK_KEYS: the slot
- * of a key is the count of the token's keys at lower positions (positions are
- * distinct, so the slots are those of k_rsel_write's order). Each warp counts over its
- * eighth of the keys, the warps' counts are added in a fixed order. Slots from the token's key count to K get none, as k_rsel_write writes them. */
+/* RANK_KEYS keys of token blockIdx.y's selection from blockIdx.x * RANK_KEYS. */
 __global__ void __launch_bounds__(RSEL_THREADS)
     k_rsel_rank(int K, const rsel_tok *state, const uint64_t *sel, int32_t *out_pos,
                 sc_kcand *out_cand) {
@@ -283,36 +375,8 @@ __global__ void __launch_bounds__(RSEL_THREADS)
   uint64_t *all = (uint64_t *)smem; /* [n] */
   __shared__ int part[RSEL_THREADS / 32][RANK_KEYS];
   const int64_t t = blockIdx.y;
-  const int n = state[t].taken < K ? state[t].taken : K;
-  for (int i = threadIdx.x; i < n; i += RSEL_THREADS) all[i] = sel[t * K + i];
-  __syncthreads();
-  constexpr int warps = RSEL_THREADS / 32;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, first = blockIdx.x * RANK_KEYS;
-  const uint64_t x0 = first + lane < n ? all[first + lane] : 0;
-  const uint64_t x1 = first + 32 + lane < n ? all[first + 32 + lane] : 0;
-  const int per = (n + warps - 1) / warps, lo = warp * per, hi = lo + per < n ? lo + per : n;
-  int r0 = 0, r1 = 0;
-  const int32_t p0 = sc_dev_topk_pos(x0), p1 = sc_dev_topk_pos(x1);
-  for (int j = lo; j < hi; j++) {
-    const int32_t p = sc_dev_topk_pos(all[j]);
-    r0 += p < p0;
-    r1 += p < p1;
-  }
-  part[warp][lane] = r0;
-  part[warp][32 + lane] = r1;
-  __syncthreads();
-  if (threadIdx.x >= RANK_KEYS || first + (int)threadIdx.x >= K) return;
-  const int i = first + (int)threadIdx.x;
-  int slot = i; /* past the token's keys: an empty slot of its own */
-  uint64_t key = 0;
-  if (i < n) {
-    slot = 0;
-    for (int w = 0; w < warps; w++) slot += part[w][threadIdx.x];
-    key = all[i];
-  }
-  const sc_kcand c = sc_dev_topk_cand(key);
-  if (out_pos) out_pos[t * K + slot] = c.pos;
-  if (out_cand) out_cand[t * K + slot] = c;
+  const int n = rsel_stage_sel(K, &state[t], sel, t, all);
+  rsel_rank_keys(all, n, K, blockIdx.x * RANK_KEYS, t, part, out_pos, out_cand);
 }
 
 int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64_t *keys,
@@ -328,15 +392,26 @@ int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64
   int64_t per = sc_cdiv(2 * (int64_t)c->num_sms, n_tok);
   const int64_t most = sc_cdiv(cap, 4 * RSEL_THREADS);
   per = per > most ? most : per;
+  /* ranks when one block a token would leave most SMs idle: at most about two ranking
+   * blocks an SM */
+  const int rank_blocks = (int)sc_cdiv(K, RANK_KEYS);
+  const bool rank = (int64_t)n_tok * rank_blocks <= 2 * (int64_t)c->num_sms;
+  const size_t all = sizeof(uint64_t) * (size_t)K; /* a token's selection, staged */
   if (c->topk_coop && n_tok <= c->num_sms) {
     /* at most one block an SM in all (the grid must be resident at once, and other
      * kernels, another rank's under MPS among them, may hold part of each SM) */
     const int64_t fit = c->num_sms / n_tok;
     const dim3 grid((unsigned)(per < fit ? per : fit), (unsigned)n_tok);
-    rc = sc_kcuda_err(sc_kcuda_launch_coop(c, k_rsel_coop, grid, RSEL_THREADS, 0, cap, K, keys,
-                                           count, state, hists, sel),
+    if (rank && (rc = sc_kcuda_err(cudaFuncSetAttribute(
+                                       k_rsel_coop, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX)),
+                                   "top-K select smem")))
+      return rc;
+    rc = sc_kcuda_err(sc_kcuda_launch_coop(c, k_rsel_coop, grid, RSEL_THREADS, rank ? all : 0,
+                                           cap, K, keys, count, state, hists, sel, rank, out_pos,
+                                           out_cand),
                       "top-K select");
-    if (rc) return rc;
+    if (rc || rank) return rc;
   } else {
     const dim3 grid((unsigned)(per < 1 ? 1 : per), (unsigned)n_tok);
     int width = RSEL_BITS, shift = 64;
@@ -350,11 +425,7 @@ int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64
     sc_kcuda_launch(c, k_rsel_gather, grid, RSEL_THREADS, 0, cap, K, keys, count, state, sel);
     if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select gather"))) return rc;
   }
-  /* ranks when one block a token would leave most SMs idle: at most about two ranking
-   * blocks an SM */
-  const int rank_blocks = (int)sc_cdiv(K, RANK_KEYS);
-  if ((int64_t)n_tok * rank_blocks <= 2 * (int64_t)c->num_sms) {
-    const size_t all = sizeof(uint64_t) * (size_t)K;
+  if (rank) {
     rc = sc_kcuda_err(cudaFuncSetAttribute(k_rsel_rank, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            (int)(sizeof(uint64_t) * SC_KCUDA_TOPK_MAX)),
                       "top-K rank smem");
