@@ -298,9 +298,9 @@ __device__ void rsel_meet(rsel_tok *st, bool last, int p) {
 /* Token t's blocks after the gather: each says it is done, and a block that ranks waits
  * for all of them (the others leave). */
 __device__ void rsel_gathered(rsel_tok *st, bool wait) {
-  __syncthreads(); /* (every thread's keys are in sel) */
+  __threadfence(); /* each thread's keys in sel before the block's arrival */
+  __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
     atomicAdd(&st->gathered, 1);
     if (wait) {
       while (*(volatile int *)&st->gathered < (int)gridDim.x) __nanosleep(100);
