@@ -1,0 +1,60 @@
+#!/bin/bash
+# run9.sh (session 51; prepared, not run): fused.patch, the indexer's scoring and radix
+# select in one cooperative launch for few tokens of few heads over long ranges
+# (k_idx_fused, cuda_indexer_fused.cu), against main. Why: a decode token over 128k keys
+# cost ~38 us a layer in three kernels (ncu: scoring 17 us at a third of the HBM rate,
+# the select 22, session 51's c5), and issue 18's TPOT at 128k stays 1.32-1.33x the
+# 64-token one (c6). Estimate: ~20 us a layer, TPOT ratio ~1.2. Staged by build9.sh
+# (.devrun/m: main; .devrun/f: main + fused.patch). Call with carry [".devrun"] and
+# PART "1 2 3" (~6 min), then PART "4 5" (~5 min):
+#  1. f's test_gpu_kernels, all of it (every indexer case over 4 heads x 64 also runs the
+#     batch with the caller's bound, the fused path where it fits, against the unfused
+#     picks; three new cases of 5 and 8 tokens wrap the ring of stages);
+#  2. PyTorch's indexer, then kernel.indexer of m, f and f with SPARSECP_INDEXER_FUSED=0
+#     alternating twice (the one-token rows over 32k / 128k keys, whose bound the bench
+#     passes, take the fused path; the 64-head rows must not move);
+#  3. bench e2e over bf16 rows, m and f alternating twice (TPOT at 32k / 128k);
+#  4. memcheck of f's indexer cases;
+#  5. run --verify of model-long's two 8k prompts at P2 N2 over NCCL and over ipc under
+#     MPS (decode steps over 8k keys take the fused path beside other ranks' kernels),
+#     test_gpu_graphs, test_gpu_nccl, test_gpu_ipc under MPS.
+. bench/device_common.sh
+if has 1; then
+  timeout 300 .devrun/f/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1
+  echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"
+  grep -E "FAIL|not ok" "$OUT/test_kernels.log" | cut -c1-200 | head -30
+  lap tests
+fi
+if has 2; then
+  torch_indexer
+  for r in 1 2; do
+    indexer_env m main$r
+    indexer_env f fused$r
+    indexer_env f unfused$r SPARSECP_INDEXER_FUSED=0
+  done
+  lap probes
+fi
+if has 3; then
+  for r in 1 2; do
+    for side in m f; do
+      timeout 100 .devrun/$side/sparsecp bench e2e --device cuda --kv-format bf16 --json \
+        > "$OUT/e2e-$side$r.json" 2> "$OUT/e2e-$side$r.err"
+      echo "e2e $side $r rc=$?"; show_e2e "$OUT/e2e-$side$r.json" | grep -E "tpot |ttft"
+    done
+  done
+  lap e2e
+fi
+if has 4; then
+  BIN=.devrun/f MC_T=${MC_T:-240} memcheck_indexer
+  lap memcheck
+fi
+if has 5; then
+  BIN=.devrun/f verify_long8k
+  timeout 150 .devrun/f/sparsecp run --device cuda --pcp 2 --dcp 2 --mps on --collectives ipc \
+    --kv-format bf16 --verify --model examples/model-long.json --token-budget 16384 \
+    --max-model-len 8320 --num-blocks 1024 --requests "$OUT/req8k.jsonl" > "$OUT/verify-long-ipc.log" 2>&1
+  echo "verify P2 N2 ipc MPS model-long bf16 8k rc=$? $(grep -E 'verify|error' "$OUT/verify-long-ipc.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+  other_gpu_tests .devrun/f
+  lap checks
+fi
+cd "$OUT" && tar czf all.tgz *.json *.jsonl *.log *.err 2>/dev/null; rm -f *.json *.jsonl *.log *.err
