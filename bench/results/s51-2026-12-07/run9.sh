@@ -7,9 +7,9 @@
 # 64-token one (c6). Estimate: ~20 us a layer, TPOT ratio ~1.2. Staged by build9.sh
 # (.devrun/m: main; .devrun/f: main + fused.patch). Call with carry [".devrun"] and
 # PART "1 2 3" (~6 min), then PART "4 5" (~5 min):
-#  1. f's test_gpu_kernels, all of it (every indexer case over 4 heads x 64 also runs the
-#     batch with the caller's bound, the fused path where it fits, against the unfused
-#     picks; three new cases of 5 and 8 tokens wrap the ring of stages);
+#  1. f's test_gpu_kernels, all of it (every indexer case of at most 8 heads also runs
+#     the batch with the caller's bound, the fused path where it fits, against the
+#     unfused picks; three new cases of 5, 8 and 16 tokens);
 #  2. PyTorch's indexer, then kernel.indexer of m, f and f with SPARSECP_INDEXER_FUSED=0
 #     alternating twice (the one-token rows over 32k / 128k keys, whose bound the bench
 #     passes, take the fused path; the 64-head rows must not move);
