@@ -23,8 +23,8 @@
  *     positions), many blocks a token: when this step was a sort by score, one block's
  *     bitonic sort of 2048 keys took 15.3 us of a decode token's ~60 us at 128k keys,
  *     the ranks in 32 blocks 6.9 us (ncu, H200, 2026-12-04); the op 57 -> 50 us. The
-     ranks run in the cooperative launch when it runs (after a meet of the token's
-     blocks), else in a launch of their own (k_rsel_rank).
+ *     ranks run in the cooperative launch when it runs (after a meet of the token's
+ *     blocks), else in a launch of their own (k_rsel_rank).
  * Keys are distinct (positions are), so the selection is exact and the result (in
  * position order) does not depend on how the keys were split over chunks, blocks or
  * launches: layout invariance needs nothing more (SPEC.md §8). */
