@@ -277,6 +277,7 @@ typedef struct step_ctx {
   int32_t nl;   /* rows whose logits are taken (step_prepare) */
   int32_t nf;   /* tokens of this rank taken from the step before (step_prepare) */
   const upload_area *up; /* where step_prepare put the step's index arrays (ix) */
+  uint64_t upload_ns, keys_ns; /* step_prepare's host time queueing them and the key list */
   /* B_AO holds a sublayer's output not yet added to the residual stream B_X: the next
    * sublayer adds it as it norms x (add_rmsnorm, one launch), the last one after the
    * layers (sublayer_in, residual_flush) */
@@ -894,16 +895,21 @@ static int step_prepare(step_ctx *s) {
       [U_WSB] = {m->tok_ws_base, Tp}, [U_BT] = {bt_host, bt_n},
       [U_FAT] = {fat, (size_t)s->nf}, [U_FROW] = {frow, (size_t)s->nf}};
   const bool one_copy = !s->has_prefill && m->num_chunks == 0; /* decode rows only */
+  const uint64_t u0 = sc_now_ns();
   CK(upload_all(s, &f->up[one_copy ? 0 : 1], up, one_copy),
      "forward: cannot upload the step's index arrays");
+  s->upload_ns = sc_now_ns() - u0;
   int32_t *kslot = ensure(f, I_KSLOT, key_list_bytes(m->num_keys), &rc);
   int32_t *kpos = ensure(f, I_KPOS, key_list_bytes(m->num_keys), &rc);
   /* the cache key list (1 MB a step at a 128k context) is filled on the kernels' side */
-  if (rc == 0 && m->num_keys > 0)
+  if (rc == 0 && m->num_keys > 0) {
+    const uint64_t k0 = sc_now_ns();
     rc = f->k->ops->cache_keys(f->k, m->num_key_ranges, m->num_keys, ix(s, U_KRREQ),
                                ix(s, U_KRB), ix(s, U_KRE), ix(s, U_BT), s->bt_w,
                                f->pc.block_size, f->pc.dcp, f->pc.interleave,
                                m->coords.dcp_rank, kpos, kslot);
+    s->keys_ns = sc_now_ns() - k0;
+  }
   int32_t *ssrc = ensure(f, I_SSRC, (size_t)sum_s * sizeof(int32_t), &rc);
   int32_t *deint = ensure(f, I_DEINT, (size_t)sum_e * sizeof(int32_t), &rc);
   int32_t *ckpos = ensure(f, I_CKPOS, (size_t)sum_e * sizeof(int32_t), &rc);
@@ -1190,7 +1196,8 @@ static int forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *
   if ((rc = step_download(s))) goto out;
   sc_step_prof_end(&f->prof);
   t[3] = sc_now_ns();
-  f->host = (sc_forward_host){.prepare_ns = t[1] - t[0], .compute_ns = t[2] - t[1],
+  f->host = (sc_forward_host){.prepare_ns = t[1] - t[0], .upload_ns = s->upload_ns,
+                              .keys_ns = s->keys_ns, .compute_ns = t[2] - t[1],
                               .download_ns = t[3] - t[2], .replayed = f->replays != replays};
 out:
   f->last_step = in->step;

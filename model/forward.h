@@ -109,10 +109,11 @@ int sc_forward_finish(sc_forward *f, sc_diag *d);
 int sc_forward_profile(const sc_forward *f, uint64_t ns[SC_STAGE_COUNT], uint64_t *span);
 
 /* Where the host's time went while queueing the last step that was queued without a
- * failure: its buffers and uploads (step_prepare), its compute (every op queued, or one
- * replay), its logits reads; and whether the compute was a replay. */
+ * failure: its buffers and uploads (step_prepare; of it, queueing the index arrays'
+ * upload and the cache key list's fill), its compute (every op queued, or one replay),
+ * its logits reads; and whether the compute was a replay. */
 typedef struct sc_forward_host {
-  uint64_t prepare_ns, compute_ns, download_ns;
+  uint64_t prepare_ns, upload_ns, keys_ns, compute_ns, download_ns;
   bool replayed;
 } sc_forward_host;
 sc_forward_host sc_forward_host_profile(const sc_forward *f);

@@ -295,10 +295,12 @@ static void report_profile(executor *e, const run_slot *rs, uint64_t wall_ns,
   char line[768];
   const sc_forward_host h = sc_engine_host_profile(e->ctx->engine);
   int len = snprintf(line, sizeof line, "rank %d: step %llu: %.3f ms (device %.3f ms, queued in "
-                     "%.3f ms: prepare %.3f, compute %.3f%s, download %.3f; %.3f ms after the "
-                     "previous step):", e->ctx->rank, (unsigned long long)p->step,
-                     (double)wall_ns * 1e-6, (double)span * 1e-6, (double)rs->queue_ns * 1e-6,
-                     (double)h.prepare_ns * 1e-6, (double)h.compute_ns * 1e-6,
+                     "%.3f ms: prepare %.3f (index uploads %.3f, key list %.3f), compute %.3f%s, "
+                     "download %.3f; %.3f ms after the previous step):", e->ctx->rank,
+                     (unsigned long long)p->step, (double)wall_ns * 1e-6, (double)span * 1e-6,
+                     (double)rs->queue_ns * 1e-6, (double)h.prepare_ns * 1e-6,
+                     (double)h.upload_ns * 1e-6, (double)h.keys_ns * 1e-6,
+                     (double)h.compute_ns * 1e-6,
                      h.replayed ? " (replayed)" : "", (double)h.download_ns * 1e-6,
                      (double)rs->gap_ns * 1e-6);
   for (int i = 0; i < SC_STAGE_COUNT && len > 0 && (size_t)len < sizeof line; i++)
