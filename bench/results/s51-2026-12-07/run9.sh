@@ -17,7 +17,11 @@
 #  4. memcheck of f's indexer cases;
 #  5. run --verify of model-long's two 8k prompts at P2 N2 over NCCL and over ipc under
 #     MPS (decode steps over 8k keys take the fused path beside other ranks' kernels),
-#     test_gpu_graphs, test_gpu_nccl, test_gpu_ipc under MPS.
+#     test_gpu_graphs, test_gpu_nccl, test_gpu_ipc under MPS;
+#  6. (with PART 4 5 or after) f's profiled steps at a 64-token and a 128k context, as
+#     run5.sh PART 1: the fused 128k step's indexer stage, and the host's prepare split
+#     into the index arrays' upload and the key list's fill (issue 20: 0.21 ms of prepare
+#     a CUDA decode step against 0.002 on the CPU backend, session 51's c4).
 . bench/device_common.sh
 if has 1; then
   timeout 300 .devrun/f/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1
@@ -56,5 +60,17 @@ if has 5; then
   echo "verify P2 N2 ipc MPS model-long bf16 8k rc=$? $(grep -E 'verify|error' "$OUT/verify-long-ipc.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
   other_gpu_tests .devrun/f
   lap checks
+fi
+if has 6; then
+  for ctx in 64 131072; do
+    printf '{"prompt_len": %d, "max_tokens": 192, "seed": 7}\n' $ctx > "$OUT/req-$ctx.jsonl"
+    SPARSECP_LOG=info timeout 150 .devrun/f/sparsecp run --device cuda --pcp 1 --dcp 1 --profile \
+      --model examples/model-long.json --kv-format bf16 --token-budget 131072 \
+      --max-model-len 131392 --num-blocks 8400 --requests "$OUT/req-$ctx.jsonl" > "$OUT/prof-$ctx.log" 2>&1
+    echo "profile $ctx rc=$?"
+    grep -E "rank 0: step" "$OUT/prof-$ctx.log" | tail -3 | sed 's/^.*rank 0/rank 0/' | cut -c1-380
+    grep -E "cuda: +[0-9]" "$OUT/prof-$ctx.log" | head -12 | sed 's/^.*cuda:/cuda:/' | cut -c1-150
+  done
+  lap profile
 fi
 cd "$OUT" && tar czf all.tgz *.json *.jsonl *.log *.err 2>/dev/null; rm -f *.json *.jsonl *.log *.err
