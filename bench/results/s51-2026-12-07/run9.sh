@@ -24,6 +24,11 @@
 #     a CUDA decode step against 0.002 on the CPU backend, session 51's c4).
 . bench/device_common.sh
 if has 1; then
+  # (first a smoke test of a minute at most: the one-token rows over 32k and 128k keys
+  # take the fused path; a fused kernel whose blocks never meet would hang here, not for
+  # the tests' five minutes)
+  indexer_env f smoke SC_BENCH_INDEXER_TOKENS=1
+  [ -s "$OUT/idx-smoke.json" ] || { echo "smoke failed: stopping"; exit 1; }
   timeout 300 .devrun/f/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1
   echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"
   grep -E "FAIL|not ok" "$OUT/test_kernels.log" | cut -c1-200 | head -30
