@@ -8,8 +8,9 @@
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, indexer_env, gpu_tests, verify_p2n2,
-#    verify_long8k, other_gpu_tests, torch_indexer,
-#    indexer_tests, memcheck_indexer, ipc_test_mps, flashmla_anchor,
+#    verify_long8k, verify_long8k_ipc, e2e_bf16_alternating, profile_long, other_gpu_tests,
+#    torch_indexer,
+#    indexer_tests, kernel_tests_all, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
 #    attn_alternating, attn8_alternating, attn_env_alternating, ncu_src, ncu_attn).
 set -u
@@ -173,6 +174,42 @@ verify_long8k() {
   echo "verify P2 N2 model-long bf16 8k rc=$? $(grep -E 'verify|error' "$OUT/verify-long.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
 }
 
+# verify_long8k_ipc: verify_long8k's requests (it writes them: run it first) at P2 N2
+# over ipc under an MPS server of the cluster's own (four processes' kernels beside one
+# another), binaries in BIN (default .devrun).
+verify_long8k_ipc() {
+  timeout 150 ${BIN:-.devrun}/sparsecp run --device cuda --pcp 2 --dcp 2 --mps on --collectives ipc \
+    --kv-format bf16 --verify --model examples/model-long.json --token-budget 16384 \
+    --max-model-len 8320 --num-blocks 1024 --requests "$OUT/req8k.jsonl" > "$OUT/verify-long-ipc.log" 2>&1
+  echo "verify P2 N2 ipc MPS model-long bf16 8k rc=$? $(grep -E 'verify|error' "$OUT/verify-long-ipc.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+}
+
+# e2e_bf16_alternating ROUNDS SIDES: `bench e2e --device cuda --kv-format bf16` of
+# .devrun/SIDE/sparsecp for each side of SIDES in turn, ROUNDS times, in
+# $OUT/e2e-SIDEROUND.json, their TTFT and TPOT printed.
+e2e_bf16_alternating() {
+  local r side
+  for ((r = 1; r <= $1; r++)); do for side in $2; do
+    timeout 100 .devrun/$side/sparsecp bench e2e --device cuda --kv-format bf16 --json \
+      > "$OUT/e2e-$side$r.json" 2> "$OUT/e2e-$side$r.err"
+    echo "e2e $side $r rc=$?"; show_e2e "$OUT/e2e-$side$r.json" | grep -E "tpot |ttft"
+  done; done
+}
+
+# profile_long BIN CONTEXT: `run --profile` of model-long over bf16 rows at P1 N1, one
+# request of a CONTEXT-token prompt and 192 new tokens, SPARSECP_LOG=info, with BIN's
+# sparsecp, in $OUT/prof-CONTEXT.log: its last profiled steps and CUPTI's costliest ops
+# printed.
+profile_long() {
+  printf '{"prompt_len": %d, "max_tokens": 192, "seed": 7}\n' "$2" > "$OUT/req-$2.jsonl"
+  SPARSECP_LOG=info timeout 150 "$1/sparsecp" run --device cuda --pcp 1 --dcp 1 --profile \
+    --model examples/model-long.json --kv-format bf16 --token-budget 131072 \
+    --max-model-len 131392 --num-blocks 8400 --requests "$OUT/req-$2.jsonl" > "$OUT/prof-$2.log" 2>&1
+  echo "profile $2 rc=$?"
+  grep -E "rank 0: step" "$OUT/prof-$2.log" | tail -3 | sed 's/^.*rank 0/rank 0/' | cut -c1-380
+  grep -E "cuda: +[0-9]" "$OUT/prof-$2.log" | head -12 | sed 's/^.*cuda:/cuda:/' | cut -c1-150
+}
+
 # ipc_test_mps [BIN]: test_gpu_ipc (BIN, default .devrun/test_gpu_ipc) under an MPS daemon
 # of its own (log in $OUT).
 ipc_test_mps() {
@@ -200,11 +237,14 @@ torch_indexer() {
   echo "PyTorch anchor rc=$?"; grep -E '"H": 64' "$OUT/torch-anchor.jsonl" | cut -c1-120
 }
 
-# indexer_tests: test_gpu_kernels' indexer cases only (of $BIN); memcheck_indexer: the
-# same under compute-sanitizer's memcheck (at most MC_T seconds, default 300). Logs in
-# $OUT.
+# indexer_tests: test_gpu_kernels' indexer cases only (of $BIN); kernel_tests_all: all of
+# it; memcheck_indexer: the indexer cases under compute-sanitizer's memcheck (at most MC_T
+# seconds, default 300). Logs in $OUT.
 indexer_tests() {
   SC_GPU_CASES=indexer timeout 200 ${BIN:-.devrun}/test_gpu_kernels > "$OUT/test_indexer.log" 2>&1; echo "test_gpu_kernels indexer rc=$? $(grep -c '^ok' "$OUT/test_indexer.log") ok"; grep -E "FAIL|not ok" "$OUT/test_indexer.log" | cut -c1-200 | head -30
+}
+kernel_tests_all() { # (all of test_gpu_kernels of $BIN, within 300 s)
+  timeout 300 ${BIN:-.devrun}/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1; echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"; grep -E "FAIL|not ok" "$OUT/test_kernels.log" | cut -c1-200 | head -30
 }
 memcheck_indexer() {
   SC_GPU_CASES=indexer timeout ${MC_T:-300} compute-sanitizer --tool memcheck ${BIN:-.devrun}/test_gpu_kernels > "$OUT/memcheck-indexer.log" 2>&1; echo "memcheck indexer rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/memcheck-indexer.log")"

@@ -29,9 +29,7 @@ if has 1; then
   # the tests' five minutes)
   indexer_env f smoke SC_BENCH_INDEXER_TOKENS=1
   [ -s "$OUT/idx-smoke.json" ] || { echo "smoke failed: stopping"; exit 1; }
-  timeout 300 .devrun/f/test_gpu_kernels > "$OUT/test_kernels.log" 2>&1
-  echo "test_gpu_kernels rc=$? $(grep -c '^ok' "$OUT/test_kernels.log") ok"
-  grep -E "FAIL|not ok" "$OUT/test_kernels.log" | cut -c1-200 | head -30
+  BIN=.devrun/f kernel_tests_all
   lap tests
 fi
 if has 2; then
@@ -44,13 +42,7 @@ if has 2; then
   lap probes
 fi
 if has 3; then
-  for r in 1 2; do
-    for side in m f; do
-      timeout 100 .devrun/$side/sparsecp bench e2e --device cuda --kv-format bf16 --json \
-        > "$OUT/e2e-$side$r.json" 2> "$OUT/e2e-$side$r.err"
-      echo "e2e $side $r rc=$?"; show_e2e "$OUT/e2e-$side$r.json" | grep -E "tpot |ttft"
-    done
-  done
+  e2e_bf16_alternating 2 "m f"
   lap e2e
 fi
 if has 4; then
@@ -59,23 +51,12 @@ if has 4; then
 fi
 if has 5; then
   BIN=.devrun/f verify_long8k
-  timeout 150 .devrun/f/sparsecp run --device cuda --pcp 2 --dcp 2 --mps on --collectives ipc \
-    --kv-format bf16 --verify --model examples/model-long.json --token-budget 16384 \
-    --max-model-len 8320 --num-blocks 1024 --requests "$OUT/req8k.jsonl" > "$OUT/verify-long-ipc.log" 2>&1
-  echo "verify P2 N2 ipc MPS model-long bf16 8k rc=$? $(grep -E 'verify|error' "$OUT/verify-long-ipc.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+  BIN=.devrun/f verify_long8k_ipc
   other_gpu_tests .devrun/f
   lap checks
 fi
 if has 6; then
-  for ctx in 64 131072; do
-    printf '{"prompt_len": %d, "max_tokens": 192, "seed": 7}\n' $ctx > "$OUT/req-$ctx.jsonl"
-    SPARSECP_LOG=info timeout 150 .devrun/f/sparsecp run --device cuda --pcp 1 --dcp 1 --profile \
-      --model examples/model-long.json --kv-format bf16 --token-budget 131072 \
-      --max-model-len 131392 --num-blocks 8400 --requests "$OUT/req-$ctx.jsonl" > "$OUT/prof-$ctx.log" 2>&1
-    echo "profile $ctx rc=$?"
-    grep -E "rank 0: step" "$OUT/prof-$ctx.log" | tail -3 | sed 's/^.*rank 0/rank 0/' | cut -c1-380
-    grep -E "cuda: +[0-9]" "$OUT/prof-$ctx.log" | head -12 | sed 's/^.*cuda:/cuda:/' | cut -c1-150
-  done
+  for ctx in 64 131072; do profile_long .devrun/f $ctx; done
   lap profile
 fi
 cd "$OUT" && tar czf all.tgz *.json *.jsonl *.log *.err 2>/dev/null; rm -f *.json *.jsonl *.log *.err
