@@ -54,7 +54,7 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
       "deadline_ms", "kernel_threads", "kv_format", "index_format", "inject", "max_prompt_len",
       "device", "cuda_device", "collectives", "tokenizer", "served_model_name", "profile",
-      "rejoin_wait_ms", "step_retries", "cuda_graphs", "overlap", "gemm_precision"};
+      "rejoin_wait_ms", "step_retries", "cuda_graphs", "overlap", "gemm_precision", "ranks_per_gpu"};
   json_object_foreach(p, key, v) {
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;
@@ -136,7 +136,9 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
     if (e->gemm_tf32 && !e->cuda)
       return sc_fail(d, SC_EINVAL, "pipeline.gemm_precision \"tf32\" is for device \"cuda\"");
   }
-  if ((rc = get_i32(p, "cuda_device", 0, 1024, &e->cuda_device, d))) return rc;
+  if ((rc = get_i32(p, "cuda_device", 0, 1024, &e->cuda_device, d)) ||
+      (rc = get_i32(p, "ranks_per_gpu", 1, 1024, &e->ranks_per_gpu, d)))
+    return rc;
   json_t *coll = json_object_get(p, "collectives");
   if (coll) {
     const char *name = json_string_value(coll);

@@ -295,7 +295,9 @@ typedef struct sc_indexer_args {
                             * (0: none). It shapes the launch, never what is selected;
                             * a range longer than a nonzero bound is an error (SC_EINVAL,
                             * from the device) where a kernel sizes its buffers by it
-                            * (CUDA's dense path of decode steps), else harmless */
+                            * (CUDA's dense path of decode steps; its fused path of few
+                            * tokens over long ranges where a range outgrows its blocks),
+                            * else harmless */
   int32_t keys_shared;     /* a hint the caller knows on the host (0 or 1): consecutive
                             * tokens mostly share their key list (the same key_begin: a
                             * prompt's tokens over their request's keys, not a batch of

@@ -35,6 +35,9 @@ typedef struct sc_engine_config {
   bool gemm_tf32;         /* CUDA: cuBLAS's gemms on TF32 tensor cores (sc_kernels_cuda_
                              set_tf32: ~1e-3 relative, where f32 is the CPU's rounding) */
   int cuda_device;        /* which device */
+  int32_t ranks_per_gpu;  /* CUDA: ranks whose kernels may run beside this one's on its
+                             device (MPS clients), this one included; 0 or 1: none
+                             (sc_kernels_cuda_set_gpu_ranks; the pipeline's "ranks_per_gpu") */
   bool no_recordings;     /* run every step's ops as they are called, never replaying a
                              recording of them (sc_forward_set_recordings; the pipeline's
                              "cuda_graphs": false) */

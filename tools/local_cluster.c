@@ -227,6 +227,9 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->deadline_ms) json_object_set_new(p, "deadline_ms", json_integer(o->deadline_ms));
   if (o->max_model_len) json_object_set_new(p, "max_model_len", json_integer(o->max_model_len));
   if (o->cuda) json_object_set_new(p, "device", json_string("cuda"));
+  const int32_t gpus = o->gpus > 0 ? o->gpus : 1;
+  if (o->cuda && lc->n > gpus) /* (under MPS their kernels run at once: start_mps) */
+    json_object_set_new(p, "ranks_per_gpu", json_integer((lc->n + gpus - 1) / gpus));
   if (o->nccl) json_object_set_new(p, "collectives", json_string("nccl"));
   if (o->ipc) json_object_set_new(p, "collectives", json_string("ipc"));
   if (o->profile) json_object_set_new(p, "profile", json_true());

@@ -566,6 +566,7 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->idx_dense = !env_off("SPARSECP_INDEXER_DENSE");
   c->idx_share = env_share();
   c->idx_few = !env_off("SPARSECP_INDEXER_FEW");
+  c->idx_fused = !env_off("SPARSECP_INDEXER_FUSED");
   int rc, coop = 0;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,
@@ -575,6 +576,7 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
                          "device attribute")))
     goto fail;
   c->topk_coop = coop && !env_off("SPARSECP_TOPK_COOP");
+  c->coop_sms = c->num_sms;
   if (stream != NULL) {
     c->stream = (cudaStream_t)stream;
   } else {
@@ -623,6 +625,14 @@ fail:
 }
 
 void *sc_kernels_cuda_stream(sc_kernels *k) { return sc_kcuda_of(k)->stream; }
+
+int sc_kernels_cuda_set_gpu_ranks(sc_kernels *k, int ranks) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (ranks < 1) return SC_EINVAL;
+  c->coop_sms = c->num_sms / ranks > 0 ? c->num_sms / ranks : 1;
+  c->mem_epoch++; /* (recorded steps hold their grids) */
+  return 0;
+}
 
 int sc_kernels_cuda_set_tf32(sc_kernels *k, bool on) {
   sc_kcuda_of(k)->mem_epoch++; /* recorded products keep the mode they were recorded in */

@@ -58,7 +58,9 @@
  *     give most SMs one (tc_merge_by_block), each chunk writes a list of K and
  *     sc_kcuda_topk_finish selects a token's K from its lists in one block; else the
  *     chunks append their survivors per token and sc_kcuda_topk_radix
- *     (cuda_topk_radix.cu) selects the K over many blocks.
+ *     (cuda_topk_radix.cu) selects the K over many blocks; or, for tokens of few heads
+ *     over rows of 64 values with the caller's bound, both stages run in one cooperative
+ *     launch that keeps each chunk's keys in its block (cuda_indexer_fused.cu).
  * The group size and chunk count come from the token count and the caller's bound of a
  * token's keys (max_keys; ops never read buffer contents on the host), so key ranges
  * stay on the device. A prompt over long lists (one chunk a token) runs stage 1 three
@@ -541,6 +543,13 @@ extern "C" int sc_kcuda_indexer_topk(sc_kernels *k, const sc_indexer_args *a) {
                             (size_t)a->topk;
   const size_t cand_bytes = sizeof(uint64_t) * (size_t)grid * sp.group * sp.room;
   const bool by_block = n_chunks > 1 && tc_merge_by_block(c, a->n_tok);
+  /* few tokens over long ranges, few heads over rows of 64: scoring and select in one
+   * cooperative launch where it fits (cuda_indexer_fused.cu), the same picks */
+  if (n_chunks > 1 && !by_block && sp.few && c->idx_fused && path.dimp == 64 && path.vec &&
+      !path.wg && !path.fp8) {
+    const int frc = sc_kcuda_indexer_fused(c, a, sp.hp);
+    if (frc != SC_ENOTSUP) return frc;
+  }
   /* the select after the chunks: a block's tree levels, or the radix select's state */
   const size_t merge_bytes = n_chunks == 1 ? 0
                              : by_block    ? sc_kcuda_topk_tree_bytes(a->n_tok, n_chunks, a->topk)

@@ -28,6 +28,9 @@ extern "C" {
 typedef struct sc_kcuda {
   sc_kernels k;
   int num_sms;
+  int coop_sms;          /* blocks a cooperative grid may take: num_sms / the ranks whose
+                            kernels run beside this context's (sc_kernels_cuda_set_gpu_ranks),
+                            at one block an SM (k_rsel_coop, k_idx_fused) */
   int pdl;               /* kernels launched with programmatic dependent launch
                             (sc_kcuda_launch; SPARSECP_CUDA_PDL=0 turns it off) */
   int attn_ws;           /* bf16 and fp8_ds_mla rows at dc 512 take the kernel of
@@ -58,6 +61,10 @@ typedef struct sc_kcuda {
                             launch (cuda_topk_radix.cu's k_rsel_coop) where the device
                             has cooperative launches; SPARSECP_TOPK_COOP=0: a launch
                             each, the other side of a comparison in one run */
+  int idx_fused;         /* few tokens over long ranges score and select in one
+                            cooperative launch (cuda_indexer_fused.cu) where it fits;
+                            SPARSECP_INDEXER_FUSED=0: never, the other side of a
+                            comparison in one run */
   int idx_merge;         /* how several chunks' survivors of a token are selected
                             (cuda_indexer.cu's tc_merge_by_block): 0 by its rule; 1 by one
                             block a token, 2 by the radix select
@@ -117,6 +124,12 @@ int sc_kcuda_topk_finish(sc_kcuda *c, int n_tok, int n_lists, int K, const uint6
  * bf16 (w8 false) or fp8_index (w8 true) in 16-byte pieces; cuda_indexer.cu decides. */
 #define SC_KCUDA_DENSE_MAX_KEYS 16384
 int sc_kcuda_indexer_dense(sc_kcuda *c, const sc_indexer_args *a, bool w8);
+
+/* The indexer's fused path (cuda_indexer_fused.cu): scoring and the radix select in one
+ * cooperative launch, for tokens of hp < 16 head rows over f32 or bf16 rows of 64
+ * values in 16-byte pieces whose ranges a->max_keys bounds; SC_ENOTSUP where the step
+ * does not fit (cuda_indexer.cu then takes the unfused path). */
+int sc_kcuda_indexer_fused(sc_kcuda *c, const sc_indexer_args *a, int hp);
 
 /* The top-K (in position order) of tokens whose candidates are many
  * (cuda_topk_radix.cu), selected over many blocks per token. `scratch` is

@@ -46,6 +46,15 @@ void *sc_kernels_cuda_stream(sc_kernels *k);
  * Off by default: the reference-check path must stay f32. Returns 0 or an SC_E* code. */
 int sc_kernels_cuda_set_tf32(sc_kernels *k, bool on);
 
+/* Tells the context that `ranks` processes' kernels (this one's included) may run at once
+ * on its GPU: ranks sharing it as clients of one MPS server. A cooperative launch's blocks
+ * wait for one another, so each process's grids then take at most a 1/ranks share of the
+ * SMs (the radix select's, the fused indexer's): two grids that each held part of the
+ * SMs while waiting for the rest would never finish, and neither would the collectives
+ * of the other ranks waiting for them. Default 1 (the whole GPU); set it before the first
+ * step. Returns 0 or SC_EINVAL (ranks < 1). */
+int sc_kernels_cuda_set_gpu_ranks(sc_kernels *k, int ranks);
+
 /* Number of CUDA devices usable by this process (0 when there is no driver or device). */
 int sc_cuda_device_count(void);
 

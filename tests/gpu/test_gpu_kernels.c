@@ -1076,6 +1076,9 @@ static sc_kernels *G_share[2];
  * takes a launch a pass (SPARSECP_TOPK_COOP=0) where the default takes every pass and the
  * gather in one cooperative launch */
 static sc_kernels *G_nocoop;
+/* ... and one told that four ranks share the GPU (sc_kernels_cuda_set_gpu_ranks): its
+ * cooperative grids take a quarter of the SMs, so a token's range is split otherwise */
+static sc_kernels *G_quarter;
 
 /* distinct > 0: only that many distinct key rows (row i repeats row i % distinct), so
  * many keys tie exactly and the lower positions must win at the K-th. */
@@ -1197,6 +1200,19 @@ static void indexer_invariance_case(sc_kfmt fmt, int32_t heads, int32_t dim, int
     CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
           "the radix select a launch a pass picks differently from one cooperative launch");
   }
+  if (max_keys == 0 && heads <= 8) {
+    /* with the caller's bound, few tokens over long ranges (the radix select's steps)
+     * score and select in one cooperative launch where they fit (cuda_indexer_fused.cu):
+     * the same picks (a token alone takes it below, with both bounds) */
+    sc_indexer_args b = a;
+    b.max_keys = L;
+    idx_run(b, 0, n_tok, rb, re, merged);
+    CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
+          "with max_keys %d the batch picks differently", L);
+    idx_run_on(G_quarter, b, 0, n_tok, rb, re, merged);
+    CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
+          "with max_keys %d on a quarter of the SMs the batch picks differently", L);
+  }
   if (heads <= 8 && G_nofew != NULL) { /* (head rows below 16: the fused tile) */
     idx_run_on(G_nofew, a, 0, n_tok, rb, re, merged);
     CHECK(memcmp(merged, full, sizeof(sc_kcand) * nall) == 0,
@@ -1266,6 +1282,9 @@ static void case_indexer_invariance(void) {
   G_share[0] = context_with("SPARSECP_INDEXER_SHARE", "2");
   G_share[1] = context_with("SPARSECP_INDEXER_SHARE", "4");
   G_nocoop = context_with("SPARSECP_TOPK_COOP", "0");
+  CHECK(sc_kernels_cuda_create(&G_quarter, 0, NULL) == 0 &&
+            sc_kernels_cuda_set_gpu_ranks(G_quarter, 4) == 0,
+        "a CUDA context of four ranks a GPU");
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 40, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 128, 2048, 1100, 0, 0);
   indexer_invariance_case(SC_KFMT_BF16, 64, 64, 256, 600, 0, 0);
@@ -1302,8 +1321,16 @@ static void case_indexer_invariance(void) {
   indexer_invariance_case(SC_KFMT_BF16, 1, 64, 256, 1100, 0, 0);
   indexer_invariance_case(SC_KFMT_F32, 2, 64, 300, 600, 7, 0);
   indexer_invariance_case(SC_KFMT_BF16, 6, 64, 128, 600, 0, 0);
+  /* few tokens (the radix select's steps) with a bound: the fused path
+   * (cuda_indexer_fused.cu); on a 132-SM GPU 16 tokens take 8 blocks of 9 tiles each and
+   * 8 tokens 16 of 5, so the ring of stages wraps (8 of bf16 rows, 4 of f32); 5 with ties
+   * at the K-th */
+  indexer_invariance_case(SC_KFMT_BF16, 4, 64, 2048, 16, 0, 0);
+  indexer_invariance_case(SC_KFMT_F32, 4, 64, 2048, 8, 0, 0);
+  indexer_invariance_case(SC_KFMT_BF16, 4, 64, 512, 5, 37, 0);
   if (G_nofew) sc_kernels_destroy(G_nofew);
   if (G_nocoop) sc_kernels_destroy(G_nocoop), G_nocoop = NULL;
+  if (G_quarter) sc_kernels_destroy(G_quarter), G_quarter = NULL;
   for (int u = 0; u < 2; u++)
     if (G_share[u]) sc_kernels_destroy(G_share[u]), G_share[u] = NULL;
   G_nofew = NULL;
