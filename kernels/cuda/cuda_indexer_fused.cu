@@ -31,7 +31,7 @@
  * The grid: one block an SM over the step's tokens, of this rank's share of the SMs
  * (coop_sms: a cooperative grid must be resident at once, and a block's shared memory
  * leaves room for no other, so ranks sharing the GPU under MPS each take a share: with
- * grids of every SM, run --verify of four ranks over ipc under MPS timed out in its
+ * grids of every SM, run --verify of two ranks over ipc under MPS timed out in its
  * collectives; with shares it gave single rank's tokens, H100, session 52), a token's
  * range split evenly over its blocks; a step whose bound of a token's keys (max_keys)
  * needs chunks of more than FU_LIST keys takes the unfused path (cuda_indexer.cu decides;
