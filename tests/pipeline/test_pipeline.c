@@ -200,6 +200,36 @@ Test(pipeline, the_cuda_graphs_key_is_a_boolean) {
   rmdir(dir);
 }
 
+/* The pipeline's "ranks_per_gpu": ranks whose kernels may run at once on one GPU, which
+ * the engine's CUDA context is told (cooperative grids take a share of the SMs,
+ * docs/pipeline.md); an integer of at least 1, absent meaning none besides this one. */
+Test(pipeline, the_ranks_per_gpu_key_is_a_positive_integer) {
+  static const struct {
+    const char *json;
+    int rc;
+    int32_t ranks;
+  } cases[] = {{"{}", 0, 0},
+               {"{\"ranks_per_gpu\":4}", 0, 4},
+               {"{\"ranks_per_gpu\":0}", SC_EINVAL, 0},
+               {"{\"ranks_per_gpu\":\"4\"}", SC_EINVAL, 0}};
+  char dir[] = "/tmp/sc-pipecfg-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sc_diag d = {0};
+    sc_pipeline_config pc;
+    const int rc = load_pipeline(dir, 1, cases[i].json, &pc, &d);
+    cr_assert_eq(rc, cases[i].rc, "%s: %s", cases[i].json, sc_diag_message(&d));
+    if (rc == 0) {
+      cr_assert_eq(pc.engine.ranks_per_gpu, cases[i].ranks, "%s", cases[i].json);
+      sc_pipeline_config_free(&pc);
+    } else {
+      cr_assert(strstr(d.msg, "pipeline.ranks_per_gpu must be an integer in [1, 1024]"), "%s",
+                d.msg);
+    }
+  }
+  rmdir(dir);
+}
+
 Test(pipeline, desync_is_refused_and_named) {
   private_tmp();
   json_t *j;

@@ -1,6 +1,6 @@
 #!/bin/bash
 # run11.sh (session 52; prepared, not run): issue 18's state of main with the fused
-# decode indexer and the cooperative grids by ranks_per_gpu (4f51f44 on), every goal and
+# decode indexer and the cooperative grids by ranks_per_gpu (4c04920 on), every goal and
 # check from one warm machine, then where the fused kernel's time goes. Staged by
 # build11.sh (.devrun/f: HEAD; .devrun/li: HEAD with -lineinfo). Call with carry
 # [".devrun"] and PART 1 (~5 min), then PART "2 3" (~6 min) while the machine is warm:
