@@ -8,8 +8,8 @@
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, indexer_env, gpu_tests, verify_p2n2,
-#    verify_long8k, verify_long8k_ipc, e2e_bf16_alternating, profile_long, other_gpu_tests,
-#    torch_indexer,
+#    verify_long8k, verify_long8k_ipc, e2e_bf16_alternating, profile_long, host_split_long,
+#    other_gpu_tests, torch_indexer,
 #    indexer_tests, kernel_tests_all, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
 #    attn_alternating, attn8_alternating, attn_env_alternating, ncu_src, ncu_attn).
@@ -201,13 +201,22 @@ e2e_bf16_alternating() {
 # sparsecp, in $OUT/prof-CONTEXT.log: its last profiled steps and CUPTI's costliest ops
 # printed.
 profile_long() {
+  local flags=${3---profile} log="$OUT/prof-$2${3+-np}.log"
   printf '{"prompt_len": %d, "max_tokens": 192, "seed": 7}\n' "$2" > "$OUT/req-$2.jsonl"
-  SPARSECP_LOG=info timeout 150 "$1/sparsecp" run --device cuda --pcp 1 --dcp 1 --profile \
+  SPARSECP_LOG=info timeout 150 "$1/sparsecp" run --device cuda --pcp 1 --dcp 1 $flags \
     --model examples/model-long.json --kv-format bf16 --token-budget 131072 \
-    --max-model-len 131392 --num-blocks 8400 --requests "$OUT/req-$2.jsonl" > "$OUT/prof-$2.log" 2>&1
-  echo "profile $2 rc=$?"
-  grep -E "rank 0: step" "$OUT/prof-$2.log" | tail -3 | sed 's/^.*rank 0/rank 0/' | cut -c1-380
-  grep -E "cuda: +[0-9]" "$OUT/prof-$2.log" | head -12 | sed 's/^.*cuda:/cuda:/' | cut -c1-150
+    --max-model-len 131392 --num-blocks 8400 --requests "$OUT/req-$2.jsonl" > "$log" 2>&1
+  echo "profile $2 ${flags:-(unprofiled)} rc=$?"
+  grep -E "rank 0: step" "$log" | tail -3 | sed 's/^.*rank 0/rank 0/' | cut -c1-380
+  grep -E "cuda: +[0-9]" "$log" | head -12 | sed 's/^.*cuda:/cuda:/' | cut -c1-150
+}
+
+# host_split_long BIN CONTEXT: profile_long's run unprofiled (no CUPTI tracing the host's
+# CUDA calls), to prof-CONTEXT-np.log: the executor's summary at shutdown, the host's
+# time to queue a step and its prepare's split (index uploads, key list) over the run.
+host_split_long() {
+  profile_long "$1" "$2" ""
+  grep -E "of the host's on average" "$OUT/prof-$2-np.log" | sed 's/^.*rank 0/rank 0/' | cut -c1-330
 }
 
 # ipc_test_mps [BIN]: test_gpu_ipc (BIN, default .devrun/test_gpu_ipc) under an MPS daemon

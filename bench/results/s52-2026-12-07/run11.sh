@@ -12,7 +12,9 @@
 #     memcheck of the indexer cases;
 #  3. ncu with source counters of k_idx_fused over the one-token row of 131072 bf16 keys:
 #     it saved ~1.5 us of the ~20 that the three kernels' ncu times suggested (session
-#     52's c1), and the e2e profile puts it at ~40 us a call: scoring or select?
+#     52's c1), and the e2e profile puts it at ~40 us a call: scoring or select? Then
+#     model-long decoding at 64 and 128k contexts unprofiled (the executor's summary:
+#     the host's prepare split without CUPTI's tracing), and profiled at 64.
 . bench/device_common.sh
 if has 1; then
   torch_indexer
@@ -36,7 +38,14 @@ if has 3; then
   # (k_idx_fused<1> is the bf16 rows' instance, 1 = SC_KFMT_BF16, as in session 52's
   # profile; its first two launches are the bench's warm-ups)
   NCU_SKIP=2 ncu_src fused128k li '_Z11k_idx_fusedILi1EE'
+  unset SC_BENCH_KERNELS_ONLY SC_BENCH_INDEXER_TOKENS SC_BENCH_INDEXER_KEYS
   lap ncu
+  # (issue 20: a profiled step's prepare is ~0.25 ms, nearly all "index uploads", one
+  # cudaMemcpyAsync of ~4 KB from pinned staging, where the CPU takes 0.002; CUPTI's
+  # tracing in a profiled run slows the host's CUDA calls: the same runs unprofiled)
+  for ctx in 64 131072; do host_split_long .devrun/f $ctx; done
+  profile_long .devrun/f 64
+  lap host
 fi
 cd "$OUT" && tar czf all.tgz *.json *.jsonl *.log *.err *.txt *.csv.gz 2>/dev/null
 rm -f *.json *.jsonl *.log *.err *.csv.gz
