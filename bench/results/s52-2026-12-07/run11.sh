@@ -3,7 +3,8 @@
 # decode indexer and the cooperative grids by ranks_per_gpu (4c04920 on), every goal and
 # check from one warm machine, then where the fused kernel's time goes. Staged by
 # build11.sh (.devrun/f: HEAD; .devrun/li: HEAD with -lineinfo). Call with carry
-# [".devrun"] and PART 1 (~5 min), then PART "2 3" (~6 min) while the machine is warm:
+# [".devrun"] and PART 1 (~4-6 min), then PART 2 (~7 min), then PART 3 (~2-3 min),
+# each while the machine is still warm (it idles out 30 s after a call):
 #  1. PyTorch's indexer and kernel.indexer (prefill and decode ratios), bench e2e twice
 #     (TTFT at 32k / 128k, TPOT ratios), run --verify of model-long's two 8k prompts at
 #     P2 N2 with host collectives and over ipc under MPS (ranks_per_gpu 2);
