@@ -54,7 +54,8 @@ static int parse_section(const char *cluster_path, json_t *p, sc_pipeline_config
       "max_gathered_rows", "num_blocks", "token_budget", "max_running", "max_model_len",
       "deadline_ms", "kernel_threads", "kv_format", "index_format", "inject", "max_prompt_len",
       "device", "cuda_device", "collectives", "tokenizer", "served_model_name", "profile",
-      "rejoin_wait_ms", "step_retries", "cuda_graphs", "overlap", "gemm_precision", "ranks_per_gpu"};
+      "rejoin_wait_ms", "step_retries", "cuda_graphs", "overlap", "gemm_precision",
+      "ranks_per_gpu"};
   json_object_foreach(p, key, v) {
     bool ok = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(key, known[i]) == 0;

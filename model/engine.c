@@ -76,7 +76,8 @@ int sc_engine_create(const sc_engine_config *cfg, int32_t global_rank, sc_comm *
               global_rank, cfg->cuda_device, sc_strerror(rc));
       goto fail;
     }
-    if (cfg->ranks_per_gpu > 1 && (rc = sc_kernels_cuda_set_gpu_ranks(e->k, cfg->ranks_per_gpu))) {
+    if (cfg->ranks_per_gpu > 1 &&
+        (rc = sc_kernels_cuda_set_gpu_ranks(e->k, cfg->ranks_per_gpu))) {
       sc_fail(d, rc, "rank %d: cannot share the GPU among %d ranks: %s", global_rank,
               cfg->ranks_per_gpu, sc_strerror(rc));
       goto fail;

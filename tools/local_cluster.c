@@ -227,9 +227,8 @@ static int write_cluster_file(sc_local_cluster *lc, const sc_local_cluster_opts 
   if (o->deadline_ms) json_object_set_new(p, "deadline_ms", json_integer(o->deadline_ms));
   if (o->max_model_len) json_object_set_new(p, "max_model_len", json_integer(o->max_model_len));
   if (o->cuda) json_object_set_new(p, "device", json_string("cuda"));
-  const int32_t gpus = o->gpus > 0 ? o->gpus : 1;
-  if (o->cuda && lc->n > gpus) /* (under MPS their kernels run at once: start_mps) */
-    json_object_set_new(p, "ranks_per_gpu", json_integer((lc->n + gpus - 1) / gpus));
+  if (o->cuda && lc->n > lc->gpus) /* (under MPS their kernels run at once: start_mps) */
+    json_object_set_new(p, "ranks_per_gpu", json_integer((lc->n + lc->gpus - 1) / lc->gpus));
   if (o->nccl) json_object_set_new(p, "collectives", json_string("nccl"));
   if (o->ipc) json_object_set_new(p, "collectives", json_string("ipc"));
   if (o->profile) json_object_set_new(p, "profile", json_true());
@@ -361,6 +360,7 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
   sc_local_cluster *lc = calloc(1, sizeof *lc);
   if (lc == NULL) return sc_fail(d, SC_ENOMEM, "out of memory");
   lc->n = o->pcp * o->tp;
+  lc->gpus = o->gpus > 0 ? o->gpus : 1; /* (the cluster file says how many share one) */
   const char *tmp = getenv("TMPDIR");
   snprintf(lc->dir, sizeof lc->dir, "%s/sparsecp-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   lc->ch = calloc((size_t)lc->n, sizeof *lc->ch);
@@ -398,7 +398,6 @@ int sc_local_cluster_start(const sc_local_cluster_opts *o, sc_local_cluster **ou
   lc->events = o->events;
   lc->cuda = o->cuda;
   lc->nccl = o->nccl;
-  lc->gpus = o->gpus > 0 ? o->gpus : 1;
   /* An ignored SIGCHLD (inherited from whoever started us) would have the kernel reap
    * the nodes itself: waitpid would never see them end, a dead node would go unreported
    * and stopping would wait for nodes that are long gone. */

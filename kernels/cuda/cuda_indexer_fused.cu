@@ -19,7 +19,7 @@
  * rsel_coop_token: the passes, the gather and the ranks, as k_rsel_coop runs them over a
  * list in global memory). No list in global memory, no kernel boundary, no key read
  * twice from L2. Measured (H100, 2026-12-07, kernel.indexer): one decode token over
- * 131072 bf16 keys 38.4-38.6 -> 36.6-37.0 us, over 32768 30.5-31.0 -> 27.2-27.6; far
+ * 131072 bf16 keys 38.3-38.6 -> 36.9-37.0 us, over 32768 31.0 -> 27.6-27.7; far
  * less than the ~20 us the three kernels' ncu times promised (where this kernel's time
  * goes was not measured yet), but model-long's 128k TPOT fell 0.357-0.375 ->
  * 0.344-0.345 ms (bench/long-context.md, session 52).

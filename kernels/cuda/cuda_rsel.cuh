@@ -99,11 +99,6 @@ __device__ inline void rsel_pick(rsel_tok *st, unsigned *hist, unsigned *h, int 
   if (threadIdx.x == 0) st->ticket = 0;
 }
 
-/* A block's share of a token's keys, as the counting and the gather walk them: `each(f)`
- * calls f(key) for every key of the share, whole warps at a time (0 for a lane past the
- * end), so that a warp's collectives in f see every lane. rsel_share_global: a grid's
- * share of a token's list in global memory (cuda_topk_radix.cu); rsel_share_local: a
- * block's own keys in shared memory (cuda_indexer_fused.cu). */
 /* f(key) for each of this block's share of a token's n keys at kt (0 for a lane past n:
  * whole warps stay in the loop, so that a warp's collectives in f see every lane). A
  * thread loads RSEL_BATCH keys before f sees any: one wait for them where a loop of one
@@ -123,7 +118,11 @@ __device__ inline void rsel_each_key(const uint64_t *kt, int n, F f) {
   }
 }
 
-
+/* A block's share of a token's keys, as the counting and the gather walk them: `each(f)`
+ * calls f(key) for every key of the share, whole warps at a time (0 for a lane past the
+ * end), so that a warp's collectives in f see every lane. rsel_share_global: a grid's
+ * share of a token's list in global memory (cuda_topk_radix.cu); rsel_share_local: a
+ * block's own keys in shared memory (cuda_indexer_fused.cu). */
 struct rsel_share_global {
   const uint64_t *kt; /* the token's list */
   int n;
@@ -262,7 +261,6 @@ __device__ inline void rsel_gathered(rsel_tok *st, bool wait) {
   }
   __syncthreads();
 }
-
 
 /* The whole select of token t in a cooperative launch, its blocks (gridDim.x of them,
  * blockIdx.y = t) each over its share (`each`): every pass, a meet after each, the gather
