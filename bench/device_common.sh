@@ -164,20 +164,26 @@ verify_p2n2() {
   done
 }
 
-# verify_long8k: run --verify at P2 N2 over bf16 rows with model-long and two 8k prompts
-# (16 tokens each; the cache sized for them), binaries in BIN (default .devrun): decode
-# steps over thousands of keys, whose indexer selects over many blocks.
-verify_long8k() {
+# req_long8k: two 8k prompts of 16 new tokens each, 10 ms apart, in $OUT/req8k.jsonl.
+req_long8k() {
   local i
   for i in 0 1; do printf '{"prompt_len": 8192, "max_tokens": 16, "arrive_ms": %d, "seed": %d}\n' $((i * 10)) $i; done > "$OUT/req8k.jsonl"
+}
+
+# verify_long8k: run --verify at P2 N2 over bf16 rows with model-long and req_long8k's
+# prompts (the cache sized for them), binaries in BIN (default .devrun): decode steps
+# over thousands of keys, whose indexer selects over many blocks.
+verify_long8k() {
+  req_long8k
   timeout 150 ${BIN:-.devrun}/sparsecp run --device cuda --pcp 2 --dcp 2 --kv-format bf16 --verify --model examples/model-long.json --token-budget 16384 --max-model-len 8320 --num-blocks 1024 --requests "$OUT/req8k.jsonl" > "$OUT/verify-long.log" 2>&1
   echo "verify P2 N2 model-long bf16 8k rc=$? $(grep -E 'verify|error' "$OUT/verify-long.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
 }
 
-# verify_long8k_ipc: verify_long8k's requests (it writes them: run it first) at P2 N2
-# over ipc under an MPS server of the cluster's own (four processes' kernels beside one
-# another), binaries in BIN (default .devrun).
+# verify_long8k_ipc: verify_long8k's requests (req_long8k writes them where no run wrote
+# them before) at P2 N2 over ipc under an MPS server of the cluster's own (four
+# processes' kernels beside one another), binaries in BIN (default .devrun).
 verify_long8k_ipc() {
+  [ -s "$OUT/req8k.jsonl" ] || req_long8k
   timeout 150 ${BIN:-.devrun}/sparsecp run --device cuda --pcp 2 --dcp 2 --mps on --collectives ipc \
     --kv-format bf16 --verify --model examples/model-long.json --token-budget 16384 \
     --max-model-len 8320 --num-blocks 1024 --requests "$OUT/req8k.jsonl" > "$OUT/verify-long-ipc.log" 2>&1

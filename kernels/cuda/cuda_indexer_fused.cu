@@ -20,9 +20,11 @@
  * list in global memory). No list in global memory, no kernel boundary, no key read
  * twice from L2. Measured (H100, 2026-12-07, kernel.indexer): one decode token over
  * 131072 bf16 keys 38.3-38.6 -> 36.9-37.0 us, over 32768 31.0 -> 27.6-27.7; far
- * less than the ~20 us the three kernels' ncu times promised (where this kernel's time
- * goes was not measured yet), but model-long's 128k TPOT fell 0.357-0.375 ->
- * 0.344-0.345 ms (bench/long-context.md, session 52).
+ * less than the ~20 us the three kernels' ncu times promised, but model-long's 128k TPOT
+ * fell 0.357-0.375 -> 0.344-0.345 ms (bench/long-context.md, session 52). Where its
+ * time goes (ncu, session 53): a quarter of the stall samples at the barrier that ends
+ * a select pass's meet, the scoring's lines ~10%, DRAM at 13% of peak: the select's
+ * serialized chain a pass, not bytes.
  *
  * Layout invariance: each pair's score is k_idx_tc's, the selection is exact (keys are
  * distinct), so the picks are the unfused path's whatever the chunks (test_gpu_kernels'
