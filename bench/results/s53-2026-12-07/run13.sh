@@ -8,6 +8,9 @@
 #     ranks' cooperative grids at once, the waits changed), kernel.indexer f / a and bench
 #     e2e f / a alternating twice;
 #  2. compute-sanitizer memcheck of a's indexer cases (MC_T=220).
+# (Not the four-rank default-model runs of issue 20: their decode tokens' bound of keys,
+# the block table's width, is a few hundred keys, one chunk, which selects in one block
+# without the radix select: allpick cannot move them.)
 . bench/device_common.sh
 if has 1; then
   BIN=.devrun/a kernel_tests_all
