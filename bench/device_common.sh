@@ -222,7 +222,7 @@ profile_long() {
 # time to queue a step and its prepare's split (index uploads, key list) over the run.
 host_split_long() {
   profile_long "$1" "$2" ""
-  grep -E "of the host's on average" "$OUT/prof-$2-np.log" | sed 's/^.*rank 0/rank 0/' | cut -c1-330
+  grep -E "of the host's on average|queued while the step before" "$OUT/prof-$2-np.log" | sed 's/^.*rank 0/rank 0/' | cut -c1-330
 }
 
 # ipc_test_mps [BIN]: test_gpu_ipc (BIN, default .devrun/test_gpu_ipc) under an MPS daemon

@@ -910,7 +910,7 @@ static void overlapped_like_one_at_a_time(const char *layout) {
     cr_assert_eq(json_integer_value(json_object_get(j, "generated_tokens")), 65);
     tokens_of(j, k ? off : on, sizeof on);
     json_decref(j);
-    /* "... (prepare ..., 0 of them replayed, N queued while the step before ran) ..." */
+    /* "rank R: of S steps, N queued while the step before ran, ..." */
     FILE *f = fopen(log, "r");
     cr_assert_not_null(f);
     char line[1024];

@@ -7,7 +7,9 @@
 #     --verify of model-long's two 8k prompts at P2 N2 over ipc under MPS of a (two
 #     ranks' cooperative grids at once, the waits changed), kernel.indexer f / a and bench
 #     e2e f / a alternating twice;
-#  2. compute-sanitizer memcheck of a's indexer cases (MC_T=220).
+#  2. compute-sanitizer memcheck of a's indexer cases (MC_T=220); model-long decoding
+#     unprofiled at 64 and 131072 contexts (issue 20: the executor's summary now gives
+#     replayed steps' host time apart from the prompt's step and the recordings).
 # (Not the four-rank default-model runs of issue 20: their decode tokens' bound of keys,
 # the block table's width, is a few hundred keys, one chunk, which selects in one block
 # without the radix select: allpick cannot move them.)
@@ -26,6 +28,8 @@ fi
 if has 2; then
   BIN=.devrun/a MC_T=220 memcheck_indexer
   lap memcheck
+  for ctx in 64 131072; do host_split_long .devrun/a $ctx; done
+  lap host
 fi
 cd "$OUT" && tar czf all.tgz *.json *.jsonl *.log *.err *.txt 2>/dev/null
 rm -f *.json *.jsonl *.log *.err
