@@ -110,8 +110,8 @@ typedef struct executor {
    * end: the profile line gives it per step, but only when profiled, and a profiled CUDA
    * run's tracing slows the host's CUDA calls: the prepare's split here is without it),
    * apart for replayed steps: one mean over both (model-long decoding at a 64-token
-   * context: 0.528 ms a step over 189 replays, two recordings and the prompt's step,
-   * bench/gpu-step.md session 53) said little of either */
+   * context: 0.528 ms a step over 189 replays and 4 other steps, two of them recordings
+   * and one the prompt's, bench/gpu-step.md session 53) said little of either */
   struct {
     host_sums launched, replayed;
     uint64_t overlapped, gaps, gap_ns;

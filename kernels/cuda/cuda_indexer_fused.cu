@@ -23,8 +23,8 @@
  * less than the ~20 us the three kernels' ncu times promised, but model-long's 128k TPOT
  * fell 0.357-0.375 -> 0.344-0.345 ms (bench/long-context.md, session 52). Where its
  * time goes (ncu, session 53): a quarter of the stall samples at the barrier that ends
- * a select pass's meet, the scoring's lines ~10%, DRAM at 13% of peak: the select's
- * serialized chain a pass, not bytes.
+ * a select pass's meet, the scoring's costliest lines 7.6%, DRAM at 13% of peak: the
+ * select's serialized chain a pass, not bytes.
  *
  * Layout invariance: each pair's score is k_idx_tc's, the selection is exact (keys are
  * distinct), so the picks are the unfused path's whatever the chunks (test_gpu_kernels'
