@@ -22,9 +22,11 @@
  * 131072 bf16 keys 38.3-38.6 -> 36.9-37.0 us, over 32768 31.0 -> 27.6-27.7; far
  * less than the ~20 us the three kernels' ncu times promised, but model-long's 128k TPOT
  * fell 0.357-0.375 -> 0.344-0.345 ms (bench/long-context.md, session 52). Where its
- * time goes (ncu, session 53): a quarter of the stall samples at the barrier that ends
- * a select pass's meet, the scoring's costliest lines 7.6%, DRAM at 13% of peak: the
- * select's serialized chain a pass, not bytes.
+ * time went (ncu, session 53): a quarter of the stall samples at the barrier that ended
+ * a select pass's meet (the last block's pick, published behind a flag), the scoring's
+ * costliest lines 7.6%, DRAM at 13% of peak: the select's serialized chain a pass, not
+ * bytes. Since every block picks each pass's bin itself (rsel_pass_coop, session 54):
+ * 37.2-37.3 -> 31.2-31.4 us over 131072 bf16 keys, 27.6-28.1 -> 22.2-22.4 over 32768.
  *
  * Layout invariance: each pair's score is k_idx_tc's, the selection is exact (keys are
  * distinct), so the picks are the unfused path's whatever the chunks (test_gpu_kernels'
@@ -182,8 +184,8 @@ __global__ void __launch_bounds__(TC_THREADS)
   cp_async_wait_all();
   __syncthreads(); /* the list is complete, the key stages free */
   const int n = fill[0] < FU_LIST ? fill[0] : FU_LIST;
-  rsel_coop_token(rsel_share_local{list, n}, a.topk, &state[t], hists + (size_t)t * RSEL_BINS,
-                  h, sel, t, true, (uint64_t *)k_s, part, a.out_pos, a.out_cand);
+  rsel_coop_token(rsel_share_local{list, n}, a.topk, &state[t], hists, h, sel, t, true,
+                  (uint64_t *)k_s, part, a.out_pos, a.out_cand);
 }
 
 extern "C" int sc_kcuda_indexer_fused(sc_kcuda *c, const sc_indexer_args *a, int hp) {
@@ -208,11 +210,9 @@ extern "C" int sc_kcuda_indexer_fused(sc_kcuda *c, const sc_indexer_args *a, int
   if (scratch == NULL) return SC_ENOMEM;
   int *count; /* (unused: the keys stay in the blocks) */
   if ((rc = sc_kcuda_topk_radix_begin(c, a->n_tok, scratch, &count))) return rc;
-  rsel_tok *state = (rsel_tok *)(scratch + rsel_count_bytes(a->n_tok));
-  unsigned *hists = (unsigned *)(state + a->n_tok);
-  uint64_t *sel = (uint64_t *)(hists + (size_t)a->n_tok * RSEL_BINS);
+  const rsel_scratch rs = rsel_scratch_at(scratch, a->n_tok);
   const dim3 grid((unsigned)per, (unsigned)a->n_tok);
-  return sc_kcuda_err(sc_kcuda_launch_coop(c, fn, grid, TC_THREADS, smem, *a, hp, state, hists,
-                                           sel, c->err_flag),
+  return sc_kcuda_err(sc_kcuda_launch_coop(c, fn, grid, TC_THREADS, smem, *a, hp, rs.state,
+                                           rs.hists, rs.sel, c->err_flag),
                       "fused indexer");
 }

@@ -25,34 +25,59 @@ typedef struct rsel_tok {
   unsigned long long prefix, mask; /* digits found so far, and which bits they cover */
   int need;                        /* keys still needed from inside the prefix */
   int done;
-  int ticket;                      /* blocks of the current pass that have finished */
-  int taken;                       /* gather: keys written so far */
-  int passed;                      /* k_rsel_coop: passes whose bin is picked */
-  int gathered;                    /* k_rsel_coop: blocks done with the gather */
+  int ticket;   /* a launch a pass: blocks of the current pass that have finished;
+                   k_rsel_coop: blocks' arrivals over all passes so far */
+  int taken;    /* gather: keys written so far */
+  int gathered; /* k_rsel_coop: blocks done with the gather */
 } rsel_tok;
 
 /* Scratch layout: count int [n_tok] (padded to 16 bytes), rsel_tok [n_tok], hist uint32
- * [n_tok][RSEL_BINS], sel uint64 [n_tok][K]. The first three start zeroed (one memset). */
+ * [n_tok][RSEL_PASSES][RSEL_BINS] (a histogram a pass: none is cleared for the next, so
+ * that in a cooperative launch every block reads a pass's bins while others already
+ * count the next), sel uint64 [n_tok][K]. The first three start zeroed (one memset). */
 static inline size_t rsel_count_bytes(int n_tok) { return 16 * (size_t)sc_cdiv(4 * (int64_t)n_tok, 16); }
 
 static inline size_t rsel_state_bytes(int n_tok) {
-  return rsel_count_bytes(n_tok) + (sizeof(rsel_tok) + sizeof(unsigned) * RSEL_BINS) * (size_t)n_tok;
+  return rsel_count_bytes(n_tok) +
+         (sizeof(rsel_tok) + sizeof(unsigned) * RSEL_PASSES * RSEL_BINS) * (size_t)n_tok;
 }
 
-/* The last block of a pass: the bin of the K-th largest key among those still matching,
- * from the token's histogram (cleared for the next pass). h: shared [RSEL_BINS]. */
-__device__ inline void rsel_pick(rsel_tok *st, unsigned *hist, unsigned *h, int K, int shift,
-                          int width, bool first) {
+/* The parts of a select's scratch (the layout above). */
+typedef struct rsel_scratch {
+  int *count;
+  rsel_tok *state;
+  unsigned *hists;
+  uint64_t *sel;
+} rsel_scratch;
+
+static inline rsel_scratch rsel_scratch_at(void *scratch, int n_tok) {
+  rsel_scratch r;
+  r.count = (int *)scratch;
+  r.state = (rsel_tok *)((char *)scratch + rsel_count_bytes(n_tok));
+  r.hists = (unsigned *)(r.state + n_tok);
+  r.sel = (uint64_t *)(r.hists + (size_t)n_tok * RSEL_PASSES * RSEL_BINS);
+  return r;
+}
+
+/* Token t's histogram of pass p. */
+__host__ __device__ inline unsigned *rsel_hist(unsigned *hists, int64_t t, int p) {
+  return hists + ((size_t)t * RSEL_PASSES + (size_t)p) * RSEL_BINS;
+}
+
+/* How far a token's select is, as a pick leaves it (the fields of rsel_tok's). */
+typedef struct rsel_prog {
+  unsigned long long prefix, mask;
+  int need, done;
+} rsel_prog;
+
+/* The bin of the K-th largest key among those still matching, from a pass's histogram h
+ * (shared [RSEL_BINS], read by all): extends *pg (shared, block-uniform before and after)
+ * by it. Every thread of the block calls it. */
+__device__ inline void rsel_find(const unsigned *h, int K, int shift, int width, bool first,
+                                 rsel_prog *pg) {
   __shared__ int part[RSEL_THREADS / 32];
   __shared__ int total_s;
-  /* read by all before the one thread that finds the bin writes it; the state through
-   * L2, as every read of it that k_rsel_coop makes after another block's pick */
-  int need = __ldcg(&st->need);
-  for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS) {
-    h[b] = __ldcg(&hist[b]);
-    hist[b] = 0;
-  }
-  __syncthreads();
+  int need = pg->need; /* (read by all before the one thread that finds the bin writes) */
   /* thread i owns bins [i * per, (i + 1) * per); suffix sums from the top bin down */
   constexpr int per = RSEL_BINS / RSEL_THREADS;
   int mine = 0;
@@ -77,10 +102,10 @@ __device__ inline void rsel_pick(rsel_tok *st, unsigned *hist, unsigned *h, int 
     need = total_s < K ? total_s : K;
     if (total_s <= K) { /* all of them: prefix and mask stay 0 */
       if (threadIdx.x == 0) {
-        st->need = need;
-        st->done = 1;
-        st->ticket = 0;
+        pg->need = need;
+        pg->done = 1;
       }
+      __syncthreads();
       return;
     }
   }
@@ -88,15 +113,32 @@ __device__ inline void rsel_pick(rsel_tok *st, unsigned *hist, unsigned *h, int 
   for (int b = lo + per - 1; b >= lo; b--) {
     const int c = (int)h[b];
     if (above < need && above + c >= need) {
-      const unsigned long long digit_mask = ((1ull << width) - 1ull) << shift;
-      st->prefix = __ldcg(&st->prefix) | (unsigned long long)b << shift;
-      st->mask = __ldcg(&st->mask) | digit_mask;
-      st->need = need - above;
-      st->done = c == need - above || shift == 0;
+      pg->prefix |= (unsigned long long)b << shift;
+      pg->mask |= ((1ull << width) - 1ull) << shift;
+      pg->need = need - above;
+      pg->done = c == need - above || shift == 0;
     }
     above += c;
   }
-  if (threadIdx.x == 0) st->ticket = 0;
+  __syncthreads();
+}
+
+/* The last block of a pass in a launch a pass: the pick from the token's histogram of
+ * the pass (hist), into its state. h: shared [RSEL_BINS]. */
+__device__ inline void rsel_pick(rsel_tok *st, const unsigned *hist, unsigned *h, int K,
+                                 int shift, int width, bool first) {
+  __shared__ rsel_prog pg;
+  if (threadIdx.x == 0) pg = rsel_prog{st->prefix, st->mask, st->need, 0};
+  for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS) h[b] = __ldcg(&hist[b]);
+  __syncthreads();
+  rsel_find(h, K, shift, width, first, &pg);
+  if (threadIdx.x == 0) {
+    st->prefix = pg.prefix;
+    st->mask = pg.mask;
+    st->need = pg.need;
+    st->done = pg.done;
+    st->ticket = 0;
+  }
 }
 
 /* f(key) for each of this block's share of a token's n keys at kt (0 for a lane past n:
@@ -140,17 +182,12 @@ struct rsel_share_local {
   }
 };
 
-/* One pass of a token over this block's share of its keys (`each`): the digit at shift
- * (width bits) of every key that matches the token's prefix, counted in h (shared
- * [RSEL_BINS]) and added to the token's histogram; the last block of the pass to finish
- * (a ticket) picks the bin (rsel_pick). Returns whether this block was that one. The
- * state is read through L2 (__ldcg): in a cooperative launch an earlier pass of the same
- * launch wrote it. */
+/* This block's share (`each`) of a pass of a token: the digit at shift (width bits) of
+ * every key that matches the prefix, counted in h (shared [RSEL_BINS]) and added to the
+ * pass's histogram (hist); the bins are visible device-wide when it returns. */
 template <typename Each>
-__device__ inline bool rsel_count(Each each, int K, int shift, int width, bool first,
-                                  rsel_tok *st, unsigned *hist, unsigned *h) {
-  __shared__ bool last;
-  const unsigned long long prefix = __ldcg(&st->prefix), mask = __ldcg(&st->mask);
+__device__ inline void rsel_count(Each each, unsigned long long prefix, unsigned long long mask,
+                                  int shift, int width, unsigned *hist, unsigned *h) {
   for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS) h[b] = 0;
   __syncthreads();
   each([&](uint64_t key) { /* equal bins counted once a warp */
@@ -162,23 +199,55 @@ __device__ inline bool rsel_count(Each each, int K, int shift, int width, bool f
   __syncthreads();
   for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS)
     if (h[b]) atomicAdd(&hist[b], h[b]);
-  __threadfence(); /* the bins before the ticket */
+  __threadfence(); /* the bins before whatever tells other blocks this one is done */
   __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&st->ticket, 1) == (int)gridDim.x - 1;
-  __syncthreads();
-  if (!last) return false;
-  __threadfence(); /* every block's bins after its ticket */
-  rsel_pick(st, hist, h, K, shift, width, first);
-  return true;
 }
 
-/* Every key of this block's share at or above the token's prefix, into sel[t][0 ..
- * min(K, count)). */
+/* A pass in a launch of its own (k_rsel_pass): the count, then the last block of the
+ * pass to finish (a ticket) picks the bin into the token's state (rsel_pick). */
 template <typename Each>
-__device__ inline void rsel_gather(Each each, int K, rsel_tok *st, uint64_t *sel, int64_t t) {
-  const unsigned long long prefix = __ldcg(&st->prefix), mask = __ldcg(&st->mask);
+__device__ inline void rsel_pass_launch(Each each, int K, int shift, int width, bool first,
+                                        rsel_tok *st, unsigned *hist, unsigned *h) {
+  __shared__ bool last;
+  rsel_count(each, st->prefix, st->mask, shift, width, hist, h);
+  if (threadIdx.x == 0) last = atomicAdd(&st->ticket, 1) == (int)gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence(); /* every block's bins after its ticket */
+  rsel_pick(st, hist, h, K, shift, width, first);
+}
+
+/* Pass p in a cooperative launch: the count, then every block of the token waits for
+ * the others' arrivals (st->ticket counts them over all passes: p + 1 passes' worth) and
+ * picks the bin itself from the same bins into *pg (shared). Every block reaches the
+ * same pick, so no block waits for another's: a pick by the last block, published in the
+ * state behind a flag, cost the others a second wait a pass (a write, a fence, the flag,
+ * then the state's read). */
+template <typename Each>
+__device__ inline void rsel_pass_coop(Each each, int K, int shift, int width, int p,
+                                      rsel_tok *st, unsigned *hist, unsigned *h,
+                                      rsel_prog *pg) {
+  rsel_count(each, pg->prefix, pg->mask, shift, width, hist, h);
+  if (threadIdx.x == 0) {
+    const int all = (p + 1) * (int)gridDim.x;
+    if (atomicAdd(&st->ticket, 1) + 1 < all)
+      while (*(volatile int *)&st->ticket < all) __nanosleep(100);
+    __threadfence(); /* (the bins' reads after the count's) */
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < RSEL_BINS; b += RSEL_THREADS) h[b] = __ldcg(&hist[b]);
+  __syncthreads();
+  rsel_find(h, K, shift, width, p == 0, pg);
+}
+
+/* Every key of this block's share at or above the prefix, into sel[t][0 .. min(K,
+ * count)) (taken: the token's count of keys written). */
+template <typename Each>
+__device__ inline void rsel_gather(Each each, int K, unsigned long long prefix,
+                                   unsigned long long mask, int *taken, uint64_t *sel,
+                                   int64_t t) {
   each([&](uint64_t key) {
-    const int slot = warp_take_slot(&st->taken, key != 0 && (key & mask) >= prefix);
+    const int slot = warp_take_slot(taken, key != 0 && (key & mask) >= prefix);
     if (slot >= 0 && slot < K) sel[t * K + slot] = key;
   });
 }
@@ -231,22 +300,6 @@ __device__ inline int rsel_stage_sel(int K, const rsel_tok *st, const uint64_t *
   return n;
 }
 
-/* Token t's blocks after pass p: the last one to finish it has picked the bin (its
- * `last`) and says so; the others wait until it has. */
-__device__ inline void rsel_meet(rsel_tok *st, bool last, int p) {
-  __syncthreads(); /* (the picker's threads have written the state) */
-  if (threadIdx.x == 0) {
-    if (last) {
-      __threadfence();
-      atomicExch(&st->passed, p + 1);
-    } else {
-      while (*(volatile int *)&st->passed <= p) __nanosleep(100);
-      __threadfence(); /* (the state's reads after the flag's) */
-    }
-  }
-  __syncthreads();
-}
-
 /* Token t's blocks after the gather: each says it is done, and a block that ranks waits
  * for all of them (the others leave). */
 __device__ inline void rsel_gathered(rsel_tok *st, bool wait) {
@@ -263,24 +316,27 @@ __device__ inline void rsel_gathered(rsel_tok *st, bool wait) {
 }
 
 /* The whole select of token t in a cooperative launch, its blocks (gridDim.x of them,
- * blockIdx.y = t) each over its share (`each`): every pass, a meet after each, the gather
- * and, with `rank`, the ranks (a meet after the gather, then the RANK_KEYS-key pieces
- * blockIdx.x, + gridDim.x, ..., the selection staged in `all`, shared [K]). h: shared
- * [RSEL_BINS]; part: shared, rsel_rank_keys'. */
+ * blockIdx.y = t) each over its share (`each`): every pass (rsel_pass_coop: each block
+ * picks), the gather and, with `rank`, the ranks (a meet after the gather, then the
+ * RANK_KEYS-key pieces blockIdx.x, + gridDim.x, ..., the selection staged in `all`,
+ * shared [K]). hists: the scratch's (rsel_hist); h: shared [RSEL_BINS]; part: shared,
+ * rsel_rank_keys'. */
 template <typename Each>
-__device__ inline void rsel_coop_token(Each each, int K, rsel_tok *st, unsigned *hist,
+__device__ inline void rsel_coop_token(Each each, int K, rsel_tok *st, unsigned *hists,
                                        unsigned *h, uint64_t *sel, int64_t t, bool rank,
                                        uint64_t *all, int (*part)[RANK_KEYS],
                                        int32_t *out_pos, sc_kcand *out_cand) {
+  __shared__ rsel_prog pg;
+  if (threadIdx.x == 0) pg = rsel_prog{0, 0, 0, 0};
+  __syncthreads();
   int shift = 64;
   for (int p = 0; p < RSEL_PASSES; p++) {
     const int width = shift < RSEL_BITS ? shift : RSEL_BITS;
     shift -= width;
-    const bool last = rsel_count(each, K, shift, width, p == 0, st, hist, h);
-    rsel_meet(st, last, p);
-    if (__ldcg(&st->done)) break; /* (the same in every block of the token) */
+    rsel_pass_coop(each, K, shift, width, p, st, rsel_hist(hists, t, p), h, &pg);
+    if (pg.done) break; /* (the same in every block of the token) */
   }
-  rsel_gather(each, K, st, sel, t);
+  rsel_gather(each, K, pg.prefix, pg.mask, &st->taken, sel, t);
   if (!rank) return;
   const int pieces = (K + RANK_KEYS - 1) / RANK_KEYS;
   rsel_gathered(st, (int)blockIdx.x < pieces);

@@ -11,9 +11,10 @@
  * each (SPARSECP_TOPK_COOP=0, or a device without cooperative launches):
  *   passes (RSEL_PASSES of them): every block of a token histograms
  *     the digit of its share of the keys that still match the token's prefix and adds
- *     its bins to the token's histogram in global memory; the last block to finish (a
- *     ticket) finds the bin that holds the K-th largest key, extends the prefix by it
- *     and clears the histogram. A token is done once its bin holds exactly the keys
+ *     its bins to the token's histogram of the pass in global memory; the bin that holds
+ *     the K-th largest key extends the prefix (found by the last block to finish, a
+ *     ticket, in a launch a pass; by every block once all have counted, in the
+ *     cooperative launch). A token is done once its bin holds exactly the keys
  *     still needed (usually after the score's 32 bits and a few of the position's), or
  *     from the first pass when it has at most K keys; later passes skip it.
  *   gather: every key whose masked value is at least the prefix is one of the K.
@@ -41,15 +42,15 @@ int sc_kcuda_topk_radix_begin(sc_kcuda *c, int n_tok, void *scratch, int **count
 }
 
 __global__ void __launch_bounds__(RSEL_THREADS)
-    k_rsel_pass(int64_t cap, int K, int shift, int width, bool first, const uint64_t *keys,
+    k_rsel_pass(int64_t cap, int K, int shift, int width, int p, const uint64_t *keys,
                 const int *count, rsel_tok *state, unsigned *hists) {
   sc_dev_pdl_enter();
   __shared__ unsigned h[RSEL_BINS];
   const int t = blockIdx.y;
   rsel_tok *st = &state[t];
   if (st->done) return; /* set by an earlier launch: every block sees the same */
-  rsel_count(rsel_share_global{keys + (int64_t)t * cap, count[t]}, K, shift, width, first, st,
-             hists + (size_t)t * RSEL_BINS, h);
+  rsel_pass_launch(rsel_share_global{keys + (int64_t)t * cap, count[t]}, K, shift, width, p == 0,
+                   st, rsel_hist(hists, t, p), h);
 }
 
 /* Every key at or above the prefix, into sel[t][0 .. min(K, count)). */
@@ -58,7 +59,9 @@ __global__ void __launch_bounds__(RSEL_THREADS)
                   uint64_t *sel) {
   sc_dev_pdl_enter();
   const int t = blockIdx.y;
-  rsel_gather(rsel_share_global{keys + (int64_t)t * cap, count[t]}, K, &state[t], sel, t);
+  rsel_tok *st = &state[t];
+  rsel_gather(rsel_share_global{keys + (int64_t)t * cap, count[t]}, K, st->prefix, st->mask,
+              &st->taken, sel, t);
 }
 
 /* ---- the passes and the gather in one cooperative launch ----
@@ -67,12 +70,12 @@ __global__ void __launch_bounds__(RSEL_THREADS)
  * passes (four finding the token done and returning, 2.8-2.9 us each), the gather and
  * the ranks, ~41 of its indexer op's ~63 us under ncu (H100, 2026-12-06,
  * bench/long-context.md). Here the same grid takes every pass and the gather in one
- * launch: after a pass a token's blocks meet at its state (rsel_meet), and a token done
- * leaves the passes at once. Blocks that wait for others are safe only where all of
+ * launch: after a pass a token's blocks wait for one another and each picks the bin
+ * (rsel_pass_coop), and a token done leaves the passes at once. Blocks that wait for others are safe only where all of
  * them hold an SM at once, which a cooperative launch guarantees (a select in one
  * cluster of 8 blocks a token, session 46, was slower: 8 SMs read the keys). The
- * counting, the picks and the gather are the passes' own (rsel_count, rsel_gather), so
- * the same keys are selected. Measured (kernel.indexer, one decode token of model-long's
+ * counting, the pick and the gather are the passes' own (rsel_count, rsel_find,
+ * rsel_gather), so the same keys are selected. Measured (kernel.indexer, one decode token of model-long's
  * indexer, H100, 2026-12-07): the op over 131072 keys 47.6-48.1 -> 43.0-43.3 us, over
  * 32768 keys 35.3-36.1 -> 31.5-31.9; less than the ~19 us the launches cost under ncu,
  * since in the stream a launch's set-up overlaps the one before. */
@@ -93,9 +96,8 @@ __global__ void __launch_bounds__(RSEL_THREADS)
   __shared__ unsigned h[RSEL_BINS];
   __shared__ int part[RSEL_THREADS / 32][RANK_KEYS];
   const int t = blockIdx.y;
-  rsel_coop_token(rsel_share_global{keys + (int64_t)t * cap, count[t]}, K, &state[t],
-                  hists + (size_t)t * RSEL_BINS, h, sel, t, rank, (uint64_t *)smem, part,
-                  out_pos, out_cand);
+  rsel_coop_token(rsel_share_global{keys + (int64_t)t * cap, count[t]}, K, &state[t], hists, h,
+                  sel, t, rank, (uint64_t *)smem, part, out_pos, out_cand);
 }
 
 /* One block per token: its keys written in position order, as positions / candidates. */
@@ -134,10 +136,11 @@ int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64
                         int32_t *out_pos, sc_kcand *out_cand, void *scratch) {
   if (n_tok <= 0) return 0;
   if (n_tok > 65535 || K > SC_KCUDA_TOPK_MAX) return SC_ENOTSUP;
-  const int *count = (const int *)scratch;
-  rsel_tok *state = (rsel_tok *)((char *)scratch + rsel_count_bytes(n_tok));
-  unsigned *hists = (unsigned *)(state + n_tok);
-  uint64_t *sel = (uint64_t *)(hists + (size_t)n_tok * RSEL_BINS);
+  const rsel_scratch rs = rsel_scratch_at(scratch, n_tok);
+  const int *count = rs.count;
+  rsel_tok *state = rs.state;
+  unsigned *hists = rs.hists;
+  uint64_t *sel = rs.sel;
   int rc = 0;
   /* about two blocks per SM in all, at most one per 1024 keys of capacity */
   int64_t per = sc_cdiv(2 * (int64_t)c->num_sms, n_tok);
@@ -169,7 +172,7 @@ int sc_kcuda_topk_radix(sc_kcuda *c, int n_tok, int64_t cap, int K, const uint64
     for (int p = 0; p < RSEL_PASSES; p++) {
       width = shift < RSEL_BITS ? shift : RSEL_BITS;
       shift -= width;
-      sc_kcuda_launch(c, k_rsel_pass, grid, RSEL_THREADS, 0, cap, K, shift, width, p == 0, keys,
+      sc_kcuda_launch(c, k_rsel_pass, grid, RSEL_THREADS, 0, cap, K, shift, width, p, keys,
                       count, state, hists);
       if ((rc = SC_CUDA_CHECK_LAUNCH("top-K select pass"))) return rc;
     }
