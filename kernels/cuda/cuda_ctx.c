@@ -13,12 +13,13 @@
  * Deferred reads and notify. The executor must not wait for the GPU inside a step: it
  * queues the whole step, then the logits read (SC_KCOPY_D2H_DEFERRED, into a pinned
  * readback area) and a notify. notify queues a read of the error flag (and its reset)
- * and a stream callback; when the stream reaches it, that function copies every deferred
- * read of its batch (two batches: the next step's may be queued meanwhile) to its
- * destination and calls the caller's function, which sends the executor a
- * message (also after a device error, with SC_EDEVICE: cudaLaunchHostFunc would never
- * run then). The callback runs on the driver's thread and may not call CUDA, which
- * is why the readback bookkeeping is plain memory owned by this file. */
+ * and, on a stream of its own that waits for those, a stream callback; when it runs,
+ * that function copies every deferred read of its batch (two batches: the next step's
+ * may be queued meanwhile) to its destination and calls the caller's function, which
+ * sends the executor a message (also after a device error, with SC_EDEVICE:
+ * cudaLaunchHostFunc would never run then). The callback runs on the driver's thread and
+ * may not call CUDA, which is why the readback bookkeeping is plain memory owned by this
+ * file. */
 #include <stdatomic.h>
 #include <cublas_v2.h>
 #include <stdlib.h>
@@ -126,8 +127,14 @@ static int take_flag(sc_kcuda *c) {
  * queued since the last notify go into the open batch, and notify hands it to its
  * callback and opens the other. So a step can be queued (its reads and its notify) while
  * the step before's notify is still pending (an overlapped step, docs/pipeline.md): only
- * a third one waits, for the first's callback (an event recorded after it: a stream
- * callback holds the stream until it returns). */
+ * a third one waits, for the first's callback (an event recorded after it).
+ *
+ * The callbacks run on the notify stream, which waits for the compute stream's reads
+ * (the event `ready`), not on the compute stream: a stream callback holds its stream
+ * until it returns, and on the compute stream the next step, queued behind it, waited
+ * for the driver's thread to wake, copy the logits out of the pinned area (4 rows of
+ * 32768 f32, 512 KB, for the default model) and send the message. The reads themselves
+ * stay on the compute stream: the next step writes the buffers they read. */
 
 typedef struct deferred_read {
   void *dst;
@@ -142,14 +149,16 @@ typedef struct rb_batch {
   int *flag; /* pinned: the error flag as the notify read it */
   sc_knotify_fn fn;
   void *arg;
-  cudaEvent_t passed; /* recorded after the callback */
+  cudaEvent_t ready;  /* recorded on the compute stream after the reads and the flag's */
+  cudaEvent_t passed; /* recorded on the notify stream after the callback */
   bool no_event;      /* recording `passed` failed: wait for the callback by a sync */
   atomic_int pending; /* a notify of it is queued and has not run yet */
 } rb_batch;
 
 struct sc_kcuda_readback {
   rb_batch b[2];
-  int open; /* the batch that takes reads */
+  int open;            /* the batch that takes reads */
+  cudaStream_t notify; /* the callbacks' stream (see above) */
 };
 
 /* Lands every deferred read of a batch (the stream has passed them) and forgets them. */
@@ -190,7 +199,7 @@ static int open_batch(sc_kcuda *c, rb_batch **out) {
   int rc = rb->no_event ? 0 : sc_kcuda_err(cudaEventSynchronize(rb->passed), "notify wait");
   /* (an event that did not record holds an older, finished moment: the stream then) */
   if (rc == 0 && atomic_load_explicit(&rb->pending, memory_order_acquire))
-    rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "notify wait");
+    rc = sc_kcuda_err(cudaStreamSynchronize(c->rb->notify), "notify wait");
   return rc;
 }
 
@@ -255,7 +264,10 @@ static int cu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
   rb->fn = fn;
   rb->arg = arg;
   atomic_store_explicit(&rb->pending, 1, memory_order_release);
-  if ((rc = sc_kcuda_err(cudaStreamAddCallback(c->stream, notify_host_fn, rb, 0), "notify"))) {
+  cudaStream_t ns = c->rb->notify;
+  if ((rc = sc_kcuda_err(cudaEventRecord(rb->ready, c->stream), "notify event")) ||
+      (rc = sc_kcuda_err(cudaStreamWaitEvent(ns, rb->ready, 0), "notify wait")) ||
+      (rc = sc_kcuda_err(cudaStreamAddCallback(ns, notify_host_fn, rb, 0), "notify"))) {
     atomic_store_explicit(&rb->pending, 0, memory_order_release);
     /* the flag was read and cleared for a callback that will not come: put it back for
      * the caller's sync to see (pinned memory is read when the copy runs, after the read) */
@@ -265,7 +277,7 @@ static int cu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
   /* The callback is queued: it will run and call fn, so this returns 0 whatever follows
    * (the caller takes a failure to mean that no callback comes). Without the event,
    * open_batch waits for it by a sync. */
-  rb->no_event = cudaEventRecord(rb->passed, c->stream) != cudaSuccess;
+  rb->no_event = cudaEventRecord(rb->passed, ns) != cudaSuccess;
   c->rb->open ^= 1;
   return 0;
 }
@@ -356,7 +368,8 @@ static int cu_copy(sc_kernels *k, void *dst, const void *src, size_t bytes, sc_k
 static int cu_sync(sc_kernels *k) {
   sc_kcuda *c = sc_kcuda_of(k);
   if (c->recording) return sc_kcuda_record_refuse(c, "sync"), SC_EAGAIN;
-  const int rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "sync");
+  int rc = sc_kcuda_err(cudaStreamSynchronize(c->stream), "sync");
+  if (rc == 0) rc = sc_kcuda_err(cudaStreamSynchronize(c->rb->notify), "sync");
   if (rc) return rc;
   /* every queued notify has run (pending is 0): deferred reads queued since the last one
    * have landed in the open batch's area; copy them out now, so that a caller that syncs
@@ -434,7 +447,8 @@ static void cu_destroy(sc_kernels *k) {
     (void)sc_kcuda_record_end(k, &r);
     sc_kcuda_recording_free(k, r);
   }
-  if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream); /* queued notifies run */
+  if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
+  if (c->rb && c->rb->notify) (void)cudaStreamSynchronize(c->rb->notify); /* queued notifies run */
   if (c->scratch) (void)cudaFreeAsync(c->scratch, c->stream);
   if (c->err_flag) (void)cudaFreeAsync(c->err_flag, c->stream);
   if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
@@ -447,9 +461,11 @@ static void cu_destroy(sc_kernels *k) {
       rb_batch *rb = &c->rb->b[i];
       if (rb->area) (void)cudaFreeHost(rb->area);
       if (rb->flag) (void)cudaFreeHost(rb->flag);
+      if (rb->ready) (void)cudaEventDestroy(rb->ready);
       if (rb->passed) (void)cudaEventDestroy(rb->passed);
       free(rb->reads);
     }
+    if (c->rb->notify) (void)cudaStreamDestroy(c->rb->notify);
     free(c->rb);
   }
   if (c->marks) { /* a profiled context: what its device ran, by op */
@@ -606,9 +622,14 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
     rc = SC_ENOMEM;
     goto fail;
   }
+  if ((rc = sc_kcuda_err(cudaStreamCreateWithFlags(&c->rb->notify, cudaStreamNonBlocking),
+                         "notify stream create")))
+    goto fail;
   for (int i = 0; i < 2; i++)
     if ((rc = sc_kcuda_err(cudaMallocHost((void **)&c->rb->b[i].flag, sizeof(int)),
                            "pinned flag")) ||
+        (rc = sc_kcuda_err(cudaEventCreateWithFlags(&c->rb->b[i].ready, cudaEventDisableTiming),
+                           "event create")) ||
         (rc = sc_kcuda_err(cudaEventCreateWithFlags(&c->rb->b[i].passed, cudaEventDisableTiming),
                            "event create")))
       goto fail;
