@@ -396,6 +396,7 @@ typedef struct {
   const float *logits;
   int32_t vocab;
   bool lanes;
+  int32_t draw; /* the output index of the next draw (run_draw) */
   volatile int32_t sink;
 } top2_case;
 
@@ -409,9 +410,18 @@ static void run_top2(void *p) {
   tc->c->calls++;
 }
 
+static void run_draw(void *p) {
+  top2_case *tc = p;
+  const int32_t i = tc->draw++;
+  tc->sink += tc->lanes ? sc_sample_temperature(tc->logits, tc->vocab, 0.8f, 7, i)
+                        : sc_sample_temperature_ref(tc->logits, tc->vocab, 0.8f, 7, i);
+  tc->c->calls++;
+}
+
 /* The greedy token and top-2 margin of one request's logits, which the head computes for
- * every sampled request after every step: one element at a time (the rules' statement,
- * what the head ran before) and in vector lanes, in the same run. */
+ * every sampled request after every step, and the draw of a request at a temperature:
+ * one element at a time (the rules' statement, what the head ran before) and in vector
+ * lanes, in the same run; the draw also at DeepSeek-V3.2's vocabulary. */
 static int bench_top2(kb_ctx *c, int32_t vocab) {
   float *l = malloc(sizeof *l * (size_t)vocab);
   if (l == NULL) return SC_ENOMEM;
@@ -427,6 +437,24 @@ static int bench_top2(kb_ctx *c, int32_t vocab) {
              vocab, lanes ? "lanes" : "scalar");
     measure(c, run_top2, &tc, (double)vocab, "host.sample_top2", params, "glogit/s", NULL, 0,
             false);
+  }
+  for (int32_t v = vocab; v <= 129280 && c->rc == 0; v = v < 129280 ? 129280 : v + 1) {
+    float *lv = v == vocab ? l : malloc(sizeof *lv * (size_t)v);
+    if (lv == NULL) {
+      free(l);
+      return SC_ENOMEM;
+    }
+    for (int32_t i = 0; i < v; i++) lv[i] = l[i % vocab];
+    for (int lanes = 0; lanes < 2 && c->rc == 0; lanes++) {
+      top2_case tc = {.c = c, .logits = lv, .vocab = v, .lanes = lanes == 1};
+      char params[160];
+      snprintf(params, sizeof params,
+               "\"device\":\"host\",\"vocab\":%d,\"temperature\":0.8,\"impl\":\"%s\"", v,
+               lanes ? "lanes" : "scalar");
+      measure(c, run_draw, &tc, (double)v, "host.sample_temperature", params, "glogit/s", NULL,
+              0, false);
+    }
+    if (lv != l) free(lv);
   }
   free(l);
   return c->rc;

@@ -425,6 +425,51 @@ Test(sampling, the_lane_top2_is_the_reference) {
   }
 }
 
+/* The draw in lanes (float weights from a polynomial, block sums) lands on the token of
+ * the reference's (double, libm) but for a draw within rounding of a boundary: random
+ * lengths around the blocks and up to DeepSeek-V3.2's vocabulary, temperatures from 0.05
+ * to 4, NaN and -inf never drawn, rows without a number or with an infinity giving the
+ * greedy token, and the same draw every time. */
+Test(sampling, the_lanes_draw_is_the_reference_draw) {
+  static float l[129280];
+  uint64_t x = 99;
+  const float temps[] = {0.05f, 0.3f, 0.7f, 1.0f, 2.0f, 4.0f};
+  int draws = 0, differ = 0;
+  for (int round = 0; round < 240; round++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const int32_t n =
+        round < 200 ? 1 + (int32_t)(x >> 33) % 700 : 129280 - (int32_t)(x >> 33) % 300;
+    const int special = (int)((x >> 40) % 4);
+    for (int32_t i = 0; i < n; i++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      const uint32_t r = (uint32_t)(x >> 32);
+      l[i] = (float)(r % 100000u) * 2e-4f - 10.0f;
+      if (special == 1 && r % 7 == 0) l[i] = NAN;
+      if (special == 2 && r % 5 == 0) l[i] = -INFINITY;
+    }
+    const float t = temps[round % 6];
+    for (int d = 0; d < (n > 1000 ? 20 : 50); d++) {
+      const int32_t a = sc_sample_temperature(l, n, t, (uint64_t)round, d);
+      const int32_t b = sc_sample_temperature_ref(l, n, t, (uint64_t)round, d);
+      cr_assert(a >= 0 && a < n && !isnan(l[a]) && l[a] != -INFINITY,
+                "round %d, n %d: drew %d (%g)", round, n, a, (double)(a >= 0 && a < n ? l[a] : 0));
+      cr_assert_eq(a, sc_sample_temperature(l, n, t, (uint64_t)round, d));
+      draws++;
+      differ += a != b;
+    }
+  }
+  cr_assert(differ * 1000 <= draws, "%d of %d draws differ from the reference", differ, draws);
+  /* no number, or an infinity: the greedy token (as the reference) */
+  const float nan3[] = {NAN, NAN, NAN}, ninf3[] = {-INFINITY, -INFINITY, -INFINITY},
+              inf3[] = {1.0f, INFINITY, 2.0f};
+  cr_assert_eq(sc_sample_temperature(nan3, 3, 1.0f, 5, 0),
+               sc_sample_temperature_ref(nan3, 3, 1.0f, 5, 0));
+  cr_assert_eq(sc_sample_temperature(ninf3, 3, 1.0f, 5, 0),
+               sc_sample_temperature_ref(ninf3, 3, 1.0f, 5, 0));
+  cr_assert_eq(sc_sample_temperature(inf3, 3, 1.0f, 5, 0), 1);
+  cr_assert_eq(sc_sample_temperature_ref(inf3, 3, 1.0f, 5, 0), 1);
+}
+
 Test(sampling, greedy_temperature_margin) {
   const float l[] = {1.0f, 3.0f, NAN, 3.0f, -2.0f};
   cr_assert_eq(sc_sample_greedy(l, 5), 1);
