@@ -192,8 +192,13 @@ static double block_weight(const float *logits, int32_t vocab, int32_t b, float 
 
 int32_t sc_sample_temperature(const float *logits, int32_t vocab, float temperature,
                               uint64_t seed, int32_t index) {
-  if (!(temperature > 0.0f)) return sc_sample_greedy(logits, vocab);
-  const int32_t best = sc_sample_greedy(logits, vocab);
+  return sc_sample_temperature_at(logits, vocab, temperature, seed, index,
+                                  sc_sample_greedy(logits, vocab));
+}
+
+int32_t sc_sample_temperature_at(const float *logits, int32_t vocab, float temperature,
+                                 uint64_t seed, int32_t index, int32_t best) {
+  if (!(temperature > 0.0f)) return best;
   const float mx = logits[best];
   if (!isfinite(mx)) return best; /* (no number, or an infinity: the reference's answer) */
   const float k = (float)(1.4426950408889634 / (double)temperature);

@@ -16,6 +16,10 @@ int32_t sc_sample_greedy(const float *logits, int32_t vocab);
  * request ids differ from run to run and must not enter). temperature <= 0 is greedy. */
 int32_t sc_sample_temperature(const float *logits, int32_t vocab, float temperature,
                               uint64_t seed, int32_t index);
+/* The same, given the greedy token (sc_sample_greedy's: the head has it from its top-2
+ * pass, which takes a quarter of a draw's time). */
+int32_t sc_sample_temperature_at(const float *logits, int32_t vocab, float temperature,
+                                 uint64_t seed, int32_t index, int32_t best);
 /* The same draw in double with libm's exp, one logit at a time (sampling.h's rule before
  * 2026-12-07): the statement the lanes are held to (they agree but for a draw that lands
  * within rounding of a boundary between two tokens), and `bench kernels`' baseline. */

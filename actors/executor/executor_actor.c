@@ -385,9 +385,9 @@ static int sample_and_report(sc_ctx *c, executor *e, const run_slot *rs, uint64_
       sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
       return SC_EPROTO;
     }
-    if (t > 0)
-      r->sampled.v[i] = sc_sample_temperature(lg, m->vocab, t, p->in.seed.v[i],
-                                              p->in.out_index.v[i]);
+    if (t > 0) /* (sampled holds the greedy token here, sc_logits_top2's) */
+      r->sampled.v[i] = sc_sample_temperature_at(lg, m->vocab, t, p->in.seed.v[i],
+                                                 p->in.out_index.v[i], r->sampled.v[i]);
   }
   r->compute_ns = compute_ns;
   if ((pr->staged && !set_u64s(&r->stage_ns, pr->stage_ns, SC_STAGE_COUNT)) ||

@@ -454,6 +454,8 @@ Test(sampling, the_lanes_draw_is_the_reference_draw) {
       cr_assert(a >= 0 && a < n && !isnan(l[a]) && l[a] != -INFINITY,
                 "round %d, n %d: drew %d (%g)", round, n, a, (double)(a >= 0 && a < n ? l[a] : 0));
       cr_assert_eq(a, sc_sample_temperature(l, n, t, (uint64_t)round, d));
+      cr_assert_eq(a,
+                   sc_sample_temperature_at(l, n, t, (uint64_t)round, d, sc_sample_greedy(l, n)));
       draws++;
       differ += a != b;
     }
