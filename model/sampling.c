@@ -140,7 +140,8 @@ int32_t sc_sample_temperature_ref(const float *logits, int32_t vocab, float temp
  * a fraction of a millisecond). Here a logit's weight is 2^y, y = (l - max) log2(e) / t,
  * from a fixed degree-6 polynomial of y's fraction in float (relative error 2.4e-7 at most)
  * times 2^round(y) set in the exponent's bits; 0 for a NaN and below 2^-126. No libm,
- * and fp-contract is off (ISO C): the same weights on every machine. The sum is taken
+ * and fp-contract is off (ISO C): the weights depend on neither a library's exp nor the
+ * compiler's contraction (IEEE float operations in a fixed order). The sum is taken
  * over blocks of SAMPLE_BLOCK logits, each block in four float lanes and then in double
  * in a fixed order, so the draw depends on (logits, t, seed, index) alone. */
 
@@ -181,9 +182,14 @@ static inline v4f load4(const float *logits, int32_t vocab, int32_t i) {
   return v;
 }
 
+/* Where block b ends. */
+static inline int32_t block_end(int32_t vocab, int32_t b) {
+  return (b + 1) * SAMPLE_BLOCK < vocab ? (b + 1) * SAMPLE_BLOCK : vocab;
+}
+
 /* The sum of block b's weights (its four lanes, then in double in lane order). */
 static double block_weight(const float *logits, int32_t vocab, int32_t b, float mx, float k) {
-  const int32_t end = (b + 1) * SAMPLE_BLOCK < vocab ? (b + 1) * SAMPLE_BLOCK : vocab;
+  const int32_t end = block_end(vocab, b);
   v4f acc = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int32_t i = b * SAMPLE_BLOCK; i < end; i += 4)
     acc += tempered_weights(load4(logits, vocab, i), mx, k);
@@ -223,7 +229,7 @@ int32_t sc_sample_temperature_at(const float *logits, int32_t vocab, float tempe
     acc += w;
   }
   if (b == nb) return best; /* rounding left u at the very end */
-  const int32_t end = (b + 1) * SAMPLE_BLOCK < vocab ? (b + 1) * SAMPLE_BLOCK : vocab;
+  const int32_t end = block_end(vocab, b);
   int32_t last = -1;
   for (int32_t i = b * SAMPLE_BLOCK; i < end; i += 4) {
     float w[4];

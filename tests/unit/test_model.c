@@ -427,18 +427,20 @@ Test(sampling, the_lane_top2_is_the_reference) {
 
 /* The draw in lanes (float weights from a polynomial, block sums) lands on the token of
  * the reference's (double, libm) but for a draw within rounding of a boundary: random
- * lengths around the blocks and up to DeepSeek-V3.2's vocabulary, temperatures from 0.05
+ * lengths around the blocks, DeepSeek-V3.2's vocabulary and 300000, temperatures from 0.05
  * to 4, NaN and -inf never drawn, rows without a number or with an infinity giving the
  * greedy token, and the same draw every time. */
 Test(sampling, the_lanes_draw_is_the_reference_draw) {
-  static float l[129280];
+  static float l[300000];
   uint64_t x = 99;
   const float temps[] = {0.05f, 0.3f, 0.7f, 1.0f, 2.0f, 4.0f};
   int draws = 0, differ = 0;
-  for (int round = 0; round < 240; round++) {
+  for (int round = 0; round < 244; round++) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
-    const int32_t n =
-        round < 200 ? 1 + (int32_t)(x >> 33) % 700 : 129280 - (int32_t)(x >> 33) % 300;
+    /* (the last rounds' rows pass 1024 blocks: their block sums are computed again) */
+    const int32_t n = round < 200   ? 1 + (int32_t)(x >> 33) % 700
+                      : round < 240 ? 129280 - (int32_t)(x >> 33) % 300
+                                    : 300000 - (int32_t)(x >> 33) % 300;
     const int special = (int)((x >> 40) % 4);
     for (int32_t i = 0; i < n; i++) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
@@ -448,7 +450,7 @@ Test(sampling, the_lanes_draw_is_the_reference_draw) {
       if (special == 2 && r % 5 == 0) l[i] = -INFINITY;
     }
     const float t = temps[round % 6];
-    for (int d = 0; d < (n > 1000 ? 20 : 50); d++) {
+    for (int d = 0; d < (n > 200000 ? 100 : n > 1000 ? 20 : 50); d++) {
       const int32_t a = sc_sample_temperature(l, n, t, (uint64_t)round, d);
       const int32_t b = sc_sample_temperature_ref(l, n, t, (uint64_t)round, d);
       cr_assert(a >= 0 && a < n && !isnan(l[a]) && l[a] != -INFINITY,

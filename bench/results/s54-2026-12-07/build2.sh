@@ -1,27 +1,12 @@
 #!/bin/bash
-# build2.sh (session 54; from the repository root, ~5 minutes on two cores): .devrun =
-# HEAD + pending/notify-stream.patch (sparsecp and the GPU tests the notify path touches;
-# sparsecp at .devrun/sparsecp, where tests/gpu/recovery_gpu.sh looks), .devrun/f =
-# HEAD's sparsecp (the A/B's other side). run2.sh runs it.
+# build2.sh (session 54; from the repository root, ~5 minutes on two cores; ran at
+# ba16a16): .devrun = HEAD + pending/notify-stream.patch (sparsecp and the GPU tests the
+# notify path touches; sparsecp at .devrun/sparsecp, where tests/gpu/recovery_gpu.sh
+# looks), .devrun/f = HEAD's sparsecp (the A/B's other side). run2.sh runs it.
 set -euo pipefail
-here=bench/results/s54-2026-12-07
+. bench/device_build.sh
+p=bench/results/s54-2026-12-07/pending
 rm -rf .devrun && mkdir -p .devrun
-build() { # DEST PATCH|- TARGETS...
-  local dest=$1 patch=$2 wt=/tmp/s54-$(basename "$1"); shift 2
-  rm -rf "$wt"; git worktree prune
-  git worktree add -q --detach "$wt" HEAD
-  [ "$patch" = - ] || git -C "$wt" apply "$PWD/$here/pending/$patch.patch"
-  cmake -S "$wt" -B "$wt/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSC_WERROR=ON > "$wt/cmake.log" 2>&1 || { tail "$wt/cmake.log"; exit 1; }
-  make -C "$wt/build" -j"$(nproc)" "$@" > "$wt/make.log" 2>&1 || { tail -20 "$wt/make.log"; exit 1; }
-  mkdir -p "$dest"
-  for t in "$@"; do cp "$(find "$wt/build" -name "$t" -type f -perm -u+x | head -1)" "$dest/"; done
-  git worktree remove --force "$wt"
-  echo "$dest: $(git rev-parse HEAD) + $patch"
-}
-build .devrun notify-stream sparsecp test_gpu_graphs test_gpu_nccl test_gpu_ipc
-build .devrun/f - sparsecp
-/work/shared/tools/device-bundle .devrun/lib .devrun/sparsecp .devrun/test_gpu_* > /dev/null || true
-rm -f .devrun/lib/libcublas*
-find .devrun -type f ! -path '.devrun/lib/*' -exec xz -T0 -6 {} +
-find .devrun/lib -type f ! -name '*.xz' -size +200k -exec xz -T0 -6 {} +
-du -sh .devrun
+stage_build .devrun HEAD $p/notify-stream.patch sparsecp test_gpu_graphs test_gpu_nccl test_gpu_ipc
+stage_build .devrun/f HEAD - sparsecp
+stage_pack .devrun/sparsecp .devrun/test_gpu_*
