@@ -470,16 +470,17 @@ typedef struct a_argmax {
   const float *x;
   int64_t ld;
   int32_t *out;
+  float *margin;
 } a_argmax;
 static int run_argmax(sc_kernels *in, const void *p) {
   const a_argmax *a = p;
-  return in->ops->argmax_rows(in, a->n, a->width, a->x, a->ld, a->out);
+  return in->ops->argmax_rows(in, a->n, a->width, a->x, a->ld, a->out, a->margin);
 }
 static int w_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
-                         int32_t *out) {
+                         int32_t *out, float *margin) {
   recorder *r = rec_of(k);
-  if (!r->recording) return r->in->ops->argmax_rows(r->in, n, width, x, ld, out);
-  const a_argmax a = {n, width, x, ld, out};
+  if (!r->recording) return r->in->ops->argmax_rows(r->in, n, width, x, ld, out, margin);
+  const a_argmax a = {n, width, x, ld, out, margin};
   return keep(r, run_argmax, &a, sizeof a);
 }
 

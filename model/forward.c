@@ -17,8 +17,9 @@ enum {
   B_X, B_XN, B_QL, B_Q, B_QABS, B_KV, B_IQ, B_IW, B_OLAT, B_OV, B_AO, B_U, B_H,
   B_PG, B_SHARD, B_WS, B_TOPK, B_SEL, B_CAND, B_CANDG, B_QG, B_OD, B_LSE, B_LSEG, B_LSEX,
   B_XG, B_XL, B_LOGITS,
-  /* the greedy choice of each logits row, kept for the step after (in->follow_*) */
-  B_GREEDY,
+  /* the greedy choice of each logits row, kept for the step after (in->follow_*), and
+   * its margin */
+  B_GREEDY, B_MARGIN,
   /* the index arrays a step uploads (U_*): a decode step's in one piece, the others' */
   B_UPLOAD, B_UPLOAD_OTHER,
   /* index arrays built on the device, and the chunks' (prefill steps only) */
@@ -822,9 +823,11 @@ static int step_prepare(step_ctx *s) {
   ensure(f, B_XL, (size_t)plan->num_reqs * s->hid * fl, &rc);
   ensure(f, B_LOGITS, (size_t)plan->num_reqs * mc->vocab * fl, &rc);
   CK(rc, "forward: cannot allocate step buffers");
-  if (s->out != NULL && s->out->greedy != NULL)
-    CK(grow_greedy(f, (size_t)plan->num_reqs * sizeof(int32_t)),
+  if (s->out != NULL && s->out->greedy != NULL) {
+    ensure(f, B_MARGIN, (size_t)plan->num_reqs * fl, &rc);
+    CK(rc ? rc : grow_greedy(f, (size_t)plan->num_reqs * sizeof(int32_t)),
        "forward: cannot allocate step buffers");
+  }
 
   /* ---- index arrays ---- */
   const size_t nr = (size_t)plan->num_reqs, bt_n = nr * (size_t)s->bt_w;
@@ -995,7 +998,8 @@ static int step_body(step_ctx *s) {
                mc->vocab, 1.0f),
      "forward: LM head");
   if (s->out->greedy != NULL)
-    CK(f->k->ops->argmax_rows(f->k, s->nl, mc->vocab, logits, mc->vocab, f->buf[B_GREEDY]),
+    CK(f->k->ops->argmax_rows(f->k, s->nl, mc->vocab, logits, mc->vocab, f->buf[B_GREEDY],
+                              f->buf[B_MARGIN]),
        "forward: greedy tokens");
 out:
   return rc;
@@ -1018,14 +1022,19 @@ static int step_download(step_ctx *s) {
       memset(dst, 0, vocab * sizeof(float));
       continue;
     }
-    CK(f->k->ops->copy(f->k, dst, logits + (size_t)r++ * vocab, vocab * sizeof(float),
-                       SC_KCOPY_D2H_DEFERRED),
+    const float *row = logits + (size_t)r++ * vocab;
+    if (s->out->logits_of != NULL && !s->out->logits_of[i]) continue;
+    CK(f->k->ops->copy(f->k, dst, row, vocab * sizeof(float), SC_KCOPY_D2H_DEFERRED),
        "forward: logits download");
   }
   if (s->out->greedy != NULL && s->nl > 0)
     CK(f->k->ops->copy(f->k, s->out->greedy, f->buf[B_GREEDY], (size_t)s->nl * sizeof(int32_t),
                        SC_KCOPY_D2H_DEFERRED),
        "forward: greedy tokens download");
+  if (s->out->greedy != NULL && s->out->margins != NULL && s->nl > 0)
+    CK(f->k->ops->copy(f->k, s->out->margins, f->buf[B_MARGIN], (size_t)s->nl * sizeof(float),
+                       SC_KCOPY_D2H_DEFERRED),
+       "forward: greedy margins download");
 out:
   return rc;
 }

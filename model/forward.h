@@ -69,10 +69,16 @@ typedef struct sc_forward_in {
 typedef struct sc_forward_out {
   float *logits;     /* [num_reqs][vocab]: last token of each selected request (see
                         sample; rows of the others are zeros) */
+  const uint8_t *logits_of; /* [num_reqs] with logits: 1 = read request i's row into
+                        logits, 0 = leave that row of logits as it is (a greedy request
+                        whose token and margin come from greedy / margins); NULL = every
+                        selected request's */
   int32_t *greedy;   /* [rows] the greedy choice of every logits row (the kernels'
                         argmax_rows: sc_logits_top2's token), rows as sc_forward_logits_rows
                         numbers them; with or without logits (a rank other than 0 keeps
                         them for the step after without reading the logits) */
+  float *margins;    /* [rows] with greedy: each row's sc_logits_top2 margin, computed
+                        beside the greedy choice (argmax_rows) */
   sc_kcand *topk;    /* [layers][plan num_tokens][topk]: the (score, position) top-K of
                         every global token this rank holds, as selected (merged over DCP
                         for decode rows); entries of other tokens are left untouched */

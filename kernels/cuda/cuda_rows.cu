@@ -212,13 +212,37 @@ __device__ __forceinline__ uint64_t argmax_key(float v, int32_t i) {
   return ((uint64_t)u << 32) | (uint32_t)~(uint32_t)i;
 }
 
-/* A row's best key over this thread's elements and then the block's (in every thread
- * of warp 0), from element `first` on in steps of `stride`. Four loads in flight a
- * thread: a row is the vocabulary (DeepSeek-V3.2's: 129,280 logits), read once. */
+/* The two largest values met so far, an equal value counting as the second and a NaN
+ * never counting (sc_logits_top2's margin): a value in, and the merge of two such
+ * pairs, whose result is the pair of the values of both whatever the split. */
+struct top2 {
+  float a, b;
+};
+__device__ __forceinline__ void top2_add(top2 &t, float v) {
+  if (v > t.a) {
+    t.b = t.a;
+    t.a = v;
+  } else if (v > t.b) {
+    t.b = v;
+  }
+}
+__device__ __forceinline__ top2 top2_merge(top2 x, top2 y) {
+  return top2{fmaxf(x.a, y.a), fmaxf(fminf(x.a, y.a), fmaxf(x.b, y.b))};
+}
+__device__ __forceinline__ top2 top2_shfl(top2 t, int o) {
+  return top2{__shfl_xor_sync(0xffffffffu, t.a, o), __shfl_xor_sync(0xffffffffu, t.b, o)};
+}
+
+/* A row's best key and top two values over this thread's elements and then the block's
+ * (in every thread of warp 0), from element `first` on in steps of `stride`. Four loads
+ * in flight a thread: a row is the vocabulary (DeepSeek-V3.2's: 129,280 logits), read
+ * once. */
 __device__ __forceinline__ uint64_t argmax_block(const float *row, int64_t width,
                                                  int64_t first, int64_t stride,
-                                                 uint64_t *warp_best) {
+                                                 uint64_t *warp_best, top2 *warp_top,
+                                                 top2 *top) {
   uint64_t best = 0;
+  top2 t = {-INFINITY, -INFINITY};
   int64_t i = first;
   for (; i + 3 * stride < width; i += 4 * stride) {
     const float v0 = row[i], v1 = row[i + stride], v2 = row[i + 2 * stride],
@@ -228,53 +252,78 @@ __device__ __forceinline__ uint64_t argmax_block(const float *row, int64_t width
     k = max(k, argmax_key(v2, (int32_t)(i + 2 * stride)));
     k = max(k, argmax_key(v3, (int32_t)(i + 3 * stride)));
     best = max(best, k);
+    top2_add(t, v0), top2_add(t, v1), top2_add(t, v2), top2_add(t, v3);
   }
-  for (; i < width; i += stride) best = max(best, argmax_key(row[i], (int32_t)i));
-  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
-  if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best;
+  for (; i < width; i += stride) {
+    best = max(best, argmax_key(row[i], (int32_t)i));
+    top2_add(t, row[i]);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+    t = top2_merge(t, top2_shfl(t, o));
+  }
+  if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best, warp_top[threadIdx.x >> 5] = t;
   __syncthreads();
   if (threadIdx.x < 32) {
-    best = threadIdx.x < (blockDim.x >> 5) ? warp_best[threadIdx.x] : 0;
-    for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+    const bool in = threadIdx.x < (blockDim.x >> 5);
+    best = in ? warp_best[threadIdx.x] : 0;
+    t = in ? warp_top[threadIdx.x] : top2{-INFINITY, -INFINITY};
+    for (int o = 16; o > 0; o >>= 1) {
+      best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+      t = top2_merge(t, top2_shfl(t, o));
+    }
   }
+  *top = t;
   return best;
 }
 
 /* A cluster of ARGMAX_CTAS blocks a row: one block a row took 30 us over the default
  * model's 32,768 logits, the largest kernel of its decode step (ncu, H200, 2026-12-04:
  * bench/gpu-step.md). Each block takes every ARGMAX_CTAS-th stretch of the row, and block
- * 0 takes the largest of the blocks' keys from their shared memory. Keys are distinct
- * (the index is in them), so the maximum is the same whatever the split. */
+ * 0 takes the largest of the blocks' keys, and merges their top two values, from their
+ * shared memory. Keys are distinct (the index is in them), so the maximum is the same
+ * whatever the split, and so are the top two values (margin: NULL, not written). */
 #define ARGMAX_CTAS 8
 #define ARGMAX_THREADS 512
 __global__ void __cluster_dims__(ARGMAX_CTAS, 1, 1) __launch_bounds__(ARGMAX_THREADS)
-    k_argmax_rows(int64_t width, const float *x, int64_t ld, int32_t *out) {
+    k_argmax_rows(int64_t width, const float *x, int64_t ld, int32_t *out, float *margin) {
   sc_dev_pdl_enter();
   __shared__ uint64_t warp_best[32];
+  __shared__ top2 warp_top[32];
   cg::cluster_group cluster = cg::this_cluster();
   const int r = (int)cluster.block_rank();
   const int64_t row = blockIdx.x / ARGMAX_CTAS;
-  const uint64_t best = argmax_block(x + row * ld, width, (int64_t)r * ARGMAX_THREADS + threadIdx.x,
-                                     (int64_t)ARGMAX_CTAS * ARGMAX_THREADS, warp_best);
-  if (threadIdx.x == 0) warp_best[0] = best; /* (warp 0 has read the others) */
+  top2 t;
+  const uint64_t best =
+      argmax_block(x + row * ld, width, (int64_t)r * ARGMAX_THREADS + threadIdx.x,
+                   (int64_t)ARGMAX_CTAS * ARGMAX_THREADS, warp_best, warp_top, &t);
+  if (threadIdx.x == 0) warp_best[0] = best, warp_top[0] = t; /* (warp 0 has read the others) */
   cluster.sync(); /* every block's best is in its warp_best[0] */
   if (r == 0 && threadIdx.x == 0) {
     uint64_t b = 0;
-    for (int c = 0; c < ARGMAX_CTAS; c++) b = max(b, *cluster.map_shared_rank(warp_best, c));
+    top2 all = {-INFINITY, -INFINITY};
+    for (int c = 0; c < ARGMAX_CTAS; c++) {
+      b = max(b, *cluster.map_shared_rank(warp_best, c));
+      all = top2_merge(all, *cluster.map_shared_rank(warp_top, c));
+    }
     out[row] = (int32_t)~(uint32_t)b;
+    if (margin != NULL) {
+      const float m = all.a - all.b;
+      margin[row] = width < 2 || m == 0.0f ? 0.0f : m;
+    }
   }
   cluster.sync(); /* no block leaves while block 0 reads its shared memory */
 }
 
 extern "C" int sc_kcuda_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x,
-                                    int64_t ld, int32_t *out) {
+                                    int64_t ld, int32_t *out, float *margin) {
   sc_kcuda *c = sc_kcuda_of(k);
   if (n < 0 || width < 1 || width > INT32_MAX || ld < width || n > INT32_MAX / ARGMAX_CTAS ||
       (n > 0 && (x == NULL || out == NULL)))
     return SC_EINVAL;
   if (n == 0) return 0;
   sc_kcuda_launch(c, k_argmax_rows, (unsigned)(n * ARGMAX_CTAS), ARGMAX_THREADS, 0, width, x, ld,
-                  out);
+                  out, margin);
   return SC_CUDA_CHECK_LAUNCH("argmax_rows");
 }
 

@@ -1855,16 +1855,24 @@ static void case_greedy(void) {
   r = x + 6 * width; r[width - 1] = INFINITY;
   r = x + 7 * width; for (int64_t i = 0; i < width; i++) r[i] = (float)(i % 1000);
   int32_t want[ROWS], got[ROWS];
-  pbuf X = both(x, sizeof(float) * ROWS * (size_t)width), O = both_poison(sizeof got);
-  CHECK(G->ops->argmax_rows(G, ROWS, width, X.g, width, O.g) == 0, "argmax_rows");
-  CHECK(C->ops->argmax_rows(C, ROWS, width, X.c, width, O.c) == 0, "argmax_rows (cpu)");
+  float mwant[ROWS], mgot[ROWS];
+  pbuf X = both(x, sizeof(float) * ROWS * (size_t)width), O = both_poison(sizeof got),
+       M = both_poison(sizeof mgot);
+  CHECK(G->ops->argmax_rows(G, ROWS, width, X.g, width, O.g, M.g) == 0, "argmax_rows");
+  CHECK(C->ops->argmax_rows(C, ROWS, width, X.c, width, O.c, M.c) == 0, "argmax_rows (cpu)");
   CHECK(down(O, got, want, sizeof got) == 0, "download");
+  CHECK(down(M, mgot, mwant, sizeof mgot) == 0, "download");
   for (int i = 0; i < ROWS; i++) {
     int32_t host;
     float margin;
     sc_logits_top2(x + i * width, (int32_t)width, &host, &margin);
     CHECK(got[i] == host && want[i] == host, "row %d: device %d, cpu kernel %d, host %d", i,
           got[i], want[i], host);
+    /* the margin to the bit (a NaN margin, of a row without two numbers, as NaN) */
+    CHECK((memcmp(&mgot[i], &margin, sizeof margin) == 0 || (isnan(mgot[i]) && isnan(margin))) &&
+              (memcmp(&mwant[i], &margin, sizeof margin) == 0 ||
+               (isnan(mwant[i]) && isnan(margin))),
+          "row %d: margin device %a, cpu kernel %a, host %a", i, mgot[i], mwant[i], margin);
   }
   CHECK(got[1] == 7 && got[2] == 0 && got[3] == 0 && got[5] == 5 && got[7] == 999,
         "rows 1, 2, 3, 5, 7: %d %d %d %d %d", got[1], got[2], got[3], got[5], got[7]);
@@ -1875,8 +1883,22 @@ static void case_greedy(void) {
     for (int i = 0; i < NR * LD; i++) y[i] = (float)gt_unif(-1.0, 1.0);
     y[LD + w - 1] = 5.0f; /* row 1: the last element */
     int32_t g3[NR];
-    pbuf Y = both(y, sizeof(float) * NR * LD), P = both_poison(sizeof g3);
-    CHECK(G->ops->argmax_rows(G, NR, w, Y.g, LD, P.g) == 0, "argmax_rows width %d", w);
+    float m3[NR];
+    pbuf Y = both(y, sizeof(float) * NR * LD), P = both_poison(sizeof g3),
+         Q = both_poison(sizeof m3);
+    CHECK(G->ops->argmax_rows(G, NR, w, Y.g, LD, P.g, Q.g) == 0, "argmax_rows width %d", w);
+    CHECK(down(P, g3, NULL, sizeof g3) == 0, "download");
+    CHECK(down(Q, m3, NULL, sizeof m3) == 0, "download");
+    for (int i = 0; i < NR; i++) {
+      int32_t host;
+      float margin;
+      sc_logits_top2(y + i * LD, w, &host, &margin);
+      CHECK(g3[i] == host && memcmp(&m3[i], &margin, sizeof margin) == 0,
+            "width %d row %d: device %d (margin %a), host %d (%a)", w, i, g3[i], m3[i], host,
+            margin);
+    }
+    /* without margins: the tokens alone */
+    CHECK(G->ops->argmax_rows(G, NR, w, Y.g, LD, P.g, NULL) == 0, "argmax_rows width %d", w);
     CHECK(down(P, g3, NULL, sizeof g3) == 0, "download");
     for (int i = 0; i < NR; i++) {
       int32_t host;
@@ -1884,7 +1906,7 @@ static void case_greedy(void) {
       sc_logits_top2(y + i * LD, w, &host, &margin);
       CHECK(g3[i] == host, "width %d row %d: device %d, host %d", w, i, g3[i], host);
     }
-    pfree(Y), pfree(P);
+    pfree(Y), pfree(P), pfree(Q);
     free(y);
   }
   /* take_tokens: ids[at[j]] = src[row[j]] */
@@ -1897,7 +1919,7 @@ static void case_greedy(void) {
     const int32_t w = i == 2 ? got[4] : i == 9 ? got[0] : i == 15 ? got[7] : 1000 + i;
     CHECK(back[i] == w, "ids[%d] = %d, expected %d", i, back[i], w);
   }
-  pfree(X), pfree(O), pfree(Id), pfree(At), pfree(Rw);
+  pfree(X), pfree(O), pfree(M), pfree(Id), pfree(At), pfree(Rw);
   free(x);
 }
 

@@ -394,10 +394,13 @@ static void top2_reference(const float *l, int32_t n, int32_t *best, float *marg
   *margin = n < 2 || m == 0.0f ? 0.0f : m;
 }
 
-/* The one-pass lane version agrees with the reference bit for bit: random lengths around
- * the lane blocks and the model's vocabulary, values from a few levels (ties across and
- * within lanes), +0 and -0 mixed, NaN and +-inf sprinkled in, all-NaN and all--inf arrays. */
+/* The one-pass lane version, and the CPU kernels' argmax_rows, agree with the reference
+ * bit for bit: random lengths around the lane blocks and the model's vocabulary, values
+ * from a few levels (ties across and within lanes), +0 and -0 mixed, NaN and +-inf
+ * sprinkled in, all-NaN and all--inf arrays. */
 Test(sampling, the_lane_top2_is_the_reference) {
+  sc_kernels *k = NULL;
+  cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
   uint64_t x = 12345;
   static float l[32768 + 40];
   for (int round = 0; round < 3000; round++) {
@@ -422,7 +425,19 @@ Test(sampling, the_lane_top2_is_the_reference) {
     cr_assert(memcmp(&m0, &m1, sizeof m0) == 0 || (isnan(m0) && isnan(m1)),
               "round %d, n %d: margin %g, the reference %g", round, n, (double)m1, (double)m0);
     cr_assert_eq(sc_sample_greedy(l, n), b0);
+    /* the CPU kernels' argmax_rows, which the overlapped executor takes a greedy entry's
+     * token and margin from (test_gpu_kernels holds the CUDA one to the same) */
+    int32_t b2 = -1;
+    float m2 = -1.0f;
+    if (n > 0) {
+      cr_assert_eq(k->ops->argmax_rows(k, 1, n, l, n, &b2, &m2), 0);
+      cr_assert_eq(b2, b0, "round %d, n %d: argmax_rows %d, the reference %d", round, n, b2, b0);
+      cr_assert(memcmp(&m0, &m2, sizeof m0) == 0 || (isnan(m0) && isnan(m2)),
+                "round %d, n %d: argmax_rows' margin %g, the reference %g", round, n,
+                (double)m2, (double)m0);
+    }
   }
+  k->ops->destroy(k);
 }
 
 /* The draw in lanes (float weights from a polynomial, block sums) lands on the token of
