@@ -493,6 +493,14 @@ typedef struct sc_kernels_ops {
    * margin to the bit, so that a greedy request needs no logits on the host. */
   int (*argmax_rows)(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
                      int32_t *out, float *margin);
+  /* Draws at a temperature: tokens[r], on entry row r's greedy token (argmax_rows'),
+   * becomes the token drawn from softmax(row r / temperature[r]) with the stream of
+   * (seed[r], index[r]) where temperature[r] > 0: model/sampling.h's
+   * sc_sample_temperature to the bit (base/tempered_draw.h), so that a request drawn at a
+   * temperature needs no logits on the host either. Rows at temperature 0 keep theirs. */
+  int (*draw_rows)(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
+                   const float *temperature, const uint64_t *seed, const int32_t *index,
+                   int32_t *tokens);
   /* ids[at[j]] = src[row[j]] for j < n: a step planned ahead takes some of its input
    * tokens from the greedy choices (argmax_rows) of the step before it, without a trip
    * to the host (docs/pipeline.md, "Overlapped steps"). The at[j] must be distinct. */

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/tempered_draw.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/fp8_e4m3.h"
 #include "plan/dcp.h"
@@ -201,6 +202,22 @@ int sc_kcpu_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x,
       const float m = a - b;
       margin[r] = width < 2 || m == 0.0f ? 0.0f : m;
     }
+  }
+  return 0;
+}
+
+int sc_kcpu_draw_rows(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
+                      const float *temperature, const uint64_t *seed, const int32_t *index,
+                      int32_t *tokens) {
+  (void)k;
+  if (n < 0 || width < 1 || width > INT32_MAX || ld < width ||
+      (n > 0 && (x == NULL || temperature == NULL || seed == NULL || index == NULL ||
+                 tokens == NULL)))
+    return SC_EINVAL;
+  for (int64_t r = 0; r < n; r++) {
+    if (tokens[r] < 0 || tokens[r] >= width) return SC_ERANGE;
+    tokens[r] = sc_draw_tempered(x + r * ld, (int32_t)width, temperature[r], seed[r], index[r],
+                                 tokens[r]);
   }
   return 0;
 }

@@ -327,6 +327,111 @@ extern "C" int sc_kcuda_argmax_rows(sc_kernels *k, int64_t n, int64_t width, con
   return SC_CUDA_CHECK_LAUNCH("argmax_rows");
 }
 
+/* ---- draws at a temperature: draw_rows ----
+ *
+ * base/tempered_draw.h's draw, operation for operation: the same float weights (each
+ * product, sum and conversion rounded alone, as the host's ISO C computes them without
+ * contraction), each block of SC_DRAW_BLOCK logits summed in its four lanes in the
+ * host's order, the block sums and the walk in double in the host's order; so the
+ * device draws the host's token to the bit (test_gpu_kernels' case_draw). One block a
+ * row: its threads sum the blocks, then one thread draws (a few hundred double adds and
+ * at most one block's weights). */
+#define DRAW_BLOCK 256 /* base/tempered_draw.h's SC_DRAW_BLOCK (a C header: not includable) */
+__device__ __forceinline__ float draw_weight(float l, float mx, float k) {
+  const float y = __fmul_rn(__fsub_rn(l, mx), k);
+  if (!(y >= -126.0f)) return 0.0f; /* (NaN, -inf, below 2^-126) */
+  const int m = __float2int_rz(__fsub_rn(0.5f, y));
+  const float f = __fadd_rn(y, __int2float_rn(m));
+  float p = __fadd_rn(__fmul_rn(f, 1.5403530393381609e-4f), 1.3333558146428443e-3f);
+  p = __fadd_rn(__fmul_rn(p, f), 9.6181291076284772e-3f);
+  p = __fadd_rn(__fmul_rn(p, f), 5.5504108664821580e-2f);
+  p = __fadd_rn(__fmul_rn(p, f), 2.4022650695910071e-1f);
+  p = __fadd_rn(__fmul_rn(p, f), 6.9314718055994531e-1f);
+  p = __fadd_rn(__fmul_rn(p, f), 1.0f);
+  return __fmul_rn(p, __int_as_float((127 - m) << 23));
+}
+
+__device__ __forceinline__ double draw_block(const float *row, int32_t width, int32_t b,
+                                             float mx, float k) {
+  const int32_t lo = b * DRAW_BLOCK, end = min(lo + DRAW_BLOCK, width);
+  double s = 0.0;
+  float lane[4];
+  for (int j = 0; j < 4; j++) {
+    float acc = 0.0f;
+    for (int32_t i = lo + j; i < end; i += 4) acc = __fadd_rn(acc, draw_weight(row[i], mx, k));
+    lane[j] = acc;
+  }
+  s = __dadd_rn(__dadd_rn(__dadd_rn((double)lane[0], (double)lane[1]), (double)lane[2]),
+                (double)lane[3]);
+  return s;
+}
+
+/* base/hash.h's sc_mix64, on the device */
+__device__ __forceinline__ uint64_t draw_mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+#define DRAW_THREADS 256
+__global__ void __launch_bounds__(DRAW_THREADS)
+    k_draw_rows(int32_t width, const float *x, int64_t ld, const float *temperature,
+                const uint64_t *seed, const int32_t *index, int32_t *tokens, double *sums,
+                int32_t nb) {
+  sc_dev_pdl_enter();
+  const int64_t r = blockIdx.x;
+  const float t = temperature[r];
+  const int32_t best = tokens[r];
+  const float *row = x + r * ld;
+  if (!(t > 0.0f)) return;
+  const float mx = row[best];
+  if (!isfinite(mx)) return;
+  const float k = __double2float_rn(__ddiv_rn(1.4426950408889634, (double)t));
+  double *bs = sums + r * nb;
+  for (int32_t b = threadIdx.x; b < nb; b += DRAW_THREADS) bs[b] = draw_block(row, width, b, mx, k);
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  double sum = 0.0;
+  for (int32_t b = 0; b < nb; b++) sum = __dadd_rn(sum, bs[b]);
+  const uint64_t h = draw_mix64(draw_mix64(seed[r]) ^ (uint64_t)index[r]);
+  const double u = __dmul_rn(__dmul_rn((double)(h >> 11), 1.0 / 9007199254740992.0), sum);
+  double acc = 0.0;
+  int32_t b = 0;
+  for (; b < nb; b++) {
+    if (u < __dadd_rn(acc, bs[b])) break;
+    acc = __dadd_rn(acc, bs[b]);
+  }
+  if (b == nb) return; /* (best) */
+  const int32_t end = min((b + 1) * DRAW_BLOCK, width);
+  int32_t last = -1;
+  for (int32_t i = b * DRAW_BLOCK; i < end; i++) {
+    const float w = draw_weight(row[i], mx, k);
+    if (w == 0.0f) continue;
+    acc = __dadd_rn(acc, (double)w);
+    last = i;
+    if (u < acc) break;
+  }
+  if (last >= 0) tokens[r] = last;
+}
+
+extern "C" int sc_kcuda_draw_rows(sc_kernels *k, int64_t n, int64_t width, const float *x,
+                                  int64_t ld, const float *temperature, const uint64_t *seed,
+                                  const int32_t *index, int32_t *tokens) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (n < 0 || n > INT32_MAX || width < 1 || width > INT32_MAX || ld < width ||
+      (n > 0 && (x == NULL || temperature == NULL || seed == NULL || index == NULL ||
+                 tokens == NULL)))
+    return SC_EINVAL;
+  if (n == 0) return 0;
+  const int32_t nb = (int32_t)((width + DRAW_BLOCK - 1) / DRAW_BLOCK);
+  double *sums = (double *)sc_kcuda_scratch(c, sizeof(double) * (size_t)n * (size_t)nb);
+  if (sums == NULL) return SC_ENOMEM;
+  sc_kcuda_launch(c, k_draw_rows, (unsigned)n, DRAW_THREADS, 0, (int32_t)width, x, ld,
+                  temperature, seed, index, tokens, sums, nb);
+  return SC_CUDA_CHECK_LAUNCH("draw_rows");
+}
+
 __global__ void k_take_tokens(int32_t n, const int32_t *at, const int32_t *row,
                               const int32_t *src, int32_t *ids) {
   sc_dev_pdl_enter();

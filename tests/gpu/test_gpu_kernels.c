@@ -1923,6 +1923,49 @@ static void case_greedy(void) {
   free(x);
 }
 
+/* draw_rows: the device draws the host's token (sc_sample_temperature) to the bit, over
+ * DeepSeek-V3.2's vocabulary and narrow rows, peaked and flat temperatures, NaN and -inf
+ * sprinkled, an infinity (the greedy token) and rows at temperature 0 (theirs kept). */
+static void case_draw(void) {
+  for (int wi = 0; wi < 3; wi++) {
+    const int64_t width = wi == 0 ? 129280 : wi == 1 ? 1000 : 3;
+    enum { ROWS = 24 };
+    float *x = malloc(sizeof(float) * ROWS * (size_t)width);
+    for (int64_t i = 0; i < ROWS * width; i++) x[i] = (float)gt_unif(-6.0, 6.0);
+    float temp[ROWS];
+    uint64_t seed[ROWS];
+    int32_t index[ROWS];
+    for (int r = 0; r < ROWS; r++) {
+      const float ts[] = {0.0f, 0.05f, 0.3f, 0.7f, 1.0f, 1.5f, 2.0f, 4.0f};
+      temp[r] = ts[r % 8];
+      seed[r] = 1000u + (uint64_t)r;
+      index[r] = 3 * r;
+      float *row = x + r * width;
+      if (r % 5 == 1) row[r % width] = NAN;
+      if (r % 5 == 2) row[(r + 1) % width] = -INFINITY;
+    }
+    x[(ROWS - 1) * width + width / 2] = INFINITY; /* the last row: the greedy token */
+    int32_t want[ROWS], got[ROWS];
+    pbuf X = both(x, sizeof(float) * ROWS * (size_t)width), T = both(temp, sizeof temp),
+         S = both(seed, sizeof seed), I = both(index, sizeof index),
+         O = both_poison(sizeof got);
+    CHECK(G->ops->argmax_rows(G, ROWS, width, X.g, width, O.g, NULL) == 0, "argmax_rows");
+    CHECK(G->ops->draw_rows(G, ROWS, width, X.g, width, T.g, S.g, I.g, O.g) == 0, "draw_rows");
+    CHECK(down(O, got, NULL, sizeof got) == 0, "download");
+    int drawn = 0;
+    for (int r = 0; r < ROWS; r++) {
+      want[r] = sc_sample_temperature(x + r * width, (int32_t)width, temp[r], seed[r], index[r]);
+      drawn += want[r] != sc_sample_greedy(x + r * width, (int32_t)width);
+      CHECK(got[r] == want[r], "width %lld row %d (t %g): device %d, host %d", (long long)width,
+            r, (double)temp[r], got[r], want[r]);
+    }
+    CHECK(width < 1000 || drawn > ROWS / 4, "width %lld: only %d draws left the greedy token",
+          (long long)width, drawn);
+    pfree(X), pfree(T), pfree(S), pfree(I), pfree(O);
+    free(x);
+  }
+}
+
 /* ---- notify and deferred reads: the host queues and goes on ---- */
 
 typedef struct notice {
@@ -2127,6 +2170,7 @@ int main(void) {
   RUN_CASE(case_lse);
   RUN_CASE(case_greedy);
   RUN_CASE(case_errors);
+  RUN_CASE(case_draw);
   RUN_CASE(case_notify);
   RUN_CASE(case_notify_beside_stream);
   RUN_CASE(case_device_fault);

@@ -489,6 +489,33 @@ Test(sampling, the_lanes_draw_is_the_reference_draw) {
   cr_assert_eq(sc_sample_temperature_ref(inf3, 3, 1.0f, 5, 0), 1);
 }
 
+/* The kernels' draw_rows (the CPU backend's) draws sc_sample_temperature's token, rows
+ * at temperature 0 keeping their greedy token; a token out of the row is refused. */
+Test(sampling, the_kernels_draw_the_hosts_token) {
+  sc_kernels *k = NULL;
+  cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
+  enum { ROWS = 6, W = 1000, LD = 1003 };
+  static float x[ROWS * LD];
+  uint64_t h = 7;
+  for (int i = 0; i < ROWS * LD; i++) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (float)((h >> 40) % 1000u) * 0.01f - 5.0f;
+  }
+  x[2 * LD + 5] = NAN, x[3 * LD + 9] = -INFINITY;
+  const float temp[ROWS] = {0.5f, 1.0f, 0.0f, 2.0f, 0.9f, 1.3f};
+  const uint64_t seed[ROWS] = {1, 2, 3, 4, 5, 6};
+  const int32_t index[ROWS] = {0, 7, 3, 11, 2, 5};
+  int32_t tok[ROWS];
+  cr_assert_eq(k->ops->argmax_rows(k, ROWS, W, x, LD, tok, NULL), 0);
+  cr_assert_eq(k->ops->draw_rows(k, ROWS, W, x, LD, temp, seed, index, tok), 0);
+  for (int r = 0; r < ROWS; r++)
+    cr_assert_eq(tok[r], sc_sample_temperature(x + r * LD, W, temp[r], seed[r], index[r]),
+                 "row %d", r);
+  int32_t bad[ROWS] = {0, 0, 0, 0, 0, W};
+  cr_assert_eq(k->ops->draw_rows(k, ROWS, W, x, LD, temp, seed, index, bad), SC_ERANGE);
+  k->ops->destroy(k);
+}
+
 Test(sampling, greedy_temperature_margin) {
   const float l[] = {1.0f, 3.0f, NAN, 3.0f, -2.0f};
   cr_assert_eq(sc_sample_greedy(l, 5), 1);
