@@ -55,6 +55,12 @@ typedef struct sc_forward_in {
   const uint8_t *sample;      /* [num_reqs] 1 = compute this request's logits (the
                                  scheduler's sample[]); NULL = every request with q > 0 */
   bool profile;               /* mark the step's stages (sc_forward_profile) */
+  /* [num_reqs] each request's draw (model/sampling.h's sc_sample_temperature): with
+   * out->greedy, a request at temperature[i] > 0 has its token drawn on the device
+   * (draw_rows) into greedy in place of the greedy choice; NULL = every one greedy */
+  const float *temperature;
+  const uint64_t *seed;
+  const int32_t *out_index;
   /* A step planned ahead (docs/pipeline.md, "Overlapped steps"): global token
    * follow_tok[j] is the greedy choice of logits row follow_row[j] (out->greedy) of step
    * `follows`, which must be the step queued on this forward just before this one, with

@@ -359,11 +359,12 @@ static bool set_u64s(sc_msg_arr_u64 *a, const uint64_t *src, uint32_t n) {
 }
 
 /* Rank 0: the tokens of the step that completed in slot rs, and its result to the
- * scheduler. A greedy token is the device's choice (argmax_rows), which a step planned
- * ahead may already have taken: with the device's margin beside it, such an entry needs
- * no logits on the host (a vocabulary of 129280 is 517 KB of logits a request, copied
- * and scanned on this thread every step); an entry drawn at a temperature reads its
- * logits, and where the device chose too, the host's top-2 must name the same token. */
+ * scheduler. With steps overlapped, an entry's token is the device's: its greedy choice
+ * (argmax_rows) or its draw at the entry's temperature (draw_rows, the host's
+ * sc_sample_temperature to the bit), which a step planned ahead may already have taken;
+ * with the top-2 margin beside it, no entry needs logits on the host (a vocabulary of
+ * 129280 is 517 KB of logits a request, copied and scanned on this thread every step).
+ * Otherwise the host draws from the logits. */
 static int sample_and_report(sc_ctx *c, executor *e, const run_slot *rs, uint64_t compute_ns,
                              const step_profile *pr) {
   const sc_model_config *m = sc_engine_model(e->ctx->engine);
@@ -391,14 +392,6 @@ static int sample_and_report(sc_ctx *c, executor *e, const run_slot *rs, uint64_
     const float *lg = rs->logits + (size_t)i * (size_t)m->vocab;
     const float t = p->in.temperature.v[i];
     sc_logits_top2(lg, m->vocab, &r->sampled.v[i], &r->margin.v[i]); /* (greedy's token) */
-    const int32_t row = rs->rows[i];
-    if (rs->has_greedy && row >= 0 && rs->greedy[row] != r->sampled.v[i]) {
-      SC_ERROR(LOG, "rank %d: step %llu entry %u: the device's greedy token is %d, the host's "
-               "%d (argmax_rows and sc_logits_top2 disagree)", e->ctx->rank,
-               (unsigned long long)step, i, rs->greedy[row], r->sampled.v[i]);
-      sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
-      return SC_EPROTO;
-    }
     if (t > 0) /* (sampled holds the greedy token here, sc_logits_top2's) */
       r->sampled.v[i] = sc_sample_temperature_at(lg, m->vocab, t, p->in.seed.v[i],
                                                  p->in.out_index.v[i], r->sampled.v[i]);
@@ -559,6 +552,8 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   sc_forward_in in = {.step = step, .plan = &p->plan, .meta = &p->meta,
                       .tokens = p->in.tokens.v, .block_table = p->block_table,
                       .max_blocks = p->max_blocks, .sample = p->in.sample.v,
+                      .temperature = p->in.temperature.v, .seed = p->in.seed.v,
+                      .out_index = p->in.out_index.v,
                       .profile = x->cfg.profile};
   sc_diag fd = {0};
   const int frc = follow_tokens(e, p, &in, &fd);
@@ -569,8 +564,8 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   e->last_slot = slot;
   (void)sc_forward_logits_rows(&p->meta, p->in.sample.v, (int32_t)n, rs->rows);
   rs->n_entries = (int32_t)n;
-  for (uint32_t i = 0; want_greedy && i < n; i++) /* (a greedy entry without a row: logits) */
-    rs->logits_of[i] = p->in.temperature.v[i] > 0.0f || rs->rows[i] < 0;
+  for (uint32_t i = 0; want_greedy && i < n; i++) /* (an entry without a row: logits) */
+    rs->logits_of[i] = rs->rows[i] < 0;
   if (frc) {
     if (frc != SC_EABORTED) SC_ERROR(LOG, "%s", fd.msg);
     /* It follows a step whose queueing failed here and whose completion is still to
