@@ -74,7 +74,8 @@ static inline int32_t sc_draw_block_end(int32_t vocab, int32_t b) {
 }
 
 /* The sum of block b's weights (its four lanes, then in double in lane order). */
-static inline double sc_draw_block(const float *logits, int32_t vocab, int32_t b, float mx, float k) {
+static inline double sc_draw_block(const float *logits, int32_t vocab, int32_t b, float mx,
+                                   float k) {
   const int32_t end = sc_draw_block_end(vocab, b);
   sc_draw_v4f acc = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int32_t i = b * SC_DRAW_BLOCK; i < end; i += 4)

@@ -70,8 +70,9 @@ typedef struct run_slot {
   float *margins;    /* [rows] sc_forward_out.margins, when has_greedy */
   bool has_greedy;
   size_t greedy_cap, margins_cap;
-  uint8_t *logits_of; /* [n_entries] sc_forward_out.logits_of: the entries whose token
-                         the host draws from their logits (has_greedy: temperature > 0) */
+  uint8_t *logits_of; /* [n_entries] sc_forward_out.logits_of, when has_greedy: the
+                         entries whose token the host takes from their logits (those
+                         without a logits row on the device) */
   size_t logits_of_cap;
   int32_t *rows;     /* [n_entries] each entry's logits row, -1: none
                         (sc_forward_logits_rows); kept after the step completed */
