@@ -354,16 +354,14 @@ __device__ __forceinline__ float draw_weight(float l, float mx, float k) {
 __device__ __forceinline__ double draw_block(const float *row, int32_t width, int32_t b,
                                              float mx, float k) {
   const int32_t lo = b * DRAW_BLOCK, end = min(lo + DRAW_BLOCK, width);
-  double s = 0.0;
   float lane[4];
   for (int j = 0; j < 4; j++) {
     float acc = 0.0f;
     for (int32_t i = lo + j; i < end; i += 4) acc = __fadd_rn(acc, draw_weight(row[i], mx, k));
     lane[j] = acc;
   }
-  s = __dadd_rn(__dadd_rn(__dadd_rn((double)lane[0], (double)lane[1]), (double)lane[2]),
-                (double)lane[3]);
-  return s;
+  return __dadd_rn(__dadd_rn(__dadd_rn((double)lane[0], (double)lane[1]), (double)lane[2]),
+                   (double)lane[3]);
 }
 
 /* base/hash.h's sc_mix64, on the device */
