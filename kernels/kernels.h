@@ -487,9 +487,20 @@ typedef struct sc_kernels_ops {
   /* The greedy choice of n rows of logits: out[r] = the index of the largest of row r's
    * width values (row r at x + r * ld), the lowest index among equal ones, a NaN below
    * every number (a row of NaN gives 0): model/sampling.h's sc_logits_top2 rule, so that
-   * the host and the device name the same token. */
+   * the host and the device name the same token. margin (NULL: not wanted): margin[r] =
+   * the largest value less the second largest (an equal value counts as second, NaN
+   * never counts; 0 for a zero difference or a row of one value), sc_logits_top2's
+   * margin to the bit, so that a greedy request needs no logits on the host. */
   int (*argmax_rows)(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
-                     int32_t *out);
+                     int32_t *out, float *margin);
+  /* Draws at a temperature: tokens[r], on entry row r's greedy token (argmax_rows'),
+   * becomes the token drawn from softmax(row r / temperature[r]) with the stream of
+   * (seed[r], index[r]) where temperature[r] > 0: model/sampling.h's
+   * sc_sample_temperature to the bit (base/tempered_draw.h), so that a request drawn at a
+   * temperature needs no logits on the host either. Rows at temperature 0 keep theirs. */
+  int (*draw_rows)(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
+                   const float *temperature, const uint64_t *seed, const int32_t *index,
+                   int32_t *tokens);
   /* ids[at[j]] = src[row[j]] for j < n: a step planned ahead takes some of its input
    * tokens from the greedy choices (argmax_rows) of the step before it, without a trip
    * to the host (docs/pipeline.md, "Overlapped steps"). The at[j] must be distinct. */

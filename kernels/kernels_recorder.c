@@ -470,16 +470,40 @@ typedef struct a_argmax {
   const float *x;
   int64_t ld;
   int32_t *out;
+  float *margin;
 } a_argmax;
 static int run_argmax(sc_kernels *in, const void *p) {
   const a_argmax *a = p;
-  return in->ops->argmax_rows(in, a->n, a->width, a->x, a->ld, a->out);
+  return in->ops->argmax_rows(in, a->n, a->width, a->x, a->ld, a->out, a->margin);
+}
+typedef struct a_draw {
+  int64_t n, width;
+  const float *x;
+  int64_t ld;
+  const float *temperature;
+  const uint64_t *seed;
+  const int32_t *index;
+  int32_t *tokens;
+} a_draw;
+static int run_draw(sc_kernels *in, const void *p) {
+  const a_draw *a = p;
+  return in->ops->draw_rows(in, a->n, a->width, a->x, a->ld, a->temperature, a->seed, a->index,
+                            a->tokens);
+}
+static int w_draw_rows(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
+                       const float *temperature, const uint64_t *seed, const int32_t *index,
+                       int32_t *tokens) {
+  recorder *r = rec_of(k);
+  if (!r->recording)
+    return r->in->ops->draw_rows(r->in, n, width, x, ld, temperature, seed, index, tokens);
+  const a_draw a = {n, width, x, ld, temperature, seed, index, tokens};
+  return keep(r, run_draw, &a, sizeof a);
 }
 static int w_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
-                         int32_t *out) {
+                         int32_t *out, float *margin) {
   recorder *r = rec_of(k);
-  if (!r->recording) return r->in->ops->argmax_rows(r->in, n, width, x, ld, out);
-  const a_argmax a = {n, width, x, ld, out};
+  if (!r->recording) return r->in->ops->argmax_rows(r->in, n, width, x, ld, out, margin);
+  const a_argmax a = {n, width, x, ld, out, margin};
   return keep(r, run_argmax, &a, sizeof a);
 }
 
@@ -691,6 +715,7 @@ static const sc_kernels_ops k_recorder_ops = {
     .gather_rows = w_gather_rows,
     .kv_write = w_kv_write,
     .argmax_rows = w_argmax_rows,
+    .draw_rows = w_draw_rows,
     .take_tokens = w_take_tokens,
     .indexer_topk = w_indexer_topk,
     .topk_merge = w_topk_merge,

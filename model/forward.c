@@ -17,8 +17,9 @@ enum {
   B_X, B_XN, B_QL, B_Q, B_QABS, B_KV, B_IQ, B_IW, B_OLAT, B_OV, B_AO, B_U, B_H,
   B_PG, B_SHARD, B_WS, B_TOPK, B_SEL, B_CAND, B_CANDG, B_QG, B_OD, B_LSE, B_LSEG, B_LSEX,
   B_XG, B_XL, B_LOGITS,
-  /* the greedy choice of each logits row, kept for the step after (in->follow_*) */
-  B_GREEDY,
+  /* the greedy choice of each logits row, kept for the step after (in->follow_*), and
+   * its margin */
+  B_GREEDY, B_MARGIN,
   /* the index arrays a step uploads (U_*): a decode step's in one piece, the others' */
   B_UPLOAD, B_UPLOAD_OTHER,
   /* index arrays built on the device, and the chunks' (prefill steps only) */
@@ -31,6 +32,9 @@ enum {
 enum {
   U_IDS, U_POS, U_REQ, U_DSLOT, U_PSLOT, U_LAST, U_KRREQ, U_KRB, U_KRE, U_KB, U_KE, U_WSB, U_BT,
   U_FAT, U_FROW, /* in->follow_*: where in U_IDS, and which row of B_GREEDY */
+  /* each logits row's draw (in->temperature, seed, out_index): the temperature's bits,
+   * the seed as two words (an array's place is 256-byte aligned: read as uint64) */
+  U_TEMP, U_SEED, U_OIDX,
   U_COUNT
 };
 
@@ -64,7 +68,7 @@ enum {
 typedef struct rec_key {
   uint64_t comm_instance; /* (0 for a step without collectives) */
   int32_t t_pad, decode, reqs, logits_rows, bt_w, follow;
-  bool profile, logits, greedy;
+  bool profile, logits, greedy, draws;
 } rec_key;
 
 struct sc_forward_rec {
@@ -282,6 +286,7 @@ typedef struct step_ctx {
    * sublayer adds it as it norms x (add_rmsnorm, one launch), the last one after the
    * layers (sublayer_in, residual_flush) */
   bool residual;
+  bool draws; /* a logits row is drawn at a temperature on the device (draw_rows) */
 } step_ctx;
 
 /* Device address of uploaded index array u (after upload_all). */
@@ -822,14 +827,16 @@ static int step_prepare(step_ctx *s) {
   ensure(f, B_XL, (size_t)plan->num_reqs * s->hid * fl, &rc);
   ensure(f, B_LOGITS, (size_t)plan->num_reqs * mc->vocab * fl, &rc);
   CK(rc, "forward: cannot allocate step buffers");
-  if (s->out != NULL && s->out->greedy != NULL)
-    CK(grow_greedy(f, (size_t)plan->num_reqs * sizeof(int32_t)),
+  if (s->out != NULL && s->out->greedy != NULL) {
+    ensure(f, B_MARGIN, (size_t)plan->num_reqs * fl, &rc);
+    CK(rc ? rc : grow_greedy(f, (size_t)plan->num_reqs * sizeof(int32_t)),
        "forward: cannot allocate step buffers");
+  }
 
   /* ---- index arrays ---- */
   const size_t nr = (size_t)plan->num_reqs, bt_n = nr * (size_t)s->bt_w;
   const size_t nfol = (size_t)in->n_follow, ntok = (size_t)plan->num_tokens;
-  const size_t host_need = Tp + nr + bt_n + (nfol ? 2 * nfol + ntok : 0);
+  const size_t host_need = Tp + nr + bt_n + (nfol ? 2 * nfol + ntok : 0) + 4 * nr;
   if (f->host_cap < host_need) {
     int32_t *p = realloc(f->host_ids, host_need * sizeof *p);
     CK(p == NULL ? SC_ENOMEM : 0, "out of memory");
@@ -838,6 +845,7 @@ static int step_prepare(step_ctx *s) {
   }
   int32_t *ids = f->host_ids, *last = ids + Tp, *bt_host = last + nr;
   int32_t *fat = bt_host + bt_n, *frow = fat + nfol, *follow_of = frow + nfol;
+  int32_t *dtemp = follow_of + (nfol ? ntok : 0), *dseed = dtemp + nr, *doidx = dseed + 2 * nr;
   if (nfol > 0) { /* the step before must be the one whose greedy rows B_GREEDY holds */
     CK(in->follows == 0 || in->follows != f->greedy_of || f->last_step != in->follows
            ? SC_EPROTO : 0,
@@ -883,8 +891,18 @@ static int step_prepare(step_ctx *s) {
   }
   /* the hidden rows of the last tokens whose logits are taken */
   s->nl = 0;
-  for (int32_t i = 0; i < plan->num_reqs; i++)
-    if (has_logits_row(m, in->sample, i)) last[s->nl++] = m->hidden_restore[m->last_token[i]];
+  s->draws = false;
+  for (int32_t i = 0; i < plan->num_reqs; i++) {
+    if (!has_logits_row(m, in->sample, i)) continue;
+    const float t = in->temperature != NULL ? in->temperature[i] : 0.0f;
+    s->draws |= s->out != NULL && s->out->greedy != NULL && t > 0.0f;
+    memcpy(&dtemp[s->nl], &t, sizeof t);
+    const uint64_t seed = in->seed != NULL ? in->seed[i] : 0;
+    dseed[2 * s->nl] = (int32_t)(uint32_t)seed; /* (little-endian: read back as uint64) */
+    dseed[2 * s->nl + 1] = (int32_t)(uint32_t)(seed >> 32);
+    doidx[s->nl] = in->out_index != NULL ? in->out_index[i] : 0;
+    last[s->nl++] = m->hidden_restore[m->last_token[i]];
+  }
   const size_t nkr = (size_t)m->num_key_ranges;
   upload_src up[U_COUNT] = {
       [U_IDS] = {ids, Tp}, [U_POS] = {m->tok_pos, Tp}, [U_REQ] = {m->tok_req, Tp},
@@ -893,7 +911,10 @@ static int step_prepare(step_ctx *s) {
       [U_KRB] = {m->key_range_begin, nkr}, [U_KRE] = {m->key_range_end, nkr},
       [U_KB] = {m->tok_key_begin, Tp}, [U_KE] = {m->tok_key_end, Tp},
       [U_WSB] = {m->tok_ws_base, Tp}, [U_BT] = {bt_host, bt_n},
-      [U_FAT] = {fat, (size_t)s->nf}, [U_FROW] = {frow, (size_t)s->nf}};
+      [U_FAT] = {fat, (size_t)s->nf}, [U_FROW] = {frow, (size_t)s->nf},
+      [U_TEMP] = {dtemp, s->draws ? (size_t)s->nl : 0},
+      [U_SEED] = {dseed, s->draws ? 2 * (size_t)s->nl : 0},
+      [U_OIDX] = {doidx, s->draws ? (size_t)s->nl : 0}};
   const bool one_copy = !s->has_prefill && m->num_chunks == 0; /* decode rows only */
   const uint64_t u0 = sc_now_ns();
   CK(upload_all(s, &f->up[one_copy ? 0 : 1], up, one_copy),
@@ -995,8 +1016,13 @@ static int step_body(step_ctx *s) {
                mc->vocab, 1.0f),
      "forward: LM head");
   if (s->out->greedy != NULL)
-    CK(f->k->ops->argmax_rows(f->k, s->nl, mc->vocab, logits, mc->vocab, f->buf[B_GREEDY]),
+    CK(f->k->ops->argmax_rows(f->k, s->nl, mc->vocab, logits, mc->vocab, f->buf[B_GREEDY],
+                              f->buf[B_MARGIN]),
        "forward: greedy tokens");
+  if (s->out->greedy != NULL && s->draws)
+    CK(f->k->ops->draw_rows(f->k, s->nl, mc->vocab, logits, mc->vocab, (float *)ix(s, U_TEMP),
+                            (uint64_t *)ix(s, U_SEED), ix(s, U_OIDX), f->buf[B_GREEDY]),
+       "forward: tokens drawn at a temperature");
 out:
   return rc;
 }
@@ -1018,14 +1044,19 @@ static int step_download(step_ctx *s) {
       memset(dst, 0, vocab * sizeof(float));
       continue;
     }
-    CK(f->k->ops->copy(f->k, dst, logits + (size_t)r++ * vocab, vocab * sizeof(float),
-                       SC_KCOPY_D2H_DEFERRED),
+    const float *row = logits + (size_t)r++ * vocab;
+    if (s->out->logits_of != NULL && !s->out->logits_of[i]) continue;
+    CK(f->k->ops->copy(f->k, dst, row, vocab * sizeof(float), SC_KCOPY_D2H_DEFERRED),
        "forward: logits download");
   }
   if (s->out->greedy != NULL && s->nl > 0)
     CK(f->k->ops->copy(f->k, s->out->greedy, f->buf[B_GREEDY], (size_t)s->nl * sizeof(int32_t),
                        SC_KCOPY_D2H_DEFERRED),
        "forward: greedy tokens download");
+  if (s->out->greedy != NULL && s->out->margins != NULL && s->nl > 0)
+    CK(f->k->ops->copy(f->k, s->out->margins, f->buf[B_MARGIN], (size_t)s->nl * sizeof(float),
+                       SC_KCOPY_D2H_DEFERRED),
+       "forward: greedy margins download");
 out:
   return rc;
 }
@@ -1075,6 +1106,7 @@ static int step_recorded(step_ctx *s) {
   key.logits_rows = s->nl, key.bt_w = s->bt_w, key.profile = s->in->profile;
   key.logits = s->out != NULL && s->out->logits != NULL;
   key.greedy = s->out != NULL && s->out->greedy != NULL;
+  key.draws = s->draws;
   key.follow = s->nf;
   key.comm_instance = s->in->plan->num_colls > 0 ? f->comm->instance : 0;
   struct sc_forward_rec *e = rec_slot(f, &key);

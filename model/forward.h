@@ -55,6 +55,12 @@ typedef struct sc_forward_in {
   const uint8_t *sample;      /* [num_reqs] 1 = compute this request's logits (the
                                  scheduler's sample[]); NULL = every request with q > 0 */
   bool profile;               /* mark the step's stages (sc_forward_profile) */
+  /* [num_reqs] each request's draw (model/sampling.h's sc_sample_temperature): with
+   * out->greedy, a request at temperature[i] > 0 has its token drawn on the device
+   * (draw_rows) into greedy in place of the greedy choice; NULL = every one greedy */
+  const float *temperature;
+  const uint64_t *seed;
+  const int32_t *out_index;
   /* A step planned ahead (docs/pipeline.md, "Overlapped steps"): global token
    * follow_tok[j] is the greedy choice of logits row follow_row[j] (out->greedy) of step
    * `follows`, which must be the step queued on this forward just before this one, with
@@ -69,10 +75,16 @@ typedef struct sc_forward_in {
 typedef struct sc_forward_out {
   float *logits;     /* [num_reqs][vocab]: last token of each selected request (see
                         sample; rows of the others are zeros) */
+  const uint8_t *logits_of; /* [num_reqs] with logits: 1 = read request i's row into
+                        logits, 0 = leave that row of logits as it is (a greedy request
+                        whose token and margin come from greedy / margins); NULL = every
+                        selected request's */
   int32_t *greedy;   /* [rows] the greedy choice of every logits row (the kernels'
                         argmax_rows: sc_logits_top2's token), rows as sc_forward_logits_rows
                         numbers them; with or without logits (a rank other than 0 keeps
                         them for the step after without reading the logits) */
+  float *margins;    /* [rows] with greedy: each row's sc_logits_top2 margin, computed
+                        beside the greedy choice (argmax_rows) */
   sc_kcand *topk;    /* [layers][plan num_tokens][topk]: the (score, position) top-K of
                         every global token this rank holds, as selected (merged over DCP
                         for decode rows); entries of other tokens are left untouched */

@@ -67,8 +67,13 @@ typedef struct run_slot {
   float *logits;
   size_t logits_cap;
   int32_t *greedy;   /* [rows] sc_forward_out.greedy, when has_greedy */
+  float *margins;    /* [rows] sc_forward_out.margins, when has_greedy */
   bool has_greedy;
-  size_t greedy_cap;
+  size_t greedy_cap, margins_cap;
+  uint8_t *logits_of; /* [n_entries] sc_forward_out.logits_of, when has_greedy: the
+                         entries whose token the host takes from their logits (those
+                         without a logits row on the device) */
+  size_t logits_of_cap;
   int32_t *rows;     /* [n_entries] each entry's logits row, -1: none
                         (sc_forward_logits_rows); kept after the step completed */
   int32_t n_entries, rows_cap;
@@ -235,6 +240,8 @@ static void executor_terminate(sc_ctx *c, void *state, int reason) {
   for (int i = 0; i < 2; i++) {
     free(e->run[i].logits);
     free(e->run[i].greedy);
+    free(e->run[i].margins);
+    free(e->run[i].logits_of);
     free(e->run[i].rows);
   }
   free(e->follow);
@@ -353,8 +360,12 @@ static bool set_u64s(sc_msg_arr_u64 *a, const uint64_t *src, uint32_t n) {
 }
 
 /* Rank 0: the tokens of the step that completed in slot rs, and its result to the
- * scheduler. A greedy token is the device's choice (argmax_rows), which a step planned
- * ahead may already have taken; the host's top-2 (its margin) must name the same one. */
+ * scheduler. With steps overlapped, an entry's token is the device's: its greedy choice
+ * (argmax_rows) or its draw at the entry's temperature (draw_rows, the host's
+ * sc_sample_temperature to the bit), which a step planned ahead may already have taken;
+ * with the top-2 margin beside it, no entry needs logits on the host (a vocabulary of
+ * 129280 is 517 KB of logits a request, copied and scanned on this thread every step).
+ * Otherwise the host draws from the logits. */
 static int sample_and_report(sc_ctx *c, executor *e, const run_slot *rs, uint64_t compute_ns,
                              const step_profile *pr) {
   const sc_model_config *m = sc_engine_model(e->ctx->engine);
@@ -374,17 +385,14 @@ static int sample_and_report(sc_ctx *c, executor *e, const run_slot *rs, uint64_
     r->sampled.v[i] = -1;
     r->margin.v[i] = 0;
     if (!p->in.sample.v[i]) continue;
+    if (rs->has_greedy && !rs->logits_of[i]) { /* (its logits row exists: rows[i] >= 0) */
+      r->sampled.v[i] = rs->greedy[rs->rows[i]];
+      r->margin.v[i] = rs->margins[rs->rows[i]];
+      continue;
+    }
     const float *lg = rs->logits + (size_t)i * (size_t)m->vocab;
     const float t = p->in.temperature.v[i];
     sc_logits_top2(lg, m->vocab, &r->sampled.v[i], &r->margin.v[i]); /* (greedy's token) */
-    const int32_t row = rs->rows[i];
-    if (rs->has_greedy && row >= 0 && rs->greedy[row] != r->sampled.v[i]) {
-      SC_ERROR(LOG, "rank %d: step %llu entry %u: the device's greedy token is %d, the host's "
-               "%d (argmax_rows and sc_logits_top2 disagree)", e->ctx->rank,
-               (unsigned long long)step, i, rs->greedy[row], r->sampled.v[i]);
-      sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
-      return SC_EPROTO;
-    }
     if (t > 0) /* (sampled holds the greedy token here, sc_logits_top2's) */
       r->sampled.v[i] = sc_sample_temperature_at(lg, m->vocab, t, p->in.seed.v[i],
                                                  p->in.out_index.v[i], r->sampled.v[i]);
@@ -534,7 +542,10 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   if (sc_grow_n((void **)&rs->rows, &rows_cap, n, sizeof *rs->rows) ||
       (want_logits && sc_grow_n((void **)&rs->logits, &rs->logits_cap,
                                 (size_t)n * (size_t)m->vocab, sizeof *rs->logits)) ||
-      (want_greedy && sc_grow_n((void **)&rs->greedy, &rs->greedy_cap, n, sizeof *rs->greedy))) {
+      (want_greedy && sc_grow_n((void **)&rs->greedy, &rs->greedy_cap, n, sizeof *rs->greedy)) ||
+      (want_greedy && sc_grow_n((void **)&rs->margins, &rs->margins_cap, n, sizeof *rs->margins)) ||
+      (want_greedy && sc_grow_n((void **)&rs->logits_of, &rs->logits_of_cap, n,
+                                sizeof *rs->logits_of))) {
     report_abort(c, e, step, SC_ENOMEM, "out of memory for the logits", NULL);
     return SC_ENOMEM;
   }
@@ -542,6 +553,8 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   sc_forward_in in = {.step = step, .plan = &p->plan, .meta = &p->meta,
                       .tokens = p->in.tokens.v, .block_table = p->block_table,
                       .max_blocks = p->max_blocks, .sample = p->in.sample.v,
+                      .temperature = p->in.temperature.v, .seed = p->in.seed.v,
+                      .out_index = p->in.out_index.v,
                       .profile = x->cfg.profile};
   sc_diag fd = {0};
   const int frc = follow_tokens(e, p, &in, &fd);
@@ -552,6 +565,8 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   e->last_slot = slot;
   (void)sc_forward_logits_rows(&p->meta, p->in.sample.v, (int32_t)n, rs->rows);
   rs->n_entries = (int32_t)n;
+  for (uint32_t i = 0; want_greedy && i < n; i++) /* (an entry without a row: logits) */
+    rs->logits_of[i] = rs->rows[i] < 0;
   if (frc) {
     if (frc != SC_EABORTED) SC_ERROR(LOG, "%s", fd.msg);
     /* It follows a step whose queueing failed here and whose completion is still to
@@ -589,7 +604,9 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   if (rs->queue_rc == 0) {
     rs->has_greedy = want_greedy;
     sc_forward_out out = {.logits = want_logits ? rs->logits : NULL,
-                          .greedy = rs->has_greedy ? rs->greedy : NULL};
+                          .logits_of = rs->has_greedy ? rs->logits_of : NULL,
+                          .greedy = rs->has_greedy ? rs->greedy : NULL,
+                          .margins = rs->has_greedy ? rs->margins : NULL};
     rs->queue_rc = sc_engine_queue(x->engine, &in, &out, &rs->queue_diag);
     rs->queue_ns = sc_now_ns() - rs->t0;
     if (rs->queue_rc == 0) {

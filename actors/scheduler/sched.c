@@ -411,11 +411,10 @@ static void add_entry(sc_sched *s, flight *f, int32_t slot, int32_t q) {
 }
 
 /* Whether running request r takes part in a step planned ahead (sc_sched_next_ahead):
- * not when the step in flight ends it (its last token, or a cancel), nor when that step
- * draws its next token at a temperature (the device passes only the greedy choice on). */
+ * not when the step in flight ends it (its last token, or a cancel). A token drawn at a
+ * temperature travels on the device as the greedy choice does (draw_rows). */
 static bool joins_ahead(const req_t *r) {
-  return !r->canceled && eff_generated(r) < r->params.max_new_tokens &&
-         (r->ahead_gen == 0 || r->params.temperature == 0.0f);
+  return !r->canceled && eff_generated(r) < r->params.max_new_tokens;
 }
 
 /* Builds a step into f: decodes, running prefills, admissions (sc_sched_next). ahead: a

@@ -13,12 +13,12 @@
  * succeeded: each request of the first computed its tokens and sampled its token. The
  * tokens it samples are not known yet, so an entry whose input is one of them says so
  * (prev_entry: the entry of the step in flight that samples it), and whoever runs the
- * step takes it from that step's result on the device; only the greedy choice travels
- * that way, so a request that the step in flight samples at a temperature waits for the
- * step after. A request that the step in flight ends (its last token, a cancel) is not
- * planned again. Steps advance in order; when one fails, every step in flight fails with
- * it (the later one rests on the earlier one's tokens), and sc_sched_fail_step,
- * sc_sched_retry_step and sc_sched_requeue_running end them all.
+ * step takes it from that step's result on the device, greedy or drawn at a temperature
+ * (the kernels' argmax_rows and draw_rows). A request that the step in flight ends (its
+ * last token, a cancel) is not planned again. Steps advance in order; when one fails,
+ * every step in flight fails with it (the later one rests on the earlier one's tokens),
+ * and sc_sched_fail_step, sc_sched_retry_step and sc_sched_requeue_running end them
+ * all.
  *
  * KV blocks. Under DCP every rank holds 1/N of each block's tokens, so the scheduler
  * allocates *virtual* blocks of B*N tokens (SPEC.md §4) from one pool; the block tables

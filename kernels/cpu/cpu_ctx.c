@@ -264,6 +264,7 @@ static const sc_kernels_ops k_cpu_ops = {
     .gather_rows = sc_kcpu_gather_rows,
     .kv_write = sc_kcpu_kv_write,
     .argmax_rows = sc_kcpu_argmax_rows,
+    .draw_rows = sc_kcpu_draw_rows,
     .take_tokens = sc_kcpu_take_tokens,
     .indexer_topk = sc_kcpu_indexer_topk,
     .topk_merge = sc_kcpu_topk_merge,

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/tempered_draw.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/fp8_e4m3.h"
 #include "plan/dcp.h"
@@ -173,17 +174,50 @@ int sc_kcpu_topk_to_slots(sc_kernels *k, int32_t n_tok, int32_t topk, const int3
   return 0;
 }
 
+/* The rules of model/sampling.c's sc_logits_top2 (this layer cannot call it; the GPU
+ * test compares the three to the bit): the first index of the largest value, a NaN below
+ * every number; the top two values with repeats, NaN never entering; their difference,
+ * a zero always +0. */
 int sc_kcpu_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
-                        int32_t *out) {
+                        int32_t *out, float *margin) {
   (void)k;
   if (n < 0 || width < 1 || width > INT32_MAX || ld < width || (n > 0 && (x == NULL || out == NULL)))
     return SC_EINVAL;
   for (int64_t r = 0; r < n; r++) {
     const float *row = x + r * ld;
     int32_t bi = 0;
-    for (int32_t i = 1; i < (int32_t)width; i++)
-      if (row[i] > row[bi] || (isnan(row[bi]) && !isnan(row[i]))) bi = i;
+    float a = -INFINITY, b = -INFINITY;
+    for (int32_t i = 0; i < (int32_t)width; i++) {
+      const float v = row[i];
+      if (v > row[bi] || (isnan(row[bi]) && !isnan(v))) bi = i;
+      if (v > a) {
+        b = a;
+        a = v;
+      } else if (v > b) {
+        b = v;
+      }
+    }
     out[r] = bi;
+    if (margin != NULL) {
+      const float m = a - b;
+      margin[r] = width < 2 || m == 0.0f ? 0.0f : m;
+    }
+  }
+  return 0;
+}
+
+int sc_kcpu_draw_rows(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
+                      const float *temperature, const uint64_t *seed, const int32_t *index,
+                      int32_t *tokens) {
+  (void)k;
+  if (n < 0 || width < 1 || width > INT32_MAX || ld < width ||
+      (n > 0 && (x == NULL || temperature == NULL || seed == NULL || index == NULL ||
+                 tokens == NULL)))
+    return SC_EINVAL;
+  for (int64_t r = 0; r < n; r++) {
+    if (tokens[r] < 0 || tokens[r] >= width) return SC_ERANGE;
+    tokens[r] = sc_draw_tempered(x + r * ld, (int32_t)width, temperature[r], seed[r], index[r],
+                                 tokens[r]);
   }
   return 0;
 }

@@ -512,6 +512,7 @@ static const sc_kernels_ops k_cuda_ops = {
     .gather_rows = sc_kcuda_gather_rows,
     .kv_write = sc_kcuda_kv_write,
     .argmax_rows = sc_kcuda_argmax_rows,
+    .draw_rows = sc_kcuda_draw_rows,
     .take_tokens = sc_kcuda_take_tokens,
     .indexer_topk = sc_kcuda_indexer_topk,
     .topk_merge = sc_kcuda_topk_merge,

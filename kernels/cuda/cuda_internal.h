@@ -194,7 +194,10 @@ int sc_kcuda_topk_to_workspace(sc_kernels *k, int32_t n_tok, int32_t topk,
                                int32_t shard_rows_total, int32_t n, int32_t il,
                                int32_t *out);
 int sc_kcuda_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
-                         int32_t *out);
+                         int32_t *out, float *margin);
+int sc_kcuda_draw_rows(sc_kernels *k, int64_t n, int64_t width, const float *x, int64_t ld,
+                       const float *temperature, const uint64_t *seed, const int32_t *index,
+                       int32_t *tokens);
 int sc_kcuda_take_tokens(sc_kernels *k, int32_t n, const int32_t *at, const int32_t *row,
                          const int32_t *src, int32_t *ids);
 int sc_kcuda_cache_keys(sc_kernels *k, int32_t n_ranges, int32_t n_keys, const int32_t *req,

@@ -212,13 +212,37 @@ __device__ __forceinline__ uint64_t argmax_key(float v, int32_t i) {
   return ((uint64_t)u << 32) | (uint32_t)~(uint32_t)i;
 }
 
-/* A row's best key over this thread's elements and then the block's (in every thread
- * of warp 0), from element `first` on in steps of `stride`. Four loads in flight a
- * thread: a row is the vocabulary (DeepSeek-V3.2's: 129,280 logits), read once. */
+/* The two largest values met so far, an equal value counting as the second and a NaN
+ * never counting (sc_logits_top2's margin): a value in, and the merge of two such
+ * pairs, whose result is the pair of the values of both whatever the split. */
+struct top2 {
+  float a, b;
+};
+__device__ __forceinline__ void top2_add(top2 &t, float v) {
+  if (v > t.a) {
+    t.b = t.a;
+    t.a = v;
+  } else if (v > t.b) {
+    t.b = v;
+  }
+}
+__device__ __forceinline__ top2 top2_merge(top2 x, top2 y) {
+  return top2{fmaxf(x.a, y.a), fmaxf(fminf(x.a, y.a), fmaxf(x.b, y.b))};
+}
+__device__ __forceinline__ top2 top2_shfl(top2 t, int o) {
+  return top2{__shfl_xor_sync(0xffffffffu, t.a, o), __shfl_xor_sync(0xffffffffu, t.b, o)};
+}
+
+/* A row's best key and top two values over this thread's elements and then the block's
+ * (in every thread of warp 0), from element `first` on in steps of `stride`. Four loads
+ * in flight a thread: a row is the vocabulary (DeepSeek-V3.2's: 129,280 logits), read
+ * once. */
 __device__ __forceinline__ uint64_t argmax_block(const float *row, int64_t width,
                                                  int64_t first, int64_t stride,
-                                                 uint64_t *warp_best) {
+                                                 uint64_t *warp_best, top2 *warp_top,
+                                                 top2 *top) {
   uint64_t best = 0;
+  top2 t = {-INFINITY, -INFINITY};
   int64_t i = first;
   for (; i + 3 * stride < width; i += 4 * stride) {
     const float v0 = row[i], v1 = row[i + stride], v2 = row[i + 2 * stride],
@@ -228,54 +252,182 @@ __device__ __forceinline__ uint64_t argmax_block(const float *row, int64_t width
     k = max(k, argmax_key(v2, (int32_t)(i + 2 * stride)));
     k = max(k, argmax_key(v3, (int32_t)(i + 3 * stride)));
     best = max(best, k);
+    top2_add(t, v0), top2_add(t, v1), top2_add(t, v2), top2_add(t, v3);
   }
-  for (; i < width; i += stride) best = max(best, argmax_key(row[i], (int32_t)i));
-  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
-  if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best;
+  for (; i < width; i += stride) {
+    best = max(best, argmax_key(row[i], (int32_t)i));
+    top2_add(t, row[i]);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+    t = top2_merge(t, top2_shfl(t, o));
+  }
+  if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best, warp_top[threadIdx.x >> 5] = t;
   __syncthreads();
   if (threadIdx.x < 32) {
-    best = threadIdx.x < (blockDim.x >> 5) ? warp_best[threadIdx.x] : 0;
-    for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+    const bool in = threadIdx.x < (blockDim.x >> 5);
+    best = in ? warp_best[threadIdx.x] : 0;
+    t = in ? warp_top[threadIdx.x] : top2{-INFINITY, -INFINITY};
+    for (int o = 16; o > 0; o >>= 1) {
+      best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+      t = top2_merge(t, top2_shfl(t, o));
+    }
   }
+  *top = t;
   return best;
 }
 
 /* A cluster of ARGMAX_CTAS blocks a row: one block a row took 30 us over the default
  * model's 32,768 logits, the largest kernel of its decode step (ncu, H200, 2026-12-04:
  * bench/gpu-step.md). Each block takes every ARGMAX_CTAS-th stretch of the row, and block
- * 0 takes the largest of the blocks' keys from their shared memory. Keys are distinct
- * (the index is in them), so the maximum is the same whatever the split. */
+ * 0 takes the largest of the blocks' keys, and merges their top two values, from their
+ * shared memory. Keys are distinct (the index is in them), so the maximum is the same
+ * whatever the split, and so are the top two values (margin: NULL, not written). */
 #define ARGMAX_CTAS 8
 #define ARGMAX_THREADS 512
 __global__ void __cluster_dims__(ARGMAX_CTAS, 1, 1) __launch_bounds__(ARGMAX_THREADS)
-    k_argmax_rows(int64_t width, const float *x, int64_t ld, int32_t *out) {
+    k_argmax_rows(int64_t width, const float *x, int64_t ld, int32_t *out, float *margin) {
   sc_dev_pdl_enter();
   __shared__ uint64_t warp_best[32];
+  __shared__ top2 warp_top[32];
   cg::cluster_group cluster = cg::this_cluster();
   const int r = (int)cluster.block_rank();
   const int64_t row = blockIdx.x / ARGMAX_CTAS;
-  const uint64_t best = argmax_block(x + row * ld, width, (int64_t)r * ARGMAX_THREADS + threadIdx.x,
-                                     (int64_t)ARGMAX_CTAS * ARGMAX_THREADS, warp_best);
-  if (threadIdx.x == 0) warp_best[0] = best; /* (warp 0 has read the others) */
+  top2 t;
+  const uint64_t best =
+      argmax_block(x + row * ld, width, (int64_t)r * ARGMAX_THREADS + threadIdx.x,
+                   (int64_t)ARGMAX_CTAS * ARGMAX_THREADS, warp_best, warp_top, &t);
+  if (threadIdx.x == 0) warp_best[0] = best, warp_top[0] = t; /* (warp 0 has read the others) */
   cluster.sync(); /* every block's best is in its warp_best[0] */
   if (r == 0 && threadIdx.x == 0) {
     uint64_t b = 0;
-    for (int c = 0; c < ARGMAX_CTAS; c++) b = max(b, *cluster.map_shared_rank(warp_best, c));
+    top2 all = {-INFINITY, -INFINITY};
+    for (int c = 0; c < ARGMAX_CTAS; c++) {
+      b = max(b, *cluster.map_shared_rank(warp_best, c));
+      all = top2_merge(all, *cluster.map_shared_rank(warp_top, c));
+    }
     out[row] = (int32_t)~(uint32_t)b;
+    if (margin != NULL) {
+      const float m = all.a - all.b;
+      margin[row] = width < 2 || m == 0.0f ? 0.0f : m;
+    }
   }
   cluster.sync(); /* no block leaves while block 0 reads its shared memory */
 }
 
 extern "C" int sc_kcuda_argmax_rows(sc_kernels *k, int64_t n, int64_t width, const float *x,
-                                    int64_t ld, int32_t *out) {
+                                    int64_t ld, int32_t *out, float *margin) {
   sc_kcuda *c = sc_kcuda_of(k);
   if (n < 0 || width < 1 || width > INT32_MAX || ld < width || n > INT32_MAX / ARGMAX_CTAS ||
       (n > 0 && (x == NULL || out == NULL)))
     return SC_EINVAL;
   if (n == 0) return 0;
   sc_kcuda_launch(c, k_argmax_rows, (unsigned)(n * ARGMAX_CTAS), ARGMAX_THREADS, 0, width, x, ld,
-                  out);
+                  out, margin);
   return SC_CUDA_CHECK_LAUNCH("argmax_rows");
+}
+
+/* ---- draws at a temperature: draw_rows ----
+ *
+ * base/tempered_draw.h's draw, operation for operation: the same float weights (each
+ * product, sum and conversion rounded alone, as the host's ISO C computes them without
+ * contraction), each block of SC_DRAW_BLOCK logits summed in its four lanes in the
+ * host's order, the block sums and the walk in double in the host's order; so the
+ * device draws the host's token to the bit (test_gpu_kernels' case_draw). One block a
+ * row: its threads sum the blocks, then one thread draws (a few hundred double adds and
+ * at most one block's weights). */
+#define DRAW_BLOCK 256 /* base/tempered_draw.h's SC_DRAW_BLOCK (a C header: not includable) */
+__device__ __forceinline__ float draw_weight(float l, float mx, float k) {
+  const float y = __fmul_rn(__fsub_rn(l, mx), k);
+  if (!(y >= -126.0f)) return 0.0f; /* (NaN, -inf, below 2^-126) */
+  const int m = __float2int_rz(__fsub_rn(0.5f, y));
+  const float f = __fadd_rn(y, __int2float_rn(m));
+  float p = __fadd_rn(__fmul_rn(f, 1.5403530393381609e-4f), 1.3333558146428443e-3f);
+  p = __fadd_rn(__fmul_rn(p, f), 9.6181291076284772e-3f);
+  p = __fadd_rn(__fmul_rn(p, f), 5.5504108664821580e-2f);
+  p = __fadd_rn(__fmul_rn(p, f), 2.4022650695910071e-1f);
+  p = __fadd_rn(__fmul_rn(p, f), 6.9314718055994531e-1f);
+  p = __fadd_rn(__fmul_rn(p, f), 1.0f);
+  return __fmul_rn(p, __int_as_float((127 - m) << 23));
+}
+
+__device__ __forceinline__ double draw_block(const float *row, int32_t width, int32_t b,
+                                             float mx, float k) {
+  const int32_t lo = b * DRAW_BLOCK, end = min(lo + DRAW_BLOCK, width);
+  float lane[4];
+  for (int j = 0; j < 4; j++) {
+    float acc = 0.0f;
+    for (int32_t i = lo + j; i < end; i += 4) acc = __fadd_rn(acc, draw_weight(row[i], mx, k));
+    lane[j] = acc;
+  }
+  return __dadd_rn(__dadd_rn(__dadd_rn((double)lane[0], (double)lane[1]), (double)lane[2]),
+                   (double)lane[3]);
+}
+
+/* base/hash.h's sc_mix64, on the device */
+__device__ __forceinline__ uint64_t draw_mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+#define DRAW_THREADS 256
+__global__ void __launch_bounds__(DRAW_THREADS)
+    k_draw_rows(int32_t width, const float *x, int64_t ld, const float *temperature,
+                const uint64_t *seed, const int32_t *index, int32_t *tokens, double *sums,
+                int32_t nb) {
+  sc_dev_pdl_enter();
+  const int64_t r = blockIdx.x;
+  const float t = temperature[r];
+  const int32_t best = tokens[r];
+  const float *row = x + r * ld;
+  if (!(t > 0.0f)) return;
+  const float mx = row[best];
+  if (!isfinite(mx)) return;
+  const float k = __double2float_rn(__ddiv_rn(1.4426950408889634, (double)t));
+  double *bs = sums + r * nb;
+  for (int32_t b = threadIdx.x; b < nb; b += DRAW_THREADS) bs[b] = draw_block(row, width, b, mx, k);
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  double sum = 0.0;
+  for (int32_t b = 0; b < nb; b++) sum = __dadd_rn(sum, bs[b]);
+  const uint64_t h = draw_mix64(draw_mix64(seed[r]) ^ (uint64_t)index[r]);
+  const double u = __dmul_rn(__dmul_rn((double)(h >> 11), 1.0 / 9007199254740992.0), sum);
+  double acc = 0.0;
+  int32_t b = 0;
+  for (; b < nb; b++) {
+    if (u < __dadd_rn(acc, bs[b])) break;
+    acc = __dadd_rn(acc, bs[b]);
+  }
+  if (b == nb) return; /* (best) */
+  const int32_t end = min((b + 1) * DRAW_BLOCK, width);
+  int32_t last = -1;
+  for (int32_t i = b * DRAW_BLOCK; i < end; i++) {
+    const float w = draw_weight(row[i], mx, k);
+    if (w == 0.0f) continue;
+    acc = __dadd_rn(acc, (double)w);
+    last = i;
+    if (u < acc) break;
+  }
+  if (last >= 0) tokens[r] = last;
+}
+
+extern "C" int sc_kcuda_draw_rows(sc_kernels *k, int64_t n, int64_t width, const float *x,
+                                  int64_t ld, const float *temperature, const uint64_t *seed,
+                                  const int32_t *index, int32_t *tokens) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (n < 0 || n > INT32_MAX || width < 1 || width > INT32_MAX || ld < width ||
+      (n > 0 && (x == NULL || temperature == NULL || seed == NULL || index == NULL ||
+                 tokens == NULL)))
+    return SC_EINVAL;
+  if (n == 0) return 0;
+  const int32_t nb = (int32_t)((width + DRAW_BLOCK - 1) / DRAW_BLOCK);
+  double *sums = (double *)sc_kcuda_scratch(c, sizeof(double) * (size_t)n * (size_t)nb);
+  if (sums == NULL) return SC_ENOMEM;
+  sc_kcuda_launch(c, k_draw_rows, (unsigned)n, DRAW_THREADS, 0, (int32_t)width, x, ld,
+                  temperature, seed, index, tokens, sums, nb);
+  return SC_CUDA_CHECK_LAUNCH("draw_rows");
 }
 
 __global__ void k_take_tokens(int32_t n, const int32_t *at, const int32_t *row,

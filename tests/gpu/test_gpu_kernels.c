@@ -1855,16 +1855,24 @@ static void case_greedy(void) {
   r = x + 6 * width; r[width - 1] = INFINITY;
   r = x + 7 * width; for (int64_t i = 0; i < width; i++) r[i] = (float)(i % 1000);
   int32_t want[ROWS], got[ROWS];
-  pbuf X = both(x, sizeof(float) * ROWS * (size_t)width), O = both_poison(sizeof got);
-  CHECK(G->ops->argmax_rows(G, ROWS, width, X.g, width, O.g) == 0, "argmax_rows");
-  CHECK(C->ops->argmax_rows(C, ROWS, width, X.c, width, O.c) == 0, "argmax_rows (cpu)");
+  float mwant[ROWS], mgot[ROWS];
+  pbuf X = both(x, sizeof(float) * ROWS * (size_t)width), O = both_poison(sizeof got),
+       M = both_poison(sizeof mgot);
+  CHECK(G->ops->argmax_rows(G, ROWS, width, X.g, width, O.g, M.g) == 0, "argmax_rows");
+  CHECK(C->ops->argmax_rows(C, ROWS, width, X.c, width, O.c, M.c) == 0, "argmax_rows (cpu)");
   CHECK(down(O, got, want, sizeof got) == 0, "download");
+  CHECK(down(M, mgot, mwant, sizeof mgot) == 0, "download");
   for (int i = 0; i < ROWS; i++) {
     int32_t host;
     float margin;
     sc_logits_top2(x + i * width, (int32_t)width, &host, &margin);
     CHECK(got[i] == host && want[i] == host, "row %d: device %d, cpu kernel %d, host %d", i,
           got[i], want[i], host);
+    /* the margin to the bit (a NaN margin, of a row without two numbers, as NaN) */
+    CHECK((memcmp(&mgot[i], &margin, sizeof margin) == 0 || (isnan(mgot[i]) && isnan(margin))) &&
+              (memcmp(&mwant[i], &margin, sizeof margin) == 0 ||
+               (isnan(mwant[i]) && isnan(margin))),
+          "row %d: margin device %a, cpu kernel %a, host %a", i, mgot[i], mwant[i], margin);
   }
   CHECK(got[1] == 7 && got[2] == 0 && got[3] == 0 && got[5] == 5 && got[7] == 999,
         "rows 1, 2, 3, 5, 7: %d %d %d %d %d", got[1], got[2], got[3], got[5], got[7]);
@@ -1875,8 +1883,22 @@ static void case_greedy(void) {
     for (int i = 0; i < NR * LD; i++) y[i] = (float)gt_unif(-1.0, 1.0);
     y[LD + w - 1] = 5.0f; /* row 1: the last element */
     int32_t g3[NR];
-    pbuf Y = both(y, sizeof(float) * NR * LD), P = both_poison(sizeof g3);
-    CHECK(G->ops->argmax_rows(G, NR, w, Y.g, LD, P.g) == 0, "argmax_rows width %d", w);
+    float m3[NR];
+    pbuf Y = both(y, sizeof(float) * NR * LD), P = both_poison(sizeof g3),
+         Q = both_poison(sizeof m3);
+    CHECK(G->ops->argmax_rows(G, NR, w, Y.g, LD, P.g, Q.g) == 0, "argmax_rows width %d", w);
+    CHECK(down(P, g3, NULL, sizeof g3) == 0, "download");
+    CHECK(down(Q, m3, NULL, sizeof m3) == 0, "download");
+    for (int i = 0; i < NR; i++) {
+      int32_t host;
+      float margin;
+      sc_logits_top2(y + i * LD, w, &host, &margin);
+      CHECK(g3[i] == host && memcmp(&m3[i], &margin, sizeof margin) == 0,
+            "width %d row %d: device %d (margin %a), host %d (%a)", w, i, g3[i], m3[i], host,
+            margin);
+    }
+    /* without margins: the tokens alone */
+    CHECK(G->ops->argmax_rows(G, NR, w, Y.g, LD, P.g, NULL) == 0, "argmax_rows width %d", w);
     CHECK(down(P, g3, NULL, sizeof g3) == 0, "download");
     for (int i = 0; i < NR; i++) {
       int32_t host;
@@ -1884,7 +1906,7 @@ static void case_greedy(void) {
       sc_logits_top2(y + i * LD, w, &host, &margin);
       CHECK(g3[i] == host, "width %d row %d: device %d, host %d", w, i, g3[i], host);
     }
-    pfree(Y), pfree(P);
+    pfree(Y), pfree(P), pfree(Q);
     free(y);
   }
   /* take_tokens: ids[at[j]] = src[row[j]] */
@@ -1897,8 +1919,51 @@ static void case_greedy(void) {
     const int32_t w = i == 2 ? got[4] : i == 9 ? got[0] : i == 15 ? got[7] : 1000 + i;
     CHECK(back[i] == w, "ids[%d] = %d, expected %d", i, back[i], w);
   }
-  pfree(X), pfree(O), pfree(Id), pfree(At), pfree(Rw);
+  pfree(X), pfree(O), pfree(M), pfree(Id), pfree(At), pfree(Rw);
   free(x);
+}
+
+/* draw_rows: the device draws the host's token (sc_sample_temperature) to the bit, over
+ * DeepSeek-V3.2's vocabulary and narrow rows, peaked and flat temperatures, NaN and -inf
+ * sprinkled, an infinity (the greedy token) and rows at temperature 0 (theirs kept). */
+static void case_draw(void) {
+  for (int wi = 0; wi < 3; wi++) {
+    const int64_t width = wi == 0 ? 129280 : wi == 1 ? 1000 : 3;
+    enum { ROWS = 24 };
+    float *x = malloc(sizeof(float) * ROWS * (size_t)width);
+    for (int64_t i = 0; i < ROWS * width; i++) x[i] = (float)gt_unif(-6.0, 6.0);
+    float temp[ROWS];
+    uint64_t seed[ROWS];
+    int32_t index[ROWS];
+    for (int r = 0; r < ROWS; r++) {
+      const float ts[] = {0.0f, 0.05f, 0.3f, 0.7f, 1.0f, 1.5f, 2.0f, 4.0f};
+      temp[r] = ts[r % 8];
+      seed[r] = 1000u + (uint64_t)r;
+      index[r] = 3 * r;
+      float *row = x + r * width;
+      if (r % 5 == 1) row[r % width] = NAN;
+      if (r % 5 == 2) row[(r + 1) % width] = -INFINITY;
+    }
+    x[(ROWS - 1) * width + width / 2] = INFINITY; /* the last row: the greedy token */
+    int32_t want[ROWS], got[ROWS];
+    pbuf X = both(x, sizeof(float) * ROWS * (size_t)width), T = both(temp, sizeof temp),
+         S = both(seed, sizeof seed), I = both(index, sizeof index),
+         O = both_poison(sizeof got);
+    CHECK(G->ops->argmax_rows(G, ROWS, width, X.g, width, O.g, NULL) == 0, "argmax_rows");
+    CHECK(G->ops->draw_rows(G, ROWS, width, X.g, width, T.g, S.g, I.g, O.g) == 0, "draw_rows");
+    CHECK(down(O, got, NULL, sizeof got) == 0, "download");
+    int drawn = 0;
+    for (int r = 0; r < ROWS; r++) {
+      want[r] = sc_sample_temperature(x + r * width, (int32_t)width, temp[r], seed[r], index[r]);
+      drawn += want[r] != sc_sample_greedy(x + r * width, (int32_t)width);
+      CHECK(got[r] == want[r], "width %lld row %d (t %g): device %d, host %d", (long long)width,
+            r, (double)temp[r], got[r], want[r]);
+    }
+    CHECK(width < 1000 || drawn > ROWS / 4, "width %lld: only %d draws left the greedy token",
+          (long long)width, drawn);
+    pfree(X), pfree(T), pfree(S), pfree(I), pfree(O);
+    free(x);
+  }
 }
 
 /* ---- notify and deferred reads: the host queues and goes on ---- */
@@ -2105,6 +2170,7 @@ int main(void) {
   RUN_CASE(case_lse);
   RUN_CASE(case_greedy);
   RUN_CASE(case_errors);
+  RUN_CASE(case_draw);
   RUN_CASE(case_notify);
   RUN_CASE(case_notify_beside_stream);
   RUN_CASE(case_device_fault);

@@ -891,16 +891,16 @@ static void tokens_of(json_t *j, char *buf, size_t len) {
  * the CPU, which queues them as it computes them: forced with overlap on) and give
  * exactly the tokens of steps run one at a time; the executors' logs say how many were
  * queued while the step before ran. layout: the run's --pcp and --dcp. */
-static void overlapped_like_one_at_a_time(const char *layout) {
+static void overlapped_like_one_at_a_time_of(const char *layout, const char *stream) {
   private_tmp();
   static char on[1 << 16], off[1 << 16];
   char args[768], log[128];
   snprintf(log, sizeof log, "%s/run.log", g_tmp);
   for (int k = 0; k < 2; k++) {
     snprintf(args, sizeof args,
-             "%s --requests %s/tests/pipeline/stream.jsonl --token-budget 24 "
-             "--clients 3 --timeout 120 --overlap %s 2> %s", layout, SRC, k ? "off" : "on",
-             log);
+             "%s --requests %s/tests/pipeline/%s --token-budget 24 "
+             "--clients 3 --timeout 120 --overlap %s 2> %s", layout, SRC, stream,
+             k ? "off" : "on", log);
     json_t *j;
     setenv("SPARSECP_LOG", "info", 1); /* (the nodes' logs, with the run's progress) */
     const int rc = run_json_logged(args, false, &j);
@@ -938,6 +938,10 @@ static void overlapped_like_one_at_a_time(const char *layout) {
   assert_no_nodes_left();
 }
 
+static void overlapped_like_one_at_a_time(const char *layout) {
+  overlapped_like_one_at_a_time_of(layout, "stream.jsonl");
+}
+
 Test(pipeline, overlapped_steps_give_the_tokens_of_steps_run_one_at_a_time) {
   overlapped_like_one_at_a_time("--pcp 1 --dcp 1");
 }
@@ -947,6 +951,13 @@ Test(pipeline, overlapped_steps_give_the_tokens_of_steps_run_one_at_a_time) {
  * the step before. */
 Test(pipeline, overlapped_steps_on_several_ranks_give_the_same_tokens, .timeout = 120) {
   overlapped_like_one_at_a_time("--pcp 2 --dcp 2");
+}
+
+/* Requests drawn at a temperature: overlapped, the draw is the kernels' (draw_rows, on
+ * every rank's device) and the step planned ahead takes it there; one at a time, the
+ * head draws from the logits (sc_sample_temperature). The same tokens. */
+Test(pipeline, overlapped_steps_draw_the_tokens_of_steps_run_one_at_a_time, .timeout = 120) {
+  overlapped_like_one_at_a_time_of("--pcp 2 --dcp 2", "stream_hot.jsonl");
 }
 
 /* A failure of a step fails the step planned ahead of it too (it took its tokens from

@@ -394,10 +394,13 @@ static void top2_reference(const float *l, int32_t n, int32_t *best, float *marg
   *margin = n < 2 || m == 0.0f ? 0.0f : m;
 }
 
-/* The one-pass lane version agrees with the reference bit for bit: random lengths around
- * the lane blocks and the model's vocabulary, values from a few levels (ties across and
- * within lanes), +0 and -0 mixed, NaN and +-inf sprinkled in, all-NaN and all--inf arrays. */
+/* The one-pass lane version, and the CPU kernels' argmax_rows, agree with the reference
+ * bit for bit: random lengths around the lane blocks and the model's vocabulary, values
+ * from a few levels (ties across and within lanes), +0 and -0 mixed, NaN and +-inf
+ * sprinkled in, all-NaN and all--inf arrays. */
 Test(sampling, the_lane_top2_is_the_reference) {
+  sc_kernels *k = NULL;
+  cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
   uint64_t x = 12345;
   static float l[32768 + 40];
   for (int round = 0; round < 3000; round++) {
@@ -422,7 +425,19 @@ Test(sampling, the_lane_top2_is_the_reference) {
     cr_assert(memcmp(&m0, &m1, sizeof m0) == 0 || (isnan(m0) && isnan(m1)),
               "round %d, n %d: margin %g, the reference %g", round, n, (double)m1, (double)m0);
     cr_assert_eq(sc_sample_greedy(l, n), b0);
+    /* the CPU kernels' argmax_rows, which the overlapped executor takes a greedy entry's
+     * token and margin from (test_gpu_kernels holds the CUDA one to the same) */
+    int32_t b2 = -1;
+    float m2 = -1.0f;
+    if (n > 0) {
+      cr_assert_eq(k->ops->argmax_rows(k, 1, n, l, n, &b2, &m2), 0);
+      cr_assert_eq(b2, b0, "round %d, n %d: argmax_rows %d, the reference %d", round, n, b2, b0);
+      cr_assert(memcmp(&m0, &m2, sizeof m0) == 0 || (isnan(m0) && isnan(m2)),
+                "round %d, n %d: argmax_rows' margin %g, the reference %g", round, n,
+                (double)m2, (double)m0);
+    }
   }
+  k->ops->destroy(k);
 }
 
 /* The draw in lanes (float weights from a polynomial, block sums) lands on the token of
@@ -472,6 +487,33 @@ Test(sampling, the_lanes_draw_is_the_reference_draw) {
                sc_sample_temperature_ref(ninf3, 3, 1.0f, 5, 0));
   cr_assert_eq(sc_sample_temperature(inf3, 3, 1.0f, 5, 0), 1);
   cr_assert_eq(sc_sample_temperature_ref(inf3, 3, 1.0f, 5, 0), 1);
+}
+
+/* The kernels' draw_rows (the CPU backend's) draws sc_sample_temperature's token, rows
+ * at temperature 0 keeping their greedy token; a token out of the row is refused. */
+Test(sampling, the_kernels_draw_the_hosts_token) {
+  sc_kernels *k = NULL;
+  cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
+  enum { ROWS = 6, W = 1000, LD = 1003 };
+  static float x[ROWS * LD];
+  uint64_t h = 7;
+  for (int i = 0; i < ROWS * LD; i++) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (float)((h >> 40) % 1000u) * 0.01f - 5.0f;
+  }
+  x[2 * LD + 5] = NAN, x[3 * LD + 9] = -INFINITY;
+  const float temp[ROWS] = {0.5f, 1.0f, 0.0f, 2.0f, 0.9f, 1.3f};
+  const uint64_t seed[ROWS] = {1, 2, 3, 4, 5, 6};
+  const int32_t index[ROWS] = {0, 7, 3, 11, 2, 5};
+  int32_t tok[ROWS];
+  cr_assert_eq(k->ops->argmax_rows(k, ROWS, W, x, LD, tok, NULL), 0);
+  cr_assert_eq(k->ops->draw_rows(k, ROWS, W, x, LD, temp, seed, index, tok), 0);
+  for (int r = 0; r < ROWS; r++)
+    cr_assert_eq(tok[r], sc_sample_temperature(x + r * LD, W, temp[r], seed[r], index[r]),
+                 "row %d", r);
+  int32_t bad[ROWS] = {0, 0, 0, 0, 0, W};
+  cr_assert_eq(k->ops->draw_rows(k, ROWS, W, x, LD, temp, seed, index, bad), SC_ERANGE);
+  k->ops->destroy(k);
 }
 
 Test(sampling, greedy_temperature_margin) {
