@@ -57,6 +57,7 @@ typedef struct run_slot {
   uint64_t queue_ns; /* how long queueing it took on the host */
   uint64_t queued_at; /* when its queueing was done (0: it failed) */
   uint64_t gap_ns;   /* from the previous completion handled to its start */
+  bool overlapped;   /* it was queued while the step before ran */
   bool prev_failed;  /* the step it follows failed after this one was queued */
   bool reported;     /* its queueing failed and that was reported before its completion
                         (a step that follows it failed for it: start_step) */
@@ -134,6 +135,12 @@ typedef struct executor {
   uint64_t device_done_ns; /* the callback's clock of the completion being handled */
   int32_t lead_us[BETWEEN_KEEP];
   uint64_t n_lead;
+  /* For each overlapped step: the device's own time from the step before's last compute
+   * op to this one's first (sc_engine_gap, by stream events; the lead above is the
+   * host's clock against a callback's, which comes late by the callback's latency), in
+   * ns: issue 20's "host time between two decode steps" as the device saw it. */
+  int64_t dev_gap_ns[BETWEEN_KEEP];
+  uint64_t n_dev_gap;
 } executor;
 
 static run_slot *oldest(executor *e) { return e->n_run ? &e->run[e->head] : NULL; }
@@ -146,6 +153,25 @@ static int cmp_u32(const void *a, const void *b) {
 static int cmp_i32(const void *a, const void *b) {
   const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
   return (x > y) - (x < y);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The info line of the kept device gaps of overlapped steps (sorted in place, at the
+ * end). */
+static void log_dev_gaps(executor *e) {
+  const uint64_t n = e->n_dev_gap < BETWEEN_KEEP ? e->n_dev_gap : BETWEEN_KEEP;
+  if (n == 0) return;
+  int64_t *v = e->dev_gap_ns;
+  qsort(v, (size_t)n, sizeof *v, cmp_i64);
+  SC_INFO(LOG, "rank %d: overlapped steps, the last %llu of %llu: the device went a median "
+          "%.1f us from a step's last compute to the next one's first (90th percentile %.1f "
+          "us, max %.1f us)", e->ctx->rank, (unsigned long long)n,
+          (unsigned long long)e->n_dev_gap, (double)v[n / 2] * 1e-3,
+          (double)v[n * 9 / 10] * 1e-3, (double)v[n - 1] * 1e-3);
 }
 
 /* The info line of the kept leads of overlapped steps (sorted in place, at the end). */
@@ -253,6 +279,7 @@ static void executor_terminate(sc_ctx *c, void *state, int reason) {
             e->host.gaps ? (double)e->host.gap_ns * 1e-6 / (double)e->host.gaps : 0.0);
   log_between(e);
   log_leads(e);
+  log_dev_gaps(e);
   uint64_t recorded = 0, replayed = 0;
   sc_engine_recording_stats(e->ctx->engine, &recorded, &replayed);
   if (recorded + replayed > 0)
@@ -436,6 +463,9 @@ static void complete(sc_ctx *c, executor *e, int status) {
   /* (the forward keeps each queued step's collective session until its finish, also
    * with the next step queued already) */
   if (rc == 0) rc = sc_engine_finish(x->engine, status, &d);
+  int64_t gap_ns = 0;
+  if (rc == 0 && rs->overlapped && sc_engine_gap(x->engine, &gap_ns) == 0)
+    e->dev_gap_ns[e->n_dev_gap++ % BETWEEN_KEEP] = gap_ns;
   if (rc == 0 && rs->prev_failed)
     rc = sc_fail(&d, SC_EABORTED, "rank %d: step %llu took its tokens from step %llu, which "
                  "failed", x->rank, (unsigned long long)p->step,
@@ -580,6 +610,7 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   rs->queue_rc = sc_step_gate_enter(&x->gate, step); /* SC_EABORTED: an abort came first */
   rs->t0 = sc_now_ns();
   rs->gap_ns = e->done_ns && !overlapped ? rs->t0 - e->done_ns : 0;
+  rs->overlapped = overlapped;
   rs->prev_failed = false;
   rs->reported = false;
   rs->synced = false;
