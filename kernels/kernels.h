@@ -154,6 +154,8 @@ typedef struct sc_kbusy {
 
 /* Timing marks a context holds (kernels ops mark / marks_read). */
 #define SC_KMARK_MAX 4096
+/* Step stamps a context holds (kernels ops stamp / stamp_gap). */
+#define SC_KSTAMP_MAX 8
 
 /* notify callback: every operation queued before it has finished. status is 0, or the
  * first error the kernels reported meanwhile (SC_ERANGE: a bad index on the device).
@@ -377,6 +379,16 @@ typedef struct sc_kernels_ops {
    * are the host's own time; CUDA without CUPTI), SC_ENOMEM when records were lost (the
    * numbers then undercount). */
   int (*busy_read)(sc_kernels *k, sc_kbusy *out);
+  /* Step stamps, for the device's idle time between two steps (sc_forward_gap).
+   * stamp(k, i) records stamp i (0 <= i < SC_KSTAMP_MAX) in queue order, as mark does,
+   * but apart from the profile: marks begin CUPTI's tracing, which slows the host's CUDA
+   * calls, so they are for profiled steps; a stamp is one event, cheap enough for every
+   * step. stamp_gap(k, i, j, &ns): the time from stamp i to stamp j (negative when j came
+   * first), once the work queued before both has finished: SC_EAGAIN before, SC_EINVAL
+   * for a stamp never recorded. Not recordable (SC_EINVAL while recording). CPU: the
+   * clock when stamp is called, since the ops before it have finished. */
+  int (*stamp)(sc_kernels *k, int32_t i);
+  int (*stamp_gap)(sc_kernels *k, int32_t i, int32_t j, int64_t *ns);
   /* Recordings (CUDA graphs): the ops queued between record_begin and record_end are
    * recorded, not run; replay queues them again, as one launch, exactly as they were
    * called: the same buffers (read and written as they are when the replay runs), the

@@ -171,6 +171,16 @@ static int w_busy_read(sc_kernels *k, sc_kbusy *out) {
   return r->recording ? refuse(r) : r->in->ops->busy_read(r->in, out);
 }
 
+static int w_stamp(sc_kernels *k, int32_t i) {
+  recorder *r = rec_of(k);
+  return r->recording ? refuse(r) : r->in->ops->stamp(r->in, i);
+}
+
+static int w_stamp_gap(sc_kernels *k, int32_t i, int32_t j, int64_t *ns) {
+  recorder *r = rec_of(k);
+  return r->recording ? refuse(r) : r->in->ops->stamp_gap(r->in, i, j, ns);
+}
+
 /* ---- the recordable ops: forwarded, or kept while recording ---- */
 
 typedef struct a_memset {
@@ -695,6 +705,8 @@ static const sc_kernels_ops k_recorder_ops = {
     .mark = w_mark,
     .marks_read = w_marks_read,
     .busy_read = w_busy_read,
+    .stamp = w_stamp,
+    .stamp_gap = w_stamp_gap,
     .record_begin = w_record_begin,
     .record_end = w_record_end,
     .replay = w_replay,

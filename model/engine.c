@@ -160,6 +160,8 @@ sc_forward_host sc_engine_host_profile(const sc_engine *e) {
   return sc_forward_host_profile(e->fwd);
 }
 
+int sc_engine_gap(const sc_engine *e, int64_t *ns) { return sc_forward_gap(e->fwd, ns); }
+
 int sc_engine_profile(const sc_engine *e, uint64_t ns[SC_STAGE_COUNT], uint64_t *span) {
   return sc_forward_profile(e->fwd, ns, span);
 }

@@ -97,6 +97,10 @@ int sc_engine_run(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc
 int sc_engine_queue(sc_engine *e, const sc_forward_in *in, sc_forward_out *out, sc_diag *d);
 int sc_engine_finish(sc_engine *e, int status, sc_diag *d);
 
+/* After sc_engine_finish: the device's time between the step before and this one
+ * (sc_forward_gap). */
+int sc_engine_gap(const sc_engine *e, int64_t *ns);
+
 /* Steps recorded and replayed so far (sc_forward_recording_stats). */
 void sc_engine_recording_stats(const sc_engine *e, uint64_t *records, uint64_t *replays);
 

@@ -120,6 +120,9 @@ struct sc_forward {
   struct sc_forward_rec *rec; /* [SC_FORWARD_RECS] */
   struct sc_forward_rec *recording; /* the entry being recorded (coll() adds to it) */
   sc_forward_host host;       /* the last step's host time */
+  /* steps queued without a failure and steps finished, each step's ordinal in both: its
+   * stamps (sc_forward_gap) are 2 (o % GAP_RING) before its compute and the next after */
+  uint64_t queued, finished;
   /* what B_GREEDY holds: the greedy rows of step greedy_of (0: none) */
   uint64_t greedy_of, last_step;
   int32_t greedy_rows;
@@ -1169,6 +1172,23 @@ static int step_recorded(step_ctx *s) {
 static int forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
                         sc_coll_session *sess, sc_diag *d);
 
+/* Steps whose stamps are kept: when step o finishes, o - 1's are read and o + 1 (the
+ * most that may be queued meanwhile) writes its own, so three would do; a power of two
+ * keeps the modulo plain. */
+#define GAP_RING 4
+_Static_assert(2 * GAP_RING <= SC_KSTAMP_MAX, "two stamps a step");
+
+static int gap_stamp(sc_forward *f, bool end) {
+  return f->k->ops->stamp(f->k, 2 * (int32_t)(f->queued % GAP_RING) + end);
+}
+
+int sc_forward_gap(const sc_forward *f, int64_t *ns) {
+  if (f->finished < 2) return SC_ENOENT;
+  const uint64_t o = f->finished - 1; /* the step just finished */
+  return f->k->ops->stamp_gap(f->k, 2 * (int32_t)((o - 1) % GAP_RING) + 1,
+                              2 * (int32_t)(o % GAP_RING), ns);
+}
+
 int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out, sc_diag *d) {
   if (f->sess_n == SC_FORWARD_IN_FLIGHT)
     return sc_fail(d, SC_EINVAL, "forward: step %llu queued with %d steps unfinished",
@@ -1177,6 +1197,7 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
   f->sess_n++;
   const int rc = forward_step(f, in, out, sess, d);
   if (rc) f->sess_n--; /* (a step that failed to queue has nothing to finish) */
+  else f->queued++;
   return rc;
 }
 
@@ -1185,6 +1206,7 @@ int sc_forward_finish(sc_forward *f, sc_diag *d) {
   sc_coll_session *sess = &f->sess[f->sess_head];
   f->sess_head = (f->sess_head + 1) % SC_FORWARD_IN_FLIGHT;
   f->sess_n--;
+  f->finished++;
   const int rc = sc_coll_session_finish(sess);
   if (rc && d) *d = sess->diag;
   return rc;
@@ -1222,8 +1244,10 @@ static int forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *
   const uint64_t replays = f->replays;
   if ((rc = step_prepare(s))) goto out;
   t[1] = sc_now_ns();
+  CK(gap_stamp(f, false), "forward: step stamp");
   if ((rc = recordable(s) ? step_recorded(s) : step_body(s))) goto out;
   CK(sc_coll_session_end(s->sess), "%s", s->sess->diag.msg);
+  CK(gap_stamp(f, true), "forward: step stamp");
   t[2] = sc_now_ns();
   if ((rc = step_download(s))) goto out;
   sc_step_prof_end(&f->prof);

@@ -115,6 +115,15 @@ int sc_forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *out,
 #define SC_FORWARD_IN_FLIGHT 2
 int sc_forward_finish(sc_forward *f, sc_diag *d);
 
+/* After sc_forward_finish of a step: how long the device went from the end of the
+ * compute of the step queued before it to the beginning of its own (its last op to the
+ * first: the first step's downloads and the second's uploads included), in ns, by two
+ * stamps a step (kernels.h stamp). With overlapped steps this is the time the device
+ * waited between them for the host (issue 20's gap); for a step queued after the one
+ * before had finished it also holds the host's round trip and any wait for requests.
+ * SC_ENOENT for the first step finished. */
+int sc_forward_gap(const sc_forward *f, int64_t *ns);
+
 /* After sc_forward_finish of a step queued with in->profile: the time of its stages
  * (model/step_prof.h) and from its first mark to its last. SC_ENOTSUP when it was not
  * profiled (or a mark failed). */

@@ -44,7 +44,7 @@
 #include "model/sampling.h"
 
 #define LOG "executor"
-#define BETWEEN_KEEP 4096 /* replayed steps whose time between steps is kept, the last ones */
+#define KEEP 4096 /* samples kept of each time taken every step (kept): the last ones */
 
 /* A step queued on the engine whose step_done has not come yet, with the host memory
  * its outputs land in (a slot's own, so that the next step's may land while this one's
@@ -57,6 +57,7 @@ typedef struct run_slot {
   uint64_t queue_ns; /* how long queueing it took on the host */
   uint64_t queued_at; /* when its queueing was done (0: it failed) */
   uint64_t gap_ns;   /* from the previous completion handled to its start */
+  bool overlapped;   /* it was queued while the step before ran */
   bool prev_failed;  /* the step it follows failed after this one was queued */
   bool reported;     /* its queueing failed and that was reported before its completion
                         (a step that follows it failed for it: start_step) */
@@ -78,6 +79,27 @@ typedef struct run_slot {
                         (sc_forward_logits_rows); kept after the step completed */
   int32_t n_entries, rows_cap;
 } run_slot;
+
+/* The last KEEP samples of a time taken every step, in ns, for the percentiles
+ * logged at the end of a run. */
+typedef struct kept {
+  int64_t ns[KEEP];
+  uint64_t n; /* samples taken; the ring holds the last KEEP */
+} kept;
+
+static void kept_add(kept *k, int64_t ns) { k->ns[k->n++ % KEEP] = ns; }
+
+static int cmp_i64(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Sorts the samples kept (in place: at the end of a run); how many there are. */
+static uint64_t kept_sort(kept *k) {
+  const uint64_t n = k->n < KEEP ? k->n : KEEP;
+  qsort(k->ns, (size_t)n, sizeof *k->ns, cmp_i64);
+  return n;
+}
 
 /* The host's time queueing steps of one kind, summed (sc_forward_host's parts). */
 typedef struct host_sums {
@@ -124,61 +146,62 @@ typedef struct executor {
   sc_step_local *first, *last; /* steps that arrived while they could not start, in order */
   /* For each replayed step (a decode step from a CUDA graph) queued right after the
    * previous step's completion reached this actor: from that moment to this step's
-   * queueing done, in microseconds (the last BETWEEN_KEEP). This is the host's time
+   * queueing done. This is the host's time
    * between two decode steps (the result to the scheduler, its next plan, the metadata,
    * the uploads and the launch); its median is logged at the end, since the means
    * above also count the waits for requests to arrive. An overlapped step is queued
    * before the step before it completes: it has no such time. */
   uint64_t seen_ns; /* when the last completion reached this actor (0: none) */
-  uint32_t between_us[BETWEEN_KEEP];
-  uint64_t n_between; /* all such steps; the ring keeps the last BETWEEN_KEEP */
+  kept between;
   /* For each overlapped step: how long before the device was found done with the step
-   * before (its completion callback's clock) its queueing was done, in microseconds
-   * (negative: after). Positive, the device had it before it finished the step before
+   * before (its completion callback's clock) its queueing was done (negative: after). Positive, the device had it before it finished the step before
    * (within the callback's latency): it did not wait for the host between the two. */
   uint64_t device_done_ns; /* the callback's clock of the completion being handled */
-  int32_t lead_us[BETWEEN_KEEP];
-  uint64_t n_lead;
+  kept lead;
+  /* For each overlapped step: the device's own time from the step before's last compute
+   * op to this one's first (sc_engine_gap, by stream events; the lead above is the
+   * host's clock against a callback's, which comes late by the callback's latency):
+   * issue 20's "host time between two decode steps" as the device saw it. */
+  kept dev_gap;
 } executor;
 
 static run_slot *oldest(executor *e) { return e->n_run ? &e->run[e->head] : NULL; }
 
-static int cmp_u32(const void *a, const void *b) {
-  const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return (x > y) - (x < y);
-}
-
-static int cmp_i32(const void *a, const void *b) {
-  const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return (x > y) - (x < y);
-}
-
-/* The info line of the kept leads of overlapped steps (sorted in place, at the end). */
+/* The info line of the kept leads of overlapped steps. */
 static void log_leads(executor *e) {
-  const uint64_t n = e->n_lead < BETWEEN_KEEP ? e->n_lead : BETWEEN_KEEP;
+  const uint64_t n = kept_sort(&e->lead);
   if (n == 0) return;
-  int32_t *v = e->lead_us;
-  qsort(v, (size_t)n, sizeof *v, cmp_i32);
+  const int64_t *v = e->lead.ns;
   uint64_t late = 0;
   while (late < n && v[late] < 0) late++;
   SC_INFO(LOG, "rank %d: overlapped steps, the last %llu of %llu: queued a median %.3f ms before "
           "the device finished the step before (10th percentile %.3f ms; negative: after); "
           "%llu of them after it",
-          e->ctx->rank, (unsigned long long)n, (unsigned long long)e->n_lead,
-          (double)v[n / 2] * 1e-3, (double)v[n / 10] * 1e-3, (unsigned long long)late);
+          e->ctx->rank, (unsigned long long)n, (unsigned long long)e->lead.n,
+          (double)v[n / 2] * 1e-6, (double)v[n / 10] * 1e-6, (unsigned long long)late);
 }
 
-/* The info line of the kept between-step times: median and 90th percentile (at the
- * end: the times are sorted in place). */
-static void log_between(executor *e) {
-  const uint64_t n = e->n_between < BETWEEN_KEEP ? e->n_between : BETWEEN_KEEP;
+/* The info line of the kept device gaps of overlapped steps. */
+static void log_dev_gaps(executor *e) {
+  const uint64_t n = kept_sort(&e->dev_gap);
   if (n == 0) return;
-  uint32_t *v = e->between_us;
-  qsort(v, (size_t)n, sizeof *v, cmp_u32);
+  const int64_t *v = e->dev_gap.ns;
+  SC_INFO(LOG, "rank %d: overlapped steps, the last %llu of %llu: the device went a median "
+          "%.1f us from a step's last compute to the next one's first (90th percentile %.1f "
+          "us, max %.1f us)", e->ctx->rank, (unsigned long long)n,
+          (unsigned long long)e->dev_gap.n, (double)v[n / 2] * 1e-3,
+          (double)v[n * 9 / 10] * 1e-3, (double)v[n - 1] * 1e-3);
+}
+
+/* The info line of the kept between-step times: median and 90th percentile. */
+static void log_between(executor *e) {
+  const uint64_t n = kept_sort(&e->between);
+  if (n == 0) return;
+  const int64_t *v = e->between.ns;
   SC_INFO(LOG, "rank %d: between replayed steps (a completion in to the next step queued), "
           "the last %llu of %llu: median %.3f ms, 90th percentile %.3f ms", e->ctx->rank,
-          (unsigned long long)n, (unsigned long long)e->n_between, (double)v[n / 2] * 1e-3,
-          (double)v[n * 9 / 10] * 1e-3);
+          (unsigned long long)n, (unsigned long long)e->between.n, (double)v[n / 2] * 1e-6,
+          (double)v[n * 9 / 10] * 1e-6);
 }
 
 /* What the completion callback needs, allocated before the notify so that the callback
@@ -260,6 +283,7 @@ static void executor_terminate(sc_ctx *c, void *state, int reason) {
             e->host.gaps ? (double)e->host.gap_ns * 1e-6 / (double)e->host.gaps : 0.0);
   log_between(e);
   log_leads(e);
+  log_dev_gaps(e);
   uint64_t recorded = 0, replayed = 0;
   sc_engine_recording_stats(e->ctx->engine, &recorded, &replayed);
   if (recorded + replayed > 0)
@@ -434,16 +458,16 @@ static void complete(sc_ctx *c, executor *e, int status) {
   e->head ^= 1;
   e->n_run--;
   const run_slot *next = e->n_run ? oldest(e) : NULL;
-  if (next && next->queued_at && e->device_done_ns) { /* an overlapped step: how early */
-    const int64_t us = ((int64_t)e->device_done_ns - (int64_t)next->queued_at) / 1000;
-    e->lead_us[e->n_lead++ % BETWEEN_KEEP] =
-        us > INT32_MAX ? INT32_MAX : us < INT32_MIN ? INT32_MIN : (int32_t)us;
-  }
+  if (next && next->queued_at && e->device_done_ns) /* an overlapped step: how early */
+    kept_add(&e->lead, (int64_t)e->device_done_ns - (int64_t)next->queued_at);
   sc_diag d = rs->queue_diag;
   int rc = rs->queue_rc;
   /* (the forward keeps each queued step's collective session until its finish, also
    * with the next step queued already) */
   if (rc == 0) rc = sc_engine_finish(x->engine, status, &d);
+  int64_t gap_ns = 0;
+  if (rc == 0 && rs->overlapped && sc_engine_gap(x->engine, &gap_ns) == 0)
+    kept_add(&e->dev_gap, gap_ns);
   if (rc == 0 && rs->prev_failed)
     rc = sc_fail(&d, SC_EABORTED, "rank %d: step %llu took its tokens from step %llu, which "
                  "failed", x->rank, (unsigned long long)p->step,
@@ -595,6 +619,7 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   rs->queue_rc = sc_step_gate_enter(&x->gate, step); /* SC_EABORTED: an abort came first */
   rs->t0 = sc_now_ns();
   rs->gap_ns = e->done_ns && !overlapped ? rs->t0 - e->done_ns : 0;
+  rs->overlapped = overlapped;
   rs->prev_failed = false;
   rs->reported = false;
   rs->synced = false;
@@ -615,10 +640,7 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
       host_sums_add(h.replayed ? &e->host.replayed : &e->host.launched, &h);
       e->host.overlapped += overlapped;
       if (e->done_ns && !overlapped) e->host.gaps++, e->host.gap_ns += rs->gap_ns;
-      if (h.replayed && seen_ns) {
-        const uint64_t us = (sc_now_ns() - seen_ns) / 1000;
-        e->between_us[e->n_between++ % BETWEEN_KEEP] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
-      }
+      if (h.replayed && seen_ns) kept_add(&e->between, (int64_t)(sc_now_ns() - seen_ns));
     }
   } else {
     sc_fail(&rs->queue_diag, rs->queue_rc, "rank %d: step %llu was aborted before it started",

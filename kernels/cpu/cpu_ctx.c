@@ -29,6 +29,7 @@ struct sc_kcpu {
   int threads;
   bool failed;           /* inject_fault: the "device" failed (the caller's thread only) */
   uint64_t *marks;       /* [SC_KMARK_MAX] clock of each mark, allocated at the first */
+  uint64_t stamps[SC_KSTAMP_MAX]; /* clock of each stamp (0: none yet) */
   kcpu_scratch *scratch; /* [threads * SC_KCPU_SCRATCH_SLOTS] */
 
   pthread_t *workers;    /* [threads - 1] */
@@ -210,6 +211,21 @@ static int cpu_marks_read(sc_kernels *k, int32_t n, uint64_t *ns) {
   return 0;
 }
 
+static int cpu_stamp(sc_kernels *k, int32_t i) {
+  if (i < 0 || i >= SC_KSTAMP_MAX) return SC_EINVAL;
+  sc_kcpu_of(k)->stamps[i] = sc_now_ns();
+  return 0;
+}
+
+static int cpu_stamp_gap(sc_kernels *k, int32_t i, int32_t j, int64_t *ns) {
+  const sc_kcpu *c = sc_kcpu_of(k);
+  if (i < 0 || i >= SC_KSTAMP_MAX || j < 0 || j >= SC_KSTAMP_MAX || c->stamps[i] == 0 ||
+      c->stamps[j] == 0)
+    return SC_EINVAL;
+  *ns = (int64_t)(c->stamps[j] - c->stamps[i]);
+  return 0;
+}
+
 static int cpu_busy_read(sc_kernels *k, sc_kbusy *out) {
   (void)k;
   *out = (sc_kbusy){0};
@@ -248,6 +264,8 @@ static const sc_kernels_ops k_cpu_ops = {
     .mark = cpu_mark,
     .marks_read = cpu_marks_read,
     .busy_read = cpu_busy_read,
+    .stamp = cpu_stamp,
+    .stamp_gap = cpu_stamp_gap,
     .gemm = sc_kcpu_gemm,
     .linears = sc_kernels_linears_by_gemm,
     .rmsnorm = sc_kcpu_rmsnorm,

@@ -435,6 +435,36 @@ static int cu_marks_read(sc_kernels *k, int32_t n, uint64_t *ns) {
   return 0;
 }
 
+/* ---- step stamps: events on the stream without the marks' tracing ---- */
+
+static int cu_stamp(sc_kernels *k, int32_t i) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (i < 0 || i >= SC_KSTAMP_MAX) return SC_EINVAL;
+  if (c->recording) return sc_kcuda_record_refuse(c, "stamp"), SC_EAGAIN;
+  if (c->stamps[i] == NULL) {
+    const int rc = sc_kcuda_err(cudaEventCreate(&c->stamps[i]), "stamp event");
+    if (rc) return rc;
+  }
+  return sc_kcuda_err(cudaEventRecord(c->stamps[i], c->stream), "stamp");
+}
+
+static int cu_stamp_gap(sc_kernels *k, int32_t i, int32_t j, int64_t *ns) {
+  sc_kcuda *c = sc_kcuda_of(k);
+  if (i < 0 || i >= SC_KSTAMP_MAX || j < 0 || j >= SC_KSTAMP_MAX || c->stamps[i] == NULL ||
+      c->stamps[j] == NULL)
+    return SC_EINVAL;
+  if (c->recording) return sc_kcuda_record_refuse(c, "stamp gap"), SC_EAGAIN;
+  float ms = 0;
+  const cudaError_t e = cudaEventElapsedTime(&ms, c->stamps[i], c->stamps[j]);
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError(); /* (not sticky: clear it for the next call's check) */
+    return SC_EAGAIN;
+  }
+  const int rc = sc_kcuda_err(e, "stamp gap");
+  if (rc == 0) *ns = (int64_t)((double)ms * 1e6);
+  return rc;
+}
+
 static int cu_busy_read(sc_kernels *k, sc_kbusy *out) {
   (void)k; /* (CUPTI records the whole process: cuda_busy.c) */
   return sc_kcuda_busy_read(out);
@@ -474,6 +504,8 @@ static void cu_destroy(sc_kernels *k) {
       if (c->marks[i]) (void)cudaEventDestroy(c->marks[i]);
   }
   free(c->marks);
+  for (int i = 0; i < SC_KSTAMP_MAX; i++)
+    if (c->stamps[i]) (void)cudaEventDestroy(c->stamps[i]);
   if (c->blas) (void)cublasDestroy((cublasHandle_t)c->blas);
   if (c->blas_ws) (void)cudaFree(c->blas_ws);
   if (c->own_stream && c->stream) (void)cudaStreamDestroy(c->stream);
@@ -491,6 +523,8 @@ static const sc_kernels_ops k_cuda_ops = {
     .inject_fault = sc_kcuda_inject_fault,
     .mark = cu_mark,
     .marks_read = cu_marks_read,
+    .stamp = cu_stamp,
+    .stamp_gap = cu_stamp_gap,
     .busy_read = cu_busy_read,
     .record_begin = sc_kcuda_record_begin,
     .record_end = sc_kcuda_record_end,

@@ -81,6 +81,7 @@ typedef struct sc_kcuda {
   size_t stage_used;     /* its bytes taken by copies queued since it was last waited for */
   struct sc_kcuda_readback *rb; /* deferred D2H copies and notify (cuda_ctx.c) */
   cudaEvent_t *marks;    /* [SC_KMARK_MAX] timing marks, created at the first use of each */
+  cudaEvent_t stamps[SC_KSTAMP_MAX]; /* step stamps, created at the first use of each */
   void *blas_ws;         /* cuBLAS workspace, set once, so that a recorded product never
                             asks cuBLAS to allocate */
   /* recordings (cuda_record.c) */

@@ -2105,6 +2105,28 @@ static void case_notify_beside_stream(void) {
   G->ops->free(G, B);
 }
 
+/* Step stamps (sc_forward_gap's): the time between two is the stream's, a spin of 50 ms
+ * between them included; read before the second has passed, SC_EAGAIN; refused while
+ * recording, as a host copy is. */
+static void case_stamps(void) {
+  int64_t ns = -1;
+  CHECK(G->ops->stamp_gap(G, 6, 7, &ns) == SC_EINVAL, "stamps never recorded");
+  REQUIRE(G->ops->stamp(G, 0) == 0, "stamp 0");
+  REQUIRE(sc_test_gpu_spin(sc_kernels_cuda_stream(G), 50) == 0, "spin");
+  REQUIRE(G->ops->stamp(G, 1) == 0, "stamp 1");
+  CHECK(G->ops->stamp_gap(G, 0, 1, &ns) == SC_EAGAIN, "read before stamp 1 passed");
+  REQUIRE(G->ops->sync(G) == 0, "sync");
+  CHECK(G->ops->stamp_gap(G, 0, 1, &ns) == 0 && ns >= 49000000 && ns < 5000000000,
+        "50 ms of spin between the stamps: %lld ns", (long long)ns);
+  CHECK(G->ops->stamp_gap(G, 1, 0, &ns) == 0 && ns < 0, "backwards: %lld ns", (long long)ns);
+  CHECK(G->ops->stamp(G, SC_KSTAMP_MAX) == SC_EINVAL, "stamp out of range");
+  REQUIRE(G->ops->record_begin(G) == 0, "record_begin");
+  CHECK(G->ops->stamp(G, 2) == SC_EAGAIN, "a stamp while recording");
+  sc_krecording *r = NULL;
+  CHECK(G->ops->record_end(G, &r) == SC_EAGAIN, "the recording with a stamp in it");
+  G->ops->recording_free(G, r);
+}
+
 /* A device error (here an illegal address) still reaches the notify's callback, as
  * SC_EDEVICE: a host function (cudaLaunchHostFunc) is never called once the context has
  * one, and the executor waited for its step forever. The two device-fault cases run
@@ -2173,6 +2195,7 @@ int main(void) {
   RUN_CASE(case_draw);
   RUN_CASE(case_notify);
   RUN_CASE(case_notify_beside_stream);
+  RUN_CASE(case_stamps);
   RUN_CASE(case_device_fault);
   RUN_CASE(case_device_fault_seen_before_notify);
   sc_kernels_destroy(G);

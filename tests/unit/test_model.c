@@ -785,6 +785,63 @@ Test(forward, two_queued_steps_are_finished_in_order_each_with_its_session) {
   two_rank_step_free(&t);
 }
 
+typedef struct gap_rank {
+  desync_rank r;
+  int rc[3], fin_rc[3], gap_rc[3];
+  int64_t gap_ns[3];
+} gap_rank;
+
+static void sleep_ms(int ms);
+
+/* Steps a and b queued 200 ms apart, then a finished, c queued at once, b and c
+ * finished: the gap read after each finish. */
+static void *gap_main(void *arg) {
+  gap_rank *g = arg;
+  rank_env e;
+  env_open(&g->r, &e);
+  const sc_forward_in in[3] = {step_in(&g->r, &e, 3), step_in(&g->r, &e, 4),
+                               step_in(&g->r, &e, 5)};
+  g->rc[0] = sc_forward_step(e.f, &in[0], NULL, &g->r.d);
+  sleep_ms(200);
+  g->rc[1] = sc_forward_step(e.f, &in[1], NULL, &g->r.d);
+  for (int i = 0; i < 3; i++) {
+    if (i == 1) g->rc[2] = sc_forward_step(e.f, &in[2], NULL, &g->r.d);
+    g->fin_rc[i] = sc_forward_finish(e.f, &g->r.d);
+    g->gap_rc[i] = sc_forward_gap(e.f, &g->gap_ns[i]);
+  }
+  env_close(&e);
+  return NULL;
+}
+
+/* sc_forward_gap: the time from the step before's end to a step's beginning, each step's
+ * own stamps also while the next is queued (here c's are written before b is read: a
+ * read of a's end would give 200 ms or more). */
+Test(forward, the_gap_is_from_the_step_before_to_this_one) {
+  two_rank_step t;
+  two_rank_step_init(&t);
+  gap_rank g[2];
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) {
+    g[i] = (gap_rank){.r = t.r[i]};
+    pthread_create(&th[i], NULL, gap_main, &g[i]);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 2; i++) {
+    for (int s = 0; s < 3; s++) {
+      cr_assert_eq(g[i].rc[s], 0, "rank %d, step %d: %s", i, s, g[i].r.d.msg);
+      cr_assert_eq(g[i].fin_rc[s], 0, "rank %d, step %d: %s", i, s, g[i].r.d.msg);
+    }
+    cr_assert_eq(g[i].gap_rc[0], SC_ENOENT, "rank %d: the first step has no step before", i);
+    cr_assert_eq(g[i].gap_rc[1], 0);
+    cr_assert_eq(g[i].gap_rc[2], 0);
+    cr_assert_geq(g[i].gap_ns[1], 200000000, "rank %d: a to b %lld ns", i,
+                  (long long)g[i].gap_ns[1]);
+    cr_assert(g[i].gap_ns[2] >= 0 && g[i].gap_ns[2] < 200000000, "rank %d: b to c %lld ns", i,
+              (long long)g[i].gap_ns[2]);
+  }
+  two_rank_step_free(&t);
+}
+
 /* ---- where a step's time goes (model/step_prof.h) ---- */
 
 static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
