@@ -1,0 +1,27 @@
+#!/bin/bash
+# run2.sh (session 55): where four ranks' decode step goes, by layout. The default model's
+# decode TPOT (4 requests of 64 + 64 tokens 500 ms apart) at one rank over NCCL and at
+# P x N in {1x2, 2x1, 2x2, 1x4, 4x1, 4x4} over ipc under MPS, binaries of .devrun/n
+# (build1.sh), two rounds; every rank's device gap between steps (executor info line).
+# P4 N1 repeats one rank's whole step on four ranks with one round a step (hidden
+# restore): what four processes on the GPU cost without the DCP rounds; P1 N4 has eight
+# rounds a step and no hidden restore. Call with carry [".devrun"] (~3 min).
+. bench/device_common.sh
+requests 4 500 "$OUT/req4.jsonl"
+for round in 1 2; do
+  SPARSECP_LOG=info timeout 60 .devrun/n/sparsecp run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --clients 1 \
+    --json --requests "$OUT/req4.jsonl" > "$OUT/one-$round.json" 2> "$OUT/one-$round.err"
+  echo "one rank $round rc=$?"; show_run "$OUT/one-$round.json"
+  grep -h "the device went" "$OUT/one-$round.err" | sed 's/^.*executor: //' | cut -c1-160
+  for pn in "1 2" "2 1" "2 2" "1 4" "4 1" "4 4"; do
+    set -- $pn
+    f="$OUT/p$1n$2-$round"
+    SPARSECP_LOG=info timeout 60 .devrun/n/sparsecp run --device cuda --gpus 1 --pcp $1 --dcp $2 --mps on --clients 1 \
+      --collectives ipc --json --requests "$OUT/req4.jsonl" > "$f.json" 2> "$f.err"
+    echo "P$1 N$2 $round rc=$?"; show_run "$f.json"
+    grep -h "the device went" "$f.err" | sed 's/^.*executor: //' | cut -c1-160
+    grep -h "collectives .*calls" "$f.err" | grep "rank 0" | sed 's/^.*executor: //' | cut -c1-160
+  done
+done
+lap scan
+cd "$OUT" && tar czf scan.tgz *.json *.jsonl *.err 2>/dev/null; rm -f *.json *.jsonl *.err
