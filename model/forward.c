@@ -289,6 +289,7 @@ typedef struct step_ctx {
    * sublayer adds it as it norms x (add_rmsnorm, one launch), the last one after the
    * layers (sublayer_in, residual_flush) */
   bool residual;
+  bool tokens; /* the logits rows' tokens are computed on the device (B_GREEDY) */
   bool draws; /* a logits row is drawn at a temperature on the device (draw_rows) */
 } step_ctx;
 
@@ -830,7 +831,7 @@ static int step_prepare(step_ctx *s) {
   ensure(f, B_XL, (size_t)plan->num_reqs * s->hid * fl, &rc);
   ensure(f, B_LOGITS, (size_t)plan->num_reqs * mc->vocab * fl, &rc);
   CK(rc, "forward: cannot allocate step buffers");
-  if (s->out != NULL && s->out->greedy != NULL) {
+  if (s->tokens) {
     ensure(f, B_MARGIN, (size_t)plan->num_reqs * fl, &rc);
     CK(rc ? rc : grow_greedy(f, (size_t)plan->num_reqs * sizeof(int32_t)),
        "forward: cannot allocate step buffers");
@@ -898,7 +899,7 @@ static int step_prepare(step_ctx *s) {
   for (int32_t i = 0; i < plan->num_reqs; i++) {
     if (!has_logits_row(m, in->sample, i)) continue;
     const float t = in->temperature != NULL ? in->temperature[i] : 0.0f;
-    s->draws |= s->out != NULL && s->out->greedy != NULL && t > 0.0f;
+    s->draws |= s->tokens && t > 0.0f;
     memcpy(&dtemp[s->nl], &t, sizeof t);
     const uint64_t seed = in->seed != NULL ? in->seed[i] : 0;
     dseed[2 * s->nl] = (int32_t)(uint32_t)seed; /* (little-endian: read back as uint64) */
@@ -983,8 +984,8 @@ static int step_body(step_ctx *s) {
     if ((rc = attention_layer(s)) || (rc = mlp_layer(s))) goto out;
   }
   s->layer = -1;
-  const bool want_logits = s->out != NULL &&
-                           (s->out->logits != NULL || s->out->greedy != NULL) && s->nl > 0;
+  const bool want_logits = (s->tokens || (s->out != NULL && s->out->logits != NULL)) &&
+                           s->nl > 0;
   /* One rank whose every row gives logits (a decode step): the last residual add and the
    * final norm are one op over all rows, and the gather moves normed rows (a row's norm
    * is its own: the same values as norming the gathered rows) */
@@ -1018,11 +1019,11 @@ static int step_body(step_ctx *s) {
   CK(sc_linear(f->k, s->nl, mc->vocab, s->hid, xl, s->hid, f->w->t[SC_W_HEAD], s->hid, logits,
                mc->vocab, 1.0f),
      "forward: LM head");
-  if (s->out->greedy != NULL)
+  if (s->tokens)
     CK(f->k->ops->argmax_rows(f->k, s->nl, mc->vocab, logits, mc->vocab, f->buf[B_GREEDY],
                               f->buf[B_MARGIN]),
        "forward: greedy tokens");
-  if (s->out->greedy != NULL && s->draws)
+  if (s->draws)
     CK(f->k->ops->draw_rows(f->k, s->nl, mc->vocab, logits, mc->vocab, (float *)ix(s, U_TEMP),
                             (uint64_t *)ix(s, U_SEED), ix(s, U_OIDX), f->buf[B_GREEDY]),
        "forward: tokens drawn at a temperature");
@@ -1108,7 +1109,7 @@ static int step_recorded(step_ctx *s) {
   key.t_pad = s->Tp, key.decode = s->D, key.reqs = s->in->plan->num_reqs;
   key.logits_rows = s->nl, key.bt_w = s->bt_w, key.profile = s->in->profile;
   key.logits = s->out != NULL && s->out->logits != NULL;
-  key.greedy = s->out != NULL && s->out->greedy != NULL;
+  key.greedy = s->tokens;
   key.draws = s->draws;
   key.follow = s->nf;
   key.comm_instance = s->in->plan->num_colls > 0 ? f->comm->instance : 0;
@@ -1234,9 +1235,7 @@ static int forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *
   for (int32_t i = 0; i < plan->num_ordered && !s->has_prefill; i++)
     s->has_prefill = plan->reqs[plan->order[i]].flags & SC_REQ_PREFILL;
   sc_coll_session_begin(s->sess, f->comm, plan->colls, plan->num_colls, in->step);
-  /* what B_GREEDY holds once this step has been queued, for the step after if it follows
-   * (step_prepare checks): nothing usable until it was queued without a failure */
-  const bool greedy = out != NULL && out->greedy != NULL;
+  s->tokens = in->device_tokens || (out != NULL && out->greedy != NULL);
   sc_step_prof_begin(&f->prof, in->profile ? f->k : NULL);
 
   /* (four clock reads a step: cheap enough to take always) */
@@ -1257,7 +1256,9 @@ static int forward_step(sc_forward *f, const sc_forward_in *in, sc_forward_out *
                               .download_ns = t[3] - t[2], .replayed = f->replays != replays};
 out:
   f->last_step = in->step;
-  f->greedy_of = rc == 0 && greedy ? in->step : 0;
+  /* what B_GREEDY holds once this step has been queued, for the step after if it follows
+   * (step_prepare checks): nothing usable until it was queued without a failure */
+  f->greedy_of = rc == 0 && s->tokens ? in->step : 0;
   f->greedy_rows = f->greedy_of ? s->nl : 0;
   return rc;
 }

@@ -55,20 +55,26 @@ typedef struct sc_forward_in {
   const uint8_t *sample;      /* [num_reqs] 1 = compute this request's logits (the
                                  scheduler's sample[]); NULL = every request with q > 0 */
   bool profile;               /* mark the step's stages (sc_forward_profile) */
-  /* [num_reqs] each request's draw (model/sampling.h's sc_sample_temperature): with
-   * out->greedy, a request at temperature[i] > 0 has its token drawn on the device
-   * (draw_rows) into greedy in place of the greedy choice; NULL = every one greedy */
+  /* [num_reqs] each request's draw (model/sampling.h's sc_sample_temperature): where
+   * the tokens are computed on the device (device_tokens, below), a request at
+   * temperature[i] > 0 has its token drawn there (draw_rows) in place of the greedy
+   * choice; NULL = every one greedy */
   const float *temperature;
   const uint64_t *seed;
   const int32_t *out_index;
   /* A step planned ahead (docs/pipeline.md, "Overlapped steps"): global token
-   * follow_tok[j] is the greedy choice of logits row follow_row[j] (out->greedy) of step
-   * `follows`, which must be the step queued on this forward just before this one, with
-   * out->greedy; the step's tokens[] hold anything there. The token never visits the
+   * follow_tok[j] is the token of logits row follow_row[j] of step `follows`, which must
+   * be the step queued on this forward just before this one, its tokens computed on the
+   * device (device_tokens); the step's tokens[] hold anything there. The token never visits the
    * host: the device takes it, so this step can be queued before that one has run. */
   uint64_t follows;
   int32_t n_follow;
   const int32_t *follow_tok, *follow_row;
+  /* Compute each logits row's token on the device (argmax_rows, draw_rows at a
+   * temperature) for the step after to follow, also where out->greedy does not read them
+   * to the host: a rank other than 0, whose tokens the host never reads (rank 0 reports
+   * them). out->greedy implies it. */
+  bool device_tokens;
 } sc_forward_in;
 
 /* Outputs (host memory owned by the caller; any pointer may be NULL). */
@@ -81,8 +87,9 @@ typedef struct sc_forward_out {
                         selected request's */
   int32_t *greedy;   /* [rows] the greedy choice of every logits row (the kernels'
                         argmax_rows: sc_logits_top2's token), rows as sc_forward_logits_rows
-                        numbers them; with or without logits (a rank other than 0 keeps
-                        them for the step after without reading the logits) */
+                        numbers them, or the token drawn at its temperature; with or
+                        without logits (in->device_tokens computes them without reading
+                        them) */
   float *margins;    /* [rows] with greedy: each row's sc_logits_top2 margin, computed
                         beside the greedy choice (argmax_rows) */
   sc_kcand *topk;    /* [layers][plan num_tokens][topk]: the (score, position) top-K of

@@ -559,7 +559,9 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
   if (sc_fault_fires(&x->cfg.inject, SC_FAULT_KILL, x->rank, step)) raise(SIGKILL);
   const uint32_t n = (uint32_t)p->plan.num_reqs;
   const sc_model_config *m = sc_engine_model(x->engine);
-  const bool want_logits = x->rank == 0, want_greedy = e->overlap;
+  /* With overlapped steps every rank computes the tokens on its device, for the step after
+   * (in.device_tokens); only rank 0, which reports them, reads them (want_greedy). */
+  const bool want_logits = x->rank == 0, want_greedy = e->overlap && x->rank == 0;
   const int slot = (e->head + e->n_run) & 1;
   run_slot *rs = &e->run[slot];
   size_t rows_cap = (size_t)rs->rows_cap;
@@ -579,7 +581,7 @@ static int start_step(sc_ctx *c, executor *e, sc_step_local *p) {
                       .max_blocks = p->max_blocks, .sample = p->in.sample.v,
                       .temperature = p->in.temperature.v, .seed = p->in.seed.v,
                       .out_index = p->in.out_index.v,
-                      .profile = x->cfg.profile};
+                      .profile = x->cfg.profile, .device_tokens = e->overlap};
   sc_diag fd = {0};
   const int frc = follow_tokens(e, p, &in, &fd);
   run_slot *before = &e->run[e->last_slot]; /* the step queued last, before this one */
