@@ -5,10 +5,13 @@
 # (build1.sh), two rounds; every rank's device gap between steps (executor info line).
 # P4 N1 repeats one rank's whole step on four ranks with one round a step (hidden
 # restore): what four processes on the GPU cost without the DCP rounds; P1 N4 has eight
-# rounds a step and no hidden restore. Call with carry [".devrun"] (~3 min).
+# rounds a step and no hidden restore. Then P4 N4 n / m alternating three times
+# (build2.sh's m: only rank 0 downloads the tokens). Call with carry [".devrun"] (~4 min).
+# SCAN_ROUNDS (default 2) trims the scan. First run --verify at P2 N2 of m.
 . bench/device_common.sh
+BIN=.devrun/m verify_p2n2 # (m's ranks other than 0 no longer read their tokens)
 requests 4 500 "$OUT/req4.jsonl"
-for round in 1 2; do
+for ((round = 1; round <= ${SCAN_ROUNDS:-2}; round++)); do
   SPARSECP_LOG=info timeout 60 .devrun/n/sparsecp run --device cuda --collectives nccl --gpus 1 --pcp 1 --dcp 1 --clients 1 \
     --json --requests "$OUT/req4.jsonl" > "$OUT/one-$round.json" 2> "$OUT/one-$round.err"
   echo "one rank $round rc=$?"; show_run "$OUT/one-$round.json"
@@ -24,4 +27,12 @@ for round in 1 2; do
   done
 done
 lap scan
+for round in 1 2 3; do for v in n m; do
+  f="$OUT/ab-$v-$round"
+  SPARSECP_LOG=info timeout 60 .devrun/$v/sparsecp run --device cuda --gpus 1 --pcp 4 --dcp 4 --mps on --clients 1 \
+    --collectives ipc --json --requests "$OUT/req4.jsonl" > "$f.json" 2> "$f.err"
+  echo "P4 N4 $v $round rc=$?"; show_run "$f.json"
+  grep -h "the device went" "$f.err" | sed 's/^.*executor: //' | cut -c1-160
+done; done
+lap ab
 cd "$OUT" && tar czf scan.tgz *.json *.jsonl *.err 2>/dev/null; rm -f *.json *.jsonl *.err
