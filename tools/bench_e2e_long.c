@@ -22,11 +22,15 @@
  * every op launched, none replayed from a CUDA graph ("e2e.tpot_launched"), for the
  * graphs' speed-up in the same run, and with every step run one at a time, none planned
  * while the one before runs ("e2e.tpot_one_at_a_time", pipeline overlap off), for the
- * overlapped steps' (docs/pipeline.md). Where the machine has two GPUs or more, the TTFT
+ * overlapped steps' (docs/pipeline.md). Every TPOT case also gives "e2e.step_gap": the
+ * device's time from a decode step's last compute op to the next one's first
+ * (step_result.gap_ns from rank 0's tap, for the steps queued while the one before ran;
+ * issue 20's host gap as the device saw it), each round's median. Where the machine has two GPUs or more, the TTFT
  * and TPOT cases run once more at P = N = 2, a GPU a rank with NCCL ("pcp" and "dcp" 2 in
  * the params; their ratio_to_short_context against the 64-token TPOT of that layout).
  * Those steps have collectives, so they are neither replayed from graphs nor overlapped
  * (docs/cuda.md, docs/pipeline.md): not like for like with P = N = 1's. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +50,7 @@
 #define LONG_MAX_ROUNDS 8
 #define LONG_MAX_CASES 3 /* contexts of the full run */
 #define LONG_TIMEOUT_S 300
+#define LONG_MAX_OUT 256 /* tokens a case generates, at most (the step gaps a round keeps) */
 
 typedef struct long_case {
   int32_t context; /* prompt tokens */
@@ -58,6 +63,8 @@ typedef struct long_sample {
   double ttft_ms, tpot_ms;
   int32_t steps;
   uint64_t busy_ns, span_ns, ops, idle_ns;
+  double gap_us[LONG_MAX_OUT]; /* the decode steps' step_result.gap_ns where measured */
+  int32_t gaps;
 } long_sample;
 
 /* Submits one prompt and waits for its end; ttft from submission to the first token
@@ -124,9 +131,10 @@ static step_avg per_step(const long_sample *s) {
 }
 
 /* The step results of one measured request from the tap (one a token: its prefill step,
- * then out - 1 decode steps): the decode steps' device activity into s. SC_ENOTSUP when
- * they carry none (no CUPTI where the nodes run). */
-static int take_steps(sc_tap_steps *tap, int32_t out, long_sample *s, char *why,
+ * then out - 1 decode steps): the decode steps' gaps, and with a profile their device
+ * activity, into s. SC_ENOTSUP when profiled steps carry no activity (no CUPTI where the
+ * nodes run). */
+static int take_steps(sc_tap_steps *tap, int32_t out, bool profile, long_sample *s, char *why,
                       size_t why_len) {
   for (int32_t i = 0; i < out; i++) {
     sc_msg_step_result *r = NULL;
@@ -137,6 +145,8 @@ static int take_steps(sc_tap_steps *tap, int32_t out, long_sample *s, char *why,
       return rc;
     }
     const bool measured = r->device_ns.n == SC_DEVICE_COUNT;
+    if (i > 0 && r->gap_ns >= 0 && s->gaps < LONG_MAX_OUT)
+      s->gap_us[s->gaps++] = (double)r->gap_ns * 1e-3;
     if (measured && i > 0) { /* (i = 0: the prefill step) */
       s->steps++;
       s->busy_ns += r->device_ns.v[SC_DEVICE_BUSY_NS];
@@ -145,7 +155,7 @@ static int take_steps(sc_tap_steps *tap, int32_t out, long_sample *s, char *why,
       s->idle_ns += r->device_ns.v[SC_DEVICE_IDLE_BEFORE_NS];
     }
     sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
-    if (!measured) {
+    if (profile && !measured) {
       snprintf(why, why_len, "the steps carry no device activity (no CUPTI on the GPU "
                              "machine: libcupti.so.13 in the library path)");
       return SC_ENOTSUP;
@@ -195,7 +205,7 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
       .max_model_len = L + lcs->out + 64, .deadline_ms = 120000, .log_level = "warn",
       .quiet = !o.p2n2, .kv_format = o.kv->kv, .index_format = o.kv->index,
       .gemm_tf32 = o.kv->tf32, .profile = profile,
-      .taps = profile,
+      .taps = true, /* rank 0's step results: the gaps, and the profile's activity */
       .no_cuda_graphs = o.no_graphs, .overlap = o.no_overlap ? "off" : NULL};
   sc_local_cluster *lc = NULL;
   sc_client *cl = NULL;
@@ -212,7 +222,12 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
     snprintf(why, why_len, "%s", sc_diag_message(&d));
     goto out;
   }
-  if (profile && (rc = sc_tap_steps_open(sc_local_cluster_tap(lc, 0), &tap)) != 0) {
+  if (lcs->out > LONG_MAX_OUT) {
+    snprintf(why, why_len, "a case of %d tokens: at most %d", lcs->out, LONG_MAX_OUT);
+    rc = SC_EINVAL;
+    goto out;
+  }
+  if ((rc = sc_tap_steps_open(sc_local_cluster_tap(lc, 0), &tap)) != 0) {
     snprintf(why, why_len, "cannot subscribe to rank 0's tap: %s", sc_strerror(rc));
     goto out;
   }
@@ -223,13 +238,13 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
       (rc = one_request(cl, lc, prompt, L, 4, &ignored, why, why_len)) != 0)
     goto out;
   /* the warm-ups' steps; none seen: the subscription was not up yet, warm up again */
-  for (int tries = 0; tap && tries < 20 && sc_tap_steps_drain(tap, 300) == 0; tries++)
+  for (int tries = 0; tries < 20 && sc_tap_steps_drain(tap, 300) == 0; tries++)
     if ((rc = one_request(cl, lc, &one, 1, 2, &ignored, why, why_len)) != 0) goto out;
   for (int r = 0; r < rounds; r++) {
     sc_requests_fill_prompt(prompt, L, vocab, 1000 + (uint64_t)r);
     out[r] = (long_sample){0};
     if ((rc = one_request(cl, lc, prompt, L, lcs->out, &out[r], why, why_len)) != 0 ||
-        (tap && (rc = take_steps(tap, lcs->out, &out[r], why, why_len)) != 0))
+        (rc = take_steps(tap, lcs->out, profile, &out[r], why, why_len)) != 0)
       goto out;
     fprintf(stderr, "  P%d N%d, %s KV%s%s, context %d, round %d%s%s: ttft %.1f ms, tpot %.3f ms",
             n, n, o.kv->kv, strcmp(o.kv->index, "fp8") == 0 ? " and fp8 index keys" : "",
@@ -237,7 +252,10 @@ static int run_case(const char *model_file, const long_case *lcs, case_opts o, i
             profile ? " (profiled)" : "",
             o.no_graphs ? " (no graphs)" : o.no_overlap ? " (one step at a time)" : "",
             out[r].ttft_ms, out[r].tpot_ms);
-    if (tap) {
+    if (out[r].gaps > 0)
+      fprintf(stderr, ", the device's gap between steps %.1f us (median of %d)",
+              sc_bench_median(out[r].gap_us, out[r].gaps), out[r].gaps);
+    if (profile) {
       const step_avg a = per_step(&out[r]);
       fprintf(stderr, ", a decode step's device busy %.3f ms of a %.3f ms kernel span, %.0f "
               "ops, idle %.3f ms before it", a.busy_ms, a.span_ms, a.ops, a.idle_ms);
@@ -342,6 +360,7 @@ static int layout_cases(sc_bench *b, const char *model_file, const long_case *ca
                         int n_cases, int rounds, int32_t vocab, bool p2n2) {
   const int32_t n = p2n2 ? 2 : 1;
   double ttft[LONG_MAX_CASES][LONG_MAX_ROUNDS], tpot[LONG_MAX_CASES][LONG_MAX_ROUNDS];
+  double gap[LONG_MAX_CASES][LONG_MAX_ROUNDS]; /* each round's median gap, us (NAN: none) */
   char why[1024] = "";
   for (size_t li = 0; li < sizeof kv_layouts / sizeof kv_layouts[0]; li++) {
     const kv_layout *kv = &kv_layouts[li];
@@ -352,7 +371,10 @@ static int layout_cases(sc_bench *b, const char *model_file, const long_case *ca
       long_sample s[LONG_MAX_ROUNDS];
       const case_opts o = {.p2n2 = p2n2, .kv = kv};
       if ((rc = run_case(model_file, &cases[c], o, rounds, vocab, s, why, sizeof why))) break;
-      for (int r = 0; r < rounds; r++) ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
+      for (int r = 0; r < rounds; r++) {
+        ttft[c][r] = s[r].ttft_ms, tpot[c][r] = s[r].tpot_ms;
+        gap[c][r] = s[r].gaps > 0 ? sc_bench_median(s[r].gap_us, s[r].gaps) : NAN;
+      }
     }
     if (rc) {
       fprintf(stderr, "bench e2e: %s\n", why);
@@ -371,6 +393,9 @@ static int layout_cases(sc_bench *b, const char *model_file, const long_case *ca
       snprintf(extra, sizeof extra, "\"ratio_to_short_context\":%.4f",
                sc_bench_median(tpot[c], rounds) / tpot_short);
       sc_bench_add(b, "e2e.tpot", params, "ms", tpot[c], rounds, extra);
+      bool gaps = true; /* (steps with collectives over NCCL do not overlap: no gaps) */
+      for (int r = 0; r < rounds; r++) gaps = gaps && !isnan(gap[c][r]);
+      if (gaps) sc_bench_add(b, "e2e.step_gap", params, "us", gap[c], rounds, NULL);
     }
     if (p2n2 || !kv->extras) continue;
     const int rc_busy = busy_case(b, model_file, &cases[0], kv, rounds, vocab);

@@ -58,6 +58,7 @@ typedef struct run_slot {
   uint64_t queued_at; /* when its queueing was done (0: it failed) */
   uint64_t gap_ns;   /* from the previous completion handled to its start */
   bool overlapped;   /* it was queued while the step before ran */
+  int64_t dev_gap_ns; /* once complete: the device's gap before it (sc_engine_gap), or -1 */
   bool prev_failed;  /* the step it follows failed after this one was queued */
   bool reported;     /* its queueing failed and that was reported before its completion
                         (a step that follows it failed for it: start_step) */
@@ -422,6 +423,7 @@ static int sample_and_report(sc_ctx *c, executor *e, const run_slot *rs, uint64_
                                                  p->in.out_index.v[i], r->sampled.v[i]);
   }
   r->compute_ns = compute_ns;
+  r->gap_ns = rs->dev_gap_ns;
   if ((pr->staged && !set_u64s(&r->stage_ns, pr->stage_ns, SC_STAGE_COUNT)) ||
       (pr->measured && !set_u64s(&r->device_ns, pr->device, SC_DEVICE_COUNT))) {
     sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
@@ -465,9 +467,12 @@ static void complete(sc_ctx *c, executor *e, int status) {
   /* (the forward keeps each queued step's collective session until its finish, also
    * with the next step queued already) */
   if (rc == 0) rc = sc_engine_finish(x->engine, status, &d);
-  int64_t gap_ns = 0;
+  int64_t gap_ns = -1;
   if (rc == 0 && rs->overlapped && sc_engine_gap(x->engine, &gap_ns) == 0)
     kept_add(&e->dev_gap, gap_ns);
+  else
+    gap_ns = -1;
+  rs->dev_gap_ns = gap_ns;
   if (rc == 0 && rs->prev_failed)
     rc = sc_fail(&d, SC_EABORTED, "rank %d: step %llu took its tokens from step %llu, which "
                  "failed", x->rank, (unsigned long long)p->step,

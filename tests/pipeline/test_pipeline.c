@@ -794,34 +794,50 @@ static void stage_times_case(bool profile) {
 
 /* The benches' tap reader (tools/tap_steps.h) gets each step of a request from rank 0's
  * tap, decoded, in order, once its subscription is up. */
+/* k_prompt's requests of `tokens` tokens on c until their steps show on rank 0's tap:
+ * the tap, its subscription up and drained. */
+static const int32_t k_prompt[30] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                                     16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30};
+static sc_tap_steps *tap_steps_up(sc_local_cluster *lc, sc_client *c, int32_t tokens) {
+  sc_tap_steps *tap = NULL;
+  cr_assert_eq(sc_tap_steps_open(sc_local_cluster_tap(lc, 0), &tap), 0);
+  const sc_client_request req = {.prompt = k_prompt, .prompt_len = 30, .max_tokens = tokens};
+  uint64_t id;
+  char msg[256];
+  int seen = 0;
+  for (int tries = 0; tries < 20 && seen == 0; tries++) {
+    cr_assert_eq(sc_client_submit(c, &req, &id), 0);
+    cr_assert_eq(finish(c, id, msg, sizeof msg), tokens, "%s", msg);
+    seen = sc_tap_steps_drain(tap, 300);
+  }
+  cr_assert_gt(seen, 0, "no step result on the tap after 20 requests");
+  return tap;
+}
+
+/* One request of k_prompt and `tokens` tokens on c, to its end. */
+static void one_request(sc_client *c, int32_t tokens) {
+  const sc_client_request req = {.prompt = k_prompt, .prompt_len = 30, .max_tokens = tokens};
+  uint64_t id;
+  char msg[256];
+  cr_assert_eq(sc_client_submit(c, &req, &id), 0);
+  cr_assert_eq(finish(c, id, msg, sizeof msg), tokens, "%s", msg);
+}
+
 Test(pipeline, the_tap_step_reader_sees_every_step_of_a_request) {
   private_tmp();
   sc_local_cluster *lc = start_small_profiled(2, 2, NULL, true);
   sc_client *c;
   cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
-  sc_tap_steps *tap = NULL;
-  cr_assert_eq(sc_tap_steps_open(sc_local_cluster_tap(lc, 0), &tap), 0);
-  int32_t prompt[30];
-  for (int i = 0; i < 30; i++) prompt[i] = i + 1;
-  const sc_client_request req = {.prompt = prompt, .prompt_len = 30, .max_tokens = 4};
-  uint64_t id;
-  char msg[256];
-  /* requests until their steps show on the tap: the subscription is then up */
-  int seen = 0;
-  for (int tries = 0; tries < 20 && seen == 0; tries++) {
-    cr_assert_eq(sc_client_submit(c, &req, &id), 0);
-    cr_assert_eq(finish(c, id, msg, sizeof msg), 4, "%s", msg);
-    seen = sc_tap_steps_drain(tap, 300);
-  }
-  cr_assert_gt(seen, 0, "no step result on the tap after 20 requests");
-  cr_assert_eq(sc_client_submit(c, &req, &id), 0);
-  cr_assert_eq(finish(c, id, msg, sizeof msg), 4, "%s", msg);
+  sc_tap_steps *tap = tap_steps_up(lc, c, 4);
+  one_request(c, 4);
   for (int k = 0; k < 4; k++) { /* the prefill step, then three decode steps */
     sc_msg_step_result *r = NULL;
     cr_assert_eq(sc_tap_steps_next(tap, 2000, &r), 0, "step %d of the request", k);
     cr_assert_eq(r->sampled.n, 1);
     cr_assert_eq(r->stage_ns.n, SC_STAGE_COUNT);
     cr_assert_eq(r->device_ns.n, 0, "the CPU cannot tell busy device time");
+    cr_assert_eq(r->gap_ns, -1, "a profiled step, never overlapped, with a gap of %lld ns",
+                 (long long)r->gap_ns);
     sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
   }
   sc_msg_step_result *extra = NULL;
@@ -834,6 +850,40 @@ Test(pipeline, the_tap_step_reader_sees_every_step_of_a_request) {
 
 Test(pipeline, profiled_steps_report_their_stage_times) { stage_times_case(true); }
 Test(pipeline, unprofiled_steps_report_no_stage_times) { stage_times_case(false); }
+
+/* step_result.gap_ns: a step queued while the one before ran carries the time from that
+ * one's last compute op to its own first (on the CPU, whose ops run as they are queued,
+ * the host's time between them), a step one at a time -1. One request of 16 tokens at
+ * P2 N2: with overlap on its decode steps are planned ahead; off, none is. */
+static void gap_case(const char *overlap) {
+  private_tmp();
+  g_overlap = overlap;
+  sc_local_cluster *lc = start_small_profiled(2, 2, NULL, false);
+  g_overlap = NULL;
+  sc_client *c;
+  cr_assert_eq(sc_client_connect(&c, sc_local_cluster_listen(lc), NULL), 0);
+  sc_tap_steps *tap = tap_steps_up(lc, c, 2);
+  one_request(c, 16);
+  int with_gap = 0;
+  for (int k = 0; k < 16; k++) {
+    sc_msg_step_result *r = NULL;
+    cr_assert_eq(sc_tap_steps_next(tap, 2000, &r), 0, "step %d of the request", k);
+    cr_assert(r->gap_ns >= -1, "step %d: gap %lld ns", k, (long long)r->gap_ns);
+    with_gap += r->gap_ns >= 0;
+    sc_msg_body_destroy(SC_MSG_STEP_RESULT, r);
+  }
+  if (strcmp(overlap, "on") == 0)
+    cr_assert_gt(with_gap, 0, "overlap on: no step of 16 carried a gap");
+  else
+    cr_assert_eq(with_gap, 0, "overlap off: %d steps of 16 carried a gap", with_gap);
+  sc_tap_steps_close(tap);
+  sc_client_close(c);
+  sc_local_cluster_stop(lc);
+  assert_no_nodes_left();
+}
+
+Test(pipeline, overlapped_steps_report_the_gap_before_them) { gap_case("on"); }
+Test(pipeline, steps_one_at_a_time_report_no_gap) { gap_case("off"); }
 
 /* A client that goes away mid-request: the gateway's next reply finds it unreachable and
  * cancels its request at the scheduler (seen on the tap), instead of generating on. */
