@@ -11,8 +11,9 @@
  *               4-byte little-endian length first (read back with sc_msg_decode)
  *   --perfetto F writes a Chrome trace (Perfetto / chrome://tracing) when the tap stops:
  *               one process per node, one track per actor, an instant per message, a
- *               slice per step on each actor that saw it, and a "stage ms" counter per
- *               node with each profiled step's stage times (step_result.stage_ns)
+ *               slice per step on each actor that saw it, a "stage ms" counter per
+ *               node with each profiled step's stage times (step_result.stage_ns), and
+ *               a "device gap us" counter with each overlapped step's gap (gap_ns)
  * Stops on SIGINT/SIGTERM, after --count messages or --duration seconds. */
 #include <errno.h>
 #include <getopt.h>
@@ -137,13 +138,21 @@ static void counter_end(perfetto *p, uint64_t ns) {
   perfetto_push(p, ns);
 }
 
-/* A profiled step's stage times (rank 0's step_result, docs/pipeline.md "Profiling
- * steps") as one sample of a counter track per node, "stage ms": the step's time per
+/* An overlapped step's device gap (rank 0's step_result.gap_ns, docs/pipeline.md
+ * "Overlapped steps") as one sample of a counter track per node, "device gap us". A
+ * profiled step's stage times (docs/pipeline.md "Profiling steps") as one sample of a
+ * counter track, "stage ms": the step's time per
  * stage in milliseconds, one series a stage. The stages of a step interleave layer by
  * layer on the device, so their totals are shown as values, not as slices in time. What
  * the device ran of the step (CUDA with CUPTI) goes to a second track, "device ms":
  * busy, kernel span, and the idle time before the step's first op. */
-static void perfetto_stages(perfetto *p, uint64_t ns, int32_t node, const sc_msg_step_result *r) {
+static void perfetto_step_counters(perfetto *p, uint64_t ns, int32_t node,
+                                   const sc_msg_step_result *r) {
+  if (r->gap_ns >= 0 && !p->oom) { /* (1.9: a step queued while the one before ran) */
+    sc_jsonw *g = counter_begin(p, "device gap us", node);
+    sc_jsonw_kv_double(g, "gap", (double)r->gap_ns * 1e-3);
+    counter_end(p, ns);
+  }
   if (r->stage_ns.n != SC_STAGE_COUNT) return;
   sc_jsonw *w = counter_begin(p, "stage ms", node);
   for (int i = 0; i < SC_STAGE_COUNT; i++)
@@ -192,7 +201,7 @@ static void perfetto_add(perfetto *p, const char *topic, uint64_t ns, int32_t no
   sc_jsonw_obj_end(w);
   if (env->step > 0) span_touch(p, tid, node, env->step, ns);
   perfetto_push(p, ns);
-  if (env->type == SC_MSG_STEP_RESULT) perfetto_stages(p, ns, node, body);
+  if (env->type == SC_MSG_STEP_RESULT) perfetto_step_counters(p, ns, node, body);
 }
 
 /* Writes the trace to f and closes it. */

@@ -776,7 +776,8 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
   }
   /* a profiled step's stage times (step_result.stage_ns) become a counter sample: the
    * step's milliseconds per stage, one series a stage; what its device ran
-   * (step_result.device_ns) a second one, busy, span and idle before */
+   * (step_result.device_ns) a second one, busy, span and idle before; its gap before
+   * (step_result.gap_ns, here as if it had been overlapped) a third */
   {
     char *argv[] = {"sparsecp", "tap", "--connect", ep, "--perfetto", trace,
                     "--count", "1", NULL};
@@ -787,7 +788,8 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
     uint64_t stage_ns[6] = {50000, 2500000, 1250000, 750000, 0, 40000};
     uint64_t device_ns[SC_DEVICE_COUNT] = {3000000, 4500000, 98, 120000};
     sc_msg_step_result r = {.sampled = {sampled, 1}, .margin = {margin, 1}, .compute_ns = 4590000,
-                            .stage_ns = {stage_ns, 6}, .device_ns = {device_ns, SC_DEVICE_COUNT}};
+                            .stage_ns = {stage_ns, 6}, .device_ns = {device_ns, SC_DEVICE_COUNT},
+                            .gap_ns = 23500};
     publish_msg(xpub, "0/executor/step_result", 0, 9000000, SC_MSG_STEP_RESULT, 7, &r);
     const int status = proc_reap(&t, 10000);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tap status %d", status);
@@ -795,7 +797,7 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
   root = json_load_file(trace, 0, &err);
   cr_assert_not_null(root, "trace is not JSON: %s", err.text);
   ev = json_object_get(root, "traceEvents");
-  int stages = 0, devices = 0;
+  int stages = 0, devices = 0, gaps = 0;
   for (size_t i = 0; i < json_array_size(ev); i++) {
     json_t *e = json_array_get(ev, i);
     const char *ph = json_string_value(json_object_get(e, "ph"));
@@ -803,6 +805,11 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
     const char *name = json_string_value(json_object_get(e, "name"));
     json_t *args = json_object_get(e, "args");
     cr_assert_not_null(name);
+    if (strcmp(name, "device gap us") == 0) {
+      gaps++;
+      cr_assert_float_eq(json_number_value(json_object_get(args, "gap")), 23.5, 1e-9);
+      continue;
+    }
     if (strcmp(name, "device ms") == 0) {
       devices++;
       cr_assert_float_eq(json_number_value(json_object_get(args, "busy")), 3.0, 1e-9);
@@ -819,6 +826,7 @@ Test(procs, tap_outputs_handle_late_records_and_failed_writes, .timeout = 60) {
   json_decref(root);
   cr_assert_eq(stages, 1, "one counter sample of stages for the profiled step");
   cr_assert_eq(devices, 1, "one counter sample of its device activity");
+  cr_assert_eq(gaps, 1, "one counter sample of its gap");
   zmq_close(xpub);
   zmq_ctx_term(ctx);
   char cmd[64];
