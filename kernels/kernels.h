@@ -385,8 +385,9 @@ typedef struct sc_kernels_ops {
    * calls, so they are for profiled steps; a stamp is one event, cheap enough for every
    * step. stamp_gap(k, i, j, &ns): the time from stamp i to stamp j (negative when j came
    * first), once the work queued before both has finished: SC_EAGAIN before, SC_EINVAL
-   * for a stamp never recorded. Not recordable (SC_EINVAL while recording). CPU: the
-   * clock when stamp is called, since the ops before it have finished. */
+   * for a stamp never recorded. Not recordable: SC_EAGAIN while recording, as a copy
+   * from the host. CPU: the clock when stamp is called, since the ops before it have
+   * finished. */
   int (*stamp)(sc_kernels *k, int32_t i);
   int (*stamp_gap)(sc_kernels *k, int32_t i, int32_t j, int64_t *ns);
   /* Recordings (CUDA graphs): the ops queued between record_begin and record_end are

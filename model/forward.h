@@ -125,9 +125,10 @@ int sc_forward_finish(sc_forward *f, sc_diag *d);
 /* After sc_forward_finish of a step: how long the device went from the end of the
  * compute of the step queued before it to the beginning of its own (its last op to the
  * first: the first step's downloads and the second's uploads included), in ns, by two
- * stamps a step (kernels.h stamp). With overlapped steps this is the time the device
- * waited between them for the host (issue 20's gap); for a step queued after the one
- * before had finished it also holds the host's round trip and any wait for requests.
+ * stamps a step (kernels.h stamp). With overlapped steps this is the device's own time
+ * between their compute (the copies between, and any wait for the host: issue 20's
+ * gap); for a step queued after the one before had finished it also holds the host's
+ * round trip and any wait for requests.
  * SC_ENOENT for the first step finished. */
 int sc_forward_gap(const sc_forward *f, int64_t *ns);
 

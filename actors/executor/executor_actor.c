@@ -147,16 +147,17 @@ typedef struct executor {
   sc_step_local *first, *last; /* steps that arrived while they could not start, in order */
   /* For each replayed step (a decode step from a CUDA graph) queued right after the
    * previous step's completion reached this actor: from that moment to this step's
-   * queueing done. This is the host's time
-   * between two decode steps (the result to the scheduler, its next plan, the metadata,
-   * the uploads and the launch); its median is logged at the end, since the means
-   * above also count the waits for requests to arrive. An overlapped step is queued
+   * queueing done. This is the host's time between two decode steps (the result to the
+   * scheduler, its next plan, the metadata, the uploads and the launch); its median is
+   * logged at the end, since the means above also count the waits for requests to
+   * arrive. An overlapped step is queued
    * before the step before it completes: it has no such time. */
   uint64_t seen_ns; /* when the last completion reached this actor (0: none) */
   kept between;
   /* For each overlapped step: how long before the device was found done with the step
-   * before (its completion callback's clock) its queueing was done (negative: after). Positive, the device had it before it finished the step before
-   * (within the callback's latency): it did not wait for the host between the two. */
+   * before (its completion callback's clock) its queueing was done (negative: after).
+   * Positive, the device had it before it finished the step before (within the
+   * callback's latency): it did not wait for the host between the two. */
   uint64_t device_done_ns; /* the callback's clock of the completion being handled */
   kept lead;
   /* For each overlapped step: the device's own time from the step before's last compute
@@ -467,12 +468,12 @@ static void complete(sc_ctx *c, executor *e, int status) {
   /* (the forward keeps each queued step's collective session until its finish, also
    * with the next step queued already) */
   if (rc == 0) rc = sc_engine_finish(x->engine, status, &d);
-  int64_t gap_ns = -1;
-  if (rc == 0 && rs->overlapped && sc_engine_gap(x->engine, &gap_ns) == 0)
+  rs->dev_gap_ns = -1;
+  int64_t gap_ns;
+  if (rc == 0 && rs->overlapped && sc_engine_gap(x->engine, &gap_ns) == 0) {
+    rs->dev_gap_ns = gap_ns;
     kept_add(&e->dev_gap, gap_ns);
-  else
-    gap_ns = -1;
-  rs->dev_gap_ns = gap_ns;
+  }
   if (rc == 0 && rs->prev_failed)
     rc = sc_fail(&d, SC_EABORTED, "rank %d: step %llu took its tokens from step %llu, which "
                  "failed", x->rank, (unsigned long long)p->step,

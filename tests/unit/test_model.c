@@ -785,13 +785,13 @@ Test(forward, two_queued_steps_are_finished_in_order_each_with_its_session) {
   two_rank_step_free(&t);
 }
 
+static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
+
 typedef struct gap_rank {
   desync_rank r;
   int rc[3], fin_rc[3], gap_rc[3];
   int64_t gap_ns[3];
 } gap_rank;
-
-static void sleep_ms(int ms);
 
 /* Steps a and b queued 200 ms apart, then a finished, c queued at once, b and c
  * finished: the gap read after each finish. */
@@ -843,8 +843,6 @@ Test(forward, the_gap_is_from_the_step_before_to_this_one) {
 }
 
 /* ---- where a step's time goes (model/step_prof.h) ---- */
-
-static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
 
 Test(step_prof, stretches_are_summed_by_stage) {
   sc_kernels *k;

@@ -6,7 +6,7 @@
 # P4 N1 repeats one rank's whole step on four ranks with one round a step (hidden
 # restore): what four processes on the GPU cost without the DCP rounds; P1 N4 has eight
 # rounds a step and no hidden restore. Then P4 N4 n / m alternating three times
-# (build2.sh's m: only rank 0 downloads the tokens). Call with carry [".devrun"] (~4 min).
+# (build3.sh's m: only rank 0 downloads the tokens). Call with carry [".devrun"] (~4 min).
 # SCAN_ROUNDS (default 2) trims the scan. First run --verify at P2 N2 of m.
 . bench/device_common.sh
 BIN=.devrun/m verify_p2n2 # (m's ranks other than 0 no longer read their tokens)
