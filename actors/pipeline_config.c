@@ -277,6 +277,10 @@ int sc_pipeline_config_load(const char *cluster_path, const sc_cluster *cluster,
   c->sched.block_size = e->plan.block_size;
   c->sched.num_blocks = e->num_blocks;
   c->sched.dcp = e->plan.dcp;
+  /* requests end at the model's end-of-sequence tokens (sched.h) */
+  _Static_assert(SC_SCHED_MAX_EOS >= SC_HF_MAX_EOS, "the model's eos ids outgrow the scheduler's");
+  memcpy(c->sched.eos, e->model.eos.id, sizeof(int32_t) * (size_t)e->model.eos.n);
+  c->sched.num_eos = e->model.eos.n;
   if (c->sched.max_model_len > e->model.max_position) c->sched.max_model_len = e->model.max_position;
   c->limits.vocab_size = e->model.vocab;
   if (c->limits.max_prompt_len > c->sched.max_model_len - 1)

@@ -241,6 +241,7 @@ int sc_client_submit(sc_client *c, const sc_client_request *req, uint64_t *reque
       .temperature = req->temperature,
       .top_k = req->top_k,
       .seed = req->seed,
+      .ignore_eos = req->ignore_eos,
   };
   sc_envelope env = {.type = SC_MSG_CLIENT_SUBMIT};
   if ((rc = sc_msg_encode(&env, &m, &c->out)) != 0) return rc;

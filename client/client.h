@@ -34,6 +34,7 @@ typedef struct sc_client_request {
   float temperature;     /* 0: greedy */
   int32_t top_k;         /* must be 0 (all): top-k sampling is not implemented */
   uint64_t seed;
+  bool ignore_eos;       /* run to max_tokens past the model's end-of-sequence tokens */
 } sc_client_request;
 
 typedef enum sc_client_event_kind {

@@ -45,7 +45,7 @@
  * SC_EVERSION). Minor: fields appended; a decoder accepts a newer minor and ignores the
  * trailing fields it does not know. */
 #define SC_MSG_MAJOR 1
-#define SC_MSG_MINOR 9
+#define SC_MSG_MINOR 10
 
 /* Hard bound on msgpack nesting accepted anywhere. */
 #define SC_MSG_MAX_DEPTH 32

@@ -47,8 +47,7 @@ static const int_key INT_KEYS[] = {
 
 /* Keys that configs carry and sparsecp does not need. */
 static const char *const IGNORED[] = {
-    "architectures", "attention_dropout", "auto_map", "bos_token_id", "eos_token_id",
-    "pad_token_id", "dtype", "torch_dtype", "ep_size", "initializer_range",
+    "architectures", "attention_dropout", "auto_map", "bos_token_id", "pad_token_id", "dtype", "torch_dtype", "ep_size", "initializer_range",
     "transformers_version", "use_cache", "head_dim", "qk_head_dim", "layer_types",
     "_name_or_path", "base_model_tp_plan", "base_model_pp_plan", "base_model_ep_plan"};
 
@@ -57,7 +56,7 @@ static const char *const HANDLED[] = {
     "model_type", "topk_method", "scoring_func", "norm_topk_prob", "tie_word_embeddings",
     "routed_scaling_factor", "rope_theta", "rms_norm_eps", "rope_scaling", "rope_parameters",
     "quantization_config", "attention_bias", "mlp_bias", "hidden_act", "moe_layer_freq",
-    "mlp_layer_types", "rope_interleave", "indexer_rope_interleave"};
+    "mlp_layer_types", "rope_interleave", "indexer_rope_interleave", "eos_token_id"};
 
 /* The keys of glm_moe_dsa's indexer sharing (unknown keys for deepseek_v32). */
 static const char *const GLM_HANDLED[] = {"indexer_types", "index_topk_pattern",
@@ -453,6 +452,8 @@ static int parse_root(json_t *root, sc_hf_config *c, sc_diag *d) {
                                  "rope_parameters)");
   json_t *q = json_object_get(root, "quantization_config");
   if (q != NULL && !json_is_null(q) && (rc = parse_quant(q, &c->quant, d))) return rc;
+  if ((rc = sc_hf_eos_parse(json_object_get(root, "eos_token_id"), "config.json", &c->eos, d)))
+    return rc;
   if ((rc = check_fixed(root, c, d)) || (rc = check_interleave(root, c, d)) ||
       (rc = check_rules(c, d)) || (glm && (rc = parse_indexer_types(root, c, d))))
     return rc;
@@ -466,6 +467,59 @@ static int parse_root(json_t *root, sc_hf_config *c, sc_diag *d) {
     if (c->unknown_keys++ == 0) snprintf(c->first_unknown, sizeof c->first_unknown, "%s", key);
   }
   return 0;
+}
+
+int sc_hf_eos_parse(const void *json_value, const char *file, sc_hf_eos *out, sc_diag *d) {
+  const json_t *v = json_value;
+  sc_hf_eos e = {.n = 0};
+  const bool list = json_is_array(v);
+  if (v != NULL && !json_is_null(v) && !list && !json_is_integer(v))
+    return sc_fail(d, SC_EINVAL, "%s: \"eos_token_id\" must be a token id, a list of them "
+                   "or null", file);
+  const size_t n = list ? json_array_size(v) : v != NULL && !json_is_null(v);
+  if (n > SC_HF_MAX_EOS)
+    return sc_fail(d, SC_EINVAL, "%s: \"eos_token_id\" lists %zu ids (at most %d)", file, n,
+                   SC_HF_MAX_EOS);
+  for (size_t i = 0; i < n; i++) {
+    const json_t *x = list ? json_array_get(v, i) : v;
+    if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
+      return sc_fail(d, SC_EINVAL, "%s: \"eos_token_id\" must hold token ids (integers >= 0)",
+                     file);
+    e.id[e.n++] = (int32_t)json_integer_value(x);
+  }
+  *out = e;
+  return 0;
+}
+
+int sc_hf_eos_merge(sc_hf_eos *into, const sc_hf_eos *more, sc_diag *d) {
+  for (int32_t i = 0; i < more->n; i++) {
+    bool have = false;
+    for (int32_t j = 0; j < into->n && !have; j++) have = into->id[j] == more->id[i];
+    if (have) continue;
+    if (into->n == SC_HF_MAX_EOS)
+      return sc_fail(d, SC_EINVAL, "more than %d end-of-sequence token ids (config.json and "
+                     "generation_config.json together)", SC_HF_MAX_EOS);
+    into->id[into->n++] = more->id[i];
+  }
+  return 0;
+}
+
+int sc_hf_generation_eos_load(const char *path, sc_hf_eos *out, sc_diag *d) {
+  char *buf = NULL;
+  size_t n = 0;
+  int rc = sc_file_read(path, 1u << 20, &buf, &n, d);
+  if (rc) return rc;
+  json_error_t jerr;
+  json_t *root = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &jerr);
+  free(buf);
+  if (root == NULL || !json_is_object(root)) {
+    if (root) json_decref(root);
+    return sc_fail(d, SC_EINVAL, "generation_config.json: not a JSON object%s%s",
+                   root ? "" : ": ", root ? "" : jerr.text);
+  }
+  rc = sc_hf_eos_parse(json_object_get(root, "eos_token_id"), "generation_config.json", out, d);
+  json_decref(root);
+  return rc;
 }
 
 int sc_hf_config_parse(const char *text, size_t len, sc_hf_config *c, sc_diag *d) {

@@ -40,7 +40,10 @@
  *             "full" iff max(i - index_skip_topk_offset + 1, 0) % index_topk_freq == 0
  *             (defaults 2 and 1: every layer "full"). Layer 0 must be "full" (a shared
  *             layer needs a previous full one). For deepseek_v32 these keys are unknown.
- *   ignored   architectures attention_dropout auto_map bos_token_id eos_token_id
+ *   eos       eos_token_id: one token id, a list of up to SC_HF_MAX_EOS, or null
+ *             (none); generation_config.json beside config.json may name more
+ *             (sc_hf_generation_eos_load): the ids a request ends at (docs/model.md)
+ *   ignored   architectures attention_dropout auto_map bos_token_id
  *             pad_token_id dtype torch_dtype ep_size initializer_range
  *             transformers_version use_cache head_dim qk_head_dim layer_types
  *             _name_or_path base_model_tp_plan base_model_pp_plan base_model_ep_plan
@@ -81,6 +84,14 @@ typedef struct sc_hf_quant {
   char scale_fmt[16];              /* "" when absent */
 } sc_hf_quant;
 
+/* End-of-sequence token ids: config.json's eos_token_id (DeepSeek-V3.2: one; GLM-5's
+ * generation_config.json: three). */
+#define SC_HF_MAX_EOS 8
+typedef struct sc_hf_eos {
+  int32_t id[SC_HF_MAX_EOS];
+  int32_t n;
+} sc_hf_eos;
+
 #define SC_HF_MAX_LAYERS 1024
 /* n_routed_experts x MoE layers: the tensor table has about 6 entries per routed expert
  * of each MoE layer, so this bounds what a config can make sparsecp allocate. */
@@ -102,6 +113,7 @@ typedef struct sc_hf_config {
   sc_hf_quant quant;
   bool index_rope_interleaved; /* the indexer rotates pairs (x[2i], x[2i+1]) (glm_moe_dsa);
                                   else halves (x[i], x[i + d/2]) (deepseek_v32) */
+  sc_hf_eos eos;               /* eos_token_id (none when absent or null) */
   int32_t index_shared_layers; /* layers whose indexer_types entry is "shared" */
   uint8_t index_shared[SC_HF_MAX_LAYERS / 8]; /* bit l: layer l is "shared" */
   int32_t unknown_keys;    /* keys neither read nor on the ignore list */
@@ -114,6 +126,22 @@ int sc_hf_config_parse(const char *text, size_t len, sc_hf_config *c, sc_diag *d
 /* Reads and parses a config.json file (at most 1 MiB; base/file_read.h: SC_ENOENT when
  * it does not exist, SC_EIO when it cannot be opened or read, SC_ETOOBIG). */
 int sc_hf_config_load(const char *path, sc_hf_config *c, sc_diag *d);
+
+/* eos_token_id as Hugging Face's configs give it (json_value a json_t *: an integer id,
+ * an array of them, or null; NULL = absent): into out, none for null or absent. `file`
+ * names the file in the message of SC_EINVAL (a negative id, another type, more than
+ * SC_HF_MAX_EOS ids). */
+int sc_hf_eos_parse(const void *json_value, const char *file, sc_hf_eos *out, sc_diag *d);
+
+/* Adds the ids of `more` that `into` lacks, after its own (SC_EINVAL past SC_HF_MAX_EOS). */
+int sc_hf_eos_merge(sc_hf_eos *into, const sc_hf_eos *more, sc_diag *d);
+
+/* A checkpoint's generation_config.json (transformers' GenerationConfig, which generate()
+ * takes its eos_token_id from): its eos_token_id into out (none when the key is absent
+ * or null); its other keys are not read. SC_ENOENT when the file does not exist (most
+ * checkpoints have one, the configs this project writes do not), else as
+ * sc_hf_config_load. */
+int sc_hf_generation_eos_load(const char *path, sc_hf_eos *out, sc_diag *d);
 
 /* Layer l has no indexer and reuses the top-K of the last "full" layer before it. */
 static inline bool sc_hf_layer_index_shared(const sc_hf_config *c, int32_t layer) {

@@ -45,6 +45,7 @@ int sc_model_config_from_hf(const sc_hf_config *hf, sc_model_config *m, sc_diag 
   a->latent_norm_eps = 1e-6f;
   a->index_interleaved = hf->index_rope_interleaved;
   memcpy(a->index_shared, hf->index_shared, sizeof a->index_shared);
+  c.eos = hf->eos;
   if (hf->index_head_dim < hf->qk_rope_head_dim)
     return sc_fail(d, SC_EINVAL, "index_head_dim %d < qk_rope_head_dim %d", hf->index_head_dim,
                    hf->qk_rope_head_dim);
@@ -55,11 +56,18 @@ int sc_model_config_from_hf(const sc_hf_config *hf, sc_model_config *m, sc_diag 
 
 int sc_model_config_load_dir(const char *dir, sc_model_config *m, sc_diag *d) {
   char path[4096];
-  if ((size_t)snprintf(path, sizeof path, "%s/config.json", dir) >= sizeof path)
+  if ((size_t)snprintf(path, sizeof path, "%s/generation_config.json", dir) >= sizeof path)
     return sc_fail(d, SC_EINVAL, "model directory path too long");
+  /* generate() ends at the generation config's eos_token_id: it joins config.json's */
+  sc_hf_eos more = {.n = 0};
+  int rc = sc_hf_generation_eos_load(path, &more, d);
+  if (rc == SC_ENOENT && d) *d = (sc_diag){0};
+  else if (rc && rc != SC_ENOENT) return rc;
+  snprintf(path, sizeof path, "%s/config.json", dir);
   sc_hf_config hf;
-  const int rc = sc_hf_config_load(path, &hf, d);
-  return rc ? rc : sc_model_config_from_hf(&hf, m, d);
+  if ((rc = sc_hf_config_load(path, &hf, d)) || (rc = sc_hf_eos_merge(&hf.eos, &more, d)))
+    return rc;
+  return sc_model_config_from_hf(&hf, m, d);
 }
 
 /* ---- reading one tensor's block as f32 ---- */

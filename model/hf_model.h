@@ -51,7 +51,9 @@
  * seed and init_scale keep their defaults, unused), validated. */
 int sc_model_config_from_hf(const sc_hf_config *hf, sc_model_config *m, sc_diag *d);
 
-/* Reads DIR/config.json into the model configuration (sc_hf_config_load's errors). */
+/* Reads DIR/config.json into the model configuration (sc_hf_config_load's errors), with
+ * the eos_token_id of DIR/generation_config.json, when there is one, after config.json's
+ * (sc_hf_generation_eos_load). */
 int sc_model_config_load_dir(const char *dir, sc_model_config *m, sc_diag *d);
 
 /* The permutation above: row n of the interleaved layout holds row

@@ -60,6 +60,9 @@ typedef struct sc_model_config {
   uint64_t seed;        /* synthetic weights */
   float init_scale;     /* synthetic weights: uniform(+-init_scale / sqrt(fan_in)) */
   sc_model_arch arch;   /* a checkpoint's architecture (zero: the synthetic model) */
+  /* The tokens a request ends at (eos_token_id; none in the embedded model). Not part
+   * of what the model computes: sc_model_config_same and the digest leave it out. */
+  sc_hf_eos eos;
 } sc_model_config;
 
 #define SC_MODEL_MAX_DIM (1 << 16)
@@ -85,7 +88,8 @@ int sc_model_config_apply_json(sc_model_config *c, const void *json_object, sc_d
  * reading it). */
 int sc_model_config_load(const char *path, sc_model_config *c, sc_diag *d);
 
-/* a and b describe the same model (every field, the checkpoint architecture included). */
+/* a and b describe the same model (every field, the checkpoint architecture included;
+ * not eos, which is the scheduler's, not the forward pass's). */
 bool sc_model_config_same(const sc_model_config *a, const sc_model_config *b);
 /* A 64-bit digest of every field sc_model_config_same compares (FNV-1a): equal for the
  * same model on any host of the same byte order (the fields go as their bytes; every

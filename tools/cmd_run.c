@@ -47,6 +47,7 @@ typedef struct req_result {
   int32_t n;
   double t_submit, t_first, t_last;
   bool done, submitted;
+  char finish_reason[16]; /* when done: "length", or "stop" (the model's end-of-sequence) */
   char error[512];
 } req_result;
 
@@ -191,7 +192,7 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
       const sc_run_request *q = &rq->v[next];
       const sc_client_request cr = {.prompt = q->prompt, .prompt_len = q->prompt_len,
                                     .max_tokens = q->max_tokens, .temperature = q->temperature,
-                                    .seed = q->seed};
+                                    .seed = q->seed, .ignore_eos = q->ignore_eos};
       res[next].client = next % ncl;
       res[next].tokens = malloc(sizeof(int32_t) * (size_t)q->max_tokens);
       res[next].margins = malloc(sizeof(float) * (size_t)q->max_tokens);
@@ -239,6 +240,8 @@ static int run_stream(const run_opts *o, const sc_local_cluster_opts *co, const 
         r->t_last = t;
       } else if (ev.kind == SC_CLIENT_DONE) {
         r->done = true;
+        snprintf(r->finish_reason, sizeof r->finish_reason, "%s",
+                 ev.finish_reason ? ev.finish_reason : "");
         finished++;
         if (o->progress && !isatty(2))
           fprintf(stderr, "[%s] request %d done: %d prompt + %d generated tokens (%d/%d)\n",
@@ -627,6 +630,7 @@ int sc_cmd_run(int argc, char **argv) {
       sc_jsonw_kv_str(&w, "state", r->done            ? "finished"
                                    : r->submitted || r->error[0] ? "failed"
                                                                  : "not_started");
+      if (r->done) sc_jsonw_kv_str(&w, "finish_reason", r->finish_reason);
       sc_jsonw_key(&w, "tokens");
       sc_jsonw_int32_array(&w, r->tokens, (size_t)r->n);
       if (r->error[0]) {

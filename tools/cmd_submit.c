@@ -19,6 +19,7 @@ static void help(FILE *f) {
   fprintf(f,
           "usage: sparsecp submit --connect ENDPOINT (--prompt-len L | --prompt-file F)\n"
           "                       --max-tokens M [--temperature T] [--seed S] [--json]\n"
+          "                       [--ignore-eos]\n"
           "                       [--timeout SECONDS] [--vocab V] [--server-key KEY]\n"
           "                       [--client-key-file F]\n"
           "\n"
@@ -26,7 +27,9 @@ static void help(FILE *f) {
           "they arrive. --prompt-file holds token ids (a JSON array, or integers separated\n"
           "by white space); --prompt-len L sends L pseudo-random token ids (seeded by\n"
           "--seed) below --vocab (default 32768, the embedded model's). Sampling is\n"
-          "greedy unless --temperature is given. --json prints one JSON object\n"
+          "greedy unless --temperature is given. The request ends at the model's\n"
+          "end-of-sequence token (finish_reason \"stop\"), if it has one, unless --ignore-eos\n"
+          "is given. --json prints one JSON object\n"
           "{\"tokens\": [...], ...} at the end, with \"error\" when it failed.\n"
           "--server-key KEY: the gateway's public CURVE key (Z85, from `sparsecp keygen` or\n"
           "launch's \"launched\" line) when its endpoint uses CURVE; with a wrong key, or\n"
@@ -98,6 +101,7 @@ int sc_cmd_submit(int argc, char **argv) {
                                        {"seed", required_argument, NULL, 's'},
                                        {"timeout", required_argument, NULL, 'T'},
                                        {"json", no_argument, NULL, 'j'},
+                                       {"ignore-eos", no_argument, NULL, 'E'},
                                        {"vocab", required_argument, NULL, 'v'},
                                        {"server-key", required_argument, NULL, 'k'},
                                        {"client-key-file", required_argument, NULL, 'K'},
@@ -107,12 +111,13 @@ int sc_cmd_submit(int argc, char **argv) {
   int64_t prompt_len = 0, max_tokens = 0, seed = 1, timeout_s = 120,
           vocab = SC_MODEL_DEFAULT_VOCAB;
   double temperature = 0;
-  bool json = false;
+  bool json = false, ignore_eos = false;
   int ch;
   optind = 1;
   while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (ch) {
     case 'c': endpoint = optarg; break;
+    case 'E': ignore_eos = true; break;
     case 'k': server_key = optarg; break;
     case 'K': client_key = optarg; break;
     case 'f': prompt_file = optarg; break;
@@ -202,7 +207,8 @@ int sc_cmd_submit(int argc, char **argv) {
     goto done;
   }
   const sc_client_request req = {.prompt = prompt, .prompt_len = n, .max_tokens = (int32_t)max_tokens,
-                                 .temperature = (float)temperature, .seed = (uint64_t)seed};
+                                 .temperature = (float)temperature, .seed = (uint64_t)seed,
+                                 .ignore_eos = ignore_eos};
   tokens = malloc(sizeof *tokens * (size_t)max_tokens);
   const int rc_submit = tokens ? sc_client_submit(c, &req, &id) : SC_ENOMEM;
   if (rc_submit == SC_ETOOBIG) { /* the gateway would drop it without an answer */

@@ -44,6 +44,10 @@ static int parse_line(json_t *o, int32_t line, int32_t vocab, sc_run_request *r,
         return sc_fail(d, SC_EINVAL, "line %d: temperature must be a finite number >= 0",
                        line);
       r->temperature = (float)json_number_value(v);
+    } else if (strcmp(key, "ignore_eos") == 0) {
+      if (!json_is_boolean(v))
+        return sc_fail(d, SC_EINVAL, "line %d: ignore_eos must be true or false", line);
+      r->ignore_eos = json_is_true(v);
     } else if (!json_is_integer(v)) {
       return sc_fail(d, SC_EINVAL, "line %d: %s must be an integer", line, key);
     } else if (strcmp(key, "prompt_len") == 0) {

@@ -5,6 +5,8 @@
  *                                                ids from the seed, below the vocabulary)
  *   "max_tokens": M                              required, >= 1
  *   "temperature": T, "seed": S                  optional (greedy, seed = line number)
+ *   "ignore_eos": true                           optional: run to max_tokens past the
+ *                                                model's end-of-sequence tokens
  *   "arrive_ms": A                               optional: submit A ms after the start
  *                                                (default 0: all at once)
  * Unknown keys are errors, so a typo cannot silently fall back to a default.
@@ -14,6 +16,7 @@
 #ifndef SC_REQUESTS_FILE_H
 #define SC_REQUESTS_FILE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/error.h"
@@ -25,6 +28,7 @@ typedef struct sc_run_request {
   float temperature;
   uint64_t seed;
   int64_t arrive_ms;
+  bool ignore_eos;
 } sc_run_request;
 
 typedef struct sc_requests {

@@ -170,6 +170,7 @@ static sc_msg_client_admit *admit_of(sc_msg_client_submit *m, uint64_t client) {
   a->temperature = m->temperature;
   a->seed = m->seed;
   a->client = client;
+  a->ignore_eos = m->ignore_eos;
   return a;
 }
 

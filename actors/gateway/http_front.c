@@ -446,13 +446,14 @@ static void whole_response(exchange *x) {
   sc_jsonw_free(&w);
 }
 
-/* The end of a completion: the rest of the text, the last chunk or the whole response. */
-static void finish(exchange *x, const char *reason) {
-  const bool stopped = reason && strcmp(reason, "stop") == 0;
+/* The end of a completion: the rest of the text, the last chunk or the whole response.
+ * by_text: a stop string ended it here (else the cluster did: its last token, the
+ * model's end-of-sequence token, which is "stop" too, or a cancel). */
+static void finish(exchange *x, const char *reason, bool by_text) {
   sc_diag d = {0}; /* (a failed decode leaves the text short; the ids are all there) */
   /* what the decoder holds back comes after a stop string: it is not flushed then */
-  if (x->f->tok && !stopped) (void)sc_detok_finish(&x->detok, &x->text, &d);
-  if (!stopped && find_stop(x)) { /* (in the flushed tail) */
+  if (x->f->tok && !by_text) (void)sc_detok_finish(&x->detok, &x->text, &d);
+  if (!by_text && find_stop(x)) { /* (in the flushed tail) */
     reason = "stop";
     stopped_by_text(x);
   }
@@ -480,7 +481,7 @@ static void on_token(exchange *x, const sc_msg_client_token *t) {
     if (find_stop(x)) {
       stopped_by_text(x);
       cancel_in_cluster(x);
-      finish(x, "stop");
+      finish(x, "stop", true);
       return;
     }
     if (x->req.stream) stream_chunk(x, NULL);
@@ -558,6 +559,7 @@ static int make_submit(exchange *x, sc_msg_client_submit **out, char *why, size_
   m->prompt.n = (uint32_t)n;
   m->max_tokens = r->max_tokens;
   m->temperature = r->temperature;
+  m->ignore_eos = r->ignore_eos;
   m->seed = r->has_seed ? r->seed : random_seed();
   *out = m;
   return 0;
@@ -774,7 +776,7 @@ int sc_http_front_deliver(sc_http_front *f, int type, const void *body) {
     on_token(x, body);
   } else if (type == SC_MSG_CLIENT_DONE) {
     x->in_cluster = false;
-    finish(x, ((const sc_msg_client_done *)body)->finish_reason);
+    finish(x, ((const sc_msg_client_done *)body)->finish_reason, false);
   } else {
     const sc_msg_client_error *e = body;
     x->in_cluster = false;

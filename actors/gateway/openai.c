@@ -143,6 +143,11 @@ static int read_flags(json_t *root, sc_openai_request *r, sc_openai_error *err) 
     if (!r->stream) return bad(err, 400, "stream_options", "stream_options needs stream: true");
     r->include_usage = u && json_is_true(u);
   }
+  v = json_object_get(root, "ignore_eos"); /* (vLLM's extension of the API) */
+  if (v && !json_is_null(v)) {
+    if (!json_is_boolean(v)) return bad(err, 400, "ignore_eos", "ignore_eos must be true or false");
+    r->ignore_eos = json_is_true(v);
+  }
   return 0;
 }
 

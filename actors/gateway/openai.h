@@ -36,6 +36,7 @@ typedef struct sc_openai_request {
   bool has_seed;
   bool stream;
   bool include_usage;     /* stream_options.include_usage */
+  bool ignore_eos;        /* vLLM's extension: run to max_tokens past end-of-sequence */
   char *stop[SC_OPENAI_MAX_STOP];
   int num_stop;
 } sc_openai_request;

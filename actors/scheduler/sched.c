@@ -34,7 +34,13 @@ typedef struct req {
   int32_t num_blocks;
   uint8_t state;
   bool canceled;       /* canceled while in the step in flight */
+  bool ended;          /* ended at an end-of-sequence token while a step planned ahead
+                          held it: that step's token is dropped, then it is released */
 } req_t;
+
+/* Whether a step still holding request r drops what it adds: r's client was told it
+ * ended (a cancel, or its end-of-sequence token). */
+static bool gone(const req_t *r) { return r->canceled || r->ended; }
 
 /* What one client holds (sc_sched.h: fair shares). An entry lives while the client holds
  * a request. */
@@ -91,6 +97,9 @@ int sc_sched_create(sc_sched **out, const sc_sched_config *cfg, sc_diag *d) {
     return sc_fail(d, SC_EINVAL,
                    "scheduler: token_budget, max_running, block_size, dcp and num_blocks must "
                    "be >= 1 and max_model_len >= 2");
+  if (cfg->num_eos < 0 || cfg->num_eos > SC_SCHED_MAX_EOS)
+    return sc_fail(d, SC_EINVAL, "scheduler: %d end-of-sequence tokens (at most %d)",
+                   cfg->num_eos, SC_SCHED_MAX_EOS);
   sc_sched *s = calloc(1, sizeof *s);
   if (s == NULL) return sc_fail(d, SC_ENOMEM, "scheduler: out of memory");
   s->cfg = *cfg;
@@ -307,7 +316,7 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
 
 int sc_sched_cancel(sc_sched *s, int64_t id) {
   const int32_t slot = find(s, id);
-  if (slot < 0) return SC_ENOENT;
+  if (slot < 0 || s->slots[slot].ended) return SC_ENOENT;
   if (s->slots[slot].flights > 0) {
     s->slots[slot].canceled = true; /* removed when its last step in flight ends */
     return 0;
@@ -414,7 +423,7 @@ static void add_entry(sc_sched *s, flight *f, int32_t slot, int32_t q) {
  * not when the step in flight ends it (its last token, or a cancel). A token drawn at a
  * temperature travels on the device as the greedy choice does (draw_rows). */
 static bool joins_ahead(const req_t *r) {
-  return !r->canceled && eff_generated(r) < r->params.max_new_tokens;
+  return !gone(r) && eff_generated(r) < r->params.max_new_tokens;
 }
 
 /* Builds a step into f: decodes, running prefills, admissions (sc_sched_next). ahead: a
@@ -444,7 +453,7 @@ static int build_step(sc_sched *s, flight *f, bool ahead, sc_sched_step **out) {
   /* 2. running prefills continue their prompt, cut to the budget (chunked prefill) */
   for (int32_t k = 0; k < s->num_running && budget > 0; k++) {
     const req_t *r = &s->slots[s->running[k]];
-    if (eff_computed(r) < r->prefill_len && !r->canceled) {
+    if (eff_computed(r) < r->prefill_len && !gone(r)) {
       const int32_t left = r->prefill_len - eff_computed(r);
       const int32_t q = left < budget ? left : budget;
       add_entry(s, f, s->running[k], q);
@@ -498,6 +507,12 @@ int sc_sched_next_ahead(sc_sched *s, sc_sched_step **out) {
 
 int32_t sc_sched_in_flight(const sc_sched *s) { return s->num_flight; }
 
+static bool is_eos(const sc_sched_config *cfg, int32_t token) {
+  for (int32_t k = 0; k < cfg->num_eos; k++)
+    if (cfg->eos[k] == token) return true;
+  return false;
+}
+
 static void finish(sc_sched *s, int32_t slot) {
   remove_index(s->running, &s->num_running, slot);
   release(s, slot);
@@ -516,23 +531,28 @@ int sc_sched_advance(sc_sched *s, const int32_t *sampled, sc_sched_event *events
     r->ahead_gen -= f->step.sample[i];
     r->flights--;
     r->failures = 0;
-    if (r->canceled) {
+    if (gone(r)) {
       if (r->flights == 0) { /* (else the step after this one ends it) */
+        s->stats.canceled += r->canceled; /* (an ended one was counted finished) */
         finish(s, slot);
-        s->stats.canceled++;
       }
       continue;
     }
     if (!f->step.sample[i]) continue;
     r->tokens[r->prompt_len + r->generated] = sampled[i];
     r->generated++;
-    const bool done = r->generated >= r->params.max_new_tokens;
+    const bool eos = !r->params.ignore_eos && is_eos(&s->cfg, sampled[i]);
+    const bool done = eos || r->generated >= r->params.max_new_tokens;
     events[n++] = (sc_sched_event){.id = r->id, .entry = i, .prompt_len = r->prompt_len,
-                                   .token = sampled[i],
-                                   .index = r->generated - 1, .finished = done};
-    if (done) { /* (no step planned ahead holds it: joins_ahead) */
-      finish(s, slot);
+                                   .token = sampled[i], .index = r->generated - 1,
+                                   .finished = done, .eos = eos};
+    if (done) {
       s->stats.finished++;
+      s->stats.stopped += eos;
+      /* the step planned ahead holds it only when it ended at an end-of-sequence token
+       * (a last token by count never joins one: joins_ahead) */
+      if (r->flights > 0) r->ended = true;
+      else finish(s, slot);
     }
   }
   s->head ^= 1;
@@ -579,16 +599,18 @@ typedef struct id_sink {
   int32_t max_failures;
 } id_sink;
 
-/* The request fails: its id to the sink; one canceled during the steps ends canceled (its
- * client was told it ended: no error on top). */
+/* The request fails: its id to the sink; one canceled during the steps ends canceled,
+ * one that ended at its end-of-sequence token stays finished (either way its client was
+ * told it ended: no error on top). */
 static int fail_into(sc_sched *s, int32_t slot, void *arg) {
   id_sink *sink = arg;
-  const bool canceled = s->slots[slot].canceled;
-  if (!canceled) *sink->ids++ = s->slots[slot].id;
+  const req_t *r = &s->slots[slot];
+  const bool told = gone(r);
+  if (!told) *sink->ids++ = r->id;
+  s->stats.canceled += r->canceled;
+  s->stats.failed += !told;
   finish(s, slot);
-  if (canceled) s->stats.canceled++;
-  else s->stats.failed++;
-  return !canceled;
+  return !told;
 }
 
 int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids) {
@@ -597,10 +619,10 @@ int sc_sched_fail_step(sc_sched *s, int64_t *failed_ids) {
   return fail_flights(s, fail_into, &sink);
 }
 
-/* The request runs the same work again, unless it was canceled or failed too often. */
+/* The request runs the same work again, unless it has ended or failed too often. */
 static int retry_one(sc_sched *s, int32_t slot, void *arg) {
   req_t *r = &s->slots[slot];
-  if (!r->canceled && ++r->failures <= ((id_sink *)arg)->max_failures) {
+  if (!gone(r) && ++r->failures <= ((id_sink *)arg)->max_failures) {
     s->stats.retried++; /* stays running: computed unchanged, the same work next step */
     return 0;
   }
@@ -630,18 +652,19 @@ int sc_sched_fail_all(sc_sched *s, int64_t *ids) {
   return n;
 }
 
-/* (requeue: the steps' tokens never come; a request canceled meanwhile ends now) */
-static int end_if_canceled(sc_sched *s, int32_t slot, void *arg) {
+/* (requeue: the steps' tokens never come; a request canceled meanwhile, or ended at its
+ * end-of-sequence token, ends now) */
+static int end_if_gone(sc_sched *s, int32_t slot, void *arg) {
   (void)arg;
-  if (s->slots[slot].canceled) {
+  if (gone(&s->slots[slot])) {
+    s->stats.canceled += s->slots[slot].canceled;
     finish(s, slot);
-    s->stats.canceled++;
   }
   return 0;
 }
 
 int sc_sched_requeue_running(sc_sched *s) {
-  if (s->num_flight > 0) (void)fail_flights(s, end_if_canceled, NULL);
+  if (s->num_flight > 0) (void)fail_flights(s, end_if_gone, NULL);
   const int32_t m = s->num_running;
   /* (waiting and running share the slot capacity, so both fit in waiting) */
   memmove(s->waiting + m, s->waiting, sizeof *s->waiting * (size_t)s->num_waiting);

@@ -15,7 +15,10 @@
  * (prev_entry: the entry of the step in flight that samples it), and whoever runs the
  * step takes it from that step's result on the device, greedy or drawn at a temperature
  * (the kernels' argmax_rows and draw_rows). A request that the step in flight ends (its
- * last token, a cancel) is not planned again. Steps advance in order; when one fails,
+ * last token, a cancel) is not planned again. One that it ends at an end-of-sequence
+ * token cannot be known ahead: the step after still computes a token for it, dropped
+ * when that step advances (as for a cancel in flight), and the request's output ends
+ * with the end-of-sequence token either way. Steps advance in order; when one fails,
  * every step in flight fails with it (the later one rests on the earlier one's tokens),
  * and sc_sched_fail_step, sc_sched_retry_step and sc_sched_requeue_running end them
  * all.
@@ -40,6 +43,10 @@
 #include "base/error.h"
 #include "plan/plan.h"
 
+/* End-of-sequence tokens a scheduler knows at most (the model's eos_token_id: one id in
+ * DeepSeek-V3.2's config, a list of three in GLM-5's generation_config). */
+#define SC_SCHED_MAX_EOS 8
+
 typedef struct sc_sched_config {
   int32_t token_budget;   /* max Σq per step (chunked prefill cuts prompts to fit) */
   int32_t max_running;    /* max requests admitted at once */
@@ -47,6 +54,11 @@ typedef struct sc_sched_config {
   int32_t dcp;            /* N: a virtual block holds B*N tokens */
   int32_t num_blocks;     /* virtual blocks in the pool (= physical blocks per rank) */
   int32_t max_model_len;  /* prompt + max new tokens limit */
+  /* A request that samples one of these ends with it (the token is its last output:
+   * sc_sched_event.eos), unless it asked to ignore them. None: every request runs to
+   * its max_new_tokens. */
+  int32_t eos[SC_SCHED_MAX_EOS];
+  int32_t num_eos;
 } sc_sched_config;
 
 /* Requests held at once (waiting or running) reserve at most this many tokens in all
@@ -79,6 +91,7 @@ typedef struct sc_sched_params {
   float temperature;      /* 0 = greedy */
   uint64_t seed;          /* for temperature sampling */
   uint64_t client;        /* who asked (the fair shares above); 0: one anonymous client */
+  bool ignore_eos;        /* run to max_new_tokens past end-of-sequence tokens */
 } sc_sched_params;
 
 /* One step's input for the planner and the executors. Entry i of every per-entry array
@@ -109,11 +122,13 @@ typedef struct sc_sched_event {
   int32_t prompt_len;
   int32_t token;          /* the sampled token */
   int32_t index;          /* 0-based index of this token in the request's output */
-  bool finished;          /* the request is complete (max_new_tokens reached) */
+  bool finished;          /* the request is complete: max_new_tokens reached, or eos */
+  bool eos;               /* it ended at an end-of-sequence token (this one) */
 } sc_sched_event;
 
 /* The queue now and the totals since creation. Requests: admitted (waiting to running;
- * a requeued request is admitted again), finished (max_new_tokens reached), canceled
+ * a requeued request is admitted again), finished (max_new_tokens reached, or an
+ * end-of-sequence token; stopped counts the latter among them), canceled
  * (sc_sched_cancel) and failed (their step failed, or sc_sched_fail_all), requeued
  * (sc_sched_requeue_running, each time), retried (sc_sched_retry_step, each time).
  * Steps: every step sc_sched_next built ends once, as advanced (steps) or as failed
@@ -122,6 +137,7 @@ typedef struct sc_sched_event {
 typedef struct sc_sched_stats {
   int32_t waiting, running, free_blocks, total_blocks;
   uint64_t admitted, finished, canceled, failed, requeued, retried;
+  uint64_t stopped;
   uint64_t steps, steps_failed;
 } sc_sched_stats;
 
@@ -137,7 +153,8 @@ int sc_sched_submit(sc_sched *s, int64_t id, const int32_t *prompt, int32_t prom
 
 /* Cancels a request. Waiting or running between steps: removed at once, blocks freed.
  * In a step in flight: removed when the last such step ends (its tokens are dropped).
- * Returns SC_ENOENT for an unknown id. */
+ * Returns SC_ENOENT for an unknown id, and for one that has ended at an end-of-sequence
+ * token while a step planned ahead still holds it (its last event said finished). */
 int sc_sched_cancel(sc_sched *s, int64_t id);
 
 /* Builds the next step. Returns 0 with *step NULL when nothing can run (idle).

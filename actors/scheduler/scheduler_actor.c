@@ -230,7 +230,7 @@ static void client_token(sc_ctx *c, scheduler *s, const sc_sched_event *ev, floa
   d->request_id = (uint64_t)ev->id;
   d->num_tokens = ev->index + 1;
   d->prompt_tokens = ev->prompt_len;
-  d->finish_reason = strdup("length");
+  d->finish_reason = strdup(ev->eos ? "stop" : "length");
   if (sc_send(c, s->gateway, SC_MSG_CLIENT_DONE, d)) sc_msg_body_destroy(SC_MSG_CLIENT_DONE, d);
 }
 
@@ -552,7 +552,8 @@ static int on_submit(sc_ctx *c, const sc_envelope *env, const void *body) {
     return 0;
   }
   const sc_sched_params p = {.max_new_tokens = m->max_tokens, .temperature = m->temperature,
-                             .seed = m->seed, .client = m->client};
+                             .seed = m->seed, .client = m->client,
+                             .ignore_eos = m->ignore_eos};
   sc_diag d = {0};
   const int rc = sc_sched_submit(s->sched, (int64_t)m->request_id, m->prompt.v,
                                  (int32_t)m->prompt.n, &p, &d);

@@ -8,8 +8,10 @@ submit` for the same prompt and seed; concurrent clients; a client that vanishes
 mid-stream (its request is canceled); malformed JSON, wrong types, huge bodies, unknown
 routes, slow-loris headers, a full queue (429), API keys; text prompts, text output and
 stop strings with a tokenizer; and /metrics parsed by prometheus_client's parser, its
-counters matched against what the test itself sent and received. The cluster must keep
-serving throughout: every refusal is followed by a request that succeeds.
+counters matched against what the test itself sent and received; a model with an
+end-of-sequence token (its eos_token_id) ending completions with finish_reason "stop", its
+text whole, and ignore_eos running past it. The cluster must keep serving throughout:
+every refusal is followed by a request that succeeds.
 
 usage: http_api.py SPARSECP_BINARY SOURCE_DIR
 Run by /usr/bin/python3 (Debian's, whose packages the Makefile installs).
@@ -547,7 +549,9 @@ def byte_decoder():
     return {chr(c): b for b, c in zip(bs, cs)}
 
 
-def test_text(c, tok_path, reference):
+def text_decoder(tok_path):
+    """A Hugging Face-style decode of ids by tokenizer.json (special tokens left out),
+    written from the byte-level BPE algorithm: an independent check of the front's."""
     tok = json.load(open(tok_path))
     id_to_token = {v: k for k, v in tok["model"]["vocab"].items()}
     special = {a["id"] for a in tok["added_tokens"] if a.get("special")}
@@ -565,7 +569,11 @@ def test_text(c, tok_path, reference):
                 continue
             out += bytes(bd[ch] for ch in t) if all(ch in bd for ch in t) else t.encode()
         return out.decode("utf-8", errors="replace")
+    return decode
 
+
+def test_text(c, tok_path, reference):
+    decode = text_decoder(tok_path)
     # the prompt is tokenized as Hugging Face does it (the reference's ids, specials added)
     for ref in reference[:6]:
         status, body = c.complete({"prompt": ref["text"], "max_tokens": 12, "temperature": 0})
@@ -604,6 +612,64 @@ def test_text(c, tok_path, reference):
     after = c.metrics()
     check(after['sparsecp_requests_total{outcome="stop"}'] -
           before['sparsecp_requests_total{outcome="stop"}'] == 2, "stop outcomes")
+
+
+def greedy_tokens(model_path, prompt, max_tokens):
+    """What one rank of `sparsecp run` generates for prompt (greedy): the reference."""
+    req = os.path.join(WORK, "eos-req.jsonl")
+    with open(req, "w") as f:
+        f.write(json.dumps({"prompt": list(prompt), "max_tokens": max_tokens}) + "\n")
+    out = subprocess.run([BIN, "run", "--pcp", "1", "--dcp", "1", "--model", model_path,
+                          "--requests", req, "--json", "--quiet"],
+                         capture_output=True, text=True, timeout=120)
+    check(out.returncode == 0, f"run: {out.stdout} {out.stderr[-2000:]}")
+    r = json.loads(out.stdout)["results"][0]
+    check(r["finish_reason"] == "length" and len(r["tokens"]) == max_tokens, f"run: {r}")
+    return r["tokens"]
+
+
+def test_eos(c, tok_path, prompt, ref, k):
+    """The model's eos_token_id is ref[k] (its first appearance in ref, what one rank
+    generates without it): completions end with it, finish_reason "stop", over HTTP
+    (whole and streamed, the text of every id up to it flushed) and ZeroMQ; ignore_eos
+    runs to max_tokens, "length"."""
+    decode = text_decoder(tok_path)
+    want = ref[:k + 1]
+    # a stop string that the text's end begins: the front holds that end back until it
+    # cannot become the stop string, and the end of sequence must flush it
+    tail = decode(want)[-2:]
+    check(len(tail) == 2, f"too little text before the end of sequence: {decode(want)!r}")
+    stop = [tail + "\u00e9 never"]
+    before = c.metrics()
+    status, body = c.complete({"prompt": prompt, "max_tokens": len(ref), "temperature": 0,
+                               "stop": stop})
+    ch = body["choices"][0] if status == 200 else None
+    check(ch and ch["token_ids"] == want and ch["finish_reason"] == "stop",
+          f"eos: {status} {body}, expected {want} and stop")
+    check(ch["text"] == decode(want), f"eos text {ch['text']!r} != {decode(want)!r}")
+    check(body["usage"]["completion_tokens"] == k + 1, f"eos usage {body['usage']}")
+    status, events = c.stream({"prompt": prompt, "max_tokens": len(ref), "temperature": 0,
+                               "stop": stop})
+    ids = [t for e in events[:-1] for t in e["choices"][0]["token_ids"]]
+    text = "".join(e["choices"][0]["text"] for e in events[:-1])
+    check(status == 200 and ids == want and text == decode(want) and
+          events[-2]["choices"][0]["finish_reason"] == "stop", f"eos stream: {events[-3:]}")
+    after = c.metrics()
+    check(after['sparsecp_requests_total{outcome="stop"}'] -
+          before['sparsecp_requests_total{outcome="stop"}'] == 2, "eos stop outcomes")
+    status, body = c.complete({"prompt": prompt, "max_tokens": len(ref), "temperature": 0,
+                               "ignore_eos": True})
+    ch = body["choices"][0]
+    check(ch["token_ids"] == ref and ch["finish_reason"] == "length", f"ignore_eos: {body}")
+    path = os.path.join(WORK, "prompt.json")
+    json.dump(list(prompt), open(path, "w"))
+    for extra, tokens, reason in (([], want, "stop"), (["--ignore-eos"], ref, "length")):
+        out = subprocess.run([BIN, "submit", "--connect", c.listen, "--prompt-file", path,
+                              "--max-tokens", str(len(ref)), "--json", "--timeout", "60",
+                              *extra], capture_output=True, text=True, timeout=90)
+        r = json.loads(out.stdout) if out.returncode == 0 else {}
+        check(r.get("tokens") == tokens and r.get("finish_reason") == reason,
+              f"submit {extra}: {out.stdout} {out.stderr}")
 
 
 def main():
@@ -659,6 +725,22 @@ def main():
     finally:
         c.stop()
     print("ok: text prompts, text output, stop strings")
+
+    # the model with an end-of-sequence token: the first of one rank's greedy tokens for
+    # the prompt that is not among those before it, past the second
+    prompt = reference[1]["ids_special"]
+    ref = greedy_tokens(model_path, prompt, 12)
+    k = next((i for i in range(2, len(ref)) if ref[i] not in ref[:i]), None)
+    check(k is not None, f"no new token past the second in {ref}")
+    model["eos_token_id"] = ref[k]
+    eos_path = os.path.join(WORK, "model-eos.json")
+    json.dump(model, open(eos_path, "w"))
+    c = Cluster("--pcp", "2", "--dcp", "2", "--model", eos_path, "--tokenizer", tok_path)
+    try:
+        test_eos(c, tok_path, prompt, ref, k)
+    finally:
+        c.stop()
+    print("ok: the model's end-of-sequence token, ignore_eos")
 
 
 if __name__ == "__main__":

@@ -184,6 +184,7 @@ Test(hf_config, the_published_config) {
   cr_assert_str_eq(c.quant.scale_fmt, "ue8m0");
   cr_assert_str_eq(c.topk_method, "noaux_tc");
   cr_assert_eq(c.unknown_keys, 0);
+  cr_assert(c.eos.n == 1 && c.eos.id[0] == 1);
 
   /* The table of the full model: 3 + 61*21 attention/norm tensors, 3 dense MLPs of 6,
    * 58 MoE MLPs of 2 + 256*6 + 6 (weights with their scales). */
@@ -272,8 +273,57 @@ Test(hf_config, errors_name_the_key) {
        "\"n_routed_experts\" = 65536 in each of 58 MoE layers makes 3801088 routed experts"},
       {"\"q_lora_rank\": 1536", "\"q_lora_rank\": null", "(queries without a LoRA)"},
       {"\"q_lora_rank\": 1536", "\"q_lora_rank\": 0", "(queries without a LoRA)"},
+      {"\"eos_token_id\": 1", "\"eos_token_id\": \"1\"", "\"eos_token_id\" must be a token id"},
+      {"\"eos_token_id\": 1", "\"eos_token_id\": [1, -1]", "\"eos_token_id\" must hold token ids"},
   };
   expect_refusals(REAL_CONFIG, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void write_file(const char *dir, const char *name, const char *text) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f, "%s", path);
+  cr_assert_eq(fwrite(text, 1, strlen(text), f), strlen(text));
+  fclose(f);
+}
+
+/* A checkpoint directory's end-of-sequence tokens: config.json's, then those of
+ * generation_config.json that config.json lacks (generate() ends at the latter's). */
+Test(hf_config, eos_of_config_and_generation_config) {
+  char dir[] = "/tmp/sc_eos_XXXXXX";
+  cr_assert(mkdtemp(dir) != NULL);
+  char config[8192];
+  edit(REAL_CONFIG, "\"vocab_size\": 129280", "\"vocab_size\": 129280", config, sizeof config);
+  write_file(dir, "config.json", config);
+  sc_model_config m;
+  sc_diag d = {0};
+  cr_assert_eq(sc_model_config_load_dir(dir, &m, &d), 0, "%s", d.msg); /* no generation config */
+  cr_assert(m.eos.n == 1 && m.eos.id[0] == 1);
+  write_file(dir, "generation_config.json", "{\"eos_token_id\": [129, 1, 7], \"top_p\": 0.95}");
+  cr_assert_eq(sc_model_config_load_dir(dir, &m, &d), 0, "%s", d.msg);
+  cr_assert(m.eos.n == 3 && m.eos.id[0] == 1 && m.eos.id[1] == 129 && m.eos.id[2] == 7);
+  write_file(dir, "generation_config.json", "{\"do_sample\": true}");
+  cr_assert_eq(sc_model_config_load_dir(dir, &m, &d), 0, "%s", d.msg);
+  cr_assert(m.eos.n == 1 && m.eos.id[0] == 1);
+  static const struct {
+    const char *text, *want;
+  } bad[] = {{"[1]", "generation_config.json: not a JSON object"},
+             {"{\"eos_token_id\": 1.5}", "generation_config.json: \"eos_token_id\" must be"},
+             {"{\"eos_token_id\": [2, 3, 4, 5, 6, 7, 8, 9]}", "more than 8 end-of-sequence"},
+             {"{\"eos_token_id\": 129280}", "eos_token_id 129280 is not a token id below"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    write_file(dir, "generation_config.json", bad[i].text);
+    cr_assert_eq(sc_model_config_load_dir(dir, &m, &d), SC_EINVAL, "%s", bad[i].text);
+    cr_assert(strstr(d.msg, bad[i].want), "%s: \"%s\" lacks \"%s\"", bad[i].text, d.msg,
+              bad[i].want);
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/generation_config.json", dir);
+  cr_assert_eq(unlink(path), 0);
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  cr_assert_eq(unlink(path), 0);
+  cr_assert_eq(rmdir(dir), 0);
 }
 
 Test(hf_config, transformers_form_and_ignored_keys) {

@@ -391,7 +391,7 @@ static int32_t g_tok = 5, g_ntok = 3, g_max_tokens = 16;
 static float g_temp = 0.0f;
 static int32_t g_top_k = 0;
 static void submit_body(msgpack_packer *pk) {
-  msgpack_pack_array(pk, 6);
+  msgpack_pack_array(pk, 7);
   msgpack_pack_uint64(pk, 42);
   msgpack_pack_array(pk, (size_t)g_ntok);
   for (int i = 0; i < g_ntok; i++) msgpack_pack_int32(pk, i == g_ntok - 1 ? g_tok : 1);
@@ -399,6 +399,7 @@ static void submit_body(msgpack_packer *pk) {
   msgpack_pack_float(pk, g_temp);
   msgpack_pack_int32(pk, g_top_k);
   msgpack_pack_uint64(pk, 1);
+  msgpack_pack_false(pk); /* ignore_eos (1.10) */
 }
 
 static int submit(const sc_msg_limits *lim, int32_t tok, int32_t ntok, int32_t max_tokens,

@@ -67,6 +67,25 @@ Test(model_config, example_file_parses) {
   cr_assert_float_eq(m.rms_eps, 1e-6f, 1e-12f);
 }
 
+Test(model_config, eos_token_id_is_one_id_a_list_or_null) {
+  const struct {
+    const char *json;
+    int32_t n, first, last;
+  } cases[] = {{"{}", 0, 0, 0},
+               {"{\"eos_token_id\": null}", 0, 0, 0},
+               {"{\"eos_token_id\": 7}", 1, 7, 7},
+               {"{\"eos_token_id\": [32767, 0, 12]}", 3, 32767, 12},
+               {"{\"eos_token_id\": []}", 0, 0, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sc_model_config m;
+    sc_diag d = {0};
+    cr_assert_eq(sc_model_config_parse(cases[i].json, strlen(cases[i].json), &m, &d), 0,
+                 "case %zu: %s", i, d.msg);
+    cr_assert_eq(m.eos.n, cases[i].n, "case %zu", i);
+    if (m.eos.n) cr_assert(m.eos.id[0] == cases[i].first && m.eos.id[m.eos.n - 1] == cases[i].last);
+  }
+}
+
 Test(model_config, rejections_name_the_key) {
   const struct {
     const char *json, *needle;
@@ -82,6 +101,10 @@ Test(model_config, rejections_name_the_key) {
       {"{\"layers\": 2,", "invalid JSON"},
       {"{\"layers\": 2, \"layers\": 3}", "invalid JSON"},
       {"{\"vocab\": 4194304, \"hidden\": 65536}", "exceeds 2^31"},
+      {"{\"eos_token_id\": 32768}", "eos_token_id 32768 is not a token id below vocab = 32768"},
+      {"{\"eos_token_id\": [1, -2]}", "must hold token ids"},
+      {"{\"eos_token_id\": \"</s>\"}", "must be a token id, a list of them or null"},
+      {"{\"eos_token_id\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}", "lists 9 ids (at most 8)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sc_model_config m;
@@ -140,6 +163,12 @@ Test(model_config, same_and_digest_see_every_field) {
   MUT(b.arch.latent_norm_eps *= 2); MUT(b.arch.index_interleaved = true);
   MUT(b.arch.index_shared[0] ^= 1); MUT(b.arch.index_shared[SC_HF_MAX_LAYERS / 8 - 1] ^= 0x80);
 #undef MUT
+  { /* the end-of-sequence tokens are the scheduler's, not the model's computation */
+    sc_model_config b = a;
+    b.eos = (sc_hf_eos){.id = {7, 9}, .n = 2};
+    cr_assert(sc_model_config_same(&a, &b));
+    cr_assert_eq(sc_model_config_digest(&a), sc_model_config_digest(&b));
+  }
   /* the same fields over other padding bytes: the same model, the same digest */
   sc_model_config b;
   memset(&b, 0xA5, sizeof b);

@@ -26,6 +26,10 @@ Test(openai, defaults_and_prompt_forms) {
   cr_expect_float_eq(r.temperature, 1.0f, 1e-6, "the API's default");
   cr_expect_not(r.stream);
   cr_expect_not(r.has_seed);
+  cr_expect_not(r.ignore_eos);
+  sc_openai_request_free(&r);
+  cr_assert_eq(parse("{\"prompt\": [5], \"ignore_eos\": true}", &r, &e), 0, "%s", e.message);
+  cr_expect(r.ignore_eos);
   sc_openai_request_free(&r);
 
   cr_assert_eq(parse("{\"prompt\": \"h\\u00e9llo\", \"max_tokens\": 3, \"temperature\": 0,"
@@ -91,6 +95,7 @@ Test(openai, refusals_name_the_field) {
       {"{\"prompt\": [1], \"stop\": [\"\"]}", 400, "stop"},
       {"{\"prompt\": [1], \"stop\": 5}", 400, "stop"},
       {"{\"prompt\": [1], \"model\": 5}", 400, "model"},
+      {"{\"prompt\": [1], \"ignore_eos\": 1}", 400, "ignore_eos"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sc_openai_request r;

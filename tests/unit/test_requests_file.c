@@ -10,7 +10,7 @@ Test(requests_file, parses_every_form) {
   const char *text = "# comment\n\n"
                      "{\"prompt\": [1, 2, 3], \"max_tokens\": 4}\n"
                      "{\"prompt_len\": 5, \"max_tokens\": 2, \"temperature\": 0.5, "
-                     "\"seed\": 9, \"arrive_ms\": 30}\n";
+                     "\"seed\": 9, \"arrive_ms\": 30, \"ignore_eos\": true}\n";
   sc_requests r;
   sc_diag d = {0};
   cr_assert_eq(sc_requests_parse(text, 100, &r, &d), 0, "%s", d.msg);
@@ -21,6 +21,7 @@ Test(requests_file, parses_every_form) {
   cr_assert_eq(r.v[1].seed, 9);
   cr_assert_eq(r.v[1].arrive_ms, 30);
   cr_assert_float_eq(r.v[1].temperature, 0.5f, 1e-6);
+  cr_assert(r.v[1].ignore_eos && !r.v[0].ignore_eos);
   for (int i = 0; i < 5; i++) cr_assert(r.v[1].prompt[i] >= 0 && r.v[1].prompt[i] < 100);
   sc_requests_free(&r);
 }
@@ -38,6 +39,7 @@ Test(requests_file, errors_name_the_line) {
       {"{\"prompt_len\": 3, \"max_tokens\": 999999999}", "max_tokens must be in [1, "},
       {"{\"prompt_len\": 3, \"max_tokens\": 1, \"max_tokens\": 2}", "line 1: invalid JSON"},
       {"{\"prompt_len\": 3, \"max_tokens\": 1, \"temperature\": 1e300}", "finite"},
+      {"{\"prompt_len\": 3, \"max_tokens\": 1, \"ignore_eos\": 1}", "ignore_eos must be true"},
       {"[{\"prompt_len\": 3, \"max_tokens\": 1}]", "line 1: not a JSON object"},
       {"{not json}", "line 1: invalid JSON"},
       {"# only a comment\n", "holds no request"},

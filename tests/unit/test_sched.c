@@ -28,6 +28,12 @@ static void submit(sc_sched *s, int64_t id, int32_t len, int32_t max_new) {
   cr_assert_eq(sc_sched_submit(s, id, prompt, len, &p, &d), 0, "%s", d.msg);
 }
 
+static bool is_eos_of(const sc_sched_config *c, int32_t token) {
+  for (int k = 0; k < c->num_eos; k++)
+    if (c->eos[k] == token) return true;
+  return false;
+}
+
 Test(sched, chunked_prefill_then_decodes_first) {
   sc_sched *s = make(small_cfg());
   submit(s, 1, 20, 3); /* 20 tokens > budget 16: two chunks */
@@ -656,22 +662,31 @@ Test(sched, a_request_canceled_with_two_steps_in_flight_ends_after_the_second) {
 
 /* A pipeline of steps planned ahead, as the scheduler actor runs it on one rank: every
  * token an entry reads, known or taken from the step before, is the one that request's
- * stream holds at that position; failures (both steps, retried) and cancels lose and
- * duplicate nothing, and every block comes back. */
+ * stream holds at that position; failures (both steps, retried), cancels and requests
+ * ending at end-of-sequence tokens (which the step planned ahead does not know of) lose
+ * and duplicate nothing, and every block comes back. */
 Test(sched, random_streams_with_steps_planned_ahead_lose_nothing) {
   uint64_t rng = 11;
   int64_t taken_total = 0;
+  uint64_t stopped_total = 0;
   for (int trial = 0; trial < 40; trial++) {
     sc_sched_config c = {.token_budget = 1 + (int)sc_test_rng_int(&rng, 1, 40),
                          .max_running = (int)sc_test_rng_int(&rng, 1, 6),
                          .block_size = (int)sc_test_rng_int(&rng, 1, 8),
                          .dcp = (int)sc_test_rng_int(&rng, 1, 4),
                          .num_blocks = (int)sc_test_rng_int(&rng, 8, 48), .max_model_len = 200};
-    sc_sched *s = make(c);
     enum { NREQ = 30 };
-    int32_t want_new[NREQ], got[NREQ], plen[NREQ];
-    bool canceled[NREQ];
+    /* end-of-sequence tokens: some requests' k-th token (the stream's token of request id
+     * at index k is 500000 + id * 100 + k) */
+    c.num_eos = (int)sc_test_rng_int(&rng, 0, SC_SCHED_MAX_EOS);
+    for (int k = 0; k < c.num_eos; k++)
+      c.eos[k] = 500000 + (int)sc_test_rng_int(&rng, 0, NREQ - 1) * 100 +
+                 (int)sc_test_rng_int(&rng, 0, 9);
+    sc_sched *s = make(c);
+    int32_t want_new[NREQ], got[NREQ], plen[NREQ], ends[NREQ];
+    bool canceled[NREQ], ignore[NREQ];
     int accepted = 0, submitted = 0, n_canceled = 0;
+    uint64_t n_stopped = 0;
     memset(got, 0, sizeof got);
     memset(canceled, 0, sizeof canceled);
     sc_sched_step *fl[2] = {NULL, NULL}; /* in flight, oldest first */
@@ -683,9 +698,15 @@ Test(sched, random_streams_with_steps_planned_ahead_lose_nothing) {
         const int id = submitted++;
         plen[id] = (int)sc_test_rng_int(&rng, 1, 60);
         want_new[id] = (int)sc_test_rng_int(&rng, 1, 10);
+        ignore[id] = sc_test_rng_int(&rng, 0, 3) == 0;
+        ends[id] = want_new[id]; /* its output's length: up to its first eos, if heeded */
+        for (int k = 0; k < c.num_eos && !ignore[id]; k++) {
+          const int at = c.eos[k] - 500000 - id * 100;
+          if (at >= 0 && at < 100 && at + 1 < ends[id]) ends[id] = at + 1;
+        }
         int32_t prompt[64];
         for (int i = 0; i < plen[id]; i++) prompt[i] = id * 1000 + i;
-        const sc_sched_params p = {.max_new_tokens = want_new[id]};
+        const sc_sched_params p = {.max_new_tokens = want_new[id], .ignore_eos = ignore[id]};
         if (sc_sched_submit(s, id, prompt, plen[id], &p, NULL) == 0) accepted++;
         else want_new[id] = -1;
       }
@@ -699,8 +720,9 @@ Test(sched, random_streams_with_steps_planned_ahead_lose_nothing) {
       }
       if (act == 1 && submitted > 0) { /* a client cancels */
         const int id = (int)sc_test_rng_int(&rng, 0, submitted - 1);
-        if (want_new[id] > 0 && !canceled[id] && got[id] < want_new[id] &&
-            sc_sched_cancel(s, id) == 0) {
+        const bool ended = got[id] == ends[id];
+        if (want_new[id] > 0 && !canceled[id] && sc_sched_cancel(s, id) == 0) {
+          cr_assert(!ended, "request %d canceled after its last token", id);
           canceled[id] = true;
           n_canceled++;
         }
@@ -745,9 +767,14 @@ Test(sched, random_streams_with_steps_planned_ahead_lose_nothing) {
       if (nf == 0) continue;
       const int n = sc_sched_advance(s, sampled[0], ev);
       for (int k = 0; k < n; k++) {
-        cr_assert_eq(ev[k].index, got[ev[k].id]);
-        got[ev[k].id]++;
-        cr_assert_eq(ev[k].finished, got[ev[k].id] == want_new[ev[k].id]);
+        const int64_t id = ev[k].id;
+        cr_assert_eq(ev[k].index, got[id]);
+        got[id]++;
+        cr_assert_leq(got[id], ends[id], "request %lld past its end", (long long)id);
+        cr_assert_eq(ev[k].finished, got[id] == ends[id]);
+        cr_assert_eq(ev[k].eos, got[id] == ends[id] && (ends[id] < want_new[id] ||
+                                                       (!ignore[id] && is_eos_of(&c, ev[k].token))));
+        n_stopped += ev[k].eos;
       }
       memcpy(sampled[0], sampled[1], sizeof sampled[0]);
       fl[0] = fl[1];
@@ -755,15 +782,18 @@ Test(sched, random_streams_with_steps_planned_ahead_lose_nothing) {
     }
     for (int id = 0; id < submitted; id++)
       if (want_new[id] > 0 && !canceled[id])
-        cr_assert_eq(got[id], want_new[id], "trial %d request %d", trial, id);
+        cr_assert_eq(got[id], ends[id], "trial %d request %d", trial, id);
     sc_sched_stats stats;
     sc_sched_get_stats(s, &stats);
     cr_assert(stats.running == 0 && stats.waiting == 0, "trial %d", trial);
     cr_assert_eq(stats.free_blocks, c.num_blocks);
     cr_assert_eq((int)(stats.finished + stats.canceled), accepted);
+    cr_assert_eq(stats.stopped, n_stopped);
+    stopped_total += n_stopped;
     sc_sched_destroy(s);
   }
   cr_assert_gt(taken_total, 1000); /* (the streams did go through steps planned ahead) */
+  cr_assert_gt(stopped_total, 20);  /* (and some ended at an end-of-sequence token) */
 }
 
 Test(sched, a_request_canceled_in_a_failed_step_ends_canceled_not_failed) {
@@ -781,5 +811,114 @@ Test(sched, a_request_canceled_in_a_failed_step_ends_canceled_not_failed) {
   sc_sched_get_stats(s, &stats);
   cr_assert(stats.canceled == 1 && stats.failed == 1 && stats.running == 0);
   cr_assert_eq(stats.free_blocks, 16);
+  sc_sched_destroy(s);
+}
+
+/* (the end-of-sequence cases: request 1's tokens are 70, 71, ...; 71 is an eos) */
+static sc_sched *make_eos(void) {
+  sc_sched_config c = small_cfg();
+  c.eos[0] = 9, c.eos[1] = 71;
+  c.num_eos = 2;
+  return make(c);
+}
+
+Test(sched, a_request_ends_at_its_end_of_sequence_token) {
+  sc_sched *s = make_eos();
+  submit(s, 1, 3, 5);
+  sc_sched_step *st;
+  sc_sched_event ev[8];
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){70}, ev), 1);
+  cr_assert(!ev[0].finished && !ev[0].eos);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){71}, ev), 1);
+  cr_assert(ev[0].finished && ev[0].eos && ev[0].token == 71 && ev[0].index == 1);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert(stats.running == 0 && stats.finished == 1 && stats.stopped == 1);
+  cr_assert_eq(stats.free_blocks, 16);
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_null(st);
+  sc_sched_destroy(s);
+}
+
+Test(sched, a_request_that_ignores_eos_runs_to_its_length) {
+  sc_sched *s = make_eos();
+  int32_t prompt[3] = {1, 2, 3};
+  const sc_sched_params p = {.max_new_tokens = 3, .ignore_eos = true};
+  cr_assert_eq(sc_sched_submit(s, 1, prompt, 3, &p, NULL), 0);
+  sc_sched_step *st;
+  sc_sched_event ev[8];
+  for (int32_t k = 0; k < 3; k++) {
+    cr_assert_eq(sc_sched_next(s, &st), 0);
+    cr_assert_eq(sc_sched_advance(s, (int32_t[]){71 - k}, ev), 1);
+    cr_assert(ev[0].finished == (k == 2) && !ev[0].eos, "token %d", k);
+  }
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert(stats.finished == 1 && stats.stopped == 0 && stats.running == 0);
+  sc_sched_destroy(s);
+}
+
+/* Requests 1 and 2 in a step and in the one planned ahead of it; the first step
+ * advances with `token` for request 1 (an eos) and 50 for request 2. */
+static sc_sched *eos_in_flight(int32_t token, sc_sched_event ev[8]) {
+  sc_sched *s = make_eos();
+  submit(s, 1, 3, 5);
+  submit(s, 2, 3, 5);
+  sc_sched_step *st;
+  cr_assert_eq(sc_sched_next(s, &st), 0);
+  cr_assert_eq(sc_sched_next_ahead(s, &st), 0);
+  cr_assert_eq(st->num_reqs, 2);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){token, 50}, ev), 2);
+  cr_assert(ev[0].id == 1 && ev[0].finished && ev[0].eos && ev[0].index == 0);
+  cr_assert(ev[1].id == 2 && !ev[1].finished);
+  return s;
+}
+
+/* The step planned ahead holds the request when its eos comes: the client hears the end
+ * once (with that token), the step's token is dropped, and only then do its blocks come
+ * back; a cancel in between finds nothing to cancel. */
+Test(sched, an_eos_in_flight_drops_the_step_planned_ahead) {
+  sc_sched_event ev[8];
+  sc_sched *s = eos_in_flight(9, ev);
+  cr_assert_eq(sc_sched_cancel(s, 1), SC_ENOENT);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert(stats.running == 2 && stats.finished == 1 && stats.stopped == 1);
+  sc_sched_step *st;
+  cr_assert_eq(sc_sched_next_ahead(s, &st), 0); /* request 2 only */
+  cr_assert(st->num_reqs == 1 && st->reqs[0].id == 2);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){5, 51}, ev), 1);
+  cr_assert(ev[0].id == 2 && ev[0].index == 1);
+  sc_sched_get_stats(s, &stats);
+  cr_assert(stats.running == 1 && stats.finished == 1 && stats.canceled == 0);
+  cr_assert_eq(sc_sched_advance(s, (int32_t[]){52}, ev), 1);
+  sc_sched_destroy(s);
+}
+
+/* The step planned ahead fails after the eos: the ended request is not failed (its
+ * client was told it finished), the other one is. */
+Test(sched, a_failed_step_after_an_eos_leaves_the_request_finished) {
+  sc_sched_event ev[8];
+  sc_sched *s = eos_in_flight(71, ev);
+  int64_t ids[8];
+  cr_assert_eq(sc_sched_fail_step(s, ids), 1);
+  cr_assert_eq(ids[0], 2);
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert(stats.finished == 1 && stats.failed == 1 && stats.canceled == 0);
+  cr_assert(stats.running == 0 && stats.free_blocks == 16);
+  sc_sched_destroy(s);
+}
+
+/* ... and when the step is requeued instead (a rank's recovery), the ended one just ends. */
+Test(sched, a_requeue_after_an_eos_ends_the_request) {
+  sc_sched_event ev[8];
+  sc_sched *s = eos_in_flight(9, ev);
+  cr_assert_eq(sc_sched_requeue_running(s), 1); /* request 2 only */
+  sc_sched_stats stats;
+  sc_sched_get_stats(s, &stats);
+  cr_assert(stats.finished == 1 && stats.waiting == 1 && stats.running == 0);
   sc_sched_destroy(s);
 }
