@@ -8,7 +8,8 @@
 #  - defines lap (elapsed seconds since the last lap) and has N (PART, a list such as
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, indexer_env, gpu_tests, verify_p2n2,
-#    verify_long8k, verify_long8k_ipc, e2e_bf16_alternating, profile_long, host_split_long,
+#    verify_long8k, verify_long8k_ipc, e2e_bf16_alternating, profile_long, rank_step_medians,
+#    host_split_long,
 #    other_gpu_tests, torch_indexer,
 #    indexer_tests, kernel_tests_all, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
@@ -215,6 +216,30 @@ profile_long() {
   echo "profile $2 ${flags:-(unprofiled)} rc=$?"
   grep -E "rank 0: step" "$log" | tail -3 | sed 's/^.*rank 0/rank 0/' | cut -c1-380
   grep -E "cuda: +[0-9]" "$log" | head -12 | sed 's/^.*cuda:/cuda:/' | cut -c1-150
+}
+
+# rank_step_medians LOG: per rank, the median over its profiled steps 20-250 (`run
+# --profile`, SPARSECP_LOG=info: the executor's step lines with CUPTI's busy time) of the
+# step's wall time, each stage and the device's busy time, kernel span, ops and idle time.
+rank_step_medians() { python3 - "$1" <<'PY'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.search(r'rank (\d+): step (\d+): (.*)', line)
+    if not m or 'busy' not in line: continue
+    r, step = int(m.group(1)), int(m.group(2))
+    if not 20 <= step <= 250: continue
+    body = m.group(3)
+    vals = {'wall': float(body.split(' ms')[0])}
+    for k, v in re.findall(r'([a-z_]+) (-?[0-9.]+)', body.split('):', 1)[1].split(';')[0]):
+        vals[k] = float(v)
+    b = re.search(r'busy ([0-9.]+) ms of a ([0-9.]+) ms kernel span .*?(\d+) kernels.*idle ([0-9.]+)', body)
+    vals.update(busy=float(b.group(1)), span=float(b.group(2)), ops=float(b.group(3)), idle=float(b.group(4)))
+    rows.setdefault(r, []).append(vals)
+for r in sorted(rows):
+    keys = rows[r][0].keys()
+    print('  rank', r, len(rows[r]), 'steps, medians:', ' '.join('%s %.3f' % (k, statistics.median(v[k] for v in rows[r] if k in v)) for k in keys))
+PY
 }
 
 # host_split_long BIN CONTEXT: profile_long's run unprofiled (no CUPTI tracing the host's
