@@ -13,15 +13,14 @@
 #include "model/hf_model.h"
 #include "tools/cli.h"
 
-#define SERVE_NOTE \
-  "served on the CPU backend by `sparsecp run|launch --model-dir DIR`; the CUDA backend " \
-  "cannot serve checkpoints yet (issue 23, point 3)"
+#define SERVE_NOTE "served by `sparsecp run|launch --model-dir DIR`, on the CPU or CUDA backend"
 
 /* Whether the model configuration sparsecp serves can be made from the checked config
  * (why not in d). */
-static bool servable(const sc_hf_checkpoint *c, sc_diag *d) {
-  sc_model_config m;
-  return sc_model_config_from_hf(&c->cfg, &m, d) == 0;
+/* What `run --model-dir` makes of the directory's configs (sc_model_config_load_dir,
+ * generation_config.json's end-of-sequence tokens included): false with the reason. */
+static bool servable(const char *dir, sc_model_config *m, sc_diag *d) {
+  return sc_model_config_load_dir(dir, m, d) == 0;
 }
 
 static void help(FILE *f) {
@@ -37,7 +36,9 @@ static void help(FILE *f) {
           "against the table the config implies (fp8 e4m3 weights with their block\n"
           "scales, weight_scale_inv, or bf16/f32). Multi-token-prediction layers are\n"
           "skipped.\n"
-          "A valid directory is served (on the CPU) by `sparsecp run|launch --model-dir`.\n"
+          "A valid directory is served by `sparsecp run|launch --model-dir` (CPU or CUDA);\n"
+          "the summary names its end-of-sequence tokens (config.json's eos_token_id and\n"
+          "generation_config.json's), where its requests end.\n"
           "\n"
           "  --json      print one JSON object; on an invalid directory {\"error\": ...}\n"
           "  --memory    reads only the config (DIR/config.json, or the file given) and\n"
@@ -97,7 +98,12 @@ static void print_json(const char *dir, const sc_hf_checkpoint *c) {
   sc_jsonw_uint(&w, c->mtp_bytes);
   sc_jsonw_kv_int(&w, "unknown_config_keys", f->unknown_keys);
   sc_diag why = {0};
-  const bool ok = servable(c, &why);
+  sc_model_config m;
+  const bool ok = servable(dir, &m, &why);
+  if (ok) {
+    sc_jsonw_key(&w, "eos_token_id");
+    sc_jsonw_int32_array(&w, m.eos.id, (size_t)m.eos.n);
+  }
   sc_jsonw_kv_bool(&w, "servable", ok);
   sc_jsonw_kv_str(&w, "note", ok ? SERVE_NOTE : sc_diag_message(&why));
   sc_jsonw_obj_end(&w);
@@ -142,10 +148,15 @@ static void print_text(const char *dir, const sc_hf_checkpoint *c) {
     printf("  config     %d unknown key%s ignored (first: \"%s\")\n", f->unknown_keys,
            f->unknown_keys == 1 ? "" : "s", f->first_unknown);
   sc_diag why = {0};
-  if (servable(c, &why))
+  sc_model_config m;
+  if (servable(dir, &m, &why)) {
+    printf("  ends at    ");
+    for (int32_t i = 0; i < m.eos.n; i++) printf("%stoken %d", i ? ", " : "", m.eos.id[i]);
+    printf("%s\n", m.eos.n ? " (eos_token_id)" : "no end-of-sequence token: max_tokens only");
     printf("note: %s\n", SERVE_NOTE);
-  else
+  } else {
     printf("note: cannot be served: %s\n", sc_diag_message(&why));
+  }
 }
 
 /* "12.3 GiB" for the memory table (size_text's units). */

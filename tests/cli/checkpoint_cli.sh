@@ -21,12 +21,14 @@ assert (d["layers"], d["dense_layers"], d["moe_layers"]) == (2, 1, 1)
 assert (d["routed_experts"], d["shared_experts"], d["index_heads"], d["index_topk"]) == (4, 1, 2, 8)
 assert d["tensors"] == 51 and d["shards"] == 3 and d["weights"] == "unquantized"
 assert d["bytes"]["BF16"] > 0 and d["bytes"]["F8_E4M3"] == 0 and d["mtp_tensors_skipped"] == 0
+assert d["eos_token_id"] == [1], d  # config.json's and generation_config.json's
 PY
 out=$("$bin" checkpoint "$2/tests/data/hf_checkpoint/tiny-fp8" --json) || fail "fp8 directory exited $?"
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["weights"]=="fp8" and d["bytes"]["F8_E4M3"]>0 and d["tensors"]==83, d' \
   "$out" || fail "fp8 --json summary: $out"
 "$bin" checkpoint "$data" | grep -q "valid deepseek_v32 directory" || fail "text summary"
 "$bin" checkpoint "$data" | grep -q "run|launch --model-dir" || fail "the summary must say how to serve it"
+"$bin" checkpoint "$data" | grep -q "ends at    token 1 (eos_token_id)" || fail "the summary must name the eos"
 
 # broken copies: expect exit 2 and an error naming $2
 broken() {
