@@ -47,7 +47,8 @@ static const int_key INT_KEYS[] = {
 
 /* Keys that configs carry and sparsecp does not need. */
 static const char *const IGNORED[] = {
-    "architectures", "attention_dropout", "auto_map", "bos_token_id", "pad_token_id", "dtype", "torch_dtype", "ep_size", "initializer_range",
+    "architectures", "attention_dropout", "auto_map", "bos_token_id", "pad_token_id",
+    "dtype", "torch_dtype", "ep_size", "initializer_range",
     "transformers_version", "use_cache", "head_dim", "qk_head_dim", "layer_types",
     "_name_or_path", "base_model_tp_plan", "base_model_pp_plan", "base_model_ep_plan"};
 

@@ -138,8 +138,8 @@ int sc_hf_eos_merge(sc_hf_eos *into, const sc_hf_eos *more, sc_diag *d);
 
 /* A checkpoint's generation_config.json (transformers' GenerationConfig, which generate()
  * takes its eos_token_id from): its eos_token_id into out (none when the key is absent
- * or null); its other keys are not read. SC_ENOENT when the file does not exist (most
- * checkpoints have one, the configs this project writes do not), else as
+ * or null); its other keys are not read. SC_ENOENT when the file does not exist (the
+ * published checkpoints and `sparsecp mkmodel`'s have one; a directory need not), else as
  * sc_hf_config_load. */
 int sc_hf_generation_eos_load(const char *path, sc_hf_eos *out, sc_diag *d);
 

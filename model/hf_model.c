@@ -61,9 +61,12 @@ int sc_model_config_load_dir(const char *dir, sc_model_config *m, sc_diag *d) {
   /* generate() ends at the generation config's eos_token_id: it joins config.json's */
   sc_hf_eos more = {.n = 0};
   int rc = sc_hf_generation_eos_load(path, &more, d);
-  if (rc == SC_ENOENT && d) *d = (sc_diag){0};
-  else if (rc && rc != SC_ENOENT) return rc;
-  snprintf(path, sizeof path, "%s/config.json", dir);
+  if (rc == SC_ENOENT) { /* (a directory may have none) */
+    rc = 0;
+    if (d) *d = (sc_diag){0};
+  }
+  if (rc) return rc;
+  snprintf(path, sizeof path, "%s/config.json", dir); /* (shorter: it fits) */
   sc_hf_config hf;
   if ((rc = sc_hf_config_load(path, &hf, d)) || (rc = sc_hf_eos_merge(&hf.eos, &more, d)))
     return rc;

@@ -97,13 +97,13 @@ int sc_model_config_validate(const sc_model_config *c, sc_diag *d) {
     return sc_fail(d, SC_EINVAL, "model index_norm_eps and latent_norm_eps must be > 0");
   if (sc_model_layer_index_shared(c, 0))
     return sc_fail(d, SC_EINVAL, "model layer 0 cannot reuse an earlier layer's top-K");
+  if (c->eos.n < 0 || c->eos.n > SC_HF_MAX_EOS)
+    return sc_fail(d, SC_EINVAL, "model: %d eos_token_id values (at most %d)", c->eos.n,
+                   SC_HF_MAX_EOS);
   for (int32_t i = 0; i < c->eos.n; i++)
     if (c->eos.id[i] < 0 || c->eos.id[i] >= c->vocab)
       return sc_fail(d, SC_EINVAL, "model eos_token_id %d is not a token id below vocab = %d",
                      c->eos.id[i], c->vocab);
-  if (c->eos.n < 0 || c->eos.n > SC_HF_MAX_EOS)
-    return sc_fail(d, SC_EINVAL, "model: %d eos_token_id values (at most %d)", c->eos.n,
-                   SC_HF_MAX_EOS);
   /* The largest weight matrix must stay addressable with 32-bit row counts. */
   if ((int64_t)c->vocab * c->hidden > ((int64_t)1 << 31))
     return sc_fail(d, SC_EINVAL, "model vocab * hidden = %lld exceeds 2^31 elements",
