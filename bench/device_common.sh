@@ -230,11 +230,14 @@ for line in open(sys.argv[1]):
     r, step = int(m.group(1)), int(m.group(2))
     if not 20 <= step <= 250: continue
     body = m.group(3)
-    vals = {'wall': float(body.split(' ms')[0])}
-    for k, v in re.findall(r'([a-z_]+) (-?[0-9.]+)', body.split('):', 1)[1].split(';')[0]):
-        vals[k] = float(v)
     b = re.search(r'busy ([0-9.]+) ms of a ([0-9.]+) ms kernel span .*?(\d+) kernels.*idle ([0-9.]+)', body)
-    vals.update(busy=float(b.group(1)), span=float(b.group(2)), ops=float(b.group(3)), idle=float(b.group(4)))
+    try:  # (the ranks write one stderr: a line cut into by another is skipped)
+        vals = {'wall': float(body.split(' ms')[0])}
+        for k, v in re.findall(r'([a-z_]+) (-?[0-9.]+)', body.split('):', 1)[1].split(';')[0]):
+            vals[k] = float(v)
+        vals.update(busy=float(b.group(1)), span=float(b.group(2)), ops=float(b.group(3)), idle=float(b.group(4)))
+    except (ValueError, IndexError, AttributeError):
+        continue
     rows.setdefault(r, []).append(vals)
 for r in sorted(rows):
     keys = rows[r][0].keys()
