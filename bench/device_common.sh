@@ -9,7 +9,7 @@
 #    "1 3", names part N; default 1), and the steps several calls repeat (bin_of,
 #    tpot_alternating, e2e_each, indexer_alternating, indexer_env, gpu_tests, verify_p2n2,
 #    verify_long8k, verify_long8k_ipc, e2e_bf16_alternating, profile_long, rank_step_medians,
-#    host_split_long,
+#    readback_ab, host_split_long,
 #    other_gpu_tests, torch_indexer,
 #    indexer_tests, kernel_tests_all, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
@@ -243,6 +243,26 @@ for r in sorted(rows):
     keys = rows[r][0].keys()
     print('  rank', r, len(rows[r]), 'steps, medians:', ' '.join('%s %.3f' % (k, statistics.median(v[k] for v in rows[r] if k in v)) for k in keys))
 PY
+}
+
+# readback_ab ROUNDS LAYOUTS: .devrun/z's default-model decode TPOT and device gaps
+# (requests in $OUT/req4.jsonl) with SPARSECP_CUDA_READBACK=copy and =kernel in turn,
+# ROUNDS times, at each of LAYOUTS: "one" (one rank over NCCL), "p4" (P4 N4 over ipc
+# under MPS). Session 56's wip/readback (results/s56-2026-12-07/run7.sh, run8.sh).
+readback_ab() {
+  local rounds=$1 lays=$2 round mode lay f args label
+  for ((round = 1; round <= rounds; round++)); do for mode in copy kernel; do for lay in $lays; do
+    f="$OUT/z-$lay-$mode-$round"
+    if [ "$lay" = one ]; then
+      args=(--collectives nccl --pcp 1 --dcp 1); label="one rank"
+    else
+      args=(--pcp 4 --dcp 4 --mps on --collectives ipc); label="P4 N4"
+    fi
+    SPARSECP_CUDA_READBACK=$mode SPARSECP_LOG=info timeout 60 .devrun/z/sparsecp run --device cuda --gpus 1 \
+      "${args[@]}" --clients 1 --json --requests "$OUT/req4.jsonl" > "$f.json" 2> "$f.err"
+    echo "$label $mode $round rc=$?"; show_run "$f.json"
+    grep -h "the device went" "$f.err" | sed 's/^.*executor: //' | cut -c1-140 | head -4
+  done; done; done
 }
 
 # host_split_long BIN CONTEXT: profile_long's run unprofiled (no CUPTI tracing the host's

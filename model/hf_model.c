@@ -54,23 +54,27 @@ int sc_model_config_from_hf(const sc_hf_config *hf, sc_model_config *m, sc_diag 
   return 0;
 }
 
-int sc_model_config_load_dir(const char *dir, sc_model_config *m, sc_diag *d) {
+int sc_hf_dir_eos(const char *dir, sc_hf_eos *eos, sc_diag *d) {
   char path[4096];
   if ((size_t)snprintf(path, sizeof path, "%s/generation_config.json", dir) >= sizeof path)
     return sc_fail(d, SC_EINVAL, "model directory path too long");
-  /* generate() ends at the generation config's eos_token_id: it joins config.json's */
   sc_hf_eos more = {.n = 0};
   int rc = sc_hf_generation_eos_load(path, &more, d);
   if (rc == SC_ENOENT) { /* (a directory may have none) */
-    rc = 0;
     if (d) *d = (sc_diag){0};
+    return 0;
   }
-  if (rc) return rc;
-  snprintf(path, sizeof path, "%s/config.json", dir); /* (shorter: it fits) */
+  return rc ? rc : sc_hf_eos_merge(eos, &more, d);
+}
+
+int sc_model_config_load_dir(const char *dir, sc_model_config *m, sc_diag *d) {
+  char path[4096];
+  if ((size_t)snprintf(path, sizeof path, "%s/config.json", dir) >= sizeof path)
+    return sc_fail(d, SC_EINVAL, "model directory path too long");
   sc_hf_config hf;
-  if ((rc = sc_hf_config_load(path, &hf, d)) || (rc = sc_hf_eos_merge(&hf.eos, &more, d)))
-    return rc;
-  return sc_model_config_from_hf(&hf, m, d);
+  int rc = sc_hf_config_load(path, &hf, d);
+  if (rc == 0) rc = sc_hf_dir_eos(dir, &hf.eos, d);
+  return rc ? rc : sc_model_config_from_hf(&hf, m, d);
 }
 
 /* ---- reading one tensor's block as f32 ---- */

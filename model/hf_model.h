@@ -51,9 +51,13 @@
  * seed and init_scale keep their defaults, unused), validated. */
 int sc_model_config_from_hf(const sc_hf_config *hf, sc_model_config *m, sc_diag *d);
 
-/* Reads DIR/config.json into the model configuration (sc_hf_config_load's errors), with
- * the eos_token_id of DIR/generation_config.json, when there is one, after config.json's
- * (sc_hf_generation_eos_load). */
+/* Adds the eos_token_id of DIR/generation_config.json that eos lacks, after its own
+ * (generate() ends at the generation config's); nothing when the file is not there.
+ * SC_EINVAL for a bad file or more than SC_HF_MAX_EOS ids in all. */
+int sc_hf_dir_eos(const char *dir, sc_hf_eos *eos, sc_diag *d);
+
+/* Reads DIR/config.json into the model configuration (sc_hf_config_load's errors), its
+ * end-of-sequence tokens joined by DIR/generation_config.json's (sc_hf_dir_eos). */
 int sc_model_config_load_dir(const char *dir, sc_model_config *m, sc_diag *d);
 
 /* The permutation above: row n of the interleaved layout holds row

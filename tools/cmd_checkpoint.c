@@ -15,12 +15,13 @@
 
 #define SERVE_NOTE "served by `sparsecp run|launch --model-dir DIR`, on the CPU or CUDA backend"
 
-/* Whether the model configuration sparsecp serves can be made from the checked config
+/* Whether the model configuration sparsecp serves can be made from the checked config,
+ * with generation_config.json's end-of-sequence tokens as `run --model-dir` takes them
  * (why not in d). */
-/* What `run --model-dir` makes of the directory's configs (sc_model_config_load_dir,
- * generation_config.json's end-of-sequence tokens included): false with the reason. */
-static bool servable(const char *dir, sc_model_config *m, sc_diag *d) {
-  return sc_model_config_load_dir(dir, m, d) == 0;
+static bool servable(const char *dir, const sc_hf_checkpoint *c, sc_model_config *m,
+                     sc_diag *d) {
+  sc_hf_config cfg = c->cfg;
+  return sc_hf_dir_eos(dir, &cfg.eos, d) == 0 && sc_model_config_from_hf(&cfg, m, d) == 0;
 }
 
 static void help(FILE *f) {
@@ -99,7 +100,7 @@ static void print_json(const char *dir, const sc_hf_checkpoint *c) {
   sc_jsonw_kv_int(&w, "unknown_config_keys", f->unknown_keys);
   sc_diag why = {0};
   sc_model_config m;
-  const bool ok = servable(dir, &m, &why);
+  const bool ok = servable(dir, c, &m, &why);
   if (ok) {
     sc_jsonw_key(&w, "eos_token_id");
     sc_jsonw_int32_array(&w, m.eos.id, (size_t)m.eos.n);
@@ -149,7 +150,7 @@ static void print_text(const char *dir, const sc_hf_checkpoint *c) {
            f->unknown_keys == 1 ? "" : "s", f->first_unknown);
   sc_diag why = {0};
   sc_model_config m;
-  if (servable(dir, &m, &why)) {
+  if (servable(dir, c, &m, &why)) {
     printf("  ends at    ");
     for (int32_t i = 0; i < m.eos.n; i++) printf("%stoken %d", i ? ", " : "", m.eos.id[i]);
     printf("%s\n", m.eos.n ? " (eos_token_id)" : "no end-of-sequence token: max_tokens only");

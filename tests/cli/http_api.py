@@ -636,7 +636,8 @@ def test_eos(c, tok_path, prompt, ref, k):
     decode = text_decoder(tok_path)
     want = ref[:k + 1]
     # a stop string that the text's end begins: the front holds that end back until it
-    # cannot become the stop string, and the end of sequence must flush it
+    # cannot become the stop string, and the end of sequence must release it (the
+    # decoder's own held-back bytes are not exercised: this text ends on a whole character)
     tail = decode(want)[-2:]
     check(len(tail) == 2, f"too little text before the end of sequence: {decode(want)!r}")
     stop = [tail + "\u00e9 never"]

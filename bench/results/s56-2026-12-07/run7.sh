@@ -13,17 +13,6 @@ SC_GPU_CASES=notify timeout 120 .devrun/z/test_gpu_kernels > "$OUT/z-notify.log"
 echo "z notify cases rc=$? $(grep -c '^ok' "$OUT/z-notify.log") ok"; grep -E "FAIL|not ok" "$OUT/z-notify.log" | head
 BIN=.devrun/z verify_p2n2
 requests 4 500 "$OUT/req4.jsonl"
-for round in 1 2 3; do for mode in copy kernel; do
-  f="$OUT/z-one-$mode-$round"
-  SPARSECP_CUDA_READBACK=$mode SPARSECP_LOG=info timeout 60 .devrun/z/sparsecp run --device cuda --collectives nccl --gpus 1 \
-    --pcp 1 --dcp 1 --clients 1 --json --requests "$OUT/req4.jsonl" > "$f.json" 2> "$f.err"
-  echo "one rank $mode $round rc=$?"; show_run "$f.json"
-  grep -h "the device went" "$f.err" | sed 's/^.*executor: //' | cut -c1-140
-  f="$OUT/z-p4-$mode-$round"
-  SPARSECP_CUDA_READBACK=$mode SPARSECP_LOG=info timeout 60 .devrun/z/sparsecp run --device cuda --gpus 1 --pcp 4 --dcp 4 \
-    --mps on --clients 1 --collectives ipc --json --requests "$OUT/req4.jsonl" > "$f.json" 2> "$f.err"
-  echo "P4 N4 $mode $round rc=$?"; show_run "$f.json"
-  grep -h "the device went" "$f.err" | sed 's/^.*executor: //' | cut -c1-140 | head -4
-done; done
+readback_ab 3 "one p4" # (the loop written out here when c1 ran it: the same runs)
 lap readback
 cd "$OUT" && tar czf readback.tgz *.json *.jsonl *.err *.log 2>/dev/null; rm -f *.json *.jsonl *.err *.log

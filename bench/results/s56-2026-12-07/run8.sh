@@ -11,12 +11,6 @@ echo "z case_notify rc=$? $(grep -c '^ok' "$OUT/z-notify.log") ok"; grep -E "FAI
 SC_GPU_CASES=device_fault timeout 60 .devrun/z/test_gpu_kernels > "$OUT/z-fault.log" 2>&1
 echo "z device_fault rc=$? $(grep -c '^ok' "$OUT/z-fault.log") ok"; grep -E "FAIL|not ok" "$OUT/z-fault.log" | head
 requests 4 500 "$OUT/req4.jsonl"
-for round in 1 2 3; do for mode in copy kernel; do
-  f="$OUT/z-one-$mode-$round"
-  SPARSECP_CUDA_READBACK=$mode SPARSECP_LOG=info timeout 60 .devrun/z/sparsecp run --device cuda --collectives nccl --gpus 1 \
-    --pcp 1 --dcp 1 --clients 1 --json --requests "$OUT/req4.jsonl" > "$f.json" 2> "$f.err"
-  echo "one rank $mode $round rc=$?"; show_run "$f.json"
-  grep -h "the device went" "$f.err" | sed 's/^.*executor: //' | cut -c1-140
-done; done
+readback_ab 3 one
 lap readback
 cd "$OUT" && tar czf readback2.tgz *.json *.jsonl *.err *.log 2>/dev/null; rm -f *.json *.jsonl *.err *.log
