@@ -637,6 +637,7 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
     goto fail;
   c->topk_coop = coop && !env_off("SPARSECP_TOPK_COOP");
   c->coop_sms = c->num_sms;
+  if (c->readback_kernel && (rc = sc_kcuda_readback_load())) goto fail;
   if (stream != NULL) {
     c->stream = (cudaStream_t)stream;
   } else {

@@ -106,6 +106,9 @@ int sc_kcuda_launched(const char *what);
 #define SC_KCUDA_READBACK_MAX ((size_t)64 << 10) /* larger reads go by copy */
 int sc_kcuda_read_small(sc_kcuda *c, void *host, const void *src, size_t bytes);
 int sc_kcuda_flag_take(sc_kcuda *c, int *host);
+/* Loads both kernels now (lazy loading would load them at the first notify, waiting for
+ * the device's running work then). */
+int sc_kcuda_readback_load(void);
 /* Device scratch of at least `bytes`, valid for ops queued after this call until the
  * next call; NULL when it cannot grow. */
 void *sc_kcuda_scratch(sc_kcuda *c, size_t bytes);

@@ -35,6 +35,18 @@ __global__ void k_flag_take(int *flag, int *host) {
   __threadfence_system();
 }
 
+/* With lazy loading (CUDA 12's default) a kernel's first launch loads it, and a load waits
+ * for the work the device is running: the first notify queued behind a long step blocked
+ * the host for that step (test_gpu_kernels' case_notify: 0.30 s behind a 0.3 s kernel,
+ * H100, 2026-12-07). Loading both at the context's creation keeps every notify a queue. */
+extern "C" int sc_kcuda_readback_load(void) {
+  cudaFuncAttributes a;
+  return sc_kcuda_err(cudaFuncGetAttributes(&a, k_readback), "readback load") ||
+                 sc_kcuda_err(cudaFuncGetAttributes(&a, k_flag_take), "readback load")
+             ? SC_ESYS
+             : 0;
+}
+
 extern "C" int sc_kcuda_read_small(sc_kcuda *c, void *host, const void *src, size_t bytes) {
   if (bytes == 0) return 0;
   uint64_t blocks = ((uint64_t)bytes / 16 + RB_THREADS - 1) / RB_THREADS;
