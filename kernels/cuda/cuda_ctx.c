@@ -12,7 +12,8 @@
  *
  * Deferred reads and notify. The executor must not wait for the GPU inside a step: it
  * queues the whole step, then the logits read (SC_KCOPY_D2H_DEFERRED, into a pinned
- * readback area) and a notify. notify queues a read of the error flag (and its reset)
+ * readback area; a read of at most SC_KCUDA_READBACK_MAX bytes by a kernel, as the flag's
+ * below, cuda_readback.cu) and a notify. notify queues a read of the error flag (and its reset)
  * and, on a stream of its own that waits for those, a stream callback; when it runs,
  * that function copies every deferred read of its batch (two batches: the next step's
  * may be queued meanwhile) to its destination and calls the caller's function, which
@@ -239,10 +240,13 @@ static int copy_deferred(sc_kcuda *c, void *dst, const void *src, size_t bytes) 
     rb->reads = r;
     rb->cap_reads = cap;
   }
-  if ((rc = sc_kcuda_err(cudaMemcpyAsync(rb->area + off, src, bytes, cudaMemcpyDeviceToHost,
-                                         c->stream),
-                         "copy d2h deferred")))
-    return rc;
+  if (c->readback_kernel && bytes <= SC_KCUDA_READBACK_MAX)
+    rc = sc_kcuda_read_small(c, rb->area + off, src, bytes);
+  else
+    rc = sc_kcuda_err(cudaMemcpyAsync(rb->area + off, src, bytes, cudaMemcpyDeviceToHost,
+                                      c->stream),
+                      "copy d2h deferred");
+  if (rc) return rc;
   rb->reads[rb->n++] = (deferred_read){dst, off, bytes};
   rb->used = off + bytes;
   return 0;
@@ -255,12 +259,15 @@ static int cu_notify(sc_kernels *k, sc_knotify_fn fn, void *arg) {
   rb_batch *rb;
   int rc;
   if ((rc = open_batch(c, &rb))) return rc;
-  if ((rc = sc_kcuda_err(cudaMemcpyAsync(rb->flag, c->err_flag, sizeof(int),
-                                         cudaMemcpyDeviceToHost, c->stream),
-                         "flag read")) ||
-      (rc = sc_kcuda_err(cudaMemsetAsync(c->err_flag, 0, sizeof(int), c->stream),
-                         "flag clear")))
+  if (c->readback_kernel) {
+    if ((rc = sc_kcuda_flag_take(c, rb->flag))) return rc;
+  } else if ((rc = sc_kcuda_err(cudaMemcpyAsync(rb->flag, c->err_flag, sizeof(int),
+                                                cudaMemcpyDeviceToHost, c->stream),
+                                "flag read")) ||
+             (rc = sc_kcuda_err(cudaMemsetAsync(c->err_flag, 0, sizeof(int), c->stream),
+                                "flag clear"))) {
     return rc;
+  }
   rb->fn = fn;
   rb->arg = arg;
   atomic_store_explicit(&rb->pending, 1, memory_order_release);
@@ -618,6 +625,8 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->idx_share = env_share();
   c->idx_few = !env_off("SPARSECP_INDEXER_FEW");
   c->idx_fused = !env_off("SPARSECP_INDEXER_FUSED");
+  const char *rbk = getenv("SPARSECP_CUDA_READBACK");
+  c->readback_kernel = rbk == NULL || strcmp(rbk, "copy") != 0;
   int rc, coop = 0;
   if ((rc = sc_kcuda_err(cudaSetDevice(device), "set device")) ||
       (rc = sc_kcuda_err(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount,
@@ -628,6 +637,7 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
     goto fail;
   c->topk_coop = coop && !env_off("SPARSECP_TOPK_COOP");
   c->coop_sms = c->num_sms;
+  if (c->readback_kernel && (rc = sc_kcuda_readback_load())) goto fail;
   if (stream != NULL) {
     c->stream = (cudaStream_t)stream;
   } else {

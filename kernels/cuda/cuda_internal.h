@@ -69,6 +69,10 @@ typedef struct sc_kcuda {
                             (cuda_indexer.cu's tc_merge_by_block): 0 by its rule; 1 by one
                             block a token, 2 by the radix select
                             (SPARSECP_INDEXER_MERGE=block or radix) */
+  int readback_kernel;   /* small deferred reads and the notify's flag read by a kernel
+                            (cuda_readback.cu) rather than by copies;
+                            SPARSECP_CUDA_READBACK=copy: by copies, the other side of a
+                            comparison in one run */
   cudaStream_t stream;
   int own_stream;
   void *blas;            /* cublasHandle_t; math mode set at create and by set_tf32 */
@@ -97,6 +101,14 @@ static inline sc_kcuda *sc_kcuda_of(sc_kernels *k) { return (sc_kcuda *)k->impl;
 int sc_kcuda_err(cudaError_t e, const char *what);
 /* The status of the last launch on this thread (cudaGetLastError), as an SC_E* code. */
 int sc_kcuda_launched(const char *what);
+/* cuda_readback.cu: bytes from the device to pinned host memory, and the error flag to
+ * *host and cleared, each by a kernel queued on the stream (0 or an SC_E* code). */
+#define SC_KCUDA_READBACK_MAX ((size_t)64 << 10) /* larger reads go by copy */
+int sc_kcuda_read_small(sc_kcuda *c, void *host, const void *src, size_t bytes);
+int sc_kcuda_flag_take(sc_kcuda *c, int *host);
+/* Loads both kernels now (lazy loading would load them at the first notify, waiting for
+ * the device's running work then). */
+int sc_kcuda_readback_load(void);
 /* Device scratch of at least `bytes`, valid for ops queued after this call until the
  * next call; NULL when it cannot grow. */
 void *sc_kcuda_scratch(sc_kcuda *c, size_t bytes);
