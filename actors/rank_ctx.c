@@ -118,6 +118,7 @@ static void weights_export(sc_rank_ctx *x) {
   }
   x->weights_flat = flat;
   x->weights_owner = true;
+  x->weights_bytes = bytes;
   SC_INFO("rank", "rank %d: the ranks of the GPU read its weights (%.1f MB, one copy)",
           x->rank, (double)bytes / 1e6);
 }
@@ -178,7 +179,7 @@ static int weights_note_write(sc_rank_ctx *x, void *region) {
   if (!x->weights_owner) return 0; /* (a region starts zeroed: no note) */
   weights_note n = {.magic = WEIGHTS_NOTE_MAGIC,
                     .tp_rank = x->comm.group_rank[SC_GROUP_TP],
-                    .bytes = sc_engine_weights_flat_bytes(x->engine),
+                    .bytes = x->weights_bytes, /* (flat_bytes says 0 once they moved) */
                     .engine_digest = x->plan_cfg.engine_digest};
   memcpy(n.handle, x->weights_handle, sizeof n.handle);
   return sc_ipc_region_note_write(region, &n, sizeof n);

@@ -53,6 +53,7 @@ typedef struct sc_rank_ctx {
                                      member 0 of PCP's exported copy, or another member's
                                      mapping of it; NULL: the engine's own (rank_ctx.c) */
   bool weights_owner;             /* weights_flat is this rank's allocation */
+  size_t weights_bytes;           /* its size (sc_engine_weights_flat_bytes before the move) */
   unsigned char weights_handle[64]; /* its CUDA IPC handle */
   void *weights_retired[SC_RANK_IPC_RETIRED_MAX]; /* a member's mappings of earlier
                                                      owners', kept as ipc_retired */
