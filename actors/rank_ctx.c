@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/curve_key.h"
+#include "base/log.h"
 #include "collectives/backend_host.h"
 #include "collectives/backend_staged.h"
 #ifdef SC_HAVE_CUDA
@@ -74,15 +75,127 @@ static size_t ipc_block_bytes(const sc_rank_ctx *x) {
   const size_t most = sc_plan_max_block_bytes(&x->plan_cfg, x->cfg.sched.token_budget);
   return most < ((size_t)8 << 20) ? most : ((size_t)8 << 20);
 }
+
+/* ---- the weights the ranks of one GPU share (rank_ctx.h, "Shared weights") ---- */
+
+/* What member 0 of PCP puts in its region's note: the handle of its weights and what a
+ * member checks before it reads them instead of its own. */
+#define WEIGHTS_NOTE_MAGIC 0x53435754u /* "SCWT" */
+typedef struct weights_note {
+  uint32_t magic;
+  int32_t tp_rank;
+  uint64_t bytes;         /* sc_engine_weights_flat_bytes */
+  uint64_t engine_digest; /* sc_engine_config_digest: the same model and weights source */
+  unsigned char handle[SC_KCUDA_SHARE_HANDLE_BYTES];
+} weights_note;
+_Static_assert(sizeof(weights_note) <= SC_IPC_NOTE_BYTES, "the weights' note outgrew the note");
+
+static bool weights_shared_wanted(const sc_rank_ctx *x) {
+  const char *v = getenv("SPARSECP_SHARED_WEIGHTS");
+  return x->cfg.ipc && x->comm.group_size[SC_GROUP_PCP] > 1 && !(v && !strcmp(v, "0"));
+}
+
+/* Member 0 of PCP, at create (its engine's thread: no step yet): the engine's weights
+ * into one exported buffer, read from there. Where that cannot be (a checkpoint's
+ * weights, no memory for the buffer) every rank of the group keeps its own copy: the
+ * others find no handle in the note. */
+static void weights_export(sc_rank_ctx *x) {
+  const size_t bytes = sc_engine_weights_flat_bytes(x->engine);
+  if (bytes == 0) {
+    SC_INFO("rank", "rank %d: the weights are not shared by the ranks of the GPU (a "
+            "checkpoint's): each reads its own", x->rank);
+    return;
+  }
+  void *flat = NULL;
+  int rc = sc_kernels_cuda_share_alloc(bytes, &flat, x->weights_handle);
+  if (rc == 0 && (rc = sc_engine_weights_flat_copy(x->engine, flat)) == 0)
+    rc = sc_engine_weights_flat_use(x->engine, flat, true);
+  if (rc) {
+    sc_kernels_cuda_share_free(flat);
+    SC_WARN("rank", "rank %d: cannot share the weights with the ranks of the GPU (%s): each "
+            "reads its own", x->rank, sc_strerror(rc));
+    return;
+  }
+  x->weights_flat = flat;
+  x->weights_owner = true;
+  x->weights_bytes = bytes;
+  SC_INFO("rank", "rank %d: the ranks of the GPU read its weights (%.1f MB, one copy)",
+          x->rank, (double)bytes / 1e6);
+}
+
+/* A member's mapping of an earlier owner's weights, once it reads others: kept open until
+ * the rank ends (work queued before may still read it), the oldest closed beyond the
+ * bound, as ipc_retire keeps regions. */
+static void weights_retire(sc_rank_ctx *x, void *mapping) {
+  if (x->weights_retired_n == SC_RANK_IPC_RETIRED_MAX) {
+    sc_kernels_cuda_share_close(x->weights_retired[0]);
+    memmove(x->weights_retired, x->weights_retired + 1,
+            sizeof(void *) * (SC_RANK_IPC_RETIRED_MAX - 1));
+    x->weights_retired_n--;
+  }
+  x->weights_retired[x->weights_retired_n++] = mapping;
+}
+
+/* Another member of PCP, each time it mapped the group's region (the comm actor's thread,
+ * the gate closed: no step is being queued): the owner's weights in place of its own,
+ * if the note names weights equal to its own (same model, source and slice, same
+ * layout); else it reads its own, saying why. After a rebuild the note names the same
+ * weights (kept) or another owner's (a new member 0: back to its own, then those). */
+static void weights_import(sc_rank_ctx *x) {
+  weights_note n;
+  int rc = sc_ipc_comm_note_read(&x->comm, SC_GROUP_PCP, &n, sizeof n);
+  const bool noted = rc == 0 && n.magic == WEIGHTS_NOTE_MAGIC;
+  if (x->weights_flat != NULL) {
+    if (noted && !memcmp(n.handle, x->weights_handle, sizeof n.handle)) return;
+    (void)sc_engine_weights_flat_drop(x->engine); /* (it kept its own: it cannot fail) */
+    weights_retire(x, x->weights_flat);
+    x->weights_flat = NULL;
+  }
+  if (rc == 0 && !noted) return; /* member 0 shares none (it said why) */
+  const size_t bytes = sc_engine_weights_flat_bytes(x->engine);
+  const char *why = rc ? sc_strerror(rc)
+                    : n.tp_rank != x->comm.group_rank[SC_GROUP_TP] ? "another TP slice"
+                    : n.engine_digest != x->plan_cfg.engine_digest ? "another model or weights"
+                    : bytes == 0 || n.bytes != bytes ? "another layout"
+                    : NULL;
+  void *flat = NULL;
+  if (why == NULL && (rc = sc_kernels_cuda_share_open(n.handle, &flat)) != 0) why = sc_strerror(rc);
+  if (why == NULL && (rc = sc_engine_weights_flat_use(x->engine, flat, false)) != 0) {
+    sc_kernels_cuda_share_close(flat);
+    why = sc_strerror(rc);
+  }
+  if (why != NULL) {
+    SC_WARN("rank", "rank %d: reads its own weights, not those of its GPU's first rank: %s",
+            x->rank, why);
+    return;
+  }
+  x->weights_flat = flat;
+  memcpy(x->weights_handle, n.handle, sizeof n.handle);
+  SC_INFO("rank", "rank %d: reads the weights of its GPU's first rank (%.1f MB)", x->rank,
+          (double)n.bytes / 1e6);
+}
+
+static int weights_note_write(sc_rank_ctx *x, void *region) {
+  if (!x->weights_owner) return 0; /* (a region starts zeroed: no note) */
+  weights_note n = {.magic = WEIGHTS_NOTE_MAGIC,
+                    .tp_rank = x->comm.group_rank[SC_GROUP_TP],
+                    .bytes = x->weights_bytes, /* (flat_bytes says 0 once they moved) */
+                    .engine_digest = x->plan_cfg.engine_digest};
+  memcpy(n.handle, x->weights_handle, sizeof n.handle);
+  return sc_ipc_region_note_write(region, &n, sizeof n);
+}
 #endif
 
 int sc_rank_ctx_ipc_region(sc_rank_ctx *x, int g, unsigned char id[128], sc_diag *d) {
 #ifdef SC_HAVE_CUDA
   sc_ipc_id iid;
-  const int rc = sc_ipc_region_create(x->comm.group_size[g], ipc_block_bytes(x), &iid,
-                                      &x->ipc_owned[g]);
+  int rc = sc_ipc_region_create(x->comm.group_size[g], ipc_block_bytes(x), &iid,
+                                &x->ipc_owned[g]);
   if (rc) return sc_fail(d, rc, "rank %d: cannot create the IPC region of group %d: %s",
                          x->rank, g, sc_strerror(rc));
+  if (g == SC_GROUP_PCP && (rc = weights_note_write(x, x->ipc_owned[g])))
+    return sc_fail(d, rc, "rank %d: cannot write the weights' handle into the IPC region: %s",
+                   x->rank, sc_strerror(rc));
   memcpy(id, iid.bytes, SC_IPC_ID_BYTES);
   return 0;
 #else
@@ -105,6 +218,7 @@ int sc_rank_ctx_ipc_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT]
                          "every rank on one GPU, its processes MPS clients of one server): %s",
                          x->rank, sc_strerror(rc));
   x->ipc_comm = true;
+  if (weights_shared_wanted(x) && x->comm.group_rank[SC_GROUP_PCP] != 0) weights_import(x);
   return 0;
 #else
   (void)x, (void)ids;
@@ -197,6 +311,9 @@ int sc_rank_ctx_create(const sc_pipeline_config *cfg, int32_t rank, sc_rank_ctx 
   }
   /* 2. the engine (weights, cache, forward) */
   if ((rc = sc_engine_create(&cfg->engine, rank, &x->comm, &x->engine, d))) goto fail;
+#ifdef SC_HAVE_CUDA
+  if (weights_shared_wanted(x) && x->comm.group_rank[SC_GROUP_PCP] == 0) weights_export(x);
+#endif
   /* 3. device buffers: staged through host memory for the host backend, or NCCL */
   if (cfg->engine.cuda && !device_coll) {
     if ((rc = sc_staged_comm_create(&x->comm, sc_engine_kernels(x->engine), d))) goto fail;
@@ -226,6 +343,14 @@ void sc_rank_ctx_destroy(sc_rank_ctx *x) {
 #endif
   if (x->host_comm) sc_host_comm_destroy(&x->comm);
   sc_engine_destroy(x->engine);
+#ifdef SC_HAVE_CUDA
+  /* (after the engine, whose table points there; the owner's last, as its regions) */
+  if (x->weights_owner)
+    sc_kernels_cuda_share_free(x->weights_flat);
+  else
+    sc_kernels_cuda_share_close(x->weights_flat);
+  for (int i = 0; i < x->weights_retired_n; i++) sc_kernels_cuda_share_close(x->weights_retired[i]);
+#endif
   sc_step_gate_destroy(&x->gate);
   free(x);
 }

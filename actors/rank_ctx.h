@@ -12,6 +12,17 @@
  * "device": "cuda" its device buffers are staged through host memory (several ranks
  * sharing one GPU, DESIGN.md §8).
  *
+ * Shared weights. With "ipc" and P > 1 the ranks of a PCP group (one GPU, one TP slice:
+ * the same weights) read one copy of the weights: member 0 moves its engine's weights
+ * into memory it exports (at create) and puts the handle in its PCP region's note; the
+ * others map it when they map the region and point their engines there
+ * (sc_rank_ctx_ipc_init), keeping their own copies unread (so memory is not saved yet:
+ * each still builds its own before the handle comes); after a rebuild whose note names
+ * other weights (a new member 0) they go back to their own and map the new ones. Why: four ranks
+ * reading four copies of the same weights pay the device's memory four times, where one
+ * copy's reads meet in its L2 (bench/gpu-step.md, session 56). SPARSECP_SHARED_WEIGHTS=0:
+ * every rank reads its own. A checkpoint's weights (resident fp8) are not shared.
+ *
  * Ownership: the program that hosts the node creates the context before its actors start
  * and destroys it after they stopped; the actors borrow it (their startup argument).
  * Threads: each member says who touches it.
@@ -38,6 +49,15 @@ typedef struct sc_rank_ctx {
   void *ipc_retired[SC_RANK_IPC_RETIRED_MAX]; /* and those of earlier generations, kept
                                                  while peers may map them (rank_ctx.c) */
   int ipc_retired_n;
+  void *weights_flat;             /* the weights the ranks of this GPU share ("ipc", P > 1):
+                                     member 0 of PCP's exported copy, or another member's
+                                     mapping of it; NULL: the engine's own (rank_ctx.c) */
+  bool weights_owner;             /* weights_flat is this rank's allocation */
+  size_t weights_bytes;           /* its size (sc_engine_weights_flat_bytes before the move) */
+  unsigned char weights_handle[64]; /* its CUDA IPC handle */
+  void *weights_retired[SC_RANK_IPC_RETIRED_MAX]; /* a member's mappings of earlier
+                                                     owners', kept as ipc_retired */
+  int weights_retired_n;
   sc_engine *engine;              /* owned; used by the executor's thread only */
   sc_plan_config plan_cfg;        /* what the partitioner plans with */
   sc_step_gate gate;              /* executor <-> comm actor */

@@ -99,7 +99,29 @@ void sc_ipc_region_destroy(void *owned) {
   if (owned) (void)cudaFree(owned);
 }
 
+_Static_assert(SC_IPC_NOTE_AT + SC_IPC_NOTE_BYTES <= SC_IPC_DATA_AT, "the note overlaps the slots");
+
+int sc_ipc_region_note_write(void *owned, const void *note, size_t n) {
+  if (owned == NULL || (note == NULL && n > 0) || n > SC_IPC_NOTE_BYTES) return SC_EINVAL;
+  /* (synchronous: the note is in the region before its id can leave this process) */
+  return cuda_err(cudaMemcpy((unsigned char *)owned + SC_IPC_NOTE_AT, note, n,
+                             cudaMemcpyHostToDevice),
+                  "ipc region note");
+}
+
 static const sc_coll_ops k_ipc_ops;
+
+int sc_ipc_comm_note_read(const sc_comm *comm, int group, void *note, size_t n) {
+  if (comm == NULL || comm->ops != &k_ipc_ops || group < 0 || group >= SC_GROUP_COUNT ||
+      n > SC_IPC_NOTE_BYTES)
+    return SC_EINVAL;
+  const ipc_rank *r = comm->self;
+  const unsigned char *region = r->g[group].region;
+  if (group == SC_GROUP_DCP && region == NULL) region = r->g[SC_GROUP_PCP].region;
+  if (region == NULL) return SC_ENOENT;
+  return cuda_err(cudaMemcpy(note, region + SC_IPC_NOTE_AT, n, cudaMemcpyDeviceToHost),
+                  "ipc region note");
+}
 
 static void free_rank(ipc_rank *r) {
   for (int g = 0; g < SC_GROUP_COUNT; g++) {

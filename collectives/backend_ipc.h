@@ -78,6 +78,15 @@ typedef struct sc_ipc_id {
 int sc_ipc_region_create(int32_t members, size_t block_bytes, sc_ipc_id *id, void **owned);
 void sc_ipc_region_destroy(void *owned);
 
+/* A region's note: up to SC_IPC_NOTE_BYTES that member 0 writes into its region before
+ * the region's id leaves (sc_ipc_region_note_write, after sc_ipc_region_create) and every
+ * member reads once it mapped the region (sc_ipc_comm_note_read; member 0 reads its own).
+ * Zeros where nothing was written. What travels in it is the writer's (actors/rank_ctx.c:
+ * the handle of the weights that the group's ranks share). */
+#define SC_IPC_NOTE_BYTES 128
+int sc_ipc_region_note_write(void *owned, const void *note, size_t n);
+int sc_ipc_comm_note_read(const sc_comm *comm, int group, void *note, size_t n);
+
 /* Creates the comm of global rank g: maps each group's region (ids[group]; DCP shares
  * PCP's when P > 1, as with NCCL), or takes owned[group] where this rank created it (a
  * process cannot open its own handle), on compute_stream (a cudaStream_t). deadline_ms

@@ -17,6 +17,7 @@ extern "C" {
 #define SC_IPC_WRITTEN_AT 0                                    /* u64 [MEMBERS_MAX] */
 #define SC_IPC_READ_AT 128                                     /* u64 [MEMBERS_MAX] */
 #define SC_IPC_ARRIVE_AT 256                                   /* u32 [2][MEMBERS_MAX] */
+#define SC_IPC_NOTE_AT 384 /* SC_IPC_NOTE_BYTES of member 0's note (backend_ipc.h) */
 #define SC_IPC_DATA_AT 512
 
 /* Where a rank's comm records its first failure: host-mapped, so that `finish` reads it

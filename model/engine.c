@@ -39,6 +39,35 @@ void sc_engine_destroy(sc_engine *e) {
   free(e);
 }
 
+size_t sc_engine_weights_flat_bytes(const sc_engine *e) {
+  return e->have_weights ? sc_model_weights_flat_bytes(&e->w) : 0;
+}
+
+int sc_engine_weights_flat_copy(sc_engine *e, void *flat) {
+  return sc_model_weights_flat_copy(e->k, &e->w, flat);
+}
+
+/* (a recorded step holds the buffers it read) */
+static void forget_recordings(sc_engine *e) {
+#ifdef SC_HAVE_CUDA
+  if (e->cfg.cuda) sc_kernels_cuda_forget_recordings(e->k);
+#else
+  (void)e;
+#endif
+}
+
+int sc_engine_weights_flat_use(sc_engine *e, void *flat, bool free_own) {
+  const int rc = sc_model_weights_flat_use(e->k, &e->w, flat, free_own);
+  if (rc == 0) forget_recordings(e);
+  return rc;
+}
+
+int sc_engine_weights_flat_drop(sc_engine *e) {
+  const int rc = sc_model_weights_flat_drop(&e->w);
+  if (rc == 0) forget_recordings(e);
+  return rc;
+}
+
 uint64_t sc_engine_config_digest(const sc_engine_config *cfg) {
   const uint8_t rest[4] = {(uint8_t)cfg->kv_fmt, cfg->index_fp8, cfg->weights != NULL,
                            cfg->gemm_tf32};

@@ -64,6 +64,18 @@ const sc_model_config *sc_engine_model(const sc_engine *e);
 /* The engine's kernel context (the buffers its collectives see live there). */
 sc_kernels *sc_engine_kernels(const sc_engine *e);
 
+/* The engine's weights in one buffer that the ranks of one GPU share
+ * (sc_model_weights_flat_*, actors/rank_ctx.c): the buffer's size (0: these weights
+ * cannot move there), the copy of this engine's weights into a buffer of that size, and
+ * moving the engine's table there, freeing or keeping the buffers it held (free_own). A
+ * kernel context on CUDA forgets its recorded steps then (they read the old buffers).
+ * The engine's thread, or any thread before its first step. */
+size_t sc_engine_weights_flat_bytes(const sc_engine *e);
+int sc_engine_weights_flat_copy(sc_engine *e, void *flat);
+int sc_engine_weights_flat_use(sc_engine *e, void *flat, bool free_own);
+/* Back to the buffers flat_use kept (sc_model_weights_flat_drop), recordings forgotten. */
+int sc_engine_weights_flat_drop(sc_engine *e);
+
 /* One step's inputs: the plan, the input token ids (Σq, batch order) and the block
  * tables in CSR form (entry i's virtual blocks: blocks[block_start[i] .. [i+1])). */
 typedef struct sc_engine_batch {

@@ -129,15 +129,86 @@ void sc_model_weights_free(sc_kernels *k, sc_model_weights *w) {
   free(w->fp8);
   free(w->fp8_first);
   free(w->scratch);
-  if (w->t != NULL)
+  if (w->t != NULL && w->flat == NULL) /* (else they point into the caller's buffer) */
     for (int32_t i = 0; i < w->num; i++)
       if (w->t[i]) k->ops->free(k, w->t[i]);
+  if (w->own != NULL)
+    for (int32_t i = 0; i < w->num; i++)
+      if (w->own[i]) k->ops->free(k, w->own[i]);
+  free(w->own);
   if (w->x != NULL)
     for (int32_t i = 0; i < w->cfg.layers * SC_WX_COUNT; i++)
       if (w->x[i]) k->ops->free(k, w->x[i]);
   free(w->t);
   free(w->x);
   memset(w, 0, sizeof *w);
+}
+
+/* ---- one buffer for every tensor (weights.h) ---- */
+
+#define FLAT_ALIGN 256
+
+/* Tensor i's bytes (its slice, f32), 0 for one the model lacks. */
+static size_t flat_size(const sc_model_weights *w, int32_t i) {
+  if (w->t[i] == NULL) return 0;
+  sc_tensor_info t;
+  sc_model_tensor_info(&w->cfg, i, &t);
+  int64_t r0, nr, c0, nc;
+  sc_model_tensor_slice(&t, w->tp, w->tp_rank, &r0, &nr, &c0, &nc);
+  return (size_t)(nr * nc) * sizeof(float);
+}
+
+static size_t flat_next(size_t at, size_t size) {
+  return at + (size + FLAT_ALIGN - 1) / FLAT_ALIGN * FLAT_ALIGN;
+}
+
+size_t sc_model_weights_flat_bytes(const sc_model_weights *w) {
+  if (w->t == NULL || w->x != NULL || w->num_fp8 > 0 || w->flat != NULL) return 0;
+  size_t at = 0;
+  for (int32_t i = 0; i < w->num; i++) at = flat_next(at, flat_size(w, i));
+  return at;
+}
+
+int sc_model_weights_flat_copy(sc_kernels *k, const sc_model_weights *w, void *flat) {
+  if (flat == NULL || sc_model_weights_flat_bytes(w) == 0) return SC_EINVAL;
+  size_t at = 0;
+  for (int32_t i = 0; i < w->num; i++) {
+    const size_t n = flat_size(w, i);
+    int rc;
+    if (n > 0 && (rc = k->ops->copy(k, (char *)flat + at, w->t[i], n, SC_KCOPY_D2D))) return rc;
+    at = flat_next(at, n);
+  }
+  return k->ops->sync(k);
+}
+
+int sc_model_weights_flat_use(sc_kernels *k, sc_model_weights *w, void *flat, bool free_own) {
+  if (flat == NULL || sc_model_weights_flat_bytes(w) == 0) return SC_EINVAL;
+  float **own = NULL;
+  if (!free_own && (own = calloc((size_t)w->num, sizeof *own)) == NULL) return SC_ENOMEM;
+  size_t at = 0;
+  for (int32_t i = 0; i < w->num; i++) {
+    const size_t n = flat_size(w, i);
+    if (n == 0) continue;
+    if (free_own)
+      k->ops->free(k, w->t[i]);
+    else
+      own[i] = w->t[i];
+    w->t[i] = (float *)((char *)flat + at);
+    at = flat_next(at, n);
+  }
+  w->flat = flat;
+  w->own = own;
+  return 0;
+}
+
+int sc_model_weights_flat_drop(sc_model_weights *w) {
+  if (w->flat == NULL || w->own == NULL) return SC_EINVAL;
+  for (int32_t i = 0; i < w->num; i++)
+    if (w->own[i] != NULL) w->t[i] = w->own[i];
+  free(w->own);
+  w->own = NULL;
+  w->flat = NULL;
+  return 0;
 }
 
 /* The source of one rank's slice: synthetic or a file. */

@@ -18,6 +18,8 @@
 #ifndef SC_MODEL_WEIGHTS_H
 #define SC_MODEL_WEIGHTS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
@@ -129,6 +131,9 @@ typedef struct sc_model_weights {
                             fp8_first[l + 1]) (NULL without any) */
   float **scratch;       /* [num_scratch] the f32 buffers they expand into (owned) */
   int32_t num_scratch;
+  void *flat;            /* borrowed: the one buffer t[] points into once
+                            sc_model_weights_flat_use moved them (NULL: t[] owned) */
+  float **own;           /* [num] the buffers t[] held before, kept by flat_use, or NULL */
 } sc_model_weights;
 
 /* Expands layer `layer`'s resident fp8 weights into their f32 buffers (queued on k, as the
@@ -155,6 +160,23 @@ int sc_model_weights_load(sc_kernels *k, const sc_model_config *cfg, int32_t tp,
                           sc_diag *d);
 
 void sc_model_weights_free(sc_kernels *k, sc_model_weights *w);
+
+/* One buffer for every tensor: the weights that the ranks of one GPU share, one copy
+ * read by all (actors/rank_ctx.c; four ranks that each read their own copy of the same
+ * weights pay the device's memory four times where one copy's reads meet in its L2).
+ * Tensors in table order, each at a multiple of 256 bytes.
+ * flat_bytes: the buffer's size, or 0 where the weights cannot move there: a
+ * checkpoint's (resident fp8 weights and per-layer extras are not in the layout) or
+ * weights that already did. flat_copy queues the copy of every tensor into flat (a
+ * kernel buffer of flat_bytes) and waits for it. flat_use points the table into flat,
+ * which must hold this table's values (flat_copy's of equal weights), and frees the
+ * buffers it held (free_own) or keeps them until sc_model_weights_free or flat_drop;
+ * flat stays the caller's. Either before the forward's first step or with its recordings forgotten. */
+size_t sc_model_weights_flat_bytes(const sc_model_weights *w);
+int sc_model_weights_flat_copy(sc_kernels *k, const sc_model_weights *w, void *flat);
+int sc_model_weights_flat_use(sc_kernels *k, sc_model_weights *w, void *flat, bool free_own);
+/* Points the table back at the buffers flat_use kept (SC_EINVAL where it kept none). */
+int sc_model_weights_flat_drop(sc_model_weights *w);
 
 /* For the loaders: checks the TP split of cfg and rank, and sets w up with its fields and
  * an empty table of sc_model_tensor_count(cfg) buffers (w->x stays NULL). On failure w is

@@ -700,6 +700,45 @@ int sc_kernels_cuda_set_gpu_ranks(sc_kernels *k, int ranks) {
   return 0;
 }
 
+_Static_assert(sizeof(cudaIpcMemHandle_t) == SC_KCUDA_SHARE_HANDLE_BYTES,
+               "a CUDA IPC handle's size");
+
+int sc_kernels_cuda_share_alloc(size_t bytes, void **mem,
+                                unsigned char handle[SC_KCUDA_SHARE_HANDLE_BYTES]) {
+  *mem = NULL;
+  if (bytes == 0) return SC_EINVAL;
+  void *p = NULL;
+  cudaIpcMemHandle_t h;
+  int rc = sc_kcuda_err(cudaMalloc(&p, bytes), "shared alloc");
+  if (rc == 0) rc = sc_kcuda_err(cudaIpcGetMemHandle(&h, p), "shared handle");
+  if (rc) {
+    if (p != NULL) (void)cudaFree(p);
+    return rc;
+  }
+  memcpy(handle, &h, sizeof h);
+  *mem = p;
+  return 0;
+}
+
+void sc_kernels_cuda_share_free(void *mem) {
+  if (mem != NULL) (void)sc_kcuda_err(cudaFree(mem), "shared free");
+}
+
+int sc_kernels_cuda_share_open(const unsigned char handle[SC_KCUDA_SHARE_HANDLE_BYTES],
+                               void **mem) {
+  cudaIpcMemHandle_t h;
+  memcpy(&h, handle, sizeof h);
+  *mem = NULL;
+  return sc_kcuda_err(cudaIpcOpenMemHandle(mem, h, cudaIpcMemLazyEnablePeerAccess),
+                      "shared open");
+}
+
+void sc_kernels_cuda_share_close(void *mem) {
+  if (mem != NULL) (void)sc_kcuda_err(cudaIpcCloseMemHandle(mem), "shared close");
+}
+
+void sc_kernels_cuda_forget_recordings(sc_kernels *k) { sc_kcuda_of(k)->mem_epoch++; }
+
 int sc_kernels_cuda_set_tf32(sc_kernels *k, bool on) {
   sc_kcuda_of(k)->mem_epoch++; /* recorded products keep the mode they were recorded in */
   return blas_err(cublasSetMathMode((cublasHandle_t)sc_kcuda_of(k)->blas,

@@ -26,6 +26,7 @@
 #define SC_KERNELS_CUDA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "kernels/kernels.h"
 
@@ -54,6 +55,25 @@ int sc_kernels_cuda_set_tf32(sc_kernels *k, bool on);
  * of the other ranks waiting for them. Default 1 (the whole GPU); set it before the first
  * step. Returns 0 or SC_EINVAL (ranks < 1). */
 int sc_kernels_cuda_set_gpu_ranks(sc_kernels *k, int ranks);
+
+/* Device memory that the other processes on this context's GPU may map (CUDA IPC):
+ * share_alloc allocates `bytes` on the current device outside the stream-ordered pool
+ * (whose buffers cannot be exported) and fills handle (SC_KCUDA_SHARE_HANDLE_BYTES)
+ * for share_open in another process; share_free frees it (after every importer closed
+ * it: freeing an exported allocation first is undefined). share_open maps a handle,
+ * share_close unmaps. A process cannot open its own handle. Used for the weights that
+ * the ranks of one GPU share (actors/rank_ctx.c). */
+#define SC_KCUDA_SHARE_HANDLE_BYTES 64
+int sc_kernels_cuda_share_alloc(size_t bytes, void **mem,
+                                unsigned char handle[SC_KCUDA_SHARE_HANDLE_BYTES]);
+void sc_kernels_cuda_share_free(void *mem);
+int sc_kernels_cuda_share_open(const unsigned char handle[SC_KCUDA_SHARE_HANDLE_BYTES],
+                               void **mem);
+void sc_kernels_cuda_share_close(void *mem);
+
+/* Tells the context that buffers its ops read were replaced by others (the weights moved
+ * into shared memory): steps recorded before are stale and are recorded again. */
+void sc_kernels_cuda_forget_recordings(sc_kernels *k);
 
 /* Number of CUDA devices usable by this process (0 when there is no driver or device). */
 int sc_cuda_device_count(void);

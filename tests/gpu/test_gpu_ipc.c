@@ -10,7 +10,8 @@
  * inputs (what a recorded step does). Then a member that never comes: the other's
  * finish says SC_ETIMEDOUT at the deadline, or SC_EABORTED at once when aborted from
  * another thread, naming the collective by its plan position, and the comm stays dead
- * after a reset. The parent never touches CUDA (a forked child of an initialised context
+ * after a reset. Also the region's note: memory member 0 exports, found by the others
+ * through the handle it noted (note_export, note_check). The parent never touches CUDA (a forked child of an initialised context
  * is unusable). Without MPS the children's kernels take turns by time slice (slow, but
  * they meet). Passed on one H200 with and
  * without MPS (2026-12-05, bench/gpu-step.md); both block sizes under MPS on one H100
@@ -27,6 +28,7 @@
 
 #include "collectives/backend_ipc.h"
 #include "kernels/bf16.h"
+#include "kernels/cuda/kernels_cuda.h"
 
 #define BLOCK_SMALL 4096
 #define BLOCK_LARGE (128 * 1024)
@@ -143,6 +145,48 @@ static int member_graph(int G, int me, sc_comm *comm, cudaStream_t st, float *h,
 
 /* One member's life: its comm, the collectives, the checks. Returns the number of
  * failures. */
+/* The region's note (what actors/rank_ctx.c passes the shared weights' handle in):
+ * member 0 exports NOTE_FLOATS values in memory of its own and notes the handle; every
+ * member reads the note once it mapped the region and the others map that memory and
+ * find the values. */
+#define NOTE_FLOATS 4096
+typedef struct test_note {
+  uint32_t magic;
+  unsigned char handle[SC_KCUDA_SHARE_HANDLE_BYTES];
+} test_note;
+
+static void *note_export(void *owned) {
+  void *mem = NULL;
+  test_note n = {.magic = 0x4e4f5445u};
+  float *h = malloc(sizeof(float) * NOTE_FLOATS);
+  for (size_t i = 0; i < NOTE_FLOATS; i++) h[i] = value(7, i);
+  if (sc_kernels_cuda_share_alloc(sizeof(float) * NOTE_FLOATS, &mem, n.handle) != 0 ||
+      cudaMemcpy(mem, h, sizeof(float) * NOTE_FLOATS, cudaMemcpyHostToDevice) != cudaSuccess ||
+      sc_ipc_region_note_write(owned, &n, sizeof n) != 0)
+    _exit(1);
+  free(h);
+  return mem;
+}
+
+static void note_check(int me, const sc_comm *comm) {
+  test_note n;
+  EXPECT(sc_ipc_comm_note_read(comm, SC_GROUP_PCP, &n, sizeof n) == 0 && n.magic == 0x4e4f5445u,
+         "the region's note");
+  if (me == 0 || n.magic != 0x4e4f5445u) return;
+  void *mem = NULL;
+  EXPECT(sc_kernels_cuda_share_open(n.handle, &mem) == 0, "open the noted memory");
+  if (mem == NULL) return;
+  float *h = malloc(sizeof(float) * NOTE_FLOATS);
+  down(h, mem, sizeof(float) * NOTE_FLOATS);
+  for (size_t i = 0; i < NOTE_FLOATS; i++)
+    if (h[i] != value(7, i)) {
+      EXPECT(0, "the noted memory: element %zu: %g", i, h[i]);
+      break;
+    }
+  free(h);
+  sc_kernels_cuda_share_close(mem);
+}
+
 static int member(int G, int me, sc_ipc_id id, void *owned, enum mode mode, size_t block) {
   if (mode != ALL && me == 1) return 0;
   sc_plan_config cfg = {.pcp = G, .dcp = G, .tp = 1};
@@ -170,6 +214,7 @@ static int member(int G, int me, sc_ipc_id id, void *owned, enum mode mode, size
     sc_ipc_comm_destroy(&comm);
     return fails;
   }
+  note_check(me, &comm);
   /* all_gather f32 */
   EXPECT(comm.ops->run(comm.self, 0, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, send, recv, NG, &d) == 0,
          "all_gather");
@@ -253,9 +298,10 @@ static int run_group(int G, enum mode mode, size_t block) {
     if (pid[m] < 0) return 1;
     if (pid[m] > 0) continue;
     sc_ipc_id id;
-    void *owned = NULL;
+    void *owned = NULL, *noted = NULL;
     if (m == 0) {
       if (sc_ipc_region_create(G, block, &id, &owned) != 0) _exit(1);
+      if (mode == ALL) noted = note_export(owned);
       for (int k = 1; k < G; k++)
         if (write(fds[k][1], &id, sizeof id) != (ssize_t)sizeof id) _exit(1);
     } else if (read(fds[m][0], &id, sizeof id) != (ssize_t)sizeof id) {
@@ -267,6 +313,7 @@ static int run_group(int G, enum mode mode, size_t block) {
       for (int k = 1; k < G; k++)
         if (read(done[0], &c, 1) != 1) break;
       sc_ipc_region_destroy(owned);
+      sc_kernels_cuda_share_free(noted);
     } else if (write(done[1], "x", 1) != 1) {
       _exit(1);
     }

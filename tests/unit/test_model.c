@@ -276,6 +276,83 @@ static void roundtrip(int dtype) {
 Test(weights, safetensors_roundtrip_f32) { roundtrip(SC_DT_F32); }
 Test(weights, safetensors_roundtrip_bf16) { roundtrip(SC_DT_BF16); }
 
+/* The ranks of one GPU reading one copy (actors/rank_ctx.c): every tensor of one rank's
+ * weights copied into one buffer, at its own 256-byte aligned place, and the tables of
+ * that rank and of another with the same weights pointing there, with the values they
+ * had; the first frees its buffers then, the second keeps them and can go back to them
+ * (the CPU backend's buffers are host memory: ASan sees a double or a missed free). */
+Test(weights, one_buffer_holds_every_tensor_for_the_ranks_that_share_it) {
+  sc_kernels *k;
+  cr_assert_eq(sc_kernels_cpu_create(&k, 1), 0);
+  const sc_model_config m = tiny();
+  sc_model_weights owner, member, ref;
+  sc_diag d = {0};
+  cr_assert_eq(sc_model_weights_synthetic(k, &m, 2, 1, &owner, &d), 0, "%s", d.msg);
+  cr_assert_eq(sc_model_weights_synthetic(k, &m, 2, 1, &member, &d), 0, "%s", d.msg);
+  cr_assert_eq(sc_model_weights_synthetic(k, &m, 2, 1, &ref, &d), 0, "%s", d.msg);
+  const size_t bytes = sc_model_weights_flat_bytes(&owner);
+  size_t sum = 0;
+  for (int32_t i = 0; i < owner.num; i++) {
+    sc_tensor_info t;
+    sc_model_tensor_info(&m, i, &t);
+    int64_t r0, nr, c0, nc;
+    sc_model_tensor_slice(&t, 2, 1, &r0, &nr, &c0, &nc);
+    sum += (size_t)(nr * nc) * sizeof(float);
+  }
+  cr_assert(bytes >= sum && bytes % 256 == 0 && bytes < sum + 256 * (size_t)owner.num,
+            "%zu bytes for %zu", bytes, sum);
+  void *flat = NULL;
+  cr_assert_eq(k->ops->alloc(k, bytes, &flat), 0);
+  cr_assert_eq(sc_model_weights_flat_copy(k, &owner, flat), 0);
+  cr_assert_eq(sc_model_weights_flat_use(k, &owner, flat, true), 0);
+  cr_assert_eq(sc_model_weights_flat_bytes(&owner), 0, "moved once");
+  cr_assert_eq(sc_model_weights_flat_use(k, &owner, flat, true), SC_EINVAL);
+  cr_assert_eq(sc_model_weights_flat_use(k, &member, flat, false), 0);
+  cr_assert_not_null(member.own);
+  const char *end = NULL;
+  for (int32_t i = 0; i < owner.num; i++) {
+    sc_tensor_info t;
+    sc_model_tensor_info(&m, i, &t);
+    int64_t r0, nr, c0, nc;
+    sc_model_tensor_slice(&t, 2, 1, &r0, &nr, &c0, &nc);
+    const size_t n = (size_t)(nr * nc);
+    const char *at = (const char *)owner.t[i];
+    cr_assert_eq(member.t[i], owner.t[i], "%s: the same place for both", t.name);
+    cr_assert(at >= (const char *)flat && (size_t)(at - (const char *)flat) % 256 == 0 &&
+              at + n * sizeof(float) <= (const char *)flat + bytes, "%s inside, aligned", t.name);
+    cr_assert(end == NULL || at >= end, "%s after the tensor before it", t.name);
+    end = at + n * sizeof(float);
+    float *a = download(k, owner.t[i], n), *b = download(k, ref.t[i], n);
+    cr_assert_eq(memcmp(a, b, n * sizeof(float)), 0, "%s: its values", t.name);
+    free(a);
+    free(b);
+  }
+  /* back to its own (a rebuild whose note names other weights): the buffers it held,
+   * with their values; the owner kept none to go back to */
+  float **kept = malloc((size_t)member.num * sizeof *kept);
+  memcpy(kept, member.own, (size_t)member.num * sizeof *kept);
+  cr_assert_eq(sc_model_weights_flat_drop(&owner), SC_EINVAL);
+  cr_assert_eq(sc_model_weights_flat_drop(&member), 0);
+  cr_assert(member.flat == NULL && member.own == NULL);
+  for (int32_t i = 0; i < member.num; i++) {
+    cr_assert_eq(member.t[i], kept[i]);
+    sc_tensor_info t;
+    sc_model_tensor_info(&m, i, &t);
+    int64_t r0, nr, c0, nc;
+    sc_model_tensor_slice(&t, 2, 1, &r0, &nr, &c0, &nc);
+    float *a = download(k, member.t[i], (size_t)(nr * nc)), *b = download(k, ref.t[i], (size_t)(nr * nc));
+    cr_assert_eq(memcmp(a, b, (size_t)(nr * nc) * sizeof(float)), 0, "%s: its own values", t.name);
+    free(a);
+    free(b);
+  }
+  free(kept);
+  sc_model_weights_free(k, &owner);
+  sc_model_weights_free(k, &member);
+  sc_model_weights_free(k, &ref);
+  k->ops->free(k, flat);
+  sc_kernels_destroy(k);
+}
+
 /* ---- safetensors rejections ---- */
 
 static size_t image(uint8_t *buf, const char *hdr, size_t data_bytes, uint64_t claimed) {
