@@ -614,6 +614,8 @@ int sc_bench_kernels_cuda(sc_bench *b) {
                             q ? 256 : 2048, bf ? SC_KFMT_BF16 : SC_KFMT_F32)))
       goto out;
   if (wanted("kernel.topk") && (rc = bench_merge(&c, q ? 8 : 128, 4, q ? 256 : 2048))) goto out;
+  /* a decode step's merge under DCP: a few tokens, one block each (their time is the op's) */
+  if (wanted("kernel.topk") && (rc = bench_merge(&c, 4, 4, q ? 256 : 2048))) goto out;
   if (wanted("kernel.gather") && (rc = bench_gather(&c, q ? 16384 : 262144, 704))) goto out;
   if (wanted("kernel.kv_write") &&
       ((rc = bench_kv_write(&c, q ? 16384 : 131072, SC_KFMT_BF16)) ||

@@ -625,6 +625,7 @@ int sc_kernels_cuda_create(sc_kernels **out, int device, void *stream) {
   c->idx_share = env_share();
   c->idx_few = !env_off("SPARSECP_INDEXER_FEW");
   c->idx_fused = !env_off("SPARSECP_INDEXER_FUSED");
+  c->topk_wide = !env_off("SPARSECP_TOPK_WIDE");
   const char *rbk = getenv("SPARSECP_CUDA_READBACK");
   c->readback_kernel = rbk == NULL || strcmp(rbk, "copy") != 0;
   int rc, coop = 0;

@@ -69,6 +69,8 @@ typedef struct sc_kcuda {
                             (cuda_indexer.cu's tc_merge_by_block): 0 by its rule; 1 by one
                             block a token, 2 by the radix select
                             (SPARSECP_INDEXER_MERGE=block or radix) */
+  int topk_wide;         /* a top-K merge of few blocks runs them 1024 threads wide
+                            (cuda_topk.cu); SPARSECP_TOPK_WIDE=0: 256 always */
   int readback_kernel;   /* small deferred reads and the notify's flag read by a kernel
                             (cuda_readback.cu) rather than by copies;
                             SPARSECP_CUDA_READBACK=copy: by copies, the other side of a

@@ -14,6 +14,12 @@
 #include "kernels/cuda/cuda_select.cuh"
 
 #define TOPK_THREADS 256
+/* A launch of fewer blocks than half the SMs (a decode step's merge: one block a token)
+ * leaves the GPU idle but for those blocks, so each block's time is the op's: there the
+ * blocks take TOPK_THREADS_WIDE threads, which walk the same keys in a quarter of the
+ * steps (the selection is exact and the order is by position: the same output for any
+ * width). SPARSECP_TOPK_WIDE=0: TOPK_THREADS always (the comparison in one binary). */
+#define TOPK_THREADS_WIDE 1024
 
 /* ---- launch 2: merge lists (a tree of blocks when there are many), write ----
  *
@@ -25,8 +31,8 @@
  * selects four times), while the GPU sat idle. The selection is exact, so how lists
  * are grouped cannot change which keys win. */
 
-template <bool FROM_CAND, bool TO_KEYS>
-__global__ void __launch_bounds__(TOPK_THREADS)
+template <bool FROM_CAND, bool TO_KEYS, int THREADS>
+__global__ void __launch_bounds__(THREADS)
     k_topk_final(int n_tok, int n_lists, int per_block, int K, int per_round,
                  const uint64_t *keys, const sc_kcand *cand, int32_t *out_pos,
                  sc_kcand *out_cand, uint64_t *out_keys) {
@@ -75,7 +81,8 @@ __global__ void __launch_bounds__(TOPK_THREADS)
                             out_cand ? out_cand + t * K : NULL);
   }
 }
-static_assert(POS_WORDS % TOPK_THREADS == 0, "block_write_by_position: whole words a thread");
+static_assert(POS_WORDS % TOPK_THREADS == 0 && POS_WORDS % TOPK_THREADS_WIDE == 0,
+              "block_write_by_position: whole words a thread");
 
 /* Lists merged per select round: as many as fit in about 200 KB of shared memory. */
 static int final_per_round(int K, int n_lists) {
@@ -112,21 +119,34 @@ size_t sc_kcuda_topk_tree_bytes(int n_tok, int n_lists, int K) {
          (size_t)K;
 }
 
-template <bool FROM_CAND, bool TO_KEYS>
-static int launch_level(sc_kcuda *c, int n_tok, int n_lists, int per_block, int K,
-                        int per_round, const uint64_t *keys, const sc_kcand *cand,
+template <bool FROM_CAND, bool TO_KEYS, int THREADS>
+static int launch_width(sc_kcuda *c, int64_t blocks, int n_tok, int n_lists, int per_block,
+                        int K, int per_round, const uint64_t *keys, const sc_kcand *cand,
                         int32_t *out_pos, sc_kcand *out_cand, uint64_t *out_keys) {
-  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_topk_final<FROM_CAND, TO_KEYS>,
+  int rc = sc_kcuda_err(cudaFuncSetAttribute(k_topk_final<FROM_CAND, TO_KEYS, THREADS>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)FINAL_SMEM_MAX),
                         "topk smem");
   if (rc) return rc;
-  const int64_t blocks = (int64_t)n_tok * sc_cdiv(n_lists, per_block);
-  if (blocks > INT32_MAX) return SC_ERANGE;
-  sc_kcuda_launch(c, k_topk_final<FROM_CAND, TO_KEYS>, (unsigned)blocks, TOPK_THREADS,
+  sc_kcuda_launch(c, k_topk_final<FROM_CAND, TO_KEYS, THREADS>, (unsigned)blocks, THREADS,
                   final_smem(K, per_round), n_tok, n_lists, per_block, K, per_round, keys, cand,
                   out_pos, out_cand, out_keys);
   return SC_CUDA_CHECK_LAUNCH("topk merge");
+}
+
+template <bool FROM_CAND, bool TO_KEYS>
+static int launch_level(sc_kcuda *c, int n_tok, int n_lists, int per_block, int K,
+                        int per_round, const uint64_t *keys, const sc_kcand *cand,
+                        int32_t *out_pos, sc_kcand *out_cand, uint64_t *out_keys) {
+  const int64_t blocks = (int64_t)n_tok * sc_cdiv(n_lists, per_block);
+  if (blocks > INT32_MAX) return SC_ERANGE;
+  if (c->topk_wide && blocks < c->num_sms / 2)
+    return launch_width<FROM_CAND, TO_KEYS, TOPK_THREADS_WIDE>(
+        c, blocks, n_tok, n_lists, per_block, K, per_round, keys, cand, out_pos, out_cand,
+        out_keys);
+  return launch_width<FROM_CAND, TO_KEYS, TOPK_THREADS>(c, blocks, n_tok, n_lists, per_block,
+                                                        K, per_round, keys, cand, out_pos,
+                                                        out_cand, out_keys);
 }
 
 /* Merges n_lists lists of K per token (keys, or candidates when FROM_CAND) into the

@@ -1385,10 +1385,22 @@ static void topk_merge_case(int32_t n_tok, int32_t shards, int32_t topk) {
   free(cand), free(hg), free(hc), free(pg), free(pc);
 }
 
+/* Launches of fewer blocks than half the SMs run them 1024 threads wide, others 256
+ * (cuda_topk.cu): the few-token cases take the first, 80 tokens (on up to 160 SMs) the
+ * second, and the 4 x 2048 merge a decode step makes again with SPARSECP_TOPK_WIDE=0. */
 static void case_topk_merge(void) {
   topk_merge_case(10, 4, 100);
   topk_merge_case(3, 23, 2048);
   topk_merge_case(2, 3, 8000); /* a round takes one list: no tree (it never ended before) */
+  topk_merge_case(2, 4, 2048);
+  topk_merge_case(80, 4, 2048);
+  sc_kernels *wide = G;
+  G = context_with("SPARSECP_TOPK_WIDE", "0");
+  if (G != NULL) {
+    topk_merge_case(2, 4, 2048);
+    sc_kernels_destroy(G);
+  }
+  G = wide;
 }
 
 /* n_tok <= 20, three requests of maxb <= 10 blocks */
