@@ -18,7 +18,11 @@
  * leaves the GPU idle but for those blocks, so each block's time is the op's: there the
  * blocks take TOPK_THREADS_WIDE threads, which walk the same keys in a quarter of the
  * steps (the selection is exact and the order is by position: the same output for any
- * width). SPARSECP_TOPK_WIDE=0: TOPK_THREADS always (the comparison in one binary). */
+ * width). 4 tokens' merge of 4 x 2048 candidates took ~20 us where it took ~35 (H100,
+ * 2026-12-08, bench/long-context.md). Only where a block has at least two keys a wide
+ * thread: over a few hundred keys (the default model's top-K of 64) the wider block's
+ * barriers would cost what its walk saves, and those were not measured apart.
+ * SPARSECP_TOPK_WIDE=0: TOPK_THREADS always (the comparison in one binary). */
 #define TOPK_THREADS_WIDE 1024
 
 /* ---- launch 2: merge lists (a tree of blocks when there are many), write ----
@@ -140,7 +144,8 @@ static int launch_level(sc_kcuda *c, int n_tok, int n_lists, int per_block, int 
                         int32_t *out_pos, sc_kcand *out_cand, uint64_t *out_keys) {
   const int64_t blocks = (int64_t)n_tok * sc_cdiv(n_lists, per_block);
   if (blocks > INT32_MAX) return SC_ERANGE;
-  if (c->topk_wide && blocks < c->num_sms / 2)
+  if (c->topk_wide && blocks < c->num_sms / 2 &&
+      (int64_t)per_block * K >= 2 * TOPK_THREADS_WIDE)
     return launch_width<FROM_CAND, TO_KEYS, TOPK_THREADS_WIDE>(
         c, blocks, n_tok, n_lists, per_block, K, per_round, keys, cand, out_pos, out_cand,
         out_keys);

@@ -1385,9 +1385,10 @@ static void topk_merge_case(int32_t n_tok, int32_t shards, int32_t topk) {
   free(cand), free(hg), free(hc), free(pg), free(pc);
 }
 
-/* Launches of fewer blocks than half the SMs run them 1024 threads wide, others 256
- * (cuda_topk.cu): the few-token cases take the first, 80 tokens (on up to 160 SMs) the
- * second, and the 4 x 2048 merge a decode step makes again with SPARSECP_TOPK_WIDE=0. */
+/* Launches of fewer blocks than half the SMs, each of at least 2048 keys, run them 1024
+ * threads wide, others 256 (cuda_topk.cu): the few-token cases of 2048 and more take the
+ * first; 10 tokens of 4 x 100 and 80 tokens (on up to 160 SMs) the second; and the 4 x
+ * 2048 merge a decode step makes again with SPARSECP_TOPK_WIDE=0. */
 static void case_topk_merge(void) {
   topk_merge_case(10, 4, 100);
   topk_merge_case(3, 23, 2048);
