@@ -89,6 +89,8 @@ typedef struct weights_note {
   unsigned char handle[SC_KCUDA_SHARE_HANDLE_BYTES];
 } weights_note;
 _Static_assert(sizeof(weights_note) <= SC_IPC_NOTE_BYTES, "the weights' note outgrew the note");
+_Static_assert(sizeof(((sc_rank_ctx *)0)->weights_handle) == SC_KCUDA_SHARE_HANDLE_BYTES,
+               "rank_ctx.h's handle bytes");
 
 static bool weights_shared_wanted(const sc_rank_ctx *x) {
   const char *v = getenv("SPARSECP_SHARED_WEIGHTS");
@@ -118,22 +120,21 @@ static void weights_export(sc_rank_ctx *x) {
   }
   x->weights_flat = flat;
   x->weights_owner = true;
-  x->weights_bytes = bytes;
   SC_INFO("rank", "rank %d: the ranks of the GPU read its weights (%.1f MB, one copy)",
           x->rank, (double)bytes / 1e6);
 }
 
-/* A member's mapping of an earlier owner's weights, once it reads others: kept open until
- * the rank ends (work queued before may still read it), the oldest closed beyond the
- * bound, as ipc_retire keeps regions. */
-static void weights_retire(sc_rank_ctx *x, void *mapping) {
-  if (x->weights_retired_n == SC_RANK_IPC_RETIRED_MAX) {
-    sc_kernels_cuda_share_close(x->weights_retired[0]);
-    memmove(x->weights_retired, x->weights_retired + 1,
-            sizeof(void *) * (SC_RANK_IPC_RETIRED_MAX - 1));
-    x->weights_retired_n--;
+/* Keeps `p` in a bounded list of things peers or queued work may still use (a region
+ * this rank created for an earlier generation, a member's mapping of an earlier owner's
+ * weights), releasing the oldest beyond the bound, by then long unused. */
+static void retire(void **list, int *n, void *p, void (*release)(void *)) {
+  if (p == NULL) return;
+  if (*n == SC_RANK_IPC_RETIRED_MAX) {
+    release(list[0]);
+    memmove(list, list + 1, sizeof(void *) * (SC_RANK_IPC_RETIRED_MAX - 1));
+    (*n)--;
   }
-  x->weights_retired[x->weights_retired_n++] = mapping;
+  list[(*n)++] = p;
 }
 
 /* Another member of PCP, each time it mapped the group's region (the comm actor's thread,
@@ -148,7 +149,9 @@ static void weights_import(sc_rank_ctx *x) {
   if (x->weights_flat != NULL) {
     if (noted && !memcmp(n.handle, x->weights_handle, sizeof n.handle)) return;
     (void)sc_engine_weights_flat_drop(x->engine); /* (it kept its own: it cannot fail) */
-    weights_retire(x, x->weights_flat);
+    /* (kept open until the rank ends: work queued before may still read it) */
+    retire(x->weights_retired, &x->weights_retired_n, x->weights_flat,
+           sc_kernels_cuda_share_close);
     x->weights_flat = NULL;
   }
   if (rc == 0 && !noted) return; /* member 0 shares none (it said why) */
@@ -179,7 +182,7 @@ static int weights_note_write(sc_rank_ctx *x, void *region) {
   if (!x->weights_owner) return 0; /* (a region starts zeroed: no note) */
   weights_note n = {.magic = WEIGHTS_NOTE_MAGIC,
                     .tp_rank = x->comm.group_rank[SC_GROUP_TP],
-                    .bytes = x->weights_bytes, /* (flat_bytes says 0 once they moved) */
+                    .bytes = sc_engine_weights_flat_bytes(x->engine),
                     .engine_digest = x->plan_cfg.engine_digest};
   memcpy(n.handle, x->weights_handle, sizeof n.handle);
   return sc_ipc_region_note_write(region, &n, sizeof n);
@@ -226,24 +229,12 @@ int sc_rank_ctx_ipc_init(sc_rank_ctx *x, const unsigned char ids[SC_GROUP_COUNT]
 #endif
 }
 
-/* The regions this rank created for an earlier generation are kept, not freed: a peer
- * may still map one (it drops its comm when its own rebuild message comes), and freeing
- * an exported allocation before every importer closed it is undefined (CUDA). A rebuild
- * follows a failure, so they are few; beyond IPC_RETIRED_MAX the oldest goes, by then
- * long unmapped by every live peer. All are freed with the rank (its peers are shutting
- * down too). */
-#ifdef SC_HAVE_CUDA
-static void ipc_retire(sc_rank_ctx *x, void *region) {
-  if (region == NULL) return;
-  if (x->ipc_retired_n == SC_RANK_IPC_RETIRED_MAX) {
-    sc_ipc_region_destroy(x->ipc_retired[0]);
-    memmove(x->ipc_retired, x->ipc_retired + 1, sizeof(void *) * (SC_RANK_IPC_RETIRED_MAX - 1));
-    x->ipc_retired_n--;
-  }
-  x->ipc_retired[x->ipc_retired_n++] = region;
-}
-#endif
-
+/* The regions this rank created for an earlier generation are kept, not freed (retire):
+ * a peer may still map one (it drops its comm when its own rebuild message comes), and
+ * freeing an exported allocation before every importer closed it is undefined (CUDA). A
+ * rebuild follows a failure, so they are few; beyond IPC_RETIRED_MAX the oldest goes, by
+ * then long unmapped by every live peer. All are freed with the rank (its peers are
+ * shutting down too). */
 void sc_rank_ctx_ipc_drop(sc_rank_ctx *x) {
 #ifdef SC_HAVE_CUDA
   if (x->ipc_comm) {
@@ -254,7 +245,7 @@ void sc_rank_ctx_ipc_drop(sc_rank_ctx *x) {
     keep_rank_fields(&x->comm, &kept);
   }
   for (int g = 0; g < SC_GROUP_COUNT; g++) {
-    ipc_retire(x, x->ipc_owned[g]);
+    retire(x->ipc_retired, &x->ipc_retired_n, x->ipc_owned[g], sc_ipc_region_destroy);
     x->ipc_owned[g] = NULL;
   }
 #else

@@ -18,10 +18,11 @@
  * others map it when they map the region and point their engines there
  * (sc_rank_ctx_ipc_init), keeping their own copies unread (so memory is not saved yet:
  * each still builds its own before the handle comes); after a rebuild whose note names
- * other weights (a new member 0) they go back to their own and map the new ones. Why: four ranks
- * reading four copies of the same weights pay the device's memory four times, where one
- * copy's reads meet in its L2 (bench/gpu-step.md, session 56). SPARSECP_SHARED_WEIGHTS=0:
- * every rank reads its own. A checkpoint's weights (resident fp8) are not shared.
+ * other weights (a new member 0) they go back to their own and map the new ones. Why:
+ * four ranks reading four copies of the same weights pay the device's memory four times,
+ * where one copy's reads meet in its L2 (3-10% off a P4 N4 decode step on one H100,
+ * bench/gpu-step.md, session 57). SPARSECP_SHARED_WEIGHTS=0: every rank reads its own.
+ * A checkpoint's weights (resident fp8) are not shared.
  *
  * Ownership: the program that hosts the node creates the context before its actors start
  * and destroys it after they stopped; the actors borrow it (their startup argument).
@@ -53,7 +54,6 @@ typedef struct sc_rank_ctx {
                                      member 0 of PCP's exported copy, or another member's
                                      mapping of it; NULL: the engine's own (rank_ctx.c) */
   bool weights_owner;             /* weights_flat is this rank's allocation */
-  size_t weights_bytes;           /* its size (sc_engine_weights_flat_bytes before the move) */
   unsigned char weights_handle[64]; /* its CUDA IPC handle */
   void *weights_retired[SC_RANK_IPC_RETIRED_MAX]; /* a member's mappings of earlier
                                                      owners', kept as ipc_retired */

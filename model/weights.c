@@ -163,14 +163,14 @@ static size_t flat_next(size_t at, size_t size) {
 }
 
 size_t sc_model_weights_flat_bytes(const sc_model_weights *w) {
-  if (w->t == NULL || w->x != NULL || w->num_fp8 > 0 || w->flat != NULL) return 0;
+  if (w->t == NULL || w->x != NULL || w->num_fp8 > 0) return 0;
   size_t at = 0;
   for (int32_t i = 0; i < w->num; i++) at = flat_next(at, flat_size(w, i));
   return at;
 }
 
 int sc_model_weights_flat_copy(sc_kernels *k, const sc_model_weights *w, void *flat) {
-  if (flat == NULL || sc_model_weights_flat_bytes(w) == 0) return SC_EINVAL;
+  if (flat == NULL || w->flat != NULL || sc_model_weights_flat_bytes(w) == 0) return SC_EINVAL;
   size_t at = 0;
   for (int32_t i = 0; i < w->num; i++) {
     const size_t n = flat_size(w, i);
@@ -182,7 +182,7 @@ int sc_model_weights_flat_copy(sc_kernels *k, const sc_model_weights *w, void *f
 }
 
 int sc_model_weights_flat_use(sc_kernels *k, sc_model_weights *w, void *flat, bool free_own) {
-  if (flat == NULL || sc_model_weights_flat_bytes(w) == 0) return SC_EINVAL;
+  if (flat == NULL || w->flat != NULL || sc_model_weights_flat_bytes(w) == 0) return SC_EINVAL;
   float **own = NULL;
   if (!free_own && (own = calloc((size_t)w->num, sizeof *own)) == NULL) return SC_ENOMEM;
   size_t at = 0;

@@ -165,13 +165,14 @@ void sc_model_weights_free(sc_kernels *k, sc_model_weights *w);
  * read by all (actors/rank_ctx.c; four ranks that each read their own copy of the same
  * weights pay the device's memory four times where one copy's reads meet in its L2).
  * Tensors in table order, each at a multiple of 256 bytes.
- * flat_bytes: the buffer's size, or 0 where the weights cannot move there: a
- * checkpoint's (resident fp8 weights and per-layer extras are not in the layout) or
- * weights that already did. flat_copy queues the copy of every tensor into flat (a
- * kernel buffer of flat_bytes) and waits for it. flat_use points the table into flat,
- * which must hold this table's values (flat_copy's of equal weights), and frees the
- * buffers it held (free_own) or keeps them until sc_model_weights_free or flat_drop;
- * flat stays the caller's. Either before the forward's first step or with its recordings forgotten. */
+ * flat_bytes: the buffer's size (the same before and after a move), or 0 where the
+ * weights cannot move there: a checkpoint's (resident fp8 weights and per-layer extras
+ * are not in the layout). flat_copy queues the copy of every tensor into flat (a kernel
+ * buffer of flat_bytes) and waits for it. flat_use points the table into flat, which
+ * must hold this table's values (flat_copy's of equal weights), and frees the buffers it
+ * held (free_own) or keeps them until sc_model_weights_free or flat_drop; flat stays the
+ * caller's. Both refuse weights that moved already (SC_EINVAL). Either before the
+ * forward's first step or with its recordings forgotten. */
 size_t sc_model_weights_flat_bytes(const sc_model_weights *w);
 int sc_model_weights_flat_copy(sc_kernels *k, const sc_model_weights *w, void *flat);
 int sc_model_weights_flat_use(sc_kernels *k, sc_model_weights *w, void *flat, bool free_own);

@@ -305,8 +305,9 @@ Test(weights, one_buffer_holds_every_tensor_for_the_ranks_that_share_it) {
   cr_assert_eq(k->ops->alloc(k, bytes, &flat), 0);
   cr_assert_eq(sc_model_weights_flat_copy(k, &owner, flat), 0);
   cr_assert_eq(sc_model_weights_flat_use(k, &owner, flat, true), 0);
-  cr_assert_eq(sc_model_weights_flat_bytes(&owner), 0, "moved once");
-  cr_assert_eq(sc_model_weights_flat_use(k, &owner, flat, true), SC_EINVAL);
+  cr_assert_eq(sc_model_weights_flat_bytes(&owner), bytes, "the layout's size, moved or not");
+  cr_assert_eq(sc_model_weights_flat_use(k, &owner, flat, true), SC_EINVAL, "moved once");
+  cr_assert_eq(sc_model_weights_flat_copy(k, &owner, flat), SC_EINVAL, "moved once");
   cr_assert_eq(sc_model_weights_flat_use(k, &member, flat, false), 0);
   cr_assert_not_null(member.own);
   const char *end = NULL;
