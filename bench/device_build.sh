@@ -27,6 +27,7 @@ stage_pack() {
   /work/shared/tools/device-bundle .devrun/lib "$@" > /dev/null || true
   rm -f .devrun/lib/libcublas*
   find .devrun -type f ! -path '.devrun/lib/*' ! -name '*.xz' -exec xz -T0 -6 {} +
-  find .devrun/lib -type f ! -name '*.xz' -size +200k -exec xz -T0 -6 {} +
+  # (-f: device-bundle copies a library again beside its packed copy of an earlier stage)
+  find .devrun/lib -type f ! -name '*.xz' -size +200k -exec xz -f -T0 -6 {} +
   du -sh .devrun
 }
