@@ -80,12 +80,14 @@ int sc_ipc_region_create(int32_t members, size_t block_bytes, sc_ipc_id *id, voi
   if (members < 2 || members > SC_IPC_MEMBERS_MAX || block_bytes == 0 || id == NULL ||
       owned == NULL)
     return SC_EINVAL;
-  /* SPARSECP_IPC_LSE_ROUND=0 keeps the plan's two rounds (for comparisons): read here,
-   * by member 0 alone, and carried by the id, since members that disagreed would pair
-   * one member's fused round with another's gather and corrupt both */
+  /* SPARSECP_IPC_LSE_ROUND=1 merges the decode attention's LSE in one round (off by
+   * default until it has run on a GPU: written in session 58, when no device came; its
+   * measurement is staged in bench/results/s58-2026-12-08/run1.sh). Read here, by member
+   * 0 alone, and carried by the id, since members that disagreed would pair one member's
+   * fused round with another's gather and corrupt both. */
   const char *fuse = getenv("SPARSECP_IPC_LSE_ROUND");
   ipc_id_layout l = {.members = members, .block_bytes = round_up(block_bytes, 256),
-                     .lse_round = !(fuse && strcmp(fuse, "0") == 0)};
+                     .lse_round = fuse != NULL && strcmp(fuse, "1") == 0};
   const size_t bytes = SC_IPC_DATA_AT + 2 * (size_t)members * l.block_bytes;
   void *p = NULL;
   int rc = cuda_err(cudaMalloc(&p, bytes), "ipc region");

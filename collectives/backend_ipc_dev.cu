@@ -111,6 +111,22 @@ __device__ __forceinline__ float ipc_load(sc_dtype dt, const unsigned char *p, u
   return __ldcg((const float *)p + i);
 }
 
+/* The start of a put or a combine: thread 0 waits until every member's word at `at` has
+ * reached the round's number less `back`; the block learns the round (*s) and whether to
+ * go on (false: the comm is dead, or the wait failed and recorded why). */
+__device__ bool round_begin(const sc_ipc_dev &d, int at, uint64_t back, uint64_t *s) {
+  __shared__ int go;
+  __shared__ uint64_t s_sh;
+  if (threadIdx.x == 0) {
+    const uint64_t r = *d.seq + 1;
+    s_sh = r;
+    go = *d.status == 0 && ipc_wait(d, at, r >= back ? r - back : 0);
+  }
+  __syncthreads();
+  *s = s_sh;
+  return go != 0;
+}
+
 /* What a put copies into this member's block: `pieces` pieces of piece_bytes (piece p at
  * src + p * stride), back to back from byte `at` of the block. */
 struct ipc_src {
@@ -121,17 +137,9 @@ struct ipc_src {
 };
 
 __global__ void __launch_bounds__(IPC_THREADS) k_ipc_put(sc_ipc_dev d, ipc_src a, ipc_src b) {
-  __shared__ int go;
-  __shared__ uint64_t s_sh;
-  if (threadIdx.x == 0) {
-    const uint64_t s = *d.seq + 1;
-    s_sh = s;
-    /* slot s & 1 was last used by round s - 2: free once every member has read it */
-    go = *d.status == 0 && ipc_wait(d, SC_IPC_READ_AT, s >= 2 ? s - 2 : 0);
-  }
-  __syncthreads();
-  if (!go) return;
-  const uint64_t s = s_sh;
+  uint64_t s;
+  /* slot s & 1 was last used by round s - 2: free once every member has read it */
+  if (!round_begin(d, SC_IPC_READ_AT, 2, &s)) return;
   unsigned char *mine = block_of(d, s, d.me);
   for (const ipc_src *x : {&a, &b})
     for (int p = 0; p < x->pieces; p++)
@@ -143,16 +151,8 @@ __global__ void __launch_bounds__(IPC_THREADS) k_ipc_put(sc_ipc_dev d, ipc_src a
 __global__ void __launch_bounds__(IPC_THREADS)
     k_ipc_combine(sc_ipc_dev d, sc_coll_op op, sc_dtype dt, uint64_t piece_bytes,
                   unsigned char *recv, uint64_t recv_member_stride) {
-  __shared__ int go;
-  __shared__ uint64_t s_sh;
-  if (threadIdx.x == 0) {
-    const uint64_t s = *d.seq + 1;
-    s_sh = s;
-    go = *d.status == 0 && ipc_wait(d, SC_IPC_WRITTEN_AT, s);
-  }
-  __syncthreads();
-  if (!go) return;
-  const uint64_t s = s_sh;
+  uint64_t s;
+  if (!round_begin(d, SC_IPC_WRITTEN_AT, 0, &s)) return;
   if (op == SC_OP_ALL_GATHER) {
     for (int m = 0; m < d.members; m++)
       ipc_copy(recv + (uint64_t)m * recv_member_stride, block_of(d, s, m), piece_bytes, true);
@@ -179,17 +179,10 @@ __global__ void __launch_bounds__(IPC_THREADS)
  * A block holds the weights of LSE_TILE rows at a time. */
 __global__ void __launch_bounds__(IPC_THREADS)
     k_ipc_lse_combine(sc_ipc_dev d, sc_coll_op op, uint64_t n_rows, uint64_t width, float *recv) {
-  __shared__ int go;
-  __shared__ uint64_t s_sh;
   __shared__ float lse_t[SC_IPC_MEMBERS_MAX * LSE_TILE], w[SC_IPC_MEMBERS_MAX * LSE_TILE];
-  if (threadIdx.x == 0) {
-    const uint64_t s = *d.seq + 1;
-    s_sh = s;
-    go = *d.status == 0 && ipc_wait(d, SC_IPC_WRITTEN_AT, s);
-  }
-  __syncthreads();
-  if (!go) return;
-  const uint64_t s = s_sh, G = (uint64_t)d.members, at = sc_ipc_lse_part_at(n_rows);
+  uint64_t s;
+  if (!round_begin(d, SC_IPC_WRITTEN_AT, 0, &s)) return;
+  const uint64_t G = (uint64_t)d.members, at = sc_ipc_lse_part_at(n_rows);
   const uint64_t rows_out = op == SC_OP_REDUCE_SCATTER ? n_rows / G : n_rows;
   const uint64_t row0 = op == SC_OP_REDUCE_SCATTER ? (uint64_t)d.me * rows_out : 0;
   const uint64_t w4 = width / 4;

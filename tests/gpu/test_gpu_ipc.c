@@ -11,7 +11,9 @@
  * finish says SC_ETIMEDOUT at the deadline, or SC_EABORTED at once when aborted from
  * another thread, naming the collective by its plan position, and the comm stays dead
  * after a reset. Also the region's note: memory member 0 exports, found by the others
- * through the handle it noted (note_export, note_check). The parent never touches CUDA (a forked child of an initialised context
+ * through the handle it noted (note_export, note_check). And the decode attention's LSE
+ * merge in one round against the gather, the kernels' lse_scale and the reduction, bit
+ * for bit (member_lse; the 4 KB blocks are too small for it: lse_fits declines). The parent never touches CUDA (a forked child of an initialised context
  * is unusable). Without MPS the children's kernels take turns by time slice (slow, but
  * they meet). Passed on one H200 with and
  * without MPS (2026-12-05, bench/gpu-step.md); both block sizes under MPS on one H100
@@ -426,6 +428,7 @@ static int run_group(int G, enum mode mode, size_t block) {
 }
 
 int main(void) {
+  setenv("SPARSECP_IPC_LSE_ROUND", "1", 1); /* (off by default: backend_ipc.c) */
   pid_t probe = fork();
   if (probe == 0) {
     int n = 0;
