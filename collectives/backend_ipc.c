@@ -18,6 +18,8 @@
 typedef struct ipc_id_layout {
   cudaIpcMemHandle_t handle;
   int32_t members;
+  int32_t lse_round; /* the decode LSE merge in one round (lse_reduce): member 0's choice,
+                      * so that every member runs the same rounds */
   uint64_t block_bytes;
 } ipc_id_layout;
 _Static_assert(sizeof(ipc_id_layout) <= SC_IPC_ID_BYTES, "an IPC id outgrew its bytes");
@@ -27,6 +29,7 @@ typedef struct ipc_group {
   int32_t members, me;
   uint64_t block_bytes;
   uint64_t *seq;         /* device word: the group's rounds so far */
+  bool lse_round;        /* the region's id offers lse_reduce */
   bool owned;            /* member 0's own allocation (sc_ipc_region_destroy frees it) */
 } ipc_group;
 
@@ -77,7 +80,14 @@ int sc_ipc_region_create(int32_t members, size_t block_bytes, sc_ipc_id *id, voi
   if (members < 2 || members > SC_IPC_MEMBERS_MAX || block_bytes == 0 || id == NULL ||
       owned == NULL)
     return SC_EINVAL;
-  ipc_id_layout l = {.members = members, .block_bytes = round_up(block_bytes, 256)};
+  /* SPARSECP_IPC_LSE_ROUND=1 merges the decode attention's LSE in one round (off by
+   * default until it has run on a GPU: written in session 58, when no device came; its
+   * measurement is staged in bench/results/s58-2026-12-08/run1.sh). Read here, by member
+   * 0 alone, and carried by the id, since members that disagreed would pair one member's
+   * fused round with another's gather and corrupt both. */
+  const char *fuse = getenv("SPARSECP_IPC_LSE_ROUND");
+  ipc_id_layout l = {.members = members, .block_bytes = round_up(block_bytes, 256),
+                     .lse_round = fuse != NULL && strcmp(fuse, "1") == 0};
   const size_t bytes = SC_IPC_DATA_AT + 2 * (size_t)members * l.block_bytes;
   void *p = NULL;
   int rc = cuda_err(cudaMalloc(&p, bytes), "ipc region");
@@ -190,6 +200,7 @@ int sc_ipc_comm_create(sc_comm *comm, const sc_plan_config *cfg, int32_t global_
       goto fail;
     }
     x->block_bytes = l.block_bytes;
+    x->lse_round = l.lse_round != 0;
     if (owned != NULL && owned[g] != NULL) { /* member 0: its own allocation */
       x->region = owned[g];
       x->owned = true;
@@ -261,6 +272,36 @@ static ipc_timing *timing_of(ipc_rank *r, int p, int32_t seq) {
   return &r->timing[p][seq];
 }
 
+/* What every collective starts with: the events that time it (unless captured into a
+ * graph: a recording holds no events of a step; *t NULL then) and, at plan position 0,
+ * the device's count of the step. */
+static int begin_collective(ipc_rank *r, int32_t seq, ipc_timing **t, sc_diag *d) {
+  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  int rc = cuda_err(cudaStreamIsCapturing(r->stream, &cap), "ipc capture status");
+  if (rc) return sc_fail(d, rc, "ipc collective: cannot query the stream");
+  const uint64_t epoch = atomic_load(&r->epoch);
+  *t = cap == cudaStreamCaptureStatusNone ? timing_of(r, (int)(epoch & 1), seq) : NULL;
+  if (*t && cudaEventRecord((*t)->start, r->stream) != cudaSuccess) *t = NULL;
+  const sc_ipc_dev step_dv = {.steps = r->steps_dev};
+  if (seq == 0 && (rc = sc_ipc_step_begin(&step_dv, r->stream)) != 0)
+    return sc_fail(d, rc, "ipc collective: cannot count the step");
+  return 0;
+}
+
+static void end_collective(ipc_rank *r, ipc_timing *t) {
+  if (t && cudaEventRecord(t->end, r->stream) == cudaSuccess) t->epoch = atomic_load(&r->epoch);
+}
+
+/* Group x's view of the region for the device, the collective at plan position seq. */
+static sc_ipc_dev dev_of(const ipc_rank *r, const ipc_group *x, int32_t seq) {
+  return (sc_ipc_dev){.region = x->region, .members = x->members, .me = x->me,
+                      .block_bytes = x->block_bytes, .seq = x->seq, .steps = r->steps_dev,
+                      .status = r->status, .failure = r->failure_dev,
+                      .abort_word = r->abort_dev,
+                      .timeout_ns = r->deadline_ms > 0 ? (uint64_t)r->deadline_ms * 1000000u : 0,
+                      .call = seq};
+}
+
 /* The collective in rounds of at most a block a member: every member cuts it alike (the
  * sizes are the plan's), so the rounds match. */
 static int ipc_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtype dt,
@@ -271,27 +312,15 @@ static int ipc_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtyp
     return sc_fail(d, SC_EINVAL, "ipc collective: bad group or type");
   const ipc_group *x = &r->g[grp];
   const size_t es = dt_size(dt), bytes = count * es;
-  /* timed unless captured into a graph (a recording holds no events of a step) */
-  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  int rc = cuda_err(cudaStreamIsCapturing(r->stream, &cap), "ipc capture status");
-  if (rc) return sc_fail(d, rc, "ipc collective: cannot query the stream");
-  const uint64_t epoch = atomic_load(&r->epoch);
-  ipc_timing *t = cap == cudaStreamCaptureStatusNone ? timing_of(r, (int)(epoch & 1), seq) : NULL;
-  if (t && cudaEventRecord(t->start, r->stream) != cudaSuccess) t = NULL;
-  const sc_ipc_dev step_dv = {.steps = r->steps_dev};
-  if (seq == 0 && (rc = sc_ipc_step_begin(&step_dv, r->stream)) != 0)
-    return sc_fail(d, rc, "ipc collective: cannot count the step");
+  ipc_timing *t = NULL;
+  int rc = begin_collective(r, seq, &t, d);
+  if (rc) return rc;
   if (x->members < 2) {
     rc = solo(r, send, recv, bytes);
   } else if (x->region == NULL) {
     return sc_fail(d, SC_EINVAL, "ipc collective: group not mapped");
   } else {
-    const uint64_t timeout_ns = r->deadline_ms > 0 ? (uint64_t)r->deadline_ms * 1000000u : 0;
-    const sc_ipc_dev dv = {.region = x->region, .members = x->members, .me = x->me,
-                           .block_bytes = x->block_bytes, .seq = x->seq,
-                           .steps = r->steps_dev, .status = r->status,
-                           .failure = r->failure_dev, .abort_word = r->abort_dev,
-                           .timeout_ns = timeout_ns, .call = seq};
+    const sc_ipc_dev dv = dev_of(r, x, seq);
     const unsigned char *s = send;
     unsigned char *o = recv;
     if (op == SC_OP_ALL_GATHER || op == SC_OP_ALL_REDUCE) {
@@ -311,7 +340,36 @@ static int ipc_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtyp
     }
   }
   if (rc) return sc_fail(d, rc, "ipc collective: launch failed");
-  if (t && cudaEventRecord(t->end, r->stream) == cudaSuccess) t->epoch = epoch;
+  end_collective(r, t);
+  return 0;
+}
+
+/* One round holds both (sc_ipc_lse_round): the region offers it, the group has members
+ * to merge, and the LSE and the parts fit a block. A pure function of the plan's shapes
+ * and the region's id, so every member answers alike. */
+static bool ipc_lse_fits(void *self, sc_group grp, sc_coll_op op, size_t n_rows, size_t width) {
+  const ipc_rank *r = self;
+  if ((unsigned)grp >= SC_GROUP_COUNT) return false;
+  const ipc_group *x = &r->g[grp];
+  return x->lse_round && x->members >= 2 && x->region != NULL && width % 4 == 0 &&
+         (op == SC_OP_ALL_REDUCE || (op == SC_OP_REDUCE_SCATTER && n_rows % (size_t)x->members == 0)) &&
+         sc_ipc_lse_part_at(n_rows) + (uint64_t)n_rows * width * sizeof(float) <= x->block_bytes;
+}
+
+static int ipc_lse_reduce(void *self, int32_t seq, sc_coll_op op, sc_group grp, const float *lse,
+                          const float *part, float *recv, size_t n_rows, size_t width,
+                          sc_diag *d) {
+  ipc_rank *r = self;
+  if (r->dead) return r->dead;
+  if (!ipc_lse_fits(self, grp, op, n_rows, width))
+    return sc_fail(d, SC_EINVAL, "ipc LSE round: not offered for this shape");
+  ipc_timing *t = NULL;
+  int rc = begin_collective(r, seq, &t, d);
+  if (rc) return rc;
+  const sc_ipc_dev dv = dev_of(r, &r->g[grp], seq);
+  if ((rc = sc_ipc_lse_round(&dv, op, lse, part, n_rows, width, recv, r->stream)) != 0)
+    return sc_fail(d, rc, "ipc LSE round: launch failed");
+  end_collective(r, t);
   return 0;
 }
 
@@ -390,6 +448,8 @@ static const sc_coll_ops k_ipc_ops = {
     .reset = ipc_reset_op,
     .finish = ipc_finish,
     .expect = ipc_expect,
+    .lse_fits = ipc_lse_fits,
+    .lse_reduce = ipc_lse_reduce,
     .recordable = true,
     .overlaps = true,
 };

@@ -33,6 +33,15 @@
  * aborted NCCL communicator). Kernels of several processes run at once only under MPS:
  * without it a waiting kernel holds the GPU until its context's time slice ends.
  *
+ * The decode attention's LSE merge (sc_coll_ops.lse_reduce, coll.h) is one round where
+ * the plan has two: put copies the member's LSE and, from sc_ipc_lse_part_at, its
+ * partial outputs into its block; combine weighs each row by the members' LSE
+ * (kernels/lse_math.h) and sums the weighted parts in member order, each product rounded
+ * before its add, so its bits are those of the LSE's gather, lse_scale and the reduction.
+ * Offered where both fit one block (lse_fits) and member 0 created the region under
+ * SPARSECP_IPC_LSE_ROUND=1 (its id says so: members that disagreed would pair rounds of
+ * different kinds). Off by default: not run on a GPU yet (session 58 got no device).
+ *
  * Recordable (sc_coll_ops.recordable): a round reads its sequence number from the
  * device and nothing from the host but the abort word, so a step's collectives may be
  * captured into its CUDA graph with its kernels (model/forward.c checks a replay's

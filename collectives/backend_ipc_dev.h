@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/hostdev.h"
 #include "plan/coll_types.h"
 
 #ifdef __cplusplus
@@ -54,6 +55,24 @@ typedef struct sc_ipc_dev {
 int sc_ipc_round(const sc_ipc_dev *d, sc_coll_op op, sc_dtype dt, const void *send,
                  uint64_t send_stride, int32_t pieces, uint64_t piece_bytes, void *recv,
                  uint64_t recv_member_stride, void *stream);
+
+/* The decode attention's LSE merge in one round where the plan has two (the LSE's
+ * all_gather and the partial outputs' all_reduce or reduce_scatter; backend_ipc.h): put
+ * copies this member's lse (n_rows f32) and part (n_rows x width f32) into its block,
+ * the part from byte sc_ipc_lse_part_at(n_rows); combine writes to recv, for op
+ *   ALL_REDUCE:     per row i, Σ_m w_m(i) * part_m[i] over members 0..G-1 in order;
+ *   REDUCE_SCATTER: the same for member me's n_rows / G rows only (rows me * n_rows / G..),
+ * w_m(i) the weight of lse_math.h over the members' lse of row i, each product rounded
+ * before its add: bit for bit the gather, kernels' lse_scale and the reduce of the
+ * scaled parts. SC_EINVAL (nothing queued) where the two do not fit one block, width is
+ * not a multiple of 4, or part or recv is not 16-byte aligned. */
+int sc_ipc_lse_round(const sc_ipc_dev *d, sc_coll_op op, const float *lse, const float *part,
+                     uint64_t n_rows, uint64_t width, float *recv, void *stream);
+
+/* Where an LSE round's partial outputs start in a member's block (its lse first). */
+SC_HOSTDEV uint64_t sc_ipc_lse_part_at(uint64_t n_rows) {
+  return (n_rows * sizeof(float) + 255) / 256 * 256;
+}
 
 /* Queued before the first collective of a step (plan position 0): counts the step on
  * the device (*d->steps += 1), in stream order, so that a replayed graph counts too. */

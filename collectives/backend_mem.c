@@ -1,6 +1,7 @@
 /* backend_mem.c - in-memory collectives for ranks as threads (see backend_mem.h). */
 #include "collectives/backend_mem.h"
 #include "collectives/coll_reduce.h"
+#include "kernels/lse_math.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -231,11 +232,33 @@ static void reduce_block(const mem_group *g, int dt, size_t off, size_t n, float
     sc_coll_accumulate((sc_dtype)dt, acc, (const char *)g->send[k] + off * esz, n, k == 0);
 }
 
+/* Joins group g's round as member m with (op, dt, send, count) and waits for every
+ * member: 0 with *gen set (the members' buffers may be read until leave_round), or an
+ * error: not joined (*joined false), or joined in a round that failed (g->err: leave it). */
+static int enter_round(mem_rank *r, mem_group *g, int32_t m, int op, int dt, const void *send,
+                       size_t count, uint64_t *gen, bool *joined) {
+  sc_mem_world *w = r->w;
+  *joined = false;
+  pthread_mutex_lock(&w->mu);
+  int rc = w->poison ? SC_EABORTED : arrive(w, g, m, op, dt, send, count, r->deadline_ms, gen);
+  if (rc == 0) {
+    *joined = true;
+    rc = g->err;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
+static void leave_round(mem_rank *r, mem_group *g, uint64_t gen) {
+  pthread_mutex_lock(&r->w->mu);
+  depart(r->w, g, gen);
+  pthread_mutex_unlock(&r->w->mu);
+}
+
 /* The collective itself, run now (its failures are the rendezvous's: the codes say all
  * there is). */
 static int mem_run_now(mem_rank *r, sc_coll_op op, sc_group grp, sc_dtype dt,
                        const void *send, void *recv, size_t count) {
-  sc_mem_world *w = r->w;
   if ((unsigned)op >= SC_OP_COUNT || (unsigned)grp >= SC_GROUP_COUNT ||
       (unsigned)dt >= SC_DT_COUNT)
     return SC_EINVAL;
@@ -248,26 +271,18 @@ static int mem_run_now(mem_rank *r, sc_coll_op op, sc_group grp, sc_dtype dt,
   const size_t out_n = op == SC_OP_REDUCE_SCATTER ? count / (size_t)size : count;
   int rc = 0;
   if (op != SC_OP_ALL_GATHER && (rc = ensure_scratch(r, out_n))) return rc;
-
-  pthread_mutex_lock(&w->mu);
-  if (w->poison) {
-    pthread_mutex_unlock(&w->mu);
-    return SC_EABORTED;
-  }
   if (g == NULL) { /* a group of one */
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_lock(&r->w->mu);
+    const int poisoned = r->w->poison;
+    pthread_mutex_unlock(&r->w->mu);
+    if (poisoned) return SC_EABORTED;
     if (count > 0 && recv != send) memmove(recv, send, count * esz);
     return 0;
   }
   uint64_t gen = 0;
-  rc = arrive(w, g, m, op, dt, send, count, r->deadline_ms, &gen);
-  if (rc) {
-    pthread_mutex_unlock(&w->mu);
-    return rc;
-  }
-  rc = g->err;
-  pthread_mutex_unlock(&w->mu);
-
+  bool joined;
+  rc = enter_round(r, g, m, op, dt, send, count, &gen, &joined);
+  if (!joined) return rc;
   if (rc == 0 && count > 0) {
     if (op == SC_OP_ALL_GATHER) {
       for (int32_t k = 0; k < size; k++) {
@@ -279,12 +294,62 @@ static int mem_run_now(mem_rank *r, sc_coll_op op, sc_group grp, sc_dtype dt,
       reduce_block(g, dt, off, out_n, r->scratch);
     }
   }
-
-  pthread_mutex_lock(&w->mu);
-  depart(w, g, gen);
-  pthread_mutex_unlock(&w->mu);
+  leave_round(r, g, gen);
   /* Reductions write recv only now: recv may be some member's send buffer. */
   if (rc == 0 && op != SC_OP_ALL_GATHER && out_n > 0) sc_coll_store((sc_dtype)dt, r->scratch, recv, out_n);
+  return rc;
+}
+
+/* ---- the decode attention's LSE merge in one round (coll.h, lse_fits / lse_reduce) ---- */
+
+/* What a member publishes for it: its LSE and its parts (read by every member). */
+typedef struct mem_lse_src {
+  const float *lse, *part;
+} mem_lse_src;
+
+/* The round's op in the rendezvous: apart from the plain ops, so that a member that
+ * merged in one round and one that did not are a desync, not a silent mix. */
+#define MEM_OP_LSE(op) (SC_OP_COUNT + (int)(op))
+
+static bool mem_lse_fits(void *self, sc_group grp, sc_coll_op op, size_t n_rows, size_t width) {
+  const mem_rank *r = self;
+  if ((unsigned)grp >= SC_GROUP_COUNT || r->grp[grp] == NULL || width == 0) return false;
+  const size_t G = (size_t)r->grp[grp]->size;
+  return op == SC_OP_ALL_REDUCE || (op == SC_OP_REDUCE_SCATTER && n_rows % G == 0);
+}
+
+/* Per row, the weights of lse_math.h over the members' LSE, then the members' scaled
+ * parts summed in member order, the product rounded before the add (C11 contracts
+ * nothing): what the LSE's gather, cpu lse_scale and reduce_block give. */
+static int mem_lse_now(mem_rank *r, sc_coll_op op, sc_group grp, const float *lse,
+                       const float *part, float *recv, size_t n_rows, size_t width) {
+  if (!mem_lse_fits(r, grp, op, n_rows, width)) return SC_EINVAL;
+  mem_group *g = r->grp[grp];
+  const size_t G = (size_t)g->size;
+  const size_t rows = op == SC_OP_REDUCE_SCATTER ? n_rows / G : n_rows;
+  const size_t row0 = op == SC_OP_REDUCE_SCATTER ? (size_t)r->member[grp] * rows : 0;
+  int rc = ensure_scratch(r, rows * width + G);
+  if (rc) return rc;
+  const mem_lse_src mine = {lse, part};
+  uint64_t gen = 0;
+  bool joined;
+  rc = enter_round(r, g, r->member[grp], MEM_OP_LSE(op), SC_DT_F32, &mine, n_rows * width, &gen,
+                   &joined);
+  if (!joined) return rc;
+  float *acc = r->scratch, *lg = r->scratch + rows * width;
+  for (size_t i = 0; rc == 0 && i < rows; i++) {
+    for (size_t m = 0; m < G; m++) lg[m] = ((const mem_lse_src *)g->send[m])->lse[row0 + i];
+    const double big_l = sc_lse_merged(lg, (int32_t)G, 1, 0);
+    float *a = acc + i * width;
+    for (size_t m = 0; m < G; m++) {
+      const float f = sc_lse_weight(lg[m], big_l);
+      const float *o = ((const mem_lse_src *)g->send[m])->part + (row0 + i) * width;
+      for (size_t x = 0; x < width; x++) a[x] = (m == 0 ? 0.0f : a[x]) + (f == 0.0f ? 0.0f : f * o[x]);
+    }
+  }
+  leave_round(r, g, gen);
+  /* (recv may be this member's part, which the others read until they left) */
+  if (rc == 0) memcpy(recv, acc, rows * width * sizeof *acc);
   return rc;
 }
 
@@ -297,10 +362,15 @@ typedef struct mem_call {
   const void *send;
   void *recv;
   size_t count;
+  const float *lse; /* an LSE round's (send: its parts; count: its rows x width) */
+  size_t width;
 } mem_call;
 
 static int mem_call_run(const void *args) {
   const mem_call *c = args;
+  if (c->lse)
+    return mem_lse_now(c->r, c->op, c->grp, c->lse, c->send, c->recv, c->count / c->width,
+                       c->width);
   return mem_run_now(c->r, c->op, c->grp, c->dt, c->send, c->recv, c->count);
 }
 
@@ -309,7 +379,17 @@ static int mem_run(void *self, int32_t seq, sc_coll_op op, sc_group grp, sc_dtyp
   (void)seq, (void)d;
   mem_rank *r = self;
   if (r->queue == NULL) return mem_run_now(r, op, grp, dt, send, recv, count);
-  const mem_call c = {r, op, grp, dt, send, recv, count};
+  const mem_call c = {r, op, grp, dt, send, recv, count, NULL, 0};
+  return r->queue(r->queue_ctx, mem_call_run, &c, sizeof c);
+}
+
+static int mem_lse_reduce(void *self, int32_t seq, sc_coll_op op, sc_group grp, const float *lse,
+                          const float *part, float *recv, size_t n_rows, size_t width,
+                          sc_diag *d) {
+  (void)seq, (void)d;
+  mem_rank *r = self;
+  if (r->queue == NULL) return mem_lse_now(r, op, grp, lse, part, recv, n_rows, width);
+  const mem_call c = {r, op, grp, SC_DT_F32, part, recv, n_rows * width, lse, width};
   return r->queue(r->queue_ctx, mem_call_run, &c, sizeof c);
 }
 
@@ -322,12 +402,16 @@ static void mem_abort(void *self, uint64_t epoch) {
 static const sc_coll_ops k_mem_ops = {
     .run = mem_run,
     .abort = mem_abort,
+    .lse_fits = mem_lse_fits,
+    .lse_reduce = mem_lse_reduce,
 };
 
 /* The same, queued with the kernels' work (sc_mem_comm_queue_through): recordable. */
 static const sc_coll_ops k_mem_queued_ops = {
     .run = mem_run,
     .abort = mem_abort,
+    .lse_fits = mem_lse_fits,
+    .lse_reduce = mem_lse_reduce,
     .recordable = true,
 };
 

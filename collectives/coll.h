@@ -68,6 +68,20 @@ typedef struct sc_coll_ops {
    * the session); a backend also accepts the plan of a step it has not been reset to
    * yet, for the reset that follows. May be NULL (nothing to learn). */
   void (*expect)(void *self, uint64_t epoch, const sc_coll *plan, int32_t num);
+  /* Optional pair (both NULL where not offered): the decode attention's LSE merge
+   * (SPEC.md §7) in one exchange where the plan has two, the LSE's all_gather and the
+   * partial outputs' all_reduce or reduce_scatter (`op`) over group g. lse_fits says
+   * whether it is offered for n_rows rows of `width` f32 (a pure function of the shapes
+   * and the comm's set-up, so every member of g answers alike and runs the same
+   * exchanges). lse_reduce then does what the gather of lse (n_rows f32 a member), the
+   * kernels' lse_scale of part and the reduction of the scaled parts give, bit for bit:
+   * recv gets, per row i (for reduce_scatter only this member's rows of n_rows / G),
+   * Σ_m w_m(i) * part_m[i] over members 0..G-1 in order, each product rounded before its
+   * add, w the weights of kernels/lse_math.h; part is not changed. seq is the gather's
+   * plan position (its device time counts both; the reduction's counts none). */
+  bool (*lse_fits)(void *self, sc_group g, sc_coll_op op, size_t n_rows, size_t width);
+  int (*lse_reduce)(void *self, int32_t seq, sc_coll_op op, sc_group g, const float *lse,
+                    const float *part, float *recv, size_t n_rows, size_t width, sc_diag *d);
   /* Whether a step's collectives may be recorded with its kernels (a CUDA graph) and
    * replayed: run only queues device work on the compute stream, which reads nothing
    * the host writes between replays and needs no host call to complete (backend_ipc.h).
@@ -150,6 +164,23 @@ void sc_coll_session_begin(sc_coll_session *s, sc_comm *comm, const sc_coll *pla
  * fails with the same code (the step is dead). */
 int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send,
                         void *recv);
+
+/* Whether the next two planned entries are the decode attention's LSE gather and the
+ * reduction of its partial outputs (SPEC.md §7: an all_gather of rows x heads f32 a
+ * member, then an all_reduce or reduce_scatter of rows x heads * dc) and the backend
+ * merges them in one exchange (sc_coll_ops.lse_fits). Decided from the plan alone, so
+ * every member of the group decides alike whatever it asks. */
+bool sc_coll_session_lse_fused(const sc_coll_session *s);
+
+/* The pair in one exchange (where sc_coll_session_lse_fused): checks `gather` and then
+ * `reduce` against the next two planned entries, as sc_coll_session_run would one by
+ * one (a mismatch of either is refused, naming its position, before anything is
+ * launched), and runs sc_coll_ops.lse_reduce: recv gets what the gather of lse, the
+ * kernels' lse_scale of part and the planned reduction of the scaled parts into recv
+ * give; part is left as it was (recv may be part). SC_EINVAL, nothing checked, where
+ * not fused. */
+int sc_coll_session_run_lse(sc_coll_session *s, const sc_coll *gather, const sc_coll *reduce,
+                            const float *lse, const float *part, float *recv);
 
 /* A recorded step about to be replayed (sc_coll_ops.recordable): checks the n
  * collectives the recording queued, in order, against the next planned entries as

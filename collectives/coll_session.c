@@ -150,6 +150,63 @@ int sc_coll_session_run(sc_coll_session *s, const sc_coll *req, const void *send
   return 0;
 }
 
+/* The shape lse_reduce sees: rows of the merge (a token and a head each) and their
+ * width (dc), from the planned pair. */
+static bool lse_shape(const sc_coll *gather, const sc_coll *reduce, size_t *n_rows,
+                      size_t *width) {
+  const int64_t rows = gather->rows * gather->width;
+  if (gather->op != SC_OP_ALL_GATHER || gather->dtype != SC_DT_F32 ||
+      reduce->dtype != SC_DT_F32 || gather->group != reduce->group || rows <= 0 ||
+      reduce->rows != gather->rows || (reduce->rows * reduce->width) % rows != 0 ||
+      (reduce->op != SC_OP_ALL_REDUCE && reduce->op != SC_OP_REDUCE_SCATTER))
+    return false;
+  *n_rows = (size_t)rows;
+  *width = (size_t)(reduce->rows * reduce->width / rows);
+  return true;
+}
+
+bool sc_coll_session_lse_fused(const sc_coll_session *s) {
+  const sc_coll_ops *ops = s->comm->ops;
+  size_t n_rows, width;
+  if (s->failed || s->next + 1 >= s->num || !ops || !ops->lse_fits || !ops->lse_reduce) return false;
+  const sc_coll *g = &s->plan[s->next], *r = &s->plan[s->next + 1];
+  return g->purpose == SC_PURPOSE_DECODE_LSE && r->purpose == SC_PURPOSE_DECODE_OUT &&
+         lse_shape(g, r, &n_rows, &width) &&
+         ops->lse_fits(s->comm->self, (sc_group)g->group, (sc_coll_op)r->op, n_rows, width);
+}
+
+int sc_coll_session_run_lse(sc_coll_session *s, const sc_coll *gather, const sc_coll *reduce,
+                            const float *lse, const float *part, float *recv) {
+  if (s->failed) return s->failed;
+  if (!sc_coll_session_lse_fused(s)) return SC_EINVAL;
+  sc_coll asked_g;
+  const sc_coll *pg = admit(s, gather, &asked_g);
+  if (pg == NULL) return s->failed;
+  if (s->next + 1 >= s->num) {
+    s->next++; /* (the refusal names the reduction's position) */
+    refuse(s, NULL, reduce);
+    return s->failed;
+  }
+  const sc_coll *pr = &s->plan[s->next + 1];
+  if (!sc_coll_matches(pr, reduce)) {
+    s->next++;
+    refuse(s, pr, reduce);
+    return s->failed;
+  }
+  size_t n_rows = 0, width = 0;
+  (void)lse_shape(pg, pr, &n_rows, &width); /* (true: sc_coll_session_lse_fused) */
+  const sc_coll_ops *ops = s->comm->ops;
+  const uint64_t t0 = sc_now_ns();
+  sc_diag why = {0};
+  const int rc = ops->lse_reduce(s->comm->self, s->next, (sc_coll_op)pr->op, (sc_group)pr->group,
+                                 lse, part, recv, n_rows, width, &why);
+  if (rc != 0) return fail_entry(s, rc, pg, &asked_g, "", why.msg);
+  sc_coll_stat *st = count_entry(s, pg);
+  count_entry(s, pr);
+  if (ops->finish == NULL) st->seconds += (double)(sc_now_ns() - t0) * 1e-9;
+  return 0;
+}
+
 int sc_coll_session_replay(sc_coll_session *s, const sc_coll *reqs, int32_t n) {
   if (s->failed) return s->failed;
   if (n > 0 && !s->comm->ops->recordable)

@@ -359,28 +359,72 @@ static int upload_all(step_ctx *s, upload_area *a, const upload_src src[U_COUNT]
   return end == 0 ? 0 : f->k->ops->copy(f->k, dev, a->host, end * sizeof(int32_t), SC_KCOPY_H2D);
 }
 
+/* A collective this step ran, kept while recording: a replay is checked as it was. */
+static int keep_coll(step_ctx *s, const sc_coll *req) {
+  struct sc_forward_rec *e = s->f->recording;
+  if (e == NULL) return 0;
+  if (e->num_colls == e->cap_colls) {
+    const int32_t cap = e->cap_colls ? 2 * e->cap_colls : 16;
+    sc_coll *c = realloc(e->colls, (size_t)cap * sizeof *c);
+    if (c == NULL) return sc_fail(s->d, SC_ENOMEM, "out of memory");
+    e->colls = c, e->cap_colls = cap;
+  }
+  e->colls[e->num_colls++] = *req;
+  return 0;
+}
+
+static sc_coll coll_req(const step_ctx *s, int group, int op, int dtype, int purpose,
+                        int64_t rows, int64_t width) {
+  return (sc_coll){.layer = s->layer, .group = (uint8_t)group, .op = (uint8_t)op,
+                   .dtype = (uint8_t)dtype, .purpose = (uint8_t)purpose, .chunk = -1,
+                   .rows = rows, .width = width};
+}
+
 static int coll(step_ctx *s, int group, int op, int dtype, int purpose, int64_t rows,
                 int64_t width, const void *send, void *recv) {
-  const sc_coll req = {.layer = s->layer, .group = (uint8_t)group, .op = (uint8_t)op,
-                       .dtype = (uint8_t)dtype, .purpose = (uint8_t)purpose, .chunk = -1,
-                       .rows = rows, .width = width};
+  const sc_coll req = coll_req(s, group, op, dtype, purpose, rows, width);
   sc_step_prof *p = &s->f->prof;
   const sc_stage was = sc_step_prof_stage(p);
   sc_step_prof_enter(p, SC_STAGE_COLL);
   int rc = sc_coll_session_run(s->sess, &req, send, recv);
   sc_step_prof_enter(p, was);
-  struct sc_forward_rec *e = s->f->recording;
-  if (rc == 0 && e != NULL) { /* (kept as asked: a replay is checked as this was) */
-    if (e->num_colls == e->cap_colls) {
-      const int32_t cap = e->cap_colls ? 2 * e->cap_colls : 16;
-      sc_coll *c = realloc(e->colls, (size_t)cap * sizeof *c);
-      if (c == NULL) return sc_fail(s->d, SC_ENOMEM, "out of memory");
-      e->colls = c, e->cap_colls = cap;
-    }
-    e->colls[e->num_colls++] = req;
-  }
-  if (rc && s->d) *s->d = s->sess->diag;
+  if (rc == 0) rc = keep_coll(s, &req);
+  else if (s->d) *s->d = s->sess->diag;
   return rc;
+}
+
+/* The decode attention's merge over DCP: the planned LSE gather, this shard's scale and
+ * the planned reduction of the parts (od) into olat, or, where the backend offers it,
+ * the same bits in one exchange (sc_coll_session_run_lse: both plan entries checked). */
+static int lse_merge_coll(step_ctx *s, int32_t D, int64_t h_att, float *lse, float *lseg,
+                          float *od, float *olat) {
+  sc_forward *f = s->f;
+  const int op = s->P > 1 ? SC_OP_ALL_REDUCE : SC_OP_REDUCE_SCATTER;
+  const sc_coll g = coll_req(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_DECODE_LSE,
+                             D, h_att);
+  const sc_coll r = coll_req(s, SC_GROUP_DCP, op, SC_DT_F32, SC_PURPOSE_DECODE_OUT, D,
+                             h_att * s->dc);
+  int rc;
+  if (sc_coll_session_lse_fused(s->sess)) {
+    sc_step_prof *p = &f->prof;
+    const sc_stage was = sc_step_prof_stage(p);
+    sc_step_prof_enter(p, SC_STAGE_COLL);
+    rc = sc_coll_session_run_lse(s->sess, &g, &r, lse, od, olat);
+    sc_step_prof_enter(p, was);
+    if (rc != 0) {
+      if (s->d) *s->d = s->sess->diag;
+      return rc;
+    }
+    if ((rc = keep_coll(s, &g)) == 0) rc = keep_coll(s, &r);
+    return rc;
+  }
+  if ((rc = coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_DECODE_LSE, D, h_att,
+                 lse, lseg)) != 0)
+    return rc;
+  if ((rc = f->k->ops->lse_scale(f->k, s->N, s->in->meta->coords.dcp_rank, (int64_t)D * h_att, s->dc,
+                                 lseg, od, NULL)) != 0)
+    return sc_fail(s->d, rc, "layer %d: LSE scale", s->layer);
+  return coll(s, SC_GROUP_DCP, op, SC_DT_F32, SC_PURPOSE_DECODE_OUT, D, h_att * s->dc, od, olat);
 }
 
 /* The work queued from here on belongs to `stage` (step_prof.h). */
@@ -706,7 +750,7 @@ static int attention_layer(step_ctx *s) {
     /* Partial attention over this shard for H_att heads; rows (member, token, head) in
      * member-major order, so the reduce-scatter hands each member its own heads. */
     const int32_t nq = s->P == 1 ? s->N : 1;
-    float *od = s->P == 1 ? f->buf[B_OD] : olat, *lse = f->buf[B_LSE], *lseg = f->buf[B_LSEG];
+    float *od = s->P == 1 ? f->buf[B_OD] : olat, *lse = f->buf[B_LSE];
     for (int32_t mq = 0; mq < nq; mq++) {
       const float *qsrc = s->P == 1 ? qg + (size_t)mq * D * qaw : qabs;
       const sc_attn_args aa = {
@@ -717,17 +761,7 @@ static int attention_layer(step_ctx *s) {
           .model_heads = s->f->mc.heads};
       CK(o->sparse_attn(k, &aa), "layer %d: decode attention (shard)", l);
     }
-    const int64_t h_att = (int64_t)nq * s->Hl;
-    CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_DECODE_LSE, D, h_att, lse,
-            lseg));
-    CK(o->lse_scale(k, s->N, m->coords.dcp_rank, (int64_t)nq * D * s->Hl, s->dc, lseg, od, NULL),
-       "layer %d: LSE scale", l);
-    if (s->P > 1)
-      CC(coll(s, SC_GROUP_DCP, SC_OP_ALL_REDUCE, SC_DT_F32, SC_PURPOSE_DECODE_OUT, D,
-              h_att * s->dc, od, olat));
-    else
-      CC(coll(s, SC_GROUP_DCP, SC_OP_REDUCE_SCATTER, SC_DT_F32, SC_PURPOSE_DECODE_OUT, D,
-              h_att * s->dc, od, olat));
+    CC(lse_merge_coll(s, D, (int64_t)nq * s->Hl, lse, f->buf[B_LSEG], od, olat));
   }
 
   /* ---- W_UV, o_proj, TP reduce, residual ---- */

@@ -11,12 +11,15 @@
  * finish says SC_ETIMEDOUT at the deadline, or SC_EABORTED at once when aborted from
  * another thread, naming the collective by its plan position, and the comm stays dead
  * after a reset. Also the region's note: memory member 0 exports, found by the others
- * through the handle it noted (note_export, note_check). The parent never touches CUDA (a forked child of an initialised context
+ * through the handle it noted (note_export, note_check). And the decode attention's LSE
+ * merge in one round against the gather, the kernels' lse_scale and the reduction, bit
+ * for bit (member_lse; the 4 KB blocks are too small for it: lse_fits declines). The parent never touches CUDA (a forked child of an initialised context
  * is unusable). Without MPS the children's kernels take turns by time slice (slow, but
  * they meet). Passed on one H200 with and
  * without MPS (2026-12-05, bench/gpu-step.md); both block sizes under MPS on one H100
  * (2026-12-06). */
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +31,7 @@
 
 #include "collectives/backend_ipc.h"
 #include "kernels/bf16.h"
+#include "kernels/lse_math.h"
 #include "kernels/cuda/kernels_cuda.h"
 
 #define BLOCK_SMALL 4096
@@ -140,6 +144,98 @@ static int member_graph(int G, int me, sc_comm *comm, cudaStream_t st, float *h,
   EXPECT(comm->ops->finish(comm->self, 0, secs, 2, &failed) == 0, "finish after the replays");
   (void)cudaGraphExecDestroy(exec);
   (void)cudaGraphDestroy(graph);
+  return fails;
+}
+
+/* The decode attention's LSE merge in one round (lse_fits, lse_reduce) against the
+ * plan's three steps over the same inputs on the same stream: the LSE's all_gather, the
+ * kernels' lse_scale (kernels/cuda) and the all_reduce or reduce_scatter of the scaled
+ * parts; bit for bit, and near a host reference. The rows hold a member's empty shard
+ * (-inf, NaN parts that must not leak), a row NaN on every member (out 0) and a +inf LSE
+ * (counts as -inf). Over blocks too small for one round, lse_fits declines. */
+#define LSE_ROWS 100 /* (not a multiple of the combine's tile of rows) */
+#define LSE_WIDTH 64
+static float lse_of(int m, size_t i) {
+  if (i == 5) return NAN;
+  if (i == 3 && m == 1) return -INFINITY;
+  if (i == 7 && m == 0) return INFINITY;
+  return (float)((m * 7 + (int)i * 3) % 11) * 0.37f - 1.5f;
+}
+
+static float part_of(int m, size_t i, size_t x) {
+  return i == 3 && m == 1 ? NAN : value(m, i * LSE_WIDTH + x) - 0.5f * (float)(x % 3);
+}
+
+static int member_lse(int G, int me, sc_comm *comm, cudaStream_t st, size_t block) {
+  const size_t n = LSE_ROWS, w = LSE_WIDTH, nw = n * w;
+  sc_kernels *k = NULL;
+  EXPECT(sc_kernels_cuda_create(&k, 0, st) == 0, "kernels context");
+  if (k == NULL) return fails;
+  float *hl = malloc(sizeof(float) * n), *hp = malloc(sizeof(float) * nw);
+  float *fused = malloc(sizeof(float) * nw), *plain = malloc(sizeof(float) * nw);
+  for (size_t i = 0; i < n; i++) hl[i] = lse_of(me, i);
+  for (size_t i = 0; i < n; i++)
+    for (size_t x = 0; x < w; x++) hp[i * w + x] = part_of(me, i, x);
+  float *lse = up(hl, sizeof(float) * n), *part = up(hp, sizeof(float) * nw);
+  float *scaled = up(hp, sizeof(float) * nw), *lseg = NULL, *ra = NULL, *rb = NULL;
+  if (cudaMalloc((void **)&lseg, sizeof(float) * n * (size_t)G) != cudaSuccess ||
+      cudaMalloc((void **)&ra, sizeof(float) * nw) != cudaSuccess ||
+      cudaMalloc((void **)&rb, sizeof(float) * nw) != cudaSuccess)
+    abort();
+  sc_diag d;
+  int32_t seq = 0;
+  comm->ops->reset(comm->self, 3);
+  const sc_coll_op ops[2] = {SC_OP_ALL_REDUCE, SC_OP_REDUCE_SCATTER};
+  for (int c = 0; c < 2; c++) {
+    const sc_coll_op op = ops[c];
+    const bool fits = comm->ops->lse_fits(comm->self, SC_GROUP_PCP, op, n, w);
+    EXPECT(fits == (block >= BLOCK_LARGE), "lse_fits %d over blocks of %zu", (int)fits, block);
+    if (!fits) continue;
+    if (cudaMemcpy(scaled, hp, sizeof(float) * nw, cudaMemcpyHostToDevice) != cudaSuccess) abort();
+    EXPECT(comm->ops->lse_reduce(comm->self, seq++, op, SC_GROUP_PCP, lse, part, ra, n, w, &d) == 0,
+           "lse_reduce");
+    EXPECT(comm->ops->run(comm->self, seq++, SC_OP_ALL_GATHER, SC_GROUP_PCP, SC_DT_F32, lse, lseg,
+                          n, &d) == 0, "the LSE's gather");
+    EXPECT(k->ops->lse_scale(k, G, me, (int64_t)n, (int64_t)w, lseg, scaled, NULL) == 0,
+           "lse_scale");
+    EXPECT(comm->ops->run(comm->self, seq++, op, SC_GROUP_PCP, SC_DT_F32, scaled, rb, nw, &d) == 0,
+           "the parts' reduction");
+    EXPECT(cudaStreamSynchronize(st) == cudaSuccess, "LSE round");
+    const size_t rows = op == SC_OP_REDUCE_SCATTER ? n / (size_t)G : n;
+    const size_t row0 = op == SC_OP_REDUCE_SCATTER ? (size_t)me * rows : 0;
+    down(fused, ra, sizeof(float) * rows * w);
+    down(plain, rb, sizeof(float) * rows * w);
+    EXPECT(memcmp(fused, plain, sizeof(float) * rows * w) == 0,
+           "%s: one round differs from the gather, scale and reduction", sc_coll_op_name(op));
+    float lg[SC_IPC_MEMBERS_MAX];
+    for (size_t i = 0; i < rows && fails == 0; i++) {
+      for (int m = 0; m < G; m++) lg[m] = lse_of(m, row0 + i);
+      const double big_l = sc_lse_merged(lg, G, 1, 0);
+      for (size_t x = 0; x < w; x++) {
+        double want = 0;
+        for (int m = 0; m < G; m++) {
+          const float f = sc_lse_weight(lg[m], big_l);
+          if (f != 0.0f) want += (double)f * part_of(m, row0 + i, x);
+        }
+        const float got = fused[i * w + x];
+        if (!(fabs(got - want) <= 1e-5 * (1 + fabs(want)))) {
+          EXPECT(0, "%s: row %zu element %zu: %g, expected %g", sc_coll_op_name(op), row0 + i,
+                 x, got, want);
+          break;
+        }
+      }
+    }
+    down(plain, part, sizeof(float) * nw);
+    EXPECT(memcmp(plain, hp, sizeof(float) * nw) == 0, "lse_reduce changed the parts");
+  }
+  double secs[8];
+  int32_t failed = -1;
+  EXPECT(comm->ops->finish(comm->self, 3, secs, seq, &failed) == 0, "finish after the LSE rounds");
+  if (seq > 0) EXPECT(secs[0] > 0.0, "the LSE round's device time %g s", secs[0]);
+  (void)cudaFree(lse), (void)cudaFree(part), (void)cudaFree(scaled), (void)cudaFree(lseg);
+  (void)cudaFree(ra), (void)cudaFree(rb);
+  free(hl), free(hp), free(fused), free(plain);
+  sc_kernels_destroy(k);
   return fails;
 }
 
@@ -279,6 +375,7 @@ static int member(int G, int me, sc_ipc_id id, void *owned, enum mode mode, size
   if (cudaMalloc(&recv2, sizeof(float) * NG * 16) != cudaSuccess) abort();
   comm.ops->reset(comm.self, 2);
   member_graph(G, me, &comm, st, h, back, send, recv, recv2, NR, NG);
+  member_lse(G, me, &comm, st, block);
   (void)cudaFree(recv2);
   sc_ipc_comm_destroy(&comm);
   free(h), free(back), free(hb), free(bb), free(hs);
@@ -331,6 +428,7 @@ static int run_group(int G, enum mode mode, size_t block) {
 }
 
 int main(void) {
+  setenv("SPARSECP_IPC_LSE_ROUND", "1", 1); /* (off by default: backend_ipc.c) */
   pid_t probe = fork();
   if (probe == 0) {
     int n = 0;

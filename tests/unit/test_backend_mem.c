@@ -2,11 +2,13 @@
  * reduce-scatter over every group of several layouts, in-place use, disagreement,
  * deadlines and abort. Ranks are threads. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "collectives/backend_mem.h"
+#include "kernels/kernels.h"
 #include "model/model_defaults.h"
 
 typedef struct thr {
@@ -262,5 +264,61 @@ Test(backend_mem, session_runs_planned_and_refuses_mismatch) {
   for (int g = 0; g < 2; g++) {
     cr_assert_eq(t[g].rc, SC_EDESYNC);
     cr_assert_eq(t[g].extra, 0);
+  }
+}
+
+/* The decode attention's LSE merge in one round (coll.h, lse_reduce) against the plan's
+ * three steps over the same inputs: the LSE's all_gather, the CPU kernels' lse_scale and
+ * the all_reduce (P > 1) or reduce_scatter (P = 1) of the scaled parts; bit for bit,
+ * in place as the forward runs it at P > 1. Rows include a member's empty shard (-inf
+ * LSE, NaN parts that must not leak), a row NaN on every member and a +inf LSE. */
+enum { LSE_ROWS = 12, LSE_W = 5 };
+static float lse_of(int m, int i) {
+  if (i == 5) return NAN;
+  if (i == 3 && m == 1) return -INFINITY;
+  if (i == 7 && m == 0) return INFINITY;
+  return (float)((m * 7 + i * 3) % 11) * 0.37f - 1.5f;
+}
+
+static int body_lse(thr *t, sc_comm *c) {
+  const int G = c->group_size[SC_GROUP_DCP], me = c->group_rank[SC_GROUP_DCP];
+  const sc_coll_op op = t->cfg.pcp > 1 ? SC_OP_ALL_REDUCE : SC_OP_REDUCE_SCATTER;
+  float lse[LSE_ROWS], part[LSE_ROWS * LSE_W], scaled[LSE_ROWS * LSE_W], lseg[LSE_ROWS * 8];
+  float one[LSE_ROWS * LSE_W], three[LSE_ROWS * LSE_W];
+  for (int i = 0; i < LSE_ROWS; i++) {
+    lse[i] = lse_of(me, i);
+    for (int x = 0; x < LSE_W; x++)
+      part[i * LSE_W + x] = i == 3 && me == 1 ? NAN : (float)(me + 1) * 0.3f + (float)(i * LSE_W + x) * 0.01f;
+  }
+  memcpy(scaled, part, sizeof part);
+  memcpy(one, part, sizeof part);
+  if (!c->ops->lse_fits(c->self, SC_GROUP_DCP, op, LSE_ROWS, LSE_W)) return SC_ENOTSUP;
+  /* in place: recv is the parts, which the other members read in the same round */
+  int rc = c->ops->lse_reduce(c->self, 0, op, SC_GROUP_DCP, lse, one, one, LSE_ROWS, LSE_W, NULL);
+  if (rc) return rc;
+  sc_kernels *k = NULL;
+  if ((rc = sc_kernels_cpu_create(&k, 1))) return rc;
+  if ((rc = c->ops->run(c->self, 1, SC_OP_ALL_GATHER, SC_GROUP_DCP, SC_DT_F32, lse, lseg, LSE_ROWS,
+                        NULL)) == 0 &&
+      (rc = k->ops->lse_scale(k, G, me, LSE_ROWS, LSE_W, lseg, scaled, NULL)) == 0)
+    rc = c->ops->run(c->self, 2, op, SC_GROUP_DCP, SC_DT_F32, scaled, three, LSE_ROWS * LSE_W, NULL);
+  sc_kernels_destroy(k);
+  if (rc) return rc;
+  const int n = op == SC_OP_REDUCE_SCATTER ? LSE_ROWS * LSE_W / G : LSE_ROWS * LSE_W;
+  t->extra = memcmp(one, three, (size_t)n * sizeof(float)) != 0;
+  for (int i = 0; i < n; i++) t->extra += three[i] != three[i]; /* nothing NaN leaked */
+  return 0;
+}
+
+Test(backend_mem, lse_round_is_the_gather_scale_and_reduction) {
+  thr t[8];
+  const int layouts[][3] = {{2, 2, 1}, {4, 4, 1}, {1, 4, 4}, {2, 2, 2}};
+  for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+    const int P = layouts[l][0], N = layouts[l][1], T = layouts[l][2];
+    run_world(P, N, T, 2000, body_lse, t);
+    for (int g = 0; g < P * T; g++) {
+      cr_assert_eq(t[g].rc, 0, "P%d N%d T%d rank %d: %d", P, N, T, g, t[g].rc);
+      cr_assert_eq(t[g].extra, 0, "P%d N%d T%d rank %d: the round differs", P, N, T, g);
+    }
   }
 }

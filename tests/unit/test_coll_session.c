@@ -2,6 +2,7 @@
  * a mismatch is refused before the backend sees it, the failure is remembered for the
  * step_abort report, and the desync fault injection trips the check. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "collectives/coll.h"
@@ -173,5 +174,91 @@ Test(coll_session, a_replay_is_checked_against_the_plan_and_launches_nothing) {
   sc_coll_session_begin(&s, &comm, plan.colls, 0, 10);
   cr_assert_eq(sc_coll_session_replay(&s, plan.colls, 0), 0, "no collectives: any backend");
   cr_assert_eq(launched, 0);
+  sc_plan_free(&plan);
+}
+
+/* The decode attention's LSE merge in one exchange (sc_coll_session_run_lse): offered only
+ * at the plan's LSE gather and where the backend's lse_fits says so; the planned gather and reduction are both checked
+ * before anything is launched (a mismatch of either is the desync a run would give,
+ * naming its position), one launch runs them with the gather's plan position, and both
+ * count as run. */
+static bool lse_offered;
+static int lse_launched;
+static bool fits_op(void *self, sc_group g, sc_coll_op op, size_t n_rows, size_t width) {
+  (void)self, (void)g, (void)op;
+  return lse_offered && n_rows > 0 && width > 0;
+}
+static int lse_op(void *self, int32_t seq, sc_coll_op op, sc_group g, const float *lse,
+                  const float *part, float *recv, size_t n_rows, size_t width, sc_diag *d) {
+  (void)self, (void)op, (void)g, (void)lse, (void)part, (void)recv, (void)n_rows, (void)width, (void)d;
+  lse_launched++;
+  last_seq = seq;
+  return 0;
+}
+static const sc_coll_ops k_lse = {.run = count_op, .lse_fits = fits_op, .lse_reduce = lse_op};
+
+Test(coll_session, the_lse_pair_in_one_exchange_is_checked_as_two) {
+  sc_plan plan;
+  sc_comm comm;
+  make(&plan, &comm);
+  comm.ops = &k_lse;
+  int32_t at = -1; /* the first decode_lse gather, followed by its decode_out reduction */
+  for (int32_t k = 0; k + 1 < plan.num_colls && at < 0; k++)
+    if (plan.colls[k].purpose == SC_PURPOSE_DECODE_LSE) at = k;
+  cr_assert_geq(at, 0);
+  const sc_coll *g = &plan.colls[at], *r = &plan.colls[at + 1];
+  cr_assert_eq(r->purpose, SC_PURPOSE_DECODE_OUT);
+  sc_coll_session s;
+  for (int offered = 0; offered < 2; offered++) {
+    lse_offered = offered;
+    sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 3);
+    for (int32_t k = 0; k < at; k++) {
+      cr_assert_not(sc_coll_session_lse_fused(&s), "offered at entry %d, not the LSE gather", k);
+      cr_assert_eq(sc_coll_session_run(&s, &plan.colls[k], NULL, NULL), 0);
+    }
+    cr_assert_eq(sc_coll_session_lse_fused(&s), offered);
+    if (!offered) {
+      cr_assert_eq(sc_coll_session_run_lse(&s, g, r, NULL, NULL, NULL), SC_EINVAL);
+      cr_assert_eq(s.next, at, "a refused pair consumed the plan");
+      cr_assert_eq(s.failed, 0);
+      continue;
+    }
+    lse_launched = launched = 0;
+    memset(comm.stats, 0, sizeof comm.stats);
+    cr_assert_eq(sc_coll_session_run_lse(&s, g, r, NULL, NULL, NULL), 0);
+    cr_assert_eq(lse_launched, 1);
+    cr_assert_eq(launched, 0);
+    cr_assert_eq(last_seq, at, "the exchange carries the gather's plan position");
+    cr_assert_eq(s.next, at + 2);
+    cr_assert_eq(comm.stats[SC_PURPOSE_DECODE_LSE].calls, 1);
+    cr_assert_eq(comm.stats[SC_PURPOSE_DECODE_OUT].calls, 1);
+    for (int32_t k = at + 2; k < plan.num_colls; k++)
+      cr_assert_eq(sc_coll_session_run(&s, &plan.colls[k], NULL, NULL), 0);
+    cr_assert_eq(sc_coll_session_end(&s), 0);
+  }
+  /* a reduction of another shape: refused, nothing launched, its position named */
+  lse_offered = true;
+  sc_coll bad = *r;
+  bad.width += 4;
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 4);
+  for (int32_t k = 0; k < at; k++) cr_assert_eq(sc_coll_session_run(&s, &plan.colls[k], NULL, NULL), 0);
+  lse_launched = 0;
+  cr_assert_eq(sc_coll_session_run_lse(&s, g, &bad, NULL, NULL, NULL), SC_EDESYNC);
+  cr_assert_eq(lse_launched, 0);
+  char want[48];
+  snprintf(want, sizeof want, "step 4, seq %d", at + 1);
+  cr_assert_not_null(strstr(s.diag.msg, want), "%s", s.diag.msg);
+  cr_assert_eq(comm.last_failure.seq, at + 1);
+  /* a gather of another shape: refused at its own position */
+  sc_coll bad_g = *g;
+  bad_g.rows += 1;
+  sc_coll_session_begin(&s, &comm, plan.colls, plan.num_colls, 5);
+  for (int32_t k = 0; k < at; k++) cr_assert_eq(sc_coll_session_run(&s, &plan.colls[k], NULL, NULL), 0);
+  const sc_coll bad_r = {.layer = r->layer, .group = r->group, .op = r->op, .dtype = r->dtype,
+                         .purpose = r->purpose, .chunk = -1, .rows = bad_g.rows,
+                         .width = r->width};
+  cr_assert_eq(sc_coll_session_run_lse(&s, &bad_g, &bad_r, NULL, NULL, NULL), SC_EDESYNC);
+  cr_assert_eq(lse_launched, 0);
+  cr_assert_eq(comm.last_failure.seq, at);
   sc_plan_free(&plan);
 }

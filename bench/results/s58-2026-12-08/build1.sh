@@ -1,0 +1,9 @@
+#!/bin/bash
+# build1.sh (session 58; from the repository root, ~4 minutes): .devrun/l = branch
+# wip/lse-round (main f17a1e3 + the decode LSE merge in one ipc round) with its GPU tests,
+# for run1.sh. SPARSECP_IPC_LSE_ROUND=0 in the same binary gives main's two rounds.
+set -euo pipefail
+. bench/device_build.sh
+rm -rf .devrun/l .devrun/m
+stage_build .devrun/l "${REV:-HEAD}" - sparsecp test_gpu_kernels test_gpu_graphs test_gpu_ipc
+stage_pack .devrun/l/*
