@@ -229,7 +229,8 @@ static unsigned grid_of(uint64_t bytes) {
 extern "C" int sc_ipc_round(const sc_ipc_dev *d, sc_coll_op op, sc_dtype dt, const void *send,
                             uint64_t send_stride, int32_t pieces, uint64_t piece_bytes,
                             void *recv, uint64_t recv_member_stride, void *stream) {
-  if ((uint64_t)pieces * piece_bytes > d->block_bytes || d->members > SC_IPC_MEMBERS_MAX) return SC_EINVAL;
+  if ((uint64_t)pieces * piece_bytes > d->block_bytes || d->members > SC_IPC_MEMBERS_MAX)
+    return SC_EINVAL;
   const unsigned blocks =
       grid_of((uint64_t)pieces * piece_bytes * (op == SC_OP_ALL_GATHER ? d->members : 1));
   cudaStream_t st = (cudaStream_t)stream;
@@ -253,7 +254,8 @@ extern "C" int sc_ipc_lse_round(const sc_ipc_dev *d, sc_coll_op op, const float 
   const uint64_t rows_out = op == SC_OP_REDUCE_SCATTER ? n_rows / (uint64_t)d->members : n_rows;
   const uint64_t tiles = (rows_out + LSE_TILE - 1) / LSE_TILE;
   const unsigned put_blocks = grid_of(at + part_bytes);
-  const unsigned blocks = (unsigned)(tiles < 1 ? 1 : tiles > IPC_BLOCKS_MAX ? IPC_BLOCKS_MAX : tiles);
+  const unsigned blocks =
+      (unsigned)(tiles < 1 ? 1 : tiles > IPC_BLOCKS_MAX ? IPC_BLOCKS_MAX : tiles);
   cudaStream_t st = (cudaStream_t)stream;
   const ipc_src a = {(const unsigned char *)lse, 0, 1, n_rows * sizeof(float), 0};
   const ipc_src b = {(const unsigned char *)part, 0, 1, part_bytes, at};

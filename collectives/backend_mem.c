@@ -296,7 +296,8 @@ static int mem_run_now(mem_rank *r, sc_coll_op op, sc_group grp, sc_dtype dt,
   }
   leave_round(r, g, gen);
   /* Reductions write recv only now: recv may be some member's send buffer. */
-  if (rc == 0 && op != SC_OP_ALL_GATHER && out_n > 0) sc_coll_store((sc_dtype)dt, r->scratch, recv, out_n);
+  if (rc == 0 && op != SC_OP_ALL_GATHER && out_n > 0)
+    sc_coll_store((sc_dtype)dt, r->scratch, recv, out_n);
   return rc;
 }
 
@@ -344,7 +345,8 @@ static int mem_lse_now(mem_rank *r, sc_coll_op op, sc_group grp, const float *ls
     for (size_t m = 0; m < G; m++) {
       const float f = sc_lse_weight(lg[m], big_l);
       const float *o = ((const mem_lse_src *)g->send[m])->part + (row0 + i) * width;
-      for (size_t x = 0; x < width; x++) a[x] = (m == 0 ? 0.0f : a[x]) + (f == 0.0f ? 0.0f : f * o[x]);
+      for (size_t x = 0; x < width; x++)
+        a[x] = (m == 0 ? 0.0f : a[x]) + (f == 0.0f ? 0.0f : f * o[x]);
     }
   }
   leave_round(r, g, gen);

@@ -168,7 +168,8 @@ static bool lse_shape(const sc_coll *gather, const sc_coll *reduce, size_t *n_ro
 bool sc_coll_session_lse_fused(const sc_coll_session *s) {
   const sc_coll_ops *ops = s->comm->ops;
   size_t n_rows, width;
-  if (s->failed || s->next + 1 >= s->num || !ops || !ops->lse_fits || !ops->lse_reduce) return false;
+  if (s->failed || s->next + 1 >= s->num || !ops || !ops->lse_fits || !ops->lse_reduce)
+    return false;
   const sc_coll *g = &s->plan[s->next], *r = &s->plan[s->next + 1];
   return g->purpose == SC_PURPOSE_DECODE_LSE && r->purpose == SC_PURPOSE_DECODE_OUT &&
          lse_shape(g, r, &n_rows, &width) &&

@@ -421,8 +421,8 @@ static int lse_merge_coll(step_ctx *s, int32_t D, int64_t h_att, float *lse, flo
   if ((rc = coll(s, SC_GROUP_DCP, SC_OP_ALL_GATHER, SC_DT_F32, SC_PURPOSE_DECODE_LSE, D, h_att,
                  lse, lseg)) != 0)
     return rc;
-  if ((rc = f->k->ops->lse_scale(f->k, s->N, s->in->meta->coords.dcp_rank, (int64_t)D * h_att, s->dc,
-                                 lseg, od, NULL)) != 0)
+  if ((rc = f->k->ops->lse_scale(f->k, s->N, s->in->meta->coords.dcp_rank, (int64_t)D * h_att,
+                                 s->dc, lseg, od, NULL)) != 0)
     return sc_fail(s->d, rc, "layer %d: LSE scale", s->layer);
   return coll(s, SC_GROUP_DCP, op, SC_DT_F32, SC_PURPOSE_DECODE_OUT, D, h_att * s->dc, od, olat);
 }

@@ -13,11 +13,11 @@
  * after a reset. Also the region's note: memory member 0 exports, found by the others
  * through the handle it noted (note_export, note_check). And the decode attention's LSE
  * merge in one round against the gather, the kernels' lse_scale and the reduction, bit
- * for bit (member_lse; the 4 KB blocks are too small for it: lse_fits declines). The parent never touches CUDA (a forked child of an initialised context
- * is unusable). Without MPS the children's kernels take turns by time slice (slow, but
- * they meet). Passed on one H200 with and
- * without MPS (2026-12-05, bench/gpu-step.md); both block sizes under MPS on one H100
- * (2026-12-06). */
+ * for bit (member_lse; the 4 KB blocks are too small for it: lse_fits declines). The
+ * parent never touches CUDA (a forked child of an initialised context is unusable).
+ * Without MPS the children's kernels take turns by time slice (slow, but they meet).
+ * Passed on one H200 with and without MPS (2026-12-05, bench/gpu-step.md); both block
+ * sizes under MPS on one H100 (2026-12-06); the LSE case not run yet (session 58). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <pthread.h>

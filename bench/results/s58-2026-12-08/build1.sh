@@ -1,6 +1,6 @@
 #!/bin/bash
 # build1.sh (session 58; from the repository root, ~4 minutes): .devrun/l = branch
-# wip/lse-round (main f17a1e3 + the decode LSE merge in one ipc round) with its GPU tests,
+# main (from cf764ca on: the decode LSE merge in one ipc round) with its GPU tests,
 # for run1.sh. SPARSECP_IPC_LSE_ROUND=0 in the same binary gives main's two rounds.
 set -euo pipefail
 . bench/device_build.sh
