@@ -4,7 +4,8 @@
 # round against the gather, lse_scale and reduction, bit for bit), run --verify over ipc
 # at P4 N4 (the all_reduce form) and P1 N4 T4 (the reduce_scatter form), then the default
 # model's TPOT at P4 N4 over ipc with SPARSECP_IPC_LSE_ROUND 1 and 0 in one binary and one
-# rank beside them, three rounds; P1 N4 T4 both ways once. Last, all of test_gpu_kernels
+# rank beside them, three rounds; P1 N4 T4 both ways once; P4 N4 profiled both ways
+# (rank_step_medians: stages and CUPTI busy time a rank). Last, all of test_gpu_kernels
 # and test_gpu_graphs (main's ca4865a has not run on a GPU) and verify P2 N2 over NCCL.
 . bench/device_common.sh
 B=.devrun/l
@@ -34,6 +35,12 @@ done
 four 1 4 4 1 t4-one
 four 1 4 4 0 t4-two
 lap four
+for v in 1 0; do # where the step goes with one round and with two (profiled: steps one at a time)
+  SPARSECP_IPC_LSE_ROUND=$v SPARSECP_LOG=info timeout 90 $B/sparsecp run --device cuda --gpus 1 --pcp 4 --dcp 4 \
+    --mps on --clients 1 --json --requests "$OUT/req4.jsonl" --collectives ipc --profile > "$OUT/prof-$v.json" 2> "$OUT/prof-$v.err"
+  echo "P4 N4 profiled, lse_round=$v rc=$?"; show_run "$OUT/prof-$v.json"; rank_step_medians "$OUT/prof-$v.err"
+done
+lap profile
 BIN=$B kernel_tests_all
 timeout 150 $B/test_gpu_graphs > "$OUT/test_graphs.log" 2>&1; echo "test_gpu_graphs rc=$? $(tail -1 "$OUT/test_graphs.log")"
 BIN=$B verify_p2n2
