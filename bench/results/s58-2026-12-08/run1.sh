@@ -1,5 +1,5 @@
 #!/bin/bash
-# run1.sh (session 58; .devrun/l by build1.sh, branch wip/lse-round, ~6 min): the decode
+# run1.sh (session 58; .devrun/l by build1.sh, main, ~7 min): the decode
 # attention's LSE merge in one ipc round. test_gpu_ipc under MPS (its new LSE case: one
 # round against the gather, lse_scale and reduction, bit for bit), run --verify over ipc
 # at P4 N4 (the all_reduce form) and P1 N4 T4 (the reduce_scatter form), then the default
