@@ -13,7 +13,8 @@
 #    other_gpu_tests, torch_indexer,
 #    indexer_tests, kernel_tests_all, memcheck_indexer, ipc_test_mps, flashmla_anchor,
 #    attn_pipeline_checks, deep_tpot_alternating, attention_cases, attn_sanitize,
-#    attn_alternating, attn8_alternating, attn_env_alternating, ncu_src, ncu_attn).
+#    attn_alternating, attn8_alternating, attn_env_alternating, ncu_src, ncu_attn,
+#    gpu_peak_mem, verify_p4_ipc, deep_p4_ipc).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # (-f: a warm machine may keep a copy unpacked by the call before, beside which xz -d
@@ -395,3 +396,36 @@ ncu_src() {
 }
 # ncu_attn NAME V CASE MANGLED: ncu_src of kernel.sparse_attn.CASE.
 ncu_attn() { SC_BENCH_KERNELS_ONLY=kernel.sparse_attn.$3 ncu_src "$1" "$2" "$4"; }
+
+# gpu_peak_mem CMD...: runs CMD while sampling the GPU's memory every 0.2 s; prints its
+# exit status and the most memory used (MiB).
+gpu_peak_mem() {
+  local f="$OUT/mem.$$"; : > "$f"
+  ( while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits >> "$f"; sleep 0.2; done ) &
+  local s=$!; "$@"; local rc=$?; kill $s; wait $s 2> /dev/null
+  echo "  rc=$rc, most memory used $(sort -n "$f" | tail -1) MiB"; rm -f "$f"
+}
+
+# deep_p4_ipc B TIMEOUT: model-deep (bf16 rows) at P4 N4 over ipc under MPS, binaries in
+# .devrun/B, 4 requests of 64 + 16 tokens 500 ms apart, with the GPU's most memory used
+# and the ranks' lines about their weights; $OUT/deep-B.json / .err.
+deep_p4_ipc() {
+  printf '{"prompt_len": 64, "max_tokens": 16, "arrive_ms": %d, "seed": %d}\n' 0 0 500 1 1000 2 1500 3 > "$OUT/req-deep.jsonl"
+  echo "model-deep P4 N4 ipc, $1:"
+  gpu_peak_mem env SPARSECP_LOG=info timeout $2 .devrun/$1/sparsecp run --device cuda --gpus 1 --pcp 4 --dcp 4 \
+    --mps on --collectives ipc --model examples/model-deep.json --kv-format bf16 --clients 1 --json \
+    --requests "$OUT/req-deep.jsonl" > "$OUT/deep-$1.json" 2> "$OUT/deep-$1.err"
+  show_run "$OUT/deep-$1.json"
+  grep -hE "one copy|first rank|builds its own|error|cannot" "$OUT/deep-$1.err" | cut -c1-200 | head -6
+}
+
+# verify_p4_ipc B [VAR=VALUE...]: run --verify of the default model at P4 N4 over ipc under
+# MPS, binaries in .devrun/B, with the environment given; the verdict and the ranks'
+# lines about their weights (info log), $OUT/verify-B.log.
+verify_p4_ipc() {
+  local b=$1; shift
+  env "$@" SPARSECP_LOG=info timeout 150 .devrun/$b/sparsecp run --device cuda --gpus 1 --pcp 4 --dcp 4 \
+    --mps on --collectives ipc --verify > "$OUT/verify-$b.log" 2>&1
+  echo "verify P4 N4 ipc ($b $*) rc=$? $(grep -E 'verify' "$OUT/verify-$b.log" | tr -s ' ' | tr '\n' ' ' | cut -c1-300)"
+  grep -hE "one copy|of its GPU's first rank|builds its own|cannot share" "$OUT/verify-$b.log" | cut -c1-160 | sort | uniq -c | head
+}

@@ -351,10 +351,8 @@ static bool ipc_lse_fits(void *self, sc_group grp, sc_coll_op op, size_t n_rows,
   const ipc_rank *r = self;
   if ((unsigned)grp >= SC_GROUP_COUNT) return false;
   const ipc_group *x = &r->g[grp];
-  return x->lse_round && x->members >= 2 && x->region != NULL && width % 4 == 0 &&
-         (op == SC_OP_ALL_REDUCE ||
-          (op == SC_OP_REDUCE_SCATTER && n_rows % (size_t)x->members == 0)) &&
-         sc_ipc_lse_part_at(n_rows) + (uint64_t)n_rows * width * sizeof(float) <= x->block_bytes;
+  return x->lse_round && x->region != NULL &&
+         sc_ipc_lse_shape_fits(x->members, x->block_bytes, op, n_rows, width);
 }
 
 static int ipc_lse_reduce(void *self, int32_t seq, sc_coll_op op, sc_group grp, const float *lse,

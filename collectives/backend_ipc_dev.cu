@@ -4,7 +4,6 @@
  * publishes this member's word. Run on one H200 (2026-12-05) and one H100 (2026-12-06):
  * bench/gpu-step.md. */
 #include "collectives/backend_ipc_dev.h"
-#include "collectives/backend_ipc.h" /* SC_IPC_MEMBERS_MAX */
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -246,9 +245,7 @@ extern "C" int sc_ipc_lse_round(const sc_ipc_dev *d, sc_coll_op op, const float 
                                 const float *part, uint64_t n_rows, uint64_t width, float *recv,
                                 void *stream) {
   const uint64_t at = sc_ipc_lse_part_at(n_rows), part_bytes = n_rows * width * sizeof(float);
-  if (at + part_bytes > d->block_bytes || d->members > SC_IPC_MEMBERS_MAX || width % 4 != 0 ||
-      (op != SC_OP_ALL_REDUCE && op != SC_OP_REDUCE_SCATTER) ||
-      (op == SC_OP_REDUCE_SCATTER && n_rows % (uint64_t)d->members != 0) ||
+  if (!sc_ipc_lse_shape_fits(d->members, d->block_bytes, op, n_rows, width) ||
       ((uintptr_t)part | (uintptr_t)recv) % 16 != 0)
     return SC_EINVAL;
   const uint64_t rows_out = op == SC_OP_REDUCE_SCATTER ? n_rows / (uint64_t)d->members : n_rows;

@@ -4,10 +4,12 @@
 #ifndef SC_BACKEND_IPC_DEV_H
 #define SC_BACKEND_IPC_DEV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/hostdev.h"
+#include "collectives/backend_ipc.h" /* SC_IPC_MEMBERS_MAX */
 #include "plan/coll_types.h"
 
 #ifdef __cplusplus
@@ -72,6 +74,17 @@ int sc_ipc_lse_round(const sc_ipc_dev *d, sc_coll_op op, const float *lse, const
 /* Where an LSE round's partial outputs start in a member's block (its lse first). */
 SC_HOSTDEV uint64_t sc_ipc_lse_part_at(uint64_t n_rows) {
   return (n_rows * sizeof(float) + 255) / 256 * 256;
+}
+
+/* Whether one LSE round takes op over n_rows rows of width f32 for `members` members
+ * with blocks of block_bytes: the rule backend_ipc.c offers it by (lse_fits) and
+ * sc_ipc_lse_round holds a launch to. */
+SC_HOSTDEV bool sc_ipc_lse_shape_fits(int32_t members, uint64_t block_bytes, sc_coll_op op,
+                                      uint64_t n_rows, uint64_t width) {
+  return members >= 2 && members <= SC_IPC_MEMBERS_MAX && width % 4 == 0 &&
+         (op == SC_OP_ALL_REDUCE ||
+          (op == SC_OP_REDUCE_SCATTER && n_rows % (uint64_t)members == 0)) &&
+         sc_ipc_lse_part_at(n_rows) + n_rows * width * sizeof(float) <= block_bytes;
 }
 
 /* Queued before the first collective of a step (plan position 0): counts the step on
